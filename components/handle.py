@@ -1,0 +1,132 @@
+"""The contract between a cloud adapter and everything Kubernetes-side.
+
+A cloud adapter (components/aws, components/azure) turns config into cloud resources and hands back a
+``ClusterHandle``. The Kubernetes layer and the workloads read only this: they never import a cloud SDK.
+Values that the cloud decides at deploy time (a file system id, a role ARN) are ``pulumi.Input`` so the
+pure object builders can embed them and Pulumi resolves them when it applies the objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import pulumi
+
+
+class Cloud(StrEnum):
+    AWS = "aws"
+    AZURE = "azure"
+
+
+class PoolKind(StrEnum):
+    GPU = "gpu"
+    CPU = "cpu"
+
+
+class Fabric(StrEnum):
+    """The RDMA fabric a pool's nodes share: none, AWS Elastic Fabric Adapter or Azure InfiniBand."""
+
+    NONE = "none"
+    EFA = "efa"
+    INFINIBAND = "infiniband"
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: TaintEffect = TaintEffect.NO_SCHEDULE
+
+
+# The GPU taint key is the same on both clouds; its value differs (AWS "true", AKS "present"), which is
+# why tolerations match on the key with operator Exists.
+GPU_TAINT_KEY = "nvidia.com/gpu"
+POOL_LABEL = "ml-platform/pool"
+
+
+@dataclass(frozen=True)
+class PoolHandle:
+    """One node pool as Kubernetes sees it: how to land on it and what each node offers."""
+
+    name: str
+    kind: PoolKind
+    instance_type: str
+    gpus_per_node: int
+    fabric: Fabric
+    fabric_devices_per_node: int
+    vcpus: int
+    memory_gib: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        """The one label that pins a pod to this pool, on any cloud."""
+        return {POOL_LABEL: self.labels.get(POOL_LABEL, self.name)}
+
+    def tolerations(self) -> list[dict[str, str]]:
+        """Tolerations for this pool's taints, by key with ``Exists`` so cloud-specific values don't matter."""
+        return [{"key": t.key, "operator": "Exists", "effect": t.effect.value} for t in self.taints]
+
+
+class SharedStorageKind(StrEnum):
+    EFS = "efs"
+    FSX_LUSTRE = "fsx-lustre"
+    AZURE_FILES_NFS = "azure-files-nfs"
+
+
+@dataclass(frozen=True)
+class SharedStorage:
+    """A POSIX file system every training pod mounts read-write (checkpoints need rename, which object
+    storage mounts lack).
+
+    ``csi`` is a Kubernetes ``CSIPersistentVolumeSource`` (driver, volumeHandle, volumeAttributes) for a
+    statically provisioned PersistentVolume bound to the cloud file system the adapter created.
+    """
+
+    kind: SharedStorageKind
+    csi: Mapping[str, Any]
+    capacity_gib: int
+    mount_options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StorageHandle:
+    """Where data lives: the object store for datasets and model artifacts, and the shared file system."""
+
+    bucket_uri: pulumi.Input[str]
+    shared: SharedStorage | None = None
+
+
+@dataclass(frozen=True)
+class ClusterHandle:
+    """What a cloud adapter returns: everything the Kubernetes layer needs, nothing cloud-specific."""
+
+    cloud: Cloud
+    name: str
+    kubeconfig: pulumi.Output[str]
+    kubernetes_version: str
+    pools: tuple[PoolHandle, ...]
+    storage: StorageHandle
+    # workload name ("training", "inference") -> service-account annotations binding it to a cloud
+    # identity (IRSA role ARN on AWS, workload-identity client id on Azure).
+    identities: Mapping[str, Mapping[str, pulumi.Input[str]]] = field(default_factory=dict)
+
+    def pool(self, name: str) -> PoolHandle:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(f"no node pool named {name!r}; pools: {', '.join(p.name for p in self.pools)}")
+
+    @property
+    def fabrics(self) -> frozenset[Fabric]:
+        return frozenset(p.fabric for p in self.pools if p.fabric is not Fabric.NONE)

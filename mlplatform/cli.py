@@ -1,0 +1,21 @@
+"""The ``mlplatform`` command: plan, check, new-stack, train and serve.
+
+Exit codes are the contract CI relies on: 0 ok, 1 a finding (a policy violation), 2 bad input (config or
+flags), each problem on one line of stderr.
+"""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="mlplatform",
+    help="Plan, check and run the ML platform offline; the same program `pulumi up` deploys.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,128 @@
+"""The model artifact contract between training (writes) and inference (reads).
+
+Layout: ``<output>/models/<name>/<version>/`` holding ``model.onnx``, the weights and ``metadata.json``.
+``metadata.json`` records the sha256 of every other file in the directory, so a reader can prove it
+serves exactly what training produced; derived versions (``<version>-int8``) get their own directory and
+metadata naming their parent instead of rewriting the parent's files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+METADATA_FILE = "metadata.json"
+ONNX_FILE = "model.onnx"
+
+
+class ArtifactError(Exception):
+    """A model version directory that is missing, incomplete or does not match its recorded hashes."""
+
+
+class DatasetInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    sha256: str
+    split_seed: int
+    split_sizes: dict[str, int]
+
+
+class TensorSpec(BaseModel):
+    """One ONNX graph input or output, as a client must shape it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    dtype: Literal["float32", "float16", "int64"]
+    # None marks a dynamic dimension (the batch).
+    shape: list[int | None]
+
+
+class FeatureHistogram(BaseModel):
+    """Reference distribution of one input feature on the training split, for drift (PSI) detection."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    feature: str
+    bin_edges: list[float]
+    counts: list[int]
+
+
+class ModelMetadata(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    name: str
+    version: str
+    created: str
+    parent_version: str | None = None
+    code_version: str
+    dataset: DatasetInfo
+    hyperparameters: dict[str, Any]
+    world_size: int
+    metrics: dict[str, float]
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    feature_names: list[str]
+    class_names: list[str] = Field(default_factory=list)
+    reference_histograms: list[FeatureHistogram]
+    files: dict[str, str] = Field(default_factory=dict, description="file name -> sha256")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def model_version_dir(output: Path, name: str, version: str) -> Path:
+    return output / "models" / name / version
+
+
+def write_metadata(version_dir: Path, metadata: ModelMetadata) -> ModelMetadata:
+    """Hash every file already in ``version_dir`` into the metadata and write it atomically, last.
+
+    Writing metadata last makes its presence the commit point: a directory without it is incomplete.
+    """
+    files = {
+        p.name: sha256_file(p)
+        for p in sorted(version_dir.iterdir())
+        if p.is_file() and p.name != METADATA_FILE and not p.name.startswith(".")
+    }
+    final = metadata.model_copy(update={"files": files})
+    fd, tmp = tempfile.mkstemp(dir=version_dir, prefix=".metadata-", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(final.model_dump_json(indent=2))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, version_dir / METADATA_FILE)
+    return final
+
+
+def load_metadata(version_dir: Path, *, verify: bool = True) -> ModelMetadata:
+    """Read a version's metadata and, by default, check every recorded file against its hash."""
+    meta_path = version_dir / METADATA_FILE
+    if not meta_path.is_file():
+        raise ArtifactError(f"{version_dir}: no {METADATA_FILE}; not a complete model version directory")
+    try:
+        metadata = ModelMetadata.model_validate(json.loads(meta_path.read_text()))
+    except (ValueError, TypeError) as exc:
+        raise ArtifactError(f"{meta_path}: invalid metadata: {exc}") from exc
+    if ONNX_FILE not in metadata.files:
+        raise ArtifactError(f"{meta_path}: records no {ONNX_FILE}")
+    if verify:
+        for name, expected in metadata.files.items():
+            path = version_dir / name
+            if not path.is_file():
+                raise ArtifactError(f"{version_dir}: {name} is recorded in {METADATA_FILE} but missing")
+            if sha256_file(path) != expected:
+                raise ArtifactError(f"{version_dir}: {name} does not match its recorded sha256")
+    return metadata
