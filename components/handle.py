@@ -117,6 +117,9 @@ class ClusterHandle:
     kubernetes_version: str
     pools: tuple[PoolHandle, ...]
     storage: StorageHandle
+    # Registry host that workload images are pulled from (ECR / ACR login server); image references in
+    # config are repository:tag below it.
+    registry: pulumi.Input[str]
     # workload name ("training", "inference") -> service-account annotations binding it to a cloud
     # identity (IRSA role ARN on AWS, workload-identity client id on Azure).
     identities: Mapping[str, Mapping[str, pulumi.Input[str]]] = field(default_factory=dict)

@@ -1,0 +1,33 @@
+"""Instance types the platform knows, per cloud: pure data, no cloud SDK.
+
+Config validation fails closed on anything not listed here: a type we have no facts for (GPU count, RDMA
+fabric, interfaces per card) would otherwise be guessed. Regional availability is not recorded: it
+changes, so the README's preflight asks the cloud (REFERENCE.md: "unverified").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.handle import Cloud, Fabric, PoolKind
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    kind: PoolKind
+    vcpus: int
+    memory_gib: int
+    gpus: int = 0
+    gpu_model: str = ""
+    # The RDMA fabric the type supports and how many fabric devices (EFA interfaces, InfiniBand HCAs)
+    # each node has; Fabric.NONE and 0 where it has none.
+    fabric: Fabric = Fabric.NONE
+    fabric_devices: int = 0
+    avx512: bool = False
+
+
+def catalog(cloud: Cloud) -> dict[str, InstanceType]:
+    from components.catalog import aws, azure
+
+    return {Cloud.AWS: aws.INSTANCE_TYPES, Cloud.AZURE: azure.VM_SIZES}[cloud]

@@ -1,0 +1,44 @@
+"""EC2 instance types for EKS node pools.
+
+Sources: vCPU, memory and GPUs from the EC2 instance type pages (aws.amazon.com/ec2/instance-types/
+g5, g6, g6e, p4, p5, p6, c7i, c6i, m7i) and "Accelerated computing instance specifications"
+(docs.aws.amazon.com/ec2/latest/instancetypes/ac.html). EFA interfaces per instance from
+terraform-aws-eks-blueprints `patterns/nvidia-gpu-efa` (REFERENCE.md): p4d/p4de 4, p5/p5e 32, p5en 16,
+p6-b200 8. The c7i/c6i/m7i families run Intel Xeon (Sapphire Rapids / Ice Lake) with AVX-512.
+"""
+
+from __future__ import annotations
+
+from components.catalog import InstanceType
+from components.handle import Fabric, PoolKind
+
+_GPU = PoolKind.GPU
+_CPU = PoolKind.CPU
+
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    t.name: t
+    for t in (
+        InstanceType("g5.xlarge", _GPU, 4, 16, 1, "A10G"),
+        InstanceType("g5.2xlarge", _GPU, 8, 32, 1, "A10G"),
+        InstanceType("g5.12xlarge", _GPU, 48, 192, 4, "A10G"),
+        InstanceType("g6.xlarge", _GPU, 4, 16, 1, "L4"),
+        InstanceType("g6.2xlarge", _GPU, 8, 32, 1, "L4"),
+        InstanceType("g6.12xlarge", _GPU, 48, 192, 4, "L4"),
+        InstanceType("g6e.xlarge", _GPU, 4, 32, 1, "L40S"),
+        InstanceType("p4d.24xlarge", _GPU, 96, 1152, 8, "A100-40GB", Fabric.EFA, 4),
+        InstanceType("p4de.24xlarge", _GPU, 96, 1152, 8, "A100-80GB", Fabric.EFA, 4),
+        InstanceType("p5.48xlarge", _GPU, 192, 2048, 8, "H100", Fabric.EFA, 32),
+        InstanceType("p5e.48xlarge", _GPU, 192, 2048, 8, "H200", Fabric.EFA, 32),
+        InstanceType("p5en.48xlarge", _GPU, 192, 2048, 8, "H200", Fabric.EFA, 16),
+        InstanceType("p6-b200.48xlarge", _GPU, 192, 2048, 8, "B200", Fabric.EFA, 8),
+        InstanceType("c7i.large", _CPU, 2, 4, avx512=True),
+        InstanceType("c7i.xlarge", _CPU, 4, 8, avx512=True),
+        InstanceType("c7i.2xlarge", _CPU, 8, 16, avx512=True),
+        InstanceType("c7i.4xlarge", _CPU, 16, 32, avx512=True),
+        InstanceType("c6i.2xlarge", _CPU, 8, 16, avx512=True),
+        InstanceType("c6i.4xlarge", _CPU, 16, 32, avx512=True),
+        InstanceType("m7i.large", _CPU, 2, 8, avx512=True),
+        InstanceType("m7i.xlarge", _CPU, 4, 16, avx512=True),
+        InstanceType("m7i.2xlarge", _CPU, 8, 32, avx512=True),
+    )
+}

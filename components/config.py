@@ -1,0 +1,474 @@
+"""The stack configuration: tier presets plus a stack file's overrides, validated once at the edge.
+
+A stack file (``stacks/Pulumi.<stack>.yaml``) holds the provider's region (``aws:region`` or
+``azure-native:location``) and one structured key, ``ml-platform:platform``. ``parse_stack_config``
+merges the tier preset under the stack's values, validates the result with pydantic, then applies the
+cross-field rules (fabric vs instance type, residency, private enterprise clusters). Every problem comes
+back as one line naming the file and the key, the same under ``mlplatform plan`` and ``pulumi preview``.
+Code below this module trusts the typed model.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections.abc import Iterator, Mapping
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from components.catalog import InstanceType, catalog
+from components.handle import Cloud, Fabric, PoolKind
+
+PROJECT = "ml-platform"
+PLATFORM_KEY = f"{PROJECT}:platform"
+REGION_KEYS: dict[Cloud, str] = {Cloud.AWS: "aws:region", Cloud.AZURE: "azure-native:location"}
+
+
+class ConfigError(Exception):
+    """Invalid stack configuration; ``problems`` holds one printable line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+class Tier(StrEnum):
+    SMB = "smb"
+    ENTERPRISE = "enterprise"
+
+
+class Residency(StrEnum):
+    UAE = "uae"
+
+
+# Regions that keep data in the country (REFERENCE.md "UAE data residency"): AWS has one UAE region
+# (me-south-1 is Bahrain); Azure's uaenorth pairs with uaecentral.
+RESIDENCY_REGIONS: dict[Residency, dict[Cloud, tuple[str, ...]]] = {
+    Residency.UAE: {Cloud.AWS: ("me-central-1",), Cloud.AZURE: ("uaenorth", "uaecentral")},
+}
+
+
+class DataClassification(StrEnum):
+    PUBLIC = "public"
+    INTERNAL = "internal"
+    CONFIDENTIAL = "confidential"
+    RESTRICTED = "restricted"
+
+
+class EndpointAccess(StrEnum):
+    PRIVATE = "private"
+    PUBLIC = "public"
+
+
+class SharedStorageKind(StrEnum):
+    NONE = "none"
+    EFS = "efs"
+    FSX_LUSTRE = "fsx-lustre"
+    AZURE_FILES_NFS = "azure-files-nfs"
+
+
+class Redundancy(StrEnum):
+    """Object storage redundancy; ``geo`` is offered only where the pair stays in the residency."""
+
+    LOCAL = "local"
+    ZONE = "zone"
+    GEO = "geo"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, alias_generator=to_camel, populate_by_name=True
+    )
+
+
+DnsLabel = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")]
+ImageRef = Annotated[str, Field(pattern=r"^[\w.\-/:]+(:[\w.\-]+|@sha256:[0-9a-f]{64})$")]
+
+
+class NetworkConfig(_Model):
+    cidr: str = "10.40.0.0/16"
+    availability_zones: int = Field(default=2, ge=2, le=3)
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        try:
+            network = ipaddress.ip_network(value)
+        except ValueError as exc:
+            raise ValueError(f"not a CIDR block: {value!r}") from exc
+        if not network.is_private or network.prefixlen > 20:
+            raise ValueError("must be a private IPv4 range of /20 or larger")
+        return value
+
+
+class ClusterConfig(_Model):
+    kubernetes_version: Annotated[str, Field(pattern=r"^1\.(2[89]|3[0-9])$")] = "1.33"
+    endpoint: EndpointAccess = EndpointAccess.PRIVATE
+    # CIDRs allowed to reach a public API endpoint; required when the endpoint is public.
+    public_access_cidrs: tuple[str, ...] = ()
+    # Principals given cluster-admin (IAM role ARNs on AWS, Entra group object ids on Azure).
+    admins: tuple[str, ...] = ()
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for cidr in value:
+            try:
+                network = ipaddress.ip_network(cidr)
+            except ValueError as exc:
+                raise ValueError(f"not a CIDR block: {cidr!r}") from exc
+            if network.prefixlen == 0:
+                raise ValueError(f"{cidr} opens the API server to the whole internet")
+        return value
+
+
+class PlacementGroupConfig(_Model):
+    """Cluster placement for EFA pools. ``existing`` names a placement group made for a capacity
+    reservation; ``enabled: false`` drops it where a forced group breaks reservations."""
+
+    enabled: bool = True
+    existing: str | None = None
+
+
+class NodePoolConfig(_Model):
+    name: DnsLabel
+    kind: PoolKind
+    instance_type: str
+    min_size: int = Field(ge=0, le=1000)
+    max_size: int = Field(ge=1, le=1000)
+    desired_size: int | None = Field(default=None, ge=0, le=1000)
+    spot: bool = False
+    fabric: Fabric = Fabric.NONE
+    placement_group: PlacementGroupConfig = PlacementGroupConfig()
+    # Fabric pools live in one zone (the placement group and the fabric do not span zones).
+    availability_zone: int | None = Field(default=None, ge=0, le=2)
+    disk_size_gib: int = Field(default=200, ge=50, le=16384)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class StorageConfig(_Model):
+    shared: SharedStorageKind | None = None
+    shared_capacity_gib: int = Field(default=1200, ge=100, le=1_000_000)
+    redundancy: Redundancy = Redundancy.ZONE
+    # Days non-current object versions are kept before they expire.
+    noncurrent_version_days: int = Field(default=90, ge=1, le=3650)
+
+
+class KubernetesConfig(_Model):
+    """The in-cluster layer. A private cluster's API server is reachable only from inside its network,
+    so a first ``pulumi up`` from outside runs with ``enabled: false`` (README: two-phase bring-up)."""
+
+    enabled: bool = True
+    monitoring: bool | None = None
+    gpu_operator: bool = True
+    teams: tuple[DnsLabel, ...] = ()
+
+
+class CanaryConfig(_Model):
+    model_version: str
+    percent: int = Field(ge=1, le=50)
+
+
+class TrainingWorkloadConfig(_Model):
+    enabled: bool = True
+    image: ImageRef
+    run_id: DnsLabel
+    pool: DnsLabel
+    nodes: int = Field(default=1, ge=1, le=512)
+    nproc_per_node: int | None = Field(default=None, ge=1, le=64)
+    epochs: int = Field(default=30, ge=1, le=10_000)
+    max_restarts: int = Field(default=3, ge=0, le=100)
+    model_name: DnsLabel = "digits-mlp"
+
+
+class InferenceWorkloadConfig(_Model):
+    enabled: bool = True
+    image: ImageRef
+    pool: DnsLabel
+    model_name: DnsLabel = "digits-mlp"
+    model_version: str
+    min_replicas: int = Field(default=2, ge=1, le=100)
+    max_replicas: int = Field(default=6, ge=1, le=1000)
+    cpu: str = "1"
+    memory: str = "1Gi"
+    auth: bool | None = None
+    tls: bool | None = None
+    drift_threshold: float = Field(default=0.2, gt=0, le=10)
+    canary: CanaryConfig | None = None
+
+
+class WorkloadsConfig(_Model):
+    training: TrainingWorkloadConfig | None = None
+    inference: InferenceWorkloadConfig | None = None
+
+
+class PlatformConfig(_Model):
+    """The whole stack: what one ``pulumi up`` builds."""
+
+    cloud: Cloud
+    tier: Tier
+    environment: DnsLabel
+    region: str
+    residency: Residency = Residency.UAE
+    owner: Annotated[str, Field(min_length=3, max_length=128)]
+    cost_center: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+    data_classification: DataClassification = DataClassification.CONFIDENTIAL
+    # Protect data-bearing resources (keys, buckets, file systems) from deletion; on in production.
+    protect_data: bool | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    network: NetworkConfig = NetworkConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    node_pools: Annotated[tuple[NodePoolConfig, ...], Field(min_length=1)]
+    storage: StorageConfig = StorageConfig()
+    kubernetes: KubernetesConfig = KubernetesConfig()
+    workloads: WorkloadsConfig = WorkloadsConfig()
+
+    @property
+    def stack_name(self) -> str:
+        return f"{self.cloud}-{self.tier}-{self.environment}"
+
+    @property
+    def is_protected(self) -> bool:
+        return self.protect_data if self.protect_data is not None else self.environment == "prod"
+
+    @property
+    def shared_storage(self) -> SharedStorageKind:
+        assert self.storage.shared is not None, "filled by the tier preset"
+        return self.storage.shared
+
+    @property
+    def monitoring(self) -> bool:
+        assert self.kubernetes.monitoring is not None, "filled by the tier preset"
+        return self.kubernetes.monitoring
+
+    def instance_type(self, pool: NodePoolConfig) -> InstanceType:
+        return catalog(self.cloud)[pool.instance_type]
+
+    def pool(self, name: str) -> NodePoolConfig:
+        return next(p for p in self.node_pools if p.name == name)
+
+    def base_tags(self) -> dict[str, str]:
+        """The tags every resource carries; policies and cost reports rely on them."""
+        return {
+            **self.tags,
+            "project": PROJECT,
+            "environment": self.environment,
+            "tier": self.tier.value,
+            "data-classification": self.data_classification.value,
+            "owner": self.owner,
+            "cost-center": self.cost_center,
+        }
+
+
+def tier_preset(tier: Tier, cloud: Cloud) -> dict[str, Any]:
+    """Defaults a tier gives before the stack file's own values (in stack-file key spelling).
+
+    SMB is cost-first: public API endpoint behind an allow-list, EFS / Azure Files, no monitoring
+    stack. Enterprise: private API endpoint, Lustre on AWS, monitoring, authenticated TLS inference.
+    """
+    enterprise = tier is Tier.ENTERPRISE
+    shared = {
+        (Cloud.AWS, True): SharedStorageKind.FSX_LUSTRE,
+        (Cloud.AWS, False): SharedStorageKind.EFS,
+        (Cloud.AZURE, True): SharedStorageKind.AZURE_FILES_NFS,
+        (Cloud.AZURE, False): SharedStorageKind.AZURE_FILES_NFS,
+    }[(cloud, enterprise)]
+    return {
+        "cluster": {"endpoint": (EndpointAccess.PRIVATE if enterprise else EndpointAccess.PUBLIC).value},
+        "storage": {"shared": shared.value},
+        "kubernetes": {"monitoring": enterprise},
+        "workloads": {"inference": {"auth": enterprise, "tls": enterprise}},
+    }
+
+
+def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge mappings; lists and scalars in ``override`` replace the base's."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _key_path(loc: tuple[str | int, ...]) -> str:
+    path = PLATFORM_KEY
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _describe(error: Any) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    message: str = error["msg"]
+    return message.removeprefix("Value error, ")
+
+
+def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
+    """Validate one stack's config map (full keys, e.g. ``aws:region``) into a ``PlatformConfig``.
+
+    ``source`` names the file in error lines. Raises ``ConfigError`` with every problem found.
+    """
+    body = raw.get(PLATFORM_KEY)
+    if not isinstance(body, Mapping):
+        raise ConfigError([f"{source}: {PLATFORM_KEY}: required key is missing or not a mapping"])
+    if "region" in body:
+        raise ConfigError(
+            [f"{source}: {PLATFORM_KEY}.region: unknown key (the region is the provider's: aws:region or "
+             "azure-native:location)"]
+        )
+    document = dict(body)
+    cloud = body.get("cloud")
+    if cloud in set(Cloud):
+        region_key = REGION_KEYS[Cloud(cloud)]
+        region = raw.get(region_key)
+        if not isinstance(region, str):
+            raise ConfigError([f"{source}: {region_key}: required for a {cloud} stack"])
+        document["region"] = region
+        if body.get("tier") in set(Tier):
+            document = _merge(tier_preset(Tier(body["tier"]), Cloud(cloud)), document)
+    try:
+        # JSON mode: strict types as they arrive from YAML/Pulumi config, enums from their strings.
+        config = PlatformConfig.model_validate_json(json.dumps(document))
+    except ValidationError as exc:
+        raise ConfigError(
+            [f"{source}: {_key_path(tuple(e['loc']))}: {_describe(e)}" for e in exc.errors()]
+        ) from None
+    problems = [f"{source}: {key}: {message}" for key, message in _rule_problems(config)]
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def load_stack_config() -> PlatformConfig:
+    """Read and validate this stack's config inside a running Pulumi program (preview, up or mocks)."""
+    import pulumi
+
+    raw: dict[str, Any] = {PLATFORM_KEY: pulumi.Config(PROJECT).get_object("platform")}
+    for key in REGION_KEYS.values():
+        namespace, name = key.split(":")
+        raw[key] = pulumi.Config(namespace).get(name)
+    return parse_stack_config(raw, f"Pulumi.{pulumi.get_stack()}.yaml")
+
+
+def _rule_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    """Cross-field rules, as (key, message)."""
+    allowed = RESIDENCY_REGIONS[config.residency][config.cloud]
+    if config.region not in allowed:
+        yield (
+            REGION_KEYS[config.cloud],
+            f"{config.region!r} is outside the {config.residency.value} residency; allowed: "
+            + ", ".join(allowed),
+        )
+    yield from _cluster_problems(config)
+    yield from _pool_problems(config)
+    yield from _storage_problems(config)
+    yield from _workload_problems(config)
+
+
+def _cluster_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    cluster = config.cluster
+    key = f"{PLATFORM_KEY}.cluster"
+    if config.tier is Tier.ENTERPRISE and cluster.endpoint is EndpointAccess.PUBLIC:
+        yield f"{key}.endpoint", "enterprise clusters are private; use endpoint: private"
+    if cluster.endpoint is EndpointAccess.PUBLIC and not cluster.public_access_cidrs:
+        yield f"{key}.publicAccessCidrs", "a public endpoint needs an allow-list of CIDRs"
+    if cluster.endpoint is EndpointAccess.PRIVATE and cluster.public_access_cidrs:
+        yield f"{key}.publicAccessCidrs", "only meaningful with endpoint: public"
+
+
+def _pool_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    known = catalog(config.cloud)
+    seen: set[str] = set()
+    for index, pool in enumerate(config.node_pools):
+        key = f"{PLATFORM_KEY}.nodePools[{index}]"
+        if pool.name in seen:
+            yield f"{key}.name", f"duplicate pool name {pool.name!r}"
+        seen.add(pool.name)
+        if pool.max_size < pool.min_size:
+            yield f"{key}.maxSize", f"must be ≥ minSize ({pool.min_size})"
+        if pool.desired_size is not None and not pool.min_size <= pool.desired_size <= pool.max_size:
+            yield f"{key}.desiredSize", f"must be between minSize and maxSize ({pool.min_size}..{pool.max_size})"
+        itype = known.get(pool.instance_type)
+        if itype is None:
+            yield (
+                f"{key}.instanceType",
+                f"unknown {config.cloud} {pool.kind} type {pool.instance_type!r}; known: "
+                + ", ".join(n for n, t in known.items() if t.kind is pool.kind),
+            )
+            continue
+        if itype.kind is not pool.kind:
+            yield f"{key}.kind", f"{pool.instance_type} is a {itype.kind} type, not {pool.kind}"
+        yield from _fabric_problems(config, key, pool, itype)
+
+
+def _fabric_problems(
+    config: PlatformConfig, key: str, pool: NodePoolConfig, itype: InstanceType
+) -> Iterator[tuple[str, str]]:
+    if pool.fabric is Fabric.NONE:
+        if pool.availability_zone is not None and config.cloud is Cloud.AWS:
+            yield f"{key}.availabilityZone", "only fabric pools are pinned to one zone"
+        return
+    if pool.fabric is not itype.fabric:
+        supported = [n for n, t in catalog(config.cloud).items() if t.fabric is pool.fabric]
+        where = ", ".join(supported) if supported else f"no {config.cloud} instance type"
+        yield f"{key}.fabric", f"{pool.instance_type} has no {pool.fabric} fabric; supported: {where}"
+        return
+    if pool.max_size < 2:
+        yield f"{key}.maxSize", "a fabric pool needs room for at least 2 nodes (maxSize ≥ 2)"
+    if pool.spot:
+        yield f"{key}.spot", "fabric pools cannot be spot: a reclaimed node breaks the whole job"
+    if pool.availability_zone is not None and pool.availability_zone >= config.network.availability_zones:
+        yield f"{key}.availabilityZone", f"must be below network.availabilityZones ({config.network.availability_zones})"
+
+
+def _storage_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    shared = config.shared_storage
+    by_cloud = {
+        Cloud.AWS: {SharedStorageKind.EFS, SharedStorageKind.FSX_LUSTRE, SharedStorageKind.NONE},
+        Cloud.AZURE: {SharedStorageKind.AZURE_FILES_NFS, SharedStorageKind.NONE},
+    }
+    if shared not in by_cloud[config.cloud]:
+        yield f"{PLATFORM_KEY}.storage.shared", f"{shared} is not available on {config.cloud}"
+    if shared is SharedStorageKind.FSX_LUSTRE and config.storage.shared_capacity_gib % 1200:
+        # FSx for Lustre PERSISTENT_2 capacity comes in 1.2 TiB steps (AWS FSx Lustre user guide).
+        yield f"{PLATFORM_KEY}.storage.sharedCapacityGib", "FSx for Lustre capacity is a multiple of 1200"
+    if config.storage.redundancy is Redundancy.GEO and config.cloud is Cloud.AWS:
+        yield (
+            f"{PLATFORM_KEY}.storage.redundancy",
+            "geo redundancy copies data to another region; me-central-1 is the only UAE region",
+        )
+
+
+def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    pools = {p.name: p for p in config.node_pools}
+    training, inference = config.workloads.training, config.workloads.inference
+    key = f"{PLATFORM_KEY}.workloads"
+    if training is not None:
+        if training.pool not in pools:
+            yield f"{key}.training.pool", f"no node pool named {training.pool!r}"
+        elif training.nodes > pools[training.pool].max_size:
+            yield f"{key}.training.nodes", f"pool {training.pool!r} has at most {pools[training.pool].max_size} nodes"
+        if training.enabled and config.shared_storage is SharedStorageKind.NONE:
+            yield f"{key}.training", "training needs shared storage for checkpoints (storage.shared)"
+    if inference is not None:
+        pool = pools.get(inference.pool)
+        if pool is None:
+            yield f"{key}.inference.pool", f"no node pool named {inference.pool!r}"
+        elif pool.kind is not PoolKind.CPU:
+            yield f"{key}.inference.pool", f"{inference.pool!r} is a {pool.kind} pool; the service runs on CPU"
+        if inference.max_replicas < inference.min_replicas:
+            yield f"{key}.inference.maxReplicas", f"must be ≥ minReplicas ({inference.min_replicas})"
+        if not re.fullmatch(r"[0-9]+(m)?", inference.cpu):
+            yield f"{key}.inference.cpu", "a Kubernetes CPU quantity such as 1 or 500m"
+        if not re.fullmatch(r"[0-9]+(Mi|Gi)", inference.memory):
+            yield f"{key}.inference.memory", "a Kubernetes memory quantity such as 512Mi or 2Gi"

@@ -1,0 +1,158 @@
+"""Plausible engine answers for an offline plan: ids, ARNs, endpoints and invoke results.
+
+The program under plan reads some outputs of the resources it creates (a cluster's endpoint, an OIDC
+issuer, a role's ARN) and calls a few provider functions (availability zones, caller identity). These
+answers are shaped like the cloud's so the program runs its real code path; they are never used for
+anything but the plan, and every value says it is a mock (account 123456789012, ``mock`` in ids).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+
+ACCOUNT_ID = "123456789012"
+SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
+TENANT_ID = "00000000-0000-0000-0000-000000000001"
+KUBECONFIG = (
+    "apiVersion: v1\nkind: Config\nclusters:\n- name: mock\n  cluster:\n"
+    "    server: https://mock.cluster.invalid\ncontexts:\n- name: mock\n  context: {cluster: mock, user: mock}\n"
+    "current-context: mock\nusers:\n- name: mock\n  user: {token: mock}\n"
+)
+
+
+def _short_hash(*parts: str) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:8]
+
+
+def _aws_outputs(token: str, name: str, inputs: dict[str, Any], region: str) -> dict[str, Any]:
+    service = token.split(":")[1].split("/")[0]
+    physical = inputs.get("name") or f"{name}-{_short_hash(token, name)}"
+    outputs: dict[str, Any] = {
+        "arn": f"arn:aws:{service}:{region}:{ACCOUNT_ID}:{physical}",
+        "name": physical,
+    }
+    extra = _AWS_EXTRA.get(token)
+    if extra is not None:
+        outputs.update(extra(physical, region, inputs))
+    return outputs
+
+
+def _eks_cluster(physical: str, region: str, _inputs: dict[str, Any]) -> dict[str, Any]:
+    oidc_id = _short_hash(physical).upper() * 4
+    return {
+        "endpoint": f"https://{oidc_id}.gr7.{region}.eks.amazonaws.com",
+        "certificateAuthority": {"data": "bW9jay1jYQ=="},
+        "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{region}.amazonaws.com/id/{oidc_id}"}]}],
+        "vpcConfig": {**_inputs.get("vpcConfig", {}), "clusterSecurityGroupId": f"sg-{_short_hash(physical)}"},
+    }
+
+
+_AWS_EXTRA: dict[str, Callable[[str, str, dict[str, Any]], dict[str, Any]]] = {
+    "aws:eks/cluster:Cluster": _eks_cluster,
+    "aws:s3/bucketV2:BucketV2": lambda p, r, i: {"bucket": i.get("bucket", p), "bucketDomainName": f"{p}.s3.amazonaws.com"},
+    "aws:s3/bucket:Bucket": lambda p, r, i: {"bucket": i.get("bucket", p), "bucketDomainName": f"{p}.s3.amazonaws.com"},
+    "aws:ecr/repository:Repository": lambda p, r, i: {"repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{r}.amazonaws.com/{p}"},
+    "aws:fsx/lustreFileSystem:LustreFileSystem": lambda p, r, i: {
+        "dnsName": f"fs-{_short_hash(p)}.fsx.{r}.amazonaws.com",
+        "mountName": _short_hash(p, "mount"),
+    },
+    "aws:efs/fileSystem:FileSystem": lambda p, r, i: {"dnsName": f"fs-{_short_hash(p)}.efs.{r}.amazonaws.com"},
+    "aws:iam/openIdConnectProvider:OpenIdConnectProvider": lambda p, r, i: {
+        "url": str(i.get("url", "")).removeprefix("https://"),
+    },
+}
+
+
+def _azure_outputs(token: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    physical = inputs.get("resourceName") or inputs.get("name") or f"{name}{_short_hash(token, name)}"
+    group = inputs.get("resourceGroupName", "mock-rg")
+    provider_type = token.split(":")[1]
+    outputs: dict[str, Any] = {
+        "name": physical,
+        "azureApiVersion": "mock",
+        "id": f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{group}/providers/{provider_type}/{physical}",
+    }
+    extra = _AZURE_EXTRA.get(token)
+    if extra is not None:
+        outputs.update(extra(physical, inputs))
+    return outputs
+
+
+_AZURE_EXTRA: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
+    "azure-native:containerservice:ManagedCluster": lambda p, i: {
+        "oidcIssuerProfile": {"enabled": True, "issuerURL": f"https://uaenorth.oic.prod-aks.azure.com/{TENANT_ID}/{p}/"},
+        "privateFQDN": f"{p}.privatelink.uaenorth.azmk8s.io",
+        "fqdn": f"{p}.hcp.uaenorth.azmk8s.io",
+        "identityProfile": {"kubeletidentity": {"objectId": TENANT_ID, "clientId": TENANT_ID}},
+    },
+    "azure-native:managedidentity:UserAssignedIdentity": lambda p, i: {
+        "clientId": f"{_short_hash(p)}-0000-0000-0000-000000000000",
+        "principalId": f"{_short_hash(p, 'principal')}-0000-0000-0000-000000000000",
+        "tenantId": TENANT_ID,
+    },
+    "azure-native:keyvault:Vault": lambda p, i: {"properties": {**i.get("properties", {}), "vaultUri": f"https://{p}.vault.azure.net/"}},
+    "azure-native:keyvault:Key": lambda p, i: {"keyUriWithVersion": f"https://vault.vault.azure.net/keys/{p}/mock", "keyUri": f"https://vault.vault.azure.net/keys/{p}"},
+    "azure-native:containerregistry:Registry": lambda p, i: {"loginServer": f"{p}.azurecr.io"},
+    "azure-native:storage:StorageAccount": lambda p, i: {"primaryEndpoints": {"blob": f"https://{p}.blob.core.windows.net/"}},
+}
+
+
+def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
+    region = args.get("region", "me-central-1")
+    results: dict[str, dict[str, Any]] = {
+        "aws:index/getAvailabilityZones:getAvailabilityZones": {
+            "names": [f"{region}a", f"{region}b", f"{region}c"],
+            "zoneIds": ["mec1-az1", "mec1-az2", "mec1-az3"],
+        },
+        "aws:index/getCallerIdentity:getCallerIdentity": {
+            "accountId": ACCOUNT_ID,
+            "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/mock",
+            "userId": "MOCK",
+        },
+        "aws:index/getPartition:getPartition": {"partition": "aws", "dnsSuffix": "amazonaws.com"},
+        "aws:index/getRegion:getRegion": {"name": region, "region": region},
+        "azure-native:authorization:getClientConfig": {
+            "clientId": TENANT_ID,
+            "objectId": TENANT_ID,
+            "subscriptionId": SUBSCRIPTION_ID,
+            "tenantId": TENANT_ID,
+        },
+    }
+    if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+        # Offline there is no offering data: answer that what was asked for is offered, so the plan
+        # shows the program's real path; the live check happens under `pulumi preview`.
+        wanted = [v for f in args.get("filters", []) if f.get("name") == "instance-type" for v in f["values"]]
+        return {"instanceTypes": wanted, "locations": [f"{region}a"], "locationTypes": ["availability-zone"]}
+    return results.get(token, {})
+
+
+class PlanMocks(pulumi.runtime.Mocks):
+    """Engine answers for every resource and invoke, from the stack's provider configuration."""
+
+    def __init__(self, aws_region: str, azure_location: str) -> None:
+        self.aws_region = aws_region
+        self.azure_location = azure_location
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        token, name, inputs = args.typ, args.name, dict(args.inputs)
+        region = inputs.get("region") or self.aws_region
+        if token.startswith("pulumi:providers:"):
+            return f"{name}-provider-id", inputs
+        if token.startswith("aws:"):
+            outputs = _aws_outputs(token, name, inputs, region)
+            return f"{outputs['name']}-id", {**outputs, **inputs}
+        if token.startswith("azure-native:"):
+            outputs = _azure_outputs(token, name, inputs)
+            return outputs["id"], {**outputs, **inputs, "location": inputs.get("location", self.azure_location)}
+        return f"{name}-id", inputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        if args.token == "azure-native:containerservice:listManagedClusterUserCredentials":
+            import base64
+
+            return {"kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(KUBECONFIG.encode()).decode()}]}, None
+        return _invoke_result(args.token, dict(args.args)), None

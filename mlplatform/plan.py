@@ -1,0 +1,300 @@
+"""Run a real Pulumi Python program offline, under Pulumi's own mocks, and capture what it registers.
+
+The engine is replaced by ``pulumi.runtime.set_mocks``; everything else is the program's real code.
+Capture happens at the mock *monitor*, which receives the full RegisterResource request (parent,
+provider reference, dependencies), unlike ``Mocks.new_resource``. Default providers are never
+registered under mocks, so they are synthesized here from the stack's provider config (``aws:region``,
+``azure-native:location``…), as the engine would create them, and every custom resource points at its
+provider. Inputs are recorded in wire form (``MessageToDict`` of the request's Struct): camelCase keys,
+numbers as floats, secrets wrapped, exactly what the engine and a policy pack see.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import os
+import runpy
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from google.protobuf import json_format
+from pulumi.runtime.mocks import MockMonitor
+
+from mlplatform.errors import InputError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270"
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One stack of one Pulumi program: what to plan."""
+
+    program_dir: Path
+    stack: str
+    stack_file: Path
+
+    @property
+    def label(self) -> str:
+        return self.stack if self.program_dir == REPO_ROOT else f"{self.program_dir}:{self.stack}"
+
+
+@dataclass(frozen=True)
+class PlannedResource:
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    custom: bool
+    provider: str | None
+    inputs: dict[str, Any]
+    dependencies: tuple[str, ...] = ()
+
+
+@dataclass
+class Plan:
+    project: str
+    stack: str
+    resources: list[PlannedResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "stack": self.stack,
+            "resources": [
+                {k: v for k, v in asdict(r).items() if k != "dependencies"} | {"dependencies": list(r.dependencies)}
+                for r in self.resources
+            ],
+            "outputs": self.outputs,
+        }
+
+    def by_type(self, token: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.type == token]
+
+    def providers(self) -> dict[str, PlannedResource]:
+        """Provider reference (``urn::id``) → the provider resource."""
+        return {_provider_ref(r): r for r in self.resources if r.type.startswith("pulumi:providers:")}
+
+
+def _provider_ref(resource: PlannedResource) -> str:
+    return f"{resource.urn}::{_provider_id(resource.urn)}"
+
+
+def _provider_id(urn: str) -> str:
+    """Provider ids are UUIDs in a real deployment; derive a stable one from the URN."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, urn))
+
+
+def _project_settings(program_dir: Path) -> dict[str, Any]:
+    project_file = program_dir / "Pulumi.yaml"
+    if not project_file.is_file():
+        raise InputError([f"{program_dir}: no Pulumi.yaml; not a Pulumi project"])
+    settings = _read_yaml(project_file)
+    runtime = settings.get("runtime")
+    runtime_name = runtime.get("name") if isinstance(runtime, dict) else runtime
+    if runtime_name != "python":
+        raise InputError([f"{project_file}: runtime: {runtime_name!r}; only Python programs can be planned offline"])
+    return settings
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise InputError([f"{path.name}:{where}: not valid YAML ({getattr(exc, 'problem', exc)})"]) from None
+    except OSError as exc:
+        raise InputError([f"{path}: cannot read ({exc.strerror})"]) from None
+    if not isinstance(document, dict):
+        raise InputError([f"{path.name}: expected a mapping at the top level"])
+    return document
+
+
+def _stack_dir(program_dir: Path) -> Path:
+    return program_dir / str(_project_settings(program_dir).get("stackConfigDir", "."))
+
+
+def resolve_target(
+    stack: str | None = None, stack_file: Path | None = None, program: Path | None = None
+) -> Target:
+    """Turn the CLI's ways of naming a stack into one ``Target``; bad names are ``InputError``."""
+    program_dir = (program or REPO_ROOT).resolve()
+    if stack_file is not None:
+        if not stack_file.is_file():
+            raise InputError([f"{stack_file}: no such stack file"])
+        name = stack_file.name
+        if not (name.startswith("Pulumi.") and name.endswith((".yaml", ".yml"))):
+            raise InputError([f"{stack_file}: a stack file is named Pulumi.<stack>.yaml"])
+        _project_settings(program_dir)
+        return Target(program_dir, stack or name.removeprefix("Pulumi.").rsplit(".", 1)[0], stack_file.resolve())
+    if stack is None:
+        raise InputError(["name a stack, or pass --stack-file PATH, or --program DIR --stack NAME"])
+    candidate = _stack_dir(program_dir) / f"Pulumi.{stack}.yaml"
+    if not candidate.is_file():
+        known = ", ".join(t.stack for t in all_stack_targets(program_dir)) or "none"
+        raise InputError([f"unknown stack {stack!r} in {program_dir}; stacks: {known}"])
+    return Target(program_dir, stack, candidate)
+
+
+def all_stack_targets(program: Path | None = None) -> list[Target]:
+    program_dir = (program or REPO_ROOT).resolve()
+    return [
+        Target(program_dir, path.name.removeprefix("Pulumi.").removesuffix(".yaml"), path)
+        for path in sorted(_stack_dir(program_dir).glob("Pulumi.*.yaml"))
+    ]
+
+
+def _stack_config(target: Target, project: str) -> tuple[dict[str, Any], list[str]]:
+    """The stack's config with full keys, as ``pulumi.Config`` sees it, and its secret keys."""
+    raw = _read_yaml(target.stack_file).get("config") or {}
+    if not isinstance(raw, dict):
+        raise InputError([f"{target.stack_file.name}: config: expected a mapping"])
+    config: dict[str, Any] = {}
+    secret_keys: list[str] = []
+    for key, value in raw.items():
+        full_key = key if ":" in key else f"{project}:{key}"
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            # Ciphertext needs the stack's secrets provider, which is not reachable offline.
+            secret_keys.append(full_key)
+            value = "[secret: not decrypted offline]"
+        config[full_key] = value
+    return config, secret_keys
+
+
+class _CaptureMonitor(MockMonitor):  # type: ignore[misc]
+    """The mock monitor, recording each registration with its graph edges and provider."""
+
+    def __init__(self, mocks: Any, project: str, stack: str, config: dict[str, Any]) -> None:
+        super().__init__(mocks)
+        self.project, self.stack, self.config = project, stack, config
+        self.captured: list[PlannedResource] = []
+        self._default_providers: dict[str, str] = {}
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type == STACK_TYPE:
+            self.captured.append(PlannedResource(response.urn, STACK_TYPE, request.name, None, False, None, {}))
+            return response
+        provider = request.provider or None
+        custom = bool(request.custom)
+        if custom and provider is None and not request.type.startswith("pulumi:providers:"):
+            provider = self._default_provider(request.type.split(":")[0], request.version)
+        resource_id = (
+            _provider_id(response.urn) if request.type.startswith("pulumi:providers:") else None
+        )
+        if resource_id is not None:
+            response.id = resource_id
+        self.captured.append(
+            PlannedResource(
+                urn=response.urn,
+                type=request.type,
+                name=request.name,
+                parent=request.parent or None,
+                custom=custom,
+                provider=provider,
+                inputs=json_format.MessageToDict(request.object),
+                dependencies=tuple(request.dependencies),
+            )
+        )
+        return response
+
+    def _default_provider(self, package: str, version: str) -> str:
+        if package not in self._default_providers:
+            name = "default" + (f"_{version.replace('.', '_')}" if version else "")
+            token = f"pulumi:providers:{package}"
+            urn = f"urn:pulumi:{self.stack}::{self.project}::{token}::{name}"
+            inputs = {
+                key.split(":", 1)[1]: _config_value(value)
+                for key, value in self.config.items()
+                if key.startswith(f"{package}:")
+            }
+            if version:
+                inputs["version"] = version
+            self.captured.append(PlannedResource(urn, token, name, None, True, None, inputs))
+            self._default_providers[package] = f"{urn}::{_provider_id(urn)}"
+        return self._default_providers[package]
+
+
+def _config_value(value: Any) -> Any:
+    """Provider config values arrive as strings; structured ones are JSON (as Pulumi passes them)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value) if value[:1] in "[{" else value
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+@contextmanager
+def _inside(program_dir: Path) -> Iterator[None]:
+    """Run as ``pulumi`` runs a program: from its directory, importable from there."""
+    cwd, path = Path.cwd(), list(sys.path)
+    os.chdir(program_dir)
+    sys.path.insert(0, str(program_dir))
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        sys.path[:] = path
+
+
+def run_plan(target: Target) -> Plan:
+    """Plan one stack. Each run gets a fresh context, so stacks planned in one process don't leak
+    config, root resource or settings into each other (Pulumi keeps them in context variables)."""
+    return contextvars.Context().run(_run_plan, target)
+
+
+def _run_plan(target: Target) -> Plan:
+    import pulumi
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    from mlplatform.mocks import PlanMocks
+
+    settings = _project_settings(target.program_dir)
+    project = str(settings["name"])
+    config, secret_keys = _stack_config(target, project)
+    pulumi.runtime.set_all_config(
+        {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}, secret_keys
+    )
+    mocks = PlanMocks(
+        aws_region=str(config.get("aws:region", "")),
+        azure_location=str(config.get("azure-native:location", "")),
+    )
+    monitor = _CaptureMonitor(mocks, project, target.stack, config)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=target.stack, preview=True, monitor=monitor)
+    main = target.program_dir / str(settings.get("main", "__main__.py"))
+    if main.is_dir():
+        main = main / "__main__.py"
+    stack_resource = pulumi.runtime.settings.get_root_resource()
+    with _inside(target.program_dir):
+        try:
+            _sync_await(run_pulumi_func(lambda: runpy.run_path(str(main), run_name="__main__")))
+        except pulumi.RunError as exc:
+            raise InputError(str(exc).splitlines()) from None
+        outputs = _sync_await(_resolve_outputs(stack_resource.outputs if stack_resource else {}))
+    return Plan(project=project, stack=target.stack, resources=monitor.captured, outputs=outputs)
+
+
+async def _resolve_outputs(outputs: dict[str, Any]) -> dict[str, Any]:
+    import pulumi
+
+    resolved: dict[str, Any] = {}
+    for name, value in outputs.items():
+        output = pulumi.Output.from_input(value)
+        plain = await output.future(with_unknowns=True)
+        if await output.is_secret():
+            plain = {SECRET_SIG: SECRET_VALUE, "value": plain}
+        resolved[name] = plain
+    return resolved
