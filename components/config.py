@@ -264,7 +264,7 @@ class PlatformConfig(_Model):
         }
 
 
-def tier_preset(tier: Tier, cloud: Cloud) -> dict[str, Any]:
+def tier_preset(tier: Tier, cloud: Cloud, *, with_inference: bool) -> dict[str, Any]:
     """Defaults a tier gives before the stack file's own values (in stack-file key spelling).
 
     SMB is cost-first: public API endpoint behind an allow-list, EFS / Azure Files, no monitoring
@@ -277,12 +277,14 @@ def tier_preset(tier: Tier, cloud: Cloud) -> dict[str, Any]:
         (Cloud.AZURE, True): SharedStorageKind.AZURE_FILES_NFS,
         (Cloud.AZURE, False): SharedStorageKind.AZURE_FILES_NFS,
     }[(cloud, enterprise)]
-    return {
+    preset: dict[str, Any] = {
         "cluster": {"endpoint": (EndpointAccess.PRIVATE if enterprise else EndpointAccess.PUBLIC).value},
         "storage": {"shared": shared.value},
         "kubernetes": {"monitoring": enterprise},
-        "workloads": {"inference": {"auth": enterprise, "tls": enterprise}},
     }
+    if with_inference:
+        preset["workloads"] = {"inference": {"auth": enterprise, "tls": enterprise}}
+    return preset
 
 
 def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -335,7 +337,10 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
             raise ConfigError([f"{source}: {region_key}: required for a {cloud} stack"])
         document["region"] = region
         if body.get("tier") in set(Tier):
-            document = _merge(tier_preset(Tier(body["tier"]), Cloud(cloud)), document)
+            workloads = body.get("workloads")
+            with_inference = isinstance(workloads, Mapping) and isinstance(workloads.get("inference"), Mapping)
+            preset = tier_preset(Tier(body["tier"]), Cloud(cloud), with_inference=with_inference)
+            document = _merge(preset, document)
     try:
         # JSON mode: strict types as they arrive from YAML/Pulumi config, enums from their strings.
         config = PlatformConfig.model_validate_json(json.dumps(document))

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import typer
 
+from mlplatform.newstack import new_stack
+from mlplatform.plan_cmd import plan
+
 app = typer.Typer(
     name="mlplatform",
     help="Plan, check and run the ML platform offline; the same program `pulumi up` deploys.",
@@ -15,6 +18,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+app.command("plan")(plan)
+app.command("new-stack")(new_stack)
 
 
 def main() -> None:

@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+import sys
+from typing import NoReturn
+
+import typer
+
+EXIT_FINDING = 1
+EXIT_BAD_INPUT = 2
+
 
 class InputError(Exception):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+def exit_with(problems: list[str], code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """Print each problem on its own stderr line and leave with ``code``; no traceback."""
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    raise typer.Exit(code)

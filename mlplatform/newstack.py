@@ -1,0 +1,67 @@
+"""``mlplatform new-stack``: a new stack file from the shipped template for its cloud and tier.
+
+The template is the shipped ``<cloud>-<tier>-prod`` stack for a production environment and
+``<cloud>-<tier>-dev`` otherwise, so a new stack starts from something a team already deploys. It is
+copied as text (comments kept), renamed, validated like any stack, and never overwrites a file.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from components.config import ConfigError, parse_stack_config
+from components.handle import Cloud
+from components.config import Tier
+from mlplatform.errors import exit_with
+from mlplatform.plan import REPO_ROOT
+
+STACKS_DIR = REPO_ROOT / "stacks"
+
+NEXT_STEPS = {
+    Cloud.AWS: (
+        "pulumi login 's3://<your-state-bucket>?region=me-central-1&awssdk=v2'\n"
+        "pulumi stack init {name} --secrets-provider 'awskms://alias/ml-platform-state?region=me-central-1'"
+    ),
+    Cloud.AZURE: (
+        "pulumi login 'azblob://<container>?storage_account=<account-in-uaenorth>'\n"
+        "pulumi stack init {name} --secrets-provider "
+        "'azurekeyvault://<vault>.vault.azure.net/keys/ml-platform-state'"
+    ),
+}
+
+
+def render_stack(name: str, cloud: Cloud, tier: Tier, environment: str) -> str:
+    template = STACKS_DIR / f"Pulumi.{cloud}-{tier}-{'prod' if environment == 'prod' else 'dev'}.yaml"
+    text = template.read_text()
+    text = re.sub(r"(?m)^(\s+environment:) \S+$", rf"\1 {environment}", text)
+    return re.sub(r"pulumi stack init \S+", f"pulumi stack init {name}", text)
+
+
+def new_stack(
+    name: Annotated[str, typer.Argument(help="The stack name, e.g. aws-smb-staging.")],
+    cloud: Annotated[Cloud, typer.Option(help="aws or azure.")],
+    tier: Annotated[Tier, typer.Option(help="smb or enterprise.")],
+    env: Annotated[str, typer.Option("--env", help="Environment name, e.g. dev, staging, prod.")],
+    directory: Annotated[Path, typer.Option("--dir", help="Where stack files live.")] = STACKS_DIR,
+) -> None:
+    """Write stacks/Pulumi.<NAME>.yaml from the template, validated and ready to edit."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
+        exit_with([f"stack name {name!r}: letters, digits, '-', '_' and '.' only"])
+    path = directory / f"Pulumi.{name}.yaml"
+    if path.exists():
+        exit_with([f"{path}: already exists; not overwritten"])
+    text = render_stack(name, cloud, tier, env)
+    try:
+        parse_stack_config(yaml.safe_load(text)["config"], path.name)
+    except ConfigError as exc:
+        exit_with(exc.problems)
+    directory.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"wrote {path}\nkeep state and secrets in the UAE, then bring it up:")
+    print(NEXT_STEPS[cloud].format(name=name))
+    print("pulumi up")

@@ -1,0 +1,77 @@
+"""``mlplatform plan``: run the real program offline under Pulumi's mocks and show what it would do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from components.config import ConfigError
+from mlplatform.errors import InputError, exit_with
+from mlplatform.plan import Plan, Target, resolve_target, run_plan
+from mlplatform.report import helm_releases, print_plan, write_json, write_manifests
+
+StackArg = Annotated[str | None, typer.Argument(help="A stack name, e.g. aws-enterprise-prod.", show_default=False)]
+StackFileOpt = Annotated[
+    Path | None, typer.Option("--stack-file", help="A stack file (Pulumi.<stack>.yaml) anywhere.", show_default=False)
+]
+ProgramOpt = Annotated[
+    Path | None,
+    typer.Option("--program", help="Any Pulumi Python project directory (default: this one).", show_default=False),
+]
+StackOpt = Annotated[str | None, typer.Option("--stack", help="Stack name, with --program.", show_default=False)]
+
+
+def target_from_flags(stack: str | None, stack_file: Path | None, program: Path | None, stack_opt: str | None) -> Target:
+    """The one way every verb turns its stack flags into a Target (exit 2 on nonsense)."""
+    if stack is not None and stack_opt is not None and stack != stack_opt:
+        exit_with([f"two stack names given: {stack!r} and --stack {stack_opt!r}"])
+    try:
+        return resolve_target(stack or stack_opt, stack_file, program)
+    except InputError as exc:
+        exit_with(exc.problems)
+
+
+def plan_or_exit(target: Target) -> Plan:
+    """Plan, turning bad config (ours, or any program's RunError) into exit 2 with one line each."""
+    try:
+        return run_plan(target)
+    except (InputError, ConfigError) as exc:
+        exit_with(exc.problems)
+
+
+def plan(
+    stack: StackArg = None,
+    stack_file: StackFileOpt = None,
+    program: ProgramOpt = None,
+    stack_opt: StackOpt = None,
+    json_file: Annotated[
+        Path | None, typer.Option("--json", help="Write the full resource graph as JSON.", show_default=False)
+    ] = None,
+    manifests: Annotated[
+        Path | None,
+        typer.Option("--manifests", help="Write every Kubernetes object as YAML, a folder per namespace.", show_default=False),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the summary line.")] = False,
+) -> None:
+    """Plan one stack offline: the resource tree, a count by type and the stack outputs."""
+    target = target_from_flags(stack, stack_file, program, stack_opt)
+    result = plan_or_exit(target)
+    console = Console()
+    if not quiet:
+        print_plan(result, console)
+    if json_file is not None:
+        write_json(result, json_file)
+        console.print(f"wrote {json_file}")
+    if manifests is not None:
+        written = write_manifests(result, manifests)
+        console.print(f"wrote {len(written)} Kubernetes objects under {manifests}")
+        releases = helm_releases(result)
+        if releases:
+            console.print(
+                f"{len(releases)} Helm releases ({', '.join(r.name for r in releases)}) render on the cluster; "
+                "their charts are not in the manifests"
+            )
+    console.print(f"{target.label}: {len(result.resources)} resources planned")

@@ -1,0 +1,113 @@
+"""How a plan is shown and written: the resource tree, counts by type, outputs, JSON and manifests."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from mlplatform.plan import SECRET_SIG, Plan, PlannedResource
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def _is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(SECRET_SIG) is not None
+
+
+def reveal(value: Any) -> Any:
+    """Unwrap Pulumi's secret wire form, recursively (manifests carry the values, as applied)."""
+    if _is_secret(value):
+        return reveal(value["value"])
+    if isinstance(value, dict):
+        return {k: reveal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [reveal(v) for v in value]
+    return value
+
+
+def _mask(value: Any) -> Any:
+    if _is_secret(value):
+        return "[secret]"
+    if isinstance(value, dict):
+        return {k: _mask(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask(v) for v in value]
+    return value
+
+
+def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
+    """Every Kubernetes object the program applies, rebuilt from its resource's inputs.
+
+    A resource of type ``kubernetes:<group/version>:<Kind>`` carries the object's own top-level fields
+    as inputs; Helm releases are not objects (their charts render only on the cluster).
+    """
+    return [
+        reveal(r.inputs)
+        for r in plan.resources
+        if r.custom and r.type.startswith("kubernetes:") and r.type != HELM_RELEASE
+    ]
+
+
+def helm_releases(plan: Plan) -> list[PlannedResource]:
+    return plan.by_type(HELM_RELEASE)
+
+
+def write_manifests(plan: Plan, directory: Path) -> list[Path]:
+    """One YAML file per object, in a folder per namespace (``_cluster`` for cluster-scoped ones)."""
+    written: list[Path] = []
+    for obj in kubernetes_objects(plan):
+        metadata = obj.get("metadata", {})
+        folder = directory / (metadata.get("namespace") or "_cluster")
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{obj['kind'].lower()}-{metadata['name']}.yaml"
+        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        written.append(path)
+    return written
+
+
+def write_json(plan: Plan, path: Path) -> None:
+    path.write_text(json.dumps(plan.to_dict(), indent=2, sort_keys=False) + "\n")
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    """The resource tree (parents above children), a count by type, and the stack outputs."""
+    children: dict[str | None, list[PlannedResource]] = {}
+    for resource in plan.resources:
+        children.setdefault(resource.parent, []).append(resource)
+
+    def add(node: Tree, resource: PlannedResource) -> None:
+        label = f"[bold]{resource.name}[/] [dim]{resource.type}[/]"
+        if resource.type == HELM_RELEASE:
+            chart = resource.inputs.get("chart", "?")
+            label += f" [yellow](chart {chart} {resource.inputs.get('version', '')}: rendered on the cluster, not offline)[/]"
+        branch = node.add(label)
+        for child in children.get(resource.urn, []):
+            add(branch, child)
+
+    tree = Tree(f"[bold]{plan.project}[/] / [bold]{plan.stack}[/]")
+    for root in children.get(None, []):
+        add(tree, root)
+    console.print(tree)
+
+    counts = Counter(r.type for r in plan.resources)
+    table = Table(title=f"{len(plan.resources)} resources by type")
+    table.add_column("type")
+    table.add_column("count", justify="right")
+    for token, count in sorted(counts.items()):
+        table.add_row(token, str(count))
+    console.print(table)
+
+    outputs = Table(title="stack outputs")
+    outputs.add_column("name")
+    outputs.add_column("value", overflow="fold")
+    for name, value in plan.outputs.items():
+        masked = _mask(value)
+        outputs.add_row(name, masked if isinstance(masked, str) else json.dumps(masked))
+    console.print(outputs)

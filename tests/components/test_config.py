@@ -1,0 +1,84 @@
+"""Stack config: the shipped templates validate, tier presets fill what a stack leaves out, and every
+broken stack file in the corpus is refused with one clear line naming the file and key, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from components.config import (
+    ConfigError,
+    EndpointAccess,
+    SharedStorageKind,
+    parse_stack_config,
+)
+from mlplatform.cli import app
+from mlplatform.plan import all_stack_targets
+
+BROKEN = sorted((Path(__file__).parent / "broken_stacks").glob("Pulumi.*.yaml"))
+SHIPPED = all_stack_targets()
+
+
+def _config(path: Path) -> dict[str, object]:
+    document = yaml.safe_load(path.read_text())
+    assert isinstance(document, dict)
+    config = document["config"]
+    assert isinstance(config, dict)
+    return config
+
+
+def test_there_are_eight_shipped_templates_and_a_real_corpus() -> None:
+    assert {t.stack for t in SHIPPED} == {
+        f"{cloud}-{tier}-{env}" for cloud in ("aws", "azure") for tier in ("smb", "enterprise") for env in ("dev", "prod")
+    }
+    assert len(BROKEN) >= 15
+
+
+@pytest.mark.parametrize("target", SHIPPED, ids=lambda t: t.stack)
+def test_shipped_templates_validate_and_match_their_name(target) -> None:  # type: ignore[no-untyped-def]
+    config = parse_stack_config(_config(target.stack_file), target.stack_file.name)
+    assert config.stack_name == target.stack
+    assert config.is_protected is (config.environment == "prod")
+
+
+def test_tier_presets_fill_defaults_and_stack_values_win() -> None:
+    smb = parse_stack_config(_config(Path("stacks/Pulumi.aws-smb-dev.yaml")), "x")
+    enterprise = parse_stack_config(_config(Path("stacks/Pulumi.aws-enterprise-prod.yaml")), "x")
+    assert smb.cluster.endpoint is EndpointAccess.PUBLIC and smb.shared_storage is SharedStorageKind.EFS
+    assert enterprise.cluster.endpoint is EndpointAccess.PRIVATE
+    assert enterprise.shared_storage is SharedStorageKind.FSX_LUSTRE
+    assert enterprise.monitoring and not smb.monitoring
+    assert enterprise.workloads.inference is not None and enterprise.workloads.inference.tls
+    raw = _config(Path("stacks/Pulumi.aws-smb-dev.yaml"))
+    raw["ml-platform:platform"]["storage"] = {"shared": "none"}  # type: ignore[index]
+    raw["ml-platform:platform"]["workloads"] = {}  # type: ignore[index]
+    assert parse_stack_config(raw, "x").shared_storage is SharedStorageKind.NONE
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    raw = _config(Path("stacks/Pulumi.aws-smb-dev.yaml"))
+    platform = raw["ml-platform:platform"]
+    platform["nodePools"][0]["minSize"] = 3  # type: ignore[index]
+    platform["nodePools"][0]["maxSize"] = 2  # type: ignore[index]
+    platform["workloads"]["inference"]["pool"] = "gpu"  # type: ignore[index]
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(raw, "Pulumi.x.yaml")
+    assert caught.value.problems == [
+        "Pulumi.x.yaml: ml-platform:platform.nodePools[0].maxSize: must be ≥ minSize (3)",
+        "Pulumi.x.yaml: ml-platform:platform.workloads.inference.pool: 'gpu' is a gpu pool; the service runs on CPU",
+    ]
+
+
+@pytest.mark.parametrize("path", BROKEN, ids=lambda p: p.name.removeprefix("Pulumi.").removesuffix(".yaml"))
+def test_broken_stack_file_is_refused_with_its_key(path: Path) -> None:
+    expected = path.read_text().splitlines()[0].removeprefix("# expect: ")
+    result = CliRunner().invoke(app, ["plan", "--stack-file", str(path)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert lines, result.stderr
+    assert any(line.startswith(f"error: {path.name}: {expected}") for line in lines), lines
+    assert "Traceback" not in result.output
+    assert "resources planned" not in result.stdout
