@@ -1,0 +1,121 @@
+"""IAM roles: the node role, and the one helper every IRSA role goes through.
+
+IRSA is the only way pods get AWS credentials here: nodes' instance metadata is out of pods' reach
+(hop limit 1), so a pod without a service-account role has no AWS access at all. Every IRSA trust
+policy pins both the token's subject (exact namespace and service account) and its audience: with only
+``sub``, a token minted for any other audience by the same issuer would also be accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_aws import iam
+
+from components.aws.account import AwsAccount
+from components.handle import WorkloadIdentity
+
+STS_AUDIENCE = "sts.amazonaws.com"
+
+# The node role holds only what the kubelet and the VPC CNI need, and image pulls (EKS user guide,
+# "Amazon EKS node IAM role"). SSM Session Manager (AmazonSSMManagedInstanceCore) is left out: nodes
+# are reached through Kubernetes, not shells.
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly")
+
+
+def policy_document(statements: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+def managed_policy_arn(account: AwsAccount, name: str) -> str:
+    return f"arn:{account.partition}:iam::aws:policy/{name}"
+
+
+def service_trust_policy(service: str) -> str:
+    """Trust for an AWS service principal (``eks.amazonaws.com``, ``ec2.amazonaws.com``)."""
+    return json.dumps(
+        policy_document([{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}])
+    )
+
+
+def irsa_trust_policy(provider_arn: str, issuer_host: str, account: WorkloadIdentity) -> dict[str, Any]:
+    """Trust one service account's web-identity tokens from this cluster's OIDC issuer, nothing else.
+
+    ``issuer_host`` is the issuer URL without ``https://`` (the form IAM condition keys use).
+    """
+    return policy_document(
+        [
+            {
+                "Effect": "Allow",
+                "Principal": {"Federated": provider_arn},
+                "Action": "sts:AssumeRoleWithWebIdentity",
+                "Condition": {
+                    "StringEquals": {
+                        f"{issuer_host}:sub": account.subject,
+                        f"{issuer_host}:aud": STS_AUDIENCE,
+                    }
+                },
+            }
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class OidcIssuer:
+    """The cluster's IAM OIDC provider, as IRSA trust policies refer to it."""
+
+    provider_arn: pulumi.Output[str]
+    # Issuer URL without the scheme: oidc.eks.<region>.amazonaws.com/id/<ID>.
+    host: pulumi.Output[str]
+
+
+def service_account_role(
+    name: str,
+    *,
+    issuer: OidcIssuer,
+    account: WorkloadIdentity,
+    tags: Mapping[str, str],
+    parent: pulumi.Resource,
+    policy: pulumi.Input[str] | None = None,
+    managed_policy_arns: Sequence[str] = (),
+) -> iam.Role:
+    """An IRSA role for one service account, with an inline policy and/or AWS-managed policies."""
+    child = pulumi.ResourceOptions(parent=parent)
+    role = iam.Role(
+        name,
+        description=f"IRSA: {account.subject}",
+        assume_role_policy=pulumi.Output.all(issuer.provider_arn, issuer.host).apply(
+            lambda v: json.dumps(irsa_trust_policy(v[0], v[1], account))
+        ),
+        tags=dict(tags),
+        opts=child,
+    )
+    if policy is not None:
+        iam.RolePolicy(name, role=role.id, policy=policy, opts=child)
+    for index, arn in enumerate(managed_policy_arns):
+        iam.RolePolicyAttachment(f"{name}-{index}", role=role.name, policy_arn=arn, opts=child)
+    return role
+
+
+def node_role(
+    name: str, *, account: AwsAccount, tags: Mapping[str, str], parent: pulumi.Resource
+) -> iam.Role:
+    """The role every managed node group's instances run as (with authentication mode API, EKS creates
+    the node access entry for it when a managed node group uses it)."""
+    child = pulumi.ResourceOptions(parent=parent)
+    role = iam.Role(
+        name,
+        description="EKS managed node groups: kubelet, VPC CNI, image pulls",
+        assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
+        tags=dict(tags),
+        opts=child,
+    )
+    for policy in NODE_POLICIES:
+        iam.RolePolicyAttachment(
+            f"{name}-{policy}", role=role.name, policy_arn=managed_policy_arn(account, policy), opts=child
+        )
+    return role

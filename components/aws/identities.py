@@ -1,0 +1,163 @@
+"""IRSA roles for the workloads and the cluster autoscaler, each scoped to what it touches.
+
+Training reads datasets and writes models and checkpoints; inference only reads models; both use the
+key only through S3 (``kms:ViaService``), so a stolen token cannot decrypt anything else with it. The
+cluster autoscaler may describe everything (it must, to discover groups) but resize only Auto Scaling
+groups tagged as this cluster's (cluster-autoscaler AWS README, "Full Cluster Autoscaler Features
+Policy" with its tag-condition variant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from components.aws.account import AwsAccount
+from components.aws.iam import OidcIssuer, policy_document, service_account_role
+from components.aws.node_pools import autoscaler_tags
+from components.aws.service_accounts import IRSA_SERVICE_ACCOUNTS, ROLE_ARN_ANNOTATION
+from components.aws.storage import CHECKPOINTS_PREFIX, DATASETS_PREFIX, MODELS_PREFIX
+
+
+def bucket_access(
+    bucket_arn: pulumi.Input[str],
+    key_arn: pulumi.Input[str],
+    region: str,
+    *,
+    read: Sequence[str],
+    write: Sequence[str],
+) -> dict[str, Any]:
+    """Object access under the given prefixes only, listing limited to them, and the key through S3."""
+    prefixes = list(dict.fromkeys([*read, *write]))
+    statements: list[dict[str, Any]] = [
+        {
+            "Sid": "ListOwnPrefixes",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": bucket_arn,
+            "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
+        },
+        {
+            "Sid": "ReadObjects",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+            "Resource": [pulumi.Output.concat(bucket_arn, "/", p, "*") for p in prefixes],
+        },
+    ]
+    key_actions = ["kms:Decrypt"]
+    if write:
+        statements.append(
+            {
+                "Sid": "WriteObjects",
+                "Effect": "Allow",
+                "Action": ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                "Resource": [pulumi.Output.concat(bucket_arn, "/", p, "*") for p in write],
+            }
+        )
+        key_actions.append("kms:GenerateDataKey")
+    statements.append(
+        {
+            "Sid": "UseKeyThroughS3",
+            "Effect": "Allow",
+            "Action": key_actions,
+            "Resource": key_arn,
+            "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+        }
+    )
+    return policy_document(statements)
+
+
+def autoscaler_policy(account: AwsAccount, cluster_name: str) -> dict[str, Any]:
+    """Discover anything, resize only this cluster's tagged groups, describe only its node groups."""
+    owned = {f"aws:ResourceTag/{key}": value for key, value in autoscaler_tags(cluster_name).items()}
+    return policy_document(
+        [
+            {
+                "Sid": "Discover",
+                "Effect": "Allow",
+                "Action": [
+                    "autoscaling:DescribeAutoScalingGroups",
+                    "autoscaling:DescribeAutoScalingInstances",
+                    "autoscaling:DescribeLaunchConfigurations",
+                    "autoscaling:DescribeScalingActivities",
+                    "autoscaling:DescribeTags",
+                    "ec2:DescribeImages",
+                    "ec2:DescribeInstanceTypes",
+                    "ec2:DescribeLaunchTemplateVersions",
+                    "ec2:GetInstanceTypesFromInstanceRequirements",
+                ],
+                "Resource": "*",
+            },
+            {
+                "Sid": "DescribeOwnNodeGroups",
+                "Effect": "Allow",
+                "Action": "eks:DescribeNodegroup",
+                "Resource": account.arn("eks", f"nodegroup/{cluster_name}/*"),
+            },
+            {
+                "Sid": "ResizeOwnGroups",
+                "Effect": "Allow",
+                "Action": [
+                    "autoscaling:SetDesiredCapacity",
+                    "autoscaling:TerminateInstanceInAutoScalingGroup",
+                ],
+                "Resource": "*",
+                "Condition": {"StringEquals": owned},
+            },
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class WorkloadIdentitiesArgs:
+    account: AwsAccount
+    cluster_name: str
+    issuer: OidcIssuer
+    bucket_arn: pulumi.Input[str]
+    key_arn: pulumi.Input[str]
+    tags: Mapping[str, str]
+
+
+class WorkloadIdentities(pulumi.ComponentResource):
+    """The training, inference and cluster-autoscaler roles, as service-account annotations."""
+
+    def __init__(
+        self, name: str, args: WorkloadIdentitiesArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("ml-platform:aws:WorkloadIdentities", name, None, opts)
+        self._name, self._args = name, args
+        region = args.account.region
+        policies: dict[str, dict[str, Any]] = {
+            "training": bucket_access(
+                args.bucket_arn,
+                args.key_arn,
+                region,
+                read=[DATASETS_PREFIX],
+                write=[MODELS_PREFIX, CHECKPOINTS_PREFIX],
+            ),
+            "inference": bucket_access(args.bucket_arn, args.key_arn, region, read=[MODELS_PREFIX], write=[]),
+            "cluster-autoscaler": autoscaler_policy(args.account, args.cluster_name),
+        }
+        self.role_arns: dict[str, pulumi.Output[str]] = {
+            key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS
+        }
+        # handle.identities: workload -> annotations for its service account.
+        self.annotations: dict[str, Mapping[str, pulumi.Input[str]]] = {
+            key: {ROLE_ARN_ANNOTATION: arn} for key, arn in self.role_arns.items()
+        }
+        self.register_outputs({"roleArns": self.role_arns})
+
+    def _role(self, key: str, policy: dict[str, Any]) -> pulumi.Output[str]:
+        role = service_account_role(
+            f"{self._name}-{key}",
+            issuer=self._args.issuer,
+            account=IRSA_SERVICE_ACCOUNTS[key],
+            policy=pulumi.Output.json_dumps(policy),
+            tags=self._args.tags,
+            parent=self,
+        )
+        arn: pulumi.Output[str] = role.arn
+        return arn

@@ -1,0 +1,113 @@
+"""The stack's customer-managed KMS key: one key for EKS secrets, EBS, S3, EFS/FSx, ECR and logs.
+
+One key per stack keeps the audit trail in one place (every decrypt is a CloudTrail event on this key)
+and lets an operator revoke the whole platform's data access at once. The key is single-region on
+purpose: a multi-Region key would replicate key material out of the only UAE region (REFERENCE.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_aws import kms
+
+from components.aws.account import AwsAccount
+
+# KMS waits this many days before deleting a scheduled key; 30 is the maximum the API allows
+# (AWS KMS developer guide, "Deleting AWS KMS keys": 7-30 days), the longest window to notice a mistake.
+DELETION_WINDOW_DAYS = 30
+
+# Key actions a service needs to use the key for data, not to manage it.
+_USE_KEY = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"]
+
+
+def key_policy(account: AwsAccount) -> dict[str, Any]:
+    """The key policy: every principal is named, none is a wildcard.
+
+    - The account root delegates to IAM, so role policies (IRSA roles, the EKS cluster role) grant use.
+    - CloudWatch Logs encrypts the flow-log and control-plane log groups; it has no IAM role to
+      delegate to, so it is named here, limited to this account's log groups (CloudWatch Logs user
+      guide, "Encrypt log data in CloudWatch Logs using AWS KMS").
+    - The EC2 Auto Scaling service-linked role launches managed node group instances; without the key
+      it cannot create their encrypted root volumes (EC2 Auto Scaling user guide, "Required AWS KMS key
+      policy for use with encrypted volumes").
+    """
+    autoscaling_role = account.arn(
+        "iam", "role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling", regional=False
+    )
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "AccountAdministersKeyThroughIam",
+                "Effect": "Allow",
+                "Principal": {"AWS": account.root_arn},
+                "Action": "kms:*",
+                "Resource": "*",
+            },
+            {
+                "Sid": "CloudWatchLogsEncryptsThisAccountsLogGroups",
+                "Effect": "Allow",
+                "Principal": {"Service": f"logs.{account.dns_suffix}"},
+                "Action": _USE_KEY,
+                "Resource": "*",
+                "Condition": {
+                    "ArnLike": {"kms:EncryptionContext:aws:logs:arn": account.arn("logs", "log-group:*")}
+                },
+            },
+            {
+                "Sid": "AutoScalingUsesKeyForNodeVolumes",
+                "Effect": "Allow",
+                "Principal": {"AWS": autoscaling_role},
+                "Action": _USE_KEY,
+                "Resource": "*",
+            },
+            {
+                "Sid": "AutoScalingGrantsKeyToEc2ForAttachedVolumes",
+                "Effect": "Allow",
+                "Principal": {"AWS": autoscaling_role},
+                "Action": "kms:CreateGrant",
+                "Resource": "*",
+                "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            },
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class EncryptionKeyArgs:
+    account: AwsAccount
+    tags: Mapping[str, str]
+    # Production stacks protect the key: deleting it makes every encrypted byte unreadable.
+    protect: bool
+
+
+class EncryptionKey(pulumi.ComponentResource):
+    """A rotating customer-managed key with an alias, under a policy with named principals only."""
+
+    def __init__(
+        self, name: str, args: EncryptionKeyArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("ml-platform:aws:EncryptionKey", name, None, opts)
+        self.key = kms.Key(
+            f"{name}-key",
+            description=f"{name}: EKS secrets, node volumes, S3, shared file system, ECR and logs",
+            enable_key_rotation=True,
+            deletion_window_in_days=DELETION_WINDOW_DAYS,
+            multi_region=False,
+            policy=json.dumps(key_policy(args.account)),
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),
+        )
+        self.alias = kms.Alias(
+            f"{name}-alias",
+            name=f"alias/{name}",
+            target_key_id=self.key.key_id,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.arn: pulumi.Output[str] = self.key.arn
+        self.register_outputs({"arn": self.arn, "alias": self.alias.name})

@@ -1,0 +1,237 @@
+"""The VPC: private subnets for nodes, public subnets only for NAT and internet-facing load balancers.
+
+Nodes never get public addresses; they leave through NAT. Production runs one NAT gateway per zone, so
+losing a zone does not cut the others off; dev shares one NAT gateway to save the per-gateway hourly
+charge, accepting that the stack loses egress if that zone fails. S3 traffic takes a gateway endpoint:
+it stays on the AWS network, in-region, and skips the NAT data-processing charge for dataset reads.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_aws import cloudwatch, ec2, iam
+
+from components.aws.account import AwsAccount
+
+# CIS-aligned scanners (checkov CKV_AWS_338) want log groups kept for at least a year.
+LOG_RETENTION_DAYS = 365
+
+
+@dataclass(frozen=True)
+class SubnetLayout:
+    private: tuple[str, ...]
+    public: tuple[str, ...]
+
+
+def subnet_layout(cidr: str, zones: int) -> SubnetLayout:
+    """Carve the VPC: each zone's private subnet is a quarter of the range (the VPC CNI gives every pod
+    a VPC address, so node subnets need the room); the fourth quarter holds the small public subnets.
+
+    A /16 gives /18 private and /20 public subnets; the /20 minimum config allows gives /22 and /24.
+    """
+    network = ipaddress.IPv4Network(cidr)  # config accepts private IPv4 ranges only
+    quarters = list(network.subnets(prefixlen_diff=2))
+    public = list(quarters[3].subnets(prefixlen_diff=2))
+    return SubnetLayout(
+        private=tuple(str(s) for s in quarters[:zones]),
+        public=tuple(str(s) for s in public[:zones]),
+    )
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    cidr: str
+    account: AwsAccount
+    # The EKS cluster's name, for the subnet tags its load balancer controller discovers.
+    cluster_name: str
+    nat_per_zone: bool
+    key_arn: pulumi.Input[str]
+    tags: Mapping[str, str]
+
+
+class Network(pulumi.ComponentResource):
+    """VPC, subnets per zone, NAT, routes, the S3 gateway endpoint and flow logs."""
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:aws:Network", name, None, opts)
+        self._name, self._args = name, args
+        self._child = pulumi.ResourceOptions(parent=self)
+        layout = subnet_layout(args.cidr, len(args.account.zones))
+        self.vpc = ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=args.cidr,
+            enable_dns_hostnames=True,  # EKS private endpoints and EFS/FSx mount names resolve via DNS.
+            enable_dns_support=True,
+            tags=self._tags(name),
+            opts=self._child,
+        )
+        self.vpc_id: pulumi.Output[str] = self.vpc.id
+        public = self._public_subnets(layout.public)
+        private = self._private_subnets(layout.private)
+        self._routes(public, private)
+        self._flow_logs()
+        self.private_subnet_ids: list[pulumi.Output[str]] = [s.id for s in private]
+        self.public_subnet_ids: list[pulumi.Output[str]] = [s.id for s in public]
+        self.register_outputs(
+            {
+                "vpcId": self.vpc_id,
+                "privateSubnetIds": self.private_subnet_ids,
+                "publicSubnetIds": self.public_subnet_ids,
+            }
+        )
+
+    def _tags(self, name: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        return {**self._args.tags, "Name": name, **(extra or {})}
+
+    def _subnets(self, kind: str, cidrs: Sequence[str], role_tag: str) -> list[ec2.Subnet]:
+        cluster_tag = {f"kubernetes.io/cluster/{self._args.cluster_name}": "shared", role_tag: "1"}
+        return [
+            ec2.Subnet(
+                f"{self._name}-{kind}-{index}",
+                vpc_id=self.vpc.id,
+                cidr_block=cidr,
+                availability_zone=zone,
+                map_public_ip_on_launch=False,  # even public subnets: only NAT and LBs live there.
+                tags=self._tags(f"{self._name}-{kind}-{zone}", cluster_tag),
+                opts=self._child,
+            )
+            for index, (cidr, zone) in enumerate(zip(cidrs, self._args.account.zones, strict=True))
+        ]
+
+    def _public_subnets(self, cidrs: Sequence[str]) -> list[ec2.Subnet]:
+        # kubernetes.io/role/elb: where the AWS load balancer controller puts internet-facing LBs.
+        return self._subnets("public", cidrs, "kubernetes.io/role/elb")
+
+    def _private_subnets(self, cidrs: Sequence[str]) -> list[ec2.Subnet]:
+        # kubernetes.io/role/internal-elb: where internal LBs go; nodes and pods live here too.
+        return self._subnets("private", cidrs, "kubernetes.io/role/internal-elb")
+
+    def _routes(self, public: Sequence[ec2.Subnet], private: Sequence[ec2.Subnet]) -> None:
+        gateway = ec2.InternetGateway(
+            f"{self._name}-igw", vpc_id=self.vpc.id, tags=self._tags(self._name), opts=self._child
+        )
+        public_table = ec2.RouteTable(
+            f"{self._name}-public",
+            vpc_id=self.vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}],
+            tags=self._tags(f"{self._name}-public"),
+            opts=self._child,
+        )
+        for index, subnet in enumerate(public):
+            ec2.RouteTableAssociation(
+                f"{self._name}-public-{index}",
+                subnet_id=subnet.id,
+                route_table_id=public_table.id,
+                opts=self._child,
+            )
+        nat_subnets = public if self._args.nat_per_zone else public[:1]
+        nats = [self._nat(index, subnet) for index, subnet in enumerate(nat_subnets)]
+        private_tables = []
+        for index, subnet in enumerate(private):
+            table = ec2.RouteTable(
+                f"{self._name}-private-{index}",
+                vpc_id=self.vpc.id,
+                routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nats[index % len(nats)].id}],
+                tags=self._tags(f"{self._name}-private-{index}"),
+                opts=self._child,
+            )
+            ec2.RouteTableAssociation(
+                f"{self._name}-private-{index}",
+                subnet_id=subnet.id,
+                route_table_id=table.id,
+                opts=self._child,
+            )
+            private_tables.append(table)
+        ec2.VpcEndpoint(
+            f"{self._name}-s3",
+            vpc_id=self.vpc.id,
+            service_name=f"com.amazonaws.{self._args.account.region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[t.id for t in private_tables],
+            tags=self._tags(f"{self._name}-s3"),
+            opts=self._child,
+        )
+
+    def _nat(self, index: int, subnet: ec2.Subnet) -> ec2.NatGateway:
+        eip = ec2.Eip(
+            f"{self._name}-nat-{index}",
+            domain="vpc",
+            tags=self._tags(f"{self._name}-nat-{index}"),
+            opts=self._child,
+        )
+        return ec2.NatGateway(
+            f"{self._name}-nat-{index}",
+            allocation_id=eip.id,
+            subnet_id=subnet.id,
+            tags=self._tags(f"{self._name}-nat-{index}"),
+            opts=self._child,
+        )
+
+    def _flow_logs(self) -> None:
+        """All VPC traffic to a KMS-encrypted log group: the audit record of who talked to what."""
+        args = self._args
+        group = cloudwatch.LogGroup(
+            f"{self._name}-flow-logs",
+            name=f"/aws/vpc/{self._name}/flow-logs",
+            kms_key_id=args.key_arn,
+            retention_in_days=LOG_RETENTION_DAYS,
+            tags=dict(args.tags),
+            opts=self._child,
+        )
+        # The flow-logs service assumes this role; SourceAccount stops another account's flow logs
+        # from using it (confused deputy, VPC user guide "IAM role for publishing flow logs").
+        role = iam.Role(
+            f"{self._name}-flow-logs",
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "vpc-flow-logs.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                            "Condition": {"StringEquals": {"aws:SourceAccount": args.account.account_id}},
+                        }
+                    ],
+                }
+            ),
+            tags=dict(args.tags),
+            opts=self._child,
+        )
+        iam.RolePolicy(
+            f"{self._name}-flow-logs",
+            role=role.id,
+            policy=pulumi.Output.json_dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Action": [
+                                "logs:CreateLogStream",
+                                "logs:PutLogEvents",
+                                "logs:DescribeLogGroups",
+                                "logs:DescribeLogStreams",
+                            ],
+                            "Resource": [group.arn, pulumi.Output.concat(group.arn, ":*")],
+                        }
+                    ],
+                }
+            ),
+            opts=self._child,
+        )
+        ec2.FlowLog(
+            f"{self._name}-flow-logs",
+            vpc_id=self.vpc.id,
+            traffic_type="ALL",
+            log_destination_type="cloud-watch-logs",
+            log_destination=group.arn,
+            iam_role_arn=role.arn,
+            tags=dict(args.tags),
+            opts=self._child,
+        )

@@ -1,0 +1,257 @@
+"""Managed node groups for GPU and CPU pools, built from one hardened launch template.
+
+EFA pools (REFERENCE.md, "AWS EKS with EFA") get one network interface per network card, a single zone,
+a cluster placement group (optional: a forced group breaks capacity reservations) and a security group
+that lets nodes reach each other on every protocol, which EFA's SRD transport needs. Managed node groups
+rather than Karpenter, because Karpenter cannot create placement groups (karpenter #3324).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_aws import ec2, eks, vpc
+
+from components.catalog import InstanceType
+from components.config import NodePoolConfig
+from components.handle import GPU_TAINT_KEY, POOL_LABEL, Fabric, PoolHandle, PoolKind, Taint, TaintEffect
+
+# EKS-optimized Amazon Linux 2023 AMIs; the NVIDIA variant ships the driver and container toolkit
+# (EKS API reference, Nodegroup amiType).
+AMI_TYPES: dict[PoolKind, str] = {
+    PoolKind.GPU: "AL2023_x86_64_NVIDIA",
+    PoolKind.CPU: "AL2023_x86_64_STANDARD",
+}
+# The AL2023 EKS AMIs boot from /dev/xvda (terraform-aws-eks block_device_mappings examples).
+ROOT_DEVICE = "/dev/xvda"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
+# Kubernetes taint effects in the spelling the EKS node group API takes.
+_EKS_EFFECT = {
+    TaintEffect.NO_SCHEDULE: "NO_SCHEDULE",
+    TaintEffect.PREFER_NO_SCHEDULE: "PREFER_NO_SCHEDULE",
+    TaintEffect.NO_EXECUTE: "NO_EXECUTE",
+}
+
+
+def autoscaler_tags(cluster_name: str) -> dict[str, str]:
+    """The tags cluster-autoscaler's auto-discovery looks for. EKS puts them on each managed node
+    group's Auto Scaling group itself; they are set on the node group too so the intent is visible, and
+    the autoscaler's IAM policy only lets it resize groups that carry them."""
+    return {"k8s.io/cluster-autoscaler/enabled": "true", f"k8s.io/cluster-autoscaler/{cluster_name}": "owned"}
+
+
+def pool_handle(pool: NodePoolConfig, itype: InstanceType) -> PoolHandle:
+    """How Kubernetes sees the pool: the labels and taints its nodes carry, what each node offers."""
+    labels = dict(pool.labels)
+    taints: tuple[Taint, ...] = ()
+    if pool.kind is PoolKind.GPU:
+        labels[GPU_PRESENT_LABEL] = "true"
+        taints = (Taint(GPU_TAINT_KEY, "true", TaintEffect.NO_SCHEDULE),)
+    if pool.fabric is Fabric.EFA:
+        labels[EFA_PRESENT_LABEL] = "true"
+    labels[POOL_LABEL] = pool.name
+    return PoolHandle(
+        name=pool.name,
+        kind=pool.kind,
+        instance_type=itype.name,
+        gpus_per_node=itype.gpus,
+        fabric=pool.fabric,
+        fabric_devices_per_node=itype.fabric_devices if pool.fabric is not Fabric.NONE else 0,
+        vcpus=itype.vcpus,
+        memory_gib=itype.memory_gib,
+        labels=labels,
+        taints=taints,
+    )
+
+
+def pool_zone_indexes(pool: NodePoolConfig, zone_count: int) -> list[int]:
+    """The zones a pool's nodes run in: a fabric pool's one zone (zone 0 unless configured; EFA and
+    the placement group do not span zones), every zone for the rest."""
+    if pool.fabric is Fabric.NONE:
+        return list(range(zone_count))
+    return [pool.availability_zone or 0]
+
+
+def efa_network_interfaces(
+    count: int, security_group_ids: Sequence[pulumi.Input[str]]
+) -> list[dict[str, Any]]:
+    """One interface per network card: card 0 is the primary (EFA with IP, device index 0), the others
+    are EFA-only at device index 1 (REFERENCE.md; terraform-aws-eks ``efa_network_interfaces``)."""
+    return [
+        {
+            "network_card_index": card,
+            "device_index": 0 if card == 0 else 1,
+            "interface_type": "efa" if card == 0 else "efa-only",
+            "associate_public_ip_address": "false",
+            "delete_on_termination": "true",
+            "security_groups": list(security_group_ids),
+        }
+        for card in range(count)
+    ]
+
+
+@dataclass(frozen=True)
+class LaunchTemplateSpec:
+    """What varies between pools' launch templates; everything else is the same hardened baseline."""
+
+    disk_size_gib: int
+    key_arn: pulumi.Input[str]
+    security_group_ids: Sequence[pulumi.Input[str]]
+    # EFA interfaces per node; 0 for pools without the fabric.
+    efa_interfaces: int
+    placement_group: pulumi.Input[str] | None
+    tags: Mapping[str, str]
+
+
+def launch_template(name: str, spec: LaunchTemplateSpec, opts: pulumi.ResourceOptions) -> ec2.LaunchTemplate:
+    """The one launch template builder for GPU and CPU pools.
+
+    IMDSv2 only, hop limit 1: pods (one network hop further) cannot reach node credentials and must use
+    IRSA. Root volume gp3, encrypted under the stack's key. Security groups go on the interfaces when
+    the template defines them (EC2 rejects both), else on the template.
+    """
+    networking: dict[str, Any] = (
+        {"network_interfaces": efa_network_interfaces(spec.efa_interfaces, spec.security_group_ids)}
+        if spec.efa_interfaces
+        else {"vpc_security_group_ids": list(spec.security_group_ids)}
+    )
+    tags = dict(spec.tags)
+    return ec2.LaunchTemplate(
+        name,
+        description="EKS managed node group: IMDSv2, encrypted root volume",
+        update_default_version=True,
+        metadata_options={
+            "http_endpoint": "enabled",
+            "http_tokens": "required",
+            "http_put_response_hop_limit": 1,
+        },
+        block_device_mappings=[
+            {
+                "device_name": ROOT_DEVICE,
+                "ebs": {
+                    "volume_size": spec.disk_size_gib,
+                    "volume_type": "gp3",
+                    "encrypted": "true",
+                    "kms_key_id": spec.key_arn,
+                    "delete_on_termination": "true",
+                },
+            }
+        ],
+        placement={"group_name": spec.placement_group} if spec.placement_group is not None else None,
+        tag_specifications=[
+            {"resource_type": kind, "tags": tags} for kind in ("instance", "volume", "network-interface")
+        ],
+        tags=tags,
+        opts=opts,
+        **networking,
+    )
+
+
+@dataclass(frozen=True)
+class NodePoolArgs:
+    pool: NodePoolConfig
+    instance_type: InstanceType
+    cluster_name: str
+    # The cluster resource's name output, so node groups wait for the control plane.
+    cluster: pulumi.Input[str]
+    kubernetes_version: str
+    node_role_arn: pulumi.Input[str]
+    # Already narrowed to the pool's zones (pool_zone_indexes).
+    subnet_ids: Sequence[pulumi.Input[str]]
+    vpc_id: pulumi.Input[str]
+    # The EKS cluster security group: nodes need it to reach the control plane and each other.
+    cluster_security_group_id: pulumi.Input[str]
+    key_arn: pulumi.Input[str]
+    tags: Mapping[str, str]
+
+
+class NodePool(pulumi.ComponentResource):
+    """One managed node group with its launch template (and, for EFA pools, the fabric's network)."""
+
+    def __init__(self, name: str, args: NodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:aws:NodePool", name, None, opts)
+        self._name, self._args = name, args
+        self._child = pulumi.ResourceOptions(parent=self)
+        pool = self.config = args.pool
+        efa = pool.fabric is Fabric.EFA
+        self.handle = pool_handle(pool, args.instance_type)
+        security_groups: list[pulumi.Input[str]] = [args.cluster_security_group_id]
+        if efa:
+            security_groups.append(self._efa_security_group())
+        self.placement_group = self._placement_group() if efa else None
+        template = launch_template(
+            f"{name}-lt",
+            LaunchTemplateSpec(
+                disk_size_gib=pool.disk_size_gib,
+                key_arn=args.key_arn,
+                security_group_ids=security_groups,
+                efa_interfaces=args.instance_type.fabric_devices if efa else 0,
+                placement_group=self.placement_group,
+                tags={**args.tags, POOL_LABEL: pool.name},
+            ),
+            self._child,
+        )
+        self.node_group = eks.NodeGroup(
+            f"{name}-ng",
+            cluster_name=args.cluster,
+            version=args.kubernetes_version,
+            node_role_arn=args.node_role_arn,
+            subnet_ids=list(args.subnet_ids),
+            instance_types=[args.instance_type.name],
+            ami_type=AMI_TYPES[pool.kind],
+            capacity_type="SPOT" if pool.spot else "ON_DEMAND",
+            scaling_config={
+                "min_size": pool.min_size,
+                "max_size": pool.max_size,
+                "desired_size": pool.desired_size if pool.desired_size is not None else pool.min_size,
+            },
+            labels=dict(self.handle.labels),
+            taints=[
+                {"key": t.key, "value": t.value, "effect": _EKS_EFFECT[t.effect]} for t in self.handle.taints
+            ],
+            launch_template={"id": template.id, "version": template.latest_version.apply(str)},
+            tags={**args.tags, **autoscaler_tags(args.cluster_name)},
+            # cluster-autoscaler owns the desired size once the group exists; re-applying config must
+            # not snap it back.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+        )
+        self.register_outputs({"nodeGroup": self.node_group.node_group_name, "launchTemplate": template.id})
+
+    def _efa_security_group(self) -> pulumi.Output[str]:
+        """Nodes of the pool may exchange any traffic with each other and nothing more (self-reference);
+        EFA's SRD traffic is not TCP or UDP, so port-based rules would silently break it."""
+        group = ec2.SecurityGroup(
+            f"{self._name}-efa",
+            vpc_id=self._args.vpc_id,
+            description="EFA: all traffic between this pool's nodes",
+            tags=dict(self._args.tags),
+            opts=self._child,
+        )
+        rule = {"security_group_id": group.id, "referenced_security_group_id": group.id, "ip_protocol": "-1"}
+        vpc.SecurityGroupIngressRule(
+            f"{self._name}-efa-in", **rule, tags=dict(self._args.tags), opts=self._child
+        )
+        vpc.SecurityGroupEgressRule(
+            f"{self._name}-efa-out", **rule, tags=dict(self._args.tags), opts=self._child
+        )
+        group_id: pulumi.Output[str] = group.id
+        return group_id
+
+    def _placement_group(self) -> pulumi.Input[str] | None:
+        """A cluster placement group keeps the pool's nodes on one network spine. ``existing`` names
+        the group a capacity reservation was made with; ``enabled: false`` drops placement where a
+        forced group would keep the reservation from being used (terraform-aws-eks #3730)."""
+        placement = self._args.pool.placement_group
+        if not placement.enabled:
+            return None
+        if placement.existing is not None:
+            return placement.existing
+        group = ec2.PlacementGroup(
+            f"{self._name}-pg", strategy="cluster", tags=dict(self._args.tags), opts=self._child
+        )
+        group_name: pulumi.Output[str] = group.name
+        return group_name

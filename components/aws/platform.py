@@ -1,0 +1,224 @@
+"""The AWS adapter: turns a ``PlatformConfig`` into an EKS platform in one region and hands back a
+``ClusterHandle``.
+
+Order follows the dependencies: the key first (everything is encrypted under it), then the network, the
+control plane, node pools, storage, registry, IRSA roles and add-ons. Everything goes to the provider's
+region (``config.region``); no resource sets its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from components.aws.account import AwsAccount, lookup_account
+from components.aws.addons import ClusterAddons, ClusterAddonsArgs
+from components.aws.cluster import EksCluster, EksClusterArgs
+from components.aws.iam import node_role
+from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
+from components.aws.keys import EncryptionKey, EncryptionKeyArgs
+from components.aws.network import Network, NetworkArgs
+from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes
+from components.aws.preflight import ensure_offered
+from components.aws.registry import Registry, RegistryArgs, repositories
+from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
+from components.aws.storage import ObjectStore, ObjectStoreArgs
+from components.config import PlatformConfig, SharedStorageKind
+from components.handle import Cloud, ClusterHandle, Fabric, StorageHandle
+
+
+def shared_zone(config: PlatformConfig) -> int:
+    """The zone a single-zone file system (Lustre) lives in: the first fabric pool's, so training
+    traffic to it stays in-zone."""
+    for pool in config.node_pools:
+        if pool.fabric is not Fabric.NONE:
+            return pool.availability_zone or 0
+    return 0
+
+
+class AwsPlatform(pulumi.ComponentResource):
+    """Network, EKS, node pools, storage, registry and identities for one stack."""
+
+    def __init__(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:aws:Platform", name, None, opts)
+        self._name, self._config = name, config
+        self._child = pulumi.ResourceOptions(parent=self)
+        self.cluster_name = name
+        tags = config.base_tags()
+        account = lookup_account(config.region, config.network.availability_zones, parent=self)
+        self.key = EncryptionKey(
+            f"{name}-key", EncryptionKeyArgs(account, tags, protect=config.is_protected), self._child
+        )
+        self.network = Network(
+            f"{name}-network",
+            NetworkArgs(
+                cidr=config.network.cidr,
+                account=account,
+                cluster_name=self.cluster_name,
+                nat_per_zone=config.environment == "prod",
+                key_arn=self.key.arn,
+                tags=tags,
+            ),
+            self._child,
+        )
+        self.cluster = EksCluster(
+            f"{name}-cluster",
+            EksClusterArgs(
+                cluster_name=self.cluster_name,
+                kubernetes_version=config.cluster.kubernetes_version,
+                endpoint=config.cluster.endpoint,
+                public_access_cidrs=config.cluster.public_access_cidrs,
+                admins=config.cluster.admins,
+                subnet_ids=self.network.private_subnet_ids,
+                key_arn=self.key.arn,
+                account=account,
+                tags=tags,
+            ),
+            self._child,
+        )
+        self.pools = self._node_pools(account, tags)
+        self.storage = ObjectStore(
+            f"{name}-storage",
+            ObjectStoreArgs(
+                account=account,
+                key_arn=self.key.arn,
+                noncurrent_version_days=config.storage.noncurrent_version_days,
+                protect=config.is_protected,
+                tags=tags,
+            ),
+            self._child,
+        )
+        self.shared_fs = self._shared_file_system(account, tags)
+        self.registry = Registry(
+            f"{name}-registry",
+            RegistryArgs(account, repositories(self._images()), self.key.arn, tags),
+            self._child,
+        )
+        self.identities = WorkloadIdentities(
+            f"{name}-identities",
+            WorkloadIdentitiesArgs(
+                account=account,
+                cluster_name=self.cluster_name,
+                issuer=self.cluster.issuer,
+                bucket_arn=self.storage.bucket_arn,
+                key_arn=self.key.arn,
+                tags=tags,
+            ),
+            self._child,
+        )
+        ClusterAddons(
+            f"{name}-addons",
+            ClusterAddonsArgs(
+                account=account,
+                cluster=self.cluster.name,
+                issuer=self.cluster.issuer,
+                shared_storage=config.shared_storage,
+                key_arn=self.key.arn,
+                node_groups=[p.node_group for p in self.pools],
+                tags=tags,
+            ),
+            self._child,
+        )
+        self.handle = ClusterHandle(
+            cloud=Cloud.AWS,
+            name=self.cluster_name,
+            kubeconfig=self.cluster.kubeconfig,
+            kubernetes_version=config.cluster.kubernetes_version,
+            pools=tuple(p.handle for p in self.pools),
+            storage=StorageHandle(
+                bucket_uri=self.storage.uri, shared=self.shared_fs.shared if self.shared_fs else None
+            ),
+            registry=self.registry.host,
+            identities=self.identities.annotations,
+        )
+        self.exports: dict[str, pulumi.Input[Any]] = self._exports()
+        self.register_outputs(self.exports)
+
+    def _images(self) -> list[str]:
+        workloads = self._config.workloads
+        return [w.image for w in (workloads.training, workloads.inference) if w is not None]
+
+    def _node_pools(self, account: AwsAccount, tags: dict[str, str]) -> list[NodePool]:
+        """One managed node group per config pool, each after its type passed the offering check."""
+        config = self._config
+        role = node_role(f"{self._name}-node", account=account, tags=tags, parent=self)
+        pools = []
+        for pool in config.node_pools:
+            zones = pool_zone_indexes(pool, len(account.zones))
+            ensure_offered(
+                pool.instance_type,
+                [account.zones[z] for z in zones],
+                account.region,
+                pool=pool.name,
+                parent=self,
+            )
+            pools.append(
+                NodePool(
+                    f"{self._name}-{pool.name}",
+                    NodePoolArgs(
+                        pool=pool,
+                        instance_type=config.instance_type(pool),
+                        cluster_name=self.cluster_name,
+                        cluster=self.cluster.name,
+                        kubernetes_version=config.cluster.kubernetes_version,
+                        node_role_arn=role.arn,
+                        subnet_ids=[self.network.private_subnet_ids[z] for z in zones],
+                        vpc_id=self.network.vpc_id,
+                        cluster_security_group_id=self.cluster.security_group_id,
+                        key_arn=self.key.arn,
+                        tags=tags,
+                    ),
+                    self._child,
+                )
+            )
+        return pools
+
+    def _shared_file_system(self, account: AwsAccount, tags: dict[str, str]) -> SharedFileSystem | None:
+        config = self._config
+        if config.shared_storage is SharedStorageKind.NONE:
+            return None
+        return SharedFileSystem(
+            f"{self._name}-shared",
+            SharedFileSystemArgs(
+                kind=config.shared_storage,
+                capacity_gib=config.storage.shared_capacity_gib,
+                account=account,
+                vpc_id=self.network.vpc_id,
+                subnet_ids=self.network.private_subnet_ids,
+                zone=shared_zone(config),
+                node_security_group_id=self.cluster.security_group_id,
+                key_arn=self.key.arn,
+                bucket_name=self.storage.bucket_name,
+                bucket_arn=self.storage.bucket_arn,
+                protect=config.is_protected,
+                tags=tags,
+            ),
+            self._child,
+        )
+
+    def _exports(self) -> dict[str, pulumi.Input[Any]]:
+        exports: dict[str, pulumi.Input[Any]] = {
+            "clusterName": self.cluster_name,
+            "kubeconfig": self.cluster.kubeconfig,
+            "bucket": self.storage.uri,
+            "registry": self.registry.host,
+            "kmsKeyArn": self.key.arn,
+            "vpcId": self.network.vpc_id,
+            "nodePools": [
+                {
+                    "name": p.handle.name,
+                    "instanceType": p.handle.instance_type,
+                    "kind": p.handle.kind.value,
+                    "fabric": p.handle.fabric.value,
+                    "minSize": p.config.min_size,
+                    "maxSize": p.config.max_size,
+                    "spot": p.config.spot,
+                }
+                for p in self.pools
+            ],
+            "identities": self.identities.role_arns,
+        }
+        if self.shared_fs is not None:
+            exports["sharedFileSystemId"] = self.shared_fs.file_system_id
+        return exports

@@ -1,0 +1,42 @@
+"""Fail before anything is created when a pool's instance type is not offered where it must run.
+
+Which GPU types me-central-1 offers is unverified and changes (REFERENCE.md, "UAE data residency"), so
+the program asks EC2 instead of guessing: a missing type would otherwise surface an hour into
+``pulumi up`` as a node group stuck in CREATE_FAILED. Under ``mlplatform plan`` the mocks answer that
+what was asked for is offered, so the plan still walks the real code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+from pulumi_aws import ec2
+
+
+def preflight_command(instance_type: str, region: str) -> str:
+    """The CLI line a user runs to see where a type is offered (README, "Preflight")."""
+    return (
+        f"aws ec2 describe-instance-type-offerings --region {region} --location-type availability-zone "
+        f"--filters Name=instance-type,Values={instance_type}"
+    )
+
+
+def ensure_offered(
+    instance_type: str, zones: Sequence[str], region: str, *, pool: str, parent: pulumi.Resource
+) -> None:
+    """Raise a ``RunError`` naming the type, the zones and the preflight command unless EC2 offers
+    ``instance_type`` in at least one of ``zones`` (a fabric pool passes its single zone)."""
+    offerings = ec2.get_instance_type_offerings(
+        location_type="availability-zone",
+        filters=[
+            {"name": "instance-type", "values": [instance_type]},
+            {"name": "location", "values": list(zones)},
+        ],
+        opts=pulumi.InvokeOptions(parent=parent),
+    )
+    if instance_type not in offerings.instance_types:
+        raise pulumi.RunError(
+            f"node pool {pool!r}: {instance_type} is not offered in {', '.join(zones)} ({region}); "
+            f"check with: {preflight_command(instance_type, region)}"
+        )

@@ -1,0 +1,63 @@
+"""ECR repositories for the workload images, in-region and under the stack's key.
+
+Tags are immutable, so a deployed ``trainer:0.1.0`` is the image that was scanned and approved, and every
+push is scanned. No replication configuration: a replica in another region would leave the UAE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_aws import ecr
+
+from components.aws.account import AwsAccount
+
+
+def image_repository(image: str) -> str:
+    """``ml-platform/trainer:0.1.0`` or ``…@sha256:<digest>`` -> ``ml-platform/trainer``."""
+    name = image.split("@", 1)[0]
+    repository, _, tag = name.rpartition(":")
+    return repository if repository and "/" not in tag else name
+
+
+def registry_host(account: AwsAccount) -> str:
+    return f"{account.account_id}.dkr.ecr.{account.dns_suffix}"
+
+
+def repositories(images: Iterable[str]) -> list[str]:
+    """One repository per distinct image repository, in first-seen order."""
+    return list(dict.fromkeys(image_repository(image) for image in images))
+
+
+@dataclass(frozen=True)
+class RegistryArgs:
+    account: AwsAccount
+    repositories: Sequence[str]
+    key_arn: pulumi.Input[str]
+    tags: Mapping[str, str]
+
+
+class Registry(pulumi.ComponentResource):
+    """One KMS-encrypted, immutable-tag, scan-on-push repository per workload image."""
+
+    def __init__(self, name: str, args: RegistryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:aws:Registry", name, None, opts)
+        self.host = registry_host(args.account)
+        self.repositories = {
+            repository: ecr.Repository(
+                f"{name}-{repository.replace('/', '-')}",
+                name=repository,
+                image_tag_mutability="IMMUTABLE",
+                image_scanning_configuration={"scan_on_push": True},
+                encryption_configurations=[{"encryption_type": "KMS", "kms_key": args.key_arn}],
+                force_delete=False,
+                tags=dict(args.tags),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for repository in args.repositories
+        }
+        self.register_outputs(
+            {"host": self.host, "repositories": {k: r.repository_url for k, r in self.repositories.items()}}
+        )

@@ -1,0 +1,31 @@
+"""The Kubernetes service accounts that hold AWS roles (IRSA), named in one place on the AWS side.
+
+An IRSA trust policy pins the exact ``system:serviceaccount:<namespace>:<name>`` subject, so the role and
+the service account must agree letter for letter. The workloads' accounts are the cloud-neutral
+``WORKLOAD_IDENTITIES`` of the handle contract (the Kubernetes layer creates them); the ones below are
+the AWS-only additions. The handle's ``identities`` are keyed by ``IRSA_SERVICE_ACCOUNTS``.
+"""
+
+from __future__ import annotations
+
+from components.handle import WORKLOAD_IDENTITIES, WorkloadIdentity
+
+TRAINING = WORKLOAD_IDENTITIES["training"]
+INFERENCE = WORKLOAD_IDENTITIES["inference"]
+# The Kubernetes layer's cluster-autoscaler Helm release runs as this account.
+CLUSTER_AUTOSCALER = WorkloadIdentity("kube-system", "cluster-autoscaler")
+# The names the EKS managed add-ons give their controllers (EKS user guide, "Amazon EBS CSI driver" and
+# "Amazon EFS CSI driver": ebs-csi-controller-sa / efs-csi-controller-sa in kube-system).
+EBS_CSI_CONTROLLER = WorkloadIdentity("kube-system", "ebs-csi-controller-sa")
+EFS_CSI_CONTROLLER = WorkloadIdentity("kube-system", "efs-csi-controller-sa")
+
+# handle.identities key -> the service account its annotations belong on.
+IRSA_SERVICE_ACCOUNTS: dict[str, WorkloadIdentity] = {
+    "training": TRAINING,
+    "inference": INFERENCE,
+    "cluster-autoscaler": CLUSTER_AUTOSCALER,
+}
+
+# The annotation that binds a service account to an IAM role (EKS user guide, "IAM roles for service
+# accounts").
+ROLE_ARN_ANNOTATION = "eks.amazonaws.com/role-arn"

@@ -1,0 +1,163 @@
+"""The object store for datasets and model artifacts, and the bucket its access logs go to.
+
+Both buckets get the same baseline (REFERENCE.md, "S3"): all four public-access-block flags, bucket-owner
+object ownership (no ACLs), versioning with non-current versions expiring, and a policy that refuses
+plain HTTP. There is no replication configuration: me-central-1 is the only UAE region, so any
+cross-region copy would take the data out of the country.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_aws import s3
+
+from components.aws.account import AwsAccount
+from components.aws.iam import policy_document
+
+# Object key prefixes, shared by the IRSA policies: training reads datasets and writes models and
+# checkpoints; inference reads models (model artifact contract, DESIGN.md).
+DATASETS_PREFIX = "datasets/"
+MODELS_PREFIX = "models/"
+CHECKPOINTS_PREFIX = "checkpoints/"
+ACCESS_LOG_PREFIX = "s3-access/"
+
+
+def deny_insecure_transport(bucket_arn: pulumi.Input[str]) -> dict[str, Any]:
+    """Refuse any request not made over TLS (S3 user guide, "Enforce encryption in transit")."""
+    return {
+        "Sid": "DenyInsecureTransport",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:*",
+        "Resource": [bucket_arn, pulumi.Output.concat(bucket_arn, "/*")],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
+
+
+@dataclass(frozen=True)
+class ObjectStoreArgs:
+    account: AwsAccount
+    key_arn: pulumi.Input[str]
+    noncurrent_version_days: int
+    # Production protects both buckets and keeps them if the stack is destroyed.
+    protect: bool
+    tags: Mapping[str, str]
+
+
+class ObjectStore(pulumi.ComponentResource):
+    """The data bucket (SSE-KMS under the stack's key, with a bucket key) logging to a log bucket."""
+
+    def __init__(self, name: str, args: ObjectStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:aws:ObjectStore", name, None, opts)
+        self._name, self._args = name, args
+        self.bucket = self._hardened_bucket(
+            "data",
+            # The bucket key cuts KMS requests (and their cost) by reusing a data key per bucket.
+            {
+                "apply_server_side_encryption_by_default": {
+                    "sse_algorithm": "aws:kms",
+                    "kms_master_key_id": args.key_arn,
+                },
+                "bucket_key_enabled": True,
+            },
+        )
+        # Server access logs cannot be delivered to a bucket whose default encryption is SSE-KMS (S3 user
+        # guide, "Enabling Amazon S3 server access logging"): the log bucket uses SSE-S3.
+        self.log_bucket = self._hardened_bucket(
+            "logs",
+            {"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}},
+            self._log_delivery,
+        )
+        s3.BucketLogging(
+            f"{name}-data",
+            bucket=self.bucket.id,
+            target_bucket=self.log_bucket.id,
+            target_prefix=ACCESS_LOG_PREFIX,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.bucket_name: pulumi.Output[str] = self.bucket.bucket
+        self.bucket_arn: pulumi.Output[str] = self.bucket.arn
+        self.uri: pulumi.Output[str] = pulumi.Output.concat("s3://", self.bucket.bucket)
+        self.register_outputs(
+            {"bucket": self.bucket_name, "logBucket": self.log_bucket.bucket, "uri": self.uri}
+        )
+
+    def _log_delivery(self, log_bucket_arn: pulumi.Output[str]) -> list[dict[str, Any]]:
+        """Let the S3 logging service write this stack's data-bucket logs, and nothing else (S3 user
+        guide, "Permissions for log delivery": SourceArn and SourceAccount against confused deputies)."""
+        return [
+            {
+                "Sid": "S3ServerAccessLogDelivery",
+                "Effect": "Allow",
+                "Principal": {"Service": "logging.s3.amazonaws.com"},
+                "Action": "s3:PutObject",
+                "Resource": pulumi.Output.concat(log_bucket_arn, f"/{ACCESS_LOG_PREFIX}*"),
+                "Condition": {
+                    "ArnLike": {"aws:SourceArn": self.bucket.arn},
+                    "StringEquals": {"aws:SourceAccount": self._args.account.account_id},
+                },
+            }
+        ]
+
+    def _hardened_bucket(
+        self,
+        suffix: str,
+        encryption: Mapping[str, Any],
+        grants: Callable[[pulumi.Output[str]], Sequence[Mapping[str, Any]]] | None = None,
+    ) -> s3.Bucket:
+        """A private, versioned, TLS-only bucket; ``grants`` adds policy statements given its ARN."""
+        name, args = f"{self._name}-{suffix}", self._args
+        child = pulumi.ResourceOptions(parent=self)
+        bucket = s3.Bucket(
+            name,
+            force_destroy=False,
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),
+        )
+        block = s3.BucketPublicAccessBlock(
+            name,
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
+        )
+        s3.BucketOwnershipControls(
+            name, bucket=bucket.id, rule={"object_ownership": "BucketOwnerEnforced"}, opts=child
+        )
+        s3.BucketServerSideEncryptionConfiguration(
+            name, bucket=bucket.id, rules=[dict(encryption)], opts=child
+        )
+        s3.BucketVersioning(
+            name, bucket=bucket.id, versioning_configuration={"status": "Enabled"}, opts=child
+        )
+        s3.BucketLifecycleConfiguration(
+            name,
+            bucket=bucket.id,
+            rules=[
+                {
+                    "id": "expire-noncurrent-versions",
+                    "status": "Enabled",
+                    "filter": {"prefix": ""},
+                    "noncurrent_version_expiration": {"noncurrent_days": args.noncurrent_version_days},
+                }
+            ],
+            opts=child,
+        )
+        s3.BucketPolicy(
+            name,
+            bucket=bucket.id,
+            policy=pulumi.Output.json_dumps(
+                policy_document(
+                    [deny_insecure_transport(bucket.arn), *(grants(bucket.arn) if grants else [])]
+                )
+            ),
+            # The block must be in place first, so the policy is never briefly evaluated without it.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[block]),
+        )
+        return bucket

@@ -1,0 +1,154 @@
+"""IAM as planned: IRSA trust pinned to subject AND audience (exactly), policies scoped to prefixes and
+the key, the autoscaler limited to this cluster's groups, a least-privilege node role, a key policy
+without wildcard principals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from components.aws.service_accounts import IRSA_SERVICE_ACCOUNTS, ROLE_ARN_ANNOTATION
+from components.handle import WORKLOAD_IDENTITIES
+from mlplatform.plan import Plan
+from tests.components.aws.aws_plan_support import AWS_STACKS, one, policy, resources
+
+ROLE = "aws:iam/role:Role"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ISSUER_PREFIX = "oidc.eks.me-central-1.amazonaws.com/id/"
+
+
+def _trust(plan: Plan, suffix: str) -> dict[str, Any]:
+    (statement,) = policy(one(plan, ROLE, suffix).inputs["assumeRolePolicy"])["Statement"]
+    assert isinstance(statement, dict)
+    return statement
+
+
+@pytest.mark.parametrize("stack", ["aws-smb-dev", "aws-enterprise-prod"])
+@pytest.mark.parametrize(
+    ("role", "subject"),
+    [
+        ("-identities-training", "system:serviceaccount:ml-training:trainer"),
+        ("-identities-inference", "system:serviceaccount:ml-inference:inference"),
+        ("-identities-cluster-autoscaler", "system:serviceaccount:kube-system:cluster-autoscaler"),
+        ("-addons-ebs-csi", "system:serviceaccount:kube-system:ebs-csi-controller-sa"),
+    ],
+)
+def test_irsa_trust_pins_subject_and_audience_exactly(
+    aws_plan: Callable[[str], Plan], stack: str, role: str, subject: str
+) -> None:
+    """A trust policy with ``sub`` alone, or with StringLike, lets other tokens from the same issuer in."""
+    plan = aws_plan(stack)
+    statement = _trust(plan, role)
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    provider = one(plan, "aws:iam/openIdConnectProvider:OpenIdConnectProvider", "-cluster-oidc")
+    assert statement["Principal"]["Federated"].startswith(
+        f"arn:aws:iam:me-central-1:123456789012:{provider.name}-"
+    )
+    assert list(statement["Condition"]) == ["StringEquals"]
+    conditions = statement["Condition"]["StringEquals"]
+    (issuer,) = {key.rsplit(":", 1)[0] for key in conditions}
+    assert issuer.startswith(ISSUER_PREFIX) and not issuer.startswith("https://")
+    assert conditions == {f"{issuer}:sub": subject, f"{issuer}:aud": "sts.amazonaws.com"}
+
+
+def test_workload_service_accounts_come_from_the_handle_contract() -> None:
+    assert IRSA_SERVICE_ACCOUNTS["training"] == WORKLOAD_IDENTITIES["training"]
+    assert IRSA_SERVICE_ACCOUNTS["inference"] == WORKLOAD_IDENTITIES["inference"]
+    assert ROLE_ARN_ANNOTATION == "eks.amazonaws.com/role-arn"
+
+
+def _inline(plan: Plan, suffix: str) -> list[dict[str, Any]]:
+    statements: list[dict[str, Any]] = policy(one(plan, ROLE_POLICY, suffix).inputs["policy"])["Statement"]
+    return statements
+
+
+def test_training_reads_datasets_and_writes_models_and_checkpoints_only(
+    aws_plan: Callable[[str], Plan],
+) -> None:
+    plan = aws_plan("aws-enterprise-prod")
+    listing, read, write, key = _inline(plan, "-identities-training")
+    bucket_arn = listing["Resource"]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["datasets/*", "models/*", "checkpoints/*"]}}
+    assert read["Resource"] == [
+        f"{bucket_arn}/datasets/*",
+        f"{bucket_arn}/models/*",
+        f"{bucket_arn}/checkpoints/*",
+    ]
+    assert write["Resource"] == [f"{bucket_arn}/models/*", f"{bucket_arn}/checkpoints/*"]
+    assert "s3:PutObject" in write["Action"]
+    assert key["Resource"] == plan.outputs["kmsKeyArn"]
+    assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}}
+    assert key["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
+
+
+def test_inference_only_reads_models(aws_plan: Callable[[str], Plan]) -> None:
+    statements = _inline(aws_plan("aws-enterprise-prod"), "-identities-inference")
+    actions = {
+        a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
+    assert actions == {"s3:ListBucket", "s3:GetObject", "s3:GetObjectVersion", "kms:Decrypt"}
+    assert statements[0]["Condition"] == {"StringLike": {"s3:prefix": ["models/*"]}}
+
+
+def test_autoscaler_resizes_only_this_clusters_tagged_groups(aws_plan: Callable[[str], Plan]) -> None:
+    discover, describe, resize = _inline(aws_plan("aws-smb-dev"), "-identities-cluster-autoscaler")
+    assert all(not a.startswith("autoscaling:Set") for a in discover["Action"])
+    assert describe["Resource"] == "arn:aws:eks:me-central-1:123456789012:nodegroup/aws-smb-dev-aws/*"
+    assert resize["Action"] == [
+        "autoscaling:SetDesiredCapacity",
+        "autoscaling:TerminateInstanceInAutoScalingGroup",
+    ]
+    assert resize["Condition"] == {
+        "StringEquals": {
+            "aws:ResourceTag/k8s.io/cluster-autoscaler/enabled": "true",
+            "aws:ResourceTag/k8s.io/cluster-autoscaler/aws-smb-dev-aws": "owned",
+        }
+    }
+
+
+def test_node_role_has_only_worker_cni_and_registry_read(aws_plan: Callable[[str], Plan]) -> None:
+    plan = aws_plan("aws-smb-dev")
+    node = one(plan, ROLE, "-aws-node")
+    assert _trust(plan, "-aws-node")["Principal"] == {"Service": "ec2.amazonaws.com"}
+    attached = sorted(
+        r.inputs["policyArn"]
+        for r in resources(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "-aws-node-")
+    )
+    assert attached == [
+        "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+        "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+        "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    ]
+    assert resources(plan, ROLE_POLICY, node.name) == []
+
+
+def _principals(statement: dict[str, Any]) -> list[str]:
+    principal = statement["Principal"]
+    if isinstance(principal, str):
+        return [principal]
+    return [p for values in principal.values() for p in ([values] if isinstance(values, str) else values)]
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_key_policy_names_every_principal(aws_plan: Callable[[str], Plan], stack: str) -> None:
+    key = one(aws_plan(stack), "aws:kms/key:Key", "-key-key").inputs
+    assert key["enableKeyRotation"] is True
+    statements = policy(key["policy"])["Statement"]
+    principals = [p for s in statements for p in _principals(s)]
+    assert "*" not in principals
+    assert all(s["Effect"] == "Allow" for s in statements)
+    assert "arn:aws:iam::123456789012:root" in principals
+    assert "logs.me-central-1.amazonaws.com" in principals
+
+
+def test_eks_and_efs_controllers_get_managed_driver_policies(aws_plan: Callable[[str], Plan]) -> None:
+    plan = aws_plan("aws-smb-dev")
+    ebs = one(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "-addons-ebs-csi-0").inputs
+    assert ebs["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+    efs = one(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "-addons-efs-csi-0").inputs
+    assert efs["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"
+    grants, use = _inline(plan, "-addons-ebs-csi")
+    assert grants["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    assert use["Resource"] == plan.outputs["kmsKeyArn"]

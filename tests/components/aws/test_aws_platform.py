@@ -1,0 +1,272 @@
+"""The AWS adapter end to end: every shipped AWS template plans (with the in-cluster layer too), the
+handle it returns, protection of production data, tags and region on everything, the network, add-ons,
+and the instance-offering preflight."""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from components.aws.platform import AwsPlatform
+from components.aws.preflight import ensure_offered
+from components.handle import POOL_LABEL, Cloud, Fabric, SharedStorageKind
+from mlplatform.mocks import PlanMocks
+from mlplatform.plan import Plan, PlannedResource
+from tests.components.aws.aws_plan_support import (
+    AWS_STACKS,
+    UNKNOWN,
+    build_platform,
+    one,
+    parse,
+    policy,
+    resources,
+    template,
+)
+
+# Resource types the AWS API gives no tags; every other AWS resource must carry the base tags.
+UNTAGGABLE = {
+    "aws:kms/alias:Alias",
+    "aws:kms/grant:Grant",
+    "aws:iam/rolePolicy:RolePolicy",
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+    "aws:ec2/routeTableAssociation:RouteTableAssociation",
+    "aws:efs/mountTarget:MountTarget",
+    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation",
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+    "aws:s3/bucketOwnershipControls:BucketOwnershipControls",
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+    "aws:s3/bucketVersioning:BucketVersioning",
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+    "aws:s3/bucketPolicy:BucketPolicy",
+    "aws:s3/bucketLogging:BucketLogging",
+}
+
+
+def test_every_aws_template_plans_in_full(planned: Callable[[str], Plan]) -> None:
+    """The shipped templates as `mlplatform plan` runs them, in-cluster layer included, a few seconds each."""
+    for stack in AWS_STACKS:
+        started = time.perf_counter()
+        plan = planned(stack)
+        assert time.perf_counter() - started < 20
+        assert plan.outputs["clusterName"] == f"{stack}-aws"
+        assert one(plan, "ml-platform:aws:Platform", f"{stack}-aws").parent is not None
+
+
+def _walk(value: Any) -> Iterator[Any]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _walk(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk(item)
+    else:
+        yield value
+
+
+def _aws(plan: Plan) -> list[PlannedResource]:
+    return [r for r in plan.resources if r.type.startswith("aws:")]
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_every_input_is_known_and_no_resource_picks_its_own_region(
+    aws_plan: Callable[[str], Plan], stack: str
+) -> None:
+    plan = aws_plan(stack)
+    for resource in _aws(plan):
+        values = list(_walk(resource.inputs))
+        assert None not in values, resource.name
+        assert UNKNOWN not in values, resource.name
+        assert "region" not in resource.inputs, resource.name
+    (provider,) = [r for r in plan.resources if r.type == "pulumi:providers:aws"]
+    assert provider.inputs["region"] == "me-central-1"
+    assert {r.provider for r in _aws(plan)} == {plan.providers().popitem()[0]}
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_every_taggable_resource_carries_the_base_tags(aws_plan: Callable[[str], Plan], stack: str) -> None:
+    plan = aws_plan(stack)
+    base = parse(template(stack), stack).base_tags()
+    for resource in _aws(plan):
+        if resource.type in UNTAGGABLE:
+            assert "tags" not in resource.inputs, resource.type
+            continue
+        tags = resource.inputs.get("tags")
+        assert tags is not None, f"{resource.type} {resource.name} has no tags"
+        assert tags.items() >= base.items(), resource.name
+
+
+def test_components_nest_under_the_adapter(aws_plan: Callable[[str], Plan]) -> None:
+    plan = aws_plan("aws-enterprise-prod")
+    adapter = one(plan, "ml-platform:aws:Platform", "-aws")
+    children = {r.type for r in plan.resources if r.parent == adapter.urn and not r.custom}
+    assert children == {
+        "ml-platform:aws:EncryptionKey",
+        "ml-platform:aws:Network",
+        "ml-platform:aws:EksCluster",
+        "ml-platform:aws:NodePool",
+        "ml-platform:aws:ObjectStore",
+        "ml-platform:aws:SharedFileSystem",
+        "ml-platform:aws:Registry",
+        "ml-platform:aws:WorkloadIdentities",
+        "ml-platform:aws:ClusterAddons",
+    }
+    assert all(r.name.startswith(adapter.name) for r in _aws(plan))
+
+
+@pytest.mark.parametrize(
+    ("stack", "nats"), [("aws-smb-dev", 1), ("aws-smb-prod", 3), ("aws-enterprise-prod", 3)]
+)
+def test_nat_per_zone_in_prod_one_shared_in_dev(
+    aws_plan: Callable[[str], Plan], stack: str, nats: int
+) -> None:
+    plan = aws_plan(stack)
+    assert len(resources(plan, "aws:ec2/natGateway:NatGateway")) == nats
+    private_routes = [
+        r.inputs["routes"][0] for r in resources(plan, "aws:ec2/routeTable:RouteTable", "-private-")
+    ]
+    assert len({r["natGatewayId"] for r in private_routes}) == nats
+    assert all(r["cidrBlock"] == "0.0.0.0/0" for r in private_routes)
+
+
+def test_subnets_are_tagged_for_load_balancers_and_never_map_public_ips(
+    aws_plan: Callable[[str], Plan],
+) -> None:
+    plan = aws_plan("aws-smb-dev")
+    subnets = resources(plan, "aws:ec2/subnet:Subnet")
+    assert len(subnets) == 4
+    for subnet in subnets:
+        tags = subnet.inputs["tags"]
+        assert tags["kubernetes.io/cluster/aws-smb-dev-aws"] == "shared"
+        role = "kubernetes.io/role/elb" if "-public-" in subnet.name else "kubernetes.io/role/internal-elb"
+        assert tags[role] == "1"
+        assert subnet.inputs["mapPublicIpOnLaunch"] is False
+    zones = sorted(s.inputs["availabilityZone"] for s in subnets if "-private-" in s.name)
+    assert zones == ["me-central-1a", "me-central-1b"]
+    cidrs = sorted(s.inputs["cidrBlock"] for s in subnets)
+    assert cidrs == ["10.40.0.0/18", "10.40.192.0/20", "10.40.208.0/20", "10.40.64.0/18"]
+
+
+def test_flow_logs_capture_all_traffic_to_an_encrypted_group(aws_plan: Callable[[str], Plan]) -> None:
+    plan = aws_plan("aws-enterprise-prod")
+    flow = one(plan, "aws:ec2/flowLog:FlowLog", "-network-flow-logs").inputs
+    assert flow["trafficType"] == "ALL"
+    assert flow["logDestinationType"] == "cloud-watch-logs"
+    group = one(plan, "aws:cloudwatch/logGroup:LogGroup", "-network-flow-logs").inputs
+    assert group["kmsKeyId"] == plan.outputs["kmsKeyArn"]
+    (trust,) = policy(one(plan, "aws:iam/role:Role", "-network-flow-logs").inputs["assumeRolePolicy"])[
+        "Statement"
+    ]
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+
+
+@pytest.mark.parametrize(
+    ("stack", "addons"),
+    [
+        ("aws-smb-dev", {"aws-ebs-csi-driver", "aws-efs-csi-driver", "metrics-server"}),
+        ("aws-enterprise-prod", {"aws-ebs-csi-driver", "aws-fsx-csi-driver", "metrics-server"}),
+    ],
+)
+def test_managed_addons_wait_for_nodes(aws_plan: Callable[[str], Plan], stack: str, addons: set[str]) -> None:
+    plan = aws_plan(stack)
+    installed = resources(plan, "aws:eks/addon:Addon")
+    assert {a.inputs["addonName"] for a in installed} == addons
+    node_groups = {r.urn for r in resources(plan, "aws:eks/nodeGroup:NodeGroup")}
+    assert all(node_groups <= set(a.dependencies) for a in installed)
+    ebs = next(a for a in installed if a.inputs["addonName"] == "aws-ebs-csi-driver")
+    assert ebs.inputs["serviceAccountRoleArn"].startswith("arn:aws:iam:")
+
+
+@pytest.fixture(scope="module")
+def prod() -> AwsPlatform:
+    return build_platform(parse(template("aws-enterprise-prod"), "aws-enterprise-prod"))
+
+
+@pytest.fixture(scope="module")
+def dev() -> AwsPlatform:
+    return build_platform(parse(template("aws-smb-dev"), "aws-smb-dev"))
+
+
+def test_production_protects_its_data(prod: AwsPlatform) -> None:
+    """The plan does not record ``protect``; the resources the adapter built do."""
+    assert prod.shared_fs is not None
+    for resource in (prod.key.key, prod.storage.bucket, prod.storage.log_bucket, prod.shared_fs.file_system):
+        assert resource._protect is True
+
+
+def test_dev_leaves_its_data_unprotected(dev: AwsPlatform) -> None:
+    assert dev.shared_fs is not None
+    for resource in (dev.key.key, dev.storage.bucket, dev.storage.log_bucket, dev.shared_fs.file_system):
+        assert not resource._protect
+
+
+def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform) -> None:
+    handle = prod.handle
+    assert (handle.cloud, handle.name, handle.kubernetes_version) == (
+        Cloud.AWS,
+        "aws-enterprise-prod-aws",
+        "1.33",
+    )
+    assert handle.registry == "123456789012.dkr.ecr.me-central-1.amazonaws.com"
+    assert set(handle.identities) == {"training", "inference", "cluster-autoscaler"}
+    assert all(set(a) == {"eks.amazonaws.com/role-arn"} for a in handle.identities.values())
+    efa = handle.pool("gpu-efa")
+    assert (efa.fabric, efa.fabric_devices_per_node, efa.gpus_per_node) == (Fabric.EFA, 32, 8)
+    assert efa.labels[POOL_LABEL] == "gpu-efa"
+    assert [(t.key, t.value) for t in efa.taints] == [("nvidia.com/gpu", "true")]
+    assert handle.pool("inference").taints == ()
+    assert handle.fabrics == {Fabric.EFA}
+    shared = handle.storage.shared
+    assert shared is not None and shared.kind is SharedStorageKind.FSX_LUSTRE
+    assert shared.csi["driver"] == "fsx.csi.aws.com"
+    assert set(shared.csi) == {"driver", "volumeHandle", "volumeAttributes"}
+    assert set(shared.csi["volumeAttributes"]) == {"dnsname", "mountname"}
+    assert (shared.capacity_gib, shared.mount_options) == (4800, ("flock",))
+
+
+def test_smb_handle_mounts_efs(dev: AwsPlatform) -> None:
+    shared = dev.handle.storage.shared
+    assert shared is not None and shared.kind is SharedStorageKind.EFS
+    assert set(shared.csi) == {"driver", "volumeHandle"} and shared.csi["driver"] == "efs.csi.aws.com"
+    assert dev.handle.fabrics == frozenset()
+
+
+def test_bucket_uri_and_exports(aws_plan: Callable[[str], Plan]) -> None:
+    outputs = aws_plan("aws-smb-dev").outputs
+    assert outputs["bucket"].startswith("s3://aws-smb-dev-aws-storage-data-")
+    assert outputs["sharedFileSystemId"]
+    assert [p["name"] for p in outputs["nodePools"]] == ["cpu", "gpu"]
+    assert set(outputs["identities"]) == {"training", "inference", "cluster-autoscaler"}
+
+
+class _NothingOffered(PlanMocks):
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            return {"instanceTypes": [], "locations": [], "locationTypes": []}, []
+        return super().call(args)
+
+
+def test_preflight_names_type_zone_and_command_when_not_offered() -> None:
+    def run() -> None:
+        pulumi.runtime.set_mocks(_NothingOffered("me-central-1", ""), project="p", stack="s", preview=True)
+
+        def check() -> None:
+            parent = pulumi.ComponentResource("test:index:Parent", "parent")
+            ensure_offered("p5.48xlarge", ["me-central-1a"], "me-central-1", pool="gpu-efa", parent=parent)
+
+        _sync_await(run_pulumi_func(check))
+
+    with pytest.raises(pulumi.RunError) as caught:
+        contextvars.Context().run(run)
+    message = str(caught.value)
+    assert "node pool 'gpu-efa': p5.48xlarge is not offered in me-central-1a (me-central-1)" in message
+    assert (
+        "aws ec2 describe-instance-type-offerings --region me-central-1 --location-type availability-zone "
+        "--filters Name=instance-type,Values=p5.48xlarge"
+    ) in message

@@ -1,0 +1,151 @@
+"""Storage as planned: the data bucket's controls, its log bucket, no replication anywhere; EFS only in
+SMB stacks, FSx for Lustre only in enterprise stacks, each reachable from the nodes alone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from components.aws.registry import image_repository, repositories
+from mlplatform.plan import Plan
+from tests.components.aws.aws_plan_support import AWS_STACKS, one, policy, resources
+
+BUCKET = "aws:s3/bucket:Bucket"
+EFS = "aws:efs/fileSystem:FileSystem"
+LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+
+
+@pytest.mark.parametrize("stack", ["aws-smb-dev", "aws-enterprise-prod"])
+def test_data_bucket_is_kms_encrypted_versioned_private_and_tls_only(
+    aws_plan: Callable[[str], Plan], stack: str
+) -> None:
+    plan = aws_plan(stack)
+    (rule,) = one(
+        plan,
+        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+        "-storage-data",
+    ).inputs["rules"]
+    assert rule["applyServerSideEncryptionByDefault"] == {
+        "sseAlgorithm": "aws:kms",
+        "kmsMasterKeyId": plan.outputs["kmsKeyArn"],
+    }
+    assert rule["bucketKeyEnabled"] is True
+    versioning = one(plan, "aws:s3/bucketVersioning:BucketVersioning", "-storage-data").inputs
+    assert versioning["versioningConfiguration"] == {"status": "Enabled"}
+    (lifecycle,) = one(
+        plan, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "-storage-data"
+    ).inputs["rules"]
+    assert lifecycle["noncurrentVersionExpiration"] == {"noncurrentDays": 90}
+    assert lifecycle["status"] == "Enabled"
+    block = one(plan, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "-storage-data").inputs
+    assert all(
+        block[flag] is True
+        for flag in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    )
+    ownership = one(plan, "aws:s3/bucketOwnershipControls:BucketOwnershipControls", "-storage-data").inputs
+    assert ownership["rule"] == {"objectOwnership": "BucketOwnerEnforced"}
+    statements = policy(one(plan, "aws:s3/bucketPolicy:BucketPolicy", "-storage-data").inputs["policy"])[
+        "Statement"
+    ]
+    (deny,) = statements
+    assert deny["Effect"] == "Deny" and deny["Action"] == "s3:*"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert deny["Resource"][1] == deny["Resource"][0] + "/*"
+
+
+def test_access_logs_go_to_a_separate_hardened_bucket(aws_plan: Callable[[str], Plan]) -> None:
+    plan = aws_plan("aws-enterprise-prod")
+    logging = one(plan, "aws:s3/bucketLogging:BucketLogging", "-storage-data").inputs
+    log_bucket = one(plan, BUCKET, "-storage-logs")
+    assert logging["targetBucket"].startswith(log_bucket.name)
+    assert logging["bucket"].startswith(one(plan, BUCKET, "-storage-data").name)
+    (rule,) = one(
+        plan,
+        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+        "-storage-logs",
+    ).inputs["rules"]
+    assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "AES256"}
+    block = one(plan, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "-storage-logs").inputs
+    assert block["blockPublicPolicy"] is True and block["restrictPublicBuckets"] is True
+    deny, delivery = policy(one(plan, "aws:s3/bucketPolicy:BucketPolicy", "-storage-logs").inputs["policy"])[
+        "Statement"
+    ]
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert delivery["Principal"] == {"Service": "logging.s3.amazonaws.com"}
+    assert delivery["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
+    assert delivery["Resource"].endswith("/s3-access/*")
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_nothing_replicates_out_of_the_region(aws_plan: Callable[[str], Plan], stack: str) -> None:
+    plan = aws_plan(stack)
+    assert resources(plan, "aws:s3/bucketReplicationConfig:BucketReplicationConfig") == []
+    assert resources(plan, "aws:ecr/replicationConfiguration:ReplicationConfiguration") == []
+    for bucket in resources(plan, BUCKET):
+        assert "replicationConfiguration" not in bucket.inputs
+        assert bucket.inputs.get("forceDestroy") is False
+    assert one(plan, "aws:kms/key:Key", "-key-key").inputs["multiRegion"] is False
+
+
+@pytest.mark.parametrize("stack", ["aws-smb-dev", "aws-smb-prod"])
+def test_smb_shares_efs_and_no_lustre(aws_plan: Callable[[str], Plan], stack: str) -> None:
+    plan = aws_plan(stack)
+    assert resources(plan, LUSTRE) == []
+    efs = one(plan, EFS, "-shared-efs").inputs
+    assert efs["encrypted"] is True
+    assert efs["kmsKeyId"] == plan.outputs["kmsKeyArn"]
+    mounts = resources(plan, "aws:efs/mountTarget:MountTarget")
+    assert len(mounts) == len(resources(plan, "aws:ec2/subnet:Subnet", "-network-private-")) >= 2
+    assert all("-network-private-" in m.inputs["subnetId"] for m in mounts)
+    (nfs,) = resources(plan, INGRESS, "-shared-")
+    assert (nfs.inputs["ipProtocol"], nfs.inputs["fromPort"], nfs.inputs["toPort"]) == ("tcp", 2049, 2049)
+    assert nfs.inputs["referencedSecurityGroupId"].startswith("sg-")  # the nodes' (cluster) group
+    assert "cidrIpv4" not in nfs.inputs
+
+
+@pytest.mark.parametrize("stack", ["aws-enterprise-dev", "aws-enterprise-prod"])
+def test_enterprise_shares_lustre_and_no_efs(aws_plan: Callable[[str], Plan], stack: str) -> None:
+    plan = aws_plan(stack)
+    assert resources(plan, EFS) == []
+    lustre = one(plan, LUSTRE, "-shared-lustre").inputs
+    assert lustre["deploymentType"] == "PERSISTENT_2"
+    assert lustre["kmsKeyId"] == plan.outputs["kmsKeyArn"]
+    assert lustre["perUnitStorageThroughput"] == 250
+    assert lustre["subnetIds"].startswith(f"{stack}-aws-network-private-0-")  # the EFA pool's zone
+    capacity = {"aws-enterprise-dev": 1200, "aws-enterprise-prod": 4800}[stack]
+    assert lustre["storageCapacity"] == capacity
+    association = one(
+        plan, "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", "-shared-dra"
+    ).inputs
+    assert association["dataRepositoryPath"] == plan.outputs["bucket"] + "/"
+    assert association["fileSystemPath"] == "/"
+    rules = resources(plan, INGRESS, "-shared-lustre-")
+    assert {(r.inputs["fromPort"], r.inputs["toPort"]) for r in rules} == {(988, 988), (1018, 1023)}
+    assert all("cidrIpv4" not in r.inputs and r.inputs["ipProtocol"] == "tcp" for r in rules)
+    grant = one(plan, "aws:kms/grant:Grant", "-shared-s3-key").inputs
+    assert "AWSServiceRoleForFSxS3Access_" in grant["granteePrincipal"]
+    assert list(grant["constraints"][0]["encryptionContextSubset"]) == ["aws:s3:arn"]
+
+
+def test_registry_repositories_are_immutable_scanned_and_kms_encrypted(
+    aws_plan: Callable[[str], Plan],
+) -> None:
+    plan = aws_plan("aws-enterprise-prod")
+    repos = resources(plan, "aws:ecr/repository:Repository")
+    assert sorted(r.inputs["name"] for r in repos) == ["ml-platform/inference", "ml-platform/trainer"]
+    for repo in repos:
+        assert repo.inputs["imageTagMutability"] == "IMMUTABLE"
+        assert repo.inputs["imageScanningConfiguration"] == {"scanOnPush": True}
+        assert repo.inputs["encryptionConfigurations"] == [
+            {"encryptionType": "KMS", "kmsKey": plan.outputs["kmsKeyArn"]}
+        ]
+    assert plan.outputs["registry"] == "123456789012.dkr.ecr.me-central-1.amazonaws.com"
+
+
+def test_repository_names_come_from_image_references() -> None:
+    digest = "ml-platform/trainer@sha256:" + "0" * 64
+    assert image_repository("ml-platform/trainer:0.1.0") == "ml-platform/trainer"
+    assert image_repository(digest) == "ml-platform/trainer"
+    assert repositories(["a/x:1", "a/x:2", "a/y:1"]) == ["a/x", "a/y"]
