@@ -1,0 +1,226 @@
+"""The AKS control plane: Entra ID-only access, workload identity, Cilium, CMK disks, Azure Monitor logs.
+
+Choices and why:
+- Entra ID with Azure RBAC and local accounts disabled: no static admin credential exists; every
+  kubectl call is a named Entra principal checked against Azure role assignments.
+- Private API server when ``cluster.endpoint`` is private (enterprise); otherwise public behind
+  ``authorizedIPRanges`` from ``cluster.publicAccessCidrs`` (SMB).
+- Azure CNI overlay with the Cilium dataplane: pods take addresses from a private overlay range, not the
+  VNet, so a GPU fleet cannot exhaust the subnet; Cilium enforces NetworkPolicy in eBPF with no extra
+  add-on, and it is the dataplane AKS develops network policy on (Azure NPM is the legacy path; Calico
+  would be a second component to run and upgrade). InfiniBand traffic bypasses the pod network entirely.
+- Auto-upgrade ``patch``: patch releases arrive on their own while the minor version stays the one in
+  config, so config and cluster never disagree; node images follow ``NodeImage``.
+- The disk encryption set encrypts OS disks with the customer-managed key; it can only be set at cluster
+  creation (learn.microsoft.com/azure/aks/azure-disk-customer-managed-keys).
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import containerservice, managedidentity, monitor, operationalinsights
+
+from components.azure.roles import BuiltInRole, assign_role
+from components.azure.scope import AzureScope
+from components.config import EndpointAccess
+
+# Control-plane resource logs sent to Log Analytics (AKS monitoring reference, "Resource logs"). The
+# admin audit stream leaves out get/list/watch, which are most of the volume and cost of kube-audit.
+CONTROL_PLANE_LOGS = (
+    "kube-apiserver",
+    "kube-audit-admin",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "cluster-autoscaler",
+    "guard",
+)
+# Our retention choice: a year of audit trail in production, a month elsewhere.
+_LOG_RETENTION_DAYS = {True: 365, False: 30}
+# Candidates for the overlay ranges, AKS's defaults first (pods 10.244.0.0/16, services 10.0.0.0/16,
+# learn.microsoft.com/azure/aks/azure-cni-overlay); the first one clear of the VNet is taken.
+_POD_CIDRS = ("10.244.0.0/16", "192.168.0.0/16")
+_SERVICE_CIDRS = ("10.0.0.0/16", "172.16.0.0/16")
+
+
+@dataclass(frozen=True)
+class ClusterCidrs:
+    pods: str
+    services: str
+    dns_service_ip: str
+
+
+def cluster_cidrs(vnet_cidr: str) -> ClusterCidrs:
+    """Overlay ranges that overlap neither the VNet nor each other, so routes to the VNet stay valid."""
+    vnet = ipaddress.ip_network(vnet_cidr)
+
+    def clear(candidates: tuple[str, ...]) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+        return next(n for c in candidates if not (n := ipaddress.ip_network(c)).overlaps(vnet))
+
+    services = clear(_SERVICE_CIDRS)
+    # The cluster DNS service conventionally takes .10 of the service range (AKS default 10.0.0.10).
+    return ClusterCidrs(str(clear(_POD_CIDRS)), str(services), str(services.network_address + 10))
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    scope: AzureScope
+    vnet_id: pulumi.Input[str]
+    disk_encryption_set_id: pulumi.Input[str]
+    # The System-mode pool's agent-pool profile (node_pools.agent_pool_settings); AKS needs one at creation.
+    system_pool: dict[str, Any]
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+
+
+class AksCluster(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:azure:Cluster", name, None, opts)
+        self._scope = scope = args.scope
+        identity, network_grant = self._control_plane_identity(name, args.vnet_id)
+        self.cluster = containerservice.ManagedCluster(
+            f"{name}-aks",
+            resource_name_=scope.config.stack_name,
+            **self._cluster_properties(args, identity.id),
+            **scope.placed,
+            # The autoscaler owns the node count after creation; Pulumi must not reset it on every up.
+            opts=scope.opts(
+                self,
+                depends_on=[*args.depends_on, network_grant],
+                ignore_changes=["agentPoolProfiles[0].count"],
+            ),
+        )
+        self._diagnostics(name)
+        # The deployer administers the cluster through Azure RBAC (no local admin exists); the in-cluster
+        # layer of this same program deploys with that grant.
+        assign_role(
+            f"{name}-deployer-admin",
+            scope,
+            role=BuiltInRole.AKS_RBAC_CLUSTER_ADMIN,
+            principal_id=scope.deployer.object_id,
+            target_id=self.cluster.id,
+            opts=scope.opts(self),
+            principal_type=scope.deployer.principal_type,
+        )
+        self.cluster_name: pulumi.Output[str] = self.cluster.name
+        self.oidc_issuer_url: pulumi.Output[str] = self.cluster.oidc_issuer_profile.apply(
+            lambda p: p.issuer_url
+        )
+        self.kubelet_object_id: pulumi.Output[str] = self.cluster.identity_profile.apply(
+            lambda p: p["kubeletidentity"].object_id
+        )
+        self.kubeconfig = self._kubeconfig()
+        self.register_outputs(
+            {
+                "clusterName": self.cluster_name,
+                "oidcIssuerUrl": self.oidc_issuer_url,
+                "kubeconfig": self.kubeconfig,
+            }
+        )
+
+    def _control_plane_identity(
+        self, name: str, vnet_id: pulumi.Input[str]
+    ) -> tuple[managedidentity.UserAssignedIdentity, pulumi.Resource]:
+        """User-assigned so it can be granted Network Contributor before the cluster exists; a
+        system-assigned identity would get its grant after creation, racing the first node. Scoped to
+        the stack's VNet: it covers the node subnet (load balancers, NICs) and the link of the private
+        API server's DNS zone to the VNet."""
+        scope = self._scope
+        identity = managedidentity.UserAssignedIdentity(
+            f"{name}-identity", **scope.placed, opts=scope.opts(self)
+        )
+        network_grant = assign_role(
+            f"{name}-vnet-network",
+            scope,
+            role=BuiltInRole.NETWORK_CONTRIBUTOR,
+            principal_id=identity.principal_id,
+            target_id=vnet_id,
+            opts=scope.opts(self),
+        )
+        return identity, network_grant
+
+    def _cluster_properties(self, args: ClusterArgs, identity_id: pulumi.Input[str]) -> dict[str, Any]:
+        scope = self._scope
+        config = scope.config
+        cidrs = cluster_cidrs(config.network.cidr)
+        return {
+            "dns_prefix": config.stack_name,
+            "kubernetes_version": config.cluster.kubernetes_version,
+            "sku": {"name": "Base", "tier": "Standard" if config.is_protected else "Free"},
+            "identity": {"type": "UserAssigned", "user_assigned_identities": [identity_id]},
+            "aad_profile": {
+                "managed": True,
+                "enable_azure_rbac": True,
+                "tenant_id": scope.deployer.tenant_id,
+                "admin_group_object_ids": list(config.cluster.admins),
+            },
+            "disable_local_accounts": True,
+            "enable_rbac": True,
+            "api_server_access_profile": self._api_server_access(),
+            "network_profile": {
+                "network_plugin": "azure",
+                "network_plugin_mode": "overlay",
+                "network_dataplane": "cilium",
+                "network_policy": "cilium",
+                "pod_cidr": cidrs.pods,
+                "service_cidr": cidrs.services,
+                "dns_service_ip": cidrs.dns_service_ip,
+                "load_balancer_sku": "standard",
+                "outbound_type": "loadBalancer",
+            },
+            "oidc_issuer_profile": {"enabled": True},
+            "security_profile": {"workload_identity": {"enabled": True}},
+            "auto_upgrade_profile": {"upgrade_channel": "patch", "node_os_upgrade_channel": "NodeImage"},
+            "disk_encryption_set_id": args.disk_encryption_set_id,
+            # Shared training storage is an Azure Files NFS volume (shared_storage.py).
+            "storage_profile": {"file_csi_driver": {"enabled": True}},
+            "agent_pool_profiles": [args.system_pool],
+        }
+
+    def _api_server_access(self) -> dict[str, Any]:
+        cluster = self._scope.config.cluster
+        if cluster.endpoint is EndpointAccess.PRIVATE:
+            # "system": AKS owns the private zone of the API server's name, linked to the cluster VNet.
+            return {
+                "enable_private_cluster": True,
+                "enable_private_cluster_public_fqdn": False,
+                "private_dns_zone": "system",
+            }
+        return {"enable_private_cluster": False, "authorized_ip_ranges": list(cluster.public_access_cidrs)}
+
+    def _diagnostics(self, name: str) -> None:
+        scope = self._scope
+        workspace = operationalinsights.Workspace(
+            f"{name}-logs",
+            sku={"name": "PerGB2018"},
+            retention_in_days=_LOG_RETENTION_DAYS[scope.config.is_protected],
+            # Queries authenticate with Entra ID only, like the cluster.
+            features={"disable_local_auth": True},
+            **scope.placed,
+            opts=scope.opts(self),
+        )
+        monitor.DiagnosticSetting(
+            f"{name}-diagnostics",
+            resource_uri=self.cluster.id,
+            workspace_id=workspace.id,
+            log_analytics_destination_type="Dedicated",
+            logs=[{"category": category, "enabled": True} for category in CONTROL_PLANE_LOGS],
+            metrics=[{"category": "AllMetrics", "enabled": True}],
+            opts=scope.opts(self),
+        )
+
+    def _kubeconfig(self) -> pulumi.Output[str]:
+        """The user kubeconfig in ``exec`` format: it calls kubelogin for an Entra token (there is no
+        admin kubeconfig: local accounts are disabled). Secret, although it holds no credential, because
+        it names the private API server."""
+        credentials = containerservice.list_managed_cluster_user_credentials_output(
+            resource_group_name=self._scope.resource_group_name,
+            resource_name=self.cluster.name,
+            format="exec",
+        )
+        kubeconfig = credentials.apply(lambda c: base64.b64decode(c.kubeconfigs[0].value).decode())
+        return pulumi.Output.secret(kubeconfig)

@@ -1,0 +1,106 @@
+"""Managed identities: one per workload (federated to its Kubernetes service account), one per encrypting
+service (granted use of its customer-managed key).
+
+The service accounts are the shared contract in ``components.handle.WORKLOAD_IDENTITIES``: the federated
+credential pins that exact ``system:serviceaccount:<namespace>:<name>`` subject, and the Kubernetes layer
+creates those very service accounts annotated with the handle's ``identities[workload]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+from pulumi_azure_native import managedidentity
+
+from components.azure.roles import BuiltInRole, assign_role
+from components.azure.scope import AzureScope
+from components.handle import WorkloadIdentity
+
+# Audience of the projected service-account token Entra ID exchanges (AKS workload identity docs,
+# learn.microsoft.com/azure/aks/workload-identity-deploy-cluster).
+TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
+CLIENT_ID_ANNOTATION = "azure.workload.identity/client-id"
+
+
+@dataclass(frozen=True)
+class Grant:
+    role: BuiltInRole
+    target_id: pulumi.Input[str]
+    # Names the role assignment: roles repeat across targets, so the role alone would collide.
+    label: str
+
+
+@dataclass(frozen=True)
+class FederatedIdentityArgs:
+    scope: AzureScope
+    service_account: WorkloadIdentity
+    oidc_issuer_url: pulumi.Input[str]
+    grants: tuple[Grant, ...] = field(default_factory=tuple)
+
+
+class FederatedIdentity(pulumi.ComponentResource):
+    """A user-assigned identity that exactly one Kubernetes service account can assume."""
+
+    def __init__(
+        self, name: str, args: FederatedIdentityArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("ml-platform:azure:FederatedIdentity", name, None, opts)
+        scope = args.scope
+        identity = managedidentity.UserAssignedIdentity(f"{name}-uai", **scope.placed, opts=scope.opts(self))
+        # Pinned to one issuer, one subject and the token-exchange audience: a token from another cluster,
+        # namespace or service account is refused by Entra ID.
+        managedidentity.FederatedIdentityCredential(
+            f"{name}-federation",
+            resource_group_name=scope.resource_group_name,
+            resource_name_=identity.name,
+            issuer=args.oidc_issuer_url,
+            subject=args.service_account.subject,
+            audiences=[TOKEN_EXCHANGE_AUDIENCE],
+            opts=scope.opts(self),
+        )
+        for grant in args.grants:
+            assign_role(
+                f"{name}-{grant.label}",
+                scope,
+                role=grant.role,
+                principal_id=identity.principal_id,
+                target_id=grant.target_id,
+                opts=scope.opts(self),
+            )
+        self.client_id: pulumi.Output[str] = identity.client_id
+        self.annotations: dict[str, pulumi.Input[str]] = {CLIENT_ID_ANNOTATION: identity.client_id}
+        self.register_outputs({"clientId": identity.client_id, "principalId": identity.principal_id})
+
+
+@dataclass(frozen=True)
+class EncryptionIdentityArgs:
+    scope: AzureScope
+    key_id: pulumi.Input[str]
+
+
+class EncryptionIdentity(pulumi.ComponentResource):
+    """A user-assigned identity a service encrypts with, allowed to wrap and unwrap with one key.
+
+    User-assigned because Storage and ACR read the key while they are being created, before a
+    system-assigned identity could exist to be granted (ACR: a customer-managed key can only be set at
+    creation, with a user-assigned identity). Dependants wait on ``grant``.
+    """
+
+    def __init__(
+        self, name: str, args: EncryptionIdentityArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("ml-platform:azure:EncryptionIdentity", name, None, opts)
+        scope = args.scope
+        identity = managedidentity.UserAssignedIdentity(f"{name}-uai", **scope.placed, opts=scope.opts(self))
+        self.grant = assign_role(
+            f"{name}-key-user",
+            scope,
+            role=BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
+            principal_id=identity.principal_id,
+            target_id=args.key_id,
+            opts=scope.opts(self),
+        )
+        self.identity_id: pulumi.Output[str] = identity.id
+        self.client_id: pulumi.Output[str] = identity.client_id
+        self.register_outputs({"id": identity.id, "clientId": identity.client_id})

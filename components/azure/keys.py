@@ -1,0 +1,143 @@
+"""Customer-managed keys: one Key Vault, one rotating RSA key per consumer, and the disk encryption set.
+
+A key per consumer (node disks, storage, registry) keeps revocation and audit per service: disabling the
+registry key does not take the cluster's disks down with it. The vault authorises with Azure RBAC (no
+access policies), keeps deleted keys recoverable (soft delete + purge protection, both required for
+customer-managed keys on Disks and Storage) and refuses the internet: enterprise vaults disable public
+access altogether; SMB vaults deny by default and let the allow-list through. Services reach their keys
+through the trusted-services bypass, which holds in both modes (Key Vault ``publicNetworkAccess`` docs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import compute, keyvault
+
+from components.azure import naming
+from components.azure.roles import BuiltInRole, assign_role
+from components.azure.scope import AzureScope
+from components.config import DataClassification
+
+
+class KeyPurpose(StrEnum):
+    DISKS = "disks"
+    STORAGE = "storage"
+    REGISTRY = "registry"
+
+
+# Restricted data gets HSM-protected keys, which need the premium vault SKU (Key Vault keys overview).
+_PROTECTION: dict[bool, tuple[str, str]] = {True: ("premium", "RSA-HSM"), False: ("standard", "RSA")}
+# RSA 3072 is accepted by every consumer here (Disks, Storage and ACR take RSA 2048/3072/4096).
+_KEY_SIZE = 3072
+# Our rotation policy: a new version every 90 days, versions expire after a year, a notice 30 days
+# before. Key Vault requires the expiry to be at least 28 days (KeyRotationPolicy.ExpiresIn docs).
+# Consumers follow the versionless key, so rotation needs no redeploy.
+_ROTATION_POLICY: dict[str, Any] = {
+    "attributes": {"expiry_time": "P1Y"},
+    "lifetime_actions": [
+        {"trigger": {"time_after_create": "P90D"}, "action": {"type": "rotate"}},
+        {"trigger": {"time_before_expiry": "P30D"}, "action": {"type": "notify"}},
+    ],
+}
+# The Key Vault default and maximum: a deleted vault or key stays recoverable for 90 days.
+_SOFT_DELETE_DAYS = 90
+
+
+@dataclass(frozen=True)
+class KeyRef:
+    """What a consumer needs of its key: the vault URI plus name (Storage), the versionless key URI
+    (ACR, disk encryption set) and the ARM id (the scope of its role assignment)."""
+
+    vault_uri: pulumi.Output[str]
+    name: str
+    key_uri: pulumi.Output[str]
+    key_id: pulumi.Output[str]
+
+
+@dataclass(frozen=True)
+class KeysArgs:
+    scope: AzureScope
+
+
+class AzureKeys(pulumi.ComponentResource):
+    def __init__(self, name: str, args: KeysArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:azure:Keys", name, None, opts)
+        self._scope = scope = args.scope
+        sku, self._key_type = _PROTECTION[scope.config.data_classification is DataClassification.RESTRICTED]
+        self.vault_name = naming.key_vault_name(scope.name_suffix)
+        self.vault = keyvault.Vault(
+            f"{name}-vault",
+            vault_name=self.vault_name,
+            properties=self._vault_properties(sku),
+            **scope.placed,
+            opts=scope.opts(self, data=True),
+        )
+        self.keys: dict[KeyPurpose, KeyRef] = {purpose: self._key(name, purpose) for purpose in KeyPurpose}
+        self.disk_encryption_set_id, self.disk_grant = self._disk_encryption_set(
+            name, self.keys[KeyPurpose.DISKS]
+        )
+        self.register_outputs({"vaultId": self.vault.id, "diskEncryptionSetId": self.disk_encryption_set_id})
+
+    def _vault_properties(self, sku: str) -> dict[str, Any]:
+        scope = self._scope
+        return {
+            "tenant_id": scope.deployer.tenant_id,
+            "sku": {"family": "A", "name": sku},
+            "enable_rbac_authorization": True,
+            "enable_soft_delete": True,
+            "soft_delete_retention_in_days": _SOFT_DELETE_DAYS,
+            "enable_purge_protection": True,
+            "public_network_access": "Enabled" if scope.public_endpoints else "Disabled",
+            "network_acls": {
+                "default_action": "Deny",
+                "bypass": "AzureServices",
+                "ip_rules": [{"value": cidr} for cidr in scope.allow_list],
+            },
+        }
+
+    def _key(self, name: str, purpose: KeyPurpose) -> KeyRef:
+        scope = self._scope
+        key_name = f"{purpose.value}-cmk"
+        key = keyvault.Key(
+            f"{name}-{purpose.value}",
+            resource_group_name=scope.resource_group_name,
+            vault_name=self.vault.name,
+            key_name=key_name,
+            properties={"kty": self._key_type, "key_size": _KEY_SIZE, "rotation_policy": _ROTATION_POLICY},
+            tags=scope.tags,
+            opts=scope.opts(self, data=True),
+        )
+        vault_uri = self.vault.properties.apply(lambda p: p.vault_uri)
+        return KeyRef(vault_uri=vault_uri, name=key_name, key_uri=key.key_uri, key_id=key.id)
+
+    def _disk_encryption_set(self, name: str, key: KeyRef) -> tuple[pulumi.Output[str], pulumi.Resource]:
+        """The set AKS encrypts node OS disks (and disk-backed volumes) with.
+
+        ``rotation_to_latest_key_version_enabled`` follows the key's rotation policy. Its identity is
+        system-assigned (the only kind Disks allows at creation) and granted use of the disks key only;
+        the cluster must wait for that grant or the first node's disk cannot be created.
+        """
+        scope = self._scope
+        encryption_set = compute.DiskEncryptionSet(
+            f"{name}-des",
+            identity={"type": "SystemAssigned"},
+            encryption_type="EncryptionAtRestWithCustomerKey",
+            active_key={"key_url": key.key_uri, "source_vault": {"id": self.vault.id}},
+            rotation_to_latest_key_version_enabled=True,
+            **scope.placed,
+            opts=scope.opts(self, data=True),
+        )
+        grant = assign_role(
+            f"{name}-des-key-user",
+            scope,
+            role=BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
+            principal_id=encryption_set.identity.apply(lambda i: i.principal_id),
+            target_id=key.key_id,
+            opts=scope.opts(self),
+        )
+        encryption_set_id: pulumi.Output[str] = encryption_set.id
+        return encryption_set_id, grant

@@ -1,0 +1,190 @@
+"""AKS node pools from config pools: one builder for the System pool and every User pool.
+
+The System pool (what AKS needs to exist before anything else) is the first on-demand CPU pool in config;
+it is declared inside the cluster, the rest are ``AgentPool`` resources. Every pool gets the same
+hardening: encryption at host, no node public IPs, managed OS disks (so the disk encryption set's key
+covers them and rotates without draining nodes), Ubuntu (the OS the GPU and Network operators ship
+drivers for, used for every pool so all nodes share one image family).
+
+GPU pools carry ``nvidia.com/gpu=present:NoSchedule`` and leave the driver to the GPU operator
+(``gpuProfile.driver: None``). InfiniBand pools are one pool per fabric: a pool is one scale set, and the
+``AKSInfinibandSupport`` feature keeps a scale set's nodes on one InfiniBand network. Spot pools are
+evicted with Delete (a deallocated spot node still bills its disk) and carry AKS's spot taint so that
+only pods that tolerate eviction land there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import containerservice
+
+from components.azure import naming
+from components.azure.scope import AzureScope
+from components.config import NodePoolConfig, PlatformConfig
+from components.handle import GPU_TAINT_KEY, POOL_LABEL, Fabric, PoolHandle, PoolKind, Taint
+
+# AKS's GPU taint value (Azure/aks-rdma-infiniband, REFERENCE.md); tolerations match the key only.
+GPU_TAINT = Taint(GPU_TAINT_KEY, "present")
+# Label and taint AKS puts on spot nodes; declared too so the pool spec matches what AKS reports
+# (learn.microsoft.com/azure/aks/spot-node-pool).
+SPOT_LABEL = "kubernetes.azure.com/scalesetpriority"
+SPOT_TAINT = Taint(SPOT_LABEL, "spot")
+# Spot price cap -1: pay up to the on-demand price, evicted for capacity only (AKS spot docs).
+_SPOT_MAX_PRICE = -1.0
+
+
+def system_pool(config: PlatformConfig) -> NodePoolConfig:
+    """The first on-demand CPU pool: AKS System pools cannot be spot, and GPU nodes are too dear to idle
+    running CoreDNS and metrics-server."""
+    for pool in config.node_pools:
+        if pool.kind is PoolKind.CPU and not pool.spot:
+            return pool
+    raise pulumi.RunError(
+        "an AKS cluster needs an on-demand CPU node pool for its System pool; add one to "
+        "ml-platform:platform.nodePools"
+    )
+
+
+def pool_labels(pool: NodePoolConfig) -> dict[str, str]:
+    labels = {**pool.labels, POOL_LABEL: pool.name}
+    if pool.spot:
+        labels[SPOT_LABEL] = "spot"
+    return labels
+
+
+def pool_taints(pool: NodePoolConfig) -> tuple[Taint, ...]:
+    taints = (GPU_TAINT,) if pool.kind is PoolKind.GPU else ()
+    return (*taints, SPOT_TAINT) if pool.spot else taints
+
+
+def pool_handle(config: PlatformConfig, pool: NodePoolConfig) -> PoolHandle:
+    itype = config.instance_type(pool)
+    return PoolHandle(
+        name=pool.name,
+        kind=pool.kind,
+        instance_type=pool.instance_type,
+        gpus_per_node=itype.gpus,
+        fabric=pool.fabric,
+        fabric_devices_per_node=itype.fabric_devices if pool.fabric is Fabric.INFINIBAND else 0,
+        vcpus=itype.vcpus,
+        memory_gib=itype.memory_gib,
+        labels=pool_labels(pool),
+        taints=pool_taints(pool),
+    )
+
+
+def agent_pool_settings(
+    config: PlatformConfig, pool: NodePoolConfig, *, system: bool, subnet_id: pulumi.Input[str]
+) -> dict[str, Any]:
+    """The agent-pool properties shared by the cluster's inline System profile and ``AgentPool``."""
+    # A System pool needs at least one node (count 1-1000 for System pools, AKS AgentPool API).
+    min_count = max(pool.min_size, 1) if system else pool.min_size
+    settings: dict[str, Any] = {
+        "mode": "System" if system else "User",
+        "type": "VirtualMachineScaleSets",
+        "vm_size": pool.instance_type,
+        "os_type": "Linux",
+        "os_sku": "Ubuntu",
+        "orchestrator_version": config.cluster.kubernetes_version,
+        "vnet_subnet_id": subnet_id,
+        "enable_auto_scaling": True,
+        "min_count": min_count,
+        "max_count": pool.max_size,
+        "count": max(pool.desired_size or 0, min_count),
+        "enable_node_public_ip": False,
+        "enable_encryption_at_host": True,
+        "os_disk_type": "Managed",
+        "os_disk_size_gb": pool.disk_size_gib,
+        "node_labels": pool_labels(pool),
+        "node_taints": [f"{t.key}={t.value}:{t.effect.value}" for t in pool_taints(pool)],
+        "tags": config.base_tags(),
+    }
+    if pool.availability_zone is not None:
+        # Config counts zones from 0; Azure names them "1", "2", "3".
+        settings["availability_zones"] = [str(pool.availability_zone + 1)]
+    if pool.kind is PoolKind.GPU:
+        settings["gpu_profile"] = {"driver": "None" if config.kubernetes.gpu_operator else "Install"}
+    if pool.spot:
+        settings |= {
+            "scale_set_priority": "Spot",
+            "scale_set_eviction_policy": "Delete",
+            "spot_max_price": _SPOT_MAX_PRICE,
+        }
+    return settings
+
+
+def system_pool_profile(config: PlatformConfig, subnet_id: pulumi.Input[str]) -> dict[str, Any]:
+    pool = system_pool(config)
+    return {
+        "name": naming.agent_pool_name(pool.name),
+        **agent_pool_settings(config, pool, system=True, subnet_id=subnet_id),
+    }
+
+
+def agent_pool_names(config: PlatformConfig) -> dict[str, str]:
+    """Config pool name -> AKS pool name, refusing two config names that collapse to one AKS name."""
+    names = {pool.name: naming.agent_pool_name(pool.name) for pool in config.node_pools}
+    seen: dict[str, str] = {}
+    for pool, aks_name in names.items():
+        if aks_name in seen:
+            raise pulumi.RunError(
+                f"node pools {seen[aks_name]!r} and {pool!r} both become AKS pool {aks_name!r} "
+                "(AKS names are up to 12 lowercase letters and digits); rename one"
+            )
+        seen[aks_name] = pool
+    return names
+
+
+def pools_summary(config: PlatformConfig) -> list[dict[str, Any]]:
+    """The stack output describing each pool: enough to see what `pulumi up` will bill for."""
+    names, system = agent_pool_names(config), system_pool(config).name
+    return [
+        {
+            "name": pool.name,
+            "aksName": names[pool.name],
+            "mode": "System" if pool.name == system else "User",
+            "vmSize": pool.instance_type,
+            "kind": pool.kind.value,
+            "fabric": pool.fabric.value,
+            "gpusPerNode": config.instance_type(pool).gpus,
+            "minSize": pool.min_size,
+            "maxSize": pool.max_size,
+            "spot": pool.spot,
+        }
+        for pool in config.node_pools
+    ]
+
+
+@dataclass(frozen=True)
+class NodePoolsArgs:
+    scope: AzureScope
+    cluster_name: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+
+
+class NodePools(pulumi.ComponentResource):
+    """The User pools: every config pool but the System one."""
+
+    def __init__(self, name: str, args: NodePoolsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:azure:NodePools", name, None, opts)
+        scope = args.scope
+        config = scope.config
+        names = agent_pool_names(config)
+        system = system_pool(config).name
+        self.pools: dict[str, containerservice.AgentPool] = {
+            pool.name: containerservice.AgentPool(
+                f"{name}-{pool.name}",
+                resource_group_name=scope.resource_group_name,
+                resource_name_=args.cluster_name,
+                agent_pool_name=names[pool.name],
+                **agent_pool_settings(config, pool, system=False, subnet_id=args.subnet_id),
+                # The autoscaler owns the node count after creation.
+                opts=scope.opts(self, ignore_changes=["count"]),
+            )
+            for pool in config.node_pools
+            if pool.name != system
+        }
+        self.register_outputs({"pools": {n: p.name for n, p in self.pools.items()}})

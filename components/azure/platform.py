@@ -1,0 +1,178 @@
+"""The Azure adapter: one stack's resource group, network, keys, storage, AKS cluster, pools and registry,
+handed back as a ``ClusterHandle``.
+
+Order matters only where Azure reads something at creation: keys and their grants before the encrypted
+services, the disk encryption set's grant before the cluster, the cluster's OIDC issuer before the
+federated credentials. Everything else follows from the outputs passed along.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import authorization, resources
+
+from components.azure import naming
+from components.azure.cluster import AksCluster, ClusterArgs
+from components.azure.features import require_features
+from components.azure.identity import (
+    EncryptionIdentity,
+    EncryptionIdentityArgs,
+    FederatedIdentity,
+    FederatedIdentityArgs,
+    Grant,
+)
+from components.azure.keys import AzureKeys, KeyPurpose, KeysArgs
+from components.azure.network import BLOB_ZONE, FILE_ZONE, REGISTRY_ZONE, AzureNetwork, NetworkArgs
+from components.azure.node_pools import (
+    NodePools,
+    NodePoolsArgs,
+    pool_handle,
+    pools_summary,
+    system_pool_profile,
+)
+from components.azure.registry import AzureRegistry, RegistryArgs
+from components.azure.roles import BuiltInRole
+from components.azure.scope import AzureScope, Deployer, deployer_principal_type
+from components.azure.shared_storage import SharedFileStorage, SharedFileStorageArgs
+from components.azure.storage import ObjectStorage, ObjectStorageArgs
+from components.config import PROJECT, PlatformConfig, SharedStorageKind
+from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, StorageHandle
+
+# Least privilege per workload: training reads datasets and writes models, inference only reads models.
+WORKLOAD_GRANTS: dict[str, tuple[tuple[BuiltInRole, str], ...]] = {
+    "training": (
+        (BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR, "datasets"),
+        (BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR, "models"),
+    ),
+    "inference": ((BuiltInRole.STORAGE_BLOB_DATA_READER, "models"),),
+}
+
+
+class AzurePlatform(pulumi.ComponentResource):
+    def __init__(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:azure:Platform", name, None, opts)
+        require_features(config)
+        self._child = pulumi.ResourceOptions(parent=self)
+        scope = self._scope(name, config)
+        network = AzureNetwork(f"{name}-network", NetworkArgs(scope), self._child)
+        keys = AzureKeys(f"{name}-keys", KeysArgs(scope), self._child)
+        objects, shared = self._storage(name, scope, network, keys)
+        cluster = AksCluster(
+            f"{name}-cluster",
+            ClusterArgs(
+                scope,
+                network.vnet_id,
+                keys.disk_encryption_set_id,
+                system_pool_profile(config, network.node_subnet_id),
+                depends_on=(keys.disk_grant,),
+            ),
+            self._child,
+        )
+        NodePools(
+            f"{name}-pools", NodePoolsArgs(scope, cluster.cluster_name, network.node_subnet_id), self._child
+        )
+        registry = AzureRegistry(
+            f"{name}-registry",
+            RegistryArgs(
+                scope,
+                keys.keys[KeyPurpose.REGISTRY],
+                cluster.kubelet_object_id,
+                network.endpoint_subnet_id,
+                network.dns_zone_ids[REGISTRY_ZONE],
+            ),
+            self._child,
+        )
+        identities = self._workload_identities(name, scope, cluster, objects)
+        self.handle = ClusterHandle(
+            cloud=Cloud.AZURE,
+            name=config.stack_name,
+            kubeconfig=cluster.kubeconfig,
+            kubernetes_version=config.cluster.kubernetes_version,
+            pools=tuple(pool_handle(config, pool) for pool in config.node_pools),
+            storage=StorageHandle(bucket_uri=objects.models_uri, shared=shared.shared if shared else None),
+            registry=registry.login_server,
+            identities={workload: identity.annotations for workload, identity in identities.items()},
+        )
+        self.exports: dict[str, pulumi.Input[Any]] = {
+            "clusterName": cluster.cluster_name,
+            "resourceGroup": scope.resource_group_name,
+            "kubeconfig": cluster.kubeconfig,
+            "oidcIssuerUrl": cluster.oidc_issuer_url,
+            "keyVault": keys.vault_name,
+            "storageAccount": objects.account_name,
+            "modelsUri": objects.models_uri,
+            "sharedStorage": dict(shared.shared.csi["volumeAttributes"]) if shared else None,
+            "registry": registry.login_server,
+            "nodePools": pools_summary(config),
+            "workloadIdentities": {workload: identity.client_id for workload, identity in identities.items()},
+        }
+        self.register_outputs(self.exports)
+
+    def _scope(self, name: str, config: PlatformConfig) -> AzureScope:
+        """The resource group and the facts every component shares (scope.py)."""
+        client = authorization.get_client_config()
+        group = resources.ResourceGroup(
+            f"{name}-rg",
+            resource_group_name=f"{PROJECT}-{config.stack_name}",
+            location=config.region,
+            tags=config.base_tags(),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return AzureScope(
+            config=config,
+            resource_group_name=group.name,
+            deployer=Deployer(
+                client.subscription_id,
+                client.tenant_id,
+                client.object_id,
+                deployer_principal_type(pulumi.Config("azure-native")),
+            ),
+            name_suffix=naming.name_suffix(client.subscription_id, pulumi.get_project(), pulumi.get_stack()),
+        )
+
+    def _storage(
+        self, name: str, scope: AzureScope, network: AzureNetwork, keys: AzureKeys
+    ) -> tuple[ObjectStorage, SharedFileStorage | None]:
+        """Object storage always; the NFS share when config asks for shared storage."""
+        key = keys.keys[KeyPurpose.STORAGE]
+        # One identity encrypts both accounts: they share the storage key, so one grant covers both.
+        identity = EncryptionIdentity(
+            f"{name}-storage-encryption", EncryptionIdentityArgs(scope, key.key_id), self._child
+        )
+        subnet = network.endpoint_subnet_id
+        objects = ObjectStorage(
+            f"{name}-objects",
+            ObjectStorageArgs(scope, identity, key, subnet, network.dns_zone_ids[BLOB_ZONE]),
+            self._child,
+        )
+        if scope.config.shared_storage is not SharedStorageKind.AZURE_FILES_NFS:
+            return objects, None
+        shared = SharedFileStorage(
+            f"{name}-shared",
+            SharedFileStorageArgs(scope, identity, key, subnet, network.dns_zone_ids[FILE_ZONE]),
+            self._child,
+        )
+        return objects, shared
+
+    def _workload_identities(
+        self, name: str, scope: AzureScope, cluster: AksCluster, objects: ObjectStorage
+    ) -> dict[str, FederatedIdentity]:
+        """One federated identity per workload service account, granted its containers."""
+        return {
+            workload: FederatedIdentity(
+                f"{name}-{workload}-identity",
+                FederatedIdentityArgs(
+                    scope,
+                    service_account,
+                    cluster.oidc_issuer_url,
+                    tuple(
+                        Grant(role, objects.container_ids[container], f"{container}-{role.name.lower()}")
+                        for role, container in WORKLOAD_GRANTS.get(workload, ())
+                    ),
+                ),
+                self._child,
+            )
+            for workload, service_account in WORKLOAD_IDENTITIES.items()
+        }

@@ -1,0 +1,59 @@
+"""Azure built-in roles the platform grants, and the one helper that grants them.
+
+Role definition ids are fixed GUIDs, the same in every tenant (learn.microsoft.com/azure/
+role-based-access-control/built-in-roles). Grants are scoped to the narrowest resource that works: a key,
+a container, a subnet, a registry.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import pulumi
+from pulumi_azure_native import authorization
+
+from components.azure.scope import AzureScope
+
+
+class BuiltInRole(StrEnum):
+    # Wrap/unwrap with a Key Vault key: what Disks, Storage and ACR need for customer-managed keys.
+    KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER = "e147488a-f6f5-4113-8e2d-b22465e65bf6"
+    STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+    STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+    ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
+    # The AKS control plane joins load balancers and NICs to a subnet it does not own.
+    NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
+    AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+
+
+def role_definition_id(scope: AzureScope, role: BuiltInRole) -> str:
+    return (
+        f"/subscriptions/{scope.deployer.subscription_id}/providers/Microsoft.Authorization/"
+        f"roleDefinitions/{role.value}"
+    )
+
+
+def assign_role(
+    name: str,
+    scope: AzureScope,
+    *,
+    role: BuiltInRole,
+    principal_id: pulumi.Input[str],
+    target_id: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+    principal_type: str = "ServicePrincipal",
+) -> authorization.RoleAssignment:
+    """Grant ``role`` on ``target_id``.
+
+    The principal type is always declared (the SDK would otherwise send "User"). For managed identities
+    it is ``ServicePrincipal``, which also spares ARM the Entra lookup that fails with PrincipalNotFound
+    while a just-created identity replicates (ARM role-assignment docs).
+    """
+    return authorization.RoleAssignment(
+        name,
+        principal_id=principal_id,
+        principal_type=principal_type,
+        role_definition_id=role_definition_id(scope, role),
+        scope=target_id,
+        opts=opts,
+    )

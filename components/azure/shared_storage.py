@@ -1,0 +1,110 @@
+"""Shared training storage: an Azure Files NFS 4.1 share every training pod mounts read-write.
+
+Checkpoints are written to a temp file and renamed into place; NFS gives that rename, a blob mount does
+not (REFERENCE.md). NFS shares need a premium FileStorage account. NFS 4.1 on Azure Files has no
+in-transit encryption of its own, so the account must not require secure transfer (HTTPS-only off, Azure
+Files NFS docs); in exchange the account has no public endpoint at all and is reached only through the
+private endpoint in the cluster's VNet. At rest it is encrypted with the storage customer-managed key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import storage
+
+from components.azure import naming
+from components.azure.identity import EncryptionIdentity
+from components.azure.keys import KeyRef
+from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointArgs
+from components.azure.scope import AzureScope
+from components.azure.storage import hardened_account
+from components.config import PlatformConfig, Redundancy
+from components.handle import SharedStorage, SharedStorageKind
+
+CSI_DRIVER = "file.csi.azure.com"
+SHARE_NAME = "training"
+# Recommended NFS mount option for Azure Files on AKS (AKS troubleshooting, "Use mountOptions settings
+# in Azure Files"): several TCP connections per mount.
+MOUNT_OPTIONS = ("nconnect=4",)
+# Premium (SSD) file shares with ZRS are offered in a listed subset of regions; uaenorth is on the list,
+# uaecentral is not (learn.microsoft.com/azure/storage/files/redundancy-premium-file-shares).
+_PREMIUM_ZRS_REGIONS = frozenset({"uaenorth"})
+
+
+def files_sku(config: PlatformConfig) -> str:
+    """Premium files have LRS and ZRS only; ``geo`` gets ZRS, the most a premium share offers."""
+    if config.storage.redundancy is Redundancy.LOCAL:
+        return "Premium_LRS"
+    if config.region not in _PREMIUM_ZRS_REGIONS:
+        raise pulumi.RunError(
+            f"premium file shares have no zone redundancy in {config.region}; set storage.redundancy: local "
+            "or storage.shared: none"
+        )
+    return "Premium_ZRS"
+
+
+@dataclass(frozen=True)
+class SharedFileStorageArgs:
+    scope: AzureScope
+    encryption_identity: EncryptionIdentity
+    key: KeyRef
+    endpoint_subnet_id: pulumi.Input[str]
+    file_dns_zone_id: pulumi.Input[str]
+
+
+class SharedFileStorage(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, args: SharedFileStorageArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("ml-platform:azure:SharedFileStorage", name, None, opts)
+        scope = args.scope
+        account_name = naming.storage_account_name("files", scope.name_suffix)
+        account = storage.StorageAccount(
+            f"{name}-account",
+            account_name=account_name,
+            kind="FileStorage",
+            sku={"name": files_sku(scope.config)},
+            # NFS 4.1 cannot use secure transfer; the account is private-endpoint-only instead (module doc).
+            enable_https_traffic_only=False,
+            **hardened_account(scope, args.encryption_identity, args.key, public=False),
+            **scope.placed,
+            opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.grant]),
+        )
+        capacity = scope.config.storage.shared_capacity_gib
+        share = storage.FileShare(
+            f"{name}-share",
+            resource_group_name=scope.resource_group_name,
+            account_name=account.name,
+            share_name=SHARE_NAME,
+            enabled_protocols="NFS",
+            share_quota=capacity,
+            # The CSI driver chmods the mount root after mounting (mountPermissions, default 0777) so the
+            # non-root trainer can write; root squash would turn that chmod into a permission error.
+            root_squash="NoRootSquash",
+            opts=scope.opts(self, data=True),
+        )
+        PrivateEndpoint(
+            f"{name}-file",
+            PrivateEndpointArgs(scope, args.endpoint_subnet_id, account.id, "file", args.file_dns_zone_id),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.shared = SharedStorage(
+            kind=SharedStorageKind.AZURE_FILES_NFS,
+            csi={
+                "driver": CSI_DRIVER,
+                # Any string unique in the cluster; the driver refuses "#" in a self-chosen handle
+                # (azurefile-csi-driver deploy/example/pv-azurefile-nfs.yaml).
+                "volumeHandle": f"{account_name}-{SHARE_NAME}",
+                "volumeAttributes": {
+                    "resourceGroup": scope.resource_group_name,
+                    "storageAccount": account_name,
+                    "shareName": SHARE_NAME,
+                    "protocol": "nfs",
+                },
+            },
+            capacity_gib=capacity,
+            mount_options=MOUNT_OPTIONS,
+        )
+        self.register_outputs({"accountId": account.id, "shareId": share.id})

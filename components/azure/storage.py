@@ -1,0 +1,169 @@
+"""Object storage for datasets and model artifacts: one StorageV2 account, two blob containers.
+
+The account follows the storage baseline (REFERENCE.md): customer-managed key through a user-assigned
+identity, HTTPS only with TLS 1.2, no public blob access, no shared-key (account key or SAS) auth so every
+request is an Entra ID principal, network default Deny, and a private endpoint for the cluster. Deleted
+blobs and containers stay recoverable and every overwrite keeps the previous version, for
+``storage.noncurrentVersionDays`` days.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import storage
+
+from components.azure import naming
+from components.azure.identity import EncryptionIdentity
+from components.azure.keys import KeyRef
+from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointArgs
+from components.azure.scope import AzureScope
+from components.config import RESIDENCY_REGIONS, PlatformConfig, Redundancy
+from components.handle import Cloud
+
+CONTAINERS = ("datasets", "models")
+MODELS_CONTAINER = "models"
+# Azure region pairs: GRS replicates to the pair (REFERENCE.md, Azure region-pairs table).
+REGION_PAIRS = {"uaenorth": "uaecentral", "uaecentral": "uaenorth"}
+# Blob and container soft delete keep deletions for 1-365 days (Azure blob soft delete docs).
+_MAX_SOFT_DELETE_DAYS = 365
+
+
+def blob_sku(config: PlatformConfig) -> str:
+    """The account SKU for ``storage.redundancy``; geo only where the paired region is in the residency."""
+    if config.storage.redundancy is Redundancy.GEO:
+        pair = REGION_PAIRS.get(config.region)
+        allowed = RESIDENCY_REGIONS[config.residency][Cloud.AZURE]
+        if pair not in allowed:
+            raise pulumi.RunError(
+                f"storage.redundancy geo would replicate {config.region} to {pair or 'an unknown pair'}, "
+                f"outside the {config.residency.value} residency ({', '.join(allowed)})"
+            )
+        return "Standard_GRS"
+    return {Redundancy.LOCAL: "Standard_LRS", Redundancy.ZONE: "Standard_ZRS"}[config.storage.redundancy]
+
+
+def storage_ip_rules(cidrs: tuple[str, ...]) -> list[dict[str, str]]:
+    """Storage firewall rules: /31 and /32 ranges are refused there and must be listed as addresses
+    (Azure Storage network security docs)."""
+    addresses: list[str] = []
+    for cidr in cidrs:
+        network = ipaddress.ip_network(cidr)
+        addresses += [str(a) for a in network] if network.prefixlen >= 31 else [str(network)]
+    return [{"i_p_address_or_range": address, "action": "Allow"} for address in addresses]
+
+
+def hardened_account(
+    scope: AzureScope, identity: EncryptionIdentity, key: KeyRef, *, public: bool
+) -> dict[str, Any]:
+    """Settings every storage account here shares: CMK, Entra-only auth, TLS 1.2, firewall default Deny.
+
+    ``public`` keeps the public endpoint for the allow-list; otherwise only private endpoints reach it.
+    """
+    return {
+        "identity": {"type": "UserAssigned", "user_assigned_identities": [identity.identity_id]},
+        "encryption": {
+            "key_source": "Microsoft.Keyvault",
+            # No key version: the account follows the key's rotation within a day (Storage CMK docs).
+            "key_vault_properties": {"key_vault_uri": key.vault_uri, "key_name": key.name},
+            "encryption_identity": {"encryption_user_assigned_identity": identity.identity_id},
+        },
+        "minimum_tls_version": "TLS1_2",
+        "allow_blob_public_access": False,
+        "allow_shared_key_access": False,
+        "default_to_o_auth_authentication": True,
+        "allow_cross_tenant_replication": False,
+        "public_network_access": "Enabled" if public else "Disabled",
+        "network_rule_set": {
+            "default_action": "Deny",
+            "bypass": "AzureServices",
+            "ip_rules": storage_ip_rules(scope.allow_list) if public else [],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class ObjectStorageArgs:
+    scope: AzureScope
+    encryption_identity: EncryptionIdentity
+    key: KeyRef
+    endpoint_subnet_id: pulumi.Input[str]
+    blob_dns_zone_id: pulumi.Input[str]
+
+
+class ObjectStorage(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, args: ObjectStorageArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("ml-platform:azure:ObjectStorage", name, None, opts)
+        scope = args.scope
+        self.account_name = naming.storage_account_name("data", scope.name_suffix)
+        account = storage.StorageAccount(
+            f"{name}-account",
+            account_name=self.account_name,
+            kind="StorageV2",
+            sku={"name": blob_sku(scope.config)},
+            enable_https_traffic_only=True,
+            **hardened_account(scope, args.encryption_identity, args.key, public=scope.public_endpoints),
+            **scope.placed,
+            # The account reads its key while being created: the identity's grant must exist first.
+            opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.grant]),
+        )
+        self.account_id: pulumi.Output[str] = account.id
+        self._protect_blobs(name, scope, account)
+        self.container_ids: dict[str, pulumi.Output[str]] = {
+            container: storage.BlobContainer(
+                f"{name}-{container}",
+                resource_group_name=scope.resource_group_name,
+                account_name=account.name,
+                container_name=container,
+                public_access="None",
+                opts=scope.opts(self, data=True),
+            ).id
+            for container in CONTAINERS
+        }
+        PrivateEndpoint(
+            f"{name}-blob",
+            PrivateEndpointArgs(scope, args.endpoint_subnet_id, account.id, "blob", args.blob_dns_zone_id),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.models_uri = f"https://{self.account_name}.blob.core.windows.net/{MODELS_CONTAINER}"
+        self.register_outputs({"accountId": account.id, "modelsUri": self.models_uri})
+
+    def _protect_blobs(self, name: str, scope: AzureScope, account: storage.StorageAccount) -> None:
+        days = scope.config.storage.noncurrent_version_days
+        retention = {"enabled": True, "days": min(days, _MAX_SOFT_DELETE_DAYS)}
+        storage.BlobServiceProperties(
+            f"{name}-blob-service",
+            resource_group_name=scope.resource_group_name,
+            account_name=account.name,
+            blob_services_name="default",
+            is_versioning_enabled=True,
+            delete_retention_policy=retention,
+            container_delete_retention_policy=retention,
+            opts=scope.opts(self),
+        )
+        # Versions are kept for recovery, not forever: expire them after the configured days.
+        storage.ManagementPolicy(
+            f"{name}-lifecycle",
+            resource_group_name=scope.resource_group_name,
+            account_name=account.name,
+            management_policy_name="default",
+            policy={
+                "rules": [
+                    {
+                        "name": "expire-noncurrent-versions",
+                        "type": "Lifecycle",
+                        "enabled": True,
+                        "definition": {
+                            "filters": {"blob_types": ["blockBlob"]},
+                            "actions": {"version": {"delete": {"days_after_creation_greater_than": days}}},
+                        },
+                    }
+                ]
+            },
+            opts=scope.opts(self),
+        )

@@ -1,0 +1,127 @@
+"""The AKS control plane as planned from the shipped templates: access, identity, network, encryption."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from components.azure.cluster import CONTROL_PLANE_LOGS, cluster_cidrs
+from components.azure.roles import BuiltInRole
+from components.azure.scope import deployer_principal_type
+from mlplatform.plan import SECRET_SIG, Plan
+from tests.components.azure.azure_plan_support import named, of_type, role_assignments
+
+CLUSTER = "azure-native:containerservice:ManagedCluster"
+PlanFn = Callable[[str], Plan]
+
+
+def cluster(plan: Plan) -> dict[str, Any]:
+    (resource,) = of_type(plan, CLUSTER)
+    return resource.inputs
+
+
+def test_smb_api_server_is_public_behind_the_allow_list(azure_plan: PlanFn) -> None:
+    access = cluster(azure_plan("azure-smb-dev"))["apiServerAccessProfile"]
+    assert access == {"enablePrivateCluster": False, "authorizedIPRanges": ["203.0.113.0/24"]}
+
+
+def test_enterprise_api_server_is_private(azure_plan: PlanFn) -> None:
+    access = cluster(azure_plan("azure-enterprise-prod"))["apiServerAccessProfile"]
+    assert access == {
+        "enablePrivateCluster": True,
+        "enablePrivateClusterPublicFQDN": False,
+        "privateDNSZone": "system",
+    }
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_entra_id_only_access_with_workload_identity(azure_plan: PlanFn, stack: str) -> None:
+    inputs = cluster(azure_plan(stack))
+    assert inputs["aadProfile"]["managed"] is True
+    assert inputs["aadProfile"]["enableAzureRBAC"] is True
+    assert inputs["disableLocalAccounts"] is True
+    assert inputs["enableRBAC"] is True
+    assert inputs["securityProfile"] == {"workloadIdentity": {"enabled": True}}
+    assert inputs["oidcIssuerProfile"] == {"enabled": True}
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_overlay_network_with_cilium_policy(azure_plan: PlanFn, stack: str) -> None:
+    network = cluster(azure_plan(stack))["networkProfile"]
+    assert network["networkPlugin"] == "azure"
+    assert network["networkPluginMode"] == "overlay"
+    assert network["networkDataplane"] == "cilium"
+    assert network["networkPolicy"] == "cilium"
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_version_upgrades_and_disk_encryption_set(azure_plan: PlanFn, stack: str) -> None:
+    inputs = cluster(azure_plan(stack))
+    assert inputs["kubernetesVersion"] == "1.33"
+    assert inputs["autoUpgradeProfile"] == {"upgradeChannel": "patch", "nodeOSUpgradeChannel": "NodeImage"}
+    assert "-keys-des" in inputs["diskEncryptionSetID"]
+    assert inputs["identity"]["type"] == "UserAssigned"
+
+
+def test_production_gets_the_sla_tier(azure_plan: PlanFn) -> None:
+    assert cluster(azure_plan("azure-enterprise-prod"))["sku"]["tier"] == "Standard"
+    assert cluster(azure_plan("azure-smb-dev"))["sku"]["tier"] == "Free"
+
+
+def test_control_plane_logs_go_to_log_analytics(azure_plan: PlanFn) -> None:
+    plan = azure_plan("azure-enterprise-prod")
+    setting = named(plan, "azure-native:monitor:DiagnosticSetting", "-cluster-diagnostics").inputs
+    assert "-cluster-logs" in setting["workspaceId"]
+    assert setting["resourceUri"].endswith("/containerservice/azure-enterprise-prod")
+    assert [log["category"] for log in setting["logs"]] == list(CONTROL_PLANE_LOGS)
+    workspace = named(plan, "azure-native:operationalinsights:Workspace", "-cluster-logs").inputs
+    assert workspace["features"] == {"disableLocalAuth": True}
+
+
+def test_control_plane_may_use_the_vnet_and_deployer_administers(azure_plan: PlanFn) -> None:
+    plan = azure_plan("azure-smb-dev")
+    (network,) = role_assignments(plan, BuiltInRole.NETWORK_CONTRIBUTOR)
+    assert "-network-vnet" in network["scope"]
+    assert network["principalType"] == "ServicePrincipal"
+    (admin,) = role_assignments(plan, BuiltInRole.AKS_RBAC_CLUSTER_ADMIN)
+    assert admin["scope"].endswith("/containerservice/azure-smb-dev")
+    assert admin["principalType"] in {"User", "ServicePrincipal"}
+
+
+def test_kubeconfig_is_a_secret_output(azure_plan: PlanFn) -> None:
+    kubeconfig = azure_plan("azure-smb-dev").outputs["kubeconfig"]
+    assert SECRET_SIG in kubeconfig
+    assert kubeconfig["value"].startswith("apiVersion: v1")
+
+
+def test_overlay_ranges_avoid_the_vnet() -> None:
+    assert cluster_cidrs("10.60.0.0/16").pods == "10.244.0.0/16"
+    moved = cluster_cidrs("10.0.0.0/8")
+    assert (moved.pods, moved.services, moved.dns_service_ip) == (
+        "192.168.0.0/16",
+        "172.16.0.0/16",
+        "172.16.0.10",
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "expected"),
+    [
+        ({}, {}, "User"),
+        ({"clientId": "app"}, {}, "ServicePrincipal"),
+        ({}, {"ARM_CLIENT_ID": "app"}, "ServicePrincipal"),
+        ({}, {"ARM_USE_MSI": "true"}, "ServicePrincipal"),
+    ],
+)
+def test_deployer_type_follows_provider_auth(
+    monkeypatch: pytest.MonkeyPatch, config: dict[str, str], env: dict[str, str], expected: str
+) -> None:
+    for name in ("ARM_CLIENT_ID", "ARM_USE_MSI"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    provider = SimpleNamespace(get=config.get, get_bool=lambda key: config.get(key) == "true")
+    assert deployer_principal_type(provider) == expected  # type: ignore[arg-type]

@@ -1,0 +1,114 @@
+"""Node pools: the System pool choice, the hardening every pool shares, GPU, spot and InfiniBand pools,
+and the PoolHandles the Kubernetes layer reads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.azure.node_pools import agent_pool_names, pool_handle, system_pool
+from components.config import PlatformConfig, parse_stack_config
+from components.handle import POOL_LABEL, Fabric, PoolKind, Taint
+from mlplatform.plan import Plan
+from tests.components.azure.azure_plan_support import named, of_type, template
+
+AGENT_POOL = "azure-native:containerservice:AgentPool"
+PlanFn = Callable[[str], Plan]
+
+
+def config_of(stack: str) -> PlatformConfig:
+    return parse_stack_config(template(stack), stack)
+
+
+def all_pools(plan: Plan) -> list[dict[str, Any]]:
+    (cluster,) = of_type(plan, "azure-native:containerservice:ManagedCluster")
+    return [*cluster.inputs["agentPoolProfiles"], *(r.inputs for r in of_type(plan, AGENT_POOL))]
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_every_pool_is_hardened(azure_plan: PlanFn, stack: str) -> None:
+    pools = all_pools(azure_plan(stack))
+    assert len(pools) == len(template(stack)["ml-platform:platform"]["nodePools"])
+    for pool in pools:
+        assert pool["enableEncryptionAtHost"] is True
+        assert pool["enableNodePublicIP"] is False
+        assert pool["osDiskType"] == "Managed"
+        assert (pool["osType"], pool["osSKU"]) == ("Linux", "Ubuntu")
+        assert pool["enableAutoScaling"] is True
+        assert "-network-nodes-subnet" in pool["vnetSubnetID"]
+        assert pool["orchestratorVersion"] == "1.33"
+
+
+def test_first_cpu_pool_is_the_system_pool(azure_plan: PlanFn) -> None:
+    (system,) = [p for p in all_pools(azure_plan("azure-smb-dev")) if p["mode"] == "System"]
+    assert (system["name"], system["vmSize"], system["minCount"]) == ("cpu", "Standard_D8s_v5", 1.0)
+    assert system["nodeTaints"] == []
+
+
+def test_smb_spot_gpu_pool_scales_to_zero(azure_plan: PlanFn) -> None:
+    pool = named(azure_plan("azure-smb-dev"), AGENT_POOL, "-pools-gpu").inputs
+    assert (pool["scaleSetPriority"], pool["scaleSetEvictionPolicy"], pool["spotMaxPrice"]) == (
+        "Spot",
+        "Delete",
+        -1.0,
+    )
+    assert (pool["minCount"], pool["maxCount"], pool["count"]) == (0.0, 2.0, 0.0)
+    assert pool["nodeTaints"] == [
+        "nvidia.com/gpu=present:NoSchedule",
+        "kubernetes.azure.com/scalesetpriority=spot:NoSchedule",
+    ]
+    assert pool["nodeLabels"] == {POOL_LABEL: "gpu", "kubernetes.azure.com/scalesetpriority": "spot"}
+    assert pool["gpuProfile"] == {"driver": "None"}
+
+
+def test_infiniband_pool(azure_plan: PlanFn) -> None:
+    pool = named(azure_plan("azure-enterprise-prod"), AGENT_POOL, "-pools-gpu-ib").inputs
+    assert pool["agentPoolName"] == "gpuib"
+    assert pool["vmSize"] == "Standard_ND96isr_H100_v5"
+    assert pool["mode"] == "User"
+    assert pool["nodeTaints"] == ["nvidia.com/gpu=present:NoSchedule"]
+    assert pool["nodeLabels"] == {POOL_LABEL: "gpu-ib"}
+    assert pool["gpuProfile"] == {"driver": "None"}
+    assert (pool["minCount"], pool["maxCount"]) == (2.0, 4.0)
+    assert "scaleSetPriority" not in pool
+
+
+def test_handles_describe_fabric_taints_and_labels() -> None:
+    config = config_of("azure-enterprise-prod")
+    handles = {p.name: pool_handle(config, p) for p in config.node_pools}
+    infiniband = handles["gpu-ib"]
+    assert (infiniband.fabric, infiniband.fabric_devices_per_node, infiniband.gpus_per_node) == (
+        Fabric.INFINIBAND,
+        8,
+        8,
+    )
+    assert infiniband.taints == (Taint("nvidia.com/gpu", "present"),)
+    assert infiniband.node_selector == {POOL_LABEL: "gpu-ib"}
+    assert (handles["inference"].fabric, handles["inference"].fabric_devices_per_node) == (Fabric.NONE, 0)
+    assert handles["inference"].taints == ()
+    spot = pool_handle(config_of("azure-smb-dev"), config_of("azure-smb-dev").pool("gpu"))
+    assert [t.key for t in spot.taints] == ["nvidia.com/gpu", "kubernetes.azure.com/scalesetpriority"]
+    assert spot.kind is PoolKind.GPU
+
+
+def test_system_pool_skips_spot_and_gpu_pools() -> None:
+    raw = template("azure-smb-dev")
+    pools = raw["ml-platform:platform"]["nodePools"]
+    raw["ml-platform:platform"]["nodePools"] = [
+        pools[1],
+        {**pools[0], "name": "spotcpu", "spot": True},
+        pools[0],
+    ]
+    assert system_pool(parse_stack_config(raw, "test")).name == "cpu"
+
+
+def test_pool_names_that_collapse_in_aks_are_refused() -> None:
+    raw = template("azure-enterprise-prod")
+    pools = raw["ml-platform:platform"]["nodePools"]
+    pools.append({**pools[1], "name": "infer-ence"})
+    config = parse_stack_config(raw, "test")
+    with pytest.raises(pulumi.RunError, match="both become AKS pool 'inference'"):
+        agent_pool_names(config)

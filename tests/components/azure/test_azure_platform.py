@@ -1,0 +1,196 @@
+"""The Azure adapter end to end: full plans of the four templates, the handle it returns, tags and region
+on everything, deletion protection in production, and the preflight failures."""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi.runtime.sync_await import _sync_await
+
+from components.azure import features
+from components.azure.identity import CLIENT_ID_ANNOTATION
+from components.azure.platform import AzurePlatform
+from components.config import parse_stack_config
+from components.handle import Cloud, ClusterHandle, Fabric, SharedStorageKind
+from mlplatform.errors import InputError
+from mlplatform.mocks import PlanMocks
+from mlplatform.plan import Plan
+from tests.components.azure.azure_plan_support import (
+    AZURE_STACKS,
+    PLATFORM,
+    cloud_only,
+    plan_config,
+    record_protect,
+    template,
+)
+
+PlanFn = Callable[[str], Plan]
+# Azure resource types that take no tags or no location of their own (sub-resources and extensions).
+UNTAGGED = {
+    "azure-native:network:Subnet",
+    "azure-native:network:PrivateDnsZoneGroup",
+    "azure-native:authorization:RoleAssignment",
+    "azure-native:managedidentity:FederatedIdentityCredential",
+    "azure-native:storage:BlobServiceProperties",
+    "azure-native:storage:BlobContainer",
+    "azure-native:storage:FileShare",
+    "azure-native:storage:ManagementPolicy",
+    "azure-native:monitor:DiagnosticSetting",
+}
+UNLOCATED = UNTAGGED | {"azure-native:keyvault:Key", "azure-native:containerservice:AgentPool"}
+GLOBAL = {"azure-native:privatedns:PrivateZone", "azure-native:privatedns:VirtualNetworkLink"}
+
+
+@pytest.mark.parametrize("stack", AZURE_STACKS)
+def test_full_template_plans_in_seconds(planned: PlanFn, stack: str) -> None:
+    started = time.perf_counter()
+    plan = planned(stack)
+    assert time.perf_counter() - started < 30
+    assert plan.outputs["cloud"] == "azure"
+    assert any(r.type == "azure-native:containerservice:ManagedCluster" for r in plan.resources)
+
+
+@pytest.mark.parametrize("stack", AZURE_STACKS)
+def test_everything_is_tagged_and_in_region(azure_plan: PlanFn, stack: str) -> None:
+    plan = azure_plan(stack)
+    tags = parse_stack_config(template(stack), stack).base_tags()
+    azure = [r for r in plan.resources if r.type.startswith("azure-native:")]
+    for resource in azure:
+        if resource.type not in UNTAGGED:
+            assert resource.inputs.get("tags") == tags, resource.name
+        if resource.type not in UNLOCATED:
+            expected = "global" if resource.type in GLOBAL else "uaenorth"
+            assert resource.inputs.get("location") == expected, resource.name
+
+
+def test_nodes_and_endpoints_subnets_deny_the_internet(azure_plan: PlanFn) -> None:
+    plan = azure_plan("azure-enterprise-prod")
+    groups = [r for r in plan.resources if r.type == "azure-native:network:NetworkSecurityGroup"]
+    assert len(groups) == 2
+    for group in groups:
+        (rule,) = group.inputs["securityRules"]
+        assert (rule["direction"], rule["access"], rule["sourceAddressPrefix"]) == (
+            "Inbound",
+            "Deny",
+            "Internet",
+        )
+    subnets = {
+        r.name.rsplit("-", 2)[1]: r.inputs for r in plan.resources if r.type == "azure-native:network:Subnet"
+    }
+    assert subnets["nodes"]["addressPrefix"] == "10.71.0.0/18"
+    assert subnets["endpoints"]["addressPrefix"] == "10.71.64.0/18"
+    assert subnets["endpoints"]["privateEndpointNetworkPolicies"] == "Enabled"
+
+
+def _data_bearing(protected: dict[str, bool]) -> dict[str, bool]:
+    suffixes = (
+        "-keys-vault",
+        "-keys-disks",
+        "-keys-storage",
+        "-keys-registry",
+        "-keys-des",
+        "-objects-account",
+        "-objects-datasets",
+        "-objects-models",
+        "-shared-account",
+        "-shared-share",
+        "-registry-acr",
+    )
+    return {name: flag for name, flag in protected.items() if name.endswith(suffixes)}
+
+
+@pytest.mark.parametrize(("stack", "protect"), [("azure-smb-prod", True), ("azure-smb-dev", False)])
+def test_production_protects_data_bearing_resources(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stack: str, protect: bool
+) -> None:
+    protected = record_protect(monkeypatch)
+    plan_config(cloud_only(template(stack)), tmp_path, stack)
+    data = _data_bearing(protected)
+    assert len(data) == 11
+    assert set(data.values()) == {protect}
+    assert not protected[f"{stack}-azure-cluster-aks"]
+
+
+def test_infiniband_on_a_size_without_it_names_the_supported_sizes(tmp_path: Path) -> None:
+    config = cloud_only(template("azure-enterprise-dev"))
+    config[PLATFORM]["nodePools"][2]["instanceType"] = "Standard_NC24ads_A100_v4"
+    with pytest.raises(InputError) as error:
+        plan_config(config, tmp_path, "azure-enterprise-dev")
+    (problem,) = error.value.problems
+    assert "nodePools[2].fabric" in problem
+    assert "Standard_ND96isr_H100_v5" in problem and "Standard_ND96asr_v4" in problem
+
+
+def test_missing_subscription_features_stop_the_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    def registration(provider_namespace: str, feature_name: str) -> Any:
+        if feature_name == "AKSInfinibandSupport":
+            raise Exception("ResourceNotFound")
+        return SimpleNamespace(properties=SimpleNamespace(state="Registered"))
+
+    monkeypatch.setattr("pulumi_azure_native.features.get_subscription_feature_registration", registration)
+    config = parse_stack_config(template("azure-enterprise-prod"), "test")
+    with pytest.raises(pulumi.RunError) as error:
+        features.require_features(config)
+    message = str(error.value)
+    assert "Microsoft.ContainerService/AKSInfinibandSupport is unreadable (ResourceNotFound)" in message
+    assert "az feature register --namespace Microsoft.ContainerService --name AKSInfinibandSupport" in message
+    assert "EncryptionAtHost" not in message
+    smb = parse_stack_config(template("azure-smb-dev"), "test")
+    assert features.required_features(smb) == (features.ENCRYPTION_AT_HOST,)
+
+
+async def _resolve(value: Any) -> Any:
+    return await pulumi.Output.from_input(value).future()
+
+
+def _handle(stack: str) -> tuple[ClusterHandle, dict[str, Any]]:
+    """Build the adapter under the plan's mocks and resolve the handle's deploy-time values."""
+
+    def build() -> tuple[ClusterHandle, dict[str, Any]]:
+        pulumi.runtime.set_mocks(PlanMocks("", "uaenorth"), project="ml-platform", stack=stack, preview=True)
+        handle = AzurePlatform(stack, parse_stack_config(template(stack), stack)).handle
+        shared = handle.storage.shared
+        assert shared is not None
+        unresolved = {
+            "identities": handle.identities,
+            "resourceGroup": shared.csi["volumeAttributes"]["resourceGroup"],
+        }
+        return handle, _sync_await(_resolve(unresolved))
+
+    return contextvars.Context().run(build)
+
+
+def test_handle_contents() -> None:
+    handle, resolved = _handle("azure-enterprise-prod")
+    assert (handle.cloud, handle.name, handle.kubernetes_version) == (
+        Cloud.AZURE,
+        "azure-enterprise-prod",
+        "1.33",
+    )
+    assert handle.fabrics == frozenset({Fabric.INFINIBAND})
+    assert [p.name for p in handle.pools] == ["system", "inference", "gpu-ib"]
+    assert isinstance(handle.registry, str) and handle.registry.endswith(".azurecr.io")
+    assert isinstance(handle.storage.bucket_uri, str)
+    assert handle.storage.bucket_uri.endswith(".blob.core.windows.net/models")
+    assert sorted(resolved["identities"]) == ["inference", "training"]
+    assert all(list(a) == [CLIENT_ID_ANNOTATION] for a in resolved["identities"].values())
+    shared = handle.storage.shared
+    assert shared is not None
+    assert (shared.kind, shared.capacity_gib, shared.mount_options) == (
+        SharedStorageKind.AZURE_FILES_NFS,
+        4096,
+        ("nconnect=4",),
+    )
+    attributes = shared.csi["volumeAttributes"]
+    assert shared.csi["driver"] == "file.csi.azure.com"
+    assert shared.csi["volumeHandle"] == f"{attributes['storageAccount']}-training"
+    assert "#" not in shared.csi["volumeHandle"]
+    assert (attributes["shareName"], attributes["protocol"]) == ("training", "nfs")
+    assert resolved["resourceGroup"]
