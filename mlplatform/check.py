@@ -1,0 +1,179 @@
+"""``mlplatform check``: plan stacks offline and judge them with the real policy pack, as the engine would.
+
+The pack runs in its own virtualenv and answers over Pulumi's Analyzer protocol (``mlplatform.analyzer``),
+so the verdict is the one ``pulumi preview --policy-pack policies`` gives, minus what only a real cloud
+knows. Exit 0 when no mandatory policy is violated, 1 when one is, 2 on bad flags, config or pack.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violation
+from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
+from mlplatform.errors import EXIT_FINDING, InputError, exit_with
+from mlplatform.plan import REPO_ROOT, Target, all_stack_targets, resolve_target
+from mlplatform.plan_cmd import ProgramOpt, StackFileOpt, StackOpt, plan_or_exit
+from mlplatform.sarif import to_sarif
+
+DEFAULT_PACK = REPO_ROOT / "policies"
+_STYLES = {"mandatory": "bold red", "advisory": "yellow"}
+
+
+def check(  # noqa: PLR0917 (typer maps each parameter to a flag)
+    stacks: Annotated[
+        list[str] | None, typer.Argument(help="Stack names, e.g. aws-enterprise-prod.", show_default=False)
+    ] = None,
+    all_stacks: Annotated[bool, typer.Option("--all", help="Every stack of the program.")] = False,
+    stack_file: StackFileOpt = None,
+    program: ProgramOpt = None,
+    stack_opt: StackOpt = None,
+    json_file: Annotated[
+        Path | None, typer.Option("--json", help="Write the findings as JSON.", show_default=False)
+    ] = None,
+    sarif_file: Annotated[
+        Path | None, typer.Option("--sarif", help="Write the findings as SARIF 2.1.0.", show_default=False)
+    ] = None,
+    policy_pack: Annotated[
+        Path, typer.Option("--policy-pack", help="The policy pack directory (PulumiPolicy.yaml).")
+    ] = DEFAULT_PACK,
+    policy_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy-config",
+            help="Policy config JSON, as for pulumi --policy-pack-config.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Judge stacks with the policy pack; exit 1 on any mandatory violation."""
+    targets = _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
+    try:
+        given = load_policy_config(policy_config)
+        with PolicyPackSession(policy_pack) as session:
+            plans = [(target, plan_or_exit(target)) for target in targets]  # the pack starts meanwhile
+            settings = reconcile(session.info.schemas(), given)
+            reports = [_judge(session, target, plan.to_dict(), settings) for target, plan in plans]
+            pack = session.info
+    except InputError as error:
+        exit_with(error.problems)
+    console = Console()
+    _print(pack, reports, console)
+    if json_file is not None:
+        _write(json_file, _to_json(pack, reports))
+        console.print(f"wrote {json_file}")
+    if sarif_file is not None:
+        _write(sarif_file, to_sarif(pack, reports, Path.cwd()))
+        console.print(f"wrote {sarif_file}")
+    if any(v.mandatory for report in reports for v in report.violations):
+        raise typer.Exit(EXIT_FINDING)
+
+
+def _targets(
+    stacks: list[str], all_stacks: bool, stack_file: Path | None, program: Path | None, stack_opt: str | None
+) -> list[Target]:
+    """The stacks the flags name: ``STACK...``, ``--all``, ``--stack-file`` or ``--program DIR --stack``."""
+    names = [*stacks, *([stack_opt] if stack_opt else [])]
+    if all_stacks and (names or stack_file):
+        exit_with(["--all judges every stack; name no stacks and no --stack-file with it"])
+    if stack_file is not None and stacks:
+        exit_with(["--stack-file names its stack; give no stack names with it (--stack renames it)"])
+    try:
+        if all_stacks:
+            found = all_stack_targets(program)
+            if not found:
+                raise InputError([f"{program or REPO_ROOT}: no stack files (Pulumi.<stack>.yaml) found"])
+            return found
+        if stack_file is not None:
+            return [resolve_target(stack_opt, stack_file, program)]
+        if not names:
+            raise InputError(
+                ["name a stack, or pass --all, --stack-file PATH, or --program DIR --stack NAME"]
+            )
+        return [resolve_target(name, None, program) for name in names]
+    except InputError as error:
+        exit_with(error.problems)
+
+
+def _judge(
+    session: PolicyPackSession, target: Target, plan: dict[str, Any], settings: Mapping[str, PolicySettings]
+) -> StackReport:
+    violations = session.judge(plan, settings)
+    return StackReport(
+        label=target.label,
+        project=plan["project"],
+        stack=plan["stack"],
+        stack_file=target.stack_file,
+        resources=len(plan["resources"]),
+        violations=tuple(violations),
+    )
+
+
+def _print(pack: PackInfo, reports: list[StackReport], console: Console) -> None:
+    console.print(f"policy pack {pack.name} v{pack.version} ({len(pack.policies)} policies, {pack.path})")
+    for report in reports:
+        if not report.violations:
+            console.print(f"[green]{report.label}[/]: {report.resources} resources, no violations")
+            continue
+        table = Table(
+            title=f"{report.label}: {report.resources} resources", title_justify="left", show_lines=True
+        )
+        for column in ("policy", "resource", "enforcement", "message"):
+            table.add_column(column, overflow="fold")
+        for violation in sorted(report.violations, key=_order):
+            table.add_row(
+                Text(violation.policy),
+                Text(f"{violation.name}\n{violation.type}"),
+                Text(violation.enforcement, style=_STYLES.get(violation.enforcement, "")),
+                Text(violation.message),
+            )
+        console.print(table)
+    mandatory, advisory = _counts(reports)
+    stacks = f"{len(reports)} stack" + ("s" if len(reports) != 1 else "")
+    console.print(f"{mandatory} mandatory and {advisory} advisory violations in {stacks}")
+
+
+def _order(violation: Violation) -> tuple[bool, str, str]:
+    return not violation.mandatory, violation.policy, violation.urn
+
+
+def _counts(reports: list[StackReport]) -> tuple[int, int]:
+    violations = [v for report in reports for v in report.violations]
+    mandatory = sum(v.mandatory for v in violations)
+    return mandatory, len(violations) - mandatory
+
+
+def _to_json(pack: PackInfo, reports: list[StackReport]) -> dict[str, Any]:
+    mandatory, advisory = _counts(reports)
+    return {
+        "pack": {"name": pack.name, "version": pack.version, "path": str(pack.path)},
+        "stacks": [
+            {
+                "label": report.label,
+                "project": report.project,
+                "stack": report.stack,
+                "stackFile": str(report.stack_file) if report.stack_file else None,
+                "resources": report.resources,
+                "violations": [asdict(v) for v in report.violations],
+            }
+            for report in reports
+        ],
+        "summary": {"mandatory": mandatory, "advisory": advisory},
+    }
+
+
+def _write(path: Path, document: dict[str, Any]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    except OSError as error:
+        exit_with([f"{path}: cannot write ({error.strerror})"])

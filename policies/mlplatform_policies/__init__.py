@@ -1,0 +1,23 @@
+"""The ml-platform policy pack's rules: UAE residency and the security baseline, importable without
+serving them (only the pack's ``__main__.py`` builds and serves the ``PolicyPack``)."""
+
+from __future__ import annotations
+
+from pulumi_policy import Policy
+
+from . import encryption, exposure, gpu, kubernetes, residency, stack, tagging
+
+PACK_NAME = "ml-platform-uae"
+
+
+def all_policies() -> list[Policy]:
+    """Every policy, resource policies first, in the order a report reads well."""
+    return [
+        *residency.POLICIES,
+        *encryption.POLICIES,
+        *exposure.POLICIES,
+        *tagging.POLICIES,
+        *gpu.POLICIES,
+        *kubernetes.POLICIES,
+        *stack.POLICIES,
+    ]

@@ -1,0 +1,80 @@
+"""Policy settings (the pack's config schema, with UAE defaults) and the exception annotations.
+
+Every setting is declared once here; a policy's config schema lists the settings it reads, each with
+its default, so the Pulumi CLI (``--policy-pack-config``) and ``mlplatform check --policy-config``
+fill defaults and validate overrides the same way. Rules read settings through ``Subject.setting``,
+which falls back to the same defaults when a caller configured nothing.
+
+Exception contract (written by the Kubernetes layer, judged by ``kubernetes.py`` and ``stack.py``):
+
+- ``pod-security.kubernetes.io/enforce: privileged`` on a Namespace is allowed only with a non-blank
+  ``policy.ml-platform.io/privileged-reason`` annotation on that Namespace (operator namespaces: GPU
+  operator, network operator).
+- A workload whose own ``metadata.annotations`` carry a non-blank
+  ``policy.ml-platform.io/privileged-reason`` is exempt from the privilege checks (privileged, host
+  namespaces, root, privilege escalation, added capabilities), and only inside such a namespace.
+- A workload may add the capabilities listed in ``exceptableCapabilities`` (default ``IPC_LOCK``, for
+  InfiniBand RDMA) only when its own ``metadata.annotations`` carry a non-blank
+  ``policy.ml-platform.io/capabilities-reason``. Annotations on the pod template do not count: the
+  reason belongs to the object a reviewer reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import PolicyConfigSchema
+
+PRIVILEGED_REASON = "policy.ml-platform.io/privileged-reason"
+CAPABILITIES_REASON = "policy.ml-platform.io/capabilities-reason"
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+SETTINGS: dict[str, dict[str, Any]] = {
+    "allowedAwsRegions": {
+        **_STRINGS,
+        "description": "AWS regions data may live in. me-south-1 is Bahrain, not the UAE.",
+        "default": ["me-central-1"],
+    },
+    "allowedAzureLocations": {
+        **_STRINGS,
+        "description": "Azure locations data may live in (lower case, no spaces).",
+        "default": ["uaenorth", "uaecentral"],
+    },
+    "globalAzureTypes": {
+        **_STRINGS,
+        "description": "Azure types that must use location 'global' and hold names, not customer data.",
+        "default": ["azure-native:privatedns:PrivateZone", "azure-native:privatedns:VirtualNetworkLink"],
+    },
+    "azureRegionPairs": {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "description": "Azure location -> its paired region, where geo-redundant storage copies go.",
+        "default": {"uaenorth": "uaecentral", "uaecentral": "uaenorth"},
+    },
+    "requiredTags": {
+        **_STRINGS,
+        "description": "Tags every taggable AWS and Azure resource carries.",
+        "default": ["project", "environment", "tier", "data-classification", "owner", "cost-center"],
+    },
+    "exceptableCapabilities": {
+        **_STRINGS,
+        "description": f"Capabilities a workload may add when annotated with {CAPABILITIES_REASON}.",
+        "default": ["IPC_LOCK"],
+    },
+    "gpuTaintKey": {
+        "type": "string",
+        "description": "Taint key GPU node pools carry (NoSchedule or NoExecute).",
+        "default": "nvidia.com/gpu",
+    },
+}
+
+
+def default(key: str) -> Any:
+    return SETTINGS[key]["default"]
+
+
+def schema(*keys: str) -> PolicyConfigSchema | None:
+    """The config schema of a policy that reads ``keys`` (``None`` for a policy with no settings)."""
+    return PolicyConfigSchema(properties={key: SETTINGS[key] for key in keys}) if keys else None

@@ -1,0 +1,84 @@
+"""``mlplatform check`` through the CLI: exit 0 clean, 1 on a mandatory violation, 2 on bad input; the
+table, JSON and SARIF outputs carry the same findings and name the pack's version."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mlplatform.cli import app
+from mlplatform.plan import REPO_ROOT
+
+from .conftest import AWS, KUBERNETES, write_program
+from .test_compliant import KUBERNETES_PLATFORM
+
+VIOLATING = """
+import pulumi_aws.ecr as ecr
+ecr.Repository("images", region="eu-west-1")
+"""
+
+
+def _check(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["check", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        ([], "name a stack"),
+        (["--all", "aws-smb-dev"], "--all judges every stack"),
+        (["--stack-file", "Pulumi.x.yaml", "aws-smb-dev"], "--stack-file names its stack"),
+        (["no-such-stack", "--program", str(REPO_ROOT / "tests")], "no Pulumi.yaml"),
+        (["--policy-config", "/nonexistent/config.json", "--stack-file", "x"], "no such stack file"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line_per_problem(args: list[str], problem: str) -> None:
+    code, _, stderr = _check(*args)
+    assert code == 2 and problem in stderr, stderr
+
+
+def test_bad_policy_config_exits_2(tmp_path: Path) -> None:
+    program = write_program(tmp_path / "program", VIOLATING, AWS)
+    config = tmp_path / "policy.json"
+    config.write_text('{"uae-residency": "strict"}')
+    code, _, stderr = _check("--program", str(program), "--stack", "test", "--policy-config", str(config))
+    assert code == 2 and "enforcementLevel 'strict' is not one of" in stderr
+
+
+def test_violation_exits_1_with_table_json_and_sarif(tmp_path: Path) -> None:
+    program = write_program(tmp_path / "program", VIOLATING, AWS)
+    json_file, sarif_file = tmp_path / "out" / "check.json", tmp_path / "out" / "check.sarif"
+    code, stdout, _ = _check(
+        "--program", str(program), "--stack", "test", "--json", str(json_file), "--sarif", str(sarif_file)
+    )
+    assert code == 1
+    assert (
+        "policy pack ml-platform-uae v0.1.0" in stdout and "uae-residency" in stdout and "eu-west-1" in stdout
+    )
+    report = json.loads(json_file.read_text())
+    assert report["pack"]["version"] == "0.1.0" and report["summary"]["mandatory"] >= 1
+    [violation] = [v for v in report["stacks"][0]["violations"] if v["policy"] == "uae-residency"]
+    assert violation["name"] == "images" and violation["enforcement"] == "mandatory"
+    sarif = json.loads(sarif_file.read_text())
+    assert sarif["version"] == "2.1.0"
+    run = sarif["runs"][0]
+    assert run["tool"]["driver"]["name"] == "ml-platform-uae" and run["tool"]["driver"]["version"] == "0.1.0"
+    rules = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
+    [result] = [r for r in run["results"] if r["ruleId"] == "uae-residency"]
+    assert rules[result["ruleIndex"]] == "uae-residency" and result["level"] == "error"
+    location = result["locations"][0]
+    assert location["physicalLocation"]["artifactLocation"]["uri"].endswith("Pulumi.test.yaml")
+    assert location["logicalLocations"][0]["fullyQualifiedName"].endswith("::images")
+
+
+def test_clean_stack_exits_0(tmp_path: Path) -> None:
+    program = write_program(tmp_path / "program", KUBERNETES_PLATFORM, KUBERNETES)
+    code, stdout, stderr = _check(
+        "--program", str(program), "--stack-file", str(program / "Pulumi.test.yaml")
+    )
+    assert code == 0, stdout + stderr
+    assert "0 mandatory and 1 advisory violations in 1 stack" in stdout

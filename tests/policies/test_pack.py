@@ -1,0 +1,92 @@
+"""The pack starts and answers the way the Pulumi CLI expects, and its pieces stay pinned and in sync."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import grpc
+import pytest
+import yaml
+from google.protobuf import empty_pb2  # type: ignore[import-untyped, unused-ignore]
+from pulumi.runtime.proto import analyzer_pb2 as proto
+from pulumi.runtime.proto.analyzer_pb2_grpc import AnalyzerStub
+
+from mlplatform.analyzer import PolicyPackSession
+from mlplatform.errors import InputError
+
+from .conftest import PACK_DIR
+
+POLICIES = {
+    "uae-residency": ("mandatory", "resource"),
+    "uae-no-replication-out": ("mandatory", "resource"),
+    "encryption-at-rest-cmk": ("mandatory", "resource"),
+    "encryption-in-transit": ("mandatory", "resource"),
+    "no-public-endpoints": ("mandatory", "resource"),
+    "no-public-storage": ("mandatory", "resource"),
+    "no-node-public-ip": ("mandatory", "resource"),
+    "no-open-ingress": ("mandatory", "resource"),
+    "imdsv2-required": ("mandatory", "resource"),
+    "mandatory-tags": ("mandatory", "resource"),
+    "gpu-nodes-tainted": ("mandatory", "resource"),
+    "k8s-workload-hardening": ("mandatory", "resource"),
+    "k8s-workload-baseline": ("advisory", "resource"),
+    "k8s-unrendered-content": ("advisory", "resource"),
+    "s3-public-access-block": ("mandatory", "stack"),
+    "s3-default-encryption-kms": ("mandatory", "stack"),
+    "s3-tls-only": ("mandatory", "stack"),
+    "uae-replication-destinations": ("mandatory", "stack"),
+    "k8s-privileged-exceptions": ("mandatory", "stack"),
+    "k8s-namespace-network-policy": ("mandatory", "stack"),
+}
+
+
+def test_analyzer_info_lists_every_policy_with_level_and_config_schema(pack: PolicyPackSession) -> None:
+    info = pack.info
+    assert info.name == "ml-platform-uae"
+    assert {p.name: (p.enforcement, p.kind) for p in info.policies} == POLICIES
+    for policy in info.policies:
+        assert policy.description and policy.severity in {"low", "medium", "high", "critical"}
+        assert all("default" in schema and "type" in schema for schema in policy.schema.properties.values())
+    residency = info.schemas()["uae-residency"].properties
+    assert residency["allowedAwsRegions"]["default"] == ["me-central-1"]
+    assert residency["allowedAzureLocations"]["default"] == ["uaenorth", "uaecentral"]
+
+
+def test_version_is_the_one_in_pulumi_policy_yaml(pack: PolicyPackSession) -> None:
+    project = yaml.safe_load((PACK_DIR / "PulumiPolicy.yaml").read_text())
+    assert project["runtime"] == {"name": "python", "options": {"virtualenv": ".venv"}}
+    assert pack.info.version == project["version"]
+
+
+def test_pack_speaks_the_raw_protocol_as_the_engine_drives_it(pack: PolicyPackSession) -> None:
+    """The engine tolerates UNIMPLEMENTED for Handshake; Python packs answer exactly that."""
+    assert pack.info and pack.address  # started and connected
+    with grpc.insecure_channel(pack.address) as channel:
+        stub = AnalyzerStub(channel)
+        with pytest.raises(grpc.RpcError) as raised:
+            stub.Handshake(proto.AnalyzerHandshakeRequest(engine_address="127.0.0.1:0"))
+        assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        info = stub.GetAnalyzerInfo(empty_pb2.Empty())
+    assert info.supportsConfig and len(info.policies) == len(POLICIES)
+
+
+def test_requirements_pin_the_pack_environment() -> None:
+    pins = [
+        line for line in (PACK_DIR / "requirements.txt").read_text().splitlines() if line and line[0] != "#"
+    ]
+    assert pins == ["pulumi==3.272.0", "pulumi-policy==1.21.0", "protobuf==5.29.6"]
+
+
+def test_taggable_types_were_generated_from_the_installed_providers() -> None:
+    header = (PACK_DIR / "mlplatform_policies" / "taggable_types.txt").read_text().splitlines()[0]
+    for dist in ("pulumi-aws", "pulumi-azure-native"):
+        assert f"{dist} {importlib.metadata.version(dist)}" in header, "run policies/tools/taggable_types.py"
+
+
+def test_a_pack_without_its_virtualenv_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "PulumiPolicy.yaml").write_text(
+        "runtime:\n  name: python\n  options:\n    virtualenv: venv\n"
+    )
+    with pytest.raises(InputError, match="virtualenv is missing"), PolicyPackSession(tmp_path):
+        pass
