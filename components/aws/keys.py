@@ -32,6 +32,7 @@ def key_policy(account: AwsAccount) -> dict[str, Any]:
     - CloudWatch Logs encrypts the flow-log and control-plane log groups; it has no IAM role to
       delegate to, so it is named here, limited to this account's log groups (CloudWatch Logs user
       guide, "Encrypt log data in CloudWatch Logs using AWS KMS").
+    - S3 server access log delivery writes into the SSE-KMS log bucket, for this account only.
     - The EC2 Auto Scaling service-linked role launches managed node group instances; without the key
       it cannot create their encrypted root volumes (EC2 Auto Scaling user guide, "Required AWS KMS key
       policy for use with encrypted volumes").
@@ -58,6 +59,14 @@ def key_policy(account: AwsAccount) -> dict[str, Any]:
                 "Condition": {
                     "ArnLike": {"kms:EncryptionContext:aws:logs:arn": account.arn("logs", "log-group:*")}
                 },
+            },
+            {
+                "Sid": "S3LogDeliveryEncryptsThisAccountsAccessLogs",
+                "Effect": "Allow",
+                "Principal": {"Service": "logging.s3.amazonaws.com"},
+                "Action": "kms:GenerateDataKey",
+                "Resource": "*",
+                "Condition": {"StringEquals": {"aws:SourceAccount": account.account_id}},
             },
             {
                 "Sid": "AutoScalingUsesKeyForNodeVolumes",

@@ -54,24 +54,18 @@ class ObjectStore(pulumi.ComponentResource):
     def __init__(self, name: str, args: ObjectStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:aws:ObjectStore", name, None, opts)
         self._name, self._args = name, args
-        self.bucket = self._hardened_bucket(
-            "data",
-            # The bucket key cuts KMS requests (and their cost) by reusing a data key per bucket.
-            {
-                "apply_server_side_encryption_by_default": {
-                    "sse_algorithm": "aws:kms",
-                    "kms_master_key_id": args.key_arn,
-                },
-                "bucket_key_enabled": True,
+        # The bucket key cuts KMS requests (and their cost) by reusing a data key per bucket.
+        sse_kms = {
+            "apply_server_side_encryption_by_default": {
+                "sse_algorithm": "aws:kms",
+                "kms_master_key_id": args.key_arn,
             },
-        )
-        # Server access logs cannot be delivered to a bucket whose default encryption is SSE-KMS (S3 user
-        # guide, "Enabling Amazon S3 server access logging"): the log bucket uses SSE-S3.
-        self.log_bucket = self._hardened_bucket(
-            "logs",
-            {"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}},
-            self._log_delivery,
-        )
+            "bucket_key_enabled": True,
+        }
+        self.bucket = self._hardened_bucket("data", sse_kms)
+        # Access logs are customer data too: the same customer key, which the key policy lets the S3
+        # logging service use for this account (aws-cdk #25350 verified delivery to SSE-KMS targets).
+        self.log_bucket = self._hardened_bucket("logs", sse_kms, self._log_delivery)
         s3.BucketLogging(
             f"{name}-data",
             bucket=self.bucket.id,

@@ -66,7 +66,8 @@ def test_access_logs_go_to_a_separate_hardened_bucket(aws_plan: Callable[[str], 
         "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
         "-storage-logs",
     ).inputs["rules"]
-    assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "AES256"}
+    assert rule["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
+    assert rule["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"].startswith("arn:aws:kms:me-central-1:")
     block = one(plan, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "-storage-logs").inputs
     assert block["blockPublicPolicy"] is True and block["restrictPublicBuckets"] is True
     deny, delivery = policy(one(plan, "aws:s3/bucketPolicy:BucketPolicy", "-storage-logs").inputs["policy"])[
@@ -76,6 +77,10 @@ def test_access_logs_go_to_a_separate_hardened_bucket(aws_plan: Callable[[str], 
     assert delivery["Principal"] == {"Service": "logging.s3.amazonaws.com"}
     assert delivery["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
     assert delivery["Resource"].endswith("/s3-access/*")
+    key_statements = policy(one(plan, "aws:kms/key:Key", "-key-key").inputs["policy"])["Statement"]
+    (log_key,) = [s for s in key_statements if s["Principal"] == {"Service": "logging.s3.amazonaws.com"}]
+    assert log_key["Action"] == "kms:GenerateDataKey"
+    assert log_key["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
