@@ -106,14 +106,29 @@ AT_REST = {
     ),
 }
 
-IN_TRANSIT = {
-    tokens.STORAGE_ACCOUNT: on_props(
-        all_of(
-            require("enableHttpsTrafficOnly", lambda value: not is_false(value), "accept HTTPS only"),
-            require("minimumTlsVersion", one_of("TLS1_2", "TLS1_3"), "require TLS 1.2 or later"),
+
+def _private_nfs_account(subject: Subject) -> bool:
+    """A FileStorage account reachable only through private endpoints: NFS 4.1 shares require secure
+    transfer off (Microsoft Learn, "NFS file shares in Azure Files"), so their traffic must never
+    leave the virtual network instead."""
+    return (
+        subject.get("kind") == "FileStorage"
+        and subject.get("publicNetworkAccess") == "Disabled"
+        and subject.get("networkRuleSet.defaultAction") == "Deny"
+    )
+
+
+def _storage_in_transit(subject: Subject) -> Iterator[str]:
+    if not _private_nfs_account(subject):
+        yield from require("enableHttpsTrafficOnly", lambda value: not is_false(value), "accept HTTPS only")(
+            subject.props
         )
-    ),
-}
+    yield from require("minimumTlsVersion", one_of("TLS1_2", "TLS1_3"), "require TLS 1.2 or later")(
+        subject.props
+    )
+
+
+IN_TRANSIT = {tokens.STORAGE_ACCOUNT: _storage_in_transit}
 
 POLICIES: list[ResourceValidationPolicy] = [
     resource_policy(

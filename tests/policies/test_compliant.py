@@ -191,6 +191,23 @@ account = storage.StorageAccount(
     },
 )
 storage.BlobContainer("models", account_name=account.name, resource_group_name=rg.name, public_access="None")
+# NFS 4.1 shares require secure transfer off: compliant only because the account is private-endpoint-only.
+storage.StorageAccount(
+    "nfs",
+    resource_group_name=rg.name,
+    kind="FileStorage",
+    sku={"name": "Premium_ZRS"},
+    enable_https_traffic_only=False,
+    minimum_tls_version="TLS1_2",
+    allow_blob_public_access=False,
+    public_network_access="Disabled",
+    network_rule_set={"default_action": "Deny"},
+    tags=TAGS,
+    encryption={
+        "key_source": "Microsoft.Keyvault",
+        "key_vault_properties": {"key_name": "data", "key_vault_uri": "https://kv.vault.azure.net/"},
+    },
+)
 privatedns.PrivateZone(
     "blob-dns",
     resource_group_name=rg.name,

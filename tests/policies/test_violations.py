@@ -305,8 +305,21 @@ CASES = [
             enable_https_traffic_only=False,
             tags=TAGS,
         )
+        # NFS shares need secure transfer off, which is only acceptable when the account is private.
+        storage.StorageAccount(
+            "public-nfs",
+            resource_group_name="rg",
+            kind="FileStorage",
+            sku={"name": "Premium_ZRS"},
+            minimum_tls_version="TLS1_2",
+            enable_https_traffic_only=False,
+            public_network_access="Enabled",
+            network_rule_set={"default_action": "Deny"},
+            tags=TAGS,
+        )
         """,
         ("encryption-in-transit", "legacy-tls"),
+        ("encryption-in-transit", "public-nfs"),
     ),
     case(
         "s3-bucket-without-guardrails",
