@@ -86,7 +86,9 @@ class _Model(BaseModel):
 
 
 DnsLabel = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")]
-ImageRef = Annotated[str, Field(pattern=r"^[\w.\-/:]+(:[\w.\-]+|@sha256:[0-9a-f]{64})$")]
+# Images are pinned by digest: a tag can be re-pointed under a running Job (checkov CKV_K8S_43). The
+# reference is repository@sha256:digest below the platform's registry (ECR / ACR).
+ImageRef = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._/-]*@sha256:[0-9a-f]{64}$")]
 
 
 class NetworkConfig(_Model):
@@ -325,8 +327,10 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
         raise ConfigError([f"{source}: {PLATFORM_KEY}: required key is missing or not a mapping"])
     if "region" in body:
         raise ConfigError(
-            [f"{source}: {PLATFORM_KEY}.region: unknown key (the region is the provider's: aws:region or "
-             "azure-native:location)"]
+            [
+                f"{source}: {PLATFORM_KEY}.region: unknown key (the region is the provider's: aws:region or "
+                "azure-native:location)"
+            ]
         )
     document = dict(body)
     cloud = body.get("cloud")
@@ -338,7 +342,9 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
         document["region"] = region
         if body.get("tier") in set(Tier):
             workloads = body.get("workloads")
-            with_inference = isinstance(workloads, Mapping) and isinstance(workloads.get("inference"), Mapping)
+            with_inference = isinstance(workloads, Mapping) and isinstance(
+                workloads.get("inference"), Mapping
+            )
             preset = tier_preset(Tier(body["tier"]), Cloud(cloud), with_inference=with_inference)
             document = _merge(preset, document)
     try:
@@ -402,7 +408,10 @@ def _pool_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         if pool.max_size < pool.min_size:
             yield f"{key}.maxSize", f"must be ≥ minSize ({pool.min_size})"
         if pool.desired_size is not None and not pool.min_size <= pool.desired_size <= pool.max_size:
-            yield f"{key}.desiredSize", f"must be between minSize and maxSize ({pool.min_size}..{pool.max_size})"
+            yield (
+                f"{key}.desiredSize",
+                f"must be between minSize and maxSize ({pool.min_size}..{pool.max_size})",
+            )
         itype = known.get(pool.instance_type)
         if itype is None:
             yield (
@@ -433,7 +442,10 @@ def _fabric_problems(
     if pool.spot:
         yield f"{key}.spot", "fabric pools cannot be spot: a reclaimed node breaks the whole job"
     if pool.availability_zone is not None and pool.availability_zone >= config.network.availability_zones:
-        yield f"{key}.availabilityZone", f"must be below network.availabilityZones ({config.network.availability_zones})"
+        yield (
+            f"{key}.availabilityZone",
+            f"must be below network.availabilityZones ({config.network.availability_zones})",
+        )
 
 
 def _storage_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
@@ -462,7 +474,10 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         if training.pool not in pools:
             yield f"{key}.training.pool", f"no node pool named {training.pool!r}"
         elif training.nodes > pools[training.pool].max_size:
-            yield f"{key}.training.nodes", f"pool {training.pool!r} has at most {pools[training.pool].max_size} nodes"
+            yield (
+                f"{key}.training.nodes",
+                f"pool {training.pool!r} has at most {pools[training.pool].max_size} nodes",
+            )
         if training.enabled and config.shared_storage is SharedStorageKind.NONE:
             yield f"{key}.training", "training needs shared storage for checkpoints (storage.shared)"
     if inference is not None:
@@ -470,7 +485,10 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         if pool is None:
             yield f"{key}.inference.pool", f"no node pool named {inference.pool!r}"
         elif pool.kind is not PoolKind.CPU:
-            yield f"{key}.inference.pool", f"{inference.pool!r} is a {pool.kind} pool; the service runs on CPU"
+            yield (
+                f"{key}.inference.pool",
+                f"{inference.pool!r} is a {pool.kind} pool; the service runs on CPU",
+            )
         if inference.max_replicas < inference.min_replicas:
             yield f"{key}.inference.maxReplicas", f"must be ≥ minReplicas ({inference.min_replicas})"
         if not re.fullmatch(r"[0-9]+(m)?", inference.cpu):

@@ -54,6 +54,25 @@ POOL_LABEL = "ml-platform/pool"
 
 
 @dataclass(frozen=True)
+class WorkloadIdentity:
+    """Where a workload runs in every cluster: the cloud adapter trusts exactly this service account
+    (IRSA trust policy / federated credential subject) and the Kubernetes layer creates it there."""
+
+    namespace: str
+    service_account: str
+
+    @property
+    def subject(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+
+WORKLOAD_IDENTITIES: dict[str, WorkloadIdentity] = {
+    "training": WorkloadIdentity("ml-training", "trainer"),
+    "inference": WorkloadIdentity("ml-inference", "inference"),
+}
+
+
+@dataclass(frozen=True)
 class PoolHandle:
     """One node pool as Kubernetes sees it: how to land on it and what each node offers."""
 
@@ -74,7 +93,7 @@ class PoolHandle:
         return {POOL_LABEL: self.labels.get(POOL_LABEL, self.name)}
 
     def tolerations(self) -> list[dict[str, str]]:
-        """Tolerations for this pool's taints, by key with ``Exists`` so cloud-specific values don't matter."""
+        """Tolerations for this pool's taints, by key with ``Exists``: taint values differ per cloud."""
         return [{"key": t.key, "operator": "Exists", "effect": t.effect.value} for t in self.taints]
 
 
@@ -117,9 +136,9 @@ class ClusterHandle:
     kubernetes_version: str
     pools: tuple[PoolHandle, ...]
     storage: StorageHandle
-    # Registry host that workload images are pulled from (ECR / ACR login server); image references in
-    # config are repository:tag below it.
-    registry: pulumi.Input[str]
+    # Registry host that workload images are pulled from (ECR / ACR login server), known before
+    # deployment so image references are plain strings; config names repository:tag below it.
+    registry: str
     # workload name ("training", "inference") -> service-account annotations binding it to a cloud
     # identity (IRSA role ARN on AWS, workload-identity client id on Azure).
     identities: Mapping[str, Mapping[str, pulumi.Input[str]]] = field(default_factory=dict)

@@ -37,10 +37,16 @@ class Platform(pulumi.ComponentResource):
             f"{name}-{config.cloud}", config, pulumi.ResourceOptions(parent=self)
         )
         self.handle = adapter.handle
+        if config.kubernetes.enabled:
+            # Imported here: a cloud-only first phase (kubernetes.enabled: false) needs no Kubernetes SDK.
+            from components.kubernetes.layer import KubernetesLayer
+
+            KubernetesLayer(f"{name}-k8s", self.handle, config, pulumi.ResourceOptions(parent=self))
         self._exports: dict[str, pulumi.Input[Any]] = {
             "cloud": config.cloud.value,
             "tier": config.tier.value,
             "region": config.region,
+            "kubernetesVersion": config.cluster.kubernetes_version,
             **adapter.exports,
         }
         self.register_outputs(self._exports)

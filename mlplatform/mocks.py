@@ -8,6 +8,7 @@ anything but the plan, and every value says it is a mock (account 123456789012, 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable
 from typing import Any
@@ -19,8 +20,9 @@ SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
 TENANT_ID = "00000000-0000-0000-0000-000000000001"
 KUBECONFIG = (
     "apiVersion: v1\nkind: Config\nclusters:\n- name: mock\n  cluster:\n"
-    "    server: https://mock.cluster.invalid\ncontexts:\n- name: mock\n  context: {cluster: mock, user: mock}\n"
-    "current-context: mock\nusers:\n- name: mock\n  user: {token: mock}\n"
+    "    server: https://mock.cluster.invalid\ncontexts:\n- name: mock\n"
+    "  context: {cluster: mock, user: mock}\ncurrent-context: mock\n"
+    "users:\n- name: mock\n  user: {token: mock}\n"
 )
 
 
@@ -29,7 +31,7 @@ def _short_hash(*parts: str) -> str:
 
 
 def _aws_outputs(token: str, name: str, inputs: dict[str, Any], region: str) -> dict[str, Any]:
-    service = token.split(":")[1].split("/")[0]
+    service = token.split(":")[1].split("/", maxsplit=1)[0]
     physical = inputs.get("name") or f"{name}-{_short_hash(token, name)}"
     outputs: dict[str, Any] = {
         "arn": f"arn:aws:{service}:{region}:{ACCOUNT_ID}:{physical}",
@@ -47,23 +49,39 @@ def _eks_cluster(physical: str, region: str, _inputs: dict[str, Any]) -> dict[st
         "endpoint": f"https://{oidc_id}.gr7.{region}.eks.amazonaws.com",
         "certificateAuthority": {"data": "bW9jay1jYQ=="},
         "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{region}.amazonaws.com/id/{oidc_id}"}]}],
-        "vpcConfig": {**_inputs.get("vpcConfig", {}), "clusterSecurityGroupId": f"sg-{_short_hash(physical)}"},
+        "vpcConfig": {
+            **_inputs.get("vpcConfig", {}),
+            "clusterSecurityGroupId": f"sg-{_short_hash(physical)}",
+        },
     }
 
 
 _AWS_EXTRA: dict[str, Callable[[str, str, dict[str, Any]], dict[str, Any]]] = {
     "aws:eks/cluster:Cluster": _eks_cluster,
-    "aws:s3/bucketV2:BucketV2": lambda p, r, i: {"bucket": i.get("bucket", p), "bucketDomainName": f"{p}.s3.amazonaws.com"},
-    "aws:s3/bucket:Bucket": lambda p, r, i: {"bucket": i.get("bucket", p), "bucketDomainName": f"{p}.s3.amazonaws.com"},
-    "aws:ecr/repository:Repository": lambda p, r, i: {"repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{r}.amazonaws.com/{p}"},
+    "aws:s3/bucketV2:BucketV2": lambda p, r, i: {
+        "bucket": i.get("bucket", p),
+        "bucketDomainName": f"{p}.s3.amazonaws.com",
+    },
+    "aws:s3/bucket:Bucket": lambda p, r, i: {
+        "bucket": i.get("bucket", p),
+        "bucketDomainName": f"{p}.s3.amazonaws.com",
+    },
+    "aws:ecr/repository:Repository": lambda p, r, i: {
+        "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{r}.amazonaws.com/{p}"
+    },
     "aws:fsx/lustreFileSystem:LustreFileSystem": lambda p, r, i: {
         "dnsName": f"fs-{_short_hash(p)}.fsx.{r}.amazonaws.com",
         "mountName": _short_hash(p, "mount"),
     },
-    "aws:efs/fileSystem:FileSystem": lambda p, r, i: {"dnsName": f"fs-{_short_hash(p)}.efs.{r}.amazonaws.com"},
+    "aws:efs/fileSystem:FileSystem": lambda p, r, i: {
+        "dnsName": f"fs-{_short_hash(p)}.efs.{r}.amazonaws.com"
+    },
     "aws:iam/openIdConnectProvider:OpenIdConnectProvider": lambda p, r, i: {
         "url": str(i.get("url", "")).removeprefix("https://"),
     },
+    "aws:kms/key:Key": lambda p, r, i: {"keyId": f"{_short_hash(p)}-0000-0000-0000-000000000000"},
+    "aws:ec2/launchTemplate:LaunchTemplate": lambda p, r, i: {"latestVersion": 1},
+    "aws:eks/nodeGroup:NodeGroup": lambda p, r, i: {"nodeGroupName": i.get("nodeGroupName", p)},
 }
 
 
@@ -76,6 +94,14 @@ def _azure_outputs(token: str, name: str, inputs: dict[str, Any]) -> dict[str, A
         "azureApiVersion": "mock",
         "id": f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{group}/providers/{provider_type}/{physical}",
     }
+    identity = inputs.get("identity")
+    if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
+        # azure-native v3 takes user-assigned identities as a list of ids and reads them back as a map.
+        assigned = {
+            i: {"principalId": f"{_short_hash(i)}-0000-0000-0000-000000000000"}
+            for i in identity["userAssignedIdentities"]
+        }
+        outputs["identity"] = {**identity, "userAssignedIdentities": assigned}
     extra = _AZURE_EXTRA.get(token)
     if extra is not None:
         outputs.update(extra(physical, inputs))
@@ -84,7 +110,10 @@ def _azure_outputs(token: str, name: str, inputs: dict[str, Any]) -> dict[str, A
 
 _AZURE_EXTRA: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
     "azure-native:containerservice:ManagedCluster": lambda p, i: {
-        "oidcIssuerProfile": {"enabled": True, "issuerURL": f"https://uaenorth.oic.prod-aks.azure.com/{TENANT_ID}/{p}/"},
+        "oidcIssuerProfile": {
+            "enabled": True,
+            "issuerURL": f"https://uaenorth.oic.prod-aks.azure.com/{TENANT_ID}/{p}/",
+        },
         "privateFQDN": f"{p}.privatelink.uaenorth.azmk8s.io",
         "fqdn": f"{p}.hcp.uaenorth.azmk8s.io",
         "identityProfile": {"kubeletidentity": {"objectId": TENANT_ID, "clientId": TENANT_ID}},
@@ -94,10 +123,24 @@ _AZURE_EXTRA: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
         "principalId": f"{_short_hash(p, 'principal')}-0000-0000-0000-000000000000",
         "tenantId": TENANT_ID,
     },
-    "azure-native:keyvault:Vault": lambda p, i: {"properties": {**i.get("properties", {}), "vaultUri": f"https://{p}.vault.azure.net/"}},
-    "azure-native:keyvault:Key": lambda p, i: {"keyUriWithVersion": f"https://vault.vault.azure.net/keys/{p}/mock", "keyUri": f"https://vault.vault.azure.net/keys/{p}"},
+    "azure-native:keyvault:Vault": lambda p, i: {
+        "properties": {**i.get("properties", {}), "vaultUri": f"https://{p}.vault.azure.net/"}
+    },
+    "azure-native:keyvault:Key": lambda p, i: {
+        "keyUriWithVersion": f"https://vault.vault.azure.net/keys/{p}/mock",
+        "keyUri": f"https://vault.vault.azure.net/keys/{p}",
+    },
     "azure-native:containerregistry:Registry": lambda p, i: {"loginServer": f"{p}.azurecr.io"},
-    "azure-native:storage:StorageAccount": lambda p, i: {"primaryEndpoints": {"blob": f"https://{p}.blob.core.windows.net/"}},
+    "azure-native:storage:StorageAccount": lambda p, i: {
+        "primaryEndpoints": {"blob": f"https://{p}.blob.core.windows.net/"}
+    },
+    "azure-native:compute:DiskEncryptionSet": lambda p, i: {
+        "identity": {
+            **i.get("identity", {}),
+            "principalId": f"{_short_hash(p, 'principal')}-0000-0000-0000-000000000000",
+            "tenantId": TENANT_ID,
+        },
+    },
 }
 
 
@@ -127,6 +170,16 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
         # shows the program's real path; the live check happens under `pulumi preview`.
         wanted = [v for f in args.get("filters", []) if f.get("name") == "instance-type" for v in f["values"]]
         return {"instanceTypes": wanted, "locations": [f"{region}a"], "locationTypes": ["availability-zone"]}
+    if token == "azure-native:features:getSubscriptionFeatureRegistration":
+        # Offline there is no subscription to ask: answer Registered so the plan runs the real path;
+        # the live check happens under `pulumi preview`.
+        name, namespace = args.get("featureName", ""), args.get("providerNamespace", "")
+        return {
+            "name": name,
+            "id": f"/subscriptions/{SUBSCRIPTION_ID}/providers/Microsoft.Features/featureProviders/"
+            f"{namespace}/subscriptionFeatureRegistrations/{name}",
+            "properties": {"featureName": name, "providerNamespace": namespace, "state": "Registered"},
+        }
     return results.get(token, {})
 
 
@@ -144,15 +197,21 @@ class PlanMocks(pulumi.runtime.Mocks):
             return f"{name}-provider-id", inputs
         if token.startswith("aws:"):
             outputs = _aws_outputs(token, name, inputs, region)
-            return f"{outputs['name']}-id", {**outputs, **inputs}
+            # Computed outputs win over echoed inputs (an EKS cluster's vpcConfig gains its security group).
+            return f"{outputs['name']}-id", {**inputs, **outputs}
         if token.startswith("azure-native:"):
             outputs = _azure_outputs(token, name, inputs)
-            return outputs["id"], {**outputs, **inputs, "location": inputs.get("location", self.azure_location)}
+            # Computed outputs win over echoed inputs: what Azure reads back (issuer URL, identity map).
+            location = inputs.get("location", self.azure_location)
+            return outputs["id"], {**inputs, **outputs, "location": location}
         return f"{name}-id", inputs
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         if args.token == "azure-native:containerservice:listManagedClusterUserCredentials":
-            import base64
-
-            return {"kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(KUBECONFIG.encode()).decode()}]}, None
-        return _invoke_result(args.token, dict(args.args)), None
+            return {
+                "kubeconfigs": [
+                    {"name": "clusterUser", "value": base64.b64encode(KUBECONFIG.encode()).decode()}
+                ]
+            }, []
+        # No check failures: an empty list (the mock monitor iterates it; None raises TypeError).
+        return _invoke_result(args.token, dict(args.args)), []

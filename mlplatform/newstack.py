@@ -14,9 +14,8 @@ from typing import Annotated
 import typer
 import yaml
 
-from components.config import ConfigError, parse_stack_config
+from components.config import ConfigError, Tier, parse_stack_config
 from components.handle import Cloud
-from components.config import Tier
 from mlplatform.errors import exit_with
 from mlplatform.plan import REPO_ROOT
 

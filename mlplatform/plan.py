@@ -19,7 +19,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,8 @@ class PlannedResource:
     provider: str | None
     inputs: dict[str, Any]
     dependencies: tuple[str, ...] = ()
+    # Input property name -> URNs it came from (what AnalyzeStack's graph needs).
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -72,7 +74,17 @@ class Plan:
             "project": self.project,
             "stack": self.stack,
             "resources": [
-                {k: v for k, v in asdict(r).items() if k != "dependencies"} | {"dependencies": list(r.dependencies)}
+                {
+                    "urn": r.urn,
+                    "type": r.type,
+                    "name": r.name,
+                    "parent": r.parent,
+                    "custom": r.custom,
+                    "provider": r.provider,
+                    "inputs": r.inputs,
+                    "dependencies": list(r.dependencies),
+                    "propertyDependencies": r.property_dependencies,
+                }
                 for r in self.resources
             ],
             "outputs": self.outputs,
@@ -103,7 +115,9 @@ def _project_settings(program_dir: Path) -> dict[str, Any]:
     runtime = settings.get("runtime")
     runtime_name = runtime.get("name") if isinstance(runtime, dict) else runtime
     if runtime_name != "python":
-        raise InputError([f"{project_file}: runtime: {runtime_name!r}; only Python programs can be planned offline"])
+        raise InputError(
+            [f"{project_file}: runtime: {runtime_name!r}; only Python programs can be planned offline"]
+        )
     return settings
 
 
@@ -137,7 +151,9 @@ def resolve_target(
         if not (name.startswith("Pulumi.") and name.endswith((".yaml", ".yml"))):
             raise InputError([f"{stack_file}: a stack file is named Pulumi.<stack>.yaml"])
         _project_settings(program_dir)
-        return Target(program_dir, stack or name.removeprefix("Pulumi.").rsplit(".", 1)[0], stack_file.resolve())
+        return Target(
+            program_dir, stack or name.removeprefix("Pulumi.").rsplit(".", 1)[0], stack_file.resolve()
+        )
     if stack is None:
         raise InputError(["name a stack, or pass --stack-file PATH, or --program DIR --stack NAME"])
     candidate = _stack_dir(program_dir) / f"Pulumi.{stack}.yaml"
@@ -167,12 +183,13 @@ def _stack_config(target: Target, project: str) -> tuple[dict[str, Any], list[st
         if isinstance(value, dict) and set(value) == {"secure"}:
             # Ciphertext needs the stack's secrets provider, which is not reachable offline.
             secret_keys.append(full_key)
-            value = "[secret: not decrypted offline]"
-        config[full_key] = value
+            config[full_key] = "[secret: not decrypted offline]"
+        else:
+            config[full_key] = value
     return config, secret_keys
 
 
-class _CaptureMonitor(MockMonitor):  # type: ignore[misc]
+class _CaptureMonitor(MockMonitor):
     """The mock monitor, recording each registration with its graph edges and provider."""
 
     def __init__(self, mocks: Any, project: str, stack: str, config: dict[str, Any]) -> None:
@@ -182,17 +199,17 @@ class _CaptureMonitor(MockMonitor):  # type: ignore[misc]
         self._default_providers: dict[str, str] = {}
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
-        response = super().RegisterResource(request)
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         if request.type == STACK_TYPE:
-            self.captured.append(PlannedResource(response.urn, STACK_TYPE, request.name, None, False, None, {}))
+            self.captured.append(
+                PlannedResource(response.urn, STACK_TYPE, request.name, None, False, None, {})
+            )
             return response
         provider = request.provider or None
         custom = bool(request.custom)
         if custom and provider is None and not request.type.startswith("pulumi:providers:"):
             provider = self._default_provider(request.type.split(":")[0], request.version)
-        resource_id = (
-            _provider_id(response.urn) if request.type.startswith("pulumi:providers:") else None
-        )
+        resource_id = _provider_id(response.urn) if request.type.startswith("pulumi:providers:") else None
         if resource_id is not None:
             response.id = resource_id
         self.captured.append(
@@ -205,6 +222,7 @@ class _CaptureMonitor(MockMonitor):  # type: ignore[misc]
                 provider=provider,
                 inputs=json_format.MessageToDict(request.object),
                 dependencies=tuple(request.dependencies),
+                property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
             )
         )
         return response
@@ -278,12 +296,17 @@ def _run_plan(target: Target) -> Plan:
     if main.is_dir():
         main = main / "__main__.py"
     stack_resource = pulumi.runtime.settings.get_root_resource()
+    assert isinstance(stack_resource, pulumi.runtime.stack.Stack)
+
+    def program() -> None:
+        runpy.run_path(str(main), run_name="__main__")
+
     with _inside(target.program_dir):
         try:
-            _sync_await(run_pulumi_func(lambda: runpy.run_path(str(main), run_name="__main__")))
+            _sync_await(run_pulumi_func(program))
         except pulumi.RunError as exc:
             raise InputError(str(exc).splitlines()) from None
-        outputs = _sync_await(_resolve_outputs(stack_resource.outputs if stack_resource else {}))
+        outputs = _sync_await(_resolve_outputs(stack_resource.outputs))
     return Plan(project=project, stack=target.stack, resources=monitor.captured, outputs=outputs)
 
 

@@ -13,18 +13,27 @@ from mlplatform.errors import InputError, exit_with
 from mlplatform.plan import Plan, Target, resolve_target, run_plan
 from mlplatform.report import helm_releases, print_plan, write_json, write_manifests
 
-StackArg = Annotated[str | None, typer.Argument(help="A stack name, e.g. aws-enterprise-prod.", show_default=False)]
+StackArg = Annotated[
+    str | None, typer.Argument(help="A stack name, e.g. aws-enterprise-prod.", show_default=False)
+]
 StackFileOpt = Annotated[
-    Path | None, typer.Option("--stack-file", help="A stack file (Pulumi.<stack>.yaml) anywhere.", show_default=False)
+    Path | None,
+    typer.Option("--stack-file", help="A stack file (Pulumi.<stack>.yaml) anywhere.", show_default=False),
 ]
 ProgramOpt = Annotated[
     Path | None,
-    typer.Option("--program", help="Any Pulumi Python project directory (default: this one).", show_default=False),
+    typer.Option(
+        "--program", help="Any Pulumi Python project directory (default: this one).", show_default=False
+    ),
 ]
-StackOpt = Annotated[str | None, typer.Option("--stack", help="Stack name, with --program.", show_default=False)]
+StackOpt = Annotated[
+    str | None, typer.Option("--stack", help="Stack name, with --program.", show_default=False)
+]
 
 
-def target_from_flags(stack: str | None, stack_file: Path | None, program: Path | None, stack_opt: str | None) -> Target:
+def target_from_flags(
+    stack: str | None, stack_file: Path | None, program: Path | None, stack_opt: str | None
+) -> Target:
     """The one way every verb turns its stack flags into a Target (exit 2 on nonsense)."""
     if stack is not None and stack_opt is not None and stack != stack_opt:
         exit_with([f"two stack names given: {stack!r} and --stack {stack_opt!r}"])
@@ -52,7 +61,11 @@ def plan(
     ] = None,
     manifests: Annotated[
         Path | None,
-        typer.Option("--manifests", help="Write every Kubernetes object as YAML, a folder per namespace.", show_default=False),
+        typer.Option(
+            "--manifests",
+            help="Write every Kubernetes object as YAML, a folder per namespace.",
+            show_default=False,
+        ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the summary line.")] = False,
 ) -> None:
@@ -70,8 +83,9 @@ def plan(
         console.print(f"wrote {len(written)} Kubernetes objects under {manifests}")
         releases = helm_releases(result)
         if releases:
+            names = ", ".join(r.name for r in releases)
             console.print(
-                f"{len(releases)} Helm releases ({', '.join(r.name for r in releases)}) render on the cluster; "
+                f"{len(releases)} Helm releases ({names}) render on the cluster; "
                 "their charts are not in the manifests"
             )
     console.print(f"{target.label}: {len(result.resources)} resources planned")

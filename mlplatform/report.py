@@ -9,7 +9,9 @@ from typing import Any
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from mlplatform.plan import SECRET_SIG, Plan, PlannedResource
@@ -21,14 +23,17 @@ def _is_secret(value: Any) -> bool:
     return isinstance(value, dict) and value.get(SECRET_SIG) is not None
 
 
-def reveal(value: Any) -> Any:
-    """Unwrap Pulumi's secret wire form, recursively (manifests carry the values, as applied)."""
+def as_applied(value: Any) -> Any:
+    """Wire form back to the object the provider applies: secrets unwrapped, and whole numbers as
+    integers again (the wire carries every number as a float; Kubernetes integer fields reject 10001.0)."""
     if _is_secret(value):
-        return reveal(value["value"])
+        return as_applied(value["value"])
     if isinstance(value, dict):
-        return {k: reveal(v) for k, v in value.items()}
+        return {k: as_applied(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [reveal(v) for v in value]
+        return [as_applied(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     return value
 
 
@@ -49,7 +54,7 @@ def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
     as inputs; Helm releases are not objects (their charts render only on the cluster).
     """
     return [
-        reveal(r.inputs)
+        as_applied(r.inputs)
         for r in plan.resources
         if r.custom and r.type.startswith("kubernetes:") and r.type != HELM_RELEASE
     ]
@@ -83,22 +88,22 @@ def print_plan(plan: Plan, console: Console) -> None:
         children.setdefault(resource.parent, []).append(resource)
 
     def add(node: Tree, resource: PlannedResource) -> None:
-        label = f"[bold]{resource.name}[/] [dim]{resource.type}[/]"
+        label = f"[bold]{escape(resource.name)}[/] [dim]{escape(resource.type)}[/]"
         if resource.type == HELM_RELEASE:
-            chart = resource.inputs.get("chart", "?")
-            label += f" [yellow](chart {chart} {resource.inputs.get('version', '')}: rendered on the cluster, not offline)[/]"
+            chart = f"{resource.inputs.get('chart', '?')} {resource.inputs.get('version', '')}"
+            label += f" [yellow](chart {escape(chart)}: rendered on the cluster, not offline)[/]"
         branch = node.add(label)
         for child in children.get(resource.urn, []):
             add(branch, child)
 
-    tree = Tree(f"[bold]{plan.project}[/] / [bold]{plan.stack}[/]")
+    tree = Tree(f"[bold]{escape(plan.project)}[/] / [bold]{escape(plan.stack)}[/]")
     for root in children.get(None, []):
         add(tree, root)
     console.print(tree)
 
     counts = Counter(r.type for r in plan.resources)
     table = Table(title=f"{len(plan.resources)} resources by type")
-    table.add_column("type")
+    table.add_column("type", overflow="fold")
     table.add_column("count", justify="right")
     for token, count in sorted(counts.items()):
         table.add_row(token, str(count))
@@ -109,5 +114,5 @@ def print_plan(plan: Plan, console: Console) -> None:
     outputs.add_column("value", overflow="fold")
     for name, value in plan.outputs.items():
         masked = _mask(value)
-        outputs.add_row(name, masked if isinstance(masked, str) else json.dumps(masked))
+        outputs.add_row(name, Text(masked if isinstance(masked, str) else json.dumps(masked)))
     console.print(outputs)

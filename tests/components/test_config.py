@@ -32,7 +32,10 @@ def _config(path: Path) -> dict[str, object]:
 
 def test_there_are_eight_shipped_templates_and_a_real_corpus() -> None:
     assert {t.stack for t in SHIPPED} == {
-        f"{cloud}-{tier}-{env}" for cloud in ("aws", "azure") for tier in ("smb", "enterprise") for env in ("dev", "prod")
+        f"{cloud}-{tier}-{env}"
+        for cloud in ("aws", "azure")
+        for tier in ("smb", "enterprise")
+        for env in ("dev", "prod")
     }
     assert len(BROKEN) >= 15
 
@@ -68,7 +71,8 @@ def test_all_problems_are_reported_at_once() -> None:
         parse_stack_config(raw, "Pulumi.x.yaml")
     assert caught.value.problems == [
         "Pulumi.x.yaml: ml-platform:platform.nodePools[0].maxSize: must be ≥ minSize (3)",
-        "Pulumi.x.yaml: ml-platform:platform.workloads.inference.pool: 'gpu' is a gpu pool; the service runs on CPU",
+        "Pulumi.x.yaml: ml-platform:platform.workloads.inference.pool: "
+        "'gpu' is a gpu pool; the service runs on CPU",
     ]
 
 
