@@ -1,0 +1,161 @@
+"""The in-cluster layer, written once for any ClusterHandle: add-ons, tenancy, storage, monitoring and
+the two workloads, in an order ``pulumi up`` can apply.
+
+Order: namespaces first; Helm releases after their namespaces; objects of a chart's CRDs
+(PrometheusRule) after that chart; workloads after their namespace's guardrails, service accounts and
+volume claims. Everything goes through one kubernetes Provider bound to the handle's kubeconfig.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_kubernetes.helm.v3 as helm
+
+from components.config import PlatformConfig
+from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric, PoolKind
+from components.kubernetes import monitoring
+from components.kubernetes.addons import MONITORING_NAMESPACE, Chart, addon_charts, operator_namespaces
+from components.kubernetes.objects import Object, apply_objects
+from components.kubernetes.storage import shared_volume_objects
+from components.kubernetes.tenancy import NamespaceSpec, PodSecurity, namespace_objects, service_account
+from components.kubernetes.workloads import WorkloadObjects, workload_objects
+
+
+class KubernetesLayer(pulumi.ComponentResource):
+    """Everything Kubernetes-side of one platform, on the cluster the handle describes."""
+
+    def __init__(
+        self,
+        name: str,
+        handle: ClusterHandle,
+        config: PlatformConfig,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("ml-platform:kubernetes:Layer", name, None, opts)
+        self._name = name
+        self.provider = k8s.Provider(
+            f"{name}-provider",
+            kubeconfig=handle.kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        workloads = workload_objects(handle, config)
+        namespaces = self._apply(
+            [o for spec in tenancy_specs(handle, config, workloads) for o in namespace_objects(spec)]
+        )
+        charts = addon_charts(handle, config.region, config.kubernetes.gpu_operator)
+        scrape_jobs = workloads.scrape_jobs + ([monitoring.gpu_scrape_job()] if _has_gpus(handle) else [])
+        if config.monitoring:
+            charts.append(monitoring.prometheus_chart(scrape_jobs))
+        releases = {chart.release: self._release(chart, namespaces) for chart in charts}
+        identities = self._apply(identity_objects(handle, workloads), namespaces)
+        volumes = self._apply(volume_objects(handle, workloads), namespaces)
+        if config.monitoring:
+            rules = {"gpu": monitoring.GPU_RULES if _has_gpus(handle) else [], **workloads.alert_rules}
+            self._apply([monitoring.alert_rules(rules)], [releases[monitoring.RELEASE]])
+        self.workloads = self._apply(workloads.objects, [*namespaces, *identities, *volumes])
+        self.releases = sorted(releases)
+        self.register_outputs({"releases": self.releases})
+
+    def _apply(
+        self, objects: list[Object], depends_on: Sequence[pulumi.Resource] = ()
+    ) -> list[pulumi.CustomResource]:
+        return apply_objects(objects, self.provider, self, depends_on)
+
+    def _release(self, chart: Chart, depends_on: Sequence[pulumi.Resource]) -> helm.Release:
+        return helm.Release(
+            f"{self._name}-{chart.release}",
+            helm.ReleaseArgs(
+                name=chart.release,
+                chart=chart.chart,
+                version=chart.version,
+                repository_opts=helm.RepositoryOptsArgs(repo=chart.repo),
+                namespace=chart.namespace,
+                values=chart.values,
+                atomic=True,
+                cleanup_on_fail=True,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=list(depends_on)),
+        )
+
+
+def _has_gpus(handle: ClusterHandle) -> bool:
+    return any(p.kind is PoolKind.GPU for p in handle.pools)
+
+
+def _pool_quota(handle: ClusterHandle, config: PlatformConfig, pool_name: str) -> dict[str, str]:
+    """A namespace may use at most what its pool holds at full scale."""
+    pool, size = handle.pool(pool_name), config.pool(pool_name).max_size
+    quota = {
+        "requests.cpu": str(pool.vcpus * size),
+        "requests.memory": f"{pool.memory_gib * size}Gi",
+        "limits.memory": f"{pool.memory_gib * size}Gi",
+    }
+    if pool.gpus_per_node:
+        quota["requests.nvidia.com/gpu"] = str(pool.gpus_per_node * size)
+    return quota
+
+
+def tenancy_specs(
+    handle: ClusterHandle, config: PlatformConfig, workloads: WorkloadObjects
+) -> list[NamespaceSpec]:
+    """The namespaces of this cluster: operators, workloads and teams, each at the least privilege."""
+    specs = operator_namespaces(handle, config.kubernetes.gpu_operator)
+    if config.monitoring:
+        specs.append(
+            NamespaceSpec(
+                MONITORING_NAMESPACE,
+                PodSecurity.PRIVILEGED,
+                "node-exporter reads host metrics through hostPID/hostNetwork and host path mounts",
+                guarded=False,
+            )
+        )
+    training = config.workloads.training
+    if training is not None:
+        infiniband = handle.pool(training.pool).fabric is Fabric.INFINIBAND
+        specs.append(
+            NamespaceSpec(
+                WORKLOAD_IDENTITIES["training"].namespace,
+                PodSecurity.PRIVILEGED if infiniband else PodSecurity.RESTRICTED,
+                # REFERENCE.md: IPC_LOCK (RDMA memory registration) is beyond Pod Security "baseline".
+                "InfiniBand training needs IPC_LOCK to pin RDMA memory" if infiniband else None,
+                quota=_pool_quota(handle, config, training.pool),
+            )
+        )
+    inference = config.workloads.inference
+    if inference is not None:
+        specs.append(
+            NamespaceSpec(
+                WORKLOAD_IDENTITIES["inference"].namespace,
+                quota=_pool_quota(handle, config, inference.pool),
+            )
+        )
+    specs += [
+        NamespaceSpec(
+            f"team-{team}", quota={"requests.cpu": "16", "requests.memory": "64Gi", "limits.memory": "64Gi"}
+        )
+        for team in config.kubernetes.teams
+    ]
+    return specs
+
+
+def identity_objects(handle: ClusterHandle, workloads: WorkloadObjects) -> list[Object]:
+    """One service account per deployed workload, annotated with its cloud identity."""
+    return [
+        service_account(
+            WORKLOAD_IDENTITIES[name].namespace,
+            WORKLOAD_IDENTITIES[name].service_account,
+            handle.identities.get(name, {}),
+        )
+        for name in workloads.service_accounts
+    ]
+
+
+def volume_objects(handle: ClusterHandle, workloads: WorkloadObjects) -> list[Object]:
+    shared = handle.storage.shared
+    if shared is None:
+        return []
+    return [o for claim in workloads.claims for o in shared_volume_objects(handle.name, shared, claim)]

@@ -1,0 +1,114 @@
+"""Monitoring: kube-prometheus-stack scraping the GPU operator's DCGM exporter and the inference
+service, with alert rules for idle GPUs, GPU errors and a failing or drifting inference service.
+
+Rules are a PrometheusRule object (built here, applied after the chart that installs its CRD), so they
+are reviewed, exported and policy-checked like every other object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.kubernetes.addons import GPU_OPERATOR_NAMESPACE, GPU_TOLERATION, MONITORING_NAMESPACE, Chart
+from components.kubernetes.objects import MANAGED_BY, Object
+
+RELEASE = "kube-prometheus-stack"
+
+
+def _endpoints_job(job: str, namespace: str, keep_service: str, scheme: str = "http") -> dict[str, Any]:
+    """Scrape every endpoint of one Service, labelled with the pod it came from."""
+    return {
+        "job_name": job,
+        "scheme": scheme,
+        "kubernetes_sd_configs": [{"role": "endpoints", "namespaces": {"names": [namespace]}}],
+        "relabel_configs": [
+            {"source_labels": ["__meta_kubernetes_service_name"], "regex": keep_service, "action": "keep"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+            {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
+        ],
+    }
+
+
+def prometheus_chart(scrape_jobs: list[dict[str, Any]]) -> Chart:
+    """kube-prometheus-stack 69.4.1 (prometheus-community), with our scrape jobs and rule selection
+    open to PrometheusRule objects outside the chart."""
+    return Chart(
+        release=RELEASE,
+        chart="kube-prometheus-stack",
+        version="69.4.1",
+        repo="https://prometheus-community.github.io/helm-charts",
+        namespace=MONITORING_NAMESPACE,
+        values={
+            "prometheus": {
+                "prometheusSpec": {
+                    "retention": "15d",
+                    "ruleSelectorNilUsesHelmValues": False,
+                    "serviceMonitorSelectorNilUsesHelmValues": False,
+                    "additionalScrapeConfigs": scrape_jobs,
+                }
+            },
+            # Grafana's chart default admin password is public; teams attach their managed Grafana
+            # (Amazon Managed Grafana / Azure Managed Grafana) to this Prometheus instead.
+            "grafana": {"enabled": False},
+            "prometheus-node-exporter": {"tolerations": [GPU_TOLERATION]},
+        },
+    )
+
+
+def gpu_scrape_job() -> dict[str, Any]:
+    return _endpoints_job("dcgm-exporter", GPU_OPERATOR_NAMESPACE, "nvidia-dcgm-exporter")
+
+
+def inference_scrape_job(namespace: str, service: str, tls: bool) -> dict[str, Any]:
+    return _endpoints_job("inference", namespace, service, "https" if tls else "http")
+
+
+def _rule(alert: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:
+    return {
+        "alert": alert,
+        "expr": expr,
+        "for": for_,
+        "labels": {"severity": severity},
+        "annotations": {"summary": summary},
+    }
+
+
+GPU_RULES = [
+    _rule(
+        "GPUAllocatedButIdle",
+        'avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL{pod!=""}) < 5',
+        "30m",
+        "warning",
+        "GPUs held by {{ $labels.namespace }}/{{ $labels.pod }} have been under 5% busy for 30 minutes",
+    ),
+    _rule(
+        "GPUXidError",
+        "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0",
+        "1m",
+        "critical",
+        "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID error {{ $value }}",
+    ),
+    _rule(
+        "GPUDoubleBitEccError",
+        "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0",
+        "0m",
+        "critical",
+        "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} had uncorrectable ECC errors: drain the node",
+    ),
+    _rule(
+        "GPUHot",
+        "max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP) > 85",
+        "10m",
+        "warning",
+        "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} has run above 85 C for 10 minutes",
+    ),
+]
+
+
+def alert_rules(groups: dict[str, list[dict[str, Any]]]) -> Object:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "ml-platform", "namespace": MONITORING_NAMESPACE, "labels": dict(MANAGED_BY)},
+        "spec": {"groups": [{"name": name, "rules": rules} for name, rules in groups.items() if rules]},
+    }

@@ -1,0 +1,105 @@
+"""The stack's workloads as Kubernetes objects: config and handle in, the workloads' own object
+functions out. This is the one place that maps stack config onto ``TrainingJobSpec`` and
+``InferenceServiceSpec``; what the object functions return is applied unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.config import InferenceWorkloadConfig, PlatformConfig, TrainingWorkloadConfig
+from components.handle import WORKLOAD_IDENTITIES, ClusterHandle
+from components.kubernetes import monitoring
+from components.kubernetes.objects import Object
+from components.kubernetes.storage import VolumeClaim
+from workloads.inference.k8s import Canary, InferenceServiceSpec, inference_objects
+from workloads.training.k8s import TrainingJobSpec, training_job_objects
+
+TRAINING_CLAIM = "training-output"
+MODELS_CLAIM = "models"
+AUTH_SECRET = "inference-auth"
+TLS_SECRET = "inference-tls"
+
+
+@dataclass
+class WorkloadObjects:
+    """What the workloads need from the layer around them, beside their own objects."""
+
+    objects: list[Object] = field(default_factory=list)
+    claims: list[VolumeClaim] = field(default_factory=list)
+    # Service accounts the layer creates (the inference object function makes its own).
+    service_accounts: list[str] = field(default_factory=list)
+    scrape_jobs: list[dict[str, Any]] = field(default_factory=list)
+    alert_rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def _image(handle: ClusterHandle, repository_and_tag: str) -> str:
+    return f"{handle.registry}/{repository_and_tag}"
+
+
+def training_spec(
+    handle: ClusterHandle, config: PlatformConfig, training: TrainingWorkloadConfig
+) -> TrainingJobSpec:
+    pool = handle.pool(training.pool)
+    identity = WORKLOAD_IDENTITIES["training"]
+    return TrainingJobSpec(
+        name=training.model_name,
+        run_id=training.run_id,
+        namespace=identity.namespace,
+        image=_image(handle, training.image),
+        pool=pool,
+        service_account=identity.service_account,
+        output_volume={"persistentVolumeClaim": {"claimName": TRAINING_CLAIM}},
+        nodes=training.nodes,
+        nproc_per_node=training.nproc_per_node or max(pool.gpus_per_node, 1),
+        epochs=training.epochs,
+        max_restarts=training.max_restarts,
+        labels=config.base_tags(),
+    )
+
+
+def inference_spec(
+    handle: ClusterHandle, config: PlatformConfig, inference: InferenceWorkloadConfig
+) -> InferenceServiceSpec:
+    identity = WORKLOAD_IDENTITIES["inference"]
+    canary = inference.canary
+    return InferenceServiceSpec(
+        name="inference",
+        image=_image(handle, inference.image),
+        model_name=inference.model_name,
+        model_version=inference.model_version,
+        model_volume={"persistentVolumeClaim": {"claimName": MODELS_CLAIM, "readOnly": True}},
+        pool=handle.pool(inference.pool),
+        namespace=identity.namespace,
+        service_account=identity.service_account,
+        service_account_annotations=handle.identities.get("inference", {}),
+        min_replicas=inference.min_replicas,
+        max_replicas=inference.max_replicas,
+        cpu_request=inference.cpu,
+        cpu_limit=inference.cpu,
+        memory_request=inference.memory,
+        memory_limit=inference.memory,
+        auth_secret=AUTH_SECRET if inference.auth else None,
+        tls_secret=TLS_SECRET if inference.tls else None,
+        drift_threshold=inference.drift_threshold,
+        canary=Canary(canary.model_version, canary.percent / 100) if canary else None,
+        labels=config.base_tags(),
+    )
+
+
+def workload_objects(handle: ClusterHandle, config: PlatformConfig) -> WorkloadObjects:
+    result = WorkloadObjects()
+    training, inference = config.workloads.training, config.workloads.inference
+    if training is not None and training.enabled and handle.storage.shared is not None:
+        identity = WORKLOAD_IDENTITIES["training"]
+        result.objects += training_job_objects(training_spec(handle, config, training))
+        result.claims.append(VolumeClaim(identity.namespace, TRAINING_CLAIM, read_only=False))
+        result.service_accounts.append("training")
+    if inference is not None and inference.enabled and handle.storage.shared is not None:
+        identity = WORKLOAD_IDENTITIES["inference"]
+        spec = inference_spec(handle, config, inference)
+        result.objects += inference_objects(spec)
+        result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
+        result.scrape_jobs.append(monitoring.inference_scrape_job(identity.namespace, spec.name, spec.tls))
+    return result

@@ -1,0 +1,100 @@
+"""Add-ons follow the pools: fabric plugins only where that fabric exists, GPU add-ons only with GPUs,
+and every chart pinned and tolerant of the GPU taint by key."""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+
+from components.handle import (
+    GPU_TAINT_KEY,
+    Cloud,
+    ClusterHandle,
+    Fabric,
+    PoolHandle,
+    PoolKind,
+    StorageHandle,
+    Taint,
+)
+from components.kubernetes.addons import addon_charts, operator_namespaces
+from components.kubernetes.tenancy import PodSecurity
+
+CPU = PoolHandle("cpu", PoolKind.CPU, "c7i.2xlarge", 0, Fabric.NONE, 0, 8, 16)
+
+
+def _gpu(fabric: Fabric, devices: int, value: str) -> PoolHandle:
+    return PoolHandle(
+        "gpu", PoolKind.GPU, "x", 8, fabric, devices, 96, 1152, taints=(Taint(GPU_TAINT_KEY, value),)
+    )
+
+
+def _handle(cloud: Cloud, *pools: PoolHandle, autoscaler: bool = False) -> ClusterHandle:
+    identities = {"cluster-autoscaler": {"eks.amazonaws.com/role-arn": "arn"}} if autoscaler else {}
+    return ClusterHandle(
+        cloud,
+        "c",
+        pulumi.Output.from_input("kubeconfig"),
+        "1.33",
+        pools,
+        StorageHandle("s3://b"),
+        "reg",
+        identities,
+    )
+
+
+def _releases(handle: ClusterHandle, operator: bool = True) -> set[str]:
+    return {c.release for c in addon_charts(handle, "me-central-1", operator)}
+
+
+def test_cpu_only_cluster_gets_no_gpu_or_fabric_addons() -> None:
+    assert _releases(_handle(Cloud.AWS, CPU, autoscaler=True)) == {"metrics-server", "cluster-autoscaler"}
+    assert _releases(_handle(Cloud.AZURE, CPU)) == set()
+    assert operator_namespaces(_handle(Cloud.AWS, CPU), True) == []
+
+
+def test_efa_pools_get_the_efa_plugin_and_never_the_network_operator() -> None:
+    releases = _releases(_handle(Cloud.AWS, CPU, _gpu(Fabric.EFA, 32, "true")))
+    assert {"gpu-operator", "aws-efa-k8s-device-plugin"} <= releases
+    assert "network-operator" not in releases
+
+
+def test_infiniband_pools_get_network_operator_and_rdma_in_the_gpu_operator() -> None:
+    handle = _handle(Cloud.AZURE, CPU, _gpu(Fabric.INFINIBAND, 8, "present"))
+    charts = {c.release: c for c in addon_charts(handle, "uaenorth", True)}
+    assert set(charts) == {"gpu-operator", "network-operator"}
+    assert charts["gpu-operator"].values["driver"] == {
+        "enabled": True,
+        "rdma": {"enabled": True, "useHostMofed": False},
+    }
+    resources = charts["network-operator"].values["rdmaSharedDevicePlugin"]["resources"]
+    assert resources == [{"name": "shared_ib", "vendors": ["15b3"], "linkTypes": ["infiniband"]}]
+    levels = {s.name: s.pod_security for s in operator_namespaces(handle, True)}
+    assert levels == {"gpu-operator": PodSecurity.PRIVILEGED, "network-operator": PodSecurity.PRIVILEGED}
+    assert all(s.privilege_reason for s in operator_namespaces(handle, True))
+
+
+def test_gpu_nodes_on_aws_keep_their_preinstalled_driver() -> None:
+    charts = {
+        c.release: c
+        for c in addon_charts(_handle(Cloud.AWS, _gpu(Fabric.NONE, 0, "true")), "me-central-1", True)
+    }
+    assert charts["gpu-operator"].values["driver"]["enabled"] is False
+    assert charts["gpu-operator"].values["toolkit"]["enabled"] is False
+    assert charts["gpu-operator"].values["dcgmExporter"]["enabled"] is True
+
+
+def test_device_plugin_instead_of_operator_only_where_drivers_are_preinstalled() -> None:
+    assert "nvidia-device-plugin" in _releases(
+        _handle(Cloud.AWS, _gpu(Fabric.NONE, 0, "true")), operator=False
+    )
+    with pytest.raises(ValueError, match="no preinstalled driver"):
+        _releases(_handle(Cloud.AZURE, _gpu(Fabric.NONE, 0, "present")), operator=False)
+
+
+@pytest.mark.parametrize("cloud,fabric", [(Cloud.AWS, Fabric.EFA), (Cloud.AZURE, Fabric.INFINIBAND)])
+def test_every_chart_is_pinned_and_tolerates_gpu_taint_by_key(cloud: Cloud, fabric: Fabric) -> None:
+    for chart in addon_charts(_handle(cloud, CPU, _gpu(fabric, 8, "any")), "r", True):
+        assert chart.version and chart.version[0] in "v0123456789", chart
+        text = repr(chart.values)
+        if chart.release != "metrics-server":
+            assert "'operator': 'Exists'" in text and GPU_TAINT_KEY in text, chart.release

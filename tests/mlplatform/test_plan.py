@@ -1,0 +1,153 @@
+"""`mlplatform plan` runs any Pulumi Python program under the real SDK's mocks and records what the
+engine would see: the graph with parents and providers (default providers synthesized from config),
+inputs in wire form, outputs with secrets marked, and Kubernetes objects as manifests."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mlplatform.cli import app
+from mlplatform.plan import SECRET_SIG, resolve_target, run_plan
+
+PROGRAM = """
+import pulumi
+import pulumi_aws.s3 as s3
+import pulumi_kubernetes as k8s
+
+class Store(pulumi.ComponentResource):
+    def __init__(self, name, opts=None):
+        super().__init__("demo:index:Store", name, None, opts)
+        self.bucket = s3.Bucket(f"{name}-bucket", tags={"owner": pulumi.Config().require("owner")},
+                                opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({})
+
+store = Store("data")
+cluster = k8s.Provider("cluster", kubeconfig=pulumi.Output.secret("apiVersion: v1"))
+pulumi.CustomResource("kubernetes:core/v1:Namespace", "team-a",
+    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+    opts=pulumi.ResourceOptions(provider=cluster))
+pulumi.CustomResource("kubernetes:core/v1:ConfigMap", "settings",
+    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "team-a"},
+     "data": {"replicas": "3"}},
+    opts=pulumi.ResourceOptions(provider=cluster))
+pulumi.export("bucket", store.bucket.bucket)
+pulumi.export("token", pulumi.Output.secret("s3cr3t"))
+"""
+
+
+@pytest.fixture()
+def program(tmp_path: Path) -> Path:
+    (tmp_path / "Pulumi.yaml").write_text("name: demo\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(textwrap.dedent(PROGRAM))
+    (tmp_path / "Pulumi.dev.yaml").write_text(
+        "config:\n  aws:region: me-central-1\n  demo:owner: data-team\n"
+    )
+    return tmp_path
+
+
+def test_any_program_is_planned_with_graph_providers_and_wire_inputs(program: Path) -> None:
+    plan = run_plan(resolve_target(stack="dev", program=program))
+    by_name = {r.name: r for r in plan.resources}
+    assert by_name["demo-dev"].type == "pulumi:pulumi:Stack"
+    assert by_name["data"].parent == by_name["demo-dev"].urn and not by_name["data"].custom
+    bucket = by_name["data-bucket"]
+    assert bucket.parent == by_name["data"].urn
+    assert bucket.inputs["tags"] == {"owner": "data-team"}
+    default = plan.providers()[bucket.provider or ""]
+    assert default.type == "pulumi:providers:aws" and default.inputs["region"] == "me-central-1"
+    namespace = by_name["team-a"]
+    assert plan.providers()[namespace.provider or ""].name == "cluster"
+    assert by_name["cluster"].inputs["kubeconfig"][SECRET_SIG]
+    assert plan.outputs["token"] == {SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270", "value": "s3cr3t"}
+    assert plan.outputs["bucket"].startswith("data-bucket")
+
+
+def test_plans_in_one_process_do_not_leak_into_each_other(program: Path) -> None:
+    first = run_plan(resolve_target(stack="dev", program=program))
+    second = run_plan(resolve_target(stack="dev", program=program))
+    assert sorted(r.urn for r in first.resources) == sorted(r.urn for r in second.resources)
+    assert len(first.resources) == len(second.resources) == 7
+
+
+def test_cli_writes_json_graph_and_manifests(program: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "--program",
+            str(program),
+            "--stack",
+            "dev",
+            "--json",
+            str(out / "plan.json"),
+            "--manifests",
+            str(out / "m"),
+        ],
+        catch_exceptions=False,
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        "aws:s3/bucket:Bucket" in result.stdout
+        and "[secret]" in result.stdout
+        and "s3cr3t" not in result.stdout
+    )
+    graph = json.loads((out / "plan.json").read_text())
+    assert set(graph) == {"project", "stack", "resources", "outputs"}
+    assert {"urn", "type", "name", "parent", "custom", "provider", "inputs"} <= set(graph["resources"][0])
+    config_map = yaml.safe_load((out / "m" / "team-a" / "configmap-settings.yaml").read_text())
+    assert config_map == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": "team-a"},
+        "data": {"replicas": "3"},
+    }
+    assert (
+        yaml.safe_load((out / "m" / "_cluster" / "namespace-team-a.yaml").read_text())["kind"] == "Namespace"
+    )
+
+
+def test_program_errors_and_bad_flags_exit_2(program: Path) -> None:
+    (program / "Pulumi.broken.yaml").write_text("config: [not, a, mapping]\n")
+    runner = CliRunner()
+    broken = runner.invoke(app, ["plan", "--program", str(program), "--stack", "broken"])
+    assert broken.exit_code == 2 and "config: expected a mapping" in broken.stderr
+    missing = runner.invoke(app, ["plan", "no-such-stack"])
+    assert missing.exit_code == 2 and "unknown stack 'no-such-stack'" in missing.stderr
+    clash = runner.invoke(app, ["plan", "a", "--stack", "b"])
+    assert clash.exit_code == 2 and "two stack names" in clash.stderr
+
+
+def test_new_stack_writes_a_valid_renamed_template_and_never_overwrites(tmp_path: Path) -> None:
+    runner = CliRunner()
+    args = [
+        "new-stack",
+        "aws-smb-staging",
+        "--cloud",
+        "aws",
+        "--tier",
+        "smb",
+        "--env",
+        "staging",
+        "--dir",
+        str(tmp_path),
+    ]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    written = tmp_path / "Pulumi.aws-smb-staging.yaml"
+    text = written.read_text()
+    assert "environment: staging" in text and "pulumi stack init aws-smb-staging" in text
+    assert "awskms://alias/ml-platform-state?region=me-central-1" in first.stdout
+    plan = run_plan(resolve_target(stack_file=written))
+    assert plan.stack == "aws-smb-staging"
+    again = runner.invoke(app, args)
+    assert again.exit_code == 2 and "already exists" in again.stderr
+    assert written.read_text() == text
