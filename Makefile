@@ -1,0 +1,51 @@
+# The verbs of the project. `make demo` and `make test` are all a newcomer needs (README.md).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PACK_VENV := policies/.venv
+CHECKOV_VENV := .tools/checkov
+STACKS := aws-enterprise-prod azure-smb-dev
+OUT := out
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(BIN)/.installed $(PACK_VENV)/.installed $(CHECKOV_VENV)/.installed
+
+# The program, the workloads and the dev tools, pinned by constraints.txt (a full freeze).
+$(BIN)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[workloads,dev]'
+	touch $@
+
+# The policy pack runs in its own venv, as `pulumi preview --policy-pack` gives it one
+# (pulumi-policy pins protobuf 5, which onnx cannot share).
+$(PACK_VENV)/.installed: policies/requirements.txt
+	$(PYTHON) -m venv $(PACK_VENV)
+	$(PACK_VENV)/bin/python -m pip install --quiet -r policies/requirements.txt
+	touch $@
+
+# checkov pins its own dependency tree; it scans the exported manifests in the tests.
+$(CHECKOV_VENV)/.installed: tools/checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r tools/checkov.txt
+	touch $@
+
+demo: setup
+	@for stack in $(STACKS); do \
+		$(BIN)/mlplatform plan $$stack --json $(OUT)/$$stack.json --manifests $(OUT)/manifests/$$stack || exit $$?; \
+	done
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+
+bench: setup
+	$(BIN)/python benchmarks/plan_bench.py
+
+clean:
+	rm -rf $(OUT) .pytest_cache .mypy_cache .ruff_cache
