@@ -117,6 +117,17 @@ class SharedStorage:
     capacity_gib: int
     mount_options: tuple[str, ...] = ()
 
+    def csi_for(self, consumer: str) -> dict[str, Any]:
+        """The CSI source of one consumer's PersistentVolume (one per namespace mounting the share).
+
+        The Azure Files driver stages volumes by ``volumeHandle``, which must be unique in the cluster
+        (azurefile-csi-driver static provisioning docs), so each consumer gets its own; the EFS and FSx
+        drivers mount per pod and take the file system id as the handle.
+        """
+        if self.kind is SharedStorageKind.AZURE_FILES_NFS:
+            return {**self.csi, "volumeHandle": f"{self.csi['volumeHandle']}-{consumer}"}
+        return dict(self.csi)
+
 
 @dataclass(frozen=True)
 class StorageHandle:

@@ -35,7 +35,7 @@ def shared_volume_objects(prefix: str, shared: SharedStorage, claim: VolumeClaim
             # Retain: deleting the claim never deletes checkpoints or models.
             "persistentVolumeReclaimPolicy": "Retain",
             "storageClassName": "",
-            "csi": {**shared.csi, "readOnly": claim.read_only},
+            "csi": {**shared.csi_for(claim.namespace), "readOnly": claim.read_only},
             "claimRef": {"namespace": claim.namespace, "name": claim.claim},
             **({"mountOptions": list(shared.mount_options)} if shared.mount_options else {}),
         },
