@@ -12,14 +12,13 @@ library helper whose shuffling could change between releases.
 from __future__ import annotations
 
 import hashlib
-import importlib
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from workloads.artifacts import DatasetInfo
+from workloads.training.hooks import HookError, resolve
 
 DEFAULT_DATASET = "workloads.training.tasks:digits"
 # Share of the samples held out for testing; fixed so a (spec, seed) pair names one split.
@@ -29,8 +28,8 @@ Features = npt.NDArray[np.float32]
 Labels = npt.NDArray[np.int64]
 
 
-class DatasetError(ValueError):
-    """A dataset spec that cannot be resolved or a loader that returns malformed data."""
+class DatasetError(HookError):
+    """A dataset loader that returns malformed data, or data too small to split."""
 
 
 class DatasetMismatchError(DatasetError):
@@ -103,20 +102,6 @@ def digits() -> Dataset:
         feature_names=tuple(str(n) for n in bunch.feature_names),
         class_names=tuple(str(n) for n in bunch.target_names),
     )
-
-
-def resolve(spec: str) -> Callable[[], object]:
-    """Import ``module:function``; shared with the model hook so both report bad specs the same way."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise DatasetError(f"{spec!r} is not of the form module:function")
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise DatasetError(f"cannot load {spec!r}: {exc}") from exc
-    if not callable(target):
-        raise DatasetError(f"{spec!r} is not callable")
-    return target  # type: ignore[no-any-return]
 
 
 def load_dataset(spec: str) -> Dataset:

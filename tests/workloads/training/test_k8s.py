@@ -1,0 +1,212 @@
+"""training_job_objects: the Job, Service and NetworkPolicy, checked as the cluster and checkov see them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from components.handle import Fabric, PoolHandle, PoolKind, Taint
+from workloads.training.config import ConfigError
+from workloads.training.k8s import RENDEZVOUS_PORT, TrainingJobSpec, training_job_objects
+
+REPO = Path(__file__).resolve().parents[3]
+CHECKOV = REPO / ".tools" / "checkov" / "bin" / "checkov"
+DIGEST = "registry.example.com/ml-platform/training@sha256:" + "0123456789abcdef" * 4
+GPU_TAINT = (Taint("nvidia.com/gpu", "true"),)
+POOLS = {
+    "cpu": PoolHandle("cpu", PoolKind.CPU, "m7i.4xlarge", 0, Fabric.NONE, 0, 16, 64),
+    "gpu": PoolHandle("gpu", PoolKind.GPU, "g6e.12xlarge", 4, Fabric.NONE, 0, 48, 384, taints=GPU_TAINT),
+    "efa": PoolHandle("efa", PoolKind.GPU, "p4d.24xlarge", 8, Fabric.EFA, 4, 96, 1152, taints=GPU_TAINT),
+    "ib": PoolHandle(
+        "ib",
+        PoolKind.GPU,
+        "Standard_ND96isr_H100_v5",
+        8,
+        Fabric.INFINIBAND,
+        8,
+        96,
+        1900,
+        taints=(Taint("nvidia.com/gpu", "present"),),
+    ),
+}
+
+
+def make_spec(pool: str = "efa", **changes: Any) -> TrainingJobSpec:
+    handle = POOLS[pool]
+    base = TrainingJobSpec(
+        name="digits",
+        run_id="r20250101a",
+        namespace="ml-training",
+        image=DIGEST,
+        pool=handle,
+        service_account="training",
+        output_volume={"persistentVolumeClaim": {"claimName": "training-output"}},
+        nodes=2,
+        nproc_per_node=max(1, handle.gpus_per_node),
+        cpu=8,
+        memory_gib=64,
+        shm_gib=8,
+        trainer_args=("--batch-size", "128"),
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["kind"]: o for o in objects}
+
+
+def trainer(job: dict[str, Any]) -> dict[str, Any]:
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert isinstance(container, dict)
+    return container
+
+
+@pytest.mark.parametrize("pool", sorted(POOLS))
+def test_objects_validate_strictly_against_kubernetes_1_31(pool: str) -> None:
+    for obj in training_job_objects(make_spec(pool)):
+        kubernetes_validate.validate(obj, "1.31", strict=True)
+
+
+def test_indexed_job_named_by_run_and_not_awaited_by_pulumi() -> None:
+    spec = make_spec()
+    job = by_kind(training_job_objects(spec))["Job"]
+    assert job["metadata"]["name"] == "digits-r20250101a"
+    assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert job["metadata"]["namespace"] == "ml-training"
+    assert (job["spec"]["completionMode"], job["spec"]["completions"], job["spec"]["parallelism"]) == (
+        "Indexed",
+        2,
+        2,
+    )
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    other = by_kind(training_job_objects(dataclasses.replace(spec, run_id="r2")))["Job"]
+    assert other["metadata"]["name"] == "digits-r2", "a new run id is a new Job (Job specs are immutable)"
+
+
+def test_headless_service_resolves_every_pod_for_c10d_rendezvous() -> None:
+    objects = by_kind(training_job_objects(make_spec()))
+    service, job = objects["Service"], objects["Job"]
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert [p["port"] for p in service["spec"]["ports"]] == [RENDEZVOUS_PORT]
+    pod_labels = job["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert job["spec"]["template"]["spec"]["subdomain"] == service["metadata"]["name"]
+    policy = objects["NetworkPolicy"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == service["spec"]["selector"]
+
+
+def run_command_line(job: dict[str, Any], index: int, tmp_path: Path) -> list[str]:
+    """Run the container's real shell line with a stand-in ``torchrun`` that prints the argv it gets."""
+    fake = tmp_path / "torchrun"
+    fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")
+    fake.chmod(0o755)
+    command = trainer(job)["command"]
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": str(index)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=10, check=True)
+    return done.stdout.splitlines()
+
+
+def test_pod_zero_hosts_the_store_and_all_pods_run_the_trainer(tmp_path: Path) -> None:
+    job = by_kind(training_job_objects(make_spec()))["Job"]
+    host, peer = run_command_line(job, 0, tmp_path), run_command_line(job, 1, tmp_path)
+    assert "--rdzv-conf=is_host=1" in host and "--rdzv-conf=is_host=0" in peer
+    assert "--rdzv-endpoint=digits-r20250101a-0.digits-r20250101a.ml-training.svc:29400" in host
+    assert {"--nnodes=2", "--nproc-per-node=8", "--rdzv-backend=c10d", "--max-restarts=3"} <= set(host)
+    trainer_argv = host[host.index("-m") :]
+    assert trainer_argv[:2] == ["-m", "workloads.training"]
+    assert {"--output=/mnt/output", "--model-version=r20250101a", "--epochs=20", "128"} <= set(trainer_argv)
+    env = {e["name"]: e["value"] for e in trainer(job)["env"]}
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("pool", "devices"),
+    [
+        ("cpu", {}),
+        ("gpu", {"nvidia.com/gpu": "4"}),
+        ("efa", {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "4", "hugepages-2Mi": "5120Mi"}),
+        ("ib", {"nvidia.com/gpu": "8", "rdma/shared_ib": "1"}),
+    ],
+)
+def test_fabric_resources_land_in_requests_and_limits(pool: str, devices: dict[str, str]) -> None:
+    job = by_kind(training_job_objects(make_spec(pool)))["Job"]
+    resources = trainer(job)["resources"]
+    assert resources["requests"] == resources["limits"] == {"cpu": "8", "memory": "64Gi", **devices}
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"ml-platform/pool": pool}
+    assert pod["tolerations"] == POOLS[pool].tolerations()
+
+
+def test_fabric_environment_and_capabilities_per_pool() -> None:
+    envs = {}
+    for pool in POOLS:
+        job = by_kind(training_job_objects(make_spec(pool)))["Job"]
+        envs[pool] = {e["name"]: e["value"] for e in trainer(job)["env"]}
+        added = trainer(job)["securityContext"]["capabilities"].get("add", [])
+        assert added == (["IPC_LOCK"] if pool == "ib" else [])
+    assert "NCCL_SOCKET_IFNAME" not in envs["cpu"]
+    assert envs["efa"]["FI_PROVIDER"] == "efa"
+    assert envs["ib"]["NCCL_IB_DISABLE"] == "0"
+    assert all(envs[p]["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" for p in ("gpu", "efa", "ib"))
+
+
+def test_pod_is_hardened() -> None:
+    pod = by_kind(training_job_objects(make_spec()))["Job"]["spec"]["template"]["spec"]
+    context = pod["containers"][0]["securityContext"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsUser"] >= 10000 and context["runAsUser"] >= 10000
+    assert context["readOnlyRootFilesystem"] and not context["allowPrivilegeEscalation"]
+    assert context["capabilities"]["drop"] == ["ALL"]
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
+    assert volumes["output"]["persistentVolumeClaim"] == {"claimName": "training-output"}
+    mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert {"/dev/shm", "/tmp", "/mnt/output"} <= mounts
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "message"),
+    [
+        ({"namespace": "default"}, ValueError, "not be 'default'"),
+        ({"image": "registry.example.com/training:latest"}, ValueError, "must be pinned"),
+        ({"image": "registry.example.com/training"}, ValueError, "must be pinned"),
+        ({"run_id": "Run_1"}, ValueError, "not a DNS label"),
+        ({"nproc_per_node": 16}, ValueError, "exceeds the pool's 8 GPUs"),
+        ({"shm_gib": 64}, ValueError, "below memory_gib"),
+        ({"cpu": 200}, ValueError, "cannot fit a p4d.24xlarge node"),
+        ({"output_mount_path": "out"}, ValueError, "must be absolute"),
+        ({"trainer_args": ("--epochs", "0")}, ConfigError, "--epochs"),
+    ],
+)
+def test_bad_specs_are_rejected_at_construction(
+    changes: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        make_spec(**changes)
+
+
+@pytest.mark.skipif(not CHECKOV.exists(), reason=f"checkov is not installed at {CHECKOV} (make setup)")
+def test_checkov_passes_with_only_documented_skips(tmp_path: Path) -> None:
+    for pool in POOLS:
+        for obj in training_job_objects(make_spec(pool)):
+            (tmp_path / f"{pool}-{obj['kind'].lower()}.yaml").write_text(yaml.safe_dump(obj))
+    cmd = [str(CHECKOV), "-d", str(tmp_path), "--framework", "kubernetes", "-o", "json", "--skip-download"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    report = json.loads(done.stdout)
+    results = report["results"] if isinstance(report, dict) else report[0]["results"]
+    failed = [(c["check_id"], c["file_path"]) for c in results["failed_checks"]]
+    assert failed == []
+    skipped = {(c["check_id"], Path(c["file_path"]).name) for c in results["skipped_checks"]}
+    assert skipped == {("CKV_K8S_25", "ib-job.yaml"), ("CKV_K8S_37", "ib-job.yaml")}
+    assert all(c["check_result"]["suppress_comment"] for c in results["skipped_checks"])
+    assert len(results["passed_checks"]) > 100

@@ -1,0 +1,192 @@
+"""End to end: the trainer under real torchrun (2 gloo ranks on CPU), a SIGKILLed worker, and world size 1.
+
+Each run is a real process tree (``mlplatform train --local`` -> torchrun -> workers); assertions read the
+structured log lines, the checkpoints and the model version directory the runs leave behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from workloads.artifacts import ONNX_FILE, ArtifactError, load_metadata, model_version_dir
+from workloads.training.checkpoint import list_checkpoints, load_checkpoint
+from workloads.training.export import WEIGHTS_FILE
+from workloads.training.model import build_model
+from workloads.training.tasks import load_split_for
+
+pytestmark = pytest.mark.slow
+
+MLPLATFORM = str(Path(sys.executable).with_name("mlplatform"))
+RUN_TIMEOUT_S = 120
+
+
+def mlplatform_train(output: Path, *args: str) -> list[str]:
+    return [MLPLATFORM, "train", "--local", "--output", str(output), "--model-name", "digits", *args]
+
+
+def events(stdout: str) -> list[dict[str, Any]]:
+    """The trainer's JSON log lines (torchrun's own lines are not JSON and are skipped)."""
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def named(log: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
+    return [e for e in log if e["event"] == event]
+
+
+@pytest.fixture(scope="module")
+def two_rank_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    output = tmp_path_factory.mktemp("two-rank")
+    cmd = mlplatform_train(output, "--nproc", "2", "--epochs", "8", "--model-version", "1")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return model_version_dir(output, "digits", "1"), events(done.stdout)
+
+
+def test_two_gloo_ranks_learn_digits(two_rank_run: tuple[Path, list[dict[str, Any]]]) -> None:
+    version_dir, log = two_rank_run
+    (start,) = named(log, "start")
+    assert (start["world_size"], start["backend"]) == (2, "gloo")
+    assert {e["rank"] for e in log} == {0}, "metrics are logged by rank 0 only"
+    metadata = load_metadata(version_dir)
+    print(f"2 gloo ranks: held-out accuracy {metadata.metrics['test_accuracy']:.4f}")
+    assert metadata.world_size == 2
+    assert metadata.metrics["test_accuracy"] >= 0.95
+    assert metadata.dataset.split_sizes == {"train": 1438, "test": 359}
+
+
+def test_onnx_matches_pytorch_on_held_out_split(two_rank_run: tuple[Path, list[dict[str, Any]]]) -> None:
+    """Recompute the ONNX-vs-PyTorch gap independently of the trainer, on raw (unscaled) features."""
+    version_dir, _ = two_rank_run
+    metadata = load_metadata(version_dir)
+    split = load_split_for(metadata.dataset)
+    model = build_model(
+        metadata.hyperparameters["model"], torch.from_numpy(split.x_train), len(split.class_names)
+    )
+    model.load_state_dict(torch.load(version_dir / WEIGHTS_FILE, weights_only=True))
+    with torch.no_grad():
+        expected = model.eval()(torch.from_numpy(split.x_test)).numpy()
+    session = ort.InferenceSession(str(version_dir / ONNX_FILE), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {metadata.inputs[0].name: split.x_test})
+    diff = float(np.abs(got - expected).max())
+    print(f"ONNX max abs diff: recorded {metadata.metrics['onnx_max_abs_diff']}, recomputed {diff}")
+    assert diff < 1e-4
+    assert metadata.metrics["onnx_max_abs_diff"] < 1e-4
+    assert [(t.name, t.dtype, t.shape) for t in metadata.inputs] == [("features", "float32", [None, 64])]
+    assert [(t.name, t.dtype, t.shape) for t in metadata.outputs] == [("logits", "float32", [None, 10])]
+
+
+def test_metadata_records_the_contract_and_hashes_verify(
+    two_rank_run: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    version_dir, _ = two_rank_run
+    metadata = load_metadata(version_dir, verify=True)
+    assert set(metadata.files) == {ONNX_FILE, WEIGHTS_FILE}
+    assert metadata.dataset.name == "workloads.training.tasks:digits"
+    assert metadata.hyperparameters["epochs"] == 8
+    assert len(metadata.reference_histograms) == len(metadata.feature_names) == 64
+    assert all(sum(h.counts) == 1438 for h in metadata.reference_histograms)
+    assert metadata.code_version and metadata.class_names == [str(d) for d in range(10)]
+
+
+def test_tampered_artifact_fails_verification(
+    two_rank_run: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    version_dir, _ = two_rank_run
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in version_dir.iterdir():
+        (copy / path.name).write_bytes(path.read_bytes())
+    with (copy / ONNX_FILE).open("ab") as fh:
+        fh.write(b"\0")
+    with pytest.raises(ArtifactError, match="does not match"):
+        load_metadata(copy)
+
+
+def test_existing_model_version_is_refused(two_rank_run: tuple[Path, list[dict[str, Any]]]) -> None:
+    version_dir, _ = two_rank_run
+    output = version_dir.parents[2]
+    done = subprocess.run(
+        mlplatform_train(output, "--model-version", "1"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"error: {version_dir} already holds a model; choose a new --model-version"
+    ]
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _wait_for_checkpoint(
+    directory: Path, min_step: int, proc: subprocess.Popen[str], timeout_s: float
+) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        steps = [step for step, _ in list_checkpoints(directory)]
+        if steps and max(steps) >= min_step:
+            return max(steps)
+        time.sleep(0.01)
+    raise AssertionError(f"no checkpoint at step >= {min_step} within {timeout_s}s")
+
+
+def test_sigkilled_worker_restarts_and_resumes_from_checkpoint(tmp_path: Path) -> None:
+    """Kill rank 1 with SIGKILL mid-run: torchrun restarts the group, which resumes from a checkpoint."""
+    args = ["--nproc", "2", "--max-restarts", "2", "--epochs", "12", "--batch-size", "32"]
+    cmd = mlplatform_train(tmp_path, *args, "--checkpoint-every", "10", "--model-version", "1")
+    stdout = tmp_path / "stdout.log"
+    with stdout.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True)
+        try:
+            seen = _wait_for_checkpoint(tmp_path / "checkpoints" / "digits" / "1", 20, proc, timeout_s=60)
+            workers = [w for agent in _children(proc.pid) for w in _children(agent)]
+            assert len(workers) == 2, f"expected 2 live workers at step {seen}, found {workers}"
+            os.kill(workers[-1], signal.SIGKILL)
+            _, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    log = events(stdout.read_text())
+    (resumed,) = named(log, "resumed")
+    (written,) = named(log, "model_written")
+    final_step = written["metrics"]["steps"]
+    print(f"killed at >= step {seen}; resumed from step {resumed['step']}; finished at {final_step}")
+    assert len(named(log, "start")) == 2, "torchrun restarted the worker group once"
+    assert 20 <= resumed["step"] < final_step
+    assert written["metrics"]["resumed_from_step"] == resumed["step"]
+    checkpoints = tmp_path / "checkpoints" / "digits" / "1"
+    assert all(load_checkpoint(path) for _, path in list_checkpoints(checkpoints))
+    assert not list(checkpoints.glob(".*")), "no partial checkpoint left behind"
+    assert load_metadata(model_version_dir(tmp_path, "digits", "1")).metrics["test_accuracy"] >= 0.95
+
+
+def test_runs_alone_without_torchrun_as_world_size_one(tmp_path: Path) -> None:
+    """The exact command the inference tests use to get a real artifact: no torchrun, no RANK env."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    cmd = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path), "--epochs", "3"]
+    cmd += ["--model-name", "digits", "--model-version", "7"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT_S, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    metadata = load_metadata(model_version_dir(tmp_path, "digits", "7"))
+    assert metadata.world_size == 1
+    assert metadata.metrics["test_accuracy"] >= 0.9
+    assert named(events(done.stdout), "start")[0]["world_size"] == 1

@@ -1,0 +1,162 @@
+"""The trainer's flags, parsed into a frozen ``TrainConfig``.
+
+This module imports no torch: the ``mlplatform train`` CLI and the Kubernetes object function use it to
+reject bad flags in a fraction of a second, before any process is launched or any Job is applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from workloads.artifacts import METADATA_FILE, model_version_dir
+from workloads.training.hooks import HookError, check_spec
+from workloads.training.tasks import DEFAULT_DATASET
+
+DEFAULT_MODEL = "workloads.training.model:mlp"
+# Model names and versions become directory names: keep them to one safe path component.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+class ConfigError(ValueError):
+    """Bad trainer input; the message is the one line printed before exiting with status 2."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a run depends on; the same flags on every rank and every restart give the same run."""
+
+    output: Path
+    model_name: str
+    model_version: str
+    epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    seed: int
+    split_seed: int
+    dataset: str
+    model: str
+    checkpoint_every: int
+    keep_checkpoints: int
+    compile: bool
+
+    @property
+    def version_dir(self) -> Path:
+        return model_version_dir(self.output, self.model_name, self.model_version)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """One directory per model version, so a new version starts fresh and a restart resumes."""
+        return self.output / "checkpoints" / self.model_name / self.model_version
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """What metadata records as the recipe (per-rank batch size; world size is recorded beside it)."""
+        return {
+            "epochs": self.epochs,
+            "batch_size_per_rank": self.batch_size,
+            "optimizer": "AdamW",
+            "lr": self.lr,
+            "weight_decay": self.weight_decay,
+            "seed": self.seed,
+            "model": self.model,
+            "compile": self.compile,
+        }
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage, so every caller reports one line and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # also rejects nan
+        raise ValueError(text)
+    return value
+
+
+def _hook(text: str) -> str:
+    try:
+        return check_spec(text)
+    except HookError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _name(text: str) -> str:
+    if not _NAME.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1-63 of [A-Za-z0-9._-], starting alphanumeric")
+    return text
+
+
+# argparse names a failed `type=` callable in its message; give the helpers readable names.
+_positive_int.__name__ = "positive integer"
+_non_negative_float.__name__ = "non-negative number"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog="python -m workloads.training",
+        description="Data-parallel training (run under torchrun, or alone as world size 1).",
+    )
+    add = parser.add_argument
+    add("--output", type=Path, default=Path("out"), help="root for models/ and checkpoints/")
+    add("--model-name", type=_name, default=None, help="default: the dataset function's name")
+    add("--model-version", type=_name, default="1", help="a new version is a new run")
+    add("--epochs", type=_positive_int, default=20)
+    add("--batch-size", type=_positive_int, default=64, help="per rank")
+    add("--lr", type=_non_negative_float, default=3e-3)
+    add("--weight-decay", type=_non_negative_float, default=1e-4)
+    add("--seed", type=int, default=0, help="model init and shuffling")
+    add("--split-seed", type=int, default=0, help="held-out split; recorded in metadata")
+    add("--dataset", type=_hook, default=DEFAULT_DATASET, help="module:function returning a tasks.Dataset")
+    add("--model", type=_hook, default=DEFAULT_MODEL, help="module:function(n_features, n_classes)")
+    add("--checkpoint-every", type=_positive_int, default=50, help="steps between checkpoints")
+    add("--keep-checkpoints", type=_positive_int, default=3)
+    add("--compile", action="store_true", help="torch.compile the model")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
+    """Parse trainer flags; raises ``ConfigError`` with a one-line message on bad input."""
+    args = build_parser().parse_args(argv)
+    model_name = args.model_name or args.dataset.rpartition(":")[2].lstrip("_")[:63]
+    if not _NAME.match(model_name):
+        raise ConfigError(f"cannot name the model after {args.dataset!r}; pass --model-name")
+    return TrainConfig(
+        output=args.output,
+        model_name=model_name,
+        model_version=args.model_version,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        seed=args.seed,
+        split_seed=args.split_seed,
+        dataset=args.dataset,
+        model=args.model,
+        checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints,
+        compile=args.compile,
+    )
+
+
+def preflight(config: TrainConfig) -> None:
+    """Refuse to start a run whose model version already exists: versions are immutable."""
+    if (config.version_dir / METADATA_FILE).exists():
+        raise ConfigError(f"{config.version_dir} already holds a model; choose a new --model-version")
+    if config.output.exists() and not config.output.is_dir():
+        raise ConfigError(f"--output {config.output} exists and is not a directory")

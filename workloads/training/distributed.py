@@ -1,0 +1,54 @@
+"""Process-group setup: the same code path under torchrun (any world size) and alone (world size 1)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistContext:
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+    backend: str
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def launched_by_torchrun() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def init_distributed() -> DistContext:
+    """Pick device and backend, bind the device *before* the process group, then join the group.
+
+    Binding first matters for NCCL: a communicator created before ``set_device`` lands every rank on
+    GPU 0. Alone (no torchrun env) we still build a one-rank group on an in-memory store, so DDP,
+    the sampler and the collectives run exactly as in a multi-rank job.
+    """
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        device, backend = torch.device("cuda", local_rank), "nccl"
+        torch.cuda.set_device(device)
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    device_id = device if device.type == "cuda" else None
+    if launched_by_torchrun():
+        dist.init_process_group(backend, device_id=device_id)
+    else:
+        store = dist.HashStore()  # type: ignore[attr-defined]  # public, but not re-exported in the stubs
+        dist.init_process_group(backend, store=store, rank=0, world_size=1, device_id=device_id)
+    return DistContext(
+        rank=dist.get_rank(),
+        local_rank=local_rank,
+        world_size=dist.get_world_size(),
+        device=device,
+        backend=backend,
+    )

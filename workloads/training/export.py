@@ -1,0 +1,143 @@
+"""Write a trained model as a model version directory (``workloads/artifacts.py`` is the contract).
+
+The directory is assembled under a hidden name beside its final place and renamed into place only once
+weights, ONNX graph and metadata are all written, so readers never see a half-written version and an
+existing version is never overwritten (the rename fails instead).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+from workloads.artifacts import ONNX_FILE, FeatureHistogram, ModelMetadata, TensorSpec, write_metadata
+from workloads.training.checkpoint import fsync_path
+from workloads.training.config import TrainConfig
+from workloads.training.model import Classifier
+from workloads.training.tasks import Features, Split
+
+WEIGHTS_FILE = "model.pt"
+INPUT_NAME = "features"
+OUTPUT_NAME = "logits"
+HISTOGRAM_BINS = 10
+# ONNX element types a model of ours can carry, by the names TensorSpec allows.
+_ONNX_DTYPES: dict[int, Literal["float32", "float16", "int64"]] = {
+    onnx.TensorProto.FLOAT: "float32",
+    onnx.TensorProto.FLOAT16: "float16",
+    onnx.TensorProto.INT64: "int64",
+}
+
+
+def export_onnx(model: Classifier, path: Path, n_features: int) -> None:
+    """Export with torch's dynamo exporter, batch dimension dynamic, weights inside the one file."""
+    example = torch.zeros(2, n_features)
+    torch.onnx.export(
+        model,
+        (example,),
+        path,
+        input_names=[INPUT_NAME],
+        output_names=[OUTPUT_NAME],
+        dynamic_shapes=({0: torch.export.Dim("batch")},),
+        external_data=False,
+        verbose=False,
+    )
+
+
+def tensor_specs(path: Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    """Read input/output names, dtypes and shapes from the exported graph itself (symbolic dim -> None)."""
+    graph = onnx.load(str(path), load_external_data=False).graph
+
+    def spec(value: onnx.ValueInfoProto) -> TensorSpec:
+        tensor = value.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+        return TensorSpec(name=value.name, dtype=_ONNX_DTYPES[tensor.elem_type], shape=shape)
+
+    return [spec(v) for v in graph.input], [spec(v) for v in graph.output]
+
+
+def onnx_max_abs_diff(model: Classifier, path: Path, x: Features) -> float:
+    """Largest absolute logit difference between ONNX Runtime and PyTorch on the held-out inputs."""
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (onnx_logits,) = session.run([OUTPUT_NAME], {INPUT_NAME: x})
+    with torch.no_grad():
+        torch_logits = model(torch.from_numpy(x)).numpy()
+    return float(np.abs(np.asarray(onnx_logits) - torch_logits).max())
+
+
+def reference_histograms(split: Split) -> list[FeatureHistogram]:
+    """Per-feature histograms of the training split: the baseline inference compares live traffic to."""
+    histograms = []
+    for column, name in enumerate(split.feature_names):
+        counts, edges = np.histogram(split.x_train[:, column], bins=HISTOGRAM_BINS)
+        histograms.append(FeatureHistogram(feature=name, bin_edges=edges.tolist(), counts=counts.tolist()))
+    return histograms
+
+
+def code_version() -> str:
+    """The image's build-time version if set, else the git commit of this checkout, else the package's."""
+    if version := os.environ.get("MLPLATFORM_CODE_VERSION"):
+        return version
+    try:
+        described = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return f"git:{described.stdout.strip()}"
+    except (OSError, subprocess.SubprocessError):
+        try:
+            return f"ml-platform=={importlib_metadata.version('ml-platform')}"
+        except importlib_metadata.PackageNotFoundError:
+            return "unknown"
+
+
+def write_model_version(
+    config: TrainConfig, split: Split, model: Classifier, metrics: dict[str, float], world_size: int
+) -> ModelMetadata:
+    """Write weights, ONNX and metadata, check ONNX against PyTorch, and publish the version by rename."""
+    final = config.version_dir
+    staging = final.with_name(f".{final.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    model = model.to("cpu").eval()
+    torch.save(model.state_dict(), staging / WEIGHTS_FILE)
+    onnx_path = staging / ONNX_FILE
+    export_onnx(model, onnx_path, len(split.feature_names))
+    inputs, outputs = tensor_specs(onnx_path)
+    diff = onnx_max_abs_diff(model, onnx_path, split.x_test)
+    written = write_metadata(
+        staging,
+        ModelMetadata(
+            name=config.model_name,
+            version=config.model_version,
+            created=datetime.now(UTC).isoformat(timespec="seconds"),
+            code_version=code_version(),
+            dataset=split.info(),
+            hyperparameters=config.hyperparameters(),
+            world_size=world_size,
+            metrics={**metrics, "onnx_max_abs_diff": diff},
+            inputs=inputs,
+            outputs=outputs,
+            feature_names=list(split.feature_names),
+            class_names=list(split.class_names),
+            reference_histograms=reference_histograms(split),
+        ),
+    )
+    for path in (*staging.iterdir(), staging):
+        fsync_path(path)
+    staging.rename(final)
+    fsync_path(final.parent)
+    return written

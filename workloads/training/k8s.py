@@ -1,0 +1,302 @@
+"""The training run as Kubernetes objects: an Indexed Job of torchrun agents, a headless Service for
+their c10d rendezvous, and a NetworkPolicy letting the run's pods (and only them) reach each other.
+
+Pure: ``TrainingJobSpec -> list[dict]``, no Pulumi resources and no cloud SDK, so the objects are unit
+tested, validated with kubernetes-validate and scanned with checkov exactly as they are applied. One pod
+per node runs ``torchrun --nproc-per-node``; pod 0 hosts the rendezvous store (``is_host``), the others
+find it by its stable DNS name ``<job>-0.<service>``. Fabric specifics come from ``fabric_profile``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from components.handle import PoolHandle
+from workloads.fabric import FabricProfile, fabric_profile
+from workloads.training.config import parse_args
+
+RENDEZVOUS_PORT = 29400
+CONTAINER = "trainer"
+# The image's non-root user (workloads/training/Dockerfile); >= 10000 so it maps to no host account.
+RUN_AS = 10001
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Room for "-<index>" in pod hostnames, which must stay DNS labels (<= 63 characters).
+_MAX_JOB_NAME = 52
+_PINNED_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+# The variables torchrun needs under a read-only root filesystem and the gloo restart fix (REFERENCE.md).
+_BASE_ENV = {
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "HOME": "/tmp",
+}
+
+
+def _image_is_pinned(image: str) -> bool:
+    """A digest, or a tag other than ``latest`` (a mutable tag can change under a running Job)."""
+    if _PINNED_DIGEST.search(image):
+        return True
+    last = image.rsplit("/", 1)[-1]
+    return ":" in last and last.rsplit(":", 1)[1] not in ("", "latest")
+
+
+@dataclass(frozen=True)
+class TrainingJobSpec:
+    """One training run. A new ``run_id`` is a new Job (Job specs are immutable) and a new model version."""
+
+    name: str
+    run_id: str
+    namespace: str
+    image: str
+    pool: PoolHandle
+    service_account: str
+    # A Kubernetes volume source for the shared output file system, e.g.
+    # {"persistentVolumeClaim": {"claimName": "training-output"}}; checkpoints need rename, so POSIX.
+    output_volume: Mapping[str, Any]
+    output_mount_path: str = "/mnt/output"
+    nodes: int = 1
+    nproc_per_node: int = 1
+    epochs: int = 20
+    trainer_args: tuple[str, ...] = ()
+    cpu: int = 4
+    memory_gib: int = 16
+    shm_gib: int = 2
+    max_restarts: int = 3
+    backoff_limit: int = 3
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        problems = [
+            *(
+                f"{what} {value!r} is not a DNS label"
+                for what, value in self._dns_fields()
+                if not _DNS_LABEL.match(value)
+            ),
+            *self._sizing_problems(),
+        ]
+        if len(self.job_name) > _MAX_JOB_NAME:
+            problems.append(f"job name {self.job_name!r} is longer than {_MAX_JOB_NAME} characters")
+        if not self.output_mount_path.startswith("/"):
+            problems.append(f"output_mount_path {self.output_mount_path!r} must be absolute")
+        if self.namespace == "default":
+            problems.append("namespace must not be 'default'")
+        if not _image_is_pinned(self.image):
+            problems.append(f"image {self.image!r} must be pinned by digest or a tag other than latest")
+        if problems:
+            raise ValueError("; ".join(problems))
+        parse_args(self.trainer_argv())  # ConfigError (a ValueError) on bad trainer flags
+
+    def _dns_fields(self) -> list[tuple[str, str]]:
+        return [("name", self.name), ("run_id", self.run_id), ("namespace", self.namespace)]
+
+    def _sizing_problems(self) -> list[str]:
+        problems = [
+            f"{what} must be at least 1"
+            for what in ("nodes", "nproc_per_node", "cpu")
+            if getattr(self, what) < 1
+        ]
+        if self.shm_gib < 1 or self.shm_gib >= self.memory_gib:
+            problems.append(
+                "shm_gib must be at least 1 and below memory_gib (/dev/shm counts against memory)"
+            )
+        if self.pool.gpus_per_node and self.nproc_per_node > self.pool.gpus_per_node:
+            problems.append(
+                f"nproc_per_node {self.nproc_per_node} exceeds the pool's {self.pool.gpus_per_node} GPUs"
+            )
+        if self.cpu > self.pool.vcpus or self.memory_gib > self.pool.memory_gib:
+            problems.append(
+                f"{self.cpu} CPUs / {self.memory_gib} GiB per pod cannot fit a {self.pool.instance_type} node"
+                f" ({self.pool.vcpus} vCPUs, {self.pool.memory_gib} GiB)"
+            )
+        if self.max_restarts < 0 or self.backoff_limit < 0:
+            problems.append("max_restarts and backoff_limit must not be negative")
+        return problems
+
+    @property
+    def job_name(self) -> str:
+        return f"{self.name}-{self.run_id}"
+
+    def trainer_argv(self) -> list[str]:
+        """Trainer flags; the run's own output, version and epochs come last so they win."""
+        return [
+            *self.trainer_args,
+            f"--output={self.output_mount_path}",
+            f"--model-name={self.name}",
+            f"--model-version={self.run_id}",
+            f"--epochs={self.epochs}",
+        ]
+
+
+def _labels(spec: TrainingJobSpec) -> dict[str, str]:
+    return {
+        **spec.labels,
+        "app.kubernetes.io/name": spec.name,
+        "app.kubernetes.io/instance": spec.job_name,
+        "app.kubernetes.io/component": "training",
+        "app.kubernetes.io/part-of": "ml-platform",
+        "ml-platform/run-id": spec.run_id,
+    }
+
+
+def _selector(spec: TrainingJobSpec) -> dict[str, str]:
+    return {"app.kubernetes.io/instance": spec.job_name}
+
+
+def _metadata(spec: TrainingJobSpec, annotations: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "name": spec.job_name,
+        "namespace": spec.namespace,
+        "labels": _labels(spec),
+        "annotations": dict(annotations),
+    }
+
+
+def torchrun_script(spec: TrainingJobSpec) -> str:
+    """The container's shell line: pod 0 hosts the c10d store, every pod joins it by DNS name."""
+    endpoint = f"{spec.job_name}-0.{spec.job_name}.{spec.namespace}.svc:{RENDEZVOUS_PORT}"
+    torchrun = [
+        "torchrun",
+        f"--nnodes={spec.nodes}",
+        f"--nproc-per-node={spec.nproc_per_node}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={endpoint}",
+        f"--rdzv-id={spec.run_id}",
+        f"--max-restarts={spec.max_restarts}",
+    ]
+    trainer = ["-m", "workloads.training", *spec.trainer_argv()]
+    host = 'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then IS_HOST=1; else IS_HOST=0; fi'
+    return f"{host}; exec {shlex.join(torchrun)} --rdzv-conf=is_host=$IS_HOST {shlex.join(trainer)}"
+
+
+def _container(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
+    resources = {"cpu": str(spec.cpu), "memory": f"{spec.memory_gib}Gi", **fabric.resources}
+    threads = str(max(1, spec.cpu // spec.nproc_per_node))
+    env = {**_BASE_ENV, "OMP_NUM_THREADS": threads, **fabric.env}
+    return {
+        "name": CONTAINER,
+        "image": spec.image,
+        "imagePullPolicy": "Always",
+        "command": ["/bin/sh", "-c", torchrun_script(spec)],
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "ports": [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT, "protocol": "TCP"}],
+        "resources": {"requests": resources, "limits": dict(resources)},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "capabilities": {
+                "drop": ["ALL"],
+                **({"add": list(fabric.capabilities)} if fabric.capabilities else {}),
+            },
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [
+            {"name": "output", "mountPath": spec.output_mount_path},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "tmp", "mountPath": "/tmp"},
+            *(dict(m) for m in fabric.volume_mounts),
+        ],
+    }
+
+
+def _pod_spec(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
+    return {
+        "serviceAccountName": spec.service_account,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "restartPolicy": "Never",
+        "subdomain": spec.job_name,
+        "nodeSelector": spec.pool.node_selector,
+        "tolerations": spec.pool.tolerations(),
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [_container(spec, fabric)],
+        "volumes": [
+            {"name": "output", **spec.output_volume},
+            # NCCL and DataLoader workers share tensors through /dev/shm; the runtime's default is 64Mi.
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.shm_gib}Gi"}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+            *(dict(v) for v in fabric.volumes),
+        ],
+    }
+
+
+def _job(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(spec, {**SKIP_AWAIT, **fabric.annotations}),
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": spec.nodes,
+            "parallelism": spec.nodes,
+            "backoffLimit": spec.backoff_limit,
+            # A preempted or drained node is not the run's fault: don't spend the backoff budget on it.
+            "podFailurePolicy": {
+                "rules": [
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+                ]
+            },
+            "template": {"metadata": {"labels": _labels(spec)}, "spec": _pod_spec(spec, fabric)},
+        },
+    }
+
+
+def _service(spec: TrainingJobSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(spec, SKIP_AWAIT),
+        "spec": {
+            "clusterIP": "None",
+            # Agents must resolve pod 0 while the group forms, before any readiness is known.
+            "publishNotReadyAddresses": True,
+            "selector": _selector(spec),
+            "ports": [
+                {
+                    "name": "rendezvous",
+                    "port": RENDEZVOUS_PORT,
+                    "targetPort": RENDEZVOUS_PORT,
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
+
+
+def _network_policy(spec: TrainingJobSpec) -> dict[str, Any]:
+    """Peers talk on any port (rendezvous, gloo/NCCL pick theirs); egress otherwise only to DNS."""
+    peers = [{"podSelector": {"matchLabels": _selector(spec)}}]
+    dns_peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}
+    dns_ports = [{"protocol": proto, "port": 53} for proto in ("UDP", "TCP")]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(spec, {}),
+        "spec": {
+            "podSelector": {"matchLabels": _selector(spec)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": peers}],
+            "egress": [{"to": peers}, {"to": [dns_peer], "ports": dns_ports}],
+        },
+    }
+
+
+def training_job_objects(spec: TrainingJobSpec) -> list[dict[str, Any]]:
+    """Service first (the rendezvous name must exist), then the Job, then its NetworkPolicy."""
+    fabric = fabric_profile(spec.pool)
+    return [_service(spec), _job(spec, fabric), _network_policy(spec)]

@@ -1,0 +1,242 @@
+"""The data-parallel training loop (after pytorch/examples ``minGPT-ddp/trainer.py``).
+
+Every rank holds the (small, in-memory) training split and walks its ``DistributedSampler`` shard in
+fixed-size batches; DDP averages gradients. Progress is counted in optimizer steps and in (epoch, next
+batch), so a restart resumes at the exact sampler position with the same shuffling. Rank 0 alone writes
+checkpoints and the model version; every rank takes part in the collectives that feed them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from torch.nn.functional import cross_entropy
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DistributedSampler, TensorDataset
+
+from workloads.training import logs
+from workloads.training.checkpoint import (
+    checkpoint_path,
+    latest_valid,
+    load_checkpoint,
+    remove_partials,
+    save_checkpoint,
+)
+from workloads.training.config import TrainConfig
+from workloads.training.distributed import DistContext, init_distributed
+from workloads.training.model import Classifier, build_model
+from workloads.training.tasks import Split, load_split
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where training stands: steps done, and the epoch and batch to run next."""
+
+    epoch: int = 0
+    batch: int = 0
+    step: int = 0
+
+    def advanced(self, batches_per_epoch: int) -> Progress:
+        if self.batch + 1 < batches_per_epoch:
+            return Progress(self.epoch, self.batch + 1, self.step + 1)
+        return Progress(self.epoch + 1, 0, self.step + 1)
+
+
+def _rng_state(device: torch.device) -> dict[str, Any]:
+    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return {"torch": torch.get_rng_state(), "cuda": cuda, "python": random.getstate()}
+
+
+def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and state["cuda"] is not None:
+        torch.cuda.set_rng_state(state["cuda"], device)
+    random.setstate(state["python"])
+
+
+def evaluate(model: nn.Module, x: Tensor, y: Tensor) -> dict[str, float]:
+    """Full-precision loss and accuracy on a held-out set (what the exported fp32 graph will do)."""
+    model.eval()
+    with torch.no_grad():
+        logits = model(x).float()
+    model.train()
+    return {
+        "test_loss": float(cross_entropy(logits, y)),
+        "test_accuracy": float((logits.argmax(dim=1) == y).float().mean()),
+    }
+
+
+class Trainer:
+    """One rank's share of a run: resume, train epochs, checkpoint; rank 0 also evaluates."""
+
+    def __init__(self, config: TrainConfig, ctx: DistContext, split: Split, model: Classifier) -> None:
+        self.config, self.ctx = config, ctx
+        self.x_train = torch.from_numpy(split.x_train).to(ctx.device)
+        self.y_train = torch.from_numpy(split.y_train).to(ctx.device)
+        self.model = model.to(ctx.device)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.sampler: DistributedSampler[int] = DistributedSampler(
+            TensorDataset(self.x_train, self.y_train),
+            num_replicas=ctx.world_size,
+            rank=ctx.rank,
+            shuffle=True,
+            seed=config.seed,
+        )
+        self.batches_per_epoch = math.ceil(self.sampler.num_samples / config.batch_size)
+        self.progress = self._resume()
+        self.saved_step = self.progress.step if self.progress.step else None
+        net = self._data_parallel(self.model)
+        self.net: nn.Module = torch.compile(net) if config.compile else net  # type: ignore[assignment]
+        self.last_train_loss: float | None = None
+
+    def _data_parallel(self, model: nn.Module) -> nn.Module:
+        """DDP across ranks; a lone rank has nothing to average, so DDP would only copy gradients around.
+
+        Gradients as views into DDP's communication buckets save a copy of every gradient each step.
+        """
+        if self.ctx.world_size == 1:
+            return model
+        device_ids = [self.ctx.device] if self.ctx.device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
+
+    def _resume(self) -> Progress:
+        """Rank 0 picks the newest checkpoint that verifies and every rank loads that same one."""
+        directory = self.config.checkpoint_dir
+        found = None
+        choice: list[int | None] = [None]
+        if self.ctx.is_main:
+            remove_partials(directory)
+            found = latest_valid(directory)
+            choice[0] = None if found is None else found[0]
+        dist.broadcast_object_list(choice, src=0)
+        step = choice[0]
+        if step is None:
+            return Progress()
+        state = found[1] if found is not None else load_checkpoint(checkpoint_path(directory, step))
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        progress = Progress(**state["progress"])
+        if state["world_size"] == self.ctx.world_size:
+            _set_rng_state(state["rng"][self.ctx.rank], self.ctx.device)
+        else:
+            # Shards differ with the world size: the old sampler position means nothing here.
+            logs.log_event("resume_world_size_changed", logging.WARNING, was=state["world_size"])
+            progress = Progress(progress.epoch, 0, progress.step)
+        logs.log_event("resumed", **asdict(progress), path=str(checkpoint_path(directory, step)))
+        return progress
+
+    def _save(self) -> None:
+        """Checkpoint after the current step; all ranks contribute their RNG state, rank 0 writes."""
+        rng: list[object] = [None] * self.ctx.world_size
+        dist.all_gather_object(rng, _rng_state(self.ctx.device))
+        self.saved_step = self.progress.step
+        if not self.ctx.is_main:
+            return
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "progress": asdict(self.progress),
+            "world_size": self.ctx.world_size,
+            "rng": rng,
+        }
+        path = save_checkpoint(
+            self.config.checkpoint_dir, self.progress.step, state, keep=self.config.keep_checkpoints
+        )
+        logs.log_event("checkpoint", step=self.progress.step, path=str(path))
+
+    def _step(self, indices: Tensor) -> Tensor:
+        x, y = self.x_train[indices], self.y_train[indices]
+        on_gpu = self.ctx.device.type == "cuda"
+        with torch.autocast(device_type=self.ctx.device.type, dtype=torch.bfloat16, enabled=on_gpu):
+            logits = self.net(x)
+        loss = cross_entropy(logits.float(), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.autograd.backward(loss)
+        self.optimizer.step()
+        return loss.detach()
+
+    def _run_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+        indices = torch.tensor(list(self.sampler), device=self.ctx.device)
+        order = torch.split(indices, self.config.batch_size)
+        watch = logs.Stopwatch()
+        loss_sum, samples = torch.zeros((), device=self.ctx.device), 0
+        for batch in range(self.progress.batch, len(order)):
+            loss_sum.add_(self._step(order[batch]), alpha=len(order[batch]))
+            samples += len(order[batch])
+            self.progress = self.progress.advanced(self.batches_per_epoch)
+            if self.progress.step % self.config.checkpoint_every == 0:
+                self._save()
+        totals = torch.stack([loss_sum, torch.tensor(float(samples), device=self.ctx.device)])
+        dist.all_reduce(totals)  # one collective per epoch for a global loss
+        global_loss, global_samples = totals.tolist()
+        self.last_train_loss = global_loss / global_samples
+        seconds = watch.seconds
+        logs.log_event(
+            "epoch",
+            epoch=epoch,
+            step=self.progress.step,
+            train_loss=round(self.last_train_loss, 6),
+            samples=int(global_samples),
+            seconds=round(seconds, 4),
+            samples_per_s=round(global_samples / seconds, 1),
+        )
+
+    def train(self) -> dict[str, float]:
+        """Run the remaining epochs, checkpoint the final step, and return training metrics."""
+        watch = logs.Stopwatch()
+        resumed_from = self.progress.step
+        for epoch in range(self.progress.epoch, self.config.epochs):
+            self._run_epoch(epoch)
+        if self.saved_step != self.progress.step:  # decided identically on every rank
+            self._save()
+        metrics = {"steps": float(self.progress.step), "resumed_from_step": float(resumed_from)}
+        metrics["train_seconds"] = watch.seconds
+        if self.last_train_loss is not None:
+            metrics["train_loss"] = self.last_train_loss
+        return metrics
+
+
+def run(config: TrainConfig) -> None:
+    """Train on every rank, then (rank 0) evaluate on the held-out split and publish the model version.
+
+    Data and model hooks are resolved before joining the process group, so a bad hook fails fast with a
+    one-line error instead of leaving peers waiting at the rendezvous.
+    """
+    logs.configure(int(os.environ.get("RANK", "0")))
+    torch.manual_seed(config.seed)
+    split = load_split(config.dataset, config.split_seed)
+    model = build_model(config.model, torch.from_numpy(split.x_train), len(split.class_names))
+    ctx = init_distributed()
+    try:
+        logs.log_event(
+            "start",
+            world_size=ctx.world_size,
+            backend=ctx.backend,
+            device=str(ctx.device),
+            dataset=config.dataset,
+            dataset_sha256=split.dataset_sha256,
+            split_sizes=split.sizes,
+            hyperparameters=config.hyperparameters(),
+        )
+        trainer = Trainer(config, ctx, split, model)
+        metrics = trainer.train()
+        if ctx.is_main:
+            # Only rank 0 needs the exporter (onnx, onnxscript, onnxruntime): other ranks skip the imports.
+            from workloads.training.export import write_model_version
+
+            x_test = torch.from_numpy(split.x_test).to(ctx.device)
+            y_test = torch.from_numpy(split.y_test).to(ctx.device)
+            metrics |= evaluate(trainer.model, x_test, y_test)
+            written = write_model_version(config, split, trainer.model, metrics, ctx.world_size)
+            logs.log_event("model_written", path=str(config.version_dir), metrics=written.metrics)
+    finally:
+        dist.destroy_process_group()
