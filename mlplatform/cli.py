@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import typer
 
+from mlplatform.check import check
 from mlplatform.newstack import new_stack
 from mlplatform.plan_cmd import plan
+from mlplatform.serve_cmd import serve
+from mlplatform.train_cmd import TRAIN_CONTEXT, train
 
 app = typer.Typer(
     name="mlplatform",
@@ -20,7 +23,10 @@ app = typer.Typer(
 )
 
 app.command("plan")(plan)
+app.command("check")(check)
 app.command("new-stack")(new_stack)
+app.command("train", context_settings=TRAIN_CONTEXT)(train)
+app.command("serve")(serve)
 
 
 def main() -> None:

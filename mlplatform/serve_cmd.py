@@ -1,0 +1,78 @@
+"""``mlplatform serve --model DIR``: the inference server the cluster runs, on this machine.
+
+The same ``workloads.inference`` server the container starts; flags map one-to-one onto ``ServeConfig``
+(the container sets the same settings as ``SERVE_*`` variables). A missing model directory, a file that
+does not match its recorded hash, or a bad flag prints one line each and exits 2 before a socket opens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mlplatform.errors import exit_with
+from workloads.inference.config import ServeConfig
+from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare, run
+
+
+def _default(field: str) -> Any:
+    """The default from ``ServeConfig``, so the flags and the container's settings cannot disagree."""
+    return ServeConfig.model_fields[field].default
+
+
+def _flag(field: str) -> str:
+    return "--" + ("model" if field == "model_dir" else field.replace("_", "-"))
+
+
+def serve(
+    *,
+    model: Annotated[
+        Path, typer.Option("--model", help="A model version directory: <output>/models/<name>/<v>.")
+    ],
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = _default("host"),
+    port: Annotated[int, typer.Option(help="TCP port.")] = _default("port"),
+    max_batch_size: Annotated[int, typer.Option(help="Rows per model run.")] = _default("max_batch_size"),
+    max_wait_ms: Annotated[float, typer.Option(help="Longest a request waits for a batch.")] = _default(
+        "max_wait_ms"
+    ),
+    max_instances: Annotated[int, typer.Option(help="Rows one request may carry.")] = _default(
+        "max_instances"
+    ),
+    threads: Annotated[
+        int | None, typer.Option(help="ONNX Runtime threads (default: the CPU limit).")
+    ] = None,
+    drift_threshold: Annotated[float, typer.Option(help="PSI above which a feature drifted.")] = _default(
+        "drift_threshold"
+    ),
+    drift_window: Annotated[int, typer.Option(help="Input rows kept for drift scoring.")] = _default(
+        "drift_window"
+    ),
+    auth_token_file: Annotated[Path | None, typer.Option(help="Require this bearer token on /v1/*.")] = None,
+    tls_cert_file: Annotated[Path | None, typer.Option(help="Serve HTTPS with this certificate.")] = None,
+    tls_key_file: Annotated[Path | None, typer.Option(help="The certificate's private key.")] = None,
+    access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
+) -> None:
+    """Serve a model version over HTTP with micro-batching, drift scores and Prometheus metrics."""
+    try:
+        service = prepare(
+            ServeConfig(
+                model_dir=model,
+                host=host,
+                port=port,
+                max_batch_size=max_batch_size,
+                max_wait_ms=max_wait_ms,
+                max_instances=max_instances,
+                threads=threads,
+                drift_threshold=drift_threshold,
+                drift_window=drift_window,
+                auth_token_file=auth_token_file,
+                tls_cert_file=tls_cert_file,
+                tls_key_file=tls_key_file,
+                access_log=access_log,
+            )
+        )
+    except BAD_INPUT_ERRORS as exc:
+        exit_with(bad_input(exc, _flag))
+    raise typer.Exit(run(service))

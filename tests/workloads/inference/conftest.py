@@ -1,0 +1,94 @@
+"""Fixtures for the inference tests: a model trained by the real trainer, and real servers on loopback.
+
+The model comes from exactly what a user runs (``python -m workloads.training``), once per session; the
+servers are ``python -m workloads.inference`` subprocesses configured by ``SERVE_*`` variables, as the
+container is, so SIGTERM, sockets and ONNX Runtime are all real.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import ssl
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from workloads.artifacts import load_metadata, model_version_dir
+from workloads.inference.quantize import quantize_version
+from workloads.training.tasks import Split, load_split_for
+
+from .serving import Launch, Server, free_port, wait_ready
+
+REPO = Path(__file__).resolve().parents[3]
+MODEL_NAME = "digits"
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A digits model version trained by the real trainer (single process), as a user would."""
+    output = tmp_path_factory.mktemp("artifacts")
+    command = [sys.executable, "-m", "workloads.training", "--output", str(output), "--epochs", "10"]
+    command += ["--model-name", MODEL_NAME, "--model-version", "1"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return model_version_dir(output, MODEL_NAME, "1")
+
+
+@pytest.fixture(scope="session")
+def int8_dir(model_dir: Path) -> Path:
+    quantize_version(model_dir)
+    return model_dir.with_name("1-int8")
+
+
+@pytest.fixture(scope="session")
+def held_out(model_dir: Path) -> Split:
+    """The exact test split the model was measured on, rebuilt from its metadata."""
+    return load_split_for(load_metadata(model_dir).dataset)
+
+
+@pytest.fixture(scope="session")
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
+    """``launch(model_dir, max_wait_ms=20, ...)`` starts a server on a free loopback port and waits until
+    it is ready; every server still running at the end of the session gets SIGTERM."""
+    started: list[Server] = []
+
+    def start(
+        model: Path, *, scheme: str = "http", verify: ssl.SSLContext | bool = True, **settings: object
+    ) -> Server:
+        port = free_port()
+        log = tmp_path_factory.mktemp("server") / "server.log"
+        env = {
+            **os.environ,
+            "SERVE_MODEL_DIR": str(model),
+            "SERVE_HOST": "127.0.0.1",
+            "SERVE_PORT": str(port),
+        }
+        env |= {f"SERVE_{k.upper()}": str(v) for k, v in settings.items()}
+        with log.open("wb") as sink:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "workloads.inference"], cwd=REPO, env=env, stdout=sink, stderr=sink
+            )
+        server = Server(f"{scheme}://127.0.0.1:{port}", process, log, verify)
+        started.append(server)
+        wait_ready(server)
+        return server
+
+    yield start
+    for server in started:
+        if server.process.poll() is None:
+            server.process.send_signal(signal.SIGTERM)
+    for server in started:
+        try:
+            server.process.wait(30)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+
+
+@pytest.fixture(scope="session")
+def server(launch: Launch, model_dir: Path) -> Server:
+    """The shared server: a 20 ms batching window so concurrent test requests visibly share runs."""
+    return launch(model_dir, max_wait_ms=20)

@@ -1,0 +1,79 @@
+"""Helpers for driving a real server subprocess from tests: the handle, readiness, metrics."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    verify: ssl.SSLContext | bool = True
+
+    def logs(self) -> str:
+        return self.log.read_text()
+
+    def client(self, headers: dict[str, str] | None = None) -> httpx.Client:
+        return httpx.Client(base_url=self.url, verify=self.verify, timeout=10, headers=headers)
+
+    def async_client(self, limits: httpx.Limits | None = None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.url,
+            verify=self.verify,
+            timeout=10,
+            limits=limits or httpx.Limits(max_connections=64),
+        )
+
+    def terminate(self, timeout: float = 30) -> int:
+        """SIGTERM, as the kubelet sends it; returns the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+
+Launch = Callable[..., Server]
+
+
+def wait_ready(server: Server, deadline_s: float = 30) -> None:
+    deadline = time.monotonic() + deadline_s
+    with server.client() as client:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                raise AssertionError(f"server exited {server.process.returncode}:\n{server.logs()}")
+            try:
+                if client.get("/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+    raise AssertionError(f"server not ready in {deadline_s}s:\n{server.logs()}")
+
+
+def metric_samples(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample on /metrics, keyed by name and sorted labels."""
+    with server.client() as client:
+        text = client.get("/metrics").text
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }

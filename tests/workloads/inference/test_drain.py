@@ -1,0 +1,121 @@
+"""SIGTERM under load: every request either completes or is refused before the server accepted it.
+
+Sixteen clients send back to back while one more is caught half-way through uploading its body. That
+upload keeps the batcher waiting out its whole window (an admitted request is still to come), so at the
+moment SIGTERM lands all sixteen are certain to be in flight, and the upload itself must complete after
+the drain has begun.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+from collections import Counter
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from workloads.training.tasks import Split
+
+from .serving import Launch, Server
+
+CLIENTS = 16
+ADMITTED = CLIENTS + 1  # and the half-uploaded request
+
+
+async def client_loop(client: httpx.AsyncClient, row: list[float], outcomes: Counter[str]) -> None:
+    """Send requests back to back until the server turns this client away.
+
+    A 503 while draining is a refusal the client acts on as a load balancer would (go elsewhere: stop
+    here); a refused connection means the listener is closed. Anything else that is not a 200 (a reset,
+    an empty reply, a 5xx) would be an accepted request the server lost, and fails the test.
+    """
+    while True:
+        try:
+            response = await client.post("/v1/predict", json={"instances": [row]})
+        except httpx.ConnectError:
+            outcomes["refused: connection"] += 1
+            return
+        except httpx.TransportError as exc:
+            outcomes[f"lost: {type(exc).__name__}"] += 1
+            return
+        if response.status_code == 200:
+            outcomes["completed"] += 1
+            continue
+        draining = response.status_code == 503 and response.json()["error"] == "draining"
+        outcomes["refused: 503 draining" if draining else f"lost: HTTP {response.status_code}"] += 1
+        return
+
+
+async def start_upload(
+    port: int, row: list[float]
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
+    """Send the headers and half the body of a request; returns the connection and the other half."""
+    body = json.dumps({"instances": [row]}).encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    head = f"POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n\r\n"
+    writer.write(head.encode() + body[: len(body) // 2])
+    await writer.drain()
+    return reader, writer, body[len(body) // 2 :]
+
+
+async def finish_upload(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, rest: bytes) -> int:
+    writer.write(rest)
+    status = int((await reader.readline()).split()[1])
+    writer.close()
+    return status
+
+
+async def in_flight(client: httpx.AsyncClient) -> float:
+    metrics = text_string_to_metric_families((await client.get("/metrics")).text)
+    return next(f for f in metrics if f.name == "inference_in_flight_requests").samples[0].value
+
+
+async def window_just_filled(client: httpx.AsyncClient) -> None:
+    """Wait for a batch to finish and every client's next request to be in the server's batching window.
+
+    The window lasts far longer than a client's turnaround, so a few milliseconds later, when SIGTERM
+    arrives, all those requests are certain to be still in flight: the drain is tested with work in hand.
+    """
+    while await in_flight(client) >= ADMITTED:
+        pass
+    while await in_flight(client) < ADMITTED:
+        pass
+
+
+async def load_then_terminate(server: Server, rows: list[list[float]]) -> tuple[Counter[str], int]:
+    outcomes: Counter[str] = Counter()
+    upload = await start_upload(int(server.url.rsplit(":", 1)[1]), rows[CLIENTS])
+    async with server.async_client() as client:
+        clients = [asyncio.create_task(client_loop(client, rows[i], outcomes)) for i in range(CLIENTS)]
+        await asyncio.sleep(1.0)
+        await asyncio.wait_for(window_just_filled(client), timeout=10)
+        served_before = outcomes["completed"]
+        server.process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.1)
+        readiness = (await client.get("/readyz")).status_code
+        upload_status = await finish_upload(*upload)
+        outcomes[f"upload finished during the drain: HTTP {upload_status}"] += 1
+        await asyncio.wait_for(asyncio.gather(*clients), timeout=30)
+    assert served_before >= CLIENTS, f"the load never got going: {outcomes}"
+    return outcomes, readiness
+
+
+def test_sigterm_during_load_loses_no_accepted_request(
+    launch: Launch, model_dir: Path, held_out: Split
+) -> None:
+    server = launch(model_dir, max_wait_ms=300, max_batch_size=64, drain_min_s=0.5)
+    outcomes, readiness = asyncio.run(load_then_terminate(server, held_out.x_test[:ADMITTED].tolist()))
+    assert server.process.wait(30) == 0, server.logs()
+
+    assert not [o for o in outcomes if o.startswith("lost")], outcomes
+    assert outcomes["upload finished during the drain: HTTP 200"] == 1, outcomes
+    assert outcomes["refused: 503 draining"] + outcomes["refused: connection"] == CLIENTS
+    assert readiness == 503, "readiness must turn false as the drain starts"
+    in_flight = re.search(r"draining: .*, (\d+) in flight", server.logs())
+    assert in_flight is not None, server.logs()
+    assert int(in_flight.group(1)) == ADMITTED, "SIGTERM should have caught every request in flight"
+    assert "drained in" in server.logs()

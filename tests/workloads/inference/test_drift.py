@@ -1,0 +1,56 @@
+"""PSI and the rolling window, on the real model's reference histograms and held-out split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workloads.artifacts import FeatureHistogram, load_metadata
+from workloads.inference.drift import DriftMonitor, bin_counts, psi
+from workloads.training.tasks import Split
+
+
+def test_psi_is_zero_for_identical_distributions_and_grows_with_the_shift() -> None:
+    ref = [10, 20, 40, 20, 10]
+    assert psi(ref, [5, 10, 20, 10, 5]) == pytest.approx(0.0)
+    mild, strong = psi(ref, [10, 25, 40, 15, 10]), psi(ref, [0, 0, 10, 30, 60])
+    assert 0 < mild < 0.1
+    assert strong > 1
+
+
+def test_values_outside_the_training_range_land_in_the_end_bins() -> None:
+    edges = np.array([0.0, 1.0, 2.0, 3.0])
+    values = np.array([-5.0, 0.0, 1.5, 3.0, 99.0], dtype=np.float32)
+    assert bin_counts(values, edges).tolist() == [2, 1, 2]
+
+
+def test_the_window_keeps_only_the_latest_rows() -> None:
+    reference = [FeatureHistogram(feature="x", bin_edges=[0.0, 1.0, 2.0], counts=[50, 50])]
+    monitor = DriftMonitor(reference, window=4, threshold=0.2)
+    assert monitor.scores() == (0, {"x": 0.0})
+
+    def rows(*values: float) -> np.ndarray:
+        return np.array(values, dtype=np.float32).reshape(-1, 1)
+
+    monitor.observe(rows(0.5, 0.5, 0.5))
+    monitor.observe(rows(1.5, 1.5, 1.5))  # wraps: the latest four are one low, three high
+    assert monitor.scores()[0] == 4
+    assert monitor.scores()[1]["x"] == pytest.approx(psi([50, 50], [1, 3]))
+    monitor.observe(rows(0.5, 0.5))  # two low, two high: back to the reference shape
+    assert monitor.scores()[1]["x"] == pytest.approx(0.0)
+    monitor.observe(rows(*[1.5] * 10))  # more rows than the window: only the last four count
+    assert monitor.report("m", "1").drifted == ["x"]
+
+
+def test_held_out_inputs_stay_under_the_threshold_and_shifted_ones_cross_it(
+    model_dir: Path, held_out: Split
+) -> None:
+    reference = load_metadata(model_dir).reference_histograms
+    monitor = DriftMonitor(reference, window=len(held_out.x_test), threshold=0.2)
+    monitor.observe(held_out.x_test)
+    assert monitor.report("digits", "1").max_psi < 0.2
+    monitor.observe(held_out.x_test + 4.0)  # brighter strokes everywhere
+    report = monitor.report("digits", "1")
+    assert len(report.drifted) == len(reference)

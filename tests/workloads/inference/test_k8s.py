@@ -1,0 +1,173 @@
+"""The inference service's Kubernetes objects: schema-valid, checkov-clean, locked down, wired together."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from components.handle import Fabric, PoolHandle, PoolKind, Taint
+from workloads.inference.k8s import Canary, InferenceServiceSpec, inference_objects
+
+REPO = Path(__file__).resolve().parents[3]
+CHECKOV = REPO / ".tools" / "checkov" / "bin" / "checkov"
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+CPU_POOL = PoolHandle(
+    name="cpu-inference",
+    kind=PoolKind.CPU,
+    instance_type="m7i.2xlarge",
+    gpus_per_node=0,
+    fabric=Fabric.NONE,
+    fabric_devices_per_node=0,
+    vcpus=8,
+    memory_gib=32,
+    labels={"ml-platform/pool": "cpu-inference"},
+    taints=(Taint("ml-platform/dedicated", "inference"),),
+)
+
+
+def make_spec(**changes: Any) -> InferenceServiceSpec:
+    spec = InferenceServiceSpec(
+        name="digits",
+        image=f"registry.example/ml-platform/inference@{DIGEST}",
+        model_name="digits",
+        model_version="1",
+        model_volume={"persistentVolumeClaim": {"claimName": "artifacts", "readOnly": True}},
+        pool=CPU_POOL,
+        labels={"project": "ml-platform", "environment": "dev", "data-classification": "internal"},
+    )
+    return dataclasses.replace(spec, **changes)
+
+
+FULL = make_spec(auth_secret="digits-token", tls_secret="digits-tls", canary=Canary("1-int8", 0.25))
+SPECS = {"minimal": make_spec(), "auth-tls-canary": FULL}
+
+
+def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+@pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
+def test_every_object_is_valid_for_kubernetes_1_31(spec: InferenceServiceSpec) -> None:
+    for obj in inference_objects(spec):
+        kubernetes_validate.validate(obj, "1.31", strict=True)
+        assert obj["metadata"]["namespace"] == "ml-inference"
+        assert obj["metadata"]["labels"]["environment"] == "dev"
+
+
+def test_objects_and_their_wiring() -> None:
+    objects = inference_objects(FULL)
+    kinds = [o["kind"] for o in objects]
+    assert kinds == [
+        "ServiceAccount",
+        "Deployment",
+        "Deployment",
+        "Service",
+        "HorizontalPodAutoscaler",
+        "HorizontalPodAutoscaler",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+    ]
+    stable, canary = by_kind(objects, "Deployment")
+    service = by_kind(objects, "Service")[0]
+    for deployment in (stable, canary):
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert service["spec"]["selector"].items() <= pod_labels.items(), "the Service must reach both tracks"
+        assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    env = {e["name"]: e["value"] for e in canary["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SERVE_MODEL_DIR"] == "/mnt/artifacts/models/digits/1-int8"
+    assert env["SERVE_AUTH_TOKEN_FILE"] == "/var/run/secrets/ml-platform/auth/token"
+    hpas = {
+        h["spec"]["scaleTargetRef"]["name"]: h["spec"] for h in by_kind(objects, "HorizontalPodAutoscaler")
+    }
+    assert hpas["digits"]["minReplicas"] + hpas["digits-canary"]["minReplicas"] >= FULL.min_replicas
+    assert hpas["digits-canary"]["maxReplicas"] < hpas["digits"]["maxReplicas"]
+
+
+def test_pods_are_locked_down_and_land_on_their_pool() -> None:
+    deployment = by_kind(inference_objects(FULL), "Deployment")[0]
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    security = container["securityContext"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsUser"] >= 10000
+    assert security["readOnlyRootFilesystem"] and not security["allowPrivilegeEscalation"]
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert {"name": "model", "mountPath": "/mnt/artifacts", "readOnly": True} in container["volumeMounts"]
+    assert container["image"].endswith(DIGEST)
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http", "scheme": "HTTPS"}
+    assert container["resources"]["limits"] == {"cpu": "2", "memory": "2Gi"}
+    assert pod["nodeSelector"] == {"ml-platform/pool": "cpu-inference"}
+    assert pod["tolerations"] == [
+        {"key": "ml-platform/dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert {c["topologyKey"] for c in pod["topologySpreadConstraints"]} == {
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/hostname",
+    }
+
+
+def test_network_policy_admits_the_service_port_only_and_no_egress() -> None:
+    spec = make_spec(ingress_namespaces=("ml-gateway",))
+    policy = by_kind(inference_objects(spec), "NetworkPolicy")[0]["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["egress"] == []
+    assert policy["ingress"] == [
+        {
+            "ports": [{"port": 8080, "protocol": "TCP"}],
+            "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ml-gateway"}}}],
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"image": "registry.example/inference:1.0"}, "pinned by digest"),
+        ({"namespace": "default"}, "other than 'default'"),
+        ({"min_replicas": 3, "max_replicas": 2}, "min_replicas <= max_replicas"),
+        ({"port": 80}, "port must be 1024-65535"),
+        ({"run_as_user": 1000}, "run_as_user must be >= 10000"),
+        ({"pool": dataclasses.replace(CPU_POOL, kind=PoolKind.GPU)}, "gpu pool"),
+        ({"canary": Canary("1", 0.5)}, "canary version must differ"),
+        ({"canary": Canary("2", 1.0)}, "strictly between 0 and 1"),
+        ({"name": "Digits_Service"}, "DNS label"),
+    ],
+)
+def test_bad_specs_are_refused_with_the_reason(changes: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        make_spec(**changes)
+
+
+@pytest.mark.skipif(not CHECKOV.exists(), reason=f"checkov is not installed at {CHECKOV} (make setup)")
+def test_checkov_finds_nothing_unexplained(tmp_path: Path) -> None:
+    objects = [obj for spec in SPECS.values() for obj in inference_objects(spec)]
+    for i, obj in enumerate(objects):
+        (tmp_path / f"{i:02d}-{obj['kind']}.yaml").write_text(yaml.safe_dump(obj))
+    command = [
+        str(CHECKOV),
+        "-d",
+        str(tmp_path),
+        "--framework",
+        "kubernetes",
+        "-o",
+        "json",
+        "--skip-download",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    report = json.loads(done.stdout)
+    results = (report[0] if isinstance(report, list) else report)["results"]
+    failed = [(f["check_id"], f["resource"]) for f in results["failed_checks"]]
+    assert failed == []
+    assert results["passed_checks"], "checkov ran no checks: the objects were not recognised"
+    for skipped in results["skipped_checks"]:
+        assert skipped.get("suppress_comment"), f"{skipped['check_id']} skipped without a reason"

@@ -1,0 +1,45 @@
+"""int8 dynamic quantization: a new version beside its parent, accuracy measured and within a point."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from workloads.artifacts import ArtifactError, load_metadata, sha256_file
+from workloads.inference.quantize import quantize_version
+
+
+def test_int8_version_names_its_parent_and_keeps_accuracy(model_dir: Path, int8_dir: Path) -> None:
+    parent, int8 = load_metadata(model_dir), load_metadata(int8_dir)  # both verify their hashes
+    assert int8_dir.parent == model_dir.parent
+    assert (int8.version, int8.parent_version) == ("1-int8", "1")
+    assert int8.dataset == parent.dataset
+    assert int8.hyperparameters["quantization"]["weight_type"] == "int8"
+    assert int8.metrics["parent_test_accuracy"] == pytest.approx(parent.metrics["test_accuracy"], abs=1e-6)
+    assert abs(int8.metrics["test_accuracy_delta"]) <= 0.01
+    assert (int8_dir / "model.onnx").stat().st_size < (model_dir / "model.onnx").stat().st_size
+
+
+def test_the_parent_is_untouched(model_dir: Path, int8_dir: Path) -> None:
+    parent = load_metadata(model_dir)
+    assert parent.parent_version is None
+    assert {name: sha256_file(model_dir / name) for name in parent.files} == parent.files
+
+
+def test_refuses_to_overwrite_or_to_quantize_twice(model_dir: Path, int8_dir: Path) -> None:
+    with pytest.raises(ArtifactError, match="already exists"):
+        quantize_version(model_dir)
+    with pytest.raises(ArtifactError, match="already an int8"):
+        quantize_version(int8_dir)
+
+
+def test_refuses_a_parent_whose_files_do_not_match(model_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "models" / "digits" / "1"
+    shutil.copytree(model_dir, copy)
+    with (copy / "model.onnx").open("ab") as fh:
+        fh.write(b"\0")
+    with pytest.raises(ArtifactError, match="sha256"):
+        quantize_version(copy)
+    assert not (copy.parent / "1-int8").exists()

@@ -1,0 +1,246 @@
+"""The real server on loopback: predictions, batching, refusals, probes, metrics, drift, auth and TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from workloads.artifacts import load_metadata
+from workloads.inference.app import create_app
+from workloads.inference.config import ServeConfig
+from workloads.inference.server import prepare
+from workloads.training.tasks import Split
+
+from .serving import Launch, Server, metric_samples
+
+N_FEATURES = 64
+
+
+def chunks(x: np.ndarray, size: int = 32) -> Iterator[list[list[float]]]:
+    for start in range(0, len(x), size):
+        yield x[start : start + size].tolist()
+
+
+def test_predictions_are_the_models_and_carry_its_version(
+    server: Server, model_dir: Path, held_out: Split
+) -> None:
+    meta = load_metadata(model_dir)
+    session = ort.InferenceSession(str(model_dir / "model.onnx"), providers=["CPUExecutionProvider"])
+    (expected,) = session.run(None, {"features": held_out.x_test})
+    predictions: list[int] = []
+    with server.client() as client:
+        for rows in chunks(held_out.x_test):
+            body = client.post("/v1/predict", json={"instances": rows}).json()
+            assert (body["model"], body["model_version"]) == ("digits", "1")
+            predictions += body["predictions"]
+            assert body["labels"] == [meta.class_names[p] for p in body["predictions"]]
+    assert predictions == np.asarray(expected).argmax(axis=1).tolist()
+    accuracy = float(np.mean(np.array(predictions) == held_out.y_test))
+    assert accuracy == pytest.approx(meta.metrics["test_accuracy"], abs=1e-6)
+
+
+def test_concurrent_requests_are_batched(server: Server, held_out: Split) -> None:
+    before = metric_samples(server)
+
+    async def fire() -> list[int]:
+        async with server.async_client() as client:
+            responses = await asyncio.gather(
+                *(
+                    client.post("/v1/predict", json={"instances": [row]})
+                    for row in held_out.x_test[:32].tolist()
+                )
+            )
+        assert all(r.status_code == 200 for r in responses)
+        return [r.json()["batch_size"] for r in responses]
+
+    sizes = asyncio.run(fire())
+    after = metric_samples(server)
+    runs = after[("inference_batch_size_count", ())] - before[("inference_batch_size_count", ())]
+    rows = after[("inference_batch_size_sum", ())] - before[("inference_batch_size_sum", ())]
+    assert rows == 32
+    assert runs < 32, "32 concurrent requests must not take 32 model runs"
+    assert max(sizes) > 1
+
+
+ONES = [1.0] * N_FEATURES
+
+
+def rows(*instances: object) -> bytes:
+    return json.dumps({"instances": list(instances)}).encode()
+
+
+def raw_row(first: bytes, last: bytes = b"1") -> bytes:
+    """A one-row body written by hand, for values ``json.dumps`` will not write (NaN, Infinity, 1e999)."""
+    return b'{"instances": [[' + first + b", 1" * (N_FEATURES - 2) + b", " + last + b"]]}"
+
+
+BAD_BODIES = [
+    ("malformed JSON", b'{"instances": [[1, 2', 422, "body: Invalid JSON"),
+    ("not an object", b"[1, 2, 3]", 422, "body: Input should be an object"),
+    ("empty body", b"", 422, "body: Invalid JSON"),
+    ("missing field", b'{"rows": []}', 422, "instances: Field required"),
+    ("no instances", rows(), 422, "instances: List should have at least 1 item"),
+    ("short row", rows(ONES[:-1]), 422, "instances[0]: List should have at least 64"),
+    ("long row", rows([*ONES, 1.0]), 422, "instances[0]: List should have at most 64"),
+    ("flat row", rows(*ONES[:4]), 422, "instances[0]: Input should be a valid array"),
+    ("too many rows", rows(*[ONES] * 33), 422, "instances: List should have at most 32"),
+    ("string value", rows([*ONES[:-1], "7"]), 422, "instances[0][63]: Input should be a valid number"),
+    ("boolean value", rows([True, *ONES[1:]]), 422, "instances[0][0]: Input should be a valid number"),
+    ("null value", rows([None, *ONES[1:]]), 422, "instances[0][0]: Input should be a valid number"),
+    ("NaN", raw_row(b"NaN"), 422, "instances[0][0]: Input should be a finite number"),
+    ("Infinity", raw_row(b"1", b"-Infinity"), 422, "instances[0][63]: Input should be a finite number"),
+    ("overflow to inf", raw_row(b"1e999"), 422, "instances[0][0]: Input should be a finite number"),
+    ("unknown field", json.dumps({"instances": [ONES], "debug": True}).encode(), 422, "debug: Extra inputs"),
+    ("oversized", rows(*[ONES] * 4000), 413, "request body exceeds"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "status", "message"), BAD_BODIES, ids=[b[0] for b in BAD_BODIES])
+def test_bad_requests_get_a_4xx_naming_the_field(
+    server: Server, case: str, body: bytes, status: int, message: str
+) -> None:
+    with server.client() as client:
+        response = client.post("/v1/predict", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == status, (case, response.text)
+    assert message in response.json()["error"]
+
+
+def test_an_oversized_body_without_a_length_is_cut_off_too(server: Server) -> None:
+    def stream() -> Iterator[bytes]:
+        yield b'{"instances": [['
+        for _ in range(200):
+            yield b"1," * 5000
+
+    with server.client() as client:
+        response = client.post("/v1/predict", content=stream())  # chunked: no Content-Length
+    assert response.status_code == 413
+
+
+def test_after_all_that_the_server_still_serves_and_counted_every_refusal(server: Server) -> None:
+    with server.client() as client:
+        assert client.post("/v1/predict", json={"instances": [[0.0] * N_FEATURES]}).status_code == 200
+    metrics = metric_samples(server)
+    codes = {labels[0][1]: v for (name, labels), v in metrics.items() if name == "inference_responses_total"}
+    assert not any(code.startswith("5") for code in codes), codes
+    assert metrics[("inference_errors_total", (("reason", "validation"),))] >= 16
+    assert metrics[("inference_errors_total", (("reason", "payload_too_large"),))] >= 2
+    assert metrics[("inference_model_info", (("model", "digits"), ("version", "1")))] == 1
+    assert (
+        "inference_request_duration_seconds_bucket",
+        (("le", "0.005"), ("route", "/v1/predict")),
+    ) in metrics
+
+
+def test_probes_and_drift_endpoint(server: Server) -> None:
+    with server.client() as client:
+        assert client.get("/healthz").json()["model_version"] == "1"
+        assert client.get("/readyz").json() == {"ready": True, "model_version": "1"}
+        drift = client.get("/v1/drift").json()
+    assert drift["threshold"] == 0.2
+    assert len(drift["psi"]) == N_FEATURES
+
+
+def test_drift_score_crosses_the_threshold_only_for_shifted_inputs(
+    launch: Launch, model_dir: Path, held_out: Split
+) -> None:
+    window = len(held_out.x_test)
+    server = launch(model_dir, drift_window=window, drift_threshold=0.2)
+
+    def send_and_score(x: np.ndarray) -> tuple[dict[str, Any], float]:
+        with server.client() as client:
+            for rows in chunks(x):
+                assert client.post("/v1/predict", json={"instances": rows}).status_code == 200
+            report = client.get("/v1/drift").json()
+        return report, metric_samples(server)[("inference_drift_features_over_threshold", ())]
+
+    report, over = send_and_score(held_out.x_test)
+    assert report["samples"] == window
+    assert report["max_psi"] < 0.2 and report["drifted"] == [] and over == 0
+    report, over = send_and_score(held_out.x_test + 4.0)  # brighter strokes: every pixel shifts
+    assert report["max_psi"] > 0.2 and over == N_FEATURES == len(report["drifted"])
+
+
+def test_the_int8_version_serves_under_its_own_version(
+    launch: Launch, int8_dir: Path, held_out: Split
+) -> None:
+    server = launch(int8_dir)
+    with server.client() as client:
+        body = client.post("/v1/predict", json={"instances": held_out.x_test[:4].tolist()}).json()
+    assert body["model_version"] == "1-int8"
+
+
+def test_not_ready_until_loaded(model_dir: Path) -> None:
+    """In process, without the lifespan that loads the model: probes and the API say why they refuse."""
+    app = create_app(prepare(ServeConfig(model_dir=model_dir)))
+
+    async def probe() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return (
+                await client.get("/healthz"),
+                await client.get("/readyz"),
+                await client.post("/v1/predict", json={"instances": [[0.0] * N_FEATURES]}),
+            )
+
+    health, ready, predict = asyncio.run(probe())
+    assert health.status_code == 200
+    assert (ready.status_code, ready.json()["error"]) == (503, "model loading")
+    assert predict.status_code == 503
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed: cannot make a test certificate")
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "tls.crt", directory / "tls.key"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_bearer_token_and_tls(
+    launch: Launch, model_dir: Path, tls_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    cert, key = tls_files
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\n")  # mounted secrets often end in a newline
+    server = launch(
+        model_dir,
+        scheme="https",
+        verify=ssl.create_default_context(cafile=cert),
+        auth_token_file=token_file,
+        tls_cert_file=cert,
+        tls_key_file=key,
+    )
+    body = {"instances": [[0.0] * N_FEATURES]}
+    with server.client() as client:
+        assert client.get("/healthz").status_code == 200  # probes need no token
+        missing = client.post("/v1/predict", json=body)
+        wrong = client.post("/v1/predict", json=body, headers={"authorization": "Bearer s3cret-tokeN"})
+        right = client.post("/v1/predict", json=body, headers={"authorization": "Bearer s3cret-token"})
+        unparsed = client.post("/v1/predict", content=b"{not json", headers={"authorization": "Basic x"})
+    assert (missing.status_code, missing.headers["www-authenticate"]) == (401, "Bearer")
+    assert wrong.status_code == 401
+    assert unparsed.status_code == 401, "authentication comes before the body is parsed"
+    assert right.status_code == 200
+    with pytest.raises(httpx.TransportError), httpx.Client(timeout=5) as plain:
+        plain.get(server.url.replace("https://", "http://") + "/healthz")

@@ -1,0 +1,118 @@
+"""The HTTP API: ``/v1/predict``, ``/v1/drift``, ``/healthz``, ``/readyz``, ``/metrics``.
+
+``/v1/predict`` reads the body itself and validates it with pydantic's JSON parser in one pass (faster
+than FastAPI's ``json.loads`` then validate, and one code path for malformed JSON and bad fields). Bodies
+are built with ``model_dump_json`` for the same reason. Interactive docs are off: nothing to serve that a
+client needs, and no third-party assets to fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+
+import numpy as np
+from fastapi import FastAPI, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ValidationError
+
+from workloads.inference.batcher import BatcherStoppedError, QueueFullError
+from workloads.inference.gate import ApiGate
+from workloads.inference.schemas import ErrorResponse, PredictResponse, request_model, validation_error
+from workloads.inference.service import Service
+
+JSON = "application/json"
+
+
+def _json(body: BaseModel, status: int = 200) -> Response:
+    return Response(content=body.model_dump_json(), status_code=status, media_type=JSON)
+
+
+def create_app(service: Service, on_load_failure: Callable[[], None] | None = None) -> FastAPI:
+    """The ASGI app around ``service``; the model loads in the background once the app starts.
+
+    ``on_load_failure`` lets the process runner exit when the model cannot load, instead of serving an
+    unready endpoint forever.
+    """
+
+    def on_loaded(task: asyncio.Task[None]) -> None:
+        failed = not task.cancelled() and task.exception() is not None  # (retrieves it: logged in load)
+        if failed and on_load_failure is not None:
+            on_load_failure()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        service.batcher.start()
+        loading = asyncio.create_task(service.load())
+        loading.add_done_callback(on_loaded)
+        try:
+            yield
+        finally:
+            loading.cancel()
+            await service.batcher.stop()
+
+    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(ApiGate, service=service)
+    _add_probes(app, service)
+    _add_api(app, service)
+    return app
+
+
+def _add_probes(app: FastAPI, service: Service) -> None:
+    meta = service.artifact.metadata
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        """Liveness: the process serves HTTP. Only a model that failed to load makes it unhealthy."""
+        healthy = service.failure is None
+        body = {"status": "ok" if healthy else "failed", "model": meta.name, "model_version": meta.version}
+        return Response(content=json.dumps(body), status_code=200 if healthy else 503, media_type=JSON)
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        """Readiness: loaded, warmed and not draining."""
+        if service.ready:
+            return Response(
+                content=json.dumps({"ready": True, "model_version": meta.version}), media_type=JSON
+            )
+        return _json(ErrorResponse(error=service.not_ready_reason()), 503)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(content=generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _add_api(app: FastAPI, service: Service) -> None:
+    meta = service.artifact.metadata
+    body_model = request_model(service.artifact.n_features, service.config.max_instances)
+    labels = meta.class_names
+
+    @app.post("/v1/predict")
+    async def predict(request: Request) -> Response:
+        try:
+            payload = body_model.model_validate_json(await request.body())
+        except ValidationError as exc:
+            service.metrics.errors.labels("validation").inc()
+            return _json(validation_error(exc), 422)
+        rows = np.asarray(payload.instances, dtype=np.float32)
+        try:
+            prediction = await service.predict(rows)
+        except (QueueFullError, BatcherStoppedError) as exc:
+            service.metrics.errors.labels("overloaded").inc()
+            return _json(ErrorResponse(error=f"overloaded: {exc}"), 503)
+        classes = prediction.scores.argmax(axis=1).tolist()
+        response = PredictResponse(
+            model=meta.name,
+            model_version=meta.version,
+            batch_size=prediction.batch_size,
+            predictions=classes,
+            labels=[labels[c] for c in classes] if labels else [],
+            scores=prediction.scores.tolist(),
+        )
+        return _json(response)
+
+    @app.get("/v1/drift")
+    async def drift() -> Response:
+        return _json(service.drift.report(meta.name, meta.version))

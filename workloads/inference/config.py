@@ -1,0 +1,68 @@
+"""The inference server's settings, validated once at the edge.
+
+Two ways in, one model: ``mlplatform serve`` builds it from flags, and the container builds it from
+``SERVE_*`` environment variables (what the Kubernetes Deployment sets), e.g. ``SERVE_MODEL_DIR``,
+``SERVE_MAX_BATCH_SIZE``, ``SERVE_AUTH_TOKEN_FILE``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, FilePath, model_validator
+
+ENV_PREFIX = "SERVE_"
+
+
+class ServeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_dir: Path = Field(description="a model version directory: <output>/models/<name>/<version>")
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    max_batch_size: int = Field(32, ge=1, le=4096, description="rows per model run")
+    max_wait_ms: float = Field(2.0, ge=0, le=1000, description="longest a request waits for company")
+    max_queue: int = Field(1024, ge=1, description="requests waiting beyond this are refused with 503")
+    max_instances: int = Field(32, ge=1, description="rows one request may carry")
+    max_body_bytes: int = Field(1 << 20, ge=1024, description="larger request bodies get 413")
+    threads: int | None = Field(None, ge=1, description="ONNX Runtime intra-op threads; default: CPU limit")
+    drift_window: int = Field(1000, ge=10, description="input rows kept for drift scoring")
+    drift_threshold: float = Field(0.2, gt=0, description="PSI above which a feature counts as drifted")
+    drain_min_s: float = Field(
+        0.5, ge=0, description="after SIGTERM, refuse with 503 at least this long so keep-alive clients learn"
+    )
+    drain_timeout_s: float = Field(
+        25.0, gt=0, description="longest to wait for in-flight requests on SIGTERM"
+    )
+    auth_token_file: FilePath | None = Field(None, description="bearer token required on /v1/* when set")
+    tls_cert_file: FilePath | None = None
+    tls_key_file: FilePath | None = None
+    access_log: bool = False
+    log_level: str = "info"
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("TLS needs both a certificate file and a key file")
+        if self.max_instances > self.max_batch_size:
+            raise ValueError(
+                "rows per request must not exceed the maximum batch size (a request runs in one batch)"
+            )
+        return self
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert_file is not None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> ServeConfig:
+        """Settings from ``SERVE_<FIELD>`` variables; pydantic converts and checks the strings."""
+        values = {
+            name: environ[f"{ENV_PREFIX}{name.upper()}"]
+            for name in cls.model_fields
+            if f"{ENV_PREFIX}{name.upper()}" in environ
+        }
+        return cls.model_validate(values)

@@ -1,0 +1,147 @@
+"""Input drift: how far recent requests have moved from the training distribution, per feature.
+
+Training records each feature's histogram on its training split (``FeatureHistogram`` in the model
+metadata). The server keeps the last ``window`` input rows and scores each feature with the Population
+Stability Index against that reference, binning live values into the reference's own bin edges (values
+outside the training range land in the outermost bins, so a shift past the range still counts).
+
+PSI = sum over bins of (live - ref) * ln(live / ref), on bin proportions. Common reading: below 0.1
+stable, 0.1-0.25 moderate shift, above 0.25 a significant shift.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import numpy.typing as npt
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from pydantic import BaseModel
+
+from workloads.artifacts import FeatureHistogram
+
+# Proportions are floored at this before the log, so an empty bin on either side scores a large but
+# finite shift instead of infinity.
+PSI_EPSILON = 1e-4
+
+
+def psi(reference_counts: npt.ArrayLike, live_counts: npt.ArrayLike) -> float:
+    """Population Stability Index between two histograms over the same bins."""
+    ref = np.asarray(reference_counts, dtype=np.float64)
+    live = np.asarray(live_counts, dtype=np.float64)
+    ref_p = np.maximum(ref / max(ref.sum(), 1.0), PSI_EPSILON)
+    live_p = np.maximum(live / max(live.sum(), 1.0), PSI_EPSILON)
+    return float(np.sum((live_p - ref_p) * np.log(live_p / ref_p)))
+
+
+def bin_counts(values: npt.NDArray[np.float32], edges: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Counts of ``values`` in the bins between ``edges``, out-of-range values clamped to the end bins."""
+    n_bins = len(edges) - 1
+    index = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, n_bins - 1)
+    return np.bincount(index, minlength=n_bins)
+
+
+class DriftReport(BaseModel):
+    """What ``/v1/drift`` returns."""
+
+    model: str
+    model_version: str
+    window: int
+    samples: int
+    threshold: float
+    max_psi: float
+    drifted: list[str]
+    psi: dict[str, float]
+
+
+class DriftMonitor:
+    """A rolling window of input rows scored against the training histograms.
+
+    ``observe`` runs on the batch worker thread and ``scores`` on the event loop or a metrics scrape,
+    hence the lock; both are cheap (a copy into a ring buffer, one histogram per feature).
+    """
+
+    def __init__(self, reference: Sequence[FeatureHistogram], *, window: int, threshold: float) -> None:
+        if window < 1:
+            raise ValueError("drift window must hold at least one row")
+        self.features = [h.feature for h in reference]
+        self.threshold = threshold
+        self.window = window
+        self._edges = [np.asarray(h.bin_edges, dtype=np.float64) for h in reference]
+        self._ref_counts = [np.asarray(h.counts, dtype=np.int64) for h in reference]
+        self._rows = np.zeros((window, len(reference)), dtype=np.float32)
+        self._next = 0
+        self._filled = 0
+        self._lock = threading.Lock()
+
+    def observe(self, batch: npt.NDArray[np.float32]) -> None:
+        """Add rows to the window, overwriting the oldest once it is full."""
+        batch = batch[-self.window :]
+        n = len(batch)
+        with self._lock:
+            end = self._next + n
+            if end <= self.window:
+                self._rows[self._next : end] = batch
+            else:
+                split = self.window - self._next
+                self._rows[self._next :] = batch[:split]
+                self._rows[: n - split] = batch[split:]
+            self._next = end % self.window
+            self._filled = min(self.window, self._filled + n)
+
+    def scores(self) -> tuple[int, dict[str, float]]:
+        """Samples in the window and each feature's PSI (all 0.0 while the window is empty)."""
+        with self._lock:
+            rows = self._rows[: self._filled].copy()
+        if len(rows) == 0:
+            return 0, dict.fromkeys(self.features, 0.0)
+        return len(rows), {
+            name: psi(ref, bin_counts(rows[:, i], edges))
+            for i, (name, edges, ref) in enumerate(
+                zip(self.features, self._edges, self._ref_counts, strict=True)
+            )
+        }
+
+    def report(self, model: str, model_version: str) -> DriftReport:
+        samples, scores = self.scores()
+        return DriftReport(
+            model=model,
+            model_version=model_version,
+            window=self.window,
+            samples=samples,
+            threshold=self.threshold,
+            max_psi=max(scores.values(), default=0.0),
+            drifted=[f for f, s in scores.items() if s > self.threshold],
+            psi=scores,
+        )
+
+
+class DriftCollector(Collector):
+    """Exports the drift scores at scrape time, so PSI is computed once per scrape, not per request."""
+
+    def __init__(self, monitor: DriftMonitor) -> None:
+        self._monitor = monitor
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        samples, scores = self._monitor.scores()
+        per_feature = GaugeMetricFamily(
+            "inference_drift_psi", "Population Stability Index of each input feature", labels=["feature"]
+        )
+        for feature, score in scores.items():
+            per_feature.add_metric([feature], score)
+        yield per_feature
+        yield GaugeMetricFamily(
+            "inference_drift_threshold",
+            "PSI above which a feature counts as drifted",
+            value=self._monitor.threshold,
+        )
+        yield GaugeMetricFamily(
+            "inference_drift_features_over_threshold",
+            "Features whose PSI exceeds the threshold",
+            value=sum(1 for s in scores.values() if s > self._monitor.threshold),
+        )
+        yield GaugeMetricFamily(
+            "inference_drift_window_samples", "Input rows in the drift window", value=samples
+        )

@@ -1,0 +1,398 @@
+"""The inference service as Kubernetes objects: ``inference_objects(spec) -> list[dict]``, no Pulumi.
+
+One Deployment per model version (a stable one and, optionally, a canary taking a share of the
+replicas) behind one Service; each with its HorizontalPodAutoscaler; one PodDisruptionBudget and one
+NetworkPolicy over all of them; the ServiceAccount they run as.
+
+The pods are locked down as the CIS/checkov baselines ask: non-root high UID, read-only root file system
+(``/tmp`` an emptyDir), no capabilities, no privilege escalation, seccomp RuntimeDefault, no service
+account token. The model comes from shared storage, mounted read-only, by pinned version: the server
+verifies the files against their recorded hashes before it opens a socket. The pod gets no egress at all
+(the model is on a mounted volume), and ingress on the service port only.
+
+A canary splits traffic by replica count (the Service balances over the pods of both versions); exact
+percentages would need a mesh or gateway, which this platform does not assume.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from components.handle import WORKLOAD_IDENTITIES, PoolHandle, PoolKind
+from components.kubernetes.objects import MANAGED_BY
+from workloads.artifacts import model_version_dir
+from workloads.inference.config import ENV_PREFIX
+
+Object = dict[str, Any]
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+CANARY_SUFFIX = "-canary"
+TRACK_LABEL = "ml-platform/track"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+SECRETS_DIR = PurePosixPath("/var/run/secrets/ml-platform")
+# kubelet waits this long before SIGTERM, while the endpoint controller takes the pod out of the Service;
+# then the server drains (readiness false, 503 to newcomers, in-flight requests finish).
+PRE_STOP_SLEEP_S = 5
+DRAIN_TIMEOUT_S = 25
+
+
+@dataclass(frozen=True)
+class Canary:
+    """A second model version taking ``share`` of the replicas (and so roughly of the traffic)."""
+
+    version: str
+    share: float
+
+
+@dataclass(frozen=True)
+class InferenceServiceSpec:
+    name: str
+    image: str
+    model_name: str
+    model_version: str
+    model_volume: Mapping[str, Any]
+    pool: PoolHandle
+    namespace: str = WORKLOAD_IDENTITIES["inference"].namespace
+    service_account: str = WORKLOAD_IDENTITIES["inference"].service_account
+    # From ClusterHandle.identities["inference"]: IRSA role ARN / workload identity client id (may be
+    # pulumi Outputs; this function only places them).
+    service_account_annotations: Mapping[str, Any] = field(default_factory=dict)
+    model_mount_path: str = "/mnt/artifacts"
+    min_replicas: int = 2
+    max_replicas: int = 6
+    cpu_request: str = "1"
+    cpu_limit: str = "2"
+    memory_request: str = "1Gi"
+    memory_limit: str = "2Gi"
+    port: int = 8080
+    auth_secret: str | None = None
+    tls_secret: str | None = None
+    drift_threshold: float = 0.2
+    max_batch_size: int = 32
+    max_wait_ms: float = 2.0
+    target_cpu_utilization: int = 70
+    # Namespaces allowed to call the service; empty: any pod or address, still only on the service port.
+    ingress_namespaces: tuple[str, ...] = ()
+    canary: Canary | None = None
+    # The platform's labels (project, environment, tier, data-classification, owner, cost-center).
+    labels: Mapping[str, str] = field(default_factory=dict)
+    run_as_user: int = 10001
+
+    def __post_init__(self) -> None:
+        problems = _problems(self)
+        if problems:
+            raise ValueError(f"inference service {self.name!r}: " + "; ".join(problems))
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_secret is not None
+
+
+def _problems(spec: InferenceServiceSpec) -> list[str]:
+    """Everything wrong with a spec at once, so a user fixes a stack in one pass."""
+    problems = []
+    if not _DNS_LABEL.match(spec.name) or len(spec.name) > 63 - len(CANARY_SUFFIX):
+        problems.append(f"name must be a DNS label of at most {63 - len(CANARY_SUFFIX)} characters")
+    if spec.namespace == "default" or not _DNS_LABEL.match(spec.namespace):
+        problems.append("namespace must be a DNS label other than 'default'")
+    if "@sha256:" not in spec.image:
+        problems.append(f"image {spec.image!r} must be pinned by digest (name@sha256:...)")
+    if not 1 <= spec.min_replicas <= spec.max_replicas:
+        problems.append("replicas need 1 <= min_replicas <= max_replicas")
+    if not 1024 <= spec.port <= 65535:
+        problems.append("port must be 1024-65535 (the server runs without privileges)")
+    if len(spec.model_volume) != 1:
+        problems.append(
+            "model_volume must be one Kubernetes volume source, e.g. {'persistentVolumeClaim': ...}"
+        )
+    if spec.pool.kind is not PoolKind.CPU:
+        problems.append(
+            f"pool {spec.pool.name!r} is a {spec.pool.kind} pool; this is the CPU inference service"
+        )
+    if spec.run_as_user < 10000:
+        problems.append("run_as_user must be >= 10000 (clear of host users)")
+    if spec.drift_threshold <= 0 or not 1 <= spec.target_cpu_utilization <= 100:
+        problems.append("drift_threshold must be > 0 and target_cpu_utilization 1-100")
+    if spec.canary is not None:
+        if not 0 < spec.canary.share < 1:
+            problems.append("canary share must lie strictly between 0 and 1")
+        if spec.canary.version == spec.model_version:
+            problems.append("canary version must differ from model_version")
+        if spec.max_replicas < 2:
+            problems.append("a canary needs max_replicas >= 2 (one replica per track at least)")
+    return problems
+
+
+@dataclass(frozen=True)
+class _Track:
+    """One Deployment: which version, under which name, with how many replicas."""
+
+    name: str
+    track: str
+    version: str
+    min_replicas: int
+    max_replicas: int
+
+
+def _tracks(spec: InferenceServiceSpec) -> list[_Track]:
+    """Split the replica range between stable and canary by the canary's share, each at least one."""
+    if spec.canary is None:
+        return [_Track(spec.name, "stable", spec.model_version, spec.min_replicas, spec.max_replicas)]
+    share = spec.canary.share
+    canary_min = max(1, round(spec.min_replicas * share))
+    canary_max = max(canary_min, math.floor(spec.max_replicas * share), 1)
+    stable_min = max(1, spec.min_replicas - canary_min)
+    stable_max = max(stable_min, spec.max_replicas - canary_max)
+    return [
+        _Track(spec.name, "stable", spec.model_version, stable_min, stable_max),
+        _Track(spec.name + CANARY_SUFFIX, "canary", spec.canary.version, canary_min, canary_max),
+    ]
+
+
+def _labels(spec: InferenceServiceSpec) -> dict[str, str]:
+    return {
+        **spec.labels,
+        **MANAGED_BY,
+        "app.kubernetes.io/name": "inference",
+        "app.kubernetes.io/component": "inference",
+        INSTANCE_LABEL: spec.name,
+    }
+
+
+def _metadata(spec: InferenceServiceSpec, name: str, **extra: Any) -> Object:
+    return {"name": name, "namespace": spec.namespace, "labels": _labels(spec), **extra}
+
+
+def _env(spec: InferenceServiceSpec, version: str) -> list[Object]:
+    model_dir = model_version_dir(Path(spec.model_mount_path), spec.model_name, version)
+    settings: dict[str, object] = {
+        "model_dir": model_dir,
+        "host": "0.0.0.0",
+        "port": spec.port,
+        "max_batch_size": spec.max_batch_size,
+        "max_wait_ms": spec.max_wait_ms,
+        "drift_threshold": spec.drift_threshold,
+        "drain_timeout_s": DRAIN_TIMEOUT_S,
+    }
+    if spec.auth_secret is not None:
+        settings["auth_token_file"] = SECRETS_DIR / "auth" / "token"
+    if spec.tls:
+        settings["tls_cert_file"] = SECRETS_DIR / "tls" / "tls.crt"
+        settings["tls_key_file"] = SECRETS_DIR / "tls" / "tls.key"
+    return [{"name": f"{ENV_PREFIX}{k.upper()}", "value": str(v)} for k, v in settings.items()]
+
+
+def _volumes(spec: InferenceServiceSpec) -> tuple[list[Object], list[Object]]:
+    """Pod volumes and the container's mounts: model (read-only), /tmp, and the secrets in use."""
+    volumes: list[Object] = [
+        {"name": "model", **spec.model_volume},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+    ]
+    mounts: list[Object] = [
+        {"name": "model", "mountPath": spec.model_mount_path, "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    for name, secret in (("auth", spec.auth_secret), ("tls", spec.tls_secret)):
+        if secret is not None:
+            volumes.append({"name": name, "secret": {"secretName": secret, "defaultMode": 0o440}})
+            mounts.append({"name": name, "mountPath": str(SECRETS_DIR / name), "readOnly": True})
+    return volumes, mounts
+
+
+def _probe(spec: InferenceServiceSpec, path: str, period: int, failures: int) -> Object:
+    scheme = "HTTPS" if spec.tls else "HTTP"
+    return {
+        "httpGet": {"path": path, "port": "http", "scheme": scheme},
+        "periodSeconds": period,
+        "timeoutSeconds": 2,
+        "failureThreshold": failures,
+    }
+
+
+def _container(spec: InferenceServiceSpec, version: str, mounts: list[Object]) -> Object:
+    return {
+        "name": "server",
+        "image": spec.image,
+        "imagePullPolicy": "Always",
+        "ports": [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}],
+        "env": _env(spec, version),
+        "resources": {
+            "requests": {"cpu": spec.cpu_request, "memory": spec.memory_request},
+            "limits": {"cpu": spec.cpu_limit, "memory": spec.memory_limit},
+        },
+        # Startup covers hashing and loading a large model; liveness then only restarts a wedged process.
+        "startupProbe": _probe(spec, "/healthz", period=2, failures=60),
+        "livenessProbe": _probe(spec, "/healthz", period=10, failures=3),
+        "readinessProbe": _probe(spec, "/readyz", period=2, failures=1),
+        "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SLEEP_S}}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": spec.run_as_user,
+            "runAsGroup": spec.run_as_user,
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": mounts,
+    }
+
+
+def _pod_labels(spec: InferenceServiceSpec, track: _Track) -> dict[str, str]:
+    return {**_labels(spec), TRACK_LABEL: track.track, "app.kubernetes.io/version": track.version}
+
+
+def _deployment(spec: InferenceServiceSpec, track: _Track) -> Object:
+    selector = {INSTANCE_LABEL: spec.name, TRACK_LABEL: track.track}
+    volumes, mounts = _volumes(spec)
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector},
+        }
+        for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
+    ]
+    pod_spec = {
+        "serviceAccountName": spec.service_account,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": PRE_STOP_SLEEP_S + DRAIN_TIMEOUT_S + 10,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": spec.run_as_user,
+            "runAsGroup": spec.run_as_user,
+            "fsGroup": spec.run_as_user,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "nodeSelector": spec.pool.node_selector,
+        "tolerations": spec.pool.tolerations(),
+        "topologySpreadConstraints": spread,
+        "containers": [_container(spec, track.version, mounts)],
+        "volumes": volumes,
+    }
+    annotations = {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(spec.port),
+        "prometheus.io/path": "/metrics",
+        "prometheus.io/scheme": "https" if spec.tls else "http",
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(spec, track.name),
+        "spec": {
+            "replicas": track.min_replicas,
+            "revisionHistoryLimit": 3,
+            "selector": {"matchLabels": selector},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": _pod_labels(spec, track), "annotations": annotations},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def _autoscaler(spec: InferenceServiceSpec, track: _Track) -> Object:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _metadata(spec, track.name),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": track.name},
+            "minReplicas": track.min_replicas,
+            "maxReplicas": track.max_replicas,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": spec.target_cpu_utilization},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _service(spec: InferenceServiceSpec) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(spec, spec.name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {INSTANCE_LABEL: spec.name},
+            "ports": [
+                {
+                    "name": "https" if spec.tls else "http",
+                    "port": spec.port,
+                    "targetPort": "http",
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
+
+
+def _disruption_budget(spec: InferenceServiceSpec) -> Object:
+    """One pod at a time may be evicted across both tracks, so a node drain never empties the service."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(spec, spec.name),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {INSTANCE_LABEL: spec.name}}},
+    }
+
+
+def _network_policy(spec: InferenceServiceSpec) -> Object:
+    rule: Object = {"ports": [{"port": spec.port, "protocol": "TCP"}]}
+    if spec.ingress_namespaces:
+        rule["from"] = [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
+            for ns in spec.ingress_namespaces
+        ]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(spec, spec.name),
+        "spec": {
+            "podSelector": {"matchLabels": {INSTANCE_LABEL: spec.name}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [rule],
+            "egress": [],
+        },
+    }
+
+
+def _service_account(spec: InferenceServiceSpec) -> Object:
+    metadata = _metadata(spec, spec.service_account)
+    if spec.service_account_annotations:
+        metadata["annotations"] = dict(spec.service_account_annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata,
+        "automountServiceAccountToken": False,
+    }
+
+
+def inference_objects(spec: InferenceServiceSpec) -> list[Object]:
+    """The service's objects in apply order: identity first, then workloads, then what points at them."""
+    tracks = _tracks(spec)
+    return [
+        _service_account(spec),
+        *(_deployment(spec, t) for t in tracks),
+        _service(spec),
+        *(_autoscaler(spec, t) for t in tracks),
+        _disruption_budget(spec),
+        _network_policy(spec),
+    ]

@@ -1,0 +1,64 @@
+"""The server's Prometheus metrics, on a registry of its own.
+
+A registry per server (not the process-global default) so several servers can live in one process
+(tests, the benchmark) without colliding on metric names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from workloads.inference.drift import DriftCollector, DriftMonitor
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+def _batch_buckets(max_batch_size: int) -> tuple[float, ...]:
+    """Powers of two up to the maximum, so a histogram shows how full the batches run."""
+    buckets, size = [], 1
+    while size < max_batch_size:
+        buckets.append(float(size))
+        size *= 2
+    return (*buckets, float(max_batch_size))
+
+
+class Metrics:
+    def __init__(
+        self,
+        *,
+        model: str,
+        version: str,
+        max_batch_size: int,
+        drift: DriftMonitor,
+        queue_depth: Callable[[], float],
+    ) -> None:
+        self.registry = CollectorRegistry()
+        reg = self.registry
+        self.latency = Histogram(
+            "inference_request_duration_seconds",
+            "Time from request arrival to response, by route",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.responses = Counter(
+            "inference_responses_total", "Responses by route and status code", ["route", "code"], registry=reg
+        )
+        self.errors = Counter(
+            "inference_errors_total",
+            "Refused or failed requests by reason (validation, payload_too_large, unauthorized, not_ready, "
+            "draining, overloaded, internal)",
+            ["reason"],
+            registry=reg,
+        )
+        self.batch_size = Histogram(
+            "inference_batch_size", "Rows per model run", buckets=_batch_buckets(max_batch_size), registry=reg
+        )
+        self.in_flight = Gauge("inference_in_flight_requests", "Requests being handled", registry=reg)
+        Gauge("inference_queue_depth", "Requests waiting for a batch", registry=reg).set_function(queue_depth)
+        Gauge("inference_model_info", "The model version served", ["model", "version"], registry=reg).labels(
+            model, version
+        ).set(1)
+        reg.register(DriftCollector(drift))

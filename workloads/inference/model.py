@@ -1,0 +1,93 @@
+"""One model version, loaded for serving: verified bytes, one ONNX Runtime session, batch hooks.
+
+Loading reads ``model.onnx`` once, checks those exact bytes against the sha256 recorded in
+``metadata.json`` and hands the same bytes to ONNX Runtime, so the graph that runs is the graph that was
+verified (no window for the file to change between check and load).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+
+from workloads.artifacts import ONNX_FILE, ArtifactError, ModelMetadata, load_metadata
+
+Rows = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class ModelArtifact:
+    """A verified model version: its metadata and the ONNX bytes that matched the recorded hash."""
+
+    metadata: ModelMetadata
+    onnx_bytes: bytes
+
+    @property
+    def n_features(self) -> int:
+        return len(self.metadata.feature_names)
+
+
+def load_artifact(version_dir: Path) -> ModelArtifact:
+    """Read and verify a model version directory; raises ``ArtifactError`` with a one-line reason."""
+    if not version_dir.is_dir():
+        raise ArtifactError(f"{version_dir}: not a directory")
+    metadata = load_metadata(version_dir, verify=True)
+    onnx_bytes = (version_dir / ONNX_FILE).read_bytes()
+    if hashlib.sha256(onnx_bytes).hexdigest() != metadata.files[ONNX_FILE]:
+        raise ArtifactError(f"{version_dir}: {ONNX_FILE} changed while it was being loaded")
+    if len(metadata.inputs) != 1 or metadata.inputs[0].dtype != "float32":
+        raise ArtifactError(f"{version_dir}: the server takes models with one float32 input")
+    if len(metadata.reference_histograms) != len(metadata.feature_names):
+        raise ArtifactError(f"{version_dir}: metadata needs one reference histogram per feature")
+    return ModelArtifact(metadata, onnx_bytes)
+
+
+def session_options(threads: int) -> ort.SessionOptions:
+    """A session sized to the container's CPU limit.
+
+    Spinning is off: idle pool threads would otherwise busy-wait for the next batch on the very cores
+    the event loop needs to parse the next requests.
+    """
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+class OnnxModel:
+    """The serving hooks around one session, in LitServe's terms: ``batch``, ``predict``, ``unbatch``."""
+
+    def __init__(self, artifact: ModelArtifact, threads: int) -> None:
+        self.artifact = artifact
+        self.session = ort.InferenceSession(
+            artifact.onnx_bytes, sess_options=session_options(threads), providers=["CPUExecutionProvider"]
+        )
+        self._input = self.session.get_inputs()[0].name
+        self._output = self.session.get_outputs()[0].name
+
+    @staticmethod
+    def batch(items: Sequence[Rows]) -> Rows:
+        return items[0] if len(items) == 1 else np.concatenate(items, axis=0)
+
+    def predict(self, x: Rows) -> npt.NDArray[np.float32]:
+        out: npt.NDArray[np.float32] = self.session.run([self._output], {self._input: x})[0]
+        return out
+
+    @staticmethod
+    def unbatch(items: Sequence[Rows], y: npt.NDArray[np.float32]) -> list[npt.NDArray[np.float32]]:
+        bounds = np.cumsum([len(i) for i in items])[:-1]
+        return list(np.split(y, bounds))
+
+    def warm_up(self, max_batch_size: int) -> None:
+        """Run the smallest and largest batch once so the first real requests don't pay for allocation."""
+        for rows in sorted({1, max_batch_size}):
+            self.predict(np.zeros((rows, self.artifact.n_features), dtype=np.float32))

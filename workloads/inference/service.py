@@ -1,0 +1,141 @@
+"""The serving state the HTTP layer reads: model, batcher, drift window, readiness and drain.
+
+Lifecycle: created (not ready) -> ``load`` builds the session and warms it on a worker thread (ready) ->
+``drain`` on SIGTERM (not ready; new requests refused; in-flight ones finish) -> stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from workloads.inference.batcher import MicroBatcher
+from workloads.inference.config import ServeConfig
+from workloads.inference.drift import DriftMonitor
+from workloads.inference.metrics import Metrics
+from workloads.inference.model import ModelArtifact, OnnxModel, Rows
+
+log = logging.getLogger("workloads.inference")
+
+Scores = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    scores: Scores
+    batch_size: int
+
+
+class Service:
+    def __init__(
+        self, config: ServeConfig, artifact: ModelArtifact, *, threads: int, token: bytes | None
+    ) -> None:
+        self.config = config
+        self.artifact = artifact
+        self.threads = threads
+        self.token = token
+        meta = artifact.metadata
+        self.drift = DriftMonitor(
+            meta.reference_histograms, window=config.drift_window, threshold=config.drift_threshold
+        )
+        self.batcher: MicroBatcher[Rows, Scores] = MicroBatcher(
+            self._run_batch,
+            max_batch_size=config.max_batch_size,
+            max_wait_s=config.max_wait_ms / 1000,
+            max_queue=config.max_queue,
+            on_batch=self._observe_batch,
+            # Admitted requests not yet answered: while more of them exist than the batch holds, some
+            # are still being parsed and worth waiting for; otherwise the batch goes at once.
+            pending=lambda: self.in_flight,
+        )
+        self.metrics = Metrics(
+            model=meta.name,
+            version=meta.version,
+            max_batch_size=config.max_batch_size,
+            drift=self.drift,
+            queue_depth=lambda: self.batcher.queued,
+        )
+        self.model: OnnxModel | None = None
+        self.failure: str | None = None
+        self.draining = False
+        self.in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def ready(self) -> bool:
+        return self.model is not None and not self.draining
+
+    def not_ready_reason(self) -> str:
+        if self.failure is not None:
+            return f"model failed to load: {self.failure}"
+        return "draining" if self.draining else "model loading"
+
+    async def load(self) -> None:
+        """Build the session and warm it off the event loop, so /healthz answers while a large model loads."""
+        started = time.perf_counter()
+        try:
+            self.model = await asyncio.to_thread(self._build)
+        except Exception as exc:
+            self.failure = f"{type(exc).__name__}: {exc}"
+            log.exception("model failed to load")
+            raise
+        log.info(
+            "model ready: %d intra-op threads, max batch %d, max wait %.1f ms, loaded and warmed in %.0f ms",
+            self.threads,
+            self.config.max_batch_size,
+            self.config.max_wait_ms,
+            (time.perf_counter() - started) * 1000,
+        )
+
+    def _build(self) -> OnnxModel:
+        model = OnnxModel(self.artifact, self.threads)
+        model.warm_up(self.config.max_batch_size)
+        return model
+
+    def _run_batch(self, items: Sequence[Rows]) -> list[Scores]:
+        """One model run for a batch of requests; runs on the batcher's worker thread."""
+        model = self.model
+        if model is None:
+            raise RuntimeError("requests are admitted only once the model is loaded")
+        x = model.batch(items)
+        y = model.predict(x)
+        self.drift.observe(x)
+        return model.unbatch(items, y)
+
+    def _observe_batch(self, rows: int) -> None:
+        self.metrics.batch_size.observe(rows)
+
+    async def predict(self, rows: Rows) -> Prediction:
+        scores, batch_size = await self.batcher.submit(rows, len(rows))
+        return Prediction(scores, batch_size)
+
+    def enter(self) -> None:
+        self.in_flight += 1
+        self.metrics.in_flight.inc()
+        self._idle.clear()
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+        self.metrics.in_flight.dec()
+        if self.in_flight == 0:
+            self._idle.set()
+
+    async def drain(self) -> None:
+        """Stop admitting, then wait for admitted requests (at least ``drain_min_s``, at most
+        ``drain_timeout_s``) so that no accepted request is cut off by the shutdown that follows."""
+        self.draining = True
+        log.info("draining: readiness false, refusing new requests, %d in flight", self.in_flight)
+        started = time.perf_counter()
+        await asyncio.sleep(self.config.drain_min_s)
+        try:
+            await asyncio.wait_for(self._idle.wait(), self.config.drain_timeout_s)
+        except TimeoutError:
+            log.warning("drain timed out with %d requests in flight", self.in_flight)
+        log.info("drained in %.0f ms; shutting down", (time.perf_counter() - started) * 1000)
