@@ -29,7 +29,7 @@ DEFAULT_PACK = REPO_ROOT / "policies"
 _STYLES = {"mandatory": "bold red", "advisory": "yellow"}
 
 
-def check(  # noqa: PLR0917 (typer maps each parameter to a flag)
+def check(
     stacks: Annotated[
         list[str] | None, typer.Argument(help="Stack names, e.g. aws-enterprise-prod.", show_default=False)
     ] = None,

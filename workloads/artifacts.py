@@ -99,6 +99,8 @@ def write_metadata(version_dir: Path, metadata: ModelMetadata) -> ModelMetadata:
     }
     final = metadata.model_copy(update={"files": files})
     fd, tmp = tempfile.mkstemp(dir=version_dir, prefix=".metadata-", suffix=".tmp")
+    # mkstemp creates 0600; the serving pod reads models as another user than the trainer.
+    os.fchmod(fd, 0o644)
     with os.fdopen(fd, "w") as fh:
         fh.write(final.model_dump_json(indent=2))
         fh.flush()

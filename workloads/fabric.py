@@ -97,7 +97,9 @@ def fabric_profile(pool: PoolHandle) -> FabricProfile:
         resources={**gpu, "rdma/shared_ib": "1"},
         env={**gpu_env, **_INFINIBAND_ENV, "NCCL_TOPO_FILE": f"{NCCL_TOPOLOGY_DIR}/{topology}"},
         capabilities=("IPC_LOCK",),
-        volumes=({"name": "nccl-topology", "configMap": {"name": NCCL_TOPOLOGY_CONFIGMAP, "optional": True}},),
+        volumes=(
+            {"name": "nccl-topology", "configMap": {"name": NCCL_TOPOLOGY_CONFIGMAP, "optional": True}},
+        ),
         volume_mounts=({"name": "nccl-topology", "mountPath": NCCL_TOPOLOGY_DIR, "readOnly": True},),
         annotations=_IPC_LOCK_SKIPS,
     )

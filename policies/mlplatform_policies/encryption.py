@@ -111,7 +111,7 @@ def _private_nfs_account(subject: Subject) -> bool:
     """A FileStorage account reachable only through private endpoints: NFS 4.1 shares require secure
     transfer off (Microsoft Learn, "NFS file shares in Azure Files"), so their traffic must never
     leave the virtual network instead."""
-    return (
+    return bool(
         subject.get("kind") == "FileStorage"
         and subject.get("publicNetworkAccess") == "Disabled"
         and subject.get("networkRuleSet.defaultAction") == "Deny"

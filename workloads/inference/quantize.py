@@ -24,7 +24,7 @@ import onnx
 import onnxruntime as ort
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from workloads.artifacts import METADATA_FILE, ONNX_FILE, ArtifactError, ModelMetadata, write_metadata
+from workloads.artifacts import ONNX_FILE, ArtifactError, ModelMetadata, write_metadata
 from workloads.inference.model import load_artifact
 from workloads.training.hooks import HookError
 from workloads.training.tasks import Split, load_split_for
@@ -68,9 +68,8 @@ def quantize_version(version_dir: Path, *, overwrite: bool = False) -> ModelMeta
         parent_accuracy = accuracy(parent.onnx_bytes, split)
         int8_accuracy = accuracy(staging / ONNX_FILE, split)
         written = write_metadata(staging, _int8_metadata(meta, parent_accuracy, int8_accuracy))
-        # mkdtemp/mkstemp create owner-only files; the server reads them as another (non-root) user.
+        # mkdtemp creates an owner-only directory; the server reads it as another (non-root) user.
         staging.chmod(0o755)
-        (staging / METADATA_FILE).chmod(0o644)
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)

@@ -67,7 +67,9 @@ def test_access_logs_go_to_a_separate_hardened_bucket(aws_plan: Callable[[str], 
         "-storage-logs",
     ).inputs["rules"]
     assert rule["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "aws:kms"
-    assert rule["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"].startswith("arn:aws:kms:me-central-1:")
+    assert rule["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"].startswith(
+        "arn:aws:kms:me-central-1:"
+    )
     block = one(plan, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "-storage-logs").inputs
     assert block["blockPublicPolicy"] is True and block["restrictPublicBuckets"] is True
     deny, delivery = policy(one(plan, "aws:s3/bucketPolicy:BucketPolicy", "-storage-logs").inputs["policy"])[

@@ -27,7 +27,7 @@ def test_multi_stage_non_root_pinned_and_installs_the_workloads_extra() -> None:
     froms = [line for line in lines if line.startswith("FROM ")]
     assert len(froms) == 2 and froms[0].endswith(" AS build"), "build tools stay in the build stage"
     assert "ARG PYTHON_IMAGE=python:3.11.7-slim-bookworm" in lines
-    assert any("'.[workloads]'" in line for line in lines)
+    assert any("'.[train]'" in line for line in lines)
     final_stage = lines[lines.index(froms[1]) :]
     assert "USER 10001:10001" in final_stage
     assert not any("pip install" in line for line in final_stage)
