@@ -13,6 +13,9 @@ from components.kubernetes.addons import GPU_OPERATOR_NAMESPACE, GPU_TOLERATION,
 from components.kubernetes.objects import MANAGED_BY, Object
 
 RELEASE = "kube-prometheus-stack"
+# A Secret in the monitoring namespace holding ``ca.crt``, the CA that signed the inference service's
+# certificate, so Prometheus verifies what it scrapes over TLS (README: "Monitoring").
+INFERENCE_CA_SECRET = "inference-ca"
 
 
 def _endpoints_job(job: str, namespace: str, keep_service: str, scheme: str = "http") -> dict[str, Any]:
@@ -31,7 +34,8 @@ def _endpoints_job(job: str, namespace: str, keep_service: str, scheme: str = "h
 
 def prometheus_chart(scrape_jobs: list[dict[str, Any]]) -> Chart:
     """kube-prometheus-stack 69.4.1 (prometheus-community), with our scrape jobs and rule selection
-    open to PrometheusRule objects outside the chart."""
+    open to PrometheusRule objects outside the chart. Secrets the jobs' TLS settings name are mounted."""
+    secrets = sorted({INFERENCE_CA_SECRET for job in scrape_jobs if job["scheme"] == "https"})
     return Chart(
         release=RELEASE,
         chart="kube-prometheus-stack",
@@ -45,6 +49,7 @@ def prometheus_chart(scrape_jobs: list[dict[str, Any]]) -> Chart:
                     "ruleSelectorNilUsesHelmValues": False,
                     "serviceMonitorSelectorNilUsesHelmValues": False,
                     "additionalScrapeConfigs": scrape_jobs,
+                    "secrets": secrets,
                 }
             },
             # Grafana's chart default admin password is public; teams attach their managed Grafana
@@ -60,7 +65,34 @@ def gpu_scrape_job() -> dict[str, Any]:
 
 
 def inference_scrape_job(namespace: str, service: str, tls: bool) -> dict[str, Any]:
-    return _endpoints_job("inference", namespace, service, "https" if tls else "http")
+    job = _endpoints_job("inference", namespace, service, "https" if tls else "http")
+    if tls:
+        job["tls_config"] = {
+            "ca_file": f"/etc/prometheus/secrets/{INFERENCE_CA_SECRET}/ca.crt",
+            "server_name": f"{service}.{namespace}.svc",
+        }
+    return job
+
+
+def inference_rules(drift_threshold: float) -> list[dict[str, Any]]:
+    """Alerts on the inference service's own metrics (workloads/inference/metrics.py, drift.py)."""
+    return [
+        _rule(
+            "InferenceErrorsHigh",
+            'sum(rate(inference_responses_total{code=~"5.."}[5m]))'
+            " / sum(rate(inference_responses_total[5m])) > 0.01",
+            "10m",
+            "critical",
+            "More than 1% of inference responses are server errors",
+        ),
+        _rule(
+            "InferenceInputDrift",
+            f"max by (feature) (inference_drift_psi) > {drift_threshold}",
+            "30m",
+            "warning",
+            "Input feature {{ $labels.feature }} drifted from the training distribution (PSI {{ $value }})",
+        ),
+    ]
 
 
 def _rule(alert: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:

@@ -151,8 +151,8 @@ def _unrendered(subject: Subject) -> Iterator[str]:
     version = subject.get("version")
     pinned = f"@{version}" if version else " (no chart version pinned)" if subject.get("chart") else ""
     yield (
-        f"{chart}{pinned}: the objects it renders are not judged offline; judge them with "
-        "`pulumi preview --policy-pack policies` or scan the rendered manifests with checkov"
+        f"{chart}{pinned}: the objects it renders are not judged here (to Pulumi it is one resource, offline "
+        "and under preview alike); scan its rendered manifests (`helm template`) with checkov"
     )
 
 
