@@ -60,6 +60,8 @@ class PlannedResource:
     dependencies: tuple[str, ...] = ()
     # Input property name -> URNs it came from (what AnalyzeStack's graph needs).
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    # The resource option that makes the engine refuse to delete it.
+    protect: bool = False
 
 
 @dataclass
@@ -84,6 +86,7 @@ class Plan:
                     "inputs": r.inputs,
                     "dependencies": list(r.dependencies),
                     "propertyDependencies": r.property_dependencies,
+                    "protect": r.protect,
                 }
                 for r in self.resources
             ],
@@ -223,6 +226,7 @@ class _CaptureMonitor(MockMonitor):
                 inputs=json_format.MessageToDict(request.object),
                 dependencies=tuple(request.dependencies),
                 property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                protect=bool(request.protect),
             )
         )
         return response

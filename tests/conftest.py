@@ -7,10 +7,13 @@ every test that plans it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from components.config import PLATFORM_KEY
 from mlplatform.plan import Plan, resolve_target, run_plan
+from tests.stack_variants import cloud_only, plan_config, template
 
 _PLANS: dict[str, Plan] = {}
 
@@ -25,3 +28,31 @@ def plan_stack(stack: str) -> Plan:
 def planned() -> Callable[[str], Plan]:
     """``planned("aws-smb-dev")`` → the Plan of that shipped stack template (cached)."""
     return plan_stack
+
+
+@pytest.fixture(scope="session")
+def cloud_plan(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Plan]:
+    """``cloud_plan("aws-enterprise-prod")`` → the plan of that shipped template with the in-cluster layer
+    off (the adapter's resources are the same either way; full plans come from ``planned``), cached."""
+    directory: Path = tmp_path_factory.mktemp("cloud-only")
+    cache: dict[str, Plan] = {}
+
+    def plan(stack: str) -> Plan:
+        if stack not in cache:
+            cache[stack] = plan_config(cloud_only(template(stack)), directory, stack)
+        return cache[stack]
+
+    return plan
+
+
+@pytest.fixture
+def variant(tmp_path: Path) -> Callable[[str, Callable[[dict[str, object]], None]], Plan]:
+    """``variant("aws-enterprise-prod", edit)`` → the plan of a cloud-only copy of the template after
+    ``edit`` changed its ``ml-platform:platform`` body."""
+
+    def plan(stack: str, edit: Callable[[dict[str, object]], None]) -> Plan:
+        config = cloud_only(template(stack))
+        edit(config[PLATFORM_KEY])
+        return plan_config(config, tmp_path, stack)
+
+    return plan

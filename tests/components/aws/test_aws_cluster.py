@@ -8,44 +8,45 @@ from collections.abc import Callable
 
 from components.aws.cluster import CONTROL_PLANE_LOG_TYPES, kubeconfig
 from mlplatform.plan import Plan
-from tests.components.aws.aws_plan_support import SECRET_KEYS, one
+from tests.components.aws.aws_plan_support import SECRET_KEYS
+from tests.stack_variants import one
 
 CLUSTER = "aws:eks/cluster:Cluster"
 KEY = "aws:kms/key:Key"
 
 
-def test_smb_endpoint_is_public_only_to_the_allow_list(aws_plan: Callable[[str], Plan]) -> None:
-    vpc = one(aws_plan("aws-smb-dev"), CLUSTER, "-cluster-eks").inputs["vpcConfig"]
+def test_smb_endpoint_is_public_only_to_the_allow_list(cloud_plan: Callable[[str], Plan]) -> None:
+    vpc = one(cloud_plan("aws-smb-dev"), CLUSTER, "-cluster-eks").inputs["vpcConfig"]
     assert vpc["endpointPublicAccess"] is True
     assert vpc["endpointPrivateAccess"] is True
     assert vpc["publicAccessCidrs"] == ["203.0.113.0/24"]
 
 
-def test_enterprise_endpoint_is_private(aws_plan: Callable[[str], Plan]) -> None:
-    vpc = one(aws_plan("aws-enterprise-prod"), CLUSTER, "-cluster-eks").inputs["vpcConfig"]
+def test_enterprise_endpoint_is_private(cloud_plan: Callable[[str], Plan]) -> None:
+    vpc = one(cloud_plan("aws-enterprise-prod"), CLUSTER, "-cluster-eks").inputs["vpcConfig"]
     assert vpc["endpointPublicAccess"] is False
     assert vpc["endpointPrivateAccess"] is True
     assert "publicAccessCidrs" not in vpc
 
 
-def test_control_plane_sits_in_the_private_subnets(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-enterprise-prod")
+def test_control_plane_sits_in_the_private_subnets(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-enterprise-prod")
     subnets = one(plan, CLUSTER, "-cluster-eks").inputs["vpcConfig"]["subnetIds"]
     assert len(subnets) == 3
     assert all("-network-private-" in s for s in subnets)
 
 
-def test_secrets_are_enveloped_under_the_stacks_key(aws_plan: Callable[[str], Plan]) -> None:
+def test_secrets_are_enveloped_under_the_stacks_key(cloud_plan: Callable[[str], Plan]) -> None:
     for stack in ("aws-smb-dev", "aws-enterprise-prod"):
-        plan = aws_plan(stack)
+        plan = cloud_plan(stack)
         encryption = one(plan, CLUSTER, "-cluster-eks").inputs["encryptionConfig"]
         assert encryption["resources"] == ["secrets"]
         assert encryption["provider"]["keyArn"] == plan.outputs["kmsKeyArn"]
         assert one(plan, KEY, "-key-key").inputs["enableKeyRotation"] is True
 
 
-def test_every_control_plane_log_type_goes_to_an_encrypted_group(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-enterprise-prod")
+def test_every_control_plane_log_type_goes_to_an_encrypted_group(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-enterprise-prod")
     cluster = one(plan, CLUSTER, "-cluster-eks")
     assert sorted(cluster.inputs["enabledClusterLogTypes"]) == sorted(
         ["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -58,8 +59,8 @@ def test_every_control_plane_log_type_goes_to_an_encrypted_group(aws_plan: Calla
     assert group.urn in cluster.dependencies
 
 
-def test_access_is_by_access_entries_and_version_from_config(aws_plan: Callable[[str], Plan]) -> None:
-    cluster = one(aws_plan("aws-smb-dev"), CLUSTER, "-cluster-eks")
+def test_access_is_by_access_entries_and_version_from_config(cloud_plan: Callable[[str], Plan]) -> None:
+    cluster = one(cloud_plan("aws-smb-dev"), CLUSTER, "-cluster-eks")
     assert cluster.inputs["accessConfig"]["authenticationMode"] == "API"
     assert cluster.inputs["version"] == "1.33"
     assert cluster.inputs["name"] == "aws-smb-dev-aws"
@@ -83,15 +84,15 @@ def test_configured_admins_get_cluster_admin(variant: Callable[..., Plan]) -> No
     assert entry.urn in association.dependencies
 
 
-def test_oidc_provider_trusts_sts_audience_at_the_cluster_issuer(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-smb-dev")
+def test_oidc_provider_trusts_sts_audience_at_the_cluster_issuer(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-smb-dev")
     provider = one(plan, "aws:iam/openIdConnectProvider:OpenIdConnectProvider", "-cluster-oidc")
     assert provider.inputs["clientIdLists"] == ["sts.amazonaws.com"]
     assert provider.inputs["url"].startswith("https://oidc.eks.me-central-1.amazonaws.com/id/")
 
 
-def test_kubeconfig_is_a_secret_exec_kubeconfig(aws_plan: Callable[[str], Plan]) -> None:
-    output = aws_plan("aws-enterprise-prod").outputs["kubeconfig"]
+def test_kubeconfig_is_a_secret_exec_kubeconfig(cloud_plan: Callable[[str], Plan]) -> None:
+    output = cloud_plan("aws-enterprise-prod").outputs["kubeconfig"]
     assert set(output) == SECRET_KEYS
     document = json.loads(output["value"])
     user = document["users"][0]["user"]["exec"]

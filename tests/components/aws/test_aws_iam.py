@@ -12,7 +12,8 @@ import pytest
 from components.aws.service_accounts import IRSA_SERVICE_ACCOUNTS, ROLE_ARN_ANNOTATION
 from components.handle import WORKLOAD_IDENTITIES
 from mlplatform.plan import Plan
-from tests.components.aws.aws_plan_support import AWS_STACKS, one, policy, resources
+from tests.components.aws.aws_plan_support import AWS_STACKS, policy, resources
+from tests.stack_variants import one
 
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
@@ -36,10 +37,10 @@ def _trust(plan: Plan, suffix: str) -> dict[str, Any]:
     ],
 )
 def test_irsa_trust_pins_subject_and_audience_exactly(
-    aws_plan: Callable[[str], Plan], stack: str, role: str, subject: str
+    cloud_plan: Callable[[str], Plan], stack: str, role: str, subject: str
 ) -> None:
     """A trust policy with ``sub`` alone, or with StringLike, lets other tokens from the same issuer in."""
-    plan = aws_plan(stack)
+    plan = cloud_plan(stack)
     statement = _trust(plan, role)
     assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
     provider = one(plan, "aws:iam/openIdConnectProvider:OpenIdConnectProvider", "-cluster-oidc")
@@ -65,9 +66,9 @@ def _inline(plan: Plan, suffix: str) -> list[dict[str, Any]]:
 
 
 def test_training_reads_datasets_and_writes_models_and_checkpoints_only(
-    aws_plan: Callable[[str], Plan],
+    cloud_plan: Callable[[str], Plan],
 ) -> None:
-    plan = aws_plan("aws-enterprise-prod")
+    plan = cloud_plan("aws-enterprise-prod")
     listing, read, write, key = _inline(plan, "-identities-training")
     bucket_arn = listing["Resource"]
     assert listing["Condition"] == {"StringLike": {"s3:prefix": ["datasets/*", "models/*", "checkpoints/*"]}}
@@ -83,8 +84,8 @@ def test_training_reads_datasets_and_writes_models_and_checkpoints_only(
     assert key["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
 
 
-def test_inference_only_reads_models(aws_plan: Callable[[str], Plan]) -> None:
-    statements = _inline(aws_plan("aws-enterprise-prod"), "-identities-inference")
+def test_inference_only_reads_models(cloud_plan: Callable[[str], Plan]) -> None:
+    statements = _inline(cloud_plan("aws-enterprise-prod"), "-identities-inference")
     actions = {
         a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
     }
@@ -92,8 +93,8 @@ def test_inference_only_reads_models(aws_plan: Callable[[str], Plan]) -> None:
     assert statements[0]["Condition"] == {"StringLike": {"s3:prefix": ["models/*"]}}
 
 
-def test_autoscaler_resizes_only_this_clusters_tagged_groups(aws_plan: Callable[[str], Plan]) -> None:
-    discover, describe, resize = _inline(aws_plan("aws-smb-dev"), "-identities-cluster-autoscaler")
+def test_autoscaler_resizes_only_this_clusters_tagged_groups(cloud_plan: Callable[[str], Plan]) -> None:
+    discover, describe, resize = _inline(cloud_plan("aws-smb-dev"), "-identities-cluster-autoscaler")
     assert all(not a.startswith("autoscaling:Set") for a in discover["Action"])
     assert describe["Resource"] == "arn:aws:eks:me-central-1:123456789012:nodegroup/aws-smb-dev-aws/*"
     assert resize["Action"] == [
@@ -108,8 +109,8 @@ def test_autoscaler_resizes_only_this_clusters_tagged_groups(aws_plan: Callable[
     }
 
 
-def test_node_role_has_only_worker_cni_and_registry_read(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-smb-dev")
+def test_node_role_has_only_worker_cni_and_registry_read(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-smb-dev")
     node = one(plan, ROLE, "-aws-node")
     assert _trust(plan, "-aws-node")["Principal"] == {"Service": "ec2.amazonaws.com"}
     attached = sorted(
@@ -132,8 +133,8 @@ def _principals(statement: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
-def test_key_policy_names_every_principal(aws_plan: Callable[[str], Plan], stack: str) -> None:
-    key = one(aws_plan(stack), "aws:kms/key:Key", "-key-key").inputs
+def test_key_policy_names_every_principal(cloud_plan: Callable[[str], Plan], stack: str) -> None:
+    key = one(cloud_plan(stack), "aws:kms/key:Key", "-key-key").inputs
     assert key["enableKeyRotation"] is True
     statements = policy(key["policy"])["Statement"]
     principals = [p for s in statements for p in _principals(s)]
@@ -143,8 +144,8 @@ def test_key_policy_names_every_principal(aws_plan: Callable[[str], Plan], stack
     assert "logs.me-central-1.amazonaws.com" in principals
 
 
-def test_eks_and_efs_controllers_get_managed_driver_policies(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-smb-dev")
+def test_eks_and_efs_controllers_get_managed_driver_policies(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-smb-dev")
     ebs = one(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "-addons-ebs-csi-0").inputs
     assert ebs["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
     efs = one(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "-addons-efs-csi-0").inputs

@@ -15,15 +15,8 @@ from components.config import NodePoolConfig
 from components.handle import GPU_TAINT_KEY, POOL_LABEL, Cloud, Fabric, PoolKind, TaintEffect
 from mlplatform.errors import InputError
 from mlplatform.plan import Plan
-from tests.components.aws.aws_plan_support import (
-    AWS_STACKS,
-    cloud_only,
-    one,
-    parse,
-    plan_config,
-    resources,
-    template,
-)
+from tests.components.aws.aws_plan_support import AWS_STACKS, parse, resources
+from tests.stack_variants import cloud_only, one, plan_config, template
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 NG = "aws:eks/nodeGroup:NodeGroup"
@@ -37,11 +30,11 @@ def _interfaces(plan: Plan, pool: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(("stack", "count"), [("aws-enterprise-prod", 32), ("aws-enterprise-dev", 4)])
 def test_efa_pools_get_one_interface_per_card(
-    aws_plan: Callable[[str], Plan], stack: str, count: int
+    cloud_plan: Callable[[str], Plan], stack: str, count: int
 ) -> None:
     """p5.48xlarge: 32 cards; p4d.24xlarge: 4 (REFERENCE.md). Card 0 is EFA at device index 0, every
     other card EFA-only at device index 1; none has a public address; all die with the instance."""
-    interfaces = _interfaces(aws_plan(stack), "gpu-efa")
+    interfaces = _interfaces(cloud_plan(stack), "gpu-efa")
     assert len(interfaces) == count
     assert [i["networkCardIndex"] for i in interfaces] == list(range(count))
     assert (interfaces[0]["interfaceType"], interfaces[0]["deviceIndex"]) == ("efa", 0)
@@ -50,8 +43,8 @@ def test_efa_pools_get_one_interface_per_card(
     assert {i["deleteOnTermination"] for i in interfaces} == {"true"}
 
 
-def test_efa_interfaces_carry_cluster_and_self_referencing_groups(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-enterprise-prod")
+def test_efa_interfaces_carry_cluster_and_self_referencing_groups(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-enterprise-prod")
     interfaces = _interfaces(plan, "gpu-efa")
     efa_group = one(plan, "aws:ec2/securityGroup:SecurityGroup", "-gpu-efa-efa")
     for interface in interfaces:
@@ -70,8 +63,8 @@ def test_efa_interfaces_carry_cluster_and_self_referencing_groups(aws_plan: Call
         assert rule["securityGroupId"].startswith(efa_group.name)
 
 
-def test_cpu_pools_have_no_efa_interfaces(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-enterprise-prod")
+def test_cpu_pools_have_no_efa_interfaces(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-enterprise-prod")
     for pool in ("system", "inference"):
         inputs = one(plan, LT, f"-{pool}-lt").inputs
         assert "networkInterfaces" not in inputs
@@ -79,8 +72,8 @@ def test_cpu_pools_have_no_efa_interfaces(aws_plan: Callable[[str], Plan]) -> No
         assert "placement" not in inputs
 
 
-def test_efa_pool_is_in_one_private_subnet_and_a_placement_group(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-enterprise-prod")
+def test_efa_pool_is_in_one_private_subnet_and_a_placement_group(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-enterprise-prod")
     group = one(plan, NG, "-gpu-efa-ng").inputs
     assert len(group["subnetIds"]) == 1
     assert group["subnetIds"][0].startswith("aws-enterprise-prod-aws-network-private-0-")
@@ -90,34 +83,34 @@ def test_efa_pool_is_in_one_private_subnet_and_a_placement_group(aws_plan: Calla
     assert len(resources(plan, PG)) == 1
 
 
-def test_other_pools_span_every_zone(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-enterprise-prod")
+def test_other_pools_span_every_zone(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-enterprise-prod")
     for pool in ("system", "inference"):
         subnets = one(plan, NG, f"-{pool}-ng").inputs["subnetIds"]
         assert [s.split("-private-")[1][0] for s in subnets] == ["0", "1", "2"]
 
 
-def test_gpu_pools_are_tainted_and_labelled(aws_plan: Callable[[str], Plan]) -> None:
+def test_gpu_pools_are_tainted_and_labelled(cloud_plan: Callable[[str], Plan]) -> None:
     for stack, pool in (("aws-enterprise-prod", "gpu-efa"), ("aws-smb-dev", "gpu")):
-        group = one(aws_plan(stack), NG, f"-{pool}-ng").inputs
+        group = one(cloud_plan(stack), NG, f"-{pool}-ng").inputs
         assert group["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
         assert group["labels"][POOL_LABEL] == pool
         assert group["labels"]["nvidia.com/gpu.present"] == "true"
         assert group["amiType"] == "AL2023_x86_64_NVIDIA"
-    efa = one(aws_plan("aws-enterprise-prod"), NG, "-gpu-efa-ng").inputs
+    efa = one(cloud_plan("aws-enterprise-prod"), NG, "-gpu-efa-ng").inputs
     assert efa["labels"]["vpc.amazonaws.com/efa.present"] == "true"
 
 
-def test_cpu_pools_are_untainted(aws_plan: Callable[[str], Plan]) -> None:
-    group = one(aws_plan("aws-smb-dev"), NG, "-cpu-ng").inputs
+def test_cpu_pools_are_untainted(cloud_plan: Callable[[str], Plan]) -> None:
+    group = one(cloud_plan("aws-smb-dev"), NG, "-cpu-ng").inputs
     assert "taints" not in group or group["taints"] == []
     assert group["labels"] == {POOL_LABEL: "cpu"}
     assert group["amiType"] == "AL2023_x86_64_STANDARD"
 
 
-def test_every_template_is_hardened(aws_plan: Callable[[str], Plan]) -> None:
+def test_every_template_is_hardened(cloud_plan: Callable[[str], Plan]) -> None:
     for stack in ("aws-smb-dev", "aws-enterprise-prod"):
-        plan = aws_plan(stack)
+        plan = cloud_plan(stack)
         templates = resources(plan, LT)
         assert len(templates) == len(resources(plan, NG)) > 0
         for lt in templates:
@@ -133,8 +126,8 @@ def test_every_template_is_hardened(aws_plan: Callable[[str], Plan]) -> None:
             assert root["ebs"]["volumeType"] == "gp3"
 
 
-def test_sizes_spot_and_autoscaler_tags_follow_config(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-smb-dev")
+def test_sizes_spot_and_autoscaler_tags_follow_config(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-smb-dev")
     gpu = one(plan, NG, "-gpu-ng").inputs
     assert gpu["scalingConfig"] == {"minSize": 0, "maxSize": 2, "desiredSize": 0}
     assert gpu["capacityType"] == "SPOT"
@@ -142,7 +135,7 @@ def test_sizes_spot_and_autoscaler_tags_follow_config(aws_plan: Callable[[str], 
     assert gpu["tags"]["k8s.io/cluster-autoscaler/enabled"] == "true"
     assert gpu["tags"]["k8s.io/cluster-autoscaler/aws-smb-dev-aws"] == "owned"
     assert gpu["launchTemplate"]["version"] == "1"
-    prod = one(aws_plan("aws-enterprise-prod"), NG, "-gpu-efa-ng").inputs
+    prod = one(cloud_plan("aws-enterprise-prod"), NG, "-gpu-efa-ng").inputs
     assert prod["capacityType"] == "ON_DEMAND"
     assert prod["scalingConfig"] == {"minSize": 2, "maxSize": 4, "desiredSize": 2}
 

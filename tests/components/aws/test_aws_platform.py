@@ -23,12 +23,11 @@ from tests.components.aws.aws_plan_support import (
     AWS_STACKS,
     UNKNOWN,
     build_platform,
-    one,
     parse,
     policy,
     resources,
-    template,
 )
+from tests.stack_variants import one, template
 
 # Resource types the AWS API gives no tags; every other AWS resource must carry the base tags.
 UNTAGGABLE = {
@@ -76,9 +75,9 @@ def _aws(plan: Plan) -> list[PlannedResource]:
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
 def test_every_input_is_known_and_no_resource_picks_its_own_region(
-    aws_plan: Callable[[str], Plan], stack: str
+    cloud_plan: Callable[[str], Plan], stack: str
 ) -> None:
-    plan = aws_plan(stack)
+    plan = cloud_plan(stack)
     for resource in _aws(plan):
         values = list(_walk(resource.inputs))
         assert None not in values, resource.name
@@ -90,8 +89,8 @@ def test_every_input_is_known_and_no_resource_picks_its_own_region(
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
-def test_every_taggable_resource_carries_the_base_tags(aws_plan: Callable[[str], Plan], stack: str) -> None:
-    plan = aws_plan(stack)
+def test_every_taggable_resource_carries_the_base_tags(cloud_plan: Callable[[str], Plan], stack: str) -> None:
+    plan = cloud_plan(stack)
     base = parse(template(stack), stack).base_tags()
     for resource in _aws(plan):
         if resource.type in UNTAGGABLE:
@@ -102,8 +101,8 @@ def test_every_taggable_resource_carries_the_base_tags(aws_plan: Callable[[str],
         assert tags.items() >= base.items(), resource.name
 
 
-def test_components_nest_under_the_adapter(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-enterprise-prod")
+def test_components_nest_under_the_adapter(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-enterprise-prod")
     adapter = one(plan, "ml-platform:aws:Platform", "-aws")
     children = {r.type for r in plan.resources if r.parent == adapter.urn and not r.custom}
     assert children == {
@@ -124,9 +123,9 @@ def test_components_nest_under_the_adapter(aws_plan: Callable[[str], Plan]) -> N
     ("stack", "nats"), [("aws-smb-dev", 1), ("aws-smb-prod", 3), ("aws-enterprise-prod", 3)]
 )
 def test_nat_per_zone_in_prod_one_shared_in_dev(
-    aws_plan: Callable[[str], Plan], stack: str, nats: int
+    cloud_plan: Callable[[str], Plan], stack: str, nats: int
 ) -> None:
-    plan = aws_plan(stack)
+    plan = cloud_plan(stack)
     assert len(resources(plan, "aws:ec2/natGateway:NatGateway")) == nats
     private_routes = [
         r.inputs["routes"][0] for r in resources(plan, "aws:ec2/routeTable:RouteTable", "-private-")
@@ -136,9 +135,9 @@ def test_nat_per_zone_in_prod_one_shared_in_dev(
 
 
 def test_subnets_are_tagged_for_load_balancers_and_never_map_public_ips(
-    aws_plan: Callable[[str], Plan],
+    cloud_plan: Callable[[str], Plan],
 ) -> None:
-    plan = aws_plan("aws-smb-dev")
+    plan = cloud_plan("aws-smb-dev")
     subnets = resources(plan, "aws:ec2/subnet:Subnet")
     assert len(subnets) == 4
     for subnet in subnets:
@@ -153,8 +152,8 @@ def test_subnets_are_tagged_for_load_balancers_and_never_map_public_ips(
     assert cidrs == ["10.40.0.0/18", "10.40.192.0/20", "10.40.208.0/20", "10.40.64.0/18"]
 
 
-def test_flow_logs_capture_all_traffic_to_an_encrypted_group(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-enterprise-prod")
+def test_flow_logs_capture_all_traffic_to_an_encrypted_group(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-enterprise-prod")
     flow = one(plan, "aws:ec2/flowLog:FlowLog", "-network-flow-logs").inputs
     assert flow["trafficType"] == "ALL"
     assert flow["logDestinationType"] == "cloud-watch-logs"
@@ -173,8 +172,10 @@ def test_flow_logs_capture_all_traffic_to_an_encrypted_group(aws_plan: Callable[
         ("aws-enterprise-prod", {"aws-ebs-csi-driver", "aws-fsx-csi-driver", "metrics-server"}),
     ],
 )
-def test_managed_addons_wait_for_nodes(aws_plan: Callable[[str], Plan], stack: str, addons: set[str]) -> None:
-    plan = aws_plan(stack)
+def test_managed_addons_wait_for_nodes(
+    cloud_plan: Callable[[str], Plan], stack: str, addons: set[str]
+) -> None:
+    plan = cloud_plan(stack)
     installed = resources(plan, "aws:eks/addon:Addon")
     assert {a.inputs["addonName"] for a in installed} == addons
     node_groups = {r.urn for r in resources(plan, "aws:eks/nodeGroup:NodeGroup")}
@@ -193,17 +194,26 @@ def dev() -> AwsPlatform:
     return build_platform(parse(template("aws-smb-dev"), "aws-smb-dev"))
 
 
-def test_production_protects_its_data(prod: AwsPlatform) -> None:
-    """The plan does not record ``protect``; the resources the adapter built do."""
-    assert prod.shared_fs is not None
-    for resource in (prod.key.key, prod.storage.bucket, prod.storage.log_bucket, prod.shared_fs.file_system):
-        assert resource._protect is True
+DATA_BEARING = (
+    ("aws:kms/key:Key", "-key-key"),
+    ("aws:s3/bucket:Bucket", "-storage-data"),
+    ("aws:s3/bucket:Bucket", "-storage-logs"),
+)
+SHARED_FS = {
+    "aws-enterprise-prod": "aws:fsx/lustreFileSystem:LustreFileSystem",
+    "aws-smb-dev": "aws:efs/fileSystem:FileSystem",
+}
 
 
-def test_dev_leaves_its_data_unprotected(dev: AwsPlatform) -> None:
-    assert dev.shared_fs is not None
-    for resource in (dev.key.key, dev.storage.bucket, dev.storage.log_bucket, dev.shared_fs.file_system):
-        assert not resource._protect
+@pytest.mark.parametrize(("stack", "protect"), [("aws-enterprise-prod", True), ("aws-smb-dev", False)])
+def test_production_protects_its_data_and_dev_does_not(
+    cloud_plan: Callable[[str], Plan], stack: str, protect: bool
+) -> None:
+    plan = cloud_plan(stack)
+    (file_system,) = plan.by_type(SHARED_FS[stack])
+    data = [one(plan, token, suffix) for token, suffix in DATA_BEARING] + [file_system]
+    assert {r.protect for r in data} == {protect}
+    assert not one(plan, "aws:eks/cluster:Cluster", "-cluster-eks").protect
 
 
 def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform) -> None:
@@ -237,8 +247,8 @@ def test_smb_handle_mounts_efs(dev: AwsPlatform) -> None:
     assert dev.handle.fabrics == frozenset()
 
 
-def test_bucket_uri_and_exports(aws_plan: Callable[[str], Plan]) -> None:
-    outputs = aws_plan("aws-smb-dev").outputs
+def test_bucket_uri_and_exports(cloud_plan: Callable[[str], Plan]) -> None:
+    outputs = cloud_plan("aws-smb-dev").outputs
     assert outputs["bucket"].startswith("s3://aws-smb-dev-aws-storage-data-")
     assert outputs["sharedFileSystemId"]
     assert [p["name"] for p in outputs["nodePools"]] == ["cpu", "gpu"]

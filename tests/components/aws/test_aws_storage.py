@@ -9,7 +9,8 @@ import pytest
 
 from components.aws.registry import image_repository, repositories
 from mlplatform.plan import Plan
-from tests.components.aws.aws_plan_support import AWS_STACKS, one, policy, resources
+from tests.components.aws.aws_plan_support import AWS_STACKS, policy, resources
+from tests.stack_variants import one
 
 BUCKET = "aws:s3/bucket:Bucket"
 EFS = "aws:efs/fileSystem:FileSystem"
@@ -19,9 +20,9 @@ INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 
 @pytest.mark.parametrize("stack", ["aws-smb-dev", "aws-enterprise-prod"])
 def test_data_bucket_is_kms_encrypted_versioned_private_and_tls_only(
-    aws_plan: Callable[[str], Plan], stack: str
+    cloud_plan: Callable[[str], Plan], stack: str
 ) -> None:
-    plan = aws_plan(stack)
+    plan = cloud_plan(stack)
     (rule,) = one(
         plan,
         "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
@@ -55,8 +56,8 @@ def test_data_bucket_is_kms_encrypted_versioned_private_and_tls_only(
     assert deny["Resource"][1] == deny["Resource"][0] + "/*"
 
 
-def test_access_logs_go_to_a_separate_hardened_bucket(aws_plan: Callable[[str], Plan]) -> None:
-    plan = aws_plan("aws-enterprise-prod")
+def test_access_logs_go_to_a_separate_hardened_bucket(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-enterprise-prod")
     logging = one(plan, "aws:s3/bucketLogging:BucketLogging", "-storage-data").inputs
     log_bucket = one(plan, BUCKET, "-storage-logs")
     assert logging["targetBucket"].startswith(log_bucket.name)
@@ -86,8 +87,8 @@ def test_access_logs_go_to_a_separate_hardened_bucket(aws_plan: Callable[[str], 
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
-def test_nothing_replicates_out_of_the_region(aws_plan: Callable[[str], Plan], stack: str) -> None:
-    plan = aws_plan(stack)
+def test_nothing_replicates_out_of_the_region(cloud_plan: Callable[[str], Plan], stack: str) -> None:
+    plan = cloud_plan(stack)
     assert resources(plan, "aws:s3/bucketReplicationConfig:BucketReplicationConfig") == []
     assert resources(plan, "aws:ecr/replicationConfiguration:ReplicationConfiguration") == []
     for bucket in resources(plan, BUCKET):
@@ -97,8 +98,8 @@ def test_nothing_replicates_out_of_the_region(aws_plan: Callable[[str], Plan], s
 
 
 @pytest.mark.parametrize("stack", ["aws-smb-dev", "aws-smb-prod"])
-def test_smb_shares_efs_and_no_lustre(aws_plan: Callable[[str], Plan], stack: str) -> None:
-    plan = aws_plan(stack)
+def test_smb_shares_efs_and_no_lustre(cloud_plan: Callable[[str], Plan], stack: str) -> None:
+    plan = cloud_plan(stack)
     assert resources(plan, LUSTRE) == []
     efs = one(plan, EFS, "-shared-efs").inputs
     assert efs["encrypted"] is True
@@ -113,8 +114,8 @@ def test_smb_shares_efs_and_no_lustre(aws_plan: Callable[[str], Plan], stack: st
 
 
 @pytest.mark.parametrize("stack", ["aws-enterprise-dev", "aws-enterprise-prod"])
-def test_enterprise_shares_lustre_and_no_efs(aws_plan: Callable[[str], Plan], stack: str) -> None:
-    plan = aws_plan(stack)
+def test_enterprise_shares_lustre_and_no_efs(cloud_plan: Callable[[str], Plan], stack: str) -> None:
+    plan = cloud_plan(stack)
     assert resources(plan, EFS) == []
     lustre = one(plan, LUSTRE, "-shared-lustre").inputs
     assert lustre["deploymentType"] == "PERSISTENT_2"
@@ -137,9 +138,9 @@ def test_enterprise_shares_lustre_and_no_efs(aws_plan: Callable[[str], Plan], st
 
 
 def test_registry_repositories_are_immutable_scanned_and_kms_encrypted(
-    aws_plan: Callable[[str], Plan],
+    cloud_plan: Callable[[str], Plan],
 ) -> None:
-    plan = aws_plan("aws-enterprise-prod")
+    plan = cloud_plan("aws-enterprise-prod")
     repos = resources(plan, "aws:ecr/repository:Repository")
     assert sorted(r.inputs["name"] for r in repos) == ["ml-platform/inference", "ml-platform/trainer"]
     for repo in repos:

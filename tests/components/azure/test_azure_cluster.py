@@ -12,24 +12,25 @@ from components.azure.cluster import CONTROL_PLANE_LOGS, cluster_cidrs
 from components.azure.roles import BuiltInRole
 from components.azure.scope import deployer_principal_type
 from mlplatform.plan import SECRET_SIG, Plan
-from tests.components.azure.azure_plan_support import named, of_type, role_assignments
+from tests.components.azure.azure_plan_support import role_assignments
+from tests.stack_variants import one
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
 PlanFn = Callable[[str], Plan]
 
 
 def cluster(plan: Plan) -> dict[str, Any]:
-    (resource,) = of_type(plan, CLUSTER)
+    (resource,) = plan.by_type(CLUSTER)
     return resource.inputs
 
 
-def test_smb_api_server_is_public_behind_the_allow_list(azure_plan: PlanFn) -> None:
-    access = cluster(azure_plan("azure-smb-dev"))["apiServerAccessProfile"]
+def test_smb_api_server_is_public_behind_the_allow_list(cloud_plan: PlanFn) -> None:
+    access = cluster(cloud_plan("azure-smb-dev"))["apiServerAccessProfile"]
     assert access == {"enablePrivateCluster": False, "authorizedIPRanges": ["203.0.113.0/24"]}
 
 
-def test_enterprise_api_server_is_private(azure_plan: PlanFn) -> None:
-    access = cluster(azure_plan("azure-enterprise-prod"))["apiServerAccessProfile"]
+def test_enterprise_api_server_is_private(cloud_plan: PlanFn) -> None:
+    access = cluster(cloud_plan("azure-enterprise-prod"))["apiServerAccessProfile"]
     assert access == {
         "enablePrivateCluster": True,
         "enablePrivateClusterPublicFQDN": False,
@@ -38,8 +39,8 @@ def test_enterprise_api_server_is_private(azure_plan: PlanFn) -> None:
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
-def test_entra_id_only_access_with_workload_identity(azure_plan: PlanFn, stack: str) -> None:
-    inputs = cluster(azure_plan(stack))
+def test_entra_id_only_access_with_workload_identity(cloud_plan: PlanFn, stack: str) -> None:
+    inputs = cluster(cloud_plan(stack))
     assert inputs["aadProfile"]["managed"] is True
     assert inputs["aadProfile"]["enableAzureRBAC"] is True
     assert inputs["disableLocalAccounts"] is True
@@ -49,8 +50,8 @@ def test_entra_id_only_access_with_workload_identity(azure_plan: PlanFn, stack: 
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
-def test_overlay_network_with_cilium_policy(azure_plan: PlanFn, stack: str) -> None:
-    network = cluster(azure_plan(stack))["networkProfile"]
+def test_overlay_network_with_cilium_policy(cloud_plan: PlanFn, stack: str) -> None:
+    network = cluster(cloud_plan(stack))["networkProfile"]
     assert network["networkPlugin"] == "azure"
     assert network["networkPluginMode"] == "overlay"
     assert network["networkDataplane"] == "cilium"
@@ -58,31 +59,31 @@ def test_overlay_network_with_cilium_policy(azure_plan: PlanFn, stack: str) -> N
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
-def test_version_upgrades_and_disk_encryption_set(azure_plan: PlanFn, stack: str) -> None:
-    inputs = cluster(azure_plan(stack))
+def test_version_upgrades_and_disk_encryption_set(cloud_plan: PlanFn, stack: str) -> None:
+    inputs = cluster(cloud_plan(stack))
     assert inputs["kubernetesVersion"] == "1.33"
     assert inputs["autoUpgradeProfile"] == {"upgradeChannel": "patch", "nodeOSUpgradeChannel": "NodeImage"}
     assert "-keys-des" in inputs["diskEncryptionSetID"]
     assert inputs["identity"]["type"] == "UserAssigned"
 
 
-def test_production_gets_the_sla_tier(azure_plan: PlanFn) -> None:
-    assert cluster(azure_plan("azure-enterprise-prod"))["sku"]["tier"] == "Standard"
-    assert cluster(azure_plan("azure-smb-dev"))["sku"]["tier"] == "Free"
+def test_production_gets_the_sla_tier(cloud_plan: PlanFn) -> None:
+    assert cluster(cloud_plan("azure-enterprise-prod"))["sku"]["tier"] == "Standard"
+    assert cluster(cloud_plan("azure-smb-dev"))["sku"]["tier"] == "Free"
 
 
-def test_control_plane_logs_go_to_log_analytics(azure_plan: PlanFn) -> None:
-    plan = azure_plan("azure-enterprise-prod")
-    setting = named(plan, "azure-native:monitor:DiagnosticSetting", "-cluster-diagnostics").inputs
+def test_control_plane_logs_go_to_log_analytics(cloud_plan: PlanFn) -> None:
+    plan = cloud_plan("azure-enterprise-prod")
+    setting = one(plan, "azure-native:monitor:DiagnosticSetting", "-cluster-diagnostics").inputs
     assert "-cluster-logs" in setting["workspaceId"]
     assert setting["resourceUri"].endswith("/containerservice/azure-enterprise-prod")
     assert [log["category"] for log in setting["logs"]] == list(CONTROL_PLANE_LOGS)
-    workspace = named(plan, "azure-native:operationalinsights:Workspace", "-cluster-logs").inputs
+    workspace = one(plan, "azure-native:operationalinsights:Workspace", "-cluster-logs").inputs
     assert workspace["features"] == {"disableLocalAuth": True}
 
 
-def test_control_plane_may_use_the_vnet_and_deployer_administers(azure_plan: PlanFn) -> None:
-    plan = azure_plan("azure-smb-dev")
+def test_control_plane_may_use_the_vnet_and_deployer_administers(cloud_plan: PlanFn) -> None:
+    plan = cloud_plan("azure-smb-dev")
     (network,) = role_assignments(plan, BuiltInRole.NETWORK_CONTRIBUTOR)
     assert "-network-vnet" in network["scope"]
     assert network["principalType"] == "ServicePrincipal"
@@ -91,8 +92,8 @@ def test_control_plane_may_use_the_vnet_and_deployer_administers(azure_plan: Pla
     assert admin["principalType"] in {"User", "ServicePrincipal"}
 
 
-def test_kubeconfig_is_a_secret_output(azure_plan: PlanFn) -> None:
-    kubeconfig = azure_plan("azure-smb-dev").outputs["kubeconfig"]
+def test_kubeconfig_is_a_secret_output(cloud_plan: PlanFn) -> None:
+    kubeconfig = cloud_plan("azure-smb-dev").outputs["kubeconfig"]
     assert SECRET_SIG in kubeconfig
     assert kubeconfig["value"].startswith("apiVersion: v1")
 

@@ -11,7 +11,8 @@ from components.azure.identity import CLIENT_ID_ANNOTATION
 from components.azure.roles import BuiltInRole
 from components.handle import WORKLOAD_IDENTITIES
 from mlplatform.plan import Plan
-from tests.components.azure.azure_plan_support import named, role_assignments, target
+from tests.components.azure.azure_plan_support import role_assignments, target
+from tests.stack_variants import one
 
 PlanFn = Callable[[str], Plan]
 FEDERATION = "azure-native:managedidentity:FederatedIdentityCredential"
@@ -24,9 +25,9 @@ FEDERATION = "azure-native:managedidentity:FederatedIdentityCredential"
         ("inference", "system:serviceaccount:ml-inference:inference"),
     ],
 )
-def test_federated_credential_is_exact(azure_plan: PlanFn, workload: str, subject: str) -> None:
-    plan = azure_plan("azure-enterprise-prod")
-    credential = named(plan, FEDERATION, f"-{workload}-identity-federation").inputs
+def test_federated_credential_is_exact(cloud_plan: PlanFn, workload: str, subject: str) -> None:
+    plan = cloud_plan("azure-enterprise-prod")
+    credential = one(plan, FEDERATION, f"-{workload}-identity-federation").inputs
     assert credential["subject"] == subject
     assert credential["audiences"] == ["api://AzureADTokenExchange"]
     assert credential["issuer"] == plan.outputs["oidcIssuerUrl"]
@@ -38,8 +39,8 @@ def test_subjects_come_from_the_shared_contract() -> None:
     assert WORKLOAD_IDENTITIES["inference"].subject == "system:serviceaccount:ml-inference:inference"
 
 
-def test_blob_grants_are_scoped_to_containers(azure_plan: PlanFn) -> None:
-    plan = azure_plan("azure-smb-dev")
+def test_blob_grants_are_scoped_to_containers(cloud_plan: PlanFn) -> None:
+    plan = cloud_plan("azure-smb-dev")
     writers = role_assignments(plan, BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR)
     readers = role_assignments(plan, BuiltInRole.STORAGE_BLOB_DATA_READER)
     assert sorted(target(g["scope"]) for g in writers) == [
@@ -49,7 +50,7 @@ def test_blob_grants_are_scoped_to_containers(azure_plan: PlanFn) -> None:
     assert [target(g["scope"]) for g in readers] == ["azure-smb-dev-azure-objects-models"]
 
 
-def test_workload_client_ids_are_exported(azure_plan: PlanFn) -> None:
-    identities = azure_plan("azure-smb-dev").outputs["workloadIdentities"]
+def test_workload_client_ids_are_exported(cloud_plan: PlanFn) -> None:
+    identities = cloud_plan("azure-smb-dev").outputs["workloadIdentities"]
     assert sorted(identities) == ["inference", "training"]
     assert CLIENT_ID_ANNOTATION == "azure.workload.identity/client-id"

@@ -9,21 +9,22 @@ import pytest
 
 from components.azure.roles import BuiltInRole
 from mlplatform.plan import Plan
-from tests.components.azure.azure_plan_support import named, of_type, role_assignments, target
+from tests.components.azure.azure_plan_support import role_assignments, target
+from tests.stack_variants import one
 
 PlanFn = Callable[[str], Plan]
 REGISTRY = "azure-native:containerregistry:Registry"
 
 
 def vault(plan: Plan) -> dict[str, Any]:
-    (resource,) = of_type(plan, "azure-native:keyvault:Vault")
+    (resource,) = plan.by_type("azure-native:keyvault:Vault")
     properties: dict[str, Any] = resource.inputs["properties"]
     return properties
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
-def test_vault_keeps_keys_recoverable_and_uses_rbac(azure_plan: PlanFn, stack: str) -> None:
-    properties = vault(azure_plan(stack))
+def test_vault_keeps_keys_recoverable_and_uses_rbac(cloud_plan: PlanFn, stack: str) -> None:
+    properties = vault(cloud_plan(stack))
     assert properties["enableRbacAuthorization"] is True
     assert properties["enableSoftDelete"] is True
     assert properties["enablePurgeProtection"] is True
@@ -32,24 +33,24 @@ def test_vault_keeps_keys_recoverable_and_uses_rbac(azure_plan: PlanFn, stack: s
     assert properties["networkAcls"]["bypass"] == "AzureServices"
 
 
-def test_enterprise_vault_has_no_public_access_and_hsm_keys(azure_plan: PlanFn) -> None:
-    plan = azure_plan("azure-enterprise-prod")
+def test_enterprise_vault_has_no_public_access_and_hsm_keys(cloud_plan: PlanFn) -> None:
+    plan = cloud_plan("azure-enterprise-prod")
     assert vault(plan)["publicNetworkAccess"] == "Disabled"
     assert vault(plan)["networkAcls"]["ipRules"] == []
     assert vault(plan)["sku"] == {"family": "A", "name": "premium"}
-    assert {k.inputs["properties"]["kty"] for k in of_type(plan, "azure-native:keyvault:Key")} == {"RSA-HSM"}
+    assert {k.inputs["properties"]["kty"] for k in plan.by_type("azure-native:keyvault:Key")} == {"RSA-HSM"}
 
 
-def test_smb_vault_denies_all_but_the_allow_list(azure_plan: PlanFn) -> None:
-    properties = vault(azure_plan("azure-smb-dev"))
+def test_smb_vault_denies_all_but_the_allow_list(cloud_plan: PlanFn) -> None:
+    properties = vault(cloud_plan("azure-smb-dev"))
     assert properties["publicNetworkAccess"] == "Enabled"
     assert properties["networkAcls"]["ipRules"] == [{"value": "203.0.113.0/24"}]
 
 
-def test_one_rotating_rsa_key_per_consumer(azure_plan: PlanFn) -> None:
+def test_one_rotating_rsa_key_per_consumer(cloud_plan: PlanFn) -> None:
     keys = {
         k.inputs["keyName"]: k.inputs["properties"]
-        for k in of_type(azure_plan("azure-smb-dev"), "azure-native:keyvault:Key")
+        for k in cloud_plan("azure-smb-dev").by_type("azure-native:keyvault:Key")
     }
     assert sorted(keys) == ["disks-cmk", "registry-cmk", "storage-cmk"]
     for properties in keys.values():
@@ -58,9 +59,9 @@ def test_one_rotating_rsa_key_per_consumer(azure_plan: PlanFn) -> None:
         assert {"trigger": {"timeAfterCreate": "P90D"}, "action": {"type": "rotate"}} in actions
 
 
-def test_disk_encryption_set_follows_the_disks_key_and_is_granted_on_it(azure_plan: PlanFn) -> None:
-    plan = azure_plan("azure-smb-dev")
-    des = named(plan, "azure-native:compute:DiskEncryptionSet", "-keys-des").inputs
+def test_disk_encryption_set_follows_the_disks_key_and_is_granted_on_it(cloud_plan: PlanFn) -> None:
+    plan = cloud_plan("azure-smb-dev")
+    des = one(plan, "azure-native:compute:DiskEncryptionSet", "-keys-des").inputs
     assert des["identity"] == {"type": "SystemAssigned"}
     assert des["encryptionType"] == "EncryptionAtRestWithCustomerKey"
     assert des["rotationToLatestKeyVersionEnabled"] is True
@@ -72,9 +73,9 @@ def test_disk_encryption_set_follows_the_disks_key_and_is_granted_on_it(azure_pl
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
-def test_registry_is_premium_encrypted_and_keyless(azure_plan: PlanFn, stack: str) -> None:
-    plan = azure_plan(stack)
-    registry = named(plan, REGISTRY, "-registry-acr").inputs
+def test_registry_is_premium_encrypted_and_keyless(cloud_plan: PlanFn, stack: str) -> None:
+    plan = cloud_plan(stack)
+    registry = one(plan, REGISTRY, "-registry-acr").inputs
     assert registry["sku"] == {"name": "Premium"}
     assert registry["adminUserEnabled"] is False
     assert registry["anonymousPullEnabled"] is False
@@ -85,11 +86,11 @@ def test_registry_is_premium_encrypted_and_keyless(azure_plan: PlanFn, stack: st
     assert "-registry-acr" in pull["scope"]
 
 
-def test_enterprise_registry_is_private_smb_registry_firewalled(azure_plan: PlanFn) -> None:
-    enterprise = named(azure_plan("azure-enterprise-prod"), REGISTRY, "-registry-acr").inputs
+def test_enterprise_registry_is_private_smb_registry_firewalled(cloud_plan: PlanFn) -> None:
+    enterprise = one(cloud_plan("azure-enterprise-prod"), REGISTRY, "-registry-acr").inputs
     assert enterprise["publicNetworkAccess"] == "Disabled"
     assert enterprise["policies"] == {"exportPolicy": {"status": "disabled"}}
-    smb = named(azure_plan("azure-smb-dev"), REGISTRY, "-registry-acr").inputs
+    smb = one(cloud_plan("azure-smb-dev"), REGISTRY, "-registry-acr").inputs
     assert smb["publicNetworkAccess"] == "Enabled"
     assert smb["networkRuleSet"] == {
         "defaultAction": "Deny",

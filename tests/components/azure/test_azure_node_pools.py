@@ -13,7 +13,7 @@ from components.azure.node_pools import agent_pool_names, pool_handle, system_po
 from components.config import PlatformConfig, parse_stack_config
 from components.handle import POOL_LABEL, Fabric, PoolKind, Taint
 from mlplatform.plan import Plan
-from tests.components.azure.azure_plan_support import named, of_type, template
+from tests.stack_variants import one, template
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 PlanFn = Callable[[str], Plan]
@@ -24,13 +24,13 @@ def config_of(stack: str) -> PlatformConfig:
 
 
 def all_pools(plan: Plan) -> list[dict[str, Any]]:
-    (cluster,) = of_type(plan, "azure-native:containerservice:ManagedCluster")
-    return [*cluster.inputs["agentPoolProfiles"], *(r.inputs for r in of_type(plan, AGENT_POOL))]
+    (cluster,) = plan.by_type("azure-native:containerservice:ManagedCluster")
+    return [*cluster.inputs["agentPoolProfiles"], *(r.inputs for r in plan.by_type(AGENT_POOL))]
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
-def test_every_pool_is_hardened(azure_plan: PlanFn, stack: str) -> None:
-    pools = all_pools(azure_plan(stack))
+def test_every_pool_is_hardened(cloud_plan: PlanFn, stack: str) -> None:
+    pools = all_pools(cloud_plan(stack))
     assert len(pools) == len(template(stack)["ml-platform:platform"]["nodePools"])
     for pool in pools:
         assert pool["enableEncryptionAtHost"] is True
@@ -42,14 +42,14 @@ def test_every_pool_is_hardened(azure_plan: PlanFn, stack: str) -> None:
         assert pool["orchestratorVersion"] == "1.33"
 
 
-def test_first_cpu_pool_is_the_system_pool(azure_plan: PlanFn) -> None:
-    (system,) = [p for p in all_pools(azure_plan("azure-smb-dev")) if p["mode"] == "System"]
+def test_first_cpu_pool_is_the_system_pool(cloud_plan: PlanFn) -> None:
+    (system,) = [p for p in all_pools(cloud_plan("azure-smb-dev")) if p["mode"] == "System"]
     assert (system["name"], system["vmSize"], system["minCount"]) == ("cpu", "Standard_D8s_v5", 1.0)
     assert system["nodeTaints"] == []
 
 
-def test_smb_spot_gpu_pool_scales_to_zero(azure_plan: PlanFn) -> None:
-    pool = named(azure_plan("azure-smb-dev"), AGENT_POOL, "-pools-gpu").inputs
+def test_smb_spot_gpu_pool_scales_to_zero(cloud_plan: PlanFn) -> None:
+    pool = one(cloud_plan("azure-smb-dev"), AGENT_POOL, "-pools-gpu").inputs
     assert (pool["scaleSetPriority"], pool["scaleSetEvictionPolicy"], pool["spotMaxPrice"]) == (
         "Spot",
         "Delete",
@@ -64,8 +64,8 @@ def test_smb_spot_gpu_pool_scales_to_zero(azure_plan: PlanFn) -> None:
     assert pool["gpuProfile"] == {"driver": "None"}
 
 
-def test_infiniband_pool(azure_plan: PlanFn) -> None:
-    pool = named(azure_plan("azure-enterprise-prod"), AGENT_POOL, "-pools-gpu-ib").inputs
+def test_infiniband_pool(cloud_plan: PlanFn) -> None:
+    pool = one(cloud_plan("azure-enterprise-prod"), AGENT_POOL, "-pools-gpu-ib").inputs
     assert pool["agentPoolName"] == "gpuib"
     assert pool["vmSize"] == "Standard_ND96isr_H100_v5"
     assert pool["mode"] == "User"

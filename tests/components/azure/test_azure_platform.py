@@ -22,14 +22,8 @@ from components.handle import Cloud, ClusterHandle, Fabric, SharedStorageKind
 from mlplatform.errors import InputError
 from mlplatform.mocks import PlanMocks
 from mlplatform.plan import Plan
-from tests.components.azure.azure_plan_support import (
-    AZURE_STACKS,
-    PLATFORM,
-    cloud_only,
-    plan_config,
-    record_protect,
-    template,
-)
+from tests.components.azure.azure_plan_support import AZURE_STACKS, PLATFORM
+from tests.stack_variants import cloud_only, plan_config, template
 
 PlanFn = Callable[[str], Plan]
 # Azure resource types that take no tags or no location of their own (sub-resources and extensions).
@@ -58,8 +52,8 @@ def test_full_template_plans_in_seconds(planned: PlanFn, stack: str) -> None:
 
 
 @pytest.mark.parametrize("stack", AZURE_STACKS)
-def test_everything_is_tagged_and_in_region(azure_plan: PlanFn, stack: str) -> None:
-    plan = azure_plan(stack)
+def test_everything_is_tagged_and_in_region(cloud_plan: PlanFn, stack: str) -> None:
+    plan = cloud_plan(stack)
     tags = parse_stack_config(template(stack), stack).base_tags()
     azure = [r for r in plan.resources if r.type.startswith("azure-native:")]
     for resource in azure:
@@ -70,8 +64,8 @@ def test_everything_is_tagged_and_in_region(azure_plan: PlanFn, stack: str) -> N
             assert resource.inputs.get("location") == expected, resource.name
 
 
-def test_nodes_and_endpoints_subnets_deny_the_internet(azure_plan: PlanFn) -> None:
-    plan = azure_plan("azure-enterprise-prod")
+def test_nodes_and_endpoints_subnets_deny_the_internet(cloud_plan: PlanFn) -> None:
+    plan = cloud_plan("azure-enterprise-prod")
     groups = [r for r in plan.resources if r.type == "azure-native:network:NetworkSecurityGroup"]
     assert len(groups) == 2
     for group in groups:
@@ -108,10 +102,9 @@ def _data_bearing(protected: dict[str, bool]) -> dict[str, bool]:
 
 @pytest.mark.parametrize(("stack", "protect"), [("azure-smb-prod", True), ("azure-smb-dev", False)])
 def test_production_protects_data_bearing_resources(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stack: str, protect: bool
+    cloud_plan: Callable[[str], Plan], stack: str, protect: bool
 ) -> None:
-    protected = record_protect(monkeypatch)
-    plan_config(cloud_only(template(stack)), tmp_path, stack)
+    protected = {r.name: r.protect for r in cloud_plan(stack).resources}
     data = _data_bearing(protected)
     assert len(data) == 11
     assert set(data.values()) == {protect}

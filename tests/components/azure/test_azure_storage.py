@@ -13,23 +13,23 @@ from components.azure.storage import blob_sku, storage_ip_rules
 from components.config import parse_stack_config
 from components.handle import SharedStorageKind
 from mlplatform.plan import Plan
-from tests.components.azure.azure_plan_support import named, of_type, template
+from tests.stack_variants import one, template
 
 ACCOUNT = "azure-native:storage:StorageAccount"
 PlanFn = Callable[[str], Plan]
 
 
 def data_account(plan: Plan) -> dict[str, Any]:
-    return named(plan, ACCOUNT, "-objects-account").inputs
+    return one(plan, ACCOUNT, "-objects-account").inputs
 
 
 def files_account(plan: Plan) -> dict[str, Any]:
-    return named(plan, ACCOUNT, "-shared-account").inputs
+    return one(plan, ACCOUNT, "-shared-account").inputs
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
-def test_storage_accounts_follow_the_baseline(azure_plan: PlanFn, stack: str) -> None:
-    plan = azure_plan(stack)
+def test_storage_accounts_follow_the_baseline(cloud_plan: PlanFn, stack: str) -> None:
+    plan = cloud_plan(stack)
     for account in (data_account(plan), files_account(plan)):
         assert account["minimumTlsVersion"] == "TLS1_2"
         assert account["allowBlobPublicAccess"] is False
@@ -46,14 +46,14 @@ def test_storage_accounts_follow_the_baseline(azure_plan: PlanFn, stack: str) ->
     assert data_account(plan)["kind"] == "StorageV2"
 
 
-def test_smb_data_account_lets_the_allow_list_through(azure_plan: PlanFn) -> None:
-    account = data_account(azure_plan("azure-smb-dev"))
+def test_smb_data_account_lets_the_allow_list_through(cloud_plan: PlanFn) -> None:
+    account = data_account(cloud_plan("azure-smb-dev"))
     assert account["publicNetworkAccess"] == "Enabled"
     assert account["networkRuleSet"]["ipRules"] == [{"iPAddressOrRange": "203.0.113.0/24", "action": "Allow"}]
 
 
-def test_enterprise_data_account_is_private(azure_plan: PlanFn) -> None:
-    account = data_account(azure_plan("azure-enterprise-prod"))
+def test_enterprise_data_account_is_private(cloud_plan: PlanFn) -> None:
+    account = data_account(cloud_plan("azure-enterprise-prod"))
     assert account["publicNetworkAccess"] == "Disabled"
     assert account["networkRuleSet"]["ipRules"] == []
 
@@ -66,8 +66,8 @@ def test_enterprise_data_account_is_private(azure_plan: PlanFn) -> None:
         ("azure-enterprise-prod", "Standard_GRS"),
     ],
 )
-def test_redundancy_maps_to_the_sku(azure_plan: PlanFn, stack: str, sku: str) -> None:
-    assert data_account(azure_plan(stack))["sku"] == {"name": sku}
+def test_redundancy_maps_to_the_sku(cloud_plan: PlanFn, stack: str, sku: str) -> None:
+    assert data_account(cloud_plan(stack))["sku"] == {"name": sku}
 
 
 def test_geo_redundancy_only_to_a_pair_inside_the_residency() -> None:
@@ -92,50 +92,50 @@ def test_storage_firewall_takes_single_addresses_for_tiny_ranges() -> None:
     ]
 
 
-def test_blobs_are_versioned_and_recoverable(azure_plan: PlanFn) -> None:
-    plan = azure_plan("azure-smb-dev")
-    service = named(plan, "azure-native:storage:BlobServiceProperties", "-objects-blob-service").inputs
+def test_blobs_are_versioned_and_recoverable(cloud_plan: PlanFn) -> None:
+    plan = cloud_plan("azure-smb-dev")
+    service = one(plan, "azure-native:storage:BlobServiceProperties", "-objects-blob-service").inputs
     assert service["isVersioningEnabled"] is True
     assert service["deleteRetentionPolicy"] == {"enabled": True, "days": 90.0}
     assert service["containerDeleteRetentionPolicy"] == {"enabled": True, "days": 90.0}
-    rule = named(plan, "azure-native:storage:ManagementPolicy", "-objects-lifecycle").inputs["policy"][
-        "rules"
-    ][0]
+    rule = one(plan, "azure-native:storage:ManagementPolicy", "-objects-lifecycle").inputs["policy"]["rules"][
+        0
+    ]
     assert rule["definition"]["actions"] == {"version": {"delete": {"daysAfterCreationGreaterThan": 90.0}}}
     containers = {
-        r.inputs["containerName"]: r.inputs for r in of_type(plan, "azure-native:storage:BlobContainer")
+        r.inputs["containerName"]: r.inputs for r in plan.by_type("azure-native:storage:BlobContainer")
     }
     assert sorted(containers) == ["datasets", "models"]
     assert all(c["publicAccess"] == "None" for c in containers.values())
 
 
-def test_nfs_share_is_premium_private_and_sized_from_config(azure_plan: PlanFn) -> None:
-    plan = azure_plan("azure-enterprise-prod")
+def test_nfs_share_is_premium_private_and_sized_from_config(cloud_plan: PlanFn) -> None:
+    plan = cloud_plan("azure-enterprise-prod")
     account = files_account(plan)
     assert (account["kind"], account["sku"]) == ("FileStorage", {"name": "Premium_ZRS"})
     assert account["enableHttpsTrafficOnly"] is False
     assert account["publicNetworkAccess"] == "Disabled"
-    share = named(plan, "azure-native:storage:FileShare", "-shared-share").inputs
+    share = one(plan, "azure-native:storage:FileShare", "-shared-share").inputs
     assert (share["enabledProtocols"], share["shareQuota"], share["shareName"]) == ("NFS", 4096.0, "training")
-    assert files_account(azure_plan("azure-smb-dev"))["sku"] == {"name": "Premium_LRS"}
+    assert files_account(cloud_plan("azure-smb-dev"))["sku"] == {"name": "Premium_LRS"}
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
-def test_private_endpoints_with_dns(azure_plan: PlanFn, stack: str) -> None:
-    plan = azure_plan(stack)
+def test_private_endpoints_with_dns(cloud_plan: PlanFn, stack: str) -> None:
+    plan = cloud_plan(stack)
     endpoints = {
         r.inputs["privateLinkServiceConnections"][0]["groupIds"][0]: r.inputs
-        for r in of_type(plan, "azure-native:network:PrivateEndpoint")
+        for r in plan.by_type("azure-native:network:PrivateEndpoint")
     }
     assert sorted(endpoints) == ["blob", "file", "registry"]
     assert all("-network-endpoints-subnet" in e["subnet"]["id"] for e in endpoints.values())
-    zones = {r.inputs["privateZoneName"] for r in of_type(plan, "azure-native:privatedns:PrivateZone")}
+    zones = {r.inputs["privateZoneName"] for r in plan.by_type("azure-native:privatedns:PrivateZone")}
     assert zones == {
         "privatelink.blob.core.windows.net",
         "privatelink.file.core.windows.net",
         "privatelink.azurecr.io",
     }
-    groups = of_type(plan, "azure-native:network:PrivateDnsZoneGroup")
+    groups = plan.by_type("azure-native:network:PrivateDnsZoneGroup")
     assert sorted(g.inputs["privateDnsZoneConfigs"][0]["name"] for g in groups) == [
         "blob",
         "file",
@@ -143,8 +143,8 @@ def test_private_endpoints_with_dns(azure_plan: PlanFn, stack: str) -> None:
     ]
 
 
-def test_handle_storage_uris_and_csi_volume(azure_plan: PlanFn) -> None:
-    outputs = azure_plan("azure-smb-dev").outputs
+def test_handle_storage_uris_and_csi_volume(cloud_plan: PlanFn) -> None:
+    outputs = cloud_plan("azure-smb-dev").outputs
     account = outputs["storageAccount"]
     assert outputs["modelsUri"] == f"https://{account}.blob.core.windows.net/models"
     shared = outputs["sharedStorage"]
