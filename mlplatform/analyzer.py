@@ -341,25 +341,26 @@ class _Graph:
             properties=_struct(found.get("inputs", {})),
         )
 
+    def _described(self, resource: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields an Analyze request and a stack resource share."""
+        return {
+            "type": resource["type"],
+            "name": resource["name"],
+            "urn": resource["urn"],
+            "properties": _struct(resource.get("inputs", {})),
+            "options": proto.AnalyzerResourceOptions(
+                parent=resource.get("parent") or "", protect=bool(resource.get("protect"))
+            ),
+            "provider": self.provider(resource),
+        }
+
     def analyze_request(self, resource: Mapping[str, Any]) -> proto.AnalyzeRequest:
-        return proto.AnalyzeRequest(
-            type=resource["type"],
-            name=resource["name"],
-            urn=resource["urn"],
-            properties=_struct(resource.get("inputs", {})),
-            options=proto.AnalyzerResourceOptions(parent=resource.get("parent") or ""),
-            provider=self.provider(resource),
-        )
+        return proto.AnalyzeRequest(**self._described(resource))
 
     def stack_resources(self) -> list[proto.AnalyzerResource]:
         return [
             proto.AnalyzerResource(
-                type=resource["type"],
-                name=resource["name"],
-                urn=resource["urn"],
-                properties=_struct(resource.get("inputs", {})),
-                options=proto.AnalyzerResourceOptions(parent=resource.get("parent") or ""),
-                provider=self.provider(resource),
+                **self._described(resource),
                 parent=resource.get("parent") or "",
                 dependencies=list(resource.get("dependencies", [])),
                 propertyDependencies={
