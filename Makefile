@@ -35,6 +35,7 @@ demo: setup
 	@for stack in $(STACKS); do \
 		$(BIN)/mlplatform plan $$stack --json $(OUT)/$$stack.json --manifests $(OUT)/manifests/$$stack || exit $$?; \
 	done
+	$(BIN)/mlplatform check $(STACKS) --sarif $(OUT)/policy.sarif
 
 test: setup
 	$(BIN)/python -m pytest

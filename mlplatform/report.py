@@ -78,6 +78,7 @@ def write_manifests(plan: Plan, directory: Path) -> list[Path]:
 
 
 def write_json(plan: Plan, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(plan.to_dict(), indent=2, sort_keys=False) + "\n")
 
 
