@@ -16,6 +16,7 @@ import json
 import os
 import runpy
 import sys
+import traceback
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -310,8 +311,21 @@ def _run_plan(target: Target) -> Plan:
             _sync_await(run_pulumi_func(program))
         except pulumi.RunError as exc:
             raise InputError(str(exc).splitlines()) from None
+        except Exception as exc:
+            raise InputError([f"{_where(exc, target.program_dir)}: {type(exc).__name__}: {exc}"]) from exc
         outputs = _sync_await(_resolve_outputs(stack_resource.outputs))
     return Plan(project=project, stack=target.stack, resources=monitor.captured, outputs=outputs)
+
+
+def _where(exc: BaseException, program_dir: Path) -> str:
+    """The innermost frame of the failure inside the program's own files (file:line), as a user
+    would look for it; the program's directory when the failure is all in libraries."""
+    where = str(program_dir)
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        path = Path(frame.f_code.co_filename)
+        if path.is_relative_to(program_dir) and ".venv" not in path.parts:
+            where = f"{path.relative_to(program_dir)}:{line}"
+    return where
 
 
 async def _resolve_outputs(outputs: dict[str, Any]) -> dict[str, Any]:

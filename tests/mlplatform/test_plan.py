@@ -124,6 +124,10 @@ def test_program_errors_and_bad_flags_exit_2(program: Path) -> None:
     assert missing.exit_code == 2 and "unknown stack 'no-such-stack'" in missing.stderr
     clash = runner.invoke(app, ["plan", "a", "--stack", "b"])
     assert clash.exit_code == 2 and "two stack names" in clash.stderr
+    (program / "__main__.py").write_text("import pulumi\n\nsettings = {}\nsettings['replicas']\n")
+    crashed = runner.invoke(app, ["plan", "--program", str(program), "--stack", "dev"])
+    assert crashed.exit_code == 2
+    assert crashed.stderr.strip() == "error: __main__.py:4: KeyError: 'replicas'"
 
 
 def test_new_stack_writes_a_valid_renamed_template_and_never_overwrites(tmp_path: Path) -> None:
