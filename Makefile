@@ -7,15 +7,24 @@ CHECKOV_VENV := .tools/checkov
 STACKS := aws-enterprise-prod azure-smb-dev
 OUT := out
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup setup-policy demo test lint bench clean
 
 setup: $(BIN)/.installed $(PACK_VENV)/.installed $(CHECKOV_VENV)/.installed
+
+# Just what `mlplatform plan` and `check` need (no torch): for CI runners such as GitHub's.
+setup-policy: $(BIN)/.installed-infra $(PACK_VENV)/.installed
 
 # The program, the workloads and the dev tools, pinned by constraints.txt (a full freeze).
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[infra,train,serve,dev]'
+	touch $@ $(BIN)/.installed-infra
+
+$(BIN)/.installed-infra: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[infra]'
 	touch $@
 
 # The policy pack runs in its own venv, as `pulumi preview --policy-pack` gives it one
