@@ -94,7 +94,8 @@ def print_plan(plan: Plan, console: Console) -> None:
             chart = f"{resource.inputs.get('chart', '?')} {resource.inputs.get('version', '')}"
             label += f" [yellow](chart {escape(chart)}: rendered on the cluster, not offline)[/]"
         branch = node.add(label)
-        for child in children.get(resource.urn, []):
+        # Registration order is the engine's (concurrent, so it varies run to run); names read better.
+        for child in sorted(children.get(resource.urn, []), key=lambda r: (r.name, r.type)):
             add(branch, child)
 
     tree = Tree(f"[bold]{escape(plan.project)}[/] / [bold]{escape(plan.stack)}[/]")
