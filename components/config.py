@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from components.catalog import InstanceType, catalog
-from components.handle import Cloud, Fabric, PoolKind
+from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
 
 PROJECT = "ml-platform"
 PLATFORM_KEY = f"{PROJECT}:platform"
@@ -62,13 +62,6 @@ class DataClassification(StrEnum):
 class EndpointAccess(StrEnum):
     PRIVATE = "private"
     PUBLIC = "public"
-
-
-class SharedStorageKind(StrEnum):
-    NONE = "none"
-    EFS = "efs"
-    FSX_LUSTRE = "fsx-lustre"
-    AZURE_FILES_NFS = "azure-files-nfs"
 
 
 class Redundancy(StrEnum):

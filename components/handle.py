@@ -98,6 +98,10 @@ class PoolHandle:
 
 
 class SharedStorageKind(StrEnum):
+    """What a stack asks for (``storage.shared``); a handle's SharedStorage is never NONE (its
+    ``storage.shared`` is None instead)."""
+
+    NONE = "none"
     EFS = "efs"
     FSX_LUSTRE = "fsx-lustre"
     AZURE_FILES_NFS = "azure-files-nfs"

@@ -23,7 +23,7 @@ from pulumi_aws import eks
 from components.aws.account import AwsAccount
 from components.aws.iam import OidcIssuer, managed_policy_arn, policy_document, service_account_role
 from components.aws.service_accounts import EBS_CSI_CONTROLLER, EFS_CSI_CONTROLLER
-from components.config import SharedStorageKind
+from components.handle import SharedStorageKind
 
 
 def ebs_key_policy(key_arn: pulumi.Input[str]) -> pulumi.Output[str]:

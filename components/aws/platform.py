@@ -24,8 +24,8 @@ from components.aws.preflight import ensure_offered
 from components.aws.registry import Registry, RegistryArgs, repositories
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import ObjectStore, ObjectStoreArgs
-from components.config import PlatformConfig, SharedStorageKind
-from components.handle import Cloud, ClusterHandle, Fabric, StorageHandle
+from components.config import PlatformConfig
+from components.handle import Cloud, ClusterHandle, Fabric, SharedStorageKind, StorageHandle
 
 
 def shared_zone(config: PlatformConfig) -> int:

@@ -16,7 +16,6 @@ import pulumi
 from pulumi_aws import ec2, efs, fsx, kms, vpc
 
 from components.aws.account import AwsAccount
-from components.config import SharedStorageKind as ConfigStorageKind
 from components.handle import SharedStorage, SharedStorageKind
 
 NFS_PORT = 2049
@@ -49,7 +48,7 @@ _S3_KEY_OPERATIONS = [
 
 @dataclass(frozen=True)
 class SharedFileSystemArgs:
-    kind: ConfigStorageKind
+    kind: SharedStorageKind
     capacity_gib: int
     account: AwsAccount
     vpc_id: pulumi.Input[str]
@@ -82,9 +81,9 @@ class SharedFileSystem(pulumi.ComponentResource):
             opts=self._child,
         )
         self.file_system: efs.FileSystem | fsx.LustreFileSystem
-        if args.kind is ConfigStorageKind.EFS:
+        if args.kind is SharedStorageKind.EFS:
             self.file_system, self.shared = self._efs()
-        elif args.kind is ConfigStorageKind.FSX_LUSTRE:
+        elif args.kind is SharedStorageKind.FSX_LUSTRE:
             self.file_system, self.shared = self._lustre()
         else:
             raise ValueError(f"no AWS shared file system for {args.kind}")

@@ -37,8 +37,8 @@ from components.azure.roles import BuiltInRole
 from components.azure.scope import AzureScope, Deployer, deployer_principal_type
 from components.azure.shared_storage import SharedFileStorage, SharedFileStorageArgs
 from components.azure.storage import ObjectStorage, ObjectStorageArgs
-from components.config import PROJECT, PlatformConfig, SharedStorageKind
-from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, StorageHandle
+from components.config import PROJECT, PlatformConfig
+from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, SharedStorageKind, StorageHandle
 
 # Least privilege per workload: training reads datasets and writes models, inference only reads models.
 WORKLOAD_GRANTS: dict[str, tuple[tuple[BuiltInRole, str], ...]] = {

@@ -9,12 +9,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from components.config import (
-    ConfigError,
-    EndpointAccess,
-    SharedStorageKind,
-    parse_stack_config,
-)
+from components.config import ConfigError, EndpointAccess, parse_stack_config
+from components.handle import SharedStorageKind
 from mlplatform.cli import app
 from mlplatform.plan import all_stack_targets
 
