@@ -17,7 +17,6 @@ import pulumi
 Object = dict[str, Any]
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "ml-platform", "app.kubernetes.io/part-of": "ml-platform"}
-CHECKOV_SKIP = "checkov.io/skip{index}"
 
 
 def type_token(obj: Mapping[str, Any]) -> str:
@@ -32,14 +31,6 @@ def resource_name(obj: Mapping[str, Any]) -> str:
     metadata = obj["metadata"]
     parts = [str(obj["kind"]).lower(), metadata.get("namespace", ""), metadata["name"]]
     return re.sub(r"[^a-z0-9-]+", "-", "-".join(p for p in parts if p))
-
-
-def skip_annotations(reasons: Mapping[str, str]) -> dict[str, str]:
-    """checkov's skip annotations, one per check id, each with its written reason."""
-    return {
-        CHECKOV_SKIP.format(index=i): f"{check}={reason}"
-        for i, (check, reason) in enumerate(reasons.items(), 1)
-    }
 
 
 def apply_objects(
