@@ -165,5 +165,9 @@ class ClusterHandle:
         raise KeyError(f"no node pool named {name!r}; pools: {', '.join(p.name for p in self.pools)}")
 
     @property
+    def has_gpus(self) -> bool:
+        return any(p.kind is PoolKind.GPU for p in self.pools)
+
+    @property
     def fabrics(self) -> frozenset[Fabric]:
         return frozenset(p.fabric for p in self.pools if p.fabric is not Fabric.NONE)

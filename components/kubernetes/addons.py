@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.handle import GPU_TAINT_KEY, Cloud, ClusterHandle, Fabric, PoolKind
+from components.handle import GPU_TAINT_KEY, Cloud, ClusterHandle, Fabric
 from components.kubernetes.tenancy import NamespaceSpec, PodSecurity
 
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
@@ -39,10 +39,6 @@ class Chart:
     repo: str
     namespace: str
     values: dict[str, Any] = field(default_factory=dict)
-
-
-def _gpu_pools(handle: ClusterHandle) -> bool:
-    return any(p.kind is PoolKind.GPU for p in handle.pools)
 
 
 def gpu_operator(handle: ClusterHandle) -> Chart:
@@ -154,7 +150,7 @@ def cluster_autoscaler(handle: ClusterHandle, region: str) -> Chart:
 def operator_namespaces(handle: ClusterHandle, gpu_operator_on: bool) -> list[NamespaceSpec]:
     """Namespaces whose operators load kernel modules and mount host paths: privileged, in writing."""
     specs = []
-    if _gpu_pools(handle) and gpu_operator_on:
+    if handle.has_gpus and gpu_operator_on:
         specs.append(
             NamespaceSpec(
                 GPU_OPERATOR_NAMESPACE,
@@ -178,7 +174,7 @@ def operator_namespaces(handle: ClusterHandle, gpu_operator_on: bool) -> list[Na
 def addon_charts(handle: ClusterHandle, region: str, gpu_operator_on: bool) -> list[Chart]:
     """Every add-on this cluster needs, from what its pools are."""
     charts: list[Chart] = []
-    if _gpu_pools(handle):
+    if handle.has_gpus:
         charts.append(gpu_operator(handle) if gpu_operator_on else device_plugin(handle))
     if Fabric.EFA in handle.fabrics:
         charts.append(efa_device_plugin())

@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 import pulumi_kubernetes.helm.v3 as helm
 
 from components.config import PlatformConfig
-from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric, PoolKind
+from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric
 from components.kubernetes import monitoring
 from components.kubernetes.addons import MONITORING_NAMESPACE, Chart, addon_charts, operator_namespaces
 from components.kubernetes.objects import Object, apply_objects
@@ -47,14 +47,14 @@ class KubernetesLayer(pulumi.ComponentResource):
             [o for spec in tenancy_specs(handle, config, workloads) for o in namespace_objects(spec)]
         )
         charts = addon_charts(handle, config.region, config.kubernetes.gpu_operator)
-        scrape_jobs = workloads.scrape_jobs + ([monitoring.gpu_scrape_job()] if _has_gpus(handle) else [])
+        scrape_jobs = workloads.scrape_jobs + ([monitoring.gpu_scrape_job()] if handle.has_gpus else [])
         if config.monitoring:
             charts.append(monitoring.prometheus_chart(scrape_jobs))
         releases = {chart.release: self._release(chart, namespaces) for chart in charts}
         identities = self._apply(identity_objects(handle, workloads), namespaces)
         volumes = self._apply(volume_objects(handle, workloads), namespaces)
         if config.monitoring:
-            rules = {"gpu": monitoring.GPU_RULES if _has_gpus(handle) else [], **workloads.alert_rules}
+            rules = {"gpu": monitoring.GPU_RULES if handle.has_gpus else [], **workloads.alert_rules}
             self._apply([monitoring.alert_rules(rules)], [releases[monitoring.RELEASE]])
         self.workloads = self._apply(workloads.objects, [*namespaces, *identities, *volumes])
         self.releases = sorted(releases)
@@ -80,10 +80,6 @@ class KubernetesLayer(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=list(depends_on)),
         )
-
-
-def _has_gpus(handle: ClusterHandle) -> bool:
-    return any(p.kind is PoolKind.GPU for p in handle.pools)
 
 
 def _pool_quota(handle: ClusterHandle, config: PlatformConfig, pool_name: str) -> dict[str, str]:
