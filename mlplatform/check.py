@@ -7,7 +7,6 @@ knows. Exit 0 when no mandatory policy is violated, 1 when one is, 2 on bad flag
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -23,6 +22,7 @@ from mlplatform.analyzer_config import PolicySettings, load_policy_config, recon
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with
 from mlplatform.plan import REPO_ROOT, Target, all_stack_targets, resolve_target
 from mlplatform.plan_cmd import ProgramOpt, StackFileOpt, StackOpt, plan_or_exit
+from mlplatform.report import write_document
 from mlplatform.sarif import to_sarif
 
 DEFAULT_PACK = REPO_ROOT / "policies"
@@ -69,10 +69,10 @@ def check(
     console = Console()
     _print(pack, reports, console)
     if json_file is not None:
-        _write(json_file, _to_json(pack, reports))
+        write_document(json_file, _to_json(pack, reports))
         console.print(f"wrote {json_file}")
     if sarif_file is not None:
-        _write(sarif_file, to_sarif(pack, reports, Path.cwd()))
+        write_document(sarif_file, to_sarif(pack, reports, Path.cwd()))
         console.print(f"wrote {sarif_file}")
     if any(v.mandatory for report in reports for v in report.violations):
         raise typer.Exit(EXIT_FINDING)
@@ -169,11 +169,3 @@ def _to_json(pack: PackInfo, reports: list[StackReport]) -> dict[str, Any]:
         ],
         "summary": {"mandatory": mandatory, "advisory": advisory},
     }
-
-
-def _write(path: Path, document: dict[str, Any]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    except OSError as error:
-        exit_with([f"{path}: cannot write ({error.strerror})"])

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from mlplatform.errors import exit_with
 from mlplatform.plan import SECRET_SIG, Plan, PlannedResource
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -77,9 +78,17 @@ def write_manifests(plan: Plan, directory: Path) -> list[Path]:
     return written
 
 
+def write_document(path: Path, document: Any) -> None:
+    """Write JSON, creating its folder; an unwritable path is bad input (exit 2), not a traceback."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    except OSError as error:
+        exit_with([f"{path}: cannot write ({error.strerror})"])
+
+
 def write_json(plan: Plan, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(plan.to_dict(), indent=2, sort_keys=False) + "\n")
+    write_document(path, plan.to_dict())
 
 
 def print_plan(plan: Plan, console: Console) -> None:

@@ -124,6 +124,12 @@ def test_program_errors_and_bad_flags_exit_2(program: Path) -> None:
     assert missing.exit_code == 2 and "unknown stack 'no-such-stack'" in missing.stderr
     clash = runner.invoke(app, ["plan", "a", "--stack", "b"])
     assert clash.exit_code == 2 and "two stack names" in clash.stderr
+    blocker = program / "not-a-folder"
+    blocker.write_text("")
+    unwritable = runner.invoke(
+        app, ["plan", "--program", str(program), "--stack", "dev", "-q", "--json", f"{blocker}/p.json"]
+    )
+    assert unwritable.exit_code == 2 and f"error: {blocker}/p.json: cannot write" in unwritable.stderr
     (program / "__main__.py").write_text("import pulumi\n\nsettings = {}\nsettings['replicas']\n")
     crashed = runner.invoke(app, ["plan", "--program", str(program), "--stack", "dev"])
     assert crashed.exit_code == 2
