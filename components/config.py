@@ -482,6 +482,8 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
                 f"{key}.inference.pool",
                 f"{inference.pool!r} is a {pool.kind} pool; the service runs on CPU",
             )
+        if inference.enabled and config.shared_storage is SharedStorageKind.NONE:
+            yield f"{key}.inference", "the service reads models from shared storage (storage.shared)"
         if inference.max_replicas < inference.min_replicas:
             yield f"{key}.inference.maxReplicas", f"must be ≥ minReplicas ({inference.min_replicas})"
         if not re.fullmatch(r"[0-9]+(m)?", inference.cpu):

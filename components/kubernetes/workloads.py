@@ -91,12 +91,13 @@ def inference_spec(
 def workload_objects(handle: ClusterHandle, config: PlatformConfig) -> WorkloadObjects:
     result = WorkloadObjects()
     training, inference = config.workloads.training, config.workloads.inference
-    if training is not None and training.enabled and handle.storage.shared is not None:
+    # Config validation guarantees shared storage wherever a workload is enabled.
+    if training is not None and training.enabled:
         identity = WORKLOAD_IDENTITIES["training"]
         result.objects += training_job_objects(training_spec(handle, config, training))
         result.claims.append(VolumeClaim(identity.namespace, TRAINING_CLAIM, read_only=False))
         result.service_accounts.append("training")
-    if inference is not None and inference.enabled and handle.storage.shared is not None:
+    if inference is not None and inference.enabled:
         identity = WORKLOAD_IDENTITIES["inference"]
         spec = inference_spec(handle, config, inference)
         result.objects += inference_objects(spec)
