@@ -1,42 +1,53 @@
 # The verbs of the project. `make demo` and `make test` are all a newcomer needs (README.md).
 PYTHON ?= python3
+# The one Python the project supports (pyproject.toml requires-python); every venv is built by it.
+PYTHON_MINOR := 3.11
+PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
 VENV := .venv
 BIN := $(VENV)/bin
 PACK_VENV := policies/.venv
 CHECKOV_VENV := .tools/checkov
 STACKS := aws-enterprise-prod azure-smb-dev
+INFRA_VENV := build/infra-venv
 OUT := out
+# Each venv's stamp names the interpreter that built it: a venv built by another Python is rebuilt.
+STAMP := .installed-$(PYTHON_VERSION)
 
-.PHONY: setup setup-policy demo test lint bench clean
+.PHONY: setup setup-policy python demo test test-infra lint bench clean
 
-setup: $(BIN)/.installed $(PACK_VENV)/.installed $(CHECKOV_VENV)/.installed
+setup: python $(BIN)/$(STAMP) $(PACK_VENV)/$(STAMP) $(CHECKOV_VENV)/$(STAMP)
+
+python:
+	@case "$(PYTHON_VERSION)" in $(PYTHON_MINOR).*) ;; *) \
+		echo "error: $(PYTHON) is Python $(or $(PYTHON_VERSION),missing); ml-platform needs $(PYTHON_MINOR) (make PYTHON=python$(PYTHON_MINOR) ...)" >&2; \
+		exit 2;; esac
 
 # Just what `mlplatform plan` and `check` need (no torch): for CI runners such as GitHub's.
-setup-policy: $(BIN)/.installed-infra $(PACK_VENV)/.installed
+setup-policy: python $(BIN)/$(STAMP)-infra $(PACK_VENV)/$(STAMP)
 
 # The program, the workloads and the dev tools, pinned by constraints.txt (a full freeze).
-$(BIN)/.installed: pyproject.toml constraints.txt
-	$(PYTHON) -m venv $(VENV)
+$(BIN)/$(STAMP): pyproject.toml constraints.txt | python
+	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[infra,train,serve,dev]'
-	touch $@ $(BIN)/.installed-infra
+	touch $@ $(BIN)/$(STAMP)-infra
 
-$(BIN)/.installed-infra: pyproject.toml constraints.txt
-	$(PYTHON) -m venv $(VENV)
+$(BIN)/$(STAMP)-infra: pyproject.toml constraints.txt | python
+	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[infra]'
 	touch $@
 
 # The policy pack runs in its own venv, as `pulumi preview --policy-pack` gives it one
 # (pulumi-policy pins protobuf 5, which onnx cannot share).
-$(PACK_VENV)/.installed: policies/requirements.txt
-	$(PYTHON) -m venv $(PACK_VENV)
+$(PACK_VENV)/$(STAMP): policies/requirements.txt | python
+	$(PYTHON) -m venv --clear $(PACK_VENV)
 	$(PACK_VENV)/bin/python -m pip install --quiet -r policies/requirements.txt
 	touch $@
 
 # checkov pins its own dependency tree; it scans the exported manifests in the tests.
-$(CHECKOV_VENV)/.installed: tools/checkov.txt
-	$(PYTHON) -m venv $(CHECKOV_VENV)
+$(CHECKOV_VENV)/$(STAMP): tools/checkov.txt | python
+	$(PYTHON) -m venv --clear $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r tools/checkov.txt
 	touch $@
 
@@ -48,6 +59,22 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+	$(MAKE) test-infra
+
+# What `pulumi up` installs (requirements.txt: the infra extra, no torch, numpy or uvicorn) plans every
+# stack and judges them all; train says which extra it lacks. pip's cache makes a rebuild quick.
+$(INFRA_VENV)/$(STAMP): requirements.txt pyproject.toml constraints.txt | python
+	$(PYTHON) -m venv --clear $(INFRA_VENV)
+	$(INFRA_VENV)/bin/python -m pip install --quiet --no-compile -r requirements.txt
+	touch $@
+
+test-infra: $(INFRA_VENV)/$(STAMP) $(PACK_VENV)/$(STAMP)
+	@for stack in $$(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$$/\1/p'); do \
+		$(INFRA_VENV)/bin/mlplatform plan $$stack --quiet || exit $$?; \
+	done
+	$(INFRA_VENV)/bin/mlplatform check --all
+	@$(INFRA_VENV)/bin/mlplatform train --local 2>&1 | grep -q "needs the train extra" \
+		|| { echo "error: train in the infrastructure install does not name its extra" >&2; exit 1; }
 
 lint: setup
 	$(BIN)/ruff check .

@@ -10,6 +10,7 @@ Code below this module trusts the typed model.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 import re
@@ -317,7 +318,7 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
     """
     body = raw.get(PLATFORM_KEY)
     if not isinstance(body, Mapping):
-        raise ConfigError([f"{source}: {PLATFORM_KEY}: required key is missing or not a mapping"])
+        raise _absent(source, PLATFORM_KEY, raw, "required key is missing or not a mapping")
     if "region" in body:
         raise ConfigError(
             [
@@ -331,7 +332,7 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
         region_key = REGION_KEYS[Cloud(cloud)]
         region = raw.get(region_key)
         if not isinstance(region, str):
-            raise ConfigError([f"{source}: {region_key}: required for a {cloud} stack"])
+            raise _absent(source, region_key, raw, f"required for a {cloud} stack")
         document["region"] = region
         if body.get("tier") in set(Tier):
             workloads = body.get("workloads")
@@ -340,6 +341,10 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
             )
             preset = tier_preset(Tier(body["tier"]), Cloud(cloud), with_inference=with_inference)
             document = _merge(preset, document)
+    else:
+        # The region key and the preset depend on the cloud: report it alone, not what follows from it.
+        given = "required key is missing" if cloud is None else f"{cloud!r} is not a cloud"
+        raise ConfigError([f"{source}: {PLATFORM_KEY}.cloud: {given}; one of: {', '.join(Cloud)}"])
     try:
         # JSON mode: strict types as they arrive from YAML/Pulumi config, enums from their strings.
         config = PlatformConfig.model_validate_json(json.dumps(document))
@@ -353,11 +358,22 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
     return config
 
 
+def _absent(source: str, key: str, raw: Mapping[str, Any], problem: str) -> ConfigError:
+    """A required key that is absent: named with the misspelt key the stack has instead, if any."""
+    close = difflib.get_close_matches(key, [k for k in raw if k != key], n=1, cutoff=0.8)
+    if close:
+        return ConfigError([f"{source}: {close[0]}: unknown key; did you mean {key}?"])
+    return ConfigError([f"{source}: {key}: {problem}"])
+
+
 def load_stack_config() -> PlatformConfig:
     """Read and validate this stack's config inside a running Pulumi program (preview, up or mocks)."""
     import pulumi
+    from pulumi.runtime import config as runtime_config
 
-    raw: dict[str, Any] = {PLATFORM_KEY: pulumi.Config(PROJECT).get_object("platform")}
+    # Every key the stack has (values unread), so a misspelt one can be named.
+    raw: dict[str, Any] = dict.fromkeys({**runtime_config.get_config_env(), **runtime_config.CONFIG.get()})
+    raw[PLATFORM_KEY] = pulumi.Config(PROJECT).get_object("platform")
     for key in REGION_KEYS.values():
         namespace, name = key.split(":")
         raw[key] = pulumi.Config(namespace).get(name)

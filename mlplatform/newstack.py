@@ -13,8 +13,9 @@ from typing import Annotated
 
 import typer
 import yaml
+from pydantic import TypeAdapter, ValidationError
 
-from components.config import ConfigError, Tier, parse_stack_config
+from components.config import ConfigError, DnsLabel, Tier, parse_stack_config
 from components.handle import Cloud
 from mlplatform.errors import exit_with
 from mlplatform.plan import REPO_ROOT
@@ -51,6 +52,10 @@ def new_stack(
     """Write stacks/Pulumi.<NAME>.yaml from the template, validated and ready to edit."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
         exit_with([f"stack name {name!r}: letters, digits, '-', '_' and '.' only"])
+    try:
+        TypeAdapter(DnsLabel).validate_python(env)
+    except ValidationError:
+        exit_with([f"--env {env!r}: lowercase letters, digits and '-', starting with a letter, 32 at most"])
     path = directory / f"Pulumi.{name}.yaml"
     if path.exists():
         exit_with([f"{path}: already exists; not overwritten"])

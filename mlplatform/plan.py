@@ -12,6 +12,7 @@ numbers as floats, secrets wrapped, exactly what the engine and a policy pack se
 from __future__ import annotations
 
 import contextvars
+import difflib
 import json
 import os
 import runpy
@@ -38,7 +39,8 @@ STACK_TYPE = "pulumi:pulumi:Stack"
 
 @dataclass(frozen=True)
 class Target:
-    """One stack of one Pulumi program: what to plan."""
+    """One stack of one Pulumi program: what to plan. A stack need not have its file: with none, its
+    config is empty, as for a stack Pulumi has never been given config for."""
 
     program_dir: Path
     stack: str
@@ -161,9 +163,13 @@ def resolve_target(
     if stack is None:
         raise InputError(["name a stack, or pass --stack-file PATH, or --program DIR --stack NAME"])
     candidate = _stack_dir(program_dir) / f"Pulumi.{stack}.yaml"
-    if not candidate.is_file():
-        known = ", ".join(t.stack for t in all_stack_targets(program_dir)) or "none"
-        raise InputError([f"unknown stack {stack!r} in {program_dir}; stacks: {known}"])
+    if not candidate.is_file() and program is None:
+        # Any other program may have stacks with no file (empty config, as in Pulumi); this one needs its
+        # config, so a name without a file is a typo.
+        known = [t.stack for t in all_stack_targets(program_dir)]
+        close = difflib.get_close_matches(stack, known, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"stacks: {', '.join(known) or 'none'}"
+        raise InputError([f"unknown stack {stack!r}; {hint}"])
     return Target(program_dir, stack, candidate)
 
 
@@ -177,6 +183,8 @@ def all_stack_targets(program: Path | None = None) -> list[Target]:
 
 def _stack_config(target: Target, project: str) -> tuple[dict[str, Any], list[str]]:
     """The stack's config with full keys, as ``pulumi.Config`` sees it, and its secret keys."""
+    if not target.stack_file.is_file():
+        return {}, []
     raw = _read_yaml(target.stack_file).get("config") or {}
     if not isinstance(raw, dict):
         raise InputError([f"{target.stack_file.name}: config: expected a mapping"])

@@ -38,9 +38,16 @@ def target_from_flags(
     if stack is not None and stack_opt is not None and stack != stack_opt:
         exit_with([f"two stack names given: {stack!r} and --stack {stack_opt!r}"])
     try:
-        return resolve_target(stack or stack_opt, stack_file, program)
+        target = resolve_target(stack_opt or stack, stack_file, program)
     except InputError as exc:
         exit_with(exc.problems)
+    if stack is not None and stack_file is not None and stack_file.name != f"Pulumi.{stack}.yaml":
+        # As `check`: the file names its stack; only --stack renames it, on purpose.
+        named = stack_file.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+        exit_with(
+            [f"{stack_file} is stack {named!r}, not {stack!r}; give one or the other (--stack renames)"]
+        )
+    return target
 
 
 def plan_or_exit(target: Target) -> Plan:

@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from mlplatform.cli import app
-from mlplatform.plan import SECRET_SIG, resolve_target, run_plan
+from mlplatform.plan import REPO_ROOT, SECRET_SIG, resolve_target, run_plan
 
 PROGRAM = """
 import pulumi
@@ -121,7 +121,7 @@ def test_program_errors_and_bad_flags_exit_2(program: Path) -> None:
     broken = runner.invoke(app, ["plan", "--program", str(program), "--stack", "broken"])
     assert broken.exit_code == 2 and "config: expected a mapping" in broken.stderr
     missing = runner.invoke(app, ["plan", "no-such-stack"])
-    assert missing.exit_code == 2 and "unknown stack 'no-such-stack'" in missing.stderr
+    assert missing.exit_code == 2 and "unknown stack 'no-such-stack'; stacks: aws-" in missing.stderr
     clash = runner.invoke(app, ["plan", "a", "--stack", "b"])
     assert clash.exit_code == 2 and "two stack names" in clash.stderr
     blocker = program / "not-a-folder"
@@ -161,3 +161,72 @@ def test_new_stack_writes_a_valid_renamed_template_and_never_overwrites(tmp_path
     again = runner.invoke(app, args)
     assert again.exit_code == 2 and "already exists" in again.stderr
     assert written.read_text() == text
+
+
+def _one_line_exit_2(args: list[str]) -> str:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    return result.stderr.strip()
+
+
+@pytest.mark.parametrize(
+    ("edit", "line"),
+    [
+        (
+            ("  ml-platform:platform:", "  ml-platform:platfrom:"),
+            "error: Pulumi.aws-smb-dev.yaml: ml-platform:platfrom: unknown key; "
+            "did you mean ml-platform:platform?",
+        ),
+        (
+            ("  aws:region:", "  aws:regoin:"),
+            "error: Pulumi.aws-smb-dev.yaml: aws:regoin: unknown key; did you mean aws:region?",
+        ),
+        (
+            ("    cloud: aws", "    cloud: gcp"),
+            "error: Pulumi.aws-smb-dev.yaml: ml-platform:platform.cloud: 'gcp' is not a cloud; "
+            "one of: aws, azure",
+        ),
+    ],
+)
+def test_a_misspelt_key_or_cloud_is_one_line_naming_it(
+    edit: tuple[str, str], line: str, tmp_path: Path
+) -> None:
+    text = (REPO_ROOT / "stacks" / "Pulumi.aws-smb-dev.yaml").read_text()
+    assert edit[0] in text
+    stack_file = tmp_path / "Pulumi.aws-smb-dev.yaml"
+    stack_file.write_text(text.replace(edit[0], edit[1], 1))
+    assert _one_line_exit_2(["plan", "--stack-file", str(stack_file)]) == line
+
+
+def test_an_unknown_stack_is_named_with_the_closest_one() -> None:
+    assert (
+        _one_line_exit_2(["plan", "aws-smb-devv"])
+        == "error: unknown stack 'aws-smb-devv'; did you mean aws-smb-dev?"
+    )
+
+
+def test_a_stack_file_of_another_stack_is_refused() -> None:
+    other = REPO_ROOT / "stacks" / "Pulumi.azure-smb-dev.yaml"
+    assert _one_line_exit_2(["plan", "aws-smb-dev", "--stack-file", str(other)]) == (
+        f"error: {other} is stack 'azure-smb-dev', not 'aws-smb-dev'; give one or the other (--stack renames)"
+    )
+
+
+def test_a_stack_with_no_stack_file_has_empty_config(program: Path) -> None:
+    """Pulumi: a stack that was never given config has none; it is not an unknown stack."""
+    (program / "__main__.py").write_text(
+        "import pulumi\npulumi.export('owner', pulumi.Config().get('owner') or 'unset')\n"
+    )
+    plan = run_plan(resolve_target(stack="fresh", program=program))
+    assert plan.stack == "fresh" and plan.outputs == {"owner": "unset"}
+    result = CliRunner().invoke(app, ["plan", "--program", str(program), "--stack", "fresh", "-q"])
+    assert result.exit_code == 0, result.output
+
+
+def test_new_stack_with_a_bad_environment_names_the_flag(tmp_path: Path) -> None:
+    args = ["new-stack", "x", "--cloud", "aws", "--tier", "smb", "--env", "Bad Env", "--dir", str(tmp_path)]
+    assert _one_line_exit_2(args) == (
+        "error: --env 'Bad Env': lowercase letters, digits and '-', starting with a letter, 32 at most"
+    )
+    assert not list(tmp_path.iterdir())

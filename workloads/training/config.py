@@ -15,8 +15,9 @@ from typing import Any, NoReturn
 
 from workloads.artifacts import METADATA_FILE, model_version_dir
 from workloads.training.hooks import HookError, check_spec
-from workloads.training.tasks import DEFAULT_DATASET
 
+# Named as specs, not imported: the Pulumi program reads these flags with no numpy or torch installed.
+DEFAULT_DATASET = "workloads.training.tasks:digits"
 DEFAULT_MODEL = "workloads.training.model:mlp"
 # Model names and versions become directory names: keep them to one safe path component.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")

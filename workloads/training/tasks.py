@@ -20,7 +20,6 @@ import numpy.typing as npt
 from workloads.artifacts import DatasetInfo
 from workloads.training.hooks import HookError, resolve
 
-DEFAULT_DATASET = "workloads.training.tasks:digits"
 # Share of the samples held out for testing; fixed so a (spec, seed) pair names one split.
 TEST_FRACTION = 0.2
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from workloads.training.config import DEFAULT_DATASET
 from workloads.training.hooks import HookError
 from workloads.training.tasks import (
-    DEFAULT_DATASET,
     DatasetMismatchError,
     digits,
     load_split,

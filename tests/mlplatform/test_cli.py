@@ -1,0 +1,107 @@
+"""The command itself: what the infrastructure install can run, which extra a command needs, and usage
+errors in the project's one-line style (exit 2, no usage text, no panel, no traceback)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+
+import pytest
+from typer.testing import CliRunner
+
+from mlplatform.cli import app
+from mlplatform.plan import REPO_ROOT
+
+# The train and serve extras' imports (pyproject.toml): none may load on the infrastructure path.
+HEAVY = ("torch", "numpy", "onnx", "onnxruntime", "onnxscript", "sklearn", "fastapi", "uvicorn", "starlette")
+
+BLOCKED_RUN = """
+import importlib.abc, sys
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {heavy!r}:
+            raise ImportError(f"blocked: {{name}} imported on the infrastructure path")
+        return None
+
+sys.meta_path.insert(0, Blocker())
+sys.argv = ["mlplatform", *sys.argv[1:]]
+from mlplatform.cli import main
+main()
+"""
+
+
+def _run_blocked(*args: str) -> subprocess.CompletedProcess[str]:
+    script = textwrap.dedent(BLOCKED_RUN.format(heavy=set(HEAVY)))
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "aws-enterprise-prod", "-q"],
+        ["plan", "azure-enterprise-prod", "-q"],
+        ["new-stack", "aws-smb-x", "--cloud", "aws", "--tier", "smb", "--env", "staging", "--dir", "{tmp}"],
+    ],
+)
+def test_the_infrastructure_path_imports_no_workload_packages(args: list[str], tmp_path: object) -> None:
+    """What `pulumi up` installs (requirements.txt: the infra extra) runs the program and the CLI; a
+    blocked import of torch, numpy, onnx, FastAPI or uvicorn fails the command."""
+    result = _run_blocked(*(arg.format(tmp=tmp_path) for arg in args))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "blocked" not in result.stderr
+
+
+def test_a_missing_extra_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    installed = metadata.version
+
+    def version(name: str) -> str:
+        if name == "torch":
+            raise metadata.PackageNotFoundError(name)
+        return installed(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    result = CliRunner().invoke(app, ["train", "--local"])
+    assert result.exit_code == 2
+    assert result.stderr == "error: mlplatform train needs the train extra: pip install -e '.[train]'\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["new-stack"],
+            "error: mlplatform new-stack: Missing argument 'name'. (see mlplatform new-stack --help)",
+        ),
+        (
+            ["new-stack", "x", "--tier", "smb", "--env", "dev"],
+            "error: mlplatform new-stack: Missing option '--cloud'. Choose from: aws, azure "
+            "(see mlplatform new-stack --help)",
+        ),
+        (["plan", "--bogus"], "error: mlplatform plan: No such option: --bogus (see mlplatform plan --help)"),
+        (["plna"], "error: mlplatform: No such command 'plna'. Did you mean 'plan'? (see mlplatform --help)"),
+        (["--bogus"], "error: mlplatform: No such option: --bogus (see mlplatform --help)"),
+    ],
+)
+def test_usage_errors_are_one_line(args: list[str], line: str) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr == line + "\n" and not result.stdout
+
+
+def test_help_lists_every_verb_and_shows_flags_as_flags() -> None:
+    top = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "80"})
+    assert top.exit_code == 0
+    assert all(verb in top.stdout for verb in ("plan", "check", "new-stack", "train", "serve"))
+    check = CliRunner().invoke(app, ["check", "--help"], env={"COLUMNS": "80"})
+    [all_line] = [line for line in check.stdout.splitlines() if "--all" in line]
+    assert "<bool>" not in all_line and "Every stack of the program." in all_line
