@@ -103,7 +103,12 @@ def _split_entry(name: str, entry: Any) -> tuple[str | None, dict[str, Any], lis
 
 
 def _schema_errors(schema: PolicySchema, settings: PolicySettings) -> Iterator[str]:
-    document: dict[str, Any] = {"type": "object", "properties": dict(schema.properties)}
+    # Unlike the CLI, an unknown setting is refused too: a misspelt one would silently keep its default.
+    document: dict[str, Any] = {
+        "type": "object",
+        "properties": dict(schema.properties),
+        "additionalProperties": False,
+    }
     if schema.required:
         document["required"] = list(schema.required)
     for error in jsonschema.Draft7Validator(document).iter_errors(settings.properties):

@@ -17,11 +17,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from components.config import ConfigError
 from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violation
 from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with
-from mlplatform.plan import REPO_ROOT, Target, all_stack_targets, resolve_target
-from mlplatform.plan_cmd import ProgramOpt, StackFileOpt, StackOpt, plan_or_exit
+from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
+from mlplatform.plan_cmd import ProgramOpt, StackFileOpt, StackOpt
 from mlplatform.report import write_document
 from mlplatform.sarif import to_sarif
 
@@ -60,7 +61,7 @@ def check(
     try:
         given = load_policy_config(policy_config)
         with PolicyPackSession(policy_pack) as session:
-            plans = [(target, plan_or_exit(target)) for target in targets]  # the pack starts meanwhile
+            plans, unplanned = _plan_each(targets)  # the pack starts meanwhile
             settings = reconcile(session.info.schemas(), given)
             reports = [_judge(session, target, plan.to_dict(), settings) for target, plan in plans]
             pack = session.info
@@ -68,14 +69,30 @@ def check(
         exit_with(error.problems)
     console = Console()
     _print(pack, reports, console)
+    problems = [line for lines in unplanned.values() for line in lines]
     if json_file is not None:
-        write_document(json_file, _to_json(pack, reports))
+        write_document(json_file, _to_json(pack, reports, problems))
         console.print(f"wrote {json_file}")
     if sarif_file is not None:
-        write_document(sarif_file, to_sarif(pack, reports, Path.cwd()))
+        write_document(sarif_file, to_sarif(pack, reports, Path.cwd(), problems))
         console.print(f"wrote {sarif_file}")
+    if unplanned:
+        console.print(f"not judged, bad config: {', '.join(unplanned)}")
+        exit_with(problems)
     if any(v.mandatory for report in reports for v in report.violations):
         raise typer.Exit(EXIT_FINDING)
+
+
+def _plan_each(targets: list[Target]) -> tuple[list[tuple[Target, Plan]], dict[str, list[str]]]:
+    """Every stack that plans, and each one that does not with its problems: one stack's bad config
+    must not keep the others from being judged."""
+    plans, unplanned = [], {}
+    for target in targets:
+        try:
+            plans.append((target, run_plan(target)))
+        except (InputError, ConfigError) as error:
+            unplanned[target.label] = error.problems
+    return plans, unplanned
 
 
 def _targets(
@@ -112,7 +129,7 @@ def _judge(
         label=target.label,
         project=plan["project"],
         stack=plan["stack"],
-        stack_file=target.stack_file,
+        stack_file=target.stack_file if target.stack_file.is_file() else None,
         resources=len(plan["resources"]),
         violations=tuple(violations),
     )
@@ -152,7 +169,7 @@ def _counts(reports: list[StackReport]) -> tuple[int, int]:
     return mandatory, len(violations) - mandatory
 
 
-def _to_json(pack: PackInfo, reports: list[StackReport]) -> dict[str, Any]:
+def _to_json(pack: PackInfo, reports: list[StackReport], problems: list[str]) -> dict[str, Any]:
     mandatory, advisory = _counts(reports)
     return {
         "pack": {"name": pack.name, "version": pack.version, "path": str(pack.path)},
@@ -168,4 +185,5 @@ def _to_json(pack: PackInfo, reports: list[StackReport]) -> dict[str, Any]:
             for report in reports
         ],
         "summary": {"mandatory": mandatory, "advisory": advisory},
+        "errors": problems,
     }

@@ -17,8 +17,13 @@ class InputError(Exception):
         self.problems = problems
 
 
-def exit_with(problems: list[str], code: int = EXIT_BAD_INPUT) -> NoReturn:
-    """Print each problem on its own stderr line and leave with ``code``; no traceback."""
+def report(problems: list[str]) -> None:
+    """Print each problem on its own stderr line."""
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
+
+
+def exit_with(problems: list[str], code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """Print each problem on its own stderr line and leave with ``code``; no traceback."""
+    report(problems)
     raise typer.Exit(code)

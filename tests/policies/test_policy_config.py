@@ -50,6 +50,11 @@ def test_all_sets_every_level_and_entries_override_it() -> None:
             "residency: regions: 'me-central-1' is not of type 'array'",
         ),
         ({"all": {"regions": ["x"]}}, "only enforcementLevel applies to all policies"),
+        (
+            {"residency": {"regoins": ["me-central-1"]}},
+            "residency: Additional properties are not allowed ('regoins' was unexpected)",
+        ),
+        ({"tags": {"enforcementLevel": "mandatory", "keys": []}}, "tags: Additional properties"),
     ],
 )
 def test_bad_config_is_bad_input(given: dict[str, Any], problem: str) -> None:
