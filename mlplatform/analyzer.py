@@ -1,8 +1,9 @@
 """Judge a plan with a real Pulumi policy pack over the Analyzer gRPC protocol, as the engine does.
 
-The pack is started the way the CLI's ``pulumi-analyzer-policy-python`` shim starts it: the python of
-the virtualenv named in ``PulumiPolicy.yaml``, ``-u -m pulumi.policy <engine address> .``, from the pack
-directory, with that virtualenv first on ``PATH``; the first line it prints is its port. Then, as the
+The pack is started the way the CLI's shims start it, from the pack directory: a Python pack with the
+python of the virtualenv named in ``PulumiPolicy.yaml``, ``-u -m pulumi.policy <engine address> .``, that
+virtualenv first on ``PATH``; a Node pack with ``node`` and its own ``@pulumi/pulumi/cmd/run-policy-pack``.
+The first line it prints is its port. Then, as the
 engine: ``Handshake`` (Python packs answer UNIMPLEMENTED, which the engine accepts), ``GetAnalyzerInfo``,
 ``ConfigureStack``, ``Configure`` with every policy's reconciled settings, ``Analyze`` per resource
 with its provider, ``AnalyzeStack`` over the whole graph (parents, dependencies, providers). SIGINT
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -63,6 +65,8 @@ class PackInfo:
     description: str
     path: Path
     policies: tuple[PolicyInfo, ...]
+    # The pack's own config (`new PolicyPack(name, args, initialConfig)`), in the config file's format.
+    initial_config: Mapping[str, Any] = field(default_factory=dict)
 
     def schemas(self) -> dict[str, PolicySchema]:
         return {policy.name: policy.schema for policy in self.policies}
@@ -119,13 +123,10 @@ class PolicyPackSession:
 
     def start(self) -> None:
         """Launch the pack; connecting waits for its port, so planning can overlap its start-up."""
-        python = self._python()
-        env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        for leaked in ("PYTHONHOME", "PYTHONPATH"):  # the pack's environment is its virtualenv alone
-            env.pop(leaked, None)
+        command, env = self._node() if self._runtime == "nodejs" else self._python()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the pack; closed in close())
         self._process = subprocess.Popen(
-            [str(python), "-u", "-m", "pulumi.policy", ENGINE_ADDRESS, "."],
+            command,
             cwd=self.pack_dir,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -176,9 +177,19 @@ class PolicyPackSession:
             self._stderr.close()
         self._process = self._channel = self._stub = None
 
-    def _python(self) -> Path:
+    @property
+    def _runtime(self) -> str:
         runtime = self._project["runtime"]
-        virtualenv = runtime.get("options", {}).get("virtualenv") if isinstance(runtime, dict) else None
+        return str(runtime.get("name") if isinstance(runtime, dict) else runtime)
+
+    @property
+    def _options(self) -> dict[str, Any]:
+        runtime = self._project["runtime"]
+        return dict(runtime.get("options") or {}) if isinstance(runtime, dict) else {}
+
+    def _python(self) -> tuple[list[str], dict[str, str]]:
+        """The CLI's ``pulumi-analyzer-policy-python``: the pack's virtualenv python, first on ``PATH``."""
+        virtualenv = self._options.get("virtualenv")
         if not virtualenv:
             raise InputError([f"{self.pack_dir}/PulumiPolicy.yaml: runtime.options.virtualenv is not set"])
         python = (self.pack_dir / str(virtualenv) / "bin" / "python").absolute()
@@ -186,7 +197,25 @@ class PolicyPackSession:
             raise InputError(
                 [f"{python.parent.parent}: the policy pack's virtualenv is missing; run `make setup`"]
             )
-        return python
+        env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        for leaked in ("PYTHONHOME", "PYTHONPATH"):  # the pack's environment is its virtualenv alone
+            env.pop(leaked, None)
+        return [str(python), "-u", "-m", "pulumi.policy", ENGINE_ADDRESS, "."], env
+
+    def _node(self) -> tuple[list[str], dict[str, str]]:
+        """The CLI's ``pulumi-analyzer-policy`` (sdk/nodejs/dist): node runs the ``run-policy-pack`` module
+        of the pack's own ``@pulumi/pulumi``, from the pack directory, with the engine address, ``.``
+        and each runtime option as ``-key=value`` (pkg/resource/plugin/analyzer_plugin.go)."""
+        node = shutil.which("node")
+        if node is None:
+            raise InputError([f"{self.pack_dir}: a nodejs policy pack needs node, which is not on PATH"])
+        runner = self.pack_dir / "node_modules" / "@pulumi" / "pulumi" / "cmd" / "run-policy-pack"
+        if not runner.is_dir():
+            raise InputError(
+                [f"{self.pack_dir}: the pack's dependencies are not installed; run `npm ci` there"]
+            )
+        options = [f"-{key}={value}" for key, value in self._options.items() if f"{value}" != ""]
+        return [node, str(runner), ENGINE_ADDRESS, ".", *options], dict(os.environ)
 
     def _connect(self) -> AnalyzerStub:
         if self._stub is None:
@@ -238,6 +267,7 @@ class PolicyPackSession:
             description=info.description or str(self._project.get("description", "")),
             path=self.pack_dir,
             policies=tuple(_policy_info(policy) for policy in info.policies),
+            initial_config={name: _config_entry(config) for name, config in info.initialConfig.items()},
         )
 
     def _stderr_lines(self) -> list[str]:
@@ -261,8 +291,8 @@ def _read_pack_project(pack_dir: Path) -> dict[str, Any]:
         raise InputError([f"{path}: expected a mapping"])
     runtime = project.get("runtime")
     name = runtime.get("name") if isinstance(runtime, dict) else runtime
-    if name != "python":
-        raise InputError([f"{path}: runtime is {name!r}; only Python policy packs run offline"])
+    if name not in ("python", "nodejs"):
+        raise InputError([f"{path}: runtime is {name!r}; python and nodejs policy packs run offline"])
     return dict(project)
 
 
@@ -273,6 +303,15 @@ def _level(value: proto.EnforcementLevel.ValueType) -> str:
 def _severity(value: proto.PolicySeverity.ValueType) -> str:
     name = str(proto.PolicySeverity.Name(value)).removeprefix("POLICY_SEVERITY_").lower()
     return "" if name == "unspecified" else name
+
+
+def _config_entry(config: proto.PolicyConfig) -> dict[str, Any]:
+    """An initial-config entry in the config file's format. Like the engine (convertEnforcementLevel of
+    the wire value), an entry that sets only properties reads as advisory: the enum's zero value."""
+    return {
+        "enforcementLevel": _level(config.enforcementLevel),
+        **json_format.MessageToDict(config.properties),
+    }
 
 
 def _policy_info(policy: proto.PolicyInfo) -> PolicyInfo:

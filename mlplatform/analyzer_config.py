@@ -2,9 +2,10 @@
 
 The file is the CLI's format: ``{"<policy>" | "all": "<level>" | {"enforcementLevel": "<level>", ...}}``.
 Every policy starts from its declared enforcement level and its schema's defaults; ``all`` then sets
-every level, and per-policy entries override levels and settings. The result is validated against each
-policy's JSON schema. Unlike the CLI, an unknown policy name is an error: a typo would otherwise
-silently leave a policy at its default.
+every level, and per-policy entries override levels and settings; a pack's own initial config sits
+between the defaults and the file. The result is validated against each policy's JSON schema. Unlike
+the CLI, an unknown policy name or setting is an error: a typo would otherwise silently leave a policy
+at its default.
 """
 
 from __future__ import annotations
@@ -54,8 +55,13 @@ def load_policy_config(path: Path | None) -> dict[str, Any]:
     return document
 
 
-def reconcile(policies: Mapping[str, PolicySchema], given: Mapping[str, Any]) -> dict[str, PolicySettings]:
-    """Each policy's effective settings; every problem with ``given`` is one line of an ``InputError``."""
+def reconcile(
+    policies: Mapping[str, PolicySchema], given: Mapping[str, Any], initial: Mapping[str, Any] | None = None
+) -> dict[str, PolicySettings]:
+    """Each policy's effective settings, layered as the engine does: the schema's defaults, then the
+    pack's own initial config (``new PolicyPack(name, args, initialConfig)``), then ``given``, each layer's
+    ``all`` level before its per-policy entries. Every problem with ``given`` is one line of an
+    ``InputError``."""
     problems = [
         f"policy config: unknown policy {name!r}" for name in given if name not in policies and name != "all"
     ]
@@ -65,15 +71,8 @@ def reconcile(policies: Mapping[str, PolicySchema], given: Mapping[str, Any]) ->
         )
         for name, schema in policies.items()
     }
-    for name, entry in given.items():
-        level, properties, entry_problems = _split_entry(name, entry)
-        problems += entry_problems
-        targets = list(result) if name == "all" else [name] if name in result else []
-        for target in targets:
-            current = result[target]
-            result[target] = PolicySettings(
-                level or current.enforcement, {**current.properties, **properties}
-            )
+    _apply(result, initial or {})
+    problems += _apply(result, given)
     for name, settings in result.items():
         problems += [
             f"policy config: {name}: {message}" for message in _schema_errors(policies[name], settings)
@@ -81,6 +80,21 @@ def reconcile(policies: Mapping[str, PolicySchema], given: Mapping[str, Any]) ->
     if problems:
         raise InputError(problems)
     return result
+
+
+def _apply(result: dict[str, PolicySettings], layer: Mapping[str, Any]) -> list[str]:
+    """Lay ``layer`` over ``result`` (``all`` first, then each policy's entry); its problems."""
+    problems: list[str] = []
+    for name in sorted(layer, key=lambda entry: entry != "all"):
+        level, properties, entry_problems = _split_entry(name, layer[name])
+        problems += entry_problems
+        targets = list(result) if name == "all" else [name] if name in result else []
+        for target in targets:
+            current = result[target]
+            result[target] = PolicySettings(
+                level or current.enforcement, {**current.properties, **properties}
+            )
+    return problems
 
 
 def _split_entry(name: str, entry: Any) -> tuple[str | None, dict[str, Any], list[str]]:

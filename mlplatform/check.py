@@ -62,7 +62,7 @@ def check(
         given = load_policy_config(policy_config)
         with PolicyPackSession(policy_pack) as session:
             plans, unplanned = _plan_each(targets)  # the pack starts meanwhile
-            settings = reconcile(session.info.schemas(), given)
+            settings = reconcile(session.info.schemas(), given, session.info.initial_config)
             reports = [_judge(session, target, plan.to_dict(), settings) for target, plan in plans]
             pack = session.info
     except InputError as error:
