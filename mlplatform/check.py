@@ -7,6 +7,7 @@ knows. Exit 0 when no mandatory policy is violated, 1 when one is, 2 on bad flag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.padding import Padding
 from rich.text import Text
 
 from components.config import ConfigError
@@ -136,27 +137,54 @@ def _judge(
 
 
 def _print(pack: PackInfo, reports: list[StackReport], console: Console) -> None:
+    """Findings as a list, not a table: policy names, URNs and type tokens stay whole at 80 columns."""
     console.print(f"policy pack {pack.name} v{pack.version} ({len(pack.policies)} policies, {pack.path})")
     for report in reports:
         if not report.violations:
             console.print(f"[green]{report.label}[/]: {report.resources} resources, no violations")
             continue
-        table = Table(
-            title=f"{report.label}: {report.resources} resources", title_justify="left", show_lines=True
-        )
-        for column in ("policy", "resource", "enforcement", "message"):
-            table.add_column(column, overflow="fold")
-        for violation in sorted(report.violations, key=_order):
-            table.add_row(
-                Text(violation.policy),
-                Text(f"{violation.name}\n{violation.type}"),
-                Text(violation.enforcement, style=_STYLES.get(violation.enforcement, "")),
-                Text(violation.message),
+        console.print(f"[bold]{report.label}[/]: {report.resources} resources")
+        for group in _groups(report.violations):
+            first = group[0]
+            console.print(
+                Text.assemble(
+                    "  ", (first.enforcement, _STYLES.get(first.enforcement, "")), " ", (first.policy, "bold")
+                )
             )
-        console.print(table)
+            console.print(Padding(Text(_group_message(group)), (0, 0, 0, 4)))
+            names = ", ".join(v.name for v in group)
+            types = ", ".join(sorted({v.type for v in group}))
+            console.print(Padding(Text(f"{names} ({types})", style="dim"), (0, 0, 0, 4)))
     mandatory, advisory = _counts(reports)
     stacks = f"{len(reports)} stack" + ("s" if len(reports) != 1 else "")
     console.print(f"{mandatory} mandatory and {advisory} advisory violations in {stacks}")
+
+
+# "<subject>: <finding>", where the subject is one token (a chart@version, a key): findings that differ
+# only in their subject read as one, e.g. every Helm release's "not judged offline" advisory.
+_SUBJECT = re.compile(r"(\S+): (.+)", re.DOTALL)
+
+
+def _finding(violation: Violation) -> str:
+    match = _SUBJECT.fullmatch(violation.message)
+    return match.group(2) if match else violation.message
+
+
+def _groups(violations: tuple[Violation, ...]) -> list[list[Violation]]:
+    """Violations of one policy and level with the same finding, most severe first."""
+    groups: dict[tuple[str, str, str], list[Violation]] = {}
+    for violation in sorted(violations, key=_order):
+        groups.setdefault((violation.enforcement, violation.policy, _finding(violation)), []).append(
+            violation
+        )
+    return list(groups.values())
+
+
+def _group_message(group: list[Violation]) -> str:
+    if len({v.message for v in group}) == 1:
+        return group[0].message
+    subjects = [match.group(1) for v in group if (match := _SUBJECT.fullmatch(v.message))]
+    return f"{', '.join(subjects)}: {_finding(group[0])}"
 
 
 def _order(violation: Violation) -> tuple[bool, str, str]:

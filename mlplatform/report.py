@@ -15,7 +15,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from mlplatform.errors import exit_with
-from mlplatform.plan import SECRET_SIG, Plan, PlannedResource
+from mlplatform.plan import SECRET_SIG, STACK_TYPE, Plan, PlannedResource
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -97,15 +97,17 @@ def print_plan(plan: Plan, console: Console) -> None:
     for resource in plan.resources:
         children.setdefault(resource.parent, []).append(resource)
 
-    def add(node: Tree, resource: PlannedResource) -> None:
-        label = f"[bold]{escape(resource.name)}[/] [dim]{escape(resource.type)}[/]"
+    def add(node: Tree, resource: PlannedResource, parent: str = "") -> None:
+        # Children are named f"{parent}-...": under their parent, the rest of the name says it all.
+        name = resource.name.removeprefix(f"{parent}-") if parent else resource.name
+        label = f"[bold]{escape(name or resource.name)}[/] [dim]{escape(resource.type)}[/]"
         if resource.type == HELM_RELEASE:
             chart = f"{resource.inputs.get('chart', '?')} {resource.inputs.get('version', '')}"
             label += f" [yellow](chart {escape(chart)}: rendered on the cluster, not offline)[/]"
         branch = node.add(label)
         # Registration order is the engine's (concurrent, so it varies run to run); names read better.
         for child in sorted(children.get(resource.urn, []), key=lambda r: (r.name, r.type)):
-            add(branch, child)
+            add(branch, child, resource.name if resource.type != STACK_TYPE else "")
 
     tree = Tree(f"[bold]{escape(plan.project)}[/] / [bold]{escape(plan.stack)}[/]")
     for root in children.get(None, []):
@@ -113,11 +115,12 @@ def print_plan(plan: Plan, console: Console) -> None:
     console.print(tree)
 
     counts = Counter(r.type for r in plan.resources)
-    table = Table(title=f"{len(plan.resources)} resources by type")
-    table.add_column("type", overflow="fold")
+    # No box: more of the width for the type tokens, so they stay whole at 80 columns.
+    table = Table(title=f"{len(plan.resources)} resources by type", title_justify="left", box=None)
     table.add_column("count", justify="right")
+    table.add_column("type", overflow="fold")
     for token, count in sorted(counts.items()):
-        table.add_row(token, str(count))
+        table.add_row(str(count), token)
     console.print(table)
 
     outputs = Table(title="stack outputs")

@@ -105,3 +105,23 @@ def test_help_lists_every_verb_and_shows_flags_as_flags() -> None:
     check = CliRunner().invoke(app, ["check", "--help"], env={"COLUMNS": "80"})
     [all_line] = [line for line in check.stdout.splitlines() if "--all" in line]
     assert "<bool>" not in all_line and "Every stack of the program." in all_line
+
+
+def test_output_reads_at_80_columns() -> None:
+    """Findings and the plan tree fit 80 columns with every policy name and type token whole, the Helm
+    releases' advisories grouped into one, and tree names without their parent's repeated prefix."""
+    check = CliRunner().invoke(app, ["check", "aws-smb-dev"], env={"COLUMNS": "80"})
+    assert check.exit_code == 0, check.output
+    lines = check.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    assert [line.strip() for line in lines if "k8s-unrendered-content" in line] == [
+        "advisory k8s-unrendered-content"
+    ]
+    assert "(kubernetes:helm.sh/v3:Release)" in check.stdout
+    plan = CliRunner().invoke(app, ["plan", "aws-smb-dev"], env={"COLUMNS": "80"})
+    assert plan.exit_code == 0, plan.output
+    assert max(len(line.rstrip()) for line in plan.stdout.splitlines()) <= 80
+    assert "── aws ml-platform:aws:Platform" in plan.stdout
+    assert "aws-smb-dev-aws-cluster" not in plan.stdout
+    # A type token that fits on a line stays whole (the longest, 86 characters, cannot at 80).
+    assert "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule" in plan.stdout
