@@ -50,6 +50,7 @@ def _run_blocked(*args: str) -> subprocess.CompletedProcess[str]:
     [
         ["plan", "aws-enterprise-prod", "-q"],
         ["plan", "azure-enterprise-prod", "-q"],
+        ["check", "azure-smb-dev"],
         ["new-stack", "aws-smb-x", "--cloud", "aws", "--tier", "smb", "--env", "staging", "--dir", "{tmp}"],
     ],
 )
