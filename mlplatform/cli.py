@@ -106,7 +106,8 @@ def _one_line_usage_errors() -> Iterator[None]:
         raise
     except ClickException as error:
         context = getattr(error, "ctx", None)
-        message = " ".join(error.format_message().split())
+        # typer words a refused choice as pydantic does ("Value error, ..."); the rest of the line says it.
+        message = " ".join(error.format_message().replace("Value error, ", "").split())
         where = f"{context.command_path}: " if context is not None else ""
         hint = f" (see {context.command_path} --help)" if context is not None else ""
         exit_with([f"{where}{message}{hint}"])

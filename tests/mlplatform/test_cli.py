@@ -88,6 +88,11 @@ def test_a_missing_extra_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -
             "error: mlplatform new-stack: Missing option '--cloud'. Choose from: aws, azure "
             "(see mlplatform new-stack --help)",
         ),
+        (
+            ["new-stack", "x", "--cloud", "gcp", "--tier", "smb", "--env", "dev"],
+            "error: mlplatform new-stack: Invalid value for '--cloud': 'gcp' is not one of 'aws', 'azure'. "
+            "(see mlplatform new-stack --help)",
+        ),
         (["plan", "--bogus"], "error: mlplatform plan: No such option: --bogus (see mlplatform plan --help)"),
         (["plna"], "error: mlplatform: No such command 'plna'. Did you mean 'plan'? (see mlplatform --help)"),
         (["--bogus"], "error: mlplatform: No such option: --bogus (see mlplatform --help)"),
