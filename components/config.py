@@ -154,6 +154,22 @@ class StorageConfig(_Model):
     noncurrent_version_days: int = Field(default=90, ge=1, le=3650)
 
 
+class Priority(StrEnum):
+    """Kueue WorkloadPriorityClasses, highest first (components/kubernetes/kueue.py)."""
+
+    PRODUCTION = "production"
+    RESEARCH = "research"
+    OPPORTUNISTIC = "opportunistic"
+
+
+class TeamConfig(_Model):
+    """A team: namespace ``team-<name>`` with its own Kueue queue, which runs on idle quota borrowed from
+    the cohort, at most ``gpuBorrowingLimit`` GPUs per pool when set."""
+
+    name: DnsLabel
+    gpu_borrowing_limit: int | None = Field(default=None, ge=0, le=100_000)
+
+
 class KubernetesConfig(_Model):
     """The in-cluster layer. A private cluster's API server is reachable only from inside its network,
     so a first ``pulumi up`` from outside runs with ``enabled: false`` (README: two-phase bring-up)."""
@@ -161,7 +177,26 @@ class KubernetesConfig(_Model):
     enabled: bool = True
     monitoring: bool | None = None
     gpu_operator: bool = True
-    teams: tuple[DnsLabel, ...] = ()
+    # Teams as names (`[vision, nlp]`) or objects (`[{name: vision, gpuBorrowingLimit: 8}]`).
+    teams: tuple[TeamConfig, ...] = ()
+    # Kueue GPU scheduling; on by default where the stack has GPU pools.
+    kueue: bool | None = None
+
+    @field_validator("teams", mode="before")
+    @classmethod
+    def _team_names(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return tuple({"name": t} if isinstance(t, str) else t for t in value)
+        return value
+
+    @field_validator("teams")
+    @classmethod
+    def _unique_teams(cls, teams: tuple[TeamConfig, ...]) -> tuple[TeamConfig, ...]:
+        names = [t.name for t in teams]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"team names must be unique; repeated: {', '.join(duplicates)}")
+        return teams
 
 
 class CanaryConfig(_Model):
@@ -179,6 +214,8 @@ class TrainingWorkloadConfig(_Model):
     epochs: int = Field(default=30, ge=1, le=10_000)
     max_restarts: int = Field(default=3, ge=0, le=100)
     model_name: DnsLabel = "digits-mlp"
+    # The run's Kueue priority where the cluster queues Jobs.
+    priority: Priority = Priority.PRODUCTION
 
 
 class InferenceWorkloadConfig(_Model):

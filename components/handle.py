@@ -86,6 +86,8 @@ class PoolHandle:
     memory_gib: int
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    # Spot capacity: nodes may be reclaimed at any time (Kueue gives spot pools their own flavor).
+    spot: bool = False
 
     @property
     def node_selector(self) -> dict[str, str]:

@@ -65,6 +65,7 @@ def pool_handle(pool: NodePoolConfig, itype: InstanceType) -> PoolHandle:
         memory_gib=itype.memory_gib,
         labels=labels,
         taints=taints,
+        spot=pool.spot,
     )
 
 

@@ -73,6 +73,7 @@ def pool_handle(config: PlatformConfig, pool: NodePoolConfig) -> PoolHandle:
         memory_gib=itype.memory_gib,
         labels=pool_labels(pool),
         taints=pool_taints(pool),
+        spot=pool.spot,
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.handle import GPU_TAINT_KEY, Cloud, ClusterHandle, Fabric
+from components.kubernetes import kueue
 from components.kubernetes.tenancy import NamespaceSpec, PodSecurity
 
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
@@ -144,6 +145,18 @@ def cluster_autoscaler(handle: ClusterHandle, region: str) -> Chart:
             },
             "extraArgs": {"balance-similar-node-groups": True, "skip-nodes-with-local-storage": False},
         },
+    )
+
+
+def kueue_chart() -> Chart:
+    """Kueue 0.19.2 (kubernetes-sigs/kueue charts/kueue at v0.19.2; registry.k8s.io's OCI chart)."""
+    return Chart(
+        release=kueue.RELEASE,
+        chart="kueue",
+        version="0.19.2",
+        repo="oci://registry.k8s.io/kueue/charts",
+        namespace=kueue.NAMESPACE,
+        values=kueue.chart_values(),
     )
 
 

@@ -9,6 +9,7 @@ volume claims. Everything goes through one kubernetes Provider bound to the hand
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -16,8 +17,14 @@ import pulumi_kubernetes.helm.v3 as helm
 
 from components.config import PlatformConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric
-from components.kubernetes import monitoring
-from components.kubernetes.addons import MONITORING_NAMESPACE, Chart, addon_charts, operator_namespaces
+from components.kubernetes import kueue, monitoring
+from components.kubernetes.addons import (
+    MONITORING_NAMESPACE,
+    Chart,
+    addon_charts,
+    kueue_chart,
+    operator_namespaces,
+)
 from components.kubernetes.objects import Object, apply_objects
 from components.kubernetes.storage import shared_volume_objects
 from components.kubernetes.tenancy import NamespaceSpec, PodSecurity, namespace_objects, service_account
@@ -50,13 +57,23 @@ class KubernetesLayer(pulumi.ComponentResource):
         scrape_jobs = workloads.scrape_jobs + ([monitoring.gpu_scrape_job()] if handle.has_gpus else [])
         if config.monitoring:
             charts.append(monitoring.prometheus_chart(scrape_jobs))
+        queueing = kueue.queueing_enabled(config)
+        if queueing:
+            charts.append(kueue_chart())
         releases = {chart.release: self._release(chart, namespaces) for chart in charts}
         identities = self._apply(identity_objects(handle, workloads), namespaces)
         volumes = self._apply(volume_objects(handle, workloads), namespaces)
         if config.monitoring:
             rules = {"gpu": monitoring.GPU_RULES if handle.has_gpus else [], **workloads.alert_rules}
             self._apply([monitoring.alert_rules(rules)], [releases[monitoring.RELEASE]])
-        self.workloads = self._apply(workloads.objects, [*namespaces, *identities, *volumes])
+        # Kueue's objects need its CRDs and webhook (the release) and their namespaces; a queued Job
+        # needs its LocalQueue, or Kueue's webhook refuses it.
+        queues = (
+            self._apply(kueue.queue_objects(handle, config), [releases[kueue.RELEASE], *namespaces])
+            if queueing
+            else []
+        )
+        self.workloads = self._apply(workloads.objects, [*namespaces, *identities, *volumes, *queues])
         self.releases = sorted(releases)
         self.register_outputs({"releases": self.releases})
 
@@ -131,10 +148,23 @@ def tenancy_specs(
         )
     specs += [
         NamespaceSpec(
-            f"team-{team}", quota={"requests.cpu": "16", "requests.memory": "64Gi", "limits.memory": "64Gi"}
+            f"team-{team.name}",
+            quota={"requests.cpu": "16", "requests.memory": "64Gi", "limits.memory": "64Gi"},
         )
         for team in config.kubernetes.teams
     ]
+    if kueue.queueing_enabled(config):
+        queued = {
+            WORKLOAD_IDENTITIES["training"].namespace,
+            *(f"team-{t.name}" for t in config.kubernetes.teams),
+        }
+        specs = [
+            replace(spec, labels={**spec.labels, kueue.QUEUED_NAMESPACE_LABEL: "required"})
+            if spec.name in queued
+            else spec
+            for spec in specs
+        ]
+        specs.append(NamespaceSpec(kueue.NAMESPACE, guarded=False))
     return specs
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from components.config import InferenceWorkloadConfig, PlatformConfig, TrainingWorkloadConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle
-from components.kubernetes import monitoring
+from components.kubernetes import kueue, monitoring
 from components.kubernetes.objects import Object
 from components.kubernetes.storage import VolumeClaim
 from workloads.inference.k8s import Canary, InferenceServiceSpec, inference_objects
@@ -55,7 +55,10 @@ def training_spec(
         nproc_per_node=training.nproc_per_node or max(pool.gpus_per_node, 1),
         epochs=training.epochs,
         max_restarts=training.max_restarts,
-        labels=config.base_tags(),
+        labels={
+            **config.base_tags(),
+            **(kueue.job_labels(training.priority) if kueue.queueing_enabled(config) else {}),
+        },
     )
 
 

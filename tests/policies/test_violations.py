@@ -748,6 +748,25 @@ Deployment(
         ("k8s-namespace-network-policy", "no-policy"),
     ),
     case(
+        # Kueue docs, "Run a Kubernetes Job": only a Job naming a LocalQueue is admitted against quota.
+        "unqueued-team-job",
+        KUBERNETES,
+        _K8S
+        + """
+QUEUED = {"ml-platform.io/queueing": "required"}
+Namespace("team-vision", metadata={"name": "team-vision", "labels": QUEUED})
+NetworkPolicy("deny-vision", metadata={"name": "deny", "namespace": "team-vision"}, spec={"podSelector": {}})
+JOB_SPEC = {"template": {"spec": pod(container(), restartPolicy="Never")}}
+Job("unqueued", metadata={"namespace": "team-vision"}, spec=JOB_SPEC)
+Job(
+    "queued",
+    metadata={"namespace": "team-vision", "labels": {"kueue.x-k8s.io/queue-name": "default"}},
+    spec=JOB_SPEC,
+)
+""",
+        ("k8s-jobs-queued", "unqueued"),
+    ),
+    case(
         "advisory-kubernetes",
         KUBERNETES,
         _K8S
@@ -775,6 +794,12 @@ def test_violating_program_is_caught_by_the_right_policy(case: Case, judge: Judg
     assert case.expected <= found(violations, case.enforcement), [
         (v.policy, v.name, v.message) for v in violations
     ]
+
+
+def test_a_queued_job_in_a_queued_namespace_passes(judge: Judge) -> None:
+    [unqueued] = [c for c in CASES if c.id == "unqueued-team-job"]
+    flagged = {v.name for v in judge(unqueued.body, unqueued.config) if v.policy == "k8s-jobs-queued"}
+    assert flagged == {"unqueued"}
 
 
 def test_every_policy_has_a_violating_case(pack: PolicyPackSession) -> None:

@@ -17,7 +17,7 @@ from tests.linters import checkov_kubernetes, needs_checkov, unexplained_skips
 
 STACKS = [t.stack for t in all_stack_targets()]
 # Custom resources: kubernetes-validate ships schemas for built-in kinds only (REFERENCE.md).
-CUSTOM_KINDS = {"PrometheusRule"}
+CUSTOM_KINDS = {"PrometheusRule", "ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"}
 
 
 def _k8s_version(plan: Plan) -> str:

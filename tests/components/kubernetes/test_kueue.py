@@ -1,0 +1,263 @@
+"""Kueue on the shipped stacks: flavors per pool, quotas equal to the pools at full size, queues per
+training namespace, priorities, and a queued training Job — judged against Kueue 0.19.2's own CRDs and
+chart (../shared/charts/kueue-0.19.2.tgz; kubernetes-sigs/kueue at v0.19.2)."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from components.config import PLATFORM_KEY, ConfigError, Priority, parse_stack_config
+from components.kubernetes import kueue
+from mlplatform.plan import REPO_ROOT, Plan, all_stack_targets
+from mlplatform.report import kubernetes_objects
+from tests.stack_variants import plan_config, template
+
+STACKS = [t.stack for t in all_stack_targets()]
+KUEUE_KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"}
+CHART = Path(os.environ.get("MLPLATFORM_CHARTS", REPO_ROOT.parent / "shared" / "charts")) / "kueue-0.19.2.tgz"
+needs_chart = pytest.mark.skipif(not CHART.exists(), reason=f"the kueue chart is not at {CHART}")
+
+
+def _of(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def _by_name(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in _of(objects, kind)}
+
+
+def _stack_config(stack: str) -> dict[str, Any]:
+    body: dict[str, Any] = template(stack)[PLATFORM_KEY]
+    return body
+
+
+def _quota(queue: dict[str, Any], flavor: str, resource: str) -> str:
+    [group] = queue["spec"]["resourceGroups"]
+    [entry] = [f for f in group["flavors"] if f["name"] == flavor]
+    [quota] = [r["nominalQuota"] for r in entry["resources"] if r["name"] == resource]
+    return str(quota)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_platform_queue_holds_every_pool_at_full_size(stack: str, planned: Callable[[str], Plan]) -> None:
+    objects = kubernetes_objects(planned(stack))
+    pools = _stack_config(stack)["nodePools"]
+    flavors = _by_name(objects, "ResourceFlavor")
+    assert set(flavors) == {f"pool-{p['name']}" for p in pools}
+    queue = _by_name(objects, "ClusterQueue")[kueue.PLATFORM_QUEUE]
+    total_gpus = 0
+    for pool in pools:
+        gpus = int(_quota(queue, f"pool-{pool['name']}", "nvidia.com/gpu"))
+        assert flavors[f"pool-{pool['name']}"]["spec"]["nodeLabels"] == {"ml-platform/pool": pool["name"]}
+        total_gpus += gpus
+    # e.g. aws-enterprise-prod: its GPU pool's maxSize nodes times 8 GPUs.
+    catalog_gpus = sum(_gpus(stack, p) * p["maxSize"] for p in pools)
+    assert total_gpus == catalog_gpus > 0
+
+
+def _gpus(stack: str, pool: dict[str, Any]) -> int:
+    from components.catalog import catalog
+    from components.handle import Cloud
+
+    cloud = Cloud(stack.split("-", maxsplit=1)[0])
+    return catalog(cloud)[pool["instanceType"]].gpus
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_gpu_and_spot_flavors_admit_only_jobs_that_tolerate_their_taints(
+    stack: str, planned: Callable[[str], Plan]
+) -> None:
+    objects = kubernetes_objects(planned(stack))
+    flavors = _by_name(objects, "ResourceFlavor")
+    for pool in _stack_config(stack)["nodePools"]:
+        taints = {t["key"] for t in flavors[f"pool-{pool['name']}"]["spec"].get("nodeTaints", [])}
+        if pool["kind"] == "gpu":
+            assert "nvidia.com/gpu" in taints
+        if pool.get("spot") and stack.startswith("azure"):
+            assert "kubernetes.azure.com/scalesetpriority" in taints
+
+
+def test_smb_stacks_have_a_spot_flavor(planned: Callable[[str], Plan]) -> None:
+    for stack in ("aws-smb-dev", "azure-smb-dev"):
+        spot_pools = [p["name"] for p in _stack_config(stack)["nodePools"] if p.get("spot")]
+        assert spot_pools, stack
+        flavors = _by_name(kubernetes_objects(planned(stack)), "ResourceFlavor")
+        assert {f"pool-{name}" for name in spot_pools} <= set(flavors)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_training_job_is_queued_and_covered(stack: str, planned: Callable[[str], Plan]) -> None:
+    objects = kubernetes_objects(planned(stack))
+    [job] = _of(objects, "Job")
+    labels = job["metadata"]["labels"]
+    assert labels[kueue.QUEUE_LABEL] == kueue.QUEUE_NAME
+    assert labels[kueue.PRIORITY_LABEL] == "production"
+    # Kueue's webhook suspends the Job itself; a suspend written here would re-suspend a running Job
+    # at the next server-side apply.
+    assert "suspend" not in job["spec"]
+    namespace = job["metadata"]["namespace"]
+    [local] = [q for q in _of(objects, "LocalQueue") if q["metadata"]["namespace"] == namespace]
+    assert local["metadata"]["name"] == kueue.QUEUE_NAME
+    assert local["spec"]["clusterQueue"] == kueue.PLATFORM_QUEUE
+    [ns] = [o for o in _of(objects, "Namespace") if o["metadata"]["name"] == namespace]
+    assert ns["metadata"]["labels"][kueue.QUEUED_NAMESPACE_LABEL] == "required"
+    # Every resource the Job's pods request is covered by the queue (or excluded from Kueue's
+    # accounting), or Kueue never admits it.
+    [group] = _by_name(objects, "ClusterQueue")[kueue.PLATFORM_QUEUE]["spec"]["resourceGroups"]
+    for resource in _requested(job):
+        assert resource in group["coveredResources"] or resource.startswith(kueue.EXCLUDED_RESOURCE_PREFIXES)
+
+
+def _requested(job: dict[str, Any]) -> Iterator[str]:
+    spec = job["spec"]["template"]["spec"]
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        resources = container.get("resources", {})
+        yield from {**resources.get("limits", {}), **resources.get("requests", {})}
+
+
+def _with_teams(stack: str, teams: list[Any], tmp_path: Path) -> Plan:
+    config = copy.deepcopy(template(stack))
+    config[PLATFORM_KEY].setdefault("kubernetes", {})["teams"] = teams
+    return plan_config(config, tmp_path, stack)
+
+
+def test_teams_borrow_from_the_cohort_through_their_own_queues(tmp_path: Path) -> None:
+    objects = kubernetes_objects(
+        _with_teams("aws-enterprise-prod", ["nlp", {"name": "vision", "gpuBorrowingLimit": 8}], tmp_path)
+    )
+    queues = _by_name(objects, "ClusterQueue")
+    assert set(queues) == {kueue.PLATFORM_QUEUE, "team-nlp", "team-vision"}
+    assert {q["spec"]["cohortName"] for q in queues.values()} == {kueue.COHORT}
+    vision = queues["team-vision"]
+    [group] = vision["spec"]["resourceGroups"]
+    for flavor in group["flavors"]:
+        for entry in flavor["resources"]:
+            assert entry["nominalQuota"] == "0"
+            if entry["name"] == "nvidia.com/gpu":
+                assert entry["borrowingLimit"] == "8"
+    assert vision["spec"]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "team-vision"}
+    }
+    # A borrowing team run preempts only work below research priority.
+    threshold = vision["spec"]["preemption"]["borrowWithinCohort"]["maxPriorityThreshold"]
+    assert threshold < kueue.PRIORITY_VALUES[Priority.RESEARCH]
+    local = {(q["metadata"]["namespace"], q["spec"]["clusterQueue"]) for q in _of(objects, "LocalQueue")}
+    assert {("team-nlp", "team-nlp"), ("team-vision", "team-vision")} <= local
+    namespaces = {o["metadata"]["name"]: o for o in _of(objects, "Namespace")}
+    for team in ("team-nlp", "team-vision"):
+        assert namespaces[team]["metadata"]["labels"][kueue.QUEUED_NAMESPACE_LABEL] == "required"
+
+
+@pytest.mark.parametrize(
+    ("teams", "expected"),
+    [
+        (["nlp", "nlp"], "team names must be unique; repeated: nlp"),
+        ([{"name": "nlp", "gpuBorrowingLimit": -1}], "kubernetes.teams[0].gpuBorrowingLimit"),
+        ([{"name": "NLP"}], "kubernetes.teams[0].name"),
+    ],
+)
+def test_bad_team_config_is_one_line_naming_the_key(teams: list[Any], expected: str) -> None:
+    config = copy.deepcopy(template("aws-smb-dev"))
+    config[PLATFORM_KEY].setdefault("kubernetes", {})["teams"] = teams
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config(config, "Pulumi.aws-smb-dev.yaml")
+    assert any(expected in problem for problem in raised.value.problems), raised.value.problems
+
+
+def test_queueing_off_leaves_jobs_unqueued(tmp_path: Path) -> None:
+    config = copy.deepcopy(template("aws-smb-dev"))
+    config[PLATFORM_KEY].setdefault("kubernetes", {})["kueue"] = False
+    objects = kubernetes_objects(plan_config(config, tmp_path, "aws-smb-dev"))
+    assert not [o for o in objects if o["kind"] in KUEUE_KINDS]
+    [job] = _of(objects, "Job")
+    assert kueue.QUEUE_LABEL not in job["metadata"]["labels"]
+
+
+def _chart_documents() -> list[dict[str, Any]]:
+    import helm_python as helm
+
+    with helm.Chart.load(str(CHART)) as chart:
+        rendered = chart.render(
+            kueue.chart_values(), name=kueue.RELEASE, namespace=kueue.NAMESPACE, is_install=True
+        )
+    return [d for text in rendered.values() for d in yaml.safe_load_all(text) if d]
+
+
+@needs_chart
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod", "azure-smb-dev"])
+def test_kueue_objects_match_the_crds_kueue_ships(stack: str, planned: Callable[[str], Plan]) -> None:
+    crds = {
+        d["spec"]["names"]["kind"]: d for d in _chart_documents() if d["kind"] == "CustomResourceDefinition"
+    }
+    objects = [o for o in kubernetes_objects(planned(stack)) if o["kind"] in KUEUE_KINDS]
+    assert {o["kind"] for o in objects} == KUEUE_KINDS
+    for obj in objects:
+        group, version = obj["apiVersion"].split("/")
+        crd = crds[obj["kind"]]
+        assert crd["spec"]["group"] == group
+        [served] = [v for v in crd["spec"]["versions"] if v["name"] == version]
+        assert served["served"] and served["storage"], (
+            f"{obj['kind']} {version} is not Kueue's stored version"
+        )
+        jsonschema.validate(obj, served["schema"]["openAPIV3Schema"])
+
+
+@needs_chart
+def test_chart_renders_our_configuration_and_a_restricted_controller() -> None:
+    documents = _chart_documents()
+    [config_map] = [
+        d for d in documents if d["kind"] == "ConfigMap" and "controller_manager_config.yaml" in d["data"]
+    ]
+    rendered = yaml.safe_load(config_map["data"]["controller_manager_config.yaml"])
+    # The chart adds its own certificate settings; every key of ours reaches the controller unchanged.
+    ours = kueue.manager_config()
+    assert {key: rendered[key] for key in ours} == ours
+    [deployment] = [d for d in documents if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    # Pod Security "restricted" (kueue-system is not privileged): non-root, seccomp, no escalation, drop ALL.
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in pod["containers"]:
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert [d for d in documents if d["kind"] == "PodDisruptionBudget"]
+
+
+@needs_chart
+def test_our_manager_configuration_keeps_every_default_of_the_chart() -> None:
+    """The chart's manager configuration is one YAML string: ours replaces it whole, so it must keep
+    each key of the default (values.yaml ``managerConfig.controllerManagerConfigYaml`` at 0.19.2)."""
+    import tarfile
+
+    with tarfile.open(CHART) as archive:
+        member = archive.extractfile("kueue/values.yaml")
+        assert member is not None
+        values = yaml.safe_load(member.read())
+    default = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    ours = kueue.manager_config()
+    for key, value in default.items():
+        if key == "integrations":
+            assert set(ours[key]["frameworks"]) <= set(value["frameworks"])
+        else:
+            assert ours[key] == value, key
+    # Every values key we set exists in the chart's values.yaml.
+    assert _unknown_keys(kueue.chart_values(), values) == []
+
+
+def _unknown_keys(ours: dict[str, Any], chart: dict[str, Any], path: str = "") -> list[str]:
+    unknown = []
+    for key, value in ours.items():
+        if key not in chart:
+            unknown.append(f"{path}{key}")
+        elif isinstance(value, dict) and isinstance(chart[key], dict) and chart[key]:
+            unknown += _unknown_keys(value, chart[key], f"{path}{key}.")
+    return unknown
