@@ -1,9 +1,9 @@
 """The in-cluster layer, written once for any ClusterHandle: add-ons, tenancy, storage, monitoring and
 the two workloads, in an order ``pulumi up`` can apply.
 
-Order: namespaces first; Helm releases after their namespaces; objects of a chart's CRDs
-(PrometheusRule) after that chart; workloads after their namespace's guardrails, service accounts and
-volume claims. Everything goes through one kubernetes Provider bound to the handle's kubeconfig.
+Order: namespaces first; Helm releases after their namespaces, the node pools their pods run on and
+the releases whose CRDs they use; objects of a chart's CRDs (PrometheusRule, NicClusterPolicy) after
+that chart; workloads after their namespace's guardrails, service accounts and volume claims. Everything goes through one kubernetes Provider bound to the handle's kubeconfig.
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ import pulumi_kubernetes.helm.v3 as helm
 from components.config import PlatformConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric
 from components.kubernetes import monitoring
-from components.kubernetes.addons import MONITORING_NAMESPACE, Chart, addon_charts, operator_namespaces
+from components.kubernetes.addons import (
+    MONITORING_NAMESPACE,
+    NETWORK_OPERATOR,
+    Chart,
+    addon_charts,
+    nic_cluster_policy,
+    operator_namespaces,
+)
 from components.kubernetes.objects import Object, apply_objects
 from components.kubernetes.storage import shared_volume_objects
 from components.kubernetes.tenancy import NamespaceSpec, PodSecurity, namespace_objects, service_account
@@ -49,8 +56,13 @@ class KubernetesLayer(pulumi.ComponentResource):
         charts = addon_charts(handle, config.region, config.kubernetes.gpu_operator)
         scrape_jobs = workloads.scrape_jobs + ([monitoring.gpu_scrape_job()] if handle.has_gpus else [])
         if config.monitoring:
-            charts.append(monitoring.prometheus_chart(scrape_jobs))
-        releases = {chart.release: self._release(chart, namespaces) for chart in charts}
+            charts.append(monitoring.prometheus_chart(handle, scrape_jobs))
+        releases: dict[str, helm.Release] = {}
+        for chart in charts:
+            after = [releases[name] for name in chart.after if name in releases]
+            releases[chart.release] = self._release(chart, [*namespaces, *handle.node_pools, *after])
+        if NETWORK_OPERATOR in releases:
+            self._apply([nic_cluster_policy(handle)], [releases[NETWORK_OPERATOR]])
         identities = self._apply(identity_objects(handle, workloads), namespaces)
         volumes = self._apply(volume_objects(handle, workloads), namespaces)
         if config.monitoring:
@@ -70,9 +82,9 @@ class KubernetesLayer(pulumi.ComponentResource):
             f"{self._name}-{chart.release}",
             helm.ReleaseArgs(
                 name=chart.release,
-                chart=chart.chart,
-                version=chart.version,
-                repository_opts=helm.RepositoryOptsArgs(repo=chart.repo),
+                chart=chart.pin.chart,
+                version=chart.pin.version,
+                repository_opts=helm.RepositoryOptsArgs(repo=chart.pin.repo),
                 namespace=chart.namespace,
                 values=chart.values,
                 atomic=True,
