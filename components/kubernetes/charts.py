@@ -167,13 +167,20 @@ def render(path: Path, values: Mapping[str, Any], release: str, namespace: str) 
         for name, text in sorted(manifests.items())
         if name.endswith((".yaml", ".yml", ".tpl", ".json"))
         for doc in _documents(text)
-        if (doc.get("metadata") or {}).get("annotations", {}).get(_HOOK) not in ("test", "test-success")
+        if ((doc.get("metadata") or {}).get("annotations") or {}).get(_HOOK) not in ("test", "test-success")
     ]
     return Rendered(tuple(crds), tuple(_as_installed(doc, release, namespace) for doc in templates))
 
 
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML 1.1's ``=`` (the "value" type) is plain text to Kubernetes; CRD enums list it."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
+
+
 def _documents(text: str) -> Iterator[dict[str, Any]]:
-    for document in yaml.safe_load_all(text):
+    for document in yaml.load_all(text, Loader=_Loader):  # noqa: S506 (a safe loader)
         if isinstance(document, dict) and document.get("kind"):
             if document["kind"].endswith("List") and "items" in document:
                 yield from (item for item in document["items"] if isinstance(item, dict))
