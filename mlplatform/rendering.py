@@ -80,7 +80,9 @@ def _render_release(release: PlannedResource, directory: Path) -> Rendered | Non
     chart, version = str(inputs.get("chart", "")), str(inputs.get("version", ""))
     chart_pin = pinned(chart, version)
     if chart_pin is None:
-        raise InputError([f"{release.name}: chart {chart} {version} is not pinned in components/kubernetes/charts.py"])
+        raise InputError(
+            [f"{release.name}: chart {chart} {version} is not pinned in components/kubernetes/charts.py"]
+        )
     path = directory / chart_pin.file
     if not path.is_file():
         line = missing_line(chart_pin, directory)
@@ -89,13 +91,16 @@ def _render_release(release: PlannedResource, directory: Path) -> Rendered | Non
             print(line, file=sys.stderr)
         return None
     values = json.dumps(inputs.get("values") or {}, sort_keys=True)
-    return _render(path, values, str(inputs.get("name") or release.name), str(inputs.get("namespace") or "default"))
+    name, namespace = str(inputs.get("name") or release.name), str(inputs.get("namespace") or "default")
+    return _render(chart, version, path, values, name, namespace)
 
 
 @cache
-def _render(path: Path, values: str, release: str, namespace: str) -> Rendered:
-    """Stacks that share a release's values share its rendering (charts render in tens of ms each)."""
-    return render(path, json.loads(values), release, namespace)
+def _render(chart: str, version: str, path: Path, values: str, release: str, namespace: str) -> Rendered:
+    """Stacks that share a release's values share its rendering."""
+    chart_pin = pinned(chart, version)
+    exceptions = chart_pin.exceptions if chart_pin is not None else {}
+    return render(path, json.loads(values), release, namespace, exceptions)
 
 
 def _crd_scopes(crds: Iterable[Mapping[str, Any]]) -> dict[str, str]:

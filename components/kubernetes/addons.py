@@ -36,7 +36,11 @@ _NODE_IMAGE_HAS_GPU_DRIVER = {Cloud.AWS: True, Cloud.AZURE: False}
 _NEEDS_METRICS_SERVER = {Cloud.AWS: True, Cloud.AZURE: False}
 # The DOCA driver and RDMA shared device plugin network-operator 26.4.1 is released with
 # (Mellanox/network-operator hack/release.yaml @ v26.4.1: Mofed, RdmaSharedDevicePlugin).
-_DOCA_DRIVER = {"repository": "nvcr.io/nvidia/mellanox", "image": "doca-driver", "version": "doca3.4.1-26.04-1.1.0.0-1"}
+_DOCA_DRIVER = {
+    "repository": "nvcr.io/nvidia/mellanox",
+    "image": "doca-driver",
+    "version": "doca3.4.1-26.04-1.1.0.0-1",
+}
 _RDMA_PLUGIN = {
     "repository": "nvcr.io/nvidia/mellanox",
     "image": "k8s-rdma-shared-dev-plugin",
@@ -55,6 +59,28 @@ class Chart:
     values: dict[str, Any] = field(default_factory=dict)
     # Releases this one is installed after (by release name): CRDs it needs come from them.
     after: tuple[str, ...] = ()
+
+
+def resources(cpu: str, memory: str, request_cpu: str, request_memory: str) -> dict[str, dict[str, str]]:
+    """Container resources: every chart workload has CPU and memory limits (k8s-workload-hardening)."""
+    return {
+        "limits": {"cpu": cpu, "memory": memory},
+        "requests": {"cpu": request_cpu, "memory": request_memory},
+    }
+
+
+# What a chart's own container may run as, where the chart lets us say (Pod Security "restricted").
+RESTRICTED_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+RESTRICTED_POD = {
+    "runAsNonRoot": True,
+    "runAsUser": 65534,
+    "runAsGroup": 65534,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
 
 
 def tolerations(pools: tuple[PoolHandle, ...] | list[PoolHandle]) -> list[dict[str, str]]:
@@ -83,7 +109,15 @@ def gpu_operator(handle: ClusterHandle) -> Chart:
             "toolkit": {"enabled": not preinstalled},
             "dcgmExporter": {"enabled": True},
             "daemonsets": {"tolerations": gpu_tolerations(handle)},
-            "node-feature-discovery": {"worker": {"tolerations": tolerations(handle.pools)}},
+            # NFD's chart sets memory limits only (node-feature-discovery values.yaml); CPU added.
+            "node-feature-discovery": {
+                "master": {"resources": resources("1", "4Gi", "100m", "128Mi")},
+                "gc": {"resources": resources("500m", "1Gi", "10m", "128Mi")},
+                "worker": {
+                    "tolerations": tolerations(handle.pools),
+                    "resources": resources("500m", "512Mi", "5m", "64Mi"),
+                },
+            },
         },
     )
 
@@ -108,7 +142,11 @@ def efa_device_plugin(handle: ClusterHandle) -> Chart:
         release="aws-efa-k8s-device-plugin",
         pin=pin("aws-efa-k8s-device-plugin", handle.kubernetes_version),
         namespace="kube-system",
-        values={"nodeSelector": {"vpc.amazonaws.com/efa.present": "true"}, "tolerations": tolerations(efa)},
+        values={
+            "nodeSelector": {"vpc.amazonaws.com/efa.present": "true"},
+            "tolerations": tolerations(efa),
+            "resources": resources("100m", "64Mi", "10m", "20Mi"),
+        },
     )
 
 
@@ -177,7 +215,11 @@ def metrics_server(handle: ClusterHandle) -> Chart:
         release="metrics-server",
         pin=pin("metrics-server", handle.kubernetes_version),
         namespace="kube-system",
-        values={"replicas": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1}},
+        values={
+            "replicas": 2,
+            "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+            "resources": resources("1", "500Mi", "100m", "200Mi"),
+        },
     )
 
 
@@ -199,8 +241,57 @@ def cluster_autoscaler(handle: ClusterHandle, region: str) -> Chart:
                 }
             },
             "extraArgs": {"balance-similar-node-groups": True, "skip-nodes-with-local-storage": False},
+            "resources": resources("500m", "600Mi", "100m", "300Mi"),
+            "securityContext": RESTRICTED_POD,
+            "containerSecurityContext": RESTRICTED_CONTAINER,
         },
     )
+
+
+def _ingress_policy(name: str, namespace: str, selector: dict[str, Any], rules: list[Any]) -> Object:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
+        "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": rules},
+    }
+
+
+def _from_namespaces(*names: str) -> dict[str, Any]:
+    return {
+        "from": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
+            for name in sorted(set(names))
+        ]
+    }
+
+
+def operator_network_policy(namespace: str) -> Object:
+    """Operators talk to the API server (egress stays open) and are reached only from their own
+    namespace and by Prometheus (DCGM exporter, operator metrics): ingress from nowhere else."""
+    return _ingress_policy(
+        "operator-ingress", namespace, {}, [_from_namespaces(namespace, MONITORING_NAMESPACE)]
+    )
+
+
+def kube_system_network_policy(releases: list[str]) -> Object:
+    """Our add-ons in kube-system, selected by their Helm release (never the cluster's own pods):
+    scraped from monitoring, and metrics-server's secure port open to the API server, which reaches the
+    metrics.k8s.io APIService from addresses no selector names (metrics-server chart: --secure-port=10250)."""
+    selector = {
+        "matchExpressions": [
+            {"key": "app.kubernetes.io/instance", "operator": "In", "values": sorted(releases)}
+        ]
+    }
+    rules = [_from_namespaces(MONITORING_NAMESPACE), {"ports": [{"protocol": "TCP", "port": 10250}]}]
+    return _ingress_policy("ml-platform-addons-ingress", "kube-system", selector, rules)
+
+
+def addon_network_policies(charts: list[Chart], operator_namespaces: list[str]) -> list[Object]:
+    """An ingress policy for every namespace our charts run pods in (k8s-namespace-network-policy)."""
+    policies = [operator_network_policy(namespace) for namespace in operator_namespaces]
+    in_kube_system = [c.release for c in charts if c.namespace == "kube-system"]
+    return policies + ([kube_system_network_policy(in_kube_system)] if in_kube_system else [])
 
 
 def operator_namespaces(handle: ClusterHandle, gpu_operator_on: bool) -> list[NamespaceSpec]:

@@ -7,6 +7,13 @@ packaged charts (``MLPLATFORM_CHARTS``, else ``<project>/.charts``, which ``mlpl
 fills), so ``--manifests``, the policy pack, checkov and kubernetes-validate see what the chart would
 apply. Adding a chart is one ``ChartPin`` in ``PINS``.
 
+What a chart does that the policies refuse is fixed through values (addons.py, monitoring.py). Where the
+chart offers no value for it (a device plugin that must run privileged, a hook Job with a fixed spec),
+the pin names that one object with the reason (``ChartPin.exceptions``); the renderer writes the reason
+into the rendered object's ``policy.ml-platform.io/chart-exception`` annotation, which the pack honours
+only on objects Helm installs (policies/mlplatform_policies/kubernetes.py). That annotation is the
+review record, in plans and manifests; the chart installs the object without it.
+
 Versions (README "The Kubernetes layer"): the newest each cache holds whose chart ``kubeVersion`` admits
 the stacks' control plane; cluster-autoscaler per control-plane minor, since the autoscaler should match
 it (REFERENCE.md, EKS rules).
@@ -18,7 +25,7 @@ import io
 import os
 import tarfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +39,11 @@ DEFAULT_CACHE = PROJECT_DIR / ".charts"
 RELEASE_NAME = "meta.helm.sh/release-name"
 RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
 HELM_MANAGED = {"app.kubernetes.io/managed-by": "Helm"}
+CHART_EXCEPTION = "policy.ml-platform.io/chart-exception"
 _HOOK = "helm.sh/hook"
+_HOOK_JOB = (
+    "a Helm hook Job whose container spec the chart fixes (no values for resources or securityContext)"
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,9 @@ class ChartPin:
     source: str
     # Control-plane minors ("1.33") this version is for; empty when the chart's kubeVersion decides.
     kubernetes: tuple[str, ...] = ()
+    # "<Kind>/<name>" of a rendered object (release name = chart name) -> why it is exempt from the
+    # workload hardening rule: only for what no value of the chart can fix.
+    exceptions: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def file(self) -> str:
@@ -62,12 +76,22 @@ PINS: tuple[ChartPin, ...] = (
         "v26.7.0",
         "https://helm.ngc.nvidia.com/nvidia",
         "NVIDIA/gpu-operator deployments/gpu-operator @ v26.7.0",
+        exceptions={
+            "Deployment/gpu-operator": "the operator's pod securityContext is fixed by the chart "
+            "(templates/operator.yaml); it runs in the privileged gpu-operator namespace",
+            "Job/gpu-operator-upgrade-crd": _HOOK_JOB,
+            "Job/gpu-operator-cleanup-gpucluster": _HOOK_JOB,
+        },
     ),
     ChartPin(
         "network-operator",
         "26.4.1",
         "https://helm.ngc.nvidia.com/nvidia",
         "Mellanox/network-operator deployment/network-operator @ v26.4.1",
+        exceptions={
+            "Job/network-operator-upgrade-crd": _HOOK_JOB,
+            "Job/network-operator-keep-ncp": _HOOK_JOB,
+        },
     ),
     # 0.5.10 and later know p6-b200's EFA devices (aws/eks-charts); 0.5.30 is the newest published.
     ChartPin(
@@ -75,6 +99,10 @@ PINS: tuple[ChartPin, ...] = (
         "v0.5.30",
         "https://aws.github.io/eks-charts",
         "aws/eks-charts stable/aws-efa-k8s-device-plugin @ v0.0.241",
+        exceptions={
+            "DaemonSet/aws-efa-k8s-device-plugin": "a device plugin registers with the kubelet's socket "
+            "and opens /dev/infiniband: privileged on the host network by design (templates/daemonset.yaml)",
+        },
     ),
     ChartPin(
         "nvidia-device-plugin",
@@ -100,7 +128,8 @@ PINS: tuple[ChartPin, ...] = (
         "cluster-autoscaler",
         "9.53.0",
         "https://kubernetes.github.io/autoscaler",
-        "kubernetes/autoscaler cluster-autoscaler/charts/cluster-autoscaler @ cluster-autoscaler-chart-9.53.0",
+        "kubernetes/autoscaler cluster-autoscaler/charts/cluster-autoscaler"
+        " @ cluster-autoscaler-chart-9.53.0",
         kubernetes=("1.34",),
     ),
     ChartPin(
@@ -108,6 +137,10 @@ PINS: tuple[ChartPin, ...] = (
         "88.5.3",
         "https://prometheus-community.github.io/helm-charts",
         "prometheus-community/helm-charts charts/kube-prometheus-stack @ kube-prometheus-stack-88.5.3",
+        exceptions={
+            "DaemonSet/kube-prometheus-stack-prometheus-node-exporter": "node-exporter reads the host's "
+            "process and network metrics: hostPID and hostNetwork are what it measures",
+        },
     ),
 )
 
@@ -155,8 +188,11 @@ class Rendered:
         return self.crds + self.templates
 
 
-def render(path: Path, values: Mapping[str, Any], release: str, namespace: str) -> Rendered:
-    """Render a packaged chart with Helm's own engine (helm-python-sdk), as an install would."""
+def render(
+    path: Path, values: Mapping[str, Any], release: str, namespace: str, exceptions: Mapping[str, str]
+) -> Rendered:
+    """Render a packaged chart with Helm's own engine (helm-python-sdk), as an install would, with the
+    pin's written exceptions on the objects they name."""
     import helm_python
 
     with helm_python.Chart.load(path) as chart:
@@ -169,7 +205,9 @@ def render(path: Path, values: Mapping[str, Any], release: str, namespace: str) 
         for doc in _documents(text)
         if ((doc.get("metadata") or {}).get("annotations") or {}).get(_HOOK) not in ("test", "test-success")
     ]
-    return Rendered(tuple(crds), tuple(_as_installed(doc, release, namespace) for doc in templates))
+    return Rendered(
+        tuple(crds), tuple(_as_installed(doc, release, namespace, exceptions) for doc in templates)
+    )
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -180,7 +218,7 @@ _Loader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yam
 
 
 def _documents(text: str) -> Iterator[dict[str, Any]]:
-    for document in yaml.load_all(text, Loader=_Loader):  # noqa: S506 (a safe loader)
+    for document in yaml.load_all(text, Loader=_Loader):
         if isinstance(document, dict) and document.get("kind"):
             if document["kind"].endswith("List") and "items" in document:
                 yield from (item for item in document["items"] if isinstance(item, dict))
@@ -188,14 +226,19 @@ def _documents(text: str) -> Iterator[dict[str, Any]]:
                 yield document
 
 
-def _as_installed(obj: dict[str, Any], release: str, namespace: str) -> dict[str, Any]:
-    """The object as the cluster holds it after the release: Helm's ownership label and annotations."""
+def _as_installed(
+    obj: dict[str, Any], release: str, namespace: str, exceptions: Mapping[str, str]
+) -> dict[str, Any]:
+    """The object as the cluster holds it after the release (Helm's ownership label and annotations),
+    with its written exception, if the pin has one for it."""
     metadata = dict(obj.get("metadata") or {})
     metadata["labels"] = {**(metadata.get("labels") or {}), **HELM_MANAGED}
+    exception = exceptions.get(f"{obj['kind']}/{metadata.get('name')}")
     metadata["annotations"] = {
         **(metadata.get("annotations") or {}),
         RELEASE_NAME: release,
         RELEASE_NAMESPACE: namespace,
+        **({CHART_EXCEPTION: exception} if exception else {}),
     }
     return {**obj, "metadata": metadata}
 

@@ -3,7 +3,8 @@ the two workloads, in an order ``pulumi up`` can apply.
 
 Order: namespaces first; Helm releases after their namespaces, the node pools their pods run on and
 the releases whose CRDs they use; objects of a chart's CRDs (PrometheusRule, NicClusterPolicy) after
-that chart; workloads after their namespace's guardrails, service accounts and volume claims. Everything goes through one kubernetes Provider bound to the handle's kubeconfig.
+that chart; workloads after their namespace's guardrails, service accounts and volume claims.
+Everything goes through one kubernetes Provider bound to the handle's kubeconfig.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from components.kubernetes.addons import (
     NETWORK_OPERATOR,
     Chart,
     addon_charts,
+    addon_network_policies,
     nic_cluster_policy,
     operator_namespaces,
 )
@@ -50,13 +52,14 @@ class KubernetesLayer(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         workloads = workload_objects(handle, config)
-        namespaces = self._apply(
-            [o for spec in tenancy_specs(handle, config, workloads) for o in namespace_objects(spec)]
-        )
+        specs = tenancy_specs(handle, config, workloads)
+        namespaces = self._apply([o for spec in specs for o in namespace_objects(spec)])
         charts = addon_charts(handle, config.region, config.kubernetes.gpu_operator)
         scrape_jobs = workloads.scrape_jobs + ([monitoring.gpu_scrape_job()] if handle.has_gpus else [])
         if config.monitoring:
             charts.append(monitoring.prometheus_chart(handle, scrape_jobs))
+        unguarded = [spec.name for spec in specs if not spec.guarded]
+        self._apply(addon_network_policies(charts, unguarded), namespaces)
         releases: dict[str, helm.Release] = {}
         for chart in charts:
             after = [releases[name] for name in chart.after if name in releases]

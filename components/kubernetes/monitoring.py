@@ -10,7 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from components.handle import ClusterHandle
-from components.kubernetes.addons import GPU_OPERATOR_NAMESPACE, MONITORING_NAMESPACE, Chart, tolerations
+from components.kubernetes.addons import (
+    GPU_OPERATOR_NAMESPACE,
+    MONITORING_NAMESPACE,
+    RESTRICTED_CONTAINER,
+    Chart,
+    resources,
+    tolerations,
+)
 from components.kubernetes.charts import pin
 from components.kubernetes.objects import MANAGED_BY, Object
 
@@ -56,7 +63,16 @@ def prometheus_chart(handle: ClusterHandle, scrape_jobs: list[dict[str, Any]]) -
             # Grafana's chart default admin password is public; teams attach their managed Grafana
             # (Amazon Managed Grafana / Azure Managed Grafana) to this Prometheus instead.
             "grafana": {"enabled": False},
-            "prometheus-node-exporter": {"tolerations": tolerations(handle.pools)},
+            "prometheus-node-exporter": {
+                "tolerations": tolerations(handle.pools),
+                "resources": resources("250m", "180Mi", "10m", "32Mi"),
+                "containerSecurityContext": RESTRICTED_CONTAINER,
+            },
+            "kube-state-metrics": {"resources": resources("500m", "512Mi", "10m", "64Mi")},
+            "prometheusOperator": {
+                "resources": resources("500m", "512Mi", "100m", "128Mi"),
+                "admissionWebhooks": {"patch": {"resources": resources("100m", "128Mi", "10m", "32Mi")}},
+            },
         },
     )
 

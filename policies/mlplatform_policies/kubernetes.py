@@ -12,6 +12,9 @@ of the release, typed by their own kind), so every rule here judges them like th
 templated object carries Helm's ``meta.helm.sh/release-name`` and ``release-namespace`` annotations, as
 on the cluster after the release. A release no object in the stack carries those annotations for was
 not rendered (``pulumi preview``, or a chart missing from the cache): ``k8s-unrendered-content`` says so.
+An object Helm installs may carry a written ``policy.ml-platform.io/chart-exception`` reason (set where
+the chart is pinned, for what no chart value can fix): the hardening rule exempts that one object. On
+the program's own objects the annotation means nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ _PROBED = ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet", "k
 _RELEASE = "kubernetes:helm.sh/v3:Release"
 _RELEASE_NAME = "meta.helm.sh/release-name"
 _RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
+_CHART_EXCEPTION = "policy.ml-platform.io/chart-exception"
 _UNRENDERED = (
     _RELEASE,
     "kubernetes:helm.sh/v4:Chart",
@@ -102,6 +106,8 @@ def _privilege(subject: Subject, spec: Mapping[str, Any]) -> Iterator[str]:
 
 
 def _hardening(subject: Subject) -> Iterator[str]:
+    if subject.annotations().get(_RELEASE_NAME) and subject.reason(_CHART_EXCEPTION):
+        return
     spec = _pod_spec(subject)
     if not subject.reason(PRIVILEGED_REASON):
         yield from _privilege(subject, spec)
