@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from mlplatform.charts_cmd import app as charts_app
 from mlplatform.check import check
 from mlplatform.newstack import new_stack
 from mlplatform.plan_cmd import plan
@@ -27,6 +28,7 @@ app.command("check")(check)
 app.command("new-stack")(new_stack)
 app.command("train", context_settings=TRAIN_CONTEXT)(train)
 app.command("serve")(serve)
+app.add_typer(charts_app, name="charts")
 
 
 def main() -> None:

@@ -9,9 +9,11 @@ release (namespace filled in for namespaced kinds; Helm's ``meta.helm.sh/release
 ``release-namespace`` annotations on templated objects). So ``--manifests`` exports them, and the pack
 judges them like the program's own objects (mlplatform/analyzer.py).
 
-A chart missing from the cache is not bad input: ``pulumi up`` pulls charts itself. The release stays
-unrendered, one line on stderr says which chart is missing and how to get it, and the pack's
-``k8s-unrendered-content`` advisory names it in ``mlplatform check``.
+Charts are found by name and version (``<chart>-<version>.tgz``), so any program's releases render when
+the cache holds their chart; the platform's pins add their written exceptions. A chart missing from the
+cache is not bad input, since ``pulumi up`` pulls charts itself: the release stays unrendered, one line
+on stderr says which chart is missing and how to get it, and the pack's ``k8s-unrendered-content``
+advisory names the release in ``mlplatform check``.
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from components.kubernetes.charts import Rendered, cache_dir, missing_line, pinned, render
+from components.kubernetes.charts import Rendered, cache_dir, missing_line, package_file, pinned, render
 from components.kubernetes.objects import resource_name, type_token
-from mlplatform.errors import InputError
 from mlplatform.plan import PlannedResource
 from mlplatform.report import HELM_RELEASE, as_applied
 
@@ -75,17 +76,20 @@ def rendered_children(resources: Iterable[PlannedResource]) -> list[PlannedResou
     ]
 
 
+def unrendered(resources: Iterable[PlannedResource]) -> list[PlannedResource]:
+    """Releases in ``resources`` with no rendered child: their charts were not in the cache."""
+    listed = list(resources)
+    parents = {r.parent for r in listed}
+    return [r for r in listed if r.type == HELM_RELEASE and r.urn not in parents]
+
+
 def _render_release(release: PlannedResource, directory: Path) -> Rendered | None:
     inputs = as_applied(release.inputs)
     chart, version = str(inputs.get("chart", "")), str(inputs.get("version", ""))
-    chart_pin = pinned(chart, version)
-    if chart_pin is None:
-        raise InputError(
-            [f"{release.name}: chart {chart} {version} is not pinned in components/kubernetes/charts.py"]
-        )
-    path = directory / chart_pin.file
+    path = directory / package_file(chart, version)
     if not path.is_file():
-        line = missing_line(chart_pin, directory)
+        repo = str((inputs.get("repositoryOpts") or {}).get("repo", ""))
+        line = missing_line(chart, version, repo, directory)
         if line not in _warned:
             _warned.add(line)
             print(line, file=sys.stderr)

@@ -63,8 +63,7 @@ class ChartPin:
 
     @property
     def file(self) -> str:
-        """The packaged chart's name, as ``helm pull`` and ``helm package`` write it."""
-        return f"{self.chart}-{self.version}.tgz"
+        return package_file(self.chart, self.version)
 
     def supports(self, kubernetes_version: str) -> bool:
         return not self.kubernetes or kubernetes_version in self.kubernetes
@@ -145,6 +144,11 @@ PINS: tuple[ChartPin, ...] = (
 )
 
 
+def package_file(chart: str, version: str) -> str:
+    """A packaged chart's file name, as ``helm pull`` and ``helm package`` write it."""
+    return f"{chart}-{version}.tgz"
+
+
 def pin(chart: str, kubernetes_version: str) -> ChartPin:
     """The pinned version of ``chart`` for a control plane at ``kubernetes_version``."""
     for candidate in PINS:
@@ -167,12 +171,31 @@ def cache_dir() -> Path:
     return Path(configured).expanduser().resolve() if configured else DEFAULT_CACHE
 
 
-def missing_line(chart_pin: ChartPin, directory: Path) -> str:
+def missing_line(chart: str, version: str, repo: str, directory: Path) -> str:
     """One line saying which chart is missing and how to get it."""
-    return (
-        f"chart {chart_pin.chart} {chart_pin.version} is not in {directory} ({CHARTS_ENV}); "
-        f"run `mlplatform charts pull` (from {chart_pin.repo}) or point {CHARTS_ENV} at a chart cache"
+    how = (
+        "run `mlplatform charts pull`"
+        if pinned(chart, version)
+        else f"`helm pull {chart} --repo {repo} --version {version} -d {directory}`"
     )
+    return f"chart {chart} {version} is not in {directory} ({CHARTS_ENV}): {how}; its objects are not judged"
+
+
+class ChartError(Exception):
+    """A packaged chart that is not what its pin says (one printable line)."""
+
+
+def verify(path: Path, chart: str, version: str) -> None:
+    """A packaged chart loads with Helm and is the chart and version it is named for."""
+    import helm_python
+
+    try:
+        with helm_python.Chart.load(path) as loaded:
+            found = (loaded.metadata.get("name"), loaded.metadata.get("version"))
+    except helm_python.HelmError as error:
+        raise ChartError(f"{path}: not a loadable Helm chart ({str(error).splitlines()[0]})") from None
+    if found != (chart, version):
+        raise ChartError(f"{path}: holds {found[0]} {found[1]}, expected {chart} {version}")
 
 
 @dataclass(frozen=True)
