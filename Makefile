@@ -6,6 +6,8 @@ PACK_VENV := policies/.venv
 CHECKOV_VENV := .tools/checkov
 STACKS := aws-enterprise-prod azure-smb-dev
 OUT := out
+# The packaged Helm charts plan and check render from (`mlplatform charts pull` fills .charts instead).
+export MLPLATFORM_CHARTS ?= ../shared/charts
 
 .PHONY: setup setup-policy demo test lint bench clean
 
