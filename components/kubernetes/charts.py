@@ -298,5 +298,16 @@ def _values_of(files: Mapping[str, bytes], root: str) -> dict[str, Any]:
             sub = _values_of(files, f"{subcharts}{subname}/")
         else:
             continue
-        values[subname] = {**sub, **(values.get(subname) or {})}
+        values[subname] = _merged(sub, values.get(subname) or {})
     return values
+
+
+def _merged(defaults: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Maps merged key by key, as Helm coalesces a parent's values over a subchart's."""
+    merged = dict(defaults)
+    for key, value in overrides.items():
+        below = merged.get(key)
+        merged[key] = (
+            _merged(below, value) if isinstance(below, Mapping) and isinstance(value, Mapping) else value
+        )
+    return merged

@@ -95,13 +95,13 @@ CHART_FINDINGS = {
     "CKV_K8S_43": "charts pin images by tag; the chart version pins the tag (digests are not in the charts)",
     "CKV_K8S_38": "operators, autoscaler, metrics-server and NFD call the Kubernetes API with their token",
     "CKV_K8S_49": "operators manage resources of their own CRDs with wildcard verbs, as their charts grant",
-    "CKV_K8S_155": "network-operator and the prometheus admission job manage their own webhook configurations",
+    "CKV_K8S_155": "network-operator and the prometheus admission job manage their own webhooks",
     "CKV2_K8S_5": "the prometheus admission job writes its webhook's TLS secret",
     "CKV_K8S_9": "cluster-autoscaler's chart has no readiness probe (liveness only)",
     "CKV_K8S_22": "the chart's container writes to its root filesystem (no value to make it read-only)",
     "CKV_K8S_29": "the chart sets no pod securityContext and offers no value for it on this object",
-    "CKV_K8S_31": "the chart's pod has no seccomp value; the pack's k8s-workload-baseline reports it (advisory)",
-    "CKV_K8S_40": "the chart's image runs with its own UID below 10000; values cannot change the image's user",
+    "CKV_K8S_31": "the chart's pod has no seccomp value; k8s-workload-baseline reports it (advisory)",
+    "CKV_K8S_40": "the chart's image runs as its own UID below 10000; values cannot change it",
 }
 # Only on an object whose pin carries a written exception (policy.ml-platform.io/chart-exception).
 EXCEPTED_FINDINGS = {
