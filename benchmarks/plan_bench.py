@@ -3,17 +3,23 @@
 Prints both wall times and their ratio, and how much of each provider SDK the plans imported: planning
 must import per-service modules, never a provider's whole tree (REFERENCE.md: ~7-10 s and ~450 MB).
 Target: all eight stacks in under 20 s on 2 cores.
+
+Plans render every Helm release from the chart cache (``MLPLATFORM_CHARTS``, default ``../shared/charts``);
+the same plans with an empty cache (releases left unrendered) give the cost of rendering as a ratio.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+CHARTS = os.environ.get("MLPLATFORM_CHARTS", str(REPO.parent / "shared" / "charts"))
 
 PLAN_ALL = """
 import json, sys, time
@@ -31,9 +37,12 @@ print(json.dumps({"total": total, "per_stack": per_stack, "loaded": loaded}))
 """
 
 
-def _timed(code: str) -> tuple[float, str]:
+def _timed(code: str, charts: str = CHARTS) -> tuple[float, str]:
+    env = {**os.environ, "MLPLATFORM_CHARTS": charts}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, env=env
+    )
     return time.perf_counter() - start, done.stdout
 
 
@@ -47,6 +56,8 @@ def _package_modules(package: str) -> int:
 
 def main() -> None:
     import_wall, _ = _timed("import pulumi")
+    with tempfile.TemporaryDirectory() as empty:
+        unrendered_wall, _ = _timed(PLAN_ALL, empty)
     plan_wall, out = _timed(PLAN_ALL)
     report = json.loads(out.strip().splitlines()[-1])
     print(f"{'stack':28} {'plan s':>8} {'resources':>10}")
@@ -55,6 +66,9 @@ def main() -> None:
     print(f"\nimport pulumi (fresh process):        {import_wall:6.2f} s")
     print(f"plan all {len(report['per_stack'])} stacks (fresh process):    {plan_wall:6.2f} s")
     print(f"ratio plan-all / import-pulumi:       {plan_wall / import_wall:6.1f}x")
+    print(f"plan all, charts not rendered:        {unrendered_wall:6.2f} s")
+    extra, ratio = plan_wall - unrendered_wall, plan_wall / unrendered_wall
+    print(f"rendering charts ({CHARTS}): +{extra:.2f} s, ratio {ratio:.2f}x")
     print(f"target: all stacks under 20 s -> {'met' if plan_wall < 20 else 'NOT met'}")
     for package, count in report["loaded"].items():
         print(f"{package}: {count} modules imported of {_package_modules(package)}")

@@ -159,6 +159,9 @@ class ClusterHandle:
     # workload name ("training", "inference") -> service-account annotations binding it to a cloud
     # identity (IRSA role ARN on AWS, workload-identity client id on Azure).
     identities: Mapping[str, Mapping[str, pulumi.Input[str]]] = field(default_factory=dict)
+    # The resources that bring up the nodes add-on pods run on (system and CPU pools): Helm releases wait
+    # for them, or an install from nothing times out before any node is Ready.
+    node_pools: tuple[pulumi.Resource, ...] = ()
 
     def pool(self, name: str) -> PoolHandle:
         for pool in self.pools:

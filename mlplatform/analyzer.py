@@ -10,6 +10,14 @@ with its provider, ``AnalyzeStack`` over the whole graph (parents, dependencies,
 stops the pack (its server stops on KeyboardInterrupt).
 
 One pack process judges any number of plans: each ``judge`` call reconfigures it for that stack.
+
+Helm releases: a plan holds, after the program's resources, the objects each release's chart renders
+(mlplatform.rendering). The pack sees each as the engine would show it once the release is installed:
+a custom resource typed ``kubernetes:<group/version>:<Kind>``, parent the release's URN, the release's
+provider, properties the object itself with Helm's ``meta.helm.sh/release-name`` / ``release-namespace``
+annotations (CRDs from ``crds/`` folders without them, as Helm creates them). They go through
+``Analyze`` and ``AnalyzeStack`` like the program's own objects, so every Kubernetes policy judges them;
+a release with no such object in the stack was not rendered, which ``k8s-unrendered-content`` reports.
 """
 
 from __future__ import annotations

@@ -49,9 +49,12 @@ class Verb:
                 [f"mlplatform {self.name} needs the {self.extra} extra: pip install -e '.[{self.extra}]'"]
             )
         module = importlib.import_module(self.module)
+        target = getattr(module, self.function)
+        if isinstance(target, typer.Typer):  # a group of subcommands (charts pull)
+            return typer.main.get_command(target)
         single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
         settings = getattr(module, self.context) if self.context else None
-        single.command(self.name, cls=_Command, context_settings=settings)(getattr(module, self.function))
+        single.command(self.name, cls=_Command, context_settings=settings)(target)
         return typer.main.get_command(single)
 
 
@@ -84,6 +87,7 @@ VERBS = {
         Verb("new-stack", "mlplatform.newstack", "new_stack", "infra", "Write a new stack file."),
         Verb("train", "mlplatform.train_cmd", "train", "train", "Train on this machine.", "TRAIN_CONTEXT"),
         Verb("serve", "mlplatform.serve_cmd", "serve", "serve", "Serve a model version over HTTP."),
+        Verb("charts", "mlplatform.charts_cmd", "app", "infra", "Fill the Helm chart cache."),
     )
 }
 

@@ -322,7 +322,16 @@ def _run_plan(target: Target) -> Plan:
         except Exception as exc:
             raise InputError([f"{_where(exc, target.program_dir)}: {type(exc).__name__}: {exc}"]) from exc
         outputs = _sync_await(_resolve_outputs(stack_resource.outputs))
-    return Plan(project=project, stack=target.stack, resources=monitor.captured, outputs=outputs)
+    return Plan(
+        project=project, stack=target.stack, resources=_with_charts(monitor.captured), outputs=outputs
+    )
+
+
+def _with_charts(resources: list[PlannedResource]) -> list[PlannedResource]:
+    """The program's resources, then the objects its Helm releases render (mlplatform.rendering)."""
+    from mlplatform.rendering import rendered_children
+
+    return resources + rendered_children(resources)
 
 
 def _where(exc: BaseException, program_dir: Path) -> str:

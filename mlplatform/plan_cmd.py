@@ -11,7 +11,8 @@ from rich.console import Console
 from components.config import ConfigError
 from mlplatform.errors import InputError, exit_with
 from mlplatform.plan import Plan, Target, resolve_target, run_plan
-from mlplatform.report import helm_releases, print_plan, write_json, write_manifests
+from mlplatform.rendering import unrendered
+from mlplatform.report import print_plan, write_json, write_manifests
 
 StackArg = Annotated[
     str | None, typer.Argument(help="A stack name, e.g. aws-enterprise-prod.", show_default=False)
@@ -88,11 +89,11 @@ def plan(
     if manifests is not None:
         written = write_manifests(result, manifests)
         console.print(f"wrote {len(written)} Kubernetes objects under {manifests}")
-        releases = helm_releases(result)
+        releases = unrendered(result.resources)
         if releases:
             names = ", ".join(r.name for r in releases)
             console.print(
-                f"{len(releases)} Helm releases ({names}) render on the cluster; "
-                "their charts are not in the manifests"
+                f"{len(releases)} Helm releases ({names}) are not rendered (chart not in the cache); "
+                "their objects are not in the manifests"
             )
     console.print(f"{target.label}: {len(result.resources)} resources planned")

@@ -52,7 +52,8 @@ def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
     """Every Kubernetes object the program applies, rebuilt from its resource's inputs.
 
     A resource of type ``kubernetes:<group/version>:<Kind>`` carries the object's own top-level fields
-    as inputs; Helm releases are not objects (their charts render only on the cluster).
+    as inputs, the objects a Helm release renders included (mlplatform.rendering); a release itself is
+    not an object.
     """
     return [
         as_applied(r.inputs)
@@ -103,7 +104,7 @@ def print_plan(plan: Plan, console: Console) -> None:
         label = f"[bold]{escape(name or resource.name)}[/] [dim]{escape(resource.type)}[/]"
         if resource.type == HELM_RELEASE:
             chart = f"{resource.inputs.get('chart', '?')} {resource.inputs.get('version', '')}"
-            label += f" [yellow](chart {escape(chart)}: rendered on the cluster, not offline)[/]"
+            label += f" [yellow](chart {escape(chart)})[/]"
         branch = node.add(label)
         # Registration order is the engine's (concurrent, so it varies run to run); names read better.
         for child in sorted(children.get(resource.urn, []), key=lambda r: (r.name, r.type)):

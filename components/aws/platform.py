@@ -25,7 +25,7 @@ from components.aws.registry import Registry, RegistryArgs, repositories
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import ObjectStore, ObjectStoreArgs
 from components.config import PlatformConfig
-from components.handle import Cloud, ClusterHandle, Fabric, SharedStorageKind, StorageHandle
+from components.handle import Cloud, ClusterHandle, Fabric, PoolKind, SharedStorageKind, StorageHandle
 
 
 def shared_zone(config: PlatformConfig) -> int:
@@ -131,6 +131,7 @@ class AwsPlatform(pulumi.ComponentResource):
             ),
             registry=self.registry.host,
             identities=self.identities.annotations,
+            node_pools=tuple(p.node_group for p in self.pools if p.handle.kind is PoolKind.CPU),
         )
         self.exports: dict[str, pulumi.Input[Any]] = self._exports()
         self.register_outputs(self.exports)

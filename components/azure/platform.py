@@ -70,7 +70,7 @@ class AzurePlatform(pulumi.ComponentResource):
             ),
             self._child,
         )
-        NodePools(
+        pools = NodePools(
             f"{name}-pools", NodePoolsArgs(scope, cluster.cluster_name, network.node_subnet_id), self._child
         )
         registry = AzureRegistry(
@@ -94,6 +94,7 @@ class AzurePlatform(pulumi.ComponentResource):
             storage=StorageHandle(bucket_uri=objects.models_uri, shared=shared.shared if shared else None),
             registry=registry.login_server,
             identities={workload: identity.annotations for workload, identity in identities.items()},
+            node_pools=(pools,),
         )
         self.exports: dict[str, pulumi.Input[Any]] = {
             "clusterName": cluster.cluster_name,

@@ -1,9 +1,10 @@
 """The in-cluster layer, written once for any ClusterHandle: add-ons, tenancy, storage, monitoring and
 the two workloads, in an order ``pulumi up`` can apply.
 
-Order: namespaces first; Helm releases after their namespaces; objects of a chart's CRDs
-(PrometheusRule) after that chart; workloads after their namespace's guardrails, service accounts and
-volume claims. Everything goes through one kubernetes Provider bound to the handle's kubeconfig.
+Order: namespaces first; Helm releases after their namespaces, the node pools their pods run on and
+the releases whose CRDs they use; objects of a chart's CRDs (PrometheusRule, NicClusterPolicy) after
+that chart; workloads after their namespace's guardrails, service accounts and volume claims.
+Everything goes through one kubernetes Provider bound to the handle's kubeconfig.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric
 from components.kubernetes import kueue, monitoring
 from components.kubernetes.addons import (
     MONITORING_NAMESPACE,
+    NETWORK_OPERATOR,
     Chart,
     addon_charts,
+    addon_network_policies,
     kueue_chart,
+    nic_cluster_policy,
     operator_namespaces,
 )
 from components.kubernetes.objects import Object, apply_objects
@@ -50,17 +54,23 @@ class KubernetesLayer(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         workloads = workload_objects(handle, config)
-        namespaces = self._apply(
-            [o for spec in tenancy_specs(handle, config, workloads) for o in namespace_objects(spec)]
-        )
+        specs = tenancy_specs(handle, config, workloads)
+        namespaces = self._apply([o for spec in specs for o in namespace_objects(spec)])
         charts = addon_charts(handle, config.region, config.kubernetes.gpu_operator)
         scrape_jobs = workloads.scrape_jobs + ([monitoring.gpu_scrape_job()] if handle.has_gpus else [])
         if config.monitoring:
-            charts.append(monitoring.prometheus_chart(scrape_jobs))
+            charts.append(monitoring.prometheus_chart(handle, scrape_jobs))
         queueing = kueue.queueing_enabled(config)
         if queueing:
-            charts.append(kueue_chart())
-        releases = {chart.release: self._release(chart, namespaces) for chart in charts}
+            charts.append(kueue_chart(handle))
+        unguarded = [spec.name for spec in specs if not spec.guarded]
+        self._apply(addon_network_policies(charts, unguarded), namespaces)
+        releases: dict[str, helm.Release] = {}
+        for chart in charts:
+            after = [releases[name] for name in chart.after if name in releases]
+            releases[chart.release] = self._release(chart, [*namespaces, *handle.node_pools, *after])
+        if NETWORK_OPERATOR in releases:
+            self._apply([nic_cluster_policy(handle)], [releases[NETWORK_OPERATOR]])
         identities = self._apply(identity_objects(handle, workloads), namespaces)
         volumes = self._apply(volume_objects(handle, workloads), namespaces)
         if config.monitoring:
@@ -87,9 +97,9 @@ class KubernetesLayer(pulumi.ComponentResource):
             f"{self._name}-{chart.release}",
             helm.ReleaseArgs(
                 name=chart.release,
-                chart=chart.chart,
-                version=chart.version,
-                repository_opts=helm.RepositoryOptsArgs(repo=chart.repo),
+                chart=chart.pin.reference,
+                version=chart.pin.version,
+                repository_opts=None if chart.pin.oci else helm.RepositoryOptsArgs(repo=chart.pin.repo),
                 namespace=chart.namespace,
                 values=chart.values,
                 atomic=True,

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.kubernetes.addons import GPU_OPERATOR_NAMESPACE, GPU_TOLERATION, MONITORING_NAMESPACE, Chart
+from components.handle import ClusterHandle
+from components.kubernetes.addons import (
+    GPU_OPERATOR_NAMESPACE,
+    MONITORING_NAMESPACE,
+    RESTRICTED_CONTAINER,
+    Chart,
+    resources,
+    tolerations,
+)
+from components.kubernetes.charts import pin
 from components.kubernetes.objects import MANAGED_BY, Object
 
 RELEASE = "kube-prometheus-stack"
@@ -32,15 +41,14 @@ def _endpoints_job(job: str, namespace: str, keep_service: str, scheme: str = "h
     }
 
 
-def prometheus_chart(scrape_jobs: list[dict[str, Any]]) -> Chart:
-    """kube-prometheus-stack 69.4.1 (prometheus-community), with our scrape jobs and rule selection
-    open to PrometheusRule objects outside the chart. Secrets the jobs' TLS settings name are mounted."""
+def prometheus_chart(handle: ClusterHandle, scrape_jobs: list[dict[str, Any]]) -> Chart:
+    """kube-prometheus-stack (prometheus-community), with our scrape jobs and rule selection open to
+    PrometheusRule objects outside the chart. Secrets the jobs' TLS settings name are mounted. The node
+    exporter runs on every node, so it tolerates every pool's taints."""
     secrets = sorted({INFERENCE_CA_SECRET for job in scrape_jobs if job["scheme"] == "https"})
     return Chart(
         release=RELEASE,
-        chart="kube-prometheus-stack",
-        version="69.4.1",
-        repo="https://prometheus-community.github.io/helm-charts",
+        pin=pin("kube-prometheus-stack", handle.kubernetes_version),
         namespace=MONITORING_NAMESPACE,
         values={
             "prometheus": {
@@ -55,7 +63,16 @@ def prometheus_chart(scrape_jobs: list[dict[str, Any]]) -> Chart:
             # Grafana's chart default admin password is public; teams attach their managed Grafana
             # (Amazon Managed Grafana / Azure Managed Grafana) to this Prometheus instead.
             "grafana": {"enabled": False},
-            "prometheus-node-exporter": {"tolerations": [GPU_TOLERATION]},
+            "prometheus-node-exporter": {
+                "tolerations": tolerations(handle.pools),
+                "resources": resources("250m", "180Mi", "10m", "32Mi"),
+                "containerSecurityContext": RESTRICTED_CONTAINER,
+            },
+            "kube-state-metrics": {"resources": resources("500m", "512Mi", "10m", "64Mi")},
+            "prometheusOperator": {
+                "resources": resources("500m", "512Mi", "100m", "128Mi"),
+                "admissionWebhooks": {"patch": {"resources": resources("100m", "128Mi", "10m", "32Mi")}},
+            },
         },
     )
 

@@ -3,9 +3,18 @@
 Objects arrive as resources typed ``kubernetes:<group/version>:<Kind>`` with ``apiVersion``, ``kind``,
 ``metadata`` and ``spec`` as in the object. Mandatory rules follow the Pod Security "restricted"
 essentials (no privilege, no host namespaces, non-root, no escalation, no added capabilities) plus
-limits and pinned images; the rest of the checkov baseline is advisory. Helm charts and YAML groups
-cannot be rendered offline and are reported as not judged. The exception annotations are described in
-``settings.py``.
+limits and pinned images; the rest of the checkov baseline is advisory. The exception annotations are
+described in ``settings.py``.
+
+Helm releases: the engine sees a ``kubernetes:helm.sh/v3:Release`` as one resource. ``mlplatform check``
+renders each release offline and sends the objects its chart creates as further resources (children
+of the release, typed by their own kind), so every rule here judges them like the program's own; each
+templated object carries Helm's ``meta.helm.sh/release-name`` and ``release-namespace`` annotations, as
+on the cluster after the release. A release no object in the stack carries those annotations for was
+not rendered (``pulumi preview``, or a chart missing from the cache): ``k8s-unrendered-content`` says so.
+An object Helm installs may carry a written ``policy.ml-platform.io/chart-exception`` reason (set where
+the chart is pinned, for what no chart value can fix): the hardening rule exempts that one object. On
+the program's own objects the annotation means nothing.
 """
 
 from __future__ import annotations
@@ -13,18 +22,22 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pulumi_policy import ResourceValidationPolicy, Severity
+from pulumi_policy import ResourceValidationPolicy, Severity, StackValidationPolicy
 
 from . import tokens
-from .factory import ADVISORY, by_type, resource_policy
+from .factory import ADVISORY, Finding, by_type, resource_policy, stack_policy
 from .settings import CAPABILITIES_REASON, PRIVILEGED_REASON
-from .subject import Subject
+from .subject import Graph, Subject
 from .values import at, describe, elements, is_false, is_set, is_true, known
 
 _HOST_NAMESPACES = ("hostPID", "hostIPC", "hostNetwork")
 _PROBED = ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet", "kubernetes:apps/v1:DaemonSet")
+_RELEASE = "kubernetes:helm.sh/v3:Release"
+_RELEASE_NAME = "meta.helm.sh/release-name"
+_RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
+_CHART_EXCEPTION = "policy.ml-platform.io/chart-exception"
 _UNRENDERED = (
-    "kubernetes:helm.sh/v3:Release",
+    _RELEASE,
     "kubernetes:helm.sh/v4:Chart",
     "kubernetes:yaml/v2:ConfigGroup",
     "kubernetes:yaml/v2:ConfigFile",
@@ -93,6 +106,8 @@ def _privilege(subject: Subject, spec: Mapping[str, Any]) -> Iterator[str]:
 
 
 def _hardening(subject: Subject) -> Iterator[str]:
+    if subject.annotations().get(_RELEASE_NAME) and subject.reason(_CHART_EXCEPTION):
+        return
     spec = _pod_spec(subject)
     if not subject.reason(PRIVILEGED_REASON):
         yield from _privilege(subject, spec)
@@ -146,17 +161,29 @@ def _baseline_gaps(subject: Subject) -> Iterator[str]:
             )
 
 
-def _unrendered(subject: Subject) -> Iterator[str]:
-    chart = subject.get("chart") or subject.get("files") or subject.get("directory") or subject.name
-    version = subject.get("version")
-    pinned = f"@{version}" if version else " (no chart version pinned)" if subject.get("chart") else ""
-    yield (
-        f"{chart}{pinned}: the objects it renders are not judged here (to Pulumi it is one resource, offline "
-        "and under preview alike); scan its rendered manifests (`helm template`) with checkov"
-    )
+def _unrendered(graph: Graph) -> Iterator[Finding]:
+    """Releases and YAML groups whose objects are not in the stack: nothing inside them was judged."""
+    rendered = {
+        (subject.annotations().get(_RELEASE_NAME), subject.annotations().get(_RELEASE_NAMESPACE))
+        for subject in graph.subjects
+        if subject.package == "kubernetes"
+    }
+    for subject in graph.of(*_UNRENDERED):
+        if subject.type == _RELEASE and (subject.get("name"), subject.get("namespace")) in rendered:
+            continue
+        chart = subject.get("chart") or subject.get("files") or subject.get("directory") or subject.name
+        version = subject.get("version")
+        # "<chart>@<version>: ..." keeps the subject one token, so a report can group releases.
+        pinned = f"@{version}" if version else " (no chart version pinned)" if subject.get("chart") else ""
+        yield (
+            subject.urn,
+            f"{chart}{pinned}: the objects it renders are not judged (to the engine it is one resource); "
+            "`mlplatform check` renders pinned charts from the cache: run `mlplatform charts pull` or set "
+            "MLPLATFORM_CHARTS",
+        )
 
 
-POLICIES: list[ResourceValidationPolicy] = [
+POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
     resource_policy(
         "k8s-workload-hardening",
         "Workloads run unprivileged: no privileged containers or host namespaces, non-root, no privilege "
@@ -173,10 +200,10 @@ POLICIES: list[ResourceValidationPolicy] = [
         severity=Severity.LOW,
         enforcement=ADVISORY,
     ),
-    resource_policy(
+    stack_policy(
         "k8s-unrendered-content",
-        "Helm charts and YAML groups cannot be rendered offline, so their objects are not judged here.",
-        by_type(dict.fromkeys(_UNRENDERED, _unrendered)),
+        "Helm releases and YAML groups whose objects are not in the stack (not rendered) are not judged.",
+        _unrendered,
         severity=Severity.LOW,
         enforcement=ADVISORY,
     ),

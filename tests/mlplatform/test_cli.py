@@ -3,6 +3,8 @@ errors in the project's one-line style (exit 2, no usage text, no panel, no trac
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import subprocess
 import sys
 import textwrap
@@ -113,10 +115,13 @@ def test_help_lists_every_verb_and_shows_flags_as_flags() -> None:
     assert "<bool>" not in all_line and "Every stack of the program." in all_line
 
 
-def test_output_reads_at_80_columns() -> None:
+def test_output_reads_at_80_columns(tmp_path: Path) -> None:
     """Findings and the plan tree fit 80 columns with every policy name and type token whole, the Helm
-    releases' advisories grouped into one, and tree names without their parent's repeated prefix."""
-    check = CliRunner().invoke(app, ["check", "aws-smb-dev"], env={"COLUMNS": "80"})
+    releases' advisories grouped into one (an empty chart cache leaves every release unrendered), and
+    tree names without their parent's repeated prefix."""
+    check = CliRunner().invoke(
+        app, ["check", "aws-smb-dev"], env={"COLUMNS": "80", "MLPLATFORM_CHARTS": str(tmp_path)}
+    )
     assert check.exit_code == 0, check.output
     lines = check.stdout.splitlines()
     assert max(len(line.rstrip()) for line in lines) <= 80

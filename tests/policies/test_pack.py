@@ -31,7 +31,7 @@ POLICIES = {
     "gpu-nodes-tainted": ("mandatory", "resource"),
     "k8s-workload-hardening": ("mandatory", "resource"),
     "k8s-workload-baseline": ("advisory", "resource"),
-    "k8s-unrendered-content": ("advisory", "resource"),
+    "k8s-unrendered-content": ("advisory", "stack"),
     "s3-public-access-block": ("mandatory", "stack"),
     "s3-default-encryption-kms": ("mandatory", "stack"),
     "s3-tls-only": ("mandatory", "stack"),

@@ -1,7 +1,9 @@
 """Add-ons follow the pools: fabric plugins only where that fabric exists, GPU add-ons only with GPUs,
-and every chart pinned and tolerant of the GPU taint by key."""
+every chart pinned for the control plane's version and tolerant of the taints of the pools it serves."""
 
 from __future__ import annotations
+
+import json
 
 import pulumi
 import pytest
@@ -16,7 +18,12 @@ from components.handle import (
     StorageHandle,
     Taint,
 )
-from components.kubernetes.addons import addon_charts, operator_namespaces
+from components.kubernetes.addons import (
+    addon_charts,
+    gpu_operator,
+    nic_cluster_policy,
+    operator_namespaces,
+)
 from components.kubernetes.tenancy import PodSecurity
 
 CPU = PoolHandle("cpu", PoolKind.CPU, "c7i.2xlarge", 0, Fabric.NONE, 0, 8, 16)
@@ -66,8 +73,10 @@ def test_infiniband_pools_get_network_operator_and_rdma_in_the_gpu_operator() ->
         "enabled": True,
         "rdma": {"enabled": True, "useHostMofed": False},
     }
-    resources = charts["network-operator"].values["rdmaSharedDevicePlugin"]["resources"]
-    assert resources == [{"name": "shared_ib", "vendors": ["15b3"], "linkTypes": ["infiniband"]}]
+    # network-operator >= v24.10.0 has no rdmaSharedDevicePlugin/ofedDriver/deployCR values (REFERENCE.md):
+    # the device plugin comes from the NicClusterPolicy applied after the chart.
+    assert charts["network-operator"].values == {"nfd": {"enabled": False}}
+    assert charts["network-operator"].after == ("gpu-operator",)
     levels = {s.name: s.pod_security for s in operator_namespaces(handle, True)}
     assert levels == {"gpu-operator": PodSecurity.PRIVILEGED, "network-operator": PodSecurity.PRIVILEGED}
     assert all(s.privilege_reason for s in operator_namespaces(handle, True))
@@ -91,10 +100,56 @@ def test_device_plugin_instead_of_operator_only_where_drivers_are_preinstalled()
         _releases(_handle(Cloud.AZURE, _gpu(Fabric.NONE, 0, "present")), operator=False)
 
 
+SPOT = Taint("kubernetes.azure.com/scalesetpriority", "spot")
+
+
+def test_gpu_daemons_tolerate_every_taint_of_every_gpu_pool_including_aks_spot() -> None:
+    """AKS spot pools carry kubernetes.azure.com/scalesetpriority=spot:NoSchedule (AKS spot node pool
+    docs); without it the GPU operator's device plugin never lands and no node offers nvidia.com/gpu."""
+    spot_gpu = PoolHandle(
+        "spot", PoolKind.GPU, "x", 1, Fabric.NONE, 0, 8, 56, taints=(Taint(GPU_TAINT_KEY, "present"), SPOT)
+    )
+    values = gpu_operator(_handle(Cloud.AZURE, CPU, spot_gpu)).values
+    expected = [
+        {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+        {"key": SPOT.key, "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    assert sorted(values["daemonsets"]["tolerations"], key=str) == sorted(expected, key=str)
+    assert sorted(values["node-feature-discovery"]["worker"]["tolerations"], key=str) == sorted(
+        expected, key=str
+    )
+
+
+def test_nic_cluster_policy_lands_on_infiniband_pools_only_with_the_shared_ib_plugin() -> None:
+    """Azure/aks-rdma-infiniband configs/nicclusterpolicy/rdma-shared-device-plugin: resource shared_ib,
+    vendor 15b3, link type infiniband; DOCA driver of network-operator v26.4.1 (hack/release.yaml)."""
+    ib = PoolHandle(
+        "ib",
+        PoolKind.GPU,
+        "x",
+        8,
+        Fabric.INFINIBAND,
+        8,
+        96,
+        1900,
+        labels={"ml-platform/pool": "ib"},
+        taints=(Taint(GPU_TAINT_KEY, "present"),),
+    )
+    policy = nic_cluster_policy(_handle(Cloud.AZURE, CPU, ib))
+    spec = policy["spec"]
+    [term] = spec["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": "ml-platform/pool", "operator": "In", "values": ["ib"]}]
+    assert spec["tolerations"] == [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    assert spec["ofedDriver"]["image"] == "doca-driver"
+    [config] = json.loads(spec["rdmaSharedDevicePlugin"]["config"])["configList"]
+    assert config["resourceName"] == "shared_ib"
+    assert config["selectors"] == {"vendors": ["15b3"], "linkTypes": ["infiniband"]}
+
+
 @pytest.mark.parametrize("cloud,fabric", [(Cloud.AWS, Fabric.EFA), (Cloud.AZURE, Fabric.INFINIBAND)])
 def test_every_chart_is_pinned_and_tolerates_gpu_taint_by_key(cloud: Cloud, fabric: Fabric) -> None:
     for chart in addon_charts(_handle(cloud, CPU, _gpu(fabric, 8, "any")), "r", True):
-        assert chart.version and chart.version[0] in "v0123456789", chart
+        assert chart.pin.version and chart.pin.version[0] in "v0123456789", chart
         text = repr(chart.values)
-        if chart.release != "metrics-server":
+        if chart.release not in ("metrics-server", "network-operator"):
             assert "'operator': 'Exists'" in text and GPU_TAINT_KEY in text, chart.release

@@ -26,7 +26,11 @@ def test_enterprise_scrapes_gpus_and_tls_inference_and_alerts(planned: Callable[
     assert jobs["inference"]["tls_config"]["ca_file"].endswith(f"/{INFERENCE_CA_SECRET}/ca.crt")
     assert "insecure_skip_verify" not in jobs["inference"]["tls_config"]
     assert spec["secrets"] == [INFERENCE_CA_SECRET]
-    (rules,) = [o for o in kubernetes_objects(plan) if o["kind"] == "PrometheusRule"]
+    (rules,) = [
+        o
+        for o in kubernetes_objects(plan)
+        if (o["kind"], o["metadata"]["name"]) == ("PrometheusRule", "ml-platform")
+    ]
     alerts = {rule["alert"] for group in rules["spec"]["groups"] for rule in group["rules"]}
     assert {"GPUAllocatedButIdle", "GPUXidError", "InferenceErrorsHigh", "InferenceInputDrift"} <= alerts
     rule_resource = next(r for r in plan.resources if r.type.endswith(":PrometheusRule"))

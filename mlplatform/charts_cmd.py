@@ -1,0 +1,74 @@
+"""``mlplatform charts pull``: fill the local chart cache that ``plan`` and ``check`` render from.
+
+Each pinned chart (components/kubernetes/charts.py) is pulled from its repository at exactly its
+version with Helm's own client (helm-python-sdk), then verified: it loads as a chart, and its name and
+version are the pin's. Only a verified package is moved into the cache, so a half-downloaded or wrong
+chart never stands in for the pinned one. Charts already present are verified, not pulled again.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from components.kubernetes.charts import CHARTS_ENV, PINS, ChartError, ChartPin, cache_dir, verify
+from mlplatform.errors import exit_with
+
+app = typer.Typer(help="The Helm chart cache that plan and check render from.", no_args_is_help=True)
+
+
+def pull_chart(chart_pin: ChartPin, directory: Path) -> Path:
+    """The pinned chart in ``directory``, pulled and verified if it is not there yet."""
+    import helm_python
+
+    target = directory / chart_pin.file
+    if target.is_file():
+        verify(target, chart_pin.chart, chart_pin.version)
+        return target
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            helm_python.pull(
+                chart_pin.reference,
+                repo_url=None if chart_pin.oci else chart_pin.repo,
+                version=chart_pin.version,
+                destination=scratch,
+            )
+        except helm_python.HelmError as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ChartError(
+                f"{chart_pin.chart} {chart_pin.version}: cannot pull from {chart_pin.repo} ({reason})"
+            ) from None
+        pulled = Path(scratch) / chart_pin.file
+        if not pulled.is_file():
+            raise ChartError(f"{chart_pin.chart} {chart_pin.version}: {chart_pin.repo} sent no {pulled.name}")
+        verify(pulled, chart_pin.chart, chart_pin.version)
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.move(pulled, target)
+    return target
+
+
+@app.command("pull")
+def pull(
+    dest: Annotated[
+        Path | None,
+        typer.Option(
+            "--dest", help=f"The cache directory (default: ${CHARTS_ENV}, else .charts in the project)."
+        ),
+    ] = None,
+) -> None:
+    """Pull every pinned chart at its pinned version into the cache, and verify each."""
+    directory = (dest or cache_dir()).resolve()
+    problems: list[str] = []
+    for chart_pin in PINS:
+        try:
+            path = pull_chart(chart_pin, directory)
+        except ChartError as error:
+            problems.append(str(error))
+            continue
+        typer.echo(f"{chart_pin.chart} {chart_pin.version}: {path}")
+    if problems:
+        exit_with(problems)

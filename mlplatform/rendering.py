@@ -1,0 +1,148 @@
+"""Helm releases in a plan, rendered offline into the objects their charts create.
+
+A ``kubernetes:helm.sh/v3:Release`` is one opaque resource to the engine (and to ``pulumi preview``).
+Here each release in the plan is rendered from the chart cache (``components.kubernetes.charts``) with
+exactly the values in its inputs, and every object ``helm install`` would apply (CRDs from ``crds/``,
+then the templates) becomes a planned child of the release: type ``kubernetes:<group/version>:<Kind>``,
+parent the release's URN, the release's provider, inputs the object as the cluster holds it after the
+release (namespace filled in for namespaced kinds; Helm's ``meta.helm.sh/release-name`` and
+``release-namespace`` annotations on templated objects). So ``--manifests`` exports them, and the pack
+judges them like the program's own objects (mlplatform/analyzer.py).
+
+Charts are found by name and version (``<chart>-<version>.tgz``), so any program's releases render when
+the cache holds their chart; the platform's pins add their written exceptions. A chart missing from the
+cache is not bad input, since ``pulumi up`` pulls charts itself: the release stays unrendered, one line
+on stderr says which chart is missing and how to get it, and the pack's ``k8s-unrendered-content``
+advisory names the release in ``mlplatform check``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from components.kubernetes.charts import (
+    Rendered,
+    cache_dir,
+    chart_name,
+    missing_line,
+    package_file,
+    pinned,
+    render,
+)
+from components.kubernetes.objects import resource_name, type_token
+from mlplatform.plan import PlannedResource
+from mlplatform.report import HELM_RELEASE, as_applied
+
+# Built-in kinds without a namespace (kubectl api-resources --namespaced=false, Kubernetes 1.33); a
+# custom kind's scope comes from its CustomResourceDefinition.
+_CLUSTER_SCOPED = frozenset(
+    {
+        "APIService",
+        "CSIDriver",
+        "CSINode",
+        "CertificateSigningRequest",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "FlowSchema",
+        "IngressClass",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+        "MutatingWebhookConfiguration",
+        "Namespace",
+        "Node",
+        "PersistentVolume",
+        "PriorityClass",
+        "PriorityLevelConfiguration",
+        "RuntimeClass",
+        "StorageClass",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingWebhookConfiguration",
+        "VolumeAttachment",
+    }
+)
+_warned: set[str] = set()
+
+
+def rendered_children(resources: Iterable[PlannedResource]) -> list[PlannedResource]:
+    """The objects of every release in ``resources`` whose chart the cache holds, as planned children."""
+    releases = [r for r in resources if r.type == HELM_RELEASE]
+    directory = cache_dir()
+    rendered = [(release, _render_release(release, directory)) for release in releases]
+    scopes = _crd_scopes(o for _, found in rendered if found for o in found.crds)
+    return [
+        _child(release, obj, scopes)
+        for release, found in rendered
+        if found is not None
+        for obj in found.objects
+    ]
+
+
+def unrendered(resources: Iterable[PlannedResource]) -> list[PlannedResource]:
+    """Releases in ``resources`` with no rendered child: their charts were not in the cache."""
+    listed = list(resources)
+    parents = {r.parent for r in listed}
+    return [r for r in listed if r.type == HELM_RELEASE and r.urn not in parents]
+
+
+def _render_release(release: PlannedResource, directory: Path) -> Rendered | None:
+    inputs = as_applied(release.inputs)
+    chart, version = chart_name(str(inputs.get("chart", ""))), str(inputs.get("version", ""))
+    path = directory / package_file(chart, version)
+    if not path.is_file():
+        repo = str((inputs.get("repositoryOpts") or {}).get("repo", ""))
+        line = missing_line(chart, version, repo, directory)
+        if line not in _warned:
+            _warned.add(line)
+            print(line, file=sys.stderr)
+        return None
+    values = json.dumps(inputs.get("values") or {}, sort_keys=True)
+    name, namespace = str(inputs.get("name") or release.name), str(inputs.get("namespace") or "default")
+    return _render(chart, version, path, values, name, namespace)
+
+
+@cache
+def _render(chart: str, version: str, path: Path, values: str, release: str, namespace: str) -> Rendered:
+    """Stacks that share a release's values share its rendering."""
+    chart_pin = pinned(chart, version)
+    exceptions = chart_pin.exceptions if chart_pin is not None else {}
+    return render(path, json.loads(values), release, namespace, exceptions)
+
+
+def _crd_scopes(crds: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Custom kind → ``Namespaced`` or ``Cluster``, from the CRDs the charts ship."""
+    return {
+        str(crd["spec"]["names"]["kind"]): str(crd["spec"].get("scope", "Namespaced"))
+        for crd in crds
+        if crd.get("kind") == "CustomResourceDefinition"
+    }
+
+
+def _child(release: PlannedResource, obj: Mapping[str, Any], scopes: Mapping[str, str]) -> PlannedResource:
+    namespace = str(as_applied(release.inputs).get("namespace") or "default")
+    metadata = dict(obj.get("metadata") or {})
+    kind = str(obj["kind"])
+    if kind in _CLUSTER_SCOPED or scopes.get(kind) == "Cluster":
+        metadata.pop("namespace", None)
+    else:
+        metadata.setdefault("namespace", namespace)
+    installed = {**obj, "metadata": metadata}
+    token = type_token(installed)
+    name = f"{release.name}-{resource_name(installed)}"
+    prefix, _, _ = release.urn.rpartition("::")
+    return PlannedResource(
+        urn=f"{prefix}${token}::{name}",
+        type=token,
+        name=name,
+        parent=release.urn,
+        custom=True,
+        provider=release.provider,
+        inputs=installed,
+        dependencies=(release.urn,),
+    )
