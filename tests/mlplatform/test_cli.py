@@ -3,12 +3,11 @@ errors in the project's one-line style (exit 2, no usage text, no panel, no trac
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import subprocess
 import sys
 import textwrap
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
