@@ -2,7 +2,11 @@
 
 The same ``workloads.inference`` server the container starts; flags map one-to-one onto ``ServeConfig``
 (the container sets the same settings as ``SERVE_*`` variables). A missing model directory, a file that
-does not match its recorded hash, or a bad flag prints one line each and exits 2 before a socket opens.
+does not match its recorded hash, a certificate that is not PEM, a host that cannot be bound, or a bad
+flag prints one line each and exits 2 before serving.
+
+Imports only pydantic and typer at module level: the CLI is installed without the ``serve`` extra
+(FastAPI, uvicorn, numpy, ONNX Runtime), and a missing extra is one line naming it, not a traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import typer
 
 from mlplatform.errors import exit_with
 from workloads.inference.config import ServeConfig
-from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare, run
+
+SERVE_EXTRA = "serve"
 
 
 def _default(field: str) -> Any:
@@ -40,6 +45,15 @@ def serve(
     max_instances: Annotated[int, typer.Option(help="Rows one request may carry.")] = _default(
         "max_instances"
     ),
+    max_queue: Annotated[int, typer.Option(help="Requests held waiting; beyond it, 503.")] = _default(
+        "max_queue"
+    ),
+    deadline_ms: Annotated[
+        float, typer.Option(help="Refuse (503) a request that would queue longer than this.")
+    ] = _default("deadline_ms"),
+    max_connections: Annotated[
+        int, typer.Option(help="Connections held at once; beyond it, 503.")
+    ] = _default("max_connections"),
     threads: Annotated[
         int | None, typer.Option(help="ONNX Runtime threads (default: the CPU limit).")
     ] = None,
@@ -56,7 +70,13 @@ def serve(
 ) -> None:
     """Serve a model version over HTTP with micro-batching, drift scores and Prometheus metrics."""
     try:
-        service = prepare(
+        from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare, run
+    except ImportError as exc:
+        exit_with(
+            [f"serving needs the {SERVE_EXTRA!r} extra (pip install 'ml-platform[{SERVE_EXTRA}]'): {exc}"]
+        )
+    try:
+        prepared = prepare(
             ServeConfig(
                 model_dir=model,
                 host=host,
@@ -64,6 +84,9 @@ def serve(
                 max_batch_size=max_batch_size,
                 max_wait_ms=max_wait_ms,
                 max_instances=max_instances,
+                max_queue=max_queue,
+                deadline_ms=deadline_ms,
+                max_connections=max_connections,
                 threads=threads,
                 drift_threshold=drift_threshold,
                 drift_window=drift_window,
@@ -75,4 +98,4 @@ def serve(
         )
     except BAD_INPUT_ERRORS as exc:
         exit_with(bad_input(exc, _flag))
-    raise typer.Exit(run(service))
+    raise typer.Exit(run(prepared))

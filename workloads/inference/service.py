@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from workloads.inference.auth import TokenFile
 from workloads.inference.batcher import MicroBatcher
 from workloads.inference.config import ServeConfig
 from workloads.inference.drift import DriftMonitor
@@ -34,7 +35,7 @@ class Prediction:
 
 class Service:
     def __init__(
-        self, config: ServeConfig, artifact: ModelArtifact, *, threads: int, token: bytes | None
+        self, config: ServeConfig, artifact: ModelArtifact, *, threads: int, token: TokenFile | None
     ) -> None:
         self.config = config
         self.artifact = artifact
@@ -49,10 +50,11 @@ class Service:
             max_batch_size=config.max_batch_size,
             max_wait_s=config.max_wait_ms / 1000,
             max_queue=config.max_queue,
+            deadline_s=config.deadline_ms / 1000,
             on_batch=self._observe_batch,
-            # Admitted requests not yet answered: while more of them exist than the batch holds, some
-            # are still being parsed and worth waiting for; otherwise the batch goes at once.
-            pending=lambda: self.in_flight,
+            # Requests arriving (body still uploading) or in flight: while more of them exist than the
+            # queue holds, some are still being read and worth waiting for; otherwise the batch goes.
+            pending=lambda: self.in_flight + self.arriving,
         )
         self.metrics = Metrics(
             model=meta.name,
@@ -65,6 +67,7 @@ class Service:
         self.failure: str | None = None
         self.draining = False
         self.in_flight = 0
+        self.arriving = 0  # authorised requests whose body is still being read: not yet accepted
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -87,16 +90,29 @@ class Service:
             log.exception("model failed to load")
             raise
         log.info(
-            "model ready: %d intra-op threads, max batch %d, max wait %.1f ms, loaded and warmed in %.0f ms",
+            "model ready: %d intra-op threads, %s dispatch, max batch %d, max wait %.1f ms, "
+            "loaded and warmed in %.0f ms",
             self.threads,
+            "inline" if self.batcher.inline else "batched",
             self.config.max_batch_size,
             self.config.max_wait_ms,
             (time.perf_counter() - started) * 1000,
         )
 
     def _build(self) -> OnnxModel:
+        """A warmed session; for a model cheaper than a thread hop, one thread and inline dispatch.
+
+        Such a model runs its batches in microseconds, where waking intra-op threads costs more than
+        the work they share, and the event loop is the cheapest place to run it.
+        """
         model = OnnxModel(self.artifact, self.threads)
         model.warm_up(self.config.max_batch_size)
+        if model.single_row_seconds() < self.config.inline_below_us / 1e6:
+            if self.threads > 1:
+                self.threads = 1
+                model = OnnxModel(self.artifact, 1)
+                model.warm_up(self.config.max_batch_size)
+            self.batcher.inline = True
         return model
 
     def _run_batch(self, items: Sequence[Rows]) -> list[Scores]:

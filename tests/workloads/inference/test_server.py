@@ -19,7 +19,7 @@ import pytest
 from workloads.artifacts import load_metadata
 from workloads.inference.app import create_app
 from workloads.inference.config import ServeConfig
-from workloads.inference.server import prepare
+from workloads.inference.server import load_service
 from workloads.training.tasks import Split
 
 from .serving import Launch, Server, metric_samples
@@ -182,7 +182,7 @@ def test_the_int8_version_serves_under_its_own_version(
 
 def test_not_ready_until_loaded(model_dir: Path) -> None:
     """In process, without the lifespan that loads the model: probes and the API say why they refuse."""
-    app = create_app(prepare(ServeConfig(model_dir=model_dir)))
+    app = create_app(load_service(ServeConfig(model_dir=model_dir)))
 
     async def probe() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
         transport = httpx.ASGITransport(app=app)
