@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
-from workloads.inference.gate import ApiGate
+from workloads.inference.gate import ApiGate, BodyHandler
 from workloads.inference.responses import (
     JSON,
     describe_bodies,
@@ -40,8 +40,12 @@ from workloads.inference.service import Service
 from workloads.inference.v2 import add_v2
 
 
-def create_app(service: Service, on_load_failure: Callable[[], None] | None = None) -> FastAPI:
-    """The ASGI app around ``service``; the model loads in the background once the app starts.
+def create_app(service: Service, on_load_failure: Callable[[], None] | None = None) -> ApiGate:
+    """The ASGI app around ``service``: the admission gate, then FastAPI; the model loads in the background
+    once the app starts.
+
+    The gate wraps FastAPI rather than being added as its middleware so that the fast path skips all of
+    FastAPI's per-request layers (its error middleware and request telemetry included).
 
     ``on_load_failure`` lets the process runner exit when the model cannot load, instead of serving an
     unready endpoint forever.
@@ -70,12 +74,10 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
         docs_url=None,
         redoc_url=None,
     )
-    app.add_middleware(ApiGate, service=service)
     _add_probes(app, service)
-    _add_api(app, service)
-    add_v2(app, service)
+    fast = {**_add_api(app, service), **add_v2(app, service)}
     describe_bodies(app, (PredictRequest, V2InferRequest))
-    return app
+    return ApiGate(app, service, fast)
 
 
 def _add_probes(app: FastAPI, service: Service) -> None:
@@ -102,7 +104,8 @@ def _add_probes(app: FastAPI, service: Service) -> None:
         return Response(content=generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def _add_api(app: FastAPI, service: Service) -> None:
+def _add_api(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
+    """The V1 routes; returns the fast-path handler of ``/v1/predict`` (see ``gate.ApiGate``)."""
     meta = service.artifact.metadata
     body_model = request_model(service.artifact.n_features, service.config.max_instances)
     labels = meta.class_names
@@ -118,8 +121,11 @@ def _add_api(app: FastAPI, service: Service) -> None:
     )
     async def predict(request: Request) -> Response:
         """Class and scores for each row of raw features; rows may share a model run with other requests."""
+        return await predict_body(await request.body())
+
+    async def predict_body(body: bytes) -> Response:
         try:
-            payload = body_model.model_validate_json(await request.body())
+            payload = body_model.model_validate_json(body)
         except ValidationError as exc:
             return invalid(service, exc)
         outcome = await predict_rows(service, np.asarray(payload.instances, dtype=np.float32), "instances")
@@ -139,3 +145,5 @@ def _add_api(app: FastAPI, service: Service) -> None:
     @app.get("/v1/drift")
     async def drift() -> Response:
         return json_response(service.drift.report(meta.name, meta.version))
+
+    return {"/v1/predict": predict_body}

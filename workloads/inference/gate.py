@@ -13,6 +13,11 @@ client could make the server parse (and answer 422 about) up to a megabyte of JS
    requests are coming): a half-sent body is not work the server has accepted
 and, around all of it, time the request and count its status code.
 
+The fast path: an accepted request to a model route that has a ``fast`` handler (``/v1/predict``, the
+model's V2 infer path) goes straight to it with the body already read, skipping FastAPI's routing and
+dependency solving, which profiled at over 100 µs per request; the FastAPI routes remain for the other
+paths and for the OpenAPI document.
+
 V2 metadata and readiness (``/v2/models/{name}``, ``.../ready``) are authenticated but answer while
 loading: telling a client "not ready" is their job.
 """
@@ -22,8 +27,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable, Mapping
 
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workloads.inference.auth import authorized
@@ -51,10 +58,14 @@ def route_of(path: str) -> str | None:
 MODEL_ROUTES = frozenset({"/v1/predict", "/v1/drift", "/v2/infer", "other"})
 
 
+BodyHandler = Callable[[bytes], Awaitable[Response]]
+
+
 class ApiGate:
-    def __init__(self, app: ASGIApp, service: Service) -> None:
+    def __init__(self, app: ASGIApp, service: Service, fast: Mapping[str, BodyHandler]) -> None:
         self.app = app
         self.service = service
+        self.fast = fast
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = route_of(scope["path"]) if scope["type"] == "http" else None
@@ -122,7 +133,11 @@ class ApiGate:
             return
         service.enter()  # accepted: from here a drain waits for this request
         try:
-            await self.app(scope, _replay(body, receive), send)
+            handler = self.fast.get(scope["path"]) if scope["method"] == "POST" else None
+            if handler is not None:
+                await (await handler(body))(scope, receive, send)
+            else:
+                await self.app(scope, _replay(body, receive), send)
         finally:
             service.leave()
 

@@ -49,6 +49,7 @@ class Metrics:
         max_batch_size: int,
         drift: DriftMonitor,
         queue_depth: Callable[[], float],
+        in_flight: Callable[[], float],
     ) -> None:
         self.registry = CollectorRegistry()
         reg = self.registry
@@ -71,7 +72,7 @@ class Metrics:
         self.batch_size = Histogram(
             "inference_batch_size", "Rows per model run", buckets=_batch_buckets(max_batch_size), registry=reg
         )
-        self.in_flight = Gauge("inference_in_flight_requests", "Requests being handled", registry=reg)
+        Gauge("inference_in_flight_requests", "Requests being handled", registry=reg).set_function(in_flight)
         Gauge("inference_queue_depth", "Requests waiting for a batch", registry=reg).set_function(queue_depth)
         Gauge("inference_model_info", "The model version served", ["model", "version"], registry=reg).labels(
             model, version

@@ -62,6 +62,7 @@ class Service:
             max_batch_size=config.max_batch_size,
             drift=self.drift,
             queue_depth=lambda: self.batcher.queued,
+            in_flight=lambda: self.in_flight,
         )
         self.model: OnnxModel | None = None
         self.failure: str | None = None
@@ -134,12 +135,10 @@ class Service:
 
     def enter(self) -> None:
         self.in_flight += 1
-        self.metrics.in_flight.inc()
         self._idle.clear()
 
     def leave(self) -> None:
         self.in_flight -= 1
-        self.metrics.in_flight.dec()
         if self.in_flight == 0:
             self._idle.set()
 

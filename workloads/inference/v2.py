@@ -16,6 +16,7 @@ import numpy as np
 from fastapi import FastAPI, Request, Response
 from pydantic import TypeAdapter, ValidationError
 
+from workloads.inference.gate import BodyHandler
 from workloads.inference.responses import JSON, invalid, json_response, predict_rows, request_body
 from workloads.inference.schemas import (
     V2_DATATYPES,
@@ -87,7 +88,8 @@ def _rows(service: Service, request: V2InferRequest) -> np.ndarray[Any, Any] | s
     return np.asarray(values, dtype=np.float32).reshape(tensor.shape)
 
 
-def add_v2(app: FastAPI, service: Service) -> None:
+def add_v2(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
+    """The V2 routes; returns the fast-path handler of the model's infer path (see ``gate.ApiGate``)."""
     meta = service.artifact.metadata
     output = meta.outputs[0].name
 
@@ -127,8 +129,11 @@ def add_v2(app: FastAPI, service: Service) -> None:
     async def infer(name: str, request: Request, version: str | None = None) -> Response:
         if not known(name, version):
             return unknown(name, version)
+        return await infer_body(await request.body())
+
+    async def infer_body(raw: bytes) -> Response:
         try:
-            body = V2InferRequest.model_validate_json(await request.body())
+            body = V2InferRequest.model_validate_json(raw)
         except ValidationError as exc:
             return invalid(service, exc)
         rows = _rows(service, body)
@@ -149,3 +154,5 @@ def add_v2(app: FastAPI, service: Service) -> None:
         return json_response(
             V2InferResponse(model_name=meta.name, model_version=meta.version, id=body.id, outputs=[tensor])
         )
+
+    return {f"/v2/models/{meta.name}/infer": infer_body}
