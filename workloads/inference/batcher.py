@@ -4,8 +4,11 @@ On a CPU a batch-1 forward pass reads every weight from memory once per request;
 once for all 32. But handing a request to a thread and back costs wake-ups (about 100 µs here, profiled),
 which is ten times what the default model's run costs. So, per request:
 
-- **inline**: when the model is cheap (``inline`` set by the service from a timed warm-up), nothing is
-  queued and the model thread is idle, the request runs right on the event loop: no hop, no wake-up.
+- **inline**: when nothing is queued and the model thread is idle, and either the model is cheap
+  (``inline``, set by the service from a timed warm-up) or no other request has been received
+  (``pending``), the request runs right on the event loop: no hop, no wake-ups. Under concurrency an
+  expensive model's requests are batched instead, since running one inline would hold up the parsing
+  of the others and so their batch.
 - **batched**: otherwise it joins the queue. When the model thread is idle the queue goes at once as one
   batch, unless more admitted requests are still being read (``pending``), in which case it waits for
   them at most ``max_wait_s`` from the oldest arrival. While the thread is busy, whatever queues up goes
@@ -114,7 +117,12 @@ class MicroBatcher(Generic[In, Out]):
         """Run one item of ``rows`` rows; returns its result and the row count of the run it shared."""
         if rows > self.max_batch_size:
             raise ValueError(f"{rows} rows exceed the maximum batch size {self.max_batch_size}")
-        if self.inline and self._loop is not None and not self._queue and not self._running:
+        if (
+            self._loop is not None
+            and not self._queue
+            and not self._running
+            and (self.inline or self._alone())
+        ):
             started = time.perf_counter()
             result = self._run_batch([item])[0]
             self._observe(rows, time.perf_counter() - started)
@@ -126,6 +134,10 @@ class MicroBatcher(Generic[In, Out]):
         self._queued_rows += rows
         self._maybe_dispatch()
         return await entry.future
+
+    def _alone(self) -> bool:
+        """Nothing else received: a thread hop would only add latency, and there is nobody to batch with."""
+        return self._pending is not None and self._pending() <= 1
 
     def _check_admission(self) -> None:
         if len(self._queue) >= self.max_queue:

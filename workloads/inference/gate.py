@@ -113,7 +113,6 @@ class ApiGate:
         if declared.isdigit() and int(declared) > limit:
             await _refuse(send, service, 413, "payload_too_large", f"request body exceeds {limit} bytes")
             return
-        service.arriving += 1
         try:
             async with asyncio.timeout(service.config.body_timeout_s):
                 body = await _read_body(receive, limit)
@@ -123,8 +122,6 @@ class ApiGate:
                 send, service, 408, "body_timeout", f"request body not received within {timeout:g} s"
             )
             return
-        finally:
-            service.arriving -= 1
         if body is None:
             await _refuse(send, service, 413, "payload_too_large", f"request body exceeds {limit} bytes")
             return

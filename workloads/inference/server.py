@@ -150,15 +150,21 @@ def prepare(config: ServeConfig) -> Prepared:
 
 
 class GuardedHttpTools(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a deadline for request headers.
+    """uvicorn's httptools protocol with a deadline for request headers, counting requests received.
 
     uvicorn closes a connection that idles after a response, but not one that never sends a request, nor
     one that sends half a request line and stalls (receiving any byte cancels its keep-alive timer): each
     holds a socket and a slot of the connection cap forever. Here every connection must complete its
     request headers within ``timeout_keep_alive`` of opening or of its previous response.
+
+    The count of requests whose headers are read and that are not yet answered (``Service.received``)
+    is what the dispatcher asks "is anything else waiting?": it sees requests whose handlers have not
+    started yet, which no counter inside the app can.
     """
 
+    service: Service  # set by ``guarded_protocol``
     _header_deadline: asyncio.TimerHandle | None = None
+    _counted = False
 
     def _arm(self) -> None:
         self._disarm()
@@ -174,22 +180,36 @@ class GuardedHttpTools(HttpToolsProtocol):
         if not self.transport.is_closing():
             self.transport.close()
 
+    def _uncount(self) -> None:
+        if self._counted:
+            self._counted = False
+            self.service.received -= 1
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._arm()
 
     def on_headers_complete(self) -> None:
         self._disarm()
+        self._uncount()  # (a pipelined request replaces the previous one in the count)
+        self._counted = True
+        self.service.received += 1
         super().on_headers_complete()
 
     def on_response_complete(self) -> None:
+        self._uncount()
         super().on_response_complete()
         if not self.transport.is_closing() and not self.pipeline:
             self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._uncount()
         super().connection_lost(exc)
+
+
+def guarded_protocol(service: Service) -> type[GuardedHttpTools]:
+    return type("ServiceHttpTools", (GuardedHttpTools,), {"service": service})
 
 
 class DrainingServer(uvicorn.Server):
@@ -265,7 +285,7 @@ def run(prepared: Prepared) -> int:
     uv_config = uvicorn.Config(
         create_app(service, on_load_failure=load_failed),
         loop="uvloop",
-        http=GuardedHttpTools,
+        http=guarded_protocol(service),
         ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,
         access_log=config.access_log,
         log_config=log_config(meta.name, meta.version, config.log_level),

@@ -52,9 +52,9 @@ class Service:
             max_queue=config.max_queue,
             deadline_s=config.deadline_ms / 1000,
             on_batch=self._observe_batch,
-            # Requests arriving (body still uploading) or in flight: while more of them exist than the
-            # queue holds, some are still being read and worth waiting for; otherwise the batch goes.
-            pending=lambda: self.in_flight + self.arriving,
+            # Requests received and not yet answered: while more of them exist than the queue holds,
+            # some are still being read and worth waiting for; otherwise the batch goes at once.
+            pending=lambda: self.received,
         )
         self.metrics = Metrics(
             model=meta.name,
@@ -68,7 +68,8 @@ class Service:
         self.failure: str | None = None
         self.draining = False
         self.in_flight = 0
-        self.arriving = 0  # authorised requests whose body is still being read: not yet accepted
+        # Requests whose headers the HTTP layer has read and not yet answered (server.GuardedHttpTools).
+        self.received = 0
         self._idle = asyncio.Event()
         self._idle.set()
 
