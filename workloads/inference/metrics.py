@@ -77,7 +77,7 @@ class Metrics:
         Gauge("inference_model_info", "The model version served", ["model", "version"], registry=reg).labels(
             model, version
         ).set(1)
-        reg.register(DriftCollector(drift))
+        reg.register(DriftCollector(drift, model, version))
         self.error = {reason: self.errors.labels(reason) for reason in ERROR_REASONS}
         self.route_latency = {route: self.latency.labels(route) for route in ROUTES}
         self._responses: dict[tuple[str, int], Counter] = {}

@@ -43,7 +43,10 @@ class Service:
         self.token = token
         meta = artifact.metadata
         self.drift = DriftMonitor(
-            meta.reference_histograms, window=config.drift_window, threshold=config.drift_threshold
+            meta.reference_histograms,
+            window=config.drift_window,
+            threshold=config.drift_threshold,
+            min_samples=config.drift_min_rows,
         )
         self.batcher: MicroBatcher[Rows, Scores] = MicroBatcher(
             self._run_batch,

@@ -142,13 +142,22 @@ def test_after_all_that_the_server_still_serves_and_counted_every_refusal(server
     ) in metrics
 
 
-def test_probes_and_drift_endpoint(server: Server) -> None:
+DIGITS_V1 = (("model", "digits"), ("version", "1"))
+
+
+def test_probes_and_drift_endpoint_without_enough_samples_for_psi(server: Server) -> None:
+    """Hardening item 6: a window of a few hundred rows reports (and alerts on) no PSI at all."""
     with server.client() as client:
         assert client.get("/healthz").json()["model_version"] == "1"
         assert client.get("/readyz").json() == {"ready": True, "model_version": "1"}
         drift = client.get("/v1/drift").json()
     assert drift["threshold"] == 0.2
-    assert len(drift["psi"]) == N_FEATURES
+    assert drift["samples"] < drift["min_samples"] == 500
+    assert (drift["psi"], drift["max_psi"], drift["drifted"]) == ({}, None, [])
+    samples = metric_samples(server)
+    assert not [key for key in samples if key[0] == "inference_drift_psi"]
+    assert samples[("inference_drift_features_over_threshold", DIGITS_V1)] == 0
+    assert samples[("inference_drift_min_samples", DIGITS_V1)] == 500
 
 
 def test_drift_score_crosses_the_threshold_only_for_shifted_inputs(
@@ -162,7 +171,7 @@ def test_drift_score_crosses_the_threshold_only_for_shifted_inputs(
             for rows in chunks(x):
                 assert client.post("/v1/predict", json={"instances": rows}).status_code == 200
             report = client.get("/v1/drift").json()
-        return report, metric_samples(server)[("inference_drift_features_over_threshold", ())]
+        return report, metric_samples(server)[("inference_drift_features_over_threshold", DIGITS_V1)]
 
     report, over = send_and_score(held_out.x_test)
     assert report["samples"] == window
