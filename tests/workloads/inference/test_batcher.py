@@ -183,7 +183,7 @@ async def test_requests_that_would_miss_the_deadline_are_shed_at_once() -> None:
     second = asyncio.ensure_future(batcher.submit(2))
     await asyncio.sleep(0)
     started = time.perf_counter()
-    with pytest.raises(QueueFullError, match="delay 600 ms exceeds the 500 ms deadline"):
+    with pytest.raises(QueueFullError, match=r"delay 6\d\d ms exceeds the 500 ms deadline"):
         await batcher.submit(3)
     assert time.perf_counter() - started < 0.05
     assert [r for r, _ in await asyncio.gather(first, second)] == [2, 4]
