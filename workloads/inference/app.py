@@ -18,14 +18,13 @@ from collections.abc import AsyncIterator, Callable
 import numpy as np
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import ValidationError
 
 from workloads.inference.gate import ApiGate, BodyHandler
 from workloads.inference.responses import (
     JSON,
     describe_bodies,
-    invalid,
     json_response,
+    parse,
     predict_rows,
     request_body,
 )
@@ -124,10 +123,9 @@ def _add_api(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
         return await predict_body(await request.body())
 
     async def predict_body(body: bytes) -> Response:
-        try:
-            payload = body_model.model_validate_json(body)
-        except ValidationError as exc:
-            return invalid(service, exc)
+        payload = parse(service, body_model, body)
+        if isinstance(payload, Response):
+            return payload
         outcome = await predict_rows(service, np.asarray(payload.instances, dtype=np.float32), "instances")
         if isinstance(outcome, Response):
             return outcome

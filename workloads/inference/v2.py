@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request, Response
 from pydantic import TypeAdapter, ValidationError
 
 from workloads.inference.gate import BodyHandler
-from workloads.inference.responses import JSON, invalid, json_response, predict_rows, request_body
+from workloads.inference.responses import JSON, json_response, parse, predict_rows, request_body
 from workloads.inference.schemas import (
     V2_DATATYPES,
     FiniteFloat,
@@ -132,10 +132,9 @@ def add_v2(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
         return await infer_body(await request.body())
 
     async def infer_body(raw: bytes) -> Response:
-        try:
-            body = V2InferRequest.model_validate_json(raw)
-        except ValidationError as exc:
-            return invalid(service, exc)
+        body = parse(service, V2InferRequest, raw)
+        if isinstance(body, Response):
+            return body
         rows = _rows(service, body)
         if isinstance(rows, str):
             service.metrics.error["validation"].inc()

@@ -1,13 +1,13 @@
 """Issue 15's hardening, each on a real server over real sockets on 127.0.0.1, each bounded in time:
-float32 range, slow and idle clients, the connection cap, TLS 1.3 only, overload with Retry-After,
-/metrics behind the token with rotation. (Drift's minimum sample count is in test_server.py, Kubernetes
-QoS and grace period in test_k8s.py, bad certificates and hosts at start-up in test_serve_cmd.py.)"""
+float32 range, slow and idle clients, the connection cap, overload with Retry-After. (TLS 1.3 only and
+/metrics behind a rotating token are in test_server.py's TLS test, drift's minimum sample count in
+test_server.py, Kubernetes QoS and grace period in test_k8s.py, bad certificates and hosts at start-up in
+test_serve_cmd.py.)"""
 
 from __future__ import annotations
 
 import asyncio
 import socket
-import ssl
 import time
 from pathlib import Path
 
@@ -15,7 +15,6 @@ import httpx
 import pytest
 
 from .serving import Launch, Server, metric_samples
-from .test_server import tls_files  # noqa: F401  (the module-scoped certificate fixture)
 
 N_FEATURES = 64
 ROW = [0.0] * N_FEATURES
@@ -102,42 +101,3 @@ def test_overload_is_a_503_with_retry_after(launch: Launch, model_dir: Path) -> 
     shed = [r for r in responses if r.status_code == 503]
     assert shed and all(r.status_code in (200, 503) for r in responses)
     assert all(r.headers["retry-after"] == "1" and r.json()["error"].startswith("overloaded") for r in shed)
-
-
-def test_tls_1_3_only_and_metrics_behind_a_rotating_token(
-    launch: Launch,
-    model_dir: Path,
-    tls_files: tuple[Path, Path],  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    cert, key = tls_files
-    token_file = tmp_path / "token"
-    token_file.write_text("first-token\n")
-    server = launch(
-        model_dir,
-        scheme="https",
-        verify=ssl.create_default_context(cafile=cert),
-        auth_token_file=token_file,
-        tls_cert_file=cert,
-        tls_key_file=key,
-    )
-    old_tls = ssl.create_default_context(cafile=cert)
-    old_tls.maximum_version = ssl.TLSVersion.TLSv1_2
-    with pytest.raises(httpx.ConnectError), httpx.Client(verify=old_tls, timeout=5) as client:
-        client.get(server.url + "/healthz")
-
-    def metrics(token: str) -> int:
-        with server.client({"authorization": f"Bearer {token}"}) as client:
-            return client.get("/metrics").status_code
-
-    with server.client() as client:
-        assert client.get("/metrics").status_code == 401
-    assert metrics("first-token") == 200
-    rotated = tmp_path / "token.new"  # a Secret update swaps the file, as the kubelet's symlink swap does
-    rotated.write_text("second-token\n")
-    rotated.replace(token_file)
-    deadline = time.monotonic() + 5
-    while metrics("second-token") != 200:
-        assert time.monotonic() < deadline, "the rotated token was not picked up"
-        time.sleep(0.2)
-    assert metrics("first-token") == 401

@@ -7,6 +7,7 @@ import json
 import shutil
 import ssl
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -253,3 +254,24 @@ def test_bearer_token_and_tls(
     assert right.status_code == 200
     with pytest.raises(httpx.TransportError), httpx.Client(timeout=5) as plain:
         plain.get(server.url.replace("https://", "http://") + "/healthz")
+    # TLS 1.3 only: a client that stops at 1.2 cannot connect.
+    old_tls = ssl.create_default_context(cafile=cert)
+    old_tls.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises(httpx.ConnectError), httpx.Client(verify=old_tls, timeout=5) as old:
+        old.get(server.url + "/healthz")
+
+    # /metrics carries the drift scores /v1/drift protects: the same token, re-read when it rotates.
+    def metrics(token: str) -> int:
+        with server.client({"authorization": f"Bearer {token}"}) as client:
+            return client.get("/metrics").status_code
+
+    assert metrics("wrong") == 401
+    assert metrics("s3cret-token") == 200
+    rotated = tmp_path / "token.new"  # a Secret update swaps the file, as the kubelet's symlink swap does
+    rotated.write_text("rotated-token\n")
+    rotated.replace(token_file)
+    deadline = time.monotonic() + 5
+    while metrics("rotated-token") != 200:
+        assert time.monotonic() < deadline, "the rotated token was not picked up"
+        time.sleep(0.2)
+    assert metrics("s3cret-token") == 401
