@@ -5,8 +5,8 @@ The same ``workloads.inference`` server the container starts; flags map one-to-o
 does not match its recorded hash, a certificate that is not PEM, a host that cannot be bound, or a bad
 flag prints one line each and exits 2 before serving.
 
-Imports only pydantic and typer at module level: the CLI is installed without the ``serve`` extra
-(FastAPI, uvicorn, numpy, ONNX Runtime), and a missing extra is one line naming it, not a traceback.
+Imports only pydantic and typer at module level: the infrastructure install has no ``serve`` extra
+(FastAPI, uvicorn, numpy, ONNX Runtime), and the CLI says which extra is missing before it runs this.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import typer
 
 from mlplatform.errors import exit_with
 from workloads.inference.config import ServeConfig
-
-SERVE_EXTRA = "serve"
 
 
 def _default(field: str) -> Any:
@@ -63,18 +61,17 @@ def serve(
     drift_window: Annotated[int, typer.Option(help="Input rows kept for drift scoring.")] = _default(
         "drift_window"
     ),
-    auth_token_file: Annotated[Path | None, typer.Option(help="Require this bearer token on /v1/*.")] = None,
+    auth_token_file: Annotated[
+        Path | None, typer.Option(help="Require this bearer token on the API and /metrics.")
+    ] = None,
     tls_cert_file: Annotated[Path | None, typer.Option(help="Serve HTTPS with this certificate.")] = None,
     tls_key_file: Annotated[Path | None, typer.Option(help="The certificate's private key.")] = None,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
 ) -> None:
     """Serve a model version over HTTP with micro-batching, drift scores and Prometheus metrics."""
-    try:
-        from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare, run
-    except ImportError as exc:
-        exit_with(
-            [f"serving needs the {SERVE_EXTRA!r} extra (pip install 'ml-platform[{SERVE_EXTRA}]'): {exc}"]
-        )
+    # Here, not at the top: the CLI imports this module to register the command (see the docstring).
+    from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare, run
+
     try:
         prepared = prepare(
             ServeConfig(

@@ -59,7 +59,9 @@ class ServeConfig(BaseModel):
     inline_below_us: float = Field(
         100.0, ge=0, description="a model whose one-row run is faster runs inline on the event loop"
     )
-    auth_token_file: FilePath | None = Field(None, description="bearer token required on /v1/* when set")
+    auth_token_file: FilePath | None = Field(
+        None, description="bearer token required on /v1/*, /v2/models/* and /metrics when set"
+    )
     tls_cert_file: FilePath | None = None
     tls_key_file: FilePath | None = None
     access_log: bool = False
