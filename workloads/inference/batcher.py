@@ -1,14 +1,11 @@
-"""Request dispatch that adapts to load and model cost: inline, or micro-batched on one model thread.
+"""Request dispatch that adapts to load: inline on the event loop, or micro-batched on one model thread.
 
 On a CPU a batch-1 forward pass reads every weight from memory once per request; a batch of 32 reads them
 once for all 32. But handing a request to a thread and back costs wake-ups (about 100 µs here, profiled),
 which is ten times what the default model's run costs. So, per request:
 
-- **inline**: when nothing is queued and the model thread is idle, and either the model is cheap
-  (``inline``, set by the service from a timed warm-up) or no other request has been received
-  (``pending``), the request runs right on the event loop: no hop, no wake-ups. Under concurrency an
-  expensive model's requests are batched instead, since running one inline would hold up the parsing
-  of the others and so their batch.
+- **inline**: when nothing is queued, the model thread is idle and no other request has been received
+  (``pending``), the request runs right on the event loop: no hop, no wake-ups, nobody to batch with.
 - **batched**: otherwise it joins the queue. When the model thread is idle the queue goes at once as one
   batch, unless more admitted requests are still being read (``pending``), in which case it waits for
   them at most ``max_wait_s`` from the oldest arrival. While the thread is busy, whatever queues up goes
@@ -84,8 +81,6 @@ class MicroBatcher(Generic[In, Out]):
         self.deadline_s = deadline_s
         self._on_batch = on_batch
         self._pending = pending
-        # Set by the owner once it knows a run is cheaper than a thread hop (see the module docstring).
-        self.inline = False
         self._queue: collections.deque[_Queued[In, Out]] = collections.deque()
         self._queued_rows = 0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
@@ -117,12 +112,7 @@ class MicroBatcher(Generic[In, Out]):
         """Run one item of ``rows`` rows; returns its result and the row count of the run it shared."""
         if rows > self.max_batch_size:
             raise ValueError(f"{rows} rows exceed the maximum batch size {self.max_batch_size}")
-        if (
-            self._loop is not None
-            and not self._queue
-            and not self._running
-            and (self.inline or self._alone())
-        ):
+        if self._loop is not None and not self._queue and not self._running and self._alone():
             started = time.perf_counter()
             result = self._run_batch([item])[0]
             self._observe(rows, time.perf_counter() - started)

@@ -91,7 +91,7 @@ class OnnxModel:
         return list(np.split(y, bounds))
 
     def single_row_seconds(self, runs: int = 50) -> float:
-        """The median time of a one-row run: what serving one request inline would cost the loop."""
+        """The median time of a one-row run: how cheap the model is."""
         x = np.zeros((1, self.artifact.n_features), dtype=np.float32)
         times = []
         for _ in range(runs):

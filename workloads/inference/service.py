@@ -95,29 +95,23 @@ class Service:
             log.exception("model failed to load")
             raise
         log.info(
-            "model ready: %d intra-op threads, %s dispatch, max batch %d, max wait %.1f ms, "
-            "loaded and warmed in %.0f ms",
+            "model ready: %d intra-op threads, max batch %d, max wait %.1f ms, loaded and warmed in %.0f ms",
             self.threads,
-            "inline" if self.batcher.inline else "batched",
             self.config.max_batch_size,
             self.config.max_wait_ms,
             (time.perf_counter() - started) * 1000,
         )
 
     def _build(self) -> OnnxModel:
-        """A warmed session; for a model cheaper than a thread hop, one thread and inline dispatch.
-
-        Such a model runs its batches in microseconds, where waking intra-op threads costs more than
-        the work they share, and the event loop is the cheapest place to run it.
-        """
+        """A warmed session, with ONNX Runtime's threads sized to the work: a model whose one-row run is
+        cheaper than ``single_thread_below_us`` gets one thread, since its batches take microseconds and
+        waking more threads would cost more than the work they share."""
         model = OnnxModel(self.artifact, self.threads)
         model.warm_up(self.config.max_batch_size)
-        if model.single_row_seconds() < self.config.inline_below_us / 1e6:
-            if self.threads > 1:
-                self.threads = 1
-                model = OnnxModel(self.artifact, 1)
-                model.warm_up(self.config.max_batch_size)
-            self.batcher.inline = True
+        if self.threads > 1 and model.single_row_seconds() < self.config.single_thread_below_us / 1e6:
+            self.threads = 1
+            model = OnnxModel(self.artifact, 1)
+            model.warm_up(self.config.max_batch_size)
         return model
 
     def _run_batch(self, items: Sequence[Rows]) -> list[Scores]:

@@ -90,6 +90,5 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
 
 @pytest.fixture(scope="session")
 def server(launch: Launch, model_dir: Path) -> Server:
-    """The shared server: batched dispatch (the digits model is cheap enough to run inline otherwise) and
-    a 20 ms batching window, so concurrent test requests visibly share runs."""
-    return launch(model_dir, max_wait_ms=20, inline_below_us=0)
+    """The shared server: a 20 ms batching window so concurrent test requests visibly share runs."""
+    return launch(model_dir, max_wait_ms=20)

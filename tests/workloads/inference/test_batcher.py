@@ -148,17 +148,7 @@ async def test_a_full_queue_refuses_and_stop_fails_what_is_still_queued() -> Non
             await future
 
 
-async def test_a_cheap_model_runs_inline_on_the_loop_while_nothing_is_queued() -> None:
-    run = Recorder()
-    batcher = MicroBatcher(run, max_batch_size=8, max_wait_s=1.0, pending=lambda: 5)
-    batcher.inline = True
-    batcher.start()
-    assert await batcher.submit(4) == (8, 1)
-    await batcher.stop()
-    assert run.threads == {threading.get_ident()}, "an inline run happens on the event loop's thread"
-
-
-async def test_an_expensive_model_runs_inline_only_when_no_other_request_is_received() -> None:
+async def test_a_request_runs_inline_on_the_loop_only_when_no_other_is_received() -> None:
     run = Recorder()
     received = 1
     batcher = MicroBatcher(run, max_batch_size=8, max_wait_s=0.01, pending=lambda: received)

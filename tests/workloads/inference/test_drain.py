@@ -107,8 +107,7 @@ async def load_then_terminate(server: Server, rows: list[list[float]]) -> tuple[
 def test_sigterm_during_load_loses_no_accepted_request(
     launch: Launch, model_dir: Path, held_out: Split
 ) -> None:
-    # Batched dispatch (no inline runs) so that requests wait in the batching window.
-    server = launch(model_dir, max_wait_ms=300, max_batch_size=64, drain_min_s=0.5, inline_below_us=0)
+    server = launch(model_dir, max_wait_ms=300, max_batch_size=64, drain_min_s=0.5)
     outcomes, readiness = asyncio.run(load_then_terminate(server, held_out.x_test[: CLIENTS + 1].tolist()))
     assert server.process.wait(30) == 0, server.logs()
 

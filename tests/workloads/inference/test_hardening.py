@@ -90,7 +90,7 @@ def test_connections_beyond_the_cap_are_refused(strict: Server) -> None:
 
 def test_overload_is_a_503_with_retry_after(launch: Launch, model_dir: Path) -> None:
     """One request may wait (a 500 ms window, since others are arriving); the rest find the queue full."""
-    server = launch(model_dir, max_queue=1, max_wait_ms=500, inline_below_us=0)
+    server = launch(model_dir, max_queue=1, max_wait_ms=500)
 
     async def burst() -> list[httpx.Response]:
         async with server.async_client() as client:
