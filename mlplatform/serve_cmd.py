@@ -2,7 +2,11 @@
 
 The same ``workloads.inference`` server the container starts; flags map one-to-one onto ``ServeConfig``
 (the container sets the same settings as ``SERVE_*`` variables). A missing model directory, a file that
-does not match its recorded hash, or a bad flag prints one line each and exits 2 before a socket opens.
+does not match its recorded hash, a certificate that is not PEM, a host that cannot be bound, or a bad
+flag prints one line each and exits 2 before serving.
+
+Imports only pydantic and typer at module level: the infrastructure install has no ``serve`` extra
+(FastAPI, uvicorn, numpy, ONNX Runtime), and the CLI says which extra is missing before it runs this.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ import typer
 
 from mlplatform.errors import exit_with
 from workloads.inference.config import ServeConfig
-from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare, run
 
 
 def _default(field: str) -> Any:
@@ -40,6 +43,15 @@ def serve(
     max_instances: Annotated[int, typer.Option(help="Rows one request may carry.")] = _default(
         "max_instances"
     ),
+    max_queue: Annotated[int, typer.Option(help="Requests held waiting; beyond it, 503.")] = _default(
+        "max_queue"
+    ),
+    deadline_ms: Annotated[
+        float, typer.Option(help="Refuse (503) a request that would queue longer than this.")
+    ] = _default("deadline_ms"),
+    max_connections: Annotated[
+        int, typer.Option(help="Connections held at once; beyond it, 503.")
+    ] = _default("max_connections"),
     threads: Annotated[
         int | None, typer.Option(help="ONNX Runtime threads (default: the CPU limit).")
     ] = None,
@@ -49,14 +61,19 @@ def serve(
     drift_window: Annotated[int, typer.Option(help="Input rows kept for drift scoring.")] = _default(
         "drift_window"
     ),
-    auth_token_file: Annotated[Path | None, typer.Option(help="Require this bearer token on /v1/*.")] = None,
+    auth_token_file: Annotated[
+        Path | None, typer.Option(help="Require this bearer token on the API and /metrics.")
+    ] = None,
     tls_cert_file: Annotated[Path | None, typer.Option(help="Serve HTTPS with this certificate.")] = None,
     tls_key_file: Annotated[Path | None, typer.Option(help="The certificate's private key.")] = None,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
 ) -> None:
     """Serve a model version over HTTP with micro-batching, drift scores and Prometheus metrics."""
+    # Here, not at the top: the CLI imports this module to register the command (see the docstring).
+    from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare, run
+
     try:
-        service = prepare(
+        prepared = prepare(
             ServeConfig(
                 model_dir=model,
                 host=host,
@@ -64,6 +81,9 @@ def serve(
                 max_batch_size=max_batch_size,
                 max_wait_ms=max_wait_ms,
                 max_instances=max_instances,
+                max_queue=max_queue,
+                deadline_ms=deadline_ms,
+                max_connections=max_connections,
                 threads=threads,
                 drift_threshold=drift_threshold,
                 drift_window=drift_window,
@@ -75,4 +95,4 @@ def serve(
         )
     except BAD_INPUT_ERRORS as exc:
         exit_with(bad_input(exc, _flag))
-    raise typer.Exit(run(service))
+    raise typer.Exit(run(prepared))

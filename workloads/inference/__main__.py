@@ -13,12 +13,12 @@ from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare, run
 
 def main() -> int:
     try:
-        service = prepare(ServeConfig.from_env())
+        prepared = prepare(ServeConfig.from_env())
     except BAD_INPUT_ERRORS as exc:
         for line in bad_input(exc, lambda field: f"{ENV_PREFIX}{field.upper()}"):
             print(f"error: {line}", file=sys.stderr)
         return 2
-    return run(service)
+    return run(prepared)
 
 
 if __name__ == "__main__":

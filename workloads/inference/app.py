@@ -1,9 +1,11 @@
-"""The HTTP API: ``/v1/predict``, ``/v1/drift``, ``/healthz``, ``/readyz``, ``/metrics``.
+"""The HTTP API: ``/v1/predict``, ``/v1/drift``, ``/healthz``, ``/readyz``, ``/metrics``, the Open
+Inference Protocol (V2) beside them, and ``/openapi.json``.
 
-``/v1/predict`` reads the body itself and validates it with pydantic's JSON parser in one pass (faster
-than FastAPI's ``json.loads`` then validate, and one code path for malformed JSON and bad fields). Bodies
-are built with ``model_dump_json`` for the same reason. Interactive docs are off: nothing to serve that a
-client needs, and no third-party assets to fetch.
+The fast JSON path: handlers read the body themselves and validate it with pydantic's JSON parser in one
+pass (faster than FastAPI's ``json.loads`` then validate, and one code path for malformed JSON and bad
+fields); bodies are built with ``model_dump_json`` for the same reason. The OpenAPI document is assembled
+from the same pydantic models. Interactive docs are off: nothing to serve that a client needs, and no
+third-party assets to fetch.
 """
 
 from __future__ import annotations
@@ -16,22 +18,33 @@ from collections.abc import AsyncIterator, Callable
 import numpy as np
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ValidationError
 
-from workloads.inference.batcher import BatcherStoppedError, QueueFullError
-from workloads.inference.gate import ApiGate
-from workloads.inference.schemas import ErrorResponse, PredictResponse, request_model, validation_error
+from workloads.inference.gate import ApiGate, BodyHandler
+from workloads.inference.responses import (
+    JSON,
+    describe_bodies,
+    json_response,
+    parse,
+    predict_rows,
+    request_body,
+)
+from workloads.inference.schemas import (
+    ErrorResponse,
+    PredictRequest,
+    PredictResponse,
+    V2InferRequest,
+    request_model,
+)
 from workloads.inference.service import Service
-
-JSON = "application/json"
-
-
-def _json(body: BaseModel, status: int = 200) -> Response:
-    return Response(content=body.model_dump_json(), status_code=status, media_type=JSON)
+from workloads.inference.v2 import add_v2
 
 
-def create_app(service: Service, on_load_failure: Callable[[], None] | None = None) -> FastAPI:
-    """The ASGI app around ``service``; the model loads in the background once the app starts.
+def create_app(service: Service, on_load_failure: Callable[[], None] | None = None) -> ApiGate:
+    """The ASGI app around ``service``: the admission gate, then FastAPI; the model loads in the background
+    once the app starts.
+
+    The gate wraps FastAPI rather than being added as its middleware so that the fast path skips all of
+    FastAPI's per-request layers (its error middleware and request telemetry included).
 
     ``on_load_failure`` lets the process runner exit when the model cannot load, instead of serving an
     unready endpoint forever.
@@ -53,11 +66,17 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
             loading.cancel()
             await service.batcher.stop()
 
-    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.add_middleware(ApiGate, service=service)
+    app = FastAPI(
+        title="ml-platform inference",
+        version=service.artifact.metadata.version,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
     _add_probes(app, service)
-    _add_api(app, service)
-    return app
+    fast = {**_add_api(app, service), **add_v2(app, service)}
+    describe_bodies(app, (PredictRequest, V2InferRequest))
+    return ApiGate(app, service, fast)
 
 
 def _add_probes(app: FastAPI, service: Service) -> None:
@@ -77,42 +96,52 @@ def _add_probes(app: FastAPI, service: Service) -> None:
             return Response(
                 content=json.dumps({"ready": True, "model_version": meta.version}), media_type=JSON
             )
-        return _json(ErrorResponse(error=service.not_ready_reason()), 503)
+        return json_response(ErrorResponse(error=service.not_ready_reason()), 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:
         return Response(content=generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def _add_api(app: FastAPI, service: Service) -> None:
+def _add_api(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
+    """The V1 routes; returns the fast-path handler of ``/v1/predict`` (see ``gate.ApiGate``)."""
     meta = service.artifact.metadata
     body_model = request_model(service.artifact.n_features, service.config.max_instances)
     labels = meta.class_names
 
-    @app.post("/v1/predict")
+    @app.post(
+        "/v1/predict",
+        openapi_extra=request_body(PredictRequest),
+        responses={
+            200: {"model": PredictResponse},
+            422: {"model": ErrorResponse},
+            503: {"model": ErrorResponse},
+        },
+    )
     async def predict(request: Request) -> Response:
-        try:
-            payload = body_model.model_validate_json(await request.body())
-        except ValidationError as exc:
-            service.metrics.errors.labels("validation").inc()
-            return _json(validation_error(exc), 422)
-        rows = np.asarray(payload.instances, dtype=np.float32)
-        try:
-            prediction = await service.predict(rows)
-        except (QueueFullError, BatcherStoppedError) as exc:
-            service.metrics.errors.labels("overloaded").inc()
-            return _json(ErrorResponse(error=f"overloaded: {exc}"), 503)
-        classes = prediction.scores.argmax(axis=1).tolist()
+        """Class and scores for each row of raw features; rows may share a model run with other requests."""
+        return await predict_body(await request.body())
+
+    async def predict_body(body: bytes) -> Response:
+        payload = parse(service, body_model, body)
+        if isinstance(payload, Response):
+            return payload
+        outcome = await predict_rows(service, np.asarray(payload.instances, dtype=np.float32), "instances")
+        if isinstance(outcome, Response):
+            return outcome
+        classes = outcome.scores.argmax(axis=1).tolist()
         response = PredictResponse(
             model=meta.name,
             model_version=meta.version,
-            batch_size=prediction.batch_size,
+            batch_size=outcome.batch_size,
             predictions=classes,
             labels=[labels[c] for c in classes] if labels else [],
-            scores=prediction.scores.tolist(),
+            scores=outcome.scores.tolist(),
         )
-        return _json(response)
+        return json_response(response)
 
     @app.get("/v1/drift")
     async def drift() -> Response:
-        return _json(service.drift.report(meta.name, meta.version))
+        return json_response(service.drift.report(meta.name, meta.version))
+
+    return {"/v1/predict": predict_body}

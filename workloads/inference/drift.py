@@ -7,6 +7,12 @@ outside the training range land in the outermost bins, so a shift past the range
 
 PSI = sum over bins of (live - ref) * ln(live / ref), on bin proportions. Common reading: below 0.1
 stable, 0.1-0.25 moderate shift, above 0.25 a significant shift.
+
+PSI over a small window is noise, not drift: with few rows most bins are empty or over-full by chance.
+Measured on the digits model (64 features, 10-bin references), drawing in-distribution windows from the
+held-out split (300 trials each, ``max PSI > 0.2`` counted as an alarm): 100 rows alarm 100% of the time,
+200 rows 68%, 300 rows 14%, 500 rows 0.7%, 1000 rows 0%. So no PSI is reported, exported or alerted on
+until the window holds ``min_samples`` rows (default 500, at most the window).
 """
 
 from __future__ import annotations
@@ -50,8 +56,10 @@ class DriftReport(BaseModel):
     model_version: str
     window: int
     samples: int
+    min_samples: int
     threshold: float
-    max_psi: float
+    # None (and ``psi`` empty) until the window holds ``min_samples`` rows.
+    max_psi: float | None
     drifted: list[str]
     psi: dict[str, float]
 
@@ -63,9 +71,12 @@ class DriftMonitor:
     hence the lock; both are cheap (a copy into a ring buffer, one histogram per feature).
     """
 
-    def __init__(self, reference: Sequence[FeatureHistogram], *, window: int, threshold: float) -> None:
-        if window < 1:
-            raise ValueError("drift window must hold at least one row")
+    def __init__(
+        self, reference: Sequence[FeatureHistogram], *, window: int, threshold: float, min_samples: int = 1
+    ) -> None:
+        if window < 1 or not 1 <= min_samples <= window:
+            raise ValueError("drift window must hold at least one row, and min_samples 1..window")
+        self.min_samples = min_samples
         self.features = [h.feature for h in reference]
         self.threshold = threshold
         self.window = window
@@ -104,44 +115,61 @@ class DriftMonitor:
             )
         }
 
+    def enough(self, samples: int) -> bool:
+        return samples >= self.min_samples
+
     def report(self, model: str, model_version: str) -> DriftReport:
         samples, scores = self.scores()
+        if not self.enough(samples):
+            scores = {}
         return DriftReport(
             model=model,
             model_version=model_version,
             window=self.window,
             samples=samples,
+            min_samples=self.min_samples,
             threshold=self.threshold,
-            max_psi=max(scores.values(), default=0.0),
+            max_psi=max(scores.values()) if scores else None,
             drifted=[f for f, s in scores.items() if s > self.threshold],
             psi=scores,
         )
 
 
 class DriftCollector(Collector):
-    """Exports the drift scores at scrape time, so PSI is computed once per scrape, not per request."""
+    """Exports the drift scores at scrape time, so PSI is computed once per scrape, not per request.
 
-    def __init__(self, monitor: DriftMonitor) -> None:
+    Every series carries the model and version, so a canary's drift is told apart from the stable
+    track's; per-feature PSI appears only once the window holds enough rows to mean something.
+    """
+
+    def __init__(self, monitor: DriftMonitor, model: str, version: str) -> None:
         self._monitor = monitor
+        self._labels = [model, version]
+
+    def _gauge(self, name: str, documentation: str, value: float) -> GaugeMetricFamily:
+        gauge = GaugeMetricFamily(name, documentation, labels=["model", "version"])
+        gauge.add_metric(self._labels, value)
+        return gauge
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        samples, scores = self._monitor.scores()
+        report = self._monitor.report(*self._labels)
         per_feature = GaugeMetricFamily(
-            "inference_drift_psi", "Population Stability Index of each input feature", labels=["feature"]
+            "inference_drift_psi",
+            "Population Stability Index of each input feature (absent below the minimum sample count)",
+            labels=["model", "version", "feature"],
         )
-        for feature, score in scores.items():
-            per_feature.add_metric([feature], score)
+        for feature, score in report.psi.items():
+            per_feature.add_metric([*self._labels, feature], score)
         yield per_feature
-        yield GaugeMetricFamily(
-            "inference_drift_threshold",
-            "PSI above which a feature counts as drifted",
-            value=self._monitor.threshold,
+        yield self._gauge(
+            "inference_drift_threshold", "PSI above which a feature counts as drifted", report.threshold
         )
-        yield GaugeMetricFamily(
+        yield self._gauge(
             "inference_drift_features_over_threshold",
             "Features whose PSI exceeds the threshold",
-            value=sum(1 for s in scores.values() if s > self._monitor.threshold),
+            len(report.drifted),
         )
-        yield GaugeMetricFamily(
-            "inference_drift_window_samples", "Input rows in the drift window", value=samples
+        yield self._gauge("inference_drift_window_samples", "Input rows in the drift window", report.samples)
+        yield self._gauge(
+            "inference_drift_min_samples", "Rows the window needs before PSI is reported", report.min_samples
         )

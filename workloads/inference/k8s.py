@@ -39,6 +39,11 @@ SECRETS_DIR = PurePosixPath("/var/run/secrets/ml-platform")
 # then the server drains (readiness false, 503 to newcomers, in-flight requests finish).
 PRE_STOP_SLEEP_S = 5
 DRAIN_TIMEOUT_S = 25
+# After the drain, uvicorn's own shutdown (close connections, stop the batcher) is bounded by this; the
+# pod's grace period covers pre-stop sleep + drain + shutdown with a margin, so the kubelet never SIGKILLs
+# a server that is still answering accepted requests.
+SHUTDOWN_TIMEOUT_S = 5
+GRACE_MARGIN_S = 5
 
 
 @dataclass(frozen=True)
@@ -65,9 +70,11 @@ class InferenceServiceSpec:
     model_mount_path: str = "/mnt/artifacts"
     min_replicas: int = 2
     max_replicas: int = 6
-    cpu_request: str = "1"
+    # Requests equal limits: Guaranteed QoS, so the pod is the last evicted under node pressure and, with
+    # the static CPU manager policy, gets whole cores; ONNX Runtime's threads follow the CPU request.
+    cpu_request: str = "2"
     cpu_limit: str = "2"
-    memory_request: str = "1Gi"
+    memory_request: str = "2Gi"
     memory_limit: str = "2Gi"
     port: int = 8080
     auth_secret: str | None = None
@@ -114,6 +121,10 @@ def _problems(spec: InferenceServiceSpec) -> list[str]:
         problems.append(
             f"pool {spec.pool.name!r} is a {spec.pool.kind} pool; this is the CPU inference service"
         )
+    if (spec.cpu_request, spec.memory_request) != (spec.cpu_limit, spec.memory_limit):
+        problems.append("CPU and memory requests must equal their limits (Guaranteed QoS)")
+    if _cpus(spec.cpu_request) is None:
+        problems.append(f"cpu_request {spec.cpu_request!r} is not a CPU quantity such as '2' or '1500m'")
     if spec.run_as_user < 10000:
         problems.append("run_as_user must be >= 10000 (clear of host users)")
     if spec.drift_threshold <= 0 or not 1 <= spec.target_cpu_utilization <= 100:
@@ -164,6 +175,21 @@ def _labels(spec: InferenceServiceSpec) -> dict[str, str]:
     }
 
 
+def _cpus(quantity: str) -> float | None:
+    """CPUs in a Kubernetes CPU quantity ('2', '1.5', '1500m'); None if it is not one."""
+    try:
+        cpus = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+    except ValueError:
+        return None
+    return cpus if cpus > 0 else None
+
+
+def ort_threads(spec: InferenceServiceSpec) -> int:
+    """ONNX Runtime's intra-op threads: the whole CPUs requested, at least one (a thread beyond the quota
+    only gets throttled; the server would read the same from the cgroup, this makes it explicit)."""
+    return max(1, int(_cpus(spec.cpu_request) or 1))
+
+
 def _metadata(spec: InferenceServiceSpec, name: str, **extra: Any) -> Object:
     return {"name": name, "namespace": spec.namespace, "labels": _labels(spec), **extra}
 
@@ -178,6 +204,8 @@ def _env(spec: InferenceServiceSpec, version: str) -> list[Object]:
         "max_wait_ms": spec.max_wait_ms,
         "drift_threshold": spec.drift_threshold,
         "drain_timeout_s": DRAIN_TIMEOUT_S,
+        "shutdown_timeout_s": SHUTDOWN_TIMEOUT_S,
+        "threads": ort_threads(spec),
     }
     if spec.auth_secret is not None:
         settings["auth_token_file"] = SECRETS_DIR / "auth" / "token"
@@ -264,7 +292,10 @@ def _deployment(spec: InferenceServiceSpec, track: _Track) -> Object:
         "serviceAccountName": spec.service_account,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": PRE_STOP_SLEEP_S + DRAIN_TIMEOUT_S + 10,
+        "terminationGracePeriodSeconds": PRE_STOP_SLEEP_S
+        + DRAIN_TIMEOUT_S
+        + SHUTDOWN_TIMEOUT_S
+        + GRACE_MARGIN_S,
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": spec.run_as_user,

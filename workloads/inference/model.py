@@ -8,6 +8,7 @@ verified (no window for the file to change between check and load).
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,8 +85,20 @@ class OnnxModel:
 
     @staticmethod
     def unbatch(items: Sequence[Rows], y: npt.NDArray[np.float32]) -> list[npt.NDArray[np.float32]]:
+        if len(items) == 1:  # the inline path: no split to pay for
+            return [y]
         bounds = np.cumsum([len(i) for i in items])[:-1]
         return list(np.split(y, bounds))
+
+    def single_row_seconds(self, runs: int = 50) -> float:
+        """The median time of a one-row run: how cheap the model is."""
+        x = np.zeros((1, self.artifact.n_features), dtype=np.float32)
+        times = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            self.predict(x)
+            times.append(time.perf_counter() - started)
+        return float(np.median(times))
 
     def warm_up(self, max_batch_size: int) -> None:
         """Run the smallest and largest batch once so the first real requests don't pay for allocation."""

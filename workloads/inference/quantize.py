@@ -7,7 +7,9 @@ int8 graph carries its weights inside ``model.onnx``, so the new version holds t
 Dynamic quantization (weights int8 ahead of time, activations quantized per batch at run time) needs no
 calibration data, and it pays where a CPU model is bound by reading weights: a quarter of the bytes, and
 VNNI integer dot products where the CPU has them. Accuracy is measured on the exact held-out split the
-parent was measured on (rebuilt from ``metadata.dataset``, content hash verified), and recorded.
+parent was measured on (rebuilt from ``metadata.dataset``, content hash verified), and recorded. A
+version that loses more than ``max_accuracy_drop`` (default one point) against its parent is refused:
+nothing is published, and the command says by how much it missed.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from workloads.training.hooks import HookError
 from workloads.training.tasks import Split, load_split_for
 
 INT8_SUFFIX = "-int8"
+# Test accuracy (a fraction) an int8 version may lose against its parent and still be published.
+MAX_ACCURACY_DROP = 0.01
 
 
 def accuracy(onnx_model: bytes | Path, split: Split) -> float:
@@ -48,12 +52,16 @@ def _quantize(onnx_bytes: bytes, target: Path) -> None:
     quantize_dynamic(model, target, weight_type=QuantType.QInt8)
 
 
-def quantize_version(version_dir: Path, *, overwrite: bool = False) -> ModelMetadata:
+def quantize_version(
+    version_dir: Path, *, overwrite: bool = False, max_accuracy_drop: float = MAX_ACCURACY_DROP
+) -> ModelMetadata:
     """Quantize the version in ``version_dir``; returns the new version's metadata.
 
-    Raises ``ArtifactError`` if the parent does not verify, is itself quantized, or the target exists
-    (unless ``overwrite``).
+    Raises ``ArtifactError`` if the parent does not verify, is itself quantized, the target exists
+    (unless ``overwrite``), or the int8 version loses more than ``max_accuracy_drop`` of test accuracy.
     """
+    if not 0 <= max_accuracy_drop <= 1:
+        raise ArtifactError(f"max accuracy drop {max_accuracy_drop} must lie between 0 and 1")
     parent = load_artifact(version_dir)
     meta = parent.metadata
     if meta.version.endswith(INT8_SUFFIX):
@@ -67,6 +75,13 @@ def quantize_version(version_dir: Path, *, overwrite: bool = False) -> ModelMeta
         _quantize(parent.onnx_bytes, staging / ONNX_FILE)
         parent_accuracy = accuracy(parent.onnx_bytes, split)
         int8_accuracy = accuracy(staging / ONNX_FILE, split)
+        if parent_accuracy - int8_accuracy > max_accuracy_drop:
+            raise ArtifactError(
+                f"{version_dir}: int8 test accuracy {int8_accuracy:.4f} is "
+                f"{(parent_accuracy - int8_accuracy) * 100:.2f} points below the parent's "
+                f"{parent_accuracy:.4f}, beyond the {max_accuracy_drop * 100:.2f}-point tolerance; "
+                "not published"
+            )
         written = write_metadata(staging, _int8_metadata(meta, parent_accuracy, int8_accuracy))
         # mkdtemp creates an owner-only directory; the server reads it as another (non-root) user.
         staging.chmod(0o755)
@@ -106,9 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads.inference.quantize", description=__doc__)
     parser.add_argument("version_dir", type=Path, help="<output>/models/<name>/<version>")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing <version>-int8")
+    parser.add_argument(
+        "--max-accuracy-drop",
+        type=float,
+        default=MAX_ACCURACY_DROP,
+        help=f"refuse if test accuracy falls by more than this fraction (default {MAX_ACCURACY_DROP})",
+    )
     args = parser.parse_args(argv)
     try:
-        written = quantize_version(args.version_dir, overwrite=args.overwrite)
+        written = quantize_version(
+            args.version_dir, overwrite=args.overwrite, max_accuracy_drop=args.max_accuracy_drop
+        )
     except (ArtifactError, HookError) as exc:
         print(exc, file=sys.stderr)
         return 2

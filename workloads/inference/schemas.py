@@ -1,17 +1,27 @@
-"""Request and response bodies of ``/v1/predict``, and how validation errors read to a client.
+"""Request and response bodies of ``/v1/predict`` and the Open Inference Protocol (V2), and how
+validation errors read to a client.
 
 The row width comes from the model's metadata, so the request model is built per model
-(``request_model``); everything else is fixed. Values are strict finite numbers: ``"1"``, ``true``,
-``NaN`` and ``Infinity`` are refused by name instead of being coerced into a plausible-looking input.
+(``request_model``); everything else is fixed. Values are strict finite numbers within float32's range:
+``"1"``, ``true``, ``NaN``, ``Infinity`` and ``1e39`` (which float32 would turn into infinity) are refused
+by name instead of being coerced into a plausible-looking input.
+
+V2 shapes follow the KServe "Open Inference Protocol (V2 Inference Protocol)" REST section
+(kserve.github.io/website/docs/concepts/architecture/data-plane/v2-protocol): ``$inference_request``
+``{id?, parameters?, inputs: [{name, shape, datatype, parameters?, data}], outputs?: [{name}]}``,
+``$inference_response`` ``{model_name, model_version?, id?, outputs: [{name, shape, datatype, data}]}``,
+``$metadata_model_response`` ``{name, versions?, platform, inputs, outputs}`` and errors as ``{error}``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-FLOAT32_MAX, le=FLOAT32_MAX)]
 
 
 class PredictRequest(BaseModel):
@@ -64,3 +74,54 @@ def validation_error(exc: ValidationError) -> ErrorResponse:
     lines = [f"{f['field']}: {f['message']}" for f in fields[:5]]
     more = f" (+{len(fields) - 5} more)" if len(fields) > 5 else ""
     return ErrorResponse(error="; ".join(lines) + more, fields=fields)
+
+
+class V2Tensor(BaseModel):
+    """A tensor as V2 carries it in JSON: ``data`` in row-major order, flat (nested is accepted too)."""
+
+    name: str
+    shape: list[int]
+    datatype: str
+    parameters: dict[str, Any] | None = None
+    data: list[Any]
+
+
+class V2RequestedOutput(BaseModel):
+    name: str
+    parameters: dict[str, Any] | None = None
+
+
+class V2InferRequest(BaseModel):
+    id: str | None = None
+    parameters: dict[str, Any] | None = None
+    inputs: list[V2Tensor] = Field(min_length=1, max_length=1)
+    outputs: list[V2RequestedOutput] | None = None
+
+
+class V2InferResponse(BaseModel):
+    model_name: str
+    model_version: str | None = None
+    id: str | None = None
+    outputs: list[V2Tensor]
+
+
+class V2TensorMetadata(BaseModel):
+    name: str
+    datatype: str
+    shape: list[int]
+
+
+class V2ModelMetadata(BaseModel):
+    name: str
+    versions: list[str]
+    platform: Literal["onnxruntime_onnx"] = "onnxruntime_onnx"
+    inputs: list[V2TensorMetadata]
+    outputs: list[V2TensorMetadata]
+
+
+class V2Error(BaseModel):
+    error: str
+
+
+# V2 datatype names for the dtypes a model's metadata records.
+V2_DATATYPES = {"float32": "FP32", "float16": "FP16", "int64": "INT64"}

@@ -15,21 +15,25 @@ stop the batcher). A second SIGINT forces the exit, as uvicorn's does.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
 import socket
+import ssl
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
 import uvicorn
 from pydantic import ValidationError
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from workloads.artifacts import ArtifactError
 from workloads.inference.app import create_app
+from workloads.inference.auth import TokenFile
 from workloads.inference.config import ServeConfig
 from workloads.inference.cpu import available_cpus
-from workloads.inference.gate import read_token
 from workloads.inference.model import load_artifact
 from workloads.inference.service import Service
 
@@ -77,16 +81,135 @@ def log_config(model: str, version: str, level: str) -> dict[str, Any]:
     }
 
 
-def prepare(config: ServeConfig) -> Service:
-    """Check everything that can be wrong before a socket opens.
+class SettingError(ValueError):
+    """A setting whose value is well-formed but unusable (a key that is not PEM, a host that cannot bind)."""
 
-    Raises ``ArtifactError`` (missing directory, bad hashes) or ``ValueError`` / ``OSError`` (an empty
-    or unreadable token file), each with a one-line message.
-    """
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything checked before serving: the service, its TLS context and its bound listening socket."""
+
+    service: Service
+    tls: ssl.SSLContext | None
+    sock: socket.socket
+
+
+def tls_context(config: ServeConfig) -> ssl.SSLContext | None:
+    """TLS 1.3 only, as the architecture asks for in transit; a certificate or key that does not load is a
+    ``SettingError`` naming the setting."""
+    if config.tls_cert_file is None:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    try:
+        context.load_cert_chain(config.tls_cert_file, config.tls_key_file)
+    except ssl.SSLError as exc:
+        field = "tls_key_file" if "KEY" in (exc.reason or "") else "tls_cert_file"
+        raise SettingError(field, f"not a PEM certificate and matching private key ({exc.reason})") from None
+    return context
+
+
+def bind(config: ServeConfig) -> socket.socket:
+    """The listening socket, bound now so that a host that cannot be bound is a bad setting, not a crash."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            config.host, config.port, type=socket.SOCK_STREAM
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise SettingError("host", f"cannot listen on {config.host!r}: {exc.strerror or exc}") from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        where = f"{config.host}:{config.port}"
+        field = "port" if exc.errno == errno.EADDRINUSE else "host"
+        raise SettingError(field, f"cannot listen on {where}: {exc.strerror or exc}") from None
+    return sock
+
+
+def load_service(config: ServeConfig) -> Service:
+    """The model verified and the token read; raises ``ArtifactError`` (missing directory, bad hashes) or
+    ``ValueError`` / ``OSError`` (an empty or unreadable token file), each with a one-line message."""
     artifact = load_artifact(config.model_dir)
-    token = read_token(config.auth_token_file) if config.auth_token_file is not None else None
-    threads = config.threads or available_cpus()
-    return Service(config, artifact, threads=threads, token=token)
+    token = TokenFile(config.auth_token_file) if config.auth_token_file is not None else None
+    return Service(config, artifact, threads=config.threads or available_cpus(), token=token)
+
+
+def prepare(config: ServeConfig) -> Prepared:
+    """Check everything that can be wrong before serving, binding the socket last; raises what
+    ``load_service``, ``tls_context`` and ``bind`` raise."""
+    tls = tls_context(config)
+    return Prepared(load_service(config), tls, bind(config))
+
+
+class GuardedHttpTools(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline for request headers, counting requests received.
+
+    uvicorn closes a connection that idles after a response, but not one that never sends a request, nor
+    one that sends half a request line and stalls (receiving any byte cancels its keep-alive timer): each
+    holds a socket and a slot of the connection cap forever. Here every connection must complete its
+    request headers within ``timeout_keep_alive`` of opening or of its previous response.
+
+    The count of requests whose headers are read and that are not yet answered (``Service.received``)
+    is what the dispatcher asks "is anything else waiting?": it sees requests whose handlers have not
+    started yet, which no counter inside the app can.
+    """
+
+    service: Service  # set by ``guarded_protocol``
+    _header_deadline: asyncio.TimerHandle | None = None
+    _counted = False
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._header_deadline = self.loop.call_later(self.timeout_keep_alive, self._headers_too_slow)
+
+    def _disarm(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _uncount(self) -> None:
+        if self._counted:
+            self._counted = False
+            self.service.received -= 1
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        self._uncount()  # (a pipelined request replaces the previous one in the count)
+        self._counted = True
+        self.service.received += 1
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        self._uncount()
+        super().on_response_complete()
+        if not self.transport.is_closing() and not self.pipeline:
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self._uncount()
+        super().connection_lost(exc)
+
+
+def guarded_protocol(service: Service) -> type[GuardedHttpTools]:
+    return type("ServiceHttpTools", (GuardedHttpTools,), {"service": service})
 
 
 class DrainingServer(uvicorn.Server):
@@ -135,6 +258,8 @@ BAD_INPUT_ERRORS = (ArtifactError, ValueError, OSError)
 
 def bad_input(exc: Exception, field_name: Callable[[str], str]) -> list[str]:
     """One line per problem, naming settings the way the user wrote them (a flag, an env variable)."""
+    if isinstance(exc, SettingError):
+        return [f"{field_name(exc.field)}: {exc.message}"]
     if not isinstance(exc, ValidationError):
         return [str(exc).splitlines()[0] if str(exc) else type(exc).__name__]
     lines = []
@@ -144,8 +269,13 @@ def bad_input(exc: Exception, field_name: Callable[[str], str]) -> list[str]:
     return lines
 
 
-def run(service: Service) -> int:
-    """Serve until drained; 0 after a clean drain, 1 if the model failed to load."""
+def run(prepared: Prepared) -> int:
+    """Serve until drained; 0 after a clean drain, 1 if the model failed to load.
+
+    uvloop and httptools rather than asyncio and the pure-Python h11 parser: profiled, they were a large
+    share of a cheap model's per-request cost.
+    """
+    service, tls = prepared.service, prepared.tls
     config = service.config
     meta = service.artifact.metadata
 
@@ -154,15 +284,17 @@ def run(service: Service) -> int:
 
     uv_config = uvicorn.Config(
         create_app(service, on_load_failure=load_failed),
-        host=config.host,
-        port=config.port,
-        ssl_certfile=config.tls_cert_file,
-        ssl_keyfile=config.tls_key_file,
+        loop="uvloop",
+        http=guarded_protocol(service),
+        ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,
         access_log=config.access_log,
         log_config=log_config(meta.name, meta.version, config.log_level),
-        timeout_graceful_shutdown=int(config.drain_timeout_s) + 5,
+        limit_concurrency=config.max_connections,
+        timeout_keep_alive=int(config.idle_timeout_s),
+        # Drain, then uvicorn's own shutdown: together inside the pod's grace period (see k8s.py).
+        timeout_graceful_shutdown=int(config.shutdown_timeout_s),
         server_header=False,
     )
     server = DrainingServer(uv_config, service)
-    server.run()
+    server.run(sockets=[prepared.sock])
     return 1 if server.failed else 0

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from workloads.inference.auth import TokenFile
 from workloads.inference.batcher import MicroBatcher
 from workloads.inference.config import ServeConfig
 from workloads.inference.drift import DriftMonitor
@@ -34,7 +35,7 @@ class Prediction:
 
 class Service:
     def __init__(
-        self, config: ServeConfig, artifact: ModelArtifact, *, threads: int, token: bytes | None
+        self, config: ServeConfig, artifact: ModelArtifact, *, threads: int, token: TokenFile | None
     ) -> None:
         self.config = config
         self.artifact = artifact
@@ -42,17 +43,21 @@ class Service:
         self.token = token
         meta = artifact.metadata
         self.drift = DriftMonitor(
-            meta.reference_histograms, window=config.drift_window, threshold=config.drift_threshold
+            meta.reference_histograms,
+            window=config.drift_window,
+            threshold=config.drift_threshold,
+            min_samples=config.drift_min_rows,
         )
         self.batcher: MicroBatcher[Rows, Scores] = MicroBatcher(
             self._run_batch,
             max_batch_size=config.max_batch_size,
             max_wait_s=config.max_wait_ms / 1000,
             max_queue=config.max_queue,
+            deadline_s=config.deadline_ms / 1000,
             on_batch=self._observe_batch,
-            # Admitted requests not yet answered: while more of them exist than the batch holds, some
-            # are still being parsed and worth waiting for; otherwise the batch goes at once.
-            pending=lambda: self.in_flight,
+            # Requests received and not yet answered: while more of them exist than the queue holds,
+            # some are still being read and worth waiting for; otherwise the batch goes at once.
+            pending=lambda: self.received,
         )
         self.metrics = Metrics(
             model=meta.name,
@@ -60,11 +65,14 @@ class Service:
             max_batch_size=config.max_batch_size,
             drift=self.drift,
             queue_depth=lambda: self.batcher.queued,
+            in_flight=lambda: self.in_flight,
         )
         self.model: OnnxModel | None = None
         self.failure: str | None = None
         self.draining = False
         self.in_flight = 0
+        # Requests whose headers the HTTP layer has read and not yet answered (server.GuardedHttpTools).
+        self.received = 0
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -95,8 +103,15 @@ class Service:
         )
 
     def _build(self) -> OnnxModel:
+        """A warmed session, with ONNX Runtime's threads sized to the work: a model whose one-row run is
+        cheaper than ``single_thread_below_us`` gets one thread, since its batches take microseconds and
+        waking more threads would cost more than the work they share."""
         model = OnnxModel(self.artifact, self.threads)
         model.warm_up(self.config.max_batch_size)
+        if self.threads > 1 and model.single_row_seconds() < self.config.single_thread_below_us / 1e6:
+            self.threads = 1
+            model = OnnxModel(self.artifact, 1)
+            model.warm_up(self.config.max_batch_size)
         return model
 
     def _run_batch(self, items: Sequence[Rows]) -> list[Scores]:
@@ -118,12 +133,10 @@ class Service:
 
     def enter(self) -> None:
         self.in_flight += 1
-        self.metrics.in_flight.inc()
         self._idle.clear()
 
     def leave(self) -> None:
         self.in_flight -= 1
-        self.metrics.in_flight.dec()
         if self.in_flight == 0:
             self._idle.set()
 

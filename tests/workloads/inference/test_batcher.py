@@ -146,3 +146,35 @@ async def test_a_full_queue_refuses_and_stop_fails_what_is_still_queued() -> Non
     for future in queued:
         with pytest.raises(BatcherStoppedError):
             await future
+
+
+async def test_a_request_runs_inline_on_the_loop_only_when_no_other_is_received() -> None:
+    run = Recorder()
+    received = 1
+    batcher = MicroBatcher(run, max_batch_size=8, max_wait_s=0.01, pending=lambda: received)
+    batcher.start()
+    await batcher.submit(1)
+    assert run.threads == {threading.get_ident()}
+    received = 3
+    await asyncio.gather(*(batcher.submit(i) for i in range(3)))
+    await batcher.stop()
+    assert len(run.threads) == 2 and run.batches[-1] == [0, 1, 2], "others waiting: batched on the worker"
+
+
+async def test_requests_that_would_miss_the_deadline_are_shed_at_once() -> None:
+    """With 0.2 s batches measured and a 0.5 s deadline: behind the running batch, the first queued request
+    expects 0.4 s and is taken, the next 0.6 s and is refused up front, not served late."""
+    run = Recorder(delay_s=0.2)
+    batcher = MicroBatcher(run, max_batch_size=1, max_wait_s=0, deadline_s=0.5)
+    batcher.start()
+    await batcher.submit(0)  # measures a batch
+    first = asyncio.ensure_future(batcher.submit(1))
+    await asyncio.sleep(0)  # running now
+    second = asyncio.ensure_future(batcher.submit(2))
+    await asyncio.sleep(0)
+    started = time.perf_counter()
+    with pytest.raises(QueueFullError, match=r"delay 6\d\d ms exceeds the 500 ms deadline"):
+        await batcher.submit(3)
+    assert time.perf_counter() - started < 0.05
+    assert [r for r, _ in await asyncio.gather(first, second)] == [2, 4]
+    await batcher.stop()

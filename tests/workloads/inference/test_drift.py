@@ -50,7 +50,18 @@ def test_held_out_inputs_stay_under_the_threshold_and_shifted_ones_cross_it(
     reference = load_metadata(model_dir).reference_histograms
     monitor = DriftMonitor(reference, window=len(held_out.x_test), threshold=0.2)
     monitor.observe(held_out.x_test)
-    assert monitor.report("digits", "1").max_psi < 0.2
+    max_psi = monitor.report("digits", "1").max_psi
+    assert max_psi is not None and max_psi < 0.2
     monitor.observe(held_out.x_test + 4.0)  # brighter strokes everywhere
     report = monitor.report("digits", "1")
     assert len(report.drifted) == len(reference)
+
+
+def test_no_psi_below_the_minimum_sample_count(model_dir: Path, held_out: Split) -> None:
+    reference = load_metadata(model_dir).reference_histograms
+    monitor = DriftMonitor(reference, window=1000, threshold=0.2, min_samples=300)
+    monitor.observe(held_out.x_test[:299] + 4.0)  # shifted, but too few rows to say so
+    report = monitor.report("digits", "1")
+    assert (report.samples, report.max_psi, report.drifted, report.psi) == (299, None, [], {})
+    monitor.observe(held_out.x_test[:1] + 4.0)
+    assert len(monitor.report("digits", "1").drifted) == len(reference)

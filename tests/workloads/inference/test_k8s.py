@@ -11,6 +11,7 @@ import pytest
 
 from components.handle import Fabric, PoolHandle, PoolKind, Taint
 from tests.linters import checkov_kubernetes, needs_checkov, unexplained_skips, write_objects
+from workloads.inference.config import ServeConfig
 from workloads.inference.k8s import Canary, InferenceServiceSpec, inference_objects
 
 REPO = Path(__file__).resolve().parents[3]
@@ -138,6 +139,9 @@ def test_network_policy_admits_the_service_port_only_and_no_egress() -> None:
         ({"canary": Canary("1", 0.5)}, "canary version must differ"),
         ({"canary": Canary("2", 1.0)}, "strictly between 0 and 1"),
         ({"name": "Digits_Service"}, "DNS label"),
+        ({"cpu_request": "1"}, "Guaranteed QoS"),
+        ({"memory_request": "1Gi"}, "Guaranteed QoS"),
+        ({"cpu_request": "two", "cpu_limit": "two"}, "not a CPU quantity"),
     ],
 )
 def test_bad_specs_are_refused_with_the_reason(changes: dict[str, Any], problem: str) -> None:
@@ -152,3 +156,32 @@ def test_checkov_finds_nothing_unexplained(tmp_path: Path) -> None:
     failed = [(f["check_id"], f["resource"]) for f in results["failed_checks"]]
     assert failed == []
     assert unexplained_skips(results) == []
+
+
+def test_guaranteed_qos_and_onnx_runtime_threads_from_the_request() -> None:
+    """Kubernetes gives a pod the Guaranteed QoS class only when every container's requests equal its
+    limits for CPU and memory (Kubernetes docs, "Configure Quality of Service for Pods"); ONNX Runtime
+    sizes its pool to the host's cores unless told (REFERENCE.md), so the server gets the request."""
+    for cpu, threads in (("2", 2), ("1500m", 1), ("500m", 1), ("4", 4)):
+        spec = make_spec(cpu_request=cpu, cpu_limit=cpu)
+        container = by_kind(inference_objects(spec), "Deployment")[0]["spec"]["template"]["spec"][
+            "containers"
+        ][0]
+        resources = container["resources"]
+        assert resources["requests"] == resources["limits"] == {"cpu": cpu, "memory": "2Gi"}
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["SERVE_THREADS"] == str(threads)
+
+
+def test_drain_and_shutdown_fit_in_the_grace_period() -> None:
+    """The kubelet SIGKILLs at terminationGracePeriodSeconds, counted from the start of the pre-stop hook
+    (Kubernetes docs, "Pod Lifecycle: Termination of Pods"): pre-stop sleep, then the server's drain,
+    then uvicorn's shutdown must all end before it."""
+    pod = by_kind(inference_objects(make_spec()), "Deployment")[0]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    config = ServeConfig.from_env({**env, "SERVE_MODEL_DIR": "/m"})
+    pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert (
+        pre_stop + config.drain_timeout_s + config.shutdown_timeout_s < pod["terminationGracePeriodSeconds"]
+    )

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
+from onnx import numpy_helper
 
 from workloads.artifacts import ArtifactError, load_metadata, sha256_file
+from workloads.inference import quantize
 from workloads.inference.quantize import quantize_version
 
 
@@ -43,3 +49,40 @@ def test_refuses_a_parent_whose_files_do_not_match(model_dir: Path, tmp_path: Pa
     with pytest.raises(ArtifactError, match="sha256"):
         quantize_version(copy)
     assert not (copy.parent / "1-int8").exists()
+
+
+def test_refuses_to_publish_an_int8_version_that_loses_accuracy(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A quantization that wrecks the weights (here: every weight zeroed after a real quantization) is
+    measured on the held-out split and refused, and nothing appears beside the parent."""
+    copy = tmp_path / "models" / "digits" / "1"
+    shutil.copytree(model_dir, copy)
+    real = quantize._quantize
+
+    def wrecked(onnx_bytes: bytes, target: Path) -> None:
+        real(onnx_bytes, target)
+        model = onnx.load(target)
+        for tensor in model.graph.initializer:
+            zero = numpy_helper.from_array(np.zeros_like(numpy_helper.to_array(tensor)), tensor.name)
+            tensor.CopyFrom(zero)
+        onnx.save(model, target)
+
+    monkeypatch.setattr(quantize, "_quantize", wrecked)
+    with pytest.raises(ArtifactError, match=r"points below the parent's .* beyond the 1.00-point tolerance"):
+        quantize_version(copy)
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["1"]
+    # A tolerance that admits the loss publishes it: the threshold is the user's to set.
+    assert quantize_version(copy, max_accuracy_drop=1.0).parent_version == "1"
+
+
+def test_a_tolerance_outside_0_to_1_is_one_line_and_exit_2(model_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "models" / "digits" / "1"
+    shutil.copytree(model_dir, copy)
+    done = subprocess.run(
+        [sys.executable, "-m", "workloads.inference.quantize", str(copy), "--max-accuracy-drop", "2"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stderr.strip()) == (2, "max accuracy drop 2.0 must lie between 0 and 1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,68 @@ def test_container_entry_point_reports_settings_by_variable(tmp_path: Path) -> N
     assert done.stderr.splitlines() == [
         "error: SERVE_MAX_BATCH_SIZE: Input should be a valid integer, unable to parse string as an integer"
     ]
+
+
+def test_a_certificate_or_key_that_is_not_pem_is_one_line(model_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "cert.pem").write_text("not a certificate\n")
+    (tmp_path / "key.pem").write_text("not a key\n")
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    code, lines = serve("--model", str(model_dir), "--tls-cert-file", cert, "--tls-key-file", key)
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("error: --tls-cert-file: not a PEM certificate and matching private key")
+
+
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (["--max-instances", "64"], "error: --max-instances: must not exceed the maximum batch size 32"),
+        (["--max-instances", "0"], "error: --max-instances: Input should be greater than or equal to 1"),
+        (["--max-queue", "0"], "error: --max-queue: Input should be greater than or equal to 1"),
+        (["--deadline-ms", "0"], "error: --deadline-ms: Input should be greater than 0"),
+        (["--max-connections", "-1"], "error: --max-connections: Input should be greater than or equal to 1"),
+        (["--drift-window", "5"], "error: --drift-window: Input should be greater than or equal to 10"),
+    ],
+)
+def test_numbers_out_of_range_name_their_flag(model_dir: Path, flags: list[str], line: str) -> None:
+    code, lines = serve("--model", str(model_dir), *flags)
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(line)
+
+
+def test_a_host_or_port_that_cannot_be_bound_is_one_line(model_dir: Path) -> None:
+    # 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of this machine.
+    code, lines = serve("--model", str(model_dir), "--host", "192.0.2.1", "--port", "8080")
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("error: --host: cannot listen on 192.0.2.1:8080: ")
+    code, lines = serve("--model", str(model_dir), "--host", "no-such-host.invalid")
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("error: --host: cannot listen on 'no-such-host.invalid': ")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, lines = serve("--model", str(model_dir), "--port", str(port))
+    assert (code, lines) == (2, [f"error: --port: cannot listen on 127.0.0.1:{port}: Address already in use"])
+
+
+def test_no_traceback_from_the_real_command(model_dir: Path) -> None:
+    """The entry point itself, not typer's test runner: stderr is exactly one line."""
+    command = [sys.executable, "-c", "from mlplatform.cli import main; main()"]
+    done = subprocess.run(
+        [*command, "serve", "--model", str(model_dir), "--host", "192.0.2.1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_command_module_imports_no_serving_dependency() -> None:
+    """The infrastructure install has no ``serve`` extra: importing the command must not need it."""
+    probe = (
+        "import sys, mlplatform.serve_cmd; print(sorted({'fastapi', 'uvicorn', 'numpy'} & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

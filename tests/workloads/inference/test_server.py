@@ -7,6 +7,7 @@ import json
 import shutil
 import ssl
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 from workloads.artifacts import load_metadata
 from workloads.inference.app import create_app
 from workloads.inference.config import ServeConfig
-from workloads.inference.server import prepare
+from workloads.inference.server import load_service
 from workloads.training.tasks import Split
 
 from .serving import Launch, Server, metric_samples
@@ -142,13 +143,22 @@ def test_after_all_that_the_server_still_serves_and_counted_every_refusal(server
     ) in metrics
 
 
-def test_probes_and_drift_endpoint(server: Server) -> None:
+DIGITS_V1 = (("model", "digits"), ("version", "1"))
+
+
+def test_probes_and_drift_endpoint_without_enough_samples_for_psi(server: Server) -> None:
+    """Hardening item 6: a window of a few hundred rows reports (and alerts on) no PSI at all."""
     with server.client() as client:
         assert client.get("/healthz").json()["model_version"] == "1"
         assert client.get("/readyz").json() == {"ready": True, "model_version": "1"}
         drift = client.get("/v1/drift").json()
     assert drift["threshold"] == 0.2
-    assert len(drift["psi"]) == N_FEATURES
+    assert drift["samples"] < drift["min_samples"] == 500
+    assert (drift["psi"], drift["max_psi"], drift["drifted"]) == ({}, None, [])
+    samples = metric_samples(server)
+    assert not [key for key in samples if key[0] == "inference_drift_psi"]
+    assert samples[("inference_drift_features_over_threshold", DIGITS_V1)] == 0
+    assert samples[("inference_drift_min_samples", DIGITS_V1)] == 500
 
 
 def test_drift_score_crosses_the_threshold_only_for_shifted_inputs(
@@ -162,7 +172,7 @@ def test_drift_score_crosses_the_threshold_only_for_shifted_inputs(
             for rows in chunks(x):
                 assert client.post("/v1/predict", json={"instances": rows}).status_code == 200
             report = client.get("/v1/drift").json()
-        return report, metric_samples(server)[("inference_drift_features_over_threshold", ())]
+        return report, metric_samples(server)[("inference_drift_features_over_threshold", DIGITS_V1)]
 
     report, over = send_and_score(held_out.x_test)
     assert report["samples"] == window
@@ -182,7 +192,7 @@ def test_the_int8_version_serves_under_its_own_version(
 
 def test_not_ready_until_loaded(model_dir: Path) -> None:
     """In process, without the lifespan that loads the model: probes and the API say why they refuse."""
-    app = create_app(prepare(ServeConfig(model_dir=model_dir)))
+    app = create_app(load_service(ServeConfig(model_dir=model_dir)))
 
     async def probe() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
         transport = httpx.ASGITransport(app=app)
@@ -244,3 +254,24 @@ def test_bearer_token_and_tls(
     assert right.status_code == 200
     with pytest.raises(httpx.TransportError), httpx.Client(timeout=5) as plain:
         plain.get(server.url.replace("https://", "http://") + "/healthz")
+    # TLS 1.3 only: a client that stops at 1.2 cannot connect.
+    old_tls = ssl.create_default_context(cafile=cert)
+    old_tls.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises(httpx.ConnectError), httpx.Client(verify=old_tls, timeout=5) as old:
+        old.get(server.url + "/healthz")
+
+    # /metrics carries the drift scores /v1/drift protects: the same token, re-read when it rotates.
+    def metrics(token: str) -> int:
+        with server.client({"authorization": f"Bearer {token}"}) as client:
+            return client.get("/metrics").status_code
+
+    assert metrics("wrong") == 401
+    assert metrics("s3cret-token") == 200
+    rotated = tmp_path / "token.new"  # a Secret update swaps the file, as the kubelet's symlink swap does
+    rotated.write_text("rotated-token\n")
+    rotated.replace(token_file)
+    deadline = time.monotonic() + 5
+    while metrics("rotated-token") != 200:
+        assert time.monotonic() < deadline, "the rotated token was not picked up"
+        time.sleep(0.2)
+    assert metrics("s3cret-token") == 401
