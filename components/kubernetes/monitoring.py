@@ -7,6 +7,8 @@ are reviewed, exported and policy-checked like every other object.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from components.handle import ClusterHandle
@@ -25,6 +27,11 @@ RELEASE = "kube-prometheus-stack"
 # A Secret in the monitoring namespace holding ``ca.crt``, the CA that signed the inference service's
 # certificate, so Prometheus verifies what it scrapes over TLS (README: "Monitoring").
 INFERENCE_CA_SECRET = "inference-ca"
+# A copy of ml-inference's `inference-auth` Secret (key `token`) in monitoring, for the scrape.
+INFERENCE_AUTH_SECRET = "inference-auth"
+# Where the Prometheus operator mounts prometheusSpec.secrets (kube-prometheus-stack values.yaml).
+_SECRETS_DIR = "/etc/prometheus/secrets"
+_SECRET_PATH = re.compile(re.escape(_SECRETS_DIR) + r"/([^/]+)/")
 
 
 def _endpoints_job(job: str, namespace: str, keep_service: str, scheme: str = "http") -> dict[str, Any]:
@@ -45,7 +52,7 @@ def prometheus_chart(handle: ClusterHandle, scrape_jobs: list[dict[str, Any]]) -
     """kube-prometheus-stack (prometheus-community), with our scrape jobs and rule selection open to
     PrometheusRule objects outside the chart. Secrets the jobs' TLS settings name are mounted. The node
     exporter runs on every node, so it tolerates every pool's taints."""
-    secrets = sorted({INFERENCE_CA_SECRET for job in scrape_jobs if job["scheme"] == "https"})
+    secrets = sorted({name for job in scrape_jobs for name in _SECRET_PATH.findall(json.dumps(job))})
     return Chart(
         release=RELEASE,
         pin=pin("kube-prometheus-stack", handle.kubernetes_version),
@@ -81,12 +88,19 @@ def gpu_scrape_job() -> dict[str, Any]:
     return _endpoints_job("dcgm-exporter", GPU_OPERATOR_NAMESPACE, "nvidia-dcgm-exporter")
 
 
-def inference_scrape_job(namespace: str, service: str, tls: bool) -> dict[str, Any]:
+def inference_scrape_job(namespace: str, service: str, tls: bool, auth: bool) -> dict[str, Any]:
+    """The inference service's /metrics: over TLS verified with its CA, and with the service's bearer
+    token where /v1 needs one (the service guards /metrics with the same token: drift leaks inputs)."""
     job = _endpoints_job("inference", namespace, service, "https" if tls else "http")
     if tls:
         job["tls_config"] = {
-            "ca_file": f"/etc/prometheus/secrets/{INFERENCE_CA_SECRET}/ca.crt",
+            "ca_file": f"{_SECRETS_DIR}/{INFERENCE_CA_SECRET}/ca.crt",
             "server_name": f"{service}.{namespace}.svc",
+        }
+    if auth:
+        job["authorization"] = {
+            "type": "Bearer",
+            "credentials_file": f"{_SECRETS_DIR}/{INFERENCE_AUTH_SECRET}/token",
         }
     return job
 

@@ -105,6 +105,10 @@ def workload_objects(handle: ClusterHandle, config: PlatformConfig) -> WorkloadO
         spec = inference_spec(handle, config, inference)
         result.objects += inference_objects(spec)
         result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
-        result.scrape_jobs.append(monitoring.inference_scrape_job(identity.namespace, spec.name, spec.tls))
+        result.scrape_jobs.append(
+            monitoring.inference_scrape_job(
+                identity.namespace, spec.name, spec.tls, spec.auth_secret is not None
+            )
+        )
         result.alert_rules["inference"] = monitoring.inference_rules(inference.drift_threshold)
     return result

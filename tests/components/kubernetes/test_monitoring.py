@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from components.kubernetes.monitoring import INFERENCE_CA_SECRET
+from components.kubernetes.monitoring import INFERENCE_AUTH_SECRET, INFERENCE_CA_SECRET
 from mlplatform.plan import Plan
 from mlplatform.report import HELM_RELEASE, kubernetes_objects
 
@@ -25,7 +25,13 @@ def test_enterprise_scrapes_gpus_and_tls_inference_and_alerts(planned: Callable[
     assert jobs["inference"]["scheme"] == "https"
     assert jobs["inference"]["tls_config"]["ca_file"].endswith(f"/{INFERENCE_CA_SECRET}/ca.crt")
     assert "insecure_skip_verify" not in jobs["inference"]["tls_config"]
-    assert spec["secrets"] == [INFERENCE_CA_SECRET]
+    # The service guards /metrics with its bearer token (drift reveals what it was sent): the scrape
+    # presents the token, mounted from its Secret beside the CA.
+    assert jobs["inference"]["authorization"] == {
+        "type": "Bearer",
+        "credentials_file": f"/etc/prometheus/secrets/{INFERENCE_AUTH_SECRET}/token",
+    }
+    assert spec["secrets"] == [INFERENCE_AUTH_SECRET, INFERENCE_CA_SECRET]
     (rules,) = [
         o
         for o in kubernetes_objects(plan)
