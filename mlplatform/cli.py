@@ -88,6 +88,7 @@ VERBS = {
         Verb("train", "mlplatform.train_cmd", "train", "train", "Train on this machine.", "TRAIN_CONTEXT"),
         Verb("serve", "mlplatform.serve_cmd", "serve", "serve", "Serve a model version over HTTP."),
         Verb("charts", "mlplatform.charts_cmd", "app", "infra", "Fill the Helm chart cache."),
+        Verb("fabric-test", "mlplatform.fabric_cmd", "fabric_test", "train", "All-reduce bandwidth test."),
     )
 }
 

@@ -27,8 +27,10 @@ TRAIN_CONTEXT: dict[str, Any] = {"allow_extra_args": True, "ignore_unknown_optio
 RESTART_SAFE_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
-def torchrun_command(nproc: int, max_restarts: int, trainer_args: list[str]) -> list[str]:
-    """torchrun from this interpreter's environment, so workers import the same packages."""
+def torchrun_command(
+    nproc: int, max_restarts: int, args: list[str], module: str = "workloads.training"
+) -> list[str]:
+    """torchrun of ``module`` from this interpreter's environment, so workers import the same packages."""
     return [
         sys.executable,
         "-m",
@@ -37,8 +39,8 @@ def torchrun_command(nproc: int, max_restarts: int, trainer_args: list[str]) -> 
         f"--nproc-per-node={nproc}",
         f"--max-restarts={max_restarts}",
         "-m",
-        "workloads.training",
-        *trainer_args,
+        module,
+        *args,
     ]
 
 
