@@ -17,6 +17,7 @@ import pulumi
 from pulumi_aws import cloudwatch, ec2, iam
 
 from components.aws.account import AwsAccount
+from components.aws.iam import role_name_prefix
 
 # CIS-aligned scanners (checkov CKV_AWS_338) want log groups kept for at least a year.
 LOG_RETENTION_DAYS = 365
@@ -187,6 +188,7 @@ class Network(pulumi.ComponentResource):
         # from using it (confused deputy, VPC user guide "IAM role for publishing flow logs").
         role = iam.Role(
             f"{self._name}-flow-logs",
+            name_prefix=role_name_prefix(args.cluster_name, "flow"),
             assume_role_policy=json.dumps(
                 {
                     "Version": "2012-10-17",
