@@ -99,7 +99,7 @@ class AwsPlatform(pulumi.ComponentResource):
         self.shared_fs = self._shared_file_system(account, tags)
         self.registry = Registry(
             f"{name}-registry",
-            RegistryArgs(account, repositories(self._images()), self.key.arn, tags),
+            RegistryArgs(account, self.cluster_name, repositories(self._images()), self.key.arn, tags),
             self._child,
         )
         self.identities = WorkloadIdentities(

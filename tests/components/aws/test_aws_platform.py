@@ -238,7 +238,7 @@ def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform
         "aws-enterprise-prod-aws",
         "1.33",
     )
-    assert handle.registry == "123456789012.dkr.ecr.me-central-1.amazonaws.com"
+    assert handle.registry == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
     assert set(handle.identities) == {"training", "inference", "cluster-autoscaler"}
     assert all(set(a) == {"eks.amazonaws.com/role-arn"} for a in handle.identities.values())
     efa = handle.pool("gpu-efa")

@@ -142,14 +142,34 @@ def test_registry_repositories_are_immutable_scanned_and_kms_encrypted(
 ) -> None:
     plan = cloud_plan("aws-enterprise-prod")
     repos = resources(plan, "aws:ecr/repository:Repository")
-    assert sorted(r.inputs["name"] for r in repos) == ["ml-platform/inference", "ml-platform/trainer"]
+    assert sorted(r.inputs["name"] for r in repos) == [
+        "aws-enterprise-prod-aws/ml-platform/inference",
+        "aws-enterprise-prod-aws/ml-platform/trainer",
+    ]
     for repo in repos:
         assert repo.inputs["imageTagMutability"] == "IMMUTABLE"
         assert repo.inputs["imageScanningConfiguration"] == {"scanOnPush": True}
         assert repo.inputs["encryptionConfigurations"] == [
             {"encryptionType": "KMS", "kmsKey": plan.outputs["kmsKeyArn"]}
         ]
-    assert plan.outputs["registry"] == "123456789012.dkr.ecr.me-central-1.amazonaws.com"
+    assert plan.outputs["registry"] == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
+
+
+def test_two_stacks_in_one_account_get_distinct_repositories(
+    cloud_plan: Callable[[str], Plan], planned: Callable[[str], Plan]
+) -> None:
+    """Issue 11 item 11: ECR repository names are unique per account and region (ECR API,
+    CreateRepository: RepositoryAlreadyExistsException), so two stacks must not name the same one,
+    and each stack's workloads pull from the stack's own namespace."""
+    names = [
+        {r.inputs["name"] for r in resources(cloud_plan(stack), "aws:ecr/repository:Repository")}
+        for stack in ("aws-enterprise-dev", "aws-enterprise-prod")
+    ]
+    assert names[0] and names[1] and not names[0] & names[1]
+    plan = planned("aws-enterprise-dev")
+    trainer = next(r for r in plan.resources if r.type == "kubernetes:batch/v1:Job")
+    image = trainer.inputs["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image.startswith(plan.outputs["registry"] + "/ml-platform/trainer@sha256:")
 
 
 def test_repository_names_come_from_image_references() -> None:
