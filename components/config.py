@@ -475,7 +475,12 @@ def _fabric_problems(
             yield f"{key}.availabilityZone", "only fabric pools are pinned to one zone"
         return
     if pool.fabric is not itype.fabric:
-        supported = [n for n, t in catalog(config.cloud).items() if t.fabric is pool.fabric]
+        sold = SOLD_IN_REGION.get(config.region) if config.cloud is Cloud.AWS else None
+        supported = [
+            n
+            for n, t in catalog(config.cloud).items()
+            if t.fabric is pool.fabric and (sold is None or n in sold)
+        ]
         where = ", ".join(supported) if supported else f"no {config.cloud} instance type"
         yield f"{key}.fabric", f"{pool.instance_type} has no {pool.fabric} fabric; supported: {where}"
         return
