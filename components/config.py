@@ -503,7 +503,9 @@ def _storage_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     }
     if shared not in by_cloud[config.cloud]:
         yield f"{PLATFORM_KEY}.storage.shared", f"{shared} is not available on {config.cloud}"
-    if shared is SharedStorageKind.FSX_LUSTRE and not lustre_capacity_valid(config.storage.shared_capacity_gib):
+    if shared is SharedStorageKind.FSX_LUSTRE and not lustre_capacity_valid(
+        config.storage.shared_capacity_gib
+    ):
         yield (
             f"{PLATFORM_KEY}.storage.sharedCapacityGib",
             "FSx for Lustre PERSISTENT_2 SSD capacity is 1200 or a multiple of 2400 GiB",

@@ -96,9 +96,14 @@ _AWS_EXTRA: dict[str, Callable[[str, str, dict[str, Any]], dict[str, Any]]] = {
     "aws:eks/nodeGroup:NodeGroup": lambda p, r, i: {
         "nodeGroupName": i.get("nodeGroupName", p),
         # EKS names a managed node group's Auto Scaling group eks-<node group>-<uuid>.
-        "resources": [{"autoscalingGroups": [{"name": f"eks-{p}-{_short_hash(p)}-0000-0000-0000-000000000000"}]}],
+        "resources": [
+            {"autoscalingGroups": [{"name": f"eks-{p}-{_short_hash(p)}-0000-0000-0000-000000000000"}]}
+        ],
     },
-    "aws:iam/role:Role": lambda p, r, i: {"arn": f"arn:aws:iam::{ACCOUNT_ID}:role/{p}", "uniqueId": "AROAMOCK"},
+    "aws:iam/role:Role": lambda p, r, i: {
+        "arn": f"arn:aws:iam::{ACCOUNT_ID}:role/{p}",
+        "uniqueId": "AROAMOCK",
+    },
 }
 
 

@@ -84,8 +84,9 @@ def eks_addon(
     configuration: Mapping[str, str] | None = None,
 ) -> eks.Addon:
     """One EKS add-on; the networking and DNS ones at the version pinned for the cluster's Kubernetes
-    version (catalog), so a plan says what runs and an upgrade is a reviewed change. ``OVERWRITE`` on create takes over the
-    self-managed copy EKS installed with the cluster (EKS API, CreateAddon ``resolveConflicts``)."""
+    version (catalog), so a plan says what runs and an upgrade is a reviewed change. ``OVERWRITE`` on
+    create takes over the self-managed copy EKS installed with the cluster (EKS API, CreateAddon
+    ``resolveConflicts``)."""
     return eks.Addon(
         f"{name}-{addon}",
         cluster_name=cluster,
@@ -109,13 +110,23 @@ class NetworkAddonsArgs:
 class NetworkAddons(pulumi.ComponentResource):
     """vpc-cni (network policy on) and kube-proxy: node groups depend on these."""
 
-    def __init__(self, name: str, args: NetworkAddonsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, args: NetworkAddonsArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("ml-platform:aws:NetworkAddons", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        common = {"cluster": args.cluster, "kubernetes_version": args.kubernetes_version, "tags": args.tags}
+        configurations = {"vpc-cni": VPC_CNI_CONFIGURATION, "kube-proxy": None}
         self.addons = [
-            eks_addon(name, "vpc-cni", configuration=VPC_CNI_CONFIGURATION, opts=child, **common),
-            eks_addon(name, "kube-proxy", opts=child, **common),
+            eks_addon(
+                name,
+                addon,
+                cluster=args.cluster,
+                kubernetes_version=args.kubernetes_version,
+                configuration=configuration,
+                tags=args.tags,
+                opts=child,
+            )
+            for addon, configuration in configurations.items()
         ]
         self.register_outputs({})
 

@@ -24,7 +24,7 @@ from components.aws.preflight import ensure_offered
 from components.aws.registry import Registry, RegistryArgs, repositories
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import ObjectStore, ObjectStoreArgs
-from components.config import PlatformConfig
+from components.config import PlatformConfig, Tier
 from components.handle import Cloud, ClusterHandle, Fabric, PoolKind, SharedStorageKind, StorageHandle
 
 
@@ -57,6 +57,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 account=account,
                 cluster_name=self.cluster_name,
                 nat_per_zone=config.environment == "prod",
+                interface_endpoints=config.tier is Tier.ENTERPRISE,
                 key_arn=self.key.arn,
                 tags=tags,
             ),

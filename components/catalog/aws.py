@@ -77,6 +77,14 @@ SOLD_IN_REGION: dict[str, frozenset[str]] = {
 # >= v1.18.4 for EFA-only interfaces (REFERENCE.md). Other add-ons (CSI drivers) take EKS's default
 # version for the cluster's Kubernetes version.
 EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
-    "1.32": {"vpc-cni": "v1.20.1-eksbuild.3", "kube-proxy": "v1.32.9-eksbuild.2", "coredns": "v1.11.4-eksbuild.24"},
-    "1.33": {"vpc-cni": "v1.20.1-eksbuild.3", "kube-proxy": "v1.33.5-eksbuild.2", "coredns": "v1.12.4-eksbuild.1"},
+    "1.32": {
+        "vpc-cni": "v1.20.1-eksbuild.3",
+        "kube-proxy": "v1.32.9-eksbuild.2",
+        "coredns": "v1.11.4-eksbuild.24",
+    },
+    "1.33": {
+        "vpc-cni": "v1.20.1-eksbuild.3",
+        "kube-proxy": "v1.33.5-eksbuild.2",
+        "coredns": "v1.12.4-eksbuild.1",
+    },
 }

@@ -63,7 +63,10 @@ SOLD = _load_sold()
 def _bad_description(value: Any, where: str) -> Iterator[str]:
     if isinstance(value, str) and not is_unknown(value) and not _EC2_DESCRIPTION.fullmatch(value):
         bad = sorted({c for c in value if not _EC2_DESCRIPTION.fullmatch(c)})
-        yield f"{where} {value!r} has characters EC2 refuses ({' '.join(bad)}); use a-zA-Z0-9 ._-:/()#,@[]+=&;{{}}!$*"
+        yield (
+            f"{where} {value!r} has characters EC2 refuses ({' '.join(bad)}); "
+            "use a-zA-Z0-9 ._-:/()#,@[]+=&;{}!$*"
+        )
 
 
 def _security_group(subject: Subject) -> Iterator[str]:

@@ -24,7 +24,9 @@ OUTPUT = Path(__file__).resolve().parents[1] / "mlplatform_policies" / "instance
 
 
 def sold_by_region() -> dict[str, list[str]]:
-    data = resources.files("cfnlint").joinpath("data/schemas/extensions/aws_ec2_instance/instancetype_enum.json")
+    data = resources.files("cfnlint").joinpath(
+        "data/schemas/extensions/aws_ec2_instance/instancetype_enum.json"
+    )
     table = json.loads(data.read_text(encoding="utf-8"))
     return {region: sorted(table[region]["enum"]) for region in REGIONS}
 

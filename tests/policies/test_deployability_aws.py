@@ -84,9 +84,10 @@ DEPLOYABILITY_CASES = [
         import pulumi_aws.iam as iam
 
         trust = json.dumps({"Version": "2012-10-17", "Statement": []})
-        iam.Role("aws-enterprise-production-aws-identities-cluster-autoscaler", assume_role_policy=trust, tags=TAGS)
-        iam.Role("prefixed", name_prefix="aws-enterprise-production-aws-autoscaler-", assume_role_policy=trust, tags=TAGS)
-        iam.Role("named", name="r" * 65, assume_role_policy=trust, tags=TAGS)
+        common = {"assume_role_policy": trust, "tags": TAGS}
+        iam.Role("aws-enterprise-production-aws-identities-cluster-autoscaler", **common)
+        iam.Role("prefixed", name_prefix="aws-enterprise-production-aws-autoscaler-", **common)
+        iam.Role("named", name="r" * 65, **common)
         """,
         ("aws-iam-role-name-length", "aws-enterprise-production-aws-identities-cluster-autoscaler"),
         ("aws-iam-role-name-length", "prefixed"),
@@ -107,7 +108,9 @@ DEPLOYABILITY_CASES = [
         """,
         ("aws-instance-type-sold-in-region", "p5"),
     ),
-    case("efa-group-without-node-template", AWS, _GROUP_WITH_EFA_TEMPLATE, ("aws-efa-scale-from-zero", "efa")),
+    case(
+        "efa-group-without-node-template", AWS, _GROUP_WITH_EFA_TEMPLATE, ("aws-efa-scale-from-zero", "efa")
+    ),
 ]
 _DEPLOYABILITY = {policy for c in DEPLOYABILITY_CASES for policy, _ in c.expected}
 
@@ -134,7 +137,9 @@ def test_compliant_twins_raise_no_deployability_finding(judge: Judge) -> None:
     iam.Role("ca", name_prefix="aws-enterprise-production-aws-ca-", assume_role_policy=trust, tags=TAGS)
     """
     violations = judge(textwrap.dedent(body) + _GROUP_WITH_EFA_TEMPLATE + _EFA_TAG, AWS)
-    assert not {v for v in found(violations) if v[0] in _DEPLOYABILITY}, [(v.policy, v.name) for v in violations]
+    assert not {v for v in found(violations) if v[0] in _DEPLOYABILITY}, [
+        (v.policy, v.name) for v in violations
+    ]
 
 
 def test_each_is_mandatory_and_cites_its_source(pack: PolicyPackSession) -> None:

@@ -51,7 +51,9 @@ def test_exactly_one_metrics_server(planned: Callable[[str], Plan], stack: str) 
     plan = planned(stack)
     addons = [a for a in resources(plan, ADDON) if a.inputs["addonName"] == "metrics-server"]
     releases = [
-        r for r in resources(plan, "kubernetes:helm.sh/v3:Release") if r.inputs.get("chart") == "metrics-server"
+        r
+        for r in resources(plan, "kubernetes:helm.sh/v3:Release")
+        if r.inputs.get("chart") == "metrics-server"
     ]
     assert (len(addons), len(releases)) == (0, 1)
 
@@ -148,7 +150,9 @@ def test_private_access_takes_private_ranges_only() -> None:
         parse(body, "aws-enterprise-prod")
 
 
-@pytest.mark.parametrize(("gib", "valid"), [(1200, True), (2400, True), (3600, False), (4800, True), (6000, False)])
+@pytest.mark.parametrize(
+    ("gib", "valid"), [(1200, True), (2400, True), (3600, False), (4800, True), (6000, False)]
+)
 def test_lustre_capacity_is_1200_or_a_multiple_of_2400(gib: int, valid: bool) -> None:
     """Item 7: FSx for Lustre PERSISTENT_2 SSD: 1200 GiB, 2400 GiB, then increments of 2400 GiB (FSx API
     reference, CreateFileSystem StorageCapacity)."""
@@ -229,3 +233,28 @@ def test_efa_launch_template_can_target_a_capacity_reservation(variant: Callable
     assert template_inputs["capacityReservationSpecification"] == {
         "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}
     }
+
+
+@pytest.mark.parametrize(("stack", "expected"), [("aws-enterprise-prod", True), ("aws-smb-dev", False)])
+def test_enterprise_reaches_aws_apis_through_private_interface_endpoints(
+    cloud_plan: Callable[[str], Plan], stack: str, expected: bool
+) -> None:
+    """Item 15: a private enterprise cluster's nodes reach ECR, STS, EC2, Logs, EKS, Auto Scaling and ELB
+    through interface endpoints with private DNS, not the NAT path (EKS user guide, "Deploy private
+    clusters with limited internet access")."""
+    plan = cloud_plan(stack)
+    endpoints = [
+        e
+        for e in resources(plan, "aws:ec2/vpcEndpoint:VpcEndpoint")
+        if e.inputs["vpcEndpointType"] == "Interface"
+    ]
+    services = {e.inputs["serviceName"].removeprefix("com.amazonaws.me-central-1.") for e in endpoints}
+    wanted = {"ecr.api", "ecr.dkr", "sts", "ec2", "logs", "eks", "autoscaling", "elasticloadbalancing"}
+    assert services == (wanted if expected else set())
+    zones = parse(template(stack), stack).network.availability_zones
+    for endpoint in endpoints:
+        assert endpoint.inputs["privateDnsEnabled"] is True
+        assert len(endpoint.inputs["subnetIds"]) == zones
+    if expected:
+        (https,) = resources(plan, RULES[0], "-network-endpoints-https")
+        assert (https.inputs["fromPort"], https.inputs["cidrIpv4"]) == (443, "10.51.0.0/16")

@@ -152,7 +152,9 @@ def test_registry_repositories_are_immutable_scanned_and_kms_encrypted(
         assert repo.inputs["encryptionConfigurations"] == [
             {"encryptionType": "KMS", "kmsKey": plan.outputs["kmsKeyArn"]}
         ]
-    assert plan.outputs["registry"] == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
+    assert (
+        plan.outputs["registry"] == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
+    )
 
 
 def test_two_stacks_in_one_account_get_distinct_repositories(
