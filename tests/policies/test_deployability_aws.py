@@ -148,3 +148,23 @@ def test_each_is_mandatory_and_cites_its_source(pack: PolicyPackSession) -> None
     for policy in policies.values():
         assert policy.enforcement == "mandatory", policy.name
         assert any(s in policy.description for s in ("API reference", "README", "cfn-lint")), policy.name
+
+
+def test_sse_s3_is_allowed_only_on_a_bucket_whose_role_is_access_logs(judge: Judge) -> None:
+    """S3 server access logs cannot go to an SSE-KMS default-encrypted target (S3 user guide, server
+    access logging): the pack allows SSE-S3 by the bucket's ``ml-platform.io/role`` tag, not its name."""
+    body = """
+    import pulumi_aws.s3 as s3
+
+    AES = [{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}]
+    for name, tags in (
+        ("access-logs", {**TAGS, "ml-platform.io/role": "access-logs"}),
+        ("logs", TAGS),
+        ("data", {**TAGS, "ml-platform.io/role": "datasets"}),
+    ):
+        bucket = s3.Bucket(name, tags=tags)
+        s3.BucketServerSideEncryptionConfiguration(f"{name}-sse", bucket=bucket.id, rules=AES)
+    """
+    flagged = {name for policy, name in found(judge(body, AWS)) if policy == "s3-default-encryption-kms"}
+    assert {"logs-sse", "data-sse"} <= flagged
+    assert "access-logs-sse" not in flagged

@@ -238,7 +238,7 @@ CASES = [
         )
         kms.Key("no-rotation")
         """,
-        ("encryption-at-rest-cmk", "sse-aes"),
+        ("s3-default-encryption-kms", "sse-aes"),
         ("encryption-at-rest-cmk", "scratch"),
         ("encryption-at-rest-cmk", "plain-disk"),
         ("encryption-at-rest-cmk", "no-disks"),
