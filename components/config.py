@@ -104,6 +104,14 @@ class NetworkConfig(_Model):
         return value
 
 
+def _networks(cidrs: tuple[str, ...]) -> Iterator[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]]:
+    for cidr in cidrs:
+        try:
+            yield cidr, ipaddress.ip_network(cidr)
+        except ValueError as exc:
+            raise ValueError(f"not a CIDR block: {cidr!r}") from exc
+
+
 class ClusterConfig(_Model):
     kubernetes_version: Annotated[str, Field(pattern=r"^1\.(2[89]|3[0-9])$")] = "1.33"
     endpoint: EndpointAccess = EndpointAccess.PRIVATE
@@ -119,11 +127,7 @@ class ClusterConfig(_Model):
     @field_validator("private_access_cidrs")
     @classmethod
     def _private_cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for cidr in value:
-            try:
-                network = ipaddress.ip_network(cidr)
-            except ValueError as exc:
-                raise ValueError(f"not a CIDR block: {cidr!r}") from exc
+        for cidr, network in _networks(value):
             if not network.is_private:
                 raise ValueError(f"{cidr} is not a private range; the endpoint is private")
         return value
@@ -131,11 +135,7 @@ class ClusterConfig(_Model):
     @field_validator("public_access_cidrs")
     @classmethod
     def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for cidr in value:
-            try:
-                network = ipaddress.ip_network(cidr)
-            except ValueError as exc:
-                raise ValueError(f"not a CIDR block: {cidr!r}") from exc
+        for cidr, network in _networks(value):
             if network.prefixlen == 0:
                 raise ValueError(f"{cidr} opens the API server to the whole internet")
         return value
