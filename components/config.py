@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from components.catalog import InstanceType, catalog
+from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
 
 PROJECT = "ml-platform"
@@ -80,6 +81,9 @@ class _Model(BaseModel):
 
 
 DnsLabel = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")]
+# The environment names the stack (``<cloud>-<tier>-<environment>``) and with it every IAM role name
+# prefix; 10 characters keep the longest prefix within IAM's 64 (components/aws/iam.role_name_prefix).
+Environment = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,8}[a-z0-9])?$")]
 # Images are pinned by digest: a tag can be re-pointed under a running Job (checkov CKV_K8S_43). The
 # reference is repository@sha256:digest below the platform's registry (ECR / ACR).
 ImageRef = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._/-]*@sha256:[0-9a-f]{64}$")]
@@ -101,6 +105,14 @@ class NetworkConfig(_Model):
         return value
 
 
+def _networks(cidrs: tuple[str, ...]) -> Iterator[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]]:
+    for cidr in cidrs:
+        try:
+            yield cidr, ipaddress.ip_network(cidr)
+        except ValueError as exc:
+            raise ValueError(f"not a CIDR block: {cidr!r}") from exc
+
+
 class ClusterConfig(_Model):
     kubernetes_version: Annotated[str, Field(pattern=r"^1\.(2[89]|3[0-9])$")] = "1.33"
     endpoint: EndpointAccess = EndpointAccess.PRIVATE
@@ -108,15 +120,23 @@ class ClusterConfig(_Model):
     public_access_cidrs: tuple[str, ...] = ()
     # Principals given cluster-admin (IAM role ARNs on AWS, Entra group object ids on Azure).
     admins: tuple[str, ...] = ()
+    # AWS: who may reach the private API endpoint on 443 (the cluster security group admits nothing
+    # else): the CIDRs or security groups of the runner that applies phase two from inside the VPC.
+    private_access_cidrs: tuple[str, ...] = ()
+    private_access_security_groups: tuple[Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")], ...] = ()
+
+    @field_validator("private_access_cidrs")
+    @classmethod
+    def _private_cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for cidr, network in _networks(value):
+            if not network.is_private:
+                raise ValueError(f"{cidr} is not a private range; the endpoint is private")
+        return value
 
     @field_validator("public_access_cidrs")
     @classmethod
     def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for cidr in value:
-            try:
-                network = ipaddress.ip_network(cidr)
-            except ValueError as exc:
-                raise ValueError(f"not a CIDR block: {cidr!r}") from exc
+        for cidr, network in _networks(value):
             if network.prefixlen == 0:
                 raise ValueError(f"{cidr} opens the API server to the whole internet")
         return value
@@ -144,6 +164,8 @@ class NodePoolConfig(_Model):
     availability_zone: int | None = Field(default=None, ge=0, le=2)
     disk_size_gib: int = Field(default=200, ge=50, le=16384)
     labels: dict[str, str] = Field(default_factory=dict)
+    # AWS: an On-Demand Capacity Reservation or Capacity Block id the pool launches into.
+    capacity_reservation_id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{17}$")] | None = None
 
 
 class StorageConfig(_Model):
@@ -244,7 +266,7 @@ class PlatformConfig(_Model):
 
     cloud: Cloud
     tier: Tier
-    environment: DnsLabel
+    environment: Environment
     region: str
     residency: Residency = Residency.UAE
     owner: Annotated[str, Field(min_length=3, max_length=128)]
@@ -441,6 +463,15 @@ def _cluster_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield f"{key}.publicAccessCidrs", "a public endpoint needs an allow-list of CIDRs"
     if cluster.endpoint is EndpointAccess.PRIVATE and cluster.public_access_cidrs:
         yield f"{key}.publicAccessCidrs", "only meaningful with endpoint: public"
+    if config.cloud is Cloud.AWS:
+        if cluster.kubernetes_version not in EKS_ADDON_VERSIONS:
+            yield (
+                f"{key}.kubernetesVersion",
+                f"no pinned EKS add-on versions for {cluster.kubernetes_version}; pinned: "
+                + ", ".join(EKS_ADDON_VERSIONS),
+            )
+    elif cluster.private_access_cidrs or cluster.private_access_security_groups:
+        yield f"{key}.privateAccessCidrs", "an AWS setting (the EKS cluster security group)"
 
 
 def _pool_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
@@ -468,7 +499,25 @@ def _pool_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             continue
         if itype.kind is not pool.kind:
             yield f"{key}.kind", f"{pool.instance_type} is a {itype.kind} type, not {pool.kind}"
+        yield from _region_problems(config, key, pool)
         yield from _fabric_problems(config, key, pool, itype)
+
+
+def _region_problems(config: PlatformConfig, key: str, pool: NodePoolConfig) -> Iterator[tuple[str, str]]:
+    """A type the region does not sell fails an hour into ``pulumi up``; say so now, with the ones it
+    sells (components/catalog/aws.py: AWS pricing data as packaged in cfn-lint)."""
+    if config.cloud is not Cloud.AWS:
+        if pool.capacity_reservation_id is not None:
+            yield f"{key}.capacityReservationId", "an AWS setting (EC2 capacity reservations)"
+        return
+    sold = SOLD_IN_REGION.get(config.region)
+    if sold is not None and pool.instance_type not in sold:
+        same_kind = sorted(n for n in sold if catalog(config.cloud)[n].kind is pool.kind)
+        yield (
+            f"{key}.instanceType",
+            f"{pool.instance_type} is not sold in {config.region}; {pool.kind} types sold there: "
+            + ", ".join(same_kind),
+        )
 
 
 def _fabric_problems(
@@ -479,7 +528,12 @@ def _fabric_problems(
             yield f"{key}.availabilityZone", "only fabric pools are pinned to one zone"
         return
     if pool.fabric is not itype.fabric:
-        supported = [n for n, t in catalog(config.cloud).items() if t.fabric is pool.fabric]
+        sold = SOLD_IN_REGION.get(config.region) if config.cloud is Cloud.AWS else None
+        supported = [
+            n
+            for n, t in catalog(config.cloud).items()
+            if t.fabric is pool.fabric and (sold is None or n in sold)
+        ]
         where = ", ".join(supported) if supported else f"no {config.cloud} instance type"
         yield f"{key}.fabric", f"{pool.instance_type} has no {pool.fabric} fabric; supported: {where}"
         return
@@ -502,14 +556,25 @@ def _storage_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     }
     if shared not in by_cloud[config.cloud]:
         yield f"{PLATFORM_KEY}.storage.shared", f"{shared} is not available on {config.cloud}"
-    if shared is SharedStorageKind.FSX_LUSTRE and config.storage.shared_capacity_gib % 1200:
-        # FSx for Lustre PERSISTENT_2 capacity comes in 1.2 TiB steps (AWS FSx Lustre user guide).
-        yield f"{PLATFORM_KEY}.storage.sharedCapacityGib", "FSx for Lustre capacity is a multiple of 1200"
+    if shared is SharedStorageKind.FSX_LUSTRE and not lustre_capacity_valid(
+        config.storage.shared_capacity_gib
+    ):
+        yield (
+            f"{PLATFORM_KEY}.storage.sharedCapacityGib",
+            "FSx for Lustre PERSISTENT_2 SSD capacity is 1200 or a multiple of 2400 GiB",
+        )
     if config.storage.redundancy is Redundancy.GEO and config.cloud is Cloud.AWS:
         yield (
             f"{PLATFORM_KEY}.storage.redundancy",
             "geo redundancy copies data to another region; me-central-1 is the only UAE region",
         )
+
+
+def lustre_capacity_valid(gib: int) -> bool:
+    """FSx for Lustre PERSISTENT_2 SSD: 1200 GiB, 2400 GiB, then increments of 2400 GiB (FSx API
+    reference, CreateFileSystem ``StorageCapacity``); 3600 passes a "multiple of 1200" check and fails
+    at the API."""
+    return gib == 1200 or gib % 2400 == 0
 
 
 def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:

@@ -15,6 +15,8 @@ from typing import Any
 
 import pulumi
 
+from components.catalog.aws import SOLD_IN_REGION
+
 ACCOUNT_ID = "123456789012"
 SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
 TENANT_ID = "00000000-0000-0000-0000-000000000001"
@@ -30,9 +32,19 @@ def _short_hash(*parts: str) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:8]
 
 
+def _aws_physical_name(token: str, name: str, inputs: dict[str, Any]) -> str:
+    """The name AWS ends up with: the given one; a name prefix plus the provider's 26-digit unique id
+    (terraform-plugin-sdk ``helper/id``); else Pulumi's autoname (the resource name, ``-``, 7 chars)."""
+    if inputs.get("name"):
+        return str(inputs["name"])
+    if inputs.get("namePrefix"):
+        return f"{inputs['namePrefix']}{int(_short_hash(token, name), 16):026d}"
+    return f"{name}-{_short_hash(token, name)[:7]}"
+
+
 def _aws_outputs(token: str, name: str, inputs: dict[str, Any], region: str) -> dict[str, Any]:
     service = token.split(":")[1].split("/", maxsplit=1)[0]
-    physical = inputs.get("name") or f"{name}-{_short_hash(token, name)}"
+    physical = _aws_physical_name(token, name, inputs)
     outputs: dict[str, Any] = {
         "arn": f"arn:aws:{service}:{region}:{ACCOUNT_ID}:{physical}",
         "name": physical,
@@ -81,7 +93,17 @@ _AWS_EXTRA: dict[str, Callable[[str, str, dict[str, Any]], dict[str, Any]]] = {
     },
     "aws:kms/key:Key": lambda p, r, i: {"keyId": f"{_short_hash(p)}-0000-0000-0000-000000000000"},
     "aws:ec2/launchTemplate:LaunchTemplate": lambda p, r, i: {"latestVersion": 1},
-    "aws:eks/nodeGroup:NodeGroup": lambda p, r, i: {"nodeGroupName": i.get("nodeGroupName", p)},
+    "aws:eks/nodeGroup:NodeGroup": lambda p, r, i: {
+        "nodeGroupName": i.get("nodeGroupName", p),
+        # EKS names a managed node group's Auto Scaling group eks-<node group>-<uuid>.
+        "resources": [
+            {"autoscalingGroups": [{"name": f"eks-{p}-{_short_hash(p)}-0000-0000-0000-000000000000"}]}
+        ],
+    },
+    "aws:iam/role:Role": lambda p, r, i: {
+        "arn": f"arn:aws:iam::{ACCOUNT_ID}:role/{p}",
+        "uniqueId": "AROAMOCK",
+    },
 }
 
 
@@ -166,10 +188,16 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
         },
     }
     if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
-        # Offline there is no offering data: answer that what was asked for is offered, so the plan
-        # shows the program's real path; the live check happens under `pulumi preview`.
+        # Answer from the region's recorded sales (components/catalog/aws.py, AWS pricing data via
+        # cfn-lint), not "everything offered": a type the region does not sell is not offered here
+        # either. Per-zone availability is not in that data; the live check runs under `pulumi preview`.
         wanted = [v for f in args.get("filters", []) if f.get("name") == "instance-type" for v in f["values"]]
-        return {"instanceTypes": wanted, "locations": [f"{region}a"], "locationTypes": ["availability-zone"]}
+        offered = [t for t in wanted if t in SOLD_IN_REGION.get(region, frozenset())]
+        return {
+            "instanceTypes": offered,
+            "locations": [f"{region}a"] * len(offered),
+            "locationTypes": ["availability-zone"] * len(offered),
+        }
     if token == "azure-native:features:getSubscriptionFeatureRegistration":
         # Offline there is no subscription to ask: answer Registered so the plan runs the real path;
         # the live check happens under `pulumi preview`.

@@ -6,14 +6,21 @@
 - ``aws-fsx-csi-driver`` (Lustre stacks), an EKS add-on (EKS user guide, "Deploy the FSx for Lustre
   driver"). No role: the file system is provisioned statically here, so the driver only mounts, which
   is a node-side Lustre client call, not an AWS API call.
-- ``metrics-server``, an EKS community add-on (EKS user guide, "Community add-ons"), which the
-  horizontal pod autoscaler of the inference service reads.
+- ``coredns``, taken over from the self-managed copy EKS installs, at a pinned version.
 
-The cluster autoscaler is a Helm release of the Kubernetes layer; its role is in ``identities``.
+``vpc-cni`` and ``kube-proxy`` are in ``NetworkAddons``: nodes need them to become Ready, so they go
+before the node groups (terraform-aws-eks ``before_compute``). The VPC CNI enforces NetworkPolicy only
+when its ``enableNetworkPolicy`` value is ``"true"`` (EKS user guide, "Configure your cluster for
+Kubernetes network policies"); without it the platform's default-deny policies are accepted and ignored.
+
+metrics-server and the cluster autoscaler are Helm releases of the Kubernetes layer (one install each:
+the metrics-server EKS add-on and the chart both create ``v1beta1.metrics.k8s.io``); the autoscaler's
+role is in ``identities``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -21,9 +28,20 @@ import pulumi
 from pulumi_aws import eks
 
 from components.aws.account import AwsAccount
-from components.aws.iam import OidcIssuer, managed_policy_arn, policy_document, service_account_role
-from components.aws.service_accounts import EBS_CSI_CONTROLLER, EFS_CSI_CONTROLLER
+from components.aws.iam import (
+    OidcIssuer,
+    managed_policy_arn,
+    policy_document,
+    role_name_prefix,
+    service_account_role,
+)
+from components.aws.service_accounts import EBS_CSI_CONTROLLER, EFS_CSI_DRIVER
+from components.catalog.aws import EKS_ADDON_VERSIONS
 from components.handle import SharedStorageKind
+
+# VPC CNI configuration schema key (``aws eks describe-addon-configuration --addon-name vpc-cni``):
+# network policy enforcement is off unless set, and the value is the string "true".
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 
 
 def ebs_key_policy(key_arn: pulumi.Input[str]) -> pulumi.Output[str]:
@@ -54,20 +72,82 @@ def ebs_key_policy(key_arn: pulumi.Input[str]) -> pulumi.Output[str]:
     )
 
 
+def eks_addon(
+    name: str,
+    addon: str,
+    *,
+    cluster: pulumi.Input[str],
+    kubernetes_version: str,
+    tags: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+    role_arn: pulumi.Input[str] | None = None,
+    configuration: Mapping[str, str] | None = None,
+) -> eks.Addon:
+    """One EKS add-on; the networking and DNS ones at the version pinned for the cluster's Kubernetes
+    version (catalog), so a plan says what runs and an upgrade is a reviewed change. ``OVERWRITE`` on
+    create takes over the self-managed copy EKS installed with the cluster (EKS API, CreateAddon
+    ``resolveConflicts``)."""
+    return eks.Addon(
+        f"{name}-{addon}",
+        cluster_name=cluster,
+        addon_name=addon,
+        addon_version=EKS_ADDON_VERSIONS[kubernetes_version].get(addon),
+        resolve_conflicts_on_create="OVERWRITE",
+        configuration_values=json.dumps(configuration) if configuration else None,
+        service_account_role_arn=role_arn,
+        tags=dict(tags),
+        opts=opts,
+    )
+
+
+@dataclass(frozen=True)
+class NetworkAddonsArgs:
+    cluster: pulumi.Input[str]
+    kubernetes_version: str
+    tags: Mapping[str, str]
+
+
+class NetworkAddons(pulumi.ComponentResource):
+    """vpc-cni (network policy on) and kube-proxy: node groups depend on these."""
+
+    def __init__(
+        self, name: str, args: NetworkAddonsArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("ml-platform:aws:NetworkAddons", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        configurations = {"vpc-cni": VPC_CNI_CONFIGURATION, "kube-proxy": None}
+        self.addons = [
+            eks_addon(
+                name,
+                addon,
+                cluster=args.cluster,
+                kubernetes_version=args.kubernetes_version,
+                configuration=configuration,
+                tags=args.tags,
+                opts=child,
+            )
+            for addon, configuration in configurations.items()
+        ]
+        self.register_outputs({})
+
+
 @dataclass(frozen=True)
 class ClusterAddonsArgs:
     account: AwsAccount
+    cluster_name: str
     cluster: pulumi.Input[str]
+    kubernetes_version: str
     issuer: OidcIssuer
     shared_storage: SharedStorageKind
     key_arn: pulumi.Input[str]
-    # Add-on controllers need somewhere to run: they wait for the node groups.
+    # Add-on controllers need somewhere to run: they wait for the system/CPU node groups only, never
+    # for GPU groups that may wait for capacity for hours (or, at minSize 0, never get a node).
     node_groups: Sequence[pulumi.Resource]
     tags: Mapping[str, str]
 
 
 class ClusterAddons(pulumi.ComponentResource):
-    """The storage CSI drivers and metrics-server, as EKS managed add-ons."""
+    """The storage CSI drivers and CoreDNS, as EKS managed add-ons."""
 
     def __init__(
         self, name: str, args: ClusterAddonsArgs, opts: pulumi.ResourceOptions | None = None
@@ -76,6 +156,7 @@ class ClusterAddons(pulumi.ComponentResource):
         self._name, self._args = name, args
         ebs_role = service_account_role(
             f"{name}-ebs-csi",
+            name_prefix=role_name_prefix(args.cluster_name, "ebs"),
             issuer=args.issuer,
             account=EBS_CSI_CONTROLLER,
             policy=ebs_key_policy(args.key_arn),
@@ -87,8 +168,9 @@ class ClusterAddons(pulumi.ComponentResource):
         if args.shared_storage is SharedStorageKind.EFS:
             efs_role = service_account_role(
                 f"{name}-efs-csi",
+                name_prefix=role_name_prefix(args.cluster_name, "efs"),
                 issuer=args.issuer,
-                account=EFS_CSI_CONTROLLER,
+                account=EFS_CSI_DRIVER,
                 managed_policy_arns=[
                     managed_policy_arn(args.account, "service-role/AmazonEFSCSIDriverPolicy")
                 ],
@@ -98,16 +180,17 @@ class ClusterAddons(pulumi.ComponentResource):
             self._addon("aws-efs-csi-driver", efs_role.arn)
         elif args.shared_storage is SharedStorageKind.FSX_LUSTRE:
             self._addon("aws-fsx-csi-driver")
-        self._addon("metrics-server")
+        self._addon("coredns")
         self.register_outputs({})
 
     def _addon(self, addon: str, role_arn: pulumi.Input[str] | None = None) -> eks.Addon:
-        """The add-on's default version for the cluster's Kubernetes version (EKS picks it)."""
-        return eks.Addon(
-            f"{self._name}-{addon}",
-            cluster_name=self._args.cluster,
-            addon_name=addon,
-            service_account_role_arn=role_arn,
-            tags=dict(self._args.tags),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self._args.node_groups)),
+        args = self._args
+        return eks_addon(
+            self._name,
+            addon,
+            cluster=args.cluster,
+            kubernetes_version=args.kubernetes_version,
+            role_arn=role_arn,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.node_groups)),
         )

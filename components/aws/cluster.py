@@ -12,10 +12,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_aws import cloudwatch, eks, iam
+from pulumi_aws import cloudwatch, eks, iam, vpc
 
 from components.aws.account import AwsAccount
-from components.aws.iam import OidcIssuer, managed_policy_arn, policy_document, service_trust_policy
+from components.aws.iam import (
+    OidcIssuer,
+    managed_policy_arn,
+    policy_document,
+    role_name_prefix,
+    service_trust_policy,
+)
 from components.aws.network import LOG_RETENTION_DAYS
 from components.config import EndpointAccess
 
@@ -67,6 +73,9 @@ class EksClusterArgs:
     public_access_cidrs: Sequence[str]
     # IAM principal ARNs given cluster-admin through access entries.
     admins: Sequence[str]
+    # Who may reach the private endpoint on 443 (a runner inside the VPC or a peered network).
+    private_access_cidrs: Sequence[str]
+    private_access_security_groups: Sequence[str]
     subnet_ids: Sequence[pulumi.Input[str]]
     key_arn: pulumi.Input[str]
     account: AwsAccount
@@ -80,7 +89,7 @@ class EksCluster(pulumi.ComponentResource):
         super().__init__("ml-platform:aws:EksCluster", name, None, opts)
         self._name, self._args = name, args
         self._child = pulumi.ResourceOptions(parent=self)
-        role = self._cluster_role()
+        role, attachment = self._cluster_role()
         # EKS writes control-plane logs to this fixed group name; creating it first lets us encrypt it
         # and bound its retention instead of getting an unencrypted never-expiring group.
         log_group = cloudwatch.LogGroup(
@@ -111,11 +120,14 @@ class EksCluster(pulumi.ComponentResource):
                 "bootstrap_cluster_creator_admin_permissions": True,
             },
             tags=dict(args.tags),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),
+            # The policy must outlive the cluster: EKS uses it to delete the security groups and ENIs it
+            # made (pulumi-aws eks.Cluster docstring examples depend on the attachment).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group, attachment]),
         )
         self.name: pulumi.Output[str] = self.cluster.name
         self.endpoint: pulumi.Output[str] = self.cluster.endpoint
         self.security_group_id: pulumi.Output[str] = self.cluster.vpc_config.cluster_security_group_id
+        self._private_access()
         self.issuer = self._oidc_provider()
         self._admin_entries()
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
@@ -133,18 +145,39 @@ class EksCluster(pulumi.ComponentResource):
             }
         )
 
-    def _cluster_role(self) -> iam.Role:
+    def _private_access(self) -> None:
+        """The cluster security group admits only itself; a private endpoint is reachable on 443 from
+        nothing else until a rule says so (EKS user guide, "Cluster API server endpoint": the cluster
+        security group must allow the client's network). One rule per configured CIDR or group."""
+        args = self._args
+        peers: list[dict[str, str]] = [{"cidr_ipv4": c} for c in args.private_access_cidrs]
+        peers += [{"referenced_security_group_id": g} for g in args.private_access_security_groups]
+        for index, peer in enumerate(peers):
+            vpc.SecurityGroupIngressRule(
+                f"{self._name}-api-{index}",
+                security_group_id=self.security_group_id,
+                description="Kubernetes API on the private endpoint",
+                ip_protocol="tcp",
+                from_port=443,
+                to_port=443,
+                tags=dict(args.tags),
+                opts=self._child,
+                **peer,
+            )
+
+    def _cluster_role(self) -> tuple[iam.Role, iam.RolePolicyAttachment]:
         """The control plane's role. It also needs the key for secrets envelope encryption (as
         terraform-aws-eks grants it: Encrypt, Decrypt, ListGrants, DescribeKey on the one key)."""
         args = self._args
         role = iam.Role(
             f"{self._name}-role",
+            name_prefix=role_name_prefix(args.cluster_name, "eks"),
             description="EKS control plane",
             assume_role_policy=service_trust_policy("eks.amazonaws.com"),
             tags=dict(args.tags),
             opts=self._child,
         )
-        iam.RolePolicyAttachment(
+        attachment = iam.RolePolicyAttachment(
             f"{self._name}-role",
             role=role.name,
             policy_arn=managed_policy_arn(args.account, "AmazonEKSClusterPolicy"),
@@ -166,7 +199,7 @@ class EksCluster(pulumi.ComponentResource):
             ),
             opts=self._child,
         )
-        return role
+        return role, attachment
 
     def _oidc_provider(self) -> OidcIssuer:
         issuer_url = self.cluster.identities.apply(lambda ids: str(ids[0].oidcs[0].issuer))

@@ -20,6 +20,14 @@ from components.aws.account import AwsAccount
 from components.handle import WorkloadIdentity
 
 STS_AUDIENCE = "sts.amazonaws.com"
+# IAM role names are at most 64 characters (IAM API reference, CreateRole ``RoleName``). With a name
+# prefix the AWS provider appends a 26-digit unique id (terraform-plugin-sdk ``helper/id``,
+# ``UniqueIDSuffixLength``), so every prefix here fits in 38; the config bounds the stack name so that
+# ``role_name_prefix`` holds for any stack it accepts.
+ROLE_NAME_MAX = 64
+NAME_PREFIX_SUFFIX = 26
+# Longest ``purpose`` a role prefix may carry (see role_name_prefix).
+ROLE_PURPOSE_MAX = 7
 
 # The node role holds only what the kubelet and the VPC CNI need, and image pulls (EKS user guide,
 # "Amazon EKS node IAM role"). SSM Session Manager (AmazonSSMManagedInstanceCore) is left out: nodes
@@ -35,6 +43,15 @@ def managed_policy_arn(account: AwsAccount, name: str) -> str:
     return f"arn:{account.partition}:iam::aws:policy/{name}"
 
 
+def role_name_prefix(cluster_name: str, purpose: str) -> str:
+    """A short explicit name prefix: autonamed roles take the (long) resource name plus 8 characters,
+    which for ``aws-enterprise-production`` overflowed 64 (the autoscaler role was 67)."""
+    prefix = f"{cluster_name}-{purpose}-"
+    if len(purpose) > ROLE_PURPOSE_MAX or len(prefix) + NAME_PREFIX_SUFFIX > ROLE_NAME_MAX:
+        raise ValueError(f"IAM role name prefix {prefix!r} leaves no room for the provider's suffix")
+    return prefix
+
+
 def service_trust_policy(service: str) -> str:
     """Trust for an AWS service principal (``eks.amazonaws.com``, ``ec2.amazonaws.com``)."""
     return json.dumps(
@@ -45,20 +62,24 @@ def service_trust_policy(service: str) -> str:
 def irsa_trust_policy(provider_arn: str, issuer_host: str, account: WorkloadIdentity) -> dict[str, Any]:
     """Trust one service account's web-identity tokens from this cluster's OIDC issuer, nothing else.
 
-    ``issuer_host`` is the issuer URL without ``https://`` (the form IAM condition keys use).
+    ``issuer_host`` is the issuer URL without ``https://`` (the form IAM condition keys use). A subject
+    with ``*`` (a driver's controller and node accounts, e.g. ``efs-csi-*``) is matched with
+    ``StringLike``; the audience stays an exact match.
     """
+    audience = {f"{issuer_host}:aud": STS_AUDIENCE}
+    subject = {f"{issuer_host}:sub": account.subject}
+    condition = (
+        {"StringLike": subject, "StringEquals": audience}
+        if "*" in account.subject
+        else {"StringEquals": {**subject, **audience}}
+    )
     return policy_document(
         [
             {
                 "Effect": "Allow",
                 "Principal": {"Federated": provider_arn},
                 "Action": "sts:AssumeRoleWithWebIdentity",
-                "Condition": {
-                    "StringEquals": {
-                        f"{issuer_host}:sub": account.subject,
-                        f"{issuer_host}:aud": STS_AUDIENCE,
-                    }
-                },
+                "Condition": condition,
             }
         ]
     )
@@ -76,6 +97,7 @@ class OidcIssuer:
 def service_account_role(
     name: str,
     *,
+    name_prefix: str,
     issuer: OidcIssuer,
     account: WorkloadIdentity,
     tags: Mapping[str, str],
@@ -87,6 +109,7 @@ def service_account_role(
     child = pulumi.ResourceOptions(parent=parent)
     role = iam.Role(
         name,
+        name_prefix=name_prefix,
         description=f"IRSA: {account.subject}",
         assume_role_policy=pulumi.Output.all(issuer.provider_arn, issuer.host).apply(
             lambda v: json.dumps(irsa_trust_policy(v[0], v[1], account))
@@ -101,21 +124,32 @@ def service_account_role(
     return role
 
 
+@dataclass(frozen=True)
+class NodeRole:
+    role: iam.Role
+    # Node groups depend on these: EKS needs the policies while it deletes a group's instances, ENIs
+    # and security groups (pulumi-aws ``eks.NodeGroup`` docstring).
+    attachments: Sequence[iam.RolePolicyAttachment]
+
+
 def node_role(
-    name: str, *, account: AwsAccount, tags: Mapping[str, str], parent: pulumi.Resource
-) -> iam.Role:
+    name: str, *, name_prefix: str, account: AwsAccount, tags: Mapping[str, str], parent: pulumi.Resource
+) -> NodeRole:
     """The role every managed node group's instances run as (with authentication mode API, EKS creates
     the node access entry for it when a managed node group uses it)."""
     child = pulumi.ResourceOptions(parent=parent)
     role = iam.Role(
         name,
+        name_prefix=name_prefix,
         description="EKS managed node groups: kubelet, VPC CNI, image pulls",
         assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
         tags=dict(tags),
         opts=child,
     )
-    for policy in NODE_POLICIES:
+    attachments = [
         iam.RolePolicyAttachment(
             f"{name}-{policy}", role=role.name, policy_arn=managed_policy_arn(account, policy), opts=child
         )
-    return role
+        for policy in NODE_POLICIES
+    ]
+    return NodeRole(role, attachments)

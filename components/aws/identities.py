@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 
 from components.aws.account import AwsAccount
-from components.aws.iam import OidcIssuer, policy_document, service_account_role
+from components.aws.iam import OidcIssuer, policy_document, role_name_prefix, service_account_role
 from components.aws.node_pools import autoscaler_tags
 from components.aws.service_accounts import IRSA_SERVICE_ACCOUNTS, ROLE_ARN_ANNOTATION
 from components.aws.storage import CHECKPOINTS_PREFIX, DATASETS_PREFIX, MODELS_PREFIX
@@ -111,6 +111,10 @@ def autoscaler_policy(account: AwsAccount, cluster_name: str) -> dict[str, Any]:
     )
 
 
+# Short role-name purposes (IAM role names fit 64 characters; iam.role_name_prefix).
+ROLE_PURPOSES = {"training": "train", "inference": "infer", "cluster-autoscaler": "ca"}
+
+
 @dataclass(frozen=True)
 class WorkloadIdentitiesArgs:
     account: AwsAccount
@@ -153,6 +157,7 @@ class WorkloadIdentities(pulumi.ComponentResource):
     def _role(self, key: str, policy: dict[str, Any]) -> pulumi.Output[str]:
         role = service_account_role(
             f"{self._name}-{key}",
+            name_prefix=role_name_prefix(self._args.cluster_name, ROLE_PURPOSES[key]),
             issuer=self._args.issuer,
             account=IRSA_SERVICE_ACCOUNTS[key],
             policy=pulumi.Output.json_dumps(policy),

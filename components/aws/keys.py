@@ -61,14 +61,6 @@ def key_policy(account: AwsAccount) -> dict[str, Any]:
                 },
             },
             {
-                "Sid": "S3LogDeliveryEncryptsThisAccountsAccessLogs",
-                "Effect": "Allow",
-                "Principal": {"Service": "logging.s3.amazonaws.com"},
-                "Action": "kms:GenerateDataKey",
-                "Resource": "*",
-                "Condition": {"StringEquals": {"aws:SourceAccount": account.account_id}},
-            },
-            {
                 "Sid": "AutoScalingUsesKeyForNodeVolumes",
                 "Effect": "Allow",
                 "Principal": {"AWS": autoscaling_role},

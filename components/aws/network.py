@@ -4,6 +4,10 @@ Nodes never get public addresses; they leave through NAT. Production runs one NA
 losing a zone does not cut the others off; dev shares one NAT gateway to save the per-gateway hourly
 charge, accepting that the stack loses egress if that zone fails. S3 traffic takes a gateway endpoint:
 it stays on the AWS network, in-region, and skips the NAT data-processing charge for dataset reads.
+Enterprise stacks also get interface endpoints with private DNS for the AWS APIs nodes and controllers
+call (image pulls, credentials, EC2, logs, EKS, autoscaling, load balancers): those calls stay inside
+the VPC instead of depending on the NAT path (EKS user guide, "Deploy private clusters with limited
+internet access", the endpoints it lists).
 """
 
 from __future__ import annotations
@@ -14,9 +18,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_aws import cloudwatch, ec2, iam
+from pulumi_aws import cloudwatch, ec2, iam, vpc
 
 from components.aws.account import AwsAccount
+from components.aws.iam import role_name_prefix
+
+# Interface endpoints a private EKS cluster's nodes and controllers use (EKS user guide, private
+# clusters): ECR (API and image layers; layers themselves come from S3, the gateway endpoint), STS for
+# IRSA, EC2 for the VPC CNI, CloudWatch Logs, EKS, Auto Scaling for the cluster autoscaler, Elastic Load
+# Balancing for load balancers.
+INTERFACE_ENDPOINTS = (
+    "ecr.api",
+    "ecr.dkr",
+    "sts",
+    "ec2",
+    "logs",
+    "eks",
+    "autoscaling",
+    "elasticloadbalancing",
+)
 
 # CIS-aligned scanners (checkov CKV_AWS_338) want log groups kept for at least a year.
 LOG_RETENTION_DAYS = 365
@@ -50,6 +70,8 @@ class NetworkArgs:
     # The EKS cluster's name, for the subnet tags its load balancer controller discovers.
     cluster_name: str
     nat_per_zone: bool
+    # Interface VPC endpoints for the AWS APIs (enterprise).
+    interface_endpoints: bool
     key_arn: pulumi.Input[str]
     tags: Mapping[str, str]
 
@@ -74,6 +96,8 @@ class Network(pulumi.ComponentResource):
         public = self._public_subnets(layout.public)
         private = self._private_subnets(layout.private)
         self._routes(public, private)
+        if args.interface_endpoints:
+            self._interface_endpoints(private)
         self._flow_logs()
         self.private_subnet_ids: list[pulumi.Output[str]] = [s.id for s in private]
         self.public_subnet_ids: list[pulumi.Output[str]] = [s.id for s in public]
@@ -157,6 +181,40 @@ class Network(pulumi.ComponentResource):
             opts=self._child,
         )
 
+    def _interface_endpoints(self, private: Sequence[ec2.Subnet]) -> None:
+        """One endpoint per API in every private subnet, with private DNS so the SDKs' default hostnames
+        resolve to it; its security group admits HTTPS from the VPC and nothing else."""
+        group = ec2.SecurityGroup(
+            f"{self._name}-endpoints",
+            vpc_id=self.vpc.id,
+            description="AWS API interface endpoints: HTTPS from the VPC",
+            tags=self._tags(f"{self._name}-endpoints"),
+            opts=self._child,
+        )
+        vpc.SecurityGroupIngressRule(
+            f"{self._name}-endpoints-https",
+            security_group_id=group.id,
+            description="HTTPS from the VPC",
+            cidr_ipv4=self._args.cidr,
+            ip_protocol="tcp",
+            from_port=443,
+            to_port=443,
+            tags=dict(self._args.tags),
+            opts=self._child,
+        )
+        for service in INTERFACE_ENDPOINTS:
+            ec2.VpcEndpoint(
+                f"{self._name}-{service.replace('.', '-')}",
+                vpc_id=self.vpc.id,
+                service_name=f"com.amazonaws.{self._args.account.region}.{service}",
+                vpc_endpoint_type="Interface",
+                private_dns_enabled=True,
+                subnet_ids=[s.id for s in private],
+                security_group_ids=[group.id],
+                tags=self._tags(f"{self._name}-{service}"),
+                opts=self._child,
+            )
+
     def _nat(self, index: int, subnet: ec2.Subnet) -> ec2.NatGateway:
         eip = ec2.Eip(
             f"{self._name}-nat-{index}",
@@ -187,6 +245,7 @@ class Network(pulumi.ComponentResource):
         # from using it (confused deputy, VPC user guide "IAM role for publishing flow logs").
         role = iam.Role(
             f"{self._name}-flow-logs",
+            name_prefix=role_name_prefix(args.cluster_name, "flow"),
             assume_role_policy=json.dumps(
                 {
                     "Version": "2012-10-17",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi_aws import ec2, eks, vpc
+from pulumi_aws import autoscaling, ec2, eks, vpc
 
 from components.catalog import InstanceType
 from components.config import NodePoolConfig
@@ -42,6 +42,31 @@ def autoscaler_tags(cluster_name: str) -> dict[str, str]:
     group's Auto Scaling group itself; they are set on the node group too so the intent is visible, and
     the autoscaler's IAM policy only lets it resize groups that carry them."""
     return {"k8s.io/cluster-autoscaler/enabled": "true", f"k8s.io/cluster-autoscaler/{cluster_name}": "owned"}
+
+
+# What an EFA training pod asks per node besides GPUs and EFA devices (workloads/fabric.py; a test keeps
+# the two equal).
+EFA_HUGEPAGES_2MI = "5120Mi"
+NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+
+
+def node_template_tags(handle: PoolHandle) -> dict[str, str]:
+    """What a node of the pool will offer, for cluster-autoscaler to scale a group up from zero.
+
+    With no node to look at, the autoscaler builds one from the instance type (CPU, memory, GPUs) and
+    these ASG tags; extended resources (EFA devices, hugepages) exist only here, so without them a Job
+    asking for ``vpc.amazonaws.com/efa`` on a ``minSize: 0`` pool stays Pending for ever. Format from
+    the cluster-autoscaler AWS README ("Auto-Discovery Setup": ``node-template/label/<name>``,
+    ``node-template/taint/<key>`` = ``<value>:<effect>``, ``node-template/resources/<name>``).
+    """
+    tags = {f"{NODE_TEMPLATE}/label/{key}": value for key, value in handle.labels.items()}
+    tags |= {f"{NODE_TEMPLATE}/taint/{t.key}": f"{t.value}:{t.effect.value}" for t in handle.taints}
+    if handle.gpus_per_node:
+        tags[f"{NODE_TEMPLATE}/resources/nvidia.com/gpu"] = str(handle.gpus_per_node)
+    if handle.fabric is Fabric.EFA:
+        tags[f"{NODE_TEMPLATE}/resources/vpc.amazonaws.com/efa"] = str(handle.fabric_devices_per_node)
+        tags[f"{NODE_TEMPLATE}/resources/hugepages-2Mi"] = EFA_HUGEPAGES_2MI
+    return tags
 
 
 def pool_handle(pool: NodePoolConfig, itype: InstanceType) -> PoolHandle:
@@ -105,6 +130,8 @@ class LaunchTemplateSpec:
     # EFA interfaces per node; 0 for pools without the fabric.
     efa_interfaces: int
     placement_group: pulumi.Input[str] | None
+    # An On-Demand Capacity Reservation or Capacity Block the pool's instances launch into.
+    capacity_reservation: str | None
     tags: Mapping[str, str]
 
 
@@ -143,6 +170,11 @@ def launch_template(name: str, spec: LaunchTemplateSpec, opts: pulumi.ResourceOp
             }
         ],
         placement={"group_name": spec.placement_group} if spec.placement_group is not None else None,
+        capacity_reservation_specification=(
+            {"capacity_reservation_target": {"capacity_reservation_id": spec.capacity_reservation}}
+            if spec.capacity_reservation is not None
+            else None
+        ),
         tag_specifications=[
             {"resource_type": kind, "tags": tags} for kind in ("instance", "volume", "network-interface")
         ],
@@ -168,6 +200,9 @@ class NodePoolArgs:
     cluster_security_group_id: pulumi.Input[str]
     key_arn: pulumi.Input[str]
     tags: Mapping[str, str]
+    # What the node group must wait for and outlive: the node role's policy attachments (pulumi-aws
+    # eks.NodeGroup docstring example) and the networking add-ons nodes need to become Ready.
+    depends_on: Sequence[pulumi.Resource]
 
 
 class NodePool(pulumi.ComponentResource):
@@ -192,6 +227,7 @@ class NodePool(pulumi.ComponentResource):
                 security_group_ids=security_groups,
                 efa_interfaces=args.instance_type.fabric_devices if efa else 0,
                 placement_group=self.placement_group,
+                capacity_reservation=pool.capacity_reservation_id,
                 tags={**args.tags, POOL_LABEL: pool.name},
             ),
             self._child,
@@ -218,9 +254,27 @@ class NodePool(pulumi.ComponentResource):
             tags={**args.tags, **autoscaler_tags(args.cluster_name)},
             # cluster-autoscaler owns the desired size once the group exists; re-applying config must
             # not snap it back.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["scalingConfig.desiredSize"]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=list(args.depends_on), ignore_changes=["scalingConfig.desiredSize"]
+            ),
         )
+        self._node_template_tags()
         self.register_outputs({"nodeGroup": self.node_group.node_group_name, "launchTemplate": template.id})
+
+    def _node_template_tags(self) -> None:
+        """EKS does not copy a managed node group's tags to its Auto Scaling group, where the autoscaler
+        reads them (EKS user guide, "Managed node groups": tags are not propagated), so each goes on
+        the ASG itself, as terraform-aws-eks users do with ``aws_autoscaling_group_tag`` on
+        ``resources[0].autoscaling_groups[0].name``. Not propagated to instances: they describe the
+        group."""
+        asg_name = self.node_group.resources.apply(lambda r: str(r[0].autoscaling_groups[0].name))
+        for key, value in sorted(node_template_tags(self.handle).items()):
+            autoscaling.Tag(
+                f"{self._name}-asg-{key.removeprefix(NODE_TEMPLATE + '/')}",
+                autoscaling_group_name=asg_name,
+                tag={"key": key, "value": value, "propagate_at_launch": False},
+                opts=self._child,
+            )
 
     def _efa_security_group(self) -> pulumi.Output[str]:
         """Nodes of the pool may exchange any traffic with each other and nothing more (self-reference);
@@ -228,7 +282,7 @@ class NodePool(pulumi.ComponentResource):
         group = ec2.SecurityGroup(
             f"{self._name}-efa",
             vpc_id=self._args.vpc_id,
-            description="EFA: all traffic between this pool's nodes",
+            description="EFA: all traffic between the nodes of this pool",
             tags=dict(self._args.tags),
             opts=self._child,
         )

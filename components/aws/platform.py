@@ -13,9 +13,9 @@ from typing import Any
 import pulumi
 
 from components.aws.account import AwsAccount, lookup_account
-from components.aws.addons import ClusterAddons, ClusterAddonsArgs
+from components.aws.addons import ClusterAddons, ClusterAddonsArgs, NetworkAddons, NetworkAddonsArgs
 from components.aws.cluster import EksCluster, EksClusterArgs
-from components.aws.iam import node_role
+from components.aws.iam import node_role, role_name_prefix
 from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
 from components.aws.keys import EncryptionKey, EncryptionKeyArgs
 from components.aws.network import Network, NetworkArgs
@@ -24,7 +24,7 @@ from components.aws.preflight import ensure_offered
 from components.aws.registry import Registry, RegistryArgs, repositories
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import ObjectStore, ObjectStoreArgs
-from components.config import PlatformConfig
+from components.config import PlatformConfig, Tier
 from components.handle import Cloud, ClusterHandle, Fabric, PoolKind, SharedStorageKind, StorageHandle
 
 
@@ -57,6 +57,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 account=account,
                 cluster_name=self.cluster_name,
                 nat_per_zone=config.environment == "prod",
+                interface_endpoints=config.tier is Tier.ENTERPRISE,
                 key_arn=self.key.arn,
                 tags=tags,
             ),
@@ -70,11 +71,18 @@ class AwsPlatform(pulumi.ComponentResource):
                 endpoint=config.cluster.endpoint,
                 public_access_cidrs=config.cluster.public_access_cidrs,
                 admins=config.cluster.admins,
+                private_access_cidrs=config.cluster.private_access_cidrs,
+                private_access_security_groups=config.cluster.private_access_security_groups,
                 subnet_ids=self.network.private_subnet_ids,
                 key_arn=self.key.arn,
                 account=account,
                 tags=tags,
             ),
+            self._child,
+        )
+        self.network_addons = NetworkAddons(
+            f"{name}-network-addons",
+            NetworkAddonsArgs(self.cluster.name, config.cluster.kubernetes_version, tags),
             self._child,
         )
         self.pools = self._node_pools(account, tags)
@@ -92,7 +100,7 @@ class AwsPlatform(pulumi.ComponentResource):
         self.shared_fs = self._shared_file_system(account, tags)
         self.registry = Registry(
             f"{name}-registry",
-            RegistryArgs(account, repositories(self._images()), self.key.arn, tags),
+            RegistryArgs(account, self.cluster_name, repositories(self._images()), self.key.arn, tags),
             self._child,
         )
         self.identities = WorkloadIdentities(
@@ -111,11 +119,13 @@ class AwsPlatform(pulumi.ComponentResource):
             f"{name}-addons",
             ClusterAddonsArgs(
                 account=account,
+                cluster_name=self.cluster_name,
                 cluster=self.cluster.name,
+                kubernetes_version=config.cluster.kubernetes_version,
                 issuer=self.cluster.issuer,
                 shared_storage=config.shared_storage,
                 key_arn=self.key.arn,
-                node_groups=[p.node_group for p in self.pools],
+                node_groups=[p.node_group for p in self.pools if p.handle.kind is PoolKind.CPU],
                 tags=tags,
             ),
             self._child,
@@ -143,7 +153,13 @@ class AwsPlatform(pulumi.ComponentResource):
     def _node_pools(self, account: AwsAccount, tags: dict[str, str]) -> list[NodePool]:
         """One managed node group per config pool, each after its type passed the offering check."""
         config = self._config
-        role = node_role(f"{self._name}-node", account=account, tags=tags, parent=self)
+        role = node_role(
+            f"{self._name}-node",
+            name_prefix=role_name_prefix(self.cluster_name, "node"),
+            account=account,
+            tags=tags,
+            parent=self,
+        )
         pools = []
         for pool in config.node_pools:
             zones = pool_zone_indexes(pool, len(account.zones))
@@ -163,12 +179,13 @@ class AwsPlatform(pulumi.ComponentResource):
                         cluster_name=self.cluster_name,
                         cluster=self.cluster.name,
                         kubernetes_version=config.cluster.kubernetes_version,
-                        node_role_arn=role.arn,
+                        node_role_arn=role.role.arn,
                         subnet_ids=[self.network.private_subnet_ids[z] for z in zones],
                         vpc_id=self.network.vpc_id,
                         cluster_security_group_id=self.cluster.security_group_id,
                         key_arn=self.key.arn,
                         tags=tags,
+                        depends_on=[*role.attachments, *self.network_addons.addons],
                     ),
                     self._child,
                 )

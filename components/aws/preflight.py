@@ -1,9 +1,9 @@
 """Fail before anything is created when a pool's instance type is not offered where it must run.
 
-Which GPU types me-central-1 offers is unverified and changes (REFERENCE.md, "UAE data residency"), so
-the program asks EC2 instead of guessing: a missing type would otherwise surface an hour into
-``pulumi up`` as a node group stuck in CREATE_FAILED. Under ``mlplatform plan`` the mocks answer that
-what was asked for is offered, so the plan still walks the real code path.
+The config already refuses types the region does not sell (AWS pricing data, components/catalog/aws.py);
+which zones offer a type is not in that data and changes, so the program asks EC2: a missing type would
+otherwise surface an hour into ``pulumi up`` as a node group stuck in CREATE_FAILED. Under ``mlplatform
+plan`` the mocks answer from the region's recorded sales.
 """
 
 from __future__ import annotations

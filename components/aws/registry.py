@@ -2,6 +2,11 @@
 
 Tags are immutable, so a deployed ``trainer:0.1.0`` is the image that was scanned and approved, and every
 push is scanned. No replication configuration: a replica in another region would leave the UAE.
+
+Repository names are unique per account and region (ECR API, CreateRepository:
+``RepositoryAlreadyExistsException``), so each stack's live under its own namespace
+(``<cluster>/ml-platform/trainer``): two stacks in one account no longer collide, and the handle's
+registry is that namespace, so workloads pull from their own stack's repositories.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ def repositories(images: Iterable[str]) -> list[str]:
 @dataclass(frozen=True)
 class RegistryArgs:
     account: AwsAccount
+    # The stack's namespace in the account's registry (the cluster name).
+    namespace: str
     repositories: Sequence[str]
     key_arn: pulumi.Input[str]
     tags: Mapping[str, str]
@@ -44,11 +51,11 @@ class Registry(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: RegistryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:aws:Registry", name, None, opts)
-        self.host = registry_host(args.account)
+        self.host = f"{registry_host(args.account)}/{args.namespace}"
         self.repositories = {
             repository: ecr.Repository(
                 f"{name}-{repository.replace('/', '-')}",
-                name=repository,
+                name=f"{args.namespace}/{repository}",
                 image_tag_mutability="IMMUTABLE",
                 image_scanning_configuration={"scan_on_push": True},
                 encryption_configurations=[{"encryption_type": "KMS", "kms_key": args.key_arn}],

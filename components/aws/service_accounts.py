@@ -14,10 +14,12 @@ TRAINING = WORKLOAD_IDENTITIES["training"]
 INFERENCE = WORKLOAD_IDENTITIES["inference"]
 # The Kubernetes layer's cluster-autoscaler Helm release runs as this account.
 CLUSTER_AUTOSCALER = WorkloadIdentity("kube-system", "cluster-autoscaler")
-# The names the EKS managed add-ons give their controllers (EKS user guide, "Amazon EBS CSI driver" and
-# "Amazon EFS CSI driver": ebs-csi-controller-sa / efs-csi-controller-sa in kube-system).
+# The names the EKS managed add-ons give their service accounts (EKS user guide, "Amazon EBS CSI driver":
+# ebs-csi-controller-sa in kube-system). The EFS driver's controller (efs-csi-controller-sa) and node
+# (efs-csi-node-sa) accounts share one role, whose trust matches ``efs-csi-*`` with StringLike (EKS user
+# guide, "Amazon EFS CSI driver", the role's trust policy).
 EBS_CSI_CONTROLLER = WorkloadIdentity("kube-system", "ebs-csi-controller-sa")
-EFS_CSI_CONTROLLER = WorkloadIdentity("kube-system", "efs-csi-controller-sa")
+EFS_CSI_DRIVER = WorkloadIdentity("kube-system", "efs-csi-*")
 
 # handle.identities key -> the service account its annotations belong on.
 IRSA_SERVICE_ACCOUNTS: dict[str, WorkloadIdentity] = {

@@ -76,7 +76,7 @@ class SharedFileSystem(pulumi.ComponentResource):
         self.security_group = ec2.SecurityGroup(
             f"{name}-sg",
             vpc_id=args.vpc_id,
-            description=f"{args.kind.value}: file system traffic from the cluster's nodes only",
+            description=f"{args.kind.value}: file system traffic from the cluster nodes only",
             tags=dict(args.tags),
             opts=self._child,
         )

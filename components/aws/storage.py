@@ -24,6 +24,10 @@ DATASETS_PREFIX = "datasets/"
 MODELS_PREFIX = "models/"
 CHECKPOINTS_PREFIX = "checkpoints/"
 ACCESS_LOG_PREFIX = "s3-access/"
+# The policy pack's exception contract (policies/mlplatform_policies/settings.py): a bucket with this
+# role may use SSE-S3 instead of SSE-KMS.
+ROLE_TAG = "ml-platform.io/role"
+ACCESS_LOGS_ROLE = "access-logs"
 
 
 def deny_insecure_transport(bucket_arn: pulumi.Input[str]) -> dict[str, Any]:
@@ -63,9 +67,12 @@ class ObjectStore(pulumi.ComponentResource):
             "bucket_key_enabled": True,
         }
         self.bucket = self._hardened_bucket("data", sse_kms)
-        # Access logs are customer data too: the same customer key, which the key policy lets the S3
-        # logging service use for this account (aws-cdk #25350 verified delivery to SSE-KMS targets).
-        self.log_bucket = self._hardened_bucket("logs", sse_kms, self._log_delivery)
+        # S3 server access logging to a target whose default encryption is SSE-KMS is documented as
+        # unsupported (S3 user guide, "Enabling Amazon S3 server access logging": the target may use
+        # SSE-S3 only), so the log bucket alone uses SSE-S3 and says why by its role tag, which is what
+        # the policy pack's exception looks at.
+        sse_s3 = {"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}
+        self.log_bucket = self._hardened_bucket("logs", sse_s3, self._log_delivery, role=ACCESS_LOGS_ROLE)
         s3.BucketLogging(
             f"{name}-data",
             bucket=self.bucket.id,
@@ -102,6 +109,7 @@ class ObjectStore(pulumi.ComponentResource):
         suffix: str,
         encryption: Mapping[str, Any],
         grants: Callable[[pulumi.Output[str]], Sequence[Mapping[str, Any]]] | None = None,
+        role: str | None = None,
     ) -> s3.Bucket:
         """A private, versioned, TLS-only bucket; ``grants`` adds policy statements given its ARN."""
         name, args = f"{self._name}-{suffix}", self._args
@@ -109,7 +117,7 @@ class ObjectStore(pulumi.ComponentResource):
         bucket = s3.Bucket(
             name,
             force_destroy=False,
-            tags=dict(args.tags),
+            tags={**args.tags, **({ROLE_TAG: role} if role else {})},
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),
         )
         block = s3.BucketPublicAccessBlock(

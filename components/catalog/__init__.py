@@ -1,8 +1,9 @@
 """Instance types the platform knows, per cloud: pure data, no cloud SDK.
 
 Config validation fails closed on anything not listed here: a type we have no facts for (GPU count, RDMA
-fabric, interfaces per card) would otherwise be guessed. Regional availability is not recorded: it
-changes, so the README's preflight asks the cloud (REFERENCE.md: "unverified").
+fabric, interfaces per card) would otherwise be guessed. On AWS, which types the region sells is recorded
+with its source and date (``aws.SOLD_IN_REGION``); per-zone offerings change, so the preflight asks the
+cloud.
 """
 
 from __future__ import annotations

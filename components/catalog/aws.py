@@ -42,3 +42,49 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         InstanceType("m7i.2xlarge", _CPU, 8, 32, avx512=True),
     )
 }
+
+# Which catalog types each region sells: AWS's price list as cfn-lint 1.58.0 packages it
+# (cfnlint/data/schemas/extensions/aws_ec2_instance/instancetype_enum.json, generated from the AWS
+# pricing API, data of October 2026). Only the residency's region is recorded; the catalog cross-check
+# (tests/components/aws/test_aws_catalog.py) recomputes it from cfn-lint when that is installed. Not
+# sold in me-central-1 per that data: p4d, p4de, p5, p5e, p6-b200, c6i.
+SOLD_IN_REGION_SOURCE = "cfn-lint 1.58.0 instancetype_enum.json (AWS pricing API, October 2026)"
+SOLD_IN_REGION: dict[str, frozenset[str]] = {
+    "me-central-1": frozenset(
+        {
+            "c7i.large",
+            "c7i.xlarge",
+            "c7i.2xlarge",
+            "c7i.4xlarge",
+            "g5.xlarge",
+            "g5.2xlarge",
+            "g5.12xlarge",
+            "g6.xlarge",
+            "g6.2xlarge",
+            "g6.12xlarge",
+            "g6e.xlarge",
+            "m7i.large",
+            "m7i.xlarge",
+            "m7i.2xlarge",
+            "p5en.48xlarge",
+        }
+    ),
+}
+
+# The networking and DNS add-ons EKS would otherwise install unmanaged, pinned per Kubernetes version
+# (EKS user guide version tables: "Assign IPs to Pods with the Amazon VPC CNI", "Manage CoreDNS for DNS
+# in Amazon EKS clusters", "Manage kube-proxy in Amazon EKS clusters"; read 2026-11-24). vpc-cni must be
+# >= v1.18.4 for EFA-only interfaces (REFERENCE.md). Other add-ons (CSI drivers) take EKS's default
+# version for the cluster's Kubernetes version.
+EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
+    "1.32": {
+        "vpc-cni": "v1.20.1-eksbuild.3",
+        "kube-proxy": "v1.32.9-eksbuild.2",
+        "coredns": "v1.11.4-eksbuild.24",
+    },
+    "1.33": {
+        "vpc-cni": "v1.20.1-eksbuild.3",
+        "kube-proxy": "v1.33.5-eksbuild.2",
+        "coredns": "v1.12.4-eksbuild.1",
+    },
+}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import encryption, exposure, gpu, kubernetes, queueing, residency, stack, tagging
+from . import deployability_aws, encryption, exposure, gpu, kubernetes, queueing, residency, stack, tagging
 
 PACK_NAME = "ml-platform-uae"
 
@@ -19,6 +19,7 @@ def all_policies() -> list[Policy]:
         *tagging.POLICIES,
         *gpu.POLICIES,
         *kubernetes.POLICIES,
+        *deployability_aws.POLICIES,
         *stack.POLICIES,
         *queueing.POLICIES,
     ]

@@ -43,8 +43,9 @@ def _kms_key(subject: Subject) -> Iterator[str]:
         yield from require("enableKeyRotation", is_true, "turn on automatic key rotation")(subject.props)
 
 
+# S3 default-encryption configurations are judged with their bucket in view (stack.py,
+# s3-default-encryption-kms): an access-log target bucket may use SSE-S3 by its role.
 AT_REST = {
-    **dict.fromkeys(tokens.S3_ENCRYPTION, on_props(each("rules", S3_DEFAULT_ENCRYPTION))),
     "aws:ebs/volume:Volume": on_props(_EBS),
     tokens.LAUNCH_TEMPLATE: _launch_template,
     tokens.EC2_INSTANCE: on_props(
@@ -133,7 +134,7 @@ IN_TRANSIT = {tokens.STORAGE_ACCOUNT: _storage_in_transit}
 POLICIES: list[ResourceValidationPolicy] = [
     resource_policy(
         "encryption-at-rest-cmk",
-        "Data at rest is encrypted under customer-managed keys (S3, EBS and launch-template volumes, FSx "
+        "Data at rest is encrypted under customer-managed keys (EBS and launch-template volumes, FSx "
         "Lustre, EFS, EKS secrets, Azure storage, disks and AKS), KMS keys rotate, Key Vaults keep purge "
         "protection and soft delete.",
         by_type(AT_REST),

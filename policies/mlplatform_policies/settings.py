@@ -17,6 +17,10 @@ Exception contract (written by the Kubernetes layer, judged by ``kubernetes.py``
   InfiniBand RDMA) only when its own ``metadata.annotations`` carry a non-blank
   ``policy.ml-platform.io/capabilities-reason``. Annotations on the pod template do not count: the
   reason belongs to the object a reviewer reads.
+- An S3 bucket tagged ``ml-platform.io/role: access-logs`` (a server-access-log target) may use SSE-S3
+  (``AES256``) instead of SSE-KMS: S3 server access logging to an SSE-KMS default-encrypted target is
+  not supported (S3 user guide, "Enabling Amazon S3 server access logging"). The exception follows the
+  bucket's declared role, not its name, and allows SSE-S3 only, never no encryption.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from pulumi_policy import PolicyConfigSchema
 PRIVILEGED_REASON = "policy.ml-platform.io/privileged-reason"
 CAPABILITIES_REASON = "policy.ml-platform.io/capabilities-reason"
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+ROLE_TAG = "ml-platform.io/role"
+ACCESS_LOGS_ROLE = "access-logs"
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 

@@ -21,7 +21,7 @@ from .encryption import S3_DEFAULT_ENCRYPTION
 from .factory import Finding, per_node, stack_policy
 from .kubernetes import namespace_of
 from .residency import REGION_SETTINGS, aws_region_problem, azure_location_problem
-from .settings import POD_SECURITY_ENFORCE, PRIVILEGED_REASON
+from .settings import ACCESS_LOGS_ROLE, POD_SECURITY_ENFORCE, PRIVILEGED_REASON, ROLE_TAG
 from .subject import Graph, Subject, names
 from .values import at, elements, is_unknown, known, parse_document, statements
 
@@ -48,6 +48,23 @@ def _default_encryption(bucket: Subject, graph: Graph) -> Iterator[str]:
         yield from (f"serverSideEncryptionConfiguration.rule.{m}" for m in S3_DEFAULT_ENCRYPTION(inline))
     elif not _attached(graph, tokens.S3_ENCRYPTION).get(bucket.urn):
         yield "bucket has no default encryption configuration attached; add one: SSE-KMS with a customer key"
+
+
+def _encryption_settings(config: Subject, graph: Graph) -> Iterator[str]:
+    """What an attached configuration says: SSE-KMS under a customer key, except SSE-S3 on a bucket
+    whose role is access-log target (settings.py, exception contract)."""
+    buckets = graph.linked(config, "bucket", tokens.S3_BUCKETS, identity="bucket")
+    log_target = bool(buckets) and all(b.tags().get(ROLE_TAG) == ACCESS_LOGS_ROLE for b in buckets)
+    for index, rule in enumerate(elements(config.props, "rules")):
+        algorithm = at(rule, "applyServerSideEncryptionByDefault.sseAlgorithm")
+        if log_target and algorithm == "AES256":
+            continue
+        yield from (f"rules[{index}].{m}" for m in S3_DEFAULT_ENCRYPTION(rule))
+
+
+def _default_encryption_everywhere(graph: Graph) -> Iterator[Finding | UnknownValueError]:
+    yield from per_node(tokens.S3_BUCKETS, _default_encryption)(graph)
+    yield from per_node(tokens.S3_ENCRYPTION, _encryption_settings)(graph)
 
 
 def _everyone(principal: Any) -> bool:
@@ -216,8 +233,10 @@ POLICIES: list[StackValidationPolicy] = [
     ),
     stack_policy(
         "s3-default-encryption-kms",
-        "Every S3 bucket has default encryption configured (judged for SSE-KMS by encryption-at-rest-cmk).",
-        per_node(tokens.S3_BUCKETS, _default_encryption),
+        "Every S3 bucket has default encryption configured, SSE-KMS under a customer key; a bucket tagged "
+        "ml-platform.io/role: access-logs may use SSE-S3, since S3 server access logs cannot be delivered "
+        "to an SSE-KMS default-encrypted target (S3 user guide, server access logging).",
+        _default_encryption_everywhere,
         severity=Severity.HIGH,
     ),
     stack_policy(

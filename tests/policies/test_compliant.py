@@ -12,6 +12,7 @@ from __future__ import annotations
 from .conftest import AWS, AZURE, KUBERNETES, Judge, found
 
 AWS_PLATFORM = """
+import pulumi_aws.autoscaling as autoscaling
 import pulumi_aws.ec2 as ec2
 import pulumi_aws.ecr as ecr
 import pulumi_aws.efs as efs
@@ -107,16 +108,27 @@ template = ec2.LaunchTemplate(
     },
     network_interfaces=[{"device_index": 0, "interface_type": "efa", "associate_public_ip_address": "false"}],
 )
-eks.NodeGroup(
+gpu = eks.NodeGroup(
     "gpu",
     cluster_name=cluster.name,
     node_role_arn="arn:aws:iam::123456789012:role/nodes",
     subnet_ids=["subnet-a"],
     scaling_config={"desired_size": 2, "max_size": 4, "min_size": 0},
-    instance_types=["p5.48xlarge"],
+    # The EFA GPU type me-central-1 sells (aws-instance-type-sold-in-region).
+    instance_types=["p5en.48xlarge"],
     ami_type="AL2023_x86_64_NVIDIA",
     launch_template={"id": template.id, "version": "$Latest"},
     taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
+)
+# Scales from zero: the autoscaler learns the EFA devices from the ASG (aws-efa-scale-from-zero).
+autoscaling.Tag(
+    "gpu-efa-template",
+    autoscaling_group_name=gpu.resources.apply(lambda r: r[0].autoscaling_groups[0].name),
+    tag={
+        "key": "k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa",
+        "value": "16",
+        "propagate_at_launch": False,
+    },
 )
 ec2.SecurityGroup(
     "nodes",

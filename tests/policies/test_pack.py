@@ -32,12 +32,18 @@ POLICIES = {
     "k8s-workload-hardening": ("mandatory", "resource"),
     "k8s-workload-baseline": ("advisory", "resource"),
     "k8s-unrendered-content": ("advisory", "stack"),
+    "aws-ec2-description-charset": ("mandatory", "resource"),
+    "aws-fsx-lustre-capacity": ("mandatory", "resource"),
+    "aws-iam-role-name-length": ("mandatory", "resource"),
+    "aws-instance-type-sold-in-region": ("mandatory", "resource"),
+    "aws-efa-scale-from-zero": ("mandatory", "stack"),
     "s3-public-access-block": ("mandatory", "stack"),
     "s3-default-encryption-kms": ("mandatory", "stack"),
     "s3-tls-only": ("mandatory", "stack"),
     "uae-replication-destinations": ("mandatory", "stack"),
     "k8s-privileged-exceptions": ("mandatory", "stack"),
     "k8s-namespace-network-policy": ("mandatory", "stack"),
+    "k8s-jobs-queued": ("mandatory", "stack"),
 }
 
 

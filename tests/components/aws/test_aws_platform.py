@@ -31,6 +31,8 @@ from tests.stack_variants import one, template
 
 # Resource types the AWS API gives no tags; every other AWS resource must carry the base tags.
 UNTAGGABLE = {
+    # One tag on a managed node group's Auto Scaling group (node_pools._node_template_tags).
+    "aws:autoscaling/tag:Tag",
     "aws:kms/alias:Alias",
     "aws:kms/grant:Grant",
     "aws:iam/rolePolicy:RolePolicy",
@@ -109,6 +111,7 @@ def test_components_nest_under_the_adapter(cloud_plan: Callable[[str], Plan]) ->
         "ml-platform:aws:EncryptionKey",
         "ml-platform:aws:Network",
         "ml-platform:aws:EksCluster",
+        "ml-platform:aws:NetworkAddons",
         "ml-platform:aws:NodePool",
         "ml-platform:aws:ObjectStore",
         "ml-platform:aws:SharedFileSystem",
@@ -165,21 +168,33 @@ def test_flow_logs_capture_all_traffic_to_an_encrypted_group(cloud_plan: Callabl
     assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
 
 
+NETWORK_ADDONS = {"vpc-cni", "kube-proxy"}
+
+
 @pytest.mark.parametrize(
     ("stack", "addons"),
     [
-        ("aws-smb-dev", {"aws-ebs-csi-driver", "aws-efs-csi-driver", "metrics-server"}),
-        ("aws-enterprise-prod", {"aws-ebs-csi-driver", "aws-fsx-csi-driver", "metrics-server"}),
+        ("aws-smb-dev", {"aws-ebs-csi-driver", "aws-efs-csi-driver", "coredns"}),
+        ("aws-enterprise-prod", {"aws-ebs-csi-driver", "aws-fsx-csi-driver", "coredns"}),
     ],
 )
-def test_managed_addons_wait_for_nodes(
+def test_managed_addons_wait_for_cpu_pools_only(
     cloud_plan: Callable[[str], Plan], stack: str, addons: set[str]
 ) -> None:
+    """Issue 11 item 14: add-on controllers wait for the CPU pools, never for GPU node groups that may
+    wait for capacity (or sit at minSize 0) for ever; vpc-cni and kube-proxy come before every group."""
     plan = cloud_plan(stack)
     installed = resources(plan, "aws:eks/addon:Addon")
-    assert {a.inputs["addonName"] for a in installed} == addons
-    node_groups = {r.urn for r in resources(plan, "aws:eks/nodeGroup:NodeGroup")}
-    assert all(node_groups <= set(a.dependencies) for a in installed)
+    assert {a.inputs["addonName"] for a in installed} == addons | NETWORK_ADDONS
+    groups = resources(plan, "aws:eks/nodeGroup:NodeGroup")
+    cpu = {g.urn for g in groups if g.inputs["amiType"] == "AL2023_x86_64_STANDARD"}
+    gpu = {g.urn for g in groups} - cpu
+    assert cpu and gpu
+    for addon in installed:
+        if addon.inputs["addonName"] in NETWORK_ADDONS:
+            assert all(addon.urn in g.dependencies for g in groups), addon.name
+        else:
+            assert cpu <= set(addon.dependencies) and not gpu & set(addon.dependencies), addon.name
     ebs = next(a for a in installed if a.inputs["addonName"] == "aws-ebs-csi-driver")
     assert ebs.inputs["serviceAccountRoleArn"].startswith("arn:aws:iam:")
 
@@ -223,11 +238,11 @@ def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform
         "aws-enterprise-prod-aws",
         "1.33",
     )
-    assert handle.registry == "123456789012.dkr.ecr.me-central-1.amazonaws.com"
+    assert handle.registry == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
     assert set(handle.identities) == {"training", "inference", "cluster-autoscaler"}
     assert all(set(a) == {"eks.amazonaws.com/role-arn"} for a in handle.identities.values())
     efa = handle.pool("gpu-efa")
-    assert (efa.fabric, efa.fabric_devices_per_node, efa.gpus_per_node) == (Fabric.EFA, 32, 8)
+    assert (efa.fabric, efa.fabric_devices_per_node, efa.gpus_per_node) == (Fabric.EFA, 16, 8)
     assert efa.labels[POOL_LABEL] == "gpu-efa"
     assert [(t.key, t.value) for t in efa.taints] == [("nvidia.com/gpu", "true")]
     assert handle.pool("inference").taints == ()
