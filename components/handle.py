@@ -157,6 +157,9 @@ class ClusterHandle:
     # workload name ("training", "inference") -> service-account annotations binding it to a cloud
     # identity (IRSA role ARN on AWS, workload-identity client id on Azure).
     identities: Mapping[str, Mapping[str, pulumi.Input[str]]] = field(default_factory=dict)
+    # workload name -> labels its pod templates must carry for the cloud's identity to reach them (AKS
+    # workload identity mutates only pods labelled ``azure.workload.identity/use: "true"``).
+    pod_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def pool(self, name: str) -> PoolHandle:
         for pool in self.pools:

@@ -22,6 +22,9 @@ from components.handle import WorkloadIdentity
 # learn.microsoft.com/azure/aks/workload-identity-deploy-cluster).
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 CLIENT_ID_ANNOTATION = "azure.workload.identity/client-id"
+# The webhook injects the token volume and AZURE_* variables only into pods with this label (AKS
+# workload identity docs, "Service account labels and annotations"; REFERENCE.md).
+USE_LABEL = "azure.workload.identity/use"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class FederatedIdentity(pulumi.ComponentResource):
             )
         self.client_id: pulumi.Output[str] = identity.client_id
         self.annotations: dict[str, pulumi.Input[str]] = {CLIENT_ID_ANNOTATION: identity.client_id}
+        self.pod_labels: dict[str, str] = {USE_LABEL: "true"}
         self.register_outputs({"clientId": identity.client_id, "principalId": identity.principal_id})
 
 

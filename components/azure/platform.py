@@ -95,6 +95,7 @@ class AzurePlatform(pulumi.ComponentResource):
             storage=StorageHandle(bucket_uri=objects.models_uri, shared=shared.shared if shared else None),
             registry=registry.login_server,
             identities={workload: identity.annotations for workload, identity in identities.items()},
+            pod_labels={workload: identity.pod_labels for workload, identity in identities.items()},
         )
         self.exports: dict[str, pulumi.Input[Any]] = {
             "clusterName": cluster.cluster_name,

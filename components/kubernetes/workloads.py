@@ -56,6 +56,7 @@ def training_spec(
         epochs=training.epochs,
         max_restarts=training.max_restarts,
         labels=config.base_tags(),
+        pod_labels=handle.pod_labels.get("training", {}),
     )
 
 
@@ -85,6 +86,7 @@ def inference_spec(
         drift_threshold=inference.drift_threshold,
         canary=Canary(canary.model_version, canary.percent / 100) if canary else None,
         labels=config.base_tags(),
+        pod_labels=handle.pod_labels.get("inference", {}),
     )
 
 

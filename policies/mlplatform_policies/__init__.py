@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import encryption, exposure, gpu, kubernetes, residency, stack, tagging
+from . import deployability_azure, encryption, exposure, gpu, kubernetes, residency, stack, tagging
 
 PACK_NAME = "ml-platform-uae"
 
@@ -20,4 +20,5 @@ def all_policies() -> list[Policy]:
         *gpu.POLICIES,
         *kubernetes.POLICIES,
         *stack.POLICIES,
+        *deployability_azure.POLICIES,
     ]

@@ -81,6 +81,8 @@ class InferenceServiceSpec:
     canary: Canary | None = None
     # The platform's labels (project, environment, tier, data-classification, owner, cost-center).
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Labels on the pods only (the cloud's workload identity, ClusterHandle.pod_labels).
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
     run_as_user: int = 10001
 
     def __post_init__(self) -> None:
@@ -245,7 +247,12 @@ def _container(spec: InferenceServiceSpec, version: str, mounts: list[Object]) -
 
 
 def _pod_labels(spec: InferenceServiceSpec, track: _Track) -> dict[str, str]:
-    return {**_labels(spec), TRACK_LABEL: track.track, "app.kubernetes.io/version": track.version}
+    return {
+        **_labels(spec),
+        **spec.pod_labels,
+        TRACK_LABEL: track.track,
+        "app.kubernetes.io/version": track.version,
+    }
 
 
 def _deployment(spec: InferenceServiceSpec, track: _Track) -> Object:

@@ -70,6 +70,8 @@ class TrainingJobSpec:
     max_restarts: int = 3
     backoff_limit: int = 3
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Labels on the pods only (the cloud's workload identity, ClusterHandle.pod_labels).
+    pod_labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         problems = [
@@ -251,7 +253,10 @@ def _job(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
                     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
                 ]
             },
-            "template": {"metadata": {"labels": _labels(spec)}, "spec": _pod_spec(spec, fabric)},
+            "template": {
+                "metadata": {"labels": {**_labels(spec), **spec.pod_labels}},
+                "spec": _pod_spec(spec, fabric),
+            },
         },
     }
 

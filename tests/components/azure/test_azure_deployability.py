@@ -237,3 +237,16 @@ def test_dedicated_system_pool_is_reserved_for_critical_addons(cloud_plan: PlanF
 
 def test_system_pool_that_runs_workloads_stays_untainted(cloud_plan: PlanFn) -> None:
     assert system_profile(cloud_plan("azure-smb-dev"))["nodeTaints"] == []
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_federated_workload_pods_opt_in_to_workload_identity(planned: PlanFn, stack: str) -> None:
+    """AKS workload identity injects the token only into pods labelled ``azure.workload.identity/use:
+    "true"`` (AKS workload identity overview): the training Job's and every inference Deployment's pod
+    template carry it, so their service accounts' federated identities reach them."""
+    plan = planned(stack)
+    workloads = [*plan.by_type("kubernetes:batch/v1:Job"), *plan.by_type("kubernetes:apps/v1:Deployment")]
+    ours = [w for w in workloads if w.inputs["metadata"]["namespace"] in ("ml-training", "ml-inference")]
+    assert len(ours) >= 2
+    for workload in ours:
+        assert workload.inputs["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
