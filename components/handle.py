@@ -160,6 +160,9 @@ class ClusterHandle:
     # workload name -> labels its pod templates must carry for the cloud's identity to reach them (AKS
     # workload identity mutates only pods labelled ``azure.workload.identity/use: "true"``).
     pod_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # NetworkPolicy egress rules workload pods need for their cloud identity and storage endpoints
+    # (their namespaces deny egress by default).
+    workload_egress: tuple[Mapping[str, Any], ...] = ()
 
     def pool(self, name: str) -> PoolHandle:
         for pool in self.pools:

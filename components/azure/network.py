@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 from pulumi_azure_native import network, privatedns
@@ -52,6 +53,25 @@ def _deny_internet_inbound() -> dict[str, object]:
         "destination_address_prefix": "*",
         "destination_port_range": "*",
     }
+
+
+# Address ranges that are not the internet (RFC 1918): the Entra ID rule below leaves them out, so it
+# opens no path into the VNet or the pod overlay.
+_PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+_HTTPS = [{"protocol": "TCP", "port": 443}]
+
+
+def workload_egress(cidr: str) -> tuple[dict[str, Any], ...]:
+    """NetworkPolicy egress a workload with a federated identity needs, beyond DNS: HTTPS to the private
+    endpoints' subnet (blob storage resolves there through the Private Link zone) and HTTPS to Entra ID
+    (login.microsoftonline.com) to exchange its service-account token (AKS workload identity docs).
+    Entra ID has no fixed addresses a NetworkPolicy can name, so the rule is public HTTPS; the cluster's
+    egress path (NAT gateway, or the firewall with userDefinedRouting, which filters by FQDN) narrows it.
+    """
+    return (
+        {"to": [{"ipBlock": {"cidr": subnet_plan(cidr).endpoints}}], "ports": _HTTPS},
+        {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(_PRIVATE_RANGES)}}], "ports": _HTTPS},
+    )
 
 
 @dataclass(frozen=True)

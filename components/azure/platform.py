@@ -24,7 +24,14 @@ from components.azure.identity import (
     Grant,
 )
 from components.azure.keys import AzureKeys, KeyPurpose, KeysArgs
-from components.azure.network import BLOB_ZONE, FILE_ZONE, REGISTRY_ZONE, AzureNetwork, NetworkArgs
+from components.azure.network import (
+    BLOB_ZONE,
+    FILE_ZONE,
+    REGISTRY_ZONE,
+    AzureNetwork,
+    NetworkArgs,
+    workload_egress,
+)
 from components.azure.node_pools import (
     NodePools,
     NodePoolsArgs,
@@ -96,6 +103,7 @@ class AzurePlatform(pulumi.ComponentResource):
             registry=registry.login_server,
             identities={workload: identity.annotations for workload, identity in identities.items()},
             pod_labels={workload: identity.pod_labels for workload, identity in identities.items()},
+            workload_egress=workload_egress(config.network.cidr),
         )
         self.exports: dict[str, pulumi.Input[Any]] = {
             "clusterName": cluster.cluster_name,

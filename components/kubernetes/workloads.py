@@ -57,6 +57,7 @@ def training_spec(
         max_restarts=training.max_restarts,
         labels=config.base_tags(),
         pod_labels=handle.pod_labels.get("training", {}),
+        egress=handle.workload_egress,
     )
 
 
@@ -87,6 +88,7 @@ def inference_spec(
         canary=Canary(canary.model_version, canary.percent / 100) if canary else None,
         labels=config.base_tags(),
         pod_labels=handle.pod_labels.get("inference", {}),
+        egress=handle.workload_egress,
     )
 
 

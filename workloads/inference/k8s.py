@@ -83,6 +83,8 @@ class InferenceServiceSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     # Labels on the pods only (the cloud's workload identity, ClusterHandle.pod_labels).
     pod_labels: Mapping[str, str] = field(default_factory=dict)
+    # Further NetworkPolicy egress rules (the cloud's identity and storage endpoints).
+    egress: tuple[Mapping[str, Any], ...] = ()
     run_as_user: int = 10001
 
     def __post_init__(self) -> None:
@@ -375,7 +377,7 @@ def _network_policy(spec: InferenceServiceSpec) -> Object:
             "podSelector": {"matchLabels": {INSTANCE_LABEL: spec.name}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [rule],
-            "egress": [],
+            "egress": [dict(extra) for extra in spec.egress],
         },
     }
 

@@ -72,6 +72,8 @@ class TrainingJobSpec:
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # Labels on the pods only (the cloud's workload identity, ClusterHandle.pod_labels).
     pod_labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Further NetworkPolicy egress rules (the cloud's identity and storage endpoints).
+    egress: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         problems = [
@@ -296,7 +298,7 @@ def _network_policy(spec: TrainingJobSpec) -> dict[str, Any]:
             "podSelector": {"matchLabels": _selector(spec)},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [{"from": peers}],
-            "egress": [{"to": peers}, {"to": [dns_peer], "ports": dns_ports}],
+            "egress": [{"to": peers}, {"to": [dns_peer], "ports": dns_ports}, *(dict(extra) for extra in spec.egress)],
         },
     }
 

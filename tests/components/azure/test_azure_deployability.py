@@ -250,3 +250,22 @@ def test_federated_workload_pods_opt_in_to_workload_identity(planned: PlanFn, st
     assert len(ours) >= 2
     for workload in ours:
         assert workload.inputs["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+
+
+def test_federated_workloads_may_reach_entra_id_and_the_storage_endpoints(planned: PlanFn) -> None:
+    """Training and inference namespaces deny egress by default; a federated workload must reach Entra ID
+    over HTTPS to exchange its token (AKS workload identity docs) and the storage private endpoint, whose
+    subnet is the VNet's second quarter (network.py)."""
+    plan = planned("azure-enterprise-prod")
+    policies = [
+        p.inputs
+        for p in plan.by_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        if p.inputs["metadata"]["name"] not in ("default-deny", "allow-dns")
+    ]
+    assert {p["metadata"]["namespace"] for p in policies} == {"ml-training", "ml-inference"}
+    https = [{"protocol": "TCP", "port": 443.0}]
+    for policy in policies:
+        egress = policy["spec"]["egress"]
+        assert {"to": [{"ipBlock": {"cidr": "10.71.64.0/18"}}], "ports": https} in egress
+        entra = {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]}
+        assert {"to": [{"ipBlock": entra}], "ports": https} in egress
