@@ -235,7 +235,11 @@ class AzureConfig(_Model):
     def principal_type(self) -> PrincipalType:
         if self.deployer_principal_type is not None:
             return self.deployer_principal_type
-        return PrincipalType.USER if self.deployer_login is KubeloginMode.AZURECLI else PrincipalType.SERVICE_PRINCIPAL
+        return (
+            PrincipalType.USER
+            if self.deployer_login is KubeloginMode.AZURECLI
+            else PrincipalType.SERVICE_PRINCIPAL
+        )
 
 
 class CanaryConfig(_Model):

@@ -27,7 +27,8 @@ AKS_EXEC_KUBECONFIG = (
     "contexts:\n- name: mock\n  context: {cluster: mock, user: clusterUser_mock}\ncurrent-context: mock\n"
     "users:\n- name: clusterUser_mock\n  user:\n    exec:\n"
     "      apiVersion: client.authentication.k8s.io/v1beta1\n      command: kubelogin\n"
-    "      args: [get-token, --environment, AzurePublicCloud, --server-id, 6dae42f8-4368-4678-94ff-3960e28e3630,"
+    "      args: [get-token, --environment, AzurePublicCloud,"
+    " --server-id, 6dae42f8-4368-4678-94ff-3960e28e3630,"
     f" --client-id, 80faf920-1908-4b52-b5ef-a8e7bedfc67a, --tenant-id, {TENANT_ID}, --login, devicecode]\n"
     "      installHint: kubelogin is not installed\n      provideClusterInfo: false\n"
 )
@@ -132,7 +133,10 @@ _AZURE_EXTRA: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
     },
     "azure-native:keyvault:Vault": lambda p, i: {
         "name": i.get("vaultName", p),
-        "properties": {**i.get("properties", {}), "vaultUri": f"https://{i.get('vaultName', p)}.vault.azure.net/"},
+        "properties": {
+            **i.get("properties", {}),
+            "vaultUri": f"https://{i.get('vaultName', p)}.vault.azure.net/",
+        },
     },
     "azure-native:keyvault:Key": lambda p, i: _key_vault_key(i),
     "azure-native:containerregistry:Registry": lambda p, i: {"loginServer": f"{p}.azurecr.io"},

@@ -24,7 +24,6 @@ import pulumi_random
 from pulumi_azure_native import compute, keyvault
 
 from components.azure import naming
-from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role
 from components.azure.scope import AzureScope
 from components.config import DataClassification

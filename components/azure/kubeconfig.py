@@ -45,7 +45,12 @@ def login_args(args: list[str], mode: KubeloginMode) -> list[str]:
     """kubelogin ``get-token`` arguments for ``mode``, from the ones AKS issued."""
     converted = ["get-token", "--login", mode.value, "--server-id", _required(args, "--server-id")]
     if mode is KubeloginMode.SPN:
-        converted += ["--client-id", _required(args, "--client-id"), "--tenant-id", _required(args, "--tenant-id")]
+        converted += [
+            "--client-id",
+            _required(args, "--client-id"),
+            "--tenant-id",
+            _required(args, "--tenant-id"),
+        ]
         environment = _arg(args, "--environment")
         if environment is not None:
             converted += ["--environment", environment]

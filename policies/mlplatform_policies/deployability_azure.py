@@ -51,7 +51,11 @@ def _vault_name_reuse(graph: Graph) -> Iterator[Finding]:
         if not vault.get("properties.enablePurgeProtection") or vault.protect:
             continue
         name = vault.get("vaultName")
-        if isinstance(name, str) and not is_unknown(name) and not vault.property_dependencies.get("vaultName"):
+        if (
+            isinstance(name, str)
+            and not is_unknown(name)
+            and not vault.property_dependencies.get("vaultName")
+        ):
             yield (
                 vault.urn,
                 f"vault name {name!r} is fixed on a purge-protected vault of an unprotected stack: once "
@@ -82,7 +86,9 @@ def _workload_identity_label(graph: Graph) -> Iterator[Finding]:
     for workload in graph.of(*tokens.WORKLOADS):
         spec = workload.get(tokens.POD_SPEC_PATHS[workload.type])
         account = spec.get("serviceAccountName") if isinstance(spec, Mapping) else None
-        if (namespace_of(workload), account) in federated and _template_labels(workload).get(USE_LABEL) != "true":
+        if (namespace_of(workload), account) in federated and _template_labels(workload).get(
+            USE_LABEL
+        ) != "true":
             yield (
                 workload.urn,
                 f"service account {account!r} is federated ({CLIENT_ID_ANNOTATION}) but the pod template "

@@ -117,6 +117,8 @@ COVERED = {expected[0] for _, _, _, expected in CASES if expected is not None}
 
 
 @pytest.mark.parametrize(("config", "body", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_azure_deployability_policy(judge: Judge, config: str, body: str, expected: tuple[str, str] | None) -> None:
+def test_azure_deployability_policy(
+    judge: Judge, config: str, body: str, expected: tuple[str, str] | None
+) -> None:
     findings = {f for f in found(judge(body, config)) if f[0] in COVERED}
     assert findings == ({expected} if expected else set())

@@ -298,7 +298,11 @@ def _network_policy(spec: TrainingJobSpec) -> dict[str, Any]:
             "podSelector": {"matchLabels": _selector(spec)},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [{"from": peers}],
-            "egress": [{"to": peers}, {"to": [dns_peer], "ports": dns_ports}, *(dict(extra) for extra in spec.egress)],
+            "egress": [
+                {"to": peers},
+                {"to": [dns_peer], "ports": dns_ports},
+                *(dict(extra) for extra in spec.egress),
+            ],
         },
     }
 

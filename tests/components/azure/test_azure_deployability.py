@@ -5,6 +5,7 @@ Each test names the rule and its source; each failed on the code before the fix.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -41,7 +42,8 @@ def test_disk_encryption_set_takes_a_versioned_key_url(cloud_plan: PlanFn) -> No
     rotationToLatestKeyVersionEnabled value" (pulumi-azure-native KeyForDiskEncryptionSet)."""
     des = one(cloud_plan("azure-enterprise-prod"), "azure-native:compute:DiskEncryptionSet", "-keys-des")
     assert re.fullmatch(
-        r"https://mlp-kv-[0-9a-f]{10}\.vault\.azure\.net/keys/disks-cmk/[0-9a-f]{32}", des.inputs["activeKey"]["keyUrl"]
+        r"https://mlp-kv-[0-9a-f]{10}\.vault\.azure\.net/keys/disks-cmk/[0-9a-f]{32}",
+        des.inputs["activeKey"]["keyUrl"],
     )
 
 
@@ -65,7 +67,8 @@ def test_agent_pools_are_created_one_after_another(cloud_plan: PlanFn, stack: st
     after the first waits for the one before it."""
     plan = cloud_plan(stack)
     pools = plan.by_type("azure-native:containerservice:AgentPool")
-    for before, after in zip(pools, pools[1:], strict=False):
+    assert len(pools) >= 1
+    for before, after in itertools.pairwise(pools):
         assert before.name in depends_on(plan, after)
 
 
@@ -139,7 +142,9 @@ def test_stack_kubeconfig_logs_in_as_configured(variant: VariantFn) -> None:
         ({"deployerPrincipalType": "ServicePrincipal"}, "ServicePrincipal"),
     ],
 )
-def test_deployer_principal_type_comes_from_config(variant: VariantFn, azure: dict[str, str], expected: str) -> None:
+def test_deployer_principal_type_comes_from_config(
+    variant: VariantFn, azure: dict[str, str], expected: str
+) -> None:
     """ARM refuses a role assignment whose declared principalType does not match the principal; the type
     comes from the stack (``azure.deployerPrincipalType`` or implied by ``azure.deployerLogin``), not
     from the environment of whoever runs the plan."""
@@ -169,7 +174,9 @@ def test_unprotected_stacks_get_a_fresh_vault_name(cloud_plan: PlanFn) -> None:
 @pytest.mark.parametrize(
     ("stack", "expected"), [("azure-smb-dev", "loadBalancer"), ("azure-enterprise-prod", "managedNATGateway")]
 )
-def test_enterprise_egress_is_not_the_public_load_balancer(cloud_plan: PlanFn, stack: str, expected: str) -> None:
+def test_enterprise_egress_is_not_the_public_load_balancer(
+    cloud_plan: PlanFn, stack: str, expected: str
+) -> None:
     """AKS outbound types: ``loadBalancer`` gives a private cluster a public outbound IP with unfiltered
     egress; enterprise leaves through a NAT gateway unless it routes through its firewall."""
     (cluster,) = cloud_plan(stack).by_type("azure-native:containerservice:ManagedCluster")
@@ -181,7 +188,9 @@ def test_user_defined_routing_sends_egress_to_the_firewall(variant: VariantFn) -
     cluster exists, and the cluster identity may manage that route table (AKS egress docs)."""
     plan = variant(
         "azure-enterprise-prod",
-        lambda body: body.update(azure={"outboundType": "userDefinedRouting", "egressFirewallIp": "10.0.0.4"}),
+        lambda body: body.update(
+            azure={"outboundType": "userDefinedRouting", "egressFirewallIp": "10.0.0.4"}
+        ),
     )
     table = one(plan, "azure-native:network:RouteTable", "-egress-routes")
     assert table.inputs["routes"] == [
@@ -209,7 +218,9 @@ def test_user_defined_routing_needs_the_firewall_ip() -> None:
 def test_auto_upgrades_run_only_in_the_maintenance_window(cloud_plan: PlanFn) -> None:
     """AKS planned maintenance: ``aksManagedAutoUpgradeSchedule`` and ``aksManagedNodeOSUpgradeSchedule``
     confine both auto-upgrade channels to a window (duration 4-24 hours, containerservice SDK)."""
-    configs = cloud_plan("azure-enterprise-prod").by_type("azure-native:containerservice:MaintenanceConfiguration")
+    configs = cloud_plan("azure-enterprise-prod").by_type(
+        "azure-native:containerservice:MaintenanceConfiguration"
+    )
     assert sorted(c.inputs["configName"] for c in configs) == [
         "aksManagedAutoUpgradeSchedule",
         "aksManagedNodeOSUpgradeSchedule",
@@ -231,7 +242,9 @@ def test_dedicated_system_pool_is_reserved_for_critical_addons(cloud_plan: PlanF
     kube-system pods tolerate it, our add-ons land on an untainted User pool."""
     plan = cloud_plan("azure-enterprise-prod")
     assert system_profile(plan)["nodeTaints"] == ["CriticalAddonsOnly=true:NoSchedule"]
-    untainted = [p for p in plan.by_type("azure-native:containerservice:AgentPool") if not p.inputs["nodeTaints"]]
+    untainted = [
+        p for p in plan.by_type("azure-native:containerservice:AgentPool") if not p.inputs["nodeTaints"]
+    ]
     assert [p.inputs["agentPoolName"] for p in untainted] == ["inference"]
 
 
@@ -249,7 +262,9 @@ def test_federated_workload_pods_opt_in_to_workload_identity(planned: PlanFn, st
     ours = [w for w in workloads if w.inputs["metadata"]["namespace"] in ("ml-training", "ml-inference")]
     assert len(ours) >= 2
     for workload in ours:
-        assert workload.inputs["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+        assert (
+            workload.inputs["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+        )
 
 
 def test_federated_workloads_may_reach_entra_id_and_the_storage_endpoints(planned: PlanFn) -> None:

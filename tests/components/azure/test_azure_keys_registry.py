@@ -9,7 +9,7 @@ import pytest
 
 from components.azure.roles import BuiltInRole
 from mlplatform.plan import Plan
-from tests.components.azure.azure_plan_support import role_assignments, target
+from tests.components.azure.azure_plan_support import role_assignments
 from tests.stack_variants import one
 
 PlanFn = Callable[[str], Plan]
@@ -68,7 +68,11 @@ def test_disk_encryption_set_follows_the_disks_key_and_is_granted_on_it(cloud_pl
     assert "/keys/disks-cmk/" in des["activeKey"]["keyUrl"]
     grants = role_assignments(plan, BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER)
     # The disk set on the disks key; the storage identity and the registry identity on theirs.
-    assert sorted(g["scope"].rsplit("/", 1)[1] for g in grants) == ["disks-cmk", "registry-cmk", "storage-cmk"]
+    assert sorted(g["scope"].rsplit("/", 1)[1] for g in grants) == [
+        "disks-cmk",
+        "registry-cmk",
+        "storage-cmk",
+    ]
     assert all(g["principalType"] == "ServicePrincipal" for g in grants)
 
 
