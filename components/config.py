@@ -580,6 +580,10 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
 
 def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     key = f"{PLATFORM_KEY}.azure"
+    if config.cloud is not Cloud.AZURE:
+        if "azure" in config.model_fields_set:
+            yield key, f"only for azure stacks; this stack's cloud is {config.cloud}"
+        return
     udr = config.azure.outbound_type is OutboundType.USER_DEFINED_ROUTING
     if udr and config.azure.egress_firewall_ip is None:
         yield f"{key}.egressFirewallIp", "outboundType userDefinedRouting needs the firewall's private IP"

@@ -284,3 +284,10 @@ def test_federated_workloads_may_reach_entra_id_and_the_storage_endpoints(planne
         assert {"to": [{"ipBlock": {"cidr": "10.71.64.0/18"}}], "ports": https} in egress
         entra = {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]}
         assert {"to": [{"ipBlock": entra}], "ports": https} in egress
+
+
+def test_azure_settings_on_an_aws_stack_are_refused() -> None:
+    raw = template("aws-smb-dev")
+    raw["ml-platform:platform"]["azure"] = {"deployerLogin": "spn"}
+    with pytest.raises(ConfigError, match=r"ml-platform:platform\.azure: only for azure stacks"):
+        parse_stack_config(raw, "Pulumi.aws-smb-dev.yaml")
