@@ -38,6 +38,9 @@ POLICIES = {
     "uae-replication-destinations": ("mandatory", "stack"),
     "k8s-privileged-exceptions": ("mandatory", "stack"),
     "k8s-namespace-network-policy": ("mandatory", "stack"),
+    "azure-des-versioned-key": ("mandatory", "resource"),
+    "azure-key-vault-name-reuse": ("mandatory", "stack"),
+    "azure-workload-identity-label": ("mandatory", "stack"),
 }
 
 
