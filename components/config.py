@@ -221,6 +221,85 @@ class KubernetesConfig(_Model):
         return teams
 
 
+class KubeloginMode(StrEnum):
+    """How the deployer signs in to an AKS cluster's Entra ID: the ``-l`` of ``kubelogin
+    convert-kubeconfig`` (Azure/kubelogin, pkg/internal/token login methods)."""
+
+    AZURECLI = "azurecli"
+    WORKLOAD_IDENTITY = "workloadidentity"
+    SPN = "spn"
+    MSI = "msi"
+
+
+class PrincipalType(StrEnum):
+    """ARM's ``principalType`` of a role assignment; a managed identity is a ``ServicePrincipal``."""
+
+    USER = "User"
+    SERVICE_PRINCIPAL = "ServicePrincipal"
+
+
+class OutboundType(StrEnum):
+    """AKS ``networkProfile.outboundType``: how nodes reach the internet (AKS egress docs)."""
+
+    LOAD_BALANCER = "loadBalancer"
+    MANAGED_NAT_GATEWAY = "managedNATGateway"
+    USER_DEFINED_ROUTING = "userDefinedRouting"
+
+
+class WeekDay(StrEnum):
+    MONDAY = "Monday"
+    TUESDAY = "Tuesday"
+    WEDNESDAY = "Wednesday"
+    THURSDAY = "Thursday"
+    FRIDAY = "Friday"
+    SATURDAY = "Saturday"
+    SUNDAY = "Sunday"
+
+
+class MaintenanceWindowConfig(_Model):
+    """When AKS may upgrade the cluster and node images: weekly, outside training runs."""
+
+    day_of_week: WeekDay = WeekDay.SATURDAY
+    start_time: Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")] = "00:00"
+    # 4 to 24 hours (containerservice MaintenanceWindow.durationHours).
+    duration_hours: int = Field(default=8, ge=4, le=24)
+    # UAE time (Gulf Standard Time, no daylight saving).
+    utc_offset: Annotated[str, Field(pattern=r"^[+-](0[0-9]|1[0-4]):[0-5][0-9]$")] = "+04:00"
+
+
+class AzureConfig(_Model):
+    """Azure-only settings: how the deployer signs in, how long grants take, how nodes reach out."""
+
+    # The deployer's sign-in for the Kubernetes provider's kubeconfig (kubelogin is required).
+    deployer_login: KubeloginMode = KubeloginMode.AZURECLI
+    # The deployer's principal type for its role assignments; by default a user for azurecli, a
+    # service principal for the non-interactive logins.
+    deployer_principal_type: PrincipalType | None = None
+    # How long to wait after role assignments before their principal uses them (bounded).
+    rbac_propagation_seconds: int = Field(default=120, ge=0, le=1800)
+    outbound_type: OutboundType | None = None
+    # userDefinedRouting: the private IP of the firewall (network virtual appliance) egress goes to.
+    egress_firewall_ip: str | None = None
+    maintenance: MaintenanceWindowConfig = MaintenanceWindowConfig()
+
+    @field_validator("egress_firewall_ip")
+    @classmethod
+    def _firewall_ip(cls, value: str | None) -> str | None:
+        if value is not None and not ipaddress.ip_address(value).is_private:
+            raise ValueError(f"{value} is not a private IP address")
+        return value
+
+    @property
+    def principal_type(self) -> PrincipalType:
+        if self.deployer_principal_type is not None:
+            return self.deployer_principal_type
+        return (
+            PrincipalType.USER
+            if self.deployer_login is KubeloginMode.AZURECLI
+            else PrincipalType.SERVICE_PRINCIPAL
+        )
+
+
 class CanaryConfig(_Model):
     model_version: str
     percent: int = Field(ge=1, le=50)
@@ -281,6 +360,7 @@ class PlatformConfig(_Model):
     storage: StorageConfig = StorageConfig()
     kubernetes: KubernetesConfig = KubernetesConfig()
     workloads: WorkloadsConfig = WorkloadsConfig()
+    azure: AzureConfig = AzureConfig()
 
     @property
     def stack_name(self) -> str:
@@ -337,6 +417,11 @@ def tier_preset(tier: Tier, cloud: Cloud, *, with_inference: bool) -> dict[str, 
         "storage": {"shared": shared.value},
         "kubernetes": {"monitoring": enterprise},
     }
+    if cloud is Cloud.AZURE:
+        # Enterprise nodes leave through a NAT gateway (static egress IPs for allow-lists) instead of the
+        # cluster's public load balancer; userDefinedRouting sends them through a firewall (README).
+        outbound = OutboundType.MANAGED_NAT_GATEWAY if enterprise else OutboundType.LOAD_BALANCER
+        preset["azure"] = {"outboundType": outbound.value}
     if with_inference:
         preset["workloads"] = {"inference": {"auth": enterprise, "tls": enterprise}}
     return preset
@@ -452,6 +537,7 @@ def _rule_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     yield from _pool_problems(config)
     yield from _storage_problems(config)
     yield from _workload_problems(config)
+    yield from _azure_problems(config)
 
 
 def _cluster_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
@@ -608,3 +694,16 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             yield f"{key}.inference.cpu", "a Kubernetes CPU quantity such as 1 or 500m"
         if not re.fullmatch(r"[0-9]+(Mi|Gi)", inference.memory):
             yield f"{key}.inference.memory", "a Kubernetes memory quantity such as 512Mi or 2Gi"
+
+
+def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    key = f"{PLATFORM_KEY}.azure"
+    if config.cloud is not Cloud.AZURE:
+        if "azure" in config.model_fields_set:
+            yield key, f"only for azure stacks; this stack's cloud is {config.cloud}"
+        return
+    udr = config.azure.outbound_type is OutboundType.USER_DEFINED_ROUTING
+    if udr and config.azure.egress_firewall_ip is None:
+        yield f"{key}.egressFirewallIp", "outboundType userDefinedRouting needs the firewall's private IP"
+    if not udr and config.azure.egress_firewall_ip is not None:
+        yield f"{key}.egressFirewallIp", "only meaningful with outboundType: userDefinedRouting"

@@ -162,6 +162,12 @@ class ClusterHandle:
     # The resources that bring up the nodes add-on pods run on (system and CPU pools): Helm releases wait
     # for them, or an install from nothing times out before any node is Ready.
     node_pools: tuple[pulumi.Resource, ...] = ()
+    # workload name -> labels its pod templates must carry for the cloud's identity to reach them (AKS
+    # workload identity mutates only pods labelled ``azure.workload.identity/use: "true"``).
+    pod_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # NetworkPolicy egress rules workload pods need for their cloud identity and storage endpoints
+    # (their namespaces deny egress by default).
+    workload_egress: tuple[Mapping[str, Any], ...] = ()
 
     def pool(self, name: str) -> PoolHandle:
         for pool in self.pools:

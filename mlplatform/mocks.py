@@ -20,11 +20,19 @@ from components.catalog.aws import SOLD_IN_REGION
 ACCOUNT_ID = "123456789012"
 SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
 TENANT_ID = "00000000-0000-0000-0000-000000000001"
-KUBECONFIG = (
+# What AKS returns for `listClusterUserCredential?format=exec` on an Entra ID cluster: a kubelogin exec
+# plugin that logs in with device code (AKS docs, "kubelogin"); the server id is AKS's Entra server
+# application, the client id AKS's Entra client application (Azure/kubelogin README).
+AKS_EXEC_KUBECONFIG = (
     "apiVersion: v1\nkind: Config\nclusters:\n- name: mock\n  cluster:\n"
-    "    server: https://mock.cluster.invalid\ncontexts:\n- name: mock\n"
-    "  context: {cluster: mock, user: mock}\ncurrent-context: mock\n"
-    "users:\n- name: mock\n  user: {token: mock}\n"
+    "    server: https://mock.privatelink.uaenorth.azmk8s.io:443\n    certificate-authority-data: bW9jaw==\n"
+    "contexts:\n- name: mock\n  context: {cluster: mock, user: clusterUser_mock}\ncurrent-context: mock\n"
+    "users:\n- name: clusterUser_mock\n  user:\n    exec:\n"
+    "      apiVersion: client.authentication.k8s.io/v1beta1\n      command: kubelogin\n"
+    "      args: [get-token, --environment, AzurePublicCloud,"
+    " --server-id, 6dae42f8-4368-4678-94ff-3960e28e3630,"
+    f" --client-id, 80faf920-1908-4b52-b5ef-a8e7bedfc67a, --tenant-id, {TENANT_ID}, --login, devicecode]\n"
+    "      installHint: kubelogin is not installed\n      provideClusterInfo: false\n"
 )
 
 
@@ -146,12 +154,13 @@ _AZURE_EXTRA: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
         "tenantId": TENANT_ID,
     },
     "azure-native:keyvault:Vault": lambda p, i: {
-        "properties": {**i.get("properties", {}), "vaultUri": f"https://{p}.vault.azure.net/"}
+        "name": i.get("vaultName", p),
+        "properties": {
+            **i.get("properties", {}),
+            "vaultUri": f"https://{i.get('vaultName', p)}.vault.azure.net/",
+        },
     },
-    "azure-native:keyvault:Key": lambda p, i: {
-        "keyUriWithVersion": f"https://vault.vault.azure.net/keys/{p}/mock",
-        "keyUri": f"https://vault.vault.azure.net/keys/{p}",
-    },
+    "azure-native:keyvault:Key": lambda p, i: _key_vault_key(i),
     "azure-native:containerregistry:Registry": lambda p, i: {"loginServer": f"{p}.azurecr.io"},
     "azure-native:storage:StorageAccount": lambda p, i: {
         "primaryEndpoints": {"blob": f"https://{p}.blob.core.windows.net/"}
@@ -164,6 +173,20 @@ _AZURE_EXTRA: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
         },
     },
 }
+
+
+def _key_vault_key(inputs: dict[str, Any]) -> dict[str, Any]:
+    """A key as Key Vault reads it back: the versionless URI, the URI of its current version (32 hex
+    characters, Key Vault "About keys") and the ARM id under its vault."""
+    vault, key, group = inputs["vaultName"], inputs["keyName"], inputs.get("resourceGroupName", "mock-rg")
+    uri = f"https://{vault}.vault.azure.net/keys/{key}"
+    return {
+        "name": key,
+        "keyUri": uri,
+        "keyUriWithVersion": f"{uri}/{hashlib.sha256(uri.encode()).hexdigest()[:32]}",
+        "id": f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{group}/providers/Microsoft.KeyVault/vaults/"
+        f"{vault}/keys/{key}",
+    }
 
 
 def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -232,13 +255,17 @@ class PlanMocks(pulumi.runtime.Mocks):
             # Computed outputs win over echoed inputs: what Azure reads back (issuer URL, identity map).
             location = inputs.get("location", self.azure_location)
             return outputs["id"], {**inputs, **outputs, "location": location}
+        if token == "random:index/randomString:RandomString":
+            # Lowercase letters and digits of the asked length, stable per logical name.
+            length = int(inputs["length"])
+            return f"{name}-id", {**inputs, "result": _short_hash(token, name).ljust(length, "0")[:length]}
         return f"{name}-id", inputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         if args.token == "azure-native:containerservice:listManagedClusterUserCredentials":
             return {
                 "kubeconfigs": [
-                    {"name": "clusterUser", "value": base64.b64encode(KUBECONFIG.encode()).decode()}
+                    {"name": "clusterUser", "value": base64.b64encode(AKS_EXEC_KUBECONFIG.encode()).decode()}
                 ]
             }, []
         # No check failures: an empty list (the mock monitor iterates it; None raises TypeError).

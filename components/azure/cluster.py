@@ -12,7 +12,18 @@ Choices and why:
 - Auto-upgrade ``patch``: patch releases arrive on their own while the minor version stays the one in
   config, so config and cluster never disagree; node images follow ``NodeImage``.
 - The disk encryption set encrypts OS disks with the customer-managed key; it can only be set at cluster
-  creation (learn.microsoft.com/azure/aks/azure-disk-customer-managed-keys).
+  creation, and the cluster identity needs Reader on the set or Azure Disk volumes fail to provision
+  (learn.microsoft.com/azure/aks/azure-disk-customer-managed-keys).
+- Egress (``azure.outboundType``): SMB keeps AKS's default public load balancer; enterprise leaves through
+  a managed NAT gateway (static egress IPs, no inbound path), or with ``userDefinedRouting`` through
+  the customer's firewall, which then filters every outbound connection (AKS egress docs, "outbound
+  types"; "Control egress traffic using Azure Firewall"). Not ``loadBalancer`` for a private cluster:
+  it would give it a public outbound IP with unfiltered egress.
+- Planned maintenance (``azure.maintenance``): AKS upgrades the cluster and node images only in the
+  weekly window (``aksManagedAutoUpgradeSchedule``, ``aksManagedNodeOSUpgradeSchedule``, AKS "planned
+  maintenance" docs), so ND nodes are not drained in the middle of a training run on any weekday.
+- The in-cluster layer waits for the deployer's cluster-admin grant to propagate (propagation.py): the
+  kubeconfig the Kubernetes provider reads only resolves after the wait.
 """
 
 from __future__ import annotations
@@ -26,9 +37,11 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import containerservice, managedidentity, monitor, operationalinsights
 
+from components.azure.kubeconfig import convert_kubeconfig
+from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role
 from components.azure.scope import AzureScope
-from components.config import EndpointAccess
+from components.config import EndpointAccess, OutboundType
 
 # Control-plane resource logs sent to Log Analytics (AKS monitoring reference, "Resource logs"). The
 # admin audit stream leaves out get/list/watch, which are most of the volume and cost of kube-audit.
@@ -74,30 +87,31 @@ class ClusterArgs:
     disk_encryption_set_id: pulumi.Input[str]
     # The System-mode pool's agent-pool profile (node_pools.agent_pool_settings); AKS needs one at creation.
     system_pool: dict[str, Any]
-    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # Role assignments Azure must honour before the cluster is created (the disk encryption set's key).
+    grants: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # userDefinedRouting: the node subnet's route table; the control-plane identity must manage it.
+    route_table_id: pulumi.Input[str] | None = None
 
 
 class AksCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:azure:Cluster", name, None, opts)
         self._scope = scope = args.scope
-        identity, network_grant = self._control_plane_identity(name, args.vnet_id)
+        identity, identity_grants = self._control_plane_identity(name, args)
+        ready = propagated(f"{name}-create", scope, [*args.grants, *identity_grants], self)
         self.cluster = containerservice.ManagedCluster(
             f"{name}-aks",
             resource_name_=scope.config.stack_name,
             **self._cluster_properties(args, identity.id),
             **scope.placed,
             # The autoscaler owns the node count after creation; Pulumi must not reset it on every up.
-            opts=scope.opts(
-                self,
-                depends_on=[*args.depends_on, network_grant],
-                ignore_changes=["agentPoolProfiles[0].count"],
-            ),
+            opts=scope.opts(self, depends_on=[ready], ignore_changes=["agentPoolProfiles[0].count"]),
         )
         self._diagnostics(name)
+        self._maintenance(name)
         # The deployer administers the cluster through Azure RBAC (no local admin exists); the in-cluster
-        # layer of this same program deploys with that grant.
-        assign_role(
+        # layer of this same program deploys with that grant, once it has propagated.
+        admin = assign_role(
             f"{name}-deployer-admin",
             scope,
             role=BuiltInRole.AKS_RBAC_CLUSTER_ADMIN,
@@ -113,7 +127,7 @@ class AksCluster(pulumi.ComponentResource):
         self.kubelet_object_id: pulumi.Output[str] = self.cluster.identity_profile.apply(
             lambda p: p["kubeletidentity"].object_id
         )
-        self.kubeconfig = self._kubeconfig()
+        self.kubeconfig = self._kubeconfig(propagated(f"{name}-admin", scope, [admin], self))
         self.register_outputs(
             {
                 "clusterName": self.cluster_name,
@@ -123,25 +137,35 @@ class AksCluster(pulumi.ComponentResource):
         )
 
     def _control_plane_identity(
-        self, name: str, vnet_id: pulumi.Input[str]
-    ) -> tuple[managedidentity.UserAssignedIdentity, pulumi.Resource]:
-        """User-assigned so it can be granted Network Contributor before the cluster exists; a
-        system-assigned identity would get its grant after creation, racing the first node. Scoped to
-        the stack's VNet: it covers the node subnet (load balancers, NICs) and the link of the private
-        API server's DNS zone to the VNet."""
+        self, name: str, args: ClusterArgs
+    ) -> tuple[managedidentity.UserAssignedIdentity, list[pulumi.Resource]]:
+        """User-assigned so it can be granted its roles before the cluster exists; a system-assigned
+        identity would get them after creation, racing the first node. Network Contributor on the
+        stack's VNet covers the node subnet (load balancers, NICs) and the link of the private API
+        server's DNS zone; on the route table too when egress is user-defined (AKS "bring your own
+        route table"); Reader on the disk encryption set (AKS BYOK docs)."""
         scope = self._scope
         identity = managedidentity.UserAssignedIdentity(
             f"{name}-identity", **scope.placed, opts=scope.opts(self)
         )
-        network_grant = assign_role(
-            f"{name}-vnet-network",
-            scope,
-            role=BuiltInRole.NETWORK_CONTRIBUTOR,
-            principal_id=identity.principal_id,
-            target_id=vnet_id,
-            opts=scope.opts(self),
-        )
-        return identity, network_grant
+        targets = {
+            "vnet-network": (BuiltInRole.NETWORK_CONTRIBUTOR, args.vnet_id),
+            "des-reader": (BuiltInRole.READER, args.disk_encryption_set_id),
+        }
+        if args.route_table_id is not None:
+            targets["routes-network"] = (BuiltInRole.NETWORK_CONTRIBUTOR, args.route_table_id)
+        grants: list[pulumi.Resource] = [
+            assign_role(
+                f"{name}-{label}",
+                scope,
+                role=role,
+                principal_id=identity.principal_id,
+                target_id=target,
+                opts=scope.opts(self),
+            )
+            for label, (role, target) in targets.items()
+        ]
+        return identity, grants
 
     def _cluster_properties(self, args: ClusterArgs, identity_id: pulumi.Input[str]) -> dict[str, Any]:
         scope = self._scope
@@ -170,7 +194,7 @@ class AksCluster(pulumi.ComponentResource):
                 "service_cidr": cidrs.services,
                 "dns_service_ip": cidrs.dns_service_ip,
                 "load_balancer_sku": "standard",
-                "outbound_type": "loadBalancer",
+                "outbound_type": self._outbound_type().value,
             },
             "oidc_issuer_profile": {"enabled": True},
             "security_profile": {"workload_identity": {"enabled": True}},
@@ -180,6 +204,30 @@ class AksCluster(pulumi.ComponentResource):
             "storage_profile": {"file_csi_driver": {"enabled": True}},
             "agent_pool_profiles": [args.system_pool],
         }
+
+    def _outbound_type(self) -> OutboundType:
+        outbound = self._scope.config.azure.outbound_type
+        assert outbound is not None, "filled by the tier preset"
+        return outbound
+
+    def _maintenance(self, name: str) -> None:
+        """The weekly window for both auto-upgrade channels (the config names are fixed by AKS)."""
+        scope = self._scope
+        window = scope.config.azure.maintenance
+        for config_name in ("aksManagedAutoUpgradeSchedule", "aksManagedNodeOSUpgradeSchedule"):
+            containerservice.MaintenanceConfiguration(
+                f"{name}-{config_name}",
+                resource_group_name=scope.resource_group_name,
+                resource_name_=self.cluster.name,
+                config_name=config_name,
+                maintenance_window={
+                    "schedule": {"weekly": {"day_of_week": window.day_of_week.value, "interval_weeks": 1}},
+                    "duration_hours": window.duration_hours,
+                    "start_time": window.start_time,
+                    "utc_offset": window.utc_offset,
+                },
+                opts=scope.opts(self),
+            )
 
     def _api_server_access(self) -> dict[str, Any]:
         cluster = self._scope.config.cluster
@@ -213,14 +261,19 @@ class AksCluster(pulumi.ComponentResource):
             opts=scope.opts(self),
         )
 
-    def _kubeconfig(self) -> pulumi.Output[str]:
-        """The user kubeconfig in ``exec`` format: it calls kubelogin for an Entra token (there is no
-        admin kubeconfig: local accounts are disabled). Secret, although it holds no credential, because
-        it names the private API server."""
+    def _kubeconfig(self, admin_ready: pulumi.Resource) -> pulumi.Output[str]:
+        """The user kubeconfig in ``exec`` format, converted for the deployer's login (kubeconfig.py):
+        it calls kubelogin for an Entra token (there is no admin kubeconfig: local accounts are
+        disabled). Read after ``admin_ready``, so whatever uses it (the Kubernetes provider) waits for
+        the cluster-admin grant. Secret, although it holds no credential: it names the API server."""
+        login = self._scope.config.azure.deployer_login
         credentials = containerservice.list_managed_cluster_user_credentials_output(
             resource_group_name=self._scope.resource_group_name,
             resource_name=self.cluster.name,
             format="exec",
+            opts=pulumi.InvokeOutputOptions(depends_on=[admin_ready]),
         )
-        kubeconfig = credentials.apply(lambda c: base64.b64decode(c.kubeconfigs[0].value).decode())
+        kubeconfig = credentials.apply(
+            lambda c: convert_kubeconfig(base64.b64decode(c.kubeconfigs[0].value).decode(), login)
+        )
         return pulumi.Output.secret(kubeconfig)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 from pulumi_azure_native import managedidentity
 
+from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role
 from components.azure.scope import AzureScope
 from components.handle import WorkloadIdentity
@@ -21,6 +22,9 @@ from components.handle import WorkloadIdentity
 # learn.microsoft.com/azure/aks/workload-identity-deploy-cluster).
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 CLIENT_ID_ANNOTATION = "azure.workload.identity/client-id"
+# The webhook injects the token volume and AZURE_* variables only into pods with this label (AKS
+# workload identity docs, "Service account labels and annotations"; REFERENCE.md).
+USE_LABEL = "azure.workload.identity/use"
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class FederatedIdentity(pulumi.ComponentResource):
             )
         self.client_id: pulumi.Output[str] = identity.client_id
         self.annotations: dict[str, pulumi.Input[str]] = {CLIENT_ID_ANNOTATION: identity.client_id}
+        self.pod_labels: dict[str, str] = {USE_LABEL: "true"}
         self.register_outputs({"clientId": identity.client_id, "principalId": identity.principal_id})
 
 
@@ -84,7 +89,8 @@ class EncryptionIdentity(pulumi.ComponentResource):
 
     User-assigned because Storage and ACR read the key while they are being created, before a
     system-assigned identity could exist to be granted (ACR: a customer-managed key can only be set at
-    creation, with a user-assigned identity). Dependants wait on ``grant``.
+    creation, with a user-assigned identity). Dependants wait on ``ready``: the grant, propagated
+    (propagation.py), so the service's first unwrap is not refused.
     """
 
     def __init__(
@@ -93,7 +99,7 @@ class EncryptionIdentity(pulumi.ComponentResource):
         super().__init__("ml-platform:azure:EncryptionIdentity", name, None, opts)
         scope = args.scope
         identity = managedidentity.UserAssignedIdentity(f"{name}-uai", **scope.placed, opts=scope.opts(self))
-        self.grant = assign_role(
+        grant = assign_role(
             f"{name}-key-user",
             scope,
             role=BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
@@ -101,6 +107,7 @@ class EncryptionIdentity(pulumi.ComponentResource):
             target_id=args.key_id,
             opts=scope.opts(self),
         )
+        self.ready: pulumi.Resource = propagated(name, scope, [grant], self)
         self.identity_id: pulumi.Output[str] = identity.id
         self.client_id: pulumi.Output[str] = identity.client_id
         self.register_outputs({"id": identity.id, "clientId": identity.client_id})

@@ -6,6 +6,11 @@ access policies), keeps deleted keys recoverable (soft delete + purge protection
 customer-managed keys on Disks and Storage) and refuses the internet: enterprise vaults disable public
 access altogether; SMB vaults deny by default and let the allow-list through. Services reach their keys
 through the trusted-services bypass, which holds in both modes (Key Vault ``publicNetworkAccess`` docs).
+
+Purge protection keeps a deleted vault's name taken for the retention period (90 days here): a
+destroyed dev stack could not be created again under the same name. Unprotected stacks therefore add a
+random part to the vault name (kept in state, so it is stable across updates); protected stacks, never
+destroyed in the normal course, keep the deterministic name.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 import pulumi
+import pulumi_random
 from pulumi_azure_native import compute, keyvault
 
 from components.azure import naming
@@ -50,11 +56,13 @@ _SOFT_DELETE_DAYS = 90
 @dataclass(frozen=True)
 class KeyRef:
     """What a consumer needs of its key: the vault URI plus name (Storage), the versionless key URI
-    (ACR, disk encryption set) and the ARM id (the scope of its role assignment)."""
+    (ACR), the versioned key URI (the disk encryption set) and the ARM id (the scope of its role
+    assignment)."""
 
     vault_uri: pulumi.Output[str]
     name: str
     key_uri: pulumi.Output[str]
+    key_uri_with_version: pulumi.Output[str]
     key_id: pulumi.Output[str]
 
 
@@ -68,7 +76,7 @@ class AzureKeys(pulumi.ComponentResource):
         super().__init__("ml-platform:azure:Keys", name, None, opts)
         self._scope = scope = args.scope
         sku, self._key_type = _PROTECTION[scope.config.data_classification is DataClassification.RESTRICTED]
-        self.vault_name = naming.key_vault_name(scope.name_suffix)
+        self.vault_name = self._vault_name(name)
         self.vault = keyvault.Vault(
             f"{name}-vault",
             vault_name=self.vault_name,
@@ -81,6 +89,19 @@ class AzureKeys(pulumi.ComponentResource):
             name, self.keys[KeyPurpose.DISKS]
         )
         self.register_outputs({"vaultId": self.vault.id, "diskEncryptionSetId": self.disk_encryption_set_id})
+
+    def _vault_name(self, name: str) -> pulumi.Input[str]:
+        scope = self._scope
+        if scope.config.is_protected:
+            return naming.key_vault_name(scope.name_suffix)
+        unique = pulumi_random.RandomString(
+            f"{name}-vault-unique",
+            length=naming.KEY_VAULT_UNIQUE_LENGTH,
+            special=False,
+            upper=False,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return unique.result.apply(lambda part: naming.key_vault_name(scope.name_suffix, part))
 
     def _vault_properties(self, sku: str) -> dict[str, Any]:
         scope = self._scope
@@ -112,24 +133,33 @@ class AzureKeys(pulumi.ComponentResource):
             opts=scope.opts(self, data=True),
         )
         vault_uri = self.vault.properties.apply(lambda p: p.vault_uri)
-        return KeyRef(vault_uri=vault_uri, name=key_name, key_uri=key.key_uri, key_id=key.id)
+        return KeyRef(
+            vault_uri=vault_uri,
+            name=key_name,
+            key_uri=key.key_uri,
+            key_uri_with_version=key.key_uri_with_version,
+            key_id=key.id,
+        )
 
     def _disk_encryption_set(self, name: str, key: KeyRef) -> tuple[pulumi.Output[str], pulumi.Resource]:
         """The set AKS encrypts node OS disks (and disk-backed volumes) with.
 
-        ``rotation_to_latest_key_version_enabled`` follows the key's rotation policy. Its identity is
+        ``activeKey.keyUrl`` must be a versioned key URL ("Version segment of the Url is required
+        regardless of rotationToLatestKeyVersionEnabled", compute SDK KeyForDiskEncryptionSet). With
+        ``rotation_to_latest_key_version_enabled`` Azure moves the set to each new version the rotation
+        policy makes, so the key URL is ignored after creation: rotation is not drift. Its identity is
         system-assigned (the only kind Disks allows at creation) and granted use of the disks key only;
-        the cluster must wait for that grant or the first node's disk cannot be created.
+        the cluster waits for that grant to propagate or the first node's disk cannot be created.
         """
         scope = self._scope
         encryption_set = compute.DiskEncryptionSet(
             f"{name}-des",
             identity={"type": "SystemAssigned"},
             encryption_type="EncryptionAtRestWithCustomerKey",
-            active_key={"key_url": key.key_uri, "source_vault": {"id": self.vault.id}},
+            active_key={"key_url": key.key_uri_with_version, "source_vault": {"id": self.vault.id}},
             rotation_to_latest_key_version_enabled=True,
             **scope.placed,
-            opts=scope.opts(self, data=True),
+            opts=scope.opts(self, data=True, ignore_changes=["activeKey.keyUrl"]),
         )
         grant = assign_role(
             f"{name}-des-key-user",

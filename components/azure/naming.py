@@ -24,6 +24,8 @@ _REGISTRY = re.compile(r"^[a-z0-9]{5,50}$")
 _AGENT_POOL = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 
 _PREFIX = "mlp"
+# Random characters added to an unprotected stack's vault name (keys.py): "mlp-kv-" + 10 + "-" + 4 = 22.
+KEY_VAULT_UNIQUE_LENGTH = 4
 
 
 def name_suffix(subscription_id: str, project: str, stack: str) -> str:
@@ -41,8 +43,9 @@ def storage_account_name(purpose: str, suffix: str) -> str:
     return _checked(f"{_PREFIX}{purpose}{suffix}", _STORAGE_ACCOUNT, "storage account")
 
 
-def key_vault_name(suffix: str) -> str:
-    return _checked(f"{_PREFIX}-kv-{suffix}", _KEY_VAULT, "Key Vault")
+def key_vault_name(suffix: str, unique: str = "") -> str:
+    """``unique`` (random, unprotected stacks) frees the name from a purge-protected predecessor."""
+    return _checked(f"{_PREFIX}-kv-{suffix}" + (f"-{unique}" if unique else ""), _KEY_VAULT, "Key Vault")
 
 
 def registry_name(suffix: str) -> str:

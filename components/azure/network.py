@@ -3,17 +3,22 @@
 Pods do not take VNet addresses (Azure CNI overlay, see cluster.py), so the VNet is split into quarters:
 nodes, private endpoints, and two left free for later needs (API-server VNet integration, a firewall).
 Each subnet has an NSG that denies traffic from the internet explicitly, ahead of Azure's default rules.
+With ``azure.outboundType: userDefinedRouting`` the node subnet gets a route table sending all egress
+(0.0.0.0/0) to the customer's firewall, which AKS requires to exist on the subnet before the cluster
+(AKS egress docs, "outbound type userDefinedRouting"; "Control egress traffic using Azure Firewall").
 """
 
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 from pulumi_azure_native import network, privatedns
 
 from components.azure.scope import AzureScope
+from components.config import OutboundType
 
 # Private Link DNS zones per service (learn.microsoft.com/azure/private-link/private-endpoint-dns).
 BLOB_ZONE = "privatelink.blob.core.windows.net"
@@ -50,6 +55,25 @@ def _deny_internet_inbound() -> dict[str, object]:
     }
 
 
+# Address ranges that are not the internet (RFC 1918): the Entra ID rule below leaves them out, so it
+# opens no path into the VNet or the pod overlay.
+_PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+_HTTPS = [{"protocol": "TCP", "port": 443}]
+
+
+def workload_egress(cidr: str) -> tuple[dict[str, Any], ...]:
+    """NetworkPolicy egress a workload with a federated identity needs, beyond DNS: HTTPS to the private
+    endpoints' subnet (blob storage resolves there through the Private Link zone) and HTTPS to Entra ID
+    (login.microsoftonline.com) to exchange its service-account token (AKS workload identity docs).
+    Entra ID has no fixed addresses a NetworkPolicy can name, so the rule is public HTTPS; the cluster's
+    egress path (NAT gateway, or the firewall with userDefinedRouting, which filters by FQDN) narrows it.
+    """
+    return (
+        {"to": [{"ipBlock": {"cidr": subnet_plan(cidr).endpoints}}], "ports": _HTTPS},
+        {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(_PRIVATE_RANGES)}}], "ports": _HTTPS},
+    )
+
+
 @dataclass(frozen=True)
 class NetworkArgs:
     scope: AzureScope
@@ -60,6 +84,7 @@ class AzureNetwork(pulumi.ComponentResource):
         super().__init__("ml-platform:azure:Network", name, None, opts)
         self._scope = scope = args.scope
         plan = subnet_plan(scope.config.network.cidr)
+        self.route_table_id = self._egress_routes(name)
         vnet = network.VirtualNetwork(
             f"{name}-vnet",
             address_space={"address_prefixes": [scope.config.network.cidr]},
@@ -67,7 +92,9 @@ class AzureNetwork(pulumi.ComponentResource):
             opts=scope.opts(self),
         )
         self.vnet_id: pulumi.Output[str] = vnet.id
-        self.node_subnet_id = self._subnet(f"{name}-nodes", vnet, plan.nodes, endpoints=False)
+        self.node_subnet_id = self._subnet(
+            f"{name}-nodes", vnet, plan.nodes, endpoints=False, route_table_id=self.route_table_id
+        )
         self.endpoint_subnet_id = self._subnet(f"{name}-endpoints", vnet, plan.endpoints, endpoints=True)
         self.dns_zone_ids: dict[str, pulumi.Output[str]] = {
             zone: self._private_zone(f"{name}-{zone.split('.')[1]}-dns", zone, vnet)
@@ -81,8 +108,38 @@ class AzureNetwork(pulumi.ComponentResource):
             }
         )
 
+    def _egress_routes(self, name: str) -> pulumi.Output[str] | None:
+        """The node subnet's route table for userDefinedRouting: everything leaves through the firewall."""
+        azure = self._scope.config.azure
+        if azure.outbound_type is not OutboundType.USER_DEFINED_ROUTING:
+            return None
+        scope = self._scope
+        table = network.RouteTable(
+            f"{name}-egress-routes",
+            routes=[
+                {
+                    "name": "egress-through-firewall",
+                    "address_prefix": "0.0.0.0/0",
+                    "next_hop_type": "VirtualAppliance",
+                    "next_hop_ip_address": azure.egress_firewall_ip,
+                }
+            ],
+            # Routes learned over BGP (an ExpressRoute or VPN gateway) must not bypass the firewall.
+            disable_bgp_route_propagation=True,
+            **scope.placed,
+            opts=scope.opts(self),
+        )
+        table_id: pulumi.Output[str] = table.id
+        return table_id
+
     def _subnet(
-        self, name: str, vnet: network.VirtualNetwork, prefix: str, *, endpoints: bool
+        self,
+        name: str,
+        vnet: network.VirtualNetwork,
+        prefix: str,
+        *,
+        endpoints: bool,
+        route_table_id: pulumi.Input[str] | None = None,
     ) -> pulumi.Output[str]:
         scope = self._scope
         nsg = network.NetworkSecurityGroup(
@@ -96,6 +153,7 @@ class AzureNetwork(pulumi.ComponentResource):
             network_security_group={"id": nsg.id},
             # Private endpoints obey the subnet's NSG only when network policies are enabled on it.
             private_endpoint_network_policies="Enabled" if endpoints else None,
+            route_table={"id": route_table_id} if route_table_id is not None else None,
             opts=scope.opts(self),
         )
         subnet_id: pulumi.Output[str] = subnet.id

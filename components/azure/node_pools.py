@@ -11,6 +11,14 @@ GPU pools carry ``nvidia.com/gpu=present:NoSchedule`` and leave the driver to th
 ``AKSInfinibandSupport`` feature keeps a scale set's nodes on one InfiniBand network. Spot pools are
 evicted with Delete (a deallocated spot node still bills its disk) and carry AKS's spot taint so that
 only pods that tolerate eviction land there.
+
+The System pool carries ``CriticalAddonsOnly=true:NoSchedule`` when no workload is placed on it, so
+user pods cannot crowd out CoreDNS and the other kube-system pods, which AKS makes tolerate that taint
+(AKS "manage system node pools"); our add-ons then run on the untainted user pools. A stack whose
+workloads run on the System pool (a single-CPU-pool SMB stack) leaves it untainted.
+
+AKS runs one operation on a cluster's agent pools at a time and refuses a second with
+``OperationNotAllowed`` (REFERENCE.md): the User pools are created one after another.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ GPU_TAINT = Taint(GPU_TAINT_KEY, "present")
 # (learn.microsoft.com/azure/aks/spot-node-pool).
 SPOT_LABEL = "kubernetes.azure.com/scalesetpriority"
 SPOT_TAINT = Taint(SPOT_LABEL, "spot")
+# AKS's taint for System pools reserved to critical add-ons (learn.microsoft.com/azure/aks/use-system-pools).
+CRITICAL_ADDONS_TAINT = Taint("CriticalAddonsOnly", "true")
 # Spot price cap -1: pay up to the on-demand price, evicted for capacity only (AKS spot docs).
 _SPOT_MAX_PRICE = -1.0
 
@@ -55,8 +65,16 @@ def pool_labels(pool: NodePoolConfig) -> dict[str, str]:
     return labels
 
 
-def pool_taints(pool: NodePoolConfig) -> tuple[Taint, ...]:
+def reserved_system_pool(config: PlatformConfig) -> bool:
+    """Whether the System pool is kept for critical add-ons: no workload is placed on it."""
+    workloads = (config.workloads.training, config.workloads.inference)
+    return all(w is None or w.pool != system_pool(config).name for w in workloads)
+
+
+def pool_taints(config: PlatformConfig, pool: NodePoolConfig) -> tuple[Taint, ...]:
     taints = (GPU_TAINT,) if pool.kind is PoolKind.GPU else ()
+    if pool.name == system_pool(config).name and reserved_system_pool(config):
+        taints = (*taints, CRITICAL_ADDONS_TAINT)
     return (*taints, SPOT_TAINT) if pool.spot else taints
 
 
@@ -72,7 +90,7 @@ def pool_handle(config: PlatformConfig, pool: NodePoolConfig) -> PoolHandle:
         vcpus=itype.vcpus,
         memory_gib=itype.memory_gib,
         labels=pool_labels(pool),
-        taints=pool_taints(pool),
+        taints=pool_taints(config, pool),
         spot=pool.spot,
     )
 
@@ -100,7 +118,7 @@ def agent_pool_settings(
         "os_disk_type": "Managed",
         "os_disk_size_gb": pool.disk_size_gib,
         "node_labels": pool_labels(pool),
-        "node_taints": [f"{t.key}={t.value}:{t.effect.value}" for t in pool_taints(pool)],
+        "node_taints": [f"{t.key}={t.value}:{t.effect.value}" for t in pool_taints(config, pool)],
         "tags": config.base_tags(),
     }
     if pool.availability_zone is not None:
@@ -175,17 +193,21 @@ class NodePools(pulumi.ComponentResource):
         config = scope.config
         names = agent_pool_names(config)
         system = system_pool(config).name
-        self.pools: dict[str, containerservice.AgentPool] = {
-            pool.name: containerservice.AgentPool(
+        self.pools: dict[str, containerservice.AgentPool] = {}
+        previous: list[pulumi.Resource] = []
+        for pool in config.node_pools:
+            if pool.name == system:
+                continue
+            agent_pool = containerservice.AgentPool(
                 f"{name}-{pool.name}",
                 resource_group_name=scope.resource_group_name,
                 resource_name_=args.cluster_name,
                 agent_pool_name=names[pool.name],
                 **agent_pool_settings(config, pool, system=False, subnet_id=args.subnet_id),
-                # The autoscaler owns the node count after creation.
-                opts=scope.opts(self, ignore_changes=["count"]),
+                # One agent-pool operation at a time: each pool waits for the one before it. The
+                # autoscaler owns the node count after creation.
+                opts=scope.opts(self, depends_on=previous, ignore_changes=["count"]),
             )
-            for pool in config.node_pools
-            if pool.name != system
-        }
+            self.pools[pool.name] = agent_pool
+            previous = [agent_pool]
         self.register_outputs({"pools": {n: p.name for n, p in self.pools.items()}})

@@ -24,7 +24,14 @@ from components.azure.identity import (
     Grant,
 )
 from components.azure.keys import AzureKeys, KeyPurpose, KeysArgs
-from components.azure.network import BLOB_ZONE, FILE_ZONE, REGISTRY_ZONE, AzureNetwork, NetworkArgs
+from components.azure.network import (
+    BLOB_ZONE,
+    FILE_ZONE,
+    REGISTRY_ZONE,
+    AzureNetwork,
+    NetworkArgs,
+    workload_egress,
+)
 from components.azure.node_pools import (
     NodePools,
     NodePoolsArgs,
@@ -34,7 +41,7 @@ from components.azure.node_pools import (
 )
 from components.azure.registry import AzureRegistry, RegistryArgs
 from components.azure.roles import BuiltInRole
-from components.azure.scope import AzureScope, Deployer, deployer_principal_type
+from components.azure.scope import AzureScope, Deployer
 from components.azure.shared_storage import SharedFileStorage, SharedFileStorageArgs
 from components.azure.storage import ObjectStorage, ObjectStorageArgs
 from components.config import PROJECT, PlatformConfig
@@ -66,7 +73,8 @@ class AzurePlatform(pulumi.ComponentResource):
                 network.vnet_id,
                 keys.disk_encryption_set_id,
                 system_pool_profile(config, network.node_subnet_id),
-                depends_on=(keys.disk_grant,),
+                grants=(keys.disk_grant,),
+                route_table_id=network.route_table_id,
             ),
             self._child,
         )
@@ -95,6 +103,8 @@ class AzurePlatform(pulumi.ComponentResource):
             registry=registry.login_server,
             identities={workload: identity.annotations for workload, identity in identities.items()},
             node_pools=(pools,),
+            pod_labels={workload: identity.pod_labels for workload, identity in identities.items()},
+            workload_egress=workload_egress(config.network.cidr),
         )
         self.exports: dict[str, pulumi.Input[Any]] = {
             "clusterName": cluster.cluster_name,
@@ -128,7 +138,7 @@ class AzurePlatform(pulumi.ComponentResource):
                 client.subscription_id,
                 client.tenant_id,
                 client.object_id,
-                deployer_principal_type(pulumi.Config("azure-native")),
+                config.azure.principal_type,
             ),
             name_suffix=naming.name_suffix(client.subscription_id, pulumi.get_project(), pulumi.get_stack()),
         )

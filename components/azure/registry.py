@@ -61,7 +61,7 @@ class AzureRegistry(pulumi.ComponentResource):
             **self._network(scope),
             **scope.placed,
             # A customer-managed key can only be set at creation, and the key must be usable by then.
-            opts=scope.opts(self, data=True, depends_on=[identity.grant]),
+            opts=scope.opts(self, data=True, depends_on=[identity.ready]),
         )
         PrivateEndpoint(
             f"{name}-registry",

@@ -24,6 +24,8 @@ class BuiltInRole(StrEnum):
     # The AKS control plane joins load balancers and NICs to a subnet it does not own.
     NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
     AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+    # Read-only on one resource: what the AKS cluster identity needs on its disk encryption set.
+    READER = "acdd72a7-3385-48ef-bd42-f606fba81ae7"
 
 
 def role_definition_id(scope: AzureScope, role: BuiltInRole) -> str:

@@ -7,14 +7,13 @@ not re-derived (and drifted) in each module.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
-from components.config import EndpointAccess, PlatformConfig
+from components.config import EndpointAccess, PlatformConfig, PrincipalType
 
 
 @dataclass(frozen=True)
@@ -28,23 +27,10 @@ class Deployer:
     subscription_id: str
     tenant_id: str
     object_id: str
-    # "User" (an `az login` session) or "ServicePrincipal" (CI: a service principal or managed identity);
-    # ARM refuses a role assignment whose declared principal type does not match the principal.
-    principal_type: str
-
-
-def deployer_principal_type(provider_config: pulumi.Config) -> str:
-    """How the azure-native provider authenticates decides who the deployer is: a client id (config
-    ``azure-native:clientId`` or ``ARM_CLIENT_ID``) or managed identity (``useMsi`` / ``ARM_USE_MSI``)
-    means a service principal; otherwise the provider falls back to the Azure CLI's signed-in user
-    (azure-native provider configuration docs)."""
-    service_principal = (
-        provider_config.get("clientId")
-        or os.environ.get("ARM_CLIENT_ID")
-        or provider_config.get_bool("useMsi")
-        or os.environ.get("ARM_USE_MSI", "").lower() == "true"
-    )
-    return "ServicePrincipal" if service_principal else "User"
+    # From config (``azure.deployerPrincipalType``, or implied by ``azure.deployerLogin``), not guessed
+    # from the environment: ARM refuses a role assignment whose declared principal type does not match
+    # the principal (role-assignment REST API, PrincipalTypeNotMatch).
+    principal_type: PrincipalType
 
 
 @dataclass(frozen=True)

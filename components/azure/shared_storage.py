@@ -70,7 +70,7 @@ class SharedFileStorage(pulumi.ComponentResource):
             enable_https_traffic_only=False,
             **hardened_account(scope, args.encryption_identity, args.key, public=False),
             **scope.placed,
-            opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.grant]),
+            opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.ready]),
         )
         capacity = scope.config.storage.shared_capacity_gib
         share = storage.FileShare(

@@ -110,7 +110,7 @@ class ObjectStorage(pulumi.ComponentResource):
             **hardened_account(scope, args.encryption_identity, args.key, public=scope.public_endpoints),
             **scope.placed,
             # The account reads its key while being created: the identity's grant must exist first.
-            opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.grant]),
+            opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.ready]),
         )
         self.account_id: pulumi.Output[str] = account.id
         self._protect_blobs(name, scope, account)

@@ -59,6 +59,8 @@ def training_spec(
             **config.base_tags(),
             **(kueue.job_labels(training.priority) if kueue.queueing_enabled(config) else {}),
         },
+        pod_labels=handle.pod_labels.get("training", {}),
+        egress=handle.workload_egress,
     )
 
 
@@ -88,6 +90,8 @@ def inference_spec(
         drift_threshold=inference.drift_threshold,
         canary=Canary(canary.model_version, canary.percent / 100) if canary else None,
         labels=config.base_tags(),
+        pod_labels=handle.pod_labels.get("inference", {}),
+        egress=handle.workload_egress,
     )
 
 

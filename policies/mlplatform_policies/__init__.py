@@ -5,7 +5,18 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
-from . import deployability_aws, encryption, exposure, gpu, kubernetes, queueing, residency, stack, tagging
+from . import (
+    deployability_aws,
+    deployability_azure,
+    encryption,
+    exposure,
+    gpu,
+    kubernetes,
+    queueing,
+    residency,
+    stack,
+    tagging,
+)
 
 PACK_NAME = "ml-platform-uae"
 
@@ -22,4 +33,5 @@ def all_policies() -> list[Policy]:
         *deployability_aws.POLICIES,
         *stack.POLICIES,
         *queueing.POLICIES,
+        *deployability_azure.POLICIES,
     ]

@@ -34,6 +34,8 @@ class Subject:
     config: Mapping[str, Any]
     dependencies: tuple[str, ...] = ()
     property_dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The engine refuses to delete it (``protect``); known in AnalyzeStack only.
+    protect: bool = False
 
     @classmethod
     def from_args(cls, args: ResourceValidationArgs) -> Subject:
@@ -56,6 +58,7 @@ class Subject:
                 key: tuple(dependency.urn for dependency in deps)
                 for key, deps in resource.property_dependencies.items()
             },
+            protect=bool(resource.opts.protect),
         )
 
     @property

@@ -183,7 +183,7 @@ des = compute.DiskEncryptionSet(
     "des",
     resource_group_name=rg.name,
     identity={"type": "SystemAssigned"},
-    active_key={"key_url": "https://kv.vault.azure.net/keys/disks/1"},
+    active_key={"key_url": "https://kv.vault.azure.net/keys/disks/0123456789abcdef0123456789abcdef"},
     encryption_type="EncryptionAtRestWithCustomerKey",
     tags=TAGS,
 )

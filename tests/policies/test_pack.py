@@ -44,6 +44,9 @@ POLICIES = {
     "k8s-privileged-exceptions": ("mandatory", "stack"),
     "k8s-namespace-network-policy": ("mandatory", "stack"),
     "k8s-jobs-queued": ("mandatory", "stack"),
+    "azure-des-versioned-key": ("mandatory", "resource"),
+    "azure-key-vault-name-reuse": ("mandatory", "stack"),
+    "azure-workload-identity-label": ("mandatory", "stack"),
 }
 
 

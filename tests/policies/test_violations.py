@@ -15,6 +15,7 @@ from mlplatform.analyzer import PolicyPackSession
 from mlplatform.analyzer_config import reconcile
 
 from .conftest import AWS, AWS_SMB, AWS_UNTAGGED, AZURE, KUBERNETES, Judge, found
+from .test_deployability_azure import COVERED as AZURE_DEPLOYABILITY
 
 
 @dataclass(frozen=True)
@@ -805,7 +806,9 @@ def test_a_queued_job_in_a_queued_namespace_passes(judge: Judge) -> None:
 def test_every_policy_has_a_violating_case(pack: PolicyPackSession) -> None:
     from .test_deployability_aws import DEPLOYABILITY_CASES
 
-    covered = {policy for case in [*CASES, *DEPLOYABILITY_CASES] for policy, _ in case.expected}
+    covered = {
+        policy for case in [*CASES, *DEPLOYABILITY_CASES] for policy, _ in case.expected
+    } | AZURE_DEPLOYABILITY
     assert {policy.name for policy in pack.info.policies} == covered
 
 

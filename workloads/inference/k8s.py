@@ -88,6 +88,10 @@ class InferenceServiceSpec:
     canary: Canary | None = None
     # The platform's labels (project, environment, tier, data-classification, owner, cost-center).
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Labels on the pods only (the cloud's workload identity, ClusterHandle.pod_labels).
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    # Further NetworkPolicy egress rules (the cloud's identity and storage endpoints).
+    egress: tuple[Mapping[str, Any], ...] = ()
     run_as_user: int = 10001
 
     def __post_init__(self) -> None:
@@ -273,7 +277,12 @@ def _container(spec: InferenceServiceSpec, version: str, mounts: list[Object]) -
 
 
 def _pod_labels(spec: InferenceServiceSpec, track: _Track) -> dict[str, str]:
-    return {**_labels(spec), TRACK_LABEL: track.track, "app.kubernetes.io/version": track.version}
+    return {
+        **_labels(spec),
+        **spec.pod_labels,
+        TRACK_LABEL: track.track,
+        "app.kubernetes.io/version": track.version,
+    }
 
 
 def _deployment(spec: InferenceServiceSpec, track: _Track) -> Object:
@@ -399,7 +408,7 @@ def _network_policy(spec: InferenceServiceSpec) -> Object:
             "podSelector": {"matchLabels": {INSTANCE_LABEL: spec.name}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [rule],
-            "egress": [],
+            "egress": [dict(extra) for extra in spec.egress],
         },
     }
 

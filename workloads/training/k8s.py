@@ -70,6 +70,10 @@ class TrainingJobSpec:
     max_restarts: int = 3
     backoff_limit: int = 3
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Labels on the pods only (the cloud's workload identity, ClusterHandle.pod_labels).
+    pod_labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Further NetworkPolicy egress rules (the cloud's identity and storage endpoints).
+    egress: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         problems = [
@@ -251,7 +255,10 @@ def _job(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
                     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
                 ]
             },
-            "template": {"metadata": {"labels": _labels(spec)}, "spec": _pod_spec(spec, fabric)},
+            "template": {
+                "metadata": {"labels": {**_labels(spec), **spec.pod_labels}},
+                "spec": _pod_spec(spec, fabric),
+            },
         },
     }
 
@@ -291,7 +298,11 @@ def _network_policy(spec: TrainingJobSpec) -> dict[str, Any]:
             "podSelector": {"matchLabels": _selector(spec)},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [{"from": peers}],
-            "egress": [{"to": peers}, {"to": [dns_peer], "ports": dns_ports}],
+            "egress": [
+                {"to": peers},
+                {"to": [dns_peer], "ports": dns_ports},
+                *(dict(extra) for extra in spec.egress),
+            ],
         },
     }
 

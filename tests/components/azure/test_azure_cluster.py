@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from components.azure.cluster import CONTROL_PLANE_LOGS, cluster_cidrs
 from components.azure.roles import BuiltInRole
-from components.azure.scope import deployer_principal_type
 from mlplatform.plan import SECRET_SIG, Plan
 from tests.components.azure.azure_plan_support import role_assignments
 from tests.stack_variants import one
@@ -106,23 +104,3 @@ def test_overlay_ranges_avoid_the_vnet() -> None:
         "172.16.0.0/16",
         "172.16.0.10",
     )
-
-
-@pytest.mark.parametrize(
-    ("config", "env", "expected"),
-    [
-        ({}, {}, "User"),
-        ({"clientId": "app"}, {}, "ServicePrincipal"),
-        ({}, {"ARM_CLIENT_ID": "app"}, "ServicePrincipal"),
-        ({}, {"ARM_USE_MSI": "true"}, "ServicePrincipal"),
-    ],
-)
-def test_deployer_type_follows_provider_auth(
-    monkeypatch: pytest.MonkeyPatch, config: dict[str, str], env: dict[str, str], expected: str
-) -> None:
-    for name in ("ARM_CLIENT_ID", "ARM_USE_MSI"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    provider = SimpleNamespace(get=config.get, get_bool=lambda key: config.get(key) == "true")
-    assert deployer_principal_type(provider) == expected  # type: ignore[arg-type]

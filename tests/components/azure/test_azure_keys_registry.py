@@ -9,7 +9,7 @@ import pytest
 
 from components.azure.roles import BuiltInRole
 from mlplatform.plan import Plan
-from tests.components.azure.azure_plan_support import role_assignments, target
+from tests.components.azure.azure_plan_support import role_assignments
 from tests.stack_variants import one
 
 PlanFn = Callable[[str], Plan]
@@ -65,10 +65,14 @@ def test_disk_encryption_set_follows_the_disks_key_and_is_granted_on_it(cloud_pl
     assert des["identity"] == {"type": "SystemAssigned"}
     assert des["encryptionType"] == "EncryptionAtRestWithCustomerKey"
     assert des["rotationToLatestKeyVersionEnabled"] is True
-    assert "-keys-disks" in des["activeKey"]["keyUrl"]
+    assert "/keys/disks-cmk/" in des["activeKey"]["keyUrl"]
     grants = role_assignments(plan, BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER)
     # The disk set on the disks key; the storage identity and the registry identity on theirs.
-    assert sorted(target(g["scope"]).rsplit("-", 1)[1] for g in grants) == ["disks", "registry", "storage"]
+    assert sorted(g["scope"].rsplit("/", 1)[1] for g in grants) == [
+        "disks-cmk",
+        "registry-cmk",
+        "storage-cmk",
+    ]
     assert all(g["principalType"] == "ServicePrincipal" for g in grants)
 
 
@@ -80,7 +84,7 @@ def test_registry_is_premium_encrypted_and_keyless(cloud_plan: PlanFn, stack: st
     assert registry["adminUserEnabled"] is False
     assert registry["anonymousPullEnabled"] is False
     assert registry["encryption"]["status"] == "enabled"
-    assert "-keys-registry" in registry["encryption"]["keyVaultProperties"]["keyIdentifier"]
+    assert registry["encryption"]["keyVaultProperties"]["keyIdentifier"].endswith("/keys/registry-cmk")
     assert registry["identity"]["type"] == "UserAssigned"
     (pull,) = role_assignments(plan, BuiltInRole.ACR_PULL)
     assert "-registry-acr" in pull["scope"]

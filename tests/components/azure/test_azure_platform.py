@@ -37,6 +37,8 @@ UNTAGGED = {
     "azure-native:storage:FileShare",
     "azure-native:storage:ManagementPolicy",
     "azure-native:monitor:DiagnosticSetting",
+    # A cluster's sub-resource: no tags or location of its own (containerservice MaintenanceConfiguration).
+    "azure-native:containerservice:MaintenanceConfiguration",
 }
 UNLOCATED = UNTAGGED | {"azure-native:keyvault:Key", "azure-native:containerservice:AgentPool"}
 GLOBAL = {"azure-native:privatedns:PrivateZone", "azure-native:privatedns:VirtualNetworkLink"}

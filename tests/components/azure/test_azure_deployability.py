@@ -1,0 +1,295 @@
+"""Rules ARM, AKS and Key Vault enforce that the mocks accept (issue 12), each on the real templates.
+
+Each test names the rule and its source; each failed on the code before the fix.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from components.azure.kubeconfig import convert_kubeconfig
+from components.azure.roles import BuiltInRole
+from components.config import ConfigError, KubeloginMode, parse_stack_config
+from mlplatform.mocks import AKS_EXEC_KUBECONFIG, TENANT_ID
+from mlplatform.plan import Plan, PlannedResource
+from tests.components.azure.azure_plan_support import role_assignments, target
+from tests.stack_variants import one, template
+
+PlanFn = Callable[[str], Plan]
+VariantFn = Callable[[str, Callable[[dict[str, Any]], None]], Plan]
+WAIT = "pulumi-python:dynamic:Resource"
+AKS_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
+
+
+def by_urn(plan: Plan) -> dict[str, PlannedResource]:
+    return {r.urn: r for r in plan.resources}
+
+
+def depends_on(plan: Plan, resource: PlannedResource) -> set[str]:
+    """Logical names of the resources ``resource`` waits for (dependsOn and property dependencies)."""
+    urns = set(resource.dependencies) | {u for us in resource.property_dependencies.values() for u in us}
+    return {by_urn(plan)[u].name for u in urns if u in by_urn(plan)}
+
+
+def test_disk_encryption_set_takes_a_versioned_key_url(cloud_plan: PlanFn) -> None:
+    """compute DiskEncryptionSet ``activeKey.keyUrl``: "Version segment of the Url is required regardless of
+    rotationToLatestKeyVersionEnabled value" (pulumi-azure-native KeyForDiskEncryptionSet)."""
+    des = one(cloud_plan("azure-enterprise-prod"), "azure-native:compute:DiskEncryptionSet", "-keys-des")
+    assert re.fullmatch(
+        r"https://mlp-kv-[0-9a-f]{10}\.vault\.azure\.net/keys/disks-cmk/[0-9a-f]{32}",
+        des.inputs["activeKey"]["keyUrl"],
+    )
+
+
+def test_cluster_identity_reads_the_disk_encryption_set(cloud_plan: PlanFn) -> None:
+    """AKS BYOK docs (azure-disk-customer-managed-keys): the cluster identity needs Reader on the disk
+    encryption set, or Azure Disk volumes fail to provision."""
+    plan = cloud_plan("azure-smb-dev")
+    (reader,) = role_assignments(plan, BuiltInRole.READER)
+    assert target(reader["scope"]) == one(plan, "azure-native:compute:DiskEncryptionSet", "-keys-des").name
+    (network,) = role_assignments(plan, BuiltInRole.NETWORK_CONTRIBUTOR)
+    assert reader["principalId"] == network["principalId"]  # the cluster's control-plane identity
+    cluster = one(plan, "azure-native:containerservice:ManagedCluster", "-cluster-aks")
+    (wait,) = [r for r in plan.by_type(WAIT) if r.name in depends_on(plan, cluster)]
+    waited = {n.rsplit("-azure-", 1)[1] for n in depends_on(plan, wait)}
+    assert waited == {"cluster-des-reader", "keys-des-key-user", "cluster-vnet-network"}
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_agent_pools_are_created_one_after_another(cloud_plan: PlanFn, stack: str) -> None:
+    """AKS allows one agent-pool operation at a time (OperationNotAllowed, REFERENCE.md): every User pool
+    after the first waits for the one before it."""
+    plan = cloud_plan(stack)
+    pools = plan.by_type("azure-native:containerservice:AgentPool")
+    assert len(pools) >= 1
+    for before, after in itertools.pairwise(pools):
+        assert before.name in depends_on(plan, after)
+
+
+def test_kubernetes_provider_waits_for_the_admin_grant_to_propagate(planned: PlanFn) -> None:
+    """Role assignments take minutes to propagate (Azure/bicep #16601): the Kubernetes provider reads a
+    kubeconfig that resolves only after a bounded wait on the deployer's cluster-admin grant."""
+    plan = planned("azure-enterprise-prod")
+    (provider,) = plan.by_type("pulumi:providers:kubernetes")
+    (wait,) = [r for r in plan.by_type(WAIT) if r.name in depends_on(plan, provider)]
+    assert wait.inputs["seconds"] == 120.0
+    assert depends_on(plan, wait) == {"azure-enterprise-prod-azure-cluster-deployer-admin"}
+
+
+@pytest.mark.parametrize("suffix", ["-objects-account", "-shared-account", "-registry-acr"])
+def test_cmk_consumers_wait_for_their_key_grant_to_propagate(cloud_plan: PlanFn, suffix: str) -> None:
+    """A customer-managed key is read at creation (Storage, ACR CMK docs); the grant must have propagated
+    (Azure/bicep #16601), not just been created."""
+    plan = cloud_plan("azure-smb-dev")
+    consumer = next(r for r in plan.resources if r.name.endswith(suffix) and r.custom)
+    (wait,) = [r for r in plan.by_type(WAIT) if r.name in depends_on(plan, consumer)]
+    assert any(n.endswith("-encryption-key-user") for n in depends_on(plan, wait))
+
+
+def test_propagation_wait_follows_config(variant: VariantFn) -> None:
+    plan = variant("azure-smb-dev", lambda body: body.update(azure={"rbacPropagationSeconds": 300}))
+    assert {r.inputs["seconds"] for r in plan.by_type(WAIT)} == {300.0}
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        (KubeloginMode.AZURECLI, []),
+        (KubeloginMode.MSI, []),
+        (KubeloginMode.WORKLOAD_IDENTITY, []),
+        (
+            KubeloginMode.SPN,
+            [
+                "--client-id",
+                "80faf920-1908-4b52-b5ef-a8e7bedfc67a",
+                "--tenant-id",
+                TENANT_ID,
+                "--environment",
+                "AzurePublicCloud",
+            ],
+        ),
+    ],
+)
+def test_kubeconfig_is_converted_like_kubelogin(mode: KubeloginMode, expected: list[str]) -> None:
+    """``kubelogin convert-kubeconfig -l <mode>`` (Azure/kubelogin pkg/internal/converter/convert.go):
+    ``get-token --login <mode> --server-id <id>``; spn keeps client and tenant ids and the environment.
+    No device code: ``pulumi up`` in CI would wait for a human."""
+    (user,) = yaml.safe_load(convert_kubeconfig(AKS_EXEC_KUBECONFIG, mode))["users"]
+    plugin = user["user"]["exec"]
+    assert plugin["command"] == "kubelogin"
+    assert plugin["args"] == ["get-token", "--login", mode.value, "--server-id", AKS_SERVER_ID, *expected]
+    assert "devicecode" not in plugin["args"]
+
+
+def test_stack_kubeconfig_logs_in_as_configured(variant: VariantFn) -> None:
+    plan = variant("azure-smb-dev", lambda body: body.update(azure={"deployerLogin": "workloadidentity"}))
+    (user,) = yaml.safe_load(plan.outputs["kubeconfig"]["value"])["users"]
+    assert user["user"]["exec"]["args"][:3] == ["get-token", "--login", "workloadidentity"]
+
+
+@pytest.mark.parametrize(
+    ("azure", "expected"),
+    [
+        ({}, "User"),
+        ({"deployerLogin": "spn"}, "ServicePrincipal"),
+        ({"deployerLogin": "msi"}, "ServicePrincipal"),
+        ({"deployerPrincipalType": "ServicePrincipal"}, "ServicePrincipal"),
+    ],
+)
+def test_deployer_principal_type_comes_from_config(
+    variant: VariantFn, azure: dict[str, str], expected: str
+) -> None:
+    """ARM refuses a role assignment whose declared principalType does not match the principal; the type
+    comes from the stack (``azure.deployerPrincipalType`` or implied by ``azure.deployerLogin``), not
+    from the environment of whoever runs the plan."""
+    plan = variant("azure-smb-dev", lambda body: body.update(azure=azure))
+    (grant,) = role_assignments(plan, BuiltInRole.AKS_RBAC_CLUSTER_ADMIN)
+    assert grant["principalType"] == expected
+
+
+def vault_name(plan: Plan) -> str:
+    (vault,) = plan.by_type("azure-native:keyvault:Vault")
+    name: str = vault.inputs["vaultName"]
+    return name
+
+
+def test_unprotected_stacks_get_a_fresh_vault_name(cloud_plan: PlanFn) -> None:
+    """Purge protection keeps a deleted vault's name for the retention period (Key Vault soft-delete
+    docs): a destroyed dev stack must not need the same name again. Names stay within 24 characters
+    (vaults/create-or-update name pattern)."""
+    plan = cloud_plan("azure-smb-dev")
+    (vault,) = plan.by_type("azure-native:keyvault:Vault")
+    assert re.fullmatch(r"mlp-kv-[0-9a-f]{10}-[0-9a-z]{4}", vault_name(plan))
+    assert len(vault_name(plan)) <= 24
+    assert any(n.endswith("-vault-unique") for n in depends_on(plan, vault))
+    assert re.fullmatch(r"mlp-kv-[0-9a-f]{10}", vault_name(cloud_plan("azure-smb-prod")))
+
+
+@pytest.mark.parametrize(
+    ("stack", "expected"), [("azure-smb-dev", "loadBalancer"), ("azure-enterprise-prod", "managedNATGateway")]
+)
+def test_enterprise_egress_is_not_the_public_load_balancer(
+    cloud_plan: PlanFn, stack: str, expected: str
+) -> None:
+    """AKS outbound types: ``loadBalancer`` gives a private cluster a public outbound IP with unfiltered
+    egress; enterprise leaves through a NAT gateway unless it routes through its firewall."""
+    (cluster,) = cloud_plan(stack).by_type("azure-native:containerservice:ManagedCluster")
+    assert cluster.inputs["networkProfile"]["outboundType"] == expected
+
+
+def test_user_defined_routing_sends_egress_to_the_firewall(variant: VariantFn) -> None:
+    """AKS userDefinedRouting: the node subnet's route table sends 0.0.0.0/0 to the firewall before the
+    cluster exists, and the cluster identity may manage that route table (AKS egress docs)."""
+    plan = variant(
+        "azure-enterprise-prod",
+        lambda body: body.update(
+            azure={"outboundType": "userDefinedRouting", "egressFirewallIp": "10.0.0.4"}
+        ),
+    )
+    table = one(plan, "azure-native:network:RouteTable", "-egress-routes")
+    assert table.inputs["routes"] == [
+        {
+            "name": "egress-through-firewall",
+            "addressPrefix": "0.0.0.0/0",
+            "nextHopType": "VirtualAppliance",
+            "nextHopIpAddress": "10.0.0.4",
+        }
+    ]
+    nodes = one(plan, "azure-native:network:Subnet", "-nodes-subnet")
+    assert table.name in depends_on(plan, nodes)
+    assert table.name in {target(g["scope"]) for g in role_assignments(plan, BuiltInRole.NETWORK_CONTRIBUTOR)}
+    (cluster,) = plan.by_type("azure-native:containerservice:ManagedCluster")
+    assert cluster.inputs["networkProfile"]["outboundType"] == "userDefinedRouting"
+
+
+def test_user_defined_routing_needs_the_firewall_ip() -> None:
+    raw = template("azure-enterprise-prod")
+    raw["ml-platform:platform"]["azure"] = {"outboundType": "userDefinedRouting"}
+    with pytest.raises(ConfigError, match=r"ml-platform:platform\.azure\.egressFirewallIp: .*firewall"):
+        parse_stack_config(raw, "Pulumi.azure-enterprise-prod.yaml")
+
+
+def test_auto_upgrades_run_only_in_the_maintenance_window(cloud_plan: PlanFn) -> None:
+    """AKS planned maintenance: ``aksManagedAutoUpgradeSchedule`` and ``aksManagedNodeOSUpgradeSchedule``
+    confine both auto-upgrade channels to a window (duration 4-24 hours, containerservice SDK)."""
+    configs = cloud_plan("azure-enterprise-prod").by_type(
+        "azure-native:containerservice:MaintenanceConfiguration"
+    )
+    assert sorted(c.inputs["configName"] for c in configs) == [
+        "aksManagedAutoUpgradeSchedule",
+        "aksManagedNodeOSUpgradeSchedule",
+    ]
+    for config in configs:
+        window = config.inputs["maintenanceWindow"]
+        assert window["schedule"] == {"weekly": {"dayOfWeek": "Saturday", "intervalWeeks": 1.0}}
+        assert (window["durationHours"], window["startTime"], window["utcOffset"]) == (8.0, "00:00", "+04:00")
+
+
+def system_profile(plan: Plan) -> dict[str, Any]:
+    (cluster,) = plan.by_type("azure-native:containerservice:ManagedCluster")
+    profile: dict[str, Any] = cluster.inputs["agentPoolProfiles"][0]
+    return profile
+
+
+def test_dedicated_system_pool_is_reserved_for_critical_addons(cloud_plan: PlanFn) -> None:
+    """AKS system pools: ``CriticalAddonsOnly=true:NoSchedule`` keeps user pods off the System pool;
+    kube-system pods tolerate it, our add-ons land on an untainted User pool."""
+    plan = cloud_plan("azure-enterprise-prod")
+    assert system_profile(plan)["nodeTaints"] == ["CriticalAddonsOnly=true:NoSchedule"]
+    untainted = [
+        p for p in plan.by_type("azure-native:containerservice:AgentPool") if not p.inputs["nodeTaints"]
+    ]
+    assert [p.inputs["agentPoolName"] for p in untainted] == ["inference"]
+
+
+def test_system_pool_that_runs_workloads_stays_untainted(cloud_plan: PlanFn) -> None:
+    assert system_profile(cloud_plan("azure-smb-dev"))["nodeTaints"] == []
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_federated_workload_pods_opt_in_to_workload_identity(planned: PlanFn, stack: str) -> None:
+    """AKS workload identity injects the token only into pods labelled ``azure.workload.identity/use:
+    "true"`` (AKS workload identity overview): the training Job's and every inference Deployment's pod
+    template carry it, so their service accounts' federated identities reach them."""
+    plan = planned(stack)
+    workloads = [*plan.by_type("kubernetes:batch/v1:Job"), *plan.by_type("kubernetes:apps/v1:Deployment")]
+    ours = [w for w in workloads if w.inputs["metadata"]["namespace"] in ("ml-training", "ml-inference")]
+    assert len(ours) >= 2
+    for workload in ours:
+        assert (
+            workload.inputs["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+        )
+
+
+def test_federated_workloads_may_reach_entra_id_and_the_storage_endpoints(planned: PlanFn) -> None:
+    """Training and inference namespaces deny egress by default; a federated workload must reach Entra ID
+    over HTTPS to exchange its token (AKS workload identity docs) and the storage private endpoint, whose
+    subnet is the VNet's second quarter (network.py)."""
+    plan = planned("azure-enterprise-prod")
+    workload_namespaces = {"ml-training", "ml-inference"}
+    policies = [
+        p.inputs
+        for p in plan.by_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        if p.inputs["metadata"]["name"] not in ("default-deny", "allow-dns")
+        and p.inputs["metadata"]["namespace"] in workload_namespaces
+    ]
+    assert {p["metadata"]["namespace"] for p in policies} == workload_namespaces
+    https = [{"protocol": "TCP", "port": 443.0}]
+    for policy in policies:
+        egress = policy["spec"]["egress"]
+        assert {"to": [{"ipBlock": {"cidr": "10.71.64.0/18"}}], "ports": https} in egress
+        entra = {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]}
+        assert {"to": [{"ipBlock": entra}], "ports": https} in egress
+
+
+def test_azure_settings_on_an_aws_stack_are_refused() -> None:
+    raw = template("aws-smb-dev")
+    raw["ml-platform:platform"]["azure"] = {"deployerLogin": "spn"}
+    with pytest.raises(ConfigError, match=r"ml-platform:platform\.azure: only for azure stacks"):
+        parse_stack_config(raw, "Pulumi.aws-smb-dev.yaml")
