@@ -52,8 +52,12 @@ def training_spec(
         service_account=identity.service_account,
         output_volume={"persistentVolumeClaim": {"claimName": TRAINING_CLAIM}},
         nodes=training.nodes,
-        nproc_per_node=training.nproc_per_node or max(pool.gpus_per_node, 1),
+        nproc_per_node=training.nproc_per_node,
         epochs=training.epochs,
+        trainer_args=training.trainer_args(),
+        cpu=training.cpu,
+        memory_gib=training.memory_gib,
+        shm_gib=training.shm_gib,
         max_restarts=training.max_restarts,
         labels={
             **config.base_tags(),

@@ -4,11 +4,26 @@ their c10d rendezvous, and a NetworkPolicy letting the run's pods (and only them
 Pure: ``TrainingJobSpec -> list[dict]``, no Pulumi resources and no cloud SDK, so the objects are unit
 tested, validated with kubernetes-validate and scanned with checkov exactly as they are applied. One pod
 per node runs ``torchrun --nproc-per-node``; pod 0 hosts the rendezvous store (``is_host``), the others
-find it by its stable DNS name ``<job>-0.<service>``. Fabric specifics come from ``fabric_profile``.
+find it by its stable DNS name ``<job>-0.<service>``. Fabric specifics come from ``fabric_profile``, pod
+size from ``sizing.pod_size``.
+
+Failure domain. A worker process that crashes is restarted in place by its torchrun agent
+(``--max-restarts``), and the whole group re-forms and resumes from the last checkpoint. A lost pod is
+the Job controller's: every agent that loses a peer (and, when pod 0 dies, the rendezvous store with it)
+exits non-zero, and ``backoffLimitPerIndex`` recreates each failed index under its own budget, so one
+incident costs each index one restart instead of draining a Job-wide ``backoffLimit`` once per pod. A
+recreated pod 0 keeps its hostname, so the rendezvous endpoint ``<job>-0.<job>`` (a record of the Job's
+headless Service) is stable across restarts and the new agents meet there; the checkpoint on shared
+storage carries the run. ``maxFailedIndexes: 0`` fails the Job once any index has spent its budget, and
+exit code 2 (bad input, a changed recipe on resume: a retry cannot help) fails it at once. The node count
+is fixed (``--nnodes=N``, not ``min:max``): the resume guard pins world size into the recipe, and a
+smaller group would change the global batch. A JobSet would give the same group restart, but needs a
+controller this platform does not install; the Job API does it natively (GA in Kubernetes 1.33).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Mapping
@@ -19,6 +34,7 @@ from typing import Any
 from components.handle import PoolHandle
 from workloads.fabric import FabricProfile, fabric_profile
 from workloads.training.config import parse_args
+from workloads.training.sizing import PodSize, pod_size
 
 RENDEZVOUS_PORT = 29400
 CONTAINER = "trainer"
@@ -61,14 +77,15 @@ class TrainingJobSpec:
     output_volume: Mapping[str, Any]
     output_mount_path: str = "/mnt/output"
     nodes: int = 1
-    nproc_per_node: int = 1
+    # None: one process per GPU (one on a CPU pool).
+    nproc_per_node: int | None = None
     epochs: int = 20
     trainer_args: tuple[str, ...] = ()
-    cpu: int = 4
-    memory_gib: int = 16
-    shm_gib: int = 2
+    # None: derived from the pool's instance type (``sizing.pod_size``).
+    cpu: int | None = None
+    memory_gib: int | None = None
+    shm_gib: int | None = None
     max_restarts: int = 3
-    backoff_limit: int = 3
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
@@ -96,27 +113,39 @@ class TrainingJobSpec:
         return [("name", self.name), ("run_id", self.run_id), ("namespace", self.namespace)]
 
     def _sizing_problems(self) -> list[str]:
+        size, nproc = self.size, self.processes_per_node
         problems = [
             f"{what} must be at least 1"
-            for what in ("nodes", "nproc_per_node", "cpu")
-            if getattr(self, what) < 1
+            for what, value in (("nodes", self.nodes), ("nproc_per_node", nproc), ("cpu", size.cpu))
+            if value < 1
         ]
-        if self.shm_gib < 1 or self.shm_gib >= self.memory_gib:
+        if size.shm_gib < 1 or size.shm_gib >= size.memory_gib:
             problems.append(
                 "shm_gib must be at least 1 and below memory_gib (/dev/shm counts against memory)"
             )
-        if self.pool.gpus_per_node and self.nproc_per_node > self.pool.gpus_per_node:
+        if self.pool.gpus_per_node and nproc > self.pool.gpus_per_node:
+            problems.append(f"nproc_per_node {nproc} exceeds the pool's {self.pool.gpus_per_node} GPUs")
+        if size.cpu > self.pool.vcpus or size.memory_gib > self.pool.memory_gib:
             problems.append(
-                f"nproc_per_node {self.nproc_per_node} exceeds the pool's {self.pool.gpus_per_node} GPUs"
+                f"{size.cpu} CPUs / {size.memory_gib} GiB per pod cannot fit a {self.pool.instance_type}"
+                f" node ({self.pool.vcpus} vCPUs, {self.pool.memory_gib} GiB)"
             )
-        if self.cpu > self.pool.vcpus or self.memory_gib > self.pool.memory_gib:
-            problems.append(
-                f"{self.cpu} CPUs / {self.memory_gib} GiB per pod cannot fit a {self.pool.instance_type} node"
-                f" ({self.pool.vcpus} vCPUs, {self.pool.memory_gib} GiB)"
-            )
-        if self.max_restarts < 0 or self.backoff_limit < 0:
-            problems.append("max_restarts and backoff_limit must not be negative")
+        if self.max_restarts < 0:
+            problems.append("max_restarts must not be negative")
         return problems
+
+    @property
+    def processes_per_node(self) -> int:
+        if self.nproc_per_node is not None:
+            return self.nproc_per_node
+        return max(self.pool.gpus_per_node, 1)
+
+    @property
+    def size(self) -> PodSize:
+        """The pool-derived size with the spec's overrides applied."""
+        derived = pod_size(self.pool, _hugepages_mib(fabric_profile(self.pool)))
+        overrides = {"cpu": self.cpu, "memory_gib": self.memory_gib, "shm_gib": self.shm_gib}
+        return dataclasses.replace(derived, **{k: v for k, v in overrides.items() if v is not None})
 
     @property
     def job_name(self) -> str:
@@ -131,6 +160,11 @@ class TrainingJobSpec:
             f"--model-version={self.run_id}",
             f"--epochs={self.epochs}",
         ]
+
+
+def _hugepages_mib(fabric: FabricProfile) -> int:
+    """Huge pages the fabric requests (``hugepages-2Mi: 5120Mi``), which node memory no longer offers."""
+    return sum(int(v.removesuffix("Mi")) for k, v in fabric.resources.items() if k.startswith("hugepages-"))
 
 
 def _labels(spec: TrainingJobSpec) -> dict[str, str]:
@@ -163,7 +197,7 @@ def torchrun_script(spec: TrainingJobSpec) -> str:
     torchrun = [
         "torchrun",
         f"--nnodes={spec.nodes}",
-        f"--nproc-per-node={spec.nproc_per_node}",
+        f"--nproc-per-node={spec.processes_per_node}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={endpoint}",
         f"--rdzv-id={spec.run_id}",
@@ -175,8 +209,9 @@ def torchrun_script(spec: TrainingJobSpec) -> str:
 
 
 def _container(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
-    resources = {"cpu": str(spec.cpu), "memory": f"{spec.memory_gib}Gi", **fabric.resources}
-    threads = str(max(1, spec.cpu // spec.nproc_per_node))
+    size = spec.size
+    resources = {"cpu": str(size.cpu), "memory": f"{size.memory_gib}Gi", **fabric.resources}
+    threads = str(max(1, size.cpu // spec.processes_per_node))
     env = {**_BASE_ENV, "OMP_NUM_THREADS": threads, **fabric.env}
     return {
         "name": CONTAINER,
@@ -228,7 +263,7 @@ def _pod_spec(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
         "volumes": [
             {"name": "output", **spec.output_volume},
             # NCCL and DataLoader workers share tensors through /dev/shm; the runtime's default is 64Mi.
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.shm_gib}Gi"}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.size.shm_gib}Gi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
             *(dict(v) for v in fabric.volumes),
         ],
@@ -244,11 +279,18 @@ def _job(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
             "completionMode": "Indexed",
             "completions": spec.nodes,
             "parallelism": spec.nodes,
-            "backoffLimit": spec.backoff_limit,
-            # A preempted or drained node is not the run's fault: don't spend the backoff budget on it.
+            # Each index (node) restarts on its own budget; the first index out of budget fails the Job.
+            "backoffLimitPerIndex": spec.max_restarts,
+            "maxFailedIndexes": 0,
             "podFailurePolicy": {
                 "rules": [
-                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+                    # Bad input or a changed recipe on resume (the trainer's exit 2): retrying cannot help.
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": [2]},
+                    },
+                    # A preempted or drained node is not the run's fault: don't spend the budget on it.
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
                 ]
             },
             "template": {"metadata": {"labels": _labels(spec)}, "spec": _pod_spec(spec, fabric)},
