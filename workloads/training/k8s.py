@@ -191,11 +191,9 @@ def _metadata(spec: TrainingJobSpec, annotations: Mapping[str, str]) -> dict[str
     }
 
 
-def torchrun_script(spec: TrainingJobSpec) -> str:
-    """The container's shell line: pod 0 hosts the c10d store, every pod joins it by DNS name."""
-    endpoint = f"{spec.job_name}-0.{spec.job_name}.{spec.namespace}.svc:{RENDEZVOUS_PORT}"
-    torchrun = [
-        "torchrun",
+def torchrun_flags(spec: TrainingJobSpec, endpoint: str) -> list[str]:
+    """The agent's flags (is_host apart): a fixed group of ``nodes`` meeting at ``endpoint``."""
+    return [
         f"--nnodes={spec.nodes}",
         f"--nproc-per-node={spec.processes_per_node}",
         "--rdzv-backend=c10d",
@@ -203,6 +201,12 @@ def torchrun_script(spec: TrainingJobSpec) -> str:
         f"--rdzv-id={spec.run_id}",
         f"--max-restarts={spec.max_restarts}",
     ]
+
+
+def torchrun_script(spec: TrainingJobSpec) -> str:
+    """The container's shell line: pod 0 hosts the c10d store, every pod joins it by DNS name."""
+    endpoint = f"{spec.job_name}-0.{spec.job_name}.{spec.namespace}.svc:{RENDEZVOUS_PORT}"
+    torchrun = ["torchrun", *torchrun_flags(spec, endpoint)]
     trainer = ["-m", "workloads.training", *spec.trainer_argv()]
     host = 'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then IS_HOST=1; else IS_HOST=0; fi'
     return f"{host}; exec {shlex.join(torchrun)} --rdzv-conf=is_host=$IS_HOST {shlex.join(trainer)}"
