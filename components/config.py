@@ -252,8 +252,8 @@ class TrainingWorkloadConfig(_Model):
 
     def trainer_args(self) -> tuple[str, ...]:
         """The recipe flags this config sets, in the trainer's own flag syntax."""
-        flags = {"--dataset": self.dataset, "--model": self.model, "--batch-size": self.batch_size}
-        flags["--lr"] = self.lr
+        flags: dict[str, object] = {"--dataset": self.dataset, "--model": self.model}
+        flags |= {"--batch-size": self.batch_size, "--lr": self.lr}
         return tuple(f"{flag}={value}" for flag, value in flags.items() if value is not None)
 
 

@@ -7,18 +7,22 @@ reject bad flags in a fraction of a second, before any process is launched or an
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 from workloads.artifacts import METADATA_FILE, model_version_dir
-from workloads.training.hooks import HookError, check_spec
+from workloads.training.hooks import HookError, check_spec, resolve
 
 # Named as specs, not imported: the Pulumi program reads these flags with no numpy or torch installed.
 DEFAULT_DATASET = "workloads.training.tasks:digits"
 DEFAULT_MODEL = "workloads.training.model:mlp"
+# The recipe a run's checkpoints belong to, beside them; read without torch by ``preflight``.
+RECIPE_FILE = "recipe.json"
 # Model names and versions become directory names: keep them to one safe path component.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
@@ -55,6 +59,10 @@ class TrainConfig:
         """One directory per model version, so a new version starts fresh and a restart resumes."""
         return self.output / "checkpoints" / self.model_name / self.model_version
 
+    @property
+    def recipe_path(self) -> Path:
+        return self.checkpoint_dir / RECIPE_FILE
+
     def hyperparameters(self) -> dict[str, Any]:
         """What metadata records as the recipe (per-rank batch size; world size is recorded beside it)."""
         return {
@@ -67,6 +75,10 @@ class TrainConfig:
             "model": self.model,
             "compile": self.compile,
         }
+
+    def recipe(self) -> dict[str, Any]:
+        """What checkpoints belong to: the hyper-parameters and the data they were trained on."""
+        return {**self.hyperparameters(), "dataset": self.dataset, "split_seed": self.split_seed}
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -155,9 +167,45 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
     )
 
 
+def _check_resume(config: TrainConfig) -> None:
+    """Checkpoints resume only the recipe that wrote them: other hyper-parameters would silently mix
+    two runs under one model version."""
+    try:
+        recorded = json.loads(config.recipe_path.read_text())
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {config.recipe_path}: {exc}") from exc
+    changed = sorted(k for k, v in config.recipe().items() if recorded.get(k) != v)
+    if changed:
+        was = ", ".join(f"{k}={recorded.get(k)!r}" for k in changed)
+        raise ConfigError(
+            f"{config.checkpoint_dir} holds checkpoints of another recipe ({was}); "
+            "resume with the same flags or choose a new --model-version"
+        )
+
+
+def _check_output(output: Path) -> None:
+    """Create ``--output`` and write a probe file now, not after the first epoch's checkpoint."""
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"--output {output} is not writable: {exc.strerror or exc}") from exc
+
+
 def preflight(config: TrainConfig) -> None:
-    """Refuse to start a run whose model version already exists: versions are immutable."""
-    if (config.version_dir / METADATA_FILE).exists():
-        raise ConfigError(f"{config.version_dir} already holds a model; choose a new --model-version")
+    """Everything that can be checked before a process group forms: a bad hook, an unwritable output,
+    an existing model version (versions are immutable) or a changed recipe fails here in one line."""
     if config.output.exists() and not config.output.is_dir():
         raise ConfigError(f"--output {config.output} exists and is not a directory")
+    if (config.version_dir / METADATA_FILE).exists():
+        raise ConfigError(f"{config.version_dir} already holds a model; choose a new --model-version")
+    for flag, spec in (("--dataset", config.dataset), ("--model", config.model)):
+        try:
+            resolve(spec)
+        except HookError as exc:
+            raise ConfigError(f"{flag}: {exc}") from exc
+    _check_output(config.output)
+    _check_resume(config)

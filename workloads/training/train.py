@@ -8,6 +8,7 @@ checkpoints and the model version; every rank takes part in the collectives that
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -29,6 +30,7 @@ from workloads.training.checkpoint import (
     load_checkpoint,
     remove_partials,
     save_checkpoint,
+    write_atomically,
 )
 from workloads.training.config import TrainConfig
 from workloads.training.distributed import DistContext, init_distributed
@@ -146,7 +148,12 @@ class Trainer:
             "progress": asdict(self.progress),
             "world_size": self.ctx.world_size,
             "rng": rng,
+            "recipe": self.config.recipe(),
         }
+        # Before the first checkpoint, so no checkpoint exists without the recipe preflight checks.
+        if not self.config.recipe_path.exists():
+            recipe = json.dumps(self.config.recipe(), indent=2).encode()
+            write_atomically(self.config.recipe_path, recipe, prefix=".recipe-")
         path = save_checkpoint(
             self.config.checkpoint_dir, self.progress.step, state, keep=self.config.keep_checkpoints
         )

@@ -190,3 +190,24 @@ def test_runs_alone_without_torchrun_as_world_size_one(tmp_path: Path) -> None:
     assert metadata.world_size == 1
     assert metadata.metrics["test_accuracy"] >= 0.9
     assert named(events(done.stdout), "start")[0]["world_size"] == 1
+
+
+def test_resuming_with_another_recipe_exits_2_with_one_line(tmp_path: Path) -> None:
+    """An interrupted run's checkpoints resume only its own recipe; a changed --lr is refused up front."""
+    cmd = mlplatform_train(tmp_path, "--epochs", "50", "--checkpoint-every", "5", "--model-version", "1")
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    )
+    try:
+        _wait_for_checkpoint(tmp_path / "checkpoints" / "digits" / "1", 5, proc, timeout_s=60)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    retry = mlplatform_train(tmp_path, "--epochs", "50", "--lr", "0.01", "--model-version", "1")
+    done = subprocess.run(retry, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'checkpoints' / 'digits' / '1'} holds checkpoints of another recipe"
+        " (lr=0.003); resume with the same flags or choose a new --model-version"
+    ]
+    assert not done.stdout
