@@ -31,6 +31,11 @@ class ConfigError(ValueError):
     """Bad trainer input; the message is the one line printed before exiting with status 2."""
 
 
+class ExportError(RuntimeError):
+    """The exported graph does not compute what the trained model computes; nothing is published.
+    Deterministic, so it ends the run like bad input (exit 2: the Job does not retry it)."""
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything a run depends on; the same flags on every rank and every restart give the same run."""
@@ -49,6 +54,8 @@ class TrainConfig:
     checkpoint_every: int
     keep_checkpoints: int
     compile: bool
+    onnx_tolerance: float = 1e-4
+    log_format: str = "text"
 
     @property
     def version_dir(self) -> Path:
@@ -140,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--checkpoint-every", type=_positive_int, default=50, help="steps between checkpoints")
     add("--keep-checkpoints", type=_positive_int, default=3)
     add("--compile", action="store_true", help="torch.compile the model")
+    add("--onnx-tolerance", type=_non_negative_float, default=1e-4, help="max abs logit gap ONNX vs torch")
+    add("--log-format", choices=("text", "json"), default="text", help="json: one object per line")
     return parser
 
 
@@ -164,6 +173,8 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,
         compile=args.compile,
+        onnx_tolerance=args.onnx_tolerance,
+        log_format=args.log_format,
     )
 
 

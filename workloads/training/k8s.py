@@ -159,6 +159,7 @@ class TrainingJobSpec:
             f"--model-name={self.name}",
             f"--model-version={self.run_id}",
             f"--epochs={self.epochs}",
+            "--log-format=json",
         ]
 
 

@@ -190,6 +190,7 @@ class Trainer:
         logs.log_event(
             "epoch",
             epoch=epoch,
+            epochs=self.config.epochs,
             step=self.progress.step,
             train_loss=round(self.last_train_loss, 6),
             samples=int(global_samples),
@@ -218,7 +219,7 @@ def run(config: TrainConfig) -> None:
     Data and model hooks are resolved before joining the process group, so a bad hook fails fast with a
     one-line error instead of leaving peers waiting at the rendezvous.
     """
-    logs.configure(int(os.environ.get("RANK", "0")))
+    logs.configure(int(os.environ.get("RANK", "0")), config.log_format)
     torch.manual_seed(config.seed)
     split = load_split(config.dataset, config.split_seed)
     model = build_model(config.model, torch.from_numpy(split.x_train), len(split.class_names))

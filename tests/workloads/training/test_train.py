@@ -33,7 +33,18 @@ RUN_TIMEOUT_S = 120
 
 
 def mlplatform_train(output: Path, *args: str) -> list[str]:
-    return [MLPLATFORM, "train", "--local", "--output", str(output), "--model-name", "digits", *args]
+    return [
+        MLPLATFORM,
+        "train",
+        "--local",
+        "--output",
+        str(output),
+        "--model-name",
+        "digits",
+        "--log-format",
+        "json",
+        *args,
+    ]
 
 
 def events(stdout: str) -> list[dict[str, Any]]:
@@ -183,7 +194,7 @@ def test_runs_alone_without_torchrun_as_world_size_one(tmp_path: Path) -> None:
     """The exact command the inference tests use to get a real artifact: no torchrun, no RANK env."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     cmd = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path), "--epochs", "3"]
-    cmd += ["--model-name", "digits", "--model-version", "7"]
+    cmd += ["--model-name", "digits", "--model-version", "7", "--log-format", "json"]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     metadata = load_metadata(model_version_dir(tmp_path, "digits", "7"))
@@ -211,3 +222,33 @@ def test_resuming_with_another_recipe_exits_2_with_one_line(tmp_path: Path) -> N
         " (lr=0.003); resume with the same flags or choose a new --model-version"
     ]
     assert not done.stdout
+
+
+def test_local_run_prints_one_line_per_epoch_and_no_warnings(tmp_path: Path) -> None:
+    """Default output is for people: no torchrun banner, no library warnings, a progress line per epoch."""
+    cmd = [MLPLATFORM, "train", "--local", "--nproc", "2", "--epochs", "2", "--output", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    print("\n".join(lines))
+    assert [line.split("  ")[0] for line in lines] == [
+        "start",
+        "epoch 1/2",
+        "epoch 2/2",
+        "checkpoint",
+        f"model written to {model_version_dir(tmp_path, 'digits', '1')}",
+    ]
+    assert all("samples/s" in line for line in lines[1:3])
+
+
+def test_export_beyond_the_onnx_tolerance_publishes_nothing(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path), "--epochs", "1"]
+    cmd += ["--model-name", "digits", "--onnx-tolerance", "1e-12"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: ONNX export differs from the trained model by ")
+    assert line.endswith("above --onnx-tolerance 1e-12; no model version written")
+    assert not (tmp_path / "models" / "digits").exists() or not any(
+        (tmp_path / "models" / "digits").iterdir()
+    )
