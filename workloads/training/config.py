@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from workloads.artifacts import METADATA_FILE, model_version_dir
+from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.training.hooks import HookError, check_spec, resolve
 
 # Named as specs, not imported: the Pulumi program reads these flags with no numpy or torch installed.
@@ -31,9 +32,9 @@ class ConfigError(ValueError):
     """Bad trainer input; the message is the one line printed before exiting with status 2."""
 
 
-class ExportError(RuntimeError):
-    """The exported graph does not compute what the trained model computes; nothing is published.
-    Deterministic, so it ends the run like bad input (exit 2: the Job does not retry it)."""
+class RunRefusedError(RuntimeError):
+    """A run that cannot succeed as configured (NCCL off the pool's fabric, an ONNX export that does not
+    match the model): deterministic, so it ends like bad input, exit 2, which the Job does not retry."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class TrainConfig:
     compile: bool
     onnx_tolerance: float = 1e-4
     log_format: str = "text"
+    expect_network: str | None = None
 
     @property
     def version_dir(self) -> Path:
@@ -149,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--compile", action="store_true", help="torch.compile the model")
     add("--onnx-tolerance", type=_non_negative_float, default=1e-4, help="max abs logit gap ONNX vs torch")
     add("--log-format", choices=("text", "json"), default="text", help="json: one object per line")
+    add(
+        "--expect-network",
+        choices=sorted(EXPECTED_NETWORK.values()),
+        default=None,
+        help="on GPUs: refuse to train unless NCCL uses this network (the Job sets it on fabric pools)",
+    )
     return parser
 
 
@@ -175,6 +183,7 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
         compile=args.compile,
         onnx_tolerance=args.onnx_tolerance,
         log_format=args.log_format,
+        expect_network=args.expect_network,
     )
 
 

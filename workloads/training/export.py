@@ -24,7 +24,7 @@ import torch
 
 from workloads.artifacts import ONNX_FILE, FeatureHistogram, ModelMetadata, TensorSpec, write_metadata
 from workloads.training.checkpoint import fsync_path
-from workloads.training.config import ExportError, TrainConfig
+from workloads.training.config import RunRefusedError, TrainConfig
 from workloads.training.model import Classifier
 from workloads.training.tasks import Features, Split
 
@@ -132,7 +132,7 @@ def write_model_version(
     diff = onnx_max_abs_diff(model, onnx_path, split.x_test)
     if not diff <= config.onnx_tolerance:  # nan included
         shutil.rmtree(staging)
-        raise ExportError(
+        raise RunRefusedError(
             f"ONNX export differs from the trained model by {diff:.3g} (max abs logit) on the test split,"
             f" above --onnx-tolerance {config.onnx_tolerance:g}; no model version written"
         )

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from components.handle import PoolHandle
+from components.handle import Fabric, PoolHandle
 from workloads.fabric import FabricProfile, fabric_profile
+from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.training.config import parse_args
 from workloads.training.sizing import PodSize, pod_size
 
@@ -152,9 +153,13 @@ class TrainingJobSpec:
         return f"{self.name}-{self.run_id}"
 
     def trainer_argv(self) -> list[str]:
-        """Trainer flags; the run's own output, version and epochs come last so they win."""
+        """Trainer flags; the run's own output, version and epochs come last so they win. On a fabric
+        pool the trainer refuses to train over NCCL's socket fallback."""
+        fabric = self.pool.fabric
+        network = [] if fabric is Fabric.NONE else [f"--expect-network={EXPECTED_NETWORK[fabric]}"]
         return [
             *self.trainer_args,
+            *network,
             f"--output={self.output_mount_path}",
             f"--model-name={self.name}",
             f"--model-version={self.run_id}",

@@ -266,3 +266,13 @@ def test_losing_any_pod_restarts_its_index_and_bad_input_fails_at_once() -> None
     }
     assert ignore["action"] == "Ignore"
     assert ignore["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
+
+
+@pytest.mark.parametrize(
+    ("pool", "network"), [("efa", "Libfabric"), ("ib", "IB"), ("gpu", None), ("cpu", None)]
+)
+def test_fabric_pools_make_the_trainer_insist_on_their_network(pool: str, network: str | None) -> None:
+    argv = make_spec(pool).trainer_argv()
+    assert [a for a in argv if a.startswith("--expect-network")] == (
+        [f"--expect-network={network}"] if network else []
+    )
