@@ -249,6 +249,14 @@ class TrainingWorkloadConfig(_Model):
     cpu: int | None = Field(default=None, ge=1)
     memory_gib: int | None = Field(default=None, ge=2)
     shm_gib: int | None = Field(default=None, ge=1)
+    # Object storage the dataset hook reads (e.g. the region's S3 ranges or a private endpoint's address).
+    dataset_egress_cidrs: tuple[str, ...] = ()
+
+    @field_validator("dataset_egress_cidrs")
+    @classmethod
+    def _egress(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        list(_networks(value))  # raises naming the bad entry
+        return value
 
     def trainer_args(self) -> tuple[str, ...]:
         """The recipe flags this config sets, in the trainer's own flag syntax."""

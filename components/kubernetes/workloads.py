@@ -59,6 +59,7 @@ def training_spec(
         memory_gib=training.memory_gib,
         shm_gib=training.shm_gib,
         max_restarts=training.max_restarts,
+        dataset_egress_cidrs=training.dataset_egress_cidrs,
         labels={
             **config.base_tags(),
             **(kueue.job_labels(training.priority) if kueue.queueing_enabled(config) else {}),

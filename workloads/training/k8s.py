@@ -87,6 +87,9 @@ class TrainingJobSpec:
     memory_gib: int | None = None
     shm_gib: int | None = None
     max_restarts: int = 3
+    # Where a dataset hook downloads from (object storage endpoints), opened for HTTPS only. A
+    # NetworkPolicy cannot name a host, so these are address ranges (README "Training").
+    dataset_egress_cidrs: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
@@ -331,10 +334,12 @@ def _service(spec: TrainingJobSpec) -> dict[str, Any]:
 
 
 def _network_policy(spec: TrainingJobSpec) -> dict[str, Any]:
-    """Peers talk on any port (rendezvous, gloo/NCCL pick theirs); egress otherwise only to DNS."""
+    """Peers talk on any port (rendezvous, gloo/NCCL pick theirs); egress otherwise only to DNS, and to
+    the dataset's object storage over HTTPS where the stack names its address ranges."""
     peers = [{"podSelector": {"matchLabels": _selector(spec)}}]
     dns_peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}
     dns_ports = [{"protocol": proto, "port": 53} for proto in ("UDP", "TCP")]
+    https = [{"protocol": "TCP", "port": 443}]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -343,7 +348,15 @@ def _network_policy(spec: TrainingJobSpec) -> dict[str, Any]:
             "podSelector": {"matchLabels": _selector(spec)},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [{"from": peers}],
-            "egress": [{"to": peers}, {"to": [dns_peer], "ports": dns_ports}],
+            "egress": [
+                {"to": peers},
+                {"to": [dns_peer], "ports": dns_ports},
+                *(
+                    [{"to": [{"ipBlock": {"cidr": c}} for c in spec.dataset_egress_cidrs], "ports": https}]
+                    if spec.dataset_egress_cidrs
+                    else []
+                ),
+            ],
         },
     }
 

@@ -276,3 +276,14 @@ def test_fabric_pools_make_the_trainer_insist_on_their_network(pool: str, networ
     assert [a for a in argv if a.startswith("--expect-network")] == (
         [f"--expect-network={network}"] if network else []
     )
+
+
+def test_dataset_egress_is_https_to_the_named_ranges_only() -> None:
+    closed = by_kind(training_job_objects(make_spec()))["NetworkPolicy"]["spec"]["egress"]
+    assert not any("ipBlock" in peer for rule in closed for peer in rule["to"]), "no egress by default"
+    spec = make_spec(dataset_egress_cidrs=("52.95.0.0/16",))
+    egress = by_kind(training_job_objects(spec))["NetworkPolicy"]["spec"]["egress"]
+    assert egress[-1] == {
+        "to": [{"ipBlock": {"cidr": "52.95.0.0/16"}}],
+        "ports": [{"protocol": "TCP", "port": 443}],
+    }
