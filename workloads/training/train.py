@@ -13,7 +13,6 @@ import logging
 import math
 import os
 import random
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from torch.nn.functional import cross_entropy
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, TensorDataset
 
-from workloads.nccl_transport import network_of, transport_problem
+from workloads.nccl_transport import capture_init_log, network_of, transport_problem
 from workloads.training import logs
 from workloads.training.checkpoint import (
     checkpoint_path,
@@ -216,17 +215,6 @@ class Trainer:
         return metrics
 
 
-def _nccl_log_dir(expected: str | None) -> Path | None:
-    """Have NCCL write its init log (``Using network ...``) where this process can read it back."""
-    if expected is None or not torch.cuda.is_available():
-        return None
-    directory = Path(tempfile.mkdtemp(prefix="nccl-"))
-    os.environ.setdefault("NCCL_DEBUG", "INFO")
-    os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
-    os.environ["NCCL_DEBUG_FILE"] = str(directory / "nccl.%h.%p.log")
-    return directory
-
-
 def check_network(log_dir: Path, expected: str) -> None:
     """Fail in one line when NCCL fell back to sockets (or to anything but the fabric) instead of
     training at a fraction of the speed."""
@@ -245,7 +233,7 @@ def run(config: TrainConfig) -> None:
     torch.manual_seed(config.seed)
     split = load_split(config.dataset, config.split_seed)
     model = build_model(config.model, torch.from_numpy(split.x_train), len(split.class_names))
-    nccl_log = _nccl_log_dir(config.expect_network)
+    nccl_log = capture_init_log() if config.expect_network and torch.cuda.is_available() else None
     ctx = init_distributed()
     try:
         if nccl_log is not None and config.expect_network is not None:
