@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import pytest
 
 from mlplatform.plan import Plan
 from tests.stack_variants import plan_config, template
@@ -21,6 +24,16 @@ def _trainer(job: dict[str, Any]) -> dict[str, Any]:
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert isinstance(container, dict)
     return container
+
+
+@pytest.fixture(autouse=True)
+def event_loop_for_pulumi() -> Iterator[None]:
+    """Pulumi's mocked run asks asyncio for the current loop; tests that ran asyncio.run() before this
+    one (the inference server's) leave none set in the main thread."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield
+    loop.close()
 
 
 def test_p5_training_pod_requests_most_of_the_node(planned: Callable[[str], Plan]) -> None:
