@@ -58,6 +58,8 @@ class TrainConfig:
     onnx_tolerance: float = 1e-4
     log_format: str = "text"
     expect_network: str | None = None
+    lr_schedule: str = "constant"
+    clip_grad_norm: float = 0.0
 
     @property
     def version_dir(self) -> Path:
@@ -83,6 +85,8 @@ class TrainConfig:
             "seed": self.seed,
             "model": self.model,
             "compile": self.compile,
+            "lr_schedule": self.lr_schedule,
+            "clip_grad_norm": self.clip_grad_norm,
         }
 
     def recipe(self) -> dict[str, Any]:
@@ -149,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--checkpoint-every", type=_positive_int, default=50, help="steps between checkpoints")
     add("--keep-checkpoints", type=_positive_int, default=3)
     add("--compile", action="store_true", help="torch.compile the model")
+    add("--lr-schedule", choices=("constant", "cosine"), default="constant", help="cosine: to 0 at the end")
+    add("--clip-grad-norm", type=_non_negative_float, default=0.0, help="max global grad norm; 0: off")
     add("--onnx-tolerance", type=_non_negative_float, default=1e-4, help="max abs logit gap ONNX vs torch")
     add("--log-format", choices=("text", "json"), default="text", help="json: one object per line")
     add(
@@ -184,6 +190,8 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
         onnx_tolerance=args.onnx_tolerance,
         log_format=args.log_format,
         expect_network=args.expect_network,
+        lr_schedule=args.lr_schedule,
+        clip_grad_norm=args.clip_grad_norm,
     )
 
 

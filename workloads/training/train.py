@@ -78,6 +78,13 @@ def evaluate(model: nn.Module, x: Tensor, y: Tensor) -> dict[str, float]:
     }
 
 
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """bf16 where the GPU supports it (Ampere and later), else fp16 with a GradScaler; none on CPU."""
+    if device.type != "cuda":
+        return None
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
 class Trainer:
     """One rank's share of a run: resume, train epochs, checkpoint; rank 0 also evaluates."""
 
@@ -87,6 +94,9 @@ class Trainer:
         self.y_train = torch.from_numpy(split.y_train).to(ctx.device)
         self.model = model.to(ctx.device)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.autocast_dtype = autocast_dtype(ctx.device)
+        # fp16 overflows where bf16 does not: scale the loss so small gradients survive (AMP recipe).
+        self.scaler = torch.amp.GradScaler("cuda") if self.autocast_dtype is torch.float16 else None
         self.sampler: DistributedSampler[int] = DistributedSampler(
             TensorDataset(self.x_train, self.y_train),
             num_replicas=ctx.world_size,
@@ -127,6 +137,8 @@ class Trainer:
         state = found[1] if found is not None else load_checkpoint(checkpoint_path(directory, step))
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         progress = Progress(**state["progress"])
         if state["world_size"] == self.ctx.world_size:
             _set_rng_state(state["rng"][self.ctx.rank], self.ctx.device)
@@ -151,6 +163,7 @@ class Trainer:
             "world_size": self.ctx.world_size,
             "rng": rng,
             "recipe": self.config.recipe(),
+            "scaler": self.scaler.state_dict() if self.scaler else None,
         }
         # Before the first checkpoint, so no checkpoint exists without the recipe preflight checks.
         if not self.config.recipe_path.exists():
@@ -161,15 +174,36 @@ class Trainer:
         )
         logs.log_event("checkpoint", step=self.progress.step, path=str(path))
 
+    def _lr(self) -> float:
+        """The learning rate for the step about to run: a pure function of the step, so a resumed run
+        follows the schedule exactly without scheduler state in the checkpoint."""
+        if self.config.lr_schedule == "constant":
+            return self.config.lr
+        total = self.config.epochs * self.batches_per_epoch
+        return self.config.lr * 0.5 * (1 + math.cos(math.pi * min(self.progress.step, total) / total))
+
     def _step(self, indices: Tensor) -> Tensor:
         x, y = self.x_train[indices], self.y_train[indices]
-        on_gpu = self.ctx.device.type == "cuda"
-        with torch.autocast(device_type=self.ctx.device.type, dtype=torch.bfloat16, enabled=on_gpu):
+        with torch.autocast(
+            device_type=self.ctx.device.type,
+            dtype=self.autocast_dtype or torch.float32,
+            enabled=self.autocast_dtype is not None,
+        ):
             logits = self.net(x)
         loss = cross_entropy(logits.float(), y)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self._lr()
         self.optimizer.zero_grad(set_to_none=True)
-        torch.autograd.backward(loss)
-        self.optimizer.step()
+        torch.autograd.backward(self.scaler.scale(loss) if self.scaler else loss)
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        if self.config.clip_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_grad_norm)
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
         return loss.detach()
 
     def _run_epoch(self, epoch: int) -> None:
@@ -249,6 +283,9 @@ def run(config: TrainConfig) -> None:
             split_sizes=split.sizes,
             hyperparameters=config.hyperparameters(),
         )
+        # Same initial weights everywhere (seeded above, and DDP broadcasts rank 0's); from here each
+        # rank draws its own stream (dropout), restored per rank on resume.
+        torch.manual_seed(config.seed + ctx.rank)
         trainer = Trainer(config, ctx, split, model)
         metrics = trainer.train()
         if ctx.is_main:

@@ -252,3 +252,16 @@ def test_export_beyond_the_onnx_tolerance_publishes_nothing(tmp_path: Path) -> N
     assert not (tmp_path / "models" / "digits").exists() or not any(
         (tmp_path / "models" / "digits").iterdir()
     )
+
+
+def test_cosine_schedule_and_clipping_are_part_of_the_recorded_recipe(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path), "--epochs", "3"]
+    cmd += ["--model-name", "digits", "--lr-schedule", "cosine", "--clip-grad-norm", "1.0"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    metadata = load_metadata(model_version_dir(tmp_path, "digits", "1"))
+    assert (metadata.hyperparameters["lr_schedule"], metadata.hyperparameters["clip_grad_norm"]) == (
+        "cosine",
+        1.0,
+    )
+    assert metadata.metrics["test_accuracy"] >= 0.85
