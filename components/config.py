@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 from components.catalog import InstanceType, catalog
 from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
+from workloads.training.hooks import HOOK_PATTERN
 
 PROJECT = "ml-platform"
 PLATFORM_KEY = f"{PROJECT}:platform"
@@ -317,6 +318,30 @@ class TrainingWorkloadConfig(_Model):
     model_name: DnsLabel = "digits-mlp"
     # The run's Kueue priority where the cluster queues Jobs.
     priority: Priority = Priority.PRODUCTION
+    # A team's own code, packaged into `image` (README "Training"): module:function hooks and the recipe.
+    # Unset: the trainer's defaults (the digits dataset and MLP it ships).
+    dataset: Annotated[str, Field(pattern=HOOK_PATTERN.pattern)] | None = None
+    model: Annotated[str, Field(pattern=HOOK_PATTERN.pattern)] | None = None
+    batch_size: int | None = Field(default=None, ge=1, le=65_536)
+    lr: float | None = Field(default=None, gt=0, le=10)
+    # Per-pod requests; unset: derived from the pool's instance type (workloads/training/sizing.py).
+    cpu: int | None = Field(default=None, ge=1)
+    memory_gib: int | None = Field(default=None, ge=2)
+    shm_gib: int | None = Field(default=None, ge=1)
+    # Object storage the dataset hook reads (e.g. the region's S3 ranges or a private endpoint's address).
+    dataset_egress_cidrs: tuple[str, ...] = ()
+
+    @field_validator("dataset_egress_cidrs")
+    @classmethod
+    def _egress(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        list(_networks(value))  # raises naming the bad entry
+        return value
+
+    def trainer_args(self) -> tuple[str, ...]:
+        """The recipe flags this config sets, in the trainer's own flag syntax."""
+        flags: dict[str, object] = {"--dataset": self.dataset, "--model": self.model}
+        flags |= {"--batch-size": self.batch_size, "--lr": self.lr}
+        return tuple(f"{flag}={value}" for flag, value in flags.items() if value is not None)
 
 
 class InferenceWorkloadConfig(_Model):

@@ -64,6 +64,8 @@ def train(
         problems.append(str(exc))
     if problems:
         exit_with(problems)
-    env = {**os.environ, **RESTART_SAFE_ENV}
+    # torchrun prints a banner when it sets OMP_NUM_THREADS=1 for each worker itself; share the cores.
+    threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
+    env = {**threads, **os.environ, **RESTART_SAFE_ENV}
     completed = subprocess.run(torchrun_command(nproc, max_restarts, ctx.args), env=env, check=False)
     raise typer.Exit(completed.returncode)

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -28,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from workloads.nccl_transport import network_of, transport_problem
+from workloads.nccl_transport import capture_init_log, network_of, transport_problem
 
 MIB = 1 << 20
 
@@ -120,17 +119,6 @@ def measure(size: int, iters: int, warmup: int, device: torch.device) -> Measure
     return Measurement(size, seconds, algbw, bus_bandwidth(algbw, dist.get_world_size()))
 
 
-def _nccl_log() -> Path | None:
-    """Where NCCL writes its init log, for the transport check (NCCL_DEBUG_FILE, %h/%p per process)."""
-    if not torch.cuda.is_available():
-        return None
-    directory = Path(tempfile.mkdtemp(prefix="nccl-"))
-    os.environ.setdefault("NCCL_DEBUG", "INFO")
-    os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
-    os.environ["NCCL_DEBUG_FILE"] = str(directory / "nccl.%h.%p.log")
-    return directory
-
-
 def _report(results: list[Measurement], world: int, backend: str) -> None:
     print(f"all-reduce over {world} ranks ({backend}); busbw = algbw x 2(n-1)/n (nccl-tests)")
     print(f"{'size':>10} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}")
@@ -149,7 +137,7 @@ def _human(size: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    log_dir = _nccl_log()
+    log_dir = capture_init_log() if torch.cuda.is_available() else None
     device = _device()
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(backend)

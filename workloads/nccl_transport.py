@@ -9,7 +9,9 @@ missing, training on at a fraction of the speed (aws-samples/awsome-distributed-
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,6 +21,16 @@ _USING_NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
 SOCKET = "Socket"
 # The network NCCL uses on each RDMA fabric when it works.
 EXPECTED_NETWORK: dict[Fabric, str] = {Fabric.EFA: "Libfabric", Fabric.INFINIBAND: "IB"}
+
+
+def capture_init_log() -> Path:
+    """Have NCCL write this process's init log (``NCCL_DEBUG_FILE``, %h/%p per process) to a fresh
+    directory, read back with ``network_of``; call before the first communicator is created."""
+    directory = Path(tempfile.mkdtemp(prefix="nccl-"))
+    os.environ.setdefault("NCCL_DEBUG", "INFO")
+    os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
+    os.environ["NCCL_DEBUG_FILE"] = str(directory / "nccl.%h.%p.log")
+    return directory
 
 
 def networks_in(lines: Iterable[str]) -> set[str]:

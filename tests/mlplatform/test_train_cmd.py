@@ -63,5 +63,39 @@ def test_trainer_rejects_a_hook_it_cannot_import(tmp_path: Path) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "error: cannot load 'no_such_pkg:net': No module named 'no_such_pkg'"
+        "error: --model: cannot load 'no_such_pkg:net': No module named 'no_such_pkg'"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--dataset", "nosuch.module:fn"],
+            "error: --dataset: cannot load 'nosuch.module:fn': No module named 'nosuch'",
+        ),
+        (
+            ["--model", "workloads.training.config:DEFAULT_MODEL"],
+            "error: --model: 'workloads.training.config:DEFAULT_MODEL' is not callable",
+        ),
+    ],
+)
+def test_hooks_are_loaded_before_anything_starts(args: list[str], expected: str, tmp_path: Path) -> None:
+    """Past the form check: an unimportable or non-callable hook is one line, exit 2, not a torchrun
+    failure report from every rank."""
+    output = tmp_path / "out"
+    cmd = [MLPLATFORM, "train", "--local", "--nproc", "2", *args, "--output", str(output)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr.strip().splitlines()) == (2, [expected])
+    assert not done.stdout and not output.exists()
+
+
+def test_unwritable_output_is_refused_before_training(tmp_path: Path) -> None:
+    """Checked by creating it: a path under a regular file cannot be created even by root."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = CliRunner().invoke(app, ["train", "--local", "--output", str(blocker / "out")])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --output {blocker / 'out'} is not writable: Not a directory"
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from workloads.training.config import ConfigError, parse_args, preflight
+from workloads.training.config import ConfigError, RunRefusedError, parse_args, preflight
 from workloads.training.hooks import HookError
 
 
@@ -20,7 +20,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from workloads.training.train import run
 
         run(config)
-    except (ConfigError, HookError) as exc:
+    except (ConfigError, HookError, RunRefusedError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -54,24 +54,31 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(directory: Path, step: int, state: dict[str, Any], *, keep: int) -> Path:
-    """Write ``state`` for ``step`` atomically, then drop all but the newest ``keep`` checkpoints."""
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    payload = buffer.getvalue()
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f"{_PARTIAL_PREFIX}{step:09d}-", suffix=".tmp")
-    final = checkpoint_path(directory, step)
+def write_atomically(final: Path, data: bytes, *, prefix: str) -> None:
+    """Temp file in the same directory, fsync, rename over ``final``, fsync the directory."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=prefix, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(MAGIC + hashlib.sha256(payload).digest() + payload)
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp_name, final)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
-    fsync_path(directory)
+    fsync_path(final.parent)
+
+
+def save_checkpoint(directory: Path, step: int, state: dict[str, Any], *, keep: int) -> Path:
+    """Write ``state`` for ``step`` atomically, then drop all but the newest ``keep`` checkpoints."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    payload = buffer.getvalue()
+    final = checkpoint_path(directory, step)
+    write_atomically(
+        final, MAGIC + hashlib.sha256(payload).digest() + payload, prefix=f"{_PARTIAL_PREFIX}{step:09d}-"
+    )
     prune(directory, keep)
     return final
 

@@ -7,24 +7,34 @@ reject bad flags in a fraction of a second, before any process is launched or an
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 from workloads.artifacts import METADATA_FILE, model_version_dir
-from workloads.training.hooks import HookError, check_spec
+from workloads.nccl_transport import EXPECTED_NETWORK
+from workloads.training.hooks import HookError, check_spec, resolve
 
 # Named as specs, not imported: the Pulumi program reads these flags with no numpy or torch installed.
 DEFAULT_DATASET = "workloads.training.tasks:digits"
 DEFAULT_MODEL = "workloads.training.model:mlp"
+# The recipe a run's checkpoints belong to, beside them; read without torch by ``preflight``.
+RECIPE_FILE = "recipe.json"
 # Model names and versions become directory names: keep them to one safe path component.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 class ConfigError(ValueError):
     """Bad trainer input; the message is the one line printed before exiting with status 2."""
+
+
+class RunRefusedError(RuntimeError):
+    """A run that cannot succeed as configured (NCCL off the pool's fabric, an ONNX export that does not
+    match the model): deterministic, so it ends like bad input, exit 2, which the Job does not retry."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,11 @@ class TrainConfig:
     checkpoint_every: int
     keep_checkpoints: int
     compile: bool
+    onnx_tolerance: float = 1e-4
+    log_format: str = "text"
+    expect_network: str | None = None
+    lr_schedule: str = "constant"
+    clip_grad_norm: float = 0.0
 
     @property
     def version_dir(self) -> Path:
@@ -54,6 +69,10 @@ class TrainConfig:
     def checkpoint_dir(self) -> Path:
         """One directory per model version, so a new version starts fresh and a restart resumes."""
         return self.output / "checkpoints" / self.model_name / self.model_version
+
+    @property
+    def recipe_path(self) -> Path:
+        return self.checkpoint_dir / RECIPE_FILE
 
     def hyperparameters(self) -> dict[str, Any]:
         """What metadata records as the recipe (per-rank batch size; world size is recorded beside it)."""
@@ -66,7 +85,13 @@ class TrainConfig:
             "seed": self.seed,
             "model": self.model,
             "compile": self.compile,
+            "lr_schedule": self.lr_schedule,
+            "clip_grad_norm": self.clip_grad_norm,
         }
+
+    def recipe(self) -> dict[str, Any]:
+        """What checkpoints belong to: the hyper-parameters and the data they were trained on."""
+        return {**self.hyperparameters(), "dataset": self.dataset, "split_seed": self.split_seed}
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -128,6 +153,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("--checkpoint-every", type=_positive_int, default=50, help="steps between checkpoints")
     add("--keep-checkpoints", type=_positive_int, default=3)
     add("--compile", action="store_true", help="torch.compile the model")
+    add("--lr-schedule", choices=("constant", "cosine"), default="constant", help="cosine: to 0 at the end")
+    add("--clip-grad-norm", type=_non_negative_float, default=0.0, help="max global grad norm; 0: off")
+    add("--onnx-tolerance", type=_non_negative_float, default=1e-4, help="max abs logit gap ONNX vs torch")
+    add("--log-format", choices=("text", "json"), default="text", help="json: one object per line")
+    add(
+        "--expect-network",
+        choices=sorted(EXPECTED_NETWORK.values()),
+        default=None,
+        help="on GPUs: refuse to train unless NCCL uses this network (the Job sets it on fabric pools)",
+    )
     return parser
 
 
@@ -152,12 +187,53 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
         checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints,
         compile=args.compile,
+        onnx_tolerance=args.onnx_tolerance,
+        log_format=args.log_format,
+        expect_network=args.expect_network,
+        lr_schedule=args.lr_schedule,
+        clip_grad_norm=args.clip_grad_norm,
     )
 
 
+def _check_resume(config: TrainConfig) -> None:
+    """Checkpoints resume only the recipe that wrote them: other hyper-parameters would silently mix
+    two runs under one model version."""
+    try:
+        recorded = json.loads(config.recipe_path.read_text())
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {config.recipe_path}: {exc}") from exc
+    changed = sorted(k for k, v in config.recipe().items() if recorded.get(k) != v)
+    if changed:
+        was = ", ".join(f"{k}={recorded.get(k)!r}" for k in changed)
+        raise ConfigError(
+            f"{config.checkpoint_dir} holds checkpoints of another recipe ({was}); "
+            "resume with the same flags or choose a new --model-version"
+        )
+
+
+def _check_output(output: Path) -> None:
+    """Create ``--output`` and write a probe file now, not after the first epoch's checkpoint."""
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"--output {output} is not writable: {exc.strerror or exc}") from exc
+
+
 def preflight(config: TrainConfig) -> None:
-    """Refuse to start a run whose model version already exists: versions are immutable."""
-    if (config.version_dir / METADATA_FILE).exists():
-        raise ConfigError(f"{config.version_dir} already holds a model; choose a new --model-version")
+    """Everything that can be checked before a process group forms: a bad hook, an unwritable output,
+    an existing model version (versions are immutable) or a changed recipe fails here in one line."""
     if config.output.exists() and not config.output.is_dir():
         raise ConfigError(f"--output {config.output} exists and is not a directory")
+    if (config.version_dir / METADATA_FILE).exists():
+        raise ConfigError(f"{config.version_dir} already holds a model; choose a new --model-version")
+    for flag, spec in (("--dataset", config.dataset), ("--model", config.model)):
+        try:
+            resolve(spec)
+        except HookError as exc:
+            raise ConfigError(f"{flag}: {exc}") from exc
+    _check_output(config.output)
+    _check_resume(config)

@@ -7,9 +7,11 @@ existing version is never overwritten (the rename fails instead).
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
+import warnings
 from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -22,7 +24,7 @@ import torch
 
 from workloads.artifacts import ONNX_FILE, FeatureHistogram, ModelMetadata, TensorSpec, write_metadata
 from workloads.training.checkpoint import fsync_path
-from workloads.training.config import TrainConfig
+from workloads.training.config import RunRefusedError, TrainConfig
 from workloads.training.model import Classifier
 from workloads.training.tasks import Features, Split
 
@@ -39,18 +41,28 @@ _ONNX_DTYPES: dict[int, Literal["float32", "float16", "int64"]] = {
 
 
 def export_onnx(model: Classifier, path: Path, n_features: int) -> None:
-    """Export with torch's dynamo exporter, batch dimension dynamic, weights inside the one file."""
+    """Export with torch's dynamo exporter, batch dimension dynamic, weights inside the one file.
+
+    Two messages the exporter prints on every export are not about this model, and are silenced where
+    they come from: its op registry warns once per torchvision op when torchvision is absent (we use
+    none), and torch.export's own pytree code trips its ``LeafSpec`` deprecation (torch 2.13).
+    """
+    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
     example = torch.zeros(2, n_features)
-    torch.onnx.export(
-        model,
-        (example,),
-        path,
-        input_names=[INPUT_NAME],
-        output_names=[OUTPUT_NAME],
-        dynamic_shapes=({0: torch.export.Dim("batch")},),
-        external_data=False,
-        verbose=False,
-    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning
+        )
+        torch.onnx.export(
+            model,
+            (example,),
+            path,
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME],
+            dynamic_shapes=({0: torch.export.Dim("batch")},),
+            external_data=False,
+            verbose=False,
+        )
 
 
 def tensor_specs(path: Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
@@ -118,6 +130,12 @@ def write_model_version(
     export_onnx(model, onnx_path, len(split.feature_names))
     inputs, outputs = tensor_specs(onnx_path)
     diff = onnx_max_abs_diff(model, onnx_path, split.x_test)
+    if not diff <= config.onnx_tolerance:  # nan included
+        shutil.rmtree(staging)
+        raise RunRefusedError(
+            f"ONNX export differs from the trained model by {diff:.3g} (max abs logit) on the test split,"
+            f" above --onnx-tolerance {config.onnx_tolerance:g}; no model version written"
+        )
     written = write_metadata(
         staging,
         ModelMetadata(

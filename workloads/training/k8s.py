@@ -4,11 +4,26 @@ their c10d rendezvous, and a NetworkPolicy letting the run's pods (and only them
 Pure: ``TrainingJobSpec -> list[dict]``, no Pulumi resources and no cloud SDK, so the objects are unit
 tested, validated with kubernetes-validate and scanned with checkov exactly as they are applied. One pod
 per node runs ``torchrun --nproc-per-node``; pod 0 hosts the rendezvous store (``is_host``), the others
-find it by its stable DNS name ``<job>-0.<service>``. Fabric specifics come from ``fabric_profile``.
+find it by its stable DNS name ``<job>-0.<service>``. Fabric specifics come from ``fabric_profile``, pod
+size from ``sizing.pod_size``.
+
+Failure domain. A worker process that crashes is restarted in place by its torchrun agent
+(``--max-restarts``), and the whole group re-forms and resumes from the last checkpoint. A lost pod is
+the Job controller's: every agent that loses a peer (and, when pod 0 dies, the rendezvous store with it)
+exits non-zero, and ``backoffLimitPerIndex`` recreates each failed index under its own budget, so one
+incident costs each index one restart instead of draining a Job-wide ``backoffLimit`` once per pod. A
+recreated pod 0 keeps its hostname, so the rendezvous endpoint ``<job>-0.<job>`` (a record of the Job's
+headless Service) is stable across restarts and the new agents meet there; the checkpoint on shared
+storage carries the run. ``maxFailedIndexes: 0`` fails the Job once any index has spent its budget, and
+exit code 2 (bad input, a changed recipe on resume: a retry cannot help) fails it at once. The node count
+is fixed (``--nnodes=N``, not ``min:max``): the resume guard pins world size into the recipe, and a
+smaller group would change the global batch. A JobSet would give the same group restart, but needs a
+controller this platform does not install; the Job API does it natively (GA in Kubernetes 1.33).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Mapping
@@ -16,9 +31,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from components.handle import PoolHandle
+from components.handle import Fabric, PoolHandle
 from workloads.fabric import FabricProfile, fabric_profile
+from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.training.config import parse_args
+from workloads.training.sizing import PodSize, pod_size
 
 RENDEZVOUS_PORT = 29400
 CONTAINER = "trainer"
@@ -61,14 +78,18 @@ class TrainingJobSpec:
     output_volume: Mapping[str, Any]
     output_mount_path: str = "/mnt/output"
     nodes: int = 1
-    nproc_per_node: int = 1
+    # None: one process per GPU (one on a CPU pool).
+    nproc_per_node: int | None = None
     epochs: int = 20
     trainer_args: tuple[str, ...] = ()
-    cpu: int = 4
-    memory_gib: int = 16
-    shm_gib: int = 2
+    # None: derived from the pool's instance type (``sizing.pod_size``).
+    cpu: int | None = None
+    memory_gib: int | None = None
+    shm_gib: int | None = None
     max_restarts: int = 3
-    backoff_limit: int = 3
+    # Where a dataset hook downloads from (object storage endpoints), opened for HTTPS only. A
+    # NetworkPolicy cannot name a host, so these are address ranges (README "Training").
+    dataset_egress_cidrs: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # Labels on the pods only (the cloud's workload identity, ClusterHandle.pod_labels).
     pod_labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -100,41 +121,63 @@ class TrainingJobSpec:
         return [("name", self.name), ("run_id", self.run_id), ("namespace", self.namespace)]
 
     def _sizing_problems(self) -> list[str]:
+        size, nproc = self.size, self.processes_per_node
         problems = [
             f"{what} must be at least 1"
-            for what in ("nodes", "nproc_per_node", "cpu")
-            if getattr(self, what) < 1
+            for what, value in (("nodes", self.nodes), ("nproc_per_node", nproc), ("cpu", size.cpu))
+            if value < 1
         ]
-        if self.shm_gib < 1 or self.shm_gib >= self.memory_gib:
+        if size.shm_gib < 1 or size.shm_gib >= size.memory_gib:
             problems.append(
                 "shm_gib must be at least 1 and below memory_gib (/dev/shm counts against memory)"
             )
-        if self.pool.gpus_per_node and self.nproc_per_node > self.pool.gpus_per_node:
+        if self.pool.gpus_per_node and nproc > self.pool.gpus_per_node:
+            problems.append(f"nproc_per_node {nproc} exceeds the pool's {self.pool.gpus_per_node} GPUs")
+        if size.cpu > self.pool.vcpus or size.memory_gib > self.pool.memory_gib:
             problems.append(
-                f"nproc_per_node {self.nproc_per_node} exceeds the pool's {self.pool.gpus_per_node} GPUs"
+                f"{size.cpu} CPUs / {size.memory_gib} GiB per pod cannot fit a {self.pool.instance_type}"
+                f" node ({self.pool.vcpus} vCPUs, {self.pool.memory_gib} GiB)"
             )
-        if self.cpu > self.pool.vcpus or self.memory_gib > self.pool.memory_gib:
-            problems.append(
-                f"{self.cpu} CPUs / {self.memory_gib} GiB per pod cannot fit a {self.pool.instance_type} node"
-                f" ({self.pool.vcpus} vCPUs, {self.pool.memory_gib} GiB)"
-            )
-        if self.max_restarts < 0 or self.backoff_limit < 0:
-            problems.append("max_restarts and backoff_limit must not be negative")
+        if self.max_restarts < 0:
+            problems.append("max_restarts must not be negative")
         return problems
+
+    @property
+    def processes_per_node(self) -> int:
+        if self.nproc_per_node is not None:
+            return self.nproc_per_node
+        return max(self.pool.gpus_per_node, 1)
+
+    @property
+    def size(self) -> PodSize:
+        """The pool-derived size with the spec's overrides applied."""
+        derived = pod_size(self.pool, _hugepages_mib(fabric_profile(self.pool)))
+        overrides = {"cpu": self.cpu, "memory_gib": self.memory_gib, "shm_gib": self.shm_gib}
+        return dataclasses.replace(derived, **{k: v for k, v in overrides.items() if v is not None})
 
     @property
     def job_name(self) -> str:
         return f"{self.name}-{self.run_id}"
 
     def trainer_argv(self) -> list[str]:
-        """Trainer flags; the run's own output, version and epochs come last so they win."""
+        """Trainer flags; the run's own output, version and epochs come last so they win. On a fabric
+        pool the trainer refuses to train over NCCL's socket fallback."""
+        fabric = self.pool.fabric
+        network = [] if fabric is Fabric.NONE else [f"--expect-network={EXPECTED_NETWORK[fabric]}"]
         return [
             *self.trainer_args,
+            *network,
             f"--output={self.output_mount_path}",
             f"--model-name={self.name}",
             f"--model-version={self.run_id}",
             f"--epochs={self.epochs}",
+            "--log-format=json",
         ]
+
+
+def _hugepages_mib(fabric: FabricProfile) -> int:
+    """Huge pages the fabric requests (``hugepages-2Mi: 5120Mi``), which node memory no longer offers."""
+    return sum(int(v.removesuffix("Mi")) for k, v in fabric.resources.items() if k.startswith("hugepages-"))
 
 
 def _labels(spec: TrainingJobSpec) -> dict[str, str]:
@@ -161,26 +204,31 @@ def _metadata(spec: TrainingJobSpec, annotations: Mapping[str, str]) -> dict[str
     }
 
 
-def torchrun_script(spec: TrainingJobSpec) -> str:
-    """The container's shell line: pod 0 hosts the c10d store, every pod joins it by DNS name."""
-    endpoint = f"{spec.job_name}-0.{spec.job_name}.{spec.namespace}.svc:{RENDEZVOUS_PORT}"
-    torchrun = [
-        "torchrun",
+def torchrun_flags(spec: TrainingJobSpec, endpoint: str) -> list[str]:
+    """The agent's flags (is_host apart): a fixed group of ``nodes`` meeting at ``endpoint``."""
+    return [
         f"--nnodes={spec.nodes}",
-        f"--nproc-per-node={spec.nproc_per_node}",
+        f"--nproc-per-node={spec.processes_per_node}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={endpoint}",
         f"--rdzv-id={spec.run_id}",
         f"--max-restarts={spec.max_restarts}",
     ]
+
+
+def torchrun_script(spec: TrainingJobSpec) -> str:
+    """The container's shell line: pod 0 hosts the c10d store, every pod joins it by DNS name."""
+    endpoint = f"{spec.job_name}-0.{spec.job_name}.{spec.namespace}.svc:{RENDEZVOUS_PORT}"
+    torchrun = ["torchrun", *torchrun_flags(spec, endpoint)]
     trainer = ["-m", "workloads.training", *spec.trainer_argv()]
     host = 'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then IS_HOST=1; else IS_HOST=0; fi'
     return f"{host}; exec {shlex.join(torchrun)} --rdzv-conf=is_host=$IS_HOST {shlex.join(trainer)}"
 
 
 def _container(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
-    resources = {"cpu": str(spec.cpu), "memory": f"{spec.memory_gib}Gi", **fabric.resources}
-    threads = str(max(1, spec.cpu // spec.nproc_per_node))
+    size = spec.size
+    resources = {"cpu": str(size.cpu), "memory": f"{size.memory_gib}Gi", **fabric.resources}
+    threads = str(max(1, size.cpu // spec.processes_per_node))
     env = {**_BASE_ENV, "OMP_NUM_THREADS": threads, **fabric.env}
     return {
         "name": CONTAINER,
@@ -232,7 +280,7 @@ def _pod_spec(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
         "volumes": [
             {"name": "output", **spec.output_volume},
             # NCCL and DataLoader workers share tensors through /dev/shm; the runtime's default is 64Mi.
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.shm_gib}Gi"}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.size.shm_gib}Gi"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
             *(dict(v) for v in fabric.volumes),
         ],
@@ -248,11 +296,18 @@ def _job(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
             "completionMode": "Indexed",
             "completions": spec.nodes,
             "parallelism": spec.nodes,
-            "backoffLimit": spec.backoff_limit,
-            # A preempted or drained node is not the run's fault: don't spend the backoff budget on it.
+            # Each index (node) restarts on its own budget; the first index out of budget fails the Job.
+            "backoffLimitPerIndex": spec.max_restarts,
+            "maxFailedIndexes": 0,
             "podFailurePolicy": {
                 "rules": [
-                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+                    # Bad input or a changed recipe on resume (the trainer's exit 2): retrying cannot help.
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": [2]},
+                    },
+                    # A preempted or drained node is not the run's fault: don't spend the budget on it.
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
                 ]
             },
             "template": {
@@ -286,10 +341,12 @@ def _service(spec: TrainingJobSpec) -> dict[str, Any]:
 
 
 def _network_policy(spec: TrainingJobSpec) -> dict[str, Any]:
-    """Peers talk on any port (rendezvous, gloo/NCCL pick theirs); egress otherwise only to DNS."""
+    """Peers talk on any port (rendezvous, gloo/NCCL pick theirs); egress otherwise only to DNS, and to
+    the dataset's object storage over HTTPS where the stack names its address ranges."""
     peers = [{"podSelector": {"matchLabels": _selector(spec)}}]
     dns_peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}
     dns_ports = [{"protocol": proto, "port": 53} for proto in ("UDP", "TCP")]
+    https = [{"protocol": "TCP", "port": 443}]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -302,6 +359,11 @@ def _network_policy(spec: TrainingJobSpec) -> dict[str, Any]:
                 {"to": peers},
                 {"to": [dns_peer], "ports": dns_ports},
                 *(dict(extra) for extra in spec.egress),
+                *(
+                    [{"to": [{"ipBlock": {"cidr": c}} for c in spec.dataset_egress_cidrs], "ports": https}]
+                    if spec.dataset_egress_cidrs
+                    else []
+                ),
             ],
         },
     }

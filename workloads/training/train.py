@@ -8,11 +8,13 @@ checkpoints and the model version; every rank takes part in the collectives that
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
 import random
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,6 +24,7 @@ from torch.nn.functional import cross_entropy
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler, TensorDataset
 
+from workloads.nccl_transport import capture_init_log, network_of, transport_problem
 from workloads.training import logs
 from workloads.training.checkpoint import (
     checkpoint_path,
@@ -29,8 +32,9 @@ from workloads.training.checkpoint import (
     load_checkpoint,
     remove_partials,
     save_checkpoint,
+    write_atomically,
 )
-from workloads.training.config import TrainConfig
+from workloads.training.config import RunRefusedError, TrainConfig
 from workloads.training.distributed import DistContext, init_distributed
 from workloads.training.model import Classifier, build_model
 from workloads.training.tasks import Split, load_split
@@ -74,6 +78,13 @@ def evaluate(model: nn.Module, x: Tensor, y: Tensor) -> dict[str, float]:
     }
 
 
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """bf16 where the GPU supports it (Ampere and later), else fp16 with a GradScaler; none on CPU."""
+    if device.type != "cuda":
+        return None
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
 class Trainer:
     """One rank's share of a run: resume, train epochs, checkpoint; rank 0 also evaluates."""
 
@@ -83,6 +94,9 @@ class Trainer:
         self.y_train = torch.from_numpy(split.y_train).to(ctx.device)
         self.model = model.to(ctx.device)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.autocast_dtype = autocast_dtype(ctx.device)
+        # fp16 overflows where bf16 does not: scale the loss so small gradients survive (AMP recipe).
+        self.scaler = torch.amp.GradScaler("cuda") if self.autocast_dtype is torch.float16 else None
         self.sampler: DistributedSampler[int] = DistributedSampler(
             TensorDataset(self.x_train, self.y_train),
             num_replicas=ctx.world_size,
@@ -123,6 +137,8 @@ class Trainer:
         state = found[1] if found is not None else load_checkpoint(checkpoint_path(directory, step))
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         progress = Progress(**state["progress"])
         if state["world_size"] == self.ctx.world_size:
             _set_rng_state(state["rng"][self.ctx.rank], self.ctx.device)
@@ -146,21 +162,48 @@ class Trainer:
             "progress": asdict(self.progress),
             "world_size": self.ctx.world_size,
             "rng": rng,
+            "recipe": self.config.recipe(),
+            "scaler": self.scaler.state_dict() if self.scaler else None,
         }
+        # Before the first checkpoint, so no checkpoint exists without the recipe preflight checks.
+        if not self.config.recipe_path.exists():
+            recipe = json.dumps(self.config.recipe(), indent=2).encode()
+            write_atomically(self.config.recipe_path, recipe, prefix=".recipe-")
         path = save_checkpoint(
             self.config.checkpoint_dir, self.progress.step, state, keep=self.config.keep_checkpoints
         )
         logs.log_event("checkpoint", step=self.progress.step, path=str(path))
 
+    def _lr(self) -> float:
+        """The learning rate for the step about to run: a pure function of the step, so a resumed run
+        follows the schedule exactly without scheduler state in the checkpoint."""
+        if self.config.lr_schedule == "constant":
+            return self.config.lr
+        total = self.config.epochs * self.batches_per_epoch
+        return self.config.lr * 0.5 * (1 + math.cos(math.pi * min(self.progress.step, total) / total))
+
     def _step(self, indices: Tensor) -> Tensor:
         x, y = self.x_train[indices], self.y_train[indices]
-        on_gpu = self.ctx.device.type == "cuda"
-        with torch.autocast(device_type=self.ctx.device.type, dtype=torch.bfloat16, enabled=on_gpu):
+        with torch.autocast(
+            device_type=self.ctx.device.type,
+            dtype=self.autocast_dtype or torch.float32,
+            enabled=self.autocast_dtype is not None,
+        ):
             logits = self.net(x)
         loss = cross_entropy(logits.float(), y)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self._lr()
         self.optimizer.zero_grad(set_to_none=True)
-        torch.autograd.backward(loss)
-        self.optimizer.step()
+        torch.autograd.backward(self.scaler.scale(loss) if self.scaler else loss)
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        if self.config.clip_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_grad_norm)
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
         return loss.detach()
 
     def _run_epoch(self, epoch: int) -> None:
@@ -183,6 +226,7 @@ class Trainer:
         logs.log_event(
             "epoch",
             epoch=epoch,
+            epochs=self.config.epochs,
             step=self.progress.step,
             train_loss=round(self.last_train_loss, 6),
             samples=int(global_samples),
@@ -205,18 +249,30 @@ class Trainer:
         return metrics
 
 
+def check_network(log_dir: Path, expected: str) -> None:
+    """Fail in one line when NCCL fell back to sockets (or to anything but the fabric) instead of
+    training at a fraction of the speed."""
+    problem = transport_problem(network_of(log_dir), expected)
+    if problem:
+        raise RunRefusedError(problem)
+
+
 def run(config: TrainConfig) -> None:
     """Train on every rank, then (rank 0) evaluate on the held-out split and publish the model version.
 
     Data and model hooks are resolved before joining the process group, so a bad hook fails fast with a
     one-line error instead of leaving peers waiting at the rendezvous.
     """
-    logs.configure(int(os.environ.get("RANK", "0")))
+    logs.configure(int(os.environ.get("RANK", "0")), config.log_format)
     torch.manual_seed(config.seed)
     split = load_split(config.dataset, config.split_seed)
     model = build_model(config.model, torch.from_numpy(split.x_train), len(split.class_names))
+    nccl_log = capture_init_log() if config.expect_network and torch.cuda.is_available() else None
     ctx = init_distributed()
     try:
+        if nccl_log is not None and config.expect_network is not None:
+            dist.barrier()  # the first collective creates the NCCL communicator, which logs its network
+            check_network(nccl_log, config.expect_network)
         logs.log_event(
             "start",
             world_size=ctx.world_size,
@@ -227,6 +283,9 @@ def run(config: TrainConfig) -> None:
             split_sizes=split.sizes,
             hyperparameters=config.hyperparameters(),
         )
+        # Same initial weights everywhere (seeded above, and DDP broadcasts rank 0's); from here each
+        # rank draws its own stream (dropout), restored per rank on resume.
+        torch.manual_seed(config.seed + ctx.rank)
         trainer = Trainer(config, ctx, split, model)
         metrics = trainer.train()
         if ctx.is_main:

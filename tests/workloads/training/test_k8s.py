@@ -15,6 +15,7 @@ from components.handle import Fabric, PoolHandle, PoolKind, Taint
 from tests.linters import checkov_kubernetes, needs_checkov, unexplained_skips, write_objects
 from workloads.training.config import ConfigError
 from workloads.training.k8s import RENDEZVOUS_PORT, TrainingJobSpec, training_job_objects
+from workloads.training.sizing import aks_reserved, eks_reserved, pod_size
 
 REPO = Path(__file__).resolve().parents[3]
 DIGEST = "registry.example.com/ml-platform/training@sha256:" + "0123456789abcdef" * 4
@@ -23,6 +24,8 @@ POOLS = {
     "cpu": PoolHandle("cpu", PoolKind.CPU, "m7i.4xlarge", 0, Fabric.NONE, 0, 16, 64),
     "gpu": PoolHandle("gpu", PoolKind.GPU, "g6e.12xlarge", 4, Fabric.NONE, 0, 48, 384, taints=GPU_TAINT),
     "efa": PoolHandle("efa", PoolKind.GPU, "p4d.24xlarge", 8, Fabric.EFA, 4, 96, 1152, taints=GPU_TAINT),
+    "p5": PoolHandle("p5", PoolKind.GPU, "p5.48xlarge", 8, Fabric.EFA, 32, 192, 2048, taints=GPU_TAINT),
+    "p5en": PoolHandle("p5en", PoolKind.GPU, "p5en.48xlarge", 8, Fabric.EFA, 16, 192, 2048, taints=GPU_TAINT),
     "ib": PoolHandle(
         "ib",
         PoolKind.GPU,
@@ -195,7 +198,7 @@ def test_bad_specs_are_rejected_at_construction(
 
 @needs_checkov
 def test_checkov_passes_with_only_documented_skips(tmp_path: Path) -> None:
-    for pool in POOLS:
+    for pool in ("cpu", "gpu", "efa", "ib"):
         write_objects(training_job_objects(make_spec(pool)), tmp_path, prefix=f"{pool}-")
     results = checkov_kubernetes(tmp_path)
     failed = [(c["check_id"], c["file_path"]) for c in results["failed_checks"]]
@@ -205,3 +208,82 @@ def test_checkov_passes_with_only_documented_skips(tmp_path: Path) -> None:
     assert {Path(c["file_path"]).name.split("-")[0] for c in results["skipped_checks"]} == {"ib"}
     assert unexplained_skips(results) == []
     assert len(results["passed_checks"]) > 100
+
+
+@pytest.mark.parametrize("pool", ["p5", "p5en", "ib"])
+def test_gpu_pod_asks_for_most_of_its_node(pool: str) -> None:
+    """One pod per node: the derived size is at least a quarter of the node (in fact most of it)."""
+    spec = make_spec(pool, cpu=None, memory_gib=None, shm_gib=None, nproc_per_node=None)
+    job = by_kind(training_job_objects(spec))["Job"]
+    requests = trainer(job)["resources"]["requests"]
+    node = POOLS[pool]
+    cpu, memory_gib = int(requests["cpu"]), int(requests["memory"].removesuffix("Gi"))
+    print(f"{node.instance_type}: {cpu}/{node.vcpus} CPUs, {memory_gib}/{node.memory_gib} GiB")
+    assert 4 * cpu >= node.vcpus and 4 * memory_gib >= node.memory_gib
+    assert cpu < node.vcpus and memory_gib < node.memory_gib, "room is left for kubelet and DaemonSets"
+    assert requests["nvidia.com/gpu"] == "8"
+    env = {e["name"]: e["value"] for e in trainer(job)["env"]}
+    assert env["OMP_NUM_THREADS"] == str(cpu // 8)
+    host = run_command_line(job, 0, Path(os.environ.get("TMPDIR", "/tmp")))
+    assert "--nproc-per-node=8" in host, "one process per GPU"
+    shm = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}["dshm"]["emptyDir"]
+    assert shm["sizeLimit"] == f"{memory_gib // 4}Gi"
+
+
+def test_reservations_follow_the_documented_formulas() -> None:
+    """EKS AMI: 6% + 1% + 2 x 0.5% + 0.25% per further core, 11 MiB x pods + 255 MiB. AKS: the CPU table
+    (740m at 64 cores, used above it) and min(20 MB x pods + 50 MB, 25% of memory)."""
+    assert eks_reserved(4, 16384) == pytest.approx((60 + 10 + 10, 11 * 250 + 255))
+    assert eks_reserved(192, 0)[0] == pytest.approx(60 + 10 + 10 + 188 * 2.5)
+    assert aks_reserved(4, 16384) == (140, 4096), "25% of a small node is less than 20 MB x 250 + 50"
+    assert aks_reserved(96, 1900 * 1024) == (740, 5050)
+    assert aks_reserved(12, 0)[0] == 260, "between rows the next larger row applies"
+
+
+def test_efa_huge_pages_come_off_pod_memory() -> None:
+    """Pre-allocated huge pages are not allocatable memory; the headroom share of them stays free too."""
+    lost = pod_size(POOLS["p5"]).memory_gib - pod_size(POOLS["p5"], 5120).memory_gib
+    assert lost in (4, 5)
+
+
+def test_stack_overrides_win_over_the_derived_size() -> None:
+    spec = make_spec("p5", cpu=48, memory_gib=256, shm_gib=32)
+    assert trainer(by_kind(training_job_objects(spec))["Job"])["resources"]["requests"]["cpu"] == "48"
+    with pytest.raises(ValueError, match="below memory_gib"):
+        make_spec("p5", memory_gib=None, shm_gib=2000)
+
+
+def test_losing_any_pod_restarts_its_index_and_bad_input_fails_at_once() -> None:
+    """Per-index budgets (Job API, GA in 1.33): one lost pod costs each index one restart, never the
+    Job-wide backoffLimit once per pod; exit 2 (bad input, changed recipe) fails the Job without retries."""
+    job = by_kind(training_job_objects(make_spec(max_restarts=5)))["Job"]["spec"]
+    assert "backoffLimit" not in job
+    assert (job["backoffLimitPerIndex"], job["maxFailedIndexes"]) == (5, 0)
+    fail_job, ignore = job["podFailurePolicy"]["rules"]
+    assert fail_job == {
+        "action": "FailJob",
+        "onExitCodes": {"containerName": "trainer", "operator": "In", "values": [2]},
+    }
+    assert ignore["action"] == "Ignore"
+    assert ignore["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
+
+
+@pytest.mark.parametrize(
+    ("pool", "network"), [("efa", "Libfabric"), ("ib", "IB"), ("gpu", None), ("cpu", None)]
+)
+def test_fabric_pools_make_the_trainer_insist_on_their_network(pool: str, network: str | None) -> None:
+    argv = make_spec(pool).trainer_argv()
+    assert [a for a in argv if a.startswith("--expect-network")] == (
+        [f"--expect-network={network}"] if network else []
+    )
+
+
+def test_dataset_egress_is_https_to_the_named_ranges_only() -> None:
+    closed = by_kind(training_job_objects(make_spec()))["NetworkPolicy"]["spec"]["egress"]
+    assert not any("ipBlock" in peer for rule in closed for peer in rule["to"]), "no egress by default"
+    spec = make_spec(dataset_egress_cidrs=("52.95.0.0/16",))
+    egress = by_kind(training_job_objects(spec))["NetworkPolicy"]["spec"]["egress"]
+    assert egress[-1] == {
+        "to": [{"ipBlock": {"cidr": "52.95.0.0/16"}}],
+        "ports": [{"protocol": "TCP", "port": 443}],
+    }

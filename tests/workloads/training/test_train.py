@@ -33,7 +33,18 @@ RUN_TIMEOUT_S = 120
 
 
 def mlplatform_train(output: Path, *args: str) -> list[str]:
-    return [MLPLATFORM, "train", "--local", "--output", str(output), "--model-name", "digits", *args]
+    return [
+        MLPLATFORM,
+        "train",
+        "--local",
+        "--output",
+        str(output),
+        "--model-name",
+        "digits",
+        "--log-format",
+        "json",
+        *args,
+    ]
 
 
 def events(stdout: str) -> list[dict[str, Any]]:
@@ -183,10 +194,74 @@ def test_runs_alone_without_torchrun_as_world_size_one(tmp_path: Path) -> None:
     """The exact command the inference tests use to get a real artifact: no torchrun, no RANK env."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     cmd = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path), "--epochs", "3"]
-    cmd += ["--model-name", "digits", "--model-version", "7"]
+    cmd += ["--model-name", "digits", "--model-version", "7", "--log-format", "json"]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     metadata = load_metadata(model_version_dir(tmp_path, "digits", "7"))
     assert metadata.world_size == 1
     assert metadata.metrics["test_accuracy"] >= 0.9
     assert named(events(done.stdout), "start")[0]["world_size"] == 1
+
+
+def test_resuming_with_another_recipe_exits_2_with_one_line(tmp_path: Path) -> None:
+    """An interrupted run's checkpoints resume only its own recipe; a changed --lr is refused up front."""
+    cmd = mlplatform_train(tmp_path, "--epochs", "50", "--checkpoint-every", "5", "--model-version", "1")
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    )
+    try:
+        _wait_for_checkpoint(tmp_path / "checkpoints" / "digits" / "1", 5, proc, timeout_s=60)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    retry = mlplatform_train(tmp_path, "--epochs", "50", "--lr", "0.01", "--model-version", "1")
+    done = subprocess.run(retry, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'checkpoints' / 'digits' / '1'} holds checkpoints of another recipe"
+        " (lr=0.003); resume with the same flags or choose a new --model-version"
+    ]
+    assert not done.stdout
+
+
+def test_local_run_prints_one_line_per_epoch_and_no_warnings(tmp_path: Path) -> None:
+    """Default output is for people: no torchrun banner, no library warnings, a progress line per epoch."""
+    cmd = [MLPLATFORM, "train", "--local", "--nproc", "2", "--epochs", "2", "--output", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    print("\n".join(lines))
+    assert [line.split("  ")[0] for line in lines] == [
+        "start",
+        "epoch 1/2",
+        "epoch 2/2",
+        "checkpoint",
+        f"model written to {model_version_dir(tmp_path, 'digits', '1')}",
+    ]
+    assert all("samples/s" in line for line in lines[1:3])
+
+
+def test_export_beyond_the_onnx_tolerance_publishes_nothing(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path), "--epochs", "1"]
+    cmd += ["--model-name", "digits", "--onnx-tolerance", "1e-12"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: ONNX export differs from the trained model by ")
+    assert line.endswith("above --onnx-tolerance 1e-12; no model version written")
+    assert not (tmp_path / "models" / "digits").exists() or not any(
+        (tmp_path / "models" / "digits").iterdir()
+    )
+
+
+def test_cosine_schedule_and_clipping_are_part_of_the_recorded_recipe(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path), "--epochs", "3"]
+    cmd += ["--model-name", "digits", "--lr-schedule", "cosine", "--clip-grad-norm", "1.0"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    metadata = load_metadata(model_version_dir(tmp_path, "digits", "1"))
+    assert (metadata.hyperparameters["lr_schedule"], metadata.hyperparameters["clip_grad_norm"]) == (
+        "cosine",
+        1.0,
+    )
+    assert metadata.metrics["test_accuracy"] >= 0.85
