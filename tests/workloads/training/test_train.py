@@ -74,7 +74,7 @@ def test_two_gloo_ranks_learn_digits(two_rank_run: tuple[Path, list[dict[str, An
     print(f"2 gloo ranks: held-out accuracy {metadata.metrics['test_accuracy']:.4f}")
     assert metadata.world_size == 2
     assert metadata.metrics["test_accuracy"] >= 0.95
-    assert metadata.dataset.split_sizes == {"train": 1438, "test": 359}
+    assert metadata.dataset.split_sizes == {"train": 1258, "validation": 180, "test": 359}
 
 
 def test_onnx_matches_pytorch_on_held_out_split(two_rank_run: tuple[Path, list[dict[str, Any]]]) -> None:
@@ -107,7 +107,7 @@ def test_metadata_records_the_contract_and_hashes_verify(
     assert metadata.dataset.name == "workloads.training.tasks:digits"
     assert metadata.hyperparameters["epochs"] == 8
     assert len(metadata.reference_histograms) == len(metadata.feature_names) == 64
-    assert all(sum(h.counts) == 1438 for h in metadata.reference_histograms)
+    assert all(sum(h.counts) == 1258 for h in metadata.reference_histograms)
     assert metadata.code_version and metadata.class_names == [str(d) for d in range(10)]
 
 
