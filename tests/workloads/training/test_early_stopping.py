@@ -20,13 +20,17 @@ import pytest
 import torch
 from torch.nn.functional import cross_entropy
 
-from tests.workloads.training.test_train import RUN_TIMEOUT_S, events, mlplatform_train, named
+from tests.workloads.training.test_train import (
+    RUN_TIMEOUT_S,
+    events,
+    mlplatform_train,
+    named,
+    published_model,
+)
 from workloads.artifacts import load_metadata, model_version_dir
 from workloads.training.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint
 from workloads.training.config import RECIPE_FILE
 from workloads.training.export import WEIGHTS_FILE
-from workloads.training.model import build_model
-from workloads.training.tasks import load_split_for
 from workloads.training.train import EarlyStopping
 
 REPO = Path(__file__).resolve().parents[3]
@@ -60,14 +64,9 @@ def stopped_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[di
 
 def _validation_loss(version_dir: Path) -> float:
     """The published weights' validation loss, recomputed here in one process from the metadata's split."""
-    metadata = load_metadata(version_dir)
-    split = load_split_for(metadata.dataset)
-    model = build_model(
-        metadata.hyperparameters["model"], torch.from_numpy(split.x_train), len(split.class_names)
-    )
-    model.load_state_dict(torch.load(version_dir / WEIGHTS_FILE, weights_only=True))
+    model, split = published_model(version_dir)
     with torch.no_grad():
-        logits = model.eval()(torch.from_numpy(split.x_val))
+        logits = model(torch.from_numpy(split.x_val))
     return float(cross_entropy(logits, torch.from_numpy(split.y_val)))
 
 

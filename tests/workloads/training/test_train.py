@@ -23,8 +23,8 @@ import torch
 from workloads.artifacts import ONNX_FILE, ArtifactError, load_metadata, model_version_dir
 from workloads.training.checkpoint import list_checkpoints, load_checkpoint
 from workloads.training.export import WEIGHTS_FILE
-from workloads.training.model import build_model
-from workloads.training.tasks import load_split_for
+from workloads.training.model import Classifier, build_model
+from workloads.training.tasks import Split, load_split_for
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +56,17 @@ def named(log: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
     return [e for e in log if e["event"] == event]
 
 
+def published_model(version_dir: Path) -> tuple[Classifier, Split]:
+    """A published version's weights in a fresh model (eval mode), and the split its metadata names."""
+    metadata = load_metadata(version_dir)
+    split = load_split_for(metadata.dataset)
+    model = build_model(
+        metadata.hyperparameters["model"], torch.from_numpy(split.x_train), len(split.class_names)
+    )
+    model.load_state_dict(torch.load(version_dir / WEIGHTS_FILE, weights_only=True))
+    return model.eval(), split
+
+
 @pytest.fixture(scope="module")
 def two_rank_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
     output = tmp_path_factory.mktemp("two-rank")
@@ -81,13 +92,9 @@ def test_onnx_matches_pytorch_on_held_out_split(two_rank_run: tuple[Path, list[d
     """Recompute the ONNX-vs-PyTorch gap independently of the trainer, on raw (unscaled) features."""
     version_dir, _ = two_rank_run
     metadata = load_metadata(version_dir)
-    split = load_split_for(metadata.dataset)
-    model = build_model(
-        metadata.hyperparameters["model"], torch.from_numpy(split.x_train), len(split.class_names)
-    )
-    model.load_state_dict(torch.load(version_dir / WEIGHTS_FILE, weights_only=True))
+    model, split = published_model(version_dir)
     with torch.no_grad():
-        expected = model.eval()(torch.from_numpy(split.x_test)).numpy()
+        expected = model(torch.from_numpy(split.x_test)).numpy()
     session = ort.InferenceSession(str(version_dir / ONNX_FILE), providers=["CPUExecutionProvider"])
     (got,) = session.run(None, {metadata.inputs[0].name: split.x_test})
     diff = float(np.abs(got - expected).max())
