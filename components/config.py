@@ -324,6 +324,8 @@ class TrainingWorkloadConfig(_Model):
     model: Annotated[str, Field(pattern=HOOK_PATTERN.pattern)] | None = None
     batch_size: int | None = Field(default=None, ge=1, le=65_536)
     lr: float | None = Field(default=None, gt=0, le=10)
+    # Epochs without a better validation loss before the run stops; unset or 0: train every epoch.
+    patience: int | None = Field(default=None, ge=0, le=10_000)
     # Per-pod requests; unset: derived from the pool's instance type (workloads/training/sizing.py).
     cpu: int | None = Field(default=None, ge=1)
     memory_gib: int | None = Field(default=None, ge=2)
@@ -340,7 +342,7 @@ class TrainingWorkloadConfig(_Model):
     def trainer_args(self) -> tuple[str, ...]:
         """The recipe flags this config sets, in the trainer's own flag syntax."""
         flags: dict[str, object] = {"--dataset": self.dataset, "--model": self.model}
-        flags |= {"--batch-size": self.batch_size, "--lr": self.lr}
+        flags |= {"--batch-size": self.batch_size, "--lr": self.lr, "--patience": self.patience}
         return tuple(f"{flag}={value}" for flag, value in flags.items() if value is not None)
 
 

@@ -25,6 +25,10 @@ MLPLATFORM = str(Path(sys.executable).with_name("mlplatform"))
         (["--local", "--epochs", "0"], "error: argument --epochs: invalid positive integer value: '0'"),
         (["--local", "--lr", "nan"], "error: argument --lr: invalid non-negative number value: 'nan'"),
         (
+            ["--local", "--patience", "-1"],
+            "error: argument --patience: invalid non-negative integer value: '-1'",
+        ),
+        (
             ["--local", "--dataset", "digits"],
             "error: argument --dataset: 'digits' is not of the form module:function",
         ),

@@ -60,6 +60,8 @@ class TrainConfig:
     expect_network: str | None = None
     lr_schedule: str = "constant"
     clip_grad_norm: float = 0.0
+    patience: int = 0
+    min_delta: float = 0.0
 
     @property
     def version_dir(self) -> Path:
@@ -87,6 +89,8 @@ class TrainConfig:
             "compile": self.compile,
             "lr_schedule": self.lr_schedule,
             "clip_grad_norm": self.clip_grad_norm,
+            "patience": self.patience,
+            "min_delta": self.min_delta,
         }
 
     def recipe(self) -> dict[str, Any]:
@@ -104,6 +108,13 @@ class _OneLineParser(argparse.ArgumentParser):
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
         raise ValueError(text)
     return value
 
@@ -130,6 +141,7 @@ def _name(text: str) -> str:
 
 # argparse names a failed `type=` callable in its message; give the helpers readable names.
 _positive_int.__name__ = "positive integer"
+_non_negative_int.__name__ = "non-negative integer"
 _non_negative_float.__name__ = "non-negative number"
 
 
@@ -155,6 +167,18 @@ def build_parser() -> argparse.ArgumentParser:
     add("--compile", action="store_true", help="torch.compile the model")
     add("--lr-schedule", choices=("constant", "cosine"), default="constant", help="cosine: to 0 at the end")
     add("--clip-grad-norm", type=_non_negative_float, default=0.0, help="max global grad norm; 0: off")
+    add(
+        "--patience",
+        type=_non_negative_int,
+        default=0,
+        help="stop after this many epochs without a better validation loss; 0: off",
+    )
+    add(
+        "--min-delta",
+        type=_non_negative_float,
+        default=0.0,
+        help="validation loss drop that counts as better",
+    )
     add("--onnx-tolerance", type=_non_negative_float, default=1e-4, help="max abs logit gap ONNX vs torch")
     add("--log-format", choices=("text", "json"), default="text", help="json: one object per line")
     add(
@@ -192,6 +216,8 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
         expect_network=args.expect_network,
         lr_schedule=args.lr_schedule,
         clip_grad_norm=args.clip_grad_norm,
+        patience=args.patience,
+        min_delta=args.min_delta,
     )
 
 

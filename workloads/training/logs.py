@@ -35,7 +35,13 @@ def _text(event: str, fields: dict[str, Any]) -> str:
     if event == "epoch":
         return (
             f"epoch {fields['epoch'] + 1}/{fields['epochs']}  loss {fields['train_loss']:.4f}"
+            f"  val loss {fields['validation_loss']:.4f}  val accuracy {fields['validation_accuracy']:.4f}"
             f"  {fields['samples_per_s']:,.0f} samples/s  {fields['seconds']:.2f} s"
+        )
+    if event == "early_stop":
+        return (
+            f"early stop after epoch {fields['epoch'] + 1}: no better validation loss for"
+            f" {fields['patience']} epochs; publishing epoch {fields['best_epoch'] + 1}"
         )
     if event == "model_written":
         return f"model written to {fields['path']}  test accuracy {fields['metrics']['test_accuracy']:.4f}"

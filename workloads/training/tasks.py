@@ -1,9 +1,14 @@
-"""Datasets the trainer learns from, and the deterministic held-out split both training and inference use.
+"""Datasets the trainer learns from, and the deterministic held-out splits both training and inference use.
 
 A dataset is named by a ``module:function`` spec (the default is ``workloads.training.tasks:digits``). The
 spec string, the split seed and the dataset's content hash are recorded in the model's metadata, so the
 inference side can rebuild exactly the test split a model was measured on (``load_split_for``) and prove
 it is the same data (``DatasetMismatchError`` otherwise).
+
+Three disjoint parts: the test split (held out for the reported metric only), a validation split (the
+trainer's early-stopping and best-epoch decisions) and the rest for training. The test split is carved
+first, from the seeded permutation alone, so adding validation never changed which samples are tested; a
+loader that ships its own validation set passes it in ``Dataset.validation`` and nothing is carved.
 
 The split uses numpy's PCG64 generator, whose stream numpy guarantees across versions, rather than a
 library helper whose shuffling could change between releases.
@@ -20,8 +25,9 @@ import numpy.typing as npt
 from workloads.artifacts import DatasetInfo
 from workloads.training.hooks import HookError, resolve
 
-# Share of the samples held out for testing; fixed so a (spec, seed) pair names one split.
+# Shares of the samples held out for testing and for validation; fixed so a (spec, seed) pair names one split.
 TEST_FRACTION = 0.2
+VALIDATION_FRACTION = 0.1
 
 Features = npt.NDArray[np.float32]
 Labels = npt.NDArray[np.int64]
@@ -37,23 +43,36 @@ class DatasetMismatchError(DatasetError):
 
 @dataclass(frozen=True)
 class Dataset:
-    """A whole in-memory classification dataset: raw (unscaled) features and integer class labels."""
+    """A whole in-memory classification dataset: raw (unscaled) features and integer class labels.
+
+    ``validation``: the loader's own validation (features, labels), kept apart from ``features`` and
+    ``labels``, which then supply the test and training splits only.
+    """
 
     features: Features
     labels: Labels
     feature_names: tuple[str, ...]
     class_names: tuple[str, ...]
+    validation: tuple[Features, Labels] | None = None
 
     def __post_init__(self) -> None:
-        if self.features.ndim != 2 or self.labels.ndim != 1:
-            raise DatasetError("features must be 2-D [samples, features] and labels 1-D [samples]")
-        if len(self.features) != len(self.labels):
-            raise DatasetError(f"{len(self.features)} feature rows but {len(self.labels)} labels")
-        if self.features.shape[1] != len(self.feature_names):
-            columns = self.features.shape[1]
-            raise DatasetError(f"{columns} feature columns but {len(self.feature_names)} names")
-        if len(self.labels) and (self.labels.min() < 0 or self.labels.max() >= len(self.class_names)):
-            raise DatasetError(f"labels must lie in [0, {len(self.class_names)})")
+        self._check(self.features, self.labels, "")
+        if self.validation is not None:
+            self._check(*self.validation, "validation ")
+            if not len(self.validation[1]):
+                raise DatasetError("the validation set is empty")
+
+    def _check(self, features: Features, labels: Labels, part: str) -> None:
+        if features.ndim != 2 or labels.ndim != 1:
+            raise DatasetError(f"{part}features must be 2-D [samples, features] and labels 1-D [samples]")
+        if len(features) != len(labels):
+            raise DatasetError(f"{len(features)} {part}feature rows but {len(labels)} labels")
+        if features.shape[1] != len(self.feature_names):
+            raise DatasetError(
+                f"{features.shape[1]} {part}feature columns but {len(self.feature_names)} names"
+            )
+        if len(labels) and (labels.min() < 0 or labels.max() >= len(self.class_names)):
+            raise DatasetError(f"{part}labels must lie in [0, {len(self.class_names)})")
 
     @property
     def sha256(self) -> str:
@@ -62,15 +81,21 @@ class Dataset:
         digest.update(np.ascontiguousarray(self.features, dtype="<f4").tobytes())
         digest.update(np.ascontiguousarray(self.labels, dtype="<i8").tobytes())
         digest.update("\x1f".join((*self.feature_names, "\x1e", *self.class_names)).encode())
+        if self.validation is not None:  # absent, the hash is what it was before validation sets existed
+            digest.update(b"\x1dvalidation")
+            digest.update(np.ascontiguousarray(self.validation[0], dtype="<f4").tobytes())
+            digest.update(np.ascontiguousarray(self.validation[1], dtype="<i8").tobytes())
         return digest.hexdigest()
 
 
 @dataclass(frozen=True)
 class Split:
-    """The train/test partition of one dataset, with what metadata records about it."""
+    """The train/validation/test partition of one dataset, with what metadata records about it."""
 
     x_train: Features
     y_train: Labels
+    x_val: Features
+    y_val: Labels
     x_test: Features
     y_test: Labels
     feature_names: tuple[str, ...]
@@ -81,7 +106,7 @@ class Split:
 
     @property
     def sizes(self) -> dict[str, int]:
-        return {"train": len(self.y_train), "test": len(self.y_test)}
+        return {"train": len(self.y_train), "validation": len(self.y_val), "test": len(self.y_test)}
 
     def info(self) -> DatasetInfo:
         """The ``metadata.dataset`` record that lets a reader rebuild this split."""
@@ -113,16 +138,21 @@ def load_dataset(spec: str) -> Dataset:
 
 
 def split_dataset(dataset: Dataset, *, name: str, seed: int) -> Split:
-    """Hold out ``TEST_FRACTION`` of the samples, chosen by a seeded permutation."""
+    """Hold out ``TEST_FRACTION`` of the samples for testing, then (unless the loader brought its own)
+    ``VALIDATION_FRACTION`` for validation, both from one seeded permutation."""
     n = len(dataset.labels)
     n_test = max(1, round(n * TEST_FRACTION))
-    if n - n_test < 1:
+    n_val = 0 if dataset.validation is not None else max(1, round(n * VALIDATION_FRACTION))
+    if n - n_test - n_val < 1:
         raise DatasetError(f"{name!r} has {n} samples: too few to split")
     order = np.random.default_rng(seed).permutation(n)
-    test, train = order[:n_test], order[n_test:]
+    test, val, train = order[:n_test], order[n_test : n_test + n_val], order[n_test + n_val :]
+    x_val, y_val = dataset.validation or (dataset.features[val], dataset.labels[val])
     return Split(
         x_train=dataset.features[train],
         y_train=dataset.labels[train],
+        x_val=x_val,
+        y_val=y_val,
         x_test=dataset.features[test],
         y_test=dataset.labels[test],
         feature_names=dataset.feature_names,

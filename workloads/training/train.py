@@ -4,6 +4,11 @@ Every rank holds the (small, in-memory) training split and walks its ``Distribut
 fixed-size batches; DDP averages gradients. Progress is counted in optimizer steps and in (epoch, next
 batch), so a restart resumes at the exact sampler position with the same shuffling. Rank 0 alone writes
 checkpoints and the model version; every rank takes part in the collectives that feed them.
+
+After each epoch every rank scores its shard of the validation split and one all-reduce sums the shards,
+so every rank sees the same validation loss and takes the same stop decision (a rank stopping alone
+would leave the others waiting in the next collective). The best epoch's weights, not the last, are
+published; the test split is scored once, at the end, for the reported metric only.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import logging
 import math
 import os
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,16 +71,48 @@ def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
     random.setstate(state["python"])
 
 
-def evaluate(model: nn.Module, x: Tensor, y: Tensor) -> dict[str, float]:
-    """Full-precision loss and accuracy on a held-out set (what the exported fp32 graph will do)."""
+@dataclass(frozen=True)
+class EarlyStopping:
+    """The validation record: which epoch's weights get published, and how long since one was better.
+
+    An epoch is better when its validation loss is below the best by more than ``min_delta`` (the rule of
+    tf.keras ``EarlyStopping``: "an absolute change of less than min_delta will count as no
+    improvement"); ``patience`` epochs in a row without one stop the run. Checkpointed with the run, so a
+    resumed run continues the count.
+    """
+
+    best_loss: float = math.inf
+    best_accuracy: float = 0.0
+    best_epoch: int = -1
+    bad_epochs: int = 0
+
+    def after(self, epoch: int, loss: float, accuracy: float, min_delta: float) -> EarlyStopping:
+        if loss < self.best_loss - min_delta:  # a nan loss is never better
+            return EarlyStopping(loss, accuracy, epoch, 0)
+        return replace(self, bad_epochs=self.bad_epochs + 1)
+
+    def exhausted(self, patience: int) -> bool:
+        return patience > 0 and self.bad_epochs >= patience
+
+
+def loss_sums(model: nn.Module, x: Tensor, y: Tensor, batch_size: int) -> Tensor:
+    """Summed loss, correct predictions and sample count over a held-out set, in batches and in full
+    precision (what the exported fp32 graph will do); sums, so shards add up across ranks."""
+    sums = torch.zeros(3, dtype=torch.float64, device=x.device)
     model.eval()
     with torch.no_grad():
-        logits = model(x).float()
+        for xb, yb in zip(torch.split(x, batch_size), torch.split(y, batch_size), strict=True):
+            logits = model(xb).float()
+            sums[0] += cross_entropy(logits, yb, reduction="sum")
+            sums[1] += (logits.argmax(dim=1) == yb).sum()
+            sums[2] += len(yb)
     model.train()
-    return {
-        "test_loss": float(cross_entropy(logits, y)),
-        "test_accuracy": float((logits.argmax(dim=1) == y).float().mean()),
-    }
+    return sums
+
+
+def held_out_metrics(sums: Tensor, part: str) -> dict[str, float]:
+    loss, correct, count = sums.tolist()
+    return {f"{part}_loss": loss / count, f"{part}_accuracy": correct / count}
 
 
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
@@ -86,12 +123,15 @@ def autocast_dtype(device: torch.device) -> torch.dtype | None:
 
 
 class Trainer:
-    """One rank's share of a run: resume, train epochs, checkpoint; rank 0 also evaluates."""
+    """One rank's share of a run: resume, train and validate epochs, stop early, checkpoint."""
 
     def __init__(self, config: TrainConfig, ctx: DistContext, split: Split, model: Classifier) -> None:
         self.config, self.ctx = config, ctx
         self.x_train = torch.from_numpy(split.x_train).to(ctx.device)
         self.y_train = torch.from_numpy(split.y_train).to(ctx.device)
+        shard = slice(ctx.rank, None, ctx.world_size)  # disjoint, and together the whole split
+        self.x_val = torch.from_numpy(split.x_val[shard].copy()).to(ctx.device)
+        self.y_val = torch.from_numpy(split.y_val[shard].copy()).to(ctx.device)
         self.model = model.to(ctx.device)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.autocast_dtype = autocast_dtype(ctx.device)
@@ -105,6 +145,9 @@ class Trainer:
             seed=config.seed,
         )
         self.batches_per_epoch = math.ceil(self.sampler.num_samples / config.batch_size)
+        self.stopping = EarlyStopping()
+        # On the CPU: a copy of the best epoch's weights should not cost accelerator memory.
+        self.best_model: dict[str, Tensor] | None = None
         self.progress = self._resume()
         self.saved_step = self.progress.step if self.progress.step else None
         net = self._data_parallel(self.model)
@@ -139,6 +182,8 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scaler and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
+        self.stopping = EarlyStopping(**state["early_stopping"])
+        self.best_model = state["best_model"]
         progress = Progress(**state["progress"])
         if state["world_size"] == self.ctx.world_size:
             _set_rng_state(state["rng"][self.ctx.rank], self.ctx.device)
@@ -164,6 +209,8 @@ class Trainer:
             "rng": rng,
             "recipe": self.config.recipe(),
             "scaler": self.scaler.state_dict() if self.scaler else None,
+            "early_stopping": asdict(self.stopping),
+            "best_model": self.best_model,
         }
         # Before the first checkpoint, so no checkpoint exists without the recipe preflight checks.
         if not self.config.recipe_path.exists():
@@ -216,34 +263,69 @@ class Trainer:
             loss_sum.add_(self._step(order[batch]), alpha=len(order[batch]))
             samples += len(order[batch])
             self.progress = self.progress.advanced(self.batches_per_epoch)
-            if self.progress.step % self.config.checkpoint_every == 0:
+            # At the epoch's end the checkpoint waits for the validation record below.
+            if self.progress.batch and self.progress.step % self.config.checkpoint_every == 0:
                 self._save()
-        totals = torch.stack([loss_sum, torch.tensor(float(samples), device=self.ctx.device)])
-        dist.all_reduce(totals)  # one collective per epoch for a global loss
-        global_loss, global_samples = totals.tolist()
-        self.last_train_loss = global_loss / global_samples
         seconds = watch.seconds
+        train = torch.stack(
+            [loss_sum.double(), torch.tensor(samples, dtype=torch.float64, device=self.ctx.device)]
+        )
+        totals = torch.cat([train, loss_sums(self.model, self.x_val, self.y_val, self.config.batch_size)])
+        dist.all_reduce(totals)  # one collective per epoch: global training loss and validation sums
+        global_loss, global_samples = totals[:2].tolist()
+        self.last_train_loss = global_loss / global_samples
+        validation = held_out_metrics(totals[2:], "validation")
+        loss, accuracy = validation["validation_loss"], validation["validation_accuracy"]
+        self.stopping = self.stopping.after(epoch, loss, accuracy, self.config.min_delta)
+        if self.stopping.best_epoch == epoch:
+            self.best_model = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
         logs.log_event(
             "epoch",
             epoch=epoch,
             epochs=self.config.epochs,
             step=self.progress.step,
             train_loss=round(self.last_train_loss, 6),
+            validation_loss=round(loss, 6),
+            validation_accuracy=round(accuracy, 6),
+            best_epoch=self.stopping.best_epoch,
             samples=int(global_samples),
             seconds=round(seconds, 4),
             samples_per_s=round(global_samples / seconds, 1),
         )
+        if self.stopping.exhausted(self.config.patience):
+            logs.log_event(
+                "early_stop",
+                epoch=epoch,
+                patience=self.config.patience,
+                best_epoch=self.stopping.best_epoch,
+                best_validation_loss=round(self.stopping.best_loss, 6),
+            )
+        if self.progress.step % self.config.checkpoint_every == 0:
+            self._save()
 
     def train(self) -> dict[str, float]:
-        """Run the remaining epochs, checkpoint the final step, and return training metrics."""
+        """Run the remaining epochs or until validation stops improving, checkpoint the final step, load
+        the best epoch's weights, and return training and validation metrics."""
         watch = logs.Stopwatch()
         resumed_from = self.progress.step
         for epoch in range(self.progress.epoch, self.config.epochs):
+            if self.stopping.exhausted(self.config.patience):  # identical on every rank: reduced inputs
+                break
             self._run_epoch(epoch)
         if self.saved_step != self.progress.step:  # decided identically on every rank
             self._save()
+        assert self.best_model is not None, "every run validates at least one epoch"
+        self.model.load_state_dict(self.best_model)
         metrics = {"steps": float(self.progress.step), "resumed_from_step": float(resumed_from)}
         metrics["train_seconds"] = watch.seconds
+        metrics |= {
+            "epochs_trained": float(self.progress.epoch),
+            "best_epoch": float(self.stopping.best_epoch),
+        }
+        metrics |= {
+            "validation_loss": self.stopping.best_loss,
+            "validation_accuracy": self.stopping.best_accuracy,
+        }
         if self.last_train_loss is not None:
             metrics["train_loss"] = self.last_train_loss
         return metrics
@@ -258,7 +340,8 @@ def check_network(log_dir: Path, expected: str) -> None:
 
 
 def run(config: TrainConfig) -> None:
-    """Train on every rank, then (rank 0) evaluate on the held-out split and publish the model version.
+    """Train on every rank, then (rank 0) evaluate the best epoch's weights on the test split and publish
+    the model version.
 
     Data and model hooks are resolved before joining the process group, so a bad hook fails fast with a
     one-line error instead of leaving peers waiting at the rendezvous.
@@ -294,7 +377,7 @@ def run(config: TrainConfig) -> None:
 
             x_test = torch.from_numpy(split.x_test).to(ctx.device)
             y_test = torch.from_numpy(split.y_test).to(ctx.device)
-            metrics |= evaluate(trainer.model, x_test, y_test)
+            metrics |= held_out_metrics(loss_sums(trainer.model, x_test, y_test, config.batch_size), "test")
             written = write_model_version(config, split, trainer.model, metrics, ctx.world_size)
             logs.log_event("model_written", path=str(config.version_dir), metrics=written.metrics)
     finally:

@@ -52,6 +52,7 @@ def test_stack_config_passes_the_teams_code_and_recipe(tmp_path: Any) -> None:
         "model": "fraud.model:tabular_mlp",
         "batchSize": 256,
         "lr": 0.0005,
+        "patience": 5,
         "cpu": 96,
         "datasetEgressCidrs": ["52.95.0.0/16"],
     }
@@ -64,4 +65,4 @@ def test_stack_config_passes_the_teams_code_and_recipe(tmp_path: Any) -> None:
     )
     assert {"ipBlock": {"cidr": "52.95.0.0/16"}} in policy.inputs["spec"]["egress"][-1]["to"]
     assert "--dataset=fraud.data:transactions --model=fraud.model:tabular_mlp" in command
-    assert "--batch-size=256 --lr=0.0005 --expect-network=Libfabric" in command
+    assert "--batch-size=256 --lr=0.0005 --patience=5 --expect-network=Libfabric" in command

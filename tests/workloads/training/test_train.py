@@ -23,8 +23,8 @@ import torch
 from workloads.artifacts import ONNX_FILE, ArtifactError, load_metadata, model_version_dir
 from workloads.training.checkpoint import list_checkpoints, load_checkpoint
 from workloads.training.export import WEIGHTS_FILE
-from workloads.training.model import build_model
-from workloads.training.tasks import load_split_for
+from workloads.training.model import Classifier, build_model
+from workloads.training.tasks import Split, load_split_for
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +56,17 @@ def named(log: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
     return [e for e in log if e["event"] == event]
 
 
+def published_model(version_dir: Path) -> tuple[Classifier, Split]:
+    """A published version's weights in a fresh model (eval mode), and the split its metadata names."""
+    metadata = load_metadata(version_dir)
+    split = load_split_for(metadata.dataset)
+    model = build_model(
+        metadata.hyperparameters["model"], torch.from_numpy(split.x_train), len(split.class_names)
+    )
+    model.load_state_dict(torch.load(version_dir / WEIGHTS_FILE, weights_only=True))
+    return model.eval(), split
+
+
 @pytest.fixture(scope="module")
 def two_rank_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
     output = tmp_path_factory.mktemp("two-rank")
@@ -74,20 +85,16 @@ def test_two_gloo_ranks_learn_digits(two_rank_run: tuple[Path, list[dict[str, An
     print(f"2 gloo ranks: held-out accuracy {metadata.metrics['test_accuracy']:.4f}")
     assert metadata.world_size == 2
     assert metadata.metrics["test_accuracy"] >= 0.95
-    assert metadata.dataset.split_sizes == {"train": 1438, "test": 359}
+    assert metadata.dataset.split_sizes == {"train": 1258, "validation": 180, "test": 359}
 
 
 def test_onnx_matches_pytorch_on_held_out_split(two_rank_run: tuple[Path, list[dict[str, Any]]]) -> None:
     """Recompute the ONNX-vs-PyTorch gap independently of the trainer, on raw (unscaled) features."""
     version_dir, _ = two_rank_run
     metadata = load_metadata(version_dir)
-    split = load_split_for(metadata.dataset)
-    model = build_model(
-        metadata.hyperparameters["model"], torch.from_numpy(split.x_train), len(split.class_names)
-    )
-    model.load_state_dict(torch.load(version_dir / WEIGHTS_FILE, weights_only=True))
+    model, split = published_model(version_dir)
     with torch.no_grad():
-        expected = model.eval()(torch.from_numpy(split.x_test)).numpy()
+        expected = model(torch.from_numpy(split.x_test)).numpy()
     session = ort.InferenceSession(str(version_dir / ONNX_FILE), providers=["CPUExecutionProvider"])
     (got,) = session.run(None, {metadata.inputs[0].name: split.x_test})
     diff = float(np.abs(got - expected).max())
@@ -107,7 +114,7 @@ def test_metadata_records_the_contract_and_hashes_verify(
     assert metadata.dataset.name == "workloads.training.tasks:digits"
     assert metadata.hyperparameters["epochs"] == 8
     assert len(metadata.reference_histograms) == len(metadata.feature_names) == 64
-    assert all(sum(h.counts) == 1438 for h in metadata.reference_histograms)
+    assert all(sum(h.counts) == 1258 for h in metadata.reference_histograms)
     assert metadata.code_version and metadata.class_names == [str(d) for d in range(10)]
 
 
