@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pulumi
 
+from components.azure.features import ARM_TRANSPORT
 from components.catalog.aws import SOLD_IN_REGION
 
 ACCOUNT_ID = "123456789012"
@@ -209,6 +212,8 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
             "subscriptionId": SUBSCRIPTION_ID,
             "tenantId": TENANT_ID,
         },
+        # An ARM bearer token for the provider's login; only the mocked ARM (``_arm_features``) reads it.
+        "azure-native:authorization:getClientToken": {"token": "mock-arm-token"},
     }
     if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
         # Answer from the region's recorded sales (components/catalog/aws.py, AWS pricing data via
@@ -221,25 +226,54 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
             "locations": [f"{region}a"] * len(offered),
             "locationTypes": ["availability-zone"] * len(offered),
         }
-    if token == "azure-native:features:getSubscriptionFeatureRegistration":
-        # Offline there is no subscription to ask: answer Registered so the plan runs the real path;
-        # the live check happens under `pulumi preview`.
-        name, namespace = args.get("featureName", ""), args.get("providerNamespace", "")
-        return {
-            "name": name,
-            "id": f"/subscriptions/{SUBSCRIPTION_ID}/providers/Microsoft.Features/featureProviders/"
-            f"{namespace}/subscriptionFeatureRegistrations/{name}",
-            "properties": {"featureName": name, "providerNamespace": namespace, "state": "Registered"},
-        }
     return results.get(token, {})
+
+
+def _arm_features(unregistered: frozenset[str]) -> httpx.MockTransport:
+    """ARM's Features API as ``az feature show`` sees it (REST "Features - Get", 2021-07-01):
+    ``Registered``, or ``NotRegistered`` for the feature names in ``unregistered``. Anything else, or a
+    request without a bearer token, gets ARM's error body, so the program's parsing of both is exercised.
+    """
+    features_path = re.compile(
+        rf"^/subscriptions/{SUBSCRIPTION_ID}/providers/Microsoft\.Features/providers/([\w.]+)/features/(\w+)$"
+    )
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        match = features_path.match(request.url.path)
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme != "Bearer" or not token.strip():
+            return _arm_error(401, "AuthenticationFailed", "Authentication failed.")
+        if request.method != "GET" or match is None or "api-version" not in request.url.params:
+            return _arm_error(404, "NotFound", f"No mock answer for {request.method} {request.url.path}.")
+        namespace, name = match.groups()
+        return httpx.Response(
+            200,
+            json={
+                "id": request.url.path,
+                "name": f"{namespace}/{name}",
+                "properties": {"state": "NotRegistered" if name in unregistered else "Registered"},
+                "type": "Microsoft.Features/providers/features",
+            },
+        )
+
+    return httpx.MockTransport(answer)
+
+
+def _arm_error(status: int, code: str, message: str) -> httpx.Response:
+    return httpx.Response(status, json={"error": {"code": code, "message": message}})
 
 
 class PlanMocks(pulumi.runtime.Mocks):
     """Engine answers for every resource and invoke, from the stack's provider configuration."""
 
-    def __init__(self, aws_region: str, azure_location: str) -> None:
+    def __init__(
+        self, aws_region: str, azure_location: str, unregistered_features: frozenset[str] = frozenset()
+    ) -> None:
         self.aws_region = aws_region
         self.azure_location = azure_location
+        # The Azure program reads subscription features straight from ARM (components/azure/features.py);
+        # offline, ARM is this answer. Set in the plan's own context (run_plan), so it ends with the plan.
+        ARM_TRANSPORT.set(_arm_features(unregistered_features))
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         token, name, inputs = args.typ, args.name, dict(args.inputs)
