@@ -16,6 +16,7 @@ import pytest
 from pulumi.runtime.sync_await import _sync_await
 
 from components.azure import features
+from components.azure.arm import ARM_TRANSPORT
 from components.azure.identity import CLIENT_ID_ANNOTATION
 from components.azure.platform import AzurePlatform
 from components.config import parse_stack_config
@@ -133,14 +134,14 @@ def _check_features(stack: str, unregistered: frozenset[str]) -> list[str]:
         pulumi.runtime.set_mocks(
             PlanMocks("", "uaenorth", unregistered), project="ml-platform", stack=stack, preview=True
         )
-        arm = features.ARM_TRANSPORT.get()
+        arm = ARM_TRANSPORT.get()
         assert arm is not None
 
         def recorded(request: httpx.Request) -> httpx.Response:
             read.append(f"{request.method} {request.url.path}?{request.url.query.decode()}")
             return arm.handle_request(request)
 
-        features.ARM_TRANSPORT.set(httpx.MockTransport(recorded))
+        ARM_TRANSPORT.set(httpx.MockTransport(recorded))
         features.require_features(parse_stack_config(template(stack), "test"))
 
     contextvars.Context().run(run)
