@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
@@ -257,6 +257,11 @@ class WeekDay(StrEnum):
     SUNDAY = "Sunday"
 
 
+# Azure names the zones of a zone-enabled region "1", "2" and "3" (Azure availability zones overview:
+# three zones per such region; logical names per subscription).
+AzureZone = Literal["1", "2", "3"]
+
+
 class MaintenanceWindowConfig(_Model):
     """When AKS may upgrade the cluster and node images: weekly, outside training runs."""
 
@@ -282,6 +287,10 @@ class AzureConfig(_Model):
     # userDefinedRouting: the private IP of the firewall (network virtual appliance) egress goes to.
     egress_firewall_ip: str | None = None
     maintenance: MaintenanceWindowConfig = MaintenanceWindowConfig()
+    # Pools spread over availability zones, by pool name: {inference: ["1", "2", "3"]}. Opt-in per pool,
+    # because which sizes a region offers in which zones is known only to the subscription's Resource
+    # SKUs (`az vm list-skus`), which the program reads at preview (components/azure/zones.py).
+    pool_zones: dict[DnsLabel, list[AzureZone]] = Field(default_factory=dict)
 
     @field_validator("egress_firewall_ip")
     @classmethod
@@ -734,3 +743,15 @@ def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield f"{key}.egressFirewallIp", "outboundType userDefinedRouting needs the firewall's private IP"
     if not udr and config.azure.egress_firewall_ip is not None:
         yield f"{key}.egressFirewallIp", "only meaningful with outboundType: userDefinedRouting"
+    pools = {pool.name: pool for pool in config.node_pools}
+    for name, zones in config.azure.pool_zones.items():
+        where = f"{key}.poolZones.{name}"
+        pool = pools.get(name)
+        if pool is None:
+            yield where, f"no node pool is named {name}; pools: {', '.join(pools)}"
+        elif pool.fabric is not Fabric.NONE:
+            yield where, "an InfiniBand pool stays in one zone (one fabric); pin it with availabilityZone"
+        elif pool.availability_zone is not None:
+            yield where, "the pool is pinned to one zone by availabilityZone; set one or the other"
+        elif len(set(zones)) < 2 or len(set(zones)) != len(zones):
+            yield where, 'list two or more distinct zones ("1", "2", "3")'

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pulumi
 
+from components.azure.arm import ARM_TRANSPORT
 from components.catalog.aws import SOLD_IN_REGION
+from components.catalog.azure import VM_SIZES
 
 ACCOUNT_ID = "123456789012"
 SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
@@ -209,6 +213,8 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
             "subscriptionId": SUBSCRIPTION_ID,
             "tenantId": TENANT_ID,
         },
+        # An ARM bearer token for the provider's login; only the mocked ARM (``_arm``) reads it.
+        "azure-native:authorization:getClientToken": {"token": "mock-arm-token"},
     }
     if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
         # Answer from the region's recorded sales (components/catalog/aws.py, AWS pricing data via
@@ -221,25 +227,90 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
             "locations": [f"{region}a"] * len(offered),
             "locationTypes": ["availability-zone"] * len(offered),
         }
-    if token == "azure-native:features:getSubscriptionFeatureRegistration":
-        # Offline there is no subscription to ask: answer Registered so the plan runs the real path;
-        # the live check happens under `pulumi preview`.
-        name, namespace = args.get("featureName", ""), args.get("providerNamespace", "")
-        return {
-            "name": name,
-            "id": f"/subscriptions/{SUBSCRIPTION_ID}/providers/Microsoft.Features/featureProviders/"
-            f"{namespace}/subscriptionFeatureRegistrations/{name}",
-            "properties": {"featureName": name, "providerNamespace": namespace, "state": "Registered"},
-        }
     return results.get(token, {})
+
+
+def _arm(unregistered: frozenset[str], zone_restricted: frozenset[str]) -> httpx.MockTransport:
+    """The ARM reads the Azure program makes itself (components/azure/arm.py), answered as ARM does.
+
+    Features API ("Features - Get", 2021-07-01, what ``az feature show`` reads): ``Registered``, or
+    ``NotRegistered`` for the feature names in ``unregistered``. Resource SKUs ("Resource Skus - List",
+    Microsoft.Compute 2021-07-01, what ``az vm list-skus`` reads): every size of the project's catalog in
+    zones 1-3 of the asked location, a mock answer (per-zone offers are known only to a live
+    subscription, read under ``pulumi preview``); sizes in ``zone_restricted`` carry a Zone restriction
+    (``NotAvailableForSubscription``) on all three. Anything else, or a request without a bearer token,
+    gets ARM's error body, so the program's parsing of both is exercised.
+    """
+    base = rf"^/subscriptions/{SUBSCRIPTION_ID}/providers"
+    features_path = re.compile(rf"{base}/Microsoft\.Features/providers/([\w.]+)/features/(\w+)$")
+    skus_path = re.compile(rf"{base}/Microsoft\.Compute/skus$")
+    location_filter = re.compile(r"^location eq '(\w+)'$")
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme != "Bearer" or not token.strip():
+            return _arm_error(401, "AuthenticationFailed", "Authentication failed.")
+        path, params = request.url.path, request.url.params
+        if request.method == "GET" and "api-version" in params:
+            if match := features_path.match(path):
+                namespace, name = match.groups()
+                return httpx.Response(200, json=_feature(path, namespace, name, name not in unregistered))
+            location = location_filter.match(params.get("$filter", ""))
+            if skus_path.match(path) and location:
+                skus = [_vm_sku(size, location.group(1), size in zone_restricted) for size in VM_SIZES]
+                return httpx.Response(200, json={"value": skus})
+        return _arm_error(404, "NotFound", f"No mock answer for {request.method} {request.url}.")
+
+    return httpx.MockTransport(answer)
+
+
+def _feature(feature_id: str, namespace: str, name: str, registered: bool) -> dict[str, Any]:
+    return {
+        "id": feature_id,
+        "name": f"{namespace}/{name}",
+        "properties": {"state": "Registered" if registered else "NotRegistered"},
+        "type": "Microsoft.Features/providers/features",
+    }
+
+
+def _vm_sku(size: str, location: str, zone_restricted: bool) -> dict[str, Any]:
+    zones = ["1", "2", "3"]
+    restrictions = [
+        {
+            "type": "Zone",
+            "values": [location],
+            "restrictionInfo": {"locations": [location], "zones": zones},
+            "reasonCode": "NotAvailableForSubscription",
+        }
+    ]
+    return {
+        "resourceType": "virtualMachines",
+        "name": size,
+        "locations": [location],
+        "locationInfo": [{"location": location, "zones": zones}],
+        "restrictions": restrictions if zone_restricted else [],
+    }
+
+
+def _arm_error(status: int, code: str, message: str) -> httpx.Response:
+    return httpx.Response(status, json={"error": {"code": code, "message": message}})
 
 
 class PlanMocks(pulumi.runtime.Mocks):
     """Engine answers for every resource and invoke, from the stack's provider configuration."""
 
-    def __init__(self, aws_region: str, azure_location: str) -> None:
+    def __init__(
+        self,
+        aws_region: str,
+        azure_location: str,
+        unregistered_features: frozenset[str] = frozenset(),
+        zone_restricted_sizes: frozenset[str] = frozenset(),
+    ) -> None:
         self.aws_region = aws_region
         self.azure_location = azure_location
+        # The Azure program reads subscription features and VM sizes straight from ARM (components/azure/
+        # arm.py); offline, ARM is this answer. Set in the plan's own context (run_plan), so it ends there.
+        ARM_TRANSPORT.set(_arm(unregistered_features, zone_restricted_sizes))
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         token, name, inputs = args.typ, args.name, dict(args.inputs)

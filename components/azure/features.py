@@ -1,9 +1,16 @@
 """Subscription preview features the platform depends on, checked before anything is created.
 
 Without them Azure accepts the cluster and fails a node pool many minutes later (or, for InfiniBand,
-silently places nodes on different fabrics). ``azure-native`` can read a registration
-(``features:getSubscriptionFeatureRegistration``), so the program stops at preview with the command
-that fixes it. Under the offline plan the mocks answer "Registered".
+silently places nodes on different fabrics), so the program stops at preview with the command that fixes
+it, and fails closed: a state it cannot read counts as missing.
+
+The state is read from the resource ``az feature show`` reads, the Features API's
+``GET /subscriptions/{sub}/providers/Microsoft.Features/providers/{namespace}/features/{name}``
+(azure-cli: ``az feature show`` is ``FeatureClient.features.get(resource_provider_namespace,
+feature_name)``; REST "Features - Get", api-version 2021-07-01), not azure-native's
+``getSubscriptionFeatureRegistration``, which reads a different resource
+(``.../featureProviders/{namespace}/subscriptionFeatureRegistrations/{name}``). No azure-native function
+reads ``features/{name}``, so the program makes that GET itself (arm.py).
 """
 
 from __future__ import annotations
@@ -11,12 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import features
 
+from components.azure.arm import ArmReader, ArmReadError, arm_reader
 from components.config import PlatformConfig
 from components.handle import Fabric
 
 REGISTERED = "Registered"
+FEATURES_API_VERSION = "2021-07-01"
 
 
 @dataclass(frozen=True)
@@ -24,6 +32,13 @@ class SubscriptionFeature:
     namespace: str
     name: str
     why: str
+
+    def resource_id(self, subscription_id: str) -> str:
+        """The ARM id ``az feature show`` reads (its ``id`` field)."""
+        return (
+            f"/subscriptions/{subscription_id}/providers/Microsoft.Features/providers/{self.namespace}"
+            f"/features/{self.name}"
+        )
 
     @property
     def register_commands(self) -> str:
@@ -49,25 +64,24 @@ def required_features(config: PlatformConfig) -> tuple[SubscriptionFeature, ...]
     return (ENCRYPTION_AT_HOST, INFINIBAND) if infiniband else (ENCRYPTION_AT_HOST,)
 
 
-def feature_state(feature: SubscriptionFeature) -> str:
-    """The registration state, or a description of why it could not be read."""
+def feature_state(arm: ArmReader, feature: SubscriptionFeature) -> str:
+    """``properties.state`` as ``az feature show`` prints it, or why it could not be read."""
     try:
-        result = features.get_subscription_feature_registration(
-            provider_namespace=feature.namespace, feature_name=feature.name
-        )
-    except Exception as exc:  # the invoke raises a bare Exception carrying the ARM error
+        answer = arm.get(feature.resource_id(arm.subscription_id), {"api-version": FEATURES_API_VERSION})
+    except ArmReadError as exc:
         return f"unreadable ({exc})"
-    properties = result.properties
-    return (properties.state if properties is not None else None) or "NotRegistered"
+    state = answer.get("properties", {}).get("state")
+    return str(state) if state else "unreadable (no properties.state in the answer)"
 
 
 def require_features(config: PlatformConfig) -> None:
     """Raise one ``RunError`` naming every missing feature and how to register it."""
-    missing = [
-        f"subscription feature {f.namespace}/{f.name} is {state}; needed because {f.why}. "
-        f"Fix: {f.register_commands}"
-        for f in required_features(config)
-        if (state := feature_state(f)) != REGISTERED
-    ]
+    with arm_reader() as arm:
+        missing = [
+            f"subscription feature {f.namespace}/{f.name} is {state}; needed because {f.why}. "
+            f"Fix: {f.register_commands}"
+            for f in required_features(config)
+            if (state := feature_state(arm, f)) != REGISTERED
+        ]
     if missing:
         raise pulumi.RunError("\n".join(missing))

@@ -31,6 +31,7 @@ from pulumi_azure_native import containerservice
 
 from components.azure import naming
 from components.azure.scope import AzureScope
+from components.azure.zones import pool_zones
 from components.config import NodePoolConfig, PlatformConfig
 from components.handle import GPU_TAINT_KEY, POOL_LABEL, Fabric, PoolHandle, PoolKind, Taint
 
@@ -121,9 +122,8 @@ def agent_pool_settings(
         "node_taints": [f"{t.key}={t.value}:{t.effect.value}" for t in pool_taints(config, pool)],
         "tags": config.base_tags(),
     }
-    if pool.availability_zone is not None:
-        # Config counts zones from 0; Azure names them "1", "2", "3".
-        settings["availability_zones"] = [str(pool.availability_zone + 1)]
+    if zones := pool_zones(config, pool):
+        settings["availability_zones"] = zones
     if pool.kind is PoolKind.GPU:
         settings["gpu_profile"] = {"driver": "None" if config.kubernetes.gpu_operator else "Install"}
     if pool.spot:

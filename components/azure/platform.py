@@ -44,6 +44,7 @@ from components.azure.roles import BuiltInRole
 from components.azure.scope import AzureScope, Deployer
 from components.azure.shared_storage import SharedFileStorage, SharedFileStorageArgs
 from components.azure.storage import ObjectStorage, ObjectStorageArgs
+from components.azure.zones import require_zones
 from components.config import PROJECT, PlatformConfig
 from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, SharedStorageKind, StorageHandle
 
@@ -61,6 +62,7 @@ class AzurePlatform(pulumi.ComponentResource):
     def __init__(self, name: str, config: PlatformConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:azure:Platform", name, None, opts)
         require_features(config)
+        require_zones(config)
         self._child = pulumi.ResourceOptions(parent=self)
         scope = self._scope(name, config)
         network = AzureNetwork(f"{name}-network", NetworkArgs(scope), self._child)

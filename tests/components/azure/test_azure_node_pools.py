@@ -3,17 +3,23 @@ and the PoolHandles the Kubernetes layer reads."""
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
 
+from components.azure import zones
 from components.azure.node_pools import agent_pool_names, pool_handle, system_pool
 from components.config import PlatformConfig, parse_stack_config
 from components.handle import POOL_LABEL, Fabric, PoolKind, Taint
+from mlplatform.errors import InputError
+from mlplatform.mocks import PlanMocks
 from mlplatform.plan import Plan
-from tests.stack_variants import one, template
+from tests.components.azure.azure_plan_support import PLATFORM
+from tests.stack_variants import cloud_only, one, plan_config, template
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 PlanFn = Callable[[str], Plan]
@@ -112,3 +118,78 @@ def test_pool_names_that_collapse_in_aks_are_refused() -> None:
     config = parse_stack_config(raw, "test")
     with pytest.raises(pulumi.RunError, match="both become AKS pool 'inference'"):
         agent_pool_names(config)
+
+
+def _with_zones(stack: str, pool_zones: dict[str, list[str]]) -> dict[str, Any]:
+    config = cloud_only(template(stack))
+    config[PLATFORM]["azure"]["poolZones"] = pool_zones
+    return config
+
+
+def test_zonal_pools_spread_over_their_zones(tmp_path: Path) -> None:
+    """AKS AgentPool ``availabilityZones`` (containerservice 2025-09-01 SDK: "The list of Availability zones
+    to use for nodes"): the pools listed under azure.poolZones spread over exactly those zones, after
+    the preflight read the size's zones from Resource SKUs (what `az vm list-skus --zone` reads); the
+    other pools stay regional."""
+    config = _with_zones("azure-enterprise-prod", {"system": ["1", "2", "3"], "inference": ["1", "2", "3"]})
+    plan = plan_config(config, tmp_path, "azure-enterprise-prod")
+    spread = {p.get("name") or p["agentPoolName"]: p.get("availabilityZones") for p in all_pools(plan)}
+    assert spread == {"system": ["1", "2", "3"], "inference": ["1", "2", "3"], "gpuib": None}
+
+
+def test_a_size_not_offered_in_a_zone_stops_the_program() -> None:
+    """Resource SKUs answer a zone withheld from the subscription as a ``Zone`` restriction
+    (NotAvailableForSubscription, restrictionInfo.zones; Microsoft Learn "zone not available for
+    subscription" troubleshooting): the preflight fails closed with the command to check."""
+    config = parse_stack_config(_with_zones("azure-enterprise-prod", {"inference": ["1", "2"]}), "test")
+
+    def run() -> None:
+        mocks = PlanMocks("", "uaenorth", zone_restricted_sizes=frozenset({"Standard_F16s_v2"}))
+        pulumi.runtime.set_mocks(mocks, project="ml-platform", stack="test", preview=True)
+        zones.require_zones(config)
+
+    with pytest.raises(pulumi.RunError) as error:
+        contextvars.Context().run(run)
+    assert str(error.value) == (
+        "node pool 'inference': Standard_F16s_v2 is not offered to this subscription in uaenorth zone(s) "
+        "1, 2; check with `az vm list-skus --location uaenorth --size Standard_F16s_v2 --zone --all "
+        "--output table` and change the pool's zones"
+    )
+
+
+def test_offered_zones_reads_location_and_zone_restrictions() -> None:
+    """Resource Skus - List (Microsoft.Compute 2021-07-01): ``locationInfo[].zones`` are the size's
+    zones; a ``Location`` restriction withholds the region, a ``Zone`` restriction its listed zones."""
+    sku = {
+        "resourceType": "virtualMachines",
+        "name": "Standard_D8s_v5",
+        "locationInfo": [{"location": "UAENorth", "zones": ["1", "2", "3"]}],
+        "restrictions": [
+            {"type": "Zone", "restrictionInfo": {"locations": ["UAENorth"], "zones": ["2"]}},
+            {"type": "Location", "restrictionInfo": {"locations": ["westus"]}},
+        ],
+    }
+    assert zones.offered_zones([sku], "Standard_D8s_v5", "uaenorth") == {"1", "3"}
+    assert zones.offered_zones([sku], "Standard_D16s_v5", "uaenorth") == set()
+    region_withheld = {
+        **sku,
+        "restrictions": [{"type": "Location", "restrictionInfo": {"locations": ["uaenorth"]}}],
+    }
+    assert zones.offered_zones([region_withheld], "Standard_D8s_v5", "uaenorth") == set()
+
+
+@pytest.mark.parametrize(
+    ("pool_zones", "problem"),
+    [
+        ({"gpu-ib": ["1", "2"]}, "azure.poolZones.gpu-ib: an InfiniBand pool stays in one zone"),
+        ({"gpu": ["1", "2"]}, "azure.poolZones.gpu: no node pool is named gpu"),
+        ({"inference": ["1"]}, "azure.poolZones.inference: list two or more distinct zones"),
+    ],
+)
+def test_pool_zones_config_errors_name_the_key(
+    tmp_path: Path, pool_zones: dict[str, list[str]], problem: str
+) -> None:
+    with pytest.raises(InputError) as error:
+        plan_config(_with_zones("azure-enterprise-prod", pool_zones), tmp_path, "azure-enterprise-prod")
+    (message,) = error.value.problems
+    assert problem in message

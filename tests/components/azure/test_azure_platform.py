@@ -10,17 +10,19 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pulumi
 import pytest
 from pulumi.runtime.sync_await import _sync_await
 
 from components.azure import features
+from components.azure.arm import ARM_TRANSPORT
 from components.azure.identity import CLIENT_ID_ANNOTATION
 from components.azure.platform import AzurePlatform
 from components.config import parse_stack_config
 from components.handle import Cloud, ClusterHandle, Fabric, SharedStorageKind
 from mlplatform.errors import InputError
-from mlplatform.mocks import PlanMocks
+from mlplatform.mocks import SUBSCRIPTION_ID, PlanMocks
 from mlplatform.plan import Plan
 from tests.components.azure.azure_plan_support import AZURE_STACKS, PLATFORM
 from tests.stack_variants import cloud_only, plan_config, template
@@ -123,22 +125,63 @@ def test_infiniband_on_a_size_without_it_names_the_supported_sizes(tmp_path: Pat
     assert "Standard_ND96isr_H100_v5" in problem and "Standard_ND96asr_v4" in problem
 
 
-def test_missing_subscription_features_stop_the_program(monkeypatch: pytest.MonkeyPatch) -> None:
-    def registration(provider_namespace: str, feature_name: str) -> Any:
-        if feature_name == "AKSInfinibandSupport":
-            raise Exception("ResourceNotFound")
-        return SimpleNamespace(properties=SimpleNamespace(state="Registered"))
+def _check_features(stack: str, unregistered: frozenset[str]) -> list[str]:
+    """Run the feature check of ``stack``'s real config against the plan's mocked ARM, which answers as
+    ``az feature show`` does; returns the paths it read."""
+    read: list[str] = []
 
-    monkeypatch.setattr("pulumi_azure_native.features.get_subscription_feature_registration", registration)
-    config = parse_stack_config(template("azure-enterprise-prod"), "test")
+    def run() -> None:
+        pulumi.runtime.set_mocks(
+            PlanMocks("", "uaenorth", unregistered), project="ml-platform", stack=stack, preview=True
+        )
+        arm = ARM_TRANSPORT.get()
+        assert arm is not None
+
+        def recorded(request: httpx.Request) -> httpx.Response:
+            read.append(f"{request.method} {request.url.path}?{request.url.query.decode()}")
+            return arm.handle_request(request)
+
+        ARM_TRANSPORT.set(httpx.MockTransport(recorded))
+        features.require_features(parse_stack_config(template(stack), "test"))
+
+    contextvars.Context().run(run)
+    return read
+
+
+def test_feature_check_reads_what_az_feature_show_reads() -> None:
+    """azure-cli: `az feature show` is FeatureClient.features.get(namespace, name), i.e. REST "Features -
+    Get" on /subscriptions/{sub}/providers/Microsoft.Features/providers/{ns}/features/{name}; both
+    features registered, the enterprise stack (InfiniBand pool) passes."""
+    subscription = f"/subscriptions/{SUBSCRIPTION_ID}/providers/Microsoft.Features/providers"
+    assert _check_features("azure-enterprise-prod", frozenset()) == [
+        f"GET {subscription}/Microsoft.Compute/features/EncryptionAtHost?api-version=2021-07-01",
+        f"GET {subscription}/Microsoft.ContainerService/features/AKSInfinibandSupport?api-version=2021-07-01",
+    ]
+    assert features.required_features(parse_stack_config(template("azure-smb-dev"), "test")) == (
+        features.ENCRYPTION_AT_HOST,
+    )
+
+
+def test_unregistered_feature_stops_the_program_with_the_command() -> None:
+    """ARM answers an unregistered feature with properties.state "NotRegistered" (Features - Get); the
+    check fails closed and names the az commands that register it."""
     with pytest.raises(pulumi.RunError) as error:
-        features.require_features(config)
+        _check_features("azure-enterprise-prod", frozenset({"AKSInfinibandSupport"}))
     message = str(error.value)
-    assert "Microsoft.ContainerService/AKSInfinibandSupport is unreadable (ResourceNotFound)" in message
+    assert "subscription feature Microsoft.ContainerService/AKSInfinibandSupport is NotRegistered" in message
     assert "az feature register --namespace Microsoft.ContainerService --name AKSInfinibandSupport" in message
     assert "EncryptionAtHost" not in message
-    smb = parse_stack_config(template("azure-smb-dev"), "test")
-    assert features.required_features(smb) == (features.ENCRYPTION_AT_HOST,)
+
+
+def test_unreadable_feature_state_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused read (here ARM's 401 for a request without a bearer token) is not taken as Registered."""
+    monkeypatch.setattr(
+        "pulumi_azure_native.authorization.get_client_token", lambda: SimpleNamespace(token="")
+    )
+    with pytest.raises(pulumi.RunError) as error:
+        _check_features("azure-smb-dev", frozenset())
+    assert "Microsoft.Compute/EncryptionAtHost is unreadable (HTTP 401" in str(error.value)
+    assert "AuthenticationFailed" in str(error.value)
 
 
 async def _resolve(value: Any) -> Any:
