@@ -89,12 +89,14 @@ def test_pulumi_up_waits_for_the_test_before_the_training_run(
     stack: str, planned: Callable[[str], Plan]
 ) -> None:
     """pulumi-kubernetes awaits a Job's completion unless it carries ``pulumi.com/skipAwait`` (REFERENCE.md);
-    the test is awaited (with a timeout room for a scale-up from zero), the run depends on it."""
+    the test is awaited (with a timeout that leaves room for a scale-up from zero), the run depends on it."""
     plan = planned(stack)
     fabric = next(iter(_fabric_jobs(plan).values()))
     annotations = fabric.inputs["metadata"]["annotations"]
     assert "pulumi.com/skipAwait" not in annotations
     assert annotations["pulumi.com/timeoutSeconds"] == "3600"
+    # A failed test runs again at the next `pulumi up` (replaced), instead of failing it unchanged.
+    assert annotations["pulumi.com/replaceUnready"] == "true"
     training = next(r for name, r in _jobs(plan).items() if not name.startswith("fabric-test-"))
     assert training.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     assert fabric.urn in training.dependencies

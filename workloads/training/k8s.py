@@ -297,12 +297,14 @@ def _pod_spec(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
 
 
 def _await(spec: TrainingJobSpec) -> dict[str, str]:
-    """pulumi-kubernetes waits for a Job to complete unless told to skip (REFERENCE.md); an awaited Job
-    gets its own timeout, read from ``pulumi.com/timeoutSeconds`` (pulumi-kubernetes
-    ``pkg/metadata`` ``TimeoutDuration``; the default of 10 minutes is shorter than a scale-up)."""
+    """pulumi-kubernetes waits for a Job to complete unless told to skip (REFERENCE.md). An awaited Job
+    gets its own timeout, read from ``pulumi.com/timeoutSeconds`` (pulumi-kubernetes ``pkg/metadata``
+    ``TimeoutDuration``; the default of 10 minutes is shorter than a scale-up), and
+    ``pulumi.com/replaceUnready``: a Job that failed is replaced, so it runs again, at the next update
+    instead of failing it unchanged (the pulumi-kubernetes Job docstring)."""
     if spec.await_seconds is None:
         return SKIP_AWAIT
-    return {"pulumi.com/timeoutSeconds": str(spec.await_seconds)}
+    return {"pulumi.com/timeoutSeconds": str(spec.await_seconds), "pulumi.com/replaceUnready": "true"}
 
 
 def _job(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
