@@ -24,7 +24,9 @@ from pydantic.alias_generators import to_camel
 from components.catalog import InstanceType, catalog
 from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
+from workloads.fabric_gate import BUSBW_FLOOR_FRACTION, FABRIC_TEST, fabric_test_run_id
 from workloads.training.hooks import HOOK_PATTERN
+from workloads.training.k8s import MAX_JOB_NAME
 
 PROJECT = "ml-platform"
 PLATFORM_KEY = f"{PROJECT}:platform"
@@ -371,9 +373,24 @@ class InferenceWorkloadConfig(_Model):
     canary: CanaryConfig | None = None
 
 
+class FabricTestConfig(_Model):
+    """The fabric test (all-reduce busbw, workloads/fabric_test.py) as an acceptance gate: one Job per
+    fabric pool, in the training namespace and image, that ``pulumi up`` waits for before the training
+    run (README "Training")."""
+
+    enabled: bool = False
+    # A new run id is a new Job: the way to run the test again on an existing stack.
+    run_id: DnsLabel = "run-1"
+    # busbw floor as a share of the pool's sourced line rate (workloads/fabric_gate.py).
+    floor_fraction: float = Field(default=BUSBW_FLOOR_FRACTION, ge=0, le=1)
+    # How long `pulumi up` waits for each test, node scale-up and image pull included.
+    timeout_minutes: int = Field(default=60, ge=5, le=24 * 60)
+
+
 class WorkloadsConfig(_Model):
     training: TrainingWorkloadConfig | None = None
     inference: InferenceWorkloadConfig | None = None
+    fabric_test: FabricTestConfig = FabricTestConfig()
 
 
 class PlatformConfig(_Model):
@@ -713,6 +730,16 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             )
         if training.enabled and config.shared_storage is SharedStorageKind.NONE:
             yield f"{key}.training", "training needs shared storage for checkpoints (storage.shared)"
+    if config.workloads.fabric_test.enabled:
+        if training is None or not training.enabled:
+            yield f"{key}.fabricTest", "the fabric test runs in the training image: enable workloads.training"
+        if all(p.fabric is Fabric.NONE for p in config.node_pools):
+            yield f"{key}.fabricTest", "no node pool has a fabric (efa or infiniband) to test"
+        run_id = config.workloads.fabric_test.run_id
+        for tested in config.node_pools:
+            job = f"{FABRIC_TEST}-{fabric_test_run_id(tested.name, run_id)}"
+            if tested.fabric is not Fabric.NONE and len(job) > MAX_JOB_NAME:
+                yield f"{key}.fabricTest.runId", f"Job name {job!r} is longer than {MAX_JOB_NAME} characters"
     if inference is not None:
         pool = pools.get(inference.pool)
         if pool is None:

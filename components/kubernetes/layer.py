@@ -83,7 +83,9 @@ class KubernetesLayer(pulumi.ComponentResource):
             if queueing
             else []
         )
-        self.workloads = self._apply(workloads.objects, [*namespaces, *identities, *volumes, *queues])
+        ready = [*namespaces, *identities, *volumes, *queues]
+        gates = self._apply(workloads.gates, ready)
+        self.workloads = gates + self._apply(workloads.objects, [*ready, *gates])
         self.releases = sorted(releases)
         self.register_outputs({"releases": self.releases})
 

@@ -8,12 +8,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.config import InferenceWorkloadConfig, PlatformConfig, TrainingWorkloadConfig
-from components.handle import WORKLOAD_IDENTITIES, ClusterHandle
+from components.config import (
+    FabricTestConfig,
+    InferenceWorkloadConfig,
+    PlatformConfig,
+    Priority,
+    TrainingWorkloadConfig,
+)
+from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric, PoolHandle
 from components.kubernetes import kueue, monitoring
 from components.kubernetes.objects import Object
 from components.kubernetes.storage import VolumeClaim
+from workloads.fabric_gate import FABRIC_TEST, busbw_floor_gbytes, fabric_test_run_id
 from workloads.inference.k8s import Canary, InferenceServiceSpec, inference_objects
+from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.training.k8s import TrainingJobSpec, training_job_objects
 
 TRAINING_CLAIM = "training-output"
@@ -27,6 +35,9 @@ class WorkloadObjects:
     """What the workloads need from the layer around them, beside their own objects."""
 
     objects: list[Object] = field(default_factory=list)
+    # Objects applied before ``objects``, which wait for them: Jobs ``pulumi up`` awaits as acceptance
+    # gates (the fabric tests), so a training run starts only on a fabric that passed.
+    gates: list[Object] = field(default_factory=list)
     claims: list[VolumeClaim] = field(default_factory=list)
     # Service accounts the layer creates (the inference object function makes its own).
     service_accounts: list[str] = field(default_factory=list)
@@ -36,6 +47,13 @@ class WorkloadObjects:
 
 def _image(handle: ClusterHandle, repository_and_tag: str) -> str:
     return f"{handle.registry}/{repository_and_tag}"
+
+
+def _queue_labels(config: PlatformConfig, priority: Priority) -> dict[str, str]:
+    return {
+        **config.base_tags(),
+        **(kueue.job_labels(priority) if kueue.queueing_enabled(config) else {}),
+    }
 
 
 def training_spec(
@@ -60,10 +78,46 @@ def training_spec(
         shm_gib=training.shm_gib,
         max_restarts=training.max_restarts,
         dataset_egress_cidrs=training.dataset_egress_cidrs,
-        labels={
-            **config.base_tags(),
-            **(kueue.job_labels(training.priority) if kueue.queueing_enabled(config) else {}),
-        },
+        labels=_queue_labels(config, training.priority),
+        pod_labels=handle.pod_labels.get("training", {}),
+        egress=handle.workload_egress,
+    )
+
+
+# Nodes the fabric test spans: two are the smallest group whose all-reduce crosses the fabric.
+FABRIC_TEST_NODES = 2
+
+
+def fabric_test_spec(
+    handle: ClusterHandle,
+    config: PlatformConfig,
+    training: TrainingWorkloadConfig,
+    test: FabricTestConfig,
+    pool: PoolHandle,
+) -> TrainingJobSpec:
+    """The fabric test on ``pool`` as the training Job builder runs it: every GPU of two nodes, NCCL's
+    network checked against the fabric's, and busbw against the floor where the line rate is sourced."""
+    floor = busbw_floor_gbytes(pool, test.floor_fraction)
+    identity = WORKLOAD_IDENTITIES["training"]
+    return TrainingJobSpec(
+        name=FABRIC_TEST,
+        run_id=fabric_test_run_id(pool.name, test.run_id),
+        namespace=identity.namespace,
+        image=_image(handle, training.image),
+        pool=pool,
+        service_account=identity.service_account,
+        # The test writes nothing worth keeping: no claim on the training file system.
+        output_volume={"emptyDir": {"sizeLimit": "1Gi"}},
+        nodes=min(FABRIC_TEST_NODES, config.pool(pool.name).max_size),
+        max_restarts=0,
+        entry=(
+            "workloads.fabric_test",
+            f"--expect-network={EXPECTED_NETWORK[pool.fabric]}",
+            *([f"--floor-gbytes={floor}"] if floor is not None else []),
+        ),
+        await_seconds=test.timeout_minutes * 60,
+        # The gate must be admitted before the run it gates.
+        labels=_queue_labels(config, Priority.PRODUCTION),
         pod_labels=handle.pod_labels.get("training", {}),
         egress=handle.workload_egress,
     )
@@ -107,6 +161,11 @@ def workload_objects(handle: ClusterHandle, config: PlatformConfig) -> WorkloadO
     if training is not None and training.enabled:
         identity = WORKLOAD_IDENTITIES["training"]
         result.objects += training_job_objects(training_spec(handle, config, training))
+        if config.workloads.fabric_test.enabled:
+            for pool in handle.pools:
+                if pool.fabric is not Fabric.NONE:
+                    test = fabric_test_spec(handle, config, training, config.workloads.fabric_test, pool)
+                    result.gates += training_job_objects(test)
         result.claims.append(VolumeClaim(identity.namespace, TRAINING_CLAIM, read_only=False))
         result.service_accounts.append("training")
     if inference is not None and inference.enabled:

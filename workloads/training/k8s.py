@@ -43,7 +43,7 @@ CONTAINER = "trainer"
 RUN_AS = 10001
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Room for "-<index>" in pod hostnames, which must stay DNS labels (<= 63 characters).
-_MAX_JOB_NAME = 52
+MAX_JOB_NAME = 52
 _PINNED_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 # The variables torchrun needs under a read-only root filesystem and the gloo restart fix (REFERENCE.md).
@@ -95,6 +95,12 @@ class TrainingJobSpec:
     pod_labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # Further NetworkPolicy egress rules (the cloud's identity and storage endpoints).
     egress: tuple[Mapping[str, Any], ...] = ()
+    # Another torchrun program (``module``, its flags...) run instead of the trainer, e.g. the fabric
+    # test; its flags are its own, so the trainer's are neither added nor checked.
+    entry: tuple[str, ...] = ()
+    # None: ``pulumi up`` does not wait for the Job (``pulumi.com/skipAwait``). Seconds: it waits up to
+    # this long for the Job to complete and fails the update if the Job fails (an acceptance gate).
+    await_seconds: int | None = None
 
     def __post_init__(self) -> None:
         problems = [
@@ -105,17 +111,20 @@ class TrainingJobSpec:
             ),
             *self._sizing_problems(),
         ]
-        if len(self.job_name) > _MAX_JOB_NAME:
-            problems.append(f"job name {self.job_name!r} is longer than {_MAX_JOB_NAME} characters")
+        if len(self.job_name) > MAX_JOB_NAME:
+            problems.append(f"job name {self.job_name!r} is longer than {MAX_JOB_NAME} characters")
         if not self.output_mount_path.startswith("/"):
             problems.append(f"output_mount_path {self.output_mount_path!r} must be absolute")
         if self.namespace == "default":
             problems.append("namespace must not be 'default'")
         if not _image_is_pinned(self.image):
             problems.append(f"image {self.image!r} must be pinned by digest or a tag other than latest")
+        if self.await_seconds is not None and self.await_seconds < 1:
+            problems.append("await_seconds must be at least 1")
         if problems:
             raise ValueError("; ".join(problems))
-        parse_args(self.trainer_argv())  # ConfigError (a ValueError) on bad trainer flags
+        if not self.entry:
+            parse_args(self.trainer_argv())  # ConfigError (a ValueError) on bad trainer flags
 
     def _dns_fields(self) -> list[tuple[str, str]]:
         return [("name", self.name), ("run_id", self.run_id), ("namespace", self.namespace)]
@@ -220,9 +229,9 @@ def torchrun_script(spec: TrainingJobSpec) -> str:
     """The container's shell line: pod 0 hosts the c10d store, every pod joins it by DNS name."""
     endpoint = f"{spec.job_name}-0.{spec.job_name}.{spec.namespace}.svc:{RENDEZVOUS_PORT}"
     torchrun = ["torchrun", *torchrun_flags(spec, endpoint)]
-    trainer = ["-m", "workloads.training", *spec.trainer_argv()]
+    program = ["-m", *spec.entry] if spec.entry else ["-m", "workloads.training", *spec.trainer_argv()]
     host = 'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then IS_HOST=1; else IS_HOST=0; fi'
-    return f"{host}; exec {shlex.join(torchrun)} --rdzv-conf=is_host=$IS_HOST {shlex.join(trainer)}"
+    return f"{host}; exec {shlex.join(torchrun)} --rdzv-conf=is_host=$IS_HOST {shlex.join(program)}"
 
 
 def _container(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
@@ -287,11 +296,22 @@ def _pod_spec(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
     }
 
 
+def _await(spec: TrainingJobSpec) -> dict[str, str]:
+    """pulumi-kubernetes waits for a Job to complete unless told to skip (REFERENCE.md). An awaited Job
+    gets its own timeout, read from ``pulumi.com/timeoutSeconds`` (pulumi-kubernetes ``pkg/metadata``
+    ``TimeoutDuration``; the default of 10 minutes is shorter than a scale-up), and
+    ``pulumi.com/replaceUnready``: a Job that failed is replaced, so it runs again, at the next update
+    instead of failing it unchanged (the pulumi-kubernetes Job docstring)."""
+    if spec.await_seconds is None:
+        return SKIP_AWAIT
+    return {"pulumi.com/timeoutSeconds": str(spec.await_seconds), "pulumi.com/replaceUnready": "true"}
+
+
 def _job(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(spec, {**SKIP_AWAIT, **fabric.annotations}),
+        "metadata": _metadata(spec, {**_await(spec), **fabric.annotations}),
         "spec": {
             "completionMode": "Indexed",
             "completions": spec.nodes,

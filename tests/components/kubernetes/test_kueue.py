@@ -96,7 +96,14 @@ def test_smb_stacks_have_a_spot_flavor(planned: Callable[[str], Plan]) -> None:
 @pytest.mark.parametrize("stack", STACKS)
 def test_training_job_is_queued_and_covered(stack: str, planned: Callable[[str], Plan]) -> None:
     objects = kubernetes_objects(planned(stack))
-    [job] = _training_jobs(objects)
+    jobs = _training_jobs(objects)
+    assert jobs
+    # The run and, on fabric stacks, the fabric tests that gate it.
+    for job in jobs:
+        _assert_queued_and_covered(objects, job)
+
+
+def _assert_queued_and_covered(objects: list[dict[str, Any]], job: dict[str, Any]) -> None:
     labels = job["metadata"]["labels"]
     assert labels[kueue.QUEUE_LABEL] == kueue.QUEUE_NAME
     assert labels[kueue.PRIORITY_LABEL] == "production"
@@ -117,7 +124,7 @@ def test_training_job_is_queued_and_covered(stack: str, planned: Callable[[str],
 
 
 def _training_jobs(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Our training Job (the charts bring Helm hook Jobs of their own)."""
+    """Our training Jobs: the run and the fabric tests (the charts bring Helm hook Jobs of their own)."""
     return [o for o in _of(objects, "Job") if "ml-platform/run-id" in o["metadata"].get("labels", {})]
 
 

@@ -15,12 +15,32 @@ def test_hadolint_is_clean() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def _stage(lines: list[str], start: str) -> list[str]:
+    """The instruction lines of the stage whose FROM line is ``start``, up to the next FROM."""
+    begin = lines.index(start)
+    rest = lines[begin + 1 :]
+    end = next((i for i, line in enumerate(rest) if line.startswith("FROM ")), len(rest))
+    return [line for line in lines[begin : begin + 1 + end] if line and not line.startswith("#")]
+
+
 def test_multi_stage_non_root_pinned_and_installs_the_workloads_extra() -> None:
     lines = [line.strip() for line in DOCKERFILE.read_text().splitlines()]
     froms = [line for line in lines if line.startswith("FROM ")]
-    assert len(froms) == 2 and froms[0].endswith(" AS build"), "build tools stay in the build stage"
+    assert froms[0].endswith(" AS build"), "build tools stay in the build stage"
     assert "ARG PYTHON_IMAGE=python:3.11.7-slim-bookworm" in lines
     assert any("'.[train]'" in line for line in lines)
-    final_stage = lines[lines.index(froms[1]) :]
-    assert "USER 10001:10001" in final_stage
-    assert not any("pip install" in line for line in final_stage)
+    cpu = _stage(lines, "FROM ${PYTHON_IMAGE} AS cpu")
+    assert "USER 10001:10001" in cpu
+    assert not any("pip install" in line for line in lines[lines.index(froms[1]) :])
+    # `docker build` without --target builds the last stage: it stays the CPU image.
+    assert froms[-1] == "FROM cpu"
+
+
+def test_the_infiniband_target_adds_pinned_rdma_userspace_and_drops_root_again() -> None:
+    """NCCL loads libibverbs and the mlx5 provider at run time (else it silently uses sockets); the
+    versions are Debian bookworm's (deb.debian.org bookworm/main), the base image's release."""
+    lines = [line.strip() for line in DOCKERFILE.read_text().splitlines()]
+    stage = _stage(lines, "FROM cpu AS infiniband")
+    install = next(line for line in stage if "apt-get install" in line)
+    assert "libibverbs1=44.0-2" in install and "ibverbs-providers=44.0-2" in install
+    assert stage[-1] == "USER 10001:10001"

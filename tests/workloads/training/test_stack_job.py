@@ -15,7 +15,8 @@ JOB = "kubernetes:batch/v1:Job"
 
 
 def _job(plan: Plan) -> dict[str, Any]:
-    inputs = next(r for r in plan.resources if r.type == JOB).inputs
+    """The training run's Job (the fabric test's Jobs are Jobs too)."""
+    inputs = next(r for r in plan.resources if r.type == JOB and "fabric-test" not in r.name).inputs
     assert isinstance(inputs, dict)
     return inputs
 
