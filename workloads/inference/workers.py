@@ -35,6 +35,7 @@ import shutil
 import signal
 import socket
 import tempfile
+import threading
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import FrameType
@@ -75,11 +76,10 @@ def supervise(prepared: Prepared) -> int:
     # without the parent's threads or locks.
     context = multiprocessing.get_context("spawn")
     workers: list[BaseProcess] = []
-    stopping = False
+    stopping = threading.Event()  # set by a signal handler, between any two statements below
 
     def stop(sig: int | None = None, frame: FrameType | None = None) -> None:
-        nonlocal stopping
-        stopping = True
+        stopping.set()
         for worker in workers:
             if worker.pid is not None and worker.exitcode is None:
                 os.kill(worker.pid, signal.SIGTERM)
@@ -88,11 +88,15 @@ def supervise(prepared: Prepared) -> int:
         signal.signal(sig, stop)
     try:
         for index in range(config.workers):
+            if stopping.is_set():
+                break
             worker = context.Process(
                 target=_worker, args=(config, prepared.sock, shared), name=f"serve-worker-{index}"
             )
-            worker.start()
             workers.append(worker)
+            worker.start()
+            if stopping.is_set():  # signalled while this one started: it had no pid to be sent SIGTERM yet
+                stop()
         prepared.sock.close()  # the workers hold it now; the port is free once the last one exits
         log.info("serving with %d worker processes", len(workers))
         failed = False
@@ -102,7 +106,8 @@ def supervise(prepared: Prepared) -> int:
                 ended = running.pop(sentinel)  # type: ignore[arg-type]  # (wait returns what it was given)
                 ended.join()
                 mark_process_dead(ended.pid, str(shared))  # type: ignore[no-untyped-call]
-                if not stopping or ended.exitcode != 0:
+                # (killed by our SIGTERM before it installed its handlers: it had nothing to drain)
+                if not stopping.is_set() or ended.exitcode not in (0, -signal.SIGTERM):
                     log.error("%s exited with status %s; stopping the server", ended.name, ended.exitcode)
                     failed = True
                     stop()
