@@ -22,7 +22,6 @@ process (separate windows would each see 1/N of the traffic and take N times lon
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import threading
@@ -123,24 +122,24 @@ class DriftMonitor:
         self._cursor = storage[:_CURSOR_BYTES].view(np.int64)
         self._rows = storage[_CURSOR_BYTES:].view(np.float32).reshape(window, features)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._lock:
-            if self._file is None:
-                yield
-                return
-            fcntl.flock(self._file, fcntl.LOCK_EX)  # released by the kernel if this process dies
-            try:
-                yield
-            finally:
-                fcntl.flock(self._file, fcntl.LOCK_UN)
+    def __enter__(self) -> None:
+        """Hold the window: the thread lock, and the file lock of a shared window (released by the kernel
+        if this process dies holding it). Methods, not a generator context manager: this is per batch."""
+        self._lock.acquire()
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_EX)
+
+    def __exit__(self, *_: object) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+        self._lock.release()
 
     def observe(self, batch: npt.NDArray[np.float32]) -> None:
         """Add rows to the window, overwriting the oldest once it is full."""
         batch = batch[-self.window :]
         n = len(batch)
-        with self._locked():
-            start, filled = (int(v) for v in self._cursor)
+        with self:
+            start, filled = self._cursor.tolist()
             end = start + n
             if end <= self.window:
                 self._rows[start:end] = batch
@@ -148,12 +147,13 @@ class DriftMonitor:
                 split = self.window - start
                 self._rows[start:] = batch[:split]
                 self._rows[: n - split] = batch[split:]
-            self._cursor[:] = (end % self.window, min(self.window, filled + n))
+            self._cursor[0] = end % self.window
+            self._cursor[1] = min(self.window, filled + n)
 
     def scores(self) -> tuple[int, dict[str, float]]:
         """Samples in the window and each feature's PSI (all 0.0 while the window is empty)."""
-        with self._locked():
-            rows = self._rows[: int(self._cursor[1])].copy()
+        with self:
+            rows = self._rows[: self._cursor[1]].copy()
         if len(rows) == 0:
             return 0, dict.fromkeys(self.features, 0.0)
         return len(rows), {
