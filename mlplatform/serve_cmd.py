@@ -53,8 +53,11 @@ def serve(
         int, typer.Option(help="Connections held at once; beyond it, 503.")
     ] = _default("max_connections"),
     threads: Annotated[
-        int | None, typer.Option(help="ONNX Runtime threads (default: the CPU limit).")
+        int | None, typer.Option(help="ONNX Runtime threads per worker (default: CPU limit / workers).")
     ] = None,
+    workers: Annotated[
+        int, typer.Option(help="Server processes on the port; more than 1 pays off for cheap models.")
+    ] = _default("workers"),
     drift_threshold: Annotated[float, typer.Option(help="PSI above which a feature drifted.")] = _default(
         "drift_threshold"
     ),
@@ -70,7 +73,8 @@ def serve(
 ) -> None:
     """Serve a model version over HTTP with micro-batching, drift scores and Prometheus metrics."""
     # Here, not at the top: the CLI imports this module to register the command (see the docstring).
-    from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare, run
+    from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare
+    from workloads.inference.workers import run
 
     try:
         prepared = prepare(
@@ -85,6 +89,7 @@ def serve(
                 deadline_ms=deadline_ms,
                 max_connections=max_connections,
                 threads=threads,
+                workers=workers,
                 drift_threshold=drift_threshold,
                 drift_window=drift_window,
                 auth_token_file=auth_token_file,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 
 from workloads.inference.config import ENV_PREFIX, ServeConfig
-from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare, run
+from workloads.inference.server import BAD_INPUT_ERRORS, bad_input, prepare
+from workloads.inference.workers import run
 
 
 def main() -> int:

@@ -39,7 +39,9 @@ from workloads.inference.service import Service
 from workloads.inference.v2 import add_v2
 
 
-def create_app(service: Service, on_load_failure: Callable[[], None] | None = None) -> ApiGate:
+def create_app(
+    service: Service, on_load_failure: Callable[[], None] | None = None, *, load_first: bool = False
+) -> ApiGate:
     """The ASGI app around ``service``: the admission gate, then FastAPI; the model loads in the background
     once the app starts.
 
@@ -47,7 +49,7 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
     FastAPI's per-request layers (its error middleware and request telemetry included).
 
     ``on_load_failure`` lets the process runner exit when the model cannot load, instead of serving an
-    unready endpoint forever.
+    unready endpoint forever. ``load_first``: start serving only once the model is loaded (or failed).
     """
 
     def on_loaded(task: asyncio.Task[None]) -> None:
@@ -60,6 +62,8 @@ def create_app(service: Service, on_load_failure: Callable[[], None] | None = No
         service.batcher.start()
         loading = asyncio.create_task(service.load())
         loading.add_done_callback(on_loaded)
+        if load_first:
+            await asyncio.wait([loading])
         try:
             yield
         finally:

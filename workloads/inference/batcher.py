@@ -70,6 +70,7 @@ class MicroBatcher(Generic[In, Out]):
         max_queue: int = 1024,
         deadline_s: float | None = None,
         on_batch: Callable[[int], None] | None = None,
+        on_queue: Callable[[int], None] | None = None,
         pending: Callable[[], int] | None = None,
     ) -> None:
         if max_batch_size < 1 or max_wait_s < 0 or max_queue < 1:
@@ -80,6 +81,7 @@ class MicroBatcher(Generic[In, Out]):
         self.max_queue = max_queue
         self.deadline_s = deadline_s
         self._on_batch = on_batch
+        self._on_queue = on_queue
         self._pending = pending
         self._queue: collections.deque[_Queued[In, Out]] = collections.deque()
         self._queued_rows = 0
@@ -106,6 +108,7 @@ class MicroBatcher(Generic[In, Out]):
         stopped = BatcherStoppedError("server is shutting down")
         _fail([*self._running, *self._queue], stopped)
         self._queue.clear()
+        self._queue_changed()
         await asyncio.to_thread(self._executor.shutdown, wait=True)
 
     async def submit(self, item: In, rows: int = 1) -> tuple[Out, int]:
@@ -122,8 +125,14 @@ class MicroBatcher(Generic[In, Out]):
         entry = _Queued[In, Out](item, rows, loop.time(), loop.create_future())
         self._queue.append(entry)
         self._queued_rows += rows
+        self._queue_changed()
         self._maybe_dispatch()
         return await entry.future
+
+    def _queue_changed(self) -> None:
+        """Tell ``on_queue`` the new queue length (a gauge that must be current in every process)."""
+        if self._on_queue is not None:
+            self._on_queue(len(self._queue))
 
     def _alone(self) -> bool:
         """Nothing else received: a thread hop would only add latency, and there is nobody to batch with."""
@@ -171,6 +180,7 @@ class MicroBatcher(Generic[In, Out]):
             batch.append(entry)
             rows += entry.rows
         self._queued_rows -= rows
+        self._queue_changed()
         self._running = batch
         self._executor.submit(self._work, batch, rows)
 

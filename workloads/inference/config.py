@@ -32,7 +32,12 @@ class ServeConfig(BaseModel):
     )
     max_instances: int = Field(32, ge=1, description="rows one request may carry")
     max_body_bytes: int = Field(1 << 20, ge=1024, description="larger request bodies get 413")
-    threads: int | None = Field(None, ge=1, description="ONNX Runtime intra-op threads; default: CPU limit")
+    threads: int | None = Field(
+        None, ge=1, description="ONNX Runtime intra-op threads per worker; default: CPU limit / workers"
+    )
+    workers: int = Field(
+        1, ge=1, le=64, description="server processes sharing the port; more than 1 pays off for cheap models"
+    )
     drift_window: int = Field(1000, ge=10, description="input rows kept for drift scoring")
     drift_min_samples: int | None = Field(
         None, ge=1, description="rows the window needs before PSI is reported; default 500 or the window"

@@ -13,12 +13,20 @@ Measured on the digits model (64 features, 10-bin references), drawing in-distri
 held-out split (300 trials each, ``max PSI > 0.2`` counted as an alarm): 100 rows alarm 100% of the time,
 200 rows 68%, 300 rows 14%, 500 rows 0.7%, 1000 rows 0%. So no PSI is reported, exported or alerted on
 until the window holds ``min_samples`` rows (default 500, at most the window).
+
+With several worker processes the window is one, shared: a file (``create_shared_window``) that every
+worker maps, guarded by a file lock, holding the last ``window`` rows whichever worker served them. So
+``/v1/drift`` and the drift metrics say the same from any worker, and a window fills as fast as with one
+process (separate windows would each see 1/N of the traffic and take N times longer to mean anything).
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +39,19 @@ from workloads.artifacts import FeatureHistogram
 # Proportions are floored at this before the log, so an empty bin on either side scores a large but
 # finite shift instead of infinity.
 PSI_EPSILON = 1e-4
+DRIFT_WINDOW_FILE = "drift-window.bin"
+# A shared window file: the cursor (next row to write, rows filled) as two int64, then the rows.
+_CURSOR_BYTES = 16
+
+
+def _window_bytes(window: int, features: int) -> int:
+    return _CURSOR_BYTES + window * features * np.dtype(np.float32).itemsize
+
+
+def create_shared_window(path: Path, window: int, features: int) -> None:
+    """An empty window file for the workers to share (zeros: no rows yet)."""
+    with path.open("wb") as file:
+        file.truncate(_window_bytes(window, features))
 
 
 def psi(reference_counts: npt.ArrayLike, live_counts: npt.ArrayLike) -> float:
@@ -68,11 +89,18 @@ class DriftMonitor:
     """A rolling window of input rows scored against the training histograms.
 
     ``observe`` runs on the batch worker thread and ``scores`` on the event loop or a metrics scrape,
-    hence the lock; both are cheap (a copy into a ring buffer, one histogram per feature).
+    hence the lock (and, for a ``shared`` window, a lock on its file as well, across processes); both are
+    cheap (a copy into a ring buffer, one histogram per feature).
     """
 
     def __init__(
-        self, reference: Sequence[FeatureHistogram], *, window: int, threshold: float, min_samples: int = 1
+        self,
+        reference: Sequence[FeatureHistogram],
+        *,
+        window: int,
+        threshold: float,
+        min_samples: int = 1,
+        shared: Path | None = None,
     ) -> None:
         if window < 1 or not 1 <= min_samples <= window:
             raise ValueError("drift window must hold at least one row, and min_samples 1..window")
@@ -82,30 +110,50 @@ class DriftMonitor:
         self.window = window
         self._edges = [np.asarray(h.bin_edges, dtype=np.float64) for h in reference]
         self._ref_counts = [np.asarray(h.counts, dtype=np.int64) for h in reference]
-        self._rows = np.zeros((window, len(reference)), dtype=np.float32)
-        self._next = 0
-        self._filled = 0
         self._lock = threading.Lock()
+        self._file: int | None = None
+        features = len(reference)
+        if shared is None:
+            storage = np.zeros(_window_bytes(window, features), dtype=np.uint8)
+        else:
+            storage = np.memmap(shared, dtype=np.uint8, mode="r+", shape=(_window_bytes(window, features),))
+            self._file = os.open(shared, os.O_RDWR)
+        # [next row to write, rows filled], then the ring of rows: in the shared file when there is one.
+        self._cursor = storage[:_CURSOR_BYTES].view(np.int64)
+        self._rows = storage[_CURSOR_BYTES:].view(np.float32).reshape(window, features)
+
+    def __enter__(self) -> None:
+        """Hold the window: the thread lock, and the file lock of a shared window (released by the kernel
+        if this process dies holding it). Methods, not a generator context manager: this is per batch."""
+        self._lock.acquire()
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_EX)
+
+    def __exit__(self, *_: object) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+        self._lock.release()
 
     def observe(self, batch: npt.NDArray[np.float32]) -> None:
         """Add rows to the window, overwriting the oldest once it is full."""
         batch = batch[-self.window :]
         n = len(batch)
-        with self._lock:
-            end = self._next + n
+        with self:
+            start, filled = self._cursor.tolist()
+            end = start + n
             if end <= self.window:
-                self._rows[self._next : end] = batch
+                self._rows[start:end] = batch
             else:
-                split = self.window - self._next
-                self._rows[self._next :] = batch[:split]
+                split = self.window - start
+                self._rows[start:] = batch[:split]
                 self._rows[: n - split] = batch[split:]
-            self._next = end % self.window
-            self._filled = min(self.window, self._filled + n)
+            self._cursor[0] = end % self.window
+            self._cursor[1] = min(self.window, filled + n)
 
     def scores(self) -> tuple[int, dict[str, float]]:
         """Samples in the window and each feature's PSI (all 0.0 while the window is empty)."""
-        with self._lock:
-            rows = self._rows[: self._filled].copy()
+        with self:
+            rows = self._rows[: self._cursor[1]].copy()
         if len(rows) == 0:
             return 0, dict.fromkeys(self.features, 0.0)
         return len(rows), {

@@ -76,6 +76,9 @@ class InferenceServiceSpec:
     cpu_limit: str = "2"
     memory_request: str = "2Gi"
     memory_limit: str = "2Gi"
+    # Server processes per pod (``SERVE_WORKERS``): 1 unless the model is cheaper than its HTTP
+    # handling; each gets a whole CPU of the request, ONNX Runtime the request divided between them.
+    workers: int = 1
     port: int = 8080
     auth_secret: str | None = None
     tls_secret: str | None = None
@@ -129,6 +132,10 @@ def _problems(spec: InferenceServiceSpec) -> list[str]:
         problems.append("CPU and memory requests must equal their limits (Guaranteed QoS)")
     if _cpus(spec.cpu_request) is None:
         problems.append(f"cpu_request {spec.cpu_request!r} is not a CPU quantity such as '2' or '1500m'")
+    elif not 1 <= spec.workers <= _whole_cpus(spec):
+        problems.append(
+            f"workers must be 1..{_whole_cpus(spec)}, one per whole CPU of cpu_request {spec.cpu_request!r}"
+        )
     if spec.run_as_user < 10000:
         problems.append("run_as_user must be >= 10000 (clear of host users)")
     if spec.drift_threshold <= 0 or not 1 <= spec.target_cpu_utilization <= 100:
@@ -188,10 +195,15 @@ def _cpus(quantity: str) -> float | None:
     return cpus if cpus > 0 else None
 
 
-def ort_threads(spec: InferenceServiceSpec) -> int:
-    """ONNX Runtime's intra-op threads: the whole CPUs requested, at least one (a thread beyond the quota
-    only gets throttled; the server would read the same from the cgroup, this makes it explicit)."""
+def _whole_cpus(spec: InferenceServiceSpec) -> int:
     return max(1, int(_cpus(spec.cpu_request) or 1))
+
+
+def ort_threads(spec: InferenceServiceSpec) -> int:
+    """ONNX Runtime's intra-op threads per worker: the whole CPUs requested shared between the workers,
+    at least one (a thread beyond the quota only gets throttled; the server would read the same from the
+    cgroup, this makes it explicit)."""
+    return max(1, _whole_cpus(spec) // spec.workers)
 
 
 def _metadata(spec: InferenceServiceSpec, name: str, **extra: Any) -> Object:
@@ -210,6 +222,7 @@ def _env(spec: InferenceServiceSpec, version: str) -> list[Object]:
         "drain_timeout_s": DRAIN_TIMEOUT_S,
         "shutdown_timeout_s": SHUTDOWN_TIMEOUT_S,
         "threads": ort_threads(spec),
+        "workers": spec.workers,
     }
     if spec.auth_secret is not None:
         settings["auth_token_file"] = SECRETS_DIR / "auth" / "token"

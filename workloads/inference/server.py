@@ -4,8 +4,9 @@ Why FastAPI on uvicorn: the service's work is one model run per batch on a worke
 layer must do is accept many concurrent requests cheaply on one event loop and let them wait for the
 batch without a thread each. FastAPI (Starlette) on uvicorn does that, with pydantic validation and
 Prometheus in reach, and it is what the naive baseline uses too, so the benchmark measures batching
-rather than a change of framework. One worker process per pod: a second would load a second copy of
-the model and split the batches; scale with replicas instead (the HPA).
+rather than a change of framework. One process per pod by default: a second would load a second copy
+of the model and split the batches; for a model cheaper than its HTTP handling, ``workers.py`` runs
+several on the same port.
 
 SIGTERM does not stop uvicorn at once: readiness turns false, new requests get 503, and only when the
 admitted ones have finished does uvicorn's own shutdown begin (close listeners, close idle connections,
@@ -22,6 +23,7 @@ import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -134,12 +136,16 @@ def bind(config: ServeConfig) -> socket.socket:
     return sock
 
 
-def load_service(config: ServeConfig) -> Service:
+def load_service(config: ServeConfig, shared: Path | None = None) -> Service:
     """The model verified and the token read; raises ``ArtifactError`` (missing directory, bad hashes) or
-    ``ValueError`` / ``OSError`` (an empty or unreadable token file), each with a one-line message."""
+    ``ValueError`` / ``OSError`` (an empty or unreadable token file), each with a one-line message.
+
+    ONNX Runtime's threads: the CPU limit split between the workers, unless set. ``shared``: see
+    ``Service``."""
     artifact = load_artifact(config.model_dir)
     token = TokenFile(config.auth_token_file) if config.auth_token_file is not None else None
-    return Service(config, artifact, threads=config.threads or available_cpus(), token=token)
+    threads = config.threads or max(1, available_cpus() // config.workers)
+    return Service(config, artifact, threads=threads, token=token, shared=shared)
 
 
 def prepare(config: ServeConfig) -> Prepared:
@@ -269,8 +275,8 @@ def bad_input(exc: Exception, field_name: Callable[[str], str]) -> list[str]:
     return lines
 
 
-def run(prepared: Prepared) -> int:
-    """Serve until drained; 0 after a clean drain, 1 if the model failed to load.
+def serve(prepared: Prepared) -> int:
+    """Serve in this process until drained; 0 after a clean drain, 1 if the model failed to load.
 
     uvloop and httptools rather than asyncio and the pure-Python h11 parser: profiled, they were a large
     share of a cheap model's per-request cost.
@@ -283,7 +289,9 @@ def run(prepared: Prepared) -> int:
         server.load_failed()
 
     uv_config = uvicorn.Config(
-        create_app(service, on_load_failure=load_failed),
+        # A worker beside others accepts only once its model is ready: the socket is shared, and a
+        # connection it took while loading would get 503 while the other workers could serve it.
+        create_app(service, on_load_failure=load_failed, load_first=service.shared is not None),
         loop="uvloop",
         http=guarded_protocol(service),
         ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +19,7 @@ import numpy.typing as npt
 from workloads.inference.auth import TokenFile
 from workloads.inference.batcher import MicroBatcher
 from workloads.inference.config import ServeConfig
-from workloads.inference.drift import DriftMonitor
+from workloads.inference.drift import DRIFT_WINDOW_FILE, DriftMonitor
 from workloads.inference.metrics import Metrics
 from workloads.inference.model import ModelArtifact, OnnxModel, Rows
 
@@ -35,18 +36,35 @@ class Prediction:
 
 class Service:
     def __init__(
-        self, config: ServeConfig, artifact: ModelArtifact, *, threads: int, token: TokenFile | None
+        self,
+        config: ServeConfig,
+        artifact: ModelArtifact,
+        *,
+        threads: int,
+        token: TokenFile | None,
+        shared: Path | None = None,
     ) -> None:
+        """``shared``: the directory this process shares with the other workers (``workers.py``), where
+        the metrics and the drift window live; None for a server alone in its pod."""
         self.config = config
         self.artifact = artifact
         self.threads = threads
         self.token = token
+        self.shared = shared
         meta = artifact.metadata
         self.drift = DriftMonitor(
             meta.reference_histograms,
             window=config.drift_window,
             threshold=config.drift_threshold,
             min_samples=config.drift_min_rows,
+            shared=shared / DRIFT_WINDOW_FILE if shared is not None else None,
+        )
+        self.metrics = Metrics(
+            model=meta.name,
+            version=meta.version,
+            max_batch_size=config.max_batch_size,
+            drift=self.drift,
+            multiprocess=shared is not None,
         )
         self.batcher: MicroBatcher[Rows, Scores] = MicroBatcher(
             self._run_batch,
@@ -55,17 +73,10 @@ class Service:
             max_queue=config.max_queue,
             deadline_s=config.deadline_ms / 1000,
             on_batch=self._observe_batch,
+            on_queue=self.metrics.queue_depth.set,
             # Requests received and not yet answered: while more of them exist than the queue holds,
             # some are still being read and worth waiting for; otherwise the batch goes at once.
             pending=lambda: self.received,
-        )
-        self.metrics = Metrics(
-            model=meta.name,
-            version=meta.version,
-            max_batch_size=config.max_batch_size,
-            drift=self.drift,
-            queue_depth=lambda: self.batcher.queued,
-            in_flight=lambda: self.in_flight,
         )
         self.model: OnnxModel | None = None
         self.failure: str | None = None
@@ -133,10 +144,12 @@ class Service:
 
     def enter(self) -> None:
         self.in_flight += 1
+        self.metrics.in_flight.inc()
         self._idle.clear()
 
     def leave(self) -> None:
         self.in_flight -= 1
+        self.metrics.in_flight.dec()
         if self.in_flight == 0:
             self._idle.set()
 

@@ -7,6 +7,7 @@ import socket
 import ssl
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,12 +69,38 @@ def wait_ready(server: Server, deadline_s: float = 30) -> None:
     raise AssertionError(f"server not ready in {deadline_s}s:\n{server.logs()}")
 
 
-def metric_samples(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def metric_samples(
+    server: Server, headers: dict[str, str] | None = None
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample on /metrics, keyed by name and sorted labels."""
-    with server.client() as client:
+    with server.client(headers) as client:
         text = client.get("/metrics").text
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
+
+
+async def client_loop(client: httpx.AsyncClient, row: list[float], outcomes: Counter[str]) -> None:
+    """Send requests back to back until the server turns this client away.
+
+    A 503 while draining is a refusal the client acts on as a load balancer would (go elsewhere: stop
+    here); a refused connection means the listener is closed. Anything else that is not a 200 (a reset,
+    an empty reply, a 5xx) would be an accepted request the server lost, and fails the test.
+    """
+    while True:
+        try:
+            response = await client.post("/v1/predict", json={"instances": [row]})
+        except httpx.ConnectError:
+            outcomes["refused: connection"] += 1
+            return
+        except httpx.TransportError as exc:
+            outcomes[f"lost: {type(exc).__name__}"] += 1
+            return
+        if response.status_code == 200:
+            outcomes["completed"] += 1
+            continue
+        draining = response.status_code == 503 and response.json()["error"] == "draining"
+        outcomes["refused: 503 draining" if draining else f"lost: HTTP {response.status_code}"] += 1
+        return

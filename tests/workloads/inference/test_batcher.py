@@ -178,3 +178,15 @@ async def test_requests_that_would_miss_the_deadline_are_shed_at_once() -> None:
     assert time.perf_counter() - started < 0.05
     assert [r for r, _ in await asyncio.gather(first, second)] == [2, 4]
     await batcher.stop()
+
+
+async def test_on_queue_follows_the_queue_length_as_it_fills_and_empties() -> None:
+    """What the queue-depth gauge is set from: with several workers it cannot be read at scrape time."""
+    lengths: list[int] = []
+    batcher = MicroBatcher(Recorder(), max_batch_size=4, max_wait_s=0.05, on_queue=lengths.append)
+    batcher.start()
+    await asyncio.gather(*(batcher.submit(i) for i in range(6)))
+    await batcher.stop()
+    # Four queue, a full batch takes them at once; two more queue behind it and go when it ends; stop()
+    # reports the (already empty) queue once more.
+    assert lengths == [1, 2, 3, 4, 0, 1, 2, 0, 0]

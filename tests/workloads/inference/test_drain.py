@@ -21,33 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from workloads.training.tasks import Split
 
-from .serving import Launch, Server
+from .serving import Launch, Server, client_loop
 
 CLIENTS = 16
-
-
-async def client_loop(client: httpx.AsyncClient, row: list[float], outcomes: Counter[str]) -> None:
-    """Send requests back to back until the server turns this client away.
-
-    A 503 while draining is a refusal the client acts on as a load balancer would (go elsewhere: stop
-    here); a refused connection means the listener is closed. Anything else that is not a 200 (a reset,
-    an empty reply, a 5xx) would be an accepted request the server lost, and fails the test.
-    """
-    while True:
-        try:
-            response = await client.post("/v1/predict", json={"instances": [row]})
-        except httpx.ConnectError:
-            outcomes["refused: connection"] += 1
-            return
-        except httpx.TransportError as exc:
-            outcomes[f"lost: {type(exc).__name__}"] += 1
-            return
-        if response.status_code == 200:
-            outcomes["completed"] += 1
-            continue
-        draining = response.status_code == 503 and response.json()["error"] == "draining"
-        outcomes["refused: 503 draining" if draining else f"lost: HTTP {response.status_code}"] += 1
-        return
 
 
 async def start_upload(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from workloads.artifacts import FeatureHistogram, load_metadata
-from workloads.inference.drift import DriftMonitor, bin_counts, psi
+from workloads.inference.drift import DriftMonitor, bin_counts, create_shared_window, psi
 from workloads.training.tasks import Split
 
 
@@ -42,6 +42,20 @@ def test_the_window_keeps_only_the_latest_rows() -> None:
     assert monitor.scores()[1]["x"] == pytest.approx(0.0)
     monitor.observe(rows(*[1.5] * 10))  # more rows than the window: only the last four count
     assert monitor.report("m", "1").drifted == ["x"]
+
+
+def test_workers_sharing_a_window_file_see_one_window(tmp_path: Path) -> None:
+    """Two monitors on one file (as two worker processes map it): rows either observes fill one ring."""
+    reference = [FeatureHistogram(feature="x", bin_edges=[0.0, 1.0, 2.0], counts=[50, 50])]
+    shared = tmp_path / "window"
+    create_shared_window(shared, window=4, features=1)
+    first, second = (DriftMonitor(reference, window=4, threshold=0.2, shared=shared) for _ in range(2))
+    first.observe(np.full((3, 1), 0.5, dtype=np.float32))
+    second.observe(np.full((3, 1), 1.5, dtype=np.float32))  # wraps over the first's oldest rows
+    for monitor in (first, second):
+        samples, scores = monitor.scores()
+        assert samples == 4
+        assert scores["x"] == pytest.approx(psi([50, 50], [1, 3]))
 
 
 def test_held_out_inputs_stay_under_the_threshold_and_shifted_ones_cross_it(

@@ -142,6 +142,8 @@ def test_network_policy_admits_the_service_port_only_and_no_egress() -> None:
         ({"cpu_request": "1"}, "Guaranteed QoS"),
         ({"memory_request": "1Gi"}, "Guaranteed QoS"),
         ({"cpu_request": "two", "cpu_limit": "two"}, "not a CPU quantity"),
+        ({"workers": 3}, r"workers must be 1\.\.2, one per whole CPU"),
+        ({"workers": 2, "cpu_request": "1500m", "cpu_limit": "1500m"}, r"workers must be 1\.\.1"),
     ],
 )
 def test_bad_specs_are_refused_with_the_reason(changes: dict[str, Any], problem: str) -> None:
@@ -171,6 +173,19 @@ def test_guaranteed_qos_and_onnx_runtime_threads_from_the_request() -> None:
         assert resources["requests"] == resources["limits"] == {"cpu": cpu, "memory": "2Gi"}
         env = {e["name"]: e["value"] for e in container["env"]}
         assert env["SERVE_THREADS"] == str(threads)
+        assert env["SERVE_WORKERS"] == "1"
+
+
+def test_workers_split_the_cpu_request() -> None:
+    """N worker processes each get an equal share of the request's whole CPUs for ONNX Runtime, so
+    workers x threads never exceeds the CPU limit the CFS quota enforces."""
+    for cpu, workers, threads in (("4", 4, 1), ("4", 2, 2), ("3", 2, 1)):
+        spec = make_spec(cpu_request=cpu, cpu_limit=cpu, workers=workers)
+        container = by_kind(inference_objects(spec), "Deployment")[0]["spec"]["template"]["spec"][
+            "containers"
+        ][0]
+        config = ServeConfig.from_env({e["name"]: e["value"] for e in container["env"]})
+        assert (config.workers, config.threads) == (workers, threads)
 
 
 def test_drain_and_shutdown_fit_in_the_grace_period() -> None:
