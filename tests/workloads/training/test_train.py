@@ -168,7 +168,13 @@ def _wait_for_checkpoint(
 
 
 def test_sigkilled_worker_restarts_and_resumes_from_checkpoint(tmp_path: Path) -> None:
-    """Kill rank 1 with SIGKILL mid-run: torchrun restarts the group, which resumes from a checkpoint."""
+    """Kill rank 1 with SIGKILL mid-run: torchrun restarts the group, which resumes from a checkpoint.
+
+    Every restart must resume (none starts over), the first from the checkpoint seen before the kill or a
+    later one. torchrun restarts the group on any worker failure, so on a loaded machine a restart we did
+    not cause can follow (CI saw two resumes once; 24 stressed runs here saw one each); what torchrun said
+    about each failure is in the assertion messages, so such a run explains itself.
+    """
     args = ["--nproc", "2", "--max-restarts", "2", "--epochs", "12", "--batch-size", "32"]
     cmd = mlplatform_train(tmp_path, *args, "--checkpoint-every", "10", "--model-version", "1")
     stdout = tmp_path / "stdout.log"
@@ -183,14 +189,17 @@ def test_sigkilled_worker_restarts_and_resumes_from_checkpoint(tmp_path: Path) -
         finally:
             proc.kill()
     assert proc.returncode == 0, stderr[-3000:]
+    failures = "\n".join(line for line in stderr.splitlines() if "exitcode" in line or "FAILED" in line)
     log = events(stdout.read_text())
-    (resumed,) = named(log, "resumed")
+    resumes = [event["step"] for event in named(log, "resumed")]
     (written,) = named(log, "model_written")
     final_step = written["metrics"]["steps"]
-    print(f"killed at >= step {seen}; resumed from step {resumed['step']}; finished at {final_step}")
-    assert len(named(log, "start")) == 2, "torchrun restarted the worker group once"
-    assert 20 <= resumed["step"] < final_step
-    assert written["metrics"]["resumed_from_step"] == resumed["step"]
+    print(f"killed at >= step {seen}; resumed from steps {resumes}; finished at {final_step}")
+    assert len(named(log, "start")) == len(resumes) + 1, f"a restart started over:\n{failures}"
+    assert resumes, "torchrun did not restart the group after the kill"
+    assert seen <= resumes[0], f"the restart after the kill resumed from step {resumes[0]}, before {seen}"
+    assert resumes == sorted(resumes) and resumes[-1] < final_step, failures
+    assert written["metrics"]["resumed_from_step"] == resumes[-1]
     checkpoints = tmp_path / "checkpoints" / "digits" / "1"
     assert all(load_checkpoint(path) for _, path in list_checkpoints(checkpoints))
     assert not list(checkpoints.glob(".*")), "no partial checkpoint left behind"
