@@ -13,6 +13,7 @@ published; the test split is scored once, at the end, for the reported metric on
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import math
@@ -369,16 +370,29 @@ def run(config: TrainConfig) -> None:
         # Same initial weights everywhere (seeded above, and DDP broadcasts rank 0's); from here each
         # rank draws its own stream (dropout), restored per rank on resume.
         torch.manual_seed(config.seed + ctx.rank)
-        trainer = Trainer(config, ctx, split, model)
-        metrics = trainer.train()
-        if ctx.is_main:
-            # Only rank 0 needs the exporter (onnx, onnxscript, onnxruntime): other ranks skip the imports.
-            from workloads.training.export import write_model_version
-
-            x_test = torch.from_numpy(split.x_test).to(ctx.device)
-            y_test = torch.from_numpy(split.y_test).to(ctx.device)
-            metrics |= held_out_metrics(loss_sums(trainer.model, x_test, y_test, config.batch_size), "test")
-            written = write_model_version(config, split, trainer.model, metrics, ctx.world_size)
-            logs.log_event("model_written", path=str(config.version_dir), metrics=written.metrics)
+        _train_and_publish(config, ctx, split, model)
+        # The DDP wrapper holds the process group: collected now, its gloo threads stop while the
+        # interpreter is whole. Left to the interpreter's teardown, a rank that finished first could abort
+        # there ("terminate called without an active exception", SIGABRT), and torchrun would restart a
+        # finished group. Then every rank leaves together, once rank 0 has published the model: a worker
+        # (a pod) exits 0 only when the run's model exists.
+        gc.collect()
+        dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+def _train_and_publish(config: TrainConfig, ctx: DistContext, split: Split, model: Classifier) -> None:
+    """Train on every rank; rank 0 then evaluates the best epoch's weights on the test split and writes
+    the model version. The trainer (and its DDP wrapper) is released on return."""
+    trainer = Trainer(config, ctx, split, model)
+    metrics = trainer.train()
+    if ctx.is_main:
+        # Only rank 0 needs the exporter (onnx, onnxscript, onnxruntime): other ranks skip the imports.
+        from workloads.training.export import write_model_version
+
+        x_test = torch.from_numpy(split.x_test).to(ctx.device)
+        y_test = torch.from_numpy(split.y_test).to(ctx.device)
+        metrics |= held_out_metrics(loss_sums(trainer.model, x_test, y_test, config.batch_size), "test")
+        written = write_model_version(config, split, trainer.model, metrics, ctx.world_size)
+        logs.log_event("model_written", path=str(config.version_dir), metrics=written.metrics)

@@ -49,7 +49,9 @@ def _spec(output: Path) -> TrainingJobSpec:
         output_volume={"emptyDir": {}},
         output_mount_path=str(output),
         nodes=2,
-        epochs=3,
+        # Long enough (240 steps) that the kill after the first checkpoint (step 10) lands mid-run even when
+        # the two workers starve this test's polling of both cores: CI once saw 3 epochs end before it.
+        epochs=12,
         max_restarts=1,
         trainer_args=("--batch-size=32", "--checkpoint-every=10"),
     )

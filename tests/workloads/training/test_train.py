@@ -168,12 +168,11 @@ def _wait_for_checkpoint(
 
 
 def test_sigkilled_worker_restarts_and_resumes_from_checkpoint(tmp_path: Path) -> None:
-    """Kill rank 1 with SIGKILL mid-run: torchrun restarts the group, which resumes from a checkpoint.
+    """Kill rank 1 with SIGKILL mid-run: torchrun restarts the group once, which resumes from a checkpoint.
 
-    Every restart must resume (none starts over), the first from the checkpoint seen before the kill or a
-    later one. torchrun restarts the group on any worker failure, so on a loaded machine a restart we did
-    not cause can follow (CI saw two resumes once; 24 stressed runs here saw one each); what torchrun said
-    about each failure is in the assertion messages, so such a run explains itself.
+    Exactly one restart: any other failure restarts a group too. This test caught one (a rank that
+    finished first aborting in the interpreter's teardown, train.run); what torchrun said about each
+    failure is in the assertion messages, so such a run explains itself.
     """
     args = ["--nproc", "2", "--max-restarts", "2", "--epochs", "12", "--batch-size", "32"]
     cmd = mlplatform_train(tmp_path, *args, "--checkpoint-every", "10", "--model-version", "1")
@@ -195,11 +194,9 @@ def test_sigkilled_worker_restarts_and_resumes_from_checkpoint(tmp_path: Path) -
     (written,) = named(log, "model_written")
     final_step = written["metrics"]["steps"]
     print(f"killed at >= step {seen}; resumed from steps {resumes}; finished at {final_step}")
-    assert len(named(log, "start")) == len(resumes) + 1, f"a restart started over:\n{failures}"
-    assert resumes, "torchrun did not restart the group after the kill"
-    assert seen <= resumes[0], f"the restart after the kill resumed from step {resumes[0]}, before {seen}"
-    assert resumes == sorted(resumes) and resumes[-1] < final_step, failures
-    assert written["metrics"]["resumed_from_step"] == resumes[-1]
+    assert len(named(log, "start")) == 2 and len(resumes) == 1, f"one restart, one resume:\n{failures}"
+    assert seen <= resumes[0] < final_step, f"resumed from step {resumes[0]}, killed at >= {seen}"
+    assert written["metrics"]["resumed_from_step"] == resumes[0]
     checkpoints = tmp_path / "checkpoints" / "digits" / "1"
     assert all(load_checkpoint(path) for _, path in list_checkpoints(checkpoints))
     assert not list(checkpoints.glob(".*")), "no partial checkpoint left behind"
