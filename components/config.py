@@ -29,6 +29,9 @@ from workloads.training.hooks import HOOK_PATTERN
 from workloads.training.k8s import MAX_JOB_NAME
 
 PROJECT = "ml-platform"
+# The tag naming a resource's role where the policy pack's exception contract depends on it
+# (policies/mlplatform_policies/settings.py): an S3 access-log bucket, a registry's creation-key vault.
+ROLE_TAG = "ml-platform.io/role"
 PLATFORM_KEY = f"{PROJECT}:platform"
 REGION_KEYS: dict[Cloud, str] = {Cloud.AWS: "aws:region", Cloud.AZURE: "azure-native:location"}
 

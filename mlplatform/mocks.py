@@ -119,8 +119,20 @@ _AWS_EXTRA: dict[str, Callable[[str, str, dict[str, Any]], dict[str, Any]]] = {
 }
 
 
+# The input that names the resource in Azure, where it is not ``resourceName``: what ARM reads back as
+# ``name`` (a resource group's own name, a registry's).
+_AZURE_NAME_INPUT = {
+    "azure-native:resources:ResourceGroup": "resourceGroupName",
+    "azure-native:containerregistry:Registry": "registryName",
+}
+
+
 def _azure_outputs(token: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    physical = inputs.get("resourceName") or inputs.get("name") or f"{name}{_short_hash(token, name)}"
+    physical = (
+        inputs.get(_AZURE_NAME_INPUT.get(token, "resourceName"))
+        or inputs.get("name")
+        or f"{name}{_short_hash(token, name)}"
+    )
     group = inputs.get("resourceGroupName", "mock-rg")
     provider_type = token.split(":")[1]
     outputs: dict[str, Any] = {
@@ -128,14 +140,11 @@ def _azure_outputs(token: str, name: str, inputs: dict[str, Any]) -> dict[str, A
         "azureApiVersion": "mock",
         "id": f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{group}/providers/{provider_type}/{physical}",
     }
+    if token == "azure-native:resources:ResourceGroup":
+        outputs["id"] = f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{physical}"
     identity = inputs.get("identity")
-    if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
-        # azure-native v3 takes user-assigned identities as a list of ids and reads them back as a map.
-        assigned = {
-            i: {"principalId": f"{_short_hash(i)}-0000-0000-0000-000000000000"}
-            for i in identity["userAssignedIdentities"]
-        }
-        outputs["identity"] = {**identity, "userAssignedIdentities": assigned}
+    if isinstance(identity, dict):
+        outputs["identity"] = _identity(physical, identity)
     extra = _AZURE_EXTRA.get(token)
     if extra is not None:
         outputs.update(extra(physical, inputs))
@@ -169,14 +178,22 @@ _AZURE_EXTRA: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
     "azure-native:storage:StorageAccount": lambda p, i: {
         "primaryEndpoints": {"blob": f"https://{p}.blob.core.windows.net/"}
     },
-    "azure-native:compute:DiskEncryptionSet": lambda p, i: {
-        "identity": {
-            **i.get("identity", {}),
-            "principalId": f"{_short_hash(p, 'principal')}-0000-0000-0000-000000000000",
-            "tenantId": TENANT_ID,
-        },
-    },
 }
+
+
+def _identity(physical: str, identity: dict[str, Any]) -> dict[str, Any]:
+    """A managed identity block as ARM reads it back: a system-assigned identity gains its principal and
+    tenant; user-assigned identities (sent as a list of ids by azure-native v3) come back as a map."""
+    read = dict(identity)
+    if "SystemAssigned" in str(identity.get("type", "")):
+        read["principalId"] = f"{_short_hash(physical, 'principal')}-0000-0000-0000-000000000000"
+        read["tenantId"] = TENANT_ID
+    assigned = identity.get("userAssignedIdentities")
+    if isinstance(assigned, list):
+        read["userAssignedIdentities"] = {
+            i: {"principalId": f"{_short_hash(i)}-0000-0000-0000-000000000000"} for i in assigned
+        }
+    return read
 
 
 def _key_vault_key(inputs: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pulumi_aws import s3
 
 from components.aws.account import AwsAccount
 from components.aws.iam import policy_document
+from components.config import ROLE_TAG
 
 # Object key prefixes, shared by the IRSA policies: training reads datasets and writes models and
 # checkpoints; inference reads models (model artifact contract, DESIGN.md).
@@ -25,8 +26,7 @@ MODELS_PREFIX = "models/"
 CHECKPOINTS_PREFIX = "checkpoints/"
 ACCESS_LOG_PREFIX = "s3-access/"
 # The policy pack's exception contract (policies/mlplatform_policies/settings.py): a bucket with this
-# role may use SSE-S3 instead of SSE-KMS.
-ROLE_TAG = "ml-platform.io/role"
+# role (ROLE_TAG) may use SSE-S3 instead of SSE-KMS.
 ACCESS_LOGS_ROLE = "access-logs"
 
 

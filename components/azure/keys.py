@@ -5,7 +5,9 @@ registry key does not take the cluster's disks down with it. The vault authorise
 access policies), keeps deleted keys recoverable (soft delete + purge protection, both required for
 customer-managed keys on Disks and Storage) and refuses the internet: enterprise vaults disable public
 access altogether; SMB vaults deny by default and let the allow-list through. Services reach their keys
-through the trusted-services bypass, which holds in both modes (Key Vault ``publicNetworkAccess`` docs).
+through the trusted-services bypass, which holds in both modes (Key Vault ``publicNetworkAccess`` docs),
+with one exception: a registry being created, whose key needs a vault outside the firewall for minutes
+(``RegistryCreationKey``).
 
 Purge protection keeps a deleted vault's name taken for the retention period (90 days here): a
 destroyed dev stack could not be created again under the same name. Unprotected stacks therefore add a
@@ -26,7 +28,7 @@ from pulumi_azure_native import compute, keyvault
 from components.azure import naming
 from components.azure.roles import BuiltInRole, assign_role
 from components.azure.scope import AzureScope
-from components.config import DataClassification
+from components.config import ROLE_TAG, DataClassification
 
 
 class KeyPurpose(StrEnum):
@@ -71,20 +73,74 @@ class KeysArgs:
     scope: AzureScope
 
 
+def _vault_properties(scope: AzureScope, sku: str, network: dict[str, Any]) -> dict[str, Any]:
+    """RBAC, soft delete and purge protection, as every vault here has them; ``network`` decides reach."""
+    return {
+        "tenant_id": scope.deployer.tenant_id,
+        "sku": {"family": "A", "name": sku},
+        "enable_rbac_authorization": True,
+        "enable_soft_delete": True,
+        "soft_delete_retention_in_days": _SOFT_DELETE_DAYS,
+        "enable_purge_protection": True,
+        **network,
+    }
+
+
+def _unique_part(name: str, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """Random characters kept in state: stable across updates, new for a stack created again."""
+    unique = pulumi_random.RandomString(
+        f"{name}-unique",
+        length=naming.KEY_VAULT_UNIQUE_LENGTH,
+        special=False,
+        upper=False,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    result: pulumi.Output[str] = unique.result
+    return result
+
+
+def _rsa_key(
+    name: str, scope: AzureScope, parent: pulumi.Resource, vault: keyvault.Vault, key_name: str, kty: str
+) -> KeyRef:
+    key = keyvault.Key(
+        name,
+        resource_group_name=scope.resource_group_name,
+        vault_name=vault.name,
+        key_name=key_name,
+        properties={"kty": kty, "key_size": _KEY_SIZE, "rotation_policy": _ROTATION_POLICY},
+        tags=scope.tags,
+        opts=scope.opts(parent, data=True),
+    )
+    return KeyRef(
+        vault_uri=vault.properties.apply(lambda p: p.vault_uri),
+        name=key_name,
+        key_uri=key.key_uri,
+        key_uri_with_version=key.key_uri_with_version,
+        key_id=key.id,
+    )
+
+
+def _protection(scope: AzureScope) -> tuple[str, str]:
+    return _PROTECTION[scope.config.data_classification is DataClassification.RESTRICTED]
+
+
 class AzureKeys(pulumi.ComponentResource):
     def __init__(self, name: str, args: KeysArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:azure:Keys", name, None, opts)
         self._scope = scope = args.scope
-        sku, self._key_type = _PROTECTION[scope.config.data_classification is DataClassification.RESTRICTED]
+        sku, kty = _protection(scope)
         self.vault_name = self._vault_name(name)
         self.vault = keyvault.Vault(
             f"{name}-vault",
             vault_name=self.vault_name,
-            properties=self._vault_properties(sku),
+            properties=_vault_properties(scope, sku, self._firewall()),
             **scope.placed,
             opts=scope.opts(self, data=True),
         )
-        self.keys: dict[KeyPurpose, KeyRef] = {purpose: self._key(name, purpose) for purpose in KeyPurpose}
+        self.keys: dict[KeyPurpose, KeyRef] = {
+            purpose: _rsa_key(f"{name}-{purpose.value}", scope, self, self.vault, f"{purpose.value}-cmk", kty)
+            for purpose in KeyPurpose
+        }
         self.disk_encryption_set_id, self.disk_grant = self._disk_encryption_set(
             name, self.keys[KeyPurpose.DISKS]
         )
@@ -94,24 +150,12 @@ class AzureKeys(pulumi.ComponentResource):
         scope = self._scope
         if scope.config.is_protected:
             return naming.key_vault_name(scope.name_suffix)
-        unique = pulumi_random.RandomString(
-            f"{name}-vault-unique",
-            length=naming.KEY_VAULT_UNIQUE_LENGTH,
-            special=False,
-            upper=False,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        return unique.result.apply(lambda part: naming.key_vault_name(scope.name_suffix, part))
+        unique = _unique_part(f"{name}-vault", self)
+        return unique.apply(lambda part: naming.key_vault_name(scope.name_suffix, part))
 
-    def _vault_properties(self, sku: str) -> dict[str, Any]:
+    def _firewall(self) -> dict[str, Any]:
         scope = self._scope
         return {
-            "tenant_id": scope.deployer.tenant_id,
-            "sku": {"family": "A", "name": sku},
-            "enable_rbac_authorization": True,
-            "enable_soft_delete": True,
-            "soft_delete_retention_in_days": _SOFT_DELETE_DAYS,
-            "enable_purge_protection": True,
             "public_network_access": "Enabled" if scope.public_endpoints else "Disabled",
             "network_acls": {
                 "default_action": "Deny",
@@ -119,27 +163,6 @@ class AzureKeys(pulumi.ComponentResource):
                 "ip_rules": [{"value": cidr} for cidr in scope.allow_list],
             },
         }
-
-    def _key(self, name: str, purpose: KeyPurpose) -> KeyRef:
-        scope = self._scope
-        key_name = f"{purpose.value}-cmk"
-        key = keyvault.Key(
-            f"{name}-{purpose.value}",
-            resource_group_name=scope.resource_group_name,
-            vault_name=self.vault.name,
-            key_name=key_name,
-            properties={"kty": self._key_type, "key_size": _KEY_SIZE, "rotation_policy": _ROTATION_POLICY},
-            tags=scope.tags,
-            opts=scope.opts(self, data=True),
-        )
-        vault_uri = self.vault.properties.apply(lambda p: p.vault_uri)
-        return KeyRef(
-            vault_uri=vault_uri,
-            name=key_name,
-            key_uri=key.key_uri,
-            key_uri_with_version=key.key_uri_with_version,
-            key_id=key.id,
-        )
 
     def _disk_encryption_set(self, name: str, key: KeyRef) -> tuple[pulumi.Output[str], pulumi.Resource]:
         """The set AKS encrypts node OS disks (and disk-backed volumes) with.
@@ -171,3 +194,46 @@ class AzureKeys(pulumi.ComponentResource):
         )
         encryption_set_id: pulumi.Output[str] = encryption_set.id
         return encryption_set_id, grant
+
+
+# The role a vault that exists only for a registry's creation carries (``ml-platform.io/role`` tag): the
+# policy pack lets such a vault, and no other, stay reachable in an enterprise stack (exposure.py).
+REGISTRY_CREATION_ROLE = "registry-creation-key"
+
+
+class RegistryCreationKey(pulumi.ComponentResource):
+    """A key in a vault outside the firewall, for the one moment ACR needs it: its own creation.
+
+    ACR takes a customer-managed key only at creation, and then only through a user-assigned identity,
+    which the Key Vault firewall refuses: only a registry's system-assigned identity passes the
+    trusted-services bypass, and that identity exists only once the registry does. Microsoft's documented
+    path for a firewalled vault ("Encrypt registry using a customer-managed key", Advanced scenario: Key
+    Vault firewall; MicrosoftDocs/azure-docs#61064) is this vault: create the registry with a key in a
+    vault it can reach, then rotate to the firewalled vault's key through the system-assigned identity
+    (registry.py). The vault authorises with RBAC only, holds this one key, and is closed to every network
+    by that rotation, after which the registry no longer uses its key.
+    """
+
+    def __init__(self, name: str, scope: AzureScope, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:azure:RegistryCreationKey", name, None, opts)
+        sku, kty = _protection(scope)
+        unique = _unique_part(f"{name}-vault", self)
+        self.vault_name: pulumi.Output[str] = unique.apply(
+            lambda part: naming.key_vault_name(scope.name_suffix, part, kind=naming.CREATION_VAULT_KIND)
+        )
+        reachable = {"public_network_access": "Enabled", "network_acls": {"default_action": "Allow"}}
+        vault = keyvault.Vault(
+            f"{name}-vault",
+            vault_name=self.vault_name,
+            properties=_vault_properties(scope, sku, reachable),
+            resource_group_name=scope.resource_group_name,
+            location=scope.location,
+            tags={**scope.tags, ROLE_TAG: REGISTRY_CREATION_ROLE},
+            # The rotation closes the vault to every network once the registry is off its key (registry.py);
+            # an update must not open it again.
+            opts=scope.opts(
+                self, data=True, ignore_changes=["properties.publicNetworkAccess", "properties.networkAcls"]
+            ),
+        )
+        self.key = _rsa_key(f"{name}-key", scope, self, vault, "registry-creation", kty)
+        self.register_outputs({"vaultName": self.vault_name})

@@ -26,6 +26,8 @@ _AGENT_POOL = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 _PREFIX = "mlp"
 # Random characters added to an unprotected stack's vault name (keys.py): "mlp-kv-" + 10 + "-" + 4 = 22.
 KEY_VAULT_UNIQUE_LENGTH = 4
+# The vault a registry is created against (keys.RegistryCreationKey): "mlp-acrk-" + 10 + "-" + 4 = 24.
+CREATION_VAULT_KIND = "acrk"
 
 
 def name_suffix(subscription_id: str, project: str, stack: str) -> str:
@@ -43,9 +45,10 @@ def storage_account_name(purpose: str, suffix: str) -> str:
     return _checked(f"{_PREFIX}{purpose}{suffix}", _STORAGE_ACCOUNT, "storage account")
 
 
-def key_vault_name(suffix: str, unique: str = "") -> str:
+def key_vault_name(suffix: str, unique: str = "", kind: str = "kv") -> str:
     """``unique`` (random, unprotected stacks) frees the name from a purge-protected predecessor."""
-    return _checked(f"{_PREFIX}-kv-{suffix}" + (f"-{unique}" if unique else ""), _KEY_VAULT, "Key Vault")
+    name = f"{_PREFIX}-{kind}-{suffix}" + (f"-{unique}" if unique else "")
+    return _checked(name, _KEY_VAULT, "Key Vault")
 
 
 def registry_name(suffix: str) -> str:

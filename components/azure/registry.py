@@ -5,20 +5,32 @@ No admin user and no anonymous pull: pushes and pulls are Entra principals, and 
 kubelet identity's AcrPull grant. Nodes reach the registry through its private endpoint on every tier;
 enterprise disables the public endpoint (and exports, so images cannot be copied out of the registry),
 SMB keeps it for the allow-list so a team can push from its office.
+
+The customer-managed key lives behind the Key Vault firewall, which ACR can pass only with its
+system-assigned identity, and ACR takes a key at creation only through a user-assigned one. So the
+registry is created on a key in a vault it can reach (keys.RegistryCreationKey), and then rotated to the
+firewalled key through its system-assigned identity, as Microsoft documents for a firewalled vault
+("Encrypt registry using a customer-managed key", Advanced scenario: Key Vault firewall). The rotation
+is ``az acr encryption rotate-key`` (ARM has no separate resource for it, and the registry's own
+encryption cannot name an identity that exists only after creation), run by ``pulumi up`` where the
+Azure CLI is logged in to the stack's subscription (README).
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 from pulumi_azure_native import containerregistry
+from pulumi_command import local
 
 from components.azure import naming
 from components.azure.identity import EncryptionIdentity, EncryptionIdentityArgs
-from components.azure.keys import KeyRef
+from components.azure.keys import KeyRef, RegistryCreationKey
 from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointArgs
+from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role
 from components.azure.scope import AzureScope
 
@@ -36,10 +48,10 @@ class AzureRegistry(pulumi.ComponentResource):
     def __init__(self, name: str, args: RegistryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:azure:Registry", name, None, opts)
         scope = args.scope
+        child = pulumi.ResourceOptions(parent=self)
+        creation_key = RegistryCreationKey(f"{name}-creation", scope, child)
         identity = EncryptionIdentity(
-            f"{name}-encryption",
-            EncryptionIdentityArgs(scope, args.key.key_id),
-            opts=pulumi.ResourceOptions(parent=self),
+            f"{name}-encryption", EncryptionIdentityArgs(scope, creation_key.key.key_id), opts=child
         )
         registry_name = naming.registry_name(scope.name_suffix)
         registry = containerregistry.Registry(
@@ -48,21 +60,26 @@ class AzureRegistry(pulumi.ComponentResource):
             sku={"name": "Premium"},
             admin_user_enabled=False,
             anonymous_pull_enabled=False,
-            # ACR takes its user-assigned identities as a map keyed by resource id.
+            # The user-assigned identity reads the creation key; the system-assigned one, the firewalled key
+            # after the rotation. ACR takes its user-assigned identities as a map keyed by resource id.
             identity={
-                "type": "UserAssigned",
+                "type": "SystemAssigned, UserAssigned",
                 "user_assigned_identities": identity.identity_id.apply(lambda i: {i: {}}),
             },
             encryption={
                 "status": "enabled",
-                # Versionless key: ACR picks up new key versions on its own (ACR CMK docs).
-                "key_vault_properties": {"key_identifier": args.key.key_uri, "identity": identity.client_id},
+                "key_vault_properties": {
+                    "key_identifier": creation_key.key.key_uri,
+                    "identity": identity.client_id,
+                },
             },
             **self._network(scope),
             **scope.placed,
-            # A customer-managed key can only be set at creation, and the key must be usable by then.
-            opts=scope.opts(self, data=True, depends_on=[identity.ready]),
+            # A customer-managed key can only be set at creation, and the key must be usable by then. The
+            # rotation below moves the registry to another key, which is no drift to undo.
+            opts=scope.opts(self, data=True, depends_on=[identity.ready], ignore_changes=["encryption"]),
         )
+        self._rotate_to(name, scope, registry, registry_name, args.key, creation_key)
         PrivateEndpoint(
             f"{name}-registry",
             PrivateEndpointArgs(scope, args.endpoint_subnet_id, registry.id, "registry", args.dns_zone_id),
@@ -81,6 +98,36 @@ class AzureRegistry(pulumi.ComponentResource):
         self.login_server = f"{registry_name}.azurecr.io"
         self.register_outputs({"loginServer": registry.login_server})
 
+    def _rotate_to(
+        self,
+        name: str,
+        scope: AzureScope,
+        registry: containerregistry.Registry,
+        registry_name: str,
+        key: KeyRef,
+        creation_key: RegistryCreationKey,
+    ) -> None:
+        """Grant the registry's system-assigned identity the firewalled key, wait for the grant to take
+        effect, then rotate to that key (versionless: ACR follows its new versions) and close the creation
+        vault. Runs again if the key changes."""
+        grant = assign_role(
+            f"{name}-system-key-user",
+            scope,
+            role=BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
+            principal_id=registry.identity.apply(lambda i: i.principal_id),
+            target_id=key.key_id,
+            opts=scope.opts(self),
+        )
+        command = pulumi.Output.all(scope.resource_group_name, key.key_uri, creation_key.vault_name).apply(
+            lambda a: rotation_command(scope.deployer.subscription_id, a[0], registry_name, a[1], a[2])
+        )
+        local.Command(
+            f"{name}-key-rotation",
+            create=command,
+            triggers=[key.key_uri],
+            opts=scope.opts(self, depends_on=[propagated(f"{name}-system-key", scope, [grant], self)]),
+        )
+
     @staticmethod
     def _network(scope: AzureScope) -> dict[str, Any]:
         if not scope.public_endpoints:
@@ -96,3 +143,20 @@ class AzureRegistry(pulumi.ComponentResource):
                 "ip_rules": [{"i_p_address_or_range": cidr, "action": "Allow"} for cidr in scope.allow_list],
             },
         }
+
+
+def rotation_command(
+    subscription_id: str, resource_group: str, registry: str, key_uri: str, creation_vault: str
+) -> str:
+    """The shell command that moves ``registry`` to ``key_uri`` and then closes the creation vault.
+
+    ``--identity [system]`` is the CLI's name for the system-assigned identity (``az acr encryption
+    rotate-key``); a versionless key URI turns on automatic rotation. The vault is closed only once the
+    rotation succeeded: before that the registry still needs it.
+    """
+    common = ["--subscription", subscription_id, "--resource-group", resource_group, "--output", "none"]
+    rotate = ["az", "acr", "encryption", "rotate-key", *common, "--name", registry]
+    rotate += ["--identity", "[system]", "--key-encryption-key", key_uri]
+    close = ["az", "keyvault", "update", *common, "--name", creation_vault]
+    close += ["--public-network-access", "Disabled", "--default-action", "Deny"]
+    return f"{shlex.join(rotate)} && {shlex.join(close)}"

@@ -14,6 +14,7 @@ from pulumi_policy import ResourceValidationPolicy, Severity
 
 from . import tokens
 from .factory import Rule, by_type, on_props, resource_policy
+from .settings import REGISTRY_CREATION_ROLE, ROLE_TAG
 from .subject import Subject
 from .values import (
     Check,
@@ -95,6 +96,17 @@ def _enterprise_private(path: str) -> Rule:
     return rule
 
 
+def _vault_endpoint(subject: Subject) -> Iterator[str]:
+    """Enterprise vaults are private, but for the vault a registry is created against, RBAC-only
+    (settings.py, exception contract)."""
+    creation = subject.tags().get(ROLE_TAG) == REGISTRY_CREATION_ROLE
+    rbac_only = is_true(subject.get("properties.enableRbacAuthorization")) and not subject.get(
+        "properties.accessPolicies"
+    )
+    if not (creation and rbac_only):
+        yield from _enterprise_private("properties.publicNetworkAccess")(subject)
+
+
 def _public_statements(path: str) -> Check:
     """An ``Allow`` to everyone without a condition makes a bucket public."""
 
@@ -159,7 +171,7 @@ _PUBLIC_STORAGE = {
 _ENDPOINTS = {
     "aws:eks/cluster:Cluster": _eks_endpoint,
     tokens.AKS_CLUSTER: _aks_endpoint,
-    "azure-native:keyvault:Vault": _enterprise_private("properties.publicNetworkAccess"),
+    "azure-native:keyvault:Vault": _vault_endpoint,
     "azure-native:containerregistry:Registry": _enterprise_private("publicNetworkAccess"),
 }
 
@@ -238,7 +250,8 @@ POLICIES: list[ResourceValidationPolicy] = [
     resource_policy(
         "no-public-endpoints",
         "Cluster API servers are private in the enterprise tier and behind an allow-list (never "
-        "0.0.0.0/0) in the SMB tier; enterprise Key Vaults and registries have public network access off.",
+        "0.0.0.0/0) in the SMB tier; enterprise Key Vaults (but the RBAC-only vault a registry is created "
+        "against) and registries have public network access off.",
         by_type(_ENDPOINTS),
         severity=Severity.HIGH,
     ),

@@ -410,11 +410,25 @@ CASES = [
                 "enable_purge_protection": True,
             },
         )
+        # A registry's creation vault is exempt only while it authorises with RBAC alone (settings.py).
+        keyvault.Vault(
+            "kv-creation-with-access-policies",
+            resource_group_name="rg",
+            tags={**TAGS, "ml-platform.io/role": "registry-creation-key"},
+            properties={
+                "tenant_id": "t",
+                "sku": {"family": "A", "name": "standard"},
+                "enable_purge_protection": True,
+                "enable_rbac_authorization": False,
+                "access_policies": [{"tenant_id": "t", "object_id": "o", "permissions": {"keys": ["get"]}}],
+            },
+        )
         containerregistry.Registry("acr", resource_group_name="rg", sku={"name": "Premium"}, tags=TAGS)
         """,
         ("no-public-endpoints", "aks-enterprise"),
         ("no-public-endpoints", "aks-smb"),
         ("no-public-endpoints", "kv-open"),
+        ("no-public-endpoints", "kv-creation-with-access-policies"),
         ("no-public-endpoints", "acr"),
     ),
     case(

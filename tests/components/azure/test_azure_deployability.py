@@ -6,17 +6,21 @@ Each test names the rule and its source; each failed on the code before the fix.
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from components.azure.kubeconfig import convert_kubeconfig
+from components.azure.registry import rotation_command
 from components.azure.roles import BuiltInRole
 from components.config import ConfigError, KubeloginMode, parse_stack_config
-from mlplatform.mocks import AKS_EXEC_KUBECONFIG, TENANT_ID
+from mlplatform.mocks import AKS_EXEC_KUBECONFIG, SUBSCRIPTION_ID, TENANT_ID
 from mlplatform.plan import Plan, PlannedResource
 from tests.components.azure.azure_plan_support import role_assignments, target
 from tests.stack_variants import one, template
@@ -24,6 +28,9 @@ from tests.stack_variants import one, template
 PlanFn = Callable[[str], Plan]
 VariantFn = Callable[[str, Callable[[dict[str, Any]], None]], Plan]
 WAIT = "pulumi-python:dynamic:Resource"
+REGISTRY = "azure-native:containerregistry:Registry"
+VAULT = "azure-native:keyvault:Vault"
+COMMAND = "command:local:Command"
 AKS_SERVER_ID = "6dae42f8-4368-4678-94ff-3960e28e3630"
 
 
@@ -92,6 +99,112 @@ def test_cmk_consumers_wait_for_their_key_grant_to_propagate(cloud_plan: PlanFn,
     assert any(n.endswith("-encryption-key-user") for n in depends_on(plan, wait))
 
 
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_registry_is_created_outside_the_key_vault_firewall_then_rotated_behind_it(
+    cloud_plan: PlanFn, stack: str
+) -> None:
+    """ACR customer-managed key docs, "Advanced scenario: Key Vault firewall" (MicrosoftDocs/azure-docs
+    #61064): a registry takes its key at creation only through a user-assigned identity, which the
+    firewall refuses; only its system-assigned identity passes the trusted-services bypass. So it is
+    created on a key in a reachable vault, then rotated (``--identity [system]``, the CLI's name for the
+    system-assigned identity) to the firewalled key once that identity's grant has propagated."""
+    plan = cloud_plan(stack)
+    registry = one(plan, REGISTRY, "-registry-acr")
+    creation_vault = one(plan, VAULT, "-registry-creation-vault").inputs
+    assert creation_vault["properties"]["publicNetworkAccess"] == "Enabled"
+    assert creation_vault["properties"]["networkAcls"] == {"defaultAction": "Allow"}
+    assert creation_vault["properties"]["enableRbacAuthorization"] is True
+    creation_uri = f"https://{creation_vault['vaultName']}.vault.azure.net/keys/registry-creation"
+    assert registry.inputs["encryption"]["keyVaultProperties"]["keyIdentifier"] == creation_uri
+    firewalled = one(plan, VAULT, "-keys-vault").inputs
+    assert firewalled["properties"]["networkAcls"]["defaultAction"] == "Deny"
+
+    rotation = one(plan, COMMAND, "-registry-key-rotation").inputs
+    firewalled_uri = f"https://{firewalled['vaultName']}.vault.azure.net/keys/registry-cmk"
+    assert rotation["create"] == rotation_command(
+        SUBSCRIPTION_ID,
+        f"ml-platform-{stack}",
+        registry.inputs["registryName"],
+        firewalled_uri,
+        creation_vault["vaultName"],
+    )
+    assert rotation["triggers"] == [firewalled_uri]
+    (grant,) = [
+        g
+        for g in plan.by_type("azure-native:authorization:RoleAssignment")
+        if g.name.endswith("-registry-system-key-user")
+    ]
+    assert grant.inputs["scope"].endswith(f"/vaults/{firewalled['vaultName']}/keys/registry-cmk")
+    assert registry.name in depends_on(plan, grant), "the grant names the registry's own identity"
+    waits = depends_on(plan, one(plan, COMMAND, "-registry-key-rotation"))
+    (wait,) = [r for r in plan.by_type(WAIT) if r.name in waits]
+    assert depends_on(plan, wait) == {grant.name}
+
+
+def _run_with_fake_az(tmp_path: Path, command: str, failing: str = "") -> tuple[int, list[list[str]]]:
+    """Run ``command`` in /bin/sh with an ``az`` on PATH that records its arguments (one call a line) and
+    fails when its first argument is ``failing``."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bin" / "az"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\0" "$@" >> {calls}\necho >> {calls}\n[ "$1" != "{failing}" ]\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    done = subprocess.run(["/bin/sh", "-c", command], env=env, check=False)
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return done.returncode, [line.split("\0")[:-1] for line in lines]
+
+
+ROTATE_ARGS = (
+    "sub-id",
+    "ml-platform-azure-smb-dev",
+    "mlpacr0123456789",
+    "https://v.vault.azure.net/keys/k",
+    "kv b",
+)
+
+
+def test_rotation_runs_the_documented_cli_then_closes_the_creation_vault(tmp_path: Path) -> None:
+    """``az acr encryption rotate-key`` (Azure CLI reference): ``--identity [system]`` selects the
+    system-assigned identity, a versionless ``--key-encryption-key`` turns on automatic rotation."""
+    code, calls = _run_with_fake_az(tmp_path, rotation_command(*ROTATE_ARGS))
+    common = ["--subscription", "sub-id", "--resource-group", "ml-platform-azure-smb-dev", "--output", "none"]
+    assert code == 0
+    assert calls == [
+        [
+            "acr",
+            "encryption",
+            "rotate-key",
+            *common,
+            "--name",
+            "mlpacr0123456789",
+            "--identity",
+            "[system]",
+            "--key-encryption-key",
+            "https://v.vault.azure.net/keys/k",
+        ],
+        [
+            "keyvault",
+            "update",
+            *common,
+            "--name",
+            "kv b",
+            "--public-network-access",
+            "Disabled",
+            "--default-action",
+            "Deny",
+        ],
+    ]
+
+
+def test_creation_vault_stays_open_while_the_rotation_has_not_happened(tmp_path: Path) -> None:
+    """Until the rotation succeeds the registry still unwraps with the creation key: a failed rotation
+    fails ``pulumi up`` (the command's exit status) and leaves the vault reachable."""
+    code, calls = _run_with_fake_az(tmp_path, rotation_command(*ROTATE_ARGS), failing="acr")
+    assert code != 0
+    assert [call[:2] for call in calls] == [["acr", "encryption"]]
+
+
 def test_propagation_wait_follows_config(variant: VariantFn) -> None:
     plan = variant("azure-smb-dev", lambda body: body.update(azure={"rbacPropagationSeconds": 300}))
     assert {r.inputs["seconds"] for r in plan.by_type(WAIT)} == {300.0}
@@ -153,22 +266,25 @@ def test_deployer_principal_type_comes_from_config(
     assert grant["principalType"] == expected
 
 
-def vault_name(plan: Plan) -> str:
-    (vault,) = plan.by_type("azure-native:keyvault:Vault")
-    name: str = vault.inputs["vaultName"]
-    return name
-
-
 def test_unprotected_stacks_get_a_fresh_vault_name(cloud_plan: PlanFn) -> None:
     """Purge protection keeps a deleted vault's name for the retention period (Key Vault soft-delete
     docs): a destroyed dev stack must not need the same name again. Names stay within 24 characters
-    (vaults/create-or-update name pattern)."""
+    (vaults/create-or-update name pattern). The registry's creation vault is fresh on every stack: it is
+    never the protected data's vault."""
     plan = cloud_plan("azure-smb-dev")
-    (vault,) = plan.by_type("azure-native:keyvault:Vault")
-    assert re.fullmatch(r"mlp-kv-[0-9a-f]{10}-[0-9a-z]{4}", vault_name(plan))
-    assert len(vault_name(plan)) <= 24
-    assert any(n.endswith("-vault-unique") for n in depends_on(plan, vault))
-    assert re.fullmatch(r"mlp-kv-[0-9a-f]{10}", vault_name(cloud_plan("azure-smb-prod")))
+    for suffix, pattern in (
+        ("-keys-vault", r"mlp-kv-[0-9a-f]{10}-[0-9a-z]{4}"),
+        ("-registry-creation-vault", r"mlp-acrk-[0-9a-f]{10}-[0-9a-z]{4}"),
+    ):
+        vault = one(plan, VAULT, suffix)
+        assert re.fullmatch(pattern, vault.inputs["vaultName"])
+        assert len(vault.inputs["vaultName"]) <= 24
+        assert f"{vault.name}-unique" in depends_on(plan, vault)
+    prod = cloud_plan("azure-smb-prod")
+    assert re.fullmatch(r"mlp-kv-[0-9a-f]{10}", one(prod, VAULT, "-keys-vault").inputs["vaultName"])
+    assert re.fullmatch(
+        r"mlp-acrk-[0-9a-f]{10}-[0-9a-z]{4}", one(prod, VAULT, "-creation-vault").inputs["vaultName"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,8 @@ REGISTRY = "azure-native:containerregistry:Registry"
 
 
 def vault(plan: Plan) -> dict[str, Any]:
-    (resource,) = plan.by_type("azure-native:keyvault:Vault")
-    properties: dict[str, Any] = resource.inputs["properties"]
+    """The platform's vault (the other one exists for the registry's creation, test_azure_deployability)."""
+    properties: dict[str, Any] = one(plan, "azure-native:keyvault:Vault", "-keys-vault").inputs["properties"]
     return properties
 
 
@@ -39,6 +39,8 @@ def test_enterprise_vault_has_no_public_access_and_hsm_keys(cloud_plan: PlanFn) 
     assert vault(plan)["networkAcls"]["ipRules"] == []
     assert vault(plan)["sku"] == {"family": "A", "name": "premium"}
     assert {k.inputs["properties"]["kty"] for k in plan.by_type("azure-native:keyvault:Key")} == {"RSA-HSM"}
+    creation = one(plan, "azure-native:keyvault:Vault", "-registry-creation-vault").inputs["properties"]
+    assert creation["sku"] == {"family": "A", "name": "premium"}
 
 
 def test_smb_vault_denies_all_but_the_allow_list(cloud_plan: PlanFn) -> None:
@@ -52,7 +54,7 @@ def test_one_rotating_rsa_key_per_consumer(cloud_plan: PlanFn) -> None:
         k.inputs["keyName"]: k.inputs["properties"]
         for k in cloud_plan("azure-smb-dev").by_type("azure-native:keyvault:Key")
     }
-    assert sorted(keys) == ["disks-cmk", "registry-cmk", "storage-cmk"]
+    assert sorted(keys) == ["disks-cmk", "registry-cmk", "registry-creation", "storage-cmk"]
     for properties in keys.values():
         assert (properties["kty"], properties["keySize"]) == ("RSA", 3072.0)
         actions = properties["rotationPolicy"]["lifetimeActions"]
@@ -67,10 +69,12 @@ def test_disk_encryption_set_follows_the_disks_key_and_is_granted_on_it(cloud_pl
     assert des["rotationToLatestKeyVersionEnabled"] is True
     assert "/keys/disks-cmk/" in des["activeKey"]["keyUrl"]
     grants = role_assignments(plan, BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER)
-    # The disk set on the disks key; the storage identity and the registry identity on theirs.
+    # The disk set on the disks key; the storage identity on its key; the registry's user-assigned
+    # identity on the key it is created with, its system-assigned identity on the firewalled one.
     assert sorted(g["scope"].rsplit("/", 1)[1] for g in grants) == [
         "disks-cmk",
         "registry-cmk",
+        "registry-creation",
         "storage-cmk",
     ]
     assert all(g["principalType"] == "ServicePrincipal" for g in grants)
@@ -84,10 +88,9 @@ def test_registry_is_premium_encrypted_and_keyless(cloud_plan: PlanFn, stack: st
     assert registry["adminUserEnabled"] is False
     assert registry["anonymousPullEnabled"] is False
     assert registry["encryption"]["status"] == "enabled"
-    assert registry["encryption"]["keyVaultProperties"]["keyIdentifier"].endswith("/keys/registry-cmk")
-    assert registry["identity"]["type"] == "UserAssigned"
+    assert registry["identity"]["type"] == "SystemAssigned, UserAssigned"
     (pull,) = role_assignments(plan, BuiltInRole.ACR_PULL)
-    assert "-registry-acr" in pull["scope"]
+    assert pull["scope"].endswith(f"/{registry['registryName']}")
 
 
 def test_enterprise_registry_is_private_smb_registry_firewalled(cloud_plan: PlanFn) -> None:
