@@ -14,7 +14,7 @@ import pulumi
 from pulumi_azure_native import managedidentity
 
 from components.azure.propagation import propagated
-from components.azure.roles import BuiltInRole, assign_role
+from components.azure.roles import BuiltInRole, assign_role, grant_key_use
 from components.azure.scope import AzureScope
 from components.handle import WorkloadIdentity
 
@@ -99,14 +99,7 @@ class EncryptionIdentity(pulumi.ComponentResource):
         super().__init__("ml-platform:azure:EncryptionIdentity", name, None, opts)
         scope = args.scope
         identity = managedidentity.UserAssignedIdentity(f"{name}-uai", **scope.placed, opts=scope.opts(self))
-        grant = assign_role(
-            f"{name}-key-user",
-            scope,
-            role=BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
-            principal_id=identity.principal_id,
-            target_id=args.key_id,
-            opts=scope.opts(self),
-        )
+        grant = grant_key_use(f"{name}-key-user", scope, identity.principal_id, args.key_id, self)
         self.ready: pulumi.Resource = propagated(name, scope, [grant], self)
         self.identity_id: pulumi.Output[str] = identity.id
         self.client_id: pulumi.Output[str] = identity.client_id

@@ -26,7 +26,7 @@ import pulumi_random
 from pulumi_azure_native import compute, keyvault
 
 from components.azure import naming
-from components.azure.roles import BuiltInRole, assign_role
+from components.azure.roles import grant_key_use
 from components.azure.scope import AzureScope
 from components.config import ROLE_TAG, DataClassification
 
@@ -184,14 +184,8 @@ class AzureKeys(pulumi.ComponentResource):
             **scope.placed,
             opts=scope.opts(self, data=True, ignore_changes=["activeKey.keyUrl"]),
         )
-        grant = assign_role(
-            f"{name}-des-key-user",
-            scope,
-            role=BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
-            principal_id=encryption_set.identity.apply(lambda i: i.principal_id),
-            target_id=key.key_id,
-            opts=scope.opts(self),
-        )
+        principal_id = encryption_set.identity.apply(lambda i: i.principal_id)
+        grant = grant_key_use(f"{name}-des-key-user", scope, principal_id, key.key_id, self)
         encryption_set_id: pulumi.Output[str] = encryption_set.id
         return encryption_set_id, grant
 

@@ -31,7 +31,7 @@ from components.azure.identity import EncryptionIdentity, EncryptionIdentityArgs
 from components.azure.keys import KeyRef, RegistryCreationKey
 from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointArgs
 from components.azure.propagation import propagated
-from components.azure.roles import BuiltInRole, assign_role
+from components.azure.roles import BuiltInRole, assign_role, grant_key_use
 from components.azure.scope import AzureScope
 
 
@@ -110,14 +110,8 @@ class AzureRegistry(pulumi.ComponentResource):
         """Grant the registry's system-assigned identity the firewalled key, wait for the grant to take
         effect, then rotate to that key (versionless: ACR follows its new versions) and close the creation
         vault. Runs again if the key changes."""
-        grant = assign_role(
-            f"{name}-system-key-user",
-            scope,
-            role=BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
-            principal_id=registry.identity.apply(lambda i: i.principal_id),
-            target_id=key.key_id,
-            opts=scope.opts(self),
-        )
+        principal_id = registry.identity.apply(lambda i: i.principal_id)
+        grant = grant_key_use(f"{name}-system-key-user", scope, principal_id, key.key_id, self)
         command = pulumi.Output.all(scope.resource_group_name, key.key_uri, creation_key.vault_name).apply(
             lambda a: rotation_command(scope.deployer.subscription_id, a[0], registry_name, a[1], a[2])
         )

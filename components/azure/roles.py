@@ -59,3 +59,21 @@ def assign_role(
         scope=target_id,
         opts=opts,
     )
+
+
+def grant_key_use(
+    name: str,
+    scope: AzureScope,
+    principal_id: pulumi.Input[str],
+    key_id: pulumi.Input[str],
+    parent: pulumi.Resource,
+) -> authorization.RoleAssignment:
+    """Let a service's identity wrap and unwrap with one key: what a customer-managed key's consumer needs."""
+    return assign_role(
+        name,
+        scope,
+        role=BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
+        principal_id=principal_id,
+        target_id=key_id,
+        opts=scope.opts(parent),
+    )
