@@ -140,8 +140,6 @@ def _azure_outputs(token: str, name: str, inputs: dict[str, Any]) -> dict[str, A
         "azureApiVersion": "mock",
         "id": f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{group}/providers/{provider_type}/{physical}",
     }
-    if token == "azure-native:resources:ResourceGroup":
-        outputs["id"] = f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{physical}"
     identity = inputs.get("identity")
     if isinstance(identity, dict):
         outputs["identity"] = _identity(physical, identity)
@@ -152,6 +150,9 @@ def _azure_outputs(token: str, name: str, inputs: dict[str, Any]) -> dict[str, A
 
 
 _AZURE_EXTRA: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
+    "azure-native:resources:ResourceGroup": lambda p, i: {
+        "id": f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{p}"
+    },
     "azure-native:containerservice:ManagedCluster": lambda p, i: {
         "oidcIssuerProfile": {
             "enabled": True,

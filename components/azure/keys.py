@@ -86,8 +86,11 @@ def _vault_properties(scope: AzureScope, sku: str, network: dict[str, Any]) -> d
     }
 
 
-def _unique_part(name: str, parent: pulumi.Resource) -> pulumi.Output[str]:
-    """Random characters kept in state: stable across updates, new for a stack created again."""
+def _fresh_vault_name(
+    name: str, scope: AzureScope, parent: pulumi.Resource, kind: str = "kv"
+) -> pulumi.Output[str]:
+    """A vault name with random characters kept in state: stable across updates, new for a stack created
+    again (so a purge-protected predecessor's name is never needed)."""
     unique = pulumi_random.RandomString(
         f"{name}-unique",
         length=naming.KEY_VAULT_UNIQUE_LENGTH,
@@ -95,8 +98,10 @@ def _unique_part(name: str, parent: pulumi.Resource) -> pulumi.Output[str]:
         upper=False,
         opts=pulumi.ResourceOptions(parent=parent),
     )
-    result: pulumi.Output[str] = unique.result
-    return result
+    vault_name: pulumi.Output[str] = unique.result.apply(
+        lambda part: naming.key_vault_name(scope.name_suffix, part, kind=kind)
+    )
+    return vault_name
 
 
 def _rsa_key(
@@ -150,8 +155,7 @@ class AzureKeys(pulumi.ComponentResource):
         scope = self._scope
         if scope.config.is_protected:
             return naming.key_vault_name(scope.name_suffix)
-        unique = _unique_part(f"{name}-vault", self)
-        return unique.apply(lambda part: naming.key_vault_name(scope.name_suffix, part))
+        return _fresh_vault_name(f"{name}-vault", scope, self)
 
     def _firewall(self) -> dict[str, Any]:
         scope = self._scope
@@ -211,10 +215,7 @@ class RegistryCreationKey(pulumi.ComponentResource):
     def __init__(self, name: str, scope: AzureScope, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:azure:RegistryCreationKey", name, None, opts)
         sku, kty = _protection(scope)
-        unique = _unique_part(f"{name}-vault", self)
-        self.vault_name: pulumi.Output[str] = unique.apply(
-            lambda part: naming.key_vault_name(scope.name_suffix, part, kind=naming.CREATION_VAULT_KIND)
-        )
+        self.vault_name = _fresh_vault_name(f"{name}-vault", scope, self, naming.CREATION_VAULT_KIND)
         reachable = {"public_network_access": "Enabled", "network_acls": {"default_action": "Allow"}}
         vault = keyvault.Vault(
             f"{name}-vault",

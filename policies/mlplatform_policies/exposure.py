@@ -96,6 +96,9 @@ def _enterprise_private(path: str) -> Rule:
     return rule
 
 
+_ENTERPRISE_PRIVATE_VAULT = _enterprise_private("properties.publicNetworkAccess")
+
+
 def _vault_endpoint(subject: Subject) -> Iterator[str]:
     """Enterprise vaults are private, but for the vault a registry is created against, RBAC-only
     (settings.py, exception contract)."""
@@ -104,7 +107,7 @@ def _vault_endpoint(subject: Subject) -> Iterator[str]:
         "properties.accessPolicies"
     )
     if not (creation and rbac_only):
-        yield from _enterprise_private("properties.publicNetworkAccess")(subject)
+        yield from _ENTERPRISE_PRIVATE_VAULT(subject)
 
 
 def _public_statements(path: str) -> Check:
