@@ -27,6 +27,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -202,13 +203,32 @@ class PolicyPackSession:
             raise InputError([f"{self.pack_dir}/PulumiPolicy.yaml: runtime.options.virtualenv is not set"])
         python = (self.pack_dir / str(virtualenv) / "bin" / "python").absolute()
         if not python.exists():
-            raise InputError(
-                [f"{python.parent.parent}: the policy pack's virtualenv is missing; run `make setup`"]
-            )
+            self._install(python.parent.parent)
         env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         for leaked in ("PYTHONHOME", "PYTHONPATH"):  # the pack's environment is its virtualenv alone
             env.pop(leaked, None)
         return [str(python), "-u", "-m", "pulumi.policy", ENGINE_ADDRESS, "."], env
+
+    def _install(self, venv: Path) -> None:
+        """Create the pack's virtualenv from its ``requirements.txt``, as ``pulumi preview --policy-pack``
+        does for a local pack (pulumi ``installPolicyPackDependencies``: the Python language host's
+        InstallDependencies). A failed install leaves no virtualenv behind, so the next run tries again."""
+        requirements = self.pack_dir / "requirements.txt"
+        if not requirements.is_file():
+            raise InputError(
+                [f"{venv}: the policy pack's virtualenv is missing and {requirements} does not exist"]
+            )
+        print(f"installing the policy pack's dependencies into {venv} (once)", file=sys.stderr, flush=True)
+        steps = (
+            [sys.executable, "-m", "venv", str(venv)],
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "-r", str(requirements)],
+        )
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise InputError([f"{venv}: installing {requirements.name} failed: {last}"])
 
     def _node(self) -> tuple[list[str], dict[str, str]]:
         """The CLI's ``pulumi-analyzer-policy`` (sdk/nodejs/dist): node runs the ``run-policy-pack`` module

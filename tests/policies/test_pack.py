@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import shutil
 from pathlib import Path
 
 import grpc
@@ -93,9 +94,36 @@ def test_taggable_types_were_generated_from_the_installed_providers() -> None:
         assert f"{dist} {importlib.metadata.version(dist)}" in header, "run policies/tools/taggable_types.py"
 
 
-def test_a_pack_without_its_virtualenv_is_bad_input(tmp_path: Path) -> None:
+def test_a_pack_without_its_virtualenv_or_requirements_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "PulumiPolicy.yaml").write_text(
         "runtime:\n  name: python\n  options:\n    virtualenv: venv\n"
     )
-    with pytest.raises(InputError, match="virtualenv is missing"), PolicyPackSession(tmp_path):
+    missing = r"virtualenv is missing and .*requirements\.txt does not exist"
+    with pytest.raises(InputError, match=missing), PolicyPackSession(tmp_path):
         pass
+
+
+def _pack_copy(destination: Path) -> Path:
+    """The pack's sources without its virtualenv: what a fresh clone has."""
+    shutil.copytree(PACK_DIR, destination, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    return destination
+
+
+def test_a_fresh_clone_installs_the_packs_virtualenv_as_the_cli_does(tmp_path: Path) -> None:
+    """``pulumi preview --policy-pack`` installs a local pack's dependencies (pulumi
+    ``installPolicyPackDependencies``); ``mlplatform check`` after ``pip install -r requirements.txt``
+    in a fresh clone (issue 14) does the same, once."""
+    pack = _pack_copy(tmp_path / "policies")
+    with PolicyPackSession(pack) as session:
+        assert {p.name for p in session.info.policies} == set(POLICIES)
+    assert (pack / ".venv" / "bin" / "python").exists()
+
+
+def test_a_failed_pack_install_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    pack = _pack_copy(tmp_path / "policies")
+    (pack / "requirements.txt").write_text("no-such-distribution-mlplatform==1.0\n")
+    with pytest.raises(InputError) as raised, PolicyPackSession(pack):
+        pass
+    (problem,) = raised.value.problems
+    assert "installing requirements.txt failed" in problem and "\n" not in problem
+    assert not (pack / ".venv").exists(), "the next run installs again instead of using half a virtualenv"
