@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pulumi
+# Annotations only: the training image imports this module (Fabric, PoolHandle) without the Pulumi SDK,
+# which only the infra extra installs (tests/workloads/test_image_imports.py).
+if TYPE_CHECKING:
+    import pulumi
 
 
 class Cloud(StrEnum):

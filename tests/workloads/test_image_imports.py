@@ -1,0 +1,120 @@
+"""The workload images' entry points import with what each image installs, and nothing more.
+
+The training image installs the project with its base dependencies and the ``train`` extra
+(workloads/training/Dockerfile: ``pip install '.[train]'``); the inference image the base dependencies
+and the ``serve`` extra, with only ``workloads/__init__.py``, ``workloads/artifacts.py`` and
+``workloads/inference/`` copied in (workloads/inference/Dockerfile). The dev venv holds every extra, so
+a module that imports a package its image lacks (``pulumi`` through ``components.handle``, say) passes
+every other test here and dies in the container at ``python -m``. Each entry module is imported in a fresh
+interpreter in which the distributions outside the image's closure cannot be imported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+REPO = Path(__file__).resolve().parents[2]
+
+BLOCKER = """
+import importlib.abc, json, sys
+BLOCKED = set(json.loads(sys.argv[1]))
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"No module named {name!r} (not installed in this image)")
+sys.meta_path.insert(0, Block())
+for module in json.loads(sys.argv[2]):
+    __import__(module)
+"""
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _closure(extra: str) -> set[str]:
+    """Canonical names of ml-platform's base dependencies plus ``extra``, and all they require."""
+    seen: set[str] = set()
+    todo = [(req, extra) for req in metadata.requires("ml-platform") or ()]
+    while todo:
+        text, wanted = todo.pop()
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate({"extra": wanted}):
+            continue
+        name = _canonical(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = metadata.requires(req.name) or ()
+        except metadata.PackageNotFoundError:
+            continue
+        todo += [(sub, extra_) for sub in requires for extra_ in ({""} | set(req.extras))]
+    return seen
+
+
+def _blocked(extra: str, own: set[str]) -> list[str]:
+    """Top-level modules of installed distributions the image does not install; ``own`` are ours it lacks."""
+    allowed = _closure(extra)
+    modules = {
+        module
+        for module, dists in metadata.packages_distributions().items()
+        if not any(_canonical(dist) in allowed or _canonical(dist) == "ml-platform" for dist in dists)
+    }
+    return sorted(modules | own)
+
+
+def _import(modules: list[str], blocked: list[str], path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKER, json.dumps(blocked), json.dumps(modules)],
+        capture_output=True,
+        text=True,
+        cwd=path,
+        env={"PYTHONPATH": str(path), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_closure_reads_the_extras() -> None:
+    """The judge itself: torch is in the training image, not in the serving one; pulumi in neither."""
+    train, serve = _closure("train"), _closure("serve")
+    assert "torch" in train and "torch" not in serve
+    assert "onnxruntime" in serve and "pydantic" in serve
+    assert "pulumi" not in train | serve
+
+
+@pytest.mark.parametrize(
+    "modules",
+    [["workloads.training.__main__", "workloads.training.train"], ["workloads.fabric_test"]],
+)
+def test_training_image_entry_points_import_with_the_train_extra(modules: list[str]) -> None:
+    done = _import(modules, _blocked("train", set()), REPO)
+    assert done.returncode == 0, done.stderr[-1500:]
+
+
+def test_inference_image_entry_point_imports_from_the_copied_files(tmp_path: Path) -> None:
+    for relative in ("workloads/__init__.py", "workloads/artifacts.py"):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / relative, tmp_path / relative)
+    shutil.copytree(REPO / "workloads" / "inference", tmp_path / "workloads" / "inference")
+    done = _import(
+        ["workloads.inference.__main__"], _blocked("serve", {"components", "mlplatform"}), tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-1500:]
+
+
+def test_a_module_outside_the_image_is_caught() -> None:
+    """Planted defect: an entry point that imports a cloud SDK fails as it would in the container."""
+    done = _import(["components.aws.cluster"], _blocked("train", set()), REPO)
+    assert done.returncode != 0
+    assert "(not installed in this image)" in done.stderr
