@@ -267,6 +267,10 @@ class Trainer:
             # At the epoch's end the checkpoint waits for the validation record below.
             if self.progress.batch and self.progress.step % self.config.checkpoint_every == 0:
                 self._save()
+        if self.ctx.device.type == "cuda":
+            # Kernels run asynchronously: without this the epoch's time is only the host's enqueueing
+            # (measured on an H200: 2.5M samples/s reported, 146 % of the device's matmul rate).
+            torch.cuda.synchronize(self.ctx.device)
         seconds = watch.seconds
         train = torch.stack(
             [loss_sum.double(), torch.tensor(samples, dtype=torch.float64, device=self.ctx.device)]
