@@ -157,8 +157,22 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        try:
+            version = metadata.version(_DISTRIBUTION)
+        except metadata.PackageNotFoundError:
+            exit_with([f"mlplatform: the {_DISTRIBUTION} distribution is not installed (pip install -e .)"])
+        typer.echo(f"mlplatform {version}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     # A callback makes typer build a group (of the verbs above) even though no command is registered here.
     pass
 

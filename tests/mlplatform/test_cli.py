@@ -135,3 +135,9 @@ def test_output_reads_at_80_columns(tmp_path: Path) -> None:
     assert "aws-smb-dev-aws-cluster" not in plan.stdout
     # A type token that fits on a line stays whole (the longest, 86 characters, cannot at 80).
     assert "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule" in plan.stdout
+
+
+def test_version_is_the_installed_distributions() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout == f"mlplatform {metadata.version('ml-platform')}\n"
