@@ -778,7 +778,11 @@ def _image_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     key = f"{PLATFORM_KEY}.workloads"
     training, inference = config.workloads.training, config.workloads.inference
     for name, workload in (("training", training), ("inference", inference)):
-        if workload is not None and workload.image is not None and workload.image.endswith(PLACEHOLDER_DIGEST):
+        if (
+            workload is not None
+            and workload.image is not None
+            and workload.image.endswith(PLACEHOLDER_DIGEST)
+        ):
             yield (
                 f"{key}.{name}.image",
                 "an all-zero placeholder digest is never deployed: name the image's real digest, or remove "

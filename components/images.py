@@ -53,9 +53,9 @@ def _context_files(sources: list[str]) -> Iterator[Path]:
         path = REPO / source
         found = sorted(path.rglob("*")) if path.is_dir() else [path]
         for file in found:
-            if file.is_file() and not _IGNORED_PARTS & set(file.relative_to(REPO).parts):
-                if file.suffix != ".pyc":
-                    yield file
+            ignored = _IGNORED_PARTS & set(file.relative_to(REPO).parts)
+            if file.is_file() and not ignored and file.suffix != ".pyc":
+                yield file
 
 
 def content_tag(dockerfile: Path, target: str | None) -> str:
@@ -150,7 +150,7 @@ class StackImages(pulumi.ComponentResource):
                 registries=[_registry(login)],
                 # BuildKit cache metadata rides in the pushed image (the only cache export the default
                 # docker driver supports); the same tag is the cache a rebuild of this tree reads.
-                cache_to=[docker_build.CacheToArgs(inline=docker_build.CacheToInlineArgs())],
+                cache_to=[docker_build.CacheToArgs(inline=docker_build.CacheToInlineArgs())],  # type: ignore[no-untyped-call]
                 cache_from=[
                     docker_build.CacheFromArgs(
                         registry=docker_build.CacheFromRegistryArgs(

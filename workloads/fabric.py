@@ -17,6 +17,7 @@ from typing import Any
 
 from components.handle import Fabric, PoolHandle
 
+
 class ImageTarget(StrEnum):
     """The training Dockerfile's targets (workloads/training/Dockerfile): one per pool fabric."""
 

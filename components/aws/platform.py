@@ -25,8 +25,8 @@ from components.aws.registry import Registry, RegistryArgs, repositories
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import ObjectStore, ObjectStoreArgs
 from components.config import PlatformConfig, Tier
-from components.images import workload_images
 from components.handle import Cloud, ClusterHandle, Fabric, PoolKind, SharedStorageKind, StorageHandle
+from components.images import workload_images
 
 
 def shared_zone(config: PlatformConfig) -> int:

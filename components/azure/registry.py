@@ -155,10 +155,8 @@ class AzureRegistry(pulumi.ComponentResource):
 
 def login_command(subscription_id: str, registry: str) -> str:
     """``az acr login --expose-token`` prints an access token for ``registry`` instead of calling docker."""
-    return shlex.join(
-        ["az", "acr", "login", "--subscription", subscription_id, "--name", registry, "--expose-token"]
-        + ["--output", "tsv", "--query", "accessToken"]
-    )
+    login = ["az", "acr", "login", "--subscription", subscription_id, "--name", registry, "--expose-token"]
+    return shlex.join([*login, "--output", "tsv", "--query", "accessToken"])
 
 
 def rotation_command(

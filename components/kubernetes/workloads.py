@@ -152,7 +152,9 @@ def inference_spec(
     )
 
 
-def workload_objects(handle: ClusterHandle, config: PlatformConfig, images: WorkloadImages) -> WorkloadObjects:
+def workload_objects(
+    handle: ClusterHandle, config: PlatformConfig, images: WorkloadImages
+) -> WorkloadObjects:
     result = WorkloadObjects()
     training, inference = config.workloads.training, config.workloads.inference
     # Config validation guarantees shared storage wherever a workload is enabled.

@@ -149,7 +149,10 @@ def test_a_placeholder_digest_is_never_deployed() -> None:
 
 
 def test_a_named_image_on_a_fabric_pool_must_be_built_on_that_fabrics_target() -> None:
-    for stack, wrong, right in (("aws-enterprise-prod", "cpu", "efa"), ("azure-enterprise-prod", "efa", "infiniband")):
+    for stack, wrong, right in (
+        ("aws-enterprise-prod", "cpu", "efa"),
+        ("azure-enterprise-prod", "efa", "infiniband"),
+    ):
         [problem] = _problems(_with(stack, image=f"team/trainer@{DIGEST}", imageTarget=wrong))
         assert problem.startswith("Pulumi.x.yaml: ml-platform:platform.workloads.training.imageTarget: pool")
         assert f"it runs the {right} target, not {wrong}" in problem

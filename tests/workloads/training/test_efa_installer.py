@@ -23,9 +23,12 @@ def test_dearmor_drops_headers_and_the_checksum_line() -> None:
 
 def test_only_a_valid_signature_by_the_listed_key_counts() -> None:
     """GnuPG doc/DETAILS: VALIDSIG <signing key fpr> ... <primary key fpr>."""
-    good = f"[GNUPG:] GOODSIG A05480B1DD2D3CCC Amazon EC2 EFA\n[GNUPG:] VALIDSIG {'F' * 40} 2026-10-22 x 0 4 0 1 10 00 {EFA_KEY_FINGERPRINT}"
+    fields = f"{'F' * 40} 2026-10-22 x 0 4 0 1 10 00"
+    good = f"[GNUPG:] GOODSIG A05480B1DD2D3CCC EFA\n[GNUPG:] VALIDSIG {fields} {EFA_KEY_FINGERPRINT}"
     assert signed_by(good, EFA_KEY_FINGERPRINT)
-    assert not signed_by(f"[GNUPG:] VALIDSIG {'F' * 40} 2026-10-22 x 0 4 0 1 10 00 {'E' * 40}", EFA_KEY_FINGERPRINT)
+    assert not signed_by(
+        f"[GNUPG:] VALIDSIG {'F' * 40} 2026-10-22 x 0 4 0 1 10 00 {'E' * 40}", EFA_KEY_FINGERPRINT
+    )
     assert not signed_by(f"[GNUPG:] BADSIG {EFA_KEY_FINGERPRINT} x", EFA_KEY_FINGERPRINT)
 
 
