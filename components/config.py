@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 from components.catalog import InstanceType, catalog
 from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
+from workloads.fabric import IMAGE_TARGETS, ImageTarget
 from workloads.fabric_gate import BUSBW_FLOOR_FRACTION, FABRIC_TEST, fabric_test_run_id
 from workloads.training.hooks import HOOK_PATTERN
 from workloads.training.k8s import MAX_JOB_NAME
@@ -90,9 +91,13 @@ DnsLabel = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")]
 # The environment names the stack (``<cloud>-<tier>-<environment>``) and with it every IAM role name
 # prefix; 10 characters keep the longest prefix within IAM's 64 (components/aws/iam.role_name_prefix).
 Environment = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,8}[a-z0-9])?$")]
-# Images are pinned by digest: a tag can be re-pointed under a running Job (checkov CKV_K8S_43). The
-# reference is repository@sha256:digest below the platform's registry (ECR / ACR).
+# A workload's image is built from the repository's Dockerfile and pushed to the stack's registry by
+# `pulumi up` (components/images.py), unless the stack names one: then by digest, since a tag can be
+# re-pointed under a running Job (checkov CKV_K8S_43), as repository@sha256:digest below the platform's
+# registry (ECR / ACR), e.g. a team's image built on ours.
 ImageRef = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._/-]*@sha256:[0-9a-f]{64}$")]
+# The templates' placeholder: a well-formed digest no registry holds.
+PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 
 
 class NetworkConfig(_Model):
@@ -322,7 +327,10 @@ class CanaryConfig(_Model):
 
 class TrainingWorkloadConfig(_Model):
     enabled: bool = True
-    image: ImageRef
+    # Unset: built by the stack, one Dockerfile target per pool fabric.
+    image: ImageRef | None = None
+    # The training Dockerfile target a named ``image`` is built on; fabric pools need their fabric's.
+    image_target: ImageTarget | None = None
     run_id: DnsLabel
     pool: DnsLabel
     nodes: int = Field(default=1, ge=1, le=512)
@@ -362,7 +370,8 @@ class TrainingWorkloadConfig(_Model):
 
 class InferenceWorkloadConfig(_Model):
     enabled: bool = True
-    image: ImageRef
+    # Unset: built by the stack from workloads/inference/Dockerfile.
+    image: ImageRef | None = None
     pool: DnsLabel
     model_name: DnsLabel = "digits-mlp"
     model_version: str
@@ -743,6 +752,7 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             job = f"{FABRIC_TEST}-{fabric_test_run_id(tested.name, run_id)}"
             if tested.fabric is not Fabric.NONE and len(job) > MAX_JOB_NAME:
                 yield f"{key}.fabricTest.runId", f"Job name {job!r} is longer than {MAX_JOB_NAME} characters"
+    yield from _image_problems(config)
     if inference is not None:
         pool = pools.get(inference.pool)
         if pool is None:
@@ -760,6 +770,38 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             yield f"{key}.inference.cpu", "a Kubernetes CPU quantity such as 1 or 500m"
         if not re.fullmatch(r"[0-9]+(Mi|Gi)", inference.memory):
             yield f"{key}.inference.memory", "a Kubernetes memory quantity such as 512Mi or 2Gi"
+
+
+def _image_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    """A placeholder digest is never deployed, and a fabric pool runs its fabric's training target
+    (without that userspace NCCL falls back to TCP sockets with no error: cluster review A5)."""
+    key = f"{PLATFORM_KEY}.workloads"
+    training, inference = config.workloads.training, config.workloads.inference
+    for name, workload in (("training", training), ("inference", inference)):
+        if (
+            workload is not None
+            and workload.image is not None
+            and workload.image.endswith(PLACEHOLDER_DIGEST)
+        ):
+            yield (
+                f"{key}.{name}.image",
+                "an all-zero placeholder digest is never deployed: name the image's real digest, or remove "
+                "the key and `pulumi up` builds and pushes the image",
+            )
+    if training is None or (training.image is None and training.image_target is None):
+        return
+    target = training.image_target or ImageTarget.CPU
+    pools = {p.name: p for p in config.node_pools}
+    runs_on = [pools[training.pool]] if training.pool in pools else []
+    if config.workloads.fabric_test.enabled:
+        runs_on += [p for p in config.node_pools if p.fabric is not Fabric.NONE]
+    for pool in {p.name: p for p in runs_on}.values():
+        needed = IMAGE_TARGETS[pool.fabric]
+        if pool.fabric is not Fabric.NONE and target is not needed:
+            yield (
+                f"{key}.training.imageTarget",
+                f"pool {pool.name!r} has fabric {pool.fabric}: it runs the {needed} target, not {target}",
+            )
 
 
 def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:

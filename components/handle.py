@@ -147,6 +147,19 @@ class StorageHandle:
 
 
 @dataclass(frozen=True)
+class RegistryLogin:
+    """How ``pulumi up`` pushes the images it builds to the stack's registry: docker credentials from the
+    cloud (ECR authorization token / ACR token for the deployer's login), and the resources a push must
+    wait for (the repositories, the registry)."""
+
+    address: pulumi.Input[str]
+    username: pulumi.Input[str]
+    # A secret Output: a short-lived token, read again on every run.
+    password: pulumi.Input[str]
+    ready: tuple[pulumi.Resource, ...] = ()
+
+
+@dataclass(frozen=True)
 class ClusterHandle:
     """What a cloud adapter returns: everything the Kubernetes layer needs, nothing cloud-specific."""
 
@@ -157,8 +170,10 @@ class ClusterHandle:
     pools: tuple[PoolHandle, ...]
     storage: StorageHandle
     # Registry host that workload images are pulled from (ECR / ACR login server), known before
-    # deployment so image references are plain strings; config names repository:tag below it.
+    # deployment; the stack's images are pushed below it (components/images.py).
     registry: str
+    # None where the adapter cannot push (the offline tests' hand-built handles).
+    registry_login: RegistryLogin | None = None
     # workload name ("training", "inference") -> service-account annotations binding it to a cloud
     # identity (IRSA role ARN on AWS, workload-identity client id on Azure).
     identities: Mapping[str, Mapping[str, pulumi.Input[str]]] = field(default_factory=dict)

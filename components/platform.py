@@ -39,9 +39,12 @@ class Platform(pulumi.ComponentResource):
         self.handle = adapter.handle
         if config.kubernetes.enabled:
             # Imported here: a cloud-only first phase (kubernetes.enabled: false) needs no Kubernetes SDK.
+            from components.images import StackImages
             from components.kubernetes.layer import KubernetesLayer
 
-            KubernetesLayer(f"{name}-k8s", self.handle, config, pulumi.ResourceOptions(parent=self))
+            child = pulumi.ResourceOptions(parent=self)
+            images = StackImages(f"{name}-images", self.handle, config, child).images
+            KubernetesLayer(f"{name}-k8s", self.handle, config, images, child)
         self._exports: dict[str, pulumi.Input[Any]] = {
             "cloud": config.cloud.value,
             "tier": config.tier.value,

@@ -91,7 +91,8 @@ _AWS_EXTRA: dict[str, Callable[[str, str, dict[str, Any]], dict[str, Any]]] = {
         "bucketDomainName": f"{p}.s3.amazonaws.com",
     },
     "aws:ecr/repository:Repository": lambda p, r, i: {
-        "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{r}.amazonaws.com/{p}"
+        "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{r}.amazonaws.com/{p}",
+        "registryId": ACCOUNT_ID,
     },
     "aws:fsx/lustreFileSystem:LustreFileSystem": lambda p, r, i: {
         "dnsName": f"fs-{_short_hash(p)}.fsx.{r}.amazonaws.com",
@@ -211,6 +212,16 @@ def _key_vault_key(inputs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _pushed_image(inputs: dict[str, Any]) -> dict[str, Any]:
+    """What pulumi-docker-build reads back after a push: the manifest's digest, and ``ref``, one pushed
+    tag with that digest (``Image.ref``). Nothing is built offline; the digest is a hash of the inputs
+    that name the build, so it is stable per build and differs between targets."""
+    named = [str(inputs.get(k)) for k in ("tags", "target", "buildArgs", "dockerfile")]
+    digest = f"sha256:{hashlib.sha256('/'.join(named).encode()).hexdigest()}"
+    tag = inputs["tags"][0]
+    return {"digest": digest, "ref": f"{tag}@{digest}", "contextHash": _short_hash(*named)}
+
+
 def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
     region = args.get("region", "me-central-1")
     results: dict[str, dict[str, Any]] = {
@@ -233,7 +244,18 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
         },
         # An ARM bearer token for the provider's login; only the mocked ARM (``_arm``) reads it.
         "azure-native:authorization:getClientToken": {"token": "mock-arm-token"},
+        # ECR GetAuthorizationToken: the user is always AWS, the password a token (ECR API reference).
+        "aws:ecr/getAuthorizationToken:getAuthorizationToken": {
+            "userName": "AWS",
+            "password": "mock-ecr-token",
+            "authorizationToken": base64.b64encode(b"AWS:mock-ecr-token").decode(),
+            "proxyEndpoint": f"https://{ACCOUNT_ID}.dkr.ecr.{region}.amazonaws.com",
+        },
     }
+    if token == "command:local:run":
+        # The one local command the program reads, `az acr login --expose-token` (components/azure/
+        # registry.py): its stdout is the token.
+        return {**args, "stdout": "mock-acr-token", "stderr": ""}
     if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
         # Answer from the region's recorded sales (components/catalog/aws.py, AWS pricing data via
         # cfn-lint), not "everything offered": a type the region does not sell is not offered here
@@ -344,6 +366,8 @@ class PlanMocks(pulumi.runtime.Mocks):
             # Computed outputs win over echoed inputs: what Azure reads back (issuer URL, identity map).
             location = inputs.get("location", self.azure_location)
             return outputs["id"], {**inputs, **outputs, "location": location}
+        if token == "docker-build:index:Image":
+            return f"{name}-id", {**inputs, **_pushed_image(inputs)}
         if token == "random:index/randomString:RandomString":
             # Lowercase letters and digits of the asked length, stable per logical name.
             length = int(inputs["length"])

@@ -11,10 +11,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
 from components.handle import Fabric, PoolHandle
+
+
+class ImageTarget(StrEnum):
+    """The training Dockerfile's targets (workloads/training/Dockerfile): one per pool fabric."""
+
+    CPU = "cpu"
+    EFA = "efa"
+    INFINIBAND = "infiniband"
+
+
+# The target whose userspace NCCL needs on each fabric: without it NCCL silently falls back to sockets.
+IMAGE_TARGETS: Mapping[Fabric, ImageTarget] = MappingProxyType(
+    {Fabric.NONE: ImageTarget.CPU, Fabric.EFA: ImageTarget.EFA, Fabric.INFINIBAND: ImageTarget.INFINIBAND}
+)
 
 # All GPU pods: NCCL must not pick the loopback interface for bootstrap, and async error handling lets
 # a rank that sees a peer die abort instead of hanging in a collective until the timeout.

@@ -26,6 +26,7 @@ from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import ObjectStore, ObjectStoreArgs
 from components.config import PlatformConfig, Tier
 from components.handle import Cloud, ClusterHandle, Fabric, PoolKind, SharedStorageKind, StorageHandle
+from components.images import workload_images
 
 
 def shared_zone(config: PlatformConfig) -> int:
@@ -140,6 +141,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 bucket_uri=self.storage.uri, shared=self.shared_fs.shared if self.shared_fs else None
             ),
             registry=self.registry.host,
+            registry_login=self.registry.login,
             identities=self.identities.annotations,
             node_pools=tuple(p.node_group for p in self.pools if p.handle.kind is PoolKind.CPU),
         )
@@ -147,8 +149,7 @@ class AwsPlatform(pulumi.ComponentResource):
         self.register_outputs(self.exports)
 
     def _images(self) -> list[str]:
-        workloads = self._config.workloads
-        return [w.image for w in (workloads.training, workloads.inference) if w is not None]
+        return workload_images(self._config)
 
     def _node_pools(self, account: AwsAccount, tags: dict[str, str]) -> list[NodePool]:
         """One managed node group per config pool, each after its type passed the offering check."""

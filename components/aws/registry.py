@@ -18,6 +18,7 @@ import pulumi
 from pulumi_aws import ecr
 
 from components.aws.account import AwsAccount
+from components.handle import RegistryLogin
 
 
 def image_repository(image: str) -> str:
@@ -65,6 +66,20 @@ class Registry(pulumi.ComponentResource):
             )
             for repository in args.repositories
         }
+        # What `pulumi up` pushes the stack's images with (components/images.py): an ECR authorization
+        # token for the account's registry, read on every run (it lasts 12 hours; ECR
+        # GetAuthorizationToken), after the repositories exist, as pulumi-docker-build's ECR example does.
+        first = next(iter(self.repositories.values()), None)
+        self.login = (
+            None
+            if first is None
+            else _login(registry_host(args.account), first.registry_id, tuple(self.repositories.values()))
+        )
         self.register_outputs(
             {"host": self.host, "repositories": {k: r.repository_url for k, r in self.repositories.items()}}
         )
+
+
+def _login(address: str, registry_id: pulumi.Input[str], ready: tuple[pulumi.Resource, ...]) -> RegistryLogin:
+    token = ecr.get_authorization_token_output(registry_id=registry_id)
+    return RegistryLogin(address=address, username=token.user_name, password=token.password, ready=ready)

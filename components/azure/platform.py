@@ -103,6 +103,7 @@ class AzurePlatform(pulumi.ComponentResource):
             pools=tuple(pool_handle(config, pool) for pool in config.node_pools),
             storage=StorageHandle(bucket_uri=objects.models_uri, shared=shared.shared if shared else None),
             registry=registry.login_server,
+            registry_login=registry.login,
             identities={workload: identity.annotations for workload, identity in identities.items()},
             node_pools=(pools,),
             pod_labels={workload: identity.pod_labels for workload, identity in identities.items()},

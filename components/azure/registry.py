@@ -33,6 +33,11 @@ from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointAr
 from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role, grant_key_use
 from components.azure.scope import AzureScope
+from components.handle import RegistryLogin
+
+# The user name that goes with an ACR access token from `az acr login --expose-token` (Microsoft Learn,
+# "Authenticate with an Azure container registry": "az acr login with --expose-token").
+ACR_TOKEN_USER = "00000000-0000-0000-0000-000000000000"
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,15 @@ class AzureRegistry(pulumi.ComponentResource):
         # Known before deployment (public-cloud login servers are <name>.azurecr.io, ACR docs), so image
         # references built from it are plain strings the Kubernetes layer can validate.
         self.login_server = f"{registry_name}.azurecr.io"
+        # What `pulumi up` pushes the stack's images with (components/images.py): an ACR token for the
+        # deployer's Azure CLI login, read on every run (it lasts 3 hours), once the registry exists. No
+        # admin user: the push is the deployer's Entra identity (Owner/Contributor or AcrPush).
+        token = local.run_output(
+            command=registry.name.apply(lambda n: login_command(scope.deployer.subscription_id, n))
+        )
+        self.login = RegistryLogin(
+            address=self.login_server, username=ACR_TOKEN_USER, password=token.stdout, ready=(registry,)
+        )
         self.register_outputs({"loginServer": registry.login_server})
 
     def _rotate_to(
@@ -137,6 +151,12 @@ class AzureRegistry(pulumi.ComponentResource):
                 "ip_rules": [{"i_p_address_or_range": cidr, "action": "Allow"} for cidr in scope.allow_list],
             },
         }
+
+
+def login_command(subscription_id: str, registry: str) -> str:
+    """``az acr login --expose-token`` prints an access token for ``registry`` instead of calling docker."""
+    login = ["az", "acr", "login", "--subscription", subscription_id, "--name", registry, "--expose-token"]
+    return shlex.join([*login, "--output", "tsv", "--query", "accessToken"])
 
 
 def rotation_command(

@@ -18,6 +18,7 @@ import pulumi_kubernetes.helm.v3 as helm
 
 from components.config import PlatformConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric
+from components.images import WorkloadImages
 from components.kubernetes import kueue, monitoring
 from components.kubernetes.addons import (
     MONITORING_NAMESPACE,
@@ -43,6 +44,7 @@ class KubernetesLayer(pulumi.ComponentResource):
         name: str,
         handle: ClusterHandle,
         config: PlatformConfig,
+        images: WorkloadImages,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("ml-platform:kubernetes:Layer", name, None, opts)
@@ -53,7 +55,7 @@ class KubernetesLayer(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        workloads = workload_objects(handle, config)
+        workloads = workload_objects(handle, config, images)
         specs = tenancy_specs(handle, config, workloads)
         namespaces = self._apply([o for spec in specs for o in namespace_objects(spec)])
         charts = addon_charts(handle, config.region, config.kubernetes.gpu_operator)

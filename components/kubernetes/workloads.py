@@ -16,6 +16,7 @@ from components.config import (
     TrainingWorkloadConfig,
 )
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric, PoolHandle
+from components.images import WorkloadImages
 from components.kubernetes import kueue, monitoring
 from components.kubernetes.objects import Object
 from components.kubernetes.storage import VolumeClaim
@@ -45,10 +46,6 @@ class WorkloadObjects:
     alert_rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-def _image(handle: ClusterHandle, repository_and_tag: str) -> str:
-    return f"{handle.registry}/{repository_and_tag}"
-
-
 def _queue_labels(config: PlatformConfig, priority: Priority) -> dict[str, str]:
     return {
         **config.base_tags(),
@@ -57,7 +54,7 @@ def _queue_labels(config: PlatformConfig, priority: Priority) -> dict[str, str]:
 
 
 def training_spec(
-    handle: ClusterHandle, config: PlatformConfig, training: TrainingWorkloadConfig
+    handle: ClusterHandle, config: PlatformConfig, training: TrainingWorkloadConfig, images: WorkloadImages
 ) -> TrainingJobSpec:
     pool = handle.pool(training.pool)
     identity = WORKLOAD_IDENTITIES["training"]
@@ -65,7 +62,7 @@ def training_spec(
         name=training.model_name,
         run_id=training.run_id,
         namespace=identity.namespace,
-        image=_image(handle, training.image),
+        image=images.for_fabric(pool.fabric),
         pool=pool,
         service_account=identity.service_account,
         output_volume={"persistentVolumeClaim": {"claimName": TRAINING_CLAIM}},
@@ -91,9 +88,9 @@ FABRIC_TEST_NODES = 2
 def fabric_test_spec(
     handle: ClusterHandle,
     config: PlatformConfig,
-    training: TrainingWorkloadConfig,
     test: FabricTestConfig,
     pool: PoolHandle,
+    images: WorkloadImages,
 ) -> TrainingJobSpec:
     """The fabric test on ``pool`` as the training Job builder runs it: every GPU of two nodes, NCCL's
     network checked against the fabric's, and busbw against the floor where the line rate is sourced."""
@@ -103,7 +100,7 @@ def fabric_test_spec(
         name=FABRIC_TEST,
         run_id=fabric_test_run_id(pool.name, test.run_id),
         namespace=identity.namespace,
-        image=_image(handle, training.image),
+        image=images.for_fabric(pool.fabric),
         pool=pool,
         service_account=identity.service_account,
         # The test writes nothing worth keeping: no claim on the training file system.
@@ -124,13 +121,14 @@ def fabric_test_spec(
 
 
 def inference_spec(
-    handle: ClusterHandle, config: PlatformConfig, inference: InferenceWorkloadConfig
+    handle: ClusterHandle, config: PlatformConfig, inference: InferenceWorkloadConfig, images: WorkloadImages
 ) -> InferenceServiceSpec:
     identity = WORKLOAD_IDENTITIES["inference"]
     canary = inference.canary
+    assert images.inference is not None, "StackImages gives an enabled inference workload its image"
     return InferenceServiceSpec(
         name="inference",
-        image=_image(handle, inference.image),
+        image=images.inference,
         model_name=inference.model_name,
         model_version=inference.model_version,
         model_volume={"persistentVolumeClaim": {"claimName": MODELS_CLAIM, "readOnly": True}},
@@ -154,23 +152,25 @@ def inference_spec(
     )
 
 
-def workload_objects(handle: ClusterHandle, config: PlatformConfig) -> WorkloadObjects:
+def workload_objects(
+    handle: ClusterHandle, config: PlatformConfig, images: WorkloadImages
+) -> WorkloadObjects:
     result = WorkloadObjects()
     training, inference = config.workloads.training, config.workloads.inference
     # Config validation guarantees shared storage wherever a workload is enabled.
     if training is not None and training.enabled:
         identity = WORKLOAD_IDENTITIES["training"]
-        result.objects += training_job_objects(training_spec(handle, config, training))
+        result.objects += training_job_objects(training_spec(handle, config, training, images))
         if config.workloads.fabric_test.enabled:
             for pool in handle.pools:
                 if pool.fabric is not Fabric.NONE:
-                    test = fabric_test_spec(handle, config, training, config.workloads.fabric_test, pool)
+                    test = fabric_test_spec(handle, config, config.workloads.fabric_test, pool, images)
                     result.gates += training_job_objects(test)
         result.claims.append(VolumeClaim(identity.namespace, TRAINING_CLAIM, read_only=False))
         result.service_accounts.append("training")
     if inference is not None and inference.enabled:
         identity = WORKLOAD_IDENTITIES["inference"]
-        spec = inference_spec(handle, config, inference)
+        spec = inference_spec(handle, config, inference, images)
         result.objects += inference_objects(spec)
         result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
         result.scrape_jobs.append(

@@ -57,7 +57,8 @@ class Canary:
 @dataclass(frozen=True)
 class InferenceServiceSpec:
     name: str
-    image: str
+    # A pinned reference, or a deploy-time value resolving to one (the stack's image resource's ``ref``).
+    image: object
     model_name: str
     model_version: str
     model_volume: Mapping[str, Any]
@@ -114,7 +115,7 @@ def _problems(spec: InferenceServiceSpec) -> list[str]:
         problems.append(f"name must be a DNS label of at most {63 - len(CANARY_SUFFIX)} characters")
     if spec.namespace == "default" or not _DNS_LABEL.match(spec.namespace):
         problems.append("namespace must be a DNS label other than 'default'")
-    if "@sha256:" not in spec.image:
+    if isinstance(spec.image, str) and "@sha256:" not in spec.image:
         problems.append(f"image {spec.image!r} must be pinned by digest (name@sha256:...)")
     if not 1 <= spec.min_replicas <= spec.max_replicas:
         problems.append("replicas need 1 <= min_replicas <= max_replicas")

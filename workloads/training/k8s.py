@@ -70,7 +70,9 @@ class TrainingJobSpec:
     name: str
     run_id: str
     namespace: str
-    image: str
+    # A pinned reference, or a deploy-time value resolving to one (the stack's image resource's ``ref``,
+    # components/images.py), which the object carries unchanged for Pulumi to resolve.
+    image: object
     pool: PoolHandle
     service_account: str
     # A Kubernetes volume source for the shared output file system, e.g.
@@ -117,7 +119,7 @@ class TrainingJobSpec:
             problems.append(f"output_mount_path {self.output_mount_path!r} must be absolute")
         if self.namespace == "default":
             problems.append("namespace must not be 'default'")
-        if not _image_is_pinned(self.image):
+        if isinstance(self.image, str) and not _image_is_pinned(self.image):
             problems.append(f"image {self.image!r} must be pinned by digest or a tag other than latest")
         if self.await_seconds is not None and self.await_seconds < 1:
             problems.append("await_seconds must be at least 1")

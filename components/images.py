@@ -1,0 +1,173 @@
+"""The workload images as resources of the stack: built from the repository's Dockerfiles with buildx and
+pushed to the stack's own registry by ``pulumi up`` (pulumi-docker-build), their digests flowing into
+the Jobs and Deployments like any other output.
+
+One training image per Dockerfile target a pool needs (``IMAGE_TARGETS``: cpu, efa, infiniband), one
+inference image. A stack that names an image by digest (``workloads.<name>.image``) gets that instead.
+Each build is tagged with a hash of everything it reads (the Dockerfile, its target and build arguments,
+the files its COPY lines take), so an unchanged tree is the same tag and no rebuild on the next
+``pulumi up``, and a changed one a new tag in ECR's immutable-tag repositories. The workloads run the
+Image's ``ref`` output: that tag with the pushed manifest's digest (``<repo>:<tag>@sha256:...``,
+pulumi-docker-build ``Image.ref``), so a pod runs exactly the bytes this update pushed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pulumi
+import pulumi_docker_build as docker_build
+
+from components.config import PlatformConfig
+from components.handle import ClusterHandle, Fabric, RegistryLogin
+from workloads.fabric import IMAGE_TARGETS, ImageTarget
+
+REPO = Path(__file__).resolve().parents[1]
+TRAINING_DOCKERFILE = REPO / "workloads" / "training" / "Dockerfile"
+INFERENCE_DOCKERFILE = REPO / "workloads" / "inference" / "Dockerfile"
+# Repositories below the stack's registry (ECR creates them, components/aws/registry.py; ACR on push).
+TRAINER_REPOSITORY = "ml-platform/trainer"
+INFERENCE_REPOSITORY = "ml-platform/inference"
+# Every pool in both clouds' catalogs is x86_64 (p5en, ND96isr_H100_v5, the CPU pools).
+PLATFORM = docker_build.Platform.LINUX_AMD64
+# Files a build context never needs; .dockerignore says the same to buildx.
+_IGNORED_PARTS = frozenset({"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"})
+
+
+def copy_sources(dockerfile: Path) -> list[str]:
+    """The build-context paths a Dockerfile's COPY lines read (``--from`` copies read another stage)."""
+    sources: list[str] = []
+    for line in dockerfile.read_text().splitlines():
+        words = shlex.split(line) if line.startswith("COPY ") else []
+        if words and not any(w.startswith("--from=") for w in words):
+            sources += [w for w in words[1:-1] if not w.startswith("--")]
+    return sources
+
+
+def _context_files(sources: list[str]) -> Iterator[Path]:
+    for source in sources:
+        path = REPO / source
+        found = sorted(path.rglob("*")) if path.is_dir() else [path]
+        for file in found:
+            ignored = _IGNORED_PARTS & set(file.relative_to(REPO).parts)
+            if file.is_file() and not ignored and file.suffix != ".pyc":
+                yield file
+
+
+def content_tag(dockerfile: Path, target: str | None) -> str:
+    """A tag naming what the build reads: the same tree builds the same tag (no change on the next
+    ``pulumi up``), any change a new one."""
+    digest = hashlib.sha256()
+    for part in (dockerfile.relative_to(REPO).as_posix(), dockerfile.read_text(), target or ""):
+        digest.update(part.encode() + b"\0")
+    for file in _context_files(copy_sources(dockerfile)):
+        digest.update(file.relative_to(REPO).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class WorkloadImages:
+    """The image each workload runs: a training image per Dockerfile target, and the inference image."""
+
+    training: Mapping[ImageTarget, pulumi.Input[str]] = field(default_factory=dict)
+    inference: pulumi.Input[str] | None = None
+
+    def for_fabric(self, fabric: Fabric) -> pulumi.Input[str]:
+        return self.training[IMAGE_TARGETS[fabric]]
+
+
+def training_targets(handle: ClusterHandle, config: PlatformConfig) -> list[ImageTarget]:
+    """The targets the training run and the fabric tests need, one per fabric among their pools."""
+    training = config.workloads.training
+    if training is None or not training.enabled:
+        return []
+    fabrics = [handle.pool(training.pool).fabric]
+    if config.workloads.fabric_test.enabled:
+        fabrics += [p.fabric for p in handle.pools if p.fabric is not Fabric.NONE]
+    return list(dict.fromkeys(IMAGE_TARGETS[f] for f in fabrics))
+
+
+def workload_images(config: PlatformConfig) -> list[str]:
+    """The stack's image references below its registry: a named image, or the repository a build is
+    pushed to (ECR needs a repository for each, components/aws/registry.py)."""
+    named = {TRAINER_REPOSITORY: config.workloads.training, INFERENCE_REPOSITORY: config.workloads.inference}
+    return [w.image or repository for repository, w in named.items() if w is not None]
+
+
+class StackImages(pulumi.ComponentResource):
+    """Builds and pushes the images the stack's workloads run, or takes the ones the stack names."""
+
+    def __init__(
+        self,
+        name: str,
+        handle: ClusterHandle,
+        config: PlatformConfig,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("ml-platform:index:Images", name, None, opts)
+        self._name, self._handle = name, handle
+        training, inference = config.workloads.training, config.workloads.inference
+        refs: dict[ImageTarget, pulumi.Input[str]] = {}
+        for target in training_targets(handle, config):
+            assert training is not None, "targets come from an enabled training workload"
+            refs[target] = (
+                f"{handle.registry}/{training.image}"
+                if training.image is not None
+                else self._build(TRAINER_REPOSITORY, TRAINING_DOCKERFILE, target)
+            )
+        inference_ref: pulumi.Input[str] | None = None
+        if inference is not None and inference.enabled:
+            inference_ref = (
+                f"{handle.registry}/{inference.image}"
+                if inference.image is not None
+                else self._build(INFERENCE_REPOSITORY, INFERENCE_DOCKERFILE, None)
+            )
+        self.images = WorkloadImages(refs, inference_ref)
+        self.register_outputs({"training": dict(refs), "inference": inference_ref})
+
+    def _build(self, repository: str, dockerfile: Path, target: ImageTarget | None) -> pulumi.Output[str]:
+        login = self._handle.registry_login
+        if login is None:
+            raise ValueError(f"{self._handle.name}: the cloud adapter gave no registry login to push with")
+        tag = content_tag(dockerfile, target)
+        image = docker_build.Image(
+            f"{self._name}-{repository.rsplit('/', 1)[-1]}" + (f"-{target}" if target else ""),
+            docker_build.ImageArgs(
+                # Relative to the project directory, where Pulumi runs the program: the same inputs from
+                # any checkout, so another deployer's `pulumi up` is no change.
+                context=docker_build.BuildContextArgs(location="."),
+                dockerfile=docker_build.DockerfileArgs(location=dockerfile.relative_to(REPO).as_posix()),
+                target=target.value if target else None,
+                # The image records what it was built from (MLPLATFORM_CODE_VERSION, model metadata).
+                build_args={"CODE_VERSION": tag},
+                platforms=[PLATFORM],
+                tags=[f"{self._handle.registry}/{repository}:{tag}"],
+                push=True,
+                registries=[_registry(login)],
+                # BuildKit cache metadata rides in the pushed image (the only cache export the default
+                # docker driver supports); the same tag is the cache a rebuild of this tree reads.
+                cache_to=[docker_build.CacheToArgs(inline=docker_build.CacheToInlineArgs())],  # type: ignore[no-untyped-call]
+                cache_from=[
+                    docker_build.CacheFromArgs(
+                        registry=docker_build.CacheFromRegistryArgs(
+                            ref=f"{self._handle.registry}/{repository}:{tag}"
+                        )
+                    )
+                ],
+                # A preview never exports (docker-build docs), so building there only spends time on a
+                # multi-GB CUDA image; the Dockerfile is still parsed.
+                build_on_preview=False,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(login.ready)),
+        )
+        return image.ref
+
+
+def _registry(login: RegistryLogin) -> docker_build.RegistryArgs:
+    return docker_build.RegistryArgs(
+        address=login.address, username=login.username, password=pulumi.Output.secret(login.password)
+    )
