@@ -32,6 +32,10 @@ PROJECT = "ml-platform"
 # The tag naming a resource's role where the policy pack's exception contract depends on it
 # (policies/mlplatform_policies/settings.py): an S3 access-log bucket, a registry's creation-key vault.
 ROLE_TAG = "ml-platform.io/role"
+# The same tag on Azure, where ARM refuses tag names with any of ``< > % & \\ ? /``
+# (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations): no ``/``.
+AZURE_ROLE_TAG = "ml-platform.io-role"
+ARM_TAG_NAME_FORBIDDEN = re.compile(r"[<>%&\\?/]")
 PLATFORM_KEY = f"{PROJECT}:platform"
 REGION_KEYS: dict[Cloud, str] = {Cloud.AWS: "aws:region", Cloud.AZURE: "azure-native:location"}
 
@@ -768,6 +772,9 @@ def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         if "azure" in config.model_fields_set:
             yield key, f"only for azure stacks; this stack's cloud is {config.cloud}"
         return
+    for name in config.tags:
+        if ARM_TAG_NAME_FORBIDDEN.search(name):
+            yield f"{PLATFORM_KEY}.tags.{name}", "Azure tag names cannot contain < > % & \\ ? /"
     udr = config.azure.outbound_type is OutboundType.USER_DEFINED_ROUTING
     if udr and config.azure.egress_firewall_ip is None:
         yield f"{key}.egressFirewallIp", "outboundType userDefinedRouting needs the firewall's private IP"

@@ -28,7 +28,7 @@ from pulumi_azure_native import compute, keyvault
 from components.azure import naming
 from components.azure.roles import grant_key_use
 from components.azure.scope import AzureScope
-from components.config import ROLE_TAG, DataClassification
+from components.config import AZURE_ROLE_TAG, DataClassification
 
 
 class KeyPurpose(StrEnum):
@@ -194,7 +194,7 @@ class AzureKeys(pulumi.ComponentResource):
         return encryption_set_id, grant
 
 
-# The role a vault that exists only for a registry's creation carries (``ml-platform.io/role`` tag): the
+# The role a vault that exists only for a registry's creation carries (``ml-platform.io-role`` tag): the
 # policy pack lets such a vault, and no other, stay reachable in an enterprise stack (exposure.py).
 REGISTRY_CREATION_ROLE = "registry-creation-key"
 
@@ -223,7 +223,7 @@ class RegistryCreationKey(pulumi.ComponentResource):
             properties=_vault_properties(scope, sku, reachable),
             resource_group_name=scope.resource_group_name,
             location=scope.location,
-            tags={**scope.tags, ROLE_TAG: REGISTRY_CREATION_ROLE},
+            tags={**scope.tags, AZURE_ROLE_TAG: REGISTRY_CREATION_ROLE},
             # The rotation closes the vault to every network once the registry is off its key (registry.py);
             # an update must not open it again.
             opts=scope.opts(
