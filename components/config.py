@@ -252,7 +252,10 @@ class OutboundType(StrEnum):
     """AKS ``networkProfile.outboundType``: how nodes reach the internet (AKS egress docs)."""
 
     LOAD_BALANCER = "loadBalancer"
+    # AKS creates and owns the gateway; only with the VNet AKS itself manages (refused here, see below).
     MANAGED_NAT_GATEWAY = "managedNATGateway"
+    # A NAT gateway of our own on the node subnet: the outbound type for a VNet we bring.
+    USER_ASSIGNED_NAT_GATEWAY = "userAssignedNATGateway"
     USER_DEFINED_ROUTING = "userDefinedRouting"
 
 
@@ -478,9 +481,9 @@ def tier_preset(tier: Tier, cloud: Cloud, *, with_inference: bool) -> dict[str, 
         "kubernetes": {"monitoring": enterprise},
     }
     if cloud is Cloud.AZURE:
-        # Enterprise nodes leave through a NAT gateway (static egress IPs for allow-lists) instead of the
-        # cluster's public load balancer; userDefinedRouting sends them through a firewall (README).
-        outbound = OutboundType.MANAGED_NAT_GATEWAY if enterprise else OutboundType.LOAD_BALANCER
+        # Enterprise nodes leave through the stack's own NAT gateway (static egress IPs for allow-lists)
+        # instead of the cluster's public load balancer; userDefinedRouting sends them through a firewall.
+        outbound = OutboundType.USER_ASSIGNED_NAT_GATEWAY if enterprise else OutboundType.LOAD_BALANCER
         preset["azure"] = {"outboundType": outbound.value}
     if with_inference:
         preset["workloads"] = {"inference": {"auth": enterprise, "tls": enterprise}}
@@ -775,6 +778,15 @@ def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     for name in config.tags:
         if ARM_TAG_NAME_FORBIDDEN.search(name):
             yield f"{PLATFORM_KEY}.tags.{name}", "Azure tag names cannot contain < > % & \\ ? /"
+    if config.azure.outbound_type is OutboundType.MANAGED_NAT_GATEWAY:
+        # "Managed NAT gateway is incompatible with custom virtual networks" (learn.microsoft.com/azure/aks/
+        # nat-gateway); AKS answers ManagedNATGatewayWithCustomVNetNotAllowed, and every pool here is on
+        # the stack's own subnet (network.py).
+        yield (
+            f"{key}.outboundType",
+            "managedNATGateway needs an AKS-managed VNet; this platform brings its own subnet: use "
+            "userAssignedNATGateway (the stack's NAT gateway) or userDefinedRouting",
+        )
     udr = config.azure.outbound_type is OutboundType.USER_DEFINED_ROUTING
     if udr and config.azure.egress_firewall_ip is None:
         yield f"{key}.egressFirewallIp", "outboundType userDefinedRouting needs the firewall's private IP"

@@ -15,7 +15,8 @@ Choices and why:
   creation, and the cluster identity needs Reader on the set or Azure Disk volumes fail to provision
   (learn.microsoft.com/azure/aks/azure-disk-customer-managed-keys).
 - Egress (``azure.outboundType``): SMB keeps AKS's default public load balancer; enterprise leaves through
-  a managed NAT gateway (static egress IPs, no inbound path), or with ``userDefinedRouting`` through
+  the stack's NAT gateway on the node subnet (``userAssignedNATGateway``: static egress IP, no inbound
+  path; AKS's managed gateway does not work with a VNet we bring), or with ``userDefinedRouting`` through
   the customer's firewall, which then filters every outbound connection (AKS egress docs, "outbound
   types"; "Control egress traffic using Azure Firewall"). Not ``loadBalancer`` for a private cluster:
   it would give it a public outbound IP with unfiltered egress.

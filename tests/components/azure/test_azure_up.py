@@ -14,7 +14,7 @@ import pytest
 from components.config import ConfigError, parse_stack_config
 from mlplatform.plan import Plan
 from tests.components.azure.azure_plan_support import AZURE_STACKS, PLATFORM
-from tests.stack_variants import template
+from tests.stack_variants import one, template
 
 PlanFn = Callable[[str], Plan]
 VariantFn = Callable[[str, Callable[[dict[str, Any]], None]], Plan]
@@ -56,3 +56,31 @@ def test_config_refuses_a_tag_name_arm_refuses() -> None:
     raw[PLATFORM]["tags"] = {"team/owner": "vision"}
     with pytest.raises(ConfigError, match=r"ml-platform:platform\.tags\.team/owner: Azure tag names"):
         parse_stack_config(raw, "Pulumi.azure-smb-dev.yaml")
+
+
+@pytest.mark.parametrize("stack", ["azure-enterprise-dev", "azure-enterprise-prod"])
+def test_enterprise_egress_is_a_nat_gateway_on_the_stack_subnet(cloud_plan: PlanFn, stack: str) -> None:
+    """A2: "Managed NAT gateway is incompatible with custom virtual networks" (learn.microsoft.com/azure/
+    aks/nat-gateway); with a VNet of one's own, ``userAssignedNATGateway`` and the gateway on the node
+    subnet before the cluster (learn.microsoft.com/azure/aks/egress-outboundtype)."""
+    plan = cloud_plan(stack)
+    (cluster,) = plan.by_type("azure-native:containerservice:ManagedCluster")
+    assert cluster.inputs["networkProfile"]["outboundType"] == "userAssignedNATGateway"
+    (gateway,) = plan.by_type("azure-native:network:NatGateway")
+    (address,) = plan.by_type("azure-native:network:PublicIPAddress")
+    assert gateway.inputs["sku"] == {"name": "Standard"}
+    assert address.inputs["sku"]["name"] == "Standard"
+    assert address.inputs["publicIPAllocationMethod"] == "Static"
+    assert gateway.property_dependencies["publicIpAddresses"] == [address.urn]
+    nodes = one(plan, "azure-native:network:Subnet", "-nodes-subnet")
+    assert nodes.property_dependencies["natGateway"] == [gateway.urn]
+    assert cluster.inputs["agentPoolProfiles"][0]["vnetSubnetID"]
+
+
+def test_config_refuses_managed_nat_gateway_with_the_stack_vnet() -> None:
+    """A2, at the edge: AKS refuses managedNATGateway with a custom VNet (ManagedNATGatewayWithCustomVNet
+    NotAllowed; kubernetes-sigs/cluster-api-provider-azure#5429)."""
+    raw = template("azure-enterprise-prod")
+    raw[PLATFORM]["azure"]["outboundType"] = "managedNATGateway"
+    with pytest.raises(ConfigError, match=r"azure\.outboundType: managedNATGateway needs an AKS-managed VNet"):
+        parse_stack_config(raw, "Pulumi.azure-enterprise-prod.yaml")
