@@ -56,6 +56,10 @@ CONTROL_PLANE_LOGS = (
 )
 # Our retention choice: a year of audit trail in production, a month elsewhere.
 _LOG_RETENTION_DAYS = {True: 365, False: 30}
+# "New role assignments can take up to five minutes to propagate and be updated by the authorization
+# server" (learn.microsoft.com/azure/aks/manage-azure-rbac, Before you begin): the AKS RBAC grant the
+# in-cluster layer deploys with is waited on at least that long, whatever the stack's general wait.
+AKS_RBAC_PROPAGATION_SECONDS = 300
 # Candidates for the overlay ranges, AKS's defaults first (pods 10.244.0.0/16, services 10.0.0.0/16,
 # learn.microsoft.com/azure/aks/azure-cni-overlay); the first one clear of the VNet is taken.
 _POD_CIDRS = ("10.244.0.0/16", "192.168.0.0/16")
@@ -128,7 +132,9 @@ class AksCluster(pulumi.ComponentResource):
         self.kubelet_object_id: pulumi.Output[str] = self.cluster.identity_profile.apply(
             lambda p: p["kubeletidentity"].object_id
         )
-        self.kubeconfig = self._kubeconfig(propagated(f"{name}-admin", scope, [admin], self))
+        self.kubeconfig = self._kubeconfig(
+            propagated(f"{name}-admin", scope, [admin], self, at_least=AKS_RBAC_PROPAGATION_SECONDS)
+        )
         self.register_outputs(
             {
                 "clusterName": self.cluster_name,

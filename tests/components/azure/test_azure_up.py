@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 
 from components.config import ConfigError, parse_stack_config
+from mlplatform.mocks import TENANT_ID
 from mlplatform.plan import Plan
 from tests.components.azure.azure_plan_support import AZURE_STACKS, PLATFORM
 from tests.stack_variants import one, template
 
 PlanFn = Callable[[str], Plan]
+WAIT = "pulumi-python:dynamic:Resource"
 VariantFn = Callable[[str, Callable[[dict[str, Any]], None]], Plan]
 
 # "Tag names can't contain these characters: <, >, %, &, \, ?, /" (learn.microsoft.com/azure/
@@ -82,5 +84,48 @@ def test_config_refuses_managed_nat_gateway_with_the_stack_vnet() -> None:
     NotAllowed; kubernetes-sigs/cluster-api-provider-azure#5429)."""
     raw = template("azure-enterprise-prod")
     raw[PLATFORM]["azure"]["outboundType"] = "managedNATGateway"
-    with pytest.raises(ConfigError, match=r"azure\.outboundType: managedNATGateway needs an AKS-managed VNet"):
+    with pytest.raises(
+        ConfigError, match=r"azure\.outboundType: managedNATGateway needs an AKS-managed VNet"
+    ):
         parse_stack_config(raw, "Pulumi.azure-enterprise-prod.yaml")
+
+
+KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_deployer_may_create_keys_in_every_rbac_vault(cloud_plan: PlanFn, stack: str) -> None:
+    """A4: an RBAC vault authorises the deployer's key PUT against its data plane (ForbiddenByRbac
+    without a Key Vault role; pulumi/pulumi-azure-native#890; Owner/Contributor carry no Key Vault
+    DataActions, learn.microsoft.com/azure/key-vault/general/rbac-guide). Each vault holding keys grants
+    the deployer Key Vault Crypto Officer, and each key waits for the grant to propagate."""
+    plan = cloud_plan(stack)
+    urns = {r.urn: r for r in plan.resources}
+    for vault in plan.by_type("azure-native:keyvault:Vault"):
+        assert vault.inputs["properties"]["enableRbacAuthorization"] is True
+        grants = [
+            g
+            for g in plan.by_type("azure-native:authorization:RoleAssignment")
+            if g.inputs["roleDefinitionId"].endswith(KEY_VAULT_CRYPTO_OFFICER)
+            and g.property_dependencies.get("scope") == [vault.urn]
+        ]
+        assert len(grants) == 1, vault.name
+        assert grants[0].inputs["principalId"] == TENANT_ID  # the mocked getClientConfig().objectId
+        assert grants[0].inputs["principalType"] == "User"
+        keys = [
+            k
+            for k in plan.by_type("azure-native:keyvault:Key")
+            if k.property_dependencies["vaultName"] == [vault.urn]
+        ]
+        assert keys, vault.name
+        for key in keys:
+            waits = [urns[u] for u in key.dependencies if urns[u].type == WAIT]
+            assert [list(w.dependencies) for w in waits] == [[grants[0].urn]], key.name
+
+
+@pytest.mark.parametrize("stack", AZURE_STACKS)
+def test_cluster_admin_grant_is_waited_on_five_minutes(cloud_plan: PlanFn, stack: str) -> None:
+    """A6: "New role assignments can take up to five minutes to propagate" (learn.microsoft.com/azure/aks/
+    manage-azure-rbac); the Kubernetes provider's first call gets 403 and is not retried before that."""
+    (wait,) = [r for r in cloud_plan(stack).by_type(WAIT) if r.name.endswith("-cluster-admin-propagated")]
+    assert wait.inputs["seconds"] >= 300
