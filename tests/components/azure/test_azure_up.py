@@ -129,3 +129,14 @@ def test_cluster_admin_grant_is_waited_on_five_minutes(cloud_plan: PlanFn, stack
     manage-azure-rbac); the Kubernetes provider's first call gets 403 and is not retried before that."""
     (wait,) = [r for r in cloud_plan(stack).by_type(WAIT) if r.name.endswith("-cluster-admin-propagated")]
     assert wait.inputs["seconds"] >= 300
+
+
+def test_config_refuses_an_infiniband_pool_at_zero() -> None:
+    """A5: the AKS autoscaler reads a scale-from-zero node's extended resources only from scale-set tags
+    ``k8s.io_cluster-autoscaler_node-template_resources_<name>``, each ``_`` read as ``/``
+    (kubernetes/autoscaler cluster-autoscaler/cloudprovider/azure/azure_template.go), so no tag can
+    declare ``rdma/shared_ib``: the fabric test and training stay Pending until ``up`` times out."""
+    raw = template("azure-enterprise-dev")
+    raw[PLATFORM]["nodePools"][2]["minSize"] = 0
+    with pytest.raises(ConfigError, match=r"nodePools\[2\]\.minSize: an InfiniBand pool cannot scale up from 0"):
+        parse_stack_config(raw, "Pulumi.azure-enterprise-dev.yaml")
