@@ -10,6 +10,7 @@ Code below this module trusts the typed model.
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import ipaddress
 import json
@@ -23,6 +24,7 @@ from pydantic.alias_generators import to_camel
 
 from components.catalog import InstanceType, catalog
 from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
+from components.catalog.azure import AKS_END_OF_LIFE, aks_supported
 from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
 from workloads.fabric_gate import BUSBW_FLOOR_FRACTION, FABRIC_TEST, fabric_test_run_id
 from workloads.training.hooks import HOOK_PATTERN
@@ -775,6 +777,15 @@ def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         if "azure" in config.model_fields_set:
             yield key, f"only for azure stacks; this stack's cloud is {config.cloud}"
         return
+    version = config.cluster.kubernetes_version
+    today = datetime.datetime.now(datetime.UTC).date()
+    if not aks_supported(version, (today.year, today.month)):
+        offered = [v for v in AKS_END_OF_LIFE if aks_supported(v, (today.year, today.month))]
+        yield (
+            f"{PLATFORM_KEY}.cluster.kubernetesVersion",
+            f"AKS does not support {version} after {today:%Y-%m} (AKS release calendar); supported: "
+            + ", ".join(offered),
+        )
     for name in config.tags:
         if ARM_TAG_NAME_FORBIDDEN.search(name):
             yield f"{PLATFORM_KEY}.tags.{name}", "Azure tag names cannot contain < > % & \\ ? /"

@@ -44,6 +44,7 @@ from components.azure.roles import BuiltInRole
 from components.azure.scope import AzureScope, Deployer
 from components.azure.shared_storage import SharedFileStorage, SharedFileStorageArgs
 from components.azure.storage import ObjectStorage, ObjectStorageArgs
+from components.azure.versions import require_version
 from components.azure.zones import require_zones
 from components.config import PROJECT, PlatformConfig
 from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, SharedStorageKind, StorageHandle
@@ -63,6 +64,7 @@ class AzurePlatform(pulumi.ComponentResource):
         super().__init__("ml-platform:azure:Platform", name, None, opts)
         require_features(config)
         require_zones(config)
+        require_version(config)
         self._child = pulumi.ResourceOptions(parent=self)
         scope = self._scope(name, config)
         network = AzureNetwork(f"{name}-network", NetworkArgs(scope), self._child)

@@ -59,7 +59,7 @@ def test_overlay_network_with_cilium_policy(cloud_plan: PlanFn, stack: str) -> N
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
 def test_version_upgrades_and_disk_encryption_set(cloud_plan: PlanFn, stack: str) -> None:
     inputs = cluster(cloud_plan(stack))
-    assert inputs["kubernetesVersion"] == "1.33"
+    assert inputs["kubernetesVersion"] == "1.35"
     assert inputs["autoUpgradeProfile"] == {"upgradeChannel": "patch", "nodeOSUpgradeChannel": "NodeImage"}
     assert "-keys-des" in inputs["diskEncryptionSetID"]
     assert inputs["identity"]["type"] == "UserAssigned"

@@ -214,7 +214,7 @@ def test_handle_contents() -> None:
     assert (handle.cloud, handle.name, handle.kubernetes_version) == (
         Cloud.AZURE,
         "azure-enterprise-prod",
-        "1.33",
+        "1.35",
     )
     assert handle.fabrics == frozenset({Fabric.INFINIBAND})
     assert [p.name for p in handle.pools] == ["system", "inference", "gpu-ib"]

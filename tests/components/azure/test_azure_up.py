@@ -5,14 +5,21 @@ Each test names the rule and its source, and failed on the code before its fix.
 
 from __future__ import annotations
 
+import contextvars
+import datetime
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import httpx
+import pulumi
 import pytest
 
+from components.azure import versions
+from components.azure.arm import ARM_TRANSPORT
+from components.catalog.azure import aks_supported
 from components.config import ConfigError, parse_stack_config
-from mlplatform.mocks import TENANT_ID
+from mlplatform.mocks import SUBSCRIPTION_ID, TENANT_ID, PlanMocks
 from mlplatform.plan import Plan
 from tests.components.azure.azure_plan_support import AZURE_STACKS, PLATFORM
 from tests.stack_variants import one, template
@@ -138,5 +145,72 @@ def test_config_refuses_an_infiniband_pool_at_zero() -> None:
     declare ``rdma/shared_ib``: the fabric test and training stay Pending until ``up`` times out."""
     raw = template("azure-enterprise-dev")
     raw[PLATFORM]["nodePools"][2]["minSize"] = 0
-    with pytest.raises(ConfigError, match=r"nodePools\[2\]\.minSize: an InfiniBand pool cannot scale up from 0"):
+    with pytest.raises(
+        ConfigError, match=r"nodePools\[2\]\.minSize: an InfiniBand pool cannot scale up from 0"
+    ):
         parse_stack_config(raw, "Pulumi.azure-enterprise-dev.yaml")
+
+
+@pytest.mark.parametrize("stack", AZURE_STACKS)
+def test_stacks_run_a_minor_aks_supports_today(cloud_plan: PlanFn, stack: str) -> None:
+    """A3: AKS release calendar (learn.microsoft.com/azure/aks/supported-kubernetes-versions): 1.33 ended
+    Jul 2026 (LTS only), 1.34 ends Nov 2026; the cluster and every pool run a minor supported after today."""
+    plan = cloud_plan(stack)
+    today = datetime.datetime.now(datetime.UTC).date()
+    (cluster,) = plan.by_type("azure-native:containerservice:ManagedCluster")
+    versions = {cluster.inputs["kubernetesVersion"]} | {
+        p.inputs["orchestratorVersion"] for p in plan.by_type("azure-native:containerservice:AgentPool")
+    }
+    assert all(aks_supported(v, (today.year, today.month)) for v in versions), versions
+
+
+@pytest.mark.parametrize("version", ["1.33", "1.34", "1.31"])
+def test_config_refuses_a_minor_out_of_aks_support(version: str) -> None:
+    """A3, at the edge: a minor past (or at) its AKS end of life, or not on the calendar, is refused."""
+    raw = template("azure-smb-dev")
+    raw[PLATFORM]["cluster"]["kubernetesVersion"] = version
+    with pytest.raises(ConfigError, match=rf"kubernetesVersion: AKS does not support {version} after"):
+        parse_stack_config(raw, "Pulumi.azure-smb-dev.yaml")
+
+
+def _check_version(stack: str, offered: tuple[str, ...]) -> list[str]:
+    """Run the version preflight of ``stack``'s config against the mocked ARM; returns the paths it read."""
+    read: list[str] = []
+
+    def run() -> None:
+        pulumi.runtime.set_mocks(
+            PlanMocks("", "uaenorth", offered_versions=offered),
+            project="ml-platform",
+            stack=stack,
+            preview=True,
+        )
+        arm = ARM_TRANSPORT.get()
+        assert arm is not None
+
+        def recorded(request: httpx.Request) -> httpx.Response:
+            read.append(f"GET {request.url.path}?{request.url.query.decode()}")
+            return arm.handle_request(request)
+
+        ARM_TRANSPORT.set(httpx.MockTransport(recorded))
+        versions.require_version(parse_stack_config(template(stack), "test"))
+
+    contextvars.Context().run(run)
+    return read
+
+
+def test_version_preflight_reads_what_az_aks_get_versions_reads() -> None:
+    """A3 at preview: ``az aks get-versions --location`` is "Managed Clusters - List Kubernetes Versions"
+    (GET .../providers/Microsoft.ContainerService/locations/{location}/kubernetesVersions)."""
+    assert _check_version("azure-smb-dev", ("1.35", "1.36")) == [
+        f"GET /subscriptions/{SUBSCRIPTION_ID}/providers/Microsoft.ContainerService/locations/uaenorth"
+        "/kubernetesVersions?api-version=2025-09-01"
+    ]
+
+
+def test_version_not_offered_in_the_region_stops_with_the_command() -> None:
+    with pytest.raises(pulumi.RunError) as error:
+        _check_version("azure-smb-dev", ("1.36", "1.37"))
+    message = str(error.value)
+    assert "Kubernetes 1.35 (cluster.kubernetesVersion) is not offered by AKS in uaenorth" in message
+    assert "offered: 1.36, 1.37" in message
+    assert "`az aks get-versions --location uaenorth --output table`" in message
