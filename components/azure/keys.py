@@ -268,6 +268,7 @@ class RegistryCreationKey(pulumi.ComponentResource):
                 self, data=True, ignore_changes=["properties.publicNetworkAccess", "properties.networkAcls"]
             ),
         )
+        self.vault_id: pulumi.Output[str] = vault.id
         access = deployer_key_access(f"{name}-vault", scope, self, vault)
         self.key = _rsa_key(f"{name}-key", scope, self, vault, "registry-creation", kty, access)
         self.register_outputs({"vaultName": self.vault_name})

@@ -15,6 +15,7 @@ from pulumi_azure_native import authorization, resources
 
 from components.azure import naming
 from components.azure.cluster import AksCluster, ClusterArgs
+from components.azure.diagnostics import audit_logs, service_id
 from components.azure.features import require_features
 from components.azure.identity import (
     EncryptionIdentity,
@@ -96,6 +97,16 @@ class AzurePlatform(pulumi.ComponentResource):
             ),
             self._child,
         )
+        audited = {
+            "keys-vault": keys.vault.id,
+            "registry-creation-vault": registry.creation_vault_id,
+            "registry": registry.registry_id,
+            "objects-blob": service_id(objects.account_id, "blob"),
+        }
+        if shared is not None:
+            audited["shared-file"] = service_id(shared.account_id, "file")
+        for what, resource_id in audited.items():
+            audit_logs(f"{name}-{what}", scope, resource_id, cluster.workspace_id, self)
         identities = self._workload_identities(name, scope, cluster, objects)
         self.handle = ClusterHandle(
             cloud=Cloud.AZURE,

@@ -50,8 +50,8 @@ def _version_problems(arm: ArmReader, config: PlatformConfig) -> Iterator[str]:
     if version not in offered:
         listed = ", ".join(sorted(offered, key=lambda v: tuple(int(p) for p in v.split(".")))) or "none"
         yield (
-            f"Kubernetes {version} (cluster.kubernetesVersion) is not offered by AKS in {location}{unreadable}; "
-            f"offered: {listed}. Check with `az aks get-versions --location {location} --output table` and "
+            f"Kubernetes {version} (cluster.kubernetesVersion) is not offered by AKS in {location}"
+            f"{unreadable}; offered: {listed}. Check with `az aks get-versions --location {location} --output table` and "
             "pin an offered minor"
         )
 

@@ -214,3 +214,45 @@ def test_version_not_offered_in_the_region_stops_with_the_command() -> None:
     assert "Kubernetes 1.35 (cluster.kubernetesVersion) is not offered by AKS in uaenorth" in message
     assert "offered: 1.36, 1.37" in message
     assert "`az aks get-versions --location uaenorth --output table`" in message
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_vaults_storage_and_registry_send_audit_logs_to_the_workspace(cloud_plan: PlanFn, stack: str) -> None:
+    """C3: Key Vault logging (learn.microsoft.com/azure/key-vault/general/logging), Azure Storage and ACR
+    resource logs: every vault, both storage services and the registry have an ``audit`` diagnostic
+    setting to the stack's Log Analytics workspace (the AKS one already sends control-plane logs)."""
+    plan = cloud_plan(stack)
+    (workspace,) = plan.by_type("azure-native:operationalinsights:Workspace")
+    settings = plan.by_type("azure-native:monitor:DiagnosticSetting")
+    audited = set()
+    for setting in settings:
+        assert setting.property_dependencies["workspaceId"] == [workspace.urn]
+        if setting.inputs.get("logs") == [{"categoryGroup": "audit", "enabled": True}]:
+            audited |= set(setting.property_dependencies["resourceUri"])
+    urns = {r.urn: r for r in plan.resources}
+    for token in (
+        "azure-native:keyvault:Vault",
+        "azure-native:storage:StorageAccount",
+        "azure-native:containerregistry:Registry",
+    ):
+        for resource in plan.by_type(token):
+            assert resource.urn in audited, resource.name
+    uris = [s.inputs["resourceUri"] for s in settings if "Services/default" in str(s.inputs["resourceUri"])]
+    assert sorted(u.rsplit("/", 2)[1] for u in uris) == ["blobServices", "fileServices"]
+    assert {urns[u].type for u in audited} >= {"azure-native:keyvault:Vault"}
+
+
+def test_restricted_stacks_audit_reads_of_the_api_server(cloud_plan: PlanFn) -> None:
+    """C3: ``kube-audit-admin`` leaves out get/list/watch (Secret reads); restricted data audits them with
+    ``kube-audit`` (learn.microsoft.com/azure/aks/monitor-aks-reference)."""
+    categories = {
+        stack: {
+            log["category"]
+            for s in cloud_plan(stack).by_type("azure-native:monitor:DiagnosticSetting")
+            for log in s.inputs["logs"]
+            if "category" in log
+        }
+        for stack in ("azure-enterprise-dev", "azure-smb-dev")
+    }
+    assert "kube-audit" in categories["azure-enterprise-dev"]  # dataClassification: restricted
+    assert "kube-audit" not in categories["azure-smb-dev"]
