@@ -804,8 +804,8 @@ def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     if not udr and config.azure.egress_firewall_ip is not None:
         yield f"{key}.egressFirewallIp", "only meaningful with outboundType: userDefinedRouting"
     pools = {pool.name: pool for pool in config.node_pools}
-    for index, pool in enumerate(config.node_pools):
-        if pool.fabric is Fabric.INFINIBAND and pool.min_size == 0:
+    for index, node_pool in enumerate(config.node_pools):
+        if node_pool.fabric is Fabric.INFINIBAND and node_pool.min_size == 0:
             # The AKS autoscaler builds a scale-from-zero node from the scale set: extended resources only
             # from tags k8s.io_cluster-autoscaler_node-template_resources_<name> with every "_" read as
             # "/" (kubernetes/autoscaler cloudprovider/azure/azure_template.go), so rdma/shared_ib cannot

@@ -262,8 +262,8 @@ def _arm(
     subscription, read under ``pulumi preview``); sizes in ``zone_restricted`` carry a Zone restriction
     (``NotAvailableForSubscription``) on all three. Kubernetes versions ("Managed Clusters - List
     Kubernetes Versions", containerservice 2025-09-01, what ``az aks get-versions`` reads): the minors in
-    ``offered_versions``, generally available with standard support. Anything else, or a request without a bearer token,
-    gets ARM's error body, so the program's parsing of both is exercised.
+    ``offered_versions``, generally available with standard support. Anything else, or a request without
+    a bearer token, gets ARM's error body, so the program's parsing of both is exercised.
     """
     base = rf"^/subscriptions/{SUBSCRIPTION_ID}/providers"
     features_path = re.compile(rf"{base}/Microsoft\.Features/providers/([\w.]+)/features/(\w+)$")

@@ -51,8 +51,8 @@ def _version_problems(arm: ArmReader, config: PlatformConfig) -> Iterator[str]:
         listed = ", ".join(sorted(offered, key=lambda v: tuple(int(p) for p in v.split(".")))) or "none"
         yield (
             f"Kubernetes {version} (cluster.kubernetesVersion) is not offered by AKS in {location}"
-            f"{unreadable}; offered: {listed}. Check with `az aks get-versions --location {location} --output table` and "
-            "pin an offered minor"
+            f"{unreadable}; offered: {listed}. Check with "
+            f"`az aks get-versions --location {location} --output table` and pin an offered minor"
         )
 
 

@@ -289,7 +289,8 @@ def test_unprotected_stacks_get_a_fresh_vault_name(cloud_plan: PlanFn) -> None:
 
 
 @pytest.mark.parametrize(
-    ("stack", "expected"), [("azure-smb-dev", "loadBalancer"), ("azure-enterprise-prod", "userAssignedNATGateway")]
+    ("stack", "expected"),
+    [("azure-smb-dev", "loadBalancer"), ("azure-enterprise-prod", "userAssignedNATGateway")],
 )
 def test_enterprise_egress_is_not_the_public_load_balancer(
     cloud_plan: PlanFn, stack: str, expected: str

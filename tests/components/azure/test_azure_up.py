@@ -34,7 +34,7 @@ _ARM_TAG_NAME_FORBIDDEN = re.compile(r"[<>%&\\?/]")
 
 
 def _tag_names(value: Any) -> Iterator[str]:
-    """Every key of every ``tags`` mapping anywhere in a resource's inputs (top level, agent pool profiles)."""
+    """Every key of every ``tags`` mapping anywhere in a resource's inputs (top level, pool profiles)."""
     if isinstance(value, Mapping):
         for key, item in value.items():
             if key == "tags" and isinstance(item, Mapping):
