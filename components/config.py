@@ -10,6 +10,7 @@ Code below this module trusts the typed model.
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import ipaddress
 import json
@@ -23,6 +24,7 @@ from pydantic.alias_generators import to_camel
 
 from components.catalog import InstanceType, catalog
 from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
+from components.catalog.azure import AKS_END_OF_LIFE, aks_supported
 from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
 from workloads.fabric_gate import BUSBW_FLOOR_FRACTION, FABRIC_TEST, fabric_test_run_id
@@ -33,6 +35,10 @@ PROJECT = "ml-platform"
 # The tag naming a resource's role where the policy pack's exception contract depends on it
 # (policies/mlplatform_policies/settings.py): an S3 access-log bucket, a registry's creation-key vault.
 ROLE_TAG = "ml-platform.io/role"
+# The same tag on Azure, where ARM refuses tag names with any of ``< > % & \\ ? /``
+# (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations): no ``/``.
+AZURE_ROLE_TAG = "ml-platform.io-role"
+ARM_TAG_NAME_FORBIDDEN = re.compile(r"[<>%&\\?/]")
 PLATFORM_KEY = f"{PROJECT}:platform"
 REGION_KEYS: dict[Cloud, str] = {Cloud.AWS: "aws:region", Cloud.AZURE: "azure-native:location"}
 
@@ -253,7 +259,10 @@ class OutboundType(StrEnum):
     """AKS ``networkProfile.outboundType``: how nodes reach the internet (AKS egress docs)."""
 
     LOAD_BALANCER = "loadBalancer"
+    # AKS creates and owns the gateway; only with the VNet AKS itself manages (refused here, see below).
     MANAGED_NAT_GATEWAY = "managedNATGateway"
+    # A NAT gateway of our own on the node subnet: the outbound type for a VNet we bring.
+    USER_ASSIGNED_NAT_GATEWAY = "userAssignedNATGateway"
     USER_DEFINED_ROUTING = "userDefinedRouting"
 
 
@@ -483,9 +492,9 @@ def tier_preset(tier: Tier, cloud: Cloud, *, with_inference: bool) -> dict[str, 
         "kubernetes": {"monitoring": enterprise},
     }
     if cloud is Cloud.AZURE:
-        # Enterprise nodes leave through a NAT gateway (static egress IPs for allow-lists) instead of the
-        # cluster's public load balancer; userDefinedRouting sends them through a firewall (README).
-        outbound = OutboundType.MANAGED_NAT_GATEWAY if enterprise else OutboundType.LOAD_BALANCER
+        # Enterprise nodes leave through the stack's own NAT gateway (static egress IPs for allow-lists)
+        # instead of the cluster's public load balancer; userDefinedRouting sends them through a firewall.
+        outbound = OutboundType.USER_ASSIGNED_NAT_GATEWAY if enterprise else OutboundType.LOAD_BALANCER
         preset["azure"] = {"outboundType": outbound.value}
     if with_inference:
         preset["workloads"] = {"inference": {"auth": enterprise, "tls": enterprise}}
@@ -810,12 +819,45 @@ def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         if "azure" in config.model_fields_set:
             yield key, f"only for azure stacks; this stack's cloud is {config.cloud}"
         return
+    version = config.cluster.kubernetes_version
+    today = datetime.datetime.now(datetime.UTC).date()
+    if not aks_supported(version, (today.year, today.month)):
+        offered = [v for v in AKS_END_OF_LIFE if aks_supported(v, (today.year, today.month))]
+        yield (
+            f"{PLATFORM_KEY}.cluster.kubernetesVersion",
+            f"AKS does not support {version} after {today:%Y-%m} (AKS release calendar); supported: "
+            + ", ".join(offered),
+        )
+    for name in config.tags:
+        if ARM_TAG_NAME_FORBIDDEN.search(name):
+            yield f"{PLATFORM_KEY}.tags.{name}", "Azure tag names cannot contain < > % & \\ ? /"
+    if config.azure.outbound_type is OutboundType.MANAGED_NAT_GATEWAY:
+        # "Managed NAT gateway is incompatible with custom virtual networks" (learn.microsoft.com/azure/aks/
+        # nat-gateway); AKS answers ManagedNATGatewayWithCustomVNetNotAllowed, and every pool here is on
+        # the stack's own subnet (network.py).
+        yield (
+            f"{key}.outboundType",
+            "managedNATGateway needs an AKS-managed VNet; this platform brings its own subnet: use "
+            "userAssignedNATGateway (the stack's NAT gateway) or userDefinedRouting",
+        )
     udr = config.azure.outbound_type is OutboundType.USER_DEFINED_ROUTING
     if udr and config.azure.egress_firewall_ip is None:
         yield f"{key}.egressFirewallIp", "outboundType userDefinedRouting needs the firewall's private IP"
     if not udr and config.azure.egress_firewall_ip is not None:
         yield f"{key}.egressFirewallIp", "only meaningful with outboundType: userDefinedRouting"
     pools = {pool.name: pool for pool in config.node_pools}
+    for index, node_pool in enumerate(config.node_pools):
+        if node_pool.fabric is Fabric.INFINIBAND and node_pool.min_size == 0:
+            # The AKS autoscaler builds a scale-from-zero node from the scale set: extended resources only
+            # from tags k8s.io_cluster-autoscaler_node-template_resources_<name> with every "_" read as
+            # "/" (kubernetes/autoscaler cloudprovider/azure/azure_template.go), so rdma/shared_ib cannot
+            # be declared; with one node up, the autoscaler copies that node instead
+            # (processors/nodeinfosprovider/mixed_nodeinfos_processor.go).
+            yield (
+                f"{PLATFORM_KEY}.nodePools[{index}].minSize",
+                "an InfiniBand pool cannot scale up from 0 on AKS (rdma/shared_ib cannot be declared to the "
+                "autoscaler); set minSize: 1 or more",
+            )
     for name, zones in config.azure.pool_zones.items():
         where = f"{key}.poolZones.{name}"
         pool = pools.get(name)

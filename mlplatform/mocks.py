@@ -24,6 +24,8 @@ from components.catalog.azure import VM_SIZES
 ACCOUNT_ID = "123456789012"
 SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
 TENANT_ID = "00000000-0000-0000-0000-000000000001"
+# The minors the mocked ARM lists for a region (a mock answer; the live list is read under preview).
+AKS_OFFERED_VERSIONS = ("1.35", "1.36", "1.37")
 # What AKS returns for `listClusterUserCredential?format=exec` on an Entra ID cluster: a kubelogin exec
 # plugin that logs in with device code (AKS docs, "kubelogin"); the server id is AKS's Entra server
 # application, the client id AKS's Entra client application (Azure/kubelogin README).
@@ -270,7 +272,9 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
     return results.get(token, {})
 
 
-def _arm(unregistered: frozenset[str], zone_restricted: frozenset[str]) -> httpx.MockTransport:
+def _arm(
+    unregistered: frozenset[str], zone_restricted: frozenset[str], offered_versions: tuple[str, ...]
+) -> httpx.MockTransport:
     """The ARM reads the Azure program makes itself (components/azure/arm.py), answered as ARM does.
 
     Features API ("Features - Get", 2021-07-01, what ``az feature show`` reads): ``Registered``, or
@@ -278,12 +282,15 @@ def _arm(unregistered: frozenset[str], zone_restricted: frozenset[str]) -> httpx
     Microsoft.Compute 2021-07-01, what ``az vm list-skus`` reads): every size of the project's catalog in
     zones 1-3 of the asked location, a mock answer (per-zone offers are known only to a live
     subscription, read under ``pulumi preview``); sizes in ``zone_restricted`` carry a Zone restriction
-    (``NotAvailableForSubscription``) on all three. Anything else, or a request without a bearer token,
-    gets ARM's error body, so the program's parsing of both is exercised.
+    (``NotAvailableForSubscription``) on all three. Kubernetes versions ("Managed Clusters - List
+    Kubernetes Versions", containerservice 2025-09-01, what ``az aks get-versions`` reads): the minors in
+    ``offered_versions``, generally available with standard support. Anything else, or a request without
+    a bearer token, gets ARM's error body, so the program's parsing of both is exercised.
     """
     base = rf"^/subscriptions/{SUBSCRIPTION_ID}/providers"
     features_path = re.compile(rf"{base}/Microsoft\.Features/providers/([\w.]+)/features/(\w+)$")
     skus_path = re.compile(rf"{base}/Microsoft\.Compute/skus$")
+    versions_path = re.compile(rf"{base}/Microsoft\.ContainerService/locations/(\w+)/kubernetesVersions$")
     location_filter = re.compile(r"^location eq '(\w+)'$")
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -295,6 +302,8 @@ def _arm(unregistered: frozenset[str], zone_restricted: frozenset[str]) -> httpx
             if match := features_path.match(path):
                 namespace, name = match.groups()
                 return httpx.Response(200, json=_feature(path, namespace, name, name not in unregistered))
+            if versions_path.match(path):
+                return httpx.Response(200, json=_kubernetes_versions(offered_versions))
             location = location_filter.match(params.get("$filter", ""))
             if skus_path.match(path) and location:
                 skus = [_vm_sku(size, location.group(1), size in zone_restricted) for size in VM_SIZES]
@@ -310,6 +319,20 @@ def _feature(feature_id: str, namespace: str, name: str, registered: bool) -> di
         "name": f"{namespace}/{name}",
         "properties": {"state": "Registered" if registered else "NotRegistered"},
         "type": "Microsoft.Features/providers/features",
+    }
+
+
+def _kubernetes_versions(minors: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "values": [
+            {
+                "version": minor,
+                "isPreview": False,
+                "capabilities": {"supportPlan": ["KubernetesOfficial", "AKSLongTermSupport"]},
+                "patchVersions": {f"{minor}.0": {"upgrades": []}},
+            }
+            for minor in minors
+        ]
     }
 
 
@@ -345,12 +368,13 @@ class PlanMocks(pulumi.runtime.Mocks):
         azure_location: str,
         unregistered_features: frozenset[str] = frozenset(),
         zone_restricted_sizes: frozenset[str] = frozenset(),
+        offered_versions: tuple[str, ...] = AKS_OFFERED_VERSIONS,
     ) -> None:
         self.aws_region = aws_region
         self.azure_location = azure_location
         # The Azure program reads subscription features and VM sizes straight from ARM (components/azure/
         # arm.py); offline, ARM is this answer. Set in the plan's own context (run_plan), so it ends there.
-        ARM_TRANSPORT.set(_arm(unregistered_features, zone_restricted_sizes))
+        ARM_TRANSPORT.set(_arm(unregistered_features, zone_restricted_sizes, offered_versions))
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         token, name, inputs = args.typ, args.name, dict(args.inputs)

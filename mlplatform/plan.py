@@ -65,6 +65,8 @@ class PlannedResource:
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
     # The resource option that makes the engine refuse to delete it.
     protect: bool = False
+    # Input paths the engine keeps from state instead of the program's value (the ignoreChanges option).
+    ignore_changes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Plan:
                     "dependencies": list(r.dependencies),
                     "propertyDependencies": r.property_dependencies,
                     "protect": r.protect,
+                    "ignoreChanges": list(r.ignore_changes),
                 }
                 for r in self.resources
             ],
@@ -236,6 +239,7 @@ class _CaptureMonitor(MockMonitor):
                 dependencies=tuple(request.dependencies),
                 property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
                 protect=bool(request.protect),
+                ignore_changes=tuple(request.ignoreChanges),
             )
         )
         return response

@@ -15,7 +15,8 @@ Choices and why:
   creation, and the cluster identity needs Reader on the set or Azure Disk volumes fail to provision
   (learn.microsoft.com/azure/aks/azure-disk-customer-managed-keys).
 - Egress (``azure.outboundType``): SMB keeps AKS's default public load balancer; enterprise leaves through
-  a managed NAT gateway (static egress IPs, no inbound path), or with ``userDefinedRouting`` through
+  the stack's NAT gateway on the node subnet (``userAssignedNATGateway``: static egress IP, no inbound
+  path; AKS's managed gateway does not work with a VNet we bring), or with ``userDefinedRouting`` through
   the customer's firewall, which then filters every outbound connection (AKS egress docs, "outbound
   types"; "Control egress traffic using Azure Firewall"). Not ``loadBalancer`` for a private cluster:
   it would give it a public outbound IP with unfiltered egress.
@@ -41,7 +42,7 @@ from components.azure.kubeconfig import convert_kubeconfig
 from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role
 from components.azure.scope import AzureScope
-from components.config import EndpointAccess, OutboundType
+from components.config import DataClassification, EndpointAccess, OutboundType
 
 # Control-plane resource logs sent to Log Analytics (AKS monitoring reference, "Resource logs"). The
 # admin audit stream leaves out get/list/watch, which are most of the volume and cost of kube-audit.
@@ -53,8 +54,15 @@ CONTROL_PLANE_LOGS = (
     "cluster-autoscaler",
     "guard",
 )
+# Restricted data: every API-server request is audited, reads of Secrets included (kube-audit carries
+# get/list/watch, kube-audit-admin leaves them out; AKS monitoring reference, "Resource logs").
+RESTRICTED_CONTROL_PLANE_LOGS = ("kube-audit",)
 # Our retention choice: a year of audit trail in production, a month elsewhere.
 _LOG_RETENTION_DAYS = {True: 365, False: 30}
+# "New role assignments can take up to five minutes to propagate and be updated by the authorization
+# server" (learn.microsoft.com/azure/aks/manage-azure-rbac, Before you begin): the AKS RBAC grant the
+# in-cluster layer deploys with is waited on at least that long, whatever the stack's general wait.
+AKS_RBAC_PROPAGATION_SECONDS = 300
 # Candidates for the overlay ranges, AKS's defaults first (pods 10.244.0.0/16, services 10.0.0.0/16,
 # learn.microsoft.com/azure/aks/azure-cni-overlay); the first one clear of the VNet is taken.
 _POD_CIDRS = ("10.244.0.0/16", "192.168.0.0/16")
@@ -107,7 +115,7 @@ class AksCluster(pulumi.ComponentResource):
             # The autoscaler owns the node count after creation; Pulumi must not reset it on every up.
             opts=scope.opts(self, depends_on=[ready], ignore_changes=["agentPoolProfiles[0].count"]),
         )
-        self._diagnostics(name)
+        self.workspace_id = self._diagnostics(name)
         self._maintenance(name)
         # The deployer administers the cluster through Azure RBAC (no local admin exists); the in-cluster
         # layer of this same program deploys with that grant, once it has propagated.
@@ -127,7 +135,9 @@ class AksCluster(pulumi.ComponentResource):
         self.kubelet_object_id: pulumi.Output[str] = self.cluster.identity_profile.apply(
             lambda p: p["kubeletidentity"].object_id
         )
-        self.kubeconfig = self._kubeconfig(propagated(f"{name}-admin", scope, [admin], self))
+        self.kubeconfig = self._kubeconfig(
+            propagated(f"{name}-admin", scope, [admin], self, at_least=AKS_RBAC_PROPAGATION_SECONDS)
+        )
         self.register_outputs(
             {
                 "clusterName": self.cluster_name,
@@ -240,7 +250,9 @@ class AksCluster(pulumi.ComponentResource):
             }
         return {"enable_private_cluster": False, "authorized_ip_ranges": list(cluster.public_access_cidrs)}
 
-    def _diagnostics(self, name: str) -> None:
+    def _diagnostics(self, name: str) -> pulumi.Output[str]:
+        """The stack's Log Analytics workspace (retention by environment) and the control-plane logs;
+        the platform sends the other resources' audit logs to the same workspace (diagnostics.py)."""
         scope = self._scope
         workspace = operationalinsights.Workspace(
             f"{name}-logs",
@@ -256,10 +268,17 @@ class AksCluster(pulumi.ComponentResource):
             resource_uri=self.cluster.id,
             workspace_id=workspace.id,
             log_analytics_destination_type="Dedicated",
-            logs=[{"category": category, "enabled": True} for category in CONTROL_PLANE_LOGS],
+            logs=[{"category": category, "enabled": True} for category in self._control_plane_logs()],
             metrics=[{"category": "AllMetrics", "enabled": True}],
             opts=scope.opts(self),
         )
+        workspace_id: pulumi.Output[str] = workspace.id
+        return workspace_id
+
+    def _control_plane_logs(self) -> tuple[str, ...]:
+        if self._scope.config.data_classification is DataClassification.RESTRICTED:
+            return CONTROL_PLANE_LOGS + RESTRICTED_CONTROL_PLANE_LOGS
+        return CONTROL_PLANE_LOGS
 
     def _kubeconfig(self, admin_ready: pulumi.Resource) -> pulumi.Output[str]:
         """The user kubeconfig in ``exec`` format, converted for the deployer's login (kubeconfig.py):

@@ -26,9 +26,10 @@ import pulumi_random
 from pulumi_azure_native import compute, keyvault
 
 from components.azure import naming
-from components.azure.roles import grant_key_use
+from components.azure.propagation import propagated
+from components.azure.roles import BuiltInRole, assign_role, grant_key_use
 from components.azure.scope import AzureScope
-from components.config import ROLE_TAG, DataClassification
+from components.config import AZURE_ROLE_TAG, DataClassification
 
 
 class KeyPurpose(StrEnum):
@@ -104,8 +105,36 @@ def _fresh_vault_name(
     return vault_name
 
 
+def deployer_key_access(
+    name: str, scope: AzureScope, parent: pulumi.Resource, vault: keyvault.Vault
+) -> pulumi.Resource:
+    """The deployer's data-plane role on an RBAC vault, waited on: what creating its keys needs.
+
+    ARM's ``vaults/keys`` PUT (and azure-native's existence GET before it) is authorised against the
+    vault's data-plane model for the caller, ``ForbiddenByRbac`` without a Key Vault role
+    (pulumi/pulumi-azure-native#890; the provider's own keyvault example grants the deployer key
+    create/get first). Scoped to this vault only.
+    """
+    grant = assign_role(
+        f"{name}-deployer-crypto-officer",
+        scope,
+        role=BuiltInRole.KEY_VAULT_CRYPTO_OFFICER,
+        principal_id=scope.deployer.object_id,
+        target_id=vault.id,
+        opts=scope.opts(parent),
+        principal_type=scope.deployer.principal_type,
+    )
+    return propagated(f"{name}-deployer-keys", scope, [grant], parent)
+
+
 def _rsa_key(
-    name: str, scope: AzureScope, parent: pulumi.Resource, vault: keyvault.Vault, key_name: str, kty: str
+    name: str,
+    scope: AzureScope,
+    parent: pulumi.Resource,
+    vault: keyvault.Vault,
+    key_name: str,
+    kty: str,
+    access: pulumi.Resource,
 ) -> KeyRef:
     key = keyvault.Key(
         name,
@@ -114,7 +143,7 @@ def _rsa_key(
         key_name=key_name,
         properties={"kty": kty, "key_size": _KEY_SIZE, "rotation_policy": _ROTATION_POLICY},
         tags=scope.tags,
-        opts=scope.opts(parent, data=True),
+        opts=scope.opts(parent, data=True, depends_on=[access]),
     )
     return KeyRef(
         vault_uri=vault.properties.apply(lambda p: p.vault_uri),
@@ -142,8 +171,17 @@ class AzureKeys(pulumi.ComponentResource):
             **scope.placed,
             opts=scope.opts(self, data=True),
         )
+        access = deployer_key_access(f"{name}-vault", scope, self, self.vault)
         self.keys: dict[KeyPurpose, KeyRef] = {
-            purpose: _rsa_key(f"{name}-{purpose.value}", scope, self, self.vault, f"{purpose.value}-cmk", kty)
+            purpose: _rsa_key(
+                f"{name}-{purpose.value}",
+                scope,
+                self,
+                vault=self.vault,
+                key_name=f"{purpose.value}-cmk",
+                kty=kty,
+                access=access,
+            )
             for purpose in KeyPurpose
         }
         self.disk_encryption_set_id, self.disk_grant = self._disk_encryption_set(
@@ -194,7 +232,7 @@ class AzureKeys(pulumi.ComponentResource):
         return encryption_set_id, grant
 
 
-# The role a vault that exists only for a registry's creation carries (``ml-platform.io/role`` tag): the
+# The role a vault that exists only for a registry's creation carries (``ml-platform.io-role`` tag): the
 # policy pack lets such a vault, and no other, stay reachable in an enterprise stack (exposure.py).
 REGISTRY_CREATION_ROLE = "registry-creation-key"
 
@@ -223,12 +261,14 @@ class RegistryCreationKey(pulumi.ComponentResource):
             properties=_vault_properties(scope, sku, reachable),
             resource_group_name=scope.resource_group_name,
             location=scope.location,
-            tags={**scope.tags, ROLE_TAG: REGISTRY_CREATION_ROLE},
+            tags={**scope.tags, AZURE_ROLE_TAG: REGISTRY_CREATION_ROLE},
             # The rotation closes the vault to every network once the registry is off its key (registry.py);
             # an update must not open it again.
             opts=scope.opts(
                 self, data=True, ignore_changes=["properties.publicNetworkAccess", "properties.networkAcls"]
             ),
         )
-        self.key = _rsa_key(f"{name}-key", scope, self, vault, "registry-creation", kty)
+        self.vault_id: pulumi.Output[str] = vault.id
+        access = deployer_key_access(f"{name}-vault", scope, self, vault)
+        self.key = _rsa_key(f"{name}-key", scope, self, vault, "registry-creation", kty, access)
         self.register_outputs({"vaultName": self.vault_name})

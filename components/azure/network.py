@@ -6,6 +6,11 @@ Each subnet has an NSG that denies traffic from the internet explicitly, ahead o
 With ``azure.outboundType: userDefinedRouting`` the node subnet gets a route table sending all egress
 (0.0.0.0/0) to the customer's firewall, which AKS requires to exist on the subnet before the cluster
 (AKS egress docs, "outbound type userDefinedRouting"; "Control egress traffic using Azure Firewall").
+With ``userAssignedNATGateway`` the node subnet gets the stack's NAT gateway (Standard, one static public
+IP), which AKS likewise requires on the subnet before the cluster: "use userAssignedNatGateway when
+bringing your own VNet; the NAT gateway must exist before the cluster" (AKS egress docs, "outbound
+types"; learn.microsoft.com/azure/aks/nat-gateway, "Create an AKS cluster with a user-assigned NAT
+gateway").
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from pulumi_azure_native import network, privatedns
 from components.azure.scope import AzureScope
 from components.config import OutboundType
 
+# Our choice: the NAT gateway drops idle outbound flows after 4 minutes (the Azure default, 4-120).
+_NAT_IDLE_TIMEOUT_MINUTES = 4
 # Private Link DNS zones per service (learn.microsoft.com/azure/private-link/private-endpoint-dns).
 BLOB_ZONE = "privatelink.blob.core.windows.net"
 FILE_ZONE = "privatelink.file.core.windows.net"
@@ -85,6 +92,7 @@ class AzureNetwork(pulumi.ComponentResource):
         self._scope = scope = args.scope
         plan = subnet_plan(scope.config.network.cidr)
         self.route_table_id = self._egress_routes(name)
+        self.nat_gateway_id = self._nat_gateway(name)
         vnet = network.VirtualNetwork(
             f"{name}-vnet",
             address_space={"address_prefixes": [scope.config.network.cidr]},
@@ -93,7 +101,12 @@ class AzureNetwork(pulumi.ComponentResource):
         )
         self.vnet_id: pulumi.Output[str] = vnet.id
         self.node_subnet_id = self._subnet(
-            f"{name}-nodes", vnet, plan.nodes, endpoints=False, route_table_id=self.route_table_id
+            f"{name}-nodes",
+            vnet,
+            plan.nodes,
+            endpoints=False,
+            route_table_id=self.route_table_id,
+            nat_gateway_id=self.nat_gateway_id,
         )
         self.endpoint_subnet_id = self._subnet(f"{name}-endpoints", vnet, plan.endpoints, endpoints=True)
         self.dns_zone_ids: dict[str, pulumi.Output[str]] = {
@@ -132,6 +145,30 @@ class AzureNetwork(pulumi.ComponentResource):
         table_id: pulumi.Output[str] = table.id
         return table_id
 
+    def _nat_gateway(self, name: str) -> pulumi.Output[str] | None:
+        """The node subnet's NAT gateway for userAssignedNATGateway, with its static public IP."""
+        scope = self._scope
+        if scope.config.azure.outbound_type is not OutboundType.USER_ASSIGNED_NAT_GATEWAY:
+            return None
+        address = network.PublicIPAddress(
+            f"{name}-egress-ip",
+            sku={"name": "Standard", "tier": "Regional"},
+            public_ip_allocation_method="Static",
+            public_ip_address_version="IPv4",
+            **scope.placed,
+            opts=scope.opts(self),
+        )
+        gateway = network.NatGateway(
+            f"{name}-egress-nat",
+            sku={"name": "Standard"},
+            idle_timeout_in_minutes=_NAT_IDLE_TIMEOUT_MINUTES,
+            public_ip_addresses=[{"id": address.id}],
+            **scope.placed,
+            opts=scope.opts(self),
+        )
+        gateway_id: pulumi.Output[str] = gateway.id
+        return gateway_id
+
     def _subnet(
         self,
         name: str,
@@ -140,6 +177,7 @@ class AzureNetwork(pulumi.ComponentResource):
         *,
         endpoints: bool,
         route_table_id: pulumi.Input[str] | None = None,
+        nat_gateway_id: pulumi.Input[str] | None = None,
     ) -> pulumi.Output[str]:
         scope = self._scope
         nsg = network.NetworkSecurityGroup(
@@ -154,6 +192,7 @@ class AzureNetwork(pulumi.ComponentResource):
             # Private endpoints obey the subnet's NSG only when network policies are enabled on it.
             private_endpoint_network_policies="Enabled" if endpoints else None,
             route_table={"id": route_table_id} if route_table_id is not None else None,
+            nat_gateway={"id": nat_gateway_id} if nat_gateway_id is not None else None,
             opts=scope.opts(self),
         )
         subnet_id: pulumi.Output[str] = subnet.id

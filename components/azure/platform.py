@@ -15,6 +15,7 @@ from pulumi_azure_native import authorization, resources
 
 from components.azure import naming
 from components.azure.cluster import AksCluster, ClusterArgs
+from components.azure.diagnostics import audit_logs, service_id
 from components.azure.features import require_features
 from components.azure.identity import (
     EncryptionIdentity,
@@ -44,6 +45,7 @@ from components.azure.roles import BuiltInRole
 from components.azure.scope import AzureScope, Deployer
 from components.azure.shared_storage import SharedFileStorage, SharedFileStorageArgs
 from components.azure.storage import ObjectStorage, ObjectStorageArgs
+from components.azure.versions import require_version
 from components.azure.zones import require_zones
 from components.config import PROJECT, PlatformConfig
 from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, SharedStorageKind, StorageHandle
@@ -63,6 +65,7 @@ class AzurePlatform(pulumi.ComponentResource):
         super().__init__("ml-platform:azure:Platform", name, None, opts)
         require_features(config)
         require_zones(config)
+        require_version(config)
         self._child = pulumi.ResourceOptions(parent=self)
         scope = self._scope(name, config)
         network = AzureNetwork(f"{name}-network", NetworkArgs(scope), self._child)
@@ -94,6 +97,16 @@ class AzurePlatform(pulumi.ComponentResource):
             ),
             self._child,
         )
+        audited = {
+            "keys-vault": keys.vault.id,
+            "registry-creation-vault": registry.creation_vault_id,
+            "registry": registry.registry_id,
+            "objects-blob": service_id(objects.account_id, "blob"),
+        }
+        if shared is not None:
+            audited["shared-file"] = service_id(shared.account_id, "file")
+        for what, resource_id in audited.items():
+            audit_logs(f"{name}-{what}", scope, resource_id, cluster.workspace_id, self)
         identities = self._workload_identities(name, scope, cluster, objects)
         self.handle = ClusterHandle(
             cloud=Cloud.AZURE,

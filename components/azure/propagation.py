@@ -48,9 +48,13 @@ class RbacPropagation(pulumi.dynamic.Resource):
 
 
 def propagated(
-    name: str, scope: AzureScope, grants: Sequence[pulumi.Resource], parent: pulumi.Resource
+    name: str,
+    scope: AzureScope,
+    grants: Sequence[pulumi.Resource],
+    parent: pulumi.Resource,
+    at_least: int = 0,
 ) -> RbacPropagation:
-    """The wait for ``grants``, as long as the stack's ``azure.rbacPropagationSeconds``."""
-    return RbacPropagation(
-        f"{name}-propagated", scope.config.azure.rbac_propagation_seconds, grants, scope.opts(parent)
-    )
+    """The wait for ``grants``: the stack's ``azure.rbacPropagationSeconds``, or ``at_least`` where the
+    service that checks the grants documents a longer delay."""
+    seconds = max(scope.config.azure.rbac_propagation_seconds, at_least)
+    return RbacPropagation(f"{name}-propagated", seconds, grants, scope.opts(parent))

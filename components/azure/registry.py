@@ -85,6 +85,8 @@ class AzureRegistry(pulumi.ComponentResource):
             opts=scope.opts(self, data=True, depends_on=[identity.ready], ignore_changes=["encryption"]),
         )
         self._rotate_to(name, scope, registry, registry_name, args.key, creation_key)
+        self.registry_id: pulumi.Output[str] = registry.id
+        self.creation_vault_id = creation_key.vault_id
         PrivateEndpoint(
             f"{name}-registry",
             PrivateEndpointArgs(scope, args.endpoint_subnet_id, registry.id, "registry", args.dns_zone_id),

@@ -18,6 +18,10 @@ from components.azure.scope import AzureScope
 class BuiltInRole(StrEnum):
     # Wrap/unwrap with a Key Vault key: what Disks, Storage and ACR need for customer-managed keys.
     KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER = "e147488a-f6f5-4113-8e2d-b22465e65bf6"
+    # Every key operation on a vault's data plane: what the deployer needs on an RBAC vault it creates keys
+    # in; Owner and Contributor carry no Key Vault DataActions (learn.microsoft.com/azure/key-vault/
+    # general/rbac-guide).
+    KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
     STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
     STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
     ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"

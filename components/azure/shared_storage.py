@@ -90,6 +90,7 @@ class SharedFileStorage(pulumi.ComponentResource):
             PrivateEndpointArgs(scope, args.endpoint_subnet_id, account.id, "file", args.file_dns_zone_id),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.account_id: pulumi.Output[str] = account.id
         self.shared = SharedStorage(
             kind=SharedStorageKind.AZURE_FILES_NFS,
             csi={

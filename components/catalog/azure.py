@@ -33,3 +33,22 @@ VM_SIZES: dict[str, InstanceType] = {
         InstanceType("Standard_F16s_v2", _CPU, 16, 32, avx512=True),
     )
 }
+
+
+# AKS end of life per Kubernetes minor, as (year, month): the AKS Kubernetes release calendar
+# (learn.microsoft.com/azure/aks/supported-kubernetes-versions; MicrosoftDocs/azure-aks-docs
+# articles/aks/supported-kubernetes-versions.md), read 2026-11-26. AKS creates clusters only on versions
+# `az aks get-versions` lists for the region, and force-upgrades a cluster at end of support. 1.33 lives on
+# only as LTS (Premium tier with supportPlan AKSLongTermSupport), which this platform does not buy. Refresh
+# when AKS moves; 1.36 and 1.37 are GA but their end of life is not in the sources read here.
+AKS_END_OF_LIFE: dict[str, tuple[int, int]] = {
+    "1.33": (2026, 7),
+    "1.34": (2026, 11),
+    "1.35": (2027, 3),
+}
+
+
+def aks_supported(version: str, today: tuple[int, int]) -> bool:
+    """Whether AKS supports ``version`` after the month ``today`` (a version ending this month is out)."""
+    end = AKS_END_OF_LIFE.get(version)
+    return end is not None and end > today

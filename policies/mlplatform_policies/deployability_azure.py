@@ -26,6 +26,46 @@ _VERSIONED_KEY = re.compile(r"^https://[^/]+/keys/[^/]+/[0-9a-fA-F]{32}$")
 # labels and annotations"): the service account names the identity, the pod opts in with the label.
 CLIENT_ID_ANNOTATION = "azure.workload.identity/client-id"
 USE_LABEL = "azure.workload.identity/use"
+MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
+# "Tag names can't contain these characters: <, >, %, &, \\, ?, /" (learn.microsoft.com/azure/
+# azure-resource-manager/management/tag-resources#limitations); ARM answers InvalidTagNameCharacters.
+_TAG_NAME_FORBIDDEN = re.compile(r"[<>%&\\?/]")
+
+
+def _tag_names(value: Any) -> Iterator[str]:
+    """Every key of every ``tags`` mapping in a resource's inputs (top level and nested, e.g. the
+    agent pool profiles of a managed cluster)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key == "tags" and isinstance(item, Mapping):
+                yield from (str(name) for name in item)
+            else:
+                yield from _tag_names(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _tag_names(item)
+
+
+def _tag_name_charset(subject: Subject) -> Iterator[str]:
+    if subject.package != "azure-native" or subject.is_provider:
+        return
+    for name in _tag_names(subject.props):
+        if _TAG_NAME_FORBIDDEN.search(name):
+            yield f"tag name {name!r} contains a character ARM refuses in tag names (< > % & \\ ? /)"
+
+
+def _managed_nat_with_own_subnet(subject: Subject) -> Iterator[str]:
+    """ "Managed NAT gateway is incompatible with custom virtual networks" (learn.microsoft.com/azure/aks/
+    nat-gateway); AKS answers ManagedNATGatewayWithCustomVNetNotAllowed on ``vnetSubnetID``
+    (kubernetes-sigs/cluster-api-provider-azure#5429). Bring-your-own subnets take userAssignedNATGateway."""
+    if subject.get("networkProfile.outboundType") != "managedNATGateway":
+        return
+    profiles = subject.get("agentPoolProfiles")
+    if isinstance(profiles, list) and any(isinstance(p, Mapping) and p.get("vnetSubnetID") for p in profiles):
+        yield (
+            "outboundType managedNATGateway with agent pools on the stack's own subnet (vnetSubnetID): AKS "
+            "refuses it; use userAssignedNATGateway with a NAT gateway on that subnet"
+        )
 
 
 def _versioned_key_url(subject: Subject) -> Iterator[str]:
@@ -97,6 +137,19 @@ def _workload_identity_label(graph: Graph) -> Iterator[Finding]:
 
 
 POLICIES: list[Policy] = [
+    resource_policy(
+        "azure-tag-name-charset",
+        "Azure tag names contain none of < > % & \\ ? / (ARM tag-resources limitations).",
+        _tag_name_charset,
+        severity=Severity.HIGH,
+    ),
+    resource_policy(
+        "aks-managed-nat-byo-subnet",
+        "An AKS cluster on its own subnet does not use outboundType managedNATGateway (AKS NAT gateway "
+        "docs).",
+        by_type({MANAGED_CLUSTER: _managed_nat_with_own_subnet}),
+        severity=Severity.HIGH,
+    ),
     resource_policy(
         "azure-des-versioned-key",
         "A disk encryption set's active key is a versioned Key Vault key URL (compute API).",

@@ -14,7 +14,7 @@ from pulumi_policy import ResourceValidationPolicy, Severity
 
 from . import tokens
 from .factory import Rule, by_type, on_props, resource_policy
-from .settings import REGISTRY_CREATION_ROLE, ROLE_TAG
+from .settings import AZURE_ROLE_TAG, REGISTRY_CREATION_ROLE
 from .subject import Subject
 from .values import (
     Check,
@@ -102,7 +102,7 @@ _ENTERPRISE_PRIVATE_VAULT = _enterprise_private("properties.publicNetworkAccess"
 def _vault_endpoint(subject: Subject) -> Iterator[str]:
     """Enterprise vaults are private, but for the vault a registry is created against, RBAC-only
     (settings.py, exception contract)."""
-    creation = subject.tags().get(ROLE_TAG) == REGISTRY_CREATION_ROLE
+    creation = subject.tags().get(AZURE_ROLE_TAG) == REGISTRY_CREATION_ROLE
     rbac_only = is_true(subject.get("properties.enableRbacAuthorization")) and not subject.get(
         "properties.accessPolicies"
     )

@@ -21,7 +21,7 @@ Exception contract (written by the Kubernetes layer, judged by ``kubernetes.py``
   (``AES256``) instead of SSE-KMS: S3 server access logging to an SSE-KMS default-encrypted target is
   not supported (S3 user guide, "Enabling Amazon S3 server access logging"). The exception follows the
   bucket's declared role, not its name, and allows SSE-S3 only, never no encryption.
-- A Key Vault tagged ``ml-platform.io/role: registry-creation-key`` may keep public network access in an
+- A Key Vault tagged ``ml-platform.io-role: registry-creation-key`` may keep public network access in an
   enterprise stack, provided it authorises with Azure RBAC alone (no access policies): a container
   registry takes its customer-managed key at creation only through a user-assigned identity, which a Key
   Vault firewall refuses, so Microsoft's path for a firewalled vault creates the registry on a key in a
@@ -39,6 +39,8 @@ PRIVILEGED_REASON = "policy.ml-platform.io/privileged-reason"
 CAPABILITIES_REASON = "policy.ml-platform.io/capabilities-reason"
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 ROLE_TAG = "ml-platform.io/role"
+# Azure's spelling: ARM refuses tag names containing ``< > % & \\ ? /`` (tag-resources#limitations).
+AZURE_ROLE_TAG = "ml-platform.io-role"
 ACCESS_LOGS_ROLE = "access-logs"
 REGISTRY_CREATION_ROLE = "registry-creation-key"
 

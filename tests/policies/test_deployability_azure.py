@@ -70,8 +70,59 @@ Deployment(
 )
 """
 
+_TAGGED_VAULT = """
+from pulumi_azure_native import keyvault
+
+keyvault.Vault(
+    "vault",
+    resource_group_name="rg",
+    location="uaenorth",
+    vault_name="mlp-kv-fixed",
+    properties={
+        "tenant_id": "00000000-0000-0000-0000-000000000001",
+        "sku": {"family": "A", "name": "standard"},
+        "enable_rbac_authorization": True,
+        "public_network_access": "Disabled",
+        "network_acls": {"default_action": "Deny", "bypass": "AzureServices"},
+    },
+    tags={**TAGS, ROLE_TAG: "registry-creation-key"},
+)
+"""
+
+_CLUSTER = """
+from pulumi_azure_native import containerservice
+
+SUBNET = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/n"
+
+containerservice.ManagedCluster(
+    "aks",
+    resource_group_name="rg",
+    location="uaenorth",
+    dns_prefix="aks",
+    network_profile={"network_plugin": "azure", "outbound_type": OUTBOUND},
+    agent_pool_profiles=[
+        {"name": "system", "mode": "System", "vm_size": "Standard_D4s_v5", "vnet_subnet_id": SUBNET}
+    ],
+    tags=TAGS,
+)
+"""
+
 # (id, config, program, the policy and resource it must catch, or None for a compliant program)
 CASES = [
+    (
+        "tag-name-with-slash",
+        AZURE,
+        'ROLE_TAG = "ml-platform.io/role"\n' + _TAGGED_VAULT,
+        ("azure-tag-name-charset", "vault"),
+    ),
+    ("tag-name-without-slash", AZURE, 'ROLE_TAG = "ml-platform.io-role"\n' + _TAGGED_VAULT, None),
+    (
+        "managed-nat-own-subnet",
+        AZURE,
+        'OUTBOUND = "managedNATGateway"\n' + _CLUSTER,
+        ("aks-managed-nat-byo-subnet", "aks"),
+    ),
+    ("user-assigned-nat-own-subnet", AZURE, 'OUTBOUND = "userAssignedNATGateway"\n' + _CLUSTER, None),
     (
         "des-versionless-key",
         AZURE,

@@ -45,6 +45,8 @@ POLICIES = {
     "k8s-privileged-exceptions": ("mandatory", "stack"),
     "k8s-namespace-network-policy": ("mandatory", "stack"),
     "k8s-jobs-queued": ("mandatory", "stack"),
+    "azure-tag-name-charset": ("mandatory", "resource"),
+    "aks-managed-nat-byo-subnet": ("mandatory", "resource"),
     "azure-des-versioned-key": ("mandatory", "resource"),
     "azure-key-vault-name-reuse": ("mandatory", "stack"),
     "azure-workload-identity-label": ("mandatory", "stack"),

@@ -414,7 +414,7 @@ CASES = [
         keyvault.Vault(
             "kv-creation-with-access-policies",
             resource_group_name="rg",
-            tags={**TAGS, "ml-platform.io/role": "registry-creation-key"},
+            tags={**TAGS, "ml-platform.io-role": "registry-creation-key"},
             properties={
                 "tenant_id": "t",
                 "sku": {"family": "A", "name": "standard"},

@@ -59,7 +59,7 @@ def test_overlay_network_with_cilium_policy(cloud_plan: PlanFn, stack: str) -> N
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
 def test_version_upgrades_and_disk_encryption_set(cloud_plan: PlanFn, stack: str) -> None:
     inputs = cluster(cloud_plan(stack))
-    assert inputs["kubernetesVersion"] == "1.33"
+    assert inputs["kubernetesVersion"] == "1.35"
     assert inputs["autoUpgradeProfile"] == {"upgradeChannel": "patch", "nodeOSUpgradeChannel": "NodeImage"}
     assert "-keys-des" in inputs["diskEncryptionSetID"]
     assert inputs["identity"]["type"] == "UserAssigned"
@@ -75,7 +75,8 @@ def test_control_plane_logs_go_to_log_analytics(cloud_plan: PlanFn) -> None:
     setting = one(plan, "azure-native:monitor:DiagnosticSetting", "-cluster-diagnostics").inputs
     assert "-cluster-logs" in setting["workspaceId"]
     assert setting["resourceUri"].endswith("/containerservice/azure-enterprise-prod")
-    assert [log["category"] for log in setting["logs"]] == list(CONTROL_PLANE_LOGS)
+    # A restricted stack adds kube-audit (reads included) to the control-plane logs.
+    assert [log["category"] for log in setting["logs"]] == [*CONTROL_PLANE_LOGS, "kube-audit"]
     workspace = one(plan, "azure-native:operationalinsights:Workspace", "-cluster-logs").inputs
     assert workspace["features"] == {"disableLocalAuth": True}
 

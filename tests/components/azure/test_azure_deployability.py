@@ -81,11 +81,12 @@ def test_agent_pools_are_created_one_after_another(cloud_plan: PlanFn, stack: st
 
 def test_kubernetes_provider_waits_for_the_admin_grant_to_propagate(planned: PlanFn) -> None:
     """Role assignments take minutes to propagate (Azure/bicep #16601): the Kubernetes provider reads a
-    kubeconfig that resolves only after a bounded wait on the deployer's cluster-admin grant."""
+    kubeconfig that resolves only after a bounded wait on the deployer's cluster-admin grant, five
+    minutes for AKS RBAC (learn.microsoft.com/azure/aks/manage-azure-rbac)."""
     plan = planned("azure-enterprise-prod")
     (provider,) = plan.by_type("pulumi:providers:kubernetes")
     (wait,) = [r for r in plan.by_type(WAIT) if r.name in depends_on(plan, provider)]
-    assert wait.inputs["seconds"] == 120.0
+    assert wait.inputs["seconds"] == 300.0
     assert depends_on(plan, wait) == {"azure-enterprise-prod-azure-cluster-deployer-admin"}
 
 
@@ -288,7 +289,8 @@ def test_unprotected_stacks_get_a_fresh_vault_name(cloud_plan: PlanFn) -> None:
 
 
 @pytest.mark.parametrize(
-    ("stack", "expected"), [("azure-smb-dev", "loadBalancer"), ("azure-enterprise-prod", "managedNATGateway")]
+    ("stack", "expected"),
+    [("azure-smb-dev", "loadBalancer"), ("azure-enterprise-prod", "userAssignedNATGateway")],
 )
 def test_enterprise_egress_is_not_the_public_load_balancer(
     cloud_plan: PlanFn, stack: str, expected: str

@@ -45,7 +45,7 @@ def test_every_pool_is_hardened(cloud_plan: PlanFn, stack: str) -> None:
         assert (pool["osType"], pool["osSKU"]) == ("Linux", "Ubuntu")
         assert pool["enableAutoScaling"] is True
         assert "-network-nodes-subnet" in pool["vnetSubnetID"]
-        assert pool["orchestratorVersion"] == "1.33"
+        assert pool["orchestratorVersion"] == "1.35"
 
 
 def test_first_cpu_pool_is_the_system_pool(cloud_plan: PlanFn) -> None:

@@ -20,7 +20,7 @@ from components.azure.arm import ARM_TRANSPORT
 from components.azure.identity import CLIENT_ID_ANNOTATION
 from components.azure.keys import REGISTRY_CREATION_ROLE
 from components.azure.platform import AzurePlatform
-from components.config import ROLE_TAG, parse_stack_config
+from components.config import AZURE_ROLE_TAG, parse_stack_config
 from components.handle import Cloud, ClusterHandle, Fabric, SharedStorageKind
 from mlplatform.errors import InputError
 from mlplatform.mocks import SUBSCRIPTION_ID, PlanMocks
@@ -65,7 +65,7 @@ def test_everything_is_tagged_and_in_region(cloud_plan: PlanFn, stack: str) -> N
         if resource.type not in UNTAGGED:
             # The base tags, and a role only where the policy pack's exception contract reads one.
             own = dict(resource.inputs.get("tags", {}))
-            assert own.pop(ROLE_TAG, REGISTRY_CREATION_ROLE) == REGISTRY_CREATION_ROLE, resource.name
+            assert own.pop(AZURE_ROLE_TAG, REGISTRY_CREATION_ROLE) == REGISTRY_CREATION_ROLE, resource.name
             assert own == tags, resource.name
         if resource.type not in UNLOCATED:
             expected = "global" if resource.type in GLOBAL else "uaenorth"
@@ -214,7 +214,7 @@ def test_handle_contents() -> None:
     assert (handle.cloud, handle.name, handle.kubernetes_version) == (
         Cloud.AZURE,
         "azure-enterprise-prod",
-        "1.33",
+        "1.35",
     )
     assert handle.fabrics == frozenset({Fabric.INFINIBAND})
     assert [p.name for p in handle.pools] == ["system", "inference", "gpu-ib"]
