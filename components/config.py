@@ -87,8 +87,29 @@ class _Model(BaseModel):
 
 
 DnsLabel = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")]
-# The environment names the stack (``<cloud>-<tier>-<environment>``) and with it every IAM role name
-# prefix; 10 characters keep the longest prefix within IAM's 64 (components/aws/iam.role_name_prefix).
+# The Pulumi stack's name names every physical resource (EKS cluster, KMS alias, ECR repositories, IAM
+# role prefixes, the Azure resource group and AKS DNS prefix), so two stacks in one account or
+# subscription never collide. It is refused, not shortened, when an API would refuse a name built from
+# it: a user reads a resource's name and knows its stack. The bounds, per API:
+# - at most 25 characters: the longest IAM role name prefix, ``<stack>-aws-<purpose of 7>-``, must fit
+#   38 (components/aws/iam.role_name_prefix: 64 less the provider's 26-digit suffix);
+# - lowercase letters, digits and hyphens, starting with a letter and ending with a letter or digit:
+#   ECR repository names are lowercase (ECR user guide, "Creating a private repository"), S3 bucket
+#   names, autonamed from the resource name, take no uppercase or underscores (S3 user guide, "General
+#   purpose bucket naming rules"), KMS aliases take no dots (KMS developer guide, "Create aliases":
+#   alphanumerics, '/', '_' and '-'), and AKS cluster names start and end with a letter or digit (Azure
+#   "Naming rules and restrictions for Azure resources", Microsoft.ContainerService/managedClusters).
+STACK_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,23}[a-z0-9])?$")
+STACK_NAME_RULE = "lowercase letters, digits and '-', starting with a letter, 25 characters at most"
+
+
+def stack_name_problem(stack: str) -> str:
+    """One line on a stack name that cannot name the stack's resources (STACK_NAME)."""
+    return f"stack name {stack!r}: {STACK_NAME_RULE} (it names the stack's cloud resources)"
+
+
+# The environment is a tag value and picks production defaults (``prod``); its 10-character bound dates
+# from when it named the stack's resources and is kept so that every existing stack still validates.
 Environment = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,8}[a-z0-9])?$")]
 # Images are pinned by digest: a tag can be re-pointed under a running Job (checkov CKV_K8S_43). The
 # reference is repository@sha256:digest below the platform's registry (ECR / ACR).
@@ -399,6 +420,9 @@ class WorkloadsConfig(_Model):
 class PlatformConfig(_Model):
     """The whole stack: what one ``pulumi up`` builds."""
 
+    # The Pulumi stack's name (``pulumi.get_stack()``), from the stack file's name, never from its
+    # content: every physical name derives from it (STACK_NAME).
+    stack_name: str
     cloud: Cloud
     tier: Tier
     environment: Environment
@@ -417,10 +441,6 @@ class PlatformConfig(_Model):
     kubernetes: KubernetesConfig = KubernetesConfig()
     workloads: WorkloadsConfig = WorkloadsConfig()
     azure: AzureConfig = AzureConfig()
-
-    @property
-    def stack_name(self) -> str:
-        return f"{self.cloud}-{self.tier}-{self.environment}"
 
     @property
     def is_protected(self) -> bool:
@@ -514,19 +534,22 @@ def _describe(error: Any) -> str:
 def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
     """Validate one stack's config map (full keys, e.g. ``aws:region``) into a ``PlatformConfig``.
 
-    ``source`` names the file in error lines. Raises ``ConfigError`` with every problem found.
+    ``source`` is the stack file's name, ``Pulumi.<stack>.yaml`` as Pulumi names it: it names the file in
+    error lines, and the stack in it names every physical resource (a bare ``source`` is the stack's name).
+    Raises ``ConfigError`` with every problem found.
     """
     body = raw.get(PLATFORM_KEY)
     if not isinstance(body, Mapping):
         raise _absent(source, PLATFORM_KEY, raw, "required key is missing or not a mapping")
-    if "region" in body:
-        raise ConfigError(
-            [
-                f"{source}: {PLATFORM_KEY}.region: unknown key (the region is the provider's: aws:region or "
-                "azure-native:location)"
-            ]
-        )
-    document = dict(body)
+    for derived, origin in (
+        ("region", "the region is the provider's: aws:region or azure-native:location"),
+        ("stackName", "the stack's name is the Pulumi stack's: Pulumi.<stack>.yaml"),
+    ):
+        if derived in body:
+            raise ConfigError([f"{source}: {PLATFORM_KEY}.{derived}: unknown key ({origin})"])
+    stack = source.removeprefix("Pulumi.").removesuffix(".yaml")
+    named = [] if STACK_NAME.fullmatch(stack) else [f"{source}: {stack_name_problem(stack)}"]
+    document = {**body, "stackName": stack}
     cloud = body.get("cloud")
     if cloud in set(Cloud):
         region_key = REGION_KEYS[Cloud(cloud)]
@@ -550,9 +573,9 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
         config = PlatformConfig.model_validate_json(json.dumps(document))
     except ValidationError as exc:
         raise ConfigError(
-            [f"{source}: {_key_path(tuple(e['loc']))}: {_describe(e)}" for e in exc.errors()]
+            named + [f"{source}: {_key_path(tuple(e['loc']))}: {_describe(e)}" for e in exc.errors()]
         ) from None
-    problems = [f"{source}: {key}: {message}" for key, message in _rule_problems(config)]
+    problems = named + [f"{source}: {key}: {message}" for key, message in _rule_problems(config)]
     if problems:
         raise ConfigError(problems)
     return config
