@@ -629,6 +629,16 @@ def _cluster_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     if cluster.endpoint is EndpointAccess.PRIVATE and cluster.public_access_cidrs:
         yield f"{key}.publicAccessCidrs", "only meaningful with endpoint: public"
     if config.cloud is Cloud.AWS:
+        reachable = cluster.private_access_cidrs or cluster.private_access_security_groups
+        if cluster.endpoint is EndpointAccess.PRIVATE and config.kubernetes.enabled and not reachable:
+            # EKS user guide, "Cluster API server endpoint": with public access off, the API is reached
+            # only through the cluster security group, which admits nothing but itself.
+            yield (
+                f"{key}.privateAccessCidrs",
+                "the Kubernetes layer needs who may reach the private endpoint on 443: the CIDRs "
+                "(or privateAccessSecurityGroups) of the runner that applies it from inside the VPC; or "
+                f"{PLATFORM_KEY}.kubernetes.enabled: false for phase one (README, bring-up)",
+            )
         if cluster.kubernetes_version not in EKS_ADDON_VERSIONS:
             yield (
                 f"{key}.kubernetesVersion",
@@ -808,3 +818,50 @@ def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             yield where, "the pool is pinned to one zone by availabilityZone; set one or the other"
         elif len(set(zones)) < 2 or len(set(zones)) != len(zones):
             yield where, 'list two or more distinct zones ("1", "2", "3")'
+
+
+# Values the shipped templates hold until a user replaces them, each refused by the cloud or useless in
+# it: an image digest nothing was pushed as, networks reserved for documentation (RFC 5737, and RFC 3849
+# for IPv6) that no runner or office comes from, and mail domains under "example" (RFC 2606 reserves
+# example.com, .net, .org and the .example TLD; the templates use example.ae in that sense).
+_ZERO_DIGEST = re.compile(r"@sha256:0{64}$")
+_DOCUMENTATION_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
+)
+_EXAMPLE_ADDRESS = re.compile(r"@(?:[a-z0-9-]+\.)*(?:example\.[a-z]{2,}|example)$", re.IGNORECASE)
+
+
+def placeholder_problems(config: PlatformConfig) -> list[str]:
+    """One line per key of the stack that still holds a template placeholder. ``pulumi preview`` and
+    ``mlplatform plan`` warn with them; ``pulumi up`` refuses the stack with them (__main__.py)."""
+    document = config.model_dump(mode="json", by_alias=True, exclude={"stack_name", "region"})
+    source = f"Pulumi.{config.stack_name}.yaml"
+    return [f"{source}: {_key_path(loc)}: {why}" for loc, why in _placeholders(document, ())]
+
+
+def _placeholders(value: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _placeholders(item, (*loc, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _placeholders(item, (*loc, index))
+    elif isinstance(value, str):
+        why = _placeholder(value)
+        if why:
+            yield loc, why
+
+
+def _placeholder(value: str) -> str | None:
+    if _ZERO_DIGEST.search(value):
+        return "an all-zero image digest, a template placeholder: name the digest of the pushed image"
+    if _EXAMPLE_ADDRESS.search(value):
+        return f"{value} is a template placeholder address (an example domain): name a real one"
+    try:
+        network = ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return None
+    documentation = (doc for doc in _DOCUMENTATION_NETWORKS if doc.version == network.version)
+    if any(network.subnet_of(doc) for doc in documentation):  # type: ignore[arg-type]
+        return f"{value} is a documentation range (RFC 5737/3849), a template placeholder: name your own"
+    return None

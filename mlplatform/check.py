@@ -106,7 +106,7 @@ def _plan_each(
                 for line in problems
             ]
             continue
-        warn([f"{target.label}: {line}" for line in problems])
+        warn([f"{target.label}: {line}" for line in [*problems, *plan.warnings]])
         plans.append((target, plan))
     return plans, unplanned
 

@@ -98,6 +98,7 @@ def plan(
     target = target_from_flags(stack, stack_file, program, stack_opt)
     result = plan_or_exit(target)
     unrendered_or_exit(result, allow_unrendered)
+    warn(result.warnings)
     console = Console()
     if not quiet:
         print_plan(result, console)
