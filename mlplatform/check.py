@@ -64,7 +64,7 @@ def check(
     try:
         given = load_policy_config(policy_config)
         with PolicyPackSession(policy_pack) as session:
-            plans, unplanned = _plan_each(targets, allow_unrendered)  # the pack starts meanwhile
+            plans, unplanned, unrendered = _plan_each(targets, allow_unrendered)  # the pack starts meanwhile
             settings = reconcile(session.info.schemas(), given, session.info.initial_config)
             reports = [_judge(session, target, plan.to_dict(), settings) for target, plan in plans]
             pack = session.info
@@ -72,7 +72,7 @@ def check(
         exit_with(error.problems)
     console = Console()
     _print(pack, reports, console)
-    problems = [line for lines in unplanned.values() for line in lines]
+    problems = [line for lines in [*unplanned.values(), *unrendered.values()] for line in lines]
     if json_file is not None:
         write_document(json_file, _to_json(pack, reports, problems))
         console.print(f"wrote {json_file}")
@@ -80,7 +80,10 @@ def check(
         write_document(sarif_file, to_sarif(pack, reports, Path.cwd(), problems))
         console.print(f"wrote {sarif_file}")
     if unplanned:
-        console.print(f"not judged (bad config, or a Helm release not rendered): {', '.join(unplanned)}")
+        console.print(f"not judged, bad config: {', '.join(unplanned)}")
+    if unrendered:
+        console.print(f"not judged, Helm releases not rendered: {', '.join(unrendered)}")
+    if problems:
         exit_with(problems)
     if any(v.mandatory for report in reports for v in report.violations):
         raise typer.Exit(EXIT_FINDING)
@@ -88,11 +91,13 @@ def check(
 
 def _plan_each(
     targets: list[Target], allow_unrendered: bool
-) -> tuple[list[tuple[Target, Plan]], dict[str, list[str]]]:
+) -> tuple[list[tuple[Target, Plan]], dict[str, list[str]], dict[str, list[str]]]:
     """Every stack that plans, and each one that does not with its problems: one stack's bad config
     must not keep the others from being judged. A stack with a Helm release that cannot be rendered is
     not judged either (the pack would see less than the platform), unless ``allow_unrendered``."""
-    plans, unplanned = [], {}
+    plans: list[tuple[Target, Plan]] = []
+    unplanned: dict[str, list[str]] = {}
+    unrendered: dict[str, list[str]] = {}
     for target in targets:
         try:
             plan = run_plan(target)
@@ -101,14 +106,14 @@ def _plan_each(
             continue
         problems = unrendered_problems(plan.resources)
         if problems and not allow_unrendered:
-            unplanned[target.label] = [
+            unrendered[target.label] = [
                 f"{target.label}: {line} (--allow-unrendered judges it without its objects)"
                 for line in problems
             ]
             continue
         warn([f"{target.label}: {line}" for line in [*problems, *plan.warnings]])
         plans.append((target, plan))
-    return plans, unplanned
+    return plans, unplanned, unrendered
 
 
 def _targets(
