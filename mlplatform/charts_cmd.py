@@ -22,7 +22,19 @@ import typer
 from components.kubernetes.charts import CHARTS_ENV, PINS, ChartError, ChartPin, cache_dir, verify
 from mlplatform.errors import exit_with
 
-app = typer.Typer(help="The Helm chart cache that plan and check render from.", no_args_is_help=True)
+app = typer.Typer(
+    help="The packaged Helm charts plan and check render from.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _charts() -> None:
+    # A callback keeps `charts` a group: typer runs a one-command app as that command, which made
+    # `mlplatform charts pull` fail with "unexpected extra argument (pull)".
+    pass
 
 
 def pull_chart(chart_pin: ChartPin, directory: Path) -> Path:

@@ -3,6 +3,7 @@ errors in the project's one-line style (exit 2, no usage text, no panel, no trac
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -137,3 +138,32 @@ def test_output_reads_at_80_columns(tmp_path: Path) -> None:
     assert "aws-smb-dev-aws-cluster" not in plan.stdout
     # A type token that fits on a line stays whole (the longest, 86 characters, cannot at 80).
     assert "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule" in plan.stdout
+
+
+def test_every_command_the_readme_and_the_messages_name_exists() -> None:
+    """A documented command that does not exist (once, `mlplatform charts pull`) sends a user nowhere:
+    each `mlplatform VERB [SUBCOMMAND]` in README.md and in the program's messages is a real command,
+    and each `make TARGET` the README names is a Makefile target."""
+    from mlplatform.cli import VERBS
+    from mlplatform.plan import REPO_ROOT
+
+    sources = [REPO_ROOT / "README.md", REPO_ROOT / "Makefile", REPO_ROOT / ".github/workflows/policy.yml"]
+    for package in ("components", "mlplatform", "policies/mlplatform_policies", "workloads"):
+        sources += sorted((REPO_ROOT / package).rglob("*.py"))
+    named = {
+        (path.name, match.group(1), match.group(2))
+        for path in sources
+        for match in re.finditer(
+            r"(?<![\w/.-])mlplatform ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?", path.read_text()
+        )
+    }
+    assert named
+    for where, verb, sub in named:
+        assert verb in VERBS, f"{where}: mlplatform {verb}"
+        if verb == "charts":  # a group: its subcommand must exist too
+            group = VERBS[verb].load()
+            assert sub in group.commands, f"{where}: mlplatform {verb} {sub}"
+    readme = (REPO_ROOT / "README.md").read_text()
+    targets = set(re.findall(r"(?m)^([a-z][a-z-]*):", (REPO_ROOT / "Makefile").read_text()))
+    for target in re.findall(r"(?:`|^)make ([a-z][a-z-]*)", readme, re.MULTILINE):
+        assert target in targets, f"README.md: make {target}"
