@@ -95,6 +95,11 @@ def test_a_missing_extra_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -
             "error: mlplatform new-stack: Invalid value for '--cloud': 'gcp' is not one of 'aws', 'azure'. "
             "(see mlplatform new-stack --help)",
         ),
+        (
+            ["new-stack", "Team2_prod", "--cloud", "aws", "--tier", "smb", "--env", "dev"],
+            "error: stack name 'Team2_prod': lowercase letters, digits and '-', starting with a letter, "
+            "25 characters at most (it names the stack's cloud resources)",
+        ),
         (["plan", "--bogus"], "error: mlplatform plan: No such option: --bogus (see mlplatform plan --help)"),
         (["plna"], "error: mlplatform: No such command 'plna'. Did you mean 'plan'? (see mlplatform --help)"),
         (["--bogus"], "error: mlplatform: No such option: --bogus (see mlplatform --help)"),
