@@ -12,8 +12,6 @@ INFRA_VENV := build/infra-venv
 OUT := out
 # Each venv's stamp names the interpreter that built it: a venv built by another Python is rebuilt.
 STAMP := .installed-$(PYTHON_VERSION)
-# The packaged Helm charts plan and check render from (`mlplatform charts pull` fills .charts instead).
-export MLPLATFORM_CHARTS ?= ../shared/charts
 
 .PHONY: setup setup-policy python demo test test-infra lint bench clean
 

@@ -2,7 +2,7 @@
 
 import pulumi
 
-from components.config import ConfigError, load_stack_config
+from components.config import ConfigError, load_stack_config, placeholder_problems
 from components.platform import Platform
 
 try:
@@ -10,6 +10,16 @@ try:
 except ConfigError as exc:
     # RunError prints its message without a traceback: one line per problem, naming the stack key.
     raise pulumi.RunError(str(exc)) from None
+
+# A template placeholder plans and previews with a warning per key; an update refuses the stack before
+# it creates anything, since the cloud would refuse it (or deploy something no one can use) later.
+placeholders = placeholder_problems(config)
+if placeholders and not pulumi.runtime.is_dry_run():
+    raise pulumi.RunError(
+        "\n".join(f"{line} (pulumi up refuses template placeholders)" for line in placeholders)
+    )
+for line in placeholders:
+    pulumi.log.warn(line)
 
 platform = Platform(config.stack_name, config)
 for name, value in platform.outputs().items():

@@ -4,8 +4,9 @@ Prints both wall times and their ratio, and how much of each provider SDK the pl
 must import per-service modules, never a provider's whole tree (REFERENCE.md: ~7-10 s and ~450 MB).
 Target: all eight stacks in under 20 s on 2 cores.
 
-Plans render every Helm release from the chart cache (``MLPLATFORM_CHARTS``, default ``../shared/charts``);
-the same plans with an empty cache (releases left unrendered) give the cost of rendering as a ratio.
+Plans render every Helm release from the packaged charts (``MLPLATFORM_CHARTS``, default the
+repository's ``charts/``); the same plans with an empty folder (releases left unrendered) give the cost
+of rendering as a ratio.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CHARTS = os.environ.get("MLPLATFORM_CHARTS", str(REPO.parent / "shared" / "charts"))
+CHARTS = os.environ.get("MLPLATFORM_CHARTS", str(REPO / "charts"))
 
 PLAN_ALL = """
 import json, sys, time

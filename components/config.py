@@ -94,8 +94,29 @@ class _Model(BaseModel):
 
 
 DnsLabel = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")]
-# The environment names the stack (``<cloud>-<tier>-<environment>``) and with it every IAM role name
-# prefix; 10 characters keep the longest prefix within IAM's 64 (components/aws/iam.role_name_prefix).
+# The Pulumi stack's name names every physical resource (EKS cluster, KMS alias, ECR repositories, IAM
+# role prefixes, the Azure resource group and AKS DNS prefix), so two stacks in one account or
+# subscription never collide. It is refused, not shortened, when an API would refuse a name built from
+# it: a user reads a resource's name and knows its stack. The bounds, per API:
+# - at most 25 characters: the longest IAM role name prefix, ``<stack>-aws-<purpose of 7>-``, must fit
+#   38 (components/aws/iam.role_name_prefix: 64 less the provider's 26-digit suffix);
+# - lowercase letters, digits and hyphens, starting with a letter and ending with a letter or digit:
+#   ECR repository names are lowercase (ECR user guide, "Creating a private repository"), S3 bucket
+#   names, autonamed from the resource name, take no uppercase or underscores (S3 user guide, "General
+#   purpose bucket naming rules"), KMS aliases take no dots (KMS developer guide, "Create aliases":
+#   alphanumerics, '/', '_' and '-'), and AKS cluster names start and end with a letter or digit (Azure
+#   "Naming rules and restrictions for Azure resources", Microsoft.ContainerService/managedClusters).
+STACK_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,23}[a-z0-9])?$")
+STACK_NAME_RULE = "lowercase letters, digits and '-', starting with a letter, 25 characters at most"
+
+
+def stack_name_problem(stack: str) -> str:
+    """One line on a stack name that cannot name the stack's resources (STACK_NAME)."""
+    return f"stack name {stack!r}: {STACK_NAME_RULE} (it names the stack's cloud resources)"
+
+
+# The environment is a tag value and picks production defaults (``prod``); its 10-character bound dates
+# from when it named the stack's resources and is kept so that every existing stack still validates.
 Environment = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,8}[a-z0-9])?$")]
 # A workload's image is built from the repository's Dockerfile and pushed to the stack's registry by
 # `pulumi up` (components/images.py), unless the stack names one: then by digest, since a tag can be
@@ -417,6 +438,9 @@ class WorkloadsConfig(_Model):
 class PlatformConfig(_Model):
     """The whole stack: what one ``pulumi up`` builds."""
 
+    # The Pulumi stack's name (``pulumi.get_stack()``), from the stack file's name, never from its
+    # content: every physical name derives from it (STACK_NAME).
+    stack_name: str
     cloud: Cloud
     tier: Tier
     environment: Environment
@@ -435,10 +459,6 @@ class PlatformConfig(_Model):
     kubernetes: KubernetesConfig = KubernetesConfig()
     workloads: WorkloadsConfig = WorkloadsConfig()
     azure: AzureConfig = AzureConfig()
-
-    @property
-    def stack_name(self) -> str:
-        return f"{self.cloud}-{self.tier}-{self.environment}"
 
     @property
     def is_protected(self) -> bool:
@@ -532,19 +552,22 @@ def _describe(error: Any) -> str:
 def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
     """Validate one stack's config map (full keys, e.g. ``aws:region``) into a ``PlatformConfig``.
 
-    ``source`` names the file in error lines. Raises ``ConfigError`` with every problem found.
+    ``source`` is the stack file's name, ``Pulumi.<stack>.yaml`` as Pulumi names it: it names the file in
+    error lines, and the stack in it names every physical resource (a bare ``source`` is the stack's name).
+    Raises ``ConfigError`` with every problem found.
     """
     body = raw.get(PLATFORM_KEY)
     if not isinstance(body, Mapping):
         raise _absent(source, PLATFORM_KEY, raw, "required key is missing or not a mapping")
-    if "region" in body:
-        raise ConfigError(
-            [
-                f"{source}: {PLATFORM_KEY}.region: unknown key (the region is the provider's: aws:region or "
-                "azure-native:location)"
-            ]
-        )
-    document = dict(body)
+    for derived, origin in (
+        ("region", "the region is the provider's: aws:region or azure-native:location"),
+        ("stackName", "the stack's name is the Pulumi stack's: Pulumi.<stack>.yaml"),
+    ):
+        if derived in body:
+            raise ConfigError([f"{source}: {PLATFORM_KEY}.{derived}: unknown key ({origin})"])
+    stack = source.removeprefix("Pulumi.").removesuffix(".yaml")
+    named = [] if STACK_NAME.fullmatch(stack) else [f"{source}: {stack_name_problem(stack)}"]
+    document = {**body, "stackName": stack}
     cloud = body.get("cloud")
     if cloud in set(Cloud):
         region_key = REGION_KEYS[Cloud(cloud)]
@@ -568,9 +591,9 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
         config = PlatformConfig.model_validate_json(json.dumps(document))
     except ValidationError as exc:
         raise ConfigError(
-            [f"{source}: {_key_path(tuple(e['loc']))}: {_describe(e)}" for e in exc.errors()]
+            named + [f"{source}: {_key_path(tuple(e['loc']))}: {_describe(e)}" for e in exc.errors()]
         ) from None
-    problems = [f"{source}: {key}: {message}" for key, message in _rule_problems(config)]
+    problems = named + [f"{source}: {key}: {message}" for key, message in _rule_problems(config)]
     if problems:
         raise ConfigError(problems)
     return config
@@ -624,6 +647,16 @@ def _cluster_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     if cluster.endpoint is EndpointAccess.PRIVATE and cluster.public_access_cidrs:
         yield f"{key}.publicAccessCidrs", "only meaningful with endpoint: public"
     if config.cloud is Cloud.AWS:
+        reachable = cluster.private_access_cidrs or cluster.private_access_security_groups
+        if cluster.endpoint is EndpointAccess.PRIVATE and config.kubernetes.enabled and not reachable:
+            # EKS user guide, "Cluster API server endpoint": with public access off, the API is reached
+            # only through the cluster security group, which admits nothing but itself.
+            yield (
+                f"{key}.privateAccessCidrs",
+                "the Kubernetes layer needs who may reach the private endpoint on 443: the CIDRs "
+                "(or privateAccessSecurityGroups) of the runner that applies it from inside the VPC; or "
+                f"{PLATFORM_KEY}.kubernetes.enabled: false for phase one (README, bring-up)",
+            )
         if cluster.kubernetes_version not in EKS_ADDON_VERSIONS:
             yield (
                 f"{key}.kubernetesVersion",
@@ -869,3 +902,50 @@ def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             yield where, "the pool is pinned to one zone by availabilityZone; set one or the other"
         elif len(set(zones)) < 2 or len(set(zones)) != len(zones):
             yield where, 'list two or more distinct zones ("1", "2", "3")'
+
+
+# Values the shipped templates hold until a user replaces them, each refused by the cloud or useless in
+# it: an image digest nothing was pushed as, networks reserved for documentation (RFC 5737, and RFC 3849
+# for IPv6) that no runner or office comes from, and mail domains under "example" (RFC 2606 reserves
+# example.com, .net, .org and the .example TLD; the templates use example.ae in that sense).
+_ZERO_DIGEST = re.compile(r"@sha256:0{64}$")
+_DOCUMENTATION_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
+)
+_EXAMPLE_ADDRESS = re.compile(r"@(?:[a-z0-9-]+\.)*(?:example\.[a-z]{2,}|example)$", re.IGNORECASE)
+
+
+def placeholder_problems(config: PlatformConfig) -> list[str]:
+    """One line per key of the stack that still holds a template placeholder. ``pulumi preview`` and
+    ``mlplatform plan`` warn with them; ``pulumi up`` refuses the stack with them (__main__.py)."""
+    document = config.model_dump(mode="json", by_alias=True, exclude={"stack_name", "region"})
+    source = f"Pulumi.{config.stack_name}.yaml"
+    return [f"{source}: {_key_path(loc)}: {why}" for loc, why in _placeholders(document, ())]
+
+
+def _placeholders(value: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _placeholders(item, (*loc, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _placeholders(item, (*loc, index))
+    elif isinstance(value, str):
+        why = _placeholder(value)
+        if why:
+            yield loc, why
+
+
+def _placeholder(value: str) -> str | None:
+    if _ZERO_DIGEST.search(value):
+        return "an all-zero image digest, a template placeholder: name the digest of the pushed image"
+    if _EXAMPLE_ADDRESS.search(value):
+        return f"{value} is a template placeholder address (an example domain): name a real one"
+    try:
+        network = ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return None
+    documentation = (doc for doc in _DOCUMENTATION_NETWORKS if doc.version == network.version)
+    if any(network.subnet_of(doc) for doc in documentation):  # type: ignore[arg-type]
+        return f"{value} is a documentation range (RFC 5737/3849), a template placeholder: name your own"
+    return None

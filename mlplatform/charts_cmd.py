@@ -1,9 +1,13 @@
-"""``mlplatform charts pull``: fill the local chart cache that ``plan`` and ``check`` render from.
+"""``mlplatform charts pull``: the packaged charts that ``plan`` and ``check`` render from.
 
-Each pinned chart (components/kubernetes/charts.py) is pulled from its repository at exactly its
-version with Helm's own client (helm-python-sdk), then verified: it loads as a chart, and its name and
-version are the pin's. Only a verified package is moved into the cache, so a half-downloaded or wrong
-chart never stands in for the pinned one. Charts already present are verified, not pulled again.
+The pinned charts ship in the repository's ``charts/``, each with its sha256 in ``charts/index.json``.
+A pinned chart missing from the folder (a new pin) is pulled from its repository at exactly its version
+with Helm's own client (helm-python-sdk), then verified: it loads as a chart, and its name and version
+are the pin's. Only a verified package is moved into the folder, so a half-downloaded or wrong chart
+never stands in for the pinned one. Charts already present are verified, not pulled again, against the
+digest the folder's index.json records too. A pulled package has no recorded digest to meet: upstream
+archives differ byte for byte from the shipped ones (charts/README.md), so record its sha256, source,
+tag, commit and license in index.json when you add it.
 """
 
 from __future__ import annotations
@@ -18,7 +22,19 @@ import typer
 from components.kubernetes.charts import CHARTS_ENV, PINS, ChartError, ChartPin, cache_dir, verify
 from mlplatform.errors import exit_with
 
-app = typer.Typer(help="The Helm chart cache that plan and check render from.", no_args_is_help=True)
+app = typer.Typer(
+    help="The packaged Helm charts plan and check render from.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _charts() -> None:
+    # A callback keeps `charts` a group: typer runs a one-command app as that command, which made
+    # `mlplatform charts pull` fail with "unexpected extra argument (pull)".
+    pass
 
 
 def pull_chart(chart_pin: ChartPin, directory: Path) -> Path:
@@ -56,11 +72,11 @@ def pull(
     dest: Annotated[
         Path | None,
         typer.Option(
-            "--dest", help=f"The cache directory (default: ${CHARTS_ENV}, else .charts in the project)."
+            "--dest", help=f"The chart folder (default: ${CHARTS_ENV}, else the repository's charts/)."
         ),
     ] = None,
 ) -> None:
-    """Pull every pinned chart at its pinned version into the cache, and verify each."""
+    """Verify every pinned chart in the folder; pull each one missing at its pinned version."""
     directory = (dest or cache_dir()).resolve()
     problems: list[str] = []
     for chart_pin in PINS:

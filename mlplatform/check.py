@@ -21,9 +21,10 @@ from rich.text import Text
 from components.config import ConfigError
 from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violation
 from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
-from mlplatform.errors import EXIT_FINDING, InputError, exit_with
+from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
-from mlplatform.plan_cmd import ProgramOpt, StackFileOpt, StackOpt
+from mlplatform.plan_cmd import AllowUnrenderedOpt, ProgramOpt, StackFileOpt, StackOpt
+from mlplatform.rendering import unrendered_problems
 from mlplatform.report import write_document
 from mlplatform.sarif import to_sarif
 
@@ -56,13 +57,14 @@ def check(
             show_default=False,
         ),
     ] = None,
+    allow_unrendered: AllowUnrenderedOpt = False,
 ) -> None:
     """Judge stacks with the policy pack; exit 1 on any mandatory violation."""
     targets = _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
     try:
         given = load_policy_config(policy_config)
         with PolicyPackSession(policy_pack) as session:
-            plans, unplanned = _plan_each(targets)  # the pack starts meanwhile
+            plans, unplanned, unrendered = _plan_each(targets, allow_unrendered)  # the pack starts meanwhile
             settings = reconcile(session.info.schemas(), given, session.info.initial_config)
             reports = [_judge(session, target, plan.to_dict(), settings) for target, plan in plans]
             pack = session.info
@@ -70,7 +72,7 @@ def check(
         exit_with(error.problems)
     console = Console()
     _print(pack, reports, console)
-    problems = [line for lines in unplanned.values() for line in lines]
+    problems = [line for lines in [*unplanned.values(), *unrendered.values()] for line in lines]
     if json_file is not None:
         write_document(json_file, _to_json(pack, reports, problems))
         console.print(f"wrote {json_file}")
@@ -79,21 +81,39 @@ def check(
         console.print(f"wrote {sarif_file}")
     if unplanned:
         console.print(f"not judged, bad config: {', '.join(unplanned)}")
+    if unrendered:
+        console.print(f"not judged, Helm releases not rendered: {', '.join(unrendered)}")
+    if problems:
         exit_with(problems)
     if any(v.mandatory for report in reports for v in report.violations):
         raise typer.Exit(EXIT_FINDING)
 
 
-def _plan_each(targets: list[Target]) -> tuple[list[tuple[Target, Plan]], dict[str, list[str]]]:
+def _plan_each(
+    targets: list[Target], allow_unrendered: bool
+) -> tuple[list[tuple[Target, Plan]], dict[str, list[str]], dict[str, list[str]]]:
     """Every stack that plans, and each one that does not with its problems: one stack's bad config
-    must not keep the others from being judged."""
-    plans, unplanned = [], {}
+    must not keep the others from being judged. A stack with a Helm release that cannot be rendered is
+    not judged either (the pack would see less than the platform), unless ``allow_unrendered``."""
+    plans: list[tuple[Target, Plan]] = []
+    unplanned: dict[str, list[str]] = {}
+    unrendered: dict[str, list[str]] = {}
     for target in targets:
         try:
-            plans.append((target, run_plan(target)))
+            plan = run_plan(target)
         except (InputError, ConfigError) as error:
             unplanned[target.label] = error.problems
-    return plans, unplanned
+            continue
+        problems = unrendered_problems(plan.resources)
+        if problems and not allow_unrendered:
+            unrendered[target.label] = [
+                f"{target.label}: {line} (--allow-unrendered judges it without its objects)"
+                for line in problems
+            ]
+            continue
+        warn([f"{target.label}: {line}" for line in [*problems, *plan.warnings]])
+        plans.append((target, plan))
+    return plans, unplanned, unrendered
 
 
 def _targets(

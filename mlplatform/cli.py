@@ -87,7 +87,7 @@ VERBS = {
         Verb("new-stack", "mlplatform.newstack", "new_stack", "infra", "Write a new stack file."),
         Verb("train", "mlplatform.train_cmd", "train", "train", "Train on this machine.", "TRAIN_CONTEXT"),
         Verb("serve", "mlplatform.serve_cmd", "serve", "serve", "Serve a model version over HTTP."),
-        Verb("charts", "mlplatform.charts_cmd", "app", "infra", "Fill the Helm chart cache."),
+        Verb("charts", "mlplatform.charts_cmd", "app", "infra", "Verify or pull the packaged Helm charts."),
         Verb("fabric-test", "mlplatform.fabric_cmd", "fabric_test", "train", "All-reduce bandwidth test."),
     )
 }

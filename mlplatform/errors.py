@@ -23,6 +23,12 @@ def report(problems: list[str]) -> None:
         print(f"error: {line}", file=sys.stderr)
 
 
+def warn(lines: list[str]) -> None:
+    """Print each warning on its own stderr line: something the user should fix, not a failure."""
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
+
+
 def exit_with(problems: list[str], code: int = EXIT_BAD_INPUT) -> NoReturn:
     """Print each problem on its own stderr line and leave with ``code``; no traceback."""
     report(problems)

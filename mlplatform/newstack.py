@@ -15,7 +15,7 @@ import typer
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from components.config import ConfigError, DnsLabel, Tier, parse_stack_config
+from components.config import STACK_NAME, ConfigError, DnsLabel, Tier, parse_stack_config, stack_name_problem
 from components.handle import Cloud
 from mlplatform.errors import exit_with
 from mlplatform.plan import REPO_ROOT
@@ -43,15 +43,17 @@ def render_stack(name: str, cloud: Cloud, tier: Tier, environment: str) -> str:
 
 
 def new_stack(
-    name: Annotated[str, typer.Argument(help="The stack name, e.g. aws-smb-staging.")],
+    name: Annotated[
+        str, typer.Argument(help="The stack name, e.g. team2-prod; it names the stack's cloud resources.")
+    ],
     cloud: Annotated[Cloud, typer.Option(help="aws or azure.")],
     tier: Annotated[Tier, typer.Option(help="smb or enterprise.")],
     env: Annotated[str, typer.Option("--env", help="Environment name, e.g. dev, staging, prod.")],
     directory: Annotated[Path, typer.Option("--dir", help="Where stack files live.")] = STACKS_DIR,
 ) -> None:
     """Write stacks/Pulumi.<NAME>.yaml from the template, validated and ready to edit."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name):
-        exit_with([f"stack name {name!r}: letters, digits, '-', '_' and '.' only"])
+    if not STACK_NAME.fullmatch(name):
+        exit_with([stack_name_problem(name)])
     try:
         TypeAdapter(DnsLabel).validate_python(env)
     except ValidationError:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextvars
 import difflib
 import json
+import logging
 import os
 import runpy
 import sys
@@ -75,6 +76,8 @@ class Plan:
     stack: str
     resources: list[PlannedResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    # What the program logged as warnings (``pulumi.log.warn``), as ``pulumi preview`` shows them.
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -284,13 +287,27 @@ def _inside(program_dir: Path) -> Iterator[None]:
         sys.path[:] = path
 
 
-def run_plan(target: Target) -> Plan:
+def run_plan(target: Target, *, update: bool = False) -> Plan:
     """Plan one stack. Each run gets a fresh context, so stacks planned in one process don't leak
-    config, root resource or settings into each other (Pulumi keeps them in context variables)."""
-    return contextvars.Context().run(_run_plan, target)
+    config, root resource or settings into each other (Pulumi keeps them in context variables).
+
+    ``update`` runs the program as ``pulumi up`` does (``pulumi.runtime.is_dry_run()`` false), to see
+    what an update refuses; a plan is otherwise a preview."""
+    return contextvars.Context().run(_run_plan, target, update)
 
 
-def _run_plan(target: Target) -> Plan:
+class _Warnings(logging.Handler):
+    """Collects what the program logs at warning severity (the mock engine's logger)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _run_plan(target: Target, update: bool) -> Plan:
     import pulumi
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
@@ -308,7 +325,12 @@ def _run_plan(target: Target) -> Plan:
         azure_location=str(config.get("azure-native:location", "")),
     )
     monitor = _CaptureMonitor(mocks, project, target.stack, config)
-    pulumi.runtime.set_mocks(mocks, project=project, stack=target.stack, preview=True, monitor=monitor)
+    warnings = _Warnings()
+    logger = logging.Logger("mlplatform.plan")  # unregistered: nothing else logs to it
+    logger.addHandler(warnings)
+    pulumi.runtime.set_mocks(
+        mocks, project=project, stack=target.stack, preview=not update, monitor=monitor, logger=logger
+    )
     main = target.program_dir / str(settings.get("main", "__main__.py"))
     if main.is_dir():
         main = main / "__main__.py"
@@ -327,7 +349,11 @@ def _run_plan(target: Target) -> Plan:
             raise InputError([f"{_where(exc, target.program_dir)}: {type(exc).__name__}: {exc}"]) from exc
         outputs = _sync_await(_resolve_outputs(stack_resource.outputs))
     return Plan(
-        project=project, stack=target.stack, resources=_with_charts(monitor.captured), outputs=outputs
+        project=project,
+        stack=target.stack,
+        resources=_with_charts(monitor.captured),
+        outputs=outputs,
+        warnings=warnings.lines,
     )
 
 

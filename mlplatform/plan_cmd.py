@@ -9,9 +9,9 @@ import typer
 from rich.console import Console
 
 from components.config import ConfigError
-from mlplatform.errors import InputError, exit_with
+from mlplatform.errors import InputError, exit_with, warn
 from mlplatform.plan import Plan, Target, resolve_target, run_plan
-from mlplatform.rendering import unrendered
+from mlplatform.rendering import unrendered_problems
 from mlplatform.report import print_plan, write_json, write_manifests
 
 StackArg = Annotated[
@@ -30,6 +30,22 @@ ProgramOpt = Annotated[
 StackOpt = Annotated[
     str | None, typer.Option("--stack", help="Stack name, with --program.", show_default=False)
 ]
+AllowUnrenderedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unrendered",
+        help="Warn, instead of failing, on a Helm release whose chart cannot be rendered.",
+    ),
+]
+
+
+def unrendered_or_exit(result: Plan, allowed: bool) -> None:
+    """A release that cannot be rendered: exit 2, one line each, or a warning each when ``allowed``
+    (its objects are then neither exported nor judged)."""
+    problems = unrendered_problems(result.resources)
+    if problems and not allowed:
+        exit_with([f"{line} (--allow-unrendered goes on without its objects)" for line in problems])
+    warn(problems)
 
 
 def target_from_flags(
@@ -76,10 +92,13 @@ def plan(
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the summary line.")] = False,
+    allow_unrendered: AllowUnrenderedOpt = False,
 ) -> None:
     """Plan one stack offline: the resource tree, a count by type and the stack outputs."""
     target = target_from_flags(stack, stack_file, program, stack_opt)
     result = plan_or_exit(target)
+    unrendered_or_exit(result, allow_unrendered)
+    warn(result.warnings)
     console = Console()
     if not quiet:
         print_plan(result, console)
@@ -89,11 +108,4 @@ def plan(
     if manifests is not None:
         written = write_manifests(result, manifests)
         console.print(f"wrote {len(written)} Kubernetes objects under {manifests}")
-        releases = unrendered(result.resources)
-        if releases:
-            names = ", ".join(r.name for r in releases)
-            console.print(
-                f"{len(releases)} Helm releases ({names}) are not rendered (chart not in the cache); "
-                "their objects are not in the manifests"
-            )
     console.print(f"{target.label}: {len(result.resources)} resources planned")

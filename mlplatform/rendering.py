@@ -10,16 +10,17 @@ release (namespace filled in for namespaced kinds; Helm's ``meta.helm.sh/release
 judges them like the program's own objects (mlplatform/analyzer.py).
 
 Charts are found by name and version (``<chart>-<version>.tgz``), so any program's releases render when
-the cache holds their chart; the platform's pins add their written exceptions. A chart missing from the
-cache is not bad input, since ``pulumi up`` pulls charts itself: the release stays unrendered, one line
-on stderr says which chart is missing and how to get it, and the pack's ``k8s-unrendered-content``
-advisory names the release in ``mlplatform check``.
+the cache holds their chart; the platform's pins add their written exceptions. A release that cannot be
+rendered (its chart is not in the cache, or Helm refuses its values) stays unrendered and
+``unrendered_problems`` says which and why, one line each: ``plan`` and ``check`` refuse the stack with
+those lines unless told ``--allow-unrendered`` (then they are warnings, and the pack's
+``k8s-unrendered-content`` advisory names the releases), since a plan that silently lacks a chart's
+objects judges less than the platform.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
@@ -29,7 +30,7 @@ from components.kubernetes.charts import (
     Rendered,
     cache_dir,
     chart_name,
-    missing_line,
+    missing_reason,
     package_file,
     pinned,
     render,
@@ -67,14 +68,13 @@ _CLUSTER_SCOPED = frozenset(
         "VolumeAttachment",
     }
 )
-_warned: set[str] = set()
 
 
 def rendered_children(resources: Iterable[PlannedResource]) -> list[PlannedResource]:
     """The objects of every release in ``resources`` whose chart the cache holds, as planned children."""
     releases = [r for r in resources if r.type == HELM_RELEASE]
     directory = cache_dir()
-    rendered = [(release, _render_release(release, directory)) for release in releases]
+    rendered = [(release, _rendering(release, directory)[0]) for release in releases]
     scopes = _crd_scopes(o for _, found in rendered if found for o in found.crds)
     return [
         _child(release, obj, scopes)
@@ -85,26 +85,41 @@ def rendered_children(resources: Iterable[PlannedResource]) -> list[PlannedResou
 
 
 def unrendered(resources: Iterable[PlannedResource]) -> list[PlannedResource]:
-    """Releases in ``resources`` with no rendered child: their charts were not in the cache."""
+    """Releases in ``resources`` with no rendered child: their charts could not be rendered."""
     listed = list(resources)
     parents = {r.parent for r in listed}
     return [r for r in listed if r.type == HELM_RELEASE and r.urn not in parents]
 
 
-def _render_release(release: PlannedResource, directory: Path) -> Rendered | None:
+def unrendered_problems(resources: Iterable[PlannedResource]) -> list[str]:
+    """One line per release in ``resources`` that was not rendered, naming it and why."""
+    directory = cache_dir()
+    return [
+        f"Helm release {release.name} is not rendered: {_rendering(release, directory)[1]}"
+        for release in unrendered(resources)
+    ]
+
+
+def _rendering(release: PlannedResource, directory: Path) -> tuple[Rendered | None, str]:
+    """The release's objects, or None and why not."""
+    import helm_python
+
     inputs = as_applied(release.inputs)
     chart, version = chart_name(str(inputs.get("chart", ""))), str(inputs.get("version", ""))
     path = directory / package_file(chart, version)
     if not path.is_file():
         repo = str((inputs.get("repositoryOpts") or {}).get("repo", ""))
-        line = missing_line(chart, version, repo, directory)
-        if line not in _warned:
-            _warned.add(line)
-            print(line, file=sys.stderr)
-        return None
+        return None, missing_reason(chart, version, repo, directory)
     values = json.dumps(inputs.get("values") or {}, sort_keys=True)
     name, namespace = str(inputs.get("name") or release.name), str(inputs.get("namespace") or "default")
-    return _render(chart, version, path, values, name, namespace)
+    try:
+        rendered = _render(chart, version, path, values, name, namespace)
+    except helm_python.HelmError as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return None, f"Helm cannot render {path.name} with its values ({reason})"
+    if not rendered.objects:
+        return None, f"{path.name} renders no objects with its values"
+    return rendered, ""
 
 
 @cache

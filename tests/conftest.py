@@ -6,7 +6,6 @@ every test that plans it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,9 +14,6 @@ import pytest
 from components.config import PLATFORM_KEY
 from mlplatform.plan import Plan, resolve_target, run_plan
 from tests.stack_variants import cloud_only, plan_config, template
-
-# Plans render Helm releases from the shared chart cache, as CI does (README: "The Kubernetes layer").
-os.environ.setdefault("MLPLATFORM_CHARTS", str(Path(__file__).resolve().parents[2] / "shared" / "charts"))
 
 _PLANS: dict[str, Plan] = {}
 

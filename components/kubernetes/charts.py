@@ -1,11 +1,13 @@
 """Every Helm chart the platform installs, pinned once: repository, version, source and the Kubernetes
 minors it supports; and the offline renderer that turns a release into the objects the chart creates.
 
-``pulumi up`` never reads this cache: the helm Release resource pulls the pinned version from the
-chart's repository. ``mlplatform plan`` and ``check`` render the same version from a local cache of
-packaged charts (``MLPLATFORM_CHARTS``, else ``<project>/.charts``, which ``mlplatform charts pull``
-fills), so ``--manifests``, the policy pack, checkov and kubernetes-validate see what the chart would
-apply. Adding a chart is one ``ChartPin`` in ``PINS``.
+``pulumi up`` never reads these packages: the helm Release resource pulls the pinned version from the
+chart's repository. ``mlplatform plan`` and ``check`` render the same version from packaged charts that
+ship with the repository in ``charts/`` (``MLPLATFORM_CHARTS`` names another folder), so
+``--manifests``, the policy pack, checkov and kubernetes-validate see what the chart would apply, from a
+fresh clone with no network. ``charts/index.json`` records each package's upstream source, tag, commit,
+license and sha256. Adding a chart is one ``ChartPin`` in ``PINS`` and its package in ``charts/``
+(``mlplatform charts pull`` fetches it from the pinned repository).
 
 What a chart does that the policies refuse is fixed through values (addons.py, monitoring.py). Where the
 chart offers no value for it (a device plugin that must run privileged, a hook Job with a fixed spec),
@@ -21,7 +23,9 @@ it (REFERENCE.md, EKS rules).
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import os
 import tarfile
 from collections.abc import Iterator, Mapping
@@ -33,7 +37,9 @@ import yaml
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 CHARTS_ENV = "MLPLATFORM_CHARTS"
-DEFAULT_CACHE = PROJECT_DIR / ".charts"
+DEFAULT_CACHE = PROJECT_DIR / "charts"
+# Beside the packages: one entry per package (file, sha256, source, tag, commit, license).
+INDEX = "index.json"
 # Helm marks every object it installs from templates with its release (helm pkg/action: the
 # setMetadataVisitor of install/upgrade); objects from crds/ are created as they are.
 RELEASE_NAME = "meta.helm.sh/release-name"
@@ -189,28 +195,44 @@ def pinned(chart: str, version: str) -> ChartPin | None:
 
 
 def cache_dir() -> Path:
-    """Where packaged charts are looked up: ``MLPLATFORM_CHARTS``, else the project's ``.charts``."""
+    """Where packaged charts are looked up: ``MLPLATFORM_CHARTS``, else the repository's ``charts/``."""
     configured = os.environ.get(CHARTS_ENV)
     return Path(configured).expanduser().resolve() if configured else DEFAULT_CACHE
 
 
-def missing_line(chart: str, version: str, repo: str, directory: Path) -> str:
-    """One line saying which chart is missing and how to get it."""
+def missing_reason(chart: str, version: str, repo: str, directory: Path) -> str:
+    """Why a release's chart cannot be rendered when its package is absent, and how to get it."""
     how = (
-        "run `mlplatform charts pull`"
+        f"run `mlplatform charts pull --dest {directory}`"
         if pinned(chart, version)
         else f"`helm pull {chart} --repo {repo} --version {version} -d {directory}`"
     )
-    return f"chart {chart} {version} is not in {directory} ({CHARTS_ENV}): {how}; its objects are not judged"
+    return f"chart {chart} {version} is not in {directory} ({CHARTS_ENV}): {how}"
 
 
 class ChartError(Exception):
     """A packaged chart that is not what its pin says (one printable line)."""
 
 
+def recorded_digest(path: Path) -> str | None:
+    """The sha256 the folder's ``index.json`` records for the package at ``path``, if it records one."""
+    index = path.parent / INDEX
+    if not index.is_file():
+        return None
+    entries = json.loads(index.read_text())
+    return next((str(e["sha256"]) for e in entries if e.get("file") == path.name), None)
+
+
 def verify(path: Path, chart: str, version: str) -> None:
-    """A packaged chart loads with Helm and is the chart and version it is named for."""
+    """A packaged chart loads with Helm, is the chart and version it is named for, and has the digest
+    its folder's ``index.json`` records for it (so a package swapped in place is caught)."""
     import helm_python
+
+    recorded = recorded_digest(path)
+    if recorded is not None:
+        found_digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if found_digest != recorded:
+            raise ChartError(f"{path}: sha256 {found_digest}, but {INDEX} records {recorded}")
 
     try:
         with helm_python.Chart.load(path) as loaded:

@@ -178,8 +178,8 @@ def _unrendered(graph: Graph) -> Iterator[Finding]:
         yield (
             subject.urn,
             f"{chart}{pinned}: the objects it renders are not judged (to the engine it is one resource); "
-            "`mlplatform check` renders pinned charts from the cache: run `mlplatform charts pull` or set "
-            "MLPLATFORM_CHARTS",
+            "`mlplatform check` renders them from the packaged charts in the repository's charts/ "
+            "(MLPLATFORM_CHARTS names another folder; `mlplatform charts pull` fetches a pinned one)",
         )
 
 

@@ -77,8 +77,9 @@ def test_violation_exits_1_with_table_json_and_sarif(tmp_path: Path) -> None:
 
 def test_clean_stack_exits_0(tmp_path: Path) -> None:
     program = write_program(tmp_path / "program", KUBERNETES_PLATFORM, KUBERNETES)
+    # Its gpu-operator release names a chart version not in charts/: judged without its objects.
     code, stdout, stderr = _check(
-        "--program", str(program), "--stack-file", str(program / "Pulumi.test.yaml")
+        "--program", str(program), "--stack-file", str(program / "Pulumi.test.yaml"), "--allow-unrendered"
     )
     assert code == 0, stdout + stderr
     assert "0 mandatory and 1 advisory violations in 1 stack" in stdout

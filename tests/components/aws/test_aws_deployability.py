@@ -207,16 +207,15 @@ def test_every_iam_role_name_fits_64_characters(cloud_plan: Callable[[str], Plan
 
 
 def test_the_longest_stack_the_config_accepts_still_fits() -> None:
-    """Item 10: the config bounds the environment, so the longest accepted stack name with the longest
-    purpose fits; one character more is refused as a config error naming the key."""
+    """Item 10: the config bounds the stack's name, which names every role, so the longest accepted
+    name with the longest purpose fits; one character more is refused as a config error naming it."""
     body = template("aws-enterprise-prod")
-    body["ml-platform:platform"]["environment"] = "production"
-    config = parse(body, "aws-enterprise-production")
+    longest = "team-" + "x" * 20
+    config = parse(body, longest)
     prefix = role_name_prefix(f"{config.stack_name}-aws", "x" * ROLE_PURPOSE_MAX)
     assert len(prefix) + NAME_PREFIX_SUFFIX <= ROLE_NAME_MAX
-    body["ml-platform:platform"]["environment"] = "production1"
-    with pytest.raises(ConfigError, match=r"ml-platform:platform\.environment"):
-        parse(body, "aws-enterprise-production1")
+    with pytest.raises(ConfigError, match=rf"Pulumi\.{longest}x\.yaml: stack name '{longest}x'"):
+        parse(body, f"{longest}x")
 
 
 def test_efa_launch_template_can_target_a_capacity_reservation(variant: Callable[..., Plan]) -> None:

@@ -5,7 +5,10 @@ chart-level defects stay fixed (NicClusterPolicy, spot tolerations, versions, or
 from __future__ import annotations
 
 import http.server
+import io
+import json
 import shutil
+import tarfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -13,6 +16,7 @@ from typing import Any
 
 import helm_python
 import pytest
+from typer.testing import CliRunner
 
 from components.kubernetes.charts import (
     CHARTS_ENV,
@@ -23,11 +27,13 @@ from components.kubernetes.charts import (
     cache_dir,
     chart_values,
     pinned,
+    recorded_digest,
     verify,
 )
 from mlplatform.charts_cmd import pull_chart
+from mlplatform.cli import app
 from mlplatform.plan import Plan, PlannedResource, all_stack_targets, resolve_target, run_plan
-from mlplatform.rendering import unrendered
+from mlplatform.rendering import unrendered, unrendered_problems
 from mlplatform.report import HELM_RELEASE, as_applied, kubernetes_objects
 
 STACKS = [t.stack for t in all_stack_targets()]
@@ -167,25 +173,77 @@ def test_releases_wait_for_the_cpu_pools(stack: str, planned: Callable[[str], Pl
 
 
 def test_a_missing_chart_is_one_line_and_leaves_the_release_unrendered(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(CHARTS_ENV, str(tmp_path))
     plan = run_plan(resolve_target("azure-smb-dev"))
     assert {r.name for r in unrendered(plan.resources)} == {r.name for r in _releases(plan)}
     assert not [o for o in kubernetes_objects(plan) if RELEASE_NAME in o["metadata"].get("annotations", {})]
-    lines = capsys.readouterr().err.splitlines()
-    assert any(
-        line.startswith(f"chart gpu-operator v26.7.0 is not in {tmp_path}")
-        and "mlplatform charts pull" in line
-        for line in lines
-    ), lines
+    lines = unrendered_problems(plan.resources)
+    assert len(lines) == len(_releases(plan))
+    gpu = "Helm release azure-smb-dev-k8s-gpu-operator is not rendered: chart gpu-operator v26.7.0"
+    assert any(line.startswith(f"{gpu} is not in {tmp_path}") for line in lines), lines
+    assert all(f"`mlplatform charts pull --dest {tmp_path}`" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("verb", ["plan", "check"])
+def test_plan_and_check_refuse_a_release_they_cannot_render_unless_allowed(verb: str, tmp_path: Path) -> None:
+    """A plan that silently lacks a chart's objects judges less than the platform: exit 2, one line
+    per release naming it; --allow-unrendered makes each line a warning."""
+    env = {CHARTS_ENV: str(tmp_path)}
+    refused = CliRunner().invoke(app, [verb, "aws-smb-dev"], env=env)
+    assert refused.exit_code == 2, refused.output
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error: ")]
+    releases = [r.name for r in _releases(run_plan(resolve_target("aws-smb-dev")))]
+    assert len(errors) == len(releases) and releases
+    for name in releases:
+        assert any(f"Helm release {name} is not rendered: " in line for line in errors), (name, errors)
+    allowed = CliRunner().invoke(app, [verb, "aws-smb-dev", "--allow-unrendered"], env=env)
+    assert allowed.exit_code == 0, allowed.output
+    warnings = [line for line in allowed.stderr.splitlines() if "is not rendered: " in line]
+    assert len(warnings) == len(releases) and all(line.startswith("warning: ") for line in warnings)
+
+
+def test_the_shipped_charts_are_the_pinned_ones_with_their_recorded_digests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From a fresh clone every pinned chart is in the repository's charts/ (no ../shared, no
+    network), each the package index.json records (sha256, source, tag, commit, license), and the
+    licenses allow shipping them (Apache-2.0, its text beside them)."""
+    folder = Path(__file__).resolve().parents[3] / "charts"
+    monkeypatch.delenv(CHARTS_ENV, raising=False)
+    assert cache_dir() == folder
+    index = {e["file"]: e for e in json.loads((folder / "index.json").read_text())}
+    for chart_pin in PINS:
+        assert chart_pin.file in index, chart_pin.file
+        verify(folder / chart_pin.file, chart_pin.chart, chart_pin.version)
+    for entry in index.values():
+        assert recorded_digest(folder / entry["file"]) == entry["sha256"]
+        assert entry["license"].startswith("Apache-2.0"), entry
+        assert {"source", "tag", "commit"} <= entry.keys()
+    assert {p.name for p in folder.glob("*.tgz")} == set(index)
+    assert "Apache License" in (folder / "LICENSE-Apache-2.0").read_text()
+
+
+def test_verify_refuses_a_package_swapped_in_place(tmp_path: Path) -> None:
+    """Same chart, same version, other bytes: the digest index.json records catches it."""
+    shutil.copy(cache_dir() / "index.json", tmp_path)
+    swapped = tmp_path / "cluster-autoscaler-9.51.0.tgz"
+    original = (cache_dir() / swapped.name).read_bytes()
+    with tarfile.open(fileobj=io.BytesIO(original)) as archive, tarfile.open(swapped, "w:gz") as copy:
+        for member in archive.getmembers():
+            copy.addfile(member, archive.extractfile(member) if member.isfile() else None)
+    with pytest.raises(ChartError, match=r"sha256 [0-9a-f]{64}, but index\.json records"):
+        verify(swapped, "cluster-autoscaler", "9.51.0")
 
 
 def test_verify_refuses_a_package_that_is_not_the_pinned_chart(tmp_path: Path) -> None:
-    wrong = tmp_path / "metrics-server-3.13.1.tgz"
-    shutil.copy(cache_dir() / "metrics-server-3.12.2.tgz", wrong)
-    with pytest.raises(ChartError, match=r"holds metrics-server 3\.12\.2, expected metrics-server 3\.13\.1"):
-        verify(wrong, "metrics-server", "3.13.1")
+    wrong = tmp_path / "cluster-autoscaler-9.51.0.tgz"
+    shutil.copy(cache_dir() / "cluster-autoscaler-9.53.0.tgz", wrong)
+    with pytest.raises(
+        ChartError, match=r"holds cluster-autoscaler 9\.53\.0, expected cluster-autoscaler 9\.51\.0"
+    ):
+        verify(wrong, "cluster-autoscaler", "9.51.0")
     broken = tmp_path / "broken.tgz"
     broken.write_bytes(b"not a chart")
     with pytest.raises(ChartError, match="not a loadable Helm chart"):

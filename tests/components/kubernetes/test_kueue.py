@@ -1,11 +1,10 @@
 """Kueue on the shipped stacks: flavors per pool, quotas equal to the pools at full size, queues per
 training namespace, priorities, and a queued training Job — judged against Kueue 0.19.2's own CRDs and
-chart (../shared/charts/kueue-0.19.2.tgz; kubernetes-sigs/kueue at v0.19.2)."""
+chart (charts/kueue-0.19.2.tgz; kubernetes-sigs/kueue at v0.19.2)."""
 
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,14 @@ import yaml
 
 from components.config import PLATFORM_KEY, ConfigError, Priority, parse_stack_config
 from components.kubernetes import kueue
-from mlplatform.plan import REPO_ROOT, Plan, all_stack_targets
+from components.kubernetes.charts import cache_dir
+from mlplatform.plan import Plan, all_stack_targets
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import plan_config, template
 
 STACKS = [t.stack for t in all_stack_targets()]
 KUEUE_KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"}
-CHART = Path(os.environ.get("MLPLATFORM_CHARTS", REPO_ROOT.parent / "shared" / "charts")) / "kueue-0.19.2.tgz"
+CHART = cache_dir() / "kueue-0.19.2.tgz"
 needs_chart = pytest.mark.skipif(not CHART.exists(), reason=f"the kueue chart is not at {CHART}")
 
 
