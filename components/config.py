@@ -905,10 +905,10 @@ def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
 
 
 # Values the shipped templates hold until a user replaces them, each refused by the cloud or useless in
-# it: an image digest nothing was pushed as, networks reserved for documentation (RFC 5737, and RFC 3849
-# for IPv6) that no runner or office comes from, and mail domains under "example" (RFC 2606 reserves
-# example.com, .net, .org and the .example TLD; the templates use example.ae in that sense).
-_ZERO_DIGEST = re.compile(r"@sha256:0{64}$")
+# it: networks reserved for documentation (RFC 5737, and RFC 3849 for IPv6) that no runner or office
+# comes from, and mail domains under "example" (RFC 2606 reserves example.com, .net, .org and the
+# .example TLD; the templates use example.ae in that sense). An all-zero image digest is no placeholder
+# but a config error (_workload_problems): the stack builds its images unless it names a real one.
 _DOCUMENTATION_NETWORKS = tuple(
     ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
 )
@@ -937,8 +937,6 @@ def _placeholders(value: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[tupl
 
 
 def _placeholder(value: str) -> str | None:
-    if _ZERO_DIGEST.search(value):
-        return "an all-zero image digest, a template placeholder: name the digest of the pushed image"
     if _EXAMPLE_ADDRESS.search(value):
         return f"{value} is a template placeholder address (an example domain): name a real one"
     try:
