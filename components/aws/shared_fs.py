@@ -98,10 +98,10 @@ class SharedFileSystem(pulumi.ComponentResource):
         *,
         group: pulumi.Input[str] | None = None,
         egress: bool = False,
-    ) -> None:
+    ) -> pulumi.Resource:
         """One TCP rule on ``group`` (the file system's own by default) to or from ``peer``."""
         rule = vpc.SecurityGroupEgressRule if egress else vpc.SecurityGroupIngressRule
-        rule(
+        created: pulumi.Resource = rule(
             f"{self._name}-{label}",
             security_group_id=group if group is not None else self.security_group.id,
             referenced_security_group_id=peer,
@@ -111,6 +111,7 @@ class SharedFileSystem(pulumi.ComponentResource):
             tags=dict(self._args.tags),
             opts=self._child,
         )
+        return created
 
     def _efs(self) -> tuple[efs.FileSystem, SharedStorage]:
         """Elastic throughput: training checkpoints are bursty and idle in between, so paying per
@@ -141,11 +142,18 @@ class SharedFileSystem(pulumi.ComponentResource):
         """PERSISTENT_2 in the training pool's zone, linked both ways to the data bucket so datasets
         appear as files and exported models land in S3 where inference reads them."""
         args = self._args
+        # CreateFileSystem checks the group's rules at once and fails with InvalidNetworkSettings
+        # ("security groups do not permit Lustre LNET network traffic on port 988") when they are not
+        # there yet (aws/aws-parallelcluster #6181; its fix, #1198, makes the file system depend on the
+        # rule): the file system waits for every rule on its own group.
+        rules: list[pulumi.Resource] = []
         for index, ports in enumerate(LUSTRE_PORTS):
-            self._allow(f"lustre-self-in-{index}", ports, self.security_group.id)
-            self._allow(f"lustre-self-out-{index}", ports, self.security_group.id, egress=True)
-            self._allow(f"lustre-nodes-in-{index}", ports, args.node_security_group_id)
-            self._allow(f"lustre-nodes-out-{index}", ports, args.node_security_group_id, egress=True)
+            rules.append(self._allow(f"lustre-self-in-{index}", ports, self.security_group.id))
+            rules.append(self._allow(f"lustre-self-out-{index}", ports, self.security_group.id, egress=True))
+            rules.append(self._allow(f"lustre-nodes-in-{index}", ports, args.node_security_group_id))
+            rules.append(
+                self._allow(f"lustre-nodes-out-{index}", ports, args.node_security_group_id, egress=True)
+            )
             # Lustre servers also connect back to clients: the nodes' group admits the file servers.
             self._allow(
                 f"lustre-clients-in-{index}", ports, self.security_group.id, group=args.node_security_group_id
@@ -161,7 +169,7 @@ class SharedFileSystem(pulumi.ComponentResource):
             subnet_ids=args.subnet_ids[args.zone],  # a single string in pulumi-aws v7: one subnet only.
             security_group_ids=[self.security_group.id],
             tags={**args.tags, "Name": self._name},
-            opts=self._data,
+            opts=pulumi.ResourceOptions.merge(self._data, pulumi.ResourceOptions(depends_on=rules)),
         )
         association = fsx.DataRepositoryAssociation(
             f"{self._name}-dra",

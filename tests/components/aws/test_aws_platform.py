@@ -228,7 +228,8 @@ def test_production_protects_its_data_and_dev_does_not(
     (file_system,) = plan.by_type(SHARED_FS[stack])
     data = [one(plan, token, suffix) for token, suffix in DATA_BEARING] + [file_system]
     assert {r.protect for r in data} == {protect}
-    assert not one(plan, "aws:eks/cluster:Cluster", "-cluster-eks").protect
+    # The production control plane is protected too (review aws.md C1, test_aws_bringup.py).
+    assert one(plan, "aws:eks/cluster:Cluster", "-cluster-eks").protect is protect
 
 
 def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform) -> None:
