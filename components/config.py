@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 from components.catalog import InstanceType, catalog
 from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
+from components.kubernetes.charts import per_minor_pins
 from workloads.fabric_gate import BUSBW_FLOOR_FRACTION, FABRIC_TEST, fabric_test_run_id
 from workloads.training.hooks import HOOK_PATTERN
 from workloads.training.k8s import MAX_JOB_NAME
@@ -120,7 +121,7 @@ def _networks(cidrs: tuple[str, ...]) -> Iterator[tuple[str, ipaddress.IPv4Netwo
 
 
 class ClusterConfig(_Model):
-    kubernetes_version: Annotated[str, Field(pattern=r"^1\.(2[89]|3[0-9])$")] = "1.33"
+    kubernetes_version: Annotated[str, Field(pattern=r"^1\.(2[89]|3[0-9])$")] = "1.35"
     endpoint: EndpointAccess = EndpointAccess.PRIVATE
     # CIDRs allowed to reach a public API endpoint; required when the endpoint is public.
     public_access_cidrs: tuple[str, ...] = ()
@@ -605,15 +606,48 @@ def _cluster_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield f"{key}.publicAccessCidrs", "a public endpoint needs an allow-list of CIDRs"
     if cluster.endpoint is EndpointAccess.PRIVATE and cluster.public_access_cidrs:
         yield f"{key}.publicAccessCidrs", "only meaningful with endpoint: public"
-    if config.cloud is Cloud.AWS:
-        if cluster.kubernetes_version not in EKS_ADDON_VERSIONS:
-            yield (
-                f"{key}.kubernetesVersion",
-                f"no pinned EKS add-on versions for {cluster.kubernetes_version}; pinned: "
-                + ", ".join(EKS_ADDON_VERSIONS),
-            )
-    elif cluster.private_access_cidrs or cluster.private_access_security_groups:
-        yield f"{key}.privateAccessCidrs", "an AWS setting (the EKS cluster security group)"
+    yield from _version_problems(config)
+    if config.cloud is not Cloud.AWS:
+        if cluster.private_access_cidrs or cluster.private_access_security_groups:
+            yield f"{key}.privateAccessCidrs", "an AWS setting (the EKS cluster security group)"
+    elif (
+        cluster.endpoint is EndpointAccess.PRIVATE
+        and config.kubernetes.enabled
+        and not (cluster.private_access_cidrs or cluster.private_access_security_groups)
+    ):
+        # The cluster security group admits only itself (EKS user guide, "Cluster API server
+        # endpoint"): the Kubernetes layer could not reach the API from anywhere.
+        yield (
+            f"{key}.privateAccessCidrs",
+            "a private endpoint with kubernetes.enabled needs privateAccessCidrs or "
+            "privateAccessSecurityGroups for the runner of phase two (README: two-phase bring-up), "
+            "or kubernetes: {enabled: false} for phase one",
+        )
+
+
+def version_pins(cloud: Cloud) -> dict[str, frozenset[str]]:
+    """Where a Kubernetes version must be pinned for a ``cloud`` stack, and the minors pinned there."""
+    pins = {
+        f"the {chart} chart (components/kubernetes/charts.py)": minors
+        for chart, minors in per_minor_pins().items()
+    }
+    if cloud is Cloud.AWS:
+        pins["the EKS add-ons (components/catalog/aws.py)"] = frozenset(EKS_ADDON_VERSIONS)
+    return pins
+
+
+def _version_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    """A version some pin lacks would fail mid-program (a chart lookup, an add-on version); refuse it
+    here, with the versions every pin has."""
+    version = config.cluster.kubernetes_version
+    pins = version_pins(config.cloud)
+    missing = [where for where, minors in pins.items() if version not in minors]
+    if missing:
+        everywhere = sorted(frozenset.intersection(*pins.values()))
+        yield (
+            f"{PLATFORM_KEY}.cluster.kubernetesVersion",
+            f"{version} is not pinned in {', '.join(missing)}; pinned everywhere: {', '.join(everywhere)}",
+        )
 
 
 def _pool_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:

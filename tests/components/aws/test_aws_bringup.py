@@ -4,11 +4,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import pulumi
 import pytest
 
+from components.catalog.aws import EKS_STANDARD_SUPPORT_END
+from components.config import PLATFORM_KEY, ConfigError, version_pins
+from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind, StorageHandle
+from components.kubernetes.addons import efa_device_plugin
+from components.kubernetes.charts import pin
 from mlplatform.plan import Plan
-from tests.components.aws.aws_plan_support import AWS_STACKS, resources
+from tests.components.aws.aws_plan_support import AWS_STACKS, parse, resources
+from tests.stack_variants import template
 
 NAT = "aws:ec2/natGateway:NatGateway"
 IGW = "aws:ec2/internetGateway:InternetGateway"
@@ -98,3 +106,81 @@ def test_cluster_support_policy_is_chosen_not_defaulted(
     version lifecycle"); the cluster states STANDARD (EKS API reference, UpgradePolicyRequest)."""
     (cluster,) = resources(cloud_plan(stack), EKS)
     assert cluster.inputs["upgradePolicy"] == {"supportType": "STANDARD"}
+
+
+TODAY = "2026-11-26"
+
+
+def _refusal(stack: str, edit: Callable[[dict[str, Any]], None]) -> list[str]:
+    body = template(stack)
+    edit(body[PLATFORM_KEY])
+    with pytest.raises(ConfigError) as refused:
+        parse(body, stack)
+    return refused.value.problems
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_stacks_run_a_kubernetes_version_in_standard_support_pinned_everywhere(stack: str) -> None:
+    """D1 / issue 23 item 2: 1.33 left EKS standard support on 2026-07-29 (EKS user guide, "Kubernetes
+    version lifecycle"; the table in components/catalog/aws.py). The stacks' version has every per-minor
+    pin: EKS add-ons and the cluster-autoscaler chart of that minor."""
+    version = parse(template(stack), stack).cluster.kubernetes_version
+    assert EKS_STANDARD_SUPPORT_END[version] > TODAY
+    assert all(version in minors for minors in version_pins(Cloud.AWS).values())
+    assert pin("cluster-autoscaler", version).version == "9.59.0"
+
+
+def test_a_version_some_pin_lacks_is_refused_at_config_time() -> None:
+    """Issue 23 item 2: 1.32 used to pass config and fail inside the program (charts.pin); now one line
+    names the key and where it is not pinned."""
+    problems = _refusal("aws-smb-dev", lambda b: b["cluster"].update(kubernetesVersion="1.32"))
+    assert len(problems) == 1
+    assert "ml-platform:platform.cluster.kubernetesVersion: 1.32 is not pinned in" in problems[0]
+    assert "cluster-autoscaler chart" in problems[0] and "EKS add-ons" in problems[0]
+    assert problems[0].endswith("pinned everywhere: 1.33, 1.35")
+
+
+def test_private_endpoint_with_the_kubernetes_layer_needs_an_access_rule() -> None:
+    """A4: with public access off the API is reachable only through rules on the cluster security
+    group (EKS user guide, "Cluster API server endpoint"); without one, phase two cannot connect."""
+
+    def drop_access(body: dict[str, Any]) -> None:
+        body["cluster"].pop("privateAccessCidrs")
+
+    (problem,) = _refusal("aws-enterprise-prod", drop_access)
+    assert "cluster.privateAccessCidrs: a private endpoint with kubernetes.enabled needs" in problem
+
+    def phase_one(body: dict[str, Any]) -> None:
+        drop_access(body)
+        body["kubernetes"] = {"enabled": False}
+
+    body = template("aws-enterprise-prod")
+    phase_one(body[PLATFORM_KEY])
+    assert not parse(body, "aws-enterprise-prod").kubernetes.enabled
+
+
+@pytest.mark.parametrize("stack", ("aws-enterprise-dev", "aws-enterprise-prod"))
+def test_private_api_is_reachable_from_the_configured_runner(
+    cloud_plan: Callable[[str], Plan], stack: str
+) -> None:
+    """A4 (offline check API-REACH): a private endpoint needs a 443 rule on the cluster security group."""
+    rules = [
+        r
+        for r in resources(cloud_plan(stack), INGRESS, "-cluster-api-")
+        if r.inputs["fromPort"] <= 443 <= r.inputs["toPort"]
+    ]
+    assert rules
+
+
+def test_efa_device_plugin_is_pulled_from_the_stack_regions_eks_registry() -> None:
+    """B1: the chart's default image is us-west-2's registry; a region-deny SCP refuses the pull
+    (EKS user guide, "View Amazon container image registries for Amazon EKS add-ons": use the region's
+    own registry; me-central-1's account is 759879836304)."""
+    efa = PoolHandle("efa", PoolKind.GPU, "p5en.48xlarge", 8, Fabric.EFA, 16, 192, 2048)
+    handle = ClusterHandle(
+        Cloud.AWS, "c", pulumi.Output.from_input("k"), "1.35", (efa,), StorageHandle("s3://b"), "r", {}
+    )
+    values = efa_device_plugin(handle, "me-central-1").values
+    assert values["image"]["repository"] == (
+        "759879836304.dkr.ecr.me-central-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"
+    )

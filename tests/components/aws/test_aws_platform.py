@@ -237,7 +237,7 @@ def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform
     assert (handle.cloud, handle.name, handle.kubernetes_version) == (
         Cloud.AWS,
         "aws-enterprise-prod-aws",
-        "1.33",
+        "1.35",
     )
     assert handle.registry == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
     assert set(handle.identities) == {"training", "inference", "cluster-autoscaler"}
