@@ -157,6 +157,21 @@ class PlacementGroupConfig(_Model):
     existing: str | None = None
 
 
+class CapacityReservationKind(StrEnum):
+    """What kind of EC2 reservation a pool launches into (EC2 user guide, "On-Demand Capacity
+    Reservations" and "Capacity Blocks for ML"): they are asked for differently."""
+
+    ODCR = "odcr"
+    CAPACITY_BLOCK = "capacity-block"
+
+
+class CapacityReservationConfig(_Model):
+    """AWS: the reservation (``cr-…``) a pool's instances launch into, and which kind it is."""
+
+    id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{17}$")]
+    kind: CapacityReservationKind
+
+
 class NodePoolConfig(_Model):
     name: DnsLabel
     kind: PoolKind
@@ -171,8 +186,8 @@ class NodePoolConfig(_Model):
     availability_zone: int | None = Field(default=None, ge=0, le=2)
     disk_size_gib: int = Field(default=200, ge=50, le=16384)
     labels: dict[str, str] = Field(default_factory=dict)
-    # AWS: an On-Demand Capacity Reservation or Capacity Block id the pool launches into.
-    capacity_reservation_id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{17}$")] | None = None
+    # AWS: an On-Demand Capacity Reservation or a Capacity Block for ML the pool launches into.
+    capacity_reservation: CapacityReservationConfig | None = None
 
 
 class StorageConfig(_Model):
@@ -683,9 +698,10 @@ def _region_problems(config: PlatformConfig, key: str, pool: NodePoolConfig) -> 
     """A type the region does not sell fails an hour into ``pulumi up``; say so now, with the ones it
     sells (components/catalog/aws.py: AWS pricing data as packaged in cfn-lint)."""
     if config.cloud is not Cloud.AWS:
-        if pool.capacity_reservation_id is not None:
-            yield f"{key}.capacityReservationId", "an AWS setting (EC2 capacity reservations)"
+        if pool.capacity_reservation is not None:
+            yield f"{key}.capacityReservation", "an AWS setting (EC2 capacity reservations)"
         return
+    yield from _reservation_problems(key, pool)
     sold = SOLD_IN_REGION.get(config.region)
     if sold is not None and pool.instance_type not in sold:
         same_kind = sorted(n for n in sold if catalog(config.cloud)[n].kind is pool.kind)
@@ -694,6 +710,23 @@ def _region_problems(config: PlatformConfig, key: str, pool: NodePoolConfig) -> 
             f"{pool.instance_type} is not sold in {config.region}; {pool.kind} types sold there: "
             + ", ".join(same_kind),
         )
+
+
+def _reservation_problems(key: str, pool: NodePoolConfig) -> Iterator[tuple[str, str]]:
+    """A reservation is used only by launches that match it: a placement group it was not made in
+    gets InsufficientInstanceCapacity (terraform-aws-eks PR #3730; eksctl #7949 / PR #8220), and it
+    is never spot capacity."""
+    if pool.capacity_reservation is None:
+        return
+    placement = pool.placement_group
+    if "enabled" in placement.model_fields_set and placement.enabled and placement.existing is None:
+        yield (
+            f"{key}.placementGroup",
+            "a new placement group cannot hold a capacity reservation made outside it: name the "
+            "reservation's group with placementGroup.existing, or drop placementGroup",
+        )
+    if pool.spot:
+        yield f"{key}.spot", "a pool with a capacityReservation launches reserved capacity, not spot"
 
 
 def _fabric_problems(

@@ -9,6 +9,8 @@ from typing import Any
 import pulumi
 import pytest
 
+from components.aws.iam import NAME_PREFIX_SUFFIX
+from components.aws.node_pools import NODE_GROUP_NAME_MAX, node_group_name_prefix
 from components.catalog.aws import EKS_STANDARD_SUPPORT_END
 from components.config import PLATFORM_KEY, ConfigError, version_pins
 from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind, StorageHandle
@@ -184,3 +186,75 @@ def test_efa_device_plugin_is_pulled_from_the_stack_regions_eks_registry() -> No
     assert values["image"]["repository"] == (
         "759879836304.dkr.ecr.me-central-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"
     )
+
+
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
+RESERVATION = "cr-0123456789abcdef0"
+
+
+def _reserve(kind: str, **placement: object) -> Callable[[dict[str, Any]], None]:
+    def edit(body: dict[str, Any]) -> None:
+        pool = next(p for p in body["nodePools"] if p["name"] == "gpu-efa")
+        pool["capacityReservation"] = {"id": RESERVATION, "kind": kind}
+        if placement:
+            pool["placementGroup"] = placement
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("kind", "market", "capacity"),
+    [("odcr", None, "ON_DEMAND"), ("capacity-block", {"marketType": "capacity-block"}, "CAPACITY_BLOCK")],
+)
+def test_reserved_pools_launch_into_their_reservation_without_a_new_placement_group(
+    variant: Callable[..., Plan], kind: str, market: object, capacity: str
+) -> None:
+    """A5: a Capacity Block needs ``InstanceMarketOptions.MarketType = capacity-block`` in the launch
+    template and ``capacityType = CAPACITY_BLOCK`` on the managed node group (EKS user guide, "Create a
+    managed node group with Capacity Blocks for ML"); both kinds target the reservation by id (EC2
+    CreateLaunchTemplate, CapacityReservationSpecification); a placement group the reservation was not
+    made in gets InsufficientInstanceCapacity (terraform-aws-eks PR #3730, eksctl #7949 / PR #8220)."""
+    plan = variant("aws-enterprise-prod", _reserve(kind))
+    lt = next(r for r in resources(plan, LAUNCH_TEMPLATE) if r.name.endswith("-gpu-efa-lt"))
+    assert lt.inputs["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": RESERVATION}
+    }
+    assert lt.inputs.get("instanceMarketOptions") == market
+    assert "placement" not in lt.inputs
+    assert not resources(plan, PLACEMENT_GROUP)
+    ng = next(r for r in resources(plan, NODE_GROUP) if "-gpu-efa-" in r.name)
+    assert ng.inputs["capacityType"] == capacity
+
+
+def test_a_reservation_made_in_a_placement_group_names_it() -> None:
+    """A5: ``existing`` names the reservation's own group; asking for a new one is refused."""
+    problems = _refusal("aws-enterprise-prod", _reserve("odcr", enabled=True))
+    assert len(problems) == 1 and "nodePools[2].placementGroup: a new placement group" in problems[0]
+    body = template("aws-enterprise-prod")
+    _reserve("capacity-block", existing="reserved-pg")(body[PLATFORM_KEY])
+    assert parse(body, "aws-enterprise-prod").pool("gpu-efa").placement_group.existing == "reserved-pg"
+
+
+def test_unreserved_efa_pools_keep_their_cluster_placement_group(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("aws-enterprise-prod")
+    (group,) = resources(plan, PLACEMENT_GROUP)
+    assert group.inputs["strategy"] == "cluster"
+    (ng,) = (r for r in resources(plan, NODE_GROUP) if "-gpu-efa-" in r.name)
+    assert ng.inputs["capacityType"] == "ON_DEMAND"
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_node_group_names_fit_eks_limit_for_every_name_config_accepts(
+    cloud_plan: Callable[[str], Plan], stack: str
+) -> None:
+    """A7: EKS refuses node group names over 63 characters (pulumi-aws eks.NodeGroup docstring;
+    terraform-aws-eks #1713); the autoname ``<cluster>-<pool>-ng-<7>`` reached 73 for a 10-character
+    environment and a 32-character pool. A per-cluster prefix of the pool name plus the provider's
+    26-character suffix stays within it for the longest pool name (32)."""
+    for group in resources(cloud_plan(stack), NODE_GROUP):
+        prefix = group.inputs["nodeGroupNamePrefix"]
+        assert "nodeGroupName" not in group.inputs
+        assert len(prefix) + NAME_PREFIX_SUFFIX <= NODE_GROUP_NAME_MAX
+    assert len(node_group_name_prefix("p" * 32)) + NAME_PREFIX_SUFFIX <= NODE_GROUP_NAME_MAX
