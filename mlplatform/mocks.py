@@ -225,6 +225,12 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
         },
         "aws:index/getPartition:getPartition": {"partition": "aws", "dnsSuffix": "amazonaws.com"},
         "aws:index/getRegion:getRegion": {"name": region, "region": region},
+        # The Auto Scaling service-linked role the preflight looks up (components/aws/preflight.py).
+        "aws:iam/getRole:getRole": {
+            "name": args.get("name", ""),
+            "arn": f"arn:aws:iam::{ACCOUNT_ID}:role/aws-service-role/autoscaling.amazonaws.com/"
+            + args.get("name", ""),
+        },
         "azure-native:authorization:getClientConfig": {
             "clientId": TENANT_ID,
             "objectId": TENANT_ID,

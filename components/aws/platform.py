@@ -20,7 +20,7 @@ from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
 from components.aws.keys import EncryptionKey, EncryptionKeyArgs
 from components.aws.network import Network, NetworkArgs
 from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes
-from components.aws.preflight import ensure_offered
+from components.aws.preflight import ensure_autoscaling_role, ensure_offered
 from components.aws.registry import Registry, RegistryArgs, repositories
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import ObjectStore, ObjectStoreArgs
@@ -47,6 +47,7 @@ class AwsPlatform(pulumi.ComponentResource):
         self.cluster_name = name
         tags = config.base_tags()
         account = lookup_account(config.region, config.network.availability_zones, parent=self)
+        ensure_autoscaling_role(parent=self)
         self.key = EncryptionKey(
             f"{name}-key", EncryptionKeyArgs(account, tags, protect=config.is_protected), self._child
         )

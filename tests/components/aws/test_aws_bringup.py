@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from typing import Any
 
 import pulumi
 import pytest
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
 
+from components.aws.platform import AwsPlatform
+from components.aws.preflight import AUTOSCALING_ROLE_COMMAND
 from components.aws.iam import NAME_PREFIX_SUFFIX
 from components.aws.node_pools import NODE_GROUP_NAME_MAX, node_group_name_prefix
 from components.catalog.aws import EKS_STANDARD_SUPPORT_END
@@ -16,6 +21,7 @@ from components.config import PLATFORM_KEY, ConfigError, version_pins
 from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind, StorageHandle
 from components.kubernetes.addons import efa_device_plugin
 from components.kubernetes.charts import pin
+from mlplatform.mocks import PlanMocks
 from mlplatform.plan import Plan
 from tests.components.aws.aws_plan_support import AWS_STACKS, parse, resources
 from tests.stack_variants import template
@@ -258,3 +264,40 @@ def test_node_group_names_fit_eks_limit_for_every_name_config_accepts(
         assert "nodeGroupName" not in group.inputs
         assert len(prefix) + NAME_PREFIX_SUFFIX <= NODE_GROUP_NAME_MAX
     assert len(node_group_name_prefix("p" * 32)) + NAME_PREFIX_SUFFIX <= NODE_GROUP_NAME_MAX
+
+
+class _FreshAccount(PlanMocks):
+    """An account that never had an Auto Scaling group: IAM GetRole answers NoSuchEntity."""
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        if args.token == "aws:iam/getRole:getRole":
+            # How the engine reports a failed invoke: a failure the SDK raises from get_role.
+            return {}, [("name", f"NoSuchEntity: The role with name {args.args['name']} cannot be found.")]
+        return super().call(args)
+
+
+def test_a_fresh_account_is_told_to_create_the_autoscaling_role_before_the_key() -> None:
+    """A6: KMS refuses a key policy whose principal does not exist (MalformedPolicyDocumentException;
+    terraform-aws-eks #3013), and the key policy names AWSServiceRoleForAutoScaling, which a fresh
+    account lacks: preview stops first, with the command that creates the role."""
+    config = parse(template("aws-smb-dev"), "aws-smb-dev")
+    created: list[str] = []
+
+    class Recording(_FreshAccount):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+            created.append(args.typ)
+            return super().new_resource(args)
+
+    def run() -> None:
+        pulumi.runtime.set_mocks(
+            Recording(aws_region=config.region, azure_location=""),
+            project="ml-platform",
+            stack=config.stack_name,
+            preview=True,
+        )
+        _sync_await(run_pulumi_func(lambda: AwsPlatform(f"{config.stack_name}-aws", config)))
+
+    with pytest.raises(pulumi.RunError) as stopped:
+        contextvars.Context().run(run)
+    assert AUTOSCALING_ROLE_COMMAND in str(stopped.value)
+    assert "aws:kms/key:Key" not in created
