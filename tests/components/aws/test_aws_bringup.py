@@ -12,10 +12,10 @@ import pytest
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.aws.platform import AwsPlatform
-from components.aws.preflight import AUTOSCALING_ROLE_COMMAND
 from components.aws.iam import NAME_PREFIX_SUFFIX
 from components.aws.node_pools import NODE_GROUP_NAME_MAX, node_group_name_prefix
+from components.aws.platform import AwsPlatform
+from components.aws.preflight import AUTOSCALING_ROLE_COMMAND
 from components.catalog.aws import EKS_STANDARD_SUPPORT_END
 from components.config import PLATFORM_KEY, ConfigError, version_pins
 from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind, StorageHandle
