@@ -295,7 +295,10 @@ def test_a_fresh_account_is_told_to_create_the_autoscaling_role_before_the_key()
             stack=config.stack_name,
             preview=True,
         )
-        _sync_await(run_pulumi_func(lambda: AwsPlatform(f"{config.stack_name}-aws", config)))
+        def program() -> None:
+            AwsPlatform(f"{config.stack_name}-aws", config)
+
+        _sync_await(run_pulumi_func(program))
 
     with pytest.raises(pulumi.RunError) as stopped:
         contextvars.Context().run(run)
