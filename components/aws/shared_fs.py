@@ -135,8 +135,55 @@ class SharedFileSystem(pulumi.ComponentResource):
                 security_groups=[self.security_group.id],
                 opts=self._child,
             )
+        self._efs_policies(file_system)
         csi = {"driver": "efs.csi.aws.com", "volumeHandle": file_system.id}
         return file_system, SharedStorage(SharedStorageKind.EFS, csi, args.capacity_gib)
+
+    def _efs_policies(self, file_system: efs.FileSystem) -> None:
+        """TLS only: a file system policy that still lets clients mount through a mount target and
+        denies every request without TLS (EFS user guide, "Creating file system policies": the console's
+        "Enforce in-transit encryption for all clients" preset, which replaces the default allow-all).
+        Protected stacks also turn on automatic AWS Backup (Security Hub EFS.2; EFS user guide,
+        "Automatic backups"); the CSI driver mounts with TLS already."""
+        efs.FileSystemPolicy(
+            f"{self._name}-tls-only",
+            file_system_id=file_system.id,
+            policy=pulumi.Output.json_dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Sid": "MountThroughMountTargets",
+                            "Effect": "Allow",
+                            "Principal": {"AWS": "*"},
+                            "Action": [
+                                "elasticfilesystem:ClientRootAccess",
+                                "elasticfilesystem:ClientWrite",
+                                "elasticfilesystem:ClientMount",
+                            ],
+                            "Resource": file_system.arn,
+                            "Condition": {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}},
+                        },
+                        {
+                            "Sid": "DenyWithoutTls",
+                            "Effect": "Deny",
+                            "Principal": {"AWS": "*"},
+                            "Action": "*",
+                            "Resource": file_system.arn,
+                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                        },
+                    ],
+                }
+            ),
+            opts=self._child,
+        )
+        if self._args.protect:
+            efs.BackupPolicy(
+                f"{self._name}-backup",
+                file_system_id=file_system.id,
+                backup_policy={"status": "ENABLED"},
+                opts=self._child,
+            )
 
     def _lustre(self) -> tuple[fsx.LustreFileSystem, SharedStorage]:
         """PERSISTENT_2 in the training pool's zone, linked both ways to the data bucket so datasets

@@ -23,7 +23,7 @@ from components.kubernetes.addons import efa_device_plugin
 from components.kubernetes.charts import pin
 from mlplatform.mocks import PlanMocks
 from mlplatform.plan import Plan
-from tests.components.aws.aws_plan_support import AWS_STACKS, parse, resources
+from tests.components.aws.aws_plan_support import AWS_STACKS, parse, policy, resources
 from tests.stack_variants import template
 
 NAT = "aws:ec2/natGateway:NatGateway"
@@ -295,6 +295,7 @@ def test_a_fresh_account_is_told_to_create_the_autoscaling_role_before_the_key()
             stack=config.stack_name,
             preview=True,
         )
+
         def program() -> None:
             AwsPlatform(f"{config.stack_name}-aws", config)
 
@@ -304,3 +305,35 @@ def test_a_fresh_account_is_told_to_create_the_autoscaling_role_before_the_key()
         contextvars.Context().run(run)
     assert AUTOSCALING_ROLE_COMMAND in str(stopped.value)
     assert "aws:kms/key:Key" not in created
+
+
+EFS = "aws:efs/fileSystem:FileSystem"
+
+
+@pytest.mark.parametrize("stack", ("aws-smb-dev", "aws-smb-prod"))
+def test_efs_is_tls_only_and_backed_up_in_production(cloud_plan: Callable[[str], Plan], stack: str) -> None:
+    """D2: Security Hub EFS.2 (AWS Backup) in production, and a file system policy that denies requests
+    without TLS while still admitting mounts through mount targets (EFS user guide, "Creating file system
+    policies", the "Enforce in-transit encryption" preset)."""
+    plan = cloud_plan(stack)
+    (file_system,) = resources(plan, EFS)
+    (tls,) = resources(plan, "aws:efs/fileSystemPolicy:FileSystemPolicy")
+    assert file_system.urn in tls.dependencies
+    statements = {s["Sid"]: s for s in policy(tls.inputs["policy"])["Statement"]}
+    assert statements["DenyWithoutTls"]["Effect"] == "Deny"
+    assert statements["DenyWithoutTls"]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert statements["MountThroughMountTargets"]["Condition"] == {
+        "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}
+    }
+    backups = resources(plan, "aws:efs/backupPolicy:BackupPolicy")
+    assert [b.inputs["backupPolicy"] for b in backups] == ([{"status": "ENABLED"}] if stack in PROD else [])
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_eks_addons_resolve_update_conflicts_with_the_programs_values(
+    cloud_plan: Callable[[str], Plan], stack: str
+) -> None:
+    """D5: without resolveConflicts on update, a later add-on version bump can fail on fields EKS sees
+    changed (EKS API reference, UpdateAddon resolveConflicts)."""
+    addons = resources(cloud_plan(stack), "aws:eks/addon:Addon")
+    assert addons and all(a.inputs["resolveConflictsOnUpdate"] == "OVERWRITE" for a in addons)

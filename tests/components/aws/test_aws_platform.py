@@ -39,6 +39,8 @@ UNTAGGABLE = {
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
     "aws:ec2/routeTableAssociation:RouteTableAssociation",
     "aws:efs/mountTarget:MountTarget",
+    "aws:efs/fileSystemPolicy:FileSystemPolicy",
+    "aws:efs/backupPolicy:BackupPolicy",
     "aws:eks/accessPolicyAssociation:AccessPolicyAssociation",
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
     "aws:s3/bucketOwnershipControls:BucketOwnershipControls",
