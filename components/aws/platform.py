@@ -20,7 +20,7 @@ from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
 from components.aws.keys import EncryptionKey, EncryptionKeyArgs
 from components.aws.network import Network, NetworkArgs
 from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes
-from components.aws.preflight import ensure_autoscaling_role, ensure_offered
+from components.aws.preflight import ensure_autoscaling_role, ensure_offered, ensure_vcpu_quotas
 from components.aws.registry import Registry, RegistryArgs, repositories
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import ObjectStore, ObjectStoreArgs
@@ -162,6 +162,9 @@ class AwsPlatform(pulumi.ComponentResource):
             account=account,
             tags=tags,
             parent=self,
+        )
+        ensure_vcpu_quotas(
+            [(pool, config.instance_type(pool)) for pool in config.node_pools], account.region, parent=self
         )
         pools = []
         for pool in config.node_pools:

@@ -1,6 +1,6 @@
 """Fail before anything is created when the account lacks what the stack needs, naming the command that
 fixes it: a pool's instance type not offered where it must run, the Auto Scaling service-linked role
-the key policy names.
+the key policy names, a vCPU quota below what the pools may scale to.
 
 The config already refuses types the region does not sell (AWS pricing data, components/catalog/aws.py);
 which zones offer a type is not in that data and changes, so the program asks EC2: a missing type would
@@ -10,10 +10,14 @@ plan`` the mocks answer from the region's recorded sales.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import pulumi
-from pulumi_aws import ec2, iam
+from pulumi_aws import ec2, iam, servicequotas
+
+from components.catalog import InstanceType
+from components.config import NodePoolConfig
 
 # The role EC2 Auto Scaling launches managed node group instances as; the key policy names it
 # (components/aws/keys.py). It exists only once the account's first Auto Scaling group was made.
@@ -61,3 +65,60 @@ def ensure_autoscaling_role(parent: pulumi.Resource) -> None:
             f"this account has no {AUTOSCALING_ROLE} yet, which the stack key's policy names; "
             f"create it with: {AUTOSCALING_ROLE_COMMAND}"
         ) from exc
+
+
+@dataclass(frozen=True)
+class VcpuQuota:
+    code: str
+    name: str
+
+
+# EC2 counts running vCPUs per instance family group, separately for On-Demand and Spot (EC2 user
+# guide, "Amazon EC2 instance type quotas"; Service Quotas codes as `aws service-quotas list-service-quotas
+# --service-code ec2` lists them). The catalog's types fall into P, G and Standard (C, M).
+_ON_DEMAND = {
+    "p": VcpuQuota("L-417A185B", "Running On-Demand P instances"),
+    "g": VcpuQuota("L-DB2E81BA", "Running On-Demand G and VT instances"),
+    "standard": VcpuQuota("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"),
+}
+_SPOT = {
+    "p": VcpuQuota("L-7212CCBC", "All P Spot Instance Requests"),
+    "g": VcpuQuota("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    "standard": VcpuQuota("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"),
+}
+
+
+def vcpu_demand(pools: Iterable[tuple[NodePoolConfig, InstanceType]]) -> dict[VcpuQuota, int]:
+    """vCPUs each quota must allow for every pool at ``maxSize``. Pools with a capacity reservation are
+    left out: the reservation already holds the capacity it was granted under."""
+    demand: dict[VcpuQuota, int] = {}
+    for pool, itype in pools:
+        if pool.capacity_reservation is not None:
+            continue
+        family = itype.name[0] if itype.name[0] in ("p", "g") else "standard"
+        quota = (_SPOT if pool.spot else _ON_DEMAND)[family]
+        demand[quota] = demand.get(quota, 0) + pool.max_size * itype.vcpus
+    return demand
+
+
+def quota_command(quota: VcpuQuota, vcpus: int, region: str) -> str:
+    return (
+        f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {quota.code} "
+        f"--desired-value {vcpus} --region {region}"
+    )
+
+
+def ensure_vcpu_quotas(
+    pools: Iterable[tuple[NodePoolConfig, InstanceType]], region: str, *, parent: pulumi.Resource
+) -> None:
+    """A quota below the pools' maximum lets ``pulumi up`` pass and leaves nodes unlaunched later
+    (VcpuLimitExceeded); a fresh account's GPU quotas are often 0. Say so at preview, with the request."""
+    for quota, vcpus in sorted(vcpu_demand(pools).items(), key=lambda item: item[0].code):
+        granted = servicequotas.get_service_quota(
+            service_code="ec2", quota_code=quota.code, opts=pulumi.InvokeOptions(parent=parent)
+        ).value
+        if granted < vcpus:
+            raise pulumi.RunError(
+                f"{quota.name} ({quota.code}) in {region} is {granted:g} vCPUs; the node pools may use "
+                f"{vcpus} at maxSize. Request it with: {quota_command(quota, vcpus, region)}"
+            )

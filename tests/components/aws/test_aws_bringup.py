@@ -15,9 +15,9 @@ from pulumi.runtime.sync_await import _sync_await
 from components.aws.iam import NAME_PREFIX_SUFFIX
 from components.aws.node_pools import NODE_GROUP_NAME_MAX, node_group_name_prefix
 from components.aws.platform import AwsPlatform
-from components.aws.preflight import AUTOSCALING_ROLE_COMMAND
+from components.aws.preflight import AUTOSCALING_ROLE_COMMAND, vcpu_demand
 from components.catalog.aws import EKS_STANDARD_SUPPORT_END
-from components.config import PLATFORM_KEY, ConfigError, version_pins
+from components.config import PLATFORM_KEY, ConfigError, PlatformConfig, version_pins
 from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind, StorageHandle
 from components.kubernetes.addons import efa_device_plugin
 from components.kubernetes.charts import pin
@@ -288,21 +288,8 @@ def test_a_fresh_account_is_told_to_create_the_autoscaling_role_before_the_key()
             created.append(args.typ)
             return super().new_resource(args)
 
-    def run() -> None:
-        pulumi.runtime.set_mocks(
-            Recording(aws_region=config.region, azure_location=""),
-            project="ml-platform",
-            stack=config.stack_name,
-            preview=True,
-        )
-
-        def program() -> None:
-            AwsPlatform(f"{config.stack_name}-aws", config)
-
-        _sync_await(run_pulumi_func(program))
-
     with pytest.raises(pulumi.RunError) as stopped:
-        contextvars.Context().run(run)
+        _build(config, Recording(aws_region=config.region, azure_location=""))
     assert AUTOSCALING_ROLE_COMMAND in str(stopped.value)
     assert "aws:kms/key:Key" not in created
 
@@ -337,3 +324,50 @@ def test_eks_addons_resolve_update_conflicts_with_the_programs_values(
     changed (EKS API reference, UpdateAddon resolveConflicts)."""
     addons = resources(cloud_plan(stack), "aws:eks/addon:Addon")
     assert addons and all(a.inputs["resolveConflictsOnUpdate"] == "OVERWRITE" for a in addons)
+
+
+def _build(config: PlatformConfig, mocks: PlanMocks) -> None:
+    def run() -> None:
+        pulumi.runtime.set_mocks(mocks, project="ml-platform", stack=config.stack_name, preview=True)
+
+        def program() -> None:
+            AwsPlatform(f"{config.stack_name}-aws", config)
+
+        _sync_await(run_pulumi_func(program))
+
+    contextvars.Context().run(run)
+
+
+class _NoPQuota(PlanMocks):
+    """A fresh account: Running On-Demand P instances is 0 vCPUs."""
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        if args.token == "aws:servicequotas/getServiceQuota:getServiceQuota":
+            return {"value": 0.0 if args.args["quotaCode"] == "L-417A185B" else 1e6}, []
+        return super().call(args)
+
+
+def test_pools_beyond_the_accounts_vcpu_quota_stop_preview_with_the_request() -> None:
+    """Issue 23 item 4: EC2 counts running vCPUs per family against Service Quotas (EC2 user guide,
+    "Amazon EC2 instance type quotas"); p5en at maxSize 4 needs 768 P vCPUs, and a fresh account has 0."""
+    config = parse(template("aws-enterprise-prod"), "aws-enterprise-prod")
+    demand = vcpu_demand((p, config.instance_type(p)) for p in config.node_pools)
+    assert {q.code: v for q, v in demand.items()} == {"L-417A185B": 4 * 192, "L-1216C47A": 6 * 4 + 12 * 16}
+    with pytest.raises(pulumi.RunError) as stopped:
+        _build(config, _NoPQuota(aws_region=config.region, azure_location=""))
+    assert "Running On-Demand P instances (L-417A185B) in me-central-1 is 0 vCPUs" in str(stopped.value)
+    assert "--quota-code L-417A185B --desired-value 768 --region me-central-1" in str(stopped.value)
+
+
+def test_reserved_and_spot_pools_count_against_their_own_quotas() -> None:
+    config = parse(template("aws-smb-dev"), "aws-smb-dev")
+    demand = {
+        q.code: v for q, v in vcpu_demand((p, config.instance_type(p)) for p in config.node_pools).items()
+    }
+    assert demand == {"L-34B43A08": 4 * 8, "L-3819A6DF": 2 * 4}  # spot Standard, spot G and VT
+    body = template("aws-enterprise-prod")
+    _reserve("capacity-block")(body[PLATFORM_KEY])
+    reserved = parse(body, "aws-enterprise-prod")
+    assert "L-417A185B" not in {
+        q.code for q in vcpu_demand((p, reserved.instance_type(p)) for p in reserved.node_pools)
+    }
