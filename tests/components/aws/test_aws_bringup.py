@@ -12,6 +12,7 @@ import pytest
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components.aws.account import enable_region_command
 from components.aws.iam import NAME_PREFIX_SUFFIX
 from components.aws.node_pools import NODE_GROUP_NAME_MAX, node_group_name_prefix
 from components.aws.platform import AwsPlatform
@@ -371,3 +372,19 @@ def test_reserved_and_spot_pools_count_against_their_own_quotas() -> None:
     assert "L-417A185B" not in {
         q.code for q in vcpu_demand((p, reserved.instance_type(p)) for p in reserved.node_pools)
     }
+
+
+class _RegionNotEnabled(PlanMocks):
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            return {}, [("region", "OptInRequired: You are not subscribed to this service.")]
+        return super().call(args)
+
+
+def test_a_region_the_account_has_not_enabled_stops_preview_with_the_command() -> None:
+    """Issue 23 item 4: me-central-1 is an opt-in region; EC2 refuses calls until it is enabled (AWS
+    Account Management reference guide, "Enable or disable AWS Regions in your account")."""
+    config = parse(template("aws-smb-dev"), "aws-smb-dev")
+    with pytest.raises(pulumi.RunError) as stopped:
+        _build(config, _RegionNotEnabled(aws_region=config.region, azure_location=""))
+    assert enable_region_command("me-central-1") in str(stopped.value)
