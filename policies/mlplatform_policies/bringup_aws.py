@@ -21,7 +21,7 @@ from pulumi_policy import Severity
 from . import tokens
 from .factory import ADVISORY, Finding, by_type, per_node, resource_policy, stack_policy
 from .subject import Graph, Subject
-from .values import elements, is_unknown, known
+from .values import elements, is_unknown, known, parse_document, statements
 
 LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
@@ -37,6 +37,8 @@ NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
+EKS_ADDON = "aws:eks/addon:Addon"
+IAM_ROLE = "aws:iam/role:Role"
 
 # The LNET port FSx checks at CreateFileSystem (FSx for Lustre user guide, "File system access control
 # with Amazon VPC"; aws/aws-parallelcluster #6181).
@@ -286,6 +288,37 @@ def _reservation_placement(template: Subject, graph: Graph) -> Iterator[str]:
                 yield f"node group {group.name} is CAPACITY_BLOCK, but the template's market type is not"
 
 
+def _web_identity_trust(role: Subject) -> Iterator[str]:
+    document = parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")
+    for index, statement in enumerate(statements(document)):
+        actions = statement.get("Action")
+        actions = actions if isinstance(actions, list) else [actions]
+        if statement.get("Effect") != "Allow" or "sts:AssumeRoleWithWebIdentity" not in actions:
+            continue
+        condition = statement.get("Condition")
+        keys = {
+            key
+            for operator in ("StringEquals", "StringLike")
+            for key in (condition.get(operator) or {} if isinstance(condition, Mapping) else {})
+        }
+        missing = [claim for claim in (":sub", ":aud") if not any(k.endswith(claim) for k in keys)]
+        if missing:
+            yield (
+                f"statement {index} lets web identities assume the role without pinning "
+                f"{' and '.join(missing)}: any service account of the cluster (or any audience) could"
+            )
+
+
+def _kube_proxy_matches_cluster(addon: Subject, graph: Graph) -> Iterator[str]:
+    version = addon.get("addonVersion")
+    if addon.get("addonName") != "kube-proxy" or not isinstance(version, str) or is_unknown(version):
+        return
+    for cluster in graph.linked(addon, "clusterName", (EKS_CLUSTER,)):
+        minor = cluster.get("version")
+        if isinstance(minor, str) and not is_unknown(minor) and not version.startswith(f"v{minor}."):
+            yield f"kube-proxy {version} on a {minor} cluster: its minor must be the cluster's (v{minor}.*)"
+
+
 POLICIES = [
     stack_policy(
         "aws-fsx-after-security-group-rules",
@@ -359,6 +392,21 @@ POLICIES = [
         "a capacity-block market type goes with a CAPACITY_BLOCK node group (EKS user guide, Capacity "
         "Blocks for ML; terraform-aws-eks PR #3730).",
         per_node((tokens.LAUNCH_TEMPLATE,), _reservation_placement),
+        severity=Severity.HIGH,
+    ),
+    resource_policy(
+        "aws-irsa-trust-pins-sub-and-aud",
+        "A role web identities may assume pins both the :sub and :aud claims with StringEquals or "
+        "StringLike (IAM user guide, Available keys for AWS web identity federation; EKS user guide, "
+        "Assign IAM roles to Kubernetes service accounts).",
+        by_type({IAM_ROLE: _web_identity_trust}),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "aws-kube-proxy-matches-cluster",
+        "A pinned kube-proxy EKS add-on carries the cluster's Kubernetes minor (EKS user guide, Manage "
+        "kube-proxy in Amazon EKS clusters: the add-on version follows the cluster version).",
+        per_node((EKS_ADDON,), _kube_proxy_matches_cluster),
         severity=Severity.HIGH,
     ),
 ]

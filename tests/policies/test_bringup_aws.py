@@ -132,6 +132,35 @@ eks.Cluster(
 )
 """
 
+_IRSA = """
+import pulumi_aws.iam as iam
+
+ISSUER = "oidc.eks.me-central-1.amazonaws.com/id/ABC"
+CONDITION = %s
+iam.Role(
+    "irsa", tags=TAGS,
+    assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Action": "sts:AssumeRoleWithWebIdentity",
+        "Principal": {"Federated": f"arn:aws:iam::123456789012:oidc-provider/{ISSUER}"},
+        "Condition": {"StringEquals": CONDITION},
+    }]}),
+)
+"""
+_PINNED = '{f"{ISSUER}:sub": "system:serviceaccount:ml:trainer", f"{ISSUER}:aud": "sts.amazonaws.com"}'
+
+_KUBE_PROXY = """
+import pulumi_aws.eks as eks
+
+cluster = eks.Cluster(
+    "c", role_arn="arn:aws:iam::123456789012:role/eks", version="1.35",
+    vpc_config={
+        "subnet_ids": ["subnet-1"], "endpoint_public_access": True, "public_access_cidrs": ["100.24.0.0/16"]
+    },
+    encryption_config={"provider": {"key_arn": KEY_ARN}, "resources": ["secrets"]}, tags=SMB_TAGS,
+)
+eks.Addon("kube-proxy", cluster_name=cluster.name, addon_name="kube-proxy", addon_version="%s", tags=TAGS)
+"""
+
 VIOLATIONS = [
     case(
         "lustre-races-its-988-rule",
@@ -186,6 +215,18 @@ VIOLATIONS = [
         ("aws-ecr-image-in-region", "efa"),
     ),
     case(
+        "irsa-trust-without-sub",
+        AWS,
+        _IRSA % '{f"{ISSUER}:aud": "sts.amazonaws.com"}',
+        ("aws-irsa-trust-pins-sub-and-aud", "irsa"),
+    ),
+    case(
+        "kube-proxy-of-another-minor",
+        AWS,
+        _KUBE_PROXY % "v1.33.5-eksbuild.2",
+        ("aws-kube-proxy-matches-cluster", "kube-proxy"),
+    ),
+    case(
         "public-access-from-test-net-3",
         AWS,
         _DOC_RANGE % "203.0.113.0/24",
@@ -212,6 +253,8 @@ TWINS = [
     case("capacity-block", AWS, _RESERVED.replace("{placement}", "").replace("{capacity}", "CAPACITY_BLOCK")),
     case("efa-plugin-in-region", AWS, _IMAGE % ("759879836304", "me-central-1")),
     case("public-access-real-range", AWS, _DOC_RANGE % "100.24.0.0/16"),
+    case("irsa-trust-pinned", AWS, _IRSA % _PINNED),
+    case("kube-proxy-of-the-clusters-minor", AWS, _KUBE_PROXY % "v1.35.0-eksbuild.2"),
 ]
 _POLICIES = {policy for c in VIOLATIONS for policy, _ in c.expected}
 

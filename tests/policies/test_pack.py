@@ -48,6 +48,8 @@ POLICIES = {
     "aws-eks-api-reachable": ("mandatory", "stack"),
     "aws-eks-public-access-documentation-range": ("advisory", "resource"),
     "aws-capacity-reservation-launch": ("mandatory", "stack"),
+    "aws-irsa-trust-pins-sub-and-aud": ("mandatory", "resource"),
+    "aws-kube-proxy-matches-cluster": ("mandatory", "stack"),
     "s3-public-access-block": ("mandatory", "stack"),
     "s3-default-encryption-kms": ("mandatory", "stack"),
     "s3-tls-only": ("mandatory", "stack"),
