@@ -26,6 +26,7 @@ from components.catalog import InstanceType, catalog
 from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.catalog.azure import AKS_END_OF_LIFE, aks_supported
 from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
+from components.kubernetes.charts import per_minor_pins
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
 from workloads.fabric_gate import BUSBW_FLOOR_FRACTION, FABRIC_TEST, fabric_test_run_id
 from workloads.training.hooks import HOOK_PATTERN
@@ -152,7 +153,7 @@ def _networks(cidrs: tuple[str, ...]) -> Iterator[tuple[str, ipaddress.IPv4Netwo
 
 
 class ClusterConfig(_Model):
-    kubernetes_version: Annotated[str, Field(pattern=r"^1\.(2[89]|3[0-9])$")] = "1.33"
+    kubernetes_version: Annotated[str, Field(pattern=r"^1\.(2[89]|3[0-9])$")] = "1.35"
     endpoint: EndpointAccess = EndpointAccess.PRIVATE
     # CIDRs allowed to reach a public API endpoint; required when the endpoint is public.
     public_access_cidrs: tuple[str, ...] = ()
@@ -188,6 +189,21 @@ class PlacementGroupConfig(_Model):
     existing: str | None = None
 
 
+class CapacityReservationKind(StrEnum):
+    """What kind of EC2 reservation a pool launches into (EC2 user guide, "On-Demand Capacity
+    Reservations" and "Capacity Blocks for ML"): they are asked for differently."""
+
+    ODCR = "odcr"
+    CAPACITY_BLOCK = "capacity-block"
+
+
+class CapacityReservationConfig(_Model):
+    """AWS: the reservation (``cr-…``) a pool's instances launch into, and which kind it is."""
+
+    id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{17}$")]
+    kind: CapacityReservationKind
+
+
 class NodePoolConfig(_Model):
     name: DnsLabel
     kind: PoolKind
@@ -202,8 +218,8 @@ class NodePoolConfig(_Model):
     availability_zone: int | None = Field(default=None, ge=0, le=2)
     disk_size_gib: int = Field(default=200, ge=50, le=16384)
     labels: dict[str, str] = Field(default_factory=dict)
-    # AWS: an On-Demand Capacity Reservation or Capacity Block id the pool launches into.
-    capacity_reservation_id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{17}$")] | None = None
+    # AWS: an On-Demand Capacity Reservation or a Capacity Block for ML the pool launches into.
+    capacity_reservation: CapacityReservationConfig | None = None
 
 
 class StorageConfig(_Model):
@@ -646,25 +662,48 @@ def _cluster_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield f"{key}.publicAccessCidrs", "a public endpoint needs an allow-list of CIDRs"
     if cluster.endpoint is EndpointAccess.PRIVATE and cluster.public_access_cidrs:
         yield f"{key}.publicAccessCidrs", "only meaningful with endpoint: public"
-    if config.cloud is Cloud.AWS:
-        reachable = cluster.private_access_cidrs or cluster.private_access_security_groups
-        if cluster.endpoint is EndpointAccess.PRIVATE and config.kubernetes.enabled and not reachable:
-            # EKS user guide, "Cluster API server endpoint": with public access off, the API is reached
-            # only through the cluster security group, which admits nothing but itself.
-            yield (
-                f"{key}.privateAccessCidrs",
-                "the Kubernetes layer needs who may reach the private endpoint on 443: the CIDRs "
-                "(or privateAccessSecurityGroups) of the runner that applies it from inside the VPC; or "
-                f"{PLATFORM_KEY}.kubernetes.enabled: false for phase one (README, bring-up)",
-            )
-        if cluster.kubernetes_version not in EKS_ADDON_VERSIONS:
-            yield (
-                f"{key}.kubernetesVersion",
-                f"no pinned EKS add-on versions for {cluster.kubernetes_version}; pinned: "
-                + ", ".join(EKS_ADDON_VERSIONS),
-            )
-    elif cluster.private_access_cidrs or cluster.private_access_security_groups:
-        yield f"{key}.privateAccessCidrs", "an AWS setting (the EKS cluster security group)"
+    yield from _version_problems(config)
+    if config.cloud is not Cloud.AWS:
+        if cluster.private_access_cidrs or cluster.private_access_security_groups:
+            yield f"{key}.privateAccessCidrs", "an AWS setting (the EKS cluster security group)"
+    elif (
+        cluster.endpoint is EndpointAccess.PRIVATE
+        and config.kubernetes.enabled
+        and not (cluster.private_access_cidrs or cluster.private_access_security_groups)
+    ):
+        # The cluster security group admits only itself (EKS user guide, "Cluster API server
+        # endpoint"): the Kubernetes layer could not reach the API from anywhere.
+        yield (
+            f"{key}.privateAccessCidrs",
+            "a private endpoint with kubernetes.enabled needs privateAccessCidrs or "
+            "privateAccessSecurityGroups for the runner of phase two (README: two-phase bring-up), "
+            "or kubernetes: {enabled: false} for phase one",
+        )
+
+
+def version_pins(cloud: Cloud) -> dict[str, frozenset[str]]:
+    """Where a Kubernetes version must be pinned for a ``cloud`` stack, and the minors pinned there."""
+    pins = {
+        f"the {chart} chart (components/kubernetes/charts.py)": minors
+        for chart, minors in per_minor_pins().items()
+    }
+    if cloud is Cloud.AWS:
+        pins["the EKS add-ons (components/catalog/aws.py)"] = frozenset(EKS_ADDON_VERSIONS)
+    return pins
+
+
+def _version_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    """A version some pin lacks would fail mid-program (a chart lookup, an add-on version); refuse it
+    here, with the versions every pin has."""
+    version = config.cluster.kubernetes_version
+    pins = version_pins(config.cloud)
+    missing = [where for where, minors in pins.items() if version not in minors]
+    if missing:
+        everywhere = sorted(frozenset.intersection(*pins.values()))
+        yield (
+            f"{PLATFORM_KEY}.cluster.kubernetesVersion",
+            f"{version} is not pinned in {', '.join(missing)}; pinned everywhere: {', '.join(everywhere)}",
+        )
 
 
 def _pool_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
@@ -700,9 +739,10 @@ def _region_problems(config: PlatformConfig, key: str, pool: NodePoolConfig) -> 
     """A type the region does not sell fails an hour into ``pulumi up``; say so now, with the ones it
     sells (components/catalog/aws.py: AWS pricing data as packaged in cfn-lint)."""
     if config.cloud is not Cloud.AWS:
-        if pool.capacity_reservation_id is not None:
-            yield f"{key}.capacityReservationId", "an AWS setting (EC2 capacity reservations)"
+        if pool.capacity_reservation is not None:
+            yield f"{key}.capacityReservation", "an AWS setting (EC2 capacity reservations)"
         return
+    yield from _reservation_problems(key, pool)
     sold = SOLD_IN_REGION.get(config.region)
     if sold is not None and pool.instance_type not in sold:
         same_kind = sorted(n for n in sold if catalog(config.cloud)[n].kind is pool.kind)
@@ -711,6 +751,23 @@ def _region_problems(config: PlatformConfig, key: str, pool: NodePoolConfig) -> 
             f"{pool.instance_type} is not sold in {config.region}; {pool.kind} types sold there: "
             + ", ".join(same_kind),
         )
+
+
+def _reservation_problems(key: str, pool: NodePoolConfig) -> Iterator[tuple[str, str]]:
+    """A reservation is used only by launches that match it: a placement group it was not made in
+    gets InsufficientInstanceCapacity (terraform-aws-eks PR #3730; eksctl #7949 / PR #8220), and it
+    is never spot capacity."""
+    if pool.capacity_reservation is None:
+        return
+    placement = pool.placement_group
+    if "enabled" in placement.model_fields_set and placement.enabled and placement.existing is None:
+        yield (
+            f"{key}.placementGroup",
+            "a new placement group cannot hold a capacity reservation made outside it: name the "
+            "reservation's group with placementGroup.existing, or drop placementGroup",
+        )
+    if pool.spot:
+        yield f"{key}.spot", "a pool with a capacityReservation launches reserved capacity, not spot"
 
 
 def _fabric_problems(

@@ -238,6 +238,15 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
         },
         "aws:index/getPartition:getPartition": {"partition": "aws", "dnsSuffix": "amazonaws.com"},
         "aws:index/getRegion:getRegion": {"name": region, "region": region},
+        # vCPU quotas the preflight reads (components/aws/preflight.py): offline, a quota that covers
+        # any stack; the account's real values are read under `pulumi preview`.
+        "aws:servicequotas/getServiceQuota:getServiceQuota": {"value": 1_000_000.0},
+        # The Auto Scaling service-linked role the preflight looks up (components/aws/preflight.py).
+        "aws:iam/getRole:getRole": {
+            "name": args.get("name", ""),
+            "arn": f"arn:aws:iam::{ACCOUNT_ID}:role/aws-service-role/autoscaling.amazonaws.com/"
+            + args.get("name", ""),
+        },
         "azure-native:authorization:getClientConfig": {
             "clientId": TENANT_ID,
             "objectId": TENANT_ID,

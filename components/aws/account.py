@@ -35,6 +35,10 @@ class AwsAccount:
         return f"{self.region}.amazonaws.com"
 
 
+def enable_region_command(region: str) -> str:
+    return f"aws account enable-region --region-name {region}"
+
+
 def lookup_account(region: str, zone_count: int, parent: pulumi.Resource) -> AwsAccount:
     """Read the account, partition and the first ``zone_count`` zones of the provider's region.
 
@@ -44,11 +48,20 @@ def lookup_account(region: str, zone_count: int, parent: pulumi.Resource) -> Aws
     opts = pulumi.InvokeOptions(parent=parent)
     identity = get_caller_identity(opts=opts)
     partition = get_partition(opts=opts)
-    zones = get_availability_zones(
-        state="available",
-        filters=[{"name": "opt-in-status", "values": ["opt-in-not-required"]}],
-        opts=opts,
-    )
+    try:
+        zones = get_availability_zones(
+            state="available",
+            filters=[{"name": "opt-in-status", "values": ["opt-in-not-required"]}],
+            opts=opts,
+        )
+    except Exception as exc:  # the invoke's error carries EC2's message (AuthFailure, OptInRequired…)
+        # me-central-1 is an opt-in region: EC2 refuses every call until the account enables it (AWS
+        # Account Management reference guide, "Enable or disable AWS Regions in your account").
+        raise pulumi.RunError(
+            f"cannot list the availability zones of {region}; if the region is not enabled for this "
+            f"account (aws account get-region-opt-status --region-name {region}), enable it with: "
+            f"{enable_region_command(region)}"
+        ) from exc
     names = tuple(zones.names)
     if len(names) < zone_count:
         raise pulumi.RunError(

@@ -86,13 +86,16 @@ def eks_addon(
     """One EKS add-on; the networking and DNS ones at the version pinned for the cluster's Kubernetes
     version (catalog), so a plan says what runs and an upgrade is a reviewed change. ``OVERWRITE`` on
     create takes over the self-managed copy EKS installed with the cluster (EKS API, CreateAddon
-    ``resolveConflicts``)."""
+    ``resolveConflicts``), and on update the program's configuration wins."""
     return eks.Addon(
         f"{name}-{addon}",
         cluster_name=cluster,
         addon_name=addon,
         addon_version=EKS_ADDON_VERSIONS[kubernetes_version].get(addon),
         resolve_conflicts_on_create="OVERWRITE",
+        # A version bump must not stop on fields EKS finds changed (EKS API reference, UpdateAddon
+        # resolveConflicts; terraform-aws-eks defaults it to OVERWRITE): the values here are the truth.
+        resolve_conflicts_on_update="OVERWRITE",
         configuration_values=json.dumps(configuration) if configuration else None,
         service_account_role_arn=role_arn,
         tags=dict(tags),

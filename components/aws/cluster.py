@@ -28,6 +28,8 @@ from components.config import EndpointAccess
 # Every control-plane log type EKS offers (EKS user guide, "Send control plane logs to CloudWatch
 # Logs"); checkov CKV_AWS_37 wants all of them.
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+# The support policy the cluster is created with (EKS API reference, UpgradePolicyRequest.supportType).
+UPGRADE_SUPPORT_TYPE = "STANDARD"
 CLUSTER_ADMIN_POLICY = "arn:{partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 
 
@@ -79,6 +81,9 @@ class EksClusterArgs:
     subnet_ids: Sequence[pulumi.Input[str]]
     key_arn: pulumi.Input[str]
     account: AwsAccount
+    # Production: EKS deletion protection on the cluster, and the cluster and its audit log group
+    # protected and retained in Pulumi.
+    protect: bool
     tags: Mapping[str, str]
 
 
@@ -98,7 +103,7 @@ class EksCluster(pulumi.ComponentResource):
             kms_key_id=args.key_arn,
             retention_in_days=LOG_RETENTION_DAYS,
             tags=dict(args.tags),
-            opts=self._child,
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),
         )
         public = args.endpoint is EndpointAccess.PUBLIC
         self.cluster = eks.Cluster(
@@ -114,6 +119,13 @@ class EksCluster(pulumi.ComponentResource):
             },
             encryption_config={"provider": {"key_arn": args.key_arn}, "resources": ["secrets"]},
             enabled_cluster_log_types=list(CONTROL_PLANE_LOG_TYPES),
+            # "The cluster cannot be deleted unless deletion protection is first disabled" (pulumi-aws
+            # eks.Cluster docstring): a destroy cannot take the production control plane by accident.
+            deletion_protection=args.protect,
+            # STANDARD: at the end of standard support EKS upgrades the control plane instead of
+            # billing the extended-support rate (EKS user guide, "Kubernetes version lifecycle";
+            # extended support is the default). Stay in standard support by upgrading kubernetesVersion.
+            upgrade_policy={"support_type": UPGRADE_SUPPORT_TYPE},
             access_config={
                 "authentication_mode": "API",
                 # The identity running `pulumi up` must reach the API to apply the Kubernetes layer.
@@ -122,7 +134,12 @@ class EksCluster(pulumi.ComponentResource):
             tags=dict(args.tags),
             # The policy must outlive the cluster: EKS uses it to delete the security groups and ENIs it
             # made (pulumi-aws eks.Cluster docstring examples depend on the attachment).
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group, attachment]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[log_group, attachment],
+                protect=args.protect,
+                retain_on_delete=args.protect,
+            ),
         )
         self.name: pulumi.Output[str] = self.cluster.name
         self.endpoint: pulumi.Output[str] = self.cluster.endpoint

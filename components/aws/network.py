@@ -73,6 +73,8 @@ class NetworkArgs:
     # Interface VPC endpoints for the AWS APIs (enterprise).
     interface_endpoints: bool
     key_arn: pulumi.Input[str]
+    # Production keeps its flow-log audit trail: the log group is protected and retained on delete.
+    protect: bool
     tags: Mapping[str, str]
 
 
@@ -93,6 +95,7 @@ class Network(pulumi.ComponentResource):
             opts=self._child,
         )
         self.vpc_id: pulumi.Output[str] = self.vpc.id
+        self._close_default_security_group()
         public = self._public_subnets(layout.public)
         private = self._private_subnets(layout.private)
         self._routes(public, private)
@@ -111,6 +114,18 @@ class Network(pulumi.ComponentResource):
 
     def _tags(self, name: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         return {**self._args.tags, "Name": name, **(extra or {})}
+
+    def _close_default_security_group(self) -> None:
+        """Adopt the VPC's default security group with no rules: the provider removes the "all traffic
+        from itself, all egress" rules AWS creates (pulumi-aws ``ec2.DefaultSecurityGroup`` docstring),
+        as AWS Security Hub [EC2.2] / CIS AWS Foundations ask ("the default security group of every VPC
+        restricts all traffic"). Nothing of the platform uses the default group."""
+        ec2.DefaultSecurityGroup(
+            f"{self._name}-default",
+            vpc_id=self.vpc.id,
+            tags=self._tags(f"{self._name}-default"),
+            opts=self._child,
+        )
 
     def _subnets(self, kind: str, cidrs: Sequence[str], role_tag: str) -> list[ec2.Subnet]:
         cluster_tag = {f"kubernetes.io/cluster/{self._args.cluster_name}": "shared", role_tag: "1"}
@@ -154,7 +169,7 @@ class Network(pulumi.ComponentResource):
                 opts=self._child,
             )
         nat_subnets = public if self._args.nat_per_zone else public[:1]
-        nats = [self._nat(index, subnet) for index, subnet in enumerate(nat_subnets)]
+        nats = [self._nat(index, subnet, gateway) for index, subnet in enumerate(nat_subnets)]
         private_tables = []
         for index, subnet in enumerate(private):
             table = ec2.RouteTable(
@@ -215,7 +230,11 @@ class Network(pulumi.ComponentResource):
                 opts=self._child,
             )
 
-    def _nat(self, index: int, subnet: ec2.Subnet) -> ec2.NatGateway:
+    def _nat(self, index: int, subnet: ec2.Subnet, gateway: ec2.InternetGateway) -> ec2.NatGateway:
+        """A public NAT gateway in a VPC without an attached internet gateway fails with
+        ``Gateway.NotAttached`` (EC2 API reference, ``NatGateway.failureCode``); nothing else orders the
+        two, so it waits for the gateway explicitly, as the pulumi-aws ``ec2.NatGateway`` docstring's
+        public NAT example does."""
         eip = ec2.Eip(
             f"{self._name}-nat-{index}",
             domain="vpc",
@@ -227,7 +246,7 @@ class Network(pulumi.ComponentResource):
             allocation_id=eip.id,
             subnet_id=subnet.id,
             tags=self._tags(f"{self._name}-nat-{index}"),
-            opts=self._child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
         )
 
     def _flow_logs(self) -> None:
@@ -239,7 +258,7 @@ class Network(pulumi.ComponentResource):
             kms_key_id=args.key_arn,
             retention_in_days=LOG_RETENTION_DAYS,
             tags=dict(args.tags),
-            opts=self._child,
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),
         )
         # The flow-logs service assumes this role; SourceAccount stops another account's flow logs
         # from using it (confused deputy, VPC user guide "IAM role for publishing flow logs").

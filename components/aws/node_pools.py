@@ -15,8 +15,9 @@ from typing import Any
 import pulumi
 from pulumi_aws import autoscaling, ec2, eks, vpc
 
+from components.aws.iam import NAME_PREFIX_SUFFIX
 from components.catalog import InstanceType
-from components.config import NodePoolConfig
+from components.config import CapacityReservationConfig, CapacityReservationKind, NodePoolConfig
 from components.handle import GPU_TAINT_KEY, POOL_LABEL, Fabric, PoolHandle, PoolKind, Taint, TaintEffect
 
 # EKS-optimized Amazon Linux 2023 AMIs; the NVIDIA variant ships the driver and container toolkit
@@ -29,6 +30,9 @@ AMI_TYPES: dict[PoolKind, str] = {
 ROOT_DEVICE = "/dev/xvda"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
+# CreateNodegroup's limit on nodegroupName (pulumi-aws eks.NodeGroup docstring: "can't be longer than
+# 63 characters"); a name prefix gets the provider's NAME_PREFIX_SUFFIX characters appended.
+NODE_GROUP_NAME_MAX = 63
 # Kubernetes taint effects in the spelling the EKS node group API takes.
 _EKS_EFFECT = {
     TaintEffect.NO_SCHEDULE: "NO_SCHEDULE",
@@ -131,8 +135,40 @@ class LaunchTemplateSpec:
     efa_interfaces: int
     placement_group: pulumi.Input[str] | None
     # An On-Demand Capacity Reservation or Capacity Block the pool's instances launch into.
-    capacity_reservation: str | None
+    capacity_reservation: CapacityReservationConfig | None
     tags: Mapping[str, str]
+
+
+def reservation_inputs(reservation: CapacityReservationConfig | None) -> dict[str, Any]:
+    """Launch template inputs that send launches into the reservation. Both kinds are targeted by id
+    (EC2 CreateLaunchTemplate, CapacityReservationSpecification); a Capacity Block is also its own
+    market: ``InstanceMarketOptions.MarketType = capacity-block`` (EKS user guide, "Create a managed
+    node group with Capacity Blocks for ML"; pulumi-aws LaunchTemplate ``market_type``)."""
+    if reservation is None:
+        return {}
+    inputs: dict[str, Any] = {
+        "capacity_reservation_specification": {
+            "capacity_reservation_target": {"capacity_reservation_id": reservation.id}
+        }
+    }
+    if reservation.kind is CapacityReservationKind.CAPACITY_BLOCK:
+        inputs["instance_market_options"] = {"market_type": "capacity-block"}
+    return inputs
+
+
+def node_group_name_prefix(pool: str) -> str:
+    prefix = f"{pool}-"
+    assert len(prefix) + NAME_PREFIX_SUFFIX <= NODE_GROUP_NAME_MAX, "pool names are DNS labels of 32"
+    return prefix
+
+
+def capacity_type(pool: NodePoolConfig) -> str:
+    """The node group's capacity type (EKS API reference, Nodegroup ``capacityType``: ON_DEMAND, SPOT,
+    CAPACITY_BLOCK); an ODCR is On-Demand capacity."""
+    reservation = pool.capacity_reservation
+    if reservation is not None and reservation.kind is CapacityReservationKind.CAPACITY_BLOCK:
+        return "CAPACITY_BLOCK"
+    return "SPOT" if pool.spot else "ON_DEMAND"
 
 
 def launch_template(name: str, spec: LaunchTemplateSpec, opts: pulumi.ResourceOptions) -> ec2.LaunchTemplate:
@@ -170,17 +206,13 @@ def launch_template(name: str, spec: LaunchTemplateSpec, opts: pulumi.ResourceOp
             }
         ],
         placement={"group_name": spec.placement_group} if spec.placement_group is not None else None,
-        capacity_reservation_specification=(
-            {"capacity_reservation_target": {"capacity_reservation_id": spec.capacity_reservation}}
-            if spec.capacity_reservation is not None
-            else None
-        ),
         tag_specifications=[
             {"resource_type": kind, "tags": tags} for kind in ("instance", "volume", "network-interface")
         ],
         tags=tags,
         opts=opts,
         **networking,
+        **reservation_inputs(spec.capacity_reservation),
     )
 
 
@@ -227,20 +259,25 @@ class NodePool(pulumi.ComponentResource):
                 security_group_ids=security_groups,
                 efa_interfaces=args.instance_type.fabric_devices if efa else 0,
                 placement_group=self.placement_group,
-                capacity_reservation=pool.capacity_reservation_id,
+                capacity_reservation=pool.capacity_reservation,
                 tags={**args.tags, POOL_LABEL: pool.name},
             ),
             self._child,
         )
         self.node_group = eks.NodeGroup(
             f"{name}-ng",
+            # EKS refuses names over 63 characters (EKS API reference, CreateNodegroup; terraform-aws-eks
+            # #1713); Pulumi's autoname would be <cluster>-<pool>-ng-<7>, up to 73 for names config
+            # accepts. Names are per cluster: the pool's name plus the provider's 26-character suffix
+            # stays within 63 (NODE_GROUP_NAME_MAX).
+            node_group_name_prefix=node_group_name_prefix(pool.name),
             cluster_name=args.cluster,
             version=args.kubernetes_version,
             node_role_arn=args.node_role_arn,
             subnet_ids=list(args.subnet_ids),
             instance_types=[args.instance_type.name],
             ami_type=AMI_TYPES[pool.kind],
-            capacity_type="SPOT" if pool.spot else "ON_DEMAND",
+            capacity_type=capacity_type(pool),
             scaling_config={
                 "min_size": pool.min_size,
                 "max_size": pool.max_size,
@@ -298,13 +335,16 @@ class NodePool(pulumi.ComponentResource):
 
     def _placement_group(self) -> pulumi.Input[str] | None:
         """A cluster placement group keeps the pool's nodes on one network spine. ``existing`` names
-        the group a capacity reservation was made with; ``enabled: false`` drops placement where a
-        forced group would keep the reservation from being used (terraform-aws-eks #3730)."""
+        the group a capacity reservation was made with; ``enabled: false`` drops placement, and a pool
+        with a reservation gets no new group, which would keep the reservation from being used
+        (terraform-aws-eks #3730)."""
         placement = self._args.pool.placement_group
-        if not placement.enabled:
-            return None
         if placement.existing is not None:
             return placement.existing
+        # A reservation made outside a group this stack creates cannot be used from inside it
+        # (eksctl no longer creates a placement group when a reservation is given, PR #8220).
+        if not placement.enabled or self._args.pool.capacity_reservation is not None:
+            return None
         group = ec2.PlacementGroup(
             f"{self._name}-pg", strategy="cluster", tags=dict(self._args.tags), opts=self._child
         )

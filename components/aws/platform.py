@@ -20,7 +20,7 @@ from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
 from components.aws.keys import EncryptionKey, EncryptionKeyArgs
 from components.aws.network import Network, NetworkArgs
 from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes
-from components.aws.preflight import ensure_offered
+from components.aws.preflight import ensure_autoscaling_role, ensure_offered, ensure_vcpu_quotas
 from components.aws.registry import Registry, RegistryArgs, repositories
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import ObjectStore, ObjectStoreArgs
@@ -48,6 +48,7 @@ class AwsPlatform(pulumi.ComponentResource):
         self.cluster_name = name
         tags = config.base_tags()
         account = lookup_account(config.region, config.network.availability_zones, parent=self)
+        ensure_autoscaling_role(parent=self)
         self.key = EncryptionKey(
             f"{name}-key", EncryptionKeyArgs(account, tags, protect=config.is_protected), self._child
         )
@@ -60,6 +61,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 nat_per_zone=config.environment == "prod",
                 interface_endpoints=config.tier is Tier.ENTERPRISE,
                 key_arn=self.key.arn,
+                protect=config.is_protected,
                 tags=tags,
             ),
             self._child,
@@ -77,6 +79,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 subnet_ids=self.network.private_subnet_ids,
                 key_arn=self.key.arn,
                 account=account,
+                protect=config.is_protected,
                 tags=tags,
             ),
             self._child,
@@ -160,6 +163,9 @@ class AwsPlatform(pulumi.ComponentResource):
             account=account,
             tags=tags,
             parent=self,
+        )
+        ensure_vcpu_quotas(
+            [(pool, config.instance_type(pool)) for pool in config.node_pools], account.region, parent=self
         )
         pools = []
         for pool in config.node_pools:

@@ -1,4 +1,6 @@
-"""Fail before anything is created when a pool's instance type is not offered where it must run.
+"""Fail before anything is created when the account lacks what the stack needs, naming the command that
+fixes it: a pool's instance type not offered where it must run, the Auto Scaling service-linked role
+the key policy names, a vCPU quota below what the pools may scale to.
 
 The config already refuses types the region does not sell (AWS pricing data, components/catalog/aws.py);
 which zones offer a type is not in that data and changes, so the program asks EC2: a missing type would
@@ -8,10 +10,19 @@ plan`` the mocks answer from the region's recorded sales.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import pulumi
-from pulumi_aws import ec2
+from pulumi_aws import ec2, iam, servicequotas
+
+from components.catalog import InstanceType
+from components.config import NodePoolConfig
+
+# The role EC2 Auto Scaling launches managed node group instances as; the key policy names it
+# (components/aws/keys.py). It exists only once the account's first Auto Scaling group was made.
+AUTOSCALING_ROLE = "AWSServiceRoleForAutoScaling"
+AUTOSCALING_ROLE_COMMAND = "aws iam create-service-linked-role --aws-service-name autoscaling.amazonaws.com"
 
 
 def preflight_command(instance_type: str, region: str) -> str:
@@ -40,3 +51,74 @@ def ensure_offered(
             f"node pool {pool!r}: {instance_type} is not offered in {', '.join(zones)} ({region}); "
             f"check with: {preflight_command(instance_type, region)}"
         )
+
+
+def ensure_autoscaling_role(parent: pulumi.Resource) -> None:
+    """KMS refuses a key policy naming a principal that does not exist ("MalformedPolicyDocumentException:
+    Policy contains a statement with one or more invalid principals"; terraform-aws-eks #3013, "only
+    with New/Fresh AWS Account"), and the key is the stack's first resource: in a fresh account, say
+    so at preview with the command that creates the role (IAM GetRole, NoSuchEntity)."""
+    try:
+        iam.get_role(name=AUTOSCALING_ROLE, opts=pulumi.InvokeOptions(parent=parent))
+    except Exception as exc:  # the invoke's error carries the API's NoSuchEntity message
+        raise pulumi.RunError(
+            f"this account has no {AUTOSCALING_ROLE} yet, which the stack key's policy names; "
+            f"create it with: {AUTOSCALING_ROLE_COMMAND}"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class VcpuQuota:
+    code: str
+    name: str
+
+
+# EC2 counts running vCPUs per instance family group, separately for On-Demand and Spot (EC2 user
+# guide, "Amazon EC2 instance type quotas"; Service Quotas codes as `aws service-quotas list-service-quotas
+# --service-code ec2` lists them). The catalog's types fall into P, G and Standard (C, M).
+_ON_DEMAND = {
+    "p": VcpuQuota("L-417A185B", "Running On-Demand P instances"),
+    "g": VcpuQuota("L-DB2E81BA", "Running On-Demand G and VT instances"),
+    "standard": VcpuQuota("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"),
+}
+_SPOT = {
+    "p": VcpuQuota("L-7212CCBC", "All P Spot Instance Requests"),
+    "g": VcpuQuota("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    "standard": VcpuQuota("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"),
+}
+
+
+def vcpu_demand(pools: Iterable[tuple[NodePoolConfig, InstanceType]]) -> dict[VcpuQuota, int]:
+    """vCPUs each quota must allow for every pool at ``maxSize``. Pools with a capacity reservation are
+    left out: the reservation already holds the capacity it was granted under."""
+    demand: dict[VcpuQuota, int] = {}
+    for pool, itype in pools:
+        if pool.capacity_reservation is not None:
+            continue
+        family = itype.name[0] if itype.name[0] in ("p", "g") else "standard"
+        quota = (_SPOT if pool.spot else _ON_DEMAND)[family]
+        demand[quota] = demand.get(quota, 0) + pool.max_size * itype.vcpus
+    return demand
+
+
+def quota_command(quota: VcpuQuota, vcpus: int, region: str) -> str:
+    return (
+        f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {quota.code} "
+        f"--desired-value {vcpus} --region {region}"
+    )
+
+
+def ensure_vcpu_quotas(
+    pools: Iterable[tuple[NodePoolConfig, InstanceType]], region: str, *, parent: pulumi.Resource
+) -> None:
+    """A quota below the pools' maximum lets ``pulumi up`` pass and leaves nodes unlaunched later
+    (VcpuLimitExceeded); a fresh account's GPU quotas are often 0. Say so at preview, with the request."""
+    for quota, vcpus in sorted(vcpu_demand(pools).items(), key=lambda item: item[0].code):
+        granted = servicequotas.get_service_quota(
+            service_code="ec2", quota_code=quota.code, opts=pulumi.InvokeOptions(parent=parent)
+        ).value
+        if granted < vcpus:
+            raise pulumi.RunError(
+                f"{quota.name} ({quota.code}) in {region} is {granted:g} vCPUs; the node pools may use "
+                f"{vcpus} at maxSize. Request it with: {quota_command(quota, vcpus, region)}"
+            )

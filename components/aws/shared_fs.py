@@ -98,10 +98,10 @@ class SharedFileSystem(pulumi.ComponentResource):
         *,
         group: pulumi.Input[str] | None = None,
         egress: bool = False,
-    ) -> None:
+    ) -> pulumi.Resource:
         """One TCP rule on ``group`` (the file system's own by default) to or from ``peer``."""
         rule = vpc.SecurityGroupEgressRule if egress else vpc.SecurityGroupIngressRule
-        rule(
+        created: pulumi.Resource = rule(
             f"{self._name}-{label}",
             security_group_id=group if group is not None else self.security_group.id,
             referenced_security_group_id=peer,
@@ -111,6 +111,7 @@ class SharedFileSystem(pulumi.ComponentResource):
             tags=dict(self._args.tags),
             opts=self._child,
         )
+        return created
 
     def _efs(self) -> tuple[efs.FileSystem, SharedStorage]:
         """Elastic throughput: training checkpoints are bursty and idle in between, so paying per
@@ -134,18 +135,72 @@ class SharedFileSystem(pulumi.ComponentResource):
                 security_groups=[self.security_group.id],
                 opts=self._child,
             )
+        self._efs_policies(file_system)
         csi = {"driver": "efs.csi.aws.com", "volumeHandle": file_system.id}
         return file_system, SharedStorage(SharedStorageKind.EFS, csi, args.capacity_gib)
+
+    def _efs_policies(self, file_system: efs.FileSystem) -> None:
+        """TLS only: a file system policy that still lets clients mount through a mount target and
+        denies every request without TLS (EFS user guide, "Creating file system policies": the console's
+        "Enforce in-transit encryption for all clients" preset, which replaces the default allow-all).
+        Protected stacks also turn on automatic AWS Backup (Security Hub EFS.2; EFS user guide,
+        "Automatic backups"); the CSI driver mounts with TLS already."""
+        efs.FileSystemPolicy(
+            f"{self._name}-tls-only",
+            file_system_id=file_system.id,
+            policy=pulumi.Output.json_dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Sid": "MountThroughMountTargets",
+                            "Effect": "Allow",
+                            "Principal": {"AWS": "*"},
+                            "Action": [
+                                "elasticfilesystem:ClientRootAccess",
+                                "elasticfilesystem:ClientWrite",
+                                "elasticfilesystem:ClientMount",
+                            ],
+                            "Resource": file_system.arn,
+                            "Condition": {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}},
+                        },
+                        {
+                            "Sid": "DenyWithoutTls",
+                            "Effect": "Deny",
+                            "Principal": {"AWS": "*"},
+                            "Action": "*",
+                            "Resource": file_system.arn,
+                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                        },
+                    ],
+                }
+            ),
+            opts=self._child,
+        )
+        if self._args.protect:
+            efs.BackupPolicy(
+                f"{self._name}-backup",
+                file_system_id=file_system.id,
+                backup_policy={"status": "ENABLED"},
+                opts=self._child,
+            )
 
     def _lustre(self) -> tuple[fsx.LustreFileSystem, SharedStorage]:
         """PERSISTENT_2 in the training pool's zone, linked both ways to the data bucket so datasets
         appear as files and exported models land in S3 where inference reads them."""
         args = self._args
+        # CreateFileSystem checks the group's rules at once and fails with InvalidNetworkSettings
+        # ("security groups do not permit Lustre LNET network traffic on port 988") when they are not
+        # there yet (aws/aws-parallelcluster #6181; its fix, #1198, makes the file system depend on the
+        # rule): the file system waits for every rule on its own group.
+        rules: list[pulumi.Resource] = []
         for index, ports in enumerate(LUSTRE_PORTS):
-            self._allow(f"lustre-self-in-{index}", ports, self.security_group.id)
-            self._allow(f"lustre-self-out-{index}", ports, self.security_group.id, egress=True)
-            self._allow(f"lustre-nodes-in-{index}", ports, args.node_security_group_id)
-            self._allow(f"lustre-nodes-out-{index}", ports, args.node_security_group_id, egress=True)
+            rules.append(self._allow(f"lustre-self-in-{index}", ports, self.security_group.id))
+            rules.append(self._allow(f"lustre-self-out-{index}", ports, self.security_group.id, egress=True))
+            rules.append(self._allow(f"lustre-nodes-in-{index}", ports, args.node_security_group_id))
+            rules.append(
+                self._allow(f"lustre-nodes-out-{index}", ports, args.node_security_group_id, egress=True)
+            )
             # Lustre servers also connect back to clients: the nodes' group admits the file servers.
             self._allow(
                 f"lustre-clients-in-{index}", ports, self.security_group.id, group=args.node_security_group_id
@@ -161,7 +216,7 @@ class SharedFileSystem(pulumi.ComponentResource):
             subnet_ids=args.subnet_ids[args.zone],  # a single string in pulumi-aws v7: one subnet only.
             security_group_ids=[self.security_group.id],
             tags={**args.tags, "Name": self._name},
-            opts=self._data,
+            opts=pulumi.ResourceOptions.merge(self._data, pulumi.ResourceOptions(depends_on=rules)),
         )
         association = fsx.DataRepositoryAssociation(
             f"{self._name}-dra",

@@ -71,20 +71,46 @@ SOLD_IN_REGION: dict[str, frozenset[str]] = {
     ),
 }
 
-# The networking and DNS add-ons EKS would otherwise install unmanaged, pinned per Kubernetes version
-# (EKS user guide version tables: "Assign IPs to Pods with the Amazon VPC CNI", "Manage CoreDNS for DNS
-# in Amazon EKS clusters", "Manage kube-proxy in Amazon EKS clusters"; read 2026-11-24). vpc-cni must be
-# >= v1.18.4 for EFA-only interfaces (REFERENCE.md). Other add-ons (CSI drivers) take EKS's default
-# version for the cluster's Kubernetes version.
+# The networking and DNS add-ons EKS would otherwise install unmanaged, pinned per Kubernetes version.
+# vpc-cni must be >= v1.18.4 for EFA-only interfaces (REFERENCE.md). Other add-ons (CSI drivers) take
+# EKS's default version for the cluster's Kubernetes version.
+# - 1.33: EKS user guide version tables ("Assign IPs to Pods with the Amazon VPC CNI", "Manage CoreDNS",
+#   "Manage kube-proxy"; read 2026-11-24), confirmed in public 1.33 configs (review aws.md).
+# - 1.35: the versions public EKS 1.35 configurations pin (a Terraform EKS 1.35 stack's `eks_addons`:
+#   vpc-cni v1.21.1-eksbuild.3, kube-proxy v1.35.0-eksbuild.2, coredns v1.13.2-eksbuild.1; CoreDNS 1.13
+#   is what EKS-D 1-35 ships). Not read from `aws eks describe-addon-versions --kubernetes-version 1.35`,
+#   which is the authority: run it before a first production `pulumi up`.
+# 1.32 (unverified pins, out of standard support since 2026-03-23) and 1.34 (standard support ends
+# 2026-12-02) are not offered.
 EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
-    "1.32": {
-        "vpc-cni": "v1.20.1-eksbuild.3",
-        "kube-proxy": "v1.32.9-eksbuild.2",
-        "coredns": "v1.11.4-eksbuild.24",
-    },
     "1.33": {
         "vpc-cni": "v1.20.1-eksbuild.3",
         "kube-proxy": "v1.33.5-eksbuild.2",
         "coredns": "v1.12.4-eksbuild.1",
     },
+    "1.35": {
+        "vpc-cni": "v1.21.1-eksbuild.3",
+        "kube-proxy": "v1.35.0-eksbuild.2",
+        "coredns": "v1.13.2-eksbuild.1",
+    },
 }
+
+# End of EKS standard support per minor (EKS user guide, "Understand the Kubernetes version lifecycle
+# on EKS": 14 months after release; dates as endoflife.date/amazon-eks records the EKS release
+# calendar, read 2026-11-26). After it, EKS bills extended support or, under the STANDARD upgrade
+# policy, upgrades the control plane itself. Updated by hand.
+EKS_STANDARD_SUPPORT_END: dict[str, str] = {
+    "1.32": "2026-03-23",
+    "1.33": "2026-07-29",
+    "1.34": "2026-12-02",
+    "1.35": "2027-03-27",
+}
+
+# The account of the EKS add-on image registry in each region (EKS user guide, "View Amazon container
+# image registries for Amazon EKS add-ons"; opt-in regions such as me-central-1 have their own).
+EKS_IMAGE_REGISTRY_ACCOUNT: dict[str, str] = {"me-central-1": "759879836304"}
+
+
+def eks_image_registry(region: str) -> str:
+    """The region's EKS add-on image registry host: images pulled from it stay in the region."""
+    return f"{EKS_IMAGE_REGISTRY_ACCOUNT[region]}.dkr.ecr.{region}.amazonaws.com"

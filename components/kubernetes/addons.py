@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.catalog.aws import eks_image_registry
 from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind
 from components.kubernetes import kueue
 from components.kubernetes.charts import ChartPin, pin
@@ -136,14 +137,18 @@ def device_plugin(handle: ClusterHandle) -> Chart:
     )
 
 
-def efa_device_plugin(handle: ClusterHandle) -> Chart:
-    """AWS EFA device plugin (eks-charts; terraform-aws-eks-blueprints patterns/targeted-odcr)."""
+def efa_device_plugin(handle: ClusterHandle, region: str) -> Chart:
+    """AWS EFA device plugin (eks-charts; terraform-aws-eks-blueprints patterns/targeted-odcr), pulled
+    from the stack region's EKS registry: the chart's default is us-west-2's, which a region-deny SCP
+    refuses and which takes the pull out of the country (EKS user guide, "View Amazon container image
+    registries for Amazon EKS add-ons": the images are replicated to each region's registry)."""
     efa = [p for p in handle.pools if p.fabric is Fabric.EFA]
     return Chart(
         release="aws-efa-k8s-device-plugin",
         pin=pin("aws-efa-k8s-device-plugin", handle.kubernetes_version),
         namespace="kube-system",
         values={
+            "image": {"repository": f"{eks_image_registry(region)}/eks/aws-efa-k8s-device-plugin"},
             "nodeSelector": {"vpc.amazonaws.com/efa.present": "true"},
             "tolerations": tolerations(efa),
             "resources": resources("100m", "64Mi", "10m", "20Mi"),
@@ -335,7 +340,7 @@ def addon_charts(handle: ClusterHandle, region: str, gpu_operator_on: bool) -> l
     if handle.has_gpus:
         charts.append(gpu_operator(handle) if gpu_operator_on else device_plugin(handle))
     if Fabric.EFA in handle.fabrics:
-        charts.append(efa_device_plugin(handle))
+        charts.append(efa_device_plugin(handle, region))
     if Fabric.INFINIBAND in handle.fabrics:
         charts.append(network_operator(handle))
     if _NEEDS_METRICS_SERVER[handle.cloud]:

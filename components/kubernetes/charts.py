@@ -136,7 +136,7 @@ PINS: tuple[ChartPin, ...] = (
         "https://kubernetes-sigs.github.io/metrics-server/",
         "kubernetes-sigs/metrics-server charts/metrics-server @ metrics-server-helm-chart-3.13.1",
     ),
-    # appVersion 1.33.0 / 1.34.2: the autoscaler release for that control-plane minor.
+    # appVersion 1.33.0 / 1.34.2 / 1.35.0: the autoscaler release for that control-plane minor.
     ChartPin(
         "cluster-autoscaler",
         "9.51.0",
@@ -151,6 +151,14 @@ PINS: tuple[ChartPin, ...] = (
         "kubernetes/autoscaler cluster-autoscaler/charts/cluster-autoscaler"
         " @ cluster-autoscaler-chart-9.53.0",
         kubernetes=("1.34",),
+    ),
+    ChartPin(
+        "cluster-autoscaler",
+        "9.59.0",
+        "https://kubernetes.github.io/autoscaler",
+        "kubernetes/autoscaler cluster-autoscaler/charts/cluster-autoscaler"
+        " @ cluster-autoscaler-chart-9.59.0",
+        kubernetes=("1.35",),
     ),
     # Published as an OCI chart only (kubernetes-sigs/kueue charts/kueue/README.md at v0.19.2).
     ChartPin(
@@ -186,6 +194,16 @@ def pin(chart: str, kubernetes_version: str) -> ChartPin:
     raise ValueError(
         f"no {chart} chart is pinned for Kubernetes {kubernetes_version}; pinned for: {', '.join(supported)}"
     )
+
+
+def per_minor_pins() -> dict[str, frozenset[str]]:
+    """Charts pinned per control-plane minor, with the minors each is pinned for: a stack's Kubernetes
+    version must be among them (components/config.py refuses it otherwise)."""
+    minors: dict[str, set[str]] = {}
+    for candidate in PINS:
+        if candidate.kubernetes:
+            minors.setdefault(candidate.chart, set()).update(candidate.kubernetes)
+    return {chart: frozenset(versions) for chart, versions in minors.items()}
 
 
 def pinned(chart: str, version: str) -> ChartPin | None:

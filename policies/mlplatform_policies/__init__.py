@@ -6,6 +6,7 @@ from __future__ import annotations
 from pulumi_policy import Policy
 
 from . import (
+    bringup_aws,
     deployability_aws,
     deployability_azure,
     encryption,
@@ -32,6 +33,7 @@ def all_policies() -> list[Policy]:
         *kubernetes.POLICIES,
         *deployability_aws.POLICIES,
         *stack.POLICIES,
+        *bringup_aws.POLICIES,
         *queueing.POLICIES,
         *deployability_azure.POLICIES,
     ]

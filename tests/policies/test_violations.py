@@ -818,10 +818,11 @@ def test_a_queued_job_in_a_queued_namespace_passes(judge: Judge) -> None:
 
 
 def test_every_policy_has_a_violating_case(pack: PolicyPackSession) -> None:
+    from .test_bringup_aws import VIOLATIONS as BRINGUP_AWS
     from .test_deployability_aws import DEPLOYABILITY_CASES
 
     covered = {
-        policy for case in [*CASES, *DEPLOYABILITY_CASES] for policy, _ in case.expected
+        policy for case in [*CASES, *DEPLOYABILITY_CASES, *BRINGUP_AWS] for policy, _ in case.expected
     } | AZURE_DEPLOYABILITY
     assert {policy.name for policy in pack.info.policies} == covered
 

@@ -62,7 +62,7 @@ def test_every_control_plane_log_type_goes_to_an_encrypted_group(cloud_plan: Cal
 def test_access_is_by_access_entries_and_version_from_config(cloud_plan: Callable[[str], Plan]) -> None:
     cluster = one(cloud_plan("aws-smb-dev"), CLUSTER, "-cluster-eks")
     assert cluster.inputs["accessConfig"]["authenticationMode"] == "API"
-    assert cluster.inputs["version"] == "1.33"
+    assert cluster.inputs["version"] == "1.35"
     assert cluster.inputs["name"] == "aws-smb-dev-aws"
 
 

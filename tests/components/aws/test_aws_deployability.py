@@ -225,7 +225,10 @@ def test_efa_launch_template_can_target_a_capacity_reservation(variant: Callable
     def reserve(body: dict[str, object]) -> None:
         pools = body["nodePools"]
         assert isinstance(pools, list)
-        next(p for p in pools if p["name"] == "gpu-efa")["capacityReservationId"] = "cr-0123456789abcdef0"
+        next(p for p in pools if p["name"] == "gpu-efa")["capacityReservation"] = {
+            "id": "cr-0123456789abcdef0",
+            "kind": "odcr",
+        }
 
     plan = variant("aws-enterprise-prod", reserve)
     template_inputs = one(plan, "aws:ec2/launchTemplate:LaunchTemplate", "-gpu-efa-lt").inputs

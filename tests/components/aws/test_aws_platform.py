@@ -39,6 +39,8 @@ UNTAGGABLE = {
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
     "aws:ec2/routeTableAssociation:RouteTableAssociation",
     "aws:efs/mountTarget:MountTarget",
+    "aws:efs/fileSystemPolicy:FileSystemPolicy",
+    "aws:efs/backupPolicy:BackupPolicy",
     "aws:eks/accessPolicyAssociation:AccessPolicyAssociation",
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
     "aws:s3/bucketOwnershipControls:BucketOwnershipControls",
@@ -228,7 +230,8 @@ def test_production_protects_its_data_and_dev_does_not(
     (file_system,) = plan.by_type(SHARED_FS[stack])
     data = [one(plan, token, suffix) for token, suffix in DATA_BEARING] + [file_system]
     assert {r.protect for r in data} == {protect}
-    assert not one(plan, "aws:eks/cluster:Cluster", "-cluster-eks").protect
+    # The production control plane is protected too (review aws.md C1, test_aws_bringup.py).
+    assert one(plan, "aws:eks/cluster:Cluster", "-cluster-eks").protect is protect
 
 
 def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform) -> None:
@@ -236,7 +239,7 @@ def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform
     assert (handle.cloud, handle.name, handle.kubernetes_version) == (
         Cloud.AWS,
         "aws-enterprise-prod-aws",
-        "1.33",
+        "1.35",
     )
     assert handle.registry == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
     assert set(handle.identities) == {"training", "inference", "cluster-autoscaler"}
