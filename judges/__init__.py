@@ -9,26 +9,25 @@ evaluated offline). Used by the tests and by ``mlplatform check``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judges.cel import judge_cel
-from judges.findings import Finding
+from judges.findings import Finding, Subject
 from judges.pod_security import judge_pod_security
-from judges.reachability import judge_reachability
-
-Judge = Callable[[Sequence[Mapping[str, Any]]], list[Finding]]
-
-# The judges `mlplatform check` runs (the run-time judge needs torch: it runs in the suite, judges.runtime).
-JUDGES: dict[str, Judge] = {
-    "cel": judge_cel,
-    "reachability": judge_reachability,
-    "pod-security": judge_pod_security,
-}
+from judges.reachability import CONTROL_PLANE_NETWORK, judge_reachability
 
 
-def judge_all(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
-    return [finding for judge in JUDGES.values() for finding in judge(objects)]
+def judge_all(
+    objects: Sequence[Mapping[str, Any]], cluster_network: str = CONTROL_PLANE_NETWORK
+) -> list[Finding]:
+    """What ``mlplatform check`` runs: CEL, reachability and Pod Security (the run-time judge,
+    ``judges.runtime``, needs torch and runs in the suite)."""
+    return [
+        *judge_cel(objects),
+        *judge_reachability(objects, cluster_network),
+        *judge_pod_security(objects),
+    ]
 
 
-__all__ = ["JUDGES", "Finding", "judge_all"]
+__all__ = ["Finding", "Subject", "judge_all"]

@@ -58,6 +58,10 @@ _KUBE_DNS = Pod(
 )
 
 
+# A pod of a namespace the plan knows nothing about: an inference client, or any other pod.
+_STRANGER = Pod(Subject("Pod", "default", "any-pod"), "default", {}, {"containers": []})
+
+
 @dataclass(frozen=True)
 class Flow:
     """One flow the contract needs, and why."""
@@ -273,13 +277,20 @@ def _peer_flows(plan: Plan) -> Iterator[Flow]:
         yield from _between(f"a Job's pods in queued namespace {namespace} reach each other", probe, [RENDEZVOUS])
 
 
+def _probe_endpoint(pod: Pod) -> Endpoint:
+    if pod.owner.kind == "LocalQueue":
+        return Endpoint(f"a Job's pod queued in {pod.namespace}", pod=pod)
+    return Endpoint.of(pod)
+
+
 def _between(purpose: str, pod: Pod, ports: Sequence[int]) -> Iterator[Flow]:
+    endpoint = _probe_endpoint(pod)
     for port in (*ports, *NCCL_PORTS):
-        yield Flow(purpose, Endpoint.of(pod), Endpoint.of(pod), port)
+        yield Flow(purpose, endpoint, endpoint, port)
 
 
 def _inference_flows(plan: Plan) -> Iterator[Flow]:
-    client = Endpoint.of(Pod(Subject("Pod", "default", "client"), "default", {}, {"containers": []}))
+    client = Endpoint.of(_STRANGER)
     for service in plan.services:
         backends = plan.backends(service)
         if any(p.labels.get("app.kubernetes.io/component") == INFERENCE_COMPONENT for p in backends):
@@ -368,8 +379,7 @@ def _extra(plan: Plan, flows: Sequence[Flow]) -> list[Finding]:
     """Flows into isolated pods the contract does not list, from any planned pod, the API server, or a pod
     of another namespace; and pods of planned namespaces that no policy isolates."""
     needed = {(f.source.name, _subject(f.destination), f.port, f.protocol) for f in flows}
-    stranger = Endpoint.of(Pod(Subject("Pod", "default", "any-pod"), "default", {}, {"containers": []}))
-    sources = [*(Endpoint.of(p) for p in plan.pods), plan.control_plane, stranger]
+    sources = [*(Endpoint.of(p) for p in plan.pods), plan.control_plane, Endpoint.of(_STRANGER)]
     planned = {str(n["metadata"]["name"]) for n in of_kind(plan.objects, "Namespace")}
     findings = []
     for pod in plan.pods:
