@@ -283,6 +283,25 @@ def namespace(name, labels, reason=None):
         metadata={"name": "default-deny", "namespace": ns.metadata.name},
         spec={"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
     )
+    NetworkPolicy(
+        f"{name}-allow-dns",
+        metadata={"name": "allow-dns", "namespace": ns.metadata.name},
+        spec={
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [
+                        {
+                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                        }
+                    ],
+                    "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+                }
+            ],
+        },
+    )
     return ns
 
 
