@@ -21,6 +21,8 @@ from typing import Any
 
 import celpy
 from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
 
 from judges.findings import Finding, Subject
 from judges.kube import labels_match, namespace_labels, of_kind
@@ -40,7 +42,7 @@ _CEL_VALUES = (
     celtypes.MapType,
     celtypes.StringType,
     celtypes.UintType,
-    celpy.CELEvalError,
+    CELEvalError,
 )
 
 
@@ -63,7 +65,7 @@ def _evaluate(expression: str, activation: Mapping[str, Any]) -> Any:
     """The rule's value, or the ``CELEvalError`` the API server would report as an invalid object."""
     try:
         return _program(expression).evaluate({k: _to_cel(v) for k, v in activation.items()})
-    except celpy.CELEvalError as error:
+    except CELEvalError as error:
         return error
 
 
@@ -71,12 +73,12 @@ def _to_cel(value: Any) -> Any:
     """Plain data as CEL values; a map of values already evaluated (``variables``) as a CEL map."""
     if isinstance(value, dict) and value and all(isinstance(v, _CEL_VALUES) for v in value.values()):
         return celtypes.MapType({celtypes.StringType(k): v for k, v in value.items()})
-    return celpy.json_to_cel(value)
+    return json_to_cel(value)
 
 
 def _verdict(value: Any) -> str | None:
     """``None`` when the rule holds, else why not."""
-    if isinstance(value, celpy.CELEvalError):
+    if isinstance(value, CELEvalError):
         return f"evaluation error: {value.args[0] if value.args else value}"
     if isinstance(value, celtypes.BoolType):
         return None if bool(value) else "false"
@@ -246,7 +248,9 @@ def judge_admission_policies(objects: Sequence[Mapping[str, Any]], report: CelRe
             resource = (group, version, _plural(str(obj.get("kind")), plurals))
             if not (
                 _selects(spec.get("matchConstraints"), obj, resource, namespaces, rules_required=True)
-                and _selects(binding["spec"].get("matchResources"), obj, resource, namespaces, rules_required=False)
+                and _selects(
+                    binding["spec"].get("matchResources"), obj, resource, namespaces, rules_required=False
+                )
             ):
                 continue
             _judge_admission(policy, level, obj, namespace_objects, report)

@@ -77,7 +77,9 @@ def _template(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         template: Mapping[str, Any] | None = spec.get("template")
         return template
     if kind == "CronJob":
-        job_template: Mapping[str, Any] | None = (spec.get("jobTemplate") or {}).get("spec", {}).get("template")
+        job_template: Mapping[str, Any] | None = (
+            (spec.get("jobTemplate") or {}).get("spec", {}).get("template")
+        )
         return job_template
     return None
 
@@ -96,7 +98,13 @@ def pods(objects: Sequence[Mapping[str, Any]]) -> list[Pod]:
             # The Job controller adds these to every pod (kubernetes.io "Jobs", labels on pods, 1.27+).
             labels |= {"batch.kubernetes.io/job-name": subject.name, "job-name": subject.name}
         found.append(
-            Pod(subject, subject.namespace, labels, template.get("spec") or {}, metadata.get("annotations") or {})
+            Pod(
+                subject,
+                subject.namespace,
+                labels,
+                template.get("spec") or {},
+                metadata.get("annotations") or {},
+            )
         )
     return found
 

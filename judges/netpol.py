@@ -72,7 +72,9 @@ class Policies:
         """Whether a connection from ``source`` to ``destination:port/protocol`` gets through."""
         if source.pod is not None and not self._side(source.pod, "Egress", "to", destination, port, protocol):
             return False
-        return destination.pod is None or self._side(destination.pod, "Ingress", "from", source, port, protocol)
+        return destination.pod is None or self._side(
+            destination.pod, "Ingress", "from", source, port, protocol
+        )
 
     def _side(self, pod: Pod, direction: str, key: str, peer: Endpoint, port: int, protocol: str) -> bool:
         selecting = self.selecting(pod, direction)
@@ -125,7 +127,7 @@ def policy_types(policy: Mapping[str, Any]) -> list[str]:
 def _in_block(block: Mapping[str, Any], network: ipaddress.IPv4Network) -> bool:
     """The whole range lies in ``cidr`` and touches none of its ``except`` ranges."""
     cidr = ipaddress.ip_network(block["cidr"])
-    if cidr.version != network.version or not network.subnet_of(cidr):  # type: ignore[arg-type]
+    if cidr.version != network.version or not network.subnet_of(cidr):
         return False
     return not any(network.overlaps(ipaddress.ip_network(e)) for e in block.get("except") or [])
 

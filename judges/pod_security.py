@@ -27,22 +27,51 @@ NONROOT_POLICY = "nonroot-capabilities"
 
 # Baseline "Capabilities": the only ones that may be added.
 _BASELINE_CAPABILITIES = frozenset(
-    {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
-     "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+    {
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    }
 )
 # Baseline "Sysctls": the safe set.
 _SAFE_SYSCTLS = frozenset(
-    {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-     "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-     "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-     "net.ipv4.tcp_keepalive_probes"}
+    {
+        "kernel.shm_rmid_forced",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.ip_unprivileged_port_start",
+        "net.ipv4.tcp_syncookies",
+        "net.ipv4.ping_group_range",
+        "net.ipv4.ip_local_reserved_ports",
+        "net.ipv4.tcp_keepalive_time",
+        "net.ipv4.tcp_fin_timeout",
+        "net.ipv4.tcp_keepalive_intvl",
+        "net.ipv4.tcp_keepalive_probes",
+    }
 )
 # Baseline "SELinux": allowed types.
 _SELINUX_TYPES = frozenset({"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"})
 # Restricted "Volume Types".
 _RESTRICTED_VOLUMES = frozenset(
-    {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
-     "secret"}
+    {
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    }
 )
 _NOT_VOLUME_SOURCE = frozenset({"name"})
 
@@ -139,8 +168,9 @@ def _nonroot_capabilities(pod: Pod) -> Iterator[str]:
         user = _context(pod, container, "runAsUser")
         non_root = user not in {None, 0} or (user is None and _context(pod, container, "runAsNonRoot"))
         if added and non_root:
+            uid = user or "non-root"
             yield (
-                f"container {container['name']} adds {', '.join(added)} but runs as UID {user or 'non-root'}: "
+                f"container {container['name']} adds {', '.join(added)} but runs as UID {uid}: "
                 "added capabilities never reach a non-root process's effective set (not ambient), so they "
                 "do nothing"
             )

@@ -51,10 +51,17 @@ _KUBE_DNS = Pod(
     Subject("Deployment", "kube-system", "coredns"),
     "kube-system",
     {"k8s-app": "kube-dns"},
-    {"containers": [{"name": "coredns", "ports": [
-        {"name": "dns", "containerPort": DNS_PORT, "protocol": "UDP"},
-        {"name": "dns-tcp", "containerPort": DNS_PORT, "protocol": "TCP"},
-    ]}]},
+    {
+        "containers": [
+            {
+                "name": "coredns",
+                "ports": [
+                    {"name": "dns", "containerPort": DNS_PORT, "protocol": "UDP"},
+                    {"name": "dns-tcp", "containerPort": DNS_PORT, "protocol": "TCP"},
+                ],
+            }
+        ]
+    },
 )
 
 
@@ -141,7 +148,12 @@ def _api_server_flows(plan: Plan) -> Iterator[Flow]:
                 service = (webhook.get("clientConfig") or {}).get("service")
                 closed = webhook.get("failurePolicy", "Fail") == "Fail"
                 if service:
-                    callers.append((f"webhook {webhook['name']} (failurePolicy {'Fail' if closed else 'Ignore'})", service))
+                    callers.append(
+                        (
+                            f"webhook {webhook['name']} (failurePolicy {'Fail' if closed else 'Ignore'})",
+                            service,
+                        )
+                    )
     for apiservice in of_kind(plan.objects, "APIService"):
         service = (apiservice.get("spec") or {}).get("service")
         if service:
@@ -177,7 +189,8 @@ def _scrape_flows(plan: Plan) -> Iterator[Flow]:
                     continue
                 for endpoint in monitor["spec"].get("endpoints") or []:
                     ports = [
-                        p for p in service["spec"].get("ports") or []
+                        p
+                        for p in service["spec"].get("ports") or []
                         if p.get("name") == endpoint.get("port")
                         or ("targetPort" in endpoint and p.get("targetPort") == endpoint["targetPort"])
                     ]
@@ -200,15 +213,23 @@ def _additional_scrape_flows(plan: Plan, prometheus: Pod, source: Endpoint, purp
     """``additionalScrapeConfigs`` with ``kubernetes_sd_configs`` of role endpoints or service, filtered by
     ``keep``/``drop`` on the service name (the relabelling this platform writes)."""
     spec = next(
-        (p.get("spec") or {} for p in of_kind(plan.objects, "Prometheus") if Subject.of(p) == prometheus.owner),
+        (
+            p.get("spec") or {}
+            for p in of_kind(plan.objects, "Prometheus")
+            if Subject.of(p) == prometheus.owner
+        ),
         {},
     )
     reference = spec.get("additionalScrapeConfigs")
     if not reference:
         return
     secret = next(
-        (s for s in of_kind(plan.objects, "Secret")
-         if s["metadata"].get("namespace") == prometheus.namespace and s["metadata"]["name"] == reference["name"]),
+        (
+            s
+            for s in of_kind(plan.objects, "Secret")
+            if s["metadata"].get("namespace") == prometheus.namespace
+            and s["metadata"]["name"] == reference["name"]
+        ),
         None,
     )
     if secret is None:
@@ -228,7 +249,11 @@ def _additional_scrape_flows(plan: Plan, prometheus: Pod, source: Endpoint, purp
                 if not _kept(job.get("relabel_configs") or [], metadata):
                     continue
                 yield from _service_flows(
-                    plan, f"{purpose} job {job['job_name']}", source, service, service["spec"].get("ports") or []
+                    plan,
+                    f"{purpose} job {job['job_name']}",
+                    source,
+                    service,
+                    service["spec"].get("ports") or [],
                 )
 
 
@@ -249,7 +274,10 @@ def _kept(relabels: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any]) ->
 
 
 def _runs_torchrun(pod: Pod) -> bool:
-    return any("torchrun" in " ".join(c.get("command") or []) + " ".join(c.get("args") or []) for c in pod.containers())
+    return any(
+        "torchrun" in " ".join(c.get("command") or []) + " ".join(c.get("args") or [])
+        for c in pod.containers()
+    )
 
 
 def _peer_flows(plan: Plan) -> Iterator[Flow]:
@@ -257,7 +285,9 @@ def _peer_flows(plan: Plan) -> Iterator[Flow]:
     planned run (a team's)."""
     runs = [p for p in plan.pods if p.owner.kind == "Job" and _runs_torchrun(p)]
     for pod in runs:
-        ports = sorted({*(int(q["containerPort"]) for c in pod.containers() for q in c.get("ports") or []), RENDEZVOUS})
+        ports = sorted(
+            {*(int(q["containerPort"]) for c in pod.containers() for q in c.get("ports") or []), RENDEZVOUS}
+        )
         yield from _between(f"the pods of run {pod.owner.name} reach each other", pod, ports)
     with_runs = {p.namespace for p in runs}
     for queue in of_kind(plan.objects, "LocalQueue"):
@@ -272,9 +302,15 @@ def _peer_flows(plan: Plan) -> Iterator[Flow]:
                 "job-name": "any-queued-job",
                 "kueue.x-k8s.io/queue-name": str(queue["metadata"]["name"]),
             },
-            {"containers": [{"name": "trainer", "ports": [{"containerPort": RENDEZVOUS, "protocol": "TCP"}]}]},
+            {
+                "containers": [
+                    {"name": "trainer", "ports": [{"containerPort": RENDEZVOUS, "protocol": "TCP"}]}
+                ]
+            },
         )
-        yield from _between(f"a Job's pods in queued namespace {namespace} reach each other", probe, [RENDEZVOUS])
+        yield from _between(
+            f"a Job's pods in queued namespace {namespace} reach each other", probe, [RENDEZVOUS]
+        )
 
 
 def _probe_endpoint(pod: Pod) -> Endpoint:
@@ -295,7 +331,10 @@ def _inference_flows(plan: Plan) -> Iterator[Flow]:
         backends = plan.backends(service)
         if any(p.labels.get("app.kubernetes.io/component") == INFERENCE_COMPONENT for p in backends):
             yield from _service_flows(
-                plan, f"clients call Service {service['metadata']['name']}", client, service,
+                plan,
+                f"clients call Service {service['metadata']['name']}",
+                client,
+                service,
                 service["spec"].get("ports") or [],
             )
 
@@ -305,7 +344,9 @@ def _dns_flows(plan: Plan) -> Iterator[Flow]:
     for pod in plan.pods:
         if not pod.host_network and pod.owner.kind != "Prometheus":
             for protocol in ("UDP", "TCP"):
-                yield Flow("resolves names through the cluster DNS", Endpoint.of(pod), dns, DNS_PORT, protocol)
+                yield Flow(
+                    "resolves names through the cluster DNS", Endpoint.of(pod), dns, DNS_PORT, protocol
+                )
 
 
 def contract(plan: Plan) -> list[Flow]:
@@ -346,7 +387,9 @@ def _denied(plan: Plan, flows: Sequence[Flow]) -> list[Finding]:
         purposes = sorted({p for listed in ports.values() for p in listed})
         findings.append(
             Finding(
-                NEEDED, "mandatory", subject,
+                NEEDED,
+                "mandatory",
+                subject,
                 f"the NetworkPolicies deny {source} → {', '.join(ports)}, which the contract needs "
                 f"({len(purposes)} flow(s)): {_few(purposes)}",
             )
@@ -356,7 +399,8 @@ def _denied(plan: Plan, flows: Sequence[Flow]) -> list[Finding]:
 
 def _egress_isolated_namespaces(plan: Plan) -> set[str]:
     return {
-        str(p["metadata"]["namespace"]) for p in plan.policies.policies
+        str(p["metadata"]["namespace"])
+        for p in plan.policies.policies
         if "Egress" in (p["spec"].get("policyTypes") or []) and p["spec"].get("podSelector") == {}
     }
 
@@ -366,11 +410,15 @@ def _internet(plan: Plan) -> list[Finding]:
     isolated = _egress_isolated_namespaces(plan)
     return [
         Finding(
-            INTERNET, "mandatory" if pod.namespace in isolated else "advisory", pod.owner,
-            f"may open connections to the internet ({INTERNET_ADDRESS} on {HTTPS}/TCP); the contract allows none",
+            INTERNET,
+            "mandatory" if pod.namespace in isolated else "advisory",
+            pod.owner,
+            f"may open connections to the internet ({INTERNET_ADDRESS} on {HTTPS}/TCP); "
+            "the contract allows none",
         )
         for pod in plan.pods
-        if not pod.host_network and pod.owner.kind != "Prometheus"
+        if not pod.host_network
+        and pod.owner.kind != "Prometheus"
         and plan.policies.allows(Endpoint.of(pod), internet, HTTPS)
     ]
 
@@ -387,9 +435,22 @@ def _extra(plan: Plan, flows: Sequence[Flow]) -> list[Finding]:
             continue
         if not plan.policies.isolated(pod, "Ingress"):
             if pod.namespace in planned:
-                findings.append(Finding(UNISOLATED, "advisory", pod.owner, "no NetworkPolicy isolates its ingress: any pod may connect"))
+                findings.append(
+                    Finding(
+                        UNISOLATED,
+                        "advisory",
+                        pod.owner,
+                        "no NetworkPolicy isolates its ingress: any pod may connect",
+                    )
+                )
             continue
-        ports = sorted({(int(q["containerPort"]), q.get("protocol", "TCP")) for c in pod.containers() for q in c.get("ports") or []})
+        ports = sorted(
+            {
+                (int(q["containerPort"]), q.get("protocol", "TCP"))
+                for c in pod.containers()
+                for q in c.get("ports") or []
+            }
+        )
         extra: dict[str, list[str]] = {}
         for port, protocol in ports:
             for source in sources:
@@ -399,7 +460,12 @@ def _extra(plan: Plan, flows: Sequence[Flow]) -> list[Finding]:
                     extra.setdefault(f"{port}/{protocol}", []).append(source.name)
         for port_text, names in extra.items():
             findings.append(
-                Finding(EXTRA, "advisory", pod.owner, f"{port_text} is open to flows the contract does not list: {_few(names)}")
+                Finding(
+                    EXTRA,
+                    "advisory",
+                    pod.owner,
+                    f"{port_text} is open to flows the contract does not list: {_few(names)}",
+                )
             )
     return findings
 

@@ -45,7 +45,7 @@ class ExitCase:
 def exit_cases(objects: Sequence[Mapping[str, Any]]) -> list[ExitCase]:
     """Each (Job, container, code) a ``FailJob`` ``onExitCodes: In`` rule names, for containers whose
     command runs a program under torchrun."""
-    cases = []
+    cases: list[ExitCase] = []
     for job in of_kind(objects, "Job"):
         spec = job.get("spec") or {}
         containers = {c["name"]: c for c in spec.get("template", {}).get("spec", {}).get("containers") or []}
@@ -56,21 +56,29 @@ def exit_cases(objects: Sequence[Mapping[str, Any]]) -> list[ExitCase]:
             names = [on["containerName"]] if on.get("containerName") else list(containers)
             for name in names:
                 container = containers.get(name)
-                command = tuple((container or {}).get("command") or ()) + tuple((container or {}).get("args") or ())
+                command = tuple((container or {}).get("command") or ()) + tuple(
+                    (container or {}).get("args") or ()
+                )
                 if container is None or not _MODULE.search(" ".join(command)):
                     continue
                 env = {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
-                cases.extend(ExitCase(Subject.of(job), name, command, env, int(code)) for code in on["values"])
+                cases.extend(
+                    ExitCase(Subject.of(job), name, command, env, int(code)) for code in on["values"]
+                )
     return cases
 
 
 def _local(command: Sequence[str], port: int) -> list[str]:
     """The command on this machine: one node, one process, the rendezvous on localhost."""
+    rewrites = (
+        (r"--nnodes[= ]\S+", "--nnodes=1"),
+        (r"--nproc[-_]per[-_]node[= ]\S+", "--nproc-per-node=1"),
+        (r"--rdzv[-_]endpoint[= ]\S+", f"--rdzv-endpoint=127.0.0.1:{port}"),
+    )
     local = []
     for part in command:
-        part = re.sub(r"--nnodes[= ]\S+", "--nnodes=1", part)
-        part = re.sub(r"--nproc[-_]per[-_]node[= ]\S+", "--nproc-per-node=1", part)
-        part = re.sub(r"--rdzv[-_]endpoint[= ]\S+", f"--rdzv-endpoint=127.0.0.1:{port}", part)
+        for pattern, replacement in rewrites:
+            part = re.sub(pattern, replacement, part)  # noqa: PLW2901 (each rewrite applies to the last)
         local.append(part)
     return local
 
@@ -106,7 +114,11 @@ def run_case(case: ExitCase) -> int:
             "JOB_COMPLETION_INDEX": "0",
         }
         done = subprocess.run(
-            _local(case.command, _free_port()), env=env, cwd=scratch, capture_output=True, timeout=TIMEOUT_SECONDS,
+            _local(case.command, _free_port()),
+            env=env,
+            cwd=scratch,
+            capture_output=True,
+            timeout=TIMEOUT_SECONDS,
             check=False,
         )
     return done.returncode

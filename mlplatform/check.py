@@ -1,10 +1,11 @@
 """``mlplatform check``: plan stacks offline and judge them with the real policy pack, as the engine would.
 
-The behaviour judges (``judges``: CRD and admission-policy CEL, NetworkPolicy reachability against the
-platform's flow contract, Pod Security levels) judge the same plan's Kubernetes objects; their findings
-are reported beside the pack's, with the same levels. The pack runs in its own virtualenv and answers over Pulumi's Analyzer protocol (``mlplatform.analyzer``),
+The pack runs in its own virtualenv and answers over Pulumi's Analyzer protocol (``mlplatform.analyzer``),
 so the verdict is the one ``pulumi preview --policy-pack policies`` gives, minus what only a real cloud
-knows. Exit 0 when no mandatory policy is violated, 1 when one is, 2 on bad flags, config or pack.
+knows. The behaviour judges (``judges``: CRD and admission-policy CEL, NetworkPolicy reachability against
+the platform's flow contract, Pod Security levels) judge the same plan's Kubernetes objects; their
+findings are reported beside the pack's, at the same levels. Exit 0 when no mandatory policy is violated,
+1 when one is, 2 on bad flags, config or pack.
 """
 
 from __future__ import annotations

@@ -25,23 +25,47 @@ CRD = {
         "group": "example.com",
         "names": {"kind": "Range", "plural": "ranges"},
         "scope": "Namespaced",
-        "versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
-            "type": "object",
-            "x-kubernetes-validations": RULES,
-            "properties": {
-                "min": {"type": "integer"},
-                "max": {"type": "integer"},
-                "mode": {"type": "string", "default": "Fast"},
-                "items": {"type": "array", "items": {"type": "object", "x-kubernetes-validations": [
-                    {"rule": "has(self.name)", "message": "every item is named"}]}},
-            },
-        }}}}}],
+        "versions": [
+            {
+                "name": "v1",
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "x-kubernetes-validations": RULES,
+                                "properties": {
+                                    "min": {"type": "integer"},
+                                    "max": {"type": "integer"},
+                                    "mode": {"type": "string", "default": "Fast"},
+                                    "items": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "x-kubernetes-validations": [
+                                                {"rule": "has(self.name)", "message": "every item is named"}
+                                            ],
+                                        },
+                                    },
+                                },
+                            }
+                        },
+                    }
+                },
+            }
+        ],
     },
 }
 
 
 def custom(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "example.com/v1", "kind": "Range", "metadata": {"name": "r", "namespace": "a"}, "spec": spec}
+    return {
+        "apiVersion": "example.com/v1",
+        "kind": "Range",
+        "metadata": {"name": "r", "namespace": "a"},
+        "spec": spec,
+    }
 
 
 def test_a_rule_that_fails_is_a_finding_with_its_message_and_path() -> None:
@@ -106,7 +130,9 @@ def test_the_queue_admission_policy_refuses_a_job_without_a_queue_in_a_queued_na
 ) -> None:
     objects = judged("aws-smb-dev").objects
     [finding] = cel_report([*objects, _job({})]).findings
-    assert finding.policy == VAP_POLICY and finding.mandatory and "ml-platform-require-queue" in finding.message
+    assert (
+        finding.policy == VAP_POLICY and finding.mandatory and "ml-platform-require-queue" in finding.message
+    )
     assert cel_report([*objects, _job({"kueue.x-k8s.io/queue-name": "default"})]).findings == []
     elsewhere = _job({})
     elsewhere["metadata"]["namespace"] = "kube-system"

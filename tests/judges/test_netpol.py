@@ -15,21 +15,35 @@ NAMESPACES = {
 }
 
 
-def pod(namespace: str, labels: dict[str, str], ports: list[dict[str, Any]] | None = None, **spec: Any) -> Endpoint:
+def pod(
+    namespace: str, labels: dict[str, str], ports: list[dict[str, Any]] | None = None, **spec: Any
+) -> Endpoint:
     container = {"name": "c", "ports": ports or []}
-    return Endpoint.of(Pod(Subject("Pod", namespace, "-".join(labels.values()) or "p"), namespace, labels,
-                           {"containers": [container], **spec}))
+    return Endpoint.of(
+        Pod(
+            Subject("Pod", namespace, "-".join(labels.values()) or "p"),
+            namespace,
+            labels,
+            {"containers": [container], **spec},
+        )
+    )
 
 
 def policy(namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "NetworkPolicy", "metadata": {"name": "p", "namespace": namespace}, "spec": spec}
 
 
-def allows(policies: list[dict[str, Any]], source: Endpoint, destination: Endpoint, port: int, protocol: str = "TCP") -> bool:
+def allows(
+    policies: list[dict[str, Any]], source: Endpoint, destination: Endpoint, port: int, protocol: str = "TCP"
+) -> bool:
     return Policies(policies, NAMESPACES).allows(source, destination, port, protocol)
 
 
-WEB, CLIENT, OTHER = pod("a", {"app": "web"}, [{"name": "http", "containerPort": 8080}]), pod("a", {"app": "client"}), pod("b", {"app": "client"})
+WEB, CLIENT, OTHER = (
+    pod("a", {"app": "web"}, [{"name": "http", "containerPort": 8080}]),
+    pod("a", {"app": "client"}),
+    pod("b", {"app": "client"}),
+)
 
 
 def test_no_policy_allows_everything() -> None:
@@ -51,18 +65,37 @@ def test_policy_types_default_to_ingress_plus_egress_when_egress_rules_exist() -
 
 
 def test_namespace_and_pod_selector_in_one_peer_is_and_in_two_peers_is_or() -> None:
-    both = {"namespaceSelector": {"matchLabels": {"team": "y"}}, "podSelector": {"matchLabels": {"app": "web"}}}
+    both = {
+        "namespaceSelector": {"matchLabels": {"team": "y"}},
+        "podSelector": {"matchLabels": {"app": "web"}},
+    }
     one_peer = policy("a", {"podSelector": {"matchLabels": {"app": "web"}}, "ingress": [{"from": [both]}]})
     assert not allows([one_peer], OTHER, WEB, 8080), "client pods of team y are not web pods"
     assert not allows([one_peer], CLIENT, WEB, 8080), "namespace a is not team y"
-    two_peers = policy("a", {"podSelector": {"matchLabels": {"app": "web"}}, "ingress": [{"from": [
-        {"namespaceSelector": both["namespaceSelector"]}, {"podSelector": both["podSelector"]}]}]})
+    two_peers = policy(
+        "a",
+        {
+            "podSelector": {"matchLabels": {"app": "web"}},
+            "ingress": [
+                {
+                    "from": [
+                        {"namespaceSelector": both["namespaceSelector"]},
+                        {"podSelector": both["podSelector"]},
+                    ]
+                }
+            ],
+        },
+    )
     assert allows([two_peers], OTHER, WEB, 8080), "every pod of team y's namespaces"
-    assert not allows([two_peers], CLIENT, WEB, 8080), "a pod selector alone is the policy's namespace's web pods"
+    assert not allows([two_peers], CLIENT, WEB, 8080), (
+        "a pod selector alone is the policy's namespace's web pods"
+    )
 
 
 def test_a_pod_selector_alone_means_the_policys_own_namespace() -> None:
-    same = policy("a", {"podSelector": {}, "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "client"}}}]}]})
+    same = policy(
+        "a", {"podSelector": {}, "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "client"}}}]}]}
+    )
     assert allows([same], CLIENT, WEB, 8080) and not allows([same], OTHER, WEB, 8080)
 
 
@@ -80,7 +113,13 @@ def test_end_port_makes_a_range() -> None:
 
 
 def test_ip_block_except_carves_out_ranges_and_never_matches_pods() -> None:
-    block = policy("a", {"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}]}]})
+    block = policy(
+        "a",
+        {
+            "podSelector": {},
+            "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}]}],
+        },
+    )
     assert allows([block], Endpoint.outside("vpc", "10.2.0.0/24"), WEB, 8080)
     assert not allows([block], Endpoint.outside("carved", "10.1.2.0/24"), WEB, 8080)
     assert not allows([block], Endpoint.outside("wider", "10.0.0.0/7"), WEB, 8080)

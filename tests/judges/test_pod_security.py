@@ -11,7 +11,7 @@ from judges.pod_security import NONROOT_POLICY, POLICY, judge_pod_security
 
 from .conftest import Judged
 
-RESTRICTED_CONTAINER = {
+RESTRICTED_CONTAINER: dict[str, Any] = {
     "name": "app",
     "image": "i",
     "securityContext": {
@@ -34,7 +34,9 @@ def deployment(namespace: str, container: dict[str, Any], **spec: Any) -> dict[s
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "d", "namespace": namespace},
-        "spec": {"template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [container], **spec}}},
+        "spec": {
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [container], **spec}}
+        },
     }
 
 
@@ -49,7 +51,12 @@ def test_a_restricted_pod_passes_restricted() -> None:
 def test_baseline_refuses_host_path_and_privileged_but_not_a_missing_seccomp() -> None:
     loose = copy.deepcopy(RESTRICTED_CONTAINER)
     loose["securityContext"] = {"privileged": True}
-    found = messages([namespace("b", "baseline"), deployment("b", loose, volumes=[{"name": "h", "hostPath": {"path": "/"}}])])
+    found = messages(
+        [
+            namespace("b", "baseline"),
+            deployment("b", loose, volumes=[{"name": "h", "hostPath": {"path": "/"}}]),
+        ]
+    )
     assert any("hostPath (HostPath Volumes)" in m for m in found)
     assert any("privileged (Privileged Containers)" in m for m in found)
     assert not any("Seccomp" in m for m in found)
@@ -58,7 +65,13 @@ def test_baseline_refuses_host_path_and_privileged_but_not_a_missing_seccomp() -
 def test_restricted_refuses_escalation_root_missing_drop_and_added_capabilities() -> None:
     container = {"name": "app", "image": "i", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}
     found = messages([namespace("r", "restricted"), deployment("r", container)])
-    for control in ("Privilege Escalation", "Running as Non-root", "Seccomp", "does not drop ALL", "adds NET_ADMIN"):
+    for control in (
+        "Privilege Escalation",
+        "Running as Non-root",
+        "Seccomp",
+        "does not drop ALL",
+        "adds NET_ADMIN",
+    ):
         assert any(control in m for m in found), (control, found)
 
 
@@ -81,6 +94,8 @@ def test_a_planted_capability_on_the_inference_pods_is_caught(judged: Callable[[
     objects = copy.deepcopy(judged("aws-smb-dev").objects)
     assert judge_pod_security(objects) == []
     [inference] = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "inference"]
-    inference["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] = ["SYS_ADMIN"]
+    inference["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] = [
+        "SYS_ADMIN"
+    ]
     found = {(f.policy, f.subject.name) for f in judge_pod_security(objects)}
     assert found == {(POLICY, "inference"), (NONROOT_POLICY, "inference")}

@@ -19,12 +19,33 @@ def namespace(name: str) -> dict[str, Any]:
 
 
 def policy(namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
 
 
-DNS = policy("hooks", "allow-dns", {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{"to": [{
-    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}], "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}]})
+DNS = policy(
+    "hooks",
+    "allow-dns",
+    {
+        "podSelector": {},
+        "policyTypes": ["Egress"],
+        "egress": [
+            {
+                "to": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }
+                ],
+                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+            }
+        ],
+    },
+)
 
 
 def webhook_plan(ingress: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -32,25 +53,52 @@ def webhook_plan(ingress: list[dict[str, Any]]) -> list[dict[str, Any]]:
     whose only ingress is ``ingress``."""
     return [
         namespace("hooks"),
-        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "server", "namespace": "hooks"},
-         "spec": {"template": {"metadata": {"labels": {"app": "server"}}, "spec": {"containers": [
-             {"name": "s", "ports": [{"name": "webhook", "containerPort": 9443}]}]}}}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "server", "namespace": "hooks"},
-         "spec": {"selector": {"app": "server"}, "ports": [{"port": 443, "targetPort": "webhook"}]}},
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-         "metadata": {"name": "hooks"}, "webhooks": [{"name": "v.example.com", "failurePolicy": "Fail",
-          "clientConfig": {"service": {"name": "server", "namespace": "hooks"}}}]},
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "server", "namespace": "hooks"},
+            "spec": {
+                "template": {
+                    "metadata": {"labels": {"app": "server"}},
+                    "spec": {
+                        "containers": [{"name": "s", "ports": [{"name": "webhook", "containerPort": 9443}]}]
+                    },
+                }
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "server", "namespace": "hooks"},
+            "spec": {"selector": {"app": "server"}, "ports": [{"port": 443, "targetPort": "webhook"}]},
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "hooks"},
+            "webhooks": [
+                {
+                    "name": "v.example.com",
+                    "failurePolicy": "Fail",
+                    "clientConfig": {"service": {"name": "server", "namespace": "hooks"}},
+                }
+            ],
+        },
         policy("hooks", "ingress", {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": ingress}),
         DNS,
     ]
 
 
 def mandatory(objects: list[dict[str, Any]]) -> list[str]:
-    return [f"{f.policy}: {f.subject}: {f.message}" for f in judge_reachability(objects, NETWORK) if f.mandatory]
+    return [
+        f"{f.policy}: {f.subject}: {f.message}" for f in judge_reachability(objects, NETWORK) if f.mandatory
+    ]
 
 
 def test_a_webhook_open_only_to_namespaces_is_cut_off_from_the_api_server() -> None:
-    namespaces_only = [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}]
+    namespaces_only = [
+        {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}
+    ]
     [finding] = mandatory(webhook_plan(namespaces_only))
     assert finding.startswith(f"{NEEDED}: Deployment hooks/server") and "the API server → 9443/TCP" in finding
     assert "v.example.com (failurePolicy Fail)" in finding
@@ -79,8 +127,22 @@ def test_a_namespace_without_dns_egress_is_caught() -> None:
 def test_internet_egress_from_an_isolated_namespace_is_mandatory() -> None:
     objects = webhook_plan([{"ports": [{"port": 9443}]}])
     objects.append(policy("hooks", "deny", {"podSelector": {}, "policyTypes": ["Egress"]}))
-    objects.append(policy("hooks", "https", {"podSelector": {}, "policyTypes": ["Egress"], "egress": [
-        {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}], "ports": [{"port": 443}]}]}))
+    objects.append(
+        policy(
+            "hooks",
+            "https",
+            {
+                "podSelector": {},
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {
+                        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}],
+                        "ports": [{"port": 443}],
+                    }
+                ],
+            },
+        )
+    )
     [finding] = mandatory(objects)
     assert finding.startswith(f"{INTERNET}: Deployment hooks/server")
 
@@ -89,7 +151,8 @@ def test_a_training_run_whose_pods_cannot_reach_each_other_is_caught(judged: Cal
     """The run's own policy (pod ↔ pod of the run) removed: rendezvous and NCCL ports are denied."""
     stack = judged("aws-smb-dev")
     objects = [
-        o for o in copy.deepcopy(stack.objects)
+        o
+        for o in copy.deepcopy(stack.objects)
         if not (o["kind"] == "NetworkPolicy" and o["metadata"]["name"].startswith("digits-mlp"))
     ]
     found = [m for m in mandatory_on(objects, stack.network) if "reach each other" in m]

@@ -22,13 +22,26 @@ def job(script: str, codes: list[int]) -> dict[str, Any]:
         "kind": "Job",
         "metadata": {"name": "job", "namespace": "ns"},
         "spec": {
-            "podFailurePolicy": {"rules": [
-                {"action": "FailJob", "onExitCodes": {"containerName": "trainer", "operator": "In", "values": codes}},
-                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-            ]},
-            "template": {"spec": {"containers": [
-                {"name": "trainer", "command": ["/bin/sh", "-c", script], "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}]},
-            ]}},
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {"containerName": "trainer", "operator": "In", "values": codes},
+                    },
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                ]
+            },
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "trainer",
+                            "command": ["/bin/sh", "-c", script],
+                            "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+                        },
+                    ]
+                }
+            },
         },
     }
 

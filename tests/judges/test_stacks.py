@@ -5,10 +5,11 @@ internet egress)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 
+from judges import Finding
 from judges.cel import cel_report
 from judges.pod_security import judge_pod_security
 from judges.reachability import judge_reachability
@@ -18,7 +19,7 @@ from tests.stack_variants import ALL_FEATURES
 from .conftest import JUDGED, Judged
 
 
-def _mandatory(findings: list) -> list[str]:  # type: ignore[type-arg]
+def _mandatory(findings: Sequence[Finding]) -> list[str]:
     return [str(f) for f in findings if f.mandatory]
 
 

@@ -273,6 +273,7 @@ from pulumi_kubernetes.helm.v3 import Release
 from pulumi_kubernetes.networking.v1 import NetworkPolicy
 
 PRIVILEGED = {"pod-security.kubernetes.io/enforce": "privileged"}
+NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
 
 def namespace(name, labels, reason=None):
@@ -293,7 +294,7 @@ def namespace(name, labels, reason=None):
                 {
                     "to": [
                         {
-                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME: "kube-system"}},
                             "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
                         }
                     ],
