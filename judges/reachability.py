@@ -342,7 +342,7 @@ def _inference_flows(plan: Plan) -> Iterator[Flow]:
 def _dns_flows(plan: Plan) -> Iterator[Flow]:
     dns = Endpoint.of(_KUBE_DNS)
     for pod in plan.pods:
-        if not pod.host_network and pod.owner.kind != "Prometheus":
+        if not pod.host_network:
             for protocol in ("UDP", "TCP"):
                 yield Flow(
                     "resolves names through the cluster DNS", Endpoint.of(pod), dns, DNS_PORT, protocol
@@ -417,9 +417,7 @@ def _internet(plan: Plan) -> list[Finding]:
             "the contract allows none",
         )
         for pod in plan.pods
-        if not pod.host_network
-        and pod.owner.kind != "Prometheus"
-        and plan.policies.allows(Endpoint.of(pod), internet, HTTPS)
+        if not pod.host_network and plan.policies.allows(Endpoint.of(pod), internet, HTTPS)
     ]
 
 
@@ -431,7 +429,7 @@ def _extra(plan: Plan, flows: Sequence[Flow]) -> list[Finding]:
     planned = {str(n["metadata"]["name"]) for n in of_kind(plan.objects, "Namespace")}
     findings = []
     for pod in plan.pods:
-        if pod.host_network or pod.owner.kind == "Prometheus":
+        if pod.host_network:
             continue
         if not plan.policies.isolated(pod, "Ingress"):
             if pod.namespace in planned:

@@ -27,6 +27,7 @@ from judges.findings import Finding, Subject
 from judges.kube import of_kind
 
 POLICY = "pod-failure-exit-code"
+RENDEZVOUS_POLICY = "rendezvous-timeouts"
 TIMEOUT_SECONDS = 180
 _MODULE = re.compile(r"\btorchrun\b.*?\s-m\s+([\w.]+)")
 
@@ -138,4 +139,41 @@ def judge_exit_codes(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
                     f"makes FailJob, but the command exits {code}: the rule never fires",
                 )
             )
+    return findings
+
+
+# torch 2.13 defaults: the c10d store's read timeout (``c10d_rendezvous_backend._create_tcp_store``,
+# ``read_timeout`` 60 s) and the rendezvous join timeout (``dynamic_rendezvous``, ``join_timeout`` 600 s).
+_RENDEZVOUS_KEYS = ("read_timeout", "join_timeout")
+_CONF = re.compile(r"--rdzv[-_]conf[= ](\S+)")
+
+
+def judge_rendezvous(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """A c10d rendezvous left at torch's defaults in a Job with fewer than two retries per index: a pod
+    that starts more than 60 s after pod 0 (an image pull, a node scale-up) fails its store connection
+    and the Job with it; after a node loss the replacement waits 600 s for survivors stuck in NCCL (review
+    cluster.md B2). Set both timeouts in ``--rdzv-conf``."""
+    findings = []
+    for job in of_kind(objects, "Job"):
+        spec = job.get("spec") or {}
+        retries = int(spec.get("backoffLimitPerIndex", spec.get("backoffLimit", 6)))
+        if retries >= 2:
+            continue
+        for container in spec.get("template", {}).get("spec", {}).get("containers") or []:
+            line = " ".join([*(container.get("command") or []), *(container.get("args") or [])])
+            if "--rdzv-backend=c10d" not in line:
+                continue
+            conf = ",".join(_CONF.findall(line))
+            keys = {item.split("=", 1)[0] for item in conf.split(",") if item}
+            missing = [key for key in _RENDEZVOUS_KEYS if key not in keys]
+            if missing:
+                findings.append(
+                    Finding(
+                        RENDEZVOUS_POLICY,
+                        "mandatory",
+                        Subject.of(job),
+                        f"container {container['name']}: c10d rendezvous without {' or '.join(missing)} "
+                        f"in --rdzv-conf (torch defaults 60 s / 600 s) and {retries} retries per index",
+                    )
+                )
     return findings

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from judges.runtime import POLICY, exit_cases, judge_exit_codes
+from judges.runtime import POLICY, RENDEZVOUS_POLICY, exit_cases, judge_exit_codes, judge_rendezvous
 
 TORCHRUN = (
     "torchrun --nnodes=2 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=job-0.job.ns.svc:29400 "
@@ -60,3 +60,19 @@ def test_exec_torchrun_hides_the_childs_exit_code() -> None:
 @pytest.mark.slow
 def test_a_command_that_passes_the_code_on_satisfies_the_rule() -> None:
     assert judge_exit_codes([job(f"{TORCHRUN} || exit 2", [2])]) == []
+
+
+def test_a_zero_retry_rendezvous_at_torchs_default_timeouts_is_caught() -> None:
+    """Review cluster.md B2: the gate's ``backoffLimitPerIndex: 0`` with torch's 60 s store wait."""
+    gate = job(f"exec {TORCHRUN}", [2])
+    gate["spec"]["backoffLimitPerIndex"] = 0
+    [finding] = judge_rendezvous([gate])
+    assert finding.policy == RENDEZVOUS_POLICY and "read_timeout or join_timeout" in finding.message
+    bounded = job(
+        f"exec {TORCHRUN.replace('is_host=1', 'is_host=1,read_timeout=900,join_timeout=1800')}", [2]
+    )
+    bounded["spec"]["backoffLimitPerIndex"] = 0
+    assert judge_rendezvous([bounded]) == []
+    retried = job(f"exec {TORCHRUN}", [2])
+    retried["spec"]["backoffLimitPerIndex"] = 2
+    assert judge_rendezvous([retried]) == []

@@ -1,7 +1,7 @@
 """Every judge on every shipped stack and on the all-features variants: what the cluster would refuse or
 break fails here (review cluster.md: A1 webhooks and APIServices behind NetworkPolicies, A2 team
 ClusterQueues against Kueue's CEL, A3 team runs' pods cut off, A4 inert capabilities, B1 exit codes, C1
-internet egress)."""
+internet egress, B2 rendezvous timeouts)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from judges import Finding
 from judges.cel import cel_report
 from judges.pod_security import judge_pod_security
 from judges.reachability import judge_reachability
-from judges.runtime import judge_exit_codes
+from judges.runtime import judge_exit_codes, judge_rendezvous
 from tests.stack_variants import ALL_FEATURES
 
 from .conftest import JUDGED, Judged
@@ -45,6 +45,13 @@ def test_every_pod_passes_the_pod_security_level_of_its_namespace(
     stack: str, judged: Callable[[str], Judged]
 ) -> None:
     assert _mandatory(judge_pod_security(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_every_rendezvous_waits_long_enough_for_its_retries(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    assert _mandatory(judge_rendezvous(judged(stack).objects)) == []
 
 
 @pytest.mark.slow
