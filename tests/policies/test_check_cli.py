@@ -88,6 +88,7 @@ HOST_NETWORK_POD = """
 from pulumi_kubernetes.apps.v1 import Deployment
 from pulumi_kubernetes.core.v1 import Namespace
 
+IMAGE = "registry.example.ae/agent@sha256:" + "0" * 64
 Namespace("apps", metadata={"name": "apps", "labels": {"pod-security.kubernetes.io/enforce": "baseline"}})
 Deployment(
     "agent",
@@ -96,7 +97,7 @@ Deployment(
         "selector": {"matchLabels": {"app": "agent"}},
         "template": {
             "metadata": {"labels": {"app": "agent"}},
-            "spec": {"hostNetwork": True, "containers": [{"name": "agent", "image": "agent@sha256:" + "0" * 9}]},
+            "spec": {"hostNetwork": True, "containers": [{"name": "agent", "image": IMAGE}]},
         },
     },
 )
