@@ -28,7 +28,8 @@ from judges.findings import Finding, Subject
 from judges.kube import labels_match, namespace_labels, of_kind
 
 _OLD_SELF = re.compile(r"\boldSelf\b")
-_OFFLINE_UNKNOWN = re.compile(r"\b(authorizer|params)\b")
+# What a policy may read that an offline create cannot supply: the authorizer's answers.
+_AUTHORIZER = re.compile(r"\bauthorizer\b")
 CRD_POLICY = "crd-cel-rule"
 VAP_POLICY = "admission-policy-cel"
 
@@ -48,11 +49,13 @@ _CEL_VALUES = (
 
 @dataclass
 class CelReport:
-    """What the CEL judge did: rules evaluated, and rules skipped (transition rules need ``oldSelf``)."""
+    """What the CEL judge did: rules evaluated; CRD transition rules skipped (they need ``oldSelf``); and
+    admission policies not judged because they need ``params`` or ``authorizer``."""
 
     findings: list[Finding] = field(default_factory=list)
     evaluated: int = 0
     skipped_old_self: int = 0
+    skipped_policies: list[str] = field(default_factory=list)
 
 
 @cache
@@ -282,8 +285,8 @@ def _judge_admission(
         *(str(v["expression"]) for v in spec.get("variables") or []),
         *(str(v["expression"]) for v in spec.get("validations") or []),
     ]
-    if any(_OFFLINE_UNKNOWN.search(e) or _OLD_SELF.search(e) for e in expressions):
-        report.skipped_old_self += len(spec.get("validations") or [])
+    if spec.get("paramKind") or any(_AUTHORIZER.search(e) for e in expressions):
+        report.skipped_policies.append(str(policy["metadata"]["name"]))
         return
     variables: dict[str, Any] = {}
     for variable in spec.get("variables") or []:

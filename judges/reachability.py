@@ -14,7 +14,11 @@ The contract:
 - nothing else to the internet: a pod of an egress-isolated namespace that may reach a public address
   is a finding.
 A needed flow that the policies deny is mandatory. A flow they allow into an isolated pod that the
-contract does not list is reported (advisory), as is a pod of a planned namespace that no policy isolates.
+contract does not list is reported (advisory), as is a pod of a planned namespace that no policy isolates,
+and a needed flow whose far end the plan does not create (an operator's run-time Service): not judged.
+
+Only the policies' semantics are modelled: what a CNI adds (node-local traffic for kubelet probes,
+hostNetwork pods' node addresses) is outside the contract.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ NEEDED = "flow-denied"
 EXTRA = "flow-not-in-contract"
 INTERNET = "internet-egress"
 UNISOLATED = "pod-not-isolated"
+UNJUDGED = "flow-not-judged"
 
 # Where the API server's calls come from: the cluster's private network (RFC 1918 10/8 by default; the
 # stack's VPC/VNet range when the caller knows it).
@@ -91,6 +96,8 @@ class Plan:
         self.policies = Policies(of_kind(objects, "NetworkPolicy"), self.namespaces)
         self.control_plane = Endpoint.outside("the API server", control_plane)
         self.services = [s for s in of_kind(objects, "Service")]
+        # Needed flows whose far end the plan does not create (an operator makes it at run time).
+        self.unjudged: list[tuple[Subject, str]] = []
 
     def _prometheus_pods(self) -> list[Pod]:
         """prometheus-operator's StatefulSet pods for each Prometheus (labels it sets, plus podMetadata)."""
@@ -130,8 +137,14 @@ def _target_port(pod: Pod, service_port: Mapping[str, Any]) -> int | None:
 
 
 def _service_flows(
-    plan: Plan, purpose: str, source: Endpoint, service: Mapping[str, Any], ports: Sequence[Mapping[str, Any]]
+    plan: Plan,
+    purpose: str,
+    source: Endpoint,
+    service: Mapping[str, Any] | None,
+    ports: Sequence[Mapping[str, Any]],
 ) -> Iterator[Flow]:
+    if service is None:
+        return
     for pod in plan.backends(service):
         for service_port in ports:
             port = _target_port(pod, service_port)
@@ -141,30 +154,30 @@ def _service_flows(
 
 def _api_server_flows(plan: Plan) -> Iterator[Flow]:
     """Webhooks and APIServices that name a Service: the API server calls the pods behind it."""
-    callers: list[tuple[str, Mapping[str, Any]]] = []
+    callers: list[tuple[Subject, str, Mapping[str, Any]]] = []
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         for configuration in of_kind(plan.objects, kind):
             for webhook in configuration.get("webhooks") or []:
                 service = (webhook.get("clientConfig") or {}).get("service")
                 closed = webhook.get("failurePolicy", "Fail") == "Fail"
                 if service:
-                    callers.append(
-                        (
-                            f"webhook {webhook['name']} (failurePolicy {'Fail' if closed else 'Ignore'})",
-                            service,
-                        )
-                    )
+                    purpose = f"webhook {webhook['name']} (failurePolicy {'Fail' if closed else 'Ignore'})"
+                    callers.append((Subject.of(configuration), purpose, service))
     for apiservice in of_kind(plan.objects, "APIService"):
         service = (apiservice.get("spec") or {}).get("service")
         if service:
-            callers.append((f"APIService {apiservice['metadata']['name']}", service))
-    for purpose, reference in callers:
+            callers.append((Subject.of(apiservice), f"APIService {apiservice['metadata']['name']}", service))
+    for caller, purpose, reference in callers:
         service = plan.service(str(reference.get("namespace")), str(reference.get("name")))
-        if service is None:
-            continue
         wanted = int(reference.get("port", HTTPS))
-        ports = [p for p in service["spec"].get("ports") or [] if int(p["port"]) == wanted]
-        yield from _service_flows(plan, f"the API server calls {purpose}", plan.control_plane, service, ports)
+        ports = [p for p in (service or {}).get("spec", {}).get("ports") or [] if int(p["port"]) == wanted]
+        flows = list(
+            _service_flows(plan, f"the API server calls {purpose}", plan.control_plane, service, ports)
+        )
+        if not flows:
+            where = f"{reference.get('namespace')}/{reference.get('name')}:{wanted}"
+            plan.unjudged.append((caller, f"{purpose}: Service {where} leads to no pod the plan creates"))
+        yield from flows
 
 
 def _monitor_namespaces(monitor: Mapping[str, Any]) -> tuple[bool, list[str]]:
@@ -238,16 +251,25 @@ def _additional_scrape_flows(plan: Plan, prometheus: Pod, source: Endpoint, purp
     if text is None:
         text = base64.b64decode((secret.get("data") or {}).get(reference["key"], "")).decode()
     for job in yaml.safe_load(text) or []:
-        for sd in job.get("kubernetes_sd_configs") or []:
-            if sd.get("role") not in {"endpoints", "service", "endpointslice"}:
+        flows = list(_scrape_job_flows(plan, job, source, purpose))
+        if not flows:
+            plan.unjudged.append(
+                (prometheus.owner, f"scrape job {job['job_name']}: no Service or pod the plan creates")
+            )
+        yield from flows
+
+
+def _scrape_job_flows(plan: Plan, job: Mapping[str, Any], source: Endpoint, purpose: str) -> Iterator[Flow]:
+    """One job's targets: Services of its ``kubernetes_sd_configs`` that its relabelling keeps."""
+    for sd in job.get("kubernetes_sd_configs") or []:
+        if sd.get("role") not in {"endpoints", "service", "endpointslice"}:
+            continue
+        names = (sd.get("namespaces") or {}).get("names")
+        for service in plan.services:
+            metadata = service["metadata"]
+            if names and metadata.get("namespace") not in names:
                 continue
-            names = (sd.get("namespaces") or {}).get("names")
-            for service in plan.services:
-                metadata = service["metadata"]
-                if names and metadata.get("namespace") not in names:
-                    continue
-                if not _kept(job.get("relabel_configs") or [], metadata):
-                    continue
+            if _kept(job.get("relabel_configs") or [], metadata):
                 yield from _service_flows(
                     plan,
                     f"{purpose} job {job['job_name']}",
@@ -365,6 +387,9 @@ def judge_reachability(
     plan = Plan(objects, control_plane)
     flows = contract(plan)
     findings = _denied(plan, flows)
+    findings += [
+        Finding(UNJUDGED, "advisory", subject, f"{why}: not judged offline") for subject, why in plan.unjudged
+    ]
     findings += _internet(plan)
     findings += _extra(plan, flows)
     return findings
