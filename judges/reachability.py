@@ -85,7 +85,7 @@ class Flow:
     protocol: str = "TCP"
 
 
-class Plan:
+class Cluster:
     """The planned objects as the contract reads them."""
 
     def __init__(self, objects: Sequence[Mapping[str, Any]], control_plane: str) -> None:
@@ -137,7 +137,7 @@ def _target_port(pod: Pod, service_port: Mapping[str, Any]) -> int | None:
 
 
 def _service_flows(
-    plan: Plan,
+    cluster: Cluster,
     purpose: str,
     source: Endpoint,
     service: Mapping[str, Any] | None,
@@ -145,38 +145,38 @@ def _service_flows(
 ) -> Iterator[Flow]:
     if service is None:
         return
-    for pod in plan.backends(service):
+    for pod in cluster.backends(service):
         for service_port in ports:
             port = _target_port(pod, service_port)
             if port is not None:
                 yield Flow(purpose, source, Endpoint.of(pod), port, service_port.get("protocol", "TCP"))
 
 
-def _api_server_flows(plan: Plan) -> Iterator[Flow]:
+def _api_server_flows(cluster: Cluster) -> Iterator[Flow]:
     """Webhooks and APIServices that name a Service: the API server calls the pods behind it."""
     callers: list[tuple[Subject, str, Mapping[str, Any]]] = []
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
-        for configuration in of_kind(plan.objects, kind):
+        for configuration in of_kind(cluster.objects, kind):
             for webhook in configuration.get("webhooks") or []:
                 service = (webhook.get("clientConfig") or {}).get("service")
                 closed = webhook.get("failurePolicy", "Fail") == "Fail"
                 if service:
                     purpose = f"webhook {webhook['name']} (failurePolicy {'Fail' if closed else 'Ignore'})"
                     callers.append((Subject.of(configuration), purpose, service))
-    for apiservice in of_kind(plan.objects, "APIService"):
+    for apiservice in of_kind(cluster.objects, "APIService"):
         service = (apiservice.get("spec") or {}).get("service")
         if service:
             callers.append((Subject.of(apiservice), f"APIService {apiservice['metadata']['name']}", service))
     for caller, purpose, reference in callers:
-        service = plan.service(str(reference.get("namespace")), str(reference.get("name")))
+        service = cluster.service(str(reference.get("namespace")), str(reference.get("name")))
         wanted = int(reference.get("port", HTTPS))
         ports = [p for p in (service or {}).get("spec", {}).get("ports") or [] if int(p["port"]) == wanted]
         flows = list(
-            _service_flows(plan, f"the API server calls {purpose}", plan.control_plane, service, ports)
+            _service_flows(cluster, f"the API server calls {purpose}", cluster.control_plane, service, ports)
         )
         if not flows:
             where = f"{reference.get('namespace')}/{reference.get('name')}:{wanted}"
-            plan.unjudged.append((caller, f"{purpose}: Service {where} leads to no pod the plan creates"))
+            cluster.unjudged.append((caller, f"{purpose}: Service {where} leads to no pod the plan creates"))
         yield from flows
 
 
@@ -187,14 +187,14 @@ def _monitor_namespaces(monitor: Mapping[str, Any]) -> tuple[bool, list[str]]:
     return False, list(selector.get("matchNames") or [monitor["metadata"].get("namespace")])
 
 
-def _scrape_flows(plan: Plan) -> Iterator[Flow]:
-    prometheus_pods = [p for p in plan.pods if p.owner.kind == "Prometheus"]
+def _scrape_flows(cluster: Cluster) -> Iterator[Flow]:
+    prometheus_pods = [p for p in cluster.pods if p.owner.kind == "Prometheus"]
     for prometheus in prometheus_pods:
         source = Endpoint.of(prometheus)
         purpose = f"Prometheus {prometheus.owner.name} scrapes"
-        for monitor in of_kind(plan.objects, "ServiceMonitor"):
+        for monitor in of_kind(cluster.objects, "ServiceMonitor"):
             any_namespace, names = _monitor_namespaces(monitor)
-            for service in plan.services:
+            for service in cluster.services:
                 metadata = service["metadata"]
                 if not (any_namespace or metadata.get("namespace") in names):
                     continue
@@ -207,10 +207,12 @@ def _scrape_flows(plan: Plan) -> Iterator[Flow]:
                         if p.get("name") == endpoint.get("port")
                         or ("targetPort" in endpoint and p.get("targetPort") == endpoint["targetPort"])
                     ]
-                    yield from _service_flows(plan, f"{purpose} {metadata['name']}", source, service, ports)
-        for monitor in of_kind(plan.objects, "PodMonitor"):
+                    yield from _service_flows(
+                        cluster, f"{purpose} {metadata['name']}", source, service, ports
+                    )
+        for monitor in of_kind(cluster.objects, "PodMonitor"):
             any_namespace, names = _monitor_namespaces(monitor)
-            for pod in plan.pods:
+            for pod in cluster.pods:
                 if not (any_namespace or pod.namespace in names):
                     continue
                 if not labels_match(monitor["spec"].get("selector", {}), pod.labels):
@@ -219,16 +221,18 @@ def _scrape_flows(plan: Plan) -> Iterator[Flow]:
                     port = pod.named_port(str(endpoint.get("port")), "TCP") or endpoint.get("portNumber")
                     if port:
                         yield Flow(f"{purpose} {pod.owner.name}", source, Endpoint.of(pod), int(port))
-        yield from _additional_scrape_flows(plan, prometheus, source, purpose)
+        yield from _additional_scrape_flows(cluster, prometheus, source, purpose)
 
 
-def _additional_scrape_flows(plan: Plan, prometheus: Pod, source: Endpoint, purpose: str) -> Iterator[Flow]:
+def _additional_scrape_flows(
+    cluster: Cluster, prometheus: Pod, source: Endpoint, purpose: str
+) -> Iterator[Flow]:
     """``additionalScrapeConfigs`` with ``kubernetes_sd_configs`` of role endpoints or service, filtered by
     ``keep``/``drop`` on the service name (the relabelling this platform writes)."""
     spec = next(
         (
             p.get("spec") or {}
-            for p in of_kind(plan.objects, "Prometheus")
+            for p in of_kind(cluster.objects, "Prometheus")
             if Subject.of(p) == prometheus.owner
         ),
         {},
@@ -239,7 +243,7 @@ def _additional_scrape_flows(plan: Plan, prometheus: Pod, source: Endpoint, purp
     secret = next(
         (
             s
-            for s in of_kind(plan.objects, "Secret")
+            for s in of_kind(cluster.objects, "Secret")
             if s["metadata"].get("namespace") == prometheus.namespace
             and s["metadata"]["name"] == reference["name"]
         ),
@@ -251,27 +255,29 @@ def _additional_scrape_flows(plan: Plan, prometheus: Pod, source: Endpoint, purp
     if text is None:
         text = base64.b64decode((secret.get("data") or {}).get(reference["key"], "")).decode()
     for job in yaml.safe_load(text) or []:
-        flows = list(_scrape_job_flows(plan, job, source, purpose))
+        flows = list(_scrape_job_flows(cluster, job, source, purpose))
         if not flows:
-            plan.unjudged.append(
+            cluster.unjudged.append(
                 (prometheus.owner, f"scrape job {job['job_name']}: no Service or pod the plan creates")
             )
         yield from flows
 
 
-def _scrape_job_flows(plan: Plan, job: Mapping[str, Any], source: Endpoint, purpose: str) -> Iterator[Flow]:
+def _scrape_job_flows(
+    cluster: Cluster, job: Mapping[str, Any], source: Endpoint, purpose: str
+) -> Iterator[Flow]:
     """One job's targets: Services of its ``kubernetes_sd_configs`` that its relabelling keeps."""
     for sd in job.get("kubernetes_sd_configs") or []:
         if sd.get("role") not in {"endpoints", "service", "endpointslice"}:
             continue
         names = (sd.get("namespaces") or {}).get("names")
-        for service in plan.services:
+        for service in cluster.services:
             metadata = service["metadata"]
             if names and metadata.get("namespace") not in names:
                 continue
             if _kept(job.get("relabel_configs") or [], metadata):
                 yield from _service_flows(
-                    plan,
+                    cluster,
                     f"{purpose} job {job['job_name']}",
                     source,
                     service,
@@ -302,17 +308,17 @@ def _runs_torchrun(pod: Pod) -> bool:
     )
 
 
-def _peer_flows(plan: Plan) -> Iterator[Flow]:
+def _peer_flows(cluster: Cluster) -> Iterator[Flow]:
     """Each planned run's pods reach each other; so do a Job's pods in every queued namespace with no
     planned run (a team's)."""
-    runs = [p for p in plan.pods if p.owner.kind == "Job" and _runs_torchrun(p)]
+    runs = [p for p in cluster.pods if p.owner.kind == "Job" and _runs_torchrun(p)]
     for pod in runs:
         ports = sorted(
             {*(int(q["containerPort"]) for c in pod.containers() for q in c.get("ports") or []), RENDEZVOUS}
         )
         yield from _between(f"the pods of run {pod.owner.name} reach each other", pod, ports)
     with_runs = {p.namespace for p in runs}
-    for queue in of_kind(plan.objects, "LocalQueue"):
+    for queue in of_kind(cluster.objects, "LocalQueue"):
         namespace = str(queue["metadata"].get("namespace"))
         if namespace in with_runs:
             continue
@@ -347,13 +353,13 @@ def _between(purpose: str, pod: Pod, ports: Sequence[int]) -> Iterator[Flow]:
         yield Flow(purpose, endpoint, endpoint, port)
 
 
-def _inference_flows(plan: Plan) -> Iterator[Flow]:
+def _inference_flows(cluster: Cluster) -> Iterator[Flow]:
     client = Endpoint.of(_STRANGER)
-    for service in plan.services:
-        backends = plan.backends(service)
+    for service in cluster.services:
+        backends = cluster.backends(service)
         if any(p.labels.get("app.kubernetes.io/component") == INFERENCE_COMPONENT for p in backends):
             yield from _service_flows(
-                plan,
+                cluster,
                 f"clients call Service {service['metadata']['name']}",
                 client,
                 service,
@@ -361,9 +367,9 @@ def _inference_flows(plan: Plan) -> Iterator[Flow]:
             )
 
 
-def _dns_flows(plan: Plan) -> Iterator[Flow]:
+def _dns_flows(cluster: Cluster) -> Iterator[Flow]:
     dns = Endpoint.of(_KUBE_DNS)
-    for pod in plan.pods:
+    for pod in cluster.pods:
         if not pod.host_network:
             for protocol in ("UDP", "TCP"):
                 yield Flow(
@@ -371,27 +377,28 @@ def _dns_flows(plan: Plan) -> Iterator[Flow]:
                 )
 
 
-def contract(plan: Plan) -> list[Flow]:
+def contract(cluster: Cluster) -> list[Flow]:
     return [
-        *_api_server_flows(plan),
-        *_scrape_flows(plan),
-        *_peer_flows(plan),
-        *_inference_flows(plan),
-        *_dns_flows(plan),
+        *_api_server_flows(cluster),
+        *_scrape_flows(cluster),
+        *_peer_flows(cluster),
+        *_inference_flows(cluster),
+        *_dns_flows(cluster),
     ]
 
 
 def judge_reachability(
     objects: Sequence[Mapping[str, Any]], control_plane: str = CONTROL_PLANE_NETWORK
 ) -> list[Finding]:
-    plan = Plan(objects, control_plane)
-    flows = contract(plan)
-    findings = _denied(plan, flows)
+    cluster = Cluster(objects, control_plane)
+    flows = contract(cluster)
+    findings = _denied(cluster, flows)
     findings += [
-        Finding(UNJUDGED, "advisory", subject, f"{why}: not judged offline") for subject, why in plan.unjudged
+        Finding(UNJUDGED, "advisory", subject, f"{why}: not judged offline")
+        for subject, why in cluster.unjudged
     ]
-    findings += _internet(plan)
-    findings += _extra(plan, flows)
+    findings += _internet(cluster)
+    findings += _extra(cluster, flows)
     return findings
 
 
@@ -400,11 +407,11 @@ def _subject(endpoint: Endpoint) -> Subject:
     return endpoint.pod.owner
 
 
-def _denied(plan: Plan, flows: Sequence[Flow]) -> list[Finding]:
+def _denied(cluster: Cluster, flows: Sequence[Flow]) -> list[Finding]:
     """One finding per destination and source: the ports denied and the purposes they serve."""
     denied: dict[tuple[Subject, str], dict[str, list[str]]] = {}
     for flow in flows:
-        if not plan.policies.allows(flow.source, flow.destination, flow.port, flow.protocol):
+        if not cluster.policies.allows(flow.source, flow.destination, flow.port, flow.protocol):
             ports = denied.setdefault((_subject(flow.destination), flow.source.name), {})
             ports.setdefault(f"{flow.port}/{flow.protocol}", []).append(flow.purpose)
     findings = []
@@ -422,17 +429,17 @@ def _denied(plan: Plan, flows: Sequence[Flow]) -> list[Finding]:
     return findings
 
 
-def _egress_isolated_namespaces(plan: Plan) -> set[str]:
+def _egress_isolated_namespaces(cluster: Cluster) -> set[str]:
     return {
         str(p["metadata"]["namespace"])
-        for p in plan.policies.policies
+        for p in cluster.policies.policies
         if "Egress" in (p["spec"].get("policyTypes") or []) and p["spec"].get("podSelector") == {}
     }
 
 
-def _internet(plan: Plan) -> list[Finding]:
+def _internet(cluster: Cluster) -> list[Finding]:
     internet = Endpoint.outside("the internet", INTERNET_ADDRESS)
-    isolated = _egress_isolated_namespaces(plan)
+    isolated = _egress_isolated_namespaces(cluster)
     return [
         Finding(
             INTERNET,
@@ -441,22 +448,22 @@ def _internet(plan: Plan) -> list[Finding]:
             f"may open connections to the internet ({INTERNET_ADDRESS} on {HTTPS}/TCP); "
             "the contract allows none",
         )
-        for pod in plan.pods
-        if not pod.host_network and plan.policies.allows(Endpoint.of(pod), internet, HTTPS)
+        for pod in cluster.pods
+        if not pod.host_network and cluster.policies.allows(Endpoint.of(pod), internet, HTTPS)
     ]
 
 
-def _extra(plan: Plan, flows: Sequence[Flow]) -> list[Finding]:
+def _extra(cluster: Cluster, flows: Sequence[Flow]) -> list[Finding]:
     """Flows into isolated pods the contract does not list, from any planned pod, the API server, or a pod
     of another namespace; and pods of planned namespaces that no policy isolates."""
     needed = {(f.source.name, _subject(f.destination), f.port, f.protocol) for f in flows}
-    sources = [*(Endpoint.of(p) for p in plan.pods), plan.control_plane, Endpoint.of(_STRANGER)]
-    planned = {str(n["metadata"]["name"]) for n in of_kind(plan.objects, "Namespace")}
+    sources = [*(Endpoint.of(p) for p in cluster.pods), cluster.control_plane, Endpoint.of(_STRANGER)]
+    planned = {str(n["metadata"]["name"]) for n in of_kind(cluster.objects, "Namespace")}
     findings = []
-    for pod in plan.pods:
+    for pod in cluster.pods:
         if pod.host_network:
             continue
-        if not plan.policies.isolated(pod, "Ingress"):
+        if not cluster.policies.isolated(pod, "Ingress"):
             if pod.namespace in planned:
                 findings.append(
                     Finding(
@@ -479,7 +486,7 @@ def _extra(plan: Plan, flows: Sequence[Flow]) -> list[Finding]:
             for source in sources:
                 if (source.name, pod.owner, port, protocol) in needed or source.pod is pod:
                     continue
-                if plan.policies.allows(source, Endpoint.of(pod), port, protocol):
+                if cluster.policies.allows(source, Endpoint.of(pod), port, protocol):
                     extra.setdefault(f"{port}/{protocol}", []).append(source.name)
         for port_text, names in extra.items():
             findings.append(
