@@ -100,7 +100,9 @@ class Cluster:
         self.unjudged: list[tuple[Subject, str]] = []
 
     def _prometheus_pods(self) -> list[Pod]:
-        """prometheus-operator's StatefulSet pods for each Prometheus (labels it sets, plus podMetadata)."""
+        """prometheus-operator's StatefulSet pods for each Prometheus: the labels its ``statefulset.go`` puts
+        on the pod template (name, instance, managed-by, ``operator.prometheus.io/name`` and ``shard``),
+        plus ``podMetadata``; one shard."""
         found = []
         for prometheus in of_kind(self.objects, "Prometheus"):
             subject = Subject.of(prometheus)
@@ -110,6 +112,7 @@ class Cluster:
                 "app.kubernetes.io/instance": subject.name,
                 "app.kubernetes.io/managed-by": "prometheus-operator",
                 "operator.prometheus.io/name": subject.name,
+                "operator.prometheus.io/shard": "0",
                 "prometheus": subject.name,
                 **extra,
             }
