@@ -2,7 +2,10 @@
 
 The pack runs in its own virtualenv and answers over Pulumi's Analyzer protocol (``mlplatform.analyzer``),
 so the verdict is the one ``pulumi preview --policy-pack policies`` gives, minus what only a real cloud
-knows. Exit 0 when no mandatory policy is violated, 1 when one is, 2 on bad flags, config or pack.
+knows. The behaviour judges (``judges``: CRD and admission-policy CEL, NetworkPolicy reachability against
+the platform's flow contract, Pod Security levels) judge the same plan's Kubernetes objects; their
+findings are reported beside the pack's, at the same levels. Exit 0 when no mandatory policy is violated,
+1 when one is, 2 on bad flags, config or pack.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from components.config import ConfigError
 from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violation
 from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
+from mlplatform.judging import judge_plan
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
 from mlplatform.plan_cmd import AllowUnrenderedOpt, ProgramOpt, StackFileOpt, StackOpt
 from mlplatform.rendering import unrendered_problems
@@ -66,7 +70,7 @@ def check(
         with PolicyPackSession(policy_pack) as session:
             plans, unplanned, unrendered = _plan_each(targets, allow_unrendered)  # the pack starts meanwhile
             settings = reconcile(session.info.schemas(), given, session.info.initial_config)
-            reports = [_judge(session, target, plan.to_dict(), settings) for target, plan in plans]
+            reports = [_judge(session, target, plan, settings) for target, plan in plans]
             pack = session.info
     except InputError as error:
         exit_with(error.problems)
@@ -143,15 +147,16 @@ def _targets(
 
 
 def _judge(
-    session: PolicyPackSession, target: Target, plan: dict[str, Any], settings: Mapping[str, PolicySettings]
+    session: PolicyPackSession, target: Target, plan: Plan, settings: Mapping[str, PolicySettings]
 ) -> StackReport:
-    violations = session.judge(plan, settings)
+    """The pack's verdict, then the behaviour judges' (mlplatform.judging) on the same plan."""
+    violations = [*session.judge(plan.to_dict(), settings), *judge_plan(plan)]
     return StackReport(
         label=target.label,
-        project=plan["project"],
-        stack=plan["stack"],
+        project=plan.project,
+        stack=plan.stack,
         stack_file=target.stack_file if target.stack_file.is_file() else None,
-        resources=len(plan["resources"]),
+        resources=len(plan.resources),
         violations=tuple(violations),
     )
 

@@ -43,3 +43,29 @@ def one(plan: Plan, token: str, suffix: str) -> PlannedResource:
     found = [r for r in plan.by_type(token) if r.name.endswith(suffix)]
     assert len(found) == 1, f"{len(found)} {token} ending in {suffix!r}: {[r.name for r in found]}"
     return found[0]
+
+
+# The stacks the behaviour judges see (tests/judges): every shipped template, plus one copy of each
+# cloud's enterprise template with teams and every optional feature on.
+ALL_FEATURES = {"all-features-aws": "aws-enterprise-prod", "all-features-azure": "azure-enterprise-prod"}
+
+
+def all_features(stack: str) -> dict[str, Any]:
+    """The template with teams (the README's example: one by name, one with a GPU borrowing limit) and
+    every optional in-cluster and workload feature on: monitoring, Kueue, the GPU operator, the fabric
+    gate, authenticated TLS inference with a canary, and the dataset egress of the training run."""
+    config = copy.deepcopy(template(stack))
+    platform = config[PLATFORM_KEY]
+    platform["kubernetes"] = {
+        "monitoring": True,
+        "kueue": True,
+        "gpuOperator": True,
+        "teams": ["nlp", {"name": "vision", "gpuBorrowingLimit": 16}],
+    }
+    workloads = platform["workloads"]
+    workloads["fabricTest"] = {"enabled": True}
+    workloads["inference"] |= {"auth": True, "tls": True}
+    workloads["inference"].setdefault("canary", {"modelVersion": "3", "percent": 10})
+    # A private endpoint of the region's object storage, inside the stack's own network.
+    workloads["training"]["datasetEgressCidrs"] = [platform["network"]["cidr"]]
+    return config

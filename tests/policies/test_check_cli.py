@@ -83,3 +83,47 @@ def test_clean_stack_exits_0(tmp_path: Path) -> None:
     )
     assert code == 0, stdout + stderr
     assert "0 mandatory and 1 advisory violations in 1 stack" in stdout
+
+
+HOST_NETWORK_POD = """
+from pulumi_kubernetes.apps.v1 import Deployment
+from pulumi_kubernetes.core.v1 import Namespace
+
+IMAGE = "registry.example.ae/agent@sha256:" + "0" * 64
+Namespace("apps", metadata={"name": "apps", "labels": {"pod-security.kubernetes.io/enforce": "baseline"}})
+Deployment(
+    "agent",
+    metadata={"name": "agent", "namespace": "apps"},
+    spec={
+        "selector": {"matchLabels": {"app": "agent"}},
+        "template": {
+            "metadata": {"labels": {"app": "agent"}},
+            "spec": {"hostNetwork": True, "containers": [{"name": "agent", "image": IMAGE}]},
+        },
+    },
+)
+"""
+
+
+def test_the_behaviour_judges_report_beside_the_pack(tmp_path: Path) -> None:
+    """A hostNetwork pod in a baseline namespace: Pod Security admission would refuse it; check says so
+    as a mandatory finding on the Deployment's resource, in the table, the JSON and the SARIF."""
+    program = write_program(tmp_path / "program", HOST_NETWORK_POD, KUBERNETES)
+    json_file, sarif_file = tmp_path / "check.json", tmp_path / "check.sarif"
+    code, stdout, _ = _check(
+        "--program", str(program), "--stack", "test", "--json", str(json_file), "--sarif", str(sarif_file)
+    )
+    assert code == 1 and "pod-security" in stdout
+    [finding] = [
+        v
+        for v in json.loads(json_file.read_text())["stacks"][0]["violations"]
+        if v["policy"] == "pod-security"
+    ]
+    assert finding["enforcement"] == "mandatory" and finding["name"] == "agent"
+    assert finding["type"] == "kubernetes:apps/v1:Deployment" and finding["urn"].endswith("::agent")
+    assert (
+        finding["message"]
+        == "apps/agent: namespace apps enforces baseline: hostNetwork: true (Host Namespaces)"
+    )
+    results = json.loads(sarif_file.read_text())["runs"][0]["results"]
+    assert [r["level"] for r in results if r["ruleId"] == "pod-security"] == ["error"]

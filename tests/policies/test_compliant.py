@@ -273,6 +273,7 @@ from pulumi_kubernetes.helm.v3 import Release
 from pulumi_kubernetes.networking.v1 import NetworkPolicy
 
 PRIVILEGED = {"pod-security.kubernetes.io/enforce": "privileged"}
+NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
 
 def namespace(name, labels, reason=None):
@@ -282,6 +283,25 @@ def namespace(name, labels, reason=None):
         f"{name}-default-deny",
         metadata={"name": "default-deny", "namespace": ns.metadata.name},
         spec={"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+    )
+    NetworkPolicy(
+        f"{name}-allow-dns",
+        metadata={"name": "allow-dns", "namespace": ns.metadata.name},
+        spec={
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [
+                        {
+                            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME: "kube-system"}},
+                            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                        }
+                    ],
+                    "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+                }
+            ],
+        },
     )
     return ns
 

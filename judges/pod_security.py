@@ -1,0 +1,192 @@
+"""Pod Security admission, offline: each pod judged against the level its namespace enforces
+(``pod-security.kubernetes.io/enforce``), by the controls of the Pod Security Standards (kubernetes.io
+"Pod Security Standards", policy version latest), plus one rule the standards miss.
+
+The extra rule (``nonroot-capabilities``): capabilities added to a container that runs as a non-zero UID
+are inert. Kubernetes and containerd put added capabilities in the bounding, inheritable and permitted
+sets, never the ambient set, so a non-root process loses them at ``execve`` (kubernetes/kubernetes#56374;
+containerd/containerd#5668 closed unmerged); ``IPC_LOCK`` then does nothing and RDMA memory registration
+runs under the node's memlock limit (review cluster.md A4).
+
+A namespace without the label, or not created by the plan, enforces ``privileged`` (the admission
+plugin's default, which EKS and AKS keep).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from judges.findings import Finding
+from judges.kube import Pod, namespace_labels, pods
+
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+LEVELS = ("privileged", "baseline", "restricted")
+POLICY = "pod-security"
+NONROOT_POLICY = "nonroot-capabilities"
+
+# Baseline "Capabilities": the only ones that may be added.
+_BASELINE_CAPABILITIES = frozenset(
+    {
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    }
+)
+# Baseline "Sysctls": the safe set.
+_SAFE_SYSCTLS = frozenset(
+    {
+        "kernel.shm_rmid_forced",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.ip_unprivileged_port_start",
+        "net.ipv4.tcp_syncookies",
+        "net.ipv4.ping_group_range",
+        "net.ipv4.ip_local_reserved_ports",
+        "net.ipv4.tcp_keepalive_time",
+        "net.ipv4.tcp_fin_timeout",
+        "net.ipv4.tcp_keepalive_intvl",
+        "net.ipv4.tcp_keepalive_probes",
+    }
+)
+# Baseline "SELinux": allowed types.
+_SELINUX_TYPES = frozenset({"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"})
+# Restricted "Volume Types".
+_RESTRICTED_VOLUMES = frozenset(
+    {
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    }
+)
+_NOT_VOLUME_SOURCE = frozenset({"name"})
+
+
+def _context(pod: Pod, container: Mapping[str, Any], key: str) -> Any:
+    """A security setting as it takes effect: the container's, else the pod's."""
+    own = (container.get("securityContext") or {}).get(key)
+    return own if own is not None else (pod.spec.get("securityContext") or {}).get(key)
+
+
+def _baseline(pod: Pod) -> Iterator[str]:
+    spec = pod.spec
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(key):
+            yield f"{key}: true (Host Namespaces)"
+    if (spec.get("securityContext") or {}).get("windowsOptions", {}).get("hostProcess"):
+        yield "hostProcess (HostProcess)"
+    for volume in spec.get("volumes") or []:
+        if "hostPath" in volume:
+            yield f"volume {volume['name']} is hostPath (HostPath Volumes)"
+    for name, value in _pod_and_containers(pod, "seLinuxOptions"):
+        if value.get("type", "") not in _SELINUX_TYPES or "user" in value or "role" in value:
+            yield f"{name}: seLinuxOptions {value} (SELinux)"
+    for name, value in _pod_and_containers(pod, "seccompProfile"):
+        if value.get("type") == "Unconfined":
+            yield f"{name}: seccompProfile Unconfined (Seccomp)"
+    for name, value in _pod_and_containers(pod, "appArmorProfile"):
+        if value.get("type") not in {None, "RuntimeDefault", "Localhost"}:
+            yield f"{name}: appArmorProfile {value.get('type')} (AppArmor)"
+    for sysctl in (spec.get("securityContext") or {}).get("sysctls") or []:
+        if sysctl.get("name") not in _SAFE_SYSCTLS:
+            yield f"sysctl {sysctl.get('name')} (Sysctls)"
+    for container in pod.containers():
+        name, context = container["name"], container.get("securityContext") or {}
+        if context.get("privileged"):
+            yield f"container {name}: privileged (Privileged Containers)"
+        added = set((context.get("capabilities") or {}).get("add") or []) - _BASELINE_CAPABILITIES
+        if added:
+            yield f"container {name}: adds {', '.join(sorted(added))} (Capabilities)"
+        for port in container.get("ports") or []:
+            if port.get("hostPort"):
+                yield f"container {name}: hostPort {port['hostPort']} (Host Ports)"
+        if context.get("procMount", "Default") != "Default":
+            yield f"container {name}: procMount {context['procMount']} (/proc Mount Type)"
+
+
+def _pod_and_containers(pod: Pod, key: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    value = (pod.spec.get("securityContext") or {}).get(key)
+    if value:
+        yield "pod", value
+    for container in pod.containers():
+        value = (container.get("securityContext") or {}).get(key)
+        if value:
+            yield f"container {container['name']}", value
+
+
+def _restricted(pod: Pod) -> Iterator[str]:
+    for volume in pod.spec.get("volumes") or []:
+        sources = set(volume) - _NOT_VOLUME_SOURCE
+        if not sources <= _RESTRICTED_VOLUMES:
+            yield f"volume {volume['name']} is {', '.join(sorted(sources))} (Volume Types)"
+    for container in pod.containers():
+        name, context = container["name"], container.get("securityContext") or {}
+        if context.get("allowPrivilegeEscalation") is not False:
+            yield f"container {name}: allowPrivilegeEscalation is not false (Privilege Escalation)"
+        if _context(pod, container, "runAsNonRoot") is not True:
+            yield f"container {name}: runAsNonRoot is not true (Running as Non-root)"
+        if _context(pod, container, "runAsUser") == 0:
+            yield f"container {name}: runAsUser 0 (Running as Non-root user)"
+        seccomp = _context(pod, container, "seccompProfile") or {}
+        if seccomp.get("type") not in {"RuntimeDefault", "Localhost"}:
+            yield f"container {name}: seccompProfile is not RuntimeDefault or Localhost (Seccomp)"
+        capabilities = context.get("capabilities") or {}
+        if "ALL" not in (capabilities.get("drop") or []):
+            yield f"container {name}: does not drop ALL capabilities (Capabilities)"
+        added = set(capabilities.get("add") or []) - {"NET_BIND_SERVICE"}
+        if added:
+            yield f"container {name}: adds {', '.join(sorted(added))} (Capabilities)"
+
+
+def violations(pod: Pod, level: str) -> list[str]:
+    """What the admission plugin would refuse the pod for at ``level``."""
+    if level == "privileged":
+        return []
+    found = list(_baseline(pod))
+    if level == "restricted":
+        found += [v for v in _restricted(pod) if v not in found]
+    return found
+
+
+def _nonroot_capabilities(pod: Pod) -> Iterator[str]:
+    for container in pod.containers():
+        added = (container.get("securityContext") or {}).get("capabilities", {}).get("add") or []
+        user = _context(pod, container, "runAsUser")
+        non_root = user not in {None, 0} or (user is None and _context(pod, container, "runAsNonRoot"))
+        if added and non_root:
+            uid = user or "non-root"
+            yield (
+                f"container {container['name']} adds {', '.join(added)} but runs as UID {uid}: "
+                "added capabilities never reach a non-root process's effective set (not ambient), so they "
+                "do nothing"
+            )
+
+
+def judge_pod_security(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    namespaces = namespace_labels(objects)
+    findings = []
+    for pod in pods(objects):
+        level = namespaces.get(pod.namespace, {}).get(ENFORCE_LABEL, "privileged")
+        if level not in LEVELS:
+            level = "restricted"  # an unknown level label is refused by the plugin; judge the strictest
+        for why in violations(pod, level):
+            findings.append(
+                Finding(POLICY, "mandatory", pod.owner, f"namespace {pod.namespace} enforces {level}: {why}")
+            )
+        for why in _nonroot_capabilities(pod):
+            findings.append(Finding(NONROOT_POLICY, "mandatory", pod.owner, why))
+    return findings

@@ -1,0 +1,179 @@
+"""Run-time semantics: a Job's container command, run for real, must end with the exit code its
+``podFailurePolicy`` expects.
+
+The Job controller judges the container's own exit code (``onExitCodes``, kubernetes.io "Handling retriable
+and non-retriable pod failures with Pod failure policy"). When the command wraps the program in a launcher
+(torchrun), the launcher's code is what counts: torchrun's ``main`` re-raises ``ChildFailedError`` under
+``@record`` and exits 1 whatever its child's code (review cluster.md B1). So for each ``FailJob`` rule with
+``onExitCodes`` ``In``, the command is run here with its program replaced by a child that exits with each
+listed code, on one node and one process (the rendezvous endpoint moved to this machine), and the
+container must exit with a code the rule matches. Needs torch (the ``train`` extra): the suite runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from judges.findings import Finding, Subject
+from judges.kube import of_kind
+
+POLICY = "pod-failure-exit-code"
+RENDEZVOUS_POLICY = "rendezvous-timeouts"
+TIMEOUT_SECONDS = 180
+_MODULE = re.compile(r"\btorchrun\b.*?\s-m\s+([\w.]+)")
+
+
+@dataclass(frozen=True)
+class ExitCase:
+    """One container of one Job whose exit code ``code`` must fail the Job."""
+
+    job: Subject
+    container: str
+    command: tuple[str, ...]
+    env: Mapping[str, str]
+    code: int
+
+
+def exit_cases(objects: Sequence[Mapping[str, Any]]) -> list[ExitCase]:
+    """Each (Job, container, code) a ``FailJob`` ``onExitCodes: In`` rule names, for containers whose
+    command runs a program under torchrun."""
+    cases: list[ExitCase] = []
+    for job in of_kind(objects, "Job"):
+        spec = job.get("spec") or {}
+        containers = {c["name"]: c for c in spec.get("template", {}).get("spec", {}).get("containers") or []}
+        for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
+            on = rule.get("onExitCodes") or {}
+            if rule.get("action") != "FailJob" or on.get("operator") != "In":
+                continue
+            names = [on["containerName"]] if on.get("containerName") else list(containers)
+            for name in names:
+                container = containers.get(name)
+                command = tuple((container or {}).get("command") or ()) + tuple(
+                    (container or {}).get("args") or ()
+                )
+                if container is None or not _MODULE.search(" ".join(command)):
+                    continue
+                env = {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
+                cases.extend(
+                    ExitCase(Subject.of(job), name, command, env, int(code)) for code in on["values"]
+                )
+    return cases
+
+
+def _local(command: Sequence[str], port: int) -> list[str]:
+    """The command on this machine: one node, one process, the rendezvous on localhost."""
+    rewrites = (
+        (r"--nnodes[= ]\S+", "--nnodes=1"),
+        (r"--nproc[-_]per[-_]node[= ]\S+", "--nproc-per-node=1"),
+        (r"--rdzv[-_]endpoint[= ]\S+", f"--rdzv-endpoint=127.0.0.1:{port}"),
+    )
+    local = []
+    for part in command:
+        for pattern, replacement in rewrites:
+            part = re.sub(pattern, replacement, part)  # noqa: PLW2901 (each rewrite applies to the last)
+        local.append(part)
+    return local
+
+
+def _stub(root: Path, module: str, code: int) -> None:
+    """A package at ``module`` whose ``__main__`` exits ``code``; on PYTHONPATH it shadows the real one."""
+    package = root.joinpath(*module.split("."))
+    package.mkdir(parents=True)
+    for directory in [root.joinpath(*module.split(".")[: i + 1]) for i in range(len(module.split(".")))]:
+        (directory / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(f"raise SystemExit({code})\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_case(case: ExitCase) -> int:
+    """The container's exit code when its program exits ``case.code``."""
+    match = _MODULE.search(" ".join(case.command))
+    assert match is not None
+    with tempfile.TemporaryDirectory(prefix="judge-exit-") as scratch:
+        root = Path(scratch)
+        _stub(root / "stub", match.group(1), case.code)
+        env = {
+            **os.environ,
+            **case.env,
+            "HOME": scratch,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONPATH": str(root / "stub"),
+            "JOB_COMPLETION_INDEX": "0",
+        }
+        done = subprocess.run(
+            _local(case.command, _free_port()),
+            env=env,
+            cwd=scratch,
+            capture_output=True,
+            timeout=TIMEOUT_SECONDS,
+            check=False,
+        )
+    return done.returncode
+
+
+def judge_exit_codes(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    findings = []
+    for case in exit_cases(objects):
+        code = run_case(case)
+        if code != case.code:
+            findings.append(
+                Finding(
+                    POLICY,
+                    "mandatory",
+                    case.job,
+                    f"container {case.container}: its program exits {case.code}, which the podFailurePolicy "
+                    f"makes FailJob, but the command exits {code}: the rule never fires",
+                )
+            )
+    return findings
+
+
+# torch 2.13 defaults: the c10d store's read timeout (``c10d_rendezvous_backend._create_tcp_store``,
+# ``read_timeout`` 60 s) and the rendezvous join timeout (``dynamic_rendezvous``, ``join_timeout`` 600 s).
+_RENDEZVOUS_KEYS = ("read_timeout", "join_timeout")
+_CONF = re.compile(r"--rdzv[-_]conf[= ](\S+)")
+
+
+def judge_rendezvous(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """A c10d rendezvous left at torch's defaults in a Job with fewer than two retries per index: a pod
+    that starts more than 60 s after pod 0 (an image pull, a node scale-up) fails its store connection
+    and the Job with it; after a node loss the replacement waits 600 s for survivors stuck in NCCL (review
+    cluster.md B2). Set both timeouts in ``--rdzv-conf``."""
+    findings = []
+    for job in of_kind(objects, "Job"):
+        spec = job.get("spec") or {}
+        retries = int(spec.get("backoffLimitPerIndex", spec.get("backoffLimit", 6)))
+        if retries >= 2:
+            continue
+        for container in spec.get("template", {}).get("spec", {}).get("containers") or []:
+            line = " ".join([*(container.get("command") or []), *(container.get("args") or [])])
+            if "--rdzv-backend=c10d" not in line:
+                continue
+            conf = ",".join(_CONF.findall(line))
+            keys = {item.split("=", 1)[0] for item in conf.split(",") if item}
+            missing = [key for key in _RENDEZVOUS_KEYS if key not in keys]
+            if missing:
+                findings.append(
+                    Finding(
+                        RENDEZVOUS_POLICY,
+                        "mandatory",
+                        Subject.of(job),
+                        f"container {container['name']}: c10d rendezvous without {' or '.join(missing)} "
+                        f"in --rdzv-conf (torch defaults 60 s / 600 s) and {retries} retries per index",
+                    )
+                )
+    return findings

@@ -1,0 +1,45 @@
+"""The objects each judged stack plans, made once per session: the eight shipped templates (the shared
+plan cache) and the all-features variants."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from mlplatform.judging import cluster_network
+from mlplatform.plan import Plan, all_stack_targets
+from mlplatform.report import kubernetes_objects
+from tests.conftest import plan_stack
+from tests.stack_variants import ALL_FEATURES, all_features, plan_config
+
+SHIPPED = [target.stack for target in all_stack_targets()]
+JUDGED = [*SHIPPED, *ALL_FEATURES]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A planned stack as the judges take it: its Kubernetes objects and the cluster's network."""
+
+    objects: list[dict[str, Any]]
+    network: str
+
+
+@pytest.fixture(scope="session")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Judged]:
+    directory = tmp_path_factory.mktemp("all-features")
+    cache: dict[str, Judged] = {}
+
+    def get(stack: str) -> Judged:
+        if stack not in cache:
+            plan: Plan = (
+                plan_config(all_features(ALL_FEATURES[stack]), directory, stack)
+                if stack in ALL_FEATURES
+                else plan_stack(stack)
+            )
+            cache[stack] = Judged(kubernetes_objects(plan), cluster_network(plan))
+        return cache[stack]
+
+    return get

@@ -1,0 +1,63 @@
+"""Every judge on every shipped stack and on the all-features variants: what the cluster would refuse or
+break fails here (review cluster.md: A1 webhooks and APIServices behind NetworkPolicies, A2 team
+ClusterQueues against Kueue's CEL, A3 team runs' pods cut off, A4 inert capabilities, B1 exit codes, C1
+internet egress, B2 rendezvous timeouts)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from judges import Finding
+from judges.cel import cel_report
+from judges.pod_security import judge_pod_security
+from judges.reachability import judge_reachability
+from judges.runtime import judge_exit_codes, judge_rendezvous
+from tests.stack_variants import ALL_FEATURES
+
+from .conftest import JUDGED, Judged
+
+
+def _mandatory(findings: Sequence[Finding]) -> list[str]:
+    return [str(f) for f in findings if f.mandatory]
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_every_custom_resource_and_admitted_object_passes_its_cel_rules(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    report = cel_report(judged(stack).objects)
+    assert report.evaluated > 0, "the plan installs CRDs with rules and objects of their kinds"
+    assert _mandatory(report.findings) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_every_flow_the_platform_needs_gets_through_the_network_policies(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    stack_objects = judged(stack)
+    assert _mandatory(judge_reachability(stack_objects.objects, stack_objects.network)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_every_pod_passes_the_pod_security_level_of_its_namespace(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    assert _mandatory(judge_pod_security(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_every_rendezvous_waits_long_enough_for_its_retries(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    assert _mandatory(judge_rendezvous(judged(stack).objects)) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stack", list(ALL_FEATURES))
+def test_a_fatal_exit_of_the_trainer_and_the_fabric_test_fails_the_job(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    """Both fabrics' training Job and fabric gate, their commands run for real (torchrun, gloo)."""
+    assert _mandatory(judge_exit_codes(judged(stack).objects)) == []
