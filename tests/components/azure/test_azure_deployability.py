@@ -65,7 +65,14 @@ def test_cluster_identity_reads_the_disk_encryption_set(cloud_plan: PlanFn) -> N
     cluster = one(plan, "azure-native:containerservice:ManagedCluster", "-cluster-aks")
     (wait,) = [r for r in plan.by_type(WAIT) if r.name in depends_on(plan, cluster)]
     waited = {n.rsplit("-azure-", 1)[1] for n in depends_on(plan, wait)}
-    assert waited == {"cluster-des-reader", "keys-des-key-user", "cluster-vnet-network"}
+    assert waited == {
+        "cluster-des-reader",
+        "keys-des-key-user",
+        "cluster-vnet-network",
+        # AKS KMS: the cluster identity's Key Vault grants are in place before the cluster exists (C2).
+        "cluster-kms-crypto-user",
+        "cluster-kms-vault-contributor",
+    }
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
