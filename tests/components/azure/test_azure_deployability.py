@@ -418,3 +418,28 @@ def test_azure_settings_on_an_aws_stack_are_refused() -> None:
     raw["ml-platform:platform"]["azure"] = {"deployerLogin": "spn"}
     with pytest.raises(ConfigError, match=r"ml-platform:platform\.azure: only for azure stacks"):
         parse_stack_config(raw, "Pulumi.aws-smb-dev.yaml")
+
+
+def test_azure_allow_list_refuses_rfc1918_ranges() -> None:
+    """D4: Azure Storage IP network rules do not take private (RFC 1918) ranges (learn.microsoft.com/azure/
+    storage/common/storage-network-security, IP network rules); the SMB allow-list feeds the blob
+    account's firewall, so a private range fails the account's PUT. Refused at config time instead."""
+    raw = template("azure-smb-dev")
+    raw["ml-platform:platform"]["cluster"]["publicAccessCidrs"] = ["203.0.113.0/24", "192.168.10.0/24"]
+    with pytest.raises(ConfigError, match=r"publicAccessCidrs: 192\.168\.10\.0/24 is a private \(RFC 1918\)"):
+        parse_stack_config(raw, "Pulumi.azure-smb-dev.yaml")
+
+
+def test_a_private_stack_builds_and_pushes_images_only_from_its_vnet() -> None:
+    """Enterprise: the registry's public network access is disabled (registry.py), so the images `pulumi up`
+    builds (components/images.py) reach it only through its private endpoint (ACR "Connect privately to a
+    registry using Azure Private Link"), like the private API server (AKS private clusters). A stack with
+    the in-cluster layer must say its runner is in the VNet, or stop at config time with what to set."""
+    raw = template("azure-enterprise-prod")
+    del raw["ml-platform:platform"]["azure"]["vnetRunner"]
+    with pytest.raises(ConfigError) as refused:
+        parse_stack_config(raw, "Pulumi.azure-enterprise-prod.yaml")
+    (line,) = [p for p in str(refused.value).splitlines() if "vnetRunner" in p]
+    assert "set azure.vnetRunner: true, or set kubernetes.enabled: false" in line
+    raw["ml-platform:platform"]["kubernetes"] = {"enabled": False}
+    parse_stack_config(raw, "Pulumi.azure-enterprise-prod.yaml")
