@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from components.azure.kubeconfig import convert_kubeconfig
-from components.azure.registry import rotation_command
+from components.azure.registry import reopen_command, rotation_command
 from components.azure.roles import BuiltInRole
 from components.config import ConfigError, KubeloginMode, parse_stack_config
 from mlplatform.mocks import AKS_EXEC_KUBECONFIG, SUBSCRIPTION_ID, TENANT_ID
@@ -136,7 +136,16 @@ def test_registry_is_created_outside_the_key_vault_firewall_then_rotated_behind_
         firewalled_uri,
         creation_vault["vaultName"],
     )
-    assert rotation["triggers"] == [firewalled_uri]
+    # D3: a registry created again (a replacement) rotates again, and finds its creation vault reopened
+    # first: the rotation closed it, and ARM never reopens it (ignoreChanges).
+    first, registry_id = rotation["triggers"]
+    assert first == firewalled_uri and registry_id.endswith(f"/{registry.inputs['registryName']}")
+    reopen = one(plan, COMMAND, "-registry-creation-vault-open")
+    assert reopen.inputs["create"] == reopen_command(
+        SUBSCRIPTION_ID, f"ml-platform-{stack}", creation_vault["vaultName"]
+    )
+    assert reopen.inputs["triggers"] == [registry.inputs["registryName"], "uaenorth"]
+    assert reopen.name in depends_on(plan, registry)
     (grant,) = [
         g
         for g in plan.by_type("azure-native:authorization:RoleAssignment")
