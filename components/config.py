@@ -347,6 +347,10 @@ class AzureConfig(_Model):
     # because which sizes a region offers in which zones is known only to the subscription's Resource
     # SKUs (`az vm list-skus`), which the program reads at preview (components/azure/zones.py).
     pool_zones: dict[DnsLabel, list[AzureZone]] = Field(default_factory=dict)
+    # A private stack's `pulumi up` runs inside its VNet (or a peered one resolving the stack's Private Link
+    # zones): with the in-cluster layer it reaches the private API server and pushes the images it builds
+    # through the registry's private endpoint, the only way in with public network access disabled.
+    vnet_runner: bool = False
 
     @field_validator("egress_firewall_ip")
     @classmethod
@@ -903,6 +907,10 @@ def _image_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             )
 
 
+# Private address ranges (RFC 1918), which Azure Storage IP network rules refuse.
+_RFC1918 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+
+
 def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     key = f"{PLATFORM_KEY}.azure"
     if config.cloud is not Cloud.AZURE:
@@ -935,6 +943,26 @@ def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield f"{key}.egressFirewallIp", "outboundType userDefinedRouting needs the firewall's private IP"
     if not udr and config.azure.egress_firewall_ip is not None:
         yield f"{key}.egressFirewallIp", "only meaningful with outboundType: userDefinedRouting"
+    for cidr in config.cluster.public_access_cidrs:
+        if any(ipaddress.ip_network(cidr).overlaps(ipaddress.ip_network(r)) for r in _RFC1918):
+            # "You can't use IP network rules for ... private address ranges (RFC 1918)": the storage
+            # account's firewall takes the allow-list (storage.py) and ARM refuses a private range
+            # (learn.microsoft.com/azure/storage/common/storage-network-security, IP network rules).
+            yield (
+                f"{PLATFORM_KEY}.cluster.publicAccessCidrs",
+                f"{cidr} is a private (RFC 1918) range; Azure Storage IP rules admit public addresses only",
+            )
+    private = config.cluster.endpoint is EndpointAccess.PRIVATE
+    if private and config.kubernetes.enabled and not config.azure.vnet_runner:
+        # The registry disables public network access on a private stack (registry.py): the images `pulumi
+        # up` builds are pushed through its private endpoint (ACR "Connect privately to a registry using
+        # Azure Private Link"), as the private API server is reached (AKS private clusters).
+        yield (
+            f"{key}.vnetRunner",
+            "with kubernetes.enabled a private stack's `pulumi up` pushes images and reaches the API server "
+            "only from inside its VNet: run it there and set azure.vnetRunner: true, or set "
+            "kubernetes.enabled: false for the cloud-only first phase",
+        )
     pools = {pool.name: pool for pool in config.node_pools}
     for index, node_pool in enumerate(config.node_pools):
         if node_pool.fabric is Fabric.INFINIBAND and node_pool.min_size == 0:

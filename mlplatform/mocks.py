@@ -360,6 +360,7 @@ def _vm_sku(size: str, location: str, zone_restricted: bool) -> dict[str, Any]:
         "name": size,
         "locations": [location],
         "locationInfo": [{"location": location, "zones": zones}],
+        "capabilities": [{"name": "EncryptionAtHostSupported", "value": "True"}],
         "restrictions": restrictions if zone_restricted else [],
     }
 

@@ -25,6 +25,16 @@ Choices and why:
   maintenance" docs), so ND nodes are not drained in the middle of a training run on any weekday.
 - The in-cluster layer waits for the deployer's cluster-admin grant to propagate (propagation.py): the
   kubeconfig the Kubernetes provider reads only resolves after the wait.
+- Kubernetes Secrets are encrypted in etcd under the stack's own key (AKS KMS etcd encryption,
+  learn.microsoft.com/azure/aks/use-kms-etcd-encryption), from the first Secret on: KMS is set at
+  creation with a versioned key id, ``keyVaultNetworkAccess: Private`` and the vault's id, because the
+  vault is private (keys.py). A private vault is supported only through API Server VNet Integration
+  (same page: "KMS only supports API Server VNet Integration for private key vault"), so the API server
+  sits in the stack's delegated subnet (network.py). KMS does not work with a system-assigned identity
+  and AKS cannot check a private vault's permissions, so the control-plane identity holds Key Vault
+  Crypto User (encrypt/decrypt) and Key Vault Contributor (the private link AKS creates) on the vault
+  before the cluster exists. A new key version reaches the cluster as an update of ``keyId`` (the
+  documented rotation, ``az aks update --azure-keyvault-kms-key-id``), never a new cluster.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import containerservice, managedidentity, monitor, operationalinsights
 
+from components.azure.keys import KeyRef
 from components.azure.kubeconfig import convert_kubeconfig
 from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role
@@ -89,12 +100,23 @@ def cluster_cidrs(vnet_cidr: str) -> ClusterCidrs:
 
 
 @dataclass(frozen=True)
+class SecretsEncryption:
+    """Where KMS finds the Secrets key: the key (its versioned id), its private vault, and the delegated
+    subnet API Server VNet Integration puts the API server in."""
+
+    key: KeyRef
+    vault_id: pulumi.Input[str]
+    api_server_subnet_id: pulumi.Input[str]
+
+
+@dataclass(frozen=True)
 class ClusterArgs:
     scope: AzureScope
     vnet_id: pulumi.Input[str]
     disk_encryption_set_id: pulumi.Input[str]
     # The System-mode pool's agent-pool profile (node_pools.agent_pool_settings); AKS needs one at creation.
     system_pool: dict[str, Any]
+    secrets: SecretsEncryption
     # Role assignments Azure must honour before the cluster is created (the disk encryption set's key).
     grants: Sequence[pulumi.Resource] = field(default_factory=tuple)
     # userDefinedRouting: the node subnet's route table; the control-plane identity must manage it.
@@ -153,7 +175,9 @@ class AksCluster(pulumi.ComponentResource):
         identity would get them after creation, racing the first node. Network Contributor on the
         stack's VNet covers the node subnet (load balancers, NICs) and the link of the private API
         server's DNS zone; on the route table too when egress is user-defined (AKS "bring your own
-        route table"); Reader on the disk encryption set (AKS BYOK docs)."""
+        route table"); Reader on the disk encryption set (AKS BYOK docs); Key Vault Crypto User and Key
+        Vault Contributor on the Secrets key's private vault (AKS KMS docs, "Assign permissions to decrypt
+        and encrypt a private key vault", "Assign permissions to create a private link")."""
         scope = self._scope
         identity = managedidentity.UserAssignedIdentity(
             f"{name}-identity", **scope.placed, opts=scope.opts(self)
@@ -161,6 +185,8 @@ class AksCluster(pulumi.ComponentResource):
         targets = {
             "vnet-network": (BuiltInRole.NETWORK_CONTRIBUTOR, args.vnet_id),
             "des-reader": (BuiltInRole.READER, args.disk_encryption_set_id),
+            "kms-crypto-user": (BuiltInRole.KEY_VAULT_CRYPTO_USER, args.secrets.vault_id),
+            "kms-vault-contributor": (BuiltInRole.KEY_VAULT_CONTRIBUTOR, args.secrets.vault_id),
         }
         if args.route_table_id is not None:
             targets["routes-network"] = (BuiltInRole.NETWORK_CONTRIBUTOR, args.route_table_id)
@@ -194,7 +220,11 @@ class AksCluster(pulumi.ComponentResource):
             },
             "disable_local_accounts": True,
             "enable_rbac": True,
-            "api_server_access_profile": self._api_server_access(),
+            "api_server_access_profile": {
+                **self._api_server_access(),
+                "enable_vnet_integration": True,
+                "subnet_id": args.secrets.api_server_subnet_id,
+            },
             "network_profile": {
                 "network_plugin": "azure",
                 "network_plugin_mode": "overlay",
@@ -207,7 +237,15 @@ class AksCluster(pulumi.ComponentResource):
                 "outbound_type": self._outbound_type().value,
             },
             "oidc_issuer_profile": {"enabled": True},
-            "security_profile": {"workload_identity": {"enabled": True}},
+            "security_profile": {
+                "workload_identity": {"enabled": True},
+                "azure_key_vault_kms": {
+                    "enabled": True,
+                    "key_id": args.secrets.key.key_uri_with_version,
+                    "key_vault_network_access": "Private",
+                    "key_vault_resource_id": args.secrets.vault_id,
+                },
+            },
             "auto_upgrade_profile": {"upgrade_channel": "patch", "node_os_upgrade_channel": "NodeImage"},
             "disk_encryption_set_id": args.disk_encryption_set_id,
             # Shared training storage is an Azure Files NFS volume (shared_storage.py).

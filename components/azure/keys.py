@@ -3,11 +3,13 @@
 A key per consumer (node disks, storage, registry) keeps revocation and audit per service: disabling the
 registry key does not take the cluster's disks down with it. The vault authorises with Azure RBAC (no
 access policies), keeps deleted keys recoverable (soft delete + purge protection, both required for
-customer-managed keys on Disks and Storage) and refuses the internet: enterprise vaults disable public
-access altogether; SMB vaults deny by default and let the allow-list through. Services reach their keys
-through the trusted-services bypass, which holds in both modes (Key Vault ``publicNetworkAccess`` docs),
-with one exception: a registry being created, whose key needs a vault outside the firewall for minutes
-(``RegistryCreationKey``).
+customer-managed keys on Disks and Storage) and disables public access on every tier: no client reads
+its data plane from outside (the deployer creates keys through ARM), services reach their keys through
+the trusted-services bypass (Key Vault ``publicNetworkAccess`` docs) and the AKS KMS plugin through the
+private link AKS makes to a private vault. A vault in "selected networks" mode is not one AKS KMS can
+use at all ("allow public access from specific virtual networks and IP addresses ... isn't supported",
+learn.microsoft.com/azure/aks/use-kms-etcd-encryption, Limitations). One exception: a registry being
+created, whose key needs a vault outside the firewall for minutes (``RegistryCreationKey``).
 
 Purge protection keeps a deleted vault's name taken for the retention period (90 days here): a
 destroyed dev stack could not be created again under the same name. Unprotected stacks therefore add a
@@ -36,6 +38,8 @@ class KeyPurpose(StrEnum):
     DISKS = "disks"
     STORAGE = "storage"
     REGISTRY = "registry"
+    # Kubernetes Secrets in etcd, through AKS KMS (cluster.py).
+    SECRETS = "secrets"
 
 
 # Restricted data gets HSM-protected keys, which need the premium vault SKU (Key Vault keys overview).
@@ -45,13 +49,18 @@ _KEY_SIZE = 3072
 # Our rotation policy: a new version every 90 days, versions expire after a year, a notice 30 days
 # before. Key Vault requires the expiry to be at least 28 days (KeyRotationPolicy.ExpiresIn docs).
 # Consumers follow the versionless key, so rotation needs no redeploy.
+_ROTATE: dict[str, Any] = {"trigger": {"time_after_create": "P90D"}, "action": {"type": "rotate"}}
 _ROTATION_POLICY: dict[str, Any] = {
     "attributes": {"expiry_time": "P1Y"},
-    "lifetime_actions": [
-        {"trigger": {"time_after_create": "P90D"}, "action": {"type": "rotate"}},
-        {"trigger": {"time_before_expiry": "P30D"}, "action": {"type": "notify"}},
-    ],
+    "lifetime_actions": [_ROTATE, {"trigger": {"time_before_expiry": "P30D"}, "action": {"type": "notify"}}],
 }
+# The Secrets key rotates too, but its versions never expire: AKS KMS holds a versioned key id and moves
+# to a new version only when the cluster is updated with it (the next `pulumi up`, whose refresh reads the
+# key's current version), keeps using the previous one for what it encrypted, and stops with "KeyExpired:
+# Operation encrypt isn't allowed on an expired key" when the version it holds expires ("it is your
+# responsibility to manage the key lifecycle", learn.microsoft.com/azure/aks/use-kms-etcd-encryption,
+# KMS observability; "ensure both the old and new keys are valid", Rotate existing keys).
+_NON_EXPIRING_ROTATION_POLICY: dict[str, Any] = {"lifetime_actions": [_ROTATE]}
 # The Key Vault default and maximum: a deleted vault or key stays recoverable for 90 days.
 _SOFT_DELETE_DAYS = 90
 
@@ -135,13 +144,14 @@ def _rsa_key(
     key_name: str,
     kty: str,
     access: pulumi.Resource,
+    rotation_policy: dict[str, Any] = _ROTATION_POLICY,
 ) -> KeyRef:
     key = keyvault.Key(
         name,
         resource_group_name=scope.resource_group_name,
         vault_name=vault.name,
         key_name=key_name,
-        properties={"kty": kty, "key_size": _KEY_SIZE, "rotation_policy": _ROTATION_POLICY},
+        properties={"kty": kty, "key_size": _KEY_SIZE, "rotation_policy": rotation_policy},
         tags=scope.tags,
         opts=scope.opts(parent, data=True, depends_on=[access]),
     )
@@ -181,9 +191,13 @@ class AzureKeys(pulumi.ComponentResource):
                 key_name=f"{purpose.value}-cmk",
                 kty=kty,
                 access=access,
+                rotation_policy=(
+                    _NON_EXPIRING_ROTATION_POLICY if purpose is KeyPurpose.SECRETS else _ROTATION_POLICY
+                ),
             )
             for purpose in KeyPurpose
         }
+        self.vault_id: pulumi.Output[str] = self.vault.id
         self.disk_encryption_set_id, self.disk_grant = self._disk_encryption_set(
             name, self.keys[KeyPurpose.DISKS]
         )
@@ -195,15 +209,13 @@ class AzureKeys(pulumi.ComponentResource):
             return naming.key_vault_name(scope.name_suffix)
         return _fresh_vault_name(f"{name}-vault", scope, self)
 
-    def _firewall(self) -> dict[str, Any]:
-        scope = self._scope
+    @staticmethod
+    def _firewall() -> dict[str, Any]:
+        """Private on every tier (module docstring): AKS KMS takes a private vault through its private link
+        and API Server VNet Integration, or a fully public one; never an allow-list."""
         return {
-            "public_network_access": "Enabled" if scope.public_endpoints else "Disabled",
-            "network_acls": {
-                "default_action": "Deny",
-                "bypass": "AzureServices",
-                "ip_rules": [{"value": cidr} for cidr in scope.allow_list],
-            },
+            "public_network_access": "Disabled",
+            "network_acls": {"default_action": "Deny", "bypass": "AzureServices", "ip_rules": []},
         }
 
     def _disk_encryption_set(self, name: str, key: KeyRef) -> tuple[pulumi.Output[str], pulumi.Resource]:

@@ -1,7 +1,11 @@
 """The stack's virtual network: a node subnet, a private-endpoint subnet, their NSGs and private DNS.
 
 Pods do not take VNet addresses (Azure CNI overlay, see cluster.py), so the VNet is split into quarters:
-nodes, private endpoints, and two left free for later needs (API-server VNet integration, a firewall).
+nodes, private endpoints, the API server's subnet (its first /28) and one left free (a firewall). The API
+server subnet is AKS's "API Server VNet Integration" subnet, which KMS etcd encryption with a private
+vault requires (cluster.py): delegated to ``Microsoft.ContainerService/managedClusters``, a /28 at least,
+for nothing else ("Create a private AKS cluster with API Server VNet Integration using bring-your-own
+VNet", learn.microsoft.com/azure/aks/api-server-vnet-integration).
 Each subnet has an NSG that denies traffic from the internet explicitly, ahead of Azure's default rules.
 With ``azure.outboundType: userDefinedRouting`` the node subnet gets a route table sending all egress
 (0.0.0.0/0) to the customer's firewall, which AKS requires to exist on the subnet before the cluster
@@ -34,16 +38,24 @@ REGISTRY_ZONE = "privatelink.azurecr.io"
 PRIVATE_DNS_ZONES = (BLOB_ZONE, FILE_ZONE, REGISTRY_ZONE)
 
 
+# The smallest API server subnet AKS supports (API Server VNet Integration docs); AKS reserves at least 9
+# of its addresses.
+API_SERVER_PREFIX_LENGTH = 28
+API_SERVER_DELEGATION = "Microsoft.ContainerService/managedClusters"
+
+
 @dataclass(frozen=True)
 class SubnetPlan:
     nodes: str
     endpoints: str
+    api_server: str
 
 
 def subnet_plan(cidr: str) -> SubnetPlan:
     """Quarters of the VNet; config guarantees /20 or larger, so nodes get at least a /22 (1019 hosts)."""
-    quarters = list(ipaddress.ip_network(cidr).subnets(prefixlen_diff=2))
-    return SubnetPlan(nodes=str(quarters[0]), endpoints=str(quarters[1]))
+    quarters = list(ipaddress.IPv4Network(cidr).subnets(prefixlen_diff=2))
+    api_server = next(quarters[2].subnets(new_prefix=API_SERVER_PREFIX_LENGTH))
+    return SubnetPlan(nodes=str(quarters[0]), endpoints=str(quarters[1]), api_server=str(api_server))
 
 
 def _deny_internet_inbound() -> dict[str, object]:
@@ -109,6 +121,9 @@ class AzureNetwork(pulumi.ComponentResource):
             nat_gateway_id=self.nat_gateway_id,
         )
         self.endpoint_subnet_id = self._subnet(f"{name}-endpoints", vnet, plan.endpoints, endpoints=True)
+        self.api_server_subnet_id = self._subnet(
+            f"{name}-apiserver", vnet, plan.api_server, endpoints=False, delegation=API_SERVER_DELEGATION
+        )
         self.dns_zone_ids: dict[str, pulumi.Output[str]] = {
             zone: self._private_zone(f"{name}-{zone.split('.')[1]}-dns", zone, vnet)
             for zone in PRIVATE_DNS_ZONES
@@ -118,6 +133,7 @@ class AzureNetwork(pulumi.ComponentResource):
                 "vnetId": vnet.id,
                 "nodeSubnetId": self.node_subnet_id,
                 "endpointSubnetId": self.endpoint_subnet_id,
+                "apiServerSubnetId": self.api_server_subnet_id,
             }
         )
 
@@ -178,21 +194,33 @@ class AzureNetwork(pulumi.ComponentResource):
         endpoints: bool,
         route_table_id: pulumi.Input[str] | None = None,
         nat_gateway_id: pulumi.Input[str] | None = None,
+        delegation: str | None = None,
     ) -> pulumi.Output[str]:
         scope = self._scope
-        nsg = network.NetworkSecurityGroup(
-            f"{name}-nsg", security_rules=[_deny_internet_inbound()], **scope.placed, opts=scope.opts(self)
+        # The delegated API server subnet is AKS's: a public API server (SMB) is reached from the internet
+        # through it, and AKS names the flows an NSG there must let through (API Server VNet Integration
+        # docs, "NSG security rules"); our deny-internet rule guards the subnets we own.
+        nsg = (
+            None
+            if delegation
+            else network.NetworkSecurityGroup(
+                f"{name}-nsg",
+                security_rules=[_deny_internet_inbound()],
+                **scope.placed,
+                opts=scope.opts(self),
+            )
         )
         subnet = network.Subnet(
             f"{name}-subnet",
             resource_group_name=scope.resource_group_name,
             virtual_network_name=vnet.name,
             address_prefix=prefix,
-            network_security_group={"id": nsg.id},
+            network_security_group={"id": nsg.id} if nsg is not None else None,
             # Private endpoints obey the subnet's NSG only when network policies are enabled on it.
             private_endpoint_network_policies="Enabled" if endpoints else None,
             route_table={"id": route_table_id} if route_table_id is not None else None,
             nat_gateway={"id": nat_gateway_id} if nat_gateway_id is not None else None,
+            delegations=[{"name": "delegation", "service_name": delegation}] if delegation else None,
             opts=scope.opts(self),
         )
         subnet_id: pulumi.Output[str] = subnet.id

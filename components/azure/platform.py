@@ -14,7 +14,7 @@ import pulumi
 from pulumi_azure_native import authorization, resources
 
 from components.azure import naming
-from components.azure.cluster import AksCluster, ClusterArgs
+from components.azure.cluster import AksCluster, ClusterArgs, SecretsEncryption
 from components.azure.diagnostics import audit_logs, service_id
 from components.azure.features import require_features
 from components.azure.identity import (
@@ -78,6 +78,7 @@ class AzurePlatform(pulumi.ComponentResource):
                 network.vnet_id,
                 keys.disk_encryption_set_id,
                 system_pool_profile(config, network.node_subnet_id),
+                SecretsEncryption(keys.keys[KeyPurpose.SECRETS], keys.vault_id, network.api_server_subnet_id),
                 grants=(keys.disk_grant,),
                 route_table_id=network.route_table_id,
             ),

@@ -59,6 +59,7 @@ class AzureRegistry(pulumi.ComponentResource):
             f"{name}-encryption", EncryptionIdentityArgs(scope, creation_key.key.key_id), opts=child
         )
         registry_name = naming.registry_name(scope.name_suffix)
+        reopened = self._reopen_creation_vault(name, scope, registry_name, creation_key)
         registry = containerregistry.Registry(
             f"{name}-acr",
             registry_name=registry_name,
@@ -82,7 +83,9 @@ class AzureRegistry(pulumi.ComponentResource):
             **scope.placed,
             # A customer-managed key can only be set at creation, and the key must be usable by then. The
             # rotation below moves the registry to another key, which is no drift to undo.
-            opts=scope.opts(self, data=True, depends_on=[identity.ready], ignore_changes=["encryption"]),
+            opts=scope.opts(
+                self, data=True, depends_on=[identity.ready, reopened], ignore_changes=["encryption"]
+            ),
         )
         self._rotate_to(name, scope, registry, registry_name, args.key, creation_key)
         self.registry_id: pulumi.Output[str] = registry.id
@@ -114,6 +117,26 @@ class AzureRegistry(pulumi.ComponentResource):
         )
         self.register_outputs({"loginServer": registry.login_server})
 
+    def _reopen_creation_vault(
+        self, name: str, scope: AzureScope, registry_name: str, creation_key: RegistryCreationKey
+    ) -> local.Command:
+        """Open the creation vault before a registry is created on its key (review azure.md D3).
+
+        The rotation closes that vault once the registry is on the firewalled key, and ARM never reopens it
+        (its network settings are ignoreChanges, keys.py): a registry created again (a new name or region,
+        both set only at creation) could not reach its creation key. This runs when those change, and once
+        at the first ``up``, where the vault is already open; the rotation closes it again.
+        """
+        command = pulumi.Output.all(scope.resource_group_name, creation_key.vault_name).apply(
+            lambda a: reopen_command(scope.deployer.subscription_id, a[0], a[1])
+        )
+        return local.Command(
+            f"{name}-creation-vault-open",
+            create=command,
+            triggers=[registry_name, scope.location],
+            opts=scope.opts(self),
+        )
+
     def _rotate_to(
         self,
         name: str,
@@ -125,7 +148,7 @@ class AzureRegistry(pulumi.ComponentResource):
     ) -> None:
         """Grant the registry's system-assigned identity the firewalled key, wait for the grant to take
         effect, then rotate to that key (versionless: ACR follows its new versions) and close the creation
-        vault. Runs again if the key changes."""
+        vault. Runs again if the key or the registry changes."""
         principal_id = registry.identity.apply(lambda i: i.principal_id)
         grant = grant_key_use(f"{name}-system-key-user", scope, principal_id, key.key_id, self)
         command = pulumi.Output.all(scope.resource_group_name, key.key_uri, creation_key.vault_name).apply(
@@ -134,7 +157,8 @@ class AzureRegistry(pulumi.ComponentResource):
         local.Command(
             f"{name}-key-rotation",
             create=command,
-            triggers=[key.key_uri],
+            # Again for a new key or a new registry (created on the creation key, D3).
+            triggers=[key.key_uri, registry.id],
             opts=scope.opts(self, depends_on=[propagated(f"{name}-system-key", scope, [grant], self)]),
         )
 
@@ -176,3 +200,11 @@ def rotation_command(
     close = ["az", "keyvault", "update", *common, "--name", creation_vault]
     close += ["--public-network-access", "Disabled", "--default-action", "Deny"]
     return f"{shlex.join(rotate)} && {shlex.join(close)}"
+
+
+def reopen_command(subscription_id: str, resource_group: str, creation_vault: str) -> str:
+    """The shell command that lets a registry being created reach its creation key again (the inverse of
+    the close in ``rotation_command``)."""
+    common = ["--subscription", subscription_id, "--resource-group", resource_group, "--output", "none"]
+    reopen = ["az", "keyvault", "update", *common, "--name", creation_vault]
+    return shlex.join([*reopen, "--public-network-access", "Enabled", "--default-action", "Allow"])

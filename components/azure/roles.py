@@ -22,6 +22,11 @@ class BuiltInRole(StrEnum):
     # in; Owner and Contributor carry no Key Vault DataActions (learn.microsoft.com/azure/key-vault/
     # general/rbac-guide).
     KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
+    # Encrypt/decrypt with a vault's keys: what AKS KMS etcd encryption needs of the cluster identity on an
+    # RBAC vault; Key Vault Contributor (vault management, no data access) lets AKS create the private link
+    # to a private vault (learn.microsoft.com/azure/aks/use-kms-etcd-encryption, "Assign permissions").
+    KEY_VAULT_CRYPTO_USER = "12338af0-0e69-4776-bea7-57ae8d297424"
+    KEY_VAULT_CONTRIBUTOR = "f25e0fa2-a7c8-4377-a976-54943a77a395"
     STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
     STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
     ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"

@@ -1,4 +1,12 @@
-"""Zonal node pools: a pool listed under ``azure.poolZones`` spreads its nodes over those zones.
+"""Node pool sizes and zones, read from the subscription's Resource SKUs before anything is created.
+
+Every pool's size must be offered to this subscription in the region (no ``Location`` restriction) and
+support encryption at host, which every pool turns on (node_pools.py): the SKU's capability
+``EncryptionAtHostSupported`` is ``True`` ("Use the Azure CLI to enable end-to-end encryption using
+encryption at host": ``az vm list-skus ... --query "[?capabilities[?name=='EncryptionAtHostSupported' &&
+value=='True']]"``). Otherwise the agent pool fails after the cluster exists (review azure.md D2).
+
+Zonal node pools: a pool listed under ``azure.poolZones`` spreads its nodes over those zones.
 
 Which VM sizes a region offers in which zones, to which subscription, is not published as a table; it is
 what the Resource SKUs API answers (``az vm list-skus --location <region> --zone``, REST "Resource Skus -
@@ -21,6 +29,7 @@ from components.azure.arm import ArmReader, ArmReadError, arm_reader
 from components.config import NodePoolConfig, PlatformConfig
 
 COMPUTE_SKUS_API_VERSION = "2021-07-01"
+ENCRYPTION_AT_HOST = "EncryptionAtHostSupported"
 
 
 def pool_zones(config: PlatformConfig, pool: NodePoolConfig) -> list[str]:
@@ -51,11 +60,27 @@ def offered_zones(skus: list[Mapping[str, Any]], size: str, location: str) -> se
     return zones
 
 
+def offered_in_region(skus: list[Mapping[str, Any]], size: str, location: str) -> Mapping[str, Any] | None:
+    """The SKU entry of ``size`` when this subscription may run it in ``location`` at all."""
+    for sku in skus:
+        if sku.get("resourceType") != "virtualMachines" or sku.get("name") != size:
+            continue
+        listed = any(str(i.get("location", "")).lower() == location for i in sku.get("locationInfo", []))
+        restricted = any(
+            r.get("type") == "Location"
+            and location in [str(loc).lower() for loc in r.get("restrictionInfo", {}).get("locations", [])]
+            for r in sku.get("restrictions", [])
+        )
+        return sku if listed and not restricted else None
+    return None
+
+
+def _capability(sku: Mapping[str, Any], name: str) -> str | None:
+    return next((str(c.get("value")) for c in sku.get("capabilities", []) if c.get("name") == name), None)
+
+
 def _zone_problems(arm: ArmReader, config: PlatformConfig) -> Iterator[str]:
     location = config.region
-    zonal = [(pool, zones) for pool in config.node_pools if (zones := pool_zones(config, pool))]
-    if not zonal:
-        return
     try:
         answer = arm.get(
             f"/subscriptions/{arm.subscription_id}/providers/Microsoft.Compute/skus",
@@ -66,7 +91,21 @@ def _zone_problems(arm: ArmReader, config: PlatformConfig) -> Iterator[str]:
         skus, unreadable = [], f" (Resource SKUs unreadable: {exc})"
     else:
         unreadable = ""
-    for pool, zones in zonal:
+    check = f"`az vm list-skus --location {location} --size {{size}} --all --output table`"
+    for pool in config.node_pools:
+        size = pool.instance_type
+        sku = offered_in_region(skus, size, location)
+        if sku is None:
+            yield (
+                f"node pool '{pool.name}': {size} is not offered to this subscription in {location}"
+                f"{unreadable}; check with {check.format(size=size)} and pick an offered size"
+            )
+        elif _capability(sku, ENCRYPTION_AT_HOST) != "True":
+            yield (
+                f"node pool '{pool.name}': {size} does not support encryption at host in {location}, which "
+                f"every pool turns on; check with {check.format(size=size)} and pick a size that does"
+            )
+    for pool, zones in [(p, z) for p in config.node_pools if (z := pool_zones(config, p))]:
         missing = sorted(set(zones) - offered_zones(skus, pool.instance_type, location))
         if missing:
             yield (
@@ -78,7 +117,8 @@ def _zone_problems(arm: ArmReader, config: PlatformConfig) -> Iterator[str]:
 
 
 def require_zones(config: PlatformConfig) -> None:
-    """Raise one ``RunError`` naming every zonal pool whose size is not offered in its zones."""
+    """Raise one ``RunError`` naming every pool whose size is not offered in the region (or its zones) or
+    lacks encryption at host."""
     with arm_reader() as arm:
         problems = list(_zone_problems(arm, config))
     if problems:

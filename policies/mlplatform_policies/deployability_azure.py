@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -11,10 +12,10 @@ from typing import Any
 from pulumi_policy import Policy, Severity
 
 from . import tokens
-from .factory import Finding, by_type, resource_policy, stack_policy
+from .factory import Finding, by_type, per_node, resource_policy, stack_policy
 from .kubernetes import namespace_of
 from .subject import Graph, Subject
-from .values import is_unknown
+from .values import elements, is_unknown
 
 DISK_ENCRYPTION_SET = "azure-native:compute:DiskEncryptionSet"
 KEY_VAULT = "azure-native:keyvault:Vault"
@@ -136,6 +137,264 @@ def _workload_identity_label(graph: Graph) -> Iterator[Finding]:
             )
 
 
+AGENT_POOL = "azure-native:containerservice:AgentPool"
+KEY = "azure-native:keyvault:Key"
+ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+DIAGNOSTIC_SETTING = "azure-native:monitor:DiagnosticSetting"
+REGISTRY = "azure-native:containerregistry:Registry"
+STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
+
+# AKS end of life per Kubernetes minor, (year, month): the AKS Kubernetes release calendar
+# (learn.microsoft.com/azure/aks/supported-kubernetes-versions; MicrosoftDocs/azure-aks-docs
+# articles/aks/supported-kubernetes-versions.md), read 2026-11-26. A minor not listed is unsupported as far
+# as this table knows: refresh it when AKS moves (1.36 and 1.37 are GA; their end of life was not read).
+AKS_END_OF_LIFE: dict[str, tuple[int, int]] = {"1.33": (2026, 7), "1.34": (2026, 11), "1.35": (2027, 3)}
+# Long-term support, Premium tier with supportPlan AKSLongTermSupport only (same calendar).
+AKS_LTS_END: dict[str, tuple[int, int]] = {"1.33": (2027, 7)}
+_MINOR = re.compile(r"^(\d+\.\d+)(\.\d+)?$")
+
+
+def _aks_version(subject: Subject) -> Iterator[str]:
+    """AKS creates and upgrades clusters only on supported minors, and force-upgrades a cluster at end of
+    support; a version past its end of life on the day of the check fails the next ``up``."""
+    today = datetime.datetime.now(datetime.UTC).date()
+    month = (today.year, today.month)
+    lts = subject.get("sku.tier") == "Premium" and subject.get("supportPlan") == "AKSLongTermSupport"
+    versions = [
+        ("kubernetesVersion", subject.get("kubernetesVersion")),
+        ("orchestratorVersion", subject.get("orchestratorVersion")),
+    ]
+    versions += [
+        (f"agentPoolProfiles[{i}].orchestratorVersion", p.get("orchestratorVersion"))
+        for i, p in enumerate(elements(subject.props, "agentPoolProfiles"))
+        if isinstance(p, Mapping)
+    ]
+    for where, version in versions:
+        if not isinstance(version, str) or is_unknown(version):
+            continue
+        match = _MINOR.match(version)
+        minor = match.group(1) if match else version
+        end = (AKS_LTS_END if lts else AKS_END_OF_LIFE).get(minor)
+        if end is None or end <= month:
+            supported = [v for v, e in AKS_END_OF_LIFE.items() if e > month]
+            yield (
+                f"{where} {version} is out of AKS support on {today:%Y-%m-%d} (AKS release calendar); "
+                f"supported: {', '.join(supported) or 'none in the pinned table'}"
+            )
+
+
+# Key Vault roles that carry key create/get data actions: Crypto Officer and Administrator
+# (learn.microsoft.com/azure/key-vault/general/rbac-guide).
+_KEY_WRITER_ROLES = ("14b46e9e-c2b7-41b4-b07b-48a6ebf60603", "00482a5a-887f-4fb3-b363-3b7fe8e74483")
+
+
+def _reaches(graph: Graph, start: Subject, goal: set[str]) -> bool:
+    """Whether ``start`` depends on any URN in ``goal``, directly or through other resources."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        subject = todo.pop()
+        urns = set(subject.dependencies) | {u for us in subject.property_dependencies.values() for u in us}
+        if urns & goal:
+            return True
+        for urn in urns - seen:
+            seen.add(urn)
+            found = graph.find(urn)
+            if found is not None:
+                todo.append(found)
+    return False
+
+
+def _deployer_key_role(key: Subject, graph: Graph) -> Iterator[str]:
+    """ARM's ``vaults/keys`` PUT (and azure-native's existence GET) is authorised against the RBAC vault's
+    data plane for the caller: ``ForbiddenByRbac`` without a Key Vault data role (pulumi/pulumi-azure-native
+    #890; the provider's keyvault example grants the deployer first). Owner and Contributor carry no Key
+    Vault DataActions (Key Vault RBAC guide). The key must wait for such a grant on its vault."""
+    vaults = [
+        v
+        for v in graph.linked(key, "vaultName", (KEY_VAULT,), identity="vaultName")
+        if v.get("properties.enableRbacAuthorization") is True
+    ]
+    for vault in vaults:
+        grants = {
+            grant.urn
+            for grant in graph.of(ROLE_ASSIGNMENT)
+            if str(grant.get("roleDefinitionId") or "").rsplit("/", 1)[-1] in _KEY_WRITER_ROLES
+            and vault.urn in {v.urn for v in graph.linked(grant, "scope", (KEY_VAULT,))}
+        }
+        if not grants or not _reaches(graph, key, grants):
+            yield (
+                f"key {key.get('keyName')!r} is written to an RBAC vault without waiting for a Key Vault "
+                "Crypto Officer (or Administrator) grant on that vault: ARM refuses the key ForbiddenByRbac; "
+                "grant the deployer the role on the vault and make the key depend on it"
+            )
+
+
+# Resources a pod may request that the autoscaler's scale-from-zero template knows without a tag: what the
+# scale set's SKU and the pool give it (kubernetes/autoscaler cluster-autoscaler/cloudprovider/azure/
+# azure_template.go, buildNodeFromTemplate).
+_TEMPLATE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods", "nvidia.com/gpu")
+_RESOURCE_TAG = "k8s.io_cluster-autoscaler_node-template_resources_"
+POOL_LABEL = "ml-platform/pool"
+
+
+def _extended_requests(workload: Subject) -> set[str]:
+    spec = workload.get(tokens.POD_SPEC_PATHS[workload.type])
+    if not isinstance(spec, Mapping):
+        return set()
+    names: set[str] = set()
+    for container in [*elements(spec, "containers"), *elements(spec, "initContainers")]:
+        if not isinstance(container, Mapping):
+            continue
+        for kind in ("requests", "limits"):
+            amounts = (container.get("resources") or {}).get(kind) or {}
+            names |= {
+                str(n)
+                for n in amounts
+                if n not in _TEMPLATE_RESOURCES and not str(n).startswith("hugepages-")
+            }
+    return names
+
+
+def _pool_selector(workload: Subject) -> Any:
+    spec = workload.get(tokens.POD_SPEC_PATHS[workload.type])
+    selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
+    return selector.get(POOL_LABEL) if isinstance(selector, Mapping) else None
+
+
+def _scale_from_zero(pool: Subject, graph: Graph) -> Iterator[str]:
+    """A pool at minCount 0 is built by the AKS autoscaler from the scale set: extended resources only from
+    tags ``k8s.io_cluster-autoscaler_node-template_resources_<name>``, every ``_`` of ``<name>`` read as
+    ``/`` (azure_template.go, extractAllocatableResourcesFromScaleSet; AKS copies pool tags to the scale
+    set). A resource whose name has ``_`` after the ``/`` (``rdma/shared_ib``) cannot be declared at all."""
+    if pool.get("minCount") != 0:
+        return
+    label = (
+        (pool.get("nodeLabels") or {}).get(POOL_LABEL)
+        if isinstance(pool.get("nodeLabels"), Mapping)
+        else None
+    )
+    if not isinstance(label, str):
+        return
+    tags = pool.tags()
+    for workload in graph.of(*tokens.WORKLOADS):
+        if _pool_selector(workload) != label:
+            continue
+        for resource in sorted(_extended_requests(workload)):
+            suffix = resource.split("/", 1)[-1]
+            if "_" in suffix:
+                yield (
+                    f"pool {label!r} scales from 0 but {workload.name} requests {resource}, which no "
+                    "scale-set tag can declare ('_' reads as '/'): the pods stay Pending; keep minCount >= 1"
+                )
+            elif _RESOURCE_TAG + resource.replace("/", "_") not in tags:
+                yield (
+                    f"pool {label!r} scales from 0 but {workload.name} requests {resource} and the pool has "
+                    f"no {_RESOURCE_TAG}{resource.replace('/', '_')} tag: the autoscaler never scales it up"
+                )
+
+
+# ARM naming rules ("Naming rules and restrictions for Azure resources", learn.microsoft.com/azure/
+# azure-resource-manager/management/resource-name-rules; MicrosoftDocs/azure-docs
+# articles/azure-resource-manager/management/resource-name-rules.md): type -> (name input, scope of
+# uniqueness, rule). AKS agent pools: learn.microsoft.com/azure/aks/use-system-pools#limitations (Linux).
+_ARM_80 = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,78}[A-Za-z0-9_])?$")
+NAME_RULES: dict[str, tuple[str, str, re.Pattern[str]]] = {
+    KEY_VAULT: ("vaultName", "global", re.compile(r"^(?!.*--)[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")),
+    STORAGE_ACCOUNT: ("accountName", "global", re.compile(r"^[a-z0-9]{3,24}$")),
+    REGISTRY: ("registryName", "global", re.compile(r"^[A-Za-z0-9]{5,50}$")),
+    MANAGED_CLUSTER: (
+        "resourceName",
+        "resource group",
+        re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?$"),
+    ),
+    AGENT_POOL: ("agentPoolName", "cluster", re.compile(r"^[a-z][a-z0-9]{0,11}$")),
+    "azure-native:managedidentity:UserAssignedIdentity": (
+        "resourceName",
+        "resource group",
+        re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,127}$"),
+    ),
+    "azure-native:network:VirtualNetwork": (
+        "virtualNetworkName",
+        "resource group",
+        re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}[A-Za-z0-9_]$"),
+    ),
+    "azure-native:network:Subnet": ("subnetName", "virtual network", _ARM_80),
+    "azure-native:network:NetworkSecurityGroup": ("networkSecurityGroupName", "resource group", _ARM_80),
+    "azure-native:network:PublicIPAddress": ("publicIpAddressName", "resource group", _ARM_80),
+    "azure-native:network:RouteTable": ("routeTableName", "resource group", _ARM_80),
+    "azure-native:privatedns:VirtualNetworkLink": ("virtualNetworkLinkName", "private DNS zone", _ARM_80),
+}
+# azure-native names a resource without a name input after its logical name plus 8 random characters.
+_AUTONAME_SUFFIX = "x" * 8
+
+
+def _arm_name(subject: Subject) -> Iterator[str]:
+    rule = NAME_RULES.get(subject.type)
+    if rule is None:
+        return
+    prop, scope, pattern = rule
+    name = subject.get(prop)
+    if is_unknown(name):
+        return
+    where = prop if name is not None else f"autoname {subject.name!r} + 8 characters"
+    candidate = name if isinstance(name, str) else subject.name + _AUTONAME_SUFFIX
+    if not pattern.fullmatch(candidate):
+        yield (
+            f"{where}: {candidate!r} breaks ARM's naming rule for this type (unique per {scope}; must match "
+            f"{pattern.pattern}); ARM refuses the PUT"
+        )
+
+
+# Resources whose audit logs the stack must keep (review azure.md C3; Key Vault logging, Azure Storage
+# monitoring, ACR monitoring reference): each is the resourceUri (a storage account through its service)
+# of a diagnostic setting that sends logs.
+_AUDITED = (KEY_VAULT, STORAGE_ACCOUNT, REGISTRY)
+
+
+def _diagnostics_coverage(graph: Graph) -> Iterator[Finding]:
+    covered = {
+        target.urn
+        for setting in graph.of(DIAGNOSTIC_SETTING)
+        if any(isinstance(log, Mapping) and log.get("enabled") for log in elements(setting.props, "logs"))
+        for target in graph.linked(setting, "resourceUri", _AUDITED)
+    }
+    for resource in graph.of(*_AUDITED):
+        if resource.urn not in covered:
+            yield (
+                resource.urn,
+                "no diagnostic setting sends this resource's logs anywhere (a storage account through its "
+                "blobServices/fileServices): add one with the audit category group to the stack's workspace",
+            )
+
+
+# Data classifications whose Kubernetes Secrets must be encrypted under the stack's key.
+_KMS_CLASSIFICATIONS = ("confidential", "restricted")
+
+
+def _secrets_kms(subject: Subject) -> Iterator[str]:
+    """AKS KMS etcd encryption (learn.microsoft.com/azure/aks/use-kms-etcd-encryption): enabled with a key
+    id; ``Private`` network access needs the vault's resource id (containerservice AzureKeyVaultKms) and
+    API Server VNet Integration ("KMS only supports API Server VNet Integration for private key vault")."""
+    if subject.tags().get("data-classification") not in _KMS_CLASSIFICATIONS:
+        return
+    kms = subject.get("securityProfile.azureKeyVaultKms")
+    if not isinstance(kms, Mapping) or kms.get("enabled") is not True or not kms.get("keyId"):
+        yield (
+            "Kubernetes Secrets are not encrypted under a customer-managed key: set "
+            "securityProfile.azureKeyVaultKms {enabled, keyId} (AKS KMS etcd encryption)"
+        )
+        return
+    if kms.get("keyVaultNetworkAccess") == "Private":
+        if not kms.get("keyVaultResourceId"):
+            yield "azureKeyVaultKms.keyVaultNetworkAccess Private needs keyVaultResourceId"
+        if subject.get("apiServerAccessProfile.enableVnetIntegration") is not True:
+            yield (
+                "KMS with a private vault needs API Server VNet Integration "
+                "(apiServerAccessProfile.enableVnetIntegration and subnetId)"
+            )
+
+
 POLICIES: list[Policy] = [
     resource_policy(
         "azure-tag-name-charset",
@@ -167,6 +426,48 @@ POLICIES: list[Policy] = [
         "azure-workload-identity-label",
         'Pods whose service account is federated carry azure.workload.identity/use: "true".',
         _workload_identity_label,
+        severity=Severity.HIGH,
+    ),
+    resource_policy(
+        "aks-version-supported",
+        "AKS cluster and node pool Kubernetes minors are inside AKS support on the day of the check (AKS "
+        "release calendar, learn.microsoft.com/azure/aks/supported-kubernetes-versions; dated table).",
+        by_type(dict.fromkeys((MANAGED_CLUSTER, AGENT_POOL), _aks_version)),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "azure-keyvault-deployer-data-role",
+        "A key written to an RBAC Key Vault waits for a Key Vault Crypto Officer or Administrator grant on "
+        "that vault (Key Vault RBAC guide; pulumi/pulumi-azure-native#890).",
+        per_node((KEY,), _deployer_key_role),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "aks-extended-resource-scale-from-zero",
+        "An AKS pool at minCount 0 declares, by scale-set tag, every extended resource its pods request, and "
+        "none it cannot declare (cluster-autoscaler azure_template.go).",
+        per_node((AGENT_POOL,), _scale_from_zero),
+        severity=Severity.HIGH,
+    ),
+    resource_policy(
+        "azure-resource-names",
+        "Names follow ARM's length, character and uniqueness-scope rules for their type (Naming rules and "
+        "restrictions for Azure resources; AKS system pools limitations).",
+        _arm_name,
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "azure-diagnostics-coverage",
+        "Every Key Vault, storage account and container registry sends its logs through a diagnostic setting "
+        "(Key Vault logging; Azure Storage and ACR monitoring references).",
+        _diagnostics_coverage,
+        severity=Severity.HIGH,
+    ),
+    resource_policy(
+        "aks-secrets-kms",
+        "Confidential and restricted AKS clusters encrypt Secrets with AKS KMS under a Key Vault key; a "
+        "private vault goes with API Server VNet Integration (AKS KMS etcd encryption docs).",
+        by_type({MANAGED_CLUSTER: _secrets_kms}),
         severity=Severity.HIGH,
     ),
 ]

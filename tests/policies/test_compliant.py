@@ -161,12 +161,13 @@ import pulumi_azure_native.compute as compute
 import pulumi_azure_native.containerregistry as containerregistry
 import pulumi_azure_native.containerservice as containerservice
 import pulumi_azure_native.keyvault as keyvault
+import pulumi_azure_native.monitor as monitor
 import pulumi_azure_native.privatedns as privatedns
 import pulumi_azure_native.resources as resources
 import pulumi_azure_native.storage as storage
 
 rg = resources.ResourceGroup("rg", location="uaenorth", tags=TAGS)
-keyvault.Vault(
+vault = keyvault.Vault(
     "kv",
     resource_group_name=rg.name,
     tags=TAGS,
@@ -204,7 +205,7 @@ account = storage.StorageAccount(
 )
 storage.BlobContainer("models", account_name=account.name, resource_group_name=rg.name, public_access="None")
 # NFS 4.1 shares require secure transfer off: compliant only because the account is private-endpoint-only.
-storage.StorageAccount(
+nfs = storage.StorageAccount(
     "nfs",
     resource_group_name=rg.name,
     kind="FileStorage",
@@ -248,6 +249,7 @@ containerservice.AgentPool(
     "gpuib",
     resource_group_name=rg.name,
     resource_name_=aks.name,
+    agent_pool_name="gpuib",
     mode="User",
     vm_size="Standard_ND96isr_H100_v5",
     count=2,
@@ -255,7 +257,7 @@ containerservice.AgentPool(
     node_taints=["nvidia.com/gpu=present:NoSchedule"],
     tags=TAGS,
 )
-containerregistry.Registry(
+registry = containerregistry.Registry(
     "acr",
     resource_group_name=rg.name,
     sku={"name": "Premium"},
@@ -263,6 +265,20 @@ containerregistry.Registry(
     public_network_access="Disabled",
     tags=TAGS,
 )
+# Audit logs of the vault, the blob and file services and the registry (Key Vault logging, Azure Storage
+# and ACR monitoring references).
+for name, audited in (
+    ("kv", vault.id),
+    ("data", account.id.apply(lambda i: f"{i}/blobServices/default")),
+    ("nfs", nfs.id.apply(lambda i: f"{i}/fileServices/default")),
+    ("acr", registry.id),
+):
+    monitor.DiagnosticSetting(
+        f"{name}-audit",
+        resource_uri=audited,
+        workspace_id="/subscriptions/s/resourceGroups/rg/providers/Microsoft.OperationalInsights/workspaces/w",
+        logs=[{"category_group": "audit", "enabled": True}],
+    )
 """
 
 KUBERNETES_PLATFORM = """

@@ -62,6 +62,12 @@ POLICIES = {
     "azure-des-versioned-key": ("mandatory", "resource"),
     "azure-key-vault-name-reuse": ("mandatory", "stack"),
     "azure-workload-identity-label": ("mandatory", "stack"),
+    "aks-version-supported": ("mandatory", "resource"),
+    "azure-keyvault-deployer-data-role": ("mandatory", "stack"),
+    "aks-extended-resource-scale-from-zero": ("mandatory", "stack"),
+    "azure-resource-names": ("mandatory", "resource"),
+    "azure-diagnostics-coverage": ("mandatory", "stack"),
+    "aks-secrets-kms": ("mandatory", "resource"),
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +12,7 @@ import pytest
 from components.azure.cluster import CONTROL_PLANE_LOGS, cluster_cidrs
 from components.azure.roles import BuiltInRole
 from mlplatform.plan import SECRET_SIG, Plan
-from tests.components.azure.azure_plan_support import role_assignments
+from tests.components.azure.azure_plan_support import role_assignments, target
 from tests.stack_variants import one
 
 CLUSTER = "azure-native:containerservice:ManagedCluster"
@@ -22,18 +24,60 @@ def cluster(plan: Plan) -> dict[str, Any]:
     return resource.inputs
 
 
+def _vnet_integrated(access: dict[str, Any]) -> dict[str, Any]:
+    """The API server profile less its VNet integration (asserted in test_secrets_encrypted_with_kms...)."""
+    assert access.pop("enableVnetIntegration") is True
+    assert "-network-apiserver-subnet" in access.pop("subnetId")
+    return access
+
+
 def test_smb_api_server_is_public_behind_the_allow_list(cloud_plan: PlanFn) -> None:
-    access = cluster(cloud_plan("azure-smb-dev"))["apiServerAccessProfile"]
+    access = _vnet_integrated(dict(cluster(cloud_plan("azure-smb-dev"))["apiServerAccessProfile"]))
     assert access == {"enablePrivateCluster": False, "authorizedIPRanges": ["203.0.113.0/24"]}
 
 
 def test_enterprise_api_server_is_private(cloud_plan: PlanFn) -> None:
-    access = cluster(cloud_plan("azure-enterprise-prod"))["apiServerAccessProfile"]
+    access = _vnet_integrated(dict(cluster(cloud_plan("azure-enterprise-prod"))["apiServerAccessProfile"]))
     assert access == {
         "enablePrivateCluster": True,
         "enablePrivateClusterPublicFQDN": False,
         "privateDNSZone": "system",
     }
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_secrets_encrypted_with_kms_under_the_stacks_private_vault(cloud_plan: PlanFn, stack: str) -> None:
+    """Review azure.md C2; AKS KMS etcd encryption (learn.microsoft.com/azure/aks/use-kms-etcd-encryption):
+    a versioned key id, ``Private`` network access with the vault's resource id (required for Private,
+    containerservice AzureKeyVaultKms), the vault not in "selected networks" mode (unsupported), API Server
+    VNet Integration on a delegated subnet of at least /28 (the only path to a private vault,
+    api-server-vnet-integration), and the cluster's user-assigned identity granted Key Vault Crypto User
+    and Key Vault Contributor on the vault, waited on before the cluster is created."""
+    plan = cloud_plan(stack)
+    inputs = cluster(plan)
+    kms = inputs["securityProfile"]["azureKeyVaultKms"]
+    vault = one(plan, "azure-native:keyvault:Vault", "-keys-vault")
+    assert kms["enabled"] is True and kms["keyVaultNetworkAccess"] == "Private"
+    assert re.fullmatch(
+        r"https://mlp-kv-[0-9a-z-]+\.vault\.azure\.net/keys/secrets-cmk/[0-9a-f]{32}", kms["keyId"]
+    )
+    assert target(kms["keyVaultResourceId"]) == vault.name
+    assert vault.inputs["properties"]["publicNetworkAccess"] == "Disabled"
+    access = inputs["apiServerAccessProfile"]
+    assert access["enableVnetIntegration"] is True
+    api_server_subnet = one(plan, "azure-native:network:Subnet", "-network-apiserver-subnet")
+    assert target(access["subnetId"]) == api_server_subnet.name
+    subnet = api_server_subnet.inputs
+    assert subnet["delegations"] == [
+        {"name": "delegation", "serviceName": "Microsoft.ContainerService/managedClusters"}
+    ]
+    assert ipaddress.ip_network(subnet["addressPrefix"]).prefixlen <= 28
+    (network,) = role_assignments(plan, BuiltInRole.NETWORK_CONTRIBUTOR)
+    for role in (BuiltInRole.KEY_VAULT_CRYPTO_USER, BuiltInRole.KEY_VAULT_CONTRIBUTOR):
+        (grant,) = role_assignments(plan, role)
+        assert grant["scope"] == kms["keyVaultResourceId"]
+        assert grant["principalId"] == network["principalId"]  # the control-plane identity
+        assert grant["principalType"] == "ServicePrincipal"
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
@@ -43,7 +87,7 @@ def test_entra_id_only_access_with_workload_identity(cloud_plan: PlanFn, stack: 
     assert inputs["aadProfile"]["enableAzureRBAC"] is True
     assert inputs["disableLocalAccounts"] is True
     assert inputs["enableRBAC"] is True
-    assert inputs["securityProfile"] == {"workloadIdentity": {"enabled": True}}
+    assert inputs["securityProfile"]["workloadIdentity"] == {"enabled": True}
     assert inputs["oidcIssuerProfile"] == {"enabled": True}
 
 

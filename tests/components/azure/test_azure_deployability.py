@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from components.azure.kubeconfig import convert_kubeconfig
-from components.azure.registry import rotation_command
+from components.azure.registry import reopen_command, rotation_command
 from components.azure.roles import BuiltInRole
 from components.config import ConfigError, KubeloginMode, parse_stack_config
 from mlplatform.mocks import AKS_EXEC_KUBECONFIG, SUBSCRIPTION_ID, TENANT_ID
@@ -65,7 +65,14 @@ def test_cluster_identity_reads_the_disk_encryption_set(cloud_plan: PlanFn) -> N
     cluster = one(plan, "azure-native:containerservice:ManagedCluster", "-cluster-aks")
     (wait,) = [r for r in plan.by_type(WAIT) if r.name in depends_on(plan, cluster)]
     waited = {n.rsplit("-azure-", 1)[1] for n in depends_on(plan, wait)}
-    assert waited == {"cluster-des-reader", "keys-des-key-user", "cluster-vnet-network"}
+    assert waited == {
+        "cluster-des-reader",
+        "keys-des-key-user",
+        "cluster-vnet-network",
+        # AKS KMS: the cluster identity's Key Vault grants are in place before the cluster exists (C2).
+        "cluster-kms-crypto-user",
+        "cluster-kms-vault-contributor",
+    }
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
@@ -129,7 +136,16 @@ def test_registry_is_created_outside_the_key_vault_firewall_then_rotated_behind_
         firewalled_uri,
         creation_vault["vaultName"],
     )
-    assert rotation["triggers"] == [firewalled_uri]
+    # D3: a registry created again (a replacement) rotates again, and finds its creation vault reopened
+    # first: the rotation closed it, and ARM never reopens it (ignoreChanges).
+    first, registry_id = rotation["triggers"]
+    assert first == firewalled_uri and registry_id.endswith(f"/{registry.inputs['registryName']}")
+    reopen = one(plan, COMMAND, "-registry-creation-vault-open")
+    assert reopen.inputs["create"] == reopen_command(
+        SUBSCRIPTION_ID, f"ml-platform-{stack}", creation_vault["vaultName"]
+    )
+    assert reopen.inputs["triggers"] == [registry.inputs["registryName"], "uaenorth"]
+    assert reopen.name in depends_on(plan, registry)
     (grant,) = [
         g
         for g in plan.by_type("azure-native:authorization:RoleAssignment")
@@ -411,3 +427,28 @@ def test_azure_settings_on_an_aws_stack_are_refused() -> None:
     raw["ml-platform:platform"]["azure"] = {"deployerLogin": "spn"}
     with pytest.raises(ConfigError, match=r"ml-platform:platform\.azure: only for azure stacks"):
         parse_stack_config(raw, "Pulumi.aws-smb-dev.yaml")
+
+
+def test_azure_allow_list_refuses_rfc1918_ranges() -> None:
+    """D4: Azure Storage IP network rules do not take private (RFC 1918) ranges (learn.microsoft.com/azure/
+    storage/common/storage-network-security, IP network rules); the SMB allow-list feeds the blob
+    account's firewall, so a private range fails the account's PUT. Refused at config time instead."""
+    raw = template("azure-smb-dev")
+    raw["ml-platform:platform"]["cluster"]["publicAccessCidrs"] = ["203.0.113.0/24", "192.168.10.0/24"]
+    with pytest.raises(ConfigError, match=r"publicAccessCidrs: 192\.168\.10\.0/24 is a private \(RFC 1918\)"):
+        parse_stack_config(raw, "Pulumi.azure-smb-dev.yaml")
+
+
+def test_a_private_stack_builds_and_pushes_images_only_from_its_vnet() -> None:
+    """Enterprise: the registry's public network access is disabled (registry.py), so the images `pulumi up`
+    builds (components/images.py) reach it only through its private endpoint (ACR "Connect privately to a
+    registry using Azure Private Link"), like the private API server (AKS private clusters). A stack with
+    the in-cluster layer must say its runner is in the VNet, or stop at config time with what to set."""
+    raw = template("azure-enterprise-prod")
+    del raw["ml-platform:platform"]["azure"]["vnetRunner"]
+    with pytest.raises(ConfigError) as refused:
+        parse_stack_config(raw, "Pulumi.azure-enterprise-prod.yaml")
+    (line,) = [p for p in str(refused.value).splitlines() if "vnetRunner" in p]
+    assert "set azure.vnetRunner: true, or set kubernetes.enabled: false" in line
+    raw["ml-platform:platform"]["kubernetes"] = {"enabled": False}
+    parse_stack_config(raw, "Pulumi.azure-enterprise-prod.yaml")

@@ -43,10 +43,13 @@ def test_enterprise_vault_has_no_public_access_and_hsm_keys(cloud_plan: PlanFn) 
     assert creation["sku"] == {"family": "A", "name": "premium"}
 
 
-def test_smb_vault_denies_all_but_the_allow_list(cloud_plan: PlanFn) -> None:
+def test_smb_vault_is_private_too(cloud_plan: PlanFn) -> None:
+    """AKS KMS cannot use a vault in "selected networks" mode ("allow public access from specific virtual
+    networks and IP addresses ... isn't supported", learn.microsoft.com/azure/aks/use-kms-etcd-encryption,
+    Limitations); the SMB vault holds the Secrets key, so it is private like the enterprise one."""
     properties = vault(cloud_plan("azure-smb-dev"))
-    assert properties["publicNetworkAccess"] == "Enabled"
-    assert properties["networkAcls"]["ipRules"] == [{"value": "203.0.113.0/24"}]
+    assert properties["publicNetworkAccess"] == "Disabled"
+    assert properties["networkAcls"] == {"defaultAction": "Deny", "bypass": "AzureServices", "ipRules": []}
 
 
 def test_one_rotating_rsa_key_per_consumer(cloud_plan: PlanFn) -> None:
@@ -54,11 +57,25 @@ def test_one_rotating_rsa_key_per_consumer(cloud_plan: PlanFn) -> None:
         k.inputs["keyName"]: k.inputs["properties"]
         for k in cloud_plan("azure-smb-dev").by_type("azure-native:keyvault:Key")
     }
-    assert sorted(keys) == ["disks-cmk", "registry-cmk", "registry-creation", "storage-cmk"]
+    assert sorted(keys) == ["disks-cmk", "registry-cmk", "registry-creation", "secrets-cmk", "storage-cmk"]
     for properties in keys.values():
         assert (properties["kty"], properties["keySize"]) == ("RSA", 3072.0)
         actions = properties["rotationPolicy"]["lifetimeActions"]
         assert {"trigger": {"timeAfterCreate": "P90D"}, "action": {"type": "rotate"}} in actions
+
+
+def test_the_secrets_key_versions_never_expire(cloud_plan: PlanFn) -> None:
+    """AKS KMS holds one versioned key id and fails with "KeyExpired: Operation encrypt isn't allowed on an
+    expired key" when that version expires; both the old and the new version must stay valid across a
+    rotation (learn.microsoft.com/azure/aks/use-kms-etcd-encryption, KMS observability; Rotate existing
+    keys). The Secrets key rotates but sets no expiry on its versions."""
+    (secrets,) = [
+        k.inputs["properties"]
+        for k in cloud_plan("azure-smb-dev").by_type("azure-native:keyvault:Key")
+        if k.inputs["keyName"] == "secrets-cmk"
+    ]
+    assert "expiryTime" not in secrets["rotationPolicy"].get("attributes", {})
+    assert [a["action"]["type"] for a in secrets["rotationPolicy"]["lifetimeActions"]] == ["rotate"]
 
 
 def test_disk_encryption_set_follows_the_disks_key_and_is_granted_on_it(cloud_plan: PlanFn) -> None:

@@ -8,10 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pulumi
 import pytest
 
 from components.azure import zones
+from components.azure.arm import ArmReader
 from components.azure.node_pools import agent_pool_names, pool_handle, system_pool
 from components.config import PlatformConfig, parse_stack_config
 from components.handle import POOL_LABEL, Fabric, PoolKind, Taint
@@ -193,3 +195,34 @@ def test_pool_zones_config_errors_name_the_key(
         plan_config(_with_zones("azure-enterprise-prod", pool_zones), tmp_path, "azure-enterprise-prod")
     (message,) = error.value.problems
     assert problem in message
+
+
+def test_every_pool_size_is_checked_in_the_region_and_for_encryption_at_host() -> None:
+    """D2: a regional pool too fails at AgentPool create when its size is withheld from the region
+    (a ``Location`` restriction, Resource Skus - List) or lacks ``EncryptionAtHostSupported``, which every
+    pool turns on ("Use the Azure CLI to enable end-to-end encryption using encryption at host": ``az vm
+    list-skus`` with ``capabilities[?name=='EncryptionAtHostSupported' && value=='True']``). The preflight
+    reads the SKUs for every pool, zonal or not."""
+    config = parse_stack_config(template("azure-enterprise-prod"), "test")
+    sizes = {pool.instance_type for pool in config.node_pools}
+    system, gpu = config.pool("system").instance_type, config.pool("gpu-ib").instance_type
+
+    def sku(size: str) -> dict[str, Any]:
+        capable = "False" if size == system else "True"
+        withheld = (
+            [{"type": "Location", "restrictionInfo": {"locations": ["uaenorth"]}}] if size == gpu else []
+        )
+        return {
+            "resourceType": "virtualMachines",
+            "name": size,
+            "locationInfo": [{"location": "UAENorth", "zones": []}],
+            "capabilities": [{"name": "EncryptionAtHostSupported", "value": capable}],
+            "restrictions": withheld,
+        }
+
+    transport = httpx.MockTransport(lambda _: httpx.Response(200, json={"value": [sku(s) for s in sizes]}))
+    with httpx.Client(base_url="https://management.azure.com", transport=transport) as client:
+        problems = list(zones._zone_problems(ArmReader(client, "sub"), config))
+    assert [p.split(":")[0] for p in problems] == ["node pool 'system'", "node pool 'gpu-ib'"]
+    assert "does not support encryption at host" in problems[0]
+    assert f"{gpu} is not offered to this subscription in uaenorth" in problems[1]

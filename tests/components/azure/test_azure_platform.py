@@ -89,6 +89,9 @@ def test_nodes_and_endpoints_subnets_deny_the_internet(cloud_plan: PlanFn) -> No
     assert subnets["nodes"]["addressPrefix"] == "10.71.0.0/18"
     assert subnets["endpoints"]["addressPrefix"] == "10.71.64.0/18"
     assert subnets["endpoints"]["privateEndpointNetworkPolicies"] == "Enabled"
+    # The third quarter starts with the API server's delegated /28 (API Server VNet Integration, C2).
+    assert subnets["apiserver"]["addressPrefix"] == "10.71.128.0/28"
+    assert "networkSecurityGroup" not in subnets["apiserver"]
 
 
 def _data_bearing(protected: dict[str, bool]) -> dict[str, bool]:
