@@ -43,3 +43,40 @@ def one(plan: Plan, token: str, suffix: str) -> PlannedResource:
     found = [r for r in plan.by_type(token) if r.name.endswith(suffix)]
     assert len(found) == 1, f"{len(found)} {token} ending in {suffix!r}: {[r.name for r in found]}"
     return found[0]
+
+
+TEAMS = ["nlp", {"name": "vision", "gpuBorrowingLimit": 16}]
+
+
+def with_teams(stack: str, teams: list[Any] | None = None) -> dict[str, Any]:
+    """The shipped template with ``kubernetes.teams`` (the README's team example by default)."""
+    config = copy.deepcopy(template(stack))
+    config[PLATFORM_KEY].setdefault("kubernetes", {})["teams"] = TEAMS if teams is None else teams
+    return config
+
+
+def team_job(platform_job: dict[str, Any], team: str) -> dict[str, Any]:
+    """The platform's training Job as a team submits it: the same run, in ``team-<team>``, queued in
+    that namespace's LocalQueue (the same queue label: every queued namespace's queue has one name)."""
+    job = copy.deepcopy(platform_job)
+    job["metadata"]["namespace"] = f"team-{team}"
+    return job
+
+
+def job_pod(job: dict[str, Any], index: int = 0) -> dict[str, Any]:
+    """A pod of ``job`` as the Job controller creates it: the template, with the controller's labels
+    (kubernetes.io "Jobs": ``batch.kubernetes.io/job-name``, ``batch.kubernetes.io/job-completion-index``)."""
+    template = copy.deepcopy(job["spec"]["template"])
+    name = job["metadata"]["name"]
+    labels = {
+        **template["metadata"].get("labels", {}),
+        "batch.kubernetes.io/job-name": name,
+        "job-name": name,
+        "batch.kubernetes.io/job-completion-index": str(index),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{name}-{index}", "namespace": job["metadata"]["namespace"], "labels": labels},
+        "spec": template["spec"],
+    }

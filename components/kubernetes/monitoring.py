@@ -16,6 +16,7 @@ from components.kubernetes.addons import (
     GPU_OPERATOR_NAMESPACE,
     MONITORING_NAMESPACE,
     RESTRICTED_CONTAINER,
+    ApiServerBackend,
     Chart,
     resources,
     tolerations,
@@ -24,6 +25,10 @@ from components.kubernetes.charts import pin
 from components.kubernetes.objects import MANAGED_BY, Object
 
 RELEASE = "kube-prometheus-stack"
+# The prometheus-operator pods and its admission webhook's port, which kube-apiserver calls
+# (kube-prometheus-stack 88.5.3: templates/prometheus-operator/service.yaml selector, targetPort
+# ``https`` = containerPort prometheusOperator.tls.internalPort, 10250 in values.yaml).
+OPERATOR_BACKEND = ApiServerBackend({"app": f"{RELEASE}-operator", "release": RELEASE}, (10250,))
 # A Secret in the monitoring namespace holding ``ca.crt``, the CA that signed the inference service's
 # certificate, so Prometheus verifies what it scrapes over TLS (README: "Monitoring").
 INFERENCE_CA_SECRET = "inference-ca"
@@ -81,6 +86,7 @@ def prometheus_chart(handle: ClusterHandle, scrape_jobs: list[dict[str, Any]]) -
                 "admissionWebhooks": {"patch": {"resources": resources("100m", "128Mi", "10m", "32Mi")}},
             },
         },
+        api_server_backend=OPERATOR_BACKEND,
     )
 
 
