@@ -103,6 +103,9 @@ def test_pulumi_up_waits_for_the_test_before_the_training_run(
     training = next(r for name, r in _jobs(plan).items() if not name.startswith("fabric-test-"))
     assert training.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     assert fabric.urn in training.dependencies
+    # Serving does not wait for the GPU gate (cluster review D8).
+    serving = [r for r in plan.resources if r.type.endswith(":Deployment") and r.name.endswith("inference")]
+    assert serving and all(fabric.urn not in r.dependencies for r in serving)
 
 
 @pytest.mark.parametrize("stack", sorted(FABRIC_STACKS))

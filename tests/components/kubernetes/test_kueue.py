@@ -343,3 +343,17 @@ def _unknown_keys(ours: dict[str, Any], chart: dict[str, Any], path: str = "") -
         elif isinstance(value, dict) and isinstance(chart[key], dict) and chart[key]:
             unknown += _unknown_keys(value, chart[key], f"{path}{key}.")
     return unknown
+
+
+def _minutes(duration: str) -> float:
+    assert duration.endswith("m"), duration
+    return float(duration[:-1])
+
+
+def test_a_run_waiting_for_nodes_or_recovering_one_is_not_evicted_sooner_than_kueues_default() -> None:
+    """Kueue 0.19.2 defaults both waitForPodsReady.timeout and recoveryTimeout to 30 minutes
+    (apis/config/v1beta2/defaults.go: DefaultWaitForPodsReadyTimeout = 30 * time.Minute; recovery from
+    the timeout); a fresh p5en/ND96 node and a multi-GB image take that long (cluster review D1)."""
+    wait = kueue.manager_config()["waitForPodsReady"]
+    assert _minutes(wait["timeout"]) >= 30
+    assert _minutes(wait["recoveryTimeout"]) >= 30

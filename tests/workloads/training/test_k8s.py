@@ -154,12 +154,27 @@ def test_fabric_environment_and_capabilities_per_pool() -> None:
     for pool in POOLS:
         job = by_kind(training_job_objects(make_spec(pool)))["Job"]
         envs[pool] = {e["name"]: e["value"] for e in trainer(job)["env"]}
-        added = trainer(job)["securityContext"]["capabilities"].get("add", [])
+        security = trainer(job)["securityContext"]
+        added = security["capabilities"].get("add", [])
         assert added == (["IPC_LOCK"] if pool == "ib" else [])
+        # A capability added to a non-root container never reaches its effective set (no ambient
+        # capabilities: kubernetes/kubernetes#56374): the InfiniBand trainer runs as UID 0, everything
+        # else dropped; the others stay UID 10001 (cluster review A4).
+        assert security["runAsUser"] == (0 if pool == "ib" else 10001)
+        assert security["runAsNonRoot"] is (pool != "ib")
+        assert security["allowPrivilegeEscalation"] is False and security["capabilities"]["drop"] == ["ALL"]
     assert "NCCL_SOCKET_IFNAME" not in envs["cpu"]
     assert envs["efa"]["FI_PROVIDER"] == "efa"
     assert envs["ib"]["NCCL_IB_DISABLE"] == "0"
     assert all(envs[p]["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" for p in ("gpu", "efa", "ib"))
+
+
+def test_tmp_holds_compile_caches() -> None:
+    """/tmp holds HOME, the inductor and Triton caches and NCCL logs; an overflow is an eviction the
+    podFailurePolicy ignores (DisruptionTarget), a recreate loop (cluster review D10)."""
+    job = by_kind(training_job_objects(make_spec("efa")))["Job"]
+    [tmp] = [v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "tmp"]
+    assert tmp["emptyDir"]["sizeLimit"] == "16Gi"
 
 
 def test_pod_is_hardened() -> None:
