@@ -123,7 +123,10 @@ def gpu_operator(handle: ClusterHandle) -> Chart:
         values={
             "driver": {"enabled": not preinstalled, "rdma": {"enabled": infiniband, "useHostMofed": False}},
             "toolkit": {"enabled": not preinstalled},
-            "dcgmExporter": {"enabled": True},
+            # Prometheus scrapes the exporter through our own job, with honor_labels
+            # (monitoring.gpu_scrape_job); the chart's ServiceMonitor (on by default, honorLabels false)
+            # would scrape it a second time and overwrite the GPU holders' namespace/pod labels.
+            "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": False}},
             "daemonsets": {"tolerations": gpu_tolerations(handle)},
             # NFD's chart sets memory limits only (node-feature-discovery values.yaml); CPU added.
             "node-feature-discovery": {

@@ -68,7 +68,7 @@ class KubernetesLayer(pulumi.ComponentResource):
             # Before any pod can land in a namespace whose Pod Security label says "privileged".
             namespaces += self._apply(ipc_lock_exception_policy())
         charts = addon_charts(handle, config.region, config.kubernetes.gpu_operator)
-        scrape_jobs = workloads.scrape_jobs + ([monitoring.gpu_scrape_job()] if handle.has_gpus else [])
+        scrape_jobs = [monitoring.gpu_scrape_job()] if handle.has_gpus else []
         if config.monitoring:
             charts.append(monitoring.prometheus_chart(handle, scrape_jobs))
         queueing = kueue.queueing_enabled(config)
@@ -86,7 +86,16 @@ class KubernetesLayer(pulumi.ComponentResource):
         volumes = self._apply(volume_objects(handle, workloads), namespaces)
         if config.monitoring:
             rules = {"gpu": monitoring.GPU_RULES if handle.has_gpus else [], **workloads.alert_rules}
-            self._apply([monitoring.alert_rules(rules)], [releases[monitoring.RELEASE]])
+            # Config validation guarantees a receiver wherever monitoring is on (kubernetes.alerting).
+            assert config.kubernetes.alerting is not None
+            self._apply(
+                [
+                    monitoring.alert_rules(rules),
+                    monitoring.alert_routing(config.kubernetes.alerting),
+                    *workloads.monitors,
+                ],
+                [releases[monitoring.RELEASE], *namespaces],
+            )
         # Kueue's objects need its CRDs and webhook (the release) and their namespaces; a queued Job
         # needs its LocalQueue, or Kueue's webhook refuses it.
         queues = (

@@ -42,7 +42,8 @@ class WorkloadObjects:
     claims: list[VolumeClaim] = field(default_factory=list)
     # Service accounts the layer creates (the inference object function makes its own).
     service_accounts: list[str] = field(default_factory=list)
-    scrape_jobs: list[dict[str, Any]] = field(default_factory=list)
+    # Monitoring objects (ServiceMonitors), applied once the monitoring chart installed their CRDs.
+    monitors: list[Object] = field(default_factory=list)
     alert_rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
@@ -177,10 +178,8 @@ def workload_objects(handle: ClusterHandle, config: PlatformConfig) -> WorkloadO
         spec = inference_spec(handle, config, inference)
         result.objects += inference_objects(spec)
         result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
-        result.scrape_jobs.append(
-            monitoring.inference_scrape_job(
-                identity.namespace, spec.name, spec.tls, spec.auth_secret is not None
-            )
+        result.monitors.append(
+            monitoring.inference_service_monitor(identity.namespace, spec.name, spec.tls, spec.auth_secret)
         )
         result.alert_rules["inference"] = monitoring.inference_rules(inference.drift_threshold)
     return result
