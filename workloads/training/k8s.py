@@ -260,10 +260,17 @@ def torchrun_script(spec: TrainingJobSpec) -> str:
     timeouts = f"read_timeout={RDZV_READ_TIMEOUT_S},join_timeout={RDZV_JOIN_TIMEOUT_S}"
     conf = f"--rdzv-conf=is_host=$IS_HOST,{timeouts}"
     fatal = f'"${FATAL_FILE_ENV}"'
+    # The trainer's own checks run once before torchrun: a bad flag or recipe costs no restarts.
+    checks = (
+        []
+        if spec.entry
+        else [f"python -m workloads.training.preflight {shlex.join(spec.trainer_argv())} || exit $?"]
+    )
     return "; ".join(
         [
             'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then IS_HOST=1; else IS_HOST=0; fi',
             f"rm -f {fatal}",
+            *checks,
             f"{shlex.join(torchrun)} {conf} {shlex.join(program)} & pid=$!",
             "trap 'kill -TERM \"$pid\" 2>/dev/null' TERM INT",
             'wait "$pid"; rc=$?',

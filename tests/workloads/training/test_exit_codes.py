@@ -28,8 +28,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_container(job: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """Run the trainer container's command as pod 0, with the real torchrun on one local node."""
+def run_container(
+    job: dict[str, Any], tmp_path: Path, *, preflight: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run the trainer container's command as pod 0, with the real torchrun on one local node; without
+    ``preflight``, the shell's one-off preflight step is a stand-in that passes, so the failure reaches
+    the worker under torchrun."""
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n' if preflight else "#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
     wrapper = tmp_path / "torchrun"
     port = _free_port()
     wrapper.write_text(
@@ -61,16 +68,29 @@ def _exit_code_that_fails_the_job(job: dict[str, Any]) -> int:
     return int(code)
 
 
-def test_a_trainer_that_exits_2_fails_the_job_through_torchrun(tmp_path: Path) -> None:
+def _bad_output_job(tmp_path: Path) -> dict[str, Any]:
     # --output names a file: the trainer's preflight refuses it with exit 2 (ConfigError).
     output = tmp_path / "not-a-directory"
     output.write_text("")
-    job = by_kind(training_job_objects(make_spec("cpu", output_mount_path=str(output), max_restarts=1)))[
-        "Job"
-    ]
-    done = run_container(job, tmp_path)
+    spec = make_spec("cpu", output_mount_path=str(output), max_restarts=1)
+    return by_kind(training_job_objects(spec))["Job"]
+
+
+def test_a_trainer_that_exits_2_fails_the_job_through_torchrun(tmp_path: Path) -> None:
+    job = _bad_output_job(tmp_path)
+    done = run_container(job, tmp_path, preflight=False)
     assert "is not a directory" in done.stderr, done.stderr[-2000:]
+    assert "torch.distributed.elastic" in done.stderr or "ChildFailedError" in done.stderr
     assert done.returncode == _exit_code_that_fails_the_job(job) == 2, done.stderr[-2000:]
+
+
+def test_bad_trainer_input_fails_before_torchrun_starts(tmp_path: Path) -> None:
+    """The preflight runs once before torchrun, so exit 2 costs no in-pod restarts."""
+    job = _bad_output_job(tmp_path)
+    done = run_container(job, tmp_path)
+    assert "is not a directory" in done.stderr
+    assert "ChildFailedError" not in done.stderr and "torch.distributed" not in done.stderr
+    assert done.returncode == 2
 
 
 def test_the_fabric_test_exiting_2_fails_its_gate_through_torchrun(tmp_path: Path) -> None:

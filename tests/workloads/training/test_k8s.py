@@ -110,6 +110,10 @@ def run_command_line(job: dict[str, Any], index: int, tmp_path: Path) -> list[st
     fake = tmp_path / "torchrun"
     fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")
     fake.chmod(0o755)
+    # The one-off trainer preflight before torchrun (tests/workloads/training/test_exit_codes.py).
+    preflight = tmp_path / "python"
+    preflight.write_text("#!/bin/sh\nexit 0\n")
+    preflight.chmod(0o755)
     command = trainer(job)["command"]
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": str(index)}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=10, check=True)
