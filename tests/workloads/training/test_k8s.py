@@ -314,3 +314,13 @@ def test_dataset_egress_is_https_to_the_named_ranges_only() -> None:
         "to": [{"ipBlock": {"cidr": "52.95.0.0/16"}}],
         "ports": [{"protocol": "TCP", "port": 443}],
     }
+
+
+def test_a_recreated_pod_waits_longer_for_its_peers_than_they_wait_in_a_collective() -> None:
+    """After a node loss the survivors sit in a collective until the process-group timeout, then exit and
+    are recreated; the recreated pod 0 waits ``join_timeout`` for them (torch dynamic_rendezvous, default
+    600 s): it must outlast the collective timeout (cluster review B2)."""
+    from workloads.training.distributed import PROCESS_GROUP_TIMEOUT
+    from workloads.training.k8s import RDZV_JOIN_TIMEOUT_S
+
+    assert 2 * PROCESS_GROUP_TIMEOUT.total_seconds() <= RDZV_JOIN_TIMEOUT_S
