@@ -29,6 +29,7 @@ from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
 from components.kubernetes.charts import per_minor_pins
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
 from workloads.fabric_gate import BUSBW_FLOOR_FRACTION, FABRIC_TEST, fabric_test_run_id
+from workloads.inference.k8s import canary_share_problem
 from workloads.training.hooks import HOOK_PATTERN
 from workloads.training.k8s import MAX_JOB_NAME
 
@@ -246,12 +247,30 @@ class TeamConfig(_Model):
     gpu_borrowing_limit: int | None = Field(default=None, ge=0, le=100_000)
 
 
+class AlertReceiver(StrEnum):
+    """Where Alertmanager sends alerts (prometheus-operator AlertmanagerConfig receivers)."""
+
+    WEBHOOK = "webhook"
+    SLACK = "slack"
+
+
+class AlertingConfig(_Model):
+    """Alerts go to one receiver whose URL (webhook URL or Slack incoming-webhook URL) is the key ``url``
+    of Secret ``secret`` in the ``monitoring`` namespace, which the operator creates (README
+    "Monitoring"): the URL is a credential and stays out of the stack file."""
+
+    receiver: AlertReceiver
+    secret: DnsLabel
+
+
 class KubernetesConfig(_Model):
     """The in-cluster layer. A private cluster's API server is reachable only from inside its network,
     so a first ``pulumi up`` from outside runs with ``enabled: false`` (README: two-phase bring-up)."""
 
     enabled: bool = True
     monitoring: bool | None = None
+    # Required with monitoring: alerts nobody receives are no monitoring (cluster review D12).
+    alerting: AlertingConfig | None = None
     gpu_operator: bool = True
     # Teams as names (`[vision, nlp]`) or objects (`[{name: vision, gpuBorrowingLimit: 8}]`).
     teams: tuple[TeamConfig, ...] = ()
@@ -651,6 +670,12 @@ def _rule_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             + ", ".join(allowed),
         )
     yield from _cluster_problems(config)
+    if config.kubernetes.enabled and config.monitoring and config.kubernetes.alerting is None:
+        yield (
+            f"{PLATFORM_KEY}.kubernetes.alerting",
+            "monitoring is on but its alerts reach nobody; set {receiver: webhook|slack, secret: NAME}"
+            " (a Secret in monitoring with key url), or monitoring: false",
+        )
     yield from _pool_problems(config)
     yield from _storage_problems(config)
     yield from _workload_problems(config)
@@ -869,6 +894,12 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             yield f"{key}.inference", "the service reads models from shared storage (storage.shared)"
         if inference.max_replicas < inference.min_replicas:
             yield f"{key}.inference.maxReplicas", f"must be ≥ minReplicas ({inference.min_replicas})"
+        elif inference.canary is not None:
+            problem = canary_share_problem(
+                inference.min_replicas, inference.max_replicas, inference.canary.percent / 100
+            )
+            if problem:
+                yield f"{key}.inference.canary.percent", problem
         if not re.fullmatch(r"[0-9]+(m)?", inference.cpu):
             yield f"{key}.inference.cpu", "a Kubernetes CPU quantity such as 1 or 500m"
         if not re.fullmatch(r"[0-9]+(Mi|Gi)", inference.memory):

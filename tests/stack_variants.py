@@ -57,6 +57,7 @@ def all_features(stack: str) -> dict[str, Any]:
     config = copy.deepcopy(template(stack))
     platform = config[PLATFORM_KEY]
     platform["kubernetes"] = {
+        **platform.get("kubernetes", {}),
         "monitoring": True,
         "kueue": True,
         "gpuOperator": True,
@@ -69,3 +70,40 @@ def all_features(stack: str) -> dict[str, Any]:
     # A private endpoint of the region's object storage, inside the stack's own network.
     workloads["training"]["datasetEgressCidrs"] = [platform["network"]["cidr"]]
     return config
+
+
+TEAMS = ["nlp", {"name": "vision", "gpuBorrowingLimit": 16}]
+
+
+def with_teams(stack: str, teams: list[Any] | None = None) -> dict[str, Any]:
+    """The shipped template with ``kubernetes.teams`` (the README's team example by default)."""
+    config = copy.deepcopy(template(stack))
+    config[PLATFORM_KEY].setdefault("kubernetes", {})["teams"] = TEAMS if teams is None else teams
+    return config
+
+
+def team_job(platform_job: dict[str, Any], team: str) -> dict[str, Any]:
+    """The platform's training Job as a team submits it: the same run, in ``team-<team>``, queued in
+    that namespace's LocalQueue (the same queue label: every queued namespace's queue has one name)."""
+    job = copy.deepcopy(platform_job)
+    job["metadata"]["namespace"] = f"team-{team}"
+    return job
+
+
+def job_pod(job: dict[str, Any], index: int = 0) -> dict[str, Any]:
+    """A pod of ``job`` as the Job controller creates it: the template, with the controller's labels
+    (kubernetes.io "Jobs": ``batch.kubernetes.io/job-name``, ``batch.kubernetes.io/job-completion-index``)."""
+    template = copy.deepcopy(job["spec"]["template"])
+    name = job["metadata"]["name"]
+    labels = {
+        **template["metadata"].get("labels", {}),
+        "batch.kubernetes.io/job-name": name,
+        "job-name": name,
+        "batch.kubernetes.io/job-completion-index": str(index),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{name}-{index}", "namespace": job["metadata"]["namespace"], "labels": labels},
+        "spec": template["spec"],
+    }

@@ -11,6 +11,12 @@ gloo, and as a Job on each fabric pool of the cluster with NCCL. For each messag
 The test fails (exit 1, one line) when NCCL chose its socket transport where the pool has an RDMA
 fabric — NCCL then trains over TCP with no error at all — or when the busbw of the largest message is
 below ``--floor-gbytes`` (derived from the fabric's line rate by the Job builder).
+
+On an RDMA fabric it first checks that the process may pin memory: RDMA memory registration
+(``ibv_reg_mr``; libfabric's EFA provider likewise) is bounded by ``RLIMIT_MEMLOCK`` unless
+``CAP_IPC_LOCK`` is effective, and a pod cannot raise the limit (AKS nodes: 64 KiB,
+Azure/aks-rdma-infiniband docs; NCCL then fails with "ibv_reg_mr ... Cannot allocate memory",
+NVIDIA/nccl-tests#206). It prints both and exits 2 (no retry can help) when neither allows it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from collections.abc import Iterator
@@ -27,9 +34,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from workloads.fatal import record_fatal
 from workloads.nccl_transport import capture_init_log, network_of, transport_problem
 
 MIB = 1 << 20
+# linux/capability.h
+CAP_IPC_LOCK = 14
 
 
 @dataclass(frozen=True)
@@ -135,8 +145,46 @@ def _human(size: int) -> str:
     return f"{size}B"
 
 
+def effective_capabilities(status: str) -> int:
+    """The ``CapEff`` bit mask of a ``/proc/<pid>/status`` text (proc(5))."""
+    for line in status.splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
+def memlock_problem(limit: int, cap_effective: int) -> str | None:
+    """One line when RDMA memory registration would be capped: a finite memlock limit and no
+    CAP_IPC_LOCK in the effective set."""
+    if limit == resource.RLIM_INFINITY or cap_effective & (1 << CAP_IPC_LOCK):
+        return None
+    return (
+        f"locked-memory limit is {limit // 1024} KiB and CAP_IPC_LOCK is not effective: RDMA memory "
+        "registration will fail (run as UID 0 with IPC_LOCK, or raise the node's memlock limit)"
+    )
+
+
+def _memlock_preflight() -> str | None:
+    limit = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+    cap_effective = effective_capabilities(Path("/proc/self/status").read_text())
+    shown = "unlimited" if limit == resource.RLIM_INFINITY else f"{limit // 1024} KiB"
+    locks = bool(cap_effective & 1 << CAP_IPC_LOCK)
+    print(f"memlock: {shown}; CapEff: {cap_effective:016x} (CAP_IPC_LOCK effective: {locks})")
+    return memlock_problem(limit, cap_effective)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:
+        if exc.code == 2:  # argparse's bad-flags exit: the gate's Job must fail at once
+            record_fatal("bad fabric test flags")
+        raise
+    if args.expect_network and torch.cuda.is_available():
+        problem = _memlock_preflight()
+        if problem:
+            print(f"error: fabric test: {problem}", file=sys.stderr)
+            return record_fatal(problem)
     log_dir = capture_init_log() if torch.cuda.is_available() else None
     device = _device()
     backend = "nccl" if device.type == "cuda" else "gloo"

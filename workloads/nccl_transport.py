@@ -17,10 +17,19 @@ from pathlib import Path
 
 from components.handle import Fabric
 
-_USING_NETWORK = re.compile(r"NCCL INFO Using network (\S+)")
+# The whole name: aws-ofi-nccl's is two words in some versions ("AWS Libfabric").
+_USING_NETWORK = re.compile(r"NCCL INFO Using network (\S.*?)\s*$")
 SOCKET = "Socket"
 # The network NCCL uses on each RDMA fabric when it works.
 EXPECTED_NETWORK: dict[Fabric, str] = {Fabric.EFA: "Libfabric", Fabric.INFINIBAND: "IB"}
+# The names one network is logged under. aws-ofi-nccl calls itself "Libfabric" by default since commit
+# 7c014f0 (2024-08), "AWS Libfabric" in plugin versions up to 1.11 or with NCCL_NET="AWS Libfabric",
+# and "OFI" with NCCL_NET=OFI (aws/aws-ofi-nccl src/nccl_ofi_interface_nvidia.cpp,
+# nvidia_plugin_name_fixup).
+SPELLINGS: dict[str, frozenset[str]] = {
+    "Libfabric": frozenset({"Libfabric", "AWS Libfabric", "OFI"}),
+    "IB": frozenset({"IB"}),
+}
 
 
 def capture_init_log() -> Path:
@@ -52,7 +61,7 @@ def transport_problem(network: str | None, expected: str) -> str | None:
     """One line when NCCL is not on the expected network, else None."""
     if network is None:
         return f"NCCL logged no 'Using network' line; expected {expected} (is NCCL_DEBUG=INFO reaching it?)"
-    if network != expected:
+    if network not in SPELLINGS.get(expected, frozenset({expected})):
         hint = " (TCP sockets: the fabric's devices or userspace are missing)" if network == SOCKET else ""
         return f"NCCL uses network {network}{hint}; this pool's fabric needs {expected}"
     return None

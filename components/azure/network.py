@@ -74,23 +74,18 @@ def _deny_internet_inbound() -> dict[str, object]:
     }
 
 
-# Address ranges that are not the internet (RFC 1918): the Entra ID rule below leaves them out, so it
-# opens no path into the VNet or the pod overlay.
-_PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 _HTTPS = [{"protocol": "TCP", "port": 443}]
 
 
 def workload_egress(cidr: str) -> tuple[dict[str, Any], ...]:
-    """NetworkPolicy egress a workload with a federated identity needs, beyond DNS: HTTPS to the private
-    endpoints' subnet (blob storage resolves there through the Private Link zone) and HTTPS to Entra ID
-    (login.microsoftonline.com) to exchange its service-account token (AKS workload identity docs).
-    Entra ID has no fixed addresses a NetworkPolicy can name, so the rule is public HTTPS; the cluster's
-    egress path (NAT gateway, or the firewall with userDefinedRouting, which filters by FQDN) narrows it.
+    """NetworkPolicy egress a workload needs beyond DNS: HTTPS to the private endpoints' subnet (blob
+    storage resolves there through the Private Link zone). Nothing on the internet: neither workload
+    calls an Azure API (models and outputs are NFS mounts made by the node), so no Entra ID token
+    exchange is needed, and public HTTPS would be an exfiltration path from pods holding restricted data
+    (cluster review C1). A hook that needs a public endpoint names its ranges
+    (workloads.training.datasetEgressCidrs).
     """
-    return (
-        {"to": [{"ipBlock": {"cidr": subnet_plan(cidr).endpoints}}], "ports": _HTTPS},
-        {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(_PRIVATE_RANGES)}}], "ports": _HTTPS},
-    )
+    return ({"to": [{"ipBlock": {"cidr": subnet_plan(cidr).endpoints}}], "ports": _HTTPS},)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ Versions come from ``charts.PINS``; every values key set here exists in the char
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,19 @@ RDMA_RESOURCE = "shared_ib"
 
 
 @dataclass(frozen=True)
+class ApiServerBackend:
+    """Pods of a release that kube-apiserver itself calls: admission webhooks and aggregated APIs
+    (APIServices). The API server is not a pod, so no namespace or pod selector matches it (on EKS it
+    calls from the control plane's cross-account ENIs in the cluster subnets, on AKS through
+    konnectivity; aws/aws-network-policy-agent#281): these ports are opened to any source, on these
+    pods only, as metrics-server's 10250 is."""
+
+    selector: Mapping[str, str]
+    # The Service targetPorts, as container ports of the selected pods.
+    ports: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Chart:
     """One Helm release: the pinned chart, its target namespace and values."""
 
@@ -61,6 +75,7 @@ class Chart:
     values: dict[str, Any] = field(default_factory=dict)
     # Releases this one is installed after (by release name): CRDs it needs come from them.
     after: tuple[str, ...] = ()
+    api_server_backend: ApiServerBackend | None = None
 
 
 def resources(cpu: str, memory: str, request_cpu: str, request_memory: str) -> dict[str, dict[str, str]]:
@@ -109,7 +124,10 @@ def gpu_operator(handle: ClusterHandle) -> Chart:
         values={
             "driver": {"enabled": not preinstalled, "rdma": {"enabled": infiniband, "useHostMofed": False}},
             "toolkit": {"enabled": not preinstalled},
-            "dcgmExporter": {"enabled": True},
+            # Prometheus scrapes the exporter through our own job, with honor_labels
+            # (monitoring.gpu_scrape_job); the chart's ServiceMonitor (on by default, honorLabels false)
+            # would scrape it a second time and overwrite the GPU holders' namespace/pod labels.
+            "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": False}},
             "daemonsets": {"tolerations": gpu_tolerations(handle)},
             # NFD's chart sets memory limits only (node-feature-discovery values.yaml); CPU added.
             "node-feature-discovery": {
@@ -261,6 +279,7 @@ def kueue_chart(handle: ClusterHandle) -> Chart:
         pin=pin("kueue", handle.kubernetes_version),
         namespace=kueue.NAMESPACE,
         values=kueue.chart_values(),
+        api_server_backend=ApiServerBackend(kueue.CONTROLLER_SELECTOR, kueue.API_SERVER_PORTS),
     )
 
 
@@ -303,9 +322,26 @@ def kube_system_network_policy(releases: list[str]) -> Object:
     return _ingress_policy("ml-platform-addons-ingress", "kube-system", selector, rules)
 
 
+def api_server_network_policy(chart: Chart, backend: ApiServerBackend) -> Object:
+    """The API server's calls to a release's webhook or APIService pods: a port-only rule."""
+    ports = [{"protocol": "TCP", "port": port} for port in backend.ports]
+    return _ingress_policy(
+        f"{chart.release}-api-server-ingress",
+        chart.namespace,
+        {"matchLabels": dict(backend.selector)},
+        [{"ports": ports}],
+    )
+
+
 def addon_network_policies(charts: list[Chart], operator_namespaces: list[str]) -> list[Object]:
-    """An ingress policy for every namespace our charts run pods in (k8s-namespace-network-policy)."""
+    """An ingress policy for every namespace our charts run pods in (k8s-namespace-network-policy), and
+    one per release the API server calls."""
     policies = [operator_network_policy(namespace) for namespace in operator_namespaces]
+    policies += [
+        api_server_network_policy(chart, chart.api_server_backend)
+        for chart in charts
+        if chart.api_server_backend is not None
+    ]
     in_kube_system = [c.release for c in charts if c.namespace == "kube-system"]
     return policies + ([kube_system_network_policy(in_kube_system)] if in_kube_system else [])
 

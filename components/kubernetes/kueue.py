@@ -47,6 +47,16 @@ NAMESPACE = "kueue-system"
 RELEASE = "kueue"
 COHORT = "ml-platform"
 PLATFORM_QUEUE = "platform"
+# The controller-manager pods (charts/kueue _helpers.tpl "kueue.selectorLabels" at v0.19.2, release
+# name "kueue"), and the ports kube-apiserver calls on them: the webhook Service's targetPort 9443
+# (values.yaml webhookService.ports) and the visibility APIService's Service targetPort 8082
+# (templates/visibility/service.yaml); manager.yaml names them webhook-server and visibility.
+CONTROLLER_SELECTOR = {
+    "app.kubernetes.io/name": "kueue",
+    "app.kubernetes.io/instance": RELEASE,
+    "control-plane": "controller-manager",
+}
+API_SERVER_PORTS = (9443, 8082)
 # Every queued namespace has one LocalQueue of this name: a Job says which queue by its namespace.
 QUEUE_NAME = "default"
 # Kueue's job labels (pkg/controller/constants/constants.go at v0.19.2).
@@ -74,10 +84,14 @@ _BASE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 _FABRIC_RESOURCES = {Fabric.EFA: "vpc.amazonaws.com/efa", Fabric.INFINIBAND: "rdma/shared_ib"}
 EXCLUDED_RESOURCE_PREFIXES = ("hugepages-",)
 
-# How long an admitted run may take to get every pod Ready before Kueue evicts and requeues it. GPU
-# training images are large (an NGC PyTorch image is tens of GB) and a scaled-from-zero node needs
-# minutes to join, so Kueue's 5-minute default would evict runs that are only pulling.
-PODS_READY_TIMEOUT = "15m"
+# How long an admitted run may take to get every pod Ready before Kueue evicts and requeues it, and how
+# long a running workload may have a pod not Ready (a lost node being replaced) before the same. Kueue
+# 0.19.2's default is 30 minutes for the first and the first's value for the second
+# (apis/config/v1beta2/defaults.go: DefaultWaitForPodsReadyTimeout = 30 * time.Minute, RecoveryTimeout
+# defaulted from Timeout). A scaled-from-zero p5en/ND96 node and a multi-GB CUDA image pull take tens of
+# minutes, so neither is shortened; recovery is stated, not inherited.
+PODS_READY_TIMEOUT = "30m"
+PODS_RECOVERY_TIMEOUT = "30m"
 
 
 def queueing_enabled(config: PlatformConfig) -> bool:
@@ -130,20 +144,28 @@ def pool_capacity(pool: PoolHandle, max_size: int) -> dict[str, str]:
     return capacity
 
 
-def _flavor_order(pools: tuple[PoolHandle, ...]) -> list[PoolHandle]:
-    """CPU before GPU and on-demand before spot: Kueue tries flavors in this order, so a Job that fits
-    several takes the cheapest that is not evictable."""
+def queued_pools(handle: ClusterHandle, config: PlatformConfig) -> list[PoolHandle]:
+    """The pools queued Jobs run on: every GPU pool and the training run's pool. The system and
+    inference pools are not lent: a Job without a nodeSelector would otherwise be placed there by
+    Kueue and compete with the add-ons and serving. CPU before GPU and on-demand before spot: Kueue
+    tries flavors in this order, so a Job that fits several takes the cheapest that is not evictable."""
+    training = config.workloads.training
+    names = {p.name for p in handle.pools if p.gpus_per_node > 0}
+    if training is not None:
+        names.add(training.pool)
+    pools = [p for p in handle.pools if p.name in names]
     return sorted(pools, key=lambda p: (p.gpus_per_node > 0, p.spot))
 
 
 def _resource_group(
     handle: ClusterHandle,
+    pools: list[PoolHandle],
     quota: Mapping[str, Mapping[str, str]],
     borrowing_limit: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     resources = covered_resources(handle)
     flavors = []
-    for pool in _flavor_order(handle.pools):
+    for pool in pools:
         flavor_quota = quota.get(pool.name, {})
         entries = []
         for resource in resources:
@@ -161,7 +183,8 @@ def _namespace_selector(namespace: str) -> dict[str, Any]:
 
 def platform_cluster_queue(handle: ClusterHandle, config: PlatformConfig) -> Object:
     """The platform's queue owns the cohort's quota: every pool at its maximum size."""
-    quota = {pool.name: pool_capacity(pool, config.pool(pool.name).max_size) for pool in handle.pools}
+    pools = queued_pools(handle, config)
+    quota = {pool.name: pool_capacity(pool, config.pool(pool.name).max_size) for pool in pools}
     return {
         "apiVersion": API_VERSION,
         "kind": "ClusterQueue",
@@ -170,7 +193,7 @@ def platform_cluster_queue(handle: ClusterHandle, config: PlatformConfig) -> Obj
             "cohortName": COHORT,
             "namespaceSelector": _namespace_selector(WORKLOAD_IDENTITIES["training"].namespace),
             "queueingStrategy": "BestEffortFIFO",
-            "resourceGroups": [_resource_group(handle, quota)],
+            "resourceGroups": [_resource_group(handle, pools, quota)],
             "preemption": {
                 # Take lent quota back from any borrower, and within the queue let higher priority win.
                 "reclaimWithinCohort": "Any",
@@ -181,10 +204,19 @@ def platform_cluster_queue(handle: ClusterHandle, config: PlatformConfig) -> Obj
     }
 
 
-def team_cluster_queue(handle: ClusterHandle, team: TeamConfig) -> Object:
+def _team_limit(team: TeamConfig) -> dict[str, str] | None:
+    return None if team.gpu_borrowing_limit is None else {"nvidia.com/gpu": str(team.gpu_borrowing_limit)}
+
+
+def team_cluster_queue(handle: ClusterHandle, config: PlatformConfig, team: TeamConfig) -> Object:
     """A team's queue has no quota of its own: it runs on what is idle in the cohort, up to its limit,
-    and a borrowing run may preempt only work of lower priority than research."""
-    limit = None if team.gpu_borrowing_limit is None else {"nvidia.com/gpu": str(team.gpu_borrowing_limit)}
+    and a borrowing run may preempt only work of lower priority than research.
+
+    ``reclaimWithinCohort`` is not ``Never``: Kueue's CRD refuses ``Never`` together with a
+    ``borrowWithinCohort`` policy other than ``Never`` (ClusterQueuePreemption CEL rule, charts/kueue
+    CRDs at v0.19.2). With no nominal quota a team has nothing to reclaim, so ``LowerPriority`` changes
+    nothing else."""
+    pools = queued_pools(handle, config)
     return {
         "apiVersion": API_VERSION,
         "kind": "ClusterQueue",
@@ -193,9 +225,9 @@ def team_cluster_queue(handle: ClusterHandle, team: TeamConfig) -> Object:
             "cohortName": COHORT,
             "namespaceSelector": _namespace_selector(f"team-{team.name}"),
             "queueingStrategy": "BestEffortFIFO",
-            "resourceGroups": [_resource_group(handle, {}, limit)],
+            "resourceGroups": [_resource_group(handle, pools, {}, _team_limit(team))],
             "preemption": {
-                "reclaimWithinCohort": "Never",
+                "reclaimWithinCohort": "LowerPriority",
                 "withinClusterQueue": "LowerPriority",
                 "borrowWithinCohort": {
                     "policy": "LowerPriority",
@@ -204,6 +236,21 @@ def team_cluster_queue(handle: ClusterHandle, team: TeamConfig) -> Object:
             },
         },
     }
+
+
+def team_admissible(handle: ClusterHandle, config: PlatformConfig, team: TeamConfig) -> dict[str, int]:
+    """The most a team's queue can admit at once, per resource (CPU in cores, memory in GiB, GPUs):
+    every queued pool at full size, GPUs capped per flavor by the team's borrowing limit. The team
+    namespace's ResourceQuota is this, so it never refuses pods Kueue admitted."""
+    limit = team.gpu_borrowing_limit
+    total = {"cpu": 0, "memory": 0, "nvidia.com/gpu": 0}
+    for pool in queued_pools(handle, config):
+        size = config.pool(pool.name).max_size
+        gpus = pool.gpus_per_node * size
+        total["cpu"] += pool.vcpus * size
+        total["memory"] += pool.memory_gib * size
+        total["nvidia.com/gpu"] += gpus if limit is None else min(gpus, limit)
+    return total
 
 
 def local_queue(namespace: str, cluster_queue: str) -> Object:
@@ -234,9 +281,9 @@ def queue_objects(handle: ClusterHandle, config: PlatformConfig) -> list[Object]
     teams = config.kubernetes.teams
     return [
         *priority_classes(),
-        *(resource_flavor(pool) for pool in _flavor_order(handle.pools)),
+        *(resource_flavor(pool) for pool in queued_pools(handle, config)),
         platform_cluster_queue(handle, config),
-        *(team_cluster_queue(handle, team) for team in teams),
+        *(team_cluster_queue(handle, config, team) for team in teams),
         *queue_required_policy(),
         local_queue(WORKLOAD_IDENTITIES["training"].namespace, PLATFORM_QUEUE),
         *(local_queue(f"team-{team.name}", f"team-{team.name}") for team in teams),
@@ -274,6 +321,7 @@ def manager_config() -> dict[str, Any]:
         # the next run only once this one's pods are all Ready, so two big runs cannot deadlock.
         "waitForPodsReady": {
             "timeout": PODS_READY_TIMEOUT,
+            "recoveryTimeout": PODS_RECOVERY_TIMEOUT,
             "blockAdmission": True,
             "requeuingStrategy": {
                 "timestamp": "Eviction",

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_kubernetes.helm.v3 as helm
 
-from components.config import PlatformConfig
+from components.config import PlatformConfig, TeamConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric
 from components.images import WorkloadImages
 from components.kubernetes import kueue, monitoring
@@ -32,7 +32,15 @@ from components.kubernetes.addons import (
 )
 from components.kubernetes.objects import Object, apply_objects
 from components.kubernetes.storage import shared_volume_objects
-from components.kubernetes.tenancy import NamespaceSpec, PodSecurity, namespace_objects, service_account
+from components.kubernetes.tenancy import (
+    POD_SECURITY_EXCEPTION_LABEL,
+    NamespaceSpec,
+    PodSecurity,
+    ipc_lock_exception_policy,
+    ipc_lock_namespace,
+    namespace_objects,
+    service_account,
+)
 from components.kubernetes.workloads import WorkloadObjects, workload_objects
 
 
@@ -58,8 +66,11 @@ class KubernetesLayer(pulumi.ComponentResource):
         workloads = workload_objects(handle, config, images)
         specs = tenancy_specs(handle, config, workloads)
         namespaces = self._apply([o for spec in specs for o in namespace_objects(spec)])
+        if any(POD_SECURITY_EXCEPTION_LABEL in spec.labels for spec in specs):
+            # Before any pod can land in a namespace whose Pod Security label says "privileged".
+            namespaces += self._apply(ipc_lock_exception_policy())
         charts = addon_charts(handle, config.region, config.kubernetes.gpu_operator)
-        scrape_jobs = workloads.scrape_jobs + ([monitoring.gpu_scrape_job()] if handle.has_gpus else [])
+        scrape_jobs = [monitoring.gpu_scrape_job()] if handle.has_gpus else []
         if config.monitoring:
             charts.append(monitoring.prometheus_chart(handle, scrape_jobs))
         queueing = kueue.queueing_enabled(config)
@@ -77,7 +88,16 @@ class KubernetesLayer(pulumi.ComponentResource):
         volumes = self._apply(volume_objects(handle, workloads), namespaces)
         if config.monitoring:
             rules = {"gpu": monitoring.GPU_RULES if handle.has_gpus else [], **workloads.alert_rules}
-            self._apply([monitoring.alert_rules(rules)], [releases[monitoring.RELEASE]])
+            # Config validation guarantees a receiver wherever monitoring is on (kubernetes.alerting).
+            assert config.kubernetes.alerting is not None
+            self._apply(
+                [
+                    monitoring.alert_rules(rules),
+                    monitoring.alert_routing(config.kubernetes.alerting),
+                    *workloads.monitors,
+                ],
+                [releases[monitoring.RELEASE], *namespaces],
+            )
         # Kueue's objects need its CRDs and webhook (the release) and their namespaces; a queued Job
         # needs its LocalQueue, or Kueue's webhook refuses it.
         queues = (
@@ -87,7 +107,10 @@ class KubernetesLayer(pulumi.ComponentResource):
         )
         ready = [*namespaces, *identities, *volumes, *queues]
         gates = self._apply(workloads.gates, ready)
-        self.workloads = gates + self._apply(workloads.objects, [*ready, *gates])
+        # Only the training run waits for the fabric gates; serving does not (a slow or failed GPU gate
+        # must not hold back a CPU inference rollout).
+        gated = self._apply(workloads.gated, [*ready, *gates])
+        self.workloads = gates + gated + self._apply(workloads.objects, ready)
         self.releases = sorted(releases)
         self.register_outputs({"releases": self.releases})
 
@@ -142,16 +165,11 @@ def tenancy_specs(
         )
     training = config.workloads.training
     if training is not None:
-        infiniband = handle.pool(training.pool).fabric is Fabric.INFINIBAND
-        specs.append(
-            NamespaceSpec(
-                WORKLOAD_IDENTITIES["training"].namespace,
-                PodSecurity.PRIVILEGED if infiniband else PodSecurity.RESTRICTED,
-                # REFERENCE.md: IPC_LOCK (RDMA memory registration) is beyond Pod Security "baseline".
-                "InfiniBand training needs IPC_LOCK to pin RDMA memory" if infiniband else None,
-                quota=_pool_quota(handle, config, training.pool),
-            )
-        )
+        name, quota = WORKLOAD_IDENTITIES["training"].namespace, _pool_quota(handle, config, training.pool)
+        if handle.pool(training.pool).fabric is Fabric.INFINIBAND:
+            specs.append(ipc_lock_namespace(name, quota))
+        else:
+            specs.append(NamespaceSpec(name, quota=quota))
     inference = config.workloads.inference
     if inference is not None:
         specs.append(
@@ -160,13 +178,7 @@ def tenancy_specs(
                 quota=_pool_quota(handle, config, inference.pool),
             )
         )
-    specs += [
-        NamespaceSpec(
-            f"team-{team.name}",
-            quota={"requests.cpu": "16", "requests.memory": "64Gi", "limits.memory": "64Gi"},
-        )
-        for team in config.kubernetes.teams
-    ]
+    specs += [team_namespace(handle, config, team) for team in config.kubernetes.teams]
     if kueue.queueing_enabled(config):
         queued = {
             WORKLOAD_IDENTITIES["training"].namespace,
@@ -180,6 +192,24 @@ def tenancy_specs(
         ]
         specs.append(NamespaceSpec(kueue.NAMESPACE, guarded=False))
     return specs
+
+
+def team_namespace(handle: ClusterHandle, config: PlatformConfig, team: TeamConfig) -> NamespaceSpec:
+    """A team's namespace: a quota of what its queue may admit (so the quota never refuses pods Kueue
+    admitted: ResourceQuota admission refuses a pod that would exceed ``hard``, kubernetes.io "Resource
+    Quotas"), its runs' pods reaching each other, and, where it may borrow an InfiniBand pool, the same
+    narrow Pod Security exception as the platform's training namespace."""
+    admissible = kueue.team_admissible(handle, config, team)
+    quota = {
+        "requests.cpu": str(admissible["cpu"]),
+        "requests.memory": f"{admissible['memory']}Gi",
+        "limits.memory": f"{admissible['memory']}Gi",
+        "requests.nvidia.com/gpu": str(admissible["nvidia.com/gpu"]),
+    }
+    name = f"team-{team.name}"
+    if any(p.fabric is Fabric.INFINIBAND for p in kueue.queued_pools(handle, config)):
+        return ipc_lock_namespace(name, quota, job_peers=True)
+    return NamespaceSpec(name, quota=quota, job_peers=True)
 
 
 def identity_objects(handle: ClusterHandle, workloads: WorkloadObjects) -> list[Object]:

@@ -7,52 +7,60 @@ are reviewed, exported and policy-checked like every other object.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
+from components.config import AlertingConfig, AlertReceiver
 from components.handle import ClusterHandle
 from components.kubernetes.addons import (
     GPU_OPERATOR_NAMESPACE,
     MONITORING_NAMESPACE,
     RESTRICTED_CONTAINER,
+    ApiServerBackend,
     Chart,
     resources,
     tolerations,
 )
 from components.kubernetes.charts import pin
 from components.kubernetes.objects import MANAGED_BY, Object
+from workloads.inference.k8s import INSTANCE_LABEL
 
 RELEASE = "kube-prometheus-stack"
-# A Secret in the monitoring namespace holding ``ca.crt``, the CA that signed the inference service's
+# The prometheus-operator pods and its admission webhook's port, which kube-apiserver calls
+# (kube-prometheus-stack 88.5.3: templates/prometheus-operator/service.yaml selector, targetPort
+# ``https`` = containerPort prometheusOperator.tls.internalPort, 10250 in values.yaml).
+OPERATOR_BACKEND = ApiServerBackend({"app": f"{RELEASE}-operator", "release": RELEASE}, (10250,))
+# A Secret in the inference namespace holding ``ca.crt``, the CA that signed the inference service's
 # certificate, so Prometheus verifies what it scrapes over TLS (README: "Monitoring").
 INFERENCE_CA_SECRET = "inference-ca"
-# A copy of ml-inference's `inference-auth` Secret (key `token`) in monitoring, for the scrape.
-INFERENCE_AUTH_SECRET = "inference-auth"
-# Where the Prometheus operator mounts prometheusSpec.secrets (kube-prometheus-stack values.yaml).
-_SECRETS_DIR = "/etc/prometheus/secrets"
-_SECRET_PATH = re.compile(re.escape(_SECRETS_DIR) + r"/([^/]+)/")
+# Control-plane components a managed cluster does not expose (EKS, AKS: prometheus-community/helm-charts
+# #3368, #4106), and kube-proxy, which EKS binds to 127.0.0.1 and AKS with Cilium does not run: their
+# ServiceMonitors and the chart's "...Down" alerts on them (critical, absent(up)) would fire for ever.
+# Disabling a component also drops its rules (templates/prometheus/rules-1.14: each gated on
+# ``.Values.<component>.enabled``).
+_UNSCRAPEABLE = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy")
+# The Alertmanager configuration the platform writes (an AlertmanagerConfig in the monitoring
+# namespace, which with this matcher strategy receives every alert: crd-alertmanagers.yaml,
+# alertmanagerConfigMatcherStrategy "OnNamespaceExceptForAlertmanagerNamespace").
+ALERT_ROUTING = "ml-platform"
 
 
-def _endpoints_job(job: str, namespace: str, keep_service: str, scheme: str = "http") -> dict[str, Any]:
-    """Scrape every endpoint of one Service, labelled with the pod it came from."""
+def _endpoints_job(job: str, namespace: str, keep_service: str) -> dict[str, Any]:
+    """Scrape every endpoint of one Service, labelled with the node it runs on."""
     return {
         "job_name": job,
-        "scheme": scheme,
         "kubernetes_sd_configs": [{"role": "endpoints", "namespaces": {"names": [namespace]}}],
         "relabel_configs": [
             {"source_labels": ["__meta_kubernetes_service_name"], "regex": keep_service, "action": "keep"},
-            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
             {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
         ],
     }
 
 
 def prometheus_chart(handle: ClusterHandle, scrape_jobs: list[dict[str, Any]]) -> Chart:
-    """kube-prometheus-stack (prometheus-community), with our scrape jobs and rule selection open to
-    PrometheusRule objects outside the chart. Secrets the jobs' TLS settings name are mounted. The node
-    exporter runs on every node, so it tolerates every pool's taints."""
-    secrets = sorted({name for job in scrape_jobs for name in _SECRET_PATH.findall(json.dumps(job))})
+    """kube-prometheus-stack (prometheus-community), with our scrape jobs and rule, ServiceMonitor and
+    AlertmanagerConfig selection open to objects outside the chart. The node exporter runs on every
+    node, so it tolerates every pool's taints. Prometheus mounts no Secret: a scrape's credentials come
+    through its ServiceMonitor, so a missing one disables that scrape, not Prometheus."""
     return Chart(
         release=RELEASE,
         pin=pin("kube-prometheus-stack", handle.kubernetes_version),
@@ -64,9 +72,14 @@ def prometheus_chart(handle: ClusterHandle, scrape_jobs: list[dict[str, Any]]) -
                     "ruleSelectorNilUsesHelmValues": False,
                     "serviceMonitorSelectorNilUsesHelmValues": False,
                     "additionalScrapeConfigs": scrape_jobs,
-                    "secrets": secrets,
                 }
             },
+            "alertmanager": {
+                "alertmanagerSpec": {
+                    "alertmanagerConfigMatcherStrategy": {"type": "OnNamespaceExceptForAlertmanagerNamespace"}
+                }
+            },
+            **{component: {"enabled": False} for component in _UNSCRAPEABLE},
             # Grafana's chart default admin password is public; teams attach their managed Grafana
             # (Amazon Managed Grafana / Azure Managed Grafana) to this Prometheus instead.
             "grafana": {"enabled": False},
@@ -81,28 +94,80 @@ def prometheus_chart(handle: ClusterHandle, scrape_jobs: list[dict[str, Any]]) -
                 "admissionWebhooks": {"patch": {"resources": resources("100m", "128Mi", "10m", "32Mi")}},
             },
         },
+        api_server_backend=OPERATOR_BACKEND,
     )
 
 
 def gpu_scrape_job() -> dict[str, Any]:
-    return _endpoints_job("dcgm-exporter", GPU_OPERATOR_NAMESPACE, "nvidia-dcgm-exporter")
+    """The DCGM exporter, the one job that scrapes it (the GPU operator's own ServiceMonitor is off,
+    addons.gpu_operator). ``honor_labels``: the exporter labels each GPU's series with the ``namespace``,
+    ``pod`` and ``container`` holding it; without it Prometheus renames them ``exported_*`` (Prometheus
+    scrape_config docs, ``honor_labels``; NVIDIA/dcgm-exporter#85). No ``pod`` target label: a GPU no
+    pod holds must carry none, not the exporter's."""
+    return {
+        **_endpoints_job("dcgm-exporter", GPU_OPERATOR_NAMESPACE, "nvidia-dcgm-exporter"),
+        "honor_labels": True,
+    }
 
 
-def inference_scrape_job(namespace: str, service: str, tls: bool, auth: bool) -> dict[str, Any]:
-    """The inference service's /metrics: over TLS verified with its CA, and with the service's bearer
-    token where /v1 needs one (the service guards /metrics with the same token: drift leaks inputs)."""
-    job = _endpoints_job("inference", namespace, service, "https" if tls else "http")
+def inference_service_monitor(namespace: str, service: str, tls: bool, auth_secret: str | None) -> Object:
+    """The inference service's /metrics, through a ServiceMonitor in its own namespace: over TLS verified
+    with its CA, and with the service's bearer token where /v1 needs one (the service guards /metrics
+    with the same token: drift leaks inputs). The Secrets are read by the operator from that namespace
+    (monitoring.coreos.com/v1 ServiceMonitor ``authorization.credentials``, ``tlsConfig.ca.secret``)."""
+    endpoint: dict[str, Any] = {
+        "port": "https" if tls else "http",
+        "path": "/metrics",
+        "scheme": "https" if tls else "http",
+    }
     if tls:
-        job["tls_config"] = {
-            "ca_file": f"{_SECRETS_DIR}/{INFERENCE_CA_SECRET}/ca.crt",
-            "server_name": f"{service}.{namespace}.svc",
+        endpoint["tlsConfig"] = {
+            "ca": {"secret": {"name": INFERENCE_CA_SECRET, "key": "ca.crt"}},
+            "serverName": f"{service}.{namespace}.svc",
         }
-    if auth:
-        job["authorization"] = {
-            "type": "Bearer",
-            "credentials_file": f"{_SECRETS_DIR}/{INFERENCE_AUTH_SECRET}/token",
-        }
-    return job
+    if auth_secret is not None:
+        endpoint["authorization"] = {"type": "Bearer", "credentials": {"name": auth_secret, "key": "token"}}
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": service, "namespace": namespace, "labels": dict(MANAGED_BY)},
+        "spec": {
+            "selector": {"matchLabels": {INSTANCE_LABEL: service}},
+            "endpoints": [endpoint],
+        },
+    }
+
+
+def alert_routing(alerting: AlertingConfig) -> Object:
+    """Every alert to the stack's receiver, its URL read by the operator from the Secret the stack
+    names (AlertmanagerConfig v1alpha1: webhookConfigs[].urlSecret, slackConfigs[].apiURL); the chart's
+    always-firing Watchdog and InfoInhibitor go nowhere."""
+    url = {"name": alerting.secret, "key": "url"}
+    target = (
+        {"webhookConfigs": [{"urlSecret": url, "sendResolved": True}]}
+        if alerting.receiver is AlertReceiver.WEBHOOK
+        else {"slackConfigs": [{"apiURL": url, "sendResolved": True}]}
+    )
+    return {
+        "apiVersion": "monitoring.coreos.com/v1alpha1",
+        "kind": "AlertmanagerConfig",
+        "metadata": {"name": ALERT_ROUTING, "namespace": MONITORING_NAMESPACE, "labels": dict(MANAGED_BY)},
+        "spec": {
+            "route": {
+                "receiver": "platform",
+                "groupBy": ["alertname", "namespace"],
+                "routes": [
+                    {
+                        "receiver": "silenced",
+                        "matchers": [
+                            {"name": "alertname", "value": "Watchdog|InfoInhibitor", "matchType": "=~"}
+                        ],
+                    }
+                ],
+            },
+            "receivers": [{"name": "platform", **target}, {"name": "silenced"}],
+        },
+    }
 
 
 def inference_rules(drift_threshold: float) -> list[dict[str, Any]]:
@@ -139,7 +204,7 @@ def _rule(alert: str, expr: str, for_: str, severity: str, summary: str) -> dict
 GPU_RULES = [
     _rule(
         "GPUAllocatedButIdle",
-        'avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL{pod!=""}) < 5',
+        'avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL{namespace!="", pod!=""}) < 5',
         "30m",
         "warning",
         "GPUs held by {{ $labels.namespace }}/{{ $labels.pod }} have been under 5% busy for 30 minutes",
@@ -151,12 +216,16 @@ GPU_RULES = [
         "critical",
         "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID error {{ $value }}",
     ),
+    # Uncorrectable memory errors, as H100/H200 report them: row remapping. dcgm-exporter's default
+    # counters leave the ECC fields commented out and export these (NVIDIA/dcgm-exporter
+    # etc/dcp-metrics-included.csv, the file the GPU operator mounts; cluster review B4).
     _rule(
-        "GPUDoubleBitEccError",
-        "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0",
+        "GPUUncorrectableMemoryError",
+        "increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS[10m]) > 0 or DCGM_FI_DEV_ROW_REMAP_FAILURE > 0",
         "0m",
         "critical",
-        "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} had uncorrectable ECC errors: drain the node",
+        "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} remapped memory rows for uncorrectable errors"
+        " (or failed to): drain the node",
     ),
     _rule(
         "GPUHot",

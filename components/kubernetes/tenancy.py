@@ -35,6 +35,8 @@ class NamespaceSpec:
     quota: Mapping[str, str] | None = None
     guarded: bool = True
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Pods of one Job may reach each other on any port (a team's torchrun rendezvous and NCCL).
+    job_peers: bool = False
 
     def __post_init__(self) -> None:
         if self.pod_security is not PodSecurity.RESTRICTED and not self.privilege_reason:
@@ -136,15 +138,22 @@ def allow_dns(ns: str) -> Object:
     }
 
 
-def allow_peers(ns: str, name: str, selector: Mapping[str, str]) -> Object:
-    """Pods matching ``selector`` may reach each other on any port (NCCL and c10d pick theirs)."""
-    peers = [{"podSelector": {"matchLabels": dict(selector)}}]
+# The Job controller labels every pod it creates with its Job's name (kubernetes.io, "Jobs": the
+# ``batch.kubernetes.io/job-name`` label, on Job pods since Kubernetes 1.27).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+def allow_job_peers(ns: str) -> Object:
+    """Job pods in ``ns`` may reach each other on any port (NCCL and c10d pick theirs). A policy cannot
+    say "the same Job as me", so the peers are the namespace's Job pods: one team's runs."""
+    jobs = {"matchExpressions": [{"key": JOB_NAME_LABEL, "operator": "Exists"}]}
+    peers = [{"podSelector": jobs}]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": _meta(name, ns),
+        "metadata": _meta("allow-job-peers", ns),
         "spec": {
-            "podSelector": {"matchLabels": dict(selector)},
+            "podSelector": jobs,
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [{"from": peers}],
             "egress": [{"to": peers}],
@@ -169,4 +178,145 @@ def namespace_objects(spec: NamespaceSpec) -> list[Object]:
         objects += [limit_range(spec.name), default_deny(spec.name), allow_dns(spec.name)]
         if spec.quota:
             objects.append(resource_quota(spec.name, spec.quota))
+        if spec.job_peers:
+            objects.append(allow_job_peers(spec.name))
     return objects
+
+
+# Namespaces that run at Pod Security "privileged" only for InfiniBand's IPC_LOCK carry this label, and
+# the ValidatingAdmissionPolicy below, bound to them, holds their pods to "restricted" but for that
+# capability and the root user it needs (a capability added to a non-root container never reaches its
+# effective set: kubernetes/kubernetes#56374).
+POD_SECURITY_EXCEPTION_LABEL = "ml-platform.io/pod-security-exception"
+IPC_LOCK_EXCEPTION = "ipc-lock"
+IPC_LOCK_REASON = (
+    "InfiniBand training needs IPC_LOCK to pin RDMA memory, as UID 0 (the capability is inert for a "
+    f"non-root user); every other restricted rule is enforced by the {IPC_LOCK_EXCEPTION} admission policy"
+)
+# Pod Security Standards, restricted: the volume types a pod may use (kubernetes.io, "Pod Security
+# Standards", "Volume Types").
+_RESTRICTED_VOLUMES = (
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+)
+_SECCOMP_TYPES = "['RuntimeDefault', 'Localhost']"
+_POD_SECCOMP = (
+    "has(object.spec.securityContext) && has(object.spec.securityContext.seccompProfile)"
+    f" && object.spec.securityContext.seccompProfile.type in {_SECCOMP_TYPES}"
+)
+# Per container, the restricted rules with the one exception (kubernetes.io, Pod Security Standards).
+_CONTAINER_RULES = (
+    (
+        "!has(c.securityContext) || !has(c.securityContext.privileged) || !c.securityContext.privileged",
+        "may not run privileged",
+    ),
+    (
+        "has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation)"
+        " && !c.securityContext.allowPrivilegeEscalation",
+        "must set allowPrivilegeEscalation: false",
+    ),
+    (
+        "has(c.securityContext) && has(c.securityContext.capabilities)"
+        " && has(c.securityContext.capabilities.drop) && 'ALL' in c.securityContext.capabilities.drop"
+        " && (!has(c.securityContext.capabilities.add)"
+        " || c.securityContext.capabilities.add.all(a, a == 'IPC_LOCK'))",
+        "must drop ALL capabilities and may add IPC_LOCK only",
+    ),
+    (
+        "has(c.securityContext) && has(c.securityContext.seccompProfile)"
+        f" ? c.securityContext.seccompProfile.type in {_SECCOMP_TYPES} : ({_POD_SECCOMP})",
+        "must run under the RuntimeDefault (or a Localhost) seccomp profile",
+    ),
+    ("!has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0)", "may not use host ports"),
+)
+
+
+def _pod_rules() -> list[dict[str, str]]:
+    volumes = " || ".join(f"has(v.{kind})" for kind in _RESTRICTED_VOLUMES)
+    rules = [
+        {
+            "expression": " && ".join(
+                f"!(has(object.spec.{host}) && object.spec.{host})"
+                for host in ("hostNetwork", "hostPID", "hostIPC")
+            ),
+            "message": "pods here may not share the node's network, PID or IPC namespace",
+        },
+        {
+            "expression": f"!has(object.spec.volumes) || object.spec.volumes.all(v, {volumes})",
+            "message": f"pods here may use only these volume types: {', '.join(_RESTRICTED_VOLUMES)}",
+        },
+        {
+            "expression": "!has(object.spec.securityContext) || !has(object.spec.securityContext.sysctls)",
+            "message": "pods here may not set sysctls",
+        },
+    ]
+    for containers in ("containers", "initContainers", "ephemeralContainers"):
+        for predicate, message in _CONTAINER_RULES:
+            rules.append(
+                {
+                    "expression": (
+                        f"!has(object.spec.{containers}) || object.spec.{containers}.all(c, {predicate})"
+                    ),
+                    "message": f"{containers}: every container {message}",
+                }
+            )
+    return rules
+
+
+def ipc_lock_exception_policy() -> list[Object]:
+    """Pod Security "restricted" but for IPC_LOCK (as root), enforced on pods in the namespaces that
+    carry the exception label: their Pod Security label says "privileged", this says what remains
+    forbidden (ValidatingAdmissionPolicy, admissionregistration.k8s.io/v1, GA in Kubernetes 1.30)."""
+    name = "ml-platform-ipc-lock-exception"
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": _meta(name),
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["pods", "pods/ephemeralcontainers"],
+                        }
+                    ]
+                },
+                "validations": _pod_rules(),
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": _meta(name),
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {POD_SECURITY_EXCEPTION_LABEL: IPC_LOCK_EXCEPTION}}
+                },
+            },
+        },
+    ]
+
+
+def ipc_lock_namespace(name: str, quota: Mapping[str, str], *, job_peers: bool = False) -> NamespaceSpec:
+    """A namespace where InfiniBand training runs: privileged at the Pod Security label, restricted
+    but for IPC_LOCK by ``ipc_lock_exception_policy``."""
+    return NamespaceSpec(
+        name,
+        PodSecurity.PRIVILEGED,
+        IPC_LOCK_REASON,
+        quota=quota,
+        labels={POD_SECURITY_EXCEPTION_LABEL: IPC_LOCK_EXCEPTION},
+        job_peers=job_peers,
+    )

@@ -36,13 +36,15 @@ class WorkloadObjects:
     """What the workloads need from the layer around them, beside their own objects."""
 
     objects: list[Object] = field(default_factory=list)
-    # Objects applied before ``objects``, which wait for them: Jobs ``pulumi up`` awaits as acceptance
-    # gates (the fabric tests), so a training run starts only on a fabric that passed.
+    # Jobs ``pulumi up`` awaits as acceptance gates (the fabric tests), applied before ``gated``.
     gates: list[Object] = field(default_factory=list)
+    # The training run's objects, which wait for the gates: a run starts only on a fabric that passed.
+    gated: list[Object] = field(default_factory=list)
     claims: list[VolumeClaim] = field(default_factory=list)
     # Service accounts the layer creates (the inference object function makes its own).
     service_accounts: list[str] = field(default_factory=list)
-    scrape_jobs: list[dict[str, Any]] = field(default_factory=list)
+    # Monitoring objects (ServiceMonitors), applied once the monitoring chart installed their CRDs.
+    monitors: list[Object] = field(default_factory=list)
     alert_rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
@@ -107,6 +109,9 @@ def fabric_test_spec(
         output_volume={"emptyDir": {"sizeLimit": "1Gi"}},
         nodes=min(FABRIC_TEST_NODES, config.pool(pool.name).max_size),
         max_restarts=0,
+        # One more pod per index: a peer that started long after the other, or a node that failed to
+        # join, should not fail the gate (and ``pulumi up``) on its first try (cluster review B2).
+        backoff_limit_per_index=1,
         entry=(
             "workloads.fabric_test",
             f"--expect-network={EXPECTED_NETWORK[pool.fabric]}",
@@ -160,7 +165,7 @@ def workload_objects(
     # Config validation guarantees shared storage wherever a workload is enabled.
     if training is not None and training.enabled:
         identity = WORKLOAD_IDENTITIES["training"]
-        result.objects += training_job_objects(training_spec(handle, config, training, images))
+        result.gated += training_job_objects(training_spec(handle, config, training, images))
         if config.workloads.fabric_test.enabled:
             for pool in handle.pools:
                 if pool.fabric is not Fabric.NONE:
@@ -173,10 +178,8 @@ def workload_objects(
         spec = inference_spec(handle, config, inference, images)
         result.objects += inference_objects(spec)
         result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
-        result.scrape_jobs.append(
-            monitoring.inference_scrape_job(
-                identity.namespace, spec.name, spec.tls, spec.auth_secret is not None
-            )
+        result.monitors.append(
+            monitoring.inference_service_monitor(identity.namespace, spec.name, spec.tls, spec.auth_secret)
         )
         result.alert_rules["inference"] = monitoring.inference_rules(inference.drift_threshold)
     return result

@@ -81,6 +81,15 @@ def _image_problem(image: Any) -> str | None:
     return None
 
 
+def _root_for_capability(subject: Subject, container: Mapping[str, Any]) -> bool:
+    """An added capability reaches the effective set of a root process only (containers get no ambient
+    capabilities: kubernetes/kubernetes#56374), so a container that adds only exceptable capabilities,
+    with the written reason, may run as UID 0 to use them."""
+    added = elements(container, "securityContext.capabilities.add")
+    exceptable = subject.setting("exceptableCapabilities")
+    return bool(added) and all(c in exceptable for c in added) and subject.reason(CAPABILITIES_REASON)
+
+
 def _privilege(subject: Subject, spec: Mapping[str, Any]) -> Iterator[str]:
     for field in _HOST_NAMESPACES:
         if is_true(known(spec.get(field), field)):
@@ -94,11 +103,13 @@ def _privilege(subject: Subject, spec: Mapping[str, Any]) -> Iterator[str]:
         )
         if not is_false(escalation):
             yield f"{label} securityContext.allowPrivilegeEscalation is {describe(escalation)}; set it false"
-        if not is_true(_effective(container, spec, "runAsNonRoot")):
-            yield f"{label} runAsNonRoot is not true (container or pod securityContext)"
-        if _effective(container, spec, "runAsUser") in (0, 0.0):
-            yield f"{label} runs as UID 0"
-        for capability in elements(container, "securityContext.capabilities.add"):
+        added = elements(container, "securityContext.capabilities.add")
+        if not _root_for_capability(subject, container):
+            if not is_true(_effective(container, spec, "runAsNonRoot")):
+                yield f"{label} runAsNonRoot is not true (container or pod securityContext)"
+            if _effective(container, spec, "runAsUser") in (0, 0.0):
+                yield f"{label} runs as UID 0"
+        for capability in added:
             if capability not in exceptable:
                 yield f"{label} adds capability {capability}"
             elif not subject.reason(CAPABILITIES_REASON):
@@ -126,7 +137,8 @@ def namespace_of(subject: Subject) -> Any:
     return own if own is not None else subject.provider.get("namespace") or "default"
 
 
-def _container_baseline(label: str, container: Mapping[str, Any], spec: Mapping[str, Any]) -> Iterator[str]:
+def _container_baseline(subject: Subject, label: str, container: Mapping[str, Any]) -> Iterator[str]:
+    spec = _pod_spec(subject)
     if not is_true(known(at(container, "securityContext.readOnlyRootFilesystem"), "readOnlyRootFilesystem")):
         yield f"{label} readOnlyRootFilesystem is not true"
     if "ALL" not in elements(container, "securityContext.capabilities.drop"):
@@ -134,6 +146,8 @@ def _container_baseline(label: str, container: Mapping[str, Any], spec: Mapping[
     if _effective(container, spec, "seccompProfile") is None:
         yield f"{label} has no seccompProfile (RuntimeDefault)"
     uid = _effective(container, spec, "runAsUser")
+    if _root_for_capability(subject, container):
+        return
     if not isinstance(uid, (int, float)) or uid < _MIN_UID:
         yield f"{label} runAsUser is {describe(uid)}, not {_MIN_UID} or more"
 
@@ -152,7 +166,7 @@ def _baseline_gaps(subject: Subject) -> Iterator[str]:
     if known(namespace_of(subject), "metadata.namespace") == "default":
         yield "runs in the default namespace"
     for label, container in _containers(spec):
-        yield from _container_baseline(label, container, spec)
+        yield from _container_baseline(subject, label, container)
         if subject.type in _PROBED:
             yield from (
                 f"{label} has no {probe}"

@@ -3,16 +3,18 @@ broken stack file in the corpus is refused with one clear line naming the file a
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
-from components.config import ConfigError, EndpointAccess, parse_stack_config
+from components.config import PLATFORM_KEY, ConfigError, EndpointAccess, parse_stack_config
 from components.handle import SharedStorageKind
 from mlplatform.cli import app
 from mlplatform.plan import all_stack_targets
+from tests.stack_variants import template
 
 BROKEN = sorted((Path(__file__).parent / "broken_stacks").glob("Pulumi.*.yaml"))
 SHIPPED = all_stack_targets()
@@ -82,3 +84,15 @@ def test_broken_stack_file_is_refused_with_its_key(path: Path) -> None:
     assert any(line.startswith(f"error: {path.name}: {expected}") for line in lines), lines
     assert "Traceback" not in result.output
     assert "resources planned" not in result.stdout
+
+
+def test_a_canary_whose_replica_share_is_not_its_percent_is_refused() -> None:
+    """10 % at minReplicas 3 is 1 canary replica of 3: a third of the traffic (cluster review B7)."""
+    config = copy.deepcopy(template("aws-enterprise-prod"))
+    inference = config[PLATFORM_KEY]["workloads"]["inference"]
+    inference.update(minReplicas=3, maxReplicas=12)
+    inference["canary"]["percent"] = 10
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config(config, "Pulumi.aws-enterprise-prod.yaml")
+    [problem] = raised.value.problems
+    assert "workloads.inference.canary.percent" in problem and "1 of 3 replicas (33%)" in problem

@@ -373,11 +373,22 @@ Job(
                 "restartPolicy": "Never",
                 "automountServiceAccountToken": False,
                 "containers": [
-                    container(
-                        "trainer",
-                        "registry.example.ae/ml-platform/trainer@sha256:" + "0" * 64,
-                        add=["IPC_LOCK"],
-                    )
+                    {
+                        **container(
+                            "trainer",
+                            "registry.example.ae/ml-platform/trainer@sha256:" + "0" * 64,
+                            add=["IPC_LOCK"],
+                        ),
+                        # IPC_LOCK reaches a root process only (kubernetes/kubernetes#56374).
+                        "securityContext": {
+                            "runAsNonRoot": False,
+                            "runAsUser": 0,
+                            "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                    }
                 ],
             }
         }

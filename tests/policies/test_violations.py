@@ -674,6 +674,15 @@ deployment("unlimited", pod(container(resources={})))
 deployment("latest", pod(container(image="registry.example.ae/app:latest")))
 deployment("untagged", pod(container(image="registry.example.ae:5000/app")))
 deployment("sys-admin", pod(container(security={**SAFE, "capabilities": {"add": ["SYS_ADMIN"]}})))
+# Root for a capability is excepted only with the written reason (kubernetes/kubernetes#56374).
+deployment(
+    "root-for-ipc-lock",
+    pod(
+        container(
+            security={**SAFE, "runAsNonRoot": False, "runAsUser": 0, "capabilities": {"add": ["IPC_LOCK"]}}
+        )
+    ),
+)
 Job(
     "ib-trainer",
     metadata={"namespace": "ml"},
@@ -728,6 +737,7 @@ DaemonSet(
                 "latest",
                 "untagged",
                 "sys-admin",
+                "root-for-ipc-lock",
                 "ib-trainer",
                 "nightly",
                 "debug",

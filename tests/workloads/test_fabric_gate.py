@@ -81,7 +81,10 @@ def test_each_fabric_stack_tests_its_fabric_pool_on_two_whole_nodes(
     command = container["command"][-1]
     assert "--nnodes=2 --nproc-per-node=8" in command
     assert f"-m workloads.fabric_test --expect-network={network} --floor-gbytes={floor}" in command
-    assert job["spec"]["completions"] == 2 and job["spec"]["backoffLimitPerIndex"] == 0
+    # One more pod per index: a late pod 0 or a node that failed to join does not fail `pulumi up` on
+    # the first try (cluster review B2); torchrun itself does not restart the test.
+    assert job["spec"]["completions"] == 2 and job["spec"]["backoffLimitPerIndex"] == 1
+    assert "--max-restarts=0" in command
 
 
 @pytest.mark.parametrize("stack", sorted(FABRIC_STACKS))
@@ -100,6 +103,9 @@ def test_pulumi_up_waits_for_the_test_before_the_training_run(
     training = next(r for name, r in _jobs(plan).items() if not name.startswith("fabric-test-"))
     assert training.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     assert fabric.urn in training.dependencies
+    # Serving does not wait for the GPU gate (cluster review D8).
+    serving = [r for r in plan.resources if r.type.endswith(":Deployment") and r.name.endswith("inference")]
+    assert serving and all(fabric.urn not in r.dependencies for r in serving)
 
 
 @pytest.mark.parametrize("stack", sorted(FABRIC_STACKS))

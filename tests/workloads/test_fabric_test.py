@@ -102,3 +102,19 @@ def test_bad_flags_are_one_line_exit_2(argv: list[str], expected: str) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and expected in done.stderr and "Traceback" not in done.stderr
+
+
+def test_memlock_preflight_fails_only_without_unlimited_memlock_or_ipc_lock() -> None:
+    """RDMA registration is bounded by RLIMIT_MEMLOCK unless CAP_IPC_LOCK (bit 14, linux/capability.h)
+    is effective; AKS nodes give pods 64 KiB (Azure/aks-rdma-infiniband docs; cluster review A4)."""
+    import resource
+
+    from workloads.fabric_test import effective_capabilities, memlock_problem
+
+    status = "Name:\tpython\nCapInh:\t0000000000000000\nCapEff:\t0000000000004000\n"
+    ipc_lock = effective_capabilities(status)
+    assert ipc_lock == 1 << 14
+    assert memlock_problem(64 * 1024, ipc_lock) is None
+    assert memlock_problem(resource.RLIM_INFINITY, 0) is None
+    problem = memlock_problem(64 * 1024, effective_capabilities("CapEff:\t0000000000000000\n"))
+    assert problem is not None and "64 KiB" in problem and "CAP_IPC_LOCK" in problem

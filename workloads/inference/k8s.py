@@ -148,6 +148,10 @@ def _problems(spec: InferenceServiceSpec) -> list[str]:
             problems.append("canary version must differ from model_version")
         if spec.max_replicas < 2:
             problems.append("a canary needs max_replicas >= 2 (one replica per track at least)")
+        elif 0 < spec.canary.share < 1 and 1 <= spec.min_replicas <= spec.max_replicas:
+            problem = canary_share_problem(spec.min_replicas, spec.max_replicas, spec.canary.share)
+            if problem:
+                problems.append(problem)
     return problems
 
 
@@ -162,15 +166,46 @@ class _Track:
     max_replicas: int
 
 
+def split_replicas(min_replicas: int, max_replicas: int, share: float) -> tuple[int, int, int, int]:
+    """(stable min, stable max, canary min, canary max): the replica range split by the canary's
+    share, each track at least one replica."""
+    canary_min = max(1, round(min_replicas * share))
+    canary_max = max(canary_min, math.floor(max_replicas * share), 1)
+    stable_min = max(1, min_replicas - canary_min)
+    stable_max = max(stable_min, max_replicas - canary_max)
+    return stable_min, stable_max, canary_min, canary_max
+
+
+# How far the canary's real share of replicas may stray from the configured one, as a fraction of it.
+CANARY_SHARE_TOLERANCE = 0.5
+
+
+def canary_share_problem(min_replicas: int, max_replicas: int, share: float) -> str | None:
+    """The Service balances connections over pods, so the canary's traffic share is its share of the
+    replicas; the two HPAs scale each track on its own, so the share at both ends of the range counts.
+    One line when either strays more than ``CANARY_SHARE_TOLERANCE`` from ``share`` (cluster review B7:
+    10 % configured, 1 of 3 replicas served)."""
+    stable_min, stable_max, canary_min, canary_max = split_replicas(min_replicas, max_replicas, share)
+    for where, canary, stable in (
+        ("minReplicas", canary_min, stable_min),
+        ("maxReplicas", canary_max, stable_max),
+    ):
+        actual = canary / (canary + stable)
+        if abs(actual - share) > share * CANARY_SHARE_TOLERANCE:
+            return (
+                f"the canary would get {canary} of {canary + stable} replicas ({actual:.0%}) at {where}, "
+                f"not {share:.0%}; raise minReplicas to at least {math.ceil(1 / share)} or the percent"
+            )
+    return None
+
+
 def _tracks(spec: InferenceServiceSpec) -> list[_Track]:
     """Split the replica range between stable and canary by the canary's share, each at least one."""
     if spec.canary is None:
         return [_Track(spec.name, "stable", spec.model_version, spec.min_replicas, spec.max_replicas)]
-    share = spec.canary.share
-    canary_min = max(1, round(spec.min_replicas * share))
-    canary_max = max(canary_min, math.floor(spec.max_replicas * share), 1)
-    stable_min = max(1, spec.min_replicas - canary_min)
-    stable_max = max(stable_min, spec.max_replicas - canary_max)
+    stable_min, stable_max, canary_min, canary_max = split_replicas(
+        spec.min_replicas, spec.max_replicas, spec.canary.share
+    )
     return [
         _Track(spec.name, "stable", spec.model_version, stable_min, stable_max),
         _Track(spec.name + CANARY_SUFFIX, "canary", spec.canary.version, canary_min, canary_max),
@@ -274,7 +309,10 @@ def _container(spec: InferenceServiceSpec, version: str, mounts: list[Object]) -
         # Startup covers hashing and loading a large model; liveness then only restarts a wedged process.
         "startupProbe": _probe(spec, "/healthz", period=2, failures=60),
         "livenessProbe": _probe(spec, "/healthz", period=10, failures=3),
-        "readinessProbe": _probe(spec, "/readyz", period=2, failures=1),
+        # Three misses, not one: a single slow answer under CPU load must not drop a busy pod from the
+        # Service and push its load onto the others (cluster review D6). Draining is not delayed by
+        # this: a terminating pod leaves the endpoints at once, whatever its readiness.
+        "readinessProbe": _probe(spec, "/readyz", period=2, failures=3),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SLEEP_S}}},
         "securityContext": {
             "runAsNonRoot": True,
@@ -342,8 +380,11 @@ def _deployment(spec: InferenceServiceSpec, track: _Track) -> Object:
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _metadata(spec, track.name),
+        # No ``replicas``: the track's HPA owns it. With it set, each server-side apply after the HPA
+        # scaled would reset or conflict on .spec.replicas (kubernetes.io, "Horizontal Pod Autoscaling":
+        # remove spec.replicas from manifests of HPA-scaled workloads; pulumi/pulumi-kubernetes#2491).
+        # The API server defaults it to 1 on create and the HPA raises it to minReplicas.
         "spec": {
-            "replicas": track.min_replicas,
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": selector},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},

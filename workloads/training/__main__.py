@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from workloads.fatal import record_fatal
 from workloads.training.config import ConfigError, RunRefusedError, parse_args, preflight
 from workloads.training.hooks import HookError
 
@@ -22,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run(config)
     except (ConfigError, HookError, RunRefusedError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return record_fatal(str(exc))
     return 0
 
 

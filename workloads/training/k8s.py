@@ -33,6 +33,7 @@ from typing import Any
 
 from components.handle import Fabric, PoolHandle
 from workloads.fabric import FabricProfile, fabric_profile
+from workloads.fatal import EXIT_FATAL, FATAL_FILE_ENV
 from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.training.config import parse_args
 from workloads.training.sizing import PodSize, pod_size
@@ -46,13 +47,27 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 MAX_JOB_NAME = 52
 _PINNED_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+# Where a worker records a failure no retry can fix (workloads/fatal.py), on the pod's own /tmp.
+FATAL_FILE = "/tmp/ml-platform-fatal"
 # The variables torchrun needs under a read-only root filesystem and the gloo restart fix (REFERENCE.md).
 _BASE_ENV = {
     "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     "PYTHONUNBUFFERED": "1",
     "PYTHONDONTWRITEBYTECODE": "1",
     "HOME": "/tmp",
+    FATAL_FILE_ENV: FATAL_FILE,
 }
+# Rendezvous timeouts (--rdzv-conf; torch/distributed/elastic/rendezvous at 2.13). A non-host agent
+# waits ``read_timeout`` for pod 0's TCPStore (c10d_rendezvous_backend._create_tcp_store, default 60 s):
+# pod 0 may start many minutes after its peers (a multi-GB image pulled on a node just scaled up), and
+# an agent that gives up fails its pod. ``join_timeout`` (dynamic_rendezvous, default 600 s) bounds how
+# long a recreated pod waits for its peers, which first sit in NCCL until the process-group timeout
+# (10 minutes by default) after losing a node: it must outlast that, with room for their pods'
+# recreation. Kueue's waitForPodsReady (30 minutes, components/kubernetes/kueue.py) bounds both.
+RDZV_READ_TIMEOUT_S = 900
+# /tmp (cluster review D10): compile caches of a GPU run take gigabytes, where 1 GiB was too little.
+TMP_SIZE = "16Gi"
+RDZV_JOIN_TIMEOUT_S = 1800
 
 
 def _image_is_pinned(image: str) -> bool:
@@ -89,6 +104,8 @@ class TrainingJobSpec:
     memory_gib: int | None = None
     shm_gib: int | None = None
     max_restarts: int = 3
+    # How often the Job recreates a failed pod, per index; None: ``max_restarts``.
+    backoff_limit_per_index: int | None = None
     # Where a dataset hook downloads from (object storage endpoints), opened for HTTPS only. A
     # NetworkPolicy cannot name a host, so these are address ranges (README "Training").
     dataset_egress_cidrs: tuple[str, ...] = ()
@@ -149,9 +166,13 @@ class TrainingJobSpec:
                 f"{size.cpu} CPUs / {size.memory_gib} GiB per pod cannot fit a {self.pool.instance_type}"
                 f" node ({self.pool.vcpus} vCPUs, {self.pool.memory_gib} GiB)"
             )
-        if self.max_restarts < 0:
-            problems.append("max_restarts must not be negative")
+        if self.max_restarts < 0 or self.pod_retries < 0:
+            problems.append("max_restarts and backoff_limit_per_index must not be negative")
         return problems
+
+    @property
+    def pod_retries(self) -> int:
+        return self.max_restarts if self.backoff_limit_per_index is None else self.backoff_limit_per_index
 
     @property
     def processes_per_node(self) -> int:
@@ -228,12 +249,44 @@ def torchrun_flags(spec: TrainingJobSpec, endpoint: str) -> list[str]:
 
 
 def torchrun_script(spec: TrainingJobSpec) -> str:
-    """The container's shell line: pod 0 hosts the c10d store, every pod joins it by DNS name."""
+    """The container's shell line: pod 0 hosts the c10d store, every pod joins it by DNS name.
+
+    torchrun runs as the shell's child, not ``exec``: torchrun exits 1 whatever code its worker failed
+    with (``ChildFailedError``, torch/distributed/run.py), so the shell turns it into 2 when a worker
+    recorded a failure no retry can fix (workloads/fatal.py) — the exit code the Job's
+    ``podFailurePolicy`` fails the Job on. The shell forwards SIGTERM (pod deletion, preemption) to
+    torchrun and waits for it, so the agent still stops its workers gracefully."""
     endpoint = f"{spec.job_name}-0.{spec.job_name}.{spec.namespace}.svc:{RENDEZVOUS_PORT}"
     torchrun = ["torchrun", *torchrun_flags(spec, endpoint)]
     program = ["-m", *spec.entry] if spec.entry else ["-m", "workloads.training", *spec.trainer_argv()]
-    host = 'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then IS_HOST=1; else IS_HOST=0; fi'
-    return f"{host}; exec {shlex.join(torchrun)} --rdzv-conf=is_host=$IS_HOST {shlex.join(program)}"
+    timeouts = f"read_timeout={RDZV_READ_TIMEOUT_S},join_timeout={RDZV_JOIN_TIMEOUT_S}"
+    conf = f"--rdzv-conf=is_host=$IS_HOST,{timeouts}"
+    fatal = f'"${FATAL_FILE_ENV}"'
+    # The trainer's own checks run once before torchrun: a bad flag or recipe costs no restarts.
+    checks = (
+        []
+        if spec.entry
+        else [f"python -m workloads.training.preflight {shlex.join(spec.trainer_argv())} || exit $?"]
+    )
+    return "; ".join(
+        [
+            'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then IS_HOST=1; else IS_HOST=0; fi',
+            f"rm -f {fatal}",
+            *checks,
+            f"{shlex.join(torchrun)} {conf} {shlex.join(program)} & pid=$!",
+            "trap 'kill -TERM \"$pid\" 2>/dev/null' TERM INT",
+            'wait "$pid"; rc=$?',
+            'while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done',
+            f"if [ -f {fatal} ]; then exit {EXIT_FATAL}; fi",
+            "exit $rc",
+        ]
+    )
+
+
+def _user(fabric: FabricProfile) -> dict[str, Any]:
+    """The image's non-root user, or root where the fabric's capability needs it (``run_as_root``)."""
+    uid = 0 if fabric.run_as_root else RUN_AS
+    return {"runAsNonRoot": not fabric.run_as_root, "runAsUser": uid, "runAsGroup": uid}
 
 
 def _container(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
@@ -253,9 +306,7 @@ def _container(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
             "allowPrivilegeEscalation": False,
             "privileged": False,
             "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS,
-            "runAsGroup": RUN_AS,
+            **_user(fabric),
             "capabilities": {
                 "drop": ["ALL"],
                 **({"add": list(fabric.capabilities)} if fabric.capabilities else {}),
@@ -281,9 +332,7 @@ def _pod_spec(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
         "nodeSelector": spec.pool.node_selector,
         "tolerations": spec.pool.tolerations(),
         "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS,
-            "runAsGroup": RUN_AS,
+            **_user(fabric),
             "fsGroup": RUN_AS,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
@@ -292,7 +341,10 @@ def _pod_spec(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
             {"name": "output", **spec.output_volume},
             # NCCL and DataLoader workers share tensors through /dev/shm; the runtime's default is 64Mi.
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.size.shm_gib}Gi"}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+            # HOME, the inductor and Triton caches and eight ranks' NCCL logs live here. Going over the
+            # limit is a kubelet eviction, which the podFailurePolicy ignores (DisruptionTarget), so a
+            # small /tmp becomes a recreate loop that spends no budget: size it for the caches.
+            {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
             *(dict(v) for v in fabric.volumes),
         ],
     }
@@ -319,14 +371,14 @@ def _job(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
             "completions": spec.nodes,
             "parallelism": spec.nodes,
             # Each index (node) restarts on its own budget; the first index out of budget fails the Job.
-            "backoffLimitPerIndex": spec.max_restarts,
+            "backoffLimitPerIndex": spec.pod_retries,
             "maxFailedIndexes": 0,
             "podFailurePolicy": {
                 "rules": [
                     # Bad input or a changed recipe on resume (the trainer's exit 2): retrying cannot help.
                     {
                         "action": "FailJob",
-                        "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": [2]},
+                        "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": [EXIT_FATAL]},
                     },
                     # A preempted or drained node is not the run's fault: don't spend the budget on it.
                     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},

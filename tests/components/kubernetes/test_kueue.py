@@ -46,12 +46,26 @@ def _quota(queue: dict[str, Any], flavor: str, resource: str) -> str:
     return str(quota)
 
 
+def _queued_pools(stack: str) -> list[dict[str, Any]]:
+    """The pools training may use: every GPU pool and the training run's pool."""
+    body = _stack_config(stack)
+    training = body["workloads"]["training"]["pool"]
+    return [p for p in body["nodePools"] if p["kind"] == "gpu" or p["name"] == training]
+
+
 @pytest.mark.parametrize("stack", STACKS)
-def test_platform_queue_holds_every_pool_at_full_size(stack: str, planned: Callable[[str], Plan]) -> None:
+def test_platform_queue_holds_every_training_pool_at_full_size(
+    stack: str, planned: Callable[[str], Plan]
+) -> None:
+    """Only training pools are lent: a Job without a nodeSelector is placed by Kueue on any flavor of
+    its queue, so the system and inference pools must not be one (cluster review D11)."""
     objects = kubernetes_objects(planned(stack))
-    pools = _stack_config(stack)["nodePools"]
+    pools = _queued_pools(stack)
     flavors = _by_name(objects, "ResourceFlavor")
     assert set(flavors) == {f"pool-{p['name']}" for p in pools}
+    body = _stack_config(stack)
+    serving = {body["workloads"]["inference"]["pool"], "system"} - {body["workloads"]["training"]["pool"]}
+    assert not {f"pool-{name}" for name in serving} & set(flavors)
     queue = _by_name(objects, "ClusterQueue")[kueue.PLATFORM_QUEUE]
     total_gpus = 0
     for pool in pools:
@@ -77,7 +91,7 @@ def test_gpu_and_spot_flavors_admit_only_jobs_that_tolerate_their_taints(
 ) -> None:
     objects = kubernetes_objects(planned(stack))
     flavors = _by_name(objects, "ResourceFlavor")
-    for pool in _stack_config(stack)["nodePools"]:
+    for pool in _queued_pools(stack):
         taints = {t["key"] for t in flavors[f"pool-{pool['name']}"]["spec"].get("nodeTaints", [])}
         if pool["kind"] == "gpu":
             assert "nvidia.com/gpu" in taints
@@ -141,10 +155,66 @@ def _with_teams(stack: str, teams: list[Any], tmp_path: Path) -> Plan:
     return plan_config(config, tmp_path, stack)
 
 
+def cel_violations(schema: dict[str, Any], value: Any, path: str = "") -> Iterator[str]:
+    """Every ``x-kubernetes-validations`` rule of an openAPIV3Schema evaluated with ``self`` bound to
+    the value at its node, as the API server does on create (rules reading ``oldSelf`` are transition
+    rules and do not run on create: kubernetes.io, "Validation rules")."""
+    import celpy
+    from celpy.adapter import json_to_cel
+
+    env = celpy.Environment()
+    for rule in schema.get("x-kubernetes-validations", []):
+        if "oldSelf" in rule["rule"]:
+            continue
+        result = env.program(env.compile(rule["rule"])).evaluate({"self": json_to_cel(value)})
+        if not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
+            yield f"{path or '.'}: {rule.get('message', rule['rule'])} ({result!r})"
+    if isinstance(value, dict):
+        for key, child in value.items():
+            sub = schema.get("properties", {}).get(key) or schema.get("additionalProperties")
+            if isinstance(sub, dict):
+                yield from cel_violations(sub, child, f"{path}.{key}")
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, child in enumerate(value):
+            yield from cel_violations(schema["items"], child, f"{path}[{index}]")
+
+
+def _cel_problems(objects: list[dict[str, Any]]) -> list[str]:
+    crds = {
+        (f"{crd['spec']['group']}/{v['name']}", crd["spec"]["names"]["kind"]): v["schema"]["openAPIV3Schema"]
+        for crd in _of(objects, "CustomResourceDefinition")
+        for v in crd["spec"]["versions"]
+    }
+    return [
+        f"{obj['kind']} {obj['metadata']['name']}{problem}"
+        for obj in objects
+        if obj["kind"] in KUEUE_KINDS
+        for problem in cel_violations(crds[(obj["apiVersion"], obj["kind"])], obj)
+    ]
+
+
+TEAMS = ["nlp", {"name": "vision", "gpuBorrowingLimit": 8}]
+
+
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod"])
+def test_team_queues_pass_the_cel_rules_of_kueues_crds(stack: str, tmp_path: Path) -> None:
+    """Kueue 0.19.2's ClusterQueue CRD refuses reclaimWithinCohort=Never with a borrowWithinCohort
+    policy (charts/kueue CRDs, ClusterQueuePreemption; cluster review A2): team queues are created."""
+    objects = kubernetes_objects(_with_teams(stack, TEAMS, tmp_path))
+    assert {"team-nlp", "team-vision"} <= set(_by_name(objects, "ClusterQueue"))
+    assert _cel_problems(objects) == []
+
+
+def test_the_cel_walk_catches_the_rule_team_queues_broke(planned: Callable[[str], Plan]) -> None:
+    objects = copy.deepcopy(kubernetes_objects(planned("aws-smb-dev")))
+    queue = _by_name(objects, "ClusterQueue")[kueue.PLATFORM_QUEUE]
+    queue["spec"]["preemption"]["reclaimWithinCohort"] = "Never"
+    [problem] = _cel_problems(objects)
+    assert "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never" in problem
+
+
 def test_teams_borrow_from_the_cohort_through_their_own_queues(tmp_path: Path) -> None:
-    objects = kubernetes_objects(
-        _with_teams("aws-enterprise-prod", ["nlp", {"name": "vision", "gpuBorrowingLimit": 8}], tmp_path)
-    )
+    objects = kubernetes_objects(_with_teams("aws-enterprise-prod", TEAMS, tmp_path))
     queues = _by_name(objects, "ClusterQueue")
     assert set(queues) == {kueue.PLATFORM_QUEUE, "team-nlp", "team-vision"}
     assert {q["spec"]["cohortName"] for q in queues.values()} == {kueue.COHORT}
@@ -273,3 +343,17 @@ def _unknown_keys(ours: dict[str, Any], chart: dict[str, Any], path: str = "") -
         elif isinstance(value, dict) and isinstance(chart[key], dict) and chart[key]:
             unknown += _unknown_keys(value, chart[key], f"{path}{key}.")
     return unknown
+
+
+def _minutes(duration: str) -> float:
+    assert duration.endswith("m"), duration
+    return float(duration[:-1])
+
+
+def test_a_run_waiting_for_nodes_or_recovering_one_is_not_evicted_sooner_than_kueues_default() -> None:
+    """Kueue 0.19.2 defaults both waitForPodsReady.timeout and recoveryTimeout to 30 minutes
+    (apis/config/v1beta2/defaults.go: DefaultWaitForPodsReadyTimeout = 30 * time.Minute; recovery from
+    the timeout); a fresh p5en/ND96 node and a multi-GB image take that long (cluster review D1)."""
+    wait = kueue.manager_config()["waitForPodsReady"]
+    assert _minutes(wait["timeout"]) >= 30
+    assert _minutes(wait["recoveryTimeout"]) >= 30

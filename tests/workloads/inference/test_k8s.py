@@ -44,7 +44,13 @@ def make_spec(**changes: Any) -> InferenceServiceSpec:
     return dataclasses.replace(spec, **changes)
 
 
-FULL = make_spec(auth_secret="digits-token", tls_secret="digits-tls", canary=Canary("1-int8", 0.25))
+FULL = make_spec(
+    auth_secret="digits-token",
+    tls_secret="digits-tls",
+    canary=Canary("1-int8", 0.25),
+    min_replicas=4,
+    max_replicas=8,
+)
 SPECS = {"minimal": make_spec(), "auth-tls-canary": FULL}
 
 
@@ -87,6 +93,22 @@ def test_objects_and_their_wiring() -> None:
     }
     assert hpas["digits"]["minReplicas"] + hpas["digits-canary"]["minReplicas"] >= FULL.min_replicas
     assert hpas["digits-canary"]["maxReplicas"] < hpas["digits"]["maxReplicas"]
+    # The HPAs own the replica counts: a Deployment that also states them is reset (or conflicts on
+    # .spec.replicas) at every server-side apply after a scale (kubernetes.io, "Horizontal Pod
+    # Autoscaling", migrating to autoscaling; pulumi/pulumi-kubernetes#2491; cluster review D2).
+    assert all("replicas" not in d["spec"] for d in (stable, canary))
+    # The Service spreads connections over pods: the canary's traffic is its share of the replicas, at
+    # both ends of the range (cluster review B7).
+    for end in ("minReplicas", "maxReplicas"):
+        share = hpas["digits-canary"][end] / (hpas["digits"][end] + hpas["digits-canary"][end])
+        assert abs(share - 0.25) <= 0.125, (end, share)
+
+
+def test_one_slow_readiness_answer_does_not_drop_a_pod() -> None:
+    """A single probe timing out under CPU load must not take a busy pod out of the Service (cluster
+    review D6): three consecutive misses, not one."""
+    container = by_kind(inference_objects(FULL), "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["failureThreshold"] >= 3
 
 
 def test_pods_are_locked_down_and_land_on_their_pool() -> None:
@@ -138,6 +160,7 @@ def test_network_policy_admits_the_service_port_only_and_no_egress() -> None:
         ({"pool": dataclasses.replace(CPU_POOL, kind=PoolKind.GPU)}, "gpu pool"),
         ({"canary": Canary("1", 0.5)}, "canary version must differ"),
         ({"canary": Canary("2", 1.0)}, "strictly between 0 and 1"),
+        ({"canary": Canary("2", 0.1), "min_replicas": 3, "max_replicas": 12}, r"1 of 3 replicas \(33%\)"),
         ({"name": "Digits_Service"}, "DNS label"),
         ({"cpu_request": "1"}, "Guaranteed QoS"),
         ({"memory_request": "1Gi"}, "Guaranteed QoS"),

@@ -110,6 +110,10 @@ def run_command_line(job: dict[str, Any], index: int, tmp_path: Path) -> list[st
     fake = tmp_path / "torchrun"
     fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")
     fake.chmod(0o755)
+    # The one-off trainer preflight before torchrun (tests/workloads/training/test_exit_codes.py).
+    preflight = tmp_path / "python"
+    preflight.write_text("#!/bin/sh\nexit 0\n")
+    preflight.chmod(0o755)
     command = trainer(job)["command"]
     env = {"PATH": f"{tmp_path}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": str(index)}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=10, check=True)
@@ -119,7 +123,9 @@ def run_command_line(job: dict[str, Any], index: int, tmp_path: Path) -> list[st
 def test_pod_zero_hosts_the_store_and_all_pods_run_the_trainer(tmp_path: Path) -> None:
     job = by_kind(training_job_objects(make_spec()))["Job"]
     host, peer = run_command_line(job, 0, tmp_path), run_command_line(job, 1, tmp_path)
-    assert "--rdzv-conf=is_host=1" in host and "--rdzv-conf=is_host=0" in peer
+    # Rendezvous timeouts outlast a late pod 0 and a peer stuck in NCCL (cluster review B2).
+    timeouts = "read_timeout=900,join_timeout=1800"
+    assert f"--rdzv-conf=is_host=1,{timeouts}" in host and f"--rdzv-conf=is_host=0,{timeouts}" in peer
     assert "--rdzv-endpoint=digits-r20250101a-0.digits-r20250101a.ml-training.svc:29400" in host
     assert {"--nnodes=2", "--nproc-per-node=8", "--rdzv-backend=c10d", "--max-restarts=3"} <= set(host)
     trainer_argv = host[host.index("-m") :]
@@ -152,12 +158,27 @@ def test_fabric_environment_and_capabilities_per_pool() -> None:
     for pool in POOLS:
         job = by_kind(training_job_objects(make_spec(pool)))["Job"]
         envs[pool] = {e["name"]: e["value"] for e in trainer(job)["env"]}
-        added = trainer(job)["securityContext"]["capabilities"].get("add", [])
+        security = trainer(job)["securityContext"]
+        added = security["capabilities"].get("add", [])
         assert added == (["IPC_LOCK"] if pool == "ib" else [])
+        # A capability added to a non-root container never reaches its effective set (no ambient
+        # capabilities: kubernetes/kubernetes#56374): the InfiniBand trainer runs as UID 0, everything
+        # else dropped; the others stay UID 10001 (cluster review A4).
+        assert security["runAsUser"] == (0 if pool == "ib" else 10001)
+        assert security["runAsNonRoot"] is (pool != "ib")
+        assert security["allowPrivilegeEscalation"] is False and security["capabilities"]["drop"] == ["ALL"]
     assert "NCCL_SOCKET_IFNAME" not in envs["cpu"]
     assert envs["efa"]["FI_PROVIDER"] == "efa"
     assert envs["ib"]["NCCL_IB_DISABLE"] == "0"
     assert all(envs[p]["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" for p in ("gpu", "efa", "ib"))
+
+
+def test_tmp_holds_compile_caches() -> None:
+    """/tmp holds HOME, the inductor and Triton caches and NCCL logs; an overflow is an eviction the
+    podFailurePolicy ignores (DisruptionTarget), a recreate loop (cluster review D10)."""
+    job = by_kind(training_job_objects(make_spec("efa")))["Job"]
+    [tmp] = [v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "tmp"]
+    assert tmp["emptyDir"]["sizeLimit"] == "16Gi"
 
 
 def test_pod_is_hardened() -> None:
@@ -204,7 +225,13 @@ def test_checkov_passes_with_only_documented_skips(tmp_path: Path) -> None:
     failed = [(c["check_id"], c["file_path"]) for c in results["failed_checks"]]
     assert failed == []
     skipped = {(c["check_id"], c["resource"].split(".")[0]) for c in results["skipped_checks"]}
-    assert skipped == {("CKV_K8S_25", "Job"), ("CKV_K8S_37", "Job")}
+    # The InfiniBand trainer's IPC_LOCK, which takes effect only as UID 0 (kubernetes#56374).
+    assert skipped == {
+        ("CKV_K8S_25", "Job"),
+        ("CKV_K8S_37", "Job"),
+        ("CKV_K8S_23", "Job"),
+        ("CKV_K8S_40", "Job"),
+    }
     assert {Path(c["file_path"]).name.split("-")[0] for c in results["skipped_checks"]} == {"ib"}
     assert unexplained_skips(results) == []
     assert len(results["passed_checks"]) > 100
@@ -287,3 +314,13 @@ def test_dataset_egress_is_https_to_the_named_ranges_only() -> None:
         "to": [{"ipBlock": {"cidr": "52.95.0.0/16"}}],
         "ports": [{"protocol": "TCP", "port": 443}],
     }
+
+
+def test_a_recreated_pod_waits_longer_for_its_peers_than_they_wait_in_a_collective() -> None:
+    """After a node loss the survivors sit in a collective until the process-group timeout, then exit and
+    are recreated; the recreated pod 0 waits ``join_timeout`` for them (torch dynamic_rendezvous, default
+    600 s): it must outlast the collective timeout (cluster review B2)."""
+    from workloads.training.distributed import PROCESS_GROUP_TIMEOUT
+    from workloads.training.k8s import RDZV_JOIN_TIMEOUT_S
+
+    assert 2 * PROCESS_GROUP_TIMEOUT.total_seconds() <= RDZV_JOIN_TIMEOUT_S

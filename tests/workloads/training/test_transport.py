@@ -42,3 +42,18 @@ def test_the_fabric_network_passes(tmp_path: Path) -> None:
 def test_a_silent_nccl_is_not_taken_as_success(tmp_path: Path) -> None:
     with pytest.raises(RunRefusedError, match="no 'Using network' line"):
         check_network(tmp_path, "IB")
+
+
+@pytest.mark.parametrize("name", ["Libfabric", "AWS Libfabric", "OFI"])
+def test_every_name_aws_ofi_nccl_logs_counts_as_the_efa_network(tmp_path: Path, name: str) -> None:
+    """aws-ofi-nccl logs "Libfabric" by default since commit 7c014f0 (2024-08), "AWS Libfabric" up to
+    plugin 1.11 or with NCCL_NET="AWS Libfabric", "OFI" with NCCL_NET=OFI (aws/aws-ofi-nccl
+    src/nccl_ofi_interface_nvidia.cpp, nvidia_plugin_name_fixup; cluster review D5)."""
+    check_network(_log(tmp_path, [f"trainer-0:41:41 [0] NCCL INFO Using network {name}"]), "Libfabric")
+
+
+def test_a_two_word_network_is_read_whole(tmp_path: Path) -> None:
+    """ "Using network AWS Socket" is not "AWS" (the first word), and not the fabric."""
+    with pytest.raises(RunRefusedError) as refused:
+        check_network(_log(tmp_path, ["trainer-0:41:41 [0] NCCL INFO Using network AWS Socket"]), "IB")
+    assert "network AWS Socket" in str(refused.value)
