@@ -8,10 +8,15 @@ and non-retriable pod failures with Pod failure policy"). When the command wraps
 ``onExitCodes`` ``In``, the command is run here with its program replaced by a child that exits with each
 listed code, on one node and one process (the rendezvous endpoint moved to this machine), and the
 container must exit with a code the rule matches. Needs torch (the ``train`` extra): the suite runs it.
+
+The child fails the way the project's programs do: a code ``workloads.fatal`` names fatal is also
+recorded where ``ML_PLATFORM_FATAL_FILE`` points (the contract a launcher's wrapper can read back), so
+the judge tests the command's wiring, and the programs' own tests that they keep the contract.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import socket
@@ -84,13 +89,37 @@ def _local(command: Sequence[str], port: int) -> list[str]:
     return local
 
 
+# The stub's packages extend themselves over the real ones (``pkgutil.extend_path``), so the real
+# ``workloads.fatal`` stays importable beside the stubbed entry module.
+_STUB_INIT = "import pkgutil\n__path__ = pkgutil.extend_path(__path__, __name__)\n"
+_STUB_MAIN = """\
+code = {code}
+try:
+    from workloads.fatal import EXIT_FATAL, record_fatal
+except ImportError:
+    pass
+else:
+    if code == EXIT_FATAL:
+        code = record_fatal("a fatal failure planted by judges.runtime")
+raise SystemExit(code)
+"""
+
+
 def _stub(root: Path, module: str, code: int) -> None:
-    """A package at ``module`` whose ``__main__`` exits ``code``; on PYTHONPATH it shadows the real one."""
+    """A package at ``module`` whose ``__main__`` exits ``code``; first on PYTHONPATH, it shadows the real
+    entry module."""
     package = root.joinpath(*module.split("."))
     package.mkdir(parents=True)
     for directory in [root.joinpath(*module.split(".")[: i + 1]) for i in range(len(module.split(".")))]:
-        (directory / "__init__.py").write_text("")
-    (package / "__main__.py").write_text(f"raise SystemExit({code})\n")
+        (directory / "__init__.py").write_text(_STUB_INIT)
+    (package / "__main__.py").write_text(_STUB_MAIN.format(code=code))
+
+
+def _program_root(module: str) -> str:
+    """The folder holding the real top-level package of ``module`` (where the image puts the code)."""
+    spec = importlib.util.find_spec(module.split(".", maxsplit=1)[0])
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return str(Path(locations[0]).parent) if locations else ""
 
 
 def _free_port() -> int:
@@ -111,7 +140,7 @@ def run_case(case: ExitCase) -> int:
             **case.env,
             "HOME": scratch,
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-            "PYTHONPATH": str(root / "stub"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(root / "stub"), _program_root(match.group(1))])),
             "JOB_COMPLETION_INDEX": "0",
         }
         done = subprocess.run(

@@ -165,7 +165,7 @@ def test_prometheus_cut_off_from_a_scrape_target_is_caught(judged: Callable[[str
     for obj in objects:
         if obj["kind"] == "NetworkPolicy" and obj["metadata"]["name"] == "inference":
             obj["spec"]["ingress"] = [{"from": [{"podSelector": {}}]}]
-    found = [m for m in mandatory_on(objects, stack.network) if "scrapes job inference" in m]
+    found = [m for m in mandatory_on(objects, stack.network) if "scrapes inference" in m]
     assert found and all("ml-inference/inference" in m for m in found)
 
 
