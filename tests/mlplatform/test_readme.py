@@ -10,7 +10,7 @@ from sklearn.datasets import load_digits
 from mlplatform.plan import REPO_ROOT
 from workloads.inference.schemas import request_model
 
-REQUEST = Path("workloads/inference/examples/digits-request.json")
+REQUEST = Path("examples/requests/digits-v1.json")
 
 
 def test_the_curl_example_posts_real_digits_rows_the_server_accepts() -> None:
