@@ -29,7 +29,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     command += ["--nproc", "1", "--epochs", "2", "--output", str(output), "--dataset", DATASET]
     command += ["--model", MODEL, "--model-name", "tabular", "--model-version", "1", "--log-format", "json"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BYOM), str(REPO)])}
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return model_version_dir(output, "tabular", "1")
 

@@ -16,7 +16,9 @@ HEADERS = {"content-type": "application/json"}
 
 def test_the_v1_request_file_is_predicted_as_the_digits_it_holds(server: Server) -> None:
     with server.client() as client:
-        answer = client.post("/v1/predict", content=(REQUESTS / "digits-v1.json").read_bytes(), headers=HEADERS)
+        answer = client.post(
+            "/v1/predict", content=(REQUESTS / "digits-v1.json").read_bytes(), headers=HEADERS
+        )
     assert answer.status_code == 200, answer.text
     assert answer.json()["predictions"] == [0, 1]
 
