@@ -153,12 +153,16 @@ def test_version_is_the_installed_distributions() -> None:
 
 def test_every_command_the_readme_and_the_messages_name_exists() -> None:
     """A documented command that does not exist (once, `mlplatform charts pull`) sends a user nowhere:
-    each `mlplatform VERB [SUBCOMMAND]` in README.md and in the program's messages is a real command,
-    and each `make TARGET` the README names is a Makefile target."""
+    each `mlplatform VERB [SUBCOMMAND]` in README.md, docs/, examples/ and the program's messages is a
+    real command, and each `make TARGET` they name is a Makefile target."""
     from mlplatform.cli import VERBS
     from mlplatform.plan import REPO_ROOT
 
-    sources = [REPO_ROOT / "README.md", REPO_ROOT / "Makefile", REPO_ROOT / ".github/workflows/policy.yml"]
+    pages = [REPO_ROOT / "README.md", REPO_ROOT / "CHANGELOG.md", REPO_ROOT / "benchmarks" / "README.md"]
+    pages += sorted((REPO_ROOT / "docs").glob("*.md")) + sorted((REPO_ROOT / "examples").rglob("*.md"))
+    assert len(pages) > 10, "the docs/ pages are read"
+    sources = [*pages, REPO_ROOT / "Makefile", REPO_ROOT / ".github/workflows/policy.yml"]
+    sources += sorted((REPO_ROOT / "examples").rglob("Dockerfile"))
     for package in ("components", "mlplatform", "policies/mlplatform_policies", "workloads"):
         sources += sorted((REPO_ROOT / package).rglob("*.py"))
     named = {
@@ -174,7 +178,7 @@ def test_every_command_the_readme_and_the_messages_name_exists() -> None:
         if verb == "charts":  # a group: its subcommand must exist too
             group = VERBS[verb].load()
             assert sub in group.commands, f"{where}: mlplatform {verb} {sub}"
-    readme = (REPO_ROOT / "README.md").read_text()
     targets = set(re.findall(r"(?m)^([a-z][a-z-]*):", (REPO_ROOT / "Makefile").read_text()))
-    for target in re.findall(r"(?:`|^)make ([a-z][a-z-]*)", readme, re.MULTILINE):
-        assert target in targets, f"README.md: make {target}"
+    for page in pages:
+        for target in re.findall(r"(?:`|^)make ([a-z][a-z-]*)", page.read_text(), re.MULTILINE):
+            assert target in targets, f"{page.name}: make {target}"

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from sklearn.datasets import load_digits
 
 from mlplatform.plan import REPO_ROOT
 from workloads.inference.schemas import request_model
 
-REQUEST = Path("workloads/inference/examples/digits-request.json")
+REQUEST = Path("examples/requests/digits-v1.json")
 
 
 def test_the_curl_example_posts_real_digits_rows_the_server_accepts() -> None:
@@ -19,3 +21,43 @@ def test_the_curl_example_posts_real_digits_rows_the_server_accepts() -> None:
     digits = load_digits()
     assert np.array_equal(np.asarray(request.instances), digits.data[:2])
     assert list(digits.target[:2]) == [0, 1]
+
+
+# The pages a newcomer reads: the front page, one page per area, the examples and the benchmarks.
+PAGES = [
+    REPO_ROOT / "README.md",
+    REPO_ROOT / "CHANGELOG.md",
+    REPO_ROOT / "benchmarks" / "README.md",
+    *sorted((REPO_ROOT / "docs").glob("*.md")),
+    *sorted((REPO_ROOT / "examples").rglob("*.md")),
+]
+# Paths the pages name that a command writes, not the repository: the stack file `new-stack` creates
+# (the CLI table's and the deploy walk-through's).
+WRITTEN_BY_A_COMMAND = {"stacks/Pulumi.NAME.yaml", "stacks/Pulumi.team2-prod.yaml"}
+_PATHLIKE = re.compile(r"[\w.-]+(?:/[\w.-]+)*/?")
+
+
+def _named_paths(page: Path) -> list[str]:
+    """File paths in backticks (`components/images.py`, `examples/byom/`) and relative Markdown links."""
+    text = page.read_text()
+    named = [m for m in re.findall(r"`([^`\n]+)`", text) if _PATHLIKE.fullmatch(m) and "/" in m]
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    return named + [link for link in links if "://" not in link]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_every_path_a_page_names_exists(page: Path) -> None:
+    """A path in backticks whose first part is in the repository (or beside the page) is a promise that
+    the file is there; a moved or renamed file breaks it. Paths outside the tree (`out/`, a Kubernetes
+    label such as `nvidia.com/gpu`, an upstream repository's path) have a first part that is not here."""
+    missing = []
+    for named in _named_paths(page):
+        path = named.rstrip("/")
+        for base in (page.parent, REPO_ROOT):
+            first = path.split("/", 1)[0]
+            if first not in {".", ".."} and not (base / first).exists():
+                continue
+            if path not in WRITTEN_BY_A_COMMAND and not (base / path).exists():
+                missing.append(named)
+            break
+    assert not missing, f"{page.relative_to(REPO_ROOT)} names paths that do not exist: {missing}"

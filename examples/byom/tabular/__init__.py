@@ -1,0 +1,1 @@
+"""A team's own dataset and model, plugged into the platform's trainer through two hooks."""
