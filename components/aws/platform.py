@@ -98,7 +98,14 @@ class AwsPlatform(pulumi.ComponentResource):
         )
         self.network_addons = NetworkAddons(
             f"{name}-network-addons",
-            NetworkAddonsArgs(self.cluster.name, config.cluster.kubernetes_version, tags),
+            NetworkAddonsArgs(
+                account=account,
+                cluster_name=self.cluster_name,
+                cluster=self.cluster.name,
+                kubernetes_version=config.cluster.kubernetes_version,
+                issuer=self.cluster.issuer,
+                tags=tags,
+            ),
             self._child,
         )
         self.pools = self._node_pools(account, tags)
