@@ -59,7 +59,7 @@ def ensure_offered(
 # out the next minor (its EKS add-ons and charts) before EKS upgrades the control plane itself.
 SUPPORT_WARNING_DAYS = 60
 # Where the move to the next minor is described.
-UPGRADE_PATH = 'README.md, "Kubernetes version"'
+UPGRADE_PATH = 'docs/upgrade.md, "A Kubernetes minor"'
 
 
 @dataclass(frozen=True)
