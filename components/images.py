@@ -4,24 +4,30 @@ the Jobs and Deployments like any other output.
 
 One training image per Dockerfile target a pool needs (``IMAGE_TARGETS``: cpu, efa, infiniband), one
 inference image. A stack that names an image by digest (``workloads.<name>.image``) gets that instead.
-Each build is tagged with a hash of everything it reads (the Dockerfile, its target and build arguments,
-the files its COPY lines take), so an unchanged tree is the same tag and no rebuild on the next
-``pulumi up``, and a changed one a new tag in ECR's immutable-tag repositories. The workloads run the
-Image's ``ref`` output: that tag with the pushed manifest's digest (``<repo>:<tag>@sha256:...``,
-pulumi-docker-build ``Image.ref``), so a pod runs exactly the bytes this update pushed.
+Each build is tagged with a hash of everything it reads (the Dockerfile, its target, the files its COPY
+lines take with their modes), so an unchanged tree is the same tag and no rebuild on the next
+``pulumi up``, and a changed one a new tag in ECR's immutable-tag repositories. Each Dockerfile's own
+ignore file (``<Dockerfile>.dockerignore``, generated from its COPY lines) makes its build context hold
+just those files, so the context hash pulumi-docker-build diffs on changes exactly when the tag does.
+The workloads run the Image's ``ref`` output: that tag with the pushed manifest's digest
+(``<repo>:<tag>@sha256:...``, pulumi-docker-build ``Image.ref``), so a pod runs exactly the bytes this
+update pushed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import shlex
-from collections.abc import Iterator, Mapping
+import stat
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulumi
 import pulumi_docker_build as docker_build
 
+from components.build_context import context_files, ignore_file
 from components.config import PlatformConfig
 from components.handle import ClusterHandle, Fabric, RegistryLogin
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
@@ -29,13 +35,14 @@ from workloads.fabric import IMAGE_TARGETS, ImageTarget
 REPO = Path(__file__).resolve().parents[1]
 TRAINING_DOCKERFILE = REPO / "workloads" / "training" / "Dockerfile"
 INFERENCE_DOCKERFILE = REPO / "workloads" / "inference" / "Dockerfile"
+DOCKERFILES = (TRAINING_DOCKERFILE, INFERENCE_DOCKERFILE)
 # Repositories below the stack's registry (ECR creates them, components/aws/registry.py; ACR on push).
 TRAINER_REPOSITORY = "ml-platform/trainer"
 INFERENCE_REPOSITORY = "ml-platform/inference"
 # Every pool in both clouds' catalogs is x86_64 (p5en, ND96isr_H100_v5, the CPU pools).
 PLATFORM = docker_build.Platform.LINUX_AMD64
-# Files a build context never needs; .dockerignore says the same to buildx.
-_IGNORED_PARTS = frozenset({"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"})
+# Paths no build reads, left out of every context (caches Python and the linters write into the tree).
+NEVER_IN_CONTEXT = ("**/__pycache__", "**/*.pyc", "**/.mypy_cache", "**/.ruff_cache", "**/.pytest_cache")
 
 
 def copy_sources(dockerfile: Path) -> list[str]:
@@ -48,25 +55,45 @@ def copy_sources(dockerfile: Path) -> list[str]:
     return sources
 
 
-def _context_files(sources: list[str]) -> Iterator[Path]:
-    for source in sources:
-        path = REPO / source
-        found = sorted(path.rglob("*")) if path.is_dir() else [path]
-        for file in found:
-            ignored = _IGNORED_PARTS & set(file.relative_to(REPO).parts)
-            if file.is_file() and not ignored and file.suffix != ".pyc":
-                yield file
+def ignore_rules(dockerfile: Path) -> str:
+    """The Dockerfile's own ignore file: everything out, then back in exactly what its COPY lines read.
+
+    pulumi-docker-build diffs an Image on a hash of its whole build context (every admitted file's
+    content, path and mode, ``provider/internal/context.go`` ``hashBuildContext``) and the context is the
+    repository root; a file the build does not read would otherwise change that hash but not the tag,
+    and the rebuild's push to the same tag is refused by ECR's immutable tags (cluster review A2).
+    """
+    lines = [
+        f"# From {dockerfile.relative_to(REPO).as_posix()}'s COPY lines, by `python -m components.images`.",
+        "# buildx and pulumi-docker-build read it instead of the root .dockerignore: the build context, and",
+        "# the hash pulumi-docker-build diffs on, hold exactly the files the image tag names.",
+        "*",
+        *(f"!{source}" for source in copy_sources(dockerfile)),
+        *NEVER_IN_CONTEXT,
+    ]
+    return "\n".join(lines) + "\n"
 
 
-def content_tag(dockerfile: Path, target: str | None) -> str:
-    """A tag naming what the build reads: the same tree builds the same tag (no change on the next
-    ``pulumi up``), any change a new one."""
+def content_tag(dockerfile: Path, target: str | None, root: Path = REPO) -> str:
+    """A tag naming what the build reads: the Dockerfile, its target, and every file of its build context
+    with its path and mode, the inputs pulumi-docker-build hashes. The same tree builds the same tag (no
+    change on the next ``pulumi up``), any change to what the provider hashes a new one."""
     digest = hashlib.sha256()
-    for part in (dockerfile.relative_to(REPO).as_posix(), dockerfile.read_text(), target or ""):
+    for part in (dockerfile.relative_to(root).as_posix(), dockerfile.read_text(), target or ""):
         digest.update(part.encode() + b"\0")
-    for file in _context_files(copy_sources(dockerfile)):
-        digest.update(file.relative_to(REPO).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
+    for file in context_files(root, dockerfile):
+        mode = stat.filemode(file.lstat().st_mode)
+        digest.update(f"{file.relative_to(root).as_posix()}\0{mode}\0".encode() + file.read_bytes() + b"\0")
     return digest.hexdigest()[:20]
+
+
+def stale_ignore_files() -> list[str]:
+    """The Dockerfiles whose ignore file is missing or admits other files than their COPY lines read."""
+    return [
+        ignore_file(d).relative_to(REPO).as_posix()
+        for d in DOCKERFILES
+        if not ignore_file(d).is_file() or ignore_file(d).read_text() != ignore_rules(d)
+    ]
 
 
 @dataclass(frozen=True)
@@ -133,12 +160,19 @@ class StackImages(pulumi.ComponentResource):
         login = self._handle.registry_login
         if login is None:
             raise ValueError(f"{self._handle.name}: the cloud adapter gave no registry login to push with")
+        stale = stale_ignore_files()
+        if stale:
+            raise pulumi.RunError(
+                f"{', '.join(stale)}: not what the Dockerfile's COPY lines read; a build would hash other "
+                "files than its tag names. Run `python -m components.images` and commit the result."
+            )
         tag = content_tag(dockerfile, target)
         image = docker_build.Image(
             f"{self._name}-{repository.rsplit('/', 1)[-1]}" + (f"-{target}" if target else ""),
             docker_build.ImageArgs(
                 # Relative to the project directory, where Pulumi runs the program: the same inputs from
-                # any checkout, so another deployer's `pulumi up` is no change.
+                # any checkout. The Dockerfile's ignore file narrows the context to what the tag hashes,
+                # so another deployer's `pulumi up` is no change (file modes count: same umask).
                 context=docker_build.BuildContextArgs(location="."),
                 dockerfile=docker_build.DockerfileArgs(location=dockerfile.relative_to(REPO).as_posix()),
                 target=target.value if target else None,
@@ -171,3 +205,9 @@ def _registry(login: RegistryLogin) -> docker_build.RegistryArgs:
     return docker_build.RegistryArgs(
         address=login.address, username=login.username, password=pulumi.Output.secret(login.password)
     )
+
+
+if __name__ == "__main__":
+    for dockerfile in DOCKERFILES:
+        ignore_file(dockerfile).write_text(ignore_rules(dockerfile))
+        sys.stdout.write(f"wrote {ignore_file(dockerfile).relative_to(REPO)}\n")

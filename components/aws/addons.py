@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_aws import eks
+from pulumi_aws import eks, iam
 
 from components.aws.account import AwsAccount
 from components.aws.iam import (
@@ -35,7 +35,7 @@ from components.aws.iam import (
     role_name_prefix,
     service_account_role,
 )
-from components.aws.service_accounts import EBS_CSI_CONTROLLER, EFS_CSI_DRIVER
+from components.aws.service_accounts import EBS_CSI_CONTROLLER, EFS_CSI_DRIVER, VPC_CNI
 from components.catalog.aws import EKS_ADDON_VERSIONS
 from components.handle import SharedStorageKind
 
@@ -44,9 +44,14 @@ from components.handle import SharedStorageKind
 VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 
 
-def ebs_key_policy(key_arn: pulumi.Input[str]) -> pulumi.Output[str]:
+def ebs_key_policy(key_arn: pulumi.Input[str], region: str) -> pulumi.Output[str]:
     """What the EBS CSI controller needs on a customer key: grants for the volumes it attaches, and
-    data-key use for the volumes it creates (EKS user guide's KMS policy for the driver)."""
+    data-key use for the volumes it creates (EKS user guide's KMS policy for the driver). The driver
+    never calls KMS itself, EC2 does on its behalf (CreateVolume, AttachVolume), so both statements hold
+    only through EC2 in the stack's region (AWS KMS developer guide, ``kms:ViaService``: Amazon EBS is
+    ``ec2.<region>.amazonaws.com``); the one stack key that also seals S3, FSx and ECR stays out of
+    reach of the role's direct calls."""
+    via_ec2 = {"kms:ViaService": f"ec2.{region}.amazonaws.com"}
     return pulumi.Output.json_dumps(
         policy_document(
             [
@@ -54,7 +59,7 @@ def ebs_key_policy(key_arn: pulumi.Input[str]) -> pulumi.Output[str]:
                     "Effect": "Allow",
                     "Action": ["kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"],
                     "Resource": key_arn,
-                    "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+                    "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}, "StringEquals": via_ec2},
                 },
                 {
                     "Effect": "Allow",
@@ -66,6 +71,7 @@ def ebs_key_policy(key_arn: pulumi.Input[str]) -> pulumi.Output[str]:
                         "kms:DescribeKey",
                     ],
                     "Resource": key_arn,
+                    "Condition": {"StringEquals": via_ec2},
                 },
             ]
         )
@@ -105,31 +111,58 @@ def eks_addon(
 
 @dataclass(frozen=True)
 class NetworkAddonsArgs:
+    account: AwsAccount
+    cluster_name: str
     cluster: pulumi.Input[str]
     kubernetes_version: str
+    issuer: OidcIssuer
     tags: Mapping[str, str]
 
 
 class NetworkAddons(pulumi.ComponentResource):
-    """vpc-cni (network policy on) and kube-proxy: node groups depend on these."""
+    """vpc-cni (network policy on, its ENI permissions on aws-node's own IRSA role) and kube-proxy: node
+    groups depend on these."""
 
     def __init__(
         self, name: str, args: NetworkAddonsArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("ml-platform:aws:NetworkAddons", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        configurations = {"vpc-cni": VPC_CNI_CONFIGURATION, "kube-proxy": None}
+        cni_role = service_account_role(
+            f"{name}-vpc-cni",
+            name_prefix=role_name_prefix(args.cluster_name, "cni"),
+            issuer=args.issuer,
+            account=VPC_CNI,
+            tags=args.tags,
+            parent=self,
+        )
+        # aws-node assigns pod addresses from its first start, so the policy is on the role before the
+        # add-on (and with it every node group) is created.
+        cni_policy = iam.RolePolicyAttachment(
+            f"{name}-vpc-cni-0",
+            role=cni_role.name,
+            policy_arn=managed_policy_arn(args.account, "AmazonEKS_CNI_Policy"),
+            opts=child,
+        )
         self.addons = [
             eks_addon(
                 name,
-                addon,
+                "vpc-cni",
                 cluster=args.cluster,
                 kubernetes_version=args.kubernetes_version,
-                configuration=configuration,
+                configuration=VPC_CNI_CONFIGURATION,
+                role_arn=cni_role.arn,
+                tags=args.tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[cni_policy]),
+            ),
+            eks_addon(
+                name,
+                "kube-proxy",
+                cluster=args.cluster,
+                kubernetes_version=args.kubernetes_version,
                 tags=args.tags,
                 opts=child,
-            )
-            for addon, configuration in configurations.items()
+            ),
         ]
         self.register_outputs({})
 
@@ -162,7 +195,7 @@ class ClusterAddons(pulumi.ComponentResource):
             name_prefix=role_name_prefix(args.cluster_name, "ebs"),
             issuer=args.issuer,
             account=EBS_CSI_CONTROLLER,
-            policy=ebs_key_policy(args.key_arn),
+            policy=ebs_key_policy(args.key_arn, args.account.region),
             managed_policy_arns=[managed_policy_arn(args.account, "service-role/AmazonEBSCSIDriverPolicy")],
             tags=args.tags,
             parent=self,

@@ -94,7 +94,7 @@ class EksCluster(pulumi.ComponentResource):
         super().__init__("ml-platform:aws:EksCluster", name, None, opts)
         self._name, self._args = name, args
         self._child = pulumi.ResourceOptions(parent=self)
-        role, attachment = self._cluster_role()
+        role, role_policies = self._cluster_role()
         # EKS writes control-plane logs to this fixed group name; creating it first lets us encrypt it
         # and bound its retention instead of getting an unencrypted never-expiring group.
         log_group = cloudwatch.LogGroup(
@@ -132,11 +132,12 @@ class EksCluster(pulumi.ComponentResource):
                 "bootstrap_cluster_creator_admin_permissions": True,
             },
             tags=dict(args.tags),
-            # The policy must outlive the cluster: EKS uses it to delete the security groups and ENIs it
-            # made (pulumi-aws eks.Cluster docstring examples depend on the attachment).
+            # The policies must outlive the cluster: EKS uses them to delete the security groups and ENIs
+            # it made (pulumi-aws eks.Cluster docstring examples depend on the attachment), and the key
+            # policy is what secrets encryption runs on from the first write.
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[log_group, attachment],
+                depends_on=[log_group, *role_policies],
                 protect=args.protect,
                 retain_on_delete=args.protect,
             ),
@@ -182,7 +183,7 @@ class EksCluster(pulumi.ComponentResource):
                 **peer,
             )
 
-    def _cluster_role(self) -> tuple[iam.Role, iam.RolePolicyAttachment]:
+    def _cluster_role(self) -> tuple[iam.Role, list[pulumi.Resource]]:
         """The control plane's role. It also needs the key for secrets envelope encryption (as
         terraform-aws-eks grants it: Encrypt, Decrypt, ListGrants, DescribeKey on the one key)."""
         args = self._args
@@ -200,7 +201,7 @@ class EksCluster(pulumi.ComponentResource):
             policy_arn=managed_policy_arn(args.account, "AmazonEKSClusterPolicy"),
             opts=self._child,
         )
-        iam.RolePolicy(
+        kms = iam.RolePolicy(
             f"{self._name}-role-kms",
             role=role.id,
             policy=pulumi.Output.json_dumps(
@@ -216,7 +217,7 @@ class EksCluster(pulumi.ComponentResource):
             ),
             opts=self._child,
         )
-        return role, attachment
+        return role, [attachment, kms]
 
     def _oidc_provider(self) -> OidcIssuer:
         issuer_url = self.cluster.identities.apply(lambda ids: str(ids[0].oidcs[0].issuer))

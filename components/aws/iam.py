@@ -32,7 +32,11 @@ ROLE_PURPOSE_MAX = 7
 # The node role holds only what the kubelet and the VPC CNI need, and image pulls (EKS user guide,
 # "Amazon EKS node IAM role"). SSM Session Manager (AmazonSSMManagedInstanceCore) is left out: nodes
 # are reached through Kubernetes, not shells.
-NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly")
+# The VPC CNI's policy is not here but on aws-node's own IRSA role (components/aws/addons.py): on the
+# node role every hostNetwork pod could manage ENIs through the instance profile (EKS best practices
+# guide, "Update the aws-node daemonset to use IRSA"; EKS user guide, "Configure Amazon VPC CNI plug-in
+# to use IRSA").
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly")
 
 
 def policy_document(statements: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -141,7 +145,7 @@ def node_role(
     role = iam.Role(
         name,
         name_prefix=name_prefix,
-        description="EKS managed node groups: kubelet, VPC CNI, image pulls",
+        description="EKS managed node groups: kubelet, image pulls",
         assume_role_policy=service_trust_policy("ec2.amazonaws.com"),
         tags=dict(tags),
         opts=child,

@@ -30,6 +30,11 @@ AMI_TYPES: dict[PoolKind, str] = {
 ROOT_DEVICE = "/dev/xvda"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
+# cluster-autoscaler's GPU label on AWS (cloudprovider/aws/aws_cloud_provider.go ``GPULabel``; AWS README,
+# "Special note on GPU instances"): a node that carries it but does not yet advertise nvidia.com/gpu is
+# taken for a GPU node still starting (the GPU operator installs the toolkit, device plugin and DCGM
+# first), not for a node without GPUs, so a pending GPU pod does not scale the group out again meanwhile.
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 # CreateNodegroup's limit on nodegroupName (pulumi-aws eks.NodeGroup docstring: "can't be longer than
 # 63 characters"); a name prefix gets the provider's NAME_PREFIX_SUFFIX characters appended.
 NODE_GROUP_NAME_MAX = 63
@@ -73,12 +78,19 @@ def node_template_tags(handle: PoolHandle) -> dict[str, str]:
     return tags
 
 
+def accelerator_type(itype: InstanceType) -> str:
+    """The GPU type the accelerator label names: the catalog's NVIDIA model, spelled as the autoscaler's
+    own GPU types are (``nvidia-a10g``, ``nvidia-tesla-k80``; aws_cloud_provider.go availableGPUTypes)."""
+    return f"nvidia-{itype.gpu_model.lower()}"
+
+
 def pool_handle(pool: NodePoolConfig, itype: InstanceType) -> PoolHandle:
     """How Kubernetes sees the pool: the labels and taints its nodes carry, what each node offers."""
     labels = dict(pool.labels)
     taints: tuple[Taint, ...] = ()
     if pool.kind is PoolKind.GPU:
         labels[GPU_PRESENT_LABEL] = "true"
+        labels[ACCELERATOR_LABEL] = accelerator_type(itype)
         taints = (Taint(GPU_TAINT_KEY, "true", TaintEffect.NO_SCHEDULE),)
     if pool.fabric is Fabric.EFA:
         labels[EFA_PRESENT_LABEL] = "true"

@@ -8,6 +8,7 @@ region (``config.region``); no resource sets its own.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pulumi
@@ -20,13 +21,23 @@ from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
 from components.aws.keys import EncryptionKey, EncryptionKeyArgs
 from components.aws.network import Network, NetworkArgs
 from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes
-from components.aws.preflight import ensure_autoscaling_role, ensure_offered, ensure_vcpu_quotas
+from components.aws.preflight import (
+    check_standard_support,
+    ensure_autoscaling_role,
+    ensure_offered,
+    ensure_vcpu_quotas,
+)
 from components.aws.registry import Registry, RegistryArgs, repositories
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import ObjectStore, ObjectStoreArgs
 from components.config import PlatformConfig, Tier
 from components.handle import Cloud, ClusterHandle, Fabric, PoolKind, SharedStorageKind, StorageHandle
 from components.images import workload_images
+
+
+def today() -> datetime.date:
+    """The date a preview judges the cluster's Kubernetes version on (UTC)."""
+    return datetime.datetime.now(datetime.UTC).date()
 
 
 def shared_zone(config: PlatformConfig) -> int:
@@ -49,6 +60,7 @@ class AwsPlatform(pulumi.ComponentResource):
         tags = config.base_tags()
         account = lookup_account(config.region, config.network.availability_zones, parent=self)
         ensure_autoscaling_role(parent=self)
+        check_standard_support(config.cluster.kubernetes_version, today(), parent=self)
         self.key = EncryptionKey(
             f"{name}-key", EncryptionKeyArgs(account, tags, protect=config.is_protected), self._child
         )
@@ -86,7 +98,14 @@ class AwsPlatform(pulumi.ComponentResource):
         )
         self.network_addons = NetworkAddons(
             f"{name}-network-addons",
-            NetworkAddonsArgs(self.cluster.name, config.cluster.kubernetes_version, tags),
+            NetworkAddonsArgs(
+                account=account,
+                cluster_name=self.cluster_name,
+                cluster=self.cluster.name,
+                kubernetes_version=config.cluster.kubernetes_version,
+                issuer=self.cluster.issuer,
+                tags=tags,
+            ),
             self._child,
         )
         self.pools = self._node_pools(account, tags)

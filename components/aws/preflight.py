@@ -10,6 +10,7 @@ plan`` the mocks answer from the region's recorded sales.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ import pulumi
 from pulumi_aws import ec2, iam, servicequotas
 
 from components.catalog import InstanceType
+from components.catalog.aws import EKS_STANDARD_SUPPORT_END
 from components.config import NodePoolConfig
 
 # The role EC2 Auto Scaling launches managed node group instances as; the key policy names it
@@ -51,6 +53,67 @@ def ensure_offered(
             f"node pool {pool!r}: {instance_type} is not offered in {', '.join(zones)} ({region}); "
             f"check with: {preflight_command(instance_type, region)}"
         )
+
+
+# How long before the end of a minor's standard support every preview warns: time to pin, test and roll
+# out the next minor (its EKS add-ons and charts) before EKS upgrades the control plane itself.
+SUPPORT_WARNING_DAYS = 60
+# Where the move to the next minor is described.
+UPGRADE_PATH = 'docs/upgrade.md, "A Kubernetes minor"'
+
+
+@dataclass(frozen=True)
+class SupportNotice:
+    """What a preview says about the cluster's minor on a date: a warning, or a refusal."""
+
+    refuse: bool
+    message: str
+
+
+def standard_support_notice(version: str, today: datetime.date) -> SupportNotice | None:
+    """Under the STANDARD upgrade policy (components/aws/cluster.py) EKS upgrades the control plane itself
+    at the end of the minor's standard support (EKS user guide, "Understand the Kubernetes version
+    lifecycle on EKS"). The next refresh (Pulumi.yaml ``refresh: always``) then reads the new minor while
+    the stack still says the old one, and the update asks EKS for a downgrade, which UpdateClusterVersion
+    cannot do. Warn ``SUPPORT_WARNING_DAYS`` ahead; from the day after the end, refuse the stack until
+    ``kubernetesVersion`` names the next minor, with the path to it."""
+    end = EKS_STANDARD_SUPPORT_END.get(version)
+    if end is None:
+        return None
+    # EKS upgrades one minor at a time (UpdateClusterVersion), so the control plane is then on the next.
+    upgrade = (
+        f"pin Kubernetes {_next(version)}'s EKS add-ons (components/catalog/aws.py "
+        "EKS_ADDON_VERSIONS) and charts (components/kubernetes/charts.py), then set "
+        f"ml-platform:platform.cluster.kubernetesVersion to it ({UPGRADE_PATH})"
+    )
+    end_date = datetime.date.fromisoformat(end)
+    if today > end_date:
+        return SupportNotice(
+            True,
+            f"Kubernetes {version} left EKS standard support on {end}; with the STANDARD upgrade policy EKS "
+            f"upgrades the control plane, and this stack would ask it for a downgrade. To go on: {upgrade}.",
+        )
+    if (end_date - today).days <= SUPPORT_WARNING_DAYS:
+        return SupportNotice(
+            False,
+            f"Kubernetes {version} leaves EKS standard support on {end} ({(end_date - today).days} days); "
+            f"EKS then upgrades the control plane and this stack refuses to run until you {upgrade}.",
+        )
+    return None
+
+
+def _next(version: str) -> str:
+    major, minor = version.split(".")[:2]
+    return f"{major}.{int(minor) + 1}"
+
+
+def check_standard_support(version: str, today: datetime.date, parent: pulumi.Resource) -> None:
+    """Say at preview what ``standard_support_notice`` finds: a warning, or a ``RunError``."""
+    notice = standard_support_notice(version, today)
+    if notice is not None and notice.refuse:
+        raise pulumi.RunError(notice.message)
+    if notice is not None:
+        pulumi.log.warn(notice.message, resource=parent)
 
 
 def ensure_autoscaling_role(parent: pulumi.Resource) -> None:

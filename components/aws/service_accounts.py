@@ -19,6 +19,9 @@ CLUSTER_AUTOSCALER = WorkloadIdentity("kube-system", "cluster-autoscaler")
 # (efs-csi-node-sa) accounts share one role, whose trust matches ``efs-csi-*`` with StringLike (EKS user
 # guide, "Amazon EFS CSI driver", the role's trust policy).
 EBS_CSI_CONTROLLER = WorkloadIdentity("kube-system", "ebs-csi-controller-sa")
+# The VPC CNI DaemonSet's account (EKS user guide, "Configure Amazon VPC CNI plug-in to use IRSA":
+# system:serviceaccount:kube-system:aws-node).
+VPC_CNI = WorkloadIdentity("kube-system", "aws-node")
 EFS_CSI_DRIVER = WorkloadIdentity("kube-system", "efs-csi-*")
 
 # handle.identities key -> the service account its annotations belong on.

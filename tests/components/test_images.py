@@ -16,12 +16,15 @@ from typing import Any
 import pytest
 
 from components.azure.registry import ACR_TOKEN_USER
+from components.build_context import ignore_file
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
 from components.images import (
     INFERENCE_DOCKERFILE,
+    REPO,
     TRAINING_DOCKERFILE,
     content_tag,
     copy_sources,
+    ignore_rules,
 )
 from mlplatform.mocks import _pushed_image
 from mlplatform.plan import Plan, PlannedResource
@@ -107,6 +110,23 @@ def test_images_are_pushed_to_the_stacks_registry_with_its_credentials(
         # ECR: the user of a GetAuthorizationToken password is always AWS; ACR: the token user.
         assert registry["username"] == ("AWS" if stack.startswith("aws") else ACR_TOKEN_USER)
         assert isinstance(registry["password"], dict), "the registry password stays a secret"
+
+
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod"])
+def test_every_build_context_is_narrowed_to_what_its_tag_names(
+    planned: Callable[[str], Plan], stack: str
+) -> None:
+    """AWS review A2 (/work/wt-aws2-REPORT.md): the context is the repository root, so the Dockerfile's own
+    ignore file (read before .dockerignore, pulumi-docker-build v0.0.22 context.go getIgnorePatterns) must
+    admit exactly what the tag hashes, or a second `pulumi up` pushes a rebuild to an existing tag (ECR
+    IMMUTABLE refuses it; on ACR the tag moves). tests/components/test_build_context.py edits the tree."""
+    plan = planned(stack)
+    for image in _images(plan):
+        dockerfile = REPO / image.inputs["dockerfile"]["location"]
+        assert image.inputs["context"] == {"location": "."}
+        assert ignore_file(dockerfile).read_text() == ignore_rules(dockerfile)
+        tag = image.inputs["tags"][0].rsplit(":", 1)[1]
+        assert tag == content_tag(dockerfile, image.inputs.get("target")), plan.outputs["registry"]
 
 
 def test_ecr_creates_a_repository_for_every_built_image(planned: Callable[[str], Plan]) -> None:

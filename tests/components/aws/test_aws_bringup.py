@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextvars
+import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -12,11 +13,18 @@ import pytest
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components.aws import platform as aws_platform
 from components.aws.account import enable_region_command
 from components.aws.iam import NAME_PREFIX_SUFFIX
 from components.aws.node_pools import NODE_GROUP_NAME_MAX, node_group_name_prefix
 from components.aws.platform import AwsPlatform
-from components.aws.preflight import AUTOSCALING_ROLE_COMMAND, vcpu_demand
+from components.aws.preflight import (
+    AUTOSCALING_ROLE_COMMAND,
+    SUPPORT_WARNING_DAYS,
+    UPGRADE_PATH,
+    standard_support_notice,
+    vcpu_demand,
+)
 from components.catalog.aws import EKS_STANDARD_SUPPORT_END
 from components.config import PLATFORM_KEY, ConfigError, PlatformConfig, version_pins
 from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind, StorageHandle
@@ -388,3 +396,47 @@ def test_a_region_the_account_has_not_enabled_stops_preview_with_the_command() -
     with pytest.raises(pulumi.RunError) as stopped:
         _build(config, _RegionNotEnabled(aws_region=config.region, azure_location=""))
     assert enable_region_command("me-central-1") in str(stopped.value)
+
+
+def test_the_end_of_standard_support_is_warned_ahead_and_refused_after() -> None:
+    """Review D1 (/work/wt-aws2-REPORT.md): with upgradePolicy STANDARD, EKS upgrades the control plane at
+    the end of standard support (EKS user guide, "Understand the Kubernetes version lifecycle on EKS"),
+    and with Pulumi.yaml's ``refresh: always`` the next `pulumi up` reads 1.36 and asks EKS to go back
+    to 1.35, which UpdateClusterVersion cannot. Fixed dates around 1.35's end (2027-03-27, the table in
+    components/catalog/aws.py)."""
+    end = datetime.date.fromisoformat(EKS_STANDARD_SUPPORT_END["1.35"])
+    assert end == datetime.date(2027, 3, 27)
+    assert standard_support_notice("1.35", end - datetime.timedelta(days=SUPPORT_WARNING_DAYS + 1)) is None
+    for day in (end - datetime.timedelta(days=SUPPORT_WARNING_DAYS), end):
+        warning = standard_support_notice("1.35", day)
+        assert warning is not None and not warning.refuse
+        assert "leaves EKS standard support on 2027-03-27" in warning.message
+    refusal = standard_support_notice("1.35", end + datetime.timedelta(days=1))
+    assert refusal is not None and refusal.refuse
+    assert "pin Kubernetes 1.36's EKS add-ons" in refusal.message
+    assert "ml-platform:platform.cluster.kubernetesVersion" in refusal.message
+    assert UPGRADE_PATH in refusal.message
+
+
+def test_preview_warns_before_the_end_and_stops_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The program says it at preview: a warning on the stack 30 days before, a RunError the day after
+    (before any resource is registered)."""
+    config = parse(template("aws-smb-dev"), "aws-smb-dev")
+    end = datetime.date.fromisoformat(EKS_STANDARD_SUPPORT_END[config.cluster.kubernetes_version])
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warned.append(message))
+    monkeypatch.setattr(aws_platform, "today", lambda: end - datetime.timedelta(days=30))
+    _build(config, PlanMocks(aws_region=config.region, azure_location=""))
+    assert [w for w in warned if "leaves EKS standard support" in w]
+    created: list[str] = []
+
+    class Recording(PlanMocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+            created.append(args.typ)
+            return super().new_resource(args)
+
+    monkeypatch.setattr(aws_platform, "today", lambda: end + datetime.timedelta(days=1))
+    with pytest.raises(pulumi.RunError) as stopped:
+        _build(config, Recording(aws_region=config.region, azure_location=""))
+    assert "left EKS standard support" in str(stopped.value)
+    assert "aws:eks/cluster:Cluster" not in created

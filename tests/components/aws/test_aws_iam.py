@@ -34,6 +34,7 @@ def _trust(plan: Plan, suffix: str) -> dict[str, Any]:
         ("-identities-inference", "system:serviceaccount:ml-inference:inference"),
         ("-identities-cluster-autoscaler", "system:serviceaccount:kube-system:cluster-autoscaler"),
         ("-addons-ebs-csi", "system:serviceaccount:kube-system:ebs-csi-controller-sa"),
+        ("-network-addons-vpc-cni", "system:serviceaccount:kube-system:aws-node"),
     ],
 )
 def test_irsa_trust_pins_subject_and_audience_exactly(
@@ -109,7 +110,10 @@ def test_autoscaler_resizes_only_this_clusters_tagged_groups(cloud_plan: Callabl
     }
 
 
-def test_node_role_has_only_worker_cni_and_registry_read(cloud_plan: Callable[[str], Plan]) -> None:
+def test_node_role_has_only_worker_and_registry_read(cloud_plan: Callable[[str], Plan]) -> None:
+    """Review D3 (shared/reviews/aws.md): AmazonEKS_CNI_Policy on the node role lets every hostNetwork
+    pod manage ENIs through the instance profile; it belongs on aws-node's IRSA role (EKS best practices
+    guide, "Update the aws-node daemonset to use IRSA")."""
     plan = cloud_plan("aws-smb-dev")
     node = one(plan, ROLE, "-aws-node")
     assert _trust(plan, "-aws-node")["Principal"] == {"Service": "ec2.amazonaws.com"}
@@ -120,9 +124,40 @@ def test_node_role_has_only_worker_cni_and_registry_read(cloud_plan: Callable[[s
     assert attached == [
         "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
         "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-        "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
     ]
     assert resources(plan, ROLE_POLICY, node.name) == []
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_the_vpc_cni_runs_on_its_own_irsa_role(cloud_plan: Callable[[str], Plan], stack: str) -> None:
+    """Review D3: EKS user guide, "Configure Amazon VPC CNI plug-in to use IRSA": the vpc-cni add-on's
+    serviceAccountRoleArn is a role trusted by kube-system:aws-node carrying AmazonEKS_CNI_Policy, in
+    place before the add-on (node groups wait for the add-on)."""
+    plan = cloud_plan(stack)
+    role = one(plan, ROLE, "-network-addons-vpc-cni")
+    addon = one(plan, "aws:eks/addon:Addon", "-network-addons-vpc-cni")
+    assert addon.inputs["serviceAccountRoleArn"].startswith("arn:aws:iam::")
+    assert addon.property_dependencies["serviceAccountRoleArn"] == [role.urn]
+    attachment = one(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "-network-addons-vpc-cni-0")
+    assert attachment.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+    assert attachment.urn in addon.dependencies
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_the_ebs_driver_uses_the_key_only_through_ec2(cloud_plan: Callable[[str], Plan], stack: str) -> None:
+    """Review D3: the EBS CSI role may use the stack key (which also seals S3, FSx and ECR) only through
+    EC2 in the stack's region (AWS KMS developer guide, kms:ViaService; EBS is ec2.<region>)."""
+    for statement in _inline(cloud_plan(stack), "-addons-ebs-csi"):
+        assert statement["Condition"]["StringEquals"] == {"kms:ViaService": "ec2.me-central-1.amazonaws.com"}
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_the_cluster_waits_for_its_roles_key_policy(cloud_plan: Callable[[str], Plan], stack: str) -> None:
+    """Review D3: secrets envelope encryption runs on the cluster role's KMS policy from the first write,
+    so the cluster depends on it as on the managed-policy attachment."""
+    plan = cloud_plan(stack)
+    kms = one(plan, ROLE_POLICY, "-cluster-role-kms")
+    assert kms.urn in one(plan, "aws:eks/cluster:Cluster", "-cluster-eks").dependencies
 
 
 def _principals(statement: dict[str, Any]) -> list[str]:
@@ -151,5 +186,5 @@ def test_eks_and_efs_controllers_get_managed_driver_policies(cloud_plan: Callabl
     efs = one(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "-addons-efs-csi-0").inputs
     assert efs["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"
     grants, use = _inline(plan, "-addons-ebs-csi")
-    assert grants["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    assert grants["Condition"]["Bool"] == {"kms:GrantIsForAWSResource": "true"}
     assert use["Resource"] == plan.outputs["kmsKeyArn"]

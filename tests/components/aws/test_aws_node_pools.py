@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from components.aws.node_pools import efa_network_interfaces, pool_handle, pool_zone_indexes
+from components.aws.node_pools import (
+    ACCELERATOR_LABEL,
+    accelerator_type,
+    efa_network_interfaces,
+    pool_handle,
+    pool_zone_indexes,
+)
 from components.catalog import catalog
 from components.config import NodePoolConfig
 from components.handle import GPU_TAINT_KEY, POOL_LABEL, Cloud, Fabric, PoolKind, TaintEffect
@@ -233,3 +239,42 @@ def test_cpu_pools_use_avx512_types(stack: str) -> None:
     config = parse(template(stack), stack)
     cpu = [p for p in config.node_pools if p.kind is PoolKind.CPU]
     assert cpu and all(config.instance_type(p).avx512 for p in cpu)
+
+
+ASG_TAG = "aws:autoscaling/tag:Tag"
+ACCELERATOR_TAG = "k8s.io/cluster-autoscaler/node-template/label/k8s.amazonaws.com/accelerator"
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_gpu_node_groups_carry_the_autoscalers_accelerator_label(
+    cloud_plan: Callable[[str], Plan], stack: str
+) -> None:
+    """Review B1 (/work/wt-aws2-REPORT.md): cluster-autoscaler AWS README, "Special note on GPU
+    instances": label GPU nodes ``k8s.amazonaws.com/accelerator=<gpu-type>`` before they join, or the
+    autoscaler takes a node whose device plugin has not yet advertised nvidia.com/gpu for one without
+    GPUs and scales out again (up to maxSize p5en). The label, and its node-template ASG tag for scaling
+    from zero, name the catalog's GPU model; CPU groups carry neither."""
+    plan = cloud_plan(stack)
+    config = parse(template(stack), stack)
+    for pool in config.node_pools:
+        group = one(plan, NG, f"-{pool.name}-ng")
+        tags = {
+            t.inputs["tag"]["key"]: t.inputs["tag"]["value"]
+            for t in resources(plan, ASG_TAG, f"-{pool.name}-asg-")
+        }
+        model = config.instance_type(pool).gpu_model
+        if group.inputs["amiType"].endswith("_NVIDIA"):
+            assert model, pool.name
+            assert group.inputs["labels"][ACCELERATOR_LABEL] == f"nvidia-{model.lower()}"
+            assert tags[ACCELERATOR_TAG] == group.inputs["labels"][ACCELERATOR_LABEL]
+        else:
+            assert ACCELERATOR_LABEL not in group.inputs["labels"] and ACCELERATOR_TAG not in tags
+
+
+def test_the_accelerator_type_comes_from_the_catalogs_gpu_model() -> None:
+    """The autoscaler's own AWS GPU types are spelled nvidia-<model> (aws_cloud_provider.go
+    availableGPUTypes: "nvidia-a10g", "nvidia-tesla-t4")."""
+    types = catalog(Cloud.AWS)
+    assert accelerator_type(types["p5en.48xlarge"]) == "nvidia-h200"
+    assert accelerator_type(types["g5.xlarge"]) == "nvidia-a10g"
+    assert accelerator_type(types["g6.xlarge"]) == "nvidia-l4"
