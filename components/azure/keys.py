@@ -265,11 +265,11 @@ class RegistryCreationKey(pulumi.ComponentResource):
     def __init__(self, name: str, scope: AzureScope, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:azure:RegistryCreationKey", name, None, opts)
         sku, kty = _protection(scope)
-        self.vault_name = _fresh_vault_name(f"{name}-vault", scope, self, naming.CREATION_VAULT_KIND)
+        vault_name = _fresh_vault_name(f"{name}-vault", scope, self, naming.CREATION_VAULT_KIND)
         reachable = {"public_network_access": "Enabled", "network_acls": {"default_action": "Allow"}}
         vault = keyvault.Vault(
             f"{name}-vault",
-            vault_name=self.vault_name,
+            vault_name=vault_name,
             properties=_vault_properties(scope, sku, reachable),
             resource_group_name=scope.resource_group_name,
             location=scope.location,
@@ -281,6 +281,9 @@ class RegistryCreationKey(pulumi.ComponentResource):
             ),
         )
         self.vault_id: pulumi.Output[str] = vault.id
+        # The vault's own name output, not the name it was given: a command that runs against the vault
+        # (registry.py) then depends on the vault and cannot start before it exists (review A1).
+        self.vault_name = vault.name
         access = deployer_key_access(f"{name}-vault", scope, self, vault)
         self.key = _rsa_key(f"{name}-key", scope, self, vault, "registry-creation", kty, access)
         self.register_outputs({"vaultName": self.vault_name})

@@ -120,20 +120,30 @@ class AzureRegistry(pulumi.ComponentResource):
     def _reopen_creation_vault(
         self, name: str, scope: AzureScope, registry_name: str, creation_key: RegistryCreationKey
     ) -> local.Command:
-        """Open the creation vault before a registry is created on its key (review azure.md D3).
+        """Open the creation vault again before a registry is created again on its key (review azure.md D3).
 
         The rotation closes that vault once the registry is on the firewalled key, and ARM never reopens it
-        (its network settings are ignoreChanges, keys.py): a registry created again (a new name or region,
-        both set only at creation) could not reach its creation key. This runs when those change, and once
-        at the first ``up``, where the vault is already open; the rotation closes it again.
+        (its network settings are ignoreChanges, keys.py): a registry created again (a new name, group or
+        region, all set only at creation) could not reach its creation key. The vault is created open, so
+        there is nothing to do when this command is created: it has no ``create`` (pulumi-command runs
+        nothing then, local/commandController.go ``Create``) and runs its ``update`` when the registry's
+        creation-time identity in ``environment`` changes (an ``environment`` change is an update;
+        ``triggers`` would replace it, which runs ``create``: pulumi-command v1.2.1, common/inputs.go
+        ``replaceOnChanges``). The command names the vault by its own name output, so it waits for the
+        vault (review A1: built from the random name alone, it raced the vault's creation). The rotation,
+        which reruns for a new registry, closes the vault again.
         """
         command = pulumi.Output.all(scope.resource_group_name, creation_key.vault_name).apply(
             lambda a: reopen_command(scope.deployer.subscription_id, a[0], a[1])
         )
         return local.Command(
-            f"{name}-creation-vault-open",
-            create=command,
-            triggers=[registry_name, scope.location],
+            f"{name}-creation-vault-reopen",
+            update=command,
+            environment={
+                "REGISTRY_NAME": registry_name,
+                "REGISTRY_GROUP": scope.resource_group_name,
+                "REGISTRY_LOCATION": scope.location,
+            },
             opts=scope.opts(self),
         )
 

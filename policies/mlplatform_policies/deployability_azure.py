@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -294,6 +295,65 @@ def _scale_from_zero(pool: Subject, graph: Graph) -> Iterator[str]:
                 )
 
 
+LOCAL_COMMAND = "command:local:Command"
+# Key Vault command groups whose items live in a vault named by ``--vault-name`` (``--name`` is the item's);
+# the other ``az keyvault`` commands name the vault itself with ``--name``/``-n`` (azure-cli keyvault).
+_VAULT_ITEM_GROUPS = ("key", "secret", "certificate")
+_SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&"})
+
+
+def _option(words: list[str], *names: str) -> str | None:
+    for index, word in enumerate(words):
+        for name in names:
+            if word == name and index + 1 < len(words):
+                return words[index + 1]
+            if word.startswith(f"{name}="):
+                return word.split("=", 1)[1]
+    return None
+
+
+def _keyvault_targets(command: str) -> Iterator[str]:
+    """The vault names each ``az keyvault`` invocation in a shell command line runs against."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return
+    words: list[str] = []
+    for token in [*tokens, ";"]:
+        if token not in _SHELL_OPERATORS:
+            words.append(token)
+            continue
+        if words[:2] == ["az", "keyvault"]:
+            item = len(words) > 2 and words[2] in _VAULT_ITEM_GROUPS
+            name = _option(words, "--vault-name") if item else _option(words, "--name", "-n")
+            if name:
+                yield name
+        words = []
+
+
+def _keyvault_command_after_vault(command: Subject, graph: Graph) -> Iterator[str]:
+    """A local command that runs ``az keyvault ... --name X`` must wait for the stack's vault X.
+
+    ``az keyvault update`` is a GET of the vault followed by a PUT (azure-cli keyvault, generic update):
+    started before the vault exists it answers ResourceNotFound and the command, and everything waiting on
+    it, fails. The engine starts a resource as soon as the resources it depends on are done, so the
+    command must depend on the vault, directly or through others (review wt-azure3 A1)."""
+    for phase in ("create", "update", "delete"):
+        line = command.get(phase)
+        if not isinstance(line, str) or is_unknown(line):
+            continue
+        for name in dict.fromkeys(_keyvault_targets(line)):
+            vaults = {v.urn for v in graph.of(KEY_VAULT) if v.get("vaultName") == name}
+            if vaults and not _reaches(graph, command, vaults):
+                yield (
+                    f"its {phase} command runs az keyvault against vault {name!r} without depending on that "
+                    "vault: it can start before the vault exists (ResourceNotFound); build the command from "
+                    "the vault's name output or depend on the vault"
+                )
+
+
 # ARM naming rules ("Naming rules and restrictions for Azure resources", learn.microsoft.com/azure/
 # azure-resource-manager/management/resource-name-rules; MicrosoftDocs/azure-docs
 # articles/azure-resource-manager/management/resource-name-rules.md): type -> (name input, scope of
@@ -447,6 +507,13 @@ POLICIES: list[Policy] = [
         "An AKS pool at minCount 0 declares, by scale-set tag, every extended resource its pods request, and "
         "none it cannot declare (cluster-autoscaler azure_template.go).",
         per_node((AGENT_POOL,), _scale_from_zero),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "azure-keyvault-command-after-vault",
+        "A local command that runs az keyvault against a vault of the stack depends on that vault (azure-cli "
+        "keyvault update is a GET then a PUT of the vault).",
+        per_node((LOCAL_COMMAND,), _keyvault_command_after_vault),
         severity=Severity.HIGH,
     ),
     resource_policy(

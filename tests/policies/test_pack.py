@@ -68,6 +68,7 @@ POLICIES = {
     "azure-resource-names": ("mandatory", "resource"),
     "azure-diagnostics-coverage": ("mandatory", "stack"),
     "aks-secrets-kms": ("mandatory", "resource"),
+    "azure-keyvault-command-after-vault": ("mandatory", "stack"),
 }
 
 

@@ -140,11 +140,15 @@ def test_registry_is_created_outside_the_key_vault_firewall_then_rotated_behind_
     # first: the rotation closed it, and ARM never reopens it (ignoreChanges).
     first, registry_id = rotation["triggers"]
     assert first == firewalled_uri and registry_id.endswith(f"/{registry.inputs['registryName']}")
-    reopen = one(plan, COMMAND, "-registry-creation-vault-open")
-    assert reopen.inputs["create"] == reopen_command(
+    reopen = one(plan, COMMAND, "-registry-creation-vault-reopen")
+    assert reopen.inputs["update"] == reopen_command(
         SUBSCRIPTION_ID, f"ml-platform-{stack}", creation_vault["vaultName"]
     )
-    assert reopen.inputs["triggers"] == [registry.inputs["registryName"], "uaenorth"]
+    assert reopen.inputs["environment"] == {
+        "REGISTRY_NAME": registry.inputs["registryName"],
+        "REGISTRY_GROUP": f"ml-platform-{stack}",
+        "REGISTRY_LOCATION": "uaenorth",
+    }
     assert reopen.name in depends_on(plan, registry)
     (grant,) = [
         g
@@ -156,6 +160,29 @@ def test_registry_is_created_outside_the_key_vault_firewall_then_rotated_behind_
     waits = depends_on(plan, one(plan, COMMAND, "-registry-key-rotation"))
     (wait,) = [r for r in plan.by_type(WAIT) if r.name in waits]
     assert depends_on(plan, wait) == {grant.name}
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_the_creation_vault_is_reopened_only_for_a_new_registry_and_after_the_vault_exists(
+    cloud_plan: PlanFn, stack: str
+) -> None:
+    """Review (wt-azure3) A1. ``az keyvault update`` is a GET of the vault then a PUT (azure-cli keyvault
+    generic update): run before the vault exists it answers ResourceNotFound and the registry, which waits
+    for it, is never created. The vault is created open, so the first ``up`` has nothing to reopen:
+    pulumi-command v1.2.1 runs nothing on create without ``create`` (local/commandController.go
+    ``Create``), runs ``update`` when an input such as ``environment`` changes (``Update``), and replaces
+    (runs ``create``) on a ``triggers`` change (common/inputs.go, ``replaceOnChanges``). When it does run,
+    it runs after the vault: it names the vault by the vault's own name output."""
+    plan = cloud_plan(stack)
+    reopen = one(plan, COMMAND, "-registry-creation-vault-reopen")
+    assert "create" not in reopen.inputs and "triggers" not in reopen.inputs
+    assert "az keyvault update" in reopen.inputs["update"]
+    assert set(reopen.inputs["environment"]) == {"REGISTRY_NAME", "REGISTRY_GROUP", "REGISTRY_LOCATION"}
+    assert one(plan, VAULT, "-registry-creation-vault").name in depends_on(plan, reopen)
+    # The closing half (the rotation) names the same vault by the same output.
+    assert one(plan, VAULT, "-registry-creation-vault").name in depends_on(
+        plan, one(plan, COMMAND, "-registry-key-rotation")
+    )
 
 
 def _run_with_fake_az(tmp_path: Path, command: str, failing: str = "") -> tuple[int, list[list[str]]]:
