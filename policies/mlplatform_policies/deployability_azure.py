@@ -354,6 +354,55 @@ def _keyvault_command_after_vault(command: Subject, graph: Graph) -> Iterator[st
                 )
 
 
+IMAGE = "docker-build:index:Image"
+PRIVATE_ENDPOINT = "azure-native:network:PrivateEndpoint"
+ZONE_GROUP = "azure-native:network:PrivateDnsZoneGroup"
+
+
+def _pushes_to(image: Subject, login_server: str) -> bool:
+    tags = image.get("tags")
+    return image.get("push") is True and any(
+        isinstance(tag, str) and tag.lower().startswith(f"{login_server}/") for tag in (tags or [])
+    )
+
+
+def _registry_zone_groups(graph: Graph, registry: Subject) -> set[str]:
+    """The DNS zone groups of the private endpoints whose Private Link service is ``registry``."""
+    endpoints = {
+        endpoint.urn
+        for endpoint in graph.of(PRIVATE_ENDPOINT)
+        for target in graph.linked(endpoint, "privateLinkServiceConnections", (REGISTRY,))
+        if target.urn == registry.urn
+    }
+    return {
+        group.urn
+        for group in graph.of(ZONE_GROUP)
+        if endpoints & {e.urn for e in graph.linked(group, "privateEndpointName", (PRIVATE_ENDPOINT,))}
+    }
+
+
+def _push_after_private_dns(image: Subject, graph: Graph) -> Iterator[str]:
+    """An image pushed to a registry whose public endpoint is disabled goes through the registry's private
+    endpoint, which a client in the VNet resolves only once the endpoint's DNS zone group has written the
+    privatelink.azurecr.io record ("Connect privately to an Azure container registry using Azure Private
+    Link"); before that the push (and the ``az acr login --expose-token`` exchange at the login server,
+    azure-cli acr/_docker_utils.py) is refused or does not resolve (review wt-azure3 A2)."""
+    for registry in graph.of(REGISTRY):
+        name = registry.get("registryName")
+        if registry.get("publicNetworkAccess") != "Disabled" or not isinstance(name, str) or is_unknown(name):
+            continue
+        login_server = f"{name.lower()}.azurecr.io"
+        if not _pushes_to(image, login_server):
+            continue
+        groups = _registry_zone_groups(graph, registry)
+        if not groups or not _reaches(graph, image, groups):
+            yield (
+                f"pushes to {login_server}, whose public endpoint is disabled, without waiting for the DNS "
+                "zone group of the registry's private endpoint: the push cannot reach the registry yet; "
+                "depend on the zone group"
+            )
+
+
 # ARM naming rules ("Naming rules and restrictions for Azure resources", learn.microsoft.com/azure/
 # azure-resource-manager/management/resource-name-rules; MicrosoftDocs/azure-docs
 # articles/azure-resource-manager/management/resource-name-rules.md): type -> (name input, scope of
@@ -514,6 +563,13 @@ POLICIES: list[Policy] = [
         "A local command that runs az keyvault against a vault of the stack depends on that vault (azure-cli "
         "keyvault update is a GET then a PUT of the vault).",
         per_node((LOCAL_COMMAND,), _keyvault_command_after_vault),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "azure-registry-push-after-private-dns",
+        "An image pushed to a registry with public network access disabled waits for the DNS zone group of "
+        "that registry's private endpoint (ACR Private Link docs).",
+        per_node((IMAGE,), _push_after_private_dns),
         severity=Severity.HIGH,
     ),
     resource_policy(

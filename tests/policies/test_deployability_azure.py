@@ -301,6 +301,45 @@ local.Command(
 )
 """
 
+_PRIVATE_REGISTRY_PUSH = """
+import pulumi_docker_build as docker_build
+from pulumi_azure_native import containerregistry, network
+
+registry = containerregistry.Registry(
+    "acr",
+    resource_group_name="rg",
+    location="uaenorth",
+    registry_name="mlpacrdemo",
+    sku={"name": "Premium"},
+    admin_user_enabled=False,
+    public_network_access="Disabled",
+    tags=TAGS,
+)
+endpoint = network.PrivateEndpoint(
+    "acr-pe",
+    resource_group_name="rg",
+    location="uaenorth",
+    subnet={"id": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/subnets/e"},
+    private_link_service_connections=[
+        {"name": "registry", "private_link_service_id": registry.id, "group_ids": ["registry"]}
+    ],
+    tags=TAGS,
+)
+dns = network.PrivateDnsZoneGroup(
+    "acr-dns",
+    resource_group_name="rg",
+    private_endpoint_name=endpoint.name,
+    private_dns_zone_configs=[{"name": "registry", "private_dns_zone_id": "/zones/privatelink.azurecr.io"}],
+)
+docker_build.Image(
+    "app",
+    context={"location": "."},
+    tags=["mlpacrdemo.azurecr.io/app:1"],
+    push=True,
+    opts=pulumi.ResourceOptions(depends_on=[dns if WAIT else registry]),
+)
+"""
+
 # (id, config, program, the policy and resource it must catch, or None for a compliant program)
 CASES = [
     (
@@ -413,6 +452,14 @@ CASES = [
         ("azure-keyvault-command-after-vault", "reopen"),
     ),
     ("keyvault-command-after-vault", AZURE, "FROM_VAULT = True\n" + _VAULT_COMMAND, None),
+    # Review wt-azure3 A2: the images waited for the registry only, not for its private endpoint's DNS.
+    (
+        "private-registry-push-before-dns",
+        AZURE,
+        "WAIT = False\n" + _PRIVATE_REGISTRY_PUSH,
+        ("azure-registry-push-after-private-dns", "app"),
+    ),
+    ("private-registry-push-after-dns", AZURE, "WAIT = True\n" + _PRIVATE_REGISTRY_PUSH, None),
 ]
 COVERED = {expected[0] for _, _, _, expected in CASES if expected is not None}
 # The small programs leave their vaults and accounts without diagnostic settings on purpose; that policy is
@@ -437,6 +484,7 @@ NEW_AZURE_POLICIES = {
     "azure-diagnostics-coverage",
     "aks-secrets-kms",
     "azure-keyvault-command-after-vault",
+    "azure-registry-push-after-private-dns",
 }
 
 

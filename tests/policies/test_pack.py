@@ -69,6 +69,7 @@ POLICIES = {
     "azure-diagnostics-coverage": ("mandatory", "stack"),
     "aks-secrets-kms": ("mandatory", "resource"),
     "azure-keyvault-command-after-vault": ("mandatory", "stack"),
+    "azure-registry-push-after-private-dns": ("mandatory", "stack"),
 }
 
 

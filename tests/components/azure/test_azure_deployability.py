@@ -185,6 +185,23 @@ def test_the_creation_vault_is_reopened_only_for_a_new_registry_and_after_the_va
     )
 
 
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_the_push_token_and_the_pushes_wait_for_the_registry_private_dns(planned: PlanFn, stack: str) -> None:
+    """Review (wt-azure3) A2. ``az acr login --expose-token`` exchanges an Entra token at the registry's
+    login server (azure-cli acr/_docker_utils.py ``_get_aad_token``) and the push talks to it too; with the
+    public endpoint disabled both go through the registry's private endpoint, which a runner in the VNet
+    resolves only once the endpoint's DNS zone group has written the privatelink.azurecr.io record
+    (ACR docs, "Connect privately to an Azure container registry using Azure Private Link"). So the token
+    (the Image's ``registries`` input) and the Image itself wait for that zone group, on both tiers."""
+    plan = planned(stack)
+    zone_group = one(plan, "azure-native:network:PrivateDnsZoneGroup", "-registry-registry-dns")
+    images = plan.by_type("docker-build:index:Image")
+    assert images
+    for image in images:
+        assert zone_group.urn in image.dependencies, image.name
+        assert zone_group.urn in image.property_dependencies["registries"], image.name
+
+
 def _run_with_fake_az(tmp_path: Path, command: str, failing: str = "") -> tuple[int, list[list[str]]]:
     """Run ``command`` in /bin/sh with an ``az`` on PATH that records its arguments (one call a line) and
     fails when its first argument is ``failing``."""
