@@ -19,6 +19,7 @@ destroyed in the normal course, keep the deterministic name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -136,6 +137,67 @@ def deployer_key_access(
     return propagated(f"{name}-deployer-keys", scope, [grant], parent)
 
 
+def _field(value: Any, name: str) -> Any:
+    """``name`` (snake case) of an SDK output type, or of the plain mapping a mock reads back."""
+    if isinstance(value, Mapping):
+        return value.get(name, value.get(_camel(name)))
+    return getattr(value, name, None)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _policy_shape(policy: Any) -> tuple[Any, list[tuple[Any, ...]]] | None:
+    """What a rotation policy decides (expiry, and each action with its trigger), from the program's
+    input or from the key as ARM reads it back; None where the key reports no policy."""
+    if policy is None:
+        return None
+    actions = [
+        (
+            str(_field(_field(a, "action"), "type") or "").lower(),
+            _field(_field(a, "trigger"), "time_after_create"),
+            _field(_field(a, "trigger"), "time_before_expiry"),
+        )
+        for a in _field(policy, "lifetime_actions") or []
+    ]
+    return _field(_field(policy, "attributes"), "expiry_time"), sorted(actions, key=str)
+
+
+def unapplied_key_settings(
+    key_name: str, tags: Mapping[str, str], policy: Mapping[str, Any], live_tags: Any, live_properties: Any
+) -> list[str]:
+    """What the program asks of an existing key that the key does not have (and ARM will never give it).
+
+    ARM's ``vaults/keys`` PUT "Creates the first version of a new key if it does not exist. If it already
+    exists, then the existing key is returned without any write operations being performed. This API does
+    not create subsequent versions, and does not update existing keys" (Keys - Create If Not Exist,
+    azure-mgmt-keyvault ``KeysOperations.create_if_not_exist``). Tags and the rotation policy are set on
+    the key's data plane, which the firewalled vault does not open to the deployer (review wt-azure3 D1).
+    """
+    changed: list[str] = []
+    if live_tags is not None and dict(live_tags) != dict(tags):
+        changed.append("tags")
+    live_policy = _policy_shape(_field(live_properties, "rotation_policy")) if live_properties else None
+    if live_policy is not None and live_policy != _policy_shape(policy):
+        changed.append("rotation policy")
+    if not changed:
+        return []
+    what = " and ".join(changed)
+    return [
+        f"Key Vault key {key_name!r} keeps its {what} from creation: ARM never updates an existing key "
+        "(Keys - Create If Not Exist), so this change is not applied; set it on the key's data plane from a "
+        f"network that reaches the vault (az keyvault key set-attributes --tags / az keyvault key "
+        f"rotation-policy update --vault-name <vault> --name {key_name})"
+    ]
+
+
+def _warn(resource: pulumi.Resource, messages: list[str]) -> None:
+    for message in messages:
+        pulumi.log.warn(message, resource=resource)
+
+
 def _rsa_key(
     name: str,
     scope: AzureScope,
@@ -153,7 +215,16 @@ def _rsa_key(
         key_name=key_name,
         properties={"kty": kty, "key_size": _KEY_SIZE, "rotation_policy": rotation_policy},
         tags=scope.tags,
-        opts=scope.opts(parent, data=True, depends_on=[access]),
+        # Never sent again after creation: ARM would answer with the existing key and change nothing
+        # (unapplied_key_settings). The key as read back (refreshed before every update) is compared with
+        # what the program asks, and a difference is a preview warning instead of an update that does not
+        # happen.
+        opts=scope.opts(
+            parent, data=True, depends_on=[access], ignore_changes=["tags", "properties.rotationPolicy"]
+        ),
+    )
+    pulumi.Output.all(key.tags, key.properties).apply(
+        lambda live: _warn(key, unapplied_key_settings(key_name, scope.tags, rotation_policy, *live))
     )
     return KeyRef(
         vault_uri=vault.properties.apply(lambda p: p.vault_uri),
@@ -265,11 +336,11 @@ class RegistryCreationKey(pulumi.ComponentResource):
     def __init__(self, name: str, scope: AzureScope, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:azure:RegistryCreationKey", name, None, opts)
         sku, kty = _protection(scope)
-        self.vault_name = _fresh_vault_name(f"{name}-vault", scope, self, naming.CREATION_VAULT_KIND)
+        vault_name = _fresh_vault_name(f"{name}-vault", scope, self, naming.CREATION_VAULT_KIND)
         reachable = {"public_network_access": "Enabled", "network_acls": {"default_action": "Allow"}}
         vault = keyvault.Vault(
             f"{name}-vault",
-            vault_name=self.vault_name,
+            vault_name=vault_name,
             properties=_vault_properties(scope, sku, reachable),
             resource_group_name=scope.resource_group_name,
             location=scope.location,
@@ -281,6 +352,9 @@ class RegistryCreationKey(pulumi.ComponentResource):
             ),
         )
         self.vault_id: pulumi.Output[str] = vault.id
+        # The vault's own name output, not the name it was given: a command that runs against the vault
+        # (registry.py) then depends on the vault and cannot start before it exists (review A1).
+        self.vault_name = vault.name
         access = deployer_key_access(f"{name}-vault", scope, self, vault)
         self.key = _rsa_key(f"{name}-key", scope, self, vault, "registry-creation", kty, access)
         self.register_outputs({"vaultName": self.vault_name})

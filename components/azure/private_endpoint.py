@@ -40,8 +40,10 @@ class PrivateEndpoint(pulumi.ComponentResource):
             **scope.placed,
             opts=scope.opts(self),
         )
-        # The zone group keeps the A record in step with the endpoint's IP for the endpoint's lifetime.
-        network.PrivateDnsZoneGroup(
+        # The zone group keeps the A record in step with the endpoint's IP for the endpoint's lifetime. Until
+        # it exists, a client in the VNet does not resolve the service to the endpoint: what reaches the
+        # service through it (the registry push, registry.py) waits for it.
+        self.zone_group = network.PrivateDnsZoneGroup(
             f"{name}-dns",
             resource_group_name=scope.resource_group_name,
             private_endpoint_name=endpoint.name,

@@ -90,7 +90,7 @@ class AzureRegistry(pulumi.ComponentResource):
         self._rotate_to(name, scope, registry, registry_name, args.key, creation_key)
         self.registry_id: pulumi.Output[str] = registry.id
         self.creation_vault_id = creation_key.vault_id
-        PrivateEndpoint(
+        endpoint = PrivateEndpoint(
             f"{name}-registry",
             PrivateEndpointArgs(scope, args.endpoint_subnet_id, registry.id, "registry", args.dns_zone_id),
             opts=pulumi.ResourceOptions(parent=self),
@@ -107,33 +107,55 @@ class AzureRegistry(pulumi.ComponentResource):
         # references built from it are plain strings the Kubernetes layer can validate.
         self.login_server = f"{registry_name}.azurecr.io"
         # What `pulumi up` pushes the stack's images with (components/images.py): an ACR token for the
-        # deployer's Azure CLI login, read on every run (it lasts 3 hours), once the registry exists. No
-        # admin user: the push is the deployer's Entra identity (Owner/Contributor or AcrPush).
+        # deployer's Azure CLI login, read on every run (it lasts 3 hours). No admin user: the push is the
+        # deployer's Entra identity (Owner/Contributor or AcrPush). The token is a data-plane call to the
+        # registry (``az acr login --expose-token`` exchanges an Entra token at
+        # https://<login server>/oauth2/exchange, azure-cli acr/_docker_utils.py), and so is the push: with
+        # the public endpoint disabled both go through the private endpoint, which a runner in the VNet
+        # finds only once the zone group has written the privatelink.azurecr.io record ("Connect privately
+        # to an Azure container registry using Azure Private Link"; review wt-azure3 A2). Both wait for the
+        # zone group on every tier: on SMB a runner inside the VNet resolves through the same linked zone.
+        zone_group = endpoint.zone_group
         token = local.run_output(
-            command=registry.name.apply(lambda n: login_command(scope.deployer.subscription_id, n))
+            command=pulumi.Output.all(registry.name, zone_group.id).apply(
+                lambda a: login_command(scope.deployer.subscription_id, a[0])
+            )
         )
         self.login = RegistryLogin(
-            address=self.login_server, username=ACR_TOKEN_USER, password=token.stdout, ready=(registry,)
+            address=self.login_server,
+            username=ACR_TOKEN_USER,
+            password=token.stdout,
+            ready=(registry, zone_group),
         )
         self.register_outputs({"loginServer": registry.login_server})
 
     def _reopen_creation_vault(
         self, name: str, scope: AzureScope, registry_name: str, creation_key: RegistryCreationKey
     ) -> local.Command:
-        """Open the creation vault before a registry is created on its key (review azure.md D3).
+        """Open the creation vault again before a registry is created again on its key (review azure.md D3).
 
         The rotation closes that vault once the registry is on the firewalled key, and ARM never reopens it
-        (its network settings are ignoreChanges, keys.py): a registry created again (a new name or region,
-        both set only at creation) could not reach its creation key. This runs when those change, and once
-        at the first ``up``, where the vault is already open; the rotation closes it again.
+        (its network settings are ignoreChanges, keys.py): a registry created again (a new name, group or
+        region, all set only at creation) could not reach its creation key. The vault is created open, so
+        there is nothing to do when this command is created: it has no ``create`` (pulumi-command runs
+        nothing then, local/commandController.go ``Create``) and runs its ``update`` when the registry's
+        creation-time identity in ``environment`` changes (an ``environment`` change is an update;
+        ``triggers`` would replace it, which runs ``create``: pulumi-command v1.2.1, common/inputs.go
+        ``replaceOnChanges``). The command names the vault by its own name output, so it waits for the
+        vault (review A1: built from the random name alone, it raced the vault's creation). The rotation,
+        which reruns for a new registry, closes the vault again.
         """
         command = pulumi.Output.all(scope.resource_group_name, creation_key.vault_name).apply(
             lambda a: reopen_command(scope.deployer.subscription_id, a[0], a[1])
         )
         return local.Command(
-            f"{name}-creation-vault-open",
-            create=command,
-            triggers=[registry_name, scope.location],
+            f"{name}-creation-vault-reopen",
+            update=command,
+            environment={
+                "REGISTRY_NAME": registry_name,
+                "REGISTRY_GROUP": scope.resource_group_name,
+                "REGISTRY_LOCATION": scope.location,
+            },
             opts=scope.opts(self),
         )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -294,6 +295,114 @@ def _scale_from_zero(pool: Subject, graph: Graph) -> Iterator[str]:
                 )
 
 
+LOCAL_COMMAND = "command:local:Command"
+# Key Vault command groups whose items live in a vault named by ``--vault-name`` (``--name`` is the item's);
+# the other ``az keyvault`` commands name the vault itself with ``--name``/``-n`` (azure-cli keyvault).
+_VAULT_ITEM_GROUPS = ("key", "secret", "certificate")
+_SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&"})
+
+
+def _option(words: list[str], *names: str) -> str | None:
+    for index, word in enumerate(words):
+        for name in names:
+            if word == name and index + 1 < len(words):
+                return words[index + 1]
+            if word.startswith(f"{name}="):
+                return word.split("=", 1)[1]
+    return None
+
+
+def _keyvault_targets(command: str) -> Iterator[str]:
+    """The vault names each ``az keyvault`` invocation in a shell command line runs against."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return
+    words: list[str] = []
+    for token in [*tokens, ";"]:
+        if token not in _SHELL_OPERATORS:
+            words.append(token)
+            continue
+        if words[:2] == ["az", "keyvault"]:
+            item = len(words) > 2 and words[2] in _VAULT_ITEM_GROUPS
+            name = _option(words, "--vault-name") if item else _option(words, "--name", "-n")
+            if name:
+                yield name
+        words = []
+
+
+def _keyvault_command_after_vault(command: Subject, graph: Graph) -> Iterator[str]:
+    """A local command that runs ``az keyvault ... --name X`` must wait for the stack's vault X.
+
+    ``az keyvault update`` is a GET of the vault followed by a PUT (azure-cli keyvault, generic update):
+    started before the vault exists it answers ResourceNotFound and the command, and everything waiting on
+    it, fails. The engine starts a resource as soon as the resources it depends on are done, so the
+    command must depend on the vault, directly or through others (review wt-azure3 A1)."""
+    for phase in ("create", "update", "delete"):
+        line = command.get(phase)
+        if not isinstance(line, str) or is_unknown(line):
+            continue
+        for name in dict.fromkeys(_keyvault_targets(line)):
+            vaults = {v.urn for v in graph.of(KEY_VAULT) if v.get("vaultName") == name}
+            if vaults and not _reaches(graph, command, vaults):
+                yield (
+                    f"its {phase} command runs az keyvault against vault {name!r} without depending on that "
+                    "vault: it can start before the vault exists (ResourceNotFound); build the command from "
+                    "the vault's name output or depend on the vault"
+                )
+
+
+IMAGE = "docker-build:index:Image"
+PRIVATE_ENDPOINT = "azure-native:network:PrivateEndpoint"
+ZONE_GROUP = "azure-native:network:PrivateDnsZoneGroup"
+
+
+def _pushes_to(image: Subject, login_server: str) -> bool:
+    tags = image.get("tags")
+    return image.get("push") is True and any(
+        isinstance(tag, str) and tag.lower().startswith(f"{login_server}/") for tag in (tags or [])
+    )
+
+
+def _registry_zone_groups(graph: Graph, registry: Subject) -> set[str]:
+    """The DNS zone groups of the private endpoints whose Private Link service is ``registry``."""
+    endpoints = {
+        endpoint.urn
+        for endpoint in graph.of(PRIVATE_ENDPOINT)
+        for target in graph.linked(endpoint, "privateLinkServiceConnections", (REGISTRY,))
+        if target.urn == registry.urn
+    }
+    return {
+        group.urn
+        for group in graph.of(ZONE_GROUP)
+        if endpoints & {e.urn for e in graph.linked(group, "privateEndpointName", (PRIVATE_ENDPOINT,))}
+    }
+
+
+def _push_after_private_dns(image: Subject, graph: Graph) -> Iterator[str]:
+    """An image pushed to a registry whose public endpoint is disabled goes through the registry's private
+    endpoint, which a client in the VNet resolves only once the endpoint's DNS zone group has written the
+    privatelink.azurecr.io record ("Connect privately to an Azure container registry using Azure Private
+    Link"); before that the push (and the ``az acr login --expose-token`` exchange at the login server,
+    azure-cli acr/_docker_utils.py) is refused or does not resolve (review wt-azure3 A2)."""
+    for registry in graph.of(REGISTRY):
+        name = registry.get("registryName")
+        if registry.get("publicNetworkAccess") != "Disabled" or not isinstance(name, str) or is_unknown(name):
+            continue
+        login_server = f"{name.lower()}.azurecr.io"
+        if not _pushes_to(image, login_server):
+            continue
+        groups = _registry_zone_groups(graph, registry)
+        if not groups or not _reaches(graph, image, groups):
+            yield (
+                f"pushes to {login_server}, whose public endpoint is disabled, without waiting for the DNS "
+                "zone group of the registry's private endpoint: the push cannot reach the registry yet; "
+                "depend on the zone group"
+            )
+
+
 # ARM naming rules ("Naming rules and restrictions for Azure resources", learn.microsoft.com/azure/
 # azure-resource-manager/management/resource-name-rules; MicrosoftDocs/azure-docs
 # articles/azure-resource-manager/management/resource-name-rules.md): type -> (name input, scope of
@@ -447,6 +556,20 @@ POLICIES: list[Policy] = [
         "An AKS pool at minCount 0 declares, by scale-set tag, every extended resource its pods request, and "
         "none it cannot declare (cluster-autoscaler azure_template.go).",
         per_node((AGENT_POOL,), _scale_from_zero),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "azure-keyvault-command-after-vault",
+        "A local command that runs az keyvault against a vault of the stack depends on that vault (azure-cli "
+        "keyvault update is a GET then a PUT of the vault).",
+        per_node((LOCAL_COMMAND,), _keyvault_command_after_vault),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "azure-registry-push-after-private-dns",
+        "An image pushed to a registry with public network access disabled waits for the DNS zone group of "
+        "that registry's private endpoint (ACR Private Link docs).",
+        per_node((IMAGE,), _push_after_private_dns),
         severity=Severity.HIGH,
     ),
     resource_policy(

@@ -274,6 +274,72 @@ _KMS = (
     '"key_vault_network_access": "Private", "key_vault_resource_id": "/subscriptions/s/vaults/v"}}'
 )
 
+_VAULT_COMMAND = """
+from pulumi_azure_native import keyvault
+from pulumi_command import local
+
+vault = keyvault.Vault(
+    "creation-vault",
+    resource_group_name="rg",
+    location="uaenorth",
+    vault_name="mlp-acrk-demo",
+    properties={
+        "tenant_id": "00000000-0000-0000-0000-000000000001",
+        "sku": {"family": "A", "name": "standard"},
+        "enable_rbac_authorization": True,
+        "public_network_access": "Enabled",
+        "network_acls": {"default_action": "Allow"},
+    },
+    tags=TAGS,
+)
+NAME = vault.name if FROM_VAULT else "mlp-acrk-demo"
+local.Command(
+    "reopen",
+    update=pulumi.Output.from_input(NAME).apply(
+        lambda n: f"az keyvault update --resource-group rg --name {n} --public-network-access Enabled"
+    ),
+)
+"""
+
+_PRIVATE_REGISTRY_PUSH = """
+import pulumi_docker_build as docker_build
+from pulumi_azure_native import containerregistry, network
+
+registry = containerregistry.Registry(
+    "acr",
+    resource_group_name="rg",
+    location="uaenorth",
+    registry_name="mlpacrdemo",
+    sku={"name": "Premium"},
+    admin_user_enabled=False,
+    public_network_access="Disabled",
+    tags=TAGS,
+)
+endpoint = network.PrivateEndpoint(
+    "acr-pe",
+    resource_group_name="rg",
+    location="uaenorth",
+    subnet={"id": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/subnets/e"},
+    private_link_service_connections=[
+        {"name": "registry", "private_link_service_id": registry.id, "group_ids": ["registry"]}
+    ],
+    tags=TAGS,
+)
+dns = network.PrivateDnsZoneGroup(
+    "acr-dns",
+    resource_group_name="rg",
+    private_endpoint_name=endpoint.name,
+    private_dns_zone_configs=[{"name": "registry", "private_dns_zone_id": "/zones/privatelink.azurecr.io"}],
+)
+docker_build.Image(
+    "app",
+    context={"location": "."},
+    tags=["mlpacrdemo.azurecr.io/app:1"],
+    push=True,
+    opts=pulumi.ResourceOptions(depends_on=[dns if WAIT else registry]),
+)
+"""
+
 # (id, config, program, the policy and resource it must catch, or None for a compliant program)
 CASES = [
     (
@@ -378,6 +444,22 @@ CASES = [
         ("aks-secrets-kms", "aks"),
     ),
     ("confidential-cluster-with-kms", AZURE, f"SECURITY = {_KMS}\n" + _CONFIDENTIAL_CLUSTER, None),
+    # Review wt-azure3 A1: the reopen command named the vault by its random name, not the vault's output.
+    (
+        "keyvault-command-before-vault",
+        AZURE,
+        "FROM_VAULT = False\n" + _VAULT_COMMAND,
+        ("azure-keyvault-command-after-vault", "reopen"),
+    ),
+    ("keyvault-command-after-vault", AZURE, "FROM_VAULT = True\n" + _VAULT_COMMAND, None),
+    # Review wt-azure3 A2: the images waited for the registry only, not for its private endpoint's DNS.
+    (
+        "private-registry-push-before-dns",
+        AZURE,
+        "WAIT = False\n" + _PRIVATE_REGISTRY_PUSH,
+        ("azure-registry-push-after-private-dns", "app"),
+    ),
+    ("private-registry-push-after-dns", AZURE, "WAIT = True\n" + _PRIVATE_REGISTRY_PUSH, None),
 ]
 COVERED = {expected[0] for _, _, _, expected in CASES if expected is not None}
 # The small programs leave their vaults and accounts without diagnostic settings on purpose; that policy is
@@ -401,6 +483,8 @@ NEW_AZURE_POLICIES = {
     "azure-resource-names",
     "azure-diagnostics-coverage",
     "aks-secrets-kms",
+    "azure-keyvault-command-after-vault",
+    "azure-registry-push-after-private-dns",
 }
 
 

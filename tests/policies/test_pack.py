@@ -68,6 +68,8 @@ POLICIES = {
     "azure-resource-names": ("mandatory", "resource"),
     "azure-diagnostics-coverage": ("mandatory", "stack"),
     "aks-secrets-kms": ("mandatory", "resource"),
+    "azure-keyvault-command-after-vault": ("mandatory", "stack"),
+    "azure-registry-push-after-private-dns": ("mandatory", "stack"),
 }
 
 

@@ -32,11 +32,13 @@ KEY_BEARING = (
     "azure-native:storage:StorageAccount",
     "azure-native:containerservice:ManagedCluster",
 )
-# Properties Azure moves after creation (registry.py, keys.py), by type.
+# Properties Azure moves after creation (registry.py, keys.py), by type; and a key's tags and rotation
+# policy, which ARM never updates on an existing key (Keys - Create If Not Exist; keys.py warns instead).
 OUT_OF_BAND = {
     "azure-native:containerregistry:Registry": {"encryption"},
     "azure-native:compute:DiskEncryptionSet": {"activeKey.keyUrl"},
     "azure-native:keyvault:Vault": {"properties.publicNetworkAccess", "properties.networkAcls"},
+    "azure-native:keyvault:Key": {"tags", "properties.rotationPolicy"},
 }
 
 
@@ -152,3 +154,57 @@ def test_a_new_secrets_key_version_updates_the_cluster_in_place(
     assert list(changes.values()) == [["activeKey.keyUrl"]]  # the disk encryption set, ignoreChanges
     (des,) = [r for r in second.by_type("azure-native:compute:DiskEncryptionSet")]
     assert "activeKey.keyUrl" in des.ignore_changes
+
+
+KEY_WARNING = "ARM never updates an existing key"
+
+
+def _key_warnings(plan: Plan) -> list[str]:
+    return [w for w in plan.warnings if KEY_WARNING in w]
+
+
+def test_a_key_setting_arm_cannot_change_is_a_warning_not_an_update(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review (wt-azure3) D1. ARM's key PUT "Creates the first version of a new key if it does not exist.
+    If it already exists, then the existing key is returned without any write operations being performed
+    ... does not update existing keys" (Keys - Create If Not Exist, azure-mgmt-keyvault
+    KeysOperations.create_if_not_exist). So a key's tags and rotation policy are never re-sent (ignoreChanges)
+    and a second ``up`` that asks for others, here a new tag while Azure still reads back the old ones, warns
+    for every key (``pulumi preview`` shows it) instead of reporting an update that changes nothing."""
+    first = plan_config(
+        cloud_only(template("azure-enterprise-prod")), tmp_path / "first", "azure-enterprise-prod"
+    )
+    assert _key_warnings(first) == [], "a key read back as asked is no warning"
+    created = mocks._key_vault_key
+
+    def as_created(inputs: dict[str, Any]) -> dict[str, Any]:
+        tags = {k: v for k, v in inputs.get("tags", {}).items() if k != "team"}
+        return {**created(inputs), "tags": tags}
+
+    monkeypatch.setattr(mocks, "_key_vault_key", as_created)
+    config = cloud_only(template("azure-enterprise-prod"))
+    config[PLATFORM]["tags"] = {"team": "vision"}
+    second = plan_config(config, tmp_path / "second", "azure-enterprise-prod")
+    keys = second.by_type("azure-native:keyvault:Key")
+    warned = _key_warnings(second)
+    assert len(warned) == len(keys) and all("keeps its tags from creation" in w for w in warned)
+    assert {k.inputs["keyName"] for k in keys} == {w.split("'")[1] for w in warned}
+    assert all(set(k.ignore_changes) == {"tags", "properties.rotationPolicy"} for k in keys)
+
+
+def test_a_rotation_policy_the_key_does_not_have_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """D1, the rotation policy: a key read back with another policy (e.g. the program shortened the
+    expiry after creation) keeps it; the warning names the policy."""
+    created = mocks._key_vault_key
+
+    def older_policy(inputs: dict[str, Any]) -> dict[str, Any]:
+        properties = {**inputs["properties"], "rotationPolicy": {"lifetimeActions": []}}
+        return {**created(inputs), "properties": properties}
+
+    monkeypatch.setattr(mocks, "_key_vault_key", older_policy)
+    plan = plan_config(cloud_only(template("azure-smb-dev")), tmp_path / "first", "azure-smb-dev")
+    warned = _key_warnings(plan)
+    assert warned and all("keeps its rotation policy from creation" in w for w in warned)

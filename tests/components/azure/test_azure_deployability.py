@@ -141,11 +141,15 @@ def test_registry_is_created_outside_the_key_vault_firewall_then_rotated_behind_
     # first: the rotation closed it, and ARM never reopens it (ignoreChanges).
     first, registry_id = rotation["triggers"]
     assert first == firewalled_uri and registry_id.endswith(f"/{registry.inputs['registryName']}")
-    reopen = one(plan, COMMAND, "-registry-creation-vault-open")
-    assert reopen.inputs["create"] == reopen_command(
+    reopen = one(plan, COMMAND, "-registry-creation-vault-reopen")
+    assert reopen.inputs["update"] == reopen_command(
         SUBSCRIPTION_ID, f"ml-platform-{stack}", creation_vault["vaultName"]
     )
-    assert reopen.inputs["triggers"] == [registry.inputs["registryName"], "uaenorth"]
+    assert reopen.inputs["environment"] == {
+        "REGISTRY_NAME": registry.inputs["registryName"],
+        "REGISTRY_GROUP": f"ml-platform-{stack}",
+        "REGISTRY_LOCATION": "uaenorth",
+    }
     assert reopen.name in depends_on(plan, registry)
     (grant,) = [
         g
@@ -157,6 +161,46 @@ def test_registry_is_created_outside_the_key_vault_firewall_then_rotated_behind_
     waits = depends_on(plan, one(plan, COMMAND, "-registry-key-rotation"))
     (wait,) = [r for r in plan.by_type(WAIT) if r.name in waits]
     assert depends_on(plan, wait) == {grant.name}
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_the_creation_vault_is_reopened_only_for_a_new_registry_and_after_the_vault_exists(
+    cloud_plan: PlanFn, stack: str
+) -> None:
+    """Review (wt-azure3) A1. ``az keyvault update`` is a GET of the vault then a PUT (azure-cli keyvault
+    generic update): run before the vault exists it answers ResourceNotFound and the registry, which waits
+    for it, is never created. The vault is created open, so the first ``up`` has nothing to reopen:
+    pulumi-command v1.2.1 runs nothing on create without ``create`` (local/commandController.go
+    ``Create``), runs ``update`` when an input such as ``environment`` changes (``Update``), and replaces
+    (runs ``create``) on a ``triggers`` change (common/inputs.go, ``replaceOnChanges``). When it does run,
+    it runs after the vault: it names the vault by the vault's own name output."""
+    plan = cloud_plan(stack)
+    reopen = one(plan, COMMAND, "-registry-creation-vault-reopen")
+    assert "create" not in reopen.inputs and "triggers" not in reopen.inputs
+    assert "az keyvault update" in reopen.inputs["update"]
+    assert set(reopen.inputs["environment"]) == {"REGISTRY_NAME", "REGISTRY_GROUP", "REGISTRY_LOCATION"}
+    assert one(plan, VAULT, "-registry-creation-vault").name in depends_on(plan, reopen)
+    # The closing half (the rotation) names the same vault by the same output.
+    assert one(plan, VAULT, "-registry-creation-vault").name in depends_on(
+        plan, one(plan, COMMAND, "-registry-key-rotation")
+    )
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_the_push_token_and_the_pushes_wait_for_the_registry_private_dns(planned: PlanFn, stack: str) -> None:
+    """Review (wt-azure3) A2. ``az acr login --expose-token`` exchanges an Entra token at the registry's
+    login server (azure-cli acr/_docker_utils.py ``_get_aad_token``) and the push talks to it too; with the
+    public endpoint disabled both go through the registry's private endpoint, which a runner in the VNet
+    resolves only once the endpoint's DNS zone group has written the privatelink.azurecr.io record
+    (ACR docs, "Connect privately to an Azure container registry using Azure Private Link"). So the token
+    (the Image's ``registries`` input) and the Image itself wait for that zone group, on both tiers."""
+    plan = planned(stack)
+    zone_group = one(plan, "azure-native:network:PrivateDnsZoneGroup", "-registry-registry-dns")
+    images = plan.by_type("docker-build:index:Image")
+    assert images
+    for image in images:
+        assert zone_group.urn in image.dependencies, image.name
+        assert zone_group.urn in image.property_dependencies["registries"], image.name
 
 
 def _run_with_fake_az(tmp_path: Path, command: str, failing: str = "") -> tuple[int, list[list[str]]]:
