@@ -160,7 +160,9 @@ class AwsPlatform(pulumi.ComponentResource):
             kubernetes_version=config.cluster.kubernetes_version,
             pools=tuple(p.handle for p in self.pools),
             storage=StorageHandle(
-                bucket_uri=self.storage.uri, shared=self.shared_fs.shared if self.shared_fs else None
+                bucket_uri=self.storage.uri,
+                shared=self.shared_fs.shared if self.shared_fs else None,
+                volume_key=self.key.arn,
             ),
             registry=self.registry.host,
             registry_login=self.registry.login,
