@@ -120,6 +120,9 @@ class AwsPlatform(pulumi.ComponentResource):
             ),
             self._child,
         )
+        endpoint_policy = config.network.s3_endpoint_policy
+        if endpoint_policy.enabled:
+            self.network.restrict_s3_endpoint(self.storage.buckets, endpoint_policy.extra_buckets)
         self.shared_fs = self._shared_file_system(account, tags)
         self.registry = Registry(
             f"{name}-registry",
