@@ -42,37 +42,46 @@ INTERFACE_ENDPOINTS = (
 LOG_RETENTION_DAYS = 365
 
 
-def aws_owned_buckets(account: AwsAccount) -> dict[str, str]:
-    """The AWS-owned buckets in the region that nodes read through the S3 gateway endpoint, by what for.
+def aws_owned_buckets(account: AwsAccount) -> list[dict[str, object]]:
+    """Endpoint policy statements for the AWS-owned buckets in the region that nodes use.
 
     - ECR image layers (every image pull, the EKS add-on images included): ECR user guide, "Amazon ECR
-      interface VPC endpoints (AWS PrivateLink)", "Minimum Amazon S3 bucket permissions for Amazon ECR".
-    - Amazon Linux 2023 package repositories (dnf on the nodes): aws-samples/data-perimeter-policy-
-      examples ``vpc_endpoint_policies/s3_endpoint_policy.json``, "AllowRequestsToAWSOwnedResources".
+      interface VPC endpoints (AWS PrivateLink)", "Minimum Amazon S3 bucket permissions for Amazon ECR":
+      its example allows s3:GetObject and s3:PutObject on ``prod-<region>-starport-layer-bucket/*``.
+    - Amazon Linux 2023 package repositories (dnf on the nodes), read-only: aws-samples/data-perimeter-
+      policy-examples ``vpc_endpoint_policies/s3_endpoint_policy.json``, "AllowRequestsToAWSOwnedResources".
       The bucket's exact name, not a wildcard: any account may name a bucket ``al2023-repos-<region>-…``.
     """
     partition, region = account.partition, account.region
-    return {
-        "EcrImageLayers": f"arn:{partition}:s3:::prod-{region}-starport-layer-bucket/*",
-        "AmazonLinuxRepositories": f"arn:{partition}:s3:::al2023-repos-{region}-de612dc2/*",
-    }
+    return [
+        {
+            "Sid": "EcrImageLayers",
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": ["s3:GetObject", "s3:PutObject"],
+            "Resource": f"arn:{partition}:s3:::prod-{region}-starport-layer-bucket/*",
+        },
+        {
+            "Sid": "AmazonLinuxRepositories",
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": f"arn:{partition}:s3:::al2023-repos-{region}-de612dc2/*",
+        },
+    ]
 
 
 def s3_endpoint_policy(
     account: AwsAccount, bucket_arns: Sequence[pulumi.Input[str]], extra_buckets: Sequence[str]
 ) -> pulumi.Output[str]:
     """What the S3 gateway endpoint lets through: anything IAM allows on the stack's buckets and the
-    ``extra_buckets`` config names, reads of the AWS-owned buckets nodes need, and nothing else, so a
+    ``extra_buckets`` config names, the AWS-owned buckets nodes need, and nothing else, so a
     node or pod cannot copy data to a bucket of another account through it (review D7). An endpoint
     policy only narrows: callers still need IAM permission (AWS PrivateLink guide, "Control access to
     VPC endpoints using endpoint policies")."""
     buckets: list[pulumi.Input[str]] = [
         *bucket_arns,
         *(f"arn:{account.partition}:s3:::{name}" for name in extra_buckets),
-    ]
-    owned: list[dict[str, object]] = [
-        {"Sid": sid, "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": arn}
-        for sid, arn in aws_owned_buckets(account).items()
     ]
     stack: dict[str, object] = {
         "Sid": "StackBuckets",
@@ -81,7 +90,7 @@ def s3_endpoint_policy(
         "Action": "s3:*",
         "Resource": [*buckets, *(pulumi.Output.concat(arn, "/*") for arn in buckets)],
     }
-    return pulumi.Output.json_dumps(policy_document([stack, *owned]))
+    return pulumi.Output.json_dumps(policy_document([stack, *aws_owned_buckets(account)]))
 
 
 @dataclass(frozen=True)

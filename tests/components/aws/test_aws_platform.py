@@ -328,11 +328,11 @@ def test_an_opted_in_s3_endpoint_reaches_the_stack_buckets_and_what_nodes_pull_o
 ) -> None:
     """Review D7: the S3 gateway endpoint lets through the stack's buckets (every bucket the plan creates,
     so a bucket added later cannot be forgotten) and the config's extra buckets with any action IAM
-    allows; ECR image layers (ECR user guide, "Minimum Amazon S3 bucket permissions for Amazon ECR":
-    s3:GetObject on prod-<region>-starport-layer-bucket) and the Amazon Linux 2023 repositories
-    (aws-samples/data-perimeter-policy-examples s3_endpoint_policy.json: al2023-repos-<region>-de612dc2)
-    read-only; nothing else. A VpcEndpointPolicy of its own (pulumi-aws ``ec2.VpcEndpointPolicy``) on
-    the S3 endpoint, created after every bucket it names."""
+    allows; ECR image layers as the ECR user guide's "Minimum Amazon S3 bucket permissions for Amazon
+    ECR" example (s3:GetObject and s3:PutObject on prod-<region>-starport-layer-bucket/*) and the Amazon
+    Linux 2023 repositories read-only (aws-samples/data-perimeter-policy-examples s3_endpoint_policy.json:
+    al2023-repos-<region>-de612dc2); nothing else. A VpcEndpointPolicy of its own (pulumi-aws
+    ``ec2.VpcEndpointPolicy``) on the S3 endpoint, created after every bucket it names."""
     plan = variant("aws-enterprise-prod", _restricted(["team-datasets.me-central-1"]))
     (restriction,) = plan.by_type(ENDPOINT_POLICY)
     endpoint = one(plan, "aws:ec2/vpcEndpoint:VpcEndpoint", "-network-s3")
@@ -350,7 +350,7 @@ def test_an_opted_in_s3_endpoint_reaches_the_stack_buckets_and_what_nodes_pull_o
         "Sid": "EcrImageLayers",
         "Effect": "Allow",
         "Principal": "*",
-        "Action": "s3:GetObject",
+        "Action": ["s3:GetObject", "s3:PutObject"],
         "Resource": "arn:aws:s3:::prod-me-central-1-starport-layer-bucket/*",
     }
     assert repositories["Action"] == "s3:GetObject"
