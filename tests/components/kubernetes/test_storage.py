@@ -4,6 +4,8 @@ disk under the stack's key from the layer's default StorageClass."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from components.handle import Cloud, SharedStorage, SharedStorageKind
@@ -13,6 +15,7 @@ from components.kubernetes.storage import (
     default_storage_class,
     shared_volume_objects,
 )
+from mlplatform.plan import Plan
 
 FSX = SharedStorage(
     SharedStorageKind.FSX_LUSTRE,
@@ -86,3 +89,18 @@ def test_the_default_class_encrypts_every_ebs_volume_under_the_stack_key() -> No
     assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"
     assert storage_class["allowVolumeExpansion"] is True
     assert storage_class["reclaimPolicy"] == "Delete"
+
+
+def test_aks_keeps_its_own_default_class_which_uses_the_clusters_disk_encryption_set(
+    planned: Callable[[str], Plan],
+) -> None:
+    """Review D6 on Azure: AKS marks its managed-csi class default, and "if you have already provided a
+    disk encryption set during cluster creation, encrypting data disks with the same disk encryption set
+    is the default option" (AKS docs, "Bring your own keys (BYOK) with Azure managed disks", "Encrypt
+    your AKS cluster data disk"). So the layer adds no second default class there (two defaults leave the
+    choice to creation order), and the cluster names the stack's disk encryption set."""
+    plan = planned("azure-smb-dev")
+    assert plan.by_type("kubernetes:storage.k8s.io/v1:StorageClass") == []
+    (cluster,) = plan.by_type("azure-native:containerservice:ManagedCluster")
+    (des,) = plan.by_type("azure-native:compute:DiskEncryptionSet")
+    assert des.urn in cluster.property_dependencies["diskEncryptionSetID"]
