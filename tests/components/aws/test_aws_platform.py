@@ -338,7 +338,7 @@ def test_an_opted_in_s3_endpoint_reaches_the_stack_buckets_and_what_nodes_pull_o
     endpoint = one(plan, "aws:ec2/vpcEndpoint:VpcEndpoint", "-network-s3")
     assert restriction.property_dependencies["vpcEndpointId"] == [endpoint.urn]
     buckets = {r.urn for r in plan.by_type("aws:s3/bucket:Bucket")}
-    assert len(buckets) == 2
+    assert buckets
     assert buckets <= set(restriction.dependencies)
     assert buckets == set(restriction.property_dependencies["policy"])
     stack, layers, repositories = policy(restriction.inputs["policy"])["Statement"]
