@@ -129,9 +129,28 @@ ImageRef = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._/-]*@sha256:[0-9a-f]
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 
 
+# S3 user guide, "General purpose bucket naming rules": 3 to 63 characters, lowercase letters, digits,
+# dots and hyphens, beginning and ending with a letter or digit.
+BucketName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")]
+
+
+class S3EndpointPolicyConfig(_Model):
+    """AWS: a policy on the VPC's S3 gateway endpoint so that nothing in the private subnets reaches
+    buckets other than the stack's own, ECR's image layers and the Amazon Linux repositories
+    (components/aws/network.s3_endpoint_policy). Opt-in: every S3 request from those subnets passes the
+    endpoint, and what the EKS AL2023 AMI and third-party registries fetch from S3 in the region is not
+    documented as a closed list (docs/aws.md, "S3 endpoint policy")."""
+
+    enabled: bool = False
+    # Buckets outside the stack that callers in the VPC use through the endpoint: a runner's Pulumi state
+    # bucket in the region, shared datasets.
+    extra_buckets: tuple[BucketName, ...] = ()
+
+
 class NetworkConfig(_Model):
     cidr: str = "10.40.0.0/16"
     availability_zones: int = Field(default=2, ge=2, le=3)
+    s3_endpoint_policy: S3EndpointPolicyConfig = S3EndpointPolicyConfig()
 
     @field_validator("cidr")
     @classmethod
@@ -670,6 +689,7 @@ def _rule_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             + ", ".join(allowed),
         )
     yield from _cluster_problems(config)
+    yield from _network_problems(config)
     if config.kubernetes.enabled and config.monitoring and config.kubernetes.alerting is None:
         yield (
             f"{PLATFORM_KEY}.kubernetes.alerting",
@@ -680,6 +700,15 @@ def _rule_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     yield from _storage_problems(config)
     yield from _workload_problems(config)
     yield from _azure_problems(config)
+
+
+def _network_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    endpoint = config.network.s3_endpoint_policy
+    key = f"{PLATFORM_KEY}.network.s3EndpointPolicy"
+    if config.cloud is not Cloud.AWS and endpoint != S3EndpointPolicyConfig():
+        yield key, f"an AWS setting (the VPC's S3 gateway endpoint); this stack's cloud is {config.cloud}"
+    elif endpoint.extra_buckets and not endpoint.enabled:
+        yield f"{key}.extraBuckets", "only meaningful with enabled: true"
 
 
 def _cluster_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:

@@ -140,10 +140,15 @@ class SharedStorage:
 
 @dataclass(frozen=True)
 class StorageHandle:
-    """Where data lives: the object store for datasets and model artifacts, and the shared file system."""
+    """Where data lives: the object store for datasets and model artifacts, the shared file system, and
+    the key that seals the disks the cluster provisions for claims that name no storage class."""
 
     bucket_uri: pulumi.Input[str]
     shared: SharedStorage | None = None
+    # The stack's key for dynamically provisioned disks (AWS: the KMS key ARN, EBS CSI ``kmsKeyId``).
+    # Where set, the Kubernetes layer makes an encrypted class under it the cluster's default
+    # (components/kubernetes/storage.py); None leaves the cluster's own default class alone.
+    volume_key: pulumi.Input[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_aws import cloudwatch, ec2, iam, vpc
+from pulumi_aws import cloudwatch, ec2, iam, s3, vpc
 
 from components.aws.account import AwsAccount
-from components.aws.iam import role_name_prefix
+from components.aws.iam import policy_document, role_name_prefix
 
 # Interface endpoints a private EKS cluster's nodes and controllers use (EKS user guide, private
 # clusters): ECR (API and image layers; layers themselves come from S3, the gateway endpoint), STS for
@@ -40,6 +40,57 @@ INTERFACE_ENDPOINTS = (
 
 # CIS-aligned scanners (checkov CKV_AWS_338) want log groups kept for at least a year.
 LOG_RETENTION_DAYS = 365
+
+
+def aws_owned_buckets(account: AwsAccount) -> list[dict[str, object]]:
+    """Endpoint policy statements for the AWS-owned buckets in the region that nodes use.
+
+    - ECR image layers (every image pull, the EKS add-on images included): ECR user guide, "Amazon ECR
+      interface VPC endpoints (AWS PrivateLink)", "Minimum Amazon S3 bucket permissions for Amazon ECR":
+      its example allows s3:GetObject and s3:PutObject on ``prod-<region>-starport-layer-bucket/*``.
+    - Amazon Linux 2023 package repositories (dnf on the nodes), read-only: aws-samples/data-perimeter-
+      policy-examples ``vpc_endpoint_policies/s3_endpoint_policy.json``, "AllowRequestsToAWSOwnedResources".
+      The bucket's exact name, not a wildcard: any account may name a bucket ``al2023-repos-<region>-…``.
+    """
+    partition, region = account.partition, account.region
+    return [
+        {
+            "Sid": "EcrImageLayers",
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": ["s3:GetObject", "s3:PutObject"],
+            "Resource": f"arn:{partition}:s3:::prod-{region}-starport-layer-bucket/*",
+        },
+        {
+            "Sid": "AmazonLinuxRepositories",
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": f"arn:{partition}:s3:::al2023-repos-{region}-de612dc2/*",
+        },
+    ]
+
+
+def s3_endpoint_policy(
+    account: AwsAccount, bucket_arns: Sequence[pulumi.Input[str]], extra_buckets: Sequence[str]
+) -> pulumi.Output[str]:
+    """What the S3 gateway endpoint lets through: anything IAM allows on the stack's buckets and the
+    ``extra_buckets`` config names, the AWS-owned buckets nodes need, and nothing else, so a
+    node or pod cannot copy data to a bucket of another account through it (review D7). An endpoint
+    policy only narrows: callers still need IAM permission (AWS PrivateLink guide, "Control access to
+    VPC endpoints using endpoint policies")."""
+    buckets: list[pulumi.Input[str]] = [
+        *bucket_arns,
+        *(f"arn:{account.partition}:s3:::{name}" for name in extra_buckets),
+    ]
+    stack: dict[str, object] = {
+        "Sid": "StackBuckets",
+        "Effect": "Allow",
+        "Principal": "*",
+        "Action": "s3:*",
+        "Resource": [*buckets, *(pulumi.Output.concat(arn, "/*") for arn in buckets)],
+    }
+    return pulumi.Output.json_dumps(policy_document([stack, *aws_owned_buckets(account)]))
 
 
 @dataclass(frozen=True)
@@ -186,7 +237,7 @@ class Network(pulumi.ComponentResource):
                 opts=self._child,
             )
             private_tables.append(table)
-        ec2.VpcEndpoint(
+        self._s3_endpoint = ec2.VpcEndpoint(
             f"{self._name}-s3",
             vpc_id=self.vpc.id,
             service_name=f"com.amazonaws.{self._args.account.region}.s3",
@@ -194,6 +245,18 @@ class Network(pulumi.ComponentResource):
             route_table_ids=[t.id for t in private_tables],
             tags=self._tags(f"{self._name}-s3"),
             opts=self._child,
+        )
+
+    def restrict_s3_endpoint(
+        self, buckets: Sequence[s3.Bucket], extra_buckets: Sequence[str]
+    ) -> ec2.VpcEndpointPolicy:
+        """The S3 endpoint's policy (``s3_endpoint_policy``), a resource of its own so that it names
+        buckets created after the network, and created after them."""
+        return ec2.VpcEndpointPolicy(
+            f"{self._name}-s3",
+            vpc_endpoint_id=self._s3_endpoint.id,
+            policy=s3_endpoint_policy(self._args.account, [b.arn for b in buckets], extra_buckets),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(buckets)),
         )
 
     def _interface_endpoints(self, private: Sequence[ec2.Subnet]) -> None:

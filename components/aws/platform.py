@@ -120,6 +120,9 @@ class AwsPlatform(pulumi.ComponentResource):
             ),
             self._child,
         )
+        endpoint_policy = config.network.s3_endpoint_policy
+        if endpoint_policy.enabled:
+            self.network.restrict_s3_endpoint(self.storage.buckets, endpoint_policy.extra_buckets)
         self.shared_fs = self._shared_file_system(account, tags)
         self.registry = Registry(
             f"{name}-registry",
@@ -160,7 +163,9 @@ class AwsPlatform(pulumi.ComponentResource):
             kubernetes_version=config.cluster.kubernetes_version,
             pools=tuple(p.handle for p in self.pools),
             storage=StorageHandle(
-                bucket_uri=self.storage.uri, shared=self.shared_fs.shared if self.shared_fs else None
+                bucket_uri=self.storage.uri,
+                shared=self.shared_fs.shared if self.shared_fs else None,
+                volume_key=self.key.arn,
             ),
             registry=self.registry.host,
             registry_login=self.registry.login,

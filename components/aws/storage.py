@@ -80,6 +80,8 @@ class ObjectStore(pulumi.ComponentResource):
             target_prefix=ACCESS_LOG_PREFIX,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        # Every bucket of the stack, for the S3 endpoint's policy (network.s3_endpoint_policy).
+        self.buckets: tuple[s3.Bucket, ...] = (self.bucket, self.log_bucket)
         self.bucket_name: pulumi.Output[str] = self.bucket.bucket
         self.bucket_arn: pulumi.Output[str] = self.bucket.arn
         self.uri: pulumi.Output[str] = pulumi.Output.concat("s3://", self.bucket.bucket)

@@ -71,15 +71,22 @@ SOLD_IN_REGION: dict[str, frozenset[str]] = {
     ),
 }
 
-# The networking and DNS add-ons EKS would otherwise install unmanaged, pinned per Kubernetes version.
-# vpc-cni must be >= v1.18.4 for EFA-only interfaces (REFERENCE.md). Other add-ons (CSI drivers) take
-# EKS's default version for the cluster's Kubernetes version.
+# The networking and DNS add-ons EKS would otherwise install unmanaged, pinned per Kubernetes version,
+# and the CSI drivers where a version for that minor could be sourced; an add-on without a pin here takes
+# EKS's default version for the cluster's Kubernetes version on the day it is created.
+# vpc-cni must be >= v1.18.4 for EFA-only interfaces (REFERENCE.md).
 # - 1.33: EKS user guide version tables ("Assign IPs to Pods with the Amazon VPC CNI", "Manage CoreDNS",
 #   "Manage kube-proxy"; read 2026-11-24), confirmed in public 1.33 configs (review aws.md).
 # - 1.35: the versions public EKS 1.35 configurations pin (a Terraform EKS 1.35 stack's `eks_addons`:
 #   vpc-cni v1.21.1-eksbuild.3, kube-proxy v1.35.0-eksbuild.2, coredns v1.13.2-eksbuild.1; CoreDNS 1.13
 #   is what EKS-D 1-35 ships). Not read from `aws eks describe-addon-versions --kubernetes-version 1.35`,
 #   which is the authority: run it before a first production `pulumi up`.
+#   CSI drivers on 1.35: aws-ebs-csi-driver v1.56.0-eksbuild.1 (RADAR-base/RADAR-K8s-Infrastructure
+#   aws/cluster/tests/test_eks_addons.tftest.hcl "all_addons_are_pinned_for_kubernetes_1_35", and public
+#   1.35 Terraform stacks whose add-on maps pin it beside kube-proxy v1.35.0-eksbuild.2);
+#   aws-efs-csi-driver v2.3.0-eksbuild.2 (the same 1.35 add-on maps). aws-fsx-csi-driver: no public 1.35
+#   configuration pins one, so it stays unpinned (EKS's default for 1.35) until it can be sourced.
+#   The 1.33 CSI drivers are unpinned likewise.
 # 1.32 (unverified pins, out of standard support since 2026-03-23) and 1.34 (standard support ends
 # 2026-12-02) are not offered.
 EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
@@ -92,6 +99,8 @@ EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "vpc-cni": "v1.21.1-eksbuild.3",
         "kube-proxy": "v1.35.0-eksbuild.2",
         "coredns": "v1.13.2-eksbuild.1",
+        "aws-ebs-csi-driver": "v1.56.0-eksbuild.1",
+        "aws-efs-csi-driver": "v2.3.0-eksbuild.2",
     },
 }
 

@@ -31,7 +31,7 @@ from components.kubernetes.addons import (
     operator_namespaces,
 )
 from components.kubernetes.objects import Object, apply_objects
-from components.kubernetes.storage import shared_volume_objects
+from components.kubernetes.storage import shared_volume_objects, storage_class_objects
 from components.kubernetes.tenancy import (
     POD_SECURITY_EXCEPTION_LABEL,
     NamespaceSpec,
@@ -78,10 +78,14 @@ class KubernetesLayer(pulumi.ComponentResource):
             charts.append(kueue_chart(handle))
         unguarded = [spec.name for spec in specs if not spec.guarded]
         self._apply(addon_network_policies(charts, unguarded), namespaces)
+        # Before any release: a chart's claim that names no class is given the default when created.
+        classes = self._apply(storage_class_objects(handle))
         releases: dict[str, helm.Release] = {}
         for chart in charts:
             after = [releases[name] for name in chart.after if name in releases]
-            releases[chart.release] = self._release(chart, [*namespaces, *handle.node_pools, *after])
+            releases[chart.release] = self._release(
+                chart, [*namespaces, *classes, *handle.node_pools, *after]
+            )
         if NETWORK_OPERATOR in releases:
             self._apply([nic_cluster_policy(handle)], [releases[NETWORK_OPERATOR]])
         identities = self._apply(identity_objects(handle, workloads), namespaces)

@@ -96,3 +96,28 @@ def test_a_canary_whose_replica_share_is_not_its_percent_is_refused() -> None:
         parse_stack_config(config, "Pulumi.aws-enterprise-prod.yaml")
     [problem] = raised.value.problems
     assert "workloads.inference.canary.percent" in problem and "1 of 3 replicas (33%)" in problem
+
+
+@pytest.mark.parametrize(
+    ("stack", "setting", "problem"),
+    [
+        (
+            "aws-smb-dev",
+            {"extraBuckets": ["state-bucket"]},
+            "network.s3EndpointPolicy.extraBuckets: only meaningful with enabled: true",
+        ),
+        ("azure-smb-dev", {"enabled": True}, "network.s3EndpointPolicy: an AWS setting"),
+        ("aws-smb-dev", {"enabled": True, "extraBuckets": ["Not_A_Bucket"]}, "extraBuckets[0]"),
+    ],
+)
+def test_s3_endpoint_policy_settings_that_would_do_nothing_are_refused(
+    stack: str, setting: dict[str, object], problem: str
+) -> None:
+    """Review D7's opt-in key: extra buckets without the policy, the key on Azure, and a name S3 would
+    refuse (S3 user guide, "General purpose bucket naming rules") are config errors naming the key."""
+    config = copy.deepcopy(template(stack))
+    config[PLATFORM_KEY].setdefault("network", {})["s3EndpointPolicy"] = setting
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config(config, f"Pulumi.{stack}.yaml")
+    [line] = raised.value.problems
+    assert problem in line, line

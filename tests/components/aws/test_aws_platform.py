@@ -49,6 +49,7 @@ UNTAGGABLE = {
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
     "aws:s3/bucketPolicy:BucketPolicy",
     "aws:s3/bucketLogging:BucketLogging",
+    "aws:ec2/vpcEndpointPolicy:VpcEndpointPolicy",
 }
 
 
@@ -298,3 +299,60 @@ def test_preflight_names_type_zone_and_command_when_not_offered() -> None:
         "aws ec2 describe-instance-type-offerings --region me-central-1 --location-type availability-zone "
         "--filters Name=instance-type,Values=p5.48xlarge"
     ) in message
+
+
+ENDPOINT_POLICY = "aws:ec2/vpcEndpointPolicy:VpcEndpointPolicy"
+
+
+def _restricted(extra: list[str]) -> Callable[[dict[str, Any]], None]:
+    def edit(platform: dict[str, Any]) -> None:
+        platform["network"]["s3EndpointPolicy"] = {"enabled": True, "extraBuckets": extra}
+
+    return edit
+
+
+@pytest.mark.parametrize("stack", ["aws-smb-dev", "aws-enterprise-prod"])
+def test_the_s3_endpoint_is_open_unless_the_stack_opts_in(
+    cloud_plan: Callable[[str], Plan], stack: str
+) -> None:
+    """Review D7 is opt-in (docs/aws.md "S3 endpoint policy"): what the EKS AL2023 AMI and public
+    registries fetch from S3 in the region is not documented as a closed list, so a template does not
+    risk node boot on it."""
+    plan = cloud_plan(stack)
+    assert plan.by_type(ENDPOINT_POLICY) == []
+    assert "policy" not in one(plan, "aws:ec2/vpcEndpoint:VpcEndpoint", "-network-s3").inputs
+
+
+def test_an_opted_in_s3_endpoint_reaches_the_stack_buckets_and_what_nodes_pull_only(
+    variant: Callable[..., Plan],
+) -> None:
+    """Review D7: the S3 gateway endpoint lets through the stack's buckets (every bucket the plan creates,
+    so a bucket added later cannot be forgotten) and the config's extra buckets with any action IAM
+    allows; ECR image layers as the ECR user guide's "Minimum Amazon S3 bucket permissions for Amazon
+    ECR" example (s3:GetObject and s3:PutObject on prod-<region>-starport-layer-bucket/*) and the Amazon
+    Linux 2023 repositories read-only (aws-samples/data-perimeter-policy-examples s3_endpoint_policy.json:
+    al2023-repos-<region>-de612dc2); nothing else. A VpcEndpointPolicy of its own (pulumi-aws
+    ``ec2.VpcEndpointPolicy``) on the S3 endpoint, created after every bucket it names."""
+    plan = variant("aws-enterprise-prod", _restricted(["team-datasets.me-central-1"]))
+    (restriction,) = plan.by_type(ENDPOINT_POLICY)
+    endpoint = one(plan, "aws:ec2/vpcEndpoint:VpcEndpoint", "-network-s3")
+    assert restriction.property_dependencies["vpcEndpointId"] == [endpoint.urn]
+    buckets = {r.urn for r in plan.by_type("aws:s3/bucket:Bucket")}
+    assert buckets
+    assert buckets <= set(restriction.dependencies)
+    assert buckets == set(restriction.property_dependencies["policy"])
+    stack, layers, repositories = policy(restriction.inputs["policy"])["Statement"]
+    assert stack["Action"] == "s3:*" and stack["Principal"] == "*"
+    named = [arn for arn in stack["Resource"] if not arn.endswith("/*")]
+    assert len(named) == len(buckets) + 1 and "arn:aws:s3:::team-datasets.me-central-1" in named
+    assert sorted(stack["Resource"]) == sorted([*named, *(f"{arn}/*" for arn in named)])
+    assert layers == {
+        "Sid": "EcrImageLayers",
+        "Effect": "Allow",
+        "Principal": "*",
+        "Action": ["s3:GetObject", "s3:PutObject"],
+        "Resource": "arn:aws:s3:::prod-me-central-1-starport-layer-bucket/*",
+    }
+    assert repositories["Action"] == "s3:GetObject"
+    assert repositories["Resource"] == "arn:aws:s3:::al2023-repos-me-central-1-de612dc2/*"
+    assert all(s["Effect"] == "Allow" for s in (stack, layers, repositories))

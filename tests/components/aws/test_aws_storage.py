@@ -180,3 +180,37 @@ def test_repository_names_come_from_image_references() -> None:
     assert image_repository("ml-platform/trainer:0.1.0") == "ml-platform/trainer"
     assert image_repository(digest) == "ml-platform/trainer"
     assert repositories(["a/x:1", "a/x:2", "a/y:1"]) == ["a/x", "a/y"]
+
+
+STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
+
+
+@pytest.mark.parametrize("stack", ["aws-smb-dev", "aws-enterprise-prod"])
+def test_claims_without_a_class_get_disks_the_ebs_driver_may_encrypt(
+    planned: Callable[[str], Plan], stack: str
+) -> None:
+    """Review D6: exactly one default class on every AWS cluster (EKS >= 1.30 has none: EKS user guide,
+    Kubernetes 1.30 release notes), its disks under the stack's key, and that key is one the EBS CSI
+    controller's role may use through EC2 in the region (EKS user guide "Amazon EBS CSI driver", custom
+    KMS key; KMS developer guide, kms:ViaService): else CreateVolume of an encrypted gp3 disk fails."""
+    plan = planned(stack)
+    defaults = [
+        r.inputs
+        for r in plan.by_type(STORAGE_CLASS)
+        if r.inputs["metadata"].get("annotations", {}).get("storageclass.kubernetes.io/is-default-class")
+        == "true"
+    ]
+    (storage_class,) = defaults
+    key = plan.outputs["kmsKeyArn"]
+    assert storage_class["provisioner"] == "ebs.csi.aws.com"
+    assert storage_class["parameters"]["kmsKeyId"] == key
+    assert storage_class["parameters"]["encrypted"] == "true"
+    grants, use = policy(one(plan, "aws:iam/rolePolicy:RolePolicy", "-addons-ebs-csi").inputs["policy"])[
+        "Statement"
+    ]
+    for statement in (grants, use):
+        assert statement["Resource"] == key
+        assert statement["Condition"]["StringEquals"] == {"kms:ViaService": "ec2.me-central-1.amazonaws.com"}
+    assert {"kms:CreateGrant"} <= set(grants["Action"])
+    assert grants["Condition"]["Bool"] == {"kms:GrantIsForAWSResource": "true"}
+    assert {"kms:GenerateDataKey*", "kms:Decrypt"} <= set(use["Action"])

@@ -1,12 +1,21 @@
 """Shared storage is bound statically, one PersistentVolume per consuming namespace, never deleted
-with its claim, and read-only where the consumer only reads."""
+with its claim, and read-only where the consumer only reads; a claim naming no class gets an encrypted
+disk under the stack's key from the layer's default StorageClass."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from components.handle import SharedStorage, SharedStorageKind
-from components.kubernetes.storage import VolumeClaim, shared_volume_objects
+from components.handle import Cloud, SharedStorage, SharedStorageKind
+from components.kubernetes.storage import (
+    DEFAULT_CLASS_ANNOTATION,
+    VolumeClaim,
+    default_storage_class,
+    shared_volume_objects,
+)
+from mlplatform.plan import Plan
 
 FSX = SharedStorage(
     SharedStorageKind.FSX_LUSTRE,
@@ -47,3 +56,51 @@ def test_readers_get_read_only_volumes_and_azure_files_unique_handles(
     assert writer["metadata"]["name"] != reader["metadata"]["name"]
     handles = {writer["spec"]["csi"]["volumeHandle"], reader["spec"]["csi"]["volumeHandle"]}
     assert len(handles) == (2 if unique else 1)
+
+
+KEY = "arn:aws:kms:me-central-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+# kubernetes-sigs/aws-ebs-csi-driver docs/parameters.md, "Supported Parameters" (the rows are the same in
+# every release v1.50.0..v1.64.0, so in the add-on pinned for 1.35): parameter -> documented values
+# (None: free-form). Parameter names are case-insensitive there; we use the documented spelling.
+EBS_PARAMETERS: dict[str, frozenset[str] | None] = {
+    "csi.storage.k8s.io/fstype": frozenset({"xfs", "ext3", "ext4"}),
+    "type": frozenset({"io1", "io2", "gp2", "gp3", "sc1", "st1", "standard"}),
+    "encrypted": frozenset({"true", "false"}),
+    "kmsKeyId": None,
+}
+
+
+def test_the_default_class_encrypts_every_ebs_volume_under_the_stack_key() -> None:
+    """Review D6: EKS >= 1.30 marks no class default (EKS user guide, Kubernetes 1.30 release notes), so
+    a claim without a class stays Pending; the layer's class is the default (kubernetes.io, "Change the
+    default StorageClass") and every parameter is one the EBS CSI driver documents, with a documented
+    value: gp3, encrypted "true" (a string: StorageClass parameters are strings), the key's full ARN."""
+    storage_class = default_storage_class(Cloud.AWS, KEY)
+    assert storage_class["apiVersion"] == "storage.k8s.io/v1" and storage_class["kind"] == "StorageClass"
+    assert storage_class["metadata"]["annotations"] == {DEFAULT_CLASS_ANNOTATION: "true"}
+    assert storage_class["provisioner"] == "ebs.csi.aws.com"
+    parameters = storage_class["parameters"]
+    assert parameters == {"type": "gp3", "encrypted": "true", "kmsKeyId": KEY}
+    for name, value in parameters.items():
+        allowed = EBS_PARAMETERS[name]
+        assert allowed is None or value in allowed, (name, value)
+    # The driver's parameters.md recommends WaitForFirstConsumer: the disk is made in the zone the pod
+    # was scheduled to; the driver resizes volumes (its README, "Volume Resizing").
+    assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"
+    assert storage_class["allowVolumeExpansion"] is True
+    assert storage_class["reclaimPolicy"] == "Delete"
+
+
+def test_aks_keeps_its_own_default_class_which_uses_the_clusters_disk_encryption_set(
+    planned: Callable[[str], Plan],
+) -> None:
+    """Review D6 on Azure: AKS marks its managed-csi class default, and "if you have already provided a
+    disk encryption set during cluster creation, encrypting data disks with the same disk encryption set
+    is the default option" (AKS docs, "Bring your own keys (BYOK) with Azure managed disks", "Encrypt
+    your AKS cluster data disk"). So the layer adds no second default class there (two defaults leave the
+    choice to creation order), and the cluster names the stack's disk encryption set."""
+    plan = planned("azure-smb-dev")
+    assert plan.by_type("kubernetes:storage.k8s.io/v1:StorageClass") == []
+    (cluster,) = plan.by_type("azure-native:containerservice:ManagedCluster")
+    (des,) = plan.by_type("azure-native:compute:DiskEncryptionSet")
+    assert des.urn in cluster.property_dependencies["diskEncryptionSetID"]
