@@ -195,7 +195,7 @@ def test_efa_device_plugin_is_pulled_from_the_stack_regions_eks_registry() -> No
     own registry; me-central-1's account is 759879836304)."""
     efa = PoolHandle("efa", PoolKind.GPU, "p5en.48xlarge", 8, Fabric.EFA, 16, 192, 2048)
     handle = ClusterHandle(
-        Cloud.AWS, "c", pulumi.Output.from_input("k"), "1.35", (efa,), StorageHandle("s3://b"), "r", {}
+        Cloud.AWS, "c", pulumi.Output.from_input("k"), "1.35", (efa,), StorageHandle("s3://b"), "r"
     )
     values = efa_device_plugin(handle, "me-central-1").values
     assert values["image"]["repository"] == (

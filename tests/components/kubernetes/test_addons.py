@@ -45,7 +45,7 @@ def _handle(cloud: Cloud, *pools: PoolHandle, autoscaler: bool = False) -> Clust
         pools,
         StorageHandle("s3://b"),
         "reg",
-        identities,
+        identities=identities,
     )
 
 
