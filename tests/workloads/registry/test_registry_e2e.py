@@ -27,7 +27,7 @@ import pytest
 
 from tests.workloads.inference.serving import Server, free_port, metric_samples, wait_ready
 from workloads.artifacts import load_metadata, model_version_dir
-from workloads.registry.client import RegistryClient
+from workloads.registry.client import ModelVersion, RegistryClient
 from workloads.training.checkpoint import list_checkpoints
 
 pytestmark = pytest.mark.slow
@@ -60,6 +60,17 @@ def _get(registry: str, endpoint: str, **params: str) -> dict[str, Any]:
     with urllib.request.urlopen(url, timeout=10) as response:
         body: dict[str, Any] = json.loads(response.read())
         return body
+
+
+def _post(registry: str, endpoint: str, **body: Any) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{registry}/api/2.0/mlflow/{endpoint}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        result: dict[str, Any] = json.loads(response.read())
+        return result
 
 
 def _models(registry: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -99,13 +110,26 @@ class Load:
 
 
 def test_train_register_serve_promote_and_roll_back_under_load(registry_uri: str, tmp_path: Path) -> None:
-    registry = registry_uri
-    output = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    output = _train_two_versions(registry_uri, tmp_path, env)
+    v1, v2 = _registered_once_with_lineage(registry_uri, output)
+    load, samples, started = _serve_through_promotion_and_rollback(
+        registry_uri, tmp_path, env, v1, v2, output
+    )
+    _assert_served(load, samples, started, v1, v2)
+    _assert_moves_recorded(registry_uri, v1, v2)
 
+
+def _train_two_versions(registry: str, tmp_path: Path, env: dict[str, str]) -> Path:
+    output = tmp_path / "out"
     # Version 1: trained and registered as challenger.
     first = subprocess.run(
-        _train(output, "v1", 2, registry), capture_output=True, text=True, env=env, timeout=TRAIN_TIMEOUT_S
+        _train(output, "v1", 2, registry),
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TRAIN_TIMEOUT_S,
     )
     assert first.returncode == 0, first.stderr[-3000:]
 
@@ -113,7 +137,7 @@ def test_train_register_serve_promote_and_roll_back_under_load(registry_uri: str
     stdout = tmp_path / "v2-killed.log"
     with stdout.open("w") as out:
         killed = subprocess.Popen(
-            _train(output, "v2", 4, registry), stdout=out, stderr=subprocess.PIPE, env=env
+            _train(output, "v2", 4, registry), stdout=out, stderr=subprocess.STDOUT, env=env
         )
         checkpoints = output / "checkpoints" / NAME / "v2"
         deadline = time.monotonic() + TRAIN_TIMEOUT_S
@@ -123,11 +147,20 @@ def test_train_register_serve_promote_and_roll_back_under_load(registry_uri: str
         killed.send_signal(signal.SIGKILL)
         killed.wait(30)
     resumed = subprocess.run(
-        _train(output, "v2", 4, registry), capture_output=True, text=True, env=env, timeout=TRAIN_TIMEOUT_S
+        _train(output, "v2", 4, registry),
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=TRAIN_TIMEOUT_S,
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert _events(resumed.stdout, "resumed"), "the second attempt resumed from a checkpoint"
 
+    return output
+
+
+def _registered_once_with_lineage(registry: str, output: Path) -> tuple[ModelVersion, ModelVersion]:
     # Both registered once, each with its run's lineage; challenger on the newest, champion on none.
     client = RegistryClient(registry)
     versions = {
@@ -141,11 +174,14 @@ def test_train_register_serve_promote_and_roll_back_under_load(registry_uri: str
         "experiment_id"
     ]
     for trained_as, version, epochs in (("v1", v1, 2), ("v2", v2, 4)):
-        runs = client._call(
-            "POST",
+        key = f"{NAME}/{trained_as}"
+        found = _post(
+            registry,
             "runs/search",
-            {"experiment_ids": [experiment], "filter": f"tags.`mlplatform.run_key` = '{NAME}/{trained_as}'"},
-        ).get("runs", [])
+            experiment_ids=[experiment],
+            filter=f"tags.`mlplatform.run_key` = '{key}'",
+        )
+        runs = found.get("runs", [])
         assert len(runs) == 1, f"{trained_as}: one run across restarts, found {len(runs)}"
         run = client.get_run(version.run_id)
         assert run["info"]["run_id"] == runs[0]["info"]["run_id"] and run["info"]["status"] == "FINISHED"
@@ -169,6 +205,12 @@ def test_train_register_serve_promote_and_roll_back_under_load(registry_uri: str
         assert metrics["test_accuracy"] == pytest.approx(metadata.metrics["test_accuracy"])
         assert sorted(client.list_files(version.source)) == sorted(["metadata.json", *metadata.files])
 
+    return v1, v2
+
+
+def _serve_through_promotion_and_rollback(
+    registry: str, tmp_path: Path, env: dict[str, str], v1: ModelVersion, v2: ModelVersion, output: Path
+) -> tuple[Load, dict[tuple[str, tuple[tuple[str, str], ...]], float], float]:
     # Serve @champion (version 1) from the container's entry point, under load.
     promoted = _models(registry, "promote", NAME, v1.version, "--actor", "tester")
     assert promoted.returncode == 0, promoted.stderr
@@ -214,6 +256,14 @@ def test_train_register_serve_promote_and_roll_back_under_load(registry_uri: str
         moved_back = time.monotonic()
         seen_back = load.first_since(moved_back, v1.version, POLL_S + LOAD_BUDGET_S + 2)
         assert seen_back <= POLL_S + LOAD_BUDGET_S, f"version 1 served {seen_back:.2f}s after the rollback"
+
+        # A version whose model.onnx does not match its metadata: promoted (forced), never served.
+        bad = _register_tampered(registry, model_version_dir(output, NAME, "v1"), tmp_path / "tampered")
+        forced = _models(registry, "promote", NAME, bad, "--force", "--actor", "tester")
+        assert forced.returncode == 0, forced.stderr
+        time.sleep(POLL_S * 4)
+        forced_back = _models(registry, "rollback", NAME, "--actor", "tester")
+        assert forced_back.returncode == 0, forced_back.stderr
         time.sleep(0.3)
     finally:
         if load is not None:
@@ -223,6 +273,31 @@ def test_train_register_serve_promote_and_roll_back_under_load(registry_uri: str
     assert status == 0, server.logs()[-3000:]
 
     assert load is not None
+    return load, samples, started
+
+
+def _register_tampered(registry: str, good: Path, staging: Path) -> str:
+    """A new registry version holding ``good``'s files with one byte of model.onnx changed."""
+    client = RegistryClient(registry)
+    staging.mkdir()
+    for path in good.iterdir():
+        (staging / path.name).write_bytes(path.read_bytes())
+    onnx = bytearray((staging / "model.onnx").read_bytes())
+    onnx[-1] ^= 0xFF
+    (staging / "model.onnx").write_bytes(bytes(onnx))
+    run = client.create_run(client.experiment_id(NAME), "tampered", {})
+    source = run["info"]["artifact_uri"] + "/model"
+    client.upload(source, staging)
+    return client.create_version(NAME, source, run["info"]["run_id"], {}).version
+
+
+def _assert_served(
+    load: Load,
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float],
+    started: float,
+    v1: ModelVersion,
+    v2: ModelVersion,
+) -> None:
     after_start = [o for o in load.outcomes if o[0] >= started]
     failed = [o for o in load.outcomes if o[1] != 200]
     assert not failed, f"{len(failed)} of {len(load.outcomes)} requests failed: {failed[:5]}"
@@ -235,14 +310,22 @@ def test_train_register_serve_promote_and_roll_back_under_load(registry_uri: str
     assert swaps == 2
     assert samples[("inference_model_info", (("model", NAME), ("version", v1.version)))] == 1
     assert samples[("inference_model_info", (("model", NAME), ("version", v2.version)))] == 0
-    assert sum(v for (name, _), v in samples.items() if name == "inference_model_update_failures_total") == 0
+    failures = {
+        dict(labels)["reason"]: v
+        for (name, labels), v in samples.items()
+        if name == "inference_model_update_failures_total"
+    }
+    assert failures == {"resolve": 0, "download": 0, "verify": 1, "incompatible": 0, "load": 0}
 
-    # Every move recorded with who and when: champion back on 1, previous-champion on 2.
+
+def _assert_moves_recorded(registry: str, v1: ModelVersion, v2: ModelVersion) -> None:
+    client = RegistryClient(registry)
+    # Every move recorded with who and when: champion back on 1, the tampered version rolled back from.
     champion, previous = (
         client.version_by_alias(NAME, "champion"),
         client.version_by_alias(NAME, "previous-champion"),
     )
-    assert (champion.version, previous.version) == (v1.version, v2.version)
+    assert champion.version == v1.version and previous.version not in (v1.version, v2.version)
     assert champion.tags["mlplatform.alias.champion.by"] == "tester"
     assert champion.tags["mlplatform.alias.champion.action"] == "rollback"
     assert client.get_version(NAME, v2.version).tags["mlplatform.alias.champion.action"] == "promote"
