@@ -19,6 +19,7 @@ from tests.workloads.inference.serving import free_port
 from workloads.inference.config import ServeConfig
 from workloads.registry import rollout
 from workloads.registry.client import ModelRef, RegistryClient, RegistryError, artifact_path
+from workloads.training.config import ConfigError, parse_args
 
 MLPLATFORM = str(Path(sys.executable).with_name("mlplatform"))
 
@@ -139,3 +140,16 @@ def test_models_bad_input_is_one_line_and_exit_2(args: list[str], message: str) 
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+def test_the_trainer_takes_its_registry_from_the_flag_or_mlflows_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://registry:5000/")
+    assert parse_args([]).registry_uri == "http://registry:5000"
+    assert parse_args(["--registry-uri", "https://other"]).registry_uri == "https://other"
+    with pytest.raises(ConfigError, match="--registry-uri"):
+        parse_args(["--registry-uri", "registry:5000"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:///tmp/mlruns")
+    with pytest.raises(ConfigError, match="MLFLOW_TRACKING_URI"):
+        parse_args([])
