@@ -1,4 +1,4 @@
-"""The ``mlplatform`` command: plan, check, new-stack, train and serve.
+"""The ``mlplatform`` command: plan, check, new-stack, train, serve and models.
 
 Exit codes are the contract CI relies on: 0 ok, 1 a finding (a policy violation), 2 bad input (config or
 flags), each problem on one line of stderr.
@@ -88,6 +88,13 @@ VERBS = {
         Verb("train", "mlplatform.train_cmd", "train", "train", "Train on this machine.", "TRAIN_CONTEXT"),
         Verb("serve", "mlplatform.serve_cmd", "serve", "serve", "Serve a model version over HTTP."),
         Verb("charts", "mlplatform.charts_cmd", "app", "infra", "Verify or pull the packaged Helm charts."),
+        Verb(
+            "models",
+            "mlplatform.models_cmd",
+            "app",
+            "registry",
+            "List, promote and roll back model versions.",
+        ),
         Verb("fabric-test", "mlplatform.fabric_cmd", "fabric_test", "train", "All-reduce bandwidth test."),
     )
 }

@@ -1,9 +1,10 @@
-"""``mlplatform serve --model DIR``: the inference server the cluster runs, on this machine.
+"""``mlplatform serve --model DIR|models:/NAME@ALIAS``: the inference server the cluster runs, here.
 
 The same ``workloads.inference`` server the container starts; flags map one-to-one onto ``ServeConfig``
 (the container sets the same settings as ``SERVE_*`` variables). A missing model directory, a file that
 does not match its recorded hash, a certificate that is not PEM, a host that cannot be bound, or a bad
-flag prints one line each and exits 2 before serving.
+flag prints one line each and exits 2 before serving. ``--model models:/<name>@champion`` serves what the
+registry's alias names (``--registry-uri``, default ``$MLFLOW_TRACKING_URI``) and follows it as it moves.
 
 Imports only pydantic and typer at module level: the infrastructure install has no ``serve`` extra
 (FastAPI, uvicorn, numpy, ONNX Runtime), and the CLI says which extra is missing before it runs this.
@@ -18,6 +19,7 @@ import typer
 
 from mlplatform.errors import exit_with
 from workloads.inference.config import ServeConfig
+from workloads.registry.client import TRACKING_URI_ENV
 
 
 def _default(field: str) -> Any:
@@ -26,14 +28,29 @@ def _default(field: str) -> Any:
 
 
 def _flag(field: str) -> str:
-    return "--" + ("model" if field == "model_dir" else field.replace("_", "-"))
+    return "--" + ("model" if field in ("model_dir", "model_uri") else field.replace("_", "-"))
 
 
 def serve(
     *,
     model: Annotated[
-        Path, typer.Option("--model", help="A model version directory: <output>/models/<name>/<v>.")
+        str,
+        typer.Option(
+            "--model",
+            help="A model version directory (<output>/models/<name>/<v>), or a registry model: "
+            "models:/<name>@<alias> (followed as the alias moves) or models:/<name>/<version>.",
+        ),
     ],
+    registry_uri: Annotated[
+        str | None,
+        typer.Option(envvar=TRACKING_URI_ENV, help="The MLflow server a models:/ URI refers to."),
+    ] = None,
+    poll_interval_s: Annotated[
+        float, typer.Option(help="Seconds between checks of a followed alias.")
+    ] = _default("poll_interval_s"),
+    model_cache_dir: Annotated[
+        Path | None, typer.Option(help="Where registry versions are downloaded (default: a temporary one).")
+    ] = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = _default("host"),
     port: Annotated[int, typer.Option(help="TCP port.")] = _default("port"),
     max_batch_size: Annotated[int, typer.Option(help="Rows per model run.")] = _default("max_batch_size"),
@@ -79,7 +96,10 @@ def serve(
     try:
         prepared = prepare(
             ServeConfig(
-                model_dir=model,
+                **({"model_uri": model} if model.startswith("models:/") else {"model_dir": Path(model)}),
+                registry_uri=registry_uri,
+                poll_interval_s=poll_interval_s,
+                model_cache_dir=model_cache_dir,
                 host=host,
                 port=port,
                 max_batch_size=max_batch_size,

@@ -62,12 +62,20 @@ def create_app(
         service.batcher.start()
         loading = asyncio.create_task(service.load())
         loading.add_done_callback(on_loaded)
+        # A registry alias: checked every poll interval, each new version swapped in (follow.py).
+        following = (
+            asyncio.create_task(service.follower.run(service.config.poll_interval_s))
+            if service.follower is not None
+            else None
+        )
         if load_first:
             await asyncio.wait([loading])
         try:
             yield
         finally:
             loading.cancel()
+            if following is not None:
+                following.cancel()
             await service.batcher.stop()
 
     app = FastAPI(
@@ -90,7 +98,7 @@ def _add_probes(app: FastAPI, service: Service) -> None:
     async def healthz() -> Response:
         """Liveness: the process serves HTTP. Only a model that failed to load makes it unhealthy."""
         healthy = service.failure is None
-        body = {"status": "ok" if healthy else "failed", "model": meta.name, "model_version": meta.version}
+        body = {"status": "ok" if healthy else "failed", "model": meta.name, "model_version": service.version}
         return Response(content=json.dumps(body), status_code=200 if healthy else 503, media_type=JSON)
 
     @app.get("/readyz")
@@ -98,7 +106,7 @@ def _add_probes(app: FastAPI, service: Service) -> None:
         """Readiness: loaded, warmed and not draining."""
         if service.ready:
             return Response(
-                content=json.dumps({"ready": True, "model_version": meta.version}), media_type=JSON
+                content=json.dumps({"ready": True, "model_version": service.version}), media_type=JSON
             )
         return json_response(ErrorResponse(error=service.not_ready_reason()), 503)
 
@@ -136,7 +144,7 @@ def _add_api(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
         classes = outcome.scores.argmax(axis=1).tolist()
         response = PredictResponse(
             model=meta.name,
-            model_version=meta.version,
+            model_version=outcome.version,
             batch_size=outcome.batch_size,
             predictions=classes,
             labels=[labels[c] for c in classes] if labels else [],
@@ -146,6 +154,6 @@ def _add_api(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
 
     @app.get("/v1/drift")
     async def drift() -> Response:
-        return json_response(service.drift.report(meta.name, meta.version))
+        return json_response(service.drift.report(meta.name, service.version))
 
     return {"/v1/predict": predict_body}

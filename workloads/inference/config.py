@@ -2,7 +2,8 @@
 
 Two ways in, one model: ``mlplatform serve`` builds it from flags, and the container builds it from
 ``SERVE_*`` environment variables (what the Kubernetes Deployment sets), e.g. ``SERVE_MODEL_DIR``,
-``SERVE_MAX_BATCH_SIZE``, ``SERVE_AUTH_TOKEN_FILE``.
+``SERVE_MAX_BATCH_SIZE``, ``SERVE_AUTH_TOKEN_FILE``; a registry model is ``SERVE_MODEL_URI``
+(``models:/<name>@champion``) with the registry's URI in MLflow's own ``MLFLOW_TRACKING_URI``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, FilePath, ValidationInfo, field_validator, model_validator
 
+from workloads.registry.client import TRACKING_URI_ENV, ModelRef
+
 ENV_PREFIX = "SERVE_"
 DRIFT_MIN_SAMPLES = 500
 
@@ -21,7 +24,23 @@ DRIFT_MIN_SAMPLES = 500
 class ServeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model_dir: Path = Field(description="a model version directory: <output>/models/<name>/<version>")
+    model_dir: Path | None = Field(
+        None, description="a model version directory: <output>/models/<name>/<version>"
+    )
+    model_uri: str | None = Field(
+        None,
+        description="a registry model, models:/<name>@<alias> (followed as the alias moves) or "
+        "models:/<name>/<version>; instead of model_dir",
+    )
+    registry_uri: str | None = Field(
+        None, description="the MLflow server model_uri refers to; default $MLFLOW_TRACKING_URI"
+    )
+    poll_interval_s: float = Field(
+        30.0, gt=0, le=3600, description="how often a followed alias is checked for a new version"
+    )
+    model_cache_dir: Path | None = Field(
+        None, description="where registry versions are downloaded; default a new temporary directory"
+    )
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     max_batch_size: int = Field(32, ge=1, le=4096, description="rows per model run")
@@ -88,10 +107,28 @@ class ServeConfig(BaseModel):
             raise ValueError(f"must not exceed the drift window {window}")
         return value
 
+    @field_validator("model_uri")
+    @classmethod
+    def _registry_model(cls, value: str | None) -> str | None:
+        if value is not None:
+            ModelRef.parse(value)  # ValueError naming the expected forms
+        return value
+
+    @field_validator("registry_uri")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} must be an http(s)://host[:port] URL")
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> Self:
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("TLS needs both a certificate file and a key file")
+        if (self.model_dir is None) == (self.model_uri is None):
+            raise ValueError("give either a model directory or a models:/ URI, not both or neither")
+        if self.model_uri is not None and self.registry_uri is None:
+            raise ValueError(f"a models:/ URI needs the registry's URI (${TRACKING_URI_ENV})")
         return self
 
     @property
@@ -111,4 +148,6 @@ class ServeConfig(BaseModel):
             for name in cls.model_fields
             if f"{ENV_PREFIX}{name.upper()}" in environ
         }
+        if "registry_uri" not in values and TRACKING_URI_ENV in environ:
+            values["registry_uri"] = environ[TRACKING_URI_ENV]
         return cls.model_validate(values)

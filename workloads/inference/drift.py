@@ -192,7 +192,12 @@ class DriftCollector(Collector):
 
     def __init__(self, monitor: DriftMonitor, model: str, version: str) -> None:
         self._monitor = monitor
-        self._labels = [model, version]
+        self.model = model
+        self.version = version  # moved by a model swap (``Metrics.swapped``)
+
+    @property
+    def _labels(self) -> list[str]:
+        return [self.model, self.version]
 
     def _gauge(self, name: str, documentation: str, value: float) -> GaugeMetricFamily:
         gauge = GaugeMetricFamily(name, documentation, labels=["model", "version"])

@@ -32,6 +32,8 @@ ERROR_REASONS = (
     "non_finite_output",
     "internal",
 )
+# Why a new model version is not served (the old one serves on): workloads/inference/follow.py.
+UPDATE_FAILURES = ("resolve", "download", "verify", "incompatible", "load")
 # Route labels (see ``gate.route_of``): V2 paths carry the model name, counted under one label each.
 ROUTES = ("/v1/predict", "/v1/drift", "/metrics", "/v2/infer", "/v2/models", "other")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -85,23 +87,45 @@ class Metrics:
         self.queue_depth = Gauge(
             "inference_queue_depth", "Requests waiting for a batch", registry=reg, multiprocess_mode="livesum"
         )
-        Gauge(
+        self.model = model
+        self.info = Gauge(
             "inference_model_info",
-            "The model version served",
+            "The model version served (1), and versions served before (0)",
             ["model", "version"],
             registry=reg,
             multiprocess_mode="max",
-        ).labels(model, version).set(1)
+        )
+        self.info.labels(model, version).set(1)
+        self.swaps = Counter(
+            "inference_model_swaps_total", "New model versions swapped in while serving", registry=reg
+        )
+        failures = Counter(
+            "inference_model_update_failures_total",
+            "New model versions not served, the old one serving on, by reason ("
+            + ", ".join(UPDATE_FAILURES)
+            + ")",
+            ["reason"],
+            registry=reg,
+        )
+        self.update_failures = {reason: failures.labels(reason) for reason in UPDATE_FAILURES}
         # What /metrics exposes: this registry, or in multiprocess mode the merge of every worker's files
         # (the metrics above must then not be registered with it too, or they would appear twice).
         self.registry = reg
         if multiprocess:
             self.registry = CollectorRegistry()
             MultiProcessCollector(self.registry)  # type: ignore[no-untyped-call]
-        self.registry.register(DriftCollector(drift, model, version))
+        self.drift = DriftCollector(drift, model, version)
+        self.registry.register(self.drift)
         self.error = {reason: self.errors.labels(reason) for reason in ERROR_REASONS}
         self.route_latency = {route: self.latency.labels(route) for route in ROUTES}
         self._responses: dict[tuple[str, int], Counter] = {}
+
+    def swapped(self, old: str, new: str) -> None:
+        """The served version changed: the info series and the drift scores follow it."""
+        self.info.labels(self.model, old).set(0)
+        self.info.labels(self.model, new).set(1)
+        self.drift.version = new
+        self.swaps.inc()
 
     def responded(self, route: str, code: int) -> None:
         """Count one response; the child for a (route, code) pair is made on first sight, then reused."""

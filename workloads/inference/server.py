@@ -21,6 +21,7 @@ import logging
 import signal
 import socket
 import ssl
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +37,10 @@ from workloads.inference.app import create_app
 from workloads.inference.auth import TokenFile
 from workloads.inference.config import ServeConfig
 from workloads.inference.cpu import available_cpus
+from workloads.inference.follow import Fetched, FetchError, Follower, fetch
 from workloads.inference.model import load_artifact
 from workloads.inference.service import Service
+from workloads.registry.client import ModelRef, RegistryClient
 
 log = logging.getLogger("workloads.inference")
 
@@ -136,16 +139,35 @@ def bind(config: ServeConfig) -> socket.socket:
     return sock
 
 
-def load_service(config: ServeConfig, shared: Path | None = None) -> Service:
-    """The model verified and the token read; raises ``ArtifactError`` (missing directory, bad hashes) or
-    ``ValueError`` / ``OSError`` (an empty or unreadable token file), each with a one-line message.
+def load_service(config: ServeConfig, shared: Path | None = None, initial: Fetched | None = None) -> Service:
+    """The model verified and the token read; raises ``ArtifactError`` (missing directory, bad hashes),
+    ``FetchError`` (a registry model that cannot be resolved, downloaded or verified) or ``ValueError`` /
+    ``OSError`` (an empty or unreadable token file), each with a one-line message.
 
+    A registry model (``model_uri``) is fetched into ``model_cache_dir``, unless ``initial`` (what the
+    supervisor fetched for its workers) is given; an alias is then followed (``follow.Follower``).
     ONNX Runtime's threads: the CPU limit split between the workers, unless set. ``shared``: see
     ``Service``."""
-    artifact = load_artifact(config.model_dir)
     token = TokenFile(config.auth_token_file) if config.auth_token_file is not None else None
     threads = config.threads or max(1, available_cpus() // config.workers)
-    return Service(config, artifact, threads=threads, token=token, shared=shared)
+    if config.model_uri is None:
+        assert config.model_dir is not None  # (ServeConfig requires one of the two)
+        return Service(config, load_artifact(config.model_dir), threads=threads, token=token, shared=shared)
+    assert config.registry_uri is not None
+    client = RegistryClient(config.registry_uri)
+    ref = ModelRef.parse(config.model_uri)
+    # Each process its own cache: workers fetching the same version would share a staging directory.
+    cache = config.model_cache_dir if initial is None and config.model_cache_dir else None
+    cache = cache or Path(tempfile.mkdtemp(prefix="mlplatform-models-"))
+    fetched = initial or fetch(client, ref, cache)
+    assert fetched is not None  # (fetch skips nothing here)
+    service = Service(
+        config, fetched.artifact, threads=threads, token=token, shared=shared, version=fetched.version
+    )
+    service.origin = fetched
+    if ref.alias is not None:
+        service.follower = Follower(service, client, ref, cache)
+    return service
 
 
 def prepare(config: ServeConfig) -> Prepared:
@@ -259,7 +281,7 @@ class DrainingServer(uvicorn.Server):
 
 
 # What ``ServeConfig(...)`` and ``prepare`` raise on bad input: the caller prints ``bad_input`` and exits 2.
-BAD_INPUT_ERRORS = (ArtifactError, ValueError, OSError)
+BAD_INPUT_ERRORS = (ArtifactError, FetchError, ValueError, OSError)
 
 
 def bad_input(exc: Exception, field_name: Callable[[str], str]) -> list[str]:
@@ -296,7 +318,7 @@ def serve(prepared: Prepared) -> int:
         http=guarded_protocol(service),
         ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,
         access_log=config.access_log,
-        log_config=log_config(meta.name, meta.version, config.log_level),
+        log_config=log_config(meta.name, service.version, config.log_level),
         limit_concurrency=config.max_connections,
         timeout_keep_alive=int(config.idle_timeout_s),
         # Drain, then uvicorn's own shutdown: together inside the pod's grace period (see k8s.py).

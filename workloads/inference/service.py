@@ -1,7 +1,9 @@
 """The serving state the HTTP layer reads: model, batcher, drift window, readiness and drain.
 
 Lifecycle: created (not ready) -> ``load`` builds the session and warms it on a worker thread (ready) ->
-``drain`` on SIGTERM (not ready; new requests refused; in-flight ones finish) -> stopped.
+``drain`` on SIGTERM (not ready; new requests refused; in-flight ones finish) -> stopped. While ready, a
+registry alias that moves brings ``swap_in`` of the new version (``follow.py``): built and warmed beside
+the serving one, then swapped in by one assignment of ``served``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from workloads.inference.auth import TokenFile
 from workloads.inference.batcher import MicroBatcher
 from workloads.inference.config import ServeConfig
 from workloads.inference.drift import DRIFT_WINDOW_FILE, DriftMonitor
+from workloads.inference.follow import Fetched, Follower, check_compatible
 from workloads.inference.metrics import Metrics
 from workloads.inference.model import ModelArtifact, OnnxModel, Rows
 
@@ -32,6 +35,16 @@ Scores = npt.NDArray[np.float32]
 class Prediction:
     scores: Scores
     batch_size: int
+    version: str  # the model version that computed these scores
+
+
+@dataclass(frozen=True)
+class Served:
+    """The version serving now: a batch reads this once, so it runs and is labelled by one version."""
+
+    artifact: ModelArtifact
+    model: OnnxModel
+    version: str
 
 
 class Service:
@@ -43,11 +56,20 @@ class Service:
         threads: int,
         token: TokenFile | None,
         shared: Path | None = None,
+        version: str | None = None,
     ) -> None:
         """``shared``: the directory this process shares with the other workers (``workers.py``), where
-        the metrics and the drift window live; None for a server alone in its pod."""
+        the metrics and the drift window live; None for a server alone in its pod. ``version``: the label
+        responses and metrics carry (a registry version; default the metadata's).
+
+        ``artifact`` stays the first version's: the request models, V2 metadata and drift reference are
+        built from it, and a swapped-in version must match it (``follow.check_compatible``)."""
         self.config = config
         self.artifact = artifact
+        self.version = version or artifact.metadata.version
+        self.served: Served | None = None
+        self.follower: Follower | None = None
+        self.origin: Fetched | None = None  # the registry version it started with, for worker processes
         self.threads = threads
         self.token = token
         self.shared = shared
@@ -61,12 +83,12 @@ class Service:
         )
         self.metrics = Metrics(
             model=meta.name,
-            version=meta.version,
+            version=self.version,
             max_batch_size=config.max_batch_size,
             drift=self.drift,
             multiprocess=shared is not None,
         )
-        self.batcher: MicroBatcher[Rows, Scores] = MicroBatcher(
+        self.batcher: MicroBatcher[Rows, tuple[Scores, str]] = MicroBatcher(
             self._run_batch,
             max_batch_size=config.max_batch_size,
             max_wait_s=config.max_wait_ms / 1000,
@@ -78,7 +100,6 @@ class Service:
             # some are still being read and worth waiting for; otherwise the batch goes at once.
             pending=lambda: self.received,
         )
-        self.model: OnnxModel | None = None
         self.failure: str | None = None
         self.draining = False
         self.in_flight = 0
@@ -89,7 +110,7 @@ class Service:
 
     @property
     def ready(self) -> bool:
-        return self.model is not None and not self.draining
+        return self.served is not None and not self.draining
 
     def not_ready_reason(self) -> str:
         if self.failure is not None:
@@ -100,7 +121,9 @@ class Service:
         """Build the session and warm it off the event loop, so /healthz answers while a large model loads."""
         started = time.perf_counter()
         try:
-            self.model = await asyncio.to_thread(self._build)
+            self.served = Served(
+                self.artifact, await asyncio.to_thread(self._build, self.artifact), self.version
+            )
         except Exception as exc:
             self.failure = f"{type(exc).__name__}: {exc}"
             log.exception("model failed to load")
@@ -113,34 +136,56 @@ class Service:
             (time.perf_counter() - started) * 1000,
         )
 
-    def _build(self) -> OnnxModel:
+    async def swap_in(self, fetched: Fetched) -> None:
+        """Serve ``fetched`` instead of the current version: checked, built and warmed on a worker thread
+        while the current one serves, then swapped in at once. Raises (the old version serving on)
+        ``IncompatibleModelError`` or whatever loading it raised."""
+        serving = self.served
+        if serving is None:
+            raise RuntimeError("no version is serving yet")
+        check_compatible(serving.artifact, fetched.artifact)
+        started = time.perf_counter()
+        model = await asyncio.to_thread(self._build, fetched.artifact)
+        self.served = Served(fetched.artifact, model, fetched.version)
+        self.version = fetched.version
+        self.metrics.swapped(serving.version, fetched.version)
+        log.info(
+            "version %s loaded and warmed in %.0f ms beside version %s, swapped in",
+            fetched.version,
+            (time.perf_counter() - started) * 1000,
+            serving.version,
+        )
+
+    def _build(self, artifact: ModelArtifact) -> OnnxModel:
         """A warmed session, with ONNX Runtime's threads sized to the work: a model whose one-row run is
         cheaper than ``single_thread_below_us`` gets one thread, since its batches take microseconds and
         waking more threads would cost more than the work they share."""
-        model = OnnxModel(self.artifact, self.threads)
+        model = OnnxModel(artifact, self.threads)
         model.warm_up(self.config.max_batch_size)
         if self.threads > 1 and model.single_row_seconds() < self.config.single_thread_below_us / 1e6:
             self.threads = 1
-            model = OnnxModel(self.artifact, 1)
+            model = OnnxModel(artifact, 1)
             model.warm_up(self.config.max_batch_size)
         return model
 
-    def _run_batch(self, items: Sequence[Rows]) -> list[Scores]:
-        """One model run for a batch of requests; runs on the batcher's worker thread."""
-        model = self.model
-        if model is None:
+    def _run_batch(self, items: Sequence[Rows]) -> list[tuple[Scores, str]]:
+        """One model run for a batch of requests, labelled with the version that ran it; runs on the
+        batcher's worker thread."""
+        served = self.served  # read once: a swap during the run does not mix versions
+        if served is None:
             raise RuntimeError("requests are admitted only once the model is loaded")
+        model = served.model
         x = model.batch(items)
         y = model.predict(x)
         self.drift.observe(x)
-        return model.unbatch(items, y)
+        return [(scores, served.version) for scores in model.unbatch(items, y)]
 
     def _observe_batch(self, rows: int) -> None:
         self.metrics.batch_size.observe(rows)
 
     async def predict(self, rows: Rows) -> Prediction:
-        scores, batch_size = await self.batcher.submit(rows, len(rows))
-        return Prediction(scores, batch_size)
+        (scores, version), batch_size = await self.batcher.submit(rows, len(rows))
+        return Prediction(scores, batch_size, version)
 
     def enter(self) -> None:
         self.in_flight += 1

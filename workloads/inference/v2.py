@@ -54,7 +54,7 @@ def _metadata(service: Service) -> V2ModelMetadata:
         ]
 
     return V2ModelMetadata(
-        name=meta.name, versions=[meta.version], inputs=tensors(meta.inputs), outputs=tensors(meta.outputs)
+        name=meta.name, versions=[service.version], inputs=tensors(meta.inputs), outputs=tensors(meta.outputs)
     )
 
 
@@ -94,12 +94,12 @@ def add_v2(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
     output = meta.outputs[0].name
 
     def known(name: str, version: str | None) -> bool:
-        return name == meta.name and version in (None, meta.version)
+        return name == meta.name and version in (None, service.version)
 
     def unknown(name: str, version: str | None) -> Response:
         which = name if version is None else f"{name} version {version}"
         return _error(
-            404, f"unknown model {which!r}; this server serves {meta.name!r} version {meta.version!r}"
+            404, f"unknown model {which!r}; this server serves {meta.name!r} version {service.version!r}"
         )
 
     @app.get("/v2/health/live")
@@ -151,7 +151,7 @@ def add_v2(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
             name=output, shape=list(scores.shape), datatype="FP32", data=scores.ravel().tolist()
         )
         return json_response(
-            V2InferResponse(model_name=meta.name, model_version=meta.version, id=body.id, outputs=[tensor])
+            V2InferResponse(model_name=meta.name, model_version=outcome.version, id=body.id, outputs=[tensor])
         )
 
     return {f"/v2/models/{meta.name}/infer": infer_body}

@@ -44,6 +44,7 @@ from prometheus_client.multiprocess import mark_process_dead
 
 from workloads.inference.config import ServeConfig
 from workloads.inference.drift import DRIFT_WINDOW_FILE, create_shared_window
+from workloads.inference.follow import Fetched
 from workloads.inference.server import Prepared, load_service, log_config, serve, tls_context
 
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -58,16 +59,17 @@ def run(prepared: Prepared) -> int:
     return supervise(prepared)
 
 
-def _worker(config: ServeConfig, sock: socket.socket, shared: Path) -> None:
-    """A worker process's life: its own service (model, token, TLS context) on the shared socket."""
-    raise SystemExit(serve(Prepared(load_service(config, shared), tls_context(config), sock)))
+def _worker(config: ServeConfig, sock: socket.socket, shared: Path, initial: Fetched | None) -> None:
+    """A worker process's life: its own service (model, token, TLS context) on the shared socket; a
+    registry model starts from the version the supervisor fetched, each worker then following the alias."""
+    raise SystemExit(serve(Prepared(load_service(config, shared, initial), tls_context(config), sock)))
 
 
 def supervise(prepared: Prepared) -> int:
     """Start the workers, pass on SIGTERM, wait for all; 0 when every worker drained cleanly."""
     config, artifact = prepared.service.config, prepared.service.artifact
     meta = artifact.metadata
-    logging.config.dictConfig(log_config(meta.name, meta.version, config.log_level))
+    logging.config.dictConfig(log_config(meta.name, prepared.service.version, config.log_level))
     shared = Path(tempfile.mkdtemp(prefix="serve-workers-"))
     # Read by prometheus-client when a worker imports it: set before any worker starts.
     os.environ[METRICS_DIR_ENV] = str(shared)
@@ -91,7 +93,9 @@ def supervise(prepared: Prepared) -> int:
             if stopping.is_set():
                 break
             worker = context.Process(
-                target=_worker, args=(config, prepared.sock, shared), name=f"serve-worker-{index}"
+                target=_worker,
+                args=(config, prepared.sock, shared, prepared.service.origin),
+                name=f"serve-worker-{index}",
             )
             workers.append(worker)
             worker.start()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import tempfile
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from typing import Any, NoReturn
 
 from workloads.artifacts import METADATA_FILE, model_version_dir
 from workloads.nccl_transport import EXPECTED_NETWORK
+from workloads.registry.client import TRACKING_URI_ENV
 from workloads.training.hooks import HookError, check_spec, resolve
 
 # Named as specs, not imported: the Pulumi program reads these flags with no numpy or torch installed.
@@ -26,6 +28,7 @@ DEFAULT_MODEL = "workloads.training.model:mlp"
 RECIPE_FILE = "recipe.json"
 # Model names and versions become directory names: keep them to one safe path component.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_REGISTRY_URI = re.compile(r"^https?://[^/\s]+(/\S*)?$")
 
 
 class ConfigError(ValueError):
@@ -62,6 +65,8 @@ class TrainConfig:
     clip_grad_norm: float = 0.0
     patience: int = 0
     min_delta: float = 0.0
+    # The model registry (MLflow) the run logs to and registers in; None: no registry.
+    registry_uri: str | None = None
 
     @property
     def version_dir(self) -> Path:
@@ -187,12 +192,32 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="on GPUs: refuse to train unless NCCL uses this network (the Job sets it on fabric pools)",
     )
+    add(
+        "--registry-uri",
+        type=_registry_uri,
+        default=None,
+        help=f"MLflow server to log the run and register the model in (default: ${TRACKING_URI_ENV})",
+    )
     return parser
+
+
+def _registry_uri(text: str) -> str:
+    if not _REGISTRY_URI.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} must be an http(s)://host[:port] URL")
+    return text.rstrip("/")
+
+
+_registry_uri.__name__ = "registry URI"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
     """Parse trainer flags; raises ``ConfigError`` with a one-line message on bad input."""
     args = build_parser().parse_args(argv)
+    registry_uri = args.registry_uri
+    if registry_uri is None and (from_env := os.environ.get(TRACKING_URI_ENV)):
+        if not _REGISTRY_URI.match(from_env):
+            raise ConfigError(f"${TRACKING_URI_ENV} {from_env!r} must be an http(s)://host[:port] URL")
+        registry_uri = from_env.rstrip("/")
     model_name = args.model_name or args.dataset.rpartition(":")[2].lstrip("_")[:63]
     if not _NAME.match(model_name):
         raise ConfigError(f"cannot name the model after {args.dataset!r}; pass --model-name")
@@ -218,6 +243,7 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:
         clip_grad_norm=args.clip_grad_norm,
         patience=args.patience,
         min_delta=args.min_delta,
+        registry_uri=registry_uri,
     )
 
 
@@ -254,7 +280,9 @@ def preflight(config: TrainConfig) -> None:
     an existing model version (versions are immutable) or a changed recipe fails here in one line."""
     if config.output.exists() and not config.output.is_dir():
         raise ConfigError(f"--output {config.output} exists and is not a directory")
-    if (config.version_dir / METADATA_FILE).exists():
+    # With a registry, a finished version is registered again if need be (a restart after the model
+    # was written but before its registration completed); registration happens once (lineage.py).
+    if (config.version_dir / METADATA_FILE).exists() and config.registry_uri is None:
         raise ConfigError(f"{config.version_dir} already holds a model; choose a new --model-version")
     for flag, spec in (("--dataset", config.dataset), ("--model", config.model)):
         try:

@@ -35,6 +35,8 @@ from components.handle import Fabric, PoolHandle
 from workloads.fabric import FabricProfile, fabric_profile
 from workloads.fatal import EXIT_FATAL, FATAL_FILE_ENV
 from workloads.nccl_transport import EXPECTED_NETWORK
+from workloads.registry.client import TRACKING_URI_ENV
+from workloads.registry.lineage import IMAGE_ENV
 from workloads.training.config import parse_args
 from workloads.training.sizing import PodSize, pod_size
 
@@ -120,6 +122,9 @@ class TrainingJobSpec:
     # None: ``pulumi up`` does not wait for the Job (``pulumi.com/skipAwait``). Seconds: it waits up to
     # this long for the Job to complete and fails the update if the Job fails (an acceptance gate).
     await_seconds: int | None = None
+    # The model registry's in-cluster URI (MLflow); set, the trainer logs the run and registers the model
+    # there as ``challenger`` (workloads/registry/lineage.py). Egress to it comes with ``egress``.
+    registry_uri: object | None = None
 
     def __post_init__(self) -> None:
         problems = [
@@ -293,7 +298,9 @@ def _container(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
     size = spec.size
     resources = {"cpu": str(size.cpu), "memory": f"{size.memory_gib}Gi", **fabric.resources}
     threads = str(max(1, size.cpu // spec.processes_per_node))
-    env = {**_BASE_ENV, "OMP_NUM_THREADS": threads, **fabric.env}
+    # The image reference (pinned by digest) is recorded in the run's lineage (``IMAGE_ENV``).
+    registry = {TRACKING_URI_ENV: spec.registry_uri} if spec.registry_uri is not None else {}
+    env = {**_BASE_ENV, "OMP_NUM_THREADS": threads, IMAGE_ENV: spec.image, **registry, **fabric.env}
     return {
         "name": CONTAINER,
         "image": spec.image,

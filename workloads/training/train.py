@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from workloads.training.checkpoint import (
 )
 from workloads.training.config import RunRefusedError, TrainConfig
 from workloads.training.distributed import DistContext, init_distributed
+from workloads.training.lineage import open_run
 from workloads.training.model import Classifier, build_model
 from workloads.training.tasks import Split, load_split
 
@@ -126,8 +128,17 @@ def autocast_dtype(device: torch.device) -> torch.dtype | None:
 class Trainer:
     """One rank's share of a run: resume, train and validate epochs, stop early, checkpoint."""
 
-    def __init__(self, config: TrainConfig, ctx: DistContext, split: Split, model: Classifier) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        ctx: DistContext,
+        split: Split,
+        model: Classifier,
+        on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+    ) -> None:
+        """``on_epoch``: called on rank 0 with each epoch's metrics (the registry run logs them)."""
         self.config, self.ctx = config, ctx
+        self.on_epoch = on_epoch
         self.x_train = torch.from_numpy(split.x_train).to(ctx.device)
         self.y_train = torch.from_numpy(split.y_train).to(ctx.device)
         shard = slice(ctx.rank, None, ctx.world_size)  # disjoint, and together the whole split
@@ -297,6 +308,15 @@ class Trainer:
             seconds=round(seconds, 4),
             samples_per_s=round(global_samples / seconds, 1),
         )
+        if self.on_epoch is not None and self.ctx.is_main:
+            self.on_epoch(
+                epoch,
+                {
+                    "train_loss": self.last_train_loss,
+                    "validation_loss": loss,
+                    "validation_accuracy": accuracy,
+                },
+            )
         if self.stopping.exhausted(self.config.patience):
             logs.log_event(
                 "early_stop",
@@ -389,7 +409,9 @@ def run(config: TrainConfig) -> None:
 def _train_and_publish(config: TrainConfig, ctx: DistContext, split: Split, model: Classifier) -> None:
     """Train on every rank; rank 0 then evaluates the best epoch's weights on the test split and writes
     the model version. The trainer (and its DDP wrapper) is released on return."""
-    trainer = Trainer(config, ctx, split, model)
+    # Rank 0 opens the registry run first: an unreachable registry fails the run before it trains.
+    run = open_run(config, split.info()) if ctx.is_main else None
+    trainer = Trainer(config, ctx, split, model, on_epoch=run.log_epoch if run is not None else None)
     metrics = trainer.train()
     if ctx.is_main:
         # Only rank 0 needs the exporter (onnx, onnxscript, onnxruntime): other ranks skip the imports.
@@ -400,3 +422,8 @@ def _train_and_publish(config: TrainConfig, ctx: DistContext, split: Split, mode
         metrics |= held_out_metrics(loss_sums(trainer.model, x_test, y_test, config.batch_size), "test")
         written = write_model_version(config, split, trainer.model, metrics, ctx.world_size)
         logs.log_event("model_written", path=str(config.version_dir), metrics=written.metrics)
+        if run is not None:
+            registered = run.register(config.version_dir, written)
+            logs.log_event(
+                "model_registered", name=registered.name, version=registered.version, alias="challenger"
+            )

@@ -324,3 +324,17 @@ def test_a_recreated_pod_waits_longer_for_its_peers_than_they_wait_in_a_collecti
     from workloads.training.k8s import RDZV_JOIN_TIMEOUT_S
 
     assert 2 * PROCESS_GROUP_TIMEOUT.total_seconds() <= RDZV_JOIN_TIMEOUT_S
+
+
+def test_the_job_hands_the_trainer_its_registry_and_the_image_it_runs_in() -> None:
+    """The trainer registers in the registry named by MLflow's own ``MLFLOW_TRACKING_URI`` and records
+    the image reference (pinned by digest) in the run's lineage (workloads/registry/lineage.py)."""
+
+    def env(spec: TrainingJobSpec) -> dict[str, Any]:
+        job = by_kind(training_job_objects(spec))["Job"]
+        return {e["name"]: e["value"] for e in trainer(job)["env"]}
+
+    registry = "http://registry.ml-registry.svc.cluster.local:5000"
+    assert env(make_spec("cpu", registry_uri=registry))["MLFLOW_TRACKING_URI"] == registry
+    assert env(make_spec("cpu"))["MLPLATFORM_IMAGE"] == DIGEST
+    assert "MLFLOW_TRACKING_URI" not in env(make_spec("cpu")), "no registry: the trainer registers nothing"

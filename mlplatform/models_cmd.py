@@ -1,0 +1,163 @@
+"""``mlplatform models``: the registry's versions with their lineage, promote and rollback.
+
+Talks to the MLflow server at ``--registry-uri`` (default ``$MLFLOW_TRACKING_URI``) over its REST API
+(``workloads.registry``). ``promote`` moves ``champion`` (what serving follows) and records the champion
+it replaces as ``previous-champion``; ``rollback`` moves ``champion`` back to it. Every move tags the
+version with who (``--actor``, default ``$USER``), when and how.
+
+Exit codes: 0 done (or nothing to do), 1 a promotion refused by the metric gate, 2 bad input (an
+unknown model or version, no previous champion to roll back to, an unreachable registry, a bad flag),
+each as one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated
+
+import typer
+
+from mlplatform.errors import EXIT_BAD_INPUT, EXIT_FINDING, exit_with
+from workloads.registry import operations, rollout
+from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
+
+app = typer.Typer(
+    help="List, promote and roll back registered model versions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+RegistryUri = Annotated[
+    str | None, typer.Option("--registry-uri", envvar=TRACKING_URI_ENV, help="The MLflow server.")
+]
+Actor = Annotated[str | None, typer.Option(help="Who moves the alias (default: $USER).")]
+# The metric promote compares, and by how much a challenger may fall short of the champion on it. The
+# stack sets the tolerance for its CI (README "Model registry"); this default is the flag's.
+DEFAULT_METRIC = "test_accuracy"
+DEFAULT_TOLERANCE = 0.01
+
+
+@app.callback()
+def _models() -> None:
+    # A callback keeps `models` a group (see charts_cmd.py).
+    pass
+
+
+def _client(registry_uri: str | None) -> RegistryClient:
+    if not registry_uri:
+        exit_with([f"--registry-uri (or ${TRACKING_URI_ENV}) is required"])
+    try:
+        return RegistryClient(registry_uri)
+    except ValueError as exc:
+        exit_with([f"--registry-uri: {exc}"])
+
+
+def _actor(actor: str | None) -> str:
+    who = actor or os.environ.get("USER") or os.environ.get("LOGNAME")
+    if not who:
+        exit_with(["--actor is required when $USER is not set (every alias move records who made it)"])
+    return who
+
+
+def _failed(exc: RegistryError) -> None:
+    exit_with([str(exc).splitlines()[0] if str(exc) else "registry call failed"])
+
+
+@app.command("list")
+def list_versions(
+    name: Annotated[str, typer.Argument(help="The registered model.")],
+    registry_uri: RegistryUri = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per version.")] = False,
+) -> None:
+    """Every version of NAME, newest first: aliases, run, dataset, code, image and test metric."""
+    client = _client(registry_uri)
+    try:
+        versions = [client.get_version(name, v.version) for v in client.search_versions(name)]
+        rows = []
+        for version in versions:
+            run = client.get_run(version.run_id) if version.run_id else {}
+            data = run.get("data", {})
+            params = {p["key"]: p["value"] for p in data.get("params", ())}
+            tags = {t["key"]: t["value"] for t in data.get("tags", ())}
+            metrics = {m["key"]: m["value"] for m in data.get("metrics", ())}
+            rows.append(
+                {
+                    "version": version.version,
+                    "aliases": list(version.aliases),
+                    "run_id": version.run_id,
+                    "trained_as": version.tags.get("mlplatform.model_version", ""),
+                    "dataset_sha256": params.get("dataset_sha256", ""),
+                    "code_version": tags.get("mlplatform.code_version", ""),
+                    "image": tags.get("mlplatform.image", ""),
+                    DEFAULT_METRIC: metrics.get(DEFAULT_METRIC),
+                    "alias_moves": {
+                        k: v for k, v in version.tags.items() if k.startswith(rollout.TAG_PREFIX)
+                    },
+                }
+            )
+    except RegistryError as exc:
+        _failed(exc)
+    for row in rows:
+        if as_json:
+            typer.echo(json.dumps(row, sort_keys=True))
+            continue
+        metric = row[DEFAULT_METRIC]
+        typer.echo(
+            f"{row['version']:>4}  {','.join(row['aliases']) or '-':<28} "
+            f"{DEFAULT_METRIC}={metric if metric is None else f'{metric:.4f}'}  run={row['run_id']}  "
+            f"trained_as={row['trained_as']}  dataset={str(row['dataset_sha256'])[:12]}  "
+            f"code={row['code_version']}  image={row['image']}"
+        )
+
+
+@app.command()
+def promote(
+    name: Annotated[str, typer.Argument(help="The registered model.")],
+    version: Annotated[str, typer.Argument(help="The version to make champion.")],
+    registry_uri: RegistryUri = None,
+    metric: Annotated[
+        str, typer.Option(help="Compared with the champion's; higher is better.")
+    ] = DEFAULT_METRIC,
+    tolerance: Annotated[
+        float, typer.Option(min=0.0, help="How far below the champion's metric the version may be.")
+    ] = DEFAULT_TOLERANCE,
+    force: Annotated[bool, typer.Option("--force", help="Promote whatever the metric says.")] = False,
+    actor: Actor = None,
+) -> None:
+    """Make VERSION the champion, recording the current one as previous-champion."""
+    if not version.isdigit():
+        exit_with([f"VERSION must be a registry version number, got {version!r}"])
+    client, who = _client(registry_uri), _actor(actor)
+    try:
+        decision = operations.promote(
+            client, name, version, metric=metric, tolerance=tolerance, force=force, actor=who
+        )
+    except RegistryError as exc:
+        _failed(exc)
+    _report(name, decision)
+
+
+@app.command()
+def rollback(
+    name: Annotated[str, typer.Argument(help="The registered model.")],
+    registry_uri: RegistryUri = None,
+    actor: Actor = None,
+) -> None:
+    """Move champion back to previous-champion (a second rollback undoes the first)."""
+    client, who = _client(registry_uri), _actor(actor)
+    try:
+        decision = operations.rollback(client, name, actor=who)
+    except RegistryError as exc:
+        _failed(exc)
+    _report(name, decision, refused_code=EXIT_BAD_INPUT)
+
+
+def _report(name: str, decision: rollout.Decision, refused_code: int = EXIT_FINDING) -> None:
+    if decision.refused:
+        exit_with([f"{name}: {decision.refused}"], refused_code)
+    if decision.note:
+        typer.echo(f"{name}: {decision.note}")
+    for move in decision.moves:
+        typer.echo(f"{name}: {move.alias} -> version {move.version}")

@@ -1,0 +1,67 @@
+"""A real MLflow 3.17.2 server on loopback, once per session: SQLite backend, local artifacts it serves
+itself (``--serve-artifacts``), in its own process group (``start_new_session``) killed at teardown.
+
+Job execution off (``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``, mlflow/environment_variables.py): the
+server would otherwise start Huey consumer processes for its background jobs, which the registry does
+not use and which would outlive a plain kill of the server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.workloads.inference.serving import free_port
+
+MLFLOW = str(Path(sys.executable).with_name("mlflow"))
+START_TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="session")
+def registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("mlflow")
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    command = [MLFLOW, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    command += ["--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}"]
+    command += ["--artifacts-destination", str(root / "artifacts"), "--serve-artifacts"]
+    log = root / "server.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(f"mlflow server exited {process.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"mlflow server not up in {START_TIMEOUT_S}s:\n{log.read_text()[-3000:]}"
+                )
+            time.sleep(0.2)
+        yield uri
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(10)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)

@@ -1,0 +1,155 @@
+"""The registry's client rules without a server: alias decisions, model URIs, serve settings, CLI input.
+
+Aliases and model URIs as MLflow defines them (https://mlflow.org/docs/latest/ml/model-registry/:
+``models:/<name>@<alias>`` loads the version an alias points at, ``models:/<name>/<version>`` a fixed one).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from tests.workloads.inference.serving import free_port
+from workloads.inference.config import ServeConfig
+from workloads.registry import rollout
+from workloads.registry.client import ModelRef, RegistryClient, RegistryError, artifact_path
+from workloads.training.config import ConfigError, parse_args
+
+MLPLATFORM = str(Path(sys.executable).with_name("mlplatform"))
+
+
+def promote(
+    champion: str | None, candidate: float | None, held: float | None, *, force: bool = False
+) -> rollout.Decision:
+    return rollout.promotion(
+        "2",
+        champion,
+        metric="test_accuracy",
+        candidate_value=candidate,
+        champion_value=held,
+        tolerance=0.01,
+        force=force,
+    )
+
+
+def test_first_promotion_moves_champion_only() -> None:
+    assert promote(None, 0.5, None).moves == (rollout.AliasMove("champion", "2"),)
+
+
+def test_promotion_records_the_replaced_champion_before_moving_champion() -> None:
+    decision = promote("1", 0.95, 0.95)
+    assert decision.moves == (rollout.AliasMove("previous-champion", "1"), rollout.AliasMove("champion", "2"))
+
+
+def test_a_challenger_below_the_champion_by_more_than_the_tolerance_is_refused_unless_forced() -> None:
+    assert promote("1", 0.949, 0.95).refused is None  # within 0.01
+    refused = promote("1", 0.93, 0.95)
+    assert refused.moves == () and refused.refused is not None and "0.9300" in refused.refused
+    assert promote("1", 0.93, 0.95, force=True).moves[-1] == rollout.AliasMove("champion", "2")
+    assert promote("1", None, 0.95).refused is not None, "no metric, no comparison: refused"
+
+
+def test_promoting_the_champion_is_a_no_op() -> None:
+    decision = promote("2", 0.9, 0.9)
+    assert decision.moves == () and decision.refused is None and decision.note
+
+
+def test_rollback_swaps_champion_and_previous_so_a_second_one_undoes_it() -> None:
+    first = rollout.rollback("2", "1")
+    assert first.moves == (rollout.AliasMove("previous-champion", "2"), rollout.AliasMove("champion", "1"))
+    assert rollout.rollback("1", "2").moves[-1] == rollout.AliasMove("champion", "2")
+    assert rollout.rollback("2", None).refused is not None
+
+
+def test_audit_tags_name_who_when_and_how() -> None:
+    when = datetime(2026, 11, 26, 3, 0, tzinfo=UTC)
+    tags = rollout.audit_tags(rollout.AliasMove("champion", "3"), actor="ana", action="rollback", when=when)
+    assert tags == {
+        "mlplatform.alias.champion.by": "ana",
+        "mlplatform.alias.champion.at": "2026-11-26T03:00:00+00:00",
+        "mlplatform.alias.champion.action": "rollback",
+    }
+
+
+@pytest.mark.parametrize(
+    ("uri", "ref"),
+    [
+        ("models:/digits@champion", ModelRef("digits", alias="champion")),
+        ("models:/digits/7", ModelRef("digits", version="7")),
+    ],
+)
+def test_model_uris(uri: str, ref: ModelRef) -> None:
+    assert ModelRef.parse(uri) == ref and str(ref) == uri
+
+
+@pytest.mark.parametrize("uri", ["models:/digits", "models:/digits@", "runs:/abc/model", "models:/a/b/c"])
+def test_bad_model_uris(uri: str) -> None:
+    with pytest.raises(ValueError, match="models:/<name>@<alias>"):
+        ModelRef.parse(uri)
+
+
+def test_artifact_paths_stay_inside_the_proxy() -> None:
+    assert artifact_path("mlflow-artifacts:/1/abc/artifacts/model") == "1/abc/artifacts/model"
+    assert artifact_path("mlflow-artifacts://registry:5000/1/abc/artifacts/model") == "1/abc/artifacts/model"
+    for bad in ("s3://bucket/model", "mlflow-artifacts:/1/../../etc"):
+        with pytest.raises(RegistryError):
+            artifact_path(bad)
+
+
+def test_serve_settings_take_a_registry_model_from_the_container_environment(tmp_path: Path) -> None:
+    env = {"SERVE_MODEL_URI": "models:/digits@champion", "MLFLOW_TRACKING_URI": "http://registry:5000"}
+    config = ServeConfig.from_env(env)
+    assert (config.model_uri, config.registry_uri, config.model_dir) == (
+        "models:/digits@champion",
+        "http://registry:5000",
+        None,
+    )
+    with pytest.raises(ValidationError, match="MLFLOW_TRACKING_URI"):
+        ServeConfig.from_env({"SERVE_MODEL_URI": "models:/digits@champion"})
+    with pytest.raises(ValidationError, match="not both"):
+        ServeConfig.from_env({**env, "SERVE_MODEL_DIR": str(tmp_path)})
+
+
+def test_an_unreachable_registry_is_one_error_after_the_retries() -> None:
+    client = RegistryClient(f"http://127.0.0.1:{free_port()}", attempts=2, timeout_s=1)
+    with pytest.raises(RegistryError, match="unreachable") as caught:
+        client.version_by_alias("digits", "champion")
+    assert caught.value.code == "UNREACHABLE"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["promote", "digits", "two", "--registry-uri", "http://127.0.0.1:9"], "VERSION must be"),
+        (["rollback", "digits"], "--registry-uri"),
+        (["promote", "digits", "2", "--registry-uri", "ftp://x"], "--registry-uri"),
+        (["list", "digits", "--registry-uri", "http://127.0.0.1:9"], "unreachable"),
+    ],
+)
+def test_models_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    done = subprocess.run(
+        [MLPLATFORM, "models", *args], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+def test_the_trainer_takes_its_registry_from_the_flag_or_mlflows_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://registry:5000/")
+    assert parse_args([]).registry_uri == "http://registry:5000"
+    assert parse_args(["--registry-uri", "https://other"]).registry_uri == "https://other"
+    with pytest.raises(ConfigError, match="--registry-uri"):
+        parse_args(["--registry-uri", "registry:5000"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "file:///tmp/mlruns")
+    with pytest.raises(ConfigError, match="MLFLOW_TRACKING_URI"):
+        parse_args([])

@@ -1,0 +1,390 @@
+"""MLflow's REST API over plain HTTP: the few calls the platform makes, standard library only.
+
+Why not the MLflow client: the inference image must not carry MLflow (its dependency tree is larger than
+the server's), and the trainer and the CLI need a dozen calls, not a framework. One client for all three
+keeps the wire format in one place. The endpoints and fields are MLflow 3.17.2's
+(``mlflow/protos/service.proto`` and ``model_registry.proto``; the artifact proxy in
+``mlflow/server/handlers.py``), checked against a real server by tests/workloads/registry/.
+
+- Registry: ``registered-models/alias`` (GET resolves an alias, POST sets one, DELETE removes one),
+  ``model-versions/get``, ``model-versions/search``, ``model-versions/create``, ``model-versions/set-tag``,
+  ``registered-models/create``.
+- Tracking: ``experiments/get-by-name`` and ``create``, ``runs/create``, ``runs/search``, ``runs/get``,
+  ``runs/log-batch``, ``runs/log-inputs``, ``runs/update``.
+- Artifacts, proxied by the server (``mlflow server --serve-artifacts``): ``GET`` / ``PUT``
+  ``/api/2.0/mlflow-artifacts/artifacts/<path>`` and the listing ``GET ...artifacts?path=<dir>``. A run's
+  artifact URI is ``mlflow-artifacts:/<experiment>/<run>/artifacts``; the path is what follows the scheme.
+
+Authentication, as MLflow's own client reads it: ``MLFLOW_TRACKING_TOKEN`` (a bearer token), else
+``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD`` (basic).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+API = "/api/2.0/mlflow"
+ARTIFACTS = "/api/2.0/mlflow-artifacts/artifacts"
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+# MLflow's error code for a name that does not exist (a model, a version, an experiment).
+NOT_FOUND = "RESOURCE_DOES_NOT_EXIST"
+# Transient answers worth another try; anything else is the request's fault and final.
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_MODEL_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[A-Za-z0-9_-]+)|/(?P<version>[0-9]+))$")
+
+
+class RegistryError(Exception):
+    """A registry call that failed; ``code`` is MLflow's ``error_code`` (or ``UNREACHABLE``)."""
+
+    def __init__(self, message: str, code: str = "", status: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+    @property
+    def not_found(self) -> bool:
+        # A missing alias is INVALID_PARAMETER_VALUE in 3.17.2 ("Registered model alias x not found.").
+        return self.code == NOT_FOUND or (self.status in (400, 404) and "not found" in str(self).lower())
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """``models:/<name>@<alias>`` or ``models:/<name>/<version>``: what a server is told to serve."""
+
+    name: str
+    alias: str | None = None
+    version: str | None = None
+
+    @classmethod
+    def parse(cls, uri: str) -> ModelRef:
+        match = _MODEL_URI.match(uri)
+        if match is None:
+            raise ValueError(f"{uri!r} is not models:/<name>@<alias> or models:/<name>/<version>")
+        return cls(match["name"], match["alias"], match["version"])
+
+    def __str__(self) -> str:
+        return f"models:/{self.name}@{self.alias}" if self.alias else f"models:/{self.name}/{self.version}"
+
+
+@dataclass(frozen=True)
+class ModelVersion:
+    """One registered version, as ``model-versions/get`` returns it."""
+
+    name: str
+    version: str
+    source: str
+    run_id: str
+    aliases: tuple[str, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)
+    created_ms: int = 0
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ModelVersion:
+        return cls(
+            name=body["name"],
+            version=str(body["version"]),
+            source=body.get("source", ""),
+            run_id=body.get("run_id", ""),
+            aliases=tuple(body.get("aliases", ())),
+            tags={t["key"]: t.get("value", "") for t in body.get("tags", ())},
+            created_ms=int(body.get("creation_timestamp", 0)),
+        )
+
+
+def artifact_path(uri: str) -> str:
+    """The proxied artifact path of an ``mlflow-artifacts:`` URI (with or without a host part)."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme != "mlflow-artifacts":
+        raise RegistryError(f"{uri}: not an artifact the registry serves (mlflow-artifacts:)")
+    path = parsed.path.lstrip("/")
+    if not path or ".." in path.split("/"):
+        raise RegistryError(f"{uri}: not a valid artifact path")
+    return path
+
+
+def _auth_header(environ: Mapping[str, str]) -> dict[str, str]:
+    if token := environ.get("MLFLOW_TRACKING_TOKEN"):
+        return {"Authorization": f"Bearer {token}"}
+    user, password = environ.get("MLFLOW_TRACKING_USERNAME"), environ.get("MLFLOW_TRACKING_PASSWORD")
+    if user and password:
+        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    return {}
+
+
+class RegistryClient:
+    """Calls to one MLflow server; each retries transient failures (connection refused, 5xx, 429)."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        timeout_s: float = 30.0,
+        attempts: int = 3,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
+        parsed = urllib.parse.urlparse(uri)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(f"registry URI {uri!r} must be http(s)://host[:port]")
+        self.uri = uri.rstrip("/")
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+        self._headers = _auth_header(environ)
+
+    # -- transport -------------------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, body: bytes | None, content_type: str | None) -> bytes:
+        headers = dict(self._headers)
+        if content_type:
+            headers["Content-Type"] = content_type
+        request = urllib.request.Request(self.uri + path, data=body, method=method, headers=headers)
+        delay = 0.5
+        for attempt in range(1, self.attempts + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    data: bytes = response.read()
+                    return data
+            except urllib.error.HTTPError as exc:
+                raw = exc.read()
+                if exc.code not in _RETRY_STATUS or attempt == self.attempts:
+                    raise _http_error(method, path, exc.code, raw) from None
+            except (urllib.error.URLError, OSError) as exc:
+                if attempt == self.attempts:
+                    reason = getattr(exc, "reason", exc)
+                    raise RegistryError(f"registry {self.uri} unreachable: {reason}", "UNREACHABLE") from None
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _call(self, method: str, endpoint: str, payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        if method == "GET":
+            query = "?" + urllib.parse.urlencode(payload) if payload else ""
+            raw = self._send("GET", f"{API}/{endpoint}{query}", None, None)
+        else:
+            raw = self._send(
+                method, f"{API}/{endpoint}", json.dumps(payload or {}).encode(), "application/json"
+            )
+        result: dict[str, Any] = json.loads(raw or b"{}")
+        return result
+
+    # -- registry --------------------------------------------------------------------------------
+
+    def version_by_alias(self, name: str, alias: str) -> ModelVersion:
+        body = self._call("GET", "registered-models/alias", {"name": name, "alias": alias})
+        return ModelVersion.from_json(body["model_version"])
+
+    def alias_or_none(self, name: str, alias: str) -> ModelVersion | None:
+        try:
+            return self.version_by_alias(name, alias)
+        except RegistryError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def get_version(self, name: str, version: str) -> ModelVersion:
+        body = self._call("GET", "model-versions/get", {"name": name, "version": version})
+        return ModelVersion.from_json(body["model_version"])
+
+    def resolve(self, ref: ModelRef) -> ModelVersion:
+        if ref.alias is not None:
+            return self.version_by_alias(ref.name, ref.alias)
+        assert ref.version is not None
+        return self.get_version(ref.name, ref.version)
+
+    def search_versions(self, name: str, run_id: str | None = None) -> list[ModelVersion]:
+        """Every version of ``name`` (of one run, if given), newest first, all pages."""
+        query = f"name = '{_quoted(name)}'" + (f" and run_id = '{_quoted(run_id)}'" if run_id else "")
+        versions: list[ModelVersion] = []
+        token = ""
+        while True:
+            params = {"filter": query, "max_results": "1000", **({"page_token": token} if token else {})}
+            body = self._call("GET", "model-versions/search", params)
+            versions += [ModelVersion.from_json(v) for v in body.get("model_versions", ())]
+            token = body.get("next_page_token", "")
+            if not token:
+                break
+        # search does not return aliases in 3.17.2; a get per version does.
+        return sorted(versions, key=lambda v: int(v.version), reverse=True)
+
+    def ensure_registered_model(self, name: str) -> None:
+        try:
+            self._call("GET", "registered-models/get", {"name": name})
+        except RegistryError as exc:
+            if not exc.not_found:
+                raise
+            try:
+                self._call("POST", "registered-models/create", {"name": name})
+            except RegistryError as again:  # created meanwhile by another caller
+                if again.code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+
+    def create_version(self, name: str, source: str, run_id: str, tags: Mapping[str, str]) -> ModelVersion:
+        body = self._call(
+            "POST",
+            "model-versions/create",
+            {"name": name, "source": source, "run_id": run_id, "tags": _tag_list(tags)},
+        )
+        return ModelVersion.from_json(body["model_version"])
+
+    def set_alias(self, name: str, alias: str, version: str) -> None:
+        self._call("POST", "registered-models/alias", {"name": name, "alias": alias, "version": version})
+
+    def set_version_tag(self, name: str, version: str, key: str, value: str) -> None:
+        self._call(
+            "POST", "model-versions/set-tag", {"name": name, "version": version, "key": key, "value": value}
+        )
+
+    # -- tracking --------------------------------------------------------------------------------
+
+    def experiment_id(self, name: str) -> str:
+        """The experiment called ``name``, created if missing."""
+        try:
+            body = self._call("GET", "experiments/get-by-name", {"experiment_name": name})
+            return str(body["experiment"]["experiment_id"])
+        except RegistryError as exc:
+            if not exc.not_found:
+                raise
+        try:
+            return str(self._call("POST", "experiments/create", {"name": name})["experiment_id"])
+        except RegistryError as exc:
+            if exc.code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            return self.experiment_id(name)
+
+    def find_run(self, experiment_id: str, tag: str, value: str) -> dict[str, Any] | None:
+        """The newest run of the experiment whose tag ``tag`` equals ``value``."""
+        body = self._call(
+            "POST",
+            "runs/search",
+            {
+                "experiment_ids": [experiment_id],
+                "filter": f"tags.`{tag}` = '{_quoted(value)}'",
+                "max_results": 1,
+                "order_by": ["attributes.start_time DESC"],
+            },
+        )
+        runs: list[dict[str, Any]] = body.get("runs", [])
+        return runs[0] if runs else None
+
+    def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str]) -> dict[str, Any]:
+        body = self._call(
+            "POST",
+            "runs/create",
+            {
+                "experiment_id": experiment_id,
+                "run_name": run_name,
+                "start_time": int(time.time() * 1000),
+                "tags": _tag_list(tags),
+            },
+        )
+        run: dict[str, Any] = body["run"]
+        return run
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        run: dict[str, Any] = self._call("GET", "runs/get", {"run_id": run_id})["run"]
+        return run
+
+    def log_batch(
+        self,
+        run_id: str,
+        *,
+        metrics: Mapping[str, float] | None = None,
+        step: int = 0,
+        params: Mapping[str, str] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        now = int(time.time() * 1000)
+        self._call(
+            "POST",
+            "runs/log-batch",
+            {
+                "run_id": run_id,
+                "metrics": [
+                    {"key": k, "value": v, "timestamp": now, "step": step} for k, v in (metrics or {}).items()
+                ],
+                "params": [{"key": k, "value": v} for k, v in (params or {}).items()],
+                "tags": _tag_list(tags or {}),
+            },
+        )
+
+    def log_dataset(self, run_id: str, dataset: Mapping[str, str], context: str) -> None:
+        """One MLflow dataset input (name, digest, source_type, source, optional schema/profile)."""
+        self._call(
+            "POST",
+            "runs/log-inputs",
+            {
+                "run_id": run_id,
+                "datasets": [
+                    {"dataset": dict(dataset), "tags": [{"key": "mlflow.data.context", "value": context}]}
+                ],
+            },
+        )
+
+    def finish_run(self, run_id: str, status: str = "FINISHED") -> None:
+        self._call(
+            "POST", "runs/update", {"run_id": run_id, "status": status, "end_time": int(time.time() * 1000)}
+        )
+
+    # -- artifacts -------------------------------------------------------------------------------
+
+    def upload(self, artifact_uri: str, local: Path) -> None:
+        """Upload every file of the directory ``local`` under ``artifact_uri`` (one level deep)."""
+        base = artifact_path(artifact_uri)
+        for path in sorted(p for p in local.iterdir() if p.is_file() and not p.name.startswith(".")):
+            target = urllib.parse.quote(f"{base}/{path.name}")
+            self._send("PUT", f"{ARTIFACTS}/{target}", path.read_bytes(), "application/octet-stream")
+
+    def list_files(self, artifact_uri: str) -> list[str]:
+        """The names of the files directly under ``artifact_uri`` (relative to it)."""
+        base = artifact_path(artifact_uri)
+        raw = self._send("GET", f"{ARTIFACTS}?{urllib.parse.urlencode({'path': base})}", None, None)
+        return [f["path"] for f in json.loads(raw or b"{}").get("files", ()) if not f.get("is_dir")]
+
+    def download(self, artifact_uri: str, destination: Path) -> Path:
+        """Download the files under ``artifact_uri`` into ``destination`` (created; replaced if there),
+        through a staging directory renamed into place, so a partial download is never a directory a
+        reader could take for a model."""
+        base = artifact_path(artifact_uri)
+        staging = destination.with_name(f".{destination.name}.partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        try:
+            for name in self.list_files(artifact_uri):
+                if "/" in name or name.startswith("."):
+                    raise RegistryError(f"{artifact_uri}: unexpected artifact name {name!r}")
+                data = self._send("GET", f"{ARTIFACTS}/{urllib.parse.quote(f'{base}/{name}')}", None, None)
+                (staging / name).write_bytes(data)
+            shutil.rmtree(destination, ignore_errors=True)
+            staging.rename(destination)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return destination
+
+
+def _quoted(value: str) -> str:
+    """A value inside a single-quoted MLflow search filter."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"key": k, "value": v} for k, v in tags.items()]
+
+
+def _http_error(method: str, path: str, status: int, raw: bytes) -> RegistryError:
+    try:
+        body = json.loads(raw)
+        return RegistryError(body.get("message", raw.decode()), body.get("error_code", ""), status)
+    except (ValueError, UnicodeDecodeError):
+        return RegistryError(f"{method} {path}: HTTP {status}", "", status)
