@@ -36,8 +36,7 @@ from components.kubernetes.charts import (
     render,
 )
 from components.kubernetes.objects import resource_name, type_token
-from mlplatform.plan import PlannedResource
-from mlplatform.report import HELM_RELEASE, as_applied
+from mlplatform.graph import HELM_RELEASE, PlannedResource, as_applied
 
 # Built-in kinds without a namespace (kubectl api-resources --namespaced=false, Kubernetes 1.33); a
 # custom kind's scope comes from its CustomResourceDefinition.
