@@ -33,6 +33,19 @@ from mlplatform.errors import InputError
 from mlplatform.graph import SECRET_SIG, SECRET_VALUE, STACK_TYPE, Plan, PlannedResource, provider_id
 from mlplatform.rendering import rendered_children
 
+# The graph's types are the plan's vocabulary: callers import them from here or from mlplatform.graph.
+__all__ = [
+    "REPO_ROOT",
+    "SECRET_SIG",
+    "STACK_TYPE",
+    "Plan",
+    "PlannedResource",
+    "Target",
+    "all_stack_targets",
+    "resolve_target",
+    "run_plan",
+]
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -83,6 +83,13 @@ def rendered_children(resources: Iterable[PlannedResource]) -> list[PlannedResou
     ]
 
 
+def chart_label(release: PlannedResource) -> str:
+    """``gpu-operator v26.7.0``: the chart a release installs (the last part of a URL or OCI reference)
+    and its version, as a person names it."""
+    chart = str(release.inputs.get("chart", "?")).rstrip("/").rsplit("/", 1)[-1]
+    return f"{chart} {release.inputs.get('version', '')}".strip()
+
+
 def unrendered(resources: Iterable[PlannedResource]) -> list[PlannedResource]:
     """Releases in ``resources`` with no rendered child: their charts could not be rendered."""
     listed = list(resources)

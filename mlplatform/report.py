@@ -17,6 +17,7 @@ from rich.tree import Tree
 
 from mlplatform.errors import exit_with
 from mlplatform.graph import HELM_RELEASE, STACK_TYPE, Plan, PlannedResource, as_applied, masked
+from mlplatform.rendering import chart_label
 
 
 def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
@@ -111,8 +112,7 @@ def print_tree(plan: Plan, console: Console) -> None:
         name = resource.name.removeprefix(f"{parent}-") if parent else resource.name
         label = Text.assemble((name or resource.name, "bold"), " ", (short_type(resource.type), "dim"))
         if resource.urn in releases:
-            chart_ref = str(resource.inputs.get("chart", "?")).rstrip("/").rsplit("/", 1)[-1]
-            chart = f"{chart_ref} {resource.inputs.get('version', '')}".strip()
+            chart = chart_label(resource)
             kinds = Counter(r.type.rsplit(":", 1)[-1] for r in children.get(resource.urn, []))
             rendered = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
             label.append(f" (chart {chart}: {rendered or 'not rendered'})", "yellow")
