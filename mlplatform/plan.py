@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
+from mlplatform import stackyaml
 from mlplatform.errors import InputError
 from mlplatform.graph import SECRET_SIG, SECRET_VALUE, STACK_TYPE, Plan, PlannedResource, provider_id
 from mlplatform.rendering import rendered_children
@@ -78,14 +78,7 @@ def _project_settings(program_dir: Path) -> dict[str, Any]:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        document = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise InputError([f"{path.name}:{where}: not valid YAML ({getattr(exc, 'problem', exc)})"]) from None
-    except OSError as exc:
-        raise InputError([f"{path}: cannot read ({exc.strerror})"]) from None
+    document = stackyaml.load(path)
     if not isinstance(document, dict):
         raise InputError([f"{path.name}: expected a mapping at the top level"])
     return document
