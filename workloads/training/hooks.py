@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 # A dotted module path, a colon, a function name: checkable without importing anything.
 HOOK_PATTERN = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+HOOK_RULE = "a hook as module:function, e.g. team.hooks:load_dataset"
 
 
 class HookError(ValueError):
