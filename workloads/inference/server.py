@@ -36,7 +36,7 @@ from workloads.inference.app import create_app
 from workloads.inference.auth import TokenFile
 from workloads.inference.config import ServeConfig
 from workloads.inference.cpu import available_cpus
-from workloads.inference.model import load_artifact
+from workloads.inference.model import load_artifact, verify_model
 from workloads.inference.service import Service
 
 log = logging.getLogger("workloads.inference")
@@ -136,6 +136,13 @@ def bind(config: ServeConfig) -> socket.socket:
     return sock
 
 
+def address(prepared: Prepared) -> str:
+    """Where clients reach the server: the bound socket's address (a port of 0 is the one it got)."""
+    host, port = prepared.sock.getsockname()[:2]
+    scheme = "https" if prepared.tls is not None else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
 def load_service(config: ServeConfig, shared: Path | None = None) -> Service:
     """The model verified and the token read; raises ``ArtifactError`` (missing directory, bad hashes) or
     ``ValueError`` / ``OSError`` (an empty or unreadable token file), each with a one-line message.
@@ -143,6 +150,8 @@ def load_service(config: ServeConfig, shared: Path | None = None) -> Service:
     ONNX Runtime's threads: the CPU limit split between the workers, unless set. ``shared``: see
     ``Service``."""
     artifact = load_artifact(config.model_dir)
+    if shared is None:  # a worker's parent verified it
+        verify_model(artifact, config.model_dir)
     token = TokenFile(config.auth_token_file) if config.auth_token_file is not None else None
     threads = config.threads or max(1, available_cpus() // config.workers)
     return Service(config, artifact, threads=threads, token=token, shared=shared)
@@ -304,5 +313,7 @@ def serve(prepared: Prepared) -> int:
         server_header=False,
     )
     server = DrainingServer(uv_config, service)
+    if service.shared is None:  # workers share the supervisor's socket, which says where it listens
+        log.info("listening on %s", address(prepared))
     server.run(sockets=[prepared.sock])
     return 1 if server.failed else 0
