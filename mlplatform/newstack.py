@@ -16,9 +16,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from components.config import STACK_NAME, ConfigError, DnsLabel, Tier, parse_stack_config, stack_name_problem
 from components.handle import Cloud
-from mlplatform import stackyaml
 from mlplatform.errors import exit_with
 from mlplatform.plan import REPO_ROOT
+from mlplatform.stackyaml import loads
 
 STACKS_DIR = REPO_ROOT / "stacks"
 
@@ -63,7 +63,7 @@ def new_stack(
         exit_with([f"{path}: already exists; not overwritten"])
     text = render_stack(name, cloud, tier, env)
     try:
-        parse_stack_config(stackyaml.loads(text, path.name)["config"], path.name)
+        parse_stack_config(loads(text, path.name)["config"], path.name)
     except ConfigError as exc:
         exit_with(exc.problems)
     directory.mkdir(parents=True, exist_ok=True)

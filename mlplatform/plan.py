@@ -28,10 +28,10 @@ from typing import Any
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
-from mlplatform import stackyaml
 from mlplatform.errors import InputError
 from mlplatform.graph import SECRET_SIG, SECRET_VALUE, STACK_TYPE, Plan, PlannedResource, provider_id
 from mlplatform.rendering import rendered_children
+from mlplatform.stackyaml import load as load_yaml
 
 # The graph's types are the plan's vocabulary: callers import them from here or from mlplatform.graph.
 __all__ = [
@@ -78,7 +78,7 @@ def _project_settings(program_dir: Path) -> dict[str, Any]:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    document = stackyaml.load(path)
+    document = load_yaml(path)
     if not isinstance(document, dict):
         raise InputError([f"{path.name}: expected a mapping at the top level"])
     return document
