@@ -222,12 +222,12 @@ def _print(pack: PackInfo, reports: list[StackReport], console: Console) -> None
                 charted.setdefault(key, set()).add(violation.urn)
         for (enforcement, policy, chart), urns in charted.items():
             count = f"{len(urns)} object" + ("s" if len(urns) != 1 else "")
-            console.print(_heading(enforcement, policy).append(f" on chart {chart} ({count})"))
+            console.print(_heading(enforcement, policy).append(f": {chart} ({count})"))
     mandatory, advisory = _counts(reports)
     stacks = f"{len(reports)} stack" + ("s" if len(reports) != 1 else "")
     console.print(f"{mandatory} mandatory and {advisory} advisory violations in {stacks}")
     if any(v.urn in report.charts and not v.mandatory for report in reports for v in report.violations):
-        console.print("advisories on chart objects are counted per chart; --json and --sarif list each")
+        console.print("a chart's advisories are counted per policy; --json and --sarif list each")
 
 
 def _heading(enforcement: str, policy: str) -> Text:

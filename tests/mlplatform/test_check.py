@@ -134,9 +134,9 @@ def test_advisories_on_chart_objects_are_one_line_per_chart_and_policy() -> None
     console = Console(width=80, record=True, file=io.StringIO())
     _print(pack, [report], console)
     lines = [line.rstrip() for line in console.export_text().splitlines()]
-    assert "  advisory k8s-workload-baseline on chart gpu-operator v26.7.0 (8 objects)" in lines
-    assert "  advisory k8s-workload-baseline on chart kueue 0.19.2 (1 object)" in lines
-    assert "  advisory internet-egress on chart gpu-operator v26.7.0 (3 objects)" in lines
+    assert "  advisory k8s-workload-baseline: gpu-operator v26.7.0 (8 objects)" in lines
+    assert "  advisory k8s-workload-baseline: kueue 0.19.2 (1 object)" in lines
+    assert "  advisory internet-egress: gpu-operator v26.7.0 (3 objects)" in lines
     assert "  mandatory flow-denied" in lines and "    kueue-0: a finding" in lines
     assert "    ours: a finding" in lines
     assert "1 mandatory and 13 advisory violations in 1 stack" in lines

@@ -102,11 +102,7 @@ def test_cli_writes_json_graph_and_manifests(program: Path, tmp_path: Path) -> N
         env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output
-    assert (
-        "aws:s3:Bucket" in result.stdout
-        and "[secret]" in result.stdout
-        and "s3cr3t" not in result.stdout
-    )
+    assert "aws:s3:Bucket" in result.stdout and "[secret]" in result.stdout and "s3cr3t" not in result.stdout
     graph = json.loads((out / "plan.json").read_text())
     assert set(graph) == {"project", "stack", "resources", "outputs"}
     assert {"urn", "type", "name", "parent", "custom", "provider", "inputs"} <= set(graph["resources"][0])
