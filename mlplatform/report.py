@@ -19,6 +19,20 @@ from mlplatform.errors import exit_with
 from mlplatform.graph import HELM_RELEASE, STACK_TYPE, Plan, PlannedResource, as_applied, masked
 from mlplatform.rendering import chart_label
 
+# HELM_RELEASE and as_applied live in mlplatform.graph; they are this module's vocabulary too.
+__all__ = [
+    "HELM_RELEASE",
+    "as_applied",
+    "helm_releases",
+    "kubernetes_objects",
+    "output_problems",
+    "print_tree",
+    "short_type",
+    "write_document",
+    "write_json",
+    "write_manifests",
+]
+
 
 def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
     """Every Kubernetes object the program applies, rebuilt from its resource's inputs.
