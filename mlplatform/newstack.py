@@ -18,6 +18,7 @@ from components.config import STACK_NAME, ConfigError, DnsLabel, Tier, parse_sta
 from components.handle import Cloud
 from mlplatform.errors import exit_with
 from mlplatform.plan import REPO_ROOT
+from mlplatform.report import output_problems
 from mlplatform.stackyaml import loads
 
 STACKS_DIR = REPO_ROOT / "stacks"
@@ -58,6 +59,9 @@ def new_stack(
         TypeAdapter(DnsLabel).validate_python(env)
     except ValidationError:
         exit_with([f"--env {env!r}: lowercase letters, digits and '-', starting with a letter, 32 at most"])
+    unwritable = output_problems({}, {"--dir": directory})
+    if unwritable:
+        exit_with(unwritable)
     path = directory / f"Pulumi.{name}.yaml"
     if path.exists():
         exit_with([f"{path}: already exists; not overwritten"])
