@@ -200,7 +200,7 @@ def _bad_inputs(tmp: Path) -> list[tuple[list[str], str]]:
                 "--env",
                 "dev",
                 "--dir",
-                f"{a_file}/stacks",
+                f"{a_file}/s",
             ],
             f"error: --dir {a_file}/s: {a_file} is a file, not a folder",
         ),
