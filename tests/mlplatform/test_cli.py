@@ -227,3 +227,24 @@ def test_every_verb_gives_bad_input_one_line_and_exit_2(tmp_path: Path) -> None:
         assert done.returncode == 2, (args, done.stderr)
         assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(line), (args, done.stderr)
         assert "Traceback" not in done.stdout + done.stderr
+
+
+def _rule(makefile: str, target: str) -> tuple[list[str], str]:
+    """A Makefile rule's prerequisites and its recipe (the tab-indented lines after it)."""
+    match = re.search(rf"^{re.escape(target)}:([^\n]*)\n((?:\t[^\n]*\n)*)", makefile, re.MULTILINE)
+    assert match, target
+    return match.group(1).replace("|", " ").split(), match.group(2)
+
+
+def test_make_demo_installs_only_what_planning_and_checking_need() -> None:
+    """`make demo` (issue 27): the infrastructure install and the pack's venv, no torch (the full install)
+    and no checkov; it prints the findings, then ends with each stack's summary."""
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    prerequisites, recipe = _rule(makefile, "demo")
+    assert prerequisites == ["setup-policy"]
+    policy, _ = _rule(makefile, "setup-policy")
+    assert "$(CHECKOV_VENV)/$(STAMP)" not in policy and "$(BIN)/$(STAMP)" not in policy
+    _, install = _rule(makefile, "$(BIN)/$(STAMP)-infra")
+    assert "-e '.[infra]'" in install and "[infra," not in install
+    verbs = re.findall(r"mlplatform (\w+)", recipe)
+    assert verbs == ["check", "plan"] and recipe.index("mlplatform check") < recipe.index("mlplatform plan")
