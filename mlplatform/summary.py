@@ -171,6 +171,9 @@ def print_summary(summary: Summary, console: Console) -> None:
                 f"{pool.min_size}-{pool.max_size}",
                 always_on,
             )
+        known = [p.always_on_gpus for p in summary.pools if p.always_on_gpus is not None]
+        if len(summary.pools) > 1 and any(known):
+            table.add_row("all", "", "", "", "", str(sum(known)), style="bold")
         console.print(Text("node pools", style="bold"))
         console.print(table)
     for heading, lines in (

@@ -323,5 +323,7 @@ def test_the_summary_says_pools_gpus_endpoints_and_storage(planned: Callable[[st
     assert any(e.startswith("Kubernetes API: public, from ") for e in azure.endpoints)
     assert any("Azure Files share" in s and "NFS, 100 GiB" in s for s in azure.storage)
     assert azure.counts[0].startswith(f"{len(planned('azure-smb-dev').resources)} in all: ")
+    total = _render(lambda console: print_summary(aws, console), 80).splitlines()
+    assert [line.split() for line in total if line.startswith("all ")] == [["all", "16"]]
     text = _render(lambda console: print_summary(azure, console), 80)
     assert "pulumi:pulumi:Stack" not in text and len(text.splitlines()) < 30
