@@ -30,7 +30,7 @@ from components.kubernetes.charts import per_minor_pins
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
 from workloads.fabric_gate import BUSBW_FLOOR_FRACTION, FABRIC_TEST, fabric_test_run_id
 from workloads.inference.k8s import canary_share_problem
-from workloads.training.hooks import HOOK_PATTERN
+from workloads.training.hooks import HOOK_PATTERN, HOOK_RULE
 from workloads.training.k8s import MAX_JOB_NAME
 
 PROJECT = "ml-platform"
@@ -95,7 +95,20 @@ class _Model(BaseModel):
     )
 
 
-DnsLabel = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")]
+# What each pattern below means, in words: a config error quotes the rule, never the regular expression.
+_PATTERN_RULES: dict[str, str] = {}
+
+
+def _matching(pattern: str, rule: str) -> Any:
+    """A string field that must match ``pattern``; a value that does not is told ``rule``."""
+    _PATTERN_RULES[pattern] = rule
+    return Field(pattern=pattern)
+
+
+_LABEL_RULE = "lowercase letters, digits and '-', starting with a letter and ending with a letter or digit"
+DnsLabel = Annotated[
+    str, _matching(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$", f"{_LABEL_RULE}, 32 characters at most")
+]
 # The Pulumi stack's name names every physical resource (EKS cluster, KMS alias, ECR repositories, IAM
 # role prefixes, the Azure resource group and AKS DNS prefix), so two stacks in one account or
 # subscription never collide. It is refused, not shortened, when an API would refuse a name built from
@@ -119,12 +132,20 @@ def stack_name_problem(stack: str) -> str:
 
 # The environment is a tag value and picks production defaults (``prod``); its 10-character bound dates
 # from when it named the stack's resources and is kept so that every existing stack still validates.
-Environment = Annotated[str, Field(pattern=r"^[a-z]([-a-z0-9]{0,8}[a-z0-9])?$")]
+Environment = Annotated[
+    str, _matching(r"^[a-z]([-a-z0-9]{0,8}[a-z0-9])?$", f"{_LABEL_RULE}, 10 characters at most")
+]
 # A workload's image is built from the repository's Dockerfile and pushed to the stack's registry by
 # `pulumi up` (components/images.py), unless the stack names one: then by digest, since a tag can be
 # re-pointed under a running Job (checkov CKV_K8S_43), as repository@sha256:digest below the platform's
 # registry (ECR / ACR), e.g. a team's image built on ours.
-ImageRef = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._/-]*@sha256:[0-9a-f]{64}$")]
+ImageRef = Annotated[
+    str,
+    _matching(
+        r"^[a-z0-9][a-z0-9._/-]*@sha256:[0-9a-f]{64}$",
+        "an image by digest: a lowercase repository, then @sha256: and 64 lowercase hex digits (no tag)",
+    ),
+]
 # The templates' placeholder: a well-formed digest no registry holds.
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 
@@ -173,7 +194,12 @@ def _networks(cidrs: tuple[str, ...]) -> Iterator[tuple[str, ipaddress.IPv4Netwo
 
 
 class ClusterConfig(_Model):
-    kubernetes_version: Annotated[str, Field(pattern=r"^1\.(2[89]|3[0-9])$")] = "1.35"
+    kubernetes_version: Annotated[
+        str,
+        _matching(
+            r"^1\.(2[89]|3[0-9])$", 'a Kubernetes minor version from 1.28 to 1.39, quoted, e.g. "1.35"'
+        ),
+    ] = "1.35"
     endpoint: EndpointAccess = EndpointAccess.PRIVATE
     # CIDRs allowed to reach a public API endpoint; required when the endpoint is public.
     public_access_cidrs: tuple[str, ...] = ()
@@ -182,7 +208,10 @@ class ClusterConfig(_Model):
     # AWS: who may reach the private API endpoint on 443 (the cluster security group admits nothing
     # else): the CIDRs or security groups of the runner that applies phase two from inside the VPC.
     private_access_cidrs: tuple[str, ...] = ()
-    private_access_security_groups: tuple[Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")], ...] = ()
+    private_access_security_groups: tuple[
+        Annotated[str, _matching(r"^sg-[0-9a-f]{8,17}$", "a security group id: sg- and 8 to 17 hex digits")],
+        ...,
+    ] = ()
 
     @field_validator("private_access_cidrs")
     @classmethod
@@ -220,7 +249,7 @@ class CapacityReservationKind(StrEnum):
 class CapacityReservationConfig(_Model):
     """AWS: the reservation (``cr-…``) a pool's instances launch into, and which kind it is."""
 
-    id: Annotated[str, Field(pattern=r"^cr-[0-9a-f]{17}$")]
+    id: Annotated[str, _matching(r"^cr-[0-9a-f]{17}$", "a capacity reservation id: cr- and 17 hex digits")]
     kind: CapacityReservationKind
 
 
@@ -360,11 +389,16 @@ class MaintenanceWindowConfig(_Model):
     """When AKS may upgrade the cluster and node images: weekly, outside training runs."""
 
     day_of_week: WeekDay = WeekDay.SATURDAY
-    start_time: Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")] = "00:00"
+    start_time: Annotated[
+        str, _matching(r"^([01][0-9]|2[0-3]):[0-5][0-9]$", "a time of day as HH:MM, 00:00 to 23:59, quoted")
+    ] = "00:00"
     # 4 to 24 hours (containerservice MaintenanceWindow.durationHours).
     duration_hours: int = Field(default=8, ge=4, le=24)
     # UAE time (Gulf Standard Time, no daylight saving).
-    utc_offset: Annotated[str, Field(pattern=r"^[+-](0[0-9]|1[0-4]):[0-5][0-9]$")] = "+04:00"
+    utc_offset: Annotated[
+        str,
+        _matching(r"^[+-](0[0-9]|1[0-4]):[0-5][0-9]$", "a UTC offset as +HH:MM or -HH:MM, hours 00 to 14"),
+    ] = "+04:00"
 
 
 class AzureConfig(_Model):
@@ -430,8 +464,8 @@ class TrainingWorkloadConfig(_Model):
     priority: Priority = Priority.PRODUCTION
     # A team's own code, packaged into `image` (README "Training"): module:function hooks and the recipe.
     # Unset: the trainer's defaults (the digits dataset and MLP it ships).
-    dataset: Annotated[str, Field(pattern=HOOK_PATTERN.pattern)] | None = None
-    model: Annotated[str, Field(pattern=HOOK_PATTERN.pattern)] | None = None
+    dataset: Annotated[str, _matching(HOOK_PATTERN.pattern, HOOK_RULE)] | None = None
+    model: Annotated[str, _matching(HOOK_PATTERN.pattern, HOOK_RULE)] | None = None
     batch_size: int | None = Field(default=None, ge=1, le=65_536)
     lr: float | None = Field(default=None, gt=0, le=10)
     # Epochs without a better validation loss before the run stops; unset or 0: train every epoch.
@@ -505,7 +539,13 @@ class PlatformConfig(_Model):
     region: str
     residency: Residency = Residency.UAE
     owner: Annotated[str, Field(min_length=3, max_length=128)]
-    cost_center: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+    cost_center: Annotated[
+        str,
+        _matching(
+            r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+            "letters, digits, '_', '.' and '-', starting with a letter or digit, 64 characters at most",
+        ),
+    ]
     data_classification: DataClassification = DataClassification.CONFIDENTIAL
     # Protect data-bearing resources (keys, buckets, file systems) from deletion; on in production.
     protect_data: bool | None = None
@@ -603,6 +643,9 @@ def _describe(error: Any) -> str:
         return "unknown key"
     if kind == "missing":
         return "required key is missing"
+    if kind == "string_pattern_mismatch":
+        rule = _PATTERN_RULES.get(error["ctx"]["pattern"], "in the documented form")
+        return f"{error['input']!r} must be {rule}"
     message: str = error["msg"]
     return message.removeprefix("Value error, ")
 

@@ -106,6 +106,8 @@ class StackReport:
     stack_file: Path | None
     resources: int
     violations: tuple[Violation, ...]
+    # The URN of each object a Helm chart renders → that chart and version ("gpu-operator v26.7.0").
+    charts: Mapping[str, str] = field(default_factory=dict)
 
 
 class PolicyPackSession:

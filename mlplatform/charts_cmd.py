@@ -21,6 +21,7 @@ import typer
 
 from components.kubernetes.charts import CHARTS_ENV, PINS, ChartError, ChartPin, cache_dir, verify
 from mlplatform.errors import exit_with
+from mlplatform.report import output_problems
 
 app = typer.Typer(
     help="The packaged Helm charts plan and check render from.",
@@ -78,6 +79,9 @@ def pull(
 ) -> None:
     """Verify every pinned chart in the folder; pull each one missing at its pinned version."""
     directory = (dest or cache_dir()).resolve()
+    unwritable = output_problems({}, {"--dest": directory})
+    if unwritable:
+        exit_with(unwritable)
     problems: list[str] = []
     for chart_pin in PINS:
         try:

@@ -11,6 +11,7 @@ findings are reported beside the pack's, at the same levels. Exit 0 when no mand
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -25,11 +26,12 @@ from components.config import ConfigError
 from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violation
 from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
+from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
 from mlplatform.plan_cmd import AllowUnrenderedOpt, ProgramOpt, StackFileOpt, StackOpt
-from mlplatform.rendering import unrendered_problems
-from mlplatform.report import write_document
+from mlplatform.rendering import chart_label, unrendered_problems
+from mlplatform.report import output_problems, write_document
 from mlplatform.sarif import to_sarif
 
 DEFAULT_PACK = REPO_ROOT / "policies"
@@ -65,12 +67,13 @@ def check(
 ) -> None:
     """Judge stacks with the policy pack; exit 1 on any mandatory violation."""
     targets = _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
+    unwritable = output_problems({"--json": json_file, "--sarif": sarif_file}, {})
+    if unwritable:
+        exit_with(unwritable)
     try:
         given = load_policy_config(policy_config)
-        with PolicyPackSession(policy_pack) as session:
-            plans, unplanned, unrendered = _plan_each(targets, allow_unrendered)  # the pack starts meanwhile
-            settings = reconcile(session.info.schemas(), given, session.info.initial_config)
-            reports = [_judge(session, target, plan, settings) for target, plan in plans]
+        with PolicyPackSession(policy_pack) as session:  # the pack starts while the first stack plans
+            reports, unplanned, unrendered = _plan_and_judge(session, given, targets, allow_unrendered)
             pack = session.info
     except InputError as error:
         exit_with(error.problems)
@@ -93,31 +96,55 @@ def check(
         raise typer.Exit(EXIT_FINDING)
 
 
-def _plan_each(
-    targets: list[Target], allow_unrendered: bool
-) -> tuple[list[tuple[Target, Plan]], dict[str, list[str]], dict[str, list[str]]]:
-    """Every stack that plans, and each one that does not with its problems: one stack's bad config
-    must not keep the others from being judged. A stack with a Helm release that cannot be rendered is
-    not judged either (the pack would see less than the platform), unless ``allow_unrendered``."""
-    plans: list[tuple[Target, Plan]] = []
+def _plan_and_judge(
+    session: PolicyPackSession, given: Any, targets: list[Target], allow_unrendered: bool
+) -> tuple[list[StackReport], dict[str, list[str]], dict[str, list[str]]]:
+    """Each stack planned, then judged, saying so on stderr as it goes (a stack takes seconds), and each
+    one that could not be with its problems: one stack's bad config must not keep the others from being
+    judged. A stack with a Helm release that cannot be rendered is not judged either (the pack would see
+    less than the platform), unless ``allow_unrendered``."""
+    progress = Console(stderr=True, highlight=False)
+    reports: list[StackReport] = []
     unplanned: dict[str, list[str]] = {}
     unrendered: dict[str, list[str]] = {}
-    for target in targets:
+    settings: Mapping[str, PolicySettings] | None = None
+    for number, target in enumerate(targets, 1):
+        step = f"[{number}/{len(targets)}] {target.label}"
+        started = time.monotonic()
         try:
             plan = run_plan(target)
         except (InputError, ConfigError) as error:
+            progress.print(f"{step}: not planned (bad config)", markup=False, soft_wrap=True)
             unplanned[target.label] = error.problems
             continue
         problems = unrendered_problems(plan.resources)
         if problems and not allow_unrendered:
+            progress.print(
+                f"{step}: not judged (a Helm release is not rendered)", markup=False, soft_wrap=True
+            )
             unrendered[target.label] = [
                 f"{target.label}: {line} (--allow-unrendered judges it without its objects)"
                 for line in problems
             ]
             continue
+        took = time.monotonic() - started
+        progress.print(
+            f"{step}: planned {len(plan.resources)} resources in {took:.1f} s", markup=False, soft_wrap=True
+        )
         warn([f"{target.label}: {line}" for line in [*problems, *plan.warnings]])
-        plans.append((target, plan))
-    return plans, unplanned, unrendered
+        if settings is None:
+            settings = reconcile(session.info.schemas(), given, session.info.initial_config)
+        started = time.monotonic()
+        report = _judge(session, target, plan, settings)
+        mandatory, advisory = _counts([report])
+        took = time.monotonic() - started
+        progress.print(
+            f"{step}: judged in {took:.1f} s: {mandatory} mandatory, {advisory} advisory",
+            markup=False,
+            soft_wrap=True,
+        )
+        reports.append(report)
+    return reports, unplanned, unrendered
 
 
 def _targets(
@@ -158,31 +185,59 @@ def _judge(
         stack_file=target.stack_file if target.stack_file.is_file() else None,
         resources=len(plan.resources),
         violations=tuple(violations),
+        charts=_charts(plan),
     )
 
 
+def _charts(plan: Plan) -> dict[str, str]:
+    """The URN of every object a Helm release renders → its chart and version."""
+    releases = {r.urn: chart_label(r) for r in plan.by_type(HELM_RELEASE)}
+    return {r.urn: releases[r.parent] for r in plan.resources if r.parent in releases}
+
+
 def _print(pack: PackInfo, reports: list[StackReport], console: Console) -> None:
-    """Findings as a list, not a table: policy names, URNs and type tokens stay whole at 80 columns."""
+    """Findings as a list, not a table: policy names and messages wrap between words at 80 columns.
+    Advisories on a chart's objects (third-party templates we do not write) are one line per chart and
+    policy; --json and --sarif keep each of them."""
     console.print(f"policy pack {pack.name} v{pack.version} ({len(pack.policies)} policies, {pack.path})")
     for report in reports:
         if not report.violations:
             console.print(f"[green]{report.label}[/]: {report.resources} resources, no violations")
             continue
         console.print(f"[bold]{report.label}[/]: {report.resources} resources")
-        for group in _groups(report.violations):
+        ours = tuple(v for v in report.violations if v.mandatory or v.urn not in report.charts)
+        for group in _groups(ours):
             first = group[0]
-            console.print(
-                Text.assemble(
-                    "  ", (first.enforcement, _STYLES.get(first.enforcement, "")), " ", (first.policy, "bold")
-                )
-            )
-            console.print(Padding(Text(_group_message(group)), (0, 0, 0, 4)))
+            console.print(_heading(first.enforcement, first.policy))
+            console.print(Padding(_unbroken(Text(_group_message(group))), (0, 0, 0, 4), expand=False))
             names = ", ".join(v.name for v in group)
             types = ", ".join(sorted({v.type for v in group}))
-            console.print(Padding(Text(f"{names} ({types})", style="dim"), (0, 0, 0, 4)))
+            console.print(
+                Padding(_unbroken(Text(f"{names} ({types})", style="dim")), (0, 0, 0, 4), expand=False)
+            )
+        charted: dict[tuple[str, str, str], set[str]] = {}
+        for violation in sorted(report.violations, key=_order):
+            if violation not in ours:
+                key = (violation.enforcement, violation.policy, report.charts[violation.urn])
+                charted.setdefault(key, set()).add(violation.urn)
+        for (enforcement, policy, chart), urns in charted.items():
+            count = f"{len(urns)} object" + ("s" if len(urns) != 1 else "")
+            console.print(_heading(enforcement, policy).append(f": {chart} ({count})"))
     mandatory, advisory = _counts(reports)
     stacks = f"{len(reports)} stack" + ("s" if len(reports) != 1 else "")
     console.print(f"{mandatory} mandatory and {advisory} advisory violations in {stacks}")
+    if any(v.urn in report.charts and not v.mandatory for report in reports for v in report.violations):
+        console.print("a chart's advisories are counted per policy; --json and --sarif list each")
+
+
+def _heading(enforcement: str, policy: str) -> Text:
+    return Text.assemble("  ", (enforcement, _STYLES.get(enforcement, "")), " ", (policy, "bold"))
+
+
+def _unbroken(text: Text) -> Text:
+    """Wrapped at spaces only; a word longer than the line (a long resource name) ends in an ellipsis."""
+    text.overflow = "ellipsis"
+    return text
 
 
 # "<subject>: <finding>", where the subject is one token (a chart@version, a key): findings that differ

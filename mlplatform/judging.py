@@ -14,8 +14,7 @@ from typing import Any
 from judges import Finding, Subject, judge_all
 from judges.reachability import CONTROL_PLANE_NETWORK
 from mlplatform.analyzer import Violation
-from mlplatform.plan import Plan, PlannedResource
-from mlplatform.report import HELM_RELEASE, as_applied
+from mlplatform.graph import HELM_RELEASE, Plan, PlannedResource, as_applied
 
 _SEVERITY = {"mandatory": "high", "advisory": "low"}
 

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from components.config import STACK_NAME, ConfigError, DnsLabel, Tier, parse_stack_config, stack_name_problem
 from components.handle import Cloud
 from mlplatform.errors import exit_with
 from mlplatform.plan import REPO_ROOT
+from mlplatform.report import output_problems
+from mlplatform.stackyaml import loads
 
 STACKS_DIR = REPO_ROOT / "stacks"
 
@@ -58,12 +59,15 @@ def new_stack(
         TypeAdapter(DnsLabel).validate_python(env)
     except ValidationError:
         exit_with([f"--env {env!r}: lowercase letters, digits and '-', starting with a letter, 32 at most"])
+    unwritable = output_problems({}, {"--dir": directory})
+    if unwritable:
+        exit_with(unwritable)
     path = directory / f"Pulumi.{name}.yaml"
     if path.exists():
         exit_with([f"{path}: already exists; not overwritten"])
     text = render_stack(name, cloud, tier, env)
     try:
-        parse_stack_config(yaml.safe_load(text)["config"], path.name)
+        parse_stack_config(loads(text, path.name)["config"], path.name)
     except ConfigError as exc:
         exit_with(exc.problems)
     directory.mkdir(parents=True, exist_ok=True)

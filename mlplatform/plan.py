@@ -19,23 +19,34 @@ import os
 import runpy
 import sys
 import traceback
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
 from mlplatform.errors import InputError
+from mlplatform.graph import SECRET_SIG, SECRET_VALUE, STACK_TYPE, Plan, PlannedResource, provider_id
+from mlplatform.rendering import rendered_children
+from mlplatform.stackyaml import load as load_yaml
+
+# The graph's types are the plan's vocabulary: callers import them from here or from mlplatform.graph.
+__all__ = [
+    "REPO_ROOT",
+    "SECRET_SIG",
+    "STACK_TYPE",
+    "Plan",
+    "PlannedResource",
+    "Target",
+    "all_stack_targets",
+    "resolve_target",
+    "run_plan",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SECRET_SIG = "4dabf18193072939515e22adb298388d"
-SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270"
-STACK_TYPE = "pulumi:pulumi:Stack"
 
 
 @dataclass(frozen=True)
@@ -50,73 +61,6 @@ class Target:
     @property
     def label(self) -> str:
         return self.stack if self.program_dir == REPO_ROOT else f"{self.program_dir}:{self.stack}"
-
-
-@dataclass(frozen=True)
-class PlannedResource:
-    urn: str
-    type: str
-    name: str
-    parent: str | None
-    custom: bool
-    provider: str | None
-    inputs: dict[str, Any]
-    dependencies: tuple[str, ...] = ()
-    # Input property name -> URNs it came from (what AnalyzeStack's graph needs).
-    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
-    # The resource option that makes the engine refuse to delete it.
-    protect: bool = False
-    # Input paths the engine keeps from state instead of the program's value (the ignoreChanges option).
-    ignore_changes: tuple[str, ...] = ()
-
-
-@dataclass
-class Plan:
-    project: str
-    stack: str
-    resources: list[PlannedResource] = field(default_factory=list)
-    outputs: dict[str, Any] = field(default_factory=dict)
-    # What the program logged as warnings (``pulumi.log.warn``), as ``pulumi preview`` shows them.
-    warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "project": self.project,
-            "stack": self.stack,
-            "resources": [
-                {
-                    "urn": r.urn,
-                    "type": r.type,
-                    "name": r.name,
-                    "parent": r.parent,
-                    "custom": r.custom,
-                    "provider": r.provider,
-                    "inputs": r.inputs,
-                    "dependencies": list(r.dependencies),
-                    "propertyDependencies": r.property_dependencies,
-                    "protect": r.protect,
-                    "ignoreChanges": list(r.ignore_changes),
-                }
-                for r in self.resources
-            ],
-            "outputs": self.outputs,
-        }
-
-    def by_type(self, token: str) -> list[PlannedResource]:
-        return [r for r in self.resources if r.type == token]
-
-    def providers(self) -> dict[str, PlannedResource]:
-        """Provider reference (``urn::id``) → the provider resource."""
-        return {_provider_ref(r): r for r in self.resources if r.type.startswith("pulumi:providers:")}
-
-
-def _provider_ref(resource: PlannedResource) -> str:
-    return f"{resource.urn}::{_provider_id(resource.urn)}"
-
-
-def _provider_id(urn: str) -> str:
-    """Provider ids are UUIDs in a real deployment; derive a stable one from the URN."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, urn))
 
 
 def _project_settings(program_dir: Path) -> dict[str, Any]:
@@ -134,14 +78,7 @@ def _project_settings(program_dir: Path) -> dict[str, Any]:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        document = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise InputError([f"{path.name}:{where}: not valid YAML ({getattr(exc, 'problem', exc)})"]) from None
-    except OSError as exc:
-        raise InputError([f"{path}: cannot read ({exc.strerror})"]) from None
+    document = load_yaml(path)
     if not isinstance(document, dict):
         raise InputError([f"{path.name}: expected a mapping at the top level"])
     return document
@@ -227,7 +164,7 @@ class _CaptureMonitor(MockMonitor):
         custom = bool(request.custom)
         if custom and provider is None and not request.type.startswith("pulumi:providers:"):
             provider = self._default_provider(request.type.split(":")[0], request.version)
-        resource_id = _provider_id(response.urn) if request.type.startswith("pulumi:providers:") else None
+        resource_id = provider_id(response.urn) if request.type.startswith("pulumi:providers:") else None
         if resource_id is not None:
             response.id = resource_id
         self.captured.append(
@@ -260,7 +197,7 @@ class _CaptureMonitor(MockMonitor):
             if version:
                 inputs["version"] = version
             self.captured.append(PlannedResource(urn, token, name, None, True, None, inputs))
-            self._default_providers[package] = f"{urn}::{_provider_id(urn)}"
+            self._default_providers[package] = f"{urn}::{provider_id(urn)}"
         return self._default_providers[package]
 
 
@@ -359,8 +296,6 @@ def _run_plan(target: Target, update: bool) -> Plan:
 
 def _with_charts(resources: list[PlannedResource]) -> list[PlannedResource]:
     """The program's resources, then the objects its Helm releases render (mlplatform.rendering)."""
-    from mlplatform.rendering import rendered_children
-
     return resources + rendered_children(resources)
 
 

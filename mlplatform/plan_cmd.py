@@ -12,7 +12,8 @@ from components.config import ConfigError
 from mlplatform.errors import InputError, exit_with, warn
 from mlplatform.plan import Plan, Target, resolve_target, run_plan
 from mlplatform.rendering import unrendered_problems
-from mlplatform.report import print_plan, write_json, write_manifests
+from mlplatform.report import output_problems, print_tree, write_json, write_manifests
+from mlplatform.summary import print_summary, summarize
 
 StackArg = Annotated[
     str | None, typer.Argument(help="A stack name, e.g. aws-enterprise-prod.", show_default=False)
@@ -91,17 +92,25 @@ def plan(
             show_default=False,
         ),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the summary line.")] = False,
+    tree: Annotated[
+        bool, typer.Option("--tree", help="Print every resource as a tree, a count by type and the outputs.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the last line.")] = False,
     allow_unrendered: AllowUnrenderedOpt = False,
 ) -> None:
-    """Plan one stack offline: the resource tree, a count by type and the stack outputs."""
+    """Plan one stack offline: its node pools, endpoints, storage and resource counts (--tree: all)."""
     target = target_from_flags(stack, stack_file, program, stack_opt)
+    unwritable = output_problems({"--json": json_file}, {"--manifests": manifests})
+    if unwritable:
+        exit_with(unwritable)
     result = plan_or_exit(target)
     unrendered_or_exit(result, allow_unrendered)
     warn(result.warnings)
     console = Console()
-    if not quiet:
-        print_plan(result, console)
+    if tree and not quiet:
+        print_tree(result, console)
+    elif not quiet:
+        print_summary(summarize(result, target.label), console)
     if json_file is not None:
         write_json(result, json_file)
         console.print(f"wrote {json_file}")

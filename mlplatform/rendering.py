@@ -36,8 +36,7 @@ from components.kubernetes.charts import (
     render,
 )
 from components.kubernetes.objects import resource_name, type_token
-from mlplatform.plan import PlannedResource
-from mlplatform.report import HELM_RELEASE, as_applied
+from mlplatform.graph import HELM_RELEASE, PlannedResource, as_applied
 
 # Built-in kinds without a namespace (kubectl api-resources --namespaced=false, Kubernetes 1.33); a
 # custom kind's scope comes from its CustomResourceDefinition.
@@ -82,6 +81,13 @@ def rendered_children(resources: Iterable[PlannedResource]) -> list[PlannedResou
         if found is not None
         for obj in found.objects
     ]
+
+
+def chart_label(release: PlannedResource) -> str:
+    """``gpu-operator v26.7.0``: the chart a release installs (the last part of a URL or OCI reference)
+    and its version, as a person names it."""
+    chart = str(release.inputs.get("chart", "?")).rstrip("/").rsplit("/", 1)[-1]
+    return f"{chart} {release.inputs.get('version', '')}".strip()
 
 
 def unrendered(resources: Iterable[PlannedResource]) -> list[PlannedResource]:

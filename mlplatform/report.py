@@ -3,49 +3,35 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import yaml
 from rich.console import Console
-from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
 from mlplatform.errors import exit_with
-from mlplatform.plan import SECRET_SIG, STACK_TYPE, Plan, PlannedResource
+from mlplatform.graph import HELM_RELEASE, STACK_TYPE, Plan, PlannedResource, as_applied, masked
+from mlplatform.rendering import chart_label
 
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-
-
-def _is_secret(value: Any) -> bool:
-    return isinstance(value, dict) and value.get(SECRET_SIG) is not None
-
-
-def as_applied(value: Any) -> Any:
-    """Wire form back to the object the provider applies: secrets unwrapped, and whole numbers as
-    integers again (the wire carries every number as a float; Kubernetes integer fields reject 10001.0)."""
-    if _is_secret(value):
-        return as_applied(value["value"])
-    if isinstance(value, dict):
-        return {k: as_applied(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [as_applied(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def _mask(value: Any) -> Any:
-    if _is_secret(value):
-        return "[secret]"
-    if isinstance(value, dict):
-        return {k: _mask(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask(v) for v in value]
-    return value
+# HELM_RELEASE and as_applied live in mlplatform.graph; they are this module's vocabulary too.
+__all__ = [
+    "HELM_RELEASE",
+    "as_applied",
+    "helm_releases",
+    "kubernetes_objects",
+    "output_problems",
+    "print_tree",
+    "short_type",
+    "write_document",
+    "write_json",
+    "write_manifests",
+]
 
 
 def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
@@ -72,11 +58,46 @@ def write_manifests(plan: Plan, directory: Path) -> list[Path]:
     for obj in kubernetes_objects(plan):
         metadata = obj.get("metadata", {})
         folder = directory / (metadata.get("namespace") or "_cluster")
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{obj['kind'].lower()}-{metadata['name']}.yaml"
-        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
+        except OSError as error:
+            exit_with([f"{path}: cannot write ({error.strerror})"])
         written.append(path)
     return written
+
+
+def output_problems(files: dict[str, Path | None], folders: dict[str, Path | None]) -> list[str]:
+    """Why each output path (flag → path) could not be written, found before any work is done: a file
+    where a folder is wanted or the other way round, or a place this user may not write."""
+    problems = []
+    for flag, path in files.items():
+        if path is not None:
+            if path.is_dir():
+                problems.append(f"{flag} {path}: is a folder; name a file")
+            else:
+                problems += _place_problems(flag, path, path.parent)
+    for flag, path in folders.items():
+        if path is not None:
+            if path.exists() and not path.is_dir():
+                problems.append(f"{flag} {path}: is a file; name a folder")
+            else:
+                problems += _place_problems(flag, path, path)
+    return problems
+
+
+def _place_problems(flag: str, path: Path, folder: Path) -> list[str]:
+    """``folder`` (to hold or be ``path``) exists or can be made, and this user may write in it."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return [f"{flag} {path}: {existing} is a file, not a folder"]
+    target = path if path.exists() else existing
+    if not os.access(target, os.W_OK) or (target.is_dir() and not os.access(target, os.X_OK)):
+        return [f"{flag} {path}: {target} is not writable"]
+    return []
 
 
 def write_document(path: Path, document: Any) -> None:
@@ -92,8 +113,10 @@ def write_json(plan: Plan, path: Path) -> None:
     write_document(path, plan.to_dict())
 
 
-def print_plan(plan: Plan, console: Console) -> None:
-    """The resource tree (parents above children), a count by type, and the stack outputs."""
+def print_tree(plan: Plan, console: Console) -> None:
+    """The resource tree (parents above children), a count by type, and the stack outputs. A Helm
+    release shows what its chart renders as a count by kind (``--manifests`` writes each object)."""
+    releases = {r.urn for r in plan.by_type(HELM_RELEASE)}
     children: dict[str | None, list[PlannedResource]] = {}
     for resource in plan.resources:
         children.setdefault(resource.parent, []).append(resource)
@@ -101,16 +124,20 @@ def print_plan(plan: Plan, console: Console) -> None:
     def add(node: Tree, resource: PlannedResource, parent: str = "") -> None:
         # Children are named f"{parent}-...": under their parent, the rest of the name says it all.
         name = resource.name.removeprefix(f"{parent}-") if parent else resource.name
-        label = f"[bold]{escape(name or resource.name)}[/] [dim]{escape(resource.type)}[/]"
-        if resource.type == HELM_RELEASE:
-            chart = f"{resource.inputs.get('chart', '?')} {resource.inputs.get('version', '')}"
-            label += f" [yellow](chart {escape(chart)})[/]"
-        branch = node.add(label)
+        label = Text.assemble((name or resource.name, "bold"), " ", (short_type(resource.type), "dim"))
+        if resource.urn in releases:
+            chart = chart_label(resource)
+            kinds = Counter(r.type.rsplit(":", 1)[-1] for r in children.get(resource.urn, []))
+            rendered = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+            label.append(f" (chart {chart}: {rendered or 'not rendered'})", "yellow")
+        branch = node.add(_unbroken(label))
+        if resource.urn in releases:
+            return
         # Registration order is the engine's (concurrent, so it varies run to run); names read better.
         for child in sorted(children.get(resource.urn, []), key=lambda r: (r.name, r.type)):
             add(branch, child, resource.name if resource.type != STACK_TYPE else "")
 
-    tree = Tree(f"[bold]{escape(plan.project)}[/] / [bold]{escape(plan.stack)}[/]")
+    tree = Tree(Text.assemble((plan.project, "bold"), " / ", (plan.stack, "bold")))
     for root in children.get(None, []):
         add(tree, root)
     console.print(tree)
@@ -118,16 +145,45 @@ def print_plan(plan: Plan, console: Console) -> None:
     counts = Counter(r.type for r in plan.resources)
     # No box: more of the width for the type tokens, so they stay whole at 80 columns.
     table = Table(title=f"{len(plan.resources)} resources by type", title_justify="left", box=None)
-    table.add_column("count", justify="right")
-    table.add_column("type", overflow="fold")
+    table.add_column("count", justify="right", no_wrap=True, min_width=5)
+    table.add_column("type")
     for token, count in sorted(counts.items()):
-        table.add_row(str(count), token)
+        table.add_row(str(count), _unbroken(Text(short_type(token))))
     console.print(table)
 
-    outputs = Table(title="stack outputs")
-    outputs.add_column("name")
-    outputs.add_column("value", overflow="fold")
-    for name, value in plan.outputs.items():
-        masked = _mask(value)
-        outputs.add_row(name, Text(masked if isinstance(masked, str) else json.dumps(masked)))
-    console.print(outputs)
+    console.print(Text("stack outputs", style="italic"))
+    for name, shown in _flat(masked(plan.outputs)):
+        line = Text.assemble((name, "bold"), " ", shown if isinstance(shown, str) else json.dumps(shown))
+        if len(line) > console.width:  # the value on lines of its own: URLs and ARNs stay whole
+            console.print(Text(name, style="bold"))
+            line = Text(line.plain[len(name) + 1 :])
+        console.print(Padding(_unbroken(line), (0, 0, 0, 1), expand=False))
+
+
+def _flat(outputs: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A map of outputs one line per key (``identities.training``), so each value gets a line."""
+    return [
+        (f"{name}.{key}", inner) if isinstance(value, dict) else (name, value)
+        for name, value in outputs.items()
+        for key, inner in (value.items() if isinstance(value, dict) else [("", value)])
+    ]
+
+
+def short_type(token: str) -> str:
+    """A type token as a person reads it at 80 columns: ``aws:s3:BucketPolicy`` for
+    ``aws:s3/bucketPolicy:BucketPolicy`` (the SDK's module), ``Deployment (apps/v1)`` for
+    ``kubernetes:apps/v1:Deployment``; the full token is in --json."""
+    package, _, rest = token.partition(":")
+    module, _, kind = rest.rpartition(":")
+    if not module:
+        return token
+    if package == "kubernetes":
+        return f"{kind} ({module})"
+    return f"{package}:{module.split('/', 1)[0]}:{kind}"
+
+
+def _unbroken(text: Text) -> Text:
+    """Wrapped at spaces only: a word longer than the line ends in an ellipsis instead of breaking in
+    two (the whole of it is in --json and --manifests)."""
+    text.overflow = "ellipsis"
+    return text

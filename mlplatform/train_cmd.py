@@ -8,14 +8,18 @@ with one line before any process starts.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
+import signal
 import subprocess
 import sys
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
 
-from mlplatform.errors import exit_with
+from mlplatform.errors import exit_with, warn
 from workloads.training.config import ConfigError, parse_args, preflight
 
 # Trainer flags (--epochs, --output, ...) are not typer options: they pass through to the trainer, which
@@ -64,8 +68,49 @@ def train(
         problems.append(str(exc))
     if problems:
         exit_with(problems)
+    cpus = available_cpus()
+    if nproc > cpus:
+        warn([f"--nproc {nproc} is more than the {cpus} CPUs here: ranks share cores, which is slower"])
     # torchrun prints a banner when it sets OMP_NUM_THREADS=1 for each worker itself; share the cores.
-    threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
+    threads = {"OMP_NUM_THREADS": str(max(1, cpus // nproc))}
     env = {**threads, **os.environ, **RESTART_SAFE_ENV}
-    completed = subprocess.run(torchrun_command(nproc, max_restarts, ctx.args), env=env, check=False)
-    raise typer.Exit(completed.returncode)
+    again = shlex.join(["mlplatform", "train", "--local", "--nproc", str(nproc), *ctx.args])
+    raise typer.Exit(run_stoppable(torchrun_command(nproc, max_restarts, ctx.args), env, again))
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity, as a container's cpuset limits it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def run_stoppable(command: list[str], env: dict[str, str], again: str) -> int:
+    """Run torchrun to its end, or stop it on Ctrl-C or SIGTERM with one line saying how to resume.
+
+    torchrun and its workers run in a session of their own, so the terminal's Ctrl-C reaches only this
+    process, which stops them all with SIGTERM (a second signal: SIGKILL). What they print on stderr
+    while stopping (each rank's and torchrun's tracebacks) is dropped; the checkpoints written so far
+    are whole (temp file and rename), and the same command resumes from the newest."""
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, start_new_session=True)
+    stopped: list[int] = []
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopped.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM if len(stopped) == 1 else signal.SIGKILL)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if not stopped:
+                sys.stderr.buffer.write(line)
+                sys.stderr.buffer.flush()
+        code = process.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not stopped:
+        return code
+    name = signal.Signals(stopped[0]).name
+    print(f"error: training stopped by {name}; resume from its newest checkpoint: {again}", file=sys.stderr)
+    return 128 + stopped[0]

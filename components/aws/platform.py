@@ -260,6 +260,7 @@ class AwsPlatform(pulumi.ComponentResource):
                     "instanceType": p.handle.instance_type,
                     "kind": p.handle.kind.value,
                     "fabric": p.handle.fabric.value,
+                    "gpusPerNode": p.handle.gpus_per_node,
                     "minSize": p.config.min_size,
                     "maxSize": p.config.max_size,
                     "spot": p.config.spot,

@@ -91,7 +91,19 @@ def is_false(value: Any) -> bool:
 
 
 def describe(value: Any) -> str:
-    return "not set" if value is None else json.dumps(value)
+    """A value as a message quotes it: whole numbers as integers (the engine sends every number as a
+    float, so a runAsUser of 1000 arrives as 1000.0; the manifest said 1000)."""
+    return "not set" if value is None else json.dumps(_whole(value))
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_whole(inner) for inner in value]
+    return value
 
 
 def present(path: str, fix: str) -> Check:

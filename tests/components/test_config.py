@@ -121,3 +121,49 @@ def test_s3_endpoint_policy_settings_that_would_do_nothing_are_refused(
         parse_stack_config(config, f"Pulumi.{stack}.yaml")
     [line] = raised.value.problems
     assert problem in line, line
+
+
+def _patterns(schema: object) -> list[str]:
+    """Every ``pattern`` in a JSON schema, nested definitions included."""
+    if isinstance(schema, dict):
+        own = [schema["pattern"]] if isinstance(schema.get("pattern"), str) else []
+        return own + [p for value in schema.values() for p in _patterns(value)]
+    if isinstance(schema, list):
+        return [p for value in schema for p in _patterns(value)]
+    return []
+
+
+def test_every_pattern_is_told_in_words() -> None:
+    """A value that does not match is told the rule in words (issue 27), so every pattern the config
+    schema holds has its words (components/config._matching)."""
+    from components.config import _PATTERN_RULES, PlatformConfig
+
+    patterns = set(_patterns(PlatformConfig.model_json_schema()))
+    assert patterns and patterns <= set(_PATTERN_RULES), patterns - set(_PATTERN_RULES)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("environment", "production-eu-1", "'production-eu-1' must be lowercase letters, digits and '-'"),
+        ("environment", "Dev", "10 characters at most"),
+        ("costCenter", "-ML", "must be letters, digits, '_', '.' and '-', starting with a letter or digit"),
+        ("kubernetes.teams", ["Vision"], "teams[0].name: 'Vision' must be lowercase letters"),
+        ("kubernetes.teams", ["nlp-"], "ending with a letter or digit, 32 characters at most"),
+        ("workloads.training.image", "trainer:1.0", "'trainer:1.0' must be an image by digest: "),
+        ("workloads.training.image", "repo@sha256:abc", "then @sha256: and 64 lowercase hex digits (no tag)"),
+        ("workloads.training.model", "team.hooks", "'team.hooks' must be a hook as module:function"),
+        ("cluster.kubernetesVersion", "1.5", "must be a Kubernetes minor version from 1.28 to 1.39"),
+    ],
+)
+def test_a_value_that_does_not_match_is_told_the_rule_in_words(key: str, value: object, says: str) -> None:
+    raw = _config(Path("stacks/Pulumi.aws-smb-dev.yaml"))
+    body = raw["ml-platform:platform"]
+    *parents, last = key.split(".")
+    for part in parents:
+        body = body.setdefault(part, {})  # type: ignore[attr-defined]
+    body[last] = value  # type: ignore[index]
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config(raw, "Pulumi.aws-smb-dev.yaml")
+    [line] = [p for p in raised.value.problems if says in p]
+    assert "should match pattern" not in line and "^" not in line and "[a-z" not in line

@@ -4,16 +4,22 @@ inputs in wire form, outputs with secrets marked, and Kubernetes objects as mani
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
+from rich.console import Console
 from typer.testing import CliRunner
 
 from mlplatform.cli import app
-from mlplatform.plan import REPO_ROOT, SECRET_SIG, resolve_target, run_plan
+from mlplatform.plan import REPO_ROOT, SECRET_SIG, Plan, resolve_target, run_plan
+from mlplatform.report import print_tree
+from mlplatform.summary import print_summary, summarize
 
 PROGRAM = """
 import pulumi
@@ -90,16 +96,13 @@ def test_cli_writes_json_graph_and_manifests(program: Path, tmp_path: Path) -> N
             str(out / "plan.json"),
             "--manifests",
             str(out / "m"),
+            "--tree",
         ],
         catch_exceptions=False,
         env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output
-    assert (
-        "aws:s3/bucket:Bucket" in result.stdout
-        and "[secret]" in result.stdout
-        and "s3cr3t" not in result.stdout
-    )
+    assert "aws:s3:Bucket" in result.stdout and "[secret]" in result.stdout and "s3cr3t" not in result.stdout
     graph = json.loads((out / "plan.json").read_text())
     assert set(graph) == {"project", "stack", "resources", "outputs"}
     assert {"urn", "type", "name", "parent", "custom", "provider", "inputs"} <= set(graph["resources"][0])
@@ -129,7 +132,8 @@ def test_program_errors_and_bad_flags_exit_2(program: Path) -> None:
     unwritable = runner.invoke(
         app, ["plan", "--program", str(program), "--stack", "dev", "-q", "--json", f"{blocker}/p.json"]
     )
-    assert unwritable.exit_code == 2 and f"error: {blocker}/p.json: cannot write" in unwritable.stderr
+    assert unwritable.exit_code == 2
+    assert unwritable.stderr == f"error: --json {blocker}/p.json: {blocker} is a file, not a folder\n"
     (program / "__main__.py").write_text("import pulumi\n\nsettings = {}\nsettings['replicas']\n")
     crashed = runner.invoke(app, ["plan", "--program", str(program), "--stack", "dev"])
     assert crashed.exit_code == 2
@@ -230,3 +234,96 @@ def test_new_stack_with_a_bad_environment_names_the_flag(tmp_path: Path) -> None
         "error: --env 'Bad Env': lowercase letters, digits and '-', starting with a letter, 32 at most"
     )
     assert not list(tmp_path.iterdir())
+
+
+# root may write anywhere, a folder of mode 0500 included.
+_AS_ROOT = pytest.mark.skipif(os.geteuid() == 0, reason="root writes in a read-only folder")
+
+
+@pytest.mark.parametrize(
+    ("flag", "where", "says"),
+    [
+        ("--manifests", "file", "is a file; name a folder"),
+        ("--manifests", "file/below", "is a file, not a folder"),
+        ("--json", "folder", "is a folder; name a file"),
+        ("--json", "file/plan.json", "is a file, not a folder"),
+        pytest.param("--json", "locked/plan.json", "is not writable", marks=_AS_ROOT),
+        pytest.param("--manifests", "locked/m", "is not writable", marks=_AS_ROOT),
+    ],
+)
+def test_output_paths_are_checked_before_any_work(program: Path, flag: str, where: str, says: str) -> None:
+    """A path that cannot be written is one line and exit 2 before the program runs (its crash, below,
+    is never reached), not a traceback after the whole plan."""
+    (program / "__main__.py").write_text("raise SystemExit('the program ran')\n")
+    (program / "file").write_text("")
+    (program / "folder").mkdir()
+    (program / "locked").mkdir(mode=0o500)
+    path = program / where
+    result = CliRunner().invoke(app, ["plan", "--program", str(program), "--stack", "dev", flag, str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"error: {flag} {path}: ")
+    assert says in result.stderr
+
+
+def _words(text: str) -> list[str]:
+    return [word.strip("│├└─ ") for word in text.split() if word.strip("│├└─ ")]
+
+
+def _render(print_to: Callable[[Console], None], width: int) -> str:
+    console = Console(width=width, record=True, file=io.StringIO())
+    print_to(console)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod"])
+@pytest.mark.parametrize("view", ["summary", "tree"])
+def test_plan_output_breaks_no_word_at_80_columns(
+    planned: Callable[[str], Plan], stack: str, view: str
+) -> None:
+    """At 80 columns a line wraps between words only: every word printed is a whole word of the
+    unwrapped output, or its start followed by an ellipsis (the whole of it is in --json)."""
+    plan = planned(stack)
+
+    def show(console: Console) -> None:
+        if view == "tree":
+            print_tree(plan, console)
+        else:
+            print_summary(summarize(plan, stack), console)
+
+    whole = set(_words(_render(show, 2000)))
+    narrow = _render(show, 80)
+    assert max(len(line.rstrip()) for line in narrow.splitlines()) <= 80
+    broken = [
+        word
+        for word in _words(narrow)
+        if word not in whole and not (word.endswith("…") and any(w.startswith(word[:-1]) for w in whole))
+    ]
+    assert broken == []
+
+
+def test_the_summary_says_pools_gpus_endpoints_and_storage(planned: Callable[[str], Plan]) -> None:
+    """What a person wants first (issue 27): per pool the type, GPUs, spot, min/max and the GPUs that
+    run even when idle (min nodes x GPUs per node); the API's reach; storage and its size."""
+    aws = summarize(planned("aws-enterprise-prod"), "aws-enterprise-prod")
+    gpu = next(p for p in aws.pools if p.name == "gpu-efa")
+    assert (gpu.instance_type, gpu.gpus_per_node, gpu.spot, gpu.min_size, gpu.max_size) == (
+        "p5en.48xlarge",
+        8,
+        False,
+        2,
+        4,
+    )
+    assert gpu.always_on_gpus == 16
+    assert "Kubernetes API: private (inside the VPC)" in aws.endpoints
+    assert any(e.startswith("Service ml-inference/inference: https 8080") for e in aws.endpoints)
+    assert any("FSx for Lustre" in s and "4800 GiB" in s for s in aws.storage)
+    azure = summarize(planned("azure-smb-dev"), "azure-smb-dev")
+    spot = next(p for p in azure.pools if p.name == "gpu")
+    assert spot.spot and spot.gpus_per_node == 1 and spot.always_on_gpus == 0
+    assert any(e.startswith("Kubernetes API: public, from ") for e in azure.endpoints)
+    assert any("Azure Files share" in s and "NFS, 100 GiB" in s for s in azure.storage)
+    assert azure.counts[0].startswith(f"{len(planned('azure-smb-dev').resources)} in all: ")
+    total = _render(lambda console: print_summary(aws, console), 80).splitlines()
+    assert [line.split() for line in total if line.startswith("all ")] == [["all", "16"]]
+    text = _render(lambda console: print_summary(azure, console), 80)
+    assert "pulumi:pulumi:Stack" not in text and len(text.splitlines()) < 30

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from workloads.artifacts import ONNX_FILE, ArtifactError, ModelMetadata, load_metadata
+from workloads.artifacts import METADATA_FILE, ONNX_FILE, ArtifactError, ModelMetadata, load_metadata
 
 Rows = npt.NDArray[np.float32]
 
@@ -47,6 +47,43 @@ def load_artifact(version_dir: Path) -> ModelArtifact:
     if len(metadata.reference_histograms) != len(metadata.feature_names):
         raise ArtifactError(f"{version_dir}: metadata needs one reference histogram per feature")
     return ModelArtifact(metadata, onnx_bytes)
+
+
+# ONNX Runtime's element types (NodeArg.type) as metadata.json names them.
+_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(int64)": "int64"}
+
+
+def verify_model(artifact: ModelArtifact, version_dir: Path) -> None:
+    """ONNX Runtime loads the graph, and its inputs and outputs are the ones ``metadata.json`` promises
+    clients (names, element types, shapes; a dynamic dimension is ``None``). Checked once before the
+    server listens, so a model that cannot serve is refused at start (``ArtifactError``, one line) rather
+    than after "startup complete"."""
+    try:
+        session = ort.InferenceSession(
+            artifact.onnx_bytes, sess_options=session_options(1), providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ArtifactError(f"{version_dir}: {ONNX_FILE} does not load in ONNX Runtime ({reason})") from None
+    for side, tensors, promised in (
+        ("input", session.get_inputs(), artifact.metadata.inputs),
+        ("output", session.get_outputs(), artifact.metadata.outputs),
+    ):
+        found = [(arg.name, _DTYPES.get(arg.type, arg.type), _dims(arg.shape)) for arg in tensors]
+        said = [(spec.name, spec.dtype, list(spec.shape)) for spec in promised]
+        if found != said:
+            graph, listed = _spec(found), _spec(said)
+            raise ArtifactError(
+                f"{version_dir}: {ONNX_FILE}'s {side}s are {graph} but {METADATA_FILE} says {listed}"
+            )
+
+
+def _dims(shape: Sequence[object]) -> list[int | None]:
+    return [dim if isinstance(dim, int) else None for dim in shape]
+
+
+def _spec(tensors: Sequence[tuple[str, str, list[int | None]]]) -> str:
+    return ", ".join(f"{name} {dtype} {shape}" for name, dtype, shape in tensors) or "none"
 
 
 def session_options(threads: int) -> ort.SessionOptions:

@@ -38,7 +38,7 @@ from workloads.inference.auth import TokenFile
 from workloads.inference.config import ServeConfig
 from workloads.inference.cpu import available_cpus
 from workloads.inference.follow import Fetched, FetchError, Follower, fetch
-from workloads.inference.model import load_artifact
+from workloads.inference.model import load_artifact, verify_model
 from workloads.inference.service import Service
 from workloads.registry.client import ModelRef, RegistryClient
 
@@ -139,6 +139,13 @@ def bind(config: ServeConfig) -> socket.socket:
     return sock
 
 
+def address(prepared: Prepared) -> str:
+    """Where clients reach the server: the bound socket's address (a port of 0 is the one it got)."""
+    host, port = prepared.sock.getsockname()[:2]
+    scheme = "https" if prepared.tls is not None else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
 def load_service(config: ServeConfig, shared: Path | None = None, initial: Fetched | None = None) -> Service:
     """The model verified and the token read; raises ``ArtifactError`` (missing directory, bad hashes),
     ``FetchError`` (a registry model that cannot be resolved, downloaded or verified) or ``ValueError`` /
@@ -152,7 +159,10 @@ def load_service(config: ServeConfig, shared: Path | None = None, initial: Fetch
     threads = config.threads or max(1, available_cpus() // config.workers)
     if config.model_uri is None:
         assert config.model_dir is not None  # (ServeConfig requires one of the two)
-        return Service(config, load_artifact(config.model_dir), threads=threads, token=token, shared=shared)
+        artifact = load_artifact(config.model_dir)
+        if shared is None:  # a worker's parent verified it
+            verify_model(artifact, config.model_dir)
+        return Service(config, artifact, threads=threads, token=token, shared=shared)
     assert config.registry_uri is not None
     client = RegistryClient(config.registry_uri)
     ref = ModelRef.parse(config.model_uri)
@@ -161,6 +171,8 @@ def load_service(config: ServeConfig, shared: Path | None = None, initial: Fetch
     cache = cache or Path(tempfile.mkdtemp(prefix="mlplatform-models-"))
     fetched = initial or fetch(client, ref, cache)
     assert fetched is not None  # (fetch skips nothing here)
+    if initial is None:  # a worker's supervisor verified what it fetched
+        verify_model(fetched.artifact, fetched.directory)
     service = Service(
         config, fetched.artifact, threads=threads, token=token, shared=shared, version=fetched.version
     )
@@ -326,5 +338,7 @@ def serve(prepared: Prepared) -> int:
         server_header=False,
     )
     server = DrainingServer(uv_config, service)
+    if service.shared is None:  # workers share the supervisor's socket, which says where it listens
+        log.info("listening on %s", address(prepared))
     server.run(sockets=[prepared.sock])
     return 1 if server.failed else 0

@@ -45,7 +45,7 @@ from prometheus_client.multiprocess import mark_process_dead
 from workloads.inference.config import ServeConfig
 from workloads.inference.drift import DRIFT_WINDOW_FILE, create_shared_window
 from workloads.inference.follow import Fetched
-from workloads.inference.server import Prepared, load_service, log_config, serve, tls_context
+from workloads.inference.server import Prepared, address, load_service, log_config, serve, tls_context
 
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -101,8 +101,9 @@ def supervise(prepared: Prepared) -> int:
             worker.start()
             if stopping.is_set():  # signalled while this one started: it had no pid to be sent SIGTERM yet
                 stop()
+        where = address(prepared)
         prepared.sock.close()  # the workers hold it now; the port is free once the last one exits
-        log.info("serving with %d worker processes", len(workers))
+        log.info("serving with %d worker processes, listening on %s", len(workers), where)
         failed = False
         running = {worker.sentinel: worker for worker in workers}
         while running:

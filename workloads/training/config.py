@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from workloads.artifacts import METADATA_FILE, model_version_dir
 from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.registry.client import TRACKING_URI_ENV
-from workloads.training.hooks import HookError, check_spec, resolve
+from workloads.training.hooks import DATASET_HOOK_ARGS, MODEL_HOOK_ARGS, HookError, check_spec, resolve
 
 # Named as specs, not imported: the Pulumi program reads these flags with no numpy or torch installed.
 DEFAULT_DATASET = "workloads.training.tasks:digits"
@@ -284,9 +284,12 @@ def preflight(config: TrainConfig) -> None:
     # was written but before its registration completed); registration happens once (lineage.py).
     if (config.version_dir / METADATA_FILE).exists() and config.registry_uri is None:
         raise ConfigError(f"{config.version_dir} already holds a model; choose a new --model-version")
-    for flag, spec in (("--dataset", config.dataset), ("--model", config.model)):
+    for flag, spec, arguments in (
+        ("--dataset", config.dataset, DATASET_HOOK_ARGS),
+        ("--model", config.model, MODEL_HOOK_ARGS),
+    ):
         try:
-            resolve(spec)
+            resolve(spec, arguments)
         except HookError as exc:
             raise ConfigError(f"{flag}: {exc}") from exc
     _check_output(config.output)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from workloads.training.hooks import HookError, resolve
+from workloads.training.hooks import MODEL_HOOK_ARGS, HookError, resolve
 
 
 class Standardize(nn.Module):
@@ -48,7 +48,7 @@ def mlp(n_features: int, n_classes: int) -> nn.Module:
 
 def build_model(spec: str, x_train: Tensor, n_classes: int) -> Classifier:
     """Build the hook's body and wrap it with scaling fitted on ``x_train`` (the training split only)."""
-    body = resolve(spec)(x_train.shape[1], n_classes)
+    body = resolve(spec, MODEL_HOOK_ARGS)(x_train.shape[1], n_classes)
     if not isinstance(body, nn.Module):
         raise HookError(f"{spec!r} returned {type(body).__name__}, not a torch.nn.Module")
     scale = Standardize(x_train.mean(dim=0), x_train.std(dim=0))

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from workloads.artifacts import DatasetInfo
-from workloads.training.hooks import HookError, resolve
+from workloads.training.hooks import DATASET_HOOK_ARGS, HookError, resolve
 
 # Shares of the samples held out for testing and for validation; fixed so a (spec, seed) pair names one split.
 TEST_FRACTION = 0.2
@@ -130,7 +130,7 @@ def digits() -> Dataset:
 
 def load_dataset(spec: str) -> Dataset:
     """Call a ``module:function`` dataset loader and check it returned a ``Dataset``."""
-    dataset = resolve(spec)()
+    dataset = resolve(spec, DATASET_HOOK_ARGS)()
     if not isinstance(dataset, Dataset):
         kind = type(dataset).__name__
         raise DatasetError(f"{spec!r} returned {kind}, not workloads.training.tasks.Dataset")

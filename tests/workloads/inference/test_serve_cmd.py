@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -118,6 +121,79 @@ def test_a_host_or_port_that_cannot_be_bound_is_one_line(model_dir: Path) -> Non
         port = taken.getsockname()[1]
         code, lines = serve("--model", str(model_dir), "--port", str(port))
     assert (code, lines) == (2, [f"error: --port: cannot listen on 127.0.0.1:{port}: Address already in use"])
+
+
+def _variant(model_dir: Path, tmp_path: Path, onnx: bytes | None = None, **metadata: object) -> Path:
+    """A copy of the model version with other ONNX bytes or metadata, its recorded hashes made to match:
+    what a wrong export or a hand-edited metadata.json looks like to the server."""
+    copy = tmp_path / "variant"
+    shutil.copytree(model_dir, copy)
+    if onnx is not None:
+        (copy / "model.onnx").write_bytes(onnx)
+    document = json.loads((copy / "metadata.json").read_text())
+    document |= metadata
+    document["files"]["model.onnx"] = hashlib.sha256((copy / "model.onnx").read_bytes()).hexdigest()
+    (copy / "metadata.json").write_text(json.dumps(document))
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("onnx", "metadata", "says"),
+    [
+        (b"not an ONNX graph", {}, "model.onnx does not load in ONNX Runtime ("),
+        (b"", {}, "model.onnx does not load in ONNX Runtime ("),
+        (
+            None,
+            {"inputs": [{"name": "features", "dtype": "float32", "shape": [None, 63]}]},
+            "model.onnx's inputs are features float32 [None, 64] "
+            "but metadata.json says features float32 [None, 63]",
+        ),
+        (
+            None,
+            {"inputs": [{"name": "pixels", "dtype": "float32", "shape": [None, 64]}]},
+            "model.onnx's inputs are features float32 [None, 64] but metadata.json says pixels float32",
+        ),
+        (
+            None,
+            {"outputs": [{"name": "logits", "dtype": "float32", "shape": [None, 9]}]},
+            "model.onnx's outputs are logits float32 [None, 10] "
+            "but metadata.json says logits float32 [None, 9]",
+        ),
+    ],
+)
+def test_a_model_that_does_not_load_or_match_is_refused_before_listening(
+    model_dir: Path, tmp_path: Path, onnx: bytes | None, metadata: dict[str, object], says: str
+) -> None:
+    """Exit 2 and one line before any socket opens (the port stays free), not a failure after
+    "startup complete"."""
+    variant = _variant(model_dir, tmp_path, onnx, **metadata)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code, lines = serve("--model", str(variant), "--port", str(port))
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {variant}: {says}"), lines
+    with socket.socket() as again:
+        again.bind(("127.0.0.1", port))  # nothing listened on it
+
+
+def test_the_server_logs_the_address_it_listens_on(model_dir: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-c", "from mlplatform.cli import main; main()"]
+    process = subprocess.Popen(
+        [*command, "serve", "--model", str(model_dir), "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    assert first.rstrip().endswith(f"listening on http://127.0.0.1:{port}"), first
 
 
 def test_no_traceback_from_the_real_command(model_dir: Path) -> None:

@@ -11,3 +11,8 @@ def digits_with_mislabelled_validation() -> Dataset:
     data = digits()
     validation = (data.features[:200], (data.labels[:200] + 1) % len(data.class_names))
     return Dataset(data.features, data.labels, data.feature_names, data.class_names, validation=validation)
+
+
+def keyword_only_model(*, n_features: int, n_classes: int = 10) -> object:
+    """A model hook the trainer cannot call: it passes n_features and n_classes by position."""
+    raise AssertionError("never called: pre-flight refuses its signature")

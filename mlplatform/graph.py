@@ -1,0 +1,113 @@
+"""The planned resource graph, as the engine and a policy pack see it, and the wire form's conventions.
+
+The bottom floor of the CLI: ``plan`` builds these, ``rendering`` adds a chart's objects to them, and
+``report``, ``summary``, ``judging`` and ``check`` read them; it imports none of those.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+# How the engine marks a secret on the wire (a map with this signature key and a "value").
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270"
+STACK_TYPE = "pulumi:pulumi:Stack"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+@dataclass(frozen=True)
+class PlannedResource:
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    custom: bool
+    provider: str | None
+    inputs: dict[str, Any]
+    dependencies: tuple[str, ...] = ()
+    # Input property name -> URNs it came from (what AnalyzeStack's graph needs).
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    # The resource option that makes the engine refuse to delete it.
+    protect: bool = False
+    # Input paths the engine keeps from state instead of the program's value (the ignoreChanges option).
+    ignore_changes: tuple[str, ...] = ()
+
+
+@dataclass
+class Plan:
+    project: str
+    stack: str
+    resources: list[PlannedResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    # What the program logged as warnings (``pulumi.log.warn``), as ``pulumi preview`` shows them.
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "stack": self.stack,
+            "resources": [
+                {
+                    "urn": r.urn,
+                    "type": r.type,
+                    "name": r.name,
+                    "parent": r.parent,
+                    "custom": r.custom,
+                    "provider": r.provider,
+                    "inputs": r.inputs,
+                    "dependencies": list(r.dependencies),
+                    "propertyDependencies": r.property_dependencies,
+                    "protect": r.protect,
+                    "ignoreChanges": list(r.ignore_changes),
+                }
+                for r in self.resources
+            ],
+            "outputs": self.outputs,
+        }
+
+    def by_type(self, token: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.type == token]
+
+    def providers(self) -> dict[str, PlannedResource]:
+        """Provider reference (``urn::id``) → the provider resource."""
+        return {_provider_ref(r): r for r in self.resources if r.type.startswith("pulumi:providers:")}
+
+
+def _provider_ref(resource: PlannedResource) -> str:
+    return f"{resource.urn}::{provider_id(resource.urn)}"
+
+
+def provider_id(urn: str) -> str:
+    """Provider ids are UUIDs in a real deployment; derive a stable one from the URN."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, urn))
+
+
+def is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(SECRET_SIG) is not None
+
+
+def as_applied(value: Any) -> Any:
+    """Wire form back to the object the provider applies: secrets unwrapped, and whole numbers as
+    integers again (the wire carries every number as a float; Kubernetes integer fields reject 10001.0)."""
+    if is_secret(value):
+        return as_applied(value["value"])
+    if isinstance(value, dict):
+        return {k: as_applied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_applied(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def masked(value: Any) -> Any:
+    """Secrets shown as ``[secret]``, for printing."""
+    if is_secret(value):
+        return "[secret]"
+    if isinstance(value, dict):
+        return {k: masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    return value
