@@ -454,6 +454,20 @@ class InferenceWorkloadConfig(_Model):
     canary: CanaryConfig | None = None
 
 
+class RegistryWorkloadConfig(_Model):
+    """The model registry (MLflow tracking server + model registry, components/kubernetes/registry.py)."""
+
+    enabled: bool = False
+    # Unset: built by the stack from workloads/registry/Dockerfile.
+    image: ImageRef | None = None
+    # Basic auth (MLflow's basic-auth app) on every request; required on enterprise.
+    auth: bool = True
+    # Server replicas; SQLite on the shared file system (no managed database) allows exactly one.
+    replicas: int = Field(default=2, ge=1, le=10)
+    cpu: str = "1"
+    memory: str = "2Gi"
+
+
 class FabricTestConfig(_Model):
     """The fabric test (all-reduce busbw, workloads/fabric_test.py) as an acceptance gate: one Job per
     fabric pool, in the training namespace and image, that ``pulumi up`` waits for before the training
@@ -472,6 +486,7 @@ class WorkloadsConfig(_Model):
     training: TrainingWorkloadConfig | None = None
     inference: InferenceWorkloadConfig | None = None
     fabric_test: FabricTestConfig = FabricTestConfig()
+    registry: RegistryWorkloadConfig = RegistryWorkloadConfig()
 
 
 class PlatformConfig(_Model):
@@ -532,6 +547,16 @@ class PlatformConfig(_Model):
         }
 
 
+# Clouds whose adapter gives an enterprise registry a managed PostgreSQL (components/aws/registry_database.py).
+MANAGED_REGISTRY_DATABASE = frozenset({Cloud.AWS})
+
+
+def managed_registry_database(tier: Tier, cloud: Cloud) -> bool:
+    """Whether the registry's metadata lives in the cloud's managed PostgreSQL (else SQLite on the shared
+    file system, one server)."""
+    return tier is Tier.ENTERPRISE and cloud in MANAGED_REGISTRY_DATABASE
+
+
 def tier_preset(tier: Tier, cloud: Cloud, *, with_inference: bool) -> dict[str, Any]:
     """Defaults a tier gives before the stack file's own values (in stack-file key spelling).
 
@@ -555,8 +580,12 @@ def tier_preset(tier: Tier, cloud: Cloud, *, with_inference: bool) -> dict[str, 
         # instead of the cluster's public load balancer; userDefinedRouting sends them through a firewall.
         outbound = OutboundType.USER_ASSIGNED_NAT_GATEWAY if enterprise else OutboundType.LOAD_BALANCER
         preset["azure"] = {"outboundType": outbound.value}
+    # The registry is on in both tiers: enterprise on the cloud's managed PostgreSQL, SMB on SQLite on the
+    # shared file system it already pays for (one replica), so a model change needs no `pulumi up`.
+    replicas = 2 if managed_registry_database(tier, cloud) else 1
+    preset["workloads"] = {"registry": {"enabled": True, "replicas": replicas}}
     if with_inference:
-        preset["workloads"] = {"inference": {"auth": enterprise, "tls": enterprise}}
+        preset["workloads"]["inference"] = {"auth": enterprise, "tls": enterprise}
     return preset
 
 
@@ -881,6 +910,7 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             if tested.fabric is not Fabric.NONE and len(job) > MAX_JOB_NAME:
                 yield f"{key}.fabricTest.runId", f"Job name {job!r} is longer than {MAX_JOB_NAME} characters"
     yield from _image_problems(config)
+    yield from _registry_problems(config)
     if inference is not None:
         pool = pools.get(inference.pool)
         if pool is None:
@@ -904,6 +934,27 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             yield f"{key}.inference.cpu", "a Kubernetes CPU quantity such as 1 or 500m"
         if not re.fullmatch(r"[0-9]+(Mi|Gi)", inference.memory):
             yield f"{key}.inference.memory", "a Kubernetes memory quantity such as 512Mi or 2Gi"
+
+
+def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    """The registry's tier rules: no anonymous access on enterprise, one replica on SQLite, somewhere to
+    keep its metadata."""
+    registry, key = config.workloads.registry, f"{PLATFORM_KEY}.workloads.registry"
+    if not registry.enabled:
+        return
+    if config.tier is Tier.ENTERPRISE and not registry.auth:
+        yield f"{key}.auth", "an enterprise registry authenticates every caller: remove the key or set true"
+    if not managed_registry_database(config.tier, config.cloud):
+        if config.shared_storage is SharedStorageKind.NONE:
+            yield key, "without a managed database the registry keeps SQLite on the shared file system"
+        elif registry.replicas != 1:
+            yield f"{key}.replicas", "SQLite on the shared file system allows one server: set 1"
+    if registry.image is not None and registry.image.endswith(PLACEHOLDER_DIGEST):
+        yield f"{key}.image", "an all-zero placeholder digest is never deployed: name the real digest"
+    if not re.fullmatch(r"[0-9]+(m)?", registry.cpu):
+        yield f"{key}.cpu", "a Kubernetes CPU quantity such as 1 or 500m"
+    if not re.fullmatch(r"[0-9]+(Mi|Gi)", registry.memory):
+        yield f"{key}.memory", "a Kubernetes memory quantity such as 512Mi or 2Gi"
 
 
 def _image_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
