@@ -547,7 +547,8 @@ class PlatformConfig(_Model):
         }
 
 
-# Clouds whose adapter gives an enterprise registry a managed PostgreSQL (components/aws/registry_database.py).
+# Clouds whose adapter gives an enterprise registry a managed PostgreSQL
+# (components/aws/registry_database.py).
 MANAGED_REGISTRY_DATABASE = frozenset({Cloud.AWS})
 
 

@@ -162,18 +162,33 @@ class RegistryDatabase:
     password: pulumi.Input[str] | None = None
 
 
+# A peer's network standing for public addresses (everything outside RFC 1918).
+PUBLIC_NETWORK = "0.0.0.0/0"
+PRIVATE_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Something outside the pod network a workload must reach: a name, an address range (a CIDR, or
+    ``PUBLIC_NETWORK`` for public addresses a policy cannot name more narrowly) and a TCP port."""
+
+    name: str
+    network: str
+    port: int
+
+
 @dataclass(frozen=True)
 class RegistryBackend:
     """Where the model registry keeps artifacts and metadata (the cloud adapter decides).
 
     ``artifacts_uri``: the server's ``--artifacts-destination`` in the stack's encrypted store (s3:// or
     wasbs://), written only through the registry. ``database`` None: SQLite on the shared file system
-    (the cost-first backend). ``egress``: NetworkPolicy rules to the database and the store.
+    (the cost-first backend). ``peers``: the database, the store's endpoints and the cloud identity's.
     """
 
     artifacts_uri: pulumi.Input[str]
     database: RegistryDatabase | None = None
-    egress: tuple[Mapping[str, Any], ...] = ()
+    peers: tuple[Peer, ...] = ()
 
 
 @dataclass(frozen=True)

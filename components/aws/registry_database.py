@@ -22,13 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 from pulumi_aws import ec2, rds, vpc
 
 from components.aws.storage import REGISTRY_PREFIX
-from components.handle import RegistryBackend, RegistryDatabase
+from components.handle import PUBLIC_NETWORK, Peer, RegistryBackend, RegistryDatabase
 
 PORT = 5432
 DATABASE = "mlflow"
@@ -142,29 +141,19 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
         self.register_outputs({"address": instance.address, "secretArn": secret_arn})
 
 
-# Private address ranges (RFC 1918): public HTTPS is everything outside them.
-_PRIVATE = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
-_HTTPS = [{"port": 443, "protocol": "TCP"}]
-
-
 def registry_backend(
     bucket_uri: pulumi.Input[str], vpc_cidr: str, database: RegistryDatabase | None
 ) -> RegistryBackend:
-    """The registry's artifact store under the bucket's ``registry/`` prefix, and its egress: HTTPS in
-    the VPC (the interface endpoints for STS and the AWS APIs on enterprise stacks) and to public
-    addresses, because S3 through the gateway endpoint and STS without an interface endpoint answer on
-    public addresses no NetworkPolicy can name more narrowly (VPC user guide, "Gateway endpoints":
-    traffic to the service's public IP ranges is routed through the endpoint); PostgreSQL in the VPC."""
-    egress: list[dict[str, Any]] = [
-        {"to": [{"ipBlock": {"cidr": vpc_cidr}}], "ports": _HTTPS},
-        {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(_PRIVATE)}}], "ports": _HTTPS},
-    ]
+    """The registry's artifact store under the bucket's ``registry/`` prefix, and what it reaches: the
+    AWS APIs' interface endpoints in the VPC (STS, Secrets Manager on enterprise stacks), and public
+    HTTPS, because S3 through the gateway endpoint and STS without an interface endpoint answer on
+    public addresses no NetworkPolicy can name more narrowly (VPC user guide, "Gateway endpoints": the
+    service's public IP ranges are routed through the endpoint); PostgreSQL in the VPC."""
+    peers = [Peer("aws-api-endpoints", vpc_cidr, 443), Peer("s3-and-sts", PUBLIC_NETWORK, 443)]
     if database is not None:
-        egress.append(
-            {"to": [{"ipBlock": {"cidr": vpc_cidr}}], "ports": [{"port": database.port, "protocol": "TCP"}]}
-        )
+        peers.append(Peer("database", vpc_cidr, database.port))
     return RegistryBackend(
         artifacts_uri=pulumi.Output.concat(bucket_uri, "/", REGISTRY_PREFIX),
         database=database,
-        egress=tuple(egress),
+        peers=tuple(peers),
     )

@@ -35,7 +35,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.handle import WORKLOAD_IDENTITIES, PoolHandle, RegistryDatabase
+from components.handle import (
+    PRIVATE_NETWORKS,
+    PUBLIC_NETWORK,
+    WORKLOAD_IDENTITIES,
+    Peer,
+    PoolHandle,
+    RegistryDatabase,
+)
 from components.kubernetes.objects import MANAGED_BY, Object
 
 # issue 28: 3.18.0 does not install (its mlflow-skinny is not published); the image pins the same.
@@ -48,6 +55,9 @@ ADMIN_SECRET = "registry-admin"
 CLIENT_SECRET = "registry-client"
 SQLITE_MOUNT = "/var/lib/registry"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
+# Pod annotations declaring each peer as ``<network>:<port>``: the reachability judge's contract
+# (judges/reachability.py) reads them, the NetworkPolicy's egress is built from the same peers.
+PEER_ANNOTATION_PREFIX = "reaches.ml-platform.io/"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 # Server worker processes against PostgreSQL (the pool of connections scales with them); SQLite gets one.
 POSTGRES_WORKERS = 2
@@ -92,8 +102,8 @@ class RegistrySpec:
     auth: bool = True
     labels: Mapping[str, str] = field(default_factory=dict)
     pod_labels: Mapping[str, str] = field(default_factory=dict)
-    # NetworkPolicy egress rules to the database and the artifact store (the cloud adapter's).
-    egress: tuple[Mapping[str, Any], ...] = ()
+    # What the servers reach outside the pod network: database, store and identity endpoints.
+    peers: tuple[Peer, ...] = ()
     mlflow_version: str = MLFLOW_VERSION
     run_as_user: int = 10001
 
@@ -128,6 +138,11 @@ def _labels(spec: RegistrySpec) -> dict[str, str]:
         INSTANCE_LABEL: NAME,
         "app.kubernetes.io/version": spec.mlflow_version,
     }
+
+
+def _server_selector() -> dict[str, str]:
+    """The servers, not the migration Job (which shares the instance label)."""
+    return {INSTANCE_LABEL: NAME, COMPONENT_LABEL: COMPONENT}
 
 
 def _metadata(spec: RegistrySpec, name: str, namespace: str | None = None) -> Object:
@@ -241,9 +256,22 @@ def _pod_labels(spec: RegistrySpec) -> dict[str, str]:
     return {**_labels(spec), **spec.pod_labels}
 
 
+def _pod_metadata(spec: RegistrySpec, labels: Mapping[str, str]) -> Object:
+    annotations = {f"{PEER_ANNOTATION_PREFIX}{p.name}": f"{p.network}:{p.port}" for p in spec.peers}
+    return {"labels": dict(labels), **({"annotations": annotations} if annotations else {})}
+
+
+def _egress_rule(peer: Peer) -> Object:
+    block: Object = {"cidr": peer.network}
+    if peer.network == PUBLIC_NETWORK:
+        block["except"] = list(PRIVATE_NETWORKS)
+    return {"to": [{"ipBlock": block}], "ports": [{"port": peer.port, "protocol": "TCP"}]}
+
+
 def _migration_job(spec: RegistrySpec) -> Object:
     volumes, mounts = _volumes(spec)
     pod = _pod_spec(spec, [_container(spec, "migrate", "upgrade", mounts)], volumes)
+    labels = {**_pod_labels(spec), COMPONENT_LABEL: f"{COMPONENT}-migration"}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -252,7 +280,7 @@ def _migration_job(spec: RegistrySpec) -> Object:
             "backoffLimit": 3,
             "activeDeadlineSeconds": 1800,
             "template": {
-                "metadata": {"labels": {**_pod_labels(spec), COMPONENT_LABEL: f"{COMPONENT}-migration"}},
+                "metadata": _pod_metadata(spec, labels),
                 "spec": {**pod, "restartPolicy": "Never"},
             },
         },
@@ -268,7 +296,7 @@ def _deployment(spec: RegistrySpec) -> Object:
         "livenessProbe": _probe(period=15, failures=4),
         "readinessProbe": _probe(period=5, failures=3),
     }
-    selector = {INSTANCE_LABEL: NAME, COMPONENT_LABEL: COMPONENT}
+    selector = _server_selector()
     # SQLite: the old pod is gone before the new one opens the database (one process at a time).
     strategy: Object = (
         {"type": "Recreate"}
@@ -294,7 +322,7 @@ def _deployment(spec: RegistrySpec) -> Object:
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": selector},
             "strategy": strategy,
-            "template": {"metadata": {"labels": _pod_labels(spec)}, "spec": pod},
+            "template": {"metadata": _pod_metadata(spec, _pod_labels(spec)), "spec": pod},
         },
     }
 
@@ -306,7 +334,7 @@ def _service(spec: RegistrySpec) -> Object:
         "metadata": _metadata(spec, NAME),
         "spec": {
             "type": "ClusterIP",
-            "selector": {INSTANCE_LABEL: NAME, COMPONENT_LABEL: COMPONENT},
+            "selector": _server_selector(),
             "ports": [{"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}],
         },
     }
@@ -343,7 +371,7 @@ def _network_policy(spec: RegistrySpec) -> Object:
                     "ports": [{"port": PORT, "protocol": "TCP"}],
                 }
             ],
-            "egress": [dict(rule) for rule in spec.egress],
+            "egress": [_egress_rule(peer) for peer in spec.peers],
         },
     }
 
@@ -363,7 +391,7 @@ def _client_egress(spec: RegistrySpec, namespace: str) -> Object:
                     "to": [
                         {
                             **_namespace_peer(spec.namespace),
-                            "podSelector": {"matchLabels": {INSTANCE_LABEL: NAME, COMPONENT_LABEL: COMPONENT}},
+                            "podSelector": {"matchLabels": _server_selector()},
                         }
                     ],
                     "ports": [{"port": PORT, "protocol": "TCP"}],

@@ -192,7 +192,7 @@ def registry_spec(handle: ClusterHandle, config: PlatformConfig, images: Workloa
         auth=registry.auth,
         labels=config.base_tags(),
         pod_labels=handle.pod_labels.get("registry", {}),
-        egress=backend.egress,
+        peers=backend.peers,
     )
 
 
@@ -222,8 +222,8 @@ def workload_objects(
         )
         result.alert_rules["inference"] = monitoring.inference_rules(inference.drift_threshold)
     if config.workloads.registry.enabled:
-        spec = registry_spec(handle, config, images)
-        result.registry = registry_objects(spec)
-        if spec.store_claim is not None:
-            result.claims.append(VolumeClaim(spec.namespace, spec.store_claim, read_only=False))
+        registry = registry_spec(handle, config, images)
+        result.registry = registry_objects(registry)
+        if registry.store_claim is not None:
+            result.claims.append(VolumeClaim(registry.namespace, registry.store_claim, read_only=False))
     return result

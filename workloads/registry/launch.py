@@ -34,7 +34,8 @@ def _secret_password(arn: str) -> str:
     """The database password from the RDS-managed secret (JSON with ``username`` and ``password``: RDS
     user guide, "Password management with Amazon RDS and AWS Secrets Manager"), read with the pod's IRSA
     role. The region is the secret's own (its ARN's fourth field)."""
-    import boto3  # an MLflow dependency, installed with it for s3:// artifacts
+    # In the image (requirements.txt), not in the toolkit's environment.
+    import boto3  # type: ignore[import-not-found]
 
     client = boto3.client("secretsmanager", region_name=arn.split(":")[3])
     secret: dict[str, str] = json.loads(client.get_secret_value(SecretId=arn)["SecretString"])
