@@ -51,6 +51,10 @@ NAME = "registry"
 COMPONENT = "registry"
 PORT = 5000
 ADMIN_SECRET = "registry-admin"
+# The admin Secret as files (checkov CKV_K8S_35: secrets as files, not environment variables); the
+# launcher hands them to MLflow (``password`` → MLFLOW_AUTH_ADMIN_PASSWORD, ``flask-secret-key`` →
+# MLFLOW_FLASK_SERVER_SECRET_KEY).
+ADMIN_SECRET_DIR = "/var/run/secrets/registry-admin"
 # The Secret each client namespace holds for its registry user (keys ``username`` and ``password``).
 CLIENT_SECRET = "registry-client"
 SQLITE_MOUNT = "/var/lib/registry"
@@ -149,11 +153,7 @@ def _metadata(spec: RegistrySpec, name: str, namespace: str | None = None) -> Ob
     return {"name": name, "namespace": namespace or spec.namespace, "labels": _labels(spec)}
 
 
-def _secret_env(name: str, key: str) -> Object:
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": ADMIN_SECRET, "key": key}}}
-
-
-def _env(spec: RegistrySpec) -> list[Object]:
+def _env(spec: RegistrySpec, server: bool) -> list[Object]:
     env: list[Object] = [
         {"name": "REGISTRY_ARTIFACTS_DESTINATION", "value": spec.artifacts_uri},
         {"name": "REGISTRY_AUTH", "value": "true" if spec.auth else "false"},
@@ -174,17 +174,17 @@ def _env(spec: RegistrySpec) -> list[Object]:
             {"name": "REGISTRY_SQLITE_PATH", "value": f"{SQLITE_MOUNT}/{NAME}/mlflow.db"},
             {"name": "REGISTRY_WORKERS", "value": "1"},
         ]
-    if spec.auth:
-        env += [
-            _secret_env("MLFLOW_AUTH_ADMIN_PASSWORD", "password"),
-            _secret_env("MLFLOW_FLASK_SERVER_SECRET_KEY", "flask-secret-key"),
-        ]
+    if spec.auth and server:
+        env.append({"name": "REGISTRY_ADMIN_SECRET_DIR", "value": ADMIN_SECRET_DIR})
     return env
 
 
-def _volumes(spec: RegistrySpec) -> tuple[list[Object], list[Object]]:
+def _volumes(spec: RegistrySpec, server: bool) -> tuple[list[Object], list[Object]]:
     volumes: list[Object] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
     mounts: list[Object] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if spec.auth and server:
+        volumes.append({"name": "admin", "secret": {"secretName": ADMIN_SECRET, "defaultMode": 0o440}})
+        mounts.append({"name": "admin", "mountPath": ADMIN_SECRET_DIR, "readOnly": True})
     if spec.store_claim is not None:
         volumes.append({"name": "store", "persistentVolumeClaim": {"claimName": spec.store_claim}})
         mounts.append({"name": "store", "mountPath": SQLITE_MOUNT})
@@ -205,12 +205,13 @@ def _security_context(spec: RegistrySpec) -> Object:
 
 
 def _container(spec: RegistrySpec, name: str, mode: str, mounts: list[Object]) -> Object:
+    server = mode == "server"
     return {
         "name": name,
         "image": spec.image,
         "imagePullPolicy": "Always",
         "args": [mode],
-        "env": _env(spec),
+        "env": _env(spec, server),
         "resources": {
             "requests": {"cpu": spec.cpu, "memory": spec.memory},
             "limits": {"cpu": spec.cpu, "memory": spec.memory},
@@ -269,7 +270,7 @@ def _egress_rule(peer: Peer) -> Object:
 
 
 def _migration_job(spec: RegistrySpec) -> Object:
-    volumes, mounts = _volumes(spec)
+    volumes, mounts = _volumes(spec, server=False)
     pod = _pod_spec(spec, [_container(spec, "migrate", "upgrade", mounts)], volumes)
     labels = {**_pod_labels(spec), COMPONENT_LABEL: f"{COMPONENT}-migration"}
     return {
@@ -288,7 +289,7 @@ def _migration_job(spec: RegistrySpec) -> Object:
 
 
 def _deployment(spec: RegistrySpec) -> Object:
-    volumes, mounts = _volumes(spec)
+    volumes, mounts = _volumes(spec, server=True)
     server = _container(spec, "server", "server", mounts)
     server |= {
         "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],

@@ -12,7 +12,8 @@ Modes:
   servers start on a current schema instead of racing to migrate it (MLflow's ``db upgrade`` help:
   migrations are not guaranteed transactional).
 - ``server``: ``mlflow server`` with ``--serve-artifacts`` to the stack's encrypted store, and with
-  ``--app-name basic-auth`` when ``REGISTRY_AUTH`` is on.
+  ``--app-name basic-auth`` when ``REGISTRY_AUTH`` is on (the admin password and CSRF key read from the
+  mounted Secret's files, ``REGISTRY_ADMIN_SECRET_DIR``).
 """
 
 from __future__ import annotations
@@ -75,6 +76,16 @@ def write_auth_config(uri: str, directory: Path = SCRATCH) -> Path:
     return path
 
 
+# The admin Secret's files (components/kubernetes/registry.py) → the variables MLflow's basic-auth app
+# reads (mlflow/server/auth/config.py, mlflow/server/auth/__init__.py 3.17.2).
+ADMIN_FILES = {"password": "MLFLOW_AUTH_ADMIN_PASSWORD", "flask-secret-key": "MLFLOW_FLASK_SERVER_SECRET_KEY"}
+
+
+def admin_env(directory: Path) -> dict[str, str]:
+    """The admin password and CSRF key from the mounted Secret; a missing file fails the start."""
+    return {variable: (directory / key).read_text().strip() for key, variable in ADMIN_FILES.items()}
+
+
 def server_argv(env: Mapping[str, str]) -> list[str]:
     argv = [
         "mlflow",
@@ -119,6 +130,7 @@ def main(argv: list[str]) -> int:
     env["MLFLOW_BACKEND_STORE_URI"] = uri
     if env.get("REGISTRY_AUTH") == "true":
         env["MLFLOW_AUTH_CONFIG_PATH"] = str(write_auth_config(uri))
+        env |= admin_env(Path(env["REGISTRY_ADMIN_SECRET_DIR"]))
     command = server_argv(env)
     os.execvpe(command[0], command, env)
 

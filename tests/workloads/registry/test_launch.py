@@ -15,7 +15,13 @@ from urllib.parse import unquote, urlsplit
 from components.kubernetes.registry import MLFLOW_VERSION, PORT
 from tests.linters import hadolint, needs_hadolint
 from workloads.registry.launch import PORT as LAUNCH_PORT
-from workloads.registry.launch import backend_uri, server_argv, upgrade_argvs, write_auth_config
+from workloads.registry.launch import (
+    admin_env,
+    backend_uri,
+    server_argv,
+    upgrade_argvs,
+    write_auth_config,
+)
 
 REGISTRY = Path(__file__).resolve().parents[3] / "workloads" / "registry"
 ARN = "arn:aws:secretsmanager:me-central-1:123456789012:secret:rds!db-1"
@@ -92,3 +98,12 @@ def test_upgrade_migrates_the_tracking_schema_then_the_auth_schema() -> None:
     tracking, auth = upgrade_argvs(uri, {"REGISTRY_AUTH": "true"})
     assert tracking == ["mlflow", "db", "upgrade", uri]
     assert auth[1:] == ["-m", "mlflow.server.auth", "db", "upgrade", "--url", uri]
+
+
+def test_the_admin_secret_files_become_the_variables_mlflow_reads(tmp_path: Path) -> None:
+    (tmp_path / "password").write_text("s3cret\n")
+    (tmp_path / "flask-secret-key").write_text("csrf")
+    assert admin_env(tmp_path) == {
+        "MLFLOW_AUTH_ADMIN_PASSWORD": "s3cret",
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf",
+    }
