@@ -10,7 +10,8 @@ Every field below follows the pulumi-aws 7.51 ``rds.Instance`` docstrings:
 - encrypted at rest under the stack's customer key (``storage_encrypted`` + ``kms_key_id``);
 - the master password generated and kept by RDS in Secrets Manager under the same key
   (``manage_master_user_password``, ``master_user_secret_kms_key_id``): it never passes through Pulumi's
-  state. The registry's IRSA role reads it at start (workloads/registry/launch.py);
+  state. The registry's IRSA role reads it for every new connection, so the 7-day rotation RDS
+  applies by default never locks it out (workloads/registry/launch.py);
 - automated backups in the region (``backup_target`` "region", the default; no cross-region backup
   replication is created: me-central-1 is the only UAE region, REFERENCE.md), ``backup_retention_period``
   7 days (14 in prod), tags copied to snapshots;

@@ -43,6 +43,30 @@ def _secret_password(arn: str) -> str:
     return secret["password"]
 
 
+def install_password_refresh(
+    env: Mapping[str, str], read_secret: Callable[[str], str] = _secret_password
+) -> Callable[..., None] | None:
+    """Give every new database connection the secret's current password, in every process that imports
+    this (the image's ``sitecustomize.py``: the server's worker processes too). RDS rotates its managed
+    master secret every seven days by default (RDS user guide, "Password management with Amazon RDS and
+    AWS Secrets Manager"); established connections survive a rotation, but a password read once at start
+    would refuse every connection opened after it. SQLAlchemy's ``do_connect`` event may rewrite the
+    driver's connect arguments (SQLAlchemy "Core Events", ``DialectEvents.do_connect``)."""
+    arn = env.get("REGISTRY_DB_SECRET_ARN")
+    if not arn:
+        return None
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    def current_password(
+        _dialect: object, _record: object, _cargs: object, cparams: dict[str, object]
+    ) -> None:
+        cparams["password"] = read_secret(arn)
+
+    event.listen(Engine, "do_connect", current_password)
+    return current_password
+
+
 def backend_uri(env: Mapping[str, str], read_secret: Callable[[str], str] = _secret_password) -> str:
     """PostgreSQL over TLS when a database host is set (``sslmode=require``: the servers refuse plain
     connections anyway, rds.force_ssl / require_secure_transport), else SQLite at ``REGISTRY_SQLITE_PATH``."""

@@ -12,12 +12,15 @@ import stat
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import pytest
+
 from components.kubernetes.registry import MLFLOW_VERSION, PORT
 from tests.linters import hadolint, needs_hadolint
 from workloads.registry.launch import PORT as LAUNCH_PORT
 from workloads.registry.launch import (
     admin_env,
     backend_uri,
+    install_password_refresh,
     server_argv,
     upgrade_argvs,
     write_auth_config,
@@ -107,3 +110,23 @@ def test_the_admin_secret_files_become_the_variables_mlflow_reads(tmp_path: Path
         "MLFLOW_AUTH_ADMIN_PASSWORD": "s3cret",
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf",
     }
+
+
+def test_every_new_connection_takes_the_current_password() -> None:
+    """After a rotation, a connection opened later uses the new password (SQLAlchemy ``do_connect``,
+    listened to on the Engine class, so every engine of the process)."""
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    passwords = iter(["before", "after"])
+    assert install_password_refresh({}, lambda arn: "unused") is None
+    listener = install_password_refresh({"REGISTRY_DB_SECRET_ARN": ARN}, lambda arn: next(passwords))
+    assert listener is not None
+    try:
+        engine = sqlalchemy.create_engine("sqlite://")
+        seen = []
+        for _ in range(2):
+            params: dict[str, object] = {"password": "stale"}
+            engine.dialect.dispatch.do_connect(engine.dialect, None, [], params)
+            seen.append(params["password"])
+    finally:
+        sqlalchemy.event.remove(sqlalchemy.engine.Engine, "do_connect", listener)
+    assert seen == ["before", "after"]
