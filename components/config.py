@@ -558,7 +558,9 @@ def managed_registry_database(tier: Tier, cloud: Cloud) -> bool:
     return tier is Tier.ENTERPRISE and cloud in MANAGED_REGISTRY_DATABASE
 
 
-def tier_preset(tier: Tier, cloud: Cloud, *, with_inference: bool) -> dict[str, Any]:
+def tier_preset(
+    tier: Tier, cloud: Cloud, *, with_inference: bool, shared_storage: bool = True
+) -> dict[str, Any]:
     """Defaults a tier gives before the stack file's own values (in stack-file key spelling).
 
     SMB is cost-first: public API endpoint behind an allow-list, EFS / Azure Files, no monitoring
@@ -583,8 +585,10 @@ def tier_preset(tier: Tier, cloud: Cloud, *, with_inference: bool) -> dict[str, 
         preset["azure"] = {"outboundType": outbound.value}
     # The registry is on in both tiers: enterprise on the cloud's managed PostgreSQL, SMB on SQLite on the
     # shared file system it already pays for (one replica), so a model change needs no `pulumi up`.
-    replicas = 2 if managed_registry_database(tier, cloud) else 1
-    preset["workloads"] = {"registry": {"enabled": True, "replicas": replicas}}
+    # A stack without shared storage (storage.shared: none) gets no SQLite registry unless it asks.
+    managed = managed_registry_database(tier, cloud)
+    registry = {"enabled": managed or shared_storage, "replicas": 2 if managed else 1}
+    preset["workloads"] = {"registry": registry}
     if with_inference:
         preset["workloads"]["inference"] = {"auth": enterprise, "tls": enterprise}
     return preset
@@ -649,7 +653,11 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
             with_inference = isinstance(workloads, Mapping) and isinstance(
                 workloads.get("inference"), Mapping
             )
-            preset = tier_preset(Tier(body["tier"]), Cloud(cloud), with_inference=with_inference)
+            storage = body.get("storage")
+            shared = not (isinstance(storage, Mapping) and storage.get("shared") == SharedStorageKind.NONE)
+            preset = tier_preset(
+                Tier(body["tier"]), Cloud(cloud), with_inference=with_inference, shared_storage=shared
+            )
             document = _merge(preset, document)
     else:
         # The region key and the preset depend on the cloud: report it alone, not what follows from it.
