@@ -25,6 +25,7 @@ import pytest
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
 from components.handle import PUBLIC_NETWORK, Fabric, Peer, PoolHandle, PoolKind, RegistryDatabase
+from components.kubernetes.layer import registry_namespace
 from components.kubernetes.registry import (
     ADMIN_SECRET,
     MLFLOW_VERSION,
@@ -34,7 +35,7 @@ from components.kubernetes.registry import (
     registry_objects,
     tracking_uri,
 )
-from components.kubernetes.tenancy import NamespaceSpec, namespace_objects
+from components.kubernetes.tenancy import NamespaceSpec, PodSecurity, namespace_objects
 from judges import judge_pod_security, judge_reachability
 from mlplatform.judging import cluster_network
 from mlplatform.plan import Plan
@@ -234,3 +235,10 @@ def test_the_presets_turn_the_registry_on_in_both_tiers() -> None:
     assert enterprise.workloads.registry.enabled and enterprise.workloads.registry.replicas == 2
     assert smb.workloads.registry.enabled and smb.workloads.registry.replicas == 1
     assert enterprise.workloads.registry.auth and smb.workloads.registry.auth
+
+
+def test_the_registry_namespace_is_restricted_with_room_for_a_surge_pod_and_the_migration() -> None:
+    raw = _stack("aws-enterprise-prod", cpu="500m", memory="512Mi", replicas=3)
+    spec = registry_namespace(parse_stack_config(raw, "Pulumi.aws-enterprise-prod.yaml"))
+    assert spec.name == "ml-registry" and spec.pod_security is PodSecurity.RESTRICTED
+    assert spec.quota == {"requests.cpu": "2.5", "requests.memory": "2560Mi", "limits.memory": "2560Mi"}
