@@ -20,7 +20,8 @@ RDS = "aws:rds/instance:Instance"
 
 
 def _inputs(plan: Plan, token: str, suffix: str) -> dict[str, Any]:
-    return as_applied(one(plan, token, suffix).inputs)
+    inputs: dict[str, Any] = as_applied(one(plan, token, suffix).inputs)
+    return inputs
 
 
 @pytest.mark.parametrize("stack", ["aws-enterprise-prod", "aws-enterprise-dev"])

@@ -36,7 +36,8 @@ from components.kubernetes.registry import (
     tracking_uri,
 )
 from components.kubernetes.tenancy import NamespaceSpec, PodSecurity, namespace_objects
-from judges import judge_pod_security, judge_reachability
+from judges.pod_security import judge_pod_security
+from judges.reachability import judge_reachability
 from mlplatform.judging import cluster_network
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
