@@ -189,6 +189,8 @@ class RegistryBackend:
     artifacts_uri: pulumi.Input[str]
     database: RegistryDatabase | None = None
     peers: tuple[Peer, ...] = ()
+    # Environment the cloud's SDKs need in the server (the AWS region for boto3's S3 and STS clients).
+    environment: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

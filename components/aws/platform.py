@@ -152,6 +152,7 @@ class AwsPlatform(pulumi.ComponentResource):
             node_pools=tuple(p.node_group for p in self.pools if p.handle.kind is PoolKind.CPU),
             registry_backend=registry_backend(
                 self.storage.uri,
+                config.region,
                 config.network.cidr,
                 self.registry_database.database if self.registry_database else None,
             ),

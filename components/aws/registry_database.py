@@ -143,13 +143,15 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
 
 
 def registry_backend(
-    bucket_uri: pulumi.Input[str], vpc_cidr: str, database: RegistryDatabase | None
+    bucket_uri: pulumi.Input[str], region: str, vpc_cidr: str, database: RegistryDatabase | None
 ) -> RegistryBackend:
     """The registry's artifact store under the bucket's ``registry/`` prefix, and what it reaches: the
     AWS APIs' interface endpoints in the VPC (STS, Secrets Manager on enterprise stacks), and public
     HTTPS, because S3 through the gateway endpoint and STS without an interface endpoint answer on
     public addresses no NetworkPolicy can name more narrowly (VPC user guide, "Gateway endpoints": the
-    service's public IP ranges are routed through the endpoint); PostgreSQL in the VPC."""
+    service's public IP ranges are routed through the endpoint); PostgreSQL in the VPC. The region is
+    set for boto3's S3 and STS clients rather than left to the environment (me-central-1 is an opt-in
+    region)."""
     peers = [Peer("aws-api-endpoints", vpc_cidr, 443), Peer("s3-and-sts", PUBLIC_NETWORK, 443)]
     if database is not None:
         peers.append(Peer("database", vpc_cidr, database.port))
@@ -157,4 +159,9 @@ def registry_backend(
         artifacts_uri=pulumi.Output.concat(bucket_uri, "/", REGISTRY_PREFIX),
         database=database,
         peers=tuple(peers),
+        environment={
+            "AWS_REGION": region,
+            "AWS_DEFAULT_REGION": region,
+            "AWS_STS_REGIONAL_ENDPOINTS": "regional",
+        },
     )

@@ -108,6 +108,8 @@ class RegistrySpec:
     pod_labels: Mapping[str, str] = field(default_factory=dict)
     # What the servers reach outside the pod network: database, store and identity endpoints.
     peers: tuple[Peer, ...] = ()
+    # The cloud SDKs' settings (RegistryBackend.environment).
+    environment: Mapping[str, str] = field(default_factory=dict)
     mlflow_version: str = MLFLOW_VERSION
     run_as_user: int = 10001
 
@@ -159,6 +161,7 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
         {"name": "REGISTRY_AUTH", "value": "true" if spec.auth else "false"},
         {"name": "MLFLOW_SERVER_ALLOWED_HOSTS", "value": allowed_hosts(spec.namespace)},
         {"name": "HOME", "value": "/tmp"},
+        *({"name": k, "value": v} for k, v in sorted(spec.environment.items())),
     ]
     if spec.database is not None:
         env += [

@@ -193,6 +193,7 @@ def registry_spec(handle: ClusterHandle, config: PlatformConfig, images: Workloa
         labels=config.base_tags(),
         pod_labels=handle.pod_labels.get("registry", {}),
         peers=backend.peers,
+        environment=backend.environment,
     )
 
 

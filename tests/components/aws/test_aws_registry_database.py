@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mlplatform.plan import Plan
-from mlplatform.report import as_applied
+from mlplatform.report import as_applied, kubernetes_objects
 from tests.stack_variants import one
 
 RDS = "aws:rds/instance:Instance"
@@ -78,3 +78,18 @@ def test_registry_role_reaches_its_prefix_and_its_database_secret_only(
     for workload in ("training", "inference"):
         other = _inputs(plan, "aws:iam/rolePolicy:RolePolicy", f"-identities-{workload}")["policy"]
         assert "registry/" not in other
+
+
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "aws-smb-dev"])
+def test_the_server_knows_its_region(stack: str, planned: Callable[[str], Plan]) -> None:
+    """boto3's S3 and STS clients are given the stack's region rather than left to find one (me-central-1
+    is an opt-in region, REFERENCE.md "UAE data residency"; whether the IRSA webhook also injects it is
+    not relied on)."""
+    [deployment] = [
+        o
+        for o in kubernetes_objects(planned(stack))
+        if o["kind"] == "Deployment" and o["metadata"]["namespace"] == "ml-registry"
+    ]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "me-central-1"
+    assert env["REGISTRY_ARTIFACTS_DESTINATION"].endswith("/registry/")
