@@ -458,7 +458,7 @@ class RegistryWorkloadConfig(_Model):
     """The model registry (MLflow tracking server + model registry, components/kubernetes/registry.py)."""
 
     enabled: bool = False
-    # Unset: built by the stack from workloads/registry/Dockerfile.
+    # Unset: built by the stack from workloads/registry/server/Dockerfile.
     image: ImageRef | None = None
     # Basic auth (MLflow's basic-auth app) on every request; required on enterprise.
     auth: bool = True

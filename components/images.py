@@ -29,7 +29,7 @@ from workloads.fabric import IMAGE_TARGETS, ImageTarget
 REPO = Path(__file__).resolve().parents[1]
 TRAINING_DOCKERFILE = REPO / "workloads" / "training" / "Dockerfile"
 INFERENCE_DOCKERFILE = REPO / "workloads" / "inference" / "Dockerfile"
-REGISTRY_DOCKERFILE = REPO / "workloads" / "registry" / "Dockerfile"
+REGISTRY_DOCKERFILE = REPO / "workloads" / "registry" / "server" / "Dockerfile"
 # Repositories below the stack's registry (ECR creates them, components/aws/registry.py; ACR on push).
 TRAINER_REPOSITORY = "ml-platform/trainer"
 INFERENCE_REPOSITORY = "ml-platform/inference"

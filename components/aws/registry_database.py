@@ -11,7 +11,7 @@ Every field below follows the pulumi-aws 7.51 ``rds.Instance`` docstrings:
 - the master password generated and kept by RDS in Secrets Manager under the same key
   (``manage_master_user_password``, ``master_user_secret_kms_key_id``): it never passes through Pulumi's
   state. The registry's IRSA role reads it for every new connection, so the 7-day rotation RDS
-  applies by default never locks it out (workloads/registry/launch.py);
+  applies by default never locks it out (workloads/registry/server/launch.py);
 - automated backups in the region (``backup_target`` "region", the default; no cross-region backup
   replication is created: me-central-1 is the only UAE region, REFERENCE.md), ``backup_retention_period``
   7 days (14 in prod), tags copied to snapshots;

@@ -18,7 +18,7 @@ Databases, as the engine sees them:
 The registry server: a workload whose pod template is labelled ``app.kubernetes.io/name: mlflow`` and
 whose own labels say ``tier: enterprise`` (or carry no tier: the stricter one) must run MLflow's
 basic-auth app (``--app-name basic-auth`` in its arguments, or ``REGISTRY_AUTH=true`` for the platform's
-launcher, workloads/registry/launch.py), and no container may carry a password or secret key as a
+launcher, workloads/registry/server/launch.py), and no container may carry a password or secret key as a
 literal environment value.
 """
 

@@ -16,8 +16,8 @@ import pytest
 
 from components.kubernetes.registry import MLFLOW_VERSION, PORT
 from tests.linters import hadolint, needs_hadolint
-from workloads.registry.launch import PORT as LAUNCH_PORT
-from workloads.registry.launch import (
+from workloads.registry.server.launch import PORT as LAUNCH_PORT
+from workloads.registry.server.launch import (
     admin_env,
     backend_uri,
     install_password_refresh,
@@ -26,7 +26,7 @@ from workloads.registry.launch import (
     write_auth_config,
 )
 
-REGISTRY = Path(__file__).resolve().parents[3] / "workloads" / "registry"
+REGISTRY = Path(__file__).resolve().parents[3] / "workloads" / "registry" / "server"
 ARN = "arn:aws:secretsmanager:me-central-1:123456789012:secret:rds!db-1"
 POSTGRES = {
     "REGISTRY_DB_HOST": "db.internal",
