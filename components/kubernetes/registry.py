@@ -1,8 +1,8 @@
 """The model registry as Kubernetes objects: ``registry_objects(spec) -> list[dict]``, no Pulumi.
 
-MLflow's tracking server and model registry (``mlflow==3.17.2``, workloads/registry/server/Dockerfile), run by
-``workloads/registry/server/launch.py``: a ServiceAccount bound to the registry's cloud identity (the only one
-with rights on its artifact store: the server proxies every upload and download, ``--serve-artifacts``),
+MLflow's tracking server and model registry (``mlflow==3.17.2``, workloads/registry/server/Dockerfile),
+run by ``workloads/registry/server/launch.py``: a ServiceAccount bound to the registry's cloud identity
+(the only one with rights on its artifact store: the server proxies every transfer, ``--serve-artifacts``),
 a migration Job per MLflow version that ``pulumi up`` waits for before the Deployment rolls, the
 Deployment, its Service, a PodDisruptionBudget and NetworkPolicies: ingress only from the client
 namespaces on the server port, egress only to the database and the artifact store; and in each client
