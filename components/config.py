@@ -507,6 +507,20 @@ class InferenceWorkloadConfig(_Model):
     canary: CanaryConfig | None = None
 
 
+class RegistryWorkloadConfig(_Model):
+    """The model registry (MLflow tracking server + model registry, components/kubernetes/registry.py)."""
+
+    enabled: bool = False
+    # Unset: built by the stack from workloads/registry/server/Dockerfile.
+    image: ImageRef | None = None
+    # Basic auth (MLflow's basic-auth app) on every request; required on enterprise.
+    auth: bool = True
+    # Server replicas; SQLite on the shared file system (no managed database) allows exactly one.
+    replicas: int = Field(default=2, ge=1, le=10)
+    cpu: str = "1"
+    memory: str = "2Gi"
+
+
 class FabricTestConfig(_Model):
     """The fabric test (all-reduce busbw, workloads/fabric_test.py) as an acceptance gate: one Job per
     fabric pool, in the training namespace and image, that ``pulumi up`` waits for before the training
@@ -525,6 +539,7 @@ class WorkloadsConfig(_Model):
     training: TrainingWorkloadConfig | None = None
     inference: InferenceWorkloadConfig | None = None
     fabric_test: FabricTestConfig = FabricTestConfig()
+    registry: RegistryWorkloadConfig = RegistryWorkloadConfig()
 
 
 class PlatformConfig(_Model):
@@ -591,7 +606,20 @@ class PlatformConfig(_Model):
         }
 
 
-def tier_preset(tier: Tier, cloud: Cloud, *, with_inference: bool) -> dict[str, Any]:
+# Clouds whose adapter gives an enterprise registry a managed PostgreSQL
+# (components/aws/registry_database.py).
+MANAGED_REGISTRY_DATABASE = frozenset({Cloud.AWS})
+
+
+def managed_registry_database(tier: Tier, cloud: Cloud) -> bool:
+    """Whether the registry's metadata lives in the cloud's managed PostgreSQL (else SQLite on the shared
+    file system, one server)."""
+    return tier is Tier.ENTERPRISE and cloud in MANAGED_REGISTRY_DATABASE
+
+
+def tier_preset(
+    tier: Tier, cloud: Cloud, *, with_inference: bool, shared_storage: bool = True
+) -> dict[str, Any]:
     """Defaults a tier gives before the stack file's own values (in stack-file key spelling).
 
     SMB is cost-first: public API endpoint behind an allow-list, EFS / Azure Files, no monitoring
@@ -614,8 +642,14 @@ def tier_preset(tier: Tier, cloud: Cloud, *, with_inference: bool) -> dict[str, 
         # instead of the cluster's public load balancer; userDefinedRouting sends them through a firewall.
         outbound = OutboundType.USER_ASSIGNED_NAT_GATEWAY if enterprise else OutboundType.LOAD_BALANCER
         preset["azure"] = {"outboundType": outbound.value}
+    # The registry is on in both tiers: enterprise on the cloud's managed PostgreSQL, SMB on SQLite on the
+    # shared file system it already pays for (one replica), so a model change needs no `pulumi up`.
+    # A stack without shared storage (storage.shared: none) gets no SQLite registry unless it asks.
+    managed = managed_registry_database(tier, cloud)
+    registry = {"enabled": managed or shared_storage, "replicas": 2 if managed else 1}
+    preset["workloads"] = {"registry": registry}
     if with_inference:
-        preset["workloads"] = {"inference": {"auth": enterprise, "tls": enterprise}}
+        preset["workloads"]["inference"] = {"auth": enterprise, "tls": enterprise}
     return preset
 
 
@@ -681,7 +715,11 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
             with_inference = isinstance(workloads, Mapping) and isinstance(
                 workloads.get("inference"), Mapping
             )
-            preset = tier_preset(Tier(body["tier"]), Cloud(cloud), with_inference=with_inference)
+            storage = body.get("storage")
+            shared = not (isinstance(storage, Mapping) and storage.get("shared") == SharedStorageKind.NONE)
+            preset = tier_preset(
+                Tier(body["tier"]), Cloud(cloud), with_inference=with_inference, shared_storage=shared
+            )
             document = _merge(preset, document)
     else:
         # The region key and the preset depend on the cloud: report it alone, not what follows from it.
@@ -953,6 +991,7 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             if tested.fabric is not Fabric.NONE and len(job) > MAX_JOB_NAME:
                 yield f"{key}.fabricTest.runId", f"Job name {job!r} is longer than {MAX_JOB_NAME} characters"
     yield from _image_problems(config)
+    yield from _registry_problems(config)
     if inference is not None:
         pool = pools.get(inference.pool)
         if pool is None:
@@ -976,6 +1015,27 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             yield f"{key}.inference.cpu", "a Kubernetes CPU quantity such as 1 or 500m"
         if not re.fullmatch(r"[0-9]+(Mi|Gi)", inference.memory):
             yield f"{key}.inference.memory", "a Kubernetes memory quantity such as 512Mi or 2Gi"
+
+
+def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    """The registry's tier rules: no anonymous access on enterprise, one replica on SQLite, somewhere to
+    keep its metadata."""
+    registry, key = config.workloads.registry, f"{PLATFORM_KEY}.workloads.registry"
+    if not registry.enabled:
+        return
+    if config.tier is Tier.ENTERPRISE and not registry.auth:
+        yield f"{key}.auth", "an enterprise registry authenticates every caller: remove the key or set true"
+    if not managed_registry_database(config.tier, config.cloud):
+        if config.shared_storage is SharedStorageKind.NONE:
+            yield key, "without a managed database the registry keeps SQLite on the shared file system"
+        elif registry.replicas != 1:
+            yield f"{key}.replicas", "SQLite on the shared file system allows one server: set 1"
+    if registry.image is not None and registry.image.endswith(PLACEHOLDER_DIGEST):
+        yield f"{key}.image", "an all-zero placeholder digest is never deployed: name the real digest"
+    if not re.fullmatch(r"[0-9]+(m)?", registry.cpu):
+        yield f"{key}.cpu", "a Kubernetes CPU quantity such as 1 or 500m"
+    if not re.fullmatch(r"[0-9]+(Mi|Gi)", registry.memory):
+        yield f"{key}.memory", "a Kubernetes memory quantity such as 512Mi or 2Gi"
 
 
 def _image_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:

@@ -72,6 +72,8 @@ class WorkloadIdentity:
 WORKLOAD_IDENTITIES: dict[str, WorkloadIdentity] = {
     "training": WorkloadIdentity("ml-training", "trainer"),
     "inference": WorkloadIdentity("ml-inference", "inference"),
+    # The model registry (MLflow): the only holder of rights on the registry's artifact store.
+    "registry": WorkloadIdentity("ml-registry", "registry"),
 }
 
 
@@ -152,6 +154,51 @@ class StorageHandle:
 
 
 @dataclass(frozen=True)
+class RegistryDatabase:
+    """The model registry's managed PostgreSQL, as its pods reach it. The password is never a literal:
+    either a Secrets Manager secret the registry's identity reads at start (AWS, RDS-managed), or a
+    secret Output the Kubernetes layer places in a Secret (Azure)."""
+
+    host: pulumi.Input[str]
+    port: int
+    database: str
+    username: str
+    password_secret_arn: pulumi.Input[str] | None = None
+    password: pulumi.Input[str] | None = None
+
+
+# A peer's network standing for public addresses (everything outside RFC 1918).
+PUBLIC_NETWORK = "0.0.0.0/0"
+PRIVATE_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Something outside the pod network a workload must reach: a name, an address range (a CIDR, or
+    ``PUBLIC_NETWORK`` for public addresses a policy cannot name more narrowly) and a TCP port."""
+
+    name: str
+    network: str
+    port: int
+
+
+@dataclass(frozen=True)
+class RegistryBackend:
+    """Where the model registry keeps artifacts and metadata (the cloud adapter decides).
+
+    ``artifacts_uri``: the server's ``--artifacts-destination`` in the stack's encrypted store (s3:// or
+    wasbs://), written only through the registry. ``database`` None: SQLite on the shared file system
+    (the cost-first backend). ``peers``: the database, the store's endpoints and the cloud identity's.
+    """
+
+    artifacts_uri: pulumi.Input[str]
+    database: RegistryDatabase | None = None
+    peers: tuple[Peer, ...] = ()
+    # Environment the cloud's SDKs need in the server (the AWS region for boto3's S3 and STS clients).
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RegistryLogin:
     """How ``pulumi up`` pushes the images it builds to the stack's registry: docker credentials from the
     cloud (ECR authorization token / ACR token for the deployer's login), and the resources a push must
@@ -191,6 +238,9 @@ class ClusterHandle:
     # NetworkPolicy egress rules workload pods need for their cloud identity and storage endpoints
     # (their namespaces deny egress by default).
     workload_egress: tuple[Mapping[str, Any], ...] = ()
+    # The model registry's stores; None where the adapter provides none (the registry is then refused
+    # at config time or not planned).
+    registry_backend: RegistryBackend | None = None
 
     def pool(self, name: str) -> PoolHandle:
         for pool in self.pools:

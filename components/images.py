@@ -35,10 +35,12 @@ from workloads.fabric import IMAGE_TARGETS, ImageTarget
 REPO = Path(__file__).resolve().parents[1]
 TRAINING_DOCKERFILE = REPO / "workloads" / "training" / "Dockerfile"
 INFERENCE_DOCKERFILE = REPO / "workloads" / "inference" / "Dockerfile"
-DOCKERFILES = (TRAINING_DOCKERFILE, INFERENCE_DOCKERFILE)
+REGISTRY_DOCKERFILE = REPO / "workloads" / "registry" / "server" / "Dockerfile"
+DOCKERFILES = (TRAINING_DOCKERFILE, INFERENCE_DOCKERFILE, REGISTRY_DOCKERFILE)
 # Repositories below the stack's registry (ECR creates them, components/aws/registry.py; ACR on push).
 TRAINER_REPOSITORY = "ml-platform/trainer"
 INFERENCE_REPOSITORY = "ml-platform/inference"
+REGISTRY_REPOSITORY = "ml-platform/registry"
 # Every pool in both clouds' catalogs is x86_64 (p5en, ND96isr_H100_v5, the CPU pools).
 PLATFORM = docker_build.Platform.LINUX_AMD64
 # Paths no build reads, left out of every context (caches Python and the linters write into the tree).
@@ -98,10 +100,12 @@ def stale_ignore_files() -> list[str]:
 
 @dataclass(frozen=True)
 class WorkloadImages:
-    """The image each workload runs: a training image per Dockerfile target, and the inference image."""
+    """The image each workload runs: a training image per Dockerfile target, the inference image and the
+    model registry's."""
 
     training: Mapping[ImageTarget, pulumi.Input[str]] = field(default_factory=dict)
     inference: pulumi.Input[str] | None = None
+    registry: pulumi.Input[str] | None = None
 
     def for_fabric(self, fabric: Fabric) -> pulumi.Input[str]:
         return self.training[IMAGE_TARGETS[fabric]]
@@ -122,7 +126,10 @@ def workload_images(config: PlatformConfig) -> list[str]:
     """The stack's image references below its registry: a named image, or the repository a build is
     pushed to (ECR needs a repository for each, components/aws/registry.py)."""
     named = {TRAINER_REPOSITORY: config.workloads.training, INFERENCE_REPOSITORY: config.workloads.inference}
-    return [w.image or repository for repository, w in named.items() if w is not None]
+    images = [w.image or repository for repository, w in named.items() if w is not None]
+    if config.workloads.registry.enabled:
+        images.append(config.workloads.registry.image or REGISTRY_REPOSITORY)
+    return images
 
 
 class StackImages(pulumi.ComponentResource):
@@ -153,8 +160,16 @@ class StackImages(pulumi.ComponentResource):
                 if inference.image is not None
                 else self._build(INFERENCE_REPOSITORY, INFERENCE_DOCKERFILE, None)
             )
-        self.images = WorkloadImages(refs, inference_ref)
-        self.register_outputs({"training": dict(refs), "inference": inference_ref})
+        registry = config.workloads.registry
+        registry_ref: pulumi.Input[str] | None = None
+        if registry.enabled:
+            registry_ref = (
+                f"{handle.registry}/{registry.image}"
+                if registry.image is not None
+                else self._build(REGISTRY_REPOSITORY, REGISTRY_DOCKERFILE, None)
+            )
+        self.images = WorkloadImages(refs, inference_ref, registry_ref)
+        self.register_outputs({"training": dict(refs), "inference": inference_ref, "registry": registry_ref})
 
     def _build(self, repository: str, dockerfile: Path, target: ImageTarget | None) -> pulumi.Output[str]:
         login = self._handle.registry_login

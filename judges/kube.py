@@ -4,7 +4,7 @@ creates, label selectors (apimachinery ``LabelSelector`` semantics)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from judges.findings import Subject
@@ -48,6 +48,7 @@ class Pod:
     namespace: str
     labels: Mapping[str, str]
     spec: Mapping[str, Any]
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def host_network(self) -> bool:
@@ -96,7 +97,8 @@ def pods(objects: Sequence[Mapping[str, Any]]) -> list[Pod]:
         if subject.kind == "Job":
             # The Job controller adds these to every pod (kubernetes.io "Jobs", labels on pods, 1.27+).
             labels |= {"batch.kubernetes.io/job-name": subject.name, "job-name": subject.name}
-        found.append(Pod(subject, subject.namespace, labels, template.get("spec") or {}))
+        annotations = dict(metadata.get("annotations") or {})
+        found.append(Pod(subject, subject.namespace, labels, template.get("spec") or {}, annotations))
     return found
 
 

@@ -10,6 +10,14 @@ The contract:
 - the pods of a training run ↔ each other: the rendezvous port and the ports NCCL opens (ephemeral);
   in a queued namespace without a planned run, a Job's pods ↔ each other the same way;
 - inference ← its clients: any pod of another namespace, on the ports its Service serves;
+- the model registry ← the pods of every planned run, every inference pod and a Job's pods in every
+  queued namespace without a planned run, on the ports its Service serves (issue 28: training logs and
+  registers, serving resolves its alias);
+- a pod → each peer outside the pod network its template declares (annotation
+  ``reaches.ml-platform.io/<name>: <cidr>:<port>``: the registry's database, its artifact store's
+  endpoints, its cloud identity's token exchange). A peer at ``0.0.0.0/0`` is public HTTPS that no
+  NetworkPolicy can name more narrowly (S3 through its gateway endpoint, STS, Entra ID): that pod's
+  egress to the internet is then in the contract;
 - every pod → the cluster DNS (kube-dns in kube-system, 53 UDP and TCP);
 - nothing else to the internet: a pod of an egress-isolated namespace that may reach a public address
   is a finding.
@@ -52,6 +60,10 @@ RENDEZVOUS = 29400
 NCCL_PORTS = (32768, 60999)
 DNS_PORT = 53
 INFERENCE_COMPONENT = "inference"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+REGISTRY_COMPONENT = "registry"
+PEER_ANNOTATION_PREFIX = "reaches.ml-platform.io/"
+PUBLIC_NETWORK = "0.0.0.0/0"
 _KUBE_DNS = Pod(
     Subject("Deployment", "kube-system", "coredns"),
     "kube-system",
@@ -314,18 +326,30 @@ def _runs_torchrun(pod: Pod) -> bool:
 def _peer_flows(cluster: Cluster) -> Iterator[Flow]:
     """Each planned run's pods reach each other; so do a Job's pods in every queued namespace with no
     planned run (a team's)."""
-    runs = [p for p in cluster.pods if p.owner.kind == "Job" and _runs_torchrun(p)]
+    runs = _runs(cluster)
     for pod in runs:
         ports = sorted(
             {*(int(q["containerPort"]) for c in pod.containers() for q in c.get("ports") or []), RENDEZVOUS}
         )
         yield from _between(f"the pods of run {pod.owner.name} reach each other", pod, ports)
+    for probe in _queue_probes(cluster, runs):
+        yield from _between(
+            f"a Job's pods in queued namespace {probe.namespace} reach each other", probe, [RENDEZVOUS]
+        )
+
+
+def _runs(cluster: Cluster) -> list[Pod]:
+    return [p for p in cluster.pods if p.owner.kind == "Job" and _runs_torchrun(p)]
+
+
+def _queue_probes(cluster: Cluster, runs: Sequence[Pod]) -> Iterator[Pod]:
+    """A Job's pod in each queued namespace with no planned run (a team's), as Kueue's pods look."""
     with_runs = {p.namespace for p in runs}
     for queue in of_kind(cluster.objects, "LocalQueue"):
         namespace = str(queue["metadata"].get("namespace"))
         if namespace in with_runs:
             continue
-        probe = Pod(
+        yield Pod(
             Subject.of(queue),
             namespace,
             {
@@ -338,9 +362,6 @@ def _peer_flows(cluster: Cluster) -> Iterator[Flow]:
                     {"name": "trainer", "ports": [{"containerPort": RENDEZVOUS, "protocol": "TCP"}]}
                 ]
             },
-        )
-        yield from _between(
-            f"a Job's pods in queued namespace {namespace} reach each other", probe, [RENDEZVOUS]
         )
 
 
@@ -370,6 +391,43 @@ def _inference_flows(cluster: Cluster) -> Iterator[Flow]:
             )
 
 
+def _registry_flows(cluster: Cluster) -> Iterator[Flow]:
+    runs = _runs(cluster)
+    clients = [
+        *(Endpoint.of(p) for p in runs),
+        *(Endpoint.of(p) for p in cluster.pods if p.labels.get(COMPONENT_LABEL) == INFERENCE_COMPONENT),
+        *(_probe_endpoint(p) for p in _queue_probes(cluster, runs)),
+    ]
+    for service in cluster.services:
+        backends = cluster.backends(service)
+        if not any(p.labels.get(COMPONENT_LABEL) == REGISTRY_COMPONENT for p in backends):
+            continue
+        for client in clients:
+            yield from _service_flows(
+                cluster,
+                f"{client.name} calls the model registry (Service {service['metadata']['name']})",
+                client,
+                service,
+                service["spec"].get("ports") or [],
+            )
+
+
+def _peer_declared_flows(cluster: Cluster) -> Iterator[Flow]:
+    """What pod templates declare they reach outside the pod network."""
+    for pod in cluster.pods:
+        for key, value in (pod.annotations or {}).items():
+            if not key.startswith(PEER_ANNOTATION_PREFIX):
+                continue
+            name = key.removeprefix(PEER_ANNOTATION_PREFIX)
+            network, _, port = str(value).rpartition(":")
+            destination = (
+                Endpoint.outside("the internet", INTERNET_ADDRESS)
+                if network == PUBLIC_NETWORK
+                else Endpoint.outside(f"{name} ({network})", network)
+            )
+            yield Flow(f"{pod.owner.name} reaches {name}", Endpoint.of(pod), destination, int(port))
+
+
 def _dns_flows(cluster: Cluster) -> Iterator[Flow]:
     dns = Endpoint.of(_KUBE_DNS)
     for pod in cluster.pods:
@@ -386,6 +444,8 @@ def contract(cluster: Cluster) -> list[Flow]:
         *_scrape_flows(cluster),
         *_peer_flows(cluster),
         *_inference_flows(cluster),
+        *_registry_flows(cluster),
+        *_peer_declared_flows(cluster),
         *_dns_flows(cluster),
     ]
 
@@ -400,7 +460,7 @@ def judge_reachability(
         Finding(UNJUDGED, "advisory", subject, f"{why}: not judged offline")
         for subject, why in cluster.unjudged
     ]
-    findings += _internet(cluster)
+    findings += _internet(cluster, flows)
     findings += _extra(cluster, flows)
     return findings
 
@@ -411,11 +471,16 @@ def _subject(endpoint: Endpoint) -> Subject:
 
 
 def _denied(cluster: Cluster, flows: Sequence[Flow]) -> list[Finding]:
-    """One finding per destination and source: the ports denied and the purposes they serve."""
+    """One finding per destination and source: the ports denied and the purposes they serve. A flow out
+    of the pod network is reported against its source."""
     denied: dict[tuple[Subject, str], dict[str, list[str]]] = {}
     for flow in flows:
         if not cluster.policies.allows(flow.source, flow.destination, flow.port, flow.protocol):
-            ports = denied.setdefault((_subject(flow.destination), flow.source.name), {})
+            if flow.destination.pod is not None:
+                key = (_subject(flow.destination), flow.source.name)
+            else:
+                key = (_subject(flow.source), f"{flow.source.name} → {flow.destination.name}")
+            ports = denied.setdefault(key, {})
             ports.setdefault(f"{flow.port}/{flow.protocol}", []).append(flow.purpose)
     findings = []
     for (subject, source), ports in denied.items():
@@ -440,9 +505,10 @@ def _egress_isolated_namespaces(cluster: Cluster) -> set[str]:
     }
 
 
-def _internet(cluster: Cluster) -> list[Finding]:
+def _internet(cluster: Cluster, flows: Sequence[Flow]) -> list[Finding]:
     internet = Endpoint.outside("the internet", INTERNET_ADDRESS)
     isolated = _egress_isolated_namespaces(cluster)
+    needed = {f.source.name for f in flows if f.destination == internet and f.port == HTTPS}
     return [
         Finding(
             INTERNET,
@@ -452,14 +518,18 @@ def _internet(cluster: Cluster) -> list[Finding]:
             "the contract allows none",
         )
         for pod in cluster.pods
-        if not pod.host_network and cluster.policies.allows(Endpoint.of(pod), internet, HTTPS)
+        if not pod.host_network
+        and Endpoint.of(pod).name not in needed
+        and cluster.policies.allows(Endpoint.of(pod), internet, HTTPS)
     ]
 
 
 def _extra(cluster: Cluster, flows: Sequence[Flow]) -> list[Finding]:
     """Flows into isolated pods the contract does not list, from any planned pod, the API server, or a pod
     of another namespace; and pods of planned namespaces that no policy isolates."""
-    needed = {(f.source.name, _subject(f.destination), f.port, f.protocol) for f in flows}
+    needed = {
+        (f.source.name, _subject(f.destination), f.port, f.protocol) for f in flows if f.destination.pod
+    }
     sources = [*(Endpoint.of(p) for p in cluster.pods), cluster.control_plane, Endpoint.of(_STRANGER)]
     planned = {str(n["metadata"]["name"]) for n in of_kind(cluster.objects, "Namespace")}
     findings = []

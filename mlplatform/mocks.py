@@ -106,6 +106,18 @@ _AWS_EXTRA: dict[str, Callable[[str, str, dict[str, Any]], dict[str, Any]]] = {
     "aws:iam/openIdConnectProvider:OpenIdConnectProvider": lambda p, r, i: {
         "url": str(i.get("url", "")).removeprefix("https://"),
     },
+    # RDS: the endpoint's host name and the RDS-managed master secret (pulumi-aws rds.Instance outputs
+    # ``address`` and ``master_user_secrets``).
+    "aws:rds/instance:Instance": lambda p, r, i: {
+        "address": f"{p}.{_short_hash(p)}.{r}.rds.amazonaws.com",
+        "masterUserSecrets": [
+            {
+                "secretArn": f"arn:aws:secretsmanager:{r}:{ACCOUNT_ID}:secret:rds!db-{_short_hash(p)}",
+                "kmsKeyId": i.get("masterUserSecretKmsKeyId", ""),
+                "secretStatus": "active",
+            }
+        ],
+    },
     "aws:kms/key:Key": lambda p, r, i: {"keyId": f"{_short_hash(p)}-0000-0000-0000-000000000000"},
     "aws:ec2/launchTemplate:LaunchTemplate": lambda p, r, i: {"latestVersion": 1},
     "aws:eks/nodeGroup:NodeGroup": lambda p, r, i: {

@@ -19,7 +19,7 @@ from components.aws.account import AwsAccount
 from components.aws.iam import OidcIssuer, policy_document, role_name_prefix, service_account_role
 from components.aws.node_pools import autoscaler_tags
 from components.aws.service_accounts import IRSA_SERVICE_ACCOUNTS, ROLE_ARN_ANNOTATION
-from components.aws.storage import CHECKPOINTS_PREFIX, DATASETS_PREFIX, MODELS_PREFIX
+from components.aws.storage import CHECKPOINTS_PREFIX, DATASETS_PREFIX, MODELS_PREFIX, REGISTRY_PREFIX
 
 
 def bucket_access(
@@ -111,8 +111,36 @@ def autoscaler_policy(account: AwsAccount, cluster_name: str) -> dict[str, Any]:
     )
 
 
+def registry_policy(
+    bucket_arn: pulumi.Input[str],
+    key_arn: pulumi.Input[str],
+    region: str,
+    database_secret_arn: pulumi.Input[str] | None,
+) -> dict[str, Any]:
+    """The registry's artifacts (its prefix only) and, with a managed database, that database's
+    RDS-managed password: the secret, decrypted with the key only through Secrets Manager."""
+    document = bucket_access(bucket_arn, key_arn, region, read=[REGISTRY_PREFIX], write=[REGISTRY_PREFIX])
+    if database_secret_arn is not None:
+        document["Statement"] += [
+            {
+                "Sid": "ReadDatabasePassword",
+                "Effect": "Allow",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": database_secret_arn,
+            },
+            {
+                "Sid": "UseKeyThroughSecretsManager",
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": key_arn,
+                "Condition": {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}},
+            },
+        ]
+    return document
+
+
 # Short role-name purposes (IAM role names fit 64 characters; iam.role_name_prefix).
-ROLE_PURPOSES = {"training": "train", "inference": "infer", "cluster-autoscaler": "ca"}
+ROLE_PURPOSES = {"training": "train", "inference": "infer", "registry": "reg", "cluster-autoscaler": "ca"}
 
 
 @dataclass(frozen=True)
@@ -123,6 +151,8 @@ class WorkloadIdentitiesArgs:
     bucket_arn: pulumi.Input[str]
     key_arn: pulumi.Input[str]
     tags: Mapping[str, str]
+    # The registry database's RDS-managed secret, where the stack has one.
+    registry_secret_arn: pulumi.Input[str] | None = None
 
 
 class WorkloadIdentities(pulumi.ComponentResource):
@@ -143,6 +173,7 @@ class WorkloadIdentities(pulumi.ComponentResource):
                 write=[MODELS_PREFIX, CHECKPOINTS_PREFIX],
             ),
             "inference": bucket_access(args.bucket_arn, args.key_arn, region, read=[MODELS_PREFIX], write=[]),
+            "registry": registry_policy(args.bucket_arn, args.key_arn, region, args.registry_secret_arn),
             "cluster-autoscaler": autoscaler_policy(args.account, args.cluster_name),
         }
         self.role_arns: dict[str, pulumi.Output[str]] = {

@@ -28,9 +28,10 @@ from components.aws.preflight import (
     ensure_vcpu_quotas,
 )
 from components.aws.registry import Registry, RegistryArgs, repositories
+from components.aws.registry_database import RegistryDatabaseArgs, RegistryDatabaseInstance, registry_backend
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import ObjectStore, ObjectStoreArgs
-from components.config import PlatformConfig, Tier
+from components.config import PlatformConfig, Tier, managed_registry_database
 from components.handle import Cloud, ClusterHandle, Fabric, PoolKind, SharedStorageKind, StorageHandle
 from components.images import workload_images
 
@@ -129,6 +130,7 @@ class AwsPlatform(pulumi.ComponentResource):
             RegistryArgs(account, self.cluster_name, repositories(self._images()), self.key.arn, tags),
             self._child,
         )
+        self.registry_database = self._registry_database(tags)
         self.identities = WorkloadIdentities(
             f"{name}-identities",
             WorkloadIdentitiesArgs(
@@ -138,6 +140,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 bucket_arn=self.storage.bucket_arn,
                 key_arn=self.key.arn,
                 tags=tags,
+                registry_secret_arn=self.registry_database.secret_arn if self.registry_database else None,
             ),
             self._child,
         )
@@ -171,9 +174,33 @@ class AwsPlatform(pulumi.ComponentResource):
             registry_login=self.registry.login,
             identities=self.identities.annotations,
             node_pools=tuple(p.node_group for p in self.pools if p.handle.kind is PoolKind.CPU),
+            registry_backend=registry_backend(
+                self.storage.uri,
+                config.region,
+                config.network.cidr,
+                self.registry_database.database if self.registry_database else None,
+            ),
         )
         self.exports: dict[str, pulumi.Input[Any]] = self._exports()
         self.register_outputs(self.exports)
+
+    def _registry_database(self, tags: dict[str, str]) -> RegistryDatabaseInstance | None:
+        config = self._config
+        if not (config.workloads.registry.enabled and managed_registry_database(config.tier, config.cloud)):
+            return None
+        return RegistryDatabaseInstance(
+            f"{self._name}-registry",
+            RegistryDatabaseArgs(
+                environment=config.environment,
+                vpc_id=self.network.vpc_id,
+                subnet_ids=self.network.private_subnet_ids,
+                cluster_security_group_id=self.cluster.security_group_id,
+                key_arn=self.key.arn,
+                protect=config.is_protected,
+                tags=tags,
+            ),
+            self._child,
+        )
 
     def _images(self) -> list[str]:
         return workload_images(self._config)

@@ -12,6 +12,7 @@ from components.handle import WORKLOAD_IDENTITIES, WorkloadIdentity
 
 TRAINING = WORKLOAD_IDENTITIES["training"]
 INFERENCE = WORKLOAD_IDENTITIES["inference"]
+REGISTRY = WORKLOAD_IDENTITIES["registry"]
 # The Kubernetes layer's cluster-autoscaler Helm release runs as this account.
 CLUSTER_AUTOSCALER = WorkloadIdentity("kube-system", "cluster-autoscaler")
 # The names the EKS managed add-ons give their service accounts (EKS user guide, "Amazon EBS CSI driver":
@@ -28,6 +29,7 @@ EFS_CSI_DRIVER = WorkloadIdentity("kube-system", "efs-csi-*")
 IRSA_SERVICE_ACCOUNTS: dict[str, WorkloadIdentity] = {
     "training": TRAINING,
     "inference": INFERENCE,
+    "registry": REGISTRY,
     "cluster-autoscaler": CLUSTER_AUTOSCALER,
 }
 

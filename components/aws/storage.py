@@ -24,6 +24,8 @@ from components.config import ROLE_TAG
 DATASETS_PREFIX = "datasets/"
 MODELS_PREFIX = "models/"
 CHECKPOINTS_PREFIX = "checkpoints/"
+# The model registry's artifacts: only its role may touch them (the server proxies every transfer).
+REGISTRY_PREFIX = "registry/"
 ACCESS_LOG_PREFIX = "s3-access/"
 # The policy pack's exception contract (policies/mlplatform_policies/settings.py): a bucket with this
 # role (ROLE_TAG) may use SSE-S3 instead of SSE-KMS.

@@ -41,6 +41,7 @@ from components.azure.node_pools import (
     system_pool_profile,
 )
 from components.azure.registry import AzureRegistry, RegistryArgs
+from components.azure.registry_store import REGISTRY_CONTAINER, registry_backend
 from components.azure.roles import BuiltInRole
 from components.azure.scope import AzureScope, Deployer
 from components.azure.shared_storage import SharedFileStorage, SharedFileStorageArgs
@@ -57,6 +58,8 @@ WORKLOAD_GRANTS: dict[str, tuple[tuple[BuiltInRole, str], ...]] = {
         (BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR, "models"),
     ),
     "inference": ((BuiltInRole.STORAGE_BLOB_DATA_READER, "models"),),
+    # The only identity with rights on the registry's container: the server proxies every transfer.
+    "registry": ((BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR, REGISTRY_CONTAINER),),
 }
 
 
@@ -122,6 +125,7 @@ class AzurePlatform(pulumi.ComponentResource):
             node_pools=(pools,),
             pod_labels={workload: identity.pod_labels for workload, identity in identities.items()},
             workload_egress=workload_egress(config.network.cidr),
+            registry_backend=registry_backend(objects.account_name, config.network.cidr),
         )
         self.exports: dict[str, pulumi.Input[Any]] = {
             "clusterName": cluster.cluster_name,

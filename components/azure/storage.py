@@ -24,7 +24,8 @@ from components.azure.scope import AzureScope
 from components.config import RESIDENCY_REGIONS, PlatformConfig, Redundancy
 from components.handle import Cloud
 
-CONTAINERS = ("datasets", "models")
+# "registry": the model registry's artifacts (components/azure/registry_store.py).
+CONTAINERS = ("datasets", "models", "registry")
 MODELS_CONTAINER = "models"
 # Azure region pairs: GRS replicates to the pair (REFERENCE.md, Azure region-pairs table).
 REGION_PAIRS = {"uaenorth": "uaecentral", "uaecentral": "uaenorth"}

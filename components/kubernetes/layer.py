@@ -115,6 +115,12 @@ class KubernetesLayer(pulumi.ComponentResource):
         # must not hold back a CPU inference rollout).
         gated = self._apply(workloads.gated, [*ready, *gates])
         self.workloads = gates + gated + self._apply(workloads.objects, ready)
+        if workloads.registry is not None:
+            # The migration Job is awaited (pulumi-kubernetes waits for a Job to complete), so the
+            # servers roll only onto a migrated schema.
+            before = self._apply(workloads.registry.before, ready)
+            migration = self._apply([workloads.registry.migration], [*ready, *before])
+            self.workloads += before + migration + self._apply(workloads.registry.after, migration)
         self.releases = sorted(releases)
         self.register_outputs({"releases": self.releases})
 
@@ -182,6 +188,8 @@ def tenancy_specs(
                 quota=_pool_quota(handle, config, inference.pool),
             )
         )
+    if config.workloads.registry.enabled:
+        specs.append(registry_namespace(config))
     specs += [team_namespace(handle, config, team) for team in config.kubernetes.teams]
     if kueue.queueing_enabled(config):
         queued = {
@@ -196,6 +204,22 @@ def tenancy_specs(
         ]
         specs.append(NamespaceSpec(kueue.NAMESPACE, guarded=False))
     return specs
+
+
+def registry_namespace(config: PlatformConfig) -> NamespaceSpec:
+    """Restricted, with a quota for its servers, one surge pod and the migration Job."""
+    registry = config.workloads.registry
+    pods = registry.replicas + 2
+    cpu = int(registry.cpu[:-1]) / 1000 if registry.cpu.endswith("m") else int(registry.cpu)
+    memory, unit = int(registry.memory[:-2]), registry.memory[-2:]
+    return NamespaceSpec(
+        WORKLOAD_IDENTITIES["registry"].namespace,
+        quota={
+            "requests.cpu": f"{cpu * pods:g}",
+            "requests.memory": f"{memory * pods}{unit}",
+            "limits.memory": f"{memory * pods}{unit}",
+        },
+    )
 
 
 def team_namespace(handle: ClusterHandle, config: PlatformConfig, team: TeamConfig) -> NamespaceSpec:

@@ -15,10 +15,11 @@ from components.config import (
     Priority,
     TrainingWorkloadConfig,
 )
-from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric, PoolHandle
+from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric, PoolHandle, PoolKind
 from components.images import WorkloadImages
 from components.kubernetes import kueue, monitoring
 from components.kubernetes.objects import Object
+from components.kubernetes.registry import RegistryObjects, RegistrySpec, registry_objects
 from components.kubernetes.storage import VolumeClaim
 from workloads.fabric_gate import FABRIC_TEST, busbw_floor_gbytes, fabric_test_run_id
 from workloads.inference.k8s import Canary, InferenceServiceSpec, inference_objects
@@ -29,6 +30,7 @@ TRAINING_CLAIM = "training-output"
 MODELS_CLAIM = "models"
 AUTH_SECRET = "inference-auth"
 TLS_SECRET = "inference-tls"
+REGISTRY_CLAIM = "registry-store"
 
 
 @dataclass
@@ -46,6 +48,8 @@ class WorkloadObjects:
     # Monitoring objects (ServiceMonitors), applied once the monitoring chart installed their CRDs.
     monitors: list[Object] = field(default_factory=list)
     alert_rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The model registry's objects, its migration Job between them.
+    registry: RegistryObjects | None = None
 
 
 def _queue_labels(config: PlatformConfig, priority: Priority) -> dict[str, str]:
@@ -157,6 +161,42 @@ def inference_spec(
     )
 
 
+def registry_clients(config: PlatformConfig) -> tuple[str, ...]:
+    """The namespaces whose pods call the registry: the platform's training and inference, the teams'."""
+    workloads = config.workloads
+    platform = [
+        WORKLOAD_IDENTITIES[name].namespace
+        for name, workload in (("training", workloads.training), ("inference", workloads.inference))
+        if workload is not None
+    ]
+    return (*platform, *(f"team-{team.name}" for team in config.kubernetes.teams))
+
+
+def registry_spec(handle: ClusterHandle, config: PlatformConfig, images: WorkloadImages) -> RegistrySpec:
+    backend, registry = handle.registry_backend, config.workloads.registry
+    if backend is None:
+        raise ValueError(f"{handle.name}: the cloud adapter gave the registry no backend (artifact store)")
+    assert images.registry is not None, "StackImages gives an enabled registry its image"
+    return RegistrySpec(
+        image=images.registry,
+        # The first CPU pool: the registry is a small web server, never on GPU nodes.
+        pool=next(p for p in handle.pools if p.kind is PoolKind.CPU),
+        artifacts_uri=backend.artifacts_uri,
+        database=backend.database,
+        store_claim=None if backend.database is not None else REGISTRY_CLAIM,
+        client_namespaces=registry_clients(config),
+        service_account_annotations=handle.identities.get("registry", {}),
+        replicas=registry.replicas,
+        cpu=registry.cpu,
+        memory=registry.memory,
+        auth=registry.auth,
+        labels=config.base_tags(),
+        pod_labels=handle.pod_labels.get("registry", {}),
+        peers=backend.peers,
+        environment=backend.environment,
+    )
+
+
 def workload_objects(
     handle: ClusterHandle, config: PlatformConfig, images: WorkloadImages
 ) -> WorkloadObjects:
@@ -182,4 +222,9 @@ def workload_objects(
             monitoring.inference_service_monitor(identity.namespace, spec.name, spec.tls, spec.auth_secret)
         )
         result.alert_rules["inference"] = monitoring.inference_rules(inference.drift_threshold)
+    if config.workloads.registry.enabled:
+        registry = registry_spec(handle, config, images)
+        result.registry = registry_objects(registry)
+        if registry.store_claim is not None:
+            result.claims.append(VolumeClaim(registry.namespace, registry.store_claim, read_only=False))
     return result

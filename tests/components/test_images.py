@@ -101,6 +101,7 @@ def test_images_are_pushed_to_the_stacks_registry_with_its_credentials(
         assert inputs["dockerfile"]["location"] in (
             "workloads/training/Dockerfile",
             "workloads/inference/Dockerfile",
+            "workloads/registry/server/Dockerfile",
         )
         assert inputs["buildArgs"]["CODE_VERSION"] == inputs["tags"][0].rsplit(":", 1)[1]
         assert inputs["buildOnPreview"] is False

@@ -25,6 +25,8 @@ POLICIES = {
     "encryption-in-transit": ("mandatory", "resource"),
     "no-public-endpoints": ("mandatory", "resource"),
     "no-public-storage": ("mandatory", "resource"),
+    "registry-database-protected": ("mandatory", "resource"),
+    "registry-no-anonymous-access": ("mandatory", "resource"),
     "no-node-public-ip": ("mandatory", "resource"),
     "no-open-ingress": ("mandatory", "resource"),
     "imdsv2-required": ("mandatory", "resource"),

@@ -834,6 +834,8 @@ def test_every_policy_has_a_violating_case(pack: PolicyPackSession) -> None:
     covered = {
         policy for case in [*CASES, *DEPLOYABILITY_CASES, *BRINGUP_AWS] for policy, _ in case.expected
     } | AZURE_DEPLOYABILITY
+    # tests/policies/test_registry.py judges these both ways.
+    covered |= {"registry-database-protected", "registry-no-anonymous-access"}
     assert {policy.name for policy in pack.info.policies} == covered
 
 

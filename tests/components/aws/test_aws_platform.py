@@ -119,6 +119,8 @@ def test_components_nest_under_the_adapter(cloud_plan: Callable[[str], Plan]) ->
         "ml-platform:aws:ObjectStore",
         "ml-platform:aws:SharedFileSystem",
         "ml-platform:aws:Registry",
+        # The model registry's PostgreSQL (enterprise).
+        "ml-platform:aws:RegistryDatabase",
         "ml-platform:aws:WorkloadIdentities",
         "ml-platform:aws:ClusterAddons",
     }
@@ -243,7 +245,7 @@ def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform
         "1.35",
     )
     assert handle.registry == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
-    assert set(handle.identities) == {"training", "inference", "cluster-autoscaler"}
+    assert set(handle.identities) == {"training", "inference", "registry", "cluster-autoscaler"}
     assert all(set(a) == {"eks.amazonaws.com/role-arn"} for a in handle.identities.values())
     efa = handle.pool("gpu-efa")
     assert (efa.fabric, efa.fabric_devices_per_node, efa.gpus_per_node) == (Fabric.EFA, 16, 8)
@@ -271,7 +273,7 @@ def test_bucket_uri_and_exports(cloud_plan: Callable[[str], Plan]) -> None:
     assert outputs["bucket"].startswith("s3://aws-smb-dev-aws-storage-data-")
     assert outputs["sharedFileSystemId"]
     assert [p["name"] for p in outputs["nodePools"]] == ["cpu", "gpu"]
-    assert set(outputs["identities"]) == {"training", "inference", "cluster-autoscaler"}
+    assert set(outputs["identities"]) == {"training", "inference", "registry", "cluster-autoscaler"}
 
 
 class _NothingOffered(PlanMocks):

@@ -46,11 +46,13 @@ def test_blob_grants_are_scoped_to_containers(cloud_plan: PlanFn) -> None:
     assert sorted(target(g["scope"]) for g in writers) == [
         "azure-smb-dev-azure-objects-datasets",
         "azure-smb-dev-azure-objects-models",
+        # Only the registry's identity may write its container (the server proxies every transfer).
+        "azure-smb-dev-azure-objects-registry",
     ]
     assert [target(g["scope"]) for g in readers] == ["azure-smb-dev-azure-objects-models"]
 
 
 def test_workload_client_ids_are_exported(cloud_plan: PlanFn) -> None:
     identities = cloud_plan("azure-smb-dev").outputs["workloadIdentities"]
-    assert sorted(identities) == ["inference", "training"]
+    assert sorted(identities) == ["inference", "registry", "training"]
     assert CLIENT_ID_ANNOTATION == "azure.workload.identity/client-id"

@@ -104,6 +104,7 @@ def _data_bearing(protected: dict[str, bool]) -> dict[str, bool]:
         "-objects-account",
         "-objects-datasets",
         "-objects-models",
+        "-objects-registry",
         "-shared-account",
         "-shared-share",
         "-registry-acr",
@@ -117,7 +118,7 @@ def test_production_protects_data_bearing_resources(
 ) -> None:
     protected = {r.name: r.protect for r in cloud_plan(stack).resources}
     data = _data_bearing(protected)
-    assert len(data) == 11
+    assert len(data) == 12
     assert set(data.values()) == {protect}
     assert not protected[f"{stack}-azure-cluster-aks"]
 
@@ -224,7 +225,7 @@ def test_handle_contents() -> None:
     assert isinstance(handle.registry, str) and handle.registry.endswith(".azurecr.io")
     assert isinstance(handle.storage.bucket_uri, str)
     assert handle.storage.bucket_uri.endswith(".blob.core.windows.net/models")
-    assert sorted(resolved["identities"]) == ["inference", "training"]
+    assert sorted(resolved["identities"]) == ["inference", "registry", "training"]
     assert all(list(a) == [CLIENT_ID_ANNOTATION] for a in resolved["identities"].values())
     shared = handle.storage.shared
     assert shared is not None

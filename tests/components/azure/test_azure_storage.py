@@ -105,7 +105,7 @@ def test_blobs_are_versioned_and_recoverable(cloud_plan: PlanFn) -> None:
     containers = {
         r.inputs["containerName"]: r.inputs for r in plan.by_type("azure-native:storage:BlobContainer")
     }
-    assert sorted(containers) == ["datasets", "models"]
+    assert sorted(containers) == ["datasets", "models", "registry"]
     assert all(c["publicAccess"] == "None" for c in containers.values())
 
 

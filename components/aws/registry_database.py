@@ -1,0 +1,167 @@
+"""The model registry's metadata store on AWS: RDS for PostgreSQL in the stack's private subnets.
+
+Every field below follows the pulumi-aws 7.51 ``rds.Instance`` docstrings:
+- private: a DB subnet group of the private subnets (``db_subnet_group_name``: "DB instance will be
+  created in the VPC associated with the DB subnet group"), ``publicly_accessible=False``, and a security
+  group that admits PostgreSQL from the cluster's security group only (EKS managed node groups put it on
+  every node, so pods reach the database through it);
+- TLS: a parameter group with ``rds.force_ssl=1`` (RDS user guide, "Using SSL with a PostgreSQL DB
+  instance": connections without SSL are refused);
+- encrypted at rest under the stack's customer key (``storage_encrypted`` + ``kms_key_id``);
+- the master password generated and kept by RDS in Secrets Manager under the same key
+  (``manage_master_user_password``, ``master_user_secret_kms_key_id``): it never passes through Pulumi's
+  state. The registry's IRSA role reads it for every new connection, so the 7-day rotation RDS
+  applies by default never locks it out (workloads/registry/server/launch.py);
+- automated backups in the region (``backup_target`` "region", the default; no cross-region backup
+  replication is created: me-central-1 is the only UAE region, REFERENCE.md), ``backup_retention_period``
+  7 days (14 in prod), tags copied to snapshots;
+- prod: ``deletion_protection``, Multi-AZ, and a final snapshot on delete (``skip_final_snapshot=False``
+  with ``final_snapshot_identifier``); elsewhere a destroy leaves no snapshot behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_aws import ec2, rds, vpc
+
+from components.aws.storage import REGISTRY_PREFIX
+from components.handle import PUBLIC_NETWORK, Peer, RegistryBackend, RegistryDatabase
+
+PORT = 5432
+DATABASE = "mlflow"
+USERNAME = "mlflow"
+# PostgreSQL 17: a major version RDS supports (RDS's 2026 notice upgrades 17.x minors to 17.7 or
+# higher); ``engine_version`` takes the major as a prefix when minor upgrades are automatic (docstring).
+ENGINE_VERSION = "17"
+PARAMETER_FAMILY = "postgres17"
+# Graviton burstable for dev, general purpose for prod. Which classes me-central-1 sells is unverified
+# (REFERENCE.md: instance offerings there are to be checked with the preflight).
+INSTANCE_CLASS = {"dev": "db.t4g.medium", "prod": "db.m7g.large"}
+ALLOCATED_GIB = 20
+MAX_ALLOCATED_GIB = 200
+
+
+@dataclass(frozen=True)
+class RegistryDatabaseArgs:
+    environment: str
+    vpc_id: pulumi.Input[str]
+    subnet_ids: Sequence[pulumi.Input[str]]
+    # The cluster security group: the one source PostgreSQL is open to.
+    cluster_security_group_id: pulumi.Input[str]
+    key_arn: pulumi.Input[str]
+    protect: bool
+    tags: Mapping[str, str]
+
+
+class RegistryDatabaseInstance(pulumi.ComponentResource):
+    """RDS for PostgreSQL for the model registry, private, TLS-only, encrypted under the stack's key."""
+
+    def __init__(
+        self, name: str, args: RegistryDatabaseArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("ml-platform:aws:RegistryDatabase", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.tags)
+        subnets = rds.SubnetGroup(
+            f"{name}-subnets",
+            subnet_ids=list(args.subnet_ids),
+            description="Model registry database: private subnets",
+            tags=tags,
+            opts=child,
+        )
+        group = ec2.SecurityGroup(
+            f"{name}-sg",
+            vpc_id=args.vpc_id,
+            description="Model registry database: PostgreSQL from the cluster only",
+            tags={**tags, "Name": f"{name}-sg"},
+            opts=child,
+        )
+        vpc.SecurityGroupIngressRule(
+            f"{name}-from-cluster",
+            security_group_id=group.id,
+            referenced_security_group_id=args.cluster_security_group_id,
+            ip_protocol="tcp",
+            from_port=PORT,
+            to_port=PORT,
+            description="PostgreSQL from the cluster security group",
+            tags=tags,
+            opts=child,
+        )
+        parameters = rds.ParameterGroup(
+            f"{name}-params",
+            family=PARAMETER_FAMILY,
+            description="Model registry database: TLS required",
+            parameters=[rds.ParameterGroupParameterArgs(name="rds.force_ssl", value="1")],
+            tags=tags,
+            opts=child,
+        )
+        prod = args.environment == "prod"
+        instance = rds.Instance(
+            f"{name}-db",
+            engine="postgres",
+            engine_version=ENGINE_VERSION,
+            auto_minor_version_upgrade=True,
+            instance_class=INSTANCE_CLASS["prod" if prod else "dev"],
+            allocated_storage=ALLOCATED_GIB,
+            max_allocated_storage=MAX_ALLOCATED_GIB,
+            storage_type="gp3",
+            storage_encrypted=True,
+            kms_key_id=args.key_arn,
+            db_name=DATABASE,
+            username=USERNAME,
+            manage_master_user_password=True,
+            master_user_secret_kms_key_id=args.key_arn,
+            db_subnet_group_name=subnets.name,
+            vpc_security_group_ids=[group.id],
+            parameter_group_name=parameters.name,
+            publicly_accessible=False,
+            multi_az=prod,
+            backup_retention_period=14 if prod else 7,
+            backup_target="region",
+            copy_tags_to_snapshot=True,
+            deletion_protection=args.protect,
+            skip_final_snapshot=not args.protect,
+            final_snapshot_identifier=f"{name}-final" if args.protect else None,
+            enabled_cloudwatch_logs_exports=["postgresql", "upgrade"],
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+        )
+        secret_arn = instance.master_user_secrets.apply(lambda secrets: secrets[0].secret_arn)
+        self.security_group_id: pulumi.Output[str] = group.id
+        self.secret_arn: pulumi.Output[str] = secret_arn
+        self.database = RegistryDatabase(
+            host=instance.address,
+            port=PORT,
+            database=DATABASE,
+            username=USERNAME,
+            password_secret_arn=secret_arn,
+        )
+        self.register_outputs({"address": instance.address, "secretArn": secret_arn})
+
+
+def registry_backend(
+    bucket_uri: pulumi.Input[str], region: str, vpc_cidr: str, database: RegistryDatabase | None
+) -> RegistryBackend:
+    """The registry's artifact store under the bucket's ``registry/`` prefix, and what it reaches: the
+    AWS APIs' interface endpoints in the VPC (STS, Secrets Manager on enterprise stacks), and public
+    HTTPS, because S3 through the gateway endpoint and STS without an interface endpoint answer on
+    public addresses no NetworkPolicy can name more narrowly (VPC user guide, "Gateway endpoints": the
+    service's public IP ranges are routed through the endpoint); PostgreSQL in the VPC. The region is
+    set for boto3's S3 and STS clients rather than left to the environment (me-central-1 is an opt-in
+    region)."""
+    peers = [Peer("aws-api-endpoints", vpc_cidr, 443), Peer("s3-and-sts", PUBLIC_NETWORK, 443)]
+    if database is not None:
+        peers.append(Peer("database", vpc_cidr, database.port))
+    return RegistryBackend(
+        artifacts_uri=pulumi.Output.concat(bucket_uri, "/", REGISTRY_PREFIX),
+        database=database,
+        peers=tuple(peers),
+        environment={
+            "AWS_REGION": region,
+            "AWS_DEFAULT_REGION": region,
+            "AWS_STS_REGIONAL_ENDPOINTS": "regional",
+        },
+    )

@@ -1,0 +1,440 @@
+"""The model registry as Kubernetes objects: ``registry_objects(spec) -> list[dict]``, no Pulumi.
+
+MLflow's tracking server and model registry (``mlflow==3.17.2``, workloads/registry/server/Dockerfile),
+run by ``workloads/registry/server/launch.py``: a ServiceAccount bound to the registry's cloud identity
+(the only one with rights on its artifact store: the server proxies every transfer, ``--serve-artifacts``),
+a migration Job per MLflow version that ``pulumi up`` waits for before the Deployment rolls, the
+Deployment, its Service, a PodDisruptionBudget and NetworkPolicies: ingress only from the client
+namespaces on the server port, egress only to the database and the artifact store; and in each client
+namespace an egress policy to the registry (those namespaces deny egress by default).
+
+Pods are Pod Security "restricted": non-root high UID, read-only root file system (``/tmp`` an
+emptyDir), no capabilities, no privilege escalation, seccomp RuntimeDefault, no API token.
+
+Authentication (issue 28: no anonymous access on enterprise): MLflow's own basic-auth app
+(``--app-name basic-auth``), every request needs a user's password (MLflow docs, "Authentication with
+Username and Password"); users and their per-model permissions live in the registry's database, so
+promotion rights can be granted per model without a proxy of our own. The admin password is
+``MLFLOW_AUTH_ADMIN_PASSWORD`` and the CSRF key ``MLFLOW_FLASK_SERVER_SECRET_KEY``, both from the
+Secret ``registry-admin`` that the operator creates (like ``inference-auth``); callers send a user name
+and password from the Secret ``registry-client`` in their own namespace (``MLFLOW_TRACKING_USERNAME`` /
+``MLFLOW_TRACKING_PASSWORD``, what MLflow's clients read).
+
+The backend: a managed PostgreSQL when the cloud adapter gives one (the password read at start from
+where the adapter keeps it, never in the pod spec), else SQLite on the shared file system with one
+server process and the Recreate strategy: SQLite's locking is unreliable on network file systems when
+several processes or hosts open the database at once ("SQLite Over a Network, Caveats and
+Considerations", sqlite.org/useovernet.html; WAL "does not work over a network filesystem",
+sqlite.org/wal.html), so exactly one process, on one pod, ever opens it (the default rollback journal).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.handle import (
+    PRIVATE_NETWORKS,
+    PUBLIC_NETWORK,
+    WORKLOAD_IDENTITIES,
+    Peer,
+    PoolHandle,
+    RegistryDatabase,
+)
+from components.kubernetes.objects import MANAGED_BY, Object
+
+# issue 28: 3.18.0 does not install (its mlflow-skinny is not published); the image pins the same.
+MLFLOW_VERSION = "3.17.2"
+NAME = "registry"
+COMPONENT = "registry"
+PORT = 5000
+ADMIN_SECRET = "registry-admin"
+# The admin Secret as files (checkov CKV_K8S_35: secrets as files, not environment variables); the
+# launcher hands them to MLflow (``password`` → MLFLOW_AUTH_ADMIN_PASSWORD, ``flask-secret-key`` →
+# MLFLOW_FLASK_SERVER_SECRET_KEY).
+ADMIN_SECRET_DIR = "/var/run/secrets/registry-admin"
+# The Secret each client namespace holds for its registry user (keys ``username`` and ``password``).
+CLIENT_SECRET = "registry-client"
+SQLITE_MOUNT = "/var/lib/registry"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+# Pod annotations declaring each peer as ``<network>:<port>``: the reachability judge's contract
+# (judges/reachability.py) reads them, the NetworkPolicy's egress is built from the same peers.
+PEER_ANNOTATION_PREFIX = "reaches.ml-platform.io/"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+# Server worker processes against PostgreSQL (the pool of connections scales with them); SQLite gets one.
+POSTGRES_WORKERS = 2
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def tracking_uri(namespace: str = WORKLOAD_IDENTITIES["registry"].namespace) -> str:
+    """The registry Service's in-cluster URL: what training and inference pods get as
+    ``MLFLOW_TRACKING_URI``."""
+    return f"http://{NAME}.{namespace}.svc.cluster.local:{PORT}"
+
+
+def allowed_hosts(namespace: str) -> str:
+    """``MLFLOW_SERVER_ALLOWED_HOSTS``: the Service's names, with and without the port, and the pod
+    addresses the kubelet's probes use. MLflow 3.17 refuses any other Host header, and its default list
+    (localhost and private addresses, mlflow/utils/cli_args.py ``--allowed-hosts``) lacks the Service's
+    DNS name, so in-cluster clients would get 403 without this."""
+    service = f"{NAME}.{namespace}.svc"
+    names = [service, f"{service}.cluster.local"]
+    private = ["10.*", "192.168.*", *(f"172.{n}.*" for n in range(16, 32))]
+    return ",".join([*names, *(f"{n}:*" for n in names), *private, "localhost:*"])
+
+
+@dataclass(frozen=True)
+class RegistrySpec:
+    # A pinned reference, or a deploy-time value resolving to one (the stack's image resource's ``ref``).
+    image: object
+    pool: PoolHandle
+    # s3://bucket/registry/ or wasbs://models@account.blob.core.windows.net/registry
+    artifacts_uri: object
+    database: RegistryDatabase | None
+    # SQLite backend: the claim on the shared file system (None with a database).
+    store_claim: str | None
+    # Namespaces whose pods call the registry (training, inference, teams).
+    client_namespaces: tuple[str, ...]
+    namespace: str = WORKLOAD_IDENTITIES["registry"].namespace
+    service_account: str = WORKLOAD_IDENTITIES["registry"].service_account
+    service_account_annotations: Mapping[str, Any] = field(default_factory=dict)
+    replicas: int = 2
+    cpu: str = "1"
+    memory: str = "2Gi"
+    auth: bool = True
+    labels: Mapping[str, str] = field(default_factory=dict)
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    # What the servers reach outside the pod network: database, store and identity endpoints.
+    peers: tuple[Peer, ...] = ()
+    # The cloud SDKs' settings (RegistryBackend.environment).
+    environment: Mapping[str, str] = field(default_factory=dict)
+    mlflow_version: str = MLFLOW_VERSION
+    run_as_user: int = 10001
+
+    def __post_init__(self) -> None:
+        problems = []
+        if (self.database is None) == (self.store_claim is None):
+            problems.append("exactly one of database and store_claim (SQLite on the shared file system)")
+        if self.database is None and self.replicas != 1:
+            problems.append("SQLite on a shared file system allows one server: replicas must be 1")
+        if isinstance(self.image, str) and "@sha256:" not in self.image:
+            problems.append(f"image {self.image!r} must be pinned by digest (name@sha256:...)")
+        if self.namespace == "default" or not _DNS_LABEL.match(self.namespace):
+            problems.append("namespace must be a DNS label other than 'default'")
+        if self.run_as_user < 10000:
+            problems.append("run_as_user must be >= 10000 (clear of host users)")
+        if problems:
+            raise ValueError("registry: " + "; ".join(problems))
+
+    @property
+    def migration_job(self) -> str:
+        """One Job per MLflow version: a new version is a new Job (Job specs are immutable), the same
+        version on the next ``pulumi up`` is no change."""
+        return f"{NAME}-migrate-{self.mlflow_version.replace('.', '-')}"
+
+
+def _labels(spec: RegistrySpec) -> dict[str, str]:
+    return {
+        **spec.labels,
+        **MANAGED_BY,
+        "app.kubernetes.io/name": "mlflow",
+        COMPONENT_LABEL: COMPONENT,
+        INSTANCE_LABEL: NAME,
+        "app.kubernetes.io/version": spec.mlflow_version,
+    }
+
+
+def _server_selector() -> dict[str, str]:
+    """The servers, not the migration Job (which shares the instance label)."""
+    return {INSTANCE_LABEL: NAME, COMPONENT_LABEL: COMPONENT}
+
+
+def _metadata(spec: RegistrySpec, name: str, namespace: str | None = None) -> Object:
+    return {"name": name, "namespace": namespace or spec.namespace, "labels": _labels(spec)}
+
+
+def _env(spec: RegistrySpec, server: bool) -> list[Object]:
+    env: list[Object] = [
+        {"name": "REGISTRY_ARTIFACTS_DESTINATION", "value": spec.artifacts_uri},
+        {"name": "REGISTRY_AUTH", "value": "true" if spec.auth else "false"},
+        {"name": "MLFLOW_SERVER_ALLOWED_HOSTS", "value": allowed_hosts(spec.namespace)},
+        {"name": "HOME", "value": "/tmp"},
+        *({"name": k, "value": v} for k, v in sorted(spec.environment.items())),
+    ]
+    if spec.database is not None:
+        env += [
+            {"name": "REGISTRY_DB_HOST", "value": spec.database.host},
+            {"name": "REGISTRY_DB_PORT", "value": str(spec.database.port)},
+            {"name": "REGISTRY_DB_NAME", "value": spec.database.database},
+            {"name": "REGISTRY_DB_USER", "value": spec.database.username},
+            {"name": "REGISTRY_DB_SECRET_ARN", "value": spec.database.password_secret_arn},
+            {"name": "REGISTRY_WORKERS", "value": str(POSTGRES_WORKERS)},
+        ]
+    else:
+        env += [
+            {"name": "REGISTRY_SQLITE_PATH", "value": f"{SQLITE_MOUNT}/{NAME}/mlflow.db"},
+            {"name": "REGISTRY_WORKERS", "value": "1"},
+        ]
+    if spec.auth and server:
+        env.append({"name": "REGISTRY_ADMIN_SECRET_DIR", "value": ADMIN_SECRET_DIR})
+    return env
+
+
+def _volumes(spec: RegistrySpec, server: bool) -> tuple[list[Object], list[Object]]:
+    volumes: list[Object] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+    mounts: list[Object] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if spec.auth and server:
+        volumes.append({"name": "admin", "secret": {"secretName": ADMIN_SECRET, "defaultMode": 0o440}})
+        mounts.append({"name": "admin", "mountPath": ADMIN_SECRET_DIR, "readOnly": True})
+    if spec.store_claim is not None:
+        volumes.append({"name": "store", "persistentVolumeClaim": {"claimName": spec.store_claim}})
+        mounts.append({"name": "store", "mountPath": SQLITE_MOUNT})
+    return volumes, mounts
+
+
+def _security_context(spec: RegistrySpec) -> Object:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": spec.run_as_user,
+        "runAsGroup": spec.run_as_user,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _container(spec: RegistrySpec, name: str, mode: str, mounts: list[Object]) -> Object:
+    server = mode == "server"
+    return {
+        "name": name,
+        "image": spec.image,
+        "imagePullPolicy": "Always",
+        "args": [mode],
+        "env": _env(spec, server),
+        "resources": {
+            "requests": {"cpu": spec.cpu, "memory": spec.memory},
+            "limits": {"cpu": spec.cpu, "memory": spec.memory},
+        },
+        "securityContext": _security_context(spec),
+        "volumeMounts": mounts,
+    }
+
+
+def _probe(period: int, failures: int) -> Object:
+    # /health answers without credentials under basic-auth (mlflow/server/auth/__init__.py
+    # ``_UNPROTECTED_PATH_PREFIXES``).
+    return {
+        "httpGet": {"path": "/health", "port": "http", "scheme": "HTTP"},
+        "periodSeconds": period,
+        "timeoutSeconds": 3,
+        "failureThreshold": failures,
+    }
+
+
+def _pod_spec(spec: RegistrySpec, containers: list[Object], volumes: list[Object]) -> Object:
+    return {
+        "serviceAccountName": spec.service_account,
+        # The cloud identity's webhook (EKS pod identity / AKS workload identity) projects its own token;
+        # the Kubernetes API token is not needed.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": spec.run_as_user,
+            "runAsGroup": spec.run_as_user,
+            "fsGroup": spec.run_as_user,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "nodeSelector": spec.pool.node_selector,
+        "tolerations": spec.pool.tolerations(),
+        "containers": containers,
+        "volumes": volumes,
+    }
+
+
+def _pod_labels(spec: RegistrySpec) -> dict[str, str]:
+    return {**_labels(spec), **spec.pod_labels}
+
+
+def _pod_metadata(spec: RegistrySpec, labels: Mapping[str, str]) -> Object:
+    annotations = {f"{PEER_ANNOTATION_PREFIX}{p.name}": f"{p.network}:{p.port}" for p in spec.peers}
+    return {"labels": dict(labels), **({"annotations": annotations} if annotations else {})}
+
+
+def _egress_rule(peer: Peer) -> Object:
+    block: Object = {"cidr": peer.network}
+    if peer.network == PUBLIC_NETWORK:
+        block["except"] = list(PRIVATE_NETWORKS)
+    return {"to": [{"ipBlock": block}], "ports": [{"port": peer.port, "protocol": "TCP"}]}
+
+
+def _migration_job(spec: RegistrySpec) -> Object:
+    volumes, mounts = _volumes(spec, server=False)
+    pod = _pod_spec(spec, [_container(spec, "migrate", "upgrade", mounts)], volumes)
+    labels = {**_pod_labels(spec), COMPONENT_LABEL: f"{COMPONENT}-migration"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(spec, spec.migration_job),
+        "spec": {
+            "backoffLimit": 3,
+            "activeDeadlineSeconds": 1800,
+            "template": {
+                "metadata": _pod_metadata(spec, labels),
+                "spec": {**pod, "restartPolicy": "Never"},
+            },
+        },
+    }
+
+
+def _deployment(spec: RegistrySpec) -> Object:
+    volumes, mounts = _volumes(spec, server=True)
+    server = _container(spec, "server", "server", mounts)
+    server |= {
+        "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
+        "startupProbe": _probe(period=5, failures=60),
+        "livenessProbe": _probe(period=15, failures=4),
+        "readinessProbe": _probe(period=5, failures=3),
+    }
+    selector = _server_selector()
+    # SQLite: the old pod is gone before the new one opens the database (one process at a time).
+    strategy: Object = (
+        {"type": "Recreate"}
+        if spec.database is None
+        else {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    )
+    pod = _pod_spec(spec, [server], volumes)
+    pod["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector},
+        }
+        for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
+    ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(spec, NAME),
+        "spec": {
+            "replicas": spec.replicas,
+            "revisionHistoryLimit": 3,
+            "selector": {"matchLabels": selector},
+            "strategy": strategy,
+            "template": {"metadata": _pod_metadata(spec, _pod_labels(spec)), "spec": pod},
+        },
+    }
+
+
+def _service(spec: RegistrySpec) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(spec, NAME),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": _server_selector(),
+            "ports": [{"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def _disruption_budget(spec: RegistrySpec) -> Object:
+    """One server at a time may be evicted: a drain never takes every replica (and with one replica a
+    drain still proceeds: the registry is not on a request's path, serving keeps its loaded model)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(spec, NAME),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {INSTANCE_LABEL: NAME}}},
+    }
+
+
+def _namespace_peer(namespace: str) -> Object:
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}
+
+
+def _network_policy(spec: RegistrySpec) -> Object:
+    """The servers and the migration Job: in from the client namespaces on the server port only; out to
+    the database and the artifact store only (DNS is the namespace's own allow-dns)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(spec, NAME),
+        "spec": {
+            "podSelector": {"matchLabels": {INSTANCE_LABEL: NAME}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [
+                {
+                    "from": [_namespace_peer(ns) for ns in spec.client_namespaces],
+                    "ports": [{"port": PORT, "protocol": "TCP"}],
+                }
+            ],
+            "egress": [_egress_rule(peer) for peer in spec.peers],
+        },
+    }
+
+
+def _client_egress(spec: RegistrySpec, namespace: str) -> Object:
+    """In a client namespace (egress denied by default): every pod may open connections to the registry's
+    servers on the server port, and nowhere else this policy names."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(spec, f"allow-{NAME}", namespace),
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [
+                        {
+                            **_namespace_peer(spec.namespace),
+                            "podSelector": {"matchLabels": _server_selector()},
+                        }
+                    ],
+                    "ports": [{"port": PORT, "protocol": "TCP"}],
+                }
+            ],
+        },
+    }
+
+
+def _service_account(spec: RegistrySpec) -> Object:
+    metadata = _metadata(spec, spec.service_account)
+    if spec.service_account_annotations:
+        metadata["annotations"] = dict(spec.service_account_annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata,
+        "automountServiceAccountToken": False,
+    }
+
+
+@dataclass(frozen=True)
+class RegistryObjects:
+    """The registry's objects in the order ``pulumi up`` applies them: the migration Job (awaited) after
+    ``before``, then ``after`` (the Deployment never starts on an old schema)."""
+
+    before: list[Object]
+    migration: Object
+    after: list[Object]
+
+
+def registry_objects(spec: RegistrySpec) -> RegistryObjects:
+    return RegistryObjects(
+        before=[_service_account(spec), _network_policy(spec)],
+        migration=_migration_job(spec),
+        after=[
+            _deployment(spec),
+            _service(spec),
+            _disruption_budget(spec),
+            *(_client_egress(spec, ns) for ns in spec.client_namespaces),
+        ],
+    )

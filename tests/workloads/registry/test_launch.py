@@ -1,0 +1,132 @@
+"""The registry image: its Dockerfile passes hadolint and pins the MLflow the objects name, and its
+launcher builds MLflow's command and configuration as MLflow 3.17.2 reads them (mlflow/cli/__init__.py:
+``--backend-store-uri`` from ``MLFLOW_BACKEND_STORE_URI``, ``--serve-artifacts``,
+``--artifacts-destination``, ``--app-name``; mlflow/server/auth/config.py: the ``[mlflow]`` section's
+``default_permission``, ``database_uri``, ``admin_username``, ``authorization_function``)."""
+
+from __future__ import annotations
+
+import configparser
+import re
+import stat
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from components.kubernetes.registry import MLFLOW_VERSION, PORT
+from tests.linters import hadolint, needs_hadolint
+from workloads.registry.server.launch import PORT as LAUNCH_PORT
+from workloads.registry.server.launch import (
+    admin_env,
+    backend_uri,
+    install_password_refresh,
+    server_argv,
+    upgrade_argvs,
+    write_auth_config,
+)
+
+REGISTRY = Path(__file__).resolve().parents[3] / "workloads" / "registry" / "server"
+ARN = "arn:aws:secretsmanager:me-central-1:123456789012:secret:rds!db-1"
+POSTGRES = {
+    "REGISTRY_DB_HOST": "db.internal",
+    "REGISTRY_DB_PORT": "5432",
+    "REGISTRY_DB_NAME": "mlflow",
+    "REGISTRY_DB_USER": "mlflow",
+    "REGISTRY_DB_SECRET_ARN": ARN,
+}
+
+
+@needs_hadolint
+def test_hadolint_is_clean() -> None:
+    done = hadolint(REGISTRY / "Dockerfile")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_image_pins_the_mlflow_the_objects_name_and_runs_non_root() -> None:
+    requirements = (REGISTRY / "requirements.txt").read_text()
+    assert re.search(rf"^mlflow\[auth,azure\]=={re.escape(MLFLOW_VERSION)}$", requirements, re.MULTILINE)
+    pins = [line for line in requirements.splitlines() if line and not line.startswith("#")]
+    assert all("==" in pin for pin in pins), pins
+    final = (REGISTRY / "Dockerfile").read_text().split("\nFROM ")[-1]
+    assert re.search(r"^USER 10001:10001$", final, flags=re.MULTILINE)
+    assert "pip install" not in final
+    assert PORT == LAUNCH_PORT
+
+
+def test_postgres_uri_reads_the_password_at_start_quoted_and_over_tls() -> None:
+    asked: list[str] = []
+
+    def secret(arn: str) -> str:
+        asked.append(arn)
+        return "p@ss/w:rd"
+
+    uri = backend_uri(POSTGRES, secret)
+    parts = urlsplit(uri)
+    assert asked == [ARN]
+    assert parts.scheme == "postgresql+psycopg2" and parts.hostname == "db.internal" and parts.port == 5432
+    assert unquote(parts.password or "") == "p@ss/w:rd" and parts.query == "sslmode=require"
+
+
+def test_sqlite_uri_is_an_absolute_path() -> None:
+    uri = backend_uri({"REGISTRY_SQLITE_PATH": "/var/lib/registry/registry/mlflow.db"})
+    assert uri == "sqlite:////var/lib/registry/registry/mlflow.db"
+
+
+def test_auth_config_keeps_users_in_the_registry_database_and_no_password(tmp_path: Path) -> None:
+    path = write_auth_config("postgresql+psycopg2://u:p@h:5432/mlflow", tmp_path)
+    config = configparser.ConfigParser()
+    config.read(path)
+    section = config["mlflow"]
+    assert section["database_uri"] == "postgresql+psycopg2://u:p@h:5432/mlflow"
+    assert section["default_permission"] == "READ" and section["admin_username"] == "admin"
+    assert "admin_password" not in section
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_server_serves_artifacts_and_authenticates_when_asked() -> None:
+    env = {"REGISTRY_ARTIFACTS_DESTINATION": "s3://bucket/registry/", "REGISTRY_WORKERS": "2"}
+    argv = server_argv({**env, "REGISTRY_AUTH": "true"})
+    assert argv[:2] == ["mlflow", "server"] and "--serve-artifacts" in argv
+    assert argv[argv.index("--artifacts-destination") + 1] == "s3://bucket/registry/"
+    assert argv[argv.index("--workers") + 1] == "2" and argv[argv.index("--port") + 1] == str(PORT)
+    assert argv[argv.index("--app-name") + 1] == "basic-auth"
+    assert "--app-name" not in server_argv({**env, "REGISTRY_AUTH": "false"})
+    assert not any("postgresql" in word for word in argv), "the URI travels in the environment"
+
+
+def test_upgrade_migrates_the_tracking_schema_then_the_auth_schema() -> None:
+    uri = "sqlite:////x.db"
+    assert upgrade_argvs(uri, {"REGISTRY_AUTH": "false"}) == [["mlflow", "db", "upgrade", uri]]
+    tracking, auth = upgrade_argvs(uri, {"REGISTRY_AUTH": "true"})
+    assert tracking == ["mlflow", "db", "upgrade", uri]
+    assert auth[1:] == ["-m", "mlflow.server.auth", "db", "upgrade", "--url", uri]
+
+
+def test_the_admin_secret_files_become_the_variables_mlflow_reads(tmp_path: Path) -> None:
+    (tmp_path / "password").write_text("s3cret\n")
+    (tmp_path / "flask-secret-key").write_text("csrf")
+    assert admin_env(tmp_path) == {
+        "MLFLOW_AUTH_ADMIN_PASSWORD": "s3cret",
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf",
+    }
+
+
+def test_every_new_connection_takes_the_current_password() -> None:
+    """After a rotation, a connection opened later uses the new password (SQLAlchemy ``do_connect``,
+    listened to on the Engine class, so every engine of the process)."""
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    passwords = iter(["before", "after"])
+    assert install_password_refresh({}, lambda arn: "unused") is None
+    listener = install_password_refresh({"REGISTRY_DB_SECRET_ARN": ARN}, lambda arn: next(passwords))
+    assert listener is not None
+    try:
+        engine = sqlalchemy.create_engine("sqlite://")
+        seen = []
+        for _ in range(2):
+            params: dict[str, object] = {"password": "stale"}
+            engine.dialect.dispatch.do_connect(engine.dialect, None, [], params)
+            seen.append(params["password"])
+    finally:
+        sqlalchemy.event.remove(sqlalchemy.engine.Engine, "do_connect", listener)
+    assert seen == ["before", "after"]

@@ -1,0 +1,163 @@
+"""Start the model registry (MLflow's tracking server and model registry) or migrate its databases,
+from the environment its Kubernetes objects set (components/kubernetes/registry.py).
+
+Standalone (the image copies this file alone; standard library, plus boto3 where the database password
+lives in AWS Secrets Manager): no password is ever in the pod spec or the command line the kubelet
+shows. The backend store URI is built here, at start, and handed to MLflow through its environment
+(``MLFLOW_BACKEND_STORE_URI``, the ``--backend-store-uri`` option's envvar, mlflow/cli/__init__.py 3.17.2).
+
+Modes:
+- ``upgrade``: ``mlflow db upgrade`` for the tracking schema, then the basic-auth app's own migration
+  (``python -m mlflow.server.auth db upgrade --url``, its separate ``alembic_version_auth`` table), so the
+  servers start on a current schema instead of racing to migrate it (MLflow's ``db upgrade`` help:
+  migrations are not guaranteed transactional).
+- ``server``: ``mlflow server`` with ``--serve-artifacts`` to the stack's encrypted store, and with
+  ``--app-name basic-auth`` when ``REGISTRY_AUTH`` is on (the admin password and CSRF key read from the
+  mounted Secret's files, ``REGISTRY_ADMIN_SECRET_DIR``).
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import sys
+import urllib.parse
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+PORT = 5000
+# Where the server writes what it must (the auth config); the root file system is read-only.
+SCRATCH = Path("/tmp")
+
+
+def _secret_password(arn: str) -> str:
+    """The database password from the RDS-managed secret (JSON with ``username`` and ``password``: RDS
+    user guide, "Password management with Amazon RDS and AWS Secrets Manager"), read with the pod's IRSA
+    role. The region is the secret's own (its ARN's fourth field)."""
+    # In the image (requirements.txt), not in the toolkit's environment.
+    import boto3  # type: ignore[import-not-found]
+
+    client = boto3.client("secretsmanager", region_name=arn.split(":")[3])
+    secret: dict[str, str] = json.loads(client.get_secret_value(SecretId=arn)["SecretString"])
+    return secret["password"]
+
+
+def install_password_refresh(
+    env: Mapping[str, str], read_secret: Callable[[str], str] = _secret_password
+) -> Callable[..., None] | None:
+    """Give every new database connection the secret's current password, in every process that imports
+    this (the image's ``sitecustomize.py``: the server's worker processes too). RDS rotates its managed
+    master secret every seven days by default (RDS user guide, "Password management with Amazon RDS and
+    AWS Secrets Manager"); established connections survive a rotation, but a password read once at start
+    would refuse every connection opened after it. SQLAlchemy's ``do_connect`` event may rewrite the
+    driver's connect arguments (SQLAlchemy "Core Events", ``DialectEvents.do_connect``)."""
+    arn = env.get("REGISTRY_DB_SECRET_ARN")
+    if not arn:
+        return None
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    def current_password(
+        _dialect: object, _record: object, _cargs: object, cparams: dict[str, object]
+    ) -> None:
+        cparams["password"] = read_secret(arn)
+
+    event.listen(Engine, "do_connect", current_password)
+    return current_password
+
+
+def backend_uri(env: Mapping[str, str], read_secret: Callable[[str], str] = _secret_password) -> str:
+    """PostgreSQL over TLS when a database host is set (``sslmode=require``: the servers refuse plain
+    connections anyway, rds.force_ssl / require_secure_transport), else SQLite at ``REGISTRY_SQLITE_PATH``."""
+    host = env.get("REGISTRY_DB_HOST")
+    if not host:
+        path = Path(env["REGISTRY_SQLITE_PATH"])
+        return f"sqlite:///{path}"
+    password = urllib.parse.quote(read_secret(env["REGISTRY_DB_SECRET_ARN"]), safe="")
+    user = urllib.parse.quote(env["REGISTRY_DB_USER"], safe="")
+    return (
+        f"postgresql+psycopg2://{user}:{password}@{host}:{env['REGISTRY_DB_PORT']}/"
+        f"{env['REGISTRY_DB_NAME']}?sslmode=require"
+    )
+
+
+def write_auth_config(uri: str, directory: Path = SCRATCH) -> Path:
+    """The basic-auth app's config (mlflow/server/auth/basic_auth.ini 3.17.2): users in the same database,
+    authenticated users may read by default, the admin's password from ``MLFLOW_AUTH_ADMIN_PASSWORD``
+    (a Secret; MLflow ships no default and refuses to start without one)."""
+    config = configparser.ConfigParser()
+    config["mlflow"] = {
+        "default_permission": "READ",
+        "database_uri": uri,
+        "admin_username": "admin",
+        "authorization_function": "mlflow.server.auth:authenticate_request_basic_auth",
+    }
+    path = directory / "basic_auth.ini"
+    with path.open("w") as handle:
+        config.write(handle)
+    path.chmod(0o600)
+    return path
+
+
+# The admin Secret's files (components/kubernetes/registry.py) → the variables MLflow's basic-auth app
+# reads (mlflow/server/auth/config.py, mlflow/server/auth/__init__.py 3.17.2).
+ADMIN_FILES = {"password": "MLFLOW_AUTH_ADMIN_PASSWORD", "flask-secret-key": "MLFLOW_FLASK_SERVER_SECRET_KEY"}
+
+
+def admin_env(directory: Path) -> dict[str, str]:
+    """The admin password and CSRF key from the mounted Secret; a missing file fails the start."""
+    return {variable: (directory / key).read_text().strip() for key, variable in ADMIN_FILES.items()}
+
+
+def server_argv(env: Mapping[str, str]) -> list[str]:
+    argv = [
+        "mlflow",
+        "server",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(PORT),
+        "--workers",
+        env.get("REGISTRY_WORKERS", "1"),
+        "--serve-artifacts",
+        "--artifacts-destination",
+        env["REGISTRY_ARTIFACTS_DESTINATION"],
+    ]
+    if env.get("REGISTRY_AUTH") == "true":
+        argv += ["--app-name", "basic-auth"]
+    return argv
+
+
+def upgrade_argvs(uri: str, env: Mapping[str, str]) -> list[list[str]]:
+    argvs = [["mlflow", "db", "upgrade", uri]]
+    if env.get("REGISTRY_AUTH") == "true":
+        argvs.append([sys.executable, "-m", "mlflow.server.auth", "db", "upgrade", "--url", uri])
+    return argvs
+
+
+def main(argv: list[str]) -> int:
+    import subprocess
+
+    mode = argv[1] if len(argv) > 1 else ""
+    env = dict(os.environ)
+    if mode not in {"server", "upgrade"}:
+        print(f"usage: {argv[0]} server|upgrade", file=sys.stderr)
+        return 2
+    if not env.get("REGISTRY_DB_HOST"):
+        Path(env["REGISTRY_SQLITE_PATH"]).parent.mkdir(parents=True, exist_ok=True)
+    uri = backend_uri(env)
+    if mode == "upgrade":
+        for command in upgrade_argvs(uri, env):
+            subprocess.run(command, check=True)
+        return 0
+    env["MLFLOW_BACKEND_STORE_URI"] = uri
+    if env.get("REGISTRY_AUTH") == "true":
+        env["MLFLOW_AUTH_CONFIG_PATH"] = str(write_auth_config(uri))
+        env |= admin_env(Path(env["REGISTRY_ADMIN_SECRET_DIR"]))
+    command = server_argv(env)
+    os.execvpe(command[0], command, env)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
