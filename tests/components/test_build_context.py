@@ -23,6 +23,7 @@ from components.build_context import IgnoreRules, context_files, ignore_file, re
 from components.images import (
     DOCKERFILES,
     INFERENCE_DOCKERFILE,
+    REGISTRY_DOCKERFILE,
     REPO,
     TRAINING_DOCKERFILE,
     content_tag,
@@ -136,14 +137,24 @@ UNREAD = {
         "mlplatform/cli.py",
         "workloads/training/Dockerfile",
     ],
+    REGISTRY_DOCKERFILE: [
+        "stacks/Pulumi.aws-smb-dev.yaml",
+        "workloads/registry/client.py",
+        "components/kubernetes/registry.py",
+        "pyproject.toml",
+    ],
 }
 READ = {
     TRAINING_DOCKERFILE: ["components/images.py", "workloads/training/__main__.py", "pyproject.toml"],
     INFERENCE_DOCKERFILE: ["workloads/inference/server.py", "workloads/artifacts.py", "constraints.txt"],
+    REGISTRY_DOCKERFILE: [
+        "workloads/registry/server/launch.py",
+        "workloads/registry/server/requirements.txt",
+    ],
 }
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=["training", "inference"])
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=["training", "inference", "registry"])
 def test_a_file_the_build_does_not_read_changes_neither_context_hash_nor_tag(
     tree: Path, dockerfile: Path
 ) -> None:
@@ -159,7 +170,7 @@ def test_a_file_the_build_does_not_read_changes_neither_context_hash_nor_tag(
     assert _state(tree, dockerfile, target) == before
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=["training", "inference"])
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=["training", "inference", "registry"])
 def test_a_file_the_build_copies_changes_both_the_context_hash_and_the_tag(
     tree: Path, dockerfile: Path
 ) -> None:
