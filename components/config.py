@@ -152,7 +152,13 @@ PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 
 # S3 user guide, "General purpose bucket naming rules": 3 to 63 characters, lowercase letters, digits,
 # dots and hyphens, beginning and ending with a letter or digit.
-BucketName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")]
+BucketName = Annotated[
+    str,
+    _matching(
+        r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        "3 to 63 lowercase letters, digits, '.' and '-', starting and ending with a letter or digit",
+    ),
+]
 
 
 class S3EndpointPolicyConfig(_Model):

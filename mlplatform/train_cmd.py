@@ -62,6 +62,10 @@ def train(
         problems.append(f"--nproc must be at least 1, got {nproc}")
     if max_restarts < 0:
         problems.append(f"--max-restarts must not be negative, got {max_restarts}")
+    # The workers run `python -m workloads.training` from this directory, which puts it first on their
+    # sys.path: resolve the hooks here as they will (a console script's path has no such entry).
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         preflight(parse_args(ctx.args))
     except ConfigError as exc:
