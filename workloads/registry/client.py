@@ -16,7 +16,13 @@ keeps the wire format in one place. The endpoints and fields are MLflow 3.17.2's
   artifact URI is ``mlflow-artifacts:/<experiment>/<run>/artifacts``; the path is what follows the scheme.
 
 Authentication, as MLflow's own client reads it: ``MLFLOW_TRACKING_TOKEN`` (a bearer token), else
-``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD`` (basic).
+``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD`` (basic). On the cluster the user name and
+password are files of the mounted Secret ``registry-client`` (checkov CKV_K8S_35: secrets as files, not
+environment variables), named by ``MLFLOW_TRACKING_USERNAME_FILE`` and ``MLFLOW_TRACKING_PASSWORD_FILE``
+(the files win over the plain variables). The files are read when the client is made and again after a
+401: the kubelet updates a mounted Secret's files in place when the Secret changes (kubernetes.io,
+"Secrets": "Mounted Secrets are updated automatically"), so a rotated password is picked up by the next
+request that the old one fails, without a restart.
 """
 
 from __future__ import annotations
@@ -114,17 +120,35 @@ def artifact_path(uri: str) -> str:
     return path
 
 
+USERNAME_FILE_ENV = "MLFLOW_TRACKING_USERNAME_FILE"
+PASSWORD_FILE_ENV = "MLFLOW_TRACKING_PASSWORD_FILE"
+UNAUTHORIZED = 401
+
+
+def _credential(environ: Mapping[str, str], name: str, file_env: str) -> str | None:
+    """The content of the file ``file_env`` names (trailing newline dropped), else the variable ``name``;
+    ValueError, in one line, when the named file cannot be read."""
+    if path := environ.get(file_env):
+        try:
+            return Path(path).read_text().rstrip("\r\n") or None
+        except OSError as exc:
+            raise ValueError(f"{file_env}={path}: {exc.strerror or exc}") from None
+    return environ.get(name)
+
+
 def _auth_header(environ: Mapping[str, str]) -> dict[str, str]:
     if token := environ.get("MLFLOW_TRACKING_TOKEN"):
         return {"Authorization": f"Bearer {token}"}
-    user, password = environ.get("MLFLOW_TRACKING_USERNAME"), environ.get("MLFLOW_TRACKING_PASSWORD")
+    user = _credential(environ, "MLFLOW_TRACKING_USERNAME", USERNAME_FILE_ENV)
+    password = _credential(environ, "MLFLOW_TRACKING_PASSWORD", PASSWORD_FILE_ENV)
     if user and password:
         return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
     return {}
 
 
 class RegistryClient:
-    """Calls to one MLflow server; each retries transient failures (connection refused, 5xx, 429)."""
+    """Calls to one MLflow server; each retries transient failures (connection refused, 5xx, 429).
+    ValueError when the URI is not http(s) or a credentials file cannot be read."""
 
     def __init__(
         self,
@@ -140,11 +164,29 @@ class RegistryClient:
         self.uri = uri.rstrip("/")
         self.timeout_s = timeout_s
         self.attempts = attempts
+        self._environ = environ
         self._headers = _auth_header(environ)
 
     # -- transport -------------------------------------------------------------------------------
 
     def _send(self, method: str, path: str, body: bytes | None, content_type: str | None) -> bytes:
+        try:
+            return self._send_once(method, path, body, content_type)
+        except RegistryError as exc:
+            # Credentials from files may have been rotated since they were read: read them again and,
+            # if they changed, try once more with the new ones (files mid-update: the 401 stands).
+            if exc.status != UNAUTHORIZED:
+                raise
+            try:
+                fresh = _auth_header(self._environ)
+            except ValueError:
+                raise exc from None
+            if fresh == self._headers:
+                raise
+            self._headers = fresh
+            return self._send_once(method, path, body, content_type)
+
+    def _send_once(self, method: str, path: str, body: bytes | None, content_type: str | None) -> bytes:
         headers = dict(self._headers)
         if content_type:
             headers["Content-Type"] = content_type

@@ -4,6 +4,8 @@ itself (``--serve-artifacts``), in its own process group (``start_new_session``)
 Job execution off (``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``, mlflow/environment_variables.py): the
 server would otherwise start Huey consumer processes for its background jobs, which the registry does
 not use and which would outlive a plain kill of the server.
+
+A second one, ``auth_registry_uri``, runs MLflow's basic-auth app as enterprise registries do.
 """
 
 from __future__ import annotations
@@ -20,20 +22,22 @@ from pathlib import Path
 import pytest
 
 from tests.workloads.inference.serving import free_port
+from workloads.registry.server.launch import write_auth_config
 
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
 START_TIMEOUT_S = 60
 
 
-@pytest.fixture(scope="session")
-def registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("mlflow")
+ADMIN_PASSWORD = "admin-password-for-tests"
+
+
+def _serve(root: Path, extra_args: list[str], extra_env: dict[str, str]) -> Iterator[str]:
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **extra_env}
     command = [MLFLOW, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     command += ["--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}"]
-    command += ["--artifacts-destination", str(root / "artifacts"), "--serve-artifacts"]
+    command += ["--artifacts-destination", str(root / "artifacts"), "--serve-artifacts", *extra_args]
     log = root / "server.log"
     with log.open("w") as out:
         process = subprocess.Popen(
@@ -65,3 +69,23 @@ def registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _serve(tmp_path_factory.mktemp("mlflow"), [], {})
+
+
+@pytest.fixture(scope="session")
+def auth_registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The same server with MLflow's basic-auth app, configured as the registry's launcher configures it
+    (``write_auth_config``: users in the same database, authenticated users read by default), the admin
+    ``admin`` with ``ADMIN_PASSWORD`` (``MLFLOW_AUTH_ADMIN_PASSWORD``, mlflow/server/auth/config.py)."""
+    root = tmp_path_factory.mktemp("mlflow-auth")
+    config = write_auth_config(f"sqlite:///{root / 'mlflow.db'}", root)
+    env = {
+        "MLFLOW_AUTH_CONFIG_PATH": str(config),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-for-tests",
+    }
+    yield from _serve(root, ["--app-name", "basic-auth"], env)
