@@ -449,7 +449,9 @@ class AzureConfig(_Model):
 
 
 class CanaryConfig(_Model):
-    model_version: str
+    # The pinned version the canary serves; unset when serving follows the registry (the canary then
+    # follows the model's ``@challenger``).
+    model_version: str | None = None
     percent: int = Field(ge=1, le=50)
 
 
@@ -502,7 +504,13 @@ class InferenceWorkloadConfig(_Model):
     image: ImageRef | None = None
     pool: DnsLabel
     model_name: DnsLabel = "digits-mlp"
-    model_version: str
+    # A version directory on the models volume, pinned. Unset with the registry on: the service follows
+    # the registered model's ``@champion`` (docs/registry.md), no ``pulumi up`` to change or roll back.
+    model_version: str | None = None
+    # Serving from the registry: the emptyDir each pod downloads versions into (two versions per server
+    # process while one swaps in), and how often the alias is checked.
+    model_cache: str = "1Gi"
+    poll_interval_seconds: int = Field(default=30, ge=1, le=3600)
     min_replicas: int = Field(default=2, ge=1, le=100)
     max_replicas: int = Field(default=6, ge=1, le=1000)
     cpu: str = "1"
@@ -1007,8 +1015,7 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
                 f"{key}.inference.pool",
                 f"{inference.pool!r} is a {pool.kind} pool; the service runs on CPU",
             )
-        if inference.enabled and config.shared_storage is SharedStorageKind.NONE:
-            yield f"{key}.inference", "the service reads models from shared storage (storage.shared)"
+        yield from _model_source_problems(config, inference, f"{key}.inference")
         if inference.max_replicas < inference.min_replicas:
             yield f"{key}.inference.maxReplicas", f"must be ≥ minReplicas ({inference.min_replicas})"
         elif inference.canary is not None:
@@ -1021,6 +1028,40 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             yield f"{key}.inference.cpu", "a Kubernetes CPU quantity such as 1 or 500m"
         if not re.fullmatch(r"[0-9]+(Mi|Gi)", inference.memory):
             yield f"{key}.inference.memory", "a Kubernetes memory quantity such as 512Mi or 2Gi"
+        if not re.fullmatch(r"[0-9]+(Mi|Gi)", inference.model_cache):
+            yield f"{key}.inference.modelCache", "a Kubernetes quantity such as 512Mi or 2Gi"
+
+
+def follows_registry(config: PlatformConfig) -> bool:
+    """Whether the inference service serves the registry's ``@champion`` (registry on, no pinned
+    ``modelVersion``) rather than a version directory on the models volume."""
+    inference = config.workloads.inference
+    return config.workloads.registry.enabled and inference is not None and inference.model_version is None
+
+
+def _model_source_problems(
+    config: PlatformConfig, inference: InferenceWorkloadConfig, key: str
+) -> Iterator[tuple[str, str]]:
+    if follows_registry(config):
+        if inference.canary is not None and inference.canary.model_version is not None:
+            yield (
+                f"{key}.canary.modelVersion",
+                "serving follows the registry's @champion and the canary its @challenger: remove the key "
+                "(or pin modelVersion too)",
+            )
+        return
+    if inference.model_version is None:
+        yield (
+            f"{key}.modelVersion",
+            "required without the registry (workloads.registry.enabled): the version on the models volume",
+        )
+    elif inference.canary is not None and inference.canary.model_version is None:
+        yield (
+            f"{key}.canary.modelVersion",
+            "required with a pinned modelVersion: the version the canary serves",
+        )
+    if inference.enabled and config.shared_storage is SharedStorageKind.NONE:
+        yield key, "the service reads models from shared storage (storage.shared)"
 
 
 def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:

@@ -14,12 +14,19 @@ from components.config import (
     PlatformConfig,
     Priority,
     TrainingWorkloadConfig,
+    follows_registry,
 )
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric, PoolHandle, PoolKind
 from components.images import WorkloadImages
 from components.kubernetes import kueue, monitoring
 from components.kubernetes.objects import Object
-from components.kubernetes.registry import RegistryObjects, RegistrySpec, registry_objects
+from components.kubernetes.registry import (
+    CLIENT_SECRET,
+    RegistryObjects,
+    RegistrySpec,
+    registry_objects,
+    tracking_uri,
+)
 from components.kubernetes.storage import VolumeClaim
 from workloads.fabric_gate import FABRIC_TEST, busbw_floor_gbytes, fabric_test_run_id
 from workloads.inference.k8s import Canary, InferenceServiceSpec, inference_objects
@@ -84,7 +91,18 @@ def training_spec(
         labels=_queue_labels(config, training.priority),
         pod_labels=handle.pod_labels.get("training", {}),
         egress=handle.workload_egress,
+        **_registry_caller(config),
     )
+
+
+def _registry_caller(config: PlatformConfig) -> dict[str, Any]:
+    """What a caller of the stack's registry gets: its in-cluster URI and, with basic-auth on, the
+    namespace's ``registry-client`` Secret (docs/registry.md, "Access"); nothing without a registry.
+    (Egress to it is the registry's own ``allow-registry`` policy in each client namespace.)"""
+    registry = config.workloads.registry
+    if not registry.enabled:
+        return {}
+    return {"registry_uri": tracking_uri(), "registry_secret": CLIENT_SECRET if registry.auth else None}
 
 
 # Nodes the fabric test spans: two are the smallest group whose all-reduce crosses the fabric.
@@ -135,12 +153,15 @@ def inference_spec(
     identity = WORKLOAD_IDENTITIES["inference"]
     canary = inference.canary
     assert images.inference is not None, "StackImages gives an enabled inference workload its image"
+    following = follows_registry(config)
     return InferenceServiceSpec(
         name="inference",
         image=images.inference,
         model_name=inference.model_name,
         model_version=inference.model_version,
-        model_volume={"persistentVolumeClaim": {"claimName": MODELS_CLAIM, "readOnly": True}},
+        model_volume=(
+            None if following else {"persistentVolumeClaim": {"claimName": MODELS_CLAIM, "readOnly": True}}
+        ),
         pool=handle.pool(inference.pool),
         namespace=identity.namespace,
         service_account=identity.service_account,
@@ -158,6 +179,9 @@ def inference_spec(
         labels=config.base_tags(),
         pod_labels=handle.pod_labels.get("inference", {}),
         egress=handle.workload_egress,
+        model_cache_size=inference.model_cache,
+        poll_interval_s=inference.poll_interval_seconds,
+        **(_registry_caller(config) if following else {}),
     )
 
 
@@ -217,7 +241,8 @@ def workload_objects(
         identity = WORKLOAD_IDENTITIES["inference"]
         spec = inference_spec(handle, config, inference, images)
         result.objects += inference_objects(spec)
-        result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
+        if spec.model_volume is not None:
+            result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
         result.monitors.append(
             monitoring.inference_service_monitor(identity.namespace, spec.name, spec.tls, spec.auth_secret)
         )

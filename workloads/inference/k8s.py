@@ -6,9 +6,13 @@ NetworkPolicy over all of them; the ServiceAccount they run as.
 
 The pods are locked down as the CIS/checkov baselines ask: non-root high UID, read-only root file system
 (``/tmp`` an emptyDir), no capabilities, no privilege escalation, seccomp RuntimeDefault, no service
-account token. The model comes from shared storage, mounted read-only, by pinned version: the server
-verifies the files against their recorded hashes before it opens a socket. The pod gets no egress at all
-(the model is on a mounted volume), and ingress on the service port only.
+account token. The model comes either from shared storage, mounted read-only, by pinned version, or
+from the model registry (``registry_uri``): the stable track serves ``models:/<name>@champion`` and the
+canary ``models:/<name>@challenger``, each pod downloading into its own model cache (an emptyDir) and
+following the alias as it moves (workloads/inference/follow.py), so a promotion or a rollback needs no
+``pulumi up``. Either way the server verifies the files against their recorded hashes before it opens a
+socket. The pod's own egress is only what ``egress`` adds; the registry's ``allow-registry`` policy in
+the namespace lets it reach the registry's servers. Ingress on the service port only.
 
 A canary splits traffic by replica count (the Service balances over the pods of both versions); exact
 percentages would need a mesh or gateway, which this platform does not assume.
@@ -27,6 +31,9 @@ from components.handle import WORKLOAD_IDENTITIES, PoolHandle, PoolKind
 from components.kubernetes.objects import MANAGED_BY
 from workloads.artifacts import model_version_dir
 from workloads.inference.config import ENV_PREFIX
+from workloads.registry.client import TRACKING_URI_ENV, ModelRef
+from workloads.registry.k8s import credential_env, credential_mount, credential_volume
+from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 Object = dict[str, Any]
 
@@ -48,10 +55,16 @@ GRACE_MARGIN_S = 5
 
 @dataclass(frozen=True)
 class Canary:
-    """A second model version taking ``share`` of the replicas (and so roughly of the traffic)."""
+    """A second model version taking ``share`` of the replicas (and so roughly of the traffic): a pinned
+    ``version``, or None when serving follows the registry (the canary follows ``@challenger``)."""
 
-    version: str
+    version: str | None
     share: float
+
+
+# The cache a registry-served pod downloads versions into; TMPDIR too, so the per-process caches of
+# several server workers (workloads/inference/server.py) land on the same sized volume, not on /tmp.
+MODEL_CACHE_DIR = PurePosixPath("/var/cache/models")
 
 
 @dataclass(frozen=True)
@@ -60,8 +73,9 @@ class InferenceServiceSpec:
     # A pinned reference, or a deploy-time value resolving to one (the stack's image resource's ``ref``).
     image: object
     model_name: str
-    model_version: str
-    model_volume: Mapping[str, Any]
+    # The pinned version on ``model_volume``; both None when serving from the registry.
+    model_version: str | None
+    model_volume: Mapping[str, Any] | None
     pool: PoolHandle
     namespace: str = WORKLOAD_IDENTITIES["inference"].namespace
     service_account: str = WORKLOAD_IDENTITIES["inference"].service_account
@@ -97,6 +111,13 @@ class InferenceServiceSpec:
     # Further NetworkPolicy egress rules (the cloud's identity and storage endpoints).
     egress: tuple[Mapping[str, Any], ...] = ()
     run_as_user: int = 10001
+    # The model registry's URI (MLflow): set, the pods serve the model's aliases (see the module's
+    # docstring); ``registry_secret`` the Secret with the registry user's name and password (basic-auth).
+    registry_uri: object | None = None
+    registry_secret: str | None = None
+    # The model cache's size (emptyDir ``sizeLimit``) and how often the alias is checked.
+    model_cache_size: str = "1Gi"
+    poll_interval_s: int = 30
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -121,10 +142,7 @@ def _problems(spec: InferenceServiceSpec) -> list[str]:
         problems.append("replicas need 1 <= min_replicas <= max_replicas")
     if not 1024 <= spec.port <= 65535:
         problems.append("port must be 1024-65535 (the server runs without privileges)")
-    if len(spec.model_volume) != 1:
-        problems.append(
-            "model_volume must be one Kubernetes volume source, e.g. {'persistentVolumeClaim': ...}"
-        )
+    problems += _model_source_problems(spec)
     if spec.pool.kind is not PoolKind.CPU:
         problems.append(
             f"pool {spec.pool.name!r} is a {spec.pool.kind} pool; this is the CPU inference service"
@@ -144,8 +162,6 @@ def _problems(spec: InferenceServiceSpec) -> list[str]:
     if spec.canary is not None:
         if not 0 < spec.canary.share < 1:
             problems.append("canary share must lie strictly between 0 and 1")
-        if spec.canary.version == spec.model_version:
-            problems.append("canary version must differ from model_version")
         if spec.max_replicas < 2:
             problems.append("a canary needs max_replicas >= 2 (one replica per track at least)")
         elif 0 < spec.canary.share < 1 and 1 <= spec.min_replicas <= spec.max_replicas:
@@ -155,12 +171,38 @@ def _problems(spec: InferenceServiceSpec) -> list[str]:
     return problems
 
 
+def _model_source_problems(spec: InferenceServiceSpec) -> list[str]:
+    canary = spec.canary.version if spec.canary is not None else None
+    if spec.registry_uri is not None:
+        if (spec.model_version, spec.model_volume, canary) != (None, None, None):
+            return [
+                "with registry_uri the tracks follow aliases: no model_version, model_volume, canary version"
+            ]
+        if spec.poll_interval_s < 1:
+            return ["poll_interval_s must be at least 1"]
+        return []
+    problems = []
+    if spec.registry_secret is not None:
+        problems.append("registry_secret needs registry_uri")
+    if spec.model_version is None or spec.model_volume is None or len(spec.model_volume) != 1:
+        problems.append(
+            "without registry_uri: model_version, and model_volume as one Kubernetes volume source, "
+            "e.g. {'persistentVolumeClaim': ...}"
+        )
+    if spec.canary is not None and canary is None:
+        problems.append("a pinned canary needs its version")
+    elif canary is not None and canary == spec.model_version:
+        problems.append("canary version must differ from model_version")
+    return problems
+
+
 @dataclass(frozen=True)
 class _Track:
     """One Deployment: which version, under which name, with how many replicas."""
 
     name: str
     track: str
+    # The pinned version, or the registry alias the track follows.
     version: str
     min_replicas: int
     max_replicas: int
@@ -201,14 +243,19 @@ def canary_share_problem(min_replicas: int, max_replicas: int, share: float) -> 
 
 def _tracks(spec: InferenceServiceSpec) -> list[_Track]:
     """Split the replica range between stable and canary by the canary's share, each at least one."""
+    following = spec.registry_uri is not None
+    stable = CHAMPION if following else spec.model_version
+    assert stable is not None  # (_model_source_problems)
     if spec.canary is None:
-        return [_Track(spec.name, "stable", spec.model_version, spec.min_replicas, spec.max_replicas)]
+        return [_Track(spec.name, "stable", stable, spec.min_replicas, spec.max_replicas)]
+    canary = CHALLENGER if following else spec.canary.version
+    assert canary is not None
     stable_min, stable_max, canary_min, canary_max = split_replicas(
         spec.min_replicas, spec.max_replicas, spec.canary.share
     )
     return [
-        _Track(spec.name, "stable", spec.model_version, stable_min, stable_max),
-        _Track(spec.name + CANARY_SUFFIX, "canary", spec.canary.version, canary_min, canary_max),
+        _Track(spec.name, "stable", stable, stable_min, stable_max),
+        _Track(spec.name + CANARY_SUFFIX, "canary", canary, canary_min, canary_max),
     ]
 
 
@@ -246,10 +293,31 @@ def _metadata(spec: InferenceServiceSpec, name: str, **extra: Any) -> Object:
     return {"name": name, "namespace": spec.namespace, "labels": _labels(spec), **extra}
 
 
+def _model_settings(spec: InferenceServiceSpec, version: str) -> dict[str, object]:
+    """Where the track's model comes from: the registry alias it follows, or the pinned directory."""
+    if spec.registry_uri is None:
+        return {"model_dir": model_version_dir(Path(spec.model_mount_path), spec.model_name, version)}
+    return {
+        "model_uri": str(ModelRef(spec.model_name, alias=version)),
+        "model_cache_dir": MODEL_CACHE_DIR,
+        "poll_interval_s": spec.poll_interval_s,
+    }
+
+
+def _registry_env(spec: InferenceServiceSpec) -> list[Object]:
+    """The registry's URI (what the server reads, ``ServeConfig.from_env``), the cache as TMPDIR, and the
+    credentials' files."""
+    if spec.registry_uri is None:
+        return []
+    env: dict[str, object] = {TRACKING_URI_ENV: spec.registry_uri, "TMPDIR": str(MODEL_CACHE_DIR)}
+    if spec.registry_secret is not None:
+        env |= credential_env()
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
 def _env(spec: InferenceServiceSpec, version: str) -> list[Object]:
-    model_dir = model_version_dir(Path(spec.model_mount_path), spec.model_name, version)
     settings: dict[str, object] = {
-        "model_dir": model_dir,
+        **_model_settings(spec, version),
         "host": "0.0.0.0",
         "port": spec.port,
         "max_batch_size": spec.max_batch_size,
@@ -265,19 +333,25 @@ def _env(spec: InferenceServiceSpec, version: str) -> list[Object]:
     if spec.tls:
         settings["tls_cert_file"] = SECRETS_DIR / "tls" / "tls.crt"
         settings["tls_key_file"] = SECRETS_DIR / "tls" / "tls.key"
-    return [{"name": f"{ENV_PREFIX}{k.upper()}", "value": str(v)} for k, v in settings.items()]
+    serve = [{"name": f"{ENV_PREFIX}{k.upper()}", "value": str(v)} for k, v in settings.items()]
+    return serve + _registry_env(spec)
 
 
 def _volumes(spec: InferenceServiceSpec) -> tuple[list[Object], list[Object]]:
-    """Pod volumes and the container's mounts: model (read-only), /tmp, and the secrets in use."""
-    volumes: list[Object] = [
-        {"name": "model", **spec.model_volume},
-        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
-    ]
-    mounts: list[Object] = [
-        {"name": "model", "mountPath": spec.model_mount_path, "readOnly": True},
-        {"name": "tmp", "mountPath": "/tmp"},
-    ]
+    """Pod volumes and the container's mounts: the model (pinned: the models volume, read-only; from the
+    registry: the model cache), /tmp, and the secrets in use."""
+    if spec.model_volume is not None:
+        volumes: list[Object] = [{"name": "model", **spec.model_volume}]
+        mounts: list[Object] = [{"name": "model", "mountPath": spec.model_mount_path, "readOnly": True}]
+    else:
+        # Versions download here: the serving one and the one swapping in, per server process.
+        volumes = [{"name": "model-cache", "emptyDir": {"sizeLimit": spec.model_cache_size}}]
+        mounts = [{"name": "model-cache", "mountPath": str(MODEL_CACHE_DIR)}]
+    volumes.append({"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}})
+    mounts.append({"name": "tmp", "mountPath": "/tmp"})
+    if spec.registry_secret is not None:
+        volumes.append(credential_volume(spec.registry_secret))
+        mounts.append(credential_mount())
     for name, secret in (("auth", spec.auth_secret), ("tls", spec.tls_secret)):
         if secret is not None:
             volumes.append({"name": name, "secret": {"secretName": secret, "defaultMode": 0o440}})

@@ -36,6 +36,7 @@ from workloads.fabric import FabricProfile, fabric_profile
 from workloads.fatal import EXIT_FATAL, FATAL_FILE_ENV
 from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.registry.client import TRACKING_URI_ENV
+from workloads.registry.k8s import credential_env, credential_mount, credential_volume
 from workloads.registry.lineage import IMAGE_ENV
 from workloads.training.config import parse_args
 from workloads.training.sizing import PodSize, pod_size
@@ -125,6 +126,9 @@ class TrainingJobSpec:
     # The model registry's in-cluster URI (MLflow); set, the trainer logs the run and registers the model
     # there as ``challenger`` (workloads/registry/lineage.py). Egress to it comes with ``egress``.
     registry_uri: object | None = None
+    # The Secret holding the registry user's name and password (registry with basic-auth), mounted as
+    # files (workloads/registry/k8s.py); None: the registry admits callers without credentials.
+    registry_secret: str | None = None
 
     def __post_init__(self) -> None:
         problems = [
@@ -145,6 +149,8 @@ class TrainingJobSpec:
             problems.append(f"image {self.image!r} must be pinned by digest or a tag other than latest")
         if self.await_seconds is not None and self.await_seconds < 1:
             problems.append("await_seconds must be at least 1")
+        if self.registry_secret is not None and self.registry_uri is None:
+            problems.append("registry_secret needs registry_uri (credentials for which registry?)")
         if problems:
             raise ValueError("; ".join(problems))
         if not self.entry:
@@ -299,7 +305,11 @@ def _container(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
     resources = {"cpu": str(size.cpu), "memory": f"{size.memory_gib}Gi", **fabric.resources}
     threads = str(max(1, size.cpu // spec.processes_per_node))
     # The image reference (pinned by digest) is recorded in the run's lineage (``IMAGE_ENV``).
-    registry = {TRACKING_URI_ENV: spec.registry_uri} if spec.registry_uri is not None else {}
+    registry: dict[str, object] = (
+        {TRACKING_URI_ENV: spec.registry_uri} if spec.registry_uri is not None else {}
+    )
+    if spec.registry_secret is not None:
+        registry |= credential_env()
     env = {**_BASE_ENV, "OMP_NUM_THREADS": threads, IMAGE_ENV: spec.image, **registry, **fabric.env}
     return {
         "name": CONTAINER,
@@ -324,6 +334,7 @@ def _container(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
             {"name": "output", "mountPath": spec.output_mount_path},
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "tmp", "mountPath": "/tmp"},
+            *([credential_mount()] if spec.registry_secret is not None else []),
             *(dict(m) for m in fabric.volume_mounts),
         ],
     }
@@ -352,6 +363,7 @@ def _pod_spec(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
             # limit is a kubelet eviction, which the podFailurePolicy ignores (DisruptionTarget), so a
             # small /tmp becomes a recreate loop that spends no budget: size it for the caches.
             {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
+            *([credential_volume(spec.registry_secret)] if spec.registry_secret is not None else []),
             *(dict(v) for v in fabric.volumes),
         ],
     }
