@@ -66,7 +66,8 @@ def all_features(stack: str) -> dict[str, Any]:
     workloads = platform["workloads"]
     workloads["fabricTest"] = {"enabled": True}
     workloads["inference"] |= {"auth": True, "tls": True}
-    workloads["inference"].setdefault("canary", {"modelVersion": "3", "percent": 10})
+    # The canary follows the registry's @challenger (the templates pin no version, docs/registry.md).
+    workloads["inference"].setdefault("canary", {"percent": 10})
     # A private endpoint of the region's object storage, inside the stack's own network.
     workloads["training"]["datasetEgressCidrs"] = [platform["network"]["cidr"]]
     return config

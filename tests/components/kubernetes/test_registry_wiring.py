@@ -1,0 +1,143 @@
+"""The registry's callers on the cluster (issue 28): the training Job logs to and registers in the
+stack's registry, the inference service follows ``models:/<name>@champion`` (its canary ``@challenger``)
+instead of a pinned directory, and with basic-auth both carry the namespace's ``registry-client`` Secret
+as read-only files (checkov CKV_K8S_35: secrets as files, not environment variables; docs/registry.md,
+"Access")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
+from components.kubernetes.registry import CLIENT_SECRET, tracking_uri
+from mlplatform.plan import Plan
+from mlplatform.report import kubernetes_objects
+from tests.stack_variants import plan_config, template
+from workloads.fabric_gate import FABRIC_TEST
+
+
+def _pod(objects: list[dict[str, Any]], kind: str, name: str, namespace: str) -> dict[str, Any]:
+    [found] = [
+        o
+        for o in objects
+        if o["kind"] == kind and o["metadata"]["namespace"] == namespace and o["metadata"]["name"] == name
+    ]
+    return dict(found["spec"]["template"]["spec"])
+
+
+def _env(pod: dict[str, Any]) -> dict[str, Any]:
+    [container] = [c for c in pod["containers"] if c["name"] in ("server", "trainer")]
+    assert all("valueFrom" not in e for e in container["env"]), "no Secret in the environment"
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+def _secret_mounted_read_only(pod: dict[str, Any]) -> bool:
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    [container] = pod["containers"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    secret = volumes.get("registry-client", {}).get("secret", {})
+    return secret.get("secretName") == CLIENT_SECRET and mounts["registry-client"].get("readOnly") is True
+
+
+def _job_name(objects: list[dict[str, Any]]) -> str:
+    """The training run's Job (not the fabric tests', which register nothing)."""
+    [job] = [
+        o
+        for o in objects
+        if o["kind"] == "Job"
+        and o["metadata"]["namespace"] == "ml-training"
+        and not o["metadata"]["name"].startswith(FABRIC_TEST)
+    ]
+    return str(job["metadata"]["name"])
+
+
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-smb-dev"])
+def test_training_and_inference_call_the_stacks_registry_with_the_client_secret_as_files(
+    stack: str, planned: Callable[[str], Plan]
+) -> None:
+    objects = kubernetes_objects(planned(stack))
+    training = _pod(objects, "Job", _job_name(objects), "ml-training")
+    env = _env(training)
+    assert (
+        env["MLFLOW_TRACKING_URI"] == tracking_uri() == "http://registry.ml-registry.svc.cluster.local:5000"
+    )
+    assert "@sha256:" in env["MLPLATFORM_IMAGE"]
+    assert env["MLFLOW_TRACKING_PASSWORD_FILE"] == "/var/run/secrets/registry-client/password"
+    assert _secret_mounted_read_only(training)
+
+    inference = _pod(objects, "Deployment", "inference", "ml-inference")
+    env = _env(inference)
+    assert env["SERVE_MODEL_URI"] == "models:/digits-mlp@champion"
+    assert env["MLFLOW_TRACKING_URI"] == tracking_uri()
+    assert env["SERVE_POLL_INTERVAL_S"] == "30"
+    assert "SERVE_MODEL_DIR" not in env
+    assert _secret_mounted_read_only(inference)
+    # The cache is sized from config, not the 64Mi /tmp, and is where the server's workers download.
+    cache = {v["name"]: v for v in inference["volumes"]}["model-cache"]
+    assert cache == {"name": "model-cache", "emptyDir": {"sizeLimit": "1Gi"}}
+    assert env["SERVE_MODEL_CACHE_DIR"] == env["TMPDIR"] == "/var/cache/models"
+    claims = [
+        o for o in objects if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"] == "models"
+    ]
+    assert claims == [], "no models volume when serving from the registry"
+
+
+def test_the_canary_follows_the_challenger(planned: Callable[[str], Plan]) -> None:
+    objects = kubernetes_objects(planned("aws-enterprise-prod"))
+    env = _env(_pod(objects, "Deployment", "inference-canary", "ml-inference"))
+    assert env["SERVE_MODEL_URI"] == "models:/digits-mlp@challenger"
+
+
+def _raw(stack: str, registry: dict[str, Any], inference: dict[str, Any]) -> dict[str, Any]:
+    raw = template(stack)
+    workloads = raw[PLATFORM_KEY]["workloads"]
+    workloads["registry"] = registry
+    workloads["inference"] |= inference
+    return raw
+
+
+def test_without_the_registry_the_pinned_version_is_served_and_training_logs_nowhere(tmp_path: Path) -> None:
+    raw = _raw("aws-smb-dev", {"enabled": False}, {"modelVersion": "4"})
+    objects = kubernetes_objects(plan_config(raw, tmp_path, "aws-smb-dev"))
+    training = _pod(objects, "Job", _job_name(objects), "ml-training")
+    assert "MLFLOW_TRACKING_URI" not in _env(training)
+    assert "registry-client" not in {v["name"] for v in training["volumes"]}
+    env = _env(_pod(objects, "Deployment", "inference", "ml-inference"))
+    assert env["SERVE_MODEL_DIR"] == "/mnt/artifacts/models/digits-mlp/4"
+    assert "SERVE_MODEL_URI" not in env and "MLFLOW_TRACKING_URI" not in env
+
+
+def test_a_registry_without_auth_gives_callers_no_secret(tmp_path: Path) -> None:
+    raw = _raw("aws-smb-dev", {"auth": False}, {"modelCache": "3Gi", "pollIntervalSeconds": 5})
+    objects = kubernetes_objects(plan_config(raw, tmp_path, "aws-smb-dev"))
+    inference = _pod(objects, "Deployment", "inference", "ml-inference")
+    env = _env(inference)
+    assert env["MLFLOW_TRACKING_URI"] == tracking_uri() and env["SERVE_POLL_INTERVAL_S"] == "5"
+    assert "MLFLOW_TRACKING_PASSWORD_FILE" not in env
+    assert {v["name"]: v for v in inference["volumes"]}["model-cache"]["emptyDir"] == {"sizeLimit": "3Gi"}
+
+
+@pytest.mark.parametrize(
+    ("registry", "inference", "line"),
+    [
+        ({"enabled": False}, {}, "workloads.inference.modelVersion: required without the registry"),
+        ({}, {"canary": {"modelVersion": "3", "percent": 50}}, "workloads.inference.canary.modelVersion: "),
+        (
+            {"enabled": False},
+            {"modelVersion": "1", "canary": {"percent": 50}},
+            "workloads.inference.canary.modelVersion: required with a pinned modelVersion",
+        ),
+        ({}, {"modelCache": "1G"}, "workloads.inference.modelCache: a Kubernetes quantity"),
+    ],
+)
+def test_where_the_model_comes_from_is_one_line_naming_the_key(
+    registry: dict[str, Any], inference: dict[str, Any], line: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config(_raw("aws-smb-dev", registry, inference), "Pulumi.aws-smb-dev.yaml")
+    [problem] = raised.value.problems
+    assert problem.startswith(f"Pulumi.aws-smb-dev.yaml: ml-platform:platform.{line}"), problem
