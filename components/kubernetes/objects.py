@@ -17,6 +17,9 @@ import pulumi
 Object = dict[str, Any]
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "ml-platform", "app.kubernetes.io/part-of": "ml-platform"}
+# pulumi-kubernetes creates an object carrying this without waiting for it to become ready (or, for a
+# Job, complete): the "pulumi.com/skipAwait" annotation, pulumi-kubernetes pkg/metadata (REFERENCE.md).
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 
 def type_token(obj: Mapping[str, Any]) -> str:

@@ -50,10 +50,14 @@ class Fetched:
 class FetchError(Exception):
     """A version that could not be fetched; ``reason`` is the metric label."""
 
-    def __init__(self, reason: str, message: str, version: str | None = None) -> None:
+    def __init__(
+        self, reason: str, message: str, version: str | None = None, *, missing: bool = False
+    ) -> None:
         super().__init__(message)
         self.reason = reason
         self.version = version
+        # The registry answered that the model or its alias does not exist (yet): see ``server.prepare``.
+        self.missing = missing
 
 
 def fetch(
@@ -64,7 +68,7 @@ def fetch(
     try:
         version = client.resolve(ref)
     except RegistryError as exc:
-        raise FetchError("resolve", f"{ref}: {exc}") from None
+        raise FetchError("resolve", f"{ref}: {exc}", missing=exc.not_found) from None
     if version.version in skip:
         return None
     directory = cache_dir / ref.name / version.version

@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from components.handle import WORKLOAD_IDENTITIES, PoolHandle, PoolKind
-from components.kubernetes.objects import MANAGED_BY
+from components.kubernetes.objects import MANAGED_BY, SKIP_AWAIT
 from workloads.artifacts import model_version_dir
 from workloads.inference.config import ENV_PREFIX
 from workloads.registry.client import TRACKING_URI_ENV, ModelRef
@@ -453,7 +453,12 @@ def _deployment(spec: InferenceServiceSpec, track: _Track) -> Object:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(spec, track.name),
+        # Following an alias, which version serves is the registry's call, outside ``pulumi up``: on a
+        # fresh stack no version has the alias and the pods wait unready for the first promotion
+        # (server.prepare), so ``pulumi up`` must not wait for them. A pinned version is awaited.
+        "metadata": _metadata(
+            spec, track.name, **({"annotations": SKIP_AWAIT} if spec.registry_uri is not None else {})
+        ),
         # No ``replicas``: the track's HPA owns it. With it set, each server-side apply after the HPA
         # scaled would reset or conflict on .spec.replicas (kubernetes.io, "Horizontal Pod Autoscaling":
         # remove spec.replicas from manifests of HPA-scaled workloads; pulumi/pulumi-kubernetes#2491).

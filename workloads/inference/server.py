@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 import signal
 import socket
@@ -39,8 +40,9 @@ from workloads.inference.config import ServeConfig
 from workloads.inference.cpu import available_cpus
 from workloads.inference.follow import Fetched, FetchError, Follower, fetch
 from workloads.inference.model import load_artifact, verify_model
+from workloads.inference.responses import JSON
 from workloads.inference.service import Service
-from workloads.registry.client import ModelRef, RegistryClient
+from workloads.registry.client import ModelRef, RegistryClient, RegistryError
 
 log = logging.getLogger("workloads.inference")
 
@@ -184,9 +186,115 @@ def load_service(config: ServeConfig, shared: Path | None = None, initial: Fetch
 
 def prepare(config: ServeConfig) -> Prepared:
     """Check everything that can be wrong before serving, binding the socket last; raises what
-    ``load_service``, ``tls_context`` and ``bind`` raise."""
+    ``load_service``, ``tls_context`` and ``bind`` raise.
+
+    An alias that names no version yet (a fresh stack, before the first ``mlplatform models promote``)
+    is not an error: the server listens, live and unready (``await_alias``), until the alias resolves,
+    then loads it as at any start. Exits 0 (``SystemExit``) when signalled while waiting."""
     tls = tls_context(config)
-    return Prepared(load_service(config), tls, bind(config))
+    try:
+        return Prepared(load_service(config), tls, bind(config))
+    except FetchError as exc:
+        if not exc.missing or config.model_uri is None or ModelRef.parse(config.model_uri).alias is None:
+            raise
+    sock = bind(config)
+    try:
+        if not await_alias(config, tls, sock):
+            raise SystemExit(0)
+        return Prepared(load_service(config), tls, sock)
+    except BaseException:
+        sock.close()
+        raise
+
+
+WAITING_BODY = "no version has that alias yet; promote one with mlplatform models promote"
+
+
+class AliasWait:
+    """The ASGI app while the alias names no version: ``/healthz`` 200 (live: the kubelet does not
+    restart the pod), ``/readyz`` and every other path 503 (unready: the Service sends it no traffic).
+    Its lifespan polls the alias every ``poll_interval_s`` and calls ``on_resolved`` once it resolves."""
+
+    def __init__(
+        self, client: RegistryClient, ref: ModelRef, interval_s: float, on_resolved: Callable[[], None]
+    ):
+        self.client = client
+        self.ref = ref
+        self.interval_s = interval_s
+        self.on_resolved = on_resolved
+        self.waiting = f"waiting for {ref}: {WAITING_BODY}"
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await asyncio.to_thread(self.client.resolve, self.ref)
+            except RegistryError as exc:
+                if not exc.not_found:
+                    log.warning("still waiting for %s: %s", self.ref, exc)
+                continue
+            self.on_resolved()
+            return
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            polling: asyncio.Task[None] | None = None
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    polling = asyncio.create_task(self._poll())
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    if polling is not None:
+                        polling.cancel()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        if scope["path"] == "/healthz":
+            status, body = 200, {"status": "waiting", "model": self.ref.name, "model_version": None}
+        else:
+            status, body = 503, {"error": self.waiting}
+        content = json.dumps(body).encode()
+        headers = [(b"content-type", JSON.encode()), (b"content-length", str(len(content)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+
+
+class WaitingServer(uvicorn.Server):
+    """uvicorn for ``AliasWait``: a signal stops it (``signalled``) without uvicorn re-raising it."""
+
+    signalled = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.signalled = True
+        self.should_exit = True
+
+
+def await_alias(config: ServeConfig, tls: ssl.SSLContext | None, sock: socket.socket) -> bool:
+    """Serve ``AliasWait`` on ``sock`` until the alias resolves (True) or a signal stops the server
+    (False). uvicorn closes the sockets it serves on, so it gets a duplicate: ``sock`` stays listening,
+    and connections that arrive between this server and the real one wait in its backlog."""
+    assert config.model_uri is not None and config.registry_uri is not None
+    ref = ModelRef.parse(config.model_uri)
+
+    def resolved() -> None:
+        server.should_exit = True
+
+    app = AliasWait(RegistryClient(config.registry_uri), ref, config.poll_interval_s, resolved)
+    uv_config = uvicorn.Config(
+        app,
+        ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,
+        access_log=config.access_log,
+        log_config=log_config(ref.name, "-", config.log_level),
+        timeout_keep_alive=int(config.idle_timeout_s),
+        server_header=False,
+    )
+    server = WaitingServer(uv_config)
+    log.warning("%s", app.waiting)
+    with sock.dup() as waiting_sock:
+        server.run(sockets=[waiting_sock])
+    return not server.signalled
 
 
 class GuardedHttpTools(HttpToolsProtocol):

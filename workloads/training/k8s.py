@@ -32,6 +32,7 @@ from types import MappingProxyType
 from typing import Any
 
 from components.handle import Fabric, PoolHandle
+from components.kubernetes.objects import SKIP_AWAIT
 from workloads.fabric import FabricProfile, fabric_profile
 from workloads.fatal import EXIT_FATAL, FATAL_FILE_ENV
 from workloads.nccl_transport import EXPECTED_NETWORK
@@ -49,7 +50,6 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Room for "-<index>" in pod hostnames, which must stay DNS labels (<= 63 characters).
 MAX_JOB_NAME = 52
 _PINNED_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 # Where a worker records a failure no retry can fix (workloads/fatal.py), on the pod's own /tmp.
 FATAL_FILE = "/tmp/ml-platform-fatal"
 # The variables torchrun needs under a read-only root filesystem and the gloo restart fix (REFERENCE.md).

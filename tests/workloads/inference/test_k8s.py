@@ -223,3 +223,25 @@ def test_drain_and_shutdown_fit_in_the_grace_period() -> None:
     assert (
         pre_stop + config.drain_timeout_s + config.shutdown_timeout_s < pod["terminationGracePeriodSeconds"]
     )
+
+
+def test_deployments_following_an_alias_skip_pulumis_await_and_pinned_ones_are_awaited() -> None:
+    """pulumi-kubernetes waits for a Deployment's pods to be ready unless it carries
+    ``pulumi.com/skipAwait: "true"`` (pulumi-kubernetes pkg/metadata; REFERENCE.md). Following an alias,
+    the pods wait unready until a version is promoted outside ``pulumi up`` (docs/registry.md), so a first
+    ``pulumi up`` must not wait for them; a pinned version is awaited as before."""
+    following = make_spec(
+        model_version=None,
+        model_volume=None,
+        registry_uri="http://registry.mlflow.svc:5000",
+        canary=Canary(None, 0.25),
+        min_replicas=4,
+        max_replicas=8,
+    )
+    deployments = by_kind(inference_objects(following), "Deployment")
+    assert len(deployments) == 2
+    for deployment in deployments:
+        assert deployment["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    for spec in SPECS.values():
+        for deployment in by_kind(inference_objects(spec), "Deployment"):
+            assert "pulumi.com/skipAwait" not in deployment["metadata"].get("annotations", {})
