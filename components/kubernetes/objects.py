@@ -22,6 +22,33 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "ml-platform", "app.kubernetes.io/
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 
+def restricted_pod_security(uid: int) -> Object:
+    """The pod-level securityContext of a workload running as ``uid`` under Pod Security "restricted"
+    (kubernetes.io "Pod Security Standards"): non-root, RuntimeDefault seccomp, volumes group-owned."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def restricted_container_security(uid: int) -> Object:
+    """The container-level securityContext to match: no privilege escalation, every capability dropped,
+    a read-only root file system."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
 def type_token(obj: Mapping[str, Any]) -> str:
     """``apps/v1`` + ``Deployment`` → ``kubernetes:apps/v1:Deployment``; core ``v1`` → ``core/v1``."""
     api_version = str(obj["apiVersion"])

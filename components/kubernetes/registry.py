@@ -43,7 +43,12 @@ from components.handle import (
     PoolHandle,
     RegistryDatabase,
 )
-from components.kubernetes.objects import MANAGED_BY, Object
+from components.kubernetes.objects import (
+    MANAGED_BY,
+    Object,
+    restricted_container_security,
+    restricted_pod_security,
+)
 
 # issue 28: 3.18.0 does not install (its mlflow-skinny is not published); the image pins the same.
 MLFLOW_VERSION = "3.17.2"
@@ -194,19 +199,6 @@ def _volumes(spec: RegistrySpec, server: bool) -> tuple[list[Object], list[Objec
     return volumes, mounts
 
 
-def _security_context(spec: RegistrySpec) -> Object:
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": spec.run_as_user,
-        "runAsGroup": spec.run_as_user,
-        "allowPrivilegeEscalation": False,
-        "privileged": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
 def _container(spec: RegistrySpec, name: str, mode: str, mounts: list[Object]) -> Object:
     server = mode == "server"
     return {
@@ -219,7 +211,7 @@ def _container(spec: RegistrySpec, name: str, mode: str, mounts: list[Object]) -
             "requests": {"cpu": spec.cpu, "memory": spec.memory},
             "limits": {"cpu": spec.cpu, "memory": spec.memory},
         },
-        "securityContext": _security_context(spec),
+        "securityContext": restricted_container_security(spec.run_as_user),
         "volumeMounts": mounts,
     }
 
@@ -242,13 +234,7 @@ def _pod_spec(spec: RegistrySpec, containers: list[Object], volumes: list[Object
         # the Kubernetes API token is not needed.
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": spec.run_as_user,
-            "runAsGroup": spec.run_as_user,
-            "fsGroup": spec.run_as_user,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_pod_security(spec.run_as_user),
         "nodeSelector": spec.pool.node_selector,
         "tolerations": spec.pool.tolerations(),
         "containers": containers,

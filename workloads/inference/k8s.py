@@ -28,7 +28,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from components.handle import WORKLOAD_IDENTITIES, PoolHandle, PoolKind
-from components.kubernetes.objects import MANAGED_BY, SKIP_AWAIT
+from components.kubernetes.objects import (
+    MANAGED_BY,
+    SKIP_AWAIT,
+    restricted_container_security,
+    restricted_pod_security,
+)
 from workloads.artifacts import model_version_dir
 from workloads.inference.config import ENV_PREFIX
 from workloads.registry.client import TRACKING_URI_ENV, ModelRef
@@ -388,16 +393,7 @@ def _container(spec: InferenceServiceSpec, version: str, mounts: list[Object]) -
         # this: a terminating pod leaves the endpoints at once, whatever its readiness.
         "readinessProbe": _probe(spec, "/readyz", period=2, failures=3),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_SLEEP_S}}},
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": spec.run_as_user,
-            "runAsGroup": spec.run_as_user,
-            "allowPrivilegeEscalation": False,
-            "privileged": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_container_security(spec.run_as_user),
         "volumeMounts": mounts,
     }
 
@@ -431,13 +427,7 @@ def _deployment(spec: InferenceServiceSpec, track: _Track) -> Object:
         + DRAIN_TIMEOUT_S
         + SHUTDOWN_TIMEOUT_S
         + GRACE_MARGIN_S,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": spec.run_as_user,
-            "runAsGroup": spec.run_as_user,
-            "fsGroup": spec.run_as_user,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_pod_security(spec.run_as_user),
         "nodeSelector": spec.pool.node_selector,
         "tolerations": spec.pool.tolerations(),
         "topologySpreadConstraints": spread,
