@@ -18,29 +18,12 @@ from typing import Any
 
 import pytest
 
+from judges.kube import labels_match
 from mlplatform.plan import Plan, all_stack_targets
 from mlplatform.report import kubernetes_objects
 
 STACKS = [t.stack for t in all_stack_targets()]
 _WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet"}
-
-
-def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """A LabelSelector (matchLabels and In/NotIn/Exists/DoesNotExist) against labels."""
-    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
-        return False
-    for expression in selector.get("matchExpressions", []):
-        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
-        present = key in labels
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-    return True
 
 
 def _backends(objects: list[dict[str, Any]]) -> Iterator[tuple[str, str, str, int | str]]:
@@ -84,7 +67,7 @@ def _admits_api_server(policies: list[dict[str, Any]], labels: dict[str, str], p
         p
         for p in policies
         if "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
-        and _matches(p["spec"]["podSelector"], labels)
+        and labels_match(p["spec"]["podSelector"], labels)
     ]
     if not selecting:
         return True
@@ -111,7 +94,7 @@ def unreachable(objects: list[dict[str, Any]]) -> list[str]:
         ]
         for pod in _pods(objects, namespace):
             labels = pod["metadata"].get("labels", {})
-            if not _matches({"matchLabels": service["spec"].get("selector", {})}, labels):
+            if not labels_match({"matchLabels": service["spec"].get("selector", {})}, labels):
                 continue
             target = _target_port(service, port, pod)
             if not _admits_api_server(policies, labels, target):
