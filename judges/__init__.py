@@ -17,17 +17,20 @@ from judges.findings import Finding, Subject
 from judges.pod_security import judge_pod_security
 from judges.reachability import CONTROL_PLANE_NETWORK, judge_reachability
 from judges.runtime import judge_rendezvous
+from judges.storage import judge_shared_volume_owners
 
 
 def judge_all(
     objects: Sequence[Mapping[str, Any]], cluster_network: str = CONTROL_PLANE_NETWORK
 ) -> list[Finding]:
-    """What ``mlplatform check`` runs: CEL, reachability, Pod Security and the rendezvous timeouts (the
+    """What ``mlplatform check`` runs: CEL, reachability, Pod Security, shared-volume owners and the
+    rendezvous timeouts (the
     exit-code judge, ``judges.runtime.judge_exit_codes``, runs torchrun, so the suite runs it)."""
     return [
         *judge_cel(objects),
         *judge_reachability(objects, cluster_network),
         *judge_pod_security(objects),
+        *judge_shared_volume_owners(objects),
         *judge_rendezvous(objects),
     ]
 

@@ -31,7 +31,11 @@ from components.kubernetes.addons import (
     operator_namespaces,
 )
 from components.kubernetes.objects import Object, apply_objects
-from components.kubernetes.storage import shared_volume_objects
+from components.kubernetes.storage import (
+    preparation_namespace,
+    preparation_objects,
+    shared_volume_objects,
+)
 from components.kubernetes.tenancy import (
     POD_SECURITY_EXCEPTION_LABEL,
     NamespaceSpec,
@@ -85,7 +89,9 @@ class KubernetesLayer(pulumi.ComponentResource):
         if NETWORK_OPERATOR in releases:
             self._apply([nic_cluster_policy(handle)], [releases[NETWORK_OPERATOR]])
         identities = self._apply(identity_objects(handle, workloads), namespaces)
+        # The shared directory exists, owned by the workload user, before any consumer mounts it.
         volumes = self._apply(volume_objects(handle, workloads), namespaces)
+        volumes += self._apply(preparation(handle, workloads, images), namespaces)
         if config.monitoring:
             rules = {"gpu": monitoring.GPU_RULES if handle.has_gpus else [], **workloads.alert_rules}
             # Config validation guarantees a receiver wherever monitoring is on (kubernetes.alerting).
@@ -179,6 +185,9 @@ def tenancy_specs(
             )
         )
     specs += [team_namespace(handle, config, team) for team in config.kubernetes.teams]
+    shared = handle.storage.shared
+    if workloads.claims and shared is not None and shared.prepare is not None:
+        specs.append(preparation_namespace())
     if kueue.queueing_enabled(config):
         queued = {
             WORKLOAD_IDENTITIES["training"].namespace,
@@ -229,3 +238,13 @@ def volume_objects(handle: ClusterHandle, workloads: WorkloadObjects) -> list[Ob
     if shared is None:
         return []
     return [o for claim in workloads.claims for o in shared_volume_objects(handle.name, shared, claim)]
+
+
+def preparation(handle: ClusterHandle, workloads: WorkloadObjects, images: WorkloadImages) -> list[Object]:
+    """The Job that creates the shared directory where the file system has no access points, run with
+    any of the stack's images (each has the Python interpreter the Job's script needs)."""
+    shared = handle.storage.shared
+    if shared is None or not workloads.claims:
+        return []
+    image = images.inference if images.inference is not None else next(iter(images.training.values()))
+    return preparation_objects(handle.name, shared, image)

@@ -14,6 +14,7 @@ from judges.cel import cel_report
 from judges.pod_security import judge_pod_security
 from judges.reachability import judge_reachability
 from judges.runtime import judge_exit_codes, judge_rendezvous
+from judges.storage import judge_shared_volume_owners
 from tests.stack_variants import ALL_FEATURES
 
 from .conftest import JUDGED, Judged
@@ -45,6 +46,15 @@ def test_every_pod_passes_the_pod_security_level_of_its_namespace(
     stack: str, judged: Callable[[str], Judged]
 ) -> None:
     assert _mandatory(judge_pod_security(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_every_writer_of_shared_storage_may_write_its_root(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    """Review wt-cluster2 A1: on AWS the trainer (UID 10001) mounted an EFS/FSx root only root may
+    write, and every run exited 2 in its preflight."""
+    assert _mandatory(judge_shared_volume_owners(judged(stack).objects)) == []
 
 
 @pytest.mark.parametrize("stack", JUDGED)
