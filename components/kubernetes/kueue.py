@@ -297,8 +297,9 @@ def job_labels(priority: Priority) -> dict[str, str]:
 
 def manager_config() -> dict[str, Any]:
     """Kueue's Configuration: the chart's default at 0.19.2 (values.yaml ``managerConfig``), plus
-    waitForPodsReady, the hugepage exclusion, and only the Job integrations the platform uses (the pod,
-    Deployment and StatefulSet integrations add a webhook call to every such create in the cluster)."""
+    waitForPodsReady, the hugepage exclusion, Job webhooks scoped to the queued namespaces, and only
+    the Job integrations the platform uses (the pod, Deployment and StatefulSet integrations add a
+    webhook call to every such create in the cluster)."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -331,6 +332,11 @@ def manager_config() -> dict[str, Any]:
             },
         },
         "manageJobsWithoutQueueName": False,
+        # The chart scopes every Job-type webhook to this selector (templates/webhook/manifests.yaml at
+        # v0.19.2, else all namespaces but kube-system and its own; values.yaml, Kueue docs "Opt-in
+        # namespace management"): only the queued namespaces, so other charts' hook Jobs never wait
+        # on Kueue's fail-closed webhook and a Kueue outage blocks Jobs only where Kueue queues them.
+        "managedJobsNamespaceSelector": {"matchLabels": {QUEUED_NAMESPACE_LABEL: "required"}},
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
         "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
     }

@@ -15,6 +15,7 @@ from judges.pod_security import judge_pod_security
 from judges.reachability import judge_reachability
 from judges.runtime import judge_exit_codes, judge_rendezvous
 from judges.storage import judge_shared_volume_owners
+from judges.webhooks import judge_hook_jobs
 from tests.stack_variants import ALL_FEATURES
 
 from .conftest import JUDGED, Judged
@@ -55,6 +56,15 @@ def test_every_writer_of_shared_storage_may_write_its_root(
     """Review wt-cluster2 A1: on AWS the trainer (UID 10001) mounted an EFS/FSx root only root may
     write, and every run exited 2 in its preflight."""
     assert _mandatory(judge_shared_volume_owners(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_no_helm_hook_job_waits_on_another_releases_fail_closed_job_webhook(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    """Review wt-cluster2 A2: Kueue's Job webhooks covered every namespace, so kube-prometheus-stack's
+    pre-install Job raced Kueue's install and a Kueue outage blocked Jobs cluster-wide."""
+    assert _mandatory(judge_hook_jobs(judged(stack).objects)) == []
 
 
 @pytest.mark.parametrize("stack", JUDGED)
