@@ -143,12 +143,13 @@ class KubernetesLayer(pulumi.ComponentResource):
 
 
 def _pool_quota(handle: ClusterHandle, config: PlatformConfig, pool_name: str) -> dict[str, str]:
-    """A namespace may use at most what its pool holds at full scale."""
+    """A namespace may request at most what its pool holds at full scale. Requests only: a quota on
+    ``limits.*`` makes every container state that limit (ResourceQuota admission refuses a pod without
+    it, kubernetes.io "Resource Quotas"), which only a LimitRange ``default`` could supply (B1)."""
     pool, size = handle.pool(pool_name), config.pool(pool_name).max_size
     quota = {
         "requests.cpu": str(pool.vcpus * size),
         "requests.memory": f"{pool.memory_gib * size}Gi",
-        "limits.memory": f"{pool.memory_gib * size}Gi",
     }
     if pool.gpus_per_node:
         quota["requests.nvidia.com/gpu"] = str(pool.gpus_per_node * size)
@@ -212,7 +213,6 @@ def team_namespace(handle: ClusterHandle, config: PlatformConfig, team: TeamConf
     quota = {
         "requests.cpu": str(admissible["cpu"]),
         "requests.memory": f"{admissible['memory']}Gi",
-        "limits.memory": f"{admissible['memory']}Gi",
         "requests.nvidia.com/gpu": str(admissible["nvidia.com/gpu"]),
     }
     name = f"team-{team.name}"

@@ -105,7 +105,7 @@ def preparation_namespace() -> NamespaceSpec:
         PREPARE_NAMESPACE,
         PodSecurity.BASELINE,
         "a one-shot Job creates the workloads' shared directory as root with CHOWN and FOWNER only",
-        quota={"requests.cpu": "1", "requests.memory": "1Gi", "limits.memory": "1Gi"},
+        quota={"requests.cpu": "1", "requests.memory": "1Gi"},
     )
 
 

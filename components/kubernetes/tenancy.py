@@ -86,20 +86,15 @@ def resource_quota(ns: str, hard: Mapping[str, str]) -> Object:
 
 
 def limit_range(ns: str) -> Object:
-    """Defaults for containers that state no resources, so the quota always has numbers to count."""
+    """Default requests for containers that state none, so the quota (on requests) always has numbers to
+    count. No default limit: LimitRanger would give it to a container that requests more and states no
+    limit, and the pod would be refused because its request exceeds its limit (kubernetes.io, "Limit
+    Ranges": default vs defaultRequest; review wt-cluster2 B1)."""
     return {
         "apiVersion": "v1",
         "kind": "LimitRange",
         "metadata": _meta("defaults", ns),
-        "spec": {
-            "limits": [
-                {
-                    "type": "Container",
-                    "default": {"cpu": "1", "memory": "1Gi"},
-                    "defaultRequest": {"cpu": "250m", "memory": "256Mi"},
-                }
-            ]
-        },
+        "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "250m", "memory": "256Mi"}}]},
     }
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from judges import Finding
 from judges.cel import cel_report
+from judges.limits import judge_limit_ranges
 from judges.pod_security import judge_pod_security
 from judges.reachability import judge_reachability
 from judges.runtime import judge_exit_codes, judge_rendezvous
@@ -65,6 +66,15 @@ def test_no_helm_hook_job_waits_on_another_releases_fail_closed_job_webhook(
     """Review wt-cluster2 A2: Kueue's Job webhooks covered every namespace, so kube-prometheus-stack's
     pre-install Job raced Kueue's install and a Kueue outage blocked Jobs cluster-wide."""
     assert _mandatory(judge_hook_jobs(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_a_requests_only_pod_of_any_size_the_quota_admits_survives_limit_range_defaulting(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    """Review wt-cluster2 B1: the LimitRange ``default`` (1 CPU, 1Gi) became the limit of a team
+    container that requested more and stated no limit, and the pod was refused."""
+    assert _mandatory(judge_limit_ranges(judged(stack).objects)) == []
 
 
 @pytest.mark.parametrize("stack", JUDGED)
