@@ -21,21 +21,12 @@ from judges.findings import Finding, Subject
 from judges.kube import of_kind, pods
 
 POLICY = "limit-range-defaults"
-_SUFFIXES = {
-    "": 1,
+# apimachinery resource.Quantity suffixes: decimal SI and binary.
+_SUFFIXES: dict[str, Decimal] = {
+    "": Decimal(1),
     "m": Decimal("0.001"),
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
+    **{s: Decimal(1000) ** (n + 1) for n, s in enumerate("kMGTPE")},
+    **{f"{s}i": Decimal(1024) ** (n + 1) for n, s in enumerate("KMGTPE")},
 }
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 
@@ -45,7 +36,7 @@ def quantity(value: Any) -> Decimal:
     match = _QUANTITY.match(str(value))
     if match is None or match.group(2) not in _SUFFIXES:
         raise ValueError(f"not a quantity: {value!r}")
-    return Decimal(match.group(1)) * Decimal(_SUFFIXES[match.group(2)])
+    return Decimal(match.group(1)) * _SUFFIXES[match.group(2)]
 
 
 def admit(container: Mapping[str, Any], limit_ranges: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -78,7 +69,7 @@ def judge_limit_ranges(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
     ranges: dict[str, list[Mapping[str, Any]]] = {}
     for limit_range in of_kind(objects, "LimitRange"):
         ranges.setdefault(str(limit_range["metadata"].get("namespace", "")), []).append(limit_range)
-    candidates = [
+    candidates: list[tuple[Subject, str, Mapping[str, Any]]] = [
         (Subject.of(quota), str(quota["metadata"].get("namespace", "")), _probe(quota))
         for quota in of_kind(objects, "ResourceQuota")
     ]
