@@ -201,6 +201,7 @@ def _rule(alert: str, expr: str, for_: str, severity: str, summary: str) -> dict
     }
 
 
+XID_WINDOW = "5m"
 GPU_RULES = [
     _rule(
         "GPUAllocatedButIdle",
@@ -209,10 +210,15 @@ GPU_RULES = [
         "warning",
         "GPUs held by {{ $labels.namespace }}/{{ $labels.pod }} have been under 5% busy for 30 minutes",
     ),
+    # DCGM_FI_DEV_XID_ERRORS is a gauge holding the last XID seen ("Value of the last XID error
+    # encountered", dcgm-exporter etc/dcp-metrics-included.csv) and stays there until the exporter or
+    # driver restarts (NVIDIA/dcgm-exporter#500, NVIDIA/DCGM#277): alert when it changes to a non-zero
+    # value, so one XID fires once and resolves after the window; a restart's drop to 0 does not fire.
     _rule(
         "GPUXidError",
-        "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0",
-        "1m",
+        "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS > 0"
+        f" and changes(DCGM_FI_DEV_XID_ERRORS[{XID_WINDOW}]) > 0)",
+        "0m",
         "critical",
         "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID error {{ $value }}",
     ),
