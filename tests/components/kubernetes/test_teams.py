@@ -132,6 +132,38 @@ def _vap_denials(objects: list[dict[str, Any]], pod: dict[str, Any]) -> Iterator
                 yield validation["message"]
 
 
+def _context(pod: dict[str, Any], where: str) -> dict[str, Any]:
+    """The pod's or its first container's security context, created if absent."""
+    owner = pod["spec"] if where == "pod" else pod["spec"]["containers"][0]
+    context: dict[str, Any] = owner.setdefault("securityContext", {})
+    return context
+
+
+_BASELINE_DEFECTS: dict[str, Callable[[dict[str, Any]], None]] = {
+    **{
+        f"{defect} ({where})": (
+            lambda p, where=where, field=field, value=value: _context(p, where).update({field: value})
+        )
+        for where in ("pod", "container")
+        for defect, field, value in (
+            ("AppArmor Unconfined", "appArmorProfile", {"type": "Unconfined"}),
+            ("SELinux spc_t", "seLinuxOptions", {"type": "spc_t"}),
+            ("SELinux user", "seLinuxOptions", {"user": "system_u"}),
+            ("SELinux role", "seLinuxOptions", {"role": "system_r"}),
+            ("HostProcess", "windowsOptions", {"hostProcess": True}),
+            ("seccomp Unconfined", "seccompProfile", {"type": "Unconfined"}),
+        )
+    },
+    "procMount Unmasked": lambda p: _context(p, "container").update(procMount="Unmasked"),
+    "sysctls": lambda p: _context(p, "pod").update(sysctls=[{"name": "kernel.msgmax", "value": "1"}]),
+    "AppArmor annotation": lambda p: (
+        p["metadata"]
+        .setdefault("annotations", {})
+        .update({"container.apparmor.security.beta.kubernetes.io/trainer": "unconfined"})
+    ),
+}
+
+
 @pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod"])
 def test_a_team_can_run_the_platforms_training_job(
     stack: str, team_plans: dict[str, list[dict[str, Any]]]
@@ -189,6 +221,9 @@ def test_infiniband_team_namespaces_get_the_narrow_exception_only(
         "escalation": lambda p: p["spec"]["containers"][0]["securityContext"].update(
             allowPrivilegeEscalation=True
         ),
+        # Review wt-cluster2 C1: the baseline controls (kubernetes.io, "Pod Security Standards",
+        # Baseline: AppArmor, SELinux, /proc Mount Type, HostProcess, Sysctls, and restricted's Seccomp).
+        **_BASELINE_DEFECTS,
     }
     for defect, plant in planted.items():
         bad = copy.deepcopy(pod)
