@@ -41,6 +41,7 @@ import yaml
 from components.config import PlatformConfig, Priority, TeamConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric, PoolHandle
 from components.kubernetes.objects import MANAGED_BY, Object
+from workloads.fabric import fabric_profile
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = "kueue-system"
@@ -140,7 +141,10 @@ def pool_capacity(pool: PoolHandle, max_size: int) -> dict[str, str]:
     }
     fabric = _FABRIC_RESOURCES.get(pool.fabric)
     if fabric is not None:
-        capacity[fabric] = str(pool.fabric_devices_per_node * max_size)
+        # In the unit a training pod asks for, one pod per node: EFA interfaces per node, but one
+        # ``rdma/shared_ib`` slot (the shared device plugin advertises rdmaHcaMax slots that each expose
+        # every HCA; review D7).
+        capacity[fabric] = str(int(fabric_profile(pool).resources[fabric]) * max_size)
     return capacity
 
 
