@@ -30,7 +30,7 @@ def _webhook(selector: dict[str, Any] | None, policy: str = "Fail") -> dict[str,
     }
 
 
-HOOK_JOB = {
+HOOK_JOB: dict[str, Any] = {
     "kind": "Job",
     "metadata": {
         "name": "admission-create",

@@ -139,11 +139,13 @@ def _context(pod: dict[str, Any], where: str) -> dict[str, Any]:
     return context
 
 
+def _set(where: str, field: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda pod: _context(pod, where).update({field: value})
+
+
 _BASELINE_DEFECTS: dict[str, Callable[[dict[str, Any]], None]] = {
     **{
-        f"{defect} ({where})": (
-            lambda p, where=where, field=field, value=value: _context(p, where).update({field: value})
-        )
+        f"{defect} ({where})": _set(where, field, value)
         for where in ("pod", "container")
         for defect, field, value in (
             ("AppArmor Unconfined", "appArmorProfile", {"type": "Unconfined"}),
