@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from components.handle import WORKLOAD_IDENTITIES, WORKLOAD_UID, PoolHandle, PoolKind
+from components.handle import WORKLOAD_IDENTITIES, PoolHandle, PoolKind
 from components.kubernetes.objects import MANAGED_BY
 from workloads.artifacts import model_version_dir
 from workloads.inference.config import ENV_PREFIX
@@ -96,7 +96,7 @@ class InferenceServiceSpec:
     pod_labels: Mapping[str, str] = field(default_factory=dict)
     # Further NetworkPolicy egress rules (the cloud's identity and storage endpoints).
     egress: tuple[Mapping[str, Any], ...] = ()
-    run_as_user: int = WORKLOAD_UID
+    run_as_user: int = 10001
 
     def __post_init__(self) -> None:
         problems = _problems(self)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from components.handle import WORKLOAD_UID, Fabric, PoolHandle
+from components.handle import Fabric, PoolHandle
 from workloads.fabric import FabricProfile, fabric_profile
 from workloads.fatal import EXIT_FATAL, FATAL_FILE_ENV
 from workloads.nccl_transport import EXPECTED_NETWORK
@@ -41,7 +41,7 @@ from workloads.training.sizing import PodSize, pod_size
 RENDEZVOUS_PORT = 29400
 CONTAINER = "trainer"
 # The image's non-root user (workloads/training/Dockerfile); >= 10000 so it maps to no host account.
-RUN_AS = WORKLOAD_UID
+RUN_AS = 10001
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Room for "-<index>" in pod hostnames, which must stay DNS labels (<= 63 characters).
 MAX_JOB_NAME = 52
