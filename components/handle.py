@@ -114,6 +114,30 @@ class SharedStorageKind(StrEnum):
     AZURE_FILES_NFS = "azure-files-nfs"
 
 
+# The user and group every workload container runs as (unless a fabric needs root), clear of host users
+# (checkov CKV_K8S_40: UID >= 10000); shared storage is made writable for exactly this owner.
+WORKLOAD_UID = 10001
+
+
+@dataclass(frozen=True)
+class PosixOwner:
+    """Owner, group and mode of a directory as the platform creates it."""
+
+    uid: int
+    gid: int
+    mode: int
+
+
+# The directory below a shared file system's root that the platform's consumers mount (an EFS access
+# point's root directory, the FSx for Lustre fileset mounted as ``mountname/<directory>``).
+SHARED_DIRECTORY = "ml-platform"
+
+# A new file system's root: only root may write (EFS user guide, "Working with users, groups, and
+# permissions at the NFS level": "by default only the root user (UID 0) has read, write, and execute
+# permissions" on the root directory).
+FRESH_ROOT = PosixOwner(0, 0, 0o755)
+
+
 @dataclass(frozen=True)
 class SharedStorage:
     """A POSIX file system every training pod mounts read-write (checkpoints need rename, which object
@@ -127,6 +151,13 @@ class SharedStorage:
     csi: Mapping[str, Any]
     capacity_gib: int
     mount_options: tuple[str, ...] = ()
+    # The directory every consumer mounts, as the platform leaves it (an EFS access point's creation
+    # info, the preparation Job below, the Azure Files driver's mountPermissions).
+    owner: PosixOwner = FRESH_ROOT
+    # Where the file system offers no access point (FSx for Lustre): the CSI source of the file system's
+    # root, where a one-shot Job creates ``SHARED_DIRECTORY`` (the directory ``csi`` mounts), owned as
+    # ``owner`` says, before any consumer mounts it.
+    prepare: Mapping[str, Any] | None = None
 
     def csi_for(self, consumer: str) -> dict[str, Any]:
         """The CSI source of one consumer's PersistentVolume (one per namespace mounting the share).

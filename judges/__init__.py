@@ -14,20 +14,27 @@ from typing import Any
 
 from judges.cel import judge_cel
 from judges.findings import Finding, Subject
+from judges.limits import judge_limit_ranges
 from judges.pod_security import judge_pod_security
 from judges.reachability import CONTROL_PLANE_NETWORK, judge_reachability
 from judges.runtime import judge_rendezvous
+from judges.storage import judge_shared_volume_owners
+from judges.webhooks import judge_hook_jobs
 
 
 def judge_all(
     objects: Sequence[Mapping[str, Any]], cluster_network: str = CONTROL_PLANE_NETWORK
 ) -> list[Finding]:
-    """What ``mlplatform check`` runs: CEL, reachability, Pod Security and the rendezvous timeouts (the
+    """What ``mlplatform check`` runs: CEL, reachability, Pod Security, LimitRange defaults, shared-volume
+    owners, hook Jobs against fail-closed Job webhooks and the rendezvous timeouts (the
     exit-code judge, ``judges.runtime.judge_exit_codes``, runs torchrun, so the suite runs it)."""
     return [
         *judge_cel(objects),
         *judge_reachability(objects, cluster_network),
         *judge_pod_security(objects),
+        *judge_limit_ranges(objects),
+        *judge_shared_volume_owners(objects),
+        *judge_hook_jobs(objects),
         *judge_rendezvous(objects),
     ]
 

@@ -16,7 +16,13 @@ import pulumi
 from pulumi_aws import ec2, efs, fsx, kms, vpc
 
 from components.aws.account import AwsAccount
-from components.handle import SharedStorage, SharedStorageKind
+from components.handle import (
+    SHARED_DIRECTORY,
+    WORKLOAD_UID,
+    PosixOwner,
+    SharedStorage,
+    SharedStorageKind,
+)
 
 NFS_PORT = 2049
 # Lustre clients and file servers talk on TCP 988 and 1018-1023, servers to each other and to clients
@@ -34,6 +40,9 @@ LUSTRE_VERSION = "2.15"
 # The static-provisioning example of kubernetes-sigs/aws-fsx-csi-driver mounts with flock, so
 # applications' file locks work across nodes.
 LUSTRE_MOUNT_OPTIONS = ("flock",)
+# The directory the workloads mount, below the root only root may write (EFS user guide, "Working with
+# users, groups, and permissions at the NFS level"): owned by the workload user, no access for others.
+SHARED_OWNER = PosixOwner(WORKLOAD_UID, WORKLOAD_UID, 0o750)
 # Key operations S3 performs on the FSx S3 service-linked role's behalf for an SSE-KMS bucket (FSx for
 # Lustre user guide, "Working with server-side encrypted Amazon S3 buckets").
 _S3_KEY_OPERATIONS = [
@@ -136,8 +145,35 @@ class SharedFileSystem(pulumi.ComponentResource):
                 opts=self._child,
             )
         self._efs_policies(file_system)
-        csi = {"driver": "efs.csi.aws.com", "volumeHandle": file_system.id}
-        return file_system, SharedStorage(SharedStorageKind.EFS, csi, args.capacity_gib)
+        access_point = self._access_point(file_system)
+        # Static provisioning through an access point: ``<fs-id>::<fsap-id>`` (aws-efs-csi-driver,
+        # examples/kubernetes/access_points).
+        csi = {
+            "driver": "efs.csi.aws.com",
+            "volumeHandle": pulumi.Output.concat(file_system.id, "::", access_point.id),
+        }
+        return file_system, SharedStorage(SharedStorageKind.EFS, csi, args.capacity_gib, owner=SHARED_OWNER)
+
+    def _access_point(self, file_system: efs.FileSystem) -> efs.AccessPoint:
+        """The workloads' directory, created by EFS on first mount with ``SHARED_OWNER``'s owner and mode,
+        every request through it made as the workload user (EFS user guide, "Working with Amazon EFS
+        access points": the root directory is created only when creation info is given; the POSIX user
+        replaces the client's user and group ids). The file system's root stays root's."""
+        return efs.AccessPoint(
+            f"{self._name}-workloads",
+            file_system_id=file_system.id,
+            posix_user={"uid": SHARED_OWNER.uid, "gid": SHARED_OWNER.gid},
+            root_directory={
+                "path": f"/{SHARED_DIRECTORY}",
+                "creation_info": {
+                    "owner_uid": SHARED_OWNER.uid,
+                    "owner_gid": SHARED_OWNER.gid,
+                    "permissions": f"{SHARED_OWNER.mode:04o}",
+                },
+            },
+            tags={**self._args.tags, "Name": f"{self._name}-workloads"},
+            opts=self._child,
+        )
 
     def _efs_policies(self, file_system: efs.FileSystem) -> None:
         """TLS only: a file system policy that still lets clients mount through a mount target and
@@ -233,13 +269,24 @@ class SharedFileSystem(pulumi.ComponentResource):
             opts=self._child,
         )
         self._grant_bucket_key(file_system.id, association)
-        csi = {
+        # Lustre has no access points: consumers mount the fileset ``mountname/<directory>`` (FSx for
+        # Lustre user guide, "Mounting specific filesets"; aws-fsx-csi-driver mounts
+        # ``<dnsname>@tcp:/<mountname>``, pkg/driver/node.go), which the Kubernetes layer's preparation
+        # Job creates, owned by the workload user, through a volume on the root.
+        root = {
             "driver": "fsx.csi.aws.com",
             "volumeHandle": file_system.id,
             "volumeAttributes": {"dnsname": file_system.dns_name, "mountname": file_system.mount_name},
         }
+        fileset = pulumi.Output.concat(file_system.mount_name, "/", SHARED_DIRECTORY)
+        csi = {**root, "volumeAttributes": {"dnsname": file_system.dns_name, "mountname": fileset}}
         return file_system, SharedStorage(
-            SharedStorageKind.FSX_LUSTRE, csi, args.capacity_gib, LUSTRE_MOUNT_OPTIONS
+            SharedStorageKind.FSX_LUSTRE,
+            csi,
+            args.capacity_gib,
+            LUSTRE_MOUNT_OPTIONS,
+            owner=SHARED_OWNER,
+            prepare=root,
         )
 
     def _grant_bucket_key(self, file_system_id: pulumi.Output[str], association: pulumi.Resource) -> None:

@@ -21,13 +21,16 @@ from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointAr
 from components.azure.scope import AzureScope
 from components.azure.storage import hardened_account
 from components.config import PlatformConfig, Redundancy
-from components.handle import SharedStorage, SharedStorageKind
+from components.handle import PosixOwner, SharedStorage, SharedStorageKind
 
 CSI_DRIVER = "file.csi.azure.com"
 SHARE_NAME = "training"
 # Recommended NFS mount option for Azure Files on AKS (AKS troubleshooting, "Use mountOptions settings
 # in Azure Files"): several TCP connections per mount.
 MOUNT_OPTIONS = ("nconnect=4",)
+# The driver chmods an NFS share's mount root to ``mountPermissions``, 0777 unless a volume says
+# otherwise (azurefile-csi-driver docs/driver-parameters.md, "mountPermissions"); the root stays root's.
+MOUNT_ROOT = PosixOwner(0, 0, 0o777)
 # Premium (SSD) file shares with ZRS are offered in a listed subset of regions; uaenorth is on the list,
 # uaecentral is not (learn.microsoft.com/azure/storage/files/redundancy-premium-file-shares).
 _PREMIUM_ZRS_REGIONS = frozenset({"uaenorth"})
@@ -107,5 +110,6 @@ class SharedFileStorage(pulumi.ComponentResource):
             },
             capacity_gib=capacity,
             mount_options=MOUNT_OPTIONS,
+            owner=MOUNT_ROOT,
         )
         self.register_outputs({"accountId": account.id, "shareId": share.id})

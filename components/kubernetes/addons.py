@@ -23,7 +23,7 @@ from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind
 from components.kubernetes import kueue
 from components.kubernetes.charts import ChartPin, pin
 from components.kubernetes.objects import MANAGED_BY, Object
-from components.kubernetes.tenancy import NamespaceSpec, PodSecurity
+from components.kubernetes.tenancy import JOB_NAME_LABEL, NamespaceSpec, PodSecurity
 
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 NETWORK_OPERATOR_NAMESPACE = "network-operator"
@@ -219,9 +219,14 @@ def nic_cluster_policy(handle: ClusterHandle) -> Object:
             "tolerations": tolerations(pools),
             "ofedDriver": {
                 **_DOCA_DRIVER,
+                # A driver bump must not restart a running IB job once per node (earlier review D9):
+                # every IB node is taken at once (0 = no limit) and each waits for the Job pods on it to
+                # complete before it is drained (NicClusterPolicy CRD, upgradePolicy maxParallelUpgrades
+                # and waitForCompletion.podSelector; timeoutSeconds 0 = wait as long as the run takes).
                 "upgradePolicy": {
                     "autoUpgrade": True,
-                    "maxParallelUpgrades": 1,
+                    "maxParallelUpgrades": 0,
+                    "waitForCompletion": {"podSelector": JOB_NAME_LABEL, "timeoutSeconds": 0},
                     "drain": {"enable": True, "force": True, "deleteEmptyDir": True, "timeoutSeconds": 300},
                 },
                 "startupProbe": {"initialDelaySeconds": 10, "periodSeconds": 20},

@@ -41,6 +41,7 @@ import yaml
 from components.config import PlatformConfig, Priority, TeamConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric, PoolHandle
 from components.kubernetes.objects import MANAGED_BY, Object
+from workloads.fabric import fabric_profile
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = "kueue-system"
@@ -140,7 +141,10 @@ def pool_capacity(pool: PoolHandle, max_size: int) -> dict[str, str]:
     }
     fabric = _FABRIC_RESOURCES.get(pool.fabric)
     if fabric is not None:
-        capacity[fabric] = str(pool.fabric_devices_per_node * max_size)
+        # In the unit a training pod asks for, one pod per node: EFA interfaces per node, but one
+        # ``rdma/shared_ib`` slot (the shared device plugin advertises rdmaHcaMax slots that each expose
+        # every HCA; review D7).
+        capacity[fabric] = str(int(fabric_profile(pool).resources[fabric]) * max_size)
     return capacity
 
 
@@ -297,8 +301,9 @@ def job_labels(priority: Priority) -> dict[str, str]:
 
 def manager_config() -> dict[str, Any]:
     """Kueue's Configuration: the chart's default at 0.19.2 (values.yaml ``managerConfig``), plus
-    waitForPodsReady, the hugepage exclusion, and only the Job integrations the platform uses (the pod,
-    Deployment and StatefulSet integrations add a webhook call to every such create in the cluster)."""
+    waitForPodsReady, the hugepage exclusion, Job webhooks scoped to the queued namespaces, and only
+    the Job integrations the platform uses (the pod, Deployment and StatefulSet integrations add a
+    webhook call to every such create in the cluster)."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -331,6 +336,11 @@ def manager_config() -> dict[str, Any]:
             },
         },
         "manageJobsWithoutQueueName": False,
+        # The chart scopes every Job-type webhook to this selector (templates/webhook/manifests.yaml at
+        # v0.19.2, else all namespaces but kube-system and its own; values.yaml, Kueue docs "Opt-in
+        # namespace management"): only the queued namespaces, so other charts' hook Jobs never wait
+        # on Kueue's fail-closed webhook and a Kueue outage blocks Jobs only where Kueue queues them.
+        "managedJobsNamespaceSelector": {"matchLabels": {QUEUED_NAMESPACE_LABEL: "required"}},
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
         "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
     }

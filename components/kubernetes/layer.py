@@ -31,7 +31,12 @@ from components.kubernetes.addons import (
     operator_namespaces,
 )
 from components.kubernetes.objects import Object, apply_objects
-from components.kubernetes.storage import shared_volume_objects, storage_class_objects
+from components.kubernetes.storage import (
+    preparation_namespace,
+    preparation_objects,
+    shared_volume_objects,
+    storage_class_objects,
+)
 from components.kubernetes.tenancy import (
     POD_SECURITY_EXCEPTION_LABEL,
     NamespaceSpec,
@@ -89,7 +94,9 @@ class KubernetesLayer(pulumi.ComponentResource):
         if NETWORK_OPERATOR in releases:
             self._apply([nic_cluster_policy(handle)], [releases[NETWORK_OPERATOR]])
         identities = self._apply(identity_objects(handle, workloads), namespaces)
+        # The shared directory exists, owned by the workload user, before any consumer mounts it.
         volumes = self._apply(volume_objects(handle, workloads), namespaces)
+        volumes += self._apply(preparation(handle, workloads, images), namespaces)
         if config.monitoring:
             rules = {"gpu": monitoring.GPU_RULES if handle.has_gpus else [], **workloads.alert_rules}
             # Config validation guarantees a receiver wherever monitoring is on (kubernetes.alerting).
@@ -147,12 +154,13 @@ class KubernetesLayer(pulumi.ComponentResource):
 
 
 def _pool_quota(handle: ClusterHandle, config: PlatformConfig, pool_name: str) -> dict[str, str]:
-    """A namespace may use at most what its pool holds at full scale."""
+    """A namespace may request at most what its pool holds at full scale. Requests only: a quota on
+    ``limits.*`` makes every container state that limit (ResourceQuota admission refuses a pod without
+    it, kubernetes.io "Resource Quotas"), which only a LimitRange ``default`` could supply (B1)."""
     pool, size = handle.pool(pool_name), config.pool(pool_name).max_size
     quota = {
         "requests.cpu": str(pool.vcpus * size),
         "requests.memory": f"{pool.memory_gib * size}Gi",
-        "limits.memory": f"{pool.memory_gib * size}Gi",
     }
     if pool.gpus_per_node:
         quota["requests.nvidia.com/gpu"] = str(pool.gpus_per_node * size)
@@ -191,6 +199,9 @@ def tenancy_specs(
     if config.workloads.registry.enabled:
         specs.append(registry_namespace(config))
     specs += [team_namespace(handle, config, team) for team in config.kubernetes.teams]
+    shared = handle.storage.shared
+    if workloads.claims and shared is not None and shared.prepare is not None:
+        specs.append(preparation_namespace())
     if kueue.queueing_enabled(config):
         queued = {
             WORKLOAD_IDENTITIES["training"].namespace,
@@ -231,7 +242,6 @@ def team_namespace(handle: ClusterHandle, config: PlatformConfig, team: TeamConf
     quota = {
         "requests.cpu": str(admissible["cpu"]),
         "requests.memory": f"{admissible['memory']}Gi",
-        "limits.memory": f"{admissible['memory']}Gi",
         "requests.nvidia.com/gpu": str(admissible["nvidia.com/gpu"]),
     }
     name = f"team-{team.name}"
@@ -257,3 +267,13 @@ def volume_objects(handle: ClusterHandle, workloads: WorkloadObjects) -> list[Ob
     if shared is None:
         return []
     return [o for claim in workloads.claims for o in shared_volume_objects(handle.name, shared, claim)]
+
+
+def preparation(handle: ClusterHandle, workloads: WorkloadObjects, images: WorkloadImages) -> list[Object]:
+    """The Job that creates the shared directory where the file system has no access points, run with
+    any of the stack's images (each has the Python interpreter the Job's script needs)."""
+    shared = handle.storage.shared
+    if shared is None or not workloads.claims:
+        return []
+    image = images.inference if images.inference is not None else next(iter(images.training.values()))
+    return preparation_objects(handle.name, shared, image)

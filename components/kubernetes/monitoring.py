@@ -56,6 +56,22 @@ def _endpoints_job(job: str, namespace: str, keep_service: str) -> dict[str, Any
     }
 
 
+# Persistent volumes for Prometheus's TSDB and Alertmanager's state, so a restart or reschedule keeps
+# the series (and every ``for:`` window) and the silences (review wt-cluster2 D2).
+PROMETHEUS_DISK_GIB = 100
+ALERTMANAGER_DISK_GIB = 5
+
+
+def _volume(gib: int) -> dict[str, Any]:
+    """A StorageSpec (monitoring.coreos.com/v1) claiming a ReadWriteOnce volume of the cluster's default
+    StorageClass (none named: the encrypted gp3 default on EKS, managed-csi on AKS)."""
+    return {
+        "volumeClaimTemplate": {
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{gib}Gi"}}}
+        }
+    }
+
+
 def prometheus_chart(handle: ClusterHandle, scrape_jobs: list[dict[str, Any]]) -> Chart:
     """kube-prometheus-stack (prometheus-community), with our scrape jobs and rule, ServiceMonitor and
     AlertmanagerConfig selection open to objects outside the chart. The node exporter runs on every
@@ -69,6 +85,12 @@ def prometheus_chart(handle: ClusterHandle, scrape_jobs: list[dict[str, Any]]) -
             "prometheus": {
                 "prometheusSpec": {
                     "retention": "15d",
+                    # Blocks are deleted once they pass this size too (WAL and head chunks count), so
+                    # the volume never fills (Prometheus docs, "Storage": --storage.tsdb.retention.size,
+                    # units powers of 2).
+                    "retentionSize": f"{PROMETHEUS_DISK_GIB * 8 // 10}GB",
+                    "storageSpec": _volume(PROMETHEUS_DISK_GIB),
+                    "resources": resources("2", "8Gi", "500m", "4Gi"),
                     "ruleSelectorNilUsesHelmValues": False,
                     "serviceMonitorSelectorNilUsesHelmValues": False,
                     "additionalScrapeConfigs": scrape_jobs,
@@ -76,7 +98,12 @@ def prometheus_chart(handle: ClusterHandle, scrape_jobs: list[dict[str, Any]]) -
             },
             "alertmanager": {
                 "alertmanagerSpec": {
-                    "alertmanagerConfigMatcherStrategy": {"type": "OnNamespaceExceptForAlertmanagerNamespace"}
+                    "alertmanagerConfigMatcherStrategy": {
+                        "type": "OnNamespaceExceptForAlertmanagerNamespace"
+                    },
+                    # Silences and the notification log survive a restart (they live in its data dir).
+                    "storage": _volume(ALERTMANAGER_DISK_GIB),
+                    "resources": resources("200m", "256Mi", "50m", "128Mi"),
                 }
             },
             **{component: {"enabled": False} for component in _UNSCRAPEABLE},
@@ -201,6 +228,7 @@ def _rule(alert: str, expr: str, for_: str, severity: str, summary: str) -> dict
     }
 
 
+XID_WINDOW = "5m"
 GPU_RULES = [
     _rule(
         "GPUAllocatedButIdle",
@@ -209,10 +237,15 @@ GPU_RULES = [
         "warning",
         "GPUs held by {{ $labels.namespace }}/{{ $labels.pod }} have been under 5% busy for 30 minutes",
     ),
+    # DCGM_FI_DEV_XID_ERRORS is a gauge holding the last XID seen ("Value of the last XID error
+    # encountered", dcgm-exporter etc/dcp-metrics-included.csv) and stays there until the exporter or
+    # driver restarts (NVIDIA/dcgm-exporter#500, NVIDIA/DCGM#277): alert when it changes to a non-zero
+    # value, so one XID fires once and resolves after the window; a restart's drop to 0 does not fire.
     _rule(
         "GPUXidError",
-        "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0",
-        "1m",
+        "max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS > 0"
+        f" and changes(DCGM_FI_DEV_XID_ERRORS[{XID_WINDOW}]) > 0)",
+        "0m",
         "critical",
         "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID error {{ $value }}",
     ),

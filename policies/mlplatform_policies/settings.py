@@ -14,9 +14,10 @@ Exception contract (written by the Kubernetes layer, judged by ``kubernetes.py``
   ``policy.ml-platform.io/privileged-reason`` is exempt from the privilege checks (privileged, host
   namespaces, root, privilege escalation, added capabilities), and only inside such a namespace.
 - A workload may add the capabilities listed in ``exceptableCapabilities`` (default ``IPC_LOCK``, for
-  InfiniBand RDMA) only when its own ``metadata.annotations`` carry a non-blank
-  ``policy.ml-platform.io/capabilities-reason``. Annotations on the pod template do not count: the
-  reason belongs to the object a reviewer reads.
+  InfiniBand RDMA; ``CHOWN`` and ``FOWNER``, for the Job that hands FSx for Lustre's shared directory to
+  the workload user, both in Pod Security baseline's allowed set) only when its own
+  ``metadata.annotations`` carry a non-blank ``policy.ml-platform.io/capabilities-reason``. Annotations
+  on the pod template do not count: the reason belongs to the object a reviewer reads.
 - An S3 bucket tagged ``ml-platform.io/role: access-logs`` (a server-access-log target) may use SSE-S3
   (``AES256``) instead of SSE-KMS: S3 server access logging to an SSE-KMS default-encrypted target is
   not supported (S3 user guide, "Enabling Amazon S3 server access logging"). The exception follows the
@@ -76,7 +77,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "exceptableCapabilities": {
         **_STRINGS,
         "description": f"Capabilities a workload may add when annotated with {CAPABILITIES_REASON}.",
-        "default": ["IPC_LOCK"],
+        "default": ["IPC_LOCK", "CHOWN", "FOWNER"],
     },
     "gpuTaintKey": {
         "type": "string",

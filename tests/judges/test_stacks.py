@@ -11,9 +11,12 @@ import pytest
 
 from judges import Finding
 from judges.cel import cel_report
+from judges.limits import judge_limit_ranges
 from judges.pod_security import judge_pod_security
 from judges.reachability import judge_reachability
 from judges.runtime import judge_exit_codes, judge_rendezvous
+from judges.storage import judge_shared_volume_owners
+from judges.webhooks import judge_hook_jobs
 from tests.stack_variants import ALL_FEATURES
 
 from .conftest import JUDGED, Judged
@@ -45,6 +48,33 @@ def test_every_pod_passes_the_pod_security_level_of_its_namespace(
     stack: str, judged: Callable[[str], Judged]
 ) -> None:
     assert _mandatory(judge_pod_security(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_every_writer_of_shared_storage_may_write_its_root(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    """Review wt-cluster2 A1: on AWS the trainer (UID 10001) mounted an EFS/FSx root only root may
+    write, and every run exited 2 in its preflight."""
+    assert _mandatory(judge_shared_volume_owners(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_no_helm_hook_job_waits_on_another_releases_fail_closed_job_webhook(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    """Review wt-cluster2 A2: Kueue's Job webhooks covered every namespace, so kube-prometheus-stack's
+    pre-install Job raced Kueue's install and a Kueue outage blocked Jobs cluster-wide."""
+    assert _mandatory(judge_hook_jobs(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_a_requests_only_pod_of_any_size_the_quota_admits_survives_limit_range_defaulting(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    """Review wt-cluster2 B1: the LimitRange ``default`` (1 CPU, 1Gi) became the limit of a team
+    container that requested more and stated no limit, and the pod was refused."""
+    assert _mandatory(judge_limit_ranges(judged(stack).objects)) == []
 
 
 @pytest.mark.parametrize("stack", JUDGED)

@@ -4,6 +4,8 @@ every chart pinned for the control plane's version and tolerant of the taints of
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 
 import pulumi
 import pytest
@@ -25,6 +27,9 @@ from components.kubernetes.addons import (
     operator_namespaces,
 )
 from components.kubernetes.tenancy import PodSecurity
+from judges.kube import pods
+from mlplatform.plan import Plan
+from mlplatform.report import kubernetes_objects
 
 CPU = PoolHandle("cpu", PoolKind.CPU, "c7i.2xlarge", 0, Fabric.NONE, 0, 8, 16)
 
@@ -153,3 +158,20 @@ def test_every_chart_is_pinned_and_tolerates_gpu_taint_by_key(cloud: Cloud, fabr
         text = repr(chart.values)
         if chart.release not in ("metrics-server", "network-operator"):
             assert "'operator': 'Exists'" in text and GPU_TAINT_KEY in text, chart.release
+
+
+def test_a_driver_upgrade_waits_for_running_ib_jobs_and_takes_every_node_at_once(
+    planned: Callable[[str], Plan],
+) -> None:
+    """Earlier review D9 (review wt-cluster2 D3): one node at a time, force-drained, restarted a running IB
+    job once per node. The NicClusterPolicy CRD (network-operator): ``maxParallelUpgrades`` 0 = no limit;
+    ``waitForCompletion.podSelector`` (a label selector string) names the pods each node waits for."""
+    objects = kubernetes_objects(planned("azure-enterprise-prod"))
+    [policy] = [o for o in objects if o["kind"] == "NicClusterPolicy"]
+    upgrade = policy["spec"]["ofedDriver"]["upgradePolicy"]
+    assert upgrade["maxParallelUpgrades"] == 0
+    selector = upgrade["waitForCompletion"]["podSelector"]
+    assert re.fullmatch(r"[a-z0-9./-]+", selector), "an existence selector: one label key"
+    training = [p for p in pods(objects) if p.namespace == "ml-training" and p.owner.kind == "Job"]
+    assert training and all(selector in p.labels for p in training)
+    assert upgrade["waitForCompletion"]["timeoutSeconds"] == 0

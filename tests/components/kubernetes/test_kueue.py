@@ -357,3 +357,20 @@ def test_a_run_waiting_for_nodes_or_recovering_one_is_not_evicted_sooner_than_ku
     wait = kueue.manager_config()["waitForPodsReady"]
     assert _minutes(wait["timeout"]) >= 30
     assert _minutes(wait["recoveryTimeout"]) >= 30
+
+
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod"])
+def test_fabric_quota_is_what_one_training_pod_per_node_asks(
+    stack: str, planned: Callable[[str], Plan]
+) -> None:
+    """Earlier review D7 (review wt-cluster2 D3): the ``rdma/shared_ib`` quota was 8 per node while each
+    pod asks for 1 (one shared slot exposes every HCA). The quota of each fabric resource is the training
+    pod's request times the pool's nodes, in the pod's own unit."""
+    objects = kubernetes_objects(planned(stack))
+    queue = _by_name(objects, "ClusterQueue")[kueue.PLATFORM_QUEUE]
+    [job] = [o for o in objects if o["kind"] == "Job" and o["metadata"]["name"].startswith("digits-")]
+    requests = job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    pool = job["spec"]["template"]["spec"]["nodeSelector"]["ml-platform/pool"]
+    [nodes] = [p["maxSize"] for p in _queued_pools(stack) if p["name"] == pool]
+    fabric = {"aws": "vpc.amazonaws.com/efa", "azure": "rdma/shared_ib"}[stack.split("-", maxsplit=1)[0]]
+    assert int(_quota(queue, f"pool-{pool}", fabric)) == int(requests[fabric]) * nodes

@@ -187,3 +187,44 @@ def test_smb_runs_no_monitoring_stack(planned: Callable[[str], Plan]) -> None:
     plan = planned("aws-smb-dev")
     assert _prometheus(plan) is None
     assert not [o for o in kubernetes_objects(plan) if o["kind"] == "PrometheusRule"]
+
+
+def test_the_xid_alert_fires_on_a_new_xid_and_resolves() -> None:
+    """Review wt-cluster2 B2: DCGM_FI_DEV_XID_ERRORS is a gauge that latches the last XID ("Value of the
+    last XID error encountered", dcgm-exporter etc/dcp-metrics-included.csv; it never returns to 0 on
+    its own, NVIDIA/dcgm-exporter#500), so ``> 0`` alone fired forever after the first XID. The alert
+    must require a change within a bounded window, and a non-zero value (a restart's reset to 0 is no
+    XID)."""
+    (rule,) = [r for r in GPU_RULES if r["alert"] == "GPUXidError"]
+    expr = rule["expr"]
+    assert re.search(r"changes\(DCGM_FI_DEV_XID_ERRORS\[\d+m\]\) > 0", expr)
+    assert re.search(r"DCGM_FI_DEV_XID_ERRORS > 0 and changes\(", expr)
+    # Every raw use of the gauge is ANDed with the change: nothing alerts on the latched value alone.
+    raw = re.findall(r"DCGM_FI_DEV_XID_ERRORS(?!\[)", expr)
+    assert len(raw) == 1
+
+
+def _gib(quantity: str, unit: str) -> float:
+    assert quantity.endswith(unit), quantity
+    return float(quantity[: -len(unit)])
+
+
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-dev"])
+def test_prometheus_and_alertmanager_keep_their_data_and_have_resources(
+    stack: str, planned: Callable[[str], Plan]
+) -> None:
+    """Review wt-cluster2 D2: both ran BestEffort on an emptyDir, so a restart lost every series, every
+    ``for:`` window and every silence. The rendered custom resources (the chart's templates) claim a
+    volume of the default StorageClass, and Prometheus's size retention fits in it (Prometheus docs,
+    "Storage": retention.size, units powers of 2)."""
+    objects = kubernetes_objects(planned(stack))
+    prometheus = next(o for o in objects if o["kind"] == "Prometheus")["spec"]
+    alertmanager = next(o for o in objects if o["kind"] == "Alertmanager")["spec"]
+    for spec in (prometheus, alertmanager):
+        claim = spec["storage"]["volumeClaimTemplate"]["spec"]
+        assert "storageClassName" not in claim and claim["accessModes"] == ["ReadWriteOnce"]
+        assert set(spec["resources"]["limits"]) == set(spec["resources"]["requests"]) == {"cpu", "memory"}
+    disk = _gib(
+        prometheus["storage"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"], "Gi"
+    )
+    assert _gib(prometheus["retentionSize"], "GB") < disk

@@ -4,17 +4,29 @@ disk under the stack's key from the layer's default StorageClass."""
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
+import sys
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from components.handle import Cloud, SharedStorage, SharedStorageKind
+from components.handle import SHARED_DIRECTORY, Cloud, PosixOwner, SharedStorage, SharedStorageKind
 from components.kubernetes.storage import (
     DEFAULT_CLASS_ANNOTATION,
+    MODE_ANNOTATION,
+    OWNER_ANNOTATION,
+    PREPARE_NAMESPACE,
     VolumeClaim,
     default_storage_class,
+    preparation_namespace,
+    preparation_objects,
     shared_volume_objects,
 )
+from components.kubernetes.tenancy import PodSecurity
 from mlplatform.plan import Plan
 
 FSX = SharedStorage(
@@ -104,3 +116,52 @@ def test_aks_keeps_its_own_default_class_which_uses_the_clusters_disk_encryption
     (cluster,) = plan.by_type("azure-native:containerservice:ManagedCluster")
     (des,) = plan.by_type("azure-native:compute:DiskEncryptionSet")
     assert des.urn in cluster.property_dependencies["diskEncryptionSetID"]
+
+
+# Review wt-cluster2 A1: a new file system's root is root's (EFS user guide, "Working with users, groups,
+# and permissions at the NFS level"); the workloads mount a directory the platform owns for them.
+OWNED = PosixOwner(10001, 10001, 0o750)
+PREPARED = replace(
+    FSX,
+    csi={**FSX.csi, "volumeAttributes": {"dnsname": "d", "mountname": "m/ml-platform"}},
+    owner=OWNED,
+    prepare=FSX.csi,
+)
+
+
+def test_every_volume_says_who_owns_its_root() -> None:
+    owned, _ = shared_volume_objects("s", PREPARED, VolumeClaim("ml-training", "out", read_only=False))
+    fresh, _ = shared_volume_objects("s", NFS, VolumeClaim("ml-training", "out", read_only=False))
+    assert owned["metadata"]["annotations"] == {OWNER_ANNOTATION: "10001:10001", MODE_ANNOTATION: "0750"}
+    assert fresh["metadata"]["annotations"] == {OWNER_ANNOTATION: "0:0", MODE_ANNOTATION: "0755"}
+
+
+def test_no_preparation_where_the_adapter_owns_the_directory_already() -> None:
+    assert preparation_objects("s", FSX, "img") == []
+
+
+def test_the_preparation_job_mounts_the_root_as_root_with_chown_and_fowner_only() -> None:
+    pv, pvc, job = preparation_objects("s", PREPARED, "img")
+    assert pv["spec"]["csi"]["volumeAttributes"]["mountname"] == "m"
+    assert pv["metadata"]["annotations"][OWNER_ANNOTATION] == "0:0"
+    assert pvc["metadata"]["namespace"] == job["metadata"]["namespace"] == PREPARE_NAMESPACE
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["securityContext"]["runAsUser"] == 0
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]}
+    assert preparation_namespace().pod_security is PodSecurity.BASELINE
+
+
+def test_the_preparation_script_creates_the_directory_with_its_owner_and_mode(tmp_path: Path) -> None:
+    """The Job's own command, run here: as its owner (a non-root user may chown to itself), twice, as a
+    second ``pulumi up`` would re-run it after a replace."""
+    owner = PosixOwner(os.getuid(), os.getgid(), 0o750)
+    (_, _, job) = preparation_objects("s", replace(PREPARED, owner=owner), "img")
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    mount = job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["mountPath"]
+    assert command[0] == "python" and command[3] == f"{mount}/{SHARED_DIRECTORY}"
+    target = tmp_path / SHARED_DIRECTORY
+    for _ in range(2):
+        subprocess.run([sys.executable, *command[1:3], str(target), *command[4:]], check=True)
+    status = target.stat()
+    assert (status.st_uid, status.st_gid, stat.S_IMODE(status.st_mode)) == (owner.uid, owner.gid, 0o750)

@@ -23,8 +23,8 @@ from celpy.adapter import json_to_cel
 
 from components.kubernetes import kueue
 from components.kubernetes.tenancy import POD_SECURITY_EXCEPTION_LABEL
+from judges.kube import labels_match
 from mlplatform.report import kubernetes_objects
-from tests.components.kubernetes.test_api_server_reach import _matches
 from tests.stack_variants import job_pod, plan_config, team_job, with_teams
 
 _UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": 1e-3}
@@ -90,7 +90,9 @@ def _allows(
     kind, key = ("Ingress", "from") if direction == "ingress" else ("Egress", "to")
     labels = pod["metadata"]["labels"]
     selecting = [
-        p for p in policies if kind in p["spec"]["policyTypes"] and _matches(p["spec"]["podSelector"], labels)
+        p
+        for p in policies
+        if kind in p["spec"]["policyTypes"] and labels_match(p["spec"]["podSelector"], labels)
     ]
     if not selecting:
         return True
@@ -99,7 +101,7 @@ def _allows(
         or any(
             "podSelector" in peer_rule
             and "namespaceSelector" not in peer_rule
-            and _matches(peer_rule["podSelector"], peer["metadata"]["labels"])
+            and labels_match(peer_rule["podSelector"], peer["metadata"]["labels"])
             for peer_rule in rule[key]
         )
         for policy in selecting
@@ -119,7 +121,7 @@ def _vap_denials(objects: list[dict[str, Any]], pod: dict[str, Any]) -> Iterator
     policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
     env = celpy.Environment()
     for binding in (o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"):
-        if not _matches(binding["spec"]["matchResources"].get("namespaceSelector", {}), labels):
+        if not labels_match(binding["spec"]["matchResources"].get("namespaceSelector", {}), labels):
             continue
         policy = policies[binding["spec"]["policyName"]]
         rules = policy["spec"]["matchConstraints"]["resourceRules"]
@@ -130,6 +132,40 @@ def _vap_denials(objects: list[dict[str, Any]], pod: dict[str, Any]) -> Iterator
             result = program.evaluate({"object": json_to_cel(pod)})
             if not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
                 yield validation["message"]
+
+
+def _context(pod: dict[str, Any], where: str) -> dict[str, Any]:
+    """The pod's or its first container's security context, created if absent."""
+    owner = pod["spec"] if where == "pod" else pod["spec"]["containers"][0]
+    context: dict[str, Any] = owner.setdefault("securityContext", {})
+    return context
+
+
+def _set(where: str, field: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda pod: _context(pod, where).update({field: value})
+
+
+_BASELINE_DEFECTS: dict[str, Callable[[dict[str, Any]], None]] = {
+    **{
+        f"{defect} ({where})": _set(where, field, value)
+        for where in ("pod", "container")
+        for defect, field, value in (
+            ("AppArmor Unconfined", "appArmorProfile", {"type": "Unconfined"}),
+            ("SELinux spc_t", "seLinuxOptions", {"type": "spc_t"}),
+            ("SELinux user", "seLinuxOptions", {"user": "system_u"}),
+            ("SELinux role", "seLinuxOptions", {"role": "system_r"}),
+            ("HostProcess", "windowsOptions", {"hostProcess": True}),
+            ("seccomp Unconfined", "seccompProfile", {"type": "Unconfined"}),
+        )
+    },
+    "procMount Unmasked": lambda p: _context(p, "container").update(procMount="Unmasked"),
+    "sysctls": lambda p: _context(p, "pod").update(sysctls=[{"name": "kernel.msgmax", "value": "1"}]),
+    "AppArmor annotation": lambda p: (
+        p["metadata"]
+        .setdefault("annotations", {})
+        .update({"container.apparmor.security.beta.kubernetes.io/trainer": "unconfined"})
+    ),
+}
 
 
 @pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod"])
@@ -189,6 +225,9 @@ def test_infiniband_team_namespaces_get_the_narrow_exception_only(
         "escalation": lambda p: p["spec"]["containers"][0]["securityContext"].update(
             allowPrivilegeEscalation=True
         ),
+        # Review wt-cluster2 C1: the baseline controls (kubernetes.io, "Pod Security Standards",
+        # Baseline: AppArmor, SELinux, /proc Mount Type, HostProcess, Sysctls, and restricted's Seccomp).
+        **_BASELINE_DEFECTS,
     }
     for defect, plant in planted.items():
         bad = copy.deepcopy(pod)
