@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -61,3 +64,44 @@ def test_every_path_a_page_names_exists(page: Path) -> None:
                 missing.append(named)
             break
     assert not missing, f"{page.relative_to(REPO_ROOT)} names paths that do not exist: {missing}"
+
+
+def _first_success() -> list[str]:
+    """The README's first-success block: train, serve in the background, curl."""
+    text = (REPO_ROOT / "README.md").read_text()
+    block = text.split("First success on this machine", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_the_first_success_commands_run_as_written(tmp_path: Path) -> None:
+    """A newcomer after `make test` (which installs every extra): the three lines, as README writes them,
+    from a folder holding the checkout's venv and examples, give a prediction for each request row."""
+    train, serve, curl = _first_success()
+    assert (
+        train.startswith(".venv/bin/mlplatform train ") and serve.endswith(" &") and curl.startswith("curl ")
+    )
+    for name in (".venv", "examples"):
+        (tmp_path / name).symlink_to(REPO_ROOT / name)
+    done = subprocess.run(
+        train, check=False, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    server = subprocess.Popen(
+        serve.removesuffix("&").split(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            # Until the server listens and has warmed the model (a 503 "model loading" before).
+            answer = subprocess.run(
+                curl, check=False, shell=True, cwd=tmp_path, capture_output=True, text=True
+            )
+            if '"predictions"' in answer.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert answer.returncode == 0, (answer.stderr, server.poll())
+        assert json.loads(answer.stdout).get("predictions") == [0, 1], answer.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
