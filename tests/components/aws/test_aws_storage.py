@@ -144,6 +144,7 @@ def test_registry_repositories_are_immutable_scanned_and_kms_encrypted(
     repos = resources(plan, "aws:ecr/repository:Repository")
     assert sorted(r.inputs["name"] for r in repos) == [
         "aws-enterprise-prod-aws/ml-platform/inference",
+        "aws-enterprise-prod-aws/ml-platform/registry",
         "aws-enterprise-prod-aws/ml-platform/trainer",
     ]
     for repo in repos:
@@ -169,7 +170,11 @@ def test_two_stacks_in_one_account_get_distinct_repositories(
     ]
     assert names[0] and names[1] and not names[0] & names[1]
     plan = planned("aws-enterprise-dev")
-    trainer = next(r for r in plan.resources if r.type == "kubernetes:batch/v1:Job")
+    trainer = next(
+        r
+        for r in plan.resources
+        if r.type == "kubernetes:batch/v1:Job" and r.inputs["metadata"]["namespace"] == "ml-training"
+    )
     image = trainer.inputs["spec"]["template"]["spec"]["containers"][0]["image"]
     # The pushed tag with its digest (components/images.py, pulumi-docker-build Image.ref).
     assert image.startswith(plan.outputs["registry"] + "/ml-platform/trainer:") and "@sha256:" in image
