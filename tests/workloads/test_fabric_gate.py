@@ -100,7 +100,11 @@ def test_pulumi_up_waits_for_the_test_before_the_training_run(
     assert annotations["pulumi.com/timeoutSeconds"] == "3600"
     # A failed test runs again at the next `pulumi up` (replaced), instead of failing it unchanged.
     assert annotations["pulumi.com/replaceUnready"] == "true"
-    training = next(r for name, r in _jobs(plan).items() if not name.startswith("fabric-test-"))
+    training = next(
+        r
+        for name, r in _jobs(plan).items()
+        if r.inputs["metadata"]["namespace"] == "ml-training" and not name.startswith("fabric-test-")
+    )
     assert training.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     assert fabric.urn in training.dependencies
     # Serving does not wait for the GPU gate (cluster review D8).

@@ -15,8 +15,15 @@ JOB = "kubernetes:batch/v1:Job"
 
 
 def _job(plan: Plan) -> dict[str, Any]:
-    """The training run's Job (the fabric test's Jobs are Jobs too)."""
-    inputs = next(r for r in plan.resources if r.type == JOB and "fabric-test" not in r.name).inputs
+    """The training run's Job: in ml-training (the registry's migration and the storage preparation are
+    Jobs elsewhere), not a fabric test's."""
+    inputs = next(
+        r
+        for r in plan.resources
+        if r.type == JOB
+        and r.inputs["metadata"]["namespace"] == "ml-training"
+        and "fabric-test" not in r.name
+    ).inputs
     assert isinstance(inputs, dict)
     return inputs
 
