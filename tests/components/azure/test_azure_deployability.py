@@ -453,17 +453,23 @@ def test_workloads_reach_the_storage_endpoints_and_nothing_on_the_internet(plann
     (cluster review C1; the inference module promises no egress)."""
     plan = planned("azure-enterprise-prod")
     workload_namespaces = {"ml-training", "ml-inference"}
-    policies = [
+    in_namespaces = [
         p.inputs
         for p in plan.by_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
-        if p.inputs["metadata"]["name"] not in ("default-deny", "allow-dns")
-        and p.inputs["metadata"]["namespace"] in workload_namespaces
+        if p.inputs["metadata"]["namespace"] in workload_namespaces
     ]
-    assert {p["metadata"]["namespace"] for p in policies} == workload_namespaces
+    # The workloads' own policies (the shared ones: default deny, DNS, the model registry's Service).
+    own = [
+        p
+        for p in in_namespaces
+        if p["metadata"]["name"] not in ("default-deny", "allow-dns", "allow-registry")
+    ]
+    assert {p["metadata"]["namespace"] for p in own} == workload_namespaces
     https = [{"protocol": "TCP", "port": 443.0}]
-    for policy in policies:
-        egress = policy["spec"]["egress"]
-        assert {"to": [{"ipBlock": {"cidr": "10.71.64.0/18"}}], "ports": https} in egress
+    for policy in own:
+        assert {"to": [{"ipBlock": {"cidr": "10.71.64.0/18"}}], "ports": https} in policy["spec"]["egress"]
+    for policy in in_namespaces:
+        egress = policy["spec"].get("egress", [])
         blocks = [peer["ipBlock"] for rule in egress for peer in rule.get("to", []) if "ipBlock" in peer]
         assert all(ipaddress.ip_network(b["cidr"]).is_private for b in blocks), blocks
 
