@@ -500,3 +500,37 @@ def test_the_shipped_azure_stacks_pass_them(
     """The full plans (cloud and in-cluster layers) of the four Azure templates raise none of them."""
     violations = pack.judge(planned(stack).to_dict(), defaults)
     assert not [(v.policy, v.name, v.message) for v in violations if v.policy in NEW_AZURE_POLICIES]
+
+
+# azure-resource-names, one rule per type the templates create (resource-name-rules, 11/20/2023 revision, and
+# the federated identity credential's ARM template reference): a name the rule refuses, and the shipped name.
+NAME_CASES = [
+    ("azure-native:compute:DiskEncryptionSet", "des.keys", "ml-platform-des_1"),
+    ("azure-native:operationalinsights:Workspace", "logs-", "azure-smb-dev-logs"),
+    ("azure-native:storage:BlobContainer", "data--sets", "datasets"),
+    ("azure-native:storage:FileShare", "training-", "training"),
+    (
+        "azure-native:network:PrivateEndpoint",
+        "p" * 65,
+        "azure-enterprise-prod-azure-registry-registry-pe22620046",
+    ),
+    ("azure-native:privatedns:PrivateZone", "localhost", "privatelink.blob.core.windows.net"),
+    ("azure-native:resources:ResourceGroup", "ml-platform.", "ml-platform-azure-enterprise-prod"),
+    ("azure-native:managedidentity:FederatedIdentityCredential", "-fic", "azure-smb-dev-training-federation"),
+]
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "bad", "good"), NAME_CASES, ids=[c[0].split(":")[-1] for c in NAME_CASES]
+)
+def test_arm_name_rules(resource_type: str, bad: str, good: str) -> None:
+    import sys
+
+    from .conftest import PACK_DIR
+
+    sys.path.insert(0, str(PACK_DIR))
+    from mlplatform_policies.deployability_azure import NAME_RULES
+
+    _, _, pattern = NAME_RULES[resource_type]
+    assert not pattern.fullmatch(bad)
+    assert pattern.fullmatch(good)
