@@ -410,10 +410,11 @@ def _push_after_private_dns(image: Subject, graph: Graph) -> Iterator[str]:
 # Rows read from that page's ms.date 11/20/2023 revision; where the page is silent, the type's ARM template
 # reference (learn.microsoft.com/azure/templates/...) gives the name's pattern.
 # Left out, their rule not sourced here: network:NatGateway (no natGateways row in that revision; the REST
-# reference was not reachable), keyvault:Key (no vaults/keys row in the rows read), network:PrivateDnsZoneGroup,
-# containerservice:MaintenanceConfiguration and monitor:DiagnosticSetting (no row). Not name rules of ours to
-# check: authorization:RoleAssignment (a GUID, "roleAssignments | tenant | 36", that azure-native generates when
-# unset), storage:BlobServiceProperties and storage:ManagementPolicy (must be ``default``; azure-native sets it).
+# reference was not reachable), keyvault:Key (no vaults/keys row in the rows read),
+# network:PrivateDnsZoneGroup, containerservice:MaintenanceConfiguration and monitor:DiagnosticSetting (no
+# row). Not ours to check: authorization:RoleAssignment (a GUID, "roleAssignments | tenant | 36", that
+# azure-native generates when unset), storage:BlobServiceProperties and storage:ManagementPolicy (must be
+# ``default``; azure-native sets it).
 _ARM_80 = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,78}[A-Za-z0-9_])?$")
 NAME_RULES: dict[str, tuple[str, str, re.Pattern[str]]] = {
     KEY_VAULT: ("vaultName", "global", re.compile(r"^(?!.*--)[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")),

@@ -3,6 +3,7 @@ pack, and leaves its compliant counterpart alone."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 
 import pytest
@@ -12,7 +13,7 @@ from mlplatform.analyzer_config import PolicySettings
 from mlplatform.plan import Plan
 from tests.components.azure.azure_plan_support import AZURE_STACKS
 
-from .conftest import AZURE, KUBERNETES, Judge, found
+from .conftest import AZURE, KUBERNETES, PACK_DIR, Judge, found
 
 _DES = """
 from pulumi_azure_native import compute
@@ -524,13 +525,17 @@ NAME_CASES = [
     ("resource_type", "bad", "good"), NAME_CASES, ids=[c[0].split(":")[-1] for c in NAME_CASES]
 )
 def test_arm_name_rules(resource_type: str, bad: str, good: str) -> None:
-    import sys
-
-    from .conftest import PACK_DIR
-
-    sys.path.insert(0, str(PACK_DIR))
-    from mlplatform_policies.deployability_azure import NAME_RULES
-
-    _, _, pattern = NAME_RULES[resource_type]
-    assert not pattern.fullmatch(bad)
-    assert pattern.fullmatch(good)
+    """Judged in the pack's own environment, where the policy module imports."""
+    script = (
+        "import sys; from mlplatform_policies.deployability_azure import NAME_RULES as R; "
+        "p = R[sys.argv[1]][2]; print(bool(p.fullmatch(sys.argv[2])), bool(p.fullmatch(sys.argv[3])))"
+    )
+    python = PACK_DIR / ".venv" / "bin" / "python"
+    result = subprocess.run(
+        [str(python), "-c", script, resource_type, bad, good],
+        check=False,
+        cwd=PACK_DIR,
+        capture_output=True,
+        text=True,
+    )
+    assert result.stdout.split() == ["False", "True"], result.stderr
