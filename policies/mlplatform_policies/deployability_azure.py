@@ -407,6 +407,14 @@ def _push_after_private_dns(image: Subject, graph: Graph) -> Iterator[str]:
 # azure-resource-manager/management/resource-name-rules; MicrosoftDocs/azure-docs
 # articles/azure-resource-manager/management/resource-name-rules.md): type -> (name input, scope of
 # uniqueness, rule). AKS agent pools: learn.microsoft.com/azure/aks/use-system-pools#limitations (Linux).
+# Rows read from that page's ms.date 11/20/2023 revision; where the page is silent, the type's ARM template
+# reference (learn.microsoft.com/azure/templates/...) gives the name's pattern.
+# Left out, their rule not sourced here: network:NatGateway (no natGateways row in that revision; the REST
+# reference was not reachable), keyvault:Key (no vaults/keys row in the rows read),
+# network:PrivateDnsZoneGroup, containerservice:MaintenanceConfiguration and monitor:DiagnosticSetting (no
+# row). Not ours to check: authorization:RoleAssignment (a GUID, "roleAssignments | tenant | 36", that
+# azure-native generates when unset), storage:BlobServiceProperties and storage:ManagementPolicy (must be
+# ``default``; azure-native sets it).
 _ARM_80 = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,78}[A-Za-z0-9_])?$")
 NAME_RULES: dict[str, tuple[str, str, re.Pattern[str]]] = {
     KEY_VAULT: ("vaultName", "global", re.compile(r"^(?!.*--)[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")),
@@ -433,6 +441,58 @@ NAME_RULES: dict[str, tuple[str, str, re.Pattern[str]]] = {
     "azure-native:network:PublicIPAddress": ("publicIpAddressName", "resource group", _ARM_80),
     "azure-native:network:RouteTable": ("routeTableName", "resource group", _ARM_80),
     "azure-native:privatedns:VirtualNetworkLink": ("virtualNetworkLinkName", "private DNS zone", _ARM_80),
+    # "diskEncryptionSets | resource group | 1-80 | Alphanumerics, underscores, and hyphens."
+    DISK_ENCRYPTION_SET: ("diskEncryptionSetName", "resource group", re.compile(r"^[A-Za-z0-9_-]{1,80}$")),
+    # Microsoft.OperationalInsights "workspaces | resource group | 4-63 | Alphanumerics and hyphens. Start and
+    # end with alphanumeric."
+    "azure-native:operationalinsights:Workspace": (
+        "workspaceName",
+        "resource group",
+        re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{2,61}[A-Za-z0-9]$"),
+    ),
+    # "storageAccounts / blobServices / containers | storage account | 3-63 | Lowercase letters, numbers, and
+    # hyphens. Start with lowercase letter or number. Can't use consecutive hyphens."
+    "azure-native:storage:BlobContainer": (
+        "containerName",
+        "storage account",
+        re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{2,62}$"),
+    ),
+    # "storageAccounts / fileServices / shares | storage account | 3-63 | Lowercase letters, numbers, and
+    # hyphens. Can't start or end with hyphen. Can't use consecutive hyphens."
+    "azure-native:storage:FileShare": (
+        "shareName",
+        "storage account",
+        re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$"),
+    ),
+    # "privateEndpoints | resource group | 2-64 | Alphanumerics, underscores, periods, and hyphens. Start with
+    # alphanumeric. End alphanumeric or underscore."
+    "azure-native:network:PrivateEndpoint": (
+        "privateEndpointName",
+        "resource group",
+        re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}[A-Za-z0-9_]$"),
+    ),
+    # "privateDnsZones | resource group | 1-63 characters, 2 to 34 labels | Each label can contain
+    # alphanumerics, underscores, and hyphens. Each label is separated by a period."
+    "azure-native:privatedns:PrivateZone": (
+        "privateZoneName",
+        "resource group",
+        re.compile(r"^(?=.{1,63}$)[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+){1,33}$"),
+    ),
+    # "resourcegroups | subscription | 1-90 | Underscores, hyphens, periods, parentheses, and letters or
+    # digits (Char.IsLetterOrDigit). Can't end with period." (``\w`` is Unicode letters, digits and ``_``.)
+    "azure-native:resources:ResourceGroup": (
+        "resourceGroupName",
+        "subscription",
+        re.compile(r"^[\w().-]{0,89}[\w()-]$"),
+    ),
+    # No row on the page; the ARM template reference of userAssignedIdentities/federatedIdentityCredentials
+    # (learn.microsoft.com/azure/templates/microsoft.managedidentity/userassignedidentities/
+    # federatedidentitycredentials): name "Pattern = ^[a-zA-Z0-9]{1}[a-zA-Z0-9-_]{2,119}$".
+    "azure-native:managedidentity:FederatedIdentityCredential": (
+        "federatedIdentityCredentialResourceName",
+        "user-assigned identity",
+        re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{2,119}$"),
+    ),
 }
 # azure-native names a resource without a name input after its logical name plus 8 random characters.
 _AUTONAME_SUFFIX = "x" * 8

@@ -3,6 +3,7 @@ pack, and leaves its compliant counterpart alone."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 
 import pytest
@@ -12,7 +13,7 @@ from mlplatform.analyzer_config import PolicySettings
 from mlplatform.plan import Plan
 from tests.components.azure.azure_plan_support import AZURE_STACKS
 
-from .conftest import AZURE, KUBERNETES, Judge, found
+from .conftest import AZURE, KUBERNETES, PACK_DIR, Judge, found
 
 _DES = """
 from pulumi_azure_native import compute
@@ -500,3 +501,41 @@ def test_the_shipped_azure_stacks_pass_them(
     """The full plans (cloud and in-cluster layers) of the four Azure templates raise none of them."""
     violations = pack.judge(planned(stack).to_dict(), defaults)
     assert not [(v.policy, v.name, v.message) for v in violations if v.policy in NEW_AZURE_POLICIES]
+
+
+# azure-resource-names, one rule per type the templates create (resource-name-rules, 11/20/2023 revision, and
+# the federated identity credential's ARM template reference): a name the rule refuses, and the shipped name.
+NAME_CASES = [
+    ("azure-native:compute:DiskEncryptionSet", "des.keys", "ml-platform-des_1"),
+    ("azure-native:operationalinsights:Workspace", "logs-", "azure-smb-dev-logs"),
+    ("azure-native:storage:BlobContainer", "data--sets", "datasets"),
+    ("azure-native:storage:FileShare", "training-", "training"),
+    (
+        "azure-native:network:PrivateEndpoint",
+        "p" * 65,
+        "azure-enterprise-prod-azure-registry-registry-pe22620046",
+    ),
+    ("azure-native:privatedns:PrivateZone", "localhost", "privatelink.blob.core.windows.net"),
+    ("azure-native:resources:ResourceGroup", "ml-platform.", "ml-platform-azure-enterprise-prod"),
+    ("azure-native:managedidentity:FederatedIdentityCredential", "-fic", "azure-smb-dev-training-federation"),
+]
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "bad", "good"), NAME_CASES, ids=[c[0].split(":")[-1] for c in NAME_CASES]
+)
+def test_arm_name_rules(resource_type: str, bad: str, good: str) -> None:
+    """Judged in the pack's own environment, where the policy module imports."""
+    script = (
+        "import sys; from mlplatform_policies.deployability_azure import NAME_RULES as R; "
+        "p = R[sys.argv[1]][2]; print(bool(p.fullmatch(sys.argv[2])), bool(p.fullmatch(sys.argv[3])))"
+    )
+    python = PACK_DIR / ".venv" / "bin" / "python"
+    result = subprocess.run(
+        [str(python), "-c", script, resource_type, bad, good],
+        check=False,
+        cwd=PACK_DIR,
+        capture_output=True,
+        text=True,
+    )
+    assert result.stdout.split() == ["False", "True"], result.stderr
