@@ -621,8 +621,8 @@ class PlatformConfig(_Model):
 
 
 # Clouds whose adapter gives an enterprise registry a managed PostgreSQL
-# (components/aws/registry_database.py).
-MANAGED_REGISTRY_DATABASE = frozenset({Cloud.AWS})
+# (components/aws/registry_database.py, components/azure/registry_database.py).
+MANAGED_REGISTRY_DATABASE = frozenset({Cloud.AWS, Cloud.AZURE})
 
 
 def managed_registry_database(tier: Tier, cloud: Cloud) -> bool:

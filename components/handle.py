@@ -187,15 +187,16 @@ class StorageHandle:
 @dataclass(frozen=True)
 class RegistryDatabase:
     """The model registry's managed PostgreSQL, as its pods reach it. The password is never a literal:
-    either a Secrets Manager secret the registry's identity reads at start (AWS, RDS-managed), or a
-    secret Output the Kubernetes layer places in a Secret (Azure)."""
+    either a Secrets Manager secret the registry's identity reads for each connection (AWS,
+    RDS-managed), or, with ``entra``, a Microsoft Entra token for the registry's workload identity
+    (Azure: the server accepts no password)."""
 
     host: pulumi.Input[str]
     port: int
     database: str
-    username: str
+    username: pulumi.Input[str]
     password_secret_arn: pulumi.Input[str] | None = None
-    password: pulumi.Input[str] | None = None
+    entra: bool = False
 
 
 # A peer's network standing for public addresses (everything outside RFC 1918).

@@ -73,6 +73,8 @@ class FederatedIdentity(pulumi.ComponentResource):
                 opts=scope.opts(self),
             )
         self.client_id: pulumi.Output[str] = identity.client_id
+        self.principal_id: pulumi.Output[str] = identity.principal_id
+        self.identity_name: pulumi.Output[str] = identity.name
         self.annotations: dict[str, pulumi.Input[str]] = {CLIENT_ID_ANNOTATION: identity.client_id}
         self.pod_labels: dict[str, str] = {USE_LABEL: "true"}
         self.register_outputs({"clientId": identity.client_id, "principalId": identity.principal_id})

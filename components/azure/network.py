@@ -27,7 +27,7 @@ import pulumi
 from pulumi_azure_native import network, privatedns
 
 from components.azure.scope import AzureScope
-from components.config import OutboundType
+from components.config import OutboundType, managed_registry_database
 
 # Our choice: the NAT gateway drops idle outbound flows after 4 minutes (the Azure default, 4-120).
 _NAT_IDLE_TIMEOUT_MINUTES = 4
@@ -42,6 +42,10 @@ PRIVATE_DNS_ZONES = (BLOB_ZONE, FILE_ZONE, REGISTRY_ZONE)
 # of its addresses.
 API_SERVER_PREFIX_LENGTH = 28
 API_SERVER_DELEGATION = "Microsoft.ContainerService/managedClusters"
+# The registry's PostgreSQL flexible server takes a subnet delegated to it alone ("Network with private
+# access (VNet integration) for Azure Database for PostgreSQL flexible server": a delegated subnet holds
+# flexible servers only); the /28 after the API server's in the same quarter.
+DATABASE_DELEGATION = "Microsoft.DBforPostgreSQL/flexibleServers"
 
 
 @dataclass(frozen=True)
@@ -49,13 +53,16 @@ class SubnetPlan:
     nodes: str
     endpoints: str
     api_server: str
+    database: str
 
 
 def subnet_plan(cidr: str) -> SubnetPlan:
     """Quarters of the VNet; config guarantees /20 or larger, so nodes get at least a /22 (1019 hosts)."""
     quarters = list(ipaddress.IPv4Network(cidr).subnets(prefixlen_diff=2))
-    api_server = next(quarters[2].subnets(new_prefix=API_SERVER_PREFIX_LENGTH))
-    return SubnetPlan(nodes=str(quarters[0]), endpoints=str(quarters[1]), api_server=str(api_server))
+    api_server, database, *_ = quarters[2].subnets(new_prefix=API_SERVER_PREFIX_LENGTH)
+    return SubnetPlan(
+        nodes=str(quarters[0]), endpoints=str(quarters[1]), api_server=str(api_server), database=str(database)
+    )
 
 
 def _deny_internet_inbound() -> dict[str, object]:
@@ -107,6 +114,7 @@ class AzureNetwork(pulumi.ComponentResource):
             opts=scope.opts(self),
         )
         self.vnet_id: pulumi.Output[str] = vnet.id
+        self.vnet = vnet
         self.node_subnet_id = self._subnet(
             f"{name}-nodes",
             vnet,
@@ -118,6 +126,14 @@ class AzureNetwork(pulumi.ComponentResource):
         self.endpoint_subnet_id = self._subnet(f"{name}-endpoints", vnet, plan.endpoints, endpoints=True)
         self.api_server_subnet_id = self._subnet(
             f"{name}-apiserver", vnet, plan.api_server, endpoints=False, delegation=API_SERVER_DELEGATION
+        )
+        self.database_subnet_id = (
+            self._subnet(
+                f"{name}-database", vnet, plan.database, endpoints=False, delegation=DATABASE_DELEGATION
+            )
+            if managed_registry_database(scope.config.tier, scope.config.cloud)
+            and scope.config.workloads.registry.enabled
+            else None
         )
         self.dns_zone_ids: dict[str, pulumi.Output[str]] = {
             zone: self._private_zone(f"{name}-{zone.split('.')[1]}-dns", zone, vnet)

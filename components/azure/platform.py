@@ -41,6 +41,7 @@ from components.azure.node_pools import (
     system_pool_profile,
 )
 from components.azure.registry import AzureRegistry, RegistryArgs
+from components.azure.registry_database import AzureRegistryDatabase, RegistryDatabaseArgs
 from components.azure.registry_store import REGISTRY_CONTAINER, registry_backend
 from components.azure.roles import BuiltInRole
 from components.azure.scope import AzureScope, Deployer
@@ -112,6 +113,7 @@ class AzurePlatform(pulumi.ComponentResource):
         for what, resource_id in audited.items():
             audit_logs(f"{name}-{what}", scope, resource_id, cluster.workspace_id, self)
         identities = self._workload_identities(name, scope, cluster, objects)
+        database = self._registry_database(name, scope, network, keys, identities["registry"])
         self.handle = ClusterHandle(
             cloud=Cloud.AZURE,
             name=config.stack_name,
@@ -125,7 +127,9 @@ class AzurePlatform(pulumi.ComponentResource):
             node_pools=(pools,),
             pod_labels={workload: identity.pod_labels for workload, identity in identities.items()},
             workload_egress=workload_egress(config.network.cidr),
-            registry_backend=registry_backend(objects.account_name, config.network.cidr),
+            registry_backend=registry_backend(
+                objects.account_name, config.network.cidr, database.database if database else None
+            ),
         )
         self.exports: dict[str, pulumi.Input[Any]] = {
             "clusterName": cluster.cluster_name,
@@ -187,6 +191,26 @@ class AzurePlatform(pulumi.ComponentResource):
             self._child,
         )
         return objects, shared
+
+    def _registry_database(
+        self, name: str, scope: AzureScope, network: AzureNetwork, keys: AzureKeys, login: FederatedIdentity
+    ) -> AzureRegistryDatabase | None:
+        """Enterprise registries keep their metadata in PostgreSQL, under the storage key (data at rest),
+        in the subnet the network delegates to it when config asks for a managed database."""
+        if network.database_subnet_id is None:
+            return None
+        return AzureRegistryDatabase(
+            f"{name}-registry",
+            RegistryDatabaseArgs(
+                scope,
+                keys.keys[KeyPurpose.STORAGE],
+                network.vnet_id,
+                network.database_subnet_id,
+                login.identity_name,
+                login.principal_id,
+            ),
+            self._child,
+        )
 
     def _workload_identities(
         self, name: str, scope: AzureScope, cluster: AksCluster, objects: ObjectStorage

@@ -174,7 +174,10 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
             {"name": "REGISTRY_DB_PORT", "value": str(spec.database.port)},
             {"name": "REGISTRY_DB_NAME", "value": spec.database.database},
             {"name": "REGISTRY_DB_USER", "value": spec.database.username},
-            {"name": "REGISTRY_DB_SECRET_ARN", "value": spec.database.password_secret_arn},
+            # The password: an Entra token for the pod's workload identity, or the managed secret's.
+            {"name": "REGISTRY_DB_ENTRA", "value": "true"}
+            if spec.database.entra
+            else {"name": "REGISTRY_DB_SECRET_ARN", "value": spec.database.password_secret_arn},
             {"name": "REGISTRY_WORKERS", "value": str(POSTGRES_WORKERS)},
         ]
     else:

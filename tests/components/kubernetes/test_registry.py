@@ -217,7 +217,7 @@ def _stack(stack: str, **registry: Any) -> dict[str, Any]:
             {"replicas": 2},
             "workloads.registry.replicas: SQLite on the shared file system allows one",
         ),
-        ("azure-enterprise-prod", {"replicas": 3}, "workloads.registry.replicas: SQLite"),
+        ("azure-smb-dev", {"replicas": 3}, "workloads.registry.replicas: SQLite"),
         ("aws-smb-dev", {"memory": "2G"}, "workloads.registry.memory: a Kubernetes memory quantity"),
     ],
 )
@@ -228,6 +228,15 @@ def test_bad_registry_config_is_one_line_naming_the_key(
         parse_stack_config(_stack(stack, **registry), f"Pulumi.{stack}.yaml")
     [problem] = raised.value.problems
     assert problem.startswith(f"Pulumi.{stack}.yaml: ml-platform:platform.{line}"), problem
+
+
+def test_an_azure_enterprise_registry_scales_on_its_managed_postgresql() -> None:
+    """Azure enterprise stacks get a PostgreSQL flexible server (components/azure/registry_database.py),
+    so the one-server SQLite limit no longer applies to them."""
+    config = parse_stack_config(
+        _stack("azure-enterprise-prod", replicas=3), "Pulumi.azure-enterprise-prod.yaml"
+    )
+    assert config.workloads.registry.replicas == 3
 
 
 def test_the_presets_turn_the_registry_on_in_both_tiers() -> None:

@@ -130,3 +130,24 @@ def test_every_new_connection_takes_the_current_password() -> None:
     finally:
         sqlalchemy.event.remove(sqlalchemy.engine.Engine, "do_connect", listener)
     assert seen == ["before", "after"]
+
+
+def test_an_azure_database_takes_an_entra_token_for_every_connection() -> None:
+    """Azure Database for PostgreSQL with Entra authentication takes an access token for
+    https://ossrdbms-aad.database.windows.net/.default as the password (Microsoft Entra authentication
+    with Azure Database for PostgreSQL flexible server); the user is the identity's principal name."""
+    env = {
+        **{k: v for k, v in POSTGRES.items() if k != "REGISTRY_DB_SECRET_ARN"},
+        "REGISTRY_DB_ENTRA": "true",
+    }
+    env["REGISTRY_DB_USER"] = "registry-identity"
+    scopes: list[str] = []
+
+    def token(scope: str) -> str:
+        scopes.append(scope)
+        return "eyJ.token/+="
+
+    uri = backend_uri(env, token)
+    assert uri.startswith("postgresql+psycopg2://registry-identity:eyJ.token%2F%2B%3D@")
+    assert uri.endswith("?sslmode=require")
+    assert scopes == ["https://ossrdbms-aad.database.windows.net/.default"]

@@ -43,38 +43,69 @@ def _secret_password(arn: str) -> str:
     return secret["password"]
 
 
+# The audience of a token Azure Database for PostgreSQL accepts as a password (Microsoft Entra
+# authentication with Azure Database for PostgreSQL flexible server).
+ENTRA_SCOPE = "https://ossrdbms-aad.database.windows.net/.default"
+
+
+def _entra_token(_unused: str) -> str:
+    """A Microsoft Entra access token for the pod's workload identity (the AKS webhook's AZURE_*
+    variables, read by ``DefaultAzureCredential``); azure-identity caches it until shortly before it
+    expires, so each connection costs no round trip."""
+    # In the image (requirements.txt), not in the toolkit's environment.
+    from azure.identity import DefaultAzureCredential  # type: ignore[import-not-found]
+
+    return str(DefaultAzureCredential().get_token(ENTRA_SCOPE).token)
+
+
+def password_source(env: Mapping[str, str]) -> tuple[str, Callable[[str], str]] | None:
+    """Where a PostgreSQL password comes from: an Entra token (``REGISTRY_DB_ENTRA``, Azure), the
+    RDS-managed secret (``REGISTRY_DB_SECRET_ARN``, AWS), or nowhere (SQLite)."""
+    if env.get("REGISTRY_DB_ENTRA") == "true":
+        return ENTRA_SCOPE, _entra_token
+    arn = env.get("REGISTRY_DB_SECRET_ARN")
+    return (arn, _secret_password) if arn else None
+
+
 def install_password_refresh(
-    env: Mapping[str, str], read_secret: Callable[[str], str] = _secret_password
+    env: Mapping[str, str], read_secret: Callable[[str], str] | None = None
 ) -> Callable[..., None] | None:
     """Give every new database connection the secret's current password, in every process that imports
     this (the image's ``sitecustomize.py``: the server's worker processes too). RDS rotates its managed
     master secret every seven days by default (RDS user guide, "Password management with Amazon RDS and
     AWS Secrets Manager"); established connections survive a rotation, but a password read once at start
     would refuse every connection opened after it. SQLAlchemy's ``do_connect`` event may rewrite the
-    driver's connect arguments (SQLAlchemy "Core Events", ``DialectEvents.do_connect``)."""
-    arn = env.get("REGISTRY_DB_SECRET_ARN")
-    if not arn:
+    driver's connect arguments (SQLAlchemy "Core Events", ``DialectEvents.do_connect``). An Entra token
+    lasts about an hour, so it too is taken afresh for each connection."""
+    source = password_source(env)
+    if source is None:
         return None
+    key, reader = source
+    read = read_secret or reader
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
     def current_password(
         _dialect: object, _record: object, _cargs: object, cparams: dict[str, object]
     ) -> None:
-        cparams["password"] = read_secret(arn)
+        cparams["password"] = read(key)
 
     event.listen(Engine, "do_connect", current_password)
     return current_password
 
 
-def backend_uri(env: Mapping[str, str], read_secret: Callable[[str], str] = _secret_password) -> str:
+def backend_uri(env: Mapping[str, str], read_secret: Callable[[str], str] | None = None) -> str:
     """PostgreSQL over TLS when a database host is set (``sslmode=require``: the servers refuse plain
     connections anyway, rds.force_ssl / require_secure_transport), else SQLite at ``REGISTRY_SQLITE_PATH``."""
     host = env.get("REGISTRY_DB_HOST")
     if not host:
         path = Path(env["REGISTRY_SQLITE_PATH"])
         return f"sqlite:///{path}"
-    password = urllib.parse.quote(read_secret(env["REGISTRY_DB_SECRET_ARN"]), safe="")
+    source = password_source(env)
+    if source is None:
+        raise KeyError("REGISTRY_DB_SECRET_ARN or REGISTRY_DB_ENTRA")
+    key, reader = source
+    password = urllib.parse.quote((read_secret or reader)(key), safe="")
     user = urllib.parse.quote(env["REGISTRY_DB_USER"], safe="")
     return (
         f"postgresql+psycopg2://{user}:{password}@{host}:{env['REGISTRY_DB_PORT']}/"
