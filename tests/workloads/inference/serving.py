@@ -6,9 +6,10 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,3 +105,29 @@ async def client_loop(client: httpx.AsyncClient, row: list[float], outcomes: Cou
         draining = response.status_code == 503 and response.json()["error"] == "draining"
         outcomes["refused: 503 draining" if draining else f"lost: HTTP {response.status_code}"] += 1
         return
+
+
+def serve_alias(
+    env: Mapping[str, str], registry: str, model_uri: str, poll_s: float, tmp_path: Path
+) -> Server:
+    """The inference container's entry point (``python -m workloads.inference``) following a registry
+    alias, configured as the Deployment configures it, on a free port; its output in ``serve.log``."""
+    port = free_port()
+    log = tmp_path / "serve.log"
+    settings = {
+        **env,
+        "MLFLOW_TRACKING_URI": registry,
+        "SERVE_MODEL_URI": model_uri,
+        "SERVE_POLL_INTERVAL_S": str(poll_s),
+        "SERVE_PORT": str(port),
+        "SERVE_MODEL_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "workloads.inference"],
+            cwd=Path(__file__).resolve().parents[3],
+            env=settings,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return Server(f"http://127.0.0.1:{port}", process, log)

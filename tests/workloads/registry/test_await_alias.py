@@ -8,15 +8,13 @@ poll interval and a load. Against the real MLflow server of conftest.py.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
 from tests.workloads.inference.conftest import model_dir  # noqa: F401  (the session's trained model)
-from tests.workloads.inference.serving import Server, free_port, wait_ready
+from tests.workloads.inference.serving import serve_alias, wait_ready
 from workloads.artifacts import load_metadata
 from workloads.registry.client import RegistryClient
 
@@ -40,25 +38,9 @@ def test_a_server_waits_live_and_unready_for_its_alias_then_serves_the_promoted_
     model_dir: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    port = free_port()
-    log = tmp_path / "serve.log"
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "MLFLOW_TRACKING_URI": registry_uri,
-        "SERVE_MODEL_URI": f"models:/{NAME}@champion",
-        "SERVE_POLL_INTERVAL_S": str(POLL_S),
-        "SERVE_PORT": str(port),
-        "SERVE_MODEL_CACHE_DIR": str(tmp_path / "cache"),
-    }
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "workloads.inference"],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server(f"http://127.0.0.1:{port}", process, log)
+    server = serve_alias(
+        {"PATH": "/usr/bin:/bin"}, registry_uri, f"models:/{NAME}@champion", POLL_S, tmp_path
+    )
     row = [0.0] * len(load_metadata(model_dir).feature_names)
     try:
         with server.client() as client:
@@ -66,7 +48,7 @@ def test_a_server_waits_live_and_unready_for_its_alias_then_serves_the_promoted_
             for step in ("unregistered", "no alias"):
                 deadline = time.monotonic() + 30
                 while True:
-                    assert process.poll() is None, server.logs()
+                    assert server.process.poll() is None, server.logs()
                     try:
                         healthz = client.get("/healthz")
                         break

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.workloads.inference.serving import Server, free_port, metric_samples, wait_ready
+from tests.workloads.inference.serving import metric_samples, serve_alias, wait_ready
 from workloads.artifacts import load_metadata, model_version_dir
 from workloads.registry.client import ModelVersion, RegistryClient
 from workloads.training.checkpoint import list_checkpoints
@@ -214,25 +214,7 @@ def _serve_through_promotion_and_rollback(
     # Serve @champion (version 1) from the container's entry point, under load.
     promoted = _models(registry, "promote", NAME, v1.version, "--actor", "tester")
     assert promoted.returncode == 0, promoted.stderr
-    port = free_port()
-    log = tmp_path / "serve.log"
-    serve_env = {
-        **env,
-        "MLFLOW_TRACKING_URI": registry,
-        "SERVE_MODEL_URI": f"models:/{NAME}@champion",
-        "SERVE_POLL_INTERVAL_S": str(POLL_S),
-        "SERVE_PORT": str(port),
-        "SERVE_MODEL_CACHE_DIR": str(tmp_path / "cache"),
-    }
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "workloads.inference"],
-            cwd=REPO,
-            env=serve_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server(f"http://127.0.0.1:{port}", process, log)
+    server = serve_alias(env, registry, f"models:/{NAME}@champion", POLL_S, tmp_path)
     load: Load | None = None
     try:
         wait_ready(server)
@@ -268,7 +250,7 @@ def _serve_through_promotion_and_rollback(
     finally:
         if load is not None:
             load.stop.set()
-        samples = metric_samples(server) if process.poll() is None else {}
+        samples = metric_samples(server) if server.process.poll() is None else {}
         status = server.terminate()
     assert status == 0, server.logs()[-3000:]
 
