@@ -40,7 +40,7 @@ import yaml
 
 from components.config import PlatformConfig, Priority, TeamConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric, PoolHandle
-from components.kubernetes.objects import MANAGED_BY, Object
+from components.kubernetes.objects import MANAGED_BY, Object, admission_policy
 from workloads.fabric import fabric_profile
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -364,50 +364,22 @@ def queue_required_policy() -> list[Object]:
     """Refuse, on the cluster, a Job or JobSet without a queue name in a queued namespace: the same rule
     the pack applies to the stack (ValidatingAdmissionPolicy, admissionregistration.k8s.io/v1, GA in
     Kubernetes 1.30)."""
-    name = "ml-platform-require-queue"
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": _meta(name),
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": ["batch"],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE"],
-                            "resources": ["jobs"],
-                        },
-                        {
-                            "apiGroups": ["jobset.x-k8s.io"],
-                            "apiVersions": ["*"],
-                            "operations": ["CREATE"],
-                            "resources": ["jobsets"],
-                        },
-                    ]
-                },
-                "validations": [
-                    {
-                        "expression": (
-                            f"has(object.metadata.labels) && '{QUEUE_LABEL}' in object.metadata.labels"
-                        ),
-                        "message": f"Jobs in this namespace go through Kueue: set the label {QUEUE_LABEL}",
-                    }
-                ],
+    return admission_policy(
+        "ml-platform-require-queue",
+        [
+            {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["jobs"]},
+            {
+                "apiGroups": ["jobset.x-k8s.io"],
+                "apiVersions": ["*"],
+                "operations": ["CREATE"],
+                "resources": ["jobsets"],
             },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": _meta(name),
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {"matchLabels": {QUEUED_NAMESPACE_LABEL: "required"}}
-                },
-            },
-        },
-    ]
+        ],
+        [
+            {
+                "expression": f"has(object.metadata.labels) && '{QUEUE_LABEL}' in object.metadata.labels",
+                "message": f"Jobs in this namespace go through Kueue: set the label {QUEUE_LABEL}",
+            }
+        ],
+        {QUEUED_NAMESPACE_LABEL: "required"},
+    )

@@ -22,6 +22,39 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "ml-platform", "app.kubernetes.io/
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 
+def admission_policy(
+    name: str,
+    resource_rules: Sequence[Object],
+    validations: Sequence[Object],
+    namespace_labels: Mapping[str, str],
+) -> list[Object]:
+    """A ValidatingAdmissionPolicy that fails closed (admissionregistration.k8s.io/v1, GA in Kubernetes
+    1.30) and its binding, denying in the namespaces that carry ``namespace_labels``."""
+    metadata = {"name": name, "labels": dict(MANAGED_BY)}
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": dict(metadata),
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": list(resource_rules)},
+                "validations": list(validations),
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": dict(metadata),
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": dict(namespace_labels)}},
+            },
+        },
+    ]
+
+
 def restricted_pod_security(uid: int) -> Object:
     """The pod-level securityContext of a workload running as ``uid`` under Pod Security "restricted"
     (kubernetes.io "Pod Security Standards"): non-root, RuntimeDefault seccomp, volumes group-owned."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from components.kubernetes.objects import MANAGED_BY, Object
+from components.kubernetes.objects import MANAGED_BY, Object, admission_policy
 
 # Annotation holding the written reason a namespace runs above "restricted"; the policy pack accepts a
 # privileged namespace only with it (policies/mlplatform_policies/kubernetes.py).
@@ -325,40 +325,19 @@ def ipc_lock_exception_policy() -> list[Object]:
     """Pod Security "restricted" but for IPC_LOCK (as root), enforced on pods in the namespaces that
     carry the exception label: their Pod Security label says "privileged", this says what remains
     forbidden (ValidatingAdmissionPolicy, admissionregistration.k8s.io/v1, GA in Kubernetes 1.30)."""
-    name = "ml-platform-ipc-lock-exception"
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": _meta(name),
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["pods", "pods/ephemeralcontainers"],
-                        }
-                    ]
-                },
-                "validations": _pod_rules(),
-            },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": _meta(name),
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {"matchLabels": {POD_SECURITY_EXCEPTION_LABEL: IPC_LOCK_EXCEPTION}}
-                },
-            },
-        },
-    ]
+    return admission_policy(
+        "ml-platform-ipc-lock-exception",
+        [
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["pods", "pods/ephemeralcontainers"],
+            }
+        ],
+        _pod_rules(),
+        {POD_SECURITY_EXCEPTION_LABEL: IPC_LOCK_EXCEPTION},
+    )
 
 
 def ipc_lock_namespace(name: str, quota: Mapping[str, str], *, job_peers: bool = False) -> NamespaceSpec:
