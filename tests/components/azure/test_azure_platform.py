@@ -42,6 +42,11 @@ UNTAGGED = {
     "azure-native:monitor:DiagnosticSetting",
     # A cluster's sub-resource: no tags or location of its own (containerservice MaintenanceConfiguration).
     "azure-native:containerservice:MaintenanceConfiguration",
+    # A flexible server's parameter, database and Entra administrator: ARM sub-resources without tags
+    # (none is among the taggable types of the provider's schema, mlplatform_policies/taggable_types.txt).
+    "azure-native:dbforpostgresql:AdministratorsMicrosoftEntra",
+    "azure-native:dbforpostgresql:Configuration",
+    "azure-native:dbforpostgresql:Database",
 }
 UNLOCATED = UNTAGGED | {"azure-native:keyvault:Key", "azure-native:containerservice:AgentPool"}
 GLOBAL = {"azure-native:privatedns:PrivateZone", "azure-native:privatedns:VirtualNetworkLink"}
