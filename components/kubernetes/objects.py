@@ -55,6 +55,17 @@ def admission_policy(
     ]
 
 
+def service_account(metadata: Mapping[str, Any], annotations: Mapping[str, str]) -> Object:
+    """A workload's ServiceAccount: its cloud identity in ``annotations`` (IRSA / workload identity),
+    no API token mounted (the workloads call no Kubernetes API)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {**metadata, **({"annotations": dict(annotations)} if annotations else {})},
+        "automountServiceAccountToken": False,
+    }
+
+
 def restricted_pod_security(uid: int) -> Object:
     """The pod-level securityContext of a workload running as ``uid`` under Pod Security "restricted"
     (kubernetes.io "Pod Security Standards"): non-root, RuntimeDefault seccomp, volumes group-owned."""

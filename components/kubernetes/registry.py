@@ -48,6 +48,7 @@ from components.kubernetes.objects import (
     Object,
     restricted_container_security,
     restricted_pod_security,
+    service_account,
 )
 
 # issue 28: 3.18.0 does not install (its mlflow-skinny is not published); the image pins the same.
@@ -394,18 +395,6 @@ def _client_egress(spec: RegistrySpec, namespace: str) -> Object:
     }
 
 
-def _service_account(spec: RegistrySpec) -> Object:
-    metadata = _metadata(spec, spec.service_account)
-    if spec.service_account_annotations:
-        metadata["annotations"] = dict(spec.service_account_annotations)
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": metadata,
-        "automountServiceAccountToken": False,
-    }
-
-
 @dataclass(frozen=True)
 class RegistryObjects:
     """The registry's objects in the order ``pulumi up`` applies them: the migration Job (awaited) after
@@ -418,7 +407,10 @@ class RegistryObjects:
 
 def registry_objects(spec: RegistrySpec) -> RegistryObjects:
     return RegistryObjects(
-        before=[_service_account(spec), _network_policy(spec)],
+        before=[
+            service_account(_metadata(spec, spec.service_account), spec.service_account_annotations),
+            _network_policy(spec),
+        ],
         migration=_migration_job(spec),
         after=[
             _deployment(spec),

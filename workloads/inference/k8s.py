@@ -33,6 +33,7 @@ from components.kubernetes.objects import (
     SKIP_AWAIT,
     restricted_container_security,
     restricted_pod_security,
+    service_account,
 )
 from workloads.artifacts import model_version_dir
 from workloads.inference.config import ENV_PREFIX
@@ -537,23 +538,11 @@ def _network_policy(spec: InferenceServiceSpec) -> Object:
     }
 
 
-def _service_account(spec: InferenceServiceSpec) -> Object:
-    metadata = _metadata(spec, spec.service_account)
-    if spec.service_account_annotations:
-        metadata["annotations"] = dict(spec.service_account_annotations)
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": metadata,
-        "automountServiceAccountToken": False,
-    }
-
-
 def inference_objects(spec: InferenceServiceSpec) -> list[Object]:
     """The service's objects in apply order: identity first, then workloads, then what points at them."""
     tracks = _tracks(spec)
     return [
-        _service_account(spec),
+        service_account(_metadata(spec, spec.service_account), spec.service_account_annotations),
         *(_deployment(spec, t) for t in tracks),
         _service(spec),
         *(_autoscaler(spec, t) for t in tracks),
