@@ -228,6 +228,9 @@ class RegistryBackend:
     peers: tuple[Peer, ...] = ()
     # Environment the cloud's SDKs need in the server (the AWS region for boto3's S3 and STS clients).
     environment: Mapping[str, str] = field(default_factory=dict)
+    # What must exist before the schema migration connects: the database itself and its login where
+    # the server's hostname alone does not carry them (Azure's database and Entra administrator).
+    ready: tuple[pulumi.Resource, ...] = ()
 
 
 @dataclass(frozen=True)

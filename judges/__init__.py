@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judges.cel import judge_cel
+from judges.disruption import judge_disruption_budgets
 from judges.findings import Finding, Subject
 from judges.limits import judge_limit_ranges
 from judges.pod_security import judge_pod_security
@@ -26,8 +27,9 @@ def judge_all(
     objects: Sequence[Mapping[str, Any]], cluster_network: str = CONTROL_PLANE_NETWORK
 ) -> list[Finding]:
     """What ``mlplatform check`` runs: CEL, reachability, Pod Security, LimitRange defaults, shared-volume
-    owners, hook Jobs against fail-closed Job webhooks and the rendezvous timeouts (the
-    exit-code judge, ``judges.runtime.judge_exit_codes``, runs torchrun, so the suite runs it)."""
+    owners, hook Jobs against fail-closed Job webhooks, the rendezvous timeouts and disruption budgets
+    over pods without a scale (the exit-code judge, ``judges.runtime.judge_exit_codes``, runs torchrun,
+    so the suite runs it)."""
     return [
         *judge_cel(objects),
         *judge_reachability(objects, cluster_network),
@@ -36,6 +38,7 @@ def judge_all(
         *judge_shared_volume_owners(objects),
         *judge_hook_jobs(objects),
         *judge_rendezvous(objects),
+        *judge_disruption_budgets(objects),
     ]
 
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_aws import eks, iam
+from pulumi_aws import eks
 
 from components.aws.account import AwsAccount
 from components.aws.iam import (
@@ -128,21 +128,16 @@ class NetworkAddons(pulumi.ComponentResource):
     ) -> None:
         super().__init__("ml-platform:aws:NetworkAddons", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        # aws-node assigns pod addresses from its first start, so the policy is on the role before the
+        # add-on (and with it every node group) is created: the gated ARN (iam.IrsaRole).
         cni_role = service_account_role(
             f"{name}-vpc-cni",
             name_prefix=role_name_prefix(args.cluster_name, "cni"),
             issuer=args.issuer,
             account=VPC_CNI,
+            managed_policy_arns=[managed_policy_arn(args.account, "AmazonEKS_CNI_Policy")],
             tags=args.tags,
             parent=self,
-        )
-        # aws-node assigns pod addresses from its first start, so the policy is on the role before the
-        # add-on (and with it every node group) is created.
-        cni_policy = iam.RolePolicyAttachment(
-            f"{name}-vpc-cni-0",
-            role=cni_role.name,
-            policy_arn=managed_policy_arn(args.account, "AmazonEKS_CNI_Policy"),
-            opts=child,
         )
         self.addons = [
             eks_addon(
@@ -153,7 +148,7 @@ class NetworkAddons(pulumi.ComponentResource):
                 configuration=VPC_CNI_CONFIGURATION,
                 role_arn=cni_role.arn,
                 tags=args.tags,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[cni_policy]),
+                opts=child,
             ),
             eks_addon(
                 name,

@@ -18,6 +18,7 @@ from pulumi_aws import iam
 
 from components.aws.account import AwsAccount
 from components.handle import WorkloadIdentity
+from components.ordering import after
 
 STS_AUDIENCE = "sts.amazonaws.com"
 # IAM role names are at most 64 characters (IAM API reference, CreateRole ``RoleName``). With a name
@@ -98,6 +99,16 @@ class OidcIssuer:
     host: pulumi.Output[str]
 
 
+@dataclass(frozen=True)
+class IrsaRole:
+    role: iam.Role
+    # The role's ARN once every policy of the role exists: what receives it (a service account's
+    # annotation, an EKS add-on) is created after the rights, so no pod starts before it may act. IAM
+    # answers a role and its policies as separate calls (iam:CreateRole, iam:PutRolePolicy,
+    # iam:AttachRolePolicy), and the ARN alone is known after the first.
+    arn: pulumi.Output[str]
+
+
 def service_account_role(
     name: str,
     *,
@@ -108,7 +119,7 @@ def service_account_role(
     parent: pulumi.Resource,
     policy: pulumi.Input[str] | None = None,
     managed_policy_arns: Sequence[str] = (),
-) -> iam.Role:
+) -> IrsaRole:
     """An IRSA role for one service account, with an inline policy and/or AWS-managed policies."""
     child = pulumi.ResourceOptions(parent=parent)
     role = iam.Role(
@@ -121,11 +132,14 @@ def service_account_role(
         tags=dict(tags),
         opts=child,
     )
+    policies: list[pulumi.Resource] = []
     if policy is not None:
-        iam.RolePolicy(name, role=role.id, policy=policy, opts=child)
+        policies.append(iam.RolePolicy(name, role=role.id, policy=policy, opts=child))
     for index, arn in enumerate(managed_policy_arns):
-        iam.RolePolicyAttachment(f"{name}-{index}", role=role.name, policy_arn=arn, opts=child)
-    return role
+        policies.append(
+            iam.RolePolicyAttachment(f"{name}-{index}", role=role.name, policy_arn=arn, opts=child)
+        )
+    return IrsaRole(role, after(role.arn, policies))
 
 
 @dataclass(frozen=True)

@@ -195,5 +195,4 @@ class WorkloadIdentities(pulumi.ComponentResource):
             tags=self._args.tags,
             parent=self,
         )
-        arn: pulumi.Output[str] = role.arn
-        return arn
+        return role.arn

@@ -17,6 +17,7 @@ from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role, grant_key_use
 from components.azure.scope import AzureScope
 from components.handle import WorkloadIdentity
+from components.ordering import after
 
 # Audience of the projected service-account token Entra ID exchanges (AKS workload identity docs,
 # learn.microsoft.com/azure/aks/workload-identity-deploy-cluster).
@@ -54,7 +55,7 @@ class FederatedIdentity(pulumi.ComponentResource):
         identity = managedidentity.UserAssignedIdentity(f"{name}-uai", **scope.placed, opts=scope.opts(self))
         # Pinned to one issuer, one subject and the token-exchange audience: a token from another cluster,
         # namespace or service account is refused by Entra ID.
-        managedidentity.FederatedIdentityCredential(
+        federation = managedidentity.FederatedIdentityCredential(
             f"{name}-federation",
             resource_group_name=scope.resource_group_name,
             resource_name_=identity.name,
@@ -63,7 +64,7 @@ class FederatedIdentity(pulumi.ComponentResource):
             audiences=[TOKEN_EXCHANGE_AUDIENCE],
             opts=scope.opts(self),
         )
-        for grant in args.grants:
+        grants = [
             assign_role(
                 f"{name}-{grant.label}",
                 scope,
@@ -72,10 +73,17 @@ class FederatedIdentity(pulumi.ComponentResource):
                 target_id=grant.target_id,
                 opts=scope.opts(self),
             )
+            for grant in args.grants
+        ]
+        # The service account's annotation (the client ID) resolves only once the credential exists and
+        # the grants have propagated (propagation.py): its pods start with every right they need.
+        ready = [federation, propagated(name, scope, grants, self)] if grants else [federation]
         self.client_id: pulumi.Output[str] = identity.client_id
         self.principal_id: pulumi.Output[str] = identity.principal_id
         self.identity_name: pulumi.Output[str] = identity.name
-        self.annotations: dict[str, pulumi.Input[str]] = {CLIENT_ID_ANNOTATION: identity.client_id}
+        self.annotations: dict[str, pulumi.Input[str]] = {
+            CLIENT_ID_ANNOTATION: after(identity.client_id, ready)
+        }
         self.pod_labels: dict[str, str] = {USE_LABEL: "true"}
         self.register_outputs({"clientId": identity.client_id, "principalId": identity.principal_id})
 

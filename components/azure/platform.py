@@ -128,7 +128,10 @@ class AzurePlatform(pulumi.ComponentResource):
             pod_labels={workload: identity.pod_labels for workload, identity in identities.items()},
             workload_egress=workload_egress(config.network.cidr),
             registry_backend=registry_backend(
-                objects.account_name, config.network.cidr, database.database if database else None
+                objects.account_name,
+                config.network.cidr,
+                database.database if database else None,
+                database.ready if database else (),
             ),
         )
         self.exports: dict[str, pulumi.Input[Any]] = {

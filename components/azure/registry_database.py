@@ -151,7 +151,9 @@ class AzureRegistryDatabase(pulumi.ComponentResource):
             **scope.placed,
             opts=scope.opts(self, data=True, depends_on=[encryption.ready, link]),
         )
-        dbforpostgresql.Configuration(
+        # A flexible server takes one operation at a time and refuses the next with ServerIsBusy
+        # (Azure/azure-postgresql#134): the parameter, the administrator and the database in turn.
+        tls = dbforpostgresql.Configuration(
             f"{name}-pg-tls",
             resource_group_name=scope.resource_group_name,
             server_name=server.name,
@@ -168,7 +170,7 @@ class AzureRegistryDatabase(pulumi.ComponentResource):
             principal_name=args.login_name,
             principal_type="ServicePrincipal",
             tenant_id=scope.deployer.tenant_id,
-            opts=scope.opts(self),
+            opts=scope.opts(self, depends_on=[tls]),
         )
         database = dbforpostgresql.Database(
             f"{name}-pg-db",

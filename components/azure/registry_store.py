@@ -12,6 +12,8 @@ projected token (the AKS webhook's AZURE_* variables).
 
 from __future__ import annotations
 
+import pulumi
+
 from components.azure.network import subnet_plan
 from components.handle import PUBLIC_NETWORK, Peer, RegistryBackend, RegistryDatabase
 
@@ -19,7 +21,10 @@ REGISTRY_CONTAINER = "registry"
 
 
 def registry_backend(
-    account_name: str, vnet_cidr: str, database: RegistryDatabase | None = None
+    account_name: str,
+    vnet_cidr: str,
+    database: RegistryDatabase | None = None,
+    ready: tuple[pulumi.Resource, ...] = (),
 ) -> RegistryBackend:
     """Artifacts through the blob private endpoint (in the endpoints' subnet), public HTTPS for the
     token exchange with Entra ID, a non-regional service the workload identity must reach (AKS workload
@@ -33,4 +38,5 @@ def registry_backend(
         artifacts_uri=f"wasbs://{REGISTRY_CONTAINER}@{account_name}.blob.core.windows.net/mlflow",
         database=database,
         peers=tuple(peers),
+        ready=ready,
     )

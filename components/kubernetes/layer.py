@@ -126,7 +126,9 @@ class KubernetesLayer(pulumi.ComponentResource):
             # The migration Job is awaited (pulumi-kubernetes waits for a Job to complete), so the
             # servers roll only onto a migrated schema.
             before = self._apply(workloads.registry.before, ready)
-            migration = self._apply([workloads.registry.migration], [*ready, *before])
+            backend = handle.registry_backend
+            database = backend.ready if backend is not None else ()
+            migration = self._apply([workloads.registry.migration], [*ready, *before, *database])
             self.workloads += before + migration + self._apply(workloads.registry.after, migration)
         self.releases = sorted(releases)
         self.register_outputs({"releases": self.releases})

@@ -113,13 +113,20 @@ def apply_objects(
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource] = (),
 ) -> list[pulumi.CustomResource]:
-    """Register each object as its pulumi-kubernetes resource, in order, all on ``provider``."""
-    return [
-        pulumi.CustomResource(
+    """Register each object as its pulumi-kubernetes resource, all on ``provider``; service accounts
+    first, and the other objects after them: the API server refuses a pod whose service account does not
+    exist yet, and the ReplicaSet and Job controllers retry it with a growing back-off, while a service
+    account may itself wait on its cloud identity's rights (``components/ordering.py``)."""
+    objects = list(objects)
+
+    def register(obj: Object, after: Sequence[pulumi.Resource]) -> pulumi.CustomResource:
+        return pulumi.CustomResource(
             type_token(obj),
             resource_name(obj),
             obj,
-            opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(depends_on)),
+            opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(after)),
         )
-        for obj in objects
-    ]
+
+    accounts = [register(o, depends_on) for o in objects if o["kind"] == "ServiceAccount"]
+    others = [register(o, [*depends_on, *accounts]) for o in objects if o["kind"] != "ServiceAccount"]
+    return accounts + others

@@ -336,12 +336,14 @@ def _service(spec: RegistrySpec) -> Object:
 
 def _disruption_budget(spec: RegistrySpec) -> Object:
     """One server at a time may be evicted: a drain never takes every replica (and with one replica a
-    drain still proceeds: the registry is not on a request's path, serving keeps its loaded model)."""
+    drain still proceeds: the registry is not on a request's path, serving keeps its loaded model).
+    The servers only: the migration Job's pod has no scale, and a budget with ``maxUnavailable`` that
+    selected it would allow no eviction at all (judges/disruption.py)."""
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _metadata(spec, NAME),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {INSTANCE_LABEL: NAME}}},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _server_selector()}},
     }
 
 
