@@ -7,8 +7,11 @@ launcher builds MLflow's command and configuration as MLflow 3.17.2 reads them (
 from __future__ import annotations
 
 import configparser
+import os
 import re
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -22,7 +25,7 @@ from workloads.registry.server.launch import (
     backend_uri,
     install_password_refresh,
     server_argv,
-    upgrade_argvs,
+    upgrade,
     write_auth_config,
 )
 
@@ -95,12 +98,21 @@ def test_server_serves_artifacts_and_authenticates_when_asked() -> None:
     assert not any("postgresql" in word for word in argv), "the URI travels in the environment"
 
 
-def test_upgrade_migrates_the_tracking_schema_then_the_auth_schema() -> None:
-    uri = "sqlite:////x.db"
-    assert upgrade_argvs(uri, {"REGISTRY_AUTH": "false"}) == [["mlflow", "db", "upgrade", uri]]
-    tracking, auth = upgrade_argvs(uri, {"REGISTRY_AUTH": "true"})
-    assert tracking == ["mlflow", "db", "upgrade", uri]
-    assert auth[1:] == ["-m", "mlflow.server.auth", "db", "upgrade", "--url", uri]
+def test_upgrade_migrates_both_schemas_in_this_process(tmp_path: Path) -> None:
+    """The tracking schema, then the basic-auth app's (its own ``alembic_version_auth``), through MLflow's
+    own click commands in this process: no command line carries the URI and its password, which a failed
+    ``subprocess.run(check=True)`` printed (registry review C1)."""
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    upgrade(uri, {"REGISTRY_AUTH": "true"})
+    tables = set(sqlalchemy.inspect(sqlalchemy.create_engine(uri)).get_table_names())
+    assert {
+        "registered_models",
+        "model_versions",
+        "alembic_version",
+        "users",
+        "alembic_version_auth",
+    } <= tables
 
 
 def test_the_admin_secret_files_become_the_variables_mlflow_reads(tmp_path: Path) -> None:
@@ -151,3 +163,35 @@ def test_an_azure_database_takes_an_entra_token_for_every_connection() -> None:
     assert uri.startswith("postgresql+psycopg2://registry-identity:eyJ.token%2F%2B%3D@")
     assert uri.endswith("?sslmode=require")
     assert scopes == ["https://ossrdbms-aad.database.windows.net/.default"]
+
+
+def _runtime_env() -> dict[str, str]:
+    """The ENV of the Dockerfile's last stage (``KEY=value`` pairs, continued lines joined)."""
+    text = (REGISTRY / "Dockerfile").read_text().replace("\\\n", " ")
+    last = text.rsplit("\nFROM ", 1)[1]
+    found: dict[str, str] = {}
+    for line in last.splitlines():
+        if line.startswith("ENV "):
+            found |= dict(pair.split("=", 1) for pair in line[4:].split())
+    return found
+
+
+def _telemetry_disabled(env: dict[str, str]) -> bool:
+    """MLflow's own switch (mlflow/telemetry/utils.py ``is_telemetry_disabled``), in a clean process: no
+    CI or pytest variables, which MLflow also reads as "off"."""
+    keep = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+    code = "from mlflow.telemetry.utils import is_telemetry_disabled as off; print(off())"
+    result = subprocess.run(
+        [sys.executable, "-c", code], env={**keep, **env}, capture_output=True, text=True, check=True
+    )
+    return result.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_the_image_keeps_mlflow_telemetry_inside(tmp_path: Path) -> None:
+    """MLflow 3.17.2 sends usage telemetry to a service outside the UAE unless told not to (registry
+    review C2); the image's environment tells it."""
+    env = {k: v for k, v in _runtime_env().items() if "$" not in v}
+    assert _telemetry_disabled(env)
+    assert not _telemetry_disabled(
+        {k: v for k, v in env.items() if k not in ("MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK")}
+    )

@@ -25,6 +25,7 @@ import sys
 import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 PORT = 5000
 # Where the server writes what it must (the auth config); the root file system is read-only.
@@ -48,14 +49,21 @@ def _secret_password(arn: str) -> str:
 ENTRA_SCOPE = "https://ossrdbms-aad.database.windows.net/.default"
 
 
+_credential: list[object] = []
+
+
 def _entra_token(_unused: str) -> str:
     """A Microsoft Entra access token for the pod's workload identity (the AKS webhook's AZURE_*
-    variables, read by ``DefaultAzureCredential``); azure-identity caches it until shortly before it
-    expires, so each connection costs no round trip."""
+    variables, read by ``DefaultAzureCredential``). One credential per process: it caches its token
+    until shortly before it expires, so a connection costs no round trip to Entra ID; a new credential
+    per connection would fetch a new token every time (registry review D4)."""
     # In the image (requirements.txt), not in the toolkit's environment.
     from azure.identity import DefaultAzureCredential  # type: ignore[import-not-found]
 
-    return str(DefaultAzureCredential().get_token(ENTRA_SCOPE).token)
+    if not _credential:
+        _credential.append(DefaultAzureCredential())
+    credential: Any = _credential[0]
+    return str(credential.get_token(ENTRA_SCOPE).token)
 
 
 def password_source(env: Mapping[str, str]) -> tuple[str, Callable[[str], str]] | None:
@@ -160,16 +168,20 @@ def server_argv(env: Mapping[str, str]) -> list[str]:
     return argv
 
 
-def upgrade_argvs(uri: str, env: Mapping[str, str]) -> list[list[str]]:
-    argvs = [["mlflow", "db", "upgrade", uri]]
+def upgrade(uri: str, env: Mapping[str, str]) -> None:
+    """``mlflow db upgrade`` and the basic-auth app's ``db upgrade``, run in this process through their own
+    click commands (mlflow/db.py, mlflow/server/auth/db/cli.py 3.17.2) rather than as commands: a failed
+    command is reported with its argv, and the URI in it carries the database password (registry review
+    C1). An error here is the migration's own (SQLAlchemy / the driver), without the URI."""
+    from mlflow.db import upgrade as tracking_upgrade
+    from mlflow.server.auth.db.cli import upgrade as auth_upgrade
+
+    tracking_upgrade.main(args=[uri], standalone_mode=False)
     if env.get("REGISTRY_AUTH") == "true":
-        argvs.append([sys.executable, "-m", "mlflow.server.auth", "db", "upgrade", "--url", uri])
-    return argvs
+        auth_upgrade.main(args=["--url", uri], standalone_mode=False)
 
 
 def main(argv: list[str]) -> int:
-    import subprocess
-
     mode = argv[1] if len(argv) > 1 else ""
     env = dict(os.environ)
     if mode not in {"server", "upgrade"}:
@@ -179,8 +191,7 @@ def main(argv: list[str]) -> int:
         Path(env["REGISTRY_SQLITE_PATH"]).parent.mkdir(parents=True, exist_ok=True)
     uri = backend_uri(env)
     if mode == "upgrade":
-        for command in upgrade_argvs(uri, env):
-            subprocess.run(command, check=True)
+        upgrade(uri, env)
         return 0
     env["MLFLOW_BACKEND_STORE_URI"] = uri
     if env.get("REGISTRY_AUTH") == "true":
