@@ -418,6 +418,10 @@ class PlanMocks(pulumi.runtime.Mocks):
             # Lowercase letters and digits of the asked length, stable per logical name.
             length = int(inputs["length"])
             return f"{name}-id", {**inputs, "result": _short_hash(token, name).ljust(length, "0")[:length]}
+        if token == "random:index/randomId:RandomId":
+            # ``byte_length`` random bytes as lowercase hex (pulumi-random RandomId), stable per name.
+            digits = 2 * int(inputs["byteLength"])
+            return f"{name}-id", {**inputs, "hex": _short_hash(token, name).ljust(digits, "0")[:digits]}
         return f"{name}-id", inputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:

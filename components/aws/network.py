@@ -26,7 +26,9 @@ from components.aws.iam import policy_document, role_name_prefix
 # Interface endpoints a private EKS cluster's nodes and controllers use (EKS user guide, private
 # clusters): ECR (API and image layers; layers themselves come from S3, the gateway endpoint), STS for
 # IRSA, EC2 for the VPC CNI, CloudWatch Logs, EKS, Auto Scaling for the cluster autoscaler, Elastic Load
-# Balancing for load balancers.
+# Balancing for load balancers; Secrets Manager for the registry database's RDS-managed password, read by
+# the registry at every new connection (Secrets Manager user guide, "Using an AWS Secrets Manager VPC
+# endpoint"; registry review D2).
 INTERFACE_ENDPOINTS = (
     "ecr.api",
     "ecr.dkr",
@@ -36,6 +38,7 @@ INTERFACE_ENDPOINTS = (
     "eks",
     "autoscaling",
     "elasticloadbalancing",
+    "secretsmanager",
 )
 
 # CIS-aligned scanners (checkov CKV_AWS_338) want log groups kept for at least a year.

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_random
 from pulumi_aws import ec2, rds, vpc
 
 from components.aws.storage import REGISTRY_PREFIX
@@ -99,6 +100,7 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
             opts=child,
         )
         prod = args.environment == "prod"
+        suffix = pulumi_random.RandomId(f"{name}-final", byte_length=4, opts=child) if args.protect else None
         instance = rds.Instance(
             f"{name}-db",
             engine="postgres",
@@ -124,7 +126,11 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
             copy_tags_to_snapshot=True,
             deletion_protection=args.protect,
             skip_final_snapshot=not args.protect,
-            final_snapshot_identifier=f"{name}-final" if args.protect else None,
+            # A snapshot name is unique in the account and region: a fixed one would refuse the destroy
+            # of a re-created database (DBSnapshotAlreadyExists; registry review D3).
+            final_snapshot_identifier=(
+                pulumi.Output.concat(f"{name}-final-", suffix.hex) if suffix is not None else None
+            ),
             enabled_cloudwatch_logs_exports=["postgresql", "upgrade"],
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect),

@@ -268,7 +268,8 @@ def test_enterprise_reaches_aws_apis_through_private_interface_endpoints(
 ) -> None:
     """Item 15: a private enterprise cluster's nodes reach ECR, STS, EC2, Logs, EKS, Auto Scaling and ELB
     through interface endpoints with private DNS, not the NAT path (EKS user guide, "Deploy private
-    clusters with limited internet access")."""
+    clusters with limited internet access"); the registry reads its database password from Secrets
+    Manager the same way (Secrets Manager user guide, "Using an AWS Secrets Manager VPC endpoint")."""
     plan = cloud_plan(stack)
     endpoints = [
         e
@@ -277,6 +278,7 @@ def test_enterprise_reaches_aws_apis_through_private_interface_endpoints(
     ]
     services = {e.inputs["serviceName"].removeprefix("com.amazonaws.me-central-1.") for e in endpoints}
     wanted = {"ecr.api", "ecr.dkr", "sts", "ec2", "logs", "eks", "autoscaling", "elasticloadbalancing"}
+    wanted.add("secretsmanager")
     assert services == (wanted if expected else set())
     zones = parse(template(stack), stack).network.availability_zones
     for endpoint in endpoints:

@@ -7,6 +7,7 @@ docstring or guide it comes from; the pack's ``registry-database-protected`` jud
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +54,13 @@ def test_enterprise_registry_database_is_private_encrypted_and_tls_only(
     prod = stack.endswith("prod")
     assert db["deletionProtection"] is prod and db["multiAz"] is prod
     assert db["skipFinalSnapshot"] is (not prod) and ("finalSnapshotIdentifier" in db) is prod
+    if prod:
+        # Unique per database (a re-created one's destroy would otherwise meet DBSnapshotAlreadyExists),
+        # and within the RDS identifier rules: letters, digits and hyphens, 1-255, starting with a letter,
+        # no double or trailing hyphen (RDS API reference, CreateDBSnapshot DBSnapshotIdentifier).
+        name = db["finalSnapshotIdentifier"]
+        assert re.fullmatch(r"[a-zA-Z][a-zA-Z0-9-]{0,254}", name) and "--" not in name and name[-1] != "-"
+        assert re.search(r"-final-[0-9a-f]{8}$", name)
 
 
 def test_smb_has_no_database(planned: Callable[[str], Plan]) -> None:
