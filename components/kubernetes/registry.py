@@ -118,6 +118,10 @@ class RegistrySpec:
     environment: Mapping[str, str] = field(default_factory=dict)
     mlflow_version: str = MLFLOW_VERSION
     run_as_user: int = 10001
+    # /tmp: MLflow 3.17.2 proxies an S3 or Blob artifact through a whole-file temporary copy, uploads
+    # (mlflow/server/handlers.py) and downloads (mlflow/server/artifact_router.py) alike, so it must hold
+    # the largest model once per transfer at a time (registry review B2; ``transfer_space``).
+    tmp_size: str = "4Gi"
 
     def __post_init__(self) -> None:
         problems = []
@@ -192,7 +196,7 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
 
 
 def _volumes(spec: RegistrySpec, server: bool) -> tuple[list[Object], list[Object]]:
-    volumes: list[Object] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+    volumes: list[Object] = [{"name": "tmp", "emptyDir": {"sizeLimit": spec.tmp_size}}]
     mounts: list[Object] = [{"name": "tmp", "mountPath": "/tmp"}]
     if spec.auth and server:
         volumes.append({"name": "admin", "secret": {"secretName": ADMIN_SECRET, "defaultMode": 0o440}})

@@ -218,7 +218,19 @@ def registry_spec(handle: ClusterHandle, config: PlatformConfig, images: Workloa
         pod_labels=handle.pod_labels.get("registry", {}),
         peers=backend.peers,
         environment=backend.environment,
+        tmp_size=transfer_space(config),
     )
+
+
+def transfer_space(config: PlatformConfig) -> str:
+    """The registry's /tmp: every inference replica fetching a new version at once, plus an upload, each
+    as a whole-file copy of a version at most the size of one pod's model cache (which holds two)."""
+    inference = config.workloads.inference
+    if inference is None or not inference.enabled:
+        return RegistrySpec.tmp_size
+    # ``model_cache`` is whole Mi or Gi (config validation).
+    cache = int(inference.model_cache[:-2]) << (20 if inference.model_cache.endswith("Mi") else 30)
+    return f"{max(4 << 30, cache * (inference.max_replicas + 1)) >> 20}Mi"
 
 
 def workload_objects(
