@@ -6,7 +6,8 @@ Databases, as the engine sees them:
 - RDS (``aws:rds/instance:Instance``, ``aws:rds/cluster:Cluster``; pulumi-aws 7 docstrings):
   ``storageEncrypted`` with ``kmsKeyId``; an RDS-managed master password (``manageMasterUserPassword``)
   encrypted with ``masterUserSecretKmsKeyId`` (without it Secrets Manager uses the AWS managed key);
-  ``publiclyAccessible`` never true; prod (``environment`` tag): ``deletionProtection`` and a final
+  ``publiclyAccessible`` never true; automated backups on (``backupRetentionPeriod`` not 0); prod
+  (``environment`` tag): ``deletionProtection`` and a final
   snapshot (``skipFinalSnapshot`` false). Automated backups replicated to another region
   (``aws:rds/instanceAutomatedBackupsReplication``) leave the UAE: me-central-1 is its only AWS region
   (REFERENCE.md "UAE data residency").
@@ -56,6 +57,10 @@ def _rds(subject: Subject) -> Iterator[str]:
         yield "kmsKeyId is not set; encrypt under the stack's customer-managed KMS key"
     if is_true(subject.get("publiclyAccessible")):
         yield "publiclyAccessible is true; keep the database in private subnets only"
+    if subject.get("backupRetentionPeriod") == 0:
+        # RDS API reference, CreateDBInstance BackupRetentionPeriod: "Setting this parameter to 0
+        # disables automated backups" (unset, RDS keeps 1 day).
+        yield "backupRetentionPeriod is 0, which disables automated backups; keep them (7 days or more)"
     if is_true(subject.get("manageMasterUserPassword")) and not subject.get("masterUserSecretKmsKeyId"):
         yield "masterUserSecretKmsKeyId is not set; encrypt the managed master password with the customer key"
     if _is_prod(subject):

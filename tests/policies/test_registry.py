@@ -30,6 +30,7 @@ rds.Instance(
     deletion_protection=True,
     skip_final_snapshot=False,
     final_snapshot_identifier="registry-final",
+    backup_retention_period=14,
 )
 """
 
@@ -45,6 +46,7 @@ rds.Instance(
     username="mlflow",
     publicly_accessible=True,
     skip_final_snapshot=True,
+    backup_retention_period=0,
 )
 rds.InstanceAutomatedBackupsReplication(
     "dr-copy", source_db_instance_arn="arn:aws:rds:me-central-1:123456789012:db:registry"
@@ -122,6 +124,7 @@ def test_an_open_unencrypted_unprotected_prod_database_is_refused(judge: Judge) 
         "prod database without deletionProtection",
         "prod database skips its final snapshot",
         "replicates automated backups to another region",
+        "backupRetentionPeriod is 0",
     ):
         assert any(m.startswith(expected) for m in messages), (expected, messages)
 
