@@ -123,6 +123,8 @@ class Fleet:
     model: str
     servers: list[MetricsServer]
     behaviours: dict[str, Behaviour] = field(default_factory=dict)
+    # How a version behaves once it is the champion, if not as before (a regression after promotion).
+    as_champion: dict[str, Behaviour] = field(default_factory=dict)
     # Requests each server answers per second of played time.
     rate_per_s: float = 20.0
     # Servers that never apply a new setting (a stuck replica).
@@ -151,7 +153,8 @@ class Fleet:
                 gauge.labels(self.model, challenger).set(value)
             n = round(self.rate_per_s * seconds)
             to_challenger = round(n * split / 100) if challenger else 0
-            server.answer(self.model, champion, CHAMPION, n - to_challenger, self.behaviour(champion))
+            behaviour = self.as_champion.get(champion) or self.behaviour(champion)
+            server.answer(self.model, champion, CHAMPION, n - to_challenger, behaviour)
             if to_challenger:
                 behaviour = self.behaviour(challenger)
                 server.answer(self.model, challenger, CHALLENGER, to_challenger, behaviour)
