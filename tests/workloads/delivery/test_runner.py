@@ -151,7 +151,7 @@ def test_a_server_that_never_applies_the_setting_stops_the_rollout(fleet: Fleet)
 
 def test_too_little_traffic_is_not_a_pass(fleet: Fleet) -> None:
     fleet.rate_per_s = 0.5
-    result, played = roll(fleet)
+    result, _ = roll(fleet)
     assert result.outcome == "stopped"
     assert result.reason.startswith("stopped at shadow: too little evidence after 60 s"), result.reason
     assert split_tags(fleet) == ("0", "0")
