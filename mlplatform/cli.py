@@ -1,4 +1,4 @@
-"""The ``mlplatform`` command: plan, check, new-stack, train, serve and models.
+"""The ``mlplatform`` command: plan, check, new-stack, train, serve, models and rollout.
 
 Exit codes are the contract CI relies on: 0 ok, 1 a finding (a policy violation), 2 bad input (config or
 flags), each problem on one line of stderr.
@@ -95,6 +95,7 @@ VERBS = {
             "registry",
             "List, promote and roll back model versions.",
         ),
+        Verb("rollout", "mlplatform.rollout_cmd", "rollout", "serve", "Roll a challenger out, gated."),
         Verb("fabric-test", "mlplatform.fabric_cmd", "fabric_test", "train", "All-reduce bandwidth test."),
     )
 }

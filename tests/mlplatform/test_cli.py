@@ -213,6 +213,7 @@ def _bad_inputs(tmp: Path) -> list[tuple[list[str], str]]:
         (["serve", "--model", str(tmp / "none")], f"error: {tmp / 'none'}: not a directory"),
         (["charts", "pull", "--dest", str(a_file)], f"error: --dest {a_file}: is a file"),
         (["fabric-test", "--local", "--nproc", "1"], "error: --nproc must be at least 2"),
+        (["rollout", "m", "--stack", "nope", "--metrics-dns", "pods"], "error: --stack nope: no stacks/"),
         (
             ["plan", "--stack-file", str(a_file)],
             f"error: {a_file}: a stack file is named Pulumi.<stack>.yaml",

@@ -118,3 +118,11 @@ def test_a_module_outside_the_image_is_caught() -> None:
     done = _import(["components.aws.cluster"], _blocked("train", set()), REPO)
     assert done.returncode != 0
     assert "(not installed in this image)" in done.stderr
+
+
+def test_rollout_job_entry_point_imports_with_the_serve_extra() -> None:
+    """The rollout Job runs ``python -m workloads.delivery`` in the inference image: the serve extra, no
+    mlplatform (typer's commands), no MLflow, no pulumi. The image must also copy workloads/delivery/ and
+    workloads/registry/ (client, rollout, operations) for it; this checks the dependencies."""
+    done = _import(["workloads.delivery.launch"], _blocked("serve", {"components", "mlplatform"}), REPO)
+    assert done.returncode == 0, done.stderr[-1500:]

@@ -8,7 +8,8 @@ keeps the wire format in one place. The endpoints and fields are MLflow 3.17.2's
 
 - Registry: ``registered-models/alias`` (GET resolves an alias, POST sets one, DELETE removes one),
   ``model-versions/get``, ``model-versions/search``, ``model-versions/create``, ``model-versions/set-tag``,
-  ``registered-models/create``.
+  ``registered-models/create``, ``registered-models/get`` and ``registered-models/set-tag`` (the
+  model's own tags: the rollout's split and shadow settings, workloads/delivery/contract.py).
 - Tracking: ``experiments/get-by-name`` and ``create``, ``runs/create``, ``runs/search``, ``runs/get``,
   ``runs/log-batch``, ``runs/log-inputs``, ``runs/update``.
 - Artifacts, proxied by the server (``mlflow server --serve-artifacts``): ``GET`` / ``PUT``
@@ -286,6 +287,14 @@ class RegistryClient:
         self._call(
             "POST", "model-versions/set-tag", {"name": name, "version": version, "key": key, "value": value}
         )
+
+    def model_tags(self, name: str) -> dict[str, str]:
+        """The registered model's own tags (not a version's)."""
+        body = self._call("GET", "registered-models/get", {"name": name})
+        return {t["key"]: t.get("value", "") for t in body["registered_model"].get("tags", ())}
+
+    def set_model_tag(self, name: str, key: str, value: str) -> None:
+        self._call("POST", "registered-models/set-tag", {"name": name, "key": key, "value": value})
 
     # -- tracking --------------------------------------------------------------------------------
 

@@ -41,7 +41,9 @@ def promote(
     tolerance: float,
     force: bool,
     actor: str,
+    action: str | None = None,
 ) -> rollout.Decision:
+    """``action`` names the move in the audit tags (default: ``promote``, ``promote --force``)."""
     candidate = client.get_version(name, version)  # a RegistryError (not found) if there is none
     champion = client.alias_or_none(name, rollout.CHAMPION)
     decision = rollout.promotion(
@@ -53,15 +55,16 @@ def promote(
         tolerance=tolerance,
         force=force,
     )
-    move_aliases(client, name, decision.moves, actor=actor, action="promote" + (" --force" if force else ""))
+    action = action or "promote" + (" --force" if force else "")
+    move_aliases(client, name, decision.moves, actor=actor, action=action)
     return decision
 
 
-def rollback(client: RegistryClient, name: str, *, actor: str) -> rollout.Decision:
+def rollback(client: RegistryClient, name: str, *, actor: str, action: str = "rollback") -> rollout.Decision:
     champion = client.alias_or_none(name, rollout.CHAMPION)
     previous = client.alias_or_none(name, rollout.PREVIOUS_CHAMPION)
     decision = rollout.rollback(
         champion.version if champion else None, previous.version if previous else None
     )
-    move_aliases(client, name, decision.moves, actor=actor, action="rollback")
+    move_aliases(client, name, decision.moves, actor=actor, action=action)
     return decision

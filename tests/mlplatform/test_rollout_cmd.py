@@ -1,0 +1,109 @@
+"""``mlplatform rollout`` and the Job's ``python -m workloads.delivery``: bad input is one line and exit 2,
+a stopped rollout exit 1 with its reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mlplatform.cli import app
+from tests.workloads.delivery.test_plan import WHERE
+from tests.workloads.registry.conftest import registry_uri
+from workloads.delivery.launch import main
+from workloads.registry.client import RegistryClient
+from workloads.registry.rollout import CHALLENGER, CHAMPION
+
+__all__ = ["registry_uri"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(
+        app, ["rollout", *args], env={"MLFLOW_TRACKING_URI": "http://127.0.0.1:9", "USER": "tester"}
+    )
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["m", "--metrics-url", "http://x/metrics"], "give the plan as --plan FILE or --stack STACK"),
+        (["m", "--plan", "{plan}"], "give the servers' metrics as --metrics-url or as --metrics-dns"),
+        (
+            ["m", "--plan", "{plan}", "--metrics-url", "x:9/metrics"],
+            "--metrics-url 'x:9/metrics': an http(s)://",
+        ),
+        (
+            ["m", "--stack", "aws-smb-dev", "--metrics-dns", "pods"],
+            "Pulumi.aws-smb-dev.yaml: ml-platform:platform.workloads.inference.rollout: not set",
+        ),
+        (["m", "--plan", "{bad}", "--metrics-dns", "pods"], "--plan bad.yaml.steps: [1]: 5 after 25"),
+        (["m", "--stack", "nope", "--metrics-dns", "pods"], "--stack nope: no stacks/Pulumi.nope.yaml"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], line: str) -> None:
+    (tmp_path / "plan.yaml").write_text("steps: [shadow, 5]\n")
+    (tmp_path / "bad.yaml").write_text("steps: [25, 5]\n")
+    args = [a.format(plan=tmp_path / "plan.yaml", bad=tmp_path / "bad.yaml") for a in args]
+    code, output = invoke(*args)
+    assert code == 2, output
+    lines = output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {line}"), output
+
+
+def test_the_job_refuses_bad_variables_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    env = {"ROLLOUT_MODEL": "m", "MLFLOW_TRACKING_URI": "http://127.0.0.1:9", "ROLLOUT_METRICS_DNS": "pods"}
+    assert main({**env, "ROLLOUT_PLAN": json.dumps({"steps": [5, "shadow"]})}) == 2
+    assert capsys.readouterr().err == (
+        "error: ROLLOUT_PLAN.steps: [1]: shadow comes first, before any live traffic\n"
+    )
+    assert main({**env, "ROLLOUT_METRICS_PORT": "http"}) == 2
+    assert capsys.readouterr().err == "error: ROLLOUT_METRICS_PORT='http': a port number\n"
+    assert main({k: v for k, v in env.items() if k != "ROLLOUT_MODEL"}) == 2
+    assert capsys.readouterr().err == "error: ROLLOUT_MODEL is required (the registered model)\n"
+    assert WHERE  # the plan's own lines are tested in tests/workloads/delivery/test_plan.py
+
+
+def test_the_job_stops_when_no_server_applies_the_split(registry_uri: str) -> None:
+    """End to end through ``python -m workloads.delivery``: no server answers, so the shadow setting is
+    never applied; the rollout stops (exit 1) with the reason, and the split tags are back at 0."""
+    client = RegistryClient(registry_uri)
+    name = "rollout-job-test"
+    client.ensure_registered_model(name)
+    run = client.create_run(client.experiment_id("delivery-tests"), name, {})["info"]
+    for _ in range(2):
+        client.create_version(name, f"{run['artifact_uri']}/model", run["run_id"], {})
+    client.set_alias(name, CHAMPION, "1")
+    client.set_alias(name, CHALLENGER, "2")
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(REPO),
+        "ROLLOUT_MODEL": name,
+        "MLFLOW_TRACKING_URI": registry_uri,
+        "ROLLOUT_METRICS_URLS": "http://127.0.0.1:9/metrics",
+        "ROLLOUT_PLAN": json.dumps(
+            {"steps": ["shadow", 50], "applyTimeoutSeconds": 1, "bake": {"seconds": 0}}
+        ),
+        "ROLLOUT_ACTOR": "job-test",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "workloads.delivery"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "stopped at shadow: servers did not apply split 0% / shadow 20% within 1 s" in done.stderr
+    assert client.model_tags(name) == {
+        "mlplatform.delivery.challenger-percent": "0",
+        "mlplatform.delivery.shadow-percent": "0",
+    }
+    assert client.get_version(name, "2").tags["mlplatform.delivery.outcome"] == "stopped"

@@ -1,0 +1,61 @@
+"""The plan validated at the edge: one line per problem, naming the key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from workloads.delivery.plan import DRIFT_FLOOR, PlanError, RolloutPlan, parse_plan
+
+WHERE = "Pulumi.dev.yaml: ml-platform:platform.workloads.inference.rollout"
+
+
+def problems(raw: dict[str, Any]) -> list[str]:
+    with pytest.raises(PlanError) as caught:
+        parse_plan(raw, WHERE)
+    return caught.value.problems
+
+
+def test_defaults_and_camel_case_keys() -> None:
+    plan = parse_plan(
+        {"steps": ["shadow", 10, 50], "windowSeconds": 60, "gates": {"maxP99AddedMs": 5, "maxPsi": None}},
+        WHERE,
+    )
+    assert plan.steps == ("shadow", 10, 50)
+    assert plan.window_seconds == 60
+    assert plan.gates.max_p99_added_ms == 5.0 and plan.gates.max_psi is None
+    assert plan.drift_min_samples == DRIFT_FLOOR == 500
+    assert parse_plan(None, WHERE) == RolloutPlan()
+    assert plan.setting("shadow") == (0, plan.shadow_percent) and plan.setting(10) == (10, 0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "line"),
+    [
+        ({"steps": [5, "shadow"]}, f"{WHERE}.steps: [1]: shadow comes first, before any live traffic"),
+        ({"steps": [25, 5]}, f"{WHERE}.steps: [1]: 5 after 25: percentages must rise"),
+        ({"steps": [100]}, f"{WHERE}.steps: [0]: 100 is neither 'shadow' nor a percentage from 1 to 99"),
+        ({"steps": ["10%"]}, f"{WHERE}.steps: [0]: '10%' is neither 'shadow' nor a percentage from 1 to 99"),
+        ({"steps": [True]}, f"{WHERE}.steps: [0]: True is neither 'shadow' nor a percentage from 1 to 99"),
+        ({"steps": []}, f"{WHERE}.steps: a non-empty list such as [shadow, 5, 25, 50]"),
+        ({"windowSecs": 60}, f"{WHERE}.windowSecs: unknown key"),
+        ({"windowSeconds": "60"}, f"{WHERE}.windowSeconds: Input should be a valid integer"),
+        ({"driftMinSamples": 200}, f"{WHERE}.driftMinSamples: Input should be greater than or equal to 500"),
+        (
+            {"gates": {"maxErrorRate": 2}},
+            f"{WHERE}.gates.maxErrorRate: Input should be less than or equal to 1",
+        ),
+        ({"gates": {"minAccuracy": 0.9}}, f"{WHERE}: labelledSet and gates.minAccuracy: set both or neither"),
+        (
+            {"windowSeconds": 300, "bake": {"seconds": 60}},
+            f"{WHERE}: bake.seconds: 60 is shorter than one window (300); 0 for no bake",
+        ),
+    ],
+)
+def test_one_line_per_problem_naming_the_key(raw: dict[str, Any], line: str) -> None:
+    assert problems(raw) == [line]
+
+
+def test_every_problem_is_reported() -> None:
+    assert len(problems({"windowSeconds": 0, "minRequests": 0, "gates": {"maxPsi": -1}})) == 3

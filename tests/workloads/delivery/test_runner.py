@@ -1,0 +1,157 @@
+"""The rollout loop against a real MLflow server and servers exposing real metrics, on played time."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.workloads.delivery.fleet import Behaviour, Fleet, MetricsServer
+from workloads.delivery import contract
+from workloads.delivery.plan import BakePlan, Gates, RolloutPlan
+from workloads.delivery.runner import OUTCOME_TAG, RESULT_TAG, Result, Rollout
+from workloads.delivery.scrape import Scraper, Targets
+from workloads.registry.client import RegistryClient
+from workloads.registry.rollout import CHALLENGER, CHAMPION, PREVIOUS_CHAMPION
+
+PLAN = RolloutPlan(
+    steps=("shadow", 5, 25, 50),
+    shadow_percent=100,
+    window_seconds=30,
+    min_requests=50,
+    max_extensions=1,
+    apply_timeout_seconds=20,
+    gates=Gates(max_error_rate=0.01, max_p99_added_ms=10, max_p99_ratio=1.5, max_psi=0.2),
+    bake=BakePlan(seconds=60),
+)
+
+
+@dataclass
+class PlayedTime:
+    fleet: Fleet
+    now: float = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.fleet.tick(seconds)
+
+
+@pytest.fixture
+def fleet(registry_uri: str) -> Iterator[Fleet]:
+    client = RegistryClient(registry_uri)
+    name = f"digits-{uuid.uuid4().hex[:8]}"
+    client.ensure_registered_model(name)
+    run = client.create_run(client.experiment_id("delivery-tests"), name, {})["info"]
+    for _ in range(2):
+        client.create_version(name, f"{run['artifact_uri']}/model", run["run_id"], {})
+    client.set_alias(name, CHAMPION, "1")
+    client.set_alias(name, CHALLENGER, "2")
+    made = Fleet(client, name, [MetricsServer(), MetricsServer()])
+    made.tick(0)
+    yield made
+    made.close()
+
+
+def roll(fleet: Fleet, plan: RolloutPlan = PLAN) -> tuple[Result, PlayedTime]:
+    played = PlayedTime(fleet)
+    rollout = Rollout(
+        fleet.client,
+        fleet.model,
+        plan,
+        Scraper(Targets(urls=fleet.urls)),
+        actor="rollout-test",
+        clock=played.clock,
+        sleep=played.sleep,
+        log=lambda line: None,
+    )
+    return rollout.run(), played
+
+
+def split_tags(fleet: Fleet) -> tuple[str, str]:
+    tags = fleet.client.model_tags(fleet.model)
+    return tags[contract.SPLIT_TAG], tags[contract.SHADOW_TAG]
+
+
+def test_a_healthy_challenger_is_promoted_step_by_step_and_baked(fleet: Fleet) -> None:
+    result, played = roll(fleet)
+    assert result.outcome == "promoted", result.reason
+    assert fleet.settings[1:] == [(0, 100), (5, 0), (25, 0), (50, 0), (0, 0)]
+    client, name = fleet.client, fleet.model
+    assert client.version_by_alias(name, CHAMPION).version == "2"
+    assert client.version_by_alias(name, PREVIOUS_CHAMPION).version == "1"
+    assert split_tags(fleet) == ("0", "0")
+    tags = client.get_version(name, "2").tags
+    assert tags["mlplatform.alias.champion.action"] == "promote (rollout: passed shadow, 5%, 25%, 50%)"
+    assert tags["mlplatform.alias.champion.by"] == "rollout-test"
+    assert tags[OUTCOME_TAG] == "promoted"
+    assert tags[RESULT_TAG] == "promoted after shadow, 5%, 25%, 50%, baked 60 s"
+    assert played.now >= 4 * 30 + 60
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        (Behaviour(error_rate=0.2), "stopped at shadow: error rate 20.00%"),
+        (Behaviour(latency_s=0.024), "stopped at shadow: shadow p99 "),
+        (Behaviour(psi=0.6), "stopped at shadow: PSI 0.600 > 0.2"),
+    ],
+    ids=["errors", "latency", "drift"],
+)
+def test_a_faulty_challenger_is_stopped_at_its_first_gate_and_traffic_goes_back(
+    fleet: Fleet, fault: Behaviour, reason: str
+) -> None:
+    fleet.behaviours["2"] = fault
+    result, _ = roll(fleet)
+    assert result.outcome == "stopped"
+    assert result.reason.startswith(reason), result.reason
+    assert fleet.settings[1:] == [(0, 100), (0, 0)]
+    assert split_tags(fleet) == ("0", "0")
+    assert fleet.client.version_by_alias(fleet.model, CHAMPION).version == "1"
+    tags = fleet.client.get_version(fleet.model, "2").tags
+    assert tags[OUTCOME_TAG] == "stopped" and tags[RESULT_TAG] == result.reason
+    assert tags["mlplatform.delivery.by"] == "rollout-test"
+
+
+def test_without_shadow_the_first_live_step_stops_a_failing_challenger(fleet: Fleet) -> None:
+    fleet.behaviours["2"] = Behaviour(error_rate=0.5)
+    result, _ = roll(fleet, PLAN.model_copy(update={"steps": (5, 50)}))
+    assert result.reason.startswith("stopped at 5%: error rate 50.00%"), result.reason
+    assert fleet.settings[1:] == [(5, 0), (0, 0)]
+
+
+def test_a_champion_that_regresses_in_the_bake_is_rolled_back(fleet: Fleet) -> None:
+    fleet.as_champion["2"] = Behaviour(error_rate=0.3)
+    result, _ = roll(fleet)
+    assert result.outcome == "rolled-back"
+    assert "error rate 30.00%" in result.reason
+    client, name = fleet.client, fleet.model
+    assert client.version_by_alias(name, CHAMPION).version == "1"
+    assert (
+        client.get_version(name, "1")
+        .tags["mlplatform.alias.champion.action"]
+        .startswith("rollback (bake: error rate 30.00%")
+    )
+    assert client.get_version(name, "2").tags[OUTCOME_TAG] == "rolled-back"
+
+
+def test_a_server_that_never_applies_the_setting_stops_the_rollout(fleet: Fleet) -> None:
+    fleet.stuck.add(1)
+    result, played = roll(fleet)
+    assert result.outcome == "stopped"
+    assert "servers did not apply split 0% / shadow 100% within 20 s" in result.reason
+    assert fleet.servers[1].url in result.reason
+    assert split_tags(fleet) == ("0", "0")
+    assert played.now < 30
+
+
+def test_too_little_traffic_is_not_a_pass(fleet: Fleet) -> None:
+    fleet.rate_per_s = 0.5
+    result, _ = roll(fleet)
+    assert result.outcome == "stopped"
+    assert result.reason.startswith("stopped at shadow: too little evidence after 60 s"), result.reason
+    assert split_tags(fleet) == ("0", "0")

@@ -1,0 +1,146 @@
+"""The rollout plan: its steps, the analysis window and the gates each window is judged on.
+
+What a stack carries under ``ml-platform:platform`` → ``workloads.inference.rollout`` (camelCase keys,
+as every stack key) and what ``mlplatform rollout --plan FILE`` reads. Validated once, here, with one line
+per problem naming the key; the runner and the decision below it trust the typed model. Plain pydantic,
+no Pulumi: the rollout Job runs in the inference image, which has none.
+
+Defaults are choices, not sourced facts, except the drift floor: the server reports no PSI below 500 rows
+in its window (workloads/inference/drift.py measured why), so ``driftMinSamples`` may not go below it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+SHADOW: Final = "shadow"
+# The server's floor (workloads/inference/drift.py: PSI is absent below its min_samples, 500 by default).
+DRIFT_FLOOR: Final = 500
+
+Step = int | Literal["shadow"]
+
+
+class _Model(BaseModel):
+    # As components/config.py's _Model: camelCase keys, unknown keys refused, no coercion.
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, alias_generator=to_camel, populate_by_name=True
+    )
+
+
+class Gates(_Model):
+    """What each step's window must show of the challenger; a gate set to null is not judged."""
+
+    # Errors (inference_version_errors_total, every reason) per response of the challenger.
+    max_error_rate: float | None = Field(default=0.01, ge=0, le=1)
+    # ... and above the champion's in the same window (client errors hit both alike).
+    max_error_rate_increase: float | None = Field(default=None, ge=0, le=1)
+    # p99 latency against the champion's in the same window: it fails only when it exceeds BOTH the
+    # ratio and the added milliseconds that are set (a 1 ms model twice as slow is no regression).
+    max_p99_ratio: float | None = Field(default=1.5, ge=1)
+    max_p99_added_ms: float | None = Field(default=10.0, ge=0)
+    # Largest per-feature PSI of the challenger, judged only on drift windows of driftMinSamples rows.
+    max_psi: float | None = Field(default=0.2, gt=0)
+    # Shadow: compared requests whose every row's label agreed with the champion's.
+    min_shadow_agreement: float | None = Field(default=0.95, ge=0, le=1)
+    # Accuracy on the labelled set (``labelledSet``), sent to the challenger through the V2 API.
+    min_accuracy: float | None = Field(default=None, ge=0, le=1)
+
+
+class BakePlan(_Model):
+    """After promotion: the new champion is watched this long, window by window, and rolled back to the
+    previous champion when a window breaches a gate. 0 seconds: no bake."""
+
+    seconds: int = Field(default=600, ge=0, le=7 * 24 * 3600)
+    max_error_rate: float | None = Field(default=0.01, ge=0, le=1)
+    max_psi: float | None = Field(default=0.2, gt=0)
+
+
+class RolloutPlan(_Model):
+    """Steps in order (``shadow`` first if at all, then challenger percentages rising), then promotion."""
+
+    steps: tuple[Step, ...] = (SHADOW, 5, 25, 50)
+    # The share of champion requests copied to the challenger during the shadow step.
+    shadow_percent: int = Field(default=20, ge=1, le=100)
+    window_seconds: int = Field(default=300, ge=1, le=24 * 3600)
+    # Requests a gate needs before it is judged (challenger, and the champion it is compared with).
+    min_requests: int = Field(default=200, ge=1)
+    # A window without enough evidence (requests, drift rows) is extended by another window this many
+    # times; then the step fails: too little traffic to judge is not a pass.
+    max_extensions: int = Field(default=3, ge=0, le=1000)
+    drift_min_samples: int = Field(default=DRIFT_FLOOR, ge=DRIFT_FLOOR)
+    # How long every server may take to apply a new setting (they poll the registry).
+    apply_timeout_seconds: int = Field(default=300, ge=1, le=24 * 3600)
+    # An .npz with ``x`` (float32 rows) and ``y`` (int labels): a local path, or an ``mlflow-artifacts:``
+    # URI of a file the registry serves. Required by, and only with, gates.minAccuracy.
+    labelled_set: str | None = None
+    gates: Gates = Gates()
+    bake: BakePlan = BakePlan()
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _steps(cls, value: Any) -> Any:
+        if not isinstance(value, list | tuple) or not value:
+            raise ValueError("a non-empty list such as [shadow, 5, 25, 50]")
+        last = 0
+        for index, step in enumerate(value):
+            if step == SHADOW and not isinstance(step, bool):
+                if index != 0:
+                    raise ValueError(f"[{index}]: shadow comes first, before any live traffic")
+                continue
+            if isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= 99:
+                raise ValueError(f"[{index}]: {step!r} is neither 'shadow' nor a percentage from 1 to 99")
+            if step <= last:
+                raise ValueError(f"[{index}]: {step} after {last}: percentages must rise")
+            last = step
+        return tuple(value)
+
+    @model_validator(mode="after")
+    def _labelled(self) -> RolloutPlan:
+        if (self.labelled_set is None) != (self.gates.min_accuracy is None):
+            raise ValueError("labelledSet and gates.minAccuracy: set both or neither")
+        if 0 < self.bake.seconds < self.window_seconds:
+            raise ValueError(
+                f"bake.seconds: {self.bake.seconds} is shorter than one window ({self.window_seconds});"
+                " 0 for no bake"
+            )
+        return self
+
+    def setting(self, step: Step) -> tuple[int, int]:
+        """(challenger percent, shadow percent) for ``step``."""
+        return (0, self.shadow_percent) if step == SHADOW else (int(step), 0)
+
+
+def step_name(step: Step) -> str:
+    return SHADOW if step == SHADOW else f"{step}%"
+
+
+class PlanError(Exception):
+    """An invalid plan; ``problems`` holds one printable line per problem, each naming its key."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def parse_plan(raw: Mapping[str, Any] | None, where: str) -> RolloutPlan:
+    """Validate ``raw`` (as read from YAML or JSON) into a plan; ``where`` prefixes each problem with the
+    file and key it came from, e.g. ``Pulumi.dev.yaml: ml-platform:platform.workloads.inference.rollout``."""
+    try:
+        # JSON mode, as components/config.py: strict types as they arrive from YAML.
+        return RolloutPlan.model_validate_json(json.dumps(dict(raw or {})))
+    except ValidationError as exc:
+        raise PlanError([_line(where, error) for error in exc.errors()]) from None
+
+
+def _line(where: str, error: Any) -> str:
+    path = where + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{path}: unknown key"
+    message: str = error["msg"]
+    return f"{path}: {message.removeprefix('Value error, ')}"
