@@ -1,8 +1,7 @@
 """The registry's callers on the cluster (issue 28): the training Job logs to and registers in the
-stack's registry, the inference service follows ``models:/<name>@champion`` (its canary ``@challenger``)
-instead of a pinned directory, and with basic-auth both carry the namespace's ``registry-client`` Secret
-as read-only files (checkov CKV_K8S_35: secrets as files, not environment variables; docs/registry.md,
-"Access")."""
+stack's registry, the inference service follows ``models:/<name>@champion`` instead of a pinned
+directory, and with basic-auth both carry the namespace's ``registry-client`` Secret as read-only files
+(checkov CKV_K8S_35: secrets as files, not environment variables; docs/registry.md, "Access")."""
 
 from __future__ import annotations
 
@@ -86,12 +85,6 @@ def test_training_and_inference_call_the_stacks_registry_with_the_client_secret_
     assert claims == [], "no models volume when serving from the registry"
 
 
-def test_the_canary_follows_the_challenger(planned: Callable[[str], Plan]) -> None:
-    objects = kubernetes_objects(planned("aws-enterprise-prod"))
-    env = _env(_pod(objects, "Deployment", "inference-canary", "ml-inference"))
-    assert env["SERVE_MODEL_URI"] == "models:/digits-mlp@challenger"
-
-
 def _raw(stack: str, registry: dict[str, Any], inference: dict[str, Any]) -> dict[str, Any]:
     raw = template(stack)
     workloads = raw[PLATFORM_KEY]["workloads"]
@@ -125,12 +118,7 @@ def test_a_registry_without_auth_gives_callers_no_secret(tmp_path: Path) -> None
     ("registry", "inference", "line"),
     [
         ({"enabled": False}, {}, "workloads.inference.modelVersion: required without the registry"),
-        ({}, {"canary": {"modelVersion": "3", "percent": 50}}, "workloads.inference.canary.modelVersion: "),
-        (
-            {"enabled": False},
-            {"modelVersion": "1", "canary": {"percent": 50}},
-            "workloads.inference.canary.modelVersion: required with a pinned modelVersion",
-        ),
+        ({}, {"canary": {"percent": 25}}, "workloads.inference.canary: removed: the replica-share canary"),
         ({}, {"modelCache": "1G"}, "workloads.inference.modelCache: a Kubernetes quantity"),
     ],
 )
