@@ -27,6 +27,7 @@ from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.catalog.azure import AKS_END_OF_LIFE, aks_supported
 from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
 from components.kubernetes.charts import per_minor_pins
+from workloads.delivery.plan import RolloutPlan
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
 from workloads.fabric_gate import BUSBW_FLOOR_FRACTION, FABRIC_TEST, fabric_test_run_id
 from workloads.training.hooks import HOOK_PATTERN, HOOK_RULE
@@ -510,6 +511,8 @@ class InferenceWorkloadConfig(_Model):
     auth: bool | None = None
     tls: bool | None = None
     drift_threshold: float = Field(default=0.2, gt=0, le=10)
+    # The plan `mlplatform rollout` and the rollout Job follow (docs/delivery.md); registry only.
+    rollout: RolloutPlan | None = None
 
 
 class RegistryWorkloadConfig(_Model):
@@ -1028,6 +1031,10 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             yield f"{key}.inference.modelCache", "a Kubernetes quantity such as 512Mi or 2Gi"
 
 
+# Where the rollout Job finds a labelled set: a file the registry serves (workloads/delivery/plan.py).
+REGISTRY_ARTIFACTS_SCHEME = "mlflow-artifacts:"
+
+
 def follows_registry(config: PlatformConfig) -> bool:
     """Whether the inference service serves the registry's ``@champion`` (registry on, no pinned
     ``modelVersion``) rather than a version directory on the models volume."""
@@ -1039,7 +1046,20 @@ def _model_source_problems(
     config: PlatformConfig, inference: InferenceWorkloadConfig, key: str
 ) -> Iterator[tuple[str, str]]:
     if follows_registry(config):
+        labelled = inference.rollout.labelled_set if inference.rollout is not None else None
+        if labelled is not None and not labelled.startswith(REGISTRY_ARTIFACTS_SCHEME):
+            yield (
+                f"{key}.rollout.labelledSet",
+                f"the rollout Job reads the labelled set from the registry: an {REGISTRY_ARTIFACTS_SCHEME}"
+                "/... URI, not a path on this machine",
+            )
         return
+    if inference.rollout is not None:
+        yield (
+            f"{key}.rollout",
+            "the rollout moves the registry's @champion/@challenger: it needs workloads.registry.enabled "
+            "and no pinned modelVersion",
+        )
     if inference.model_version is None:
         yield (
             f"{key}.modelVersion",
