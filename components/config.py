@@ -27,9 +27,9 @@ from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.catalog.azure import AKS_END_OF_LIFE, aks_supported
 from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
 from components.kubernetes.charts import per_minor_pins
+from workloads.delivery.plan import RolloutPlan
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
 from workloads.fabric_gate import BUSBW_FLOOR_FRACTION, FABRIC_TEST, fabric_test_run_id
-from workloads.inference.k8s import canary_share_problem
 from workloads.training.hooks import HOOK_PATTERN, HOOK_RULE
 from workloads.training.k8s import MAX_JOB_NAME
 
@@ -448,13 +448,6 @@ class AzureConfig(_Model):
         )
 
 
-class CanaryConfig(_Model):
-    # The pinned version the canary serves; unset when serving follows the registry (the canary then
-    # follows the model's ``@challenger``).
-    model_version: str | None = None
-    percent: int = Field(ge=1, le=50)
-
-
 class TrainingWorkloadConfig(_Model):
     enabled: bool = True
     # Unset: built by the stack, one Dockerfile target per pool fabric.
@@ -518,7 +511,8 @@ class InferenceWorkloadConfig(_Model):
     auth: bool | None = None
     tls: bool | None = None
     drift_threshold: float = Field(default=0.2, gt=0, le=10)
-    canary: CanaryConfig | None = None
+    # The plan `mlplatform rollout` and the rollout Job follow (docs/delivery.md); registry only.
+    rollout: RolloutPlan | None = None
 
 
 class RegistryWorkloadConfig(_Model):
@@ -685,10 +679,21 @@ def _key_path(loc: tuple[str | int, ...]) -> str:
     return path
 
 
+# Keys the platform no longer takes, by where they sit, and what replaced them: told instead of "unknown".
+_RETIRED_KEYS: dict[tuple[str, ...], str] = {
+    ("workloads", "inference", "canary"): (
+        "removed: the replica-share canary is replaced by the exact split inside every server, driven by "
+        "`mlplatform rollout` (docs/delivery.md); remove the key"
+    ),
+}
+
+
 def _describe(error: Any) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
-        return "unknown key"
+        loc = tuple(str(part) for part in error["loc"])
+        retired = next((why for where, why in _RETIRED_KEYS.items() if loc[-len(where) :] == where), None)
+        return retired or "unknown key"
     if kind == "missing":
         return "required key is missing"
     if kind == "string_pattern_mismatch":
@@ -1018,18 +1023,16 @@ def _workload_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield from _model_source_problems(config, inference, f"{key}.inference")
         if inference.max_replicas < inference.min_replicas:
             yield f"{key}.inference.maxReplicas", f"must be ≥ minReplicas ({inference.min_replicas})"
-        elif inference.canary is not None:
-            problem = canary_share_problem(
-                inference.min_replicas, inference.max_replicas, inference.canary.percent / 100
-            )
-            if problem:
-                yield f"{key}.inference.canary.percent", problem
         if not re.fullmatch(r"[0-9]+(m)?", inference.cpu):
             yield f"{key}.inference.cpu", "a Kubernetes CPU quantity such as 1 or 500m"
         if not re.fullmatch(r"[0-9]+(Mi|Gi)", inference.memory):
             yield f"{key}.inference.memory", "a Kubernetes memory quantity such as 512Mi or 2Gi"
         if not re.fullmatch(r"[0-9]+(Mi|Gi)", inference.model_cache):
             yield f"{key}.inference.modelCache", "a Kubernetes quantity such as 512Mi or 2Gi"
+
+
+# Where the rollout Job finds a labelled set: a file the registry serves (workloads/delivery/plan.py).
+REGISTRY_ARTIFACTS_SCHEME = "mlflow-artifacts:"
 
 
 def follows_registry(config: PlatformConfig) -> bool:
@@ -1043,22 +1046,24 @@ def _model_source_problems(
     config: PlatformConfig, inference: InferenceWorkloadConfig, key: str
 ) -> Iterator[tuple[str, str]]:
     if follows_registry(config):
-        if inference.canary is not None and inference.canary.model_version is not None:
+        labelled = inference.rollout.labelled_set if inference.rollout is not None else None
+        if labelled is not None and not labelled.startswith(REGISTRY_ARTIFACTS_SCHEME):
             yield (
-                f"{key}.canary.modelVersion",
-                "serving follows the registry's @champion and the canary its @challenger: remove the key "
-                "(or pin modelVersion too)",
+                f"{key}.rollout.labelledSet",
+                f"the rollout Job reads the labelled set from the registry: an {REGISTRY_ARTIFACTS_SCHEME}"
+                "/... URI, not a path on this machine",
             )
         return
+    if inference.rollout is not None:
+        yield (
+            f"{key}.rollout",
+            "the rollout moves the registry's @champion/@challenger: it needs workloads.registry.enabled "
+            "and no pinned modelVersion",
+        )
     if inference.model_version is None:
         yield (
             f"{key}.modelVersion",
             "required without the registry (workloads.registry.enabled): the version on the models volume",
-        )
-    elif inference.canary is not None and inference.canary.model_version is None:
-        yield (
-            f"{key}.canary.modelVersion",
-            "required with a pinned modelVersion: the version the canary serves",
         )
     if inference.enabled and config.shared_storage is SharedStorageKind.NONE:
         yield key, "the service reads models from shared storage (storage.shared)"

@@ -10,9 +10,12 @@ The contract:
 - the pods of a training run ↔ each other: the rendezvous port and the ports NCCL opens (ephemeral);
   in a queued namespace without a planned run, a Job's pods ↔ each other the same way;
 - inference ← its clients: any pod of another namespace, on the ports its Service serves;
-- the model registry ← the pods of every planned run, every inference pod and a Job's pods in every
-  queued namespace without a planned run, on the ports its Service serves (issue 28: training logs and
-  registers, serving resolves its alias);
+- the model registry ← the pods of every planned run, every inference pod, every rollout pod and a
+  Job's pods in every queued namespace without a planned run, on the ports its Service serves (issue 28:
+  training logs and registers, serving resolves its alias; issue 29: the rollout moves aliases and sets
+  the split);
+- a rollout's pods → every inference pod of its namespace, on the ports the Services in front of them
+  serve (issue 29: it reads each server's ``/metrics`` and sends the labelled set through the Service);
 - a pod → each peer outside the pod network its template declares (annotation
   ``reaches.ml-platform.io/<name>: <cidr>:<port>``: the registry's database, its artifact store's
   endpoints, its cloud identity's token exchange). A peer at ``0.0.0.0/0`` is public HTTPS that no
@@ -60,6 +63,7 @@ RENDEZVOUS = 29400
 NCCL_PORTS = (32768, 60999)
 DNS_PORT = 53
 INFERENCE_COMPONENT = "inference"
+ROLLOUT_COMPONENT = "rollout"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 REGISTRY_COMPONENT = "registry"
 PEER_ANNOTATION_PREFIX = "reaches.ml-platform.io/"
@@ -391,11 +395,31 @@ def _inference_flows(cluster: Cluster) -> Iterator[Flow]:
             )
 
 
+def _rollout_flows(cluster: Cluster) -> Iterator[Flow]:
+    for rollout in cluster.pods:
+        if rollout.labels.get(COMPONENT_LABEL) != ROLLOUT_COMPONENT:
+            continue
+        for service in cluster.services:
+            backends = cluster.backends(service)
+            if service["metadata"].get("namespace") != rollout.namespace or not any(
+                p.labels.get(COMPONENT_LABEL) == INFERENCE_COMPONENT for p in backends
+            ):
+                continue
+            yield from _service_flows(
+                cluster,
+                f"{rollout.owner.name} reads the servers behind Service {service['metadata']['name']}",
+                Endpoint.of(rollout),
+                service,
+                service["spec"].get("ports") or [],
+            )
+
+
 def _registry_flows(cluster: Cluster) -> Iterator[Flow]:
     runs = _runs(cluster)
+    callers = {INFERENCE_COMPONENT, ROLLOUT_COMPONENT}
     clients = [
         *(Endpoint.of(p) for p in runs),
-        *(Endpoint.of(p) for p in cluster.pods if p.labels.get(COMPONENT_LABEL) == INFERENCE_COMPONENT),
+        *(Endpoint.of(p) for p in cluster.pods if p.labels.get(COMPONENT_LABEL) in callers),
         *(_probe_endpoint(p) for p in _queue_probes(cluster, runs)),
     ]
     for service in cluster.services:
@@ -444,6 +468,7 @@ def contract(cluster: Cluster) -> list[Flow]:
         *_scrape_flows(cluster),
         *_peer_flows(cluster),
         *_inference_flows(cluster),
+        *_rollout_flows(cluster),
         *_registry_flows(cluster),
         *_peer_declared_flows(cluster),
         *_dns_flows(cluster),

@@ -53,7 +53,7 @@ ALL_FEATURES = {"all-features-aws": "aws-enterprise-prod", "all-features-azure":
 def all_features(stack: str) -> dict[str, Any]:
     """The template with teams (the README's example: one by name, one with a GPU borrowing limit) and
     every optional in-cluster and workload feature on: monitoring, Kueue, the GPU operator, the fabric
-    gate, authenticated TLS inference with a canary, and the dataset egress of the training run."""
+    gate, authenticated TLS inference, and the dataset egress of the training run."""
     config = copy.deepcopy(template(stack))
     platform = config[PLATFORM_KEY]
     platform["kubernetes"] = {
@@ -66,8 +66,6 @@ def all_features(stack: str) -> dict[str, Any]:
     workloads = platform["workloads"]
     workloads["fabricTest"] = {"enabled": True}
     workloads["inference"] |= {"auth": True, "tls": True}
-    # The canary follows the registry's @challenger (the templates pin no version, docs/registry.md).
-    workloads["inference"].setdefault("canary", {"percent": 10})
     # A private endpoint of the region's object storage, inside the stack's own network.
     workloads["training"]["datasetEgressCidrs"] = [platform["network"]["cidr"]]
     return config

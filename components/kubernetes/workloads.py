@@ -28,8 +28,9 @@ from components.kubernetes.registry import (
     tracking_uri,
 )
 from components.kubernetes.storage import VolumeClaim
+from workloads.delivery.plan import RolloutPlan
 from workloads.fabric_gate import FABRIC_TEST, busbw_floor_gbytes, fabric_test_run_id
-from workloads.inference.k8s import Canary, InferenceServiceSpec, inference_objects
+from workloads.inference.k8s import InferenceServiceSpec, RolloutJob, inference_objects
 from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.training.k8s import TrainingJobSpec, training_job_objects
 
@@ -38,6 +39,11 @@ MODELS_CLAIM = "models"
 AUTH_SECRET = "inference-auth"
 TLS_SECRET = "inference-tls"
 REGISTRY_CLAIM = "registry-store"
+# The rollout's registry user (may move the model's aliases and set its tags), in ``ml-inference`` beside
+# ``registry-client``: keys ``username`` and ``password`` (docs/delivery.md, "On the cluster").
+ROLLOUT_SECRET = "registry-rollout"
+# Beyond the plan's own time: the image pull, the first registry calls, the final alias move.
+ROLLOUT_DEADLINE_MARGIN_S = 600
 
 
 @dataclass
@@ -151,7 +157,6 @@ def inference_spec(
     handle: ClusterHandle, config: PlatformConfig, inference: InferenceWorkloadConfig, images: WorkloadImages
 ) -> InferenceServiceSpec:
     identity = WORKLOAD_IDENTITIES["inference"]
-    canary = inference.canary
     assert images.inference is not None, "StackImages gives an enabled inference workload its image"
     following = follows_registry(config)
     return InferenceServiceSpec(
@@ -175,14 +180,34 @@ def inference_spec(
         auth_secret=AUTH_SECRET if inference.auth else None,
         tls_secret=TLS_SECRET if inference.tls else None,
         drift_threshold=inference.drift_threshold,
-        canary=Canary(canary.model_version, canary.percent / 100) if canary else None,
         labels=config.base_tags(),
         pod_labels=handle.pod_labels.get("inference", {}),
         egress=handle.workload_egress,
         model_cache_size=inference.model_cache,
         poll_interval_s=inference.poll_interval_seconds,
+        rollout=rollout_job(config, inference) if following else None,
         **(_registry_caller(config) if following else {}),
     )
+
+
+def rollout_job(config: PlatformConfig, inference: InferenceWorkloadConfig) -> RolloutJob:
+    """The rollout's Job template for a service that follows the registry: the stack's plan, its registry
+    user with basic-auth on, the servers' CA with TLS on."""
+    plan = inference.rollout
+    return RolloutJob(
+        plan=plan.model_dump_json(by_alias=True) if plan is not None else None,
+        deadline_s=rollout_deadline_seconds(plan or RolloutPlan()),
+        registry_secret=ROLLOUT_SECRET if config.workloads.registry.auth else None,
+        ca_secret=monitoring.INFERENCE_CA_SECRET if inference.tls else None,
+    )
+
+
+def rollout_deadline_seconds(plan: RolloutPlan) -> int:
+    """The longest a rollout following ``plan`` runs: each step waits for the servers to apply its setting,
+    then judges windows (one, plus every extension a thin window may get); after promotion the bake
+    period; then the margin. The Job's ``activeDeadlineSeconds``: a rollout stuck beyond it is stopped."""
+    step = plan.apply_timeout_seconds + plan.window_seconds * (1 + plan.max_extensions)
+    return len(plan.steps) * step + plan.apply_timeout_seconds + plan.bake.seconds + ROLLOUT_DEADLINE_MARGIN_S
 
 
 def registry_clients(config: PlatformConfig) -> tuple[str, ...]:

@@ -86,18 +86,6 @@ def test_broken_stack_file_is_refused_with_its_key(path: Path) -> None:
     assert "resources planned" not in result.stdout
 
 
-def test_a_canary_whose_replica_share_is_not_its_percent_is_refused() -> None:
-    """10 % at minReplicas 3 is 1 canary replica of 3: a third of the traffic (cluster review B7)."""
-    config = copy.deepcopy(template("aws-enterprise-prod"))
-    inference = config[PLATFORM_KEY]["workloads"]["inference"]
-    inference.update(minReplicas=3, maxReplicas=12)
-    inference["canary"]["percent"] = 10
-    with pytest.raises(ConfigError) as raised:
-        parse_stack_config(config, "Pulumi.aws-enterprise-prod.yaml")
-    [problem] = raised.value.problems
-    assert "workloads.inference.canary.percent" in problem and "1 of 3 replicas (33%)" in problem
-
-
 @pytest.mark.parametrize(
     ("stack", "setting", "problem"),
     [

@@ -1,26 +1,31 @@
 """The inference service as Kubernetes objects: ``inference_objects(spec) -> list[dict]``, no Pulumi.
 
-One Deployment per model version (a stable one and, optionally, a canary taking a share of the
-replicas) behind one Service; each with its HorizontalPodAutoscaler; one PodDisruptionBudget and one
-NetworkPolicy over all of them; the ServiceAccount they run as.
+One Deployment behind one Service, its HorizontalPodAutoscaler, a PodDisruptionBudget, a NetworkPolicy
+and the ServiceAccount it runs as.
 
 The pods are locked down as the CIS/checkov baselines ask: non-root high UID, read-only root file system
 (``/tmp`` an emptyDir), no capabilities, no privilege escalation, seccomp RuntimeDefault, no service
 account token. The model comes either from shared storage, mounted read-only, by pinned version, or
-from the model registry (``registry_uri``): the stable track serves ``models:/<name>@champion`` and the
-canary ``models:/<name>@challenger``, each pod downloading into its own model cache (an emptyDir) and
-following the alias as it moves (workloads/inference/follow.py), so a promotion or a rollback needs no
-``pulumi up``. Either way the server verifies the files against their recorded hashes before it opens a
-socket. The pod's own egress is only what ``egress`` adds; the registry's ``allow-registry`` policy in
-the namespace lets it reach the registry's servers. Ingress on the service port only.
+from the model registry (``registry_uri``): every pod serves ``models:/<name>@champion``, downloading into
+its own model cache (an emptyDir) and following the alias as it moves (workloads/inference/follow.py),
+so a promotion or a rollback needs no ``pulumi up``. Either way the server verifies the files against
+their recorded hashes before it opens a socket. The pod's own egress is only what ``egress`` adds; the
+registry's ``allow-registry`` policy in the namespace lets it reach the registry's servers. Ingress on
+the service port only.
 
-A canary splits traffic by replica count (the Service balances over the pods of both versions); exact
-percentages would need a mesh or gateway, which this platform does not assume.
+Progressive delivery (issue 29, docs/delivery.md) happens inside each server: following the registry,
+every pod also loads ``@challenger`` while the model's split or shadow tag is above 0 and routes that
+exact share itself (workloads/delivery/contract.py), whatever the replica count. What the cluster adds
+(``rollout``) is the rollout's own room: a suspended CronJob of the inference image running
+``python -m workloads.delivery``, started by hand (``kubectl create job --from=cronjob/...``); a headless
+Service whose DNS name lists every ready server, so the rollout reads each one's ``/metrics`` without
+any Kubernetes API right; its ServiceAccount (no token) and its NetworkPolicy. A pinned ``model_version``
+has no challenger and no split.
 """
 
 from __future__ import annotations
 
-import math
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,13 +44,24 @@ from workloads.artifacts import model_version_dir
 from workloads.inference.config import ENV_PREFIX
 from workloads.registry.client import TRACKING_URI_ENV, ModelRef
 from workloads.registry.k8s import credential_env, credential_mount, credential_volume
-from workloads.registry.rollout import CHALLENGER, CHAMPION
+from workloads.registry.rollout import CHAMPION
 
 Object = dict[str, Any]
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-CANARY_SUFFIX = "-canary"
+# The Deployment's selector keeps the track label it was created with: apps/v1 makes a Deployment's
+# label selector immutable after creation (kubernetes.io "Deployments", label selector updates), so
+# dropping it would make the next ``pulumi up`` replace the Deployment instead of updating it.
 TRACK_LABEL = "ml-platform/track"
+STABLE_TRACK = "stable"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+# The headless Service listing every ready server, and the rollout's objects, named after the service.
+PODS_SUFFIX = "-pods"
+ROLLOUT_SUFFIX = "-rollout"
+ROLLOUT_COMPONENT = "rollout"
+# A CronJob's name has at most 52 characters: its controller appends 11 to name each Job
+# (kubernetes.io "CronJob", writing a CronJob spec).
+MAX_CRONJOB_NAME = 52
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 SECRETS_DIR = PurePosixPath("/var/run/secrets/ml-platform")
 # kubelet waits this long before SIGTERM, while the endpoint controller takes the pod out of the Service;
@@ -59,13 +75,55 @@ SHUTDOWN_TIMEOUT_S = 5
 GRACE_MARGIN_S = 5
 
 
-@dataclass(frozen=True)
-class Canary:
-    """A second model version taking ``share`` of the replicas (and so roughly of the traffic): a pinned
-    ``version``, or None when serving follows the registry (the canary follows ``@challenger``)."""
+# Where the rollout (workloads/delivery) reads its settings: the names it and these objects agree on.
+ROLLOUT_MODEL_ENV = "ROLLOUT_MODEL"
+ROLLOUT_METRICS_DNS_ENV = "ROLLOUT_METRICS_DNS"
+ROLLOUT_METRICS_PORT_ENV = "ROLLOUT_METRICS_PORT"
+ROLLOUT_SERVICE_URL_ENV = "ROLLOUT_SERVICE_URL"
+ROLLOUT_TOKEN_FILE_ENV = "ROLLOUT_TOKEN_FILE"
+ROLLOUT_CA_FILE_ENV = "ROLLOUT_CA_FILE"
+ROLLOUT_TLS_SERVER_NAME_ENV = "ROLLOUT_TLS_SERVER_NAME"
+ROLLOUT_PLAN_ENV = "ROLLOUT_PLAN"
+ROLLOUT_ENTRY = ("python", "-m", "workloads.delivery")
+# A CronJob needs a schedule even when suspended (batch/v1 CronJobSpec: ``schedule`` is required). This
+# one is a valid date, once a year, not a never-matching one such as "0 0 31 2 *": the CronJob controller
+# reads two schedules that coincide as an invalid schedule and reports an error on every sync
+# (kubernetes/kubernetes pkg/controller/cronjob/utils.go ``mostRecentScheduleTime``). ``suspend: true``
+# keeps it from ever firing; the CronJob is only the template ``kubectl create job --from`` copies.
+ROLLOUT_SCHEDULE = "0 0 1 1 *"
 
-    version: str | None
-    share: float
+
+@dataclass(frozen=True)
+class RolloutJob:
+    """The rollout's Job template: what ``python -m workloads.delivery`` gets on the cluster."""
+
+    # The stack's plan (``inference.rollout``) as JSON; None: the rollout's own defaults.
+    plan: str | None
+    # The Job's activeDeadlineSeconds: every step's window, the bake period and a margin (the caller
+    # sizes it from the plan).
+    deadline_s: int
+    # The rollout's registry credentials (keys ``username``, ``password``); None without basic-auth.
+    registry_secret: str | None
+    # The CA that signed the servers' certificate (key ``ca.crt``), with TLS on.
+    ca_secret: str | None = None
+    service_account: str = "rollout"
+    cpu: str = "250m"
+    memory: str = "256Mi"
+    # A finished Job (and its pod's log, the record of each gate) is kept this long, then deleted.
+    ttl_s: int = 7 * 24 * 3600
+
+    def problems(self) -> list[str]:
+        problems = []
+        if self.deadline_s < 60:
+            problems.append("the rollout's deadline_s must be at least 60")
+        if self.plan is not None:
+            try:
+                json.loads(self.plan)
+            except ValueError:
+                problems.append("the rollout's plan must be JSON")
+        if not _DNS_LABEL.match(self.service_account):
+            problems.append("the rollout's service_account must be a DNS label")
+        return problems
 
 
 # The cache a registry-served pod downloads versions into; TMPDIR too, so the per-process caches of
@@ -109,7 +167,6 @@ class InferenceServiceSpec:
     target_cpu_utilization: int = 70
     # Namespaces allowed to call the service; empty: any pod or address, still only on the service port.
     ingress_namespaces: tuple[str, ...] = ()
-    canary: Canary | None = None
     # The platform's labels (project, environment, tier, data-classification, owner, cost-center).
     labels: Mapping[str, str] = field(default_factory=dict)
     # Labels on the pods only (the cloud's workload identity, ClusterHandle.pod_labels).
@@ -124,6 +181,8 @@ class InferenceServiceSpec:
     # The model cache's size (emptyDir ``sizeLimit``) and how often the alias is checked.
     model_cache_size: str = "1Gi"
     poll_interval_s: int = 30
+    # The rollout's Job template and what it reads the servers through (registry only).
+    rollout: RolloutJob | None = None
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -138,8 +197,9 @@ class InferenceServiceSpec:
 def _problems(spec: InferenceServiceSpec) -> list[str]:
     """Everything wrong with a spec at once, so a user fixes a stack in one pass."""
     problems = []
-    if not _DNS_LABEL.match(spec.name) or len(spec.name) > 63 - len(CANARY_SUFFIX):
-        problems.append(f"name must be a DNS label of at most {63 - len(CANARY_SUFFIX)} characters")
+    longest = MAX_CRONJOB_NAME - len(ROLLOUT_SUFFIX)
+    if not _DNS_LABEL.match(spec.name) or len(spec.name) > longest:
+        problems.append(f"name must be a DNS label of at most {longest} characters")
     if spec.namespace == "default" or not _DNS_LABEL.match(spec.namespace):
         problems.append("namespace must be a DNS label other than 'default'")
     if isinstance(spec.image, str) and "@sha256:" not in spec.image:
@@ -165,25 +225,17 @@ def _problems(spec: InferenceServiceSpec) -> list[str]:
         problems.append("run_as_user must be >= 10000 (clear of host users)")
     if spec.drift_threshold <= 0 or not 1 <= spec.target_cpu_utilization <= 100:
         problems.append("drift_threshold must be > 0 and target_cpu_utilization 1-100")
-    if spec.canary is not None:
-        if not 0 < spec.canary.share < 1:
-            problems.append("canary share must lie strictly between 0 and 1")
-        if spec.max_replicas < 2:
-            problems.append("a canary needs max_replicas >= 2 (one replica per track at least)")
-        elif 0 < spec.canary.share < 1 and 1 <= spec.min_replicas <= spec.max_replicas:
-            problem = canary_share_problem(spec.min_replicas, spec.max_replicas, spec.canary.share)
-            if problem:
-                problems.append(problem)
+    if spec.rollout is not None:
+        problems += spec.rollout.problems()
+        if spec.registry_uri is None:
+            problems.append("the rollout moves registry aliases: it needs registry_uri")
     return problems
 
 
 def _model_source_problems(spec: InferenceServiceSpec) -> list[str]:
-    canary = spec.canary.version if spec.canary is not None else None
     if spec.registry_uri is not None:
-        if (spec.model_version, spec.model_volume, canary) != (None, None, None):
-            return [
-                "with registry_uri the tracks follow aliases: no model_version, model_volume, canary version"
-            ]
+        if (spec.model_version, spec.model_volume) != (None, None):
+            return ["with registry_uri the pods follow @champion: no model_version or model_volume"]
         if spec.poll_interval_s < 1:
             return ["poll_interval_s must be at least 1"]
         return []
@@ -195,74 +247,14 @@ def _model_source_problems(spec: InferenceServiceSpec) -> list[str]:
             "without registry_uri: model_version, and model_volume as one Kubernetes volume source, "
             "e.g. {'persistentVolumeClaim': ...}"
         )
-    if spec.canary is not None and canary is None:
-        problems.append("a pinned canary needs its version")
-    elif canary is not None and canary == spec.model_version:
-        problems.append("canary version must differ from model_version")
     return problems
 
 
-@dataclass(frozen=True)
-class _Track:
-    """One Deployment: which version, under which name, with how many replicas."""
-
-    name: str
-    track: str
-    # The pinned version, or the registry alias the track follows.
-    version: str
-    min_replicas: int
-    max_replicas: int
-
-
-def split_replicas(min_replicas: int, max_replicas: int, share: float) -> tuple[int, int, int, int]:
-    """(stable min, stable max, canary min, canary max): the replica range split by the canary's
-    share, each track at least one replica."""
-    canary_min = max(1, round(min_replicas * share))
-    canary_max = max(canary_min, math.floor(max_replicas * share), 1)
-    stable_min = max(1, min_replicas - canary_min)
-    stable_max = max(stable_min, max_replicas - canary_max)
-    return stable_min, stable_max, canary_min, canary_max
-
-
-# How far the canary's real share of replicas may stray from the configured one, as a fraction of it.
-CANARY_SHARE_TOLERANCE = 0.5
-
-
-def canary_share_problem(min_replicas: int, max_replicas: int, share: float) -> str | None:
-    """The Service balances connections over pods, so the canary's traffic share is its share of the
-    replicas; the two HPAs scale each track on its own, so the share at both ends of the range counts.
-    One line when either strays more than ``CANARY_SHARE_TOLERANCE`` from ``share`` (cluster review B7:
-    10 % configured, 1 of 3 replicas served)."""
-    stable_min, stable_max, canary_min, canary_max = split_replicas(min_replicas, max_replicas, share)
-    for where, canary, stable in (
-        ("minReplicas", canary_min, stable_min),
-        ("maxReplicas", canary_max, stable_max),
-    ):
-        actual = canary / (canary + stable)
-        if abs(actual - share) > share * CANARY_SHARE_TOLERANCE:
-            return (
-                f"the canary would get {canary} of {canary + stable} replicas ({actual:.0%}) at {where}, "
-                f"not {share:.0%}; raise minReplicas to at least {math.ceil(1 / share)} or the percent"
-            )
-    return None
-
-
-def _tracks(spec: InferenceServiceSpec) -> list[_Track]:
-    """Split the replica range between stable and canary by the canary's share, each at least one."""
-    following = spec.registry_uri is not None
-    stable = CHAMPION if following else spec.model_version
-    assert stable is not None  # (_model_source_problems)
-    if spec.canary is None:
-        return [_Track(spec.name, "stable", stable, spec.min_replicas, spec.max_replicas)]
-    canary = CHALLENGER if following else spec.canary.version
-    assert canary is not None
-    stable_min, stable_max, canary_min, canary_max = split_replicas(
-        spec.min_replicas, spec.max_replicas, spec.canary.share
-    )
-    return [
-        _Track(spec.name, "stable", stable, stable_min, stable_max),
-        _Track(spec.name + CANARY_SUFFIX, "canary", canary, canary_min, canary_max),
-    ]
+def _served_version(spec: InferenceServiceSpec) -> str:
+    """The pinned version, or the registry alias the pods follow."""
+    version = CHAMPION if spec.registry_uri is not None else spec.model_version
+    assert version is not None  # (_model_source_problems)
+    return version
 
 
 def _labels(spec: InferenceServiceSpec) -> dict[str, str]:
@@ -300,7 +292,7 @@ def _metadata(spec: InferenceServiceSpec, name: str, **extra: Any) -> Object:
 
 
 def _model_settings(spec: InferenceServiceSpec, version: str) -> dict[str, object]:
-    """Where the track's model comes from: the registry alias it follows, or the pinned directory."""
+    """Where the model comes from: the registry alias the pods follow, or the pinned directory."""
     if spec.registry_uri is None:
         return {"model_dir": model_version_dir(Path(spec.model_mount_path), spec.model_name, version)}
     return {
@@ -399,17 +391,17 @@ def _container(spec: InferenceServiceSpec, version: str, mounts: list[Object]) -
     }
 
 
-def _pod_labels(spec: InferenceServiceSpec, track: _Track) -> dict[str, str]:
+def _pod_labels(spec: InferenceServiceSpec) -> dict[str, str]:
     return {
         **_labels(spec),
         **spec.pod_labels,
-        TRACK_LABEL: track.track,
-        "app.kubernetes.io/version": track.version,
+        TRACK_LABEL: STABLE_TRACK,
+        "app.kubernetes.io/version": _served_version(spec),
     }
 
 
-def _deployment(spec: InferenceServiceSpec, track: _Track) -> Object:
-    selector = {INSTANCE_LABEL: spec.name, TRACK_LABEL: track.track}
+def _deployment(spec: InferenceServiceSpec) -> Object:
+    selector = {INSTANCE_LABEL: spec.name, TRACK_LABEL: STABLE_TRACK}
     volumes, mounts = _volumes(spec)
     spread = [
         {
@@ -432,7 +424,7 @@ def _deployment(spec: InferenceServiceSpec, track: _Track) -> Object:
         "nodeSelector": spec.pool.node_selector,
         "tolerations": spec.pool.tolerations(),
         "topologySpreadConstraints": spread,
-        "containers": [_container(spec, track.version, mounts)],
+        "containers": [_container(spec, _served_version(spec), mounts)],
         "volumes": volumes,
     }
     annotations = {
@@ -448,9 +440,9 @@ def _deployment(spec: InferenceServiceSpec, track: _Track) -> Object:
         # fresh stack no version has the alias and the pods wait unready for the first promotion
         # (server.prepare), so ``pulumi up`` must not wait for them. A pinned version is awaited.
         "metadata": _metadata(
-            spec, track.name, **({"annotations": SKIP_AWAIT} if spec.registry_uri is not None else {})
+            spec, spec.name, **({"annotations": SKIP_AWAIT} if spec.registry_uri is not None else {})
         ),
-        # No ``replicas``: the track's HPA owns it. With it set, each server-side apply after the HPA
+        # No ``replicas``: the HPA owns it. With it set, each server-side apply after the HPA
         # scaled would reset or conflict on .spec.replicas (kubernetes.io, "Horizontal Pod Autoscaling":
         # remove spec.replicas from manifests of HPA-scaled workloads; pulumi/pulumi-kubernetes#2491).
         # The API server defaults it to 1 on create and the HPA raises it to minReplicas.
@@ -459,22 +451,22 @@ def _deployment(spec: InferenceServiceSpec, track: _Track) -> Object:
             "selector": {"matchLabels": selector},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {
-                "metadata": {"labels": _pod_labels(spec, track), "annotations": annotations},
+                "metadata": {"labels": _pod_labels(spec), "annotations": annotations},
                 "spec": pod_spec,
             },
         },
     }
 
 
-def _autoscaler(spec: InferenceServiceSpec, track: _Track) -> Object:
+def _autoscaler(spec: InferenceServiceSpec) -> Object:
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
-        "metadata": _metadata(spec, track.name),
+        "metadata": _metadata(spec, spec.name),
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": track.name},
-            "minReplicas": track.min_replicas,
-            "maxReplicas": track.max_replicas,
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.name},
+            "minReplicas": spec.min_replicas,
+            "maxReplicas": spec.max_replicas,
             "metrics": [
                 {
                     "type": "Resource",
@@ -509,7 +501,7 @@ def _service(spec: InferenceServiceSpec) -> Object:
 
 
 def _disruption_budget(spec: InferenceServiceSpec) -> Object:
-    """One pod at a time may be evicted across both tracks, so a node drain never empties the service."""
+    """One pod at a time may be evicted, so a node drain never empties the service."""
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -519,12 +511,16 @@ def _disruption_budget(spec: InferenceServiceSpec) -> Object:
 
 
 def _network_policy(spec: InferenceServiceSpec) -> Object:
+    """The servers: in on the service port (from the allowed namespaces and the rollout's pods, or from
+    anywhere); out only to what ``egress`` adds."""
     rule: Object = {"ports": [{"port": spec.port, "protocol": "TCP"}]}
     if spec.ingress_namespaces:
         rule["from"] = [
             {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
             for ns in spec.ingress_namespaces
         ]
+        if spec.rollout is not None:
+            rule["from"].append({"podSelector": {"matchLabels": _rollout_selector(spec)}})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -538,14 +534,179 @@ def _network_policy(spec: InferenceServiceSpec) -> Object:
     }
 
 
+def _pods_service(spec: InferenceServiceSpec) -> Object:
+    """Headless (``clusterIP: None``): its DNS name resolves to the address of every ready server, not to a
+    virtual IP (kubernetes.io "Service", headless Services; "DNS for Services and Pods": A/AAAA records for
+    each ready endpoint), so the rollout reads each pod's ``/metrics`` with DNS alone, no API rights.
+    ``publishNotReadyAddresses: false``: a pod that is starting or draining is not listed. Its instance
+    label is its own, so the ServiceMonitor selecting the service's label does not scrape each pod twice."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            **_metadata(spec, spec.name + PODS_SUFFIX),
+            "labels": {**_labels(spec), INSTANCE_LABEL: spec.name + PODS_SUFFIX},
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": False,
+            "selector": {INSTANCE_LABEL: spec.name},
+            "ports": [
+                {
+                    "name": "https" if spec.tls else "http",
+                    "port": spec.port,
+                    "targetPort": "http",
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
+
+
+def _rollout_name(spec: InferenceServiceSpec) -> str:
+    return spec.name + ROLLOUT_SUFFIX
+
+
+def _rollout_selector(spec: InferenceServiceSpec) -> dict[str, str]:
+    return {INSTANCE_LABEL: _rollout_name(spec), COMPONENT_LABEL: ROLLOUT_COMPONENT}
+
+
+def _rollout_labels(spec: InferenceServiceSpec) -> dict[str, str]:
+    """Its own instance and component: the servers' Service, PDB and NetworkPolicy never select it."""
+    return {**_labels(spec), **_rollout_selector(spec)}
+
+
+def _rollout_env(spec: InferenceServiceSpec, rollout: RolloutJob) -> list[Object]:
+    scheme = "https" if spec.tls else "http"
+    service = f"{spec.name}.{spec.namespace}.svc"
+    env: dict[str, object] = {
+        TRACKING_URI_ENV: spec.registry_uri,
+        ROLLOUT_MODEL_ENV: spec.model_name,
+        ROLLOUT_METRICS_DNS_ENV: f"{spec.name}{PODS_SUFFIX}.{spec.namespace}.svc.cluster.local",
+        ROLLOUT_METRICS_PORT_ENV: str(spec.port),
+        ROLLOUT_SERVICE_URL_ENV: f"{scheme}://{service}.cluster.local:{spec.port}",
+        "HOME": "/tmp",
+    }
+    if rollout.registry_secret is not None:
+        env |= credential_env()
+    if spec.auth_secret is not None:
+        env[ROLLOUT_TOKEN_FILE_ENV] = str(SECRETS_DIR / "auth" / "token")
+    if spec.tls:
+        env[ROLLOUT_CA_FILE_ENV] = str(SECRETS_DIR / "ca" / "ca.crt")
+        # The servers' certificate names the Service (as the ServiceMonitor verifies it), also when the
+        # rollout connects to a pod's own address.
+        env[ROLLOUT_TLS_SERVER_NAME_ENV] = service
+    if rollout.plan is not None:
+        env[ROLLOUT_PLAN_ENV] = rollout.plan
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def _rollout_volumes(spec: InferenceServiceSpec, rollout: RolloutJob) -> tuple[list[Object], list[Object]]:
+    volumes: list[Object] = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+    mounts: list[Object] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if rollout.registry_secret is not None:
+        volumes.append(credential_volume(rollout.registry_secret))
+        mounts.append(credential_mount())
+    secrets = (("auth", spec.auth_secret), ("ca", rollout.ca_secret if spec.tls else None))
+    for name, secret in secrets:
+        if secret is not None:
+            volumes.append({"name": name, "secret": {"secretName": secret, "defaultMode": 0o440}})
+            mounts.append({"name": name, "mountPath": str(SECRETS_DIR / name), "readOnly": True})
+    return volumes, mounts
+
+
+def _rollout_cron_job(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object:
+    """The rollout's Job template: suspended, so it never runs on its own; a user starts one with
+    ``kubectl create job --from=cronjob/<name> <job>``. One try (``backoffLimit: 0``): a rollout that failed
+    half-way has already moved traffic, and running it again from its first step must be a person's
+    decision, not the Job controller's."""
+    volumes, mounts = _rollout_volumes(spec, rollout)
+    container = {
+        "name": "rollout",
+        "image": spec.image,
+        "imagePullPolicy": "Always",
+        "command": list(ROLLOUT_ENTRY),
+        "env": _rollout_env(spec, rollout),
+        "resources": {
+            "requests": {"cpu": rollout.cpu, "memory": rollout.memory},
+            "limits": {"cpu": rollout.cpu, "memory": rollout.memory},
+        },
+        "securityContext": restricted_container_security(spec.run_as_user),
+        "volumeMounts": mounts,
+    }
+    pod = {
+        "serviceAccountName": rollout.service_account,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "restartPolicy": "Never",
+        "securityContext": restricted_pod_security(spec.run_as_user),
+        "nodeSelector": spec.pool.node_selector,
+        "tolerations": spec.pool.tolerations(),
+        "containers": [container],
+        "volumes": volumes,
+    }
+    labels = {**_rollout_labels(spec), **spec.pod_labels}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": _metadata(spec, _rollout_name(spec), labels=_rollout_labels(spec)),
+        "spec": {
+            "schedule": ROLLOUT_SCHEDULE,
+            "suspend": True,
+            "concurrencyPolicy": "Forbid",
+            "jobTemplate": {
+                "metadata": {"labels": _rollout_labels(spec)},
+                "spec": {
+                    "backoffLimit": 0,
+                    "activeDeadlineSeconds": rollout.deadline_s,
+                    "ttlSecondsAfterFinished": rollout.ttl_s,
+                    "template": {"metadata": {"labels": labels}, "spec": pod},
+                },
+            },
+        },
+    }
+
+
+def _rollout_network_policy(spec: InferenceServiceSpec) -> Object:
+    """The rollout's pods: nothing in; out to the servers' port (``/metrics`` of each pod, the labelled
+    set through the Service). DNS and the registry: the namespace's ``allow-dns`` and ``allow-registry``."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(spec, _rollout_name(spec)),
+        "spec": {
+            "podSelector": {"matchLabels": _rollout_selector(spec)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": [
+                {
+                    "to": [{"podSelector": {"matchLabels": {INSTANCE_LABEL: spec.name}}}],
+                    "ports": [{"port": spec.port, "protocol": "TCP"}],
+                }
+            ],
+        },
+    }
+
+
+def _rollout_objects(spec: InferenceServiceSpec) -> list[Object]:
+    if spec.rollout is None:
+        return []
+    return [
+        service_account(_metadata(spec, spec.rollout.service_account), {}),
+        _pods_service(spec),
+        _rollout_network_policy(spec),
+        _rollout_cron_job(spec, spec.rollout),
+    ]
+
+
 def inference_objects(spec: InferenceServiceSpec) -> list[Object]:
     """The service's objects in apply order: identity first, then workloads, then what points at them."""
-    tracks = _tracks(spec)
     return [
         service_account(_metadata(spec, spec.service_account), spec.service_account_annotations),
-        *(_deployment(spec, t) for t in tracks),
+        _deployment(spec),
         _service(spec),
-        *(_autoscaler(spec, t) for t in tracks),
+        _autoscaler(spec),
         _disruption_budget(spec),
         _network_policy(spec),
+        *_rollout_objects(spec),
     ]

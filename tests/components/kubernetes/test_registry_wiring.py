@@ -1,11 +1,11 @@
 """The registry's callers on the cluster (issue 28): the training Job logs to and registers in the
-stack's registry, the inference service follows ``models:/<name>@champion`` (its canary ``@challenger``)
-instead of a pinned directory, and with basic-auth both carry the namespace's ``registry-client`` Secret
-as read-only files (checkov CKV_K8S_35: secrets as files, not environment variables; docs/registry.md,
-"Access")."""
+stack's registry, the inference service follows ``models:/<name>@champion`` instead of a pinned
+directory, and with basic-auth both carry the namespace's ``registry-client`` Secret as read-only files
+(checkov CKV_K8S_35: secrets as files, not environment variables; docs/registry.md, "Access")."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ def _pod(objects: list[dict[str, Any]], kind: str, name: str, namespace: str) ->
 
 
 def _env(pod: dict[str, Any]) -> dict[str, Any]:
-    [container] = [c for c in pod["containers"] if c["name"] in ("server", "trainer")]
+    [container] = [c for c in pod["containers"] if c["name"] in ("server", "trainer", "rollout")]
     assert all("valueFrom" not in e for e in container["env"]), "no Secret in the environment"
     return {e["name"]: e.get("value") for e in container["env"]}
 
@@ -86,12 +86,6 @@ def test_training_and_inference_call_the_stacks_registry_with_the_client_secret_
     assert claims == [], "no models volume when serving from the registry"
 
 
-def test_the_canary_follows_the_challenger(planned: Callable[[str], Plan]) -> None:
-    objects = kubernetes_objects(planned("aws-enterprise-prod"))
-    env = _env(_pod(objects, "Deployment", "inference-canary", "ml-inference"))
-    assert env["SERVE_MODEL_URI"] == "models:/digits-mlp@challenger"
-
-
 def _raw(stack: str, registry: dict[str, Any], inference: dict[str, Any]) -> dict[str, Any]:
     raw = template(stack)
     workloads = raw[PLATFORM_KEY]["workloads"]
@@ -125,16 +119,60 @@ def test_a_registry_without_auth_gives_callers_no_secret(tmp_path: Path) -> None
     ("registry", "inference", "line"),
     [
         ({"enabled": False}, {}, "workloads.inference.modelVersion: required without the registry"),
-        ({}, {"canary": {"modelVersion": "3", "percent": 50}}, "workloads.inference.canary.modelVersion: "),
-        (
-            {"enabled": False},
-            {"modelVersion": "1", "canary": {"percent": 50}},
-            "workloads.inference.canary.modelVersion: required with a pinned modelVersion",
-        ),
+        ({}, {"canary": {"percent": 25}}, "workloads.inference.canary: removed: the replica-share canary"),
         ({}, {"modelCache": "1G"}, "workloads.inference.modelCache: a Kubernetes quantity"),
     ],
 )
 def test_where_the_model_comes_from_is_one_line_naming_the_key(
+    registry: dict[str, Any], inference: dict[str, Any], line: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config(_raw("aws-smb-dev", registry, inference), "Pulumi.aws-smb-dev.yaml")
+    [problem] = raised.value.problems
+    assert problem.startswith(f"Pulumi.aws-smb-dev.yaml: ml-platform:platform.{line}"), problem
+
+
+def test_the_stacks_rollout_plan_reaches_the_rollout_job(planned: Callable[[str], Plan]) -> None:
+    """Issue 29: the Job runs with the stack's plan, and stops after the longest the plan can take: four
+    steps of (apply 300 s + a window of 300 s and its 3 extensions), the final apply, a 600 s bake and
+    the margin."""
+    objects = kubernetes_objects(planned("aws-enterprise-prod"))
+    [cron] = [o for o in objects if o["kind"] == "CronJob" and o["metadata"]["name"] == "inference-rollout"]
+    job = cron["spec"]["jobTemplate"]["spec"]
+    env = _env(job["template"]["spec"])
+    plan = json.loads(env["ROLLOUT_PLAN"])
+    assert plan["steps"] == ["shadow", 5, 25, 50] and plan["bake"]["seconds"] == 600
+    assert job["activeDeadlineSeconds"] == 4 * (300 + 300 * 4) + 300 + 600 + 600
+    assert env["MLFLOW_TRACKING_URI"] == tracking_uri()
+    secrets = {
+        v["name"]: v["secret"]["secretName"] for v in job["template"]["spec"]["volumes"] if "secret" in v
+    }
+    assert secrets["registry-client"] == "registry-rollout"
+
+
+@pytest.mark.parametrize(
+    ("registry", "inference", "line"),
+    [
+        (
+            {"enabled": False},
+            {"modelVersion": "1", "rollout": {}},
+            "workloads.inference.rollout: the rollout moves the registry's @champion/@challenger",
+        ),
+        ({}, {"modelVersion": "1", "rollout": {}}, "workloads.inference.rollout: the rollout moves"),
+        (
+            {},
+            {"rollout": {"steps": [5, "shadow"]}},
+            "workloads.inference.rollout.steps: [1]: shadow comes first",
+        ),
+        ({}, {"rollout": {"windowSecond": 60}}, "workloads.inference.rollout.windowSecond: unknown key"),
+        (
+            {},
+            {"rollout": {"labelledSet": "/data/labelled.npz", "gates": {"minAccuracy": 0.9}}},
+            "workloads.inference.rollout.labelledSet: the rollout Job reads the labelled set",
+        ),
+    ],
+)
+def test_a_bad_rollout_plan_is_one_line_naming_its_key(
     registry: dict[str, Any], inference: dict[str, Any], line: str
 ) -> None:
     with pytest.raises(ConfigError) as raised:

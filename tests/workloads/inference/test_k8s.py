@@ -1,4 +1,5 @@
-"""The inference service's Kubernetes objects: schema-valid, checkov-clean, locked down, wired together."""
+"""The inference service's Kubernetes objects: schema-valid, checkov-clean, locked down, wired together;
+and the rollout's room beside it (issue 29)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from components.handle import Fabric, PoolHandle, PoolKind, Taint
 from tests.linters import checkov_kubernetes, needs_checkov, unexplained_skips, write_objects
 from workloads.inference.config import ServeConfig
-from workloads.inference.k8s import Canary, InferenceServiceSpec, inference_objects
+from workloads.inference.k8s import InferenceServiceSpec, RolloutJob, inference_objects
 
 REPO = Path(__file__).resolve().parents[3]
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -44,14 +45,18 @@ def make_spec(**changes: Any) -> InferenceServiceSpec:
     return dataclasses.replace(spec, **changes)
 
 
-FULL = make_spec(
+FULL = make_spec(auth_secret="digits-token", tls_secret="digits-tls", min_replicas=4, max_replicas=8)
+PLAN = '{"steps": ["shadow", 5, 25, 50], "windowSeconds": 300}'
+FOLLOWING = make_spec(
+    model_version=None,
+    model_volume=None,
+    registry_uri="http://registry.ml-registry.svc.cluster.local:5000",
+    registry_secret="registry-client",
     auth_secret="digits-token",
     tls_secret="digits-tls",
-    canary=Canary("1-int8", 0.25),
-    min_replicas=4,
-    max_replicas=8,
+    rollout=RolloutJob(plan=PLAN, deadline_s=7200, registry_secret="registry-rollout", ca_secret="digits-ca"),
 )
-SPECS = {"minimal": make_spec(), "auth-tls-canary": FULL}
+SPECS = {"minimal": make_spec(), "auth-tls": FULL, "registry-rollout": FOLLOWING}
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -72,36 +77,38 @@ def test_objects_and_their_wiring() -> None:
     assert kinds == [
         "ServiceAccount",
         "Deployment",
-        "Deployment",
         "Service",
-        "HorizontalPodAutoscaler",
         "HorizontalPodAutoscaler",
         "PodDisruptionBudget",
         "NetworkPolicy",
     ]
-    stable, canary = by_kind(objects, "Deployment")
-    service = by_kind(objects, "Service")[0]
-    for deployment in (stable, canary):
-        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
-        assert service["spec"]["selector"].items() <= pod_labels.items(), "the Service must reach both tracks"
-        assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    env = {e["name"]: e["value"] for e in canary["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["SERVE_MODEL_DIR"] == "/mnt/artifacts/models/digits/1-int8"
+    [deployment] = by_kind(objects, "Deployment")
+    [service] = by_kind(objects, "Service")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SERVE_MODEL_DIR"] == "/mnt/artifacts/models/digits/1"
     assert env["SERVE_AUTH_TOKEN_FILE"] == "/var/run/secrets/ml-platform/auth/token"
-    hpas = {
-        h["spec"]["scaleTargetRef"]["name"]: h["spec"] for h in by_kind(objects, "HorizontalPodAutoscaler")
-    }
-    assert hpas["digits"]["minReplicas"] + hpas["digits-canary"]["minReplicas"] >= FULL.min_replicas
-    assert hpas["digits-canary"]["maxReplicas"] < hpas["digits"]["maxReplicas"]
-    # The HPAs own the replica counts: a Deployment that also states them is reset (or conflicts on
+    [hpa] = by_kind(objects, "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (4, 8)
+    # The HPA owns the replica count: a Deployment that also states it is reset (or conflicts on
     # .spec.replicas) at every server-side apply after a scale (kubernetes.io, "Horizontal Pod
     # Autoscaling", migrating to autoscaling; pulumi/pulumi-kubernetes#2491; cluster review D2).
-    assert all("replicas" not in d["spec"] for d in (stable, canary))
-    # The Service spreads connections over pods: the canary's traffic is its share of the replicas, at
-    # both ends of the range (cluster review B7).
-    for end in ("minReplicas", "maxReplicas"):
-        share = hpas["digits-canary"][end] / (hpas["digits"][end] + hpas["digits-canary"][end])
-        assert abs(share - 0.25) <= 0.125, (end, share)
+    assert "replicas" not in deployment["spec"]
+
+
+def test_the_deployments_selector_is_the_one_it_was_created_with() -> None:
+    """apps/v1: "a Deployment's label selector is immutable after it gets created" (kubernetes.io
+    "Deployments", label selector updates). The replica-share canary's removal keeps the stable track's
+    selector, so the next ``pulumi up`` updates the Deployment instead of replacing it."""
+    [deployment] = by_kind(inference_objects(FOLLOWING), "Deployment")
+    assert deployment["metadata"]["name"] == "digits"
+    assert deployment["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/instance": "digits",
+        "ml-platform/track": "stable",
+    }
 
 
 def test_one_slow_readiness_answer_does_not_drop_a_pod() -> None:
@@ -158,9 +165,8 @@ def test_network_policy_admits_the_service_port_only_and_no_egress() -> None:
         ({"port": 80}, "port must be 1024-65535"),
         ({"run_as_user": 1000}, "run_as_user must be >= 10000"),
         ({"pool": dataclasses.replace(CPU_POOL, kind=PoolKind.GPU)}, "gpu pool"),
-        ({"canary": Canary("1", 0.5)}, "canary version must differ"),
-        ({"canary": Canary("2", 1.0)}, "strictly between 0 and 1"),
-        ({"canary": Canary("2", 0.1), "min_replicas": 3, "max_replicas": 12}, r"1 of 3 replicas \(33%\)"),
+        ({"rollout": RolloutJob(plan=None, deadline_s=600, registry_secret=None)}, "needs registry_uri"),
+        ({"name": "d" * 45}, "at most 44 characters"),
         ({"name": "Digits_Service"}, "DNS label"),
         ({"cpu_request": "1"}, "Guaranteed QoS"),
         ({"memory_request": "1Gi"}, "Guaranteed QoS"),
@@ -230,18 +236,8 @@ def test_deployments_following_an_alias_skip_pulumis_await_and_pinned_ones_are_a
     ``pulumi.com/skipAwait: "true"`` (pulumi-kubernetes pkg/metadata; REFERENCE.md). Following an alias,
     the pods wait unready until a version is promoted outside ``pulumi up`` (docs/registry.md), so a first
     ``pulumi up`` must not wait for them; a pinned version is awaited as before."""
-    following = make_spec(
-        model_version=None,
-        model_volume=None,
-        registry_uri="http://registry.mlflow.svc:5000",
-        canary=Canary(None, 0.25),
-        min_replicas=4,
-        max_replicas=8,
-    )
-    deployments = by_kind(inference_objects(following), "Deployment")
-    assert len(deployments) == 2
-    for deployment in deployments:
-        assert deployment["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
-    for spec in SPECS.values():
-        for deployment in by_kind(inference_objects(spec), "Deployment"):
-            assert "pulumi.com/skipAwait" not in deployment["metadata"].get("annotations", {})
+    [deployment] = by_kind(inference_objects(FOLLOWING), "Deployment")
+    assert deployment["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    for spec in (make_spec(), FULL):
+        for pinned in by_kind(inference_objects(spec), "Deployment"):
+            assert "pulumi.com/skipAwait" not in pinned["metadata"].get("annotations", {})
