@@ -2,7 +2,7 @@
 
 No fixed threshold decides it: how fast a one-row run is (the cost at concurrency 1, where nothing
 batches) depends on the model, the CPU and its limit, so warm-up times the candidates and keeps the
-fastest. The candidates, in order of preference (simplest first):
+fastest. The candidates, in the order measured:
 
 - ONNX Runtime with the thread budget (the CPU limit over the workers: what served before this choice
   was measured), idle pool threads sleeping, then spinning; OpenVINO (where installed, ``engines.py``)
@@ -15,13 +15,14 @@ budget stops the list early, after the candidates likeliest to win a model-bound
 They run the version at its own precision only: an fp32 version is never run in bf16 (a reduced
 precision is a published, accuracy-gated version of its own: ``quantize.py``), and a version whose
 metadata names an engine (int8 on ONNX Runtime, bf16 on OpenVINO) only varies its threads and spinning.
-A candidate must first give the reference's outputs (ONNX Runtime, 1 thread, on the same graph) on a
+A candidate must first give the reference's outputs (ONNX Runtime on the same graph; fp32 for bf16) on a
 probe batch drawn from the training histograms, within ``TOLERANCE`` of the largest output; one that
 does not, or does not load, is skipped. Each is then timed on a few one-row runs (median); the fastest
-wins, unless a simpler candidate is within ``MARGIN`` of it (timing noise does not buy complexity).
+wins, unless a simpler one (``simplicity``) is within ``MARGIN`` (or ``SLACK_S``) of it.
 
 Candidates are built one at a time and dropped unless fastest so far, so at most two copies of the
-weights live at once; once ``budget_s`` is spent no further candidate is tried (the first always is).
+weights live at once; once ``choice_budget_s`` is spent no further candidate is tried (the first always
+is).
 """
 
 from __future__ import annotations
@@ -44,8 +45,11 @@ log = logging.getLogger("workloads.inference")
 # the same arithmetic in another order (threads, kernels) differs by about 1e-6 in fp32; bf16 keeps 8
 # significant bits (about 0.4 % per operation), measured 0.5 % on the 50M-weight MLP.
 TOLERANCE: dict[Precision, float] = {"fp32": 1e-4, "int8": 1e-4, "bf16": 3e-2}
-# A simpler candidate this close to the fastest (as a fraction of its time) is chosen instead.
+# A simpler candidate this close to the fastest (as a fraction of its time, and at least SLACK_S) is
+# chosen instead: timing noise does not buy threads or spinning. 10 µs is well under what a request
+# costs around its run (HTTP, JSON: about 100 µs here), so a cheap model keeps its simplest setting.
 MARGIN = 0.05
+SLACK_S = 10e-6
 PROBE_ROWS = 16
 MIN_RUNS, MAX_RUNS = 3, 15
 # Time one candidate's runs may take, beyond its first three.
@@ -66,7 +70,7 @@ def thread_counts(budget: int) -> list[int]:
 
 def candidates(precision: Precision, engine: str | None, threads: int, openvino: bool) -> list[EngineChoice]:
     """What warm-up measures for a version at ``precision`` whose metadata names ``engine`` (or None),
-    with a budget of ``threads``, in the order measured and preferred."""
+    with a budget of ``threads``, in the order measured."""
 
     def ort(n: int) -> list[EngineChoice]:  # spinning means nothing without a pool (1 thread)
         return [
@@ -86,11 +90,17 @@ def candidates(precision: Precision, engine: str | None, threads: int, openvino:
     return ort_first + ov_first + ort_rest + ov_rest if openvino else ort_first + ort_rest
 
 
-def choose(measured: Sequence[Measured], margin: float = MARGIN) -> Measured:
-    """The fastest, or the first (simplest) candidate within ``margin`` of it; ``measured`` in order of
-    preference."""
+def simplicity(choice: EngineChoice) -> tuple[bool, int, bool]:
+    """Sort key, simplest first: no spinning (spinning threads burn the cores the event loop needs while
+    idle), fewer threads, ONNX Runtime (the engine every version runs on)."""
+    return bool(choice.spinning), choice.threads, choice.engine != "onnxruntime"
+
+
+def choose(measured: Sequence[Measured], margin: float = MARGIN, slack_s: float = SLACK_S) -> Measured:
+    """The fastest, or the simplest candidate within ``margin`` of it (at least ``slack_s``)."""
     fastest = min(m.seconds for m in measured)
-    return next(m for m in measured if m.seconds <= fastest * (1 + margin))
+    close = [m for m in measured if m.seconds <= fastest + max(fastest * margin, slack_s)]
+    return min(close, key=lambda m: simplicity(m.choice))
 
 
 def probe_rows(histograms: Sequence[FeatureHistogram], rows: int = PROBE_ROWS, seed: int = 0) -> Rows:
