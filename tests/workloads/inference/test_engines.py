@@ -14,7 +14,9 @@ from workloads.artifacts import METADATA_FILE, ArtifactError, ModelMetadata, loa
 from workloads.inference import engines, warmup
 from workloads.inference.config import ServeConfig
 from workloads.inference.cpu import native_bf16
+from workloads.inference.drift import DriftMonitor
 from workloads.inference.engines import EngineChoice, open_runner
+from workloads.inference.metrics import Metrics
 from workloads.inference.model import load_artifact, verify_model
 from workloads.inference.warmup import Measured, build_model, candidates, choose, thread_counts
 from workloads.training.tasks import Split
@@ -140,3 +142,25 @@ def test_a_bf16_version_is_refused_where_the_cpu_has_no_native_bf16(
     assert "openvino at bf16" in message and "no native bf16" in message and "parent version 1" in message
     with pytest.raises(RuntimeError, match="no engine runs version 1-bf16"):
         build_model(load_artifact(bf16_dir), 2, ServeConfig(model_dir=bf16_dir))
+
+
+def test_the_engine_metric_follows_the_served_version(model_dir: Path) -> None:
+    """The first version's choice shows at once; a version built beside it shows only once swapped in."""
+    meta = load_metadata(model_dir)
+    drift = DriftMonitor(meta.reference_histograms, window=100, threshold=0.2, min_samples=50)
+    metrics = Metrics(model="digits", version="1", max_batch_size=32, drift=drift)
+
+    def rows() -> dict[tuple[str, ...], float]:
+        return {
+            tuple(s.labels[k] for k in ("version", "engine", "threads", "spinning")): s.value
+            for family in metrics.registry.collect()
+            if family.name == "inference_engine_info"
+            for s in family.samples
+        }
+
+    metrics.engine_chosen(ORT_2)
+    assert rows() == {("1", "onnxruntime", "2", "off"): 1}
+    metrics.engine_chosen(OV_2)  # version 2 built while 1 serves
+    assert rows() == {("1", "onnxruntime", "2", "off"): 1}
+    metrics.swapped("1", "2")
+    assert rows() == {("1", "onnxruntime", "2", "off"): 0, ("2", "openvino", "2", "n/a"): 1}
