@@ -36,7 +36,13 @@ import numpy as np
 
 from workloads.artifacts import FeatureHistogram, Precision
 from workloads.inference.config import ServeConfig
-from workloads.inference.engines import EngineChoice, open_runner, openvino_installed, read_openvino
+from workloads.inference.engines import (
+    EngineChoice,
+    open_runner,
+    openvino_installed,
+    read_openvino,
+    unavailable,
+)
 from workloads.inference.model import ModelArtifact, OnnxModel, Rows
 
 log = logging.getLogger("workloads.inference")
@@ -187,7 +193,10 @@ def build_model(
         if time.perf_counter() - started > config.choice_budget_s:
             break
     if not measured:
-        raise RuntimeError(f"no engine runs version {meta.version} here ({meta.precision}, {meta.engine})")
+        why = unavailable(meta.engine, meta.precision) if meta.engine is not None else None
+        raise RuntimeError(
+            f"no engine runs version {meta.version} ({meta.precision}) here: {why or 'see the log'}"
+        )
     chosen = choose(measured)
     if kept is not None and kept[0] == chosen.choice:
         model = kept[1]
