@@ -80,9 +80,9 @@ def unavailable(engine: Engine, precision: Precision) -> str | None:
 def session_options(threads: int, *, spinning: bool = False) -> ort.SessionOptions:
     """An ONNX Runtime session with ``threads`` intra-op threads, run sequentially.
 
-    ``session.intra_op.allow_spinning``: idle pool threads busy-wait for the next run instead of
-    sleeping (onnxruntime_session_options_config_keys.h). It shortens a run's wake-up and costs the cores
-    the event loop parses requests on; warm-up measures whether it pays for the model at hand.
+    ``session.intra_op.allow_spinning`` (ONNX Runtime docs, "Thread management"; on by default there):
+    idle pool threads busy-wait for the next run instead of sleeping. It shortens a run's wake-up and costs
+    the cores the event loop parses requests on; warm-up measures whether it pays for the model at hand.
     """
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
