@@ -15,10 +15,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 METADATA_FILE = "metadata.json"
 ONNX_FILE = "model.onnx"
+
+# The arithmetic a version was published (and its accuracy measured) at, and the engines that run it.
+Precision = Literal["fp32", "int8", "bf16"]
+Engine = Literal["onnxruntime", "openvino"]
 
 
 class ArtifactError(Exception):
@@ -73,6 +77,22 @@ class ModelMetadata(BaseModel):
     class_names: list[str] = Field(default_factory=list)
     reference_histograms: list[FeatureHistogram]
     files: dict[str, str] = Field(default_factory=dict, description="file name -> sha256")
+    precision: Precision = Field(
+        "fp32", description="the arithmetic the version was published and its test accuracy measured at"
+    )
+    engine: Engine | None = Field(
+        None, description="the engine the version must run on; None: the fastest measured at warm-up"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _before_precision(cls, data: Any) -> Any:
+        """Metadata written before ``precision`` existed: an int8 version says so in its hyperparameters
+        (``quantization``), and ran on ONNX Runtime; anything else was fp32."""
+        old_int8 = isinstance(data, dict) and "quantization" in (data.get("hyperparameters") or {})
+        if old_int8 and "precision" not in data:
+            return {**data, "precision": "int8", "engine": "onnxruntime"}
+        return data
 
 
 def sha256_file(path: Path) -> str:

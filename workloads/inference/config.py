@@ -80,8 +80,12 @@ class ServeConfig(BaseModel):
     body_timeout_s: float = Field(
         10.0, gt=0, le=300, description="a request body must arrive within this (408)"
     )
-    single_thread_below_us: float = Field(
-        100.0, ge=0, description="a model whose one-row run is faster gets one ONNX Runtime thread"
+    choice_budget_s: float = Field(
+        2.0,
+        ge=0,
+        le=60,
+        description="warm-up time for measuring engines, threads and spinning (warmup.py); past it, the "
+        "fastest measured so far serves",
     )
     auth_token_file: FilePath | None = Field(
         None, description="bearer token required on /v1/*, /v2/models/* and /metrics when set"

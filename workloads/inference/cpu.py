@@ -1,4 +1,5 @@
-"""How many CPUs this container may use, for sizing ONNX Runtime's thread pool.
+"""How many CPUs this container may use, for sizing ONNX Runtime's thread pool, and whether they
+compute in bfloat16 natively.
 
 ONNX Runtime sizes its pool to the host's cores, not the pod's CPU limit: on a 64-core node with a
 2-CPU limit it starts 64 threads that the CFS quota then throttles, and tail latency explodes. The limit
@@ -12,6 +13,11 @@ import os
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+CPUINFO = Path("/proc/cpuinfo")
+# The x86 feature flags (Linux /proc/cpuinfo names) of native bfloat16 arithmetic: AVX512_BF16 (Cooper
+# Lake, Zen 4 and later) and AMX-BF16 (Sapphire Rapids and later). OpenVINO's CPU plugin runs bf16 only
+# where one of them exists ("bf16 (Intel x86-64)", docs.openvino.ai CPU Device, "Supported Model Precision").
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 
 def _quota_cpus(quota: str, period: str) -> float | None:
@@ -59,3 +65,13 @@ def available_cpus(root: Path = CGROUP_ROOT) -> int:
     if limit is None:
         return cpus
     return max(1, min(cpus, math.floor(limit)))
+
+
+def native_bf16(cpuinfo: Path = CPUINFO) -> bool:
+    """The CPU computes in bfloat16 natively (a flag of ``BF16_FLAGS`` on every processor listed); False
+    where ``/proc/cpuinfo`` is absent or unreadable (not Linux): bf16 is then never assumed."""
+    text = _read(cpuinfo)
+    if text is None:
+        return False
+    flags = [set(line.partition(":")[2].split()) for line in text.splitlines() if line.startswith("flags")]
+    return bool(flags) and all(BF16_FLAGS & each for each in flags)

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from workloads.inference.drift import DriftCollector, DriftMonitor
+from workloads.inference.engines import EngineChoice
 
 ERROR_REASONS = (
     "validation",
@@ -96,6 +97,16 @@ class Metrics:
             multiprocess_mode="max",
         )
         self.info.labels(model, version).set(1)
+        self.engine = Gauge(
+            "inference_engine_info",
+            "How the served version runs, as measured and chosen at warm-up (1), and versions served "
+            "before (0): engine, precision, intra-op threads, spinning",
+            ["model", "version", "engine", "precision", "threads", "spinning"],
+            registry=reg,
+            multiprocess_mode="max",
+        )
+        self._engine_row: tuple[str, ...] | None = None  # the labels set to 1
+        self._built: EngineChoice | None = None  # the choice of the version built last
         self.swaps = Counter(
             "inference_model_swaps_total", "New model versions swapped in while serving", registry=reg
         )
@@ -125,7 +136,23 @@ class Metrics:
         self.info.labels(self.model, old).set(0)
         self.info.labels(self.model, new).set(1)
         self.drift.version = new
+        self._engine_serves(new)
         self.swaps.inc()
+
+    def engine_chosen(self, choice: EngineChoice) -> None:
+        """A version was built on ``choice``: shown at once for the first version, at its swap for the
+        next ones (built beside the serving version, which keeps its row until then)."""
+        self._built = choice
+        if self._engine_row is None:
+            self._engine_serves(self.drift.version)
+
+    def _engine_serves(self, version: str) -> None:
+        if self._built is None:
+            return
+        if self._engine_row is not None:
+            self.engine.labels(*self._engine_row).set(0)
+        self._engine_row = (self.model, version, *self._built.properties().values())
+        self.engine.labels(*self._engine_row).set(1)
 
     def responded(self, route: str, code: int) -> None:
         """Count one response; the child for a (route, code) pair is made on first sight, then reused."""

@@ -1,8 +1,8 @@
-"""One model version, loaded for serving: verified bytes, one ONNX Runtime session, batch hooks.
+"""One model version, loaded for serving: verified bytes, one engine running them, batch hooks.
 
 Loading reads ``model.onnx`` once, checks those exact bytes against the sha256 recorded in
-``metadata.json`` and hands the same bytes to ONNX Runtime, so the graph that runs is the graph that was
-verified (no window for the file to change between check and load).
+``metadata.json`` and hands the same bytes to the engine (``engines.py``), so the graph that runs is the
+graph that was verified (no window for the file to change between check and load).
 """
 
 from __future__ import annotations
@@ -12,12 +12,21 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from workloads.artifacts import METADATA_FILE, ONNX_FILE, ArtifactError, ModelMetadata, load_metadata
+from workloads.artifacts import (
+    METADATA_FILE,
+    ONNX_FILE,
+    ArtifactError,
+    Engine,
+    ModelMetadata,
+    load_metadata,
+)
+from workloads.inference.engines import EngineChoice, open_runner, session_options, unavailable
 
 Rows = npt.NDArray[np.float32]
 
@@ -55,9 +64,16 @@ _DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(int
 
 def verify_model(artifact: ModelArtifact, version_dir: Path) -> None:
     """ONNX Runtime loads the graph, and its inputs and outputs are the ones ``metadata.json`` promises
-    clients (names, element types, shapes; a dynamic dimension is ``None``). Checked once before the
-    server listens, so a model that cannot serve is refused at start (``ArtifactError``, one line) rather
-    than after "startup complete"."""
+    clients (names, element types, shapes; a dynamic dimension is ``None``), and the engine its metadata
+    names can run it here (a bf16 version needs OpenVINO and a CPU with native bf16). Checked once before
+    the server listens, so a model that cannot serve is refused at start (``ArtifactError``, one line)
+    rather than after "startup complete"."""
+    meta = artifact.metadata
+    if meta.engine is not None and (reason := unavailable(meta.engine, meta.precision)) is not None:
+        raise ArtifactError(
+            f"{version_dir}: published to run on {meta.engine} at {meta.precision}, which cannot run here: "
+            f"{reason}; serve its parent version {meta.parent_version} instead"
+        )
     try:
         session = ort.InferenceSession(
             artifact.onnx_bytes, sess_options=session_options(1), providers=["CPUExecutionProvider"]
@@ -86,39 +102,35 @@ def _spec(tensors: Sequence[tuple[str, str, list[int | None]]]) -> str:
     return ", ".join(f"{name} {dtype} {shape}" for name, dtype, shape in tensors) or "none"
 
 
-def session_options(threads: int) -> ort.SessionOptions:
-    """A session sized to the container's CPU limit.
-
-    Spinning is off: idle pool threads would otherwise busy-wait for the next batch on the very cores
-    the event loop needs to parse the next requests.
-    """
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
-
-
 class OnnxModel:
-    """The serving hooks around one session, in LitServe's terms: ``batch``, ``predict``, ``unbatch``."""
+    """The serving hooks around one engine running the version's graph, in LitServe's terms: ``batch``,
+    ``predict``, ``unbatch``. It computes at the version's own precision (``metadata.precision``);
+    ``spinning`` applies to ONNX Runtime only. ``openvino_model``: see ``engines.open_runner``."""
 
-    def __init__(self, artifact: ModelArtifact, threads: int) -> None:
+    def __init__(
+        self,
+        artifact: ModelArtifact,
+        threads: int,
+        *,
+        engine: Engine = "onnxruntime",
+        spinning: bool = False,
+        openvino_model: Any = None,
+    ) -> None:
         self.artifact = artifact
-        self.session = ort.InferenceSession(
-            artifact.onnx_bytes, sess_options=session_options(threads), providers=["CPUExecutionProvider"]
+        self.choice = EngineChoice(
+            engine,
+            artifact.metadata.precision,
+            threads,
+            spinning if engine == "onnxruntime" else None,
         )
-        self._input = self.session.get_inputs()[0].name
-        self._output = self.session.get_outputs()[0].name
+        self._run = open_runner(artifact.onnx_bytes, self.choice, openvino_model=openvino_model)
 
     @staticmethod
     def batch(items: Sequence[Rows]) -> Rows:
         return items[0] if len(items) == 1 else np.concatenate(items, axis=0)
 
     def predict(self, x: Rows) -> npt.NDArray[np.float32]:
-        out: npt.NDArray[np.float32] = self.session.run([self._output], {self._input: x})[0]
-        return out
+        return self._run(x)
 
     @staticmethod
     def unbatch(items: Sequence[Rows], y: npt.NDArray[np.float32]) -> list[npt.NDArray[np.float32]]:

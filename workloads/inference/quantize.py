@@ -1,15 +1,23 @@
-"""Dynamic int8 quantization of a model version, written as a new version beside its parent.
+"""Reduced-precision versions of a model version (int8, bf16), each written as a new version beside its
+parent.
 
-``<models>/<name>/<version>`` -> ``<models>/<name>/<version>-int8``, with its own ``metadata.json``
-naming the parent in ``parent_version``: the parent's files and recorded hashes are never touched. The
-int8 graph carries its weights inside ``model.onnx``, so the new version holds that file and metadata.
+``<models>/<name>/<version>`` -> ``<models>/<name>/<version>-int8`` (or ``-bf16``), with its own
+``metadata.json`` naming the parent in ``parent_version`` and recording its ``precision``, the
+``engine`` it runs on and its measured accuracy: the parent's files and recorded hashes are never
+touched. The new version holds its ``model.onnx`` and metadata.
 
-Dynamic quantization (weights int8 ahead of time, activations quantized per batch at run time) needs no
-calibration data, and it pays where a CPU model is bound by reading weights: a quarter of the bytes, and
-VNNI integer dot products where the CPU has them. Accuracy is measured on the exact held-out split the
-parent was measured on (rebuilt from ``metadata.dataset``, content hash verified), and recorded. A
-version that loses more than ``max_accuracy_drop`` (default one point) against its parent is refused:
-nothing is published, and the command says by how much it missed.
+- int8: dynamic quantization (weights int8 ahead of time, activations quantized per batch at run time)
+  needs no calibration data, and it pays where a CPU model is bound by reading weights: a quarter of the
+  bytes, and VNNI integer dot products where the CPU has them. Runs on ONNX Runtime.
+- bf16: the parent's graph, run by OpenVINO's CPU runtime at ``INFERENCE_PRECISION_HINT`` bf16 (half the
+  bytes read per weight, AVX512-BF16 / AMX-BF16 arithmetic). Published only from a machine whose CPU has
+  native bf16, so its accuracy is measured on the arithmetic that will serve it; a server without
+  OpenVINO or native bf16 refuses to load it (``model.verify_model``) rather than serve it at fp32.
+
+Accuracy is measured on the exact held-out split the parent was measured on (rebuilt from
+``metadata.dataset``, content hash verified), and recorded. A version that loses more than
+``max_accuracy_drop`` (default one point) against its parent is refused: nothing is published, and the
+command says by how much it missed.
 """
 
 from __future__ import annotations
@@ -20,27 +28,34 @@ import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from workloads.artifacts import ONNX_FILE, ArtifactError, ModelMetadata, write_metadata
+from workloads.artifacts import ONNX_FILE, ArtifactError, Engine, ModelMetadata, write_metadata
+from workloads.inference.cpu import available_cpus
+from workloads.inference.engines import EngineChoice, open_runner, unavailable
 from workloads.inference.model import load_artifact
 from workloads.training.hooks import HookError
 from workloads.training.tasks import Split, load_split_for
 
-INT8_SUFFIX = "-int8"
-# Test accuracy (a fraction) an int8 version may lose against its parent and still be published.
+Reduced = Literal["int8", "bf16"]
+# The engine each reduced precision runs on.
+ENGINES: dict[Reduced, Engine] = {"int8": "onnxruntime", "bf16": "openvino"}
+# Test accuracy (a fraction) a reduced-precision version may lose against its parent and still be published.
 MAX_ACCURACY_DROP = 0.01
 
 
-def accuracy(onnx_model: bytes | Path, split: Split) -> float:
-    """Top-1 accuracy of an ONNX classifier on the split's held-out rows."""
-    source = onnx_model if isinstance(onnx_model, bytes) else str(onnx_model)
-    session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
-    (scores,) = session.run(None, {session.get_inputs()[0].name: split.x_test})
+def accuracy(onnx_model: bytes | Path, split: Split, precision: Reduced | Literal["fp32"] = "fp32") -> float:
+    """Top-1 accuracy of an ONNX classifier on the split's held-out rows, run on the engine that serves
+    ``precision`` (ONNX Runtime for fp32 and int8)."""
+    onnx_bytes = onnx_model if isinstance(onnx_model, bytes) else onnx_model.read_bytes()
+    engine: Engine = "onnxruntime" if precision == "fp32" else ENGINES[precision]
+    run = open_runner(onnx_bytes, EngineChoice(engine, precision, available_cpus(), False))
+    scores = run(split.x_test)
     return float(np.mean(np.asarray(scores).argmax(axis=1) == split.y_test))
 
 
@@ -52,37 +67,56 @@ def _quantize(onnx_bytes: bytes, target: Path) -> None:
     quantize_dynamic(model, target, weight_type=QuantType.QInt8)
 
 
-def quantize_version(
-    version_dir: Path, *, overwrite: bool = False, max_accuracy_drop: float = MAX_ACCURACY_DROP
-) -> ModelMetadata:
-    """Quantize the version in ``version_dir``; returns the new version's metadata.
+def _bf16_graph(onnx_bytes: bytes, target: Path) -> None:
+    """The parent's graph as it is: OpenVINO computes it in bf16 when asked (``INFERENCE_PRECISION_HINT``)."""
+    target.write_bytes(onnx_bytes)
 
-    Raises ``ArtifactError`` if the parent does not verify, is itself quantized, the target exists
-    (unless ``overwrite``), or the int8 version loses more than ``max_accuracy_drop`` of test accuracy.
+
+def _write_graph(precision: Reduced, onnx_bytes: bytes, target: Path) -> None:
+    (_quantize if precision == "int8" else _bf16_graph)(onnx_bytes, target)
+
+
+def quantize_version(
+    version_dir: Path,
+    *,
+    precision: Reduced = "int8",
+    overwrite: bool = False,
+    max_accuracy_drop: float = MAX_ACCURACY_DROP,
+) -> ModelMetadata:
+    """Publish the version in ``version_dir`` at ``precision``; returns the new version's metadata.
+
+    Raises ``ArtifactError`` if the parent does not verify, is itself at a reduced precision, the target
+    exists (unless ``overwrite``), the precision's engine cannot run here (bf16 without OpenVINO or a CPU
+    with native bf16), or the new version loses more than ``max_accuracy_drop`` of test accuracy.
     """
     if not 0 <= max_accuracy_drop <= 1:
         raise ArtifactError(f"max accuracy drop {max_accuracy_drop} must lie between 0 and 1")
     parent = load_artifact(version_dir)
     meta = parent.metadata
-    if meta.version.endswith(INT8_SUFFIX):
-        raise ArtifactError(f"{version_dir}: already an int8 version")
-    target = version_dir.with_name(f"{meta.version}{INT8_SUFFIX}")
+    if meta.precision != "fp32":
+        raise ArtifactError(f"{version_dir}: already a reduced-precision version ({meta.precision})")
+    reason = unavailable(ENGINES[precision], precision)
+    if reason is not None:
+        raise ArtifactError(f"{version_dir}: cannot measure a {precision} version here: {reason}")
+    target = version_dir.with_name(f"{meta.version}-{precision}")
     if target.exists() and not overwrite:
         raise ArtifactError(f"{target} already exists; pass overwrite to replace it")
     split = load_split_for(meta.dataset)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=version_dir.parent))
     try:
-        _quantize(parent.onnx_bytes, staging / ONNX_FILE)
+        _write_graph(precision, parent.onnx_bytes, staging / ONNX_FILE)
         parent_accuracy = accuracy(parent.onnx_bytes, split)
-        int8_accuracy = accuracy(staging / ONNX_FILE, split)
-        if parent_accuracy - int8_accuracy > max_accuracy_drop:
+        reduced_accuracy = accuracy(staging / ONNX_FILE, split, precision)
+        if parent_accuracy - reduced_accuracy > max_accuracy_drop:
             raise ArtifactError(
-                f"{version_dir}: int8 test accuracy {int8_accuracy:.4f} is "
-                f"{(parent_accuracy - int8_accuracy) * 100:.2f} points below the parent's "
+                f"{version_dir}: {precision} test accuracy {reduced_accuracy:.4f} is "
+                f"{(parent_accuracy - reduced_accuracy) * 100:.2f} points below the parent's "
                 f"{parent_accuracy:.4f}, beyond the {max_accuracy_drop * 100:.2f}-point tolerance; "
                 "not published"
             )
-        written = write_metadata(staging, _int8_metadata(meta, parent_accuracy, int8_accuracy))
+        written = write_metadata(
+            staging, _reduced_metadata(meta, precision, parent_accuracy, reduced_accuracy)
+        )
         # mkdtemp creates an owner-only directory; the server reads it as another (non-root) user.
         staging.chmod(0o755)
         if target.exists():
@@ -93,24 +127,36 @@ def quantize_version(
     return written
 
 
-def _int8_metadata(parent: ModelMetadata, parent_accuracy: float, int8_accuracy: float) -> ModelMetadata:
+def _how(precision: Reduced) -> dict[str, Any]:
+    """How the reduced version computes, recorded in its hyperparameters."""
+    if precision == "int8":
+        return {
+            "quantization": {
+                "method": "onnxruntime.quantization.quantize_dynamic",
+                "weight_type": "int8",
+                "onnxruntime": ort.__version__,
+            }
+        }
+    import openvino
+
+    return {"inference_precision": {"engine": "openvino", "hint": "bf16", "openvino": openvino.__version__}}
+
+
+def _reduced_metadata(
+    parent: ModelMetadata, precision: Reduced, parent_accuracy: float, accuracy: float
+) -> ModelMetadata:
     return parent.model_copy(
         update={
-            "version": f"{parent.version}{INT8_SUFFIX}",
+            "version": f"{parent.version}-{precision}",
             "parent_version": parent.version,
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "hyperparameters": {
-                **parent.hyperparameters,
-                "quantization": {
-                    "method": "onnxruntime.quantization.quantize_dynamic",
-                    "weight_type": "int8",
-                    "onnxruntime": ort.__version__,
-                },
-            },
+            "precision": precision,
+            "engine": ENGINES[precision],
+            "hyperparameters": {**parent.hyperparameters, **_how(precision)},
             "metrics": {
-                "test_accuracy": int8_accuracy,
+                "test_accuracy": accuracy,
                 "parent_test_accuracy": parent_accuracy,
-                "test_accuracy_delta": int8_accuracy - parent_accuracy,
+                "test_accuracy_delta": accuracy - parent_accuracy,
             },
             "files": {},
         }
@@ -120,7 +166,13 @@ def _int8_metadata(parent: ModelMetadata, parent_accuracy: float, int8_accuracy:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads.inference.quantize", description=__doc__)
     parser.add_argument("version_dir", type=Path, help="<output>/models/<name>/<version>")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing <version>-int8")
+    parser.add_argument(
+        "--precision",
+        choices=list(ENGINES),
+        default="int8",
+        help="int8 (ONNX Runtime) or bf16 (OpenVINO, on a CPU with native bf16); default int8",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing <version>-<precision>")
     parser.add_argument(
         "--max-accuracy-drop",
         type=float,
@@ -130,7 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         written = quantize_version(
-            args.version_dir, overwrite=args.overwrite, max_accuracy_drop=args.max_accuracy_drop
+            args.version_dir,
+            precision=args.precision,
+            overwrite=args.overwrite,
+            max_accuracy_drop=args.max_accuracy_drop,
         )
     except (ArtifactError, HookError) as exc:
         print(exc, file=sys.stderr)

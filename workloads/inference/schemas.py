@@ -117,6 +117,10 @@ class V2ModelMetadata(BaseModel):
     platform: Literal["onnxruntime_onnx"] = "onnxruntime_onnx"
     inputs: list[V2TensorMetadata]
     outputs: list[V2TensorMetadata]
+    # Optional model properties, string to string (kserve/open-inference-protocol,
+    # open_inference_rest.yaml metadata_model_response.properties; grpc ModelMetadataResponse field 6):
+    # the engine, precision, threads and spinning the version runs with (engines.EngineChoice).
+    properties: dict[str, str] = Field(default_factory=dict)
 
 
 class V2Error(BaseModel):

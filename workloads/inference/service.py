@@ -25,6 +25,7 @@ from workloads.inference.drift import DRIFT_WINDOW_FILE, DriftMonitor
 from workloads.inference.follow import Fetched, Follower, check_compatible
 from workloads.inference.metrics import Metrics
 from workloads.inference.model import ModelArtifact, OnnxModel, Rows
+from workloads.inference.warmup import build_model
 
 log = logging.getLogger("workloads.inference")
 
@@ -157,16 +158,8 @@ class Service:
         )
 
     def _build(self, artifact: ModelArtifact) -> OnnxModel:
-        """A warmed session, with ONNX Runtime's threads sized to the work: a model whose one-row run is
-        cheaper than ``single_thread_below_us`` gets one thread, since its batches take microseconds and
-        waking more threads would cost more than the work they share."""
-        model = OnnxModel(artifact, self.threads)
-        model.warm_up(self.config.max_batch_size)
-        if self.threads > 1 and model.single_row_seconds() < self.config.single_thread_below_us / 1e6:
-            self.threads = 1
-            model = OnnxModel(artifact, 1)
-            model.warm_up(self.config.max_batch_size)
-        return model
+        """A warmed model on the engine, threads and spinning measured fastest for it (``warmup.py``)."""
+        return build_model(artifact, self.threads, self.config, self.metrics.engine_chosen)
 
     def _run_batch(self, items: Sequence[Rows]) -> list[tuple[Scores, str]]:
         """One model run for a batch of requests, labelled with the version that ran it; runs on the

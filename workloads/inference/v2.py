@@ -53,8 +53,13 @@ def _metadata(service: Service) -> V2ModelMetadata:
             for t in specs
         ]
 
+    served = service.served
     return V2ModelMetadata(
-        name=meta.name, versions=[service.version], inputs=tensors(meta.inputs), outputs=tensors(meta.outputs)
+        name=meta.name,
+        versions=[service.version],
+        inputs=tensors(meta.inputs),
+        outputs=tensors(meta.outputs),
+        properties=served.model.choice.properties() if served is not None else {},
     )
 
 

@@ -92,3 +92,15 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
 def server(launch: Launch, model_dir: Path) -> Server:
     """The shared server: a 20 ms batching window so concurrent test requests visibly share runs."""
     return launch(model_dir, max_wait_ms=20)
+
+
+@pytest.fixture(scope="session")
+def bf16_dir(model_dir: Path) -> Path:
+    """The bf16 version of the model (OpenVINO at bf16); skipped where this machine cannot measure one."""
+    from workloads.inference.engines import unavailable
+
+    reason = unavailable("openvino", "bf16")
+    if reason is not None:
+        pytest.skip(f"no bf16 version here: {reason}")
+    quantize_version(model_dir, precision="bf16")
+    return model_dir.with_name("1-bf16")

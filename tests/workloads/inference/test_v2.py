@@ -8,7 +8,7 @@ import pytest
 
 from workloads.training.tasks import Split
 
-from .serving import Server
+from .serving import Server, metric_samples
 
 N_FEATURES = 64
 
@@ -25,6 +25,7 @@ def test_health_and_model_metadata(server: Server) -> None:
         model_ready = client.get("/v2/models/digits/ready")
         version_ready = client.get("/v2/models/digits/versions/1/ready")
         metadata = client.get("/v2/models/digits").json()
+        properties = metadata.pop("properties")
         unknown = client.get("/v2/models/iris")
         wrong_version = client.get("/v2/models/digits/versions/2/ready")
     assert (live.status_code, live.json()) == (200, {"live": True})
@@ -39,6 +40,13 @@ def test_health_and_model_metadata(server: Server) -> None:
     }
     assert unknown.status_code == wrong_version.status_code == 404
     assert "unknown model 'iris'" in unknown.json()["error"]
+    # What warm-up chose, as the spec's optional model properties (string to string; kserve/
+    # open-inference-protocol open_inference_rest.yaml, metadata_model_response.properties), and the
+    # same on /metrics: an fp32 version runs at fp32, on one of the engines.
+    assert set(properties) == {"engine", "precision", "threads", "spinning"}
+    assert properties["engine"] in {"onnxruntime", "openvino"} and properties["precision"] == "fp32"
+    labels = tuple(sorted({"model": "digits", "version": "1", **properties}.items()))
+    assert metric_samples(server)["inference_engine_info", labels] == 1
 
 
 @pytest.mark.parametrize("nested", [False, True], ids=["flat", "nested"])

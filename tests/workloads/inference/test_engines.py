@@ -1,0 +1,168 @@
+"""How a version runs: the engine, threads and spinning measured at warm-up, the version's own precision,
+and what each engine needs (OpenVINO, native bf16)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workloads.artifacts import METADATA_FILE, ArtifactError, ModelMetadata, load_metadata
+from workloads.inference import engines, warmup
+from workloads.inference.config import ServeConfig
+from workloads.inference.cpu import native_bf16
+from workloads.inference.drift import DriftMonitor
+from workloads.inference.engines import EngineChoice, open_runner
+from workloads.inference.metrics import Metrics
+from workloads.inference.model import load_artifact, verify_model
+from workloads.inference.warmup import Measured, build_model, candidates, choose, thread_counts
+from workloads.training.tasks import Split
+
+ORT_1 = EngineChoice("onnxruntime", "fp32", 1, False)
+ORT_2 = EngineChoice("onnxruntime", "fp32", 2, False)
+ORT_2_SPIN = EngineChoice("onnxruntime", "fp32", 2, True)
+OV_2 = EngineChoice("openvino", "fp32", 2)
+
+
+def timed(**seconds: float) -> list[Measured]:
+    named = {"ort_1": ORT_1, "ort_2": ORT_2, "ort_2_spin": ORT_2_SPIN, "ov_2": OV_2}
+    return [Measured(named[name], s) for name, s in seconds.items()]
+
+
+def test_the_fastest_candidate_is_chosen() -> None:
+    """A model-bound run (the 50M-weight MLP): two threads, or OpenVINO, win when measured faster."""
+    assert choose(timed(ort_2=8.5e-3, ort_2_spin=8.8e-3, ov_2=9e-3, ort_1=14e-3)).choice == ORT_2
+    assert choose(timed(ort_2=8.5e-3, ov_2=6e-3, ort_1=14e-3)).choice == OV_2
+    assert choose(timed(ort_2=8.5e-3, ort_2_spin=5e-3)).choice == ORT_2_SPIN
+
+
+def test_timing_noise_does_not_buy_threads_or_spinning() -> None:
+    """Within 5 % (or 10 µs) of the fastest, the simplest wins: no spinning, fewest threads, ONNX Runtime."""
+    assert choose(timed(ort_2=8.5e-3, ort_2_spin=8.3e-3, ov_2=8.4e-3, ort_1=8.6e-3)).choice == ORT_1
+    assert choose(timed(ort_2=8.5e-3, ort_2_spin=8.2e-3, ov_2=8.4e-3, ort_1=12e-3)).choice == ORT_2
+    # The digits model: microseconds apart is noise next to a request's HTTP handling.
+    assert choose(timed(ort_2=9e-6, ort_2_spin=8e-6, ov_2=70e-6, ort_1=12e-6)).choice == ORT_1
+
+
+def test_candidates_keep_the_version_s_precision() -> None:
+    """fp32 is never run in bf16; int8 runs on ONNX Runtime, bf16 on OpenVINO, each at its own precision."""
+    fp32 = candidates("fp32", None, 2, openvino=True)
+    assert fp32 == [ORT_2, ORT_2_SPIN, OV_2, ORT_1, EngineChoice("openvino", "fp32", 1)]
+    assert candidates("fp32", None, 2, openvino=False) == [ORT_2, ORT_2_SPIN, ORT_1]
+    assert {c.engine for c in candidates("int8", "onnxruntime", 4, openvino=True)} == {"onnxruntime"}
+    bf16 = candidates("bf16", "openvino", 4, openvino=True)
+    assert {(c.engine, c.precision) for c in bf16} == {("openvino", "bf16")}
+    assert [c.threads for c in bf16] == [4, 1, 2]
+    assert thread_counts(1) == [1] and thread_counts(6) == [6, 1, 2, 4]
+
+
+CPUINFO = "processor\t: {n}\nflags\t\t: fpu sse2 avx2 avx512f {extra}\n\n"
+
+
+@pytest.mark.parametrize(
+    ("extras", "native"),
+    [(["amx_bf16", "amx_bf16"], True), (["avx512_bf16", "avx512_bf16"], True), (["", ""], False)],
+)
+def test_native_bf16_reads_the_cpu_flags(tmp_path: Path, extras: list[str], native: bool) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("".join(CPUINFO.format(n=n, extra=e) for n, e in enumerate(extras)))
+    assert native_bf16(cpuinfo) is native
+    assert native_bf16(tmp_path / "absent") is False
+
+
+def test_metadata_written_before_precision_existed_still_loads(model_dir: Path, tmp_path: Path) -> None:
+    """An fp32 version without the fields is fp32, chosen at warm-up; an int8 one says so in its
+    hyperparameters and runs on ONNX Runtime."""
+    raw = json.loads((model_dir / METADATA_FILE).read_text())
+    old = {k: v for k, v in raw.items() if k not in ("precision", "engine")}
+    fp32 = ModelMetadata.model_validate(old)
+    assert (fp32.precision, fp32.engine) == ("fp32", None)
+    old_int8 = {**old, "hyperparameters": {**old["hyperparameters"], "quantization": {"weight_type": "int8"}}}
+    int8 = ModelMetadata.model_validate(old_int8)
+    assert (int8.precision, int8.engine) == ("int8", "onnxruntime")
+
+
+def test_a_real_warm_up_chooses_from_measurement_and_keeps_fp32_outputs(
+    model_dir: Path, held_out: Split, caplog: pytest.LogCaptureFixture
+) -> None:
+    artifact = load_artifact(model_dir)
+    heard: list[EngineChoice] = []
+    with caplog.at_level(logging.INFO, logger="workloads.inference"):
+        model = build_model(artifact, 2, ServeConfig(model_dir=model_dir), heard.append)
+    assert heard == [model.choice] and model.choice.precision == "fp32"
+    assert model.choice in candidates("fp32", None, 2, engines.openvino_installed())
+    assert "warm-up chose" in caplog.text and "measured" in caplog.text
+    reference = open_runner(artifact.onnx_bytes, ORT_1)(held_out.x_test)
+    got = model.predict(held_out.x_test)
+    assert np.max(np.abs(got - reference)) <= warmup.TOLERANCE["fp32"] * np.max(np.abs(reference))
+    assert (got.argmax(axis=1) == reference.argmax(axis=1)).all()
+
+
+def test_a_candidate_with_other_outputs_is_never_chosen(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planted: every candidate after the first (the reference) gives shifted outputs, however fast."""
+    real = engines.open_runner
+    opened: list[EngineChoice] = []
+
+    def shifted(onnx_bytes: bytes, choice: EngineChoice, **kw: object) -> engines.Runner:
+        run = real(onnx_bytes, choice, **kw)
+        opened.append(choice)
+        return run if len(opened) == 1 else (lambda x: run(x) + 1.0)
+
+    monkeypatch.setattr("workloads.inference.model.open_runner", shifted)
+    model = build_model(load_artifact(model_dir), 2, ServeConfig(model_dir=model_dir))
+    assert len(opened) > 1 and model.choice == opened[0]
+
+
+def test_a_bf16_version_runs_on_openvino_at_bf16_close_to_fp32(
+    model_dir: Path, bf16_dir: Path, held_out: Split
+) -> None:
+    meta = load_metadata(bf16_dir)
+    assert (meta.precision, meta.engine, meta.parent_version) == ("bf16", "openvino", "1")
+    model = build_model(load_artifact(bf16_dir), 2, ServeConfig(model_dir=bf16_dir))
+    assert (model.choice.engine, model.choice.precision) == ("openvino", "bf16")
+    reference = open_runner(load_artifact(model_dir).onnx_bytes, ORT_1)(held_out.x_test)
+    got = model.predict(held_out.x_test)
+    assert np.max(np.abs(got - reference)) <= warmup.TOLERANCE["bf16"] * np.max(np.abs(reference))
+
+
+def test_a_bf16_version_is_refused_where_the_cpu_has_no_native_bf16(
+    bf16_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not served at fp32 instead: its accuracy was measured at bf16, and its parent is the fp32 version."""
+    monkeypatch.setattr(engines, "native_bf16", lambda: False)
+    with pytest.raises(ArtifactError) as refused:
+        verify_model(load_artifact(bf16_dir), bf16_dir)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "openvino at bf16" in message and "no native bf16" in message and "parent version 1" in message
+    with pytest.raises(
+        RuntimeError, match=r"no engine runs version 1-bf16 \(bf16\) here: this CPU has no native bf16"
+    ):
+        build_model(load_artifact(bf16_dir), 2, ServeConfig(model_dir=bf16_dir))
+
+
+def test_the_engine_metric_follows_the_served_version(model_dir: Path) -> None:
+    """The first version's choice shows at once; a version built beside it shows only once swapped in."""
+    meta = load_metadata(model_dir)
+    drift = DriftMonitor(meta.reference_histograms, window=100, threshold=0.2, min_samples=50)
+    metrics = Metrics(model="digits", version="1", max_batch_size=32, drift=drift)
+
+    def rows() -> dict[tuple[str, ...], float]:
+        return {
+            tuple(s.labels[k] for k in ("version", "engine", "threads", "spinning")): s.value
+            for family in metrics.registry.collect()
+            if family.name == "inference_engine_info"
+            for s in family.samples
+        }
+
+    metrics.engine_chosen(ORT_2)
+    assert rows() == {("1", "onnxruntime", "2", "off"): 1}
+    metrics.engine_chosen(OV_2)  # version 2 built while 1 serves
+    assert rows() == {("1", "onnxruntime", "2", "off"): 1}
+    metrics.swapped("1", "2")
+    assert rows() == {("1", "onnxruntime", "2", "off"): 0, ("2", "openvino", "2", "n/a"): 1}

@@ -1,0 +1,217 @@
+"""Which engine, thread count and spinning a version runs with: measured at warm-up, on this pod's CPUs.
+
+No fixed threshold decides it: how fast a one-row run is (the cost at concurrency 1, where nothing
+batches) depends on the model, the CPU and its limit, so warm-up times the candidates and keeps the
+fastest. The candidates, in the order measured:
+
+- ONNX Runtime with the thread budget (the CPU limit over the workers: what served before this choice
+  was measured), idle pool threads sleeping, then spinning; OpenVINO (where installed, ``engines.py``)
+  with the same threads;
+- then both with 1 thread, and with the powers of two between 1 and the budget.
+
+Where building a candidate is dear (a 50M-weight model takes ~0.75 s per ONNX Runtime session here) the
+budget stops the list early, after the candidates likeliest to win a model-bound run.
+
+They run the version at its own precision only: an fp32 version is never run in bf16 (a reduced
+precision is a published, accuracy-gated version of its own: ``quantize.py``), and a version whose
+metadata names an engine (int8 on ONNX Runtime, bf16 on OpenVINO) only varies its threads and spinning.
+A candidate must first give the reference's outputs (ONNX Runtime on the same graph; fp32 for bf16) on a
+probe batch drawn from the training histograms, within ``TOLERANCE`` of the largest output; one that
+does not, or does not load, is skipped. Each is then timed on a few one-row runs (median); the fastest
+wins, unless a simpler one (``simplicity``) is within ``MARGIN`` (or ``SLACK_S``) of it.
+
+Candidates are built one at a time and dropped unless fastest so far, so at most two copies of the
+weights live at once; once ``choice_budget_s`` is spent no further candidate is tried (the first always
+is).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from workloads.artifacts import FeatureHistogram, Precision
+from workloads.inference.config import ServeConfig
+from workloads.inference.engines import (
+    EngineChoice,
+    open_runner,
+    openvino_installed,
+    read_openvino,
+    unavailable,
+)
+from workloads.inference.model import ModelArtifact, OnnxModel, Rows
+
+log = logging.getLogger("workloads.inference")
+
+# A candidate's outputs may differ from the reference's by this fraction of the largest reference output:
+# the same arithmetic in another order (threads, kernels) differs by about 1e-6 in fp32; bf16 keeps 8
+# significant bits (about 0.4 % per operation), measured 0.5 % on the 50M-weight MLP.
+TOLERANCE: dict[Precision, float] = {"fp32": 1e-4, "int8": 1e-4, "bf16": 3e-2}
+# A simpler candidate this close to the fastest (as a fraction of its time, and at least SLACK_S) is
+# chosen instead: timing noise does not buy threads or spinning. 10 µs is well under what a request
+# costs around its run (HTTP, JSON: about 100 µs here), so a cheap model keeps its simplest setting.
+MARGIN = 0.05
+SLACK_S = 10e-6
+PROBE_ROWS = 16
+MIN_RUNS, MAX_RUNS = 3, 15
+# Time one candidate's runs may take, beyond its first three.
+RUNS_S = 0.15
+
+
+@dataclass(frozen=True)
+class Measured:
+    choice: EngineChoice
+    seconds: float  # median one-row run
+
+
+def thread_counts(budget: int) -> list[int]:
+    """The budget, 1, then the powers of two between them."""
+    between = [2**k for k in range(1, budget.bit_length()) if 2**k < budget]
+    return list(dict.fromkeys([budget, 1, *between]))
+
+
+def candidates(precision: Precision, engine: str | None, threads: int, openvino: bool) -> list[EngineChoice]:
+    """What warm-up measures for a version at ``precision`` whose metadata names ``engine`` (or None),
+    with a budget of ``threads``, in the order measured."""
+
+    def ort(n: int) -> list[EngineChoice]:  # spinning means nothing without a pool (1 thread)
+        return [
+            EngineChoice("onnxruntime", precision, n, spin) for spin in ((False, True) if n > 1 else (False,))
+        ]
+
+    first, *rest = thread_counts(threads)
+    ort_first, ort_rest = ort(first), [c for n in rest for c in ort(n)]
+    ov_first, ov_rest = (
+        [EngineChoice("openvino", precision, first)],
+        [EngineChoice("openvino", precision, n) for n in rest],
+    )
+    if engine == "onnxruntime":
+        return ort_first + ort_rest
+    if engine == "openvino":
+        return ov_first + ov_rest
+    return ort_first + ov_first + ort_rest + ov_rest if openvino else ort_first + ort_rest
+
+
+def simplicity(choice: EngineChoice) -> tuple[bool, int, bool]:
+    """Sort key, simplest first: no spinning (spinning threads burn the cores the event loop needs while
+    idle), fewer threads, ONNX Runtime (the engine every version runs on)."""
+    return bool(choice.spinning), choice.threads, choice.engine != "onnxruntime"
+
+
+def choose(measured: Sequence[Measured], margin: float = MARGIN, slack_s: float = SLACK_S) -> Measured:
+    """The fastest, or the simplest candidate within ``margin`` of it (at least ``slack_s``)."""
+    fastest = min(m.seconds for m in measured)
+    close = [m for m in measured if m.seconds <= fastest + max(fastest * margin, slack_s)]
+    return min(close, key=lambda m: simplicity(m.choice))
+
+
+def probe_rows(histograms: Sequence[FeatureHistogram], rows: int = PROBE_ROWS, seed: int = 0) -> Rows:
+    """Rows drawn from the training histograms (a bin by its count, uniform within it): inputs like the
+    ones served, so outputs are compared where they matter."""
+    rng = np.random.default_rng(seed)
+    columns = []
+    for hist in histograms:
+        edges, counts = np.asarray(hist.bin_edges), np.asarray(hist.counts, dtype=float)
+        bins = rng.choice(len(counts), size=rows, p=counts / counts.sum())
+        columns.append(rng.uniform(edges[bins], edges[bins + 1]))
+    return np.stack(columns, axis=1).astype(np.float32)
+
+
+def one_row_seconds(model: OnnxModel, row: Rows) -> float:
+    """The median of a few one-row runs, after one untimed: at least ``MIN_RUNS``, at most ``MAX_RUNS``,
+    stopping once ``RUNS_S`` is spent."""
+    model.predict(row)
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < MAX_RUNS and (len(times) < MIN_RUNS or spent < RUNS_S):
+        started = time.perf_counter()
+        model.predict(row)
+        times.append(time.perf_counter() - started)
+        spent += times[-1]
+    return float(np.median(times))
+
+
+def within(y: Rows, reference: Rows, tolerance: float) -> bool:
+    scale = float(np.max(np.abs(reference))) or 1.0
+    return bool(np.all(np.isfinite(y))) and float(np.max(np.abs(y - reference))) <= tolerance * scale
+
+
+def _built(artifact: ModelArtifact, choices: Sequence[EngineChoice]) -> Iterator[OnnxModel]:
+    """Each candidate, built in turn (OpenVINO reads the graph once for all of its candidates); one that
+    fails to build is logged and skipped."""
+    openvino_model = None
+    for choice in choices:
+        try:
+            if choice.engine == "openvino" and openvino_model is None:
+                openvino_model = read_openvino(artifact.onnx_bytes)
+            yield OnnxModel(
+                artifact,
+                choice.threads,
+                engine=choice.engine,
+                spinning=bool(choice.spinning),
+                openvino_model=openvino_model,
+            )
+        except Exception as exc:
+            log.warning("warm-up: %s does not load, skipped: %s", choice.label, str(exc).splitlines()[0])
+
+
+def build_model(
+    artifact: ModelArtifact,
+    threads: int,
+    config: ServeConfig,
+    on_chosen: Callable[[EngineChoice], None] | None = None,
+) -> OnnxModel:
+    """The version on the fastest candidate that gives the reference's outputs, warmed for
+    ``config.max_batch_size``; ``on_chosen`` hears the choice. Raises ``RuntimeError`` when no candidate
+    qualifies (a version published for an engine this pod cannot run, say)."""
+    meta = artifact.metadata
+    started = time.perf_counter()
+    probe = probe_rows(meta.reference_histograms)
+    # The reference is ONNX Runtime on the same graph: the first candidate for an fp32 or int8 version
+    # (its thread count does not change the arithmetic beyond rounding); bf16 is compared with fp32.
+    reference: Rows | None = None
+    choices = candidates(meta.precision, meta.engine, threads, openvino_installed())
+    measured: list[Measured] = []
+    kept: tuple[EngineChoice, OnnxModel] | None = None  # the choice so far, if still built
+    for model in _built(artifact, choices):
+        y = model.predict(probe)
+        if reference is None and model.choice.engine == "onnxruntime":
+            reference = y
+        elif reference is None:
+            fp32 = EngineChoice("onnxruntime", "fp32", 1, False)
+            reference = open_runner(artifact.onnx_bytes, fp32)(probe)
+        if not within(y, reference, TOLERANCE[meta.precision]):
+            log.warning("warm-up: %s gives other outputs than the reference, skipped", model.choice.label)
+        else:
+            measured.append(Measured(model.choice, one_row_seconds(model, probe[:1])))
+            if choose(measured) is measured[-1]:
+                kept = (model.choice, model)
+        if time.perf_counter() - started > config.choice_budget_s:
+            break
+    if not measured:
+        why = unavailable(meta.engine, meta.precision) if meta.engine is not None else None
+        raise RuntimeError(
+            f"no engine runs version {meta.version} ({meta.precision}) here: {why or 'see the log'}"
+        )
+    chosen = choose(measured)
+    if kept is not None and kept[0] == chosen.choice:
+        model = kept[1]
+    else:  # a simpler candidate, dropped when a faster one came, turned out within the margin after all
+        model = next(_built(artifact, [chosen.choice]))
+    model.warm_up(config.max_batch_size)
+    log.info(
+        "warm-up chose %s: %.0f µs a row; measured %d of %d candidates in %.0f ms: %s",
+        chosen.choice.label,
+        chosen.seconds * 1e6,
+        len(measured),
+        len(choices),
+        (time.perf_counter() - started) * 1000,
+        "; ".join(f"{m.choice.label} {m.seconds * 1e6:.0f} µs" for m in measured),
+    )
+    if on_chosen is not None:
+        on_chosen(chosen.choice)
+    return model
