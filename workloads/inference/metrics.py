@@ -10,6 +10,12 @@ workers; the in-flight and queue gauges are kept up to date as they change (not 
 time, which would show only the scraping worker's own) and summed over the live workers; drift is read
 from the window the workers share.
 
+Prediction routes are also counted per version after routing (``workloads.delivery.contract``): the
+responses, errors and latency of each loaded version in its role (champion or challenger), the shadow
+comparisons, and the split and shadow sample each process applies now, so a rollout reads from any
+replica what each version did and what that replica is doing. The applied settings are gauges of the
+smallest value over the live workers: a pod reports a new setting once all its workers apply it.
+
 Label children are bound once, here: ``Counter.labels(...)`` takes a lock and builds a key on every call,
 which profiled at tens of microseconds per request, against a model run of nine.
 """
@@ -19,7 +25,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from workloads.inference.drift import DriftCollector, DriftMonitor
+from workloads.delivery import contract
+from workloads.delivery.contract import Role
+from workloads.inference.drift import DriftCollector, DriftSources
 
 ERROR_REASONS = (
     "validation",
@@ -37,6 +45,10 @@ UPDATE_FAILURES = ("resolve", "download", "verify", "incompatible", "load")
 # Route labels (see ``gate.route_of``): V2 paths carry the model name, counted under one label each.
 ROUTES = ("/v1/predict", "/v1/drift", "/metrics", "/v2/infer", "/v2/models", "other")
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# One model run of a shadow copy's rows: microseconds for a small model, tens of milliseconds for a large.
+RUN_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+# The largest |champion score - challenger score| over a shadow copy's rows (logits or probabilities).
+DIFFERENCE_BUCKETS = (1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
 def _batch_buckets(max_batch_size: int) -> tuple[float, ...]:
@@ -53,9 +65,8 @@ class Metrics:
         self,
         *,
         model: str,
-        version: str,
         max_batch_size: int,
-        drift: DriftMonitor,
+        drift: DriftSources,
         multiprocess: bool = False,
     ) -> None:
         reg = CollectorRegistry()
@@ -95,7 +106,6 @@ class Metrics:
             registry=reg,
             multiprocess_mode="max",
         )
-        self.info.labels(model, version).set(1)
         self.swaps = Counter(
             "inference_model_swaps_total", "New model versions swapped in while serving", registry=reg
         )
@@ -108,24 +118,96 @@ class Metrics:
             registry=reg,
         )
         self.update_failures = {reason: failures.labels(reason) for reason in UPDATE_FAILURES}
+        per_version = ["model", "version", "role"]
+        self.version_responses = Counter(
+            contract.VERSION_RESPONSES,
+            "Prediction responses after routing, by the version that answered, its role and status code",
+            [*per_version, "code"],
+            registry=reg,
+        )
+        self.version_errors = Counter(
+            contract.VERSION_ERRORS,
+            "Prediction errors after routing, by version, role and reason",
+            [*per_version, "reason"],
+            registry=reg,
+        )
+        self.version_latency = Histogram(
+            contract.VERSION_LATENCY,
+            "Time from routing a prediction to its response, by version and role",
+            per_version,
+            buckets=LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.shadow_requests = Counter(
+            contract.SHADOW_REQUESTS,
+            "Champion requests copied to the challenger, by outcome ("
+            + ", ".join(contract.SHADOW_OUTCOMES)
+            + ")",
+            ["model", "version", "outcome"],
+            registry=reg,
+        )
+        self.shadow_agreed = Counter(
+            contract.SHADOW_AGREED,
+            "Compared shadow copies whose every row got the same label from both versions",
+            ["model", "version"],
+            registry=reg,
+        )
+        self.shadow_difference = Histogram(
+            contract.SHADOW_DIFFERENCE,
+            "Largest absolute score difference between the versions over a compared copy's rows",
+            ["model", "version"],
+            buckets=DIFFERENCE_BUCKETS,
+            registry=reg,
+        )
+        self.shadow_latency = Histogram(
+            contract.SHADOW_LATENCY,
+            "One model run of a compared copy's rows on each version, by role",
+            ["model", "version", "role"],
+            buckets=RUN_BUCKETS,
+            registry=reg,
+        )
+        self.split_applied = Gauge(
+            contract.SPLIT_APPLIED,
+            "Percent of requests this server routes to the challenger now (version: the challenger's)",
+            ["model", "version"],
+            registry=reg,
+            multiprocess_mode="livemin",
+        )
+        self.shadow_applied = Gauge(
+            contract.SHADOW_APPLIED,
+            "Percent of champion requests this server copies to the challenger now",
+            ["model", "version"],
+            registry=reg,
+            multiprocess_mode="livemin",
+        )
+        self._applied_version = ""
+        self.applied(0, 0, "")
         # What /metrics exposes: this registry, or in multiprocess mode the merge of every worker's files
         # (the metrics above must then not be registered with it too, or they would appear twice).
         self.registry = reg
         if multiprocess:
             self.registry = CollectorRegistry()
             MultiProcessCollector(self.registry)  # type: ignore[no-untyped-call]
-        self.drift = DriftCollector(drift, model, version)
-        self.registry.register(self.drift)
+        self.registry.register(DriftCollector(model, drift))
         self.error = {reason: self.errors.labels(reason) for reason in ERROR_REASONS}
         self.route_latency = {route: self.latency.labels(route) for route in ROUTES}
         self._responses: dict[tuple[str, int], Counter] = {}
 
     def swapped(self, old: str, new: str) -> None:
-        """The served version changed: the info series and the drift scores follow it."""
+        """The served version changed: the info series follows it."""
         self.info.labels(self.model, old).set(0)
         self.info.labels(self.model, new).set(1)
-        self.drift.version = new
         self.swaps.inc()
+
+    def applied(self, split: int, shadow: int, version: str) -> None:
+        """The split and shadow sample now applied, to challenger ``version`` ("" and 0 when none is
+        loaded); the series of a challenger no longer loaded says 0, as nothing goes to it any more."""
+        if version != self._applied_version:
+            self.split_applied.labels(self.model, self._applied_version).set(0)
+            self.shadow_applied.labels(self.model, self._applied_version).set(0)
+            self._applied_version = version
+        self.split_applied.labels(self.model, version).set(split)
+        self.shadow_applied.labels(self.model, version).set(shadow)
 
     def responded(self, route: str, code: int) -> None:
         """Count one response; the child for a (route, code) pair is made on first sight, then reused."""
@@ -133,3 +215,36 @@ class Metrics:
         if child is None:
             child = self._responses[route, code] = self.responses.labels(route, str(code))
         child.inc()
+
+
+class VersionMetrics:
+    """The prediction-route series of one loaded version in one role, children bound once."""
+
+    def __init__(self, metrics: Metrics, version: str, role: Role) -> None:
+        labels = (metrics.model, version, role)
+        self.version = version
+        self.latency = metrics.version_latency.labels(*labels)
+        self.errors = {reason: metrics.version_errors.labels(*labels, reason) for reason in ERROR_REASONS}
+        self._family = metrics.version_responses
+        self._labels = labels
+        self._responses: dict[int, Counter] = {}
+
+    def answered(self, code: int, seconds: float) -> None:
+        child = self._responses.get(code)
+        if child is None:
+            child = self._responses[code] = self._family.labels(*self._labels, str(code))
+        child.inc()
+        self.latency.observe(seconds)
+
+
+class ShadowMetrics:
+    """The shadow series of one challenger version."""
+
+    def __init__(self, metrics: Metrics, version: str) -> None:
+        labels = (metrics.model, version)
+        self.outcome = {
+            outcome: metrics.shadow_requests.labels(*labels, outcome) for outcome in contract.SHADOW_OUTCOMES
+        }
+        self.agreed = metrics.shadow_agreed.labels(*labels)
+        self.difference = metrics.shadow_difference.labels(*labels)
+        self.run = {role: metrics.shadow_latency.labels(*labels, role) for role in contract.ROLES}
