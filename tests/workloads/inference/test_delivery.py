@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ Reply = tuple[int, dict[str, str], dict[str, Any]]
 async def call(app: ApiGate, path: str, body: object = None, headers: dict[str, str] | None = None) -> Reply:
     """One HTTP request through the ASGI app: status, headers, JSON body."""
     raw = json.dumps(body).encode() if body is not None else b""
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -67,7 +67,7 @@ async def call(app: ApiGate, path: str, body: object = None, headers: dict[str, 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": raw, "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     await app(scope, receive, send)
