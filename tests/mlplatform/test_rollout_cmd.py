@@ -102,7 +102,7 @@ def test_the_job_stops_when_no_server_applies_the_split(registry_uri: str) -> No
     )
     assert done.returncode == 1, done.stderr
     assert "stopped at shadow: servers did not apply split 0% / shadow 20% within 1 s" in done.stderr
-    assert client.model_tags(name) == {
+    assert client.registered_model(name).tags == {
         "mlplatform.delivery.challenger-percent": "0",
         "mlplatform.delivery.shadow-percent": "0",
     }

@@ -27,6 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 BLOCKER = """
 import importlib.abc, json, sys
 BLOCKED = set(json.loads(sys.argv[1]))
+# The dev venv's editable install of this project would find any module of the repository, copied or not.
+sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
@@ -103,7 +105,11 @@ def test_training_image_entry_points_import_with_the_train_extra(modules: list[s
 
 
 def test_inference_image_entry_point_imports_from_the_copied_files(tmp_path: Path) -> None:
-    for relative in ("workloads/__init__.py", "workloads/artifacts.py"):
+    # What workloads/inference/Dockerfile copies.
+    copied = ["workloads/__init__.py", "workloads/artifacts.py"]
+    copied += [f"workloads/registry/{name}.py" for name in ("__init__", "client", "rollout")]
+    copied += [f"workloads/delivery/{name}.py" for name in ("__init__", "contract")]
+    for relative in copied:
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / relative, tmp_path / relative)
     shutil.copytree(REPO / "workloads" / "inference", tmp_path / "workloads" / "inference")

@@ -19,13 +19,14 @@ import numpy as np
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from workloads.delivery.contract import ROUTING_KEY_HEADER
 from workloads.inference.gate import ApiGate, BodyHandler
 from workloads.inference.responses import (
     JSON,
+    answer,
     describe_bodies,
     json_response,
     parse,
-    predict_rows,
     request_body,
 )
 from workloads.inference.schemas import (
@@ -35,7 +36,7 @@ from workloads.inference.schemas import (
     V2InferRequest,
     request_model,
 )
-from workloads.inference.service import Service
+from workloads.inference.service import Prediction, Service
 from workloads.inference.v2 import add_v2
 
 
@@ -59,14 +60,18 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        service.batcher.start()
+        service.champion.batcher.start()
         loading = asyncio.create_task(service.load())
         loading.add_done_callback(on_loaded)
-        # A registry alias: checked every poll interval, each new version swapped in (follow.py).
-        following = (
-            asyncio.create_task(service.follower.run(service.config.poll_interval_s))
+        # A registry alias: checked every poll interval, each new version swapped in, and a challenger
+        # loaded beside it while the registry asks for a split or a shadow sample (follow.py).
+        background = (
+            [
+                asyncio.create_task(service.follower.run(service.config.poll_interval_s)),
+                asyncio.create_task(service.run_shadow()),
+            ]
             if service.follower is not None
-            else None
+            else []
         )
         if load_first:
             await asyncio.wait([loading])
@@ -74,9 +79,9 @@ def create_app(
             yield
         finally:
             loading.cancel()
-            if following is not None:
-                following.cancel()
-            await service.batcher.stop()
+            for task in background:
+                task.cancel()
+            await service.stop()
 
     app = FastAPI(
         title="ml-platform inference",
@@ -131,18 +136,14 @@ def _add_api(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
         },
     )
     async def predict(request: Request) -> Response:
-        """Class and scores for each row of raw features; rows may share a model run with other requests."""
-        return await predict_body(await request.body())
+        """Class and scores for each row of raw features; rows may share a model run with other requests.
+        Answered by the champion, or the challenger for its share during a rollout (sticky by the
+        ``x-routing-key`` header); the ``x-model-version`` header names the version that answered."""
+        return await predict_body(await request.body(), request.headers.get(ROUTING_KEY_HEADER))
 
-    async def predict_body(body: bytes) -> Response:
-        payload = parse(service, body_model, body)
-        if isinstance(payload, Response):
-            return payload
-        outcome = await predict_rows(service, np.asarray(payload.instances, dtype=np.float32), "instances")
-        if isinstance(outcome, Response):
-            return outcome
+    def body(outcome: Prediction) -> PredictResponse:
         classes = outcome.scores.argmax(axis=1).tolist()
-        response = PredictResponse(
+        return PredictResponse(
             model=meta.name,
             model_version=outcome.version,
             batch_size=outcome.batch_size,
@@ -150,10 +151,17 @@ def _add_api(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
             labels=[labels[c] for c in classes] if labels else [],
             scores=outcome.scores.tolist(),
         )
-        return json_response(response)
+
+    async def predict_body(raw: bytes, key: str | None) -> Response:
+        payload = parse(service, body_model, raw)
+        if isinstance(payload, Response):
+            return payload
+        rows = np.asarray(payload.instances, dtype=np.float32)
+        return await answer(service, service.route(key), rows, "instances", body, routed=True)
 
     @app.get("/v1/drift")
     async def drift() -> Response:
-        return json_response(service.drift.report(meta.name, service.version))
+        """The champion's input drift (``/metrics`` has every loaded version's)."""
+        return json_response(service.champion.drift.report(meta.name, service.version))
 
     return {"/v1/predict": predict_body}

@@ -95,6 +95,11 @@ class MicroBatcher(Generic[In, Out]):
     def queued(self) -> int:
         return len(self._queue)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and nothing running on the worker thread."""
+        return not self._queue and not self._running
+
     def start(self) -> None:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()

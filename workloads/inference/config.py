@@ -62,6 +62,12 @@ class ServeConfig(BaseModel):
         None, ge=1, description="rows the window needs before PSI is reported; default 500 or the window"
     )
     drift_threshold: float = Field(0.2, gt=0, description="PSI above which a feature counts as drifted")
+    shadow_queue: int = Field(
+        64,
+        ge=1,
+        le=100_000,
+        description="shadow copies waiting for the challenger; beyond it a copy is dropped (and counted)",
+    )
     drain_min_s: float = Field(
         0.5, ge=0, description="after SIGTERM, refuse with 503 at least this long so keep-alive clients learn"
     )

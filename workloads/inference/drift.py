@@ -25,7 +25,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +52,22 @@ def create_shared_window(path: Path, window: int, features: int) -> None:
     """An empty window file for the workers to share (zeros: no rows yet)."""
     with path.open("wb") as file:
         file.truncate(_window_bytes(window, features))
+
+
+def ensure_shared_window(path: Path, window: int, features: int) -> None:
+    """The window file at ``path``, created empty by whichever worker asks first (a challenger's, which
+    each worker loads on its own): sized under a private name, then linked into place, so no worker maps
+    a file that is still being sized, and none empties one that another has begun to fill."""
+    if path.exists():
+        return
+    staging = path.with_name(f".{path.name}.{os.getpid()}")
+    create_shared_window(staging, window, features)
+    try:
+        os.link(staging, path)
+    except FileExistsError:
+        pass
+    finally:
+        staging.unlink()
 
 
 def psi(reference_counts: npt.ArrayLike, live_counts: npt.ArrayLike) -> float:
@@ -183,46 +199,56 @@ class DriftMonitor:
         )
 
 
+# The windows to export, read at each scrape: (version, monitor) for every version loaded now.
+DriftSources = Callable[[], Iterable[tuple[str, DriftMonitor]]]
+
+
 class DriftCollector(Collector):
     """Exports the drift scores at scrape time, so PSI is computed once per scrape, not per request.
 
-    Every series carries the model and version, so a canary's drift is told apart from the stable
-    track's; per-feature PSI appears only once the window holds enough rows to mean something.
+    Every series carries the model and version, one window per loaded version, so a challenger's drift
+    is told apart from the champion's; per-feature PSI appears only once a window holds enough rows to
+    mean something.
     """
 
-    def __init__(self, monitor: DriftMonitor, model: str, version: str) -> None:
-        self._monitor = monitor
+    def __init__(self, model: str, sources: DriftSources) -> None:
         self.model = model
-        self.version = version  # moved by a model swap (``Metrics.swapped``)
-
-    @property
-    def _labels(self) -> list[str]:
-        return [self.model, self.version]
-
-    def _gauge(self, name: str, documentation: str, value: float) -> GaugeMetricFamily:
-        gauge = GaugeMetricFamily(name, documentation, labels=["model", "version"])
-        gauge.add_metric(self._labels, value)
-        return gauge
+        self._sources = sources
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        report = self._monitor.report(*self._labels)
+        labels = ["model", "version"]
         per_feature = GaugeMetricFamily(
             "inference_drift_psi",
             "Population Stability Index of each input feature (absent below the minimum sample count)",
-            labels=["model", "version", "feature"],
+            labels=[*labels, "feature"],
         )
-        for feature, score in report.psi.items():
-            per_feature.add_metric([*self._labels, feature], score)
+        gauges = {
+            "threshold": GaugeMetricFamily(
+                "inference_drift_threshold", "PSI above which a feature counts as drifted", labels=labels
+            ),
+            "drifted": GaugeMetricFamily(
+                "inference_drift_features_over_threshold",
+                "Features whose PSI exceeds the threshold",
+                labels=labels,
+            ),
+            "samples": GaugeMetricFamily(
+                "inference_drift_window_samples", "Input rows in the drift window", labels=labels
+            ),
+            "min_samples": GaugeMetricFamily(
+                "inference_drift_min_samples", "Rows the window needs before PSI is reported", labels=labels
+            ),
+        }
+        for version, monitor in self._sources():
+            report = monitor.report(self.model, version)
+            for feature, score in report.psi.items():
+                per_feature.add_metric([self.model, version, feature], score)
+            values = {
+                "threshold": report.threshold,
+                "drifted": len(report.drifted),
+                "samples": report.samples,
+                "min_samples": report.min_samples,
+            }
+            for key, gauge in gauges.items():
+                gauge.add_metric([self.model, version], values[key])
         yield per_feature
-        yield self._gauge(
-            "inference_drift_threshold", "PSI above which a feature counts as drifted", report.threshold
-        )
-        yield self._gauge(
-            "inference_drift_features_over_threshold",
-            "Features whose PSI exceeds the threshold",
-            len(report.drifted),
-        )
-        yield self._gauge("inference_drift_window_samples", "Input rows in the drift window", report.samples)
-        yield self._gauge(
-            "inference_drift_min_samples", "Rows the window needs before PSI is reported", report.min_samples
-        )
+        yield from gauges.values()

@@ -4,7 +4,8 @@
 version's files through the registry's artifact proxy and verifies every file against the sha256 in its
 ``metadata.json`` (``model.load_artifact``): the bytes ONNX Runtime loads are the bytes that verified.
 
-``Follower`` polls the alias every ``poll_interval_s``. When it names another version, the new version
+``Follower`` polls the alias every ``poll_interval_s`` (``registered-models/get``: the model's aliases and
+tags in one call). When it names another version, the new version
 is fetched, loaded and warmed beside the serving one, off the event loop, and swapped in by one
 assignment (``Service.swap_in``): requests keep flowing to the old session while the new one loads,
 batches already running finish on the version they started with, and every response carries the
@@ -13,6 +14,14 @@ serving and is counted in ``inference_model_update_failures_total{reason}``; one
 served in its place (``IncompatibleModelError``) is counted as ``incompatible``. A version that failed
 for a reason that will not change (verify, incompatible, load) is not fetched again; a network failure
 is retried at the next poll.
+
+Following ``@champion``, the same poll reads the delivery tags (``workloads.delivery.contract``: the
+split and the shadow sample, integers; anything else counts as 0, logged once). While either is above 0,
+the ``@challenger`` version is fetched, verified, checked and loaded beside the champion the same way
+(``Service.load_challenger``), and the shares applied; when both return to 0, or the alias is gone or
+names the champion, it is unloaded. A challenger that cannot be served leaves the champion serving
+alone, counted with the same reasons. When the champion alias moves onto the loaded challenger (a
+promotion), its warm session becomes the champion's without a second fetch.
 
 Nothing here imports MLflow (the inference image does not carry it): ``workloads.registry.client`` is
 the standard library's HTTP client.
@@ -23,14 +32,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workloads.artifacts import ArtifactError
+from workloads.delivery.contract import SHADOW_RANGE, SHADOW_TAG, SPLIT_RANGE, SPLIT_TAG
 from workloads.inference.model import ModelArtifact, load_artifact
-from workloads.registry.client import ModelRef, RegistryClient, RegistryError
+from workloads.registry.client import ModelRef, RegisteredModel, RegistryClient, RegistryError
+from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 if TYPE_CHECKING:
     from workloads.inference.service import Service
@@ -85,7 +96,8 @@ def fetch(
 
 
 class Follower:
-    """Polls an alias and swaps each new version into ``service`` (see the module's docstring)."""
+    """Polls an alias and swaps each new version into ``service``; following ``@champion``, also loads
+    and unloads the ``@challenger`` as the delivery tags ask (see the module's docstring)."""
 
     def __init__(self, service: Service, client: RegistryClient, ref: ModelRef, cache_dir: Path) -> None:
         self.service = service
@@ -93,6 +105,7 @@ class Follower:
         self.ref = ref
         self.cache_dir = cache_dir
         self._refused: set[str] = set()  # versions that failed for good
+        self._warned: set[tuple[str, str]] = set()  # bad tag values, logged once each
 
     async def run(self, interval_s: float) -> None:
         while True:
@@ -100,41 +113,135 @@ class Follower:
             await self.check()
 
     async def check(self) -> bool:
-        """One poll; True when a new version was swapped in."""
+        """One poll (one registry call: the model's aliases and tags); True when a new version was
+        swapped in as the champion."""
         if self.service.served is None:  # still loading the first version
             return False
-        current = self.service.version
-        skip = {current, *self._refused}
         try:
-            fetched = await asyncio.to_thread(fetch, self.client, self.ref, self.cache_dir, skip)
+            model = await asyncio.to_thread(self.client.registered_model, self.ref.name)
+        except RegistryError as exc:
+            self._failed("resolve", f"{self.ref}: {exc}")
+            return False
+        assert self.ref.alias is not None  # (a Follower follows an alias)
+        swapped = await self._follow(model.aliases.get(self.ref.alias))
+        if self.ref.alias == CHAMPION:
+            await self._follow_challenger(model)
+        return swapped
+
+    async def _follow(self, version: str | None) -> bool:
+        service = self.service
+        current = service.version
+        if version is None:
+            self._failed("resolve", f"{self.ref}: no version has the alias {self.ref.alias!r}")
+            return False
+        if version == current or version in self._refused:
+            return False
+        challenger = service.challenger
+        if challenger is not None and challenger.version == version:
+            await service.promote_challenger()  # loaded and warm already: no fetch, no load
+        else:
+            fetched = await self._fetch(version)
+            if fetched is None:
+                return False
+            try:
+                await service.swap_in(fetched)
+            except Exception as exc:
+                self._refuse(fetched, exc)
+                return False
+        log.info("now serving %s version %s (was %s)", self.ref, version, current)
+        self._discard(current)
+        return True
+
+    async def _follow_challenger(self, model: RegisteredModel) -> None:
+        """Load ``@challenger`` beside the champion while the split or the shadow sample is above 0,
+        apply both; unload it when both are 0, when the alias is gone or names the champion, or when the
+        version it names cannot be served (the champion then serves alone)."""
+        service = self.service
+        split = self._percent(model.tags, SPLIT_TAG, SPLIT_RANGE)
+        shadow = self._percent(model.tags, SHADOW_TAG, SHADOW_RANGE)
+        wanted = model.aliases.get(CHALLENGER)
+        loaded = service.challenger
+        if not (split or shadow) or wanted is None or wanted == service.version or wanted in self._refused:
+            await self._unload()
+            return
+        if loaded is None or loaded.version != wanted:
+            fetched = await self._fetch(wanted, role=CHALLENGER)
+            if fetched is None:
+                await self._unload()
+                return
+            try:
+                await service.load_challenger(fetched)
+            except Exception as exc:
+                self._refuse(fetched, exc, role=CHALLENGER)
+                await self._unload()
+                return
+            if loaded is not None:
+                self._discard(loaded.version)
+        service.apply(split, shadow)
+
+    async def _unload(self) -> None:
+        loaded = self.service.challenger
+        await self.service.unload_challenger()
+        if loaded is not None:
+            self._discard(loaded.version)
+
+    async def _fetch(self, version: str, role: str = CHAMPION) -> Fetched | None:
+        """``version`` downloaded and verified, or None (counted and logged)."""
+        ref = ModelRef(self.ref.name, version=version)
+        try:
+            return await asyncio.to_thread(fetch, self.client, ref, self.cache_dir)
         except FetchError as exc:
             if exc.reason == "verify" and exc.version is not None:
                 self._refused.add(exc.version)
-            self._failed(exc.reason, str(exc))
-            return False
-        if fetched is None:
-            return False
-        try:
-            await self.service.swap_in(fetched)
-        except IncompatibleModelError as exc:
-            self._refused.add(fetched.version)
-            self._failed("incompatible", f"{self.ref} version {fetched.version}: {exc}")
-            return False
-        except Exception as exc:  # an ONNX Runtime load or warm-up failure: the old version serves on
-            self._refused.add(fetched.version)
-            self._failed("load", f"{self.ref} version {fetched.version}: {type(exc).__name__}: {exc}")
-            return False
-        log.info("now serving %s version %s (was %s)", self.ref, fetched.version, current)
-        previous = self.cache_dir / self.ref.name / current
-        if previous != fetched.directory:
-            shutil.rmtree(previous, ignore_errors=True)
-        return True
+            self._failed(exc.reason, str(exc), role)
+            return None
 
-    def _failed(self, reason: str, message: str) -> None:
+    def _refuse(self, fetched: Fetched, exc: Exception, role: str = CHAMPION) -> None:
+        """A version that cannot be served, for good: incompatible, or an ONNX Runtime load or warm-up
+        failure."""
+        self._refused.add(fetched.version)
+        shutil.rmtree(fetched.directory, ignore_errors=True)
+        where = f"{self.ref.name} version {fetched.version}"
+        if isinstance(exc, IncompatibleModelError):
+            self._failed("incompatible", f"{where}: {exc}", role)
+        else:
+            self._failed("load", f"{where}: {type(exc).__name__}: {exc}", role)
+
+    def _discard(self, version: str) -> None:
+        """Remove a version's files once no track serves it."""
+        if self.service.track_for(version) is None:
+            shutil.rmtree(self.cache_dir / self.ref.name / version, ignore_errors=True)
+
+    def _percent(self, tags: Mapping[str, str], key: str, bounds: tuple[int, int]) -> int:
+        """The integer tag ``key`` within ``bounds``; absent, or anything else, is 0 (logged once)."""
+        raw = tags.get(key)
+        if raw is None:
+            return 0
+        try:
+            value = int(raw)
+        except ValueError:
+            value = None
+        if value is not None and bounds[0] <= value <= bounds[1]:
+            return value
+        if (key, raw) not in self._warned:
+            self._warned.add((key, raw))
+            log.warning(
+                "registry tag %s=%r on %s is not an integer in %d..%d; treated as 0",
+                key,
+                raw,
+                self.ref.name,
+                *bounds,
+            )
+        return 0
+
+    def _failed(self, reason: str, message: str, role: str = CHAMPION) -> None:
         self.service.metrics.update_failures[reason].inc()
-        log.warning(
-            "model update failed (%s); still serving version %s: %s", reason, self.service.version, message
+        what = (
+            "model update failed (%s); still serving version %s: %s"
+            if role == CHAMPION
+            else "challenger not loaded (%s); version %s serves alone: %s"
         )
+        log.warning(what, reason, self.service.version, message)
 
 
 class IncompatibleModelError(ValueError):

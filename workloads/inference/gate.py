@@ -33,6 +33,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from workloads.delivery.contract import ROUTING_KEY_HEADER
 from workloads.inference.auth import authorized
 from workloads.inference.schemas import ErrorResponse
 from workloads.inference.service import Service
@@ -58,7 +59,9 @@ def route_of(path: str) -> str | None:
 MODEL_ROUTES = frozenset({"/v1/predict", "/v1/drift", "/v2/infer", "other"})
 
 
-BodyHandler = Callable[[bytes], Awaitable[Response]]
+# A fast handler: the body read, and the routing key (``contract.ROUTING_KEY_HEADER``) when a challenger
+# is loaded (looked up only then: without one there is nothing to route).
+BodyHandler = Callable[[bytes, str | None], Awaitable[Response]]
 
 
 class ApiGate:
@@ -132,7 +135,8 @@ class ApiGate:
         try:
             handler = self.fast.get(scope["path"]) if scope["method"] == "POST" else None
             if handler is not None:
-                await (await handler(body))(scope, receive, send)
+                key = headers.get(ROUTING_KEY_HEADER) if service.challenger is not None else None
+                await (await handler(body, key))(scope, receive, send)
             else:
                 await self.app(scope, _replay(body, receive), send)
         finally:

@@ -1,9 +1,18 @@
-"""The serving state the HTTP layer reads: model, batcher, drift window, readiness and drain.
+"""The serving state the HTTP layer reads: the champion and, during a rollout, a challenger beside it,
+each a ``Track`` with its own batcher and drift window; readiness and drain.
 
 Lifecycle: created (not ready) -> ``load`` builds the session and warms it on a worker thread (ready) ->
 ``drain`` on SIGTERM (not ready; new requests refused; in-flight ones finish) -> stopped. While ready, a
 registry alias that moves brings ``swap_in`` of the new version (``follow.py``): built and warmed beside
-the serving one, then swapped in by one assignment of ``served``.
+the serving one, then swapped in by one assignment of the champion track's ``served``.
+
+Progressive delivery (docs/delivery.md, ``workloads.delivery.contract``): while the registry's split or
+shadow tag is above 0, ``follow.py`` loads the ``@challenger`` version as a second track
+(``load_challenger``) and ``apply`` sets the shares. ``route`` sends exactly ``split`` percent of the
+requests to it (``split.py``); ``copy_to_shadow`` queues a copy of a sample of the champion's answered
+requests for ``run_shadow``, which compares the two versions in the background, after the champion has
+answered and only while the champion's batcher is idle. With no challenger loaded, routing is one
+``None`` check.
 """
 
 from __future__ import annotations
@@ -11,25 +20,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from workloads.delivery.contract import ROLES, Role
 from workloads.inference.auth import TokenFile
 from workloads.inference.batcher import MicroBatcher
 from workloads.inference.config import ServeConfig
-from workloads.inference.drift import DRIFT_WINDOW_FILE, DriftMonitor
+from workloads.inference.drift import DRIFT_WINDOW_FILE, DriftMonitor, ensure_shared_window
 from workloads.inference.follow import Fetched, Follower, check_compatible
-from workloads.inference.metrics import Metrics
+from workloads.inference.metrics import Metrics, ShadowMetrics, VersionMetrics
 from workloads.inference.model import ModelArtifact, OnnxModel, Rows
+from workloads.inference.split import Share
 from workloads.inference.warmup import build_model
 
 log = logging.getLogger("workloads.inference")
 
 Scores = npt.NDArray[np.float32]
+CHAMPION, CHALLENGER = ROLES
+# How often the shadow worker looks again whether the champion's batcher has gone idle.
+SHADOW_BACKOFF_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -41,11 +55,79 @@ class Prediction:
 
 @dataclass(frozen=True)
 class Served:
-    """The version serving now: a batch reads this once, so it runs and is labelled by one version."""
+    """A loaded version: a batch reads this once, so it runs and is labelled by one version."""
 
     artifact: ModelArtifact
     model: OnnxModel
     version: str
+
+
+class Track:
+    """One version serving in one role: its session, its own batcher (a batch never mixes versions), its
+    own drift window and its per-version metric series."""
+
+    def __init__(
+        self,
+        role: Role,
+        version: str,
+        drift: DriftMonitor,
+        metrics: Metrics,
+        config: ServeConfig,
+        *,
+        served: Served | None = None,
+        max_wait_s: float,
+        pending: Callable[[], int] | None = None,
+        on_queue: Callable[[int], None] | None = None,
+    ) -> None:
+        """``max_wait_s``, ``pending``, ``on_queue``: this role's ``MicroBatcher`` settings."""
+        self.role = role
+        self.version = version
+        self.served = served
+        self.drift = drift
+        self.metrics = VersionMetrics(metrics, version, role)
+        self.shadow = ShadowMetrics(metrics, version) if role == CHALLENGER else None
+        self.batcher: MicroBatcher[Rows, tuple[Scores, str]] = MicroBatcher(
+            self._run_batch,
+            max_batch_size=config.max_batch_size,
+            max_wait_s=max_wait_s,
+            max_queue=config.max_queue,
+            deadline_s=config.deadline_ms / 1000,
+            on_batch=metrics.batch_size.observe,
+            on_queue=on_queue,
+            pending=pending,
+        )
+
+    def serve(self, served: Served, metrics: Metrics) -> None:
+        """Serve ``served`` from the next batch on (the champion's swap)."""
+        self.served = served
+        self.version = served.version
+        self.metrics = VersionMetrics(metrics, served.version, self.role)
+
+    def _run_batch(self, items: Sequence[Rows]) -> list[tuple[Scores, str]]:
+        """One model run for a batch of requests, labelled with the version that ran it; runs on the
+        batcher's worker thread (or inline on the event loop)."""
+        served = self.served  # read once: a swap during the run does not mix versions
+        if served is None:
+            raise RuntimeError("requests are admitted only once the model is loaded")
+        model = served.model
+        x = model.batch(items)
+        y = model.predict(x)
+        self.drift.observe(x)
+        return [(scores, served.version) for scores in model.unbatch(items, y)]
+
+    async def predict(self, rows: Rows) -> Prediction:
+        (scores, version), batch_size = await self.batcher.submit(rows, len(rows))
+        return Prediction(scores, batch_size, version)
+
+
+@dataclass(frozen=True)
+class ShadowCopy:
+    """A champion request's rows and answer, waiting to be compared with the challenger's."""
+
+    rows: Rows
+    scores: Scores
+    champion: Served
+    challenger: Track
 
 
 class Service:
@@ -60,47 +142,42 @@ class Service:
         version: str | None = None,
     ) -> None:
         """``shared``: the directory this process shares with the other workers (``workers.py``), where
-        the metrics and the drift window live; None for a server alone in its pod. ``version``: the label
+        the metrics and the drift windows live; None for a server alone in its pod. ``version``: the label
         responses and metrics carry (a registry version; default the metadata's).
 
         ``artifact`` stays the first version's: the request models, V2 metadata and drift reference are
         built from it, and a swapped-in version must match it (``follow.check_compatible``)."""
         self.config = config
         self.artifact = artifact
-        self.version = version or artifact.metadata.version
-        self.served: Served | None = None
         self.follower: Follower | None = None
         self.origin: Fetched | None = None  # the registry version it started with, for worker processes
         self.threads = threads
         self.token = token
         self.shared = shared
-        meta = artifact.metadata
-        self.drift = DriftMonitor(
-            meta.reference_histograms,
-            window=config.drift_window,
-            threshold=config.drift_threshold,
-            min_samples=config.drift_min_rows,
-            shared=shared / DRIFT_WINDOW_FILE if shared is not None else None,
-        )
         self.metrics = Metrics(
-            model=meta.name,
-            version=self.version,
+            model=artifact.metadata.name,
             max_batch_size=config.max_batch_size,
-            drift=self.drift,
+            drift=self._drift_sources,
             multiprocess=shared is not None,
         )
-        self.batcher: MicroBatcher[Rows, tuple[Scores, str]] = MicroBatcher(
-            self._run_batch,
-            max_batch_size=config.max_batch_size,
+        version = version or artifact.metadata.version
+        self.metrics.info.labels(artifact.metadata.name, version).set(1)
+        self.champion = Track(
+            CHAMPION,
+            version,
+            self._drift_monitor(artifact, DRIFT_WINDOW_FILE),
+            self.metrics,
+            config,
             max_wait_s=config.max_wait_ms / 1000,
-            max_queue=config.max_queue,
-            deadline_s=config.deadline_ms / 1000,
-            on_batch=self._observe_batch,
             on_queue=self.metrics.queue_depth.set,
             # Requests received and not yet answered: while more of them exist than the queue holds,
             # some are still being read and worth waiting for; otherwise the batch goes at once.
             pending=lambda: self.received,
         )
+        self.challenger: Track | None = None
+        self.split = Share()  # of routed requests, to the challenger
+        self.shadow = Share()  # of the champion's routed requests, copied to the challenger
+        self._shadow_queue: asyncio.Queue[ShadowCopy] = asyncio.Queue(config.shadow_queue)
         self.failure: str | None = None
         self.draining = False
         self.in_flight = 0
@@ -110,28 +187,75 @@ class Service:
         self._idle.set()
 
     @property
+    def served(self) -> Served | None:
+        return self.champion.served
+
+    @property
+    def version(self) -> str:
+        """The champion's version."""
+        return self.champion.version
+
+    @property
     def ready(self) -> bool:
-        return self.served is not None and not self.draining
+        return self.champion.served is not None and not self.draining
 
     def not_ready_reason(self) -> str:
         if self.failure is not None:
             return f"model failed to load: {self.failure}"
         return "draining" if self.draining else "model loading"
 
+    def tracks(self) -> Iterator[Track]:
+        """The loaded tracks, champion first."""
+        if self.champion.served is not None:
+            yield self.champion
+        if (challenger := self.challenger) is not None:
+            yield challenger
+
+    def track_for(self, version: str) -> Track | None:
+        """The loaded track serving ``version`` (the V2 versioned path)."""
+        return next((track for track in self.tracks() if track.version == version), None)
+
+    def route(self, key: str | None) -> Track:
+        """The track that answers a prediction: the challenger for exactly ``split`` percent of them
+        (``split.py``), by ``key`` when the client sends one."""
+        challenger = self.challenger
+        if challenger is None:
+            return self.champion
+        chosen = self.split.take() if key is None else self.split.takes_key(key)
+        return challenger if chosen else self.champion
+
+    def _drift_sources(self) -> list[tuple[str, DriftMonitor]]:
+        return [(track.version, track.drift) for track in self.tracks()]
+
+    def _drift_monitor(self, artifact: ModelArtifact, file: str) -> DriftMonitor:
+        """A version's drift window against its own training reference; in ``file`` of the directory the
+        workers share, if any, so every worker fills the same window."""
+        path = None
+        if self.shared is not None:
+            path = self.shared / file
+            ensure_shared_window(path, self.config.drift_window, artifact.n_features)
+        return DriftMonitor(
+            artifact.metadata.reference_histograms,
+            window=self.config.drift_window,
+            threshold=self.config.drift_threshold,
+            min_samples=self.config.drift_min_rows,
+            shared=path,
+        )
+
     async def load(self) -> None:
         """Build the session and warm it off the event loop, so /healthz answers while a large model loads."""
         started = time.perf_counter()
         try:
-            self.served = Served(
-                self.artifact, await asyncio.to_thread(self._build, self.artifact), self.version
-            )
+            model = await asyncio.to_thread(self._build, self.artifact)
         except Exception as exc:
             self.failure = f"{type(exc).__name__}: {exc}"
             log.exception("model failed to load")
             raise
+        self.champion.served = Served(self.artifact, model, self.version)
+        self.metrics.engine(self.version, model.choice)
         log.info(
-            "model ready: %d intra-op threads, max batch %d, max wait %.1f ms, loaded and warmed in %.0f ms",
-            self.threads,
+            "model ready: %s, max batch %d, max wait %.1f ms, loaded and warmed in %.0f ms",
+            model.choice.label,
             self.config.max_batch_size,
             self.config.max_wait_ms,
             (time.perf_counter() - started) * 1000,
@@ -141,15 +265,13 @@ class Service:
         """Serve ``fetched`` instead of the current version: checked, built and warmed on a worker thread
         while the current one serves, then swapped in at once. Raises (the old version serving on)
         ``IncompatibleModelError`` or whatever loading it raised."""
-        serving = self.served
+        serving = self.champion.served
         if serving is None:
             raise RuntimeError("no version is serving yet")
         check_compatible(serving.artifact, fetched.artifact)
         started = time.perf_counter()
         model = await asyncio.to_thread(self._build, fetched.artifact)
-        self.served = Served(fetched.artifact, model, fetched.version)
-        self.version = fetched.version
-        self.metrics.swapped(serving.version, fetched.version)
+        self._serve_as_champion(Served(fetched.artifact, model, fetched.version))
         log.info(
             "version %s loaded and warmed in %.0f ms beside version %s, swapped in",
             fetched.version,
@@ -157,28 +279,126 @@ class Service:
             serving.version,
         )
 
+    def _serve_as_champion(self, served: Served) -> None:
+        old = self.champion.version
+        self.champion.serve(served, self.metrics)
+        self.metrics.swapped(old, served.version)
+        self.metrics.engine(served.version, served.model.choice)
+        if old != served.version:
+            self.metrics.engine(old, None)
+
+    async def promote_challenger(self) -> None:
+        """The champion alias moved onto the loaded challenger: its warmed session serves as the champion
+        from the next batch, and the challenger track goes."""
+        challenger = self.challenger
+        assert challenger is not None and challenger.served is not None
+        self._serve_as_champion(challenger.served)
+        log.info("challenger version %s promoted in place: serving as the champion", challenger.version)
+        await self.unload_challenger()
+
+    async def load_challenger(self, fetched: Fetched) -> None:
+        """Serve ``fetched`` as the challenger, beside the champion: checked against the champion, built
+        and warmed on a worker thread, then routable at once (``apply`` sets its shares). Raises
+        ``IncompatibleModelError`` or whatever loading it raised, the champion serving alone on."""
+        serving = self.champion.served
+        if serving is None:
+            raise RuntimeError("no version is serving yet")
+        check_compatible(serving.artifact, fetched.artifact)
+        started = time.perf_counter()
+        model = await asyncio.to_thread(self._build, fetched.artifact)
+        track = Track(
+            CHALLENGER,
+            fetched.version,
+            self._drift_monitor(fetched.artifact, f"drift-window-{fetched.version}.bin"),
+            self.metrics,
+            self.config,
+            served=Served(fetched.artifact, model, fetched.version),
+            # Most requests go to the champion: waiting for company would only delay the challenger's,
+            # and running one inline would hold up the champion's behind it on the event loop.
+            max_wait_s=0,
+        )
+        track.batcher.start()
+        self.metrics.engine(fetched.version, model.choice)
+        previous, self.challenger = self.challenger, track
+        log.info(
+            "challenger version %s loaded and warmed in %.0f ms beside champion version %s",
+            fetched.version,
+            (time.perf_counter() - started) * 1000,
+            serving.version,
+        )
+        if previous is not None:
+            await self._retire(previous)
+
+    async def unload_challenger(self) -> None:
+        """Route nothing more to the challenger; its batches finish, then its thread stops."""
+        track = self.challenger
+        if track is None:
+            return
+        self.challenger = None
+        self.apply(0, 0)
+        if track.version != self.champion.version:  # not promoted in place
+            self.metrics.engine(track.version, None)
+        await self._retire(track)
+        log.info("challenger version %s unloaded; version %s serves alone", track.version, self.version)
+
+    async def _retire(self, track: Track) -> None:
+        while not track.batcher.idle:  # requests routed to it before it was replaced
+            await asyncio.sleep(SHADOW_BACKOFF_S)
+        await track.batcher.stop()
+
+    def apply(self, split: int, shadow: int) -> None:
+        """The shares in force from the next request: 0 while no challenger is loaded."""
+        challenger = self.challenger
+        if challenger is None:
+            split = shadow = 0
+        self.split.percent, self.shadow.percent = split, shadow
+        self.metrics.applied(split, shadow, challenger.version if challenger is not None else "")
+
+    def copy_to_shadow(self, rows: Rows, prediction: Prediction) -> None:
+        """After the champion answered a routed request: a copy for ``run_shadow``, for ``shadow``
+        percent of them, or dropped (and counted) when the queue is full."""
+        challenger, champion = self.challenger, self.champion.served
+        if challenger is None or champion is None or not self.shadow.take():
+            return
+        try:
+            self._shadow_queue.put_nowait(ShadowCopy(rows, prediction.scores, champion, challenger))
+        except asyncio.QueueFull:
+            assert challenger.shadow is not None
+            challenger.shadow.outcome["dropped"].inc()
+
+    async def run_shadow(self) -> None:
+        """Compare queued copies one at a time, each only while the champion's batcher is idle: a copy's
+        rows run on both versions on a worker thread (the same rows, one after the other, timed), and
+        the challenger's answer is compared with what the champion answered. A challenger that fails or
+        answers non-finite scores is counted (``failed``); the client saw the champion's answer."""
+        while True:
+            copy = await self._shadow_queue.get()
+            while not self.champion.batcher.idle:
+                await asyncio.sleep(SHADOW_BACKOFF_S)
+            metrics = copy.challenger.shadow
+            assert metrics is not None
+            if copy.challenger is not self.challenger:  # unloaded or replaced meanwhile
+                metrics.outcome["dropped"].inc()
+                continue
+            try:
+                theirs, champion_s, challenger_s = await asyncio.to_thread(_shadow_run, copy)
+            except Exception as exc:
+                metrics.outcome["failed"].inc()
+                log.debug("shadow copy failed on version %s: %s", copy.challenger.version, exc)
+                continue
+            if not np.isfinite(theirs).all():
+                metrics.outcome["failed"].inc()
+                continue
+            metrics.outcome["compared"].inc()
+            if (theirs.argmax(axis=1) == copy.scores.argmax(axis=1)).all():
+                metrics.agreed.inc()
+            metrics.difference.observe(float(np.abs(theirs - copy.scores).max()))
+            metrics.run[CHAMPION].observe(champion_s)
+            metrics.run[CHALLENGER].observe(challenger_s)
+
     def _build(self, artifact: ModelArtifact) -> OnnxModel:
         """A warmed model on the engine, threads and spinning measured fastest for it (``warmup.py``)."""
-        return build_model(artifact, self.threads, self.config, self.metrics.engine_chosen)
-
-    def _run_batch(self, items: Sequence[Rows]) -> list[tuple[Scores, str]]:
-        """One model run for a batch of requests, labelled with the version that ran it; runs on the
-        batcher's worker thread."""
-        served = self.served  # read once: a swap during the run does not mix versions
-        if served is None:
-            raise RuntimeError("requests are admitted only once the model is loaded")
-        model = served.model
-        x = model.batch(items)
-        y = model.predict(x)
-        self.drift.observe(x)
-        return [(scores, served.version) for scores in model.unbatch(items, y)]
-
-    def _observe_batch(self, rows: int) -> None:
-        self.metrics.batch_size.observe(rows)
-
-    async def predict(self, rows: Rows) -> Prediction:
-        (scores, version), batch_size = await self.batcher.submit(rows, len(rows))
-        return Prediction(scores, batch_size, version)
+        return build_model(artifact, self.threads, self.config)
 
     def enter(self) -> None:
         self.in_flight += 1
@@ -190,6 +410,12 @@ class Service:
         self.metrics.in_flight.dec()
         if self.in_flight == 0:
             self._idle.set()
+
+    async def stop(self) -> None:
+        """Stop the tracks' batchers (the server's shutdown, after the drain)."""
+        for track in (self.champion, self.challenger):
+            if track is not None:
+                await track.batcher.stop()
 
     async def drain(self) -> None:
         """Stop admitting, then wait for admitted requests (at least ``drain_min_s``, at most
@@ -203,3 +429,17 @@ class Service:
         except TimeoutError:
             log.warning("drain timed out with %d requests in flight", self.in_flight)
         log.info("drained in %.0f ms; shutting down", (time.perf_counter() - started) * 1000)
+
+
+def _shadow_run(copy: ShadowCopy) -> tuple[Scores, float, float]:
+    """On a worker thread: the copy's rows on the champion, then on the challenger (whose drift window
+    sees them: they are live inputs it would serve); the challenger's scores and both run times."""
+    challenger = copy.challenger.served
+    assert challenger is not None
+    started = time.perf_counter()
+    copy.champion.model.predict(copy.rows)
+    middle = time.perf_counter()
+    theirs = challenger.model.predict(copy.rows)
+    ended = time.perf_counter()
+    copy.challenger.drift.observe(copy.rows)
+    return theirs, middle - started, ended - middle

@@ -6,6 +6,11 @@ Source: KServe "Open Inference Protocol (V2 Inference Protocol)", HTTP/REST
 "a 200 status code indicating true and a 4xx status code indicating false"; errors are
 ``{"error": $string}``; tensor ``data`` is row-major, flat or nested. The model is addressed by the name in
 its metadata, optionally with ``/versions/<version>``; any other name or version is a 404.
+
+During a rollout two versions are loaded (the champion and the challenger, docs/delivery.md): the
+metadata's ``versions`` lists both, ``/v2/models/<name>/infer`` is routed like ``/v1/predict`` (the split,
+sticky by ``x-routing-key``), and ``/versions/<version>/infer`` runs exactly that version (a labelled set
+sent to the challenger), or is a 404 naming the versions loaded.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import numpy as np
 from fastapi import FastAPI, Request, Response
 from pydantic import TypeAdapter, ValidationError
 
+from workloads.delivery.contract import ROUTING_KEY_HEADER
 from workloads.inference.gate import BodyHandler
-from workloads.inference.responses import JSON, json_response, parse, predict_rows, request_body
+from workloads.inference.responses import JSON, answer, json_response, parse, request_body
 from workloads.inference.schemas import (
     V2_DATATYPES,
     FiniteFloat,
@@ -28,7 +34,7 @@ from workloads.inference.schemas import (
     V2Tensor,
     V2TensorMetadata,
 )
-from workloads.inference.service import Service
+from workloads.inference.service import Prediction, Service
 
 NOT_TRUE = 400  # the spec's "4xx indicating false"
 _values = TypeAdapter(list[FiniteFloat])
@@ -56,11 +62,17 @@ def _metadata(service: Service) -> V2ModelMetadata:
     served = service.served
     return V2ModelMetadata(
         name=meta.name,
-        versions=[service.version],
+        versions=_loaded(service),
         inputs=tensors(meta.inputs),
         outputs=tensors(meta.outputs),
         properties=served.model.choice.properties() if served is not None else {},
     )
+
+
+def _loaded(service: Service) -> list[str]:
+    """The versions this server answers for: the champion's (also while it loads), then a challenger's."""
+    challenger = service.challenger
+    return [service.version] + ([challenger.version] if challenger is not None else [])
 
 
 def _flatten(data: list[Any]) -> list[Any]:
@@ -99,13 +111,12 @@ def add_v2(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
     output = meta.outputs[0].name
 
     def known(name: str, version: str | None) -> bool:
-        return name == meta.name and version in (None, service.version)
+        return name == meta.name and (version is None or version in _loaded(service))
 
     def unknown(name: str, version: str | None) -> Response:
         which = name if version is None else f"{name} version {version}"
-        return _error(
-            404, f"unknown model {which!r}; this server serves {meta.name!r} version {service.version!r}"
-        )
+        versions = " and ".join(repr(v) for v in _loaded(service))
+        return _error(404, f"unknown model {which!r}; this server serves {meta.name!r} version {versions}")
 
     @app.get("/v2/health/live")
     async def live() -> Response:
@@ -134,9 +145,9 @@ def add_v2(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
     async def infer(name: str, request: Request, version: str | None = None) -> Response:
         if not known(name, version):
             return unknown(name, version)
-        return await infer_body(await request.body())
+        return await infer_body(await request.body(), request.headers.get(ROUTING_KEY_HEADER), version)
 
-    async def infer_body(raw: bytes) -> Response:
+    async def infer_body(raw: bytes, key: str | None, version: str | None = None) -> Response:
         body = parse(service, V2InferRequest, raw)
         if isinstance(body, Response):
             return body
@@ -148,15 +159,19 @@ def add_v2(app: FastAPI, service: Service) -> dict[str, BodyHandler]:
         if wanted - {output}:
             service.metrics.error["validation"].inc()
             return _error(422, f"outputs: the model has one output, {output!r}; asked for {sorted(wanted)}")
-        outcome = await predict_rows(service, rows, "inputs[0] row")
-        if isinstance(outcome, Response):
-            return outcome
-        scores = outcome.scores
-        tensor = V2Tensor(
-            name=output, shape=list(scores.shape), datatype="FP32", data=scores.ravel().tolist()
-        )
-        return json_response(
-            V2InferResponse(model_name=meta.name, model_version=outcome.version, id=body.id, outputs=[tensor])
-        )
+        track = service.route(key) if version is None else service.track_for(version)
+        if track is None:  # unloaded since the route matched it
+            return unknown(meta.name, version)
+
+        def response(outcome: Prediction) -> V2InferResponse:
+            scores = outcome.scores
+            tensor = V2Tensor(
+                name=output, shape=list(scores.shape), datatype="FP32", data=scores.ravel().tolist()
+            )
+            return V2InferResponse(
+                model_name=meta.name, model_version=outcome.version, id=body.id, outputs=[tensor]
+            )
+
+        return await answer(service, track, rows, "inputs[0] row", response, routed=version is None)
 
     return {f"/v2/models/{meta.name}/infer": infer_body}

@@ -7,9 +7,10 @@ keeps the wire format in one place. The endpoints and fields are MLflow 3.17.2's
 ``mlflow/server/handlers.py``), checked against a real server by tests/workloads/registry/.
 
 - Registry: ``registered-models/alias`` (GET resolves an alias, POST sets one, DELETE removes one),
+  ``registered-models/get`` (a model's aliases and tags in one answer), ``registered-models/set-tag``
+  (the model's own tags: the rollout's split and shadow settings, workloads/delivery/contract.py),
   ``model-versions/get``, ``model-versions/search``, ``model-versions/create``, ``model-versions/set-tag``,
-  ``registered-models/create``, ``registered-models/get`` and ``registered-models/set-tag`` (the
-  model's own tags: the rollout's split and shadow settings, workloads/delivery/contract.py).
+  ``registered-models/create``.
 - Tracking: ``experiments/get-by-name`` and ``create``, ``runs/create``, ``runs/search``, ``runs/get``,
   ``runs/log-batch``, ``runs/log-inputs``, ``runs/update``.
 - Artifacts, proxied by the server (``mlflow server --serve-artifacts``): ``GET`` / ``PUT``
@@ -107,6 +108,24 @@ class ModelVersion:
             aliases=tuple(body.get("aliases", ())),
             tags={t["key"]: t.get("value", "") for t in body.get("tags", ())},
             created_ms=int(body.get("creation_timestamp", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class RegisteredModel:
+    """A registered model, as ``registered-models/get`` returns it: every alias (name -> version) and its
+    tags (``registered_model_tags``), read in one call."""
+
+    name: str
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> RegisteredModel:
+        return cls(
+            name=body["name"],
+            aliases={a["alias"]: str(a["version"]) for a in body.get("aliases", ())},
+            tags={t["key"]: t.get("value", "") for t in body.get("tags", ())},
         )
 
 
@@ -239,6 +258,10 @@ class RegistryClient:
         body = self._call("GET", "model-versions/get", {"name": name, "version": version})
         return ModelVersion.from_json(body["model_version"])
 
+    def registered_model(self, name: str) -> RegisteredModel:
+        body = self._call("GET", "registered-models/get", {"name": name})
+        return RegisteredModel.from_json(body["registered_model"])
+
     def resolve(self, ref: ModelRef) -> ModelVersion:
         if ref.alias is not None:
             return self.version_by_alias(ref.name, ref.alias)
@@ -287,11 +310,6 @@ class RegistryClient:
         self._call(
             "POST", "model-versions/set-tag", {"name": name, "version": version, "key": key, "value": value}
         )
-
-    def model_tags(self, name: str) -> dict[str, str]:
-        """The registered model's own tags (not a version's)."""
-        body = self._call("GET", "registered-models/get", {"name": name})
-        return {t["key"]: t.get("value", "") for t in body["registered_model"].get("tags", ())}
 
     def set_model_tag(self, name: str, key: str, value: str) -> None:
         self._call("POST", "registered-models/set-tag", {"name": name, "key": key, "value": value})

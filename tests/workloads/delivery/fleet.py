@@ -137,7 +137,7 @@ class Fleet:
         return tuple(s.url for s in self.servers)
 
     def tick(self, seconds: float) -> None:
-        tags = self.client.model_tags(self.model)
+        tags = self.client.registered_model(self.model).tags
         split = int(tags.get(contract.SPLIT_TAG, "0"))
         shadow = int(tags.get(contract.SHADOW_TAG, "0"))
         champion = self.client.version_by_alias(self.model, CHAMPION).version

@@ -73,7 +73,7 @@ def roll(fleet: Fleet, plan: RolloutPlan = PLAN) -> tuple[Result, PlayedTime]:
 
 
 def split_tags(fleet: Fleet) -> tuple[str, str]:
-    tags = fleet.client.model_tags(fleet.model)
+    tags = fleet.client.registered_model(fleet.model).tags
     return tags[contract.SPLIT_TAG], tags[contract.SHADOW_TAG]
 
 

@@ -15,9 +15,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 
-from workloads.artifacts import load_metadata, model_version_dir
+from workloads.artifacts import ONNX_FILE, load_metadata, model_version_dir, write_metadata
 from workloads.inference.quantize import quantize_version
 from workloads.training.tasks import Split, load_split_for
 
@@ -42,6 +45,24 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def int8_dir(model_dir: Path) -> Path:
     quantize_version(model_dir)
     return model_dir.with_name("1-int8")
+
+
+@pytest.fixture(scope="session")
+def non_finite_dir(model_dir: Path) -> Path:
+    """A faulty version of the same model: its graph multiplies the output by +inf, so every score is
+    inf or NaN, as an overflowing model's would be; the same inputs, outputs and classes (servable in
+    the champion's place), its files hashed into its metadata as the trainer would."""
+    faulty = model_dir.with_name("1-non-finite")
+    faulty.mkdir()
+    graph = onnx.load(str(model_dir / ONNX_FILE))
+    output = graph.graph.output[0].name
+    for node in graph.graph.node:
+        node.output[:] = [f"{name}-raw" if name == output else name for name in node.output]
+    graph.graph.initializer.append(numpy_helper.from_array(np.array([np.inf], np.float32), "infinity"))
+    graph.graph.node.append(helper.make_node("Mul", [f"{output}-raw", "infinity"], [output]))
+    onnx.save(graph, str(faulty / ONNX_FILE))
+    write_metadata(faulty, load_metadata(model_dir))
+    return faulty
 
 
 @pytest.fixture(scope="session")

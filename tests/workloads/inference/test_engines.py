@@ -101,6 +101,17 @@ def test_a_real_warm_up_chooses_from_measurement_and_keeps_fp32_outputs(
     assert (got.argmax(axis=1) == reference.argmax(axis=1)).all()
 
 
+def test_outputs_match_with_their_non_finite_values_in_place() -> None:
+    """A version answering NaN for some rows is still served (its requests get 422, counted as its
+    errors: the rollout's error gate, issue 29), so candidates are compared NaN for NaN, inf for inf."""
+    reference = np.array([[1.0, np.nan], [np.inf, 2.0]], dtype=np.float32)
+    assert warmup.within(reference + np.float32(1e-6), reference, 1e-4)
+    assert not warmup.within(np.array([[1.0, 0.0], [np.inf, 2.0]], dtype=np.float32), reference, 1e-4)
+    assert not warmup.within(np.array([[1.0, np.nan], [-np.inf, 2.0]], dtype=np.float32), reference, 1e-4)
+    assert not warmup.within(np.array([[1.5, np.nan], [np.inf, 2.0]], dtype=np.float32), reference, 1e-4)
+    assert warmup.within(np.full((2, 2), np.nan, np.float32), np.full((2, 2), np.nan, np.float32), 1e-4)
+
+
 def test_a_candidate_with_other_outputs_is_never_chosen(
     model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -146,11 +157,12 @@ def test_a_bf16_version_is_refused_where_the_cpu_has_no_native_bf16(
         build_model(load_artifact(bf16_dir), 2, ServeConfig(model_dir=bf16_dir))
 
 
-def test_the_engine_metric_follows_the_served_version(model_dir: Path) -> None:
-    """The first version's choice shows at once; a version built beside it shows only once swapped in."""
+def test_the_engine_metric_follows_the_loaded_versions(model_dir: Path) -> None:
+    """Each loaded version's choice shows while it is loaded (champion or challenger); an unloaded one
+    says 0, and a version promoted in place keeps its row."""
     meta = load_metadata(model_dir)
     drift = DriftMonitor(meta.reference_histograms, window=100, threshold=0.2, min_samples=50)
-    metrics = Metrics(model="digits", version="1", max_batch_size=32, drift=drift)
+    metrics = Metrics(model="digits", max_batch_size=32, drift=lambda: [("1", drift)])
 
     def rows() -> dict[tuple[str, ...], float]:
         return {
@@ -160,9 +172,9 @@ def test_the_engine_metric_follows_the_served_version(model_dir: Path) -> None:
             for s in family.samples
         }
 
-    metrics.engine_chosen(ORT_2)
+    metrics.engine("1", ORT_2)
     assert rows() == {("1", "onnxruntime", "2", "off"): 1}
-    metrics.engine_chosen(OV_2)  # version 2 built while 1 serves
-    assert rows() == {("1", "onnxruntime", "2", "off"): 1}
-    metrics.swapped("1", "2")
+    metrics.engine("2", OV_2)  # version 2 loaded as the challenger beside 1
+    assert rows() == {("1", "onnxruntime", "2", "off"): 1, ("2", "openvino", "2", "n/a"): 1}
+    metrics.engine("1", None)  # 2 promoted in place, 1 unloaded
     assert rows() == {("1", "onnxruntime", "2", "off"): 0, ("2", "openvino", "2", "n/a"): 1}
