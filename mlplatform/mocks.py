@@ -418,6 +418,10 @@ class PlanMocks(pulumi.runtime.Mocks):
             # Lowercase letters and digits of the asked length, stable per logical name.
             length = int(inputs["length"])
             return f"{name}-id", {**inputs, "result": _short_hash(token, name).ljust(length, "0")[:length]}
+        if token == "random:index/randomPassword:RandomPassword":
+            # Letters and digits of the asked length, stable per logical name (a placeholder, not a secret).
+            length = int(inputs["length"])
+            return f"{name}-id", {**inputs, "result": (_short_hash(token, name) * length)[:length]}
         return f"{name}-id", inputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:

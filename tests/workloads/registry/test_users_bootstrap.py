@@ -87,7 +87,8 @@ def test_read_cannot_move_an_alias_and_edit_can_move_it_and_tag_the_model(
         _client(auth_registry_uri, INFERENCE).set_alias(MODEL, "champion", version.version)
     assert refused.value.status == 403
     tag = {"name": MODEL, "key": "mlplatform.rollout", "value": "paused"}
-    assert api.call("POST", SET_MODEL_TAG, tag, credentials=(INFERENCE.username, INFERENCE.password))[0] == 403
+    reader = (INFERENCE.username, INFERENCE.password)
+    assert api.call("POST", SET_MODEL_TAG, tag, credentials=reader)[0] == 403
 
     _client(auth_registry_uri, ROLLOUT).set_alias(MODEL, "champion", version.version)
     assert training.version_by_alias(MODEL, "champion").version == version.version
