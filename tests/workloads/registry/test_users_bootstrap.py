@@ -12,8 +12,19 @@ no ``can_update``, EDIT has (mlflow/server/auth/permissions.py).
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
 import pytest
 
+from tests.workloads.inference.serving import free_port
 from workloads.registry.client import RegistryClient, RegistryError
 from workloads.registry.server.launch import (
     CURRENT_USER,
@@ -21,9 +32,10 @@ from workloads.registry.server.launch import (
     AuthApi,
     User,
     bootstrap_users,
+    write_auth_config,
 )
 
-from .conftest import ADMIN_PASSWORD
+from .conftest import ADMIN_PASSWORD, MLFLOW
 
 MODEL = "bootstrap-model"
 TRAINING = User("ml-training-b", "training-password-1", ((MODEL, "EDIT"),))
@@ -108,3 +120,98 @@ def test_a_rotated_password_is_set_and_the_old_one_refused(
     assert api.call("GET", CURRENT_USER, credentials=(TEAM.username, rotated.password))[0] == 200
     assert api.call("GET", CURRENT_USER, credentials=(TEAM.username, TEAM.password))[0] == 401
     assert bootstrap_users(api, [rotated]) == []
+
+
+# The launcher as the pod runs it (``serve_and_bootstrap``): the server its child, the users bootstrapped
+# once it answers, SIGTERM passed on; a failed bootstrap stops the server and fails the start.
+SUPERVISOR = """
+import json, os, sys
+from workloads.registry.server.launch import User, serve_and_bootstrap
+spec = json.loads(sys.argv[1])
+users = [User(name, password) for name, password in spec["users"]]
+sys.exit(serve_and_bootstrap(spec["command"], {**os.environ, **spec["env"]}, users, spec["local"]))
+"""
+
+
+def _supervise(root: Path, users: list[User]) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    config = write_auth_config(f"sqlite:///{root / 'mlflow.db'}", root)
+    command = [MLFLOW, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    command += ["--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--app-name", "basic-auth"]
+    command += ["--artifacts-destination", str(root / "artifacts"), "--serve-artifacts"]
+    env = {
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "MLFLOW_AUTH_CONFIG_PATH": str(config),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-for-tests",
+    }
+    local = f"http://127.0.0.1:{port}"
+    spec = {
+        "command": command,
+        "env": env,
+        "users": [(u.username, u.password) for u in users],
+        "local": local,
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR, json.dumps(spec)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+        start_new_session=True,
+    )
+    return process, local
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(10)
+
+
+def _serving(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _logs_in(api: AuthApi, user: User) -> bool:
+    try:
+        return api.call("GET", CURRENT_USER, credentials=(user.username, user.password))[0] == 200
+    except OSError:  # not listening yet
+        return False
+
+
+def test_the_launcher_bootstraps_its_child_server_and_passes_sigterm_on(tmp_path: Path) -> None:
+    user = User("ml-training-s", "supervised-password-1")
+    process, local = _supervise(tmp_path, [user])
+    try:
+        api, deadline = AuthApi(local, ADMIN_PASSWORD), time.monotonic() + 90
+        while not _logs_in(api, user):
+            assert process.poll() is None and time.monotonic() < deadline, (
+                process.stdout and process.stdout.read()
+            )
+            time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+        assert (
+            process.stdout is not None
+            and "registry users: created user ml-training-s" in process.stdout.read()
+        )
+        assert not _serving(local)
+    finally:
+        _stop(process)
+
+
+def test_a_failed_bootstrap_stops_the_server_and_fails_the_start(tmp_path: Path) -> None:
+    # MLflow refuses a password under 12 characters (mlflow/utils/validation.py ``_validate_password``).
+    process, local = _supervise(tmp_path, [User("ml-inference-s", "too-short")])
+    try:
+        process.wait(90)
+        assert process.returncode == 1
+        assert process.stdout is not None and "users/create: HTTP 400" in process.stdout.read()
+        assert not _serving(local)
+    finally:
+        _stop(process)

@@ -329,7 +329,9 @@ def wait_healthy(url: str, timeout_s: float, alive: Callable[[], bool]) -> None:
 STARTUP_TIMEOUT_S = 240
 
 
-def serve_and_bootstrap(command: list[str], env: Mapping[str, str], users: Sequence[User]) -> int:
+def serve_and_bootstrap(
+    command: list[str], env: Mapping[str, str], users: Sequence[User], local: str = f"http://127.0.0.1:{PORT}"
+) -> int:
     """Run the server as a child, bootstrap the users once it answers, then wait for it; SIGTERM and
     SIGINT go to the server (the kubelet signals this process, PID 1). A failed bootstrap stops the
     server and fails the start: the pod restarts rather than serve callers who cannot log in."""
@@ -339,7 +341,6 @@ def serve_and_bootstrap(command: list[str], env: Mapping[str, str], users: Seque
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda signum, _frame: server.send_signal(signum))
     try:
-        local = f"http://127.0.0.1:{PORT}"
         wait_healthy(local, STARTUP_TIMEOUT_S, lambda: server.poll() is None)
         for change in bootstrap_users(AuthApi(local, env["MLFLOW_AUTH_ADMIN_PASSWORD"]), users):
             print(f"registry users: {change}", flush=True)
