@@ -527,6 +527,12 @@ class RegistryWorkloadConfig(_Model):
     replicas: int = Field(default=2, ge=1, le=10)
     cpu: str = "1"
     memory: str = "2Gi"
+    # How far below the champion's test metric a challenger may fall and still be promoted
+    # (`mlplatform models promote --stack`; docs/registry.md). A share of the metric (accuracy: 0 to 1).
+    promote_tolerance: float = Field(default=0.01, ge=0, le=1)
+    # With basic-auth the stack generates each caller's password; a new value generates new ones and
+    # rolls the servers, whose launcher sets them (docs/registry.md, "Access").
+    credentials_rotation: int = Field(default=1, ge=1)
 
 
 class FabricTestConfig(_Model):

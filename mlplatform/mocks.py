@@ -422,6 +422,10 @@ class PlanMocks(pulumi.runtime.Mocks):
             # ``byte_length`` random bytes as lowercase hex (pulumi-random RandomId), stable per name.
             digits = 2 * int(inputs["byteLength"])
             return f"{name}-id", {**inputs, "hex": _short_hash(token, name).ljust(digits, "0")[:digits]}
+        if token == "random:index/randomPassword:RandomPassword":
+            # Letters and digits of the asked length, stable per logical name (a placeholder, not a secret).
+            length = int(inputs["length"])
+            return f"{name}-id", {**inputs, "result": (_short_hash(token, name) * length)[:length]}
         return f"{name}-id", inputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:

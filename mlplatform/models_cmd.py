@@ -5,9 +5,12 @@ Talks to the MLflow server at ``--registry-uri`` (default ``$MLFLOW_TRACKING_URI
 it replaces as ``previous-champion``; ``rollback`` moves ``champion`` back to it. Every move tags the
 version with who (``--actor``, default ``$USER``), when and how.
 
+``promote``'s tolerance is the stack's (``--stack STACK``: ``workloads.registry.promoteTolerance``), unless
+``--tolerance`` overrides it; with neither, the stack key's default.
+
 Exit codes: 0 done (or nothing to do), 1 a promotion refused by the metric gate, 2 bad input (an
-unknown model or version, no previous champion to roll back to, an unreachable registry, a bad flag),
-each as one line on stderr.
+unknown model or version, no previous champion to roll back to, an unreachable registry, a bad flag,
+an unknown or invalid stack), each as one line on stderr.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Annotated
 
 import typer
 
-from mlplatform.errors import EXIT_BAD_INPUT, EXIT_FINDING, exit_with
+from components.config import ConfigError, RegistryWorkloadConfig, parse_stack_config
+from mlplatform.errors import EXIT_BAD_INPUT, EXIT_FINDING, InputError, exit_with
 from workloads.registry import operations, rollout
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
 
@@ -33,10 +37,10 @@ RegistryUri = Annotated[
     str | None, typer.Option("--registry-uri", envvar=TRACKING_URI_ENV, help="The MLflow server.")
 ]
 Actor = Annotated[str | None, typer.Option(help="Who moves the alias (default: $USER).")]
-# The metric promote compares, and by how much a challenger may fall short of the champion on it. The
-# stack sets the tolerance for its CI (README "Model registry"); this default is the flag's.
+# The metric promote compares, and by how much a challenger may fall short of the champion on it: the
+# stack sets the tolerance (workloads.registry.promoteTolerance); this is that key's default.
 DEFAULT_METRIC = "test_accuracy"
-DEFAULT_TOLERANCE = 0.01
+DEFAULT_TOLERANCE: float = RegistryWorkloadConfig.model_fields["promote_tolerance"].default
 
 
 @app.callback()
@@ -121,14 +125,26 @@ def promote(
         str, typer.Option(help="Compared with the champion's; higher is better.")
     ] = DEFAULT_METRIC,
     tolerance: Annotated[
-        float, typer.Option(min=0.0, help="How far below the champion's metric the version may be.")
-    ] = DEFAULT_TOLERANCE,
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="How far below the champion's metric the version may be (default: the stack's).",
+            show_default=False,
+        ),
+    ] = None,
+    stack: Annotated[
+        str | None,
+        typer.Option(help="Take the tolerance from this stack (workloads.registry.promoteTolerance)."),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Promote whatever the metric says.")] = False,
     actor: Actor = None,
 ) -> None:
     """Make VERSION the champion, recording the current one as previous-champion."""
     if not version.isdigit():
         exit_with([f"VERSION must be a registry version number, got {version!r}"])
+    if tolerance is None:
+        tolerance = stack_tolerance(stack) if stack else DEFAULT_TOLERANCE
     client, who = _client(registry_uri), _actor(actor)
     try:
         decision = operations.promote(
@@ -137,6 +153,23 @@ def promote(
     except RegistryError as exc:
         _failed(exc)
     _report(name, decision)
+
+
+def stack_tolerance(stack: str) -> float:
+    """The stack's ``workloads.registry.promoteTolerance``, its file read and validated as ``plan`` does; an
+    unknown stack or an invalid file is one line per problem, exit 2."""
+    # Only here: the stack reader brings the Pulumi program's modules, which list and rollback never need.
+    from mlplatform.plan import resolve_target
+    from mlplatform.stackyaml import load
+
+    try:
+        target = resolve_target(stack)
+        document = load(target.stack_file)
+        raw = document.get("config") if isinstance(document, dict) else None
+        config = parse_stack_config(raw if isinstance(raw, dict) else {}, target.stack_file.name)
+    except (InputError, ConfigError) as exc:
+        exit_with(exc.problems)
+    return config.workloads.registry.promote_tolerance
 
 
 @app.command()

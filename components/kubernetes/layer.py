@@ -15,6 +15,7 @@ from dataclasses import replace
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_kubernetes.helm.v3 as helm
+import pulumi_random
 
 from components.config import PlatformConfig, TeamConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric
@@ -46,7 +47,7 @@ from components.kubernetes.tenancy import (
     namespace_objects,
     service_account,
 )
-from components.kubernetes.workloads import WorkloadObjects, workload_objects
+from components.kubernetes.workloads import WorkloadObjects, registry_users, workload_objects
 
 
 class KubernetesLayer(pulumi.ComponentResource):
@@ -68,7 +69,7 @@ class KubernetesLayer(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        workloads = workload_objects(handle, config, images)
+        workloads = workload_objects(handle, config, images, self._registry_passwords(config))
         specs = tenancy_specs(handle, config, workloads)
         namespaces = self._apply([o for spec in specs for o in namespace_objects(spec)])
         if any(POD_SECURITY_EXCEPTION_LABEL in spec.labels for spec in specs):
@@ -117,6 +118,9 @@ class KubernetesLayer(pulumi.ComponentResource):
             else []
         )
         ready = [*namespaces, *identities, *volumes, *queues]
+        if workloads.registry is not None:
+            # The callers' registry credentials, before any pod that mounts them.
+            ready += self._apply(workloads.registry.secrets, namespaces)
         gates = self._apply(workloads.gates, ready)
         # Only the training run waits for the fabric gates; serving does not (a slow or failed GPU gate
         # must not hold back a CPU inference rollout).
@@ -132,6 +136,22 @@ class KubernetesLayer(pulumi.ComponentResource):
             self.workloads += before + migration + self._apply(workloads.registry.after, migration)
         self.releases = sorted(releases)
         self.register_outputs({"releases": self.releases})
+
+    def _registry_passwords(self, config: PlatformConfig) -> dict[str, object]:
+        """A password per registry user, kept in the stack's state (the same on every ``pulumi up``)
+        until ``workloads.registry.credentialsRotation`` changes: pulumi_random replaces a resource whose
+        ``keepers`` change. 32 letters and digits: MLflow wants at least 12 (mlflow/utils/validation.py)."""
+        keepers = {"rotation": str(config.workloads.registry.credentials_rotation)}
+        return {
+            user.username: pulumi_random.RandomPassword(
+                f"{self._name}-registry-{user.username}",
+                length=32,
+                special=False,
+                keepers=keepers,
+                opts=pulumi.ResourceOptions(parent=self),
+            ).result.apply(pulumi.Output.secret)
+            for user in registry_users(config)
+        }
 
     def _apply(
         self, objects: list[Object], depends_on: Sequence[pulumi.Resource] = ()

@@ -18,7 +18,10 @@ promotion rights can be granted per model without a proxy of our own. The admin 
 ``MLFLOW_AUTH_ADMIN_PASSWORD`` and the CSRF key ``MLFLOW_FLASK_SERVER_SECRET_KEY``, both from the
 Secret ``registry-admin`` that the operator creates (like ``inference-auth``); callers send a user name
 and password from the Secret ``registry-client`` in their own namespace (``MLFLOW_TRACKING_USERNAME`` /
-``MLFLOW_TRACKING_PASSWORD``, what MLflow's clients read).
+``MLFLOW_TRACKING_PASSWORD``, what MLflow's clients read). Those users are the stack's: a password per
+caller that ``pulumi up`` generates (``RegistrySpec.passwords``), the caller's Secret, the same passwords
+in ``registry-users`` for the servers, whose launcher creates or updates each user and its grants through
+the basic-auth app at start (workloads/registry/server/launch.py ``bootstrap_users``).
 
 The backend: a managed PostgreSQL when the cloud adapter gives one (the password read at start from
 where the adapter keeps it, never in the pod spec), else SQLite on the shared file system with one
@@ -30,9 +33,11 @@ sqlite.org/wal.html), so exactly one process, on one pod, ever opens it (the def
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from components.handle import (
@@ -63,6 +68,13 @@ ADMIN_SECRET = "registry-admin"
 ADMIN_SECRET_DIR = "/var/run/secrets/registry-admin"
 # The Secret each client namespace holds for its registry user (keys ``username`` and ``password``).
 CLIENT_SECRET = "registry-client"
+# The rollout's own user in the inference namespace (progressive delivery moves aliases and tags models).
+ROLLOUT_SECRET = "registry-rollout"
+# Every caller's password, one key per user, for the servers' launcher (never mounted by a caller).
+USERS_SECRET = "registry-users"
+USERS_SECRET_DIR = "/var/run/secrets/registry-users"
+# A new value rolls the servers, whose launcher then sets the rotated passwords (users/update-password).
+ROTATION_ANNOTATION = "ml-platform.io/credentials-rotation"
 SQLITE_MOUNT = "/var/lib/registry"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 # Pod annotations declaring each peer as ``<network>:<port>``: the reachability judge's contract
@@ -89,6 +101,24 @@ def allowed_hosts(namespace: str) -> str:
     names = [service, f"{service}.cluster.local"]
     private = ["10.*", "192.168.*", *(f"172.{n}.*" for n in range(16, 32))]
     return ",".join([*names, *(f"{n}:*" for n in names), *private, "localhost:*"])
+
+
+class Permission(StrEnum):
+    """The basic-auth app's grants on a registered model (mlflow/server/auth/permissions.py 3.17.2): READ
+    reads; EDIT (``can_update``) also registers versions, moves aliases and sets model and version tags."""
+
+    READ = "READ"
+    EDIT = "EDIT"
+
+
+@dataclass(frozen=True)
+class RegistryUser:
+    """A caller's registry user: the Secret its namespace holds, and the least it may do on each model."""
+
+    username: str
+    namespace: str
+    secret: str = CLIENT_SECRET
+    grants: tuple[tuple[str, Permission], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,9 +152,18 @@ class RegistrySpec:
     # (mlflow/server/handlers.py) and downloads (mlflow/server/artifact_router.py) alike, so it must hold
     # the largest model once per transfer at a time (registry review B2; ``transfer_space``).
     tmp_size: str = "4Gi"
+    # With auth: the callers' users, and each one's password (username -> a secret value: the stack's
+    # generated password on ``pulumi up``), and the rotation generation the servers' pods carry.
+    users: tuple[RegistryUser, ...] = ()
+    passwords: Mapping[str, object] = field(default_factory=dict)
+    credentials_rotation: int = 1
 
     def __post_init__(self) -> None:
         problems = []
+        if self.users and not self.auth:
+            problems.append("users need basic-auth (auth)")
+        if {u.username for u in self.users} != set(self.passwords):
+            problems.append("a password for each user, and for no one else")
         if (self.database is None) == (self.store_claim is None):
             problems.append("exactly one of database and store_claim (SQLite on the shared file system)")
         if self.database is None and self.replicas != 1:
@@ -192,7 +231,21 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
         ]
     if spec.auth and server:
         env.append({"name": "REGISTRY_ADMIN_SECRET_DIR", "value": ADMIN_SECRET_DIR})
+    if spec.users and server:
+        env += [
+            {"name": "REGISTRY_USERS", "value": _users_json(spec.users)},
+            {"name": "REGISTRY_USERS_DIR", "value": USERS_SECRET_DIR},
+        ]
     return env
+
+
+def _users_json(users: tuple[RegistryUser, ...]) -> str:
+    """What the launcher reads (launch.py ``read_users``): each user and its grants, no password."""
+    return json.dumps(
+        [{"username": u.username, "grants": {m: str(p) for m, p in u.grants}} for u in users],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
 def _volumes(spec: RegistrySpec, server: bool) -> tuple[list[Object], list[Object]]:
@@ -201,6 +254,9 @@ def _volumes(spec: RegistrySpec, server: bool) -> tuple[list[Object], list[Objec
     if spec.auth and server:
         volumes.append({"name": "admin", "secret": {"secretName": ADMIN_SECRET, "defaultMode": 0o440}})
         mounts.append({"name": "admin", "mountPath": ADMIN_SECRET_DIR, "readOnly": True})
+    if spec.users and server:
+        volumes.append({"name": "users", "secret": {"secretName": USERS_SECRET, "defaultMode": 0o440}})
+        mounts.append({"name": "users", "mountPath": USERS_SECRET_DIR, "readOnly": True})
     if spec.store_claim is not None:
         volumes.append({"name": "store", "persistentVolumeClaim": {"claimName": spec.store_claim}})
         mounts.append({"name": "store", "mountPath": SQLITE_MOUNT})
@@ -257,6 +313,44 @@ def _pod_labels(spec: RegistrySpec) -> dict[str, str]:
 def _pod_metadata(spec: RegistrySpec, labels: Mapping[str, str]) -> Object:
     annotations = {f"{PEER_ANNOTATION_PREFIX}{p.name}": f"{p.network}:{p.port}" for p in spec.peers}
     return {"labels": dict(labels), **({"annotations": annotations} if annotations else {})}
+
+
+def _server_pod_metadata(spec: RegistrySpec) -> Object:
+    metadata = _pod_metadata(spec, _pod_labels(spec))
+    if spec.users:
+        metadata["annotations"] = {
+            **metadata.get("annotations", {}),
+            ROTATION_ANNOTATION: str(spec.credentials_rotation),
+        }
+    return metadata
+
+
+def _secret(spec: RegistrySpec, name: str, namespace: str, data: Mapping[str, object]) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(spec, name, namespace),
+        "type": "Opaque",
+        "stringData": dict(data),
+    }
+
+
+def credential_secrets(spec: RegistrySpec) -> list[Object]:
+    """Each caller's Secret in its namespace (``username``, ``password``) and every password in
+    ``registry-users`` for the servers' launcher."""
+    if not spec.users:
+        return []
+    return [
+        *(
+            _secret(
+                spec, u.secret, u.namespace, {"username": u.username, "password": spec.passwords[u.username]}
+            )
+            for u in spec.users
+        ),
+        _secret(
+            spec, USERS_SECRET, spec.namespace, {u.username: spec.passwords[u.username] for u in spec.users}
+        ),
+    ]
 
 
 def _egress_rule(peer: Peer) -> Object:
@@ -320,7 +414,7 @@ def _deployment(spec: RegistrySpec) -> Object:
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": selector},
             "strategy": strategy,
-            "template": {"metadata": _pod_metadata(spec, _pod_labels(spec)), "spec": pod},
+            "template": {"metadata": _server_pod_metadata(spec), "spec": pod},
         },
     }
 
@@ -404,15 +498,18 @@ def _client_egress(spec: RegistrySpec, namespace: str) -> Object:
 @dataclass(frozen=True)
 class RegistryObjects:
     """The registry's objects in the order ``pulumi up`` applies them: the migration Job (awaited) after
-    ``before``, then ``after`` (the Deployment never starts on an old schema)."""
+    ``before``, then ``after`` (the Deployment never starts on an old schema). ``secrets`` (the users'
+    credentials) go first, before any caller's pod mounts one."""
 
     before: list[Object]
     migration: Object
     after: list[Object]
+    secrets: list[Object] = field(default_factory=list)
 
 
 def registry_objects(spec: RegistrySpec) -> RegistryObjects:
     return RegistryObjects(
+        secrets=credential_secrets(spec),
         before=[
             service_account(_metadata(spec, spec.service_account), spec.service_account_annotations),
             _network_policy(spec),

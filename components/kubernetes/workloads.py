@@ -5,6 +5,7 @@ functions out. This is the one place that maps stack config onto ``TrainingJobSp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +23,11 @@ from components.kubernetes import kueue, monitoring
 from components.kubernetes.objects import Object
 from components.kubernetes.registry import (
     CLIENT_SECRET,
+    ROLLOUT_SECRET,
+    Permission,
     RegistryObjects,
     RegistrySpec,
+    RegistryUser,
     registry_objects,
     tracking_uri,
 )
@@ -39,9 +43,6 @@ MODELS_CLAIM = "models"
 AUTH_SECRET = "inference-auth"
 TLS_SECRET = "inference-tls"
 REGISTRY_CLAIM = "registry-store"
-# The rollout's registry user (may move the model's aliases and set its tags), in ``ml-inference`` beside
-# ``registry-client``: keys ``username`` and ``password`` (docs/delivery.md, "On the cluster").
-ROLLOUT_SECRET = "registry-rollout"
 # Beyond the plan's own time: the image pull, the first registry calls, the final alias move.
 ROLLOUT_DEADLINE_MARGIN_S = 600
 
@@ -221,7 +222,41 @@ def registry_clients(config: PlatformConfig) -> tuple[str, ...]:
     return (*platform, *(f"team-{team.name}" for team in config.kubernetes.teams))
 
 
-def registry_spec(handle: ClusterHandle, config: PlatformConfig, images: WorkloadImages) -> RegistrySpec:
+# The rollout's user (progressive delivery, in the inference namespace's Secret ``registry-rollout``).
+ROLLOUT_USER = "ml-inference-rollout"
+
+
+def registry_users(config: PlatformConfig) -> tuple[RegistryUser, ...]:
+    """One registry user per caller namespace, named after it, with the least it needs (docs/registry.md,
+    "Access"): training registers versions and moves ``@challenger`` (EDIT on its model), inference
+    reads (READ on its model), the rollout moves aliases and tags the model (EDIT on the served model);
+    a team's user gets no grant: every user reads (``default_permission = READ``) and owns the models
+    it creates. None without basic-auth."""
+    registry, workloads = config.workloads.registry, config.workloads
+    if not (registry.enabled and registry.auth):
+        return ()
+    users = []
+    if workloads.training is not None:
+        namespace = WORKLOAD_IDENTITIES["training"].namespace
+        users.append(
+            RegistryUser(namespace, namespace, grants=((workloads.training.model_name, Permission.EDIT),))
+        )
+    if workloads.inference is not None:
+        namespace, model = WORKLOAD_IDENTITIES["inference"].namespace, workloads.inference.model_name
+        users += [
+            RegistryUser(namespace, namespace, grants=((model, Permission.READ),)),
+            RegistryUser(ROLLOUT_USER, namespace, ROLLOUT_SECRET, ((model, Permission.EDIT),)),
+        ]
+    users += [RegistryUser(f"team-{t.name}", f"team-{t.name}") for t in config.kubernetes.teams]
+    return tuple(users)
+
+
+def registry_spec(
+    handle: ClusterHandle,
+    config: PlatformConfig,
+    images: WorkloadImages,
+    passwords: Mapping[str, object],
+) -> RegistrySpec:
     backend, registry = handle.registry_backend, config.workloads.registry
     if backend is None:
         raise ValueError(f"{handle.name}: the cloud adapter gave the registry no backend (artifact store)")
@@ -244,6 +279,9 @@ def registry_spec(handle: ClusterHandle, config: PlatformConfig, images: Workloa
         peers=backend.peers,
         environment=backend.environment,
         tmp_size=transfer_space(config),
+        users=registry_users(config),
+        passwords=passwords,
+        credentials_rotation=registry.credentials_rotation,
     )
 
 
@@ -259,8 +297,12 @@ def transfer_space(config: PlatformConfig) -> str:
 
 
 def workload_objects(
-    handle: ClusterHandle, config: PlatformConfig, images: WorkloadImages
+    handle: ClusterHandle,
+    config: PlatformConfig,
+    images: WorkloadImages,
+    registry_passwords: Mapping[str, object] | None = None,
 ) -> WorkloadObjects:
+    """``registry_passwords``: each of ``registry_users(config)``'s password (the layer generates them)."""
     result = WorkloadObjects()
     training, inference = config.workloads.training, config.workloads.inference
     # Config validation guarantees shared storage wherever a workload is enabled.
@@ -285,7 +327,7 @@ def workload_objects(
         )
         result.alert_rules["inference"] = monitoring.inference_rules(inference.drift_threshold)
     if config.workloads.registry.enabled:
-        registry = registry_spec(handle, config, images)
+        registry = registry_spec(handle, config, images, registry_passwords or {})
         result.registry = registry_objects(registry)
         if registry.store_claim is not None:
             result.claims.append(VolumeClaim(registry.namespace, registry.store_claim, read_only=False))

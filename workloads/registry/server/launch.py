@@ -13,17 +13,27 @@ Modes:
   migrations are not guaranteed transactional).
 - ``server``: ``mlflow server`` with ``--serve-artifacts`` to the stack's encrypted store, and with
   ``--app-name basic-auth`` when ``REGISTRY_AUTH`` is on (the admin password and CSRF key read from the
-  mounted Secret's files, ``REGISTRY_ADMIN_SECRET_DIR``).
+  mounted Secret's files, ``REGISTRY_ADMIN_SECRET_DIR``). With callers' users declared
+  (``REGISTRY_USERS``, their passwords the files of ``REGISTRY_USERS_DIR``), the launcher stays the
+  server's parent: once ``/health`` answers on loopback it creates or updates each user and its grants
+  through the basic-auth app's REST API (``bootstrap_users``, idempotent: a second start changes
+  nothing), then waits for the server, passing SIGTERM on.
 """
 
 from __future__ import annotations
 
+import base64
 import configparser
 import json
 import os
+import signal
 import sys
+import time
+import urllib.error
 import urllib.parse
-from collections.abc import Callable, Mapping
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +191,181 @@ def upgrade(uri: str, env: Mapping[str, str]) -> None:
         auth_upgrade.main(args=["--url", uri], standalone_mode=False)
 
 
+# The basic-auth app's permissions on a registered model, weakest first (mlflow/server/auth/permissions.py
+# 3.17.2, ``PERMISSION_PRIORITY``): READ reads; EDIT (``can_update``) also moves aliases
+# (``SetRegisteredModelAlias``), sets model and version tags and registers versions; MANAGE also deletes
+# and grants.
+PERMISSION_RANK = {"READ": 1, "USE": 2, "EDIT": 3, "MANAGE": 4}
+REGISTERED_MODEL = "registered_model"
+ADMIN_USERNAME = "admin"
+
+
+@dataclass(frozen=True)
+class User:
+    """A caller's registry user: its password (a file of the mounted Secret) and the least permission it
+    must hold on each registered model it names."""
+
+    username: str
+    password: str
+    grants: tuple[tuple[str, str], ...] = ()
+
+
+def read_users(env: Mapping[str, str]) -> list[User]:
+    """``REGISTRY_USERS`` (JSON: ``[{"username", "grants": {model: permission}}]``, from the pod spec) with
+    each password from ``REGISTRY_USERS_DIR/<username>`` (the Secret ``registry-users``); none without."""
+    declared = json.loads(env.get("REGISTRY_USERS") or "[]")
+    directory = Path(env.get("REGISTRY_USERS_DIR", ""))
+    return [
+        User(
+            u["username"], (directory / u["username"]).read_text().strip(), tuple(sorted(u["grants"].items()))
+        )
+        for u in declared
+    ]
+
+
+class AuthApiError(RuntimeError):
+    pass
+
+
+class AuthApi:
+    """The basic-auth app's REST API (mlflow/server/auth/routes.py 3.17.2), with the admin's credentials."""
+
+    def __init__(self, base_url: str, admin_password: str, timeout_s: float = 30) -> None:
+        self.base_url, self.admin_password, self.timeout_s = base_url.rstrip("/"), admin_password, timeout_s
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        payload: Mapping[str, str] | None = None,
+        credentials: tuple[str, str] | None = None,
+    ) -> tuple[int, dict[str, object]]:
+        """``(status, JSON body)``; GET parameters go in the query string, others in a JSON body."""
+        username, password = credentials or (ADMIN_USERNAME, self.admin_password)
+        token = base64.b64encode(f"{username}:{password}".encode()).decode()
+        url, data = f"{self.base_url}{path}", None
+        if method == "GET" and payload:
+            url += "?" + urllib.parse.urlencode(payload)
+        elif payload is not None:
+            data = json.dumps(payload).encode()
+        request = urllib.request.Request(
+            url,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                body = response.read()
+                return response.status, json.loads(body) if body.strip() else {}
+        except urllib.error.HTTPError as exc:
+            return exc.code, {"error": exc.read().decode(errors="replace")[:300]}
+
+    def ok(self, method: str, path: str, payload: Mapping[str, str] | None = None) -> dict[str, object]:
+        status, body = self.call(method, path, payload)
+        if status != 200:
+            raise AuthApiError(f"{method} {path}: HTTP {status}: {body.get('error', '')}")
+        return body
+
+
+# The endpoints (mlflow/server/auth/routes.py 3.17.2; the per-user grants are API 3.0, ``/users/permissions/
+# grant|revoke|list``; 3.17 has no ``registered-models/permissions/*`` routes any more).
+CURRENT_USER = "/api/2.0/mlflow/users/current"
+GET_USER = "/api/2.0/mlflow/users/get"
+CREATE_USER = "/api/2.0/mlflow/users/create"
+UPDATE_PASSWORD = "/api/2.0/mlflow/users/update-password"
+LIST_PERMISSIONS = "/api/3.0/mlflow/users/permissions/list"
+GRANT = "/api/3.0/mlflow/users/permissions/grant"
+REVOKE = "/api/3.0/mlflow/users/permissions/revoke"
+
+
+def _ensure_user(api: AuthApi, user: User) -> list[str]:
+    # The user's own credentials answer 200 when it exists with this password: nothing to write.
+    status, _ = api.call("GET", CURRENT_USER, credentials=(user.username, user.password))
+    if status == 200:
+        return []
+    if status != 401:
+        raise AuthApiError(f"GET {CURRENT_USER} as {user.username}: HTTP {status}")
+    exists, _ = api.call("GET", GET_USER, {"username": user.username})
+    if exists == 404:
+        api.ok("POST", CREATE_USER, {"username": user.username, "password": user.password})
+        return [f"created user {user.username}"]
+    # An admin's update needs no current password (``update_user_password``, mlflow/server/auth/__init__.py).
+    api.ok("PATCH", UPDATE_PASSWORD, {"username": user.username, "password": user.password})
+    return [f"updated the password of {user.username}"]
+
+
+def _ensure_grants(api: AuthApi, user: User) -> list[str]:
+    """Each grant at least as strong as declared; a stronger one (the MANAGE a model's creator gets) stays."""
+    rows = api.ok("GET", LIST_PERMISSIONS, {"username": user.username}).get("permissions", [])
+    held: dict[str, str] = {}
+    for row in rows if isinstance(rows, list) else []:
+        if row.get("resource_type") == REGISTERED_MODEL:
+            model, permission = row["resource_pattern"], row["permission"]
+            if PERMISSION_RANK.get(permission, 0) > PERMISSION_RANK.get(held.get(model, ""), 0):
+                held[model] = permission
+    changes = []
+    for model, permission in user.grants:
+        if PERMISSION_RANK.get(held.get(model, ""), 0) >= PERMISSION_RANK[permission]:
+            continue
+        grant = {"username": user.username, "resource_type": REGISTERED_MODEL, "resource_id": model}
+        if model in held:  # a weaker grant of the user's own: the grant API refuses a second row
+            api.ok("POST", REVOKE, grant)
+        api.ok("POST", GRANT, {**grant, "permission": permission})
+        changes.append(f"granted {permission} on {model} to {user.username}")
+    return changes
+
+
+def bootstrap_users(api: AuthApi, users: Sequence[User]) -> list[str]:
+    """Create or update each user (password) and its grants; what changed, empty when nothing did."""
+    changes: list[str] = []
+    for user in users:
+        changes += _ensure_user(api, user) + _ensure_grants(api, user)
+    return changes
+
+
+def wait_healthy(url: str, timeout_s: float, alive: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive():
+            raise AuthApiError("the server exited before it answered /health")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AuthApiError(f"the server did not answer /health within {timeout_s:.0f}s")
+
+
+# Within the Deployment's startup probe (60 tries every 5 s: components/kubernetes/registry.py).
+STARTUP_TIMEOUT_S = 240
+
+
+def serve_and_bootstrap(
+    command: list[str], env: Mapping[str, str], users: Sequence[User], local: str = f"http://127.0.0.1:{PORT}"
+) -> int:
+    """Run the server as a child, bootstrap the users once it answers, then wait for it; SIGTERM and
+    SIGINT go to the server (the kubelet signals this process, PID 1). A failed bootstrap stops the
+    server and fails the start: the pod restarts rather than serve callers who cannot log in."""
+    import subprocess
+
+    server = subprocess.Popen(command, env=dict(env))
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda signum, _frame: server.send_signal(signum))
+    try:
+        wait_healthy(local, STARTUP_TIMEOUT_S, lambda: server.poll() is None)
+        for change in bootstrap_users(AuthApi(local, env["MLFLOW_AUTH_ADMIN_PASSWORD"]), users):
+            print(f"registry users: {change}", flush=True)
+    except AuthApiError as exc:
+        print(f"registry users: {exc}", file=sys.stderr, flush=True)
+        server.terminate()
+        server.wait()
+        return 1
+    return server.wait()
+
+
 def main(argv: list[str]) -> int:
     mode = argv[1] if len(argv) > 1 else ""
     env = dict(os.environ)
@@ -197,6 +382,9 @@ def main(argv: list[str]) -> int:
     if env.get("REGISTRY_AUTH") == "true":
         env["MLFLOW_AUTH_CONFIG_PATH"] = str(write_auth_config(uri))
         env |= admin_env(Path(env["REGISTRY_ADMIN_SECRET_DIR"]))
+        users = read_users(env)
+        if users:
+            return serve_and_bootstrap(server_argv(env), env, users)
     command = server_argv(env)
     os.execvpe(command[0], command, env)
 

@@ -1,0 +1,130 @@
+"""The callers' registry users, as the stack plans them (docs/registry.md, "Access").
+
+- Each caller namespace holds Secret ``registry-client`` (``username``, ``password``); the inference
+  namespace also ``registry-rollout`` (progressive delivery's identity). The servers mount every password
+  in ``registry-users`` and their launcher (workloads/registry/server/launch.py ``read_users``) must
+  reconstruct exactly the callers' credentials from the Deployment's env and that Secret's files (the
+  kubelet mounts one file per key: kubernetes.io "Secrets", "Using Secrets as files from a Pod").
+- The least permission each needs on its model (mlflow/server/auth/__init__.py 3.17.2): registering a
+  version and moving ``@challenger`` need ``can_update`` (EDIT), serving reads (READ), the rollout moves
+  aliases and sets registered-model tags (``SetRegisteredModelAlias`` / ``SetRegisteredModelTag``:
+  ``can_update``, EDIT); a team's user creates and so owns its models (MANAGE on creation).
+- Day 2: the passwords are pulumi_random RandomPasswords, kept in state (a second ``pulumi up`` is no
+  change); they are replaced only when their ``keepers`` change (pulumi_random docs, "keepers"), which
+  ``workloads.registry.credentialsRotation`` does, and the same key rolls the servers so the launcher sets
+  the new passwords. Secret outputs stay secret (RandomPassword marks ``result`` secret).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.config import PLATFORM_KEY, parse_stack_config
+from components.kubernetes.registry import (
+    CLIENT_SECRET,
+    ROLLOUT_SECRET,
+    ROTATION_ANNOTATION,
+    USERS_SECRET,
+    registry_objects,
+)
+from components.kubernetes.workloads import ROLLOUT_USER, registry_users
+from mlplatform.graph import is_secret
+from mlplatform.plan import Plan
+from mlplatform.report import kubernetes_objects
+from tests.stack_variants import plan_config, template, with_teams
+from workloads.registry.server.launch import User, read_users
+
+from .test_registry import _spec
+
+
+def _config(stack: str, raw: dict[str, Any] | None = None) -> Any:
+    return parse_stack_config(raw or template(stack), f"Pulumi.{stack}.yaml")
+
+
+def test_each_caller_gets_a_user_with_the_least_it_needs() -> None:
+    users = {
+        u.username: u
+        for u in registry_users(_config("aws-enterprise-prod", with_teams("aws-enterprise-prod")))
+    }
+    assert {n: (u.namespace, u.secret, dict(u.grants)) for n, u in users.items()} == {
+        "ml-training": ("ml-training", CLIENT_SECRET, {"digits-mlp": "EDIT"}),
+        "ml-inference": ("ml-inference", CLIENT_SECRET, {"digits-mlp": "READ"}),
+        ROLLOUT_USER: ("ml-inference", ROLLOUT_SECRET, {"digits-mlp": "EDIT"}),
+        "team-nlp": ("team-nlp", CLIENT_SECRET, {}),
+        "team-vision": ("team-vision", CLIENT_SECRET, {}),
+    }
+
+
+def test_no_users_without_basic_auth() -> None:
+    raw = template("aws-smb-dev")
+    raw[PLATFORM_KEY].setdefault("workloads", {})["registry"] = {"auth": False}
+    assert registry_users(_config("aws-smb-dev", raw)) == ()
+    assert registry_objects(_spec(auth=False)).secrets == []
+
+
+def test_the_launcher_reads_back_exactly_the_callers_credentials(tmp_path: Path) -> None:
+    config = _config("aws-enterprise-prod", with_teams("aws-enterprise-prod"))
+    users = registry_users(config)
+    passwords = {u.username: f"password-of-{u.username}" for u in users}
+    objects = registry_objects(_spec(users=users, passwords=passwords))
+    secrets = {(s["metadata"]["namespace"], s["metadata"]["name"]): s["stringData"] for s in objects.secrets}
+    # The kubelet's view of registry-users: one file per key.
+    for key, value in secrets.pop(("ml-registry", USERS_SECRET)).items():
+        (tmp_path / key).write_text(value)
+    [deployment] = [o for o in objects.after if o["kind"] == "Deployment"]
+    [server] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in server["env"]}
+    mount = next(m for m in server["volumeMounts"] if m["mountPath"] == env["REGISTRY_USERS_DIR"])
+    volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == USERS_SECRET and mount["readOnly"]
+
+    launched = read_users({**env, "REGISTRY_USERS_DIR": str(tmp_path)})
+    assert {(u.username, u.password) for u in launched} == {
+        (s["username"], s["password"]) for s in secrets.values()
+    }
+    assert len(secrets) == len(users)
+    assert User(ROLLOUT_USER, passwords[ROLLOUT_USER], (("digits-mlp", "EDIT"),)) in launched
+    # No caller's pod can read another's password: each namespace holds only its own.
+    assert all(s["username"] in (ns, ROLLOUT_USER) for (ns, _), s in secrets.items())
+
+
+def test_a_caller_secret_names_a_user_the_launcher_creates() -> None:
+    with pytest.raises(ValueError, match="a password for each user"):
+        _spec(users=registry_users(_config("aws-enterprise-prod")), passwords={})
+
+
+def _rollout_and_passwords(plan: Plan) -> tuple[str, list[Any]]:
+    [deployment] = [
+        o
+        for o in kubernetes_objects(plan)
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == "registry"
+    ]
+    passwords = [r for r in plan.resources if r.type == "random:index/randomPassword:RandomPassword"]
+    return deployment["spec"]["template"]["metadata"]["annotations"][ROTATION_ANNOTATION], passwords
+
+
+def test_passwords_are_kept_in_state_secret_and_replaced_by_a_rotation(tmp_path: Path) -> None:
+    stack = "aws-enterprise-dev"
+    raw = template(stack)
+    first = plan_config(raw, tmp_path, stack)
+    generation, passwords = _rollout_and_passwords(first)
+    assert generation == "1"
+    assert {p.name.rsplit("-registry-", 1)[1] for p in passwords} == {
+        "ml-training",
+        "ml-inference",
+        ROLLOUT_USER,
+    }
+    assert all(p.inputs["keepers"] == {"rotation": "1"} and p.inputs["length"] >= 12 for p in passwords)
+    secrets = [r for r in first.resources if r.type == "kubernetes:core/v1:Secret" and "registry" in r.name]
+    assert len(secrets) == 4  # three callers' and the servers' registry-users
+    for secret in secrets:
+        data = secret.inputs["stringData"]
+        assert all(is_secret(v) for v in ([data["password"]] if "password" in data else data.values()))
+
+    raw[PLATFORM_KEY].setdefault("workloads", {}).setdefault("registry", {})["credentialsRotation"] = 2
+    rotated = plan_config(raw, tmp_path, stack)
+    generation, passwords = _rollout_and_passwords(rotated)
+    assert generation == "2" and all(p.inputs["keepers"] == {"rotation": "2"} for p in passwords)
