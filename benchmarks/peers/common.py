@@ -24,11 +24,17 @@ BATCH_WAIT_S = 0.002
 
 
 class Session:
-    """The version's ONNX graph, run as-is: float32 rows in, one score row per input row out."""
+    """The version's ONNX graph, run as-is: float32 rows in, one score row per input row out.
 
-    def __init__(self, version_dir: Path) -> None:
+    Default session options unless ``threads`` is given (the naive server's one-thread variant).
+    """
+
+    def __init__(self, version_dir: Path, threads: int | None = None) -> None:
+        options = ort.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = threads
         self._session = ort.InferenceSession(
-            str(version_dir / "model.onnx"), providers=["CPUExecutionProvider"]
+            str(version_dir / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )
         self._input = self._session.get_inputs()[0].name
 
@@ -39,9 +45,13 @@ class Session:
         return out
 
 
-def parse_args(description: str) -> argparse.Namespace:
+def arg_parser(description: str) -> argparse.ArgumentParser:
     """``--model DIR --port P``: the version directory to serve and the loopback port to listen on."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model", type=Path, required=True, help="<output>/models/<name>/<version>")
     parser.add_argument("--port", type=int, required=True)
-    return parser.parse_args()
+    return parser
+
+
+def parse_args(description: str) -> argparse.Namespace:
+    return arg_parser(description).parse_args()

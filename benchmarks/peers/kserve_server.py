@@ -17,7 +17,7 @@ import kserve
 from benchmarks.peers.common import MODEL_NAME, Session, parse_args
 
 
-class OnnxModel(kserve.Model):  # type: ignore[misc]  # kserve ships no type information
+class OnnxModel(kserve.Model):
     """A ``kserve.Model`` subclass, as KServe's custom-predictor guide writes one; no batching (KServe's
     batcher is the separate agent sidecar, not the ModelServer)."""
 

@@ -27,7 +27,7 @@ from mlserver.utils import install_uvloop_event_loop
 from benchmarks.peers.common import BATCH_WAIT_S, MAX_BATCH_SIZE, MODEL_NAME, Session, parse_args
 
 
-class OnnxRuntime(MLModel):  # type: ignore[misc]  # mlserver ships no type information
+class OnnxRuntime(MLModel):
     async def load(self) -> bool:
         self.session = Session(Path(self.settings.parameters.uri))
         return True
