@@ -13,6 +13,7 @@ single-row requests at concurrency 1 and 32, and stops it; then it waits a momen
 - ``kserve``    a KServe ModelServer custom predictor (``kserve.Model``), V1 protocol
 - ``mlserver``  Seldon MLServer, a custom runtime with adaptive batching (32 rows, 2 ms), V2 protocol
 - ``bentoml``   BentoML with adaptive batching (32 rows)
+- ``ours-w2``   ours with ``SERVE_WORKERS=2``: informative, run only when named in ``--servers``
 
 Every server runs the version's ``model.onnx`` on ONNX Runtime's CPU provider; each peer speaks its own
 request format (``benchmarks/serve_compare.py``), pre-encoded. The four framework peers cannot share the
@@ -74,6 +75,7 @@ if str(REPO) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(REPO))
 
 from benchmarks.serve_compare import (  # noqa: E402
+    DEFAULT_SERVERS,
     OURS,
     SERVERS,
     Comparison,
@@ -310,7 +312,7 @@ def free_port() -> int:
 def server_command(contender: Contender, port: int, scratch: Path) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of one server; every server imports this checkout first."""
     spec = contender.spec
-    env = dict(os.environ) | {"PYTHONPATH": str(REPO)}
+    env = dict(os.environ) | {"PYTHONPATH": str(REPO)} | dict(spec.env)
     if spec.venv is None:
         python = sys.executable
     else:
@@ -617,8 +619,8 @@ def main() -> None:
     parser.add_argument(
         "--servers",
         type=lambda v: _names(v, server_names, "server"),
-        default=server_names,
-        help=f"comma-separated (default: {','.join(server_names)})",
+        default=DEFAULT_SERVERS,
+        help=f"comma-separated, of: {','.join(server_names)} (default: all but ours-w2)",
     )
     parser.add_argument(
         "--variants",

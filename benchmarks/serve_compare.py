@@ -85,6 +85,8 @@ class ServerSpec:
     wire: Wire
     # Ours (the product), as opposed to a peer it is compared with.
     ours: bool = False
+    # Environment variables it is started with (ours reads SERVE_* settings).
+    env: tuple[tuple[str, str], ...] = ()
 
 
 OURS = "ours"
@@ -101,8 +103,20 @@ SERVERS = {
             "mlserver", "mlserver", "benchmarks.peers.mlserver_server", (), "/v2/health/ready", MLSERVER_V2
         ),
         ServerSpec("bentoml", "bentoml", "benchmarks.peers.bentoml_server", (), "/readyz", BENTOML),
+        # Two worker processes: informative (benchmarks/README.md), not run unless named in --servers.
+        ServerSpec(
+            "ours-w2",
+            None,
+            "workloads.inference",
+            (),
+            "/readyz",
+            V1,
+            ours=True,
+            env=(("SERVE_WORKERS", "2"),),
+        ),
     )
 }
+DEFAULT_SERVERS = [name for name in SERVERS if name != "ours-w2"]
 PEER_VENVS = sorted({spec.venv for spec in SERVERS.values() if spec.venv})
 
 
