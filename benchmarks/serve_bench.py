@@ -525,9 +525,12 @@ def comparisons(
 
 
 def print_comparison(
-    table: dict[str, dict[tuple[str, int], Comparison]], cells: dict[str, dict[int, dict[str, Measurement]]]
+    table: dict[str, dict[tuple[str, int], Comparison]],
+    cells: dict[str, dict[int, dict[str, Measurement]]],
+    judged: bool,
 ) -> bool:
-    """The summary as a Markdown table, and whether every target is met (a missing cell is not met)."""
+    """The summary as a Markdown table, and whether every target is met (a missing cell is not met);
+    the table says met or not only when ``judged`` (not on a quick run)."""
     print("\n| model | server | c | req/s, p99 | best peer | its req/s, p99 | throughput | p99 | target |")
     print("|---|---|---|---|---|---|---|---|---|")
     all_met = True
@@ -535,7 +538,9 @@ def print_comparison(
         for (name, conc), c in found.items():
             ours, best = cells[label][conc][name], cells[label][conc][c.best_peer]
             target = TARGET_FP32 if name == OURS else TARGET_VARIANT.get((label, conc))
-            verdict = "" if target is None else f">= {target}x: {'met' if c.met(target) else 'NOT met'}"
+            verdict = "" if target is None else f">= {target}x"
+            if judged and target is not None:
+                verdict += ": met" if c.met(target) else ": NOT met"
             all_met &= target is None or c.met(target)
             figures = f"{ours.throughput:.0f}, {ours.p99_ms:.2f} ms | {c.best_peer} |"
             figures += f" {best.throughput:.0f}, {best.p99_ms:.2f} ms"
@@ -569,6 +574,7 @@ def run_benchmark(timing: Timing, models: list[str], servers: list[str], variant
         " interleaved round(s), single-row requests",
         flush=True,
     )
+    judged = timing != QUICK
     with tempfile.TemporaryDirectory(prefix="serve-bench-") as tmp:
         scratch = Path(tmp)
         cases = [case for case in MODELS if case.label in models]
@@ -580,11 +586,10 @@ def run_benchmark(timing: Timing, models: list[str], servers: list[str], variant
             print_servers(workload.label, cells[workload.label])
             print_ceiling(workload.label, workload.contenders[0].version_dir, cells[workload.label])
             table[workload.label] = comparisons(cells[workload.label], workload.contenders)
-        met = print_comparison(table, cells)
+        met = print_comparison(table, cells, judged)
     failed = [(label, name, why) for label, by_name in failures.items() for name, why in by_name.items()]
     for label, name, why in failed:
         print(f"\nnot timed: {name} on {label}: {why.splitlines()[0] if why else ''}")
-    judged = timing != QUICK
     verdict = ("met" if met else "NOT met") if judged else "not judged on a quick run"
     print(f"\ntargets {verdict}; wall time {time.perf_counter() - started:.0f} s")
     return 1 if failed or (judged and not met) else 0
