@@ -300,6 +300,11 @@ class ServerError(Exception):
     """A server that is not set up, does not start, or answers wrongly: reported, not timed."""
 
 
+# What a server that dies or garbles its answers mid-run raises here (a reset or closed connection, an
+# unparseable status line, our metrics unreadable): reported like a ServerError, not a crash of the run.
+SERVER_FAILURES = (ServerError, OSError, EOFError, ValueError, httpx.HTTPError)
+
+
 def free_port() -> int:
     import socket
 
@@ -418,6 +423,7 @@ class Workload:
     """One model: what its servers are, what they are sent, and what they must answer."""
 
     label: str
+    version_dir: Path  # the fp32 version
     contenders: list[Contender]
     rows: list[list[float]]
     reference: np.ndarray  # ONNX Runtime's scores for rows[0], shape (1, classes)
@@ -451,9 +457,15 @@ def run_rounds(
                         for conc in CONCURRENCY:
                             m = measure_level(contender, port, requests, conc, timing)
                             rounds[workload.label][contender.name][conc].append(m)
-                except ServerError as exc:
-                    failures[workload.label][contender.name] = str(exc)
-                    print(f"round {r + 1} {workload.label:8} {contender.name:12} FAILED: {exc}", flush=True)
+                except SERVER_FAILURES as exc:
+                    # Not timed at all on this model: no cell keeps figures from a server that failed.
+                    failures[workload.label][contender.name] = str(exc) or repr(exc)
+                    for runs in rounds[workload.label][contender.name].values():
+                        runs.clear()
+                    print(
+                        f"round {r + 1} {workload.label:8} {contender.name:12} FAILED: {exc!s:.2000}",
+                        flush=True,
+                    )
                 else:
                     figures = ", ".join(
                         f"c={conc} {runs[-1].throughput:.0f} req/s p99 {runs[-1].p99_ms:.2f} ms"
@@ -562,7 +574,7 @@ def prepare(case: ModelCase, tmp: Path, servers: list[str], variants: list[str])
     size_mb = (version_dir / ONNX_FILE).stat().st_size / 2**20
     print(f"{case.label}: {case.hook}, {ONNX_FILE} {size_mb:.1f} MiB", flush=True)
     made = {name: VARIANTS[name](version_dir) for name in variants}
-    return Workload(case.label, contenders(version_dir, servers, made), rows, reference)
+    return Workload(case.label, version_dir, contenders(version_dir, servers, made), rows, reference)
 
 
 def run_benchmark(timing: Timing, models: list[str], servers: list[str], variants: list[str]) -> int:
@@ -584,7 +596,7 @@ def run_benchmark(timing: Timing, models: list[str], servers: list[str], variant
         table = {}
         for workload in workloads:
             print_servers(workload.label, cells[workload.label])
-            print_ceiling(workload.label, workload.contenders[0].version_dir, cells[workload.label])
+            print_ceiling(workload.label, workload.version_dir, cells[workload.label])
             table[workload.label] = comparisons(cells[workload.label], workload.contenders)
         met = print_comparison(table, cells, judged)
     failed = [(label, name, why) for label, by_name in failures.items() for name, why in by_name.items()]
