@@ -10,10 +10,13 @@ CHECKOV_VENV := .tools/checkov
 STACKS := aws-enterprise-prod azure-smb-dev
 INFRA_VENV := build/infra-venv
 OUT := out
+# The serving benchmark's peers (benchmarks/peers/<peer>.txt), each in its own venv.
+BENCH_VENV := .venv-bench
+PEERS := litserve kserve mlserver bentoml
 # Each venv's stamp names the interpreter that built it: a venv built by another Python is rebuilt.
 STAMP := .installed-$(PYTHON_VERSION)
 
-.PHONY: setup setup-policy python demo test test-infra lint bench clean
+.PHONY: setup setup-policy python demo test test-infra lint bench bench-setup bench-serve clean
 
 setup: python $(BIN)/$(STAMP) $(PACK_VENV)/$(STAMP) $(CHECKOV_VENV)/$(STAMP)
 
@@ -85,10 +88,24 @@ lint: setup
 	cd policies && MYPYPATH=. ../$(BIN)/mypy --config-file ../pyproject.toml \
 		--python-executable .venv/bin/python __main__.py mlplatform_policies tools
 
-# Each prints its ratios measured side by side in one run; on 2 cores, a few minutes each.
-bench: setup
+# Each prints its ratios measured side by side in one run; on 2 cores, a few minutes each (serving: about
+# twenty, against the peers).
+bench: setup bench-setup
 	$(BIN)/python benchmarks/plan_bench.py
 	$(BIN)/python benchmarks/train_bench.py
+	$(BIN)/python benchmarks/serve_bench.py
+
+# The peers the serving benchmark compares ours with, each in its own venv from its frozen requirements:
+# their pins conflict with the product's (constraints.txt) and with each other's. Never part of setup,
+# test or CI.
+bench-setup: $(foreach peer,$(PEERS),$(BENCH_VENV)/$(peer)/$(STAMP))
+
+$(BENCH_VENV)/%/$(STAMP): benchmarks/peers/%.txt | python
+	$(PYTHON) -m venv --clear $(BENCH_VENV)/$*
+	$(BENCH_VENV)/$*/bin/python -m pip install --quiet -r $<
+	touch $@
+
+bench-serve: setup bench-setup
 	$(BIN)/python benchmarks/serve_bench.py
 
 clean:

@@ -1,33 +1,51 @@
-"""Inference serving: our server against what a user would write instead, on three model sizes.
+"""Inference serving: our server against the servers a team would pick instead, on three model sizes.
 
-One run makes three model versions, starts each server as its own process on 127.0.0.1 and drives it
-with single-row requests at concurrency 1 and 32, printing throughput and p99 latency with the ratios:
+One run makes three model versions and, for each, starts every server below as its own process (its own
+process group, on 127.0.0.1), checks its answer to one request against ONNX Runtime's, drives it with
+single-row requests at concurrency 1 and 32, and stops it; then it waits a moment before the next:
 
 - ``ours``      ``python -m workloads.inference`` (the container's entry point), one process
-- ``ours-wN``   the same with ``SERVE_WORKERS`` = the CPUs (at least 2), on the two models cheaper than
-                their HTTP handling; informative, the targets are judged on ``ours``
-- ``baseline``  the naive server a user writes in fifteen lines: FastAPI on uvicorn with uvloop and
-                httptools (``uvicorn[standard]``), a pydantic body parameter, ``InferenceSession.run``
-                inline in the handler with default session options, a dict returned
+- ``naive``     the server a user writes in fifteen lines (``benchmarks/peers/naive_server.py``): FastAPI
+                on uvicorn with uvloop and httptools, ``InferenceSession.run`` inline in the handler with
+                default session options (a pool of one thread per core, spinning)
+- ``naive-1t``  the same with one ONNX Runtime thread
+- ``litserve``  LitServe with its batching (32 rows, 2 ms)
+- ``kserve``    a KServe ModelServer custom predictor (``kserve.Model``), V1 protocol
+- ``mlserver``  Seldon MLServer, a custom runtime with adaptive batching (32 rows, 2 ms), V2 protocol
+- ``bentoml``   BentoML with adaptive batching (32 rows)
+- ``ours-w2``   ours with ``SERVE_WORKERS=2``: informative, run only when named in ``--servers``
+
+Every server runs the version's ``model.onnx`` on ONNX Runtime's CPU provider; each peer speaks its own
+request format (``benchmarks/serve_compare.py``), pre-encoded. The four framework peers cannot share the
+product's venv (their pins conflict with it and with each other), so each runs in its own, built from
+``benchmarks/peers/<peer>.txt`` by ``make bench-setup``; a peer whose venv is missing is reported, not
+timed. So is a server that does not start or whose class for the checked row differs from ONNX
+Runtime's.
 
 Models: ``digits``, the default MLP trained by ``python -m workloads.training`` (HTTP dominates);
 ``mlp-1m``, ~1.1M weights (2 hidden layers of 1024); ``mlp-50m``, ~50.6M weights (4 hidden layers of
-4096, compute-bound). The two larger ones have random weights, written by the trainer's own exporter
-(a speed test needs no accuracy). Targets on every size: ours/baseline throughput >= 1.2 at
-concurrency 1 and >= 1.5 at 32, with p99 no worse.
+4096, model-bound). The two larger ones have random weights, written by the trainer's own exporter
+(a speed test needs no accuracy).
 
-At concurrency 1 nothing can be batched, so both servers pay one model run per request and differ only
-in what they spend around it; the benchmark prints the model's own one-row run time (our session
-options, in this process) and the ceiling that sets on the ratio: the baseline's time per request
-over the run alone, i.e. what a server with no HTTP cost at all would reach.
+Rounds: each round runs every server once on every cell (model, concurrency), in a rotated order; the
+figures are each server's medians over the rounds, so a neighbour's burst on shared cores moves one
+round, not the result. Per cell it prints ours over the best peer (the peer with the highest median
+throughput): throughput (higher is better) and p99 latency (lower is better). Targets (issue 30): ours
+>= 1.0x the best peer with p99 no worse in every cell; a reduced-precision variant of the 50M model
+>= 1.3x the best fp32 peer at concurrency 1.
+
+Variants: ``--variants int8`` adds ``ours[int8]``, our server on the version's dynamic int8 version
+(``workloads/inference/quantize.py``), compared with the best fp32 peer on every cell. A new variant
+(such as bf16) is one entry in ``VARIANTS``: a function from the fp32 version directory to the
+variant's.
 
 The load generator speaks HTTP/1.1 over asyncio streams itself instead of using httpx: on these 2 shared
 cores, against the digits model with 32 clients, httpx spent about 5.9 ms of CPU per request where this
 client spends about 0.12 ms, so httpx, not the server, would have set the throughput. Requests are
 pre-encoded, connections kept alive.
 
-Usage: ``python benchmarks/serve_bench.py`` (about 2 minutes on 2 cores). The baseline server is this file
-too: ``python benchmarks/serve_bench.py baseline --model DIR --port P``.
+Usage: ``make bench-serve`` (sets up the peers' venvs, then runs this; about 20 minutes on 2 cores), or
+``python benchmarks/serve_bench.py --quick`` (one short round: proves every server answers and runs).
 """
 
 from __future__ import annotations
@@ -35,44 +53,62 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import numpy as np
-import numpy.typing as npt
 import onnxruntime as ort
 import torch
-import uvicorn
-from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import BaseModel
 from torch import nn
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(REPO))
 
-from workloads.artifacts import load_metadata, model_version_dir  # noqa: E402
+from benchmarks.serve_compare import (  # noqa: E402
+    DEFAULT_SERVERS,
+    OURS,
+    SERVERS,
+    Comparison,
+    Measurement,
+    ServerSpec,
+    compare,
+    median,
+    same_answer,
+)
+from workloads.artifacts import ONNX_FILE, load_metadata, model_version_dir  # noqa: E402
 from workloads.inference.cpu import available_cpus  # noqa: E402
-from workloads.training.tasks import Split, load_split_for  # noqa: E402
+from workloads.training.tasks import load_split_for  # noqa: E402
 
 CONCURRENCY = (1, 32)
-WARMUP_S = 0.5
-MEASURE_S = 2.5
-ROUNDS = 2
 MAX_REQUESTS_PER_LEVEL = 50_000
-SERVER_START_S = 60.0
-TARGET_C1 = 1.2
-TARGET_C32 = 1.5
+SERVER_START_S = 120.0
+STOP_S = 15.0
+PEER_VENVS = REPO / ".venv-bench"
+TARGET_FP32 = 1.0
+# Issue 30: the 50M model's reduced-precision version against the best fp32 peer at concurrency 1.
+TARGET_VARIANT = {("mlp-50m", 1): 1.3}
+
+
+@dataclass(frozen=True)
+class Timing:
+    rounds: int
+    warmup_s: float  # per load level, not counted
+    measure_s: float  # per load level
+    idle_s: float  # after a server stops, before the next starts
+
+
+FULL = Timing(rounds=3, warmup_s=0.5, measure_s=2.5, idle_s=2.0)
+QUICK = Timing(rounds=1, warmup_s=0.2, measure_s=0.5, idle_s=0.5)
 
 
 def _stack(n_features: int, n_classes: int, hidden: int, layers: int) -> nn.Module:
@@ -101,17 +137,13 @@ class ModelCase:
     # 0: random weights, written by the trainer's own exporter without training (a speed test needs no
     # accuracy, and a minute of training would not change one timing).
     epochs: int
-    # Also measure one worker process per CPU (a model cheaper than its HTTP handling).
-    workers: bool
 
 
 MODELS = (
-    ModelCase("digits", "workloads.training.model:mlp", 10, workers=True),
-    ModelCase("mlp-1m", "benchmarks.serve_bench:mlp_1m", 0, workers=True),
-    ModelCase("mlp-50m", "benchmarks.serve_bench:mlp_50m", 0, workers=False),
+    ModelCase("digits", "workloads.training.model:mlp", 10),
+    ModelCase("mlp-1m", "benchmarks.serve_bench:mlp_1m", 0),
+    ModelCase("mlp-50m", "benchmarks.serve_bench:mlp_50m", 0),
 )
-WORKERS = max(2, available_cpus())
-WORKERS_KIND = f"ours-w{WORKERS}"
 
 
 # --- models ------------------------------------------------------------------------------------------
@@ -142,29 +174,31 @@ def export_untrained(flags: list[str]) -> None:
     write_model_version(config, split, model, {}, world_size=1)
 
 
-# --- the naive baseline server -------------------------------------------------------------------------
+def int8_variant(version_dir: Path) -> Path:
+    """The version's dynamic int8 version, written beside it. No accuracy gate here (drop up to 1.0):
+    the two larger models have random weights, and a speed test needs no accuracy."""
+    from workloads.inference.quantize import quantize_version
+
+    return version_dir.with_name(quantize_version(version_dir, max_accuracy_drop=1.0).version)
 
 
-class Instances(BaseModel):
-    instances: list[list[float]]
+# Reduced-precision versions served by ours and compared with the best fp32 peer: name -> a function
+# from the fp32 version directory to the variant's. The bf16 variant (issue 30) is one more entry.
+VARIANTS: dict[str, Callable[[Path], Path]] = {"int8": int8_variant}
 
 
-def serve_baseline(version_dir: Path, port: int) -> None:
-    """What a user would write in fifteen lines: the session run inline in an async handler."""
-    session = ort.InferenceSession(str(version_dir / "model.onnx"), providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    app = FastAPI()
+@dataclass(frozen=True)
+class Contender:
+    """One server on one version: a row of the results (``ours[int8]`` is ours on the int8 version)."""
 
-    @app.get("/readyz")
-    async def readyz() -> dict[str, bool]:
-        return {"ready": True}
+    name: str
+    spec: ServerSpec
+    version_dir: Path
 
-    @app.post("/v1/predict")
-    async def predict(body: Instances) -> dict[str, list[Any]]:
-        scores = session.run(None, {name: np.asarray(body.instances, dtype=np.float32)})[0]
-        return {"predictions": scores.argmax(axis=1).tolist(), "scores": scores.tolist()}
 
-    uvicorn.run(app, host="127.0.0.1", port=port, loop="uvloop", http="httptools", log_level="warning")
+def contenders(version_dir: Path, servers: list[str], variants: dict[str, Path]) -> list[Contender]:
+    named = [Contender(name, SERVERS[name], version_dir) for name in servers]
+    return named + [Contender(f"{OURS}[{v}]", SERVERS[OURS], d) for v, d in variants.items()]
 
 
 # --- load generation -----------------------------------------------------------------------------------
@@ -175,37 +209,39 @@ class Result:
     latencies_s: list[float]
     seconds: float
     errors: int
-    mean_batch: float | None = None  # rows per model run, from the server's own metrics (ours only)
 
-    @property
-    def throughput(self) -> float:
-        return len(self.latencies_s) / self.seconds
-
-    def percentile_ms(self, q: float) -> float:
-        return float(np.percentile(self.latencies_s, q) * 1000)
-
-
-def encode_requests(x: npt.NDArray[np.float32], count: int = 64) -> list[bytes]:
-    """Pre-encoded single-row POSTs of held-out inputs, so the client spends nothing on JSON."""
-    requests = []
-    for row in x[:count]:
-        body = json.dumps({"instances": [row.tolist()]}).encode()
-        head = "POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        requests.append(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
-    return requests
+    def measurement(self, rows_per_run: float | None = None) -> Measurement:
+        return Measurement(
+            throughput=len(self.latencies_s) / self.seconds,
+            p50_ms=float(np.percentile(self.latencies_s, 50) * 1000),
+            p99_ms=float(np.percentile(self.latencies_s, 99) * 1000),
+            errors=self.errors,
+            rows_per_run=rows_per_run,
+        )
 
 
-async def post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> int:
-    """One request on a kept-alive connection; returns the status (bodies always carry a length here)."""
+async def exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+) -> tuple[int, bytes]:
+    """One request on a kept-alive connection: the status and the body (by length, or chunked)."""
     writer.write(request)
     status = int((await reader.readline()).split()[1])
-    length = 0
+    length, chunked = 0, False
     while (line := await reader.readline()) not in (b"\r\n", b""):
         name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
+        name = name.strip().lower()
+        if name == b"content-length":
             length = int(value)
-    await reader.readexactly(length)
-    return status
+        elif name == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+    if not chunked:
+        return status, await reader.readexactly(length)
+    body = b""
+    while size := int((await reader.readline()).split(b";")[0], 16):
+        body += await reader.readexactly(size)
+        await reader.readline()
+    await reader.readline()  # the blank line after the last (empty) chunk
+    return status, body
 
 
 @dataclass
@@ -225,7 +261,7 @@ async def client(level: Level, offset: int) -> None:
     result, i = level.result, offset
     try:
         while (now := time.perf_counter()) < level.until and len(result.latencies_s) < MAX_REQUESTS_PER_LEVEL:
-            status = await post(reader, writer, level.requests[i % len(level.requests)])
+            status, _ = await exchange(reader, writer, level.requests[i % len(level.requests)])
             i += 1
             if now < level.warm_until:
                 continue
@@ -237,20 +273,36 @@ async def client(level: Level, offset: int) -> None:
         writer.close()
 
 
-async def drive(port: int, requests: list[bytes], concurrency: int) -> Result:
-    """``concurrency`` closed-loop clients for WARMUP_S + MEASURE_S; only the measured part counts."""
+async def drive(port: int, requests: list[bytes], concurrency: int, timing: Timing) -> Result:
+    """``concurrency`` closed-loop clients for warm-up + measured time; only the measured part counts."""
     start = time.perf_counter()
-    level = Level(port, requests, start + WARMUP_S, start + WARMUP_S + MEASURE_S, Result([], MEASURE_S, 0))
+    warm_until = start + timing.warmup_s
+    level = Level(port, requests, warm_until, warm_until + timing.measure_s, Result([], timing.measure_s, 0))
     await asyncio.gather(*(client(level, c) for c in range(concurrency)))
     level.result.seconds = time.perf_counter() - level.warm_until
     if not level.result.latencies_s:
-        raise RuntimeError(
-            f"no request succeeded at concurrency {concurrency} ({level.result.errors} errors)"
-        )
+        raise ServerError(f"no request succeeded at concurrency {concurrency} ({level.result.errors} errors)")
     return level.result
 
 
-# --- orchestration -------------------------------------------------------------------------------------
+async def ask(port: int, request: bytes) -> tuple[int, bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        return await exchange(reader, writer, request)
+    finally:
+        writer.close()
+
+
+# --- servers -------------------------------------------------------------------------------------------
+
+
+class ServerError(Exception):
+    """A server that is not set up, does not start, or answers wrongly: reported, not timed."""
+
+
+# What a server that dies or garbles its answers mid-run raises here (a reset or closed connection, an
+# unparseable status line, our metrics unreadable): reported like a ServerError, not a crash of the run.
+SERVER_FAILURES = (ServerError, OSError, EOFError, ValueError, httpx.HTTPError)
 
 
 def free_port() -> int:
@@ -262,37 +314,86 @@ def free_port() -> int:
         return port
 
 
+def server_command(contender: Contender, port: int, scratch: Path) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of one server; every server imports this checkout first."""
+    spec = contender.spec
+    env = dict(os.environ) | {"PYTHONPATH": str(REPO)} | dict(spec.env)
+    if spec.venv is None:
+        python = sys.executable
+    else:
+        python = str(PEER_VENVS / spec.venv / "bin" / "python")
+        if not Path(python).exists():
+            raise ServerError(f"its venv {PEER_VENVS / spec.venv} is missing: run `make bench-setup`")
+        # BentoML keeps its home (and would send usage reports) outside the run's scratch otherwise.
+        env |= {"BENTOML_HOME": str(scratch / "bentoml"), "BENTOML_DO_NOT_TRACK": "True"}
+    if spec.ours:
+        env |= {
+            "SERVE_MODEL_DIR": str(contender.version_dir),
+            "SERVE_HOST": "127.0.0.1",
+            "SERVE_PORT": str(port),
+        }
+        return [python, "-m", spec.module], env
+    model = ["--model", str(contender.version_dir), "--port", str(port)]
+    return [python, "-m", spec.module, *spec.args, *model], env
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the server's whole process group (peers run workers), SIGKILL to what outlives it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(STOP_S)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
 @contextlib.contextmanager
-def running(command: list[str], env: dict[str, str], port: int) -> Iterator[None]:
-    """A server process, ready (its /readyz answers 200) for the duration of the block."""
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def running(contender: Contender, scratch: Path) -> Iterator[int]:
+    """The server's process group, ready (its ready path answers 200), for the block; yields its port."""
+    port = free_port()
+    command, env = server_command(contender, port, scratch)
+    log = scratch / f"{contender.name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, cwd=scratch, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + SERVER_START_S
         while True:
             if process.poll() is not None:
-                raise RuntimeError(
-                    f"{command} exited: {process.stderr.read().decode() if process.stderr else ''}"
-                )
+                raise ServerError(f"exited with {process.returncode}:\n{_tail(log)}")
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                url = f"http://127.0.0.1:{port}{contender.spec.ready_path}"
+                if httpx.get(url, timeout=2).status_code == 200:
                     break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{command} not ready in {SERVER_START_S}s")
-            time.sleep(0.1)
-        yield
+                raise ServerError(f"not ready in {SERVER_START_S:.0f} s:\n{_tail(log)}")
+            time.sleep(0.2)
+        yield port
     finally:
-        process.terminate()
-        process.wait(60)
+        _stop(process)
 
 
-def server_command(kind: str, version_dir: Path, port: int) -> tuple[list[str], dict[str, str]]:
-    env = dict(os.environ)
-    if kind == "baseline":
-        return [sys.executable, __file__, "baseline", "--model", str(version_dir), "--port", str(port)], env
-    env |= {"SERVE_MODEL_DIR": str(version_dir), "SERVE_HOST": "127.0.0.1", "SERVE_PORT": str(port)}
-    if kind == WORKERS_KIND:
-        env["SERVE_WORKERS"] = str(WORKERS)
-    return [sys.executable, "-m", "workloads.inference"], env
+def check_answer(contender: Contender, port: int, row: list[float], reference: np.ndarray) -> None:
+    """The server's class for one row must be ONNX Runtime's (default options) for the fp32 version."""
+    wire = contender.spec.wire
+    status, body = asyncio.run(ask(port, wire.request(row)))
+    if status != 200:
+        raise ServerError(f"answered {status}: {body[:300]!r}")
+    try:
+        scores = wire.decode(body)
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ServerError(f"answer not in its format ({exc!r}): {body[:300]!r}") from exc
+    if not same_answer(reference, scores):
+        raise ServerError(
+            f"wrong answer: scores {scores.tolist()} (class {scores.argmax()}), ONNX Runtime "
+            f"{reference.tolist()} (class {reference.argmax()})"
+        )
 
 
 def batch_totals(port: int) -> tuple[float, float]:
@@ -303,121 +404,250 @@ def batch_totals(port: int) -> tuple[float, float]:
     return values["inference_batch_size_count"], values["inference_batch_size_sum"]
 
 
-def drive_and_count_batches(kind: str, port: int, requests: list[bytes], concurrency: int) -> Result:
-    if kind == "baseline":
-        return asyncio.run(drive(port, requests, concurrency))
+def measure_level(
+    contender: Contender, port: int, requests: list[bytes], conc: int, timing: Timing
+) -> Measurement:
+    if not contender.spec.ours:
+        return asyncio.run(drive(port, requests, conc, timing)).measurement()
     runs_before, rows_before = batch_totals(port)
-    result = asyncio.run(drive(port, requests, concurrency))
+    result = asyncio.run(drive(port, requests, conc, timing))
     runs_after, rows_after = batch_totals(port)
-    result.mean_batch = (rows_after - rows_before) / max(runs_after - runs_before, 1)
-    return result
+    return result.measurement((rows_after - rows_before) / max(runs_after - runs_before, 1))
 
 
-def measure(servers: dict[str, Path], requests: list[bytes]) -> dict[str, dict[int, Result]]:
-    """Every server at every concurrency, ROUNDS times, interleaved; each keeps its best round.
-
-    The 2 cores are shared, so a neighbour's burst can halve one measurement. Interleaving spreads such
-    bursts over all servers alike, and the best of the rounds is the least disturbed estimate of each.
-    """
-    results: dict[str, dict[int, Result]] = {kind: {} for kind in servers}
-    with contextlib.ExitStack() as stack:
-        ports = {}
-        for kind, version_dir in servers.items():
-            ports[kind] = free_port()
-            stack.enter_context(running(*server_command(kind, version_dir, ports[kind]), ports[kind]))
-        for concurrency in CONCURRENCY:
-            for _ in range(ROUNDS):
-                for kind, port in ports.items():
-                    result = drive_and_count_batches(kind, port, requests, concurrency)
-                    best = results[kind].get(concurrency)
-                    if best is None or result.throughput > best.throughput:
-                        results[kind][concurrency] = result
-    return results
+# --- rounds ------------------------------------------------------------------------------------------
 
 
-def ratios(results: dict[str, dict[int, Result]], conc: int, kind: str = "ours") -> tuple[float, float]:
-    """(throughput, p99) of one of ours over the baseline's at one concurrency."""
-    ours, base = results[kind][conc], results["baseline"][conc]
-    return ours.throughput / base.throughput, ours.percentile_ms(99) / base.percentile_ms(99)
+@dataclass(frozen=True)
+class Workload:
+    """One model: what its servers are, what they are sent, and what they must answer."""
+
+    label: str
+    version_dir: Path  # the fp32 version
+    contenders: list[Contender]
+    rows: list[list[float]]
+    reference: np.ndarray  # ONNX Runtime's scores for rows[0], shape (1, classes)
 
 
-def print_table(label: str, results: dict[str, dict[int, Result]]) -> None:
-    print(f"\n{'model':8} {'server':9} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}"
-          f" {'rows/run':>8}")  # fmt: skip
-    for kind, by_conc in results.items():
-        for conc, r in by_conc.items():
-            rows_per_run = "1 (none)" if r.mean_batch is None else f"{r.mean_batch:.1f}"
-            print(
-                f"{label:8} {kind:9} {conc:4d} {r.throughput:8.0f} {r.percentile_ms(50):8.2f} "
-                f"{r.percentile_ms(99):8.2f} {r.errors:6d} {rows_per_run:>8}"
-            )
-    for kind in [k for k in results if k != "baseline"]:
-        for conc in CONCURRENCY:
-            thr, p99 = ratios(results, conc, kind)
-            print(f"{label:8} {kind}/baseline at {conc:2d}: throughput {thr:.2f}x, p99 {p99:.2f}x")
+# model -> contender -> concurrency -> one measurement per round
+Rounds = dict[str, dict[str, dict[int, list[Measurement]]]]
 
 
-def print_ceiling(label: str, version_dir: Path, results: dict[str, dict[int, Result]]) -> None:
+def run_rounds(
+    workloads: list[Workload], timing: Timing, scratch: Path
+) -> tuple[Rounds, dict[str, dict[str, str]]]:
+    """Every round runs every server once on every cell, servers in a rotated order; a server that fails
+    is reported (``failures``) and left out of the later rounds of that model."""
+    rounds: Rounds = {
+        w.label: {c.name: {conc: [] for conc in CONCURRENCY} for c in w.contenders} for w in workloads
+    }
+    failures: dict[str, dict[str, str]] = {w.label: {} for w in workloads}
+    for r in range(timing.rounds):
+        for workload in workloads:
+            shift = r % len(workload.contenders)
+            order = workload.contenders[shift:] + workload.contenders[:shift]
+            for contender in order:
+                if contender.name in failures[workload.label]:
+                    continue
+                started = time.perf_counter()
+                try:
+                    with running(contender, scratch) as port:
+                        check_answer(contender, port, workload.rows[0], workload.reference)
+                        requests = [contender.spec.wire.request(row) for row in workload.rows]
+                        for conc in CONCURRENCY:
+                            m = measure_level(contender, port, requests, conc, timing)
+                            rounds[workload.label][contender.name][conc].append(m)
+                except SERVER_FAILURES as exc:
+                    # Not timed at all on this model: no cell keeps figures from a server that failed.
+                    failures[workload.label][contender.name] = str(exc) or repr(exc)
+                    for runs in rounds[workload.label][contender.name].values():
+                        runs.clear()
+                    print(
+                        f"round {r + 1} {workload.label:8} {contender.name:12} FAILED: {exc!s:.2000}",
+                        flush=True,
+                    )
+                else:
+                    figures = ", ".join(
+                        f"c={conc} {runs[-1].throughput:.0f} req/s p99 {runs[-1].p99_ms:.2f} ms"
+                        for conc, runs in rounds[workload.label][contender.name].items()
+                    )
+                    took = time.perf_counter() - started
+                    print(
+                        f"round {r + 1} {workload.label:8} {contender.name:12} {figures} ({took:.0f} s)",
+                        flush=True,
+                    )
+                time.sleep(timing.idle_s)
+    return rounds, failures
+
+
+# --- report --------------------------------------------------------------------------------------------
+
+
+def medians(rounds: Rounds) -> dict[str, dict[int, dict[str, Measurement]]]:
+    """model -> concurrency -> contender -> its medians, for the contenders that were timed."""
+    return {
+        label: {
+            conc: {name: median(by_conc[conc]) for name, by_conc in by_name.items() if by_conc[conc]}
+            for conc in CONCURRENCY
+        }
+        for label, by_name in rounds.items()
+    }
+
+
+def print_servers(label: str, cells: dict[int, dict[str, Measurement]]) -> None:
+    print(
+        f"\n{'model':8} {'server':12} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}",
+        end="",
+    )
+    print(f" {'rows/run':>8}")
+    for conc, cell in cells.items():
+        for name, m in cell.items():
+            rows = "" if m.rows_per_run is None else f"{m.rows_per_run:.1f}"
+            figures = f"{m.throughput:8.0f} {m.p50_ms:8.2f} {m.p99_ms:8.2f} {m.errors:6d} {rows:>8}"
+            print(f"{label:8} {name:12} {conc:4d} {figures}")
+
+
+def print_ceiling(label: str, version_dir: Path, cells: dict[int, dict[str, Measurement]]) -> None:
     """The model's one-row run alone, and the c=1 ratio a server with no HTTP cost would reach."""
     from workloads.inference.model import OnnxModel, load_artifact
 
+    if "naive" not in cells[1]:
+        return
     run_s = OnnxModel(load_artifact(version_dir), available_cpus()).single_row_seconds()
-    per_request_s = 1 / results["baseline"][1].throughput
+    per_request_s = 1 / cells[1]["naive"].throughput
     print(
-        f"{label:8} one-row model run {run_s * 1000:.3f} ms, baseline {per_request_s * 1000:.3f} ms per"
-        f" request at c=1: ceiling for ours/baseline at c=1 {per_request_s / run_s:.2f}x"
+        f"{label:8} one-row model run {run_s * 1000:.3f} ms (our session options), naive"
+        f" {per_request_s * 1000:.3f} ms per request at c=1: ceiling for ours/naive at c=1"
+        f" {per_request_s / run_s:.2f}x"
     )
 
 
-def report_targets(results: dict[str, dict[str, dict[int, Result]]]) -> bool:
-    print("\ntargets (ours / baseline):")
+def comparisons(
+    cells: dict[int, dict[str, Measurement]], named: list[Contender]
+) -> dict[tuple[str, int], Comparison]:
+    """(ours or a variant, concurrency) -> its comparison with the best peer timed on that cell."""
+    peers = [c.name for c in named if not c.spec.ours]
+    ours = [c.name for c in named if c.spec.ours]
+    found = {}
+    for conc, cell in cells.items():
+        for name in ours:
+            if (c := compare(cell, name, peers)) is not None:
+                found[name, conc] = c
+    return found
+
+
+def print_comparison(
+    table: dict[str, dict[tuple[str, int], Comparison]],
+    cells: dict[str, dict[int, dict[str, Measurement]]],
+    judged: bool,
+) -> bool:
+    """The summary as a Markdown table, and whether every target is met (a missing cell is not met);
+    the table says met or not only when ``judged`` (not on a quick run)."""
+    print("\n| model | server | c | req/s, p99 | best peer | its req/s, p99 | throughput | p99 | target |")
+    print("|---|---|---|---|---|---|---|---|---|")
     all_met = True
-    for label, by_server in results.items():
-        for conc, target in zip(CONCURRENCY, (TARGET_C1, TARGET_C32), strict=True):
-            thr, p99 = ratios(by_server, conc)
-            met = thr >= target and p99 <= 1
-            all_met &= met
-            print(
-                f"  {label:8} c={conc:<2d} throughput {thr:5.2f}x (>= {target}), p99 {p99:5.2f}x (<= 1)"
-                f" -> {'met' if met else 'NOT met'}"
-            )
+    for label, found in table.items():
+        for (name, conc), c in found.items():
+            ours, best = cells[label][conc][name], cells[label][conc][c.best_peer]
+            target = TARGET_FP32 if name == OURS else TARGET_VARIANT.get((label, conc))
+            verdict = "" if target is None else f">= {target}x"
+            if judged and target is not None:
+                verdict += ": met" if c.met(target) else ": NOT met"
+            all_met &= target is None or c.met(target)
+            figures = f"{ours.throughput:.0f}, {ours.p99_ms:.2f} ms | {c.best_peer} |"
+            figures += f" {best.throughput:.0f}, {best.p99_ms:.2f} ms"
+            ratios = f"{c.throughput_ratio:.2f}x | {c.p99_ratio:.2f}x"
+            print(f"| {label} | {name} | {conc} | {figures} | {ratios} | {verdict} |")
+        all_met &= all((OURS, conc) in found for conc in CONCURRENCY)
     return all_met
 
 
-def run_benchmark() -> int:
+# --- main ----------------------------------------------------------------------------------------------
+
+
+def prepare(case: ModelCase, tmp: Path, servers: list[str], variants: list[str]) -> Workload:
+    version_dir = make_model(tmp, case)
+    split = load_split_for(load_metadata(version_dir).dataset)
+    rows = [row.tolist() for row in split.x_test[:64].astype(np.float32)]
+    session = ort.InferenceSession(str(version_dir / ONNX_FILE), providers=["CPUExecutionProvider"])
+    reference = session.run(None, {session.get_inputs()[0].name: np.asarray(rows[:1], dtype=np.float32)})[0]
+    size_mb = (version_dir / ONNX_FILE).stat().st_size / 2**20
+    print(f"{case.label}: {case.hook}, {ONNX_FILE} {size_mb:.1f} MiB", flush=True)
+    made = {name: VARIANTS[name](version_dir) for name in variants}
+    return Workload(case.label, version_dir, contenders(version_dir, servers, made), rows, reference)
+
+
+def run_benchmark(timing: Timing, models: list[str], servers: list[str], variants: list[str]) -> int:
+    """0 when every server answered and ran and (on a full run) every target is met; else 1."""
     started = time.perf_counter()
-    print(f"cpus for the servers' thread pools: {available_cpus()}; load: {CONCURRENCY} closed-loop clients, "
-          f"{WARMUP_S}s warm-up + {MEASURE_S}s measured per level, best of {ROUNDS} interleaved rounds, "
-          "single-row requests")  # fmt: skip
-    results: dict[str, dict[str, dict[int, Result]]] = {}
+    print(
+        f"cpus for the servers' thread pools: {available_cpus()}; load: {CONCURRENCY} closed-loop clients, "
+        f"{timing.warmup_s}s warm-up + {timing.measure_s}s measured per level, medians of {timing.rounds}"
+        " interleaved round(s), single-row requests",
+        flush=True,
+    )
+    judged = timing != QUICK
     with tempfile.TemporaryDirectory(prefix="serve-bench-") as tmp:
-        for case in MODELS:
-            version_dir = make_model(Path(tmp), case)
-            split: Split = load_split_for(load_metadata(version_dir).dataset)
-            size_mb = (version_dir / "model.onnx").stat().st_size / 2**20
-            print(f"\n{case.label}: {case.hook}, model.onnx {size_mb:.1f} MiB")
-            kinds = ["baseline", "ours", *([WORKERS_KIND] if case.workers else [])]
-            results[case.label] = measure(dict.fromkeys(kinds, version_dir), encode_requests(split.x_test))
-            print_table(case.label, results[case.label])
-            print_ceiling(case.label, version_dir, results[case.label])
-    met = report_targets(results)
-    print(f"\nwall time {time.perf_counter() - started:.0f} s")
-    return 0 if met else 1
+        scratch = Path(tmp)
+        cases = [case for case in MODELS if case.label in models]
+        workloads = [prepare(case, scratch / "models", servers, variants) for case in cases]
+        rounds, failures = run_rounds(workloads, timing, scratch)
+        cells = medians(rounds)
+        table = {}
+        for workload in workloads:
+            print_servers(workload.label, cells[workload.label])
+            print_ceiling(workload.label, workload.version_dir, cells[workload.label])
+            table[workload.label] = comparisons(cells[workload.label], workload.contenders)
+        met = print_comparison(table, cells, judged)
+    failed = [(label, name, why) for label, by_name in failures.items() for name, why in by_name.items()]
+    for label, name, why in failed:
+        print(f"\nnot timed: {name} on {label}: {why.splitlines()[0] if why else ''}")
+    verdict = ("met" if met else "NOT met") if judged else "not judged on a quick run"
+    print(f"\ntargets {verdict}; wall time {time.perf_counter() - started:.0f} s")
+    return 1 if failed or (judged and not met) else 0
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    # SIGTERM unwinds like Ctrl-C, so every running server's process group is stopped on the way out.
+    raise SystemExit(128 + signum)
+
+
+def _names(value: str, known: list[str], what: str) -> list[str]:
+    names = [n for n in value.split(",") if n]
+    if unknown := [n for n in names if n not in known]:
+        raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown)} (known: {', '.join(known)})")
+    return names
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    sub = parser.add_subparsers(dest="command")
-    baseline = sub.add_parser("baseline", help="serve the naive baseline (used by the benchmark itself)")
-    baseline.add_argument("--model", type=Path, required=True)
-    baseline.add_argument("--port", type=int, required=True)
+    model_names, server_names = [m.label for m in MODELS], list(SERVERS)
+    parser.add_argument(
+        "--quick", action="store_true", help="one short round: a smoke run, no targets judged"
+    )
+    parser.add_argument(
+        "--models",
+        type=lambda v: _names(v, model_names, "model"),
+        default=model_names,
+        help=f"comma-separated (default: {','.join(model_names)})",
+    )
+    parser.add_argument(
+        "--servers",
+        type=lambda v: _names(v, server_names, "server"),
+        default=DEFAULT_SERVERS,
+        help=f"comma-separated, of: {','.join(server_names)} (default: all but ours-w2)",
+    )
+    parser.add_argument(
+        "--variants",
+        type=lambda v: _names(v, list(VARIANTS), "variant"),
+        default=[],
+        help=f"versions of each model served by ours beside fp32, comma-separated, of: {','.join(VARIANTS)}",
+    )
     args = parser.parse_args()
-    if args.command == "baseline":
-        serve_baseline(args.model, args.port)
-    else:
-        sys.exit(run_benchmark())
+    signal.signal(signal.SIGTERM, _terminate)
+    sys.exit(run_benchmark(QUICK if args.quick else FULL, args.models, args.servers, args.variants))
 
 
 if __name__ == "__main__":
