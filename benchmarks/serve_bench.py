@@ -87,6 +87,7 @@ from benchmarks.serve_compare import (  # noqa: E402
 )
 from workloads.artifacts import ONNX_FILE, load_metadata, model_version_dir  # noqa: E402
 from workloads.inference.cpu import available_cpus  # noqa: E402
+from workloads.inference.quantize import Reduced, quantize_version  # noqa: E402
 from workloads.training.tasks import load_split_for  # noqa: E402
 
 CONCURRENCY = (1, 32)
@@ -174,17 +175,22 @@ def export_untrained(flags: list[str]) -> None:
     write_model_version(config, split, model, {}, world_size=1)
 
 
-def int8_variant(version_dir: Path) -> Path:
-    """The version's dynamic int8 version, written beside it. No accuracy gate here (drop up to 1.0):
-    the two larger models have random weights, and a speed test needs no accuracy."""
-    from workloads.inference.quantize import quantize_version
+def reduced(precision: Reduced) -> Callable[[Path], Path]:
+    """The version at ``precision`` (int8: ONNX Runtime dynamic quantization; bf16: OpenVINO at bf16),
+    written beside it. No accuracy gate here (drop up to 1.0): the two larger models have random weights,
+    and a speed test needs no accuracy; the product's gate is tested in tests/workloads/inference."""
 
-    return version_dir.with_name(quantize_version(version_dir, max_accuracy_drop=1.0).version)
+    def publish(version_dir: Path) -> Path:
+        return version_dir.with_name(
+            quantize_version(version_dir, precision=precision, max_accuracy_drop=1.0).version
+        )
+
+    return publish
 
 
 # Reduced-precision versions served by ours and compared with the best fp32 peer: name -> a function
-# from the fp32 version directory to the variant's. The bf16 variant (issue 30) is one more entry.
-VARIANTS: dict[str, Callable[[Path], Path]] = {"int8": int8_variant}
+# from the fp32 version directory to the variant's.
+VARIANTS: dict[str, Callable[[Path], Path]] = {"int8": reduced("int8"), "bf16": reduced("bf16")}
 
 
 @dataclass(frozen=True)
