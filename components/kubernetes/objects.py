@@ -93,6 +93,31 @@ def restricted_container_security(uid: int) -> Object:
     }
 
 
+def restricted_container(
+    name: str,
+    image: object,
+    *,
+    uid: int,
+    cpu: str,
+    memory: str,
+    env: list[Object],
+    mounts: list[Object],
+    **entry: list[str],
+) -> Object:
+    """A container pulled on every start, Guaranteed (requests equal limits) and restricted; ``entry``
+    is its ``command`` and/or ``args``."""
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "Always",
+        **entry,
+        "env": env,
+        "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
+        "securityContext": restricted_container_security(uid),
+        "volumeMounts": mounts,
+    }
+
+
 def type_token(obj: Mapping[str, Any]) -> str:
     """``apps/v1`` + ``Deployment`` → ``kubernetes:apps/v1:Deployment``; core ``v1`` → ``core/v1``."""
     api_version = str(obj["apiVersion"])

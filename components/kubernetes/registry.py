@@ -51,7 +51,7 @@ from components.handle import (
 from components.kubernetes.objects import (
     MANAGED_BY,
     Object,
-    restricted_container_security,
+    restricted_container,
     restricted_pod_security,
     service_account,
 )
@@ -265,19 +265,16 @@ def _volumes(spec: RegistrySpec, server: bool) -> tuple[list[Object], list[Objec
 
 def _container(spec: RegistrySpec, name: str, mode: str, mounts: list[Object]) -> Object:
     server = mode == "server"
-    return {
-        "name": name,
-        "image": spec.image,
-        "imagePullPolicy": "Always",
-        "args": [mode],
-        "env": _env(spec, server),
-        "resources": {
-            "requests": {"cpu": spec.cpu, "memory": spec.memory},
-            "limits": {"cpu": spec.cpu, "memory": spec.memory},
-        },
-        "securityContext": restricted_container_security(spec.run_as_user),
-        "volumeMounts": mounts,
-    }
+    return restricted_container(
+        name,
+        spec.image,
+        uid=spec.run_as_user,
+        cpu=spec.cpu,
+        memory=spec.memory,
+        env=_env(spec, server),
+        mounts=mounts,
+        args=[mode],
+    )
 
 
 def _probe(period: int, failures: int) -> Object:

@@ -36,6 +36,7 @@ from components.handle import WORKLOAD_IDENTITIES, PoolHandle, PoolKind
 from components.kubernetes.objects import (
     MANAGED_BY,
     SKIP_AWAIT,
+    restricted_container,
     restricted_container_security,
     restricted_pod_security,
     service_account,
@@ -488,16 +489,15 @@ def _service(spec: InferenceServiceSpec) -> Object:
         "spec": {
             "type": "ClusterIP",
             "selector": {INSTANCE_LABEL: spec.name},
-            "ports": [
-                {
-                    "name": "https" if spec.tls else "http",
-                    "port": spec.port,
-                    "targetPort": "http",
-                    "protocol": "TCP",
-                }
-            ],
+            "ports": _service_ports(spec),
         },
     }
+
+
+def _service_ports(spec: InferenceServiceSpec) -> list[Object]:
+    return [
+        {"name": "https" if spec.tls else "http", "port": spec.port, "targetPort": "http", "protocol": "TCP"}
+    ]
 
 
 def _disruption_budget(spec: InferenceServiceSpec) -> Object:
@@ -551,14 +551,7 @@ def _pods_service(spec: InferenceServiceSpec) -> Object:
             "clusterIP": "None",
             "publishNotReadyAddresses": False,
             "selector": {INSTANCE_LABEL: spec.name},
-            "ports": [
-                {
-                    "name": "https" if spec.tls else "http",
-                    "port": spec.port,
-                    "targetPort": "http",
-                    "protocol": "TCP",
-                }
-            ],
+            "ports": _service_ports(spec),
         },
     }
 
@@ -621,19 +614,16 @@ def _rollout_cron_job(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object
     half-way has already moved traffic, and running it again from its first step must be a person's
     decision, not the Job controller's."""
     volumes, mounts = _rollout_volumes(spec, rollout)
-    container = {
-        "name": "rollout",
-        "image": spec.image,
-        "imagePullPolicy": "Always",
-        "command": list(ROLLOUT_ENTRY),
-        "env": _rollout_env(spec, rollout),
-        "resources": {
-            "requests": {"cpu": rollout.cpu, "memory": rollout.memory},
-            "limits": {"cpu": rollout.cpu, "memory": rollout.memory},
-        },
-        "securityContext": restricted_container_security(spec.run_as_user),
-        "volumeMounts": mounts,
-    }
+    container = restricted_container(
+        "rollout",
+        spec.image,
+        uid=spec.run_as_user,
+        cpu=rollout.cpu,
+        memory=rollout.memory,
+        env=_rollout_env(spec, rollout),
+        mounts=mounts,
+        command=list(ROLLOUT_ENTRY),
+    )
     pod = {
         "serviceAccountName": rollout.service_account,
         "automountServiceAccountToken": False,
