@@ -75,6 +75,9 @@ ADDED_S = 0.020
 # Live inputs drift past the shifted reference by this much (digits' pixels are 0..16).
 SHIFT = 8.0
 SPLIT_REQUESTS = 10_000
+# Shadow off, then on, this many times, each phase this long.
+PHASE_ROUNDS = 5
+PHASE_S = 3.0
 
 
 # -- the faulty versions ---------------------------------------------------------------------------
@@ -176,8 +179,8 @@ def slow_dir(
     base = graph.SerializeToString()
     one = rows[:1]
     base_s, _ = _run_s(base, one)
-    probe_s, _ = _run_s(_slow_graph(graph, 10).SerializeToString(), one)
-    links = max(10, math.ceil(10 * 1.3 * ADDED_S / max(probe_s - base_s, 1e-6)))
+    probe_s, _ = _run_s(_slow_graph(graph, 100).SerializeToString(), one)
+    links = max(10, math.ceil(100 * 1.2 * ADDED_S / max(probe_s - base_s, 1e-6)))
     slow = _slow_graph(graph, links)
     slow_s, _ = _run_s(slow.SerializeToString(), one)
     assert slow_s - base_s >= ADDED_S, f"{links} links add {(slow_s - base_s) * 1000:.1f} ms"
@@ -264,7 +267,11 @@ class Load:
         ]
         try:
             await asyncio.gather(
-                *(self._worker(index, client) for index, client in enumerate(clients) for _ in range(CONNECTIONS))
+                *(
+                    self._worker(index, client)
+                    for index, client in enumerate(clients)
+                    for _ in range(CONNECTIONS)
+                )
             )
         finally:
             for client in clients:
@@ -338,7 +345,7 @@ class Fleet:
         wanted = {(contract.SPLIT_APPLIED, challenger or ""): split}
         wanted[(contract.SHADOW_APPLIED, challenger or "")] = shadow
         for server in self.servers:
-            _until(lambda s=server: wanted.items() <= self.applied(s).items(), f"{wanted} applied", s=server)
+            _until(lambda s: wanted.items() <= self.applied(s).items(), f"{wanted} applied", server)
 
     def versions(self, server: Server) -> list[str]:
         with server.client() as http:
@@ -355,9 +362,9 @@ def _register(client: RegistryClient, version_dir: Path) -> str:
     return client.create_version(NAME, source, run["info"]["run_id"], {}).version
 
 
-def _until(condition: Callable[[], bool], what: str, s: Server, budget_s: float = 20.0) -> None:
+def _until(condition: Callable[[Server], bool], what: str, s: Server, budget_s: float = 20.0) -> None:
     deadline = time.monotonic() + budget_s
-    while not condition():
+    while not condition(s):
         assert time.monotonic() < deadline, f"{what}:\n{s.logs()[-3000:]}"
         time.sleep(0.1)
 
@@ -419,7 +426,7 @@ def test_a_healthy_challenger_is_promoted_step_by_step(fleet: Fleet, healthy_dir
     assert tags[OUTCOME_TAG] == "promoted" and tags[RESULT_TAG] == result.reason
     # Both servers serve it alone.
     for server in fleet.servers:
-        _until(lambda s=server: fleet.versions(s) == [new], f"serving {new} alone", s=server)
+        _until(lambda s: fleet.versions(s) == [new], f"serving {new} alone", server)
     settle = fleet.load.mark()
     time.sleep(1.0)
     answers = fleet.load.since(mark)
@@ -459,9 +466,102 @@ def test_a_faulty_challenger_is_stopped_at_its_first_gate(
     assert model.tags[contract.SPLIT_TAG] == "0" and model.tags[contract.SHADOW_TAG] == "0"
     for server in fleet.servers:
         assert set(fleet.applied(server).values()) == {0.0}
-        _until(lambda s=server: fleet.versions(s) == [champion], "challenger unloaded", s=server)
+        _until(lambda s: fleet.versions(s) == [champion], "challenger unloaded", server)
     tags = fleet.client.get_version(NAME, bad).tags
     assert tags[OUTCOME_TAG] == "stopped" and tags[RESULT_TAG] == result.reason
     # The shadow step routes nothing to the challenger: the champion answered everything, all 200.
     _no_failure_on_champion(answers, champion)
     assert Counter((a.version, a.status) for a in answers).keys() == {(champion, 200)}
+
+
+# -- 3. a shadow run changes no response and keeps the champion's p99 --------------------------------
+
+
+def _p99(latencies: list[float]) -> float:
+    return float(np.quantile(np.asarray(latencies), 0.99))
+
+
+def test_a_shadow_run_changes_no_response_and_keeps_the_champions_p99(
+    fleet: Fleet, healthy_dir: Path, rows: np.ndarray
+) -> None:
+    """Phases without and with the rollout's shadow (``shadowPercent`` of the champion's requests
+    copied), interleaved so that
+    whatever else this machine runs meanwhile falls on both, under the same steady load; every answer
+    is compared with the champion's own scores for its row (ONNX Runtime on the whole held-out set)."""
+    champion = fleet.champion
+    shadowed = fleet.register(healthy_dir)
+    fleet.client.set_alias(NAME, CHALLENGER, shadowed)
+    session = ort.InferenceSession(str(healthy_dir / ONNX_FILE), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {session.get_inputs()[0].name: rows})[0]
+    phases: dict[bool, list[Answer]] = {False: [], True: []}
+    compared = (contract.SHADOW_REQUESTS, (("model", NAME), ("outcome", "compared"), ("version", shadowed)))
+    copies = 0.0
+    percent = int(str(PLAN["shadowPercent"]))
+    rounds: list[str] = []
+    for _ in range(PHASE_ROUNDS):
+        for shadow in (False, True):
+            fleet.set_tags(0, percent if shadow else 0)
+            fleet.await_applied(0, percent if shadow else 0, shadowed if shadow else None)
+            time.sleep(0.5)  # the challenger's load and warm-up done with
+            before = sum(metric_samples(s).get(compared, 0.0) for s in fleet.servers)
+            mark = fleet.load.mark()
+            time.sleep(PHASE_S)
+            phase = fleet.load.since(mark)
+            phases[shadow] += phase
+            rounds.append(f"{'on' if shadow else 'off'} {_p99([a.latency_s for a in phase]) * 1000:.1f}")
+            copies += sum(metric_samples(s).get(compared, 0.0) for s in fleet.servers) - before
+    fleet.set_tags(0, 0)
+    fleet.await_applied(0, 0, None)
+    for shadow, answers in phases.items():
+        _no_failure_on_champion(answers, champion)
+        assert Counter((a.version, a.status) for a in answers).keys() == {(champion, 200)}, shadow
+        for answer in answers:
+            assert answer.scores is not None
+            np.testing.assert_allclose(answer.scores, expected[answer.row], rtol=0, atol=1e-5)
+    without = _p99([a.latency_s for a in phases[False]])
+    with_shadow = _p99([a.latency_s for a in phases[True]])
+    print(
+        f"\nchampion p99 without shadow {without * 1000:.2f} ms ({len(phases[False])} requests),"
+        f" with a {percent} % shadow {with_shadow * 1000:.2f} ms ({len(phases[True])} requests,"
+        f" {copies:.0f} copies compared); per phase (ms): {', '.join(rounds)}"
+    )
+    share = copies / len(phases[True])
+    assert share >= 0.9 * percent / 100, f"the shadow phases copied {share:.0%} of the champion's requests"
+    assert with_shadow <= 1.1 * without, (with_shadow, without)
+
+
+# -- 4. the split over two servers -----------------------------------------------------------------
+
+
+def test_the_split_over_two_servers_is_within_one_point(fleet: Fleet, healthy_dir: Path) -> None:
+    """At 5, 25 and 50 %: 10,000 consecutive answers, from both servers, counted by the version that
+    answered (back to back, so that 10,000 take seconds, not minutes)."""
+    champion = fleet.champion
+    challenger = fleet.register(healthy_dir)
+    fleet.client.set_alias(NAME, CHALLENGER, challenger)
+    measured = {}
+    for percent in (5, 25, 50):
+        fleet.set_tags(percent, 0)
+        fleet.await_applied(percent, 0, challenger)
+        mark = fleet.load.mark()
+        fleet.load.rate = None
+        try:
+            deadline = time.monotonic() + 120
+            while len(fleet.load.since(mark)) < SPLIT_REQUESTS:
+                assert time.monotonic() < deadline, "10,000 requests in two minutes"
+                time.sleep(0.2)
+        finally:
+            fleet.load.rate = RATE
+        answers = fleet.load.since(mark)[:SPLIT_REQUESTS]
+        assert Counter(a.status for a in answers) == {200: SPLIT_REQUESTS}
+        by_server = Counter(a.server for a in answers)
+        answered = Counter(a.version for a in answers)
+        assert answered.keys() <= {champion, challenger}
+        measured[percent] = 100 * answered[challenger] / SPLIT_REQUESTS
+        print(
+            f"\nsplit {percent}%: {measured[percent]:.2f}% of {SPLIT_REQUESTS} ({dict(by_server)} per server)"
+        )
+        assert min(by_server.values()) >= SPLIT_REQUESTS // 4, by_server
+    fleet.set_tags(0, 0)
+    fleet.await_applied(0, 0, None)
+    assert all(abs(share - percent) <= 1.0 for percent, share in measured.items()), measured
