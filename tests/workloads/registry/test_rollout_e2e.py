@@ -11,7 +11,7 @@ recorded), and the real rollout (workloads/delivery/runner.py, real clock, short
   errors, the shadow run durations as its latency and its drift window (which sees the copied rows):
   non-finite scores (the 422s it would give live) fail the copies; +20 ms per run fails the shadow p99;
   a reference histogram that live traffic does not match fails PSI once 500 rows have been copied.
-- A shadow run changes no response and keeps the champion's p99 within 10 % of its p99 without one.
+- A shadow run changes no response (its cost to the champion's p99: benchmarks/shadow_bench.py).
 - The split over 10,000 requests spread over the two servers is within one percentage point of 5, 25
   and 50 %.
 """
@@ -75,9 +75,8 @@ ADDED_S = 0.020
 # Live inputs drift past the shifted reference by this much (digits' pixels are 0..16).
 SHIFT = 8.0
 SPLIT_REQUESTS = 10_000
-# Shadow off, then on, this many times, each phase this long.
-PHASE_ROUNDS = 5
-PHASE_S = 3.0
+# The shadow's phase.
+PHASE_S = 6.0
 
 
 # -- the faulty versions ---------------------------------------------------------------------------
@@ -474,60 +473,38 @@ def test_a_faulty_challenger_is_stopped_at_its_first_gate(
     assert Counter((a.version, a.status) for a in answers).keys() == {(champion, 200)}
 
 
-# -- 3. a shadow run changes no response and keeps the champion's p99 --------------------------------
+# -- 3. a shadow run changes no response ------------------------------------------------------------
 
 
-def _p99(latencies: list[float]) -> float:
-    return float(np.quantile(np.asarray(latencies), 0.99))
-
-
-def test_a_shadow_run_changes_no_response_and_keeps_the_champions_p99(
-    fleet: Fleet, healthy_dir: Path, rows: np.ndarray
-) -> None:
-    """Phases without and with the rollout's shadow (``shadowPercent`` of the champion's requests
-    copied), interleaved so that
-    whatever else this machine runs meanwhile falls on both, under the same steady load; every answer
-    is compared with the champion's own scores for its row (ONNX Runtime on the whole held-out set)."""
+def test_a_shadow_run_changes_no_response(fleet: Fleet, healthy_dir: Path, rows: np.ndarray) -> None:
+    """The rollout's shadow (``shadowPercent`` of the champion's requests copied) under the steady load:
+    every answer is the champion's, a 200, with the champion's own scores for its row (ONNX Runtime on
+    the whole held-out set), and the copies were compared. Its cost to the champion's p99 (issue 29:
+    within 10 %) is a timing, measured by benchmarks/shadow_bench.py on a quiet machine, not here."""
     champion = fleet.champion
     shadowed = fleet.register(healthy_dir)
     fleet.client.set_alias(NAME, CHALLENGER, shadowed)
     session = ort.InferenceSession(str(healthy_dir / ONNX_FILE), providers=["CPUExecutionProvider"])
     expected = session.run(None, {session.get_inputs()[0].name: rows})[0]
-    phases: dict[bool, list[Answer]] = {False: [], True: []}
     compared = (contract.SHADOW_REQUESTS, (("model", NAME), ("outcome", "compared"), ("version", shadowed)))
-    copies = 0.0
     percent = int(str(PLAN["shadowPercent"]))
-    rounds: list[str] = []
-    for _ in range(PHASE_ROUNDS):
-        for shadow in (False, True):
-            fleet.set_tags(0, percent if shadow else 0)
-            fleet.await_applied(0, percent if shadow else 0, shadowed if shadow else None)
-            time.sleep(0.5)  # the challenger's load and warm-up done with
-            before = sum(metric_samples(s).get(compared, 0.0) for s in fleet.servers)
-            mark = fleet.load.mark()
-            time.sleep(PHASE_S)
-            phase = fleet.load.since(mark)
-            phases[shadow] += phase
-            rounds.append(f"{'on' if shadow else 'off'} {_p99([a.latency_s for a in phase]) * 1000:.1f}")
-            copies += sum(metric_samples(s).get(compared, 0.0) for s in fleet.servers) - before
+    fleet.set_tags(0, percent)
+    fleet.await_applied(0, percent, shadowed)
+    time.sleep(0.5)  # the challenger's load and warm-up done with
+    before = sum(metric_samples(s).get(compared, 0.0) for s in fleet.servers)
+    mark = fleet.load.mark()
+    time.sleep(PHASE_S)
+    answers = fleet.load.since(mark)
+    copies = sum(metric_samples(s).get(compared, 0.0) for s in fleet.servers) - before
     fleet.set_tags(0, 0)
     fleet.await_applied(0, 0, None)
-    for shadow, answers in phases.items():
-        _no_failure_on_champion(answers, champion)
-        assert Counter((a.version, a.status) for a in answers).keys() == {(champion, 200)}, shadow
-        for answer in answers:
-            assert answer.scores is not None
-            np.testing.assert_allclose(answer.scores, expected[answer.row], rtol=0, atol=1e-5)
-    without = _p99([a.latency_s for a in phases[False]])
-    with_shadow = _p99([a.latency_s for a in phases[True]])
-    print(
-        f"\nchampion p99 without shadow {without * 1000:.2f} ms ({len(phases[False])} requests),"
-        f" with a {percent} % shadow {with_shadow * 1000:.2f} ms ({len(phases[True])} requests,"
-        f" {copies:.0f} copies compared); per phase (ms): {', '.join(rounds)}"
-    )
-    share = copies / len(phases[True])
-    assert share >= 0.9 * percent / 100, f"the shadow phases copied {share:.0%} of the champion's requests"
-    assert with_shadow <= 1.1 * without, (with_shadow, without)
+    _no_failure_on_champion(answers, champion)
+    assert Counter((a.version, a.status) for a in answers).keys() == {(champion, 200)}
+    for answer in answers:
+        assert answer.scores is not None
+        np.testing.assert_allclose(answer.scores, expected[answer.row], rtol=0, atol=1e-5)
+    share = copies / len(answers)
+    assert share >= 0.9 * percent / 100, f"the shadow copied {share:.0%} of the champion's requests"
 
 
 # -- 4. the split over two servers -----------------------------------------------------------------
