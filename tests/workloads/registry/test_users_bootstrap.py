@@ -24,14 +24,20 @@ from pathlib import Path
 
 import pytest
 
+from components.handle import WORKLOAD_IDENTITIES
+from components.kubernetes.registry import allowed_hosts
 from tests.workloads.inference.serving import free_port
 from workloads.registry.client import RegistryClient, RegistryError
 from workloads.registry.server.launch import (
+    ADMIN_REFUSED,
+    ADMIN_USERNAME,
     CURRENT_USER,
     LIST_PERMISSIONS,
+    PORT,
     AuthApi,
     User,
     bootstrap_users,
+    local_url,
     write_auth_config,
 )
 
@@ -129,11 +135,17 @@ import json, os, sys
 from workloads.registry.server.launch import User, serve_and_bootstrap
 spec = json.loads(sys.argv[1])
 users = [User(name, password) for name, password in spec["users"]]
-sys.exit(serve_and_bootstrap(spec["command"], {**os.environ, **spec["env"]}, users, spec["local"]))
+sys.exit(serve_and_bootstrap(spec["command"], {**os.environ, **spec["env"]}, users, spec["port"]))
 """
+# The Host names the registry's Deployment admits (components/kubernetes/registry.py), as it sets them.
+DEPLOYMENT_ALLOWED_HOSTS = allowed_hosts(WORKLOAD_IDENTITIES["registry"].namespace)
 
 
-def _supervise(root: Path, users: list[User]) -> tuple[subprocess.Popen[str], str]:
+def _supervise(
+    root: Path, users: list[User], admin_password: str = ADMIN_PASSWORD
+) -> tuple[subprocess.Popen[str], str]:
+    """The launcher and its server as the Deployment runs them: ``MLFLOW_SERVER_ALLOWED_HOSTS`` as the
+    manifest renders it, the admin's password from ``admin_password`` (the Secret ``registry-admin``)."""
     port = free_port()
     config = write_auth_config(f"sqlite:///{root / 'mlflow.db'}", root)
     command = [MLFLOW, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
@@ -141,17 +153,12 @@ def _supervise(root: Path, users: list[User]) -> tuple[subprocess.Popen[str], st
     command += ["--artifacts-destination", str(root / "artifacts"), "--serve-artifacts"]
     env = {
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "MLFLOW_SERVER_ALLOWED_HOSTS": DEPLOYMENT_ALLOWED_HOSTS,
         "MLFLOW_AUTH_CONFIG_PATH": str(config),
-        "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,
+        "MLFLOW_AUTH_ADMIN_PASSWORD": admin_password,
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-for-tests",
     }
-    local = f"http://127.0.0.1:{port}"
-    spec = {
-        "command": command,
-        "env": env,
-        "users": [(u.username, u.password) for u in users],
-        "local": local,
-    }
+    spec = {"command": command, "env": env, "users": [(u.username, u.password) for u in users], "port": port}
     process = subprocess.Popen(
         [sys.executable, "-c", SUPERVISOR, json.dumps(spec)],
         stdout=subprocess.PIPE,
@@ -160,7 +167,7 @@ def _supervise(root: Path, users: list[User]) -> tuple[subprocess.Popen[str], st
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
         start_new_session=True,
     )
-    return process, local
+    return process, local_url(port)
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
@@ -185,6 +192,9 @@ def _logs_in(api: AuthApi, user: User) -> bool:
 
 
 def test_the_launcher_bootstraps_its_child_server_and_passes_sigterm_on(tmp_path: Path) -> None:
+    """With the Deployment's ``MLFLOW_SERVER_ALLOWED_HOSTS``: MLflow answers 403 to a Host header the list
+    does not admit on every path but ``/health`` (``HostValidationMiddleware``, mlflow/server/
+    fastapi_security.py 3.17.2), so a bootstrap through 127.0.0.1 failed and the pod crash-looped."""
     user = User("ml-training-s", "supervised-password-1")
     process, local = _supervise(tmp_path, [user])
     try:
@@ -213,5 +223,51 @@ def test_a_failed_bootstrap_stops_the_server_and_fails_the_start(tmp_path: Path)
         assert process.returncode == 1
         assert process.stdout is not None and "users/create: HTTP 400" in process.stdout.read()
         assert not _serving(local)
+    finally:
+        _stop(process)
+
+
+def test_the_deployments_allowed_hosts_refuse_127_0_0_1_and_admit_the_launchers_url() -> None:
+    """Why the launcher calls ``localhost`` (``local_url``): MLflow's own matching of the Host header."""
+    from mlflow.server.security_utils import is_allowed_host_header
+
+    admitted = DEPLOYMENT_ALLOWED_HOSTS.split(",")
+    assert not is_allowed_host_header(admitted, f"127.0.0.1:{PORT}")
+    host = local_url().removeprefix("http://")
+    assert host == f"localhost:{PORT}" and is_allowed_host_header(admitted, host)
+
+
+# Someone changed the admin's password since MLflow created the admin (MLflow's ``users/update-password``),
+# or edited the Secret: the Secret's password is refused, and MLflow will not take it again
+# (``create_admin_user`` reads MLFLOW_AUTH_ADMIN_PASSWORD only for an admin that does not exist yet).
+CURRENT_ADMIN_PASSWORD = "the-admins-password-now"
+
+
+def test_an_admin_password_the_server_refuses_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
+    from mlflow.server.auth.sqlalchemy_store import SqlAlchemyStore
+
+    store = SqlAlchemyStore()
+    store.init_db(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    store.create_user(ADMIN_USERNAME, CURRENT_ADMIN_PASSWORD, is_admin=True)
+    store.engine.dispose()
+    process, local = _supervise(tmp_path, [User("ml-training-a", "admin-check-password-1")])
+    try:
+        process.wait(90)
+        output = process.stdout.read() if process.stdout else ""
+        assert process.returncode == 2, output[-3000:]
+        [line] = [line for line in output.splitlines() if "registry admin" in line]
+        assert line == ADMIN_REFUSED
+        assert "Secret registry-admin" in line and "users/update-password" in line
+        assert "registry users:" not in output  # nothing else was tried
+        assert not _serving(local)
+    finally:
+        _stop(process)
+    # The Secret's password as the current one: the same start succeeds (the first way out).
+    process, local = _supervise(tmp_path, [], admin_password=CURRENT_ADMIN_PASSWORD)
+    try:
+        api, deadline = AuthApi(local, CURRENT_ADMIN_PASSWORD), time.monotonic() + 90
+        while not _logs_in(api, User(ADMIN_USERNAME, CURRENT_ADMIN_PASSWORD)):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
     finally:
         _stop(process)
