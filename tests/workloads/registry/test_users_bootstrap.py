@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -28,10 +29,14 @@ from components.handle import WORKLOAD_IDENTITIES
 from components.kubernetes.registry import allowed_hosts
 from tests.workloads.inference.serving import free_port
 from workloads.registry.client import RegistryClient, RegistryError
+from workloads.registry.lineage import experiment_name
 from workloads.registry.server.launch import (
     ADMIN_REFUSED,
     ADMIN_USERNAME,
+    CREATE_EXPERIMENT,
+    CREATE_USER,
     CURRENT_USER,
+    GRANT,
     LIST_PERMISSIONS,
     PORT,
     AuthApi,
@@ -126,6 +131,103 @@ def test_a_rotated_password_is_set_and_the_old_one_refused(
     assert api.call("GET", CURRENT_USER, credentials=(TEAM.username, rotated.password))[0] == 200
     assert api.call("GET", CURRENT_USER, credentials=(TEAM.username, TEAM.password))[0] == 401
     assert bootstrap_users(api, [rotated]) == []
+
+
+# Training logs its runs in the experiment named after its model (lineage.py ``experiment_name``). Creating
+# a run there needs ``update`` on the experiment (``validate_can_create_run``), and so does uploading
+# its artifacts through the proxy (``validate_can_update_experiment_artifact_proxy``,
+# mlflow/server/auth/__init__.py 3.17.2); ``default_permission`` READ has neither. A person who trained
+# locally first created the experiment and owns it.
+LOGGED_MODEL = "experiment-owned-elsewhere"
+LOGGING = User(
+    "ml-training-e",
+    "training-password-e",
+    ((LOGGED_MODEL, "EDIT"),),
+    ((experiment_name(LOGGED_MODEL), "EDIT"),),
+)
+PERSON = User("team-person-e", "person-password-e1")
+
+
+def _runs_and_uploads(uri: str, user: User, tmp_path: Path) -> None:
+    client = _client(uri, user)
+    run = client.create_run(client.experiment_id(experiment_name(LOGGED_MODEL)), "cluster-run", {})
+    (tmp_path / "model.onnx").write_bytes(b"onnx")
+    client.upload(run["info"]["artifact_uri"] + "/model", tmp_path)
+    assert client.list_files(run["info"]["artifact_uri"] + "/model") == ["model.onnx"]
+
+
+def test_training_may_log_runs_in_its_experiment_made_first_by_someone_else(
+    auth_registry_uri: str, tmp_path: Path
+) -> None:
+    api = AuthApi(auth_registry_uri, ADMIN_PASSWORD)
+    bootstrap_users(api, [PERSON, User(LOGGING.username, LOGGING.password)])
+    person = _client(auth_registry_uri, PERSON)
+    person.experiment_id(experiment_name(LOGGED_MODEL))  # created by the person, who owns it
+    with pytest.raises(RegistryError) as refused:  # what the cluster's training met before the grant
+        _runs_and_uploads(auth_registry_uri, LOGGING, tmp_path)
+    assert refused.value.status == 403
+
+    assert bootstrap_users(api, [LOGGING]) == [
+        f"granted EDIT on {LOGGED_MODEL} to {LOGGING.username}",
+        f"granted EDIT on experiment {experiment_name(LOGGED_MODEL)} to {LOGGING.username}",
+    ]
+    _runs_and_uploads(auth_registry_uri, LOGGING, tmp_path)
+    assert bootstrap_users(api, [LOGGING]) == []
+
+
+def test_an_experiment_not_made_yet_is_made_for_training(auth_registry_uri: str, tmp_path: Path) -> None:
+    fresh = User("ml-training-f", "training-password-f", (), (("never-trained", "EDIT"),))
+    assert bootstrap_users(AuthApi(auth_registry_uri, ADMIN_PASSWORD), [fresh])[-1] == (
+        "granted EDIT on experiment never-trained to ml-training-f"
+    )
+    client = _client(auth_registry_uri, fresh)
+    client.create_run(client.experiment_id("never-trained"), "first", {})
+
+
+class _Racing(AuthApi):
+    """Another replica's launcher, bootstrapping the same users from the same Secrets, wins every race:
+    just before each of this one's creating writes (a user, a grant, an experiment) it makes the same."""
+
+    RACED = (CREATE_USER, GRANT, CREATE_EXPERIMENT)
+
+    def __init__(self, base_url: str, admin_password: str) -> None:
+        super().__init__(base_url, admin_password)
+        self.other = AuthApi(base_url, admin_password)
+        self.lost: list[str] = []
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        payload: Mapping[str, str] | None = None,
+        credentials: tuple[str, str] | None = None,
+    ) -> tuple[int, dict[str, object]]:
+        if method == "POST" and path in self.RACED:
+            assert self.other.call(method, path, payload, credentials)[0] == 200
+            status, body = super().call(method, path, payload, credentials)
+            self.lost.append(f"{path}: {status} {body.get('error_code')}")
+            return status, body
+        return super().call(method, path, payload, credentials)
+
+
+def test_a_replica_bootstrapping_at_the_same_time_is_no_error(auth_registry_uri: str) -> None:
+    """Two servers start at once (two replicas): MLflow refuses the second create of a user, a grant or
+    an experiment with RESOURCE_ALREADY_EXISTS (400: ``create_user``, ``grant_user_resource_permission``,
+    mlflow/server/auth/sqlalchemy_store.py 3.17.2), which must not fail the loser's start."""
+    raced = User(
+        "ml-training-r", "training-password-r", (("raced-model", "EDIT"),), (("raced-model", "EDIT"),)
+    )
+    api = _Racing(auth_registry_uri, ADMIN_PASSWORD)
+    assert bootstrap_users(api, [raced]) == []  # the other replica made every change
+    lost = "400 RESOURCE_ALREADY_EXISTS"
+    # The user, its grant on the model and on the experiment, the experiment: each lost, none failed.
+    assert sorted(api.lost) == sorted(
+        f"{path}: {lost}" for path in (CREATE_USER, GRANT, GRANT, CREATE_EXPERIMENT)
+    )
+    assert api.call("GET", CURRENT_USER, credentials=(raced.username, raced.password))[0] == 200
+    client = _client(auth_registry_uri, raced)
+    client.create_run(client.experiment_id("raced-model"), "after-the-race", {})
+    assert _grants(api, raced) == {"raced-model": "EDIT"}
 
 
 # The launcher as the pod runs it (``serve_and_bootstrap``): the server its child, the users bootstrapped
