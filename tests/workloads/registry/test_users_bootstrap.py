@@ -348,8 +348,9 @@ CURRENT_ADMIN_PASSWORD = "the-admins-password-now"
 def test_an_admin_password_the_server_refuses_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
     from mlflow.server.auth.sqlalchemy_store import SqlAlchemyStore
 
+    # The admin as MLflow made it, with the password it has now (not the Secret's).
     store = SqlAlchemyStore()
-    store.init_db(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    store.init_db(f"sqlite:///{tmp_path / 'mlflow.db'}")  # type: ignore[no-untyped-call]
     store.create_user(ADMIN_USERNAME, CURRENT_ADMIN_PASSWORD, is_admin=True)
     store.engine.dispose()
     process, local = _supervise(tmp_path, [User("ml-training-a", "admin-check-password-1")])
