@@ -104,8 +104,10 @@ def allowed_hosts(namespace: str) -> str:
 
 
 class Permission(StrEnum):
-    """The basic-auth app's grants on a registered model (mlflow/server/auth/permissions.py 3.17.2): READ
-    reads; EDIT (``can_update``) also registers versions, moves aliases and sets model and version tags."""
+    """The basic-auth app's grants (mlflow/server/auth/permissions.py 3.17.2): READ reads; EDIT
+    (``can_update``) also registers versions, moves aliases and sets model and version tags on a model,
+    and creates runs and uploads their artifacts in an experiment (``validate_can_create_run``,
+    ``validate_can_update_experiment_artifact_proxy``, mlflow/server/auth/__init__.py)."""
 
     READ = "READ"
     EDIT = "EDIT"
@@ -113,12 +115,14 @@ class Permission(StrEnum):
 
 @dataclass(frozen=True)
 class RegistryUser:
-    """A caller's registry user: the Secret its namespace holds, and the least it may do on each model."""
+    """A caller's registry user: the Secret its namespace holds, and the least it may do on each model
+    (``grants``) and on each experiment, by name, it logs runs to (``experiments``)."""
 
     username: str
     namespace: str
     secret: str = CLIENT_SECRET
     grants: tuple[tuple[str, Permission], ...] = ()
+    experiments: tuple[tuple[str, Permission], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -242,7 +246,14 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
 def _users_json(users: tuple[RegistryUser, ...]) -> str:
     """What the launcher reads (launch.py ``read_users``): each user and its grants, no password."""
     return json.dumps(
-        [{"username": u.username, "grants": {m: str(p) for m, p in u.grants}} for u in users],
+        [
+            {
+                "username": u.username,
+                "grants": {m: str(p) for m, p in u.grants},
+                "experiments": {e: str(p) for e, p in u.experiments},
+            }
+            for u in users
+        ],
         sort_keys=True,
         separators=(",", ":"),
     )

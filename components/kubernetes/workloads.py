@@ -36,6 +36,7 @@ from workloads.delivery.plan import RolloutPlan
 from workloads.fabric_gate import FABRIC_TEST, busbw_floor_gbytes, fabric_test_run_id
 from workloads.inference.k8s import InferenceServiceSpec, RolloutJob, inference_objects
 from workloads.nccl_transport import EXPECTED_NETWORK
+from workloads.registry.lineage import experiment_name
 from workloads.training.k8s import TrainingJobSpec, training_job_objects
 
 TRAINING_CLAIM = "training-output"
@@ -228,7 +229,8 @@ ROLLOUT_USER = "ml-inference-rollout"
 
 def registry_users(config: PlatformConfig) -> tuple[RegistryUser, ...]:
     """One registry user per caller namespace, named after it, with the least it needs (docs/registry.md,
-    "Access"): training registers versions and moves ``@challenger`` (EDIT on its model), inference
+    "Access"): training registers versions and moves ``@challenger`` (EDIT on its model) and logs runs in
+    the experiment named after the model (EDIT on it: lineage.py ``experiment_name``), inference
     reads (READ on its model), the rollout moves aliases and tags the model (EDIT on the served model);
     a team's user gets no grant: every user reads (``default_permission = READ``) and owns the models
     it creates. None without basic-auth."""
@@ -237,9 +239,14 @@ def registry_users(config: PlatformConfig) -> tuple[RegistryUser, ...]:
         return ()
     users = []
     if workloads.training is not None:
-        namespace = WORKLOAD_IDENTITIES["training"].namespace
+        namespace, model = WORKLOAD_IDENTITIES["training"].namespace, workloads.training.model_name
         users.append(
-            RegistryUser(namespace, namespace, grants=((workloads.training.model_name, Permission.EDIT),))
+            RegistryUser(
+                namespace,
+                namespace,
+                grants=((model, Permission.EDIT),),
+                experiments=((experiment_name(model), Permission.EDIT),),
+            )
         )
     if workloads.inference is not None:
         namespace, model = WORKLOAD_IDENTITIES["inference"].namespace, workloads.inference.model_name

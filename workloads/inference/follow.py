@@ -62,13 +62,13 @@ class FetchError(Exception):
     """A version that could not be fetched; ``reason`` is the metric label."""
 
     def __init__(
-        self, reason: str, message: str, version: str | None = None, *, missing: bool = False
+        self, reason: str, message: str, version: str | None = None, *, answer: RegistryError | None = None
     ) -> None:
         super().__init__(message)
         self.reason = reason
         self.version = version
-        # The registry answered that the model or its alias does not exist (yet): see ``server.prepare``.
-        self.missing = missing
+        # The registry's answer when the model could not be resolved: see ``server.prepare``.
+        self.answer = answer
 
 
 def fetch(
@@ -79,7 +79,7 @@ def fetch(
     try:
         version = client.resolve(ref)
     except RegistryError as exc:
-        raise FetchError("resolve", f"{ref}: {exc}", missing=exc.not_found) from None
+        raise FetchError("resolve", f"{ref}: {exc}", answer=exc) from None
     if version.version in skip:
         return None
     directory = cache_dir / ref.name / version.version

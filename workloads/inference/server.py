@@ -188,18 +188,24 @@ def prepare(config: ServeConfig) -> Prepared:
     """Check everything that can be wrong before serving, binding the socket last; raises what
     ``load_service``, ``tls_context`` and ``bind`` raise.
 
-    An alias that names no version yet (a fresh stack, before the first ``mlplatform models promote``)
-    is not an error: the server listens, live and unready (``await_alias``), until the alias resolves,
-    then loads it as at any start. Exits 0 (``SystemExit``) when signalled while waiting."""
+    An alias that does not resolve yet is not an error: the server listens, live and unready
+    (``await_alias``), until it resolves, then loads it as at any start. On a fresh stack that is every
+    answer the registry can give before the first ``mlplatform models promote``: the alias names no
+    version (400/404), the model does not exist and the basic-auth app refuses the request (403: it
+    authorizes a model's reads against the model, and denies when there is none, ``_registered_model_or_
+    prompt_target``, mlflow/server/auth/__init__.py 3.17.2), the launcher has not created the caller's
+    user yet (401), or the registry is not up (unreachable). A pinned version, a malformed URI, a failed
+    download or verification are still errors. Exits 0 (``SystemExit``) when signalled while waiting."""
     tls = tls_context(config)
     try:
         return Prepared(load_service(config), tls, bind(config))
     except FetchError as exc:
-        if not exc.missing or config.model_uri is None or ModelRef.parse(config.model_uri).alias is None:
+        answer = exc.answer
+        if answer is None or config.model_uri is None or ModelRef.parse(config.model_uri).alias is None:
             raise
     sock = bind(config)
     try:
-        if not await_alias(config, tls, sock):
+        if not await_alias(config, tls, sock, answer):
             raise SystemExit(0)
         return Prepared(load_service(config), tls, sock)
     except BaseException:
@@ -210,19 +216,34 @@ def prepare(config: ServeConfig) -> Prepared:
 WAITING_BODY = "no version has that alias yet; promote one with mlplatform models promote"
 
 
+def _answer_kind(exc: RegistryError) -> str:
+    """What kind of answer kept the alias from resolving (logged again only when it changes): no such
+    model or alias, unreachable, or the HTTP status (401, 403, ...)."""
+    if exc.not_found:
+        return "missing"
+    return exc.code if exc.status == 0 else f"HTTP {exc.status}"
+
+
 class AliasWait:
-    """The ASGI app while the alias names no version: ``/healthz`` 200 (live: the kubelet does not
+    """The ASGI app while the alias does not resolve: ``/healthz`` 200 (live: the kubelet does not
     restart the pod), ``/readyz`` and every other path 503 (unready: the Service sends it no traffic).
-    Its lifespan polls the alias every ``poll_interval_s`` and calls ``on_resolved`` once it resolves."""
+    Its lifespan polls the alias every ``poll_interval_s`` and calls ``on_resolved`` once it resolves;
+    each change in why it does not (``_answer_kind``) is logged once, with the registry's answer."""
 
     def __init__(
-        self, client: RegistryClient, ref: ModelRef, interval_s: float, on_resolved: Callable[[], None]
+        self,
+        client: RegistryClient,
+        ref: ModelRef,
+        interval_s: float,
+        on_resolved: Callable[[], None],
+        answer: RegistryError,
     ):
         self.client = client
         self.ref = ref
         self.interval_s = interval_s
         self.on_resolved = on_resolved
         self.waiting = f"waiting for {ref}: {WAITING_BODY}"
+        self.answer = _answer_kind(answer)
 
     async def _poll(self) -> None:
         while True:
@@ -230,8 +251,9 @@ class AliasWait:
             try:
                 await asyncio.to_thread(self.client.resolve, self.ref)
             except RegistryError as exc:
-                if not exc.not_found:
-                    log.warning("still waiting for %s: %s", self.ref, exc)
+                if _answer_kind(exc) != self.answer:
+                    self.answer = _answer_kind(exc)
+                    log.warning("still waiting for %s: the registry answers: %s", self.ref, exc)
                 continue
             self.on_resolved()
             return
@@ -271,17 +293,20 @@ class WaitingServer(uvicorn.Server):
         self.should_exit = True
 
 
-def await_alias(config: ServeConfig, tls: ssl.SSLContext | None, sock: socket.socket) -> bool:
+def await_alias(
+    config: ServeConfig, tls: ssl.SSLContext | None, sock: socket.socket, answer: RegistryError
+) -> bool:
     """Serve ``AliasWait`` on ``sock`` until the alias resolves (True) or a signal stops the server
-    (False). uvicorn closes the sockets it serves on, so it gets a duplicate: ``sock`` stays listening,
-    and connections that arrive between this server and the real one wait in its backlog."""
+    (False); ``answer``: why it did not resolve at start, logged with the wait. uvicorn closes the
+    sockets it serves on, so it gets a duplicate: ``sock`` stays listening, and connections that arrive
+    between this server and the real one wait in its backlog."""
     assert config.model_uri is not None and config.registry_uri is not None
     ref = ModelRef.parse(config.model_uri)
 
     def resolved() -> None:
         server.should_exit = True
 
-    app = AliasWait(RegistryClient(config.registry_uri), ref, config.poll_interval_s, resolved)
+    app = AliasWait(RegistryClient(config.registry_uri), ref, config.poll_interval_s, resolved, answer)
     uv_config = uvicorn.Config(
         app,
         ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,
@@ -291,7 +316,7 @@ def await_alias(config: ServeConfig, tls: ssl.SSLContext | None, sock: socket.so
         server_header=False,
     )
     server = WaitingServer(uv_config)
-    log.warning("%s", app.waiting)
+    log.warning("%s; the registry answers: %s", app.waiting, answer)
     with sock.dup() as waiting_sock:
         server.run(sockets=[waiting_sock])
     return not server.signalled

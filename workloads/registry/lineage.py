@@ -36,6 +36,13 @@ ARTIFACT_DIR = "model"
 _DIGEST_CHARS = 36
 
 
+def experiment_name(model_name: str) -> str:
+    """The experiment a model's training runs are logged in: the model's own name. The registry's
+    launcher grants the training user EDIT on it (components/kubernetes/workloads.py ``registry_users``):
+    creating a run in an experiment someone else created needs ``update`` there."""
+    return model_name
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """What identifies and describes a training run, in plain values."""
@@ -68,7 +75,7 @@ class TrainingRun:
         cls, client: RegistryClient, spec: RunSpec, environ: Mapping[str, str] = os.environ
     ) -> TrainingRun:
         """The run of ``spec.key``: found again after a restart, else created with its lineage."""
-        experiment = client.experiment_id(spec.model_name)
+        experiment = client.experiment_id(experiment_name(spec.model_name))
         found = client.find_run(experiment, RUN_KEY_TAG, spec.key)
         if found is not None:
             info = found["info"]

@@ -35,6 +35,7 @@ from mlplatform.graph import is_secret
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import plan_config, template, with_teams
+from workloads.registry.lineage import experiment_name
 from workloads.registry.server.launch import User, read_users
 
 from .test_registry import _spec
@@ -55,6 +56,11 @@ def test_each_caller_gets_a_user_with_the_least_it_needs() -> None:
         ROLLOUT_USER: ("ml-inference", ROLLOUT_SECRET, {"digits-mlp": "EDIT"}),
         "team-nlp": ("team-nlp", CLIENT_SECRET, {}),
         "team-vision": ("team-vision", CLIENT_SECRET, {}),
+    }
+    # Training logs runs in the experiment lineage.py names after its model: EDIT there too (creating a
+    # run needs ``update`` on the experiment, ``validate_can_create_run``, mlflow/server/auth/__init__.py).
+    assert {n: dict(u.experiments) for n, u in users.items() if u.experiments} == {
+        "ml-training": {experiment_name("digits-mlp"): "EDIT"}
     }
 
 
@@ -87,6 +93,11 @@ def test_the_launcher_reads_back_exactly_the_callers_credentials(tmp_path: Path)
     }
     assert len(secrets) == len(users)
     assert User(ROLLOUT_USER, passwords[ROLLOUT_USER], (("digits-mlp", "EDIT"),)) in launched
+    edit = (("digits-mlp", "EDIT"),)
+    assert (
+        User("ml-training", passwords["ml-training"], edit, ((experiment_name("digits-mlp"), "EDIT"),))
+        in launched
+    )
     # No caller's pod can read another's password: each namespace holds only its own.
     assert all(s["username"] in (ns, ROLLOUT_USER) for (ns, _), s in secrets.items())
 

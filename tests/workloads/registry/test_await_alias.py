@@ -14,9 +14,12 @@ from pathlib import Path
 import httpx
 
 from tests.workloads.inference.conftest import model_dir  # noqa: F401  (the session's trained model)
-from tests.workloads.inference.serving import serve_alias, wait_ready
+from tests.workloads.inference.serving import Server, free_port, serve_alias, wait_ready
 from workloads.artifacts import load_metadata
 from workloads.registry.client import RegistryClient
+from workloads.registry.server.launch import AuthApi, User, bootstrap_users
+
+from .conftest import ADMIN_PASSWORD
 
 REPO = Path(__file__).resolve().parents[3]
 NAME = "digits-unpromoted"
@@ -24,13 +27,24 @@ POLL_S = 0.5
 LOAD_BUDGET_S = 5.0
 
 
-def _register(registry: str, version_dir: Path) -> str:
-    client = RegistryClient(registry)
-    client.ensure_registered_model(NAME)
-    run = client.create_run(client.experiment_id(NAME), "await-alias", {})
+def _register(client: RegistryClient, version_dir: Path, name: str = NAME) -> str:
+    client.ensure_registered_model(name)
+    run = client.create_run(client.experiment_id(name), "await-alias", {})
     source = run["info"]["artifact_uri"] + "/model"
     client.upload(source, version_dir)
-    return client.create_version(NAME, source, run["info"]["run_id"], {}).version
+    return client.create_version(name, source, run["info"]["run_id"], {}).version
+
+
+def _waiting(server: Server, client: httpx.Client, logged: str, deadline_s: float = 30) -> None:
+    """Live (``/healthz`` 200) and unready (``/readyz`` and predictions 503), once ``logged`` is in the
+    server's log."""
+    deadline = time.monotonic() + deadline_s
+    while logged not in server.logs():
+        assert server.process.poll() is None and time.monotonic() < deadline, server.logs()
+        time.sleep(0.05)
+    assert client.get("/healthz").status_code == 200, server.logs()
+    assert client.get("/readyz").status_code == 503
+    assert client.post("/v1/predict", json={"instances": [[0.0]]}).status_code == 503
 
 
 def test_a_server_waits_live_and_unready_for_its_alias_then_serves_the_promoted_version(
@@ -60,7 +74,7 @@ def test_a_server_waits_live_and_unready_for_its_alias_then_serves_the_promoted_
                 refused = client.post("/v1/predict", json={"instances": [row]})
                 assert refused.status_code == 503, (step, refused.text)
                 if step == "unregistered":
-                    version = _register(registry_uri, model_dir)
+                    version = _register(RegistryClient(registry_uri), model_dir)
                     time.sleep(POLL_S * 2)
             waiting = [line for line in server.logs().splitlines() if "waiting for" in line]
             assert len(waiting) == 1, server.logs()
@@ -79,3 +93,58 @@ def test_a_server_waits_live_and_unready_for_its_alias_then_serves_the_promoted_
     finally:
         status = server.terminate()
     assert status == 0, server.logs()[-3000:]
+
+
+def test_on_a_basic_auth_registry_a_server_waits_through_401_and_403_then_serves(
+    auth_registry_uri: str,
+    model_dir: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A fresh enterprise stack: the inference pods start before the registry's launcher made their user
+    (401), then before the model exists, which the basic-auth app answers with 403, not 404
+    (``validate_can_read_model_or_prompt_version``: no model, no target, denied; mlflow/server/auth/
+    __init__.py 3.17.2). Both are waits, logged with the registry's answer, not a crash loop."""
+    name, user = "digits-enterprise", User("ml-inference-w", "inference-wait-password")
+    credentials = {"MLFLOW_TRACKING_USERNAME": user.username, "MLFLOW_TRACKING_PASSWORD": user.password}
+    server = serve_alias(
+        {"PATH": "/usr/bin:/bin", **credentials},
+        auth_registry_uri,
+        f"models:/{name}@champion",
+        POLL_S,
+        tmp_path,
+    )
+    try:
+        with server.client() as client:
+            _waiting(server, client, "the registry answers: GET /api/2.0/mlflow/registered-models/alias")
+            assert "HTTP 401" in server.logs()
+            bootstrap_users(AuthApi(auth_registry_uri, ADMIN_PASSWORD), [user])
+            _waiting(server, client, "HTTP 403")
+
+            admin = RegistryClient(
+                auth_registry_uri,
+                environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD},
+            )
+            version = _register(admin, model_dir, name)
+            admin.set_alias(name, "champion", version)
+            wait_ready(server, POLL_S + LOAD_BUDGET_S)
+            row = [0.0] * len(load_metadata(model_dir).feature_names)
+            answer = client.post("/v1/predict", json={"instances": [row]})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["model_version"] == version
+    finally:
+        status = server.terminate()
+    assert status == 0, server.logs()[-3000:]
+
+
+def test_a_registry_not_up_yet_is_a_wait_and_a_malformed_uri_still_an_error(tmp_path: Path) -> None:
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    server = serve_alias({"PATH": "/usr/bin:/bin"}, nowhere, f"models:/{NAME}@champion", POLL_S, tmp_path)
+    try:
+        with server.client() as client:
+            _waiting(server, client, f"the registry answers: registry {nowhere} unreachable")
+    finally:
+        assert server.terminate() == 0, server.logs()[-3000:]
+
+    bad = serve_alias({"PATH": "/usr/bin:/bin"}, nowhere, f"models:/{NAME}@", POLL_S, tmp_path)
+    assert bad.process.wait(30) == 2, bad.logs()
+    assert "is not models:/<name>@<alias>" in bad.logs()

@@ -20,18 +20,29 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
+from components.handle import WORKLOAD_IDENTITIES
+from components.kubernetes.registry import allowed_hosts
 from tests.workloads.inference.serving import free_port
 from workloads.registry.client import RegistryClient, RegistryError
+from workloads.registry.lineage import experiment_name
 from workloads.registry.server.launch import (
+    ADMIN_REFUSED,
+    ADMIN_USERNAME,
+    CREATE_EXPERIMENT,
+    CREATE_USER,
     CURRENT_USER,
+    GRANT,
     LIST_PERMISSIONS,
+    PORT,
     AuthApi,
     User,
     bootstrap_users,
+    local_url,
     write_auth_config,
 )
 
@@ -122,6 +133,103 @@ def test_a_rotated_password_is_set_and_the_old_one_refused(
     assert bootstrap_users(api, [rotated]) == []
 
 
+# Training logs its runs in the experiment named after its model (lineage.py ``experiment_name``). Creating
+# a run there needs ``update`` on the experiment (``validate_can_create_run``), and so does uploading
+# its artifacts through the proxy (``validate_can_update_experiment_artifact_proxy``,
+# mlflow/server/auth/__init__.py 3.17.2); ``default_permission`` READ has neither. A person who trained
+# locally first created the experiment and owns it.
+LOGGED_MODEL = "experiment-owned-elsewhere"
+LOGGING = User(
+    "ml-training-e",
+    "training-password-e",
+    ((LOGGED_MODEL, "EDIT"),),
+    ((experiment_name(LOGGED_MODEL), "EDIT"),),
+)
+PERSON = User("team-person-e", "person-password-e1")
+
+
+def _runs_and_uploads(uri: str, user: User, tmp_path: Path) -> None:
+    client = _client(uri, user)
+    run = client.create_run(client.experiment_id(experiment_name(LOGGED_MODEL)), "cluster-run", {})
+    (tmp_path / "model.onnx").write_bytes(b"onnx")
+    client.upload(run["info"]["artifact_uri"] + "/model", tmp_path)
+    assert client.list_files(run["info"]["artifact_uri"] + "/model") == ["model.onnx"]
+
+
+def test_training_may_log_runs_in_its_experiment_made_first_by_someone_else(
+    auth_registry_uri: str, tmp_path: Path
+) -> None:
+    api = AuthApi(auth_registry_uri, ADMIN_PASSWORD)
+    bootstrap_users(api, [PERSON, User(LOGGING.username, LOGGING.password)])
+    person = _client(auth_registry_uri, PERSON)
+    person.experiment_id(experiment_name(LOGGED_MODEL))  # created by the person, who owns it
+    with pytest.raises(RegistryError) as refused:  # what the cluster's training met before the grant
+        _runs_and_uploads(auth_registry_uri, LOGGING, tmp_path)
+    assert refused.value.status == 403
+
+    assert bootstrap_users(api, [LOGGING]) == [
+        f"granted EDIT on {LOGGED_MODEL} to {LOGGING.username}",
+        f"granted EDIT on experiment {experiment_name(LOGGED_MODEL)} to {LOGGING.username}",
+    ]
+    _runs_and_uploads(auth_registry_uri, LOGGING, tmp_path)
+    assert bootstrap_users(api, [LOGGING]) == []
+
+
+def test_an_experiment_not_made_yet_is_made_for_training(auth_registry_uri: str, tmp_path: Path) -> None:
+    fresh = User("ml-training-f", "training-password-f", (), (("never-trained", "EDIT"),))
+    assert bootstrap_users(AuthApi(auth_registry_uri, ADMIN_PASSWORD), [fresh])[-1] == (
+        "granted EDIT on experiment never-trained to ml-training-f"
+    )
+    client = _client(auth_registry_uri, fresh)
+    client.create_run(client.experiment_id("never-trained"), "first", {})
+
+
+class _Racing(AuthApi):
+    """Another replica's launcher, bootstrapping the same users from the same Secrets, wins every race:
+    just before each of this one's creating writes (a user, a grant, an experiment) it makes the same."""
+
+    RACED = (CREATE_USER, GRANT, CREATE_EXPERIMENT)
+
+    def __init__(self, base_url: str, admin_password: str) -> None:
+        super().__init__(base_url, admin_password)
+        self.other = AuthApi(base_url, admin_password)
+        self.lost: list[str] = []
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        payload: Mapping[str, str] | None = None,
+        credentials: tuple[str, str] | None = None,
+    ) -> tuple[int, dict[str, object]]:
+        if method == "POST" and path in self.RACED:
+            assert self.other.call(method, path, payload, credentials)[0] == 200
+            status, body = super().call(method, path, payload, credentials)
+            self.lost.append(f"{path}: {status} {body.get('error_code')}")
+            return status, body
+        return super().call(method, path, payload, credentials)
+
+
+def test_a_replica_bootstrapping_at_the_same_time_is_no_error(auth_registry_uri: str) -> None:
+    """Two servers start at once (two replicas): MLflow refuses the second create of a user, a grant or
+    an experiment with RESOURCE_ALREADY_EXISTS (400: ``create_user``, ``grant_user_resource_permission``,
+    mlflow/server/auth/sqlalchemy_store.py 3.17.2), which must not fail the loser's start."""
+    raced = User(
+        "ml-training-r", "training-password-r", (("raced-model", "EDIT"),), (("raced-model", "EDIT"),)
+    )
+    api = _Racing(auth_registry_uri, ADMIN_PASSWORD)
+    assert bootstrap_users(api, [raced]) == []  # the other replica made every change
+    lost = "400 RESOURCE_ALREADY_EXISTS"
+    # The user, its grant on the model and on the experiment, the experiment: each lost, none failed.
+    assert sorted(api.lost) == sorted(
+        f"{path}: {lost}" for path in (CREATE_USER, GRANT, GRANT, CREATE_EXPERIMENT)
+    )
+    assert api.call("GET", CURRENT_USER, credentials=(raced.username, raced.password))[0] == 200
+    client = _client(auth_registry_uri, raced)
+    client.create_run(client.experiment_id("raced-model"), "after-the-race", {})
+    assert _grants(api, raced) == {"raced-model": "EDIT"}
+
+
 # The launcher as the pod runs it (``serve_and_bootstrap``): the server its child, the users bootstrapped
 # once it answers, SIGTERM passed on; a failed bootstrap stops the server and fails the start.
 SUPERVISOR = """
@@ -129,11 +237,17 @@ import json, os, sys
 from workloads.registry.server.launch import User, serve_and_bootstrap
 spec = json.loads(sys.argv[1])
 users = [User(name, password) for name, password in spec["users"]]
-sys.exit(serve_and_bootstrap(spec["command"], {**os.environ, **spec["env"]}, users, spec["local"]))
+sys.exit(serve_and_bootstrap(spec["command"], {**os.environ, **spec["env"]}, users, spec["port"]))
 """
+# The Host names the registry's Deployment admits (components/kubernetes/registry.py), as it sets them.
+DEPLOYMENT_ALLOWED_HOSTS = allowed_hosts(WORKLOAD_IDENTITIES["registry"].namespace)
 
 
-def _supervise(root: Path, users: list[User]) -> tuple[subprocess.Popen[str], str]:
+def _supervise(
+    root: Path, users: list[User], admin_password: str = ADMIN_PASSWORD
+) -> tuple[subprocess.Popen[str], str]:
+    """The launcher and its server as the Deployment runs them: ``MLFLOW_SERVER_ALLOWED_HOSTS`` as the
+    manifest renders it, the admin's password from ``admin_password`` (the Secret ``registry-admin``)."""
     port = free_port()
     config = write_auth_config(f"sqlite:///{root / 'mlflow.db'}", root)
     command = [MLFLOW, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
@@ -141,17 +255,12 @@ def _supervise(root: Path, users: list[User]) -> tuple[subprocess.Popen[str], st
     command += ["--artifacts-destination", str(root / "artifacts"), "--serve-artifacts"]
     env = {
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "MLFLOW_SERVER_ALLOWED_HOSTS": DEPLOYMENT_ALLOWED_HOSTS,
         "MLFLOW_AUTH_CONFIG_PATH": str(config),
-        "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,
+        "MLFLOW_AUTH_ADMIN_PASSWORD": admin_password,
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-for-tests",
     }
-    local = f"http://127.0.0.1:{port}"
-    spec = {
-        "command": command,
-        "env": env,
-        "users": [(u.username, u.password) for u in users],
-        "local": local,
-    }
+    spec = {"command": command, "env": env, "users": [(u.username, u.password) for u in users], "port": port}
     process = subprocess.Popen(
         [sys.executable, "-c", SUPERVISOR, json.dumps(spec)],
         stdout=subprocess.PIPE,
@@ -160,7 +269,7 @@ def _supervise(root: Path, users: list[User]) -> tuple[subprocess.Popen[str], st
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
         start_new_session=True,
     )
-    return process, local
+    return process, local_url(port)
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
@@ -185,6 +294,9 @@ def _logs_in(api: AuthApi, user: User) -> bool:
 
 
 def test_the_launcher_bootstraps_its_child_server_and_passes_sigterm_on(tmp_path: Path) -> None:
+    """With the Deployment's ``MLFLOW_SERVER_ALLOWED_HOSTS``: MLflow answers 403 to a Host header the list
+    does not admit on every path but ``/health`` (``HostValidationMiddleware``, mlflow/server/
+    fastapi_security.py 3.17.2), so a bootstrap through 127.0.0.1 failed and the pod crash-looped."""
     user = User("ml-training-s", "supervised-password-1")
     process, local = _supervise(tmp_path, [user])
     try:
@@ -213,5 +325,52 @@ def test_a_failed_bootstrap_stops_the_server_and_fails_the_start(tmp_path: Path)
         assert process.returncode == 1
         assert process.stdout is not None and "users/create: HTTP 400" in process.stdout.read()
         assert not _serving(local)
+    finally:
+        _stop(process)
+
+
+def test_the_deployments_allowed_hosts_refuse_127_0_0_1_and_admit_the_launchers_url() -> None:
+    """Why the launcher calls ``localhost`` (``local_url``): MLflow's own matching of the Host header."""
+    from mlflow.server.security_utils import is_allowed_host_header
+
+    admitted = DEPLOYMENT_ALLOWED_HOSTS.split(",")
+    assert not is_allowed_host_header(admitted, f"127.0.0.1:{PORT}")
+    host = local_url().removeprefix("http://")
+    assert host == f"localhost:{PORT}" and is_allowed_host_header(admitted, host)
+
+
+# Someone changed the admin's password since MLflow created the admin (MLflow's ``users/update-password``),
+# or edited the Secret: the Secret's password is refused, and MLflow will not take it again
+# (``create_admin_user`` reads MLFLOW_AUTH_ADMIN_PASSWORD only for an admin that does not exist yet).
+CURRENT_ADMIN_PASSWORD = "the-admins-password-now"
+
+
+def test_an_admin_password_the_server_refuses_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
+    from mlflow.server.auth.sqlalchemy_store import SqlAlchemyStore
+
+    # The admin as MLflow made it, with the password it has now (not the Secret's).
+    store = SqlAlchemyStore()
+    store.init_db(f"sqlite:///{tmp_path / 'mlflow.db'}")  # type: ignore[no-untyped-call]
+    store.create_user(ADMIN_USERNAME, CURRENT_ADMIN_PASSWORD, is_admin=True)
+    store.engine.dispose()
+    process, local = _supervise(tmp_path, [User("ml-training-a", "admin-check-password-1")])
+    try:
+        process.wait(90)
+        output = process.stdout.read() if process.stdout else ""
+        assert process.returncode == 2, output[-3000:]
+        [line] = [line for line in output.splitlines() if "registry admin" in line]
+        assert line == ADMIN_REFUSED
+        assert "Secret registry-admin" in line and "users/update-password" in line
+        assert "registry users:" not in output  # nothing else was tried
+        assert not _serving(local)
+    finally:
+        _stop(process)
+    # The Secret's password as the current one: the same start succeeds (the first way out).
+    process, local = _supervise(tmp_path, [], admin_password=CURRENT_ADMIN_PASSWORD)
+    try:
+        api, deadline = AuthApi(local, CURRENT_ADMIN_PASSWORD), time.monotonic() + 90
+        while not _logs_in(api, User(ADMIN_USERNAME, CURRENT_ADMIN_PASSWORD)):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.5)
     finally:
         _stop(process)

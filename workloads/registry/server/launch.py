@@ -15,9 +15,10 @@ Modes:
   ``--app-name basic-auth`` when ``REGISTRY_AUTH`` is on (the admin password and CSRF key read from the
   mounted Secret's files, ``REGISTRY_ADMIN_SECRET_DIR``). With callers' users declared
   (``REGISTRY_USERS``, their passwords the files of ``REGISTRY_USERS_DIR``), the launcher stays the
-  server's parent: once ``/health`` answers on loopback it creates or updates each user and its grants
-  through the basic-auth app's REST API (``bootstrap_users``, idempotent: a second start changes
-  nothing), then waits for the server, passing SIGTERM on.
+  server's parent: once ``/health`` answers on loopback it checks the admin's password
+  (``check_admin``), creates or updates each user and its grants through the basic-auth app's REST API
+  (``bootstrap_users``, idempotent: a second start changes nothing, and a replica bootstrapping at the
+  same time is no error), then waits for the server, passing SIGTERM on.
 """
 
 from __future__ import annotations
@@ -191,33 +192,44 @@ def upgrade(uri: str, env: Mapping[str, str]) -> None:
         auth_upgrade.main(args=["--url", uri], standalone_mode=False)
 
 
-# The basic-auth app's permissions on a registered model, weakest first (mlflow/server/auth/permissions.py
-# 3.17.2, ``PERMISSION_PRIORITY``): READ reads; EDIT (``can_update``) also moves aliases
-# (``SetRegisteredModelAlias``), sets model and version tags and registers versions; MANAGE also deletes
+# The basic-auth app's permissions, weakest first (mlflow/server/auth/permissions.py 3.17.2,
+# ``PERMISSION_PRIORITY``): READ reads; EDIT (``can_update``) also moves aliases
+# (``SetRegisteredModelAlias``), sets model and version tags and registers versions on a model, and creates
+# runs and uploads their artifacts in an experiment (``validate_can_create_run``,
+# ``validate_can_update_experiment_artifact_proxy``, mlflow/server/auth/__init__.py); MANAGE also deletes
 # and grants.
 PERMISSION_RANK = {"READ": 1, "USE": 2, "EDIT": 3, "MANAGE": 4}
+# The 3.0 grant API's resource types (mlflow/server/auth/permissions.py ``RESOURCE_TYPE_*``): a model is
+# named by its name, an experiment by its id.
 REGISTERED_MODEL = "registered_model"
+EXPERIMENT = "experiment"
 ADMIN_USERNAME = "admin"
 
 
 @dataclass(frozen=True)
 class User:
     """A caller's registry user: its password (a file of the mounted Secret) and the least permission it
-    must hold on each registered model it names."""
+    must hold on each registered model it names (``grants``) and on each experiment, by name, it logs runs
+    to (``experiments``)."""
 
     username: str
     password: str
     grants: tuple[tuple[str, str], ...] = ()
+    experiments: tuple[tuple[str, str], ...] = ()
 
 
 def read_users(env: Mapping[str, str]) -> list[User]:
-    """``REGISTRY_USERS`` (JSON: ``[{"username", "grants": {model: permission}}]``, from the pod spec) with
-    each password from ``REGISTRY_USERS_DIR/<username>`` (the Secret ``registry-users``); none without."""
+    """``REGISTRY_USERS`` (JSON: ``[{"username", "grants": {model: permission}, "experiments": {name:
+    permission}}]``, from the pod spec) with each password from ``REGISTRY_USERS_DIR/<username>`` (the
+    Secret ``registry-users``); none without."""
     declared = json.loads(env.get("REGISTRY_USERS") or "[]")
     directory = Path(env.get("REGISTRY_USERS_DIR", ""))
     return [
         User(
-            u["username"], (directory / u["username"]).read_text().strip(), tuple(sorted(u["grants"].items()))
+            u["username"],
+            (directory / u["username"]).read_text().strip(),
+            tuple(sorted(u["grants"].items())),
+            tuple(sorted(u.get("experiments", {}).items())),
         )
         for u in declared
     ]
@@ -225,6 +237,14 @@ def read_users(env: Mapping[str, str]) -> list[User]:
 
 class AuthApiError(RuntimeError):
     pass
+
+
+class AdminPasswordError(AuthApiError):
+    """The admin Secret's password is not the admin's: nothing the launcher does can succeed."""
+
+
+# MLflow's ``error_code`` when a user, a grant or an experiment exists already (another replica made it).
+ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"
 
 
 class AuthApi:
@@ -240,7 +260,8 @@ class AuthApi:
         payload: Mapping[str, str] | None = None,
         credentials: tuple[str, str] | None = None,
     ) -> tuple[int, dict[str, object]]:
-        """``(status, JSON body)``; GET parameters go in the query string, others in a JSON body."""
+        """``(status, JSON body)``; GET parameters go in the query string, others in a JSON body. An error's
+        body is MLflow's (``error_code``, ``message``), or ``{"error": text}`` when it is not JSON."""
         username, password = credentials or (ADMIN_USERNAME, self.admin_password)
         token = base64.b64encode(f"{username}:{password}".encode()).decode()
         url, data = f"{self.base_url}{path}", None
@@ -259,13 +280,32 @@ class AuthApi:
                 body = response.read()
                 return response.status, json.loads(body) if body.strip() else {}
         except urllib.error.HTTPError as exc:
-            return exc.code, {"error": exc.read().decode(errors="replace")[:300]}
+            text = exc.read().decode(errors="replace")
+            try:
+                error = json.loads(text)
+            except ValueError:
+                error = None
+            return exc.code, error if isinstance(error, dict) else {"error": text[:300]}
 
     def ok(self, method: str, path: str, payload: Mapping[str, str] | None = None) -> dict[str, object]:
         status, body = self.call(method, path, payload)
         if status != 200:
-            raise AuthApiError(f"{method} {path}: HTTP {status}: {body.get('error', '')}")
+            raise _failed(method, path, status, body)
         return body
+
+    def created(self, method: str, path: str, payload: Mapping[str, str]) -> dict[str, object] | None:
+        """``ok`` for a write that creates something; None when MLflow answers that it exists already
+        (``RESOURCE_ALREADY_EXISTS``, 400: another replica made it meanwhile)."""
+        status, body = self.call(method, path, payload)
+        if status == 400 and body.get("error_code") == ALREADY_EXISTS:
+            return None
+        if status != 200:
+            raise _failed(method, path, status, body)
+        return body
+
+
+def _failed(method: str, path: str, status: int, body: Mapping[str, object]) -> AuthApiError:
+    return AuthApiError(f"{method} {path}: HTTP {status}: {body.get('message') or body.get('error', '')}")
 
 
 # The endpoints (mlflow/server/auth/routes.py 3.17.2; the per-user grants are API 3.0, ``/users/permissions/
@@ -277,9 +317,32 @@ UPDATE_PASSWORD = "/api/2.0/mlflow/users/update-password"
 LIST_PERMISSIONS = "/api/3.0/mlflow/users/permissions/list"
 GRANT = "/api/3.0/mlflow/users/permissions/grant"
 REVOKE = "/api/3.0/mlflow/users/permissions/revoke"
+GET_EXPERIMENT = "/api/2.0/mlflow/experiments/get-by-name"
+CREATE_EXPERIMENT = "/api/2.0/mlflow/experiments/create"
+
+# What the launcher says when the admin's password is refused. MLflow reads MLFLOW_AUTH_ADMIN_PASSWORD
+# only to create the admin, when no user of that name exists (``create_admin_user``,
+# mlflow/server/auth/__init__.py 3.17.2; basic_auth.ini's comment on ``admin_password``), so once the
+# admin's password was changed (``users/update-password``), or the Secret edited, they disagree for good.
+ADMIN_REFUSED = (
+    "registry admin: MLflow refused the password in Secret registry-admin (key password) for user admin "
+    "(HTTP 401): MLflow sets the admin's password from it only when it first creates the admin, so one of "
+    "them was changed since; either set the Secret's password to the admin's current one, or change the "
+    "admin's password to the Secret's (PATCH /api/2.0/mlflow/users/update-password as admin, with "
+    'current_password), then restart the registry pods (docs/registry.md, "Rotating the admin\'s password")'
+)
 
 
-def _ensure_user(api: AuthApi, user: User) -> list[str]:
+def check_admin(api: AuthApi) -> None:
+    """``AdminPasswordError`` (``ADMIN_REFUSED``) when the server refuses the admin's password."""
+    status, body = api.call("GET", CURRENT_USER)
+    if status == 401:
+        raise AdminPasswordError(ADMIN_REFUSED)
+    if status != 200:
+        raise _failed("GET", f"{CURRENT_USER} as {ADMIN_USERNAME}", status, body)
+
+
+def _ensure_user(api: AuthApi, user: User, again: bool = True) -> list[str]:
     # The user's own credentials answer 200 when it exists with this password: nothing to write.
     status, _ = api.call("GET", CURRENT_USER, credentials=(user.username, user.password))
     if status == 200:
@@ -288,31 +351,68 @@ def _ensure_user(api: AuthApi, user: User) -> list[str]:
         raise AuthApiError(f"GET {CURRENT_USER} as {user.username}: HTTP {status}")
     exists, _ = api.call("GET", GET_USER, {"username": user.username})
     if exists == 404:
-        api.ok("POST", CREATE_USER, {"username": user.username, "password": user.password})
-        return [f"created user {user.username}"]
+        created = api.created("POST", CREATE_USER, {"username": user.username, "password": user.password})
+        if created is not None:
+            return [f"created user {user.username}"]
+        # Another replica created it meanwhile: check its password as on any start.
+        if again:
+            return _ensure_user(api, user, again=False)
     # An admin's update needs no current password (``update_user_password``, mlflow/server/auth/__init__.py).
     api.ok("PATCH", UPDATE_PASSWORD, {"username": user.username, "password": user.password})
     return [f"updated the password of {user.username}"]
 
 
-def _ensure_grants(api: AuthApi, user: User) -> list[str]:
-    """Each grant at least as strong as declared; a stronger one (the MANAGE a model's creator gets) stays."""
-    rows = api.ok("GET", LIST_PERMISSIONS, {"username": user.username}).get("permissions", [])
-    held: dict[str, str] = {}
+def _experiment_id(api: AuthApi, name: str, again: bool = True) -> str:
+    """The id of the experiment ``name``, created (by the admin) when missing; the grant API names an
+    experiment by its id."""
+    status, body = api.call("GET", GET_EXPERIMENT, {"experiment_name": name})
+    if status == 200:
+        experiment = body.get("experiment")
+        assert isinstance(experiment, dict)
+        return str(experiment["experiment_id"])
+    if status != 404:
+        raise _failed("GET", f"{GET_EXPERIMENT} {name}", status, body)
+    created = api.created("POST", CREATE_EXPERIMENT, {"name": name})
+    if created is not None:
+        return str(created["experiment_id"])
+    if not again:
+        raise AuthApiError(f"experiment {name}: created meanwhile, yet not found")
+    return _experiment_id(api, name, again=False)
+
+
+def _held(api: AuthApi, username: str) -> dict[tuple[str, str], str]:
+    """The user's strongest grant on each (resource type, model name or experiment id)."""
+    rows = api.ok("GET", LIST_PERMISSIONS, {"username": username}).get("permissions", [])
+    held: dict[tuple[str, str], str] = {}
     for row in rows if isinstance(rows, list) else []:
-        if row.get("resource_type") == REGISTERED_MODEL:
-            model, permission = row["resource_pattern"], row["permission"]
-            if PERMISSION_RANK.get(permission, 0) > PERMISSION_RANK.get(held.get(model, ""), 0):
-                held[model] = permission
+        key, permission = (row["resource_type"], row["resource_pattern"]), row["permission"]
+        if PERMISSION_RANK.get(permission, 0) > PERMISSION_RANK.get(held.get(key, ""), 0):
+            held[key] = permission
+    return held
+
+
+def _ensure_grants(api: AuthApi, user: User) -> list[str]:
+    """Each grant at least as strong as declared; a stronger one (the MANAGE a model's creator gets) stays.
+    A replica that granted the same meanwhile is no error: what it wrote is read back and checked."""
+    wanted = [(REGISTERED_MODEL, model, model, permission) for model, permission in user.grants]
+    wanted += [(EXPERIMENT, _experiment_id(api, name), name, p) for name, p in user.experiments]
+    held = _held(api, user.username)
     changes = []
-    for model, permission in user.grants:
-        if PERMISSION_RANK.get(held.get(model, ""), 0) >= PERMISSION_RANK[permission]:
+    for kind, resource, name, permission in wanted:
+        if PERMISSION_RANK.get(held.get((kind, resource), ""), 0) >= PERMISSION_RANK[permission]:
             continue
-        grant = {"username": user.username, "resource_type": REGISTERED_MODEL, "resource_id": model}
-        if model in held:  # a weaker grant of the user's own: the grant API refuses a second row
-            api.ok("POST", REVOKE, grant)
-        api.ok("POST", GRANT, {**grant, "permission": permission})
-        changes.append(f"granted {permission} on {model} to {user.username}")
+        grant = {"username": user.username, "resource_type": kind, "resource_id": resource}
+        if (kind, resource) in held:  # a weaker grant of the user's own: the grant API refuses a second row
+            status, body = api.call("POST", REVOKE, grant)
+            if status != 200 and body.get("error_code") != "RESOURCE_DOES_NOT_EXIST":  # revoked meanwhile
+                raise _failed("POST", REVOKE, status, body)
+        if api.created("POST", GRANT, {**grant, "permission": permission}) is None:
+            now = _held(api, user.username).get((kind, resource), "")
+            if PERMISSION_RANK.get(now, 0) < PERMISSION_RANK[permission]:
+                raise AuthApiError(f"{user.username} holds {now} on {kind} {name}, not {permission}")
+            continue
+        what = name if kind == REGISTERED_MODEL else f"experiment {name}"
+        changes.append(f"granted {permission} on {what} to {user.username}")
     return changes
 
 
@@ -343,26 +443,42 @@ def wait_healthy(url: str, timeout_s: float, alive: Callable[[], bool]) -> None:
 STARTUP_TIMEOUT_S = 240
 
 
+def local_url(port: int = PORT) -> str:
+    """Where the launcher reaches its own server. ``localhost``, not 127.0.0.1: with
+    ``MLFLOW_SERVER_ALLOWED_HOSTS`` set, MLflow admits only the Host headers that list names (the
+    variable replaces its defaults: ``get_allowed_hosts``, mlflow/server/fastapi_security.py 3.17.2) and
+    answers 403 on any other path than ``/health`` (``HostValidationMiddleware``); the list the Deployment
+    sets (components/kubernetes/registry.py ``allowed_hosts``) has ``localhost:*``, which
+    ``is_allowed_host_header`` (mlflow/server/security_utils.py) matches with ``fnmatch`` against
+    ``localhost:<port>``, and no pattern that matches ``127.0.0.1:<port>``."""
+    return f"http://localhost:{port}"
+
+
 def serve_and_bootstrap(
-    command: list[str], env: Mapping[str, str], users: Sequence[User], local: str = f"http://127.0.0.1:{PORT}"
+    command: list[str], env: Mapping[str, str], users: Sequence[User], port: int = PORT
 ) -> int:
     """Run the server as a child, bootstrap the users once it answers, then wait for it; SIGTERM and
     SIGINT go to the server (the kubelet signals this process, PID 1). A failed bootstrap stops the
-    server and fails the start: the pod restarts rather than serve callers who cannot log in."""
+    server and fails the start (1): the pod restarts rather than serve callers who cannot log in. An
+    admin password the server refuses is one line, ``ADMIN_REFUSED``, and exit 2: no restart mends it."""
     import subprocess
 
     server = subprocess.Popen(command, env=dict(env))
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda signum, _frame: server.send_signal(signum))
+    local = local_url(port)
     try:
         wait_healthy(local, STARTUP_TIMEOUT_S, lambda: server.poll() is None)
-        for change in bootstrap_users(AuthApi(local, env["MLFLOW_AUTH_ADMIN_PASSWORD"]), users):
+        api = AuthApi(local, env["MLFLOW_AUTH_ADMIN_PASSWORD"])
+        check_admin(api)
+        for change in bootstrap_users(api, users):
             print(f"registry users: {change}", flush=True)
     except AuthApiError as exc:
-        print(f"registry users: {exc}", file=sys.stderr, flush=True)
+        admin = isinstance(exc, AdminPasswordError)
+        print(exc if admin else f"registry users: {exc}", file=sys.stderr, flush=True)
         server.terminate()
         server.wait()
-        return 1
+        return 2 if admin else 1
     return server.wait()
 
 
