@@ -59,8 +59,10 @@ RESULT_TAG = f"{RESULT_PREFIX}.result"  # one line: "promoted after ...", "stopp
 OUTCOME_TAG = f"{RESULT_PREFIX}.outcome"  # promoted | stopped | rolled-back
 # Servers are polled this often while a setting is being applied.
 APPLY_POLL_S = 2.0
-# Rows per V2 request of the labelled set.
-LABELLED_BATCH = 256
+# Rows per V2 request of the labelled set: at most what a server takes in one request, its
+# ``max_instances`` (workloads/inference/config.py, 32 by default; the Deployment does not change it).
+# More is a 422 for the whole request.
+LABELLED_BATCH = 32
 
 
 class RolloutError(Exception):
