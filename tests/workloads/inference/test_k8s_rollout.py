@@ -7,12 +7,15 @@ from __future__ import annotations
 import calendar
 import dataclasses
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 
 from components.kubernetes.monitoring import inference_service_monitor
+from components.kubernetes.workloads import ROLLOUT_SECRET
 from judges.kube import labels_match, pods, service_selects
 from judges.pod_security import judge_pod_security
 from tests.workloads.inference.test_k8s import FOLLOWING, PLAN, by_kind, make_spec
@@ -235,3 +238,13 @@ def test_the_rollout_pod_asks_for_no_cloud_identity() -> None:
         not in cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
     )
     assert server["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+
+
+def test_the_page_matches_the_job_it_describes() -> None:
+    """docs/delivery.md names every variable the Job gets, and asks the user to create no Secret the stack
+    already makes (the rollout's registry Secret comes with its user, components/kubernetes/workloads.py)."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "delivery.md").read_text()
+    [container] = cron_job()["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert [name for name in env_of(container) if name != "HOME" and f"`{name}`" not in page] == []
+    created = re.findall(r"create secret generic ([a-z0-9-]+)", page)
+    assert ROLLOUT_SECRET not in created
