@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 
 from components.kubernetes.monitoring import inference_service_monitor
-from components.kubernetes.workloads import ROLLOUT_SECRET
+from components.kubernetes.registry import ROLLOUT_SECRET
 from judges.kube import labels_match, pods, service_selects
 from judges.pod_security import judge_pod_security
 from tests.workloads.inference.test_k8s import FOLLOWING, PLAN, by_kind, make_spec
