@@ -71,6 +71,14 @@ def rollout(
     ca_file: Annotated[
         Path | None, typer.Option(help="CA bundle the servers' certificates chain to.")
     ] = None,
+    tls_server_name: Annotated[
+        str | None,
+        typer.Option(
+            help="The name the servers' certificate is issued for (on the cluster:"
+            " inference.ml-inference.svc), checked whatever address --metrics-url, --metrics-dns or"
+            " --service-url connects to."
+        ),
+    ] = None,
     plan: Annotated[Path | None, typer.Option("--plan", help="The plan, YAML or JSON.")] = None,
     stack: Annotated[str | None, typer.Option(help="Read the plan from stacks/Pulumi.<stack>.yaml.")] = None,
     actor: Annotated[str | None, typer.Option(help="Who rolls out (default: $USER).")] = None,
@@ -95,6 +103,7 @@ def rollout(
             metrics_scheme,
             "--metrics-url",
             "--metrics-dns",
+            tls_server_name,
         )
     except (InputError, PlanError) as exc:
         exit_with(exc.problems)

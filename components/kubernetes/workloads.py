@@ -44,8 +44,6 @@ MODELS_CLAIM = "models"
 AUTH_SECRET = "inference-auth"
 TLS_SECRET = "inference-tls"
 REGISTRY_CLAIM = "registry-store"
-# Beyond the plan's own time: the image pull, the first registry calls, the final alias move.
-ROLLOUT_DEADLINE_MARGIN_S = 600
 
 
 @dataclass
@@ -198,18 +196,10 @@ def rollout_job(config: PlatformConfig, inference: InferenceWorkloadConfig) -> R
     plan = inference.rollout
     return RolloutJob(
         plan=plan.model_dump_json(by_alias=True) if plan is not None else None,
-        deadline_s=rollout_deadline_seconds(plan or RolloutPlan()),
+        deadline_s=(plan or RolloutPlan()).deadline_seconds,
         registry_secret=ROLLOUT_SECRET if config.workloads.registry.auth else None,
         ca_secret=monitoring.INFERENCE_CA_SECRET if inference.tls else None,
     )
-
-
-def rollout_deadline_seconds(plan: RolloutPlan) -> int:
-    """The longest a rollout following ``plan`` runs: each step waits for the servers to apply its setting,
-    then judges windows (one, plus every extension a thin window may get); after promotion the bake
-    period; then the margin. The Job's ``activeDeadlineSeconds``: a rollout stuck beyond it is stopped."""
-    step = plan.apply_timeout_seconds + plan.window_seconds * (1 + plan.max_extensions)
-    return len(plan.steps) * step + plan.apply_timeout_seconds + plan.bake.seconds + ROLLOUT_DEADLINE_MARGIN_S
 
 
 def registry_clients(config: PlatformConfig) -> tuple[str, ...]:

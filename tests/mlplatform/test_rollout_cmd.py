@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from mlplatform.cli import app
+from tests.workloads.delivery.fleet import Fleet, MetricsServer
 from tests.workloads.delivery.test_plan import WHERE
 from tests.workloads.registry.conftest import registry_uri
+from workloads.delivery import contract
 from workloads.delivery.launch import main
 from workloads.registry.client import RegistryClient
 from workloads.registry.rollout import CHALLENGER, CHAMPION
@@ -107,3 +112,63 @@ def test_the_job_stops_when_no_server_applies_the_split(registry_uri: str) -> No
         "mlplatform.delivery.shadow-percent": "0",
     }
     assert client.get_version(name, "2").tags["mlplatform.delivery.outcome"] == "stopped"
+
+
+def test_a_job_terminated_mid_window_sends_the_traffic_back_and_says_why(
+    registry_uri: str, tmp_path: Path
+) -> None:
+    """SIGTERM is how a Job's pod ends on its deadline, on ``kubectl delete job`` and on a node drain (then
+    SIGKILL after the grace period): the rollout, mid-window at shadow 20 %, sets the split and shadow
+    back to 0 at once, records why on the challenger, frees the model, and exits 1."""
+    client = RegistryClient(registry_uri)
+    name = "rollout-sigterm-test"
+    client.ensure_registered_model(name)
+    run = client.create_run(client.experiment_id("delivery-tests"), name, {})["info"]
+    for _ in range(2):
+        client.create_version(name, f"{run['artifact_uri']}/model", run["run_id"], {})
+    client.set_alias(name, CHAMPION, "1")
+    client.set_alias(name, CHALLENGER, "2")
+    fleet = Fleet(client, name, [MetricsServer()])
+    stop = threading.Event()
+
+    def serve() -> None:  # the server polls the registry and answers, in real time
+        while not stop.wait(0.3):
+            fleet.tick(0.3)
+
+    ticker = threading.Thread(target=serve, daemon=True)
+    ticker.start()
+    log = tmp_path / "rollout.log"
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(REPO),
+        "ROLLOUT_MODEL": name,
+        "MLFLOW_TRACKING_URI": registry_uri,
+        "ROLLOUT_METRICS_URLS": fleet.urls[0],
+        "ROLLOUT_PLAN": json.dumps(
+            {"steps": ["shadow", 50], "windowSeconds": 600, "applyTimeoutSeconds": 60, "bake": {"seconds": 0}}
+        ),
+        "ROLLOUT_ACTOR": "job-test",
+    }
+    try:
+        with log.open("w") as sink:
+            job = subprocess.Popen([sys.executable, "-m", "workloads.delivery"], env=env, stderr=sink)
+        deadline = time.monotonic() + 90
+        while "shadow: applied on 1 servers" not in log.read_text():
+            assert job.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        assert client.registered_model(name).tags[contract.SHADOW_TAG] == "20"
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(timeout=30) == 1, log.read_text()
+    finally:
+        stop.set()
+        ticker.join()
+        fleet.close()
+        if job.poll() is None:
+            job.kill()
+    assert "error: rollout-sigterm-test: stopped at shadow: terminated (SIGTERM)" in log.read_text()
+    assert client.registered_model(name).tags == {contract.SPLIT_TAG: "0", contract.SHADOW_TAG: "0"}
+    tags = client.get_version(name, "2").tags
+    assert (tags["mlplatform.delivery.outcome"], tags["mlplatform.delivery.result"]) == (
+        "stopped",
+        "stopped at shadow: terminated (SIGTERM)",
+    )

@@ -51,3 +51,9 @@ SHADOW_APPLIED: Final = "inference_delivery_shadow_percent"
 # inference_drift_window_samples{model,version}; PSI is absent below the minimum sample count (500).
 DRIFT_PSI: Final = "inference_drift_psi"
 DRIFT_SAMPLES: Final = "inference_drift_window_samples"
+
+# Registered-model tag held while a rollout of the model runs (workloads/delivery/runner.py): JSON with who
+# (``by``), where (``host``: the Job's pod), since (``at``) and until when it holds (``until``: start plus
+# the plan's deadline, so a rollout killed before it could clear the tag locks the model no longer).
+# Servers ignore it; a second rollout refuses to start while it holds.
+RUNNING_TAG: Final = "mlplatform.delivery.running"

@@ -4,21 +4,28 @@
 The Job is configured by environment variables (``ENV``), the CLI by flags that fill the same
 ``Settings``. Exit codes: 0 promoted (and baked), 1 stopped or rolled back (the reason on stderr and as
 tags on the challenger version), 2 bad input, one line naming the flag or variable.
+
+SIGTERM (the Job's deadline, ``kubectl delete job``, a node drain; the kubelet sends SIGKILL after the
+pod's grace period) becomes ``Terminated``, so the rollout sends the traffic back and records why before
+it exits. Without a handler it would not even stop: as PID 1 of its container, a process is sent no
+signal whose handler is the default one, and Python leaves SIGTERM's at the default.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import ssl
 import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 from workloads.delivery.plan import PlanError, RolloutPlan, parse_plan
-from workloads.delivery.runner import LabelledSet, Result, Rollout, RolloutError, ServiceClient
+from workloads.delivery.runner import LabelledSet, Result, Rollout, RolloutError, ServiceClient, Terminated
 from workloads.delivery.scrape import Scraper, Targets
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
 
@@ -33,6 +40,8 @@ ENV = {
     "service_url": "ROLLOUT_SERVICE_URL",
     "token_file": "ROLLOUT_TOKEN_FILE",
     "ca_file": "ROLLOUT_CA_FILE",
+    # The name the servers' certificate is issued for, checked whatever address is connected to.
+    "tls_server_name": "ROLLOUT_TLS_SERVER_NAME",
     "plan": "ROLLOUT_PLAN",  # the plan as JSON, camelCase keys
     "actor": "ROLLOUT_ACTOR",
 }
@@ -51,7 +60,13 @@ class Settings:
 
 
 def targets(
-    urls: tuple[str, ...], dns: str | None, port: int, scheme: str, url_flag: str, dns_flag: str
+    urls: tuple[str, ...],
+    dns: str | None,
+    port: int,
+    scheme: str,
+    url_flag: str,
+    dns_flag: str,
+    tls_name: str | None = None,
 ) -> Targets:
     if bool(urls) == bool(dns):
         raise RolloutError(f"give the servers' metrics as {url_flag} or as {dns_flag}, one of the two")
@@ -60,7 +75,7 @@ def targets(
     for url in urls:
         if not url.startswith(("http://", "https://")):
             raise RolloutError(f"{url_flag} {url!r}: an http(s):// URL of a server's /metrics")
-    return Targets(urls=urls, dns=dns, port=port, scheme=scheme)
+    return Targets(urls=urls, dns=dns, port=port, scheme=scheme, tls_name=tls_name)
 
 
 def from_env(environ: Mapping[str, str] = os.environ) -> Settings:
@@ -88,6 +103,7 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Settings:
         environ.get(ENV["metrics_scheme"], "http"),
         ENV["metrics_urls"],
         ENV["metrics_dns"],
+        environ.get(ENV["tls_server_name"]) or None,
     )
     return Settings(
         model=need("the registered model", ENV["model"]),
@@ -101,28 +117,57 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Settings:
     )
 
 
+def scraper(settings: Settings) -> Scraper:
+    """The servers' ``/metrics``, over HTTPS verified with ``ca_file`` against the targets' TLS name."""
+    return Scraper(settings.targets, token_file=settings.token_file, tls=_tls(settings))
+
+
+def service(settings: Settings) -> ServiceClient | None:
+    """The inference Service (the labelled set), verified as the servers' ``/metrics`` are."""
+    if settings.service_url is None:
+        return None
+    return ServiceClient(settings.service_url, settings.token_file, _tls(settings), settings.targets.tls_name)
+
+
+def _tls(settings: Settings) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(settings.ca_file) if settings.ca_file else None)
+
+
 def run(settings: Settings, scratch: Path) -> Result:
     """Build the rollout from ``settings`` and run it; RolloutError/ValueError/RegistryError: bad input."""
     client = RegistryClient(settings.registry_uri)
-    tls = ssl.create_default_context(cafile=str(settings.ca_file) if settings.ca_file else None)
-    service = ServiceClient(settings.service_url, settings.token_file) if settings.service_url else None
-    if settings.plan.labelled_set is not None and service is None:
+    labelled_service = service(settings)
+    if settings.plan.labelled_set is not None and labelled_service is None:
         raise RolloutError("the plan's labelledSet is sent through the V2 API: the service URL is required")
     labelled = (
         LabelledSet.load(settings.plan.labelled_set, client, scratch) if settings.plan.labelled_set else None
     )
-    scraper = Scraper(settings.targets, token_file=settings.token_file, tls=tls)
-    return Rollout(client, settings.model, settings.plan, scraper, settings.actor, service, labelled).run()
+    rollout = Rollout(
+        client, settings.model, settings.plan, scraper(settings), settings.actor, labelled_service, labelled
+    )
+    return rollout.run()
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM: once, as an exception the rollout ends on (a second one must not cut its cleanup short)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated(f"terminated ({signal.Signals(signum).name})")
 
 
 def outcome(settings: Settings) -> int:
     """Run and report: the exit code, the reason on stderr."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         with tempfile.TemporaryDirectory(prefix="rollout-") as scratch:
             result = run(settings, Path(scratch))
     except (RolloutError, RegistryError, ValueError, OSError) as exc:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Terminated as exc:  # past the steps (the bake): what was recorded says how far it got
+        print(f"error: {settings.model}: {exc}", file=sys.stderr)
+        return EXIT_STOPPED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     line = f"{settings.model}: {result.reason}"
     print(line if result.ok else f"error: {line}", file=sys.stdout if result.ok else sys.stderr)
     return EXIT_OK if result.ok else EXIT_STOPPED

@@ -21,6 +21,8 @@ from pydantic.alias_generators import to_camel
 SHADOW: Final = "shadow"
 # The server's floor (workloads/inference/drift.py: PSI is absent below its min_samples, 500 by default).
 DRIFT_FLOOR: Final = 500
+# Beyond the plan's own time: the image pull, the first registry calls, the final alias move.
+DEADLINE_MARGIN_S: Final = 600
 
 Step = int | Literal["shadow"]
 
@@ -109,6 +111,15 @@ class RolloutPlan(_Model):
                 " 0 for no bake"
             )
         return self
+
+    @property
+    def deadline_seconds(self) -> int:
+        """The longest a rollout following this plan runs: each step waits for the servers to apply its
+        setting, then judges windows (one, plus every extension a thin window may get); after promotion
+        the bake period; then a margin. The Job's ``activeDeadlineSeconds``, and how long a rollout's
+        ``RUNNING_TAG`` holds (a rollout killed without its cleanup locks the model no longer)."""
+        step = self.apply_timeout_seconds + self.window_seconds * (1 + self.max_extensions)
+        return len(self.steps) * step + self.apply_timeout_seconds + self.bake.seconds + DEADLINE_MARGIN_S
 
     def setting(self, step: Step) -> tuple[int, int]:
         """(challenger percent, shadow percent) for ``step``."""

@@ -10,28 +10,45 @@ the reason is recorded as tags on the challenger version. Passing every step pro
 (``operations.promote``: previous-champion recorded, audit tags), sets both tags to 0, and bakes: the new
 champion is judged window by window for ``bake.seconds``; a breach rolls back (``operations.rollback``).
 
-Any error mid-rollout (the registry or every server unreachable) also sends traffic back first, then
-reports. Time comes from ``clock`` and ``sleep``, injectable so tests play hours in milliseconds.
+Any error mid-rollout (the registry or every server unreachable), a termination (``Terminated``: the
+Job's deadline, ``kubectl delete job``, a node drain) or any other exception also sends traffic back
+first (both tags to 0) and records why, then reports; a rollout never leaves a split behind it with
+nothing watching. Only one rollout of a model runs at a time: ``contract.RUNNING_TAG`` on the registered
+model is set at the start and cleared at the end; a second rollout refuses to start while it holds, up to
+the plan's deadline (after which a rollout killed without its cleanup is presumed gone). MLflow has no
+compare-and-set, so the lock is read back after it is written; two starts in the same instant may
+still both pass, which is what it cannot rule out.
+
+Time comes from ``clock`` and ``sleep``, injectable so tests play hours in milliseconds.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import socket
+import ssl
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from workloads.delivery import contract
 from workloads.delivery.decision import Outcome, Verdict, judge_bake, judge_step
 from workloads.delivery.plan import RolloutPlan, Step, step_name
-from workloads.delivery.scrape import Scraper, Snapshot, bearer, not_applied, window_stats
+from workloads.delivery.scrape import (
+    ScrapeError,
+    Scraper,
+    Snapshot,
+    Target,
+    bearer,
+    http_call,
+    not_applied,
+    window_stats,
+)
 from workloads.registry import operations
 from workloads.registry.client import RegistryClient, RegistryError
 from workloads.registry.rollout import CHALLENGER, CHAMPION
@@ -42,12 +59,21 @@ RESULT_TAG = f"{RESULT_PREFIX}.result"  # one line: "promoted after ...", "stopp
 OUTCOME_TAG = f"{RESULT_PREFIX}.outcome"  # promoted | stopped | rolled-back
 # Servers are polled this often while a setting is being applied.
 APPLY_POLL_S = 2.0
-# Rows per V2 request of the labelled set.
-LABELLED_BATCH = 256
+# Rows per V2 request of the labelled set: at most what a server takes in one request, its
+# ``max_instances`` (workloads/inference/config.py, 32 by default; the Deployment does not change it).
+# More is a 422 for the whole request.
+LABELLED_BATCH = 32
 
 
 class RolloutError(Exception):
     """The rollout could not start (bad input: exit 2); one printable line."""
+
+
+class Terminated(BaseException):
+    """The process was told to stop (SIGTERM: the Job's deadline, its deletion, a node drain).
+
+    A BaseException, as KeyboardInterrupt is: no ``except Exception`` on the way (a retrying client)
+    swallows it, and the rollout's own ending sends the traffic back."""
 
 
 @dataclass(frozen=True)
@@ -92,26 +118,29 @@ class LabelledSet:
 
 @dataclass
 class ServiceClient:
-    """The inference Service's V2 API, for the labelled set."""
+    """The inference Service's V2 API, for the labelled set; over HTTPS verified with ``tls`` against
+    ``tls_name`` (the name the servers' certificate is issued for), else the URL's host."""
 
     url: str
     token_file: Path | None = None
+    tls: ssl.SSLContext = field(default_factory=ssl.create_default_context)
+    tls_name: str | None = None
     timeout_s: float = 30.0
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json", **bearer(self.token_file)}
-        request = urllib.request.Request(
-            self.url.rstrip("/") + path, data=data, method=method, headers=headers
-        )
+        target = Target(self.url.rstrip("/") + path, self.tls_name)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                result: dict[str, Any] = json.loads(response.read())
-                return result
-        except urllib.error.HTTPError as exc:
-            raise RolloutError(f"{method} {path}: HTTP {exc.code} {exc.read()[:200]!r}") from None
-        except OSError as exc:
-            raise RolloutError(f"{self.url}: {exc}") from None
+            status, raw = http_call(
+                target, method, headers, tls=self.tls, timeout_s=self.timeout_s, body=data
+            )
+        except ScrapeError as exc:
+            raise RolloutError(str(exc)) from None
+        if status != 200:
+            raise RolloutError(f"{method} {path}: HTTP {status} {raw[:200]!r}")
+        result: dict[str, Any] = json.loads(raw)
+        return result
 
     def accuracy(self, model: str, version: str, labelled: LabelledSet) -> float:
         import numpy as np
@@ -169,18 +198,71 @@ class Rollout:
         if self.plan.gates.min_accuracy is not None and (self.labelled is None or self.service is None):
             raise RolloutError("gates.minAccuracy needs the labelled set and the service URL")
         old, new = champion.version, challenger.version
-        self.log(f"{self.name}: rolling out version {new} against champion {old}: {self._steps()}")
-        step: Step = self.plan.steps[0]
+        lock = self._lock()
+        try:
+            self.log(f"{self.name}: rolling out version {new} against champion {old}: {self._steps()}")
+            return self._roll(old, new)
+        finally:
+            self._unlock(lock)
+
+    def _roll(self, old: str, new: str) -> Result:
+        """Every step, then the promotion; whatever ends it early sends the traffic back first."""
+        where = step_name(self.plan.steps[0])
         try:
             for step in self.plan.steps:
+                where = step_name(step)
                 verdict = self._step(step, old, new)
                 if verdict.outcome is not Outcome.PASS:
-                    return self._stop(f"stopped at {step_name(step)}: {verdict.reason}", old, new)
-                self._passed.append(step_name(step))
-                self.log(f"{self.name}: {step_name(step)} passed: {verdict.reason}")
+                    return self._stop(f"stopped at {where}: {verdict.reason}", old, new)
+                self._passed.append(where)
+                self.log(f"{self.name}: {where} passed: {verdict.reason}")
+            where = "promote"
+            self._promote(old, new)
         except (RegistryError, RolloutError, OSError) as exc:
-            return self._stop(f"stopped at {step_name(step)}: {exc}", old, new)
-        return self._promote_and_bake(old, new)
+            return self._stop(f"stopped at {where}: {exc}", old, new)
+        except Terminated as exc:
+            # Within the pod's grace period: the writes only, no wait for the servers to confirm.
+            return self._stop(f"stopped at {where}: {exc}", old, new, confirm=False)
+        except BaseException as exc:
+            self._stop(f"stopped at {where}: unexpected {type(exc).__name__}: {exc}", old, new, confirm=False)
+            raise
+        return self._bake(old, new)
+
+    # -- one rollout at a time -------------------------------------------------------------------
+
+    def _lock(self) -> str:
+        """Set RUNNING_TAG, refusing while another rollout's holds; the value set."""
+        now = datetime.now(UTC)
+        held = self.client.registered_model(self.name).tags.get(contract.RUNNING_TAG, "")
+        holder = _holder(held)
+        if holder is not None and _until(holder) > now:
+            raise RolloutError(
+                f"{self.name}: another rollout is in progress (by {holder.get('by')} on {holder.get('host')}"
+                f" since {holder.get('at')}); it holds {contract.RUNNING_TAG} until {holder.get('until')}"
+            )
+        if held:
+            self.log(f"{self.name}: taking over a stale {contract.RUNNING_TAG}: {held}")
+        until = now + timedelta(seconds=self.plan.deadline_seconds)
+        mine = json.dumps(
+            {
+                "by": self.actor,
+                "host": socket.gethostname(),
+                "at": now.isoformat(timespec="seconds"),
+                "until": until.isoformat(timespec="seconds"),
+            }
+        )
+        self.client.set_model_tag(self.name, contract.RUNNING_TAG, mine)
+        if self.client.registered_model(self.name).tags.get(contract.RUNNING_TAG) != mine:
+            raise RolloutError(f"{self.name}: another rollout started at the same time; try again")
+        return mine
+
+    def _unlock(self, mine: str) -> None:
+        """Clear RUNNING_TAG if it is still this rollout's (a stale one may have been taken over)."""
+        try:
+            if self.client.registered_model(self.name).tags.get(contract.RUNNING_TAG) == mine:
+                self.client.delete_model_tag(self.name, contract.RUNNING_TAG)
+        except RegistryError as exc:
+            self.log(f"{self.name}: clearing {contract.RUNNING_TAG} failed ({exc}); it expires by itself")
 
     def _steps(self) -> str:
         return ", ".join(step_name(s) for s in self.plan.steps) + ", promote"
@@ -196,6 +278,10 @@ class Rollout:
             # Before the window's start: its requests are not counted in the window they would inflate.
             accuracy = self.service.accuracy(self.name, challenger, self.labelled)
         start = self.scraper.snapshot()
+        self.log(
+            f"{self.name}: {step_name(step)}: applied on {len(start)} servers; window of"
+            f" {self.plan.window_seconds} s"
+        )
         for extension in range(self.plan.max_extensions + 1):
             self.sleep(self.plan.window_seconds)
             end = self.scraper.snapshot()
@@ -238,39 +324,52 @@ class Rollout:
 
     # -- endings ---------------------------------------------------------------------------------
 
-    def _stop(self, reason: str, champion: str, challenger: str) -> Result:
+    def _stop(self, reason: str, champion: str, challenger: str, *, confirm: bool = True) -> Result:
         self.log(f"{self.name}: {reason}; traffic back to champion {champion}")
         try:
             self._set(0, 0)
         except RegistryError as exc:
             reason += f" (and resetting the split failed: {exc}; set {contract.SPLIT_TAG}=0 by hand)"
             return Result("stopped", reason, challenger, champion)
-        try:  # confirmed by every server, or said that it is not
-            self._await_applied(0, 0, challenger)
-        except RolloutError as exc:
-            reason += f" (traffic back not confirmed: {exc})"
+        if confirm:
+            try:  # confirmed by every server, or said that it is not
+                self._await_applied(0, 0, challenger)
+            except RolloutError as exc:
+                reason += f" (traffic back not confirmed: {exc})"
         try:
             self._record(challenger, "stopped", reason)
         except RegistryError as exc:
             self.log(f"{self.name}: recording the result failed: {exc}")
         return Result("stopped", reason, challenger, champion)
 
-    def _promote_and_bake(self, old: str, new: str) -> Result:
+    def _promote(self, old: str, new: str) -> None:
         action = f"promote (rollout: passed {', '.join(self._passed)})"
         operations.promote(
             self.client, self.name, new, metric="", tolerance=0.0, force=True, actor=self.actor, action=action
         )
         self._set(0, 0)
         self.log(f"{self.name}: version {new} promoted to champion (previous-champion: {old})")
+
+    def _bake(self, old: str, new: str) -> Result:
         reason = f"promoted after {', '.join(self._passed)}"
         bake = self.plan.bake
         elapsed = 0.0
         while elapsed < bake.seconds:
             window = min(self.plan.window_seconds, bake.seconds - elapsed)
-            start = self.scraper.snapshot()
-            self.sleep(window)
-            elapsed += window
-            stats = window_stats(start, self.scraper.snapshot(), self.name, new, None)
+            try:
+                start = self.scraper.snapshot()
+                self.sleep(window)
+                elapsed += window
+                stats = window_stats(start, self.scraper.snapshot(), self.name, new, None)
+            except BaseException as exc:
+                # Promoted, the tags already at 0: what is left to say is that the bake did not finish.
+                line = f"{reason}; bake cut short at {math.floor(elapsed)} s: {type(exc).__name__}: {exc}"
+                self.log(f"{self.name}: {line}")
+                try:
+                    self._record(new, "promoted", line)
+                except RegistryError as failed:
+                    self.log(f"{self.name}: recording the result failed: {failed}")
+                raise
             verdict = judge_bake(stats.champion, stats.drift, bake, self.plan)
             if verdict.outcome is Outcome.FAIL:
                 why = f"bake: {verdict.reason}"
@@ -292,3 +391,21 @@ class Rollout:
         tags |= {f"{RESULT_PREFIX}.by": self.actor, f"{RESULT_PREFIX}.at": when}
         for key, value in tags.items():
             self.client.set_version_tag(self.name, version, key, value)
+
+
+def _holder(value: str) -> dict[str, str] | None:
+    """A RUNNING_TAG's fields; None when empty or unreadable (a lock no rollout of ours wrote)."""
+    try:
+        found = json.loads(value) if value else None
+    except ValueError:
+        return None
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else None
+
+
+def _until(holder: dict[str, str]) -> datetime:
+    """Until when a lock holds; a lock without a readable ``until`` holds no longer (it is taken over)."""
+    try:
+        until = datetime.fromisoformat(holder.get("until", ""))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return until if until.tzinfo is not None else until.replace(tzinfo=UTC)

@@ -2,8 +2,10 @@
 
 Targets are given as URLs, or as a DNS name that resolves to every pod (a headless Service: one A record
 per ready pod, so the rollout needs no Kubernetes API rights), re-resolved at every snapshot so pods that
-come and go are followed. Over HTTPS to a pod's address the certificate is checked against the DNS name
-(the name the certificate is issued for), not the address.
+come and go are followed. Over HTTPS to a pod's address the certificate is checked against a name, not
+the address: ``tls_name`` when given (the name the servers' certificate is issued for: on the cluster the
+``inference`` Service's, ``inference.ml-inference.svc``, as the ServiceMonitor checks it), else the DNS
+name that was resolved.
 
 A window is judged only on servers present in both of its snapshots: a pod that appears mid-window has no
 start, one that vanished has no end. Counters are differences; a server any of whose counters went down
@@ -61,9 +63,12 @@ class Targets:
     port: int = 8080
     scheme: str = "http"
     path: str = "/metrics"
+    # Over HTTPS, the name every server's certificate is checked against (None: the URL's host, or
+    # ``dns`` for the addresses it resolves to).
+    tls_name: str | None = None
 
     def resolve(self, getaddrinfo: Callable[..., list[Any]] = socket.getaddrinfo) -> list[Target]:
-        found = [Target(url) for url in self.urls]
+        found = [Target(url, self.tls_name) for url in self.urls]
         if self.dns is None:
             return found
         try:
@@ -73,7 +78,7 @@ class Targets:
         addresses = sorted({str(record[4][0]) for record in records})
         for address in addresses:
             host = f"[{address}]" if ":" in address else address
-            found.append(Target(f"{self.scheme}://{host}:{self.port}{self.path}", self.dns))
+            found.append(Target(f"{self.scheme}://{host}:{self.port}{self.path}", self.tls_name or self.dns))
         return found
 
 
@@ -90,7 +95,17 @@ class _TLSConnection(http.client.HTTPSConnection):
         self.sock = self._tls.wrap_socket(sock, server_hostname=self._server_hostname)
 
 
-def http_get(target: Target, headers: Mapping[str, str], *, tls: ssl.SSLContext, timeout_s: float) -> bytes:
+def http_call(
+    target: Target,
+    method: str,
+    headers: Mapping[str, str],
+    *,
+    tls: ssl.SSLContext,
+    timeout_s: float,
+    body: bytes | None = None,
+) -> tuple[int, bytes]:
+    """One request to ``target.url`` (its path and query), over HTTPS checked against ``target.tls_name``
+    (else the URL's host); the status and body. ScrapeError when no answer came."""
     parts = urllib.parse.urlsplit(target.url)
     host = parts.hostname or ""
     connection: http.client.HTTPConnection
@@ -99,16 +114,21 @@ def http_get(target: Target, headers: Mapping[str, str], *, tls: ssl.SSLContext,
         connection = _TLSConnection(host, parts.port or 443, timeout=timeout_s, tls=tls, server_hostname=name)
     else:
         connection = http.client.HTTPConnection(host, parts.port or 80, timeout=timeout_s)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
-        connection.request("GET", parts.path or "/", headers=dict(headers))
+        connection.request(method, path, body=body, headers=dict(headers))
         response = connection.getresponse()
-        body = response.read()
+        return response.status, response.read()
     except (OSError, http.client.HTTPException) as exc:
         raise ScrapeError(f"{target.url}: {exc}") from None
     finally:
         connection.close()
-    if response.status != 200:
-        raise ScrapeError(f"{target.url}: HTTP {response.status}")
+
+
+def http_get(target: Target, headers: Mapping[str, str], *, tls: ssl.SSLContext, timeout_s: float) -> bytes:
+    status, body = http_call(target, "GET", headers, tls=tls, timeout_s=timeout_s)
+    if status != 200:
+        raise ScrapeError(f"{target.url}: HTTP {status}")
     return body
 
 

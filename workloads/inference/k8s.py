@@ -80,6 +80,7 @@ GRACE_MARGIN_S = 5
 ROLLOUT_MODEL_ENV = "ROLLOUT_MODEL"
 ROLLOUT_METRICS_DNS_ENV = "ROLLOUT_METRICS_DNS"
 ROLLOUT_METRICS_PORT_ENV = "ROLLOUT_METRICS_PORT"
+ROLLOUT_METRICS_SCHEME_ENV = "ROLLOUT_METRICS_SCHEME"
 ROLLOUT_SERVICE_URL_ENV = "ROLLOUT_SERVICE_URL"
 ROLLOUT_TOKEN_FILE_ENV = "ROLLOUT_TOKEN_FILE"
 ROLLOUT_CA_FILE_ENV = "ROLLOUT_CA_FILE"
@@ -92,6 +93,18 @@ ROLLOUT_ENTRY = ("python", "-m", "workloads.delivery")
 # (kubernetes/kubernetes pkg/controller/cronjob/utils.go ``mostRecentScheduleTime``). ``suspend: true``
 # keeps it from ever firing; the CronJob is only the template ``kubectl create job --from`` copies.
 ROLLOUT_SCHEDULE = "0 0 1 1 *"
+# Jobs the CronJob controller keeps, counting those made by hand with ``kubectl create job --from`` (it
+# owns them): it deletes the oldest finished beyond these on every sync, suspended or not, before their
+# ttl (kubernetes.io "CronJob", jobs history limits: 3 successful and 1 failed by default;
+# kubernetes/kubernetes pkg/controller/cronjob/cronjob_controllerv2.go ``cleanupFinishedJobs``).
+ROLLOUT_JOBS_KEPT = 10
+# SIGTERM to SIGKILL: the rollout sends the traffic back (two registry writes), records why (four) and
+# clears its lock (two) when it is stopped; round trips of well under a second each on the cluster, with
+# room for the registry client's retries (0.5 s, then 1 s).
+ROLLOUT_GRACE_S = 60
+# The cluster autoscaler evicts no pod carrying this when it scales a node down (cluster-autoscaler FAQ,
+# "What types of pods can prevent CA from removing a node?"): a rollout is not moved mid-step.
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
 
 @dataclass(frozen=True)
@@ -577,6 +590,7 @@ def _rollout_env(spec: InferenceServiceSpec, rollout: RolloutJob) -> list[Object
         ROLLOUT_MODEL_ENV: spec.model_name,
         ROLLOUT_METRICS_DNS_ENV: f"{spec.name}{PODS_SUFFIX}.{spec.namespace}.svc.cluster.local",
         ROLLOUT_METRICS_PORT_ENV: str(spec.port),
+        ROLLOUT_METRICS_SCHEME_ENV: scheme,
         ROLLOUT_SERVICE_URL_ENV: f"{scheme}://{service}.cluster.local:{spec.port}",
         "HOME": "/tmp",
     }
@@ -629,13 +643,16 @@ def _rollout_cron_job(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": ROLLOUT_GRACE_S,
         "securityContext": restricted_pod_security(spec.run_as_user),
         "nodeSelector": spec.pool.node_selector,
         "tolerations": spec.pool.tolerations(),
         "containers": [container],
         "volumes": volumes,
     }
-    labels = {**_rollout_labels(spec), **spec.pod_labels}
+    # No ``spec.pod_labels``: they ask for the cloud's workload identity (Azure's
+    # ``azure.workload.identity/use``), and the rollout has none (its ServiceAccount names no identity).
+    template = {"labels": _rollout_labels(spec), "annotations": {SAFE_TO_EVICT: "false"}}
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -644,13 +661,15 @@ def _rollout_cron_job(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object
             "schedule": ROLLOUT_SCHEDULE,
             "suspend": True,
             "concurrencyPolicy": "Forbid",
+            "successfulJobsHistoryLimit": ROLLOUT_JOBS_KEPT,
+            "failedJobsHistoryLimit": ROLLOUT_JOBS_KEPT,
             "jobTemplate": {
                 "metadata": {"labels": _rollout_labels(spec)},
                 "spec": {
                     "backoffLimit": 0,
                     "activeDeadlineSeconds": rollout.deadline_s,
                     "ttlSecondsAfterFinished": rollout.ttl_s,
-                    "template": {"metadata": {"labels": labels}, "spec": pod},
+                    "template": {"metadata": template, "spec": pod},
                 },
             },
         },

@@ -314,6 +314,9 @@ class RegistryClient:
     def set_model_tag(self, name: str, key: str, value: str) -> None:
         self._call("POST", "registered-models/set-tag", {"name": name, "key": key, "value": value})
 
+    def delete_model_tag(self, name: str, key: str) -> None:
+        self._call("DELETE", "registered-models/delete-tag", {"name": name, "key": key})
+
     # -- tracking --------------------------------------------------------------------------------
 
     def experiment_id(self, name: str) -> str:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from tests.workloads.delivery.fleet import Behaviour, Fleet, MetricsServer
 from workloads.delivery import contract
-from workloads.delivery.plan import BakePlan, Gates, RolloutPlan
-from workloads.delivery.runner import OUTCOME_TAG, RESULT_TAG, Result, Rollout
+from workloads.delivery.plan import DEADLINE_MARGIN_S, BakePlan, Gates, RolloutPlan
+from workloads.delivery.runner import OUTCOME_TAG, RESULT_TAG, Result, Rollout, RolloutError
 from workloads.delivery.scrape import Scraper, Targets
 from workloads.registry.client import RegistryClient
 from workloads.registry.rollout import CHALLENGER, CHAMPION, PREVIOUS_CHAMPION
@@ -155,3 +157,92 @@ def test_too_little_traffic_is_not_a_pass(fleet: Fleet) -> None:
     assert result.outcome == "stopped"
     assert result.reason.startswith("stopped at shadow: too little evidence after 60 s"), result.reason
     assert split_tags(fleet) == ("0", "0")
+
+
+def test_an_unexpected_exception_mid_window_sends_the_traffic_back_and_says_why(fleet: Fleet) -> None:
+    """Not only the registry's and the servers' errors: whatever stops the loop (here a bug's exception in
+    the middle of the shadow window) leaves no split behind it, records why on the challenger, frees the
+    model for the next rollout, and still surfaces (a bug is not a verdict)."""
+    played = PlayedTime(fleet)
+
+    def sleep(seconds: float) -> None:
+        played.sleep(seconds)
+        if seconds == PLAN.window_seconds:
+            raise ZeroDivisionError("division by zero")
+
+    rollout = Rollout(
+        fleet.client,
+        fleet.model,
+        PLAN,
+        Scraper(Targets(urls=fleet.urls)),
+        actor="rollout-test",
+        clock=played.clock,
+        sleep=sleep,
+        log=lambda line: None,
+    )
+    with pytest.raises(ZeroDivisionError):
+        rollout.run()
+    assert fleet.client.registered_model(fleet.model).tags == {
+        contract.SPLIT_TAG: "0",
+        contract.SHADOW_TAG: "0",
+    }, "split and shadow back at 0, the running tag cleared"
+    tags = fleet.client.get_version(fleet.model, "2").tags
+    assert tags[OUTCOME_TAG] == "stopped"
+    assert tags[RESULT_TAG] == "stopped at shadow: unexpected ZeroDivisionError: division by zero"
+    assert fleet.client.version_by_alias(fleet.model, CHAMPION).version == "1"
+
+
+def test_a_second_rollout_of_the_model_refuses_to_start_while_one_runs(fleet: Fleet) -> None:
+    """Two Jobs made from the template run side by side (``concurrencyPolicy`` governs scheduled runs
+    only, kubernetes.io "CronJob", concurrency policy) and would fight over the split: the first holds
+    the model's running tag, and the second refuses, naming it, without touching the tags."""
+    seen: list[str] = []
+    played = PlayedTime(fleet)
+
+    def sleep(seconds: float) -> None:
+        played.sleep(seconds)
+        if not seen:  # mid-step of the first rollout: a second one is started
+            second = Rollout(
+                fleet.client, fleet.model, PLAN, Scraper(Targets(urls=fleet.urls)), actor="someone-else"
+            )
+            with pytest.raises(RolloutError) as refused:
+                second.run()
+            seen.append(str(refused.value))
+
+    rollout = Rollout(
+        fleet.client,
+        fleet.model,
+        PLAN,
+        Scraper(Targets(urls=fleet.urls)),
+        actor="rollout-test",
+        clock=played.clock,
+        sleep=sleep,
+        log=lambda line: None,
+    )
+    assert rollout.run().outcome == "promoted"
+    [refusal] = seen
+    assert refusal.startswith(f"{fleet.model}: another rollout is in progress (by rollout-test on ")
+    assert contract.RUNNING_TAG not in fleet.client.registered_model(fleet.model).tags
+
+
+def test_a_lock_left_by_a_killed_rollout_expires_with_its_deadline(fleet: Fleet) -> None:
+    """SIGKILL leaves the running tag set; it holds only until the plan's deadline (the Job's
+    activeDeadlineSeconds, after which that rollout cannot be running), then the next rollout takes over."""
+    now = datetime.now(UTC)
+    for until, refused in ((now + timedelta(hours=1), True), (now - timedelta(seconds=1), False)):
+        held = {"by": "killed-job", "host": "rollout-x", "at": now.isoformat(), "until": until.isoformat()}
+        fleet.client.set_model_tag(fleet.model, contract.RUNNING_TAG, json.dumps(held))
+        if refused:
+            with pytest.raises(RolloutError, match=r"another rollout is in progress \(by killed-job"):
+                roll(fleet)
+            assert contract.SPLIT_TAG not in fleet.client.registered_model(fleet.model).tags
+        else:
+            assert roll(fleet)[0].outcome == "promoted"
+    assert contract.RUNNING_TAG not in fleet.client.registered_model(fleet.model).tags
+
+
+def test_the_lock_holds_for_the_plans_deadline() -> None:
+    """The Job's activeDeadlineSeconds and the lock's bound are one number: every step's apply time and
+    windows with their extensions, the bake, a margin."""
+    plan = RolloutPlan(steps=("shadow", 50), window_seconds=60, max_extensions=2, apply_timeout_seconds=30)
+    assert plan.deadline_seconds == 2 * (30 + 60 * 3) + 30 + plan.bake.seconds + DEADLINE_MARGIN_S

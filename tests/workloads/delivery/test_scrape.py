@@ -125,3 +125,19 @@ def test_applied_settings(servers: list[MetricsServer]) -> None:
     assert not_applied(snapshot, MODEL, contract.SPLIT_APPLIED, 0, "2") == [
         f"{servers[0].url} shows {{'2': 25.0}}"
     ]
+
+
+def test_a_tls_server_name_is_checked_whatever_address_is_connected_to() -> None:
+    """The servers' certificate names the ``inference`` Service (as the ServiceMonitor's ``serverName``
+    checks it), not a pod's address nor the headless name: given, it is the name for every target."""
+
+    def getaddrinfo(host: str, port: int, **_: Any) -> list[Any]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", port))]
+
+    named = Targets(
+        urls=("https://10.0.0.9:8080/metrics",),
+        dns="inference-pods.ml-inference.svc.cluster.local",
+        scheme="https",
+        tls_name="inference.ml-inference.svc",
+    )
+    assert {t.tls_name for t in named.resolve(getaddrinfo)} == {"inference.ml-inference.svc"}

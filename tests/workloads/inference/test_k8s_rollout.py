@@ -5,13 +5,17 @@ the contract it comes from."""
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 
 from components.kubernetes.monitoring import inference_service_monitor
+from components.kubernetes.registry import ROLLOUT_SECRET
 from judges.kube import labels_match, pods, service_selects
 from judges.pod_security import judge_pod_security
 from tests.workloads.inference.test_k8s import FOLLOWING, PLAN, by_kind, make_spec
@@ -72,6 +76,7 @@ def test_the_rollout_runs_the_inference_image_with_its_settings() -> None:
         "ROLLOUT_MODEL": "digits",
         "ROLLOUT_METRICS_DNS": "digits-pods.ml-inference.svc.cluster.local",
         "ROLLOUT_METRICS_PORT": "8080",
+        "ROLLOUT_METRICS_SCHEME": "https",
         "ROLLOUT_SERVICE_URL": "https://digits.ml-inference.svc.cluster.local:8080",
         "HOME": "/tmp",
         "MLFLOW_TRACKING_USERNAME_FILE": "/var/run/secrets/registry-client/username",
@@ -100,9 +105,11 @@ def test_without_auth_or_tls_the_rollout_gets_no_secret_for_them() -> None:
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     env = env_of(pod["containers"][0])
     assert env["ROLLOUT_SERVICE_URL"].startswith("http://")
+    assert env["ROLLOUT_METRICS_SCHEME"] == "http"
     assert not {
         "ROLLOUT_TOKEN_FILE",
         "ROLLOUT_CA_FILE",
+        "ROLLOUT_TLS_SERVER_NAME",
         "ROLLOUT_PLAN",
         "MLFLOW_TRACKING_PASSWORD_FILE",
     } & set(env)
@@ -191,3 +198,53 @@ def test_a_pinned_version_gets_no_rollout() -> None:
     kinds = {o["kind"] for spec in (make_spec(),) for o in inference_objects(spec)}
     assert "CronJob" not in kinds
     assert [s["metadata"]["name"] for s in by_kind(inference_objects(make_spec()), "Service")] == ["digits"]
+
+
+def test_the_rollout_has_time_to_send_the_traffic_back_when_it_is_stopped() -> None:
+    """A Job past ``activeDeadlineSeconds``, a deleted Job and a drained node all end the pod the same way:
+    SIGTERM, then SIGKILL once ``terminationGracePeriodSeconds`` has passed (kubernetes.io "Pod Lifecycle",
+    termination of Pods; default 30 s). The rollout's SIGTERM handler needs that time to set the split and
+    shadow back to 0 and record why, so the pod states it; and the cluster autoscaler does not evict a pod
+    annotated ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` to remove its node
+    (cluster-autoscaler FAQ, "What types of pods can prevent CA from removing a node?")."""
+    template = cron_job()["spec"]["jobTemplate"]["spec"]["template"]
+    assert template["spec"]["terminationGracePeriodSeconds"] >= 60
+    assert template["metadata"]["annotations"] == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
+def test_jobs_made_from_the_template_are_kept_as_long_as_their_ttl_says() -> None:
+    """The CronJob controller deletes the oldest finished Jobs it owns beyond ``successfulJobsHistoryLimit``
+    and ``failedJobsHistoryLimit`` (defaults 3 and 1) on every sync, suspended or not (kubernetes.io
+    "CronJob", jobs history limits; pkg/controller/cronjob/cronjob_controllerv2.go ``cleanupFinishedJobs``),
+    and it owns the Jobs ``kubectl create job --from=cronjob/...`` makes: with the defaults, the second
+    failed rollout's log would delete the first's days before its ttl. Explicit limits keep ten of each."""
+    cron = cron_job()
+    assert cron["spec"]["successfulJobsHistoryLimit"] == 10
+    assert cron["spec"]["failedJobsHistoryLimit"] == 10
+    kubernetes_validate.validate(cron, "1.31", strict=True)
+
+
+def test_the_rollout_pod_asks_for_no_cloud_identity() -> None:
+    """On Azure the platform labels the inference pods ``azure.workload.identity/use: "true"`` (their
+    ServiceAccount names a client id) so the webhook injects the identity; the rollout needs none (only
+    the registry, with its own credentials) and its ServiceAccount names no client id, so its pods must
+    not ask for one."""
+    azure = dataclasses.replace(FOLLOWING, pod_labels={"azure.workload.identity/use": "true"})
+    objects = inference_objects(azure)
+    [cron] = by_kind(objects, "CronJob")
+    [server] = by_kind(objects, "Deployment")
+    assert (
+        "azure.workload.identity/use"
+        not in cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    )
+    assert server["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+
+
+def test_the_page_matches_the_job_it_describes() -> None:
+    """docs/delivery.md names every variable the Job gets, and asks the user to create no Secret the stack
+    already makes (the rollout's registry Secret comes with its user, components/kubernetes/workloads.py)."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "delivery.md").read_text()
+    [container] = cron_job()["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert [name for name in env_of(container) if name != "HOME" and f"`{name}`" not in page] == []
+    created = re.findall(r"create secret generic ([a-z0-9-]+)", page)
+    assert ROLLOUT_SECRET not in created
