@@ -279,6 +279,14 @@ def not_applied(snapshot: Snapshot, model: str, metric: str, value: int, version
             if n == metric and dict(labels).get("model") == model
         }
         done = shown.get(version) == value if value > 0 else all(v == 0 for v in shown.values())
-        if not done:
-            lagging.append(f"{url} shows {shown or 'nothing'}")
+        if done:
+            continue
+        if shown:
+            lagging.append(f"{url} shows {shown}")
+            continue
+        # Servers label their series with the model name in the version's metadata.json: a registered
+        # model of another name is never found (the trainer registers under the metadata's name).
+        others = sorted({dict(labels).get("model", "") for (n, labels) in series if n == metric} - {""})
+        serving = f" (it serves model {', '.join(others)}, not {model})" if others else ""
+        lagging.append(f"{url} shows nothing for {model}{serving}")
     return lagging

@@ -125,6 +125,12 @@ def test_applied_settings(servers: list[MetricsServer]) -> None:
     assert not_applied(snapshot, MODEL, contract.SPLIT_APPLIED, 0, "2") == [
         f"{servers[0].url} shows {{'2': 25.0}}"
     ]
+    # A registered model whose name is not the one the servers label their series with (the model's
+    # metadata name): said, rather than "nothing" until the timeout.
+    assert not_applied(snapshot, "digits-prod", contract.SPLIT_APPLIED, 25, "2") == [
+        f"{s.url} shows nothing for digits-prod (it serves model {MODEL}, not digits-prod)"
+        for s in sorted(servers, key=lambda s: s.url)
+    ]
 
 
 def test_a_tls_server_name_is_checked_whatever_address_is_connected_to() -> None:
