@@ -94,6 +94,7 @@ bench: setup bench-setup
 	$(BIN)/python benchmarks/plan_bench.py
 	$(BIN)/python benchmarks/train_bench.py
 	$(BIN)/python benchmarks/serve_bench.py
+	$(BIN)/python benchmarks/shadow_bench.py
 
 # The peers the serving benchmark compares ours with, each in its own venv from its frozen requirements:
 # their pins conflict with the product's (constraints.txt) and with each other's. Never part of setup,
