@@ -40,7 +40,7 @@ VERSION_LATENCY: Final = "inference_version_request_duration_seconds"  # histogr
 SHADOW_REQUESTS: Final = "inference_shadow_requests_total"  # + outcome: compared, dropped, failed
 SHADOW_AGREED: Final = "inference_shadow_agreed_total"  # compared requests whose every row's label agreed
 SHADOW_DIFFERENCE: Final = "inference_shadow_output_difference"  # histogram: max |score difference|
-SHADOW_LATENCY: Final = "inference_shadow_duration_seconds"  # histogram, + role: the same rows on each
+SHADOW_LATENCY: Final = "inference_shadow_duration_seconds"  # histogram, + role: a shadow batch's run on each
 SHADOW_OUTCOMES: Final = ("compared", "dropped", "failed")
 
 # The setting each server applies now, labels model (and version: the challenger's, "" when none loaded).
