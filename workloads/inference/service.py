@@ -267,12 +267,7 @@ class Service:
         """Serve ``fetched`` instead of the current version: checked, built and warmed on a worker thread
         while the current one serves, then swapped in at once. Raises (the old version serving on)
         ``IncompatibleModelError`` or whatever loading it raised."""
-        serving = self.champion.served
-        if serving is None:
-            raise RuntimeError("no version is serving yet")
-        check_compatible(serving.artifact, fetched.artifact)
-        started = time.perf_counter()
-        model = await asyncio.to_thread(self._build, fetched.artifact)
+        serving, model, started = await self._beside_champion(fetched)
         self._serve_as_champion(Served(fetched.artifact, model, fetched.version))
         log.info(
             "version %s loaded and warmed in %.0f ms beside version %s, swapped in",
@@ -280,6 +275,16 @@ class Service:
             (time.perf_counter() - started) * 1000,
             serving.version,
         )
+
+    async def _beside_champion(self, fetched: Fetched) -> tuple[Served, OnnxModel, float]:
+        """``fetched`` checked against the serving champion, then built and warmed on a worker thread
+        while the champion serves; the champion, the model and when the build started."""
+        serving = self.champion.served
+        if serving is None:
+            raise RuntimeError("no version is serving yet")
+        check_compatible(serving.artifact, fetched.artifact)
+        started = time.perf_counter()
+        return serving, await asyncio.to_thread(self._build, fetched.artifact), started
 
     def _serve_as_champion(self, served: Served) -> None:
         old = self.champion.version
@@ -302,12 +307,7 @@ class Service:
         """Serve ``fetched`` as the challenger, beside the champion: checked against the champion, built
         and warmed on a worker thread, then routable at once (``apply`` sets its shares). Raises
         ``IncompatibleModelError`` or whatever loading it raised, the champion serving alone on."""
-        serving = self.champion.served
-        if serving is None:
-            raise RuntimeError("no version is serving yet")
-        check_compatible(serving.artifact, fetched.artifact)
-        started = time.perf_counter()
-        model = await asyncio.to_thread(self._build, fetched.artifact)
+        serving, model, started = await self._beside_champion(fetched)
         track = Track(
             CHALLENGER,
             fetched.version,
