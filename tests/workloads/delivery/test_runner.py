@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -59,19 +59,25 @@ def fleet(registry_uri: str) -> Iterator[Fleet]:
     made.close()
 
 
-def roll(fleet: Fleet, plan: RolloutPlan = PLAN) -> tuple[Result, PlayedTime]:
-    played = PlayedTime(fleet)
-    rollout = Rollout(
+def rollout_of(
+    fleet: Fleet, played: PlayedTime, sleep: Callable[[float], None], plan: RolloutPlan = PLAN
+) -> Rollout:
+    """The fleet's rollout on played time, ``sleep`` standing in for the wait between scrapes."""
+    return Rollout(
         fleet.client,
         fleet.model,
         plan,
         Scraper(Targets(urls=fleet.urls)),
         actor="rollout-test",
         clock=played.clock,
-        sleep=played.sleep,
+        sleep=sleep,
         log=lambda line: None,
     )
-    return rollout.run(), played
+
+
+def roll(fleet: Fleet, plan: RolloutPlan = PLAN) -> tuple[Result, PlayedTime]:
+    played = PlayedTime(fleet)
+    return rollout_of(fleet, played, played.sleep, plan).run(), played
 
 
 def split_tags(fleet: Fleet) -> tuple[str, str]:
@@ -170,16 +176,7 @@ def test_an_unexpected_exception_mid_window_sends_the_traffic_back_and_says_why(
         if seconds == PLAN.window_seconds:
             raise ZeroDivisionError("division by zero")
 
-    rollout = Rollout(
-        fleet.client,
-        fleet.model,
-        PLAN,
-        Scraper(Targets(urls=fleet.urls)),
-        actor="rollout-test",
-        clock=played.clock,
-        sleep=sleep,
-        log=lambda line: None,
-    )
+    rollout = rollout_of(fleet, played, sleep)
     with pytest.raises(ZeroDivisionError):
         rollout.run()
     assert fleet.client.registered_model(fleet.model).tags == {
@@ -209,16 +206,7 @@ def test_a_second_rollout_of_the_model_refuses_to_start_while_one_runs(fleet: Fl
                 second.run()
             seen.append(str(refused.value))
 
-    rollout = Rollout(
-        fleet.client,
-        fleet.model,
-        PLAN,
-        Scraper(Targets(urls=fleet.urls)),
-        actor="rollout-test",
-        clock=played.clock,
-        sleep=sleep,
-        log=lambda line: None,
-    )
+    rollout = rollout_of(fleet, played, sleep)
     assert rollout.run().outcome == "promoted"
     [refusal] = seen
     assert refusal.startswith(f"{fleet.model}: another rollout is in progress (by rollout-test on ")
