@@ -16,13 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from mlplatform.cli import app
-from tests.workloads.delivery.fleet import Fleet, MetricsServer
+from tests.workloads.delivery.fleet import Fleet, MetricsServer, champion_and_challenger
 from tests.workloads.delivery.test_plan import WHERE
 from tests.workloads.registry.conftest import registry_uri
 from workloads.delivery import contract
 from workloads.delivery.launch import main
 from workloads.registry.client import RegistryClient
-from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 __all__ = ["registry_uri"]
 REPO = Path(__file__).resolve().parents[2]
@@ -80,12 +79,7 @@ def test_the_job_stops_when_no_server_applies_the_split(registry_uri: str) -> No
     never applied; the rollout stops (exit 1) with the reason, and the split tags are back at 0."""
     client = RegistryClient(registry_uri)
     name = "rollout-job-test"
-    client.ensure_registered_model(name)
-    run = client.create_run(client.experiment_id("delivery-tests"), name, {})["info"]
-    for _ in range(2):
-        client.create_version(name, f"{run['artifact_uri']}/model", run["run_id"], {})
-    client.set_alias(name, CHAMPION, "1")
-    client.set_alias(name, CHALLENGER, "2")
+    champion_and_challenger(client, name)
     env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(REPO),
@@ -122,12 +116,7 @@ def test_a_job_terminated_mid_window_sends_the_traffic_back_and_says_why(
     back to 0 at once, records why on the challenger, frees the model, and exits 1."""
     client = RegistryClient(registry_uri)
     name = "rollout-sigterm-test"
-    client.ensure_registered_model(name)
-    run = client.create_run(client.experiment_id("delivery-tests"), name, {})["info"]
-    for _ in range(2):
-        client.create_version(name, f"{run['artifact_uri']}/model", run["run_id"], {})
-    client.set_alias(name, CHAMPION, "1")
-    client.set_alias(name, CHALLENGER, "2")
+    champion_and_challenger(client, name)
     fleet = Fleet(client, name, [MetricsServer()])
     stop = threading.Event()
 

@@ -115,6 +115,16 @@ class MetricsServer:
         self.httpd.server_close()
 
 
+def champion_and_challenger(client: RegistryClient, name: str) -> None:
+    """Model ``name`` with two versions of one run: version 1 the ``@champion``, 2 the ``@challenger``."""
+    client.ensure_registered_model(name)
+    run = client.create_run(client.experiment_id("delivery-tests"), name, {})["info"]
+    for _ in range(2):
+        client.create_version(name, f"{run['artifact_uri']}/model", run["run_id"], {})
+    client.set_alias(name, CHAMPION, "1")
+    client.set_alias(name, CHALLENGER, "2")
+
+
 @dataclass
 class Fleet:
     """Servers of one model following the registry; ``behaviours`` by version (default: healthy)."""

@@ -10,13 +10,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.workloads.delivery.fleet import Behaviour, Fleet, MetricsServer
+from tests.workloads.delivery.fleet import Behaviour, Fleet, MetricsServer, champion_and_challenger
 from workloads.delivery import contract
 from workloads.delivery.plan import DEADLINE_MARGIN_S, BakePlan, Gates, RolloutPlan
 from workloads.delivery.runner import OUTCOME_TAG, RESULT_TAG, Result, Rollout, RolloutError
 from workloads.delivery.scrape import Scraper, Targets
 from workloads.registry.client import RegistryClient
-from workloads.registry.rollout import CHALLENGER, CHAMPION, PREVIOUS_CHAMPION
+from workloads.registry.rollout import CHAMPION, PREVIOUS_CHAMPION
 
 PLAN = RolloutPlan(
     steps=("shadow", 5, 25, 50),
@@ -47,12 +47,7 @@ class PlayedTime:
 def fleet(registry_uri: str) -> Iterator[Fleet]:
     client = RegistryClient(registry_uri)
     name = f"digits-{uuid.uuid4().hex[:8]}"
-    client.ensure_registered_model(name)
-    run = client.create_run(client.experiment_id("delivery-tests"), name, {})["info"]
-    for _ in range(2):
-        client.create_version(name, f"{run['artifact_uri']}/model", run["run_id"], {})
-    client.set_alias(name, CHAMPION, "1")
-    client.set_alias(name, CHALLENGER, "2")
+    champion_and_challenger(client, name)
     made = Fleet(client, name, [MetricsServer(), MetricsServer()])
     made.tick(0)
     yield made
