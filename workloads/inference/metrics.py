@@ -171,7 +171,7 @@ class Metrics:
         )
         self.shadow_latency = Histogram(
             contract.SHADOW_LATENCY,
-            "One model run of a compared copy's rows on each version, by role",
+            "One model run of a shadow batch's rows (the same rows) on each version, by role",
             ["model", "version", "role"],
             buckets=RUN_BUCKETS,
             registry=reg,
