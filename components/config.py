@@ -310,8 +310,8 @@ class AlertReceiver(StrEnum):
 
 class AlertingConfig(_Model):
     """Alerts go to one receiver whose URL (webhook URL or Slack incoming-webhook URL) is the key ``url``
-    of Secret ``secret`` in the ``monitoring`` namespace, which the operator creates (README
-    "Monitoring"): the URL is a credential and stays out of the stack file."""
+    of Secret ``secret`` in the ``monitoring`` namespace, which the operator creates (docs/inference.md
+    "Alerts"): the URL is a credential and stays out of the stack file."""
 
     receiver: AlertReceiver
     secret: DnsLabel
@@ -319,7 +319,8 @@ class AlertingConfig(_Model):
 
 class KubernetesConfig(_Model):
     """The in-cluster layer. A private cluster's API server is reachable only from inside its network,
-    so a first ``pulumi up`` from outside runs with ``enabled: false`` (README: two-phase bring-up)."""
+    so a first ``pulumi up`` from outside runs with ``enabled: false`` (docs/stacks.md, "From a fresh
+    clone to a deployed stack, in detail")."""
 
     enabled: bool = True
     monitoring: bool | None = None
@@ -463,7 +464,8 @@ class TrainingWorkloadConfig(_Model):
     model_name: DnsLabel = "digits-mlp"
     # The run's Kueue priority where the cluster queues Jobs.
     priority: Priority = Priority.PRODUCTION
-    # A team's own code, packaged into `image` (README "Training"): module:function hooks and the recipe.
+    # A team's own code, packaged into `image` (docs/training.md "Your own model and dataset on the
+    # cluster"): module:function hooks and the recipe.
     # Unset: the trainer's defaults (the digits dataset and MLP it ships).
     dataset: Annotated[str, _matching(HOOK_PATTERN.pattern, HOOK_RULE)] | None = None
     model: Annotated[str, _matching(HOOK_PATTERN.pattern, HOOK_RULE)] | None = None
@@ -538,7 +540,7 @@ class RegistryWorkloadConfig(_Model):
 class FabricTestConfig(_Model):
     """The fabric test (all-reduce busbw, workloads/fabric_test.py) as an acceptance gate: one Job per
     fabric pool, in the training namespace and image, that ``pulumi up`` waits for before the training
-    run (README "Training")."""
+    run (docs/training.md)."""
 
     enabled: bool = False
     # A new run id is a new Job: the way to run the test again on an existing stack.
@@ -840,7 +842,8 @@ def _cluster_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield (
             f"{key}.privateAccessCidrs",
             "a private endpoint with kubernetes.enabled needs privateAccessCidrs or "
-            "privateAccessSecurityGroups for the runner of phase two (README: two-phase bring-up), "
+            "privateAccessSecurityGroups for the runner of phase two "
+            '(docs/stacks.md, "From a fresh clone to a deployed stack, in detail"), '
             "or kubernetes: {enabled: false} for phase one",
         )
 

@@ -55,7 +55,7 @@ _Loader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 _Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-# 0777 stays octal, as go-yaml v3 keeps it (README); 0o777 is YAML 1.2's spelling of the same.
+# 0777 stays octal, as go-yaml v3 keeps it (its README); 0o777 is YAML 1.2's spelling of the same.
 _Loader.add_implicit_resolver(
     _INT,
     re.compile(r"^(?:[-+]?0b[0-1_]+|[-+]?0o?[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"),

@@ -47,8 +47,8 @@ _INFINIBAND_ENV = {
     "NCCL_SOCKET_IFNAME": "eth0",
 }
 # NCCL topology files per InfiniBand SKU, as Azure publishes them (Azure/azhpc-images topology/; on HPC
-# images at /opt/microsoft/<file>). Operators load them into this ConfigMap (README); the volume is
-# optional because NCCL warns and detects the topology itself when the file is absent. Unknown SKUs
+# images at /opt/microsoft/<file>). Operators load them into this ConfigMap (docs/kubernetes.md); the
+# volume is optional because NCCL warns and detects the topology itself when the file is absent. Unknown SKUs
 # fail closed.
 NCCL_TOPOLOGY_CONFIGMAP = "nccl-topology"
 NCCL_TOPOLOGY_DIR = "/etc/nccl/topology"

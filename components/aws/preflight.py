@@ -28,7 +28,7 @@ AUTOSCALING_ROLE_COMMAND = "aws iam create-service-linked-role --aws-service-nam
 
 
 def preflight_command(instance_type: str, region: str) -> str:
-    """The CLI line a user runs to see where a type is offered (README, "Preflight")."""
+    """The CLI line a user runs to see where a type is offered (docs/aws.md)."""
     return (
         f"aws ec2 describe-instance-type-offerings --region {region} --location-type availability-zone "
         f"--filters Name=instance-type,Values={instance_type}"

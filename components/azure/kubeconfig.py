@@ -4,7 +4,8 @@ AKS hands out ``exec`` kubeconfigs that call ``kubelogin get-token --login devic
 ``pulumi up`` (CI above all) that prints a device code and waits for a human. ``kubelogin
 convert-kubeconfig -l <mode>`` rewrites the exec plugin for another login; this module does the same
 rewrite in the program, for the mode in ``azure.deployerLogin``, so the kubeconfig works as it comes
-out of ``pulumi up``. The deployer's machine or runner needs ``kubelogin`` on its PATH (README).
+out of ``pulumi up``. The deployer's machine or runner needs ``kubelogin`` on its PATH (README.md
+"Prerequisites").
 
 What the rewrite produces is kubelogin's own (Azure/kubelogin ``pkg/internal/converter/convert.go``):
 ``get-token --login <mode> --server-id <id>`` for every mode; ``spn`` keeps ``--client-id`` and

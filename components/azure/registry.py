@@ -13,7 +13,7 @@ firewalled key through its system-assigned identity, as Microsoft documents for 
 ("Encrypt registry using a customer-managed key", Advanced scenario: Key Vault firewall). The rotation
 is ``az acr encryption rotate-key`` (ARM has no separate resource for it, and the registry's own
 encryption cannot name an identity that exists only after creation), run by ``pulumi up`` where the
-Azure CLI is logged in to the stack's subscription (README).
+Azure CLI is logged in to the stack's subscription (README.md "Prerequisites").
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ into the rendered object's ``policy.ml-platform.io/chart-exception`` annotation,
 only on objects Helm installs (policies/mlplatform_policies/kubernetes.py). That annotation is the
 review record, in plans and manifests; the chart installs the object without it.
 
-Versions (README "The Kubernetes layer"): the newest each cache holds whose chart ``kubeVersion`` admits
-the stacks' control plane; cluster-autoscaler per control-plane minor, since the autoscaler should match
-it (REFERENCE.md, EKS rules).
+Versions (docs/kubernetes.md "Charts and versions"): the newest each cache holds whose chart
+``kubeVersion`` admits the stacks' control plane; cluster-autoscaler per control-plane minor, since the
+autoscaler should match it (REFERENCE.md, EKS rules).
 """
 
 from __future__ import annotations

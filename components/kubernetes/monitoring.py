@@ -30,7 +30,7 @@ RELEASE = "kube-prometheus-stack"
 # ``https`` = containerPort prometheusOperator.tls.internalPort, 10250 in values.yaml).
 OPERATOR_BACKEND = ApiServerBackend({"app": f"{RELEASE}-operator", "release": RELEASE}, (10250,))
 # A Secret in the inference namespace holding ``ca.crt``, the CA that signed the inference service's
-# certificate, so Prometheus verifies what it scrapes over TLS (README: "Monitoring").
+# certificate, so Prometheus verifies what it scrapes over TLS (docs/inference.md).
 INFERENCE_CA_SECRET = "inference-ca"
 # Control-plane components a managed cluster does not expose (EKS, AKS: prometheus-community/helm-charts
 # #3368, #4106), and kube-proxy, which EKS binds to 127.0.0.1 and AKS with Cilium does not run: their

@@ -110,7 +110,7 @@ class TrainingJobSpec:
     # How often the Job recreates a failed pod, per index; None: ``max_restarts``.
     backoff_limit_per_index: int | None = None
     # Where a dataset hook downloads from (object storage endpoints), opened for HTTPS only. A
-    # NetworkPolicy cannot name a host, so these are address ranges (README "Training").
+    # NetworkPolicy cannot name a host, so these are address ranges (docs/training.md).
     dataset_egress_cidrs: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # Labels on the pods only (the cloud's workload identity, ClusterHandle.pod_labels).

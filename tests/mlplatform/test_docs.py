@@ -1,0 +1,235 @@
+"""The pages run as pasted (issue 41): every `mlplatform` command parses with the real CLI, a bare
+`mlplatform` comes after the page says how to activate the venv, every `make` target exists, every link
+and anchor resolves, and every reference to a section (`README.md "X"`, `docs/x.md "Y"`) in the pages,
+the stack templates and the program's messages names a real heading."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer._click.exceptions import ClickException
+
+from mlplatform.cli import app
+from mlplatform.plan import REPO_ROOT
+from tests.mlplatform.pages import (
+    ACTIVATE,
+    COMMAND_PAGES,
+    PAGES,
+    Command,
+    fenced_shell_commands,
+    heading_slugs,
+    headings,
+    inline_commands,
+)
+from workloads.training.config import ConfigError, build_parser
+
+MLPLATFORM = ("mlplatform", ".venv/bin/mlplatform")
+
+
+def _runnable(command: Command) -> bool:
+    """A command a reader pastes: every fenced one; inline, one with arguments and no synopsis
+    placeholder (`mlplatform rollout NAME`), as `mlplatform plan` alone names the verb."""
+    words = command.program
+    return command.fenced or (len(words) > 2 and not any(re.fullmatch(r"[A-Z][A-Z_]*", w) for w in words))
+
+
+def _commands(programs: tuple[str, ...]) -> list[Command]:
+    found = []
+    for page in COMMAND_PAGES:
+        for command in [*fenced_shell_commands(page), *inline_commands(page, programs)]:
+            if command.program and command.program[0] in programs and _runnable(command):
+                found.append(command)
+    return found
+
+
+def _parse(words: list[str]) -> str | None:
+    """Why the real CLI refuses ``words`` (usage only: nothing runs), or None. Each level is parsed by the
+    real click command object: the root, the verb (loaded as `mlplatform` loads it), a group's
+    subcommand; train's pass-through flags by the trainer's own parser."""
+    root = typer.main.get_command(app)
+    try:
+        context: Any = root.make_context("mlplatform", list(words))
+        command: Any = root
+        while hasattr(command, "resolve_command"):
+            rest = [*context._protected_args, *context.args]
+            if not rest:
+                return None  # `mlplatform --help` and the like
+            name, command, rest = command.resolve_command(context, rest)
+            context = command.make_context(name, rest, parent=context)
+    except ClickException as error:
+        return error.format_message()
+    if context.command.name == "train":
+        try:
+            build_parser().parse_args(context.args)
+        except ConfigError as error:
+            return str(error)
+    return None
+
+
+COMMANDS = _commands(MLPLATFORM)
+
+
+def test_the_pages_show_mlplatform_commands() -> None:
+    """Not vacuous: the walk-through, the first success and the area pages all have commands."""
+    pages = {command.page.name for command in COMMANDS}
+    assert {"README.md", "stacks.md", "registry.md", "policies.md", "inference.md"} <= pages, pages
+    assert len(COMMANDS) >= 25
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.where)
+def test_every_mlplatform_command_parses_with_the_real_cli(command: Command) -> None:
+    problem = _parse(list(command.program[1:]))
+    assert problem is None, f"{command.where}: {' '.join(command.words)}: {problem}"
+
+
+def test_the_parser_check_catches_a_wrong_flag_and_a_wrong_verb() -> None:
+    """The check above, shown to fail: an unknown flag, a missing argument, a refused choice, an unknown
+    subcommand and a trainer flag that does not exist."""
+    assert _parse(["plan", "team2-prod", "--manifest", "out/m"]) is not None
+    assert _parse(["new-stack", "x", "--cloud", "gcp", "--tier", "smb", "--env", "dev"]) is not None
+    assert _parse(["models", "promot", "digits-mlp", "2"]) is not None
+    assert _parse(["rollout"]) is not None
+    assert _parse(["train", "--local", "--epochz", "2"]) is not None
+    assert _parse(["plna"]) is not None
+    assert _parse(["train", "--local", "--nproc", "2", "--epochs", "2"]) is None
+
+
+def test_a_bare_mlplatform_comes_after_the_page_says_how_to_activate_the_venv() -> None:
+    """`mlplatform` is on PATH only in the activated venv (`make setup` prints how): a page that runs it
+    bare states the activation line before; otherwise it writes `.venv/bin/mlplatform`."""
+    unactivated = []
+    for command in COMMANDS:
+        if command.program[0] == "mlplatform":
+            text = command.page.read_text()
+            if not 0 <= text.find(ACTIVATE) < command.offset:
+                unactivated.append(command.where)
+    assert not unactivated, f"bare mlplatform before `{ACTIVATE}` on the page: {unactivated}"
+
+
+def test_make_setup_ends_by_printing_how_to_activate_the_venv() -> None:
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    match = re.search(r"^setup:[^\n]*\n((?:\t[^\n]*\n)+)", makefile, re.MULTILINE)
+    assert match, "setup has a recipe"
+    assert ACTIVATE in match.group(1).splitlines()[-1]
+
+
+def test_every_make_target_a_fenced_command_names_exists() -> None:
+    targets = set(re.findall(r"(?m)^([a-z][a-z-]*):", (REPO_ROOT / "Makefile").read_text()))
+    makes = _commands(("make",))
+    assert any(command.fenced for command in makes)
+    for command in makes:
+        named = [word for word in command.program[1:] if not word.startswith("-") and "=" not in word]
+        assert set(named) <= targets, f"{command.where}: {' '.join(command.words)}"
+
+
+# Links: [text](target) and [text](target#anchor), relative ones; the page's own anchors as (#anchor).
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _link_problems(page: Path) -> list[str]:
+    problems = []
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+    for target in _LINK.findall(text):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists():
+            problems.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in heading_slugs(linked):
+            problems.append(f"{target}: no heading with that anchor")
+    return problems
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
+    problems = _link_problems(page)
+    assert not problems, f"{page.relative_to(REPO_ROOT)}: {problems}"
+
+
+def test_the_link_check_catches_a_missing_page_and_a_missing_anchor(tmp_path: Path) -> None:
+    (tmp_path / "b.md").write_text("# Title\n\n## The `plan` verb\n\n## Two words\n\n## Two words\n")
+    page = tmp_path / "a.md"
+    page.write_text(
+        "[ok](b.md#the-plan-verb) [ok](b.md#two-words-1) [gone](c.md) [bad](b.md#the-plan) [self](#nope)"
+    )
+    assert _link_problems(page) == [
+        "c.md: no such file",
+        "b.md#the-plan: no heading with that anchor",
+        "#nope: no heading with that anchor",
+    ]
+
+
+# A page of ours, or a section of one, named in a comment, a message or a page: `docs/azure.md`,
+# `README.md "Two commands"`, `docs/stacks.md, "State and secrets in-region"`. Another project's file says
+# whose it is first (`azurefile-csi-driver docs/driver-parameters.md`): a word with `-` or `/` before it.
+_PAGE_REFERENCE = re.compile(r"(?<![\w/.-])(README\.md|docs/[\w-]+\.md)(?:,? [\"“]([^\"”]+)[\"”])?")
+_OWNER = re.compile(r"[\w.-]*[-/][\w./-]*\s+$")
+# A README named without saying whose: `(README)`, `(README "X")`, `(README: X)`, `(README, "X")`,
+# `the README`. Another project's README says whose it is: `kubelogin README`, `(its README)`.
+_BARE_README = re.compile(r"(?:\(|^|[#*] |\bthe )README\b(?!\.md)", re.MULTILINE)
+
+
+def sections(page: Path) -> set[str]:
+    """What a reference may name on a page: its headings, and the bold lead of a paragraph
+    (`**Rotating the admin's password.**`)."""
+    leads = re.findall(r"(?m)^\*\*([^*]+?)\.?\*\*", page.read_text())
+    return {*headings(page), *leads}
+
+
+def _sources() -> list[Path]:
+    """The stack templates, the program's and the pack's sources, and the pages."""
+    sources = [*sorted((REPO_ROOT / "stacks").glob("*.yaml")), *PAGES]
+    for package in ("components", "judges", "mlplatform", "policies/mlplatform_policies", "workloads"):
+        sources += sorted((REPO_ROOT / package).rglob("*.py"))
+    return sources
+
+
+def _reference_problems(sources: list[Path]) -> list[str]:
+    problems = []
+    for source in sources:
+        # A reference wraps over comment lines (`# ...`) and Python's escaped quotes stay quotes.
+        text = re.sub(r"\n[ \t]*#+[ \t]*", "\n", source.read_text()).replace("\\'", "'")
+        where = source.relative_to(REPO_ROOT) if source.is_relative_to(REPO_ROOT) else source
+        for match in _PAGE_REFERENCE.finditer(text):
+            if _OWNER.search(text, max(0, match.start() - 60), match.start()):
+                continue  # another project's page
+            page, section = REPO_ROOT / match.group(1), match.group(2)
+            if not page.exists():
+                problems.append(f"{where}: {match.group(1)}: no such page")
+            elif section is not None and " ".join(section.split()) not in sections(page):
+                problems.append(f'{where}: {match.group(1)} "{" ".join(section.split())}": no such section')
+        for match in _BARE_README.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            problems.append(f"{where}:{line}: a bare README; name README.md and its section")
+    return problems
+
+
+def test_every_section_a_template_message_or_page_names_exists() -> None:
+    """A comment in a stack file or a config error that points to a section that is gone (`README
+    "Monitoring"`, "README: two-phase bring-up") sends a user looking for nothing."""
+    sources = _sources()
+    problems = _reference_problems(sources)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_reference_check_catches_a_gone_section_and_a_bare_readme(tmp_path: Path) -> None:
+    planted = tmp_path / "Pulumi.x.yaml"
+    planted.write_text(
+        '# (README "Monitoring") and (README: two-phase bring-up)\n'
+        '# docs/stacks.md "State and secrets in-region" and README.md, "Two commands"\n'
+        '# docs/stacks.md, "Gone"; the kubelogin README, "Setup"; docs/gone.md\n'
+        '# azurefile-csi-driver docs/driver-parameters.md, "mountPermissions"; (docs/stacks.md, "State\n'
+        '# and secrets in-region"); kubernetes-sigs/aws-ebs-csi-driver\n'
+        "# docs/parameters.md\n"
+    )
+    assert _reference_problems([planted]) == [
+        f'{planted}: docs/stacks.md "Gone": no such section',
+        f"{planted}: docs/gone.md: no such page",
+        f"{planted}:1: a bare README; name README.md and its section",
+        f"{planted}:1: a bare README; name README.md and its section",
+    ]
