@@ -1,4 +1,4 @@
-"""The ``mlplatform`` command: plan, check, new-stack, train, serve, models and rollout.
+"""The ``mlplatform`` command: plan, check, new-stack, train, serve, models, rollout and doctor.
 
 Exit codes are the contract CI relies on: 0 ok, 1 a finding (a policy violation), 2 bad input (config or
 flags), each problem on one line of stderr.
@@ -97,6 +97,7 @@ VERBS = {
         ),
         Verb("rollout", "mlplatform.rollout_cmd", "rollout", "serve", "Roll a challenger out, gated."),
         Verb("fabric-test", "mlplatform.fabric_cmd", "fabric_test", "train", "All-reduce bandwidth test."),
+        Verb("doctor", "mlplatform.doctor", "doctor", "infra", "Check this machine's prerequisites."),
     )
 }
 

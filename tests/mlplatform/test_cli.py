@@ -54,6 +54,7 @@ def _run_blocked(*args: str) -> subprocess.CompletedProcess[str]:
         ["plan", "azure-enterprise-prod", "-q"],
         ["check", "azure-smb-dev"],
         ["new-stack", "aws-smb-x", "--cloud", "aws", "--tier", "smb", "--env", "staging", "--dir", "{tmp}"],
+        ["doctor", "aws-smb-dev"],
     ],
 )
 def test_the_infrastructure_path_imports_no_workload_packages(args: list[str], tmp_path: object) -> None:
