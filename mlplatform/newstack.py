@@ -23,17 +23,46 @@ from mlplatform.stackyaml import loads
 
 STACKS_DIR = REPO_ROOT / "stacks"
 
-NEXT_STEPS = {
+# The state backend and the stack's secrets key, in the region (docs/stacks.md, "State and secrets
+# in-region").
+STATE_COMMANDS = {
     Cloud.AWS: (
-        "pulumi login 's3://<your-state-bucket>?region=me-central-1&awssdk=v2'\n"
-        "pulumi stack init {name} --secrets-provider 'awskms://alias/ml-platform-state?region=me-central-1'"
+        "pulumi login 's3://<your-state-bucket>?region=me-central-1&awssdk=v2'",
+        "pulumi stack init {name} --secrets-provider 'awskms://alias/ml-platform-state?region=me-central-1'",
     ),
     Cloud.AZURE: (
-        "pulumi login 'azblob://<container>?storage_account=<account-in-uaenorth>'\n"
+        "pulumi login 'azblob://<container>?storage_account=<account-in-uaenorth>'",
         "pulumi stack init {name} --secrets-provider "
-        "'azurekeyvault://<vault>.vault.azure.net/keys/ml-platform-state'"
+        "'azurekeyvault://<vault>.vault.azure.net/keys/ml-platform-state'",
     ),
 }
+
+
+def next_steps(name: str, cloud: Cloud, tier: Tier, path: Path) -> list[str]:
+    """What to do after the file is written, in the order of docs/stacks.md ("From a fresh clone to a
+    deployed stack, in detail"): the offline steps first, then state, then the two phases."""
+    stack = name if path.parent.resolve() == STACKS_DIR.resolve() else f"--stack-file {path}"
+    state = [f"     {line.format(name=name)}" for line in STATE_COMMANDS[cloud]]
+    steps = [
+        f"1. replace the placeholders in {path}: mlplatform plan {stack} warns once per key that holds one",
+        f"2. check offline: mlplatform plan {stack} --manifests out/{name} && mlplatform check {stack}",
+        "3. keep state and secrets in the UAE:",
+        *state,
+        f"4. what this machine still needs to deploy: mlplatform doctor {stack}",
+    ]
+    if tier is Tier.ENTERPRISE:
+        steps += [
+            "5. phase one, the cloud: set kubernetes: {enabled: false} under ml-platform:platform, then",
+            "   pulumi preview --policy-pack policies && pulumi up (from anywhere)",
+            "6. phase two, the Kubernetes layer: remove enabled: false, then pulumi up from a runner inside",
+            '   the private network (docs/stacks.md, "From a fresh clone to a deployed stack, in detail")',
+        ]
+    else:
+        steps += [
+            "5. pulumi preview --policy-pack policies && pulumi up from an address in",
+            "   cluster.publicAccessCidrs: the cloud and the Kubernetes layer in one go",
+        ]
+    return steps
 
 
 def render_stack(name: str, cloud: Cloud, tier: Tier, environment: str) -> str:
@@ -72,6 +101,5 @@ def new_stack(
         exit_with(exc.problems)
     directory.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    print(f"wrote {path}\nkeep state and secrets in the UAE, then bring it up:")
-    print(NEXT_STEPS[cloud].format(name=name))
-    print("pulumi up")
+    print(f"wrote {path}; next:")
+    print("\n".join(next_steps(name, cloud, tier, path)))

@@ -9,8 +9,14 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import typer
+from typer._click.exceptions import ClickException
+
+from mlplatform.cli import app
 from mlplatform.plan import REPO_ROOT
+from workloads.training.config import ConfigError, build_parser
 
 # The front page, one page per area, the examples and the benchmarks.
 PAGES = [
@@ -138,3 +144,27 @@ def headings(page: Path) -> list[str]:
             title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", match.group(1))
             titles.append(title.replace("`", "").replace("*", ""))
     return titles
+
+
+def cli_problem(words: list[str]) -> str | None:
+    """Why the real CLI refuses ``words`` (usage only: nothing runs), or None. Each level is parsed by the
+    real click command object: the root, the verb (loaded as `mlplatform` loads it), a group's
+    subcommand; train's pass-through flags by the trainer's own parser."""
+    root = typer.main.get_command(app)
+    try:
+        context: Any = root.make_context("mlplatform", list(words))
+        command: Any = root
+        while hasattr(command, "resolve_command"):
+            rest = [*context._protected_args, *context.args]
+            if not rest:
+                return None  # `mlplatform --help` and the like
+            name, command, rest = command.resolve_command(context, rest)
+            context = command.make_context(name, rest, parent=context)
+    except ClickException as error:
+        return error.format_message()
+    if context.command.name == "train":
+        try:
+            build_parser().parse_args(context.args)
+        except ConfigError as error:
+            return str(error)
+    return None

@@ -7,25 +7,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
-import typer
-from typer._click.exceptions import ClickException
 
-from mlplatform.cli import app
 from mlplatform.plan import REPO_ROOT
 from tests.mlplatform.pages import (
     ACTIVATE,
     COMMAND_PAGES,
     PAGES,
     Command,
+    cli_problem,
     fenced_shell_commands,
     heading_slugs,
     headings,
     inline_commands,
 )
-from workloads.training.config import ConfigError, build_parser
 
 MLPLATFORM = ("mlplatform", ".venv/bin/mlplatform")
 
@@ -46,30 +42,6 @@ def _commands(programs: tuple[str, ...]) -> list[Command]:
     return found
 
 
-def _parse(words: list[str]) -> str | None:
-    """Why the real CLI refuses ``words`` (usage only: nothing runs), or None. Each level is parsed by the
-    real click command object: the root, the verb (loaded as `mlplatform` loads it), a group's
-    subcommand; train's pass-through flags by the trainer's own parser."""
-    root = typer.main.get_command(app)
-    try:
-        context: Any = root.make_context("mlplatform", list(words))
-        command: Any = root
-        while hasattr(command, "resolve_command"):
-            rest = [*context._protected_args, *context.args]
-            if not rest:
-                return None  # `mlplatform --help` and the like
-            name, command, rest = command.resolve_command(context, rest)
-            context = command.make_context(name, rest, parent=context)
-    except ClickException as error:
-        return error.format_message()
-    if context.command.name == "train":
-        try:
-            build_parser().parse_args(context.args)
-        except ConfigError as error:
-            return str(error)
-    return None
-
-
 COMMANDS = _commands(MLPLATFORM)
 
 
@@ -82,20 +54,20 @@ def test_the_pages_show_mlplatform_commands() -> None:
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.where)
 def test_every_mlplatform_command_parses_with_the_real_cli(command: Command) -> None:
-    problem = _parse(list(command.program[1:]))
+    problem = cli_problem(list(command.program[1:]))
     assert problem is None, f"{command.where}: {' '.join(command.words)}: {problem}"
 
 
 def test_the_parser_check_catches_a_wrong_flag_and_a_wrong_verb() -> None:
     """The check above, shown to fail: an unknown flag, a missing argument, a refused choice, an unknown
     subcommand and a trainer flag that does not exist."""
-    assert _parse(["plan", "team2-prod", "--manifest", "out/m"]) is not None
-    assert _parse(["new-stack", "x", "--cloud", "gcp", "--tier", "smb", "--env", "dev"]) is not None
-    assert _parse(["models", "promot", "digits-mlp", "2"]) is not None
-    assert _parse(["rollout"]) is not None
-    assert _parse(["train", "--local", "--epochz", "2"]) is not None
-    assert _parse(["plna"]) is not None
-    assert _parse(["train", "--local", "--nproc", "2", "--epochs", "2"]) is None
+    assert cli_problem(["plan", "team2-prod", "--manifest", "out/m"]) is not None
+    assert cli_problem(["new-stack", "x", "--cloud", "gcp", "--tier", "smb", "--env", "dev"]) is not None
+    assert cli_problem(["models", "promot", "digits-mlp", "2"]) is not None
+    assert cli_problem(["rollout"]) is not None
+    assert cli_problem(["train", "--local", "--epochz", "2"]) is not None
+    assert cli_problem(["plna"]) is not None
+    assert cli_problem(["train", "--local", "--nproc", "2", "--epochs", "2"]) is None
 
 
 def test_a_bare_mlplatform_comes_after_the_page_says_how_to_activate_the_venv() -> None:
@@ -233,3 +205,35 @@ def test_the_reference_check_catches_a_gone_section_and_a_bare_readme(tmp_path: 
         f"{planted}:1: a bare README; name README.md and its section",
         f"{planted}:1: a bare README; name README.md and its section",
     ]
+
+
+def _deploy_steps(page: Path) -> list[str]:
+    """The titles of a page's numbered deploy steps (`1. **Set up**: ...`)."""
+    return re.findall(r"(?m)^\d+\. \*\*([^*]+)\*\*", page.read_text())
+
+
+def test_readme_and_docs_stacks_walk_the_deploy_path_in_the_same_order() -> None:
+    """README's steps and docs/stacks.md's steps in detail: the same milestones in the same order (the
+    state backend was third in one and fifth in the other)."""
+    milestones = [
+        "set up",
+        "name the stack",
+        "placeholders",
+        "check offline",
+        "state",
+        "phase one",
+        "phase two",
+    ]
+    for page in (REPO_ROOT / "README.md", REPO_ROOT / "docs" / "stacks.md"):
+        steps = [title.lower() for title in _deploy_steps(page)]
+        found = [next((i for i, s in enumerate(steps) if m in s), -1) for m in milestones]
+        assert -1 not in found and found == sorted(found), (page.name, steps)
+
+
+def test_the_architecture_page_lists_every_verb() -> None:
+    from mlplatform.cli import VERBS
+
+    text = (REPO_ROOT / "docs" / "architecture.md").read_text()
+    listed = re.search(r"CLI: ([^\n]+(?:\n {20,}[^\n]+)*)", text)
+    assert listed, "the CLI line of the layout"
+    assert sorted(verb for verb in re.split(r"[·\s]+", listed.group(1)) if verb) == sorted(VERBS)
