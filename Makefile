@@ -19,7 +19,7 @@ STAMP := .installed-$(PYTHON_VERSION)
 .PHONY: setup setup-policy python demo test test-infra lint bench bench-setup bench-serve clean
 
 setup: python $(BIN)/$(STAMP) $(PACK_VENV)/$(STAMP) $(CHECKOV_VENV)/$(STAMP)
-	@echo 'set up; to run mlplatform here: source .venv/bin/activate'
+	@echo "set up; to put mlplatform's commands on PATH: source .venv/bin/activate"
 
 python:
 	@case "$(PYTHON_VERSION)" in $(PYTHON_MINOR).*) ;; *) \
