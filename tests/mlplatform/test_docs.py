@@ -237,3 +237,24 @@ def test_the_architecture_page_lists_every_verb() -> None:
     listed = re.search(r"CLI: ([^\n]+(?:\n {20,}[^\n]+)*)", text)
     assert listed, "the CLI line of the layout"
     assert sorted(verb for verb in re.split(r"[·\s]+", listed.group(1)) if verb) == sorted(VERBS)
+
+
+def _whole_suite(config: pytest.Config) -> bool:
+    """Whether this run collected the whole suite: the configured testpaths, nothing deselected."""
+    option = config.option
+    roots = {(Path(config.invocation_params.dir) / arg).resolve() for arg in config.args}
+    narrowed = option.keyword or option.markexpr or option.deselect or getattr(option, "lf", False)
+    return roots == {REPO_ROOT / path for path in config.getini("testpaths")} and not narrowed
+
+
+def test_the_stated_size_of_the_suite_is_near_the_real_one(request: pytest.FixtureRequest) -> None:
+    """docs/development.md says how many tests there are; a stated figure goes stale as tests are added,
+    so a full run (`make test`, every worker of a parallel one) compares it with what it collected: within
+    a fifth, which a few new tests never break and a doubled suite (750 stated, 1,569 real) does."""
+    if not _whole_suite(request.config):
+        pytest.skip("this run collected part of the suite; a full run (make test) checks the figure")
+    text = (REPO_ROOT / "docs" / "development.md").read_text()
+    stated = re.search(r"The suite has about ([\d,]+) tests", text)
+    assert stated, "docs/development.md states the suite's size"
+    expected, collected = int(stated.group(1).replace(",", "")), len(request.session.items)
+    assert abs(collected - expected) <= expected / 5, f"stated about {expected}, collected {collected}"
