@@ -22,6 +22,7 @@ from tests.mlplatform.pages import (
     headings,
     inline_commands,
 )
+from workloads.training.config import build_parser
 
 MLPLATFORM = ("mlplatform", ".venv/bin/mlplatform")
 
@@ -68,6 +69,53 @@ def test_the_parser_check_catches_a_wrong_flag_and_a_wrong_verb() -> None:
     assert cli_problem(["train", "--local", "--epochz", "2"]) is not None
     assert cli_problem(["plna"]) is not None
     assert cli_problem(["train", "--local", "--nproc", "2", "--epochs", "2"]) is None
+
+
+def _synopses() -> list[tuple[str, str]]:
+    """Inline synopses, which no shell runs as written: `mlplatform plan STACK [--json F]`,
+    `mlplatform models list|promote|rollback NAME ...`; (page, synopsis)."""
+    found = []
+    for page in COMMAND_PAGES:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+        for span in re.findall(r"`((?:\.venv/bin/)?mlplatform [a-z][^`]*)`", text):
+            if any(marker in span for marker in ("[", "|", "...")):
+                found.append((page.name, " ".join(span.replace("\\|", "|").split())))
+    return found
+
+
+def _flags(words: list[str]) -> set[str] | None:
+    """Every flag the synopsis's command (or its alternatives' subcommands) takes; None: no such verb."""
+    from mlplatform.cli import VERBS
+
+    verb = VERBS.get(words[1])
+    if verb is None:
+        return None
+    command = verb.load()
+    commands = (
+        [command.commands[sub] for sub in words[2].split("|")] if hasattr(command, "commands") else [command]
+    )
+    flags = {
+        opt for each in commands for param in each.params for opt in [*param.opts, *param.secondary_opts]
+    }
+    if words[1] == "train":
+        flags |= set(build_parser()._option_string_actions)
+    return flags
+
+
+def test_every_synopsis_names_a_verb_and_flags_that_exist() -> None:
+    synopses = _synopses()
+    assert len(synopses) >= 8, synopses
+    for page, synopsis in synopses:
+        words = synopsis.split()
+        flags = _flags(words)
+        assert flags is not None, f"{page}: {synopsis}: no such verb"
+        named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", synopsis))
+        assert named <= flags, f"{page}: {synopsis}: no such flag {sorted(named - flags)}"
+    # Shown to fail: a flag of no verb, a subcommand's flag under another, an unknown verb.
+    assert "--manifest" not in (_flags(["mlplatform", "plan", "STACK"]) or set())
+    assert "--force" not in (_flags(["mlplatform", "models", "list|rollback", "NAME"]) or set())
+    assert "--force" in (_flags(["mlplatform", "models", "list|promote", "NAME"]) or set())
+    assert _flags(["mlplatform", "plna", "STACK"]) is None
 
 
 def test_a_bare_mlplatform_comes_after_the_page_says_how_to_activate_the_venv() -> None:
