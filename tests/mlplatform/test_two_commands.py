@@ -1,5 +1,5 @@
-"""README's two commands in order (issue 41): in a copy of the tree, the doc tests pass on a fresh clone,
-after `make demo`, and so `make test` after `make demo` is not red for what the demo left in `out/`."""
+"""README's two commands in order (issue 41): in a copy of the tree, the doc tests pass after `make demo`,
+so `make test` after `make demo` is not red for what the demo left in `out/`."""
 
 from __future__ import annotations
 
@@ -50,17 +50,18 @@ def _copy_of_the_tree(destination: Path) -> Path:
 
 @pytest.mark.slow
 def test_make_demo_then_the_doc_tests_pass_in_a_copy_of_the_tree(tmp_path: Path) -> None:
-    """Fresh copy: the doc tests pass; `make demo` (its own recipe, for the cheaper of its two stacks:
-    what it leaves in `out/` has the same shape for any stack): passes and fills `out/`; the doc tests
-    pass again. The copy's own sources run (PYTHONPATH), as a clone's editable install would."""
+    """`make demo` (its own recipe, for the cheaper of its two stacks: what it leaves in `out/` has the
+    same shape for either) passes and fills `out/`; then the doc tests pass. (Without `out/` they run in
+    every plain `make test`, as CI runs it.) The copy's own sources run (PYTHONPATH), as a clone's
+    editable install would."""
     if not (REPO_ROOT / ".git").exists():
         pytest.skip("not a git checkout: the tracked files are unknown")
+    if not (REPO_ROOT / "policies/.venv/bin/python").exists():
+        pytest.skip("the pack's venv is not built (make setup builds it before the suite)")
     tree = _copy_of_the_tree(tmp_path / "clone")
     env = {**os.environ, "PYTHONPATH": str(tree)}
     pytest_run = [str(tree / ".venv/bin/python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m"]
     pytest_run += ["not slow", *DOC_TESTS]
-    fresh = _run(pytest_run, tree, env)
-    assert fresh.returncode == 0, fresh.stdout[-3000:]
     # The venvs' stamps as the Makefile names them; -o: the linked venvs count as built.
     stamp = ".installed-{}.{}.{}".format(*sys.version_info[:3])
     old = [f".venv/bin/{stamp}", f".venv/bin/{stamp}-infra", f"policies/.venv/{stamp}"]
