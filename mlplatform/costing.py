@@ -18,7 +18,7 @@ is either priced, with its source row, or listed with the reason it is not.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,9 +157,13 @@ class _Pricer:
         else:
             unit = f"${row.price:g} per {row.unit}"
         rows = (row,) if row is not None else ()
-        return Item(resource.name, resource.type, what, unpriced=f"billed by use: {unit}", usage=True, rows=rows)
+        return Item(
+            resource.name, resource.type, what, unpriced=f"billed by use: {unit}", usage=True, rows=rows
+        )
 
-    def _unpriced(self, resource: PlannedResource, what: str, reason: str, row: PriceRow | None = None) -> Item:
+    def _unpriced(
+        self, resource: PlannedResource, what: str, reason: str, row: PriceRow | None = None
+    ) -> Item:
         return Item(resource.name, resource.type, what, unpriced=reason, rows=(row,) if row else ())
 
 
@@ -202,14 +206,16 @@ class _Pool:
         return f"pool {self.name}: {self.minimum:g}-{self.maximum:g} x {self.size}{spot}{duty}"
 
 
-def _pool_items(pricer: _Pricer, resource: PlannedResource, pool: _Pool, service: str, disk: str) -> list[Item]:
+def _pool_items(
+    pricer: _Pricer, resource: PlannedResource, pool: _Pool, service: str, disk: str
+) -> list[Item]:
     items = [pricer.monthly(resource, pool.describe(), service, pool.size, pool.nodes, spot=pool.spot)]
     if pool.disk_gib:
         what = f"pool {pool.name}: {pool.disk_gib:g} GiB disk per node"
+        floor, expected, ceiling = (n * pool.disk_gib for n in pool.nodes)
+        disk_service, disk_sku = _split(disk)
         items.append(
-            pricer.monthly(
-                resource, what, *_split(disk), tuple(n * pool.disk_gib for n in pool.nodes), per=1.0
-            )  # type: ignore[arg-type]
+            pricer.monthly(resource, what, disk_service, disk_sku, (floor, expected, ceiling), per=1.0)
         )
     return items
 
@@ -253,8 +259,12 @@ def _rds(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: P
     return [
         pricer.monthly(r, f"database {klass}{standby}", "rds", klass, _fixed(copies)),
         pricer.monthly(
-            r, f"database storage {storage:g} GB", "rds-storage", str(inputs.get("storageType") or "gp3"),
-            _fixed(storage * copies), per=1.0,
+            r,
+            f"database storage {storage:g} GB",
+            "rds-storage",
+            str(inputs.get("storageType") or "gp3"),
+            _fixed(storage * copies),
+            per=1.0,
         ),
     ]
 
@@ -262,14 +272,20 @@ def _rds(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: P
 def _fsx(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: Plan) -> list[Item]:
     capacity = float(inputs.get("storageCapacity") or 0)
     sku = f"{inputs.get('deploymentType')}-{float(inputs.get('perUnitStorageThroughput') or 0):g}"
-    return [pricer.monthly(r, f"Lustre {sku}, {capacity:g} GiB", "fsx-lustre", sku, _fixed(capacity), per=1.0)]
+    return [
+        pricer.monthly(r, f"Lustre {sku}, {capacity:g} GiB", "fsx-lustre", sku, _fixed(capacity), per=1.0)
+    ]
 
 
 def _vpc_endpoint(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: Plan) -> list[Item]:
     if inputs.get("vpcEndpointType") != "Interface":
         return []
     zones = float(len(inputs.get("subnetIds") or []) or 1)
-    return [pricer.monthly(r, f"interface endpoint in {zones:g} zones", "vpc-endpoint", "interface-per-az", _fixed(zones))]
+    return [
+        pricer.monthly(
+            r, f"interface endpoint in {zones:g} zones", "vpc-endpoint", "interface-per-az", _fixed(zones)
+        )
+    ]
 
 
 def _aws_items() -> dict[str, _Handler]:
@@ -292,11 +308,15 @@ def _aws_items() -> dict[str, _Handler]:
         "aws:rds/instance:Instance": _rds,
         "aws:fsx/lustreFileSystem:LustreFileSystem": _fsx,
         "aws:s3/bucket:Bucket": lambda p, r, i, plan: [p.usage(r, "S3 storage", "s3", "standard")],
-        "aws:efs/fileSystem:FileSystem": lambda p, r, i, plan: [p.usage(r, "EFS storage", "efs", "standard-elastic")],
+        "aws:efs/fileSystem:FileSystem": lambda p, r, i, plan: [
+            p.usage(r, "EFS storage", "efs", "standard-elastic")
+        ],
         "aws:cloudwatch/logGroup:LogGroup": lambda p, r, i, plan: [
             p.usage(r, "log ingestion", "cloudwatch-logs", "ingestion")
         ],
-        "aws:ecr/repository:Repository": lambda p, r, i, plan: [p.usage(r, "image storage", "ecr", "storage")],
+        "aws:ecr/repository:Repository": lambda p, r, i, plan: [
+            p.usage(r, "image storage", "ecr", "storage")
+        ],
     }
 
 
@@ -314,11 +334,15 @@ def _aks_pool(r: PlannedResource, profile: Mapping[str, Any]) -> _Pool:
         spot=profile.get("scaleSetPriority") == "Spot",
         duty=_duty(profile.get("tags") or {}),
         # An ephemeral OS disk lives on the VM's own storage, billed with the VM.
-        disk_gib=None if profile.get("osDiskType") == "Ephemeral" else float(profile.get("osDiskSizeGB") or 128),
+        disk_gib=None
+        if profile.get("osDiskType") == "Ephemeral"
+        else float(profile.get("osDiskSizeGB") or 128),
     )
 
 
-def _managed_cluster(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: Plan) -> list[Item]:
+def _managed_cluster(
+    pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: Plan
+) -> list[Item]:
     tier = str((inputs.get("sku") or {}).get("tier") or "Free")
     items = []
     if tier != "Free":
@@ -336,7 +360,14 @@ def _postgres(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], pl
     standby = f" (high availability {mode}: a standby too)" if copies > 1 else ""
     return [
         pricer.monthly(r, f"database {sku}{standby}", "postgres-flexible", sku, _fixed(copies)),
-        pricer.monthly(r, f"database storage {storage:g} GB", "postgres-storage", "ssd", _fixed(storage * copies), per=1.0),
+        pricer.monthly(
+            r,
+            f"database storage {storage:g} GB",
+            "postgres-storage",
+            "ssd",
+            _fixed(storage * copies),
+            per=1.0,
+        ),
     ]
 
 
@@ -345,20 +376,28 @@ def _file_share(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], 
     account = _account_sku(plan, inputs.get("accountName"))
     if account is None or not account.startswith("Premium"):
         return [pricer.usage(r, "Azure Files (standard, billed by use)", "files", account or "?")]
-    return [pricer.monthly(r, f"Azure Files {account}, {quota:g} GiB provisioned", "files", account, _fixed(quota), per=1.0)]
+    return [
+        pricer.monthly(
+            r, f"Azure Files {account}, {quota:g} GiB provisioned", "files", account, _fixed(quota), per=1.0
+        )
+    ]
 
 
 def _account_sku(plan: Plan, account_name: Any) -> str | None:
     """The SKU of the storage account a share lives in: the one named, else the stack's FileStorage
     account (premium shares, NFS among them, live only there; a name may be unknown at preview)."""
-    accounts = [as_applied(r.inputs) for r in plan.resources if r.type == "azure-native:storage:StorageAccount"]
+    accounts = [
+        as_applied(r.inputs) for r in plan.resources if r.type == "azure-native:storage:StorageAccount"
+    ]
     named = [a for a in accounts if a.get("accountName") == account_name] or [
         a for a in accounts if a.get("kind") == "FileStorage"
     ]
     return str((named[0].get("sku") or {}).get("name")) if named else None
 
 
-def _storage_account(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: Plan) -> list[Item]:
+def _storage_account(
+    pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: Plan
+) -> list[Item]:
     if inputs.get("kind") == "FileStorage":
         return []  # its shares are priced at their provisioned size (FileShare)
     sku = str((inputs.get("sku") or {}).get("name"))
@@ -383,15 +422,27 @@ def _azure_items() -> dict[str, _Handler]:
         "azure-native:storage:StorageAccount": _storage_account,
         "azure-native:keyvault:Key": _hsm_key,
         "azure-native:containerregistry:Registry": lambda p, r, i, plan: [
-            p.monthly(r, f"registry {(i.get('sku') or {}).get('name')}", "acr",
-                      str((i.get("sku") or {}).get("name")), _fixed(), per=DAYS_PER_MONTH)
+            p.monthly(
+                r,
+                f"registry {(i.get('sku') or {}).get('name')}",
+                "acr",
+                str((i.get("sku") or {}).get("name")),
+                _fixed(),
+                per=DAYS_PER_MONTH,
+            )
         ],
         "azure-native:network:NatGateway": lambda p, r, i, plan: [
             p.monthly(r, "NAT gateway hours", "nat-gateway", "gateway", _fixed()),
             p.usage(r, "NAT gateway data processed", "nat-gateway", "data-processed"),
         ],
         "azure-native:network:PublicIPAddress": lambda p, r, i, plan: [
-            p.monthly(r, "public IP address", "public-ip", str((i.get("sku") or {}).get("name") or "Standard"), _fixed())
+            p.monthly(
+                r,
+                "public IP address",
+                "public-ip",
+                str((i.get("sku") or {}).get("name") or "Standard"),
+                _fixed(),
+            )
         ],
         "azure-native:network:PrivateEndpoint": lambda p, r, i, plan: [
             p.monthly(r, "private endpoint", "private-endpoint", "endpoint", _fixed())
@@ -413,7 +464,7 @@ _FREE: dict[str, str] = {
     "aws:ec2/securityGroup:SecurityGroup": "security groups have no charge",
     "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": "security groups have no charge",
     "aws:vpc/securityGroup": "security group rules have no charge",
-    "aws:ec2/internetGateway:InternetGateway": "no charge for the gateway; traffic is billed as data transfer",
+    "aws:ec2/internetGateway:InternetGateway": "no charge of its own; traffic is billed as data transfer",
     "aws:ec2/launchTemplate:LaunchTemplate": "its volumes are priced with the node group that launches it",
     "aws:ec2/placementGroup:PlacementGroup": "placement groups have no charge",
     "aws:ec2/flowLog:FlowLog": "its records are billed as log ingestion in the log group it writes to",
@@ -459,13 +510,18 @@ _FREE: dict[str, str] = {
 # Azure Private DNS bills each zone by the month; the snapshot has no such row yet.
 _UNPRICED_TYPES: dict[str, str] = {
     "azure-native:privatedns:PrivateZone": "Azure Private DNS bills each zone per month; not in the snapshot",
-    "azure-native:privatedns:VirtualNetworkLink": "Azure Private DNS bills links beyond the free ones; not in the snapshot",
+    "azure-native:privatedns:VirtualNetworkLink": (
+        "Azure Private DNS bills links beyond the free ones; not in the snapshot"
+    ),
 }
 
 
 def _free_reason(resource: PlannedResource, inputs: Mapping[str, Any]) -> str | None:
     if resource.type.startswith("kubernetes:"):
-        if resource.type == "kubernetes:core/v1:Service" and (inputs.get("spec") or {}).get("type") == "LoadBalancer":
+        if (
+            resource.type == "kubernetes:core/v1:Service"
+            and (inputs.get("spec") or {}).get("type") == "LoadBalancer"
+        ):
             return None  # a cloud load balancer: listed as unpriced below
         return "a Kubernetes object: runs on the node pools priced here"
     for token, reason in _FREE.items():
@@ -497,7 +553,9 @@ def estimate(plan: Plan, snapshot: Snapshot) -> Estimate:
             )
             result.items.append(Item(resource.name, resource.type, resource.type, unpriced=reason))
         result.budget = result.budget if result.budget is not None else _budget(resource, inputs)
-    result.items.append(pricer.usage(_STACK_EGRESS, "data transfer out to the internet", "data-transfer", "internet-out"))
+    result.items.append(
+        pricer.usage(_STACK_EGRESS, "data transfer out to the internet", "data-transfer", "internet-out")
+    )
     return result
 
 
@@ -525,4 +583,3 @@ def summary_line(result: Estimate, today: datetime.date, snapshot: Snapshot) -> 
         f"cost: {', '.join(parts)} (priced items; {left} unpriced or billed by use; "
         f"{snapshot.age_line(today, result.rows())})"
     )
-

@@ -81,7 +81,9 @@ class Snapshot:
     def age_line(self, today: datetime.date, rows: Iterable[PriceRow] | None = None) -> str:
         oldest = self.oldest(rows)
         days = (today - oldest).days
-        return f"prices as of {oldest.isoformat()} ({days} day{'s' if days != 1 else ''} old; {self.path.name})"
+        return (
+            f"prices as of {oldest.isoformat()} ({days} day{'s' if days != 1 else ''} old; {self.path.name})"
+        )
 
 
 def _number(text: str, where: str) -> float | None:
@@ -110,7 +112,9 @@ def parse_rows(lines: Iterable[str], source_name: str) -> tuple[PriceRow, ...]:
         if regions is None:
             raise InputError([f"{where}: cloud {raw['cloud']!r} is not one of {', '.join(REGIONS)}"])
         if raw["region"] not in regions:
-            raise InputError([f"{where}: region {raw['region']!r} is not a {raw['cloud']} region this platform uses"])
+            raise InputError(
+                [f"{where}: region {raw['region']!r} is not a {raw['cloud']} region this platform uses"]
+            )
         try:
             date = datetime.date.fromisoformat(raw["date"])
         except ValueError:
