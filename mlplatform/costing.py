@@ -456,6 +456,13 @@ def _azure_items() -> dict[str, _Handler]:
 _Handler = Callable[[_Pricer, PlannedResource, Mapping[str, Any], Plan], list[Item]]
 _HANDLERS: dict[str, _Handler] = {**_aws_items(), **_azure_items()}
 
+# Why a priced type can bill nothing (its handler returned no item).
+_NOTHING_BILLED: dict[str, str] = {
+    "aws:ec2/vpcEndpoint:VpcEndpoint": "a gateway endpoint has no charge",
+    "azure-native:storage:StorageAccount": "a FileStorage account: its shares are priced at their size",
+    "azure-native:containerservice:ManagedCluster": "Free tier with no inline pool",
+}
+
 # Types with no charge of their own, by type token or by prefix (ending in ':' or '/'), with the reason.
 _FREE: dict[str, str] = {
     "aws:ec2/vpc:Vpc": "a VPC has no charge of its own",
@@ -542,7 +549,10 @@ def estimate(plan: Plan, snapshot: Snapshot) -> Estimate:
         inputs = as_applied(resource.inputs)
         handler = _HANDLERS.get(resource.type)
         if handler is not None:
-            result.items += handler(pricer, resource, inputs, plan)
+            items = handler(pricer, resource, inputs, plan)
+            result.items += items
+            if not items:
+                result.free.append(Free(resource.name, resource.type, _NOTHING_BILLED[resource.type]))
         elif (reason := _free_reason(resource, inputs)) is not None:
             result.free.append(Free(resource.name, resource.type, reason))
         else:
