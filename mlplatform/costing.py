@@ -106,9 +106,6 @@ class Estimate:
             total = total + getattr(item, figure)
         return total
 
-    def largest(self, count: int = 3) -> list[Item]:
-        return sorted(self.priced, key=lambda item: -item.ceiling.high if item.ceiling else 0.0)[:count]
-
     def rows(self) -> list[PriceRow]:
         return [row for item in self.items for row in item.rows]
 

@@ -149,13 +149,18 @@ def _budget(graph: Graph) -> tuple[Subject, float] | None:
     return None
 
 
-def _judged(graph: Graph) -> tuple[Subject, float, list[Pool]] | None:
+def _judged(graph: Graph) -> tuple[Subject, float, list[Pool] | str] | None:
+    """The budget resource, its amount, and the priced pools (or why the prices cannot be read)."""
     found = _budget(graph)
     if found is None:
         return None
     subject, amount = found
-    path = Path(subject.setting("priceSnapshot"))
-    prices = load_prices(path if path.is_absolute() else PACK_DIR / path)
+    setting = Path(subject.setting("priceSnapshot"))
+    path = setting if setting.is_absolute() else PACK_DIR / setting
+    try:
+        prices = load_prices(path)
+    except (OSError, KeyError, ValueError) as error:
+        return subject, amount, f"the price snapshot {path} cannot be read ({error}); set priceSnapshot"
     return subject, amount, pools(graph, prices)
 
 
@@ -169,6 +174,9 @@ def _ceiling(graph: Graph) -> Iterator[Finding]:
     if judged is None:
         return
     subject, amount, found = judged
+    if isinstance(found, str):
+        yield subject.urn, f"cannot judge the budget: {found}"
+        return
     ceiling = sum(pool.ceiling for pool in found)
     if ceiling > amount:
         yield (
@@ -184,6 +192,8 @@ def _expected(graph: Graph) -> Iterator[Finding]:
     if judged is None:
         return
     subject, amount, found = judged
+    if isinstance(found, str):
+        return  # budget-ceiling reports it
     expected = sum(pool.expected for pool in found)
     if expected >= NEAR * amount:
         yield (

@@ -6,11 +6,14 @@ and gpu 0-2 spot g6.xlarge, priced at the top of their spot range: a ceiling nea
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from mlplatform.analyzer import PolicyPackSession, Violation
-from mlplatform.analyzer_config import PolicySettings
+from mlplatform.analyzer_config import PolicySettings, reconcile
+from mlplatform.costing import estimate
 from mlplatform.graph import Plan
+from mlplatform.pricing import load_snapshot
 
 Variant = Callable[[str, Callable[[dict[str, Any]], None]], Plan]
 BUDGET = {"monthlyCeiling": {"currency": "USD", "amount": 2000}}
@@ -30,14 +33,26 @@ def test_a_pool_planted_at_ten_times_its_max_fails_the_stack_naming_it(
         gpu = platform["nodePools"][1]
         gpu["maxSize"] = gpu["maxSize"] * 10
 
-    [finding] = [
-        v
-        for v in _budget_findings(pack, defaults, variant("aws-smb-dev", plant))
-        if v.enforcement == "mandatory"
-    ]
+    plan = variant("aws-smb-dev", plant)
+    [finding] = [v for v in _budget_findings(pack, defaults, plan) if v.enforcement == "mandatory"]
     assert finding.policy == "budget-ceiling" and finding.name == "aws-smb-dev-aws-budget"
     assert "exceeds the budget $2,000" in finding.message
-    assert "largest: pool gpu (0-20 x g6.xlarge spot)" in finding.message
+    # The pack prices the pool as `mlplatform cost` does: the same ceiling, from the same snapshot row.
+    [pool] = [
+        item for item in estimate(plan, load_snapshot()).items if item.what.startswith("pool gpu: 0-20")
+    ]
+    assert pool.ceiling is not None
+    assert f"largest: pool gpu (0-20 x g6.xlarge spot) ${pool.ceiling.high:,.0f}" in finding.message
+
+
+def test_a_snapshot_the_pack_cannot_read_fails_the_budget_rather_than_pass_it(
+    variant: Variant, pack: PolicyPackSession, tmp_path: Path
+) -> None:
+    missing = {"budget-ceiling": {"priceSnapshot": str(tmp_path / "none.csv")}}
+    settings = reconcile(pack.info.schemas(), missing)
+    plan = variant("aws-smb-dev", lambda p: p.update(budget=BUDGET))
+    [finding] = [v for v in pack.judge(plan.to_dict(), settings) if v.policy == "budget-ceiling"]
+    assert finding.enforcement == "mandatory" and "cannot judge the budget" in finding.message
 
 
 def test_the_shipped_pools_fit_the_budget(
