@@ -275,6 +275,10 @@ class NodePoolConfig(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
     # AWS: an On-Demand Capacity Reservation or a Capacity Block for ML the pool launches into.
     capacity_reservation: CapacityReservationConfig | None = None
+    # The share of the pool's headroom (maxSize - minSize) expected to run, averaged over a month: what
+    # `mlplatform cost` prices as "expected" and the budget policy judges; the tier's default when unset
+    # (DEFAULT_DUTY_CYCLE, reasons in docs/cost.md).
+    duty_cycle: float | None = Field(default=None, ge=0, le=1)
 
 
 class StorageConfig(_Model):
@@ -558,6 +562,38 @@ class WorkloadsConfig(_Model):
     registry: RegistryWorkloadConfig = RegistryWorkloadConfig()
 
 
+class Currency(StrEnum):
+    # The price snapshot's currency (mlplatform/prices): a ceiling in another currency could not be judged.
+    USD = "USD"
+
+
+class MonthlyCeiling(_Model):
+    currency: Currency
+    amount: float = Field(gt=0, le=100_000_000)
+
+
+class BudgetConfig(_Model):
+    """A monthly spending ceiling: the policy pack fails a preview whose priced ceiling exceeds it, and the
+    cloud's own budget alerts on actual spend against the same figure (docs/cost.md)."""
+
+    monthly_ceiling: MonthlyCeiling
+
+
+# Expected share of each pool's headroom in use, by tier and pool kind (docs/cost.md, "Duty cycles"):
+# SMB GPU pools scale to zero between jobs, SMB CPU pools follow office-hours traffic; enterprise GPU
+# pools are kept busy by the Kueue queue, enterprise CPU pools serve around the clock.
+# The tag each pool's node group (AWS) or agent pool (Azure, whose tag names refuse '/') carries its duty
+# cycle in, where the cost estimator and the budget policy read it from the plan.
+DUTY_CYCLE_TAG = "ml-platform.io/duty-cycle"
+AZURE_DUTY_CYCLE_TAG = "ml-platform.io-duty-cycle"
+DEFAULT_DUTY_CYCLE: dict[tuple[Tier, PoolKind], float] = {
+    (Tier.SMB, PoolKind.CPU): 0.25,
+    (Tier.SMB, PoolKind.GPU): 0.10,
+    (Tier.ENTERPRISE, PoolKind.CPU): 0.35,
+    (Tier.ENTERPRISE, PoolKind.GPU): 0.50,
+}
+
+
 class PlatformConfig(_Model):
     """The whole stack: what one ``pulumi up`` builds."""
 
@@ -588,6 +624,7 @@ class PlatformConfig(_Model):
     kubernetes: KubernetesConfig = KubernetesConfig()
     workloads: WorkloadsConfig = WorkloadsConfig()
     azure: AzureConfig = AzureConfig()
+    budget: BudgetConfig | None = None
 
     @property
     def is_protected(self) -> bool:
@@ -605,6 +642,10 @@ class PlatformConfig(_Model):
 
     def instance_type(self, pool: NodePoolConfig) -> InstanceType:
         return catalog(self.cloud)[pool.instance_type]
+
+    def duty_cycle(self, pool: NodePoolConfig) -> float:
+        """The pool's stated duty cycle, else its tier's default for its kind."""
+        return pool.duty_cycle if pool.duty_cycle is not None else DEFAULT_DUTY_CYCLE[(self.tier, pool.kind)]
 
     def pool(self, name: str) -> NodePoolConfig:
         return next(p for p in self.node_pools if p.name == name)

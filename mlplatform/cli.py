@@ -84,6 +84,8 @@ VERBS = {
     for verb in (
         Verb("plan", "mlplatform.plan_cmd", "plan", "infra", "Plan one stack offline."),
         Verb("check", "mlplatform.check", "check", "infra", "Judge stacks with the policy pack."),
+        Verb("cost", "mlplatform.cost_cmd", "cost", "infra", "Price stacks a month before pulumi up."),
+        Verb("prices", "mlplatform.prices_cmd", "app", "infra", "Rebuild the price snapshot."),
         Verb("new-stack", "mlplatform.newstack", "new_stack", "infra", "Write a new stack file."),
         Verb("train", "mlplatform.train_cmd", "train", "train", "Train on this machine.", "TRAIN_CONTEXT"),
         Verb("serve", "mlplatform.serve_cmd", "serve", "serve", "Serve a model version over HTTP."),

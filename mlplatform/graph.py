@@ -67,6 +67,31 @@ class Plan:
             "outputs": self.outputs,
         }
 
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> Plan:
+        """The plan ``to_dict`` wrote (``mlplatform plan --json``), read back; warnings are not kept."""
+        return cls(
+            project=str(document["project"]),
+            stack=str(document["stack"]),
+            resources=[
+                PlannedResource(
+                    urn=r["urn"],
+                    type=r["type"],
+                    name=r["name"],
+                    parent=r.get("parent"),
+                    custom=bool(r["custom"]),
+                    provider=r.get("provider"),
+                    inputs=r.get("inputs") or {},
+                    dependencies=tuple(r.get("dependencies") or ()),
+                    property_dependencies=r.get("propertyDependencies") or {},
+                    protect=bool(r.get("protect")),
+                    ignore_changes=tuple(r.get("ignoreChanges") or ()),
+                )
+                for r in document["resources"]
+            ],
+            outputs=document.get("outputs") or {},
+        )
+
     def by_type(self, token: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == token]
 

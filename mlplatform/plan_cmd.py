@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -9,8 +10,10 @@ import typer
 from rich.console import Console
 
 from components.config import ConfigError
+from mlplatform.costing import estimate, summary_line
 from mlplatform.errors import InputError, exit_with, warn
 from mlplatform.plan import Plan, Target, resolve_target, run_plan
+from mlplatform.pricing import load_snapshot
 from mlplatform.rendering import unrendered_problems
 from mlplatform.report import output_problems, print_tree, write_json, write_manifests
 from mlplatform.summary import print_summary, summarize
@@ -76,6 +79,16 @@ def plan_or_exit(target: Target) -> Plan:
         exit_with(exc.problems)
 
 
+def cost_line(result: Plan) -> str:
+    """The plan summary's cost line (``mlplatform cost`` gives the items); a snapshot that cannot be read
+    is said, not fatal: the plan stands without it."""
+    try:
+        snapshot = load_snapshot()
+    except InputError as error:
+        return f"cost: not estimated ({'; '.join(error.problems)})"
+    return summary_line(estimate(result, snapshot), datetime.datetime.now(datetime.UTC).date(), snapshot)
+
+
 def plan(
     stack: StackArg = None,
     stack_file: StackFileOpt = None,
@@ -111,6 +124,7 @@ def plan(
         print_tree(result, console)
     elif not quiet:
         print_summary(summarize(result, target.label), console)
+        console.print(cost_line(result))
     if json_file is not None:
         write_json(result, json_file)
         console.print(f"wrote {json_file}")

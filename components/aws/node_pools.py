@@ -17,7 +17,12 @@ from pulumi_aws import autoscaling, ec2, eks, vpc
 
 from components.aws.iam import NAME_PREFIX_SUFFIX
 from components.catalog import InstanceType
-from components.config import CapacityReservationConfig, CapacityReservationKind, NodePoolConfig
+from components.config import (
+    DUTY_CYCLE_TAG,
+    CapacityReservationConfig,
+    CapacityReservationKind,
+    NodePoolConfig,
+)
 from components.handle import GPU_TAINT_KEY, POOL_LABEL, Fabric, PoolHandle, PoolKind, Taint, TaintEffect
 
 # EKS-optimized Amazon Linux 2023 AMIs; the NVIDIA variant ships the driver and container toolkit
@@ -244,6 +249,8 @@ class NodePoolArgs:
     cluster_security_group_id: pulumi.Input[str]
     key_arn: pulumi.Input[str]
     tags: Mapping[str, str]
+    # The pool's duty cycle (PlatformConfig.duty_cycle), tagged on the node group for cost estimates.
+    duty_cycle: float
     # What the node group must wait for and outlive: the node role's policy attachments (pulumi-aws
     # eks.NodeGroup docstring example) and the networking add-ons nodes need to become Ready.
     depends_on: Sequence[pulumi.Resource]
@@ -300,7 +307,11 @@ class NodePool(pulumi.ComponentResource):
                 {"key": t.key, "value": t.value, "effect": _EKS_EFFECT[t.effect]} for t in self.handle.taints
             ],
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-            tags={**args.tags, **autoscaler_tags(args.cluster_name)},
+            tags={
+                **args.tags,
+                **autoscaler_tags(args.cluster_name),
+                DUTY_CYCLE_TAG: f"{args.duty_cycle:g}",
+            },
             # cluster-autoscaler owns the desired size once the group exists; re-applying config must
             # not snap it back.
             opts=pulumi.ResourceOptions(

@@ -15,6 +15,7 @@ import pulumi
 
 from components.aws.account import AwsAccount, lookup_account
 from components.aws.addons import ClusterAddons, ClusterAddonsArgs, NetworkAddons, NetworkAddonsArgs
+from components.aws.budget import monthly_budget
 from components.aws.cluster import EksCluster, EksClusterArgs
 from components.aws.iam import node_role, role_name_prefix
 from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
@@ -62,6 +63,7 @@ class AwsPlatform(pulumi.ComponentResource):
         account = lookup_account(config.region, config.network.availability_zones, parent=self)
         ensure_autoscaling_role(parent=self)
         check_standard_support(config.cluster.kubernetes_version, today(), parent=self)
+        self.budget = monthly_budget(f"{name}-budget", config, tags, self._child)
         self.key = EncryptionKey(
             f"{name}-key", EncryptionKeyArgs(account, tags, protect=config.is_protected), self._child
         )
@@ -243,6 +245,7 @@ class AwsPlatform(pulumi.ComponentResource):
                         cluster_security_group_id=self.cluster.security_group_id,
                         key_arn=self.key.arn,
                         tags=tags,
+                        duty_cycle=config.duty_cycle(pool),
                         depends_on=[*role.attachments, *self.network_addons.addons],
                     ),
                     self._child,

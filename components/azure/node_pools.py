@@ -32,7 +32,7 @@ from pulumi_azure_native import containerservice
 from components.azure import naming
 from components.azure.scope import AzureScope
 from components.azure.zones import pool_zones
-from components.config import NodePoolConfig, PlatformConfig
+from components.config import AZURE_DUTY_CYCLE_TAG, NodePoolConfig, PlatformConfig
 from components.handle import GPU_TAINT_KEY, POOL_LABEL, Fabric, PoolHandle, PoolKind, Taint
 
 # AKS's GPU taint value (Azure/aks-rdma-infiniband, REFERENCE.md); tolerations match the key only.
@@ -120,7 +120,7 @@ def agent_pool_settings(
         "os_disk_size_gb": pool.disk_size_gib,
         "node_labels": pool_labels(pool),
         "node_taints": [f"{t.key}={t.value}:{t.effect.value}" for t in pool_taints(config, pool)],
-        "tags": config.base_tags(),
+        "tags": {**config.base_tags(), AZURE_DUTY_CYCLE_TAG: f"{config.duty_cycle(pool):g}"},
     }
     if zones := pool_zones(config, pool):
         settings["availability_zones"] = zones

@@ -14,6 +14,7 @@ import pulumi
 from pulumi_azure_native import authorization, resources
 
 from components.azure import naming
+from components.azure.budget import monthly_budget
 from components.azure.cluster import AksCluster, ClusterArgs, SecretsEncryption
 from components.azure.diagnostics import audit_logs, service_id
 from components.azure.features import require_features
@@ -72,6 +73,7 @@ class AzurePlatform(pulumi.ComponentResource):
         require_version(config)
         self._child = pulumi.ResourceOptions(parent=self)
         scope = self._scope(name, config)
+        monthly_budget(f"{name}-budget", scope, self._child)
         network = AzureNetwork(f"{name}-network", NetworkArgs(scope), self._child)
         keys = AzureKeys(f"{name}-keys", KeysArgs(scope), self._child)
         objects, shared = self._storage(name, scope, network, keys)

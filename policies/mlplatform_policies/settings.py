@@ -79,6 +79,11 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "description": f"Capabilities a workload may add when annotated with {CAPABILITIES_REASON}.",
         "default": ["IPC_LOCK", "CHOWN", "FOWNER"],
     },
+    "priceSnapshot": {
+        "type": "string",
+        "description": "The price snapshot CSV the budget policies read (relative paths: from the pack).",
+        "default": "../mlplatform/prices/snapshot.csv",
+    },
     "gpuTaintKey": {
         "type": "string",
         "description": "Taint key GPU node pools carry (NoSchedule or NoExecute).",

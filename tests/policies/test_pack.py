@@ -72,6 +72,8 @@ POLICIES = {
     "aks-secrets-kms": ("mandatory", "resource"),
     "azure-keyvault-command-after-vault": ("mandatory", "stack"),
     "azure-registry-push-after-private-dns": ("mandatory", "stack"),
+    "budget-ceiling": ("mandatory", "stack"),
+    "budget-expected": ("advisory", "stack"),
 }
 
 

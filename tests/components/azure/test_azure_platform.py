@@ -20,7 +20,7 @@ from components.azure.arm import ARM_TRANSPORT
 from components.azure.identity import CLIENT_ID_ANNOTATION
 from components.azure.keys import REGISTRY_CREATION_ROLE
 from components.azure.platform import AzurePlatform
-from components.config import AZURE_ROLE_TAG, parse_stack_config
+from components.config import AZURE_DUTY_CYCLE_TAG, AZURE_ROLE_TAG, parse_stack_config
 from components.handle import Cloud, ClusterHandle, Fabric, SharedStorageKind
 from mlplatform.errors import InputError
 from mlplatform.mocks import SUBSCRIPTION_ID, PlanMocks
@@ -71,6 +71,9 @@ def test_everything_is_tagged_and_in_region(cloud_plan: PlanFn, stack: str) -> N
             # The base tags, and a role only where the policy pack's exception contract reads one.
             own = dict(resource.inputs.get("tags", {}))
             assert own.pop(AZURE_ROLE_TAG, REGISTRY_CREATION_ROLE) == REGISTRY_CREATION_ROLE, resource.name
+            # And on each pool its duty cycle, where cost estimates read it (docs/cost.md).
+            if resource.type == "azure-native:containerservice:AgentPool":
+                assert 0 <= float(own.pop(AZURE_DUTY_CYCLE_TAG)) <= 1, resource.name
             assert own == tags, resource.name
         if resource.type not in UNLOCATED:
             expected = "global" if resource.type in GLOBAL else "uaenorth"

@@ -1,0 +1,74 @@
+"""The budget the pack enforces (issue 39), judged both ways on the real aws-smb-dev template with a
+budget: a pool planted at ten times its maximum fails the stack naming the pool; the template as shipped
+passes; pools run flat out (duty cycle 1) near the budget are advised. Pools: cpu 1-4 spot c7i.2xlarge
+and gpu 0-2 spot g6.xlarge, priced at the top of their spot range: a ceiling near $1,430 a month."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mlplatform.analyzer import PolicyPackSession, Violation
+from mlplatform.analyzer_config import PolicySettings, reconcile
+from mlplatform.costing import estimate
+from mlplatform.graph import Plan
+from mlplatform.pricing import load_snapshot
+
+Variant = Callable[[str, Callable[[dict[str, Any]], None]], Plan]
+BUDGET = {"monthlyCeiling": {"currency": "USD", "amount": 2000}}
+
+
+def _budget_findings(
+    pack: PolicyPackSession, defaults: dict[str, PolicySettings], plan: Plan
+) -> list[Violation]:
+    return [v for v in pack.judge(plan.to_dict(), defaults) if v.policy.startswith("budget-")]
+
+
+def test_a_pool_planted_at_ten_times_its_max_fails_the_stack_naming_it(
+    variant: Variant, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    def plant(platform: dict[str, Any]) -> None:
+        platform["budget"] = BUDGET
+        gpu = platform["nodePools"][1]
+        gpu["maxSize"] = gpu["maxSize"] * 10
+
+    plan = variant("aws-smb-dev", plant)
+    [finding] = [v for v in _budget_findings(pack, defaults, plan) if v.enforcement == "mandatory"]
+    assert finding.policy == "budget-ceiling" and finding.name == "aws-smb-dev-aws-budget"
+    assert "exceeds the budget $2,000" in finding.message
+    # The pack prices the pool as `mlplatform cost` does: the same ceiling, from the same snapshot row.
+    [pool] = [
+        item for item in estimate(plan, load_snapshot()).items if item.what.startswith("pool gpu: 0-20")
+    ]
+    assert pool.ceiling is not None
+    assert f"largest: pool gpu (0-20 x g6.xlarge spot) ${pool.ceiling.high:,.0f}" in finding.message
+
+
+def test_a_snapshot_the_pack_cannot_read_fails_the_budget_rather_than_pass_it(
+    variant: Variant, pack: PolicyPackSession, tmp_path: Path
+) -> None:
+    missing = {"budget-ceiling": {"priceSnapshot": str(tmp_path / "none.csv")}}
+    settings = reconcile(pack.info.schemas(), missing)
+    plan = variant("aws-smb-dev", lambda p: p.update(budget=BUDGET))
+    [finding] = [v for v in pack.judge(plan.to_dict(), settings) if v.policy == "budget-ceiling"]
+    assert finding.enforcement == "mandatory" and "cannot judge the budget" in finding.message
+
+
+def test_the_shipped_pools_fit_the_budget(
+    variant: Variant, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    assert _budget_findings(pack, defaults, variant("aws-smb-dev", lambda p: p.update(budget=BUDGET))) == []
+
+
+def test_expected_spend_within_ten_percent_of_the_budget_is_advised(
+    variant: Variant, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    def flat_out(platform: dict[str, Any]) -> None:
+        platform["budget"] = {"monthlyCeiling": {"currency": "USD", "amount": 1500}}
+        for pool in platform["nodePools"]:
+            pool["dutyCycle"] = 1
+
+    findings = _budget_findings(pack, defaults, variant("aws-smb-dev", flat_out))
+    assert [(v.policy, v.enforcement) for v in findings] == [("budget-expected", "advisory")]
+    assert "within 10% of the budget $1,500" in findings[0].message
