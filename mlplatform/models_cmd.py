@@ -79,6 +79,8 @@ def list_versions(
     client = _client(registry_uri)
     try:
         versions = [client.get_version(name, v.version) for v in client.search_versions(name)]
+        if not versions:
+            _no_versions(client, name)
         rows = []
         for version in versions:
             run = client.get_run(version.run_id) if version.run_id else {}
@@ -114,6 +116,19 @@ def list_versions(
             f"trained_as={row['trained_as']}  dataset={str(row['dataset_sha256'])[:12]}  "
             f"code={row['code_version']}  image={row['image']}"
         )
+
+
+def _no_versions(client: RegistryClient, name: str) -> None:
+    """Exit 2 with one line: NAME is not a registered model (naming those that are), or has no version."""
+    try:
+        client.registered_model(name)
+    except RegistryError as exc:
+        if not exc.not_found:
+            raise
+        known = client.model_names()
+        shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "") if known else "none"
+        exit_with([f"{name}: no such registered model (the registry has: {shown})"])
+    exit_with([f"{name}: a registered model without versions (mlplatform train registers one)"])
 
 
 @app.command()
