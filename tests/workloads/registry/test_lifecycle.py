@@ -3,13 +3,31 @@ defects (``../shared/reviews/lifecycle.md``), each as the user meets it through 
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from mlplatform.cli import app
 from tests.workloads.delivery.fleet import champion_and_challenger
+from tests.workloads.inference.conftest import model_dir  # noqa: F401  (the session's trained model)
+from tests.workloads.inference.serving import Server, metric_samples, serve_alias, wait_ready
+from workloads.artifacts import METADATA_FILE, load_metadata, write_metadata
+from workloads.delivery import contract
 from workloads.registry.client import RegistryClient
+from workloads.registry.lock import OUTCOME_TAG
+from workloads.registry.rollout import CHALLENGER, CHAMPION
+
+pytestmark = pytest.mark.slow
+
+MLPLATFORM = str(Path(sys.executable).with_name("mlplatform"))
 
 
 def _models(registry_uri: str, *args: str) -> Any:
@@ -24,3 +42,132 @@ def test_listing_an_unknown_model_is_one_line_naming_those_that_exist(registry_u
     [line] = result.output.strip().splitlines()
     assert line.startswith("error: lifecycle-listd: no such registered model (the registry has: ")
     assert "lifecycle-listed" in line
+
+
+# -- a rollout killed mid-step: its lease lapses, every server returns to 0 with no command ----------------
+
+LEASE_NAME = "digits-lease"
+LEASE_POLL_S = 0.3
+WINDOW_S, GRACE_S = 3, 2
+LEASE_PLAN = {
+    "steps": [5, 50],
+    "windowSeconds": WINDOW_S,
+    "leaseGraceSeconds": GRACE_S,
+    "applyTimeoutSeconds": 30,
+    "bake": {"seconds": 0},
+}
+
+
+def _named(source: Path, dest: Path, name: str) -> Path:
+    """``source``'s version files under the model name ``name`` (the servers' series carry it, and the
+    rollout reads them by the registered name), every file hashed into its metadata as the trainer does."""
+    dest.mkdir()
+    for path in source.iterdir():
+        if path.name != METADATA_FILE:
+            (dest / path.name).write_bytes(path.read_bytes())
+    write_metadata(dest, load_metadata(source).model_copy(update={"name": name}))
+    return dest
+
+
+def _register(client: RegistryClient, name: str, version_dir: Path) -> str:
+    client.ensure_registered_model(name)
+    run = client.create_run(client.experiment_id(name), name, {})
+    source = run["info"]["artifact_uri"] + "/model"
+    client.upload(source, version_dir)
+    return client.create_version(name, source, run["info"]["run_id"], {}).version
+
+
+def _shares(server: Server) -> tuple[float, float]:
+    """The split and shadow the server applies now (0 when no challenger is loaded)."""
+    found = {name: value for (name, _), value in metric_samples(server).items() if name in _APPLIED}
+    return found.get(contract.SPLIT_APPLIED, 0.0), found.get(contract.SHADOW_APPLIED, 0.0)
+
+
+_APPLIED = (contract.SPLIT_APPLIED, contract.SHADOW_APPLIED)
+
+
+def test_a_rollout_killed_mid_step_has_its_share_back_at_0_within_a_window_and_the_grace(
+    registry_uri: str,
+    model_dir: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Issue 40's "Done when" (trial defect 2): ``mlplatform rollout`` SIGKILLed at 5 % (OOM, a lost node)
+    left the split live and unjudged for up to two hours. With the lease, both real servers are back at 0
+    within ``windowSeconds + leaseGraceSeconds`` (plus their poll) of the kill, with no command run, while
+    the split tag still reads 5; and the next rollout is not locked out."""
+    client = RegistryClient(registry_uri)
+    version_dir = _named(model_dir, tmp_path / "version", LEASE_NAME)
+    champion, challenger = (
+        _register(client, LEASE_NAME, version_dir),
+        _register(client, LEASE_NAME, version_dir),
+    )
+    client.set_alias(LEASE_NAME, CHAMPION, champion)
+    client.set_alias(LEASE_NAME, CHALLENGER, challenger)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(LEASE_PLAN))
+    servers = []
+    rollout: subprocess.Popen[bytes] | None = None
+    try:
+        for index in range(2):
+            (tmp_path / f"s{index}").mkdir()
+            servers.append(
+                serve_alias(
+                    {"PATH": "/usr/bin:/bin"},
+                    registry_uri,
+                    f"models:/{LEASE_NAME}@champion",
+                    LEASE_POLL_S,
+                    tmp_path / f"s{index}",
+                )
+            )
+        for server in servers:
+            wait_ready(server)
+        log = tmp_path / "rollout.log"
+        command = [MLPLATFORM, "rollout", LEASE_NAME, "--plan", str(plan), "--registry-uri", registry_uri]
+        command += [arg for server in servers for arg in ("--metrics-url", f"{server.url}/metrics")]
+        with log.open("w") as sink:
+            rollout = subprocess.Popen(
+                command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True, env=_env()
+            )
+        deadline = time.monotonic() + 60
+        while "5%: applied on 2 servers" not in log.read_text():
+            assert rollout.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        assert all(_shares(server) == (5.0, 0.0) for server in servers)
+        os.killpg(rollout.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        rollout.wait(10)
+        bound = WINDOW_S + GRACE_S + 2 * LEASE_POLL_S + 1.0
+        while any(_shares(server) != (0.0, 0.0) for server in servers):
+            assert time.monotonic() - killed < bound + 5, [_shares(s) for s in servers]
+            time.sleep(0.05)
+        elapsed = time.monotonic() - killed
+        print(f"every server back at 0 {elapsed:.2f} s after the SIGKILL (bound {bound:.1f} s)")
+        assert elapsed <= bound, f"back at 0 after {elapsed:.1f} s, bound {bound:.1f} s"
+        tags = client.registered_model(LEASE_NAME).tags
+        assert tags[contract.SPLIT_TAG] == "5", "nobody reset the tag: the lease did it"
+        # The dead rollout's lock lapsed with its lease: an abort clears it and records why.
+        aborted = subprocess.run(
+            [MLPLATFORM, "rollout", "abort", LEASE_NAME, "--registry-uri", registry_uri, "--actor", "ops"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=_env(),
+        )
+        assert aborted.returncode == 0, aborted.stderr
+        assert (
+            aborted.stdout.strip()
+            == f"{LEASE_NAME}: traffic back to the champion; a lapsed rollout lock cleared"
+        )
+        assert client.registered_model(LEASE_NAME).tags == {contract.SPLIT_TAG: "0", contract.SHADOW_TAG: "0"}
+        assert client.get_version(LEASE_NAME, challenger).tags[OUTCOME_TAG] == "stopped"
+    finally:
+        if rollout is not None and rollout.poll() is None:
+            os.killpg(rollout.pid, signal.SIGKILL)
+            rollout.wait(10)
+        for server in servers:
+            server.terminate()
+
+
+def _env() -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], "USER": "lease-test", "HOME": os.environ.get("HOME", "/tmp")}
