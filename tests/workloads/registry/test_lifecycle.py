@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import onnxruntime as ort
 import pytest
 from typer.testing import CliRunner
 
@@ -167,6 +169,41 @@ def test_a_rollout_killed_mid_step_has_its_share_back_at_0_within_a_window_and_t
             rollout.wait(10)
         for server in servers:
             server.terminate()
+
+
+def test_a_registered_version_loads_with_mlflows_own_loader(
+    registry_uri: str,
+    model_dir: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Trial defect 9: ``mlflow.pyfunc.load_model("models:/digits@champion")`` failed (no ``MLmodel``).
+    The trainer's version is an MLflow Model with the ONNX flavour (workloads/mlmodel.py): MLflow 3.17.2's
+    own loader, in a process of its own, loads ``@champion`` through the registry and predicts what ONNX
+    Runtime predicts from the same file."""
+    client = RegistryClient(registry_uri)
+    name = "digits-mlflow-model"
+    version = _register(client, name, model_dir)
+    client.set_alias(name, CHAMPION, version)
+    rows = np.random.default_rng(0).uniform(0, 16, (5, 64)).astype(np.float32)
+    np.save(tmp_path / "rows.npy", rows)
+    script = (
+        "import sys, numpy as np, mlflow.pyfunc\n"
+        f"model = mlflow.pyfunc.load_model('models:/{name}@champion')\n"
+        "out = model.predict(np.load(sys.argv[1]))\n"
+        "np.save(sys.argv[2], np.asarray(out['logits'] if isinstance(out, dict) else out))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "rows.npy"), str(tmp_path / "out.npy")],
+        env={**_env(), "MLFLOW_TRACKING_URI": registry_uri},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    session = ort.InferenceSession(str(model_dir / "model.onnx"), providers=["CPUExecutionProvider"])
+    (expected,) = session.run(None, {"features": rows})
+    assert np.allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5)
 
 
 def _env() -> dict[str, str]:
