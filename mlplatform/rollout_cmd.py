@@ -25,6 +25,8 @@ from workloads.delivery.launch import Settings, outcome, targets
 from workloads.delivery.plan import PlanError, RolloutPlan, parse_plan
 from workloads.delivery.runner import RolloutError
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
+from workloads.registry.record import RECORD_ENV, Journal, RecordError, identity, open_record
+from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
 PLAN_PATH = ("ml-platform:platform", "workloads", "inference", "rollout")
@@ -75,6 +77,10 @@ RegistryUri = Annotated[
 ]
 Name = Annotated[str, typer.Argument(help="The registered model.")]
 Actor = Annotated[str | None, typer.Option(help="Who acts (default: $USER).")]
+Record = Annotated[
+    str | None,
+    typer.Option("--record", envvar=RECORD_ENV, help="The lifecycle record (a directory) to append to."),
+]
 
 
 def _who(actor: str | None) -> str:
@@ -84,34 +90,44 @@ def _who(actor: str | None) -> str:
     return who
 
 
-def _control(registry_uri: str | None, act: Any) -> None:
-    """One control command: its line on stdout; bad input, a refusal or a registry error: one line, exit 2."""
+def _control(action: str, name: str, registry_uri: str | None, actor: str | None, record: str | None) -> None:
+    """One control command as the registry's authenticated user, appended to the record if one is given:
+    its line on stdout; bad input, a refusal or a registry error: one line, exit 2."""
     try:
         if not registry_uri:
             raise InputError([f"--registry-uri (or ${TRACKING_URI_ENV}) is required"])
-        typer.echo(act(RegistryClient(registry_uri)))
+        client = RegistryClient(registry_uri)
+        who = identity(client, _who(actor))
+        acts = {"abort": control.abort, "pause": control.pause, "resume": control.resume}
+        line = acts[action](client, name, str(who))
+        if record is not None:
+            champion = client.alias_or_none(name, CHAMPION)
+            challenger = client.alias_or_none(name, CHALLENGER)
+            versions = {r: v.version for r, v in ((CHAMPION, champion), (CHALLENGER, challenger)) if v}
+            Journal(client, open_record(record), who).append(name, f"rollout-{action}", versions, reason=line)
+        typer.echo(line)
     except InputError as exc:
         exit_with(exc.problems)
-    except (control.ControlError, RegistryError, ValueError) as exc:
+    except (control.ControlError, RegistryError, RecordError, ValueError) as exc:
         exit_with([str(exc).splitlines()[0]])
 
 
 @app.command()
-def abort(name: Name, registry_uri: RegistryUri = None, actor: Actor = None) -> None:
+def abort(name: Name, registry_uri: RegistryUri = None, actor: Actor = None, record: Record = None) -> None:
     """Send NAME's traffic back to @champion now and stop its rollout (a dead one's lock is cleared)."""
-    _control(registry_uri, lambda client: control.abort(client, name, _who(actor)))
+    _control("abort", name, registry_uri, actor, record)
 
 
 @app.command()
-def pause(name: Name, registry_uri: RegistryUri = None, actor: Actor = None) -> None:
+def pause(name: Name, registry_uri: RegistryUri = None, actor: Actor = None, record: Record = None) -> None:
     """Hold NAME's running rollout at its current step once that step passes (still judged)."""
-    _control(registry_uri, lambda client: control.pause(client, name, _who(actor)))
+    _control("pause", name, registry_uri, actor, record)
 
 
 @app.command()
-def resume(name: Name, registry_uri: RegistryUri = None) -> None:
+def resume(name: Name, registry_uri: RegistryUri = None, actor: Actor = None, record: Record = None) -> None:
     """Let NAME's paused rollout go on."""
-    _control(registry_uri, lambda client: control.resume(client, name))
+    _control("resume", name, registry_uri, actor, record)
 
 
 @app.command("start")
@@ -146,6 +162,7 @@ def rollout(
     plan: Annotated[Path | None, typer.Option("--plan", help="The plan, YAML or JSON.")] = None,
     stack: Annotated[str | None, typer.Option(help="Read the plan from stacks/Pulumi.<stack>.yaml.")] = None,
     actor: Annotated[str | None, typer.Option(help="Who rolls out (default: $USER).")] = None,
+    record: Record = None,
 ) -> None:
     """Roll NAME's @challenger out step by step; promote it, or send traffic back to @champion."""
     try:
@@ -171,5 +188,5 @@ def rollout(
         exit_with(exc.problems)
     except RolloutError as exc:
         exit_with([str(exc)])
-    settings = Settings(name, registry_uri, chosen, who, found, service_url, token_file, ca_file)
+    settings = Settings(name, registry_uri, chosen, who, found, service_url, token_file, ca_file, record)
     raise typer.Exit(outcome(settings))

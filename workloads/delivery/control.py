@@ -58,9 +58,9 @@ def pause(client: RegistryClient, name: str, by: str) -> str:
     return f"{name}: paused; {holder}, and stays at its current step once it passes"
 
 
-def resume(client: RegistryClient, name: str) -> str:
+def resume(client: RegistryClient, name: str, by: str) -> str:
     model = client.registered_model(name)
     if lock.PAUSE_TAG not in model.tags:
         raise ControlError(f"{name}: not paused (mlplatform rollout pause {name} pauses a running rollout)")
     client.delete_model_tag(name, lock.PAUSE_TAG)
-    return f"{name}: resumed"
+    return f"{name}: resumed by {by}"

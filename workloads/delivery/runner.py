@@ -38,7 +38,7 @@ import ssl
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,7 @@ from workloads.delivery.scrape import (
 from workloads.registry import lock, operations
 from workloads.registry.client import RegisteredModel, RegistryClient, RegistryError
 from workloads.registry.lock import OUTCOME_TAG, RESULT_PREFIX, RESULT_TAG
+from workloads.registry.record import Journal, RecordError
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 # Servers are polled this often while a setting is being applied.
@@ -191,6 +192,8 @@ class Rollout:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     log: Callable[[str], None] = _log
+    # The lifecycle record (workloads/registry/record.py): every judged window and the ending, appended.
+    journal: Journal | None = None
     _passed: list[str] = field(default_factory=list)
     _mine: str = ""  # the lock this rollout holds (RUNNING_TAG's value)
     _aliases: tuple[str, str] = ("", "")  # (champion, challenger) the rollout started with
@@ -338,6 +341,9 @@ class Rollout:
             stats = window_stats(start, end, self.name, champion, challenger)
             stats = replace(stats, accuracy=accuracy)
             verdict = judge_step(step, stats, self.plan)
+            self._journal(
+                "rollout-step", f"{step_name(step)}: {verdict.outcome}: {verdict.reason}", asdict(stats)
+            )
             if verdict.outcome is not Outcome.EXTEND:
                 return verdict
             self.log(f"{self.name}: {step_name(step)}: window extended ({extension + 1}): {verdict.reason}")
@@ -409,6 +415,7 @@ class Rollout:
             actor=self.actor,
             action=action,
             holding=self._mine,
+            journal=self.journal,
         )
         self._set(0, 0)
         self.log(f"{self.name}: version {new} promoted to champion (previous-champion: {old})")
@@ -440,7 +447,12 @@ class Rollout:
             if verdict.outcome is Outcome.FAIL:
                 why = f"bake: {verdict.reason}"
                 operations.rollback(
-                    self.client, self.name, actor=self.actor, action=f"rollback ({why})", holding=self._mine
+                    self.client,
+                    self.name,
+                    actor=self.actor,
+                    action=f"rollback ({why})",
+                    holding=self._mine,
+                    journal=self.journal,
                 )
                 line = f"rolled back {math.floor(elapsed)} s after promotion: {verdict.reason}"
                 self.log(f"{self.name}: {line}; champion back to version {old}")
@@ -452,7 +464,24 @@ class Rollout:
         self._record(new, "promoted", reason)
         return Result("promoted", reason, new, new)
 
+    def _journal(self, action: str, reason: str, numbers: dict[str, Any] | None = None) -> None:
+        """Append to the lifecycle record, if any; a record that fails is said, never a rollout's end."""
+        if self.journal is None:
+            return
+        champion, challenger = self._aliases
+        try:
+            self.journal.append(
+                self.name,
+                action,
+                {CHAMPION: champion, CHALLENGER: challenger},
+                reason=reason,
+                numbers=numbers,
+            )
+        except (RecordError, RegistryError) as exc:
+            self.log(f"{self.name}: appending to the lifecycle record failed: {exc}")
+
     def _record(self, version: str, outcome: str, reason: str) -> None:
+        self._journal(f"rollout-{outcome}", reason)
         when = datetime.now(UTC).isoformat(timespec="seconds")
         # One readable line; an endless list of unreachable servers is cut, not sent whole.
         tags = {RESULT_TAG: reason[:1000], OUTCOME_TAG: outcome}

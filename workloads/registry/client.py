@@ -295,6 +295,12 @@ class RegistryClient:
                 return None
             raise
 
+    def current_user(self) -> str:
+        """The authenticated caller's user name (MLflow's basic-auth app, ``users/current``); a 404 where
+        the registry authenticates nobody."""
+        body = self._call("GET", "users/current")
+        return str(body["user"]["username"])
+
     def model_names(self) -> list[str]:
         """The registered models' names (the first 1,000), for a message naming what exists."""
         body = self._call("GET", "registered-models/search", {"max_results": "1000"})
@@ -462,6 +468,10 @@ class RegistryClient:
         for path in sorted(p for p in local.iterdir() if p.is_file() and not p.name.startswith(".")):
             target = urllib.parse.quote(f"{base}/{path.name}")
             self._send("PUT", f"{ARTIFACTS}/{target}", path.read_bytes(), "application/octet-stream")
+
+    def read_artifact(self, artifact_uri: str) -> bytes:
+        """One file the registry serves (``mlflow-artifacts:`` URI)."""
+        return self._send("GET", f"{ARTIFACTS}/{urllib.parse.quote(artifact_path(artifact_uri))}", None, None)
 
     def list_files(self, artifact_uri: str) -> list[str]:
         """The names of the files directly under ``artifact_uri`` (relative to it)."""

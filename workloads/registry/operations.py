@@ -1,16 +1,20 @@
 """Alias moves against a registry: the decisions of ``rollout`` applied and recorded.
 
 Each move sets the alias (one call: MLflow moves an alias atomically) and then tags the version with
-who, when and how. ``champion`` moves last, so a server polling it never sees a half-made promotion.
+who, when and how. ``champion`` moves last, so a server polling it never sees a half-made promotion. With
+a ``journal`` (record.py) each promotion and rollback is also appended to the lifecycle record, with the
+numbers it was decided on: the tags show the latest move, the record every one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict
 from datetime import UTC, datetime
 
 from workloads.registry import lock, rollout
 from workloads.registry.client import ModelVersion, RegistryClient, RegistryError
+from workloads.registry.record import Journal
 
 
 def move_aliases(
@@ -63,28 +67,42 @@ def promote(
     actor: str,
     action: str | None = None,
     holding: str | None = None,
+    journal: Journal | None = None,
 ) -> rollout.Decision:
     """``action`` names the move in the audit tags (default: ``promote``, ``promote --force``);
     ``holding``: the lock of the rollout promoting (anyone else is refused while one runs)."""
     candidate = client.get_version(name, version)  # a RegistryError (not found) if there is none
     ensure_free(client, name, holding)
     champion = client.alias_or_none(name, rollout.CHAMPION)
+    judged = not force and bool(metric)
+    candidate_evidence = evidence(client, candidate, metric) if judged else rollout.Evidence()
+    held = evidence(client, champion, metric) if champion and judged else rollout.Evidence()
     decision = rollout.promotion(
         version,
         champion.version if champion else None,
         metric=metric,
-        candidate=evidence(client, candidate, metric) if not force else rollout.Evidence(),
-        held=evidence(client, champion, metric) if champion and not force else rollout.Evidence(),
+        candidate=candidate_evidence,
+        held=held,
         tolerance=tolerance,
         force=force,
     )
     action = action or "promote" + (" --force" if force else "")
     move_aliases(client, name, decision.moves, actor=actor, action=action)
+    if journal is not None and decision.moves:
+        numbers = {"candidate": asdict(candidate_evidence), "champion": asdict(held), "tolerance": tolerance}
+        versions = {move.alias: move.version for move in decision.moves}
+        journal.append(name, "promote", versions, reason=action, numbers=numbers if judged else {})
     return decision
 
 
 def rollback(
-    client: RegistryClient, name: str, *, actor: str, action: str = "rollback", holding: str | None = None
+    client: RegistryClient,
+    name: str,
+    *,
+    actor: str,
+    action: str = "rollback",
+    holding: str | None = None,
+    journal: Journal | None = None,
 ) -> rollout.Decision:
     ensure_free(client, name, holding)
     champion = client.alias_or_none(name, rollout.CHAMPION)
@@ -93,4 +111,6 @@ def rollback(
         champion.version if champion else None, previous.version if previous else None
     )
     move_aliases(client, name, decision.moves, actor=actor, action=action)
+    if journal is not None and decision.moves:
+        journal.append(name, "rollback", {m.alias: m.version for m in decision.moves}, reason=action)
     return decision

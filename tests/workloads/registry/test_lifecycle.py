@@ -15,17 +15,26 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 import pytest
+import yaml
 from typer.testing import CliRunner
 
+import mlplatform.plan
+from components.config import PLATFORM_KEY
 from mlplatform.cli import app
+from mlplatform.plan import Target, resolve_target
+from tests.stack_variants import template
 from tests.workloads.delivery.fleet import champion_and_challenger
 from tests.workloads.inference.conftest import model_dir  # noqa: F401  (the session's trained model)
 from tests.workloads.inference.serving import Server, metric_samples, serve_alias, wait_ready
 from workloads.artifacts import METADATA_FILE, load_metadata, write_metadata
 from workloads.delivery import contract
 from workloads.registry.client import RegistryClient
+from workloads.registry.lineage import TRAINED_BY_TAG
 from workloads.registry.lock import OUTCOME_TAG
 from workloads.registry.rollout import CHALLENGER, CHAMPION
+from workloads.registry.server.launch import GRANT, REGISTERED_MODEL, AuthApi
+
+from .conftest import ADMIN_PASSWORD
 
 pytestmark = pytest.mark.slow
 
@@ -208,3 +217,114 @@ def test_a_registered_version_loads_with_mlflows_own_loader(
 
 def _env() -> dict[str, str]:
     return {"PATH": os.environ["PATH"], "USER": "lease-test", "HOME": os.environ.get("HOME", "/tmp")}
+
+
+# -- promotion as a change, on the append-only record, against MLflow's basic-auth app --------------------
+
+GOVERNED = "digits-governed"
+PASSWORDS = {"bob": "bob-trains-models", "carol": "carol-requests-it", "alice": "alice-approves-it"}
+DATASET = "a" * 64
+
+
+@pytest.fixture
+def governed_stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """``--stack governed``: an SMB template with approval required and the approver role alice, carol."""
+    config = template("aws-smb-dev")
+    registry = {"promotionApproval": True, "approvers": ["alice", "carol"]}
+    config[PLATFORM_KEY].setdefault("workloads", {})["registry"] = registry
+    path = tmp_path / "Pulumi.governed.yaml"
+    path.write_text(yaml.safe_dump({"config": config}))
+
+    def resolve(stack: str | None = None, **_: Any) -> Target:
+        return resolve_target(stack_file=path) if stack == "governed" else resolve_target(stack)
+
+    monkeypatch.setattr(mlplatform.plan, "resolve_target", resolve)
+    return "governed"
+
+
+def _governed_model(uri: str) -> None:
+    """Versions 1 (champion) and 2 of one dataset, 2 registered by bob; carol may move aliases (EDIT)."""
+    api = AuthApi(uri, ADMIN_PASSWORD)
+    admin = RegistryClient(
+        uri, environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
+    )
+    for user, password in PASSWORDS.items():
+        api.created("POST", "/api/2.0/mlflow/users/create", {"username": user, "password": password})
+    admin.ensure_registered_model(GOVERNED)
+    experiment = admin.experiment_id(GOVERNED)
+    for accuracy in (0.95, 0.96):
+        run = admin.create_run(experiment, "governed", {})["info"]
+        admin.log_batch(
+            run["run_id"], metrics={"test_accuracy": accuracy}, params={"dataset_sha256": DATASET}
+        )
+        source = f"{run['artifact_uri']}/model"
+        admin.create_version(GOVERNED, source, run["run_id"], {TRAINED_BY_TAG: "bob"})
+    admin.set_alias(GOVERNED, CHAMPION, "1")
+    for user in ("carol", "alice"):
+        grant = {"username": user, "resource_type": REGISTERED_MODEL, "resource_id": GOVERNED}
+        api.created("POST", GRANT, {**grant, "permission": "EDIT"})
+
+
+def _as(user: str, uri: str, record: Path, *args: str) -> Any:
+    env = {
+        "MLFLOW_TRACKING_USERNAME": user,
+        "MLFLOW_TRACKING_PASSWORD": PASSWORDS[user],
+        "USER": "someone-else",
+    }
+    command = ["models", *args, "--registry-uri", uri, "--record", str(record)]
+    return CliRunner().invoke(app, command, env=env)
+
+
+def test_a_promotion_needs_a_second_persons_approval_and_every_step_is_on_the_record(
+    auth_registry_uri: str, governed_stack: str, tmp_path: Path
+) -> None:
+    """Issue 40's "Promotion as a change" and "An append-only record" (compliance review S1, L4; trial
+    defects 4 and 5): carol requests; bob, who trained the version, and carol, who requested it, may not
+    approve; promotion waits for alice's approval; --force is the approver role's only. ``models history``
+    shows every step with the registry's authenticated user (not ``$USER``) and the versions' digests."""
+    _governed_model(auth_registry_uri)
+    uri, record = auth_registry_uri, tmp_path / "record"
+    stack = ("--stack", governed_stack)
+
+    asked = _as(
+        "carol", uri, record, "request-promotion", GOVERNED, "2", "--reason", "better on the same set"
+    )
+    assert asked.exit_code == 0, asked.output
+    early = _as("carol", uri, record, "promote", GOVERNED, "2", *stack)
+    assert early.exit_code == 1 and "awaits an approval" in early.output, early.output
+    for user, why in (
+        ("bob", "bob is not in the approver role"),
+        ("carol", "carol requested this promotion"),
+    ):
+        refused = _as(user, uri, record, "approve", GOVERNED, "2", *stack)
+        assert refused.exit_code == 1 and why in refused.output, refused.output
+    forced = _as("bob", uri, record, "promote", GOVERNED, "2", *stack, "--force")
+    assert forced.exit_code == 1 and "--force is for the approver role" in forced.output, forced.output
+    approved = _as("alice", uri, record, "approve", GOVERNED, "2", *stack, "--reason", "checked")
+    assert approved.exit_code == 0, approved.output
+    promoted = _as("carol", uri, record, "promote", GOVERNED, "2", *stack)
+    assert promoted.exit_code == 0, promoted.output
+    admin = RegistryClient(
+        uri, environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
+    )
+    assert admin.version_by_alias(GOVERNED, CHAMPION).version == "2"
+    rolled = _as("alice", uri, record, "rollback", GOVERNED)
+    assert rolled.exit_code == 0, rolled.output
+
+    shown = CliRunner().invoke(app, ["models", "history", GOVERNED, "--record", str(record), "--json"])
+    assert shown.exit_code == 0, shown.output
+    events = [json.loads(line) for line in shown.output.splitlines()]
+    assert [(e["action"], e["by"], e["authenticated"]) for e in events] == [
+        ("request-promotion", "carol", True),
+        ("approve", "alice", True),
+        ("promote", "carol", True),
+        ("rollback", "alice", True),
+    ]
+    promote = events[2]
+    assert promote["versions"] == {"previous-champion": "1", "champion": "2"}
+    assert (
+        promote["numbers"]["candidate"]["metric"] == 0.96 and promote["numbers"]["champion"]["metric"] == 0.95
+    )
+    assert set(promote["digests"]) == {"1", "2"}
+    # The alias tags name the authenticated user too, not $USER.
+    assert admin.get_version(GOVERNED, "2").tags["mlplatform.alias.champion.by"] == "carol"
