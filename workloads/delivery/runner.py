@@ -346,7 +346,10 @@ class Rollout:
             )
             if verdict.outcome is not Outcome.EXTEND:
                 return verdict
-            self.log(f"{self.name}: {step_name(step)}: window extended ({extension + 1}): {verdict.reason}")
+            if extension < self.plan.max_extensions:  # the last thin window fails, it is not extended
+                self.log(
+                    f"{self.name}: {step_name(step)}: window extended ({extension + 1}): {verdict.reason}"
+                )
         seconds = self.plan.window_seconds * (self.plan.max_extensions + 1)
         unreachable = (
             f"; unreachable: {', '.join(self.scraper.unreachable)}" if self.scraper.unreachable else ""

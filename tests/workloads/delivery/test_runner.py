@@ -156,7 +156,14 @@ def test_a_server_that_never_applies_the_setting_stops_the_rollout(fleet: Fleet)
 
 def test_too_little_traffic_is_not_a_pass(fleet: Fleet) -> None:
     fleet.rate_per_s = 0.5
-    result, _ = roll(fleet)
+    played = PlayedTime(fleet)
+    lines: list[str] = []
+    rollout = rollout_of(fleet, played, played.sleep)
+    rollout.log = lines.append
+    result = rollout.run()
+    # Trial defect 14: "window extended (4)" was printed with maxExtensions 3.
+    extended = [line for line in lines if "window extended" in line]
+    assert len(extended) == PLAN.max_extensions and "window extended (1)" in extended[0], lines
     assert result.outcome == "stopped"
     assert result.reason.startswith("stopped at shadow: too little evidence after 60 s"), result.reason
     assert split_tags(fleet) == ("0", "0")
