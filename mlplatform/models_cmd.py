@@ -24,7 +24,7 @@ import typer
 
 from components.config import ConfigError, RegistryWorkloadConfig, Tier, parse_stack_config
 from mlplatform.errors import EXIT_BAD_INPUT, EXIT_FINDING, InputError, exit_with
-from workloads.registry import approval, operations, rollout
+from workloads.registry import approval, lock, operations, rollout
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
 from workloads.registry.lineage import TRAINED_BY_TAG
 from workloads.registry.record import RECORD_ENV, Event, Identity, Journal, RecordError, identity, open_record
@@ -101,6 +101,7 @@ def list_versions(
                     "code_version": tags.get("mlplatform.code_version", ""),
                     "image": tags.get("mlplatform.image", ""),
                     DEFAULT_METRIC: metrics.get(DEFAULT_METRIC),
+                    "last_rollout": version.tags.get(lock.OUTCOME_TAG, ""),
                     "alias_moves": {
                         k: v for k, v in version.tags.items() if k.startswith(rollout.TAG_PREFIX)
                     },
@@ -117,7 +118,7 @@ def list_versions(
             f"{row['version']:>4}  {','.join(row['aliases']) or '-':<28} "
             f"{DEFAULT_METRIC}={metric if metric is None else f'{metric:.4f}'}  run={row['run_id']}  "
             f"trained_as={row['trained_as']}  dataset={str(row['dataset_sha256'])[:12]}  "
-            f"code={row['code_version']}  image={row['image']}"
+            f"code={row['code_version']}  image={row['image']}  last_rollout={row['last_rollout'] or '-'}"
         )
 
 
@@ -359,6 +360,31 @@ def reject(
     if not reason.strip():
         exit_with(["--reason is required: a rejection says why"])
     _review(approval.REJECT, name, version, reason, stack, registry_uri, actor, record)
+
+
+@app.command("set-challenger")
+def set_challenger(
+    name: Annotated[str, typer.Argument(help="The registered model.")],
+    version: Version,
+    registry_uri: RegistryUri = None,
+    actor: Actor = None,
+    record: Record = None,
+) -> None:
+    """Point @challenger at VERSION (what the next rollout rolls out); refused while a rollout runs."""
+    _version_number(version)
+    session = _session(registry_uri, actor, record, need_record=False)
+    try:
+        session.client.get_version(name, version)
+        operations.ensure_free(session.client, name, None)
+        move = rollout.AliasMove(rollout.CHALLENGER, version)
+        operations.move_aliases(session.client, name, [move], actor=str(session.who), action="set-challenger")
+        if session.journal is not None:
+            session.journal.append(name, "set-challenger", {rollout.CHALLENGER: version})
+    except RegistryError as exc:
+        _failed(exc)
+    except RecordError as exc:
+        exit_with([str(exc)])
+    typer.echo(f"{name}: {rollout.CHALLENGER} -> version {version}")
 
 
 @app.command()

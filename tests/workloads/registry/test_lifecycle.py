@@ -45,6 +45,21 @@ def _models(registry_uri: str, *args: str) -> Any:
     return CliRunner().invoke(app, ["models", *args, "--registry-uri", registry_uri])
 
 
+def test_a_challenger_is_chosen_by_command_and_its_rollout_outcome_listed(registry_uri: str) -> None:
+    """Trial defects 14 and 5: choosing a challenger took a direct MLflow call, and ``models list`` did not
+    show that a rollout had stopped a version."""
+    client = RegistryClient(registry_uri)
+    champion_and_challenger(client, "lifecycle-chosen")
+    client.set_version_tag("lifecycle-chosen", "2", OUTCOME_TAG, "stopped")
+    chosen = _models(registry_uri, "set-challenger", "lifecycle-chosen", "1", "--actor", "ops")
+    assert chosen.exit_code == 0, chosen.output
+    assert client.version_by_alias("lifecycle-chosen", CHALLENGER).version == "1"
+    listed = _models(registry_uri, "list", "lifecycle-chosen")
+    assert listed.exit_code == 0, listed.output
+    rows = {line.split()[0]: line for line in listed.output.splitlines()}
+    assert rows["2"].endswith("last_rollout=stopped") and rows["1"].endswith("last_rollout=-")
+
+
 def test_listing_an_unknown_model_is_one_line_naming_those_that_exist(registry_uri: str) -> None:
     """Trial defect 7: ``models list digits-mlp`` exited 0 with no output."""
     champion_and_challenger(RegistryClient(registry_uri), "lifecycle-listed")
