@@ -536,6 +536,12 @@ class RegistryWorkloadConfig(_Model):
     # How far below the champion's test metric a challenger may fall and still be promoted
     # (`mlplatform models promote --stack`; docs/registry.md). A share of the metric (accuracy: 0 to 1).
     promote_tolerance: float = Field(default=0.01, ge=0, le=1)
+    # Promotion as a change (docs/lifecycle.md): `mlplatform models promote --stack` needs an approval,
+    # recorded, by one of `approvers` other than who trained or requested the version. Unset: required on
+    # enterprise (a bank's change control), off elsewhere; enterprise refuses false.
+    promotion_approval: bool | None = None
+    # The approver role: registry user names that may approve, reject and promote with --force.
+    approvers: list[str] = Field(default_factory=list)
     # With basic-auth the stack generates each caller's password; a new value generates new ones and
     # rolls the servers, whose launcher sets them (docs/registry.md, "Access").
     credentials_rotation: int = Field(default=1, ge=1)
@@ -1127,6 +1133,8 @@ def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         return
     if config.tier is Tier.ENTERPRISE and not registry.auth:
         yield f"{key}.auth", "an enterprise registry authenticates every caller: remove the key or set true"
+    if config.tier is Tier.ENTERPRISE and registry.promotion_approval is False:
+        yield f"{key}.promotionApproval", "an enterprise promotion is a change a second person approves"
     if not managed_registry_database(config.tier, config.cloud):
         if config.shared_storage is SharedStorageKind.NONE:
             yield key, "without a managed database the registry keeps SQLite on the shared file system"

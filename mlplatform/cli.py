@@ -97,7 +97,13 @@ VERBS = {
             "registry",
             "List, promote and roll back model versions.",
         ),
-        Verb("rollout", "mlplatform.rollout_cmd", "rollout", "serve", "Roll a challenger out, gated."),
+        Verb(
+            "rollout",
+            "mlplatform.rollout_cmd",
+            "app",
+            "serve",
+            "Roll a challenger out, gated; abort, pause or resume one.",
+        ),
         Verb("fabric-test", "mlplatform.fabric_cmd", "fabric_test", "train", "All-reduce bandwidth test."),
         Verb("doctor", "mlplatform.doctor", "doctor", "infra", "Check this machine's prerequisites."),
     )

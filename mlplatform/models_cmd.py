@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, NoReturn
 
 import typer
 
-from components.config import ConfigError, RegistryWorkloadConfig, parse_stack_config
+from components.config import ConfigError, RegistryWorkloadConfig, Tier, parse_stack_config
 from mlplatform.errors import EXIT_BAD_INPUT, EXIT_FINDING, InputError, exit_with
-from workloads.registry import operations, rollout
+from workloads.registry import approval, lock, operations, rollout
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
+from workloads.registry.lineage import TRAINED_BY_TAG
+from workloads.registry.record import RECORD_ENV, Event, Identity, Journal, RecordError, identity, open_record
 
 app = typer.Typer(
     help="List, promote and roll back registered model versions.",
@@ -65,7 +68,7 @@ def _actor(actor: str | None) -> str:
     return who
 
 
-def _failed(exc: RegistryError) -> None:
+def _failed(exc: RegistryError) -> NoReturn:
     exit_with([str(exc).splitlines()[0] if str(exc) else "registry call failed"])
 
 
@@ -79,6 +82,8 @@ def list_versions(
     client = _client(registry_uri)
     try:
         versions = [client.get_version(name, v.version) for v in client.search_versions(name)]
+        if not versions:
+            _no_versions(client, name)
         rows = []
         for version in versions:
             run = client.get_run(version.run_id) if version.run_id else {}
@@ -96,6 +101,7 @@ def list_versions(
                     "code_version": tags.get("mlplatform.code_version", ""),
                     "image": tags.get("mlplatform.image", ""),
                     DEFAULT_METRIC: metrics.get(DEFAULT_METRIC),
+                    "last_rollout": version.tags.get(lock.OUTCOME_TAG, ""),
                     "alias_moves": {
                         k: v for k, v in version.tags.items() if k.startswith(rollout.TAG_PREFIX)
                     },
@@ -112,8 +118,70 @@ def list_versions(
             f"{row['version']:>4}  {','.join(row['aliases']) or '-':<28} "
             f"{DEFAULT_METRIC}={metric if metric is None else f'{metric:.4f}'}  run={row['run_id']}  "
             f"trained_as={row['trained_as']}  dataset={str(row['dataset_sha256'])[:12]}  "
-            f"code={row['code_version']}  image={row['image']}"
+            f"code={row['code_version']}  image={row['image']}  last_rollout={row['last_rollout'] or '-'}"
         )
+
+
+def _no_versions(client: RegistryClient, name: str) -> None:
+    """Exit 2 with one line: NAME is not a registered model (naming those that are), or has no version."""
+    try:
+        client.registered_model(name)
+    except RegistryError as exc:
+        if not exc.not_found:
+            raise
+        known = client.model_names()
+        shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "") if known else "none"
+        exit_with([f"{name}: no such registered model (the registry has: {shown})"])
+    exit_with([f"{name}: a registered model without versions (mlplatform train registers one)"])
+
+
+Record = Annotated[
+    str | None,
+    typer.Option(
+        "--record",
+        envvar=RECORD_ENV,
+        help="The lifecycle record (a directory) every move, request and review is appended to.",
+    ),
+]
+Stack = Annotated[
+    str | None,
+    typer.Option(help="The stack whose workloads.registry rules apply (tolerance, approval, approvers)."),
+]
+Version = Annotated[str, typer.Argument(help="The registry version number.")]
+
+
+@dataclass(frozen=True)
+class Session:
+    """One command's registry, caller (the registry's authenticated user) and record."""
+
+    client: RegistryClient
+    who: Identity
+    journal: Journal | None
+
+    def events(self, name: str) -> list[Event]:
+        return self.journal.record.read(name) if self.journal is not None else []
+
+
+def _session(
+    registry_uri: str | None, actor: str | None, record: str | None, *, need_record: bool
+) -> Session:
+    client = _client(registry_uri)
+    try:
+        who = identity(client, _actor(actor))
+        if record is None:
+            if need_record:
+                exit_with([f"this needs the lifecycle record: give --record DIR or ${RECORD_ENV}"])
+            return Session(client, who, None)
+        return Session(client, who, Journal(client, open_record(record), who))
+    except RegistryError as exc:
+        _failed(exc)
+    except RecordError as exc:
+        exit_with([str(exc)])
+
+
+def _version_number(version: str) -> None:
+    if not version.isdigit():
+        exit_with([f"VERSION must be a registry version number, got {version!r}"])
 
 
 @app.command()
@@ -133,30 +201,43 @@ def promote(
             show_default=False,
         ),
     ] = None,
-    stack: Annotated[
-        str | None,
-        typer.Option(help="Take the tolerance from this stack (workloads.registry.promoteTolerance)."),
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Promote whatever the metric says.")] = False,
+    stack: Stack = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Skip the checks and the approval (the approver role only).")
+    ] = False,
     actor: Actor = None,
+    record: Record = None,
 ) -> None:
     """Make VERSION the champion, recording the current one as previous-champion."""
-    if not version.isdigit():
-        exit_with([f"VERSION must be a registry version number, got {version!r}"])
+    _version_number(version)
+    rules = stack_registry(stack) if stack else None
     if tolerance is None:
-        tolerance = stack_tolerance(stack) if stack else DEFAULT_TOLERANCE
-    client, who = _client(registry_uri), _actor(actor)
+        tolerance = rules.promote_tolerance if rules else DEFAULT_TOLERANCE
+    policy = _policy(rules)
+    session = _session(registry_uri, actor, record, need_record=policy.required)
+    refused = approval.promotion_refusal(session.events(name), version, session.who, policy, force)
+    if refused is not None:
+        exit_with([f"{name}: {refused}"], EXIT_FINDING)
     try:
         decision = operations.promote(
-            client, name, version, metric=metric, tolerance=tolerance, force=force, actor=who
+            session.client,
+            name,
+            version,
+            metric=metric,
+            tolerance=tolerance,
+            force=force,
+            actor=str(session.who),
+            journal=session.journal,
         )
     except RegistryError as exc:
         _failed(exc)
+    except RecordError as exc:
+        exit_with([str(exc)])
     _report(name, decision)
 
 
-def stack_tolerance(stack: str) -> float:
-    """The stack's ``workloads.registry.promoteTolerance``, its file read and validated as ``plan`` does; an
+def stack_registry(stack: str) -> RegistryWorkloadConfig:
+    """The stack's ``workloads.registry`` settings, its file read and validated as ``plan`` does; an
     unknown stack or an invalid file is one line per problem, exit 2."""
     # Only here: the stack reader brings the Pulumi program's modules, which list and rollback never need.
     from mlplatform.plan import resolve_target
@@ -169,7 +250,16 @@ def stack_tolerance(stack: str) -> float:
         config = parse_stack_config(raw if isinstance(raw, dict) else {}, target.stack_file.name)
     except (InputError, ConfigError) as exc:
         exit_with(exc.problems)
-    return config.workloads.registry.promote_tolerance
+    registry = config.workloads.registry
+    if registry.promotion_approval is None:  # the tier's: required on enterprise
+        registry = registry.model_copy(update={"promotion_approval": config.tier is Tier.ENTERPRISE})
+    return registry
+
+
+def _policy(rules: RegistryWorkloadConfig | None) -> approval.Policy:
+    if rules is None:
+        return approval.Policy()
+    return approval.Policy(required=bool(rules.promotion_approval), approvers=tuple(rules.approvers))
 
 
 @app.command()
@@ -177,14 +267,148 @@ def rollback(
     name: Annotated[str, typer.Argument(help="The registered model.")],
     registry_uri: RegistryUri = None,
     actor: Actor = None,
+    record: Record = None,
 ) -> None:
     """Move champion back to previous-champion (a second rollback undoes the first)."""
-    client, who = _client(registry_uri), _actor(actor)
+    session = _session(registry_uri, actor, record, need_record=False)
     try:
-        decision = operations.rollback(client, name, actor=who)
+        decision = operations.rollback(session.client, name, actor=str(session.who), journal=session.journal)
     except RegistryError as exc:
         _failed(exc)
+    except RecordError as exc:
+        exit_with([str(exc)])
     _report(name, decision, refused_code=EXIT_BAD_INPUT)
+
+
+@app.command("request-promotion")
+def request_promotion(
+    name: Annotated[str, typer.Argument(help="The registered model.")],
+    version: Version,
+    reason: Annotated[str, typer.Option(help="Why this version should serve.")] = "",
+    registry_uri: RegistryUri = None,
+    actor: Actor = None,
+    record: Record = None,
+) -> None:
+    """Ask for VERSION to become the champion; an approver reviews it (mlplatform models approve)."""
+    _version_number(version)
+    session = _session(registry_uri, actor, record, need_record=True)
+    assert session.journal is not None
+    try:
+        session.client.get_version(name, version)
+        champion = session.client.alias_or_none(name, rollout.CHAMPION)
+        versions = {"candidate": version, **({"champion": champion.version} if champion else {})}
+        session.journal.append(name, approval.REQUEST, versions, reason=reason)
+    except RegistryError as exc:
+        _failed(exc)
+    except RecordError as exc:
+        exit_with([str(exc)])
+    typer.echo(f"{name}: promotion of version {version} requested by {session.who}")
+
+
+def _review(
+    action: str,
+    name: str,
+    version: str,
+    reason: str,
+    stack: str,
+    registry_uri: str | None,
+    actor: str | None,
+    record: str | None,
+) -> None:
+    _version_number(version)
+    policy = _policy(stack_registry(stack))
+    session = _session(registry_uri, actor, record, need_record=True)
+    assert session.journal is not None
+    try:
+        trained_by = session.client.get_version(name, version).tags.get(TRAINED_BY_TAG)
+        refused = approval.review_refusal(session.events(name), version, session.who, policy, trained_by)
+        if refused is not None:
+            exit_with([f"{name}: {refused}"], EXIT_FINDING)
+        session.journal.append(name, action, {"candidate": version}, reason=reason)
+    except RegistryError as exc:
+        _failed(exc)
+    except RecordError as exc:
+        exit_with([str(exc)])
+    typer.echo(f"{name}: version {version}: {action}d by {session.who}")
+
+
+@app.command()
+def approve(
+    name: Annotated[str, typer.Argument(help="The registered model.")],
+    version: Version,
+    stack: Annotated[str, typer.Option(help="The stack whose approver role applies.")],
+    reason: Annotated[str, typer.Option(help="What was checked.")] = "",
+    registry_uri: RegistryUri = None,
+    actor: Actor = None,
+    record: Record = None,
+) -> None:
+    """Approve VERSION's promotion request (an approver other than who trained or requested it)."""
+    _review(approval.APPROVE, name, version, reason, stack, registry_uri, actor, record)
+
+
+@app.command()
+def reject(
+    name: Annotated[str, typer.Argument(help="The registered model.")],
+    version: Version,
+    stack: Annotated[str, typer.Option(help="The stack whose approver role applies.")],
+    reason: Annotated[str, typer.Option(help="Why not (required).")] = "",
+    registry_uri: RegistryUri = None,
+    actor: Actor = None,
+    record: Record = None,
+) -> None:
+    """Reject VERSION's promotion request, saying why."""
+    if not reason.strip():
+        exit_with(["--reason is required: a rejection says why"])
+    _review(approval.REJECT, name, version, reason, stack, registry_uri, actor, record)
+
+
+@app.command("set-challenger")
+def set_challenger(
+    name: Annotated[str, typer.Argument(help="The registered model.")],
+    version: Version,
+    registry_uri: RegistryUri = None,
+    actor: Actor = None,
+    record: Record = None,
+) -> None:
+    """Point @challenger at VERSION (what the next rollout rolls out); refused while a rollout runs."""
+    _version_number(version)
+    session = _session(registry_uri, actor, record, need_record=False)
+    try:
+        session.client.get_version(name, version)
+        operations.ensure_free(session.client, name, None)
+        move = rollout.AliasMove(rollout.CHALLENGER, version)
+        operations.move_aliases(session.client, name, [move], actor=str(session.who), action="set-challenger")
+        if session.journal is not None:
+            session.journal.append(name, "set-challenger", {rollout.CHALLENGER: version})
+    except RegistryError as exc:
+        _failed(exc)
+    except RecordError as exc:
+        exit_with([str(exc)])
+    typer.echo(f"{name}: {rollout.CHALLENGER} -> version {version}")
+
+
+@app.command()
+def history(
+    name: Annotated[str, typer.Argument(help="The registered model.")],
+    record: Record = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per event.")] = False,
+) -> None:
+    """Every recorded move, request, review and rollout step of NAME, oldest first, with who and why."""
+    if record is None:
+        exit_with([f"give the lifecycle record as --record DIR or ${RECORD_ENV}"])
+    try:
+        events = open_record(record).read(name)
+    except RecordError as exc:
+        exit_with([str(exc)])
+    if not events:
+        exit_with([f"{name}: nothing recorded in {record}"])
+    for event in events:
+        if as_json:
+            typer.echo(event.model_dump_json())
+            continue
+        who = event.by if event.authenticated else f"{event.by} (unauthenticated)"
+        versions = " ".join(f"{role}={v}" for role, v in event.versions.items())
+        typer.echo(f"{event.at}  {event.action:<18} {who:<24} {versions}  {event.reason}".rstrip())
 
 
 def _report(name: str, decision: rollout.Decision, refused_code: int = EXIT_FINDING) -> None:

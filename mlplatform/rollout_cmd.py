@@ -1,5 +1,7 @@
 """``mlplatform rollout NAME``: shadow, then rising shares of traffic to ``@challenger``, each judged on a
 window of the servers' metrics; promotion when every step passes, then a bake (docs/delivery.md).
+``mlplatform rollout abort|pause|resume NAME`` act on a running one (workloads/delivery/control.py);
+``rollout start NAME`` is ``rollout NAME`` (for a model named like a subcommand).
 
 The plan comes from ``--plan FILE`` (YAML or JSON, the plan's camelCase keys) or from a stack's
 ``ml-platform:platform`` → ``workloads.inference.rollout`` (``--stack``); the run itself is
@@ -14,13 +16,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from mlplatform.errors import InputError, exit_with
 from mlplatform.stackyaml import load
+from workloads.delivery import control
 from workloads.delivery.launch import Settings, outcome, targets
 from workloads.delivery.plan import PlanError, RolloutPlan, parse_plan
 from workloads.delivery.runner import RolloutError
-from workloads.registry.client import TRACKING_URI_ENV
+from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
+from workloads.registry.record import RECORD_ENV, Journal, RecordError, identity, open_record
+from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
 PLAN_PATH = ("ml-platform:platform", "workloads", "inference", "rollout")
@@ -49,11 +55,85 @@ def _file_plan(path: Path) -> RolloutPlan:
     return parse_plan(raw, f"--plan {path.name}")
 
 
+class _StartByDefault(TyperGroup):
+    """``rollout NAME ...`` runs ``start``; ``rollout abort|pause|resume|start NAME`` their command."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["start", *args]
+        return super().resolve_command(ctx, args)
+
+
+app = typer.Typer(
+    cls=_StartByDefault,
+    help="Roll a challenger out, gated; abort, pause or resume a running rollout.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+RegistryUri = Annotated[
+    str | None, typer.Option("--registry-uri", envvar=TRACKING_URI_ENV, help="The MLflow server.")
+]
+Name = Annotated[str, typer.Argument(help="The registered model.")]
+Actor = Annotated[str | None, typer.Option(help="Who acts (default: $USER).")]
+Record = Annotated[
+    str | None,
+    typer.Option("--record", envvar=RECORD_ENV, help="The lifecycle record (a directory) to append to."),
+]
+
+
+def _who(actor: str | None) -> str:
+    who = actor or os.environ.get("USER") or os.environ.get("LOGNAME")
+    if not who:
+        raise InputError(["--actor is required when $USER is not set (every alias move records who)"])
+    return who
+
+
+def _control(action: str, name: str, registry_uri: str | None, actor: str | None, record: str | None) -> None:
+    """One control command as the registry's authenticated user, appended to the record if one is given:
+    its line on stdout; bad input, a refusal or a registry error: one line, exit 2."""
+    try:
+        if not registry_uri:
+            raise InputError([f"--registry-uri (or ${TRACKING_URI_ENV}) is required"])
+        client = RegistryClient(registry_uri)
+        who = identity(client, _who(actor))
+        acts = {"abort": control.abort, "pause": control.pause, "resume": control.resume}
+        line = acts[action](client, name, str(who))
+        if record is not None:
+            champion = client.alias_or_none(name, CHAMPION)
+            challenger = client.alias_or_none(name, CHALLENGER)
+            versions = {r: v.version for r, v in ((CHAMPION, champion), (CHALLENGER, challenger)) if v}
+            Journal(client, open_record(record), who).append(name, f"rollout-{action}", versions, reason=line)
+        typer.echo(line)
+    except InputError as exc:
+        exit_with(exc.problems)
+    except (control.ControlError, RegistryError, RecordError, ValueError) as exc:
+        exit_with([str(exc).splitlines()[0]])
+
+
+@app.command()
+def abort(name: Name, registry_uri: RegistryUri = None, actor: Actor = None, record: Record = None) -> None:
+    """Send NAME's traffic back to @champion now and stop its rollout (a dead one's lock is cleared)."""
+    _control("abort", name, registry_uri, actor, record)
+
+
+@app.command()
+def pause(name: Name, registry_uri: RegistryUri = None, actor: Actor = None, record: Record = None) -> None:
+    """Hold NAME's running rollout at its current step once that step passes (still judged)."""
+    _control("pause", name, registry_uri, actor, record)
+
+
+@app.command()
+def resume(name: Name, registry_uri: RegistryUri = None, actor: Actor = None, record: Record = None) -> None:
+    """Let NAME's paused rollout go on."""
+    _control("resume", name, registry_uri, actor, record)
+
+
+@app.command("start")
 def rollout(
     name: Annotated[str, typer.Argument(help="The registered model: its @challenger is rolled out.")],
-    registry_uri: Annotated[
-        str | None, typer.Option("--registry-uri", envvar=TRACKING_URI_ENV, help="The MLflow server.")
-    ] = None,
+    registry_uri: RegistryUri = None,
     metrics_url: Annotated[
         list[str] | None, typer.Option("--metrics-url", help="A server's /metrics URL (repeat for each).")
     ] = None,
@@ -82,6 +162,7 @@ def rollout(
     plan: Annotated[Path | None, typer.Option("--plan", help="The plan, YAML or JSON.")] = None,
     stack: Annotated[str | None, typer.Option(help="Read the plan from stacks/Pulumi.<stack>.yaml.")] = None,
     actor: Annotated[str | None, typer.Option(help="Who rolls out (default: $USER).")] = None,
+    record: Record = None,
 ) -> None:
     """Roll NAME's @challenger out step by step; promote it, or send traffic back to @champion."""
     try:
@@ -90,9 +171,7 @@ def rollout(
         chosen = _file_plan(plan) if plan is not None else _stack_plan(str(stack))
         if not registry_uri:
             raise InputError([f"--registry-uri (or ${TRACKING_URI_ENV}) is required"])
-        who = actor or os.environ.get("USER") or os.environ.get("LOGNAME")
-        if not who:
-            raise InputError(["--actor is required when $USER is not set (every alias move records who)"])
+        who = _who(actor)
         for flag, path in (("--token-file", token_file), ("--ca-file", ca_file)):
             if path is not None and not path.is_file():
                 raise InputError([f"{flag} {path}: no such file"])
@@ -109,5 +188,5 @@ def rollout(
         exit_with(exc.problems)
     except RolloutError as exc:
         exit_with([str(exc)])
-    settings = Settings(name, registry_uri, chosen, who, found, service_url, token_file, ca_file)
+    settings = Settings(name, registry_uri, chosen, who, found, service_url, token_file, ca_file, record)
     raise typer.Exit(outcome(settings))

@@ -11,12 +11,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+import mlplatform.models_cmd
 import mlplatform.plan
 from components.config import PLATFORM_KEY
 from mlplatform.cli import app
 from mlplatform.plan import Target, resolve_target
 from tests.stack_variants import template
 from workloads.registry import operations, rollout
+from workloads.registry.record import Identity
 
 URI = "http://127.0.0.1:9"  # never called: promote is replaced below
 
@@ -31,6 +33,10 @@ def tolerances(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         return rollout.Decision(moves=())
 
     monkeypatch.setattr(operations, "promote", promote)
+    # Nobody to ask who the caller is: a registry without authentication.
+    monkeypatch.setattr(
+        mlplatform.models_cmd, "identity", lambda _client, declared: Identity(declared, False)
+    )
     return seen
 
 
@@ -59,7 +65,7 @@ def test_the_stack_sets_the_tolerance_and_the_flag_overrides_it(
     _stack_file(monkeypatch, tmp_path, 0.05)
     assert _promote("--stack", "custom").exit_code == 0
     assert _promote("--stack", "custom", "--tolerance", "0.2").exit_code == 0
-    assert _promote("--stack", "aws-enterprise-dev").exit_code == 0  # the key's default
+    assert _promote("--stack", "aws-smb-dev").exit_code == 0  # the key's default
     assert _promote().exit_code == 0
     assert tolerances == [0.05, 0.2, 0.01, 0.01]
 
@@ -82,3 +88,19 @@ def test_a_bad_stack_tolerance_is_one_line_naming_the_key(
     assert line.startswith(
         f"error: Pulumi.custom.yaml: {PLATFORM_KEY}.workloads.registry.promoteTolerance: "
     ), line
+
+
+def test_an_enterprise_promotion_needs_the_record_of_its_approval(
+    tolerances: list[float], tmp_path: Path
+) -> None:
+    """``promotionApproval`` unset is required on enterprise (issue 40): without the lifecycle record there
+    is no approval to check (exit 2); with it and no approved request, refused (exit 1), nothing moved."""
+    without = _promote("--stack", "aws-enterprise-dev")
+    assert without.exit_code == 2 and tolerances == []
+    assert (
+        without.output.strip()
+        == "error: this needs the lifecycle record: give --record DIR or $MLPLATFORM_RECORD"
+    )
+    waiting = _promote("--stack", "aws-enterprise-dev", "--record", str(tmp_path / "record"))
+    assert waiting.exit_code == 1 and tolerances == []
+    assert "version 2 needs an approved promotion request" in waiting.output

@@ -74,9 +74,10 @@ def test_the_job_refuses_bad_variables_in_one_line(capsys: pytest.CaptureFixture
     assert WHERE  # the plan's own lines are tested in tests/workloads/delivery/test_plan.py
 
 
-def test_the_job_stops_when_no_server_applies_the_split(registry_uri: str) -> None:
-    """End to end through ``python -m workloads.delivery``: no server answers, so the shadow setting is
-    never applied; the rollout stops (exit 1) with the reason, and the split tags are back at 0."""
+def test_the_job_changes_nothing_when_no_server_answers(registry_uri: str) -> None:
+    """End to end through ``python -m workloads.delivery``; trial defect 8: a mistyped metrics URL moved the
+    real servers to shadow, waited twice ``applyTimeoutSeconds`` and recorded ``stopped`` on the challenger.
+    Every server's ``/metrics`` must answer before a tag is set: exit 2, one line, nothing changed."""
     client = RegistryClient(registry_uri)
     name = "rollout-job-test"
     champion_and_challenger(client, name)
@@ -99,13 +100,12 @@ def test_the_job_stops_when_no_server_applies_the_split(registry_uri: str) -> No
         timeout=120,
         check=False,
     )
-    assert done.returncode == 1, done.stderr
-    assert "stopped at shadow: servers did not apply split 0% / shadow 20% within 1 s" in done.stderr
-    assert client.registered_model(name).tags == {
-        "mlplatform.delivery.challenger-percent": "0",
-        "mlplatform.delivery.shadow-percent": "0",
-    }
-    assert client.get_version(name, "2").tags["mlplatform.delivery.outcome"] == "stopped"
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: {name}: nothing changed, the servers' metrics do not answer: "), line
+    assert "127.0.0.1:9" in line
+    assert client.registered_model(name).tags == {}
+    assert "mlplatform.delivery.outcome" not in client.get_version(name, "2").tags
 
 
 def test_a_job_terminated_mid_window_sends_the_traffic_back_and_says_why(

@@ -52,8 +52,5 @@ SHADOW_APPLIED: Final = "inference_delivery_shadow_percent"
 DRIFT_PSI: Final = "inference_drift_psi"
 DRIFT_SAMPLES: Final = "inference_drift_window_samples"
 
-# Registered-model tag held while a rollout of the model runs (workloads/delivery/runner.py): JSON with who
-# (``by``), where (``host``: the Job's pod), since (``at``) and until when it holds (``until``: start plus
-# the plan's deadline, so a rollout killed before it could clear the tag locks the model no longer).
-# Servers ignore it; a second rollout refuses to start while it holds.
-RUNNING_TAG: Final = "mlplatform.delivery.running"
+# The rollout's lock and lease, an operator's pause and abort, each version's outcome: workloads/registry/
+# lock.py (the registry's own alias moves read them too). A share counts only while the lease is current.

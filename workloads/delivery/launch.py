@@ -28,6 +28,7 @@ from workloads.delivery.plan import PlanError, RolloutPlan, parse_plan
 from workloads.delivery.runner import LabelledSet, Result, Rollout, RolloutError, ServiceClient, Terminated
 from workloads.delivery.scrape import Scraper, Targets
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
+from workloads.registry.record import RECORD_ENV, Journal, RecordError, identity, open_record
 
 EXIT_OK, EXIT_STOPPED, EXIT_BAD_INPUT = 0, 1, 2
 # The Job's variables (the registry's credentials are the client's own: MLFLOW_TRACKING_*).
@@ -57,6 +58,8 @@ class Settings:
     service_url: str | None = None
     token_file: Path | None = None
     ca_file: Path | None = None
+    # The lifecycle record (a directory, workloads/registry/record.py); None: not recorded.
+    record: str | None = None
 
 
 def targets(
@@ -114,6 +117,7 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Settings:
         service_url=environ.get(ENV["service_url"]) or None,
         token_file=Path(environ[ENV["token_file"]]) if environ.get(ENV["token_file"]) else None,
         ca_file=Path(environ[ENV["ca_file"]]) if environ.get(ENV["ca_file"]) else None,
+        record=environ.get(RECORD_ENV) or None,
     )
 
 
@@ -142,8 +146,17 @@ def run(settings: Settings, scratch: Path) -> Result:
     labelled = (
         LabelledSet.load(settings.plan.labelled_set, client, scratch) if settings.plan.labelled_set else None
     )
+    who = identity(client, settings.actor)
+    journal = Journal(client, open_record(settings.record), who) if settings.record else None
     rollout = Rollout(
-        client, settings.model, settings.plan, scraper(settings), settings.actor, labelled_service, labelled
+        client,
+        settings.model,
+        settings.plan,
+        scraper(settings),
+        str(who),
+        labelled_service,
+        labelled,
+        journal=journal,
     )
     return rollout.run()
 
@@ -160,7 +173,7 @@ def outcome(settings: Settings) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="rollout-") as scratch:
             result = run(settings, Path(scratch))
-    except (RolloutError, RegistryError, ValueError, OSError) as exc:
+    except (RolloutError, RegistryError, RecordError, ValueError, OSError) as exc:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Terminated as exc:  # past the steps (the bake): what was recorded says how far it got

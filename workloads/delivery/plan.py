@@ -77,6 +77,10 @@ class RolloutPlan(_Model):
     drift_min_samples: int = Field(default=DRIFT_FLOOR, ge=DRIFT_FLOOR)
     # How long every server may take to apply a new setting (they poll the registry).
     apply_timeout_seconds: int = Field(default=300, ge=1, le=24 * 3600)
+    # How far past one window the rollout's lease reaches at each renewal (workloads/registry/lock.py): the
+    # slack for a slow registry call (3 tries with back-off) and the servers' clocks. A rollout that dies
+    # has its share back at 0 on every server within windowSeconds + leaseGraceSeconds + their poll.
+    lease_grace_seconds: int = Field(default=60, ge=1, le=3600)
     # An .npz with ``x`` (float32 rows) and ``y`` (int labels): a local path, or an ``mlflow-artifacts:``
     # URI of a file the registry serves. Required by, and only with, gates.minAccuracy.
     labelled_set: str | None = None
@@ -116,8 +120,8 @@ class RolloutPlan(_Model):
     def deadline_seconds(self) -> int:
         """The longest a rollout following this plan runs: each step waits for the servers to apply its
         setting, then judges windows (one, plus every extension a thin window may get); after promotion
-        the bake period; then a margin. The Job's ``activeDeadlineSeconds``, and how long a rollout's
-        ``RUNNING_TAG`` holds (a rollout killed without its cleanup locks the model no longer)."""
+        the bake period; then a margin. The Job's ``activeDeadlineSeconds`` (a paused rollout too ends by
+        it)."""
         step = self.apply_timeout_seconds + self.window_seconds * (1 + self.max_extensions)
         return len(self.steps) * step + self.apply_timeout_seconds + self.bake.seconds + DEADLINE_MARGIN_S
 

@@ -12,12 +12,19 @@ champion is judged window by window for ``bake.seconds``; a breach rolls back (`
 
 Any error mid-rollout (the registry or every server unreachable), a termination (``Terminated``: the
 Job's deadline, ``kubectl delete job``, a node drain) or any other exception also sends traffic back
-first (both tags to 0) and records why, then reports; a rollout never leaves a split behind it with
-nothing watching. Only one rollout of a model runs at a time: ``contract.RUNNING_TAG`` on the registered
-model is set at the start and cleared at the end; a second rollout refuses to start while it holds, up to
-the plan's deadline (after which a rollout killed without its cleanup is presumed gone). MLflow has no
-compare-and-set, so the lock is read back after it is written; two starts in the same instant may
-still both pass, which is what it cannot rule out.
+first (both tags to 0) and records why, then reports. A rollout that cannot (SIGKILL, OOM, a lost node,
+cut off from the registry) leaves no split live either: it holds a lease (workloads/registry/lock.py),
+renewed at every window and every apply poll, and the servers count a share only while the lease is
+current, so theirs returns to 0 within one window plus ``leaseGraceSeconds``. Only one rollout of a model
+runs at a time: ``lock.RUNNING_TAG`` on the registered model is set at the start and cleared at the end; a
+second rollout refuses to start while its lease holds, and takes over a lapsed one. MLflow has no
+compare-and-set, so the lock is read back after it is written; two starts in the same instant may still
+both pass, which is what it cannot rule out.
+
+Each renewal also reads what an operator asked (``mlplatform rollout pause|resume|abort``): an abort
+stops the rollout as a failed step does; a pause holds the current step after it passes (its windows
+still judged, a failure still stops) until resumed; and an alias moved under the rollout stops it. Before
+any tag is set, every server's ``/metrics`` must answer (a mistyped URL changes nothing).
 
 Time comes from ``clock`` and ``sleep``, injectable so tests play hours in milliseconds.
 """
@@ -31,7 +38,7 @@ import ssl
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -49,14 +56,12 @@ from workloads.delivery.scrape import (
     not_applied,
     window_stats,
 )
-from workloads.registry import operations
-from workloads.registry.client import RegistryClient, RegistryError
+from workloads.registry import lock, operations
+from workloads.registry.client import RegisteredModel, RegistryClient, RegistryError
+from workloads.registry.lock import OUTCOME_TAG, RESULT_PREFIX, RESULT_TAG
+from workloads.registry.record import Journal, RecordError
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
-# Version tags recording how the rollout of a challenger ended (beside the alias moves' own tags).
-RESULT_PREFIX = "mlplatform.delivery"
-RESULT_TAG = f"{RESULT_PREFIX}.result"  # one line: "promoted after ...", "stopped at 25%: ...", ...
-OUTCOME_TAG = f"{RESULT_PREFIX}.outcome"  # promoted | stopped | rolled-back
 # Servers are polled this often while a setting is being applied.
 APPLY_POLL_S = 2.0
 # Rows per V2 request of the labelled set: at most what a server takes in one request, its
@@ -67,6 +72,10 @@ LABELLED_BATCH = 32
 
 class RolloutError(Exception):
     """The rollout could not start (bad input: exit 2); one printable line."""
+
+
+class AbortedError(RolloutError):
+    """``mlplatform rollout abort NAME``: the rollout stops as a failed step does."""
 
 
 class Terminated(BaseException):
@@ -183,7 +192,11 @@ class Rollout:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     log: Callable[[str], None] = _log
+    # The lifecycle record (workloads/registry/record.py): every judged window and the ending, appended.
+    journal: Journal | None = None
     _passed: list[str] = field(default_factory=list)
+    _mine: str = ""  # the lock this rollout holds (RUNNING_TAG's value)
+    _aliases: tuple[str, str] = ("", "")  # (champion, challenger) the rollout started with
 
     def run(self) -> Result:
         champion = self.client.alias_or_none(self.name, CHAMPION)
@@ -198,12 +211,14 @@ class Rollout:
         if self.plan.gates.min_accuracy is not None and (self.labelled is None or self.service is None):
             raise RolloutError("gates.minAccuracy needs the labelled set and the service URL")
         old, new = champion.version, challenger.version
-        lock = self._lock()
+        self._preflight()
+        self._aliases = (old, new)
+        self._lock()
         try:
             self.log(f"{self.name}: rolling out version {new} against champion {old}: {self._steps()}")
             return self._roll(old, new)
         finally:
-            self._unlock(lock)
+            self._unlock()
 
     def _roll(self, old: str, new: str) -> Result:
         """Every step, then the promotion; whatever ends it early sends the traffic back first."""
@@ -212,6 +227,9 @@ class Rollout:
             for step in self.plan.steps:
                 where = step_name(step)
                 verdict = self._step(step, old, new)
+                while verdict.outcome is Outcome.PASS and (paused := self._paused()) is not None:
+                    self.log(f"{self.name}: {where} passed; held there, paused by {paused} (judged on)")
+                    verdict = self._step(step, old, new)
                 if verdict.outcome is not Outcome.PASS:
                     return self._stop(f"stopped at {where}: {verdict.reason}", old, new)
                 self._passed.append(where)
@@ -230,39 +248,73 @@ class Rollout:
 
     # -- one rollout at a time -------------------------------------------------------------------
 
-    def _lock(self) -> str:
-        """Set RUNNING_TAG, refusing while another rollout's holds; the value set."""
-        now = datetime.now(UTC)
-        held = self.client.registered_model(self.name).tags.get(contract.RUNNING_TAG, "")
-        holder = _holder(held)
-        if holder is not None and _until(holder) > now:
+    def _preflight(self) -> None:
+        """Every server's ``/metrics`` answers before anything changes (else bad input, exit 2)."""
+        self.scraper.snapshot()
+        if self.scraper.unreachable:
             raise RolloutError(
-                f"{self.name}: another rollout is in progress (by {holder.get('by')} on {holder.get('host')}"
-                f" since {holder.get('at')}); it holds {contract.RUNNING_TAG} until {holder.get('until')}"
+                f"{self.name}: nothing changed, the servers' metrics do not answer: "
+                + "; ".join(self.scraper.unreachable)
             )
-        if held:
-            self.log(f"{self.name}: taking over a stale {contract.RUNNING_TAG}: {held}")
-        until = now + timedelta(seconds=self.plan.deadline_seconds)
-        mine = json.dumps(
-            {
-                "by": self.actor,
-                "host": socket.gethostname(),
-                "at": now.isoformat(timespec="seconds"),
-                "until": until.isoformat(timespec="seconds"),
-            }
-        )
-        self.client.set_model_tag(self.name, contract.RUNNING_TAG, mine)
-        if self.client.registered_model(self.name).tags.get(contract.RUNNING_TAG) != mine:
-            raise RolloutError(f"{self.name}: another rollout started at the same time; try again")
-        return mine
 
-    def _unlock(self, mine: str) -> None:
-        """Clear RUNNING_TAG if it is still this rollout's (a stale one may have been taken over)."""
+    def _lease(self) -> str:
+        until = datetime.now(UTC) + timedelta(
+            seconds=self.plan.window_seconds + self.plan.lease_grace_seconds
+        )
+        return until.isoformat(timespec="milliseconds")
+
+    def _lock(self) -> None:
+        """Take the model: refused while another rollout's lease holds; a lapsed lock is taken over."""
+        now = datetime.now(UTC)
+        tags = self.client.registered_model(self.name).tags
+        holder = lock.holder(tags, now)
+        if holder is not None:
+            raise RolloutError(f"{self.name}: another rollout is in progress: {holder}")
+        if lock.RUNNING_TAG in tags:
+            self.log(f"{self.name}: taking over a lapsed {lock.RUNNING_TAG}: {tags[lock.RUNNING_TAG]}")
+        for stale in (lock.PAUSE_TAG, lock.ABORT_TAG):  # asked of a rollout that is gone
+            if stale in tags:
+                self.client.delete_model_tag(self.name, stale)
+        self.client.set_model_tag(self.name, lock.LEASE_TAG, self._lease())
+        mine = json.dumps(
+            {"by": self.actor, "host": socket.gethostname(), "at": now.isoformat(timespec="seconds")}
+        )
+        self.client.set_model_tag(self.name, lock.RUNNING_TAG, mine)
+        if self.client.registered_model(self.name).tags.get(lock.RUNNING_TAG) != mine:
+            raise RolloutError(f"{self.name}: another rollout started at the same time; try again")
+        self._mine = mine
+
+    def _renew(self, *, aliases: bool = True) -> RegisteredModel:
+        """Extend the lease by one window plus the grace, after checking the rollout still holds the
+        model, nobody aborted it and (``aliases``) neither alias moved under it; the model as read."""
+        model = self.client.registered_model(self.name)
+        if model.tags.get(lock.RUNNING_TAG) != self._mine:
+            raise RolloutError(f"{lock.RUNNING_TAG} is no longer this rollout's (its lease lapsed)")
+        if (abort := lock.request(model.tags, lock.ABORT_TAG)) is not None:
+            raise AbortedError(f"aborted by {abort.get('by')} at {abort.get('at')}")
+        if aliases:
+            now = (model.aliases.get(CHAMPION, ""), model.aliases.get(CHALLENGER, ""))
+            for alias, was, is_now in zip((CHAMPION, CHALLENGER), self._aliases, now, strict=True):
+                if is_now != was:
+                    raise RolloutError(f"@{alias} moved from version {was} to {is_now or 'nothing'} under it")
+        self.client.set_model_tag(self.name, lock.LEASE_TAG, self._lease())
+        return model
+
+    def _paused(self) -> str | None:
+        """Who paused the rollout, if it is paused (the lease renewed on the way)."""
+        paused = lock.request(self._renew().tags, lock.PAUSE_TAG)
+        return f"{paused.get('by')} at {paused.get('at')}" if paused is not None else None
+
+    def _unlock(self) -> None:
+        """Clear the lock, its lease and any pause or abort, if the lock is still this rollout's."""
         try:
-            if self.client.registered_model(self.name).tags.get(contract.RUNNING_TAG) == mine:
-                self.client.delete_model_tag(self.name, contract.RUNNING_TAG)
+            tags = self.client.registered_model(self.name).tags
+            if tags.get(lock.RUNNING_TAG) == self._mine:
+                for key in (lock.ABORT_TAG, lock.PAUSE_TAG, lock.LEASE_TAG, lock.RUNNING_TAG):
+                    if key in tags:
+                        self.client.delete_model_tag(self.name, key)
         except RegistryError as exc:
-            self.log(f"{self.name}: clearing {contract.RUNNING_TAG} failed ({exc}); it expires by itself")
+            self.log(f"{self.name}: clearing {lock.RUNNING_TAG} failed ({exc}); its lease lapses by itself")
 
     def _steps(self) -> str:
         return ", ".join(step_name(s) for s in self.plan.steps) + ", promote"
@@ -283,14 +335,21 @@ class Rollout:
             f" {self.plan.window_seconds} s"
         )
         for extension in range(self.plan.max_extensions + 1):
+            self._renew()
             self.sleep(self.plan.window_seconds)
             end = self.scraper.snapshot()
             stats = window_stats(start, end, self.name, champion, challenger)
             stats = replace(stats, accuracy=accuracy)
             verdict = judge_step(step, stats, self.plan)
+            self._journal(
+                "rollout-step", f"{step_name(step)}: {verdict.outcome}: {verdict.reason}", asdict(stats)
+            )
             if verdict.outcome is not Outcome.EXTEND:
                 return verdict
-            self.log(f"{self.name}: {step_name(step)}: window extended ({extension + 1}): {verdict.reason}")
+            if extension < self.plan.max_extensions:  # the last thin window fails, it is not extended
+                self.log(
+                    f"{self.name}: {step_name(step)}: window extended ({extension + 1}): {verdict.reason}"
+                )
         seconds = self.plan.window_seconds * (self.plan.max_extensions + 1)
         unreachable = (
             f"; unreachable: {', '.join(self.scraper.unreachable)}" if self.scraper.unreachable else ""
@@ -298,6 +357,8 @@ class Rollout:
         return Verdict(Outcome.FAIL, f"too little evidence after {seconds} s: {verdict.reason}{unreachable}")
 
     def _set(self, split: int, shadow: int) -> None:
+        if split or shadow:  # a share only under a current lease, and never after an abort
+            self._renew()
         # Split first: when traffic goes back, the live share goes before the copies.
         self.client.set_model_tag(self.name, contract.SPLIT_TAG, str(split))
         self.client.set_model_tag(self.name, contract.SHADOW_TAG, str(shadow))
@@ -309,6 +370,8 @@ class Rollout:
             lagging = self._lagging(snapshot, split, shadow, challenger)
             if snapshot and not lagging:
                 return
+            if split or shadow:
+                self._renew()
             if self.clock() >= deadline:
                 shown = "; ".join(lagging + self.scraper.unreachable) or "no server found"
                 raise RolloutError(
@@ -344,8 +407,18 @@ class Rollout:
 
     def _promote(self, old: str, new: str) -> None:
         action = f"promote (rollout: passed {', '.join(self._passed)})"
+        self._renew()
         operations.promote(
-            self.client, self.name, new, metric="", tolerance=0.0, force=True, actor=self.actor, action=action
+            self.client,
+            self.name,
+            new,
+            metric="",
+            tolerance=0.0,
+            force=True,
+            actor=self.actor,
+            action=action,
+            holding=self._mine,
+            journal=self.journal,
         )
         self._set(0, 0)
         self.log(f"{self.name}: version {new} promoted to champion (previous-champion: {old})")
@@ -357,6 +430,7 @@ class Rollout:
         while elapsed < bake.seconds:
             window = min(self.plan.window_seconds, bake.seconds - elapsed)
             try:
+                self._renew(aliases=False)
                 start = self.scraper.snapshot()
                 self.sleep(window)
                 elapsed += window
@@ -369,11 +443,20 @@ class Rollout:
                     self._record(new, "promoted", line)
                 except RegistryError as failed:
                     self.log(f"{self.name}: recording the result failed: {failed}")
+                if isinstance(exc, AbortedError):  # an operator ended the watch: promoted, unwatched
+                    return Result("promoted", line, new, new)
                 raise
             verdict = judge_bake(stats.champion, stats.drift, bake, self.plan)
             if verdict.outcome is Outcome.FAIL:
                 why = f"bake: {verdict.reason}"
-                operations.rollback(self.client, self.name, actor=self.actor, action=f"rollback ({why})")
+                operations.rollback(
+                    self.client,
+                    self.name,
+                    actor=self.actor,
+                    action=f"rollback ({why})",
+                    holding=self._mine,
+                    journal=self.journal,
+                )
                 line = f"rolled back {math.floor(elapsed)} s after promotion: {verdict.reason}"
                 self.log(f"{self.name}: {line}; champion back to version {old}")
                 self._record(new, "rolled-back", line)
@@ -384,28 +467,27 @@ class Rollout:
         self._record(new, "promoted", reason)
         return Result("promoted", reason, new, new)
 
+    def _journal(self, action: str, reason: str, numbers: dict[str, Any] | None = None) -> None:
+        """Append to the lifecycle record, if any; a record that fails is said, never a rollout's end."""
+        if self.journal is None:
+            return
+        champion, challenger = self._aliases
+        try:
+            self.journal.append(
+                self.name,
+                action,
+                {CHAMPION: champion, CHALLENGER: challenger},
+                reason=reason,
+                numbers=numbers,
+            )
+        except (RecordError, RegistryError) as exc:
+            self.log(f"{self.name}: appending to the lifecycle record failed: {exc}")
+
     def _record(self, version: str, outcome: str, reason: str) -> None:
+        self._journal(f"rollout-{outcome}", reason)
         when = datetime.now(UTC).isoformat(timespec="seconds")
         # One readable line; an endless list of unreachable servers is cut, not sent whole.
         tags = {RESULT_TAG: reason[:1000], OUTCOME_TAG: outcome}
         tags |= {f"{RESULT_PREFIX}.by": self.actor, f"{RESULT_PREFIX}.at": when}
         for key, value in tags.items():
             self.client.set_version_tag(self.name, version, key, value)
-
-
-def _holder(value: str) -> dict[str, str] | None:
-    """A RUNNING_TAG's fields; None when empty or unreadable (a lock no rollout of ours wrote)."""
-    try:
-        found = json.loads(value) if value else None
-    except ValueError:
-        return None
-    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else None
-
-
-def _until(holder: dict[str, str]) -> datetime:
-    """Until when a lock holds; a lock without a readable ``until`` holds no longer (it is taken over)."""
-    try:
-        until = datetime.fromisoformat(holder.get("until", ""))
-    except ValueError:
-        return datetime.min.replace(tzinfo=UTC)
-    return until if until.tzinfo is not None else until.replace(tzinfo=UTC)

@@ -16,7 +16,9 @@ for a reason that will not change (verify, incompatible, load) is not fetched ag
 is retried at the next poll.
 
 Following ``@champion``, the same poll reads the delivery tags (``workloads.delivery.contract``: the
-split and the shadow sample, integers; anything else counts as 0, logged once). While either is above 0,
+split and the shadow sample, integers; anything else counts as 0, logged once; either counts only while
+the rollout's lease is current, workloads/registry/lock.py, so a dead rollout's share lapses with its
+lease). While either is above 0,
 the ``@challenger`` version is fetched, verified, checked and loaded beside the champion the same way
 (``Service.load_challenger``), and the shares applied; when both return to 0, or the alias is gone or
 names the champion, it is unloaded. A challenger that cannot be served leaves the champion serving
@@ -34,6 +36,7 @@ import logging
 import shutil
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +44,7 @@ from workloads.artifacts import ArtifactError
 from workloads.delivery.contract import SHADOW_RANGE, SHADOW_TAG, SPLIT_RANGE, SPLIT_TAG
 from workloads.inference.model import ModelArtifact, load_artifact
 from workloads.registry.client import ModelRef, RegisteredModel, RegistryClient, RegistryError
+from workloads.registry.lock import effective_share
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 if TYPE_CHECKING:
@@ -157,8 +161,9 @@ class Follower:
         apply both; unload it when both are 0, when the alias is gone or names the champion, or when the
         version it names cannot be served (the champion then serves alone)."""
         service = self.service
-        split = self._percent(model.tags, SPLIT_TAG, SPLIT_RANGE)
-        shadow = self._percent(model.tags, SHADOW_TAG, SHADOW_RANGE)
+        now = datetime.now(UTC)
+        split = effective_share(model.tags, now, self._percent(model.tags, SPLIT_TAG, SPLIT_RANGE))
+        shadow = effective_share(model.tags, now, self._percent(model.tags, SHADOW_TAG, SHADOW_RANGE))
         wanted = model.aliases.get(CHALLENGER)
         loaded = service.challenger
         if not (split or shadow) or wanted is None or wanted == service.version or wanted in self._refused:

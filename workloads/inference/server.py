@@ -214,6 +214,13 @@ def prepare(config: ServeConfig) -> Prepared:
 
 
 WAITING_BODY = "no version has that alias yet; promote one with mlplatform models promote"
+# What to fix, by the kind of answer (``_answer_kind``); a wrong password or URL is not told to promote.
+WAITING_FOR = {
+    "missing": WAITING_BODY,
+    "HTTP 401": "the registry refuses this server's credentials (user not created yet, or a wrong password)",
+    "HTTP 403": "the registry denies this server's user the model (no such model yet, or no grant on it)",
+    "UNREACHABLE": "the registry is unreachable (not up yet, or a wrong registry URI)",
+}
 
 
 def _answer_kind(exc: RegistryError) -> str:
@@ -242,8 +249,13 @@ class AliasWait:
         self.ref = ref
         self.interval_s = interval_s
         self.on_resolved = on_resolved
-        self.waiting = f"waiting for {ref}: {WAITING_BODY}"
         self.answer = _answer_kind(answer)
+        self.waiting = self._waiting()
+
+    def _waiting(self) -> str:
+        return (
+            f"waiting for {self.ref}: {WAITING_FOR.get(self.answer, f'the registry answers {self.answer}')}"
+        )
 
     async def _poll(self) -> None:
         while True:
@@ -253,7 +265,8 @@ class AliasWait:
             except RegistryError as exc:
                 if _answer_kind(exc) != self.answer:
                     self.answer = _answer_kind(exc)
-                    log.warning("still waiting for %s: the registry answers: %s", self.ref, exc)
+                    self.waiting = self._waiting()
+                    log.warning("still %s; the registry answers: %s", self.waiting, exc)
                 continue
             self.on_resolved()
             return

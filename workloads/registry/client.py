@@ -6,7 +6,8 @@ keeps the wire format in one place. The endpoints and fields are MLflow 3.17.2's
 (``mlflow/protos/service.proto`` and ``model_registry.proto``; the artifact proxy in
 ``mlflow/server/handlers.py``), checked against a real server by tests/workloads/registry/.
 
-- Registry: ``registered-models/alias`` (GET resolves an alias, POST sets one, DELETE removes one),
+- Registry: ``registered-models/search`` (the names, for errors), ``registered-models/alias`` (GET
+  resolves an alias, POST sets one, DELETE removes one),
   ``registered-models/get`` (a model's aliases and tags in one answer), ``registered-models/set-tag``
   (the model's own tags: the rollout's split and shadow settings, workloads/delivery/contract.py),
   ``model-versions/get``, ``model-versions/search``, ``model-versions/create``, ``model-versions/set-tag``,
@@ -143,6 +144,7 @@ def artifact_path(uri: str) -> str:
 USERNAME_FILE_ENV = "MLFLOW_TRACKING_USERNAME_FILE"
 PASSWORD_FILE_ENV = "MLFLOW_TRACKING_PASSWORD_FILE"
 UNAUTHORIZED = 401
+FORBIDDEN = 403
 
 
 def _credential(environ: Mapping[str, str], name: str, file_env: str) -> str | None:
@@ -154,6 +156,17 @@ def _credential(environ: Mapping[str, str], name: str, file_env: str) -> str | N
         except OSError as exc:
             raise ValueError(f"{file_env}={path}: {exc.strerror or exc}") from None
     return environ.get(name)
+
+
+def credential_source(environ: Mapping[str, str]) -> str:
+    """Where the credentials a call sends come from, as the user would fix them: named in every 401."""
+    if environ.get("MLFLOW_TRACKING_TOKEN"):
+        return "the bearer token in MLFLOW_TRACKING_TOKEN"
+    user = environ.get(USERNAME_FILE_ENV) or "MLFLOW_TRACKING_USERNAME"
+    password = environ.get(PASSWORD_FILE_ENV) or "MLFLOW_TRACKING_PASSWORD"
+    if not (environ.get(USERNAME_FILE_ENV) or environ.get("MLFLOW_TRACKING_USERNAME")):
+        return "no credentials (set MLFLOW_TRACKING_USERNAME and _PASSWORD, or their _FILE twins)"
+    return f"the user name in {user} and the password in {password}"
 
 
 def _auth_header(environ: Mapping[str, str]) -> dict[str, str]:
@@ -220,7 +233,7 @@ class RegistryClient:
             except urllib.error.HTTPError as exc:
                 raw = exc.read()
                 if exc.code not in _RETRY_STATUS or attempt == self.attempts:
-                    raise _http_error(method, path, exc.code, raw) from None
+                    raise self._refusal(_http_error(method, path, exc.code, raw), method, path) from None
             except (urllib.error.URLError, OSError) as exc:
                 if attempt == self.attempts:
                     reason = getattr(exc, "reason", exc)
@@ -228,6 +241,34 @@ class RegistryClient:
             time.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _refusal(self, error: RegistryError, method: str, path: str) -> RegistryError:
+        """A 401 or 403 reworded to name the credential or the grant to fix (MLflow's basic-auth app answers
+        both with a bare "Unauthenticated" / "Permission denied", mlflow/server/auth/__init__.py)."""
+        what = path.split("?", 1)[0].removeprefix(API + "/")
+        if error.status == UNAUTHORIZED:
+            message = (
+                f"registry {self.uri} refused {credential_source(self._environ)} (HTTP 401 on {method}"
+                f" {what}): the user is unknown or the password or token is wrong"
+            )
+        elif error.status == FORBIDDEN:
+            try:
+                who = _credential(self._environ, "MLFLOW_TRACKING_USERNAME", USERNAME_FILE_ENV)
+            except ValueError:
+                who = None
+            who = who or "this caller"
+            message = (
+                f"registry {self.uri}: user {who} has no grant for {method} {what} (HTTP 403); an admin"
+                " grants it with users/permissions/grant (docs/registry.md, Access)"
+            )
+        elif error.status == 404 and not error.code:
+            message = (
+                f"registry {self.uri} answered {method} {what} with HTTP 404 ({error}): not an MLflow"
+                " server's REST API; check --registry-uri"
+            )
+        else:
+            return error
+        return RegistryError(message, error.code, error.status)
 
     def _call(self, method: str, endpoint: str, payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
         if method == "GET":
@@ -253,6 +294,17 @@ class RegistryClient:
             if exc.not_found:
                 return None
             raise
+
+    def current_user(self) -> str:
+        """The authenticated caller's user name (MLflow's basic-auth app, ``users/current``); a 404 where
+        the registry authenticates nobody."""
+        body = self._call("GET", "users/current")
+        return str(body["user"]["username"])
+
+    def model_names(self) -> list[str]:
+        """The registered models' names (the first 1,000), for a message naming what exists."""
+        body = self._call("GET", "registered-models/search", {"max_results": "1000"})
+        return sorted(m["name"] for m in body.get("registered_models", ()))
 
     def get_version(self, name: str, version: str) -> ModelVersion:
         body = self._call("GET", "model-versions/get", {"name": name, "version": version})
@@ -416,6 +468,10 @@ class RegistryClient:
         for path in sorted(p for p in local.iterdir() if p.is_file() and not p.name.startswith(".")):
             target = urllib.parse.quote(f"{base}/{path.name}")
             self._send("PUT", f"{ARTIFACTS}/{target}", path.read_bytes(), "application/octet-stream")
+
+    def read_artifact(self, artifact_uri: str) -> bytes:
+        """One file the registry serves (``mlflow-artifacts:`` URI)."""
+        return self._send("GET", f"{ARTIFACTS}/{urllib.parse.quote(artifact_path(artifact_uri))}", None, None)
 
     def list_files(self, artifact_uri: str) -> list[str]:
         """The names of the files directly under ``artifact_uri`` (relative to it)."""

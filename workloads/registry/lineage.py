@@ -26,9 +26,12 @@ from workloads.artifacts import ModelMetadata
 from workloads.registry import rollout
 from workloads.registry.client import ModelVersion, RegistryClient
 from workloads.registry.operations import move_aliases
+from workloads.registry.record import identity
 
 RUN_KEY_TAG = "mlplatform.run_key"
 MODEL_VERSION_TAG = "mlplatform.model_version"
+# Who registered the version: the registry's authenticated user (training's), never its approver.
+TRAINED_BY_TAG = "mlplatform.trained_by"
 IMAGE_ENV = "MLPLATFORM_IMAGE"
 ARTIFACT_DIR = "model"
 # MLflow's limit on a dataset digest (mlflow/utils/validation.py MAX_DATASET_DIGEST_SIZE = 36); the full
@@ -119,6 +122,7 @@ class TrainingRun:
             tags={"mlplatform.code_version": metadata.code_version},
         )
         source = f"{self.artifact_uri}/{ARTIFACT_DIR}"
+        trainer = identity(self.client, "training")
         self.client.upload(source, version_dir)
         self.client.ensure_registered_model(name)
         existing = self.client.search_versions(name, run_id=self.run_id)
@@ -126,14 +130,17 @@ class TrainingRun:
             existing[-1]
             if existing
             else self.client.create_version(
-                name, source, self.run_id, {MODEL_VERSION_TAG: self.spec.model_version}
+                name,
+                source,
+                self.run_id,
+                {MODEL_VERSION_TAG: self.spec.model_version, TRAINED_BY_TAG: trainer.name},
             )
         )
         move_aliases(
             self.client,
             name,
             [rollout.AliasMove(rollout.CHALLENGER, version.version)],
-            actor=f"training:{self.spec.key}",
+            actor=f"{trainer} ({self.spec.key})",
             action="register",
         )
         self.client.finish_run(self.run_id)

@@ -1,16 +1,20 @@
 """Alias moves against a registry: the decisions of ``rollout`` applied and recorded.
 
 Each move sets the alias (one call: MLflow moves an alias atomically) and then tags the version with
-who, when and how. ``champion`` moves last, so a server polling it never sees a half-made promotion.
+who, when and how. ``champion`` moves last, so a server polling it never sees a half-made promotion. With
+a ``journal`` (record.py) each promotion and rollback is also appended to the lifecycle record, with the
+numbers it was decided on: the tags show the latest move, the record every one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict
 from datetime import UTC, datetime
 
-from workloads.registry import rollout
-from workloads.registry.client import ModelVersion, RegistryClient
+from workloads.registry import lock, rollout
+from workloads.registry.client import ModelVersion, RegistryClient, RegistryError
+from workloads.registry.record import Journal
 
 
 def move_aliases(
@@ -23,13 +27,33 @@ def move_aliases(
             client.set_version_tag(name, move.version, key, value)
 
 
-def run_metric(client: RegistryClient, version: ModelVersion, metric: str) -> float | None:
-    """The latest value of ``metric`` logged by the run that produced ``version``."""
-    if not version.run_id:
-        return None
-    metrics = client.get_run(version.run_id).get("data", {}).get("metrics", [])
-    values = [m["value"] for m in metrics if m.get("key") == metric]
-    return float(values[-1]) if values else None
+class LockedError(RegistryError):
+    """An alias move refused because a rollout holds the model (``lock.holder``)."""
+
+
+def ensure_free(client: RegistryClient, name: str, holding: str | None) -> None:
+    """Refuse an alias move while a rollout holds ``name``, unless ``holding`` is that rollout's lock."""
+    tags = client.registered_model(name).tags
+    holder = lock.holder(tags, datetime.now(UTC))
+    if holder is not None and tags.get(lock.RUNNING_TAG) != holding:
+        raise LockedError(
+            f"{name}: {holder}; no alias moves until it ends (mlplatform rollout abort {name} stops it)",
+            "LOCKED",
+        )
+
+
+def evidence(client: RegistryClient, version: ModelVersion, metric: str) -> rollout.Evidence:
+    """What the promotion of ``version`` is judged on: its run's latest ``metric`` and dataset digest, and
+    its last rollout's outcome."""
+    run = client.get_run(version.run_id).get("data", {}) if version.run_id else {}
+    values = [m["value"] for m in run.get("metrics", ()) if m.get("key") == metric]
+    params = {p["key"]: p["value"] for p in run.get("params", ())}
+    return rollout.Evidence(
+        metric=float(values[-1]) if values else None,
+        dataset=params.get("dataset_sha256") or None,
+        outcome=version.tags.get(lock.OUTCOME_TAG),
+        result=version.tags.get(lock.RESULT_TAG),
+    )
 
 
 def promote(
@@ -42,29 +66,51 @@ def promote(
     force: bool,
     actor: str,
     action: str | None = None,
+    holding: str | None = None,
+    journal: Journal | None = None,
 ) -> rollout.Decision:
-    """``action`` names the move in the audit tags (default: ``promote``, ``promote --force``)."""
+    """``action`` names the move in the audit tags (default: ``promote``, ``promote --force``);
+    ``holding``: the lock of the rollout promoting (anyone else is refused while one runs)."""
     candidate = client.get_version(name, version)  # a RegistryError (not found) if there is none
+    ensure_free(client, name, holding)
     champion = client.alias_or_none(name, rollout.CHAMPION)
+    judged = not force and bool(metric)
+    candidate_evidence = evidence(client, candidate, metric) if judged else rollout.Evidence()
+    held = evidence(client, champion, metric) if champion and judged else rollout.Evidence()
     decision = rollout.promotion(
         version,
         champion.version if champion else None,
         metric=metric,
-        candidate_value=run_metric(client, candidate, metric),
-        champion_value=run_metric(client, champion, metric) if champion else None,
+        candidate=candidate_evidence,
+        held=held,
         tolerance=tolerance,
         force=force,
     )
     action = action or "promote" + (" --force" if force else "")
     move_aliases(client, name, decision.moves, actor=actor, action=action)
+    if journal is not None and decision.moves:
+        numbers = {"candidate": asdict(candidate_evidence), "champion": asdict(held), "tolerance": tolerance}
+        versions = {move.alias: move.version for move in decision.moves}
+        journal.append(name, "promote", versions, reason=action, numbers=numbers if judged else {})
     return decision
 
 
-def rollback(client: RegistryClient, name: str, *, actor: str, action: str = "rollback") -> rollout.Decision:
+def rollback(
+    client: RegistryClient,
+    name: str,
+    *,
+    actor: str,
+    action: str = "rollback",
+    holding: str | None = None,
+    journal: Journal | None = None,
+) -> rollout.Decision:
+    ensure_free(client, name, holding)
     champion = client.alias_or_none(name, rollout.CHAMPION)
     previous = client.alias_or_none(name, rollout.PREVIOUS_CHAMPION)
     decision = rollout.rollback(
         champion.version if champion else None, previous.version if previous else None
     )
     move_aliases(client, name, decision.moves, actor=actor, action=action)
+    if journal is not None and decision.moves:
+        journal.append(name, "rollback", {m.alias: m.version for m in decision.moves}, reason=action)
     return decision

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from workloads.registry.lock import ROLLED_BACK, STOPPED
+
 CHAMPION = "champion"
 CHALLENGER = "challenger"
 PREVIOUS_CHAMPION = "previous-champion"
@@ -32,31 +34,69 @@ class Decision:
     note: str | None = None
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What a version's promotion is judged on: its run's ``metric``, the sha256 of the dataset that metric
+    was measured on (the run's ``dataset_sha256``: its test split is drawn from it), and how its last
+    rollout ended (``lock.OUTCOME_TAG``, ``lock.RESULT_TAG``), each None when unknown."""
+
+    metric: float | None = None
+    dataset: str | None = None
+    outcome: str | None = None
+    result: str | None = None
+
+
 def promotion(
     version: str,
     champion: str | None,
     *,
     metric: str,
-    candidate_value: float | None,
-    champion_value: float | None,
+    candidate: Evidence,
+    held: Evidence,
     tolerance: float,
     force: bool,
 ) -> Decision:
-    """Make ``version`` the champion unless its ``metric`` (higher is better) falls below the current
-    champion's by more than ``tolerance``; ``force`` skips the comparison, never the record."""
+    """Make ``version`` the champion unless (``force`` skips these checks, never the record):
+
+    - its last rollout stopped or was rolled back (a live verdict outranks an offline metric);
+    - there is a champion, and the two ``metric`` values were not measured on the same dataset (a test
+      accuracy on another dataset's split compares nothing: the trial promoted a version trained on
+      shifted data this way, and it served at 0.1 %), or either is missing;
+    - its ``metric`` (higher is better) falls below the champion's by more than ``tolerance``."""
     if champion == version:
         return Decision(note=f"version {version} is already the {CHAMPION}")
-    if champion is not None and not force:
-        if candidate_value is None:
-            return Decision(refused=f"version {version} has no {metric} to compare (use --force)")
-        if champion_value is not None and candidate_value < champion_value - tolerance:
-            return Decision(
-                refused=f"version {version} {metric} {candidate_value:.4f} is below the {CHAMPION}'s"
-                f" (version {champion}) {champion_value:.4f} by more than the tolerance {tolerance:g}"
-                " (use --force)"
-            )
+    if not force:
+        refused = _refusal(version, champion, metric, candidate, held, tolerance)
+        if refused is not None:
+            return Decision(refused=f"{refused} (use --force)")
     moves = (AliasMove(PREVIOUS_CHAMPION, champion),) if champion is not None else ()
     return Decision(moves=(*moves, AliasMove(CHAMPION, version)))
+
+
+def _refusal(
+    version: str, champion: str | None, metric: str, candidate: Evidence, held: Evidence, tolerance: float
+) -> str | None:
+    if candidate.outcome in (STOPPED, ROLLED_BACK):
+        return f"version {version}'s last rollout ended {candidate.outcome}: {candidate.result or '?'}"
+    if champion is None:
+        return None
+    if candidate.metric is None:
+        return f"version {version} has no {metric} to compare"
+    if candidate.dataset is None or held.dataset is None:
+        which = version if candidate.dataset is None else champion
+        return f"version {which} records no dataset digest, so its {metric} compares with nothing"
+    if candidate.dataset != held.dataset:
+        return (
+            f"version {version}'s {metric} was measured on dataset {candidate.dataset[:12]}, the"
+            f" {CHAMPION}'s (version {champion}) on {held.dataset[:12]}: not comparable; roll it out"
+            " (mlplatform rollout judges both on the same traffic and labelled set)"
+        )
+    if held.metric is not None and candidate.metric < held.metric - tolerance:
+        return (
+            f"version {version} {metric} {candidate.metric:.4f} is below the {CHAMPION}'s"
+            f" (version {champion}) {held.metric:.4f} by more than the tolerance {tolerance:g}"
+        )
+    return None
 
 
 def rollback(champion: str | None, previous: str | None) -> Decision:

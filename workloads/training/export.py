@@ -23,6 +23,7 @@ import onnxruntime as ort
 import torch
 
 from workloads.artifacts import ONNX_FILE, FeatureHistogram, ModelMetadata, TensorSpec, write_metadata
+from workloads.mlmodel import write_mlflow_model
 from workloads.training.checkpoint import fsync_path
 from workloads.training.config import RunRefusedError, TrainConfig
 from workloads.training.model import Classifier
@@ -136,6 +137,7 @@ def write_model_version(
             f"ONNX export differs from the trained model by {diff:.3g} (max abs logit) on the test split,"
             f" above --onnx-tolerance {config.onnx_tolerance:g}; no model version written"
         )
+    write_mlflow_model(staging, inputs, outputs)
     written = write_metadata(
         staging,
         ModelMetadata(

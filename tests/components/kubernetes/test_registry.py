@@ -214,6 +214,11 @@ def _stack(stack: str, **registry: Any) -> dict[str, Any]:
             "workloads.registry.auth: an enterprise registry authenticates",
         ),
         (
+            "aws-enterprise-prod",
+            {"enabled": True, "promotionApproval": False},
+            "workloads.registry.promotionApproval: an enterprise promotion is a change a second person",
+        ),
+        (
             "aws-smb-dev",
             {"replicas": 2},
             "workloads.registry.replicas: SQLite on the shared file system allows one",

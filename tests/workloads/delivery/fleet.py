@@ -11,12 +11,14 @@ from __future__ import annotations
 import random
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from workloads.delivery import contract
 from workloads.registry.client import RegistryClient
+from workloads.registry.lock import effective_share
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -148,8 +150,9 @@ class Fleet:
 
     def tick(self, seconds: float) -> None:
         tags = self.client.registered_model(self.model).tags
-        split = int(tags.get(contract.SPLIT_TAG, "0"))
-        shadow = int(tags.get(contract.SHADOW_TAG, "0"))
+        now = datetime.now(UTC)  # as a server reads them (workloads/inference/follow.py)
+        split = effective_share(tags, now, int(tags.get(contract.SPLIT_TAG, "0")))
+        shadow = effective_share(tags, now, int(tags.get(contract.SHADOW_TAG, "0")))
         champion = self.client.version_by_alias(self.model, CHAMPION).version
         found = self.client.alias_or_none(self.model, CHALLENGER)
         challenger = found.version if found is not None and (split or shadow) else ""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from workloads.delivery.plan import DRIFT_FLOOR, PlanError, RolloutPlan, parse_plan
 
@@ -59,3 +61,13 @@ def test_one_line_per_problem_naming_the_key(raw: dict[str, Any], line: str) -> 
 
 def test_every_problem_is_reported() -> None:
     assert len(problems({"windowSeconds": 0, "minRequests": 0, "gates": {"maxPsi": -1}})) == 3
+
+
+def test_the_plan_example_in_the_docs_is_a_plan_file_as_written() -> None:
+    """Trial defect 12: docs/delivery.md's example (under a top-level ``rollout:``) was refused by
+    ``--plan`` with ``rollout: unknown key``. The page's example parses as ``--plan`` reads a file."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "delivery.md").read_text()
+    block = page.split("The plan (camelCase keys)", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    plan = parse_plan(yaml.safe_load(block), "docs/delivery.md")
+    assert plan.steps == ("shadow", 5, 25, 50) and plan.lease_grace_seconds == 60
+    assert plan.gates.min_accuracy == 0.9 and plan.labelled_set is not None

@@ -13,9 +13,11 @@ import pytest
 from tests.workloads.delivery.fleet import Behaviour, Fleet, MetricsServer, champion_and_challenger
 from workloads.delivery import contract
 from workloads.delivery.plan import DEADLINE_MARGIN_S, BakePlan, Gates, RolloutPlan
-from workloads.delivery.runner import OUTCOME_TAG, RESULT_TAG, Result, Rollout, RolloutError
+from workloads.delivery.runner import Result, Rollout, RolloutError
 from workloads.delivery.scrape import Scraper, Targets
+from workloads.registry import lock, operations
 from workloads.registry.client import RegistryClient
+from workloads.registry.lock import OUTCOME_TAG, RESULT_TAG
 from workloads.registry.rollout import CHAMPION, PREVIOUS_CHAMPION
 
 PLAN = RolloutPlan(
@@ -154,7 +156,14 @@ def test_a_server_that_never_applies_the_setting_stops_the_rollout(fleet: Fleet)
 
 def test_too_little_traffic_is_not_a_pass(fleet: Fleet) -> None:
     fleet.rate_per_s = 0.5
-    result, _ = roll(fleet)
+    played = PlayedTime(fleet)
+    lines: list[str] = []
+    rollout = rollout_of(fleet, played, played.sleep)
+    rollout.log = lines.append
+    result = rollout.run()
+    # Trial defect 14: "window extended (4)" was printed with maxExtensions 3.
+    extended = [line for line in lines if "window extended" in line]
+    assert len(extended) == PLAN.max_extensions and "window extended (1)" in extended[0], lines
     assert result.outcome == "stopped"
     assert result.reason.startswith("stopped at shadow: too little evidence after 60 s"), result.reason
     assert split_tags(fleet) == ("0", "0")
@@ -204,28 +213,93 @@ def test_a_second_rollout_of_the_model_refuses_to_start_while_one_runs(fleet: Fl
     rollout = rollout_of(fleet, played, sleep)
     assert rollout.run().outcome == "promoted"
     [refusal] = seen
-    assert refusal.startswith(f"{fleet.model}: another rollout is in progress (by rollout-test on ")
-    assert contract.RUNNING_TAG not in fleet.client.registered_model(fleet.model).tags
+    assert refusal.startswith(f"{fleet.model}: another rollout is in progress: a rollout by rollout-test on ")
+    assert lock.RUNNING_TAG not in fleet.client.registered_model(fleet.model).tags
 
 
-def test_a_lock_left_by_a_killed_rollout_expires_with_its_deadline(fleet: Fleet) -> None:
-    """SIGKILL leaves the running tag set; it holds only until the plan's deadline (the Job's
-    activeDeadlineSeconds, after which that rollout cannot be running), then the next rollout takes over."""
+def test_a_lock_left_by_a_killed_rollout_lapses_with_its_lease(fleet: Fleet) -> None:
+    """SIGKILL leaves the running tag set; it holds only while its lease (renewed each window) is current,
+    then the next rollout takes over."""
     now = datetime.now(UTC)
-    for until, refused in ((now + timedelta(hours=1), True), (now - timedelta(seconds=1), False)):
-        held = {"by": "killed-job", "host": "rollout-x", "at": now.isoformat(), "until": until.isoformat()}
-        fleet.client.set_model_tag(fleet.model, contract.RUNNING_TAG, json.dumps(held))
+    held = json.dumps({"by": "killed-job", "host": "rollout-x", "at": now.isoformat()})
+    for until, refused in ((now + timedelta(minutes=5), True), (now - timedelta(seconds=1), False)):
+        fleet.client.set_model_tag(fleet.model, lock.RUNNING_TAG, held)
+        fleet.client.set_model_tag(fleet.model, lock.LEASE_TAG, until.isoformat())
         if refused:
-            with pytest.raises(RolloutError, match=r"another rollout is in progress \(by killed-job"):
+            with pytest.raises(
+                RolloutError, match=r"another rollout is in progress: a rollout by killed-job"
+            ):
                 roll(fleet)
             assert contract.SPLIT_TAG not in fleet.client.registered_model(fleet.model).tags
         else:
             assert roll(fleet)[0].outcome == "promoted"
-    assert contract.RUNNING_TAG not in fleet.client.registered_model(fleet.model).tags
+    assert lock.RUNNING_TAG not in fleet.client.registered_model(fleet.model).tags
 
 
-def test_the_lock_holds_for_the_plans_deadline() -> None:
-    """The Job's activeDeadlineSeconds and the lock's bound are one number: every step's apply time and
-    windows with their extensions, the bake, a margin."""
+def test_an_alias_move_under_a_running_rollout_is_refused(fleet: Fleet) -> None:
+    """Trial defect 3: a manual ``models rollback`` during a rollout was accepted, and the rollout then
+    reported the wrong champion. Every alias move respects the rollout's lock; the rollout itself may."""
+    seen: list[str] = []
+    played = PlayedTime(fleet)
+
+    def sleep(seconds: float) -> None:
+        played.sleep(seconds)
+        if not seen:
+            with pytest.raises(operations.LockedError) as refused:
+                operations.rollback(fleet.client, fleet.model, actor="bob")
+            seen.append(str(refused.value))
+            with pytest.raises(operations.LockedError) as refused:
+                operations.promote(
+                    fleet.client, fleet.model, "2", metric="m", tolerance=0, force=True, actor="bob"
+                )
+            seen.append(str(refused.value))
+
+    assert rollout_of(fleet, played, sleep).run().outcome == "promoted"
+    assert len(seen) == 2 and all("a rollout by rollout-test on " in line for line in seen), seen
+
+
+def test_an_abort_stops_the_rollout_at_its_next_renewal(fleet: Fleet) -> None:
+    """``mlplatform rollout abort``: the split goes to 0 at once, and the running rollout stops at its next
+    renewal as a failed step does, saying who aborted."""
+    played = PlayedTime(fleet)
+
+    def sleep(seconds: float) -> None:
+        played.sleep(seconds)
+        if played.now > 40 and lock.ABORT_TAG not in fleet.client.registered_model(fleet.model).tags:
+            fleet.client.set_model_tag(fleet.model, lock.ABORT_TAG, lock.stamp("carol", datetime.now(UTC)))
+
+    result = rollout_of(fleet, played, sleep).run()
+    assert result.outcome == "stopped" and ": aborted by carol at " in result.reason, result.reason
+    assert fleet.client.registered_model(fleet.model).tags == {
+        contract.SPLIT_TAG: "0",
+        contract.SHADOW_TAG: "0",
+    }
+
+
+def test_a_pause_holds_the_step_judging_on_until_resumed(fleet: Fleet) -> None:
+    """``mlplatform rollout pause``: after the current step passes the rollout stays there, each window
+    still judged and the lease renewed, until ``resume``; then it goes on."""
+    played = PlayedTime(fleet)
+    held: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        played.sleep(seconds)
+        tags = fleet.client.registered_model(fleet.model).tags
+        if tags.get(contract.SHADOW_TAG) != "100":
+            return
+        if not held:  # paused mid-shadow
+            fleet.client.set_model_tag(fleet.model, lock.PAUSE_TAG, lock.stamp("dave", datetime.now(UTC)))
+        held.append(played.now)
+        if len(held) == 4:  # held for three more windows at shadow: resumed
+            fleet.client.delete_model_tag(fleet.model, lock.PAUSE_TAG)
+
+    result = rollout_of(fleet, played, sleep).run()
+    assert result.outcome == "promoted", result.reason
+    assert len(held) == 4 and fleet.settings[1:] == [(0, 100), (5, 0), (25, 0), (50, 0), (0, 0)]
+
+
+def test_the_jobs_deadline_covers_the_plan() -> None:
+    """The Job's activeDeadlineSeconds: every step's apply time and windows with their extensions, the
+    bake, a margin."""
     plan = RolloutPlan(steps=("shadow", 50), window_seconds=60, max_extensions=2, apply_timeout_seconds=30)
     assert plan.deadline_seconds == 2 * (30 + 60 * 3) + 30 + plan.bake.seconds + DEADLINE_MARGIN_S

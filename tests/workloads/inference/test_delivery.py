@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
@@ -35,7 +36,7 @@ from workloads.inference.follow import Fetched
 from workloads.inference.gate import ApiGate
 from workloads.inference.model import load_artifact
 from workloads.inference.server import load_service
-from workloads.inference.service import Service
+from workloads.inference.service import Service, Track
 from workloads.inference.split import Share, key_bucket
 from workloads.training.tasks import Split
 
@@ -314,3 +315,31 @@ def test_versioned_v2_infer_runs_exactly_that_version(model_dir: Path, held_out:
             ]
 
     asyncio.run(run())
+
+
+def test_the_challenger_runs_on_the_champions_path(
+    model_dir: Path, held_out: Split, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trial defect 6 (../shared/reviews/lifecycle.md): the rollout's p99 gate compares the challenger's
+    live latency with the champion's, but a lone challenger request always took a thread hop while a lone
+    champion request ran inline, so the same model measured 4-9x slower as challenger. Both now take the
+    same path for the same load: a lone request of either runs where the other's would."""
+    rows = held_out.x_test[:1].astype(np.float32)
+    ran_on: dict[str, set[str]] = {"champion": set(), "challenger": set()}
+    original = Track._run_batch
+
+    def recording(track: Track, items: Any) -> Any:
+        ran_on[track.role].add(threading.current_thread().name)
+        return original(track, items)
+
+    monkeypatch.setattr(Track, "_run_batch", recording)
+
+    async def run() -> None:
+        async with serving(model_dir, challenger=model_dir) as app:
+            service_of(app).apply(50, 0)
+            for _ in range(20):
+                status, _, body = await call(app, "/v1/predict", {"instances": rows.tolist()})
+                assert status == 200, body
+
+    asyncio.run(run())
+    assert ran_on["champion"] and ran_on["champion"] == ran_on["challenger"], ran_on

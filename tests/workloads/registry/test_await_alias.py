@@ -115,10 +115,14 @@ def test_on_a_basic_auth_registry_a_server_waits_through_401_and_403_then_serves
     )
     try:
         with server.client() as client:
-            _waiting(server, client, "the registry answers: GET /api/2.0/mlflow/registered-models/alias")
-            assert "HTTP 401" in server.logs()
+            # Trial defect 11: a refused password was told to "promote one"; each answer says what to fix.
+            _waiting(server, client, "the registry refuses this server's credentials")
+            assert (
+                "the user name in MLFLOW_TRACKING_USERNAME" in server.logs() and "HTTP 401" in server.logs()
+            )
+            assert "promote one" not in server.logs()
             bootstrap_users(AuthApi(auth_registry_uri, ADMIN_PASSWORD), [user])
-            _waiting(server, client, "HTTP 403")
+            _waiting(server, client, "the registry denies this server's user the model")
 
             admin = RegistryClient(
                 auth_registry_uri,
@@ -142,6 +146,7 @@ def test_a_registry_not_up_yet_is_a_wait_and_a_malformed_uri_still_an_error(tmp_
     try:
         with server.client() as client:
             _waiting(server, client, f"the registry answers: registry {nowhere} unreachable")
+            assert "the registry is unreachable (not up yet, or a wrong registry URI)" in server.logs()
     finally:
         assert server.terminate() == 0, server.logs()[-3000:]
 

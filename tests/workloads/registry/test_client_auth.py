@@ -80,3 +80,31 @@ def test_an_unreadable_credentials_file_is_one_line_naming_its_variable(tmp_path
     environ[PASSWORD_FILE_ENV] = str(missing)
     with pytest.raises(ValueError, match=f"^{PASSWORD_FILE_ENV}={missing}: No such file or directory$"):
         RegistryClient("http://127.0.0.1:1", environ=environ)
+
+
+def test_a_401_names_the_credential_files_to_fix(auth_registry_uri: str, tmp_path: Path) -> None:
+    """Trial defect 11 (docs/registry.md "Access"): a refused password said only ``HTTP 401``."""
+    environ = _secret(tmp_path / "registry-client", "admin", "not-the-password")
+    client = RegistryClient(auth_registry_uri, environ=environ, attempts=1)
+    with pytest.raises(RegistryError) as refused:
+        client.registered_model("digits")
+    message = str(refused.value)
+    assert f"the user name in {environ[USERNAME_FILE_ENV]}" in message
+    assert f"the password in {environ[PASSWORD_FILE_ENV]}" in message and "HTTP 401" in message
+    anonymous = RegistryClient(auth_registry_uri, environ={}, attempts=1)
+    with pytest.raises(RegistryError, match="no credentials \\(set MLFLOW_TRACKING_USERNAME"):
+        anonymous.registered_model("digits")
+
+
+def test_a_403_names_the_user_and_the_grant_it_lacks(auth_registry_uri: str, tmp_path: Path) -> None:
+    """A READ user moving an alias (MLflow's basic-auth app: READ has no ``can_update``)."""
+    _admin(auth_registry_uri, "POST", "registered-models/create", {"name": "grant-words"})
+    _admin(auth_registry_uri, "POST", "users/create", {"username": "reader", "password": "reader-password"})
+    client = RegistryClient(auth_registry_uri, environ=_secret(tmp_path / "r", "reader", "reader-password"))
+    with pytest.raises(RegistryError) as refused:
+        client.set_model_tag("grant-words", "k", "v")
+    assert refused.value.status == 403
+    assert str(refused.value).startswith(
+        f"registry {auth_registry_uri}: user reader has no grant for POST registered-models/set-tag"
+        " (HTTP 403)"
+    )

@@ -1,7 +1,9 @@
 """The server side of progressive delivery against a real MLflow server on loopback (conftest.py): the
 container's entry point follows ``@champion``; the registry's tags (workloads/delivery/contract.py) load
 the ``@challenger`` beside it, split the traffic, and unload it again; a tag that is not a number counts
-as 0 and is logged once; a challenger that fails to verify leaves the champion serving alone, counted.
+as 0 and is logged once; a share counts only while a rollout's lease is current (workloads/registry/
+lock.py), so one whose lease lapses goes back to 0 by itself; a challenger that fails to verify leaves the
+champion serving alone, counted.
 
 Tags are set with MLflow's own REST call (``registered-models/set-tag``, mlflow/protos/
 model_registry.proto ``SetRegisteredModelTag``), as the rollout sets them.
@@ -14,6 +16,7 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.workloads.inference.conftest import model_dir  # noqa: F401  (the session's trained model)
@@ -21,6 +24,7 @@ from tests.workloads.inference.serving import Server, metric_samples, serve_alia
 from workloads.artifacts import load_metadata
 from workloads.delivery import contract
 from workloads.registry.client import RegistryClient
+from workloads.registry.lock import LEASE_TAG
 
 NAME = "digits-delivery"  # the registered model; the model itself (V2 paths, metric labels) is "digits"
 MODEL = "digits"
@@ -55,6 +59,10 @@ def _set_tag(registry: str, key: str, value: str) -> None:
     )
     with urllib.request.urlopen(request, timeout=10):
         pass
+
+
+def _lease(registry: str, ahead: timedelta) -> None:
+    _set_tag(registry, LEASE_TAG, (datetime.now(UTC) + ahead).isoformat())
 
 
 def _until(condition: Callable[[], bool], what: str, server: Server) -> None:
@@ -92,6 +100,11 @@ def test_the_tags_load_split_and_unload_the_challenger(
                 return loaded
 
             assert versions() == [champion]
+            # No lease, no share: a split nobody renews is a split nobody judges.
+            _set_tag(registry_uri, contract.SPLIT_TAG, "30")
+            time.sleep(POLL_S * 3)
+            assert versions() == [champion] and _applied(server, "") == (0, 0)
+            _lease(registry_uri, timedelta(hours=1))
             # A split of 30 %: loaded, applied, and exactly 60 of 200 requests answered by it.
             _set_tag(registry_uri, contract.SHADOW_TAG, "lots")  # not a number: 0, logged once
             _set_tag(registry_uri, contract.SPLIT_TAG, "30")
@@ -111,6 +124,12 @@ def test_the_tags_load_split_and_unload_the_challenger(
             assert labelled.status_code == 200 and labelled.json()["model_version"] == challenger
             time.sleep(POLL_S * 3)
             assert server.logs().count(f"{contract.SHADOW_TAG}='lots'") == 1, "logged once, not per poll"
+
+            # The lease lapses (its rollout died without its cleanup): back to the champion alone.
+            _lease(registry_uri, timedelta(seconds=-1))
+            _until(lambda: versions() == [champion], "lapsed lease: challenger unloaded", server)
+            _lease(registry_uri, timedelta(hours=1))
+            _until(lambda: versions() == [champion, challenger], "renewed lease: loaded again", server)
 
             # Both back to 0: unloaded, the champion alone.
             _set_tag(registry_uri, contract.SPLIT_TAG, "0")

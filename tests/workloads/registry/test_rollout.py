@@ -21,6 +21,7 @@ from workloads.registry import rollout
 from workloads.registry.client import ModelRef, RegistryClient, RegistryError, artifact_path
 from workloads.training.config import ConfigError, parse_args
 
+DATASET = "ce8026359bba" + "0" * 52
 MLPLATFORM = str(Path(sys.executable).with_name("mlplatform"))
 
 
@@ -31,8 +32,8 @@ def promote(
         "2",
         champion,
         metric="test_accuracy",
-        candidate_value=candidate,
-        champion_value=held,
+        candidate=rollout.Evidence(candidate, DATASET),
+        held=rollout.Evidence(held, DATASET),
         tolerance=0.01,
         force=force,
     )
@@ -53,6 +54,50 @@ def test_a_challenger_below_the_champion_by_more_than_the_tolerance_is_refused_u
     assert refused.moves == () and refused.refused is not None and "0.9300" in refused.refused
     assert promote("1", 0.93, 0.95, force=True).moves[-1] == rollout.AliasMove("champion", "2")
     assert promote("1", None, 0.95).refused is not None, "no metric, no comparison: refused"
+
+
+def test_a_metric_measured_on_another_dataset_is_not_compared_unless_forced() -> None:
+    """Trial defect 1: v3, trained and tested on shifted data, had a higher test accuracy than the champion
+    on its own split and was promoted without --force; it served at 0.1 %."""
+
+    def decide(candidate: rollout.Evidence, *, force: bool = False) -> rollout.Decision:
+        held = rollout.Evidence(0.9721, DATASET)
+        return rollout.promotion(
+            "3", "2", metric="test_accuracy", candidate=candidate, held=held, tolerance=0.01, force=force
+        )
+
+    shifted = decide(rollout.Evidence(0.9777, "f" * 64))
+    assert shifted.moves == () and shifted.refused is not None
+    assert f"measured on dataset {'f' * 12}, the champion's (version 2) on {DATASET[:12]}" in shifted.refused
+    unknown = decide(rollout.Evidence(0.9777, None))
+    assert unknown.refused is not None and "version 3 records no dataset digest" in unknown.refused
+    assert decide(rollout.Evidence(0.9777, DATASET)).moves[-1] == rollout.AliasMove("champion", "3")
+    assert decide(rollout.Evidence(0.9777, "f" * 64), force=True).moves[-1] == rollout.AliasMove(
+        "champion", "3"
+    )
+
+
+@pytest.mark.parametrize("outcome", ["stopped", "rolled-back"])
+def test_a_version_whose_last_rollout_failed_is_not_promoted_unless_forced(outcome: str) -> None:
+    """Trial defect 1: a rollout's ``outcome=stopped`` was ignored by ``models promote``."""
+    failed = rollout.Evidence(0.99, DATASET, outcome, "stopped at shadow: PSI 18.419 > 0.2")
+    for champion in ("1", None):
+        decision = rollout.promotion(
+            "2",
+            champion,
+            metric="m",
+            candidate=failed,
+            held=rollout.Evidence(0.9, DATASET),
+            tolerance=0,
+            force=False,
+        )
+        assert decision.refused == (
+            f"version 2's last rollout ended {outcome}: stopped at shadow: PSI 18.419 > 0.2 (use --force)"
+        )
+    forced = rollout.promotion(
+        "2", "1", metric="m", candidate=failed, held=rollout.Evidence(), tolerance=0, force=True
+    )
+    assert forced.moves[-1] == rollout.AliasMove("champion", "2")
 
 
 def test_promoting_the_champion_is_a_no_op() -> None:

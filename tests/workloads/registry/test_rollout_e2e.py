@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -48,9 +49,10 @@ from workloads.artifacts import (
 )
 from workloads.delivery import contract
 from workloads.delivery.plan import parse_plan
-from workloads.delivery.runner import OUTCOME_TAG, RESULT_TAG, Result, Rollout
+from workloads.delivery.runner import Result, Rollout
 from workloads.delivery.scrape import Scraper, Targets
 from workloads.registry.client import RegistryClient
+from workloads.registry.lock import LEASE_TAG, OUTCOME_TAG, RESULT_TAG
 from workloads.registry.rollout import CHALLENGER, CHAMPION, PREVIOUS_CHAMPION
 from workloads.training.tasks import load_split_for
 
@@ -331,6 +333,9 @@ class Fleet:
         return runner.run(), lines
 
     def set_tags(self, split: int, shadow: int) -> None:
+        """As a rollout sets them, under a lease (workloads/registry/lock.py) it renews for the test."""
+        until = datetime.now(UTC) + timedelta(minutes=10)
+        self.client.set_model_tag(NAME, LEASE_TAG, until.isoformat())
         self.client.set_model_tag(NAME, contract.SPLIT_TAG, str(split))
         self.client.set_model_tag(NAME, contract.SHADOW_TAG, str(shadow))
 

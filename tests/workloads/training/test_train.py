@@ -110,7 +110,9 @@ def test_metadata_records_the_contract_and_hashes_verify(
 ) -> None:
     version_dir, _ = two_rank_run
     metadata = load_metadata(version_dir, verify=True)
-    assert set(metadata.files) == {ONNX_FILE, WEIGHTS_FILE}
+    # The MLflow Model's files (workloads/mlmodel.py) are hashed with the rest.
+    mlflow_model = {"MLmodel", "conda.yaml", "python_env.yaml", "requirements.txt"}
+    assert set(metadata.files) == {ONNX_FILE, WEIGHTS_FILE, *mlflow_model}
     assert metadata.dataset.name == "workloads.training.tasks:digits"
     assert metadata.hyperparameters["epochs"] == 8
     assert len(metadata.reference_histograms) == len(metadata.feature_names) == 64

@@ -1,0 +1,88 @@
+"""Promotion as a change: request, approve, reject, decided on the lifecycle record alone.
+
+The record (record.py) is append-only, so an approval cannot be forged or withdrawn by editing a tag, as
+the registry's own tags can by anyone with EDIT. The rules (issue 40; the control review's S1 and L4):
+
+- a promotion of a version needs, when the stack requires approval, an ``approve`` after the version's
+  latest ``request-promotion`` and no ``reject`` after that request;
+- only a member of the approver role (the stack's ``workloads.registry.approvers``) approves or rejects,
+  and never who requested the promotion or who trained the version (four eyes);
+- ``--force`` skips the approval and the metric checks, and only an approver may use it; it is recorded
+  as such;
+- the rollout's gates are a pre-approved path when the stack says so (``rolloutPromotes``).
+
+Every identity here is the registry's authenticated user (record.Identity); an unauthenticated name can
+neither approve nor force where approval is required.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workloads.registry.record import Event, Identity
+
+REQUEST, APPROVE, REJECT = "request-promotion", "approve", "reject"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The stack's promotion rules (components/config.py ``RegistryWorkloadConfig``)."""
+
+    required: bool = False
+    approvers: tuple[str, ...] = ()
+
+
+def _latest_request(events: Sequence[Event], version: str) -> int | None:
+    found = [
+        i for i, e in enumerate(events) if e.action == REQUEST and e.versions.get("candidate") == version
+    ]
+    return found[-1] if found else None
+
+
+def _approver(who: Identity, policy: Policy) -> str | None:
+    """Why ``who`` is not an approver, or None."""
+    if not who.authenticated:
+        return f"{who} is not authenticated by the registry, so cannot act as an approver"
+    if who.name not in policy.approvers:
+        shown = ", ".join(policy.approvers) or "none declared (workloads.registry.approvers)"
+        return f"{who.name} is not in the approver role ({shown})"
+    return None
+
+
+def review_refusal(
+    events: Sequence[Event], version: str, who: Identity, policy: Policy, trained_by: str | None
+) -> str | None:
+    """Why ``who`` may not approve or reject ``version`` now, or None."""
+    index = _latest_request(events, version)
+    if index is None:
+        return f"version {version} has no promotion request (mlplatform models request-promotion)"
+    if (refused := _approver(who, policy)) is not None:
+        return refused
+    if who.name == events[index].by:
+        return f"{who.name} requested this promotion; another approver must review it"
+    if trained_by is not None and who.name == trained_by:
+        return f"{who.name} trained version {version}; another approver must review it"
+    return None
+
+
+def promotion_refusal(
+    events: Sequence[Event], version: str, who: Identity, policy: Policy, force: bool
+) -> str | None:
+    """Why the promotion of ``version`` by ``who`` is refused under ``policy``, or None."""
+    if force:
+        if policy.required and (refused := _approver(who, policy)) is not None:
+            return f"--force is for the approver role: {refused}"
+        return None
+    if not policy.required:
+        return None
+    index = _latest_request(events, version)
+    if index is None:
+        return f"version {version} needs an approved promotion request (mlplatform models request-promotion)"
+    later = [e for e in events[index + 1 :] if e.versions.get("candidate") == version]
+    if any(e.action == REJECT for e in later):
+        reason = next(e.reason for e in reversed(later) if e.action == REJECT)
+        return f"version {version}'s promotion request was rejected: {reason}"
+    if not any(e.action == APPROVE for e in later):
+        return f"version {version}'s promotion request awaits an approval (mlplatform models approve)"
+    return None
