@@ -16,7 +16,15 @@ from mlplatform.errors import InputError, exit_with
 from mlplatform.prices_refresh import Transport, refresh, urllib_transport
 from mlplatform.pricing import SNAPSHOT, load_snapshot, write_rows
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help="The price snapshot.")
+app = typer.Typer(
+    add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, help="The price snapshot."
+)
+
+
+@app.callback()
+def _prices() -> None:
+    # A callback keeps `prices` a group (see charts_cmd.py): without it `prices refresh` is refused.
+    pass
 
 
 @app.command("refresh")

@@ -254,3 +254,20 @@ def test_make_demo_installs_only_what_planning_and_checking_need() -> None:
     assert "-e '.[infra]'" in install and "[infra," not in install
     verbs = re.findall(r"mlplatform (\w+)", recipe)
     assert verbs == ["check", "plan"] and recipe.index("mlplatform check") < recipe.index("mlplatform plan")
+
+
+def test_every_verb_with_subcommands_stays_a_group() -> None:
+    """typer runs a one-command Typer app as that command (typer.main.get_command), so `prices refresh`
+    or `charts pull` would be refused with "unexpected extra argument" unless the app is a group."""
+    import importlib
+
+    import typer
+    from typer.core import TyperGroup
+
+    from mlplatform.cli import VERBS
+
+    for verb in VERBS.values():
+        if verb.function != "app":
+            continue
+        command = typer.main.get_command(getattr(importlib.import_module(verb.module), verb.function))
+        assert isinstance(command, TyperGroup), f"mlplatform {verb.name} is not a group of subcommands"

@@ -91,9 +91,11 @@ def _flags(words: list[str]) -> set[str] | None:
     if verb is None:
         return None
     command = verb.load()
-    commands = (
-        [command.commands[sub] for sub in words[2].split("|")] if hasattr(command, "commands") else [command]
-    )
+    commands = [command]
+    if hasattr(command, "commands"):
+        # The group's own resolution, as a shell would get it (`rollout NAME` runs `start`).
+        context = command.context_class(command, info_name=words[1])
+        commands = [command.resolve_command(context, [sub, *words[3:]])[1] for sub in words[2].split("|")]
     flags = {
         opt for each in commands for param in each.params for opt in [*param.opts, *param.secondary_opts]
     }
