@@ -157,9 +157,8 @@ def stack_name_problem(stack: str) -> str:
 
 # The environment is a tag value and picks production defaults (``prod``); its 10-character bound dates
 # from when it named the stack's resources and is kept so that every existing stack still validates.
-Environment = Annotated[
-    str, _matching(r"^[a-z]([-a-z0-9]{0,8}[a-z0-9])?$", f"{_LABEL_RULE}, 10 characters at most")
-]
+ENVIRONMENT_RULE = f"{_LABEL_RULE}, 10 characters at most"
+Environment = Annotated[str, _matching(r"^[a-z]([-a-z0-9]{0,8}[a-z0-9])?$", ENVIRONMENT_RULE)]
 # A workload's image is built from the repository's Dockerfile and pushed to the stack's registry by
 # `pulumi up` (components/images.py), unless the stack names one: then by digest, since a tag can be
 # re-pointed under a running Job (checkov CKV_K8S_43), as repository@sha256:digest below the platform's
