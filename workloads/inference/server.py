@@ -42,7 +42,7 @@ from workloads.inference.follow import Fetched, FetchError, Follower, fetch
 from workloads.inference.model import load_artifact, verify_model
 from workloads.inference.responses import JSON
 from workloads.inference.service import Service
-from workloads.registry.client import ModelRef, RegistryClient, RegistryError
+from workloads.registry.client import UNREACHABLE, ModelRef, RegistryClient, RegistryError
 
 log = logging.getLogger("workloads.inference")
 
@@ -117,7 +117,8 @@ def tls_context(config: ServeConfig) -> ssl.SSLContext | None:
         context.load_cert_chain(config.tls_cert_file, config.tls_key_file)
     except ssl.SSLError as exc:
         field = "tls_key_file" if "KEY" in (exc.reason or "") else "tls_cert_file"
-        raise SettingError(field, f"not a PEM certificate and matching private key ({exc.reason})") from None
+        why = f" ({exc.reason})" if exc.reason else ""
+        raise SettingError(field, f"not a PEM certificate and matching private key{why}") from None
     return context
 
 
@@ -216,6 +217,14 @@ def prepare(config: ServeConfig) -> Prepared:
 WAITING_BODY = "no version has that alias yet; promote one with mlplatform models promote"
 
 
+def waiting_line(ref: ModelRef, answer: RegistryError) -> str:
+    """Why the server waits, in words that point at the fix: a registry it cannot reach is a down
+    registry or a mistyped URI, not an alias nobody promoted yet."""
+    if answer.code == UNREACHABLE:
+        return f"waiting for {ref}: the registry cannot be reached; start it, or check the registry URI"
+    return f"waiting for {ref}: {WAITING_BODY}"
+
+
 def _answer_kind(exc: RegistryError) -> str:
     """What kind of answer kept the alias from resolving (logged again only when it changes): no such
     model or alias, unreachable, or the HTTP status (401, 403, ...)."""
@@ -242,8 +251,8 @@ class AliasWait:
         self.ref = ref
         self.interval_s = interval_s
         self.on_resolved = on_resolved
-        self.waiting = f"waiting for {ref}: {WAITING_BODY}"
         self.answer = _answer_kind(answer)
+        self.waiting = waiting_line(ref, answer)
 
     async def _poll(self) -> None:
         while True:
@@ -253,6 +262,7 @@ class AliasWait:
             except RegistryError as exc:
                 if _answer_kind(exc) != self.answer:
                     self.answer = _answer_kind(exc)
+                    self.waiting = waiting_line(self.ref, exc)
                     log.warning("still waiting for %s: the registry answers: %s", self.ref, exc)
                 continue
             self.on_resolved()
