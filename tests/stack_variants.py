@@ -25,7 +25,8 @@ def template(stack: str) -> dict[str, Any]:
 
 def cloud_only(config: dict[str, Any]) -> dict[str, Any]:
     """The template as the first phase of a private cluster's bring-up runs it: the in-cluster layer
-    off (docs/stacks.md, "From a fresh clone to a deployed stack, in detail"), so a test sees the cloud adapter alone."""
+    off (docs/stacks.md, "From a fresh clone to a deployed stack, in detail"), so a test sees the cloud
+    adapter alone."""
     edited = copy.deepcopy(config)
     edited[PLATFORM_KEY]["kubernetes"] = {"enabled": False}
     return edited
