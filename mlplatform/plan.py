@@ -112,7 +112,8 @@ def resolve_target(
         # Any other program may have stacks with no file (empty config, as in Pulumi); this one needs its
         # config, so a name without a file is a typo.
         if "/" in stack or stack.endswith((".yaml", ".yml")):
-            raise InputError([f"{stack!r} is a path, not a stack name; plan a file with --stack-file {stack}"])
+            hint = f"plan a file with --stack-file {stack}"
+            raise InputError([f"{stack!r} is a path, not a stack name; {hint}"])
         known = [t.stack for t in all_stack_targets(program_dir)]
         close = difflib.get_close_matches(stack, known, n=1)
         hint = f"did you mean {close[0]}?" if close else f"stacks: {', '.join(known) or 'none'}"
