@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from mlplatform.cli import app
 from mlplatform.diagram import picture, write_diagram
 from mlplatform.graph import Plan
+from mlplatform.plan import REPO_ROOT
 from mlplatform.summary import summarize
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -50,6 +51,11 @@ def test_the_diagram_names_every_pool_with_its_size_and_renders(
     assert len(root.findall(f".//{SVG}path")) >= len(drawn.flows)
     for number, (source, destination, ports) in enumerate(drawn.flows, start=1):
         assert f"{number}. {source} → {destination} : {ports}" in words
+    # The picture README shows is this command's, for the same plan (regenerate: plan STACK --diagram).
+    shipped = REPO_ROOT / "docs" / "diagrams" / f"{stack}.svg"
+    assert shipped.read_text() == path.read_text(), (
+        f"{shipped} is stale: mlplatform plan {stack} --diagram {shipped}"
+    )
     # It opens as an image: cairosvg (Cairo) renders it, and the PNG has the SVG's size.
     png = cairosvg.svg2png(url=str(path))
     image = Image.open(io.BytesIO(png))
