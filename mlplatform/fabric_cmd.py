@@ -23,6 +23,8 @@ def _size_problems(text: str) -> list[str]:
     from workloads.fabric_test import MIB, SIZE_UNITS, parse_size  # torch: only once the flags are read
 
     unit = text.lstrip("0123456789.")
+    if unit == text:
+        return [f"--max-bytes {text!r}: not a size; give a whole number of {', '.join(SIZE_UNITS)} or bytes"]
     if unit and unit not in SIZE_UNITS:
         return [f"--max-bytes {text!r}: unit {unit!r} is not one of {', '.join(SIZE_UNITS)} (or give bytes)"]
     try:
