@@ -22,8 +22,10 @@ setup: python $(BIN)/$(STAMP) $(PACK_VENV)/$(STAMP) $(CHECKOV_VENV)/$(STAMP)
 	@echo "set up; to put mlplatform's commands on PATH: source .venv/bin/activate"
 
 python:
-	@case "$(PYTHON_VERSION)" in $(PYTHON_MINOR).*) ;; *) \
-		echo "error: $(PYTHON) is Python $(or $(PYTHON_VERSION),missing); ml-platform needs $(PYTHON_MINOR) (make PYTHON=python$(PYTHON_MINOR) ...)" >&2; \
+	@case "$(PYTHON_VERSION)" in $(PYTHON_MINOR).*) ;; \
+		"") echo "error: $(PYTHON) not found (or it does not run); ml-platform needs Python $(PYTHON_MINOR) (make PYTHON=python$(PYTHON_MINOR) ...)" >&2; \
+		exit 2;; \
+		*) echo "error: $(PYTHON) is Python $(PYTHON_VERSION); ml-platform needs $(PYTHON_MINOR) (make PYTHON=python$(PYTHON_MINOR) ...)" >&2; \
 		exit 2;; esac
 
 # Just what `mlplatform plan` and `check` need (no torch): for CI runners such as GitHub's.

@@ -10,13 +10,18 @@ Code below this module trusts the typed model.
 
 from __future__ import annotations
 
+import ast
 import datetime
 import difflib
+import functools
+import importlib.util
 import ipaddress
 import json
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -43,6 +48,26 @@ AZURE_ROLE_TAG = "ml-platform.io-role"
 ARM_TAG_NAME_FORBIDDEN = re.compile(r"[<>%&\\?/]")
 PLATFORM_KEY = f"{PROJECT}:platform"
 REGION_KEYS: dict[Cloud, str] = {Cloud.AWS: "aws:region", Cloud.AZURE: "azure-native:location"}
+# AWS tag keys and values across services: Unicode letters, digits, spaces and ``_ . : / = + - @``, a key
+# of 1 to 128 characters and a value of at most 256, neither starting with ``aws:`` in any case (AWS
+# Tagging API and EFS API reference, "Tag": ``^(?![aA]{1}[wW]{1}[sS]{1}:)([\p{L}\p{Z}\p{N}_.:/=+\-@]+)$``;
+# AWS Batch user guide, "Tag restrictions"). Every resource carries the stack's tags (base_tags), S3, IAM
+# and KMS included, so the common set applies, not EC2's wider one.
+_AWS_TAG_SYMBOLS = frozenset("_.:/=+-@")
+AWS_TAG_RULE = "letters, digits, spaces and _ . : / = + - @"
+
+
+def aws_tag_problem(text: str, *, key: bool) -> str | None:
+    """Why AWS refuses ``text`` as a tag key (``key``) or a tag value, or None."""
+    odd = sorted({c for c in text if c not in _AWS_TAG_SYMBOLS and unicodedata.category(c)[0] not in "LNZ"})
+    if odd:
+        return f"{text!r}: AWS tags take only {AWS_TAG_RULE}, not {' '.join(odd)}"
+    limit = 128 if key else 256
+    if len(text) > limit or (key and not text):
+        return f"{text!r}: an AWS tag {'key' if key else 'value'} is {int(key)} to {limit} characters"
+    if text.lower().startswith("aws:"):
+        return f"{text!r}: the aws: prefix is reserved for AWS"
+    return None
 
 
 class ConfigError(Exception):
@@ -132,9 +157,8 @@ def stack_name_problem(stack: str) -> str:
 
 # The environment is a tag value and picks production defaults (``prod``); its 10-character bound dates
 # from when it named the stack's resources and is kept so that every existing stack still validates.
-Environment = Annotated[
-    str, _matching(r"^[a-z]([-a-z0-9]{0,8}[a-z0-9])?$", f"{_LABEL_RULE}, 10 characters at most")
-]
+ENVIRONMENT_RULE = f"{_LABEL_RULE}, 10 characters at most"
+Environment = Annotated[str, _matching(r"^[a-z]([-a-z0-9]{0,8}[a-z0-9])?$", ENVIRONMENT_RULE)]
 # A workload's image is built from the repository's Dockerfile and pushed to the stack's registry by
 # `pulumi up` (components/images.py), unless the stack names one: then by digest, since a tag can be
 # re-pointed under a running Job (checkov CKV_K8S_43), as repository@sha256:digest below the platform's
@@ -182,21 +206,51 @@ class NetworkConfig(_Model):
     @field_validator("cidr")
     @classmethod
     def _cidr(cls, value: str) -> str:
-        try:
-            network = ipaddress.ip_network(value)
-        except ValueError as exc:
-            raise ValueError(f"not a CIDR block: {value!r}") from exc
+        network = _network(value)
         if not network.is_private or network.prefixlen > 20:
             raise ValueError("must be a private IPv4 range of /20 or larger")
         return value
 
 
+def _network(cidr: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """``cidr`` as a network; one with host bits set is told its network address."""
+    try:
+        return ipaddress.ip_network(cidr)
+    except ValueError as exc:
+        try:
+            meant = ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            raise ValueError(f"not a CIDR block: {cidr!r}") from exc
+        raise ValueError(f"{cidr!r} has host bits set; did you mean {meant}?") from exc
+
+
 def _networks(cidrs: tuple[str, ...]) -> Iterator[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]]:
     for cidr in cidrs:
-        try:
-            yield cidr, ipaddress.ip_network(cidr)
-        except ValueError as exc:
-            raise ValueError(f"not a CIDR block: {cidr!r}") from exc
+        yield cidr, _network(cidr)
+
+
+# Ranges no caller on the internet comes from, so a public endpoint's allow-list holding one admits nobody
+# (a client in such a network reaches a public endpoint through its NAT's public address): private
+# networks (RFC 1918), carrier-grade NAT's shared space (RFC 6598), loopback and link-local (RFC 1122,
+# RFC 3927), and IPv6's unique-local (RFC 4193), loopback and link-local (RFC 4291). Not
+# ``ipaddress.is_private``: that also holds the documentation ranges (RFC 5737) the templates use as
+# placeholders, which plan warns about as such (placeholder_problems).
+_NOT_PUBLIC: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("a private (RFC 1918) range", ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")),
+    ("carrier-grade NAT's shared range (RFC 6598)", ("100.64.0.0/10",)),
+    ("a loopback range", ("127.0.0.0/8", "::1/128")),
+    ("a link-local range", ("169.254.0.0/16", "fe80::/10")),
+)
+
+
+def not_public(cidr: str) -> str | None:
+    """Which non-internet range (``_NOT_PUBLIC``) ``cidr`` is in or holds, in words, or None."""
+    network = ipaddress.ip_network(cidr)
+    for what, ranges in _NOT_PUBLIC:
+        for other in map(ipaddress.ip_network, ranges):
+            if network.version == other.version and network.overlaps(other):
+                return f"{'is' if network.subnet_of(other) else 'holds'} {what}"  # type: ignore[arg-type]
+    return None
 
 
 class ClusterConfig(_Model):
@@ -727,6 +781,63 @@ def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, An
     return merged
 
 
+# The stack-config keys each namespace's reader takes. A provider's default provider reads its namespace
+# through the SDK's generated config module: every ``__config__.get*("<key>")`` in
+# ``pulumi_aws/config/vars.py``, ``pulumi_azure_native/config/vars.py`` and
+# ``pulumi_docker_build/config/vars.py``, read from the installed SDK (not a hand list) so an upgrade moves
+# the set. ``kubernetes:`` is read by nobody here (one explicit Provider, components/kubernetes/layer.py),
+# and pulumi-random and pulumi-command have no config module. ``pulumi:`` keys belong to the engine.
+_PROVIDER_CONFIG_MODULES = {
+    "aws": "pulumi_aws",
+    "azure-native": "pulumi_azure_native",
+    "docker-build": "pulumi_docker_build",
+}
+ENGINE_NAMESPACE = "pulumi"
+
+
+@functools.cache
+def namespace_keys() -> dict[str, frozenset[str]]:
+    """Every config key the program's readers take, by namespace (``aws`` → ``region``, …)."""
+    keys = {PROJECT: frozenset({PLATFORM_KEY.split(":")[1]})}
+    for namespace, package in _PROVIDER_CONFIG_MODULES.items():
+        spec = importlib.util.find_spec(package)
+        assert spec is not None and spec.origin is not None, f"{package} is a dependency (pyproject.toml)"
+        tree = ast.parse((Path(spec.origin).parent / "config" / "vars.py").read_text())
+        keys[namespace] = frozenset(
+            node.args[0].value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "__config__"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        )
+    return keys
+
+
+def unknown_key_problems(keys: Iterator[str] | list[str], source: str) -> list[str]:
+    """One line per stack-config key no reader of this program takes, with the closest known key."""
+    known = namespace_keys()
+    everything = [f"{namespace}:{name}" for namespace, names in known.items() for name in sorted(names)]
+    problems = []
+    for key in keys:
+        namespace, _, name = key.partition(":")
+        if namespace == ENGINE_NAMESPACE or name in known.get(namespace, ()):
+            continue
+        same = [k for k in everything if k.startswith(f"{namespace}:")] or everything
+        close = difflib.get_close_matches(key, same, n=1, cutoff=0.6)
+        if close:
+            problems.append(f"{source}: {key}: unknown key; did you mean {close[0]}?")
+        elif namespace in known:
+            problems.append(f"{source}: {key}: unknown key; no {namespace}: setting has that name")
+        else:
+            readers = ", ".join(f"{n}:" for n in known)
+            problems.append(f"{source}: {key}: unknown key; this program reads only {readers} (and pulumi:)")
+    return problems
+
+
 def _key_path(loc: tuple[str | int, ...]) -> str:
     path = PLATFORM_KEY
     for part in loc:
@@ -751,6 +862,13 @@ def _describe(error: Any) -> str:
         return retired or "unknown key"
     if kind == "missing":
         return "required key is missing"
+    if (
+        kind == "string_type"
+        and isinstance(error["input"], int | float)
+        and not isinstance(error["input"], bool)
+    ):
+        # YAML reads an unquoted 1.30 as the number 1.3: the text the user typed is already gone.
+        return f"YAML read {error['input']!r} as a number; quote the value (an unquoted 1.30 is read as 1.3)"
     if kind == "string_pattern_mismatch":
         rule = _PATTERN_RULES.get(error["ctx"]["pattern"], "in the documented form")
         return f"{error['input']!r} must be {rule}"
@@ -765,9 +883,13 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
     error lines, and the stack in it names every physical resource (a bare ``source`` is the stack's name).
     Raises ``ConfigError`` with every problem found.
     """
+    unknown = unknown_key_problems(list(raw), source)
+    if unknown:
+        # A misspelt key explains what looks missing after it: name it alone.
+        raise ConfigError(unknown)
     body = raw.get(PLATFORM_KEY)
     if not isinstance(body, Mapping):
-        raise _absent(source, PLATFORM_KEY, raw, "required key is missing or not a mapping")
+        raise ConfigError([f"{source}: {PLATFORM_KEY}: required key is missing or not a mapping"])
     for derived, origin in (
         ("region", "the region is the provider's: aws:region or azure-native:location"),
         ("stackName", "the stack's name is the Pulumi stack's: Pulumi.<stack>.yaml"),
@@ -782,7 +904,7 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
         region_key = REGION_KEYS[Cloud(cloud)]
         region = raw.get(region_key)
         if not isinstance(region, str):
-            raise _absent(source, region_key, raw, f"required for a {cloud} stack")
+            raise ConfigError([f"{source}: {region_key}: required for a {cloud} stack"])
         document["region"] = region
         if body.get("tier") in set(Tier):
             workloads = body.get("workloads")
@@ -810,14 +932,6 @@ def parse_stack_config(raw: Mapping[str, Any], source: str) -> PlatformConfig:
     if problems:
         raise ConfigError(problems)
     return config
-
-
-def _absent(source: str, key: str, raw: Mapping[str, Any], problem: str) -> ConfigError:
-    """A required key that is absent: named with the misspelt key the stack has instead, if any."""
-    close = difflib.get_close_matches(key, [k for k in raw if k != key], n=1, cutoff=0.8)
-    if close:
-        return ConfigError([f"{source}: {close[0]}: unknown key; did you mean {key}?"])
-    return ConfigError([f"{source}: {key}: {problem}"])
 
 
 def load_stack_config() -> PlatformConfig:
@@ -875,7 +989,21 @@ def _cluster_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield f"{key}.publicAccessCidrs", "a public endpoint needs an allow-list of CIDRs"
     if cluster.endpoint is EndpointAccess.PRIVATE and cluster.public_access_cidrs:
         yield f"{key}.publicAccessCidrs", "only meaningful with endpoint: public"
+    for cidr in cluster.public_access_cidrs:
+        what = not_public(cidr)
+        if what is not None:
+            # A public allow-list admits public addresses only: the EKS public endpoint and the AKS
+            # authorized IP ranges see a caller's public (NAT) address; on Azure the list also feeds the
+            # storage account's firewall, whose IP network rules refuse RFC 1918 ranges outright
+            # (learn.microsoft.com/azure/storage/common/storage-network-security, IP network rules).
+            yield (
+                f"{key}.publicAccessCidrs",
+                f"{cidr} {what}; a public endpoint sees callers' public addresses: list your NAT's or "
+                "office's public range",
+            )
     yield from _version_problems(config)
+    if config.cloud is Cloud.AWS:
+        yield from _aws_tag_problems(config)
     if config.cloud is not Cloud.AWS:
         if cluster.private_access_cidrs or cluster.private_access_security_groups:
             yield f"{key}.privateAccessCidrs", "an AWS setting (the EKS cluster security group)"
@@ -893,6 +1021,17 @@ def _cluster_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             '(docs/stacks.md, "From a fresh clone to a deployed stack, in detail"), '
             "or kubernetes: {enabled: false} for phase one",
         )
+
+
+def _aws_tag_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    """The stack's tags, and the given values that become tags (base_tags), as AWS takes tags."""
+    for name, value in config.tags.items():
+        for problem in (aws_tag_problem(name, key=True), aws_tag_problem(value, key=False)):
+            if problem is not None:
+                yield f"{PLATFORM_KEY}.tags.{name}", problem
+    owner = aws_tag_problem(config.owner, key=False)
+    if owner is not None:
+        yield f"{PLATFORM_KEY}.owner", f"{owner} (it tags every resource)"
 
 
 def version_pins(cloud: Cloud) -> dict[str, frozenset[str]]:
@@ -1180,10 +1319,6 @@ def _image_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
             )
 
 
-# Private address ranges (RFC 1918), which Azure Storage IP network rules refuse.
-_RFC1918 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
-
-
 def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     key = f"{PLATFORM_KEY}.azure"
     if config.cloud is not Cloud.AZURE:
@@ -1216,15 +1351,6 @@ def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield f"{key}.egressFirewallIp", "outboundType userDefinedRouting needs the firewall's private IP"
     if not udr and config.azure.egress_firewall_ip is not None:
         yield f"{key}.egressFirewallIp", "only meaningful with outboundType: userDefinedRouting"
-    for cidr in config.cluster.public_access_cidrs:
-        if any(ipaddress.ip_network(cidr).overlaps(ipaddress.ip_network(r)) for r in _RFC1918):
-            # "You can't use IP network rules for ... private address ranges (RFC 1918)": the storage
-            # account's firewall takes the allow-list (storage.py) and ARM refuses a private range
-            # (learn.microsoft.com/azure/storage/common/storage-network-security, IP network rules).
-            yield (
-                f"{PLATFORM_KEY}.cluster.publicAccessCidrs",
-                f"{cidr} is a private (RFC 1918) range; Azure Storage IP rules admit public addresses only",
-            )
     private = config.cluster.endpoint is EndpointAccess.PRIVATE
     if private and config.kubernetes.enabled and not config.azure.vnet_runner:
         # The registry disables public network access on a private stack (registry.py): the images `pulumi

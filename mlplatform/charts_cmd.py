@@ -78,6 +78,9 @@ def pull(
     ] = None,
 ) -> None:
     """Verify every pinned chart in the folder; pull each one missing at its pinned version."""
+    if dest is not None and not dest.exists():
+        # The folder holds charts to verify: one that is not there is a typo, not ten failed pulls.
+        exit_with([f"--dest {dest}: no such folder; create it first, or leave --dest out for charts/"])
     directory = (dest or cache_dir()).resolve()
     unwritable = output_problems({}, {"--dest": directory})
     if unwritable:

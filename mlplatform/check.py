@@ -78,8 +78,10 @@ def check(
     except InputError as error:
         exit_with(error.problems)
     console = Console()
-    _print(pack, reports, console)
     problems = [line for lines in [*unplanned.values(), *unrendered.values()] for line in lines]
+    if reports or not problems:
+        # With no stack judged, a count of "0 violations in 0 stacks" would read like a pass.
+        _print(pack, reports, console)
     if json_file is not None:
         write_document(json_file, _to_json(pack, reports, problems))
         console.print(f"wrote {json_file}")
@@ -108,6 +110,10 @@ def _plan_and_judge(
     unplanned: dict[str, list[str]] = {}
     unrendered: dict[str, list[str]] = {}
     settings: Mapping[str, PolicySettings] | None = None
+    if given:
+        # A config the user wrote is checked against the pack before any planning, not after the first
+        # stack's; with none, the pack starts while the first stack plans.
+        settings = reconcile(session.info.schemas(), given, session.info.initial_config)
     for number, target in enumerate(targets, 1):
         step = f"[{number}/{len(targets)}] {target.label}"
         started = time.monotonic()

@@ -21,7 +21,7 @@ from typing import Any
 import typer
 
 # typer vendors click (typer._click); its usage errors are these classes, not the click package's.
-from typer._click.exceptions import ClickException, NoArgsIsHelpError
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption
 from typer.core import TyperCommand, TyperGroup
 
 from mlplatform.errors import exit_with
@@ -138,6 +138,20 @@ def _one_line_usage_errors() -> Iterator[None]:
 class _Command(TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:
         return _flags_as_flags(super().get_params(ctx))
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, list(args), parent, **extra)
+        except NoSuchOption as error:
+            # click reads "-team3" as the short option -t with a value: name the word the user typed.
+            typed = next(
+                (a for a in args if a.startswith(error.option_name) and a != error.option_name), None
+            )
+            if typed is None or typed.startswith("--"):
+                raise
+            raise NoSuchOption(
+                typed, f"{typed!r} is not an option; a name or value cannot start with '-'", ctx=error.ctx
+            ) from None
 
 
 class _Verbs(TyperGroup):

@@ -18,6 +18,24 @@ from mlplatform.errors import exit_with
 from mlplatform.train_cmd import RESTART_SAFE_ENV, torchrun_command
 
 
+def _size_problems(text: str) -> list[str]:
+    """Why ``text`` is no --max-bytes, saying which part is wrong: the unit, the number, or the size."""
+    from workloads.fabric_test import MIB, SIZE_UNITS, parse_size  # torch: only once the flags are read
+
+    unit = text.lstrip("0123456789.")
+    if unit == text:
+        return [f"--max-bytes {text!r}: not a size; give a whole number of {', '.join(SIZE_UNITS)} or bytes"]
+    if unit and unit not in SIZE_UNITS:
+        return [f"--max-bytes {text!r}: unit {unit!r} is not one of {', '.join(SIZE_UNITS)} (or give bytes)"]
+    try:
+        size = parse_size(text)
+    except (argparse.ArgumentTypeError, ValueError):
+        return [f"--max-bytes {text!r}: a whole number of {', '.join(SIZE_UNITS)} or bytes, a multiple of 4"]
+    if size < MIB:
+        return [f"--max-bytes {text!r}: at least 1MiB (the sweep starts at 1MiB and doubles)"]
+    return []
+
+
 def fabric_test(
     local: Annotated[bool, typer.Option("--local", help="Run on this machine (the only mode here).")] = False,
     nproc: Annotated[int, typer.Option("--nproc", help="Ranks taking part in the all-reduce.")] = 2,
@@ -34,16 +52,7 @@ def fabric_test(
         problems.append(f"--nproc must be at least 2 (an all-reduce of one rank moves nothing), got {nproc}")
     if iters < 1:
         problems.append(f"--iters must be at least 1, got {iters}")
-    from workloads.fabric_test import MIB, parse_size
-
-    try:
-        too_small = parse_size(max_bytes) < MIB
-    except argparse.ArgumentTypeError:
-        too_small = True
-    if too_small:
-        problems.append(
-            f"--max-bytes {max_bytes!r} is not a size such as 64MiB, 1GiB or a byte count (>= 1MiB)"
-        )
+    problems += _size_problems(max_bytes)
     args = ["--max-bytes", max_bytes, "--iters", str(iters)]
     if problems:
         exit_with(problems)

@@ -6,6 +6,7 @@ The bottom floor of the CLI: ``plan`` builds these, ``rendering`` adds a chart's
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,34 @@ class PlannedResource:
     ignore_changes: tuple[str, ...] = ()
 
 
+def stable_order(resources: list[PlannedResource]) -> list[PlannedResource]:
+    """``resources`` in an order that depends on the graph alone: every resource after its parent, its
+    provider and what it depends on, as the engine registers them, ties broken by URN (Kahn's algorithm)."""
+    by_urn = {r.urn: r for r in resources}
+    before: dict[str, set[str]] = {}
+    for r in resources:
+        edges = {r.parent, *r.dependencies, *(u for us in r.property_dependencies.values() for u in us)}
+        if r.provider is not None:
+            edges.add(r.provider.rsplit("::", 1)[0])  # a provider reference is "<urn>::<id>"
+        before[r.urn] = {u for u in edges if u in by_urn and u != r.urn}
+    after: dict[str, list[str]] = {urn: [] for urn in by_urn}
+    for urn, earlier in before.items():
+        for e in earlier:
+            after[e].append(urn)
+    ready = [urn for urn, earlier in before.items() if not earlier]
+    heapq.heapify(ready)
+    ordered: list[PlannedResource] = []
+    while ready:
+        urn = heapq.heappop(ready)
+        ordered.append(by_urn[urn])
+        for later in after[urn]:
+            before[later].discard(urn)
+            if not before[later]:
+                heapq.heappush(ready, later)
+    # A cycle cannot come from the engine; should one appear, what is left keeps its URN order.
+    return ordered + sorted((r for r in resources if before[r.urn]), key=lambda r: r.urn)
+
+
 @dataclass
 class Plan:
     project: str
@@ -45,6 +74,8 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan as the JSON ``plan --json`` writes: the same bytes for an unchanged stack (the engine
+        registers concurrently, so registration order and dependency order vary run to run)."""
         return {
             "project": self.project,
             "stack": self.stack,
@@ -57,12 +88,14 @@ class Plan:
                     "custom": r.custom,
                     "provider": r.provider,
                     "inputs": r.inputs,
-                    "dependencies": list(r.dependencies),
-                    "propertyDependencies": r.property_dependencies,
+                    "dependencies": sorted(r.dependencies),
+                    "propertyDependencies": {
+                        k: sorted(v) for k, v in sorted(r.property_dependencies.items())
+                    },
                     "protect": r.protect,
                     "ignoreChanges": list(r.ignore_changes),
                 }
-                for r in self.resources
+                for r in stable_order(self.resources)
             ],
             "outputs": self.outputs,
         }

@@ -25,6 +25,11 @@ def _objects(plan: Plan) -> Iterator[tuple[PlannedResource, dict[str, Any]]]:
             yield resource, as_applied(resource.inputs)
 
 
+def planned_objects(plan: Plan) -> list[dict[str, Any]]:
+    """Every Kubernetes object the plan applies, charts' included, as applied."""
+    return [obj for _, obj in _objects(plan)]
+
+
 def cluster_network(plan: Plan) -> str:
     """The VPC's (AWS) or the VNet's first (Azure) address range; RFC 1918 10/8 when neither is planned."""
     for resource in plan.resources:

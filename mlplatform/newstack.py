@@ -14,7 +14,15 @@ from typing import Annotated
 import typer
 from pydantic import TypeAdapter, ValidationError
 
-from components.config import STACK_NAME, ConfigError, DnsLabel, Tier, parse_stack_config, stack_name_problem
+from components.config import (
+    ENVIRONMENT_RULE,
+    STACK_NAME,
+    ConfigError,
+    Environment,
+    Tier,
+    parse_stack_config,
+    stack_name_problem,
+)
 from components.handle import Cloud
 from mlplatform.errors import exit_with
 from mlplatform.plan import REPO_ROOT
@@ -85,9 +93,10 @@ def new_stack(
     if not STACK_NAME.fullmatch(name):
         exit_with([stack_name_problem(name)])
     try:
-        TypeAdapter(DnsLabel).validate_python(env)
+        TypeAdapter(Environment).validate_python(env)
     except ValidationError:
-        exit_with([f"--env {env!r}: lowercase letters, digits and '-', starting with a letter, 32 at most"])
+        # The stack's environment key takes it as given: the flag is told the key's own rule.
+        exit_with([f"--env {env!r}: {ENVIRONMENT_RULE}"])
     unwritable = output_problems({}, {"--dir": directory})
     if unwritable:
         exit_with(unwritable)

@@ -94,6 +94,8 @@ def resolve_target(
     """Turn the CLI's ways of naming a stack into one ``Target``; bad names are ``InputError``."""
     program_dir = (program or REPO_ROOT).resolve()
     if stack_file is not None:
+        if stack_file.is_dir():
+            raise InputError([f"--stack-file {stack_file}: is a folder; name a Pulumi.<stack>.yaml file"])
         if not stack_file.is_file():
             raise InputError([f"{stack_file}: no such stack file"])
         name = stack_file.name
@@ -109,6 +111,9 @@ def resolve_target(
     if not candidate.is_file() and program is None:
         # Any other program may have stacks with no file (empty config, as in Pulumi); this one needs its
         # config, so a name without a file is a typo.
+        if "/" in stack or stack.endswith((".yaml", ".yml")):
+            hint = f"plan a file with --stack-file {stack}"
+            raise InputError([f"{stack!r} is a path, not a stack name; {hint}"])
         known = [t.stack for t in all_stack_targets(program_dir)]
         close = difflib.get_close_matches(stack, known, n=1)
         hint = f"did you mean {close[0]}?" if close else f"stacks: {', '.join(known) or 'none'}"

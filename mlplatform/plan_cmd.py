@@ -11,6 +11,7 @@ from rich.console import Console
 
 from components.config import ConfigError
 from mlplatform.costing import estimate, summary_line
+from mlplatform.diagram import write_diagram
 from mlplatform.errors import InputError, exit_with, warn
 from mlplatform.plan import Plan, Target, resolve_target, run_plan
 from mlplatform.pricing import load_snapshot
@@ -105,6 +106,14 @@ def plan(
             show_default=False,
         ),
     ] = None,
+    diagram: Annotated[
+        Path | None,
+        typer.Option(
+            "--diagram",
+            help="Draw the platform (network, cluster, pools, stores, registry, workloads, flows) as SVG.",
+            show_default=False,
+        ),
+    ] = None,
     tree: Annotated[
         bool, typer.Option("--tree", help="Print every resource as a tree, a count by type and the outputs.")
     ] = False,
@@ -113,7 +122,7 @@ def plan(
 ) -> None:
     """Plan one stack offline: its node pools, endpoints, storage and resource counts (--tree: all)."""
     target = target_from_flags(stack, stack_file, program, stack_opt)
-    unwritable = output_problems({"--json": json_file}, {"--manifests": manifests})
+    unwritable = output_problems({"--json": json_file, "--diagram": diagram}, {"--manifests": manifests})
     if unwritable:
         exit_with(unwritable)
     result = plan_or_exit(target)
@@ -128,6 +137,9 @@ def plan(
     if json_file is not None:
         write_json(result, json_file)
         console.print(f"wrote {json_file}")
+    if diagram is not None:
+        write_diagram(result, target.label, diagram)
+        console.print(f"wrote {diagram}")
     if manifests is not None:
         written = write_manifests(result, manifests)
         console.print(f"wrote {len(written)} Kubernetes objects under {manifests}")

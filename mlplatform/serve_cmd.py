@@ -27,6 +27,11 @@ def _default(field: str) -> Any:
     return ServeConfig.model_fields[field].default
 
 
+def _help(field: str) -> str:
+    """The setting's own description (ServeConfig), so the flag and the container's variable say the same."""
+    return str(ServeConfig.model_fields[field].description)
+
+
 def _flag(field: str) -> str:
     return "--" + ("model" if field in ("model_dir", "model_uri") else field.replace("_", "-"))
 
@@ -69,6 +74,11 @@ def serve(
     max_connections: Annotated[
         int, typer.Option(help="Connections held at once; beyond it, 503.")
     ] = _default("max_connections"),
+    idle_timeout_s: Annotated[float, typer.Option(help=_help("idle_timeout_s"))] = _default("idle_timeout_s"),
+    body_timeout_s: Annotated[float, typer.Option(help=_help("body_timeout_s"))] = _default("body_timeout_s"),
+    choice_budget_s: Annotated[float, typer.Option(help=_help("choice_budget_s"))] = _default(
+        "choice_budget_s"
+    ),
     threads: Annotated[
         int | None, typer.Option(help="ONNX Runtime threads per worker (default: CPU limit / workers).")
     ] = None,
@@ -81,6 +91,9 @@ def serve(
     drift_window: Annotated[int, typer.Option(help="Input rows kept for drift scoring.")] = _default(
         "drift_window"
     ),
+    drift_min_samples: Annotated[
+        int | None, typer.Option(help=_help("drift_min_samples"), show_default=False)
+    ] = None,
     auth_token_file: Annotated[
         Path | None, typer.Option(help="Require this bearer token on the API and /metrics.")
     ] = None,
@@ -108,10 +121,14 @@ def serve(
                 max_queue=max_queue,
                 deadline_ms=deadline_ms,
                 max_connections=max_connections,
+                idle_timeout_s=idle_timeout_s,
+                body_timeout_s=body_timeout_s,
+                choice_budget_s=choice_budget_s,
                 threads=threads,
                 workers=workers,
                 drift_threshold=drift_threshold,
                 drift_window=drift_window,
+                drift_min_samples=drift_min_samples,
                 auth_token_file=auth_token_file,
                 tls_cert_file=tls_cert_file,
                 tls_key_file=tls_key_file,

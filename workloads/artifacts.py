@@ -133,6 +133,18 @@ def load_metadata(version_dir: Path, *, verify: bool = True) -> ModelMetadata:
     """Read a version's metadata and, by default, check every recorded file against its hash."""
     meta_path = version_dir / METADATA_FILE
     if not meta_path.is_file():
+        # A model's folder (<output>/models/<name>) given for one of its versions: name the versions.
+        versions = sorted(
+            (d.name for d in version_dir.iterdir() if (d / METADATA_FILE).is_file())
+            if version_dir.is_dir()
+            else [],
+            key=lambda name: (not name.isdigit(), int(name) if name.isdigit() else 0, name),
+        )
+        if versions:
+            raise ArtifactError(
+                f"{version_dir}: a model's folder, not one version; versions found: {', '.join(versions)} "
+                f"(e.g. {version_dir / versions[-1]})"
+            )
         raise ArtifactError(f"{version_dir}: no {METADATA_FILE}; not a complete model version directory")
     try:
         metadata = ModelMetadata.model_validate(json.loads(meta_path.read_text()))

@@ -62,10 +62,12 @@ def sizes(min_bytes: int, max_bytes: int) -> Iterator[int]:
         size *= 2
 
 
+SIZE_UNITS = {"KiB": 1 << 10, "MiB": MIB, "GiB": 1 << 30}
+
+
 def parse_size(text: str) -> int:
     """``64MiB``, ``1GiB``, ``4096``: a byte count that is a positive multiple of 4 (float32 elements)."""
-    units = {"KiB": 1 << 10, "MiB": MIB, "GiB": 1 << 30}
-    for suffix, factor in units.items():
+    for suffix, factor in SIZE_UNITS.items():
         if text.endswith(suffix):
             value = int(text[: -len(suffix)]) * factor
             break

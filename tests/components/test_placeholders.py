@@ -54,7 +54,7 @@ def test_each_kind_of_placeholder_is_named_by_its_key() -> None:
     config = template("aws-smb-dev")
     body = config[PLATFORM_KEY]
     body["owner"] = "ml-team@example.com"
-    body["cluster"]["publicAccessCidrs"] = ["10.0.0.0/8", "198.51.100.7/32"]
+    body["cluster"]["publicAccessCidrs"] = ["94.200.0.0/16", "198.51.100.7/32"]
     body["workloads"]["inference"]["image"] = "ml-platform/inference@sha256:" + "2" * 64
     lines = placeholder_problems(parse_stack_config(config, "Pulumi.aws-smb-dev.yaml"))
     keys = [line.split(": ")[1] for line in lines]

@@ -231,7 +231,8 @@ def test_a_stack_with_no_stack_file_has_empty_config(program: Path) -> None:
 def test_new_stack_with_a_bad_environment_names_the_flag(tmp_path: Path) -> None:
     args = ["new-stack", "x", "--cloud", "aws", "--tier", "smb", "--env", "Bad Env", "--dir", str(tmp_path)]
     assert _one_line_exit_2(args) == (
-        "error: --env 'Bad Env': lowercase letters, digits and '-', starting with a letter, 32 at most"
+        "error: --env 'Bad Env': lowercase letters, digits and '-', starting with a letter and ending with a "
+        "letter or digit, 10 characters at most"
     )
     assert not list(tmp_path.iterdir())
 

@@ -87,7 +87,10 @@ def test_local_fabric_test_prints_algbw_and_busbw_per_size() -> None:
     ("argv", "expected"),
     [
         (["--nproc", "1"], "--nproc must be at least 2"),
-        (["--max-bytes", "lots"], "--max-bytes 'lots' is not a size"),
+        (
+            ["--max-bytes", "lots"],
+            "--max-bytes 'lots': not a size; give a whole number of KiB, MiB, GiB or bytes",
+        ),
         ([], "only --local runs here"),
     ],
 )

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import json
 from collections.abc import AsyncIterator, Callable
 
 import numpy as np
 from fastapi import FastAPI, Request, Response
+from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from workloads.delivery.contract import ROUTING_KEY_HEADER
 from workloads.inference.gate import ApiGate, BodyHandler
@@ -93,7 +96,28 @@ def create_app(
     _add_probes(app, service)
     fast = {**_add_api(app, service), **add_v2(app, service)}
     describe_bodies(app, (PredictRequest, V2InferRequest))
+    _add_route_errors(app)
     return ApiGate(app, service, fast)
+
+
+def _add_route_errors(app: FastAPI) -> None:
+    """404 and 405 in the API's own error schema (``{"error", "fields"}``), saying what would work: the
+    method the route takes, or the closest route, instead of Starlette's ``{"detail": "Not Found"}``."""
+    paths = sorted({route.path for route in app.routes if isinstance(route, APIRoute)})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def route_error(request: Request, exc: StarletteHTTPException) -> Response:
+        path = request.url.path
+        if exc.status_code == 405:
+            allowed = next((v for k, v in (exc.headers or {}).items() if k.lower() == "allow"), "")
+            message = f"{request.method} {path}: method not allowed; use {allowed or 'another method'}"
+        elif exc.status_code == 404:
+            close = difflib.get_close_matches(path, paths, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else f"routes: {', '.join(paths)}"
+            message = f"{path}: no such route; {hint}"
+        else:
+            message = str(exc.detail)
+        return json_response(ErrorResponse(error=message), exc.status_code, dict(exc.headers or {}) or None)
 
 
 def _add_probes(app: FastAPI, service: Service) -> None:

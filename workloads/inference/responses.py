@@ -21,7 +21,7 @@ from workloads.delivery.contract import VERSION_HEADER
 from workloads.inference.batcher import BatcherStoppedError, QueueFullError
 from workloads.inference.metrics import VersionMetrics
 from workloads.inference.model import Rows
-from workloads.inference.schemas import ErrorResponse, validation_error
+from workloads.inference.schemas import ErrorResponse, flat_instances, validation_error
 from workloads.inference.service import Prediction, Service, Track
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -41,7 +41,8 @@ def parse(service: Service, model: type[Body], raw: bytes) -> Body | Response:
         return model.model_validate_json(raw)
     except ValidationError as exc:
         service.metrics.error["validation"].inc()
-        return json_response(validation_error(exc), 422)
+        flat = flat_instances(raw, service.artifact.n_features) if "instances" in model.model_fields else None
+        return json_response(flat or validation_error(exc), 422)
 
 
 def refused(

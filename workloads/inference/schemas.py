@@ -15,6 +15,7 @@ V2 shapes follow the KServe "Open Inference Protocol (V2 Inference Protocol)" RE
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -63,6 +64,30 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else part)
     return path or "body"
+
+
+def flat_instances(raw: bytes, n_features: int) -> ErrorResponse | None:
+    """A 422 for one row sent flat (``{"instances": [0, 1, ...]}``), which pydantic would answer with the
+    row count or "a valid array" for each number; None for any other body. Read on the failure path only."""
+    try:
+        instances = json.loads(raw).get("instances")
+    except (ValueError, AttributeError):
+        return None
+    numbers = (
+        isinstance(instances, list)
+        and instances
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in instances)
+    )
+    if not numbers:
+        return None
+    message = (
+        f"each instance must be a list of {n_features} numbers (one row); got one flat list of "
+        f"{len(instances)} numbers: send [[...]] for one row"
+    )
+    return ErrorResponse(
+        error=f"instances: {message}",
+        fields=[{"field": "instances", "message": message, "type": "list_type"}],
+    )
 
 
 def validation_error(exc: ValidationError) -> ErrorResponse:

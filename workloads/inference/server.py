@@ -42,7 +42,7 @@ from workloads.inference.follow import Fetched, FetchError, Follower, fetch
 from workloads.inference.model import load_artifact, verify_model
 from workloads.inference.responses import JSON
 from workloads.inference.service import Service
-from workloads.registry.client import ModelRef, RegistryClient, RegistryError
+from workloads.registry.client import UNREACHABLE, ModelRef, RegistryClient, RegistryError
 
 log = logging.getLogger("workloads.inference")
 
@@ -117,7 +117,8 @@ def tls_context(config: ServeConfig) -> ssl.SSLContext | None:
         context.load_cert_chain(config.tls_cert_file, config.tls_key_file)
     except ssl.SSLError as exc:
         field = "tls_key_file" if "KEY" in (exc.reason or "") else "tls_cert_file"
-        raise SettingError(field, f"not a PEM certificate and matching private key ({exc.reason})") from None
+        why = f" ({exc.reason})" if exc.reason else ""
+        raise SettingError(field, f"not a PEM certificate and matching private key{why}") from None
     return context
 
 
@@ -219,8 +220,15 @@ WAITING_FOR = {
     "missing": WAITING_BODY,
     "HTTP 401": "the registry refuses this server's credentials (user not created yet, or a wrong password)",
     "HTTP 403": "the registry denies this server's user the model (no such model yet, or no grant on it)",
-    "UNREACHABLE": "the registry is unreachable (not up yet, or a wrong registry URI)",
+    UNREACHABLE: "the registry cannot be reached (not up yet, or a wrong registry URI)",
 }
+
+
+def waiting_line(ref: ModelRef, answer: RegistryError) -> str:
+    """Why the server waits, in words that point at the fix: a registry it cannot reach is a down
+    registry or a mistyped URI, a 401 a credential, a 403 a grant, not an alias nobody promoted yet."""
+    kind = _answer_kind(answer)
+    return f"waiting for {ref}: {WAITING_FOR.get(kind, f'the registry answers {kind}')}"
 
 
 def _answer_kind(exc: RegistryError) -> str:
@@ -250,12 +258,7 @@ class AliasWait:
         self.interval_s = interval_s
         self.on_resolved = on_resolved
         self.answer = _answer_kind(answer)
-        self.waiting = self._waiting()
-
-    def _waiting(self) -> str:
-        return (
-            f"waiting for {self.ref}: {WAITING_FOR.get(self.answer, f'the registry answers {self.answer}')}"
-        )
+        self.waiting = waiting_line(ref, answer)
 
     async def _poll(self) -> None:
         while True:
@@ -265,7 +268,7 @@ class AliasWait:
             except RegistryError as exc:
                 if _answer_kind(exc) != self.answer:
                     self.answer = _answer_kind(exc)
-                    self.waiting = self._waiting()
+                    self.waiting = waiting_line(self.ref, exc)
                     log.warning("still %s; the registry answers: %s", self.waiting, exc)
                 continue
             self.on_resolved()

@@ -54,6 +54,10 @@ _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _MODEL_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[A-Za-z0-9_-]+)|/(?P<version>[0-9]+))$")
 
 
+# The code of a RegistryError when no HTTP answer came: the registry is down, or the URI is wrong.
+UNREACHABLE = "UNREACHABLE"
+
+
 class RegistryError(Exception):
     """A registry call that failed; ``code`` is MLflow's ``error_code`` (or ``UNREACHABLE``)."""
 
@@ -237,7 +241,7 @@ class RegistryClient:
             except (urllib.error.URLError, OSError) as exc:
                 if attempt == self.attempts:
                     reason = getattr(exc, "reason", exc)
-                    raise RegistryError(f"registry {self.uri} unreachable: {reason}", "UNREACHABLE") from None
+                    raise RegistryError(f"registry {self.uri} unreachable: {reason}", UNREACHABLE) from None
             time.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")  # the loop returns or raises

@@ -94,7 +94,14 @@ BAD_BODIES = [
     ("no instances", rows(), 422, "instances: List should have at least 1 item"),
     ("short row", rows(ONES[:-1]), 422, "instances[0]: List should have at least 64"),
     ("long row", rows([*ONES, 1.0]), 422, "instances[0]: List should have at most 64"),
-    ("flat row", rows(*ONES[:4]), 422, "instances[0]: Input should be a valid array"),
+    (
+        "flat row",
+        rows(*ONES[:4]),
+        422,
+        "instances: each instance must be a list of 64 numbers (one row); got one",
+    ),
+    # Newcomer review h11: one row sent flat was told to send fewer rows ("at most 32 items").
+    ("one row sent flat", rows(*ONES), 422, "got one flat list of 64 numbers: send [[...]] for one row"),
     ("too many rows", rows(*[ONES] * 33), 422, "instances: List should have at most 32"),
     ("string value", rows([*ONES[:-1], "7"]), 422, "instances[0][63]: Input should be a valid number"),
     ("boolean value", rows([True, *ONES[1:]]), 422, "instances[0][0]: Input should be a valid number"),
@@ -115,6 +122,23 @@ def test_bad_requests_get_a_4xx_naming_the_field(
         response = client.post("/v1/predict", content=body, headers={"content-type": "application/json"})
     assert response.status_code == status, (case, response.text)
     assert message in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "message"),
+    [
+        # Newcomer review h17, h18: Starlette's {"detail": ...} in place of the API's schema, and no hint.
+        ("GET", "/v1/predict", 405, "GET /v1/predict: method not allowed; use POST"),
+        ("POST", "/v1/predit", 404, "/v1/predit: no such route; did you mean /v1/predict?"),
+    ],
+)
+def test_a_wrong_method_or_route_is_told_what_would_work(
+    server: Server, method: str, path: str, status: int, message: str
+) -> None:
+    with server.client() as client:
+        response = client.request(method, path, json={"instances": [ONES]})
+    assert response.status_code == status, response.text
+    assert response.json() == {"error": message, "fields": []}
 
 
 def test_an_oversized_body_without_a_length_is_cut_off_too(server: Server) -> None:

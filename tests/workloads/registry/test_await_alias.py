@@ -146,7 +146,7 @@ def test_a_registry_not_up_yet_is_a_wait_and_a_malformed_uri_still_an_error(tmp_
     try:
         with server.client() as client:
             _waiting(server, client, f"the registry answers: registry {nowhere} unreachable")
-            assert "the registry is unreachable (not up yet, or a wrong registry URI)" in server.logs()
+            assert "the registry cannot be reached (not up yet, or a wrong registry URI)" in server.logs()
     finally:
         assert server.terminate() == 0, server.logs()[-3000:]
 
