@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judges.cel import judge_cel
-from judges.disruption import judge_disruption_budgets
+from judges.disruption import judge_disruption_budgets, judge_unhealthy_eviction
 from judges.findings import Finding, Subject
 from judges.limits import judge_limit_ranges
 from judges.pod_security import judge_pod_security
@@ -28,7 +28,8 @@ def judge_all(
 ) -> list[Finding]:
     """What ``mlplatform check`` runs: CEL, reachability, Pod Security, LimitRange defaults, shared-volume
     owners, hook Jobs against fail-closed Job webhooks, the rendezvous timeouts and disruption budgets
-    over pods without a scale (the exit-code judge, ``judges.runtime.judge_exit_codes``, runs torchrun,
+    over pods without a scale or pods that can be unready (the exit-code judge,
+    ``judges.runtime.judge_exit_codes``, runs torchrun,
     so the suite runs it)."""
     return [
         *judge_cel(objects),
@@ -39,6 +40,7 @@ def judge_all(
         *judge_hook_jobs(objects),
         *judge_rendezvous(objects),
         *judge_disruption_budgets(objects),
+        *judge_unhealthy_eviction(objects),
     ]
 
 

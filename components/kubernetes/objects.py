@@ -66,6 +66,25 @@ def service_account(metadata: Mapping[str, Any], annotations: Mapping[str, str])
     }
 
 
+def disruption_budget(metadata: Mapping[str, Any], match_labels: Mapping[str, str]) -> Object:
+    """A budget that lets one selected server go at a time. ``unhealthyPodEvictionPolicy: AlwaysAllow``:
+    the servers it guards are unready by design at times (inference before the first promotion, the
+    registry before its admin Secret), and under the default ``IfHealthyBudget`` "running pods
+    (status.phase=\"Running\"), but not yet healthy can be evicted only if the guarded application is not
+    disrupted", so unready pods would block every drain, node-group upgrade and scale-down (cluster
+    review B-N3; policy/v1 PodDisruptionBudgetSpec, Kubernetes API reference; KEP-3017, stable in 1.31)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": dict(metadata),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": dict(match_labels)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
 def restricted_pod_security(uid: int) -> Object:
     """The pod-level securityContext of a workload running as ``uid`` under Pod Security "restricted"
     (kubernetes.io "Pod Security Standards"): non-root, RuntimeDefault seccomp, volumes group-owned."""

@@ -51,6 +51,7 @@ from components.handle import (
 from components.kubernetes.objects import (
     MANAGED_BY,
     Object,
+    disruption_budget,
     restricted_container,
     restricted_pod_security,
     service_account,
@@ -445,12 +446,7 @@ def _disruption_budget(spec: RegistrySpec) -> Object:
     drain still proceeds: the registry is not on a request's path, serving keeps its loaded model).
     The servers only: the migration Job's pod has no scale, and a budget with ``maxUnavailable`` that
     selected it would allow no eviction at all (judges/disruption.py)."""
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": _metadata(spec, NAME),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _server_selector()}},
-    }
+    return disruption_budget(_metadata(spec, NAME), _server_selector())
 
 
 def _namespace_peer(namespace: str) -> Object:

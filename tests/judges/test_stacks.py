@@ -11,6 +11,7 @@ import pytest
 
 from judges import Finding
 from judges.cel import cel_report
+from judges.disruption import judge_unhealthy_eviction
 from judges.limits import judge_limit_ranges
 from judges.pod_security import judge_pod_security
 from judges.reachability import judge_reachability
@@ -91,3 +92,12 @@ def test_a_fatal_exit_of_the_trainer_and_the_fabric_test_fails_the_job(
 ) -> None:
     """Both fabrics' training Job and fabric gate, their commands run for real (torchrun, gloo)."""
     assert _mandatory(judge_exit_codes(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_no_disruption_budget_blocks_a_drain_over_unready_pods(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    """Cluster review B-N3: inference pods answer /readyz 503 until the first promotion; a budget over
+    them without AlwaysAllow refuses every eviction in their pool (charts' budgets included)."""
+    assert _mandatory(judge_unhealthy_eviction(judged(stack).objects)) == []
