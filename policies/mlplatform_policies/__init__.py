@@ -7,6 +7,7 @@ from pulumi_policy import Policy
 
 from . import (
     bringup_aws,
+    day2,
     deployability_aws,
     deployability_azure,
     encryption,
@@ -38,4 +39,5 @@ def all_policies() -> list[Policy]:
         *bringup_aws.POLICIES,
         *queueing.POLICIES,
         *deployability_azure.POLICIES,
+        *day2.POLICIES,
     ]
