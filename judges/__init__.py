@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from judges.bootstrap import judge_bootstrap_secrets
 from judges.cel import judge_cel
 from judges.disruption import judge_disruption_budgets, judge_unhealthy_eviction
 from judges.findings import Finding, Subject
@@ -28,7 +29,8 @@ def judge_all(
 ) -> list[Finding]:
     """What ``mlplatform check`` runs: CEL, reachability, Pod Security, LimitRange defaults, shared-volume
     owners, hook Jobs against fail-closed Job webhooks, the rendezvous timeouts and disruption budgets
-    over pods without a scale or pods that can be unready (the exit-code judge,
+    over pods without a scale or pods that can be unready, and Secrets an awaited workload needs that the
+    plan does not make (the exit-code judge,
     ``judges.runtime.judge_exit_codes``, runs torchrun,
     so the suite runs it)."""
     return [
@@ -41,6 +43,7 @@ def judge_all(
         *judge_rendezvous(objects),
         *judge_disruption_budgets(objects),
         *judge_unhealthy_eviction(objects),
+        *judge_bootstrap_secrets(objects),
     ]
 
 

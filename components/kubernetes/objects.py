@@ -156,11 +156,13 @@ def apply_objects(
     provider: pulumi.ProviderResource,
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource] = (),
+    ignore_changes: Sequence[str] = (),
 ) -> list[pulumi.CustomResource]:
     """Register each object as its pulumi-kubernetes resource, all on ``provider``; service accounts
     first, and the other objects after them: the API server refuses a pod whose service account does not
     exist yet, and the ReplicaSet and Job controllers retry it with a growing back-off, while a service
-    account may itself wait on its cloud identity's rights (``components/ordering.py``)."""
+    account may itself wait on its cloud identity's rights (``components/ordering.py``).
+    ``ignore_changes``: paths of every object kept from state after creation."""
     objects = list(objects)
 
     def register(obj: Object, after: Sequence[pulumi.Resource]) -> pulumi.CustomResource:
@@ -168,7 +170,12 @@ def apply_objects(
             type_token(obj),
             resource_name(obj),
             obj,
-            opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(after)),
+            opts=pulumi.ResourceOptions(
+                parent=parent,
+                provider=provider,
+                depends_on=list(after),
+                ignore_changes=list(ignore_changes) or None,
+            ),
         )
 
     accounts = [register(o, depends_on) for o in objects if o["kind"] == "ServiceAccount"]

@@ -16,7 +16,10 @@ Authentication (issue 28: no anonymous access on enterprise): MLflow's own basic
 Username and Password"); users and their per-model permissions live in the registry's database, so
 promotion rights can be granted per model without a proxy of our own. The admin password is
 ``MLFLOW_AUTH_ADMIN_PASSWORD`` and the CSRF key ``MLFLOW_FLASK_SERVER_SECRET_KEY``, both from the
-Secret ``registry-admin`` that the operator creates (like ``inference-auth``); callers send a user name
+Secret ``registry-admin`` that ``pulumi up`` creates with generated values (``RegistrySpec.admin``; cluster
+review B-N1: an operator could not create it before the update that creates its namespace, and the
+update waits for the servers that mount it), applied with its values ignored after creation so the admin
+rotation in docs/registry.md survives the next update; callers send a user name
 and password from the Secret ``registry-client`` in their own namespace (``MLFLOW_TRACKING_USERNAME`` /
 ``MLFLOW_TRACKING_PASSWORD``, what MLflow's clients read). Those users are the stack's: a password per
 caller that ``pulumi up`` generates (``RegistrySpec.passwords``), the caller's Secret, the same passwords
@@ -63,6 +66,8 @@ NAME = "registry"
 COMPONENT = "registry"
 PORT = 5000
 ADMIN_SECRET = "registry-admin"
+# Its keys (the launcher's ADMIN_FILES, workloads/registry/server/launch.py).
+ADMIN_KEYS = ("password", "flask-secret-key")
 # The admin Secret as files (checkov CKV_K8S_35: secrets as files, not environment variables); the
 # launcher hands them to MLflow (``password`` → MLFLOW_AUTH_ADMIN_PASSWORD, ``flask-secret-key`` →
 # MLFLOW_FLASK_SERVER_SECRET_KEY).
@@ -162,6 +167,9 @@ class RegistrySpec:
     users: tuple[RegistryUser, ...] = ()
     passwords: Mapping[str, object] = field(default_factory=dict)
     credentials_rotation: int = 1
+    # With auth: the ``registry-admin`` Secret's values (``ADMIN_KEYS`` -> a secret value: generated on
+    # ``pulumi up``).
+    admin: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         problems = []
@@ -169,6 +177,8 @@ class RegistrySpec:
             problems.append("users need basic-auth (auth)")
         if {u.username for u in self.users} != set(self.passwords):
             problems.append("a password for each user, and for no one else")
+        if set(self.admin) != (set(ADMIN_KEYS) if self.auth else set()):
+            problems.append(f"basic-auth needs the admin Secret's {', '.join(ADMIN_KEYS)}, and only it")
         if (self.database is None) == (self.store_claim is None):
             problems.append("exactly one of database and store_claim (SQLite on the shared file system)")
         if self.database is None and self.replicas != 1:
@@ -509,11 +519,15 @@ class RegistryObjects:
     migration: Object
     after: list[Object]
     secrets: list[Object] = field(default_factory=list)
+    # ``registry-admin``, with basic-auth: before the migration Job and the servers that mount it; its
+    # values are the stack's only at creation (the layer ignores later changes to them).
+    admin: Object | None = None
 
 
 def registry_objects(spec: RegistrySpec) -> RegistryObjects:
     return RegistryObjects(
         secrets=credential_secrets(spec),
+        admin=_secret(spec, ADMIN_SECRET, spec.namespace, spec.admin) if spec.auth else None,
         before=[
             service_account(_metadata(spec, spec.service_account), spec.service_account_annotations),
             _network_policy(spec),

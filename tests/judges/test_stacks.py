@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from judges import Finding
+from judges.bootstrap import judge_bootstrap_secrets
 from judges.cel import cel_report
 from judges.disruption import judge_unhealthy_eviction
 from judges.limits import judge_limit_ranges
@@ -101,3 +102,12 @@ def test_no_disruption_budget_blocks_a_drain_over_unready_pods(
     """Cluster review B-N3: inference pods answer /readyz 503 until the first promotion; a budget over
     them without AlwaysAllow refuses every eviction in their pool (charts' budgets included)."""
     assert _mandatory(judge_unhealthy_eviction(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_every_secret_an_awaited_workload_needs_is_made_by_the_plan(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    """Cluster review B-N1: the registry Deployment (awaited) mounted ``registry-admin``, which only an
+    operator could create, and only after this update created ``ml-registry``."""
+    assert _mandatory(judge_bootstrap_secrets(judged(stack).objects)) == []

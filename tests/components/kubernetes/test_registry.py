@@ -27,6 +27,7 @@ from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
 from components.handle import PUBLIC_NETWORK, Fabric, Peer, PoolHandle, PoolKind, RegistryDatabase
 from components.kubernetes.layer import registry_namespace
 from components.kubernetes.registry import (
+    ADMIN_KEYS,
     ADMIN_SECRET,
     MLFLOW_VERSION,
     PORT,
@@ -43,6 +44,7 @@ from mlplatform.judging import cluster_network
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import template
+from workloads.registry.server.launch import ADMIN_FILES
 
 POOL = PoolHandle("system", PoolKind.CPU, "m7i.xlarge", 0, Fabric.NONE, 0, 4, 16)
 IMAGE = "reg.example.ae/ml-platform/registry:abc@sha256:" + "a" * 64
@@ -62,9 +64,12 @@ def _spec(**overrides: Any) -> RegistrySpec:
         "client_namespaces": ("ml-training", "ml-inference"),
         "peers": PEERS,
     }
+    if overrides.get("auth", True):
+        base["admin"] = ADMIN
     return RegistrySpec(**{**base, **overrides})
 
 
+ADMIN = {"password": "p" * 32, "flask-secret-key": "k" * 64}
 SQLITE = {"database": None, "store_claim": "registry-store", "replicas": 1}
 
 
@@ -268,3 +273,17 @@ def test_tmp_holds_a_whole_file_copy_per_concurrent_transfer() -> None:
     pod = _kind(_all(replace(_spec(), tmp_size=size)), "Deployment")["spec"]["template"]["spec"]
     (tmp,) = [v for v in pod["volumes"] if v["name"] == "tmp"]
     assert tmp["emptyDir"]["sizeLimit"] == size
+
+
+def test_the_stack_makes_the_admin_secret_the_servers_mount() -> None:
+    """Cluster review B-N1: ``registry-admin`` was the operator's to create "before the first pulumi up",
+    in a namespace that update creates; the stack makes it now, with the keys the launcher reads
+    (launch.py ``ADMIN_FILES``), and refuses basic-auth without its values."""
+    objects = registry_objects(_spec())
+    admin = objects.admin
+    assert admin is not None and admin["kind"] == "Secret"
+    assert (admin["metadata"]["namespace"], admin["metadata"]["name"]) == ("ml-registry", ADMIN_SECRET)
+    assert set(admin["stringData"]) == set(ADMIN_KEYS) == set(ADMIN_FILES)
+    assert registry_objects(_spec(auth=False)).admin is None
+    with pytest.raises(ValueError, match="admin Secret"):
+        _spec(admin={})
