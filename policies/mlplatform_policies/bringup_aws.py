@@ -286,6 +286,30 @@ def _reservation_placement(template: Subject, graph: Graph) -> Iterator[str]:
                 yield f"capacity-block market type, but node group {group.name} is not CAPACITY_BLOCK"
             if group.get("capacityType") == "CAPACITY_BLOCK" and not block:
                 yield f"node group {group.name} is CAPACITY_BLOCK, but the template's market type is not"
+            if isinstance(target, Mapping):
+                yield from _reserved_group(group)
+
+
+def _reserved_group(group: Subject) -> Iterator[str]:
+    """Review aws.md N1: an instance launches into a reservation only in its "Availability Zone" and while
+    it "is in the active state" (EC2 user guide, "Launch instances into an existing Capacity
+    Reservation"); a Capacity Block group is created, and updated, at desired size 0 (EKS user guide,
+    "Create a managed node group with Capacity Blocks for ML")."""
+    subnets = group.get("subnetIds")
+    if isinstance(subnets, list) and len(subnets) != 1:
+        yield (
+            f"node group {group.name} launches into a capacity reservation from {len(subnets)} subnets: a "
+            "reservation lives in one Availability Zone, so launches in the others fail"
+        )
+    if group.get("capacityType") == "CAPACITY_BLOCK":
+        sizes = {key: group.get(f"scalingConfig.{key}") for key in ("minSize", "desiredSize")}
+        started = {k: f"{v:g}" for k, v in sizes.items() if isinstance(v, int | float) and v > 0}
+        if started:
+            yield (
+                f"Capacity Block node group {group.name} starts at "
+                + ", ".join(f"{k} {v}" for k, v in started.items())
+                + ": create it at 0 and scale inside the block's window"
+            )
 
 
 def _web_identity_trust(role: Subject) -> Iterator[str]:
@@ -388,9 +412,10 @@ POLICIES = [
     ),
     stack_policy(
         "aws-capacity-reservation-launch",
-        "A launch template targeting a capacity reservation uses no placement group the program creates; "
-        "a capacity-block market type goes with a CAPACITY_BLOCK node group (EKS user guide, Capacity "
-        "Blocks for ML; terraform-aws-eks PR #3730).",
+        "A launch template targeting a capacity reservation uses no placement group the program creates "
+        "and feeds node groups in one subnet (the reservation's zone); a capacity-block market type goes "
+        "with a CAPACITY_BLOCK node group created at size 0 (EC2 user guide, Launch instances into an "
+        "existing Capacity Reservation; EKS user guide, Capacity Blocks for ML; terraform-aws-eks PR #3730).",
         per_node((tokens.LAUNCH_TEMPLATE,), _reservation_placement),
         severity=Severity.HIGH,
     ),

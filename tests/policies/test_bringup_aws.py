@@ -96,13 +96,26 @@ template = ec2.LaunchTemplate(
     {placement}
 )
 eks.NodeGroup(
-    "reserved", cluster_name="c", node_role_arn="arn:aws:iam::123456789012:role/n", subnet_ids=["subnet-1"],
+    "reserved", cluster_name="c", node_role_arn="arn:aws:iam::123456789012:role/n", subnet_ids={subnets},
     instance_types=["p5en.48xlarge"], ami_type="AL2023_x86_64_NVIDIA", version="1.35",
     taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
-    scaling_config={"min_size": 0, "max_size": 2, "desired_size": 0}, capacity_type="{capacity}",
+    scaling_config={"min_size": 0, "max_size": 2, "desired_size": {desired}}, capacity_type="{capacity}",
     launch_template={"id": template.id, "version": "1"},
 )
 """
+
+
+def _reserved(
+    placement: str = "", capacity: str = "CAPACITY_BLOCK", subnets: int = 1, desired: int = 0
+) -> str:
+    ids = [f"subnet-{i}" for i in range(subnets)]
+    return (
+        _RESERVED.replace("{placement}", placement)
+        .replace("{capacity}", capacity)
+        .replace("{subnets}", repr(ids))
+        .replace("{desired}", str(desired))
+    )
+
 
 _IMAGE = """
 import pulumi_aws.ec2 as ec2
@@ -203,9 +216,20 @@ VIOLATIONS = [
     case(
         "capacity-block-in-a-new-placement-group-as-on-demand",
         AWS,
-        _RESERVED.replace("{placement}", 'placement={"group_name": placement.name},').replace(
-            "{capacity}", "ON_DEMAND"
-        ),
+        _reserved('placement={"group_name": placement.name},', "ON_DEMAND"),
+        ("aws-capacity-reservation-launch", "reserved"),
+    ),
+    # Review aws.md N1: the reservation's one zone, and the block's window.
+    case(
+        "reservation-across-three-zones",
+        AWS,
+        _reserved(subnets=3),
+        ("aws-capacity-reservation-launch", "reserved"),
+    ),
+    case(
+        "capacity-block-created-at-2",
+        AWS,
+        _reserved(desired=2),
         ("aws-capacity-reservation-launch", "reserved"),
     ),
     case(
@@ -250,7 +274,7 @@ TWINS = [
     case(
         "node-group-prefix", AWS, _NODE_GROUP.format(name="cpu-ng", prefix=', node_group_name_prefix="cpu-"')
     ),
-    case("capacity-block", AWS, _RESERVED.replace("{placement}", "").replace("{capacity}", "CAPACITY_BLOCK")),
+    case("capacity-block", AWS, _reserved()),
     case("efa-plugin-in-region", AWS, _IMAGE % ("759879836304", "me-central-1")),
     case("public-access-real-range", AWS, _DOC_RANGE % "100.24.0.0/16"),
     case("irsa-trust-pinned", AWS, _IRSA % _PINNED),
