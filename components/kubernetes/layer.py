@@ -136,12 +136,13 @@ class KubernetesLayer(pulumi.ComponentResource):
         self.workloads = gates + gated + self._apply(workloads.objects, ready)
         if workloads.registry is not None:
             # The migration Job is awaited (pulumi-kubernetes waits for a Job to complete), so the
-            # servers roll only onto a migrated schema.
+            # servers roll only onto a migrated schema; on SQLite the servers' pod migrates first.
             before = self._apply(workloads.registry.before, ready)
             backend = handle.registry_backend
-            database = backend.ready if backend is not None else ()
-            migration = self._apply([workloads.registry.migration], [*ready, *before, *database])
-            self.workloads += before + migration + self._apply(workloads.registry.after, migration)
+            gate = [*ready, *before, *(backend.ready if backend is not None else ())]
+            job = workloads.registry.migration
+            migration = self._apply([job], gate) if job is not None else []
+            self.workloads += before + migration + self._apply(workloads.registry.after, migration or gate)
         self.releases = sorted(releases)
         self.register_outputs({"releases": self.releases})
 

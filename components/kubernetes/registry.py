@@ -415,6 +415,11 @@ def _deployment(spec: RegistrySpec) -> Object:
         else {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
     )
     pod = _pod_spec(spec, [server], volumes)
+    if spec.database is None:
+        # SQLite: the migration runs in the server's pod, before the server (cluster review B-N2). As a
+        # Job it ran while the old server, not yet recreated, still had the file open over NFS, two hosts
+        # on one SQLite file (sqlite.org/useovernet.html); under Recreate the old pod is gone first.
+        pod["initContainers"] = [_container(spec, "migrate", "upgrade", _volumes(spec, server=False)[1])]
     pod["topologySpreadConstraints"] = [
         {
             "maxSkew": 1,
@@ -516,7 +521,8 @@ class RegistryObjects:
     credentials) go first, before any caller's pod mounts one."""
 
     before: list[Object]
-    migration: Object
+    # The migration Job (PostgreSQL); None on SQLite, where the servers' pod migrates first.
+    migration: Object | None
     after: list[Object]
     secrets: list[Object] = field(default_factory=list)
     # ``registry-admin``, with basic-auth: before the migration Job and the servers that mount it; its
@@ -532,7 +538,7 @@ def registry_objects(spec: RegistrySpec) -> RegistryObjects:
             service_account(_metadata(spec, spec.service_account), spec.service_account_annotations),
             _network_policy(spec),
         ],
-        migration=_migration_job(spec),
+        migration=_migration_job(spec) if spec.database is not None else None,
         after=[
             _deployment(spec),
             _service(spec),

@@ -17,6 +17,7 @@ from judges.limits import judge_limit_ranges
 from judges.pod_security import judge_pod_security
 from judges.reachability import judge_reachability
 from judges.runtime import judge_exit_codes, judge_rendezvous
+from judges.sqlite import judge_sqlite_openers
 from judges.storage import judge_shared_volume_owners
 from judges.webhooks import judge_hook_jobs
 from tests.stack_variants import ALL_FEATURES
@@ -111,3 +112,9 @@ def test_every_secret_an_awaited_workload_needs_is_made_by_the_plan(
     """Cluster review B-N1: the registry Deployment (awaited) mounted ``registry-admin``, which only an
     operator could create, and only after this update created ``ml-registry``."""
     assert _mandatory(judge_bootstrap_secrets(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_every_sqlite_file_has_one_opener(stack: str, judged: Callable[[str], Judged]) -> None:
+    """Cluster review B-N2: on SMB the migration Job opened the registry's SQLite file beside the server."""
+    assert _mandatory(judge_sqlite_openers(judged(stack).objects)) == []

@@ -75,7 +75,7 @@ SQLITE = {"database": None, "store_claim": "registry-store", "replicas": 1}
 
 def _all(spec: RegistrySpec) -> list[dict[str, Any]]:
     objects = registry_objects(spec)
-    return [*objects.before, objects.migration, *objects.after]
+    return [*objects.before, *([objects.migration] if objects.migration else []), *objects.after]
 
 
 def _kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -111,6 +111,7 @@ def test_no_secret_in_the_pod_spec_and_auth_from_the_admin_secret_as_files() -> 
     assert env["REGISTRY_ADMIN_SECRET_DIR"]["value"] == mount["mountPath"] and mount["readOnly"]
     volume = next(v for v in deployment["volumes"] if v["name"] == "admin")
     assert volume["secret"]["secretName"] == ADMIN_SECRET
+    assert objects.migration is not None
     for obj in (objects.migration, _kind(objects.after, "Deployment")):
         for variable in obj["spec"]["template"]["spec"]["containers"][0]["env"]:
             assert "valueFrom" not in variable and "PASSWORD" not in variable["name"]
@@ -147,12 +148,34 @@ def test_sqlite_runs_one_process_on_one_pod_that_stops_before_the_next_starts() 
 
 def test_one_migration_job_per_mlflow_version_applied_before_the_servers() -> None:
     objects = registry_objects(_spec())
+    assert objects.migration is not None
     assert objects.migration["metadata"]["name"] == f"registry-migrate-{MLFLOW_VERSION.replace('.', '-')}"
     assert objects.migration["spec"]["template"]["spec"]["containers"][0]["args"] == ["upgrade"]
     assert "Deployment" in {o["kind"] for o in objects.after}
     assert "Deployment" not in {o["kind"] for o in objects.before}
     upgraded = registry_objects(replace(_spec(), mlflow_version="3.18.0")).migration
-    assert upgraded["metadata"]["name"] == "registry-migrate-3-18-0"
+    assert upgraded is not None and upgraded["metadata"]["name"] == "registry-migrate-3-18-0"
+
+
+def test_on_sqlite_the_servers_pod_migrates_after_the_old_server_is_gone() -> None:
+    """Cluster review B-N2: the per-version migration Job opened the SQLite file over NFS while the old
+    server still held it (the Job ran before the Deployment rolled). On SQLite there is no Job: the
+    server's pod runs ``upgrade`` as its init container, and Recreate stops the old pod first, so one
+    process on one host opens the file at a time (sqlite.org/useovernet.html)."""
+    objects = registry_objects(_spec(**SQLITE))
+    assert objects.migration is None
+    deployment = _kind(objects.after, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]["spec"]
+    (migrate,) = pod["initContainers"]
+    assert migrate["args"] == ["upgrade"] and migrate["image"] == pod["containers"][0]["image"]
+    store = {m["name"] for m in migrate["volumeMounts"]} & {v["name"] for v in pod["volumes"]}
+    assert "store" in store
+    # PostgreSQL keeps its awaited Job: servers roll (RollingUpdate) only onto a migrated schema.
+    assert (
+        "initContainers"
+        not in _kind(registry_objects(_spec()).after, "Deployment")["spec"]["template"]["spec"]
+    )
 
 
 def test_ingress_only_from_client_namespaces_and_egress_only_to_its_peers() -> None:
