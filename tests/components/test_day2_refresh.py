@@ -195,3 +195,27 @@ def test_the_update_sends_what_is_not_ignored(cloud_plan: Callable[[str], Plan])
     assert moved == ["storage.storageSizeGB"] and _get(state, "storage.storageSizeGB") == 64
     assert _update(planted, state) == ["storage.storageSizeGB"]
     assert _update(server, state) == []
+
+
+def test_after_the_kms_rotation_runbook_the_next_up_changes_nothing(
+    cloud_plan: Callable[[str], Plan], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md "Rotate keys", Azure: the runbook moves AKS KMS to the key's new version with
+    ``az aks update`` and rewrites every Secret; the refresh then reads that version, and the next
+    ``pulumi up`` (whose mocks read the same new version) sends nothing back."""
+    first = cloud_plan("azure-enterprise-prod")
+    monkeypatch.setattr(mocks, "_key_vault_key", _rotated_key(mocks._key_vault_key))
+    second = plan_config(cloud_only(template("azure-enterprise-prod")), tmp_path, "azure-enterprise-prod")
+    kms = "securityProfile.azureKeyVaultKms.keyId"
+    monkeypatch.setitem(
+        MOVES,
+        "azure-native:containerservice:ManagedCluster",
+        [
+            *MOVES["azure-native:containerservice:ManagedCluster"],
+            (kms, lambda i: True, lambda v, i: _versioned(v)),
+        ],
+    )
+    updates, _ = day2_updates(first, second)
+    assert updates == {}
+    (cluster,) = second.by_type("azure-native:containerservice:ManagedCluster")
+    assert _get(cluster.inputs, kms).endswith(NEW_VERSION), "the program reads the rotated version"
