@@ -331,6 +331,36 @@ def _web_identity_trust(role: Subject) -> Iterator[str]:
                 f"statement {index} lets web identities assume the role without pinning "
                 f"{' and '.join(missing)}: any service account of the cluster (or any audience) could"
             )
+        yield from _trust_pins(index, statement, condition if isinstance(condition, Mapping) else {})
+
+
+def _trust_pins(index: int, statement: Mapping[str, Any], condition: Mapping[str, Any]) -> Iterator[str]:
+    """Review aws.md (the pack): a ``:sub`` under StringLike with a wildcard namespace, or a name that is
+    nothing but wildcards, pins nothing ("system:serviceaccount:*:*"; a name prefix in one namespace,
+    ``kube-system:efs-csi-*``, does), and a claim key must name the Federated provider's issuer (the
+    condition keys are ``<issuer>:sub`` / ``<issuer>:aud``, IAM user guide, "Available keys for AWS web
+    identity federation"; EKS user guide, "Assign IAM roles to Kubernetes service accounts")."""
+    principal = statement.get("Principal")
+    federated = principal.get("Federated") if isinstance(principal, Mapping) else None
+    issuer = (
+        federated.split(":oidc-provider/", 1)[1]
+        if isinstance(federated, str) and ":oidc-provider/" in federated
+        else None
+    )
+    for operator in ("StringEquals", "StringLike"):
+        claims = condition.get(operator)
+        for key, value in claims.items() if isinstance(claims, Mapping) else []:
+            if issuer is not None and key.endswith((":sub", ":aud")) and not key.startswith(f"{issuer}:"):
+                yield f"statement {index} pins {key}, not a claim of its Federated provider {issuer}"
+            if operator == "StringLike" and key.endswith(":sub"):
+                for pattern in value if isinstance(value, list) else [value]:
+                    parts = str(pattern).split(":")
+                    namespace, name = (parts[2], parts[3]) if len(parts) == 4 else ("*", "*")
+                    if any(c in namespace for c in "*?") or not name.strip("*?"):
+                        yield (
+                            f"statement {index} pins {key} to {pattern!r}, which matches service accounts "
+                            "of any namespace or name: name them (system:serviceaccount:<namespace>:<name>)"
+                        )
 
 
 def _kube_proxy_matches_cluster(addon: Subject, graph: Graph) -> Iterator[str]:

@@ -4,11 +4,15 @@ pass them is ``mlplatform check`` on the templates (tests/policies/test_complian
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
 
+from components.catalog.aws import EKS_STANDARD_SUPPORT_END as CATALOG_SUPPORT_END
 from mlplatform.analyzer import PolicyPackSession
 
-from .conftest import AWS, Judge, found
+from .conftest import AWS, PACK_DIR, Judge, found
 from .test_violations import Case, case
 
 _NETWORK = """
@@ -149,13 +153,14 @@ _IRSA = """
 import pulumi_aws.iam as iam
 
 ISSUER = "oidc.eks.me-central-1.amazonaws.com/id/ABC"
+OPERATOR = "StringEquals"
 CONDITION = %s
 iam.Role(
     "irsa", tags=TAGS,
     assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": [{
         "Effect": "Allow", "Action": "sts:AssumeRoleWithWebIdentity",
         "Principal": {"Federated": f"arn:aws:iam::123456789012:oidc-provider/{ISSUER}"},
-        "Condition": {"StringEquals": CONDITION},
+        "Condition": {OPERATOR: CONDITION},
     }]}),
 )
 """
@@ -244,6 +249,22 @@ VIOLATIONS = [
         _IRSA % '{f"{ISSUER}:aud": "sts.amazonaws.com"}',
         ("aws-irsa-trust-pins-sub-and-aud", "irsa"),
     ),
+    # Review aws.md (the pack): a wildcard subject, and a claim of another issuer.
+    case(
+        "irsa-trust-any-service-account",
+        AWS,
+        (
+            _IRSA % '{f"{ISSUER}:sub": "system:serviceaccount:*:*", f"{ISSUER}:aud": "sts.amazonaws.com"}'
+        ).replace('OPERATOR = "StringEquals"', 'OPERATOR = "StringLike"'),
+        ("aws-irsa-trust-pins-sub-and-aud", "irsa"),
+    ),
+    case(
+        "irsa-trust-other-issuers-claims",
+        AWS,
+        _IRSA % '{"oidc.eks.me-central-1.amazonaws.com/id/OTHER:sub": "system:serviceaccount:ml:trainer", '
+        '"oidc.eks.me-central-1.amazonaws.com/id/OTHER:aud": "sts.amazonaws.com"}',
+        ("aws-irsa-trust-pins-sub-and-aud", "irsa"),
+    ),
     case(
         "kube-proxy-of-another-minor",
         AWS,
@@ -304,3 +325,19 @@ def test_each_cites_its_source(pack: PolicyPackSession) -> None:
     assert set(policies) == _POLICIES
     for policy in policies.values():
         assert any(s in policy.description for s in ("API reference", "user guide", "docstring", "RFC"))
+
+
+def test_the_packs_eks_support_dates_are_the_catalogs() -> None:
+    """Review aws.md (the pack): ``aws-eks-standard-support`` keeps its own table, since the pack imports
+    nothing from the program; every minor the catalog dates, the pack dates the same."""
+    script = (
+        "import json; from mlplatform_policies.bringup_aws import EKS_STANDARD_SUPPORT_END as E; "
+        "print(json.dumps({k: v.isoformat() for k, v in E.items()}))"
+    )
+    python = PACK_DIR / ".venv" / "bin" / "python"
+    done = subprocess.run(
+        [str(python), "-c", script], check=False, cwd=PACK_DIR, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    pack = json.loads(done.stdout)
+    assert {minor: pack.get(minor) for minor in CATALOG_SUPPORT_END} == CATALOG_SUPPORT_END
