@@ -72,6 +72,7 @@ POLICIES = {
     "aks-secrets-kms": ("mandatory", "resource"),
     "azure-keyvault-command-after-vault": ("mandatory", "stack"),
     "azure-registry-push-after-private-dns": ("mandatory", "stack"),
+    "day2-cloud-moved-properties-ignored": ("mandatory", "stack"),
 }
 
 
