@@ -1121,14 +1121,42 @@ def _reservation_problems(key: str, pool: NodePoolConfig) -> Iterator[tuple[str,
         )
     if pool.spot:
         yield f"{key}.spot", "a pool with a capacityReservation launches reserved capacity, not spot"
+    # An instance launches into a reservation only with its attributes, "instance type, platform,
+    # Availability Zone, and tenancy", and while it "is in the active state" (EC2 user guide, "Launch
+    # instances into an existing Capacity Reservation"); a reservation lives in one zone (aws.md N1).
+    if pool.availability_zone is None:
+        yield (
+            f"{key}.availabilityZone",
+            "a capacity reservation lives in one Availability Zone: set availabilityZone to the index of "
+            "the reservation's zone (aws ec2 describe-capacity-reservations --capacity-reservation-ids "
+            f"{pool.capacity_reservation.id} --query 'CapacityReservations[].AvailabilityZone')",
+        )
+    # "If you create ... prior to the capacity reservation becoming active, then set the desired capacity
+    # to 0", and for updates "set the desired size of the node group to 0" (EKS user guide, Capacity Blocks
+    # for ML, self-managed and managed node groups): the pool starts empty and is scaled inside the window.
+    if pool.capacity_reservation.kind is CapacityReservationKind.CAPACITY_BLOCK and (
+        pool.min_size or pool.desired_size
+    ):
+        yield (
+            f"{key}.minSize",
+            "a Capacity Block pool starts at 0 nodes (minSize 0, no desiredSize): its instances launch only "
+            "while the block is active; scale it inside the window (docs/operations.md, Capacity Blocks)",
+        )
 
 
 def _fabric_problems(
     config: PlatformConfig, key: str, pool: NodePoolConfig, itype: InstanceType
 ) -> Iterator[tuple[str, str]]:
     if pool.fabric is Fabric.NONE:
-        if pool.availability_zone is not None and config.cloud is Cloud.AWS:
-            yield f"{key}.availabilityZone", "only fabric pools are pinned to one zone"
+        if pool.availability_zone is None or config.cloud is not Cloud.AWS:
+            return
+        if pool.capacity_reservation is None:
+            yield f"{key}.availabilityZone", "only fabric pools and reserved pools are pinned to one zone"
+        elif pool.availability_zone >= config.network.availability_zones:
+            yield (
+                f"{key}.availabilityZone",
+                f"must be below network.availabilityZones ({config.network.availability_zones})",
+            )
         return
     if pool.fabric is not itype.fabric:
         sold = SOLD_IN_REGION.get(config.region) if config.cloud is Cloud.AWS else None

@@ -47,10 +47,26 @@ PLATFORM = docker_build.Platform.LINUX_AMD64
 NEVER_IN_CONTEXT = ("**/__pycache__", "**/*.pyc", "**/.mypy_cache", "**/.ruff_cache", "**/.pytest_cache")
 
 
+def instructions(dockerfile: Path) -> list[str]:
+    """The Dockerfile's instructions, a line ending in ``\\`` joined with the next (Dockerfile reference,
+    "Escape character": the default escape character continues an instruction on the next line)."""
+    joined: list[str] = []
+    pending = ""
+    for line in dockerfile.read_text().splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1]
+            continue
+        joined.append(pending + line)
+        pending = ""
+    return joined
+
+
 def copy_sources(dockerfile: Path) -> list[str]:
     """The build-context paths a Dockerfile's COPY lines read (``--from`` copies read another stage)."""
     sources: list[str] = []
-    for line in dockerfile.read_text().splitlines():
+    for line in instructions(dockerfile):
         words = shlex.split(line) if line.startswith("COPY ") else []
         if words and not any(w.startswith("--from=") for w in words):
             sources += [w for w in words[1:-1] if not w.startswith("--")]

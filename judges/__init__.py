@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from judges.bootstrap import judge_bootstrap_secrets
 from judges.cel import judge_cel
-from judges.disruption import judge_disruption_budgets
+from judges.disruption import judge_disruption_budgets, judge_unhealthy_eviction
 from judges.findings import Finding, Subject
 from judges.limits import judge_limit_ranges
 from judges.pod_security import judge_pod_security
 from judges.reachability import CONTROL_PLANE_NETWORK, judge_reachability
 from judges.runtime import judge_rendezvous
+from judges.sqlite import judge_sqlite_openers
 from judges.storage import judge_shared_volume_owners
 from judges.webhooks import judge_hook_jobs
 
@@ -28,7 +30,9 @@ def judge_all(
 ) -> list[Finding]:
     """What ``mlplatform check`` runs: CEL, reachability, Pod Security, LimitRange defaults, shared-volume
     owners, hook Jobs against fail-closed Job webhooks, the rendezvous timeouts and disruption budgets
-    over pods without a scale (the exit-code judge, ``judges.runtime.judge_exit_codes``, runs torchrun,
+    over pods without a scale or pods that can be unready, and Secrets an awaited workload needs that the
+    plan does not make, and SQLite files with more than one opener (the exit-code judge,
+    ``judges.runtime.judge_exit_codes``, runs torchrun,
     so the suite runs it)."""
     return [
         *judge_cel(objects),
@@ -39,6 +43,9 @@ def judge_all(
         *judge_hook_jobs(objects),
         *judge_rendezvous(objects),
         *judge_disruption_budgets(objects),
+        *judge_unhealthy_eviction(objects),
+        *judge_bootstrap_secrets(objects),
+        *judge_sqlite_openers(objects),
     ]
 
 

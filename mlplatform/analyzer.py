@@ -418,7 +418,9 @@ class _Graph:
             "urn": resource["urn"],
             "properties": _struct(resource.get("inputs", {})),
             "options": proto.AnalyzerResourceOptions(
-                parent=resource.get("parent") or "", protect=bool(resource.get("protect"))
+                parent=resource.get("parent") or "",
+                protect=bool(resource.get("protect")),
+                ignoreChanges=list(resource.get("ignoreChanges", [])),
             ),
             "provider": self.provider(resource),
         }

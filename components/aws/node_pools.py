@@ -117,8 +117,9 @@ def pool_handle(pool: NodePoolConfig, itype: InstanceType) -> PoolHandle:
 
 def pool_zone_indexes(pool: NodePoolConfig, zone_count: int) -> list[int]:
     """The zones a pool's nodes run in: a fabric pool's one zone (zone 0 unless configured; EFA and
-    the placement group do not span zones), every zone for the rest."""
-    if pool.fabric is Fabric.NONE:
+    the placement group do not span zones), a reserved pool's (its reservation's zone, which config
+    requires: aws.md N1), every zone for the rest."""
+    if pool.fabric is Fabric.NONE and pool.capacity_reservation is None:
         return list(range(zone_count))
     return [pool.availability_zone or 0]
 

@@ -135,7 +135,16 @@ class AksCluster(pulumi.ComponentResource):
             **self._cluster_properties(args, identity.id),
             **scope.placed,
             # The autoscaler owns the node count after creation; Pulumi must not reset it on every up.
-            opts=scope.opts(self, depends_on=[ready], ignore_changes=["agentPoolProfiles[0].count"]),
+            # The KMS key version is moved by the operator's rotation runbook only (docs/operations.md,
+            # "Rotate keys"): `az aks update` with the new version, then every Secret rewritten, as AKS
+            # asks ("Remember to update all secrets after key rotation", use-kms-etcd-encryption, Rotate
+            # existing keys). Following Key Vault's rotation on a later `up` would switch the cluster
+            # unannounced and never rewrite the Secrets (review azure.md B1).
+            opts=scope.opts(
+                self,
+                depends_on=[ready],
+                ignore_changes=["agentPoolProfiles[0].count", "securityProfile.azureKeyVaultKms.keyId"],
+            ),
         )
         self.workspace_id = self._diagnostics(name)
         self._maintenance(name)

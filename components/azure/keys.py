@@ -56,8 +56,8 @@ _ROTATION_POLICY: dict[str, Any] = {
     "lifetime_actions": [_ROTATE, {"trigger": {"time_before_expiry": "P30D"}, "action": {"type": "notify"}}],
 }
 # The Secrets key rotates too, but its versions never expire: AKS KMS holds a versioned key id and moves
-# to a new version only when the cluster is updated with it (the next `pulumi up`, whose refresh reads the
-# key's current version), keeps using the previous one for what it encrypted, and stops with "KeyExpired:
+# to a new version only when the cluster is updated with it (the operator's rotation runbook, which then
+# rewrites every Secret; cluster.py ignores the key id otherwise), and stops with "KeyExpired:
 # Operation encrypt isn't allowed on an expired key" when the version it holds expires ("it is your
 # responsibility to manage the key lifecycle", learn.microsoft.com/azure/aks/use-kms-etcd-encryption,
 # KMS observability; "ensure both the old and new keys are valid", Rotate existing keys).

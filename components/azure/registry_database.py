@@ -149,7 +149,16 @@ class AzureRegistryDatabase(pulumi.ComponentResource):
             },
             high_availability=high_availability(environment, scope.location),
             **scope.placed,
-            opts=scope.opts(self, data=True, depends_on=[encryption.ready, link]),
+            # Autogrow doubles the disk when free space falls below 20 % and "storage can only be scaled
+            # up, not down" (Azure Database for PostgreSQL, concepts-storage, "Storage autogrow"): the
+            # refresh before every update reads the grown size, and sending STORAGE_GIB again would ask
+            # for a shrink the service refuses (review azure.md A1). The declared size is the floor.
+            opts=scope.opts(
+                self,
+                data=True,
+                depends_on=[encryption.ready, link],
+                ignore_changes=["storage.storageSizeGB"],
+            ),
         )
         # A flexible server takes one operation at a time and refuses the next with ServerIsBusy
         # (Azure/azure-postgresql#134): the parameter, the administrator and the database in turn.

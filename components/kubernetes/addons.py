@@ -239,14 +239,21 @@ def nic_cluster_policy(handle: ClusterHandle) -> Object:
 
 
 def metrics_server(handle: ClusterHandle) -> Chart:
-    """metrics-server (kubernetes-sigs chart): the inference HPA scales on its CPU metrics."""
+    """metrics-server (kubernetes-sigs chart): the inference HPA scales on its CPU metrics. Its budget lets
+    an unready replica be evicted (the chart's ``podDisruptionBudget.unhealthyPodEvictionPolicy``, set
+    from Kubernetes 1.27): two unready replicas would otherwise block every drain of their nodes
+    (cluster review B-N3, judges/disruption.py)."""
     return Chart(
         release="metrics-server",
         pin=pin("metrics-server", handle.kubernetes_version),
         namespace="kube-system",
         values={
             "replicas": 2,
-            "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+            "podDisruptionBudget": {
+                "enabled": True,
+                "minAvailable": 1,
+                "unhealthyPodEvictionPolicy": "AlwaysAllow",
+            },
             "resources": resources("1", "500Mi", "100m", "200Mi"),
         },
     )

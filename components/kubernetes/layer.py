@@ -69,7 +69,9 @@ class KubernetesLayer(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        workloads = workload_objects(handle, config, images, self._registry_passwords(config))
+        workloads = workload_objects(
+            handle, config, images, self._registry_passwords(config), self._registry_admin(config)
+        )
         specs = tenancy_specs(handle, config, workloads)
         namespaces = self._apply([o for spec in specs for o in namespace_objects(spec)])
         if any(POD_SECURITY_EXCEPTION_LABEL in spec.labels for spec in specs):
@@ -121,6 +123,12 @@ class KubernetesLayer(pulumi.ComponentResource):
         if workloads.registry is not None:
             # The callers' registry credentials, before any pod that mounts them.
             ready += self._apply(workloads.registry.secrets, namespaces)
+            if workloads.registry.admin is not None:
+                # Its values are the stack's at creation only: the admin rotation (docs/registry.md)
+                # patches the Secret, and the next update must not put the first values back.
+                ready += apply_objects(
+                    [workloads.registry.admin], self.provider, self, namespaces, ignore_changes=["stringData"]
+                )
         gates = self._apply(workloads.gates, ready)
         # Only the training run waits for the fabric gates; serving does not (a slow or failed GPU gate
         # must not hold back a CPU inference rollout).
@@ -128,12 +136,13 @@ class KubernetesLayer(pulumi.ComponentResource):
         self.workloads = gates + gated + self._apply(workloads.objects, ready)
         if workloads.registry is not None:
             # The migration Job is awaited (pulumi-kubernetes waits for a Job to complete), so the
-            # servers roll only onto a migrated schema.
+            # servers roll only onto a migrated schema; on SQLite the servers' pod migrates first.
             before = self._apply(workloads.registry.before, ready)
             backend = handle.registry_backend
-            database = backend.ready if backend is not None else ()
-            migration = self._apply([workloads.registry.migration], [*ready, *before, *database])
-            self.workloads += before + migration + self._apply(workloads.registry.after, migration)
+            gate = [*ready, *before, *(backend.ready if backend is not None else ())]
+            job = workloads.registry.migration
+            migration = self._apply([job], gate) if job is not None else []
+            self.workloads += before + migration + self._apply(workloads.registry.after, migration or gate)
         self.releases = sorted(releases)
         self.register_outputs({"releases": self.releases})
 
@@ -151,6 +160,23 @@ class KubernetesLayer(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             ).result.apply(pulumi.Output.secret)
             for user in registry_users(config)
+        }
+
+    def _registry_admin(self, config: PlatformConfig) -> dict[str, object]:
+        """With basic-auth, the ``registry-admin`` Secret's values, kept in the stack's state: the admin's
+        password (32 letters and digits, as the users') and MLflow's CSRF key (64). Generated once, so
+        the Secret exists before the servers that mount it, on the update that creates the namespace
+        (cluster review B-N1)."""
+        if not config.workloads.registry.auth:
+            return {}
+        return {
+            key: pulumi_random.RandomPassword(
+                f"{self._name}-registry-admin-{key}",
+                length=length,
+                special=False,
+                opts=pulumi.ResourceOptions(parent=self),
+            ).result.apply(pulumi.Output.secret)
+            for key, length in (("password", 32), ("flask-secret-key", 64))
         }
 
     def _apply(

@@ -66,6 +66,25 @@ def service_account(metadata: Mapping[str, Any], annotations: Mapping[str, str])
     }
 
 
+def disruption_budget(metadata: Mapping[str, Any], match_labels: Mapping[str, str]) -> Object:
+    """A budget that lets one selected server go at a time. ``unhealthyPodEvictionPolicy: AlwaysAllow``:
+    the servers it guards are unready by design at times (inference before the first promotion, the
+    registry before its admin Secret), and under the default ``IfHealthyBudget`` "running pods
+    (status.phase=\"Running\"), but not yet healthy can be evicted only if the guarded application is not
+    disrupted", so unready pods would block every drain, node-group upgrade and scale-down (cluster
+    review B-N3; policy/v1 PodDisruptionBudgetSpec, Kubernetes API reference; KEP-3017, stable in 1.31)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": dict(metadata),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": dict(match_labels)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
 def restricted_pod_security(uid: int) -> Object:
     """The pod-level securityContext of a workload running as ``uid`` under Pod Security "restricted"
     (kubernetes.io "Pod Security Standards"): non-root, RuntimeDefault seccomp, volumes group-owned."""
@@ -137,11 +156,13 @@ def apply_objects(
     provider: pulumi.ProviderResource,
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource] = (),
+    ignore_changes: Sequence[str] = (),
 ) -> list[pulumi.CustomResource]:
     """Register each object as its pulumi-kubernetes resource, all on ``provider``; service accounts
     first, and the other objects after them: the API server refuses a pod whose service account does not
     exist yet, and the ReplicaSet and Job controllers retry it with a growing back-off, while a service
-    account may itself wait on its cloud identity's rights (``components/ordering.py``)."""
+    account may itself wait on its cloud identity's rights (``components/ordering.py``).
+    ``ignore_changes``: paths of every object kept from state after creation."""
     objects = list(objects)
 
     def register(obj: Object, after: Sequence[pulumi.Resource]) -> pulumi.CustomResource:
@@ -149,7 +170,12 @@ def apply_objects(
             type_token(obj),
             resource_name(obj),
             obj,
-            opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(after)),
+            opts=pulumi.ResourceOptions(
+                parent=parent,
+                provider=provider,
+                depends_on=list(after),
+                ignore_changes=list(ignore_changes) or None,
+            ),
         )
 
     accounts = [register(o, depends_on) for o in objects if o["kind"] == "ServiceAccount"]

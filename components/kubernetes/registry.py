@@ -16,7 +16,10 @@ Authentication (issue 28: no anonymous access on enterprise): MLflow's own basic
 Username and Password"); users and their per-model permissions live in the registry's database, so
 promotion rights can be granted per model without a proxy of our own. The admin password is
 ``MLFLOW_AUTH_ADMIN_PASSWORD`` and the CSRF key ``MLFLOW_FLASK_SERVER_SECRET_KEY``, both from the
-Secret ``registry-admin`` that the operator creates (like ``inference-auth``); callers send a user name
+Secret ``registry-admin`` that ``pulumi up`` creates with generated values (``RegistrySpec.admin``; cluster
+review B-N1: an operator could not create it before the update that creates its namespace, and the
+update waits for the servers that mount it), applied with its values ignored after creation so the admin
+rotation in docs/registry.md survives the next update; callers send a user name
 and password from the Secret ``registry-client`` in their own namespace (``MLFLOW_TRACKING_USERNAME`` /
 ``MLFLOW_TRACKING_PASSWORD``, what MLflow's clients read). Those users are the stack's: a password per
 caller that ``pulumi up`` generates (``RegistrySpec.passwords``), the caller's Secret, the same passwords
@@ -51,6 +54,7 @@ from components.handle import (
 from components.kubernetes.objects import (
     MANAGED_BY,
     Object,
+    disruption_budget,
     restricted_container,
     restricted_pod_security,
     service_account,
@@ -62,6 +66,8 @@ NAME = "registry"
 COMPONENT = "registry"
 PORT = 5000
 ADMIN_SECRET = "registry-admin"
+# Its keys (the launcher's ADMIN_FILES, workloads/registry/server/launch.py).
+ADMIN_KEYS = ("password", "flask-secret-key")
 # The admin Secret as files (checkov CKV_K8S_35: secrets as files, not environment variables); the
 # launcher hands them to MLflow (``password`` → MLFLOW_AUTH_ADMIN_PASSWORD, ``flask-secret-key`` →
 # MLFLOW_FLASK_SERVER_SECRET_KEY).
@@ -161,6 +167,9 @@ class RegistrySpec:
     users: tuple[RegistryUser, ...] = ()
     passwords: Mapping[str, object] = field(default_factory=dict)
     credentials_rotation: int = 1
+    # With auth: the ``registry-admin`` Secret's values (``ADMIN_KEYS`` -> a secret value: generated on
+    # ``pulumi up``).
+    admin: Mapping[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         problems = []
@@ -168,6 +177,8 @@ class RegistrySpec:
             problems.append("users need basic-auth (auth)")
         if {u.username for u in self.users} != set(self.passwords):
             problems.append("a password for each user, and for no one else")
+        if set(self.admin) != (set(ADMIN_KEYS) if self.auth else set()):
+            problems.append(f"basic-auth needs the admin Secret's {', '.join(ADMIN_KEYS)}, and only it")
         if (self.database is None) == (self.store_claim is None):
             problems.append("exactly one of database and store_claim (SQLite on the shared file system)")
         if self.database is None and self.replicas != 1:
@@ -404,6 +415,11 @@ def _deployment(spec: RegistrySpec) -> Object:
         else {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
     )
     pod = _pod_spec(spec, [server], volumes)
+    if spec.database is None:
+        # SQLite: the migration runs in the server's pod, before the server (cluster review B-N2). As a
+        # Job it ran while the old server, not yet recreated, still had the file open over NFS, two hosts
+        # on one SQLite file (sqlite.org/useovernet.html); under Recreate the old pod is gone first.
+        pod["initContainers"] = [_container(spec, "migrate", "upgrade", _volumes(spec, server=False)[1])]
     pod["topologySpreadConstraints"] = [
         {
             "maxSkew": 1,
@@ -445,12 +461,7 @@ def _disruption_budget(spec: RegistrySpec) -> Object:
     drain still proceeds: the registry is not on a request's path, serving keeps its loaded model).
     The servers only: the migration Job's pod has no scale, and a budget with ``maxUnavailable`` that
     selected it would allow no eviction at all (judges/disruption.py)."""
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": _metadata(spec, NAME),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _server_selector()}},
-    }
+    return disruption_budget(_metadata(spec, NAME), _server_selector())
 
 
 def _namespace_peer(namespace: str) -> Object:
@@ -510,19 +521,24 @@ class RegistryObjects:
     credentials) go first, before any caller's pod mounts one."""
 
     before: list[Object]
-    migration: Object
+    # The migration Job (PostgreSQL); None on SQLite, where the servers' pod migrates first.
+    migration: Object | None
     after: list[Object]
     secrets: list[Object] = field(default_factory=list)
+    # ``registry-admin``, with basic-auth: before the migration Job and the servers that mount it; its
+    # values are the stack's only at creation (the layer ignores later changes to them).
+    admin: Object | None = None
 
 
 def registry_objects(spec: RegistrySpec) -> RegistryObjects:
     return RegistryObjects(
         secrets=credential_secrets(spec),
+        admin=_secret(spec, ADMIN_SECRET, spec.namespace, spec.admin) if spec.auth else None,
         before=[
             service_account(_metadata(spec, spec.service_account), spec.service_account_annotations),
             _network_policy(spec),
         ],
-        migration=_migration_job(spec),
+        migration=_migration_job(spec) if spec.database is not None else None,
         after=[
             _deployment(spec),
             _service(spec),

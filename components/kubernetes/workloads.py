@@ -253,6 +253,7 @@ def registry_spec(
     config: PlatformConfig,
     images: WorkloadImages,
     passwords: Mapping[str, object],
+    admin: Mapping[str, object],
 ) -> RegistrySpec:
     backend, registry = handle.registry_backend, config.workloads.registry
     if backend is None:
@@ -279,6 +280,7 @@ def registry_spec(
         users=registry_users(config),
         passwords=passwords,
         credentials_rotation=registry.credentials_rotation,
+        admin=admin,
     )
 
 
@@ -298,8 +300,10 @@ def workload_objects(
     config: PlatformConfig,
     images: WorkloadImages,
     registry_passwords: Mapping[str, object] | None = None,
+    registry_admin: Mapping[str, object] | None = None,
 ) -> WorkloadObjects:
-    """``registry_passwords``: each of ``registry_users(config)``'s password (the layer generates them)."""
+    """``registry_passwords``: each of ``registry_users(config)``'s password; ``registry_admin``: the
+    ``registry-admin`` Secret's values with basic-auth (the layer generates both)."""
     result = WorkloadObjects()
     training, inference = config.workloads.training, config.workloads.inference
     # Config validation guarantees shared storage wherever a workload is enabled.
@@ -324,7 +328,7 @@ def workload_objects(
         )
         result.alert_rules["inference"] = monitoring.inference_rules(inference.drift_threshold)
     if config.workloads.registry.enabled:
-        registry = registry_spec(handle, config, images, registry_passwords or {})
+        registry = registry_spec(handle, config, images, registry_passwords or {}, registry_admin or {})
         result.registry = registry_objects(registry)
         if registry.store_claim is not None:
             result.claims.append(VolumeClaim(registry.namespace, registry.store_claim, read_only=False))

@@ -8,6 +8,7 @@ from pulumi_policy import Policy
 from . import (
     bringup_aws,
     budget,
+    day2,
     deployability_aws,
     deployability_azure,
     encryption,
@@ -40,4 +41,5 @@ def all_policies() -> list[Policy]:
         *queueing.POLICIES,
         *deployability_azure.POLICIES,
         *budget.POLICIES,
+        *day2.POLICIES,
     ]

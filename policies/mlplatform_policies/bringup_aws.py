@@ -286,6 +286,30 @@ def _reservation_placement(template: Subject, graph: Graph) -> Iterator[str]:
                 yield f"capacity-block market type, but node group {group.name} is not CAPACITY_BLOCK"
             if group.get("capacityType") == "CAPACITY_BLOCK" and not block:
                 yield f"node group {group.name} is CAPACITY_BLOCK, but the template's market type is not"
+            if isinstance(target, Mapping):
+                yield from _reserved_group(group)
+
+
+def _reserved_group(group: Subject) -> Iterator[str]:
+    """Review aws.md N1: an instance launches into a reservation only in its "Availability Zone" and while
+    it "is in the active state" (EC2 user guide, "Launch instances into an existing Capacity
+    Reservation"); a Capacity Block group is created, and updated, at desired size 0 (EKS user guide,
+    "Create a managed node group with Capacity Blocks for ML")."""
+    subnets = group.get("subnetIds")
+    if isinstance(subnets, list) and len(subnets) != 1:
+        yield (
+            f"node group {group.name} launches into a capacity reservation from {len(subnets)} subnets: a "
+            "reservation lives in one Availability Zone, so launches in the others fail"
+        )
+    if group.get("capacityType") == "CAPACITY_BLOCK":
+        sizes = {key: group.get(f"scalingConfig.{key}") for key in ("minSize", "desiredSize")}
+        started = {k: f"{v:g}" for k, v in sizes.items() if isinstance(v, int | float) and v > 0}
+        if started:
+            yield (
+                f"Capacity Block node group {group.name} starts at "
+                + ", ".join(f"{k} {v}" for k, v in started.items())
+                + ": create it at 0 and scale inside the block's window"
+            )
 
 
 def _web_identity_trust(role: Subject) -> Iterator[str]:
@@ -307,6 +331,36 @@ def _web_identity_trust(role: Subject) -> Iterator[str]:
                 f"statement {index} lets web identities assume the role without pinning "
                 f"{' and '.join(missing)}: any service account of the cluster (or any audience) could"
             )
+        yield from _trust_pins(index, statement, condition if isinstance(condition, Mapping) else {})
+
+
+def _trust_pins(index: int, statement: Mapping[str, Any], condition: Mapping[str, Any]) -> Iterator[str]:
+    """Review aws.md (the pack): a ``:sub`` under StringLike with a wildcard namespace, or a name that is
+    nothing but wildcards, pins nothing ("system:serviceaccount:*:*"; a name prefix in one namespace,
+    ``kube-system:efs-csi-*``, does), and a claim key must name the Federated provider's issuer (the
+    condition keys are ``<issuer>:sub`` / ``<issuer>:aud``, IAM user guide, "Available keys for AWS web
+    identity federation"; EKS user guide, "Assign IAM roles to Kubernetes service accounts")."""
+    principal = statement.get("Principal")
+    federated = principal.get("Federated") if isinstance(principal, Mapping) else None
+    issuer = (
+        federated.split(":oidc-provider/", 1)[1]
+        if isinstance(federated, str) and ":oidc-provider/" in federated
+        else None
+    )
+    for operator in ("StringEquals", "StringLike"):
+        claims = condition.get(operator)
+        for key, value in claims.items() if isinstance(claims, Mapping) else []:
+            if issuer is not None and key.endswith((":sub", ":aud")) and not key.startswith(f"{issuer}:"):
+                yield f"statement {index} pins {key}, not a claim of its Federated provider {issuer}"
+            if operator == "StringLike" and key.endswith(":sub"):
+                for pattern in value if isinstance(value, list) else [value]:
+                    parts = str(pattern).split(":")
+                    namespace, name = (parts[2], parts[3]) if len(parts) == 4 else ("*", "*")
+                    if any(c in namespace for c in "*?") or not name.strip("*?"):
+                        yield (
+                            f"statement {index} pins {key} to {pattern!r}, which matches service accounts "
+                            "of any namespace or name: name them (system:serviceaccount:<namespace>:<name>)"
+                        )
 
 
 def _kube_proxy_matches_cluster(addon: Subject, graph: Graph) -> Iterator[str]:
@@ -388,9 +442,10 @@ POLICIES = [
     ),
     stack_policy(
         "aws-capacity-reservation-launch",
-        "A launch template targeting a capacity reservation uses no placement group the program creates; "
-        "a capacity-block market type goes with a CAPACITY_BLOCK node group (EKS user guide, Capacity "
-        "Blocks for ML; terraform-aws-eks PR #3730).",
+        "A launch template targeting a capacity reservation uses no placement group the program creates "
+        "and feeds node groups in one subnet (the reservation's zone); a capacity-block market type goes "
+        "with a CAPACITY_BLOCK node group created at size 0 (EC2 user guide, Launch instances into an "
+        "existing Capacity Reservation; EKS user guide, Capacity Blocks for ML; terraform-aws-eks PR #3730).",
         per_node((tokens.LAUNCH_TEMPLATE,), _reservation_placement),
         severity=Severity.HIGH,
     ),

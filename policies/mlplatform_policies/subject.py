@@ -36,6 +36,8 @@ class Subject:
     property_dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # The engine refuses to delete it (``protect``); known in AnalyzeStack only.
     protect: bool = False
+    # Input paths the engine keeps from state (the ``ignoreChanges`` option); AnalyzeStack only.
+    ignore_changes: tuple[str, ...] = ()
 
     @classmethod
     def from_args(cls, args: ResourceValidationArgs) -> Subject:
@@ -59,6 +61,7 @@ class Subject:
                 for key, deps in resource.property_dependencies.items()
             },
             protect=bool(resource.opts.protect),
+            ignore_changes=tuple(resource.opts.ignore_changes or ()),
         )
 
     @property

@@ -129,6 +129,10 @@ UNREAD = {
         "tests/conftest.py",
         "Pulumi.yaml",
         "Makefile",
+        # Review aws.md N2: the README and the IaC code were in the training image.
+        "README.md",
+        "components/kubernetes/addons.py",
+        "workloads/training/k8s.py",
     ],
     INFERENCE_DOCKERFILE: [
         "stacks/Pulumi.azure-enterprise-prod.yaml",
@@ -145,7 +149,7 @@ UNREAD = {
     ],
 }
 READ = {
-    TRAINING_DOCKERFILE: ["components/images.py", "workloads/training/__main__.py", "pyproject.toml"],
+    TRAINING_DOCKERFILE: ["components/handle.py", "workloads/training/__main__.py", "pyproject.toml"],
     INFERENCE_DOCKERFILE: ["workloads/inference/server.py", "workloads/artifacts.py", "constraints.txt"],
     REGISTRY_DOCKERFILE: [
         "workloads/registry/server/launch.py",

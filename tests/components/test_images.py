@@ -142,8 +142,13 @@ def test_the_tag_names_what_the_build_reads() -> None:
     so a changed tree must be a new tag."""
     assert content_tag(TRAINING_DOCKERFILE, "efa") == content_tag(TRAINING_DOCKERFILE, "efa")
     assert content_tag(TRAINING_DOCKERFILE, "efa") != content_tag(TRAINING_DOCKERFILE, "cpu")
-    assert set(copy_sources(TRAINING_DOCKERFILE)) >= {"pyproject.toml", "components/", "workloads/"}
-    assert "components/" not in copy_sources(INFERENCE_DOCKERFILE)
+    # Only what the programs load (review aws.md N2; tests/components/test_image_scope.py): no README,
+    # no IaC folders.
+    assert {"pyproject.toml", "components/handle.py", "workloads/training/train.py"} <= set(
+        copy_sources(TRAINING_DOCKERFILE)
+    )
+    for dockerfile in (TRAINING_DOCKERFILE, INFERENCE_DOCKERFILE):
+        assert not {"README.md", "components/", "mlplatform/"} & set(copy_sources(dockerfile))
 
 
 def _with(stack: str, **training: object) -> dict[str, Any]:

@@ -9,7 +9,14 @@ from typing import Any
 
 from components.kubernetes.registry import INSTANCE_LABEL
 from judges import judge_all
-from judges.disruption import POLICY, judge_disruption_budgets
+from judges.disruption import (
+    CHART_EXCEPTION,
+    HELM_RELEASE,
+    POLICY,
+    UNHEALTHY_POLICY,
+    judge_disruption_budgets,
+    judge_unhealthy_eviction,
+)
 from tests.components.kubernetes.test_registry import _all, _spec
 
 
@@ -48,3 +55,46 @@ def test_the_registry_budget_selects_its_servers_not_the_migration_job() -> None
     planted = {**budget, "spec": {**budget["spec"], "selector": selector}}
     others = [o for o in objects if o is not budget]
     assert [f.policy for f in judge_disruption_budgets([*others, planted])] == [POLICY]
+
+
+def _probed(kind: str) -> dict[str, Any]:
+    workload = _workload(kind)
+    workload["spec"]["template"]["spec"]["containers"] = [{"name": "c", "readinessProbe": {}}]
+    return workload
+
+
+def test_a_budget_over_pods_that_can_be_unready_must_always_allow_their_eviction() -> None:
+    """Cluster review B-N3: policy/v1 ``unhealthyPodEvictionPolicy`` (IfHealthyBudget by default, GA in
+    1.31, KEP-3017). Unprobed pods are ready whenever they run, so a budget over them passes either way."""
+    (finding,) = judge_unhealthy_eviction([_budget(maxUnavailable=1), _probed("Deployment")])
+    assert finding.policy == UNHEALTHY_POLICY and "Deployment w" in finding.message
+    explicit = _budget(maxUnavailable=1, unhealthyPodEvictionPolicy="IfHealthyBudget")
+    assert "under IfHealthyBudget" in judge_unhealthy_eviction([explicit, _probed("Deployment")])[0].message
+    allowed = _budget(maxUnavailable=1, unhealthyPodEvictionPolicy="AlwaysAllow")
+    assert not judge_unhealthy_eviction([allowed, _probed("Deployment")])
+    assert not judge_unhealthy_eviction([_budget(maxUnavailable=1), _workload("Deployment")])
+
+
+def test_a_charts_written_exception_is_advisory_on_what_helm_installs_only() -> None:
+    """kueue 0.19.2's manager-pdb template offers no unhealthyPodEvictionPolicy: its pin writes why."""
+    budget = _budget(minAvailable=1)
+    budget["metadata"]["annotations"] = {CHART_EXCEPTION: "no value in the chart"}
+    (own,) = judge_unhealthy_eviction([budget, _probed("Deployment")])
+    assert own.mandatory, "an exception on an object the program builds is no exception"
+    budget["metadata"]["annotations"][HELM_RELEASE] = "kueue"
+    (charted,) = judge_unhealthy_eviction([budget, _probed("Deployment")])
+    assert not charted.mandatory and "no value in the chart" in charted.message
+
+
+def test_the_registry_budget_lets_unready_servers_go() -> None:
+    """The registry's servers are unready while their database is unreachable: the budget carries
+    AlwaysAllow; the planted budget without it is found (inference's: tests/judges/test_stacks.py)."""
+    objects = _all(_spec())
+    assert not judge_unhealthy_eviction(objects)
+    (budget,) = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    planted = {
+        **budget,
+        "spec": {k: v for k, v in budget["spec"].items() if k != "unhealthyPodEvictionPolicy"},
+    }
+    others = [o for o in objects if o is not budget]
+    assert [f.policy for f in judge_unhealthy_eviction([*others, planted])] == [UNHEALTHY_POLICY]

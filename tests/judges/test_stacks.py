@@ -10,11 +10,14 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from judges import Finding
+from judges.bootstrap import judge_bootstrap_secrets
 from judges.cel import cel_report
+from judges.disruption import judge_unhealthy_eviction
 from judges.limits import judge_limit_ranges
 from judges.pod_security import judge_pod_security
 from judges.reachability import judge_reachability
 from judges.runtime import judge_exit_codes, judge_rendezvous
+from judges.sqlite import judge_sqlite_openers
 from judges.storage import judge_shared_volume_owners
 from judges.webhooks import judge_hook_jobs
 from tests.stack_variants import ALL_FEATURES
@@ -91,3 +94,27 @@ def test_a_fatal_exit_of_the_trainer_and_the_fabric_test_fails_the_job(
 ) -> None:
     """Both fabrics' training Job and fabric gate, their commands run for real (torchrun, gloo)."""
     assert _mandatory(judge_exit_codes(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_no_disruption_budget_blocks_a_drain_over_unready_pods(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    """Cluster review B-N3: inference pods answer /readyz 503 until the first promotion; a budget over
+    them without AlwaysAllow refuses every eviction in their pool (charts' budgets included)."""
+    assert _mandatory(judge_unhealthy_eviction(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_every_secret_an_awaited_workload_needs_is_made_by_the_plan(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    """Cluster review B-N1: the registry Deployment (awaited) mounted ``registry-admin``, which only an
+    operator could create, and only after this update created ``ml-registry``."""
+    assert _mandatory(judge_bootstrap_secrets(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_every_sqlite_file_has_one_opener(stack: str, judged: Callable[[str], Judged]) -> None:
+    """Cluster review B-N2: on SMB the migration Job opened the registry's SQLite file beside the server."""
+    assert _mandatory(judge_sqlite_openers(judged(stack).objects)) == []

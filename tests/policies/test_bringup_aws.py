@@ -4,11 +4,15 @@ pass them is ``mlplatform check`` on the templates (tests/policies/test_complian
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
 
+from components.catalog.aws import EKS_STANDARD_SUPPORT_END as CATALOG_SUPPORT_END
 from mlplatform.analyzer import PolicyPackSession
 
-from .conftest import AWS, Judge, found
+from .conftest import AWS, PACK_DIR, Judge, found
 from .test_violations import Case, case
 
 _NETWORK = """
@@ -96,13 +100,26 @@ template = ec2.LaunchTemplate(
     {placement}
 )
 eks.NodeGroup(
-    "reserved", cluster_name="c", node_role_arn="arn:aws:iam::123456789012:role/n", subnet_ids=["subnet-1"],
+    "reserved", cluster_name="c", node_role_arn="arn:aws:iam::123456789012:role/n", subnet_ids={subnets},
     instance_types=["p5en.48xlarge"], ami_type="AL2023_x86_64_NVIDIA", version="1.35",
     taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
-    scaling_config={"min_size": 0, "max_size": 2, "desired_size": 0}, capacity_type="{capacity}",
+    scaling_config={"min_size": 0, "max_size": 2, "desired_size": {desired}}, capacity_type="{capacity}",
     launch_template={"id": template.id, "version": "1"},
 )
 """
+
+
+def _reserved(
+    placement: str = "", capacity: str = "CAPACITY_BLOCK", subnets: int = 1, desired: int = 0
+) -> str:
+    ids = [f"subnet-{i}" for i in range(subnets)]
+    return (
+        _RESERVED.replace("{placement}", placement)
+        .replace("{capacity}", capacity)
+        .replace("{subnets}", repr(ids))
+        .replace("{desired}", str(desired))
+    )
+
 
 _IMAGE = """
 import pulumi_aws.ec2 as ec2
@@ -136,13 +153,14 @@ _IRSA = """
 import pulumi_aws.iam as iam
 
 ISSUER = "oidc.eks.me-central-1.amazonaws.com/id/ABC"
+OPERATOR = "StringEquals"
 CONDITION = %s
 iam.Role(
     "irsa", tags=TAGS,
     assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": [{
         "Effect": "Allow", "Action": "sts:AssumeRoleWithWebIdentity",
         "Principal": {"Federated": f"arn:aws:iam::123456789012:oidc-provider/{ISSUER}"},
-        "Condition": {"StringEquals": CONDITION},
+        "Condition": {OPERATOR: CONDITION},
     }]}),
 )
 """
@@ -203,9 +221,20 @@ VIOLATIONS = [
     case(
         "capacity-block-in-a-new-placement-group-as-on-demand",
         AWS,
-        _RESERVED.replace("{placement}", 'placement={"group_name": placement.name},').replace(
-            "{capacity}", "ON_DEMAND"
-        ),
+        _reserved('placement={"group_name": placement.name},', "ON_DEMAND"),
+        ("aws-capacity-reservation-launch", "reserved"),
+    ),
+    # Review aws.md N1: the reservation's one zone, and the block's window.
+    case(
+        "reservation-across-three-zones",
+        AWS,
+        _reserved(subnets=3),
+        ("aws-capacity-reservation-launch", "reserved"),
+    ),
+    case(
+        "capacity-block-created-at-2",
+        AWS,
+        _reserved(desired=2),
         ("aws-capacity-reservation-launch", "reserved"),
     ),
     case(
@@ -218,6 +247,22 @@ VIOLATIONS = [
         "irsa-trust-without-sub",
         AWS,
         _IRSA % '{f"{ISSUER}:aud": "sts.amazonaws.com"}',
+        ("aws-irsa-trust-pins-sub-and-aud", "irsa"),
+    ),
+    # Review aws.md (the pack): a wildcard subject, and a claim of another issuer.
+    case(
+        "irsa-trust-any-service-account",
+        AWS,
+        (
+            _IRSA % '{f"{ISSUER}:sub": "system:serviceaccount:*:*", f"{ISSUER}:aud": "sts.amazonaws.com"}'
+        ).replace('OPERATOR = "StringEquals"', 'OPERATOR = "StringLike"'),
+        ("aws-irsa-trust-pins-sub-and-aud", "irsa"),
+    ),
+    case(
+        "irsa-trust-other-issuers-claims",
+        AWS,
+        _IRSA % '{"oidc.eks.me-central-1.amazonaws.com/id/OTHER:sub": "system:serviceaccount:ml:trainer", '
+        '"oidc.eks.me-central-1.amazonaws.com/id/OTHER:aud": "sts.amazonaws.com"}',
         ("aws-irsa-trust-pins-sub-and-aud", "irsa"),
     ),
     case(
@@ -250,7 +295,7 @@ TWINS = [
     case(
         "node-group-prefix", AWS, _NODE_GROUP.format(name="cpu-ng", prefix=', node_group_name_prefix="cpu-"')
     ),
-    case("capacity-block", AWS, _RESERVED.replace("{placement}", "").replace("{capacity}", "CAPACITY_BLOCK")),
+    case("capacity-block", AWS, _reserved()),
     case("efa-plugin-in-region", AWS, _IMAGE % ("759879836304", "me-central-1")),
     case("public-access-real-range", AWS, _DOC_RANGE % "100.24.0.0/16"),
     case("irsa-trust-pinned", AWS, _IRSA % _PINNED),
@@ -280,3 +325,19 @@ def test_each_cites_its_source(pack: PolicyPackSession) -> None:
     assert set(policies) == _POLICIES
     for policy in policies.values():
         assert any(s in policy.description for s in ("API reference", "user guide", "docstring", "RFC"))
+
+
+def test_the_packs_eks_support_dates_are_the_catalogs() -> None:
+    """Review aws.md (the pack): ``aws-eks-standard-support`` keeps its own table, since the pack imports
+    nothing from the program; every minor the catalog dates, the pack dates the same."""
+    script = (
+        "import json; from mlplatform_policies.bringup_aws import EKS_STANDARD_SUPPORT_END as E; "
+        "print(json.dumps({k: v.isoformat() for k, v in E.items()}))"
+    )
+    python = PACK_DIR / ".venv" / "bin" / "python"
+    done = subprocess.run(
+        [str(python), "-c", script], check=False, cwd=PACK_DIR, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    pack = json.loads(done.stdout)
+    assert {minor: pack.get(minor) for minor in CATALOG_SUPPORT_END} == CATALOG_SUPPORT_END

@@ -74,6 +74,7 @@ POLICIES = {
     "azure-registry-push-after-private-dns": ("mandatory", "stack"),
     "budget-ceiling": ("mandatory", "stack"),
     "budget-expected": ("advisory", "stack"),
+    "day2-cloud-moved-properties-ignored": ("mandatory", "stack"),
 }
 
 

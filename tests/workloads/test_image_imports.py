@@ -1,12 +1,12 @@
 """The workload images' entry points import with what each image installs, and nothing more.
 
-The training image installs the project with its base dependencies and the ``train`` extra
-(workloads/training/Dockerfile: ``pip install '.[train]'``); the inference image the base dependencies
-and the ``serve`` extra, with only ``workloads/__init__.py``, ``workloads/artifacts.py`` and
-``workloads/inference/`` copied in (workloads/inference/Dockerfile). The dev venv holds every extra, so
-a module that imports a package its image lacks (``pulumi`` through ``components.handle``, say) passes
-every other test here and dies in the container at ``python -m``. Each entry module is imported in a fresh
-interpreter in which the distributions outside the image's closure cannot be imported.
+The training image installs the base dependencies and the ``train`` extra, the inference image the base
+dependencies and the ``serve`` extra; each copies in only the modules its COPY lines name (read here
+with ``components.images.copy_sources``: each import runs from a tree of exactly those files). The dev
+venv holds every extra, so a module that imports a package its image lacks (``pulumi`` through
+``components.handle``, say) passes every other test here and dies in the container at ``python -m``.
+Each entry module is imported in a fresh interpreter in which the distributions outside the image's
+closure cannot be imported.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+
+from components.images import INFERENCE_DOCKERFILE, TRAINING_DOCKERFILE, copy_sources
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,20 +101,28 @@ def test_the_closure_reads_the_extras() -> None:
     "modules",
     [["workloads.training.__main__", "workloads.training.train"], ["workloads.fabric_test"]],
 )
-def test_training_image_entry_points_import_with_the_train_extra(modules: list[str]) -> None:
-    done = _import(modules, _blocked("train", set()), REPO)
+def test_training_image_entry_points_import_with_the_train_extra(modules: list[str], tmp_path: Path) -> None:
+    done = _import(
+        modules,
+        _blocked("train", {"judges", "mlplatform"}),
+        _image_tree(TRAINING_DOCKERFILE, tmp_path),
+    )
     assert done.returncode == 0, done.stderr[-1500:]
 
 
+def _image_tree(dockerfile: Path, directory: Path) -> Path:
+    """A tree of exactly what the Dockerfile's COPY lines take from the repository."""
+    for source in copy_sources(dockerfile):
+        if source.endswith("/"):
+            shutil.copytree(REPO / source, directory / source, dirs_exist_ok=True)
+        else:
+            (directory / source).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO / source, directory / source)
+    return directory
+
+
 def test_inference_image_entry_point_imports_from_the_copied_files(tmp_path: Path) -> None:
-    # What workloads/inference/Dockerfile copies.
-    copied = ["workloads/__init__.py", "workloads/artifacts.py"]
-    copied += [f"workloads/registry/{name}.py" for name in ("__init__", "client", "rollout")]
-    copied += [f"workloads/delivery/{name}.py" for name in ("__init__", "contract")]
-    for relative in copied:
-        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / relative, tmp_path / relative)
-    shutil.copytree(REPO / "workloads" / "inference", tmp_path / "workloads" / "inference")
+    _image_tree(INFERENCE_DOCKERFILE, tmp_path)
     done = _import(
         ["workloads.inference.__main__"], _blocked("serve", {"components", "mlplatform"}), tmp_path
     )

@@ -36,6 +36,7 @@ from components.handle import WORKLOAD_IDENTITIES, PoolHandle, PoolKind
 from components.kubernetes.objects import (
     MANAGED_BY,
     SKIP_AWAIT,
+    disruption_budget,
     restricted_container,
     restricted_container_security,
     restricted_pod_security,
@@ -515,12 +516,7 @@ def _service_ports(spec: InferenceServiceSpec) -> list[Object]:
 
 def _disruption_budget(spec: InferenceServiceSpec) -> Object:
     """One pod at a time may be evicted, so a node drain never empties the service."""
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": _metadata(spec, spec.name),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {INSTANCE_LABEL: spec.name}}},
-    }
+    return disruption_budget(_metadata(spec, spec.name), {INSTANCE_LABEL: spec.name})
 
 
 def _network_policy(spec: InferenceServiceSpec) -> Object:

@@ -209,10 +209,16 @@ PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 RESERVATION = "cr-0123456789abcdef0"
 
 
-def _reserve(kind: str, **placement: object) -> Callable[[dict[str, Any]], None]:
+def _reserve(kind: str, pool_name: str = "gpu-efa", **placement: object) -> Callable[[dict[str, Any]], None]:
+    """The pool reserved in zone 1 (the reservation's), a Capacity Block's starting at 0 nodes."""
+
     def edit(body: dict[str, Any]) -> None:
-        pool = next(p for p in body["nodePools"] if p["name"] == "gpu-efa")
+        pool = next(p for p in body["nodePools"] if p["name"] == pool_name)
         pool["capacityReservation"] = {"id": RESERVATION, "kind": kind}
+        pool["availabilityZone"] = 1
+        if kind == "capacity-block":
+            pool["minSize"] = 0
+            pool.pop("desiredSize", None)
         if placement:
             pool["placementGroup"] = placement
 
@@ -241,6 +247,53 @@ def test_reserved_pools_launch_into_their_reservation_without_a_new_placement_gr
     assert not resources(plan, PLACEMENT_GROUP)
     ng = next(r for r in resources(plan, NODE_GROUP) if "-gpu-efa-" in r.name)
     assert ng.inputs["capacityType"] == capacity
+    # N1: one subnet, the reservation's zone; a Capacity Block group created empty.
+    assert _zones(plan, ng) == [_zone_names(plan)[1]]
+    if kind == "capacity-block":
+        assert ng.inputs["scalingConfig"]["desiredSize"] == ng.inputs["scalingConfig"]["minSize"] == 0
+
+
+def _zone_names(plan: Plan) -> list[str]:
+    return sorted({r.inputs["availabilityZone"] for r in resources(plan, "aws:ec2/subnet:Subnet")})
+
+
+def _zones(plan: Plan, group: Any) -> list[str]:
+    """The zones of the subnets a node group launches from (its subnetIds' dependencies)."""
+    by_urn = {r.urn: r for r in plan.resources}
+    return [by_urn[urn].inputs["availabilityZone"] for urn in group.property_dependencies["subnetIds"]]
+
+
+def test_a_reserved_cpu_pool_runs_in_its_reservations_zone_only(variant: Callable[..., Plan]) -> None:
+    """N1: an ODCR on the inference pool (every zone before) launches from its zone's subnet only."""
+    plan = variant("aws-enterprise-prod", _reserve("odcr", "inference"))
+    ng = next(r for r in resources(plan, NODE_GROUP) if "-inference-" in r.name)
+    assert len(ng.inputs["subnetIds"]) == 1 and _zones(plan, ng) == [_zone_names(plan)[1]]
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (
+            lambda p: p.update(capacityReservation={"id": RESERVATION, "kind": "odcr"}),
+            "nodePools[1].availabilityZone: a capacity reservation lives in one Availability Zone",
+        ),
+        (
+            lambda p: p.update(
+                capacityReservation={"id": RESERVATION, "kind": "capacity-block"}, availabilityZone=0
+            ),
+            "nodePools[1].minSize: a Capacity Block pool starts at 0 nodes",
+        ),
+    ],
+    ids=["no-zone", "block-not-empty"],
+)
+def test_a_reservation_without_its_zone_or_a_block_not_starting_empty_is_refused(
+    edit: Callable[[dict[str, Any]], None], problem: str
+) -> None:
+    """N1: EC2 launches into a reservation only in its Availability Zone and while it is active (EC2
+    user guide, "Launch instances into an existing Capacity Reservation"); a Capacity Block group is
+    created at desired 0 (EKS user guide, Capacity Blocks for ML)."""
+    problems = _refusal("aws-enterprise-prod", lambda body: edit(body["nodePools"][1]))
+    assert any(f"ml-platform:platform.{problem}" in p for p in problems), problems
 
 
 def test_a_reservation_made_in_a_placement_group_names_it() -> None:

@@ -127,35 +127,6 @@ def test_key_bearing_resources_ignore_only_out_of_band_properties(cloud_plan: An
             assert not extra or resource.type == "azure-native:containerservice:ManagedCluster", resource.name
 
 
-def test_a_new_secrets_key_version_updates_the_cluster_in_place(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """C2, day 2: Key Vault's rotation policy makes a new key version; the refresh before the next update
-    reads it, and the cluster takes it as a change of ``securityProfile.azureKeyVaultKms.keyId`` on the same
-    resource, AKS's documented KMS rotation ("After you change the key ID (including ... the key version),
-    you can use az aks update", learn.microsoft.com/azure/aks/use-kms-etcd-encryption, Rotate existing
-    keys). Nothing else moves but the disk encryption set's ignored key URL."""
-    first = plan_config(
-        cloud_only(template("azure-enterprise-prod")), tmp_path / "first", "azure-enterprise-prod"
-    )
-    rotated = mocks._key_vault_key
-
-    def new_version(inputs: dict[str, Any]) -> dict[str, Any]:
-        key = rotated(inputs)
-        return {**key, "keyUriWithVersion": f"{key['keyUri']}/{'f' * 32}"}
-
-    monkeypatch.setattr(mocks, "_key_vault_key", new_version)
-    second = plan_config(
-        cloud_only(template("azure-enterprise-prod")), tmp_path / "second", "azure-enterprise-prod"
-    )
-    changes = {urn.rsplit("::", 1)[1]: paths for urn, paths in _changes(first, second).items()}
-    (cluster,) = [name for name in changes if name.endswith("-cluster-aks")]
-    assert changes.pop(cluster) == ["securityProfile.azureKeyVaultKms.keyId"]
-    assert list(changes.values()) == [["activeKey.keyUrl"]]  # the disk encryption set, ignoreChanges
-    (des,) = [r for r in second.by_type("azure-native:compute:DiskEncryptionSet")]
-    assert "activeKey.keyUrl" in des.ignore_changes
-
-
 KEY_WARNING = "ARM never updates an existing key"
 
 

@@ -27,6 +27,7 @@ from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
 from components.handle import PUBLIC_NETWORK, Fabric, Peer, PoolHandle, PoolKind, RegistryDatabase
 from components.kubernetes.layer import registry_namespace
 from components.kubernetes.registry import (
+    ADMIN_KEYS,
     ADMIN_SECRET,
     MLFLOW_VERSION,
     PORT,
@@ -43,6 +44,7 @@ from mlplatform.judging import cluster_network
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import template
+from workloads.registry.server.launch import ADMIN_FILES
 
 POOL = PoolHandle("system", PoolKind.CPU, "m7i.xlarge", 0, Fabric.NONE, 0, 4, 16)
 IMAGE = "reg.example.ae/ml-platform/registry:abc@sha256:" + "a" * 64
@@ -62,15 +64,18 @@ def _spec(**overrides: Any) -> RegistrySpec:
         "client_namespaces": ("ml-training", "ml-inference"),
         "peers": PEERS,
     }
+    if overrides.get("auth", True):
+        base["admin"] = ADMIN
     return RegistrySpec(**{**base, **overrides})
 
 
+ADMIN = {"password": "p" * 32, "flask-secret-key": "k" * 64}
 SQLITE = {"database": None, "store_claim": "registry-store", "replicas": 1}
 
 
 def _all(spec: RegistrySpec) -> list[dict[str, Any]]:
     objects = registry_objects(spec)
-    return [*objects.before, objects.migration, *objects.after]
+    return [*objects.before, *([objects.migration] if objects.migration else []), *objects.after]
 
 
 def _kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -106,6 +111,7 @@ def test_no_secret_in_the_pod_spec_and_auth_from_the_admin_secret_as_files() -> 
     assert env["REGISTRY_ADMIN_SECRET_DIR"]["value"] == mount["mountPath"] and mount["readOnly"]
     volume = next(v for v in deployment["volumes"] if v["name"] == "admin")
     assert volume["secret"]["secretName"] == ADMIN_SECRET
+    assert objects.migration is not None
     for obj in (objects.migration, _kind(objects.after, "Deployment")):
         for variable in obj["spec"]["template"]["spec"]["containers"][0]["env"]:
             assert "valueFrom" not in variable and "PASSWORD" not in variable["name"]
@@ -142,12 +148,34 @@ def test_sqlite_runs_one_process_on_one_pod_that_stops_before_the_next_starts() 
 
 def test_one_migration_job_per_mlflow_version_applied_before_the_servers() -> None:
     objects = registry_objects(_spec())
+    assert objects.migration is not None
     assert objects.migration["metadata"]["name"] == f"registry-migrate-{MLFLOW_VERSION.replace('.', '-')}"
     assert objects.migration["spec"]["template"]["spec"]["containers"][0]["args"] == ["upgrade"]
     assert "Deployment" in {o["kind"] for o in objects.after}
     assert "Deployment" not in {o["kind"] for o in objects.before}
     upgraded = registry_objects(replace(_spec(), mlflow_version="3.18.0")).migration
-    assert upgraded["metadata"]["name"] == "registry-migrate-3-18-0"
+    assert upgraded is not None and upgraded["metadata"]["name"] == "registry-migrate-3-18-0"
+
+
+def test_on_sqlite_the_servers_pod_migrates_after_the_old_server_is_gone() -> None:
+    """Cluster review B-N2: the per-version migration Job opened the SQLite file over NFS while the old
+    server still held it (the Job ran before the Deployment rolled). On SQLite there is no Job: the
+    server's pod runs ``upgrade`` as its init container, and Recreate stops the old pod first, so one
+    process on one host opens the file at a time (sqlite.org/useovernet.html)."""
+    objects = registry_objects(_spec(**SQLITE))
+    assert objects.migration is None
+    deployment = _kind(objects.after, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]["spec"]
+    (migrate,) = pod["initContainers"]
+    assert migrate["args"] == ["upgrade"] and migrate["image"] == pod["containers"][0]["image"]
+    store = {m["name"] for m in migrate["volumeMounts"]} & {v["name"] for v in pod["volumes"]}
+    assert "store" in store
+    # PostgreSQL keeps its awaited Job: servers roll (RollingUpdate) only onto a migrated schema.
+    assert (
+        "initContainers"
+        not in _kind(registry_objects(_spec()).after, "Deployment")["spec"]["template"]["spec"]
+    )
 
 
 def test_ingress_only_from_client_namespaces_and_egress_only_to_its_peers() -> None:
@@ -273,3 +301,17 @@ def test_tmp_holds_a_whole_file_copy_per_concurrent_transfer() -> None:
     pod = _kind(_all(replace(_spec(), tmp_size=size)), "Deployment")["spec"]["template"]["spec"]
     (tmp,) = [v for v in pod["volumes"] if v["name"] == "tmp"]
     assert tmp["emptyDir"]["sizeLimit"] == size
+
+
+def test_the_stack_makes_the_admin_secret_the_servers_mount() -> None:
+    """Cluster review B-N1: ``registry-admin`` was the operator's to create "before the first pulumi up",
+    in a namespace that update creates; the stack makes it now, with the keys the launcher reads
+    (launch.py ``ADMIN_FILES``), and refuses basic-auth without its values."""
+    objects = registry_objects(_spec())
+    admin = objects.admin
+    assert admin is not None and admin["kind"] == "Secret"
+    assert (admin["metadata"]["namespace"], admin["metadata"]["name"]) == ("ml-registry", ADMIN_SECRET)
+    assert set(admin["stringData"]) == set(ADMIN_KEYS) == set(ADMIN_FILES)
+    assert registry_objects(_spec(auth=False)).admin is None
+    with pytest.raises(ValueError, match="admin Secret"):
+        _spec(admin={})

@@ -1,0 +1,221 @@
+"""Day 2 on both clouds (issue 38; review azure.md A1, B1): plan, refresh with what a real cloud reports
+after months of running (a grown database disk, autoscaled node counts, rotated key versions), plan again
+under the mocks, and diff as the engine would: no update at all, so no refused change and no replacement.
+
+The refresh is the one ``Pulumi.yaml`` ``options.refresh: always`` runs before every update: the state then
+holds the cloud's values, and for an ``ignoreChanges`` path "the engine will use the old value from state"
+(Pulumi docs, concepts/options/ignorechanges), which the update below models. A path the provider itself
+ignores is modelled the same way (pulumi-aws ``rds.Instance`` ``allocated_storage``: "differences from the
+configuration will be ignored automatically when Storage Autoscaling occurs").
+
+What each cloud moves, and how (the refreshed values):
+- PostgreSQL flexible server autogrow "increases the disk size to the next premium SSD storage size. This
+  increase is always double" and storage "can only be scaled up, not down" (concepts-storage): the size
+  doubles, and sending the declared size back is a shrink the service refuses.
+- The cluster autoscaler sets AKS pool counts and EKS node-group desired sizes: up to the maximum.
+- Key Vault's rotation policy makes a new key version: the disk encryption set follows it
+  (``rotationToLatestKeyVersionEnabled``); AKS KMS does not, until the rotation runbook
+  (docs/operations.md) updates it and rewrites every Secret, as the AKS KMS page asks.
+- RDS storage autoscaling grows ``allocatedStorage`` up to ``maxAllocatedStorage``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlplatform import mocks
+from mlplatform.graph import PlannedResource
+from mlplatform.plan import Plan
+from tests.stack_variants import cloud_only, plan_config, template
+
+NEW_VERSION = "f" * 32
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _steps(path: str) -> list[str | int]:
+    return [int(index) if index else key for key, index in _STEP.findall(path)]
+
+
+def _get(tree: Any, path: str) -> Any:
+    for step in _steps(path):
+        try:
+            tree = tree[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return tree
+
+
+def _set(tree: Any, path: str, value: Any) -> None:
+    *parents, last = _steps(path)
+    for step in parents:
+        tree = tree[step]
+    tree[last] = value
+
+
+def _versioned(url: str) -> str:
+    return re.sub(r"/[0-9a-fA-F]{32}$", f"/{NEW_VERSION}", url)
+
+
+Grow = Callable[[Any, dict[str, Any]], Any]
+# type → (path, condition on the inputs, the value a refresh reads after the cloud moved it).
+MOVES: dict[str, list[tuple[str, Callable[[dict[str, Any]], bool], Grow]]] = {
+    "azure-native:dbforpostgresql:Server": [
+        ("storage.storageSizeGB", lambda i: _get(i, "storage.autoGrow") == "Enabled", lambda v, i: v * 2)
+    ],
+    "azure-native:containerservice:AgentPool": [
+        ("count", lambda i: i.get("enableAutoScaling") is True, lambda v, i: i["maxCount"])
+    ],
+    "azure-native:containerservice:ManagedCluster": [
+        (
+            "agentPoolProfiles[0].count",
+            lambda i: _get(i, "agentPoolProfiles[0].enableAutoScaling") is True,
+            lambda v, i: _get(i, "agentPoolProfiles[0].maxCount"),
+        )
+    ],
+    "azure-native:compute:DiskEncryptionSet": [
+        (
+            "activeKey.keyUrl",
+            lambda i: i.get("rotationToLatestKeyVersionEnabled") is True,
+            lambda v, i: _versioned(v),
+        )
+    ],
+    "aws:eks/nodeGroup:NodeGroup": [
+        (
+            "scalingConfig.desiredSize",
+            lambda i: _get(i, "scalingConfig.maxSize") > _get(i, "scalingConfig.minSize"),
+            lambda v, i: _get(i, "scalingConfig.maxSize"),
+        )
+    ],
+    "aws:rds/instance:Instance": [
+        (
+            "allocatedStorage",
+            lambda i: bool(i.get("maxAllocatedStorage")),
+            lambda v, i: i["maxAllocatedStorage"],
+        )
+    ],
+}
+# Paths the provider's own diff hides (see the module docstring).
+PROVIDER_IGNORED = {"aws:rds/instance:Instance": ("allocatedStorage",)}
+
+
+def _refreshed(resource: PlannedResource) -> tuple[dict[str, Any], list[str]]:
+    """The state's inputs after the refresh, and the paths the cloud moved."""
+    state = copy.deepcopy(resource.inputs)
+    moved = []
+    for path, applies, grow in MOVES.get(resource.type, []):
+        if applies(state) and (value := _get(state, path)) is not None:
+            _set(state, path, grow(value, state))
+            moved.append(path)
+    return state, moved
+
+
+def _diff(old: Any, new: Any, path: str = "") -> Iterator[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            yield from _diff(old.get(key), new.get(key), f"{path}.{key}" if path else key)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for index, (a, b) in enumerate(zip(old, new, strict=True)):
+            yield from _diff(a, b, f"{path}[{index}]")
+    elif old != new:
+        yield path
+
+
+def _update(program: PlannedResource, state: dict[str, Any]) -> list[str]:
+    """The paths an update would send: the program's inputs, with every ignored path (by option or by the
+    provider) taken from the refreshed state."""
+    sent = copy.deepcopy(program.inputs)
+    for path in (*program.ignore_changes, *PROVIDER_IGNORED.get(program.type, ())):
+        if (kept := _get(state, path)) is not None:
+            _set(sent, path, kept)
+    return list(_diff(state, sent))
+
+
+def day2_updates(first: Plan, second: Plan) -> tuple[dict[str, list[str]], set[str]]:
+    """Per resource, what the update after the refresh would send; and the types the cloud moved."""
+    refreshed = {r.urn: (r.type, *_refreshed(r)) for r in first.resources}
+    again = {r.urn: r for r in second.resources}
+    assert set(refreshed) == set(again), "a resource was added, removed or renamed"
+    updates = {
+        urn: paths for urn, (_, state, _) in refreshed.items() if (paths := _update(again[urn], state))
+    }
+    return updates, {kind for kind, _, paths in refreshed.values() if paths}
+
+
+def _rotated_key(created: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    def read(inputs: dict[str, Any]) -> dict[str, Any]:
+        key = created(inputs)
+        return {**key, "keyUriWithVersion": f"{key['keyUri']}/{NEW_VERSION}"}
+
+    return read
+
+
+@pytest.mark.parametrize(
+    ("stack", "expected_moves"),
+    [
+        (
+            "azure-enterprise-prod",
+            {
+                "azure-native:dbforpostgresql:Server",
+                "azure-native:containerservice:AgentPool",
+                "azure-native:compute:DiskEncryptionSet",
+            },
+        ),
+        ("aws-enterprise-prod", {"aws:eks/nodeGroup:NodeGroup", "aws:rds/instance:Instance"}),
+    ],
+)
+def test_after_growth_autoscaling_and_rotation_the_next_up_changes_nothing(
+    cloud_plan: Callable[[str], Plan],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    stack: str,
+    expected_moves: set[str],
+) -> None:
+    first = cloud_plan(stack)
+    monkeypatch.setattr(mocks, "_key_vault_key", _rotated_key(mocks._key_vault_key))
+    second = plan_config(cloud_only(template(stack)), tmp_path, stack)
+    updates, moved = day2_updates(first, second)
+    assert moved >= expected_moves, "the refresh moved less than the stack has: revisit MOVES"
+    assert updates == {}
+
+
+def test_the_update_sends_what_is_not_ignored(cloud_plan: Callable[[str], Plan]) -> None:
+    """The model itself: the grown database disk of azure-enterprise-prod without its ignoreChanges is
+    sent back as the declared 32 GiB (the refused shrink of review azure.md A1)."""
+    plan = cloud_plan("azure-enterprise-prod")
+    (server,) = plan.by_type("azure-native:dbforpostgresql:Server")
+    planted = dataclasses.replace(server, ignore_changes=())
+    state, moved = _refreshed(server)
+    assert moved == ["storage.storageSizeGB"] and _get(state, "storage.storageSizeGB") == 64
+    assert _update(planted, state) == ["storage.storageSizeGB"]
+    assert _update(server, state) == []
+
+
+def test_after_the_kms_rotation_runbook_the_next_up_changes_nothing(
+    cloud_plan: Callable[[str], Plan], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md "Rotate keys", Azure: the runbook moves AKS KMS to the key's new version with
+    ``az aks update`` and rewrites every Secret; the refresh then reads that version, and the next
+    ``pulumi up`` (whose mocks read the same new version) sends nothing back."""
+    first = cloud_plan("azure-enterprise-prod")
+    monkeypatch.setattr(mocks, "_key_vault_key", _rotated_key(mocks._key_vault_key))
+    second = plan_config(cloud_only(template("azure-enterprise-prod")), tmp_path, "azure-enterprise-prod")
+    kms = "securityProfile.azureKeyVaultKms.keyId"
+    monkeypatch.setitem(
+        MOVES,
+        "azure-native:containerservice:ManagedCluster",
+        [
+            *MOVES["azure-native:containerservice:ManagedCluster"],
+            (kms, lambda i: True, lambda v, i: _versioned(v)),
+        ],
+    )
+    updates, _ = day2_updates(first, second)
+    assert updates == {}
+    (cluster,) = second.by_type("azure-native:containerservice:ManagedCluster")
+    assert _get(cluster.inputs, kms).endswith(NEW_VERSION), "the program reads the rotated version"
