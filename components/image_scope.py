@@ -3,7 +3,7 @@
 ``components.images.content_tag`` hashes every file of a Dockerfile's build context, as pulumi-docker-build
 diffs it (``build_context.context_files``); a changed hash is a rebuild, a push, and a new image on every
 Job and Deployment that runs it (a Job's pod template is immutable, so a replaced Job: a re-run). A file in
-the context that no program of the image loads (the README, the IaC code) rebuilds the image for nothing;
+the context that no program of the image loads (README.md, the IaC code) rebuilds the image for nothing;
 a module a program imports that is not in the context is a ModuleNotFoundError when the pod starts.
 
 The programs of an image are its ``python -m`` entry points. Their closure is read from the source, as
