@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -267,6 +268,28 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
         },
         # An ARM bearer token for the provider's login; only the mocked ARM (``_arm``) reads it.
         "azure-native:authorization:getClientToken": {"token": "mock-arm-token"},
+        # What the audit preflights read where a stack relies on what it does not create
+        # (components/aws/audit.py, components/azure/audit.py): offline, an account that has it, set up
+        # as the preflight requires; the account's real state is read under `pulumi preview`.
+        "aws:guardduty/getDetector:getDetector": {
+            "id": "mock-detector",
+            "status": "ENABLED",
+            "features": [
+                {"name": name, "status": "ENABLED", "additionalConfigurations": []}
+                for name in ("EKS_AUDIT_LOGS", "RUNTIME_MONITORING")
+            ],
+        },
+        "aws:cloudcontrol/getResource:getResource": {
+            "identifier": args.get("identifier", ""),
+            "typeName": args.get("typeName", ""),
+            "properties": json.dumps(
+                {"IsLogging": True, "IsMultiRegionTrail": True, "EnableLogFileValidation": True}
+            ),
+        },
+        "azure-native:security:getPricing": {
+            "name": args.get("pricingName", ""),
+            "pricingTier": "Standard",
+        },
         # ECR GetAuthorizationToken: the user is always AWS, the password a token (ECR API reference).
         "aws:ecr/getAuthorizationToken:getAuthorizationToken": {
             "userName": "AWS",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pulumi_policy import Policy
 
 from . import (
+    audit,
     bringup_aws,
     deployability_aws,
     deployability_azure,
@@ -38,4 +39,5 @@ def all_policies() -> list[Policy]:
         *bringup_aws.POLICIES,
         *queueing.POLICIES,
         *deployability_azure.POLICIES,
+        *audit.POLICIES,
     ]

@@ -72,6 +72,10 @@ POLICIES = {
     "aks-secrets-kms": ("mandatory", "resource"),
     "azure-keyvault-command-after-vault": ("mandatory", "stack"),
     "azure-registry-push-after-private-dns": ("mandatory", "stack"),
+    "audit-trail": ("mandatory", "stack"),
+    "audit-archive-locked": ("advisory", "stack"),
+    "threat-detection": ("mandatory", "stack"),
+    "data-store-audit-logs": ("mandatory", "stack"),
 }
 
 

@@ -49,6 +49,8 @@ UNTAGGABLE = {
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
     "aws:s3/bucketPolicy:BucketPolicy",
     "aws:s3/bucketLogging:BucketLogging",
+    "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration",
+    "aws:guardduty/detectorFeature:DetectorFeature",
     "aws:ec2/vpcEndpointPolicy:VpcEndpointPolicy",
 }
 
@@ -125,6 +127,8 @@ def test_components_nest_under_the_adapter(cloud_plan: Callable[[str], Plan]) ->
         "ml-platform:aws:RegistryDatabase",
         "ml-platform:aws:WorkloadIdentities",
         "ml-platform:aws:ClusterAddons",
+        # The audit trail (enterprise): components/aws/audit.py.
+        "ml-platform:aws:AuditTrail",
     }
     assert all(r.name.startswith(adapter.name) for r in _aws(plan))
 
