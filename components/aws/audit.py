@@ -48,6 +48,10 @@ def trail_name(stack: str) -> str:
     return f"{stack}-audit"
 
 
+def trail_log_group(stack: str) -> str:
+    return f"/aws/cloudtrail/{trail_name(stack)}"
+
+
 def trail_arn(account: AwsAccount, stack: str) -> str:
     return account.arn("cloudtrail", f"trail/{trail_name(stack)}")
 
@@ -83,6 +87,16 @@ def logging_key_policy(account: AwsAccount, trail: str) -> dict[str, Any]:
                 "Condition": {"StringEquals": source},
             },
             logs_use_key(account),
+            {
+                # CloudWatch alarms publish to the security topic encrypted under this key (SNS developer
+                # guide, "Configure AWS KMS permissions for AWS services": CloudWatch).
+                "Sid": "CloudWatchAlarmsPublishToSecurityTopic",
+                "Effect": "Allow",
+                "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+                "Resource": "*",
+                "Condition": {"StringEquals": {"aws:SourceAccount": account.account_id}},
+            },
         ]
     )
 
@@ -135,7 +149,7 @@ class AuditTrail(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.log_group = cloudwatch.LogGroup(
             f"{name}-trail",
-            name=f"/aws/cloudtrail/{trail_name(args.stack)}",
+            name=trail_log_group(args.stack),
             retention_in_days=LOG_RETENTION_DAYS,
             kms_key_id=args.key_arn,
             tags=dict(args.tags),

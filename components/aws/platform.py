@@ -15,6 +15,7 @@ import pulumi
 
 from components.aws.account import AwsAccount, lookup_account
 from components.aws.addons import ClusterAddons, ClusterAddonsArgs, NetworkAddons, NetworkAddonsArgs
+from components.aws.alerts import EKS, TRAIL, SecurityAlerts, SecurityAlertsArgs
 from components.aws.audit import (
     AUDIT_TRAIL_TAG,
     THREAT_DETECTION_TAG,
@@ -25,6 +26,7 @@ from components.aws.audit import (
     logging_key_policy,
     threat_detection,
     trail_arn,
+    trail_log_group,
 )
 from components.aws.cluster import EksCluster, EksClusterArgs
 from components.aws.iam import node_role, role_name_prefix
@@ -134,6 +136,7 @@ class AwsPlatform(pulumi.ComponentResource):
             ),
             self._child,
         )
+        self.alerts: SecurityAlerts | None = None
         self.audit = self._audit_trail(account, tags)
         endpoint_policy = config.network.s3_endpoint_policy
         if endpoint_policy.enabled:
@@ -252,7 +255,7 @@ class AwsPlatform(pulumi.ComponentResource):
             check_organization_trail(config.audit.organization_trail, config.region, parent=self)
             return None
         data_events = config.audit.data_events
-        return AuditTrail(
+        trail = AuditTrail(
             f"{self._name}-audit",
             AuditTrailArgs(
                 account=account,
@@ -270,6 +273,21 @@ class AwsPlatform(pulumi.ComponentResource):
             ),
             self._child,
         )
+        self.alerts = SecurityAlerts(
+            f"{self._name}-alerts",
+            SecurityAlertsArgs(
+                stack=config.stack_name,
+                key_arn=self.logging_key.arn,
+                log_groups={
+                    TRAIL: trail_log_group(config.stack_name),
+                    EKS: f"/aws/eks/{self.cluster_name}/cluster",
+                },
+                ready=(trail, self.cluster),
+                tags=tags,
+            ),
+            self._child,
+        )
+        return trail
 
     def _registry_database(self, tags: dict[str, str]) -> RegistryDatabaseInstance | None:
         config = self._config
@@ -385,4 +403,6 @@ class AwsPlatform(pulumi.ComponentResource):
         }
         if self.shared_fs is not None:
             exports["sharedFileSystemId"] = self.shared_fs.file_system_id
+        if self.alerts is not None:
+            exports["securityAlertsTopic"] = self.alerts.topic_arn
         return exports
