@@ -6,6 +6,7 @@
   for blob versions"; Azure Monitor "Diagnostic settings", storage destinations).
 - The subscription's Activity Log, every category, into the archive and the stack's Log Analytics
   workspace (Azure Monitor "Activity log" schema, categories).
+- Log search alerts on the workspace for security events (alerts.py).
 - Microsoft Defender plans on the subscription: Containers (AKS: control-plane audit analysis, runtime
   protection), Key Vault, Storage and open-source relational databases (the registry's PostgreSQL)
   (Defender for Cloud REST API, Pricings).
@@ -26,6 +27,7 @@ import pulumi
 from pulumi_azure_native import monitor, security, storage
 
 from components.azure import naming
+from components.azure.alerts import security_alerts
 from components.azure.arm import ArmReader, ArmReadError, arm_reader
 from components.azure.identity import EncryptionIdentity
 from components.azure.keys import KeyRef
@@ -179,4 +181,5 @@ class AuditArchive(pulumi.ComponentResource):
                 sub_plan=sub_plan,
                 opts=kept,
             )
+        security_alerts(name, scope, args.workspace_id, self)
         self.register_outputs({"accountId": account.id})
