@@ -29,14 +29,14 @@ class SecurityAlert:
 # CloudWatch Logs filter pattern syntax for JSON events ("Filter pattern syntax for metric filters":
 # $.field selectors, &&, ||, wildcards in string values).
 SECURITY_ALERTS: dict[str, SecurityAlert] = {
-    # CIS AWS Foundations 4.7 (disabling or scheduling deletion of customer-created KMS keys).
+    # CIS AWS Foundations, monitoring: "disabling or scheduled deletion of customer created CMKs".
     "kms-key-disabled-or-deleted": SecurityAlert(
         TRAIL,
         '{ ($.eventSource = "kms.amazonaws.com") && (($.eventName = "DisableKey") || '
         '($.eventName = "ScheduleKeyDeletion")) }',
         "a KMS key was disabled or scheduled for deletion",
     ),
-    # CIS AWS Foundations 4.5 (CloudTrail configuration changes), narrowed to what silences a trail.
+    # CIS AWS Foundations, monitoring: "CloudTrail configuration changes", narrowed to what silences it.
     "trail-stopped-or-changed": SecurityAlert(
         TRAIL,
         '{ ($.eventSource = "cloudtrail.amazonaws.com") && (($.eventName = "StopLogging") || '

@@ -5,9 +5,11 @@ prod``, as the platform's ``audit`` config defaults. Then:
 
 - ``audit-trail``: AWS, a CloudTrail trail that is logging every region's management events with
   log-file validation, under a customer key, into a bucket of the stack in an allowed region with S3
-  Object Lock in COMPLIANCE mode (CIS AWS Foundations 3.1 multi-region trail, 3.2 log file validation,
-  3.5 KMS; S3 user guide "Object Lock retention modes"); or a declared organisation trail (the
-  cluster's ``ml-platform.io/audit-trail`` tag naming it, checked at preview by the program). Azure,
+  Object Lock in COMPLIANCE mode (CIS AWS Foundations Benchmark: "Ensure CloudTrail is enabled in all
+  regions", "Ensure CloudTrail log file validation is enabled", "Ensure CloudTrail logs are encrypted at
+  rest using KMS CMKs"; numbering differs between versions; S3 user guide "Object Lock retention
+  modes"); or a declared organisation trail (the cluster's ``ml-platform.io/audit-trail`` tag naming
+  it, checked at preview by the program). Azure,
   the subscription's Activity Log (Administrative and Security at least) exported to a storage account
   of the stack in an allowed location with time-based immutability on.
 - ``audit-archive-locked`` (advisory): that Azure immutability policy is locked; Azure creates it
@@ -115,11 +117,11 @@ def trail_problems(trail: Subject, graph: Graph) -> Iterator[str]:
     if trail.get("enableLogging") is False:
         yield "enableLogging is false: the trail records nothing"
     if trail.get("isMultiRegionTrail") is not True:
-        yield "isMultiRegionTrail is not true: calls in other regions go unrecorded (CIS AWS 3.1)"
+        yield "isMultiRegionTrail is not true: calls in other regions go unrecorded"
     if trail.get("enableLogFileValidation") is not True:
-        yield "enableLogFileValidation is not true: edits to delivered files go unnoticed (CIS AWS 3.2)"
+        yield "enableLogFileValidation is not true: edits to delivered files go unnoticed"
     if not trail.get("kmsKeyId"):
-        yield "no kmsKeyId: encrypt the trail under a customer key (CIS AWS 3.5)"
+        yield "no kmsKeyId: encrypt the trail under a customer key"
     if not _records_management_events(trail):
         yield "no event selector records management events"
     buckets = graph.linked(trail, "s3BucketName", tokens.S3_BUCKETS, identity="bucket")
@@ -362,7 +364,7 @@ POLICIES = [
         "An audited stack (enterprise or prod) keeps a tamper-evident control-plane trail in the "
         "residency: CloudTrail multi-region, validated, KMS-encrypted, into an Object-Locked (COMPLIANCE) "
         "bucket, or a declared organisation trail; on Azure the Activity Log exported into an immutable "
-        "storage account (ISO/IEC 27001:2022 A.8.15; CIS AWS Foundations 3.1, 3.2, 3.5).",
+        "storage account (ISO/IEC 27001:2022 A.8.15; CIS AWS Foundations CloudTrail recommendations).",
         _trail,
         severity=Severity.HIGH,
         settings=("allowedAwsRegions", "allowedAzureLocations"),
