@@ -407,6 +407,45 @@ class KubernetesConfig(_Model):
         return teams
 
 
+# A CloudTrail trail's ARN (CloudTrail API reference, Trail.TrailARN: arn:<partition>:cloudtrail:<region>:
+# <account>:trail/<name>; trail names are 3 to 128 letters, digits, '.', '_' and '-').
+TrailArn = Annotated[
+    str,
+    _matching(
+        r"^arn:aws[a-z-]*:cloudtrail:[a-z0-9-]+:[0-9]{12}:trail/[A-Za-z0-9._-]{3,128}$",
+        "a CloudTrail trail ARN: arn:aws:cloudtrail:<region>:<12-digit account>:trail/<name>",
+    ),
+]
+
+
+class DetectionSource(StrEnum):
+    """Who runs threat detection (GuardDuty, Defender for Cloud) for the stack's account or subscription:
+    the stack, or someone already (another stack in the same account, the organisation); then the
+    preview checks it is on. GuardDuty takes one detector per account and region (GuardDuty API
+    reference, CreateDetector), and Defender plans are one per subscription."""
+
+    STACK = "stack"
+    EXISTING = "existing"
+
+
+class AuditConfig(_Model):
+    """The cloud control-plane audit trail, its tamper-evident store and threat detection
+    (docs/compliance.md). On by default in enterprise stacks and in every prod stack."""
+
+    enabled: bool | None = None
+    # Days each delivered log file stays undeletable (S3 Object Lock COMPLIANCE default retention; Azure
+    # Blob time-based immutability), and the trail's CloudWatch / Log Analytics retention floor.
+    retention_days: int = Field(default=365, ge=1, le=36500)
+    # AWS: an organisation trail that already records this account in the region; the stack then
+    # creates no trail of its own and checks that one at preview (components/aws/audit.py).
+    organization_trail: TrailArn | None = None
+    # Object-level (data) events on the data bucket and runtime threat monitoring on the nodes, both
+    # billed per use; default on in enterprise, off in SMB (docs/compliance.md, "Cost").
+    data_events: bool | None = None
+    runtime_monitoring: bool | None = None
+    detection: DetectionSource = DetectionSource.STACK
+
+
 class KubeloginMode(StrEnum):
     """How the deployer signs in to an AKS cluster's Entra ID: the ``-l`` of ``kubelogin
     convert-kubeconfig`` (Azure/kubelogin, pkg/internal/token login methods)."""
@@ -685,10 +724,23 @@ class PlatformConfig(_Model):
     workloads: WorkloadsConfig = WorkloadsConfig()
     azure: AzureConfig = AzureConfig()
     budget: BudgetConfig | None = None
+    audit: AuditConfig = AuditConfig()
 
     @property
     def is_protected(self) -> bool:
         return self.protect_data if self.protect_data is not None else self.environment == "prod"
+
+    @property
+    def audited(self) -> bool:
+        """Whether the stack keeps a control-plane audit trail and threat detection (AuditConfig)."""
+        if self.audit.enabled is not None:
+            return self.audit.enabled
+        return self.tier is Tier.ENTERPRISE or self.environment == "prod"
+
+    @property
+    def audit_extras(self) -> bool:
+        """Whether per-use audit features (data events, runtime monitoring) are on by default."""
+        return self.tier is Tier.ENTERPRISE
 
     @property
     def shared_storage(self) -> SharedStorageKind:
@@ -969,6 +1021,17 @@ def _rule_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     yield from _storage_problems(config)
     yield from _workload_problems(config)
     yield from _azure_problems(config)
+    yield from _audit_problems(config)
+
+
+def _audit_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    audit, key = config.audit, f"{PLATFORM_KEY}.audit"
+    if audit.organization_trail is None:
+        return
+    if config.cloud is not Cloud.AWS:
+        yield f"{key}.organizationTrail", f"an AWS setting (CloudTrail); this stack's cloud is {config.cloud}"
+    elif not config.audited:
+        yield f"{key}.organizationTrail", "only meaningful with the audit trail on (audit.enabled)"
 
 
 def _network_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:

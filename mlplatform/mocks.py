@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -267,6 +268,28 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
         },
         # An ARM bearer token for the provider's login; only the mocked ARM (``_arm``) reads it.
         "azure-native:authorization:getClientToken": {"token": "mock-arm-token"},
+        # What the audit preflights read where a stack relies on what it does not create
+        # (components/aws/audit.py, components/azure/audit.py): offline, an account that has it, set up
+        # as the preflight requires; the account's real state is read under `pulumi preview`.
+        "aws:guardduty/getDetector:getDetector": {
+            "id": "mock-detector",
+            "status": "ENABLED",
+            "features": [
+                {"name": name, "status": "ENABLED", "additionalConfigurations": []}
+                for name in ("EKS_AUDIT_LOGS", "RUNTIME_MONITORING")
+            ],
+        },
+        "aws:cloudcontrol/getResource:getResource": {
+            "identifier": args.get("identifier", ""),
+            "typeName": args.get("typeName", ""),
+            "properties": json.dumps(
+                {"IsLogging": True, "IsMultiRegionTrail": True, "EnableLogFileValidation": True}
+            ),
+        },
+        "azure-native:security:getPricing": {
+            "name": args.get("pricingName", ""),
+            "pricingTier": "Standard",
+        },
         # ECR GetAuthorizationToken: the user is always AWS, the password a token (ECR API reference).
         "aws:ecr/getAuthorizationToken:getAuthorizationToken": {
             "userName": "AWS",
@@ -306,13 +329,19 @@ def _arm(
     (``NotAvailableForSubscription``) on all three. Kubernetes versions ("Managed Clusters - List
     Kubernetes Versions", containerservice 2025-09-01, what ``az aks get-versions`` reads): the minors in
     ``offered_versions``, generally available with standard support. Anything else, or a request without
-    a bearer token, gets ARM's error body, so the program's parsing of both is exercised.
+    a bearer token, gets ARM's error body, so the program's parsing of both is exercised. Storage
+    accounts ("Storage Accounts - Get Properties", what the audit archive's preview reads,
+    components/azure/audit.py): present, as on every ``pulumi up`` after the first, so the plan shows the
+    archive's immutability locked; the first ``up`` (absent, 404) is the program's other path.
     """
     base = rf"^/subscriptions/{SUBSCRIPTION_ID}/providers"
     features_path = re.compile(rf"{base}/Microsoft\.Features/providers/([\w.]+)/features/(\w+)$")
     skus_path = re.compile(rf"{base}/Microsoft\.Compute/skus$")
     versions_path = re.compile(rf"{base}/Microsoft\.ContainerService/locations/(\w+)/kubernetesVersions$")
     location_filter = re.compile(r"^location eq '(\w+)'$")
+    account_path = re.compile(
+        rf"^/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/[\w.-]+/providers/Microsoft\.Storage/storageAccounts/(\w+)$"
+    )
 
     def answer(request: httpx.Request) -> httpx.Response:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
@@ -325,6 +354,9 @@ def _arm(
                 return httpx.Response(200, json=_feature(path, namespace, name, name not in unregistered))
             if versions_path.match(path):
                 return httpx.Response(200, json=_kubernetes_versions(offered_versions))
+            if match := account_path.match(path):
+                account = {"id": path, "name": match.group(1), "type": "Microsoft.Storage/storageAccounts"}
+                return httpx.Response(200, json=account)
             location = location_filter.match(params.get("$filter", ""))
             if skus_path.match(path) and location:
                 skus = [_vm_sku(size, location.group(1), size in zone_restricted) for size in VM_SIZES]

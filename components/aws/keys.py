@@ -25,6 +25,39 @@ DELETION_WINDOW_DAYS = 30
 _USE_KEY = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"]
 
 
+def use_key(principal: Mapping[str, Any], sid: str, condition: Mapping[str, Any]) -> dict[str, Any]:
+    """A statement letting a service principal use the key for data, under ``condition``."""
+    return {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Principal": dict(principal),
+        "Action": _USE_KEY,
+        "Resource": "*",
+        "Condition": dict(condition),
+    }
+
+
+def administered_by_account(account: AwsAccount) -> dict[str, Any]:
+    """The account root delegates the key's administration and use to IAM policies."""
+    return {
+        "Sid": "AccountAdministersKeyThroughIam",
+        "Effect": "Allow",
+        "Principal": {"AWS": account.root_arn},
+        "Action": "kms:*",
+        "Resource": "*",
+    }
+
+
+def logs_use_key(account: AwsAccount) -> dict[str, Any]:
+    """CloudWatch Logs encrypts this account's log groups (CloudWatch Logs user guide, "Encrypt log data
+    in CloudWatch Logs using AWS KMS")."""
+    return use_key(
+        {"Service": f"logs.{account.dns_suffix}"},
+        "CloudWatchLogsEncryptsThisAccountsLogGroups",
+        {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": account.arn("logs", "log-group:*")}},
+    )
+
+
 def key_policy(account: AwsAccount) -> dict[str, Any]:
     """The key policy: every principal is named, none is a wildcard.
 
@@ -43,23 +76,8 @@ def key_policy(account: AwsAccount) -> dict[str, Any]:
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {
-                "Sid": "AccountAdministersKeyThroughIam",
-                "Effect": "Allow",
-                "Principal": {"AWS": account.root_arn},
-                "Action": "kms:*",
-                "Resource": "*",
-            },
-            {
-                "Sid": "CloudWatchLogsEncryptsThisAccountsLogGroups",
-                "Effect": "Allow",
-                "Principal": {"Service": f"logs.{account.dns_suffix}"},
-                "Action": _USE_KEY,
-                "Resource": "*",
-                "Condition": {
-                    "ArnLike": {"kms:EncryptionContext:aws:logs:arn": account.arn("logs", "log-group:*")}
-                },
-            },
+            administered_by_account(account),
+            logs_use_key(account),
             {
                 "Sid": "AutoScalingUsesKeyForNodeVolumes",
                 "Effect": "Allow",
@@ -85,6 +103,9 @@ class EncryptionKeyArgs:
     tags: Mapping[str, str]
     # Production stacks protect the key: deleting it makes every encrypted byte unreadable.
     protect: bool
+    # What the key is for, and its policy; unset: the platform's data key (``key_policy``).
+    description: str = "EKS secrets, node volumes, S3, shared file system, ECR and logs"
+    policy: Mapping[str, Any] | None = None
 
 
 class EncryptionKey(pulumi.ComponentResource):
@@ -96,11 +117,11 @@ class EncryptionKey(pulumi.ComponentResource):
         super().__init__("ml-platform:aws:EncryptionKey", name, None, opts)
         self.key = kms.Key(
             f"{name}-key",
-            description=f"{name}: EKS secrets, node volumes, S3, shared file system, ECR and logs",
+            description=f"{name}: {args.description}",
             enable_key_rotation=True,
             deletion_window_in_days=DELETION_WINDOW_DAYS,
             multi_region=False,
-            policy=json.dumps(key_policy(args.account)),
+            policy=json.dumps(args.policy if args.policy is not None else key_policy(args.account)),
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),
         )

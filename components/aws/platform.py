@@ -16,6 +16,19 @@ import pulumi
 from components.aws.account import AwsAccount, lookup_account
 from components.aws.addons import ClusterAddons, ClusterAddonsArgs, NetworkAddons, NetworkAddonsArgs
 from components.aws.budget import monthly_budget
+from components.aws.alerts import EKS, TRAIL, SecurityAlerts, SecurityAlertsArgs
+from components.aws.audit import (
+    AUDIT_TRAIL_TAG,
+    THREAT_DETECTION_TAG,
+    AuditTrail,
+    AuditTrailArgs,
+    check_existing_detection,
+    check_organization_trail,
+    logging_key_policy,
+    threat_detection,
+    trail_arn,
+    trail_log_group,
+)
 from components.aws.cluster import EksCluster, EksClusterArgs
 from components.aws.iam import node_role, role_name_prefix
 from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
@@ -31,8 +44,8 @@ from components.aws.preflight import (
 from components.aws.registry import Registry, RegistryArgs, repositories
 from components.aws.registry_database import RegistryDatabaseArgs, RegistryDatabaseInstance, registry_backend
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
-from components.aws.storage import ObjectStore, ObjectStoreArgs
-from components.config import PlatformConfig, Tier, managed_registry_database
+from components.aws.storage import AuditStoreArgs, ObjectStore, ObjectStoreArgs
+from components.config import DetectionSource, PlatformConfig, Tier, managed_registry_database
 from components.handle import Cloud, ClusterHandle, Fabric, PoolKind, SharedStorageKind, StorageHandle
 from components.images import workload_images
 
@@ -67,6 +80,7 @@ class AwsPlatform(pulumi.ComponentResource):
         self.key = EncryptionKey(
             f"{name}-key", EncryptionKeyArgs(account, tags, protect=config.is_protected), self._child
         )
+        self.logging_key = self._logging_key(account, tags)
         self.network = Network(
             f"{name}-network",
             NetworkArgs(
@@ -95,7 +109,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 key_arn=self.key.arn,
                 account=account,
                 protect=config.is_protected,
-                tags=tags,
+                tags=self._cluster_tags(tags),
             ),
             self._child,
         )
@@ -120,9 +134,12 @@ class AwsPlatform(pulumi.ComponentResource):
                 noncurrent_version_days=config.storage.noncurrent_version_days,
                 protect=config.is_protected,
                 tags=tags,
+                audit=self._audit_store(account),
             ),
             self._child,
         )
+        self.alerts: SecurityAlerts | None = None
+        self.audit = self._audit_trail(account, tags)
         endpoint_policy = config.network.s3_endpoint_policy
         if endpoint_policy.enabled:
             self.network.restrict_s3_endpoint(self.storage.buckets, endpoint_policy.extra_buckets)
@@ -185,6 +202,94 @@ class AwsPlatform(pulumi.ComponentResource):
         )
         self.exports: dict[str, pulumi.Input[Any]] = self._exports()
         self.register_outputs(self.exports)
+
+    def _creates_trail(self) -> bool:
+        config = self._config
+        return config.audited and config.audit.organization_trail is None
+
+    def _logging_key(self, account: AwsAccount, tags: dict[str, str]) -> EncryptionKey | None:
+        """The trail's own key (docs/compliance.md): whoever administers the data key does not thereby
+        read or silence the trail, and the trail's readers get no data access."""
+        if not self._creates_trail():
+            return None
+        return EncryptionKey(
+            f"{self._name}-audit",
+            EncryptionKeyArgs(
+                account,
+                tags,
+                protect=self._config.is_protected,
+                description="the CloudTrail trail, its bucket and log group",
+                policy=logging_key_policy(account, trail_arn(account, self._config.stack_name)),
+            ),
+            self._child,
+        )
+
+    def _audit_store(self, account: AwsAccount) -> AuditStoreArgs | None:
+        if self.logging_key is None:
+            return None
+        trail = trail_arn(account, self._config.stack_name)
+        return AuditStoreArgs(self.logging_key.arn, trail, self._config.audit.retention_days)
+
+    def _cluster_tags(self, tags: dict[str, str]) -> dict[str, str]:
+        """The cluster names what the stack relies on and does not create, for the policy pack: the
+        organisation trail, detection that already runs."""
+        audit = self._config.audit
+        if not self._config.audited:
+            return tags
+        declared = {AUDIT_TRAIL_TAG: audit.organization_trail} if audit.organization_trail else {}
+        if audit.detection is DetectionSource.EXISTING:
+            declared[THREAT_DETECTION_TAG] = DetectionSource.EXISTING.value
+        return {**tags, **declared}
+
+    def _audit_trail(self, account: AwsAccount, tags: dict[str, str]) -> AuditTrail | None:
+        """The stack's trail and detection, or, on an organisation trail, that trail checked and detection."""
+        config = self._config
+        if not config.audited:
+            return None
+        runtime = config.audit.runtime_monitoring
+        runtime = runtime if runtime is not None else config.audit_extras
+        if config.audit.detection is DetectionSource.EXISTING:
+            check_existing_detection(runtime, config.region, parent=self)
+        else:
+            threat_detection(f"{self._name}-audit", runtime, tags, self)
+        if self.logging_key is None or self.storage.audit_bucket is None:
+            assert config.audit.organization_trail is not None, "no trail of its own: an organisation's"
+            check_organization_trail(config.audit.organization_trail, config.region, parent=self)
+            return None
+        data_events = config.audit.data_events
+        trail = AuditTrail(
+            f"{self._name}-audit",
+            AuditTrailArgs(
+                account=account,
+                stack=config.stack_name,
+                key_arn=self.logging_key.arn,
+                bucket_name=self.storage.audit_bucket.bucket,
+                data_bucket_arn=(
+                    self.storage.bucket_arn
+                    if (data_events if data_events is not None else config.audit_extras)
+                    else None
+                ),
+                protect=config.is_protected,
+                tags=tags,
+                delivery_ready=self.storage,
+            ),
+            self._child,
+        )
+        self.alerts = SecurityAlerts(
+            f"{self._name}-alerts",
+            SecurityAlertsArgs(
+                stack=config.stack_name,
+                key_arn=self.logging_key.arn,
+                log_groups={
+                    TRAIL: trail_log_group(config.stack_name),
+                    EKS: f"/aws/eks/{self.cluster_name}/cluster",
+                },
+                ready=(trail, self.cluster),
+                tags=tags,
+            ),
+            self._child,
+        )
+        return trail
 
     def _registry_database(self, tags: dict[str, str]) -> RegistryDatabaseInstance | None:
         config = self._config
@@ -301,4 +406,6 @@ class AwsPlatform(pulumi.ComponentResource):
         }
         if self.shared_fs is not None:
             exports["sharedFileSystemId"] = self.shared_fs.file_system_id
+        if self.alerts is not None:
+            exports["securityAlertsTopic"] = self.alerts.topic_arn
         return exports

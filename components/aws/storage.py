@@ -45,6 +45,17 @@ def deny_insecure_transport(bucket_arn: pulumi.Input[str]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class AuditStoreArgs:
+    """The CloudTrail bucket: encrypted under the logging key, written only by the stack's trail, and
+    every delivered file locked for ``retention_days`` in COMPLIANCE mode, which nobody, the account
+    root included, can shorten or lift (S3 user guide, "Object Lock retention modes")."""
+
+    key_arn: pulumi.Input[str]
+    trail_arn: str
+    retention_days: int
+
+
+@dataclass(frozen=True)
 class ObjectStoreArgs:
     account: AwsAccount
     key_arn: pulumi.Input[str]
@@ -52,6 +63,7 @@ class ObjectStoreArgs:
     # Production protects both buckets and keeps them if the stack is destroyed.
     protect: bool
     tags: Mapping[str, str]
+    audit: AuditStoreArgs | None = None
 
 
 class ObjectStore(pulumi.ComponentResource):
@@ -73,17 +85,27 @@ class ObjectStore(pulumi.ComponentResource):
         # unsupported (S3 user guide, "Enabling Amazon S3 server access logging": the target may use
         # SSE-S3 only), so the log bucket alone uses SSE-S3 and says why by its role tag, which is what
         # the policy pack's exception looks at.
+        # The trail's bucket first: the log bucket's policy names it as a source of access logs.
+        self.audit_bucket = self._audit_bucket(args.audit) if args.audit is not None else None
         sse_s3 = {"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}
         self.log_bucket = self._hardened_bucket("logs", sse_s3, self._log_delivery, role=ACCESS_LOGS_ROLE)
-        s3.BucketLogging(
-            f"{name}-data",
-            bucket=self.bucket.id,
-            target_bucket=self.log_bucket.id,
-            target_prefix=ACCESS_LOG_PREFIX,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        logged = {"data": (self.bucket, ACCESS_LOG_PREFIX)}
+        if self.audit_bucket is not None:
+            logged["audit"] = (self.audit_bucket, f"{ACCESS_LOG_PREFIX}audit/")
+        for suffix, (source, prefix) in logged.items():
+            s3.BucketLogging(
+                f"{name}-{suffix}",
+                bucket=source.id,
+                target_bucket=self.log_bucket.id,
+                target_prefix=prefix,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         # Every bucket of the stack, for the S3 endpoint's policy (network.s3_endpoint_policy).
-        self.buckets: tuple[s3.Bucket, ...] = (self.bucket, self.log_bucket)
+        self.buckets: tuple[s3.Bucket, ...] = (
+            self.bucket,
+            self.log_bucket,
+            *((self.audit_bucket,) if self.audit_bucket is not None else ()),
+        )
         self.bucket_name: pulumi.Output[str] = self.bucket.bucket
         self.bucket_arn: pulumi.Output[str] = self.bucket.arn
         self.uri: pulumi.Output[str] = pulumi.Output.concat("s3://", self.bucket.bucket)
@@ -102,11 +124,71 @@ class ObjectStore(pulumi.ComponentResource):
                 "Action": "s3:PutObject",
                 "Resource": pulumi.Output.concat(log_bucket_arn, f"/{ACCESS_LOG_PREFIX}*"),
                 "Condition": {
-                    "ArnLike": {"aws:SourceArn": self.bucket.arn},
+                    "ArnLike": {"aws:SourceArn": self._logged_arns()},
                     "StringEquals": {"aws:SourceAccount": self._args.account.account_id},
                 },
             }
         ]
+
+    def _logged_arns(self) -> pulumi.Output[str] | list[pulumi.Output[str]]:
+        """The buckets whose access logs the log bucket takes."""
+        data_arn: pulumi.Output[str] = self.bucket.arn
+        if self.audit_bucket is None:
+            return data_arn
+        audit_arn: pulumi.Output[str] = self.audit_bucket.arn
+        return [data_arn, audit_arn]
+
+    def _audit_bucket(self, audit: AuditStoreArgs) -> s3.Bucket:
+        """The trail's bucket (AuditStoreArgs), with CloudTrail's delivery grants (CloudTrail user guide,
+        "Amazon S3 bucket policy for CloudTrail": GetBucketAcl and PutObject under AWSLogs/<account>/,
+        each limited to this trail by aws:SourceArn)."""
+        account = self._args.account.account_id
+
+        def trail_delivery(arn: pulumi.Output[str]) -> list[dict[str, Any]]:
+            only_this_trail = {"StringEquals": {"aws:SourceArn": audit.trail_arn}}
+            service = {"Service": "cloudtrail.amazonaws.com"}
+            return [
+                {
+                    "Sid": "CloudTrailAclCheck",
+                    "Effect": "Allow",
+                    "Principal": service,
+                    "Action": "s3:GetBucketAcl",
+                    "Resource": arn,
+                    "Condition": only_this_trail,
+                },
+                {
+                    "Sid": "CloudTrailWrite",
+                    "Effect": "Allow",
+                    "Principal": service,
+                    "Action": "s3:PutObject",
+                    "Resource": pulumi.Output.concat(arn, f"/AWSLogs/{account}/*"),
+                    "Condition": {
+                        "StringEquals": {
+                            "aws:SourceArn": audit.trail_arn,
+                            "s3:x-amz-acl": "bucket-owner-full-control",
+                        }
+                    },
+                },
+            ]
+
+        sse_kms = {
+            "apply_server_side_encryption_by_default": {
+                "sse_algorithm": "aws:kms",
+                "kms_master_key_id": audit.key_arn,
+            },
+            "bucket_key_enabled": True,
+        }
+        # Object Lock is turned on at creation only for a bucket made with it (S3 user guide,
+        # "Configuring S3 Object Lock"); versioning comes with it.
+        bucket = self._hardened_bucket("audit", sse_kms, trail_delivery, object_lock=True)
+        s3.BucketObjectLockConfiguration(
+            f"{self._name}-audit",
+            bucket=bucket.id,
+            object_lock_enabled="Enabled",
+            rule={"default_retention": {"mode": "COMPLIANCE", "days": audit.retention_days}},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return bucket
 
     def _hardened_bucket(
         self,
@@ -114,6 +196,8 @@ class ObjectStore(pulumi.ComponentResource):
         encryption: Mapping[str, Any],
         grants: Callable[[pulumi.Output[str]], Sequence[Mapping[str, Any]]] | None = None,
         role: str | None = None,
+        *,
+        object_lock: bool = False,
     ) -> s3.Bucket:
         """A private, versioned, TLS-only bucket; ``grants`` adds policy statements given its ARN."""
         name, args = f"{self._name}-{suffix}", self._args
@@ -121,6 +205,7 @@ class ObjectStore(pulumi.ComponentResource):
         bucket = s3.Bucket(
             name,
             force_destroy=False,
+            object_lock_enabled=True if object_lock else None,
             tags={**args.tags, **({ROLE_TAG: role} if role else {})},
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),
         )

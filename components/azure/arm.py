@@ -27,6 +27,11 @@ ARM_TRANSPORT: ContextVar[httpx.BaseTransport | None] = ContextVar("arm_transpor
 class ArmReadError(Exception):
     """A read ARM refused or that never reached it; the message says which and why."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        # ARM's HTTP status, when ARM answered.
+        self.status = status
+
 
 @dataclass(frozen=True)
 class ArmReader:
@@ -41,7 +46,7 @@ class ArmReader:
             raise ArmReadError(f"{type(exc).__name__}: {exc}") from exc
         if response.is_error:
             # ARM error bodies are {"error": {"code", "message"}} (ARM common error response).
-            raise ArmReadError(f"HTTP {response.status_code}: {response.text.strip()}")
+            raise ArmReadError(f"HTTP {response.status_code}: {response.text.strip()}", response.status_code)
         body: dict[str, Any] = response.json()
         return body
 

@@ -68,6 +68,9 @@ CONTROL_PLANE_LOGS = (
 # Restricted data: every API-server request is audited, reads of Secrets included (kube-audit carries
 # get/list/watch, kube-audit-admin leaves them out; AKS monitoring reference, "Resource logs").
 RESTRICTED_CONTROL_PLANE_LOGS = ("kube-audit",)
+# The audit streams among them (API-server audit, and guard: Entra ID and Azure RBAC decisions), which
+# an audited stack also archives immutably (audit.py).
+AUDIT_LOGS = frozenset({"kube-audit-admin", "kube-audit", "guard"})
 # Our retention choice: a year of audit trail in production, a month elsewhere.
 _LOG_RETENTION_DAYS = {True: 365, False: 30}
 # "New role assignments can take up to five minutes to propagate and be updated by the authorization
@@ -321,6 +324,9 @@ class AksCluster(pulumi.ComponentResource):
         )
         workspace_id: pulumi.Output[str] = workspace.id
         return workspace_id
+
+    def audit_log_categories(self) -> tuple[str, ...]:
+        return tuple(category for category in self._control_plane_logs() if category in AUDIT_LOGS)
 
     def _control_plane_logs(self) -> tuple[str, ...]:
         if self._scope.config.data_classification is DataClassification.RESTRICTED:

@@ -23,14 +23,41 @@ def audit_logs(
     resource_id: pulumi.Input[str],
     workspace_id: pulumi.Input[str],
     parent: pulumi.Resource,
+    *,
+    archive_id: pulumi.Input[str] | None = None,
+    categories: tuple[str, ...] = (),
 ) -> monitor.DiagnosticSetting:
-    """Send ``resource_id``'s audit category group to the workspace."""
+    """Send ``resource_id``'s audit category group (or the named ``categories``, for a resource type
+    without one) to the workspace, and to the immutable audit archive (audit.py) when given."""
+    logs = [{"category": c, "enabled": True} for c in categories] or [
+        {"category_group": "audit", "enabled": True}
+    ]
     return monitor.DiagnosticSetting(
         f"{name}-audit",
         resource_uri=resource_id,
         workspace_id=workspace_id,
+        storage_account_id=archive_id,
         log_analytics_destination_type="Dedicated",
-        logs=[{"category_group": "audit", "enabled": True}],
+        logs=logs,
+        opts=scope.opts(parent),
+    )
+
+
+def archived_logs(
+    name: str,
+    scope: AzureScope,
+    resource_id: pulumi.Input[str],
+    archive_id: pulumi.Input[str],
+    categories: tuple[str, ...],
+    parent: pulumi.Resource,
+) -> monitor.DiagnosticSetting:
+    """A second setting that copies ``categories`` of a resource whose workspace setting lives elsewhere
+    (the AKS control plane, cluster.py) into the audit archive."""
+    return monitor.DiagnosticSetting(
+        f"{name}-archive",
+        resource_uri=resource_id,
+        storage_account_id=archive_id,
+        logs=[{"category": c, "enabled": True} for c in categories],
         opts=scope.opts(parent),
     )
 

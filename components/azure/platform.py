@@ -15,8 +15,9 @@ from pulumi_azure_native import authorization, resources
 
 from components.azure import naming
 from components.azure.budget import monthly_budget
+from components.azure.audit import AuditArchive, AuditArchiveArgs
 from components.azure.cluster import AksCluster, ClusterArgs, SecretsEncryption
-from components.azure.diagnostics import audit_logs, service_id
+from components.azure.diagnostics import archived_logs, audit_logs, service_id
 from components.azure.features import require_features
 from components.azure.identity import (
     EncryptionIdentity,
@@ -104,6 +105,7 @@ class AzurePlatform(pulumi.ComponentResource):
             ),
             self._child,
         )
+        archive = self._audit_archive(name, scope, keys, cluster)
         audited = {
             "keys-vault": keys.vault.id,
             "registry-creation-vault": registry.creation_vault_id,
@@ -113,9 +115,27 @@ class AzurePlatform(pulumi.ComponentResource):
         if shared is not None:
             audited["shared-file"] = service_id(shared.account_id, "file")
         for what, resource_id in audited.items():
-            audit_logs(f"{name}-{what}", scope, resource_id, cluster.workspace_id, self)
+            audit_logs(f"{name}-{what}", scope, resource_id, cluster.workspace_id, self, archive_id=archive)
         identities = self._workload_identities(name, scope, cluster, objects)
         database = self._registry_database(name, scope, network, keys, identities["registry"])
+        if database is not None:
+            # A flexible server has no audit category group: its server log carries connections and,
+            # with pgaudit, statements (Azure Monitor supported logs, flexibleServers: PostgreSQLLogs).
+            audit_logs(
+                f"{name}-registry-pg",
+                scope,
+                database.server_id,
+                cluster.workspace_id,
+                self,
+                archive_id=archive,
+                categories=("PostgreSQLLogs",),
+            )
+        if archive is not None:
+            # Reads of the archive itself go to the workspace (into itself they would log their own writes).
+            audit_logs(f"{name}-audit-blob", scope, service_id(archive, "blob"), cluster.workspace_id, self)
+            archived_logs(
+                f"{name}-cluster", scope, cluster.cluster.id, archive, cluster.audit_log_categories(), self
+            )
         self.handle = ClusterHandle(
             cloud=Cloud.AZURE,
             name=config.stack_name,
@@ -150,6 +170,21 @@ class AzurePlatform(pulumi.ComponentResource):
             "workloadIdentities": {workload: identity.client_id for workload, identity in identities.items()},
         }
         self.register_outputs(self.exports)
+
+    def _audit_archive(
+        self, name: str, scope: AzureScope, keys: AzureKeys, cluster: AksCluster
+    ) -> pulumi.Output[str] | None:
+        """The immutable audit archive's id where the stack is audited (config ``audit``), else ``None``."""
+        if not scope.config.audited:
+            return None
+        key = keys.keys[KeyPurpose.STORAGE]
+        identity = EncryptionIdentity(
+            f"{name}-audit-encryption", EncryptionIdentityArgs(scope, key.key_id), self._child
+        )
+        archive = AuditArchive(
+            f"{name}-audit", AuditArchiveArgs(scope, identity, key, cluster.workspace_id), self._child
+        )
+        return archive.account_id
 
     def _scope(self, name: str, config: PlatformConfig) -> AzureScope:
         """The resource group and the facts every component shares (scope.py)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pulumi_policy import Policy
 
 from . import (
+    audit,
     bringup_aws,
     budget,
     day2,
@@ -42,4 +43,5 @@ def all_policies() -> list[Policy]:
         *deployability_azure.POLICIES,
         *budget.POLICIES,
         *day2.POLICIES,
+        *audit.POLICIES,
     ]

@@ -28,6 +28,14 @@ Exception contract (written by the Kubernetes layer, judged by ``kubernetes.py``
   Vault firewall refuses, so Microsoft's path for a firewalled vault creates the registry on a key in a
   vault outside the firewall and then rotates to the firewalled one ("Encrypt registry using a
   customer-managed key", Advanced scenario: Key Vault firewall). The rotation closes that vault.
+- An EKS cluster tagged ``ml-platform.io/audit-trail`` with a CloudTrail trail ARN declares that an
+  organisation trail records its account (``audit.organizationTrail``; the program checks that trail at
+  preview): ``audit-trail`` then asks for no trail in the stack (audit.py).
+- An EKS cluster tagged ``ml-platform.io/threat-detection: existing``, or on Azure a storage account
+  tagged ``ml-platform.io-threat-detection: existing`` (the audit archive), declares that the account's
+  GuardDuty detector or the subscription's Defender plans are another stack's or the organisation's
+  (``audit.detection: existing``; the program checks them at preview): ``threat-detection`` then asks
+  for none in the stack.
 """
 
 from __future__ import annotations
@@ -44,6 +52,10 @@ ROLE_TAG = "ml-platform.io/role"
 AZURE_ROLE_TAG = "ml-platform.io-role"
 ACCESS_LOGS_ROLE = "access-logs"
 REGISTRY_CREATION_ROLE = "registry-creation-key"
+AUDIT_TRAIL_TAG = "ml-platform.io/audit-trail"
+THREAT_DETECTION_TAG = "ml-platform.io/threat-detection"
+AZURE_THREAT_DETECTION_TAG = "ml-platform.io-threat-detection"
+EXISTING_DETECTION = "existing"
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 

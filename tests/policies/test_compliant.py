@@ -13,11 +13,13 @@ from .conftest import AWS, AZURE, KUBERNETES, Judge, found
 
 AWS_PLATFORM = """
 import pulumi_aws.autoscaling as autoscaling
+import pulumi_aws.cloudtrail as cloudtrail
 import pulumi_aws.ec2 as ec2
 import pulumi_aws.ecr as ecr
 import pulumi_aws.efs as efs
 import pulumi_aws.eks as eks
 import pulumi_aws.fsx as fsx
+import pulumi_aws.guardduty as guardduty
 import pulumi_aws.kms as kms
 import pulumi_aws.provider as aws
 import pulumi_aws.s3 as s3
@@ -43,8 +45,8 @@ def tls_only(arn):
     )
 
 
-def secure_bucket(name):
-    bucket = s3.Bucket(name)
+def secure_bucket(name, **extra):
+    bucket = s3.Bucket(name, **extra)
     s3.BucketPublicAccessBlock(
         name,
         bucket=bucket.id,
@@ -87,7 +89,25 @@ cluster = eks.Cluster(
         "endpoint_private_access": True,
     },
     encryption_config={"provider": {"key_arn": key.arn}, "resources": ["secrets"]},
+    enabled_cluster_log_types=["api", "audit", "authenticator"],
 )
+# The audit trail: every region, validated, under a key, into an Object-Locked bucket (audit policies).
+trail_bucket = secure_bucket("trail", object_lock_enabled=True)
+s3.BucketObjectLockConfiguration(
+    "trail",
+    bucket=trail_bucket.id,
+    rule={"default_retention": {"mode": "COMPLIANCE", "days": 365}},
+)
+cloudtrail.Trail(
+    "audit",
+    s3_bucket_name=trail_bucket.bucket,
+    kms_key_id=key.arn,
+    is_multi_region_trail=True,
+    enable_log_file_validation=True,
+)
+detector = guardduty.Detector("detector", enable=True)
+for feature in ("EKS_AUDIT_LOGS", "RUNTIME_MONITORING"):
+    guardduty.DetectorFeature(feature.lower(), detector_id=detector.id, name=feature, status="ENABLED")
 template = ec2.LaunchTemplate(
     "gpu",
     block_device_mappings=[
@@ -164,6 +184,7 @@ import pulumi_azure_native.keyvault as keyvault
 import pulumi_azure_native.monitor as monitor
 import pulumi_azure_native.privatedns as privatedns
 import pulumi_azure_native.resources as resources
+import pulumi_azure_native.security as security
 import pulumi_azure_native.storage as storage
 
 rg = resources.ResourceGroup("rg", location="uaenorth", tags=TAGS)
@@ -267,10 +288,35 @@ registry = containerregistry.Registry(
 )
 # Audit logs of the vault, the blob and file services and the registry (Key Vault logging, Azure Storage
 # and ACR monitoring references).
+# The audit archive: immutable (time-based, append writes for diagnostic settings), in the region.
+archive = storage.StorageAccount(
+    "audit",
+    resource_group_name=rg.name,
+    kind="StorageV2",
+    sku={"name": "Standard_ZRS"},
+    enable_https_traffic_only=True,
+    minimum_tls_version="TLS1_2",
+    allow_blob_public_access=False,
+    network_rule_set={"default_action": "Deny", "bypass": "AzureServices"},
+    immutable_storage_with_versioning={
+        "enabled": True,
+        "immutability_policy": {
+            "immutability_period_since_creation_in_days": 365,
+            "state": "Locked",
+            "allow_protected_append_writes": True,
+        },
+    },
+    tags=TAGS,
+    encryption={
+        "key_source": "Microsoft.Keyvault",
+        "key_vault_properties": {"key_name": "data", "key_vault_uri": "https://kv.vault.azure.net/"},
+    },
+)
 for name, audited in (
     ("kv", vault.id),
     ("data", account.id.apply(lambda i: f"{i}/blobServices/default")),
     ("nfs", nfs.id.apply(lambda i: f"{i}/fileServices/default")),
+    ("audit", archive.id.apply(lambda i: f"{i}/blobServices/default")),
     ("acr", registry.id),
 ):
     monitor.DiagnosticSetting(
@@ -278,6 +324,26 @@ for name, audited in (
         resource_uri=audited,
         workspace_id="/subscriptions/s/resourceGroups/rg/providers/Microsoft.OperationalInsights/workspaces/w",
         logs=[{"category_group": "audit", "enabled": True}],
+    )
+monitor.DiagnosticSetting(
+    "aks-audit",
+    resource_uri=aks.id,
+    storage_account_id=archive.id,
+    logs=[{"category": "kube-audit-admin", "enabled": True}],
+)
+# The subscription's Activity Log into the archive, and Defender for each protected resource type.
+monitor.DiagnosticSetting(
+    "activity-log",
+    resource_uri="/subscriptions/00000000-0000-0000-0000-000000000000",
+    storage_account_id=archive.id,
+    logs=[{"category": c, "enabled": True} for c in ("Administrative", "Security", "Policy")],
+)
+for plan in ("Containers", "KeyVaults", "StorageAccounts"):
+    security.Pricing(
+        plan.lower(),
+        scope_id="/subscriptions/00000000-0000-0000-0000-000000000000",
+        pricing_name=plan,
+        pricing_tier="Standard",
     )
 """
 

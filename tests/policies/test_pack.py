@@ -75,6 +75,10 @@ POLICIES = {
     "budget-ceiling": ("mandatory", "stack"),
     "budget-expected": ("advisory", "stack"),
     "day2-cloud-moved-properties-ignored": ("mandatory", "stack"),
+    "audit-trail": ("mandatory", "stack"),
+    "audit-archive-locked": ("advisory", "stack"),
+    "threat-detection": ("mandatory", "stack"),
+    "data-store-audit-logs": ("mandatory", "stack"),
 }
 
 

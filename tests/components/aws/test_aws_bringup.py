@@ -111,7 +111,9 @@ def test_prod_cluster_and_audit_logs_are_protected_from_deletion(
     assert cluster.inputs.get("deletionProtection", False) is prod
     assert cluster.protect is prod
     groups = resources(plan, LOG_GROUP)
-    assert len(groups) == 2
+    # The control plane's, the flow logs', and the audit trail's copy where the stack keeps a trail.
+    trails = resources(plan, "aws:cloudtrail/trail:Trail")
+    assert len(groups) == 2 + len(trails)
     assert all(g.protect is prod for g in groups)
 
 

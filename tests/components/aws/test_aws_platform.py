@@ -49,6 +49,9 @@ UNTAGGABLE = {
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
     "aws:s3/bucketPolicy:BucketPolicy",
     "aws:s3/bucketLogging:BucketLogging",
+    "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration",
+    "aws:guardduty/detectorFeature:DetectorFeature",
+    "aws:cloudwatch/logMetricFilter:LogMetricFilter",
     "aws:ec2/vpcEndpointPolicy:VpcEndpointPolicy",
 }
 
@@ -125,6 +128,9 @@ def test_components_nest_under_the_adapter(cloud_plan: Callable[[str], Plan]) ->
         "ml-platform:aws:RegistryDatabase",
         "ml-platform:aws:WorkloadIdentities",
         "ml-platform:aws:ClusterAddons",
+        # The audit trail and its alerts (enterprise): components/aws/audit.py, alerts.py.
+        "ml-platform:aws:AuditTrail",
+        "ml-platform:aws:SecurityAlerts",
     }
     assert all(r.name.startswith(adapter.name) for r in _aws(plan))
 

@@ -47,6 +47,8 @@ UNTAGGED = {
     "azure-native:dbforpostgresql:AdministratorsMicrosoftEntra",
     "azure-native:dbforpostgresql:Configuration",
     "azure-native:dbforpostgresql:Database",
+    # A subscription's Defender plan (security Pricing: scopeId, pricingName, pricingTier, no tags).
+    "azure-native:security:Pricing",
 }
 UNLOCATED = UNTAGGED | {"azure-native:keyvault:Key", "azure-native:containerservice:AgentPool"}
 GLOBAL = {"azure-native:privatedns:PrivateZone", "azure-native:privatedns:VirtualNetworkLink"}

@@ -225,7 +225,14 @@ def test_vaults_storage_and_registry_send_audit_logs_to_the_workspace(cloud_plan
     (workspace,) = plan.by_type("azure-native:operationalinsights:Workspace")
     settings = plan.by_type("azure-native:monitor:DiagnosticSetting")
     audited = set()
+    # Audited stacks (enterprise, prod) keep an immutable archive (components/azure/audit.py).
+    archives = [r.urn for r in plan.by_type("azure-native:storage:StorageAccount") if "audit" in r.name]
+    assert len(archives) == (stack == "azure-enterprise-prod")
     for setting in settings:
+        if "workspaceId" not in setting.inputs:
+            # The AKS control plane's audit categories copied into the archive.
+            assert setting.property_dependencies["storageAccountId"] == archives
+            continue
         assert setting.property_dependencies["workspaceId"] == [workspace.urn]
         if setting.inputs.get("logs") == [{"categoryGroup": "audit", "enabled": True}]:
             audited |= set(setting.property_dependencies["resourceUri"])
@@ -238,7 +245,9 @@ def test_vaults_storage_and_registry_send_audit_logs_to_the_workspace(cloud_plan
         for resource in plan.by_type(token):
             assert resource.urn in audited, resource.name
     uris = [s.inputs["resourceUri"] for s in settings if "Services/default" in str(s.inputs["resourceUri"])]
-    assert sorted(u.rsplit("/", 2)[1] for u in uris) == ["blobServices", "fileServices"]
+    # The data account's blob and the share's file service, and the audit archive's blob service.
+    services = ["blobServices"] * (1 + len(archives)) + ["fileServices"]
+    assert sorted(u.rsplit("/", 2)[1] for u in uris) == services
     assert {urns[u].type for u in audited} >= {"azure-native:keyvault:Vault"}
 
 

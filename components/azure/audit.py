@@ -1,0 +1,185 @@
+"""The subscription's audit trail and threat detection for one stack (docs/compliance.md).
+
+- An audit archive: a storage account in the stack's region whose blobs are immutable for
+  ``audit.retentionDays`` (account-level, version-level time-based immutability, with protected append
+  writes, since diagnostic settings write append blobs: Azure Storage "Configure immutability policies
+  for blob versions"; Azure Monitor "Diagnostic settings", storage destinations).
+- The subscription's Activity Log, every category, into the archive and the stack's Log Analytics
+  workspace (Azure Monitor "Activity log" schema, categories).
+- Log search alerts on the workspace for security events (alerts.py).
+- Microsoft Defender plans on the subscription: Containers (AKS: control-plane audit analysis, runtime
+  protection), Key Vault, Storage and open-source relational databases (the registry's PostgreSQL)
+  (Defender for Cloud REST API, Pricings).
+
+A time-based immutability policy can be created only ``Unlocked`` and locked by a later update, never
+unlocked again (azure-native ``AccountImmutabilityPolicyProperties.state``). So the preview reads the
+archive: absent, the first ``pulumi up`` creates it unlocked and says the next one locks it; present,
+the policy is ``Locked``. Subscription-wide settings (the Activity Log export, Defender plans) are kept
+when the stack is destroyed: detection must outlive one stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import monitor, security, storage
+
+from components.azure import naming
+from components.azure.alerts import security_alerts
+from components.azure.arm import ArmReader, ArmReadError, arm_reader
+from components.azure.identity import EncryptionIdentity
+from components.azure.keys import KeyRef
+from components.azure.scope import AzureScope
+from components.azure.storage import blob_sku, hardened_account
+from components.config import AZURE_ROLE_TAG, PROJECT, DetectionSource
+
+# Activity Log categories (Azure Monitor "Azure Activity Log event schema": the eight categories).
+ACTIVITY_LOG_CATEGORIES = (
+    "Administrative",
+    "Security",
+    "ServiceHealth",
+    "Alert",
+    "Recommendation",
+    "Policy",
+    "Autoscale",
+    "ResourceHealth",
+)
+# Defender for Cloud plans by pricing name, with the sub-plan where the plan has several (Defender for
+# Cloud REST API "Pricings - Update": KeyVaults PerKeyVault, StorageAccounts DefenderForStorageV2).
+DEFENDER_PLANS: dict[str, str | None] = {
+    "Containers": None,
+    "KeyVaults": "PerKeyVault",
+    "StorageAccounts": "DefenderForStorageV2",
+    "OpenSourceRelationalDatabases": None,
+}
+STANDARD_TIER = "Standard"
+# Storage resource provider API the archive is read with (Storage Accounts - Get Properties).
+STORAGE_API_VERSION = "2023-05-01"
+LOCKED, UNLOCKED = "Locked", "Unlocked"
+# The tag on the archive that tells the policy pack the subscription's Defender plans are someone
+# else's (``audit.detection: existing``), checked at preview (``check_existing_plans``). ARM refuses "/"
+# in tag names (config.AZURE_ROLE_TAG).
+THREAT_DETECTION_TAG = AZURE_ROLE_TAG.replace("role", "threat-detection")
+
+
+def check_existing_plans(subscription: str) -> None:
+    """Raise a ``RunError`` naming every Defender plan of ``DEFENDER_PLANS`` not on Standard."""
+    off = []
+    for plan in DEFENDER_PLANS:
+        tier = security.get_pricing(pricing_name=plan, scope_id=subscription).pricing_tier
+        if tier != STANDARD_TIER:
+            off.append(f"{plan} is {tier}")
+    if off:
+        raise pulumi.RunError(
+            f"audit.detection existing: Defender plans of {subscription} are off: {', '.join(off)}; turn "
+            "them on with: az security pricing create -n <plan> --tier standard"
+        )
+
+
+def archive_account_name(suffix: str) -> str:
+    return naming.storage_account_name("audit", suffix)
+
+
+def archive_state(arm: ArmReader, resource_group: str, account: str) -> str:
+    """``Locked`` when the archive exists (its unlocked policy is then locked), ``Unlocked`` when the
+    first ``pulumi up`` is yet to create it."""
+    path = (
+        f"/subscriptions/{arm.subscription_id}/resourceGroups/{resource_group}"
+        f"/providers/Microsoft.Storage/storageAccounts/{account}"
+    )
+    try:
+        arm.get(path, {"api-version": STORAGE_API_VERSION})
+    except ArmReadError as exc:
+        if exc.status == 404:
+            pulumi.warn(
+                f"audit archive {account}: created with an unlocked immutability policy (Azure creates it "
+                "no other way); the next `pulumi up` locks it"
+            )
+            return UNLOCKED
+        raise pulumi.RunError(f"cannot read the audit archive {account}: {exc}") from exc
+    return LOCKED
+
+
+def immutability(retention_days: int, state: str) -> dict[str, Any]:
+    return {
+        "enabled": True,
+        "immutability_policy": {
+            "immutability_period_since_creation_in_days": retention_days,
+            "state": state,
+            "allow_protected_append_writes": True,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class AuditArchiveArgs:
+    scope: AzureScope
+    encryption_identity: EncryptionIdentity
+    key: KeyRef
+    workspace_id: pulumi.Input[str]
+
+
+class AuditArchive(pulumi.ComponentResource):
+    """The immutable archive, the Activity Log export and the Defender plans."""
+
+    def __init__(self, name: str, args: AuditArchiveArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:azure:AuditArchive", name, None, opts)
+        scope = args.scope
+        config = scope.config
+        account_name = archive_account_name(scope.name_suffix)
+        with arm_reader() as arm:
+            state = archive_state(arm, f"{PROJECT}-{config.stack_name}", account_name)
+        settings = hardened_account(scope, args.encryption_identity, args.key, public=False)
+        # Azure Monitor writes as a trusted Microsoft service, which a firewall lets through only while
+        # public network access is on with default Deny (Azure Storage network security, "Trusted
+        # access"); no address is allowed.
+        settings["public_network_access"] = "Enabled"
+        subscription = f"/subscriptions/{scope.deployer.subscription_id}"
+        existing = config.audit.detection is DetectionSource.EXISTING
+        placed = scope.placed
+        if existing:
+            check_existing_plans(subscription)
+            placed = {**placed, "tags": {**scope.tags, THREAT_DETECTION_TAG: DetectionSource.EXISTING.value}}
+        account = storage.StorageAccount(
+            f"{name}-account",
+            account_name=account_name,
+            kind="StorageV2",
+            sku={"name": blob_sku(config)},
+            enable_https_traffic_only=True,
+            immutable_storage_with_versioning=immutability(config.audit.retention_days, state),
+            **settings,
+            **placed,
+            opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.ready]),
+        )
+        storage.BlobServiceProperties(
+            f"{name}-blob-service",
+            resource_group_name=scope.resource_group_name,
+            account_name=account.name,
+            blob_services_name="default",
+            is_versioning_enabled=True,
+            opts=scope.opts(self),
+        )
+        self.account_id: pulumi.Output[str] = account.id
+        kept = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
+        monitor.DiagnosticSetting(
+            f"{name}-activity-log",
+            name=f"{PROJECT}-{config.stack_name}-activity",
+            resource_uri=subscription,
+            storage_account_id=account.id,
+            workspace_id=args.workspace_id,
+            logs=[{"category": category, "enabled": True} for category in ACTIVITY_LOG_CATEGORIES],
+            opts=kept,
+        )
+        for plan, sub_plan in () if existing else DEFENDER_PLANS.items():
+            security.Pricing(
+                f"{name}-defender-{plan.lower()}",
+                scope_id=subscription,
+                pricing_name=plan,
+                pricing_tier=STANDARD_TIER,
+                sub_plan=sub_plan,
+                opts=kept,
+            )
+        security_alerts(name, scope, args.workspace_id, self)
+        self.register_outputs({"accountId": account.id})

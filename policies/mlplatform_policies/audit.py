@@ -1,0 +1,396 @@
+"""Audit trail and threat detection, judged on the whole stack (issue 34, review ``compliance.md`` L1/D1).
+
+A stack is audited when its cluster (EKS or AKS) is tagged ``tier: enterprise`` or ``environment:
+prod``, as the platform's ``audit`` config defaults. Then:
+
+- ``audit-trail``: AWS, a CloudTrail trail that is logging every region's management events with
+  log-file validation, under a customer key, into a bucket of the stack in an allowed region with S3
+  Object Lock in COMPLIANCE mode (CIS AWS Foundations Benchmark: "Ensure CloudTrail is enabled in all
+  regions", "Ensure CloudTrail log file validation is enabled", "Ensure CloudTrail logs are encrypted at
+  rest using KMS CMKs"; numbering differs between versions; S3 user guide "Object Lock retention
+  modes"); or a declared organisation trail (the cluster's ``ml-platform.io/audit-trail`` tag naming
+  it, checked at preview by the program). Azure,
+  the subscription's Activity Log (Administrative and Security at least) exported to a storage account
+  of the stack in an allowed location with time-based immutability on.
+- ``audit-archive-locked`` (advisory): that Azure immutability policy is locked; Azure creates it
+  unlocked, and the program locks it on the next ``pulumi up``.
+- ``threat-detection``: AWS, an enabled GuardDuty detector with EKS audit-log monitoring (and runtime
+  monitoring in enterprise); Azure, the Defender plan of every protected resource type the stack has.
+- ``data-store-audit-logs``: every data store and control plane records who accessed it: the EKS
+  ``audit`` log, the RDS PostgreSQL log export, and on Azure a diagnostic setting with the audit
+  categories on every Key Vault, storage account, container registry, PostgreSQL server and AKS cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pulumi_policy import Severity
+
+from . import tokens
+from .factory import ADVISORY, Finding, stack_policy
+from .residency import aws_region_problem, azure_location_problem
+from .settings import AUDIT_TRAIL_TAG, AZURE_THREAT_DETECTION_TAG, EXISTING_DETECTION, THREAT_DETECTION_TAG
+from .subject import Graph, Subject
+from .values import elements, is_unknown
+
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+TRAIL = "aws:cloudtrail/trail:Trail"
+OBJECT_LOCK = (
+    "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration",
+    "aws:s3/bucketObjectLockConfigurationV2:BucketObjectLockConfigurationV2",
+)
+DETECTOR = "aws:guardduty/detector:Detector"
+DETECTOR_FEATURE = "aws:guardduty/detectorFeature:DetectorFeature"
+RDS_INSTANCE = "aws:rds/instance:Instance"
+DIAGNOSTIC_SETTING = "azure-native:monitor:DiagnosticSetting"
+PRICING = "azure-native:security:Pricing"
+KEY_VAULT = "azure-native:keyvault:Vault"
+REGISTRY = "azure-native:containerregistry:Registry"
+POSTGRES = "azure-native:dbforpostgresql:Server"
+
+_TRAIL_ARN = re.compile(r"^arn:aws[a-z-]*:cloudtrail:[a-z0-9-]+:[0-9]{12}:trail/[A-Za-z0-9._-]+$")
+_SUBSCRIPTION = re.compile(r"^/subscriptions/[0-9a-fA-F-]+$")
+# Activity Log categories an audit export must carry (Azure Monitor "Activity log event schema":
+# Administrative holds every write and delete on resources, Security Defender's alerts).
+ACTIVITY_LOG_NEEDED = ("Administrative", "Security")
+# Category groups that contain a resource's audit categories (Azure Monitor "Diagnostic settings",
+# category groups: audit, allLogs).
+_AUDIT_GROUPS = frozenset({"audit", "allLogs"})
+# Per type, the categories that record access where a setting names categories rather than a group
+# (Azure Monitor supported-logs reference per resource type).
+AZURE_AUDIT_CATEGORIES: dict[str, frozenset[str]] = {
+    tokens.AKS_CLUSTER: frozenset({"kube-audit", "kube-audit-admin"}),
+    KEY_VAULT: frozenset({"AuditEvent"}),
+    REGISTRY: frozenset({"ContainerRegistryLoginEvents", "ContainerRegistryRepositoryEvents"}),
+    POSTGRES: frozenset({"PostgreSQLLogs"}),
+    tokens.STORAGE_ACCOUNT: frozenset({"StorageRead", "StorageWrite", "StorageDelete"}),
+}
+# The Defender for Cloud plan (Pricings pricing name) that protects each resource type.
+DEFENDER_PLAN_FOR = {
+    tokens.AKS_CLUSTER: "Containers",
+    KEY_VAULT: "KeyVaults",
+    tokens.STORAGE_ACCOUNT: "StorageAccounts",
+    POSTGRES: "OpenSourceRelationalDatabases",
+}
+
+
+def audited(cluster: Subject) -> bool:
+    tags = cluster.tags()
+    return tags.get("tier") == "enterprise" or tags.get("environment") == "prod"
+
+
+def _audited_clusters(graph: Graph, cluster_type: str) -> list[Subject]:
+    return [cluster for cluster in graph.of(cluster_type) if audited(cluster)]
+
+
+# --- AWS trail -------------------------------------------------------------------------------------
+
+
+def _records_management_events(trail: Subject) -> bool:
+    advanced = elements(trail.props, "advancedEventSelectors")
+    if advanced:
+        return any(
+            selector.get("field") == "eventCategory" and "Management" in (selector.get("equals") or [])
+            for rule in advanced
+            for selector in elements(rule, "fieldSelectors")
+        )
+    basic = elements(trail.props, "eventSelectors")
+    return not basic or any(rule.get("includeManagementEvents", True) is not False for rule in basic)
+
+
+def _locked_in_compliance(bucket: Subject, graph: Graph) -> bool:
+    for config in graph.of(*OBJECT_LOCK):
+        if bucket not in graph.linked(config, "bucket", tokens.S3_BUCKETS, identity="bucket"):
+            continue
+        retention = config.get("rule.defaultRetention") or {}
+        days, years = retention.get("days"), retention.get("years")
+        if retention.get("mode") == "COMPLIANCE" and ((days or 0) >= 1 or (years or 0) >= 1):
+            return True
+    return False
+
+
+def trail_problems(trail: Subject, graph: Graph) -> Iterator[str]:
+    """What keeps a trail from being the stack's tamper-evident record."""
+    if trail.get("enableLogging") is False:
+        yield "enableLogging is false: the trail records nothing"
+    if trail.get("isMultiRegionTrail") is not True:
+        yield "isMultiRegionTrail is not true: calls in other regions go unrecorded"
+    if trail.get("enableLogFileValidation") is not True:
+        yield "enableLogFileValidation is not true: edits to delivered files go unnoticed"
+    if not trail.get("kmsKeyId"):
+        yield "no kmsKeyId: encrypt the trail under a customer key"
+    if not _records_management_events(trail):
+        yield "no event selector records management events"
+    buckets = graph.linked(trail, "s3BucketName", tokens.S3_BUCKETS, identity="bucket")
+    if not buckets:
+        yield "s3BucketName names no bucket of this stack: its lock and region cannot be judged"
+    for bucket in buckets:
+        problem = aws_region_problem(bucket.aws_region(), bucket, f"bucket {bucket.name} region")
+        if problem:
+            yield problem
+        if not _locked_in_compliance(bucket, graph):
+            yield (
+                f"bucket {bucket.name} has no Object Lock default retention in COMPLIANCE mode: delivered "
+                "files can be deleted"
+            )
+
+
+def _organization_trail(cluster: Subject) -> bool:
+    declared = cluster.tags().get(AUDIT_TRAIL_TAG)
+    return isinstance(declared, str) and bool(_TRAIL_ARN.fullmatch(declared))
+
+
+def _aws_trail(graph: Graph) -> Iterator[Finding]:
+    clusters = [c for c in _audited_clusters(graph, EKS_CLUSTER) if not _organization_trail(c)]
+    if not clusters:
+        return
+    trails = graph.of(TRAIL)
+    judged = {trail.urn: list(trail_problems(trail, graph)) for trail in trails}
+    if any(not problems for problems in judged.values()):
+        return
+    for trail in trails:
+        yield from ((trail.urn, problem) for problem in judged[trail.urn])
+    if not trails:
+        for cluster in clusters:
+            yield (
+                cluster.urn,
+                "no CloudTrail trail records this audited stack: add one (multi-region, validated, "
+                f"KMS-encrypted, into an Object-Locked bucket), or tag the cluster {AUDIT_TRAIL_TAG} with "
+                "the organisation trail's ARN",
+            )
+
+
+# --- Azure trail -----------------------------------------------------------------------------------
+
+
+def _categories(setting: Subject) -> tuple[set[str], set[str]]:
+    """The enabled log categories and category groups of a diagnostic setting."""
+    categories: set[str] = set()
+    groups: set[str] = set()
+    for log in elements(setting.props, "logs"):
+        if log.get("enabled") is False:
+            continue
+        if isinstance(log.get("category"), str):
+            categories.add(log["category"])
+        if isinstance(log.get("categoryGroup"), str):
+            groups.add(log["categoryGroup"])
+    return categories, groups
+
+
+def _immutability(account: Subject) -> Mapping[str, Any]:
+    found = account.get("immutableStorageWithVersioning")
+    return found if isinstance(found, Mapping) else {}
+
+
+def archive_problems(account: Subject) -> Iterator[str]:
+    immutable = _immutability(account)
+    policy = immutable.get("immutabilityPolicy") or {}
+    if immutable.get("enabled") is not True or policy.get("state") not in ("Locked", "Unlocked"):
+        yield f"storage account {account.name} has no time-based immutability: archived logs can be deleted"
+    elif not (policy.get("immutabilityPeriodSinceCreationInDays") or 0) >= 1:
+        yield f"storage account {account.name}: immutability period under a day"
+    elif policy.get("allowProtectedAppendWrites") is not True:
+        yield (
+            f"storage account {account.name}: allowProtectedAppendWrites off, so diagnostic settings "
+            "cannot append to their blobs"
+        )
+    problem = azure_location_problem(account.azure_location(), account, f"storage account {account.name}")
+    if problem:
+        yield problem
+
+
+def activity_log_problems(setting: Subject, graph: Graph) -> Iterator[str]:
+    categories, groups = _categories(setting)
+    missing = [c for c in ACTIVITY_LOG_NEEDED if c not in categories]
+    if missing and not groups & _AUDIT_GROUPS:
+        yield f"the Activity Log export leaves out {', '.join(missing)}"
+    accounts = graph.linked(setting, "storageAccountId", (tokens.STORAGE_ACCOUNT,), identity="accountName")
+    if not accounts:
+        yield "the Activity Log export goes to no storage account of this stack: nothing keeps it immutable"
+    for account in accounts:
+        yield from archive_problems(account)
+
+
+def _activity_log_exports(graph: Graph) -> list[Subject]:
+    return [
+        s
+        for s in graph.of(DIAGNOSTIC_SETTING)
+        if isinstance(uri := s.get("resourceUri"), str) and not is_unknown(uri) and _SUBSCRIPTION.match(uri)
+    ]
+
+
+def _azure_trail(graph: Graph) -> Iterator[Finding]:
+    clusters = _audited_clusters(graph, tokens.AKS_CLUSTER)
+    if not clusters:
+        return
+    exports = _activity_log_exports(graph)
+    judged = {export.urn: list(activity_log_problems(export, graph)) for export in exports}
+    if any(not problems for problems in judged.values()):
+        return
+    for export in exports:
+        yield from ((export.urn, problem) for problem in judged[export.urn])
+    if not exports:
+        for cluster in clusters:
+            yield (
+                cluster.urn,
+                "the subscription's Activity Log is exported nowhere: add a diagnostic setting on "
+                "/subscriptions/<id> into an immutable storage account of this stack",
+            )
+
+
+def _trail(graph: Graph) -> Iterator[Finding]:
+    yield from _aws_trail(graph)
+    yield from _azure_trail(graph)
+
+
+def _unlocked_archive(graph: Graph) -> Iterator[Finding]:
+    for export in _activity_log_exports(graph):
+        for account in graph.linked(export, "storageAccountId", (tokens.STORAGE_ACCOUNT,), "accountName"):
+            if (_immutability(account).get("immutabilityPolicy") or {}).get("state") == "Unlocked":
+                yield (
+                    account.urn,
+                    "the immutability policy is unlocked: an owner can still shorten it; the next `pulumi "
+                    "up` locks it",
+                )
+
+
+# --- detection -------------------------------------------------------------------------------------
+
+
+def _enabled_features(detector: Subject, graph: Graph) -> set[str]:
+    return {
+        str(feature.get("name"))
+        for feature in graph.of(DETECTOR_FEATURE)
+        if feature.get("status") == "ENABLED" and detector in graph.linked(feature, "detectorId", (DETECTOR,))
+    }
+
+
+def _aws_detection(graph: Graph) -> Iterator[Finding]:
+    clusters = [
+        cluster
+        for cluster in _audited_clusters(graph, EKS_CLUSTER)
+        if cluster.tags().get(THREAT_DETECTION_TAG) != EXISTING_DETECTION
+    ]
+    if not clusters:
+        return
+    enterprise = any(cluster.tier() == "enterprise" for cluster in clusters)
+    needed = {"EKS_AUDIT_LOGS"} | ({"RUNTIME_MONITORING"} if enterprise else set())
+    best: list[str] | None = None
+    for detector in graph.of(DETECTOR):
+        features = _enabled_features(detector, graph)
+        if "EKS_RUNTIME_MONITORING" in features:
+            features.add("RUNTIME_MONITORING")
+        missing = sorted(needed - features)
+        problems = (
+            ["the detector is suspended (enable: false)"] if detector.get("enable") is False else []
+        ) + [f"GuardDuty feature {name} is not ENABLED" for name in missing]
+        if not problems:
+            return
+        best = problems if best is None or len(problems) < len(best) else best
+    for cluster in clusters:
+        for problem in best or ["no GuardDuty detector watches this audited stack"]:
+            yield cluster.urn, problem
+
+
+def _azure_detection(graph: Graph) -> Iterator[Finding]:
+    clusters = _audited_clusters(graph, tokens.AKS_CLUSTER)
+    declared = any(
+        account.tags().get(AZURE_THREAT_DETECTION_TAG) == EXISTING_DETECTION
+        for account in graph.of(tokens.STORAGE_ACCOUNT)
+    )
+    if not clusters or declared:
+        return
+    on = {
+        p.get("pricingName")
+        for p in graph.of(PRICING)
+        if p.get("pricingTier") == "Standard" and isinstance(p.get("scopeId"), str)
+    }
+    for resource_type, plan in DEFENDER_PLAN_FOR.items():
+        if plan in on:
+            continue
+        for resource in graph.of(resource_type)[:1]:
+            yield resource.urn, f"Defender plan {plan} is not on (Standard) for this stack's subscription"
+
+
+def _detection(graph: Graph) -> Iterator[Finding]:
+    yield from _aws_detection(graph)
+    yield from _azure_detection(graph)
+
+
+# --- data-store audit logs -------------------------------------------------------------------------
+
+
+def _azure_audit_logged(resource: Subject, graph: Graph) -> bool:
+    wanted = AZURE_AUDIT_CATEGORIES[resource.type]
+    for setting in graph.of(DIAGNOSTIC_SETTING):
+        if resource not in graph.linked(setting, "resourceUri", (resource.type,)):
+            continue
+        categories, groups = _categories(setting)
+        if categories & wanted or groups & _AUDIT_GROUPS:
+            return True
+    return False
+
+
+def _data_store_logs(graph: Graph) -> Iterator[Finding]:
+    eks = _audited_clusters(graph, EKS_CLUSTER)
+    for cluster in eks:
+        if "audit" not in (cluster.get("enabledClusterLogTypes") or []):
+            yield cluster.urn, "the control plane's audit log is off: add audit to enabledClusterLogTypes"
+    if eks:
+        for database in graph.of(RDS_INSTANCE):
+            exports = database.get("enabledCloudwatchLogsExports") or []
+            if database.get("engine") == "postgres" and "postgresql" not in exports:
+                yield (
+                    database.urn,
+                    "the PostgreSQL log is not exported: add postgresql to enabledCloudwatchLogsExports",
+                )
+    if _audited_clusters(graph, tokens.AKS_CLUSTER):
+        for resource_type, categories in AZURE_AUDIT_CATEGORIES.items():
+            for resource in graph.of(resource_type):
+                if not _azure_audit_logged(resource, graph):
+                    yield (
+                        resource.urn,
+                        "no diagnostic setting sends its audit logs anywhere (category group audit, or "
+                        f"{', '.join(sorted(categories))})",
+                    )
+
+
+POLICIES = [
+    stack_policy(
+        "audit-trail",
+        "An audited stack (enterprise or prod) keeps a tamper-evident control-plane trail in the "
+        "residency: CloudTrail multi-region, validated, KMS-encrypted, into an Object-Locked (COMPLIANCE) "
+        "bucket, or a declared organisation trail; on Azure the Activity Log exported into an immutable "
+        "storage account (ISO/IEC 27001:2022 A.8.15; CIS AWS Foundations CloudTrail recommendations).",
+        _trail,
+        severity=Severity.HIGH,
+        settings=("allowedAwsRegions", "allowedAzureLocations"),
+    ),
+    stack_policy(
+        "audit-archive-locked",
+        "The Azure audit archive's immutability policy is locked (Azure creates it unlocked; the next "
+        "`pulumi up` locks it).",
+        _unlocked_archive,
+        severity=Severity.MEDIUM,
+        enforcement=ADVISORY,
+    ),
+    stack_policy(
+        "threat-detection",
+        "An audited stack runs threat detection: GuardDuty with EKS audit-log monitoring (runtime "
+        "monitoring in enterprise), or the Defender for Cloud plan of each protected Azure resource type "
+        "(ISO/IEC 27001:2022 A.8.16).",
+        _detection,
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "data-store-audit-logs",
+        "In an audited stack every control plane and data store records access: EKS audit log, RDS "
+        "PostgreSQL log export, and audit categories from every AKS cluster, Key Vault, storage account, "
+        "container registry and PostgreSQL server (ISO/IEC 27001:2022 A.8.15).",
+        _data_store_logs,
+        severity=Severity.HIGH,
+    ),
+]

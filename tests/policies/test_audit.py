@@ -1,0 +1,246 @@
+"""The audit policies (issue 34), both ways, through the real pack over gRPC on the shipped stacks' plans.
+
+The shipped enterprise stacks and SMB prod pass; a plan with one piece planted out (the trail, the
+Object Lock rule, log-file validation, a GuardDuty feature, the Activity Log export, a Defender plan,
+the registry database's log) fails with the policy that names it. Sources: CloudTrail user guide
+("Validating CloudTrail log file integrity", "Creating a trail for all Regions"); S3 user guide
+("Object Lock retention modes": COMPLIANCE); GuardDuty API reference (DetectorFeatureConfiguration);
+Azure Storage "Configure immutability policies for blob versions"; Azure Monitor supported-logs
+reference per resource type.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mlplatform.analyzer import PolicyPackSession, Violation
+from mlplatform.analyzer_config import PolicySettings
+from mlplatform.plan import Plan
+
+from .conftest import found
+
+AUDIT_POLICIES = {"audit-trail", "audit-archive-locked", "threat-detection", "data-store-audit-logs"}
+PlanDict = dict[str, Any]
+Pick = Callable[[dict[str, Any]], bool]
+
+
+def of_type(token: str, name_suffix: str = "") -> Pick:
+    return lambda r: r["type"] == token and r["name"].endswith(name_suffix)
+
+
+def without(plan: PlanDict, pick: Pick) -> PlanDict:
+    """The plan with the resources ``pick`` selects removed, and every reference to them."""
+    edited = copy.deepcopy(plan)
+    gone = {r["urn"] for r in edited["resources"] if pick(r)}
+    assert gone, "the planted removal matched nothing"
+    edited["resources"] = [r for r in edited["resources"] if r["urn"] not in gone]
+    for resource in edited["resources"]:
+        resource["dependencies"] = [u for u in resource.get("dependencies", []) if u not in gone]
+        resource["propertyDependencies"] = {
+            key: [u for u in urns if u not in gone]
+            for key, urns in resource.get("propertyDependencies", {}).items()
+        }
+    return edited
+
+
+def with_inputs(plan: PlanDict, pick: Pick, edit: Callable[[dict[str, Any]], None]) -> PlanDict:
+    edited = copy.deepcopy(plan)
+    picked = [r for r in edited["resources"] if pick(r)]
+    assert picked, "the planted edit matched nothing"
+    for resource in picked:
+        edit(resource["inputs"])
+    return edited
+
+
+@pytest.fixture(scope="module")
+def audit_findings(
+    pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> Callable[[PlanDict], set[tuple[str, str]]]:
+    def judge(plan: PlanDict) -> set[tuple[str, str]]:
+        violations: list[Violation] = pack.judge(plan, defaults)
+        return {(policy, name) for policy, name in found(violations) if policy in AUDIT_POLICIES}
+
+    return judge
+
+
+@pytest.mark.parametrize(
+    "stack", ["aws-enterprise-prod", "aws-smb-prod", "azure-enterprise-prod", "azure-smb-prod"]
+)
+def test_shipped_audited_stacks_pass(
+    stack: str, cloud_plan: Callable[[str], Plan], audit_findings: Callable[[PlanDict], set[tuple[str, str]]]
+) -> None:
+    assert audit_findings(cloud_plan(stack).to_dict()) == set()
+
+
+def test_an_unaudited_stack_needs_no_trail(
+    cloud_plan: Callable[[str], Plan], audit_findings: Callable[[PlanDict], set[tuple[str, str]]]
+) -> None:
+    """SMB dev keeps no trail (audit defaults: enterprise or prod), and no audit policy asks for one."""
+    plan = cloud_plan("aws-smb-dev").to_dict()
+    assert not [r for r in plan["resources"] if r["type"] == "aws:cloudtrail/trail:Trail"]
+    assert audit_findings(plan) == set()
+
+
+AWS_CLUSTER = "aws-enterprise-prod-aws-cluster-eks"
+AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
+    (
+        "trail-removed",
+        lambda p: without(p, of_type("aws:cloudtrail/trail:Trail")),
+        ("audit-trail", AWS_CLUSTER),
+    ),
+    (
+        "log-validation-off",
+        lambda p: with_inputs(
+            p, of_type("aws:cloudtrail/trail:Trail"), lambda i: i.update(enableLogFileValidation=False)
+        ),
+        ("audit-trail", "aws-enterprise-prod-aws-audit-trail"),
+    ),
+    (
+        "single-region",
+        lambda p: with_inputs(
+            p, of_type("aws:cloudtrail/trail:Trail"), lambda i: i.update(isMultiRegionTrail=False)
+        ),
+        ("audit-trail", "aws-enterprise-prod-aws-audit-trail"),
+    ),
+    (
+        "object-lock-removed",
+        lambda p: without(p, of_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration")),
+        ("audit-trail", "aws-enterprise-prod-aws-audit-trail"),
+    ),
+    (
+        "governance-mode",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration"),
+            lambda i: i["rule"]["defaultRetention"].update(mode="GOVERNANCE"),
+        ),
+        ("audit-trail", "aws-enterprise-prod-aws-audit-trail"),
+    ),
+    (
+        "detector-removed",
+        lambda p: without(p, lambda r: r["type"].startswith("aws:guardduty/")),
+        ("threat-detection", AWS_CLUSTER),
+    ),
+    (
+        "runtime-monitoring-removed",
+        lambda p: without(p, of_type("aws:guardduty/detectorFeature:DetectorFeature", "runtime-monitoring")),
+        ("threat-detection", AWS_CLUSTER),
+    ),
+    (
+        "eks-audit-log-off",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:eks/cluster:Cluster"),
+            lambda i: i.update(enabledClusterLogTypes=["api", "authenticator"]),
+        ),
+        ("data-store-audit-logs", AWS_CLUSTER),
+    ),
+    (
+        "registry-database-log-off",
+        lambda p: with_inputs(
+            p, of_type("aws:rds/instance:Instance"), lambda i: i.update(enabledCloudwatchLogsExports=[])
+        ),
+        ("data-store-audit-logs", "aws-enterprise-prod-aws-registry-db"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "plant", "expected"), AWS_CASES, ids=[c[0] for c in AWS_CASES])
+def test_a_planted_aws_gap_fails(
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: tuple[str, str],
+    cloud_plan: Callable[[str], Plan],
+    audit_findings: Callable[[PlanDict], set[tuple[str, str]]],
+) -> None:
+    assert expected in audit_findings(plant(cloud_plan("aws-enterprise-prod").to_dict()))
+
+
+def test_a_declared_organisation_trail_stands_in_for_the_stacks_own(
+    variant: Callable[[str, Callable[[dict[str, Any]], None]], Plan],
+    audit_findings: Callable[[PlanDict], set[tuple[str, str]]],
+) -> None:
+    """``audit.organizationTrail``: no trail, bucket or logging key in the stack, the cluster names the
+    organisation's (checked at preview), and the pack accepts it; the same plan without the tag fails."""
+    trail = "arn:aws:cloudtrail:me-central-1:111122223333:trail/org-trail"
+    plan = variant("aws-enterprise-prod", lambda body: body.update(audit={"organizationTrail": trail}))
+    document = plan.to_dict()
+    types = {r["type"] for r in document["resources"]}
+    assert "aws:cloudtrail/trail:Trail" not in types
+    assert "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration" not in types
+    [cluster] = [r for r in document["resources"] if r["type"] == "aws:eks/cluster:Cluster"]
+    assert cluster["inputs"]["tags"]["ml-platform.io/audit-trail"] == trail
+    assert audit_findings(document) == set()
+    untagged = with_inputs(
+        document, of_type("aws:eks/cluster:Cluster"), lambda i: i["tags"].pop("ml-platform.io/audit-trail")
+    )
+    assert ("audit-trail", AWS_CLUSTER) in audit_findings(untagged)
+
+
+AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
+    (
+        "activity-log-export-removed",
+        lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "activity-log")),
+        ("audit-trail", "azure-enterprise-prod-azure-cluster-aks"),
+    ),
+    (
+        "immutability-off",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:storage:StorageAccount", "audit-account"),
+            lambda i: i.pop("immutableStorageWithVersioning"),
+        ),
+        ("audit-trail", "azure-enterprise-prod-azure-audit-activity-log"),
+    ),
+    (
+        "defender-for-containers-off",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:security:Pricing", "defender-containers"),
+            lambda i: i.update(pricingTier="Free"),
+        ),
+        ("threat-detection", "azure-enterprise-prod-azure-cluster-aks"),
+    ),
+    (
+        "registry-database-log-removed",
+        lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "registry-pg-audit")),
+        ("data-store-audit-logs", "azure-enterprise-prod-azure-registry-pg"),
+    ),
+    (
+        "vault-audit-removed",
+        lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "keys-vault-audit")),
+        ("data-store-audit-logs", "azure-enterprise-prod-azure-keys-vault"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "plant", "expected"), AZURE_CASES, ids=[c[0] for c in AZURE_CASES])
+def test_a_planted_azure_gap_fails(
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: tuple[str, str],
+    cloud_plan: Callable[[str], Plan],
+    audit_findings: Callable[[PlanDict], set[tuple[str, str]]],
+) -> None:
+    assert expected in audit_findings(plant(cloud_plan("azure-enterprise-prod").to_dict()))
+
+
+def test_an_unlocked_azure_archive_is_advised_about(
+    pack: PolicyPackSession, defaults: dict[str, PolicySettings], cloud_plan: Callable[[str], Plan]
+) -> None:
+    """The first ``pulumi up`` creates the archive unlocked (Azure creates it no other way): advisory
+    until the next one locks it; the plan of an existing archive (the mocks' answer) is locked."""
+    plan = cloud_plan("azure-enterprise-prod").to_dict()
+    archive = of_type("azure-native:storage:StorageAccount", "audit-account")
+    locked = found(pack.judge(plan, defaults), "advisory")
+    assert not {finding for finding in locked if finding[0] == "audit-archive-locked"}
+
+    def unlock(inputs: dict[str, Any]) -> None:
+        inputs["immutableStorageWithVersioning"]["immutabilityPolicy"]["state"] = "Unlocked"
+
+    unlocked = found(pack.judge(with_inputs(plan, archive, unlock), defaults), "advisory")
+    assert ("audit-archive-locked", "azure-enterprise-prod-azure-audit-account") in unlocked
