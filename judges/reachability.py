@@ -61,6 +61,7 @@ EXTRA = "flow-not-in-contract"
 INTERNET = "internet-egress"
 UNISOLATED = "pod-not-isolated"
 UNJUDGED = "flow-not-judged"
+POLICIES = (NEEDED, EXTRA, INTERNET, UNISOLATED, UNJUDGED)
 
 # Where the API server's calls come from: the cluster's private network (RFC 1918 10/8 by default; the
 # stack's VPC/VNet range when the caller knows it).

@@ -67,6 +67,32 @@ class Plan:
             "outputs": self.outputs,
         }
 
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> Plan:
+        """The inverse of ``to_dict``: a plan read back from ``mlplatform plan --json``. A missing key
+        raises ``KeyError``, a wrong shape ``TypeError`` or ``AttributeError``."""
+        return cls(
+            project=str(document["project"]),
+            stack=str(document["stack"]),
+            resources=[
+                PlannedResource(
+                    urn=str(r["urn"]),
+                    type=str(r["type"]),
+                    name=str(r["name"]),
+                    parent=r.get("parent"),
+                    custom=bool(r["custom"]),
+                    provider=r.get("provider"),
+                    inputs=dict(r.get("inputs") or {}),
+                    dependencies=tuple(r.get("dependencies") or ()),
+                    property_dependencies=dict(r.get("propertyDependencies") or {}),
+                    protect=bool(r.get("protect", False)),
+                    ignore_changes=tuple(r.get("ignoreChanges") or ()),
+                )
+                for r in document["resources"]
+            ],
+            outputs=dict(document.get("outputs") or {}),
+        )
+
     def by_type(self, token: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == token]
 
