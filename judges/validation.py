@@ -16,8 +16,8 @@ k8s.io/kubernetes that enforces it (Kubernetes 1.35, the clusters' minor version
   ``ValidateLabels``/``ValidateAnnotations`` (qualified-name keys, label values of 63 characters at most),
   ``validateContainers`` (container names DNS-1123 labels, unique in the pod), ``validateContainerPorts``
   (port names IANA_SVC_NAME: 15 characters at most, unique in the container),
-  ``ValidateResourceRequirements`` (a request at most its limit; an extended resource's request equal to
-  its limit, and a limit set);
+  ``ValidateResourceRequirements`` (an extended resource's request equal to its limit, and a limit set;
+  a request above its limit is ``judges.limits``');
 - the kubelet resolves a probe's named port among the container's own ports (``pkg/probe``
   ``ResolveContainerPort``, "couldn't find port"): a name no port declares fails the probe forever.
 """
@@ -129,18 +129,16 @@ def _metadata(obj: Mapping[str, Any], at: str) -> Iterator[str]:
 
 
 def _resources(where: str, container: Mapping[str, Any]) -> Iterator[str]:
+    """Extended resources cannot be overcommitted. (A request above its limit is the limit-range judge's:
+    ``judges.limits.admit`` applies the same rule after LimitRange defaulting.)"""
     resources = container.get("resources") or {}
     requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
     for name, request in requests.items():
-        extended = "/" in name and not name.startswith("kubernetes.io/")
-        if name in limits and quantity(request) > quantity(limits[name]):
-            yield (
-                f"{where}.resources.requests[{name}]: {request} must be less than or equal to the "
-                f"{name} limit {limits[name]} (ValidateResourceRequirements)"
-            )
-        elif extended and name not in limits:
+        if "/" not in name or name.startswith("kubernetes.io/"):
+            continue
+        if name not in limits:
             yield f"{where}.resources.limits[{name}]: required, extended (ValidateResourceRequirements)"
-        elif extended and quantity(request) != quantity(limits[name]):
+        elif quantity(request) != quantity(limits[name]):
             yield (
                 f"{where}.resources.requests[{name}]: {request} must equal the limit {limits[name]} "
                 "for an extended resource (ValidateResourceRequirements)"

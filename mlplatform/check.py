@@ -10,6 +10,7 @@ findings are reported beside the pack's, at the same levels. Exit 0 when no mand
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Mapping
@@ -64,9 +65,20 @@ def check(
         ),
     ] = None,
     allow_unrendered: AllowUnrenderedOpt = False,
+    plan_files: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--plan",
+            help="A plan JSON written by `mlplatform plan --json` (repeatable): judged as planned elsewhere.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Judge stacks with the policy pack; exit 1 on any mandatory violation."""
-    targets = _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
+    """Judge stacks with the policy pack and the judges; exit 1 on any mandatory violation."""
+    if plan_files and (stacks or all_stacks or stack_file or program or stack_opt):
+        exit_with(["--plan judges plan files; name no stacks, --all, --stack-file or --program with it"])
+    plans = [(f"{path}", _read_plan(path)) for path in plan_files or []]
+    targets = [] if plans else _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
     unwritable = output_problems({"--json": json_file, "--sarif": sarif_file}, {})
     if unwritable:
         exit_with(unwritable)
@@ -74,6 +86,9 @@ def check(
         given = load_policy_config(policy_config)
         with PolicyPackSession(policy_pack) as session:  # the pack starts while the first stack plans
             reports, unplanned, unrendered = _plan_and_judge(session, given, targets, allow_unrendered)
+            if plans:
+                settings = reconcile(session.info.schemas(), given, session.info.initial_config)
+                reports = [_judge(session, label, None, plan, settings) for label, plan in plans]
             pack = session.info
     except InputError as error:
         exit_with(error.problems)
@@ -135,7 +150,8 @@ def _plan_and_judge(
         if settings is None:
             settings = reconcile(session.info.schemas(), given, session.info.initial_config)
         started = time.monotonic()
-        report = _judge(session, target, plan, settings)
+        stack_file = target.stack_file if target.stack_file.is_file() else None
+        report = _judge(session, target.label, stack_file, plan, settings)
         mandatory, advisory = _counts([report])
         took = time.monotonic() - started
         progress.print(
@@ -173,16 +189,32 @@ def _targets(
         exit_with(error.problems)
 
 
+def _read_plan(path: Path) -> Plan:
+    """A plan file as ``mlplatform plan --json`` writes it; exit 2 naming the file when it is not one."""
+    try:
+        return Plan.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except OSError as error:
+        exit_with([f"--plan {path}: cannot read ({error.strerror})"])
+    except ValueError as error:
+        exit_with([f"--plan {path}: not JSON ({error})"])
+    except (KeyError, TypeError, AttributeError) as error:
+        exit_with([f"--plan {path}: not a plan written by mlplatform plan --json (missing or wrong {error})"])
+
+
 def _judge(
-    session: PolicyPackSession, target: Target, plan: Plan, settings: Mapping[str, PolicySettings]
+    session: PolicyPackSession,
+    label: str,
+    stack_file: Path | None,
+    plan: Plan,
+    settings: Mapping[str, PolicySettings],
 ) -> StackReport:
     """The pack's verdict, then the behaviour judges' (mlplatform.judging) on the same plan."""
     violations = [*session.judge(plan.to_dict(), settings), *judge_plan(plan)]
     return StackReport(
-        label=target.label,
+        label=label,
         project=plan.project,
         stack=plan.stack,
-        stack_file=target.stack_file if target.stack_file.is_file() else None,
+        stack_file=stack_file,
         resources=len(plan.resources),
         violations=tuple(violations),
         charts=_charts(plan),

@@ -84,6 +84,7 @@ VERBS = {
     for verb in (
         Verb("plan", "mlplatform.plan_cmd", "plan", "infra", "Plan one stack offline."),
         Verb("check", "mlplatform.check", "check", "infra", "Judge stacks with the policy pack."),
+        Verb("judge", "mlplatform.judge_cmd", "judge", "infra", "Judge Kubernetes YAML with the judges."),
         Verb("new-stack", "mlplatform.newstack", "new_stack", "infra", "Write a new stack file."),
         Verb("train", "mlplatform.train_cmd", "train", "train", "Train on this machine.", "TRAIN_CONTEXT"),
         Verb("serve", "mlplatform.serve_cmd", "serve", "serve", "Serve a model version over HTTP."),
