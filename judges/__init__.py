@@ -41,6 +41,8 @@ class Context:
     objects: Sequence[Mapping[str, Any]]
     cluster_network: str = CONTROL_PLANE_NETWORK
     pools: Sequence[NodePool] | None = None
+    # Namespaces whose objects the judges do not see in full (a Helm release there was not rendered).
+    unseen: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ JUDGES: tuple[Judge, ...] = (
     Judge(
         "pod-security",
         (pod_security.POLICY, pod_security.NONROOT_POLICY, pod_security.UNGUARDED_POLICY),
-        lambda c: pod_security.judge_pod_security(c.objects),
+        lambda c: pod_security.judge_pod_security(c.objects, c.unseen),
         "Pod Security admission per namespace level; inert capabilities; loose levels nothing guards",
     ),
     Judge(
@@ -142,10 +144,11 @@ def judge_all(
     pools: Sequence[NodePool] | None = None,
     *,
     skip: frozenset[str] = frozenset(),
+    unseen: frozenset[str] = frozenset(),
 ) -> list[Finding]:
     """Every judge of ``JUDGES`` but those named in ``skip`` (what ``mlplatform check`` runs); without
-    ``pools`` the scheduling judge judges Kueue alone."""
-    context = Context(objects, cluster_network, pools)
+    ``pools`` the scheduling judge judges Kueue alone; ``unseen`` namespaces hold objects not judged."""
+    context = Context(objects, cluster_network, pools, unseen)
     return [finding for judge in JUDGES if judge.name not in skip for finding in judge.run(context)]
 
 

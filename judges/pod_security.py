@@ -178,9 +178,11 @@ def _nonroot_capabilities(pod: Pod) -> Iterator[str]:
             )
 
 
-def judge_pod_security(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+def judge_pod_security(
+    objects: Sequence[Mapping[str, Any]], unseen: frozenset[str] = frozenset()
+) -> list[Finding]:
     namespaces = namespace_labels(objects)
-    findings = judge_unguarded_levels(objects)
+    findings = judge_unguarded_levels(objects, unseen)
     for pod in pods(objects):
         level = namespaces.get(pod.namespace, {}).get(ENFORCE_LABEL, "privileged")
         if level not in LEVELS:
@@ -238,20 +240,25 @@ def controller_namespaces(objects: Sequence[Mapping[str, Any]]) -> set[str]:
     return found
 
 
-def judge_unguarded_levels(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+def judge_unguarded_levels(
+    objects: Sequence[Mapping[str, Any]], unseen: frozenset[str] = frozenset()
+) -> list[Finding]:
     """A namespace the plan creates that enforces a looser level than ``restricted`` must need it (a
     planned pod there fails the stricter level) or be guarded: a ValidatingAdmissionPolicy bound with
     ``Deny`` to every pod created there (the narrow exception the platform pairs with ``privileged``,
     review cluster.md A-N1 m29). Otherwise the namespace admits any pod, hostPath ``/`` and ``SYS_ADMIN``
     included, and nothing the plan runs asks for it. Namespaces where an operator makes pods at run time
-    (``controller_namespaces``) are not judged: the plan does not show what those pods need."""
+    (``controller_namespaces``), and ``unseen`` ones (a chart there not rendered), are not judged: the
+    plan does not show what their pods need."""
     findings = []
     planned = pods(objects)
     controlled = controller_namespaces(objects)
     for namespace in of_kind(objects, "Namespace"):
         name = str(namespace["metadata"]["name"])
         level = ((namespace["metadata"].get("labels") or {}).get(ENFORCE_LABEL)) or "privileged"
-        if level not in LEVELS or level == "restricted" or name in controlled or pod_guards(objects, name):
+        if level not in LEVELS or level == "restricted" or name in controlled | unseen:
+            continue
+        if pod_guards(objects, name):
             continue
         needed = _needed([p for p in planned if p.namespace == name])
         if LEVELS.index(needed) > LEVELS.index(level):

@@ -22,6 +22,7 @@ from judges.reachability import CONTROL_PLANE_NETWORK
 from judges.scheduling import NodePool
 from mlplatform.analyzer import Violation
 from mlplatform.graph import HELM_RELEASE, Plan, PlannedResource, as_applied
+from mlplatform.rendering import unrendered
 from workloads.training.sizing import EVICTION_HARD_MIB, aks_reserved, eks_reserved
 
 _SEVERITY = {"mandatory": "high", "advisory": "low"}
@@ -181,7 +182,11 @@ def judge_plan(plan: Plan) -> list[Violation]:
     pairs = list(_objects(plan))
     objects = [obj for _, obj in pairs]
     by_subject = {Subject.of(obj): resource for resource, obj in pairs}
-    findings = judge_all(objects, cluster_network(plan), node_pools(plan, objects))
+    # A release that was not rendered (--allow-unrendered): its namespace's pods are not all seen.
+    unseen = frozenset(
+        str(as_applied(r.inputs).get("namespace") or "default") for r in unrendered(plan.resources)
+    )
+    findings = judge_all(objects, cluster_network(plan), node_pools(plan, objects), unseen=unseen)
     return [_violation(finding, by_subject.get(finding.subject)) for finding in findings]
 
 

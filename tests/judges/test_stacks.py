@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from judges import Finding
+from judges import JUDGES, Finding, judge_all
 from judges.cel import cel_report
 from judges.limits import judge_limit_ranges
 from judges.pod_security import judge_pod_security
@@ -91,3 +91,24 @@ def test_a_fatal_exit_of_the_trainer_and_the_fabric_test_fails_the_job(
 ) -> None:
     """Both fabrics' training Job and fabric gate, their commands run for real (torchrun, gloo)."""
     assert _mandatory(judge_exit_codes(judged(stack).objects)) == []
+
+
+@pytest.mark.parametrize("stack", JUDGED)
+def test_the_cluster_takes_and_runs_every_planned_object(stack: str, judged: Callable[[str], Judged]) -> None:
+    """What check runs, every judge of the registry (the exit-code judge above, as it runs torchrun):
+    references resolve, the API server's validation passes, every pod fits a pool and every queued run
+    its queues and quotas, and the admission policies take the pods the workloads create (review
+    cluster.md A-N1, A-N2)."""
+    stack_objects = judged(stack)
+    findings = judge_all(
+        stack_objects.objects, stack_objects.network, stack_objects.pools, skip=frozenset({"exit-codes"})
+    )
+    assert _mandatory(findings) == []
+    assert stack_objects.pools, "the plan's node pools are read"
+
+
+def test_the_registry_names_each_judge_once_and_each_policy_once() -> None:
+    """Audit evidence maps judges and policies to controls by these names: they must be unique."""
+    names = [judge.name for judge in JUDGES]
+    policies = [policy for judge in JUDGES for policy in judge.policies]
+    assert len(names) == len(set(names)) and len(policies) == len(set(policies))
