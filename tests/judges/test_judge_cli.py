@@ -5,6 +5,7 @@ mandatory finding naming object, field and rule, 2 on a path or document that is
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -21,7 +22,9 @@ _RESTRICTED = {
 }
 
 
-def _shop(selector_app: str = "cart", port_name: str = "redis", secret: str = "cart-password") -> list[dict]:
+def _shop(
+    selector_app: str = "cart", port_name: str = "redis", secret: str = "cart-password"
+) -> list[dict[str, Any]]:
     container = {
         "name": "redis",
         "image": "redis:7.4",
@@ -62,7 +65,7 @@ def _shop(selector_app: str = "cart", port_name: str = "redis", secret: str = "c
     ]
 
 
-def _write(directory: Path, objects: list[dict]) -> Path:
+def _write(directory: Path, objects: list[dict[str, Any]]) -> Path:
     directory.mkdir()
     (directory / "namespace.yaml").write_text(yaml.safe_dump(objects[0]))
     (directory / "apps").mkdir()
