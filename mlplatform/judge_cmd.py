@@ -19,6 +19,7 @@ from rich.text import Text
 
 from judges import JUDGES, judge_all
 from mlplatform.errors import EXIT_FINDING, exit_with
+from mlplatform.judging import skipped_judges
 
 _SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -33,17 +34,14 @@ def judge(
     ] = None,
 ) -> None:
     """Judge Kubernetes YAML with the judges; exit 1 on any mandatory finding."""
-    names = {j.name for j in JUDGES}
-    unknown = sorted(set(skip or []) - names)
-    if unknown:
-        exit_with([f"--skip {name}: no such judge (judges: {', '.join(sorted(names))})" for name in unknown])
+    skipped = skipped_judges(skip or [])
     problems: list[str] = []
     objects = [obj for path in paths for obj in _objects(path, problems)]
     if problems:
         exit_with(problems)
     if not objects:
         exit_with([f"{', '.join(map(str, paths))}: no Kubernetes objects found"])
-    findings = judge_all(objects, skip=frozenset(skip or []))
+    findings = judge_all(objects, skip=skipped)
     console = Console(highlight=False, soft_wrap=True)
     for finding in sorted(findings, key=lambda f: (not f.mandatory, f.policy, str(f.subject))):
         style = "bold red" if finding.mandatory else "yellow"
@@ -51,7 +49,7 @@ def judge(
         console.print(text.append(finding.message))
     mandatory = sum(f.mandatory for f in findings)
     console.print(
-        f"{len(objects)} objects, {len(JUDGES) - len(set(skip or []))} judges: "
+        f"{len(objects)} objects, {len(JUDGES) - len(skipped)} judges: "
         f"{mandatory} mandatory, {len(findings) - mandatory} advisory"
     )
     if mandatory:

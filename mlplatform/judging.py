@@ -15,12 +15,13 @@ from typing import Any
 
 from components.catalog import InstanceType, catalog
 from components.handle import POOL_LABEL, Cloud, Fabric
-from judges import Finding, Subject, judge_all
+from judges import JUDGES, Finding, Subject, judge_all
 from judges.kube import of_kind
 from judges.limits import quantity
 from judges.reachability import CONTROL_PLANE_NETWORK
 from judges.scheduling import NodePool
 from mlplatform.analyzer import Violation
+from mlplatform.errors import exit_with
 from mlplatform.graph import HELM_RELEASE, Plan, PlannedResource, as_applied
 from mlplatform.rendering import unrendered
 from workloads.training.sizing import EVICTION_HARD_MIB, aks_reserved, eks_reserved
@@ -177,8 +178,19 @@ def _json(text: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def judge_plan(plan: Plan) -> list[Violation]:
-    """Every judge's findings on the plan's Kubernetes objects, charts included."""
+def skipped_judges(names: list[str]) -> frozenset[str]:
+    """``--skip`` values as judge names; exit 2 naming each that is none (``mlplatform check`` and
+    ``mlplatform judge``)."""
+    known = {judge.name for judge in JUDGES}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        exit_with([f"--skip {name}: no such judge (judges: {', '.join(sorted(known))})" for name in unknown])
+    return frozenset(names)
+
+
+def judge_plan(plan: Plan, skip: frozenset[str] = frozenset()) -> list[Violation]:
+    """Every judge's findings (but those named in ``skip``) on the plan's Kubernetes objects, charts
+    included."""
     pairs = list(_objects(plan))
     objects = [obj for _, obj in pairs]
     by_subject = {Subject.of(obj): resource for resource, obj in pairs}
@@ -186,7 +198,7 @@ def judge_plan(plan: Plan) -> list[Violation]:
     unseen = frozenset(
         str(as_applied(r.inputs).get("namespace") or "default") for r in unrendered(plan.resources)
     )
-    findings = judge_all(objects, cluster_network(plan), node_pools(plan, objects), unseen=unseen)
+    findings = judge_all(objects, cluster_network(plan), node_pools(plan, objects), skip=skip, unseen=unseen)
     return [_violation(finding, by_subject.get(finding.subject)) for finding in findings]
 
 
