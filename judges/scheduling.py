@@ -245,12 +245,13 @@ def _flavors(queue: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]
 
 @dataclass(frozen=True)
 class _Run:
-    """A queued Job: its pod, how many pods one run is, and the ClusterQueue it lands in."""
+    """A planned Job: its pod, how many pods one run is, and the ClusterQueue it lands in (``None``: not
+    queued)."""
 
     job: Mapping[str, Any]
     pod: Pod
     count: int
-    cluster_queue: Mapping[str, Any]
+    cluster_queue: Mapping[str, Any] | None
 
 
 def _runs(objects: Sequence[Mapping[str, Any]]) -> tuple[list[_Run], list[Finding]]:
@@ -262,11 +263,12 @@ def _runs(objects: Sequence[Mapping[str, Any]]) -> tuple[list[_Run], list[Findin
     runs, findings = [], []
     jobs = of_kind(objects, "Job")
     for job, pod in zip(jobs, pods(jobs), strict=True):
+        spec = job.get("spec") or {}
+        parallelism = int(spec.get("parallelism", 1))
+        count = max(1, min(parallelism, int(spec.get("completions", parallelism))))
         queue = str((job.get("metadata") or {}).get("labels", {}).get(QUEUE_LABEL) or "")
-        if not queue:
-            continue
-        local = locals_.get((pod.namespace, queue))
-        if local is None:
+        local = locals_.get((pod.namespace, queue)) if queue else None
+        if queue and local is None:
             findings.append(
                 Finding(
                     KUEUE_POLICY,
@@ -276,14 +278,8 @@ def _runs(objects: Sequence[Mapping[str, Any]]) -> tuple[list[_Run], list[Findin
                     f"{pod.namespace}; Kueue never admits the Job",
                 )
             )
-            continue
-        cluster_queue = cluster_queues.get(str((local.get("spec") or {}).get("clusterQueue")))
-        if cluster_queue is not None:
-            spec = job.get("spec") or {}
-            count = min(
-                int(spec.get("parallelism", 1)), int(spec.get("completions", spec.get("parallelism", 1)))
-            )
-            runs.append(_Run(job, pod, max(count, 1), cluster_queue))
+        target = str((local.get("spec") or {}).get("clusterQueue")) if local is not None else ""
+        runs.append(_Run(job, pod, count, cluster_queues.get(target)))
     return runs, findings
 
 
@@ -367,6 +363,8 @@ def _admission(objects: Sequence[Mapping[str, Any]], runs: Sequence[_Run]) -> It
     flavors, cluster_queues = _by_name(objects, "ResourceFlavor"), _by_name(objects, "ClusterQueue")
     for run in runs:
         queue = run.cluster_queue
+        if queue is None:
+            continue
         listed = [(name, entry) for name, entry in _flavors(queue) if name in flavors]
         if not listed:
             continue  # an inactive queue, reported by the wiring
@@ -405,8 +403,8 @@ def _admission(objects: Sequence[Mapping[str, Any]], runs: Sequence[_Run]) -> It
 
 
 def _resource_quotas(objects: Sequence[Mapping[str, Any]], runs: Sequence[_Run]) -> Iterator[Finding]:
-    """Each ResourceQuota admits one run of every Job its namespace's queue can take: the namespace's own
-    Jobs, and every queued Job of a flavor the namespace's ClusterQueue offers."""
+    """Each ResourceQuota admits one run of every Job its namespace can hold: the namespace's own Jobs,
+    and every queued Job of a flavor the namespace's ClusterQueue offers."""
     locals_ = of_kind(objects, "LocalQueue")
     cluster_queues = _by_name(objects, "ClusterQueue")
     offered: dict[str, set[str]] = {}
@@ -422,7 +420,8 @@ def _resource_quotas(objects: Sequence[Mapping[str, Any]], runs: Sequence[_Run])
         candidates = [
             run
             for run in runs
-            if run.pod.namespace == namespace or flavors & {n for n, _ in _flavors(run.cluster_queue)}
+            if run.pod.namespace == namespace
+            or (run.cluster_queue is not None and flavors & {n for n, _ in _flavors(run.cluster_queue)})
         ]
         hard = (quota.get("spec") or {}).get("hard") or {}
         for run in candidates:

@@ -172,7 +172,7 @@ def test_a_team_quota_still_refuses_more_than_its_queue_may_borrow(
     """vision may borrow 16 GPUs: the quota is sized from that, not unlimited."""
     objects = team_plans["aws-enterprise-prod"]
     job = team_job(_platform_job(objects), "vision")
-    job["spec"]["parallelism"] = 3  # 24 GPUs
+    job["spec"]["parallelism"] = job["spec"]["completions"] = 3  # a three-node run: 24 GPUs
     assert any("requests.nvidia.com/gpu" in refusal for refusal in _quota_refusals(objects, job))
 
 
