@@ -39,6 +39,8 @@ from workloads.training.hooks import HOOK_PATTERN, HOOK_RULE
 from workloads.training.k8s import MAX_JOB_NAME
 
 PROJECT = "ml-platform"
+# A Kubernetes label value (k8s.io/apimachinery/pkg/util/validation IsValidLabelValue).
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 # The tag naming a resource's role where the policy pack's exception contract depends on it
 # (policies/mlplatform_policies/settings.py): an S3 access-log bucket, a registry's creation-key vault.
 ROLE_TAG = "ml-platform.io/role"
@@ -773,6 +775,13 @@ class PlatformConfig(_Model):
             "owner": self.owner,
             "cost-center": self.cost_center,
         }
+
+    def labels(self) -> dict[str, str]:
+        """The base tags Kubernetes accepts as label values, for the platform's objects: 63 characters at
+        most, alphanumerics, '-', '_' and '.' (k8s.io/apimachinery ``IsValidLabelValue``, which
+        ``ValidateLabels`` applies to every object). A tag that is not one (an owner's e-mail address) stays
+        a cloud tag only: the API server would refuse the object that carried it."""
+        return {key: value for key, value in self.base_tags().items() if _LABEL_VALUE.fullmatch(value)}
 
 
 # Clouds whose adapter gives an enterprise registry a managed PostgreSQL

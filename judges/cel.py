@@ -25,7 +25,7 @@ from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 
 from judges.findings import Finding, Subject
-from judges.kube import labels_match, namespace_labels, of_kind
+from judges.kube import labels_match, namespace_labels, of_kind, pods
 
 _OLD_SELF = re.compile(r"\boldSelf\b")
 # What a policy may read that an offline create cannot supply: the authorizer's answers.
@@ -235,33 +235,86 @@ def _selects(
     return labels_match(match.get("objectSelector", {}), metadata.get("labels") or {})
 
 
-def judge_admission_policies(objects: Sequence[Mapping[str, Any]], report: CelReport) -> None:
+def as_pods(objects: Sequence[Mapping[str, Any]]) -> list[tuple[Subject, dict[str, Any]]]:
+    """The pod each planned workload's template makes, as the API server receives it from the
+    controller (a ``v1`` Pod with the template's metadata, the Job controller's labels, the owner's
+    namespace), with the workload it stands for."""
+    return [
+        (
+            pod.owner,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{pod.owner.name}-pod",
+                    "namespace": pod.namespace,
+                    "labels": dict(pod.labels),
+                    "annotations": dict(pod.annotations),
+                },
+                "spec": copy.deepcopy(dict(pod.spec)),
+            },
+        )
+        for pod in pods(objects)
+    ]
+
+
+def _bound(
+    objects: Sequence[Mapping[str, Any]],
+) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any], str]]:
+    """(policy, binding, level) for each binding of a planned policy."""
     policies = {str(p["metadata"]["name"]): p for p in of_kind(objects, "ValidatingAdmissionPolicy")}
+    for binding in of_kind(objects, "ValidatingAdmissionPolicyBinding"):
+        policy = policies.get(str(binding["spec"].get("policyName")))
+        if policy is not None:
+            level = "mandatory" if "Deny" in (binding["spec"].get("validationActions") or []) else "advisory"
+            yield policy, binding, level
+
+
+def _admits(
+    policy: Mapping[str, Any],
+    binding: Mapping[str, Any],
+    obj: Mapping[str, Any],
+    namespaces: Mapping[str, Mapping[str, str]],
+    plurals: Mapping[str, str],
+) -> bool:
+    """Whether the policy and its binding both select ``obj`` (created)."""
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    resource = (group, version, _plural(str(obj.get("kind")), plurals))
+    return _selects(
+        policy["spec"].get("matchConstraints"), obj, resource, namespaces, rules_required=True
+    ) and _selects(binding["spec"].get("matchResources"), obj, resource, namespaces, rules_required=False)
+
+
+def pod_guards(objects: Sequence[Mapping[str, Any]], namespace: str) -> list[str]:
+    """The policies a Deny binding applies to every pod created in ``namespace``."""
+    namespaces = namespace_labels(objects)
+    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": namespace}}
+    plurals = _plurals(objects)
+    return [
+        str(policy["metadata"]["name"])
+        for policy, binding, level in _bound(objects)
+        if level == "mandatory" and _admits(policy, binding, probe, namespaces, plurals)
+    ]
+
+
+def judge_admission_policies(objects: Sequence[Mapping[str, Any]], report: CelReport) -> None:
+    """Each bound policy on every planned object it selects, and on the pods the planned workloads
+    create (a policy on ``pods`` guards what a Job or Deployment makes, not the Job: review cluster.md
+    A-N1)."""
     namespaces = namespace_labels(objects)
     plurals = _plurals(objects)
     namespace_objects = {str(n["metadata"]["name"]): n for n in of_kind(objects, "Namespace")}
-    for binding in of_kind(objects, "ValidatingAdmissionPolicyBinding"):
-        policy = policies.get(str(binding["spec"].get("policyName")))
-        if policy is None:
-            continue
-        spec = policy["spec"]
-        level = "mandatory" if "Deny" in (binding["spec"].get("validationActions") or []) else "advisory"
-        for obj in objects:
-            group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
-            resource = (group, version, _plural(str(obj.get("kind")), plurals))
-            if not (
-                _selects(spec.get("matchConstraints"), obj, resource, namespaces, rules_required=True)
-                and _selects(
-                    binding["spec"].get("matchResources"), obj, resource, namespaces, rules_required=False
-                )
-            ):
-                continue
-            _judge_admission(policy, level, obj, namespace_objects, report)
+    candidates = [*((Subject.of(obj), obj) for obj in objects), *as_pods(objects)]
+    for policy, binding, level in _bound(objects):
+        for subject, obj in candidates:
+            if _admits(policy, binding, obj, namespaces, plurals):
+                _judge_admission(policy, level, subject, obj, namespace_objects, report)
 
 
 def _judge_admission(
     policy: Mapping[str, Any],
     level: str,
+    subject: Subject,
     obj: Mapping[str, Any],
     namespace_objects: Mapping[str, Mapping[str, Any]],
     report: CelReport,
@@ -296,7 +349,7 @@ def _judge_admission(
     for condition in spec.get("matchConditions") or []:
         if _verdict(_evaluate(str(condition["expression"]), activation)) is not None:
             return
-    subject = Subject.of(obj)
+    what = "its pods" if obj.get("kind") == "Pod" and subject.kind != "Pod" else "it"
     for validation in spec.get("validations") or []:
         expression = str(validation["expression"])
         report.evaluated += 1
@@ -308,7 +361,7 @@ def _judge_admission(
                     VAP_POLICY,
                     "mandatory" if level == "mandatory" else "advisory",
                     subject,
-                    f"ValidatingAdmissionPolicy {policy['metadata']['name']} refuses it "
+                    f"ValidatingAdmissionPolicy {policy['metadata']['name']} refuses {what} "
                     f"(`{expression}` is {why}): {message}",
                 )
             )

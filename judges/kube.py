@@ -121,3 +121,51 @@ def namespace_labels(objects: Sequence[Mapping[str, Any]]) -> dict[str, dict[str
 
 def of_kind(objects: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
     return [obj for obj in objects if obj.get("kind") == kind]
+
+
+# The cluster's DNS pods (CoreDNS, made by EKS and AKS as an add-on): the label and ports the kube-dns
+# Service selects in kube-system on both.
+DNS_PORT = 53
+CLUSTER_DNS = Pod(
+    Subject("Deployment", "kube-system", "coredns"),
+    "kube-system",
+    {"k8s-app": "kube-dns"},
+    {
+        "containers": [
+            {
+                "name": "coredns",
+                "ports": [
+                    {"name": "dns", "containerPort": DNS_PORT, "protocol": "UDP"},
+                    {"name": "dns-tcp", "containerPort": DNS_PORT, "protocol": "TCP"},
+                ],
+            }
+        ]
+    },
+)
+
+
+def operated_pods(objects: Sequence[Mapping[str, Any]]) -> list[Pod]:
+    """The pods prometheus-operator runs for each Prometheus and Alertmanager (one shard, one replica
+    judged): the labels its ``statefulset.go`` puts on each pod template (``app.kubernetes.io/name``,
+    ``instance``, ``managed-by``, and ``operator.prometheus.io/name``/``shard`` and ``prometheus`` for a
+    Prometheus, ``alertmanager`` for an Alertmanager), plus ``podMetadata``. Their containers are the
+    operator's, so no port is declared here."""
+    found = []
+    for kind, name_label in (("Prometheus", "prometheus"), ("Alertmanager", "alertmanager")):
+        for operated in of_kind(objects, kind):
+            subject = Subject.of(operated)
+            extra = ((operated.get("spec") or {}).get("podMetadata") or {}).get("labels") or {}
+            labels = {
+                "app.kubernetes.io/name": name_label,
+                "app.kubernetes.io/instance": subject.name,
+                "app.kubernetes.io/managed-by": "prometheus-operator",
+                name_label: subject.name,
+                **(
+                    {"operator.prometheus.io/name": subject.name, "operator.prometheus.io/shard": "0"}
+                    if kind == "Prometheus"
+                    else {}
+                ),
+                **extra,
+            }
+            found.append(Pod(subject, subject.namespace, labels, {"containers": []}))
+    return found

@@ -17,13 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from judges.findings import Finding
-from judges.kube import Pod, namespace_labels, pods
+from judges.cel import pod_guards
+from judges.findings import Finding, Subject
+from judges.kube import Pod, namespace_labels, of_kind, pods
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 LEVELS = ("privileged", "baseline", "restricted")
 POLICY = "pod-security"
 NONROOT_POLICY = "nonroot-capabilities"
+UNGUARDED_POLICY = "pod-security-level-unguarded"
 
 # Baseline "Capabilities": the only ones that may be added.
 _BASELINE_CAPABILITIES = frozenset(
@@ -176,9 +178,11 @@ def _nonroot_capabilities(pod: Pod) -> Iterator[str]:
             )
 
 
-def judge_pod_security(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+def judge_pod_security(
+    objects: Sequence[Mapping[str, Any]], unseen: frozenset[str] = frozenset()
+) -> list[Finding]:
     namespaces = namespace_labels(objects)
-    findings = []
+    findings = judge_unguarded_levels(objects, unseen)
     for pod in pods(objects):
         level = namespaces.get(pod.namespace, {}).get(ENFORCE_LABEL, "privileged")
         if level not in LEVELS:
@@ -189,4 +193,83 @@ def judge_pod_security(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
             )
         for why in _nonroot_capabilities(pod):
             findings.append(Finding(NONROOT_POLICY, "mandatory", pod.owner, why))
+    return findings
+
+
+def _needed(pods_in: list[Pod]) -> str:
+    """The strictest level every one of the pods passes."""
+    for level in reversed(LEVELS):
+        if all(not violations(pod, level) for pod in pods_in):
+            return level
+    return "privileged"
+
+
+_SA_GROUP = "system:serviceaccounts:"
+_WORKLOAD_RESOURCES = frozenset({"pods", "daemonsets", "deployments", "statefulsets", "replicasets", "jobs"})
+
+
+def _creates_workloads(role: Mapping[str, Any]) -> bool:
+    return any(
+        {"create", "*"} & set(rule.get("verbs") or [])
+        and ({"*"} | _WORKLOAD_RESOURCES) & set(rule.get("resources") or [])
+        for rule in role.get("rules") or []
+    )
+
+
+def controller_namespaces(objects: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Namespaces whose ServiceAccounts a planned role lets create pods or workloads: an operator runs
+    there (the GPU and network operators make their driver DaemonSets at run time), so the plan does not
+    show every pod the namespace will hold."""
+    roles = {
+        (str(r.get("kind")), str(r["metadata"].get("namespace") or ""), str(r["metadata"]["name"])): r
+        for r in [*of_kind(objects, "Role"), *of_kind(objects, "ClusterRole")]
+    }
+    found = set()
+    for binding in [*of_kind(objects, "RoleBinding"), *of_kind(objects, "ClusterRoleBinding")]:
+        ref = binding.get("roleRef") or {}
+        namespace = str(binding["metadata"].get("namespace") or "") if ref.get("kind") == "Role" else ""
+        role = roles.get((str(ref.get("kind")), namespace, str(ref.get("name"))))
+        if role is None or not _creates_workloads(role):
+            continue
+        for subject in binding.get("subjects") or []:
+            if subject.get("kind") == "ServiceAccount":
+                found.add(str(subject.get("namespace")))
+            elif subject.get("kind") == "Group" and str(subject.get("name")).startswith(_SA_GROUP):
+                # Every ServiceAccount of a namespace (kubernetes.io "Using RBAC Authorization").
+                found.add(str(subject["name"]).removeprefix(_SA_GROUP))
+    return found
+
+
+def judge_unguarded_levels(
+    objects: Sequence[Mapping[str, Any]], unseen: frozenset[str] = frozenset()
+) -> list[Finding]:
+    """A namespace the plan creates that enforces a looser level than ``restricted`` must need it (a
+    planned pod there fails the stricter level) or be guarded: a ValidatingAdmissionPolicy bound with
+    ``Deny`` to every pod created there (the narrow exception the platform pairs with ``privileged``,
+    review cluster.md A-N1 m29). Otherwise the namespace admits any pod, hostPath ``/`` and ``SYS_ADMIN``
+    included, and nothing the plan runs asks for it. Namespaces where an operator makes pods at run time
+    (``controller_namespaces``), and ``unseen`` ones (a chart there not rendered), are not judged: the
+    plan does not show what their pods need."""
+    findings = []
+    planned = pods(objects)
+    controlled = controller_namespaces(objects)
+    for namespace in of_kind(objects, "Namespace"):
+        name = str(namespace["metadata"]["name"])
+        level = ((namespace["metadata"].get("labels") or {}).get(ENFORCE_LABEL)) or "privileged"
+        if level not in LEVELS or level == "restricted" or name in controlled | unseen:
+            continue
+        if pod_guards(objects, name):
+            continue
+        needed = _needed([p for p in planned if p.namespace == name])
+        if LEVELS.index(needed) > LEVELS.index(level):
+            findings.append(
+                Finding(
+                    UNGUARDED_POLICY,
+                    "mandatory",
+                    Subject.of(namespace),
+                    f"metadata.labels[{ENFORCE_LABEL}] {level!r}: the plan's pods there pass {needed!r} "
+                    "and no ValidatingAdmissionPolicy bound with Deny guards the pods created there, so "
+                    "it admits any pod (host namespaces, hostPath, any capability)",
+                )
+            )
     return findings

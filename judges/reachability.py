@@ -43,7 +43,17 @@ from typing import Any
 import yaml
 
 from judges.findings import Finding, Subject
-from judges.kube import Pod, labels_match, namespace_labels, of_kind, pods, service_selects
+from judges.kube import (
+    CLUSTER_DNS,
+    DNS_PORT,
+    Pod,
+    labels_match,
+    namespace_labels,
+    of_kind,
+    operated_pods,
+    pods,
+    service_selects,
+)
 from judges.netpol import Endpoint, Policies
 
 NEEDED = "flow-denied"
@@ -51,6 +61,7 @@ EXTRA = "flow-not-in-contract"
 INTERNET = "internet-egress"
 UNISOLATED = "pod-not-isolated"
 UNJUDGED = "flow-not-judged"
+POLICIES = (NEEDED, EXTRA, INTERNET, UNISOLATED, UNJUDGED)
 
 # Where the API server's calls come from: the cluster's private network (RFC 1918 10/8 by default; the
 # stack's VPC/VNet range when the caller knows it).
@@ -61,31 +72,12 @@ HTTPS = 443
 RENDEZVOUS = 29400
 # NCCL's bootstrap and socket transport listen on ephemeral ports (Linux ip_local_port_range 32768-60999).
 NCCL_PORTS = (32768, 60999)
-DNS_PORT = 53
 INFERENCE_COMPONENT = "inference"
 ROLLOUT_COMPONENT = "rollout"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 REGISTRY_COMPONENT = "registry"
 PEER_ANNOTATION_PREFIX = "reaches.ml-platform.io/"
 PUBLIC_NETWORK = "0.0.0.0/0"
-_KUBE_DNS = Pod(
-    Subject("Deployment", "kube-system", "coredns"),
-    "kube-system",
-    {"k8s-app": "kube-dns"},
-    {
-        "containers": [
-            {
-                "name": "coredns",
-                "ports": [
-                    {"name": "dns", "containerPort": DNS_PORT, "protocol": "UDP"},
-                    {"name": "dns-tcp", "containerPort": DNS_PORT, "protocol": "TCP"},
-                ],
-            }
-        ]
-    },
-)
-
-
 # A pod of a namespace the plan knows nothing about: an inference client, or any other pod.
 _STRANGER = Pod(Subject("Pod", "default", "any-pod"), "default", {}, {"containers": []})
 
@@ -108,32 +100,12 @@ class Cluster:
         self.objects = objects
         self.namespaces = namespace_labels(objects)
         self.namespaces.setdefault("kube-system", {"kubernetes.io/metadata.name": "kube-system"})
-        self.pods = pods(objects) + self._prometheus_pods()
+        self.pods = pods(objects) + operated_pods(objects)
         self.policies = Policies(of_kind(objects, "NetworkPolicy"), self.namespaces)
         self.control_plane = Endpoint.outside("the API server", control_plane)
         self.services = [s for s in of_kind(objects, "Service")]
         # Needed flows whose far end the plan does not create (an operator makes it at run time).
         self.unjudged: list[tuple[Subject, str]] = []
-
-    def _prometheus_pods(self) -> list[Pod]:
-        """prometheus-operator's StatefulSet pods for each Prometheus: the labels its ``statefulset.go`` puts
-        on the pod template (name, instance, managed-by, ``operator.prometheus.io/name`` and ``shard``),
-        plus ``podMetadata``; one shard."""
-        found = []
-        for prometheus in of_kind(self.objects, "Prometheus"):
-            subject = Subject.of(prometheus)
-            extra = ((prometheus.get("spec") or {}).get("podMetadata") or {}).get("labels") or {}
-            labels = {
-                "app.kubernetes.io/name": "prometheus",
-                "app.kubernetes.io/instance": subject.name,
-                "app.kubernetes.io/managed-by": "prometheus-operator",
-                "operator.prometheus.io/name": subject.name,
-                "operator.prometheus.io/shard": "0",
-                "prometheus": subject.name,
-                **extra,
-            }
-            found.append(Pod(subject, subject.namespace, labels, {"containers": []}))
-        return found
 
     def service(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         for service in self.services:
@@ -453,7 +425,7 @@ def _peer_declared_flows(cluster: Cluster) -> Iterator[Flow]:
 
 
 def _dns_flows(cluster: Cluster) -> Iterator[Flow]:
-    dns = Endpoint.of(_KUBE_DNS)
+    dns = Endpoint.of(CLUSTER_DNS)
     for pod in cluster.pods:
         if not pod.host_network:
             for protocol in ("UDP", "TCP"):

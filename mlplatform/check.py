@@ -2,14 +2,15 @@
 
 The pack runs in its own virtualenv and answers over Pulumi's Analyzer protocol (``mlplatform.analyzer``),
 so the verdict is the one ``pulumi preview --policy-pack policies`` gives, minus what only a real cloud
-knows. The behaviour judges (``judges``: CRD and admission-policy CEL, NetworkPolicy reachability against
-the platform's flow contract, Pod Security levels) judge the same plan's Kubernetes objects; their
-findings are reported beside the pack's, at the same levels. Exit 0 when no mandatory policy is violated,
-1 when one is, 2 on bad flags, config or pack.
+knows. Every behaviour judge of ``judges.JUDGES`` (docs/judges.md) judges the same plan's Kubernetes
+objects and node pools; their findings are reported beside the pack's, at the same levels. ``--plan``
+judges a plan JSON that ``mlplatform plan --json`` wrote, instead of planning; ``--skip`` leaves a judge
+out. Exit 0 when no mandatory policy is violated, 1 when one is, 2 on bad flags, config or pack.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Mapping
@@ -27,7 +28,7 @@ from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violat
 from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
 from mlplatform.graph import HELM_RELEASE
-from mlplatform.judging import judge_plan
+from mlplatform.judging import judge_plan, skipped_judges
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
 from mlplatform.plan_cmd import AllowUnrenderedOpt, ProgramOpt, StackFileOpt, StackOpt
 from mlplatform.rendering import chart_label, unrendered_problems
@@ -64,16 +65,37 @@ def check(
         ),
     ] = None,
     allow_unrendered: AllowUnrenderedOpt = False,
+    skip: Annotated[
+        list[str] | None,
+        typer.Option("--skip", help="A judge not to run (repeatable), by its name.", show_default=False),
+    ] = None,
+    plan_files: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--plan",
+            help="A plan JSON written by `mlplatform plan --json` (repeatable): judged as planned elsewhere.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Judge stacks with the policy pack; exit 1 on any mandatory violation."""
-    targets = _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
+    """Judge stacks with the policy pack and the judges; exit 1 on any mandatory violation."""
+    if plan_files and (stacks or all_stacks or stack_file or program or stack_opt):
+        exit_with(["--plan judges plan files; name no stacks, --all, --stack-file or --program with it"])
+    skipped = skipped_judges(skip or [])
+    plans = [(f"{path}", _read_plan(path)) for path in plan_files or []]
+    targets = [] if plans else _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
     unwritable = output_problems({"--json": json_file, "--sarif": sarif_file}, {})
     if unwritable:
         exit_with(unwritable)
     try:
         given = load_policy_config(policy_config)
         with PolicyPackSession(policy_pack) as session:  # the pack starts while the first stack plans
-            reports, unplanned, unrendered = _plan_and_judge(session, given, targets, allow_unrendered)
+            reports, unplanned, unrendered = _plan_and_judge(
+                session, given, targets, allow_unrendered, skipped
+            )
+            if plans:
+                settings = reconcile(session.info.schemas(), given, session.info.initial_config)
+                reports = [_judge(session, label, None, plan, settings, skipped) for label, plan in plans]
             pack = session.info
     except InputError as error:
         exit_with(error.problems)
@@ -99,7 +121,11 @@ def check(
 
 
 def _plan_and_judge(
-    session: PolicyPackSession, given: Any, targets: list[Target], allow_unrendered: bool
+    session: PolicyPackSession,
+    given: Any,
+    targets: list[Target],
+    allow_unrendered: bool,
+    skipped: frozenset[str],
 ) -> tuple[list[StackReport], dict[str, list[str]], dict[str, list[str]]]:
     """Each stack planned, then judged, saying so on stderr as it goes (a stack takes seconds), and each
     one that could not be with its problems: one stack's bad config must not keep the others from being
@@ -141,7 +167,8 @@ def _plan_and_judge(
         if settings is None:
             settings = reconcile(session.info.schemas(), given, session.info.initial_config)
         started = time.monotonic()
-        report = _judge(session, target, plan, settings)
+        stack_file = target.stack_file if target.stack_file.is_file() else None
+        report = _judge(session, target.label, stack_file, plan, settings, skipped)
         mandatory, advisory = _counts([report])
         took = time.monotonic() - started
         progress.print(
@@ -179,16 +206,33 @@ def _targets(
         exit_with(error.problems)
 
 
+def _read_plan(path: Path) -> Plan:
+    """A plan file as ``mlplatform plan --json`` writes it; exit 2 naming the file when it is not one."""
+    try:
+        return Plan.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except OSError as error:
+        exit_with([f"--plan {path}: cannot read ({error.strerror})"])
+    except ValueError as error:
+        exit_with([f"--plan {path}: not JSON ({error})"])
+    except (KeyError, TypeError, AttributeError) as error:
+        exit_with([f"--plan {path}: not a plan written by mlplatform plan --json (missing or wrong {error})"])
+
+
 def _judge(
-    session: PolicyPackSession, target: Target, plan: Plan, settings: Mapping[str, PolicySettings]
+    session: PolicyPackSession,
+    label: str,
+    stack_file: Path | None,
+    plan: Plan,
+    settings: Mapping[str, PolicySettings],
+    skipped: frozenset[str],
 ) -> StackReport:
     """The pack's verdict, then the behaviour judges' (mlplatform.judging) on the same plan."""
-    violations = [*session.judge(plan.to_dict(), settings), *judge_plan(plan)]
+    violations = [*session.judge(plan.to_dict(), settings), *judge_plan(plan, skipped)]
     return StackReport(
-        label=target.label,
+        label=label,
         project=plan.project,
         stack=plan.stack,
-        stack_file=target.stack_file if target.stack_file.is_file() else None,
+        stack_file=stack_file,
         resources=len(plan.resources),
         violations=tuple(violations),
         charts=_charts(plan),

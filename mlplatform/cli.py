@@ -86,6 +86,7 @@ VERBS = {
         Verb("check", "mlplatform.check", "check", "infra", "Judge stacks with the policy pack."),
         Verb("cost", "mlplatform.cost_cmd", "cost", "infra", "Price stacks a month before pulumi up."),
         Verb("prices", "mlplatform.prices_cmd", "app", "infra", "Rebuild the price snapshot."),
+        Verb("judge", "mlplatform.judge_cmd", "judge", "infra", "Judge Kubernetes YAML with the judges."),
         Verb("new-stack", "mlplatform.newstack", "new_stack", "infra", "Write a new stack file."),
         Verb("train", "mlplatform.train_cmd", "train", "train", "Train on this machine.", "TRAIN_CONTEXT"),
         Verb("serve", "mlplatform.serve_cmd", "serve", "serve", "Serve a model version over HTTP."),

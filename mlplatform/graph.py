@@ -102,27 +102,28 @@ class Plan:
 
     @classmethod
     def from_dict(cls, document: dict[str, Any]) -> Plan:
-        """The plan ``to_dict`` wrote (``mlplatform plan --json``), read back; warnings are not kept."""
+        """The inverse of ``to_dict``: a plan read back from ``mlplatform plan --json``. A missing key
+        raises ``KeyError``, a wrong shape ``TypeError`` or ``AttributeError``."""
         return cls(
             project=str(document["project"]),
             stack=str(document["stack"]),
             resources=[
                 PlannedResource(
-                    urn=r["urn"],
-                    type=r["type"],
-                    name=r["name"],
+                    urn=str(r["urn"]),
+                    type=str(r["type"]),
+                    name=str(r["name"]),
                     parent=r.get("parent"),
                     custom=bool(r["custom"]),
                     provider=r.get("provider"),
-                    inputs=r.get("inputs") or {},
+                    inputs=dict(r.get("inputs") or {}),
                     dependencies=tuple(r.get("dependencies") or ()),
-                    property_dependencies=r.get("propertyDependencies") or {},
-                    protect=bool(r.get("protect")),
+                    property_dependencies=dict(r.get("propertyDependencies") or {}),
+                    protect=bool(r.get("protect", False)),
                     ignore_changes=tuple(r.get("ignoreChanges") or ()),
                 )
                 for r in document["resources"]
             ],
-            outputs=document.get("outputs") or {},
+            outputs=dict(document.get("outputs") or {}),
         )
 
     def by_type(self, token: str) -> list[PlannedResource]:

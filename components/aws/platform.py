@@ -15,7 +15,6 @@ import pulumi
 
 from components.aws.account import AwsAccount, lookup_account
 from components.aws.addons import ClusterAddons, ClusterAddonsArgs, NetworkAddons, NetworkAddonsArgs
-from components.aws.budget import monthly_budget
 from components.aws.alerts import EKS, TRAIL, SecurityAlerts, SecurityAlertsArgs
 from components.aws.audit import (
     AUDIT_TRAIL_TAG,
@@ -29,6 +28,7 @@ from components.aws.audit import (
     trail_arn,
     trail_log_group,
 )
+from components.aws.budget import monthly_budget
 from components.aws.cluster import EksCluster, EksClusterArgs
 from components.aws.iam import node_role, role_name_prefix
 from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs

@@ -14,8 +14,8 @@ import pulumi
 from pulumi_azure_native import authorization, resources
 
 from components.azure import naming
-from components.azure.budget import monthly_budget
 from components.azure.audit import AuditArchive, AuditArchiveArgs
+from components.azure.budget import monthly_budget
 from components.azure.cluster import AksCluster, ClusterArgs, SecretsEncryption
 from components.azure.diagnostics import archived_logs, audit_logs, service_id
 from components.azure.features import require_features

@@ -67,7 +67,7 @@ class WorkloadObjects:
 
 def _queue_labels(config: PlatformConfig, priority: Priority) -> dict[str, str]:
     return {
-        **config.base_tags(),
+        **config.labels(),
         **(kueue.job_labels(priority) if kueue.queueing_enabled(config) else {}),
     }
 
@@ -180,7 +180,7 @@ def inference_spec(
         auth_secret=AUTH_SECRET if inference.auth else None,
         tls_secret=TLS_SECRET if inference.tls else None,
         drift_threshold=inference.drift_threshold,
-        labels=config.base_tags(),
+        labels=config.labels(),
         pod_labels=handle.pod_labels.get("inference", {}),
         egress=handle.workload_egress,
         model_cache_size=inference.model_cache,
@@ -272,7 +272,7 @@ def registry_spec(
         cpu=registry.cpu,
         memory=registry.memory,
         auth=registry.auth,
-        labels=config.base_tags(),
+        labels=config.labels(),
         pod_labels=handle.pod_labels.get("registry", {}),
         peers=backend.peers,
         environment=backend.environment,

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from mlplatform.judging import cluster_network
+from judges.scheduling import NodePool
+from mlplatform.judging import cluster_network, node_pools
 from mlplatform.plan import Plan, all_stack_targets
 from mlplatform.report import kubernetes_objects
 from tests.conftest import plan_stack
@@ -21,10 +22,12 @@ JUDGED = [*SHIPPED, *ALL_FEATURES]
 
 @dataclass(frozen=True)
 class Judged:
-    """A planned stack as the judges take it: its Kubernetes objects and the cluster's network."""
+    """A planned stack as the judges take it: its Kubernetes objects, the cluster's network and its node
+    pools."""
 
     objects: list[dict[str, Any]]
     network: str
+    pools: list[NodePool]
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +42,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Judged]:
                 if stack in ALL_FEATURES
                 else plan_stack(stack)
             )
-            cache[stack] = Judged(kubernetes_objects(plan), cluster_network(plan))
+            objects = kubernetes_objects(plan)
+            cache[stack] = Judged(objects, cluster_network(plan), node_pools(plan, objects))
         return cache[stack]
 
     return get

@@ -127,3 +127,37 @@ def test_the_behaviour_judges_report_beside_the_pack(tmp_path: Path) -> None:
     )
     results = json.loads(sarif_file.read_text())["runs"][0]["results"]
     assert [r["level"] for r in results if r["ruleId"] == "pod-security"] == ["error"]
+
+
+def test_a_plan_written_elsewhere_is_judged_by_pack_and_judges(tmp_path: Path) -> None:
+    """``check --plan`` judges the JSON ``mlplatform plan --json`` wrote, as it judges the stack."""
+    program = write_program(tmp_path / "program", HOST_NETWORK_POD, KUBERNETES)
+    plan_file = tmp_path / "plan.json"
+    planned = CliRunner().invoke(
+        app, ["plan", "--program", str(program), "--stack", "test", "--json", str(plan_file)]
+    )
+    assert planned.exit_code == 0, planned.output
+    json_file = tmp_path / "check.json"
+    code, stdout, _ = _check("--plan", str(plan_file), "--json", str(json_file))
+    assert code == 1 and "pod-security" in stdout
+    [report] = json.loads(json_file.read_text())["stacks"]
+    assert report["label"] == str(plan_file) and report["stack"] == "test"
+    assert any(v["policy"] == "pod-security" and v["name"] == "agent" for v in report["violations"])
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "cannot read"),
+        ("{not json", "not JSON"),
+        ('{"project": "p"}', "not a plan written by mlplatform plan --json"),
+    ],
+)
+def test_a_plan_file_that_is_not_one_exits_2_naming_it(
+    tmp_path: Path, content: str | None, problem: str
+) -> None:
+    plan_file = tmp_path / "plan.json"
+    if content is not None:
+        plan_file.write_text(content)
+    code, _, stderr = _check("--plan", str(plan_file))
+    assert code == 2 and f"--plan {plan_file}: {problem}" in stderr, stderr

@@ -24,19 +24,9 @@ from celpy.adapter import json_to_cel
 from components.kubernetes import kueue
 from components.kubernetes.tenancy import POD_SECURITY_EXCEPTION_LABEL
 from judges.kube import labels_match
+from judges.scheduling import QUOTA_POLICY, judge_scheduling
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import job_pod, plan_config, team_job, with_teams
-
-_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": 1e-3}
-
-
-def quantity(text: str | int | float) -> float:
-    """A Kubernetes quantity (the binary suffixes and milli used here) as a number."""
-    text = str(text)
-    for suffix, factor in _UNITS.items():
-        if text.endswith(suffix):
-            return float(text[: -len(suffix)]) * factor
-    return float(text)
 
 
 @pytest.fixture(scope="module")
@@ -59,27 +49,14 @@ def _platform_job(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return job
 
 
-def _requests(pod: dict[str, Any]) -> dict[str, float]:
-    total: dict[str, float] = {}
-    for container in pod["spec"]["containers"]:
-        resources = container["resources"]
-        for name, value in resources.get("requests", {}).items():
-            total[f"requests.{name}"] = total.get(f"requests.{name}", 0) + quantity(value)
-        for name, value in resources.get("limits", {}).items():
-            total[f"limits.{name}"] = total.get(f"limits.{name}", 0) + quantity(value)
-    return total
-
-
 def _quota_refusals(objects: list[dict[str, Any]], job: dict[str, Any]) -> list[str]:
-    """What ResourceQuota admission refuses when every pod of the Job is created."""
-    namespace = job["metadata"]["namespace"]
-    pods = int(job["spec"]["parallelism"])
-    used = {k: v * pods for k, v in _requests(job_pod(job)).items()}
+    """What the scheduling judge says of one run of ``job`` beside the plan: ResourceQuota admission of
+    every pod of the run, and what its ClusterQueue can hold with borrowing (judges/scheduling.py)."""
+    name = f"Job {job['metadata']['namespace']}/{job['metadata']['name']}"
     return [
-        f"{quota['metadata']['name']}: {name} {used.get(name, 0):g} > {limit}"
-        for quota in _in(objects, "ResourceQuota", namespace)
-        for name, limit in quota["spec"]["hard"].items()
-        if used.get(name, 0) > quantity(limit)
+        finding.message
+        for finding in judge_scheduling([*objects, job])
+        if finding.policy == QUOTA_POLICY and (str(finding.subject) == name or name in finding.message)
     ]
 
 
@@ -195,7 +172,7 @@ def test_a_team_quota_still_refuses_more_than_its_queue_may_borrow(
     """vision may borrow 16 GPUs: the quota is sized from that, not unlimited."""
     objects = team_plans["aws-enterprise-prod"]
     job = team_job(_platform_job(objects), "vision")
-    job["spec"]["parallelism"] = 3  # 24 GPUs
+    job["spec"]["parallelism"] = job["spec"]["completions"] = 3  # a three-node run: 24 GPUs
     assert any("requests.nvidia.com/gpu" in refusal for refusal in _quota_refusals(objects, job))
 
 

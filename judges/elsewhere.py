@@ -1,0 +1,98 @@
+"""Objects the plan references but does not create: those every cluster has (the API server's bootstrap
+objects) and those the operator makes by a documented step. Data, read by ``judges.references``: a
+reference that resolves here is not a dangling one; an operator-made one is reported as advisory, so the
+operator sees what to create before the pods that need it can start.
+
+Sources for the built-ins: kubernetes.io "Using RBAC Authorization" (Default roles and role bindings:
+``cluster-admin``, ``admin``, ``edit``, ``view``, the ``system:`` roles, and the kube-system Role
+``extension-apiserver-authentication-reader``); "Pod Priority and Preemption" (``system-cluster-critical``,
+``system-node-critical`` ship with every cluster); "Service Accounts" (every namespace gets ``default``);
+"Configure Service Accounts for Pods" (the root CA ConfigMap ``kube-root-ca.crt`` in every namespace).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """An object made outside the plan; ``namespace`` and ``name`` are shell patterns (``*`` any).
+    ``made_by`` says who makes it: the docs step an operator follows, or the cluster itself."""
+
+    kind: str
+    namespace: str
+    name: str
+    made_by: str
+    operator: bool
+
+    def covers(self, kind: str, namespace: str, name: str) -> bool:
+        return self.kind == kind and fnmatchcase(namespace, self.namespace) and fnmatchcase(name, self.name)
+
+
+_BUILT_IN = "the API server (built in)"
+BUILT_IN: tuple[Elsewhere, ...] = (
+    Elsewhere("ServiceAccount", "*", "default", _BUILT_IN, operator=False),
+    Elsewhere("ConfigMap", "*", "kube-root-ca.crt", _BUILT_IN, operator=False),
+    Elsewhere("PriorityClass", "", "system-cluster-critical", _BUILT_IN, operator=False),
+    Elsewhere("PriorityClass", "", "system-node-critical", _BUILT_IN, operator=False),
+    *(
+        Elsewhere("ClusterRole", "", name, _BUILT_IN, operator=False)
+        for name in ("cluster-admin", "admin", "edit", "view", "system:*")
+    ),
+    Elsewhere("Role", "kube-system", "extension-apiserver-authentication-reader", _BUILT_IN, operator=False),
+)
+
+# What the platform's docs tell the operator to create (review cluster.md B-N1), and what a chart's own
+# hook Job creates at install time.
+OPERATOR_MADE: tuple[Elsewhere, ...] = (
+    Elsewhere(
+        "Secret",
+        "ml-registry",
+        "registry-admin",
+        "docs/registry.md, Access: kubectl -n ml-registry create secret generic registry-admin",
+        operator=True,
+    ),
+    Elsewhere(
+        "Secret",
+        "ml-inference",
+        "inference-auth",
+        "docs/inference.md, auth: Secret inference-auth (key token) in ml-inference",
+        operator=True,
+    ),
+    Elsewhere(
+        "Secret",
+        "ml-inference",
+        "inference-tls",
+        "docs/inference.md, TLS: Secret inference-tls (type kubernetes.io/tls) in ml-inference",
+        operator=True,
+    ),
+    Elsewhere(
+        "Secret",
+        "ml-inference",
+        "inference-ca",
+        "docs/inference.md, TLS: Secret inference-ca (key ca.crt) in ml-inference",
+        operator=True,
+    ),
+    Elsewhere(
+        "Secret",
+        "monitoring",
+        "alertmanager-receiver",
+        "docs/inference.md, alerting: kubectl -n monitoring create secret generic alertmanager-receiver",
+        operator=True,
+    ),
+    Elsewhere(
+        "Secret",
+        "monitoring",
+        "kube-prometheus-stack-admission",
+        "kube-prometheus-stack's admission-create hook Job (pre-install), certificate for its webhooks",
+        operator=False,
+    ),
+)
+
+ELSEWHERE: tuple[Elsewhere, ...] = (*BUILT_IN, *OPERATOR_MADE)
+
+
+def made_elsewhere(kind: str, namespace: str, name: str) -> Elsewhere | None:
+    return next((e for e in ELSEWHERE if e.covers(kind, namespace, name)), None)

@@ -1,0 +1,251 @@
+"""Reference integrity: every name an object uses to reach another resolves to an object the plan creates,
+or to one made elsewhere (``judges.elsewhere``: built into every cluster, or made by an operator's
+documented step, reported as advisory so the operator sees the list).
+
+What a dangling reference does on a real cluster (kubernetes.io docs for each field):
+
+- a non-optional Secret or ConfigMap volume, ``envFrom`` source or ``secretKeyRef``/``configMapKeyRef``
+  ("Secrets", "ConfigMaps": the kubelet will not start the pod, ``MountVolume.SetUp failed`` or
+  ``CreateContainerConfigError``); ``optional: true`` references are skipped;
+- ``serviceAccountName`` (the ServiceAccount admission plugin refuses the pod), a PersistentVolumeClaim
+  (the pod stays Pending), ``priorityClassName`` (the Priority admission plugin refuses the pod), a
+  claim's StorageClass or volume (the claim stays Pending);
+- a RoleBinding's or ClusterRoleBinding's ``roleRef`` (the binding grants nothing);
+- an HPA's ``scaleTargetRef`` (the HPA reports ``FailedGetScale``); a PDB that selects no pod (protects
+  nothing);
+- a Service selector that matches no planned pod in its namespace, or a named ``targetPort`` a selected
+  pod does not declare (the EndpointSlice controller skips that pod: ``FindPort`` in
+  ``pkg/api/v1/pod/util.go``); a StatefulSet's governing ``serviceName``;
+- a webhook's or APIService's backend Service, and the Service port it names (the API server's calls
+  fail: fail-closed webhooks refuse every matching request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from judges.elsewhere import made_elsewhere
+from judges.findings import Finding, Subject
+from judges.kube import CLUSTER_DNS, Pod, labels_match, of_kind, operated_pods, pods, service_selects
+
+POLICY = "dangling-reference"
+OPERATOR_POLICY = "operator-made-object"
+SERVICE_POLICY = "service-without-endpoints"
+
+# Kinds that live in a namespace (the rest of the referenced kinds are cluster-scoped).
+_CLUSTER_SCOPED = frozenset({"StorageClass", "PriorityClass", "ClusterRole", "PersistentVolume"})
+
+
+@dataclass(frozen=True)
+class Reference:
+    """``owner`` names ``kind`` ``namespace``/``name`` at ``field``."""
+
+    owner: Subject
+    field: str
+    kind: str
+    namespace: str
+    name: str
+
+
+def _pod_references(pod: Pod) -> Iterator[Reference]:
+    spec, ns = pod.spec, pod.namespace
+
+    def ref(field: str, kind: str, name: Any) -> Reference:
+        return Reference(pod.owner, field, kind, ns, str(name))
+
+    yield ref("serviceAccountName", "ServiceAccount", spec.get("serviceAccountName") or "default")
+    if spec.get("priorityClassName"):
+        yield Reference(pod.owner, "priorityClassName", "PriorityClass", "", spec["priorityClassName"])
+    for volume in spec.get("volumes") or []:
+        where = f"volumes[{volume.get('name')}]"
+        secret, config_map = volume.get("secret"), volume.get("configMap")
+        if secret and not secret.get("optional"):
+            yield ref(f"{where}.secret.secretName", "Secret", secret.get("secretName"))
+        if config_map and not config_map.get("optional"):
+            yield ref(f"{where}.configMap.name", "ConfigMap", config_map.get("name"))
+        if volume.get("persistentVolumeClaim"):
+            claim = volume["persistentVolumeClaim"].get("claimName")
+            yield ref(f"{where}.persistentVolumeClaim.claimName", "PersistentVolumeClaim", claim)
+        for index, source in enumerate((volume.get("projected") or {}).get("sources") or []):
+            for key, kind in (("secret", "Secret"), ("configMap", "ConfigMap")):
+                if source.get(key) and not source[key].get("optional"):
+                    yield ref(f"{where}.projected.sources[{index}].{key}.name", kind, source[key].get("name"))
+    for container in pod.containers():
+        where = f"containers[{container.get('name')}]"
+        for source in container.get("envFrom") or []:
+            for key, kind in (("secretRef", "Secret"), ("configMapRef", "ConfigMap")):
+                if source.get(key) and not source[key].get("optional"):
+                    yield ref(f"{where}.envFrom.{key}.name", kind, source[key].get("name"))
+        for env in container.get("env") or []:
+            value_from = env.get("valueFrom") or {}
+            for key, kind in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
+                if value_from.get(key) and not value_from[key].get("optional"):
+                    field = f"{where}.env[{env.get('name')}].valueFrom.{key}.name"
+                    yield ref(field, kind, value_from[key].get("name"))
+
+
+def _object_references(obj: Mapping[str, Any]) -> Iterator[Reference]:
+    kind, owner, spec = obj.get("kind"), Subject.of(obj), obj.get("spec") or {}
+    ns = owner.namespace
+    if kind == "PersistentVolumeClaim":
+        if spec.get("storageClassName"):
+            yield Reference(owner, "spec.storageClassName", "StorageClass", "", spec["storageClassName"])
+        if spec.get("volumeName"):
+            yield Reference(owner, "spec.volumeName", "PersistentVolume", "", spec["volumeName"])
+    elif kind in {"RoleBinding", "ClusterRoleBinding"}:
+        role = obj.get("roleRef") or {}
+        role_ns = ns if role.get("kind") == "Role" else ""
+        yield Reference(owner, "roleRef", str(role.get("kind")), role_ns, str(role.get("name")))
+    elif kind == "HorizontalPodAutoscaler":
+        target = spec.get("scaleTargetRef") or {}
+        yield Reference(owner, "spec.scaleTargetRef", str(target.get("kind")), ns, str(target.get("name")))
+    elif kind == "StatefulSet" and spec.get("serviceName"):
+        yield Reference(owner, "spec.serviceName", "Service", ns, spec["serviceName"])
+    elif kind in {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}:
+        for webhook in obj.get("webhooks") or []:
+            service = (webhook.get("clientConfig") or {}).get("service")
+            if service:
+                field = f"webhooks[{webhook.get('name')}].clientConfig.service"
+                yield Reference(
+                    owner, field, "Service", str(service.get("namespace")), str(service.get("name"))
+                )
+    elif kind == "APIService" and spec.get("service"):
+        service = spec["service"]
+        yield Reference(
+            owner, "spec.service", "Service", str(service.get("namespace")), str(service.get("name"))
+        )
+
+
+def _key(kind: str, namespace: str, name: str) -> tuple[str, str, str]:
+    return kind, "" if kind in _CLUSTER_SCOPED else namespace, name
+
+
+def _resolve(references: Iterator[Reference], planned: set[tuple[str, str, str]]) -> Iterator[Finding]:
+    advised: set[tuple[Subject, tuple[str, str, str]]] = set()
+    for ref in references:
+        key = _key(ref.kind, ref.namespace, ref.name)
+        if key in planned:
+            continue
+        where = f"{ref.namespace}/{ref.name}" if key[1] else ref.name
+        elsewhere = made_elsewhere(*key)
+        if elsewhere is None:
+            yield Finding(
+                POLICY,
+                "mandatory",
+                ref.owner,
+                f"{ref.field}: {ref.kind} {where} is not in the plan and not made elsewhere "
+                "(a reference must resolve, or the cluster refuses or never starts it)",
+            )
+        elif elsewhere.operator and (ref.owner, key) not in advised:
+            advised.add((ref.owner, key))
+            yield Finding(
+                OPERATOR_POLICY,
+                "advisory",
+                ref.owner,
+                f"{ref.field}: {ref.kind} {where} is made by the operator, not the plan "
+                f"({elsewhere.made_by}); its pods do not start until it exists",
+            )
+
+
+def _services(objects: Sequence[Mapping[str, Any]], running: list[Pod]) -> Iterator[Finding]:
+    """Each selector Service selects a pod that runs in its namespace (planned, run by an operator the
+    plan installs, or the cluster's DNS), and each named targetPort resolves in every pod it selects
+    whose containers are known."""
+    for service in of_kind(objects, "Service"):
+        spec, subject = service.get("spec") or {}, Subject.of(service)
+        selector = spec.get("selector")
+        if not selector or spec.get("type") == "ExternalName":
+            continue  # endpoints managed by hand, or a DNS alias
+        selected = [
+            p for p in running if p.namespace == subject.namespace and service_selects(selector, p.labels)
+        ]
+        if not selected:
+            yield Finding(
+                SERVICE_POLICY,
+                "mandatory",
+                subject,
+                f"spec.selector {selector} matches no pod that runs in {subject.namespace}: the "
+                "Service has no endpoints",
+            )
+            continue
+        for port in spec.get("ports") or []:
+            target = port.get("targetPort")
+            if not isinstance(target, str):
+                continue
+            protocol = str(port.get("protocol", "TCP"))
+            for pod in selected:
+                if pod.spec.get("containers") and pod.named_port(target, protocol) is None:
+                    yield Finding(
+                        SERVICE_POLICY,
+                        "mandatory",
+                        subject,
+                        f"spec.ports[{port.get('name', port.get('port'))}].targetPort {target!r}: no "
+                        f"container of {pod.owner} declares a {protocol} port of that name, so the "
+                        "EndpointSlice controller leaves its pods out",
+                    )
+
+
+def _backend_ports(objects: Sequence[Mapping[str, Any]]) -> Iterator[Finding]:
+    """A webhook's or APIService's ``service.port`` (default 443) is a port the Service exposes."""
+    services = {Subject.of(s): s for s in of_kind(objects, "Service")}
+    backends: list[tuple[Subject, str, Mapping[str, Any]]] = []
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        for config in of_kind(objects, kind):
+            for webhook in config.get("webhooks") or []:
+                service = (webhook.get("clientConfig") or {}).get("service")
+                if service:
+                    field = f"webhooks[{webhook.get('name')}].clientConfig.service.port"
+                    backends.append((Subject.of(config), field, service))
+    for api_service in of_kind(objects, "APIService"):
+        service = (api_service.get("spec") or {}).get("service")
+        if service:
+            backends.append((Subject.of(api_service), "spec.service.port", service))
+    for owner, field, service in backends:
+        target = services.get(Subject("Service", str(service.get("namespace")), str(service.get("name"))))
+        port = int(service.get("port", 443))
+        if target is None:
+            continue  # reported as a dangling reference
+        exposed = {int(p["port"]) for p in (target.get("spec") or {}).get("ports") or []}
+        if port not in exposed:
+            yield Finding(
+                POLICY,
+                "mandatory",
+                owner,
+                f"{field}: Service {service.get('namespace')}/{service.get('name')} exposes "
+                f"{sorted(exposed)}, not {port}: the API server's calls fail",
+            )
+
+
+def _budgets(objects: Sequence[Mapping[str, Any]], running: list[Pod]) -> Iterator[Finding]:
+    for budget in of_kind(objects, "PodDisruptionBudget"):
+        subject, selector = Subject.of(budget), (budget.get("spec") or {}).get("selector")
+        if not any(p.namespace == subject.namespace and labels_match(selector, p.labels) for p in running):
+            yield Finding(
+                POLICY,
+                "advisory",
+                subject,
+                f"spec.selector matches no pod the plan creates in {subject.namespace}: the budget protects "
+                "nothing the plan runs",
+            )
+
+
+def judge_references(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    planned = {_key(str(o.get("kind")), Subject.of(o).namespace, Subject.of(o).name) for o in objects}
+    planned_pods = pods(objects)
+    running = [*planned_pods, *operated_pods(objects), CLUSTER_DNS]
+    references = (
+        ref
+        for source in (
+            *(_pod_references(pod) for pod in planned_pods),
+            *(_object_references(obj) for obj in objects),
+        )
+        for ref in source
+    )
+    return [
+        *_resolve(references, planned),
+        *_services(objects, running),
+        *_backend_ports(objects),
+        *_budgets(objects, running),
+    ]

@@ -1,0 +1,246 @@
+"""API-server validation that the OpenAPI schemas do not express: the object passes a schema check
+(kubeconform, kubernetes-validate) and the API server still answers 422. Each rule names the function of
+k8s.io/kubernetes that enforces it (Kubernetes 1.35, the clusters' minor version):
+
+- ``pkg/apis/apps/validation``: ``ValidateDeploymentSpec``, ``ValidateReplicaSetSpec``,
+  ``ValidateStatefulSetSpec``, ``ValidateDaemonSetSpec``: a non-empty selector that matches the template's
+  labels ("`selector` does not match template `labels`"), and a template ``restartPolicy`` of ``Always``
+  (``ValidatePodTemplateSpecForReplicaSet``, ``...ForStatefulSet``, ``ValidateDaemonSetSpec``);
+- ``pkg/apis/batch/validation``: ``ValidateJobSpec`` (a selector given by hand matches the template),
+  ``validateJobSpec`` (``restartPolicy`` ``OnFailure`` or ``Never``; only ``Never`` "is supported when
+  podFailurePolicy is specified"), ``ValidateCronJobSpec`` (name at most 52 characters: the Job name gets
+  an 11-character suffix);
+- ``pkg/apis/core/validation``: ``ValidateObjectMeta`` with the kind's name rule (``NameIsDNSSubdomain``;
+  ``ValidateNamespaceName`` a DNS-1123 label; ``ValidateServiceName`` a DNS-1035 label; RBAC's
+  ``ValidateRBACName`` a path segment),
+  ``ValidateLabels``/``ValidateAnnotations`` (qualified-name keys, label values of 63 characters at most),
+  ``validateContainers`` (container names DNS-1123 labels, unique in the pod), ``validateContainerPorts``
+  (port names IANA_SVC_NAME: 15 characters at most, unique in the container),
+  ``ValidateResourceRequirements`` (an extended resource's request equal to its limit, and a limit set;
+  a request above its limit is ``judges.limits``');
+- the kubelet resolves a probe's named port among the container's own ports (``pkg/probe``
+  ``ResolveContainerPort``, "couldn't find port"): a name no port declares fails the probe forever.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from judges.findings import Finding, Subject
+from judges.kube import labels_match
+from judges.limits import quantity
+
+POLICY = "api-validation"
+PROBE_POLICY = "probe-port-unresolved"
+
+# k8s.io/apimachinery/pkg/util/validation: IsDNS1123Label, IsDNS1123Subdomain, IsDNS1035Label,
+# IsQualifiedName, IsValidLabelValue, IsValidPortName.
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_PORT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+_WORKLOADS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"})
+
+
+def dns1123_label(value: str) -> str | None:
+    if len(value) > 63:
+        return "must be no more than 63 characters (DNS-1123 label)"
+    if not _DNS1123_LABEL.match(value):
+        return "must consist of lower case alphanumerics or '-', start and end alphanumeric (DNS-1123 label)"
+    return None
+
+
+def dns1123_subdomain(value: str) -> str | None:
+    if len(value) > 253:
+        return "must be no more than 253 characters (DNS-1123 subdomain)"
+    if not all(_DNS1123_LABEL.match(part) for part in value.split(".")):
+        return "must be lower case alphanumerics, '-' or '.', start and end alphanumeric (DNS-1123 subdomain)"
+    return None
+
+
+def dns1035_label(value: str) -> str | None:
+    if len(value) > 63:
+        return "must be no more than 63 characters (DNS-1035 label)"
+    if not _DNS1035_LABEL.match(value):
+        return "must start with a letter, then lower case alphanumerics or '-' (DNS-1035 label)"
+    return None
+
+
+def qualified_name(value: str) -> str | None:
+    prefix, _, name = value.rpartition("/")
+    if "/" in prefix:
+        return "a qualified name has at most one '/'"
+    if prefix and (why := dns1123_subdomain(prefix)) is not None:
+        return f"prefix {prefix!r} {why}"
+    if len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return "name part: 63 characters at most, alphanumerics, '-', '_' or '.', alphanumeric at both ends"
+    return None
+
+
+def label_value(value: str) -> str | None:
+    if value == "":
+        return None
+    if len(value) > 63 or not _QUALIFIED_NAME.match(value):
+        return "must be 63 characters at most, alphanumerics, '-', '_' or '.', alphanumeric at both ends"
+    return None
+
+
+def port_name(value: str) -> str | None:
+    """IsValidPortName (IANA_SVC_NAME)."""
+    if len(value) > 15:
+        return "must be no more than 15 characters (IANA_SVC_NAME)"
+    if not _PORT_NAME.match(value) or "--" in value or not re.search("[a-z]", value):
+        return "must be lower case alphanumerics or '-', with a letter, no '--', alphanumeric at both ends"
+    return None
+
+
+def path_segment(value: str) -> str | None:
+    """IsValidPathSegmentName: what ``ValidateRBACName`` allows (``system:`` roles have colons)."""
+    if value in {".", ".."} or "/" in value or "%" in value:
+        return "may not be '.' or '..' nor contain '/' or '%' (path segment name)"
+    return None
+
+
+_RBAC = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
+
+
+def _name_rule(kind: str) -> Any:
+    if kind in _RBAC:
+        return path_segment
+    if kind == "Namespace":
+        return dns1123_label
+    if kind == "Service":
+        return dns1035_label
+    return dns1123_subdomain
+
+
+def _metadata(obj: Mapping[str, Any], at: str) -> Iterator[str]:
+    metadata = obj.get("metadata") or {}
+    for key, value in (metadata.get("labels") or {}).items():
+        if (why := qualified_name(str(key))) is not None:
+            yield f"{at}.labels: key {key!r}: {why} (ValidateLabels)"
+        if (why := label_value(str(value))) is not None:
+            yield f"{at}.labels[{key}]: value {value!r}: {why} (ValidateLabels)"
+    for key in metadata.get("annotations") or {}:
+        if (why := qualified_name(str(key))) is not None:
+            yield f"{at}.annotations: key {key!r}: {why} (ValidateAnnotations)"
+
+
+def _resources(where: str, container: Mapping[str, Any]) -> Iterator[str]:
+    """Extended resources cannot be overcommitted. (A request above its limit is the limit-range judge's:
+    ``judges.limits.admit`` applies the same rule after LimitRange defaulting.)"""
+    resources = container.get("resources") or {}
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    for name, request in requests.items():
+        if "/" not in name or name.startswith("kubernetes.io/"):
+            continue
+        if name not in limits:
+            yield f"{where}.resources.limits[{name}]: required, extended (ValidateResourceRequirements)"
+        elif quantity(request) != quantity(limits[name]):
+            yield (
+                f"{where}.resources.requests[{name}]: {request} must equal the limit {limits[name]} "
+                "for an extended resource (ValidateResourceRequirements)"
+            )
+
+
+def _probes(where: str, container: Mapping[str, Any]) -> Iterator[str]:
+    names = {str(p.get("name")) for p in container.get("ports") or [] if p.get("name")}
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        handler = container.get(probe) or {}
+        for action in ("httpGet", "tcpSocket", "grpc"):
+            port = (handler.get(action) or {}).get("port")
+            if isinstance(port, str) and not port.isdigit() and port not in names:
+                yield f"{where}.{probe}.{action}.port {port!r}: the container declares no port of that name"
+
+
+def _pod_spec(spec: Mapping[str, Any], at: str) -> Iterator[tuple[str, str]]:
+    """(policy, problem) for one pod spec."""
+    seen: set[str] = set()
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        for container in spec.get(key) or []:
+            name = str(container.get("name"))
+            where = f"{at}.{key}[{name}]"
+            if (why := dns1123_label(name)) is not None:
+                yield POLICY, f"{where}.name: {why} (validateContainers)"
+            if name in seen:
+                yield POLICY, f"{where}.name: duplicate container name in the pod (validateContainers)"
+            seen.add(name)
+            port_names: set[str] = set()
+            for port in container.get("ports") or []:
+                if not port.get("name"):
+                    continue
+                if (why := port_name(str(port["name"]))) is not None:
+                    yield POLICY, f"{where}.ports[{port['name']}].name: {why} (validateContainerPorts)"
+                if port["name"] in port_names:
+                    yield (
+                        POLICY,
+                        f"{where}.ports[{port['name']}].name: duplicate port name (validateContainerPorts)",
+                    )
+                port_names.add(str(port["name"]))
+            for problem in _resources(where, container):
+                yield POLICY, problem
+            for problem in _probes(where, container):
+                yield PROBE_POLICY, problem
+
+
+def _selector(kind: str, spec: Mapping[str, Any], function: str) -> Iterator[str]:
+    selector = spec.get("selector")
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if selector is None or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        if kind in _WORKLOADS:
+            yield f"spec.selector: required and non-empty ({function})"
+        return
+    if not labels_match(selector, labels):
+        yield f"spec.template.metadata.labels: `selector` does not match template `labels` ({function})"
+
+
+def _restart_policy(kind: str, spec: Mapping[str, Any], at: str) -> Iterator[str]:
+    policy = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy", "Always")
+    if kind in _WORKLOADS and policy != "Always":
+        yield f"{at}.template.spec.restartPolicy {policy!r}: only 'Always' is supported (Validate{kind}Spec)"
+    if kind == "Job":
+        if policy not in {"OnFailure", "Never"}:
+            yield f"{at}.template.spec.restartPolicy {policy!r}: OnFailure or Never only (validateJobSpec)"
+        elif spec.get("podFailurePolicy") is not None and policy != "Never":
+            yield (
+                f"{at}.template.spec.restartPolicy {policy!r}: only 'Never' is supported when "
+                "podFailurePolicy is specified (validateJobSpec)"
+            )
+
+
+def _problems(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    kind = str(obj.get("kind"))
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    rule = _name_rule(kind)
+    if name and (why := rule(name)) is not None:
+        yield POLICY, f"metadata.name {name!r}: {why} (ValidateObjectMeta)"
+    if kind == "CronJob" and len(name) > 52:
+        yield POLICY, f"metadata.name {name!r}: must be no more than 52 characters (ValidateCronJob)"
+    for problem in _metadata(obj, "metadata"):
+        yield POLICY, problem
+    spec = obj.get("spec") or {}
+    if kind == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+        kind, at = "Job", "spec.jobTemplate.spec"
+    else:
+        at = "spec"
+    if kind in _WORKLOADS or kind == "Job":
+        function = "ValidateJobSpec" if kind == "Job" else f"Validate{kind}Spec"
+        for problem in _selector(kind, spec, function):
+            yield POLICY, problem
+        for problem in _restart_policy(kind, spec, at):
+            yield POLICY, problem
+        yield from ((POLICY, p) for p in _metadata(spec.get("template") or {}, f"{at}.template.metadata"))
+        yield from _pod_spec((spec.get("template") or {}).get("spec") or {}, f"{at}.template.spec")
+    elif kind == "Pod":
+        yield from _pod_spec(spec, "spec")
+
+
+def judge_validation(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    return [
+        Finding(policy, "mandatory", Subject.of(obj), problem)
+        for obj in objects
+        for policy, problem in _problems(obj)
+    ]

@@ -1,0 +1,457 @@
+"""Planted defects, one at a time, into the all-features variants' objects: each turns the judges that
+``mlplatform check`` runs from 0 to at least one mandatory finding of its class, whose message names the
+object, the field and the rule (review cluster.md A-N1 and A-N2: the m-numbers are the review's mutants;
+the others add instances of each class). The defects are data: a plant names the object and the edit.
+
+Rules and their sources are the judges' (judges/references.py, validation.py, scheduling.py,
+pod_security.py, cel.py): each expectation names the Kubernetes function or document the judge cites.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from judges import judge_all
+
+from .conftest import Judged
+
+AWS, AZURE = "all-features-aws", "all-features-azure"
+DELETE = object()
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Set ``path`` (dict keys, list indexes, or ``name=X`` for the list item named X) of one object to
+    ``value`` (``DELETE`` removes it); or, with ``old``, replace that text anywhere in the object."""
+
+    kind: str
+    namespace: str
+    name: str
+    path: tuple[Any, ...] = ()
+    value: Any = None
+    old: str = ""
+
+
+@dataclass(frozen=True)
+class Plant:
+    id: str
+    stack: str
+    edits: tuple[Edit, ...]
+    policy: str
+    subject: str
+    says: tuple[str, ...]  # the field and the rule, as the message words them
+
+
+def _step(node: Any, key: Any) -> Any:
+    if isinstance(key, str) and key.startswith("name=") and isinstance(node, list):
+        return next(i for i, item in enumerate(node) if item.get("name") == key[5:])
+    return key
+
+
+def _apply(objects: list[dict[str, Any]], edit: Edit) -> None:
+    [index] = [
+        i
+        for i, o in enumerate(objects)
+        if o["kind"] == edit.kind
+        and o["metadata"].get("namespace", "") == edit.namespace
+        and o["metadata"]["name"] == edit.name
+    ]
+    if edit.old:
+        text = json.dumps(objects[index])
+        assert edit.old in text, f"{edit.old!r} not in {edit.kind} {edit.name}"
+        objects[index] = json.loads(text.replace(edit.old, edit.value))
+        return
+    node: Any = objects[index]
+    for key in edit.path[:-1]:
+        node = node[_step(node, key)]
+    last = _step(node, edit.path[-1])
+    if edit.value is DELETE:
+        del node[last]
+    else:
+        node[last] = copy.deepcopy(edit.value)
+
+
+_TEMPLATE = ("spec", "template", "spec")
+_TRAINER = (*_TEMPLATE, "containers", "name=trainer")
+_SERVER = (*_TEMPLATE, "containers", "name=server")
+_JOB = ("Job", "ml-training", "digits-mlp-digits-001")
+_REGISTRY = ("Deployment", "ml-registry", "registry")
+_INFERENCE = ("Deployment", "ml-inference", "inference")
+
+PLANTS = [
+    # References (judges/references.py).
+    Plant(
+        "m06",
+        AWS,
+        (
+            Edit(
+                "Service",
+                "ml-registry",
+                "registry",
+                ("spec", "selector"),
+                {"app.kubernetes.io/instance": "mlflow"},
+            ),
+        ),
+        "service-without-endpoints",
+        "Service ml-registry/registry",
+        ("spec.selector", "no endpoints"),
+    ),
+    Plant(
+        "m07",
+        AWS,
+        (
+            Edit(
+                "Service", "ml-inference", "inference", ("spec", "ports", "name=https", "targetPort"), "https"
+            ),
+        ),
+        "service-without-endpoints",
+        "Service ml-inference/inference",
+        ("targetPort 'https'", "EndpointSlice"),
+    ),
+    Plant(
+        "m08",
+        AWS,
+        (
+            Edit(
+                *_JOB,
+                (*_TEMPLATE, "volumes", "name=registry-client", "secret", "secretName"),
+                "registry-credentials",
+            ),
+        ),
+        "dangling-reference",
+        "Job ml-training/digits-mlp-digits-001",
+        ("volumes[registry-client].secret.secretName", "Secret ml-training/registry-credentials"),
+    ),
+    Plant(
+        "m09",
+        AZURE,
+        (Edit(*_REGISTRY, (*_TEMPLATE, "serviceAccountName"), "mlflow"),),
+        "dangling-reference",
+        "Deployment ml-registry/registry",
+        ("serviceAccountName", "ServiceAccount ml-registry/mlflow"),
+    ),
+    Plant(
+        "m22",
+        AWS,
+        (
+            Edit(
+                *_REGISTRY,
+                (*_TEMPLATE, "volumes", "name=tmp"),
+                {"name": "tmp", "configMap": {"name": "registry-config"}},
+            ),
+        ),
+        "dangling-reference",
+        "Deployment ml-registry/registry",
+        ("volumes[tmp].configMap.name", "ConfigMap ml-registry/registry-config"),
+    ),
+    Plant(
+        "hpa-target",
+        AZURE,
+        (
+            Edit(
+                "HorizontalPodAutoscaler",
+                "ml-inference",
+                "inference",
+                ("spec", "scaleTargetRef", "name"),
+                "serving",
+            ),
+        ),
+        "dangling-reference",
+        "HorizontalPodAutoscaler ml-inference/inference",
+        ("spec.scaleTargetRef", "Deployment ml-inference/serving"),
+    ),
+    Plant(
+        "apiservice-backend",
+        AWS,
+        (
+            Edit(
+                "APIService",
+                "",
+                "v1beta1.visibility.kueue.x-k8s.io",
+                ("spec", "service", "name"),
+                "visibility",
+            ),
+        ),
+        "dangling-reference",
+        "APIService v1beta1.visibility.kueue.x-k8s.io",
+        ("spec.service", "Service kueue-system/visibility"),
+    ),
+    Plant(
+        "role-ref",
+        AZURE,
+        (Edit("ClusterRoleBinding", "", "kueue-manager-rolebinding", ("roleRef", "name"), "kueue-manager"),),
+        "dangling-reference",
+        "ClusterRoleBinding kueue-manager-rolebinding",
+        ("roleRef", "ClusterRole kueue-manager"),
+    ),
+    # API-server validation (judges/validation.py).
+    Plant(
+        "m23",
+        AWS,
+        (Edit(*_REGISTRY, ("spec", "selector", "matchLabels", "app.kubernetes.io/instance"), "mlflow"),),
+        "api-validation",
+        "Deployment ml-registry/registry",
+        ("spec.template.metadata.labels", "ValidateDeploymentSpec"),
+    ),
+    Plant(
+        "m27",
+        AZURE,
+        (Edit(*_JOB, (*_TEMPLATE, "restartPolicy"), "OnFailure"),),
+        "api-validation",
+        "Job ml-training/digits-mlp-digits-001",
+        ("spec.template.spec.restartPolicy 'OnFailure'", "podFailurePolicy", "validateJobSpec"),
+    ),
+    Plant(
+        "label-value",
+        AWS,
+        (Edit(*_INFERENCE, ("metadata", "labels", "owner"), "ml-platform@example.ae"),),
+        "api-validation",
+        "Deployment ml-inference/inference",
+        ("metadata.labels[owner]", "ValidateLabels"),
+    ),
+    Plant(
+        "port-name",
+        AZURE,
+        (Edit(*_INFERENCE, (*_SERVER, "ports", 0, "name"), "http-inference-api"),),
+        "api-validation",
+        "Deployment ml-inference/inference",
+        ("ports[http-inference-api].name", "IANA_SVC_NAME", "validateContainerPorts"),
+    ),
+    Plant(
+        "gpu-overcommit",
+        AWS,
+        (Edit(*_JOB, (*_TRAINER, "resources", "requests", "nvidia.com/gpu"), "4"),),
+        "api-validation",
+        "Job ml-training/digits-mlp-digits-001",
+        ("resources.requests[nvidia.com/gpu]", "ValidateResourceRequirements"),
+    ),
+    Plant(
+        "probe-port",
+        AWS,
+        (Edit(*_INFERENCE, (*_SERVER, "readinessProbe", "httpGet", "port"), "metrics"),),
+        "probe-port-unresolved",
+        "Deployment ml-inference/inference",
+        ("readinessProbe.httpGet.port 'metrics'",),
+    ),
+    # Scheduling against the node pools, Kueue wiring and quotas (judges/scheduling.py).
+    Plant(
+        "m10",
+        AWS,
+        (
+            Edit(
+                *_INFERENCE,
+                (*_SERVER, "resources"),
+                {"requests": {"cpu": "24", "memory": "48Gi"}, "limits": {"cpu": "24", "memory": "48Gi"}},
+            ),
+        ),
+        "unschedulable",
+        "Deployment ml-inference/inference",
+        ("resources.requests", "inference (c7i.4xlarge): cpu 24 >"),
+    ),
+    Plant(
+        "m11",
+        AWS,
+        (Edit(*_JOB, (*_TEMPLATE, "tolerations"), []),),
+        "unschedulable",
+        "Job ml-training/digits-mlp-digits-001",
+        ("spec.template.spec.tolerations", "nvidia.com/gpu=true:NoSchedule"),
+    ),
+    Plant(
+        "m11-kueue",
+        AZURE,
+        (Edit(*_JOB, (*_TEMPLATE, "tolerations"), []),),
+        "kueue-wiring",
+        "Job ml-training/digits-mlp-digits-001",
+        ("no flavor of ClusterQueue platform", "pool-gpu-ib: taint nvidia.com/gpu=present:NoSchedule"),
+    ),
+    Plant(
+        "m24",
+        AWS,
+        (Edit(*_INFERENCE, (*_TEMPLATE, "nodeSelector", "ml-platform/pool"), "inference-large"),),
+        "unschedulable",
+        "Deployment ml-inference/inference",
+        ("nodeSelector", "inference-large", "no node pool"),
+    ),
+    Plant(
+        "gpu-count",
+        AZURE,
+        (
+            Edit(*_JOB, (*_TRAINER, "resources", "requests", "nvidia.com/gpu"), "16"),
+            Edit(*_JOB, (*_TRAINER, "resources", "limits", "nvidia.com/gpu"), "16"),
+        ),
+        "unschedulable",
+        "Job ml-training/digits-mlp-digits-001",
+        ("gpu-ib (Standard_ND96isr_H100_v5): nvidia.com/gpu 16 > 8",),
+    ),
+    Plant(
+        "m13",
+        AWS,
+        (Edit("LocalQueue", "team-nlp", "default", ("spec", "clusterQueue"), "team-nlp-gpu"),),
+        "kueue-wiring",
+        "LocalQueue team-nlp/default",
+        ("spec.clusterQueue 'team-nlp-gpu'", "inactive"),
+    ),
+    Plant(
+        "m26",
+        AZURE,
+        (
+            Edit(
+                "ClusterQueue",
+                "",
+                "team-nlp",
+                ("spec", "resourceGroups", 0, "flavors", 0, "name"),
+                "pool-gpu",
+            ),
+        ),
+        "kueue-wiring",
+        "ClusterQueue team-nlp",
+        ("flavors[pool-gpu]", "no ResourceFlavor"),
+    ),
+    Plant(
+        "queue-label",
+        AWS,
+        (Edit(*_JOB, ("metadata", "labels", "kueue.x-k8s.io/queue-name"), "urgent"),),
+        "kueue-wiring",
+        "Job ml-training/digits-mlp-digits-001",
+        ("metadata.labels[kueue.x-k8s.io/queue-name] 'urgent'", "no LocalQueue"),
+    ),
+    Plant(
+        "m25",
+        AWS,
+        (
+            Edit(
+                "ResourceQuota",
+                "team-nlp",
+                "quota",
+                ("spec", "hard"),
+                {"requests.cpu": "16", "requests.memory": "64Gi", "requests.nvidia.com/gpu": "32"},
+            ),
+        ),
+        "quota-below-one-run",
+        "ResourceQuota team-nlp/quota",
+        ("spec.hard", "requests.cpu", "ResourceQuota admission"),
+    ),
+    Plant(
+        "cluster-queue-quota",
+        AZURE,
+        (
+            Edit(
+                "ClusterQueue",
+                "",
+                "platform",
+                (
+                    "spec",
+                    "resourceGroups",
+                    0,
+                    "flavors",
+                    0,
+                    "resources",
+                    "name=nvidia.com/gpu",
+                    "nominalQuota",
+                ),
+                "8",
+            ),
+        ),
+        "quota-below-one-run",
+        "Job ml-training/digits-mlp-digits-001",
+        ("ClusterQueue platform", "nvidia.com/gpu 16 > 8"),
+    ),
+    # Admission on the pods workloads create (judges/cel.py, judges/pod_security.py), Azure's InfiniBand
+    # exception namespaces.
+    Plant(
+        "m28",
+        AZURE,
+        (
+            Edit(
+                "ValidatingAdmissionPolicy",
+                "",
+                "ml-platform-ipc-lock-exception",
+                old="'IPC_LOCK'",
+                value="'CAP_IPC_LOCK'",
+            ),
+        ),
+        "admission-policy-cel",
+        "Job ml-training/digits-mlp-digits-001",
+        ("ml-platform-ipc-lock-exception refuses its pods",),
+    ),
+    Plant(
+        "m16",
+        AZURE,
+        (Edit(*_JOB, (*_TEMPLATE, "hostNetwork"), True),),
+        "admission-policy-cel",
+        "Job ml-training/digits-mlp-digits-001",
+        ("refuses its pods", "network, PID or IPC namespace"),
+    ),
+    Plant(
+        "m16b",
+        AZURE,
+        (
+            Edit(
+                *_JOB,
+                (*_TRAINER, "securityContext", "capabilities", "add"),
+                ["IPC_LOCK", "SYS_ADMIN", "NET_ADMIN"],
+            ),
+        ),
+        "admission-policy-cel",
+        "Job ml-training/digits-mlp-digits-001",
+        ("ml-platform-ipc-lock-exception refuses its pods",),
+    ),
+    Plant(
+        "m16c",
+        AZURE,
+        (Edit(*_JOB, (*_TEMPLATE, "volumes", "name=tmp"), {"name": "tmp", "hostPath": {"path": "/"}}),),
+        "admission-policy-cel",
+        "Job ml-training/digits-mlp-digits-001",
+        ("refuses its pods", "volume types"),
+    ),
+    Plant(
+        "m29",
+        AZURE,
+        (
+            Edit(
+                "Namespace",
+                "",
+                "team-nlp",
+                ("metadata", "labels", "ml-platform.io/pod-security-exception"),
+                DELETE,
+            ),
+        ),
+        "pod-security-level-unguarded",
+        "Namespace team-nlp",
+        ("pod-security.kubernetes.io/enforce", "'privileged'", "no ValidatingAdmissionPolicy"),
+    ),
+]
+
+
+def _mandatory(judged: Judged, objects: list[dict[str, Any]]) -> list[Any]:
+    # The exit-code judge runs torchrun: test_stacks runs it; no plant here concerns it.
+    findings = judge_all(objects, judged.network, judged.pools, skip=frozenset({"exit-codes"}))
+    return [f for f in findings if f.mandatory]
+
+
+@pytest.mark.parametrize("stack", [AWS, AZURE])
+def test_the_unplanted_variants_have_no_mandatory_finding(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    stack_objects = judged(stack)
+    assert [str(f) for f in _mandatory(stack_objects, stack_objects.objects)] == []
+
+
+@pytest.mark.parametrize("plant", PLANTS, ids=[p.id for p in PLANTS])
+def test_a_planted_defect_is_a_mandatory_finding_naming_object_field_and_rule(
+    plant: Plant, judged: Callable[[str], Judged]
+) -> None:
+    stack_objects = judged(plant.stack)
+    objects = copy.deepcopy(stack_objects.objects)
+    for edit in plant.edits:
+        _apply(objects, edit)
+    found = [f for f in _mandatory(stack_objects, objects) if f.policy == plant.policy]
+    assert any(
+        str(f.subject) == plant.subject and all(words in f.message for words in plant.says) for f in found
+    ), [str(f) for f in found]
