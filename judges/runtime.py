@@ -189,9 +189,17 @@ def judge_exit_codes(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
 
 _RUN: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...], int], int] = {}
 
+# What can change a case's exit code once the stub replaces the program: torchrun's own settings
+# (torch.distributed.run reads its flags' defaults from ``PET_*`` and its agent ``TORCHELASTIC_*`` and
+# ``TORCH_*``) and the file the stub's fatal path records to (workloads/fatal.py,
+# ``ML_PLATFORM_FATAL_FILE``). A stack's other variables (model names, registry URIs) reach no code that
+# runs, so cases that differ only there run once: every stack's Jobs share one set of runs.
+_LAUNCHER_ENV = ("PET_", "TORCHELASTIC_", "TORCH_", "ML_PLATFORM_FATAL_FILE")
+
 
 def _run_once(case: ExitCase) -> int:
-    key = (tuple(_local(case.command, 0)), tuple(sorted(case.env.items())), case.code)
+    launcher_env = {name: value for name, value in case.env.items() if name.startswith(_LAUNCHER_ENV)}
+    key = (tuple(_local(case.command, 0)), tuple(sorted(launcher_env.items())), case.code)
     if key not in _RUN:
         _RUN[key] = run_case(case)
     return _RUN[key]

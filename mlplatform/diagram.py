@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from judges.netpol import Endpoint
-from judges.reachability import DNS_PORT, NCCL_PORTS, Cluster, Flow, contract
+from judges.kube import DNS_PORT
+from judges.reachability import NCCL_PORTS, Cluster, Flow, contract
 from mlplatform.errors import exit_with
 from mlplatform.graph import Plan, PlannedResource, as_applied
 from mlplatform.judging import cluster_network, planned_objects
