@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from judges.netpol import Endpoint
 from judges.kube import DNS_PORT
+from judges.netpol import Endpoint
 from judges.reachability import NCCL_PORTS, Cluster, Flow, contract
 from mlplatform.errors import exit_with
 from mlplatform.graph import Plan, PlannedResource, as_applied
