@@ -535,6 +535,9 @@ class RegistryWorkloadConfig(_Model):
     # With basic-auth the stack generates each caller's password; a new value generates new ones and
     # rolls the servers, whose launcher sets them (docs/registry.md, "Access").
     credentials_rotation: int = Field(default=1, ge=1)
+    # HTTPS, TLS 1.3 only, with the certificate of Secret registry-tls; callers verify it against the CA
+    # of Secret registry-ca in their namespace (docs/security.md). The enterprise presets turn it on.
+    tls: bool = False
 
 
 class FabricTestConfig(_Model):
@@ -662,7 +665,7 @@ def tier_preset(
     # shared file system it already pays for (one replica), so a model change needs no `pulumi up`.
     # A stack without shared storage (storage.shared: none) gets no SQLite registry unless it asks.
     managed = managed_registry_database(tier, cloud)
-    registry = {"enabled": managed or shared_storage, "replicas": 2 if managed else 1}
+    registry = {"enabled": managed or shared_storage, "replicas": 2 if managed else 1, "tls": enterprise}
     preset["workloads"] = {"registry": registry}
     if with_inference:
         preset["workloads"]["inference"] = {"auth": enterprise, "tls": enterprise}
@@ -1086,6 +1089,11 @@ def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         return
     if config.tier is Tier.ENTERPRISE and not registry.auth:
         yield f"{key}.auth", "an enterprise registry authenticates every caller: remove the key or set true"
+    if config.tier is Tier.ENTERPRISE and not registry.tls:
+        yield (
+            f"{key}.tls",
+            "an enterprise registry serves TLS 1.3 only (docs/security.md): remove the key or set true",
+        )
     if not managed_registry_database(config.tier, config.cloud):
         if config.shared_storage is SharedStorageKind.NONE:
             yield key, "without a managed database the registry keeps SQLite on the shared file system"

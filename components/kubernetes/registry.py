@@ -11,6 +11,14 @@ namespace an egress policy to the registry (those namespaces deny egress by defa
 Pods are Pod Security "restricted": non-root high UID, read-only root file system (``/tmp`` an
 emptyDir), no capabilities, no privilege escalation, seccomp RuntimeDefault, no API token.
 
+TLS (issue 35, ``tls``): the servers serve HTTPS, TLS 1.3 only, with the certificate and key of the Secret
+``registry-tls`` (``tls.crt``, ``tls.key`` and the signing CA's ``ca.crt``; workloads/registry/server/
+launch.py), whose names are the Service's DNS names and ``localhost`` (the launcher's own calls); the
+probes use HTTPS (the kubelet does not verify a probe's certificate: Kubernetes docs, "Configure
+Liveness, Readiness and Startup Probes", ``scheme``); every caller verifies the certificate and its name
+against the CA of the Secret ``registry-ca`` in its own namespace (key ``ca.crt``,
+workloads/registry/k8s.py).
+
 Authentication (issue 28: no anonymous access on enterprise): MLflow's own basic-auth app
 (``--app-name basic-auth``), every request needs a user's password (MLflow docs, "Authentication with
 Username and Password"); users and their per-model permissions live in the registry's database, so
@@ -75,6 +83,11 @@ USERS_SECRET = "registry-users"
 USERS_SECRET_DIR = "/var/run/secrets/registry-users"
 # A new value rolls the servers, whose launcher then sets the rotated passwords (users/update-password).
 ROTATION_ANNOTATION = "ml-platform.io/credentials-rotation"
+# The servers' certificate (key ``tls.crt``, ``tls.key``, ``ca.crt``) and, in each client namespace, the CA
+# that signed it (key ``ca.crt``): both created by the operator, like inference's (docs/security.md).
+TLS_SECRET = "registry-tls"
+TLS_SECRET_DIR = "/var/run/secrets/registry-tls"
+CA_SECRET = "registry-ca"
 SQLITE_MOUNT = "/var/lib/registry"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 # Pod annotations declaring each peer as ``<network>:<port>``: the reachability judge's contract
@@ -86,10 +99,16 @@ POSTGRES_WORKERS = 2
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
-def tracking_uri(namespace: str = WORKLOAD_IDENTITIES["registry"].namespace) -> str:
+def tracking_uri(namespace: str = WORKLOAD_IDENTITIES["registry"].namespace, tls: bool = False) -> str:
     """The registry Service's in-cluster URL: what training and inference pods get as
-    ``MLFLOW_TRACKING_URI``."""
-    return f"http://{NAME}.{namespace}.svc.cluster.local:{PORT}"
+    ``MLFLOW_TRACKING_URI``; its host is a name the servers' certificate carries (``service_names``)."""
+    return f"{'https' if tls else 'http'}://{service_names(namespace)[-1]}:{PORT}"
+
+
+def service_names(namespace: str) -> tuple[str, str]:
+    """The Service's DNS names: the ones its certificate must carry and its Host headers may name."""
+    service = f"{NAME}.{namespace}.svc"
+    return service, f"{service}.cluster.local"
 
 
 def allowed_hosts(namespace: str) -> str:
@@ -97,8 +116,7 @@ def allowed_hosts(namespace: str) -> str:
     addresses the kubelet's probes use. MLflow 3.17 refuses any other Host header, and its default list
     (localhost and private addresses, mlflow/utils/cli_args.py ``--allowed-hosts``) lacks the Service's
     DNS name, so in-cluster clients would get 403 without this."""
-    service = f"{NAME}.{namespace}.svc"
-    names = [service, f"{service}.cluster.local"]
+    names = list(service_names(namespace))
     private = ["10.*", "192.168.*", *(f"172.{n}.*" for n in range(16, 32))]
     return ",".join([*names, *(f"{n}:*" for n in names), *private, "localhost:*"])
 
@@ -161,6 +179,11 @@ class RegistrySpec:
     users: tuple[RegistryUser, ...] = ()
     passwords: Mapping[str, object] = field(default_factory=dict)
     credentials_rotation: int = 1
+    tls: bool = False
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
 
     def __post_init__(self) -> None:
         problems = []
@@ -235,6 +258,8 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
         ]
     if spec.auth and server:
         env.append({"name": "REGISTRY_ADMIN_SECRET_DIR", "value": ADMIN_SECRET_DIR})
+    if spec.tls and server:
+        env.append({"name": "REGISTRY_TLS_DIR", "value": TLS_SECRET_DIR})
     if spec.users and server:
         env += [
             {"name": "REGISTRY_USERS", "value": _users_json(spec.users)},
@@ -265,6 +290,9 @@ def _volumes(spec: RegistrySpec, server: bool) -> tuple[list[Object], list[Objec
     if spec.auth and server:
         volumes.append({"name": "admin", "secret": {"secretName": ADMIN_SECRET, "defaultMode": 0o440}})
         mounts.append({"name": "admin", "mountPath": ADMIN_SECRET_DIR, "readOnly": True})
+    if spec.tls and server:
+        volumes.append({"name": "tls", "secret": {"secretName": TLS_SECRET, "defaultMode": 0o440}})
+        mounts.append({"name": "tls", "mountPath": TLS_SECRET_DIR, "readOnly": True})
     if spec.users and server:
         volumes.append({"name": "users", "secret": {"secretName": USERS_SECRET, "defaultMode": 0o440}})
         mounts.append({"name": "users", "mountPath": USERS_SECRET_DIR, "readOnly": True})
@@ -288,11 +316,11 @@ def _container(spec: RegistrySpec, name: str, mode: str, mounts: list[Object]) -
     )
 
 
-def _probe(period: int, failures: int) -> Object:
+def _probe(spec: RegistrySpec, period: int, failures: int) -> Object:
     # /health answers without credentials under basic-auth (mlflow/server/auth/__init__.py
     # ``_UNPROTECTED_PATH_PREFIXES``).
     return {
-        "httpGet": {"path": "/health", "port": "http", "scheme": "HTTP"},
+        "httpGet": {"path": "/health", "port": spec.scheme, "scheme": spec.scheme.upper()},
         "periodSeconds": period,
         "timeoutSeconds": 3,
         "failureThreshold": failures,
@@ -391,10 +419,10 @@ def _deployment(spec: RegistrySpec) -> Object:
     volumes, mounts = _volumes(spec, server=True)
     server = _container(spec, "server", "server", mounts)
     server |= {
-        "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
-        "startupProbe": _probe(period=5, failures=60),
-        "livenessProbe": _probe(period=15, failures=4),
-        "readinessProbe": _probe(period=5, failures=3),
+        "ports": [{"name": spec.scheme, "containerPort": PORT, "protocol": "TCP"}],
+        "startupProbe": _probe(spec, period=5, failures=60),
+        "livenessProbe": _probe(spec, period=15, failures=4),
+        "readinessProbe": _probe(spec, period=5, failures=3),
     }
     selector = _server_selector()
     # SQLite: the old pod is gone before the new one opens the database (one process at a time).
@@ -435,7 +463,7 @@ def _service(spec: RegistrySpec) -> Object:
         "spec": {
             "type": "ClusterIP",
             "selector": _server_selector(),
-            "ports": [{"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}],
+            "ports": [{"name": spec.scheme, "port": PORT, "targetPort": spec.scheme, "protocol": "TCP"}],
         },
     }
 

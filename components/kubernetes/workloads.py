@@ -22,6 +22,7 @@ from components.images import WorkloadImages
 from components.kubernetes import kueue, monitoring
 from components.kubernetes.objects import Object
 from components.kubernetes.registry import (
+    CA_SECRET,
     CLIENT_SECRET,
     ROLLOUT_SECRET,
     Permission,
@@ -103,12 +104,17 @@ def training_spec(
 
 def _registry_caller(config: PlatformConfig) -> dict[str, Any]:
     """What a caller of the stack's registry gets: its in-cluster URI and, with basic-auth on, the
-    namespace's ``registry-client`` Secret (docs/registry.md, "Access"); nothing without a registry.
+    namespace's ``registry-client`` Secret (docs/registry.md, "Access"), with TLS on the ``registry-ca``
+    Secret it verifies the servers against (docs/security.md); nothing without a registry.
     (Egress to it is the registry's own ``allow-registry`` policy in each client namespace.)"""
     registry = config.workloads.registry
     if not registry.enabled:
         return {}
-    return {"registry_uri": tracking_uri(), "registry_secret": CLIENT_SECRET if registry.auth else None}
+    return {
+        "registry_uri": tracking_uri(tls=registry.tls),
+        "registry_secret": CLIENT_SECRET if registry.auth else None,
+        "registry_ca_secret": CA_SECRET if registry.tls else None,
+    }
 
 
 # Nodes the fabric test spans: two are the smallest group whose all-reduce crosses the fabric.
@@ -279,6 +285,7 @@ def registry_spec(
         users=registry_users(config),
         passwords=passwords,
         credentials_rotation=registry.credentials_rotation,
+        tls=registry.tls,
     )
 
 

@@ -44,7 +44,14 @@ from components.kubernetes.objects import (
 from workloads.artifacts import model_version_dir
 from workloads.inference.config import ENV_PREFIX
 from workloads.registry.client import TRACKING_URI_ENV, ModelRef
-from workloads.registry.k8s import credential_env, credential_mount, credential_volume
+from workloads.registry.k8s import (
+    ca_env,
+    ca_mount,
+    ca_volume,
+    credential_env,
+    credential_mount,
+    credential_volume,
+)
 from workloads.registry.rollout import CHAMPION
 
 Object = dict[str, Any]
@@ -192,6 +199,9 @@ class InferenceServiceSpec:
     # docstring); ``registry_secret`` the Secret with the registry user's name and password (basic-auth).
     registry_uri: object | None = None
     registry_secret: str | None = None
+    # The Secret with the CA the registry's certificate is verified against (an https registry_uri), for
+    # the servers and the rollout Job alike.
+    registry_ca_secret: str | None = None
     # The model cache's size (emptyDir ``sizeLimit``) and how often the alias is checked.
     model_cache_size: str = "1Gi"
     poll_interval_s: int = 30
@@ -256,6 +266,8 @@ def _model_source_problems(spec: InferenceServiceSpec) -> list[str]:
     problems = []
     if spec.registry_secret is not None:
         problems.append("registry_secret needs registry_uri")
+    if spec.registry_ca_secret is not None:
+        problems.append("registry_ca_secret needs registry_uri")
     if spec.model_version is None or spec.model_volume is None or len(spec.model_volume) != 1:
         problems.append(
             "without registry_uri: model_version, and model_volume as one Kubernetes volume source, "
@@ -324,6 +336,8 @@ def _registry_env(spec: InferenceServiceSpec) -> list[Object]:
     env: dict[str, object] = {TRACKING_URI_ENV: spec.registry_uri, "TMPDIR": str(MODEL_CACHE_DIR)}
     if spec.registry_secret is not None:
         env |= credential_env()
+    if spec.registry_ca_secret is not None:
+        env |= ca_env()
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
@@ -364,6 +378,9 @@ def _volumes(spec: InferenceServiceSpec) -> tuple[list[Object], list[Object]]:
     if spec.registry_secret is not None:
         volumes.append(credential_volume(spec.registry_secret))
         mounts.append(credential_mount())
+    if spec.registry_ca_secret is not None:
+        volumes.append(ca_volume(spec.registry_ca_secret))
+        mounts.append(ca_mount())
     for name, secret in (("auth", spec.auth_secret), ("tls", spec.tls_secret)):
         if secret is not None:
             volumes.append({"name": name, "secret": {"secretName": secret, "defaultMode": 0o440}})
@@ -596,6 +613,8 @@ def _rollout_env(spec: InferenceServiceSpec, rollout: RolloutJob) -> list[Object
     }
     if rollout.registry_secret is not None:
         env |= credential_env()
+    if spec.registry_ca_secret is not None:
+        env |= ca_env()
     if spec.auth_secret is not None:
         env[ROLLOUT_TOKEN_FILE_ENV] = str(SECRETS_DIR / "auth" / "token")
     if spec.tls:
@@ -614,6 +633,9 @@ def _rollout_volumes(spec: InferenceServiceSpec, rollout: RolloutJob) -> tuple[l
     if rollout.registry_secret is not None:
         volumes.append(credential_volume(rollout.registry_secret))
         mounts.append(credential_mount())
+    if spec.registry_ca_secret is not None:
+        volumes.append(ca_volume(spec.registry_ca_secret))
+        mounts.append(ca_mount())
     secrets = (("auth", spec.auth_secret), ("ca", rollout.ca_secret if spec.tls else None))
     for name, secret in secrets:
         if secret is not None:
