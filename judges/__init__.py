@@ -20,6 +20,7 @@ from judges.pod_security import judge_pod_security
 from judges.reachability import CONTROL_PLANE_NETWORK, judge_reachability
 from judges.runtime import judge_rendezvous
 from judges.storage import judge_shared_volume_owners
+from judges.transport import judge_transport
 from judges.webhooks import judge_hook_jobs
 
 
@@ -27,9 +28,9 @@ def judge_all(
     objects: Sequence[Mapping[str, Any]], cluster_network: str = CONTROL_PLANE_NETWORK
 ) -> list[Finding]:
     """What ``mlplatform check`` runs: CEL, reachability, Pod Security, LimitRange defaults, shared-volume
-    owners, hook Jobs against fail-closed Job webhooks, the rendezvous timeouts and disruption budgets
+    owners, hook Jobs against fail-closed Job webhooks, the rendezvous timeouts, disruption budgets
     over pods without a scale (the exit-code judge, ``judges.runtime.judge_exit_codes``, runs torchrun,
-    so the suite runs it)."""
+    so the suite runs it), and each contract flow's transport (TLS or a named exception)."""
     return [
         *judge_cel(objects),
         *judge_reachability(objects, cluster_network),
@@ -39,6 +40,7 @@ def judge_all(
         *judge_hook_jobs(objects),
         *judge_rendezvous(objects),
         *judge_disruption_budgets(objects),
+        *judge_transport(objects, cluster_network),
     ]
 
 
