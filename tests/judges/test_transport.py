@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from judges import judge_all
 from judges.transport import EXCEPTIONS, PLAINTEXT, judge_transport, transport_table
 
 from .conftest import Judged
@@ -57,6 +58,8 @@ def test_a_planted_plaintext_registry_is_a_mandatory_finding(judged: Callable[[s
     ]
     assert findings[0].message.startswith("port 5000 is plaintext and no exception covers it (")
     assert "calls the model registry" in findings[0].message
+    # What `mlplatform check` runs (mlplatform/judging.py): the same mandatory finding fails it.
+    assert findings[0] in judge_all(_plaintext_registry(stack.objects), stack.network)
 
 
 def test_an_smb_stack_serving_http_is_advisory_only(judged: Callable[[str], Judged]) -> None:
