@@ -156,11 +156,8 @@ def _ca_mounted(pod: dict[str, Any]) -> bool:
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["name"]: m for c in pod["containers"] for m in c["volumeMounts"]}
     secret = volumes.get("registry-ca", {}).get("secret", {}).get("secretName")
-    return secret == CA_SECRET and mounts["registry-ca"] == {
-        "name": "registry-ca",
-        "mountPath": "/var/run/secrets/registry-ca",
-        "readOnly": True,
-    }
+    mount = {"name": "registry-ca", "mountPath": "/var/run/secrets/registry-ca", "readOnly": True}
+    return bool(secret == CA_SECRET and mounts["registry-ca"] == mount)
 
 
 @pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod"])
