@@ -56,6 +56,8 @@ from workloads.registry.server.launch import (
 
 from .conftest import ADMIN_PASSWORD, MLFLOW
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[3]
 SERVER_DIR = REPO / "workloads" / "registry" / "server"
 MODEL = "tls-model"
