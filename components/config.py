@@ -538,6 +538,11 @@ class RegistryWorkloadConfig(_Model):
     # HTTPS, TLS 1.3 only, with the certificate of Secret registry-tls; callers verify it against the CA
     # of Secret registry-ca in their namespace (docs/security.md). The enterprise presets turn it on.
     tls: bool = False
+    # The lifetimes of the stack's registry CA and of the servers' certificate it signs, each re-issued
+    # by a `pulumi up` near its end (components/kubernetes/certificates.py; docs/registry.md, "TLS").
+    # At most a year for the certificate: a short life bounds how long a leaked key serves an impostor.
+    tls_ca_validity_days: int = Field(default=1825, ge=1, le=3650)
+    tls_certificate_validity_days: int = Field(default=90, ge=1, le=365)
 
 
 class FabricTestConfig(_Model):
@@ -1093,6 +1098,12 @@ def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield (
             f"{key}.tls",
             "an enterprise registry serves TLS 1.3 only (docs/security.md): remove the key or set true",
+        )
+    if registry.tls_ca_validity_days <= 2 * registry.tls_certificate_validity_days:
+        yield (
+            f"{key}.tlsCaValidityDays",
+            "the CA is re-issued one certificate lifetime before its end: it must outlive two "
+            f"certificates (more than {2 * registry.tls_certificate_validity_days} days)",
         )
     if not managed_registry_database(config.tier, config.cloud):
         if config.shared_storage is SharedStorageKind.NONE:

@@ -31,6 +31,7 @@ from components.kubernetes.addons import (
     nic_cluster_policy,
     operator_namespaces,
 )
+from components.kubernetes.certificates import registry_certificate
 from components.kubernetes.objects import Object, apply_objects
 from components.kubernetes.storage import (
     preparation_namespace,
@@ -69,7 +70,13 @@ class KubernetesLayer(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        workloads = workload_objects(handle, config, images, self._registry_passwords(config))
+        registry = config.workloads.registry
+        certificate = (
+            registry_certificate(name, WORKLOAD_IDENTITIES["registry"].namespace, registry, self)
+            if registry.enabled and registry.tls
+            else None
+        )
+        workloads = workload_objects(handle, config, images, self._registry_passwords(config), certificate)
         specs = tenancy_specs(handle, config, workloads)
         namespaces = self._apply([o for spec in specs for o in namespace_objects(spec)])
         if any(POD_SECURITY_EXCEPTION_LABEL in spec.labels for spec in specs):
@@ -119,7 +126,8 @@ class KubernetesLayer(pulumi.ComponentResource):
         )
         ready = [*namespaces, *identities, *volumes, *queues]
         if workloads.registry is not None:
-            # The callers' registry credentials, before any pod that mounts them.
+            # The callers' registry credentials and CA, and the servers' certificate, before any pod
+            # that mounts them.
             ready += self._apply(workloads.registry.secrets, namespaces)
         gates = self._apply(workloads.gates, ready)
         # Only the training run waits for the fabric gates; serving does not (a slow or failed GPU gate

@@ -14,6 +14,8 @@ emptyDir), no capabilities, no privilege escalation, seccomp RuntimeDefault, no 
 TLS (issue 35, ``tls``): the servers serve HTTPS, TLS 1.3 only, with the certificate and key of the Secret
 ``registry-tls`` (``tls.crt``, ``tls.key`` and the signing CA's ``ca.crt``; workloads/registry/server/
 launch.py), whose names are the Service's DNS names and ``localhost`` (the launcher's own calls); the
+stack issues and renews it from its own CA (components/kubernetes/certificates.py, ``RegistryCertificate``)
+and the servers' pods carry its SHA-256 (``CERTIFICATE_ANNOTATION``), so a new certificate rolls them; the
 probes use HTTPS (the kubelet does not verify a probe's certificate: Kubernetes docs, "Configure
 Liveness, Readiness and Startup Probes", ``scheme``); every caller verifies the certificate and its name
 against the CA of the Secret ``registry-ca`` in its own namespace (key ``ca.crt``,
@@ -84,10 +86,12 @@ USERS_SECRET_DIR = "/var/run/secrets/registry-users"
 # A new value rolls the servers, whose launcher then sets the rotated passwords (users/update-password).
 ROTATION_ANNOTATION = "ml-platform.io/credentials-rotation"
 # The servers' certificate (key ``tls.crt``, ``tls.key``, ``ca.crt``) and, in each client namespace, the CA
-# that signed it (key ``ca.crt``): both created by the operator, like inference's (docs/security.md).
+# that signed it (key ``ca.crt``): both made by the stack from ``RegistrySpec.certificate``.
 TLS_SECRET = "registry-tls"
 TLS_SECRET_DIR = "/var/run/secrets/registry-tls"
 CA_SECRET = "registry-ca"
+# The servers' certificate's SHA-256: uvicorn loads the certificate once, so a new one rolls the servers.
+CERTIFICATE_ANNOTATION = "ml-platform.io/tls-certificate-sha256"
 SQLITE_MOUNT = "/var/lib/registry"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 # Pod annotations declaring each peer as ``<network>:<port>``: the reachability judge's contract
@@ -109,6 +113,12 @@ def service_names(namespace: str) -> tuple[str, str]:
     """The Service's DNS names: the ones its certificate must carry and its Host headers may name."""
     service = f"{NAME}.{namespace}.svc"
     return service, f"{service}.cluster.local"
+
+
+def certificate_names(namespace: str) -> tuple[str, ...]:
+    """The names the servers' certificate carries: the Service's, and ``localhost`` (the launcher's own
+    calls, and a workstation's port-forward)."""
+    return (*service_names(namespace), "localhost")
 
 
 def allowed_hosts(namespace: str) -> str:
@@ -141,6 +151,17 @@ class RegistryUser:
     secret: str = CLIENT_SECRET
     grants: tuple[tuple[str, Permission], ...] = ()
     experiments: tuple[tuple[str, Permission], ...] = ()
+
+
+@dataclass(frozen=True)
+class RegistryCertificate:
+    """The servers' certificate as the stack issued it: PEM strings, or deploy-time values resolving to
+    them (the key a secret one), and the certificate's SHA-256 (hex) the servers' pods carry."""
+
+    ca_pem: object
+    cert_pem: object
+    key_pem: object
+    sha256: object
 
 
 @dataclass(frozen=True)
@@ -180,6 +201,8 @@ class RegistrySpec:
     passwords: Mapping[str, object] = field(default_factory=dict)
     credentials_rotation: int = 1
     tls: bool = False
+    # With TLS: the certificate the servers serve and whose CA every client namespace gets.
+    certificate: RegistryCertificate | None = None
 
     @property
     def scheme(self) -> str:
@@ -191,6 +214,8 @@ class RegistrySpec:
             problems.append("users need basic-auth (auth)")
         if {u.username for u in self.users} != set(self.passwords):
             problems.append("a password for each user, and for no one else")
+        if self.tls != (self.certificate is not None):
+            problems.append("a certificate exactly when tls is on")
         if (self.database is None) == (self.store_claim is None):
             problems.append("exactly one of database and store_claim (SQLite on the shared file system)")
         if self.database is None and self.replicas != 1:
@@ -358,17 +383,39 @@ def _server_pod_metadata(spec: RegistrySpec) -> Object:
             **metadata.get("annotations", {}),
             ROTATION_ANNOTATION: str(spec.credentials_rotation),
         }
+    if spec.certificate is not None:
+        metadata["annotations"] = {
+            **metadata.get("annotations", {}),
+            CERTIFICATE_ANNOTATION: spec.certificate.sha256,
+        }
     return metadata
 
 
-def _secret(spec: RegistrySpec, name: str, namespace: str, data: Mapping[str, object]) -> Object:
+def _secret(
+    spec: RegistrySpec, name: str, namespace: str, data: Mapping[str, object], kind: str = "Opaque"
+) -> Object:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": _metadata(spec, name, namespace),
-        "type": "Opaque",
+        "type": kind,
         "stringData": dict(data),
     }
+
+
+def tls_secrets(spec: RegistrySpec) -> list[Object]:
+    """With TLS: ``registry-tls`` for the servers (a ``kubernetes.io/tls`` Secret: ``tls.crt``, ``tls.key``,
+    and the CA's ``ca.crt`` for the launcher's own calls) and ``registry-ca`` (``ca.crt``) in each client
+    namespace, which its callers mount and verify the servers against."""
+    certificate = spec.certificate
+    if certificate is None:
+        return []
+    ca = {"ca.crt": certificate.ca_pem}
+    served = {"tls.crt": certificate.cert_pem, "tls.key": certificate.key_pem, **ca}
+    return [
+        _secret(spec, TLS_SECRET, spec.namespace, served, "kubernetes.io/tls"),
+        *(_secret(spec, CA_SECRET, ns, ca) for ns in spec.client_namespaces),
+    ]
 
 
 def credential_secrets(spec: RegistrySpec) -> list[Object]:
@@ -535,7 +582,8 @@ def _client_egress(spec: RegistrySpec, namespace: str) -> Object:
 class RegistryObjects:
     """The registry's objects in the order ``pulumi up`` applies them: the migration Job (awaited) after
     ``before``, then ``after`` (the Deployment never starts on an old schema). ``secrets`` (the users'
-    credentials) go first, before any caller's pod mounts one."""
+    credentials, the certificate and its CA) go first, after their namespaces and before any pod mounts
+    one."""
 
     before: list[Object]
     migration: Object
@@ -545,7 +593,7 @@ class RegistryObjects:
 
 def registry_objects(spec: RegistrySpec) -> RegistryObjects:
     return RegistryObjects(
-        secrets=credential_secrets(spec),
+        secrets=[*credential_secrets(spec), *tls_secrets(spec)],
         before=[
             service_account(_metadata(spec, spec.service_account), spec.service_account_annotations),
             _network_policy(spec),

@@ -26,6 +26,7 @@ from components.kubernetes.registry import (
     CLIENT_SECRET,
     ROLLOUT_SECRET,
     Permission,
+    RegistryCertificate,
     RegistryObjects,
     RegistrySpec,
     RegistryUser,
@@ -259,6 +260,7 @@ def registry_spec(
     config: PlatformConfig,
     images: WorkloadImages,
     passwords: Mapping[str, object],
+    certificate: RegistryCertificate | None = None,
 ) -> RegistrySpec:
     backend, registry = handle.registry_backend, config.workloads.registry
     if backend is None:
@@ -286,6 +288,7 @@ def registry_spec(
         passwords=passwords,
         credentials_rotation=registry.credentials_rotation,
         tls=registry.tls,
+        certificate=certificate,
     )
 
 
@@ -305,8 +308,10 @@ def workload_objects(
     config: PlatformConfig,
     images: WorkloadImages,
     registry_passwords: Mapping[str, object] | None = None,
+    registry_certificate: RegistryCertificate | None = None,
 ) -> WorkloadObjects:
-    """``registry_passwords``: each of ``registry_users(config)``'s password (the layer generates them)."""
+    """``registry_passwords``: each of ``registry_users(config)``'s password; ``registry_certificate``:
+    with registry TLS, the servers' certificate (the layer generates both)."""
     result = WorkloadObjects()
     training, inference = config.workloads.training, config.workloads.inference
     # Config validation guarantees shared storage wherever a workload is enabled.
@@ -331,7 +336,7 @@ def workload_objects(
         )
         result.alert_rules["inference"] = monitoring.inference_rules(inference.drift_threshold)
     if config.workloads.registry.enabled:
-        registry = registry_spec(handle, config, images, registry_passwords or {})
+        registry = registry_spec(handle, config, images, registry_passwords or {}, registry_certificate)
         result.registry = registry_objects(registry)
         if registry.store_claim is not None:
             result.claims.append(VolumeClaim(registry.namespace, registry.store_claim, read_only=False))
