@@ -5,8 +5,10 @@ The server is started as the Deployment starts it (workloads/registry/server/lau
 with the launcher's ``tls_options`` (uvicorn's ``--ssl-certfile``/``--ssl-keyfile`` through
 ``--uvicorn-opts``), the image's ``sitecustomize`` on the path (``install_tls13_floor`` in every server
 process), and the launcher as its parent bootstrapping the callers' users over ``https://localhost``
-verified against ``ca.crt``. The certificate names what the Deployment's certificate names: the Service's
-DNS names and ``localhost``.
+verified against ``ca.crt``. The certificates are made as the stack makes them
+(components/kubernetes/certificates.py): ECDSA P-256 keys, the server's key in SEC1 ``EC PRIVATE KEY`` PEM
+as pulumi-tls writes it, a CA for signing, and a server certificate for ``server_auth`` naming
+``certificate_names``: the Service's DNS names and ``localhost``.
 
 Then, with verification on (``MLFLOW_TRACKING_SERVER_CERT_PATH``, the variable MLflow's own client reads:
 mlflow/environment_variables.py 3.17.2): training's registration (``TrainingRun.open`` / ``register``),
@@ -39,7 +41,7 @@ from cryptography.x509.oid import NameOID
 from typer.testing import CliRunner
 
 from components.handle import WORKLOAD_IDENTITIES
-from components.kubernetes.registry import allowed_hosts, service_names
+from components.kubernetes.registry import allowed_hosts, certificate_names
 from mlplatform.cli import app
 from tests.workloads.inference.serving import free_port
 from workloads.artifacts import DatasetInfo, ModelMetadata, load_metadata, write_metadata
@@ -91,7 +93,7 @@ def _ca(directory: Path, common: str) -> tuple[ec.EllipticCurvePrivateKey, x509.
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+            x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
         )
         .sign(key, hashes.SHA256())
     )
@@ -101,12 +103,11 @@ def _ca(directory: Path, common: str) -> tuple[ec.EllipticCurvePrivateKey, x509.
 
 
 def _server_cert(directory: Path, ca: tuple[ec.EllipticCurvePrivateKey, x509.Certificate]) -> None:
-    """What the registry's certificate names: the Service and ``localhost`` (the launcher's own calls)."""
+    """What the registry's certificate names and allows: the Service and ``localhost`` (the launcher's own
+    calls), server authentication with a digital signature."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
-    names = [
-        x509.DNSName(n) for n in (*service_names(WORKLOAD_IDENTITIES["registry"].namespace), "localhost")
-    ]
+    names = [x509.DNSName(n) for n in certificate_names(WORKLOAD_IDENTITIES["registry"].namespace)]
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name("registry"))
@@ -117,12 +118,17 @@ def _server_cert(directory: Path, ca: tuple[ec.EllipticCurvePrivateKey, x509.Cer
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True
+        )
         .sign(ca[0], hashes.SHA256())
     )
     (directory / CERT_FILE).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     (directory / KEY_FILE).write_bytes(
         key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
         )
     )
 
