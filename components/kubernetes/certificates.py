@@ -39,7 +39,7 @@ def registry_certificate(
     name: str, namespace: str, registry: RegistryWorkloadConfig, parent: pulumi.Resource
 ) -> RegistryCertificate:
     """The CA and the servers' certificate for the registry Service in ``namespace``; every PEM a
-    Pulumi secret (the Secrets' values), the certificate's SHA-256 not (the servers' pod annotation)."""
+    Pulumi secret (the Secrets' values), their SHA-256s not (pod annotations)."""
     opts = pulumi.ResourceOptions(parent=parent)
     ca_key = tls.PrivateKey(f"{name}-registry-ca", algorithm=ALGORITHM, ecdsa_curve=CURVE, opts=opts)
     ca_hours, cert_hours = (
@@ -78,9 +78,14 @@ def registry_certificate(
         early_renewal_hours=cert_hours // 3,
         opts=opts,
     )
+
+    def sha256(pem: str) -> str:
+        return hashlib.sha256(pem.encode()).hexdigest()
+
     return RegistryCertificate(
         ca_pem=ca.cert_pem.apply(pulumi.Output.secret),
         cert_pem=cert.cert_pem.apply(pulumi.Output.secret),
         key_pem=key.private_key_pem.apply(pulumi.Output.secret),
-        sha256=cert.cert_pem.apply(lambda pem: hashlib.sha256(pem.encode()).hexdigest()),
+        sha256=cert.cert_pem.apply(sha256),
+        ca_sha256=ca.cert_pem.apply(sha256),
     )

@@ -156,12 +156,14 @@ class RegistryUser:
 @dataclass(frozen=True)
 class RegistryCertificate:
     """The servers' certificate as the stack issued it: PEM strings, or deploy-time values resolving to
-    them (the key a secret one), and the certificate's SHA-256 (hex) the servers' pods carry."""
+    them (the key a secret one), and the SHA-256 (hex) of the certificate, which the servers' pods carry,
+    and of the CA's, which long-running callers' pods carry (they load the CA once)."""
 
     ca_pem: object
     cert_pem: object
     key_pem: object
     sha256: object
+    ca_sha256: object
 
 
 @dataclass(frozen=True)

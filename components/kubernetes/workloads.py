@@ -161,8 +161,14 @@ def fabric_test_spec(
 
 
 def inference_spec(
-    handle: ClusterHandle, config: PlatformConfig, inference: InferenceWorkloadConfig, images: WorkloadImages
+    handle: ClusterHandle,
+    config: PlatformConfig,
+    inference: InferenceWorkloadConfig,
+    images: WorkloadImages,
+    registry_certificate: RegistryCertificate | None = None,
 ) -> InferenceServiceSpec:
+    """``registry_certificate``: with registry TLS, the certificate whose CA's SHA-256 the servers carry
+    (they verify the registry with a context made once, so a new CA rolls them)."""
     identity = WORKLOAD_IDENTITIES["inference"]
     assert images.inference is not None, "StackImages gives an enabled inference workload its image"
     following = follows_registry(config)
@@ -194,6 +200,9 @@ def inference_spec(
         poll_interval_s=inference.poll_interval_seconds,
         rollout=rollout_job(config, inference) if following else None,
         **(_registry_caller(config) if following else {}),
+        registry_ca_sha256=(
+            registry_certificate.ca_sha256 if following and registry_certificate is not None else None
+        ),
     )
 
 
@@ -327,7 +336,7 @@ def workload_objects(
         result.service_accounts.append("training")
     if inference is not None and inference.enabled:
         identity = WORKLOAD_IDENTITIES["inference"]
-        spec = inference_spec(handle, config, inference, images)
+        spec = inference_spec(handle, config, inference, images, registry_certificate)
         result.objects += inference_objects(spec)
         if spec.model_volume is not None:
             result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))

@@ -71,6 +71,8 @@ ROLLOUT_COMPONENT = "rollout"
 # (kubernetes.io "CronJob", writing a CronJob spec).
 MAX_CRONJOB_NAME = 52
 INSTANCE_LABEL = "app.kubernetes.io/instance"
+# The registry CA's SHA-256 on the servers' pods (``registry_ca_sha256``): a new CA rolls them.
+REGISTRY_CA_ANNOTATION = "ml-platform.io/registry-ca-sha256"
 SECRETS_DIR = PurePosixPath("/var/run/secrets/ml-platform")
 # kubelet waits this long before SIGTERM, while the endpoint controller takes the pod out of the Service;
 # then the server drains (readiness false, 503 to newcomers, in-flight requests finish).
@@ -202,6 +204,9 @@ class InferenceServiceSpec:
     # The Secret with the CA the registry's certificate is verified against (an https registry_uri), for
     # the servers and the rollout Job alike.
     registry_ca_secret: str | None = None
+    # That CA's SHA-256, on the servers' pods: they verify the registry with a context made once at start
+    # (workloads/registry/client.py), so a new CA rolls them.
+    registry_ca_sha256: object | None = None
     # The model cache's size (emptyDir ``sizeLimit``) and how often the alias is checked.
     model_cache_size: str = "1Gi"
     poll_interval_s: int = 30
@@ -268,6 +273,8 @@ def _model_source_problems(spec: InferenceServiceSpec) -> list[str]:
         problems.append("registry_secret needs registry_uri")
     if spec.registry_ca_secret is not None:
         problems.append("registry_ca_secret needs registry_uri")
+    if spec.registry_ca_sha256 is not None:
+        problems.append("registry_ca_sha256 needs registry_uri")
     if spec.model_version is None or spec.model_volume is None or len(spec.model_volume) != 1:
         problems.append(
             "without registry_uri: model_version, and model_volume as one Kubernetes volume source, "
@@ -458,12 +465,14 @@ def _deployment(spec: InferenceServiceSpec) -> Object:
         "containers": [_container(spec, _served_version(spec), mounts)],
         "volumes": volumes,
     }
-    annotations = {
+    annotations: dict[str, object] = {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(spec.port),
         "prometheus.io/path": "/metrics",
         "prometheus.io/scheme": "https" if spec.tls else "http",
     }
+    if spec.registry_ca_sha256 is not None:
+        annotations[REGISTRY_CA_ANNOTATION] = spec.registry_ca_sha256
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -30,6 +30,7 @@ from mlplatform.graph import is_secret
 from mlplatform.plan import Plan, PlannedResource, resolve_target, run_plan
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import template
+from workloads.inference.k8s import REGISTRY_CA_ANNOTATION
 
 from .test_registry import _spec
 
@@ -110,16 +111,22 @@ def test_the_secrets_are_in_the_namespaces_that_mount_them_with_the_keys_they_re
     assert cas["ml-training"].inputs["stringData"]["ca.crt"] == tls["stringData"]["ca.crt"]
 
 
-def test_the_servers_roll_when_their_certificate_changes(planned: Callable[[str], Plan]) -> None:
+def test_the_servers_roll_on_a_new_certificate_and_inference_on_a_new_ca(
+    planned: Callable[[str], Plan],
+) -> None:
+    """uvicorn loads the certificate once, and the inference servers verify the registry with a context
+    made once at start: each carries the SHA-256 of what it loaded, so a new one rolls it. (The rollout's
+    and training's pods are new for each run, and read the mounted CA then.)"""
     plan = planned(STACK)
-    [deployment] = [
-        o
+    pods = {
+        o["metadata"]["name"]: o["spec"]["template"]["metadata"]["annotations"]
         for o in kubernetes_objects(plan)
-        if o["kind"] == "Deployment" and o["metadata"]["name"] == "registry"
-    ]
-    served = _secrets(plan, TLS_SECRET)["ml-registry"].inputs["stringData"]["tls.crt"]["value"]
-    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
-    assert annotations[CERTIFICATE_ANNOTATION] == hashlib.sha256(served.encode()).hexdigest()
+        if o["kind"] == "Deployment" and o["metadata"]["name"] in ("registry", "inference")
+    }
+    served = _secrets(plan, TLS_SECRET)["ml-registry"].inputs["stringData"]
+    digest = {k: hashlib.sha256(served[k]["value"].encode()).hexdigest() for k in ("tls.crt", "ca.crt")}
+    assert pods["registry"][CERTIFICATE_ANNOTATION] == digest["tls.crt"]
+    assert pods["inference"][REGISTRY_CA_ANNOTATION] == digest["ca.crt"]
 
 
 def test_a_second_plan_with_the_same_inputs_registers_the_same_certificates_and_secrets(
@@ -139,7 +146,7 @@ def test_without_tls_there_are_no_certificates_and_no_ca_secrets(planned: Callab
 
 def test_every_client_namespace_gets_the_ca_and_a_spec_without_a_certificate_is_refused() -> None:
     """Teams' namespaces too: every client namespace's callers mount ``registry-ca``."""
-    certificate = RegistryCertificate("ca-pem", "cert-pem", "key-pem", "digest")
+    certificate = RegistryCertificate("ca-pem", "cert-pem", "key-pem", "digest", "ca-digest")
     clients = ("ml-training", "ml-inference", "team-vision")
     secrets = tls_secrets(_spec(tls=True, certificate=certificate, client_namespaces=clients))
     cas = {s["metadata"]["namespace"]: s["stringData"] for s in secrets if s["metadata"]["name"] == CA_SECRET}
