@@ -396,8 +396,8 @@ _TLS_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 def _pem(label: str, *parts: str) -> str:
     """A PEM block (RFC 7468) whose body is derived from ``parts``: the same inputs, the same block, and
-    new inputs (a new CA, a new request) a new one, as the provider re-issues on replacement. Its shape,
-    not a key or certificate anyone could use."""
+    new ones (a new CA, a new request, a new lifetime) a new one, as the provider re-issues on
+    replacement. Its shape, not a key or certificate anyone could use."""
     body = base64.b64encode(
         b"".join(hashlib.sha256(f"{label}/{i}/{'/'.join(parts)}".encode()).digest() for i in range(6))
     ).decode()
@@ -408,7 +408,11 @@ def _pem(label: str, *parts: str) -> str:
 def _tls_outputs(token: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """pulumi-tls's computed outputs: PEM blocks, stable per logical name and inputs, and a certificate's
     validity window from its ``validityPeriodHours``."""
-    seed = json.dumps(inputs, sort_keys=True, default=str)
+    # A new ``earlyRenewalHours`` is an update in place, not a new certificate
+    # (hashicorp/terraform-provider-tls#34).
+    seed = json.dumps(
+        {k: v for k, v in inputs.items() if k != "earlyRenewalHours"}, sort_keys=True, default=str
+    )
     outputs: dict[str, Any] = {key: _pem(label, token, name, seed) for key, label in _TLS_PEMS[token].items()}
     if "validityPeriodHours" in inputs:
         end = _TLS_EPOCH + timedelta(hours=int(inputs["validityPeriodHours"]))

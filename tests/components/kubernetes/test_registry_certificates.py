@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +30,8 @@ from components.kubernetes.registry import (
 from mlplatform.graph import is_secret
 from mlplatform.plan import Plan, PlannedResource, resolve_target, run_plan
 from mlplatform.report import kubernetes_objects
-from tests.stack_variants import template
+from tests.components.azure.test_azure_day2 import _changes
+from tests.stack_variants import plan_config, template
 from workloads.inference.k8s import REGISTRY_CA_ANNOTATION
 
 from .test_registry import _spec
@@ -166,3 +168,30 @@ def test_a_ca_that_would_not_outlive_two_certificates_is_one_line_naming_the_key
         "re-issued one certificate lifetime before its end: it must outlive two certificates (more than "
         "180 days)"
     )
+
+
+def test_a_shorter_certificate_lifetime_reissues_the_certificate_and_rolls_only_the_registry(
+    planned: Callable[[str], Plan], tmp_path: Path
+) -> None:
+    """Day 2, minimal: a new certificate changes its resource, the Secret holding it and the servers' pod
+    annotation; the CA only updates its renewal window in place (no new CA: hashicorp/terraform-provider-tls
+    #34), so the callers' ``registry-ca`` and the callers' pods stay as they are."""
+    raw = template(STACK)
+    raw[PLATFORM_KEY].setdefault("workloads", {}).setdefault("registry", {})["tlsCertificateValidityDays"] = (
+        60
+    )
+    changed = _changes(planned(STACK), plan_config(raw, tmp_path, STACK))
+    assert {urn.rsplit("::", 1)[1] for urn in changed} == {
+        f"{STACK}-k8s-registry-ca",
+        f"{STACK}-k8s-registry-tls",
+        "secret-ml-registry-registry-tls",
+        "deployment-ml-registry-registry",
+    }
+    [deployment] = [
+        paths for urn, paths in changed.items() if urn.endswith("deployment-ml-registry-registry")
+    ]
+    assert deployment == [f"spec.template.metadata.annotations.{CERTIFICATE_ANNOTATION}"]
+    [ca] = [
+        paths for urn, paths in changed.items() if urn.endswith(f"SelfSignedCert::{STACK}-k8s-registry-ca")
+    ]
+    assert ca == ["earlyRenewalHours"]
