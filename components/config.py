@@ -640,6 +640,14 @@ class RegistryWorkloadConfig(_Model):
     # With basic-auth the stack generates each caller's password; a new value generates new ones and
     # rolls the servers, whose launcher sets them (docs/registry.md, "Access").
     credentials_rotation: int = Field(default=1, ge=1)
+    # HTTPS, TLS 1.3 only, with the certificate of Secret registry-tls; callers verify it against the CA
+    # of Secret registry-ca in their namespace (docs/security.md). The enterprise presets turn it on.
+    tls: bool = False
+    # The lifetimes of the stack's registry CA and of the servers' certificate it signs, each re-issued
+    # by a `pulumi up` near its end (components/kubernetes/certificates.py; docs/registry.md, "TLS").
+    # At most a year for the certificate: a short life bounds how long a leaked key serves an impostor.
+    tls_ca_validity_days: int = Field(default=1825, ge=1, le=3650)
+    tls_certificate_validity_days: int = Field(default=90, ge=1, le=365)
 
 
 class FabricTestConfig(_Model):
@@ -824,7 +832,7 @@ def tier_preset(
     # shared file system it already pays for (one replica), so a model change needs no `pulumi up`.
     # A stack without shared storage (storage.shared: none) gets no SQLite registry unless it asks.
     managed = managed_registry_database(tier, cloud)
-    registry = {"enabled": managed or shared_storage, "replicas": 2 if managed else 1}
+    registry = {"enabled": managed or shared_storage, "replicas": 2 if managed else 1, "tls": enterprise}
     preset["workloads"] = {"registry": registry}
     if with_inference:
         preset["workloads"]["inference"] = {"auth": enterprise, "tls": enterprise}
@@ -1374,6 +1382,17 @@ def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield f"{key}.auth", "an enterprise registry authenticates every caller: remove the key or set true"
     if config.tier is Tier.ENTERPRISE and registry.promotion_approval is False:
         yield f"{key}.promotionApproval", "an enterprise promotion is a change a second person approves"
+    if config.tier is Tier.ENTERPRISE and not registry.tls:
+        yield (
+            f"{key}.tls",
+            "an enterprise registry serves TLS 1.3 only (docs/security.md): remove the key or set true",
+        )
+    if registry.tls_ca_validity_days <= 2 * registry.tls_certificate_validity_days:
+        yield (
+            f"{key}.tlsCaValidityDays",
+            "the CA is re-issued one certificate lifetime before its end: it must outlive two "
+            f"certificates (more than {2 * registry.tls_certificate_validity_days} days)",
+        )
     if not managed_registry_database(config.tier, config.cloud):
         if config.shared_storage is SharedStorageKind.NONE:
             yield key, "without a managed database the registry keeps SQLite on the shared file system"

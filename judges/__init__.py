@@ -27,6 +27,7 @@ from judges import (
     scheduling,
     sqlite,
     storage,
+    transport,
     validation,
     webhooks,
 )
@@ -126,6 +127,12 @@ JUDGES: tuple[Judge, ...] = (
         (sqlite.POLICY,),
         lambda c: sqlite.judge_sqlite_openers(c.objects),
         "a SQLite file has one opener at a time",
+    ),
+    Judge(
+        "transport",
+        (transport.PLAINTEXT,),
+        lambda c: transport.judge_transport(c.objects, c.cluster_network),
+        "each contract flow is TLS or a named exception (the fabric, cluster DNS, metrics scrapes)",
     ),
     Judge(
         "references",

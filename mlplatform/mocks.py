@@ -13,6 +13,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -413,6 +414,47 @@ def _arm_error(status: int, code: str, message: str) -> httpx.Response:
     return httpx.Response(status, json={"error": {"code": code, "message": message}})
 
 
+# pulumi-tls's outputs: which PEM block each resource yields under which output name.
+_TLS_PEMS = {
+    "tls:index/privateKey:PrivateKey": {"privateKeyPem": "EC PRIVATE KEY", "publicKeyPem": "PUBLIC KEY"},
+    "tls:index/certRequest:CertRequest": {"certRequestPem": "CERTIFICATE REQUEST"},
+    "tls:index/selfSignedCert:SelfSignedCert": {"certPem": "CERTIFICATE"},
+    "tls:index/locallySignedCert:LocallySignedCert": {"certPem": "CERTIFICATE"},
+}
+# Where the mock certificates' validity starts: a fixed instant, so that a second plan is the same.
+_TLS_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _pem(label: str, *parts: str) -> str:
+    """A PEM block (RFC 7468) whose body is derived from ``parts``: the same inputs, the same block, and
+    new ones (a new CA, a new request, a new lifetime) a new one, as the provider re-issues on
+    replacement. Its shape, not a key or certificate anyone could use."""
+    body = base64.b64encode(
+        b"".join(hashlib.sha256(f"{label}/{i}/{'/'.join(parts)}".encode()).digest() for i in range(6))
+    ).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    return "\n".join([f"-----BEGIN {label}-----", *lines, f"-----END {label}-----", ""])
+
+
+def _tls_outputs(token: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """pulumi-tls's computed outputs: PEM blocks, stable per logical name and inputs, and a certificate's
+    validity window from its ``validityPeriodHours``."""
+    # A new ``earlyRenewalHours`` is an update in place, not a new certificate
+    # (hashicorp/terraform-provider-tls#34).
+    seed = json.dumps(
+        {k: v for k, v in inputs.items() if k != "earlyRenewalHours"}, sort_keys=True, default=str
+    )
+    outputs: dict[str, Any] = {key: _pem(label, token, name, seed) for key, label in _TLS_PEMS[token].items()}
+    if "validityPeriodHours" in inputs:
+        end = _TLS_EPOCH + timedelta(hours=int(inputs["validityPeriodHours"]))
+        outputs |= {
+            "validityStartTime": _TLS_EPOCH.isoformat().replace("+00:00", "Z"),
+            "validityEndTime": end.isoformat().replace("+00:00", "Z"),
+            "readyForRenewal": False,
+        }
+    return outputs
+
+
 class PlanMocks(pulumi.runtime.Mocks):
     """Engine answers for every resource and invoke, from the stack's provider configuration."""
 
@@ -454,6 +496,8 @@ class PlanMocks(pulumi.runtime.Mocks):
             # ``byte_length`` random bytes as lowercase hex (pulumi-random RandomId), stable per name.
             digits = 2 * int(inputs["byteLength"])
             return f"{name}-id", {**inputs, "hex": _short_hash(token, name).ljust(digits, "0")[:digits]}
+        if token.startswith("tls:"):
+            return f"{name}-id", {**inputs, **_tls_outputs(token, name, inputs)}
         if token == "random:index/randomPassword:RandomPassword":
             # Letters and digits of the asked length, stable per logical name (a placeholder, not a secret).
             length = int(inputs["length"])

@@ -31,6 +31,7 @@ from components.kubernetes.addons import (
     nic_cluster_policy,
     operator_namespaces,
 )
+from components.kubernetes.certificates import registry_certificate
 from components.kubernetes.objects import Object, apply_objects
 from components.kubernetes.storage import (
     preparation_namespace,
@@ -69,8 +70,19 @@ class KubernetesLayer(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        registry = config.workloads.registry
+        certificate = (
+            registry_certificate(name, WORKLOAD_IDENTITIES["registry"].namespace, registry, self)
+            if registry.enabled and registry.tls
+            else None
+        )
         workloads = workload_objects(
-            handle, config, images, self._registry_passwords(config), self._registry_admin(config)
+            handle,
+            config,
+            images,
+            self._registry_passwords(config),
+            self._registry_admin(config),
+            certificate,
         )
         specs = tenancy_specs(handle, config, workloads)
         namespaces = self._apply([o for spec in specs for o in namespace_objects(spec)])
@@ -121,7 +133,8 @@ class KubernetesLayer(pulumi.ComponentResource):
         )
         ready = [*namespaces, *identities, *volumes, *queues]
         if workloads.registry is not None:
-            # The callers' registry credentials, before any pod that mounts them.
+            # The callers' registry credentials and CA, and the servers' certificate, before any pod
+            # that mounts them.
             ready += self._apply(workloads.registry.secrets, namespaces)
             if workloads.registry.admin is not None:
                 # Its values are the stack's at creation only: the admin rotation (docs/registry.md)

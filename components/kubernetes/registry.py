@@ -11,6 +11,16 @@ namespace an egress policy to the registry (those namespaces deny egress by defa
 Pods are Pod Security "restricted": non-root high UID, read-only root file system (``/tmp`` an
 emptyDir), no capabilities, no privilege escalation, seccomp RuntimeDefault, no API token.
 
+TLS (issue 35, ``tls``): the servers serve HTTPS, TLS 1.3 only, with the certificate and key of the Secret
+``registry-tls`` (``tls.crt``, ``tls.key`` and the signing CA's ``ca.crt``; workloads/registry/server/
+launch.py), whose names are the Service's DNS names and ``localhost`` (the launcher's own calls); the
+stack issues and renews it from its own CA (components/kubernetes/certificates.py, ``RegistryCertificate``)
+and the servers' pods carry its SHA-256 (``CERTIFICATE_ANNOTATION``), so a new certificate rolls them; the
+probes use HTTPS (the kubelet does not verify a probe's certificate: Kubernetes docs, "Configure
+Liveness, Readiness and Startup Probes", ``scheme``); every caller verifies the certificate and its name
+against the CA of the Secret ``registry-ca`` in its own namespace (key ``ca.crt``,
+workloads/registry/k8s.py).
+
 Authentication (issue 28: no anonymous access on enterprise): MLflow's own basic-auth app
 (``--app-name basic-auth``), every request needs a user's password (MLflow docs, "Authentication with
 Username and Password"); users and their per-model permissions live in the registry's database, so
@@ -81,6 +91,13 @@ USERS_SECRET = "registry-users"
 USERS_SECRET_DIR = "/var/run/secrets/registry-users"
 # A new value rolls the servers, whose launcher then sets the rotated passwords (users/update-password).
 ROTATION_ANNOTATION = "ml-platform.io/credentials-rotation"
+# The servers' certificate (key ``tls.crt``, ``tls.key``, ``ca.crt``) and, in each client namespace, the CA
+# that signed it (key ``ca.crt``): both made by the stack from ``RegistrySpec.certificate``.
+TLS_SECRET = "registry-tls"
+TLS_SECRET_DIR = "/var/run/secrets/registry-tls"
+CA_SECRET = "registry-ca"
+# The servers' certificate's SHA-256: uvicorn loads the certificate once, so a new one rolls the servers.
+CERTIFICATE_ANNOTATION = "ml-platform.io/tls-certificate-sha256"
 SQLITE_MOUNT = "/var/lib/registry"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 # Pod annotations declaring each peer as ``<network>:<port>``: the reachability judge's contract
@@ -92,10 +109,22 @@ POSTGRES_WORKERS = 2
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
-def tracking_uri(namespace: str = WORKLOAD_IDENTITIES["registry"].namespace) -> str:
+def tracking_uri(namespace: str = WORKLOAD_IDENTITIES["registry"].namespace, tls: bool = False) -> str:
     """The registry Service's in-cluster URL: what training and inference pods get as
-    ``MLFLOW_TRACKING_URI``."""
-    return f"http://{NAME}.{namespace}.svc.cluster.local:{PORT}"
+    ``MLFLOW_TRACKING_URI``; its host is a name the servers' certificate carries (``service_names``)."""
+    return f"{'https' if tls else 'http'}://{service_names(namespace)[-1]}:{PORT}"
+
+
+def service_names(namespace: str) -> tuple[str, str]:
+    """The Service's DNS names: the ones its certificate must carry and its Host headers may name."""
+    service = f"{NAME}.{namespace}.svc"
+    return service, f"{service}.cluster.local"
+
+
+def certificate_names(namespace: str) -> tuple[str, ...]:
+    """The names the servers' certificate carries: the Service's, and ``localhost`` (the launcher's own
+    calls, and a workstation's port-forward)."""
+    return (*service_names(namespace), "localhost")
 
 
 def allowed_hosts(namespace: str) -> str:
@@ -103,8 +132,7 @@ def allowed_hosts(namespace: str) -> str:
     addresses the kubelet's probes use. MLflow 3.17 refuses any other Host header, and its default list
     (localhost and private addresses, mlflow/utils/cli_args.py ``--allowed-hosts``) lacks the Service's
     DNS name, so in-cluster clients would get 403 without this."""
-    service = f"{NAME}.{namespace}.svc"
-    names = [service, f"{service}.cluster.local"]
+    names = list(service_names(namespace))
     private = ["10.*", "192.168.*", *(f"172.{n}.*" for n in range(16, 32))]
     return ",".join([*names, *(f"{n}:*" for n in names), *private, "localhost:*"])
 
@@ -129,6 +157,19 @@ class RegistryUser:
     secret: str = CLIENT_SECRET
     grants: tuple[tuple[str, Permission], ...] = ()
     experiments: tuple[tuple[str, Permission], ...] = ()
+
+
+@dataclass(frozen=True)
+class RegistryCertificate:
+    """The servers' certificate as the stack issued it: PEM strings, or deploy-time values resolving to
+    them (the key a secret one), and the SHA-256 (hex) of the certificate, which the servers' pods carry,
+    and of the CA's, which long-running callers' pods carry (they load the CA once)."""
+
+    ca_pem: object
+    cert_pem: object
+    key_pem: object
+    sha256: object
+    ca_sha256: object
 
 
 @dataclass(frozen=True)
@@ -170,6 +211,13 @@ class RegistrySpec:
     # With auth: the ``registry-admin`` Secret's values (``ADMIN_KEYS`` -> a secret value: generated on
     # ``pulumi up``).
     admin: Mapping[str, object] = field(default_factory=dict)
+    tls: bool = False
+    # With TLS: the certificate the servers serve and whose CA every client namespace gets.
+    certificate: RegistryCertificate | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
 
     def __post_init__(self) -> None:
         problems = []
@@ -179,6 +227,8 @@ class RegistrySpec:
             problems.append("a password for each user, and for no one else")
         if set(self.admin) != (set(ADMIN_KEYS) if self.auth else set()):
             problems.append(f"basic-auth needs the admin Secret's {', '.join(ADMIN_KEYS)}, and only it")
+        if self.tls != (self.certificate is not None):
+            problems.append("a certificate exactly when tls is on")
         if (self.database is None) == (self.store_claim is None):
             problems.append("exactly one of database and store_claim (SQLite on the shared file system)")
         if self.database is None and self.replicas != 1:
@@ -246,6 +296,8 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
         ]
     if spec.auth and server:
         env.append({"name": "REGISTRY_ADMIN_SECRET_DIR", "value": ADMIN_SECRET_DIR})
+    if spec.tls and server:
+        env.append({"name": "REGISTRY_TLS_DIR", "value": TLS_SECRET_DIR})
     if spec.users and server:
         env += [
             {"name": "REGISTRY_USERS", "value": _users_json(spec.users)},
@@ -276,6 +328,9 @@ def _volumes(spec: RegistrySpec, server: bool) -> tuple[list[Object], list[Objec
     if spec.auth and server:
         volumes.append({"name": "admin", "secret": {"secretName": ADMIN_SECRET, "defaultMode": 0o440}})
         mounts.append({"name": "admin", "mountPath": ADMIN_SECRET_DIR, "readOnly": True})
+    if spec.tls and server:
+        volumes.append({"name": "tls", "secret": {"secretName": TLS_SECRET, "defaultMode": 0o440}})
+        mounts.append({"name": "tls", "mountPath": TLS_SECRET_DIR, "readOnly": True})
     if spec.users and server:
         volumes.append({"name": "users", "secret": {"secretName": USERS_SECRET, "defaultMode": 0o440}})
         mounts.append({"name": "users", "mountPath": USERS_SECRET_DIR, "readOnly": True})
@@ -299,11 +354,11 @@ def _container(spec: RegistrySpec, name: str, mode: str, mounts: list[Object]) -
     )
 
 
-def _probe(period: int, failures: int) -> Object:
+def _probe(spec: RegistrySpec, period: int, failures: int) -> Object:
     # /health answers without credentials under basic-auth (mlflow/server/auth/__init__.py
     # ``_UNPROTECTED_PATH_PREFIXES``).
     return {
-        "httpGet": {"path": "/health", "port": "http", "scheme": "HTTP"},
+        "httpGet": {"path": "/health", "port": spec.scheme, "scheme": spec.scheme.upper()},
         "periodSeconds": period,
         "timeoutSeconds": 3,
         "failureThreshold": failures,
@@ -341,17 +396,39 @@ def _server_pod_metadata(spec: RegistrySpec) -> Object:
             **metadata.get("annotations", {}),
             ROTATION_ANNOTATION: str(spec.credentials_rotation),
         }
+    if spec.certificate is not None:
+        metadata["annotations"] = {
+            **metadata.get("annotations", {}),
+            CERTIFICATE_ANNOTATION: spec.certificate.sha256,
+        }
     return metadata
 
 
-def _secret(spec: RegistrySpec, name: str, namespace: str, data: Mapping[str, object]) -> Object:
+def _secret(
+    spec: RegistrySpec, name: str, namespace: str, data: Mapping[str, object], kind: str = "Opaque"
+) -> Object:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": _metadata(spec, name, namespace),
-        "type": "Opaque",
+        "type": kind,
         "stringData": dict(data),
     }
+
+
+def tls_secrets(spec: RegistrySpec) -> list[Object]:
+    """With TLS: ``registry-tls`` for the servers (a ``kubernetes.io/tls`` Secret: ``tls.crt``, ``tls.key``,
+    and the CA's ``ca.crt`` for the launcher's own calls) and ``registry-ca`` (``ca.crt``) in each client
+    namespace, which its callers mount and verify the servers against."""
+    certificate = spec.certificate
+    if certificate is None:
+        return []
+    ca = {"ca.crt": certificate.ca_pem}
+    served = {"tls.crt": certificate.cert_pem, "tls.key": certificate.key_pem, **ca}
+    return [
+        _secret(spec, TLS_SECRET, spec.namespace, served, "kubernetes.io/tls"),
+        *(_secret(spec, CA_SECRET, ns, ca) for ns in spec.client_namespaces),
+    ]
 
 
 def credential_secrets(spec: RegistrySpec) -> list[Object]:
@@ -402,10 +479,10 @@ def _deployment(spec: RegistrySpec) -> Object:
     volumes, mounts = _volumes(spec, server=True)
     server = _container(spec, "server", "server", mounts)
     server |= {
-        "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
-        "startupProbe": _probe(period=5, failures=60),
-        "livenessProbe": _probe(period=15, failures=4),
-        "readinessProbe": _probe(period=5, failures=3),
+        "ports": [{"name": spec.scheme, "containerPort": PORT, "protocol": "TCP"}],
+        "startupProbe": _probe(spec, period=5, failures=60),
+        "livenessProbe": _probe(spec, period=15, failures=4),
+        "readinessProbe": _probe(spec, period=5, failures=3),
     }
     selector = _server_selector()
     # SQLite: the old pod is gone before the new one opens the database (one process at a time).
@@ -451,7 +528,7 @@ def _service(spec: RegistrySpec) -> Object:
         "spec": {
             "type": "ClusterIP",
             "selector": _server_selector(),
-            "ports": [{"name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP"}],
+            "ports": [{"name": spec.scheme, "port": PORT, "targetPort": spec.scheme, "protocol": "TCP"}],
         },
     }
 
@@ -518,7 +595,8 @@ def _client_egress(spec: RegistrySpec, namespace: str) -> Object:
 class RegistryObjects:
     """The registry's objects in the order ``pulumi up`` applies them: the migration Job (awaited) after
     ``before``, then ``after`` (the Deployment never starts on an old schema). ``secrets`` (the users'
-    credentials) go first, before any caller's pod mounts one."""
+    credentials, the certificate and its CA) go first, after their namespaces and before any pod mounts
+    one."""
 
     before: list[Object]
     # The migration Job (PostgreSQL); None on SQLite, where the servers' pod migrates first.
@@ -532,7 +610,7 @@ class RegistryObjects:
 
 def registry_objects(spec: RegistrySpec) -> RegistryObjects:
     return RegistryObjects(
-        secrets=credential_secrets(spec),
+        secrets=[*credential_secrets(spec), *tls_secrets(spec)],
         admin=_secret(spec, ADMIN_SECRET, spec.namespace, spec.admin) if spec.auth else None,
         before=[
             service_account(_metadata(spec, spec.service_account), spec.service_account_annotations),

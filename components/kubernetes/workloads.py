@@ -22,9 +22,11 @@ from components.images import WorkloadImages
 from components.kubernetes import kueue, monitoring
 from components.kubernetes.objects import Object
 from components.kubernetes.registry import (
+    CA_SECRET,
     CLIENT_SECRET,
     ROLLOUT_SECRET,
     Permission,
+    RegistryCertificate,
     RegistryObjects,
     RegistrySpec,
     RegistryUser,
@@ -103,12 +105,17 @@ def training_spec(
 
 def _registry_caller(config: PlatformConfig) -> dict[str, Any]:
     """What a caller of the stack's registry gets: its in-cluster URI and, with basic-auth on, the
-    namespace's ``registry-client`` Secret (docs/registry.md, "Access"); nothing without a registry.
+    namespace's ``registry-client`` Secret (docs/registry.md, "Access"), with TLS on the ``registry-ca``
+    Secret it verifies the servers against (docs/security.md); nothing without a registry.
     (Egress to it is the registry's own ``allow-registry`` policy in each client namespace.)"""
     registry = config.workloads.registry
     if not registry.enabled:
         return {}
-    return {"registry_uri": tracking_uri(), "registry_secret": CLIENT_SECRET if registry.auth else None}
+    return {
+        "registry_uri": tracking_uri(tls=registry.tls),
+        "registry_secret": CLIENT_SECRET if registry.auth else None,
+        "registry_ca_secret": CA_SECRET if registry.tls else None,
+    }
 
 
 # Nodes the fabric test spans: two are the smallest group whose all-reduce crosses the fabric.
@@ -154,8 +161,14 @@ def fabric_test_spec(
 
 
 def inference_spec(
-    handle: ClusterHandle, config: PlatformConfig, inference: InferenceWorkloadConfig, images: WorkloadImages
+    handle: ClusterHandle,
+    config: PlatformConfig,
+    inference: InferenceWorkloadConfig,
+    images: WorkloadImages,
+    registry_certificate: RegistryCertificate | None = None,
 ) -> InferenceServiceSpec:
+    """``registry_certificate``: with registry TLS, the certificate whose CA's SHA-256 the servers carry
+    (they verify the registry with a context made once, so a new CA rolls them)."""
     identity = WORKLOAD_IDENTITIES["inference"]
     assert images.inference is not None, "StackImages gives an enabled inference workload its image"
     following = follows_registry(config)
@@ -187,6 +200,9 @@ def inference_spec(
         poll_interval_s=inference.poll_interval_seconds,
         rollout=rollout_job(config, inference) if following else None,
         **(_registry_caller(config) if following else {}),
+        registry_ca_sha256=(
+            registry_certificate.ca_sha256 if following and registry_certificate is not None else None
+        ),
     )
 
 
@@ -254,6 +270,7 @@ def registry_spec(
     images: WorkloadImages,
     passwords: Mapping[str, object],
     admin: Mapping[str, object],
+    certificate: RegistryCertificate | None = None,
 ) -> RegistrySpec:
     backend, registry = handle.registry_backend, config.workloads.registry
     if backend is None:
@@ -281,6 +298,8 @@ def registry_spec(
         passwords=passwords,
         credentials_rotation=registry.credentials_rotation,
         admin=admin,
+        tls=registry.tls,
+        certificate=certificate,
     )
 
 
@@ -301,9 +320,11 @@ def workload_objects(
     images: WorkloadImages,
     registry_passwords: Mapping[str, object] | None = None,
     registry_admin: Mapping[str, object] | None = None,
+    registry_certificate: RegistryCertificate | None = None,
 ) -> WorkloadObjects:
     """``registry_passwords``: each of ``registry_users(config)``'s password; ``registry_admin``: the
-    ``registry-admin`` Secret's values with basic-auth (the layer generates both)."""
+    ``registry-admin`` Secret's values with basic-auth; ``registry_certificate``: with registry TLS, the
+    servers' certificate (the layer generates all three)."""
     result = WorkloadObjects()
     training, inference = config.workloads.training, config.workloads.inference
     # Config validation guarantees shared storage wherever a workload is enabled.
@@ -319,7 +340,7 @@ def workload_objects(
         result.service_accounts.append("training")
     if inference is not None and inference.enabled:
         identity = WORKLOAD_IDENTITIES["inference"]
-        spec = inference_spec(handle, config, inference, images)
+        spec = inference_spec(handle, config, inference, images, registry_certificate)
         result.objects += inference_objects(spec)
         if spec.model_volume is not None:
             result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
@@ -328,7 +349,9 @@ def workload_objects(
         )
         result.alert_rules["inference"] = monitoring.inference_rules(inference.drift_threshold)
     if config.workloads.registry.enabled:
-        registry = registry_spec(handle, config, images, registry_passwords or {}, registry_admin or {})
+        registry = registry_spec(
+            handle, config, images, registry_passwords or {}, registry_admin or {}, registry_certificate
+        )
         result.registry = registry_objects(registry)
         if registry.store_claim is not None:
             result.claims.append(VolumeClaim(registry.namespace, registry.store_claim, read_only=False))

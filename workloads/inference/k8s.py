@@ -45,7 +45,14 @@ from components.kubernetes.objects import (
 from workloads.artifacts import model_version_dir
 from workloads.inference.config import ENV_PREFIX
 from workloads.registry.client import TRACKING_URI_ENV, ModelRef
-from workloads.registry.k8s import credential_env, credential_mount, credential_volume
+from workloads.registry.k8s import (
+    ca_env,
+    ca_mount,
+    ca_volume,
+    credential_env,
+    credential_mount,
+    credential_volume,
+)
 from workloads.registry.rollout import CHAMPION
 
 Object = dict[str, Any]
@@ -65,6 +72,8 @@ ROLLOUT_COMPONENT = "rollout"
 # (kubernetes.io "CronJob", writing a CronJob spec).
 MAX_CRONJOB_NAME = 52
 INSTANCE_LABEL = "app.kubernetes.io/instance"
+# The registry CA's SHA-256 on the servers' pods (``registry_ca_sha256``): a new CA rolls them.
+REGISTRY_CA_ANNOTATION = "ml-platform.io/registry-ca-sha256"
 SECRETS_DIR = PurePosixPath("/var/run/secrets/ml-platform")
 # kubelet waits this long before SIGTERM, while the endpoint controller takes the pod out of the Service;
 # then the server drains (readiness false, 503 to newcomers, in-flight requests finish).
@@ -193,6 +202,12 @@ class InferenceServiceSpec:
     # docstring); ``registry_secret`` the Secret with the registry user's name and password (basic-auth).
     registry_uri: object | None = None
     registry_secret: str | None = None
+    # The Secret with the CA the registry's certificate is verified against (an https registry_uri), for
+    # the servers and the rollout Job alike.
+    registry_ca_secret: str | None = None
+    # That CA's SHA-256, on the servers' pods: they verify the registry with a context made once at start
+    # (workloads/registry/client.py), so a new CA rolls them.
+    registry_ca_sha256: object | None = None
     # The model cache's size (emptyDir ``sizeLimit``) and how often the alias is checked.
     model_cache_size: str = "1Gi"
     poll_interval_s: int = 30
@@ -257,6 +272,10 @@ def _model_source_problems(spec: InferenceServiceSpec) -> list[str]:
     problems = []
     if spec.registry_secret is not None:
         problems.append("registry_secret needs registry_uri")
+    if spec.registry_ca_secret is not None:
+        problems.append("registry_ca_secret needs registry_uri")
+    if spec.registry_ca_sha256 is not None:
+        problems.append("registry_ca_sha256 needs registry_uri")
     if spec.model_version is None or spec.model_volume is None or len(spec.model_volume) != 1:
         problems.append(
             "without registry_uri: model_version, and model_volume as one Kubernetes volume source, "
@@ -325,6 +344,8 @@ def _registry_env(spec: InferenceServiceSpec) -> list[Object]:
     env: dict[str, object] = {TRACKING_URI_ENV: spec.registry_uri, "TMPDIR": str(MODEL_CACHE_DIR)}
     if spec.registry_secret is not None:
         env |= credential_env()
+    if spec.registry_ca_secret is not None:
+        env |= ca_env()
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
@@ -365,6 +386,9 @@ def _volumes(spec: InferenceServiceSpec) -> tuple[list[Object], list[Object]]:
     if spec.registry_secret is not None:
         volumes.append(credential_volume(spec.registry_secret))
         mounts.append(credential_mount())
+    if spec.registry_ca_secret is not None:
+        volumes.append(ca_volume(spec.registry_ca_secret))
+        mounts.append(ca_mount())
     for name, secret in (("auth", spec.auth_secret), ("tls", spec.tls_secret)):
         if secret is not None:
             volumes.append({"name": name, "secret": {"secretName": secret, "defaultMode": 0o440}})
@@ -442,12 +466,14 @@ def _deployment(spec: InferenceServiceSpec) -> Object:
         "containers": [_container(spec, _served_version(spec), mounts)],
         "volumes": volumes,
     }
-    annotations = {
+    annotations: dict[str, object] = {
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(spec.port),
         "prometheus.io/path": "/metrics",
         "prometheus.io/scheme": "https" if spec.tls else "http",
     }
+    if spec.registry_ca_sha256 is not None:
+        annotations[REGISTRY_CA_ANNOTATION] = spec.registry_ca_sha256
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -592,6 +618,8 @@ def _rollout_env(spec: InferenceServiceSpec, rollout: RolloutJob) -> list[Object
     }
     if rollout.registry_secret is not None:
         env |= credential_env()
+    if spec.registry_ca_secret is not None:
+        env |= ca_env()
     if spec.auth_secret is not None:
         env[ROLLOUT_TOKEN_FILE_ENV] = str(SECRETS_DIR / "auth" / "token")
     if spec.tls:
@@ -610,6 +638,9 @@ def _rollout_volumes(spec: InferenceServiceSpec, rollout: RolloutJob) -> tuple[l
     if rollout.registry_secret is not None:
         volumes.append(credential_volume(rollout.registry_secret))
         mounts.append(credential_mount())
+    if spec.registry_ca_secret is not None:
+        volumes.append(ca_volume(spec.registry_ca_secret))
+        mounts.append(ca_mount())
     secrets = (("auth", spec.auth_secret), ("ca", rollout.ca_secret if spec.tls else None))
     for name, secret in secrets:
         if secret is not None:

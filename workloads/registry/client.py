@@ -1,4 +1,5 @@
-"""MLflow's REST API over plain HTTP: the few calls the platform makes, standard library only.
+"""MLflow's REST API over HTTPS (plain HTTP off the cluster): the few calls the platform makes, standard
+library only.
 
 Why not the MLflow client: the inference image must not carry MLflow (its dependency tree is larger than
 the server's), and the trainer and the CLI need a dozen calls, not a framework. One client for all three
@@ -26,6 +27,13 @@ environment variables), named by ``MLFLOW_TRACKING_USERNAME_FILE`` and ``MLFLOW_
 401: the kubelet updates a mounted Secret's files in place when the Secret changes (kubernetes.io,
 "Secrets": "Mounted Secrets are updated automatically"), so a rotated password is picked up by the next
 request that the old one fails, without a restart.
+
+TLS, as MLflow's own client reads it (``MLFLOW_TRACKING_SERVER_CERT_PATH``, "Path to a CA bundle to
+use", mlflow/environment_variables.py 3.17.2): an ``https://`` registry is verified against that bundle
+(else the system's), its name checked, TLS 1.3 only (the registry serves nothing older:
+workloads/registry/server/launch.py). ``MLFLOW_TRACKING_INSECURE_TLS`` is not honoured: verification is
+never off. A certificate that does not verify is final (no retry) and one line: what failed and which
+bundle was used.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -149,6 +158,19 @@ USERNAME_FILE_ENV = "MLFLOW_TRACKING_USERNAME_FILE"
 PASSWORD_FILE_ENV = "MLFLOW_TRACKING_PASSWORD_FILE"
 UNAUTHORIZED = 401
 FORBIDDEN = 403
+CA_BUNDLE_ENV = "MLFLOW_TRACKING_SERVER_CERT_PATH"
+
+
+def tls_context(environ: Mapping[str, str]) -> ssl.SSLContext:
+    """Verifying, TLS 1.3 only, against ``$MLFLOW_TRACKING_SERVER_CERT_PATH`` (else the system's CAs);
+    ValueError, in one line, when that bundle cannot be read."""
+    cafile = environ.get(CA_BUNDLE_ENV) or None
+    try:
+        context = ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"{CA_BUNDLE_ENV}={cafile}: {getattr(exc, 'strerror', None) or exc}") from None
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    return context
 
 
 def _credential(environ: Mapping[str, str], name: str, file_env: str) -> str | None:
@@ -203,6 +225,7 @@ class RegistryClient:
         self.attempts = attempts
         self._environ = environ
         self._headers = _auth_header(environ)
+        self._tls = tls_context(environ) if parsed.scheme == "https" else None
 
     # -- transport -------------------------------------------------------------------------------
 
@@ -231,7 +254,7 @@ class RegistryClient:
         delay = 0.5
         for attempt in range(1, self.attempts + 1):
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                with urllib.request.urlopen(request, timeout=self.timeout_s, context=self._tls) as response:
                     data: bytes = response.read()
                     return data
             except urllib.error.HTTPError as exc:
@@ -239,8 +262,10 @@ class RegistryClient:
                 if exc.code not in _RETRY_STATUS or attempt == self.attempts:
                     raise self._refusal(_http_error(method, path, exc.code, raw), method, path) from None
             except (urllib.error.URLError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                if isinstance(reason, ssl.SSLCertVerificationError):
+                    raise self._unverified(reason) from None
                 if attempt == self.attempts:
-                    reason = getattr(exc, "reason", exc)
                     raise RegistryError(f"registry {self.uri} unreachable: {reason}", UNREACHABLE) from None
             time.sleep(delay)
             delay *= 2
@@ -273,6 +298,16 @@ class RegistryClient:
         else:
             return error
         return RegistryError(message, error.code, error.status)
+
+    def _unverified(self, error: ssl.SSLCertVerificationError) -> RegistryError:
+        """A wrong CA or name: no retry mends it."""
+        bundle = self._environ.get(CA_BUNDLE_ENV)
+        where = f"{CA_BUNDLE_ENV}={bundle}" if bundle else f"the system's CAs (${CA_BUNDLE_ENV} unset)"
+        return RegistryError(
+            f"registry {self.uri}: TLS certificate not verified against {where}: "
+            f"{error.verify_message or error.reason}",
+            "TLS_UNVERIFIED",
+        )
 
     def _call(self, method: str, endpoint: str, payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
         if method == "GET":

@@ -37,7 +37,14 @@ from workloads.fabric import FabricProfile, fabric_profile
 from workloads.fatal import EXIT_FATAL, FATAL_FILE_ENV
 from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.registry.client import TRACKING_URI_ENV
-from workloads.registry.k8s import credential_env, credential_mount, credential_volume
+from workloads.registry.k8s import (
+    ca_env,
+    ca_mount,
+    ca_volume,
+    credential_env,
+    credential_mount,
+    credential_volume,
+)
 from workloads.registry.lineage import IMAGE_ENV
 from workloads.training.config import parse_args
 from workloads.training.sizing import PodSize, pod_size
@@ -129,6 +136,8 @@ class TrainingJobSpec:
     # The Secret holding the registry user's name and password (registry with basic-auth), mounted as
     # files (workloads/registry/k8s.py); None: the registry admits callers without credentials.
     registry_secret: str | None = None
+    # The Secret with the CA the registry's certificate is verified against (an https registry_uri).
+    registry_ca_secret: str | None = None
 
     def __post_init__(self) -> None:
         problems = [
@@ -151,6 +160,8 @@ class TrainingJobSpec:
             problems.append("await_seconds must be at least 1")
         if self.registry_secret is not None and self.registry_uri is None:
             problems.append("registry_secret needs registry_uri (credentials for which registry?)")
+        if self.registry_ca_secret is not None and self.registry_uri is None:
+            problems.append("registry_ca_secret needs registry_uri (the CA of which registry?)")
         if problems:
             raise ValueError("; ".join(problems))
         if not self.entry:
@@ -310,6 +321,8 @@ def _container(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
     )
     if spec.registry_secret is not None:
         registry |= credential_env()
+    if spec.registry_ca_secret is not None:
+        registry |= ca_env()
     env = {**_BASE_ENV, "OMP_NUM_THREADS": threads, IMAGE_ENV: spec.image, **registry, **fabric.env}
     return {
         "name": CONTAINER,
@@ -335,6 +348,7 @@ def _container(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "tmp", "mountPath": "/tmp"},
             *([credential_mount()] if spec.registry_secret is not None else []),
+            *([ca_mount()] if spec.registry_ca_secret is not None else []),
             *(dict(m) for m in fabric.volume_mounts),
         ],
     }
@@ -364,6 +378,7 @@ def _pod_spec(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
             # small /tmp becomes a recreate loop that spends no budget: size it for the caches.
             {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
             *([credential_volume(spec.registry_secret)] if spec.registry_secret is not None else []),
+            *([ca_volume(spec.registry_ca_secret)] if spec.registry_ca_secret is not None else []),
             *(dict(v) for v in fabric.volumes),
         ],
     }

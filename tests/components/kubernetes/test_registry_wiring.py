@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
-from components.kubernetes.registry import CLIENT_SECRET, tracking_uri
+from components.kubernetes.registry import CA_SECRET, CLIENT_SECRET, TLS_SECRET, TLS_SECRET_DIR, tracking_uri
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import plan_config, template
 from workloads.fabric_gate import FABRIC_TEST
+from workloads.registry.client import CA_BUNDLE_ENV
 
 
 def _pod(objects: list[dict[str, Any]], kind: str, name: str, namespace: str) -> dict[str, Any]:
@@ -55,16 +56,15 @@ def _job_name(objects: list[dict[str, Any]]) -> str:
     return str(job["metadata"]["name"])
 
 
-@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-smb-dev"])
+@pytest.mark.parametrize(("stack", "scheme"), [("aws-enterprise-prod", "https"), ("azure-smb-dev", "http")])
 def test_training_and_inference_call_the_stacks_registry_with_the_client_secret_as_files(
-    stack: str, planned: Callable[[str], Plan]
+    stack: str, scheme: str, planned: Callable[[str], Plan]
 ) -> None:
     objects = kubernetes_objects(planned(stack))
     training = _pod(objects, "Job", _job_name(objects), "ml-training")
     env = _env(training)
-    assert (
-        env["MLFLOW_TRACKING_URI"] == tracking_uri() == "http://registry.ml-registry.svc.cluster.local:5000"
-    )
+    uri = tracking_uri(tls=scheme == "https")
+    assert env["MLFLOW_TRACKING_URI"] == uri == f"{scheme}://registry.ml-registry.svc.cluster.local:5000"
     assert "@sha256:" in env["MLPLATFORM_IMAGE"]
     assert env["MLFLOW_TRACKING_PASSWORD_FILE"] == "/var/run/secrets/registry-client/password"
     assert _secret_mounted_read_only(training)
@@ -72,7 +72,7 @@ def test_training_and_inference_call_the_stacks_registry_with_the_client_secret_
     inference = _pod(objects, "Deployment", "inference", "ml-inference")
     env = _env(inference)
     assert env["SERVE_MODEL_URI"] == "models:/digits-mlp@champion"
-    assert env["MLFLOW_TRACKING_URI"] == tracking_uri()
+    assert env["MLFLOW_TRACKING_URI"] == uri
     assert env["SERVE_POLL_INTERVAL_S"] == "30"
     assert "SERVE_MODEL_DIR" not in env
     assert _secret_mounted_read_only(inference)
@@ -143,11 +143,59 @@ def test_the_stacks_rollout_plan_reaches_the_rollout_job(planned: Callable[[str]
     plan = json.loads(env["ROLLOUT_PLAN"])
     assert plan["steps"] == ["shadow", 5, 25, 50] and plan["bake"]["seconds"] == 600
     assert job["activeDeadlineSeconds"] == 4 * (300 + 300 * 4) + 300 + 600 + 600
-    assert env["MLFLOW_TRACKING_URI"] == tracking_uri()
+    assert env["MLFLOW_TRACKING_URI"] == tracking_uri(tls=True)
+    assert env[CA_BUNDLE_ENV] == "/var/run/secrets/registry-ca/ca.crt"
     secrets = {
         v["name"]: v["secret"]["secretName"] for v in job["template"]["spec"]["volumes"] if "secret" in v
     }
     assert secrets["registry-client"] == "registry-rollout"
+    assert secrets["registry-ca"] == CA_SECRET
+
+
+def _ca_mounted(pod: dict[str, Any]) -> bool:
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["name"]: m for c in pod["containers"] for m in c["volumeMounts"]}
+    secret = volumes.get("registry-ca", {}).get("secret", {}).get("secretName")
+    mount = {"name": "registry-ca", "mountPath": "/var/run/secrets/registry-ca", "readOnly": True}
+    return bool(secret == CA_SECRET and mounts["registry-ca"] == mount)
+
+
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod"])
+def test_enterprise_registry_serves_https_and_every_caller_verifies_it_against_its_namespaces_ca(
+    stack: str, planned: Callable[[str], Plan]
+) -> None:
+    """Issue 35 (compliance review T4): no password or model weight crosses the pod network in clear."""
+    objects = kubernetes_objects(planned(stack))
+    server = _pod(objects, "Deployment", "registry", "ml-registry")
+    [container] = server["containers"]
+    assert _env(server)["REGISTRY_TLS_DIR"] == TLS_SECRET_DIR
+    volumes = {v["name"]: v for v in server["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == TLS_SECRET
+    assert container["ports"] == [{"name": "https", "containerPort": 5000, "protocol": "TCP"}]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/health", "port": "https", "scheme": "HTTPS"}
+    [service] = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == "registry"]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["https"]
+    callers = [
+        _pod(objects, "Job", _job_name(objects), "ml-training"),
+        _pod(objects, "Deployment", "inference", "ml-inference"),
+    ]
+    for pod in callers:
+        env = _env(pod)
+        assert env["MLFLOW_TRACKING_URI"].startswith("https://registry.ml-registry.svc.cluster.local:")
+        assert env[CA_BUNDLE_ENV] == "/var/run/secrets/registry-ca/ca.crt" and _ca_mounted(pod)
+
+
+def test_an_enterprise_registry_without_tls_is_one_line_naming_the_key() -> None:
+    raw = template("aws-enterprise-prod")
+    raw[PLATFORM_KEY]["workloads"]["registry"] = {"tls": False}
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config(raw, "Pulumi.aws-enterprise-prod.yaml")
+    [problem] = raised.value.problems
+    assert problem == (
+        "Pulumi.aws-enterprise-prod.yaml: ml-platform:platform.workloads.registry.tls: an enterprise "
+        "registry serves TLS 1.3 only (docs/security.md): remove the key or set true"
+    )
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,17 @@ Modes:
   (``check_admin``), creates or updates each user and its grants through the basic-auth app's REST API
   (``bootstrap_users``, idempotent: a second start changes nothing, and a replica bootstrapping at the
   same time is no error), then waits for the server, passing SIGTERM on.
+
+TLS (``REGISTRY_TLS_DIR``: the mounted Secret ``registry-tls``, ``tls.crt``, ``tls.key``, ``ca.crt``): the
+server itself serves HTTPS, TLS 1.3 only, no terminator in front of it. ``mlflow server`` runs uvicorn
+(mlflow/server/__init__.py ``_build_uvicorn_command`` 3.17.2) and passes ``--uvicorn-opts`` through, so
+uvicorn's ``--ssl-certfile``/``--ssl-keyfile`` load the certificate. Uvicorn has no option for the
+protocol floor (its ``--ssl-version`` is an ``ssl.PROTOCOL_*`` constant, and no TLS-1.3-only one
+exists), and an OpenSSL ``MinProtocol = TLSv1.3`` configuration does not reach Python's contexts (measured:
+CPython 3.11 sets a TLS 1.2 floor on every new ``SSLContext``), so ``install_tls13_floor`` (run by the
+image's ``sitecustomize``, in the server's every process) raises the floor of the context uvicorn makes.
+The launcher reaches its own server at ``https://localhost`` and verifies it against ``ca.crt`` (the
+certificate names ``localhost`` as well as the Service).
 """
 
 from __future__ import annotations
@@ -27,7 +38,9 @@ import base64
 import configparser
 import json
 import os
+import shlex
 import signal
+import ssl
 import sys
 import time
 import urllib.error
@@ -160,6 +173,53 @@ def admin_env(directory: Path) -> dict[str, str]:
     return {variable: (directory / key).read_text().strip() for key, variable in ADMIN_FILES.items()}
 
 
+# The mounted Secret ``registry-tls``'s files (components/kubernetes/registry.py).
+TLS_DIR_ENV = "REGISTRY_TLS_DIR"
+CERT_FILE, KEY_FILE, CA_FILE = "tls.crt", "tls.key", "ca.crt"
+
+
+def tls_dir(env: Mapping[str, str]) -> Path | None:
+    return Path(env[TLS_DIR_ENV]) if env.get(TLS_DIR_ENV) else None
+
+
+def tls_options(env: Mapping[str, str]) -> list[str]:
+    """``mlflow server``'s options that make uvicorn serve HTTPS with the mounted certificate; none
+    without TLS."""
+    directory = tls_dir(env)
+    if directory is None:
+        return []
+    files = f"--ssl-certfile {shlex.quote(str(directory / CERT_FILE))} "
+    return ["--uvicorn-opts", files + f"--ssl-keyfile {shlex.quote(str(directory / KEY_FILE))}"]
+
+
+def install_tls13_floor(env: Mapping[str, str]) -> bool:
+    """With TLS on, every context uvicorn makes for its listener (``uvicorn.config.create_ssl_context``,
+    which ``Config.load`` calls in each worker) refuses anything older than TLS 1.3."""
+    if tls_dir(env) is None:
+        return False
+    import uvicorn.config  # in the image (mlflow's dependency); only the server's processes get here
+
+    made = uvicorn.config.create_ssl_context
+
+    def tls13(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        context = made(*args, **kwargs)
+        context.minimum_version = ssl.TLSVersion.TLSv1_3
+        return context
+
+    uvicorn.config.create_ssl_context = tls13
+    return True
+
+
+def client_context(env: Mapping[str, str]) -> ssl.SSLContext | None:
+    """How the launcher verifies its own server: against the mounted ``ca.crt``, TLS 1.3."""
+    directory = tls_dir(env)
+    if directory is None:
+        return None
+    context = ssl.create_default_context(cafile=str(directory / CA_FILE))
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    return context
+
+
 def server_argv(env: Mapping[str, str]) -> list[str]:
     argv = [
         "mlflow",
@@ -176,7 +236,7 @@ def server_argv(env: Mapping[str, str]) -> list[str]:
     ]
     if env.get("REGISTRY_AUTH") == "true":
         argv += ["--app-name", "basic-auth"]
-    return argv
+    return argv + tls_options(env)
 
 
 def upgrade(uri: str, env: Mapping[str, str]) -> None:
@@ -250,8 +310,15 @@ ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"
 class AuthApi:
     """The basic-auth app's REST API (mlflow/server/auth/routes.py 3.17.2), with the admin's credentials."""
 
-    def __init__(self, base_url: str, admin_password: str, timeout_s: float = 30) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        admin_password: str,
+        timeout_s: float = 30,
+        context: ssl.SSLContext | None = None,
+    ) -> None:
         self.base_url, self.admin_password, self.timeout_s = base_url.rstrip("/"), admin_password, timeout_s
+        self.context = context
 
     def call(
         self,
@@ -276,7 +343,7 @@ class AuthApi:
             headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.context) as response:
                 body = response.read()
                 return response.status, json.loads(body) if body.strip() else {}
         except urllib.error.HTTPError as exc:
@@ -424,15 +491,19 @@ def bootstrap_users(api: AuthApi, users: Sequence[User]) -> list[str]:
     return changes
 
 
-def wait_healthy(url: str, timeout_s: float, alive: Callable[[], bool]) -> None:
+def wait_healthy(
+    url: str, timeout_s: float, alive: Callable[[], bool], context: ssl.SSLContext | None = None
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not alive():
             raise AuthApiError("the server exited before it answered /health")
         try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            with urllib.request.urlopen(f"{url}/health", timeout=2, context=context) as response:
                 if response.status == 200:
                     return
+        except ssl.SSLCertVerificationError as exc:
+            raise AuthApiError(f"the server's certificate does not verify: {exc.verify_message}") from None
         except OSError:
             pass
         time.sleep(0.5)
@@ -443,7 +514,7 @@ def wait_healthy(url: str, timeout_s: float, alive: Callable[[], bool]) -> None:
 STARTUP_TIMEOUT_S = 240
 
 
-def local_url(port: int = PORT) -> str:
+def local_url(port: int = PORT, tls: bool = False) -> str:
     """Where the launcher reaches its own server. ``localhost``, not 127.0.0.1: with
     ``MLFLOW_SERVER_ALLOWED_HOSTS`` set, MLflow admits only the Host headers that list names (the
     variable replaces its defaults: ``get_allowed_hosts``, mlflow/server/fastapi_security.py 3.17.2) and
@@ -451,7 +522,7 @@ def local_url(port: int = PORT) -> str:
     sets (components/kubernetes/registry.py ``allowed_hosts``) has ``localhost:*``, which
     ``is_allowed_host_header`` (mlflow/server/security_utils.py) matches with ``fnmatch`` against
     ``localhost:<port>``, and no pattern that matches ``127.0.0.1:<port>``."""
-    return f"http://localhost:{port}"
+    return f"{'https' if tls else 'http'}://localhost:{port}"
 
 
 def serve_and_bootstrap(
@@ -466,10 +537,10 @@ def serve_and_bootstrap(
     server = subprocess.Popen(command, env=dict(env))
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda signum, _frame: server.send_signal(signum))
-    local = local_url(port)
+    local, context = local_url(port, tls_dir(env) is not None), client_context(env)
     try:
-        wait_healthy(local, STARTUP_TIMEOUT_S, lambda: server.poll() is None)
-        api = AuthApi(local, env["MLFLOW_AUTH_ADMIN_PASSWORD"])
+        wait_healthy(local, STARTUP_TIMEOUT_S, lambda: server.poll() is None, context)
+        api = AuthApi(local, env["MLFLOW_AUTH_ADMIN_PASSWORD"], context=context)
         check_admin(api)
         for change in bootstrap_users(api, users):
             print(f"registry users: {change}", flush=True)

@@ -1,0 +1,68 @@
+"""The transport judge (issue 35): every flow of the reachability contract is TLS or a named exception.
+
+Both ways: the shipped enterprise stacks carry no plaintext flow outside the exceptions (the registry and
+inference serve HTTPS; rendezvous/NCCL, DNS and the exporters' scrapes are the named exceptions), and a
+planted plaintext flow (the enterprise registry's Service and port renamed to plain http, as before
+issue 35) is a mandatory finding that names the registry and its port.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from judges import judge_all
+from judges.transport import EXCEPTIONS, PLAINTEXT, judge_transport, transport_table
+
+from .conftest import Judged
+
+ENTERPRISE = ["aws-enterprise-prod", "azure-enterprise-prod"]
+
+
+@pytest.mark.parametrize("stack", ENTERPRISE)
+def test_every_enterprise_flow_is_tls_or_a_named_exception(
+    stack: str, judged: Callable[[str], Judged]
+) -> None:
+    stack_objects = judged(stack)
+    assert judge_transport(stack_objects.objects, stack_objects.network) == []
+    table = transport_table(stack_objects.objects)
+    kinds = {kind for _, _, kind in table}
+    assert kinds <= {"tls", *EXCEPTIONS}
+    registry = [(purpose, kind) for purpose, port, kind in table if "model registry" in purpose]
+    assert registry and all(kind == "tls" for _, kind in registry)
+    assert {"training-fabric", "cluster-dns"} <= kinds
+
+
+def _plaintext_registry(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The registry as it was before issue 35: container port and Service port named http."""
+    planted = copy.deepcopy(objects)
+    for o in planted:
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == "registry":
+            for container in o["spec"]["template"]["spec"]["containers"]:
+                for port in container["ports"]:
+                    port["name"] = "http"
+        if o["kind"] == "Service" and o["metadata"]["name"] == "registry":
+            for port in o["spec"]["ports"]:
+                port["name"] = port["targetPort"] = "http"
+    return planted
+
+
+def test_a_planted_plaintext_registry_is_a_mandatory_finding(judged: Callable[[str], Judged]) -> None:
+    stack = judged("aws-enterprise-prod")
+    findings = judge_transport(_plaintext_registry(stack.objects), stack.network)
+    assert [(f.policy, f.level, f.subject.kind, f.subject.name) for f in findings] == [
+        (PLAINTEXT, "mandatory", "Deployment", "registry")
+    ]
+    assert findings[0].message.startswith("port 5000 is plaintext and no exception covers it (")
+    assert "calls the model registry" in findings[0].message
+    # What `mlplatform check` runs (mlplatform/judging.py): the same mandatory finding fails it.
+    assert findings[0] in judge_all(_plaintext_registry(stack.objects), stack.network)
+
+
+def test_an_smb_stack_serving_http_is_advisory_only(judged: Callable[[str], Judged]) -> None:
+    stack = judged("aws-smb-prod")
+    findings = judge_transport(stack.objects, stack.network)
+    assert findings and all(f.policy == PLAINTEXT and not f.mandatory for f in findings)
