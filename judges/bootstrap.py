@@ -4,10 +4,10 @@ A pod whose non-optional Secret is missing never starts: the kubelet retries ``M
 volume) or refuses to create the container (``CreateContainerConfigError``, an ``env``/``envFrom`` ref),
 until the Secret appears. pulumi-kubernetes waits for a Deployment, StatefulSet or DaemonSet to be ready
 and for a Job to complete, unless the object is annotated ``pulumi.com/skipAwait`` (pulumi-kubernetes
-documentation, "Resource readiness"). So a Secret an *awaited* workload needs must be made by the
-plan: when the plan also creates the Secret's namespace, no step can make it before the update that
-waits for it (a namespace created ahead by hand is refused by that update, AlreadyExists:
-pulumi-kubernetes v4.29.0 creates client-side and upserts only with ``upsertExistingObjects``). That case is mandatory. A workload
+documentation, "Resource readiness"). So a Secret an *awaited* workload needs must be made by the plan:
+when the plan also creates the Secret's namespace, no step can make it before the update that waits for it
+(a namespace created ahead by hand is refused by that update, AlreadyExists: pulumi-kubernetes v4.29.0
+creates client-side and upserts only with ``upsertExistingObjects``). That case is mandatory. A workload
 that is not awaited (or whose namespace exists before the update) needs a documented step: advisory, with
 the Secret's name. Objects Helm installs are left out: their release makes its own (hook) Secrets.
 """
