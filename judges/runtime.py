@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -156,12 +157,23 @@ def run_case(case: ExitCase) -> int:
     return done.returncode
 
 
+def _torch_installed() -> bool:
+    """Whether the train extra's torch is installed, asked of the distribution's metadata: the judge runs
+    torch only in torchrun's processes, and this process imports nothing of it (the infrastructure path
+    stays free of workload packages: tests/mlplatform/test_cli.py)."""
+    try:
+        metadata.distribution("torch")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def judge_exit_codes(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
     """Each case run (cases that differ only in what ``_local`` rewrites run once per process, and the
     rest side by side); without torch (the infrastructure install has none) each is reported as not
     judged, advisory, naming the extra that runs it."""
     cases = exit_cases(objects)
-    if importlib.util.find_spec("torch") is None:
+    if not _torch_installed():
         return [
             Finding(
                 NOT_RUN_POLICY,
