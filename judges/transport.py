@@ -34,11 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from judges.findings import Finding, Subject
-from judges.kube import Pod, service_selects
+from judges.kube import DNS_PORT, Pod, service_selects
 from judges.netpol import Endpoint
 from judges.reachability import (
     CONTROL_PLANE_NETWORK,
-    DNS_PORT,
     HTTPS,
     Cluster,
     Flow,
