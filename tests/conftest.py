@@ -13,7 +13,16 @@ import pytest
 
 from components.config import PLATFORM_KEY
 from mlplatform.plan import Plan, resolve_target, run_plan
+from tests import reaper
 from tests.stack_variants import cloud_only, plan_config, template
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    reaper.start(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    reaper.stop(config)
 
 _PLANS: dict[str, Plan] = {}
 
