@@ -1,4 +1,5 @@
-"""Shared fixtures: plans of the real stack templates, made once per test session.
+"""Shared fixtures: plans of the real stack templates, made once per test run (tests/plans.py shares
+them between xdist's workers).
 
 Planning runs the real program under Pulumi's mocks (mlplatform.plan); a template that breaks fails
 every test that plans it.
@@ -13,24 +14,23 @@ import pytest
 
 from components.config import PLATFORM_KEY
 from mlplatform.plan import Plan, resolve_target, run_plan
-from tests import reaper
+from tests import plans, reaper
 from tests.stack_variants import cloud_only, plan_config, template
 
 
 def pytest_configure(config: pytest.Config) -> None:
     reaper.start(config)
+    plans.start(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    plans.stop(config)
     reaper.stop(config)
-
-_PLANS: dict[str, Plan] = {}
 
 
 def plan_stack(stack: str) -> Plan:
-    if stack not in _PLANS:
-        _PLANS[stack] = run_plan(resolve_target(stack))
-    return _PLANS[stack]
+    target = resolve_target(stack)
+    return plans.shared(stack, target.stack_file.read_text(), lambda: run_plan(target))
 
 
 @pytest.fixture(scope="session")
