@@ -1,4 +1,4 @@
-"""Shared fixtures: plans of the real stack templates, made once per test run (tests/plans.py shares
+"""Shared fixtures: plans of the real stack templates, made once per test run (tests/once.py shares
 them between xdist's workers).
 
 Planning runs the real program under Pulumi's mocks (mlplatform.plan); a template that breaks fails
@@ -14,23 +14,23 @@ import pytest
 
 from components.config import PLATFORM_KEY
 from mlplatform.plan import Plan, resolve_target, run_plan
-from tests import plans, reaper
+from tests import once, reaper
 from tests.stack_variants import cloud_only, plan_config, template
 
 
 def pytest_configure(config: pytest.Config) -> None:
     reaper.start(config)
-    plans.start(config)
+    once.start(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    plans.stop(config)
+    once.stop(config)
     reaper.stop(config)
 
 
 def plan_stack(stack: str) -> Plan:
     target = resolve_target(stack)
-    return plans.shared(stack, target.stack_file.read_text(), lambda: run_plan(target))
+    return once.plan(stack, target.stack_file.read_text(), lambda: run_plan(target))
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import yaml
 
 from components.config import PLATFORM_KEY
 from mlplatform.plan import Plan, PlannedResource, resolve_target, run_plan
-from tests import plans
+from tests import once
 
 
 def template(stack: str) -> dict[str, Any]:
@@ -34,11 +34,11 @@ def cloud_only(config: dict[str, Any]) -> dict[str, Any]:
 
 def plan_config(config: dict[str, Any], directory: Path, stack: str) -> Plan:
     """Plan a stack config written as ``Pulumi.<stack>.yaml`` in ``directory``, once per test run for
-    each config (tests/plans.py): two tests that plan the same edit share its plan."""
+    each config (tests/once.py): two tests that plan the same edit share its plan."""
     path = directory / f"Pulumi.{stack}.yaml"
     text = yaml.safe_dump({"config": config})
     path.write_text(text)
-    return plans.shared(stack, text, lambda: run_plan(resolve_target(stack_file=path)))
+    return once.plan(stack, text, lambda: run_plan(resolve_target(stack_file=path)))
 
 
 def one(plan: Plan, token: str, suffix: str) -> PlannedResource:
