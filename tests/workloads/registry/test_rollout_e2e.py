@@ -74,6 +74,10 @@ PLAN = {
 }
 # The +20 ms challenger: its every run must take at least this much longer than the champion's.
 ADDED_S = 0.020
+# The healthy challenger's p99 allowance over the champion's (see its test).
+HEALTHY_P99_ADDED_MS = 50.0
+# How many times the slow branch is lengthened to reach ADDED_S before the fixture gives up.
+CALIBRATIONS = 4
 # Live inputs drift past the shifted reference by this much (digits' pixels are 0..16).
 SHIFT = 8.0
 SPLIT_REQUESTS = 10_000
@@ -182,8 +186,14 @@ def slow_dir(
     base_s, _ = _run_s(base, one)
     probe_s, _ = _run_s(_slow_graph(graph, 100).SerializeToString(), one)
     links = max(10, math.ceil(100 * 1.2 * ADDED_S / max(probe_s - base_s, 1e-6)))
-    slow = _slow_graph(graph, links)
-    slow_s, _ = _run_s(slow.SerializeToString(), one)
+    # A probe measured while the machine was busy underestimates a link's cost: add links until the
+    # fastest run of the slow graph is ADDED_S slower than the fastest of the base graph's.
+    for _ in range(CALIBRATIONS):
+        slow = _slow_graph(graph, links)
+        slow_s, _ = _run_s(slow.SerializeToString(), one)
+        if slow_s - base_s >= ADDED_S:
+            break
+        links = math.ceil(links * 1.2 * ADDED_S / max(slow_s - base_s, ADDED_S / 4))
     assert slow_s - base_s >= ADDED_S, f"{links} links add {(slow_s - base_s) * 1000:.1f} ms"
     for batch in (rows[:1], rows):
         options = ort.SessionOptions()
@@ -415,7 +425,10 @@ def test_a_healthy_challenger_is_promoted_step_by_step(fleet: Fleet, healthy_dir
     old = fleet.champion
     new = fleet.register(healthy_dir)
     mark = fleet.load.mark()
-    result, lines = fleet.rollout(new)
+    # The champion's own model: a p99 gap between the two is the machine's (a busy 2-core machine delays
+    # a few of the challenger's fewer requests by tens of ms), not the model's. The latency gate at its
+    # default 10 ms is the slow challenger's test (+20 ms per run, stopped at shadow).
+    result, lines = fleet.rollout(new, gates={"maxP99AddedMs": HEALTHY_P99_ADDED_MS})
     assert result.outcome == "promoted", result.reason
     assert result.reason == f"promoted after shadow, 5%, 25%, 50%, baked {WINDOW_S} s"
     for step in ("shadow", "5%", "25%", "50%"):
