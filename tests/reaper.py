@@ -16,7 +16,7 @@ xdist worker) marks the run and starts a reaper beside it:
   ``GRACE_S``. At a normal end that is nothing, as each fixture stops its own; what it did end it names
   on stderr, as a leak to fix.
 
-Linux only (/proc), as the suite is (docs/development.md).
+Linux only (/proc).
 """
 
 from __future__ import annotations
