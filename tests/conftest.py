@@ -48,7 +48,7 @@ def cloud_plan(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Plan
 
     def plan(stack: str) -> Plan:
         if stack not in cache:
-            cache[stack] = plan_config(cloud_only(template(stack)), directory, stack)
+            cache[stack] = plan_config(cloud_only(template(stack)), directory, stack, shared=True)
         return cache[stack]
 
     return plan

@@ -3,8 +3,10 @@
 Under pytest-xdist each worker is a process of its own, with its own session fixtures. What one of them
 makes goes into the run's folder (``RUN_DIR``, made by the first pytest process of the run and removed
 at its end) under a lock on its key: a second process asking for the same thing waits for the first
-one's and reads it. A plan is pickled, keyed by the stack's name and its config's exact text (only the
-config can differ between two plans of one run: the program does not change during a run).
+one's and reads it. A plan is pickled, keyed by the stack's name and its config's exact text: for the
+session fixtures' plans (`planned`, `cloud_plan`, the judges' stacks) only the config differs, while a
+test's own plan may also depend on what the test changed (the mocks, an environment variable), so
+``plan_config`` shares only when asked to.
 """
 
 from __future__ import annotations

@@ -32,13 +32,16 @@ def cloud_only(config: dict[str, Any]) -> dict[str, Any]:
     return edited
 
 
-def plan_config(config: dict[str, Any], directory: Path, stack: str) -> Plan:
-    """Plan a stack config written as ``Pulumi.<stack>.yaml`` in ``directory``, once per test run for
-    each config (tests/once.py): two tests that plan the same edit share its plan."""
+def plan_config(config: dict[str, Any], directory: Path, stack: str, *, shared: bool = False) -> Plan:
+    """Plan a stack config written as ``Pulumi.<stack>.yaml`` in ``directory``. ``shared``: once per test
+    run for that config (tests/once.py), for the session fixtures; a test's own plan is always made
+    afresh, as a test may change what else a plan reads (the mocks, the chart cache's variable)."""
     path = directory / f"Pulumi.{stack}.yaml"
     text = yaml.safe_dump({"config": config})
     path.write_text(text)
-    return once.plan(stack, text, lambda: run_plan(resolve_target(stack_file=path)))
+    if shared:
+        return once.plan(stack, text, lambda: run_plan(resolve_target(stack_file=path)))
+    return run_plan(resolve_target(stack_file=path))
 
 
 def one(plan: Plan, token: str, suffix: str) -> PlannedResource:
