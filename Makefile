@@ -65,9 +65,17 @@ demo: setup-policy
 		echo; $(BIN)/mlplatform plan $$stack --json $(OUT)/$$stack.json --manifests $(OUT)/manifests/$$stack || exit $$?; \
 	done; exit $$status
 
+# The suite in two processes (pytest-xdist; each module stays on one, with its servers), then
+# test-infra; the time of each is the last line printed.
+PYTEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest
-	$(MAKE) test-infra
+	@start=$$(date +%s); $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope; status=$$?; \
+	tests=$$(date +%s); pytest_time=$$(printf '%dm%02ds' $$(((tests - start) / 60)) $$(((tests - start) % 60))); \
+	if [ $$status -ne 0 ]; then echo "make test: pytest $$pytest_time, failed (test-infra not run)"; exit $$status; fi; \
+	$(MAKE) --no-print-directory test-infra; status=$$?; end=$$(date +%s); \
+	printf 'make test: pytest %s, test-infra %dm%02ds%s\n' $$pytest_time $$(((end - tests) / 60)) \
+		$$(((end - tests) % 60)) "$$([ $$status -eq 0 ] || echo ', failed')"; \
+	exit $$status
 
 # What `pulumi up` installs (requirements.txt: the infra extra, no torch, numpy or uvicorn) plans every
 # stack and judges them all; train says which extra it lacks. pip's cache makes a rebuild quick.

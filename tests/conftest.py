@@ -1,4 +1,5 @@
-"""Shared fixtures: plans of the real stack templates, made once per test session.
+"""Shared fixtures: plans of the real stack templates, made once per test run (tests/once.py shares
+them between xdist's workers).
 
 Planning runs the real program under Pulumi's mocks (mlplatform.plan); a template that breaks fails
 every test that plans it.
@@ -13,15 +14,23 @@ import pytest
 
 from components.config import PLATFORM_KEY
 from mlplatform.plan import Plan, resolve_target, run_plan
+from tests import once, reaper
 from tests.stack_variants import cloud_only, plan_config, template
 
-_PLANS: dict[str, Plan] = {}
+
+def pytest_configure(config: pytest.Config) -> None:
+    reaper.start(config)
+    once.start(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    once.stop(config)
+    reaper.stop(config)
 
 
 def plan_stack(stack: str) -> Plan:
-    if stack not in _PLANS:
-        _PLANS[stack] = run_plan(resolve_target(stack))
-    return _PLANS[stack]
+    target = resolve_target(stack)
+    return once.plan(stack, target.stack_file.read_text(), lambda: run_plan(target))
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +48,7 @@ def cloud_plan(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Plan
 
     def plan(stack: str) -> Plan:
         if stack not in cache:
-            cache[stack] = plan_config(cloud_only(template(stack)), directory, stack)
+            cache[stack] = plan_config(cloud_only(template(stack)), directory, stack, shared=True)
         return cache[stack]
 
     return plan

@@ -14,6 +14,7 @@ import yaml
 
 from components.config import PLATFORM_KEY
 from mlplatform.plan import Plan, PlannedResource, resolve_target, run_plan
+from tests import once
 
 
 def template(stack: str) -> dict[str, Any]:
@@ -32,10 +33,15 @@ def cloud_only(config: dict[str, Any]) -> dict[str, Any]:
     return edited
 
 
-def plan_config(config: dict[str, Any], directory: Path, stack: str) -> Plan:
-    """Plan a stack config written as ``Pulumi.<stack>.yaml`` in ``directory``."""
+def plan_config(config: dict[str, Any], directory: Path, stack: str, *, shared: bool = False) -> Plan:
+    """Plan a stack config written as ``Pulumi.<stack>.yaml`` in ``directory``. ``shared``: once per test
+    run for that config (tests/once.py), for the session fixtures; a test's own plan is always made
+    afresh, as a test may change what else a plan reads (the mocks, the chart cache's variable)."""
     path = directory / f"Pulumi.{stack}.yaml"
-    path.write_text(yaml.safe_dump({"config": config}))
+    text = yaml.safe_dump({"config": config})
+    path.write_text(text)
+    if shared:
+        return once.plan(stack, text, lambda: run_plan(resolve_target(stack_file=path)))
     return run_plan(resolve_target(stack_file=path))
 
 

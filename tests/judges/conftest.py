@@ -38,7 +38,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Judged]:
     def get(stack: str) -> Judged:
         if stack not in cache:
             plan: Plan = (
-                plan_config(all_features(ALL_FEATURES[stack]), directory, stack)
+                plan_config(all_features(ALL_FEATURES[stack]), directory, stack, shared=True)
                 if stack in ALL_FEATURES
                 else plan_stack(stack)
             )

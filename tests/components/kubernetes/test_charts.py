@@ -194,14 +194,16 @@ def test_a_missing_chart_is_one_line_and_leaves_the_release_unrendered(
 
 
 @pytest.mark.parametrize("verb", ["plan", "check"])
-def test_plan_and_check_refuse_a_release_they_cannot_render_unless_allowed(verb: str, tmp_path: Path) -> None:
+def test_plan_and_check_refuse_a_release_they_cannot_render_unless_allowed(
+    verb: str, tmp_path: Path, planned: Callable[[str], Plan]
+) -> None:
     """A plan that silently lacks a chart's objects judges less than the platform: exit 2, one line
     per release naming it; --allow-unrendered makes each line a warning."""
     env = {CHARTS_ENV: str(tmp_path)}
     refused = CliRunner().invoke(app, [verb, "aws-smb-dev"], env=env)
     assert refused.exit_code == 2, refused.output
     errors = [line for line in refused.stderr.splitlines() if line.startswith("error: ")]
-    releases = [r.name for r in _releases(run_plan(resolve_target("aws-smb-dev")))]
+    releases = [r.name for r in _releases(planned("aws-smb-dev"))]
     assert len(errors) == len(releases) and releases
     for name in releases:
         assert any(f"Helm release {name} is not rendered: " in line for line in errors), (name, errors)

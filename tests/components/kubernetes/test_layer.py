@@ -4,12 +4,10 @@ Security only as privileged as its fabric needs, and everything on the one clust
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-import yaml
 
-from mlplatform.plan import REPO_ROOT, Plan, resolve_target, run_plan
+from mlplatform.plan import Plan
 from mlplatform.report import HELM_RELEASE, kubernetes_objects
 
 FABRIC_RELEASES = {"aws-efa-k8s-device-plugin", "network-operator"}
@@ -51,12 +49,8 @@ def test_every_kubernetes_resource_uses_the_cluster_provider(
     assert "4dabf18193072939515e22adb298388d" in provider.inputs["kubeconfig"], "kubeconfig stays a secret"
 
 
-def test_a_cloud_only_first_phase_registers_nothing_in_the_cluster(tmp_path: Path) -> None:
-    document = yaml.safe_load((REPO_ROOT / "stacks" / "Pulumi.azure-enterprise-prod.yaml").read_text())
-    document["config"]["ml-platform:platform"]["kubernetes"] = {"enabled": False}
-    stack_file = tmp_path / "Pulumi.azure-enterprise-prod.yaml"
-    stack_file.write_text(yaml.safe_dump(document))
-    plan = run_plan(resolve_target(stack_file=stack_file))
+def test_a_cloud_only_first_phase_registers_nothing_in_the_cluster(cloud_plan: Callable[[str], Plan]) -> None:
+    plan = cloud_plan("azure-enterprise-prod")  # the template with `kubernetes: {enabled: false}`
     assert not [
         r for r in plan.resources if r.type.startswith(("kubernetes:", "pulumi:providers:kubernetes"))
     ]

@@ -8,6 +8,7 @@ container is, so SIGTERM, sockets and ONNX Runtime are all real.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -20,6 +21,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
+from tests import once
 from workloads.artifacts import ONNX_FILE, load_metadata, model_version_dir, write_metadata
 from workloads.inference.quantize import quantize_version
 from workloads.training.tasks import Split, load_split_for
@@ -30,14 +32,20 @@ REPO = Path(__file__).resolve().parents[3]
 MODEL_NAME = "digits"
 
 
-@pytest.fixture(scope="session")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A digits model version trained by the real trainer (single process), as a user would."""
-    output = tmp_path_factory.mktemp("artifacts")
+def _train(output: Path) -> None:
     command = [sys.executable, "-m", "workloads.training", "--output", str(output), "--epochs", "10"]
     command += ["--model-name", MODEL_NAME, "--model-version", "1"]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A digits model version trained by the real trainer (single process), as a user would: once per
+    test run (tests/once.py), copied into this process's own folder, as fixtures write beside it."""
+    trained = once.folder("digits-model", _train, tmp_path_factory.mktemp("trained"))
+    output = tmp_path_factory.mktemp("artifacts")
+    shutil.copytree(trained, output, dirs_exist_ok=True)
     return model_version_dir(output, MODEL_NAME, "1")
 
 
