@@ -11,6 +11,7 @@ numbers as floats, secrets wrapped, exactly what the engine and a policy pack se
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import difflib
 import json
@@ -235,7 +236,21 @@ def run_plan(target: Target, *, update: bool = False) -> Plan:
 
     ``update`` runs the program as ``pulumi up`` does (``pulumi.runtime.is_dry_run()`` false), to see
     what an update refuses; a plan is otherwise a preview."""
+    _ensure_event_loop()
     return contextvars.Context().run(_run_plan, target, update)
+
+
+def _ensure_event_loop() -> None:
+    """Pulumi's runtime awaits on the thread's event loop (``pulumi.runtime.sync_await`` asks
+    ``asyncio.get_event_loop``), which an earlier ``asyncio.run`` in the same process leaves unset: the
+    next plan would fail with "There is no current event loop". Give the thread one again."""
+    policy = asyncio.get_event_loop_policy()
+    try:
+        loop = policy.get_event_loop()
+    except RuntimeError:
+        loop = None
+    if loop is None or loop.is_closed():
+        policy.set_event_loop(policy.new_event_loop())
 
 
 class _Warnings(logging.Handler):

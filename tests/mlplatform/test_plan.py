@@ -328,3 +328,21 @@ def test_the_summary_says_pools_gpus_endpoints_and_storage(planned: Callable[[st
     assert [line.split() for line in total if line.startswith("all ")] == [["all", "16"]]
     text = _render(lambda console: print_summary(azure, console), 80)
     assert "pulumi:pulumi:Stack" not in text and len(text.splitlines()) < 30
+
+
+def test_a_plan_after_asyncio_run_has_an_event_loop_again() -> None:
+    """``asyncio.run`` leaves the thread without an event loop, and Pulumi's runtime awaits on it
+    (``pulumi.runtime.sync_await``): a second stack planned in the same process failed with "There is no
+    current event loop in thread 'MainThread'" (seen across the suite's modules under pytest-xdist)."""
+    import asyncio
+
+    from mlplatform.plan import _ensure_event_loop
+
+    async def nothing() -> None:
+        return None
+
+    asyncio.run(nothing())
+    with pytest.raises(RuntimeError, match="no current event loop"):
+        asyncio.get_event_loop_policy().get_event_loop()
+    _ensure_event_loop()
+    assert not asyncio.get_event_loop_policy().get_event_loop().is_closed()
