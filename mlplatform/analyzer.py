@@ -108,6 +108,8 @@ class StackReport:
     violations: tuple[Violation, ...]
     # The URN of each object a Helm chart renders → that chart and version ("gpu-operator v26.7.0").
     charts: Mapping[str, str] = field(default_factory=dict)
+    # sha256 of the plan as `mlplatform plan --json` writes it.
+    plan_digest: str = ""
 
 
 class PolicyPackSession:
