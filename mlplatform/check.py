@@ -29,7 +29,7 @@ from components.config import ConfigError
 from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violation
 from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
-from mlplatform.evidence import write_evidence
+from mlplatform.evidence import load_controls, write_evidence
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan, skipped_judges
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
@@ -98,6 +98,11 @@ def check(
     unwritable = output_problems({"--json": json_file, "--sarif": sarif_file}, {"--evidence": evidence_dir})
     if unwritable:
         exit_with(unwritable)
+    if evidence_dir is not None:
+        try:
+            load_controls(policy_pack)  # a bad catalogue is found before any stack is planned
+        except InputError as error:
+            exit_with(error.problems)
     try:
         given = load_policy_config(policy_config)
         with PolicyPackSession(policy_pack) as session:  # the pack starts while the first stack plans

@@ -222,3 +222,16 @@ def test_every_judge_is_mapped_or_listed_unmapped() -> None:
         j for u in catalogue.unmapped for j in u.judges
     }
     assert named == {judge.name for judge in JUDGES}
+
+
+def test_a_control_without_a_source_is_refused_before_any_planning(tmp_path: Path) -> None:
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    control = {"id": "c", "title": "t", "framework": "f", "responsibility": "project", "policies": ["p"]}
+    (pack / "controls.yaml").write_text(json.dumps({"controls": [control]}), encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["check", "aws-smb-dev", "--policy-pack", str(pack), "--evidence", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 2
+    assert f"{pack / 'controls.yaml'}: controls.0.source: Field required" in result.output
+    assert not (tmp_path / "out").exists()
