@@ -110,6 +110,8 @@ class StackReport:
     charts: Mapping[str, str] = field(default_factory=dict)
     # sha256 of the plan as `mlplatform plan --json` writes it.
     plan_digest: str = ""
+    # The packages of the planned resources' types ("aws", "azure-native", "kubernetes").
+    providers: frozenset[str] = frozenset()
 
 
 class PolicyPackSession:

@@ -257,6 +257,7 @@ def _judge(
         resources=len(plan.resources),
         violations=tuple(violations),
         charts=_charts(plan),
+        providers=frozenset(r.type.split(":", 1)[0] for r in plan.resources),
         plan_digest=hashlib.sha256((json.dumps(plan.to_dict(), indent=2) + "\n").encode()).hexdigest(),
     )
 

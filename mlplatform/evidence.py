@@ -37,7 +37,7 @@ from mlplatform.analyzer_config import PolicySettings
 from mlplatform.errors import InputError
 
 CONTROLS_FILE = "controls.yaml"
-Status = Literal["met", "partial", "absent"]
+Status = Literal["met", "partial", "absent", "n/a"]
 _OCSF_SEVERITY = {"informational": 1, "low": 2, "medium": 3, "high": 4, "critical": 5}
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -50,6 +50,9 @@ class Control(BaseModel):
     framework: str
     responsibility: Literal["project", "customer", "cloud-provider"]
     source: str = Field(min_length=1)
+    # The providers (resource type packages: aws, azure-native) whose stacks the control is about; none:
+    # every stack. On a stack with none of them the control is not applicable (n/a).
+    providers: tuple[str, ...] = ()
     policies: tuple[str, ...] = ()
     judges: tuple[str, ...] = ()
 
@@ -167,9 +170,8 @@ def write_evidence(
     waived += [(j.name, j.name, "judge skipped by --skip") for j in JUDGES if j.name in skipped]
     written["exceptions.json"] = _json(_exceptions(reports, results, waived))
     written["exceptions.csv"] = _exceptions_csv(_exceptions(reports, results, waived))
-    matrix = control_matrix(
-        catalogue, [r.label for r in reports], results, {p.name: p.kind for p in pack.policies}
-    )
+    stacks = {r.label: r.providers for r in reports}
+    matrix = control_matrix(catalogue, stacks, results, {p.name: p.kind for p in pack.policies})
     written["control-matrix.csv"] = _matrix_csv(catalogue, reports, matrix)
     written["control-matrix.html"] = _matrix_html(catalogue, reports, matrix, pack, now).encode()
     for path, content in written.items():
@@ -292,16 +294,23 @@ class Cell:
 
 
 def control_matrix(
-    catalogue: Catalogue, stacks: list[str], results: Iterable[Result], kinds: Mapping[str, str]
+    catalogue: Catalogue,
+    stacks: Mapping[str, frozenset[str]],
+    results: Iterable[Result],
+    kinds: Mapping[str, str],
 ) -> dict[tuple[str, str], Cell]:
-    """Each control's status on each stack (docs/compliance.md, "The control matrix"): met when every
-    mapped policy and judge that applies passes; absent when none applies, or a mandatory stack-wide
-    policy fails (it fails everywhere it applies); partial otherwise (some fail, or only advisories)."""
+    """Each control's status on each stack (label → its providers; docs/compliance.md, "The control
+    matrix"): met when every mapped policy and judge that applies passes; absent when none applies, or a
+    mandatory stack-wide policy fails (it fails everywhere it applies); partial otherwise (some fail, or
+    only advisories); n/a on a stack of none of the control's providers."""
     listed = list(results)
     cells: dict[tuple[str, str], Cell] = {}
     for control in catalogue.controls:
         judged = {(j.name, p) for j in JUDGES if j.name in control.judges for p in j.policies}
-        for stack in stacks:
+        for stack, providers in stacks.items():
+            if control.providers and not providers & set(control.providers):
+                cells[control.id, stack] = Cell("n/a", f"no {', '.join(control.providers)} resources", ())
+                continue
             proof = tuple(
                 r
                 for r in listed
@@ -359,7 +368,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse}
 th,td{border:1px solid #bbb;padding:.35em .5em;vertical-align:top;font-size:.9em}
-th{background:#f0f0f0}.met{background:#d9f2d9}.partial{background:#fff1c2}.absent{background:#f8d0d0}
+th{background:#f0f0f0}.met{background:#d9f2d9}.partial{background:#fff1c2}.absent{background:#f8d0d0}.na{background:#eee}
 .status{font-weight:bold;text-transform:uppercase}details{margin-top:.3em}small{color:#555}
 """
 
@@ -388,7 +397,7 @@ def _matrix_html(
                 else ""
             )
             cells.append(
-                f'<td class="{cell.status}" data-stack="{esc(report.label)}">'
+                f'<td class="{cell.status.replace("/", "")}" data-stack="{esc(report.label)}">'
                 f'<span class="status">{cell.status}</span><br><small>{esc(cell.why)}</small>{proof}</td>'
             )
         mapped = ", ".join([*control.policies, *control.judges]) or "none"
@@ -404,7 +413,8 @@ def _matrix_html(
         f"<style>{_CSS}</style></head><body><h1>Control matrix</h1>"
         f"<p>Policy pack {esc(pack.name)} v{esc(pack.version)}, judged {esc(now.isoformat())}. "
         "met: every mapped policy and judge passes on the stack; partial: some fail, or only advisory "
-        "findings; absent: a mandatory stack-wide policy fails, or nothing mapped applies. "
+        "findings; absent: a mandatory stack-wide policy fails, or nothing mapped applies; n/a: the control "
+        "is about another cloud. "
         "Hashes of every file: manifest.json.</p>"
         f"<table><thead><tr><th>control</th><th>requirement</th>{head}</tr></thead><tbody>{''.join(rows)}"
         "</tbody></table></body></html>\n"

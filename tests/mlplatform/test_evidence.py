@@ -170,7 +170,7 @@ def test_the_html_page_shows_every_control_with_a_status_per_stack(evidence: Evi
     for control, cells in page.cells.items():
         assert set(cells) == {evidence.shipped, evidence.no_trail}, control
         for status, links in cells.values():
-            assert status in {"met", "partial", "absent"}
+            assert status in {"met", "partial", "absent", "na"}
             assert all((evidence.directory / link).is_file() for link in links)
     assert page.cells["ISO27001:2022 A.8.15"][evidence.no_trail][0] == "absent"
     assert any(
@@ -211,9 +211,20 @@ def test_the_status_rule(kind: str, enforcement: str, status: str) -> None:
         Result("s", "p", "pack", True, "p.json"),
         Result("s", "q", "pack", False, "q.json", _violation("q", enforcement)),
     ]
-    assert control_matrix(catalogue, ["s"], results, {"q": kind})["c", "s"].status == status
-    assert control_matrix(catalogue, ["s"], results[:1], {})["c", "s"].status == "met"
-    assert control_matrix(catalogue, ["s"], [], {})["c", "s"].status == "absent"
+    aws = {"s": frozenset({"aws", "kubernetes"})}
+    assert control_matrix(catalogue, aws, results, {"q": kind})["c", "s"].status == status
+    assert control_matrix(catalogue, aws, results[:1], {})["c", "s"].status == "met"
+    assert control_matrix(catalogue, aws, [], {})["c", "s"].status == "absent"
+
+
+def test_a_control_about_one_cloud_is_not_applicable_on_the_other() -> None:
+    """CIS Amazon EKS 2.1.1 is about EKS clusters: on an Azure stack it is n/a, not met by AKS's logs."""
+    catalogue = load_controls(DEFAULT_PACK)
+    eks = next(c for c in catalogue.controls if c.id == "CIS EKS 2.1.1")
+    stacks = {"aws": frozenset({"aws"}), "azure": frozenset({"azure-native"})}
+    results = [Result(stack, "data-store-audit-logs", "pack", True, "x.json") for stack in stacks]
+    matrix = control_matrix(Catalogue(controls=(eks,)), stacks, results, {})
+    assert (matrix[eks.id, "aws"].status, matrix[eks.id, "azure"].status) == ("met", "n/a")
 
 
 def test_every_judge_is_mapped_or_listed_unmapped() -> None:
