@@ -29,7 +29,7 @@ from components.config import ConfigError
 from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violation
 from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
-from mlplatform.evidence import load_controls, write_evidence
+from mlplatform.evidence import evidence_problems, write_evidence
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan, skipped_judges
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
@@ -96,13 +96,10 @@ def check(
     plans = [(f"{path}", _read_plan(path)) for path in plan_files or []]
     targets = [] if plans else _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
     unwritable = output_problems({"--json": json_file, "--sarif": sarif_file}, {"--evidence": evidence_dir})
+    if evidence_dir is not None and not unwritable:
+        unwritable = evidence_problems(evidence_dir, policy_pack)  # found before any stack is planned
     if unwritable:
         exit_with(unwritable)
-    if evidence_dir is not None:
-        try:
-            load_controls(policy_pack)  # a bad catalogue is found before any stack is planned
-        except InputError as error:
-            exit_with(error.problems)
     try:
         given = load_policy_config(policy_config)
         with PolicyPackSession(policy_pack) as session:  # the pack starts while the first stack plans

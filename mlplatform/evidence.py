@@ -87,6 +87,18 @@ def load_controls(pack_dir: Path) -> Catalogue:
         raise InputError([f"{path}: {where}: {first['msg']}"]) from None
 
 
+def evidence_problems(directory: Path, pack_dir: Path) -> list[str]:
+    """Why ``--evidence DIR`` cannot be written: a folder that already holds files (one run per folder,
+    so the manifest lists all it holds), or a controls catalogue that is not one."""
+    if directory.is_dir() and any(directory.iterdir()):
+        return [f"--evidence {directory}: not empty; name a new folder (each run's evidence is kept apart)"]
+    try:
+        load_controls(pack_dir)
+    except InputError as error:
+        return error.problems
+    return []
+
+
 @dataclass(frozen=True)
 class Result:
     """One policy's verdict on one subject of one stack, and the file that records it."""
@@ -94,9 +106,12 @@ class Result:
     stack: str
     policy: str
     origin: str  # "pack" or the judge's name
-    passed: bool
     path: str  # relative to the evidence directory
-    violation: Violation | None = None
+    violation: Violation | None = None  # None: a pass
+
+    @property
+    def passed(self) -> bool:
+        return self.violation is None
 
 
 def pack_digest(pack_dir: Path) -> tuple[str, int]:
@@ -157,19 +172,20 @@ def write_evidence(
             found = by_policy.get(policy, [])
             if not found:
                 path = f"{stack_dir}/{_safe(policy)}/PASS.json"
-                results.append(Result(report.label, policy, origin, True, path))
+                results.append(Result(report.label, policy, origin, path))
                 written[path] = _json(_finding(report, policy, origin, severity, description, None, now))
             for number, violation in enumerate(found, 1):
                 path = f"{stack_dir}/{_safe(policy)}/FAIL-{number:03d}-{_safe(violation.name)[:80]}.json"
-                results.append(Result(report.label, policy, origin, False, path, violation))
+                results.append(Result(report.label, policy, origin, path, violation))
                 finding = _finding(report, policy, origin, violation.severity, description, violation, now)
                 written[path] = _json(finding)
     waived = [
         (p.name, "pack", "enforcement disabled by --policy-config") for p in pack.policies if p not in active
     ]
     waived += [(j.name, j.name, "judge skipped by --skip") for j in JUDGES if j.name in skipped]
-    written["exceptions.json"] = _json(_exceptions(reports, results, waived))
-    written["exceptions.csv"] = _exceptions_csv(_exceptions(reports, results, waived))
+    exceptions = _exceptions(reports, results, waived)
+    written["exceptions.json"] = _json(exceptions)
+    written["exceptions.csv"] = _exceptions_csv(exceptions)
     stacks = {r.label: r.providers for r in reports}
     matrix = control_matrix(catalogue, stacks, results, {p.name: p.kind for p in pack.policies})
     written["control-matrix.csv"] = _matrix_csv(catalogue, reports, matrix)

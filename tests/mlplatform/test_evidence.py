@@ -208,8 +208,8 @@ def test_the_status_rule(kind: str, enforcement: str, status: str) -> None:
         }
     )
     results = [
-        Result("s", "p", "pack", True, "p.json"),
-        Result("s", "q", "pack", False, "q.json", _violation("q", enforcement)),
+        Result("s", "p", "pack", "p.json"),
+        Result("s", "q", "pack", "q.json", _violation("q", enforcement)),
     ]
     aws = {"s": frozenset({"aws", "kubernetes"})}
     assert control_matrix(catalogue, aws, results, {"q": kind})["c", "s"].status == status
@@ -222,7 +222,7 @@ def test_a_control_about_one_cloud_is_not_applicable_on_the_other() -> None:
     catalogue = load_controls(DEFAULT_PACK)
     eks = next(c for c in catalogue.controls if c.id == "CIS EKS 2.1.1")
     stacks = {"aws": frozenset({"aws"}), "azure": frozenset({"azure-native"})}
-    results = [Result(stack, "data-store-audit-logs", "pack", True, "x.json") for stack in stacks]
+    results = [Result(stack, "data-store-audit-logs", "pack", "x.json") for stack in stacks]
     matrix = control_matrix(Catalogue(controls=(eks,)), stacks, results, {})
     assert (matrix[eks.id, "aws"].status, matrix[eks.id, "azure"].status) == ("met", "n/a")
 
@@ -246,3 +246,11 @@ def test_a_control_without_a_source_is_refused_before_any_planning(tmp_path: Pat
     assert result.exit_code == 2
     assert f"{pack / 'controls.yaml'}: controls.0.source: Field required" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_with_files_in_it_is_refused(tmp_path: Path) -> None:
+    """One run per folder: the manifest must list everything the folder holds."""
+    (tmp_path / "manifest.json").write_text("{}", encoding="utf-8")
+    result = CliRunner().invoke(app, ["check", "aws-smb-dev", "--evidence", str(tmp_path)])
+    assert result.exit_code == 2
+    assert f"--evidence {tmp_path}: not empty" in result.output
