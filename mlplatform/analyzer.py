@@ -112,6 +112,9 @@ class StackReport:
     plan_digest: str = ""
     # The packages of the planned resources' types ("aws", "azure-native", "kubernetes").
     providers: frozenset[str] = frozenset()
+    # Exemptions the plan documents: (URN, annotation, its written reason) for each
+    # ``policy.ml-platform.io/*-reason`` annotation on a Kubernetes object.
+    exemptions: tuple[tuple[str, str, str], ...] = ()
 
 
 class PolicyPackSession:

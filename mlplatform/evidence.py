@@ -35,11 +35,14 @@ from judges import JUDGES
 from mlplatform.analyzer import PackInfo, StackReport, Violation
 from mlplatform.analyzer_config import PolicySettings
 from mlplatform.errors import InputError
+from mlplatform.graph import Plan, as_applied
 
 CONTROLS_FILE = "controls.yaml"
 Status = Literal["met", "partial", "absent", "n/a"]
 _OCSF_SEVERITY = {"informational": 1, "low": 2, "medium": 3, "high": 4, "critical": 5}
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# The pack's exemption annotations (docs/policies.md): a written reason lets an object past a baseline rule.
+_EXEMPTION = re.compile(r"policy\.ml-platform\.io/[a-z-]+-reason")
 
 
 class Control(BaseModel):
@@ -97,6 +100,18 @@ def evidence_problems(directory: Path, pack_dir: Path) -> list[str]:
     except InputError as error:
         return error.problems
     return []
+
+
+def documented_exemptions(plan: Plan) -> tuple[tuple[str, str, str], ...]:
+    """Each exemption annotation on a planned Kubernetes object: (URN, annotation, written reason)."""
+    found = []
+    for resource in plan.resources:
+        if resource.type.startswith("kubernetes:"):
+            metadata = as_applied(resource.inputs).get("metadata") or {}
+            for key, reason in sorted((metadata.get("annotations") or {}).items()):
+                if _EXEMPTION.fullmatch(key):
+                    found.append((resource.urn, key, str(reason)))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -277,6 +292,18 @@ def _exceptions(
         if result.violation is not None and not result.violation.mandatory
     ]
     for report in reports:
+        rows += [
+            {
+                "stack": report.label,
+                "policy": annotation,
+                "origin": "plan",
+                "kind": "documented",
+                "resource": urn,
+                "reason": reason,
+                "result": "",
+            }
+            for urn, annotation, reason in report.exemptions
+        ]
         rows += [
             {
                 "stack": report.label,

@@ -25,7 +25,14 @@ from judges import JUDGES
 from mlplatform.analyzer import Violation
 from mlplatform.check import DEFAULT_PACK
 from mlplatform.cli import app
-from mlplatform.evidence import Catalogue, Result, control_matrix, load_controls, pack_digest
+from mlplatform.evidence import (
+    Catalogue,
+    Result,
+    control_matrix,
+    documented_exemptions,
+    load_controls,
+    pack_digest,
+)
 from mlplatform.plan import REPO_ROOT, Plan
 from mlplatform.report import write_document
 from tests.policies.test_audit import of_type, without
@@ -254,3 +261,14 @@ def test_a_folder_with_files_in_it_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["check", "aws-smb-dev", "--evidence", str(tmp_path)])
     assert result.exit_code == 2
     assert f"--evidence {tmp_path}: not empty" in result.output
+
+
+def test_the_register_takes_each_exemption_the_plan_documents(planned: Callable[[str], Plan]) -> None:
+    """A privileged namespace passes the pack only with its written reason (docs/policies.md): that
+    reason is an exception an auditor reads, as the compliance review asks (section 5)."""
+    found = {
+        (urn.rsplit("::", 1)[1], annotation): reason
+        for urn, annotation, reason in documented_exemptions(planned("aws-enterprise-prod"))
+    }
+    reason = found["namespace-gpu-operator", "policy.ml-platform.io/privileged-reason"]
+    assert reason.startswith("NVIDIA GPU operator")
