@@ -167,9 +167,7 @@ def write_evidence(
     now = datetime.now(UTC)
     directory.mkdir(parents=True, exist_ok=True)
     written: dict[str, bytes] = {}
-    judge_of = {
-        policy: judge.name for judge in JUDGES if judge.name not in skipped for policy in judge.policies
-    }
+    judge_of = {policy: judge for judge in JUDGES if judge.name not in skipped for policy in judge.policies}
     active = [
         p
         for p in pack.policies
@@ -182,7 +180,7 @@ def write_evidence(
         for violation in report.violations:
             by_policy.setdefault(violation.policy, []).append(violation)
         policies = [(p.name, "pack", p.severity, p.description) for p in active]
-        policies += [(policy, judge, "", "") for policy, judge in judge_of.items()]
+        policies += [(policy, judge.name, "", judge.summary) for policy, judge in judge_of.items()]
         for policy, origin, severity, description in policies:
             found = by_policy.get(policy, [])
             if not found:
