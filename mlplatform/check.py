@@ -11,7 +11,6 @@ mandatory policy is violated, 1 when one is, 2 on bad flags, config or pack.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -29,7 +28,7 @@ from components.config import ConfigError
 from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violation
 from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
-from mlplatform.evidence import documented_exemptions, evidence_problems, write_evidence
+from mlplatform.evidence import documented_exemptions, evidence_problems, plan_digest, write_evidence
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan, skipped_judges
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
@@ -256,7 +255,7 @@ def _judge(
         charts=_charts(plan),
         exemptions=documented_exemptions(plan),
         providers=frozenset(r.type.split(":", 1)[0] for r in plan.resources),
-        plan_digest=hashlib.sha256((json.dumps(plan.to_dict(), indent=2) + "\n").encode()).hexdigest(),
+        plan_digest=plan_digest(plan.to_dict()),
     )
 
 

@@ -129,6 +129,12 @@ class Result:
         return self.violation is None
 
 
+def plan_digest(document: Mapping[str, Any]) -> str:
+    """sha256 of a plan (the ``plan --json`` document) as canonical JSON: keys sorted, no spaces. The file
+    ``plan --json`` writes keeps the engine's key order, which varies run to run (a resource's tags)."""
+    return hashlib.sha256(json.dumps(document, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def pack_digest(pack_dir: Path) -> tuple[str, int]:
     """sha256 over the pack's tracked files (relative path and content), and how many there are."""
     digest = hashlib.sha256()

@@ -88,10 +88,11 @@ def test_the_manifest_hashes_every_file_and_names_commit_pack_and_plans(evidence
     assert manifest["commit"] == head.stdout.strip()
     assert manifest["pack"]["sha256"] == pack_digest(DEFAULT_PACK)[0]
     assert "@" in manifest["operator"] and manifest["time"]
-    # The plan digest is the sha256 of the plan file `mlplatform plan --json` writes: an auditor re-plans
-    # the commit and compares.
+    # The plan digest is over the plan file's canonical JSON: an auditor re-plans the commit and compares.
     for stack in manifest["stacks"]:
-        assert stack["planSha256"] == hashlib.sha256(evidence.plans[stack["label"]].read_bytes()).hexdigest()
+        document = _json(evidence.plans[stack["label"]])
+        canonical = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+        assert stack["planSha256"] == hashlib.sha256(canonical).hexdigest()
 
 
 def test_results_record_passes_and_each_finding_as_ocsf(evidence: Evidence) -> None:
