@@ -108,6 +108,13 @@ class StackReport:
     violations: tuple[Violation, ...]
     # The URN of each object a Helm chart renders → that chart and version ("gpu-operator v26.7.0").
     charts: Mapping[str, str] = field(default_factory=dict)
+    # sha256 of the plan's canonical JSON (mlplatform.evidence.plan_digest).
+    plan_digest: str = ""
+    # The packages of the planned resources' types ("aws", "azure-native", "kubernetes").
+    providers: frozenset[str] = frozenset()
+    # Exemptions the plan documents: (URN, annotation, its written reason) for each
+    # ``policy.ml-platform.io/*-reason`` annotation on a Kubernetes object.
+    exemptions: tuple[tuple[str, str, str], ...] = ()
 
 
 class PolicyPackSession:

@@ -5,7 +5,8 @@ so the verdict is the one ``pulumi preview --policy-pack policies`` gives, minus
 knows. Every behaviour judge of ``judges.JUDGES`` (docs/judges.md) judges the same plan's Kubernetes
 objects and node pools; their findings are reported beside the pack's, at the same levels. ``--plan``
 judges a plan JSON that ``mlplatform plan --json`` wrote, instead of planning; ``--skip`` leaves a judge
-out. Exit 0 when no mandatory policy is violated, 1 when one is, 2 on bad flags, config or pack.
+out. ``--evidence DIR`` writes what an auditor is handed (mlplatform.evidence). Exit 0 when no
+mandatory policy is violated, 1 when one is, 2 on bad flags, config or pack.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from components.config import ConfigError
 from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violation
 from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
+from mlplatform.evidence import documented_exemptions, evidence_problems, plan_digest, write_evidence
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan, skipped_judges
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
@@ -77,6 +79,14 @@ def check(
             show_default=False,
         ),
     ] = None,
+    evidence_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--evidence",
+            help="Write an evidence directory: manifest, results with passes, exceptions, control matrix.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Judge stacks with the policy pack and the judges; exit 1 on any mandatory violation."""
     if plan_files and (stacks or all_stacks or stack_file or program or stack_opt):
@@ -84,7 +94,9 @@ def check(
     skipped = skipped_judges(skip or [])
     plans = [(f"{path}", _read_plan(path)) for path in plan_files or []]
     targets = [] if plans else _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
-    unwritable = output_problems({"--json": json_file, "--sarif": sarif_file}, {})
+    unwritable = output_problems({"--json": json_file, "--sarif": sarif_file}, {"--evidence": evidence_dir})
+    if evidence_dir is not None and not unwritable:
+        unwritable = evidence_problems(evidence_dir, policy_pack)  # found before any stack is planned
     if unwritable:
         exit_with(unwritable)
     try:
@@ -97,6 +109,9 @@ def check(
                 settings = reconcile(session.info.schemas(), given, session.info.initial_config)
                 reports = [_judge(session, label, None, plan, settings, skipped) for label, plan in plans]
             pack = session.info
+            if evidence_dir is not None and not unplanned and not unrendered:
+                settings = reconcile(pack.schemas(), given, pack.initial_config)
+                write_evidence(evidence_dir, pack, reports, settings, skipped)
     except InputError as error:
         exit_with(error.problems)
     console = Console()
@@ -110,6 +125,8 @@ def check(
     if sarif_file is not None:
         write_document(sarif_file, to_sarif(pack, reports, Path.cwd(), problems))
         console.print(f"wrote {sarif_file}")
+    if evidence_dir is not None and not problems:
+        console.print(f"wrote {evidence_dir}")
     if unplanned:
         console.print(f"not judged, bad config: {', '.join(unplanned)}")
     if unrendered:
@@ -236,6 +253,9 @@ def _judge(
         resources=len(plan.resources),
         violations=tuple(violations),
         charts=_charts(plan),
+        exemptions=documented_exemptions(plan),
+        providers=frozenset(r.type.split(":", 1)[0] for r in plan.resources),
+        plan_digest=plan_digest(plan.to_dict()),
     )
 
 
