@@ -55,6 +55,34 @@ def test_a_snapshot_the_pack_cannot_read_fails_the_budget_rather_than_pass_it(
     assert finding.enforcement == "mandatory" and "cannot judge the budget" in finding.message
 
 
+def _unpriced_gpu(allow: bool) -> Callable[[dict[str, Any]], None]:
+    """g5.xlarge is sold in me-central-1 (components/catalog/aws.py) but the snapshot has no row for it."""
+
+    def edit(platform: dict[str, Any]) -> None:
+        platform["budget"] = {**BUDGET, **({"allowUnpriced": True} if allow else {})}
+        platform["nodePools"][1]["instanceType"] = "g5.xlarge"
+
+    return edit
+
+
+def test_a_pool_the_snapshot_cannot_price_fails_the_budget_rather_than_count_as_zero(
+    variant: Variant, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    findings = _budget_findings(pack, defaults, variant("aws-smb-dev", _unpriced_gpu(allow=False)))
+    assert [(v.policy, v.enforcement) for v in findings] == [("budget-ceiling", "mandatory")]
+    assert findings[0].message.startswith(
+        "cannot judge: pool gpu (g5.xlarge) has no price in me-central-1's snapshot"
+    )
+
+
+def test_allow_unpriced_makes_an_unpriced_pool_advisory_naming_it(
+    variant: Variant, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    findings = _budget_findings(pack, defaults, variant("aws-smb-dev", _unpriced_gpu(allow=True)))
+    assert [(v.policy, v.enforcement) for v in findings] == [("budget-expected", "advisory")]
+    assert findings[0].message.startswith("pool gpu (g5.xlarge) is not priced")
+
+
 def test_the_shipped_pools_fit_the_budget(
     variant: Variant, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
 ) -> None:
