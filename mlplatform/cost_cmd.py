@@ -113,11 +113,13 @@ def print_estimate(result: Estimate, snapshot: Snapshot, today: datetime.date, c
         for item in unpriced:
             console.print(f"  {item.what} ({item.resource or 'stack'}): {item.unpriced}", soft_wrap=True)
     console.print(f"no charge of their own: {len(result.free)} resources (--json lists each, with why)")
-    if result.budget is not None:
-        ceiling = result.total("ceiling").high
+    judged = result.budget_verdict()
+    if judged is not None:
+        ceiling, verdict = judged
         console.print(
-            f"budget: ${result.budget:,.0f} a month; priced ceiling ${ceiling:,.0f} "
-            f"({'over' if ceiling > result.budget else 'within'}; the policy pack judges it)"
+            f"budget: ${result.budget:,.0f} a month; the policy pack judges the node pools' ceiling "
+            f"${ceiling:,.0f}: {verdict} (budget-ceiling; the fixed items above are not judged against it)",
+            soft_wrap=True,
         )
     console.print(snapshot.age_line(today, result.rows()))
 
@@ -138,6 +140,9 @@ def to_json(result: Estimate, snapshot: Snapshot, today: datetime.date) -> dict[
             for figure in _FIGURES
         },
         "budget": result.budget,
+        "budgetJudged": None
+        if (judged := result.budget_verdict()) is None
+        else {"poolsCeiling": round(judged[0], 2), "verdict": judged[1]},
         "prices": {
             "snapshot": str(snapshot.path),
             "asOf": snapshot.oldest(result.rows()).isoformat(),

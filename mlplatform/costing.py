@@ -17,6 +17,7 @@ is either priced, with its source row, or listed with the reason it is not.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -68,6 +69,8 @@ class Item:
     # Billed by use alone: the unit price is shown, the totals leave it out.
     usage: bool = False
     rows: tuple[PriceRow, ...] = ()
+    # A pool's nodes: the figure the policy pack's budget-ceiling judges (the sum of these ceilings).
+    compute: bool = False
 
     @property
     def priced(self) -> bool:
@@ -108,6 +111,21 @@ class Estimate:
 
     def rows(self) -> list[PriceRow]:
         return [row for item in self.items for row in item.rows]
+
+    @property
+    def compute(self) -> list[Item]:
+        """The pools' nodes: what the budget policy judges (policies/mlplatform_policies/budget.py)."""
+        return [item for item in self.items if item.compute]
+
+    def budget_verdict(self) -> tuple[float, str] | None:
+        """The pools' ceiling the pack judges against the budget, and its verdict: within, over, or
+        cannot judge (a pool with no price, unless the stack sets budget.allowUnpriced)."""
+        if self.budget is None:
+            return None
+        ceiling = sum(item.ceiling.high for item in self.compute if item.ceiling is not None)
+        if any(not item.priced for item in self.compute):
+            return ceiling, "cannot judge: a pool has no price (unless budget.allowUnpriced)"
+        return ceiling, "over" if ceiling > self.budget else "within"
 
 
 class _Pricer:
@@ -206,7 +224,8 @@ class _Pool:
 def _pool_items(
     pricer: _Pricer, resource: PlannedResource, pool: _Pool, service: str, disk: str
 ) -> list[Item]:
-    items = [pricer.monthly(resource, pool.describe(), service, pool.size, pool.nodes, spot=pool.spot)]
+    nodes = pricer.monthly(resource, pool.describe(), service, pool.size, pool.nodes, spot=pool.spot)
+    items = [dataclasses.replace(nodes, compute=True)]
     if pool.disk_gib:
         what = f"pool {pool.name}: {pool.disk_gib:g} GiB disk per node"
         floor, expected, ceiling = (n * pool.disk_gib for n in pool.nodes)
