@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from mlplatform.costing import Estimate, Item, estimate
+from mlplatform.costing import Estimate, Item, Money, estimate, no_priced_items
 from mlplatform.errors import InputError, exit_with
 from mlplatform.graph import Plan
 from mlplatform.plan import resolve_target
@@ -101,9 +101,11 @@ def print_estimate(result: Estimate, snapshot: Snapshot, today: datetime.date, c
             *(getattr(item, figure).text() for figure in _FIGURES),
             ",".join(str(ref) for ref in refs),
         )
-    table.add_row(
-        "total (priced items)", *(result.total(figure).text() for figure in _FIGURES), "", style="bold"
-    )
+    totals = [result.total(figure) for figure in _FIGURES]
+    if result.priced:
+        table.add_row("total (priced items)", *(t.text() if t else "" for t in totals), "", style="bold")
+    else:
+        table.add_row(f"total: {no_priced_items(result)}", "", "", "", "", style="bold")
     console.print(table)
     for source, ref in sources.items():
         console.print(f"  [{ref}] {source}", soft_wrap=True, markup=False)
@@ -124,9 +126,12 @@ def print_estimate(result: Estimate, snapshot: Snapshot, today: datetime.date, c
     console.print(snapshot.age_line(today, result.rows()))
 
 
-def _money(item: Item, figure: str) -> dict[str, float] | None:
-    value = getattr(item, figure)
+def _rounded(value: Money | None) -> dict[str, float] | None:
     return None if value is None else {"low": round(value.low, 2), "high": round(value.high, 2)}
+
+
+def _money(item: Item, figure: str) -> dict[str, float] | None:
+    return _rounded(getattr(item, figure))
 
 
 def to_json(result: Estimate, snapshot: Snapshot, today: datetime.date) -> dict[str, Any]:
@@ -135,10 +140,8 @@ def to_json(result: Estimate, snapshot: Snapshot, today: datetime.date) -> dict[
         "cloud": result.cloud,
         "region": result.region,
         "currency": "USD",
-        "totals": {
-            figure: {"low": round(result.total(figure).low, 2), "high": round(result.total(figure).high, 2)}
-            for figure in _FIGURES
-        },
+        # null when nothing is priced: never a $0 that reads as a cost.
+        "totals": {figure: _rounded(result.total(figure)) for figure in _FIGURES},
         "budget": result.budget,
         "budgetJudged": None
         if (judged := result.budget_verdict()) is None

@@ -103,7 +103,10 @@ class Estimate:
     def unpriced(self) -> list[Item]:
         return [item for item in self.items if not item.priced]
 
-    def total(self, figure: str) -> Money:
+    def total(self, figure: str) -> Money | None:
+        """The priced items' sum, or None when nothing is priced (never a $0 that reads as a cost)."""
+        if not self.priced:
+            return None
         total = ZERO
         for item in self.priced:
             total = total + getattr(item, figure)
@@ -599,13 +602,14 @@ def _budget(resource: PlannedResource, inputs: Mapping[str, Any]) -> float | Non
 
 def summary_line(result: Estimate, today: datetime.date, snapshot: Snapshot) -> str:
     """One line: the three figures, what is left out, and the prices' age."""
-    parts = [
-        f"floor {result.total('floor').text()}",
-        f"expected {result.total('expected').text()}",
-        f"ceiling {result.total('ceiling').text()} a month",
-    ]
     left = len(result.unpriced)
-    return (
-        f"cost: {', '.join(parts)} (priced items; {left} unpriced or billed by use; "
-        f"{snapshot.age_line(today, result.rows())})"
-    )
+    age = snapshot.age_line(today, result.rows())
+    floor, expected, ceiling = (result.total(figure) for figure in ("floor", "expected", "ceiling"))
+    if floor is None or expected is None or ceiling is None:
+        return f"cost: {no_priced_items(result)} ({age})"
+    parts = [f"floor {floor.text()}", f"expected {expected.text()}", f"ceiling {ceiling.text()} a month"]
+    return f"cost: {', '.join(parts)} (priced items; {left} unpriced or billed by use; {age})"
+
+
+def no_priced_items(result: Estimate) -> str:
+    return f"no priced items ({len(result.unpriced)} unpriced)"

@@ -57,6 +57,7 @@ def test_cost_reads_a_plan_file_and_writes_json_with_sources_and_the_snapshots_a
     assert "prices as of 2026-11-29" in result.output and "not priced" in result.output
     [document] = json.loads(out.read_text())
     expected = estimate(plan, load_snapshot()).total("ceiling")
+    assert expected is not None
     assert document["totals"]["ceiling"] == {"low": round(expected.low, 2), "high": round(expected.high, 2)}
     assert document["prices"]["asOf"] == "2026-11-29"
     priced = [item for item in document["items"] if item["ceiling"] is not None]
@@ -97,3 +98,41 @@ def test_budget_and_duty_cycle_are_checked_at_the_config_edge() -> None:
     config = parse_stack_config(good, "Pulumi.x.yaml")
     assert config.duty_cycle(config.node_pools[0]) == 1.0
     assert config.duty_cycle(config.node_pools[1]) == DEFAULT_DUTY_CYCLE[(Tier.SMB, PoolKind.GPU)]
+
+
+SHIPPED = [
+    f"{cloud}-{tier}-{env}"
+    for cloud in ("aws", "azure")
+    for tier in ("smb", "enterprise")
+    for env in ("dev", "prod")
+]
+
+
+def _cell(total: dict[str, float] | None) -> str:
+    return "no priced items" if total is None else Money(total["low"], total["high"]).text().lstrip("$")
+
+
+def test_the_docs_table_is_what_cost_prints_for_every_shipped_stack(planned: Planned, tmp_path: Path) -> None:
+    """docs/cost.md's table of the shipped templates is `cost --json`'s totals, and a stack with nothing
+    priced says so (JSON null), never $0 (review of issue 39, B4 and B5)."""
+    arguments = ["cost", "--json", str(tmp_path / "cost.json")]
+    for stack in SHIPPED:
+        (tmp_path / f"{stack}.json").write_text(json.dumps(planned(stack).to_dict()))
+        arguments += ["--plan", str(tmp_path / f"{stack}.json")]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    table = []
+    for document in json.loads((tmp_path / "cost.json").read_text()):
+        totals = document["totals"]
+        left = sum(1 for item in document["items"] if item["ceiling"] is None)
+        cells = [_cell(totals[figure]) for figure in ("floor", "expected", "ceiling")]
+        table.append(f"| {document['stack']} | {' | '.join(cells)} | {left} |")
+        if totals["ceiling"] is None:
+            assert f"total: no priced items ({left} unpriced)" in result.output
+    documented = [
+        line
+        for line in Path("docs/cost.md").read_text().splitlines()
+        if line.split(" ")[1:2] in ([s] for s in SHIPPED)
+    ]
+    assert documented == table, "\n".join(table)
+    assert cost_line(planned("azure-smb-dev")).startswith("cost: no priced items (")
