@@ -1,9 +1,10 @@
 """``mlplatform cost``: what stacks cost a month before ``pulumi up``, priced from the plan ``check`` judges.
 
-Stacks are planned (as ``plan`` does), or read from plan files ``mlplatform plan --json`` wrote (``--plan``,
-to reuse a plan CI already made). Each estimate prints its floor, expected and ceiling figures, per item and
-per stack, the items not priced and why, and the price snapshot's age. ``--json`` writes the same for CI.
-Exit 0, or 2 on bad input; judging a figure against a budget is the policy pack's (``budget-ceiling``).
+Stacks are planned (as ``plan`` does; by name or ``--stack-file``), or read from plan files ``mlplatform plan
+--json`` wrote (``--plan``, to reuse a plan CI already made). Each estimate prints its floor, expected and
+ceiling figures, per item and per stack, the items not priced and why, and the price snapshot's age.
+``--json`` writes the same for CI. Exit 0, or 2 on bad input; judging a figure against a budget is the policy
+pack's (``budget-ceiling``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ def cost(
     stacks: Annotated[
         list[str] | None, typer.Argument(help="Stack names, e.g. aws-smb-dev.", show_default=False)
     ] = None,
+    stack_files: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--stack-file",
+            help="A stack file (Pulumi.<stack>.yaml) anywhere (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
     plan_files: Annotated[
         list[Path] | None,
         typer.Option(
@@ -61,8 +70,8 @@ def cost(
     ] = False,
 ) -> None:
     """Price stacks a month: floor, expected and ceiling per item and per stack, with what is unpriced."""
-    if not stacks and not plan_files:
-        exit_with(["name a stack, or pass --plan FILE (from `mlplatform plan --json`)"])
+    if not stacks and not plan_files and not stack_files:
+        exit_with(["name a stack, or pass --stack-file PATH, or --plan FILE (from `mlplatform plan --json`)"])
     unwritable = output_problems({"--json": json_file}, {})
     if unwritable:
         exit_with(unwritable)
@@ -70,6 +79,7 @@ def cost(
         snapshot = load_snapshot(prices)
         plans = [read_plan(path) for path in plan_files or []]
         targets = [resolve_target(stack) for stack in stacks or []]
+        targets += [resolve_target(stack_file=path) for path in stack_files or []]
     except InputError as error:
         exit_with(error.problems)
     for target in targets:

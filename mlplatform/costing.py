@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.catalog.aws import EKS_STANDARD_SUPPORT_END
 from mlplatform.graph import Plan, PlannedResource, as_applied
 from mlplatform.pricing import DAYS_PER_MONTH, HOURS_PER_MONTH, PriceRow, Snapshot
 
@@ -134,8 +135,8 @@ class Estimate:
 class _Pricer:
     """Looks prices up in the stack's own region only."""
 
-    def __init__(self, snapshot: Snapshot, cloud: str, region: str) -> None:
-        self.snapshot, self.cloud, self.region = snapshot, cloud, region
+    def __init__(self, snapshot: Snapshot, cloud: str, region: str, today: datetime.date) -> None:
+        self.snapshot, self.cloud, self.region, self.today = snapshot, cloud, region, today
 
     def row(self, service: str, sku: str) -> PriceRow | None:
         return self.snapshot.find(self.cloud, self.region, service, sku)
@@ -307,11 +308,28 @@ def _vpc_endpoint(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any]
     ]
 
 
+def _eks_cluster(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: Plan) -> list[Item]:
+    """Standard support, or extended once the version is past its end (components/catalog/aws.py) and the
+    upgrade policy lets it stay there (supportType STANDARD has EKS upgrade the control plane instead)."""
+    version = str(inputs.get("version") or "")
+    support = str((inputs.get("upgradePolicy") or {}).get("supportType") or "EXTENDED")
+    end = EKS_STANDARD_SUPPORT_END.get(version)
+    if end is None:
+        what = f"EKS control plane {version} (standard support; its end is not in the catalogue)"
+        return [pricer.monthly(r, what, "eks", "standard-support", _fixed())]
+    if pricer.today > datetime.date.fromisoformat(end) and support != "STANDARD":
+        what = f"EKS control plane {version} (extended support: standard support ended {end})"
+        return [pricer.monthly(r, what, "eks", "extended-support", _fixed())]
+    return [
+        pricer.monthly(
+            r, f"EKS control plane {version} (standard support to {end})", "eks", "standard-support", _fixed()
+        )
+    ]
+
+
 def _aws_items() -> dict[str, _Handler]:
     return {
-        "aws:eks/cluster:Cluster": lambda p, r, i, plan: [
-            p.monthly(r, "EKS control plane (standard support)", "eks", "standard-support", _fixed())
-        ],
+        "aws:eks/cluster:Cluster": _eks_cluster,
         "aws:eks/nodeGroup:NodeGroup": _eks_node_group,
         "aws:ec2/natGateway:NatGateway": lambda p, r, i, plan: [
             p.monthly(r, "NAT gateway hours", "nat-gateway", "gateway", _fixed()),
@@ -368,7 +386,25 @@ def _managed_cluster(
         items.append(pricer.monthly(r, f"AKS {tier} tier", "aks", f"{tier.lower()}-tier", _fixed()))
     for profile in inputs.get("agentPoolProfiles") or []:
         items += _pool_items(pricer, r, _aks_pool(r, profile), "vm", "managed-disk/os-disk")
-    return items
+    return items + _outbound_load_balancer(pricer, r, inputs.get("networkProfile") or {})
+
+
+def _outbound_load_balancer(pricer: _Pricer, r: PlannedResource, network: Mapping[str, Any]) -> list[Item]:
+    """``outboundType: loadBalancer`` (AKS's default): AKS creates a Standard load balancer for egress and
+    its managed outbound public IPs (``loadBalancerProfile.managedOutboundIPs.count``, 1 unless set)."""
+    if (network.get("outboundType") or "loadBalancer") != "loadBalancer":
+        return []
+    profile = network.get("loadBalancerProfile") or {}
+    addresses = float((profile.get("managedOutboundIPs") or {}).get("count") or 1)
+    reason = (
+        "Standard Load Balancer bills by rule-hour and data processed; no load-balancer row in the snapshot"
+    )
+    return [
+        Item(r.name, r.type, "AKS-managed outbound Standard load balancer", unpriced=reason),
+        pricer.monthly(
+            r, f"its {addresses:g} managed outbound public IP(s)", "public-ip", "Standard", _fixed(addresses)
+        ),
+    ]
 
 
 def _postgres(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: Plan) -> list[Item]:
@@ -532,9 +568,26 @@ _FREE: dict[str, str] = {
     "docker-build:index:Image": "built on the deploying machine; its storage is the registry's",
     "pulumi-python:dynamic:Resource": "a check the program runs at deploy time, not a cloud resource",
     "pulumi:providers:": "a provider, not a cloud resource",
+    "tls:": "a key or certificate computed by Pulumi on the deploying machine, not a cloud resource",
 }
 # Azure Private DNS bills each zone by the month; the snapshot has no such row yet.
+# Audit and alerting services bill by what they see or by the month per rule; none has a snapshot row.
+_BY_USE = "billed by use, no unit price in the snapshot"
 _UNPRICED_TYPES: dict[str, str] = {
+    "aws:guardduty/detector:Detector": f"GuardDuty bills by the events and logs it analyses: {_BY_USE}",
+    "aws:guardduty/detectorFeature:DetectorFeature": (
+        f"a GuardDuty protection plan bills by what it analyses: {_BY_USE}"
+    ),
+    "aws:cloudtrail/trail:Trail": f"CloudTrail bills by the events it delivers: {_BY_USE}",
+    "aws:sns/topic:Topic": f"SNS bills by requests and deliveries: {_BY_USE}",
+    "aws:cloudwatch/metricAlarm:MetricAlarm": "CloudWatch bills each alarm by the month; not in the snapshot",
+    "aws:cloudwatch/logMetricFilter:LogMetricFilter": (
+        "its metric is billed as a CloudWatch custom metric by the month; not in the snapshot"
+    ),
+    "azure-native:monitor:ScheduledQueryRule": (
+        "Azure Monitor bills each log alert rule by the month, by how often it runs; not in the snapshot"
+    ),
+    "azure-native:security:Pricing": (f"a Defender for Cloud plan bills per protected resource: {_BY_USE}"),
     "azure-native:privatedns:PrivateZone": "Azure Private DNS bills each zone per month; not in the snapshot",
     "azure-native:privatedns:VirtualNetworkLink": (
         "Azure Private DNS bills links beyond the free ones; not in the snapshot"
@@ -556,11 +609,12 @@ def _free_reason(resource: PlannedResource, inputs: Mapping[str, Any]) -> str | 
     return None
 
 
-def estimate(plan: Plan, snapshot: Snapshot) -> Estimate:
-    """Price every resource of ``plan``: an item per billable part, a note per free resource."""
+def estimate(plan: Plan, snapshot: Snapshot, today: datetime.date | None = None) -> Estimate:
+    """Price every resource of ``plan`` as of ``today`` (default: today, UTC; it picks the EKS support
+    row): an item per billable part, a note per free resource."""
     cloud = str(plan.outputs.get("cloud") or "")
     region = str(plan.outputs.get("region") or "")
-    pricer = _Pricer(snapshot, cloud, region)
+    pricer = _Pricer(snapshot, cloud, region, today or datetime.datetime.now(datetime.UTC).date())
     result = Estimate(plan.stack, cloud, region)
     for resource in plan.resources:
         if not resource.custom:

@@ -5,6 +5,7 @@ pool's duty cycle, and the same figures as JSON for CI and as one line in `mlpla
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -136,3 +137,61 @@ def test_the_docs_table_is_what_cost_prints_for_every_shipped_stack(planned: Pla
     ]
     assert documented == table, "\n".join(table)
     assert cost_line(planned("azure-smb-dev")).startswith("cost: no priced items (")
+
+
+def test_no_shipped_resource_falls_outside_the_cost_model(planned: Planned) -> None:
+    """Certificates and keys Pulumi computes are free; audit and alerting services (GuardDuty, CloudTrail,
+    SNS, alarms, Defender) are listed with how they bill, never the generic "not in the cost model"."""
+    for stack in SHIPPED:
+        result = estimate(planned(stack), load_snapshot())
+        assert not [item.type for item in result.unpriced if "not in the cost model" in (item.unpriced or "")]
+        assert not [item.type for item in result.items if item.type.startswith("tls:")]
+    free = {f.type for f in estimate(planned("aws-enterprise-prod"), load_snapshot()).free}
+    assert "tls:index/privateKey:PrivateKey" in free
+
+
+def test_an_aks_outbound_load_balancer_is_listed_with_its_public_ip(planned: Planned) -> None:
+    """outboundType loadBalancer (azure-smb-dev) has AKS create a Standard load balancer and an outbound
+    public IP; a NAT gateway outbound (azure-enterprise-prod) creates neither."""
+    items = estimate(planned("azure-smb-dev"), load_snapshot()).items
+    [balancer] = [item for item in items if item.what == "AKS-managed outbound Standard load balancer"]
+    assert balancer.unpriced and "no load-balancer row" in balancer.unpriced
+    [address] = [item for item in items if item.what == "its 1 managed outbound public IP(s)"]
+    assert address.unpriced and "public-ip Standard in uaenorth" in address.unpriced
+    nat = estimate(planned("azure-enterprise-prod"), load_snapshot()).items
+    assert not [item for item in nat if "load balancer" in item.what]
+
+
+@pytest.mark.parametrize(
+    ("version", "support", "row"),
+    [
+        ("1.32", "EXTENDED", "extended-support"),  # standard support ended 2026-03-23
+        ("1.32", "STANDARD", "standard-support"),  # EKS upgrades it instead of billing extended support
+        ("1.35", "EXTENDED", "standard-support"),  # standard support to 2027-03-27
+    ],
+)
+def test_the_eks_control_plane_is_priced_by_its_versions_support_window(
+    planned: Planned, version: str, support: str, row: str
+) -> None:
+    """components/catalog/aws.py EKS_STANDARD_SUPPORT_END; $0.10 vs $0.60 a cluster-hour (snapshot)."""
+    document = planned("aws-smb-dev").to_dict()
+    [cluster] = [r for r in document["resources"] if r["type"] == "aws:eks/cluster:Cluster"]
+    cluster["inputs"] = {**cluster["inputs"], "version": version, "upgradePolicy": {"supportType": support}}
+    items = estimate(Plan.from_dict(document), load_snapshot(), datetime.date(2026, 11, 29)).items
+    [control] = [item for item in items if item.type == "aws:eks/cluster:Cluster"]
+    price = load_snapshot().find("aws", "me-central-1", "eks", row)
+    assert price is not None and price.price is not None and control.ceiling is not None
+    assert control.ceiling.high == pytest.approx(price.price * HOURS_PER_MONTH)
+
+
+def test_cost_prices_a_stack_file(planned: Planned, tmp_path: Path) -> None:
+    out = tmp_path / "cost.json"
+    arguments = ["cost", "--stack-file", "stacks/Pulumi.aws-smb-dev.yaml", "--json", str(out)]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    [document] = json.loads(out.read_text())
+    expected = estimate(planned("aws-smb-dev"), load_snapshot()).total("ceiling")
+    assert expected is not None and document["totals"]["ceiling"]["high"] == round(expected.high, 2)
+    missing = CliRunner().invoke(app, ["cost", "--stack-file", str(tmp_path / "Pulumi.x.yaml")])
+    assert missing.exit_code == 2
+    assert missing.output.strip() == f"error: {tmp_path / 'Pulumi.x.yaml'}: no such stack file"
