@@ -146,6 +146,12 @@ def test_no_shipped_resource_falls_outside_the_cost_model(planned: Planned) -> N
         result = estimate(planned(stack), load_snapshot())
         assert not [item.type for item in result.unpriced if "not in the cost model" in (item.unpriced or "")]
         assert not [item.type for item in result.items if item.type.startswith("tls:")]
+        # Every billed-by-use item has a snapshot row whose note says why it has no price.
+        assert not [
+            item.type
+            for item in result.unpriced
+            if item.unpriced == "billed by use: no unit price in the snapshot"
+        ]
     free = {f.type for f in estimate(planned("aws-enterprise-prod"), load_snapshot()).free}
     assert "tls:index/privateKey:PrivateKey" in free
 
