@@ -84,12 +84,13 @@ def test_the_plan_summary_has_a_cost_line(planned: Planned) -> None:
 def test_budget_and_duty_cycle_are_checked_at_the_config_edge() -> None:
     raw = yaml.safe_load(Path("stacks/Pulumi.aws-smb-dev.yaml").read_text())["config"]
     bad = copy.deepcopy(raw)
-    bad[PLATFORM_KEY]["budget"] = {"monthlyCeiling": {"currency": "EUR", "amount": 0}}
+    bad[PLATFORM_KEY]["budget"] = {"monthlyCeiling": {"currency": "EUR", "amount": 0}, "allowUnpriced": "yes"}
     bad[PLATFORM_KEY]["nodePools"][0]["dutyCycle"] = 1.5
     with pytest.raises(ConfigError) as raised:
         parse_stack_config(bad, "Pulumi.x.yaml")
     keys = [problem.split(": ")[1] for problem in raised.value.problems]
     assert sorted(keys) == [
+        "ml-platform:platform.budget.allowUnpriced",
         "ml-platform:platform.budget.monthlyCeiling.amount",
         "ml-platform:platform.budget.monthlyCeiling.currency",
         "ml-platform:platform.nodePools[0].dutyCycle",
