@@ -686,6 +686,19 @@ class BudgetConfig(_Model):
     cloud's own budget alerts on actual spend against the same figure (docs/cost.md)."""
 
     monthly_ceiling: MonthlyCeiling
+    # A pool the snapshot has no price for (no row in the stack's region, or spot with no spot price)
+    # fails the budget ("cannot judge") unless the stack accepts that the judgement leaves it out: then
+    # the pack advises, naming each such pool.
+    allow_unpriced: bool = False
+
+    def tags(self) -> dict[str, str]:
+        """The tag that carries ``allowUnpriced`` to the policy pack (on the AWS Budget; on the Azure
+        resource group the consumption budget is scoped to, as that resource has no tags)."""
+        return {ALLOW_UNPRICED_TAG: "true"} if self.allow_unpriced else {}
+
+
+# Azure tag names refuse '/', so one spelling serves both clouds.
+ALLOW_UNPRICED_TAG = "ml-platform.io-budget-allow-unpriced"
 
 
 # Expected share of each pool's headroom in use, by tier and pool kind (docs/cost.md, "Duty cycles"):

@@ -1,9 +1,10 @@
 """``mlplatform cost``: what stacks cost a month before ``pulumi up``, priced from the plan ``check`` judges.
 
-Stacks are planned (as ``plan`` does), or read from plan files ``mlplatform plan --json`` wrote (``--plan``,
-to reuse a plan CI already made). Each estimate prints its floor, expected and ceiling figures, per item and
-per stack, the items not priced and why, and the price snapshot's age. ``--json`` writes the same for CI.
-Exit 0, or 2 on bad input; judging a figure against a budget is the policy pack's (``budget-ceiling``).
+Stacks are planned (as ``plan`` does; by name or ``--stack-file``), or read from plan files ``mlplatform plan
+--json`` wrote (``--plan``, to reuse a plan CI already made). Each estimate prints its floor, expected and
+ceiling figures, per item and per stack, the items not priced and why, and the price snapshot's age.
+``--json`` writes the same for CI. Exit 0, or 2 on bad input; judging a figure against a budget is the policy
+pack's (``budget-ceiling``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from mlplatform.costing import Estimate, Item, estimate
+from mlplatform.costing import Estimate, Item, Money, estimate, no_priced_items
 from mlplatform.errors import InputError, exit_with
 from mlplatform.graph import Plan
 from mlplatform.plan import resolve_target
@@ -46,6 +47,14 @@ def cost(
     stacks: Annotated[
         list[str] | None, typer.Argument(help="Stack names, e.g. aws-smb-dev.", show_default=False)
     ] = None,
+    stack_files: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--stack-file",
+            help="A stack file (Pulumi.<stack>.yaml) anywhere (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
     plan_files: Annotated[
         list[Path] | None,
         typer.Option(
@@ -61,8 +70,8 @@ def cost(
     ] = False,
 ) -> None:
     """Price stacks a month: floor, expected and ceiling per item and per stack, with what is unpriced."""
-    if not stacks and not plan_files:
-        exit_with(["name a stack, or pass --plan FILE (from `mlplatform plan --json`)"])
+    if not stacks and not plan_files and not stack_files:
+        exit_with(["name a stack, or pass --stack-file PATH, or --plan FILE (from `mlplatform plan --json`)"])
     unwritable = output_problems({"--json": json_file}, {})
     if unwritable:
         exit_with(unwritable)
@@ -70,6 +79,7 @@ def cost(
         snapshot = load_snapshot(prices)
         plans = [read_plan(path) for path in plan_files or []]
         targets = [resolve_target(stack) for stack in stacks or []]
+        targets += [resolve_target(stack_file=path) for path in stack_files or []]
     except InputError as error:
         exit_with(error.problems)
     for target in targets:
@@ -101,9 +111,11 @@ def print_estimate(result: Estimate, snapshot: Snapshot, today: datetime.date, c
             *(getattr(item, figure).text() for figure in _FIGURES),
             ",".join(str(ref) for ref in refs),
         )
-    table.add_row(
-        "total (priced items)", *(result.total(figure).text() for figure in _FIGURES), "", style="bold"
-    )
+    totals = [result.total(figure) for figure in _FIGURES]
+    if result.priced:
+        table.add_row("total (priced items)", *(t.text() if t else "" for t in totals), "", style="bold")
+    else:
+        table.add_row(f"total: {no_priced_items(result)}", "", "", "", "", style="bold")
     console.print(table)
     for source, ref in sources.items():
         console.print(f"  [{ref}] {source}", soft_wrap=True, markup=False)
@@ -113,18 +125,23 @@ def print_estimate(result: Estimate, snapshot: Snapshot, today: datetime.date, c
         for item in unpriced:
             console.print(f"  {item.what} ({item.resource or 'stack'}): {item.unpriced}", soft_wrap=True)
     console.print(f"no charge of their own: {len(result.free)} resources (--json lists each, with why)")
-    if result.budget is not None:
-        ceiling = result.total("ceiling").high
+    judged = result.budget_verdict()
+    if judged is not None:
+        ceiling, verdict = judged
         console.print(
-            f"budget: ${result.budget:,.0f} a month; priced ceiling ${ceiling:,.0f} "
-            f"({'over' if ceiling > result.budget else 'within'}; the policy pack judges it)"
+            f"budget: ${result.budget:,.0f} a month; the policy pack judges the node pools' ceiling "
+            f"${ceiling:,.0f}: {verdict} (budget-ceiling; the fixed items above are not judged against it)",
+            soft_wrap=True,
         )
     console.print(snapshot.age_line(today, result.rows()))
 
 
-def _money(item: Item, figure: str) -> dict[str, float] | None:
-    value = getattr(item, figure)
+def _rounded(value: Money | None) -> dict[str, float] | None:
     return None if value is None else {"low": round(value.low, 2), "high": round(value.high, 2)}
+
+
+def _money(item: Item, figure: str) -> dict[str, float] | None:
+    return _rounded(getattr(item, figure))
 
 
 def to_json(result: Estimate, snapshot: Snapshot, today: datetime.date) -> dict[str, Any]:
@@ -133,11 +150,12 @@ def to_json(result: Estimate, snapshot: Snapshot, today: datetime.date) -> dict[
         "cloud": result.cloud,
         "region": result.region,
         "currency": "USD",
-        "totals": {
-            figure: {"low": round(result.total(figure).low, 2), "high": round(result.total(figure).high, 2)}
-            for figure in _FIGURES
-        },
+        # null when nothing is priced: never a $0 that reads as a cost.
+        "totals": {figure: _rounded(result.total(figure)) for figure in _FIGURES},
         "budget": result.budget,
+        "budgetJudged": None
+        if (judged := result.budget_verdict()) is None
+        else {"poolsCeiling": round(judged[0], 2), "verdict": judged[1]},
         "prices": {
             "snapshot": str(snapshot.path),
             "asOf": snapshot.oldest(result.rows()).isoformat(),

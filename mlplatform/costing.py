@@ -17,11 +17,13 @@ is either priced, with its source row, or listed with the reason it is not.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.catalog.aws import EKS_STANDARD_SUPPORT_END
 from mlplatform.graph import Plan, PlannedResource, as_applied
 from mlplatform.pricing import DAYS_PER_MONTH, HOURS_PER_MONTH, PriceRow, Snapshot
 
@@ -68,6 +70,8 @@ class Item:
     # Billed by use alone: the unit price is shown, the totals leave it out.
     usage: bool = False
     rows: tuple[PriceRow, ...] = ()
+    # A pool's nodes: the figure the policy pack's budget-ceiling judges (the sum of these ceilings).
+    compute: bool = False
 
     @property
     def priced(self) -> bool:
@@ -100,7 +104,10 @@ class Estimate:
     def unpriced(self) -> list[Item]:
         return [item for item in self.items if not item.priced]
 
-    def total(self, figure: str) -> Money:
+    def total(self, figure: str) -> Money | None:
+        """The priced items' sum, or None when nothing is priced (never a $0 that reads as a cost)."""
+        if not self.priced:
+            return None
         total = ZERO
         for item in self.priced:
             total = total + getattr(item, figure)
@@ -109,12 +116,27 @@ class Estimate:
     def rows(self) -> list[PriceRow]:
         return [row for item in self.items for row in item.rows]
 
+    @property
+    def compute(self) -> list[Item]:
+        """The pools' nodes: what the budget policy judges (policies/mlplatform_policies/budget.py)."""
+        return [item for item in self.items if item.compute]
+
+    def budget_verdict(self) -> tuple[float, str] | None:
+        """The pools' ceiling the pack judges against the budget, and its verdict: within, over, or
+        cannot judge (a pool with no price, unless the stack sets budget.allowUnpriced)."""
+        if self.budget is None:
+            return None
+        ceiling = sum(item.ceiling.high for item in self.compute if item.ceiling is not None)
+        if any(not item.priced for item in self.compute):
+            return ceiling, "cannot judge: a pool has no price (unless budget.allowUnpriced)"
+        return ceiling, "over" if ceiling > self.budget else "within"
+
 
 class _Pricer:
     """Looks prices up in the stack's own region only."""
 
-    def __init__(self, snapshot: Snapshot, cloud: str, region: str) -> None:
-        self.snapshot, self.cloud, self.region = snapshot, cloud, region
+    def __init__(self, snapshot: Snapshot, cloud: str, region: str, today: datetime.date) -> None:
+        self.snapshot, self.cloud, self.region, self.today = snapshot, cloud, region, today
 
     def row(self, service: str, sku: str) -> PriceRow | None:
         return self.snapshot.find(self.cloud, self.region, service, sku)
@@ -206,7 +228,8 @@ class _Pool:
 def _pool_items(
     pricer: _Pricer, resource: PlannedResource, pool: _Pool, service: str, disk: str
 ) -> list[Item]:
-    items = [pricer.monthly(resource, pool.describe(), service, pool.size, pool.nodes, spot=pool.spot)]
+    nodes = pricer.monthly(resource, pool.describe(), service, pool.size, pool.nodes, spot=pool.spot)
+    items = [dataclasses.replace(nodes, compute=True)]
     if pool.disk_gib:
         what = f"pool {pool.name}: {pool.disk_gib:g} GiB disk per node"
         floor, expected, ceiling = (n * pool.disk_gib for n in pool.nodes)
@@ -285,11 +308,28 @@ def _vpc_endpoint(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any]
     ]
 
 
+def _eks_cluster(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: Plan) -> list[Item]:
+    """Standard support, or extended once the version is past its end (components/catalog/aws.py) and the
+    upgrade policy lets it stay there (supportType STANDARD has EKS upgrade the control plane instead)."""
+    version = str(inputs.get("version") or "")
+    support = str((inputs.get("upgradePolicy") or {}).get("supportType") or "EXTENDED")
+    end = EKS_STANDARD_SUPPORT_END.get(version)
+    if end is None:
+        what = f"EKS control plane {version} (standard support; its end is not in the catalogue)"
+        return [pricer.monthly(r, what, "eks", "standard-support", _fixed())]
+    if pricer.today > datetime.date.fromisoformat(end) and support != "STANDARD":
+        what = f"EKS control plane {version} (extended support: standard support ended {end})"
+        return [pricer.monthly(r, what, "eks", "extended-support", _fixed())]
+    return [
+        pricer.monthly(
+            r, f"EKS control plane {version} (standard support to {end})", "eks", "standard-support", _fixed()
+        )
+    ]
+
+
 def _aws_items() -> dict[str, _Handler]:
     return {
-        "aws:eks/cluster:Cluster": lambda p, r, i, plan: [
-            p.monthly(r, "EKS control plane (standard support)", "eks", "standard-support", _fixed())
-        ],
+        "aws:eks/cluster:Cluster": _eks_cluster,
         "aws:eks/nodeGroup:NodeGroup": _eks_node_group,
         "aws:ec2/natGateway:NatGateway": lambda p, r, i, plan: [
             p.monthly(r, "NAT gateway hours", "nat-gateway", "gateway", _fixed()),
@@ -346,7 +386,25 @@ def _managed_cluster(
         items.append(pricer.monthly(r, f"AKS {tier} tier", "aks", f"{tier.lower()}-tier", _fixed()))
     for profile in inputs.get("agentPoolProfiles") or []:
         items += _pool_items(pricer, r, _aks_pool(r, profile), "vm", "managed-disk/os-disk")
-    return items
+    return items + _outbound_load_balancer(pricer, r, inputs.get("networkProfile") or {})
+
+
+def _outbound_load_balancer(pricer: _Pricer, r: PlannedResource, network: Mapping[str, Any]) -> list[Item]:
+    """``outboundType: loadBalancer`` (AKS's default): AKS creates a Standard load balancer for egress and
+    its managed outbound public IPs (``loadBalancerProfile.managedOutboundIPs.count``, 1 unless set)."""
+    if (network.get("outboundType") or "loadBalancer") != "loadBalancer":
+        return []
+    profile = network.get("loadBalancerProfile") or {}
+    addresses = float((profile.get("managedOutboundIPs") or {}).get("count") or 1)
+    reason = (
+        "Standard Load Balancer bills by rule-hour and data processed; no load-balancer row in the snapshot"
+    )
+    return [
+        Item(r.name, r.type, "AKS-managed outbound Standard load balancer", unpriced=reason),
+        pricer.monthly(
+            r, f"its {addresses:g} managed outbound public IP(s)", "public-ip", "Standard", _fixed(addresses)
+        ),
+    ]
 
 
 def _postgres(pricer: _Pricer, r: PlannedResource, inputs: Mapping[str, Any], plan: Plan) -> list[Item]:
@@ -510,9 +568,26 @@ _FREE: dict[str, str] = {
     "docker-build:index:Image": "built on the deploying machine; its storage is the registry's",
     "pulumi-python:dynamic:Resource": "a check the program runs at deploy time, not a cloud resource",
     "pulumi:providers:": "a provider, not a cloud resource",
+    "tls:": "a key or certificate computed by Pulumi on the deploying machine, not a cloud resource",
 }
 # Azure Private DNS bills each zone by the month; the snapshot has no such row yet.
+# Audit and alerting services bill by what they see or by the month per rule; none has a snapshot row.
+_BY_USE = "billed by use, no unit price in the snapshot"
 _UNPRICED_TYPES: dict[str, str] = {
+    "aws:guardduty/detector:Detector": f"GuardDuty bills by the events and logs it analyses: {_BY_USE}",
+    "aws:guardduty/detectorFeature:DetectorFeature": (
+        f"a GuardDuty protection plan bills by what it analyses: {_BY_USE}"
+    ),
+    "aws:cloudtrail/trail:Trail": f"CloudTrail bills by the events it delivers: {_BY_USE}",
+    "aws:sns/topic:Topic": f"SNS bills by requests and deliveries: {_BY_USE}",
+    "aws:cloudwatch/metricAlarm:MetricAlarm": "CloudWatch bills each alarm by the month; not in the snapshot",
+    "aws:cloudwatch/logMetricFilter:LogMetricFilter": (
+        "its metric is billed as a CloudWatch custom metric by the month; not in the snapshot"
+    ),
+    "azure-native:monitor:ScheduledQueryRule": (
+        "Azure Monitor bills each log alert rule by the month, by how often it runs; not in the snapshot"
+    ),
+    "azure-native:security:Pricing": (f"a Defender for Cloud plan bills per protected resource: {_BY_USE}"),
     "azure-native:privatedns:PrivateZone": "Azure Private DNS bills each zone per month; not in the snapshot",
     "azure-native:privatedns:VirtualNetworkLink": (
         "Azure Private DNS bills links beyond the free ones; not in the snapshot"
@@ -534,11 +609,12 @@ def _free_reason(resource: PlannedResource, inputs: Mapping[str, Any]) -> str | 
     return None
 
 
-def estimate(plan: Plan, snapshot: Snapshot) -> Estimate:
-    """Price every resource of ``plan``: an item per billable part, a note per free resource."""
+def estimate(plan: Plan, snapshot: Snapshot, today: datetime.date | None = None) -> Estimate:
+    """Price every resource of ``plan`` as of ``today`` (default: today, UTC; it picks the EKS support
+    row): an item per billable part, a note per free resource."""
     cloud = str(plan.outputs.get("cloud") or "")
     region = str(plan.outputs.get("region") or "")
-    pricer = _Pricer(snapshot, cloud, region)
+    pricer = _Pricer(snapshot, cloud, region, today or datetime.datetime.now(datetime.UTC).date())
     result = Estimate(plan.stack, cloud, region)
     for resource in plan.resources:
         if not resource.custom:
@@ -580,13 +656,14 @@ def _budget(resource: PlannedResource, inputs: Mapping[str, Any]) -> float | Non
 
 def summary_line(result: Estimate, today: datetime.date, snapshot: Snapshot) -> str:
     """One line: the three figures, what is left out, and the prices' age."""
-    parts = [
-        f"floor {result.total('floor').text()}",
-        f"expected {result.total('expected').text()}",
-        f"ceiling {result.total('ceiling').text()} a month",
-    ]
     left = len(result.unpriced)
-    return (
-        f"cost: {', '.join(parts)} (priced items; {left} unpriced or billed by use; "
-        f"{snapshot.age_line(today, result.rows())})"
-    )
+    age = snapshot.age_line(today, result.rows())
+    floor, expected, ceiling = (result.total(figure) for figure in ("floor", "expected", "ceiling"))
+    if floor is None or expected is None or ceiling is None:
+        return f"cost: {no_priced_items(result)} ({age})"
+    parts = [f"floor {floor.text()}", f"expected {expected.text()}", f"ceiling {ceiling.text()} a month"]
+    return f"cost: {', '.join(parts)} (priced items; {left} unpriced or billed by use; {age})"
+
+
+def no_priced_items(result: Estimate) -> str:
+    return f"no priced items ({len(result.unpriced)} unpriced)"

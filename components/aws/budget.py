@@ -37,6 +37,6 @@ def monthly_budget(
             {**alert, "threshold": 80, "notification_type": "ACTUAL"},
             {**alert, "threshold": 100, "notification_type": "FORECASTED"},
         ],
-        tags=tags,
+        tags={**tags, **config.budget.tags()},
         opts=opts,
     )

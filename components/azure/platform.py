@@ -193,7 +193,7 @@ class AzurePlatform(pulumi.ComponentResource):
             f"{name}-rg",
             resource_group_name=f"{PROJECT}-{config.stack_name}",
             location=config.region,
-            tags=config.base_tags(),
+            tags={**config.base_tags(), **(config.budget.tags() if config.budget else {})},
             opts=pulumi.ResourceOptions(parent=self),
         )
         return AzureScope(

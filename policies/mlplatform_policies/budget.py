@@ -10,9 +10,11 @@ inline and separate) at its maximum all month for the ceiling, and at its minimu
 share of the headroom (the ``ml-platform.io/duty-cycle`` tag) for the expected figure; spot at the top of
 its range. ``mlplatform cost`` itemises the rest (storage, networking, the control plane).
 
-- ``budget-ceiling`` (mandatory): the ceiling exceeds the budget;
-- ``budget-expected`` (advisory): the expected figure is within 10 % of the budget, or a pool cannot be
-  priced (the judgement is then incomplete, said rather than guessed).
+- ``budget-ceiling`` (mandatory): the ceiling exceeds the budget, or a pool cannot be priced (no row in
+  its region, or spot with no spot price): "cannot judge", as with an unreadable snapshot, never $0;
+- ``budget-expected`` (advisory): the expected figure is within 10 % of the budget, or, where the stack
+  opts out (``budget.allowUnpriced``, the tag ``ml-platform.io-budget-allow-unpriced`` on the AWS Budget
+  or on the Azure budget's resource group), a pool cannot be priced.
 
 Each finding names the three largest items.
 """
@@ -37,6 +39,8 @@ POOL_LABEL = "ml-platform/pool"
 DUTY_TAGS = ("ml-platform.io/duty-cycle", "ml-platform.io-duty-cycle")
 PACK_DIR = Path(__file__).resolve().parents[1]
 BUDGETS = ("aws:budgets/budget:Budget", "azure-native:consumption:Budget")
+# Set by the program from budget.allowUnpriced (components/config.py, ALLOW_UNPRICED_TAG).
+ALLOW_UNPRICED_TAG = "ml-platform.io-budget-allow-unpriced"
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class Pool:
     urn: str
     name: str
     size: str
+    region: str
     minimum: float
     maximum: float
     spot: bool
@@ -123,6 +128,7 @@ def _pool(
         subject.urn,
         str(labels.get(POOL_LABEL, profile.get("name") or subject.name)),
         size,
+        region,
         float(low or 0),
         float(high or 0),
         spot,
@@ -164,6 +170,18 @@ def _judged(graph: Graph) -> tuple[Subject, float, list[Pool] | str] | None:
     return subject, amount, pools(graph, prices)
 
 
+def _allows_unpriced(graph: Graph, budget: Subject) -> bool:
+    carriers = [budget, *graph.of("azure-native:resources:ResourceGroup")]
+    return any(
+        str((carrier.props.get("tags") or {}).get(ALLOW_UNPRICED_TAG)).lower() == "true"
+        for carrier in carriers
+    )
+
+
+def _unpriced(found: list[Pool]) -> list[Pool]:
+    return [pool for pool in found if pool.hourly is None]
+
+
 def _largest(found: list[Pool]) -> str:
     top = sorted(found, key=lambda pool: -pool.ceiling)[:3]
     return "; ".join(pool.describe() for pool in top)
@@ -177,6 +195,13 @@ def _ceiling(graph: Graph) -> Iterator[Finding]:
     if isinstance(found, str):
         yield subject.urn, f"cannot judge the budget: {found}"
         return
+    if not _allows_unpriced(graph, subject):
+        for pool in _unpriced(found):
+            yield (
+                pool.urn,
+                f"cannot judge: pool {pool.name} ({pool.size}) has no price in {pool.region}'s snapshot "
+                f"({pool.why_unpriced}); add its row, or set budget.allowUnpriced to judge without it",
+            )
     ceiling = sum(pool.ceiling for pool in found)
     if ceiling > amount:
         yield (
@@ -201,9 +226,12 @@ def _expected(graph: Graph) -> Iterator[Finding]:
             f"expected compute ${expected:,.0f} a month is within 10% of the budget ${amount:,.0f} "
             f"(duty cycles from each pool's ml-platform.io/duty-cycle tag); largest: {_largest(found)}",
         )
-    for pool in found:
-        if pool.hourly is None:
-            message = f"pool {pool.name} is not priced ({pool.why_unpriced}); the budget check omits it"
+    if _allows_unpriced(graph, subject):
+        for pool in _unpriced(found):
+            message = (
+                f"pool {pool.name} ({pool.size}) is not priced ({pool.why_unpriced}); the budget check "
+                "omits it (budget.allowUnpriced)"
+            )
             yield (pool.urn, message)
 
 
@@ -211,7 +239,8 @@ POLICIES: list[StackValidationPolicy] = [
     stack_policy(
         "budget-ceiling",
         "A stack's node pools at their maximum all month, priced from the snapshot in their own region, fit "
-        "under its monthly budget (budget.monthlyCeiling).",
+        "under its monthly budget (budget.monthlyCeiling), and every pool has a price (unless "
+        "budget.allowUnpriced).",
         _ceiling,
         severity=Severity.HIGH,
         settings=("priceSnapshot",),
@@ -219,7 +248,7 @@ POLICIES: list[StackValidationPolicy] = [
     stack_policy(
         "budget-expected",
         "A stack's expected compute (pool minimums plus their duty cycles' share of the headroom) stays "
-        "10% under its monthly budget, and every pool has a price.",
+        "10% under its monthly budget; pools left unpriced under budget.allowUnpriced are named.",
         _expected,
         severity=Severity.MEDIUM,
         enforcement=ADVISORY,

@@ -16,7 +16,7 @@ from mlplatform.costing import estimate
 from mlplatform.errors import InputError
 from mlplatform.graph import Plan, PlannedResource
 from mlplatform.prices_cmd import run_refresh
-from mlplatform.prices_refresh import AWS_OFFERS, Transport, refresh
+from mlplatform.prices_refresh import AWS_OFFERS, Transport, aws_rule, azure_rule, refresh
 from mlplatform.pricing import COLUMNS, REGIONS, Snapshot, load_snapshot, parse_rows
 
 DATA = Path(__file__).parent / "data" / "prices"
@@ -36,6 +36,16 @@ def test_every_shipped_row_is_in_its_clouds_regions_and_sourced_or_explained() -
     # The catalogue rows name the commit and file they were read from.
     instances = [row for row in snapshot.rows if row.service == "ec2-instance"]
     assert instances and all("@" in row.source and ":catalogs/" in row.source for row in instances)
+
+
+def test_a_row_promises_a_refresh_only_where_refresh_has_a_rule_for_it() -> None:
+    """A note saying `prices refresh` fills a row is a promise: prices_refresh.py must match that row."""
+    for row in load_snapshot().rows:
+        rule = (aws_rule if row.cloud == "aws" else azure_rule)(row.service, row.sku)
+        if "refresh fills" in row.note:
+            assert rule is not None, f"{row.cloud} {row.service} {row.sku}: note promises a refresh rule"
+        if "no refresh rule yet" in row.note:
+            assert rule is None, f"{row.cloud} {row.service} {row.sku}: has a rule, says it has none"
 
 
 def test_every_pool_of_every_shipped_stack_has_a_row_in_its_own_region() -> None:

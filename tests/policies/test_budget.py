@@ -5,12 +5,17 @@ and gpu 0-2 spot g6.xlarge, priced at the top of their spot range: a ceiling nea
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+from typer.testing import CliRunner
+
 from mlplatform.analyzer import PolicyPackSession, Violation
 from mlplatform.analyzer_config import PolicySettings, reconcile
+from mlplatform.cli import app
 from mlplatform.costing import estimate
 from mlplatform.graph import Plan
 from mlplatform.pricing import load_snapshot
@@ -55,6 +60,34 @@ def test_a_snapshot_the_pack_cannot_read_fails_the_budget_rather_than_pass_it(
     assert finding.enforcement == "mandatory" and "cannot judge the budget" in finding.message
 
 
+def _unpriced_gpu(allow: bool) -> Callable[[dict[str, Any]], None]:
+    """g5.xlarge is sold in me-central-1 (components/catalog/aws.py) but the snapshot has no row for it."""
+
+    def edit(platform: dict[str, Any]) -> None:
+        platform["budget"] = {**BUDGET, **({"allowUnpriced": True} if allow else {})}
+        platform["nodePools"][1]["instanceType"] = "g5.xlarge"
+
+    return edit
+
+
+def test_a_pool_the_snapshot_cannot_price_fails_the_budget_rather_than_count_as_zero(
+    variant: Variant, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    findings = _budget_findings(pack, defaults, variant("aws-smb-dev", _unpriced_gpu(allow=False)))
+    assert [(v.policy, v.enforcement) for v in findings] == [("budget-ceiling", "mandatory")]
+    assert findings[0].message.startswith(
+        "cannot judge: pool gpu (g5.xlarge) has no price in me-central-1's snapshot"
+    )
+
+
+def test_allow_unpriced_makes_an_unpriced_pool_advisory_naming_it(
+    variant: Variant, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    findings = _budget_findings(pack, defaults, variant("aws-smb-dev", _unpriced_gpu(allow=True)))
+    assert [(v.policy, v.enforcement) for v in findings] == [("budget-expected", "advisory")]
+    assert findings[0].message.startswith("pool gpu (g5.xlarge) is not priced")
+
+
 def test_the_shipped_pools_fit_the_budget(
     variant: Variant, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
 ) -> None:
@@ -72,3 +105,33 @@ def test_expected_spend_within_ten_percent_of_the_budget_is_advised(
     findings = _budget_findings(pack, defaults, variant("aws-smb-dev", flat_out))
     assert [(v.policy, v.enforcement) for v in findings] == [("budget-expected", "advisory")]
     assert "within 10% of the budget $1,500" in findings[0].message
+
+
+@pytest.mark.parametrize("amount", [1000, 1450])
+def test_cost_prints_the_figure_and_verdict_the_pack_judges(
+    variant: Variant,
+    pack: PolicyPackSession,
+    defaults: dict[str, PolicySettings],
+    tmp_path: Path,
+    amount: int,
+) -> None:
+    """$1,450 lies between the pools' ceiling (~$1,427, judged) and the whole priced ceiling (~$1,505, with
+    the EKS control plane, NAT, addresses and keys): `cost` must not call over what the pack passes."""
+    plan = variant(
+        "aws-smb-dev", lambda p: p.update(budget={"monthlyCeiling": {"currency": "USD", "amount": amount}})
+    )
+    plan_file, out = tmp_path / "plan.json", tmp_path / "cost.json"
+    plan_file.write_text(json.dumps(plan.to_dict()))
+    result = CliRunner().invoke(app, ["cost", "--plan", str(plan_file), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    [document] = json.loads(out.read_text())
+    judged = document["budgetJudged"]
+    mandatory = [v for v in _budget_findings(pack, defaults, plan) if v.enforcement == "mandatory"]
+    assert judged["verdict"] == ("over" if mandatory else "within")
+    assert judged["verdict"] == ("over" if amount == 1000 else "within")
+    assert document["totals"]["ceiling"]["high"] > 1450  # the fixed items are priced, not judged
+    if mandatory:
+        assert f"priced compute ceiling ${judged['poolsCeiling']:,.0f} a month" in mandatory[0].message
+    assert (
+        f"judges the node pools' ceiling ${judged['poolsCeiling']:,.0f}: {judged['verdict']}" in result.output
+    )
