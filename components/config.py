@@ -442,7 +442,8 @@ class AuditConfig(_Model):
     # creates no trail of its own and checks that one at preview (components/aws/audit.py).
     organization_trail: TrailArn | None = None
     # Object-level (data) events on the data bucket and runtime threat monitoring on the nodes, both
-    # billed per use; default on in enterprise, off in SMB (docs/compliance.md, "What an audited stack builds").
+    # billed per use; default on in enterprise, off in SMB (docs/compliance.md, "What an audited stack
+    # builds").
     data_events: bool | None = None
     runtime_monitoring: bool | None = None
     detection: DetectionSource = DetectionSource.STACK
