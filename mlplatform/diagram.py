@@ -59,8 +59,10 @@ def picture(plan: Plan, label: str) -> Picture:
     ends = [end for f in flows for end in (f.source, f.destination)]
     inside = sorted({_end(e) for e in ends if e.pod is not None})
     beyond = sorted({_end(e) for e in ends if e.pod is None})
-    # Every name starts with the stack's: said once, in the title.
-    outside = [p.replace(f" {plan.stack}-", " ") for p in (*summary.storage, *_registries(plan.resources))]
+    # Every name starts with the stack's: said once, in the title. Sorted: the engine registers resources
+    # in an order that varies from run to run.
+    stores = (*sorted(summary.storage), *_registries(plan.resources))
+    outside = [p.replace(f" {plan.stack}-", " ") for p in stores]
     outside += beyond
     return Picture(
         title=f"{label}: the platform this plan creates",
