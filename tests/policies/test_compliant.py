@@ -12,6 +12,7 @@ from __future__ import annotations
 from .conftest import AWS, AZURE, KUBERNETES, Judge, found
 
 AWS_PLATFORM = """
+import pulumi
 import pulumi_aws.autoscaling as autoscaling
 import pulumi_aws.cloudtrail as cloudtrail
 import pulumi_aws.ec2 as ec2
@@ -139,6 +140,8 @@ gpu = eks.NodeGroup(
     ami_type="AL2023_x86_64_NVIDIA",
     launch_template={"id": template.id, "version": "$Latest"},
     taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
+    # The cluster autoscaler moves the desired size (day2-cloud-moved-properties-ignored).
+    opts=pulumi.ResourceOptions(ignore_changes=["scalingConfig.desiredSize"]),
 )
 # Scales from zero: the autoscaler learns the EFA devices from the ASG (aws-efa-scale-from-zero).
 autoscaling.Tag(
