@@ -87,7 +87,7 @@ class Plan:
                     "parent": r.parent,
                     "custom": r.custom,
                     "provider": r.provider,
-                    "inputs": r.inputs,
+                    "inputs": _keys_sorted(r.inputs),
                     "dependencies": sorted(r.dependencies),
                     "propertyDependencies": {
                         k: sorted(v) for k, v in sorted(r.property_dependencies.items())
@@ -97,7 +97,7 @@ class Plan:
                 }
                 for r in stable_order(self.resources)
             ],
-            "outputs": self.outputs,
+            "outputs": _keys_sorted(self.outputs),
         }
 
     @classmethod
@@ -169,4 +169,14 @@ def masked(value: Any) -> Any:
         return {k: masked(v) for k, v in value.items()}
     if isinstance(value, list):
         return [masked(v) for v in value]
+    return value
+
+
+def _keys_sorted(value: Any) -> Any:
+    """``value`` with every mapping's keys in sorted order: a program builds some maps (tags, labels)
+    from sets and merges, so their key order varies run to run while their content does not."""
+    if isinstance(value, dict):
+        return {key: _keys_sorted(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_keys_sorted(item) for item in value]
     return value
