@@ -7,6 +7,7 @@ a test varies.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,15 @@ def job_pod(job: dict[str, Any], index: int = 0) -> dict[str, Any]:
         "metadata": {"name": f"{name}-{index}", "namespace": job["metadata"]["namespace"], "labels": labels},
         "spec": template["spec"],
     }
+
+
+def input_diff(old: Any, new: Any, path: str = "") -> Iterator[str]:
+    """Paths where two input trees differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            yield from input_diff(old.get(key), new.get(key), f"{path}.{key}" if path else key)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for index, (a, b) in enumerate(zip(old, new, strict=True)):
+            yield from input_diff(a, b, f"{path}[{index}]")
+    elif old != new:
+        yield path

@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ import pytest
 from mlplatform import mocks
 from mlplatform.graph import PlannedResource
 from mlplatform.plan import Plan
-from tests.stack_variants import cloud_only, plan_config, template
+from tests.stack_variants import cloud_only, input_diff, plan_config, template
 
 NEW_VERSION = "f" * 32
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -116,17 +116,6 @@ def _refreshed(resource: PlannedResource) -> tuple[dict[str, Any], list[str]]:
     return state, moved
 
 
-def _diff(old: Any, new: Any, path: str = "") -> Iterator[str]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(set(old) | set(new)):
-            yield from _diff(old.get(key), new.get(key), f"{path}.{key}" if path else key)
-    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        for index, (a, b) in enumerate(zip(old, new, strict=True)):
-            yield from _diff(a, b, f"{path}[{index}]")
-    elif old != new:
-        yield path
-
-
 def _update(program: PlannedResource, state: dict[str, Any]) -> list[str]:
     """The paths an update would send: the program's inputs, with every ignored path (by option or by the
     provider) taken from the refreshed state."""
@@ -134,7 +123,7 @@ def _update(program: PlannedResource, state: dict[str, Any]) -> list[str]:
     for path in (*program.ignore_changes, *PROVIDER_IGNORED.get(program.type, ())):
         if (kept := _get(state, path)) is not None:
             _set(sent, path, kept)
-    return list(_diff(state, sent))
+    return list(input_diff(state, sent))
 
 
 def day2_updates(first: Plan, second: Plan) -> tuple[dict[str, list[str]], set[str]]:

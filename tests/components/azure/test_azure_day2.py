@@ -12,7 +12,7 @@ stale values to the provider during subsequent updates", Pulumi docs, concepts/o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import yaml
 from mlplatform import mocks
 from mlplatform.plan import REPO_ROOT, Plan
 from tests.components.azure.azure_plan_support import AZURE_STACKS, PLATFORM
-from tests.stack_variants import cloud_only, plan_config, template
+from tests.stack_variants import cloud_only, input_diff, plan_config, template
 
 KEY_BEARING = (
     "azure-native:keyvault:Vault",
@@ -49,23 +49,13 @@ def _run_twice(tmp_path: Path, stack: str, edit: Callable[[dict[str, Any]], None
     return first, plan_config(config, tmp_path / "second", stack)
 
 
-def _diff(old: Any, new: Any, path: str = "") -> Iterator[str]:
-    """Paths where two input trees differ."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(set(old) | set(new)):
-            yield from _diff(old.get(key), new.get(key), f"{path}.{key}" if path else key)
-    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        for index, (a, b) in enumerate(zip(old, new, strict=True)):
-            yield from _diff(a, b, f"{path}[{index}]")
-    elif old != new:
-        yield path
-
-
 def _changes(first: Plan, second: Plan) -> dict[str, list[str]]:
     before = {r.urn: r for r in first.resources}
     after = {r.urn: r for r in second.resources}
     assert set(before) == set(after), "a resource was added, removed or renamed"
-    return {urn: paths for urn in before if (paths := list(_diff(before[urn].inputs, after[urn].inputs)))}
+    return {
+        urn: paths for urn in before if (paths := list(input_diff(before[urn].inputs, after[urn].inputs)))
+    }
 
 
 @pytest.fixture(autouse=True)
