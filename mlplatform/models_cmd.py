@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, NoReturn
 
@@ -70,6 +72,17 @@ def _actor(actor: str | None) -> str:
 
 def _failed(exc: RegistryError) -> NoReturn:
     exit_with([str(exc).splitlines()[0] if str(exc) else "registry call failed"])
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """A registry's refusal or a record that cannot be read or written: one line and exit 2."""
+    try:
+        yield
+    except RegistryError as exc:
+        _failed(exc)
+    except RecordError as exc:
+        exit_with([str(exc)])
 
 
 @app.command("list")
@@ -166,17 +179,13 @@ def _session(
     registry_uri: str | None, actor: str | None, record: str | None, *, need_record: bool
 ) -> Session:
     client = _client(registry_uri)
-    try:
+    with _one_line_errors():
         who = identity(client, _actor(actor))
         if record is None:
             if need_record:
                 exit_with([f"this needs the lifecycle record: give --record DIR or ${RECORD_ENV}"])
             return Session(client, who, None)
         return Session(client, who, Journal(client, open_record(record), who))
-    except RegistryError as exc:
-        _failed(exc)
-    except RecordError as exc:
-        exit_with([str(exc)])
 
 
 def _version_number(version: str) -> None:
@@ -218,7 +227,7 @@ def promote(
     refused = approval.promotion_refusal(session.events(name), version, session.who, policy, force)
     if refused is not None:
         exit_with([f"{name}: {refused}"], EXIT_FINDING)
-    try:
+    with _one_line_errors():
         decision = operations.promote(
             session.client,
             name,
@@ -229,10 +238,6 @@ def promote(
             actor=str(session.who),
             journal=session.journal,
         )
-    except RegistryError as exc:
-        _failed(exc)
-    except RecordError as exc:
-        exit_with([str(exc)])
     _report(name, decision)
 
 
@@ -271,12 +276,8 @@ def rollback(
 ) -> None:
     """Move champion back to previous-champion (a second rollback undoes the first)."""
     session = _session(registry_uri, actor, record, need_record=False)
-    try:
+    with _one_line_errors():
         decision = operations.rollback(session.client, name, actor=str(session.who), journal=session.journal)
-    except RegistryError as exc:
-        _failed(exc)
-    except RecordError as exc:
-        exit_with([str(exc)])
     _report(name, decision, refused_code=EXIT_BAD_INPUT)
 
 
@@ -293,15 +294,11 @@ def request_promotion(
     _version_number(version)
     session = _session(registry_uri, actor, record, need_record=True)
     assert session.journal is not None
-    try:
+    with _one_line_errors():
         session.client.get_version(name, version)
         champion = session.client.alias_or_none(name, rollout.CHAMPION)
         versions = {"candidate": version, **({"champion": champion.version} if champion else {})}
         session.journal.append(name, approval.REQUEST, versions, reason=reason)
-    except RegistryError as exc:
-        _failed(exc)
-    except RecordError as exc:
-        exit_with([str(exc)])
     typer.echo(f"{name}: promotion of version {version} requested by {session.who}")
 
 
@@ -319,16 +316,12 @@ def _review(
     policy = _policy(stack_registry(stack))
     session = _session(registry_uri, actor, record, need_record=True)
     assert session.journal is not None
-    try:
+    with _one_line_errors():
         trained_by = session.client.get_version(name, version).tags.get(TRAINED_BY_TAG)
         refused = approval.review_refusal(session.events(name), version, session.who, policy, trained_by)
         if refused is not None:
             exit_with([f"{name}: {refused}"], EXIT_FINDING)
         session.journal.append(name, action, {"candidate": version}, reason=reason)
-    except RegistryError as exc:
-        _failed(exc)
-    except RecordError as exc:
-        exit_with([str(exc)])
     typer.echo(f"{name}: version {version}: {action}d by {session.who}")
 
 
@@ -373,17 +366,13 @@ def set_challenger(
     """Point @challenger at VERSION (what the next rollout rolls out); refused while a rollout runs."""
     _version_number(version)
     session = _session(registry_uri, actor, record, need_record=False)
-    try:
+    with _one_line_errors():
         session.client.get_version(name, version)
         operations.ensure_free(session.client, name, None)
         move = rollout.AliasMove(rollout.CHALLENGER, version)
         operations.move_aliases(session.client, name, [move], actor=str(session.who), action="set-challenger")
         if session.journal is not None:
             session.journal.append(name, "set-challenger", {rollout.CHALLENGER: version})
-    except RegistryError as exc:
-        _failed(exc)
-    except RecordError as exc:
-        exit_with([str(exc)])
     typer.echo(f"{name}: {rollout.CHALLENGER} -> version {version}")
 
 
