@@ -69,7 +69,7 @@ demo: setup-policy
 # test-infra; the time of each is the last line printed.
 PYTEST_WORKERS ?= 2
 test: setup
-	@start=$$(date +%s); $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope; status=$$?; \
+	@start=$$(date +%s); $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder; status=$$?; \
 	tests=$$(date +%s); pytest_time=$$(printf '%dm%02ds' $$(((tests - start) / 60)) $$(((tests - start) % 60))); \
 	if [ $$status -ne 0 ]; then echo "make test: pytest $$pytest_time, failed (test-infra not run)"; exit $$status; fi; \
 	$(MAKE) --no-print-directory test-infra; status=$$?; end=$$(date +%s); \

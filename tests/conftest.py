@@ -28,6 +28,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     reaper.stop(config)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules marked ``slow`` first, then the others by their number of tests, most first.
+
+    xdist's ``--dist loadscope`` hands out modules in this order (with ``--no-loadscope-reorder``, as
+    ``make test`` runs it): longest first, so the run ends on short modules and neither worker idles
+    while the other finishes a training run. xdist's own reordering (most tests first) would put a
+    one-test module that trains for a minute last."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    order = sorted(
+        modules.values(), key=lambda tests: (tests[0].get_closest_marker("slow") is None, -len(tests))
+    )
+    items[:] = [item for tests in order for item in tests]
+
+
 def plan_stack(stack: str) -> Plan:
     target = resolve_target(stack)
     return once.plan(stack, target.stack_file.read_text(), lambda: run_plan(target))

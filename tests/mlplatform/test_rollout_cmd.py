@@ -23,6 +23,8 @@ from workloads.delivery import contract
 from workloads.delivery.launch import main
 from workloads.registry.client import RegistryClient
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["registry_uri"]
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 
 from mlplatform.cli import app
 
+pytestmark = pytest.mark.slow
+
 MLPLATFORM = str(Path(sys.executable).with_name("mlplatform"))
 
 

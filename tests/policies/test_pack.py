@@ -18,6 +18,8 @@ from mlplatform.errors import InputError
 
 from .conftest import PACK_DIR
 
+pytestmark = pytest.mark.slow
+
 POLICIES = {
     "uae-residency": ("mandatory", "resource"),
     "uae-no-replication-out": ("mandatory", "resource"),

@@ -19,6 +19,8 @@ from mlplatform.plan import Plan, all_stack_targets
 from mlplatform.report import kubernetes_objects, write_manifests
 from tests.linters import checkov_kubernetes, needs_checkov, unexplained_skips
 
+pytestmark = pytest.mark.slow
+
 STACKS = [t.stack for t in all_stack_targets()]
 
 

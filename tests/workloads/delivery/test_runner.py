@@ -20,6 +20,8 @@ from workloads.registry.client import RegistryClient
 from workloads.registry.lock import OUTCOME_TAG, RESULT_TAG
 from workloads.registry.rollout import CHAMPION, PREVIOUS_CHAMPION
 
+pytestmark = pytest.mark.slow
+
 PLAN = RolloutPlan(
     steps=("shadow", 5, 25, 50),
     shadow_percent=100,

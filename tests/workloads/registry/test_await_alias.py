@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.workloads.inference.conftest import model_dir  # noqa: F401  (the session's trained model)
 from tests.workloads.inference.serving import Server, free_port, serve_alias, wait_ready
@@ -20,6 +21,8 @@ from workloads.registry.client import RegistryClient
 from workloads.registry.server.launch import AuthApi, User, bootstrap_users
 
 from .conftest import ADMIN_PASSWORD
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[3]
 NAME = "digits-unpromoted"

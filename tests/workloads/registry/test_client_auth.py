@@ -1,5 +1,7 @@
 """The registry client against MLflow 3.17.2's basic-auth app (a real server, conftest.py): credentials
 from the files of a mounted Secret (``MLFLOW_TRACKING_USERNAME_FILE`` / ``..._PASSWORD_FILE``), read again
+
+pytestmark = pytest.mark.slow
 after a 401 so a rotated password works without a restart (kubernetes.io, "Secrets": mounted Secrets are
 updated in place; MLflow docs, "Authentication with Username and Password": every request carries HTTP
 basic credentials, ``users/create`` and ``users/update-password`` are the admin's; passwords of at least 12

@@ -19,12 +19,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from tests.workloads.inference.conftest import model_dir  # noqa: F401  (the session's trained model)
 from tests.workloads.inference.serving import Server, metric_samples, serve_alias, wait_ready
 from workloads.artifacts import load_metadata
 from workloads.delivery import contract
 from workloads.registry.client import RegistryClient
 from workloads.registry.lock import LEASE_TAG
+
+pytestmark = pytest.mark.slow
 
 NAME = "digits-delivery"  # the registered model; the model itself (V2 paths, metric labels) is "digits"
 MODEL = "digits"

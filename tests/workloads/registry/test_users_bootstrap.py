@@ -48,6 +48,8 @@ from workloads.registry.server.launch import (
 
 from .conftest import ADMIN_PASSWORD, MLFLOW
 
+pytestmark = pytest.mark.slow
+
 MODEL = "bootstrap-model"
 TRAINING = User("ml-training-b", "training-password-1", ((MODEL, "EDIT"),))
 INFERENCE = User("ml-inference-b", "inference-password-1", ((MODEL, "READ"),))

@@ -16,8 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.workloads.training.test_k8s import by_kind, make_spec, trainer
 from workloads.training.k8s import training_job_objects
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[3]
 
