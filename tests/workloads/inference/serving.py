@@ -49,7 +49,16 @@ class Server:
         """SIGTERM, as the kubelet sends it; returns the exit status."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
+        return self.exit_status(timeout)
+
+    def exit_status(self, timeout: float) -> int:
+        """The exit status within ``timeout``; a server still running then fails with its log's tail."""
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"server still running {timeout:.0f} s later:\n{self.logs()[-3000:]}"
+            ) from None
 
 
 Launch = Callable[..., Server]

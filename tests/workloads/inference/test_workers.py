@@ -96,7 +96,9 @@ def test_two_workers_each_serve_and_metrics_drift_and_token_add_up(
 def test_sigterm_drains_every_worker_within_the_deadline(
     launch: Launch, model_dir: Path, held_out: Split
 ) -> None:
-    server = launch(model_dir, workers=2, drain_min_s=0.5, drain_timeout_s=5, shutdown_timeout_s=2)
+    # drain_min_s: every client, however starved of CPU, is answered 503 before the listener closes (a
+    # connection still in the closed listener's backlog is reset: seen once on a machine at load 15).
+    server = launch(model_dir, workers=2, drain_min_s=2.0, drain_timeout_s=5, shutdown_timeout_s=2)
     port = int(server.url.rsplit(":", 1)[1])
     rows = held_out.x_test[:16].tolist()
     outcomes: Counter[str] = Counter()
@@ -109,7 +111,7 @@ def test_sigterm_drains_every_worker_within_the_deadline(
             server.process.send_signal(signal.SIGTERM)
             terminated = time.monotonic()
             await asyncio.wait_for(asyncio.gather(*clients), timeout=20)
-            await asyncio.to_thread(server.process.wait, 20)
+            await asyncio.to_thread(server.exit_status, 20)
             return time.monotonic() - terminated
 
     took = asyncio.run(load_then_terminate())
