@@ -16,9 +16,11 @@ prod``, as the platform's ``audit`` config defaults. Then:
   unlocked, and the program locks it on the next ``pulumi up``.
 - ``threat-detection``: AWS, an enabled GuardDuty detector with EKS audit-log monitoring (and runtime
   monitoring in enterprise); Azure, the Defender plan of every protected resource type the stack has.
-- ``data-store-audit-logs``: every data store and control plane records who accessed it: the EKS
-  ``audit`` log, the RDS PostgreSQL log export, and on Azure a diagnostic setting with the audit
-  categories on every Key Vault, storage account, container registry, PostgreSQL server and AKS cluster.
+- ``data-store-audit-logs``: every data store and control plane records who accessed it: every EKS
+  control-plane log type (``audit`` and ``authenticator`` among them, CIS EKS 2.1.1), AKS ``kube-audit``
+  or ``kube-audit-admin`` (CIS AKS 2.1.1), the RDS PostgreSQL log export, and on Azure a diagnostic
+  setting with the audit categories on every Key Vault, storage account, container registry, PostgreSQL
+  server and AKS cluster.
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ _SUBSCRIPTION = re.compile(r"^/subscriptions/[0-9a-fA-F-]+$")
 # Activity Log categories an audit export must carry (Azure Monitor "Activity log event schema":
 # Administrative holds every write and delete on resources, Security Defender's alerts).
 ACTIVITY_LOG_NEEDED = ("Administrative", "Security")
+# The EKS control-plane log types CIS Amazon EKS Benchmark v1.5.0 2.1.1 "Enable audit Logs" has on
+# (kube-bench cfg/eks-1.5.0/controlplane.yaml): the API server's requests, the audit trail of who did what,
+# the IAM authenticator's mapping of IAM principals to users, the controller manager and the scheduler.
+EKS_CONTROL_PLANE_LOGS = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # Category groups that contain a resource's audit categories (Azure Monitor "Diagnostic settings",
 # category groups: audit, allLogs).
 _AUDIT_GROUPS = frozenset({"audit", "allLogs"})
@@ -337,8 +343,13 @@ def _azure_audit_logged(resource: Subject, graph: Graph) -> bool:
 def _data_store_logs(graph: Graph) -> Iterator[Finding]:
     eks = _audited_clusters(graph, EKS_CLUSTER)
     for cluster in eks:
-        if "audit" not in (cluster.get("enabledClusterLogTypes") or []):
-            yield cluster.urn, "the control plane's audit log is off: add audit to enabledClusterLogTypes"
+        off = [t for t in EKS_CONTROL_PLANE_LOGS if t not in (cluster.get("enabledClusterLogTypes") or [])]
+        if off:
+            yield (
+                cluster.urn,
+                f"control-plane log types off: {', '.join(off)}; CIS EKS 2.1.1 wants all of "
+                f"{', '.join(EKS_CONTROL_PLANE_LOGS)} in enabledClusterLogTypes",
+            )
     if eks:
         for database in graph.of(RDS_INSTANCE):
             exports = database.get("enabledCloudwatchLogsExports") or []
@@ -387,9 +398,10 @@ POLICIES = [
     ),
     stack_policy(
         "data-store-audit-logs",
-        "In an audited stack every control plane and data store records access: EKS audit log, RDS "
-        "PostgreSQL log export, and audit categories from every AKS cluster, Key Vault, storage account, "
-        "container registry and PostgreSQL server (ISO/IEC 27001:2022 A.8.15).",
+        "In an audited stack every control plane and data store records access: every EKS control-plane "
+        "log type (CIS EKS 2.1.1), the RDS PostgreSQL log export, and audit categories from every AKS "
+        "cluster (kube-audit or kube-audit-admin, CIS AKS 2.1.1), Key Vault, storage account, container "
+        "registry and PostgreSQL server (ISO/IEC 27001:2022 A.8.15).",
         _data_store_logs,
         severity=Severity.HIGH,
     ),

@@ -140,6 +140,15 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ("data-store-audit-logs", AWS_CLUSTER),
     ),
     (
+        "eks-authenticator-log-off",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:eks/cluster:Cluster"),
+            lambda i: i.update(enabledClusterLogTypes=["api", "audit", "controllerManager", "scheduler"]),
+        ),
+        ("data-store-audit-logs", AWS_CLUSTER),
+    ),
+    (
         "registry-database-log-off",
         lambda p: with_inputs(
             p, of_type("aws:rds/instance:Instance"), lambda i: i.update(enabledCloudwatchLogsExports=[])
@@ -198,6 +207,17 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         "registry-database-log-removed",
         lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "registry-pg-audit")),
         ("data-store-audit-logs", "azure-enterprise-prod-azure-registry-pg"),
+    ),
+    (
+        "aks-audit-categories-removed",
+        lambda p: with_inputs(
+            p,
+            lambda r: r["type"] == "azure-native:monitor:DiagnosticSetting" and "-cluster-" in r["name"],
+            lambda i: i.update(
+                logs=[log for log in i["logs"] if log["category"] not in {"kube-audit", "kube-audit-admin"}]
+            ),
+        ),
+        ("data-store-audit-logs", "azure-enterprise-prod-azure-cluster-aks"),
     ),
     (
         "vault-audit-removed",
