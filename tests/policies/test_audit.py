@@ -140,6 +140,17 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ("data-store-audit-logs", AWS_CLUSTER),
     ),
     (
+        "registry-database-pgaudit-not-preloaded",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:rds/parameterGroup:ParameterGroup", "registry-params"),
+            lambda i: i.update(
+                parameters=[x for x in i["parameters"] if x["name"] != "shared_preload_libraries"]
+            ),
+        ),
+        ("data-store-audit-logs", "aws-enterprise-prod-aws-registry-db"),
+    ),
+    (
         "eks-authenticator-log-off",
         lambda p: with_inputs(
             p,
