@@ -231,6 +231,21 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         ("data-store-audit-logs", "azure-enterprise-prod-azure-cluster-aks"),
     ),
     (
+        "defender-for-databases-off",
+        lambda p: without(p, of_type("azure-native:security:Pricing", "opensourcerelationaldatabases")),
+        ("threat-detection", "azure-enterprise-prod-azure-registry-pg"),
+    ),
+    (
+        "container-registry-audit-removed",
+        lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "registry-audit")),
+        ("data-store-audit-logs", "azure-enterprise-prod-azure-registry-acr"),
+    ),
+    (
+        "object-store-audit-removed",
+        lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "objects-blob-audit")),
+        ("data-store-audit-logs", "azure-enterprise-prod-azure-objects-account"),
+    ),
+    (
         "vault-audit-removed",
         lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "keys-vault-audit")),
         ("data-store-audit-logs", "azure-enterprise-prod-azure-keys-vault"),
