@@ -305,6 +305,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 key_arn=self.key.arn,
                 protect=config.is_protected,
                 tags=tags,
+                audited=config.audited,
             ),
             self._child,
         )

@@ -7,6 +7,9 @@ Every field below follows the pulumi-aws 7.51 ``rds.Instance`` docstrings:
   every node, so pods reach the database through it);
 - TLS: a parameter group with ``rds.force_ssl=1`` (RDS user guide, "Using SSL with a PostgreSQL DB
   instance": connections without SSL are refused);
+- statement audit on audited stacks (``audit.enabled``): pgAudit loaded through the parameter group's
+  ``shared_preload_libraries`` and its session log classes in ``pgaudit.log`` (RDS user guide, "Setting up
+  the pgAudit extension"), written to the PostgreSQL log the instance exports to CloudWatch Logs;
 - encrypted at rest under the stack's customer key (``storage_encrypted`` + ``kms_key_id``);
 - the master password generated and kept by RDS in Secrets Manager under the same key
   (``manage_master_user_password``, ``master_user_secret_kms_key_id``): it never passes through Pulumi's
@@ -42,6 +45,13 @@ PARAMETER_FAMILY = "postgres17"
 # (REFERENCE.md: instance offerings there are to be checked with the preflight).
 INSTANCE_CLASS = {"dev": "db.t4g.medium", "prod": "db.m7g.large"}
 ALLOCATED_GIB = 20
+# pgAudit's session classes (pgaudit README, pgaudit.log): WRITE (INSERT, UPDATE, DELETE, TRUNCATE, COPY
+# into a table: a registry alias moved, a version's tags changed), DDL (schema changes) and ROLE (grants
+# and roles). READ is left out: every registry page view would be logged.
+PGAUDIT_LOG = "ddl,role,write"
+# shared_preload_libraries is static (applied at creation or the next reboot: RDS user guide, "Setting up
+# the pgAudit extension"); pg_stat_statements stays in the list, where RDS preloads it by default.
+PRELOAD = "pg_stat_statements,pgaudit"
 MAX_ALLOCATED_GIB = 200
 
 
@@ -55,6 +65,21 @@ class RegistryDatabaseArgs:
     key_arn: pulumi.Input[str]
     protect: bool
     tags: Mapping[str, str]
+    # An audited stack (components.config audit.enabled): statements are audited by pgAudit.
+    audited: bool = False
+
+
+def parameters(audited: bool) -> list[rds.ParameterGroupParameterArgs]:
+    """The registry's parameter group: TLS only, and pgAudit's statement log when audited."""
+    found = [rds.ParameterGroupParameterArgs(name="rds.force_ssl", value="1")]
+    if audited:
+        found += [
+            rds.ParameterGroupParameterArgs(
+                name="shared_preload_libraries", value=PRELOAD, apply_method="pending-reboot"
+            ),
+            rds.ParameterGroupParameterArgs(name="pgaudit.log", value=PGAUDIT_LOG),
+        ]
+    return found
 
 
 class RegistryDatabaseInstance(pulumi.ComponentResource):
@@ -91,11 +116,11 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        parameters = rds.ParameterGroup(
+        group_parameters = rds.ParameterGroup(
             f"{name}-params",
             family=PARAMETER_FAMILY,
             description="Model registry database: TLS required",
-            parameters=[rds.ParameterGroupParameterArgs(name="rds.force_ssl", value="1")],
+            parameters=parameters(args.audited),
             tags=tags,
             opts=child,
         )
@@ -118,7 +143,7 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
             master_user_secret_kms_key_id=args.key_arn,
             db_subnet_group_name=subnets.name,
             vpc_security_group_ids=[group.id],
-            parameter_group_name=parameters.name,
+            parameter_group_name=group_parameters.name,
             publicly_accessible=False,
             multi_az=prod,
             backup_retention_period=14 if prod else 7,

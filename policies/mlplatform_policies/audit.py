@@ -16,9 +16,11 @@ prod``, as the platform's ``audit`` config defaults. Then:
   unlocked, and the program locks it on the next ``pulumi up``.
 - ``threat-detection``: AWS, an enabled GuardDuty detector with EKS audit-log monitoring (and runtime
   monitoring in enterprise); Azure, the Defender plan of every protected resource type the stack has.
-- ``data-store-audit-logs``: every data store and control plane records who accessed it: the EKS
-  ``audit`` log, the RDS PostgreSQL log export, and on Azure a diagnostic setting with the audit
-  categories on every Key Vault, storage account, container registry, PostgreSQL server and AKS cluster.
+- ``data-store-audit-logs``: every data store and control plane records who accessed it: every EKS
+  control-plane log type (``audit`` and ``authenticator`` among them, CIS EKS 2.1.1), AKS ``kube-audit``
+  or ``kube-audit-admin`` (CIS AKS 2.1.1), the RDS PostgreSQL log export with pgAudit loaded and
+  logging statements (its parameter group), and on Azure a diagnostic setting with the audit categories
+  on every Key Vault, storage account, container registry, PostgreSQL server and AKS cluster.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ OBJECT_LOCK = (
 DETECTOR = "aws:guardduty/detector:Detector"
 DETECTOR_FEATURE = "aws:guardduty/detectorFeature:DetectorFeature"
 RDS_INSTANCE = "aws:rds/instance:Instance"
+RDS_PARAMETER_GROUP = "aws:rds/parameterGroup:ParameterGroup"
 DIAGNOSTIC_SETTING = "azure-native:monitor:DiagnosticSetting"
 PRICING = "azure-native:security:Pricing"
 KEY_VAULT = "azure-native:keyvault:Vault"
@@ -56,6 +59,10 @@ _SUBSCRIPTION = re.compile(r"^/subscriptions/[0-9a-fA-F-]+$")
 # Activity Log categories an audit export must carry (Azure Monitor "Activity log event schema":
 # Administrative holds every write and delete on resources, Security Defender's alerts).
 ACTIVITY_LOG_NEEDED = ("Administrative", "Security")
+# The EKS control-plane log types CIS Amazon EKS Benchmark v1.5.0 2.1.1 "Enable audit Logs" has on
+# (kube-bench cfg/eks-1.5.0/controlplane.yaml): the API server's requests, the audit trail of who did what,
+# the IAM authenticator's mapping of IAM principals to users, the controller manager and the scheduler.
+EKS_CONTROL_PLANE_LOGS = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # Category groups that contain a resource's audit categories (Azure Monitor "Diagnostic settings",
 # category groups: audit, allLogs).
 _AUDIT_GROUPS = frozenset({"audit", "allLogs"})
@@ -334,19 +341,47 @@ def _azure_audit_logged(resource: Subject, graph: Graph) -> bool:
     return False
 
 
+def _pgaudit_problem(database: Subject, graph: Graph) -> str | None:
+    """Why the database's statements are not audited by pgAudit (RDS user guide, "Setting up the pgAudit
+    extension": pgaudit in the parameter group's shared_preload_libraries, classes in pgaudit.log)."""
+    groups = graph.linked(database, "parameterGroupName", (RDS_PARAMETER_GROUP,), identity="name")
+    values = {
+        str(parameter.get("name")): str(parameter.get("value", ""))
+        for group in groups
+        for parameter in elements(group.props, "parameters")
+    }
+    preloaded = [v.strip() for v in values.get("shared_preload_libraries", "").split(",")]
+    classes = {c.strip().lower() for c in values.get("pgaudit.log", "").split(",")} - {"", "none"}
+    if "pgaudit" not in preloaded or not classes:
+        return (
+            "statements are not audited: its parameter group must preload pgaudit "
+            "(shared_preload_libraries) and name the classes to log (pgaudit.log, such as ddl,role,write)"
+        )
+    return None
+
+
 def _data_store_logs(graph: Graph) -> Iterator[Finding]:
     eks = _audited_clusters(graph, EKS_CLUSTER)
     for cluster in eks:
-        if "audit" not in (cluster.get("enabledClusterLogTypes") or []):
-            yield cluster.urn, "the control plane's audit log is off: add audit to enabledClusterLogTypes"
+        off = [t for t in EKS_CONTROL_PLANE_LOGS if t not in (cluster.get("enabledClusterLogTypes") or [])]
+        if off:
+            yield (
+                cluster.urn,
+                f"control-plane log types off: {', '.join(off)}; CIS EKS 2.1.1 wants all of "
+                f"{', '.join(EKS_CONTROL_PLANE_LOGS)} in enabledClusterLogTypes",
+            )
     if eks:
         for database in graph.of(RDS_INSTANCE):
-            exports = database.get("enabledCloudwatchLogsExports") or []
-            if database.get("engine") == "postgres" and "postgresql" not in exports:
+            if database.get("engine") != "postgres":
+                continue
+            if "postgresql" not in (database.get("enabledCloudwatchLogsExports") or []):
                 yield (
                     database.urn,
                     "the PostgreSQL log is not exported: add postgresql to enabledCloudwatchLogsExports",
                 )
+            problem = _pgaudit_problem(database, graph)
+            if problem:
+                yield database.urn, problem
     if _audited_clusters(graph, tokens.AKS_CLUSTER):
         for resource_type, categories in AZURE_AUDIT_CATEGORIES.items():
             for resource in graph.of(resource_type):
@@ -387,9 +422,10 @@ POLICIES = [
     ),
     stack_policy(
         "data-store-audit-logs",
-        "In an audited stack every control plane and data store records access: EKS audit log, RDS "
-        "PostgreSQL log export, and audit categories from every AKS cluster, Key Vault, storage account, "
-        "container registry and PostgreSQL server (ISO/IEC 27001:2022 A.8.15).",
+        "In an audited stack every control plane and data store records access: every EKS control-plane "
+        "log type (CIS EKS 2.1.1), the RDS PostgreSQL log export with pgAudit statement logging, and "
+        "audit categories from every AKS cluster (kube-audit or kube-audit-admin, CIS AKS 2.1.1), Key "
+        "Vault, storage account, container registry and PostgreSQL server (ISO/IEC 27001:2022 A.8.15).",
         _data_store_logs,
         severity=Severity.HIGH,
     ),

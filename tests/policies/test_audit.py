@@ -140,6 +140,26 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ("data-store-audit-logs", AWS_CLUSTER),
     ),
     (
+        "registry-database-pgaudit-not-preloaded",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:rds/parameterGroup:ParameterGroup", "registry-params"),
+            lambda i: i.update(
+                parameters=[x for x in i["parameters"] if x["name"] != "shared_preload_libraries"]
+            ),
+        ),
+        ("data-store-audit-logs", "aws-enterprise-prod-aws-registry-db"),
+    ),
+    (
+        "eks-authenticator-log-off",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:eks/cluster:Cluster"),
+            lambda i: i.update(enabledClusterLogTypes=["api", "audit", "controllerManager", "scheduler"]),
+        ),
+        ("data-store-audit-logs", AWS_CLUSTER),
+    ),
+    (
         "registry-database-log-off",
         lambda p: with_inputs(
             p, of_type("aws:rds/instance:Instance"), lambda i: i.update(enabledCloudwatchLogsExports=[])
@@ -198,6 +218,32 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         "registry-database-log-removed",
         lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "registry-pg-audit")),
         ("data-store-audit-logs", "azure-enterprise-prod-azure-registry-pg"),
+    ),
+    (
+        "aks-audit-categories-removed",
+        lambda p: with_inputs(
+            p,
+            lambda r: r["type"] == "azure-native:monitor:DiagnosticSetting" and "-cluster-" in r["name"],
+            lambda i: i.update(
+                logs=[log for log in i["logs"] if log["category"] not in {"kube-audit", "kube-audit-admin"}]
+            ),
+        ),
+        ("data-store-audit-logs", "azure-enterprise-prod-azure-cluster-aks"),
+    ),
+    (
+        "defender-for-databases-off",
+        lambda p: without(p, of_type("azure-native:security:Pricing", "opensourcerelationaldatabases")),
+        ("threat-detection", "azure-enterprise-prod-azure-registry-pg"),
+    ),
+    (
+        "container-registry-audit-removed",
+        lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "registry-audit")),
+        ("data-store-audit-logs", "azure-enterprise-prod-azure-registry-acr"),
+    ),
+    (
+        "object-store-audit-removed",
+        lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "objects-blob-audit")),
+        ("data-store-audit-logs", "azure-enterprise-prod-azure-objects-account"),
     ),
     (
         "vault-audit-removed",

@@ -90,7 +90,7 @@ cluster = eks.Cluster(
         "endpoint_private_access": True,
     },
     encryption_config={"provider": {"key_arn": key.arn}, "resources": ["secrets"]},
-    enabled_cluster_log_types=["api", "audit", "authenticator"],
+    enabled_cluster_log_types=["api", "audit", "authenticator", "controllerManager", "scheduler"],
 )
 # The audit trail: every region, validated, under a key, into an Object-Locked bucket (audit policies).
 trail_bucket = secure_bucket("trail", object_lock_enabled=True)

@@ -40,6 +40,12 @@ def test_enterprise_registry_database_is_private_encrypted_and_tls_only(
     assert db["publiclyAccessible"] is False
     params = _inputs(plan, "aws:rds/parameterGroup:ParameterGroup", "-registry-params")
     assert {"name": "rds.force_ssl", "value": "1"}.items() <= params["parameters"][0].items()
+    # Enterprise stacks are audited: pgAudit preloaded (static: applied at creation or the next reboot)
+    # and logging writes, DDL and role changes (RDS user guide, "Setting up the pgAudit extension").
+    by_name = {p["name"]: p for p in params["parameters"]}
+    assert by_name["shared_preload_libraries"]["value"].split(",") == ["pg_stat_statements", "pgaudit"]
+    assert by_name["shared_preload_libraries"]["applyMethod"] == "pending-reboot"
+    assert by_name["pgaudit.log"]["value"] == "ddl,role,write"
     # The instance names the group the plan creates (its physical name: the logical name + suffix).
     group = one(plan, "aws:rds/parameterGroup:ParameterGroup", "-registry-params").name
     assert db["parameterGroupName"].startswith(f"{group}-")
