@@ -30,7 +30,14 @@ from pydantic.alias_generators import to_camel
 from components.catalog import InstanceType, catalog
 from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.catalog.azure import AKS_END_OF_LIFE, aks_supported
-from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
+from components.handle import (
+    REGISTRY_DIRECTORY,
+    WORKLOAD_IDENTITIES,
+    Cloud,
+    Fabric,
+    PoolKind,
+    SharedStorageKind,
+)
 from components.kubernetes.charts import per_minor_pins
 from workloads.delivery.plan import RolloutPlan
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
@@ -815,6 +822,14 @@ def managed_registry_database(tier: Tier, cloud: Cloud) -> bool:
     """Whether the registry's metadata lives in the cloud's managed PostgreSQL (else SQLite on the shared
     file system, one server)."""
     return tier is Tier.ENTERPRISE and cloud in MANAGED_REGISTRY_DATABASE
+
+
+def shared_stores(config: PlatformConfig) -> dict[str, str]:
+    """The stores workloads own alone on the shared file system, namespace -> directory below its root
+    (``SharedStorage.stores``): the registry's SQLite store where it has no managed database."""
+    if config.workloads.registry.enabled and not managed_registry_database(config.tier, config.cloud):
+        return {WORKLOAD_IDENTITIES["registry"].namespace: REGISTRY_DIRECTORY}
+    return {}
 
 
 def tier_preset(

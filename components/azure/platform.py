@@ -51,7 +51,7 @@ from components.azure.shared_storage import SharedFileStorage, SharedFileStorage
 from components.azure.storage import ObjectStorage, ObjectStorageArgs
 from components.azure.versions import require_version
 from components.azure.zones import require_zones
-from components.config import PROJECT, PlatformConfig
+from components.config import PROJECT, PlatformConfig, shared_stores
 from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, SharedStorageKind, StorageHandle
 
 # Least privilege per workload: training reads datasets and writes models, inference only reads models.
@@ -227,7 +227,14 @@ class AzurePlatform(pulumi.ComponentResource):
             return objects, None
         shared = SharedFileStorage(
             f"{name}-shared",
-            SharedFileStorageArgs(scope, identity, key, subnet, network.dns_zone_ids[FILE_ZONE]),
+            SharedFileStorageArgs(
+                scope,
+                identity,
+                key,
+                subnet,
+                network.dns_zone_ids[FILE_ZONE],
+                stores=shared_stores(scope.config),
+            ),
             self._child,
         )
         return objects, shared
