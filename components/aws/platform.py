@@ -152,7 +152,14 @@ class AwsPlatform(pulumi.ComponentResource):
         self.shared_fs = self._shared_file_system(account, tags)
         self.registry = Registry(
             f"{name}-registry",
-            RegistryArgs(account, self.cluster_name, repositories(self._images()), self.key.arn, tags),
+            RegistryArgs(
+                account,
+                self.cluster_name,
+                repositories(self._images()),
+                self.key.arn,
+                tags,
+                protect=config.is_protected,
+            ),
             self._child,
         )
         self.registry_database = self._registry_database(tags)
