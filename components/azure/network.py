@@ -115,6 +115,10 @@ class AzureNetwork(pulumi.ComponentResource):
         )
         self.vnet_id: pulumi.Output[str] = vnet.id
         self.vnet = vnet
+        # Subnets of one VNet are written one at a time: ARM answers a second concurrent write with
+        # AnotherOperationInProgress (pulumi/pulumi-azure-native #699, #1024, closed for #903 "Retry
+        # AnotherOperationInProgress"; Azure review U2), so each waits for the one before it.
+        self._previous_subnet: network.Subnet | None = None
         self.node_subnet_id = self._subnet(
             f"{name}-nodes",
             vnet,
@@ -232,8 +236,9 @@ class AzureNetwork(pulumi.ComponentResource):
             route_table={"id": route_table_id} if route_table_id is not None else None,
             nat_gateway={"id": nat_gateway_id} if nat_gateway_id is not None else None,
             delegations=[{"name": "delegation", "service_name": delegation}] if delegation else None,
-            opts=scope.opts(self),
+            opts=scope.opts(self, depends_on=[self._previous_subnet] if self._previous_subnet else []),
         )
+        self._previous_subnet = subnet
         subnet_id: pulumi.Output[str] = subnet.id
         return subnet_id
 
