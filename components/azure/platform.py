@@ -31,6 +31,7 @@ from components.azure.network import (
     BLOB_ZONE,
     FILE_ZONE,
     REGISTRY_ZONE,
+    VAULT_ZONE,
     AzureNetwork,
     NetworkArgs,
     workload_egress,
@@ -76,7 +77,11 @@ class AzurePlatform(pulumi.ComponentResource):
         scope = self._scope(name, config)
         monthly_budget(f"{name}-budget", scope, self._child)
         network = AzureNetwork(f"{name}-network", NetworkArgs(scope), self._child)
-        keys = AzureKeys(f"{name}-keys", KeysArgs(scope), self._child)
+        keys = AzureKeys(
+            f"{name}-keys",
+            KeysArgs(scope, network.endpoint_subnet_id, network.dns_zone_ids[VAULT_ZONE]),
+            self._child,
+        )
         objects, shared = self._storage(name, scope, network, keys)
         cluster = AksCluster(
             f"{name}-cluster",
@@ -255,6 +260,7 @@ class AzurePlatform(pulumi.ComponentResource):
                 network.database_subnet_id,
                 login.identity_name,
                 login.principal_id,
+                scope.config.workloads.registry.database_admins,
             ),
             self._child,
         )
