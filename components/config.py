@@ -30,7 +30,14 @@ from pydantic.alias_generators import to_camel
 from components.catalog import InstanceType, catalog
 from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.catalog.azure import AKS_END_OF_LIFE, aks_supported
-from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
+from components.handle import (
+    REGISTRY_DIRECTORY,
+    WORKLOAD_IDENTITIES,
+    Cloud,
+    Fabric,
+    PoolKind,
+    SharedStorageKind,
+)
 from components.kubernetes.charts import per_minor_pins
 from workloads.delivery.plan import RolloutPlan
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
@@ -617,6 +624,21 @@ class InferenceWorkloadConfig(_Model):
     rollout: RolloutPlan | None = None
 
 
+class EntraGroup(_Model):
+    """A Microsoft Entra group, by its object id and its display name (a PostgreSQL Entra administrator
+    is created under both: AdministratorsMicrosoftEntra ``objectId`` and ``principalName``)."""
+
+    object_id: Annotated[
+        str,
+        _matching(
+            r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            "an Entra object id: a lowercase GUID (8-4-4-4-12 hex digits)",
+        ),
+    ]
+    # PostgreSQL role names are at most 63 bytes (PostgreSQL docs, "Identifiers": NAMEDATALEN - 1).
+    name: str = Field(min_length=1, max_length=63)
+
+
 class RegistryWorkloadConfig(_Model):
     """The model registry (MLflow tracking server + model registry, components/kubernetes/registry.py)."""
 
@@ -649,6 +671,10 @@ class RegistryWorkloadConfig(_Model):
     # At most a year for the certificate: a short life bounds how long a leaked key serves an impostor.
     tls_ca_validity_days: int = Field(default=1825, ge=1, le=3650)
     tls_certificate_validity_days: int = Field(default=90, ge=1, le=365)
+    # Azure's managed database accepts Entra logins only, and its one administrator is the registry's
+    # workload identity: this group's members are a second administrator, the humans' break-glass login
+    # (a failed migration, a restore check, a read-only grant; docs/registry.md).
+    database_admins: EntraGroup | None = None
 
 
 class FabricTestConfig(_Model):
@@ -815,6 +841,14 @@ def managed_registry_database(tier: Tier, cloud: Cloud) -> bool:
     """Whether the registry's metadata lives in the cloud's managed PostgreSQL (else SQLite on the shared
     file system, one server)."""
     return tier is Tier.ENTERPRISE and cloud in MANAGED_REGISTRY_DATABASE
+
+
+def shared_stores(config: PlatformConfig) -> dict[str, str]:
+    """The stores workloads own alone on the shared file system, namespace -> directory below its root
+    (``SharedStorage.stores``): the registry's SQLite store where it has no managed database."""
+    if config.workloads.registry.enabled and not managed_registry_database(config.tier, config.cloud):
+        return {WORKLOAD_IDENTITIES["registry"].namespace: REGISTRY_DIRECTORY}
+    return {}
 
 
 def tier_preset(
@@ -1394,6 +1428,14 @@ def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         return
     if config.tier is Tier.ENTERPRISE and not registry.auth:
         yield f"{key}.auth", "an enterprise registry authenticates every caller: remove the key or set true"
+    if registry.database_admins is not None and not (
+        config.cloud is Cloud.AZURE and managed_registry_database(config.tier, config.cloud)
+    ):
+        yield (
+            f"{key}.databaseAdmins",
+            "an Entra group administers the registry's Azure PostgreSQL, which only enterprise Azure stacks "
+            "have: remove the key",
+        )
     if config.tier is Tier.ENTERPRISE and registry.promotion_approval is False:
         yield f"{key}.promotionApproval", "an enterprise promotion is a change a second person approves"
     if config.tier is Tier.ENTERPRISE and not registry.tls:

@@ -132,10 +132,23 @@ class PosixOwner:
 # point's root directory, the FSx for Lustre fileset mounted as ``mountname/<directory>``).
 SHARED_DIRECTORY = "ml-platform"
 
+# The directory below the file system's root that holds the model registry's SQLite store (SMB), reached
+# only through the registry's own volume: no other consumer's volume reaches it (AWS review N3).
+REGISTRY_DIRECTORY = "ml-registry"
+
 # A new file system's root: only root may write (EFS user guide, "Working with users, groups, and
 # permissions at the NFS level": "by default only the root user (UID 0) has read, write, and execute
 # permissions" on the root directory).
 FRESH_ROOT = PosixOwner(0, 0, 0o755)
+
+
+@dataclass(frozen=True)
+class Store:
+    """A workload's own directory on the shared file system: its path below the root and the CSI source
+    that mounts exactly it."""
+
+    directory: str
+    csi: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -158,17 +171,24 @@ class SharedStorage:
     # root, where a one-shot Job creates ``SHARED_DIRECTORY`` (the directory ``csi`` mounts), owned as
     # ``owner`` says, before any consumer mounts it.
     prepare: Mapping[str, Any] | None = None
+    # Stores one workload owns alone, by its namespace: the CSI source of a directory (an EFS access
+    # point, an FSx fileset, an Azure Files share) that no other consumer's source reaches, so another
+    # identity's pods cannot write it (the SQLite registry's models, aliases and users; AWS review N3).
+    stores: Mapping[str, Store] = field(default_factory=dict)
 
     def csi_for(self, consumer: str) -> dict[str, Any]:
-        """The CSI source of one consumer's PersistentVolume (one per namespace mounting the share).
+        """The CSI source of one consumer's PersistentVolume (one per namespace mounting the share): the
+        consumer's own store where it has one, else the shared directory.
 
         The Azure Files driver stages volumes by ``volumeHandle``, which must be unique in the cluster
         (azurefile-csi-driver static provisioning docs), so each consumer gets its own; the EFS and FSx
         drivers mount per pod and take the file system id as the handle.
         """
+        store = self.stores.get(consumer)
+        csi = store.csi if store is not None else self.csi
         if self.kind is SharedStorageKind.AZURE_FILES_NFS:
-            return {**self.csi, "volumeHandle": f"{self.csi['volumeHandle']}-{consumer}"}
-        return dict(self.csi)
+            return {**csi, "volumeHandle": f"{csi['volumeHandle']}-{consumer}"}
+        return dict(csi)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from judges import (
     scheduling,
     sqlite,
     storage,
+    stores,
     transport,
     validation,
     webhooks,
@@ -127,6 +128,12 @@ JUDGES: tuple[Judge, ...] = (
         (sqlite.POLICY,),
         lambda c: sqlite.judge_sqlite_openers(c.objects),
         "a SQLite file has one opener at a time",
+    ),
+    Judge(
+        "store-isolation",
+        (stores.POLICY,),
+        lambda c: stores.judge_store_isolation(c.objects),
+        "no volume another namespace writes reaches a store a workload keeps its database in",
     ),
     Judge(
         "transport",

@@ -537,6 +537,7 @@ _FREE: dict[str, str] = {
     "aws:eks/addon:Addon": "EKS add-ons have no charge; their pods run on the node pools priced here",
     "aws:autoscaling/tag:Tag": "a tag has no charge",
     "aws:efs/accessPoint:AccessPoint": "access points have no charge",
+    "aws:ecr/lifecyclePolicy:LifecyclePolicy": "a lifecycle policy has no charge (the repository is priced)",
     "aws:efs/mountTarget:MountTarget": "mount targets have no charge",
     "aws:efs/fileSystemPolicy:FileSystemPolicy": "a policy has no charge",
     "aws:efs/backupPolicy:BackupPolicy": "backups are billed by AWS Backup per GB stored (by use)",

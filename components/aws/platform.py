@@ -45,7 +45,13 @@ from components.aws.registry import Registry, RegistryArgs, repositories
 from components.aws.registry_database import RegistryDatabaseArgs, RegistryDatabaseInstance, registry_backend
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import AuditStoreArgs, ObjectStore, ObjectStoreArgs
-from components.config import DetectionSource, PlatformConfig, Tier, managed_registry_database
+from components.config import (
+    DetectionSource,
+    PlatformConfig,
+    Tier,
+    managed_registry_database,
+    shared_stores,
+)
 from components.handle import Cloud, ClusterHandle, Fabric, PoolKind, SharedStorageKind, StorageHandle
 from components.images import workload_images
 
@@ -146,7 +152,14 @@ class AwsPlatform(pulumi.ComponentResource):
         self.shared_fs = self._shared_file_system(account, tags)
         self.registry = Registry(
             f"{name}-registry",
-            RegistryArgs(account, self.cluster_name, repositories(self._images()), self.key.arn, tags),
+            RegistryArgs(
+                account,
+                self.cluster_name,
+                repositories(self._images()),
+                self.key.arn,
+                tags,
+                protect=config.is_protected,
+            ),
             self._child,
         )
         self.registry_database = self._registry_database(tags)
@@ -378,6 +391,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 bucket_arn=self.storage.bucket_arn,
                 protect=config.is_protected,
                 tags=tags,
+                stores=shared_stores(config),
             ),
             self._child,
         )

@@ -11,6 +11,7 @@ registry is that namespace, so workloads pull from their own stack's repositorie
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,23 @@ from pulumi_aws import ecr
 
 from components.aws.account import AwsAccount
 from components.handle import RegistryLogin
+
+# Images kept per repository. Every change of an image's inputs pushes a new immutable content tag
+# (components/images.py), the trainer's several GB, so without a rule storage grows with every edit (AWS
+# review N5). The stack runs the newest tag of each repository; the nine before it are the images a
+# rollback can still name. Expiry by count of images of any tag status (ECR user guide, "Lifecycle
+# policy parameters": tagStatus any, countType imageCountMoreThan, action expire).
+KEPT_IMAGES = 10
+
+
+def lifecycle_policy(kept: int = KEPT_IMAGES) -> str:
+    rule = {
+        "rulePriority": 1,
+        "description": f"keep the newest {kept} images",
+        "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": kept},
+        "action": {"type": "expire"},
+    }
+    return json.dumps({"rules": [rule]}, sort_keys=True)
 
 
 def image_repository(image: str) -> str:
@@ -45,10 +63,15 @@ class RegistryArgs:
     repositories: Sequence[str]
     key_arn: pulumi.Input[str]
     tags: Mapping[str, str]
+    # Protected (prod) repositories refuse to be deleted while they hold images; others go with their
+    # images, so `pulumi destroy` of a dev stack does not stop at RepositoryNotEmptyException (ECR API,
+    # DeleteRepository: ``force``).
+    protect: bool = True
 
 
 class Registry(pulumi.ComponentResource):
-    """One KMS-encrypted, immutable-tag, scan-on-push repository per workload image."""
+    """One KMS-encrypted, immutable-tag, scan-on-push repository per workload image, keeping its newest
+    ``KEPT_IMAGES`` images."""
 
     def __init__(self, name: str, args: RegistryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:aws:Registry", name, None, opts)
@@ -60,12 +83,19 @@ class Registry(pulumi.ComponentResource):
                 image_tag_mutability="IMMUTABLE",
                 image_scanning_configuration={"scan_on_push": True},
                 encryption_configurations=[{"encryption_type": "KMS", "kms_key": args.key_arn}],
-                force_delete=False,
+                force_delete=not args.protect,
                 tags=dict(args.tags),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for repository in args.repositories
         }
+        for repository, created in self.repositories.items():
+            ecr.LifecyclePolicy(
+                f"{name}-{repository.replace('/', '-')}-lifecycle",
+                repository=created.name,
+                policy=lifecycle_policy(),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         # What `pulumi up` pushes the stack's images with (components/images.py): an ECR authorization
         # token for the account's registry, read on every run (it lasts 12 hours; ECR
         # GetAuthorizationToken), after the repositories exist, as pulumi-docker-build's ECR example does.

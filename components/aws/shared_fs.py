@@ -10,7 +10,7 @@ mounts them through a statically provisioned PersistentVolume; ``SharedStorage.c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 from pulumi_aws import ec2, efs, fsx, kms, vpc
@@ -22,6 +22,7 @@ from components.handle import (
     PosixOwner,
     SharedStorage,
     SharedStorageKind,
+    Store,
 )
 
 NFS_PORT = 2049
@@ -70,6 +71,8 @@ class SharedFileSystemArgs:
     bucket_arn: pulumi.Input[str]
     protect: bool
     tags: Mapping[str, str]
+    # Workloads that own a store alone, namespace -> directory below the root (SharedStorage.stores).
+    stores: Mapping[str, str] = field(default_factory=dict)
 
 
 class SharedFileSystem(pulumi.ComponentResource):
@@ -145,33 +148,48 @@ class SharedFileSystem(pulumi.ComponentResource):
                 opts=self._child,
             )
         self._efs_policies(file_system)
-        access_point = self._access_point(file_system)
-        # Static provisioning through an access point: ``<fs-id>::<fsap-id>`` (aws-efs-csi-driver,
-        # examples/kubernetes/access_points).
-        csi = {
-            "driver": "efs.csi.aws.com",
-            "volumeHandle": pulumi.Output.concat(file_system.id, "::", access_point.id),
-        }
-        return file_system, SharedStorage(SharedStorageKind.EFS, csi, args.capacity_gib, owner=SHARED_OWNER)
 
-    def _access_point(self, file_system: efs.FileSystem) -> efs.AccessPoint:
-        """The workloads' directory, created by EFS on first mount with ``SHARED_OWNER``'s owner and mode,
-        every request through it made as the workload user (EFS user guide, "Working with Amazon EFS
-        access points": the root directory is created only when creation info is given; the POSIX user
-        replaces the client's user and group ids). The file system's root stays root's."""
+        def csi(label: str, directory: str) -> dict[str, object]:
+            # Static provisioning through an access point: ``<fs-id>::<fsap-id>`` (aws-efs-csi-driver,
+            # examples/kubernetes/access_points).
+            access_point = self._access_point(file_system, label, directory)
+            return {
+                "driver": "efs.csi.aws.com",
+                "volumeHandle": pulumi.Output.concat(file_system.id, "::", access_point.id),
+            }
+
+        stores = {
+            namespace: Store(directory, csi(directory, directory))
+            for namespace, directory in sorted(args.stores.items())
+        }
+        return file_system, SharedStorage(
+            SharedStorageKind.EFS,
+            csi("workloads", SHARED_DIRECTORY),
+            args.capacity_gib,
+            owner=SHARED_OWNER,
+            stores=stores,
+        )
+
+    def _access_point(self, file_system: efs.FileSystem, label: str, directory: str) -> efs.AccessPoint:
+        """One directory below the root, created by EFS on first mount with ``SHARED_OWNER``'s owner and
+        mode, every request through it made as the workload user (EFS user guide, "Working with Amazon
+        EFS access points": the root directory is created only when creation info is given; the POSIX
+        user replaces the client's user and group ids; a client of the access point sees its root
+        directory as the file system's root, so it reaches nothing outside it). The file system's root
+        stays root's."""
         return efs.AccessPoint(
-            f"{self._name}-workloads",
+            f"{self._name}-{label}",
             file_system_id=file_system.id,
             posix_user={"uid": SHARED_OWNER.uid, "gid": SHARED_OWNER.gid},
             root_directory={
-                "path": f"/{SHARED_DIRECTORY}",
+                "path": f"/{directory}",
                 "creation_info": {
                     "owner_uid": SHARED_OWNER.uid,
                     "owner_gid": SHARED_OWNER.gid,
                     "permissions": f"{SHARED_OWNER.mode:04o}",
                 },
             },
-            tags={**self._args.tags, "Name": f"{self._name}-workloads"},
+            tags={**self._args.tags, "Name": f"{self._name}-{label}"},
             opts=self._child,
         )
 
@@ -278,15 +296,19 @@ class SharedFileSystem(pulumi.ComponentResource):
             "volumeHandle": file_system.id,
             "volumeAttributes": {"dnsname": file_system.dns_name, "mountname": file_system.mount_name},
         }
-        fileset = pulumi.Output.concat(file_system.mount_name, "/", SHARED_DIRECTORY)
-        csi = {**root, "volumeAttributes": {"dnsname": file_system.dns_name, "mountname": fileset}}
+
+        def fileset(directory: str) -> dict[str, object]:
+            mountname = pulumi.Output.concat(file_system.mount_name, "/", directory)
+            return {**root, "volumeAttributes": {"dnsname": file_system.dns_name, "mountname": mountname}}
+
         return file_system, SharedStorage(
             SharedStorageKind.FSX_LUSTRE,
-            csi,
+            fileset(SHARED_DIRECTORY),
             args.capacity_gib,
             LUSTRE_MOUNT_OPTIONS,
             owner=SHARED_OWNER,
             prepare=root,
+            stores={ns: Store(d, fileset(d)) for ns, d in sorted(args.stores.items())},
         )
 
     def _grant_bucket_key(self, file_system_id: pulumi.Output[str], association: pulumi.Resource) -> None:

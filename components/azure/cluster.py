@@ -66,8 +66,11 @@ CONTROL_PLANE_LOGS = (
     "guard",
 )
 # Restricted data: every API-server request is audited, reads of Secrets included (kube-audit carries
-# get/list/watch, kube-audit-admin leaves them out; AKS monitoring reference, "Resource logs").
-RESTRICTED_CONTROL_PLANE_LOGS = ("kube-audit",)
+# get/list/watch, kube-audit-admin leaves them out; AKS monitoring reference, "Resource logs"). kube-audit
+# replaces kube-audit-admin there: the admin stream is a subset of it, so both would ingest every write
+# twice (Azure Architecture Center, AKS baseline: "If you need get and list events, enable kube-audit
+# instead"; Azure review D3).
+RESTRICTED_AUDIT_LOG = "kube-audit"
 # The audit streams among them (API-server audit, and guard: Entra ID and Azure RBAC decisions), which
 # an audited stack also archives immutably (audit.py).
 AUDIT_LOGS = frozenset({"kube-audit-admin", "kube-audit", "guard"})
@@ -330,7 +333,7 @@ class AksCluster(pulumi.ComponentResource):
 
     def _control_plane_logs(self) -> tuple[str, ...]:
         if self._scope.config.data_classification is DataClassification.RESTRICTED:
-            return CONTROL_PLANE_LOGS + RESTRICTED_CONTROL_PLANE_LOGS
+            return tuple(RESTRICTED_AUDIT_LOG if c == "kube-audit-admin" else c for c in CONTROL_PLANE_LOGS)
         return CONTROL_PLANE_LOGS
 
     def _kubeconfig(self, admin_ready: pulumi.Resource) -> pulumi.Output[str]:

@@ -35,7 +35,10 @@ _NAT_IDLE_TIMEOUT_MINUTES = 4
 BLOB_ZONE = "privatelink.blob.core.windows.net"
 FILE_ZONE = "privatelink.file.core.windows.net"
 REGISTRY_ZONE = "privatelink.azurecr.io"
-PRIVATE_DNS_ZONES = (BLOB_ZONE, FILE_ZONE, REGISTRY_ZONE)
+# Key Vault's Private Link zone (Azure Private Endpoint DNS zone values, "Key Vault": vault ->
+# privatelink.vaultcore.azure.net).
+VAULT_ZONE = "privatelink.vaultcore.azure.net"
+PRIVATE_DNS_ZONES = (BLOB_ZONE, FILE_ZONE, REGISTRY_ZONE, VAULT_ZONE)
 
 
 # The smallest API server subnet AKS supports (API Server VNet Integration docs); AKS reserves at least 9
@@ -115,6 +118,10 @@ class AzureNetwork(pulumi.ComponentResource):
         )
         self.vnet_id: pulumi.Output[str] = vnet.id
         self.vnet = vnet
+        # Subnets of one VNet are written one at a time: ARM answers a second concurrent write with
+        # AnotherOperationInProgress (pulumi/pulumi-azure-native #699, #1024, closed for #903 "Retry
+        # AnotherOperationInProgress"; Azure review U2), so each waits for the one before it.
+        self._previous_subnet: network.Subnet | None = None
         self.node_subnet_id = self._subnet(
             f"{name}-nodes",
             vnet,
@@ -232,8 +239,9 @@ class AzureNetwork(pulumi.ComponentResource):
             route_table={"id": route_table_id} if route_table_id is not None else None,
             nat_gateway={"id": nat_gateway_id} if nat_gateway_id is not None else None,
             delegations=[{"name": "delegation", "service_name": delegation}] if delegation else None,
-            opts=scope.opts(self),
+            opts=scope.opts(self, depends_on=[self._previous_subnet] if self._previous_subnet else []),
         )
+        self._previous_subnet = subnet
         subnet_id: pulumi.Output[str] = subnet.id
         return subnet_id
 

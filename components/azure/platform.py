@@ -31,6 +31,7 @@ from components.azure.network import (
     BLOB_ZONE,
     FILE_ZONE,
     REGISTRY_ZONE,
+    VAULT_ZONE,
     AzureNetwork,
     NetworkArgs,
     workload_egress,
@@ -51,7 +52,7 @@ from components.azure.shared_storage import SharedFileStorage, SharedFileStorage
 from components.azure.storage import ObjectStorage, ObjectStorageArgs
 from components.azure.versions import require_version
 from components.azure.zones import require_zones
-from components.config import PROJECT, PlatformConfig
+from components.config import PROJECT, PlatformConfig, shared_stores
 from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, SharedStorageKind, StorageHandle
 
 # Least privilege per workload: training reads datasets and writes models, inference only reads models.
@@ -76,7 +77,11 @@ class AzurePlatform(pulumi.ComponentResource):
         scope = self._scope(name, config)
         monthly_budget(f"{name}-budget", scope, self._child)
         network = AzureNetwork(f"{name}-network", NetworkArgs(scope), self._child)
-        keys = AzureKeys(f"{name}-keys", KeysArgs(scope), self._child)
+        keys = AzureKeys(
+            f"{name}-keys",
+            KeysArgs(scope, network.endpoint_subnet_id, network.dns_zone_ids[VAULT_ZONE]),
+            self._child,
+        )
         objects, shared = self._storage(name, scope, network, keys)
         cluster = AksCluster(
             f"{name}-cluster",
@@ -227,7 +232,14 @@ class AzurePlatform(pulumi.ComponentResource):
             return objects, None
         shared = SharedFileStorage(
             f"{name}-shared",
-            SharedFileStorageArgs(scope, identity, key, subnet, network.dns_zone_ids[FILE_ZONE]),
+            SharedFileStorageArgs(
+                scope,
+                identity,
+                key,
+                subnet,
+                network.dns_zone_ids[FILE_ZONE],
+                stores=shared_stores(scope.config),
+            ),
             self._child,
         )
         return objects, shared
@@ -248,6 +260,7 @@ class AzurePlatform(pulumi.ComponentResource):
                 network.database_subnet_id,
                 login.identity_name,
                 login.principal_id,
+                scope.config.workloads.registry.database_admins,
             ),
             self._child,
         )

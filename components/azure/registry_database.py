@@ -41,6 +41,7 @@ from pulumi_azure_native import dbforpostgresql, privatedns
 from components.azure.identity import EncryptionIdentity, EncryptionIdentityArgs
 from components.azure.keys import KeyRef
 from components.azure.scope import AzureScope
+from components.config import EntraGroup
 from components.handle import RegistryDatabase
 
 PORT = 5432
@@ -82,6 +83,9 @@ class RegistryDatabaseArgs:
     # The registry's workload identity: the server's Entra administrator, and the database user.
     login_name: pulumi.Input[str]
     login_object_id: pulumi.Input[str]
+    # The humans' break-glass login: an Entra group as a second administrator (config
+    # ``workloads.registry.databaseAdmins``).
+    admins: EntraGroup | None = None
 
 
 class AzureRegistryDatabase(pulumi.ComponentResource):
@@ -181,6 +185,20 @@ class AzureRegistryDatabase(pulumi.ComponentResource):
             tenant_id=scope.deployer.tenant_id,
             opts=scope.opts(self, depends_on=[tls]),
         )
+        # "You can configure multiple Microsoft Entra administrators", of types user, group or service
+        # principal (Azure Database for PostgreSQL, concepts-azure-ad-authentication): a group's members
+        # log in with their own Entra token, under the group's name (Azure review D1).
+        if args.admins is not None:
+            admin = dbforpostgresql.AdministratorsMicrosoftEntra(
+                f"{name}-pg-admin-group",
+                resource_group_name=scope.resource_group_name,
+                server_name=server.name,
+                object_id=args.admins.object_id,
+                principal_name=args.admins.name,
+                principal_type="Group",
+                tenant_id=scope.deployer.tenant_id,
+                opts=scope.opts(self, depends_on=[admin]),
+            )
         database = dbforpostgresql.Database(
             f"{name}-pg-db",
             resource_group_name=scope.resource_group_name,

@@ -9,7 +9,8 @@ private endpoint in the cluster's VNet. At rest it is encrypted with the storage
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 from pulumi_azure_native import storage
@@ -21,7 +22,7 @@ from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointAr
 from components.azure.scope import AzureScope
 from components.azure.storage import hardened_account
 from components.config import PlatformConfig, Redundancy
-from components.handle import PosixOwner, SharedStorage, SharedStorageKind
+from components.handle import PosixOwner, SharedStorage, SharedStorageKind, Store
 
 CSI_DRIVER = "file.csi.azure.com"
 SHARE_NAME = "training"
@@ -34,6 +35,10 @@ MOUNT_ROOT = PosixOwner(0, 0, 0o777)
 # Premium (SSD) file shares with ZRS are offered in a listed subset of regions; uaenorth is on the list,
 # uaecentral is not (learn.microsoft.com/azure/storage/files/redundancy-premium-file-shares).
 _PREMIUM_ZRS_REGIONS = frozenset({"uaenorth"})
+# A store a workload owns alone is a share of its own (NFS shares have no access points): the smallest
+# premium share, 100 GiB (Azure Files docs, "Understand Azure Files billing", provisioned v1: "the
+# minimum size is 100 GiB").
+STORE_QUOTA_GIB = 100
 
 
 def files_sku(config: PlatformConfig) -> str:
@@ -55,6 +60,8 @@ class SharedFileStorageArgs:
     key: KeyRef
     endpoint_subnet_id: pulumi.Input[str]
     file_dns_zone_id: pulumi.Input[str]
+    # Workloads that own a store alone, namespace -> share name (SharedStorage.stores).
+    stores: Mapping[str, str] = field(default_factory=dict)
 
 
 class SharedFileStorage(pulumi.ComponentResource):
@@ -76,18 +83,40 @@ class SharedFileStorage(pulumi.ComponentResource):
             opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.ready]),
         )
         capacity = scope.config.storage.shared_capacity_gib
-        share = storage.FileShare(
-            f"{name}-share",
-            resource_group_name=scope.resource_group_name,
-            account_name=account.name,
-            share_name=SHARE_NAME,
-            enabled_protocols="NFS",
-            share_quota=capacity,
-            # The CSI driver chmods the mount root after mounting (mountPermissions, default 0777) so the
-            # non-root trainer can write; root squash would turn that chmod into a permission error.
-            root_squash="NoRootSquash",
-            opts=scope.opts(self, data=True),
-        )
+
+        def share(label: str, share_name: str, quota: int) -> storage.FileShare:
+            return storage.FileShare(
+                label,
+                resource_group_name=scope.resource_group_name,
+                account_name=account.name,
+                share_name=share_name,
+                enabled_protocols="NFS",
+                share_quota=quota,
+                # The CSI driver chmods the mount root after mounting (mountPermissions, default 0777) so
+                # the non-root trainer can write; root squash would turn that chmod into a permission error.
+                root_squash="NoRootSquash",
+                opts=scope.opts(self, data=True),
+            )
+
+        def csi(share_name: str) -> dict[str, object]:
+            return {
+                "driver": CSI_DRIVER,
+                # Any string unique in the cluster; the driver refuses "#" in a self-chosen handle
+                # (azurefile-csi-driver deploy/example/pv-azurefile-nfs.yaml).
+                "volumeHandle": f"{account_name}-{share_name}",
+                "volumeAttributes": {
+                    "resourceGroup": scope.resource_group_name,
+                    "storageAccount": account_name,
+                    "shareName": share_name,
+                    "protocol": "nfs",
+                },
+            }
+
+        training = share(f"{name}-share", SHARE_NAME, capacity)
+        stores = {}
+        for namespace, share_name in sorted(args.stores.items()):
+            share(f"{name}-{share_name}", share_name, STORE_QUOTA_GIB)
+            stores[namespace] = Store(share_name, csi(share_name))
         PrivateEndpoint(
             f"{name}-file",
             PrivateEndpointArgs(scope, args.endpoint_subnet_id, account.id, "file", args.file_dns_zone_id),
@@ -96,20 +125,10 @@ class SharedFileStorage(pulumi.ComponentResource):
         self.account_id: pulumi.Output[str] = account.id
         self.shared = SharedStorage(
             kind=SharedStorageKind.AZURE_FILES_NFS,
-            csi={
-                "driver": CSI_DRIVER,
-                # Any string unique in the cluster; the driver refuses "#" in a self-chosen handle
-                # (azurefile-csi-driver deploy/example/pv-azurefile-nfs.yaml).
-                "volumeHandle": f"{account_name}-{SHARE_NAME}",
-                "volumeAttributes": {
-                    "resourceGroup": scope.resource_group_name,
-                    "storageAccount": account_name,
-                    "shareName": SHARE_NAME,
-                    "protocol": "nfs",
-                },
-            },
+            csi=csi(SHARE_NAME),
             capacity_gib=capacity,
             mount_options=MOUNT_OPTIONS,
             owner=MOUNT_ROOT,
+            stores=stores,
         )
-        self.register_outputs({"accountId": account.id, "shareId": share.id})
+        self.register_outputs({"accountId": account.id, "shareId": training.id})

@@ -133,9 +133,9 @@ class KubernetesLayer(pulumi.ComponentResource):
         )
         ready = [*namespaces, *identities, *volumes, *queues]
         if workloads.registry is not None:
-            # The callers' registry credentials and CA, and the servers' certificate, before any pod
-            # that mounts them.
-            ready += self._apply(workloads.registry.secrets, namespaces)
+            # The callers' registry credentials, CA and egress to it, and the servers' certificate,
+            # before any pod that mounts them or calls the registry.
+            ready += self._apply([*workloads.registry.secrets, *workloads.registry.egress], namespaces)
             if workloads.registry.admin is not None:
                 # Its values are the stack's at creation only: the admin rotation (docs/registry.md)
                 # patches the Secret, and the next update must not put the first values back.

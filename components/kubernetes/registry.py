@@ -595,14 +595,17 @@ def _client_egress(spec: RegistrySpec, namespace: str) -> Object:
 class RegistryObjects:
     """The registry's objects in the order ``pulumi up`` applies them: the migration Job (awaited) after
     ``before``, then ``after`` (the Deployment never starts on an old schema). ``secrets`` (the users'
-    credentials, the certificate and its CA) go first, after their namespaces and before any pod mounts
-    one."""
+    credentials, the certificate and its CA) and ``egress`` (each caller namespace's ``allow-registry``)
+    go first, after their namespaces and before any caller's pod starts: a training run that is not
+    gated on anything else must not make its first call through a namespace that still denies it
+    (cluster review D-N1)."""
 
     before: list[Object]
     # The migration Job (PostgreSQL); None on SQLite, where the servers' pod migrates first.
     migration: Object | None
     after: list[Object]
     secrets: list[Object] = field(default_factory=list)
+    egress: list[Object] = field(default_factory=list)
     # ``registry-admin``, with basic-auth: before the migration Job and the servers that mount it; its
     # values are the stack's only at creation (the layer ignores later changes to them).
     admin: Object | None = None
@@ -621,6 +624,6 @@ def registry_objects(spec: RegistrySpec) -> RegistryObjects:
             _deployment(spec),
             _service(spec),
             _disruption_budget(spec),
-            *(_client_egress(spec, ns) for ns in spec.client_namespaces),
         ],
+        egress=[_client_egress(spec, ns) for ns in spec.client_namespaces],
     )

@@ -57,8 +57,9 @@ _PREPARE_EXCEPTIONS = {
     "policy.ml-platform.io/capabilities-reason": _PREPARE_REASON,
 }
 _PREPARE_SCRIPT = (
-    "import os, sys; path, uid, gid, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), "
-    "int(sys.argv[4], 8); os.makedirs(path, exist_ok=True); os.chown(path, uid, gid); os.chmod(path, mode)"
+    "import os, sys; uid, gid, mode = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3], 8)\n"
+    "for path in sys.argv[4:]:\n"
+    "    os.makedirs(path, exist_ok=True); os.chown(path, uid, gid); os.chmod(path, mode)"
 )
 
 if TYPE_CHECKING:
@@ -175,12 +176,14 @@ def preparation_namespace() -> NamespaceSpec:
 
 def preparation_objects(prefix: str, shared: SharedStorage, image: Any) -> list[Object]:
     """Where ``shared.prepare`` is set: a volume on the file system's root and a Job that creates
-    ``SHARED_DIRECTORY`` there with ``shared.owner``'s owner and mode, before any consumer mounts it.
-    ``pulumi up`` waits for the Job to complete (pulumi-kubernetes awaits Jobs)."""
+    ``SHARED_DIRECTORY`` and each store's directory there with ``shared.owner``'s owner and mode, before
+    any consumer mounts them. ``pulumi up`` waits for the Job to complete (pulumi-kubernetes awaits
+    Jobs)."""
     if shared.prepare is None:
         return []
-    root = replace(shared, csi=shared.prepare, owner=FRESH_ROOT, prepare=None)
+    root = replace(shared, csi=shared.prepare, owner=FRESH_ROOT, prepare=None, stores={})
     owner = shared.owner
+    directories = [SHARED_DIRECTORY, *(store.directory for store in shared.stores.values())]
     labels = {**MANAGED_BY, "app.kubernetes.io/name": PREPARE_JOB}
     resources = {"cpu": "100m", "memory": "128Mi"}
     job: Object = {
@@ -213,10 +216,10 @@ def preparation_objects(prefix: str, shared: SharedStorage, image: Any) -> list[
                                 "python",
                                 "-c",
                                 _PREPARE_SCRIPT,
-                                f"{_PREPARE_MOUNT}/{SHARED_DIRECTORY}",
                                 str(owner.uid),
                                 str(owner.gid),
                                 f"{owner.mode:04o}",
+                                *(f"{_PREPARE_MOUNT}/{directory}" for directory in directories),
                             ],
                             "securityContext": {
                                 "allowPrivilegeEscalation": False,

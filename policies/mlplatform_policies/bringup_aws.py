@@ -39,6 +39,8 @@ PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 EKS_ADDON = "aws:eks/addon:Addon"
 IAM_ROLE = "aws:iam/role:Role"
+ECR_REPOSITORY = "aws:ecr/repository:Repository"
+ECR_LIFECYCLE = "aws:ecr/lifecyclePolicy:LifecyclePolicy"
 
 # The LNET port FSx checks at CreateFileSystem (FSx for Lustre user guide, "File system access control
 # with Amazon VPC"; aws/aws-parallelcluster #6181).
@@ -363,6 +365,18 @@ def _trust_pins(index: int, statement: Mapping[str, Any], condition: Mapping[str
                         )
 
 
+def _repository_expires_images(repository: Subject, graph: Graph) -> Iterator[str]:
+    if repository.get("imageTagMutability") != "IMMUTABLE":
+        return
+    for policy in graph.of(ECR_LIFECYCLE):
+        if repository.urn in {r.urn for r in graph.linked(policy, "repository", (ECR_REPOSITORY,), "name")}:
+            return
+    yield (
+        "immutable-tag repository without a lifecycle policy: every new content tag stays stored for "
+        "ever; add an ecr.LifecyclePolicy that expires old images"
+    )
+
+
 def _kube_proxy_matches_cluster(addon: Subject, graph: Graph) -> Iterator[str]:
     version = addon.get("addonVersion")
     if addon.get("addonName") != "kube-proxy" or not isinstance(version, str) or is_unknown(version):
@@ -456,6 +470,14 @@ POLICIES = [
         "Assign IAM roles to Kubernetes service accounts).",
         by_type({IAM_ROLE: _web_identity_trust}),
         severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "aws-ecr-lifecycle",
+        "An immutable-tag ECR repository has a lifecycle policy: each image change pushes a new tag, so "
+        "storage otherwise grows with every push (ECR user guide, Automate the cleanup of images by using "
+        "lifecycle policies; AWS review N5).",
+        per_node((ECR_REPOSITORY,), _repository_expires_images),
+        severity=Severity.MEDIUM,
     ),
     stack_policy(
         "aws-kube-proxy-matches-cluster",

@@ -13,7 +13,7 @@ from typing import Any
 from pulumi_policy import Policy, Severity
 
 from . import tokens
-from .factory import Finding, by_type, per_node, resource_policy, stack_policy
+from .factory import ADVISORY, Finding, by_type, per_node, resource_policy, stack_policy
 from .kubernetes import namespace_of
 from .subject import Graph, Subject
 from .values import elements, is_unknown
@@ -518,7 +518,12 @@ def _arm_name(subject: Subject) -> Iterator[str]:
 # Resources whose audit logs the stack must keep (review azure.md C3; Key Vault logging, Azure Storage
 # monitoring, ACR monitoring reference): each is the resourceUri (a storage account through its service)
 # of a diagnostic setting that sends logs.
-_AUDITED = (KEY_VAULT, STORAGE_ACCOUNT, REGISTRY)
+POSTGRES_SERVER = "azure-native:dbforpostgresql:Server"
+ENTRA_ADMIN = "azure-native:dbforpostgresql:AdministratorsMicrosoftEntra"
+SUBNET = "azure-native:network:Subnet"
+# The registry's PostgreSQL too (review azure.md C1, D5 1: a flexible server's logins and pgaudit go to
+# its server log, PostgreSQLLogs, through a diagnostic setting; Azure Monitor supported logs).
+_AUDITED = (KEY_VAULT, STORAGE_ACCOUNT, REGISTRY, POSTGRES_SERVER)
 
 
 def _diagnostics_coverage(graph: Graph) -> Iterator[Finding]:
@@ -562,6 +567,100 @@ def _secrets_kms(subject: Subject) -> Iterator[str]:
                 "KMS with a private vault needs API Server VNet Integration "
                 "(apiServerAccessProfile.enableVnetIntegration and subnetId)"
             )
+
+
+def _private_vault_endpoint(key: Subject, graph: Graph) -> Iterator[str]:
+    """Review azure.md U1: "Creating or updating keys in a private key vault that doesn't have a private
+    endpoint isn't supported" (learn.microsoft.com/azure/aks/use-kms-etcd-encryption)."""
+    for vault in graph.linked(key, "vaultName", (KEY_VAULT,), "vaultName"):
+        if vault.get("properties.publicNetworkAccess") != "Disabled":
+            continue
+        endpoints = [
+            e
+            for e in graph.of(PRIVATE_ENDPOINT)
+            if vault.urn in {v.urn for v in graph.linked(e, "privateLinkServiceConnections", (KEY_VAULT,))}
+            and any(
+                "vault" in (c.get("groupIds") or [])
+                for c in elements(e.props, "privateLinkServiceConnections")
+                if isinstance(c, Mapping)
+            )
+        ]
+        if not endpoints:
+            yield (
+                "key in a vault with public access disabled and no private endpoint (group vault): give the "
+                "vault one in the endpoints' subnet, with its privatelink.vaultcore.azure.net record"
+            )
+
+
+def _human_database_admin(graph: Graph) -> Iterator[Finding]:
+    """Review azure.md D1 (D5 4): "Only a Microsoft Entra administrator ... can initially connect" and
+    "you can configure multiple Microsoft Entra administrators" (concepts-azure-ad-authentication)."""
+    for server in graph.of(POSTGRES_SERVER):
+        if server.get("authConfig.passwordAuth") != "Disabled":
+            continue
+        admins = [
+            a
+            for a in graph.of(ENTRA_ADMIN)
+            if server.urn in {s.urn for s in graph.linked(a, "serverName", (POSTGRES_SERVER,), "serverName")}
+        ]
+        if not any(a.get("principalType") in ("User", "Group") for a in admins):
+            yield (
+                server.urn,
+                "Entra-only server whose administrators are all service principals: no person can log in "
+                "(a failed migration, a restore check); add a group (workloads.registry.databaseAdmins)",
+            )
+
+
+def _kms_public_vault(cluster: Subject, graph: Graph) -> Iterator[str]:
+    """D5 6: KMS ``Public`` access with a firewalled vault: "Azure Key Vault with a firewall setting ... or
+    'disable public access' isn't supported" for a public key vault (AKS KMS docs, Limitations)."""
+    kms = cluster.get("securityProfile.azureKeyVaultKms")
+    if not isinstance(kms, Mapping) or kms.get("enabled") is not True:
+        return
+    if kms.get("keyVaultNetworkAccess", "Public") != "Public":
+        return
+    vaults = {v.urn: v for v in graph.linked(cluster, "securityProfile", (KEY_VAULT,))}
+    for key in graph.linked(cluster, "securityProfile", (KEY,)):
+        vaults.update((v.urn, v) for v in graph.linked(key, "vaultName", (KEY_VAULT,), "vaultName"))
+    for vault in vaults.values():
+        if (
+            vault.get("properties.publicNetworkAccess") == "Disabled"
+            or vault.get("properties.networkAcls.defaultAction") == "Deny"
+        ):
+            yield (
+                "KMS keyVaultNetworkAccess Public with a vault behind a firewall or with public access "
+                "disabled: set Private, keyVaultResourceId and API Server VNet Integration"
+            )
+
+
+_API_SERVER_DELEGATION = "Microsoft.ContainerService/managedClusters"
+
+
+def _api_server_subnet(cluster: Subject, graph: Graph) -> Iterator[str]:
+    """D5 7: API Server VNet Integration puts the API server in a subnet delegated to
+    Microsoft.ContainerService/managedClusters, /28 at least (API Server VNet Integration docs)."""
+    if cluster.get("apiServerAccessProfile.enableVnetIntegration") is not True:
+        return
+    for subnet in graph.linked(cluster, "apiServerAccessProfile", (SUBNET,)):
+        services = {
+            d.get("serviceName") for d in elements(subnet.props, "delegations") if isinstance(d, Mapping)
+        }
+        if _API_SERVER_DELEGATION not in services:
+            yield f"API server subnet is not delegated to {_API_SERVER_DELEGATION}"
+        prefix = subnet.get("addressPrefix")
+        if isinstance(prefix, str) and "/" in prefix and int(prefix.rsplit("/", 1)[1]) > 28:
+            yield f"API server subnet {prefix} is smaller than the /28 AKS needs"
+
+
+def _nat_subnets(cluster: Subject, graph: Graph) -> Iterator[str]:
+    """D5 5, the inverse of aks-managed-nat-byo-subnet: with userAssignedNATGateway every node subnet
+    carries the NAT gateway, or its nodes have no outbound path (AKS docs, "Create a NAT gateway: user
+    assigned")."""
+    if cluster.get("networkProfile.outboundType") != "userAssignedNATGateway":
+        return
+    for subnet in graph.linked(cluster, "agentPoolProfiles", (SUBNET,)):
+        if not subnet.get("natGateway.id"):
+            yield f"node subnet {subnet.name} has no natGateway under outboundType userAssignedNATGateway"
 
 
 POLICIES: list[Policy] = [
@@ -640,9 +739,46 @@ POLICIES: list[Policy] = [
         severity=Severity.HIGH,
     ),
     stack_policy(
+        "azure-keyvault-private-endpoint",
+        "A key written into a vault with public access disabled has a private endpoint (group vault) on "
+        "that vault (AKS KMS etcd encryption docs: keys in a private vault without one are not supported).",
+        per_node((KEY,), _private_vault_endpoint),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "azure-postgres-human-admin",
+        "An Entra-only PostgreSQL flexible server has a user or group administrator besides service "
+        "principals (Azure Database for PostgreSQL, Microsoft Entra authentication concepts).",
+        _human_database_admin,
+        severity=Severity.MEDIUM,
+        enforcement=ADVISORY,
+    ),
+    stack_policy(
+        "aks-kms-public-vault-open",
+        "AKS KMS with keyVaultNetworkAccess Public uses a vault without a firewall (AKS KMS etcd encryption "
+        "docs, Limitations).",
+        per_node((MANAGED_CLUSTER,), _kms_public_vault),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "aks-api-server-subnet",
+        "API Server VNet Integration's subnet is delegated to Microsoft.ContainerService/managedClusters "
+        "and is /28 or larger (AKS API Server VNet Integration docs).",
+        per_node((MANAGED_CLUSTER,), _api_server_subnet),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "aks-user-nat-subnets",
+        "With outboundType userAssignedNATGateway every node subnet carries the NAT gateway (AKS docs, "
+        "managed and user-assigned NAT gateway).",
+        per_node((MANAGED_CLUSTER,), _nat_subnets),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
         "azure-diagnostics-coverage",
-        "Every Key Vault, storage account and container registry sends its logs through a diagnostic setting "
-        "(Key Vault logging; Azure Storage and ACR monitoring references).",
+        "Every Key Vault, storage account, container registry and PostgreSQL flexible server sends its logs "
+        "through a diagnostic setting (Key Vault logging; Azure Storage, ACR and Azure Monitor supported "
+        "logs references).",
         _diagnostics_coverage,
         severity=Severity.HIGH,
     ),

@@ -24,6 +24,19 @@ gateway = ec2.InternetGateway("igw", vpc_id=vpc_.id, tags=TAGS)
 eip = ec2.Eip("nat", domain="vpc", tags=TAGS)
 """
 _NAT = 'ec2.NatGateway("nat", allocation_id=eip.id, subnet_id=subnet.id, tags=TAGS{opts})\n'
+_ECR = """
+import pulumi_aws.ecr as ecr
+
+repo = ecr.Repository(
+    "trainer", name="c/ml-platform/trainer", image_tag_mutability="IMMUTABLE", force_delete=False,
+    encryption_configurations=[{"encryption_type": "KMS", "kms_key": KEY_ARN}], tags=TAGS,
+)
+"""
+_ECR_LIFECYCLE = """
+ecr.LifecyclePolicy("trainer-lifecycle", repository=repo.name, policy=json.dumps({"rules": [{
+    "rulePriority": 1, "action": {"type": "expire"},
+    "selection": {"tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": 10}}]}))
+"""
 _CLOSED_DEFAULT = 'ec2.DefaultSecurityGroup("default", vpc_id=vpc_.id, tags=TAGS)\n'
 
 _LUSTRE = """
@@ -265,6 +278,8 @@ VIOLATIONS = [
         '"oidc.eks.me-central-1.amazonaws.com/id/OTHER:aud": "sts.amazonaws.com"}',
         ("aws-irsa-trust-pins-sub-and-aud", "irsa"),
     ),
+    # Review aws.md N5: immutable tags pushed on every image change, kept for ever.
+    case("ecr-without-lifecycle", AWS, _ECR, ("aws-ecr-lifecycle", "trainer")),
     case(
         "kube-proxy-of-another-minor",
         AWS,
@@ -300,6 +315,7 @@ TWINS = [
     case("public-access-real-range", AWS, _DOC_RANGE % "100.24.0.0/16"),
     case("irsa-trust-pinned", AWS, _IRSA % _PINNED),
     case("kube-proxy-of-the-clusters-minor", AWS, _KUBE_PROXY % "v1.35.0-eksbuild.2"),
+    case("ecr-with-lifecycle", AWS, "import json\n" + _ECR + _ECR_LIFECYCLE),
 ]
 _POLICIES = {policy for c in VIOLATIONS for policy, _ in c.expected}
 

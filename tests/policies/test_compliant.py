@@ -171,10 +171,17 @@ efs.FileSystem("checkpoints", encrypted=True, kms_key_id=key.arn)
 
 # An explicit provider: its defaultTags reach policies as a JSON string, as the SDK sends them.
 uae = aws.Provider("uae", region="me-central-1", default_tags={"tags": TAGS})
-ecr.Repository(
+images = ecr.Repository(
     "images",
     image_tag_mutability="IMMUTABLE",
     encryption_configurations=[{"encryption_type": "KMS", "kms_key": key.arn}],
+    opts=pulumi.ResourceOptions(provider=uae),
+)
+ecr.LifecyclePolicy(
+    "images-lifecycle",
+    repository=images.name,
+    policy=json.dumps({"rules": [{"rulePriority": 1, "action": {"type": "expire"}, "selection": {
+        "tagStatus": "any", "countType": "imageCountMoreThan", "countNumber": 10}}]}),
     opts=pulumi.ResourceOptions(provider=uae),
 )
 """

@@ -81,6 +81,12 @@ POLICIES = {
     "audit-archive-locked": ("advisory", "stack"),
     "threat-detection": ("mandatory", "stack"),
     "data-store-audit-logs": ("mandatory", "stack"),
+    "aws-ecr-lifecycle": ("mandatory", "stack"),
+    "azure-keyvault-private-endpoint": ("mandatory", "stack"),
+    "azure-postgres-human-admin": ("advisory", "stack"),
+    "aks-kms-public-vault-open": ("mandatory", "stack"),
+    "aks-api-server-subnet": ("mandatory", "stack"),
+    "aks-user-nat-subnets": ("mandatory", "stack"),
 }
 
 

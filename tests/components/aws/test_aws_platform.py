@@ -53,6 +53,7 @@ UNTAGGABLE = {
     "aws:guardduty/detectorFeature:DetectorFeature",
     "aws:cloudwatch/logMetricFilter:LogMetricFilter",
     "aws:ec2/vpcEndpointPolicy:VpcEndpointPolicy",
+    "aws:ecr/lifecyclePolicy:LifecyclePolicy",
 }
 
 

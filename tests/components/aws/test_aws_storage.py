@@ -3,11 +3,12 @@ SMB stacks, FSx for Lustre only in enterprise stacks, each reachable from the no
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
 
-from components.aws.registry import image_repository, repositories
+from components.aws.registry import KEPT_IMAGES, image_repository, repositories
 from mlplatform.plan import Plan
 from tests.components.aws.aws_plan_support import AWS_STACKS, policy, resources
 from tests.stack_variants import one
@@ -156,6 +157,30 @@ def test_registry_repositories_are_immutable_scanned_and_kms_encrypted(
     assert (
         plan.outputs["registry"] == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
     )
+
+
+@pytest.mark.parametrize(("stack", "protected"), [("aws-enterprise-prod", True), ("aws-smb-dev", False)])
+def test_each_repository_expires_old_images_and_a_dev_repository_goes_with_a_destroy(
+    stack: str, protected: bool, cloud_plan: Callable[[str], Plan]
+) -> None:
+    """AWS review N5: every image change pushes a new immutable tag (the trainer's several GB), so a
+    repository keeps the newest KEPT_IMAGES; a dev stack's destroy no longer stops at
+    RepositoryNotEmptyException (ECR API, DeleteRepository ``force``)."""
+    plan = cloud_plan(stack)
+    repos = resources(plan, "aws:ecr/repository:Repository")
+    policies = resources(plan, "aws:ecr/lifecyclePolicy:LifecyclePolicy")
+    assert sorted(u for p in policies for u in p.property_dependencies["repository"]) == sorted(
+        r.urn for r in repos
+    )
+    for lifecycle in policies:
+        (rule,) = json.loads(lifecycle.inputs["policy"])["rules"]
+        assert rule["selection"] == {
+            "tagStatus": "any",
+            "countType": "imageCountMoreThan",
+            "countNumber": KEPT_IMAGES,
+        }
+        assert rule["action"] == {"type": "expire"}
+    assert {r.inputs["forceDelete"] for r in repos} == {not protected}
 
 
 def test_two_stacks_in_one_account_get_distinct_repositories(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from components.handle import SHARED_DIRECTORY
+from components.handle import REGISTRY_DIRECTORY, SHARED_DIRECTORY
 from components.kubernetes.storage import MODE_ANNOTATION, OWNER_ANNOTATION, PREPARE_JOB
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
@@ -26,22 +26,29 @@ def _volumes(plan: Plan) -> dict[str, dict[str, Any]]:
 def test_efs_consumers_mount_the_access_point_that_creates_their_owner(
     planned: Callable[[str], Plan],
 ) -> None:
+    """Training writes its runs on the workloads' access point; the SMB registry keeps its SQLite database
+    (models, aliases, users) on an access point of its own, rooted in a directory the trainer's does not
+    reach (AWS review N3: both mounted one access point); inference follows the registry's alias, so it
+    mounts no volume."""
     plan = planned("aws-smb-dev")
-    (point,) = [r for r in plan.resources if r.type == "aws:efs/accessPoint:AccessPoint"]
-    creation = point.inputs["rootDirectory"]["creationInfo"]
-    assert point.inputs["rootDirectory"]["path"] == f"/{SHARED_DIRECTORY}"
+    points = {
+        r.inputs["rootDirectory"]["path"]: r
+        for r in plan.resources
+        if r.type == "aws:efs/accessPoint:AccessPoint"
+    }
+    assert set(points) == {f"/{SHARED_DIRECTORY}", f"/{REGISTRY_DIRECTORY}"}
     volumes = _volumes(plan)
-    # Training writes its runs there and the SMB registry its SQLite database (components/kubernetes/
-    # registry.py); inference follows the registry's alias, so it mounts no volume.
     assert set(volumes) == {"ml-training", "ml-registry"}
-    for pv in volumes.values():
+    for namespace, directory in (("ml-training", SHARED_DIRECTORY), ("ml-registry", REGISTRY_DIRECTORY)):
+        point, pv = points[f"/{directory}"], volumes[namespace]
+        creation = point.inputs["rootDirectory"]["creationInfo"]
         annotations = pv["metadata"]["annotations"]
         assert annotations[OWNER_ANNOTATION] == f"{creation['ownerUid']:.0f}:{creation['ownerGid']:.0f}"
         assert annotations[MODE_ANNOTATION] == creation["permissions"]
         file_system, access_point = pv["spec"]["csi"]["volumeHandle"].split("::")
-        assert file_system == point.inputs["fileSystemId"] and access_point.startswith(point.name)
-    # Every request through the access point is made as the owner, whatever the pod's user.
-    assert point.inputs["posixUser"] == {"uid": creation["ownerUid"], "gid": creation["ownerGid"]}
+        assert file_system == point.inputs["fileSystemId"] and access_point.startswith(f"{point.name}-")
+        # Every request through the access point is made as the owner, whatever the pod's user.
+        assert point.inputs["posixUser"] == {"uid": creation["ownerUid"], "gid": creation["ownerGid"]}
 
 
 def test_fsx_consumers_mount_the_directory_the_preparation_job_creates(
@@ -52,9 +59,10 @@ def test_fsx_consumers_mount_the_directory_the_preparation_job_creates(
     (job,) = [o for o in objects if o["kind"] == "Job" and o["metadata"]["name"] == PREPARE_JOB]
     container = job["spec"]["template"]["spec"]["containers"][0]
     mount = container["volumeMounts"][0]["mountPath"]
-    path, uid, gid, mode = container["command"][3:]
+    uid, gid, mode, *paths = container["command"][3:]
     root = volumes[job["metadata"]["namespace"]]["spec"]["csi"]["volumeAttributes"]
-    assert path == f"{mount}/{SHARED_DIRECTORY}"
+    # The enterprise registry is on PostgreSQL: no store of its own on the file system.
+    assert paths == [f"{mount}/{SHARED_DIRECTORY}"]
     consumers = {n: pv for n, pv in volumes.items() if n != job["metadata"]["namespace"]}
     assert "ml-training" in consumers
     for pv in consumers.values():

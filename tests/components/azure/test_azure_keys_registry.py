@@ -120,3 +120,38 @@ def test_enterprise_registry_is_private_smb_registry_firewalled(cloud_plan: Plan
         "defaultAction": "Deny",
         "ipRules": [{"iPAddressOrRange": "203.0.113.0/24", "action": "Allow"}],
     }
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_the_private_vaults_keys_are_written_through_its_private_endpoint(
+    cloud_plan: PlanFn, stack: str
+) -> None:
+    """Azure review U1: "Creating or updating keys in a private key vault that doesn't have a private
+    endpoint isn't supported" (AKS KMS docs); the stack's vault has public access disabled and had none.
+    Now a ``vault`` endpoint with its DNS record in the vault Private Link zone exists before any key."""
+    plan = cloud_plan(stack)
+    urns = {r.urn: r for r in plan.resources}
+    private = [
+        v
+        for v in plan.by_type("azure-native:keyvault:Vault")
+        if v.inputs["properties"].get("publicNetworkAccess") == "Disabled"
+    ]
+    assert private
+    for vault in private:
+        (endpoint,) = [
+            e
+            for e in plan.by_type("azure-native:network:PrivateEndpoint")
+            if vault.urn in e.dependencies
+            and e.inputs["privateLinkServiceConnections"][0]["groupIds"] == ["vault"]
+        ]
+        (zone_group,) = [
+            g
+            for g in plan.by_type("azure-native:network:PrivateDnsZoneGroup")
+            if endpoint.urn in g.dependencies
+        ]
+        zones = [
+            urns[u] for u in zone_group.dependencies if urns[u].type == "azure-native:privatedns:PrivateZone"
+        ]
+        assert [z.inputs["privateZoneName"] for z in zones] == ["privatelink.vaultcore.azure.net"]
+        keys = [k for k in plan.by_type("azure-native:keyvault:Key") if vault.urn in k.dependencies]
+        assert keys and all(zone_group.urn in k.dependencies for k in keys)

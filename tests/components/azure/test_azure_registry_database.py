@@ -9,10 +9,14 @@ encryption, auth config, backup, high availability); "Network with private acces
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
+import pytest
+
+from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
 from mlplatform.plan import Plan
-from tests.stack_variants import one
+from tests.stack_variants import one, template
 
 SERVER = "azure-native:dbforpostgresql:Server"
 PlanFn = Callable[[str], Plan]
@@ -62,3 +66,40 @@ def test_dev_server_has_no_standby_and_is_not_protected(cloud_plan: PlanFn) -> N
     assert server.inputs["highAvailability"]["mode"] == "Disabled"
     assert server.inputs["backup"]["backupRetentionDays"] == 7
     assert not server.protect
+
+
+GROUP = {"objectId": "0b6c6f4e-8a7d-4c3b-9b2a-5f1e2d3c4b5a", "name": "ml-platform-registry-dba"}
+
+
+def test_an_entra_group_is_the_humans_second_administrator(
+    variant: Callable[[str, Callable[[dict[str, object]], None]], Plan],
+) -> None:
+    """Azure review D1: the server takes Entra logins only and its one administrator was the registry's
+    workload identity, so no person could log in; ``workloads.registry.databaseAdmins`` adds a group
+    ("you can configure multiple Microsoft Entra administrators", concepts-azure-ad-authentication),
+    created after the first (the server takes one operation at a time) and before the database."""
+
+    def edit(platform: dict[str, object]) -> None:
+        workloads = platform.setdefault("workloads", {})
+        assert isinstance(workloads, dict)
+        workloads.setdefault("registry", {})["databaseAdmins"] = GROUP
+
+    plan = variant("azure-enterprise-dev", edit)
+    admins = plan.by_type("azure-native:dbforpostgresql:AdministratorsMicrosoftEntra")
+    assert sorted(a.inputs["principalType"] for a in admins) == ["Group", "ServicePrincipal"]
+    (group,) = [a for a in admins if a.inputs["principalType"] == "Group"]
+    (identity,) = [a for a in admins if a.inputs["principalType"] == "ServicePrincipal"]
+    assert (group.inputs["objectId"], group.inputs["principalName"]) == (GROUP["objectId"], GROUP["name"])
+    assert identity.urn in group.dependencies
+    (database,) = plan.by_type("azure-native:dbforpostgresql:Database")
+    assert group.urn in database.dependencies
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "aws-enterprise-dev"])
+def test_a_database_admin_group_without_the_azure_database_is_refused_naming_the_key(stack: str) -> None:
+    config = copy.deepcopy(template(stack))
+    config[PLATFORM_KEY].setdefault("workloads", {}).setdefault("registry", {})["databaseAdmins"] = GROUP
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config(config, f"Pulumi.{stack}.yaml")
+    [line] = raised.value.problems
+    assert "workloads.registry.databaseAdmins: an Entra group administers" in line, line

@@ -265,3 +265,19 @@ def test_restricted_stacks_audit_reads_of_the_api_server(cloud_plan: PlanFn) -> 
     }
     assert "kube-audit" in categories["azure-enterprise-dev"]  # dataClassification: restricted
     assert "kube-audit" not in categories["azure-smb-dev"]
+    # Not both: kube-audit-admin is kube-audit's subset (Azure review D3).
+    assert "kube-audit-admin" not in categories["azure-enterprise-dev"]
+    assert "kube-audit-admin" in categories["azure-smb-dev"]
+
+
+@pytest.mark.parametrize("stack", ["azure-enterprise-prod", "azure-smb-dev"])
+def test_the_subnets_of_the_vnet_are_written_one_at_a_time(cloud_plan: PlanFn, stack: str) -> None:
+    """Azure review U2: ARM refuses a second concurrent write to one VNet's subnets with
+    AnotherOperationInProgress (pulumi/pulumi-azure-native #699, #1024), and the four subnets depended
+    only on the VNet; now each waits for the one before it, so they form one chain."""
+    subnets = cloud_plan(stack).by_type("azure-native:network:Subnet")
+    urns = {s.urn for s in subnets}
+    before = {s.urn: [u for u in s.dependencies if u in urns] for s in subnets}
+    assert len(subnets) >= 3
+    assert sorted(len(b) for b in before.values()) == [0] + [1] * (len(subnets) - 1)
+    assert len({b[0] for b in before.values() if b}) == len(subnets) - 1  # nobody waits on the same one

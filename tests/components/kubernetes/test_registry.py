@@ -75,7 +75,8 @@ SQLITE = {"database": None, "store_claim": "registry-store", "replicas": 1}
 
 def _all(spec: RegistrySpec) -> list[dict[str, Any]]:
     objects = registry_objects(spec)
-    return [*objects.before, *([objects.migration] if objects.migration else []), *objects.after]
+    migration = [objects.migration] if objects.migration else []
+    return [*objects.egress, *objects.before, *migration, *objects.after]
 
 
 def _kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:

@@ -227,3 +227,27 @@ def test_a_bad_rollout_plan_is_one_line_naming_its_key(
         parse_stack_config(_raw("aws-smb-dev", registry, inference), "Pulumi.aws-smb-dev.yaml")
     [problem] = raised.value.problems
     assert problem.startswith(f"Pulumi.aws-smb-dev.yaml: ml-platform:platform.{line}"), problem
+
+
+@pytest.mark.parametrize("stack", ["aws-smb-dev", "azure-enterprise-dev"])
+def test_every_callers_workload_waits_for_its_namespaces_egress_to_the_registry(
+    stack: str, planned: Callable[[str], Plan]
+) -> None:
+    """Cluster review D-N1: ``allow-registry`` was applied after the migration Job, while the training run
+    waited for neither, so its first MLflow call could leave a namespace that still denied it."""
+    plan = planned(stack)
+    policies = {
+        r.inputs["metadata"]["namespace"]: r.urn
+        for r in plan.by_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+        if r.inputs["metadata"]["name"] == "allow-registry"
+    }
+    assert set(policies) >= {"ml-training", "ml-inference"}
+    callers = [
+        r
+        for kind in ("kubernetes:batch/v1:Job", "kubernetes:apps/v1:Deployment")
+        for r in plan.by_type(kind)
+        if r.inputs["metadata"].get("namespace") in policies
+    ]
+    assert callers
+    for caller in callers:
+        assert policies[caller.inputs["metadata"]["namespace"]] in caller.dependencies, caller.name

@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from components.handle import SHARED_DIRECTORY, Cloud, PosixOwner, SharedStorage, SharedStorageKind
+from components.handle import (
+    REGISTRY_DIRECTORY,
+    SHARED_DIRECTORY,
+    Cloud,
+    PosixOwner,
+    SharedStorage,
+    SharedStorageKind,
+    Store,
+)
 from components.kubernetes.storage import (
     DEFAULT_CLASS_ANNOTATION,
     MODE_ANNOTATION,
@@ -152,16 +160,29 @@ def test_the_preparation_job_mounts_the_root_as_root_with_chown_and_fowner_only(
     assert preparation_namespace().pod_security is PodSecurity.BASELINE
 
 
-def test_the_preparation_script_creates_the_directory_with_its_owner_and_mode(tmp_path: Path) -> None:
+def test_the_preparation_script_creates_each_directory_with_its_owner_and_mode(tmp_path: Path) -> None:
     """The Job's own command, run here: as its owner (a non-root user may chown to itself), twice, as a
-    second ``pulumi up`` would re-run it after a replace."""
+    second ``pulumi up`` would re-run it after a replace; the shared directory and each store's (AWS
+    review N3: the registry's store is a fileset of its own)."""
     owner = PosixOwner(os.getuid(), os.getgid(), 0o750)
-    (_, _, job) = preparation_objects("s", replace(PREPARED, owner=owner), "img")
+    store = Store(
+        REGISTRY_DIRECTORY, {**FSX.csi, "volumeAttributes": {"mountname": f"m/{REGISTRY_DIRECTORY}"}}
+    )
+    shared = replace(PREPARED, owner=owner, stores={"ml-registry": store})
+    (_, _, job) = preparation_objects("s", shared, "img")
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     mount = job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["mountPath"]
-    assert command[0] == "python" and command[3] == f"{mount}/{SHARED_DIRECTORY}"
-    target = tmp_path / SHARED_DIRECTORY
+    directories = [SHARED_DIRECTORY, REGISTRY_DIRECTORY]
+    assert command[0] == "python" and command[6:] == [f"{mount}/{d}" for d in directories]
     for _ in range(2):
-        subprocess.run([sys.executable, *command[1:3], str(target), *command[4:]], check=True)
-    status = target.stat()
-    assert (status.st_uid, status.st_gid, stat.S_IMODE(status.st_mode)) == (owner.uid, owner.gid, 0o750)
+        subprocess.run([sys.executable, *command[1:6], *(str(tmp_path / d) for d in directories)], check=True)
+    for directory in directories:
+        status = (tmp_path / directory).stat()
+        assert (status.st_uid, status.st_gid, stat.S_IMODE(status.st_mode)) == (owner.uid, owner.gid, 0o750)
+
+
+def test_a_store_is_mounted_from_its_own_source_and_every_other_consumer_from_the_shared_one() -> None:
+    store = Store(REGISTRY_DIRECTORY, {"driver": "file.csi.azure.com", "volumeHandle": "acct-ml-registry"})
+    shared = replace(NFS, stores={"ml-registry": store})
+    assert shared.csi_for("ml-registry")["volumeHandle"] == "acct-ml-registry-ml-registry"
+    assert shared.csi_for("ml-training")["volumeHandle"] == "acct-training-ml-training"
