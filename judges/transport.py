@@ -155,7 +155,7 @@ def judge_transport(
             PLAINTEXT,
             "mandatory" if mandatory else "advisory",
             subject,
-            f"port {port} is plaintext and no exception covers it ({purposes[0]}"
+            f"port {port} is plaintext and no exception covers it ({min(purposes)}"
             + (f" and {len(purposes) - 1} more" if len(purposes) > 1 else "")
             + "): serve TLS (a port named https) or name the exception in judges/transport.py",
         )

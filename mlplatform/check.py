@@ -251,7 +251,7 @@ def _judge(
         stack=plan.stack,
         stack_file=stack_file,
         resources=len(plan.resources),
-        violations=tuple(violations),
+        violations=tuple(sorted(violations, key=_order)),
         charts=_charts(plan),
         exemptions=documented_exemptions(plan),
         providers=frozenset(r.type.split(":", 1)[0] for r in plan.resources),
@@ -337,8 +337,10 @@ def _group_message(group: list[Violation]) -> str:
     return f"{', '.join(subjects)}: {_finding(group[0])}"
 
 
-def _order(violation: Violation) -> tuple[bool, str, str]:
-    return not violation.mandatory, violation.policy, violation.urn
+def _order(violation: Violation) -> tuple[bool, str, str, str]:
+    """Mandatory first, then by policy and resource: the same findings in the same order, whatever order
+    the plan listed its resources in (a plan JSON lists them in graph order)."""
+    return not violation.mandatory, violation.policy, violation.urn, violation.message
 
 
 def _counts(reports: list[StackReport]) -> tuple[int, int]:
