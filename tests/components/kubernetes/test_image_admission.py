@@ -27,8 +27,11 @@ OURS = f"{REGISTRY}/ml-platform/trainer:53ba5b004b2164b7b961{DIGEST}"
 
 
 def _cluster(admission: ImageAdmission) -> list[dict[str, Any]]:
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {}}}
-    namespace["metadata"]["labels"][LABEL] = admission.value
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "team-a", "labels": {LABEL: admission.value}},
+    }
     return [namespace, *image_admission_policy(REGISTRY)]
 
 
