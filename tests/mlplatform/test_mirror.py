@@ -160,3 +160,11 @@ def test_the_evidence_keeps_the_mirror_list(planned: Callable[[str], Plan], tmp_
     assert "results/aws-smb-dev/mirrored-images.json" in written
     kept = json.loads((tmp_path / "results/aws-smb-dev/mirrored-images.json").read_text())
     assert kept == [i.as_dict() for i in images] and kept
+
+
+def test_a_plan_file_and_a_stack_together_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["images", "mirror", "aws-smb-dev", "--plan", str(tmp_path / "p.json")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: --plan reads a plan file; name no stack, --stack-file or --program with it"
+    ]
