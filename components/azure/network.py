@@ -35,7 +35,8 @@ _NAT_IDLE_TIMEOUT_MINUTES = 4
 BLOB_ZONE = "privatelink.blob.core.windows.net"
 FILE_ZONE = "privatelink.file.core.windows.net"
 REGISTRY_ZONE = "privatelink.azurecr.io"
-PRIVATE_DNS_ZONES = (BLOB_ZONE, FILE_ZONE, REGISTRY_ZONE)
+VAULT_ZONE = "privatelink.vaultcore.azure.net"
+PRIVATE_DNS_ZONES = (BLOB_ZONE, FILE_ZONE, REGISTRY_ZONE, VAULT_ZONE)
 
 
 # The smallest API server subnet AKS supports (API Server VNet Integration docs); AKS reserves at least 9
