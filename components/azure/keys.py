@@ -180,7 +180,11 @@ def _policy_shape(policy: Any) -> tuple[Any, list[tuple[Any, ...]]] | None:
 
 
 def unapplied_key_settings(
-    key_name: str, tags: Mapping[str, str], policy: Mapping[str, Any], live_tags: Any, live_properties: Any
+    key_name: str,
+    tags: Mapping[str, str],
+    policy: Mapping[str, Any] | None,
+    live_tags: Any,
+    live_properties: Any,
 ) -> list[str]:
     """What the program asks of an existing key that the key does not have (and ARM will never give it).
 
@@ -212,22 +216,22 @@ def _warn(resource: pulumi.Resource, messages: list[str]) -> None:
         pulumi.log.warn(message, resource=resource)
 
 
-def _rsa_key(
+def _vault_key(
     name: str,
     scope: AzureScope,
     parent: pulumi.Resource,
     vault: keyvault.Vault,
     key_name: str,
-    kty: str,
+    properties: dict[str, Any],
     access: pulumi.Resource,
-    rotation_policy: dict[str, Any] = _ROTATION_POLICY,
-) -> KeyRef:
+    rotation_policy: dict[str, Any] | None,
+) -> keyvault.Key:
     key = keyvault.Key(
         name,
         resource_group_name=scope.resource_group_name,
         vault_name=vault.name,
         key_name=key_name,
-        properties={"kty": kty, "key_size": _KEY_SIZE, "rotation_policy": rotation_policy},
+        properties=properties,
         tags=scope.tags,
         # Never sent again after creation: ARM would answer with the existing key and change nothing
         # (unapplied_key_settings). The key as read back (refreshed before every update) is compared with
@@ -240,6 +244,21 @@ def _rsa_key(
     pulumi.Output.all(key.tags, key.properties).apply(
         lambda live: _warn(key, unapplied_key_settings(key_name, scope.tags, rotation_policy, *live))
     )
+    return key
+
+
+def _rsa_key(
+    name: str,
+    scope: AzureScope,
+    parent: pulumi.Resource,
+    vault: keyvault.Vault,
+    key_name: str,
+    kty: str,
+    access: pulumi.Resource,
+    rotation_policy: dict[str, Any] = _ROTATION_POLICY,
+) -> KeyRef:
+    properties = {"kty": kty, "key_size": _KEY_SIZE, "rotation_policy": rotation_policy}
+    key = _vault_key(name, scope, parent, vault, key_name, properties, access, rotation_policy)
     return KeyRef(
         vault_uri=vault.properties.apply(lambda p: p.vault_uri),
         name=key_name,
@@ -364,19 +383,9 @@ class ImageSigningKey(pulumi.ComponentResource):
             opts=scope.opts(self, data=True),
         )
         access = deployer_key_access(f"{name}-vault", scope, self, vault)
-        key = keyvault.Key(
-            f"{name}-key",
-            resource_group_name=scope.resource_group_name,
-            vault_name=vault.name,
-            key_name=SIGNING_KEY_NAME,
-            properties={
-                "kty": "EC-HSM" if kty.endswith("-HSM") else "EC",
-                "curve_name": "P-256",
-                "key_ops": ["sign", "verify"],
-            },
-            tags=scope.tags,
-            opts=scope.opts(self, data=True, depends_on=[access], ignore_changes=["tags"]),
-        )
+        kty = "EC-HSM" if kty.endswith("-HSM") else "EC"
+        properties = {"kty": kty, "curve_name": "P-256", "key_ops": ["sign", "verify"]}
+        key = _vault_key(f"{name}-key", scope, self, vault, SIGNING_KEY_NAME, properties, access, None)
         endpoint = PrivateEndpoint(
             f"{name}-vault",
             PrivateEndpointArgs(scope, args.endpoint_subnet_id, vault.id, "vault", args.dns_zone_id),
