@@ -20,7 +20,7 @@ import pytest
 
 from components.aws.account import AwsAccount
 from components.aws.registry import signing_key_policy
-from mlplatform.mocks import ACCOUNT_ID, _pushed_image
+from mlplatform.mocks import ACCOUNT_ID, TENANT_ID, _pushed_image
 from mlplatform.plan import Plan, PlannedResource
 
 IMAGE = "docker-build:index:Image"
@@ -118,3 +118,23 @@ def test_the_signer_check_catches_a_policy_that_lets_the_account_sign() -> None:
     policy = signing_key_policy(account, DEPLOYER)
     policy["Statement"][0]["Action"] = "kms:*"
     assert signers(policy) == {DEPLOYER, account.root_arn}
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_only_the_deployer_holds_a_role_on_the_azure_signing_vault(
+    planned: Callable[[str], Plan], stack: str
+) -> None:
+    """Key Vault RBAC roles that sign are vault-wide here, so the signing key has a vault of its own where
+    the deployer alone holds a data-plane role (the stack's key vault grants the AKS KMS identity one)."""
+    plan = planned(stack)
+    [vault] = [r for r in plan.resources if r.type == "azure-native:keyvault:Vault" and "-signing-" in r.name]
+    assert vault.inputs["properties"]["publicNetworkAccess"] == "Disabled"
+    grants = [
+        r
+        for r in plan.resources
+        if r.type == "azure-native:authorization:RoleAssignment"
+        and vault.urn in r.property_dependencies.get("scope", [])
+    ]
+    assert [(g.name.endswith("-deployer-crypto-officer"), g.inputs["principalId"]) for g in grants] == [
+        (True, TENANT_ID)  # the deployer: the mocks' client config
+    ]
