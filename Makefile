@@ -96,6 +96,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
+	$(BIN)/bandit -q -r components mlplatform workloads judges --severity-level high
 	cd policies && MYPYPATH=. ../$(BIN)/mypy --config-file ../pyproject.toml \
 		--python-executable .venv/bin/python __main__.py mlplatform_policies tools
 

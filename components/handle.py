@@ -254,6 +254,16 @@ class RegistryBackend:
 
 
 @dataclass(frozen=True)
+class ImageSigning:
+    """The key the stack signs what it builds with, as cosign names a KMS key (``awskms:///<key ARN>``,
+    ``azurekms://<vault>.vault.azure.net/<key>``; sigstore docs "Signing with KMS"), and the resources a
+    signature must wait for (the key, the deployer's right to sign with it)."""
+
+    key: pulumi.Input[str]
+    ready: tuple[pulumi.Resource, ...] = ()
+
+
+@dataclass(frozen=True)
 class RegistryLogin:
     """How ``pulumi up`` pushes the images it builds to the stack's registry: docker credentials from the
     cloud (ECR authorization token / ACR token for the deployer's login), and the resources a push must
@@ -264,6 +274,11 @@ class RegistryLogin:
     # A secret Output: a short-lived token, read again on every run.
     password: pulumi.Input[str]
     ready: tuple[pulumi.Resource, ...] = ()
+    # The stack's signing key; every image pushed with this login is attested and signed with it.
+    signing: ImageSigning | None = None
+    # A shell command printing a fresh password, for steps that run as a Command: the password itself
+    # changes on every run, and as a Command input it would rerun the step on every `pulumi up`.
+    password_command: pulumi.Input[str] | None = None
 
 
 @dataclass(frozen=True)

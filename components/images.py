@@ -12,11 +12,22 @@ just those files, so the context hash pulumi-docker-build diffs on changes exact
 The workloads run the Image's ``ref`` output: that tag with the pushed manifest's digest
 (``<repo>:<tag>@sha256:...``, pulumi-docker-build ``Image.ref``), so a pod runs exactly the bytes this
 update pushed.
+
+Provenance: pulumi-docker-build 0.0.22 cannot ask buildx for attestations (its Image has no ``attest``,
+``sbom`` or ``provenance`` input, and neither ``exports`` nor ``build_args`` reaches buildx's ``--attest``:
+pulumi/pulumi-docker-build#73, open). So each pushed image is attested and signed after the push, by a
+local Command on the deployer's machine that names the pushed digest: a Syft SPDX SBOM of the image in the
+registry and a SLSA v1 provenance predicate, each a cosign attestation, and a cosign signature, all with
+the stack's KMS / Key Vault key (``ImageSigning``) and stored beside the image as OCI 1.1 referrers (no
+tags: ECR's immutable tags would refuse cosign's ``sha256-<digest>.sig``/``.att`` tags on a second
+signature; docs/security.md). Nothing goes to the public Rekor log (``--tlog-upload=false``): the
+signature is checked against the stack's key, and the image's digest stays in the stack's region.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shlex
 import stat
 import sys
@@ -26,6 +37,7 @@ from pathlib import Path
 
 import pulumi
 import pulumi_docker_build as docker_build
+from pulumi_command import local
 
 from components.build_context import context_files, ignore_file
 from components.config import PlatformConfig
@@ -198,8 +210,9 @@ class StackImages(pulumi.ComponentResource):
                 "files than its tag names. Run `python -m components.images` and commit the result."
             )
         tag = content_tag(dockerfile, target)
+        resource_name = f"{self._name}-{repository.rsplit('/', 1)[-1]}" + (f"-{target}" if target else "")
         image = docker_build.Image(
-            f"{self._name}-{repository.rsplit('/', 1)[-1]}" + (f"-{target}" if target else ""),
+            resource_name,
             docker_build.ImageArgs(
                 # Relative to the project directory, where Pulumi runs the program: the same inputs from
                 # any checkout. The Dockerfile's ignore file narrows the context to what the tag hashes,
@@ -229,7 +242,77 @@ class StackImages(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(login.ready)),
         )
+        if login.signing is None or login.password_command is None:
+            raise ValueError(f"{self._handle.name}: the cloud adapter gave no key to sign its pushed images")
+        provenance = provenance_predicate(repository, dockerfile, target, tag)
+        local.Command(
+            f"{resource_name}-attest",
+            create=pulumi.Output.all(image.ref, login.signing.key, login.password_command).apply(
+                lambda a: attest_and_sign(a[0], a[1], provenance, a[2])
+            ),
+            # A new digest is a new image to attest and sign; the same digest was signed already. No input
+            # changes between runs otherwise (the password is read by the command, not passed to it).
+            triggers=[image.digest],
+            environment={
+                "COSIGN_EXPERIMENTAL": "1",
+                "REGISTRY_USERNAME": login.username,
+                "SYFT_REGISTRY_AUTH_AUTHORITY": login.address,
+                "SYFT_REGISTRY_AUTH_USERNAME": login.username,
+            },
+            interpreter=["/bin/bash", "-c"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[image, *login.signing.ready]),
+        )
         return image.ref
+
+
+def provenance_predicate(repository: str, dockerfile: Path, target: ImageTarget | None, tag: str) -> str:
+    """The SLSA v1 provenance predicate of a build (slsa.dev/spec/v1.0/provenance): what was built from
+    what, by which build. The subject (the pushed digest) is added by ``cosign attest``."""
+    predicate = {
+        "buildDefinition": {
+            # The project's own type URIs (SLSA lets a builder define its build type and id).
+            "buildType": "urn:ml-platform:build-type:pulumi-docker-build-image:v1",
+            "externalParameters": {
+                "repository": repository,
+                "dockerfile": dockerfile.relative_to(REPO).as_posix(),
+                "target": target.value if target else None,
+                "platform": PLATFORM.value,
+                "buildArgs": {"CODE_VERSION": tag},
+            },
+            # The content tag hashes the Dockerfile, its target and every file of the build context.
+            "resolvedDependencies": [{"name": "build-context", "digest": {"mlplatformContentTag": tag}}],
+        },
+        "runDetails": {"builder": {"id": "urn:ml-platform:builder:pulumi-up"}},
+    }
+    return json.dumps(predicate, sort_keys=True)
+
+
+def attest_and_sign(ref: str, key: str, provenance: str, password_command: str) -> str:
+    """The deployer's commands for one pushed image ``ref`` (``<repo>:<tag>@sha256:...``), with the
+    registry password ``password_command`` prints: Syft's SPDX SBOM of the image as the registry holds
+    it, cosign attestations of it and of the provenance, and a cosign signature, all with ``key`` and as
+    OCI 1.1 referrers of the digest (cosign ``--registry-referrers-mode=oci-1-1``, experimental:
+    ``COSIGN_EXPERIMENTAL=1``; the new bundle format stores attestations as referrers too,
+    sigstore/docs#411)."""
+    cosign = (
+        f"--yes --key {shlex.quote(key)} --tlog-upload=false --new-bundle-format "
+        "--registry-referrers-mode=oci-1-1 "
+        '--registry-username "$REGISTRY_USERNAME" --registry-password "$REGISTRY_PASSWORD"'
+    )
+    image = shlex.quote(ref)
+    return "\n".join(
+        [
+            "set -euo pipefail",
+            f'REGISTRY_PASSWORD="$({password_command})"',
+            'export SYFT_REGISTRY_AUTH_PASSWORD="$REGISTRY_PASSWORD"',
+            'work="$(mktemp -d)"; trap \'rm -rf "$work"\' EXIT',
+            f'syft scan registry:{image} --output spdx-json="$work/sbom.spdx.json"',
+            f'printf %s {shlex.quote(provenance)} > "$work/provenance.json"',
+            f'cosign attest {cosign} --type spdxjson --predicate "$work/sbom.spdx.json" {image}',
+            f'cosign attest {cosign} --type slsaprovenance1 --predicate "$work/provenance.json" {image}',
+            f"cosign sign {cosign} {image}",
+        ]
+    )
 
 
 def _registry(login: RegistryLogin) -> docker_build.RegistryArgs:

@@ -311,6 +311,18 @@ def judge_admission_policies(objects: Sequence[Mapping[str, Any]], report: CelRe
                 _judge_admission(policy, level, subject, obj, namespace_objects, report)
 
 
+def refusals(objects: Sequence[Mapping[str, Any]], obj: Mapping[str, Any]) -> list[Finding]:
+    """What the policies bound with ``Deny`` in the planned cluster say when ``obj`` is created there."""
+    namespaces = namespace_labels(objects)
+    plurals = _plurals(objects)
+    namespace_objects = {str(n["metadata"]["name"]): n for n in of_kind(objects, "Namespace")}
+    report = CelReport()
+    for policy, binding, level in _bound(objects):
+        if level == "mandatory" and _admits(policy, binding, obj, namespaces, plurals):
+            _judge_admission(policy, level, Subject.of(obj), obj, namespace_objects, report)
+    return report.findings
+
+
 def _judge_admission(
     policy: Mapping[str, Any],
     level: str,

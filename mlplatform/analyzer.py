@@ -43,6 +43,7 @@ from pulumi.runtime.proto.analyzer_pb2_grpc import AnalyzerStub
 
 from mlplatform.analyzer_config import PolicySchema, PolicySettings
 from mlplatform.errors import InputError
+from mlplatform.mirror import MirroredImage
 
 # Offline there is no engine to dial; the pack only uses the address to send log lines, which it prints
 # to stderr instead when no engine is configured.
@@ -115,6 +116,9 @@ class StackReport:
     # Exemptions the plan documents: (URN, annotation, its written reason) for each
     # ``policy.ml-platform.io/*-reason`` annotation on a Kubernetes object.
     exemptions: tuple[tuple[str, str, str], ...] = ()
+    # The third-party images its objects name and where each goes in the stack's registry
+    # (mlplatform.mirror), for the evidence.
+    mirrored: tuple[MirroredImage, ...] = ()
 
 
 class PolicyPackSession:

@@ -32,11 +32,12 @@ from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
 from mlplatform.evidence import documented_exemptions, evidence_problems, plan_digest, write_evidence
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan, skipped_judges
+from mlplatform.mirror import mirror_list
 from mlplatform.parallel import spread
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
 from mlplatform.plan_cmd import AllowUnrenderedOpt, ProgramOpt, StackFileOpt, StackOpt
 from mlplatform.rendering import chart_label, unrendered_problems
-from mlplatform.report import output_problems, write_document
+from mlplatform.report import kubernetes_objects, output_problems, write_document
 from mlplatform.sarif import to_sarif
 
 DEFAULT_PACK = REPO_ROOT / "policies"
@@ -94,7 +95,7 @@ def check(
     if plan_files and (stacks or all_stacks or stack_file or program or stack_opt):
         exit_with(["--plan judges plan files; name no stacks, --all, --stack-file or --program with it"])
     skipped = skipped_judges(skip or [])
-    plans = [(f"{path}", _read_plan(path)) for path in plan_files or []]
+    plans = [(f"{path}", read_plan(path)) for path in plan_files or []]
     targets = [] if plans else _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
     unwritable = output_problems({"--json": json_file, "--sarif": sarif_file}, {"--evidence": evidence_dir})
     if evidence_dir is not None and not unwritable:
@@ -265,7 +266,7 @@ def _targets(
         exit_with(error.problems)
 
 
-def _read_plan(path: Path) -> Plan:
+def read_plan(path: Path) -> Plan:
     """A plan file as ``mlplatform plan --json`` writes it; exit 2 naming the file when it is not one."""
     try:
         return Plan.from_dict(json.loads(path.read_text(encoding="utf-8")))
@@ -287,6 +288,7 @@ def _judge(
 ) -> StackReport:
     """The pack's verdict, then the behaviour judges' (mlplatform.judging) on the same plan."""
     violations = [*session.judge(plan.to_dict(), settings), *judge_plan(plan, skipped)]
+    objects = kubernetes_objects(plan)
     return StackReport(
         label=label,
         project=plan.project,
@@ -296,6 +298,9 @@ def _judge(
         violations=tuple(sorted(violations, key=_order)),
         charts=_charts(plan),
         exemptions=documented_exemptions(plan),
+        mirrored=tuple(mirror_list(objects, str(plan.outputs["registry"])))
+        if "registry" in plan.outputs
+        else (),
         providers=frozenset(r.type.split(":", 1)[0] for r in plan.resources),
         plan_digest=plan_digest(plan.to_dict()),
     )

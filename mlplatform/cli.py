@@ -92,6 +92,13 @@ VERBS = {
         Verb("serve", "mlplatform.serve_cmd", "serve", "serve", "Serve a model version over HTTP."),
         Verb("charts", "mlplatform.charts_cmd", "app", "infra", "Verify or pull the packaged Helm charts."),
         Verb(
+            "images",
+            "mlplatform.images_cmd",
+            "app",
+            "infra",
+            "Copy third-party images into the stack's registry.",
+        ),
+        Verb(
             "models",
             "mlplatform.models_cmd",
             "app",

@@ -185,6 +185,8 @@ def write_evidence(
         by_policy: dict[str, list[Violation]] = {}
         for violation in report.violations:
             by_policy.setdefault(violation.policy, []).append(violation)
+        # What the stack runs from outside its registry, and where each image goes (mlplatform.mirror).
+        written[f"{stack_dir}/mirrored-images.json"] = _json([image.as_dict() for image in report.mirrored])
         policies = [(p.name, "pack", p.severity, p.description) for p in active]
         policies += [(policy, judge.name, "", judge.summary) for policy, judge in judge_of.items()]
         for policy, origin, severity, description in policies:

@@ -250,6 +250,11 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
             "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/mock",
             "userId": "MOCK",
         },
+        # The caller is a user here; for a user IAM's session context is the caller itself.
+        "aws:iam/getSessionContext:getSessionContext": {
+            "arn": args.get("arn", ""),
+            "issuerArn": args.get("arn", ""),
+        },
         "aws:index/getPartition:getPartition": {"partition": "aws", "dnsSuffix": "amazonaws.com"},
         "aws:index/getRegion:getRegion": {"name": region, "region": region},
         # vCPU quotas the preflight reads (components/aws/preflight.py): offline, a quota that covers

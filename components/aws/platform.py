@@ -402,6 +402,10 @@ class AwsPlatform(pulumi.ComponentResource):
             "kubeconfig": self.cluster.kubeconfig,
             "bucket": self.storage.uri,
             "registry": self.registry.host,
+            # What operators verify the stack's images with: `cosign verify --key <this>` (docs/images.md).
+            "imageSigningKey": self.registry.login.signing.key
+            if self.registry.login is not None and self.registry.login.signing is not None
+            else None,
             "kmsKeyArn": self.key.arn,
             "vpcId": self.network.vpc_id,
             "nodePools": [

@@ -12,14 +12,41 @@ registry is that namespace, so workloads pull from their own stack's repositorie
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
-from pulumi_aws import ecr
+from pulumi_aws import ecr, get_caller_identity_output, iam, kms
 
 from components.aws.account import AwsAccount
-from components.handle import RegistryLogin
+from components.aws.keys import DELETION_WINDOW_DAYS, administered_by_account
+from components.handle import ImageSigning, RegistryLogin
+
+# What signing needs of the key: a signature, and the public key cosign writes into what it signs
+# (AWS KMS API reference, Sign and GetPublicKey).
+SIGN_ACTIONS = ["kms:Sign", "kms:GetPublicKey", "kms:DescribeKey"]
+# What everyone else in the account may do through IAM: administer the key and check signatures, never sign
+# (AWS KMS developer guide, "Key policies": an action the key policy grants the account root is delegated
+# to IAM policies; one it does not, no IAM policy can grant).
+ADMINISTER_AND_VERIFY = [
+    "kms:Create*",
+    "kms:Describe*",
+    "kms:Enable*",
+    "kms:List*",
+    "kms:Put*",
+    "kms:Update*",
+    "kms:Revoke*",
+    "kms:Disable*",
+    "kms:Get*",
+    "kms:Delete*",
+    "kms:TagResource",
+    "kms:UntagResource",
+    "kms:ScheduleKeyDeletion",
+    "kms:CancelKeyDeletion",
+    "kms:Verify",
+]
 
 # Images kept per repository. Every change of an image's inputs pushes a new immutable content tag
 # (components/images.py), the trainer's several GB, so without a rule storage grows with every edit (AWS
@@ -48,6 +75,20 @@ def image_repository(image: str) -> str:
 
 def registry_host(account: AwsAccount) -> str:
     return f"{account.account_id}.dkr.ecr.{account.dns_suffix}"
+
+
+def signing_key_policy(account: AwsAccount, signer_arn: str) -> dict[str, Any]:
+    """Only the deployer (the identity running ``pulumi up``: CI's OIDC role, or the operator) signs; the
+    account administers the key and anyone it lets may verify."""
+    administer = {**administered_by_account(account), "Action": ADMINISTER_AND_VERIFY}
+    sign = {
+        "Sid": "DeployerSignsImages",
+        "Effect": "Allow",
+        "Principal": {"AWS": signer_arn},
+        "Action": SIGN_ACTIONS,
+        "Resource": "*",
+    }
+    return {"Version": "2012-10-17", "Statement": [administer, sign]}
 
 
 def repositories(images: Iterable[str]) -> list[str]:
@@ -103,13 +144,54 @@ class Registry(pulumi.ComponentResource):
         self.login = (
             None
             if first is None
-            else _login(registry_host(args.account), first.registry_id, tuple(self.repositories.values()))
+            else _login(
+                registry_host(args.account),
+                args.account.region,
+                first.registry_id,
+                tuple(self.repositories.values()),
+                self._signing_key(name, args),
+            )
         )
         self.register_outputs(
             {"host": self.host, "repositories": {k: r.repository_url for k, r in self.repositories.items()}}
         )
 
+    def _signing_key(self, name: str, args: RegistryArgs) -> ImageSigning:
+        """An ECDSA P-256 signing key (KMS key spec ECC_NIST_P256, usage SIGN_VERIFY; cosign signs with
+        ECDSA P-256), signed with only by the deployer. The role behind an assumed-role session is the
+        principal (IAM GetSessionContext's issuer ARN): a key policy cannot name a session. Asymmetric
+        keys do not rotate (AWS KMS developer guide, "Rotating AWS KMS keys"): a new key is a new stack
+        output operators verify with."""
+        caller = get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        signer = iam.get_session_context_output(arn=caller.arn, opts=pulumi.InvokeOutputOptions(parent=self))
+        key = kms.Key(
+            f"{name}-signing-key",
+            description=f"{name}: signs the images this stack builds (cosign)",
+            customer_master_key_spec="ECC_NIST_P256",
+            key_usage="SIGN_VERIFY",
+            deletion_window_in_days=DELETION_WINDOW_DAYS,
+            multi_region=False,
+            policy=signer.issuer_arn.apply(lambda arn: json.dumps(signing_key_policy(args.account, arn))),
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return ImageSigning(key=key.arn.apply(lambda arn: f"awskms:///{arn}"), ready=(key,))
 
-def _login(address: str, registry_id: pulumi.Input[str], ready: tuple[pulumi.Resource, ...]) -> RegistryLogin:
+
+def _login(
+    address: str,
+    region: str,
+    registry_id: pulumi.Input[str],
+    ready: tuple[pulumi.Resource, ...],
+    signing: ImageSigning,
+) -> RegistryLogin:
     token = ecr.get_authorization_token_output(registry_id=registry_id)
-    return RegistryLogin(address=address, username=token.user_name, password=token.password, ready=ready)
+    return RegistryLogin(
+        address=address,
+        username=token.user_name,
+        password=token.password,
+        ready=ready,
+        signing=signing,
+        # The same token as the push's, for the attest step (AWS CLI `aws ecr get-login-password`).
+        password_command=f"aws ecr get-login-password --region {shlex.quote(region)}",
+    )

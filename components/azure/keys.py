@@ -34,6 +34,7 @@ from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role, grant_key_use
 from components.azure.scope import AzureScope
 from components.config import AZURE_ROLE_TAG, DataClassification
+from components.handle import ImageSigning
 
 
 class KeyPurpose(StrEnum):
@@ -63,6 +64,9 @@ _ROTATION_POLICY: dict[str, Any] = {
 # responsibility to manage the key lifecycle", learn.microsoft.com/azure/aks/use-kms-etcd-encryption,
 # KMS observability; "ensure both the old and new keys are valid", Rotate existing keys).
 _NON_EXPIRING_ROTATION_POLICY: dict[str, Any] = {"lifetime_actions": [_ROTATE]}
+# The key the stack's images are signed with (cosign ``azurekms://<vault>/<key>``), in its own vault.
+SIGNING_KEY_NAME = "image-signing"
+SIGNING_VAULT_KIND = "sig"
 # The Key Vault default and maximum: a deleted vault or key stays recoverable for 90 days.
 _SOFT_DELETE_DAYS = 90
 
@@ -119,6 +123,15 @@ def _fresh_vault_name(
     return vault_name
 
 
+def _stack_vault_name(
+    name: str, scope: AzureScope, parent: pulumi.Resource, kind: str = "kv"
+) -> pulumi.Input[str]:
+    """A protected stack's vault keeps its name (its keys outlive a mistake); others get a fresh one."""
+    if scope.config.is_protected:
+        return naming.key_vault_name(scope.name_suffix, kind=kind)
+    return _fresh_vault_name(f"{name}-vault", scope, parent, kind)
+
+
 def deployer_key_access(
     name: str, scope: AzureScope, parent: pulumi.Resource, vault: keyvault.Vault
 ) -> pulumi.Resource:
@@ -170,7 +183,11 @@ def _policy_shape(policy: Any) -> tuple[Any, list[tuple[Any, ...]]] | None:
 
 
 def unapplied_key_settings(
-    key_name: str, tags: Mapping[str, str], policy: Mapping[str, Any], live_tags: Any, live_properties: Any
+    key_name: str,
+    tags: Mapping[str, str],
+    policy: Mapping[str, Any] | None,
+    live_tags: Any,
+    live_properties: Any,
 ) -> list[str]:
     """What the program asks of an existing key that the key does not have (and ARM will never give it).
 
@@ -202,22 +219,22 @@ def _warn(resource: pulumi.Resource, messages: list[str]) -> None:
         pulumi.log.warn(message, resource=resource)
 
 
-def _rsa_key(
+def _vault_key(
     name: str,
     scope: AzureScope,
     parent: pulumi.Resource,
     vault: keyvault.Vault,
     key_name: str,
-    kty: str,
+    properties: dict[str, Any],
     access: Sequence[pulumi.Resource],
-    rotation_policy: dict[str, Any] = _ROTATION_POLICY,
-) -> KeyRef:
+    rotation_policy: dict[str, Any] | None,
+) -> keyvault.Key:
     key = keyvault.Key(
         name,
         resource_group_name=scope.resource_group_name,
         vault_name=vault.name,
         key_name=key_name,
-        properties={"kty": kty, "key_size": _KEY_SIZE, "rotation_policy": rotation_policy},
+        properties=properties,
         tags=scope.tags,
         # Never sent again after creation: ARM would answer with the existing key and change nothing
         # (unapplied_key_settings). The key as read back (refreshed before every update) is compared with
@@ -230,6 +247,21 @@ def _rsa_key(
     pulumi.Output.all(key.tags, key.properties).apply(
         lambda live: _warn(key, unapplied_key_settings(key_name, scope.tags, rotation_policy, *live))
     )
+    return key
+
+
+def _rsa_key(
+    name: str,
+    scope: AzureScope,
+    parent: pulumi.Resource,
+    vault: keyvault.Vault,
+    key_name: str,
+    kty: str,
+    access: Sequence[pulumi.Resource],
+    rotation_policy: dict[str, Any] = _ROTATION_POLICY,
+) -> KeyRef:
+    properties = {"kty": kty, "key_size": _KEY_SIZE, "rotation_policy": rotation_policy}
+    key = _vault_key(name, scope, parent, vault, key_name, properties, access, rotation_policy)
     return KeyRef(
         vault_uri=vault.properties.apply(lambda p: p.vault_uri),
         name=key_name,
@@ -290,10 +322,7 @@ class AzureKeys(pulumi.ComponentResource):
         self.register_outputs({"vaultId": self.vault.id, "diskEncryptionSetId": self.disk_encryption_set_id})
 
     def _vault_name(self, name: str) -> pulumi.Input[str]:
-        scope = self._scope
-        if scope.config.is_protected:
-            return naming.key_vault_name(scope.name_suffix)
-        return _fresh_vault_name(f"{name}-vault", scope, self)
+        return _stack_vault_name(name, self._scope, self)
 
     @staticmethod
     def _firewall() -> dict[str, Any]:
@@ -333,6 +362,55 @@ class AzureKeys(pulumi.ComponentResource):
 # The role a vault that exists only for a registry's creation carries (``ml-platform.io-role`` tag): the
 # policy pack lets such a vault, and no other, stay reachable in an enterprise stack (exposure.py).
 REGISTRY_CREATION_ROLE = "registry-creation-key"
+
+
+@dataclass(frozen=True)
+class SigningKeyArgs:
+    scope: AzureScope
+    # Where the vault's private endpoint goes, and the privatelink.vaultcore.azure.net zone it registers in.
+    endpoint_subnet_id: pulumi.Input[str]
+    dns_zone_id: pulumi.Input[str]
+
+
+class ImageSigningKey(pulumi.ComponentResource):
+    """The EC P-256 key the stack signs its images with (cosign signs with ECDSA P-256), sign and verify
+    only, HSM-backed where the stack's other keys are, in a vault of its own.
+
+    Its own vault because Key Vault RBAC roles that can sign are vault-wide here: the stack's key vault
+    grants the AKS KMS identity Key Vault Crypto User (sign included), so a key there could be signed with
+    by the cluster. This vault grants a data-plane role to the deployer alone. cosign signs through the
+    vault's data plane (``azurekms://``), which a closed vault serves only through its private endpoint
+    ("Integrate Key Vault with Azure Private Link"; group ``vault``), the way the registry's push goes.
+    No rotation policy: a new version would sign with a key the operators' recorded public key does not
+    match.
+    """
+
+    def __init__(self, name: str, args: SigningKeyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:azure:ImageSigningKey", name, None, opts)
+        scope = args.scope
+        sku, kty = _protection(scope)
+        vault = keyvault.Vault(
+            f"{name}-vault",
+            vault_name=_stack_vault_name(name, scope, self, SIGNING_VAULT_KIND),
+            properties=_vault_properties(scope, sku, AzureKeys._firewall()),
+            **scope.placed,
+            opts=scope.opts(self, data=True),
+        )
+        endpoint = PrivateEndpoint(
+            f"{name}-vault",
+            PrivateEndpointArgs(scope, args.endpoint_subnet_id, vault.id, "vault", args.dns_zone_id),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # Written once the endpoint is in place, as the stack's own keys are (AzureKeys).
+        access = [deployer_key_access(f"{name}-vault", scope, self, vault), endpoint.zone_group]
+        kty = "EC-HSM" if kty.endswith("-HSM") else "EC"
+        properties = {"kty": kty, "curve_name": "P-256", "key_ops": ["sign", "verify"]}
+        key = _vault_key(f"{name}-key", scope, self, vault, SIGNING_KEY_NAME, properties, access, None)
+        # The vault's host in Azure's public cloud (the UAE regions are in it): <name>.vault.azure.net.
+        uri = pulumi.Output.concat("azurekms://", vault.name, ".vault.azure.net/", SIGNING_KEY_NAME)
+        self.signing = ImageSigning(key=uri, ready=(key, endpoint.zone_group))
+        self.vault_id: pulumi.Output[str] = vault.id
+        self.register_outputs({"vaultName": vault.name})
 
 
 class RegistryCreationKey(pulumi.ComponentResource):

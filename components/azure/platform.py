@@ -26,7 +26,7 @@ from components.azure.identity import (
     FederatedIdentityArgs,
     Grant,
 )
-from components.azure.keys import AzureKeys, KeyPurpose, KeysArgs
+from components.azure.keys import AzureKeys, ImageSigningKey, KeyPurpose, KeysArgs, SigningKeyArgs
 from components.azure.network import (
     BLOB_ZONE,
     FILE_ZONE,
@@ -99,6 +99,11 @@ class AzurePlatform(pulumi.ComponentResource):
         pools = NodePools(
             f"{name}-pools", NodePoolsArgs(scope, cluster.cluster_name, network.node_subnet_id), self._child
         )
+        signing = ImageSigningKey(
+            f"{name}-signing",
+            SigningKeyArgs(scope, network.endpoint_subnet_id, network.dns_zone_ids[VAULT_ZONE]),
+            self._child,
+        )
         registry = AzureRegistry(
             f"{name}-registry",
             RegistryArgs(
@@ -107,6 +112,7 @@ class AzurePlatform(pulumi.ComponentResource):
                 cluster.kubelet_object_id,
                 network.endpoint_subnet_id,
                 network.dns_zone_ids[REGISTRY_ZONE],
+                signing.signing,
             ),
             self._child,
         )
@@ -114,6 +120,8 @@ class AzurePlatform(pulumi.ComponentResource):
         audited = {
             "keys-vault": keys.vault.id,
             "registry-creation-vault": registry.creation_vault_id,
+            # Every signature is an AuditEvent on this vault: who signed which digest, and when.
+            "signing-vault": signing.vault_id,
             "registry": registry.registry_id,
             "objects-blob": service_id(objects.account_id, "blob"),
         }
@@ -171,6 +179,8 @@ class AzurePlatform(pulumi.ComponentResource):
             "modelsUri": objects.models_uri,
             "sharedStorage": dict(shared.shared.csi["volumeAttributes"]) if shared else None,
             "registry": registry.login_server,
+            # What operators verify the stack's images with: `cosign verify --key <this>` (docs/images.md).
+            "imageSigningKey": signing.signing.key,
             "nodePools": pools_summary(config),
             "workloadIdentities": {workload: identity.client_id for workload, identity in identities.items()},
         }

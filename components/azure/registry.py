@@ -33,7 +33,7 @@ from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointAr
 from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role, grant_key_use
 from components.azure.scope import AzureScope
-from components.handle import RegistryLogin
+from components.handle import ImageSigning, RegistryLogin
 
 # The user name that goes with an ACR access token from `az acr login --expose-token` (Microsoft Learn,
 # "Authenticate with an Azure container registry": "az acr login with --expose-token").
@@ -47,6 +47,8 @@ class RegistryArgs:
     kubelet_object_id: pulumi.Input[str]
     endpoint_subnet_id: pulumi.Input[str]
     dns_zone_id: pulumi.Input[str]
+    # The stack's image-signing key (keys.py); every image pushed with the registry's login is signed.
+    signing: ImageSigning
 
 
 class AzureRegistry(pulumi.ComponentResource):
@@ -126,6 +128,8 @@ class AzureRegistry(pulumi.ComponentResource):
             username=ACR_TOKEN_USER,
             password=token.stdout,
             ready=(registry, zone_group),
+            signing=args.signing,
+            password_command=registry.name.apply(lambda n: login_command(scope.deployer.subscription_id, n)),
         )
         self.register_outputs({"loginServer": registry.login_server})
 

@@ -32,6 +32,7 @@ from components.kubernetes.addons import (
     operator_namespaces,
 )
 from components.kubernetes.certificates import registry_certificate
+from components.kubernetes.image_admission import image_admission_policy
 from components.kubernetes.objects import Object, apply_objects
 from components.kubernetes.storage import (
     preparation_namespace,
@@ -85,10 +86,10 @@ class KubernetesLayer(pulumi.ComponentResource):
             certificate,
         )
         specs = tenancy_specs(handle, config, workloads)
-        namespaces = self._apply([o for spec in specs for o in namespace_objects(spec)])
-        if any(POD_SECURITY_EXCEPTION_LABEL in spec.labels for spec in specs):
-            # Before any pod can land in a namespace whose Pod Security label says "privileged".
-            namespaces += self._apply(ipc_lock_exception_policy())
+        # Each pod depends on its namespace, so the admission policies are in place before any pod.
+        namespaces = self._apply(
+            [o for spec in specs for o in namespace_objects(spec)] + admission_policies(handle, specs)
+        )
         charts = addon_charts(handle, config.region, config.kubernetes.gpu_operator)
         scrape_jobs = [monitoring.gpu_scrape_job()] if handle.has_gpus else []
         if config.monitoring:
@@ -276,6 +277,16 @@ def tenancy_specs(
         ]
         specs.append(NamespaceSpec(kueue.NAMESPACE, guarded=False))
     return specs
+
+
+def admission_policies(handle: ClusterHandle, specs: Sequence[NamespaceSpec]) -> list[Object]:
+    """What admits pods into these namespaces beyond Pod Security: the stack's registry by digest
+    everywhere; and, where a namespace's Pod Security label says "privileged" only for IPC_LOCK, the
+    rest of "restricted"."""
+    policies = image_admission_policy(handle.registry)
+    if any(POD_SECURITY_EXCEPTION_LABEL in spec.labels for spec in specs):
+        policies += ipc_lock_exception_policy()
+    return policies
 
 
 def registry_namespace(config: PlatformConfig) -> NamespaceSpec:

@@ -27,32 +27,45 @@ def admission_policy(
     resource_rules: Sequence[Object],
     validations: Sequence[Object],
     namespace_labels: Mapping[str, str],
+    variables: Sequence[Object] = (),
 ) -> list[Object]:
     """A ValidatingAdmissionPolicy that fails closed (admissionregistration.k8s.io/v1, GA in Kubernetes
-    1.30) and its binding, denying in the namespaces that carry ``namespace_labels``."""
-    metadata = {"name": name, "labels": dict(MANAGED_BY)}
+    1.30) and its binding, denying in the namespaces that carry ``namespace_labels``. ``variables`` are
+    named expressions the validations read as ``variables.<name>`` (evaluated in order, each may read
+    the ones before it: Kubernetes API reference, ValidatingAdmissionPolicySpec ``variables``)."""
+    spec: Object = {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": list(resource_rules)},
+        **({"variables": list(variables)} if variables else {}),
+        "validations": list(validations),
+    }
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicy",
-            "metadata": dict(metadata),
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": list(resource_rules)},
-                "validations": list(validations),
-            },
+            "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+            "spec": spec,
         },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": dict(metadata),
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": {"matchLabels": dict(namespace_labels)}},
-            },
-        },
+        policy_binding(name, name, ["Deny"], namespace_labels),
     ]
+
+
+def policy_binding(
+    name: str, policy: str, actions: Sequence[str], namespace_labels: Mapping[str, str]
+) -> Object:
+    """A binding of ``policy`` in the namespaces that carry ``namespace_labels``. ``actions``: ``Deny``
+    refuses; ``Warn`` and ``Audit`` admit and report (they may be combined; Deny and Warn may not:
+    Kubernetes API reference, ValidatingAdmissionPolicyBindingSpec ``validationActions``)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+        "spec": {
+            "policyName": policy,
+            "validationActions": list(actions),
+            "matchResources": {"namespaceSelector": {"matchLabels": dict(namespace_labels)}},
+        },
+    }
 
 
 def service_account(metadata: Mapping[str, Any], annotations: Mapping[str, str]) -> Object:

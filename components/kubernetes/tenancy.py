@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from components.kubernetes import image_admission
+from components.kubernetes.image_admission import ImageAdmission
 from components.kubernetes.objects import MANAGED_BY, Object, admission_policy
 
 # Annotation holding the written reason a namespace runs above "restricted"; the policy pack accepts a
@@ -66,6 +68,9 @@ def namespace(spec: NamespaceSpec) -> Object:
         # Warn and audit at restricted everywhere, so anything above it stays visible.
         "pod-security.kubernetes.io/warn": PodSecurity.RESTRICTED.value,
         "pod-security.kubernetes.io/audit": PodSecurity.RESTRICTED.value,
+        # Workload and team namespaces run only the stack's own images: denied otherwise. The operator
+        # namespaces run what their charts name upstream: warned until those are mirrored.
+        image_admission.LABEL: ImageAdmission.DENY if spec.guarded else ImageAdmission.WARN,
         **spec.labels,
     }
     annotations = {PRIVILEGE_REASON: spec.privilege_reason} if spec.privilege_reason else {}

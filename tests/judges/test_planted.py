@@ -362,6 +362,39 @@ PLANTS = [
         "Job ml-training/digits-mlp-digits-001",
         ("ClusterQueue platform", "nvidia.com/gpu 16 > 8"),
     ),
+    # Images outside the stack's registry or by tag (components/kubernetes/image_admission.py, review
+    # compliance.md R4 and V2), refused at the workload and at the pods it creates.
+    Plant(
+        "i01",
+        AWS,
+        (Edit(*_JOB, (*_TRAINER, "image"), "nvcr.io/nvidia/pytorch:25.01-py3"),),
+        "admission-policy-cel",
+        "Job ml-training/digits-mlp-digits-001",
+        ("ml-platform-image-provenance refuses its pods", "stack's registry"),
+    ),
+    Plant(
+        "i02",
+        AZURE,
+        (
+            Edit(
+                *_INFERENCE,
+                (*_TEMPLATE, "initContainers"),
+                [{"name": "fetch", "image": "docker.io/library/busybox@sha256:" + "ab" * 32}],
+            ),
+        ),
+        "admission-policy-cel",
+        "Deployment ml-inference/inference",
+        ("ml-platform-image-provenance refuses it", "stack's registry"),
+    ),
+    Plant(
+        "i03",
+        AZURE,
+        # The digest made part of the tag: `registry:<tag>-<hex>`, a tag that names no digest.
+        (Edit(*_REGISTRY, old="@sha256:", value="-"),),
+        "admission-policy-cel",
+        "Deployment ml-registry/registry",
+        ("ml-platform-image-provenance refuses its pods", "by digest"),
+    ),
     # Admission on the pods workloads create (judges/cel.py, judges/pod_security.py), Azure's InfiniBand
     # exception namespaces.
     Plant(

@@ -38,9 +38,15 @@ def test_enterprise_vault_has_no_public_access_and_hsm_keys(cloud_plan: PlanFn) 
     assert vault(plan)["publicNetworkAccess"] == "Disabled"
     assert vault(plan)["networkAcls"]["ipRules"] == []
     assert vault(plan)["sku"] == {"family": "A", "name": "premium"}
-    assert {k.inputs["properties"]["kty"] for k in plan.by_type("azure-native:keyvault:Key")} == {"RSA-HSM"}
-    creation = one(plan, "azure-native:keyvault:Vault", "-registry-creation-vault").inputs["properties"]
-    assert creation["sku"] == {"family": "A", "name": "premium"}
+    kty = {
+        k.inputs["keyName"]: k.inputs["properties"]["kty"] for k in plan.by_type("azure-native:keyvault:Key")
+    }
+    # The image-signing key is EC (cosign signs with ECDSA P-256), HSM-backed like the others.
+    assert kty.pop("image-signing") == "EC-HSM"
+    assert set(kty.values()) == {"RSA-HSM"}
+    for other in ("-registry-creation-vault", "-signing-vault"):
+        properties = one(plan, "azure-native:keyvault:Vault", other).inputs["properties"]
+        assert properties["sku"] == {"family": "A", "name": "premium"}
 
 
 def test_smb_vault_is_private_too(cloud_plan: PlanFn) -> None:
@@ -57,6 +63,8 @@ def test_one_rotating_rsa_key_per_consumer(cloud_plan: PlanFn) -> None:
         k.inputs["keyName"]: k.inputs["properties"]
         for k in cloud_plan("azure-smb-dev").by_type("azure-native:keyvault:Key")
     }
+    # The image-signing key signs, it encrypts nothing (test_image_provenance.py).
+    assert keys.pop("image-signing")["kty"] == "EC"
     assert sorted(keys) == ["disks-cmk", "registry-cmk", "registry-creation", "secrets-cmk", "storage-cmk"]
     for properties in keys.values():
         assert (properties["kty"], properties["keySize"]) == ("RSA", 3072.0)

@@ -127,13 +127,15 @@ def test_private_endpoints_with_dns(cloud_plan: PlanFn, stack: str) -> None:
         r.inputs["privateLinkServiceConnections"][0]["groupIds"][0]: r.inputs
         for r in plan.by_type("azure-native:network:PrivateEndpoint")
     }
-    assert sorted(endpoints) == ["blob", "file", "registry"]
+    # "vault": the image-signing key's vault, which cosign signs through (keys.py ImageSigningKey).
+    assert sorted(endpoints) == ["blob", "file", "registry", "vault"]
     assert all("-network-endpoints-subnet" in e["subnet"]["id"] for e in endpoints.values())
     zones = {r.inputs["privateZoneName"] for r in plan.by_type("azure-native:privatedns:PrivateZone")}
     assert {z for z in zones if z.startswith("privatelink.")} == {
         "privatelink.blob.core.windows.net",
         "privatelink.file.core.windows.net",
         "privatelink.azurecr.io",
+        "privatelink.vaultcore.azure.net",
     }
     # And on enterprise the registry database's own zone (its private access, registry_database.py).
     postgres = {z for z in zones if z.endswith(".private.postgres.database.azure.com")}
@@ -144,6 +146,7 @@ def test_private_endpoints_with_dns(cloud_plan: PlanFn, stack: str) -> None:
         "blob",
         "file",
         "registry",
+        "vault",
     ]
 
 

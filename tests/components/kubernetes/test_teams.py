@@ -17,12 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import celpy
 import pytest
-from celpy.adapter import json_to_cel
 
 from components.kubernetes import kueue
 from components.kubernetes.tenancy import POD_SECURITY_EXCEPTION_LABEL
+from judges.cel import refusals
 from judges.kube import labels_match
 from judges.scheduling import QUOTA_POLICY, judge_scheduling
 from mlplatform.report import kubernetes_objects
@@ -88,27 +87,9 @@ def _allows(
 
 
 def _vap_denials(objects: list[dict[str, Any]], pod: dict[str, Any]) -> Iterator[str]:
-    """Messages of every ValidatingAdmissionPolicy bound to the pod's namespace that denies it."""
-    [namespace] = [
-        o
-        for o in objects
-        if o["kind"] == "Namespace" and o["metadata"]["name"] == pod["metadata"]["namespace"]
-    ]
-    labels = namespace["metadata"]["labels"]
-    policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
-    env = celpy.Environment()
-    for binding in (o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"):
-        if not labels_match(binding["spec"]["matchResources"].get("namespaceSelector", {}), labels):
-            continue
-        policy = policies[binding["spec"]["policyName"]]
-        rules = policy["spec"]["matchConstraints"]["resourceRules"]
-        if not any("pods" in r["resources"] for r in rules):
-            continue
-        for validation in policy["spec"]["validations"]:
-            program = env.program(env.compile(validation["expression"]))
-            result = program.evaluate({"object": json_to_cel(pod)})
-            if not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
-                yield validation["message"]
+    """Messages of every ValidatingAdmissionPolicy bound with Deny to the pod's namespace that refuses it
+    (the CEL judge's evaluation, judges/cel.py)."""
+    return (finding.message for finding in refusals(objects, pod))
 
 
 def _context(pod: dict[str, Any], where: str) -> dict[str, Any]:

@@ -1,0 +1,79 @@
+"""``mlplatform images mirror``: the third-party images a stack's objects name, and the script that copies
+them into the stack's own registry (mlplatform.mirror).
+
+It plans the stack (or reads a plan ``mlplatform plan --json`` wrote) and prints a bash script: log in
+to the stack's registry, create each mirror repository ECR needs, ``crane copy`` each image, and print
+each mirror's digest. It copies nothing itself: the operator runs the script where the registries are
+reachable, with ``crane`` (google/go-containerregistry) and the cloud's CLI installed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mlplatform.check import read_plan
+from mlplatform.errors import exit_with
+from mlplatform.mirror import mirror_list, mirror_script
+from mlplatform.plan_cmd import (
+    ProgramOpt,
+    StackArg,
+    StackFileOpt,
+    StackOpt,
+    plan_or_exit,
+    target_from_flags,
+    unrendered_or_exit,
+)
+from mlplatform.report import kubernetes_objects
+
+app = typer.Typer(
+    help="Third-party images into the stack's own registry.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _images() -> None:
+    # A callback keeps `images` a group (as `charts`): `mlplatform images mirror`.
+    pass
+
+
+@app.command()
+def mirror(
+    stack: StackArg = None,
+    stack_file: StackFileOpt = None,
+    program: ProgramOpt = None,
+    stack_opt: StackOpt = None,
+    plan_file: Annotated[
+        Path | None,
+        typer.Option("--plan", help="A plan JSON written by `mlplatform plan --json`.", show_default=False),
+    ] = None,
+    json_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--json", help="Also write the mirror list (source, mirror, digest) here.", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Print the script that copies the stack's third-party images into its registry, by digest."""
+    if plan_file is not None and (stack or stack_file or program or stack_opt):
+        exit_with(["--plan reads a plan file; name no stack, --stack-file or --program with it"])
+    if plan_file is not None:
+        plan = read_plan(plan_file)
+    else:
+        plan = plan_or_exit(target_from_flags(stack, stack_file, program, stack_opt))
+        unrendered_or_exit(plan, allowed=False)
+    missing = [key for key in ("cloud", "registry") if not plan.outputs.get(key)]
+    if missing:
+        exit_with(
+            [f"stack {plan.stack}: the plan exports no {' or '.join(missing)}, so no registry to mirror to"]
+        )
+    images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]))
+    if json_file is not None:
+        json_file.write_text(json.dumps([i.as_dict() for i in images], indent=2) + "\n", encoding="utf-8")
+    typer.echo("\n".join(mirror_script(images, plan.outputs)))

@@ -1,0 +1,170 @@
+"""The mirror list and the script that copies third-party images into the stack's registry
+(mlplatform/mirror.py, ``mlplatform images mirror``; review compliance.md R4).
+
+Rules and their sources:
+- distribution/reference (the grammar Docker and containerd read): a first component with ``.`` or ``:``,
+  or ``localhost``, is a host; otherwise the host is ``docker.io``, and a one-component name is below
+  ``library/``.
+- ``crane copy`` keeps the digest (google/go-containerregistry cmd/crane/doc/crane_copy.md), so a source
+  named by digest is the mirror's digest.
+- ECR creates no repository on push: each mirror repository is created first, like the stack's own
+  (immutable tags, scan on push, KMS with the stack's key: components/aws/registry.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mlplatform.analyzer import PackInfo, StackReport
+from mlplatform.check import DEFAULT_PACK
+from mlplatform.cli import app
+from mlplatform.evidence import write_evidence
+from mlplatform.mirror import ImageRef, MirroredImage, image_references, mirror_list, mirror_script
+from mlplatform.plan import Plan
+from mlplatform.report import kubernetes_objects, write_document
+
+STACKS = ["aws-smb-dev", "azure-smb-dev"]
+
+
+@pytest.mark.parametrize(
+    ("reference", "parts"),
+    [
+        ("busybox", ("docker.io", "library/busybox", None, None)),
+        ("bitnami/kubectl:1.33", ("docker.io", "bitnami/kubectl", "1.33", None)),
+        ("localhost/x:1", ("localhost", "x", "1", None)),
+        ("registry:5000/team/x", ("registry:5000", "team/x", None, None)),
+        (
+            "quay.io/prometheus/prometheus:v3.14.0-distroless@sha256:" + "a" * 64,
+            ("quay.io", "prometheus/prometheus", "v3.14.0-distroless", "sha256:" + "a" * 64),
+        ),
+    ],
+)
+def test_a_reference_is_split_as_the_distribution_grammar_reads_it(
+    reference: str, parts: tuple[str, str, str | None, str | None]
+) -> None:
+    assert ImageRef.parse(reference) == ImageRef(*parts)
+
+
+def test_an_operator_resource_names_its_images_in_repository_image_version() -> None:
+    policy = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy"},
+        "spec": {
+            "driver": {"repository": "nvcr.io/nvidia", "image": "driver", "version": "595.91.07"},
+            "toolkit": {
+                "repository": "nvcr.io/nvidia/k8s",
+                "image": "container-toolkit",
+                "version": "sha256:" + "b" * 64,
+            },
+        },
+    }
+    assert image_references([policy]) == {
+        "nvcr.io/nvidia/driver:595.91.07": ["ClusterPolicy cluster-policy"],
+        "nvcr.io/nvidia/k8s/container-toolkit@sha256:" + "b" * 64: ["ClusterPolicy cluster-policy"],
+    }
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_image_from_outside_the_registry_is_listed_with_its_place_below_it(
+    stack: str, planned: Callable[[str], Plan]
+) -> None:
+    plan = planned(stack)
+    registry = str(plan.outputs["registry"])
+    named = image_references(kubernetes_objects(plan))
+    mirrored = {m.source: m for m in mirror_list(kubernetes_objects(plan), registry)}
+    outside = {image for image in named if not image.startswith(f"{registry}/")}
+    assert outside and set(mirrored) == outside
+    for source, image in mirrored.items():
+        ref = ImageRef.parse(source)
+        assert image.mirror.startswith(f"{registry}/mirror/{ref.host}/{ref.path}")
+        assert image.mirror.endswith(f":{ref.tag}" if ref.digest is None else f"@{ref.digest}")
+        assert image.objects == tuple(named[source])
+
+
+def _script(stack: str, planned: Callable[[str], Plan]) -> tuple[list[MirroredImage], list[str]]:
+    plan = planned(stack)
+    images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]))
+    return images, mirror_script(images, plan.outputs)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_script_logs_in_then_copies_every_image_and_prints_its_digest(
+    stack: str, planned: Callable[[str], Plan]
+) -> None:
+    images, lines = _script(stack, planned)
+    host = str(planned(stack).outputs["registry"]).partition("/")[0]
+    assert lines[0] == "set -euo pipefail"
+    assert f"crane auth login {host}" in lines[1] and "--password-stdin" in lines[1]
+    for image in images:
+        assert f"crane copy {image.source} {image.mirror}" in lines
+        assert any(f"crane digest {image.mirror}" in line for line in lines)
+    if stack.startswith("aws"):
+        creates = [line for line in lines if "aws ecr create-repository" in line]
+        assert len(creates) == len(images)
+        for line, image in zip(creates, images, strict=True):
+            assert f"--repository-name {image.repository} " in line
+            assert "--image-tag-mutability IMMUTABLE" in line and "kmsKey=arn:aws:kms:" in line
+        # Each repository exists before the copy into it.
+        assert max(lines.index(c) for c in creates) < min(
+            i for i, x in enumerate(lines) if x.startswith("crane copy")
+        )
+    else:
+        assert "az acr login" in lines[1] and not any("aws " in line for line in lines)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash parses the script")
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_script_is_bash(stack: str, planned: Callable[[str], Plan], tmp_path: Path) -> None:
+    _, lines = _script(stack, planned)
+    script = tmp_path / "mirror.sh"
+    script.write_text("\n".join(lines) + "\n")
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_cli_prints_the_script_and_writes_the_list(
+    planned: Callable[[str], Plan], tmp_path: Path
+) -> None:
+    plan_file, list_file = tmp_path / "plan.json", tmp_path / "mirror.json"
+    write_document(plan_file, planned("aws-smb-dev").to_dict())
+    result = CliRunner().invoke(app, ["images", "mirror", "--plan", str(plan_file), "--json", str(list_file)])
+    images, lines = _script("aws-smb-dev", planned)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == lines
+    assert json.loads(list_file.read_text()) == [i.as_dict() for i in images]
+
+
+def test_a_plan_without_a_registry_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    plan_file = tmp_path / "plan.json"
+    write_document(plan_file, Plan("p", "s", [], {"cloud": "aws"}).to_dict())
+    result = CliRunner().invoke(app, ["images", "mirror", "--plan", str(plan_file)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: stack s: the plan exports no registry, so no registry to mirror to"
+    ]
+
+
+def test_the_evidence_keeps_the_mirror_list(planned: Callable[[str], Plan], tmp_path: Path) -> None:
+    images, _ = _script("aws-smb-dev", planned)
+    report = StackReport("aws-smb-dev", "ml-platform", "aws-smb-dev", None, 1, (), mirrored=tuple(images))
+    pack = PackInfo("pack", "1.0", "", DEFAULT_PACK, ())
+    written = write_evidence(tmp_path, pack, [report], {}, frozenset())
+    assert "results/aws-smb-dev/mirrored-images.json" in written
+    kept = json.loads((tmp_path / "results/aws-smb-dev/mirrored-images.json").read_text())
+    assert kept == [i.as_dict() for i in images] and kept
+
+
+def test_a_plan_file_and_a_stack_together_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["images", "mirror", "aws-smb-dev", "--plan", str(tmp_path / "p.json")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: --plan reads a plan file; name no stack, --stack-file or --program with it"
+    ]
