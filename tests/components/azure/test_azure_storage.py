@@ -146,7 +146,8 @@ def test_private_endpoints_with_dns(cloud_plan: PlanFn, stack: str) -> None:
         "blob",
         "file",
         "registry",
-        "vault",
+        "vault",  # the stack's key vault (keys.py AzureKeys)
+        "vault",  # the image-signing key's vault (keys.py ImageSigningKey)
     ]
 
 
