@@ -19,6 +19,7 @@ from . import (
     queueing,
     registry,
     residency,
+    separation,
     stack,
     tagging,
 )
@@ -44,4 +45,5 @@ def all_policies() -> list[Policy]:
         *budget.POLICIES,
         *day2.POLICIES,
         *audit.POLICIES,
+        *separation.POLICIES,
     ]

@@ -79,6 +79,8 @@ POLICIES = {
     "audit-archive-locked": ("advisory", "stack"),
     "threat-detection": ("mandatory", "stack"),
     "data-store-audit-logs": ("mandatory", "stack"),
+    "identity-per-role": ("mandatory", "stack"),
+    "key-duties-separated": ("mandatory", "stack"),
 }
 
 
