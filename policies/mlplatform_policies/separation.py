@@ -42,7 +42,7 @@ from pulumi_policy.proxy import UnknownValueError
 from . import tokens
 from .factory import Finding, StackRule, per_node, stack_policy
 from .subject import Graph, Subject
-from .values import elements, parse_document, statements
+from .values import elements, known, parse_document, statements
 
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
@@ -218,7 +218,7 @@ def _azure_identity(identity: Subject, graph: Graph) -> Iterator[str]:
 
 
 def _azure_grant(allowed: RoleSet, assignment: Subject, graph: Graph) -> Iterator[str]:
-    definition = str(assignment.get("roleDefinitionId") or "").rsplit("/", 1)[-1]
+    definition = str(known(assignment.get("roleDefinitionId"), "roleDefinitionId") or "").rsplit("/", 1)[-1]
     containers = [c.get("containerName") for c in graph.linked(assignment, "scope", [BLOB_CONTAINER])]
     role = allowed.role
     if definition not in (BLOB_DATA_READER, BLOB_DATA_CONTRIBUTOR) or not containers:

@@ -1,7 +1,8 @@
 """The transport judge (issue 35): every flow of the reachability contract is TLS or a named exception.
 
 Both ways: the shipped enterprise stacks carry no plaintext flow outside the exceptions (the registry and
-inference serve HTTPS; rendezvous/NCCL, DNS and the exporters' scrapes are the named exceptions), and a
+inference serve HTTPS; rendezvous/NCCL, DNS, the exporters' scrapes and the registry database's unverified
+name are the named exceptions), and a
 planted plaintext flow (the enterprise registry's Service and port renamed to plain http, as before
 issue 35) is a mandatory finding that names the registry and its port.
 """
@@ -34,6 +35,9 @@ def test_every_enterprise_flow_is_tls_or_a_named_exception(
     registry = [(purpose, kind) for purpose, port, kind in table if "model registry" in purpose]
     assert registry and all(kind == "tls" for _, kind in registry)
     assert {"training-fabric", "cluster-dns"} <= kinds
+    # The registry's database: encrypted, its name not verified (sslmode=require), named as such.
+    database = [kind for purpose, port, kind in table if port == 5432]
+    assert database and set(database) == {"database-name-unverified"}, database
 
 
 def _plaintext_registry(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
