@@ -17,7 +17,8 @@ Identities, as the engine sees them:
 - The registry's users (MLflow basic-auth, the launcher's ``REGISTRY_USERS`` on the MLflow server's
   Deployment, workloads/registry/server/launch.py): one user per role (a name listed twice is a merged
   identity); no user holds MANAGE, which administers permissions (mlflow/server/auth/permissions.py
-  3.17.2); the inference and team users only read (``READ``, or no grant: ``default_permission``).
+  3.17.2); the inference and team users only read (``READ``, or no grant: ``default_permission``); and
+  no workload but the MLflow servers mounts or reads the admin's Secret ``registry-admin``.
 
 Keys (AWS KMS developer guide, "Default key policy",
 https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html): the statement giving
@@ -41,6 +42,7 @@ from pulumi_policy.proxy import UnknownValueError
 
 from . import tokens
 from .factory import Finding, StackRule, per_node, stack_policy
+from .registry import MLFLOW_NAME, template_labels
 from .subject import Graph, Subject
 from .values import elements, known, parse_document, statements
 
@@ -112,6 +114,8 @@ _MANAGE = "MANAGE"
 _READ_ONLY_USERS = ("ml-inference",)
 _READ_ONLY_PREFIXES = ("team-",)
 _USERS_VARIABLE = "REGISTRY_USERS"
+# The registry admin's Secret (components/kubernetes/registry.py, docs/registry.md "Access").
+ADMIN_SECRET = "registry-admin"
 
 
 def _strings(value: Any) -> list[str]:
@@ -248,7 +252,31 @@ def registry_users(subject: Subject) -> list[Mapping[str, Any]] | None:
     return None
 
 
+def _secret_names(spec: Any) -> set[str]:
+    """The Secrets a pod spec mounts or reads into its environment."""
+    names = {
+        (v.get("secret") or {}).get("secretName") for v in elements(spec, "volumes") if isinstance(v, Mapping)
+    }
+    for container in [*elements(spec, "containers"), *elements(spec, "initContainers")]:
+        if not isinstance(container, Mapping):
+            continue
+        for variable in elements(container, "env"):
+            if isinstance(variable, Mapping):
+                names.add(((variable.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name"))
+        for source in elements(container, "envFrom"):
+            if isinstance(source, Mapping):
+                names.add((source.get("secretRef") or {}).get("name"))
+    return {n for n in names if isinstance(n, str)}
+
+
 def _registry_identities(subject: Subject, _graph: Graph) -> Iterator[str]:
+    spec = subject.get(tokens.POD_SPEC_PATHS[subject.type]) or {}
+    server = template_labels(subject).get("app.kubernetes.io/name") == MLFLOW_NAME
+    if not server and ADMIN_SECRET in _secret_names(spec):
+        yield (
+            f"uses the registry's admin password (Secret {ADMIN_SECRET}); only the registry's servers hold "
+            "it, every caller has its own registry user"
+        )
     users = registry_users(subject)
     if users is None:
         return

@@ -4,8 +4,9 @@ The shipped enterprise stacks pass ``identity-per-role`` and ``key-duties-separa
 merge planted in fails with the policy and the resource that carries it: an IRSA role or Azure workload
 identity trusted by two service accounts, a grant beyond a role's set (a write where it only reads, a
 wildcard action, Blob Data Contributor on datasets for training), a registry user listed twice or given
-more than its role, a key policy giving ``kms:*`` to a role (AWS KMS developer guide, "Default key
-policy": only the account root's statement takes ``kms:*``).
+more than its role, a workload holding the registry admin's password, a key policy giving ``kms:*`` to
+a role (AWS KMS developer guide, "Default key policy": only the account root's statement takes
+``kms:*``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ AZURE = "azure-enterprise-prod"
 TRAINING_ROLE = f"{AWS}-aws-identities-training"
 INFERENCE_ROLE = f"{AWS}-aws-identities-inference"
 REGISTRY_SERVER = "deployment-ml-registry-registry"
+INFERENCE_SERVER = "deployment-ml-inference-inference"
 TRAINING_IDENTITY = f"{AZURE}-azure-training-identity-uai"
 INFERENCE_SUBJECT = "system:serviceaccount:ml-inference:inference"
 # Azure built-in roles reference: Storage Blob Data Reader and Contributor.
@@ -120,6 +122,13 @@ def _users(edit: Callable[[list[dict[str, Any]]], None]) -> Callable[[dict[str, 
     return apply
 
 
+def _admin_password(inputs: dict[str, Any]) -> None:
+    """The registry admin's password in the first container's environment, as a caller would take it."""
+    container = inputs["spec"]["template"]["spec"]["containers"][0]
+    reference = {"secretKeyRef": {"name": "registry-admin", "key": "password"}}
+    container.setdefault("env", []).append({"name": "MLFLOW_TRACKING_PASSWORD", "valueFrom": reference})
+
+
 def _policy_of(role: str) -> Callable[[dict[str, Any]], bool]:
     return lambda r: r["type"] == "aws:iam/rolePolicy:RolePolicy" and r["name"] == role
 
@@ -192,6 +201,11 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
             ),
         ),
         ("identity-per-role", REGISTRY_SERVER),
+    ),
+    (
+        "inference-reads-the-admin-password",
+        lambda p: with_inputs(p, _named(INFERENCE_SERVER), _admin_password),
+        ("identity-per-role", INFERENCE_SERVER),
     ),
     (
         "key-policy-kms-star-to-a-role",
