@@ -174,6 +174,31 @@ def judge_transport(
     ]
 
 
+def exceptions_taken(
+    objects: Sequence[Mapping[str, Any]], control_plane: str = CONTROL_PLANE_NETWORK
+) -> list[tuple[Subject, str, str]]:
+    """Each object whose flows an exception covers, once per exception: (the object, the exception's name,
+    its reason and the flows it covers), for the evidence's exceptions register."""
+    cluster = Cluster(objects, control_plane)
+    covered: dict[tuple[Subject, str], list[str]] = {}
+    for flow in contract(cluster):
+        kind = classify(cluster, flow)
+        if kind in EXCEPTIONS:
+            purposes = covered.setdefault((_subject(flow), kind), [])
+            if flow.purpose not in purposes:
+                purposes.append(flow.purpose)
+    return [
+        (
+            subject,
+            name,
+            f"{EXCEPTIONS[name].reason} ({purposes[0]}"
+            + (f" and {len(purposes) - 1} more" if len(purposes) > 1 else "")
+            + ")",
+        )
+        for (subject, name), purposes in covered.items()
+    ]
+
+
 def transport_table(objects: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, str]]:
     """Each contract flow's purpose, port and transport (``tls``, an exception's name, or ``plaintext``):
     the evidence docs/security.md's table summarises."""

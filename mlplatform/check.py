@@ -30,7 +30,7 @@ from mlplatform.analyzer_config import PolicySettings, load_policy_config, recon
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
 from mlplatform.evidence import documented_exemptions, evidence_problems, plan_digest, write_evidence
 from mlplatform.graph import HELM_RELEASE
-from mlplatform.judging import judge_plan, skipped_judges
+from mlplatform.judging import judge_plan, skipped_judges, transport_exemptions
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
 from mlplatform.plan_cmd import AllowUnrenderedOpt, ProgramOpt, StackFileOpt, StackOpt
 from mlplatform.rendering import chart_label, unrendered_problems
@@ -253,7 +253,7 @@ def _judge(
         resources=len(plan.resources),
         violations=tuple(violations),
         charts=_charts(plan),
-        exemptions=documented_exemptions(plan),
+        exemptions=documented_exemptions(plan) + transport_exemptions(plan, skipped),
         providers=frozenset(r.type.split(":", 1)[0] for r in plan.resources),
         plan_digest=plan_digest(plan.to_dict()),
     )

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from judges import judge_all
-from judges.transport import EXCEPTIONS, PLAINTEXT, judge_transport, transport_table
+from judges.transport import EXCEPTIONS, PLAINTEXT, exceptions_taken, judge_transport, transport_table
+from mlplatform.judging import transport_exemptions
+from tests.conftest import plan_stack
 
 from .conftest import Judged
 
@@ -70,3 +72,32 @@ def test_an_smb_stack_serving_http_is_advisory_only(judged: Callable[[str], Judg
     stack = judged("aws-smb-prod")
     findings = judge_transport(stack.objects, stack.network)
     assert findings and all(f.policy == PLAINTEXT and not f.mandatory for f in findings)
+
+
+def test_the_exceptions_taken_name_their_object_and_reason(judged: Callable[[str], Judged]) -> None:
+    """What the evidence's exceptions register lists (mlplatform/evidence.py): each excepted object once
+    per exception, with the exception's reason and the flows it covers."""
+    stack = judged("aws-enterprise-prod")
+    taken = {
+        (subject.kind, subject.name, name): reason
+        for subject, name, reason in exceptions_taken(stack.objects)
+    }
+    database = taken[("Deployment", "registry", "database-name-unverified")]
+    assert database.startswith(EXCEPTIONS["database-name-unverified"].reason)
+    assert "reaches database" in database
+    assert {name for _, _, name in taken} == {
+        "cluster-dns",
+        "training-fabric",
+        "metrics-scrape",
+        "database-name-unverified",
+    }
+
+
+def test_the_evidence_records_each_exception_against_its_planned_resource() -> None:
+    exemptions = transport_exemptions(plan_stack("aws-enterprise-prod"))
+    database = [row for row in exemptions if row[1] == f"{PLAINTEXT}: database-name-unverified"]
+    # The registry's servers and its schema migration Job reach the database.
+    names = sorted(urn.rsplit("::", 1)[1] for urn, _, _ in database)
+    assert len(names) == 2 and names[0] == "deployment-ml-registry-registry", names
+    assert names[1].startswith("job-ml-registry-registry-migrate-"), names
+    assert transport_exemptions(plan_stack("aws-enterprise-prod"), frozenset({"transport"})) == ()
