@@ -337,12 +337,36 @@ class NodePoolConfig(_Model):
     duty_cycle: float | None = Field(default=None, ge=0, le=1)
 
 
+class KeyDomain(StrEnum):
+    """The data domains that each have a customer key of their own (docs/security.md, "Keys per data
+    domain"): a key encrypts the stores of one domain only, and its policy names that domain's users."""
+
+    SECRETS = "kubernetes-secrets"
+    REGISTRY_DATABASE = "registry-database"
+    TRAINING_DATA = "training-data"
+    OBJECTS = "object-data"
+    IMAGES = "images"
+    VOLUMES = "node-volumes"
+    LOGS = "logs"
+
+
 class StorageConfig(_Model):
     shared: SharedStorageKind | None = None
     shared_capacity_gib: int = Field(default=1200, ge=100, le=1_000_000)
     redundancy: Redundancy = Redundancy.ZONE
     # Days non-current object versions are kept before they expire.
     noncurrent_version_days: int = Field(default=90, ge=1, le=3650)
+    # AWS: domains whose stores stay on the stack's first key (``alias/<stack>-key``, Kubernetes Secrets'
+    # key) until migrated: a stack made before the keys were split lists the stores whose key change would
+    # replace them, and migrates each (docs/operations.md, "Keys per data domain"). Empty: a key per domain.
+    on_stack_key: tuple[KeyDomain, ...] = ()
+
+    @field_validator("on_stack_key")
+    @classmethod
+    def _not_secrets(cls, domains: tuple[KeyDomain, ...]) -> tuple[KeyDomain, ...]:
+        if KeyDomain.SECRETS in domains:
+            raise ValueError(f"{KeyDomain.SECRETS.value} is the stack key's own domain; list the others only")
+        return domains
 
 
 class Priority(StrEnum):

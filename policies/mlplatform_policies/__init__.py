@@ -15,6 +15,7 @@ from . import (
     encryption,
     exposure,
     gpu,
+    key_domains,
     kubernetes,
     queueing,
     registry,
@@ -46,4 +47,5 @@ def all_policies() -> list[Policy]:
         *day2.POLICIES,
         *audit.POLICIES,
         *separation.POLICIES,
+        *key_domains.POLICIES,
     ]

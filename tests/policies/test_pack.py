@@ -81,6 +81,7 @@ POLICIES = {
     "data-store-audit-logs": ("mandatory", "stack"),
     "identity-per-role": ("mandatory", "stack"),
     "key-duties-separated": ("mandatory", "stack"),
+    "keys-per-domain": ("mandatory", "stack"),
 }
 
 
