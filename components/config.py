@@ -1305,6 +1305,11 @@ def _storage_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     }
     if shared not in by_cloud[config.cloud]:
         yield f"{PLATFORM_KEY}.storage.shared", f"{shared} is not available on {config.cloud}"
+    if config.storage.on_stack_key and config.cloud is not Cloud.AWS:
+        yield (
+            f"{PLATFORM_KEY}.storage.onStackKey",
+            f"an AWS setting (the KMS keys per data domain); this stack's cloud is {config.cloud}",
+        )
     if shared is SharedStorageKind.FSX_LUSTRE and not lustre_capacity_valid(
         config.storage.shared_capacity_gib
     ):
