@@ -15,7 +15,8 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +32,7 @@ from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
 from mlplatform.evidence import documented_exemptions, evidence_problems, plan_digest, write_evidence
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan, skipped_judges, transport_exemptions
+from mlplatform.parallel import spread
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
 from mlplatform.plan_cmd import AllowUnrenderedOpt, ProgramOpt, StackFileOpt, StackOpt
 from mlplatform.rendering import chart_label, unrendered_problems
@@ -147,34 +149,74 @@ def _plan_and_judge(
     """Each stack planned, then judged, saying so on stderr as it goes (a stack takes seconds), and each
     one that could not be with its problems: one stack's bad config must not keep the others from being
     judged. A stack with a Helm release that cannot be rendered is not judged either (the pack would see
-    less than the platform), unless ``allow_unrendered``."""
-    progress = Console(stderr=True, highlight=False)
-    reports: list[StackReport] = []
-    unplanned: dict[str, list[str]] = {}
-    unrendered: dict[str, list[str]] = {}
-    settings: Mapping[str, PolicySettings] | None = None
+    less than the platform), unless ``allow_unrendered``. Stacks are shared out over the CPUs
+    (mlplatform.parallel): this process judges its share with ``session``, each other process with a
+    pack of its own."""
     if given:
         # A config the user wrote is checked against the pack before any planning, not after the first
         # stack's; with none, the pack starts while the first stack plans.
-        settings = reconcile(session.info.schemas(), given, session.info.initial_config)
-    for number, target in enumerate(targets, 1):
-        step = f"[{number}/{len(targets)}] {target.label}"
+        reconcile(session.info.schemas(), given, session.info.initial_config)
+    numbered = [(number, len(targets), target) for number, target in enumerate(targets, 1)]
+    outcomes = spread(
+        numbered,
+        partial(_judge_in_own_pack, session.pack_dir, given, allow_unrendered, skipped),
+        partial(_judge_targets, session, given, allow_unrendered, skipped),
+    )
+    reports = [outcome for outcome in outcomes if isinstance(outcome, StackReport)]
+    unplanned = {o.label: o.problems for o in outcomes if isinstance(o, _NotJudged) and not o.unrendered}
+    unrendered = {o.label: o.problems for o in outcomes if isinstance(o, _NotJudged) and o.unrendered}
+    return reports, unplanned, unrendered
+
+
+@dataclass(frozen=True)
+class _NotJudged:
+    """A stack not judged: its config is bad, or (``unrendered``) a Helm release is not rendered."""
+
+    label: str
+    problems: list[str]
+    unrendered: bool = False
+
+
+def _judge_in_own_pack(
+    pack_dir: Path,
+    given: Any,
+    allow_unrendered: bool,
+    skipped: frozenset[str],
+    numbered: list[tuple[int, int, Target]],
+) -> list[StackReport | _NotJudged]:
+    with PolicyPackSession(pack_dir) as session:
+        return _judge_targets(session, given, allow_unrendered, skipped, numbered)
+
+
+def _judge_targets(
+    session: PolicyPackSession,
+    given: Any,
+    allow_unrendered: bool,
+    skipped: frozenset[str],
+    numbered: list[tuple[int, int, Target]],
+) -> list[StackReport | _NotJudged]:
+    progress = Console(stderr=True, highlight=False)
+    outcomes: list[StackReport | _NotJudged] = []
+    settings: Mapping[str, PolicySettings] | None = None
+    for number, count, target in numbered:
+        step = f"[{number}/{count}] {target.label}"
         started = time.monotonic()
         try:
             plan = run_plan(target)
         except (InputError, ConfigError) as error:
             progress.print(f"{step}: not planned (bad config)", markup=False, soft_wrap=True)
-            unplanned[target.label] = error.problems
+            outcomes.append(_NotJudged(target.label, error.problems))
             continue
         problems = unrendered_problems(plan.resources)
         if problems and not allow_unrendered:
             progress.print(
                 f"{step}: not judged (a Helm release is not rendered)", markup=False, soft_wrap=True
             )
-            unrendered[target.label] = [
+            lines = [
                 f"{target.label}: {line} (--allow-unrendered judges it without its objects)"
                 for line in problems
             ]
+            outcomes.append(_NotJudged(target.label, lines, unrendered=True))
             continue
         took = time.monotonic() - started
         progress.print(
@@ -193,8 +235,8 @@ def _plan_and_judge(
             markup=False,
             soft_wrap=True,
         )
-        reports.append(report)
-    return reports, unplanned, unrendered
+        outcomes.append(report)
+    return outcomes
 
 
 def _targets(

@@ -19,11 +19,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from components.config import ConfigError
 from mlplatform.costing import Estimate, Item, Money, estimate, no_priced_items
 from mlplatform.errors import InputError, exit_with
 from mlplatform.graph import Plan
-from mlplatform.plan import resolve_target
-from mlplatform.plan_cmd import plan_or_exit, unrendered_or_exit
+from mlplatform.parallel import spread
+from mlplatform.plan import Target, resolve_target, run_plan
+from mlplatform.plan_cmd import unrendered_or_exit
 from mlplatform.pricing import SNAPSHOT, Snapshot, load_snapshot
 from mlplatform.report import output_problems
 
@@ -41,6 +43,17 @@ def read_plan(path: Path) -> Plan:
         raise InputError(
             [f"--plan {path}: not a plan written by `mlplatform plan --json` ({error})"]
         ) from None
+
+
+def plan_each(targets: list[Target]) -> list[Plan | InputError]:
+    """Each stack's plan, or why it cannot be planned (as ``plan_or_exit`` says it)."""
+    planned: list[Plan | InputError] = []
+    for target in targets:
+        try:
+            planned.append(run_plan(target))
+        except (InputError, ConfigError) as error:
+            planned.append(InputError(error.problems))
+    return planned
 
 
 def cost(
@@ -82,8 +95,9 @@ def cost(
         targets += [resolve_target(stack_file=path) for path in stack_files or []]
     except InputError as error:
         exit_with(error.problems)
-    for target in targets:
-        planned = plan_or_exit(target)
+    for planned in spread(targets, plan_each):  # stacks planned side by side (mlplatform.parallel)
+        if isinstance(planned, InputError):
+            exit_with(planned.problems)
         unrendered_or_exit(planned, allow_unrendered)
         plans.append(planned)
     today = datetime.datetime.now(datetime.UTC).date()

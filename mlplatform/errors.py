@@ -16,6 +16,10 @@ class InputError(Exception):
         super().__init__("\n".join(problems))
         self.problems = problems
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[list[str]]]:
+        # Pickled with its lines, not their join: it crosses processes (mlplatform.parallel).
+        return (InputError, (self.problems,))
+
 
 def report(problems: list[str]) -> None:
     """Print each problem on its own stderr line."""

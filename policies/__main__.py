@@ -1,7 +1,10 @@
 """Serve the ml-platform policy pack over Pulumi's Analyzer protocol (the CLI, or `mlplatform check`)."""
 
 from mlplatform_policies import PACK_NAME, all_policies
+from mlplatform_policies.decoding import share_decoding
 from pulumi_policy import PolicyPack
+
+share_decoding()
 
 PolicyPack(
     name=PACK_NAME,

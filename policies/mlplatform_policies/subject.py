@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pulumi_policy import PolicyResource, ResourceValidationArgs, StackValidationArgs
@@ -26,11 +27,15 @@ _NO_DEFAULT_TAGS = frozenset({"aws:autoscaling/group:Group"})
 
 @dataclass(frozen=True)
 class Subject:
+    """``props`` and ``provider`` are read from the SDK's proxies on first use: a stack policy builds the
+    whole stack's graph and reads the properties of the few types it judges (``AnalyzeStack`` runs each
+    stack policy on a graph of its own)."""
+
     type: str
     name: str
     urn: str
-    props: Mapping[str, Any]
-    provider: Mapping[str, Any]
+    sent_props: Mapping[str, Any] = field(repr=False)  # as the SDK hands them: its proxies
+    sent_provider: Mapping[str, Any] | None = field(repr=False)  # the provider's, likewise
     config: Mapping[str, Any]
     dependencies: tuple[str, ...] = ()
     property_dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -41,19 +46,17 @@ class Subject:
 
     @classmethod
     def from_args(cls, args: ResourceValidationArgs) -> Subject:
-        provider = provider_config(args.provider.props) if args.provider is not None else {}
-        props = _props(args.resource_type, args.props)
-        return cls(args.resource_type, args.name, args.urn, props, provider, args.get_config())
+        provider = args.provider.props if args.provider is not None else None
+        return cls(args.resource_type, args.name, args.urn, args.props, provider, args.get_config())
 
     @classmethod
     def from_stack_resource(cls, resource: PolicyResource, config: Mapping[str, Any]) -> Subject:
-        provider = provider_config(resource.provider.props) if resource.provider is not None else {}
         return cls(
             resource.resource_type,
             resource.name,
             resource.urn,
-            _props(resource.resource_type, resource.props),
-            provider,
+            resource.props,
+            resource.provider.props if resource.provider is not None else None,
             config,
             dependencies=tuple(dependency.urn for dependency in resource.dependencies),
             property_dependencies={
@@ -63,6 +66,14 @@ class Subject:
             protect=bool(resource.opts.protect),
             ignore_changes=tuple(resource.opts.ignore_changes or ()),
         )
+
+    @cached_property
+    def props(self) -> Mapping[str, Any]:
+        return _props(self.type, self.sent_props)
+
+    @cached_property
+    def provider(self) -> Mapping[str, Any]:
+        return provider_config(self.sent_provider) if self.sent_provider is not None else {}
 
     @property
     def package(self) -> str:

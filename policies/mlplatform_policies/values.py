@@ -23,7 +23,10 @@ from pulumi_policy.proxy import (
     UNKNOWN_OBJECT_VALUE,
     UNKNOWN_STRING_VALUE,
     UnknownValueError,
+    _DictProxy,
+    _ListProxy,
 )
+from pulumi_policy.secret import _DictSecretsProxy, _ListSecretsProxy
 
 UNKNOWNS = frozenset(
     {
@@ -41,9 +44,29 @@ Check = Callable[[Mapping[str, Any]], Iterator[str]]
 """A check over one property object, yielding one message per problem, each starting with its path."""
 
 
+_PROXIES = (_DictProxy, _ListProxy, _DictSecretsProxy, _ListSecretsProxy)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def plain(props: Mapping[str, Any]) -> dict[str, Any]:
     """The SDK's unknown-checking proxies unwrapped into dicts and lists, unknowns left as sentinels."""
-    return dict(serialize_properties(props))
+    return dict(_plain(props))
+
+
+def _plain(value: Any) -> Any:
+    """What the SDK's ``serialize_properties`` makes of ``value``, walking plain dicts, lists and scalars
+    (nearly all a plan holds) without its dozen ``isinstance`` checks per value; anything else (secrets,
+    assets, archives) is the SDK's to serialize."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _plain(item) for key, item in value.items()}
+    if kind is list:
+        return [_plain(item) for item in value]
+    if kind in _SCALARS:
+        return value
+    if isinstance(value, _PROXIES):
+        return _plain(value["__target"])
+    return serialize_properties(value)
 
 
 def is_unknown(value: Any) -> bool:
