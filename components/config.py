@@ -344,12 +344,36 @@ class NodePoolConfig(_Model):
     duty_cycle: float | None = Field(default=None, ge=0, le=1)
 
 
+class KeyDomain(StrEnum):
+    """The data domains that each have a customer key of their own (docs/security.md, "Keys per data
+    domain"): a key encrypts the stores of one domain only, and its policy names that domain's users."""
+
+    SECRETS = "kubernetes-secrets"
+    REGISTRY_DATABASE = "registry-database"
+    TRAINING_DATA = "training-data"
+    OBJECTS = "object-data"
+    IMAGES = "images"
+    VOLUMES = "node-volumes"
+    LOGS = "logs"
+
+
 class StorageConfig(_Model):
     shared: SharedStorageKind | None = None
     shared_capacity_gib: int = Field(default=1200, ge=100, le=1_000_000)
     redundancy: Redundancy = Redundancy.ZONE
     # Days non-current object versions are kept before they expire.
     noncurrent_version_days: int = Field(default=90, ge=1, le=3650)
+    # AWS: domains whose stores stay on the stack's first key (``alias/<stack>-key``, Kubernetes Secrets'
+    # key) until migrated: a stack made before the keys were split lists the stores whose key change would
+    # replace them, and migrates each (docs/operations.md, "Keys per data domain"). Empty: a key per domain.
+    on_stack_key: tuple[KeyDomain, ...] = ()
+
+    @field_validator("on_stack_key")
+    @classmethod
+    def _not_secrets(cls, domains: tuple[KeyDomain, ...]) -> tuple[KeyDomain, ...]:
+        if KeyDomain.SECRETS in domains:
+            raise ValueError(f"{KeyDomain.SECRETS.value} is the stack key's own domain; list the others only")
+        return domains
 
 
 class Priority(StrEnum):
@@ -1315,6 +1339,11 @@ def _storage_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     }
     if shared not in by_cloud[config.cloud]:
         yield f"{PLATFORM_KEY}.storage.shared", f"{shared} is not available on {config.cloud}"
+    if config.storage.on_stack_key and config.cloud is not Cloud.AWS:
+        yield (
+            f"{PLATFORM_KEY}.storage.onStackKey",
+            f"an AWS setting (the KMS keys per data domain); this stack's cloud is {config.cloud}",
+        )
     if shared is SharedStorageKind.FSX_LUSTRE and not lustre_capacity_valid(
         config.storage.shared_capacity_gib
     ):

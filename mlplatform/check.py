@@ -31,7 +31,7 @@ from mlplatform.analyzer_config import PolicySettings, load_policy_config, recon
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
 from mlplatform.evidence import documented_exemptions, evidence_problems, plan_digest, write_evidence
 from mlplatform.graph import HELM_RELEASE
-from mlplatform.judging import judge_plan, skipped_judges
+from mlplatform.judging import judge_plan, skipped_judges, transport_exemptions
 from mlplatform.mirror import mirror_list
 from mlplatform.parallel import spread
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
@@ -297,7 +297,7 @@ def _judge(
         resources=len(plan.resources),
         violations=tuple(sorted(violations, key=_order)),
         charts=_charts(plan),
-        exemptions=documented_exemptions(plan),
+        exemptions=documented_exemptions(plan) + transport_exemptions(plan, skipped),
         mirrored=tuple(mirror_list(objects, str(plan.outputs["registry"])))
         if "registry" in plan.outputs
         else (),

@@ -20,6 +20,7 @@ from judges.kube import of_kind
 from judges.limits import quantity
 from judges.reachability import CONTROL_PLANE_NETWORK
 from judges.scheduling import NodePool
+from judges.transport import PLAINTEXT, exceptions_taken
 from mlplatform.analyzer import Violation
 from mlplatform.errors import exit_with
 from mlplatform.graph import HELM_RELEASE, Plan, PlannedResource, as_applied
@@ -205,6 +206,19 @@ def judge_plan(plan: Plan, skip: frozenset[str] = frozenset()) -> list[Violation
     )
     findings = judge_all(objects, cluster_network(plan), node_pools(plan, objects), skip=skip, unseen=unseen)
     return [_violation(finding, by_subject.get(finding.subject)) for finding in findings]
+
+
+def transport_exemptions(plan: Plan, skip: frozenset[str] = frozenset()) -> tuple[tuple[str, str, str], ...]:
+    """The transport judge's named exceptions the plan takes, for the evidence's register: (URN of the
+    object whose flows they cover, ``plaintext-flow: <exception>``, the reason and the flows)."""
+    if any(judge.name in skip and PLAINTEXT in judge.policies for judge in JUDGES):
+        return ()
+    pairs = list(_objects(plan))
+    by_subject = {Subject.of(obj): resource for resource, obj in pairs}
+    return tuple(
+        (by_subject[subject].urn if subject in by_subject else str(subject), f"{PLAINTEXT}: {name}", reason)
+        for subject, name, reason in exceptions_taken([obj for _, obj in pairs], cluster_network(plan))
+    )
 
 
 def _violation(finding: Finding, resource: PlannedResource | None) -> Violation:

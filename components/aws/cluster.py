@@ -79,7 +79,9 @@ class EksClusterArgs:
     private_access_cidrs: Sequence[str]
     private_access_security_groups: Sequence[str]
     subnet_ids: Sequence[pulumi.Input[str]]
+    # Kubernetes Secrets' key, and the control-plane log group's.
     key_arn: pulumi.Input[str]
+    log_key_arn: pulumi.Input[str]
     account: AwsAccount
     # Production: EKS deletion protection on the cluster, and the cluster and its audit log group
     # protected and retained in Pulumi.
@@ -100,7 +102,7 @@ class EksCluster(pulumi.ComponentResource):
         log_group = cloudwatch.LogGroup(
             f"{name}-logs",
             name=f"/aws/eks/{args.cluster_name}/cluster",
-            kms_key_id=args.key_arn,
+            kms_key_id=args.log_key_arn,
             retention_in_days=LOG_RETENTION_DAYS,
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),

@@ -115,12 +115,14 @@ def registry_policy(
     bucket_arn: pulumi.Input[str],
     key_arn: pulumi.Input[str],
     region: str,
-    database_secret_arn: pulumi.Input[str] | None,
+    database: tuple[pulumi.Input[str], pulumi.Input[str]] | None,
 ) -> dict[str, Any]:
-    """The registry's artifacts (its prefix only) and, with a managed database, that database's
-    RDS-managed password: the secret, decrypted with the key only through Secrets Manager."""
+    """The registry's artifacts (its prefix only, under the object-data key) and, with a managed
+    database (its secret's ARN, the registry database's key), that database's RDS-managed password: the
+    secret, decrypted with the database's key only through Secrets Manager."""
     document = bucket_access(bucket_arn, key_arn, region, read=[REGISTRY_PREFIX], write=[REGISTRY_PREFIX])
-    if database_secret_arn is not None:
+    if database is not None:
+        database_secret_arn, database_key_arn = database
         document["Statement"] += [
             {
                 "Sid": "ReadDatabasePassword",
@@ -132,7 +134,7 @@ def registry_policy(
                 "Sid": "UseKeyThroughSecretsManager",
                 "Effect": "Allow",
                 "Action": "kms:Decrypt",
-                "Resource": key_arn,
+                "Resource": database_key_arn,
                 "Condition": {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}},
             },
         ]
@@ -149,10 +151,11 @@ class WorkloadIdentitiesArgs:
     cluster_name: str
     issuer: OidcIssuer
     bucket_arn: pulumi.Input[str]
+    # The object-data key: the bucket's.
     key_arn: pulumi.Input[str]
     tags: Mapping[str, str]
-    # The registry database's RDS-managed secret, where the stack has one.
-    registry_secret_arn: pulumi.Input[str] | None = None
+    # The registry database's RDS-managed secret and the key that encrypts it, where the stack has one.
+    registry_database: tuple[pulumi.Input[str], pulumi.Input[str]] | None = None
 
 
 class WorkloadIdentities(pulumi.ComponentResource):
@@ -173,7 +176,7 @@ class WorkloadIdentities(pulumi.ComponentResource):
                 write=[MODELS_PREFIX, CHECKPOINTS_PREFIX],
             ),
             "inference": bucket_access(args.bucket_arn, args.key_arn, region, read=[MODELS_PREFIX], write=[]),
-            "registry": registry_policy(args.bucket_arn, args.key_arn, region, args.registry_secret_arn),
+            "registry": registry_policy(args.bucket_arn, args.key_arn, region, args.registry_database),
             "cluster-autoscaler": autoscaler_policy(args.account, args.cluster_name),
         }
         self.role_arns: dict[str, pulumi.Output[str]] = {

@@ -1,14 +1,16 @@
-"""The stack's customer-managed KMS key: one key for EKS secrets, EBS, S3, EFS/FSx, ECR and logs.
+"""The stack's customer-managed KMS keys: one per data domain (``KeyDomain``), each used only by the
+stores of its domain, its policy naming only that domain's services beside the account root.
 
-One key per stack keeps the audit trail in one place (every decrypt is a CloudTrail event on this key)
-and lets an operator revoke the whole platform's data access at once. The key is single-region on
-purpose: a multi-Region key would replicate key material out of the only UAE region (REFERENCE.md).
+A key per domain keeps revocation and the CloudTrail record of each decrypt per domain: disabling the
+datasets' key does not take Kubernetes Secrets with it, and whoever may use one domain's key reads no
+other domain. The keys are single-region on purpose: a multi-Region key would replicate key material out
+of the only UAE region (REFERENCE.md).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +18,7 @@ import pulumi
 from pulumi_aws import kms
 
 from components.aws.account import AwsAccount
+from components.config import KeyDomain
 
 # KMS waits this many days before deleting a scheduled key; 30 is the maximum the API allows
 # (AWS KMS developer guide, "Deleting AWS KMS keys": 7-30 days), the longest window to notice a mistake.
@@ -58,43 +61,62 @@ def logs_use_key(account: AwsAccount) -> dict[str, Any]:
     )
 
 
-def key_policy(account: AwsAccount) -> dict[str, Any]:
-    """The key policy: every principal is named, none is a wildcard.
-
-    - The account root delegates to IAM, so role policies (IRSA roles, the EKS cluster role) grant use.
-    - CloudWatch Logs encrypts the flow-log and control-plane log groups; it has no IAM role to
-      delegate to, so it is named here, limited to this account's log groups (CloudWatch Logs user
-      guide, "Encrypt log data in CloudWatch Logs using AWS KMS").
-    - S3 server access log delivery writes into the SSE-KMS log bucket, for this account only.
-    - The EC2 Auto Scaling service-linked role launches managed node group instances; without the key
-      it cannot create their encrypted root volumes (EC2 Auto Scaling user guide, "Required AWS KMS key
-      policy for use with encrypted volumes").
-    """
+def _autoscaling_uses_key(account: AwsAccount) -> list[dict[str, Any]]:
+    """The EC2 Auto Scaling service-linked role launches managed node group instances; without the key
+    it cannot create their encrypted root volumes (EC2 Auto Scaling user guide, "Required AWS KMS key
+    policy for use with encrypted volumes")."""
     autoscaling_role = account.arn(
         "iam", "role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling", regional=False
     )
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            administered_by_account(account),
-            logs_use_key(account),
-            {
-                "Sid": "AutoScalingUsesKeyForNodeVolumes",
-                "Effect": "Allow",
-                "Principal": {"AWS": autoscaling_role},
-                "Action": _USE_KEY,
-                "Resource": "*",
-            },
-            {
-                "Sid": "AutoScalingGrantsKeyToEc2ForAttachedVolumes",
-                "Effect": "Allow",
-                "Principal": {"AWS": autoscaling_role},
-                "Action": "kms:CreateGrant",
-                "Resource": "*",
-                "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
-            },
-        ],
-    }
+    return [
+        {
+            "Sid": "AutoScalingUsesKeyForNodeVolumes",
+            "Effect": "Allow",
+            "Principal": {"AWS": autoscaling_role},
+            "Action": _USE_KEY,
+            "Resource": "*",
+        },
+        {
+            "Sid": "AutoScalingGrantsKeyToEc2ForAttachedVolumes",
+            "Effect": "Allow",
+            "Principal": {"AWS": autoscaling_role},
+            "Action": "kms:CreateGrant",
+            "Resource": "*",
+            "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+        },
+    ]
+
+
+# What each domain's key is for (its description) and where its stores live.
+DOMAIN_STORES: dict[KeyDomain, str] = {
+    KeyDomain.SECRETS: "Kubernetes Secrets (EKS envelope encryption)",
+    KeyDomain.REGISTRY_DATABASE: "the registry's RDS database and its managed password",
+    KeyDomain.TRAINING_DATA: "the shared file system (EFS or FSx for Lustre)",
+    KeyDomain.OBJECTS: "the data bucket: datasets, models, the registry's artifacts",
+    KeyDomain.IMAGES: "the ECR repositories",
+    KeyDomain.VOLUMES: "node root volumes and EBS persistent volumes",
+    KeyDomain.LOGS: "the VPC flow-log and EKS control-plane log groups",
+}
+
+
+def key_policy(account: AwsAccount, domains: Iterable[KeyDomain]) -> dict[str, Any]:
+    """The policy of the key of ``domains`` (one, unless the stack keeps stores on its first key until
+    they migrate): every principal is named, none is a wildcard, and only the services of those domains
+    appear beside the account root.
+
+    - The account root delegates to IAM, so role policies (IRSA roles, the EKS cluster role) grant use:
+      each names the key of its own domain only.
+    - CloudWatch Logs (logs) encrypts the flow-log and control-plane log groups; it has no IAM role to
+      delegate to, so it is named, limited to this account's log groups.
+    - The EC2 Auto Scaling service-linked role (node volumes) creates the nodes' encrypted root volumes.
+    """
+    statements: list[dict[str, Any]] = [administered_by_account(account)]
+    chosen = set(domains)
+    if KeyDomain.LOGS in chosen:
+        statements.append(logs_use_key(account))
+    if KeyDomain.VOLUMES in chosen:
+        statements += _autoscaling_uses_key(account)
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 @dataclass(frozen=True)
@@ -103,9 +125,9 @@ class EncryptionKeyArgs:
     tags: Mapping[str, str]
     # Production stacks protect the key: deleting it makes every encrypted byte unreadable.
     protect: bool
-    # What the key is for, and its policy; unset: the platform's data key (``key_policy``).
-    description: str = "EKS secrets, node volumes, S3, shared file system, ECR and logs"
-    policy: Mapping[str, Any] | None = None
+    # What the key is for, and its policy.
+    description: str
+    policy: Mapping[str, Any]
 
 
 class EncryptionKey(pulumi.ComponentResource):
@@ -121,7 +143,7 @@ class EncryptionKey(pulumi.ComponentResource):
             enable_key_rotation=True,
             deletion_window_in_days=DELETION_WINDOW_DAYS,
             multi_region=False,
-            policy=json.dumps(args.policy if args.policy is not None else key_policy(args.account)),
+            policy=json.dumps(args.policy),
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),
         )

@@ -32,7 +32,7 @@ from components.aws.budget import monthly_budget
 from components.aws.cluster import EksCluster, EksClusterArgs
 from components.aws.iam import node_role, role_name_prefix
 from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
-from components.aws.keys import EncryptionKey, EncryptionKeyArgs
+from components.aws.keys import DOMAIN_STORES, EncryptionKey, EncryptionKeyArgs, key_policy
 from components.aws.network import Network, NetworkArgs
 from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes
 from components.aws.preflight import (
@@ -47,6 +47,7 @@ from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import AuditStoreArgs, ObjectStore, ObjectStoreArgs
 from components.config import (
     DetectionSource,
+    KeyDomain,
     PlatformConfig,
     Tier,
     managed_registry_database,
@@ -83,9 +84,8 @@ class AwsPlatform(pulumi.ComponentResource):
         ensure_autoscaling_role(parent=self)
         check_standard_support(config.cluster.kubernetes_version, today(), parent=self)
         self.budget = monthly_budget(f"{name}-budget", config, tags, self._child)
-        self.key = EncryptionKey(
-            f"{name}-key", EncryptionKeyArgs(account, tags, protect=config.is_protected), self._child
-        )
+        self.keys = self._domain_keys(account, tags)
+        key = {domain: each.arn for domain, each in self.keys.items()}
         self.logging_key = self._logging_key(account, tags)
         self.network = Network(
             f"{name}-network",
@@ -95,7 +95,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 cluster_name=self.cluster_name,
                 nat_per_zone=config.environment == "prod",
                 interface_endpoints=config.tier is Tier.ENTERPRISE,
-                key_arn=self.key.arn,
+                key_arn=key[KeyDomain.LOGS],
                 protect=config.is_protected,
                 tags=tags,
             ),
@@ -112,7 +112,8 @@ class AwsPlatform(pulumi.ComponentResource):
                 private_access_cidrs=config.cluster.private_access_cidrs,
                 private_access_security_groups=config.cluster.private_access_security_groups,
                 subnet_ids=self.network.private_subnet_ids,
-                key_arn=self.key.arn,
+                key_arn=key[KeyDomain.SECRETS],
+                log_key_arn=key[KeyDomain.LOGS],
                 account=account,
                 protect=config.is_protected,
                 tags=self._cluster_tags(tags),
@@ -136,7 +137,7 @@ class AwsPlatform(pulumi.ComponentResource):
             f"{name}-storage",
             ObjectStoreArgs(
                 account=account,
-                key_arn=self.key.arn,
+                key_arn=key[KeyDomain.OBJECTS],
                 noncurrent_version_days=config.storage.noncurrent_version_days,
                 protect=config.is_protected,
                 tags=tags,
@@ -156,7 +157,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 account,
                 self.cluster_name,
                 repositories(self._images()),
-                self.key.arn,
+                key[KeyDomain.IMAGES],
                 tags,
                 protect=config.is_protected,
             ),
@@ -170,9 +171,13 @@ class AwsPlatform(pulumi.ComponentResource):
                 cluster_name=self.cluster_name,
                 issuer=self.cluster.issuer,
                 bucket_arn=self.storage.bucket_arn,
-                key_arn=self.key.arn,
+                key_arn=key[KeyDomain.OBJECTS],
                 tags=tags,
-                registry_secret_arn=self.registry_database.secret_arn if self.registry_database else None,
+                registry_database=(
+                    (self.registry_database.secret_arn, key[KeyDomain.REGISTRY_DATABASE])
+                    if self.registry_database
+                    else None
+                ),
             ),
             self._child,
         )
@@ -185,7 +190,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 kubernetes_version=config.cluster.kubernetes_version,
                 issuer=self.cluster.issuer,
                 shared_storage=config.shared_storage,
-                key_arn=self.key.arn,
+                key_arn=key[KeyDomain.VOLUMES],
                 node_groups=[p.node_group for p in self.pools if p.handle.kind is PoolKind.CPU],
                 tags=tags,
             ),
@@ -200,7 +205,7 @@ class AwsPlatform(pulumi.ComponentResource):
             storage=StorageHandle(
                 bucket_uri=self.storage.uri,
                 shared=self.shared_fs.shared if self.shared_fs else None,
-                volume_key=self.key.arn,
+                volume_key=key[KeyDomain.VOLUMES],
             ),
             registry=self.registry.host,
             registry_login=self.registry.login,
@@ -215,6 +220,38 @@ class AwsPlatform(pulumi.ComponentResource):
         )
         self.exports: dict[str, pulumi.Input[Any]] = self._exports()
         self.register_outputs(self.exports)
+
+    def _domain_keys(self, account: AwsAccount, tags: dict[str, str]) -> dict[KeyDomain, EncryptionKey]:
+        """A key per data domain the stack has. The stack's first key (``<stack>-key``, its name and URN
+        unchanged since it was the only key) keeps Kubernetes Secrets, whose EKS key cannot change, and the
+        domains ``storage.onStackKey`` keeps on it until their stores migrate (docs/operations.md)."""
+        config = self._config
+        absent = {
+            KeyDomain.TRAINING_DATA: config.shared_storage is SharedStorageKind.NONE,
+            KeyDomain.REGISTRY_DATABASE: not self._manages_registry_database(),
+        }
+        domains = [d for d in KeyDomain if not absent.get(d, False)]
+        kept = [d for d in domains if d is KeyDomain.SECRETS or d in config.storage.on_stack_key]
+        first = self._key(f"{self._name}-key", kept, account, tags)
+        return {
+            d: first if d in kept else self._key(f"{self._name}-{d.value}", [d], account, tags)
+            for d in domains
+        }
+
+    def _key(
+        self, name: str, domains: list[KeyDomain], account: AwsAccount, tags: dict[str, str]
+    ) -> EncryptionKey:
+        return EncryptionKey(
+            name,
+            EncryptionKeyArgs(
+                account,
+                tags,
+                protect=self._config.is_protected,
+                description="; ".join(DOMAIN_STORES[d] for d in domains),
+                policy=key_policy(account, domains),
+            ),
+            self._child,
+        )
 
     def _creates_trail(self) -> bool:
         config = self._config
@@ -304,9 +341,13 @@ class AwsPlatform(pulumi.ComponentResource):
         )
         return trail
 
+    def _manages_registry_database(self) -> bool:
+        config = self._config
+        return config.workloads.registry.enabled and managed_registry_database(config.tier, config.cloud)
+
     def _registry_database(self, tags: dict[str, str]) -> RegistryDatabaseInstance | None:
         config = self._config
-        if not (config.workloads.registry.enabled and managed_registry_database(config.tier, config.cloud)):
+        if not self._manages_registry_database():
             return None
         return RegistryDatabaseInstance(
             f"{self._name}-registry",
@@ -315,7 +356,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 vpc_id=self.network.vpc_id,
                 subnet_ids=self.network.private_subnet_ids,
                 cluster_security_group_id=self.cluster.security_group_id,
-                key_arn=self.key.arn,
+                key_arn=self.keys[KeyDomain.REGISTRY_DATABASE].arn,
                 protect=config.is_protected,
                 tags=tags,
                 audited=config.audited,
@@ -362,7 +403,7 @@ class AwsPlatform(pulumi.ComponentResource):
                         subnet_ids=[self.network.private_subnet_ids[z] for z in zones],
                         vpc_id=self.network.vpc_id,
                         cluster_security_group_id=self.cluster.security_group_id,
-                        key_arn=self.key.arn,
+                        key_arn=self.keys[KeyDomain.VOLUMES].arn,
                         tags=tags,
                         duty_cycle=config.duty_cycle(pool),
                         depends_on=[*role.attachments, *self.network_addons.addons],
@@ -386,7 +427,8 @@ class AwsPlatform(pulumi.ComponentResource):
                 subnet_ids=self.network.private_subnet_ids,
                 zone=shared_zone(config),
                 node_security_group_id=self.cluster.security_group_id,
-                key_arn=self.key.arn,
+                key_arn=self.keys[KeyDomain.TRAINING_DATA].arn,
+                bucket_key_arn=self.keys[KeyDomain.OBJECTS].arn,
                 bucket_name=self.storage.bucket_name,
                 bucket_arn=self.storage.bucket_arn,
                 protect=config.is_protected,
@@ -406,7 +448,8 @@ class AwsPlatform(pulumi.ComponentResource):
             "imageSigningKey": self.registry.login.signing.key
             if self.registry.login is not None and self.registry.login.signing is not None
             else None,
-            "kmsKeyArn": self.key.arn,
+            "kmsKeyArn": self.keys[KeyDomain.SECRETS].arn,
+            "kmsKeys": {domain.value: each.arn for domain, each in self.keys.items()},
             "vpcId": self.network.vpc_id,
             "nodePools": [
                 {

@@ -66,7 +66,10 @@ class SharedFileSystemArgs:
     subnet_ids: Sequence[pulumi.Input[str]]
     zone: int
     node_security_group_id: pulumi.Input[str]
+    # The training-data key (the file system's) and the object-data key (the bucket's, for Lustre's
+    # data repository association).
     key_arn: pulumi.Input[str]
+    bucket_key_arn: pulumi.Input[str]
     bucket_name: pulumi.Input[str]
     bucket_arn: pulumi.Input[str]
     protect: bool
@@ -326,7 +329,7 @@ class SharedFileSystem(pulumi.ComponentResource):
         )
         kms.Grant(
             f"{self._name}-s3-key",
-            key_id=args.key_arn,
+            key_id=args.bucket_key_arn,
             grantee_principal=role,
             operations=_S3_KEY_OPERATIONS,
             constraints=[{"encryption_context_subset": {"aws:s3:arn": args.bucket_arn}}],

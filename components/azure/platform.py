@@ -55,10 +55,11 @@ from components.azure.zones import require_zones
 from components.config import PROJECT, PlatformConfig, shared_stores
 from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, SharedStorageKind, StorageHandle
 
-# Least privilege per workload: training reads datasets and writes models, inference only reads models.
+# Least privilege per workload: training reads datasets and writes models, inference only reads models
+# (pack policy identity-per-role; review I1: training held Contributor on datasets, which it never writes).
 WORKLOAD_GRANTS: dict[str, tuple[tuple[BuiltInRole, str], ...]] = {
     "training": (
-        (BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR, "datasets"),
+        (BuiltInRole.STORAGE_BLOB_DATA_READER, "datasets"),
         (BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR, "models"),
     ),
     "inference": ((BuiltInRole.STORAGE_BLOB_DATA_READER, "models"),),

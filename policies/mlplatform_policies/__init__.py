@@ -15,10 +15,12 @@ from . import (
     encryption,
     exposure,
     gpu,
+    key_domains,
     kubernetes,
     queueing,
     registry,
     residency,
+    separation,
     stack,
     tagging,
 )
@@ -44,4 +46,6 @@ def all_policies() -> list[Policy]:
         *budget.POLICIES,
         *day2.POLICIES,
         *audit.POLICIES,
+        *separation.POLICIES,
+        *key_domains.POLICIES,
     ]

@@ -98,7 +98,7 @@ DATABASES = {
 }
 
 
-def _template_labels(subject: Subject) -> Mapping[str, Any]:
+def template_labels(subject: Subject) -> Mapping[str, Any]:
     path = tokens.POD_SPEC_PATHS[subject.type].removesuffix(".spec") + ".metadata.labels"
     labels = subject.get(path)
     return labels if isinstance(labels, Mapping) else {}
@@ -121,7 +121,7 @@ def _authenticated(container: Mapping[str, Any]) -> bool:
 
 
 def _registry_server(subject: Subject) -> Iterator[str]:
-    if _template_labels(subject).get("app.kubernetes.io/name") != MLFLOW_NAME:
+    if template_labels(subject).get("app.kubernetes.io/name") != MLFLOW_NAME:
         return
     spec = subject.get(tokens.POD_SPEC_PATHS[subject.type])
     containers = [c for c in elements(spec or {}, "containers") if isinstance(c, Mapping)]

@@ -111,6 +111,31 @@ def test_s3_endpoint_policy_settings_that_would_do_nothing_are_refused(
     assert problem in line, line
 
 
+@pytest.mark.parametrize(
+    ("stack", "domains", "problem"),
+    [
+        (
+            "aws-smb-dev",
+            ["kubernetes-secrets"],
+            "storage.onStackKey: kubernetes-secrets is the stack key's own domain",
+        ),
+        ("aws-smb-dev", ["datasets"], "storage.onStackKey[0]"),
+        ("azure-smb-dev", ["images"], "storage.onStackKey: an AWS setting (the KMS keys per data domain)"),
+    ],
+)
+def test_on_stack_key_names_only_aws_domains_that_can_migrate(
+    stack: str, domains: list[str], problem: str
+) -> None:
+    """Issue 35 item 3: ``storage.onStackKey`` keeps AWS domains on the stack's first key; that key's own
+    domain, an unknown domain and the key on Azure are config errors naming the key."""
+    config = copy.deepcopy(template(stack))
+    config[PLATFORM_KEY].setdefault("storage", {})["onStackKey"] = domains
+    with pytest.raises(ConfigError) as raised:
+        parse_stack_config(config, f"Pulumi.{stack}.yaml")
+    [line] = raised.value.problems
+    assert problem in line, line
+
+
 def _patterns(schema: object) -> list[str]:
     """Every ``pattern`` in a JSON schema, nested definitions included."""
     if isinstance(schema, dict):

@@ -1,7 +1,8 @@
 """The transport judge (issue 35): every flow of the reachability contract is TLS or a named exception.
 
 Both ways: the shipped enterprise stacks carry no plaintext flow outside the exceptions (the registry and
-inference serve HTTPS; rendezvous/NCCL, DNS and the exporters' scrapes are the named exceptions), and a
+inference serve HTTPS; rendezvous/NCCL, DNS, the exporters' scrapes and the registry database's unverified
+name are the named exceptions), and a
 planted plaintext flow (the enterprise registry's Service and port renamed to plain http, as before
 issue 35) is a mandatory finding that names the registry and its port.
 """
@@ -15,7 +16,9 @@ from typing import Any
 import pytest
 
 from judges import judge_all
-from judges.transport import EXCEPTIONS, PLAINTEXT, judge_transport, transport_table
+from judges.transport import EXCEPTIONS, PLAINTEXT, exceptions_taken, judge_transport, transport_table
+from mlplatform.judging import transport_exemptions
+from tests.conftest import plan_stack
 
 from .conftest import Judged
 
@@ -34,6 +37,9 @@ def test_every_enterprise_flow_is_tls_or_a_named_exception(
     registry = [(purpose, kind) for purpose, port, kind in table if "model registry" in purpose]
     assert registry and all(kind == "tls" for _, kind in registry)
     assert {"training-fabric", "cluster-dns"} <= kinds
+    # The registry's database: encrypted, its name not verified (sslmode=require), named as such.
+    database = [kind for purpose, port, kind in table if port == 5432]
+    assert database and set(database) == {"database-name-unverified"}, database
 
 
 def _plaintext_registry(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -66,3 +72,32 @@ def test_an_smb_stack_serving_http_is_advisory_only(judged: Callable[[str], Judg
     stack = judged("aws-smb-prod")
     findings = judge_transport(stack.objects, stack.network)
     assert findings and all(f.policy == PLAINTEXT and not f.mandatory for f in findings)
+
+
+def test_the_exceptions_taken_name_their_object_and_reason(judged: Callable[[str], Judged]) -> None:
+    """What the evidence's exceptions register lists (mlplatform/evidence.py): each excepted object once
+    per exception, with the exception's reason and the flows it covers."""
+    stack = judged("aws-enterprise-prod")
+    taken = {
+        (subject.kind, subject.name, name): reason
+        for subject, name, reason in exceptions_taken(stack.objects)
+    }
+    database = taken[("Deployment", "registry", "database-name-unverified")]
+    assert database.startswith(EXCEPTIONS["database-name-unverified"].reason)
+    assert "reaches database" in database
+    assert {name for _, _, name in taken} == {
+        "cluster-dns",
+        "training-fabric",
+        "metrics-scrape",
+        "database-name-unverified",
+    }
+
+
+def test_the_evidence_records_each_exception_against_its_planned_resource() -> None:
+    exemptions = transport_exemptions(plan_stack("aws-enterprise-prod"))
+    database = [row for row in exemptions if row[1] == f"{PLAINTEXT}: database-name-unverified"]
+    # The registry's servers and its schema migration Job reach the database.
+    names = sorted(urn.rsplit("::", 1)[1] for urn, _, _ in database)
+    assert len(names) == 2 and names[0] == "deployment-ml-registry-registry", names
+    assert names[1].startswith("job-ml-registry-registry-migrate-"), names
+    assert transport_exemptions(plan_stack("aws-enterprise-prod"), frozenset({"transport"})) == ()

@@ -87,6 +87,9 @@ POLICIES = {
     "aks-kms-public-vault-open": ("mandatory", "stack"),
     "aks-api-server-subnet": ("mandatory", "stack"),
     "aks-user-nat-subnets": ("mandatory", "stack"),
+    "identity-per-role": ("mandatory", "stack"),
+    "key-duties-separated": ("mandatory", "stack"),
+    "keys-per-domain": ("mandatory", "stack"),
 }
 
 

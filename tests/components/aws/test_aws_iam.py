@@ -80,7 +80,7 @@ def test_training_reads_datasets_and_writes_models_and_checkpoints_only(
     ]
     assert write["Resource"] == [f"{bucket_arn}/models/*", f"{bucket_arn}/checkpoints/*"]
     assert "s3:PutObject" in write["Action"]
-    assert key["Resource"] == plan.outputs["kmsKeyArn"]
+    assert key["Resource"] == plan.outputs["kmsKeys"]["object-data"]
     assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}}
     assert key["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
 
@@ -168,16 +168,28 @@ def _principals(statement: dict[str, Any]) -> list[str]:
     return [p for values in principal.values() for p in ([values] if isinstance(values, str) else values)]
 
 
+ROOT = "arn:aws:iam::123456789012:root"
+AUTOSCALING = (
+    "arn:aws:iam::123456789012:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+)
+# Beside the account root, only the services of a key's own domain (components/aws/keys.py): CloudWatch
+# Logs for the log groups' key, the EC2 Auto Scaling service-linked role for the node volumes' key.
+DOMAIN_PRINCIPALS = {"logs": {"logs.me-central-1.amazonaws.com"}, "node-volumes": {AUTOSCALING}}
+
+
 @pytest.mark.parametrize("stack", AWS_STACKS)
-def test_key_policy_names_every_principal(cloud_plan: Callable[[str], Plan], stack: str) -> None:
-    key = one(cloud_plan(stack), "aws:kms/key:Key", "-key-key").inputs
-    assert key["enableKeyRotation"] is True
-    statements = policy(key["policy"])["Statement"]
-    principals = [p for s in statements for p in _principals(s)]
-    assert "*" not in principals
-    assert all(s["Effect"] == "Allow" for s in statements)
-    assert "arn:aws:iam::123456789012:root" in principals
-    assert "logs.me-central-1.amazonaws.com" in principals
+def test_each_domain_key_names_only_its_principals(cloud_plan: Callable[[str], Plan], stack: str) -> None:
+    """Issue 35 item 3: each data domain's key policy names the account root (AWS KMS "Default key
+    policy") and that domain's services only, never a wildcard; rotation on."""
+    plan = cloud_plan(stack)
+    for domain, arn in plan.outputs["kmsKeys"].items():
+        # The mocks' ARN ends in the key's logical name and a hash (mlplatform/mocks.py).
+        (key,) = [r.inputs for r in plan.by_type("aws:kms/key:Key") if arn.endswith(f":{r.name}-{arn[-7:]}")]
+        assert key["enableKeyRotation"] is True
+        statements = policy(key["policy"])["Statement"]
+        assert all(s["Effect"] == "Allow" for s in statements)
+        principals = {p for s in statements for p in _principals(s)}
+        assert principals == {ROOT, *DOMAIN_PRINCIPALS.get(domain, set())}, domain
 
 
 def test_eks_and_efs_controllers_get_managed_driver_policies(cloud_plan: Callable[[str], Plan]) -> None:
@@ -188,4 +200,4 @@ def test_eks_and_efs_controllers_get_managed_driver_policies(cloud_plan: Callabl
     assert efs["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"
     grants, use = _inline(plan, "-addons-ebs-csi")
     assert grants["Condition"]["Bool"] == {"kms:GrantIsForAWSResource": "true"}
-    assert use["Resource"] == plan.outputs["kmsKeyArn"]
+    assert use["Resource"] == plan.outputs["kmsKeys"]["node-volumes"]

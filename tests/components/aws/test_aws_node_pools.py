@@ -128,7 +128,7 @@ def test_every_template_is_hardened(cloud_plan: Callable[[str], Plan]) -> None:
             (root,) = lt.inputs["blockDeviceMappings"]
             assert root["deviceName"] == "/dev/xvda"
             assert root["ebs"]["encrypted"] == "true"
-            assert root["ebs"]["kmsKeyId"] == plan.outputs["kmsKeyArn"]
+            assert root["ebs"]["kmsKeyId"] == plan.outputs["kmsKeys"]["node-volumes"]
             assert root["ebs"]["volumeType"] == "gp3"
 
 

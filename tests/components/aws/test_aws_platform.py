@@ -175,7 +175,7 @@ def test_flow_logs_capture_all_traffic_to_an_encrypted_group(cloud_plan: Callabl
     assert flow["trafficType"] == "ALL"
     assert flow["logDestinationType"] == "cloud-watch-logs"
     group = one(plan, "aws:cloudwatch/logGroup:LogGroup", "-network-flow-logs").inputs
-    assert group["kmsKeyId"] == plan.outputs["kmsKeyArn"]
+    assert group["kmsKeyId"] == plan.outputs["kmsKeys"]["logs"]
     (trust,) = policy(one(plan, "aws:iam/role:Role", "-network-flow-logs").inputs["assumeRolePolicy"])[
         "Statement"
     ]

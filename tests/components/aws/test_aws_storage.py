@@ -31,7 +31,7 @@ def test_data_bucket_is_kms_encrypted_versioned_private_and_tls_only(
     ).inputs["rules"]
     assert rule["applyServerSideEncryptionByDefault"] == {
         "sseAlgorithm": "aws:kms",
-        "kmsMasterKeyId": plan.outputs["kmsKeyArn"],
+        "kmsMasterKeyId": plan.outputs["kmsKeys"]["object-data"],
     }
     assert rule["bucketKeyEnabled"] is True
     versioning = one(plan, "aws:s3/bucketVersioning:BucketVersioning", "-storage-data").inputs
@@ -104,7 +104,7 @@ def test_smb_shares_efs_and_no_lustre(cloud_plan: Callable[[str], Plan], stack: 
     assert resources(plan, LUSTRE) == []
     efs = one(plan, EFS, "-shared-efs").inputs
     assert efs["encrypted"] is True
-    assert efs["kmsKeyId"] == plan.outputs["kmsKeyArn"]
+    assert efs["kmsKeyId"] == plan.outputs["kmsKeys"]["training-data"]
     mounts = resources(plan, "aws:efs/mountTarget:MountTarget")
     assert len(mounts) == len(resources(plan, "aws:ec2/subnet:Subnet", "-network-private-")) >= 2
     assert all("-network-private-" in m.inputs["subnetId"] for m in mounts)
@@ -120,7 +120,7 @@ def test_enterprise_shares_lustre_and_no_efs(cloud_plan: Callable[[str], Plan], 
     assert resources(plan, EFS) == []
     lustre = one(plan, LUSTRE, "-shared-lustre").inputs
     assert lustre["deploymentType"] == "PERSISTENT_2"
-    assert lustre["kmsKeyId"] == plan.outputs["kmsKeyArn"]
+    assert lustre["kmsKeyId"] == plan.outputs["kmsKeys"]["training-data"]
     assert lustre["perUnitStorageThroughput"] == 250
     assert lustre["subnetIds"].startswith(f"{stack}-aws-network-private-0-")  # the EFA pool's zone
     capacity = {"aws-enterprise-dev": 1200, "aws-enterprise-prod": 4800}[stack]
@@ -152,7 +152,7 @@ def test_registry_repositories_are_immutable_scanned_and_kms_encrypted(
         assert repo.inputs["imageTagMutability"] == "IMMUTABLE"
         assert repo.inputs["imageScanningConfiguration"] == {"scanOnPush": True}
         assert repo.inputs["encryptionConfigurations"] == [
-            {"encryptionType": "KMS", "kmsKey": plan.outputs["kmsKeyArn"]}
+            {"encryptionType": "KMS", "kmsKey": plan.outputs["kmsKeys"]["images"]}
         ]
     assert (
         plan.outputs["registry"] == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
@@ -231,7 +231,7 @@ def test_claims_without_a_class_get_disks_the_ebs_driver_may_encrypt(
         == "true"
     ]
     (storage_class,) = defaults
-    key = plan.outputs["kmsKeyArn"]
+    key = plan.outputs["kmsKeys"]["node-volumes"]
     assert storage_class["provisioner"] == "ebs.csi.aws.com"
     assert storage_class["parameters"]["kmsKeyId"] == key
     assert storage_class["parameters"]["encrypted"] == "true"

@@ -44,12 +44,15 @@ def test_blob_grants_are_scoped_to_containers(cloud_plan: PlanFn) -> None:
     writers = role_assignments(plan, BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR)
     readers = role_assignments(plan, BuiltInRole.STORAGE_BLOB_DATA_READER)
     assert sorted(target(g["scope"]) for g in writers) == [
-        "azure-smb-dev-azure-objects-datasets",
         "azure-smb-dev-azure-objects-models",
         # Only the registry's identity may write its container (the server proxies every transfer).
         "azure-smb-dev-azure-objects-registry",
     ]
-    assert [target(g["scope"]) for g in readers] == ["azure-smb-dev-azure-objects-models"]
+    # Training reads datasets and never writes them (review I1; pack policy identity-per-role).
+    assert sorted(target(g["scope"]) for g in readers) == [
+        "azure-smb-dev-azure-objects-datasets",
+        "azure-smb-dev-azure-objects-models",
+    ]
 
 
 def test_workload_client_ids_are_exported(cloud_plan: PlanFn) -> None:

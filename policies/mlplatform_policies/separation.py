@@ -1,0 +1,369 @@
+"""Separation of duties (issue 35; review rows S1, I1, I2, E2): one identity per role, each within its
+role's set, and KMS key policies that keep key administrators apart from key users.
+
+Identities, as the engine sees them:
+- An IRSA role (``aws:iam/role:Role``) trusts web-identity tokens for the service-account subjects its
+  trust policy names (``<issuer>:sub`` under ``StringEquals``/``StringLike``; EKS user guide, "IAM roles
+  for service accounts"). A role trusted by two subjects is one identity for two roles. A workload
+  role's inline policies (``aws:iam/rolePolicy:RolePolicy``, linked by ``role``) stay within its set
+  (``WORKLOAD_SETS``): no wildcard action, S3 objects only under the role's prefixes, written only
+  under the ones it writes, the key only through a service (``kms:ViaService``); and no managed policy
+  attached (``aws:iam/rolePolicyAttachment:RolePolicyAttachment``), whose grants are AWS's to change.
+- An Azure workload identity (``azure-native:managedidentity:UserAssignedIdentity``) is assumed through
+  its federated credentials (``FederatedIdentityCredential``, linked by ``resourceName``): more than one
+  subject is one identity for two roles. Its role assignments (``RoleAssignment``, linked by
+  ``principalId``) are the Blob data roles on the containers of its set (``scope`` linked to a
+  ``BlobContainer``), reading where it only reads.
+- The registry's users (MLflow basic-auth, the launcher's ``REGISTRY_USERS`` on the MLflow server's
+  Deployment, workloads/registry/server/launch.py): one user per role (a name listed twice is a merged
+  identity); no user holds MANAGE, which administers permissions (mlflow/server/auth/permissions.py
+  3.17.2); the inference and team users only read (``READ``, or no grant: ``default_permission``); and
+  no workload but the MLflow servers mounts or reads the admin's Secret ``registry-admin``.
+
+Keys (AWS KMS developer guide, "Default key policy",
+https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html): the statement giving
+the account root ``kms:*`` ("Allows access to the AWS account and enables IAM policies") is the one AWS
+documents as needed, so that IAM policies can grant the key and the key cannot become unmanageable. Key
+administrators get the administrative actions and key users the cryptographic ones, each in its own
+statement ("Allows key administrators to administer the KMS key", "Allows key users to use the KMS
+key"). So ``kms:*`` (or ``*``) to any other principal, and one principal holding both administrative and
+cryptographic actions, merge the two duties.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pulumi_policy import Severity
+from pulumi_policy.proxy import UnknownValueError
+
+from . import tokens
+from .factory import Finding, StackRule, per_node, stack_policy
+from .registry import MLFLOW_NAME, template_labels
+from .subject import Graph, Subject
+from .values import elements, known, parse_document, statements
+
+ROLE = "aws:iam/role:Role"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+KMS_KEY = "aws:kms/key:Key"
+IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
+FEDERATION = "azure-native:managedidentity:FederatedIdentityCredential"
+ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+BLOB_CONTAINER = "azure-native:storage:BlobContainer"
+
+# Azure built-in role definition ids, the same in every tenant (Azure built-in roles reference).
+BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+
+
+@dataclass(frozen=True)
+class RoleSet:
+    """What one workload role may touch: object prefixes (AWS) or containers (Azure) it reads, the ones
+    it writes, and the AWS services its policies may name."""
+
+    role: str
+    reads: frozenset[str]
+    writes: frozenset[str]
+    services: frozenset[str] = frozenset({"s3", "kms"})
+
+
+# The workloads' service accounts (components/handle.WORKLOAD_IDENTITIES) and their sets (docs/security.md,
+# "Who can do what"): training reads datasets and writes models and checkpoints; inference reads models;
+# the registry's servers own the registry's artifacts and read their database's password.
+WORKLOAD_SETS: dict[str, RoleSet] = {
+    "system:serviceaccount:ml-training:trainer": RoleSet(
+        "training",
+        reads=frozenset({"datasets", "models", "checkpoints"}),
+        writes=frozenset({"models", "checkpoints"}),
+    ),
+    "system:serviceaccount:ml-inference:inference": RoleSet(
+        "inference", reads=frozenset({"models"}), writes=frozenset()
+    ),
+    "system:serviceaccount:ml-registry:registry": RoleSet(
+        "registry",
+        reads=frozenset({"registry"}),
+        writes=frozenset({"registry"}),
+        services=frozenset({"s3", "kms", "secretsmanager"}),
+    ),
+}
+
+# S3 object actions that only read; any other object action writes or deletes.
+_S3_READS = frozenset({"s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket"})
+# KMS actions that administer a key rather than use it for data (the console's key-administrators
+# statement, "Default key policy"); the key users' statement holds the cryptographic ones.
+_KMS_ADMIN_PREFIXES = (
+    "kms:Create",
+    "kms:Delete",
+    "kms:Disable",
+    "kms:Enable",
+    "kms:Put",
+    "kms:Update",
+    "kms:ScheduleKeyDeletion",
+    "kms:CancelKeyDeletion",
+    "kms:TagResource",
+    "kms:UntagResource",
+    "kms:RotateKeyOnDemand",
+)
+_KMS_USE = frozenset({"kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"})
+# MLflow 3.17.2 permissions (mlflow/server/auth/permissions.py): MANAGE also grants and revokes.
+_MANAGE = "MANAGE"
+_READ_ONLY_USERS = ("ml-inference",)
+_READ_ONLY_PREFIXES = ("team-",)
+_USERS_VARIABLE = "REGISTRY_USERS"
+# The registry admin's Secret (components/kubernetes/registry.py, docs/registry.md "Access").
+ADMIN_SECRET = "registry-admin"
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def trusted_subjects(role: Subject) -> list[str]:
+    """The service-account subjects a role's trust policy admits, in order, without repeats."""
+    found: list[str] = []
+    for statement in statements(parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")):
+        if "sts:AssumeRoleWithWebIdentity" not in _strings(statement.get("Action")):
+            continue
+        for operator in ("StringEquals", "StringLike"):
+            condition = statement.get("Condition", {}).get(operator, {})
+            for key, value in condition.items() if isinstance(condition, Mapping) else ():
+                if key.endswith(":sub"):
+                    found += [s for s in _strings(value) if s not in found]
+    return found
+
+
+def _role_identity(role: Subject, graph: Graph) -> Iterator[str]:
+    subjects = trusted_subjects(role)
+    if len(subjects) > 1:
+        yield (
+            f"one role for {len(subjects)} service accounts ({', '.join(subjects)}); give each role its "
+            "own IAM role"
+        )
+    if len(subjects) != 1 or subjects[0] not in WORKLOAD_SETS:
+        return
+    allowed = WORKLOAD_SETS[subjects[0]]
+    for policy in graph.of(ROLE_POLICY):
+        if role in graph.linked(policy, "role", [ROLE], identity="name"):
+            for statement in statements(parse_document(policy.get("policy"), "policy")):
+                yield from _beyond(allowed, statement)
+    for attachment in graph.of(ROLE_POLICY_ATTACHMENT):
+        if role in graph.linked(attachment, "role", [ROLE], identity="name"):
+            yield (
+                f"{allowed.role}: managed policy {attachment.get('policyArn')} attached; its grants are "
+                "beyond the role's set, write them inline"
+            )
+
+
+def _prefix(resource: str) -> str | None:
+    """The first path segment of an S3 object ARN (``arn:aws:s3:::bucket/models/*`` → ``models``), ``""``
+    for the whole bucket's objects, None for a bucket ARN."""
+    if not resource.startswith("arn:") or ":s3:" not in resource or "/" not in resource:
+        return None
+    return resource.split("/", 1)[1].split("/", 1)[0].rstrip("*")
+
+
+def _beyond(allowed: RoleSet, statement: Mapping[str, Any]) -> Iterator[str]:
+    if statement.get("Effect") != "Allow":
+        return
+    actions = _strings(statement.get("Action"))
+    role = allowed.role
+    for action in actions:
+        service = action.split(":", 1)[0]
+        if action == "*" or action.endswith(":*"):
+            yield f"{role}: grants {action}; name the actions the role needs"
+        elif service not in allowed.services:
+            yield f"{role}: grants {action}; the role's set has no {service} actions"
+    if any(a.startswith("kms:") for a in actions) and "kms:ViaService" not in json.dumps(
+        statement.get("Condition", {})
+    ):
+        yield f"{role}: uses the key directly; allow it only through a service (kms:ViaService)"
+    object_actions = [a for a in actions if a.startswith("s3:") and a != "s3:ListBucket"]
+    writes = [a for a in object_actions if a not in _S3_READS]
+    for resource in _strings(statement.get("Resource")):
+        prefix = _prefix(resource)
+        if prefix is None or not object_actions:
+            continue
+        if prefix not in allowed.reads | allowed.writes:
+            yield f"{role}: {', '.join(object_actions)} on {resource}, outside its prefixes"
+        elif writes and prefix not in allowed.writes:
+            yield f"{role}: {', '.join(writes)} on {resource}, which it only reads"
+    if "s3:ListBucket" in actions:
+        condition = statement.get("Condition", {}).get("StringLike", {})
+        listed = _strings(condition.get("s3:prefix")) if isinstance(condition, Mapping) else []
+        if not listed:
+            yield f"{role}: lists the whole bucket; limit s3:ListBucket to its prefixes (s3:prefix)"
+        for value in listed:
+            if value.split("/", 1)[0].rstrip("*") not in allowed.reads:
+                yield f"{role}: lists {value}, outside its prefixes"
+
+
+def _azure_identity(identity: Subject, graph: Graph) -> Iterator[str]:
+    subjects: list[str] = []
+    for federation in graph.of(FEDERATION):
+        if identity in graph.linked(federation, "resourceName", [IDENTITY]):
+            subjects += [s for s in _strings(federation.get("subject")) if s not in subjects]
+    if len(subjects) > 1:
+        yield (
+            f"one identity for {len(subjects)} service accounts ({', '.join(subjects)}); give each role "
+            "its own managed identity"
+        )
+    if len(subjects) != 1 or subjects[0] not in WORKLOAD_SETS:
+        return
+    allowed = WORKLOAD_SETS[subjects[0]]
+    for assignment in graph.of(ROLE_ASSIGNMENT):
+        if identity in graph.linked(assignment, "principalId", [IDENTITY]):
+            yield from _azure_grant(allowed, assignment, graph)
+
+
+def _azure_grant(allowed: RoleSet, assignment: Subject, graph: Graph) -> Iterator[str]:
+    definition = str(known(assignment.get("roleDefinitionId"), "roleDefinitionId") or "").rsplit("/", 1)[-1]
+    containers = [c.get("containerName") for c in graph.linked(assignment, "scope", [BLOB_CONTAINER])]
+    role = allowed.role
+    if definition not in (BLOB_DATA_READER, BLOB_DATA_CONTRIBUTOR) or not containers:
+        yield (
+            f"{role}: role {definition} on {assignment.get('scope')}; its set is Blob data roles on its "
+            "containers"
+        )
+        return
+    for container in containers:
+        if container not in allowed.reads | allowed.writes:
+            yield f"{role}: Blob data access to container {container}, outside its set"
+        elif definition == BLOB_DATA_CONTRIBUTOR and container not in allowed.writes:
+            yield f"{role}: Storage Blob Data Contributor on {container}, which it only reads; grant Reader"
+
+
+def registry_users(subject: Subject) -> list[Mapping[str, Any]] | None:
+    """The users the MLflow server's launcher creates, or None when the workload sets none."""
+    spec = subject.get(tokens.POD_SPEC_PATHS[subject.type])
+    for container in elements(spec or {}, "containers"):
+        for variable in elements(container, "env") if isinstance(container, Mapping) else ():
+            if isinstance(variable, Mapping) and variable.get("name") == _USERS_VARIABLE:
+                try:
+                    users = json.loads(str(variable.get("value")))
+                except json.JSONDecodeError:
+                    return []
+                return [u for u in users if isinstance(u, Mapping)] if isinstance(users, list) else []
+    return None
+
+
+def _secret_names(spec: Any) -> set[str]:
+    """The Secrets a pod spec mounts or reads into its environment."""
+    names = {
+        (v.get("secret") or {}).get("secretName") for v in elements(spec, "volumes") if isinstance(v, Mapping)
+    }
+    for container in [*elements(spec, "containers"), *elements(spec, "initContainers")]:
+        if not isinstance(container, Mapping):
+            continue
+        for variable in elements(container, "env"):
+            if isinstance(variable, Mapping):
+                names.add(((variable.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name"))
+        for source in elements(container, "envFrom"):
+            if isinstance(source, Mapping):
+                names.add((source.get("secretRef") or {}).get("name"))
+    return {n for n in names if isinstance(n, str)}
+
+
+def _registry_identities(subject: Subject, _graph: Graph) -> Iterator[str]:
+    spec = subject.get(tokens.POD_SPEC_PATHS[subject.type]) or {}
+    server = template_labels(subject).get("app.kubernetes.io/name") == MLFLOW_NAME
+    if not server and ADMIN_SECRET in _secret_names(spec):
+        yield (
+            f"uses the registry's admin password (Secret {ADMIN_SECRET}); only the registry's servers hold "
+            "it, every caller has its own registry user"
+        )
+    users = registry_users(subject)
+    if users is None:
+        return
+    names = [str(u.get("username")) for u in users]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        yield f"registry user {name} is listed {names.count(name)} times; give each role its own user"
+    for user in users:
+        name = str(user.get("username"))
+        granted = {**_permissions(user, "grants"), **_permissions(user, "experiments")}
+        for target, permission in sorted(granted.items()):
+            if permission == _MANAGE:
+                yield f"registry user {name}: MANAGE on {target} administers permissions; grant EDIT or READ"
+            elif permission != "READ" and (name in _READ_ONLY_USERS or name.startswith(_READ_ONLY_PREFIXES)):
+                yield f"registry user {name}: {permission} on {target}; the role only reads"
+
+
+def _permissions(user: Mapping[str, Any], key: str) -> dict[str, str]:
+    value = user.get(key)
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def _principals(statement: Mapping[str, Any]) -> list[str]:
+    principal = statement.get("Principal")
+    if principal == "*":
+        return ["*"]
+    if not isinstance(principal, Mapping):
+        return []
+    return [p for value in principal.values() for p in _strings(value)]
+
+
+def _is_account_root(principal: str) -> bool:
+    return (principal.startswith("arn:") and principal.endswith(":root")) or principal.isdigit()
+
+
+def _is_admin(action: str) -> bool:
+    """An administrative action; ``kms:CreateGrant`` is the key users' too, for AWS services attaching
+    persistent resources ("Allows key users to use the KMS key": ``kms:GrantIsForAWSResource``)."""
+    return action.startswith(_KMS_ADMIN_PREFIXES) and action != "kms:CreateGrant"
+
+
+def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
+    held: dict[str, set[str]] = {}
+    for statement in statements(parse_document(key.get("policy"), "policy")):
+        if statement.get("Effect") != "Allow":
+            continue
+        for principal in _principals(statement):
+            held.setdefault(principal, set()).update(_strings(statement.get("Action")))
+    for principal, granted in sorted(held.items()):
+        if _is_account_root(principal):
+            continue
+        wide = sorted(a for a in granted if a in ("*", "kms:*"))
+        if wide:
+            yield (
+                f"key policy grants {', '.join(wide)} to {principal}; only the account root takes kms:* "
+                "(AWS KMS 'Default key policy'): name the administrative or the cryptographic actions"
+            )
+        elif any(_is_admin(a) for a in granted) and granted & _KMS_USE:
+            yield f"key policy lets {principal} both administer and use the key; split the duties"
+
+
+def _combined(*rules: StackRule) -> StackRule:
+    def rule(graph: Graph) -> Iterator[Finding | UnknownValueError]:
+        for each in rules:
+            yield from each(graph)
+
+    return rule
+
+
+POLICIES = [
+    stack_policy(
+        "identity-per-role",
+        "Each role has its own identity, within its set: an IRSA role or Azure workload identity trusted by "
+        "one service account only, its grants limited to its prefixes or containers (reading where it only "
+        "reads), no wildcard actions or managed policies; each registry user listed once, none with MANAGE, "
+        "inference and team users read-only.",
+        _combined(
+            per_node((ROLE,), _role_identity),
+            per_node((IDENTITY,), _azure_identity),
+            per_node(tokens.WORKLOADS, _registry_identities),
+        ),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "key-duties-separated",
+        "A KMS key policy gives kms:* to the account root only (the statement AWS documents as needed) and "
+        "lets no other principal both administer and use the key.",
+        per_node((KMS_KEY,), _key_policy),
+        severity=Severity.HIGH,
+    ),
+]

@@ -1,0 +1,293 @@
+"""Separation of duties (issue 35; review rows S1, I1, I2, E2), both ways, through the real pack over gRPC.
+
+The shipped enterprise stacks pass ``identity-per-role`` and ``key-duties-separated``; a plan with one
+merge planted in fails with the policy and the resource that carries it: an IRSA role or Azure workload
+identity trusted by two service accounts, a grant beyond a role's set (a write where it only reads, a
+wildcard action, Blob Data Contributor on datasets for training), a registry user listed twice or given
+more than its role, a workload holding the registry admin's password, a key policy giving ``kms:*`` to
+a role (AWS KMS developer guide, "Default key policy": only the account root's statement takes
+``kms:*``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mlplatform.analyzer import PolicyPackSession
+from mlplatform.analyzer_config import PolicySettings
+from mlplatform.plan import Plan
+
+from .conftest import found
+from .test_audit import of_type, with_inputs
+
+POLICIES = {"identity-per-role", "key-duties-separated"}
+PlanDict = dict[str, Any]
+Findings = Callable[[PlanDict], set[tuple[str, str]]]
+
+AWS = "aws-enterprise-prod"
+AZURE = "azure-enterprise-prod"
+TRAINING_ROLE = f"{AWS}-aws-identities-training"
+INFERENCE_ROLE = f"{AWS}-aws-identities-inference"
+REGISTRY_SERVER = "deployment-ml-registry-registry"
+INFERENCE_SERVER = "deployment-ml-inference-inference"
+TRAINING_IDENTITY = f"{AZURE}-azure-training-identity-uai"
+INFERENCE_SUBJECT = "system:serviceaccount:ml-inference:inference"
+# Azure built-in roles reference: Storage Blob Data Reader and Contributor.
+BLOB_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+BLOB_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+
+
+@pytest.fixture(scope="module")
+def separation(pack: PolicyPackSession, defaults: dict[str, PolicySettings]) -> Findings:
+    def judge(plan: PlanDict) -> set[tuple[str, str]]:
+        return {(p, name) for p, name in found(pack.judge(plan, defaults)) if p in POLICIES}
+
+    return judge
+
+
+# What the two policies read (policies/mlplatform_policies/separation.py), and the providers: the pack
+# judges only these, so each case costs seconds, not the minutes of a whole plan.
+READ_TYPES = (
+    "aws:iam/",
+    "aws:kms/key:Key",
+    "azure-native:managedidentity:",
+    "azure-native:authorization:RoleAssignment",
+    "azure-native:storage:BlobContainer",
+    "kubernetes:apps/v1:",
+    "kubernetes:batch/v1:",
+    "pulumi:providers:",
+)
+
+
+def _read_by_policies(plan: Plan) -> PlanDict:
+    whole = plan.to_dict()
+    return {**whole, "resources": [r for r in whole["resources"] if r["type"].startswith(READ_TYPES)]}
+
+
+@pytest.fixture(scope="module")
+def aws_plan(planned: Callable[[str], Plan]) -> PlanDict:
+    return _read_by_policies(planned(AWS))
+
+
+@pytest.fixture(scope="module")
+def azure_plan(cloud_plan: Callable[[str], Plan]) -> PlanDict:
+    return _read_by_policies(cloud_plan(AZURE))
+
+
+def test_shipped_enterprise_stacks_pass(
+    aws_plan: PlanDict, azure_plan: PlanDict, separation: Findings
+) -> None:
+    assert separation(aws_plan) == set()
+    assert separation(azure_plan) == set()
+
+
+def _document(edit: Callable[[dict[str, Any]], None], key: str) -> Callable[[dict[str, Any]], None]:
+    """An edit of the JSON document held in input ``key``."""
+
+    def apply(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs[key])
+        edit(document)
+        inputs[key] = json.dumps(document)
+
+    return apply
+
+
+def _trust_also(subject: str) -> Callable[[dict[str, Any]], None]:
+    def edit(document: dict[str, Any]) -> None:
+        condition = document["Statement"][0]["Condition"]["StringEquals"]
+        sub = next(k for k in condition if k.endswith(":sub"))
+        condition[sub] = [condition[sub], subject]
+
+    return _document(edit, "assumeRolePolicy")
+
+
+def _add_statement(statement: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    return _document(lambda d: d["Statement"].append(statement), "policy")
+
+
+def _users(edit: Callable[[list[dict[str, Any]]], None]) -> Callable[[dict[str, Any]], None]:
+    def apply(inputs: dict[str, Any]) -> None:
+        for container in inputs["spec"]["template"]["spec"]["containers"]:
+            for variable in container.get("env", []):
+                if variable["name"] == "REGISTRY_USERS":
+                    users = json.loads(variable["value"])
+                    edit(users)
+                    variable["value"] = json.dumps(users)
+
+    return apply
+
+
+def _admin_password(inputs: dict[str, Any]) -> None:
+    """The registry admin's password in the first container's environment, as a caller would take it."""
+    container = inputs["spec"]["template"]["spec"]["containers"][0]
+    reference = {"secretKeyRef": {"name": "registry-admin", "key": "password"}}
+    container.setdefault("env", []).append({"name": "MLFLOW_TRACKING_PASSWORD", "valueFrom": reference})
+
+
+def _policy_of(role: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda r: r["type"] == "aws:iam/rolePolicy:RolePolicy" and r["name"] == role
+
+
+def _named(name: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda r: r["name"] == name
+
+
+BUCKET_OBJECTS = "arn:aws:s3:::bucket"
+AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
+    (
+        "role-trusted-by-two-accounts",
+        lambda p: with_inputs(p, of_type("aws:iam/role:Role", TRAINING_ROLE), _trust_also(INFERENCE_SUBJECT)),
+        ("identity-per-role", TRAINING_ROLE),
+    ),
+    (
+        "inference-writes-models",
+        lambda p: with_inputs(
+            p,
+            _policy_of(INFERENCE_ROLE),
+            _add_statement(
+                {"Effect": "Allow", "Action": "s3:PutObject", "Resource": f"{BUCKET_OBJECTS}/models/*"}
+            ),
+        ),
+        ("identity-per-role", INFERENCE_ROLE),
+    ),
+    (
+        "training-reads-registry-artifacts",
+        lambda p: with_inputs(
+            p,
+            _policy_of(TRAINING_ROLE),
+            _add_statement(
+                {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{BUCKET_OBJECTS}/registry/*"}
+            ),
+        ),
+        ("identity-per-role", TRAINING_ROLE),
+    ),
+    (
+        "wildcard-action",
+        lambda p: with_inputs(
+            p,
+            _policy_of(TRAINING_ROLE),
+            _add_statement({"Effect": "Allow", "Action": "s3:*", "Resource": "*"}),
+        ),
+        ("identity-per-role", TRAINING_ROLE),
+    ),
+    (
+        "registry-user-listed-twice",
+        lambda p: with_inputs(p, _named(REGISTRY_SERVER), _users(lambda u: u.append(copy.deepcopy(u[0])))),
+        ("identity-per-role", REGISTRY_SERVER),
+    ),
+    (
+        "inference-user-edits",
+        lambda p: with_inputs(
+            p,
+            _named(REGISTRY_SERVER),
+            _users(
+                lambda u: next(x for x in u if x["username"] == "ml-inference")["grants"].update(m="EDIT")
+            ),
+        ),
+        ("identity-per-role", REGISTRY_SERVER),
+    ),
+    (
+        "training-user-manages",
+        lambda p: with_inputs(
+            p,
+            _named(REGISTRY_SERVER),
+            _users(
+                lambda u: next(x for x in u if x["username"] == "ml-training")["grants"].update(m="MANAGE")
+            ),
+        ),
+        ("identity-per-role", REGISTRY_SERVER),
+    ),
+    (
+        "inference-reads-the-admin-password",
+        lambda p: with_inputs(p, _named(INFERENCE_SERVER), _admin_password),
+        ("identity-per-role", INFERENCE_SERVER),
+    ),
+    (
+        "key-policy-kms-star-to-a-role",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:kms/key:Key", "-aws-key-key"),
+            _add_statement(
+                {
+                    "Effect": "Allow",
+                    "Principal": {"AWS": "arn:aws:iam::123456789012:role/platform-admin"},
+                    "Action": "kms:*",
+                    "Resource": "*",
+                }
+            ),
+        ),
+        ("key-duties-separated", f"{AWS}-aws-key-key"),
+    ),
+    (
+        "key-administrator-also-decrypts",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:kms/key:Key", "-aws-key-key"),
+            _add_statement(
+                {
+                    "Effect": "Allow",
+                    "Principal": {"AWS": "arn:aws:iam::123456789012:role/key-custodian"},
+                    "Action": ["kms:ScheduleKeyDeletion", "kms:Decrypt"],
+                    "Resource": "*",
+                }
+            ),
+        ),
+        ("key-duties-separated", f"{AWS}-aws-key-key"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "plant", "expected"), AWS_CASES, ids=[c[0] for c in AWS_CASES])
+def test_planted_aws_merge_fails(
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: tuple[str, str],
+    aws_plan: PlanDict,
+    separation: Findings,
+) -> None:
+    assert separation(plant(aws_plan)) == {expected}, case
+
+
+def _federate_inference_to_training(plan: PlanDict) -> PlanDict:
+    """The inference federated credential moved onto the training identity: one identity, two roles."""
+    edited = copy.deepcopy(plan)
+    training = next(r for r in edited["resources"] if r["name"] == TRAINING_IDENTITY)
+    federation = next(r for r in edited["resources"] if r["name"].endswith("-inference-identity-federation"))
+    federation["propertyDependencies"]["resourceName"] = [training["urn"]]
+    federation["dependencies"] = [u for u in federation["dependencies"] if "inference-identity-uai" not in u]
+    federation["dependencies"].append(training["urn"])
+    return edited
+
+
+AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
+    (
+        "identity-federated-to-two-accounts",
+        _federate_inference_to_training,
+        ("identity-per-role", TRAINING_IDENTITY),
+    ),
+    (
+        "training-writes-datasets",
+        lambda p: with_inputs(
+            p,
+            _named(f"{AZURE}-azure-training-identity-datasets-storage_blob_data_reader"),
+            lambda i: i.update(roleDefinitionId=i["roleDefinitionId"].replace(BLOB_READER, BLOB_CONTRIBUTOR)),
+        ),
+        ("identity-per-role", TRAINING_IDENTITY),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "plant", "expected"), AZURE_CASES, ids=[c[0] for c in AZURE_CASES])
+def test_planted_azure_merge_fails(
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: tuple[str, str],
+    azure_plan: PlanDict,
+    separation: Findings,
+) -> None:
+    assert separation(plant(azure_plan)) == {expected}, case
