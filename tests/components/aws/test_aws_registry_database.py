@@ -31,8 +31,9 @@ def test_enterprise_registry_database_is_private_encrypted_and_tls_only(
 ) -> None:
     plan = planned(stack)
     db = _inputs(plan, RDS, "-registry-db")
-    key = one(plan, "aws:kms/key:Key", "-key-key")
-    # storage_encrypted + kms_key_id: encrypted under the stack's key, not the AWS managed one.
+    key = one(plan, "aws:kms/key:Key", "-registry-database-key")
+    # storage_encrypted + kms_key_id: encrypted under the registry database's own key (keys per data
+    # domain, docs/security.md), not the AWS managed one.
     assert db["storageEncrypted"] is True and f":{key.name}-" in db["kmsKeyId"]
     # manage_master_user_password with master_user_secret_kms_key_id: no password in Pulumi's state.
     assert db["manageMasterUserPassword"] is True and "password" not in db
