@@ -30,7 +30,7 @@ from pydantic.alias_generators import to_camel
 from components.catalog import InstanceType, catalog
 from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.catalog.azure import AKS_END_OF_LIFE, aks_supported
-from components.handle import Cloud, Fabric, PoolKind, SharedStorageKind
+from components.handle import WORKLOAD_IDENTITIES, Cloud, Fabric, PoolKind, SharedStorageKind
 from components.kubernetes.charts import per_minor_pins
 from workloads.delivery.plan import RolloutPlan
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
@@ -1396,6 +1396,12 @@ def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield f"{key}.auth", "an enterprise registry authenticates every caller: remove the key or set true"
     if config.tier is Tier.ENTERPRISE and registry.promotion_approval is False:
         yield f"{key}.promotionApproval", "an enterprise promotion is a change a second person approves"
+    # The approvers move @champion (components/kubernetes/workloads.py ``promoters``): a caller's own
+    # user among them would let training or a team promote what it built (the control review, S1).
+    callers = {WORKLOAD_IDENTITIES[w].namespace for w in ("training", "inference")}
+    callers |= {f"team-{team.name}" for team in config.kubernetes.teams}
+    for name in sorted(set(registry.approvers) & callers):
+        yield f"{key}.approvers", f"{name} is a caller's own registry user, not a person who may approve"
     if config.tier is Tier.ENTERPRISE and not registry.tls:
         yield (
             f"{key}.tls",

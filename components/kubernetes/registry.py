@@ -86,6 +86,8 @@ ADMIN_SECRET_DIR = "/var/run/secrets/registry-admin"
 CLIENT_SECRET = "registry-client"
 # The rollout's own user in the inference namespace (progressive delivery moves aliases and tags models).
 ROLLOUT_SECRET = "registry-rollout"
+# The promotion identities, a JSON list the servers' authorization function reads (guard.py ``promoters``).
+PROMOTERS_ENV = "REGISTRY_PROMOTERS"
 # Every caller's password, one key per user, for the servers' launcher (never mounted by a caller).
 USERS_SECRET = "registry-users"
 USERS_SECRET_DIR = "/var/run/secrets/registry-users"
@@ -206,6 +208,9 @@ class RegistrySpec:
     # With auth: the callers' users, and each one's password (username -> a secret value: the stack's
     # generated password on ``pulumi up``), and the rotation generation the servers' pods carry.
     users: tuple[RegistryUser, ...] = ()
+    # With auth: the only users that may move @champion and @previous-champion besides the admin
+    # (workloads/registry/server/guard.py, ``REGISTRY_PROMOTERS``).
+    promoters: tuple[str, ...] = ()
     passwords: Mapping[str, object] = field(default_factory=dict)
     credentials_rotation: int = 1
     # With auth: the ``registry-admin`` Secret's values (``ADMIN_KEYS`` -> a secret value: generated on
@@ -223,6 +228,8 @@ class RegistrySpec:
         problems = []
         if self.users and not self.auth:
             problems.append("users need basic-auth (auth)")
+        if self.promoters and not self.auth:
+            problems.append("promoters need basic-auth (auth)")
         if {u.username for u in self.users} != set(self.passwords):
             problems.append("a password for each user, and for no one else")
         if set(self.admin) != (set(ADMIN_KEYS) if self.auth else set()):
@@ -298,6 +305,8 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
         env.append({"name": "REGISTRY_ADMIN_SECRET_DIR", "value": ADMIN_SECRET_DIR})
     if spec.tls and server:
         env.append({"name": "REGISTRY_TLS_DIR", "value": TLS_SECRET_DIR})
+    if spec.auth and server:
+        env.append({"name": PROMOTERS_ENV, "value": json.dumps(sorted(spec.promoters))})
     if spec.users and server:
         env += [
             {"name": "REGISTRY_USERS", "value": _users_json(spec.users)},

@@ -264,6 +264,20 @@ def registry_users(config: PlatformConfig) -> tuple[RegistryUser, ...]:
     return tuple(users)
 
 
+def promoters(config: PlatformConfig) -> tuple[str, ...]:
+    """The promotion identities: the only registry users that may move ``@champion`` and
+    ``@previous-champion`` (workloads/registry/server/guard.py, the servers' authorization function). The
+    rollout's user (its gates are the pre-approved path) where the stack serves a model, and the approver
+    role (``workloads.registry.approvers``: they promote what another approver approved, and only they
+    ``--force``: workloads/registry/approval.py). Never training's or a team's user: EDIT, which both need
+    to register versions, also moves any alias in MLflow (docs/lifecycle.md). None without basic-auth."""
+    registry, inference = config.workloads.registry, config.workloads.inference
+    if not (registry.enabled and registry.auth):
+        return ()
+    rollout = (ROLLOUT_USER,) if inference is not None else ()
+    return tuple(sorted({*rollout, *registry.approvers}))
+
+
 def registry_spec(
     handle: ClusterHandle,
     config: PlatformConfig,
@@ -295,6 +309,7 @@ def registry_spec(
         environment=backend.environment,
         tmp_size=transfer_space(config),
         users=registry_users(config),
+        promoters=promoters(config),
         passwords=passwords,
         credentials_rotation=registry.credentials_rotation,
         admin=admin,
