@@ -151,7 +151,8 @@ def test_a_team_cannot_move_champion_of_the_served_model_nor_of_its_own(
 def test_promote_as_training_is_one_line_naming_the_user_and_exit_2(
     registry: tuple[str, AuthApi, str],
 ) -> None:
-    """Even ``--force`` (skipping the CLI's own checks, no stack rules given) meets the registry's rule."""
+    """Even ``--force`` (skipping the CLI's own checks, no stack rules given) and a declared ``--actor``
+    naming an approver meet the registry's rule, which knows the caller by its credentials."""
     uri, _, version = registry
     before = _client(uri, "ml-inference").alias_or_none(MODEL, "champion")
     environ = {
@@ -159,7 +160,9 @@ def test_promote_as_training_is_one_line_naming_the_user_and_exit_2(
         "MLFLOW_TRACKING_PASSWORD": _password("ml-training"),
     }
     result = CliRunner().invoke(
-        app, ["models", "promote", MODEL, version, "--force", "--registry-uri", uri], env=environ
+        app,
+        ["models", "promote", MODEL, version, "--force", "--registry-uri", uri, "--actor", "approver-ana"],
+        env=environ,
     )
     assert result.exit_code == 2
     [line] = result.output.strip().splitlines()
