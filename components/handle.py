@@ -182,6 +182,9 @@ class StorageHandle:
     # Where set, the Kubernetes layer makes an encrypted class under it the cluster's default
     # (components/kubernetes/storage.py); None leaves the cluster's own default class alone.
     volume_key: pulumi.Input[str] | None = None
+    # The lifecycle record the workloads that move a model's aliases append to (``$MLPLATFORM_RECORD``,
+    # workloads/registry/record.py: ``s3://BUCKET/PREFIX``); None where the stack keeps none.
+    record_uri: pulumi.Input[str] | None = None
 
 
 @dataclass(frozen=True)

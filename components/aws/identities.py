@@ -19,7 +19,13 @@ from components.aws.account import AwsAccount
 from components.aws.iam import OidcIssuer, policy_document, role_name_prefix, service_account_role
 from components.aws.node_pools import autoscaler_tags
 from components.aws.service_accounts import IRSA_SERVICE_ACCOUNTS, ROLE_ARN_ANNOTATION
-from components.aws.storage import CHECKPOINTS_PREFIX, DATASETS_PREFIX, MODELS_PREFIX, REGISTRY_PREFIX
+from components.aws.storage import (
+    CHECKPOINTS_PREFIX,
+    DATASETS_PREFIX,
+    MODELS_PREFIX,
+    RECORD_PREFIX,
+    REGISTRY_PREFIX,
+)
 
 
 def bucket_access(
@@ -139,8 +145,55 @@ def registry_policy(
     return document
 
 
+def record_writer_policy(
+    bucket_arn: pulumi.Input[str], key_arn: pulumi.Input[str], region: str
+) -> dict[str, Any]:
+    """Append to the lifecycle record and read it back, nothing more (docs/lifecycle.md, "The record"):
+    PutObject under its prefix (the bucket refuses one without ``If-None-Match``), read and list it, read
+    the bucket's Object Lock rule (the writer refuses a bucket without COMPLIANCE); no DeleteObject, no
+    PutObjectRetention or PutObjectLegalHold, no BypassGovernanceRetention, no bucket configuration. The
+    key only through S3."""
+    objects = pulumi.Output.concat(bucket_arn, "/", RECORD_PREFIX, "*")
+    return policy_document(
+        [
+            {
+                "Sid": "ListRecord",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": bucket_arn,
+                "Condition": {"StringLike": {"s3:prefix": [f"{RECORD_PREFIX}*"]}},
+            },
+            {
+                "Sid": "ReadLockRule",
+                "Effect": "Allow",
+                "Action": "s3:GetBucketObjectLockConfiguration",
+                "Resource": bucket_arn,
+            },
+            {
+                "Sid": "AppendAndReadEvents",
+                "Effect": "Allow",
+                "Action": ["s3:PutObject", "s3:GetObject"],
+                "Resource": objects,
+            },
+            {
+                "Sid": "UseKeyThroughS3",
+                "Effect": "Allow",
+                "Action": ["kms:GenerateDataKey", "kms:Decrypt"],
+                "Resource": key_arn,
+                "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+            },
+        ]
+    )
+
+
 # Short role-name purposes (IAM role names fit 64 characters; iam.role_name_prefix).
-ROLE_PURPOSES = {"training": "train", "inference": "infer", "registry": "reg", "cluster-autoscaler": "ca"}
+ROLE_PURPOSES = {
+    "training": "train",
+    "inference": "infer",
+    "registry": "reg",
+    "cluster-autoscaler": "ca",
+    "rollout": "roll",
+}
 
 
 @dataclass(frozen=True)
@@ -153,6 +206,8 @@ class WorkloadIdentitiesArgs:
     tags: Mapping[str, str]
     # The registry database's RDS-managed secret, where the stack has one.
     registry_secret_arn: pulumi.Input[str] | None = None
+    # The lifecycle record's bucket, where the stack has one: the rollout's role appends to it.
+    record_bucket_arn: pulumi.Input[str] | None = None
 
 
 class WorkloadIdentities(pulumi.ComponentResource):
@@ -176,8 +231,10 @@ class WorkloadIdentities(pulumi.ComponentResource):
             "registry": registry_policy(args.bucket_arn, args.key_arn, region, args.registry_secret_arn),
             "cluster-autoscaler": autoscaler_policy(args.account, args.cluster_name),
         }
+        if args.record_bucket_arn is not None:
+            policies["rollout"] = record_writer_policy(args.record_bucket_arn, args.key_arn, region)
         self.role_arns: dict[str, pulumi.Output[str]] = {
-            key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS
+            key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS if key in policies
         }
         # handle.identities: workload -> annotations for its service account.
         self.annotations: dict[str, Mapping[str, pulumi.Input[str]]] = {

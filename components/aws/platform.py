@@ -135,6 +135,8 @@ class AwsPlatform(pulumi.ComponentResource):
                 protect=config.is_protected,
                 tags=tags,
                 audit=self._audit_store(account),
+                # The lifecycle record in every audited stack (docs/lifecycle.md, "The record").
+                record_retention_days=config.audit.retention_days if config.audited else None,
             ),
             self._child,
         )
@@ -160,6 +162,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 key_arn=self.key.arn,
                 tags=tags,
                 registry_secret_arn=self.registry_database.secret_arn if self.registry_database else None,
+                record_bucket_arn=self.storage.record_bucket.arn if self.storage.record_bucket else None,
             ),
             self._child,
         )
@@ -188,6 +191,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 bucket_uri=self.storage.uri,
                 shared=self.shared_fs.shared if self.shared_fs else None,
                 volume_key=self.key.arn,
+                record_uri=self.storage.record_uri,
             ),
             registry=self.registry.host,
             registry_login=self.registry.login,
@@ -404,6 +408,8 @@ class AwsPlatform(pulumi.ComponentResource):
             ],
             "identities": self.identities.role_arns,
         }
+        if self.storage.record_uri is not None:
+            exports["lifecycleRecord"] = self.storage.record_uri
         if self.shared_fs is not None:
             exports["sharedFileSystemId"] = self.shared_fs.file_system_id
         if self.alerts is not None:

@@ -23,7 +23,13 @@ from mlplatform.plan import Plan
 
 from .conftest import found
 
-AUDIT_POLICIES = {"audit-trail", "audit-archive-locked", "threat-detection", "data-store-audit-logs"}
+AUDIT_POLICIES = {
+    "audit-trail",
+    "audit-archive-locked",
+    "threat-detection",
+    "data-store-audit-logs",
+    "lifecycle-record-locked",
+}
 PlanDict = dict[str, Any]
 Pick = Callable[[dict[str, Any]], bool]
 
@@ -86,6 +92,7 @@ def test_an_unaudited_stack_needs_no_trail(
 
 
 AWS_CLUSTER = "aws-enterprise-prod-aws-cluster-eks"
+RECORD_BUCKET = "aws-enterprise-prod-aws-storage-record"
 AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
     (
         "trail-removed",
@@ -145,6 +152,35 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
             p, of_type("aws:rds/instance:Instance"), lambda i: i.update(enabledCloudwatchLogsExports=[])
         ),
         ("data-store-audit-logs", "aws-enterprise-prod-aws-registry-db"),
+    ),
+    # Issue 40, "An append-only record": the lifecycle record's bucket (components/aws/storage.py).
+    (
+        "record-object-lock-removed",
+        lambda p: without(
+            p, of_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration", "-record")
+        ),
+        ("lifecycle-record-locked", RECORD_BUCKET),
+    ),
+    (
+        "record-governance-mode",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration", "-record"),
+            lambda i: i["rule"]["defaultRetention"].update(mode="GOVERNANCE"),
+        ),
+        ("lifecycle-record-locked", RECORD_BUCKET),
+    ),
+    (
+        "record-bucket-without-object-lock",
+        lambda p: with_inputs(
+            p, of_type("aws:s3/bucket:Bucket", "-record"), lambda i: i.pop("objectLockEnabled")
+        ),
+        ("lifecycle-record-locked", RECORD_BUCKET),
+    ),
+    (
+        "record-bucket-removed",
+        lambda p: without(p, of_type("aws:s3/bucket:Bucket", "-record")),
+        ("lifecycle-record-locked", AWS_CLUSTER),
     ),
 ]
 

@@ -79,6 +79,7 @@ POLICIES = {
     "audit-archive-locked": ("advisory", "stack"),
     "threat-detection": ("mandatory", "stack"),
     "data-store-audit-logs": ("mandatory", "stack"),
+    "lifecycle-record-locked": ("mandatory", "stack"),
 }
 
 

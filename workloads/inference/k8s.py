@@ -53,6 +53,7 @@ from workloads.registry.k8s import (
     credential_mount,
     credential_volume,
 )
+from workloads.registry.record import RECORD_ENV
 from workloads.registry.rollout import CHAMPION
 
 Object = dict[str, Any]
@@ -131,6 +132,11 @@ class RolloutJob:
     # The CA that signed the servers' certificate (key ``ca.crt``), with TLS on.
     ca_secret: str | None = None
     service_account: str = "rollout"
+    # The lifecycle record it appends every window and decision to (``$MLPLATFORM_RECORD``): a URI, or the
+    # stack's output that resolves to one; None: none.
+    record: Any = None
+    # Its ServiceAccount's annotations: the cloud identity that may append to ``record`` (AWS: IRSA).
+    service_account_annotations: Mapping[str, Any] = field(default_factory=dict)
     cpu: str = "250m"
     memory: str = "256Mi"
     # A finished Job (and its pod's log, the record of each gate) is kept this long, then deleted.
@@ -629,6 +635,8 @@ def _rollout_env(spec: InferenceServiceSpec, rollout: RolloutJob) -> list[Object
         env[ROLLOUT_TLS_SERVER_NAME_ENV] = service
     if rollout.plan is not None:
         env[ROLLOUT_PLAN_ENV] = rollout.plan
+    if rollout.record is not None:
+        env[RECORD_ENV] = rollout.record
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
@@ -703,9 +711,11 @@ def _rollout_cron_job(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object
     }
 
 
-def _rollout_network_policy(spec: InferenceServiceSpec) -> Object:
+def _rollout_network_policy(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object:
     """The rollout's pods: nothing in; out to the servers' port (``/metrics`` of each pod, the labelled
-    set through the Service). DNS and the registry: the namespace's ``allow-dns`` and ``allow-registry``."""
+    set through the Service) and, with a record, what ``egress`` adds (the cloud's identity and storage
+    endpoints). DNS and the registry: the namespace's ``allow-dns`` and ``allow-registry``."""
+    to_record = [dict(extra) for extra in spec.egress] if rollout.record is not None else []
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -718,7 +728,8 @@ def _rollout_network_policy(spec: InferenceServiceSpec) -> Object:
                 {
                     "to": [{"podSelector": {"matchLabels": {INSTANCE_LABEL: spec.name}}}],
                     "ports": [{"port": spec.port, "protocol": "TCP"}],
-                }
+                },
+                *to_record,
             ],
         },
     }
@@ -728,9 +739,11 @@ def _rollout_objects(spec: InferenceServiceSpec) -> list[Object]:
     if spec.rollout is None:
         return []
     return [
-        service_account(_metadata(spec, spec.rollout.service_account), {}),
+        service_account(
+            _metadata(spec, spec.rollout.service_account), spec.rollout.service_account_annotations
+        ),
         _pods_service(spec),
-        _rollout_network_policy(spec),
+        _rollout_network_policy(spec, spec.rollout),
         _rollout_cron_job(spec, spec.rollout),
     ]
 
