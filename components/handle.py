@@ -182,9 +182,6 @@ class StorageHandle:
     # Where set, the Kubernetes layer makes an encrypted class under it the cluster's default
     # (components/kubernetes/storage.py); None leaves the cluster's own default class alone.
     volume_key: pulumi.Input[str] | None = None
-    # The lifecycle record the workloads that move a model's aliases append to (``$MLPLATFORM_RECORD``,
-    # workloads/registry/record.py: ``s3://BUCKET/PREFIX``); None where the stack keeps none.
-    record_uri: pulumi.Input[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -215,6 +212,18 @@ class Peer:
     name: str
     network: str
     port: int
+
+
+@dataclass(frozen=True)
+class RecordStore:
+    """The model lifecycle record (workloads/registry/record.py, docs/lifecycle.md): where the workloads
+    that move a model's aliases append (``$MLPLATFORM_RECORD``, AWS ``s3://BUCKET/PREFIX``), what a writer
+    must reach, and the environment its client needs. The writer's cloud identity is ``identities``'s
+    ``rollout``."""
+
+    uri: pulumi.Input[str]
+    peers: tuple[Peer, ...] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -279,6 +288,8 @@ class ClusterHandle:
     # The model registry's stores; None where the adapter provides none (the registry is then refused
     # at config time or not planned).
     registry_backend: RegistryBackend | None = None
+    # The model lifecycle record; None where the stack keeps none (an unaudited stack, Azure for now).
+    lifecycle_record: RecordStore | None = None
 
     def pool(self, name: str) -> PoolHandle:
         for pool in self.pools:

@@ -42,7 +42,12 @@ from components.aws.preflight import (
     ensure_vcpu_quotas,
 )
 from components.aws.registry import Registry, RegistryArgs, repositories
-from components.aws.registry_database import RegistryDatabaseArgs, RegistryDatabaseInstance, registry_backend
+from components.aws.registry_database import (
+    RegistryDatabaseArgs,
+    RegistryDatabaseInstance,
+    record_store,
+    registry_backend,
+)
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import AuditStoreArgs, ObjectStore, ObjectStoreArgs
 from components.config import DetectionSource, PlatformConfig, Tier, managed_registry_database
@@ -191,7 +196,6 @@ class AwsPlatform(pulumi.ComponentResource):
                 bucket_uri=self.storage.uri,
                 shared=self.shared_fs.shared if self.shared_fs else None,
                 volume_key=self.key.arn,
-                record_uri=self.storage.record_uri,
             ),
             registry=self.registry.host,
             registry_login=self.registry.login,
@@ -202,6 +206,11 @@ class AwsPlatform(pulumi.ComponentResource):
                 config.region,
                 config.network.cidr,
                 self.registry_database.database if self.registry_database else None,
+            ),
+            lifecycle_record=(
+                record_store(self.storage.record_uri, config.region, config.network.cidr)
+                if self.storage.record_uri is not None
+                else None
             ),
         )
         self.exports: dict[str, pulumi.Input[Any]] = self._exports()

@@ -54,8 +54,6 @@ from enum import StrEnum
 from typing import Any
 
 from components.handle import (
-    PRIVATE_NETWORKS,
-    PUBLIC_NETWORK,
     WORKLOAD_IDENTITIES,
     Peer,
     PoolHandle,
@@ -65,6 +63,8 @@ from components.kubernetes.objects import (
     MANAGED_BY,
     Object,
     disruption_budget,
+    peer_annotations,
+    peer_egress,
     restricted_container,
     restricted_pod_security,
     service_account,
@@ -102,9 +102,6 @@ CA_SECRET = "registry-ca"
 CERTIFICATE_ANNOTATION = "ml-platform.io/tls-certificate-sha256"
 SQLITE_MOUNT = "/var/lib/registry"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
-# Pod annotations declaring each peer as ``<network>:<port>``: the reachability judge's contract
-# (judges/reachability.py) reads them, the NetworkPolicy's egress is built from the same peers.
-PEER_ANNOTATION_PREFIX = "reaches.ml-platform.io/"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 # Server worker processes against PostgreSQL (the pool of connections scales with them); SQLite gets one.
 POSTGRES_WORKERS = 2
@@ -394,7 +391,7 @@ def _pod_labels(spec: RegistrySpec) -> dict[str, str]:
 
 
 def _pod_metadata(spec: RegistrySpec, labels: Mapping[str, str]) -> Object:
-    annotations = {f"{PEER_ANNOTATION_PREFIX}{p.name}": f"{p.network}:{p.port}" for p in spec.peers}
+    annotations = peer_annotations(spec.peers)
     return {"labels": dict(labels), **({"annotations": annotations} if annotations else {})}
 
 
@@ -456,13 +453,6 @@ def credential_secrets(spec: RegistrySpec) -> list[Object]:
             spec, USERS_SECRET, spec.namespace, {u.username: spec.passwords[u.username] for u in spec.users}
         ),
     ]
-
-
-def _egress_rule(peer: Peer) -> Object:
-    block: Object = {"cidr": peer.network}
-    if peer.network == PUBLIC_NETWORK:
-        block["except"] = list(PRIVATE_NETWORKS)
-    return {"to": [{"ipBlock": block}], "ports": [{"port": peer.port, "protocol": "TCP"}]}
 
 
 def _migration_job(spec: RegistrySpec) -> Object:
@@ -570,7 +560,7 @@ def _network_policy(spec: RegistrySpec) -> Object:
                     "ports": [{"port": PORT, "protocol": "TCP"}],
                 }
             ],
-            "egress": [_egress_rule(peer) for peer in spec.peers],
+            "egress": [peer_egress(peer) for peer in spec.peers],
         },
     }
 

@@ -218,7 +218,7 @@ def rollout_job(
         deadline_s=(plan or RolloutPlan()).deadline_seconds,
         registry_secret=ROLLOUT_SECRET if config.workloads.registry.auth else None,
         ca_secret=monitoring.INFERENCE_CA_SECRET if inference.tls else None,
-        record=handle.storage.record_uri,
+        record=handle.lifecycle_record,
         service_account_annotations=handle.identities.get("rollout", {}),
     )
 

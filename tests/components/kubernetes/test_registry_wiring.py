@@ -246,8 +246,24 @@ def test_the_rollout_appends_to_the_stacks_locked_record_with_put_only_rights(
     objects = kubernetes_objects(plan)
     [cron] = [o for o in objects if o["kind"] == "CronJob" and o["metadata"]["name"] == "inference-rollout"]
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    bucket, prefix = _env(pod)["MLPLATFORM_RECORD"].removeprefix("s3://").split("/", 1)
+    env = _env(pod)
+    bucket, prefix = env["MLPLATFORM_RECORD"].removeprefix("s3://").split("/", 1)
     assert bucket.startswith(f"{RECORD_BUCKET}-") and prefix == "lifecycle-record"
+    assert env["AWS_REGION"] == "me-central-1"
+    # It reaches S3 and STS as the registry does, declared for the reachability judge and let out.
+    reaches = {
+        k: v for k, v in cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"].items()
+    }
+    assert reaches["reaches.ml-platform.io/s3-and-sts"] == "0.0.0.0/0:443"
+    [policy] = [
+        o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "inference-rollout"
+    ]
+    assert {
+        "ports": [{"port": 443, "protocol": "TCP"}],
+        "to": [
+            {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]}}
+        ],
+    } in policy["spec"]["egress"]
 
     [account] = [o for o in objects if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "rollout"]
     assert pod["serviceAccountName"] == "rollout"
