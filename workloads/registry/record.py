@@ -174,6 +174,10 @@ class S3Record:
                 Body=event.model_dump_json().encode(),
                 ContentType="application/json",
                 IfNoneMatch="*",
+                # A put under an Object Lock default retention needs Content-MD5 or an x-amz-checksum-*
+                # header; named here rather than left to boto3's checksum default (AWS_REQUEST_CHECKSUM_
+                # CALCULATION may turn it off).
+                ChecksumAlgorithm="SHA256",
             )
         except (BotoCoreError, ClientError) as exc:
             raise self._fail(f"append {key}", exc) from None
