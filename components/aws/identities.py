@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+from pulumi_aws import iam
 
 from components.aws.account import AwsAccount
 from components.aws.iam import OidcIssuer, policy_document, role_name_prefix, service_account_role
@@ -236,11 +237,27 @@ class WorkloadIdentities(pulumi.ComponentResource):
         self.role_arns: dict[str, pulumi.Output[str]] = {
             key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS if key in policies
         }
+        # The same rights for the people who approve and promote (their own AWS identities, outside the
+        # stack): a managed policy to attach to their role or permission set (docs/lifecycle.md).
+        self.record_writer_policy_arn: pulumi.Output[str] | None = (
+            iam.Policy(
+                f"{name}-record-writer",
+                name_prefix=f"{args.cluster_name}-record-writer-",
+                description="Append to and read the model lifecycle record; no delete, no retention change",
+                policy=pulumi.Output.json_dumps(policies["rollout"]),
+                tags=args.tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            ).arn
+            if "rollout" in policies
+            else None
+        )
         # handle.identities: workload -> annotations for its service account.
         self.annotations: dict[str, Mapping[str, pulumi.Input[str]]] = {
             key: {ROLE_ARN_ANNOTATION: arn} for key, arn in self.role_arns.items()
         }
-        self.register_outputs({"roleArns": self.role_arns})
+        self.register_outputs(
+            {"roleArns": self.role_arns, "recordWriterPolicy": self.record_writer_policy_arn}
+        )
 
     def _role(self, key: str, policy: dict[str, Any]) -> pulumi.Output[str]:
         role = service_account_role(
