@@ -190,13 +190,19 @@ def test_a_declared_organisation_trail_stands_in_for_the_stacks_own(
     audit_findings: Callable[[PlanDict], set[tuple[str, str]]],
 ) -> None:
     """``audit.organizationTrail``: no trail, bucket or logging key in the stack, the cluster names the
-    organisation's (checked at preview), and the pack accepts it; the same plan without the tag fails."""
+    organisation's (checked at preview), and the pack accepts it; the same plan without the tag fails.
+    The lifecycle record's locked bucket stays (docs/lifecycle.md: the record is the stack's own)."""
     trail = "arn:aws:cloudtrail:me-central-1:111122223333:trail/org-trail"
     plan = variant("aws-enterprise-prod", lambda body: body.update(audit={"organizationTrail": trail}))
     document = plan.to_dict()
     types = {r["type"] for r in document["resources"]}
     assert "aws:cloudtrail/trail:Trail" not in types
-    assert "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration" not in types
+    locks = [
+        r["name"]
+        for r in document["resources"]
+        if r["type"] == "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration"
+    ]
+    assert locks == [RECORD_BUCKET]
     [cluster] = [r for r in document["resources"] if r["type"] == "aws:eks/cluster:Cluster"]
     assert cluster["inputs"]["tags"]["ml-platform.io/audit-trail"] == trail
     assert audit_findings(document) == set()
