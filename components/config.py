@@ -1467,6 +1467,12 @@ def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         )
     if config.tier is Tier.ENTERPRISE and registry.promotion_approval is False:
         yield f"{key}.promotionApproval", "an enterprise promotion is a change a second person approves"
+    # The approvers move @champion (components/kubernetes/workloads.py ``promoters``): a caller's own
+    # user among them would let training or a team promote what it built (the control review, S1).
+    callers = {WORKLOAD_IDENTITIES[w].namespace for w in ("training", "inference")}
+    callers |= {f"team-{team.name}" for team in config.kubernetes.teams}
+    for name in sorted(set(registry.approvers) & callers):
+        yield f"{key}.approvers", f"{name} is a caller's own registry user, not a person who may approve"
     if config.tier is Tier.ENTERPRISE and not registry.tls:
         yield (
             f"{key}.tls",

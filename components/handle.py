@@ -235,6 +235,18 @@ class Peer:
 
 
 @dataclass(frozen=True)
+class RecordStore:
+    """The model lifecycle record (workloads/registry/record.py, docs/lifecycle.md): where the workloads
+    that move a model's aliases append (``$MLPLATFORM_RECORD``, AWS ``s3://BUCKET/PREFIX``), what a writer
+    must reach, and the environment its client needs. The writer's cloud identity is ``identities``'s
+    ``rollout``."""
+
+    uri: pulumi.Input[str]
+    peers: tuple[Peer, ...] = ()
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RegistryBackend:
     """Where the model registry keeps artifacts and metadata (the cloud adapter decides).
 
@@ -311,6 +323,8 @@ class ClusterHandle:
     # The model registry's stores; None where the adapter provides none (the registry is then refused
     # at config time or not planned).
     registry_backend: RegistryBackend | None = None
+    # The model lifecycle record; None where the stack keeps none (an unaudited stack, Azure for now).
+    lifecycle_record: RecordStore | None = None
 
     def pool(self, name: str) -> PoolHandle:
         for pool in self.pools:

@@ -153,7 +153,10 @@ Record = Annotated[
     typer.Option(
         "--record",
         envvar=RECORD_ENV,
-        help="The lifecycle record (a directory) every move, request and review is appended to.",
+        help=(
+            "The lifecycle record (s3://BUCKET/PREFIX or a directory) every move, request and review is "
+            "appended to."
+        ),
     ),
 ]
 Stack = Annotated[

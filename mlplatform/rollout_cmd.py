@@ -79,7 +79,11 @@ Name = Annotated[str, typer.Argument(help="The registered model.")]
 Actor = Annotated[str | None, typer.Option(help="Who acts (default: $USER).")]
 Record = Annotated[
     str | None,
-    typer.Option("--record", envvar=RECORD_ENV, help="The lifecycle record (a directory) to append to."),
+    typer.Option(
+        "--record",
+        envvar=RECORD_ENV,
+        help="The lifecycle record (s3://BUCKET/PREFIX or a directory) to append to.",
+    ),
 ]
 
 

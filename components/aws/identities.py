@@ -14,12 +14,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+from pulumi_aws import iam
 
 from components.aws.account import AwsAccount
 from components.aws.iam import OidcIssuer, policy_document, role_name_prefix, service_account_role
 from components.aws.node_pools import autoscaler_tags
 from components.aws.service_accounts import IRSA_SERVICE_ACCOUNTS, ROLE_ARN_ANNOTATION
-from components.aws.storage import CHECKPOINTS_PREFIX, DATASETS_PREFIX, MODELS_PREFIX, REGISTRY_PREFIX
+from components.aws.storage import (
+    CHECKPOINTS_PREFIX,
+    DATASETS_PREFIX,
+    MODELS_PREFIX,
+    RECORD_PREFIX,
+    REGISTRY_PREFIX,
+)
 
 
 def bucket_access(
@@ -141,8 +148,55 @@ def registry_policy(
     return document
 
 
+def record_writer_policy(
+    bucket_arn: pulumi.Input[str], key_arn: pulumi.Input[str], region: str
+) -> dict[str, Any]:
+    """Append to the lifecycle record and read it back, nothing more (docs/lifecycle.md, "The record"):
+    PutObject under its prefix (the bucket refuses one without ``If-None-Match``), read and list it, read
+    the bucket's Object Lock rule (the writer refuses a bucket without COMPLIANCE); no DeleteObject, no
+    PutObjectRetention or PutObjectLegalHold, no BypassGovernanceRetention, no bucket configuration. The
+    key only through S3."""
+    objects = pulumi.Output.concat(bucket_arn, "/", RECORD_PREFIX, "*")
+    return policy_document(
+        [
+            {
+                "Sid": "ListRecord",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": bucket_arn,
+                "Condition": {"StringLike": {"s3:prefix": [f"{RECORD_PREFIX}*"]}},
+            },
+            {
+                "Sid": "ReadLockRule",
+                "Effect": "Allow",
+                "Action": "s3:GetBucketObjectLockConfiguration",
+                "Resource": bucket_arn,
+            },
+            {
+                "Sid": "AppendAndReadEvents",
+                "Effect": "Allow",
+                "Action": ["s3:PutObject", "s3:GetObject"],
+                "Resource": objects,
+            },
+            {
+                "Sid": "UseKeyThroughS3",
+                "Effect": "Allow",
+                "Action": ["kms:GenerateDataKey", "kms:Decrypt"],
+                "Resource": key_arn,
+                "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+            },
+        ]
+    )
+
+
 # Short role-name purposes (IAM role names fit 64 characters; iam.role_name_prefix).
-ROLE_PURPOSES = {"training": "train", "inference": "infer", "registry": "reg", "cluster-autoscaler": "ca"}
+ROLE_PURPOSES = {
+    "training": "train",
+    "inference": "infer",
+    "registry": "reg",
+    "cluster-autoscaler": "ca",
+    "rollout": "roll",
+}
 
 
 @dataclass(frozen=True)
@@ -156,6 +210,8 @@ class WorkloadIdentitiesArgs:
     tags: Mapping[str, str]
     # The registry database's RDS-managed secret and the key that encrypts it, where the stack has one.
     registry_database: tuple[pulumi.Input[str], pulumi.Input[str]] | None = None
+    # The lifecycle record's bucket, where the stack has one: the rollout's role appends to it.
+    record_bucket_arn: pulumi.Input[str] | None = None
 
 
 class WorkloadIdentities(pulumi.ComponentResource):
@@ -179,14 +235,32 @@ class WorkloadIdentities(pulumi.ComponentResource):
             "registry": registry_policy(args.bucket_arn, args.key_arn, region, args.registry_database),
             "cluster-autoscaler": autoscaler_policy(args.account, args.cluster_name),
         }
+        if args.record_bucket_arn is not None:
+            policies["rollout"] = record_writer_policy(args.record_bucket_arn, args.key_arn, region)
         self.role_arns: dict[str, pulumi.Output[str]] = {
-            key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS
+            key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS if key in policies
         }
+        # The same rights for the people who approve and promote (their own AWS identities, outside the
+        # stack): a managed policy to attach to their role or permission set (docs/lifecycle.md).
+        self.record_writer_policy_arn: pulumi.Output[str] | None = (
+            iam.Policy(
+                f"{name}-record-writer",
+                name_prefix=f"{args.cluster_name}-record-writer-",
+                description="Append to and read the model lifecycle record; no delete, no retention change",
+                policy=pulumi.Output.json_dumps(policies["rollout"]),
+                tags=args.tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            ).arn
+            if "rollout" in policies
+            else None
+        )
         # handle.identities: workload -> annotations for its service account.
         self.annotations: dict[str, Mapping[str, pulumi.Input[str]]] = {
             key: {ROLE_ARN_ANNOTATION: arn} for key, arn in self.role_arns.items()
         }
-        self.register_outputs({"roleArns": self.role_arns})
+        self.register_outputs(
+            {"roleArns": self.role_arns, "recordWriterPolicy": self.record_writer_policy_arn}
+        )
 
     def _role(self, key: str, policy: dict[str, Any]) -> pulumi.Output[str]:
         role = service_account_role(

@@ -42,7 +42,12 @@ from components.aws.preflight import (
     ensure_vcpu_quotas,
 )
 from components.aws.registry import Registry, RegistryArgs, repositories
-from components.aws.registry_database import RegistryDatabaseArgs, RegistryDatabaseInstance, registry_backend
+from components.aws.registry_database import (
+    RegistryDatabaseArgs,
+    RegistryDatabaseInstance,
+    record_store,
+    registry_backend,
+)
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import AuditStoreArgs, ObjectStore, ObjectStoreArgs
 from components.config import (
@@ -142,6 +147,8 @@ class AwsPlatform(pulumi.ComponentResource):
                 protect=config.is_protected,
                 tags=tags,
                 audit=self._audit_store(account),
+                # The lifecycle record in every audited stack (docs/lifecycle.md, "The record").
+                record_retention_days=config.audit.retention_days if config.audited else None,
             ),
             self._child,
         )
@@ -178,6 +185,7 @@ class AwsPlatform(pulumi.ComponentResource):
                     if self.registry_database
                     else None
                 ),
+                record_bucket_arn=self.storage.record_bucket.arn if self.storage.record_bucket else None,
             ),
             self._child,
         )
@@ -216,6 +224,11 @@ class AwsPlatform(pulumi.ComponentResource):
                 config.region,
                 config.network.cidr,
                 self.registry_database.database if self.registry_database else None,
+            ),
+            lifecycle_record=(
+                record_store(self.storage.record_uri, config.region, config.network.cidr)
+                if self.storage.record_uri is not None
+                else None
             ),
         )
         self.exports: dict[str, pulumi.Input[Any]] = self._exports()
@@ -466,6 +479,10 @@ class AwsPlatform(pulumi.ComponentResource):
             ],
             "identities": self.identities.role_arns,
         }
+        if self.storage.record_uri is not None:
+            exports["lifecycleRecord"] = self.storage.record_uri
+        if self.identities.record_writer_policy_arn is not None:
+            exports["lifecycleRecordWriterPolicy"] = self.identities.record_writer_policy_arn
         if self.shared_fs is not None:
             exports["sharedFileSystemId"] = self.shared_fs.file_system_id
         if self.alerts is not None:

@@ -32,7 +32,7 @@ import pulumi_random
 from pulumi_aws import ec2, rds, vpc
 
 from components.aws.storage import REGISTRY_PREFIX
-from components.handle import PUBLIC_NETWORK, Peer, RegistryBackend, RegistryDatabase
+from components.handle import PUBLIC_NETWORK, Peer, RecordStore, RegistryBackend, RegistryDatabase
 
 PORT = 5432
 DATABASE = "mlflow"
@@ -183,16 +183,27 @@ def registry_backend(
     service's public IP ranges are routed through the endpoint); PostgreSQL in the VPC. The region is
     set for boto3's S3 and STS clients rather than left to the environment (me-central-1 is an opt-in
     region)."""
-    peers = [Peer("aws-api-endpoints", vpc_cidr, 443), Peer("s3-and-sts", PUBLIC_NETWORK, 443)]
+    peers = list(aws_api_peers(vpc_cidr))
     if database is not None:
         peers.append(Peer("database", vpc_cidr, database.port))
     return RegistryBackend(
         artifacts_uri=pulumi.Output.concat(bucket_uri, "/", REGISTRY_PREFIX),
         database=database,
         peers=tuple(peers),
-        environment={
-            "AWS_REGION": region,
-            "AWS_DEFAULT_REGION": region,
-            "AWS_STS_REGIONAL_ENDPOINTS": "regional",
-        },
+        environment=aws_client_environment(region),
     )
+
+
+def aws_api_peers(vpc_cidr: str) -> tuple[Peer, ...]:
+    """What a pod calling S3 and STS reaches (``registry_backend``)."""
+    return (Peer("aws-api-endpoints", vpc_cidr, 443), Peer("s3-and-sts", PUBLIC_NETWORK, 443))
+
+
+def aws_client_environment(region: str) -> dict[str, str]:
+    """boto3's region for S3 and STS, set rather than left to the environment (``registry_backend``)."""
+    return {"AWS_REGION": region, "AWS_DEFAULT_REGION": region, "AWS_STS_REGIONAL_ENDPOINTS": "regional"}
+
+
+def record_store(uri: pulumi.Input[str], region: str, vpc_cidr: str) -> RecordStore:
+    """The lifecycle record in the stack's record bucket (storage.py), reached as the registry reaches S3."""
+    return RecordStore(uri, aws_api_peers(vpc_cidr), aws_client_environment(region))

@@ -13,6 +13,9 @@ from components.handle import WORKLOAD_IDENTITIES, WorkloadIdentity
 TRAINING = WORKLOAD_IDENTITIES["training"]
 INFERENCE = WORKLOAD_IDENTITIES["inference"]
 REGISTRY = WORKLOAD_IDENTITIES["registry"]
+# The rollout's Job (workloads/inference/k8s.py ``RolloutJob.service_account``): it appends to the
+# lifecycle record.
+ROLLOUT = WorkloadIdentity(INFERENCE.namespace, "rollout")
 # The Kubernetes layer's cluster-autoscaler Helm release runs as this account.
 CLUSTER_AUTOSCALER = WorkloadIdentity("kube-system", "cluster-autoscaler")
 # The names the EKS managed add-ons give their service accounts (EKS user guide, "Amazon EBS CSI driver":
@@ -31,6 +34,7 @@ IRSA_SERVICE_ACCOUNTS: dict[str, WorkloadIdentity] = {
     "inference": INFERENCE,
     "registry": REGISTRY,
     "cluster-autoscaler": CLUSTER_AUTOSCALER,
+    "rollout": ROLLOUT,
 }
 
 # The annotation that binds a service account to an IAM role (EKS user guide, "IAM roles for service

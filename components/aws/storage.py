@@ -30,6 +30,11 @@ ACCESS_LOG_PREFIX = "s3-access/"
 # The policy pack's exception contract (policies/mlplatform_policies/settings.py): a bucket with this
 # role (ROLE_TAG) may use SSE-S3 instead of SSE-KMS.
 ACCESS_LOGS_ROLE = "access-logs"
+# The lifecycle record's bucket, by its role (ROLE_TAG): the pack's ``lifecycle-record-locked`` finds it so
+# (policies/mlplatform_policies/settings.py), and the record's objects sit under RECORD_PREFIX
+# (workloads/registry/record.py, docs/lifecycle.md).
+LIFECYCLE_RECORD_ROLE = "lifecycle-record"
+RECORD_PREFIX = "lifecycle-record/"
 
 
 def deny_insecure_transport(bucket_arn: pulumi.Input[str]) -> dict[str, Any]:
@@ -64,6 +69,8 @@ class ObjectStoreArgs:
     protect: bool
     tags: Mapping[str, str]
     audit: AuditStoreArgs | None = None
+    # The lifecycle record's bucket and how long each event is locked; None: no record bucket.
+    record_retention_days: int | None = None
 
 
 class ObjectStore(pulumi.ComponentResource):
@@ -87,11 +94,18 @@ class ObjectStore(pulumi.ComponentResource):
         # the policy pack's exception looks at.
         # The trail's bucket first: the log bucket's policy names it as a source of access logs.
         self.audit_bucket = self._audit_bucket(args.audit) if args.audit is not None else None
+        self.record_bucket = (
+            self._record_bucket(sse_kms, args.record_retention_days)
+            if args.record_retention_days is not None
+            else None
+        )
         sse_s3 = {"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}
         self.log_bucket = self._hardened_bucket("logs", sse_s3, self._log_delivery, role=ACCESS_LOGS_ROLE)
         logged = {"data": (self.bucket, ACCESS_LOG_PREFIX)}
         if self.audit_bucket is not None:
             logged["audit"] = (self.audit_bucket, f"{ACCESS_LOG_PREFIX}audit/")
+        if self.record_bucket is not None:
+            logged["record"] = (self.record_bucket, f"{ACCESS_LOG_PREFIX}record/")
         for suffix, (source, prefix) in logged.items():
             s3.BucketLogging(
                 f"{name}-{suffix}",
@@ -105,12 +119,24 @@ class ObjectStore(pulumi.ComponentResource):
             self.bucket,
             self.log_bucket,
             *((self.audit_bucket,) if self.audit_bucket is not None else ()),
+            *((self.record_bucket,) if self.record_bucket is not None else ()),
+        )
+        # Where the lifecycle record is written and read (``--record``, ``$MLPLATFORM_RECORD``).
+        self.record_uri: pulumi.Output[str] | None = (
+            pulumi.Output.concat("s3://", self.record_bucket.bucket, "/", RECORD_PREFIX.rstrip("/"))
+            if self.record_bucket is not None
+            else None
         )
         self.bucket_name: pulumi.Output[str] = self.bucket.bucket
         self.bucket_arn: pulumi.Output[str] = self.bucket.arn
         self.uri: pulumi.Output[str] = pulumi.Output.concat("s3://", self.bucket.bucket)
         self.register_outputs(
-            {"bucket": self.bucket_name, "logBucket": self.log_bucket.bucket, "uri": self.uri}
+            {
+                "bucket": self.bucket_name,
+                "logBucket": self.log_bucket.bucket,
+                "uri": self.uri,
+                **({"recordUri": self.record_uri} if self.record_uri is not None else {}),
+            }
         )
 
     def _log_delivery(self, log_bucket_arn: pulumi.Output[str]) -> list[dict[str, Any]]:
@@ -133,10 +159,10 @@ class ObjectStore(pulumi.ComponentResource):
     def _logged_arns(self) -> pulumi.Output[str] | list[pulumi.Output[str]]:
         """The buckets whose access logs the log bucket takes."""
         data_arn: pulumi.Output[str] = self.bucket.arn
-        if self.audit_bucket is None:
+        others = [b for b in (self.audit_bucket, self.record_bucket) if b is not None]
+        if not others:
             return data_arn
-        audit_arn: pulumi.Output[str] = self.audit_bucket.arn
-        return [data_arn, audit_arn]
+        return [data_arn, *(b.arn for b in others)]
 
     def _audit_bucket(self, audit: AuditStoreArgs) -> s3.Bucket:
         """The trail's bucket (AuditStoreArgs), with CloudTrail's delivery grants (CloudTrail user guide,
@@ -178,14 +204,47 @@ class ObjectStore(pulumi.ComponentResource):
             },
             "bucket_key_enabled": True,
         }
-        # Object Lock is turned on at creation only for a bucket made with it (S3 user guide,
-        # "Configuring S3 Object Lock"); versioning comes with it.
-        bucket = self._hardened_bucket("audit", sse_kms, trail_delivery, object_lock=True)
+        return self._locked_bucket("audit", sse_kms, trail_delivery, audit.retention_days)
+
+    def _record_bucket(self, sse_kms: Mapping[str, Any], retention_days: int) -> s3.Bucket:
+        """The lifecycle record (workloads/registry/record.py): under the stack's key, every event locked
+        in COMPLIANCE mode for ``retention_days``, and every write to it create-only: a PutObject without
+        ``If-None-Match`` is refused whoever sends it (S3 user guide, "Enforce conditional writes on Amazon
+        S3 buckets"), so no key is ever given a second version. Its own bucket, not the trail's: the
+        writers (the rollout, the approvers) get no grant on CloudTrail's bucket and logging key, and the
+        record exists where an organisation trail stands in for the stack's own."""
+
+        def create_only(arn: pulumi.Output[str]) -> list[dict[str, Any]]:
+            return [
+                {
+                    "Sid": "DenyWritesThatCouldReplace",
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "s3:PutObject",
+                    "Resource": pulumi.Output.concat(arn, "/*"),
+                    "Condition": {"Null": {"s3:if-none-match": "true"}},
+                }
+            ]
+
+        return self._locked_bucket("record", sse_kms, create_only, retention_days, role=LIFECYCLE_RECORD_ROLE)
+
+    def _locked_bucket(
+        self,
+        suffix: str,
+        encryption: Mapping[str, Any],
+        grants: Callable[[pulumi.Output[str]], Sequence[Mapping[str, Any]]],
+        retention_days: int,
+        role: str | None = None,
+    ) -> s3.Bucket:
+        """A hardened bucket whose every object is locked for ``retention_days`` in COMPLIANCE mode, which
+        nobody, the account root included, can shorten or lift. Object Lock is turned on at creation only
+        for a bucket made with it (S3 user guide, "Configuring S3 Object Lock"); versioning comes with it."""
+        bucket = self._hardened_bucket(suffix, encryption, grants, role, object_lock=True)
         s3.BucketObjectLockConfiguration(
-            f"{self._name}-audit",
+            f"{self._name}-{suffix}",
             bucket=bucket.id,
             object_lock_enabled="Enabled",
-            rule={"default_retention": {"mode": "COMPLIANCE", "days": audit.retention_days}},
+            rule={"default_retention": {"mode": "COMPLIANCE", "days": retention_days}},
             opts=pulumi.ResourceOptions(parent=self),
         )
         return bucket

@@ -14,12 +14,30 @@ from typing import Any
 
 import pulumi
 
+from components.handle import PRIVATE_NETWORKS, PUBLIC_NETWORK, Peer
+
 Object = dict[str, Any]
+# Pod annotations declaring each peer as ``<network>:<port>``: the reachability judge's contract
+# (judges/reachability.py) reads them, the NetworkPolicy's egress is built from the same peers.
+PEER_ANNOTATION_PREFIX = "reaches.ml-platform.io/"
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "ml-platform", "app.kubernetes.io/part-of": "ml-platform"}
 # pulumi-kubernetes creates an object carrying this without waiting for it to become ready (or, for a
 # Job, complete): the "pulumi.com/skipAwait" annotation, pulumi-kubernetes pkg/metadata (REFERENCE.md).
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+
+
+def peer_annotations(peers: Iterable[Peer]) -> dict[str, str]:
+    """What a pod template declares it reaches outside the pod network (``PEER_ANNOTATION_PREFIX``)."""
+    return {f"{PEER_ANNOTATION_PREFIX}{p.name}": f"{p.network}:{p.port}" for p in peers}
+
+
+def peer_egress(peer: Peer) -> Object:
+    """A NetworkPolicy egress rule to ``peer``; public addresses exclude the private ranges."""
+    block: Object = {"cidr": peer.network}
+    if peer.network == PUBLIC_NETWORK:
+        block["except"] = list(PRIVATE_NETWORKS)
+    return {"to": [{"ipBlock": block}], "ports": [{"port": peer.port, "protocol": "TCP"}]}
 
 
 def admission_policy(

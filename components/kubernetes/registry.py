@@ -54,8 +54,6 @@ from enum import StrEnum
 from typing import Any
 
 from components.handle import (
-    PRIVATE_NETWORKS,
-    PUBLIC_NETWORK,
     WORKLOAD_IDENTITIES,
     Peer,
     PoolHandle,
@@ -65,6 +63,8 @@ from components.kubernetes.objects import (
     MANAGED_BY,
     Object,
     disruption_budget,
+    peer_annotations,
+    peer_egress,
     restricted_container,
     restricted_pod_security,
     service_account,
@@ -86,6 +86,8 @@ ADMIN_SECRET_DIR = "/var/run/secrets/registry-admin"
 CLIENT_SECRET = "registry-client"
 # The rollout's own user in the inference namespace (progressive delivery moves aliases and tags models).
 ROLLOUT_SECRET = "registry-rollout"
+# The promotion identities, a JSON list the servers' authorization function reads (guard.py ``promoters``).
+PROMOTERS_ENV = "REGISTRY_PROMOTERS"
 # Every caller's password, one key per user, for the servers' launcher (never mounted by a caller).
 USERS_SECRET = "registry-users"
 USERS_SECRET_DIR = "/var/run/secrets/registry-users"
@@ -100,9 +102,6 @@ CA_SECRET = "registry-ca"
 CERTIFICATE_ANNOTATION = "ml-platform.io/tls-certificate-sha256"
 SQLITE_MOUNT = "/var/lib/registry"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
-# Pod annotations declaring each peer as ``<network>:<port>``: the reachability judge's contract
-# (judges/reachability.py) reads them, the NetworkPolicy's egress is built from the same peers.
-PEER_ANNOTATION_PREFIX = "reaches.ml-platform.io/"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 # Server worker processes against PostgreSQL (the pool of connections scales with them); SQLite gets one.
 POSTGRES_WORKERS = 2
@@ -206,6 +205,9 @@ class RegistrySpec:
     # With auth: the callers' users, and each one's password (username -> a secret value: the stack's
     # generated password on ``pulumi up``), and the rotation generation the servers' pods carry.
     users: tuple[RegistryUser, ...] = ()
+    # With auth: the only users that may move @champion and @previous-champion besides the admin
+    # (workloads/registry/server/guard.py, ``REGISTRY_PROMOTERS``).
+    promoters: tuple[str, ...] = ()
     passwords: Mapping[str, object] = field(default_factory=dict)
     credentials_rotation: int = 1
     # With auth: the ``registry-admin`` Secret's values (``ADMIN_KEYS`` -> a secret value: generated on
@@ -223,6 +225,8 @@ class RegistrySpec:
         problems = []
         if self.users and not self.auth:
             problems.append("users need basic-auth (auth)")
+        if self.promoters and not self.auth:
+            problems.append("promoters need basic-auth (auth)")
         if {u.username for u in self.users} != set(self.passwords):
             problems.append("a password for each user, and for no one else")
         if set(self.admin) != (set(ADMIN_KEYS) if self.auth else set()):
@@ -298,6 +302,8 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
         env.append({"name": "REGISTRY_ADMIN_SECRET_DIR", "value": ADMIN_SECRET_DIR})
     if spec.tls and server:
         env.append({"name": "REGISTRY_TLS_DIR", "value": TLS_SECRET_DIR})
+    if spec.auth and server:
+        env.append({"name": PROMOTERS_ENV, "value": json.dumps(sorted(spec.promoters))})
     if spec.users and server:
         env += [
             {"name": "REGISTRY_USERS", "value": _users_json(spec.users)},
@@ -385,7 +391,7 @@ def _pod_labels(spec: RegistrySpec) -> dict[str, str]:
 
 
 def _pod_metadata(spec: RegistrySpec, labels: Mapping[str, str]) -> Object:
-    annotations = {f"{PEER_ANNOTATION_PREFIX}{p.name}": f"{p.network}:{p.port}" for p in spec.peers}
+    annotations = peer_annotations(spec.peers)
     return {"labels": dict(labels), **({"annotations": annotations} if annotations else {})}
 
 
@@ -447,13 +453,6 @@ def credential_secrets(spec: RegistrySpec) -> list[Object]:
             spec, USERS_SECRET, spec.namespace, {u.username: spec.passwords[u.username] for u in spec.users}
         ),
     ]
-
-
-def _egress_rule(peer: Peer) -> Object:
-    block: Object = {"cidr": peer.network}
-    if peer.network == PUBLIC_NETWORK:
-        block["except"] = list(PRIVATE_NETWORKS)
-    return {"to": [{"ipBlock": block}], "ports": [{"port": peer.port, "protocol": "TCP"}]}
 
 
 def _migration_job(spec: RegistrySpec) -> Object:
@@ -561,7 +560,7 @@ def _network_policy(spec: RegistrySpec) -> Object:
                     "ports": [{"port": PORT, "protocol": "TCP"}],
                 }
             ],
-            "egress": [_egress_rule(peer) for peer in spec.peers],
+            "egress": [peer_egress(peer) for peer in spec.peers],
         },
     }
 

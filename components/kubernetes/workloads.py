@@ -198,7 +198,7 @@ def inference_spec(
         egress=handle.workload_egress,
         model_cache_size=inference.model_cache,
         poll_interval_s=inference.poll_interval_seconds,
-        rollout=rollout_job(config, inference) if following else None,
+        rollout=rollout_job(config, inference, handle) if following else None,
         **(_registry_caller(config) if following else {}),
         registry_ca_sha256=(
             registry_certificate.ca_sha256 if following and registry_certificate is not None else None
@@ -206,15 +206,20 @@ def inference_spec(
     )
 
 
-def rollout_job(config: PlatformConfig, inference: InferenceWorkloadConfig) -> RolloutJob:
+def rollout_job(
+    config: PlatformConfig, inference: InferenceWorkloadConfig, handle: ClusterHandle
+) -> RolloutJob:
     """The rollout's Job template for a service that follows the registry: the stack's plan, its registry
-    user with basic-auth on, the servers' CA with TLS on."""
+    user with basic-auth on, the servers' CA with TLS on, the stack's lifecycle record with the identity
+    that may append to it (AWS: the ``rollout`` IRSA role, put-only)."""
     plan = inference.rollout
     return RolloutJob(
         plan=plan.model_dump_json(by_alias=True) if plan is not None else None,
         deadline_s=(plan or RolloutPlan()).deadline_seconds,
         registry_secret=ROLLOUT_SECRET if config.workloads.registry.auth else None,
         ca_secret=monitoring.INFERENCE_CA_SECRET if inference.tls else None,
+        record=handle.lifecycle_record,
+        service_account_annotations=handle.identities.get("rollout", {}),
     )
 
 
@@ -264,6 +269,20 @@ def registry_users(config: PlatformConfig) -> tuple[RegistryUser, ...]:
     return tuple(users)
 
 
+def promoters(config: PlatformConfig) -> tuple[str, ...]:
+    """The promotion identities: the only registry users that may move ``@champion`` and
+    ``@previous-champion`` (workloads/registry/server/guard.py, the servers' authorization function). The
+    rollout's user (its gates are the pre-approved path) where the stack serves a model, and the approver
+    role (``workloads.registry.approvers``: they promote what another approver approved, and only they
+    ``--force``: workloads/registry/approval.py). Never training's or a team's user: EDIT, which both need
+    to register versions, also moves any alias in MLflow (docs/lifecycle.md). None without basic-auth."""
+    registry, inference = config.workloads.registry, config.workloads.inference
+    if not (registry.enabled and registry.auth):
+        return ()
+    rollout = (ROLLOUT_USER,) if inference is not None else ()
+    return tuple(sorted({*rollout, *registry.approvers}))
+
+
 def registry_spec(
     handle: ClusterHandle,
     config: PlatformConfig,
@@ -295,6 +314,7 @@ def registry_spec(
         environment=backend.environment,
         tmp_size=transfer_space(config),
         users=registry_users(config),
+        promoters=promoters(config),
         passwords=passwords,
         credentials_rotation=registry.credentials_rotation,
         admin=admin,

@@ -21,6 +21,11 @@ prod``, as the platform's ``audit`` config defaults. Then:
   or ``kube-audit-admin`` (CIS AKS 2.1.1), the RDS PostgreSQL log export with pgAudit loaded and
   logging statements (its parameter group), and on Azure a diagnostic setting with the audit categories
   on every Key Vault, storage account, container registry, PostgreSQL server and AKS cluster.
+- ``lifecycle-record-locked``: AWS, the model lifecycle record (every alias move, approval, rollout step;
+  docs/lifecycle.md) lives in a bucket of the stack (tagged ``ml-platform.io/role: lifecycle-record``)
+  created with Object Lock and a COMPLIANCE default retention, so the identities that write it cannot
+  rewrite or delete it (issue 40; S3 user guide "Object Lock retention modes"). The Azure record store
+  is not built (docs/lifecycle.md, "Not yet"); AKS stacks are not judged by it.
 """
 
 from __future__ import annotations
@@ -34,7 +39,14 @@ from pulumi_policy import Severity
 from . import tokens
 from .factory import ADVISORY, Finding, stack_policy
 from .residency import aws_region_problem, azure_location_problem
-from .settings import AUDIT_TRAIL_TAG, AZURE_THREAT_DETECTION_TAG, EXISTING_DETECTION, THREAT_DETECTION_TAG
+from .settings import (
+    AUDIT_TRAIL_TAG,
+    AZURE_THREAT_DETECTION_TAG,
+    EXISTING_DETECTION,
+    LIFECYCLE_RECORD_ROLE,
+    ROLE_TAG,
+    THREAT_DETECTION_TAG,
+)
 from .subject import Graph, Subject
 from .values import elements, is_unknown
 
@@ -167,6 +179,35 @@ def _aws_trail(graph: Graph) -> Iterator[Finding]:
                 "no CloudTrail trail records this audited stack: add one (multi-region, validated, "
                 f"KMS-encrypted, into an Object-Locked bucket), or tag the cluster {AUDIT_TRAIL_TAG} with "
                 "the organisation trail's ARN",
+            )
+
+
+# --- the model lifecycle record ----------------------------------------------------------------------
+
+
+def _lifecycle_record(graph: Graph) -> Iterator[Finding]:
+    clusters = _audited_clusters(graph, EKS_CLUSTER)
+    if not clusters:
+        return
+    records = [b for b in graph.of(*tokens.S3_BUCKETS) if b.tags().get(ROLE_TAG) == LIFECYCLE_RECORD_ROLE]
+    for bucket in records:
+        if bucket.get("objectLockEnabled") is not True:
+            yield (
+                bucket.urn,
+                "objectLockEnabled is not true: the record's events can be deleted or overwritten",
+            )
+        elif not _locked_in_compliance(bucket, graph):
+            yield (
+                bucket.urn,
+                "no Object Lock default retention in COMPLIANCE mode of at least a day: whoever writes the "
+                "record can delete or shorten its events",
+            )
+    if not records:
+        for cluster in clusters:
+            yield (
+                cluster.urn,
+                "no lifecycle record store: an audited stack keeps its model lifecycle record in a bucket "
+                f"tagged {ROLE_TAG}: {LIFECYCLE_RECORD_ROLE} with Object Lock in COMPLIANCE mode",
             )
 
 
@@ -427,6 +468,14 @@ POLICIES = [
         "audit categories from every AKS cluster (kube-audit or kube-audit-admin, CIS AKS 2.1.1), Key "
         "Vault, storage account, container registry and PostgreSQL server (ISO/IEC 27001:2022 A.8.15).",
         _data_store_logs,
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "lifecycle-record-locked",
+        "An audited AWS stack keeps its model lifecycle record (alias moves, approvals, rollout steps) in "
+        "a bucket with Object Lock in COMPLIANCE mode, which no identity of the stack can rewrite or "
+        "delete (issue 40; ISO/IEC 27001:2022 A.8.15; S3 user guide, Object Lock retention modes).",
+        _lifecycle_record,
         severity=Severity.HIGH,
     ),
 ]

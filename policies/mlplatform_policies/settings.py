@@ -51,6 +51,8 @@ ROLE_TAG = "ml-platform.io/role"
 # Azure's spelling: ARM refuses tag names containing ``< > % & \\ ? /`` (tag-resources#limitations).
 AZURE_ROLE_TAG = "ml-platform.io-role"
 ACCESS_LOGS_ROLE = "access-logs"
+# The lifecycle record's bucket (components/aws/storage.py LIFECYCLE_RECORD_ROLE).
+LIFECYCLE_RECORD_ROLE = "lifecycle-record"
 REGISTRY_CREATION_ROLE = "registry-creation-key"
 AUDIT_TRAIL_TAG = "ml-platform.io/audit-trail"
 THREAT_DETECTION_TAG = "ml-platform.io/threat-detection"

@@ -39,12 +39,14 @@ IMAGES = {
         MANIFESTS,
     ),
     INFERENCE_DOCKERFILE: (("workloads.inference", ROLLOUT_ENTRY[-1]), MANIFESTS),
-    # A script image: requirements, the launcher and its sitecustomize are all it copies.
+    # A script image: requirements, the launcher, its authorization function and its sitecustomize are all
+    # it copies.
     REGISTRY_DOCKERFILE: (
         (),
         (
             "workloads/registry/server/requirements.txt",
             "workloads/registry/server/launch.py",
+            "workloads/registry/server/guard.py",
             "workloads/registry/server/sitecustomize.py",
         ),
     ),

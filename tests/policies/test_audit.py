@@ -23,7 +23,13 @@ from mlplatform.plan import Plan
 
 from .conftest import found
 
-AUDIT_POLICIES = {"audit-trail", "audit-archive-locked", "threat-detection", "data-store-audit-logs"}
+AUDIT_POLICIES = {
+    "audit-trail",
+    "audit-archive-locked",
+    "threat-detection",
+    "data-store-audit-logs",
+    "lifecycle-record-locked",
+}
 PlanDict = dict[str, Any]
 Pick = Callable[[dict[str, Any]], bool]
 
@@ -86,6 +92,7 @@ def test_an_unaudited_stack_needs_no_trail(
 
 
 AWS_CLUSTER = "aws-enterprise-prod-aws-cluster-eks"
+RECORD_BUCKET = "aws-enterprise-prod-aws-storage-record"
 AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
     (
         "trail-removed",
@@ -166,6 +173,35 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ),
         ("data-store-audit-logs", "aws-enterprise-prod-aws-registry-db"),
     ),
+    # Issue 40, "An append-only record": the lifecycle record's bucket (components/aws/storage.py).
+    (
+        "record-object-lock-removed",
+        lambda p: without(
+            p, of_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration", "-record")
+        ),
+        ("lifecycle-record-locked", RECORD_BUCKET),
+    ),
+    (
+        "record-governance-mode",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration", "-record"),
+            lambda i: i["rule"]["defaultRetention"].update(mode="GOVERNANCE"),
+        ),
+        ("lifecycle-record-locked", RECORD_BUCKET),
+    ),
+    (
+        "record-bucket-without-object-lock",
+        lambda p: with_inputs(
+            p, of_type("aws:s3/bucket:Bucket", "-record"), lambda i: i.pop("objectLockEnabled")
+        ),
+        ("lifecycle-record-locked", RECORD_BUCKET),
+    ),
+    (
+        "record-bucket-removed",
+        lambda p: without(p, of_type("aws:s3/bucket:Bucket", "-record")),
+        ("lifecycle-record-locked", AWS_CLUSTER),
+    ),
 ]
 
 
@@ -174,13 +210,19 @@ def test_a_declared_organisation_trail_stands_in_for_the_stacks_own(
     audit_findings: Callable[[PlanDict], set[tuple[str, str]]],
 ) -> None:
     """``audit.organizationTrail``: no trail, bucket or logging key in the stack, the cluster names the
-    organisation's (checked at preview), and the pack accepts it; the same plan without the tag fails."""
+    organisation's (checked at preview), and the pack accepts it; the same plan without the tag fails.
+    The lifecycle record's locked bucket stays (docs/lifecycle.md: the record is the stack's own)."""
     trail = "arn:aws:cloudtrail:me-central-1:111122223333:trail/org-trail"
     plan = variant("aws-enterprise-prod", lambda body: body.update(audit={"organizationTrail": trail}))
     document = plan.to_dict()
     types = {r["type"] for r in document["resources"]}
     assert "aws:cloudtrail/trail:Trail" not in types
-    assert "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration" not in types
+    locks = [
+        r["name"]
+        for r in document["resources"]
+        if r["type"] == "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration"
+    ]
+    assert locks == [RECORD_BUCKET]
     [cluster] = [r for r in document["resources"] if r["type"] == "aws:eks/cluster:Cluster"]
     assert cluster["inputs"]["tags"]["ml-platform.io/audit-trail"] == trail
     assert audit_findings(document) == set()

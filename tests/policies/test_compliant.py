@@ -99,6 +99,15 @@ s3.BucketObjectLockConfiguration(
     bucket=trail_bucket.id,
     rule={"default_retention": {"mode": "COMPLIANCE", "days": 365}},
 )
+# The model lifecycle record (lifecycle-record-locked): its own bucket, Object-Locked in COMPLIANCE.
+record_bucket = secure_bucket(
+    "record", object_lock_enabled=True, tags={"ml-platform.io/role": "lifecycle-record"}
+)
+s3.BucketObjectLockConfiguration(
+    "record",
+    bucket=record_bucket.id,
+    rule={"default_retention": {"mode": "COMPLIANCE", "days": 365}},
+)
 cloudtrail.Trail(
     "audit",
     s3_bucket_name=trail_bucket.bucket,

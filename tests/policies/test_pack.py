@@ -90,6 +90,7 @@ POLICIES = {
     "identity-per-role": ("mandatory", "stack"),
     "key-duties-separated": ("mandatory", "stack"),
     "keys-per-domain": ("mandatory", "stack"),
+    "lifecycle-record-locked": ("mandatory", "stack"),
 }
 
 

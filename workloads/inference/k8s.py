@@ -32,11 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from components.handle import WORKLOAD_IDENTITIES, PoolHandle, PoolKind
+from components.handle import WORKLOAD_IDENTITIES, PoolHandle, PoolKind, RecordStore
 from components.kubernetes.objects import (
     MANAGED_BY,
     SKIP_AWAIT,
     disruption_budget,
+    peer_annotations,
+    peer_egress,
     restricted_container,
     restricted_container_security,
     restricted_pod_security,
@@ -53,6 +55,7 @@ from workloads.registry.k8s import (
     credential_mount,
     credential_volume,
 )
+from workloads.registry.record import RECORD_ENV
 from workloads.registry.rollout import CHAMPION
 
 Object = dict[str, Any]
@@ -131,6 +134,11 @@ class RolloutJob:
     # The CA that signed the servers' certificate (key ``ca.crt``), with TLS on.
     ca_secret: str | None = None
     service_account: str = "rollout"
+    # The lifecycle record it appends every window and decision to (``$MLPLATFORM_RECORD``), what it
+    # reaches to write there and its client's environment; None: none.
+    record: RecordStore | None = None
+    # Its ServiceAccount's annotations: the cloud identity that may append to ``record`` (AWS: IRSA).
+    service_account_annotations: Mapping[str, Any] = field(default_factory=dict)
     cpu: str = "250m"
     memory: str = "256Mi"
     # A finished Job (and its pod's log, the record of each gate) is kept this long, then deleted.
@@ -629,6 +637,9 @@ def _rollout_env(spec: InferenceServiceSpec, rollout: RolloutJob) -> list[Object
         env[ROLLOUT_TLS_SERVER_NAME_ENV] = service
     if rollout.plan is not None:
         env[ROLLOUT_PLAN_ENV] = rollout.plan
+    if rollout.record is not None:
+        env |= rollout.record.environment
+        env[RECORD_ENV] = rollout.record.uri
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
@@ -679,7 +690,8 @@ def _rollout_cron_job(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object
     }
     # No ``spec.pod_labels``: they ask for the cloud's workload identity (Azure's
     # ``azure.workload.identity/use``), and the rollout has none (its ServiceAccount names no identity).
-    template = {"labels": _rollout_labels(spec), "annotations": {SAFE_TO_EVICT: "false"}}
+    reaches = peer_annotations(rollout.record.peers) if rollout.record is not None else {}
+    template = {"labels": _rollout_labels(spec), "annotations": {SAFE_TO_EVICT: "false", **reaches}}
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -703,9 +715,11 @@ def _rollout_cron_job(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object
     }
 
 
-def _rollout_network_policy(spec: InferenceServiceSpec) -> Object:
+def _rollout_network_policy(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object:
     """The rollout's pods: nothing in; out to the servers' port (``/metrics`` of each pod, the labelled
-    set through the Service). DNS and the registry: the namespace's ``allow-dns`` and ``allow-registry``."""
+    set through the Service) and, with a record, to what writing it reaches (the cloud's identity and
+    storage endpoints). DNS and the registry: the namespace's ``allow-dns`` and ``allow-registry``."""
+    to_record = [peer_egress(p) for p in rollout.record.peers] if rollout.record is not None else []
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -718,7 +732,8 @@ def _rollout_network_policy(spec: InferenceServiceSpec) -> Object:
                 {
                     "to": [{"podSelector": {"matchLabels": {INSTANCE_LABEL: spec.name}}}],
                     "ports": [{"port": spec.port, "protocol": "TCP"}],
-                }
+                },
+                *to_record,
             ],
         },
     }
@@ -728,9 +743,11 @@ def _rollout_objects(spec: InferenceServiceSpec) -> list[Object]:
     if spec.rollout is None:
         return []
     return [
-        service_account(_metadata(spec, spec.rollout.service_account), {}),
+        service_account(
+            _metadata(spec, spec.rollout.service_account), spec.rollout.service_account_annotations
+        ),
         _pods_service(spec),
-        _rollout_network_policy(spec),
+        _rollout_network_policy(spec, spec.rollout),
         _rollout_cron_job(spec, spec.rollout),
     ]
 

@@ -158,6 +158,8 @@ USERNAME_FILE_ENV = "MLFLOW_TRACKING_USERNAME_FILE"
 PASSWORD_FILE_ENV = "MLFLOW_TRACKING_PASSWORD_FILE"
 UNAUTHORIZED = 401
 FORBIDDEN = 403
+# The error code of a refusal that explains itself (the registry's alias guard); MLflow's own 403 has none.
+PERMISSION_DENIED = "PERMISSION_DENIED"
 CA_BUNDLE_ENV = "MLFLOW_TRACKING_SERVER_CERT_PATH"
 
 
@@ -280,6 +282,9 @@ class RegistryClient:
                 f"registry {self.uri} refused {credential_source(self._environ)} (HTTP 401 on {method}"
                 f" {what}): the user is unknown or the password or token is wrong"
             )
+        elif error.status == FORBIDDEN and error.code == PERMISSION_DENIED:
+            # The registry's own rule (workloads/registry/server/guard.py), which names the user and why.
+            message = f"registry {self.uri}: {error} (HTTP 403 on {method} {what})"
         elif error.status == FORBIDDEN:
             try:
                 who = _credential(self._environ, "MLFLOW_TRACKING_USERNAME", USERNAME_FILE_ENV)

@@ -12,11 +12,20 @@ a self-declared ``--actor``. Here each event is one object of its own, written o
   holds the sha256 of every file of the version), the numbers the decision was taken on, the reason;
 - when: UTC.
 
-Backend: a directory (a mounted volume; the tests' backend), each event a file created exclusively
-(``O_EXCL``: an existing name is never overwritten) and made read-only. Named by time and a random
-suffix, so concurrent writers never collide and a listing in name order is the history in time order.
-The immutable cloud backends (S3 Object Lock, Blob immutability policies) are not built here; see
-docs/lifecycle.md.
+Backends, chosen by the record's URI (``--record``, ``$MLPLATFORM_RECORD``):
+
+- ``s3://BUCKET/PREFIX``: each event one object under ``PREFIX/<model>/``, written create-only (``PutObject``
+  with ``If-None-Match: *``: S3 answers 412 rather than replace an existing key; S3 user guide,
+  "Add preconditions to S3 operations with conditional requests") into a bucket whose Object Lock default
+  retention is in COMPLIANCE mode, which nobody, the account root included, can shorten or lift (S3 user
+  guide, "Object Lock retention modes"): a deleted or overwritten key keeps its locked version. The writer
+  refuses a bucket without that default rather than keep a record that can be rewritten. Endpoint,
+  region and credentials are boto3's own chain (``AWS_ENDPOINT_URL_S3``, ``AWS_REGION``, IRSA).
+- a directory (a mounted volume; SMB dev and the tests), each event a file created exclusively
+  (``O_EXCL``: an existing name is never overwritten) and made read-only.
+
+Events are named by time and a random suffix, so concurrent writers never collide and a listing in name
+order is the history in time order. An Azure Blob backend is not built (docs/lifecycle.md, "Not yet").
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -58,6 +67,20 @@ class RecordError(Exception):
     """The record cannot be opened or written; one printable line."""
 
 
+class Record(Protocol):
+    """Where a model's events are appended, each once, and read back oldest first."""
+
+    def append(self, event: Event) -> object: ...
+
+    def read(self, model: str) -> list[Event]: ...
+
+
+def event_name(event: Event) -> str:
+    """``<UTC time, no separators>-<random>.json``: unique, and in time order by name."""
+    stamp = event.at.replace(":", "").replace("-", "")
+    return f"{stamp}-{uuid.uuid4().hex[:12]}.json"
+
+
 class DirectoryRecord:
     """Events as read-only files under ``root/<model>/``, each created once."""
 
@@ -66,8 +89,7 @@ class DirectoryRecord:
 
     def append(self, event: Event) -> Path:
         folder = self.root / event.model
-        stamp = event.at.replace(":", "").replace("-", "")
-        path = folder / f"{stamp}-{uuid.uuid4().hex[:12]}.json"
+        path = folder / event_name(event)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
@@ -88,11 +110,120 @@ class DirectoryRecord:
         return [Event.model_validate_json(p.read_text()) for p in sorted(folder.glob("*.json"))]
 
 
-def open_record(uri: str) -> DirectoryRecord:
-    """The record at ``uri``: a directory path or ``file://`` URL (created if missing)."""
+class S3Record:
+    """Events as objects under ``s3://bucket/prefix/<model>/``, each put once into an Object-Locked
+    bucket (module docstring). ``client`` is a boto3 S3 client."""
+
+    # The Object Lock default retention the record must sit under (S3 API, GetObjectLockConfiguration).
+    MODE = "COMPLIANCE"
+
+    def __init__(self, client: Any, bucket: str, prefix: str) -> None:
+        self.client, self.bucket, self.prefix = client, bucket, prefix.strip("/")
+        self._locked = False
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+
+    def _folder(self, model: str) -> str:
+        return f"{self.prefix}/{model}/" if self.prefix else f"{model}/"
+
+    def _fail(self, doing: str, exc: Exception) -> RecordError:
+        from botocore.exceptions import ClientError
+
+        if isinstance(exc, ClientError):
+            error = exc.response.get("Error", {})
+            why = f"{error.get('Code', '?')}: {error.get('Message', '')}".rstrip(": ")
+        else:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return RecordError(f"lifecycle record {self.uri}: cannot {doing} ({why})")
+
+    def ensure_locked(self) -> None:
+        """Refuse a bucket whose default retention is not COMPLIANCE: its events could be deleted."""
+        if self._locked:
+            return
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            config = self.client.get_object_lock_configuration(Bucket=self.bucket)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ObjectLockConfigurationNotFoundError":
+                raise self._fail("read the bucket's Object Lock configuration", exc) from None
+            config = {}
+        except BotoCoreError as exc:
+            raise self._fail("read the bucket's Object Lock configuration", exc) from None
+        lock = config.get("ObjectLockConfiguration", {})
+        retention = lock.get("Rule", {}).get("DefaultRetention", {})
+        if lock.get("ObjectLockEnabled") != "Enabled" or retention.get("Mode") != self.MODE:
+            raise RecordError(
+                f"lifecycle record {self.uri}: bucket {self.bucket} has no Object Lock default retention "
+                f"in {self.MODE} mode (found {retention.get('Mode') or 'none'}); refusing to write a record "
+                "that can be rewritten"
+            )
+        self._locked = True
+
+    def append(self, event: Event) -> str:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self.ensure_locked()
+        key = self._folder(event.model) + event_name(event)
+        try:
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=event.model_dump_json().encode(),
+                ContentType="application/json",
+                IfNoneMatch="*",
+                # A put under an Object Lock default retention needs Content-MD5 or an x-amz-checksum-*
+                # header; named here rather than left to boto3's checksum default (AWS_REQUEST_CHECKSUM_
+                # CALCULATION may turn it off).
+                ChecksumAlgorithm="SHA256",
+            )
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(f"append {key}", exc) from None
+        return key
+
+    def read(self, model: str) -> list[Event]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        keys: list[str] = []
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self._folder(model)
+            )
+            for page in pages:
+                keys += [item["Key"] for item in page.get("Contents", []) if item["Key"].endswith(".json")]
+            return [
+                Event.model_validate_json(self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+                for key in sorted(keys)
+            ]
+        except (BotoCoreError, ClientError) as exc:
+            raise self._fail(f"read {self._folder(model)}", exc) from None
+
+
+def _s3_record(uri: str) -> S3Record:
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    if not bucket:
+        raise RecordError(f"lifecycle record {uri!r}: give it as s3://BUCKET/PREFIX")
+    try:
+        import boto3
+    except ImportError:
+        raise RecordError(
+            f"lifecycle record {uri}: an s3:// record needs boto3 (pip install 'ml-platform[registry]')"
+        ) from None
+    return S3Record(boto3.client("s3"), bucket, prefix)
+
+
+def open_record(uri: str) -> Record:
+    """The record at ``uri``: ``s3://BUCKET/PREFIX``, or a directory path or ``file://`` URL (created if
+    missing)."""
+    if uri.startswith("s3://"):
+        return _s3_record(uri)
     path = Path(uri.removeprefix("file://"))
     if "://" in str(path):
-        raise RecordError(f"lifecycle record {uri!r}: only a directory or file:// URL is supported here")
+        raise RecordError(
+            f"lifecycle record {uri!r}: give an s3://BUCKET/PREFIX, a directory or a file:// URL"
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -127,7 +258,7 @@ class Journal:
     """Appends a model's events, as ``who``, with the digests of the versions they name."""
 
     client: RegistryClient
-    record: DirectoryRecord
+    record: Record
     who: Identity
 
     def append(

@@ -254,7 +254,9 @@ def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform
         "1.35",
     )
     assert handle.registry == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
-    assert set(handle.identities) == {"training", "inference", "registry", "cluster-autoscaler"}
+    # The rollout's role appends to the lifecycle record, which an audited stack keeps (docs/lifecycle.md).
+    assert set(handle.identities) == {"training", "inference", "registry", "cluster-autoscaler", "rollout"}
+    assert handle.lifecycle_record is not None
     assert all(set(a) == {"eks.amazonaws.com/role-arn"} for a in handle.identities.values())
     efa = handle.pool("gpu-efa")
     assert (efa.fabric, efa.fabric_devices_per_node, efa.gpus_per_node) == (Fabric.EFA, 16, 8)
@@ -268,6 +270,10 @@ def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform
     assert set(shared.csi) == {"driver", "volumeHandle", "volumeAttributes"}
     assert set(shared.csi["volumeAttributes"]) == {"dnsname", "mountname"}
     assert (shared.capacity_gib, shared.mount_options) == (4800, ("flock",))
+
+
+def test_an_unaudited_stack_keeps_no_lifecycle_record_and_no_role_for_it(dev: AwsPlatform) -> None:
+    assert dev.handle.lifecycle_record is None and "rollout" not in dev.handle.identities
 
 
 def test_smb_handle_mounts_efs(dev: AwsPlatform) -> None:

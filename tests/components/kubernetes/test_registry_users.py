@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from components.config import PLATFORM_KEY, parse_stack_config
+from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
 from components.kubernetes.registry import (
     CA_SECRET,
     CLIENT_SECRET,
@@ -32,12 +32,13 @@ from components.kubernetes.registry import (
     USERS_SECRET,
     registry_objects,
 )
-from components.kubernetes.workloads import ROLLOUT_USER, registry_users
+from components.kubernetes.workloads import ROLLOUT_USER, promoters, registry_users
 from mlplatform.graph import is_secret
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import plan_config, template, with_teams
 from workloads.registry.lineage import experiment_name
+from workloads.registry.server.guard import promoters as guard_promoters
 from workloads.registry.server.launch import User, read_users
 
 from .test_registry import _spec
@@ -159,3 +160,34 @@ def test_passwords_are_kept_in_state_secret_and_replaced_by_a_rotation(tmp_path:
     rotated = plan_config(raw, tmp_path, stack)
     generation, passwords = _rollout_and_passwords(rotated)
     assert generation == "2" and all(p.inputs["keepers"] == {"rotation": "2"} for p in passwords)
+
+
+def _with_approvers(stack: str, approvers: list[str]) -> Any:
+    raw = with_teams(stack)
+    raw[PLATFORM_KEY].setdefault("workloads", {}).setdefault("registry", {})["approvers"] = approvers
+    return _config(stack, raw)
+
+
+def test_only_the_rollout_user_and_the_approvers_are_promotion_identities() -> None:
+    """The servers' authorization function lets only these move ``@champion`` (workloads/registry/server/
+    guard.py): never training's or a team's user, whose EDIT on a model MLflow lets move any alias
+    (control review S1; issue 40 "Promotion as a change")."""
+    config = _with_approvers("aws-enterprise-prod", ["ana", "omar"])
+    assert promoters(config) == ("ana", ROLLOUT_USER, "omar")
+    objects = registry_objects(_spec(promoters=promoters(config)))
+    [deployment] = [o for o in objects.after if o["kind"] == "Deployment"]
+    [server] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in server["env"]}
+    assert guard_promoters(env) == ("admin", "ana", ROLLOUT_USER, "omar")
+    # Without basic-auth nothing authenticates anyone: no promoters, and a spec refuses them.
+    raw = template("aws-smb-dev")
+    raw[PLATFORM_KEY].setdefault("workloads", {})["registry"] = {"auth": False}
+    assert promoters(_config("aws-smb-dev", raw)) == ()
+    with pytest.raises(ValueError, match="promoters need basic-auth"):
+        _spec(auth=False, promoters=("ana",))
+
+
+@pytest.mark.parametrize("caller", ["ml-training", "ml-inference", "team-nlp"])
+def test_a_callers_own_user_is_refused_as_an_approver(caller: str) -> None:
+    with pytest.raises(ConfigError, match=rf"workloads\.registry\.approvers.*{caller} is a caller's own"):
+        _with_approvers("aws-enterprise-prod", ["ana", caller])

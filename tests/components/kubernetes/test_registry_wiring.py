@@ -30,6 +30,10 @@ def _pod(objects: list[dict[str, Any]], kind: str, name: str, namespace: str) ->
     return dict(found["spec"]["template"]["spec"])
 
 
+RECORD_BUCKET = "aws-enterprise-prod-aws-storage-record"
+ROLLOUT_ROLE = "aws-enterprise-prod-aws-identities-rollout"
+
+
 def _env(pod: dict[str, Any]) -> dict[str, Any]:
     [container] = [c for c in pod["containers"] if c["name"] in ("server", "trainer", "rollout")]
     assert all("valueFrom" not in e for e in container["env"]), "no Secret in the environment"
@@ -251,3 +255,64 @@ def test_every_callers_workload_waits_for_its_namespaces_egress_to_the_registry(
     assert callers
     for caller in callers:
         assert policies[caller.inputs["metadata"]["namespace"]] in caller.dependencies, caller.name
+
+
+def test_the_rollout_appends_to_the_stacks_locked_record_with_put_only_rights(
+    planned: Callable[[str], Plan],
+) -> None:
+    """Issue 40, "An append-only record": the rollout Job gets the stack's record (the Object-Locked
+    bucket's ``lifecycle-record/`` prefix) and an IRSA role that can add events and read them, never
+    delete, re-time or unlock one (S3 user guide, "Object Lock retention modes": PutObjectRetention and
+    BypassGovernanceRetention are what change a lock; DeleteObject with a version id what removes one)."""
+    plan = planned("aws-enterprise-prod")
+    resources = {(r["type"], r["name"]): r for r in plan.to_dict()["resources"]}
+    assert ("aws:s3/bucket:Bucket", RECORD_BUCKET) in resources
+    objects = kubernetes_objects(plan)
+    [cron] = [o for o in objects if o["kind"] == "CronJob" and o["metadata"]["name"] == "inference-rollout"]
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    env = _env(pod)
+    bucket, prefix = env["MLPLATFORM_RECORD"].removeprefix("s3://").split("/", 1)
+    assert bucket.startswith(f"{RECORD_BUCKET}-") and prefix == "lifecycle-record"
+    assert env["AWS_REGION"] == "me-central-1"
+    # It reaches S3 and STS as the registry does, declared for the reachability judge and let out.
+    reaches = {
+        k: v for k, v in cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"].items()
+    }
+    assert reaches["reaches.ml-platform.io/s3-and-sts"] == "0.0.0.0/0:443"
+    [policy] = [
+        o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "inference-rollout"
+    ]
+    assert {
+        "ports": [{"port": 443, "protocol": "TCP"}],
+        "to": [
+            {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]}}
+        ],
+    } in policy["spec"]["egress"]
+
+    [account] = [o for o in objects if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "rollout"]
+    assert pod["serviceAccountName"] == "rollout"
+    role = resources[("aws:iam/role:Role", ROLLOUT_ROLE)]
+    role_arn = account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"]
+    assert role_arn.split("/")[-1].startswith(role["inputs"]["namePrefix"])
+    [condition] = [
+        s["Condition"]["StringEquals"] for s in json.loads(role["inputs"]["assumeRolePolicy"])["Statement"]
+    ]
+    assert [v for k, v in condition.items() if k.endswith(":sub")] == [
+        "system:serviceaccount:ml-inference:rollout"
+    ]
+
+    statements = json.loads(resources[("aws:iam/rolePolicy:RolePolicy", ROLLOUT_ROLE)]["inputs"]["policy"])
+    granted = {
+        (action, resource)
+        for s in statements["Statement"]
+        for action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        for resource in ([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])
+        if action.startswith("s3:")
+    }
+    arn = f"arn:aws:s3:me-central-1:123456789012:{bucket}"
+    assert granted == {
+        ("s3:ListBucket", arn),
+        ("s3:GetBucketObjectLockConfiguration", arn),
+        ("s3:PutObject", f"{arn}/lifecycle-record/*"),
+        ("s3:GetObject", f"{arn}/lifecycle-record/*"),
+    }

@@ -5,11 +5,14 @@ Job execution off (``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``, mlflow/environm
 server would otherwise start Huey consumer processes for its background jobs, which the registry does
 not use and which would outlive a plain kill of the server.
 
-A second one, ``auth_registry_uri``, runs MLflow's basic-auth app as enterprise registries do.
+A second one, ``auth_registry_uri``, runs MLflow's basic-auth app as enterprise registries do, with the
+image's authorization function (workloads/registry/server/guard.py: only ``PROMOTERS`` and the admin move
+``@champion``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from components.kubernetes.registry import PROMOTERS_ENV
 from tests.workloads.inference.serving import free_port
 from workloads.registry.server.launch import write_auth_config
 
@@ -29,6 +33,11 @@ START_TIMEOUT_S = 60
 
 
 ADMIN_PASSWORD = "admin-password-for-tests"
+# The image's /app: launch.py, guard.py (the authorization function) and sitecustomize.py.
+SERVER_DIR = Path(__file__).resolve().parents[3] / "workloads" / "registry" / "server"
+# The promotion identities of the shared basic-auth server: a rollout's user (test_users_bootstrap.py) and
+# the stack's rollout user and approver (test_promotion_guard.py).
+PROMOTERS = ("rollout-b", "ml-inference-rollout", "approver-ana")
 
 
 def _serve(root: Path, extra_args: list[str], extra_env: dict[str, str]) -> Iterator[str]:
@@ -87,5 +96,7 @@ def auth_registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         "MLFLOW_AUTH_CONFIG_PATH": str(config),
         "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-for-tests",
+        "PYTHONPATH": str(SERVER_DIR),
+        PROMOTERS_ENV: json.dumps(PROMOTERS),
     }
     yield from _serve(root, ["--app-name", "basic-auth"], env)

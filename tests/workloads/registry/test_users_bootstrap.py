@@ -34,6 +34,7 @@ from workloads.registry.server.launch import (
     ADMIN_REFUSED,
     ADMIN_USERNAME,
     CREATE_EXPERIMENT,
+    CREATE_MODEL,
     CREATE_USER,
     CURRENT_USER,
     GRANT,
@@ -46,7 +47,7 @@ from workloads.registry.server.launch import (
     write_auth_config,
 )
 
-from .conftest import ADMIN_PASSWORD, MLFLOW
+from .conftest import ADMIN_PASSWORD, MLFLOW, SERVER_DIR
 
 pytestmark = pytest.mark.slow
 
@@ -88,7 +89,10 @@ def test_the_first_start_creates_each_user_with_its_grants(
     bootstrapped: tuple[AuthApi, list[str], list[str]],
 ) -> None:
     api, first, _ = bootstrapped
-    assert {c for c in first if c.startswith("created")} == {f"created user {u.username}" for u in USERS}
+    assert {c for c in first if c.startswith("created")} == {
+        f"created registered model {MODEL}",  # by the admin: no caller gets a creator's MANAGE on it
+        *(f"created user {u.username}" for u in USERS),
+    }
     for user in USERS:
         assert api.call("GET", CURRENT_USER, credentials=(user.username, user.password))[0] == 200
         assert _grants(api, user) == dict(user.grants)
@@ -102,7 +106,7 @@ def test_read_cannot_move_an_alias_and_edit_can_move_it_and_tag_the_model(
     auth_registry_uri: str, bootstrapped: tuple[AuthApi, list[str], list[str]]
 ) -> None:
     api = bootstrapped[0]
-    # Training registers a version (as the trainer does): it creates the model, so it owns it (MANAGE).
+    # Training registers a version (as the trainer does) on the model the launcher made.
     training = _client(auth_registry_uri, TRAINING)
     run = training.create_run(training.experiment_id("bootstrap"), "run-1", {})
     training.ensure_registered_model(MODEL)
@@ -119,9 +123,27 @@ def test_read_cannot_move_an_alias_and_edit_can_move_it_and_tag_the_model(
     assert training.version_by_alias(MODEL, "champion").version == version.version
     assert api.call("POST", SET_MODEL_TAG, tag, credentials=(ROLLOUT.username, ROLLOUT.password))[0] == 200
 
-    # The creator's MANAGE is stronger than the declared EDIT: the next start keeps it and writes nothing.
-    assert _grants(api, TRAINING)[MODEL] == "MANAGE"
+    # The admin made the model: training holds the declared EDIT, and the next start writes nothing.
+    assert _grants(api, TRAINING)[MODEL] == "EDIT"
     assert bootstrap_users(api, USERS) == []
+
+
+def test_a_creators_manage_on_a_declared_model_is_taken_back_to_the_declared_grant(
+    auth_registry_uri: str,
+) -> None:
+    """A stack from before this release: training's first registration created the model and got MANAGE
+    (``set_can_manage_registered_model_permission``), which deletes its versions and aliases and grants
+    anything. The next start sets the declared EDIT (the control review, S1)."""
+    api = AuthApi(auth_registry_uri, ADMIN_PASSWORD)
+    early = User("ml-training-m", "training-password-m", (("made-by-training", "EDIT"),))
+    bootstrap_users(api, [User(early.username, early.password)])
+    _client(auth_registry_uri, early).ensure_registered_model("made-by-training")
+    assert _grants(api, early) == {"made-by-training": "MANAGE"}
+    assert bootstrap_users(api, [early]) == [
+        f"granted EDIT on made-by-training to {early.username} (was MANAGE)"
+    ]
+    assert _grants(api, early) == {"made-by-training": "EDIT"}
+    assert bootstrap_users(api, [early]) == []
 
 
 def test_a_rotated_password_is_set_and_the_old_one_refused(
@@ -170,6 +192,7 @@ def test_training_may_log_runs_in_its_experiment_made_first_by_someone_else(
     assert refused.value.status == 403
 
     assert bootstrap_users(api, [LOGGING]) == [
+        f"created registered model {LOGGED_MODEL}",
         f"granted EDIT on {LOGGED_MODEL} to {LOGGING.username}",
         f"granted EDIT on experiment {experiment_name(LOGGED_MODEL)} to {LOGGING.username}",
     ]
@@ -190,7 +213,7 @@ class _Racing(AuthApi):
     """Another replica's launcher, bootstrapping the same users from the same Secrets, wins every race:
     just before each of this one's creating writes (a user, a grant, an experiment) it makes the same."""
 
-    RACED = (CREATE_USER, GRANT, CREATE_EXPERIMENT)
+    RACED = (CREATE_MODEL, CREATE_USER, GRANT, CREATE_EXPERIMENT)
 
     def __init__(self, base_url: str, admin_password: str) -> None:
         super().__init__(base_url, admin_password)
@@ -222,9 +245,9 @@ def test_a_replica_bootstrapping_at_the_same_time_is_no_error(auth_registry_uri:
     api = _Racing(auth_registry_uri, ADMIN_PASSWORD)
     assert bootstrap_users(api, [raced]) == []  # the other replica made every change
     lost = "400 RESOURCE_ALREADY_EXISTS"
-    # The user, its grant on the model and on the experiment, the experiment: each lost, none failed.
+    # The model, the user, its grants on the model and the experiment, the experiment: each lost, none failed.
     assert sorted(api.lost) == sorted(
-        f"{path}: {lost}" for path in (CREATE_USER, GRANT, GRANT, CREATE_EXPERIMENT)
+        f"{path}: {lost}" for path in (CREATE_MODEL, CREATE_USER, GRANT, GRANT, CREATE_EXPERIMENT)
     )
     assert api.call("GET", CURRENT_USER, credentials=(raced.username, raced.password))[0] == 200
     client = _client(auth_registry_uri, raced)
@@ -261,6 +284,7 @@ def _supervise(
         "MLFLOW_AUTH_CONFIG_PATH": str(config),
         "MLFLOW_AUTH_ADMIN_PASSWORD": admin_password,
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-for-tests",
+        "PYTHONPATH": str(SERVER_DIR),  # the image's /app: the authorization function guard.py
     }
     spec = {"command": command, "env": env, "users": [(u.username, u.password) for u in users], "port": port}
     process = subprocess.Popen(

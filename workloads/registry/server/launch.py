@@ -61,7 +61,7 @@ def _secret_password(arn: str) -> str:
     user guide, "Password management with Amazon RDS and AWS Secrets Manager"), read with the pod's IRSA
     role. The region is the secret's own (its ARN's fourth field)."""
     # In the image (requirements.txt), not in the toolkit's environment.
-    import boto3  # type: ignore[import-not-found]
+    import boto3
 
     client = boto3.client("secretsmanager", region_name=arn.split(":")[3])
     secret: dict[str, str] = json.loads(client.get_secret_value(SecretId=arn)["SecretString"])
@@ -145,16 +145,23 @@ def backend_uri(env: Mapping[str, str], read_secret: Callable[[str], str] | None
     )
 
 
+# The basic-auth app's authorization function: MLflow's basic authentication, and only the promotion
+# identities (``REGISTRY_PROMOTERS``) move ``@champion`` and ``@previous-champion`` (guard.py, beside this
+# file in the image's /app, which is on the server's PYTHONPATH).
+AUTHORIZATION_FUNCTION = "guard:authenticate"
+
+
 def write_auth_config(uri: str, directory: Path = SCRATCH) -> Path:
     """The basic-auth app's config (mlflow/server/auth/basic_auth.ini 3.17.2): users in the same database,
     authenticated users may read by default, the admin's password from ``MLFLOW_AUTH_ADMIN_PASSWORD``
-    (a Secret; MLflow ships no default and refuses to start without one)."""
+    (a Secret; MLflow ships no default and refuses to start without one), requests authenticated by
+    ``AUTHORIZATION_FUNCTION``."""
     config = configparser.ConfigParser()
     config["mlflow"] = {
         "default_permission": "READ",
         "database_uri": uri,
         "admin_username": "admin",
-        "authorization_function": "mlflow.server.auth:authenticate_request_basic_auth",
+        "authorization_function": AUTHORIZATION_FUNCTION,
     }
     path = directory / "basic_auth.ini"
     with path.open("w") as handle:
@@ -384,6 +391,8 @@ UPDATE_PASSWORD = "/api/2.0/mlflow/users/update-password"
 LIST_PERMISSIONS = "/api/3.0/mlflow/users/permissions/list"
 GRANT = "/api/3.0/mlflow/users/permissions/grant"
 REVOKE = "/api/3.0/mlflow/users/permissions/revoke"
+GET_MODEL = "/api/2.0/mlflow/registered-models/get"
+CREATE_MODEL = "/api/2.0/mlflow/registered-models/create"
 GET_EXPERIMENT = "/api/2.0/mlflow/experiments/get-by-name"
 CREATE_EXPERIMENT = "/api/2.0/mlflow/experiments/create"
 
@@ -458,34 +467,61 @@ def _held(api: AuthApi, username: str) -> dict[tuple[str, str], str]:
     return held
 
 
+def _ensure_model(api: AuthApi, name: str) -> list[str]:
+    """The registered model ``name``, created by the admin when missing. Its creator gets MANAGE on it
+    (``set_can_manage_registered_model_permission``, mlflow/server/auth/__init__.py 3.17.2): made here,
+    that is the admin, not training's first registration, whose MANAGE would let it delete the versions
+    and aliases the servers follow and grant itself anything (the control review, S1)."""
+    status, body = api.call("GET", GET_MODEL, {"name": name})
+    if status == 200:
+        return []
+    if body.get("error_code") != "RESOURCE_DOES_NOT_EXIST":
+        raise _failed("GET", f"{GET_MODEL} {name}", status, body)
+    if api.created("POST", CREATE_MODEL, {"name": name}) is None:  # another replica made it meanwhile
+        return []
+    return [f"created registered model {name}"]
+
+
+def _satisfied(kind: str, held: str, wanted: str) -> bool:
+    """A model grant exactly as declared (a creator's stronger MANAGE is taken back: only the grants the
+    stack derives decide who may do what to the served model); an experiment's at least as strong."""
+    if kind == REGISTERED_MODEL:
+        return held == wanted
+    return PERMISSION_RANK.get(held, 0) >= PERMISSION_RANK[wanted]
+
+
 def _ensure_grants(api: AuthApi, user: User) -> list[str]:
-    """Each grant at least as strong as declared; a stronger one (the MANAGE a model's creator gets) stays.
-    A replica that granted the same meanwhile is no error: what it wrote is read back and checked."""
+    """Each grant as declared (``_satisfied``). A replica that granted the same meanwhile is no error: what
+    it wrote is read back and checked."""
     wanted = [(REGISTERED_MODEL, model, model, permission) for model, permission in user.grants]
     wanted += [(EXPERIMENT, _experiment_id(api, name), name, p) for name, p in user.experiments]
     held = _held(api, user.username)
     changes = []
     for kind, resource, name, permission in wanted:
-        if PERMISSION_RANK.get(held.get((kind, resource), ""), 0) >= PERMISSION_RANK[permission]:
+        if _satisfied(kind, held.get((kind, resource), ""), permission):
             continue
         grant = {"username": user.username, "resource_type": kind, "resource_id": resource}
-        if (kind, resource) in held:  # a weaker grant of the user's own: the grant API refuses a second row
+        if (kind, resource) in held:  # another grant of the user's own: the grant API refuses a second row
             status, body = api.call("POST", REVOKE, grant)
             if status != 200 and body.get("error_code") != "RESOURCE_DOES_NOT_EXIST":  # revoked meanwhile
                 raise _failed("POST", REVOKE, status, body)
         if api.created("POST", GRANT, {**grant, "permission": permission}) is None:
             now = _held(api, user.username).get((kind, resource), "")
-            if PERMISSION_RANK.get(now, 0) < PERMISSION_RANK[permission]:
+            if not _satisfied(kind, now, permission):
                 raise AuthApiError(f"{user.username} holds {now} on {kind} {name}, not {permission}")
             continue
         what = name if kind == REGISTERED_MODEL else f"experiment {name}"
-        changes.append(f"granted {permission} on {what} to {user.username}")
+        was = f" (was {held[(kind, resource)]})" if (kind, resource) in held else ""
+        changes.append(f"granted {permission} on {what} to {user.username}{was}")
     return changes
 
 
 def bootstrap_users(api: AuthApi, users: Sequence[User]) -> list[str]:
-    """Create or update each user (password) and its grants; what changed, empty when nothing did."""
+    """Create each model the users are granted on, then create or update each user (password) and its
+    grants; what changed, empty when nothing did."""
     changes: list[str] = []
+    for model in sorted({model for user in users for model, _ in user.grants}):
+        changes += _ensure_model(api, model)
     for user in users:
         changes += _ensure_user(api, user) + _ensure_grants(api, user)
     return changes

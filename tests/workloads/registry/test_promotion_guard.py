@@ -1,0 +1,181 @@
+"""Only the promotion identities move ``@champion``, against MLflow 3.17.2's real permission checks (issue 40,
+"Done when": training's and teams' registry identities cannot move ``@champion``; the control review,
+``compliance.md`` S1).
+
+MLflow grants per registered model: moving any alias needs ``can_update`` (EDIT) on it, as registering a
+version does (mlflow/server/auth/__init__.py 3.17.2, ``validate_can_set_model_or_prompt_version_alias``,
+``_authorize_create_version``), so training's EDIT alone would let it promote itself. The registry's
+authorization function (workloads/registry/server/guard.py) refuses a set or delete of ``champion`` and
+``previous-champion`` to all but the stack's promotion identities (components/kubernetes/workloads.py
+``promoters``: the rollout's user and the approver role), and the launcher creates the served model as the
+admin and keeps model grants exactly as declared, so training never holds the creator's MANAGE.
+
+The users, grants and promoters are the stack's own (``registry_users``, ``promoters`` of the enterprise
+template with an approver and two teams), bootstrapped by the launcher's ``bootstrap_users`` on the shared
+basic-auth server (conftest.py: the image's authorization function, ``PROMOTERS``).
+"""
+
+from __future__ import annotations
+
+import copy
+import urllib.parse
+
+import pytest
+from typer.testing import CliRunner
+
+from components.config import PLATFORM_KEY, PlatformConfig, parse_stack_config
+from components.kubernetes.workloads import ROLLOUT_USER, promoters, registry_users
+from mlplatform.cli import app
+from tests.stack_variants import with_teams
+from workloads.registry.client import RegistryClient, RegistryError
+from workloads.registry.lineage import experiment_name
+from workloads.registry.server.launch import LIST_PERMISSIONS, AuthApi, User, bootstrap_users
+
+from .conftest import ADMIN_PASSWORD, PROMOTERS
+
+STACK = "aws-enterprise-prod"
+APPROVER = "approver-ana"
+ALIAS_PATH = "/api/2.0/mlflow/registered-models/alias"
+
+
+def _stack() -> PlatformConfig:
+    raw = copy.deepcopy(with_teams(STACK))
+    raw[PLATFORM_KEY]["workloads"].setdefault("registry", {})["approvers"] = [APPROVER]
+    return parse_stack_config(raw, f"Pulumi.{STACK}.yaml")
+
+
+CONFIG = _stack()
+STACK_USERS = {u.username: u for u in registry_users(CONFIG)}
+MODEL = STACK_USERS["ml-training"].grants[0][0]
+
+
+def _password(name: str) -> str:
+    return f"{name}-password-guard"
+
+
+def _client(uri: str, name: str) -> RegistryClient:
+    environ = {"MLFLOW_TRACKING_USERNAME": name, "MLFLOW_TRACKING_PASSWORD": _password(name)}
+    return RegistryClient(uri, environ=environ, attempts=1)
+
+
+@pytest.fixture(scope="module")
+def registry(auth_registry_uri: str) -> tuple[str, AuthApi, str]:
+    """The stack's users on the registry (the launcher's bootstrap), an approver made by an admin with EDIT
+    on the model (a person, not a stack user), and a version training registered as ``@challenger``."""
+    api = AuthApi(auth_registry_uri, ADMIN_PASSWORD)
+    users = [
+        User(
+            u.username,
+            _password(u.username),
+            tuple((m, str(p)) for m, p in u.grants),
+            tuple((e, str(p)) for e, p in u.experiments),
+        )
+        for u in STACK_USERS.values()
+    ]
+    bootstrap_users(api, [*users, User(APPROVER, _password(APPROVER), ((MODEL, "EDIT"),))])
+    training = _client(auth_registry_uri, "ml-training")
+    run = training.create_run(training.experiment_id(experiment_name(MODEL)), "guard-run", {})
+    training.ensure_registered_model(MODEL)  # made by the launcher as the admin: found, not created
+    version = training.create_version(MODEL, run["info"]["artifact_uri"], run["info"]["run_id"], {}).version
+    training.set_alias(MODEL, "challenger", version)  # what training does: still allowed
+    return auth_registry_uri, api, version
+
+
+def test_the_promotion_identities_are_the_rollout_user_and_the_approvers_never_a_caller() -> None:
+    assert promoters(CONFIG) == (APPROVER, ROLLOUT_USER)
+    assert set(promoters(CONFIG)) <= set(PROMOTERS)  # what the server runs with
+    assert not {"ml-training", "ml-inference", "team-nlp", "team-vision"} & set(promoters(CONFIG))
+
+
+@pytest.mark.parametrize("alias", ["champion", "previous-champion", "Champion"])
+def test_training_cannot_move_champion_and_the_refusal_names_the_user_and_who_may(
+    registry: tuple[str, AuthApi, str], alias: str
+) -> None:
+    uri, _, version = registry
+    with pytest.raises(RegistryError) as refused:
+        _client(uri, "ml-training").set_alias(MODEL, alias, version)
+    assert refused.value.status == 403
+    assert str(refused.value) == (
+        f"registry {uri}: user ml-training may not move alias {alias!r} of registered model {MODEL!r}:"
+        f" only the promotion identities move champion and previous-champion (admin, {APPROVER},"
+        f" {ROLLOUT_USER}, rollout-b; the stack's rollout user and workloads.registry.approvers); ask for a"
+        " promotion with mlplatform models request-promotion (docs/lifecycle.md) (HTTP 403 on POST"
+        " registered-models/alias)"
+    )
+
+
+def test_training_holds_edit_not_the_creators_manage(registry: tuple[str, AuthApi, str]) -> None:
+    _, api, _ = registry
+    rows = api.ok("GET", LIST_PERMISSIONS, {"username": "ml-training"})["permissions"]
+    assert isinstance(rows, list)
+    assert {
+        r["resource_pattern"]: r["permission"] for r in rows if r["resource_type"] == "registered_model"
+    } == {MODEL: "EDIT"}
+
+
+def test_a_team_cannot_move_champion_of_the_served_model_nor_of_its_own(
+    registry: tuple[str, AuthApi, str],
+) -> None:
+    uri, api, version = registry
+    team = _client(uri, "team-nlp")
+    # The served model: the guard answers first; a team only reads it (default READ), so MLflow's own
+    # check refuses it any other alias too.
+    with pytest.raises(RegistryError) as refused:
+        team.set_alias(MODEL, "champion", version)
+    assert refused.value.status == 403
+    assert f"user team-nlp may not move alias 'champion' of registered model {MODEL!r}" in str(refused.value)
+    with pytest.raises(RegistryError) as refused:
+        team.set_alias(MODEL, "challenger", version)
+    assert refused.value.status == 403
+    assert "user team-nlp has no grant for POST registered-models/alias" in str(refused.value)
+    # Its own model: MANAGE as its creator, yet @champion is the promotion identities' (guard.py).
+    own = "team-nlp-own-model"
+    team.ensure_registered_model(own)
+    run = team.create_run(team.experiment_id("team-nlp-own"), "own-run", {})
+    own_version = team.create_version(own, run["info"]["artifact_uri"], run["info"]["run_id"], {}).version
+    team.set_alias(own, "challenger", own_version)
+    with pytest.raises(RegistryError) as refused:
+        team.set_alias(own, "champion", own_version)
+    assert refused.value.status == 403
+    assert f"user team-nlp may not move alias 'champion' of registered model {own!r}" in str(refused.value)
+    # Nor remove it: a DELETE with a JSON body, and one with the query string (the two ways MLflow reads it).
+    team_credentials = ("team-nlp", _password("team-nlp"))
+    status, body = api.call("DELETE", ALIAS_PATH, {"name": own, "alias": "champion"}, team_credentials)
+    assert (status, body["error_code"]) == (403, "PERMISSION_DENIED")
+    query = urllib.parse.urlencode({"name": own, "alias": "champion"})
+    status, body = api.call("DELETE", f"{ALIAS_PATH}?{query}", None, team_credentials)
+    assert (status, body["error_code"]) == (403, "PERMISSION_DENIED")
+    assert "user team-nlp may not move alias 'champion'" in str(body["message"])
+
+
+def test_promote_as_training_is_one_line_naming_the_user_and_exit_2(
+    registry: tuple[str, AuthApi, str],
+) -> None:
+    """Even ``--force`` (skipping the CLI's own checks, no stack rules given) and a declared ``--actor``
+    naming an approver meet the registry's rule, which knows the caller by its credentials."""
+    uri, _, version = registry
+    before = _client(uri, "ml-inference").alias_or_none(MODEL, "champion")
+    environ = {
+        "MLFLOW_TRACKING_USERNAME": "ml-training",
+        "MLFLOW_TRACKING_PASSWORD": _password("ml-training"),
+    }
+    result = CliRunner().invoke(
+        app,
+        ["models", "promote", MODEL, version, "--force", "--registry-uri", uri, "--actor", "approver-ana"],
+        env=environ,
+    )
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    assert line.startswith(f"error: registry {uri}: user ml-training may not move alias '"), line
+    assert f"of registered model {MODEL!r}: only the promotion identities move" in line
+    after = _client(uri, "ml-inference").alias_or_none(MODEL, "champion")
+    assert (after and after.version) == (before and before.version)  # nothing moved
+
+
+@pytest.mark.parametrize("promoter", [ROLLOUT_USER, APPROVER])
+def test_a_promotion_identity_moves_champion(registry: tuple[str, AuthApi, str], promoter: str) -> None:
+    uri, _, version = registry
+    client = _client(uri, promoter)
+    client.set_alias(MODEL, "previous-champion", version)
+    client.set_alias(MODEL, "champion", version)
+    assert _client(uri, "ml-inference").version_by_alias(MODEL, "champion").version == version

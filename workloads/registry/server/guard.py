@@ -1,0 +1,103 @@
+"""Only the promotion identities move ``@champion``: the registry's authorization function.
+
+MLflow's basic-auth app grants per registered model, not per alias. In 3.17.2 moving any alias
+(``SetRegisteredModelAlias``) needs ``can_update`` on the model (``validate_can_set_model_or_prompt_
+version_alias``, mlflow/server/auth/__init__.py), and so does registering a version (``CreateModelVersion``:
+``_authorize_create_version`` requires ``update``); removing one (``DeleteRegisteredModelAlias``) needs
+``can_delete``. So training, which must hold EDIT to register its versions and move ``@challenger``,
+could move ``@champion`` too (the control review, ``compliance.md`` S1). No grant separates them.
+
+Two ways out were weighed. A separate candidates model (training EDIT there, READ on the served model,
+the promotion identity copying a version across: ``CreateModelVersion`` with a ``models:/`` source needs
+only READ on the source) changes every caller's model name (the trainer, the servers' challenger, the
+rollout, the CLI) and leaves the copy's own alias moves as open as before to whoever holds EDIT on the
+served model. MLflow's documented hook does it in one place instead: the basic-auth app calls the
+configured ``authorization_function`` (basic_auth.ini; ``authenticate_request``) on every request before
+its own permission checks (``_before_request``, and the FastAPI bridge ``_authenticate_custom_for_
+fastapi``), and a Flask ``Response`` it returns is the answer. This one authenticates as MLflow's own
+``authenticate_request_basic_auth`` does, then refuses (403, ``PERMISSION_DENIED``, naming the user, the
+alias and who may) a set or delete of a protected alias by anyone but the promotion identities:
+
+- the protected aliases: ``champion`` (what the servers serve) and ``previous-champion`` (what a rollback
+  restores), compared case-insensitively;
+- the promotion identities: ``REGISTRY_PROMOTERS`` (a JSON list the stack sets: the rollout's user, the
+  gates' pre-approved path, and the approver role, components/kubernetes/workloads.py ``promoters``),
+  and MLflow's admin, which the basic-auth app exempts from every check anyway (``sender_is_admin``) and
+  which can reset any user's password;
+- every other alias (``@challenger``) and every other request goes on to MLflow's own checks.
+
+The routes come from MLflow's own table (``get_endpoints``: ``/api/2.0`` and ``/ajax-api/2.0``
+``registered-models/alias``), so a path MLflow adds for them is covered too. Loaded by the server's
+processes from the image's /app (``authorization_function = guard:authenticate``, launch.py
+``write_auth_config``); standard library, Flask and MLflow only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+from flask import Response, jsonify, request
+from mlflow.protos.model_registry_pb2 import DeleteRegisteredModelAlias, SetRegisteredModelAlias
+from mlflow.server.auth import authenticate_request_basic_auth
+from mlflow.server.handlers import get_endpoints
+from werkzeug.datastructures import Authorization
+
+PROMOTERS_ENV = "REGISTRY_PROMOTERS"
+PROTECTED_ALIASES = ("champion", "previous-champion")
+ADMIN_USERNAME = "admin"
+
+
+def _alias_routes() -> frozenset[tuple[str, str]]:
+    """(path, method) of every route that sets or deletes an alias, from MLflow's own route table."""
+    moves = (SetRegisteredModelAlias, DeleteRegisteredModelAlias)
+    endpoints = get_endpoints(lambda request_class: request_class if request_class in moves else None)  # type: ignore[no-untyped-call]
+    return frozenset((path, m) for path, handler, methods in endpoints if handler for m in methods)
+
+
+ALIAS_ROUTES = _alias_routes()
+
+
+def promoters(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """The users the stack lets move the protected aliases (``REGISTRY_PROMOTERS``), plus the admin."""
+    declared = json.loads(env.get(PROMOTERS_ENV) or "[]")
+    return tuple(sorted({ADMIN_USERNAME, *declared}))
+
+
+def refusal(user: str, model: str, alias: str, allowed: tuple[str, ...]) -> str | None:
+    """Why ``user`` may not move ``alias`` of ``model``, or None."""
+    if alias.casefold() not in PROTECTED_ALIASES or user in allowed:
+        return None
+    return (
+        f"user {user} may not move alias {alias!r} of registered model {model!r}: only the promotion"
+        f" identities move {' and '.join(PROTECTED_ALIASES)} ({', '.join(allowed)}; the stack's rollout"
+        " user and workloads.registry.approvers); ask for a promotion with mlplatform models"
+        " request-promotion (docs/lifecycle.md)"
+    )
+
+
+def _alias_target() -> tuple[str, str] | None:
+    """(model, alias) of a request that sets or deletes an alias, else None; the parameters are read as
+    MLflow reads them (``_get_request_param``: a JSON body, or the query string of a DELETE without one)."""
+    if (request.path, request.method) not in ALIAS_ROUTES:
+        return None
+    body = request.get_json(silent=True) if request.method == "POST" or request.is_json else None
+    params = body if isinstance(body, dict) else request.args
+    return str(params.get("name", "")), str(params.get("alias", ""))
+
+
+def authenticate() -> Authorization | Response:
+    """MLflow's basic authentication, then the protected aliases' rule."""
+    authorization = authenticate_request_basic_auth()
+    if not isinstance(authorization, Authorization):
+        return authorization
+    target = _alias_target()
+    if target is None:
+        return authorization
+    why = refusal(str(authorization.username), *target, promoters())
+    if why is None:
+        return authorization
+    response = jsonify({"error_code": "PERMISSION_DENIED", "message": why})
+    response.status_code = 403
+    return response
