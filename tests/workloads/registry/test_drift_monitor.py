@@ -1,0 +1,185 @@
+"""Issue 40's drift monitor with real parts on loopback: MLflow 3.17.2 (conftest.py), two inference
+servers following ``@champion`` (``python -m workloads.inference``), the monitor (workloads/delivery/
+monitor.py; once as its CronJob's command, then its windows in this process) and, as the launcher, the
+real training entry point (``python -m workloads.training``) on the "newest" dataset (drift_data.py).
+
+Each window sends every server exactly its drift window's rows (``SERVE_DRIFT_WINDOW``), so windows do
+not overlap; steady windows are drawn from the champion's own training split (the reference), shifted
+ones are the same rows inverted (16 - pixel).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from mlplatform.cli import app
+from tests.workloads.inference.conftest import held_out, model_dir  # noqa: F401  (the session's model)
+from tests.workloads.inference.serving import Server, serve_alias, wait_ready
+from workloads.delivery.monitor import (
+    ENV,
+    RETRAIN_ACTION,
+    WINDOW_ACTION,
+    Monitor,
+    ProcessLauncher,
+    parse_policy,
+)
+from workloads.delivery.plan import PlanError
+from workloads.delivery.scrape import Scraper, Targets
+from workloads.registry.client import TRACKING_URI_ENV, RegistryClient
+from workloads.registry.lineage import TRIGGER_TAG
+from workloads.registry.record import RECORD_ENV, Event, Journal, identity, open_record
+from workloads.registry.rollout import CHALLENGER, CHAMPION
+from workloads.training.tasks import Split
+
+from .conftest import named_version, register_version
+
+pytestmark = pytest.mark.slow
+
+NAME = "drift-digits"
+ROWS = 200  # each server's drift window, and the rows every window sends it
+CHUNK = 32  # the servers' default max_instances
+DATASET = "tests.workloads.registry.drift_data:inverted_digits"
+# k of m small so the test is short; a cooldown far longer than the test: one retrain per cooldown.
+POLICY = {"k": 2, "m": 3, "cooldownSeconds": 3600, "falseAlarmRate": 0.01, "dataset": DATASET}
+STEADY_WINDOWS = 8
+
+
+@pytest.fixture
+def servers(registry_uri: str, model_dir: Path, tmp_path: Path) -> Iterator[list[Server]]:  # noqa: F811
+    """``NAME`` v1 as the champion, served by two real servers with a ``ROWS``-row drift window."""
+    client = RegistryClient(registry_uri)
+    version = register_version(client, NAME, named_version(model_dir, tmp_path / "v1", NAME))
+    client.set_alias(NAME, CHAMPION, version)
+    env = {"PATH": "/usr/bin:/bin", "SERVE_DRIFT_WINDOW": str(ROWS), "SERVE_DRIFT_MIN_SAMPLES": str(ROWS)}
+    started: list[Server] = []
+    try:
+        for index in range(2):
+            (tmp_path / f"s{index}").mkdir()
+            started.append(
+                serve_alias(env, registry_uri, f"models:/{NAME}@champion", 0.3, tmp_path / f"s{index}")
+            )
+        for server in started:
+            wait_ready(server)
+        yield started
+    finally:
+        for server in started:
+            server.terminate()
+
+
+def _send(servers: list[Server], split: Split, rng: np.random.Generator, *, shifted: bool) -> None:
+    """One window: ``ROWS`` rows to every server, from the reference (the training split) or inverted."""
+    for server in servers:
+        rows = split.x_train[rng.integers(0, len(split.x_train), ROWS)]
+        rows = 16 - rows if shifted else rows
+        with server.client() as http:
+            for start in range(0, ROWS, CHUNK):
+                answer = http.post("/v1/predict", json={"instances": rows[start : start + CHUNK].tolist()})
+                assert answer.status_code == 200, answer.text
+
+
+def _decisions(events: list[Event]) -> list[str]:
+    return [str(e.numbers["decision"]) for e in events if e.action == WINDOW_ACTION]
+
+
+def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flapping_no_more(
+    registry_uri: str,
+    servers: list[Server],
+    held_out: Split,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    client = RegistryClient(registry_uri)
+    record = tmp_path / "record"
+    metrics = [f"{server.url}/metrics" for server in servers]
+    training = (sys.executable, "-m", "workloads.training", "--output", str(tmp_path / "retrain"))
+    training += ("--epochs", "3", "--model-name", NAME, "--registry-uri", registry_uri)
+    rng = np.random.default_rng(0)
+
+    # The first window through the CronJob's own command and variables.
+    _send(servers, held_out, rng, shifted=False)
+    env = {
+        **os.environ,
+        ENV["model"]: NAME,
+        ENV["metrics_urls"]: ",".join(metrics),
+        ENV["policy"]: json.dumps(POLICY),
+        ENV["launch"]: json.dumps(list(training)),
+        TRACKING_URI_ENV: registry_uri,
+        RECORD_ENV: str(record),
+    }
+    cron = subprocess.run(
+        [sys.executable, "-m", "workloads.delivery.monitor"],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cron.returncode == 0, cron.stderr
+    assert cron.stdout.startswith(f"{NAME}: none: 0 of the last 1 windows breach")
+
+    journal = Journal(client, open_record(str(record)), identity(client, "drift-monitor"))
+    scraper = Scraper(Targets(urls=tuple(metrics)))
+    monitor = Monitor(client, journal, NAME, parse_policy(POLICY, "test"), scraper, ProcessLauncher(training))
+
+    # Steady traffic from the reference distribution, window after window: nothing.
+    for _ in range(STEADY_WINDOWS - 1):
+        _send(servers, held_out, rng, shifted=False)
+        monitor.tick()
+    steady = journal.record.read(NAME)
+    assert _decisions(steady) == ["none"] * STEADY_WINDOWS
+    assert all(len(e.numbers["servers"]) == 2 and e.numbers["samples"] == ROWS for e in steady)
+
+    # Shifted traffic: exactly one retrain, within k windows, on the dataset source; it registers
+    # @challenger with the decision as its trigger.
+    for _ in range(POLICY["k"]):
+        _send(servers, held_out, rng, shifted=True)
+        monitor.tick()
+    events = journal.record.read(NAME)
+    assert _decisions(events)[STEADY_WINDOWS:] == ["none", "retrain"]
+    [retrain] = [e for e in events if e.action == RETRAIN_ACTION]
+    assert retrain.numbers["ok"] is True, retrain.reason
+    assert retrain.numbers["dataset"] == DATASET
+    challenger = client.version_by_alias(NAME, CHALLENGER)
+    assert retrain.versions == {CHAMPION: "1", CHALLENGER: challenger.version}
+    assert challenger.tags[TRIGGER_TAG] == retrain.numbers["trigger"]
+    assert client.version_by_alias(NAME, CHAMPION).version == "1", "the monitor never promotes"
+
+    # Flapping around the threshold, and the shift going on: breaches, but cooling down; no second retrain.
+    for index in range(6):
+        _send(servers, held_out, rng, shifted=index % 2 == 0)
+        monitor.tick()
+    events = journal.record.read(NAME)
+    after = _decisions(events)[STEADY_WINDOWS + POLICY["k"] :]
+    assert "retrain" not in after and "cooling-down" in after, after
+    assert sum(e.action == RETRAIN_ACTION for e in events) == 1
+
+    # Every decision, with who and why, through the command a user runs.
+    shown = CliRunner().invoke(app, ["models", "history", NAME, "--record", str(record)])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert len(lines) == len(events)
+    assert sum("cooling-down: " in line and "cooling down" in line for line in lines) == after.count(
+        "cooling-down"
+    )
+    assert any(line.split()[1] == RETRAIN_ACTION and "registered" in line for line in lines)
+
+
+def test_a_bad_policy_key_is_one_line_naming_it() -> None:
+    with pytest.raises(PlanError) as caught:
+        parse_policy({"k": 4, "m": 3}, "workloads.inference.driftMonitor")
+    assert caught.value.problems == [
+        "workloads.inference.driftMonitor: k (4) must not exceed m (3): k breaches among the last m windows"
+    ]
+    with pytest.raises(PlanError) as caught:
+        parse_policy({"falseAlarmRate": 2}, "workloads.inference.driftMonitor")
+    assert caught.value.problems == [
+        "workloads.inference.driftMonitor.falseAlarmRate: Input should be less than 1"
+    ]

@@ -1,0 +1,340 @@
+"""The drift monitor: one window per run, judged against calibrated thresholds, acted on when sustained.
+
+Each run (the CronJob's schedule, or ``--every`` seconds locally) is one window:
+
+1. the champion of the model (``@champion``) and its training histograms (its ``metadata.json``);
+2. every server's per-version drift gauges (``/metrics``: rows in the window, each feature's PSI against
+   that version's own reference; workloads/inference/drift.py), read with the rollout's scraper;
+3. each server's largest PSI against the threshold calibrated for its row count at the policy's false-alarm
+   rate (trigger.null_threshold). With S servers each is tested at ``falseAlarmRate / S`` (Bonferroni:
+   the chance that any of S tests at level a/S alarms is at most a; Dunn, "Multiple comparisons among
+   means", JASA 56 (1961) 52-64), so the window as a whole keeps the stated rate;
+4. the decision (trigger.decide: k of the last m windows since the last retrain, a cooldown, a rate
+   limit) from the windows and retrains already on the model's lifecycle record: the record is the
+   monitor's only state, so a CronJob pod holds none and a replay decides the same;
+5. the decision appended to the record with its numbers, whatever it is ("none", "cooling-down" and
+   "rate-limited" included), and on ``retrain`` the training launched (``Launcher``) and its end recorded.
+
+A retrain that fails is recorded and ends there: the retrain's time counts for the cooldown and the rate
+limit whatever its outcome, so no failure retriggers another, and a model that is worse stops at the
+rollout's first gate (docs/delivery.md), never promoted by the monitor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from pydantic import Field, ValidationError, model_validator
+
+from workloads.artifacts import ModelMetadata
+from workloads.delivery.launch import targets
+from workloads.delivery.plan import PlanError, _line, _Model
+from workloads.delivery.runner import RolloutError
+from workloads.delivery.scrape import Scraper, drift_window
+from workloads.delivery.trigger import Action, Decision, TriggerPolicy, Window, decide, null_threshold
+from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
+from workloads.registry.lineage import TRIGGER_ENV
+from workloads.registry.record import RECORD_ENV, Event, Journal, RecordError, identity, open_record
+from workloads.registry.rollout import CHAMPION
+
+# Record actions: one per window, and the retrain's end.
+WINDOW_ACTION = "drift-window"
+RETRAIN_ACTION = "retrain"
+ENV = {
+    "model": "MONITOR_MODEL",
+    "metrics_urls": "MONITOR_METRICS_URLS",  # comma-separated
+    "metrics_dns": "MONITOR_METRICS_DNS",
+    "metrics_port": "MONITOR_METRICS_PORT",
+    "policy": "MONITOR_POLICY",  # the stack's driftMonitor, JSON, camelCase keys
+    "launch": "MONITOR_LAUNCH",  # the training command, a JSON list; the dataset is appended
+}
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+class MonitorPolicy(_Model):
+    """``workloads.inference.driftMonitor``: the stack keys, defaults with their reasons."""
+
+    # The CronJob's schedule: one window per run. Every 15 minutes: windows long enough for the servers'
+    # drift window (1,000 rows by default) to turn over at moderate traffic, k of m within about an hour.
+    schedule: str = "*/15 * * * *"
+    # Per window: about one breach in a hundred unchanged windows (trigger.py measured it on real rows).
+    false_alarm_rate: float = Field(default=0.01, gt=0, lt=1)
+    # 3 breaches among the last 5 windows: sustained, not a burst of odd traffic.
+    k: int = Field(default=3, ge=1)
+    m: int = Field(default=5, ge=1, le=100)
+    # A retrain and its rollout take hours; judging the new version needs windows of its own.
+    cooldown_seconds: int = Field(default=6 * 3600, ge=0)
+    # At most two retrains a day per model, whatever the traffic does.
+    max_retrains: int = Field(default=2, ge=1)
+    per_seconds: int = Field(default=24 * 3600, ge=1)
+    # The dataset source the retrain trains on: a ``module:function`` hook that returns its newest
+    # version (docs/training.md); unset: the training Job's own dataset.
+    dataset: str | None = None
+
+    @model_validator(mode="after")
+    def _k_within_m(self) -> MonitorPolicy:
+        if self.k > self.m:
+            raise ValueError(
+                f"k ({self.k}) must not exceed m ({self.m}): k breaches among the last m windows"
+            )
+        return self
+
+    def trigger(self) -> TriggerPolicy:
+        return TriggerPolicy(
+            false_alarm_rate=self.false_alarm_rate,
+            k=self.k,
+            m=self.m,
+            cooldown_s=self.cooldown_seconds,
+            max_actions=self.max_retrains,
+            per_s=self.per_seconds,
+        )
+
+
+def parse_policy(raw: Mapping[str, Any] | None, where: str) -> MonitorPolicy:
+    """Validate ``raw`` into the policy; PlanError with one line per problem naming its key."""
+    try:
+        return MonitorPolicy.model_validate_json(json.dumps(dict(raw or {})))
+    except ValidationError as exc:
+        raise PlanError([_line(where, error) for error in exc.errors()]) from None
+
+
+@dataclass(frozen=True)
+class Launched:
+    """How a retrain ended: ``ok`` and one line saying what it left (the version it registered)."""
+
+    ok: bool
+    detail: str
+
+
+class Launcher(Protocol):
+    def launch(self, model: str, dataset: str | None, trigger: str) -> Launched: ...
+
+
+@dataclass(frozen=True)
+class ProcessLauncher:
+    """The training entry point as a local process (``python -m workloads.training ...`` or
+    ``mlplatform train --local``), the dataset appended as ``--dataset``, the trigger in TRIGGER_ENV."""
+
+    command: tuple[str, ...]
+    timeout_s: float = 3600
+
+    def launch(self, model: str, dataset: str | None, trigger: str) -> Launched:
+        argv = [*self.command, *(("--dataset", dataset) if dataset else ())]
+        try:
+            done = subprocess.run(
+                argv,
+                env={**os.environ, TRIGGER_ENV: trigger},
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                check=False,
+                start_new_session=True,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Launched(False, f"training did not run to its end: {exc}")
+        last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or [""]
+        if done.returncode != 0:
+            return Launched(False, f"training exited {done.returncode}: {last[0][:300]}")
+        return Launched(True, "training finished")
+
+
+def _at(event: Event) -> float:
+    return datetime.fromisoformat(event.at).timestamp()
+
+
+def history(events: Sequence[Event]) -> tuple[list[Window], list[float]]:
+    """The windows and the retrains' times on a model's record (oldest first)."""
+    windows = [
+        Window(_at(e), int(e.numbers["samples"]), float(e.numbers["maxPsi"]), float(e.numbers["threshold"]))
+        for e in events
+        if e.action == WINDOW_ACTION and e.numbers.get("maxPsi") is not None
+    ]
+    retrains = [
+        _at(e) for e in events if e.action == WINDOW_ACTION and e.numbers.get("decision") == "retrain"
+    ]
+    return windows, retrains
+
+
+@dataclass
+class Monitor:
+    """One model's monitor; ``tick`` is one window."""
+
+    client: RegistryClient
+    journal: Journal
+    model: str
+    policy: MonitorPolicy
+    scraper: Scraper
+    launcher: Launcher
+    clock: Callable[[], float] = time.time
+    _references: dict[str, ModelMetadata] = field(default_factory=dict)
+    _thresholds: dict[tuple[str, int, int], float] = field(default_factory=dict)
+
+    def _metadata(self, version: str) -> ModelMetadata:
+        if version not in self._references:
+            source = self.client.get_version(self.model, version).source
+            raw = self.client.read_artifact(f"{source}/metadata.json")
+            self._references[version] = ModelMetadata.model_validate_json(raw)
+        return self._references[version]
+
+    def _threshold(self, version: str, samples: int, servers: int) -> float:
+        key = (version, samples, servers)
+        if key not in self._thresholds:
+            reference = [h.counts for h in self._metadata(version).reference_histograms]
+            rate = self.policy.false_alarm_rate / servers
+            self._thresholds[key] = null_threshold(reference, samples, rate)
+        return self._thresholds[key]
+
+    def tick(self) -> Event:
+        """Read the servers, decide, record, and act on a retrain."""
+        champion = self.client.version_by_alias(self.model, CHAMPION).version
+        snapshot = self.scraper.snapshot()
+        measured = [
+            (n, psi) for n, psi in drift_window(snapshot, self.model, champion).servers if psi is not None
+        ]
+        servers = [
+            {
+                "samples": n,
+                "maxPsi": round(psi, 6),
+                "threshold": round(self._threshold(champion, n, len(measured)), 6),
+            }
+            for n, psi in measured
+        ]
+        numbers: dict[str, Any] = {"servers": servers, "unreachable": list(self.scraper.unreachable)}
+        now = self.clock()
+        events = self.journal.record.read(self.model)
+        windows, retrains = history(events)
+        if not servers:
+            reason = f"no server has enough rows of version {champion} in its drift window"
+            return self._append(champion, Decision(Action.NONE, reason, 0, 0), numbers)
+        # The window's evidence: the server furthest past (or closest to) its own threshold.
+        worst = max(servers, key=lambda s: s["maxPsi"] / s["threshold"])
+        numbers.update(worst)
+        window = Window(now, int(worst["samples"]), worst["maxPsi"], worst["threshold"])
+        decision = decide([*windows, window], retrains, now, self.policy.trigger())
+        event = self._append(champion, decision, numbers)
+        if decision.action is Action.RETRAIN:
+            self._retrain(champion, event)
+        return event
+
+    def _append(self, champion: str, decision: Decision, numbers: dict[str, Any]) -> Event:
+        numbers = {
+            **numbers,
+            "decision": str(decision.action),
+            "breaches": decision.breaches,
+            "windows": decision.windows,
+            "k": self.policy.k,
+            "m": self.policy.m,
+            "falseAlarmRate": self.policy.false_alarm_rate,
+        }
+        reason = f"{decision.action}: {decision.reason}"
+        print(
+            f"{self.model}: {reason}", file=sys.stderr if decision.action is not Action.NONE else sys.stdout
+        )
+        return self.journal.append(
+            self.model, WINDOW_ACTION, {CHAMPION: champion}, reason=reason, numbers=numbers
+        )
+
+    def _retrain(self, champion: str, trigger: Event) -> None:
+        started = self.clock()
+        name = f"{trigger.model}/{WINDOW_ACTION}/{trigger.at}"
+        result = self.launcher.launch(self.model, self.policy.dataset, name)
+        numbers: dict[str, Any] = {
+            "ok": result.ok,
+            "seconds": round(self.clock() - started, 3),
+            "dataset": self.policy.dataset,
+            "trigger": name,
+        }
+        versions = {CHAMPION: champion}
+        if result.ok:
+            challenger = self.client.alias_or_none(self.model, "challenger")
+            if challenger is not None:
+                versions["challenger"] = challenger.version
+        detail = (
+            f"{result.detail}; @challenger {versions.get('challenger', 'unchanged')}"
+            if result.ok
+            else result.detail
+        )
+        outcome = (
+            "registered; the rollout's gates judge it"
+            if result.ok
+            else "failed; no retry before the cooldown"
+        )
+        self.journal.append(
+            self.model, RETRAIN_ACTION, versions, reason=f"{outcome}: {detail}", numbers=numbers
+        )
+
+
+def from_env(environ: Mapping[str, str]) -> tuple[str, str, MonitorPolicy, Scraper, ProcessLauncher, str]:
+    """The CronJob's settings; RolloutError or PlanError (one line naming the variable or key)."""
+
+    def need(variable: str) -> str:
+        value = environ.get(variable, "")
+        if not value:
+            raise RolloutError(f"{variable} is required")
+        return value
+
+    try:
+        raw = json.loads(environ.get(ENV["policy"], "{}"))
+        command = json.loads(need(ENV["launch"]))
+    except ValueError as exc:
+        raise RolloutError(f"{ENV['policy']} / {ENV['launch']}: not JSON ({exc})") from None
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+        raise RolloutError(f"{ENV['launch']}: a JSON list of strings, the training command")
+    port = environ.get(ENV["metrics_port"], "8080")
+    if not port.isdigit():
+        raise RolloutError(f"{ENV['metrics_port']}={port!r}: a port number")
+    urls = tuple(u.strip() for u in environ.get(ENV["metrics_urls"], "").split(",") if u.strip())
+    found = targets(
+        urls,
+        environ.get(ENV["metrics_dns"]) or None,
+        int(port),
+        "http",
+        ENV["metrics_urls"],
+        ENV["metrics_dns"],
+    )
+    return (
+        need(ENV["model"]),
+        need(TRACKING_URI_ENV),
+        parse_policy(raw, ENV["policy"]),
+        Scraper(found),
+        ProcessLauncher(tuple(command)),
+        need(RECORD_ENV),
+    )
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads.delivery.monitor", description=__doc__)
+    parser.add_argument("--every", type=float, default=0.0, help="seconds between windows; 0: one window")
+    args = parser.parse_args(argv)
+    try:
+        model, registry, policy, scraper, launcher, record = from_env(environ)
+        client = RegistryClient(registry)
+        journal = Journal(client, open_record(record), identity(client, "drift-monitor"))
+        monitor = Monitor(client, journal, model, policy, scraper, launcher)
+        while True:
+            monitor.tick()
+            if args.every <= 0:
+                return EXIT_OK
+            time.sleep(args.every)
+    except PlanError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (RolloutError, RegistryError, RecordError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
