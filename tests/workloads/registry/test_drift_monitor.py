@@ -49,7 +49,14 @@ ROWS = 200  # each server's drift window, and the rows every window sends it
 CHUNK = 32  # the servers' default max_instances
 DATASET = "tests.workloads.registry.drift_data:inverted_digits"
 # k of m small so the test is short; a cooldown far longer than the test: one retrain per cooldown.
-POLICY = {"k": 2, "m": 3, "cooldownSeconds": 3600, "falseAlarmRate": 0.01, "dataset": DATASET}
+K = 2
+POLICY: dict[str, object] = {
+    "k": K,
+    "m": 3,
+    "cooldownSeconds": 3600,
+    "falseAlarmRate": 0.01,
+    "dataset": DATASET,
+}
 STEADY_WINDOWS = 8
 
 
@@ -99,8 +106,8 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
     client = RegistryClient(registry_uri)
     record = tmp_path / "record"
     metrics = [f"{server.url}/metrics" for server in servers]
-    training = (sys.executable, "-m", "workloads.training", "--output", str(tmp_path / "retrain"))
-    training += ("--epochs", "3", "--model-name", NAME, "--registry-uri", registry_uri)
+    training = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path / "retrain")]
+    training += ["--epochs", "3", "--model-name", NAME, "--registry-uri", registry_uri]
     rng = np.random.default_rng(0)
 
     # The first window through the CronJob's own command and variables.
@@ -110,7 +117,7 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
         ENV["model"]: NAME,
         ENV["metrics_urls"]: ",".join(metrics),
         ENV["policy"]: json.dumps(POLICY),
-        ENV["launch"]: json.dumps(list(training)),
+        ENV["launch"]: json.dumps(training),
         TRACKING_URI_ENV: registry_uri,
         RECORD_ENV: str(record),
     }
@@ -127,7 +134,9 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
 
     journal = Journal(client, open_record(str(record)), identity(client, "drift-monitor"))
     scraper = Scraper(Targets(urls=tuple(metrics)))
-    monitor = Monitor(client, journal, NAME, parse_policy(POLICY, "test"), scraper, ProcessLauncher(training))
+    monitor = Monitor(
+        client, journal, NAME, parse_policy(POLICY, "test"), scraper, ProcessLauncher(tuple(training))
+    )
 
     # Steady traffic from the reference distribution, window after window: nothing.
     for _ in range(STEADY_WINDOWS - 1):
@@ -139,7 +148,7 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
 
     # Shifted traffic: exactly one retrain, within k windows, on the dataset source; it registers
     # @challenger with the decision as its trigger.
-    for _ in range(POLICY["k"]):
+    for _ in range(K):
         _send(servers, held_out, rng, shifted=True)
         monitor.tick()
     events = journal.record.read(NAME)
@@ -157,7 +166,7 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
         _send(servers, held_out, rng, shifted=index % 2 == 0)
         monitor.tick()
     events = journal.record.read(NAME)
-    after = _decisions(events)[STEADY_WINDOWS + POLICY["k"] :]
+    after = _decisions(events)[STEADY_WINDOWS + K :]
     assert "retrain" not in after and "cooling-down" in after, after
     assert sum(e.action == RETRAIN_ACTION for e in events) == 1
 
