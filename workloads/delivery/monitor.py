@@ -27,10 +27,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import Field, ValidationError, model_validator
@@ -38,13 +40,14 @@ from pydantic import Field, ValidationError, model_validator
 from workloads.artifacts import ModelMetadata
 from workloads.delivery.launch import targets
 from workloads.delivery.plan import PlanError, _line, _Model
-from workloads.delivery.runner import RolloutError
+from workloads.delivery.runner import LabelledSet, RolloutError, ServiceClient
 from workloads.delivery.scrape import Scraper, drift_window
 from workloads.delivery.trigger import Action, Decision, TriggerPolicy, Window, decide, null_threshold
+from workloads.registry import operations
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
 from workloads.registry.lineage import TRIGGER_ENV
 from workloads.registry.record import RECORD_ENV, Event, Journal, RecordError, identity, open_record
-from workloads.registry.rollout import CHAMPION
+from workloads.registry.rollout import CHAMPION, PREVIOUS_CHAMPION
 
 # Record actions: one per window, and the retrain's end.
 WINDOW_ACTION = "drift-window"
@@ -56,6 +59,7 @@ ENV = {
     "metrics_port": "MONITOR_METRICS_PORT",
     "policy": "MONITOR_POLICY",  # the stack's driftMonitor, JSON, camelCase keys
     "launch": "MONITOR_LAUNCH",  # the training command, a JSON list; the dataset is appended
+    "service_url": "MONITOR_SERVICE_URL",  # the inference Service, for the labelled set
 }
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -76,6 +80,12 @@ class MonitorPolicy(_Model):
     # At most two retrains a day per model, whatever the traffic does.
     max_retrains: int = Field(default=2, ge=1)
     per_seconds: int = Field(default=24 * 3600, ge=1)
+    # Labels as they arrive: an ``.npz`` (arrays x, y) path or ``mlflow-artifacts:`` URI, sent to the
+    # champion through the V2 API each window (the rollout's labelledSet format); unset: no labels.
+    labelled_set: str | None = None
+    # How far the champion's labelled accuracy may fall below the previous champion's, on the same labels,
+    # before the monitor rolls back: promoteTolerance's default, one point of accuracy.
+    accuracy_tolerance: float = Field(default=0.01, ge=0, le=1)
     # The dataset source the retrain trains on: a ``module:function`` hook that returns its newest
     # version (docs/training.md); unset: the training Job's own dataset.
     dataset: str | None = None
@@ -174,6 +184,8 @@ class Monitor:
     policy: MonitorPolicy
     scraper: Scraper
     launcher: Launcher
+    service: ServiceClient | None = None
+    labelled: LabelledSet | None = None
     clock: Callable[[], float] = time.time
     _references: dict[str, ModelMetadata] = field(default_factory=dict)
     _thresholds: dict[tuple[str, int, int], float] = field(default_factory=dict)
@@ -211,6 +223,7 @@ class Monitor:
         numbers: dict[str, Any] = {"servers": servers, "unreachable": list(self.scraper.unreachable)}
         now = self.clock()
         events = self.journal.record.read(self.model)
+        numbers |= self._labelled(champion, events)
         windows, retrains = history(events)
         if not servers:
             reason = f"no server has enough rows of version {champion} in its drift window"
@@ -224,6 +237,50 @@ class Monitor:
         if decision.action is Action.RETRAIN:
             self._retrain(champion, event)
         return event
+
+    def _labelled(self, champion: str, events: Sequence[Event]) -> dict[str, Any]:
+        """The champion's labelled accuracy; below the previous champion's on the same labels by more than
+        the tolerance, a rollback (recorded by operations.rollback on the journal)."""
+        if self.service is None or self.labelled is None:
+            return {}
+        accuracy = self.service.accuracy(self.model, champion, self.labelled)
+        found: dict[str, Any] = {
+            "labelledAccuracy": round(accuracy, 6),
+            "labelledRows": len(self.labelled.y),
+            "labelsDigest": self.labelled.digest,
+        }
+        previous = self.client.alias_or_none(self.model, PREVIOUS_CHAMPION)
+        prior = next(
+            (
+                float(e.numbers["labelledAccuracy"])
+                for e in reversed(events)
+                if e.action == WINDOW_ACTION
+                and previous is not None
+                and e.versions.get(CHAMPION) == previous.version
+                and e.numbers.get("labelsDigest") == self.labelled.digest
+            ),
+            None,
+        )
+        if previous is None or prior is None:
+            return found
+        found["previousChampionAccuracy"] = prior
+        tolerance = self.policy.accuracy_tolerance
+        if accuracy >= prior - tolerance:
+            return found
+        why = (
+            f"rollback (drift monitor): labelled accuracy {accuracy:.4f} of version {champion} is below "
+            f"the previous champion {previous.version}'s {prior:.4f} on the same labels by more than "
+            f"{tolerance}"
+        )
+        try:
+            operations.rollback(
+                self.client, self.model, actor=str(self.journal.who), action=why, journal=self.journal
+            )
+            found["rolledBack"] = True
+        except RegistryError as exc:  # a rollout holds the model: its gates judge, recorded here
+            found["rolledBack"] = False
+            found["rollbackRefused"] = str(exc).splitlines()[0]
+        return found
 
     def _append(self, champion: str, decision: Decision, numbers: dict[str, Any]) -> Event:
         numbers = {
@@ -273,7 +330,18 @@ class Monitor:
         )
 
 
-def from_env(environ: Mapping[str, str]) -> tuple[str, str, MonitorPolicy, Scraper, ProcessLauncher, str]:
+@dataclass(frozen=True)
+class Settings:
+    model: str
+    registry_uri: str
+    record: str
+    policy: MonitorPolicy
+    scraper: Scraper
+    launcher: ProcessLauncher
+    service: ServiceClient | None
+
+
+def from_env(environ: Mapping[str, str]) -> Settings:
     """The CronJob's settings; RolloutError or PlanError (one line naming the variable or key)."""
 
     def need(variable: str) -> str:
@@ -282,32 +350,34 @@ def from_env(environ: Mapping[str, str]) -> tuple[str, str, MonitorPolicy, Scrap
             raise RolloutError(f"{variable} is required")
         return value
 
-    try:
-        raw = json.loads(environ.get(ENV["policy"], "{}"))
-        command = json.loads(need(ENV["launch"]))
-    except ValueError as exc:
-        raise RolloutError(f"{ENV['policy']} / {ENV['launch']}: not JSON ({exc})") from None
+    for variable in (ENV["policy"], ENV["launch"]):
+        try:
+            json.loads(environ.get(variable) or "{}")
+        except ValueError as exc:
+            raise RolloutError(f"{variable}: not JSON ({exc})") from None
+    command = json.loads(need(ENV["launch"]))
     if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
         raise RolloutError(f"{ENV['launch']}: a JSON list of strings, the training command")
     port = environ.get(ENV["metrics_port"], "8080")
     if not port.isdigit():
         raise RolloutError(f"{ENV['metrics_port']}={port!r}: a port number")
     urls = tuple(u.strip() for u in environ.get(ENV["metrics_urls"], "").split(",") if u.strip())
-    found = targets(
-        urls,
-        environ.get(ENV["metrics_dns"]) or None,
-        int(port),
-        "http",
-        ENV["metrics_urls"],
-        ENV["metrics_dns"],
-    )
-    return (
-        need(ENV["model"]),
-        need(TRACKING_URI_ENV),
-        parse_policy(raw, ENV["policy"]),
-        Scraper(found),
-        ProcessLauncher(tuple(command)),
-        need(RECORD_ENV),
+    dns = environ.get(ENV["metrics_dns"]) or None
+    found = targets(urls, dns, int(port), "http", ENV["metrics_urls"], ENV["metrics_dns"])
+    policy = parse_policy(json.loads(environ.get(ENV["policy"]) or "{}"), ENV["policy"])
+    service_url = environ.get(ENV["service_url"]) or None
+    if policy.labelled_set is not None and service_url is None:
+        raise RolloutError(
+            f"{ENV['policy']}.labelledSet is sent through the V2 API: {ENV['service_url']} is required"
+        )
+    return Settings(
+        model=need(ENV["model"]),
+        registry_uri=need(TRACKING_URI_ENV),
+        record=need(RECORD_ENV),
+        policy=policy,
+        scraper=Scraper(found),
+        launcher=ProcessLauncher(tuple(command)),
+        service=ServiceClient(service_url) if service_url else None,
     )
 
 
@@ -316,15 +386,21 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
     parser.add_argument("--every", type=float, default=0.0, help="seconds between windows; 0: one window")
     args = parser.parse_args(argv)
     try:
-        model, registry, policy, scraper, launcher, record = from_env(environ)
-        client = RegistryClient(registry)
-        journal = Journal(client, open_record(record), identity(client, "drift-monitor"))
-        monitor = Monitor(client, journal, model, policy, scraper, launcher)
-        while True:
-            monitor.tick()
-            if args.every <= 0:
-                return EXIT_OK
-            time.sleep(args.every)
+        settings = from_env(environ)
+        client = RegistryClient(settings.registry_uri)
+        journal = Journal(client, open_record(settings.record), identity(client, "drift-monitor"))
+        monitor = Monitor(
+            client, journal, settings.model, settings.policy, settings.scraper, settings.launcher
+        )
+        with tempfile.TemporaryDirectory(prefix="monitor-") as scratch:
+            if settings.policy.labelled_set is not None:
+                monitor.service = settings.service
+                monitor.labelled = LabelledSet.load(settings.policy.labelled_set, client, Path(scratch))
+            while True:
+                monitor.tick()
+                if args.every <= 0:
+                    return EXIT_OK
+                time.sleep(args.every)
     except PlanError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,9 +31,11 @@ from workloads.delivery.monitor import (
     WINDOW_ACTION,
     Monitor,
     ProcessLauncher,
+    main,
     parse_policy,
 )
 from workloads.delivery.plan import PlanError
+from workloads.delivery.runner import LabelledSet, ServiceClient
 from workloads.delivery.scrape import Scraper, Targets
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient
 from workloads.registry.lineage import TRIGGER_TAG
@@ -93,6 +96,58 @@ def _send(servers: list[Server], split: Split, rng: np.random.Generator, *, shif
                 assert answer.status_code == 200, answer.text
 
 
+def _await_serving(servers: list[Server], version: str, deadline_s: float = 30) -> None:
+    """Until every server answers for ``version`` (it follows @champion every 0.3 s)."""
+    deadline = time.monotonic() + deadline_s
+    for server in servers:
+        with server.client() as http:
+            while http.get(f"/v2/models/{NAME}/versions/{version}").status_code != 200:
+                assert time.monotonic() < deadline, f"{server.url} does not serve version {version}"
+                time.sleep(0.05)
+
+
+def _monitor(
+    registry_uri: str,
+    servers: list[Server],
+    split: Split,
+    rng: np.random.Generator,
+    tmp_path: Path,
+) -> Monitor:
+    """The monitor, its first window run through the CronJob's own command and variables, the next ones
+    in this process; the labels that arrive: the champion's held-out rows and their labels."""
+    client = RegistryClient(registry_uri)
+    record = tmp_path / "record"
+    metrics = [f"{server.url}/metrics" for server in servers]
+    training = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path / "retrain")]
+    training += ["--epochs", "3", "--model-name", NAME, "--registry-uri", registry_uri]
+    labels = tmp_path / "labels.npz"
+    np.savez(labels, x=split.x_test, y=split.y_test)
+    policy = {**POLICY, "labelledSet": str(labels)}
+    _send(servers, split, rng, shifted=False)
+    env = {
+        ENV["model"]: NAME,
+        ENV["metrics_urls"]: ",".join(metrics),
+        ENV["policy"]: json.dumps(policy),
+        ENV["service_url"]: servers[0].url,
+        ENV["launch"]: json.dumps(training),
+        TRACKING_URI_ENV: registry_uri,
+        RECORD_ENV: str(record),
+    }
+    command = [sys.executable, "-m", "workloads.delivery.monitor"]
+    cron = subprocess.run(
+        command, env={**os.environ, **env}, check=False, capture_output=True, text=True, timeout=60
+    )
+    assert cron.returncode == 0, cron.stderr
+    assert cron.stdout.startswith(f"{NAME}: none: 0 of the last 1 windows breach"), cron.stdout
+    journal = Journal(client, open_record(str(record)), identity(client, "drift-monitor"))
+    scraper = Scraper(Targets(urls=tuple(metrics)))
+    launcher = ProcessLauncher(tuple(training))
+    monitor = Monitor(client, journal, NAME, parse_policy(policy, "test"), scraper, launcher)
+    monitor.service = ServiceClient(servers[0].url)
+    monitor.labelled = LabelledSet.load(str(labels), client, tmp_path)
+    return monitor
+
+
 def _decisions(events: list[Event]) -> list[str]:
     return [str(e.numbers["decision"]) for e in events if e.action == WINDOW_ACTION]
 
@@ -105,38 +160,9 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
 ) -> None:
     client = RegistryClient(registry_uri)
     record = tmp_path / "record"
-    metrics = [f"{server.url}/metrics" for server in servers]
-    training = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path / "retrain")]
-    training += ["--epochs", "3", "--model-name", NAME, "--registry-uri", registry_uri]
     rng = np.random.default_rng(0)
-
-    # The first window through the CronJob's own command and variables.
-    _send(servers, held_out, rng, shifted=False)
-    env = {
-        **os.environ,
-        ENV["model"]: NAME,
-        ENV["metrics_urls"]: ",".join(metrics),
-        ENV["policy"]: json.dumps(POLICY),
-        ENV["launch"]: json.dumps(training),
-        TRACKING_URI_ENV: registry_uri,
-        RECORD_ENV: str(record),
-    }
-    cron = subprocess.run(
-        [sys.executable, "-m", "workloads.delivery.monitor"],
-        env=env,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert cron.returncode == 0, cron.stderr
-    assert cron.stdout.startswith(f"{NAME}: none: 0 of the last 1 windows breach")
-
-    journal = Journal(client, open_record(str(record)), identity(client, "drift-monitor"))
-    scraper = Scraper(Targets(urls=tuple(metrics)))
-    monitor = Monitor(
-        client, journal, NAME, parse_policy(POLICY, "test"), scraper, ProcessLauncher(tuple(training))
-    )
+    monitor = _monitor(registry_uri, servers, held_out, rng, tmp_path)
+    journal = monitor.journal
 
     # Steady traffic from the reference distribution, window after window: nothing.
     for _ in range(STEADY_WINDOWS - 1):
@@ -170,6 +196,37 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
     assert "retrain" not in after and "cooling-down" in after, after
     assert sum(e.action == RETRAIN_ACTION for e in events) == 1
 
+    # The retrained version made champion by hand (--force), and labels of the original traffic arrive:
+    # below the previous champion's accuracy on the same labels, so the monitor rolls back.
+    promoted = CliRunner().invoke(
+        app,
+        [
+            "models",
+            "promote",
+            NAME,
+            "2",
+            "--force",
+            "--actor",
+            "ops",
+            "--record",
+            str(record),
+            "--registry-uri",
+            registry_uri,
+        ],
+    )
+    assert promoted.exit_code == 0, promoted.output
+    _await_serving(servers, "2")
+    _send(servers, held_out, rng, shifted=False)
+    judged = monitor.tick()
+    new, old = judged.numbers["labelledAccuracy"], judged.numbers["previousChampionAccuracy"]
+    print(f"labelled accuracy of the retrained champion vs the previous one: {new} vs {old}")
+    assert judged.numbers["rolledBack"] is True, judged.numbers
+    assert new < old - 0.01
+    assert client.version_by_alias(NAME, CHAMPION).version == "1"
+    events = journal.record.read(NAME)
+    [rollback] = [e for e in events if e.action == "rollback"]
+    assert rollback.versions[CHAMPION] == "1" and "labelled accuracy" in rollback.reason
+
     # Every decision, with who and why, through the command a user runs.
     shown = CliRunner().invoke(app, ["models", "history", NAME, "--record", str(record)])
     assert shown.exit_code == 0, shown.output
@@ -192,3 +249,33 @@ def test_a_bad_policy_key_is_one_line_naming_it() -> None:
     assert caught.value.problems == [
         "workloads.inference.driftMonitor.falseAlarmRate: Input should be less than 1"
     ]
+
+
+@pytest.mark.parametrize(
+    ("variables", "line"),
+    [
+        ({ENV["launch"]: "python -m workloads.training"}, "MONITOR_LAUNCH: not JSON"),
+        ({ENV["launch"]: '"train"'}, "MONITOR_LAUNCH: a JSON list of strings, the training command"),
+        ({ENV["policy"]: '{"cooldownSecond": 60}'}, "MONITOR_POLICY.cooldownSecond: unknown key"),
+        (
+            {ENV["policy"]: '{"labelledSet": "l.npz"}'},
+            "MONITOR_POLICY.labelledSet is sent through the V2 API",
+        ),
+        ({ENV["model"]: ""}, "MONITOR_MODEL is required"),
+    ],
+)
+def test_a_bad_variable_is_one_line_naming_it_and_exit_2(
+    variables: dict[str, str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CronJob's bad input: one line naming the variable or key, exit 2, nothing read or written."""
+    env = {
+        ENV["model"]: NAME,
+        ENV["metrics_urls"]: "http://127.0.0.1:9/metrics",
+        ENV["launch"]: '["true"]',
+        TRACKING_URI_ENV: "http://127.0.0.1:9",
+        RECORD_ENV: "/nonexistent/record",
+        **variables,
+    }
+    assert main([], env) == 2
+    [shown] = capsys.readouterr().err.splitlines()
+    assert shown.startswith(f"error: {line}"), shown
