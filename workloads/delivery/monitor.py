@@ -132,7 +132,8 @@ class Launcher(Protocol):
 @dataclass(frozen=True)
 class ProcessLauncher:
     """The training entry point as a local process (``python -m workloads.training ...`` or
-    ``mlplatform train --local``), the dataset appended as ``--dataset``, the trigger in TRIGGER_ENV."""
+    ``mlplatform train --local``), the dataset appended as ``--dataset``, the trigger in TRIGGER_ENV; in
+    the monitor's process group, so it dies with the monitor."""
 
     command: tuple[str, ...]
     timeout_s: float = 3600
@@ -147,7 +148,6 @@ class ProcessLauncher:
                 text=True,
                 timeout=self.timeout_s,
                 check=False,
-                start_new_session=True,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return Launched(False, f"training did not run to its end: {exc}")
