@@ -38,10 +38,11 @@ from typing import Any, Protocol
 from pydantic import Field, ValidationError, model_validator
 
 from workloads.artifacts import ModelMetadata
+from workloads.delivery import contract
 from workloads.delivery.launch import targets
 from workloads.delivery.plan import PlanError, _line, _Model
 from workloads.delivery.runner import LabelledSet, RolloutError, ServiceClient
-from workloads.delivery.scrape import Scraper, drift_window
+from workloads.delivery.scrape import Scraper, Snapshot, drift_window, total
 from workloads.delivery.trigger import Action, Decision, TriggerPolicy, Window, decide, null_threshold
 from workloads.registry import operations
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
@@ -209,24 +210,34 @@ class Monitor:
         """Read the servers, decide, record, and act on a retrain."""
         champion = self.client.version_by_alias(self.model, CHAMPION).version
         snapshot = self.scraper.snapshot()
-        measured = [
-            (n, psi) for n, psi in drift_window(snapshot, self.model, champion).servers if psi is not None
-        ]
-        servers = [
+        events = self.journal.record.read(self.model)
+        measured = self._fresh(snapshot, champion, events)
+        servers: list[dict[str, Any]] = [
             {
+                "url": url,
+                "responses": responses,
                 "samples": n,
                 "maxPsi": round(psi, 6),
                 "threshold": round(self._threshold(champion, n, len(measured)), 6),
             }
-            for n, psi in measured
+            for url, responses, n, psi in measured
         ]
         numbers: dict[str, Any] = {"servers": servers, "unreachable": list(self.scraper.unreachable)}
         now = self.clock()
-        events = self.journal.record.read(self.model)
         numbers |= self._labelled(champion, events)
+        if self.labelled is not None:  # its requests moved the counters: the next window starts after them
+            after = self.scraper.snapshot()
+            for server in servers:
+                served = [after.get(server["url"], {})]
+                server["responses"] = int(
+                    total(served, contract.VERSION_RESPONSES, model=self.model, version=champion)
+                )
         windows, retrains = history(events)
         if not servers:
-            reason = f"no server has enough rows of version {champion} in its drift window"
+            reason = (
+                f"no server has enough rows of version {champion} in its drift window, or answered it "
+                "since the last window"
+            )
             return self._append(champion, Decision(Action.NONE, reason, 0, 0), numbers)
         # The window's evidence: the server furthest past (or closest to) its own threshold.
         worst = max(servers, key=lambda s: s["maxPsi"] / s["threshold"])
@@ -237,6 +248,29 @@ class Monitor:
         if decision.action is Action.RETRAIN:
             self._retrain(champion, event)
         return event
+
+    def _fresh(
+        self, snapshot: Snapshot, champion: str, events: Sequence[Event]
+    ) -> list[tuple[str, int, int, float]]:
+        """Each server with a PSI for ``champion`` that answered it since the last window (its responses
+        counter moved; a restart resets it, and its window is new): url, responses, rows, largest PSI. A
+        server with no new traffic would show the last window's rows again, counted twice."""
+        last = next(
+            (
+                e
+                for e in reversed(events)
+                if e.action == WINDOW_ACTION and e.versions.get(CHAMPION) == champion
+            ),
+            None,
+        )
+        before = {s.get("url"): s.get("responses") for s in (last.numbers.get("servers", []) if last else [])}
+        found = []
+        for url, series in sorted(snapshot.items()):
+            [(samples, psi)] = drift_window({url: series}, self.model, champion).servers
+            responses = int(total([series], contract.VERSION_RESPONSES, model=self.model, version=champion))
+            if psi is not None and responses != before.get(url):
+                found.append((url, responses, samples, psi))
+        return found
 
     def _labelled(self, champion: str, events: Sequence[Event]) -> dict[str, Any]:
         """The champion's labelled accuracy; below the previous champion's on the same labels by more than

@@ -171,6 +171,9 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
     steady = journal.record.read(NAME)
     assert _decisions(steady) == ["none"] * STEADY_WINDOWS
     assert all(len(e.numbers["servers"]) == 2 and e.numbers["samples"] == ROWS for e in steady)
+    # No traffic since: the servers' windows still hold the last rows, which are not a new window.
+    idle = monitor.tick()
+    assert idle.numbers["servers"] == [] and "since the last window" in idle.reason
 
     # Shifted traffic: exactly one retrain, within k windows, on the dataset source; it registers
     # @challenger with the decision as its trigger.
@@ -178,7 +181,7 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
         _send(servers, held_out, rng, shifted=True)
         monitor.tick()
     events = journal.record.read(NAME)
-    assert _decisions(events)[STEADY_WINDOWS:] == ["none", "retrain"]
+    assert _decisions(events)[STEADY_WINDOWS + 1 :] == ["none", "retrain"]
     [retrain] = [e for e in events if e.action == RETRAIN_ACTION]
     assert retrain.numbers["ok"] is True, retrain.reason
     assert retrain.numbers["dataset"] == DATASET
@@ -192,7 +195,7 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
         _send(servers, held_out, rng, shifted=index % 2 == 0)
         monitor.tick()
     events = journal.record.read(NAME)
-    after = _decisions(events)[STEADY_WINDOWS + K :]
+    after = _decisions(events)[STEADY_WINDOWS + 1 + K :]
     assert "retrain" not in after and "cooling-down" in after, after
     assert sum(e.action == RETRAIN_ACTION for e in events) == 1
 
