@@ -60,7 +60,10 @@ POLICY: dict[str, object] = {
     "falseAlarmRate": 0.01,
     "dataset": DATASET,
 }
-STEADY_WINDOWS = 8
+# Enough unchanged windows that a rule without calibration would fire on some (a fixed "PSI > 0.1" fires
+# on every one at 200 rows: docs/lifecycle.md), few enough to keep the module fast.
+STEADY_WINDOWS = 5
+FLAPPING_WINDOWS = 4
 
 
 @pytest.fixture
@@ -119,7 +122,8 @@ def _monitor(
     record = tmp_path / "record"
     metrics = [f"{server.url}/metrics" for server in servers]
     training = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path / "retrain")]
-    training += ["--epochs", "3", "--model-name", NAME, "--registry-uri", registry_uri]
+    # One epoch: a real run of the trainer (it registers a version with its metrics), at its least cost.
+    training += ["--epochs", "1", "--model-name", NAME, "--registry-uri", registry_uri]
     labels = tmp_path / "labels.npz"
     np.savez(labels, x=split.x_test, y=split.y_test)
     policy = {**POLICY, "labelledSet": str(labels)}
@@ -191,7 +195,7 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
     assert client.version_by_alias(NAME, CHAMPION).version == "1", "the monitor never promotes"
 
     # Flapping around the threshold, and the shift going on: breaches, but cooling down; no second retrain.
-    for index in range(6):
+    for index in range(FLAPPING_WINDOWS):
         _send(servers, held_out, rng, shifted=index % 2 == 0)
         monitor.tick()
     events = journal.record.read(NAME)
