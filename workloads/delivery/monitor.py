@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -35,15 +36,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import Field, ValidationError, model_validator
-
 from workloads.artifacts import ModelMetadata
 from workloads.delivery import contract
 from workloads.delivery.launch import targets
-from workloads.delivery.plan import PlanError, _line, _Model
+from workloads.delivery.plan import MonitorPolicy, PlanError, parse_policy
 from workloads.delivery.runner import LabelledSet, RolloutError, ServiceClient
 from workloads.delivery.scrape import Scraper, Snapshot, drift_window, total
-from workloads.delivery.trigger import Action, Decision, TriggerPolicy, Window, decide, null_threshold
+from workloads.delivery.trigger import (
+    Action,
+    Decision,
+    TriggerPolicy,
+    Window,
+    decide,
+    null_threshold,
+)
 from workloads.registry import operations
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
 from workloads.registry.lineage import TRIGGER_ENV
@@ -53,69 +59,19 @@ from workloads.registry.rollout import CHAMPION, PREVIOUS_CHAMPION
 # Record actions: one per window, and the retrain's end.
 WINDOW_ACTION = "drift-window"
 RETRAIN_ACTION = "retrain"
-ENV = {
-    "model": "MONITOR_MODEL",
-    "metrics_urls": "MONITOR_METRICS_URLS",  # comma-separated
-    "metrics_dns": "MONITOR_METRICS_DNS",
-    "metrics_port": "MONITOR_METRICS_PORT",
-    "policy": "MONITOR_POLICY",  # the stack's driftMonitor, JSON, camelCase keys
-    "launch": "MONITOR_LAUNCH",  # the training command, a JSON list; the dataset is appended
-    "service_url": "MONITOR_SERVICE_URL",  # the inference Service, for the labelled set
-}
+ENV = contract.MONITOR_ENV
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
-class MonitorPolicy(_Model):
-    """``workloads.inference.driftMonitor``: the stack keys, defaults with their reasons."""
-
-    # The CronJob's schedule: one window per run. Every 15 minutes: windows long enough for the servers'
-    # drift window (1,000 rows by default) to turn over at moderate traffic, k of m within about an hour.
-    schedule: str = "*/15 * * * *"
-    # Per window: about one breach in a hundred unchanged windows (trigger.py measured it on real rows).
-    false_alarm_rate: float = Field(default=0.01, gt=0, lt=1)
-    # 3 breaches among the last 5 windows: sustained, not a burst of odd traffic.
-    k: int = Field(default=3, ge=1)
-    m: int = Field(default=5, ge=1, le=100)
-    # A retrain and its rollout take hours; judging the new version needs windows of its own.
-    cooldown_seconds: int = Field(default=6 * 3600, ge=0)
-    # At most two retrains a day per model, whatever the traffic does.
-    max_retrains: int = Field(default=2, ge=1)
-    per_seconds: int = Field(default=24 * 3600, ge=1)
-    # Labels as they arrive: an ``.npz`` (arrays x, y) path or ``mlflow-artifacts:`` URI, sent to the
-    # champion through the V2 API each window (the rollout's labelledSet format); unset: no labels.
-    labelled_set: str | None = None
-    # How far the champion's labelled accuracy may fall below the previous champion's, on the same labels,
-    # before the monitor rolls back: promoteTolerance's default, one point of accuracy.
-    accuracy_tolerance: float = Field(default=0.01, ge=0, le=1)
-    # The dataset source the retrain trains on: a ``module:function`` hook that returns its newest
-    # version (docs/training.md); unset: the training Job's own dataset.
-    dataset: str | None = None
-
-    @model_validator(mode="after")
-    def _k_within_m(self) -> MonitorPolicy:
-        if self.k > self.m:
-            raise ValueError(
-                f"k ({self.k}) must not exceed m ({self.m}): k breaches among the last m windows"
-            )
-        return self
-
-    def trigger(self) -> TriggerPolicy:
-        return TriggerPolicy(
-            false_alarm_rate=self.false_alarm_rate,
-            k=self.k,
-            m=self.m,
-            cooldown_s=self.cooldown_seconds,
-            max_actions=self.max_retrains,
-            per_s=self.per_seconds,
-        )
-
-
-def parse_policy(raw: Mapping[str, Any] | None, where: str) -> MonitorPolicy:
-    """Validate ``raw`` into the policy; PlanError with one line per problem naming its key."""
-    try:
-        return MonitorPolicy.model_validate_json(json.dumps(dict(raw or {})))
-    except ValidationError as exc:
-        raise PlanError([_line(where, error) for error in exc.errors()]) from None
+def _trigger_policy(policy: MonitorPolicy) -> TriggerPolicy:
+    return TriggerPolicy(
+        false_alarm_rate=policy.false_alarm_rate,
+        k=policy.k,
+        m=policy.m,
+        cooldown_s=policy.cooldown_seconds,
+        max_actions=policy.max_retrains,
+        per_s=policy.per_seconds,
+    )
 
 
 @dataclass(frozen=True)
@@ -184,7 +140,8 @@ class Monitor:
     model: str
     policy: MonitorPolicy
     scraper: Scraper
-    launcher: Launcher
+    # None: decisions are recorded, a retrain is not started (recorded as such).
+    launcher: Launcher | None
     service: ServiceClient | None = None
     labelled: LabelledSet | None = None
     clock: Callable[[], float] = time.time
@@ -243,7 +200,7 @@ class Monitor:
         worst = max(servers, key=lambda s: s["maxPsi"] / s["threshold"])
         numbers.update(worst)
         window = Window(now, int(worst["samples"]), worst["maxPsi"], worst["threshold"])
-        decision = decide([*windows, window], retrains, now, self.policy.trigger())
+        decision = decide([*windows, window], retrains, now, _trigger_policy(self.policy))
         event = self._append(champion, decision, numbers)
         if decision.action is Action.RETRAIN:
             self._retrain(champion, event)
@@ -337,7 +294,11 @@ class Monitor:
     def _retrain(self, champion: str, trigger: Event) -> None:
         started = self.clock()
         name = f"{trigger.model}/{WINDOW_ACTION}/{trigger.at}"
-        result = self.launcher.launch(self.model, self.policy.dataset, name)
+        result = (
+            self.launcher.launch(self.model, self.policy.dataset, name)
+            if self.launcher is not None
+            else Launched(False, f"not launched: no training command ({ENV['launch']}); retrain by hand")
+        )
         numbers: dict[str, Any] = {
             "ok": result.ok,
             "seconds": round(self.clock() - started, 3),
@@ -371,7 +332,7 @@ class Settings:
     record: str
     policy: MonitorPolicy
     scraper: Scraper
-    launcher: ProcessLauncher
+    launcher: ProcessLauncher | None
     service: ServiceClient | None
 
 
@@ -389,29 +350,40 @@ def from_env(environ: Mapping[str, str]) -> Settings:
             json.loads(environ.get(variable) or "{}")
         except ValueError as exc:
             raise RolloutError(f"{variable}: not JSON ({exc})") from None
-    command = json.loads(need(ENV["launch"]))
-    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
-        raise RolloutError(f"{ENV['launch']}: a JSON list of strings, the training command")
+    launcher = None
+    if environ.get(ENV["launch"]):
+        command = json.loads(environ[ENV["launch"]])
+        if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+            raise RolloutError(f"{ENV['launch']}: a JSON list of strings, the training command")
+        launcher = ProcessLauncher(tuple(command))
     port = environ.get(ENV["metrics_port"], "8080")
     if not port.isdigit():
         raise RolloutError(f"{ENV['metrics_port']}={port!r}: a port number")
     urls = tuple(u.strip() for u in environ.get(ENV["metrics_urls"], "").split(",") if u.strip())
     dns = environ.get(ENV["metrics_dns"]) or None
-    found = targets(urls, dns, int(port), "http", ENV["metrics_urls"], ENV["metrics_dns"])
+    scheme = environ.get(ENV["metrics_scheme"]) or "http"
+    tls_name = environ.get(ENV["tls_server_name"]) or None
+    found = targets(urls, dns, int(port), scheme, ENV["metrics_urls"], ENV["metrics_dns"], tls_name)
     policy = parse_policy(json.loads(environ.get(ENV["policy"]) or "{}"), ENV["policy"])
     service_url = environ.get(ENV["service_url"]) or None
     if policy.labelled_set is not None and service_url is None:
         raise RolloutError(
             f"{ENV['policy']}.labelledSet is sent through the V2 API: {ENV['service_url']} is required"
         )
+    token = Path(environ[ENV["token_file"]]) if environ.get(ENV["token_file"]) else None
+    ca_file = environ.get(ENV["ca_file"]) or None
+    try:
+        tls = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise RolloutError(f"{ENV['ca_file']}={ca_file}: {getattr(exc, 'strerror', None) or exc}") from None
     return Settings(
         model=need(ENV["model"]),
         registry_uri=need(TRACKING_URI_ENV),
         record=need(RECORD_ENV),
         policy=policy,
-        scraper=Scraper(found),
-        launcher=ProcessLauncher(tuple(command)),
-        service=ServiceClient(service_url) if service_url else None,
+        scraper=Scraper(found, token_file=token, tls=tls),
+        launcher=launcher,
+        service=ServiceClient(service_url, token, tls, tls_name) if service_url else None,
     )
 
 

@@ -32,9 +32,8 @@ from workloads.delivery.monitor import (
     Monitor,
     ProcessLauncher,
     main,
-    parse_policy,
 )
-from workloads.delivery.plan import PlanError
+from workloads.delivery.plan import PlanError, parse_policy
 from workloads.delivery.runner import LabelledSet, ServiceClient
 from workloads.delivery.scrape import Scraper, Targets
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient
