@@ -20,7 +20,9 @@ exact share itself (workloads/delivery/contract.py), whatever the replica count.
 ``python -m workloads.delivery``, started by hand (``kubectl create job --from=cronjob/...``); a headless
 Service whose DNS name lists every ready server, so the rollout reads each one's ``/metrics`` without
 any Kubernetes API right; its ServiceAccount (no token) and its NetworkPolicy. A pinned ``model_version``
-has no challenger and no split.
+has no challenger and no split. The drift monitor (``monitor``, issue 40, docs/lifecycle.md) gets the
+same room on a schedule: a CronJob running ``python -m workloads.delivery.monitor``, one window per run,
+through the same headless Service, with its own ServiceAccount (no token) and NetworkPolicy.
 """
 
 from __future__ import annotations
