@@ -39,7 +39,7 @@ from components.handle import (
     SharedStorageKind,
 )
 from components.kubernetes.charts import per_minor_pins
-from workloads.delivery.plan import RolloutPlan
+from workloads.delivery.plan import MonitorPolicy, RolloutPlan
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
 from workloads.fabric_gate import BUSBW_FLOOR_FRACTION, FABRIC_TEST, fabric_test_run_id
 from workloads.training.hooks import HOOK_PATTERN, HOOK_RULE
@@ -646,6 +646,10 @@ class InferenceWorkloadConfig(_Model):
     drift_threshold: float = Field(default=0.2, gt=0, le=10)
     # The plan `mlplatform rollout` and the rollout Job follow (docs/delivery.md); registry only.
     rollout: RolloutPlan | None = None
+    # The drift monitor (docs/lifecycle.md): a CronJob reading every server's drift window on
+    # ``schedule``, recording each decision, rolling back on labelled accuracy; registry only. Unset: none
+    # (a retrain costs accelerators and a review: a stack opts in and names its dataset source).
+    drift_monitor: MonitorPolicy | None = None
 
 
 class EntraGroup(_Model):
@@ -1426,14 +1430,25 @@ def _model_source_problems(
     config: PlatformConfig, inference: InferenceWorkloadConfig, key: str
 ) -> Iterator[tuple[str, str]]:
     if follows_registry(config):
-        labelled = inference.rollout.labelled_set if inference.rollout is not None else None
-        if labelled is not None and not labelled.startswith(REGISTRY_ARTIFACTS_SCHEME):
-            yield (
-                f"{key}.rollout.labelledSet",
-                f"the rollout Job reads the labelled set from the registry: an {REGISTRY_ARTIFACTS_SCHEME}"
-                "/... URI, not a path on this machine",
-            )
+        for name, labelled in (
+            ("rollout", inference.rollout.labelled_set if inference.rollout is not None else None),
+            ("driftMonitor", inference.drift_monitor.labelled_set if inference.drift_monitor else None),
+        ):
+            if labelled is not None and not labelled.startswith(REGISTRY_ARTIFACTS_SCHEME):
+                yield (
+                    f"{key}.{name}.labelledSet",
+                    f"the {name} Job reads the labelled set from the registry: an "
+                    f"{REGISTRY_ARTIFACTS_SCHEME}/... URI, not a path on this machine",
+                )
+        if inference.drift_monitor is not None and config.shared_storage is SharedStorageKind.NONE:
+            yield f"{key}.driftMonitor", "the monitor keeps its record on shared storage (storage.shared)"
         return
+    if inference.drift_monitor is not None:
+        yield (
+            f"{key}.driftMonitor",
+            "the monitor reads the registry's @champion: it needs workloads.registry.enabled and no "
+            "pinned modelVersion",
+        )
     if inference.rollout is not None:
         yield (
             f"{key}.rollout",

@@ -10,12 +10,13 @@ The contract:
 - the pods of a training run ↔ each other: the rendezvous port and the ports NCCL opens (ephemeral);
   in a queued namespace without a planned run, a Job's pods ↔ each other the same way;
 - inference ← its clients: any pod of another namespace, on the ports its Service serves;
-- the model registry ← the pods of every planned run, every inference pod, every rollout pod and a
-  Job's pods in every queued namespace without a planned run, on the ports its Service serves (issue 28:
-  training logs and registers, serving resolves its alias; issue 29: the rollout moves aliases and sets
-  the split);
-- a rollout's pods → every inference pod of its namespace, on the ports the Services in front of them
-  serve (issue 29: it reads each server's ``/metrics`` and sends the labelled set through the Service);
+- the model registry ← the pods of every planned run, every inference pod, every rollout and drift
+  monitor pod and a Job's pods in every queued namespace without a planned run, on the ports its Service
+  serves (issue 28: training logs and registers, serving resolves its alias; issue 29: the rollout moves
+  aliases and sets the split; issue 40: the monitor reads @champion, records, rolls back);
+- a rollout's or a drift monitor's pods → every inference pod of its namespace, on the ports the Services
+  in front of them serve (issues 29, 40: each reads every server's ``/metrics`` and sends the labelled
+  set through the Service);
 - a pod → each peer outside the pod network its template declares (annotation
   ``reaches.ml-platform.io/<name>: <cidr>:<port>``: the registry's database, its artifact store's
   endpoints, its cloud identity's token exchange). A peer at ``0.0.0.0/0`` is public HTTPS that no
@@ -74,6 +75,7 @@ RENDEZVOUS = 29400
 NCCL_PORTS = (32768, 60999)
 INFERENCE_COMPONENT = "inference"
 ROLLOUT_COMPONENT = "rollout"
+MONITOR_COMPONENT = "drift-monitor"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 REGISTRY_COMPONENT = "registry"
 PEER_ANNOTATION_PREFIX = "reaches.ml-platform.io/"
@@ -369,7 +371,7 @@ def _inference_flows(cluster: Cluster) -> Iterator[Flow]:
 
 def _rollout_flows(cluster: Cluster) -> Iterator[Flow]:
     for rollout in cluster.pods:
-        if rollout.labels.get(COMPONENT_LABEL) != ROLLOUT_COMPONENT:
+        if rollout.labels.get(COMPONENT_LABEL) not in (ROLLOUT_COMPONENT, MONITOR_COMPONENT):
             continue
         for service in cluster.services:
             backends = cluster.backends(service)
@@ -388,7 +390,7 @@ def _rollout_flows(cluster: Cluster) -> Iterator[Flow]:
 
 def _registry_flows(cluster: Cluster) -> Iterator[Flow]:
     runs = _runs(cluster)
-    callers = {INFERENCE_COMPONENT, ROLLOUT_COMPONENT}
+    callers = {INFERENCE_COMPONENT, ROLLOUT_COMPONENT, MONITOR_COMPONENT}
     clients = [
         *(Endpoint.of(p) for p in runs),
         *(Endpoint.of(p) for p in cluster.pods if p.labels.get(COMPONENT_LABEL) in callers),

@@ -36,7 +36,7 @@ from components.kubernetes.registry import (
 from components.kubernetes.storage import VolumeClaim
 from workloads.delivery.plan import RolloutPlan
 from workloads.fabric_gate import FABRIC_TEST, busbw_floor_gbytes, fabric_test_run_id
-from workloads.inference.k8s import InferenceServiceSpec, RolloutJob, inference_objects
+from workloads.inference.k8s import InferenceServiceSpec, MonitorJob, RolloutJob, inference_objects
 from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.registry.lineage import experiment_name
 from workloads.training.k8s import TrainingJobSpec, training_job_objects
@@ -46,6 +46,8 @@ MODELS_CLAIM = "models"
 AUTH_SECRET = "inference-auth"
 TLS_SECRET = "inference-tls"
 REGISTRY_CLAIM = "registry-store"
+# The lifecycle record the drift monitor appends to and decides from (docs/lifecycle.md).
+RECORD_CLAIM = "lifecycle-record"
 
 
 @dataclass
@@ -199,6 +201,7 @@ def inference_spec(
         model_cache_size=inference.model_cache,
         poll_interval_s=inference.poll_interval_seconds,
         rollout=rollout_job(config, inference, handle) if following else None,
+        monitor=monitor_job(config, inference) if following and inference.drift_monitor else None,
         **(_registry_caller(config) if following else {}),
         registry_ca_sha256=(
             registry_certificate.ca_sha256 if following and registry_certificate is not None else None
@@ -223,6 +226,21 @@ def rollout_job(
     )
 
 
+def monitor_job(config: PlatformConfig, inference: InferenceWorkloadConfig) -> MonitorJob:
+    """The drift monitor's CronJob for a service that follows the registry: the stack's policy, its own
+    registry user with basic-auth on (it rolls back: EDIT on the served model), the servers' CA with TLS
+    on, the lifecycle record on its claim."""
+    policy = inference.drift_monitor
+    assert policy is not None
+    return MonitorJob(
+        policy=policy.model_dump_json(by_alias=True),
+        schedule=policy.schedule,
+        registry_secret=MONITOR_SECRET if config.workloads.registry.auth else None,
+        record_claim=RECORD_CLAIM,
+        ca_secret=monitoring.INFERENCE_CA_SECRET if inference.tls else None,
+    )
+
+
 def registry_clients(config: PlatformConfig) -> tuple[str, ...]:
     """The namespaces whose pods call the registry: the platform's training and inference, the teams'."""
     workloads = config.workloads
@@ -236,6 +254,9 @@ def registry_clients(config: PlatformConfig) -> tuple[str, ...]:
 
 # The rollout's user (progressive delivery, in the inference namespace's Secret ``registry-rollout``).
 ROLLOUT_USER = "ml-inference-rollout"
+# The drift monitor's user (Secret ``registry-drift-monitor`` in the inference namespace): it rolls back.
+MONITOR_USER = "ml-inference-drift-monitor"
+MONITOR_SECRET = "registry-drift-monitor"
 
 
 def registry_users(config: PlatformConfig) -> tuple[RegistryUser, ...]:
@@ -265,6 +286,8 @@ def registry_users(config: PlatformConfig) -> tuple[RegistryUser, ...]:
             RegistryUser(namespace, namespace, grants=((model, Permission.READ),)),
             RegistryUser(ROLLOUT_USER, namespace, ROLLOUT_SECRET, ((model, Permission.EDIT),)),
         ]
+        if follows_registry(config) and workloads.inference.drift_monitor is not None:
+            users.append(RegistryUser(MONITOR_USER, namespace, MONITOR_SECRET, ((model, Permission.EDIT),)))
     users += [RegistryUser(f"team-{t.name}", f"team-{t.name}") for t in config.kubernetes.teams]
     return tuple(users)
 
@@ -274,13 +297,16 @@ def promoters(config: PlatformConfig) -> tuple[str, ...]:
     ``@previous-champion`` (workloads/registry/server/guard.py, the servers' authorization function). The
     rollout's user (its gates are the pre-approved path) where the stack serves a model, and the approver
     role (``workloads.registry.approvers``: they promote what another approver approved, and only they
-    ``--force``: workloads/registry/approval.py). Never training's or a team's user: EDIT, which both need
-    to register versions, also moves any alias in MLflow (docs/lifecycle.md). None without basic-auth."""
+    ``--force``: workloads/registry/approval.py), and the drift monitor's user where the stack runs one (it
+    rolls ``@champion`` back to ``@previous-champion`` on labelled accuracy: workloads/delivery/monitor.py).
+    Never training's or a team's user: EDIT, which both need to register versions, also moves any alias in
+    MLflow (docs/lifecycle.md). None without basic-auth."""
     registry, inference = config.workloads.registry, config.workloads.inference
     if not (registry.enabled and registry.auth):
         return ()
     rollout = (ROLLOUT_USER,) if inference is not None else ()
-    return tuple(sorted({*rollout, *registry.approvers}))
+    monitor = (MONITOR_USER,) if inference is not None and inference.drift_monitor else ()
+    return tuple(sorted({*rollout, *monitor, *registry.approvers}))
 
 
 def registry_spec(
@@ -364,6 +390,8 @@ def workload_objects(
         result.objects += inference_objects(spec)
         if spec.model_volume is not None:
             result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
+        if spec.monitor is not None:
+            result.claims.append(VolumeClaim(identity.namespace, RECORD_CLAIM, read_only=False))
         result.monitors.append(
             monitoring.inference_service_monitor(identity.namespace, spec.name, spec.tls, spec.auth_secret)
         )

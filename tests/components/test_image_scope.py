@@ -21,7 +21,7 @@ from components.images import (
     REPO,
     TRAINING_DOCKERFILE,
 )
-from workloads.inference.k8s import ROLLOUT_ENTRY
+from workloads.inference.k8s import MONITOR_ENTRY, ROLLOUT_ENTRY
 
 MANIFESTS = ("constraints.txt", "pyproject.toml")
 # Each image: its programs (the ENTRYPOINT, the Jobs' ``python -m`` commands, what the build runs) and
@@ -38,7 +38,7 @@ IMAGES = {
         ),
         MANIFESTS,
     ),
-    INFERENCE_DOCKERFILE: (("workloads.inference", ROLLOUT_ENTRY[-1]), MANIFESTS),
+    INFERENCE_DOCKERFILE: (("workloads.inference", ROLLOUT_ENTRY[-1], MONITOR_ENTRY[-1]), MANIFESTS),
     # A script image: requirements, the launcher, its authorization function and its sitecustomize are all
     # it copies.
     REGISTRY_DOCKERFILE: (

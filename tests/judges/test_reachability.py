@@ -7,6 +7,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from judges.reachability import EXTRA, INTERNET, NEEDED, judge_reachability
 
 from .conftest import Judged
@@ -173,22 +175,23 @@ def mandatory_on(objects: list[dict[str, Any]], network: str) -> list[str]:
     return [f"{f.subject}: {f.message}" for f in judge_reachability(objects, network) if f.mandatory]
 
 
-def test_a_rollout_cut_off_from_the_servers_or_the_registry_is_caught(
-    judged: Callable[[str], Judged],
+@pytest.mark.parametrize("job", ["inference-rollout", "inference-drift-monitor"])
+def test_a_rollout_or_monitor_cut_off_from_the_servers_or_the_registry_is_caught(
+    judged: Callable[[str], Judged], job: str
 ) -> None:
-    """Issue 29: the rollout reads every server's /metrics and moves the registry's aliases. Without its
-    own egress policy the namespace's default-deny cuts it off from the servers; without the namespace's
-    ``allow-registry`` from the registry too."""
+    """Issues 29 and 40: the rollout and the drift monitor read every server's /metrics and move the
+    registry's aliases. Without its own egress policy the namespace's default-deny cuts it off from the
+    servers; without the namespace's ``allow-registry`` from the registry too."""
     stack = judged("aws-enterprise-prod")
     assert mandatory_on(stack.objects, stack.network) == []
     objects = [
         o
         for o in copy.deepcopy(stack.objects)
-        if not (o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "inference-rollout")
+        if not (o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == job)
     ]
     found = [m for m in mandatory_on(objects, stack.network) if "reads the servers" in m]
     assert len(found) == 1 and found[0].startswith("Deployment ml-inference/inference: "), found
-    assert "deny ml-inference/inference-rollout → 8080/TCP" in found[0]
+    assert f"deny ml-inference/{job} → 8080/TCP" in found[0]
     objects = [
         o
         for o in copy.deepcopy(stack.objects)
@@ -198,7 +201,5 @@ def test_a_rollout_cut_off_from_the_servers_or_the_registry_is_caught(
             and o["metadata"]["namespace"] == "ml-inference"
         )
     ]
-    found = [
-        m for m in mandatory_on(objects, stack.network) if "inference-rollout calls the model registry" in m
-    ]
+    found = [m for m in mandatory_on(objects, stack.network) if f"{job} calls the model registry" in m]
     assert found, mandatory_on(objects, stack.network)

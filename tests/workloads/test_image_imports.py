@@ -129,6 +129,15 @@ def test_inference_image_entry_point_imports_from_the_copied_files(tmp_path: Pat
     assert done.returncode == 0, done.stderr[-1500:]
 
 
+def test_drift_monitor_job_entry_point_imports_from_the_inference_images_files(tmp_path: Path) -> None:
+    """The drift monitor's CronJob runs ``python -m workloads.delivery.monitor`` in the inference image
+    (workloads/inference/k8s.py ``MONITOR_ENTRY``): every module it reaches is copied, with the serve
+    extra alone."""
+    _image_tree(INFERENCE_DOCKERFILE, tmp_path)
+    done = _import(["workloads.delivery.monitor"], _blocked("serve", {"components", "mlplatform"}), tmp_path)
+    assert done.returncode == 0, done.stderr[-1500:]
+
+
 def test_a_module_outside_the_image_is_caught() -> None:
     """Planted defect: an entry point that imports a cloud SDK fails as it would in the container."""
     done = _import(["components.aws.cluster"], _blocked("train", set()), REPO)

@@ -54,3 +54,20 @@ DRIFT_SAMPLES: Final = "inference_drift_window_samples"
 
 # The rollout's lock and lease, an operator's pause and abort, each version's outcome: workloads/registry/
 # lock.py (the registry's own alias moves read them too). A share counts only while the lease is current.
+
+# The drift monitor's variables (workloads/delivery/monitor.py), which its CronJob sets
+# (workloads/inference/k8s.py).
+MONITOR_ENV = {
+    "model": "MONITOR_MODEL",
+    "metrics_urls": "MONITOR_METRICS_URLS",  # comma-separated
+    "metrics_dns": "MONITOR_METRICS_DNS",
+    "metrics_port": "MONITOR_METRICS_PORT",
+    "metrics_scheme": "MONITOR_METRICS_SCHEME",
+    # The servers' bearer token and the CA of their certificate, issued for this name (the rollout's).
+    "token_file": "MONITOR_TOKEN_FILE",
+    "ca_file": "MONITOR_CA_FILE",
+    "tls_server_name": "MONITOR_TLS_SERVER_NAME",
+    "policy": "MONITOR_POLICY",  # the stack's driftMonitor, JSON, camelCase keys
+    "launch": "MONITOR_LAUNCH",  # the training command, a JSON list; the dataset is appended
+    "service_url": "MONITOR_SERVICE_URL",  # the inference Service, for the labelled set
+}

@@ -12,6 +12,7 @@ in its window (workloads/inference/drift.py measured why), so ``driftMinSamples`
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
@@ -159,3 +160,54 @@ def _line(where: str, error: Any) -> str:
         return f"{path}: unknown key"
     message: str = error["msg"]
     return f"{path}: {message.removeprefix('Value error, ')}"
+
+
+class MonitorPolicy(_Model):
+    """``workloads.inference.driftMonitor``: the stack keys, defaults with their reasons."""
+
+    # The CronJob's schedule: one window per run. Every 15 minutes: windows long enough for the servers'
+    # drift window (1,000 rows by default) to turn over at moderate traffic, k of m within about an hour.
+    schedule: str = "*/15 * * * *"
+    # Per window: about one breach in a hundred unchanged windows (trigger.py measured it on real rows).
+    false_alarm_rate: float = Field(default=0.01, gt=0, lt=1)
+    # 3 breaches among the last 5 windows: sustained, not a burst of odd traffic.
+    k: int = Field(default=3, ge=1)
+    m: int = Field(default=5, ge=1, le=100)
+    # A retrain and its rollout take hours; judging the new version needs windows of its own.
+    cooldown_seconds: int = Field(default=6 * 3600, ge=0)
+    # At most two retrains a day per model, whatever the traffic does.
+    max_retrains: int = Field(default=2, ge=1)
+    per_seconds: int = Field(default=24 * 3600, ge=1)
+    # Labels as they arrive: an ``.npz`` (arrays x, y) path or ``mlflow-artifacts:`` URI, sent to the
+    # champion through the V2 API each window (the rollout's labelledSet format); unset: no labels.
+    labelled_set: str | None = None
+    # How far the champion's labelled accuracy may fall below the previous champion's, on the same labels,
+    # before the monitor rolls back: promoteTolerance's default, one point of accuracy.
+    accuracy_tolerance: float = Field(default=0.01, ge=0, le=1)
+    # The dataset source the retrain trains on: a ``module:function`` hook that returns its newest
+    # version (docs/training.md); unset: the training Job's own dataset.
+    dataset: str | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        # batch/v1 CronJob: the five fields of cron (minute hour day-of-month month day-of-week).
+        if not re.fullmatch(r"[0-9*/,\-]+( [0-9A-Za-z*/,\-]+){4}", value):
+            raise ValueError(f"{value!r} is not a cron schedule of five fields such as '*/15 * * * *'")
+        return value
+
+    @model_validator(mode="after")
+    def _k_within_m(self) -> MonitorPolicy:
+        if self.k > self.m:
+            raise ValueError(
+                f"k ({self.k}) must not exceed m ({self.m}): k breaches among the last m windows"
+            )
+        return self
+
+
+def parse_policy(raw: Mapping[str, Any] | None, where: str) -> MonitorPolicy:
+    """Validate ``raw`` into the policy; PlanError with one line per problem naming its key."""
+    try:
+        return MonitorPolicy.model_validate_json(json.dumps(dict(raw or {})))
+    except ValidationError as exc:
+        raise PlanError([_line(where, error) for error in exc.errors()]) from None

@@ -31,6 +31,7 @@ Time comes from ``clock`` and ``sleep``, injectable so tests play hours in milli
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import socket
@@ -103,6 +104,11 @@ class LabelledSet:
 
     x: Any  # numpy float32 (rows, features)
     y: Any  # numpy int (rows,)
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the rows and labels: accuracies compare only on the same labels."""
+        return "sha256:" + hashlib.sha256(self.x.tobytes() + self.y.tobytes()).hexdigest()
 
     @classmethod
     def load(cls, source: str, client: RegistryClient, scratch: Path) -> LabelledSet:

@@ -16,8 +16,8 @@ decides from numbers whose false-alarm rate is stated:
   cooling down" is itself a decision, recorded), and at most ``max_actions`` per ``per_s`` (a storm of
   retrains costs accelerators and reviewers). Each decision carries the numbers it was taken on.
 
-Pure functions of their inputs (time passed in), so a CronJob, a test or a replay decides the same. The
-monitor that reads the servers' windows and launches the training Job is not built (docs/lifecycle.md).
+Pure functions of their inputs (time passed in), so a CronJob, a test or a replay decides the same; the
+monitor that reads the servers' windows and acts on the decision is workloads/delivery/monitor.py.
 """
 
 from __future__ import annotations

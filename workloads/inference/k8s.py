@@ -20,7 +20,9 @@ exact share itself (workloads/delivery/contract.py), whatever the replica count.
 ``python -m workloads.delivery``, started by hand (``kubectl create job --from=cronjob/...``); a headless
 Service whose DNS name lists every ready server, so the rollout reads each one's ``/metrics`` without
 any Kubernetes API right; its ServiceAccount (no token) and its NetworkPolicy. A pinned ``model_version``
-has no challenger and no split.
+has no challenger and no split. The drift monitor (``monitor``, issue 40, docs/lifecycle.md) gets the
+same room on a schedule: a CronJob running ``python -m workloads.delivery.monitor``, one window per run,
+through the same headless Service, with its own ServiceAccount (no token) and NetworkPolicy.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from components.kubernetes.objects import (
     service_account,
 )
 from workloads.artifacts import model_version_dir
+from workloads.delivery.contract import MONITOR_ENV
 from workloads.inference.config import ENV_PREFIX
 from workloads.registry.client import TRACKING_URI_ENV, ModelRef
 from workloads.registry.k8s import (
@@ -158,6 +161,54 @@ class RolloutJob:
         return problems
 
 
+# The drift monitor's objects (docs/lifecycle.md), named after the service; its Job runs this.
+MONITOR_SUFFIX = "-drift-monitor"
+MONITOR_COMPONENT = "drift-monitor"
+MONITOR_ENTRY = ("python", "-m", "workloads.delivery.monitor")
+# Where the monitor's pods mount the lifecycle record (its only state: windows, decisions, retrains).
+RECORD_MOUNT = PurePosixPath("/var/lib/ml-platform/record")
+# A run that could not start within this of its time is skipped (batch/v1 CronJobSpec
+# ``startingDeadlineSeconds``): the next run reads a fresh window, and a controller that was down long
+# does not start a burst of stale ones. Without it, a CronJob that missed more than 100 schedules is
+# never started again (kubernetes.io "CronJob", CronJob limitations).
+MONITOR_STARTING_DEADLINE_S = 300
+# One window reads every server and the registry, and sends the labelled set: minutes at most. A hung run
+# is ended before the next one is due under ``concurrencyPolicy: Forbid``.
+MONITOR_DEADLINE_S = 600
+MONITOR_JOBS_KEPT = 3
+
+
+@dataclass(frozen=True)
+class MonitorJob:
+    """The drift monitor's CronJob: what ``python -m workloads.delivery.monitor`` gets on the cluster."""
+
+    # The stack's ``driftMonitor`` as JSON (camelCase keys) and its schedule (a cron expression).
+    policy: str
+    schedule: str
+    # The monitor's registry credentials (keys ``username``, ``password``); None without basic-auth.
+    registry_secret: str | None
+    # The claim holding the lifecycle record (read-write, shared storage).
+    record_claim: str
+    # The CA that signed the servers' certificate (key ``ca.crt``), with TLS on.
+    ca_secret: str | None = None
+    service_account: str = "drift-monitor"
+    cpu: str = "250m"
+    memory: str = "512Mi"
+    ttl_s: int = 24 * 3600
+
+    def problems(self) -> list[str]:
+        problems = []
+        try:
+            json.loads(self.policy)
+        except ValueError:
+            problems.append("the drift monitor's policy must be JSON")
+        if not _DNS_LABEL.match(self.service_account):
+            problems.append("the drift monitor's service_account must be a DNS label")
+        if not _DNS_LABEL.match(self.record_claim):
+            problems.append("the drift monitor's record_claim must be a DNS label")
+        return problems
+
+
 # The cache a registry-served pod downloads versions into; TMPDIR too, so the per-process caches of
 # several server workers (workloads/inference/server.py) land on the same sized volume, not on /tmp.
 MODEL_CACHE_DIR = PurePosixPath("/var/cache/models")
@@ -221,6 +272,8 @@ class InferenceServiceSpec:
     poll_interval_s: int = 30
     # The rollout's Job template and what it reads the servers through (registry only).
     rollout: RolloutJob | None = None
+    # The drift monitor's CronJob (registry only).
+    monitor: MonitorJob | None = None
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -235,7 +288,7 @@ class InferenceServiceSpec:
 def _problems(spec: InferenceServiceSpec) -> list[str]:
     """Everything wrong with a spec at once, so a user fixes a stack in one pass."""
     problems = []
-    longest = MAX_CRONJOB_NAME - len(ROLLOUT_SUFFIX)
+    longest = MAX_CRONJOB_NAME - len(MONITOR_SUFFIX if spec.monitor is not None else ROLLOUT_SUFFIX)
     if not _DNS_LABEL.match(spec.name) or len(spec.name) > longest:
         problems.append(f"name must be a DNS label of at most {longest} characters")
     if spec.namespace == "default" or not _DNS_LABEL.match(spec.namespace):
@@ -267,6 +320,10 @@ def _problems(spec: InferenceServiceSpec) -> list[str]:
         problems += spec.rollout.problems()
         if spec.registry_uri is None:
             problems.append("the rollout moves registry aliases: it needs registry_uri")
+    if spec.monitor is not None:
+        problems += spec.monitor.problems()
+        if spec.registry_uri is None:
+            problems.append("the drift monitor reads the registry's @champion: it needs registry_uri")
     return problems
 
 
@@ -564,6 +621,8 @@ def _network_policy(spec: InferenceServiceSpec) -> Object:
         ]
         if spec.rollout is not None:
             rule["from"].append({"podSelector": {"matchLabels": _rollout_selector(spec)}})
+        if spec.monitor is not None:
+            rule["from"].append({"podSelector": {"matchLabels": _monitor_selector(spec)}})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -643,16 +702,20 @@ def _rollout_env(spec: InferenceServiceSpec, rollout: RolloutJob) -> list[Object
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
-def _rollout_volumes(spec: InferenceServiceSpec, rollout: RolloutJob) -> tuple[list[Object], list[Object]]:
+def _caller_volumes(
+    spec: InferenceServiceSpec, registry_secret: str | None, ca_secret: str | None
+) -> tuple[list[Object], list[Object]]:
+    """A Job calling the registry (its credentials, the registry's CA) and the servers (their token, the
+    CA of their certificate): the rollout's and the drift monitor's."""
     volumes: list[Object] = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
     mounts: list[Object] = [{"name": "tmp", "mountPath": "/tmp"}]
-    if rollout.registry_secret is not None:
-        volumes.append(credential_volume(rollout.registry_secret))
+    if registry_secret is not None:
+        volumes.append(credential_volume(registry_secret))
         mounts.append(credential_mount())
     if spec.registry_ca_secret is not None:
         volumes.append(ca_volume(spec.registry_ca_secret))
         mounts.append(ca_mount())
-    secrets = (("auth", spec.auth_secret), ("ca", rollout.ca_secret if spec.tls else None))
+    secrets = (("auth", spec.auth_secret), ("ca", ca_secret if spec.tls else None))
     for name, secret in secrets:
         if secret is not None:
             volumes.append({"name": name, "secret": {"secretName": secret, "defaultMode": 0o440}})
@@ -665,7 +728,7 @@ def _rollout_cron_job(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object
     ``kubectl create job --from=cronjob/<name> <job>``. One try (``backoffLimit: 0``): a rollout that failed
     half-way has already moved traffic, and running it again from its first step must be a person's
     decision, not the Job controller's."""
-    volumes, mounts = _rollout_volumes(spec, rollout)
+    volumes, mounts = _caller_volumes(spec, rollout.registry_secret, rollout.ca_secret)
     container = restricted_container(
         "rollout",
         spec.image,
@@ -752,6 +815,134 @@ def _rollout_objects(spec: InferenceServiceSpec) -> list[Object]:
     ]
 
 
+def _monitor_name(spec: InferenceServiceSpec) -> str:
+    return spec.name + MONITOR_SUFFIX
+
+
+def _monitor_selector(spec: InferenceServiceSpec) -> dict[str, str]:
+    return {INSTANCE_LABEL: _monitor_name(spec), COMPONENT_LABEL: MONITOR_COMPONENT}
+
+
+def _monitor_labels(spec: InferenceServiceSpec) -> dict[str, str]:
+    """Its own instance and component: the servers' Service, PDB and NetworkPolicy never select it."""
+    return {**_labels(spec), **_monitor_selector(spec)}
+
+
+def _monitor_env(spec: InferenceServiceSpec, monitor: MonitorJob) -> list[Object]:
+    """workloads/delivery/monitor.py's variables: the servers as the rollout reads them (every ready pod
+    through the headless Service), no training command (a retrain decision is recorded, not launched)."""
+    scheme = "https" if spec.tls else "http"
+    service = f"{spec.name}.{spec.namespace}.svc"
+    env: dict[str, object] = {
+        TRACKING_URI_ENV: spec.registry_uri,
+        RECORD_ENV: str(RECORD_MOUNT),
+        MONITOR_ENV["model"]: spec.model_name,
+        MONITOR_ENV["metrics_dns"]: f"{spec.name}{PODS_SUFFIX}.{spec.namespace}.svc.cluster.local",
+        MONITOR_ENV["metrics_port"]: str(spec.port),
+        MONITOR_ENV["metrics_scheme"]: scheme,
+        MONITOR_ENV["service_url"]: f"{scheme}://{service}.cluster.local:{spec.port}",
+        MONITOR_ENV["policy"]: monitor.policy,
+        "HOME": "/tmp",
+    }
+    if monitor.registry_secret is not None:
+        env |= credential_env()
+    if spec.registry_ca_secret is not None:
+        env |= ca_env()
+    if spec.auth_secret is not None:
+        env[MONITOR_ENV["token_file"]] = str(SECRETS_DIR / "auth" / "token")
+    if spec.tls:
+        env[MONITOR_ENV["ca_file"]] = str(SECRETS_DIR / "ca" / "ca.crt")
+        env[MONITOR_ENV["tls_server_name"]] = service
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def _monitor_cron_job(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object:
+    """One window per run on the policy's schedule. ``concurrencyPolicy: Forbid``: two runs at once would
+    both read the record before either appends, and could both decide to retrain. One try
+    (``backoffLimit: 0``): a failed window is recorded by the next run's, not retried with stale
+    counters."""
+    volumes, mounts = _caller_volumes(spec, monitor.registry_secret, monitor.ca_secret)
+    volumes.append({"name": "record", "persistentVolumeClaim": {"claimName": monitor.record_claim}})
+    mounts.append({"name": "record", "mountPath": str(RECORD_MOUNT)})
+    container = restricted_container(
+        "drift-monitor",
+        spec.image,
+        uid=spec.run_as_user,
+        cpu=monitor.cpu,
+        memory=monitor.memory,
+        env=_monitor_env(spec, monitor),
+        mounts=mounts,
+        command=list(MONITOR_ENTRY),
+    )
+    pod = {
+        "serviceAccountName": monitor.service_account,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "restartPolicy": "Never",
+        "securityContext": restricted_pod_security(spec.run_as_user),
+        "nodeSelector": spec.pool.node_selector,
+        "tolerations": spec.pool.tolerations(),
+        "containers": [container],
+        "volumes": volumes,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": _metadata(spec, _monitor_name(spec), labels=_monitor_labels(spec)),
+        "spec": {
+            "schedule": monitor.schedule,
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": MONITOR_STARTING_DEADLINE_S,
+            "successfulJobsHistoryLimit": MONITOR_JOBS_KEPT,
+            "failedJobsHistoryLimit": MONITOR_JOBS_KEPT,
+            "jobTemplate": {
+                "metadata": {"labels": _monitor_labels(spec)},
+                "spec": {
+                    "backoffLimit": 0,
+                    "activeDeadlineSeconds": MONITOR_DEADLINE_S,
+                    "ttlSecondsAfterFinished": monitor.ttl_s,
+                    "template": {"metadata": {"labels": _monitor_labels(spec)}, "spec": pod},
+                },
+            },
+        },
+    }
+
+
+def _monitor_network_policy(spec: InferenceServiceSpec) -> Object:
+    """The monitor's pods: nothing in; out to the servers' port (each pod's ``/metrics``, the labelled
+    set through the Service). DNS and the registry: the namespace's ``allow-dns`` and ``allow-registry``."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(spec, _monitor_name(spec)),
+        "spec": {
+            "podSelector": {"matchLabels": _monitor_selector(spec)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": [
+                {
+                    "to": [{"podSelector": {"matchLabels": {INSTANCE_LABEL: spec.name}}}],
+                    "ports": [{"port": spec.port, "protocol": "TCP"}],
+                }
+            ],
+        },
+    }
+
+
+def _monitor_objects(spec: InferenceServiceSpec) -> list[Object]:
+    """Its ServiceAccount (no token, no Kubernetes API right: it reads the servers through DNS), its
+    NetworkPolicy and its CronJob; the headless Service it reads through is the rollout's."""
+    if spec.monitor is None:
+        return []
+    pods = [] if spec.rollout is not None else [_pods_service(spec)]
+    return [
+        service_account(_metadata(spec, spec.monitor.service_account), {}),
+        *pods,
+        _monitor_network_policy(spec),
+        _monitor_cron_job(spec, spec.monitor),
+    ]
+
+
 def inference_objects(spec: InferenceServiceSpec) -> list[Object]:
     """The service's objects in apply order: identity first, then workloads, then what points at them."""
     return [
@@ -762,4 +953,5 @@ def inference_objects(spec: InferenceServiceSpec) -> list[Object]:
         _disruption_budget(spec),
         _network_policy(spec),
         *_rollout_objects(spec),
+        *_monitor_objects(spec),
     ]

@@ -33,6 +33,10 @@ MODEL_VERSION_TAG = "mlplatform.model_version"
 # Who registered the version: the registry's authenticated user (training's), never its approver.
 TRAINED_BY_TAG = "mlplatform.trained_by"
 IMAGE_ENV = "MLPLATFORM_IMAGE"
+# What started the run, set by the drift monitor (workloads/delivery/monitor.py): the record event of the
+# decision, tagged on the run and on the version it registers.
+TRIGGER_ENV = "MLPLATFORM_TRIGGER"
+TRIGGER_TAG = "mlplatform.trigger"
 ARTIFACT_DIR = "model"
 # MLflow's limit on a dataset digest (mlflow/utils/validation.py MAX_DATASET_DIGEST_SIZE = 36); the full
 # sha256 is in the dataset's source and in the parameters.
@@ -88,6 +92,7 @@ class TrainingRun:
             MODEL_VERSION_TAG: spec.model_version,
             "mlplatform.image": environ.get(IMAGE_ENV, "local"),
             "mlplatform.recipe": json.dumps(dict(spec.recipe), sort_keys=True),
+            TRIGGER_TAG: environ.get(TRIGGER_ENV) or "manual",
         }
         run = client.create_run(experiment, spec.key.replace("/", "-"), tags)
         info = run["info"]
@@ -133,7 +138,11 @@ class TrainingRun:
                 name,
                 source,
                 self.run_id,
-                {MODEL_VERSION_TAG: self.spec.model_version, TRAINED_BY_TAG: trainer.name},
+                {
+                    MODEL_VERSION_TAG: self.spec.model_version,
+                    TRAINED_BY_TAG: trainer.name,
+                    TRIGGER_TAG: os.environ.get(TRIGGER_ENV) or "manual",
+                },
             )
         )
         move_aliases(

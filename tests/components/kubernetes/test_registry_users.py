@@ -32,7 +32,13 @@ from components.kubernetes.registry import (
     USERS_SECRET,
     registry_objects,
 )
-from components.kubernetes.workloads import ROLLOUT_USER, promoters, registry_users
+from components.kubernetes.workloads import (
+    MONITOR_SECRET,
+    MONITOR_USER,
+    ROLLOUT_USER,
+    promoters,
+    registry_users,
+)
 from mlplatform.graph import is_secret
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
@@ -57,6 +63,8 @@ def test_each_caller_gets_a_user_with_the_least_it_needs() -> None:
         "ml-training": ("ml-training", CLIENT_SECRET, {"digits-mlp": "EDIT"}),
         "ml-inference": ("ml-inference", CLIENT_SECRET, {"digits-mlp": "READ"}),
         ROLLOUT_USER: ("ml-inference", ROLLOUT_SECRET, {"digits-mlp": "EDIT"}),
+        # The stack's driftMonitor: it rolls back (docs/lifecycle.md).
+        MONITOR_USER: ("ml-inference", MONITOR_SECRET, {"digits-mlp": "EDIT"}),
         "team-nlp": ("team-nlp", CLIENT_SECRET, {}),
         "team-vision": ("team-vision", CLIENT_SECRET, {}),
     }
@@ -101,8 +109,9 @@ def test_the_launcher_reads_back_exactly_the_callers_credentials(tmp_path: Path)
         User("ml-training", passwords["ml-training"], edit, ((experiment_name("digits-mlp"), "EDIT"),))
         in launched
     )
-    # No caller's pod can read another's password: each namespace holds only its own.
-    assert all(s["username"] in (ns, ROLLOUT_USER) for (ns, _), s in secrets.items())
+    # No caller's pod can read another's password: each namespace holds only its own (ml-inference also
+    # the rollout's and the drift monitor's, each in a Secret only its own Job mounts).
+    assert all(s["username"] in (ns, ROLLOUT_USER, MONITOR_USER) for (ns, _), s in secrets.items())
 
 
 def test_a_caller_secret_names_a_user_the_launcher_creates() -> None:

@@ -26,6 +26,8 @@ import pytest
 
 from components.kubernetes.registry import PROMOTERS_ENV
 from tests.workloads.inference.serving import free_port
+from workloads.artifacts import METADATA_FILE, load_metadata, write_metadata
+from workloads.registry.client import RegistryClient
 from workloads.registry.server.launch import write_auth_config
 
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
@@ -100,3 +102,22 @@ def auth_registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         PROMOTERS_ENV: json.dumps(PROMOTERS),
     }
     yield from _serve(root, ["--app-name", "basic-auth"], env)
+
+
+def named_version(source: Path, dest: Path, name: str) -> Path:
+    """``source``'s version files under the model name ``name`` (the servers' series carry it, and the
+    rollout reads them by the registered name), every file hashed into its metadata as the trainer does."""
+    dest.mkdir()
+    for path in source.iterdir():
+        if path.name != METADATA_FILE:
+            (dest / path.name).write_bytes(path.read_bytes())
+    write_metadata(dest, load_metadata(source).model_copy(update={"name": name}))
+    return dest
+
+
+def register_version(client: RegistryClient, name: str, version_dir: Path) -> str:
+    client.ensure_registered_model(name)
+    run = client.create_run(client.experiment_id(name), name, {})
+    source = run["info"]["artifact_uri"] + "/model"
+    client.upload(source, version_dir)
+    return client.create_version(name, source, run["info"]["run_id"], {}).version

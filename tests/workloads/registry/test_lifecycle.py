@@ -26,7 +26,6 @@ from tests.stack_variants import template
 from tests.workloads.delivery.fleet import champion_and_challenger
 from tests.workloads.inference.conftest import model_dir  # noqa: F401  (the session's trained model)
 from tests.workloads.inference.serving import Server, metric_samples, serve_alias, wait_ready
-from workloads.artifacts import METADATA_FILE, load_metadata, write_metadata
 from workloads.delivery import contract
 from workloads.registry.client import RegistryClient
 from workloads.registry.lineage import TRAINED_BY_TAG
@@ -34,7 +33,7 @@ from workloads.registry.lock import OUTCOME_TAG
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 from workloads.registry.server.launch import GRANT, REGISTERED_MODEL, AuthApi
 
-from .conftest import ADMIN_PASSWORD
+from .conftest import ADMIN_PASSWORD, named_version, register_version
 
 pytestmark = pytest.mark.slow
 
@@ -84,25 +83,6 @@ LEASE_PLAN = {
 }
 
 
-def _named(source: Path, dest: Path, name: str) -> Path:
-    """``source``'s version files under the model name ``name`` (the servers' series carry it, and the
-    rollout reads them by the registered name), every file hashed into its metadata as the trainer does."""
-    dest.mkdir()
-    for path in source.iterdir():
-        if path.name != METADATA_FILE:
-            (dest / path.name).write_bytes(path.read_bytes())
-    write_metadata(dest, load_metadata(source).model_copy(update={"name": name}))
-    return dest
-
-
-def _register(client: RegistryClient, name: str, version_dir: Path) -> str:
-    client.ensure_registered_model(name)
-    run = client.create_run(client.experiment_id(name), name, {})
-    source = run["info"]["artifact_uri"] + "/model"
-    client.upload(source, version_dir)
-    return client.create_version(name, source, run["info"]["run_id"], {}).version
-
-
 def _shares(server: Server) -> tuple[float, float]:
     """The split and shadow the server applies now (0 when no challenger is loaded)."""
     found = {name: value for (name, _), value in metric_samples(server).items() if name in _APPLIED}
@@ -122,10 +102,10 @@ def test_a_rollout_killed_mid_step_has_its_share_back_at_0_within_a_window_and_t
     within ``windowSeconds + leaseGraceSeconds`` (plus their poll) of the kill, with no command run, while
     the split tag still reads 5; and the next rollout is not locked out."""
     client = RegistryClient(registry_uri)
-    version_dir = _named(model_dir, tmp_path / "version", LEASE_NAME)
+    version_dir = named_version(model_dir, tmp_path / "version", LEASE_NAME)
     champion, challenger = (
-        _register(client, LEASE_NAME, version_dir),
-        _register(client, LEASE_NAME, version_dir),
+        register_version(client, LEASE_NAME, version_dir),
+        register_version(client, LEASE_NAME, version_dir),
     )
     client.set_alias(LEASE_NAME, CHAMPION, champion)
     client.set_alias(LEASE_NAME, CHALLENGER, challenger)
@@ -206,7 +186,7 @@ def test_a_registered_version_loads_with_mlflows_own_loader(
     Runtime predicts from the same file."""
     client = RegistryClient(registry_uri)
     name = "digits-mlflow-model"
-    version = _register(client, name, model_dir)
+    version = register_version(client, name, model_dir)
     client.set_alias(name, CHAMPION, version)
     rows = np.random.default_rng(0).uniform(0, 16, (5, 64)).astype(np.float32)
     np.save(tmp_path / "rows.npy", rows)

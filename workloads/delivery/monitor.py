@@ -1,0 +1,422 @@
+"""The drift monitor: one window per run, judged against calibrated thresholds, acted on when sustained.
+
+Each run (the CronJob's schedule, or ``--every`` seconds locally) is one window:
+
+1. the champion of the model (``@champion``) and its training histograms (its ``metadata.json``);
+2. every server's per-version drift gauges (``/metrics``: rows in the window, each feature's PSI against
+   that version's own reference; workloads/inference/drift.py), read with the rollout's scraper;
+3. each server's largest PSI against the threshold calibrated for its row count at the policy's false-alarm
+   rate (trigger.null_threshold). With S servers each is tested at ``falseAlarmRate / S`` (Bonferroni:
+   the chance that any of S tests at level a/S alarms is at most a; Dunn, "Multiple comparisons among
+   means", JASA 56 (1961) 52-64), so the window as a whole keeps the stated rate;
+4. the decision (trigger.decide: k of the last m windows since the last retrain, a cooldown, a rate
+   limit) from the windows and retrains already on the model's lifecycle record: the record is the
+   monitor's only state, so a CronJob pod holds none and a replay decides the same;
+5. the decision appended to the record with its numbers, whatever it is ("none", "cooling-down" and
+   "rate-limited" included), and on ``retrain`` the training launched (``Launcher``) and its end recorded.
+
+A retrain that fails is recorded and ends there: the retrain's time counts for the cooldown and the rate
+limit whatever its outcome, so no failure retriggers another, and a model that is worse stops at the
+rollout's first gate (docs/delivery.md), never promoted by the monitor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from workloads.artifacts import ModelMetadata
+from workloads.delivery import contract
+from workloads.delivery.launch import targets
+from workloads.delivery.plan import MonitorPolicy, PlanError, parse_policy
+from workloads.delivery.runner import LabelledSet, RolloutError, ServiceClient
+from workloads.delivery.scrape import Scraper, Snapshot, drift_window, total
+from workloads.delivery.trigger import (
+    Action,
+    Decision,
+    TriggerPolicy,
+    Window,
+    decide,
+    null_threshold,
+)
+from workloads.registry import operations
+from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
+from workloads.registry.lineage import TRIGGER_ENV
+from workloads.registry.record import RECORD_ENV, Event, Journal, RecordError, identity, open_record
+from workloads.registry.rollout import CHAMPION, PREVIOUS_CHAMPION
+
+# Record actions: one per window, and the retrain's end.
+WINDOW_ACTION = "drift-window"
+RETRAIN_ACTION = "retrain"
+ENV = contract.MONITOR_ENV
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def _trigger_policy(policy: MonitorPolicy) -> TriggerPolicy:
+    return TriggerPolicy(
+        false_alarm_rate=policy.false_alarm_rate,
+        k=policy.k,
+        m=policy.m,
+        cooldown_s=policy.cooldown_seconds,
+        max_actions=policy.max_retrains,
+        per_s=policy.per_seconds,
+    )
+
+
+@dataclass(frozen=True)
+class Launched:
+    """How a retrain ended: ``ok`` and one line saying what it left (the version it registered)."""
+
+    ok: bool
+    detail: str
+
+
+class Launcher(Protocol):
+    def launch(self, model: str, dataset: str | None, trigger: str) -> Launched: ...
+
+
+@dataclass(frozen=True)
+class ProcessLauncher:
+    """The training entry point as a local process (``python -m workloads.training ...`` or
+    ``mlplatform train --local``), the dataset appended as ``--dataset``, the trigger in TRIGGER_ENV; in
+    the monitor's process group, so it dies with the monitor."""
+
+    command: tuple[str, ...]
+    timeout_s: float = 3600
+
+    def launch(self, model: str, dataset: str | None, trigger: str) -> Launched:
+        argv = [*self.command, *(("--dataset", dataset) if dataset else ())]
+        try:
+            done = subprocess.run(
+                argv,
+                env={**os.environ, TRIGGER_ENV: trigger},
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Launched(False, f"training did not run to its end: {exc}")
+        last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or [""]
+        if done.returncode != 0:
+            return Launched(False, f"training exited {done.returncode}: {last[0][:300]}")
+        return Launched(True, "training finished")
+
+
+def _at(event: Event) -> float:
+    return datetime.fromisoformat(event.at).timestamp()
+
+
+def history(events: Sequence[Event]) -> tuple[list[Window], list[float]]:
+    """The windows and the retrains' times on a model's record (oldest first)."""
+    windows = [
+        Window(_at(e), int(e.numbers["samples"]), float(e.numbers["maxPsi"]), float(e.numbers["threshold"]))
+        for e in events
+        if e.action == WINDOW_ACTION and e.numbers.get("maxPsi") is not None
+    ]
+    retrains = [
+        _at(e) for e in events if e.action == WINDOW_ACTION and e.numbers.get("decision") == "retrain"
+    ]
+    return windows, retrains
+
+
+@dataclass
+class Monitor:
+    """One model's monitor; ``tick`` is one window."""
+
+    client: RegistryClient
+    journal: Journal
+    model: str
+    policy: MonitorPolicy
+    scraper: Scraper
+    # None: decisions are recorded, a retrain is not started (recorded as such).
+    launcher: Launcher | None
+    service: ServiceClient | None = None
+    labelled: LabelledSet | None = None
+    clock: Callable[[], float] = time.time
+    _references: dict[str, ModelMetadata] = field(default_factory=dict)
+    _thresholds: dict[tuple[str, int, int], float] = field(default_factory=dict)
+
+    def _metadata(self, version: str) -> ModelMetadata:
+        if version not in self._references:
+            source = self.client.get_version(self.model, version).source
+            raw = self.client.read_artifact(f"{source}/metadata.json")
+            self._references[version] = ModelMetadata.model_validate_json(raw)
+        return self._references[version]
+
+    def _threshold(self, version: str, samples: int, servers: int) -> float:
+        key = (version, samples, servers)
+        if key not in self._thresholds:
+            reference = [h.counts for h in self._metadata(version).reference_histograms]
+            rate = self.policy.false_alarm_rate / servers
+            self._thresholds[key] = null_threshold(reference, samples, rate)
+        return self._thresholds[key]
+
+    def tick(self) -> Event:
+        """Read the servers, decide, record, and act on a retrain."""
+        champion = self.client.version_by_alias(self.model, CHAMPION).version
+        snapshot = self.scraper.snapshot()
+        events = self.journal.record.read(self.model)
+        measured = self._fresh(snapshot, champion, events)
+        servers: list[dict[str, Any]] = [
+            {
+                "url": url,
+                "responses": responses,
+                "samples": n,
+                "maxPsi": round(psi, 6),
+                "threshold": round(self._threshold(champion, n, len(measured)), 6),
+            }
+            for url, responses, n, psi in measured
+        ]
+        numbers: dict[str, Any] = {"servers": servers, "unreachable": list(self.scraper.unreachable)}
+        now = self.clock()
+        numbers |= self._labelled(champion, events)
+        if self.labelled is not None:  # its requests moved the counters: the next window starts after them
+            after = self.scraper.snapshot()
+            for server in servers:
+                served = [after.get(server["url"], {})]
+                server["responses"] = int(
+                    total(served, contract.VERSION_RESPONSES, model=self.model, version=champion)
+                )
+        windows, retrains = history(events)
+        if not servers:
+            reason = (
+                f"no server has enough rows of version {champion} in its drift window, or answered it "
+                "since the last window"
+            )
+            return self._append(champion, Decision(Action.NONE, reason, 0, 0), numbers)
+        # The window's evidence: the server furthest past (or closest to) its own threshold.
+        worst = max(servers, key=lambda s: s["maxPsi"] / s["threshold"])
+        numbers.update(worst)
+        window = Window(now, int(worst["samples"]), worst["maxPsi"], worst["threshold"])
+        decision = decide([*windows, window], retrains, now, _trigger_policy(self.policy))
+        event = self._append(champion, decision, numbers)
+        if decision.action is Action.RETRAIN:
+            self._retrain(champion, event)
+        return event
+
+    def _fresh(
+        self, snapshot: Snapshot, champion: str, events: Sequence[Event]
+    ) -> list[tuple[str, int, int, float]]:
+        """Each server with a PSI for ``champion`` that answered it since the last window (its responses
+        counter moved; a restart resets it, and its window is new): url, responses, rows, largest PSI. A
+        server with no new traffic would show the last window's rows again, counted twice."""
+        last = next(
+            (
+                e
+                for e in reversed(events)
+                if e.action == WINDOW_ACTION and e.versions.get(CHAMPION) == champion
+            ),
+            None,
+        )
+        before = {s.get("url"): s.get("responses") for s in (last.numbers.get("servers", []) if last else [])}
+        found = []
+        for url, series in sorted(snapshot.items()):
+            [(samples, psi)] = drift_window({url: series}, self.model, champion).servers
+            responses = int(total([series], contract.VERSION_RESPONSES, model=self.model, version=champion))
+            if psi is not None and responses != before.get(url):
+                found.append((url, responses, samples, psi))
+        return found
+
+    def _labelled(self, champion: str, events: Sequence[Event]) -> dict[str, Any]:
+        """The champion's labelled accuracy; below the previous champion's on the same labels by more than
+        the tolerance, a rollback (recorded by operations.rollback on the journal)."""
+        if self.service is None or self.labelled is None:
+            return {}
+        accuracy = self.service.accuracy(self.model, champion, self.labelled)
+        found: dict[str, Any] = {
+            "labelledAccuracy": round(accuracy, 6),
+            "labelledRows": len(self.labelled.y),
+            "labelsDigest": self.labelled.digest,
+        }
+        previous = self.client.alias_or_none(self.model, PREVIOUS_CHAMPION)
+        prior = next(
+            (
+                float(e.numbers["labelledAccuracy"])
+                for e in reversed(events)
+                if e.action == WINDOW_ACTION
+                and previous is not None
+                and e.versions.get(CHAMPION) == previous.version
+                and e.numbers.get("labelsDigest") == self.labelled.digest
+            ),
+            None,
+        )
+        if previous is None or prior is None:
+            return found
+        found["previousChampionAccuracy"] = prior
+        tolerance = self.policy.accuracy_tolerance
+        if accuracy >= prior - tolerance:
+            return found
+        why = (
+            f"rollback (drift monitor): labelled accuracy {accuracy:.4f} of version {champion} is below "
+            f"the previous champion {previous.version}'s {prior:.4f} on the same labels by more than "
+            f"{tolerance}"
+        )
+        try:
+            operations.rollback(
+                self.client, self.model, actor=str(self.journal.who), action=why, journal=self.journal
+            )
+            found["rolledBack"] = True
+        except RegistryError as exc:  # a rollout holds the model: its gates judge, recorded here
+            found["rolledBack"] = False
+            found["rollbackRefused"] = str(exc).splitlines()[0]
+        return found
+
+    def _append(self, champion: str, decision: Decision, numbers: dict[str, Any]) -> Event:
+        numbers = {
+            **numbers,
+            "decision": str(decision.action),
+            "breaches": decision.breaches,
+            "windows": decision.windows,
+            "k": self.policy.k,
+            "m": self.policy.m,
+            "falseAlarmRate": self.policy.false_alarm_rate,
+        }
+        reason = f"{decision.action}: {decision.reason}"
+        print(
+            f"{self.model}: {reason}", file=sys.stderr if decision.action is not Action.NONE else sys.stdout
+        )
+        return self.journal.append(
+            self.model, WINDOW_ACTION, {CHAMPION: champion}, reason=reason, numbers=numbers
+        )
+
+    def _retrain(self, champion: str, trigger: Event) -> None:
+        started = self.clock()
+        name = f"{trigger.model}/{WINDOW_ACTION}/{trigger.at}"
+        result = (
+            self.launcher.launch(self.model, self.policy.dataset, name)
+            if self.launcher is not None
+            else Launched(False, f"not launched: no training command ({ENV['launch']}); retrain by hand")
+        )
+        numbers: dict[str, Any] = {
+            "ok": result.ok,
+            "seconds": round(self.clock() - started, 3),
+            "dataset": self.policy.dataset,
+            "trigger": name,
+        }
+        versions = {CHAMPION: champion}
+        if result.ok:
+            challenger = self.client.alias_or_none(self.model, "challenger")
+            if challenger is not None:
+                versions["challenger"] = challenger.version
+        detail = (
+            f"{result.detail}; @challenger {versions.get('challenger', 'unchanged')}"
+            if result.ok
+            else result.detail
+        )
+        outcome = (
+            "registered; the rollout's gates judge it"
+            if result.ok
+            else "failed; no retry before the cooldown"
+        )
+        self.journal.append(
+            self.model, RETRAIN_ACTION, versions, reason=f"{outcome}: {detail}", numbers=numbers
+        )
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str
+    registry_uri: str
+    record: str
+    policy: MonitorPolicy
+    scraper: Scraper
+    launcher: ProcessLauncher | None
+    service: ServiceClient | None
+
+
+def from_env(environ: Mapping[str, str]) -> Settings:
+    """The CronJob's settings; RolloutError or PlanError (one line naming the variable or key)."""
+
+    def need(variable: str) -> str:
+        value = environ.get(variable, "")
+        if not value:
+            raise RolloutError(f"{variable} is required")
+        return value
+
+    for variable in (ENV["policy"], ENV["launch"]):
+        try:
+            json.loads(environ.get(variable) or "{}")
+        except ValueError as exc:
+            raise RolloutError(f"{variable}: not JSON ({exc})") from None
+    launcher = None
+    if environ.get(ENV["launch"]):
+        command = json.loads(environ[ENV["launch"]])
+        if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+            raise RolloutError(f"{ENV['launch']}: a JSON list of strings, the training command")
+        launcher = ProcessLauncher(tuple(command))
+    port = environ.get(ENV["metrics_port"], "8080")
+    if not port.isdigit():
+        raise RolloutError(f"{ENV['metrics_port']}={port!r}: a port number")
+    urls = tuple(u.strip() for u in environ.get(ENV["metrics_urls"], "").split(",") if u.strip())
+    dns = environ.get(ENV["metrics_dns"]) or None
+    scheme = environ.get(ENV["metrics_scheme"]) or "http"
+    tls_name = environ.get(ENV["tls_server_name"]) or None
+    found = targets(urls, dns, int(port), scheme, ENV["metrics_urls"], ENV["metrics_dns"], tls_name)
+    policy = parse_policy(json.loads(environ.get(ENV["policy"]) or "{}"), ENV["policy"])
+    service_url = environ.get(ENV["service_url"]) or None
+    if policy.labelled_set is not None and service_url is None:
+        raise RolloutError(
+            f"{ENV['policy']}.labelledSet is sent through the V2 API: {ENV['service_url']} is required"
+        )
+    token = Path(environ[ENV["token_file"]]) if environ.get(ENV["token_file"]) else None
+    ca_file = environ.get(ENV["ca_file"]) or None
+    try:
+        tls = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise RolloutError(f"{ENV['ca_file']}={ca_file}: {getattr(exc, 'strerror', None) or exc}") from None
+    return Settings(
+        model=need(ENV["model"]),
+        registry_uri=need(TRACKING_URI_ENV),
+        record=need(RECORD_ENV),
+        policy=policy,
+        scraper=Scraper(found, token_file=token, tls=tls),
+        launcher=launcher,
+        service=ServiceClient(service_url, token, tls, tls_name) if service_url else None,
+    )
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads.delivery.monitor", description=__doc__)
+    parser.add_argument("--every", type=float, default=0.0, help="seconds between windows; 0: one window")
+    args = parser.parse_args(argv)
+    try:
+        settings = from_env(environ)
+        client = RegistryClient(settings.registry_uri)
+        journal = Journal(client, open_record(settings.record), identity(client, "drift-monitor"))
+        monitor = Monitor(
+            client, journal, settings.model, settings.policy, settings.scraper, settings.launcher
+        )
+        with tempfile.TemporaryDirectory(prefix="monitor-") as scratch:
+            if settings.policy.labelled_set is not None:
+                monitor.service = settings.service
+                monitor.labelled = LabelledSet.load(settings.policy.labelled_set, client, Path(scratch))
+            while True:
+                monitor.tick()
+                if args.every <= 0:
+                    return EXIT_OK
+                time.sleep(args.every)
+    except PlanError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (RolloutError, RegistryError, RecordError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
