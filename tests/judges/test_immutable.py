@@ -236,13 +236,13 @@ def test_a_service_may_leave_external_name_and_an_indexed_job_scale_elastically(
     )
 
 
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod"])
 def test_turning_every_feature_on_over_a_shipped_stack_is_an_update_the_api_server_accepts(
-    judged: Callable[[str], Judged], tmp_path_factory: pytest.TempPathFactory
+    judged: Callable[[str], Judged], tmp_path_factory: pytest.TempPathFactory, stack: str
 ) -> None:
-    """Day 2 on aws-enterprise-prod: the operator adds teams, monitoring, Kueue, the GPU operator, the
+    """Day 2 on an enterprise stack: the operator adds teams, monitoring, Kueue, the GPU operator, the
     fabric gate and authenticated inference; every object the shipped plan already applied takes the
     update (check --previous runs the same judge)."""
-    stack = "aws-enterprise-prod"
     before = judged(stack)
     after = plan_config(all_features(stack), Path(tmp_path_factory.mktemp("day2")), stack, shared=True)
     objects = kubernetes_objects(after)
