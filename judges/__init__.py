@@ -19,6 +19,7 @@ from judges import (
     bootstrap,
     cel,
     disruption,
+    immutable,
     limits,
     pod_security,
     reachability,
@@ -47,6 +48,8 @@ class Context:
     pools: Sequence[NodePool] | None = None
     # Namespaces whose objects the judges do not see in full (a Helm release there was not rendered).
     unseen: frozenset[str] = frozenset()
+    # The objects the stack's previous plan applied (``check --previous``); ``None``: no day 2 judged.
+    previous: Sequence[Mapping[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,12 @@ JUDGES: tuple[Judge, ...] = (
         "requests against limits; probe ports the kubelet cannot resolve",
     ),
     Judge(
+        "immutable-fields",
+        (immutable.POLICY,),
+        lambda c: immutable.judge_immutable(c.previous, c.objects),
+        "day 2: fields the API server refuses to change on update, against the previous plan's objects",
+    ),
+    Judge(
         "scheduling",
         (scheduling.POLICY, scheduling.KUEUE_POLICY, scheduling.QUOTA_POLICY),
         lambda c: scheduling.judge_scheduling(c.objects, c.pools),
@@ -179,10 +188,12 @@ def judge_all(
     *,
     skip: frozenset[str] = frozenset(),
     unseen: frozenset[str] = frozenset(),
+    previous: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[Finding]:
     """Every judge of ``JUDGES`` but those named in ``skip`` (what ``mlplatform check`` runs); without
-    ``pools`` the scheduling judge judges Kueue alone; ``unseen`` namespaces hold objects not judged."""
-    context = Context(objects, cluster_network, pools, unseen)
+    ``pools`` the scheduling judge judges Kueue alone; ``unseen`` namespaces hold objects not judged;
+    ``previous``, the objects the stack's last plan applied, is what the day-2 judge compares with."""
+    context = Context(objects, cluster_network, pools, unseen, previous)
     return [finding for judge in JUDGES if judge.name not in skip for finding in judge.run(context)]
 
 

@@ -10,6 +10,9 @@ What a dangling reference does on a real cluster (kubernetes.io docs for each fi
 - ``serviceAccountName`` (the ServiceAccount admission plugin refuses the pod), a PersistentVolumeClaim
   (the pod stays Pending), ``priorityClassName`` (the Priority admission plugin refuses the pod), a
   claim's StorageClass or volume (the claim stays Pending);
+- a ``kueue.x-k8s.io/priority-class`` label (on a Job, or a CronJob's ``jobTemplate``) naming a
+  WorkloadPriorityClass (Kueue 0.19 ``pkg/util/priority`` ``GetPriorityFromWorkloadPriorityClass``
+  returns the Get error, the job reconciler makes no Workload, and the Job stays suspended, never admitted);
 - a RoleBinding's or ClusterRoleBinding's ``roleRef`` (the binding grants nothing);
 - an HPA's ``scaleTargetRef`` (the HPA reports ``FailedGetScale``); a PDB that selects no pod (protects
   nothing);
@@ -35,7 +38,11 @@ OPERATOR_POLICY = "operator-made-object"
 SERVICE_POLICY = "service-without-endpoints"
 
 # Kinds that live in a namespace (the rest of the referenced kinds are cluster-scoped).
-_CLUSTER_SCOPED = frozenset({"StorageClass", "PriorityClass", "ClusterRole", "PersistentVolume"})
+_CLUSTER_SCOPED = frozenset(
+    {"StorageClass", "PriorityClass", "WorkloadPriorityClass", "ClusterRole", "PersistentVolume"}
+)
+# Kueue's WorkloadPriorityClassLabel (pkg/controller/constants).
+WORKLOAD_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 @dataclass(frozen=True)
@@ -86,9 +93,24 @@ def _pod_references(pod: Pod) -> Iterator[Reference]:
                     yield ref(field, kind, value_from[key].get("name"))
 
 
+def _workload_priority(obj: Mapping[str, Any]) -> Iterator[Reference]:
+    """The WorkloadPriorityClass a Job (or each Job a CronJob makes) asks Kueue for."""
+    at, metadata = "metadata", obj.get("metadata") or {}
+    if obj.get("kind") == "CronJob":
+        at, metadata = (
+            "spec.jobTemplate.metadata",
+            ((obj.get("spec") or {}).get("jobTemplate") or {}).get("metadata") or {},
+        )
+    name = (metadata.get("labels") or {}).get(WORKLOAD_PRIORITY_LABEL)
+    if name:
+        field = f"{at}.labels[{WORKLOAD_PRIORITY_LABEL}]"
+        yield Reference(Subject.of(obj), field, "WorkloadPriorityClass", "", str(name))
+
+
 def _object_references(obj: Mapping[str, Any]) -> Iterator[Reference]:
     kind, owner, spec = obj.get("kind"), Subject.of(obj), obj.get("spec") or {}
     ns = owner.namespace
+    yield from _workload_priority(obj)
     if kind == "PersistentVolumeClaim":
         if spec.get("storageClassName"):
             yield Reference(owner, "spec.storageClassName", "StorageClass", "", spec["storageClassName"])

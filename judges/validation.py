@@ -8,12 +8,16 @@ k8s.io/kubernetes that enforces it (Kubernetes 1.35, the clusters' minor version
   (``ValidatePodTemplateSpecForReplicaSet``, ``...ForStatefulSet``, ``ValidateDaemonSetSpec``);
 - ``pkg/apis/batch/validation``: ``ValidateJobSpec`` (a selector given by hand matches the template),
   ``validateJobSpec`` (``restartPolicy`` ``OnFailure`` or ``Never``; only ``Never`` "is supported when
-  podFailurePolicy is specified"), ``ValidateCronJobSpec`` (name at most 52 characters: the Job name gets
-  an 11-character suffix);
+  podFailurePolicy is specified"), ``validatePodReplacementPolicy`` (with a podFailurePolicy only
+  ``Failed``), ``validatePodFailurePolicyRule`` (``onExitCodes.containerName`` names one of the template's
+  containers or initContainers), ``ValidateCronJobSpec`` (name at most 52 characters: the Job name gets an
+  11-character suffix);
 - ``pkg/apis/core/validation``: ``ValidateObjectMeta`` with the kind's name rule (``NameIsDNSSubdomain``;
   ``ValidateNamespaceName`` a DNS-1123 label; ``ValidateServiceName`` a DNS-1035 label; RBAC's
   ``ValidateRBACName`` a path segment),
-  ``ValidateLabels``/``ValidateAnnotations`` (qualified-name keys, label values of 63 characters at most),
+  ``ValidateLabels`` (qualified-name keys, label values of 63 characters at most),
+  ``ValidateAnnotations`` in ``staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go``
+  (qualified-name keys checked lower-cased, "case doesn't matter"; keys and values 256 KiB in all),
   ``validateContainers`` (container names DNS-1123 labels, unique in the pod), ``validateContainerPorts``
   (port names IANA_SVC_NAME: 15 characters at most, unique in the container),
   ``ValidateResourceRequirements`` (an extended resource's request equal to its limit, and a limit set;
@@ -41,6 +45,7 @@ _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _PORT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+ANNOTATIONS_LIMIT = 256 * 1024  # TotalAnnotationSizeLimitB (objectmeta.go)
 _WORKLOADS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"})
 
 
@@ -123,9 +128,16 @@ def _metadata(obj: Mapping[str, Any], at: str) -> Iterator[str]:
             yield f"{at}.labels: key {key!r}: {why} (ValidateLabels)"
         if (why := label_value(str(value))) is not None:
             yield f"{at}.labels[{key}]: value {value!r}: {why} (ValidateLabels)"
-    for key in metadata.get("annotations") or {}:
-        if (why := qualified_name(str(key))) is not None:
+    annotations = metadata.get("annotations") or {}
+    for key in annotations:
+        if (why := qualified_name(str(key).lower())) is not None:
             yield f"{at}.annotations: key {key!r}: {why} (ValidateAnnotations)"
+    size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
+    if size > ANNOTATIONS_LIMIT:
+        yield (
+            f"{at}.annotations: {size} bytes in all, more than {ANNOTATIONS_LIMIT} "
+            "(TotalAnnotationSizeLimitB, ValidateAnnotationsSize)"
+        )
 
 
 def _resources(where: str, container: Mapping[str, Any]) -> Iterator[str]:
@@ -207,6 +219,28 @@ def _restart_policy(kind: str, spec: Mapping[str, Any], at: str) -> Iterator[str
             yield (
                 f"{at}.template.spec.restartPolicy {policy!r}: only 'Never' is supported when "
                 "podFailurePolicy is specified (validateJobSpec)"
+            )
+        yield from _pod_failure_policy(spec, at)
+
+
+def _pod_failure_policy(spec: Mapping[str, Any], at: str) -> Iterator[str]:
+    failure_policy = spec.get("podFailurePolicy")
+    if failure_policy is None:
+        return
+    replacement = spec.get("podReplacementPolicy")
+    if replacement is not None and replacement != "Failed":
+        yield (
+            f"{at}.podReplacementPolicy {replacement!r}: only 'Failed' is supported when podFailurePolicy "
+            "is specified (validatePodReplacementPolicy)"
+        )
+    template = (spec.get("template") or {}).get("spec") or {}
+    names = {str(c.get("name")) for key in ("containers", "initContainers") for c in template.get(key) or []}
+    for index, rule in enumerate(failure_policy.get("rules") or []):
+        container = (rule.get("onExitCodes") or {}).get("containerName")
+        if container is not None and container not in names:
+            yield (
+                f"{at}.podFailurePolicy.rules[{index}].onExitCodes.containerName {container!r}: must be one "
+                "of the container or initContainer names in the pod template (validatePodFailurePolicyRule)"
             )
 
 

@@ -5,8 +5,10 @@ so the verdict is the one ``pulumi preview --policy-pack policies`` gives, minus
 knows. Every behaviour judge of ``judges.JUDGES`` (docs/judges.md) judges the same plan's Kubernetes
 objects and node pools; their findings are reported beside the pack's, at the same levels. ``--plan``
 judges a plan JSON that ``mlplatform plan --json`` wrote, instead of planning; ``--skip`` leaves a judge
-out. ``--evidence DIR`` writes what an auditor is handed (mlplatform.evidence). Exit 0 when no
-mandatory policy is violated, 1 when one is, 2 on bad flags, config or pack.
+out. ``--previous FILE`` (the stack's last applied plan JSON) adds the day-2 judge: fields the API
+server refuses to change on update. ``--evidence DIR`` writes what an auditor is handed
+(mlplatform.evidence). Exit 0 when no mandatory policy is violated, 1 when one is, 2 on bad flags,
+config or pack.
 """
 
 from __future__ import annotations
@@ -82,6 +84,14 @@ def check(
             show_default=False,
         ),
     ] = None,
+    previous_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--previous",
+            help="The plan JSON the stack last applied (`mlplatform plan --json`): judge the day-2 update.",
+            show_default=False,
+        ),
+    ] = None,
     evidence_dir: Annotated[
         Path | None,
         typer.Option(
@@ -97,6 +107,9 @@ def check(
     skipped = skipped_judges(skip or [])
     plans = [(f"{path}", read_plan(path)) for path in plan_files or []]
     targets = [] if plans else _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
+    if previous_file is not None and len(plans) + len(targets) != 1:
+        exit_with(["--previous compares one stack's plans: judge one stack or one --plan with it"])
+    previous = None if previous_file is None else read_plan(previous_file, "--previous")
     unwritable = output_problems({"--json": json_file, "--sarif": sarif_file}, {"--evidence": evidence_dir})
     if evidence_dir is not None and not unwritable:
         unwritable = evidence_problems(evidence_dir, policy_pack)  # found before any stack is planned
@@ -106,11 +119,13 @@ def check(
         given = load_policy_config(policy_config)
         with PolicyPackSession(policy_pack) as session:  # the pack starts while the first stack plans
             reports, unplanned, unrendered = _plan_and_judge(
-                session, given, targets, allow_unrendered, skipped
+                session, given, targets, allow_unrendered, skipped, previous
             )
             if plans:
                 settings = reconcile(session.info.schemas(), given, session.info.initial_config)
-                reports = [_judge(session, label, None, plan, settings, skipped) for label, plan in plans]
+                reports = [
+                    _judge(session, label, None, plan, settings, skipped, previous) for label, plan in plans
+                ]
             pack = session.info
             if evidence_dir is not None and not unplanned and not unrendered:
                 settings = reconcile(pack.schemas(), given, pack.initial_config)
@@ -146,6 +161,7 @@ def _plan_and_judge(
     targets: list[Target],
     allow_unrendered: bool,
     skipped: frozenset[str],
+    previous: Plan | None,
 ) -> tuple[list[StackReport], dict[str, list[str]], dict[str, list[str]]]:
     """Each stack planned, then judged, saying so on stderr as it goes (a stack takes seconds), and each
     one that could not be with its problems: one stack's bad config must not keep the others from being
@@ -160,8 +176,8 @@ def _plan_and_judge(
     numbered = [(number, len(targets), target) for number, target in enumerate(targets, 1)]
     outcomes = spread(
         numbered,
-        partial(_judge_in_own_pack, session.pack_dir, given, allow_unrendered, skipped),
-        partial(_judge_targets, session, given, allow_unrendered, skipped),
+        partial(_judge_in_own_pack, session.pack_dir, given, allow_unrendered, skipped, previous),
+        partial(_judge_targets, session, given, allow_unrendered, skipped, previous),
     )
     reports = [outcome for outcome in outcomes if isinstance(outcome, StackReport)]
     unplanned = {o.label: o.problems for o in outcomes if isinstance(o, _NotJudged) and not o.unrendered}
@@ -183,10 +199,11 @@ def _judge_in_own_pack(
     given: Any,
     allow_unrendered: bool,
     skipped: frozenset[str],
+    previous: Plan | None,
     numbered: list[tuple[int, int, Target]],
 ) -> list[StackReport | _NotJudged]:
     with PolicyPackSession(pack_dir) as session:
-        return _judge_targets(session, given, allow_unrendered, skipped, numbered)
+        return _judge_targets(session, given, allow_unrendered, skipped, previous, numbered)
 
 
 def _judge_targets(
@@ -194,6 +211,7 @@ def _judge_targets(
     given: Any,
     allow_unrendered: bool,
     skipped: frozenset[str],
+    previous: Plan | None,
     numbered: list[tuple[int, int, Target]],
 ) -> list[StackReport | _NotJudged]:
     progress = Console(stderr=True, highlight=False)
@@ -228,7 +246,7 @@ def _judge_targets(
             settings = reconcile(session.info.schemas(), given, session.info.initial_config)
         started = time.monotonic()
         stack_file = target.stack_file if target.stack_file.is_file() else None
-        report = _judge(session, target.label, stack_file, plan, settings, skipped)
+        report = _judge(session, target.label, stack_file, plan, settings, skipped, previous)
         mandatory, advisory = _counts([report])
         took = time.monotonic() - started
         progress.print(
@@ -266,16 +284,17 @@ def _targets(
         exit_with(error.problems)
 
 
-def read_plan(path: Path) -> Plan:
-    """A plan file as ``mlplatform plan --json`` writes it; exit 2 naming the file when it is not one."""
+def read_plan(path: Path, flag: str = "--plan") -> Plan:
+    """A plan file as ``mlplatform plan --json`` writes it; exit 2 naming the flag and file when it is
+    not one."""
     try:
         return Plan.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except OSError as error:
-        exit_with([f"--plan {path}: cannot read ({error.strerror})"])
+        exit_with([f"{flag} {path}: cannot read ({error.strerror})"])
     except ValueError as error:
-        exit_with([f"--plan {path}: not JSON ({error})"])
+        exit_with([f"{flag} {path}: not JSON ({error})"])
     except (KeyError, TypeError, AttributeError) as error:
-        exit_with([f"--plan {path}: not a plan written by mlplatform plan --json (missing or wrong {error})"])
+        exit_with([f"{flag} {path}: not a plan written by mlplatform plan --json (missing or wrong {error})"])
 
 
 def _judge(
@@ -285,9 +304,11 @@ def _judge(
     plan: Plan,
     settings: Mapping[str, PolicySettings],
     skipped: frozenset[str],
+    previous: Plan | None = None,
 ) -> StackReport:
-    """The pack's verdict, then the behaviour judges' (mlplatform.judging) on the same plan."""
-    violations = [*session.judge(plan.to_dict(), settings), *judge_plan(plan, skipped)]
+    """The pack's verdict, then the behaviour judges' (mlplatform.judging) on the same plan; with
+    ``previous``, the day-2 update from it."""
+    violations = [*session.judge(plan.to_dict(), settings), *judge_plan(plan, skipped, previous)]
     objects = kubernetes_objects(plan)
     return StackReport(
         label=label,

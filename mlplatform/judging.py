@@ -194,9 +194,11 @@ def skipped_judges(names: list[str]) -> frozenset[str]:
     return frozenset(names)
 
 
-def judge_plan(plan: Plan, skip: frozenset[str] = frozenset()) -> list[Violation]:
+def judge_plan(
+    plan: Plan, skip: frozenset[str] = frozenset(), previous: Plan | None = None
+) -> list[Violation]:
     """Every judge's findings (but those named in ``skip``) on the plan's Kubernetes objects, charts
-    included."""
+    included; with ``previous`` (the stack's last applied plan) the day-2 judge's too."""
     pairs = list(_objects(plan))
     objects = [obj for _, obj in pairs]
     by_subject = {Subject.of(obj): resource for resource, obj in pairs}
@@ -204,7 +206,14 @@ def judge_plan(plan: Plan, skip: frozenset[str] = frozenset()) -> list[Violation
     unseen = frozenset(
         str(as_applied(r.inputs).get("namespace") or "default") for r in unrendered(plan.resources)
     )
-    findings = judge_all(objects, cluster_network(plan), node_pools(plan, objects), skip=skip, unseen=unseen)
+    findings = judge_all(
+        objects,
+        cluster_network(plan),
+        node_pools(plan, objects),
+        skip=skip,
+        unseen=unseen,
+        previous=None if previous is None else planned_objects(previous),
+    )
     return [_violation(finding, by_subject.get(finding.subject)) for finding in findings]
 
 
