@@ -11,7 +11,10 @@ How a flow counts as TLS, from the planned objects alone:
 - a peer outside the pod network on 443 (the cloud's HTTPS endpoints: object store, identity, STS) or on
   the PostgreSQL port (the registry's database, whose server refuses plaintext connections:
   ``rds.force_ssl``, ``require_secure_transport``; components/aws and components/azure
-  registry_database.py).
+  registry_database.py), and whose client verifies the server's certificate and name on both clouds
+  (``sslmode=verify-full``: the vendored Amazon RDS me-central-1 roots on AWS, the system's DigiCert /
+  Microsoft roots on Azure; workloads/registry/server/launch.py ``database_ca``), so no
+  ``database-name-unverified`` exception is needed for it.
 
 The exceptions (``EXCEPTIONS``), each named with why it is accepted and what contains it:
 - ``cluster-dns``: name lookups to kube-dns on 53 are DNS, not TLS;
