@@ -136,7 +136,8 @@ def install_password_refresh(
 #   DigiCert Global Root G2 and Microsoft RSA Root Certificate Authority 2017 (Microsoft Learn,
 #   flexible-server/concepts-networking-ssl-tls, "Root CAs used by Azure Database for PostgreSQL"; "the
 #   root CAs remain the same" through the 2025-2026 intermediate rotation), both in Debian bookworm's
-#   ca-certificates (20230311+deb12u1), which the python:3.11.7-slim-bookworm base installs.
+#   ca-certificates (20230311), which the python:3.11.7-slim-bookworm base installs (docker-library/python
+#   slim-bookworm Dockerfile: apt-get install ca-certificates netbase tzdata).
 RDS_CA = Path(__file__).with_name("rds-ca-me-central-1.pem")
 SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
