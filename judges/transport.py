@@ -8,7 +8,12 @@ How a flow counts as TLS, from the planned objects alone:
 - a call to a pod's port that the pod names ``https``, or that a Service selecting it serves under a port
   named ``https`` or with ``appProtocol: https`` (the registry and inference with TLS on; the servers
   refuse anything older than TLS 1.3: workloads/registry/server/launch.py, workloads/inference/server.py);
-- a peer outside the pod network on 443 (the cloud's HTTPS endpoints: object store, identity, STS).
+- a peer outside the pod network on 443 (the cloud's HTTPS endpoints: object store, identity, STS) or on
+  the PostgreSQL port (the registry's database, whose server refuses plaintext connections:
+  ``rds.force_ssl``, ``require_secure_transport``; components/aws and components/azure
+  registry_database.py), and whose client verifies the server's certificate and name on both clouds
+  (``sslmode=verify-full``: the vendored Amazon RDS me-central-1 roots on AWS, the system's DigiCert /
+  Microsoft roots on Azure; workloads/registry/server/launch.py ``database_ca``), so it needs no exception.
 
 The exceptions (``EXCEPTIONS``), each named with why it is accepted and what contains it:
 - ``cluster-dns``: name lookups to kube-dns on 53 are DNS, not TLS;
@@ -19,17 +24,6 @@ The exceptions (``EXCEPTIONS``), each named with why it is accepted and what con
 - ``metrics-scrape``: Prometheus scraping a target that serves plain HTTP (the vendored exporters: node-
   exporter, kube-state-metrics, the operators; review T5): metrics carry no credentials or data; the
   platform's own targets that carry tokens (inference) are scraped over verified HTTPS.
-- ``database-name-unverified``: the registry's database on the PostgreSQL port. The server refuses
-  plaintext connections (``rds.force_ssl``, ``require_secure_transport``; components/aws and
-  components/azure registry_database.py), but the client's ``sslmode=require``
-  (workloads/registry/server/launch.py) encrypts without verifying the server's certificate or name:
-  ``verify-full`` needs the RDS CA bundle and the DigiCert roots Azure uses in the registry image, and
-  this build has no offline, sourced copy of them. Contained by the registry's egress NetworkPolicy (only
-  the database's network, on 5432) and the database's security group / private endpoint; the fix is
-  written in docs/security.md.
-
-Any other flow in clear is a finding ``plaintext-flow``: mandatory when either end is an enterprise
-workload (label ``tier: enterprise``), advisory otherwise (an SMB stack may serve HTTP).
 """
 
 from __future__ import annotations
@@ -77,12 +71,6 @@ EXCEPTIONS = {
             "metrics-scrape",
             "Prometheus scraping an exporter that serves plain HTTP: metrics only, no credentials or data",
         ),
-        TransportException(
-            "database-name-unverified",
-            "the registry's PostgreSQL: TLS required by the server, but sslmode=require does not verify the "
-            "server's name (no offline source of the RDS / Azure CA bundles in this build); contained by the "
-            "registry's egress NetworkPolicy and the database's security group or private endpoint",
-        ),
     )
 }
 
@@ -121,7 +109,7 @@ def classify(cluster: Cluster, flow: Flow) -> str | None:
     if source.pod is None:  # the API server: webhooks and aggregated APIs are HTTPS only
         return "tls"
     if destination.pod is None:
-        return {HTTPS: "tls", POSTGRES: "database-name-unverified"}.get(flow.port)
+        return "tls" if flow.port in (HTTPS, POSTGRES) else None
     if destination.pod.labels.get("k8s-app") == "kube-dns" and flow.port == DNS_PORT:
         return "cluster-dns"
     if destination.pod is source.pod:

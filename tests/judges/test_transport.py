@@ -37,9 +37,9 @@ def test_every_enterprise_flow_is_tls_or_a_named_exception(
     registry = [(purpose, kind) for purpose, port, kind in table if "model registry" in purpose]
     assert registry and all(kind == "tls" for _, kind in registry)
     assert {"training-fabric", "cluster-dns"} <= kinds
-    # The registry's database: encrypted, its name not verified (sslmode=require), named as such.
+    # The registry's database: TLS the server requires, its name verified by the client (verify-full).
     database = [kind for purpose, port, kind in table if port == 5432]
-    assert database and set(database) == {"database-name-unverified"}, database
+    assert database and set(database) == {"tls"}, database
 
 
 def _plaintext_registry(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -82,22 +82,15 @@ def test_the_exceptions_taken_name_their_object_and_reason(judged: Callable[[str
         (subject.kind, subject.name, name): reason
         for subject, name, reason in exceptions_taken(stack.objects)
     }
-    database = taken[("Deployment", "registry", "database-name-unverified")]
-    assert database.startswith(EXCEPTIONS["database-name-unverified"].reason)
-    assert "reaches database" in database
-    assert {name for _, _, name in taken} == {
-        "cluster-dns",
-        "training-fabric",
-        "metrics-scrape",
-        "database-name-unverified",
-    }
+    assert all(reason.startswith(EXCEPTIONS[name].reason) for (_, _, name), reason in taken.items())
+    assert {name for _, _, name in taken} == {"cluster-dns", "training-fabric", "metrics-scrape"}
 
 
 def test_the_evidence_records_each_exception_against_its_planned_resource() -> None:
-    exemptions = transport_exemptions(plan_stack("aws-enterprise-prod"))
-    database = [row for row in exemptions if row[1] == f"{PLAINTEXT}: database-name-unverified"]
-    # The registry's servers and its schema migration Job reach the database.
-    names = sorted(urn.rsplit("::", 1)[1] for urn, _, _ in database)
-    assert len(names) == 2 and names[0] == "deployment-ml-registry-registry", names
-    assert names[1].startswith("job-ml-registry-registry-migrate-"), names
+    plan = plan_stack("aws-enterprise-prod")
+    exemptions = transport_exemptions(plan)
+    planned = {r.urn for r in plan.resources}
+    assert exemptions and all(urn in planned for urn, _, _ in exemptions)
+    # The registry's servers reach only verified TLS now (its database included): no exception row.
+    assert not [urn for urn, _, _ in exemptions if urn.endswith("::deployment-ml-registry-registry")]
     assert transport_exemptions(plan_stack("aws-enterprise-prod"), frozenset({"transport"})) == ()

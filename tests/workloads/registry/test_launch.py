@@ -13,7 +13,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
@@ -68,7 +68,12 @@ def test_postgres_uri_reads_the_password_at_start_quoted_and_over_tls() -> None:
     parts = urlsplit(uri)
     assert asked == [ARN]
     assert parts.scheme == "postgresql+psycopg2" and parts.hostname == "db.internal" and parts.port == 5432
-    assert unquote(parts.password or "") == "p@ss/w:rd" and parts.query == "sslmode=require"
+    assert unquote(parts.password or "") == "p@ss/w:rd"
+    # AWS: the name verified against the vendored RDS roots (AWS review N7), which the image copies.
+    assert parse_qs(parts.query) == {
+        "sslmode": ["verify-full"],
+        "sslrootcert": [str(REGISTRY / "rds-ca-me-central-1.pem")],
+    }
 
 
 def test_sqlite_uri_is_an_absolute_path() -> None:
@@ -161,7 +166,9 @@ def test_an_azure_database_takes_an_entra_token_for_every_connection() -> None:
 
     uri = backend_uri(env, token)
     assert uri.startswith("postgresql+psycopg2://registry-identity:eyJ.token%2F%2B%3D@")
-    assert uri.endswith("?sslmode=require")
+    # Azure: the name verified against the system's roots (DigiCert Global Root G2, Microsoft RSA Root
+    # Certificate Authority 2017; Azure review D4).
+    assert uri.endswith("?sslmode=verify-full&sslrootcert=%2Fetc%2Fssl%2Fcerts%2Fca-certificates.crt")
     assert scopes == ["https://ossrdbms-aad.database.windows.net/.default"]
 
 
@@ -195,3 +202,27 @@ def test_the_image_keeps_mlflow_telemetry_inside(tmp_path: Path) -> None:
     assert not _telemetry_disabled(
         {k: v for k, v in env.items() if k not in ("MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK")}
     )
+
+
+def test_the_vendored_rds_roots_are_the_sourced_ones() -> None:
+    """The image's RDS CA file is exactly what its SOURCE note records (sha256, the three me-central-1
+    G1 roots, self-signed, valid now): an edit to one without the other fails here."""
+    import datetime
+    import hashlib
+
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    pem = (REGISTRY / "rds-ca-me-central-1.pem").read_bytes()
+    source = (REGISTRY / "rds-ca-me-central-1.SOURCE.md").read_text()
+    assert f"sha256 `{hashlib.sha256(pem).hexdigest()}`" in source
+    now = datetime.datetime.now(datetime.UTC)
+    names = []
+    for cert in x509.load_pem_x509_certificates(pem):
+        name = str(cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+        assert cert.issuer == cert.subject and cert.not_valid_before_utc < now < cert.not_valid_after_utc
+        assert f"| {name} | {cert.not_valid_before_utc:%Y-%m-%d %H:%M:%S} GMT" in source
+        names.append(name)
+    assert names == [
+        f"Amazon RDS me-central-1 Root CA {kind} G1" for kind in ("RSA2048", "RSA4096", "ECC384")
+    ]

@@ -126,9 +126,31 @@ def install_password_refresh(
     return current_password
 
 
+# The CAs the registry verifies its database against (``sslmode=verify-full``: the certificate chains to
+# one of them and names the host; libpq "SSL Support", "SSL Mode Descriptions"). Explicit files, not
+# ``sslrootcert=system``: the libpq that psycopg2-binary 2.9.13 bundles (libpq.so.5.17, with its own
+# libssl) was built with OPENSSLDIR "/host/tmp/libpq.build", so "system" would find no CA at all.
+# - Amazon RDS: its own CAs, in no public bundle; the me-central-1 roots, vendored beside this file
+#   (rds-ca-me-central-1.SOURCE.md).
+# - Azure Database for PostgreSQL flexible server: dual-signed certificates whose intermediates chain to
+#   DigiCert Global Root G2 and Microsoft RSA Root Certificate Authority 2017 (Microsoft Learn,
+#   flexible-server/concepts-networking-ssl-tls, "Root CAs used by Azure Database for PostgreSQL"; "the
+#   root CAs remain the same" through the 2025-2026 intermediate rotation), both in Debian bookworm's
+#   ca-certificates (20230311), which the python:3.11.7-slim-bookworm base installs (docker-library/python
+#   slim-bookworm Dockerfile: apt-get install ca-certificates netbase tzdata).
+RDS_CA = Path(__file__).with_name("rds-ca-me-central-1.pem")
+SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def database_ca(env: Mapping[str, str]) -> Path:
+    """The CA file that verifies the database: the system's on Azure (Entra), RDS's own on AWS."""
+    return SYSTEM_CA if env.get("REGISTRY_DB_ENTRA") == "true" else RDS_CA
+
+
 def backend_uri(env: Mapping[str, str], read_secret: Callable[[str], str] | None = None) -> str:
-    """PostgreSQL over TLS when a database host is set (``sslmode=require``: the servers refuse plain
-    connections anyway, rds.force_ssl / require_secure_transport), else SQLite at ``REGISTRY_SQLITE_PATH``."""
+    """PostgreSQL over TLS with the server's certificate and name verified when a database host is set
+    (``sslmode=verify-full`` against ``database_ca``; the servers refuse plain connections anyway,
+    rds.force_ssl / require_secure_transport), else SQLite at ``REGISTRY_SQLITE_PATH``."""
     host = env.get("REGISTRY_DB_HOST")
     if not host:
         path = Path(env["REGISTRY_SQLITE_PATH"])
@@ -139,9 +161,10 @@ def backend_uri(env: Mapping[str, str], read_secret: Callable[[str], str] | None
     key, reader = source
     password = urllib.parse.quote((read_secret or reader)(key), safe="")
     user = urllib.parse.quote(env["REGISTRY_DB_USER"], safe="")
+    tls = urllib.parse.urlencode({"sslmode": "verify-full", "sslrootcert": str(database_ca(env))})
     return (
         f"postgresql+psycopg2://{user}:{password}@{host}:{env['REGISTRY_DB_PORT']}/"
-        f"{env['REGISTRY_DB_NAME']}?sslmode=require"
+        f"{env['REGISTRY_DB_NAME']}?{tls}"
     )
 
 
