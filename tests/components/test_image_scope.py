@@ -39,8 +39,8 @@ IMAGES = {
         MANIFESTS,
     ),
     INFERENCE_DOCKERFILE: (("workloads.inference", ROLLOUT_ENTRY[-1], MONITOR_ENTRY[-1]), MANIFESTS),
-    # A script image: requirements, the launcher, its authorization function and its sitecustomize are all
-    # it copies.
+    # A script image: requirements, the launcher, its authorization function, its sitecustomize and the RDS
+    # roots the launcher verifies the database with (launch.py ``database_ca``) are all it copies.
     REGISTRY_DOCKERFILE: (
         (),
         (
@@ -48,6 +48,7 @@ IMAGES = {
             "workloads/registry/server/launch.py",
             "workloads/registry/server/guard.py",
             "workloads/registry/server/sitecustomize.py",
+            "workloads/registry/server/rds-ca-me-central-1.pem",
         ),
     ),
 }
