@@ -36,7 +36,7 @@ from .factory import ADVISORY, Finding, stack_policy
 from .residency import aws_region_problem, azure_location_problem
 from .settings import AUDIT_TRAIL_TAG, AZURE_THREAT_DETECTION_TAG, EXISTING_DETECTION, THREAT_DETECTION_TAG
 from .subject import Graph, Subject
-from .values import elements, is_unknown
+from .values import elements, is_unknown, parse_document, statements
 
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
 TRAIL = "aws:cloudtrail/trail:Trail"
@@ -44,6 +44,16 @@ OBJECT_LOCK = (
     "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration",
     "aws:s3/bucketObjectLockConfigurationV2:BucketObjectLockConfigurationV2",
 )
+KMS_KEY = "aws:kms/key:Key"
+CLOUDTRAIL = "cloudtrail.amazonaws.com"
+# What CloudTrail itself must be allowed on the trail's key (CloudTrail user guide, "Configure AWS KMS key
+# policies for CloudTrail", required elements for trails: encrypt, decrypt ("If you use an existing S3
+# bucket with an S3 Bucket Key, kms:Decrypt permission is required to create or update a trail with
+# SSE-KMS encryption enabled"), describe) and on the bucket ("Amazon S3 bucket policy for CloudTrail":
+# GetBucketAcl and PutObject); without them CreateTrail fails with InsufficientEncryptionPolicyException
+# or InsufficientS3BucketPolicyException, or delivery stops.
+TRAIL_KEY_ACTIONS = ("kms:GenerateDataKey*", "kms:Decrypt", "kms:DescribeKey")
+TRAIL_BUCKET_ACTIONS = ("s3:GetBucketAcl", "s3:PutObject")
 DETECTOR = "aws:guardduty/detector:Detector"
 DETECTOR_FEATURE = "aws:guardduty/detectorFeature:DetectorFeature"
 RDS_INSTANCE = "aws:rds/instance:Instance"
@@ -119,6 +129,52 @@ def _locked_in_compliance(bucket: Subject, graph: Graph) -> bool:
     return False
 
 
+def _granted_to_cloudtrail(document: Any, path: str) -> set[str] | None:
+    """The actions a policy document allows CloudTrail's service principal; None while unknown."""
+    if is_unknown(document):
+        return None
+    granted: set[str] = set()
+    for statement in statements(parse_document(document, path)):
+        principal = statement.get("Principal")
+        services = principal.get("Service") if isinstance(principal, Mapping) else None
+        services = [services] if isinstance(services, str) else services or []
+        if statement.get("Effect") != "Allow" or CLOUDTRAIL not in services:
+            continue
+        actions = statement.get("Action")
+        granted.update([actions] if isinstance(actions, str) else actions or [])
+    return granted
+
+
+def _missing(granted: set[str] | None, needed: tuple[str, ...]) -> list[str]:
+    if granted is None or "*" in granted or "kms:*" in granted or "s3:*" in granted:
+        return []
+    return [action for action in needed if action not in granted]
+
+
+def delivery_problems(trail: Subject, buckets: list[Subject], graph: Graph) -> Iterator[str]:
+    """What keeps CloudTrail from writing the trail (its key's and bucket's policies) or from feeding the
+    CloudWatch alarms (the log group and the role CloudTrail assumes to write to it)."""
+    for key in graph.linked(trail, "kmsKeyId", (KMS_KEY,), identity="arn"):
+        missing = _missing(_granted_to_cloudtrail(key.get("policy"), "policy"), TRAIL_KEY_ACTIONS)
+        if missing:
+            yield f"key {key.name}'s policy does not allow {CLOUDTRAIL} {', '.join(missing)}"
+    for bucket in buckets:
+        granted: set[str] | None = set()
+        for bucket_policy in graph.of(tokens.S3_POLICY):
+            if bucket not in graph.linked(bucket_policy, "bucket", tokens.S3_BUCKETS, identity="bucket"):
+                continue
+            found = _granted_to_cloudtrail(bucket_policy.get("policy"), "policy")
+            granted = None if found is None or granted is None else granted | found
+        missing = _missing(granted, TRAIL_BUCKET_ACTIONS)
+        if missing:
+            yield f"bucket {bucket.name}'s policy does not allow {CLOUDTRAIL} {', '.join(missing)}"
+    if not trail.get("cloudWatchLogsGroupArn") or not trail.get("cloudWatchLogsRoleArn"):
+        yield (
+            "no cloudWatchLogsGroupArn and cloudWatchLogsRoleArn: the trail feeds no log group, so no "
+            "security alarm fires"
+        )
+
+
 def trail_problems(trail: Subject, graph: Graph) -> Iterator[str]:
     """What keeps a trail from being the stack's tamper-evident record."""
     if trail.get("enableLogging") is False:
@@ -143,6 +199,7 @@ def trail_problems(trail: Subject, graph: Graph) -> Iterator[str]:
                 f"bucket {bucket.name} has no Object Lock default retention in COMPLIANCE mode: delivered "
                 "files can be deleted"
             )
+    yield from delivery_problems(trail, buckets, graph)
 
 
 def _organization_trail(cluster: Subject) -> bool:
@@ -330,13 +387,19 @@ def _detection(graph: Graph) -> Iterator[Finding]:
 # --- data-store audit logs -------------------------------------------------------------------------
 
 
-def _azure_audit_logged(resource: Subject, graph: Graph) -> bool:
+def _azure_audit_logged(resource: Subject, graph: Graph, archived: bool = False) -> bool:
+    """A diagnostic setting sends ``resource``'s audit categories somewhere; with ``archived``, into a
+    storage account of the stack with time-based immutability (the tamper-evident store issue 34 asks
+    the cluster's audit log to reach, not only the queryable workspace)."""
     wanted = AZURE_AUDIT_CATEGORIES[resource.type]
     for setting in graph.of(DIAGNOSTIC_SETTING):
         if resource not in graph.linked(setting, "resourceUri", (resource.type,)):
             continue
         categories, groups = _categories(setting)
-        if categories & wanted or groups & _AUDIT_GROUPS:
+        if not (categories & wanted or groups & _AUDIT_GROUPS):
+            continue
+        accounts = graph.linked(setting, "storageAccountId", (tokens.STORAGE_ACCOUNT,), "accountName")
+        if not archived or any(not list(archive_problems(account)) for account in accounts):
             return True
     return False
 
@@ -390,6 +453,12 @@ def _data_store_logs(graph: Graph) -> Iterator[Finding]:
                         resource.urn,
                         "no diagnostic setting sends its audit logs anywhere (category group audit, or "
                         f"{', '.join(sorted(categories))})",
+                    )
+                elif resource_type == tokens.AKS_CLUSTER and not _azure_audit_logged(resource, graph, True):
+                    yield (
+                        resource.urn,
+                        "kube-audit / kube-audit-admin reach no immutable storage account: add them to a "
+                        "diagnostic setting into the audit archive",
                     )
 
 

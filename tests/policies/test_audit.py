@@ -12,6 +12,7 @@ reference per resource type.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +46,22 @@ def without(plan: PlanDict, pick: Pick) -> PlanDict:
             for key, urns in resource.get("propertyDependencies", {}).items()
         }
     return edited
+
+
+def without_statements(keep: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], None]:
+    """An edit of a resource's JSON ``policy`` keeping only the statements ``keep`` accepts."""
+
+    def edit(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs["policy"])
+        kept = [s for s in document["Statement"] if keep(s)]
+        assert len(kept) < len(document["Statement"]), "the planted edit removed no statement"
+        inputs["policy"] = json.dumps({**document, "Statement": kept})
+
+    return edit
+
+
+def _to_cloudtrail(statement: dict[str, Any]) -> bool:
+    return statement.get("Principal") == {"Service": "cloudtrail.amazonaws.com"}
 
 
 def with_inputs(plan: PlanDict, pick: Pick, edit: Callable[[dict[str, Any]], None]) -> PlanDict:
@@ -86,7 +103,45 @@ def test_an_unaudited_stack_needs_no_trail(
 
 
 AWS_CLUSTER = "aws-enterprise-prod-aws-cluster-eks"
+AWS_TRAIL = "aws-enterprise-prod-aws-audit-trail"
 AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
+    (
+        # CloudTrail user guide, "Configure AWS KMS key policies for CloudTrail": kms:Decrypt is required
+        # when the bucket uses an S3 Bucket Key (the audit bucket does).
+        "key-policy-without-decrypt",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:kms/key:Key", "audit-key"),
+            without_statements(lambda s: not (_to_cloudtrail(s) and s["Action"] == "kms:Decrypt")),
+        ),
+        ("audit-trail", AWS_TRAIL),
+    ),
+    (
+        "key-policy-without-cloudtrail",
+        lambda p: with_inputs(
+            p, of_type("aws:kms/key:Key", "audit-key"), without_statements(lambda s: not _to_cloudtrail(s))
+        ),
+        ("audit-trail", AWS_TRAIL),
+    ),
+    (
+        # CloudTrail user guide, "Amazon S3 bucket policy for CloudTrail".
+        "bucket-policy-without-cloudtrail",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:s3/bucketPolicy:BucketPolicy", "storage-audit"),
+            without_statements(lambda s: not _to_cloudtrail(s)),
+        ),
+        ("audit-trail", AWS_TRAIL),
+    ),
+    (
+        "no-cloudwatch-delivery",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:cloudtrail/trail:Trail"),
+            lambda i: [i.pop("cloudWatchLogsGroupArn"), i.pop("cloudWatchLogsRoleArn")],
+        ),
+        ("audit-trail", AWS_TRAIL),
+    ),
     (
         "trail-removed",
         lambda p: without(p, of_type("aws:cloudtrail/trail:Trail")),
@@ -224,6 +279,17 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         lambda p: with_inputs(
             p,
             lambda r: r["type"] == "azure-native:monitor:DiagnosticSetting" and "-cluster-" in r["name"],
+            lambda i: i.update(
+                logs=[log for log in i["logs"] if log["category"] not in {"kube-audit", "kube-audit-admin"}]
+            ),
+        ),
+        ("data-store-audit-logs", "azure-enterprise-prod-azure-cluster-aks"),
+    ),
+    (
+        "aks-audit-categories-kept-out-of-the-immutable-archive",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:monitor:DiagnosticSetting", "cluster-archive"),
             lambda i: i.update(
                 logs=[log for log in i["logs"] if log["category"] not in {"kube-audit", "kube-audit-admin"}]
             ),
