@@ -28,7 +28,13 @@ from components.config import ConfigError
 from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violation
 from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
-from mlplatform.evidence import documented_exemptions, evidence_problems, plan_digest, write_evidence
+from mlplatform.evidence import (
+    audited,
+    documented_exemptions,
+    evidence_problems,
+    plan_digest,
+    write_evidence,
+)
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan, skipped_judges
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
@@ -255,6 +261,8 @@ def _judge(
         charts=_charts(plan),
         exemptions=documented_exemptions(plan),
         providers=frozenset(r.type.split(":", 1)[0] for r in plan.resources),
+        types=frozenset(r.type for r in plan.resources),
+        audited=audited(plan),
         plan_digest=plan_digest(plan.to_dict()),
     )
 
