@@ -138,7 +138,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         lambda p: with_inputs(
             p,
             of_type("aws:cloudtrail/trail:Trail"),
-            lambda i: [i.pop("cloudWatchLogsGroupArn"), i.pop("cloudWatchLogsRoleArn")],
+            lambda i: i.update(cloudWatchLogsGroupArn=None, cloudWatchLogsRoleArn=None),
         ),
         ("audit-trail", AWS_TRAIL),
     ),
