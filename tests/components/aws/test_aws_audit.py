@@ -74,6 +74,13 @@ def test_every_alert_alarms_the_encrypted_security_topic_from_a_planned_log_grou
         assert alarms[name].property_dependencies["alarmActions"] == [topic.urn]
 
 
+def test_pod_exec_alert_matches_websocket_exec() -> None:
+    """kubectl 1.30+ exec streams over WebSocket, a get on pods/exec (kubernetes/kubectl#1761; the audit
+    event in kubernetes/kubernetes#133623 reads "verb":"get"); older SPDY exec is a create."""
+    pattern = SECURITY_ALERTS["pod-exec-or-attach"].pattern
+    assert '($.verb = "get")' in pattern and '($.verb = "create")' in pattern
+
+
 def test_an_organisation_trail_is_an_aws_trail_named_by_its_arn() -> None:
     config = template("aws-enterprise-prod")
     config["ml-platform:platform"]["audit"] = {"organizationTrail": "trail/org"}

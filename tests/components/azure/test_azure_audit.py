@@ -65,3 +65,8 @@ def test_alerts_query_the_workspace_and_keep_an_attached_action_group(
     for rule in rules.values():
         assert rule.property_dependencies["scopes"] == [workspace.urn]
         assert rule.ignore_changes == ("actions",)
+    # kubectl 1.30+ exec is a WebSocket get (kubernetes/kubectl#1761), which only kube-audit (AKSAudit)
+    # carries: the restricted stack's rule reads it; AKSAuditAdmin "excludes get and list".
+    (exec_rule,) = [c["query"] for c in rules["pod-exec-or-attach"].inputs["criteria"]["allOf"]]
+    assert exec_rule.startswith("AKSAudit |" if secret_reads else "AKSAuditAdmin |")
+    assert 'Verb in ("create", "get")' in exec_rule
