@@ -118,13 +118,18 @@ def _records_management_events(trail: Subject) -> bool:
     return not basic or any(rule.get("includeManagementEvents", True) is not False for rule in basic)
 
 
+def minimum_retention(subject: Subject) -> int:
+    """The pack's ``minimumAuditRetentionDays`` (PCI DSS v4.0.1 Req. 10.5.1: 12 months by default)."""
+    return int(subject.setting("minimumAuditRetentionDays"))
+
+
 def _locked_in_compliance(bucket: Subject, graph: Graph) -> bool:
     for config in graph.of(*OBJECT_LOCK):
         if bucket not in graph.linked(config, "bucket", tokens.S3_BUCKETS, identity="bucket"):
             continue
         retention = config.get("rule.defaultRetention") or {}
-        days, years = retention.get("days"), retention.get("years")
-        if retention.get("mode") == "COMPLIANCE" and ((days or 0) >= 1 or (years or 0) >= 1):
+        days = (retention.get("days") or 0) + 365 * (retention.get("years") or 0)
+        if retention.get("mode") == "COMPLIANCE" and days >= minimum_retention(config):
             return True
     return False
 
@@ -196,8 +201,9 @@ def trail_problems(trail: Subject, graph: Graph) -> Iterator[str]:
             yield problem
         if not _locked_in_compliance(bucket, graph):
             yield (
-                f"bucket {bucket.name} has no Object Lock default retention in COMPLIANCE mode: delivered "
-                "files can be deleted"
+                f"bucket {bucket.name} has no Object Lock default retention in COMPLIANCE mode of at least "
+                f"{minimum_retention(bucket)} days (minimumAuditRetentionDays): delivered files can be "
+                "deleted"
             )
     yield from delivery_problems(trail, buckets, graph)
 
@@ -254,8 +260,11 @@ def archive_problems(account: Subject) -> Iterator[str]:
     policy = immutable.get("immutabilityPolicy") or {}
     if immutable.get("enabled") is not True or policy.get("state") not in ("Locked", "Unlocked"):
         yield f"storage account {account.name} has no time-based immutability: archived logs can be deleted"
-    elif not (policy.get("immutabilityPeriodSinceCreationInDays") or 0) >= 1:
-        yield f"storage account {account.name}: immutability period under a day"
+    elif not (policy.get("immutabilityPeriodSinceCreationInDays") or 0) >= minimum_retention(account):
+        yield (
+            f"storage account {account.name}: immutability period under {minimum_retention(account)} days "
+            "(minimumAuditRetentionDays)"
+        )
     elif policy.get("allowProtectedAppendWrites") is not True:
         yield (
             f"storage account {account.name}: allowProtectedAppendWrites off, so diagnostic settings "
@@ -471,7 +480,7 @@ POLICIES = [
         "storage account (ISO/IEC 27001:2022 A.8.15; CIS AWS Foundations CloudTrail recommendations).",
         _trail,
         severity=Severity.HIGH,
-        settings=("allowedAwsRegions", "allowedAzureLocations"),
+        settings=("allowedAwsRegions", "allowedAzureLocations", "minimumAuditRetentionDays"),
     ),
     stack_policy(
         "audit-archive-locked",
@@ -497,5 +506,6 @@ POLICIES = [
         "Vault, storage account, container registry and PostgreSQL server (ISO/IEC 27001:2022 A.8.15).",
         _data_store_logs,
         severity=Severity.HIGH,
+        settings=("allowedAzureLocations", "minimumAuditRetentionDays"),
     ),
 ]

@@ -176,6 +176,16 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ("audit-trail", "aws-enterprise-prod-aws-audit-trail"),
     ),
     (
+        # PCI DSS v4.0.1 Req. 10.5.1: 12 months (the pack's minimumAuditRetentionDays default).
+        "object-lock-retention-below-the-minimum",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration"),
+            lambda i: i["rule"]["defaultRetention"].update(days=30),
+        ),
+        ("audit-trail", AWS_TRAIL),
+    ),
+    (
         "detector-removed",
         lambda p: without(p, lambda r: r["type"].startswith("aws:guardduty/")),
         ("threat-detection", AWS_CLUSTER),
@@ -257,6 +267,17 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
             p,
             of_type("azure-native:storage:StorageAccount", "audit-account"),
             lambda i: i.pop("immutableStorageWithVersioning"),
+        ),
+        ("audit-trail", "azure-enterprise-prod-azure-audit-activity-log"),
+    ),
+    (
+        "immutability-period-below-the-minimum",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:storage:StorageAccount", "audit-account"),
+            lambda i: i["immutableStorageWithVersioning"]["immutabilityPolicy"].update(
+                immutabilityPeriodSinceCreationInDays=30
+            ),
         ),
         ("audit-trail", "azure-enterprise-prod-azure-audit-activity-log"),
     ),

@@ -53,9 +53,9 @@ def test_smb_prod_keeps_the_trail_without_the_per_use_features(
 def test_retention_follows_the_stack_key(
     variant: Callable[[str, Callable[[dict[str, object]], None]], Plan],
 ) -> None:
-    plan = variant("aws-smb-prod", lambda body: body.update(audit={"retentionDays": 30}))
+    plan = variant("aws-smb-prod", lambda body: body.update(audit={"retentionDays": 730}))
     (lock,) = plan.by_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration")
-    assert lock.inputs["rule"]["defaultRetention"] == {"mode": "COMPLIANCE", "days": 30}
+    assert lock.inputs["rule"]["defaultRetention"] == {"mode": "COMPLIANCE", "days": 730}
 
 
 def test_every_alert_alarms_the_encrypted_security_topic_from_a_planned_log_group(
