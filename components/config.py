@@ -461,14 +461,20 @@ class DetectionSource(StrEnum):
     EXISTING = "existing"
 
 
+# PCI DSS v4.0.1 Requirement 10.5.1: "Retain audit log history for at least 12 months".
+MINIMUM_AUDIT_RETENTION_DAYS = 365
+
+
 class AuditConfig(_Model):
     """The cloud control-plane audit trail, its tamper-evident store and threat detection
     (docs/compliance.md). On by default in enterprise stacks and in every prod stack."""
 
     enabled: bool | None = None
     # Days each delivered log file stays undeletable (S3 Object Lock COMPLIANCE default retention; Azure
-    # Blob time-based immutability), and the trail's CloudWatch / Log Analytics retention floor.
-    retention_days: int = Field(default=365, ge=1, le=36500)
+    # Blob time-based immutability), and the trail's CloudWatch / Log Analytics retention floor. At least
+    # 12 months: PCI DSS v4.0.1 Req. 10.5.1, "Retain audit log history for at least 12 months" (the pack's
+    # minimumAuditRetentionDays judges the same). On Azure a locked policy can only be lengthened.
+    retention_days: int = Field(default=365, ge=MINIMUM_AUDIT_RETENTION_DAYS, le=36500)
     # AWS: an organisation trail that already records this account in the region; the stack then
     # creates no trail of its own and checks that one at preview (components/aws/audit.py).
     organization_trail: TrailArn | None = None

@@ -113,6 +113,10 @@ class StackReport:
     plan_digest: str = ""
     # The packages of the planned resources' types ("aws", "azure-native", "kubernetes").
     providers: frozenset[str] = frozenset()
+    # The planned resources' types, and whether a cluster is audited (tagged tier enterprise or
+    # environment prod, the audit policies' scope): what the control matrix's applicability reads.
+    types: frozenset[str] = frozenset()
+    audited: bool = False
     # Exemptions the plan documents: (URN, annotation, its written reason) for each
     # ``policy.ml-platform.io/*-reason`` annotation on a Kubernetes object.
     exemptions: tuple[tuple[str, str, str], ...] = ()

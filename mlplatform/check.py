@@ -31,7 +31,13 @@ from components.config import ConfigError
 from mlplatform.analyzer import PackInfo, PolicyPackSession, StackReport, Violation
 from mlplatform.analyzer_config import PolicySettings, load_policy_config, reconcile
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with, warn
-from mlplatform.evidence import documented_exemptions, evidence_problems, plan_digest, write_evidence
+from mlplatform.evidence import (
+    audited,
+    documented_exemptions,
+    evidence_problems,
+    plan_digest,
+    write_evidence,
+)
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan, skipped_judges, transport_exemptions
 from mlplatform.mirror import mirror_list
@@ -323,6 +329,8 @@ def _judge(
         if "registry" in plan.outputs
         else (),
         providers=frozenset(r.type.split(":", 1)[0] for r in plan.resources),
+        types=frozenset(r.type for r in plan.resources),
+        audited=audited(plan),
         plan_digest=plan_digest(plan.to_dict()),
     )
 

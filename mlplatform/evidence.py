@@ -58,6 +58,19 @@ class Control(BaseModel):
     providers: tuple[str, ...] = ()
     policies: tuple[str, ...] = ()
     judges: tuple[str, ...] = ()
+    # Policies of ``policies`` without which the control cannot be met: where one of them judges
+    # nothing on a stack, the control is absent there (A.8.15 without a trail, however well the rest logs).
+    required: tuple[str, ...] = ()
+
+
+class Subjects(BaseModel):
+    """What a policy judges: a pass proves something only on a stack whose plan has one of ``types``
+    (and, with ``audited``, whose cluster is audited: tagged tier enterprise or environment prod)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    types: tuple[str, ...] = Field(min_length=1)
+    audited: bool = False
 
 
 class Unmapped(BaseModel):
@@ -73,6 +86,17 @@ class Catalogue(BaseModel):
 
     controls: tuple[Control, ...]
     unmapped: tuple[Unmapped, ...] = ()
+    # Policy → what it judges; a policy not listed judges every stack.
+    subjects: dict[str, Subjects] = {}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one stack's plan holds, as far as the matrix asks."""
+
+    providers: frozenset[str]
+    types: frozenset[str] = frozenset()
+    audited: bool = False
 
 
 def load_controls(pack_dir: Path) -> Catalogue:
@@ -112,6 +136,21 @@ def documented_exemptions(plan: Plan) -> tuple[tuple[str, str, str], ...]:
                 if _EXEMPTION.fullmatch(key):
                     found.append((resource.urn, key, str(reason)))
     return tuple(found)
+
+
+# The cluster types whose tags say whether a stack is audited.
+AUDITED_CLUSTERS = frozenset({"aws:eks/cluster:Cluster", "azure-native:containerservice:ManagedCluster"})
+
+
+def audited(plan: Plan) -> bool:
+    """A cluster of the plan is in the audit policies' scope: tagged tier enterprise or environment prod
+    (policies/mlplatform_policies/audit.py ``audited``, the ``audit`` config's default)."""
+    for resource in plan.resources:
+        if resource.type in AUDITED_CLUSTERS:
+            tags = as_applied(resource.inputs).get("tags") or {}
+            if tags.get("tier") == "enterprise" or tags.get("environment") == "prod":
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -207,7 +246,7 @@ def write_evidence(
     exceptions = _exceptions(reports, results, waived)
     written["exceptions.json"] = _json(exceptions)
     written["exceptions.csv"] = _exceptions_csv(exceptions)
-    stacks = {r.label: r.providers for r in reports}
+    stacks = {r.label: Scope(r.providers, r.types, r.audited) for r in reports}
     matrix = control_matrix(catalogue, stacks, results, {p.name: p.kind for p in pack.policies})
     written["control-matrix.csv"] = _matrix_csv(catalogue, reports, matrix)
     written["control-matrix.html"] = _matrix_html(catalogue, reports, matrix, pack, now).encode()
@@ -342,22 +381,32 @@ class Cell:
     results: tuple[Result, ...]
 
 
+def _applies(catalogue: Catalogue, policy: str, scope: Scope) -> bool:
+    subjects = catalogue.subjects.get(policy)
+    if subjects is None:
+        return True
+    return (scope.audited or not subjects.audited) and bool(scope.types & set(subjects.types))
+
+
 def control_matrix(
     catalogue: Catalogue,
-    stacks: Mapping[str, frozenset[str]],
+    stacks: Mapping[str, Scope],
     results: Iterable[Result],
     kinds: Mapping[str, str],
 ) -> dict[tuple[str, str], Cell]:
-    """Each control's status on each stack (label → its providers; docs/compliance.md, "The control
-    matrix"): met when every mapped policy and judge that applies passes; absent when none applies, or a
-    mandatory stack-wide policy fails (it fails everywhere it applies); partial otherwise (some fail, or
-    only advisories); n/a on a stack of none of the control's providers."""
+    """Each control's status on each stack (docs/compliance.md, "The control matrix"). A pass is proof
+    only where its policy applies (``subjects``: the stack plans what it judges); a finding always is.
+    met when every mapped policy and judge that applies passes, every ``required`` one among them;
+    absent when none applies, a required one does not, or a mandatory stack-wide policy fails (it fails
+    everywhere it applies); partial otherwise (some fail, or only advisories), and where the control is
+    the customer's (the plan supports it; the legal basis or the record keeping it asks for is no plan's
+    to prove); n/a on a stack of none of the control's providers."""
     listed = list(results)
     cells: dict[tuple[str, str], Cell] = {}
     for control in catalogue.controls:
         judged = {(j.name, p) for j in JUDGES if j.name in control.judges for p in j.policies}
-        for stack, providers in stacks.items():
-            if control.providers and not providers & set(control.providers):
+        for stack, scope in stacks.items():
+            if control.providers and not scope.providers & set(control.providers):
                 cells[control.id, stack] = Cell("n/a", f"no {', '.join(control.providers)} resources", ())
                 continue
             proof = tuple(
@@ -365,12 +414,23 @@ def control_matrix(
                 for r in listed
                 if r.stack == stack
                 and ((r.origin == "pack" and r.policy in control.policies) or (r.origin, r.policy) in judged)
+                and (r.violation is not None or r.origin != "pack" or _applies(catalogue, r.policy, scope))
             )
             failed = [r for r in proof if r.violation is not None]
+            unjudged = [p for p in control.required if not any(r.policy == p for r in proof)]
             if not proof:
                 cells[control.id, stack] = Cell("absent", "nothing mapped applies", proof)
+            elif unjudged:
+                why = f"{', '.join(unjudged)} judges nothing here: not audited, or nothing to judge planned"
+                cells[control.id, stack] = Cell("absent", why, proof)
+            elif not failed and control.responsibility == "customer":
+                why = (
+                    "every mapped policy passes, but the control is the customer's: the plan supports it "
+                    "and cannot prove the rest (the legal basis, the record kept)"
+                )
+                cells[control.id, stack] = Cell("partial", why, proof)
             elif not failed:
-                cells[control.id, stack] = Cell("met", "every mapped policy passes", proof)
+                cells[control.id, stack] = Cell("met", "every mapped policy that applies passes", proof)
             elif any(
                 r.origin == "pack"
                 and kinds.get(r.policy) == "stack"
@@ -461,9 +521,11 @@ def _matrix_html(
         "<title>ml-platform control matrix</title>"
         f"<style>{_CSS}</style></head><body><h1>Control matrix</h1>"
         f"<p>Policy pack {esc(pack.name)} v{esc(pack.version)}, judged {esc(now.isoformat())}. "
-        "met: every mapped policy and judge passes on the stack; partial: some fail, or only advisory "
-        "findings; absent: a mandatory stack-wide policy fails, or nothing mapped applies; n/a: the control "
-        "is about another cloud. "
+        "met: every mapped policy and judge that applies to the stack (it plans what the policy judges) "
+        "passes; partial: some fail, only advisory findings, or the control is the customer's (the plan "
+        "supports it, cannot prove it); absent: a mandatory stack-wide policy fails, a policy the control "
+        "requires judges nothing on the stack, or nothing mapped applies; n/a: the control is about "
+        "another cloud. "
         "Hashes of every file: manifest.json.</p>"
         f"<table><thead><tr><th>control</th><th>requirement</th>{head}</tr></thead><tbody>{''.join(rows)}"
         "</tbody></table></body></html>\n"

@@ -52,10 +52,12 @@ SECURITY_ALERTS: dict[str, SecurityAlert] = {
         "a GuardDuty detector was deleted or updated",
     ),
     # Kubernetes audit events (audit.k8s.io/v1 Event: verb, objectRef.subresource): kubectl exec and
-    # attach are a create on the pods/exec and pods/attach subresources.
+    # attach on the pods/exec and pods/attach subresources, a create over SPDY (POST) and, since kubectl
+    # 1.30 streams over WebSocket, a get (kubernetes/kubectl#1761; the audit event in
+    # kubernetes/kubernetes#133623 reads "verb":"get" on .../exec).
     "pod-exec-or-attach": SecurityAlert(
         EKS,
-        '{ ($.verb = "create") && (($.objectRef.subresource = "exec") || '
+        '{ (($.verb = "create") || ($.verb = "get")) && (($.objectRef.subresource = "exec") || '
         '($.objectRef.subresource = "attach")) }',
         "someone opened a shell in (exec) or attached to a pod",
     ),

@@ -58,8 +58,11 @@ def trail_arn(account: AwsAccount, stack: str) -> str:
 
 def logging_key_policy(account: AwsAccount, trail: str) -> dict[str, Any]:
     """The logging key's policy (CloudTrail user guide, "Configure AWS KMS key policies for CloudTrail"):
-    CloudTrail may generate data keys for this account's trails and describe the key, each only for
-    ``trail`` (aws:SourceArn, as the guide recommends); CloudWatch Logs encrypts the trail's log group.
+    CloudTrail may generate data keys for this account's trails, decrypt (the audit bucket uses an S3
+    Bucket Key under this key, and the guide: "If you use an existing S3 bucket with an S3 Bucket Key,
+    kms:Decrypt permission is required to create or update a trail with SSE-KMS encryption enabled") and
+    describe the key, each only for ``trail`` (aws:SourceArn, as the guide recommends); CloudWatch Logs
+    encrypts the trail's log group.
     Readers decrypt through IAM (the account root statement), so reading the trail is an IAM grant."""
     source = {"aws:SourceArn": trail}
     return policy_document(
@@ -77,6 +80,14 @@ def logging_key_policy(account: AwsAccount, trail: str) -> dict[str, Any]:
                         "kms:EncryptionContext:aws:cloudtrail:arn": account.arn("cloudtrail", "trail/*")
                     },
                 },
+            },
+            {
+                "Sid": "CloudTrailDecryptsThroughBucketKey",
+                "Effect": "Allow",
+                "Principal": {"Service": CLOUDTRAIL},
+                "Action": "kms:Decrypt",
+                "Resource": "*",
+                "Condition": {"StringEquals": source},
             },
             {
                 "Sid": "CloudTrailDescribesKey",

@@ -21,6 +21,8 @@ from components.config import DataClassification
 
 @dataclass(frozen=True)
 class LogAlert:
+    # ``{audit}``: the table of the cluster's API-server audit stream, AKSAudit where kube-audit is sent
+    # (restricted data), AKSAuditAdmin elsewhere (cluster.py).
     query: str
     description: str
     # The rule needs the full API-server audit (kube-audit), sent for restricted data only (cluster.py).
@@ -43,8 +45,11 @@ LOG_ALERTS: dict[str, LogAlert] = {
         ' and ActivityStatusValue =~ "Success"',
         "a Key Vault was deleted or its settings or access changed",
     ),
+    # kubectl 1.30 and later exec over WebSocket, a get (kubernetes/kubectl#1761), which AKSAuditAdmin
+    # (kube-audit-admin) leaves out: only kube-audit (AKSAudit, restricted stacks) sees it. Elsewhere the
+    # rule reads AKSAuditAdmin and sees SPDY exec (a create) only (docs/compliance.md).
     "pod-exec-or-attach": LogAlert(
-        'AKSAuditAdmin | where tostring(ObjectRef.subresource) in ("exec", "attach")',
+        '{audit} | where tostring(ObjectRef.subresource) in ("exec", "attach") and Verb in ("create", "get")',
         "someone opened a shell in (exec) or attached to a pod",
     ),
     "secret-read-by-person": LogAlert(
@@ -76,7 +81,9 @@ def security_alerts(
             criteria={
                 "all_of": [
                     {
-                        "query": alert.query,
+                        "query": alert.query.replace(
+                            "{audit}", "AKSAudit" if restricted else "AKSAuditAdmin"
+                        ),
                         "time_aggregation": "Count",
                         "operator": "GreaterThan",
                         "threshold": 0,

@@ -82,15 +82,17 @@ def archive_account_name(suffix: str) -> str:
     return naming.storage_account_name("audit", suffix)
 
 
-def archive_state(arm: ArmReader, resource_group: str, account: str) -> str:
+def archive_state(arm: ArmReader, resource_group: str, account: str, retention_days: int) -> str:
     """``Locked`` when the archive exists (its unlocked policy is then locked), ``Unlocked`` when the
-    first ``pulumi up`` is yet to create it."""
+    first ``pulumi up`` is yet to create it. A locked policy "only allows the increase of the
+    immutability retention period" (azure-native ``AccountImmutabilityPolicyProperties.state``): a
+    shorter ``audit.retentionDays`` stops the preview rather than fail ``pulumi up`` half-way."""
     path = (
         f"/subscriptions/{arm.subscription_id}/resourceGroups/{resource_group}"
         f"/providers/Microsoft.Storage/storageAccounts/{account}"
     )
     try:
-        arm.get(path, {"api-version": STORAGE_API_VERSION})
+        found = arm.get(path, {"api-version": STORAGE_API_VERSION})
     except ArmReadError as exc:
         if exc.status == 404:
             pulumi.warn(
@@ -99,6 +101,14 @@ def archive_state(arm: ArmReader, resource_group: str, account: str) -> str:
             )
             return UNLOCKED
         raise pulumi.RunError(f"cannot read the audit archive {account}: {exc}") from exc
+    immutable = (found.get("properties") or {}).get("immutableStorageWithVersioning") or {}
+    policy = immutable.get("immutabilityPolicy") or {}
+    locked_days = policy.get("immutabilityPeriodSinceCreationInDays")
+    if policy.get("state") == LOCKED and isinstance(locked_days, int) and retention_days < locked_days:
+        raise pulumi.RunError(
+            f"audit.retentionDays: {retention_days} is shorter than the {locked_days} days audit archive "
+            f"{account} is locked for; a locked immutability policy can only be lengthened"
+        )
     return LOCKED
 
 
@@ -130,7 +140,9 @@ class AuditArchive(pulumi.ComponentResource):
         config = scope.config
         account_name = archive_account_name(scope.name_suffix)
         with arm_reader() as arm:
-            state = archive_state(arm, f"{PROJECT}-{config.stack_name}", account_name)
+            state = archive_state(
+                arm, f"{PROJECT}-{config.stack_name}", account_name, config.audit.retention_days
+            )
         settings = hardened_account(scope, args.encryption_identity, args.key, public=False)
         # Azure Monitor writes as a trusted Microsoft service, which a firewall lets through only while
         # public network access is on with default Deny (Azure Storage network security, "Trusted

@@ -48,7 +48,7 @@ from .settings import (
     THREAT_DETECTION_TAG,
 )
 from .subject import Graph, Subject
-from .values import elements, is_unknown
+from .values import elements, is_unknown, parse_document, statements
 
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
 TRAIL = "aws:cloudtrail/trail:Trail"
@@ -56,6 +56,16 @@ OBJECT_LOCK = (
     "aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration",
     "aws:s3/bucketObjectLockConfigurationV2:BucketObjectLockConfigurationV2",
 )
+KMS_KEY = "aws:kms/key:Key"
+CLOUDTRAIL = "cloudtrail.amazonaws.com"
+# What CloudTrail itself must be allowed on the trail's key (CloudTrail user guide, "Configure AWS KMS key
+# policies for CloudTrail", required elements for trails: encrypt, decrypt ("If you use an existing S3
+# bucket with an S3 Bucket Key, kms:Decrypt permission is required to create or update a trail with
+# SSE-KMS encryption enabled"), describe) and on the bucket ("Amazon S3 bucket policy for CloudTrail":
+# GetBucketAcl and PutObject); without them CreateTrail fails with InsufficientEncryptionPolicyException
+# or InsufficientS3BucketPolicyException, or delivery stops.
+TRAIL_KEY_ACTIONS = ("kms:GenerateDataKey*", "kms:Decrypt", "kms:DescribeKey")
+TRAIL_BUCKET_ACTIONS = ("s3:GetBucketAcl", "s3:PutObject")
 DETECTOR = "aws:guardduty/detector:Detector"
 DETECTOR_FEATURE = "aws:guardduty/detectorFeature:DetectorFeature"
 RDS_INSTANCE = "aws:rds/instance:Instance"
@@ -120,15 +130,66 @@ def _records_management_events(trail: Subject) -> bool:
     return not basic or any(rule.get("includeManagementEvents", True) is not False for rule in basic)
 
 
+def minimum_retention(subject: Subject) -> int:
+    """The pack's ``minimumAuditRetentionDays`` (PCI DSS v4.0.1 Req. 10.5.1: 12 months by default)."""
+    return int(subject.setting("minimumAuditRetentionDays"))
+
+
 def _locked_in_compliance(bucket: Subject, graph: Graph) -> bool:
     for config in graph.of(*OBJECT_LOCK):
         if bucket not in graph.linked(config, "bucket", tokens.S3_BUCKETS, identity="bucket"):
             continue
         retention = config.get("rule.defaultRetention") or {}
-        days, years = retention.get("days"), retention.get("years")
-        if retention.get("mode") == "COMPLIANCE" and ((days or 0) >= 1 or (years or 0) >= 1):
+        days = (retention.get("days") or 0) + 365 * (retention.get("years") or 0)
+        if retention.get("mode") == "COMPLIANCE" and days >= minimum_retention(config):
             return True
     return False
+
+
+def _granted_to_cloudtrail(document: Any, path: str) -> set[str] | None:
+    """The actions a policy document allows CloudTrail's service principal; None while unknown."""
+    if is_unknown(document):
+        return None
+    granted: set[str] = set()
+    for statement in statements(parse_document(document, path)):
+        principal = statement.get("Principal")
+        services = principal.get("Service") if isinstance(principal, Mapping) else None
+        services = [services] if isinstance(services, str) else services or []
+        if statement.get("Effect") != "Allow" or CLOUDTRAIL not in services:
+            continue
+        actions = statement.get("Action")
+        granted.update([actions] if isinstance(actions, str) else actions or [])
+    return granted
+
+
+def _missing(granted: set[str] | None, needed: tuple[str, ...]) -> list[str]:
+    if granted is None or "*" in granted or "kms:*" in granted or "s3:*" in granted:
+        return []
+    return [action for action in needed if action not in granted]
+
+
+def delivery_problems(trail: Subject, buckets: list[Subject], graph: Graph) -> Iterator[str]:
+    """What keeps CloudTrail from writing the trail (its key's and bucket's policies) or from feeding the
+    CloudWatch alarms (the log group and the role CloudTrail assumes to write to it)."""
+    for key in graph.linked(trail, "kmsKeyId", (KMS_KEY,), identity="arn"):
+        missing = _missing(_granted_to_cloudtrail(key.get("policy"), "policy"), TRAIL_KEY_ACTIONS)
+        if missing:
+            yield f"key {key.name}'s policy does not allow {CLOUDTRAIL} {', '.join(missing)}"
+    for bucket in buckets:
+        granted: set[str] | None = set()
+        for bucket_policy in graph.of(tokens.S3_POLICY):
+            if bucket not in graph.linked(bucket_policy, "bucket", tokens.S3_BUCKETS, identity="bucket"):
+                continue
+            found = _granted_to_cloudtrail(bucket_policy.get("policy"), "policy")
+            granted = None if found is None or granted is None else granted | found
+        missing = _missing(granted, TRAIL_BUCKET_ACTIONS)
+        if missing:
+            yield f"bucket {bucket.name}'s policy does not allow {CLOUDTRAIL} {', '.join(missing)}"
+    if not trail.get("cloudWatchLogsGroupArn") or not trail.get("cloudWatchLogsRoleArn"):
+        yield (
+            "no cloudWatchLogsGroupArn and cloudWatchLogsRoleArn: the trail feeds no log group, so no "
+            "security alarm fires"
+        )
 
 
 def trail_problems(trail: Subject, graph: Graph) -> Iterator[str]:
@@ -152,9 +213,11 @@ def trail_problems(trail: Subject, graph: Graph) -> Iterator[str]:
             yield problem
         if not _locked_in_compliance(bucket, graph):
             yield (
-                f"bucket {bucket.name} has no Object Lock default retention in COMPLIANCE mode: delivered "
-                "files can be deleted"
+                f"bucket {bucket.name} has no Object Lock default retention in COMPLIANCE mode of at least "
+                f"{minimum_retention(bucket)} days (minimumAuditRetentionDays): delivered files can be "
+                "deleted"
             )
+    yield from delivery_problems(trail, buckets, graph)
 
 
 def _organization_trail(cluster: Subject) -> bool:
@@ -238,8 +301,11 @@ def archive_problems(account: Subject) -> Iterator[str]:
     policy = immutable.get("immutabilityPolicy") or {}
     if immutable.get("enabled") is not True or policy.get("state") not in ("Locked", "Unlocked"):
         yield f"storage account {account.name} has no time-based immutability: archived logs can be deleted"
-    elif not (policy.get("immutabilityPeriodSinceCreationInDays") or 0) >= 1:
-        yield f"storage account {account.name}: immutability period under a day"
+    elif not (policy.get("immutabilityPeriodSinceCreationInDays") or 0) >= minimum_retention(account):
+        yield (
+            f"storage account {account.name}: immutability period under {minimum_retention(account)} days "
+            "(minimumAuditRetentionDays)"
+        )
     elif policy.get("allowProtectedAppendWrites") is not True:
         yield (
             f"storage account {account.name}: allowProtectedAppendWrites off, so diagnostic settings "
@@ -371,13 +437,19 @@ def _detection(graph: Graph) -> Iterator[Finding]:
 # --- data-store audit logs -------------------------------------------------------------------------
 
 
-def _azure_audit_logged(resource: Subject, graph: Graph) -> bool:
+def _azure_audit_logged(resource: Subject, graph: Graph, archived: bool = False) -> bool:
+    """A diagnostic setting sends ``resource``'s audit categories somewhere; with ``archived``, into a
+    storage account of the stack with time-based immutability (the tamper-evident store issue 34 asks
+    the cluster's audit log to reach, not only the queryable workspace)."""
     wanted = AZURE_AUDIT_CATEGORIES[resource.type]
     for setting in graph.of(DIAGNOSTIC_SETTING):
         if resource not in graph.linked(setting, "resourceUri", (resource.type,)):
             continue
         categories, groups = _categories(setting)
-        if categories & wanted or groups & _AUDIT_GROUPS:
+        if not (categories & wanted or groups & _AUDIT_GROUPS):
+            continue
+        accounts = graph.linked(setting, "storageAccountId", (tokens.STORAGE_ACCOUNT,), "accountName")
+        if not archived or any(not list(archive_problems(account)) for account in accounts):
             return True
     return False
 
@@ -432,6 +504,12 @@ def _data_store_logs(graph: Graph) -> Iterator[Finding]:
                         "no diagnostic setting sends its audit logs anywhere (category group audit, or "
                         f"{', '.join(sorted(categories))})",
                     )
+                elif resource_type == tokens.AKS_CLUSTER and not _azure_audit_logged(resource, graph, True):
+                    yield (
+                        resource.urn,
+                        "kube-audit / kube-audit-admin reach no immutable storage account: add them to a "
+                        "diagnostic setting into the audit archive",
+                    )
 
 
 POLICIES = [
@@ -443,7 +521,7 @@ POLICIES = [
         "storage account (ISO/IEC 27001:2022 A.8.15; CIS AWS Foundations CloudTrail recommendations).",
         _trail,
         severity=Severity.HIGH,
-        settings=("allowedAwsRegions", "allowedAzureLocations"),
+        settings=("allowedAwsRegions", "allowedAzureLocations", "minimumAuditRetentionDays"),
     ),
     stack_policy(
         "audit-archive-locked",
@@ -469,6 +547,7 @@ POLICIES = [
         "Vault, storage account, container registry and PostgreSQL server (ISO/IEC 27001:2022 A.8.15).",
         _data_store_logs,
         severity=Severity.HIGH,
+        settings=("allowedAzureLocations", "minimumAuditRetentionDays"),
     ),
     stack_policy(
         "lifecycle-record-locked",

@@ -98,6 +98,15 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "description": "The price snapshot CSV the budget policies read (relative paths: from the pack).",
         "default": "../mlplatform/prices/snapshot.csv",
     },
+    "minimumAuditRetentionDays": {
+        "type": "integer",
+        "minimum": 1,
+        "description": (
+            "Days the audit store must keep each log file undeletable (S3 Object Lock, Azure immutability); "
+            "default: PCI DSS v4.0.1 Req. 10.5.1, 'Retain audit log history for at least 12 months'."
+        ),
+        "default": 365,
+    },
     "gpuTaintKey": {
         "type": "string",
         "description": "Taint key GPU node pools carry (NoSchedule or NoExecute).",

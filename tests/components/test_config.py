@@ -167,6 +167,8 @@ def test_every_pattern_is_told_in_words() -> None:
         ("workloads.training.image", "repo@sha256:abc", "then @sha256: and 64 lowercase hex digits (no tag)"),
         ("workloads.training.model", "team.hooks", "'team.hooks' must be a hook as module:function"),
         ("cluster.kubernetesVersion", "1.5", "must be a Kubernetes minor version from 1.28 to 1.39"),
+        # PCI DSS v4.0.1 Req. 10.5.1: audit log history for at least 12 months.
+        ("audit.retentionDays", 30, "audit.retentionDays: Input should be greater than or equal to 365"),
     ],
 )
 def test_a_value_that_does_not_match_is_told_the_rule_in_words(key: str, value: object, says: str) -> None:

@@ -32,6 +32,8 @@ from mlplatform.cli import app
 from mlplatform.evidence import (
     Catalogue,
     Result,
+    Scope,
+    audited,
     control_matrix,
     documented_exemptions,
     load_controls,
@@ -296,7 +298,7 @@ def test_the_status_rule(kind: str, enforcement: str, status: str) -> None:
         Result("s", "p", "pack", "p.json"),
         Result("s", "q", "pack", "q.json", _violation("q", enforcement)),
     ]
-    aws = {"s": frozenset({"aws", "kubernetes"})}
+    aws = {"s": Scope(frozenset({"aws", "kubernetes"}))}
     assert control_matrix(catalogue, aws, results, {"q": kind})["c", "s"].status == status
     assert control_matrix(catalogue, aws, results[:1], {})["c", "s"].status == "met"
     assert control_matrix(catalogue, aws, [], {})["c", "s"].status == "absent"
@@ -306,10 +308,55 @@ def test_a_control_about_one_cloud_is_not_applicable_on_the_other() -> None:
     """CIS Amazon EKS 2.1.1 is about EKS clusters: on an Azure stack it is n/a, not met by AKS's logs."""
     catalogue = load_controls(DEFAULT_PACK)
     eks = next(c for c in catalogue.controls if c.id == "CIS EKS 2.1.1")
-    stacks = {"aws": frozenset({"aws"}), "azure": frozenset({"azure-native"})}
+    stacks = {
+        "aws": Scope(frozenset({"aws"}), frozenset({"aws:eks/cluster:Cluster"}), audited=True),
+        "azure": Scope(frozenset({"azure-native"}), frozenset({AKS}), audited=True),
+    }
     results = [Result(stack, "data-store-audit-logs", "pack", "x.json") for stack in stacks]
     matrix = control_matrix(Catalogue(controls=(eks,)), stacks, results, {})
     assert (matrix[eks.id, "aws"].status, matrix[eks.id, "azure"].status) == ("met", "n/a")
+
+
+AKS = "azure-native:containerservice:ManagedCluster"
+AUDIT_CONTROLS = (*TRAIL_CONTROLS, "ISO27001:2022 A.8.16")
+
+
+def _all_pass(catalogue: Catalogue, stack: str) -> list[Result]:
+    names = {p for c in catalogue.controls for p in c.policies}
+    return [Result(stack, name, "pack", f"{name}.json") for name in sorted(names)]
+
+
+def test_a_policy_that_did_not_apply_proves_nothing(cloud_plan: Callable[[str], Plan]) -> None:
+    """Review A2: the audit policies return nothing on a stack they do not judge (SMB dev: no trail, no
+    detector, untagged), which is no proof: the trail's and detection's controls read absent there, met on
+    an audited stack; an AKS policy's pass proves nothing about an AWS stack's cryptography."""
+    catalogue = load_controls(DEFAULT_PACK)
+    dev, prod = cloud_plan("aws-smb-dev"), cloud_plan("aws-enterprise-prod")
+    assert not audited(dev) and audited(prod)
+    stacks = {
+        label: Scope(frozenset(r.type.split(":", 1)[0] for r in plan.resources), plan_types, audited(plan))
+        for label, plan in (("dev", dev), ("prod", prod))
+        for plan_types in [frozenset(r.type for r in plan.resources)]
+    }
+    matrix = control_matrix(catalogue, stacks, _all_pass(catalogue, "dev") + _all_pass(catalogue, "prod"), {})
+    for control in AUDIT_CONTROLS:
+        assert (matrix[control, "dev"].status, matrix[control, "prod"].status) == ("absent", "met"), control
+    cryptography = {r.policy for r in matrix["ISO27001:2022 A.8.24", "prod"].results}
+    assert "s3-default-encryption-kms" in cryptography
+    assert not cryptography & {"aks-secrets-kms", "azure-des-versioned-key"}
+
+
+def test_a_customer_control_is_partial_when_every_policy_passes() -> None:
+    """Review B8: PDPL Art. 20, 22-23 and CBUAE 6.1 are the customer's; a plan cannot prove a transfer's
+    legal basis or where the system of record is kept, so passing policies make them partial, with why."""
+    catalogue = load_controls(DEFAULT_PACK)
+    customer = [c.id for c in catalogue.controls if c.responsibility == "customer" and c.policies]
+    assert {"PDPL Art. 20", "PDPL Art. 22-23", "CBUAE Outsourcing Art. 6.1"} <= set(customer)
+    scope = Scope(frozenset({"aws"}), frozenset({"aws:eks/cluster:Cluster", "aws:s3/bucket:Bucket"}), True)
+    matrix = control_matrix(catalogue, {"s": scope}, _all_pass(catalogue, "s"), {})
+    for control in customer:
+        cell = matrix[control, "s"]
+        assert cell.status == "partial" and "customer's" in cell.why, control
 
 
 def test_every_judge_is_mapped_or_listed_unmapped() -> None:

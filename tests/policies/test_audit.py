@@ -12,6 +12,7 @@ reference per resource type.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,22 @@ def without(plan: PlanDict, pick: Pick) -> PlanDict:
             for key, urns in resource.get("propertyDependencies", {}).items()
         }
     return edited
+
+
+def without_statements(keep: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], None]:
+    """An edit of a resource's JSON ``policy`` keeping only the statements ``keep`` accepts."""
+
+    def edit(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs["policy"])
+        kept = [s for s in document["Statement"] if keep(s)]
+        assert len(kept) < len(document["Statement"]), "the planted edit removed no statement"
+        inputs["policy"] = json.dumps({**document, "Statement": kept})
+
+    return edit
+
+
+def _to_cloudtrail(statement: dict[str, Any]) -> bool:
+    return statement.get("Principal") == {"Service": "cloudtrail.amazonaws.com"}
 
 
 def with_inputs(plan: PlanDict, pick: Pick, edit: Callable[[dict[str, Any]], None]) -> PlanDict:
@@ -93,7 +110,45 @@ def test_an_unaudited_stack_needs_no_trail(
 
 AWS_CLUSTER = "aws-enterprise-prod-aws-cluster-eks"
 RECORD_BUCKET = "aws-enterprise-prod-aws-storage-record"
+AWS_TRAIL = "aws-enterprise-prod-aws-audit-trail"
 AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
+    (
+        # CloudTrail user guide, "Configure AWS KMS key policies for CloudTrail": kms:Decrypt is required
+        # when the bucket uses an S3 Bucket Key (the audit bucket does).
+        "key-policy-without-decrypt",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:kms/key:Key", "audit-key"),
+            without_statements(lambda s: not (_to_cloudtrail(s) and s["Action"] == "kms:Decrypt")),
+        ),
+        ("audit-trail", AWS_TRAIL),
+    ),
+    (
+        "key-policy-without-cloudtrail",
+        lambda p: with_inputs(
+            p, of_type("aws:kms/key:Key", "audit-key"), without_statements(lambda s: not _to_cloudtrail(s))
+        ),
+        ("audit-trail", AWS_TRAIL),
+    ),
+    (
+        # CloudTrail user guide, "Amazon S3 bucket policy for CloudTrail".
+        "bucket-policy-without-cloudtrail",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:s3/bucketPolicy:BucketPolicy", "storage-audit"),
+            without_statements(lambda s: not _to_cloudtrail(s)),
+        ),
+        ("audit-trail", AWS_TRAIL),
+    ),
+    (
+        "no-cloudwatch-delivery",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:cloudtrail/trail:Trail"),
+            lambda i: i.update(cloudWatchLogsGroupArn=None, cloudWatchLogsRoleArn=None),
+        ),
+        ("audit-trail", AWS_TRAIL),
+    ),
     (
         "trail-removed",
         lambda p: without(p, of_type("aws:cloudtrail/trail:Trail")),
@@ -126,6 +181,16 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
             lambda i: i["rule"]["defaultRetention"].update(mode="GOVERNANCE"),
         ),
         ("audit-trail", "aws-enterprise-prod-aws-audit-trail"),
+    ),
+    (
+        # PCI DSS v4.0.1 Req. 10.5.1: 12 months (the pack's minimumAuditRetentionDays default).
+        "object-lock-retention-below-the-minimum",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration"),
+            lambda i: i["rule"]["defaultRetention"].update(days=30),
+        ),
+        ("audit-trail", AWS_TRAIL),
     ),
     (
         "detector-removed",
@@ -248,6 +313,17 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         ("audit-trail", "azure-enterprise-prod-azure-audit-activity-log"),
     ),
     (
+        "immutability-period-below-the-minimum",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:storage:StorageAccount", "audit-account"),
+            lambda i: i["immutableStorageWithVersioning"]["immutabilityPolicy"].update(
+                immutabilityPeriodSinceCreationInDays=30
+            ),
+        ),
+        ("audit-trail", "azure-enterprise-prod-azure-audit-activity-log"),
+    ),
+    (
         "defender-for-containers-off",
         lambda p: with_inputs(
             p,
@@ -266,6 +342,17 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         lambda p: with_inputs(
             p,
             lambda r: r["type"] == "azure-native:monitor:DiagnosticSetting" and "-cluster-" in r["name"],
+            lambda i: i.update(
+                logs=[log for log in i["logs"] if log["category"] not in {"kube-audit", "kube-audit-admin"}]
+            ),
+        ),
+        ("data-store-audit-logs", "azure-enterprise-prod-azure-cluster-aks"),
+    ),
+    (
+        "aks-audit-categories-kept-out-of-the-immutable-archive",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:monitor:DiagnosticSetting", "cluster-archive"),
             lambda i: i.update(
                 logs=[log for log in i["logs"] if log["category"] not in {"kube-audit", "kube-audit-admin"}]
             ),

@@ -17,3 +17,6 @@ def test_the_catalogue_names_the_pack_policies_and_sources_each_control(pack: Po
     assert served - mapped - listed == set()  # a new policy needs a control, or a reason it has none
     assert all(control.source.strip() for control in catalogue.controls)
     assert len({control.id for control in catalogue.controls}) == len(catalogue.controls)
+    # Applicability names mapped policies only: a typo would make a policy judge every stack again.
+    assert set(catalogue.subjects) <= mapped
+    assert all(set(control.required) <= set(control.policies) for control in catalogue.controls)

@@ -53,9 +53,9 @@ def test_smb_prod_keeps_the_trail_without_the_per_use_features(
 def test_retention_follows_the_stack_key(
     variant: Callable[[str, Callable[[dict[str, object]], None]], Plan],
 ) -> None:
-    plan = variant("aws-smb-prod", lambda body: body.update(audit={"retentionDays": 30}))
+    plan = variant("aws-smb-prod", lambda body: body.update(audit={"retentionDays": 730}))
     (lock,) = plan.by_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration")
-    assert lock.inputs["rule"]["defaultRetention"] == {"mode": "COMPLIANCE", "days": 30}
+    assert lock.inputs["rule"]["defaultRetention"] == {"mode": "COMPLIANCE", "days": 730}
 
 
 def test_every_alert_alarms_the_encrypted_security_topic_from_a_planned_log_group(
@@ -72,6 +72,13 @@ def test_every_alert_alarms_the_encrypted_security_topic_from_a_planned_log_grou
     for name, metric_filter in filters.items():
         assert metric_filter.inputs["logGroupName"] in groups, name
         assert alarms[name].property_dependencies["alarmActions"] == [topic.urn]
+
+
+def test_pod_exec_alert_matches_websocket_exec() -> None:
+    """kubectl 1.30+ exec streams over WebSocket, a get on pods/exec (kubernetes/kubectl#1761; the audit
+    event in kubernetes/kubernetes#133623 reads "verb":"get"); older SPDY exec is a create."""
+    pattern = SECURITY_ALERTS["pod-exec-or-attach"].pattern
+    assert '($.verb = "get")' in pattern and '($.verb = "create")' in pattern
 
 
 def test_an_organisation_trail_is_an_aws_trail_named_by_its_arn() -> None:

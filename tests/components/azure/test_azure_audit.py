@@ -20,19 +20,33 @@ from components.azure.audit import ACTIVITY_LOG_CATEGORIES, LOCKED, UNLOCKED, ar
 from mlplatform.plan import Plan
 
 
-def reader(status: int) -> ArmReader:
-    transport = httpx.MockTransport(lambda request: httpx.Response(status, json={"name": "x"}))
+def reader(status: int, locked_days: int | None = None) -> ArmReader:
+    body: dict[str, object] = {"name": "x"}
+    if locked_days is not None:
+        policy = {"immutabilityPeriodSinceCreationInDays": locked_days, "state": LOCKED}
+        body["properties"] = {
+            "immutableStorageWithVersioning": {"enabled": True, "immutabilityPolicy": policy}
+        }
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, json=body))
     return ArmReader(httpx.Client(base_url="https://management.azure.com", transport=transport), "sub")
 
 
 def test_the_archive_is_locked_once_it_exists() -> None:
-    assert archive_state(reader(404), "rg", "mlpaudit0") == UNLOCKED
-    assert archive_state(reader(200), "rg", "mlpaudit0") == LOCKED
+    assert archive_state(reader(404), "rg", "mlpaudit0", 365) == UNLOCKED
+    assert archive_state(reader(200), "rg", "mlpaudit0", 365) == LOCKED
+    assert archive_state(reader(200, 365), "rg", "mlpaudit0", 730) == LOCKED
+
+
+def test_a_shorter_retention_than_the_locked_archive_stops_the_preview() -> None:
+    """azure-native AccountImmutabilityPolicyProperties.state: a Locked policy "only allows the increase
+    of the immutability retention period"; lowering it would fail at `pulumi up`."""
+    with pytest.raises(pulumi.RunError, match=r"audit\.retentionDays: 365 is shorter than the 730 days"):
+        archive_state(reader(200, 730), "rg", "mlpaudit0", 365)
 
 
 def test_an_unreadable_archive_stops_the_preview() -> None:
     with pytest.raises(pulumi.RunError, match="cannot read the audit archive mlpaudit0: HTTP 403"):
-        archive_state(reader(403), "rg", "mlpaudit0")
+        archive_state(reader(403), "rg", "mlpaudit0", 365)
 
 
 def test_the_activity_log_goes_to_the_archive_and_the_workspace(cloud_plan: Callable[[str], Plan]) -> None:
@@ -65,3 +79,8 @@ def test_alerts_query_the_workspace_and_keep_an_attached_action_group(
     for rule in rules.values():
         assert rule.property_dependencies["scopes"] == [workspace.urn]
         assert rule.ignore_changes == ("actions",)
+    # kubectl 1.30+ exec is a WebSocket get (kubernetes/kubectl#1761), which only kube-audit (AKSAudit)
+    # carries: the restricted stack's rule reads it; AKSAuditAdmin "excludes get and list".
+    (exec_rule,) = [c["query"] for c in rules["pod-exec-or-attach"].inputs["criteria"]["allOf"]]
+    assert exec_rule.startswith("AKSAudit |" if secret_reads else "AKSAuditAdmin |")
+    assert 'Verb in ("create", "get")' in exec_rule
