@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -783,12 +783,19 @@ def _rollout_network_policy(spec: InferenceServiceSpec, rollout: RolloutJob) -> 
     set through the Service) and, with a record, to what writing it reaches (the cloud's identity and
     storage endpoints). DNS and the registry: the namespace's ``allow-dns`` and ``allow-registry``."""
     to_record = [peer_egress(p) for p in rollout.record.peers] if rollout.record is not None else []
+    return _servers_reader_policy(spec, _rollout_name(spec), _rollout_selector(spec), to_record)
+
+
+def _servers_reader_policy(
+    spec: InferenceServiceSpec, name: str, selector: Mapping[str, str], more: Sequence[Object] = ()
+) -> Object:
+    """A NetworkPolicy for pods that read the servers: nothing in; out to the servers' port, and ``more``."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": _metadata(spec, _rollout_name(spec)),
+        "metadata": _metadata(spec, name),
         "spec": {
-            "podSelector": {"matchLabels": _rollout_selector(spec)},
+            "podSelector": {"matchLabels": dict(selector)},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
             "egress": [
@@ -796,7 +803,7 @@ def _rollout_network_policy(spec: InferenceServiceSpec, rollout: RolloutJob) -> 
                     "to": [{"podSelector": {"matchLabels": {INSTANCE_LABEL: spec.name}}}],
                     "ports": [{"port": spec.port, "protocol": "TCP"}],
                 },
-                *to_record,
+                *more,
             ],
         },
     }
@@ -911,22 +918,7 @@ def _monitor_cron_job(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object
 def _monitor_network_policy(spec: InferenceServiceSpec) -> Object:
     """The monitor's pods: nothing in; out to the servers' port (each pod's ``/metrics``, the labelled
     set through the Service). DNS and the registry: the namespace's ``allow-dns`` and ``allow-registry``."""
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": _metadata(spec, _monitor_name(spec)),
-        "spec": {
-            "podSelector": {"matchLabels": _monitor_selector(spec)},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [],
-            "egress": [
-                {
-                    "to": [{"podSelector": {"matchLabels": {INSTANCE_LABEL: spec.name}}}],
-                    "ports": [{"port": spec.port, "protocol": "TCP"}],
-                }
-            ],
-        },
-    }
+    return _servers_reader_policy(spec, _monitor_name(spec), _monitor_selector(spec))
 
 
 def _monitor_objects(spec: InferenceServiceSpec) -> list[Object]:
