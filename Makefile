@@ -96,7 +96,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
-	$(BIN)/bandit -q -r components mlplatform workloads judges --severity-level high
+	$(BIN)/bandit -q --severity-level high -r components workloads judges mlplatform
 	cd policies && MYPYPATH=. ../$(BIN)/mypy --config-file ../pyproject.toml \
 		--python-executable .venv/bin/python __main__.py mlplatform_policies tools
 

@@ -286,14 +286,41 @@ def _admits(
 
 
 def pod_guards(objects: Sequence[Mapping[str, Any]], namespace: str) -> list[str]:
-    """The policies a Deny binding applies to every pod created in ``namespace``."""
+    """The policies a Deny binding applies to the pods created in ``namespace`` that refuse a pod asking
+    for the host (``privileged``, ``SYS_ADMIN``, a hostPath ``/``) while they admit the same pod without
+    it. A policy that judges something else (the images' registry and digest) is no guard of the
+    namespace's Pod Security level, though it is bound to every pod there."""
     namespaces = namespace_labels(objects)
-    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": namespace}}
     plurals = _plurals(objects)
+    namespace_objects = {str(n["metadata"]["name"]): n for n in of_kind(objects, "Namespace")}
+    planned = [pod for _, pod in as_pods(objects)]
+    if not planned:
+        return []
+    here = [pod for pod in planned if pod["metadata"]["namespace"] == namespace]
+    baseline = copy.deepcopy(here[0] if here else planned[0])
+    baseline["metadata"] = {**baseline["metadata"], "name": "probe", "namespace": namespace}
+    escalated = copy.deepcopy(baseline)
+    spec = escalated["spec"]
+    spec["volumes"] = [*spec.get("volumes", []), {"name": "probe-host", "hostPath": {"path": "/"}}]
+    for container in spec["containers"]:
+        container["securityContext"] = {
+            **(container.get("securityContext") or {}),
+            "privileged": True,
+            "capabilities": {"add": ["SYS_ADMIN"]},
+        }
+
+    def refuses(policy: Mapping[str, Any], level: str, pod: Mapping[str, Any]) -> bool:
+        report = CelReport()
+        _judge_admission(policy, level, Subject.of(pod), pod, namespace_objects, report)
+        return bool(report.findings)
+
     return [
         str(policy["metadata"]["name"])
         for policy, binding, level in _bound(objects)
-        if level == "mandatory" and _admits(policy, binding, probe, namespaces, plurals)
+        if level == "mandatory"
+        and _admits(policy, binding, escalated, namespaces, plurals)
+        and refuses(policy, level, escalated)
+        and not refuses(policy, level, baseline)
     ]
 
 

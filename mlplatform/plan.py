@@ -236,11 +236,11 @@ def run_plan(target: Target, *, update: bool = False) -> Plan:
 
     ``update`` runs the program as ``pulumi up`` does (``pulumi.runtime.is_dry_run()`` false), to see
     what an update refuses; a plan is otherwise a preview."""
-    _ensure_event_loop()
+    ensure_event_loop()
     return contextvars.Context().run(_run_plan, target, update)
 
 
-def _ensure_event_loop() -> None:
+def ensure_event_loop() -> None:
     """Pulumi's runtime awaits on the thread's event loop (``pulumi.runtime.sync_await`` asks
     ``asyncio.get_event_loop``), which an earlier ``asyncio.run`` in the same process leaves unset: the
     next plan would fail with "There is no current event loop". Give the thread one again."""

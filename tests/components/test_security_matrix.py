@@ -20,6 +20,7 @@ ROLES: dict[str, tuple[str | None, str | None]] = {
     "training": ("system:serviceaccount:ml-training:trainer", "ml-training"),
     "inference": ("system:serviceaccount:ml-inference:inference", "ml-inference"),
     "rollout Job": (None, "ml-inference-rollout"),
+    "drift monitor": (None, "ml-inference-drift-monitor"),
     "registry servers": ("system:serviceaccount:ml-registry:registry", None),
 }
 STORES = ("datasets", "models", "checkpoints", "registry")

@@ -336,7 +336,7 @@ def test_a_plan_after_asyncio_run_has_an_event_loop_again() -> None:
     current event loop in thread 'MainThread'" (seen across the suite's modules under pytest-xdist)."""
     import asyncio
 
-    from mlplatform.plan import _ensure_event_loop
+    from mlplatform.plan import ensure_event_loop
 
     async def nothing() -> None:
         return None
@@ -344,5 +344,5 @@ def test_a_plan_after_asyncio_run_has_an_event_loop_again() -> None:
     asyncio.run(nothing())
     with pytest.raises(RuntimeError, match="no current event loop"):
         asyncio.get_event_loop_policy().get_event_loop()
-    _ensure_event_loop()
+    ensure_event_loop()
     assert not asyncio.get_event_loop_policy().get_event_loop().is_closed()

@@ -25,10 +25,43 @@ import pulumi_aws.kms as kms
 import pulumi_aws.provider as aws
 import pulumi_aws.s3 as s3
 
-key = kms.Key("platform", enable_key_rotation=True, description="ml-platform data")
+# One key per data domain (keys-per-domain); the logging key lets CloudTrail write and read its files
+# (CloudTrail user guide, "Configure AWS KMS key policies for CloudTrail": Decrypt with an S3 Bucket Key).
+key = kms.Key("platform", enable_key_rotation=True, description="ml-platform object data")
+secrets_key = kms.Key("secrets", enable_key_rotation=True, description="Kubernetes Secrets")
+volumes_key = kms.Key("volumes", enable_key_rotation=True, description="node volumes")
+training_key = kms.Key("training", enable_key_rotation=True, description="training data")
+images_key = kms.Key("images", enable_key_rotation=True, description="images")
+TO_CLOUDTRAIL = {"Service": "cloudtrail.amazonaws.com"}
+logging_key = kms.Key(
+    "logging",
+    enable_key_rotation=True,
+    description="audit trail",
+    policy=json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "Account",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": "arn:aws:iam::123456789012:root"},
+                    "Action": "kms:*",
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "CloudTrail",
+                    "Effect": "Allow",
+                    "Principal": TO_CLOUDTRAIL,
+                    "Action": ["kms:GenerateDataKey*", "kms:Decrypt", "kms:DescribeKey"],
+                    "Resource": "*",
+                },
+            ],
+        }
+    ),
+)
 
 
-def tls_only(arn):
+def tls_only(arn, more=()):
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -40,13 +73,26 @@ def tls_only(arn):
                     "Action": "s3:*",
                     "Resource": [arn, f"{arn}/*"],
                     "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                }
+                },
+                *more,
             ],
         }
     )
 
 
-def secure_bucket(name, **extra):
+# The statements CloudTrail needs on its bucket (CloudTrail user guide, "Amazon S3 bucket policy for
+# CloudTrail").
+def to_cloudtrail(arn):
+    return tls_only(
+        arn,
+        [
+            {"Effect": "Allow", "Principal": TO_CLOUDTRAIL, "Action": "s3:GetBucketAcl", "Resource": arn},
+            {"Effect": "Allow", "Principal": TO_CLOUDTRAIL, "Action": "s3:PutObject", "Resource": f"{arn}/*"},
+        ],
+    )
+
+
+def secure_bucket(name, policy=tls_only, bucket_key=None, **extra):
     bucket = s3.Bucket(name, **extra)
     s3.BucketPublicAccessBlock(
         name,
@@ -64,12 +110,12 @@ def secure_bucket(name, **extra):
                 "bucket_key_enabled": True,
                 "apply_server_side_encryption_by_default": {
                     "sse_algorithm": "aws:kms",
-                    "kms_master_key_id": key.arn,
+                    "kms_master_key_id": (bucket_key or key).arn,
                 },
             }
         ],
     )
-    s3.BucketPolicy(name, bucket=bucket.id, policy=bucket.arn.apply(tls_only))
+    s3.BucketPolicy(name, bucket=bucket.id, policy=bucket.arn.apply(policy))
     return bucket
 
 
@@ -89,11 +135,11 @@ cluster = eks.Cluster(
         "endpoint_public_access": False,
         "endpoint_private_access": True,
     },
-    encryption_config={"provider": {"key_arn": key.arn}, "resources": ["secrets"]},
+    encryption_config={"provider": {"key_arn": secrets_key.arn}, "resources": ["secrets"]},
     enabled_cluster_log_types=["api", "audit", "authenticator", "controllerManager", "scheduler"],
 )
 # The audit trail: every region, validated, under a key, into an Object-Locked bucket (audit policies).
-trail_bucket = secure_bucket("trail", object_lock_enabled=True)
+trail_bucket = secure_bucket("trail", policy=to_cloudtrail, bucket_key=logging_key, object_lock_enabled=True)
 s3.BucketObjectLockConfiguration(
     "trail",
     bucket=trail_bucket.id,
@@ -111,7 +157,10 @@ s3.BucketObjectLockConfiguration(
 cloudtrail.Trail(
     "audit",
     s3_bucket_name=trail_bucket.bucket,
-    kms_key_id=key.arn,
+    kms_key_id=logging_key.arn,
+    # CloudWatch delivery, which the alarms read (audit-trail).
+    cloud_watch_logs_group_arn="arn:aws:logs:me-central-1:123456789012:log-group:/aws/cloudtrail/audit:*",
+    cloud_watch_logs_role_arn="arn:aws:iam::123456789012:role/cloudtrail-to-logs",
     is_multi_region_trail=True,
     enable_log_file_validation=True,
 )
@@ -125,7 +174,7 @@ template = ec2.LaunchTemplate(
             "device_name": "/dev/xvda",
             "ebs": {
                 "encrypted": "true",
-                "kms_key_id": key.arn,
+                "kms_key_id": volumes_key.arn,
                 "volume_size": 200,
                 "delete_on_termination": "true",
             },
@@ -174,16 +223,16 @@ fsx.LustreFileSystem(
     storage_capacity=1200,
     deployment_type="PERSISTENT_2",
     per_unit_storage_throughput=125,
-    kms_key_id=key.arn,
+    kms_key_id=training_key.arn,
 )
-efs.FileSystem("checkpoints", encrypted=True, kms_key_id=key.arn)
+efs.FileSystem("checkpoints", encrypted=True, kms_key_id=training_key.arn)
 
 # An explicit provider: its defaultTags reach policies as a JSON string, as the SDK sends them.
 uae = aws.Provider("uae", region="me-central-1", default_tags={"tags": TAGS})
 images = ecr.Repository(
     "images",
     image_tag_mutability="IMMUTABLE",
-    encryption_configurations=[{"encryption_type": "KMS", "kms_key": key.arn}],
+    encryption_configurations=[{"encryption_type": "KMS", "kms_key": images_key.arn}],
     opts=pulumi.ResourceOptions(provider=uae),
 )
 ecr.LifecyclePolicy(

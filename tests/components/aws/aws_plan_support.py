@@ -15,7 +15,7 @@ from pulumi.runtime.sync_await import _sync_await
 from components.aws.platform import AwsPlatform
 from components.config import PlatformConfig, parse_stack_config
 from mlplatform.mocks import PlanMocks
-from mlplatform.plan import SECRET_SIG, Plan, PlannedResource
+from mlplatform.plan import SECRET_SIG, Plan, PlannedResource, ensure_event_loop
 
 AWS_STACKS = ("aws-smb-dev", "aws-smb-prod", "aws-enterprise-dev", "aws-enterprise-prod")
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
@@ -31,6 +31,7 @@ def build_platform(config: PlatformConfig) -> AwsPlatform:
     """The adapter object itself, built under the plan's mocks in a fresh context."""
 
     def run() -> AwsPlatform:
+        ensure_event_loop()  # as run_plan does: an earlier asyncio.run in this process leaves none
         pulumi.runtime.set_mocks(
             PlanMocks(aws_region=config.region, azure_location=""),
             project="ml-platform",

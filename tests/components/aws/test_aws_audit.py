@@ -54,8 +54,11 @@ def test_retention_follows_the_stack_key(
     variant: Callable[[str, Callable[[dict[str, object]], None]], Plan],
 ) -> None:
     plan = variant("aws-smb-prod", lambda body: body.update(audit={"retentionDays": 730}))
-    (lock,) = plan.by_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration")
-    assert lock.inputs["rule"]["defaultRetention"] == {"mode": "COMPLIANCE", "days": 730}
+    # The trail's bucket and the model lifecycle record's (docs/lifecycle.md, "The record") both keep it.
+    locks = plan.by_type("aws:s3/bucketObjectLockConfiguration:BucketObjectLockConfiguration")
+    assert len(locks) == 2
+    retention = {"mode": "COMPLIANCE", "days": 730}
+    assert all(lock.inputs["rule"]["defaultRetention"] == retention for lock in locks)
 
 
 def test_every_alert_alarms_the_encrypted_security_topic_from_a_planned_log_group(

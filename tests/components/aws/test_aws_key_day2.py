@@ -50,6 +50,9 @@ IN_PLACE = {
     "aws:cloudwatch/logGroup:LogGroup": {"kmsKeyId"},
     "aws:ec2/launchTemplate:LaunchTemplate": {"blockDeviceMappings"},
     "aws:iam/rolePolicy:RolePolicy": {"policy"},
+    # The lifecycle record's writer policy for approvers names the bucket's key (an IAM policy's document
+    # is updated in place: a new default version, IAM API CreatePolicyVersion).
+    "aws:iam/policy:Policy": {"policy"},
     "aws:kms/grant:Grant": {"keyId"},
 }
 

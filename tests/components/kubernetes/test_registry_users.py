@@ -182,12 +182,12 @@ def test_only_the_rollout_user_and_the_approvers_are_promotion_identities() -> N
     guard.py): never training's or a team's user, whose EDIT on a model MLflow lets move any alias
     (control review S1; issue 40 "Promotion as a change")."""
     config = _with_approvers("aws-enterprise-prod", ["ana", "omar"])
-    assert promoters(config) == ("ana", ROLLOUT_USER, "omar")
+    assert promoters(config) == ("ana", MONITOR_USER, ROLLOUT_USER, "omar")  # its drift monitor rolls back
     objects = registry_objects(_spec(promoters=promoters(config)))
     [deployment] = [o for o in objects.after if o["kind"] == "Deployment"]
     [server] = deployment["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e["value"] for e in server["env"]}
-    assert guard_promoters(env) == ("admin", "ana", ROLLOUT_USER, "omar")
+    assert guard_promoters(env) == ("admin", "ana", MONITOR_USER, ROLLOUT_USER, "omar")
     # Without basic-auth nothing authenticates anyone: no promoters, and a spec refuses them.
     raw = template("aws-smb-dev")
     raw[PLATFORM_KEY].setdefault("workloads", {})["registry"] = {"auth": False}

@@ -37,9 +37,17 @@ START_TIMEOUT_S = 60
 ADMIN_PASSWORD = "admin-password-for-tests"
 # The image's /app: launch.py, guard.py (the authorization function) and sitecustomize.py.
 SERVER_DIR = Path(__file__).resolve().parents[3] / "workloads" / "registry" / "server"
-# The promotion identities of the shared basic-auth server: a rollout's user (test_users_bootstrap.py) and
-# the stack's rollout user and approver (test_promotion_guard.py).
-PROMOTERS = ("rollout-b", "ml-inference-rollout", "approver-ana")
+# The promotion identities of the shared basic-auth server: a rollout's user (test_users_bootstrap.py), the
+# stack's rollout user, drift monitor and approver (test_promotion_guard.py), and the approvers of
+# test_lifecycle.py's governed stack.
+PROMOTERS = (
+    "rollout-b",
+    "ml-inference-rollout",
+    "ml-inference-drift-monitor",
+    "approver-ana",
+    "alice",
+    "carol",
+)
 
 
 def _serve(root: Path, extra_args: list[str], extra_env: dict[str, str]) -> Iterator[str]:

@@ -24,7 +24,7 @@ import pytest
 from typer.testing import CliRunner
 
 from components.config import PLATFORM_KEY, PlatformConfig, parse_stack_config
-from components.kubernetes.workloads import ROLLOUT_USER, promoters, registry_users
+from components.kubernetes.workloads import MONITOR_USER, ROLLOUT_USER, promoters, registry_users
 from mlplatform.cli import app
 from tests.stack_variants import with_teams
 from workloads.registry.client import RegistryClient, RegistryError
@@ -82,7 +82,8 @@ def registry(auth_registry_uri: str) -> tuple[str, AuthApi, str]:
 
 
 def test_the_promotion_identities_are_the_rollout_user_and_the_approvers_never_a_caller() -> None:
-    assert promoters(CONFIG) == (APPROVER, ROLLOUT_USER)
+    # The enterprise template runs a drift monitor, which rolls back: a promotion identity too.
+    assert promoters(CONFIG) == (APPROVER, MONITOR_USER, ROLLOUT_USER)
     assert set(promoters(CONFIG)) <= set(PROMOTERS)  # what the server runs with
     assert not {"ml-training", "ml-inference", "team-nlp", "team-vision"} & set(promoters(CONFIG))
 
@@ -97,8 +98,9 @@ def test_training_cannot_move_champion_and_the_refusal_names_the_user_and_who_ma
     assert refused.value.status == 403
     assert str(refused.value) == (
         f"registry {uri}: user ml-training may not move alias {alias!r} of registered model {MODEL!r}:"
-        f" only the promotion identities move champion and previous-champion (admin, {APPROVER},"
-        f" {ROLLOUT_USER}, rollout-b; the stack's rollout user and workloads.registry.approvers); ask for a"
+        " only the promotion identities move champion and previous-champion"
+        f" ({', '.join(sorted({'admin', *PROMOTERS}))};"
+        " the stack's rollout user and workloads.registry.approvers); ask for a"
         " promotion with mlplatform models request-promotion (docs/lifecycle.md) (HTTP 403 on POST"
         " registered-models/alias)"
     )
