@@ -65,15 +65,17 @@ demo: setup-policy
 		echo; $(BIN)/mlplatform plan $$stack --json $(OUT)/$$stack.json --manifests $(OUT)/manifests/$$stack || exit $$?; \
 	done; exit $$status
 
-# The suite in two processes (pytest-xdist; each module stays on one, with its servers), then
-# test-infra; the time of each is the last line printed.
+# Static analysis (make lint), the suite in two processes (pytest-xdist; each module stays on one, with its
+# servers), then test-infra; the time of each is the last line printed. What CI runs (.ci/run).
 PYTEST_WORKERS ?= 2
 test: setup
-	@start=$$(date +%s); $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder; status=$$?; \
+	@linted=$$(date +%s); $(MAKE) --no-print-directory lint || { echo "make test: lint failed"; exit 1; }; \
+	start=$$(date +%s); lint_time=$$(printf '%dm%02ds' $$(((start - linted) / 60)) $$(((start - linted) % 60))); \
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder; status=$$?; \
 	tests=$$(date +%s); pytest_time=$$(printf '%dm%02ds' $$(((tests - start) / 60)) $$(((tests - start) % 60))); \
-	if [ $$status -ne 0 ]; then echo "make test: pytest $$pytest_time, failed (test-infra not run)"; exit $$status; fi; \
+	if [ $$status -ne 0 ]; then echo "make test: lint $$lint_time, pytest $$pytest_time, failed (test-infra not run)"; exit $$status; fi; \
 	$(MAKE) --no-print-directory test-infra; status=$$?; end=$$(date +%s); \
-	printf 'make test: pytest %s, test-infra %dm%02ds%s\n' $$pytest_time $$(((end - tests) / 60)) \
+	printf 'make test: lint %s, pytest %s, test-infra %dm%02ds%s\n' $$lint_time $$pytest_time $$(((end - tests) / 60)) \
 		$$(((end - tests) % 60)) "$$([ $$status -eq 0 ] || echo ', failed')"; \
 	exit $$status
 
