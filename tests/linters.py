@@ -1,8 +1,10 @@
-"""The third-party checkers the tests use as judges: checkov (Kubernetes security checks, in its own
-venv that `make setup` builds) and hadolint (Dockerfiles, from the dev extra)."""
+"""The third-party checkers the tests use as judges: kubernetes-validate (the API's OpenAPI schemas,
+strict), checkov (Kubernetes security checks, in its own venv that `make setup` builds) and hadolint
+(Dockerfiles, from the dev extra)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -11,6 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
+import kubernetes_validate.utils
 import pytest
 import yaml
 
@@ -25,6 +29,19 @@ needs_checkov = pytest.mark.skipif(
 needs_hadolint = pytest.mark.skipif(
     HADOLINT is None, reason="hadolint is not installed (the dev extra has it)"
 )
+
+
+# kubernetes-validate 1.x (utils.validate) opens and parses the version's 1.4 MB ``_definitions.json``
+# and the kind's schema on every call, 11 ms an object: the suite validates thousands. Its reader is
+# wrapped once per process with a cache (the parsed schemas are only read: jsonschema does not change
+# them), so each file is parsed once; validation itself is the library's, unchanged.
+kubernetes_validate.utils.schema_contents = functools.cache(kubernetes_validate.utils.schema_contents)
+
+
+def validate_strictly(obj: dict[str, Any], version: str) -> None:
+    """kubernetes-validate's strict validation of ``obj`` for Kubernetes ``version`` (no unknown field);
+    raises its ValidationError or SchemaNotFoundError."""
+    kubernetes_validate.validate(obj, version, strict=True)
 
 
 def write_objects(objects: Iterable[dict[str, Any]], directory: Path, prefix: str = "") -> None:

@@ -17,7 +17,7 @@ from components.handle import WORKLOAD_IDENTITIES
 from components.kubernetes.charts import CHART_EXCEPTION, RELEASE_NAME
 from mlplatform.plan import Plan, all_stack_targets
 from mlplatform.report import kubernetes_objects, write_manifests
-from tests.linters import checkov_kubernetes, needs_checkov, unexplained_skips
+from tests.linters import checkov_kubernetes, needs_checkov, unexplained_skips, validate_strictly
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +58,7 @@ def test_objects_pass_strict_schema_validation(stack: str, planned: Callable[[st
             jsonschema.Draft7Validator(custom).validate(obj)
             continue
         try:
-            kubernetes_validate.validate(obj, _k8s_version(plan), strict=True)
+            validate_strictly(obj, _k8s_version(plan))
         except kubernetes_validate.SchemaNotFoundError:
             without_schema.append(f"{obj['apiVersion']} {obj['kind']} {obj['metadata']['name']}")
     assert without_schema == []

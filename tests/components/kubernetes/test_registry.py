@@ -20,7 +20,6 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-import kubernetes_validate
 import pytest
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
@@ -43,6 +42,7 @@ from judges.reachability import judge_reachability
 from mlplatform.judging import cluster_network
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
+from tests.linters import validate_strictly
 from tests.stack_variants import template
 from workloads.registry.server.launch import ADMIN_FILES
 
@@ -92,7 +92,7 @@ def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_objects_validate_and_pods_are_restricted(backend: dict[str, Any]) -> None:
     objects = _all(_spec(**backend))
     for obj in objects:
-        kubernetes_validate.validate(obj, "1.33", strict=True)
+        validate_strictly(obj, "1.33")
     namespaces = [
         o
         for ns in ("ml-registry", "ml-training", "ml-inference")

@@ -7,11 +7,16 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
 
 from components.handle import Fabric, PoolHandle, PoolKind, Taint
-from tests.linters import checkov_kubernetes, needs_checkov, unexplained_skips, write_objects
+from tests.linters import (
+    checkov_kubernetes,
+    needs_checkov,
+    unexplained_skips,
+    validate_strictly,
+    write_objects,
+)
 from workloads.inference.config import ServeConfig
 from workloads.inference.k8s import InferenceServiceSpec, RolloutJob, inference_objects
 
@@ -66,7 +71,7 @@ def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
 def test_every_object_is_valid_for_kubernetes_1_31(spec: InferenceServiceSpec) -> None:
     for obj in inference_objects(spec):
-        kubernetes_validate.validate(obj, "1.31", strict=True)
+        validate_strictly(obj, "1.31")
         assert obj["metadata"]["namespace"] == "ml-inference"
         assert obj["metadata"]["labels"]["environment"] == "dev"
 

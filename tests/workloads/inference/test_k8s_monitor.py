@@ -11,7 +11,6 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import certifi
-import kubernetes_validate
 import pytest
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
@@ -20,6 +19,7 @@ from judges.kube import labels_match
 from judges.pod_security import judge_pod_security
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
+from tests.linters import validate_strictly
 from tests.stack_variants import template
 from tests.workloads.inference.test_k8s import FOLLOWING, by_kind, make_spec
 from workloads.delivery.monitor import from_env
@@ -61,7 +61,7 @@ def test_one_window_per_run_never_two_at_once_and_no_burst_of_stale_runs() -> No
     ``startingDeadlineSeconds``: a run missed by more is skipped, and without it a controller that missed
     more than 100 schedules never starts the CronJob again (CronJob limitations)."""
     cron = _cron()
-    kubernetes_validate.validate(cron, "1.31", strict=True)
+    validate_strictly(cron, "1.31")
     spec = cron["spec"]
     assert spec["schedule"] == "*/10 * * * *"
     assert spec["concurrencyPolicy"] == "Forbid" and "suspend" not in spec

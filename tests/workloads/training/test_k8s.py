@@ -8,11 +8,16 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
 
 from components.handle import Fabric, PoolHandle, PoolKind, Taint
-from tests.linters import checkov_kubernetes, needs_checkov, unexplained_skips, write_objects
+from tests.linters import (
+    checkov_kubernetes,
+    needs_checkov,
+    unexplained_skips,
+    validate_strictly,
+    write_objects,
+)
 from workloads.training.config import ConfigError
 from workloads.training.k8s import RENDEZVOUS_PORT, TrainingJobSpec, training_job_objects
 from workloads.training.sizing import aks_reserved, eks_reserved, pod_size
@@ -73,7 +78,7 @@ def trainer(job: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("pool", sorted(POOLS))
 def test_objects_validate_strictly_against_kubernetes_1_31(pool: str) -> None:
     for obj in training_job_objects(make_spec(pool)):
-        kubernetes_validate.validate(obj, "1.31", strict=True)
+        validate_strictly(obj, "1.31")
 
 
 def test_indexed_job_named_by_run_and_not_awaited_by_pulumi() -> None:
