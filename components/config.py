@@ -679,6 +679,24 @@ class EntraGroup(_Model):
     name: str = Field(min_length=1, max_length=63)
 
 
+class RdsLog(StrEnum):
+    """The logs the registry's RDS for PostgreSQL exports to CloudWatch Logs (RDS user guide, "Publishing
+    PostgreSQL logs to Amazon CloudWatch Logs": ``postgresql`` and ``upgrade``)."""
+
+    POSTGRESQL = "postgresql"
+    UPGRADE = "upgrade"
+
+
+class AdoptedDatabaseConfig(_Model):
+    """An RDS instance the stack made with an autonamed identifier (``<stack>-aws-registry-db-`` and 7
+    characters), before it made the instance's log groups: the stack keeps the identifier, imports the
+    groups RDS has made (each appears once RDS publishes to it: list them with ``aws logs
+    describe-log-groups --log-group-name-prefix /aws/rds/instance/<identifier>/``) and creates the others."""
+
+    identifier: RdsIdentifier
+    import_log_groups: tuple[RdsLog, ...] = tuple(RdsLog)
+
+
 class RegistryWorkloadConfig(_Model):
     """The model registry (MLflow tracking server + model registry, components/kubernetes/registry.py)."""
 
@@ -715,12 +733,9 @@ class RegistryWorkloadConfig(_Model):
     # workload identity: this group's members are a second administrator, the humans' break-glass login
     # (a failed migration, a restore check, a read-only grant; docs/registry.md).
     database_admins: EntraGroup | None = None
-    # AWS: the identifier of a registry database made before the stack named it (autonamed
-    # ``<stack>-registry-db-<7 characters>``; docs/operations.md, "Adopt the RDS log groups"). The stack
-    # keeps that identifier, and its first `pulumi up` imports the two log groups RDS made for it, then
-    # encrypts them and bounds their retention. Unset: the database is ``<stack>-registry`` and the stack
-    # makes its log groups before it.
-    adopt_database: RdsIdentifier | None = None
+    # AWS: a registry database made before the stack named it (docs/operations.md, "Adopt the RDS log
+    # groups"). Unset: the database is ``<stack>-aws-registry`` and the stack makes its log groups first.
+    adopt_database: AdoptedDatabaseConfig | None = None
 
 
 class FabricTestConfig(_Model):

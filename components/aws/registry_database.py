@@ -41,6 +41,7 @@ from pulumi_aws import cloudwatch, ec2, rds, vpc
 
 from components.aws.network import LOG_RETENTION_DAYS
 from components.aws.storage import REGISTRY_PREFIX
+from components.config import RdsLog
 from components.handle import PUBLIC_NETWORK, Peer, RecordStore, RegistryBackend, RegistryDatabase
 
 PORT = 5432
@@ -62,9 +63,6 @@ PGAUDIT_LOG = "ddl,role,write"
 # the pgAudit extension"); pg_stat_statements stays in the list, where RDS preloads it by default.
 PRELOAD = "pg_stat_statements,pgaudit"
 MAX_ALLOCATED_GIB = 200
-# The logs the instance exports to CloudWatch Logs (PostgreSQL: "postgresql" and "upgrade"; RDS user
-# guide, "Publishing PostgreSQL logs to Amazon CloudWatch Logs").
-LOG_EXPORTS = ("postgresql", "upgrade")
 
 
 def log_group_name(identifier: str, log: str) -> str:
@@ -88,9 +86,9 @@ class RegistryDatabaseArgs:
     tags: Mapping[str, str]
     # An audited stack (components.config audit.enabled): statements are audited by pgAudit.
     audited: bool = False
-    # A database made before its log groups (config ``workloads.registry.adoptDatabase``): RDS made them,
-    # so the stack imports them instead of creating them.
-    adopt: bool = False
+    # Of a database made before its log groups (config ``workloads.registry.adoptDatabase``), the logs
+    # whose groups RDS made: the stack imports those instead of creating them.
+    imported_logs: frozenset[RdsLog] = frozenset()
 
 
 def parameters(audited: bool) -> list[rds.ParameterGroupParameterArgs]:
@@ -148,7 +146,7 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        log_groups = [self._log_group(name, log, args) for log in LOG_EXPORTS]
+        log_groups = [self._log_group(name, log, args) for log in RdsLog]
         prod = args.environment == "prod"
         suffix = pulumi_random.RandomId(f"{name}-final", byte_length=4, opts=child) if args.protect else None
         instance = rds.Instance(
@@ -182,7 +180,7 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
             final_snapshot_identifier=(
                 pulumi.Output.concat(f"{name}-final-", suffix.hex) if suffix is not None else None
             ),
-            enabled_cloudwatch_logs_exports=list(LOG_EXPORTS),
+            enabled_cloudwatch_logs_exports=[log.value for log in RdsLog],
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect, depends_on=log_groups),
         )
@@ -198,7 +196,7 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
         )
         self.register_outputs({"address": instance.address, "secretArn": secret_arn})
 
-    def _log_group(self, name: str, log: str, args: RegistryDatabaseArgs) -> cloudwatch.LogGroup:
+    def _log_group(self, name: str, log: RdsLog, args: RegistryDatabaseArgs) -> cloudwatch.LogGroup:
         """One exported log's group, under the logs key and the stack's retention; protected and kept on
         destroy where the database is (the EKS control-plane group's rule, cluster.py)."""
         group = log_group_name(args.identifier, log)
@@ -213,7 +211,7 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
                 protect=args.protect,
                 retain_on_delete=args.protect,
                 # A log group's import id is its name (pulumi-aws cloudwatch.LogGroup, "Import").
-                import_=group if args.adopt else None,
+                import_=group if log in args.imported_logs else None,
             ),
         )
 

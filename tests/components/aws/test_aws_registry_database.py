@@ -143,24 +143,35 @@ def test_the_stack_makes_the_databases_log_groups_before_it(cloud_plan: Callable
         assert group.urn in db.dependencies and group.protect and group.import_id is None
 
 
-def test_a_database_made_before_adopts_the_groups_rds_made(tmp_path: Path) -> None:
+def test_a_database_made_before_adopts_the_groups_rds_made(
+    tmp_path: Path, cloud_plan: Callable[[str], Plan]
+) -> None:
     """docs/operations.md, "Adopt the RDS log groups": a stack whose instance was autonamed names it in
     ``workloads.registry.adoptDatabase``; the identifier stays (no rename, no replacement), and the first
-    `pulumi up` imports the two groups RDS made (the import option, id = the group's name: pulumi-aws
-    cloudwatch.LogGroup "Import") with the key and retention the engine then applies."""
+    `pulumi up` imports the groups RDS made (the import option, id = the group's name: pulumi-aws
+    cloudwatch.LogGroup "Import") with the key and retention the engine then applies, and creates the
+    others."""
     adopted = "aws-enterprise-prod-aws-registry-db-1a2b3c4"
     config = cloud_only(template("aws-enterprise-prod"))
+    # RDS makes a group when it first publishes to it: this instance has had no upgrade log yet.
     config[PLATFORM_KEY]["workloads"]["registry"] = {
         **config[PLATFORM_KEY]["workloads"].get("registry", {}),
-        "adoptDatabase": adopted,
+        "adoptDatabase": {"identifier": adopted, "importLogGroups": ["postgresql"]},
     }
     plan = plan_config(config, tmp_path, "aws-enterprise-prod")
     db = one(plan, RDS, "-registry-db")
-    assert db.inputs["identifier"] == adopted
+    # Nothing else of the instance moves: the update after the import is the two groups' key and
+    # retention alone.
+    new = one(cloud_plan("aws-enterprise-prod"), RDS, "-registry-db")
+    assert db.inputs == {**new.inputs, "identifier": adopted}
     groups = _rds_log_groups(plan)
-    assert set(groups) == {f"/aws/rds/instance/{adopted}/{log}" for log in ("postgresql", "upgrade")}
-    for name, group in groups.items():
-        assert group.import_id == name and group.inputs["retentionInDays"] == 365
+    prefix = f"/aws/rds/instance/{adopted}"
+    assert {name: g.import_id for name, g in groups.items()} == {
+        f"{prefix}/postgresql": f"{prefix}/postgresql",
+        f"{prefix}/upgrade": None,
+    }
+    for group in groups.values():
+        assert group.inputs["retentionInDays"] == 365
         assert "kmsKeyId" in group.inputs and group.urn in db.dependencies
     # The plan's JSON carries the option (``importId``), as the pack and the judges read it.
     assert _rds_log_groups(Plan.from_dict(plan.to_dict())) == groups
@@ -169,14 +180,15 @@ def test_a_database_made_before_adopts_the_groups_rds_made(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("stack", "value", "expected"),
     [
-        ("aws-enterprise-prod", "Registry_DB", "must be 1 to 63 lowercase letters"),
-        ("aws-enterprise-prod", "registry--db", "must be 1 to 63 lowercase letters"),
-        ("aws-smb-prod", "registry-db-1a2b3c4", "only enterprise AWS stacks have: remove the key"),
-        ("azure-enterprise-prod", "registry-db-1a2b3c4", "only enterprise AWS stacks have: remove the key"),
+        ("aws-enterprise-prod", {"identifier": "Registry_DB"}, "must be 1 to 63 lowercase letters"),
+        ("aws-enterprise-prod", {"identifier": "registry--db"}, "must be 1 to 63 lowercase letters"),
+        ("aws-enterprise-prod", {"identifier": "db", "importLogGroups": ["error"]}, "importLogGroups"),
+        ("aws-smb-prod", {"identifier": "db"}, "only enterprise AWS stacks have: remove the key"),
+        ("azure-enterprise-prod", {"identifier": "db"}, "only enterprise AWS stacks have: remove the key"),
     ],
 )
 def test_adopt_database_refuses_what_rds_or_the_stack_cannot_use(
-    stack: str, value: str, expected: str
+    stack: str, value: dict[str, Any], expected: str
 ) -> None:
     """RDS API reference, CreateDBInstance ``DBInstanceIdentifier``: letters, digits and single hyphens,
     a letter first; and only an enterprise AWS stack has an RDS instance to adopt."""
