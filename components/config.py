@@ -690,8 +690,9 @@ class RdsLog(StrEnum):
 class AdoptedDatabaseConfig(_Model):
     """An RDS instance the stack made with an autonamed identifier (``<stack>-aws-registry-db-`` and 7
     characters), before it made the instance's log groups: the stack keeps the identifier, imports the
-    groups RDS has made (each appears once RDS publishes to it: list them with ``aws logs
-    describe-log-groups --log-group-name-prefix /aws/rds/instance/<identifier>/``) and creates the others."""
+    groups that exist (``aws logs describe-log-groups --log-group-name-prefix
+    /aws/rds/instance/<identifier>/`` lists them; a log RDS has not published yet may have none) and
+    creates the others."""
 
     identifier: RdsIdentifier
     import_log_groups: tuple[RdsLog, ...] = tuple(RdsLog)

@@ -153,7 +153,7 @@ def test_a_database_made_before_adopts_the_groups_rds_made(
     others."""
     adopted = "aws-enterprise-prod-aws-registry-db-1a2b3c4"
     config = cloud_only(template("aws-enterprise-prod"))
-    # RDS makes a group when it first publishes to it: this instance has had no upgrade log yet.
+    # An instance whose groups RDS made for one log only (the upgrade group listed as absent).
     config[PLATFORM_KEY]["workloads"]["registry"] = {
         **config[PLATFORM_KEY]["workloads"].get("registry", {}),
         "adoptDatabase": {"identifier": adopted, "importLogGroups": ["postgresql"]},
