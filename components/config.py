@@ -179,6 +179,12 @@ ImageRef = Annotated[
         "an image by digest: a lowercase repository, then @sha256: and 64 lowercase hex digits (no tag)",
     ),
 ]
+# RDS API reference, CreateDBInstance ``DBInstanceIdentifier``: 1 to 63 letters, digits or hyphens, a
+# letter first, no hyphen last and no two in a row (RDS stores it in lowercase).
+RDS_IDENTIFIER_RULE = (
+    "1 to 63 lowercase letters, digits and '-', starting with a letter, without '--' or a final '-'"
+)
+RdsIdentifier = Annotated[str, _matching(r"^[a-z](-?[a-z0-9])*$", RDS_IDENTIFIER_RULE), Field(max_length=63)]
 # The templates' placeholder: a well-formed digest no registry holds.
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 
@@ -673,6 +679,25 @@ class EntraGroup(_Model):
     name: str = Field(min_length=1, max_length=63)
 
 
+class RdsLog(StrEnum):
+    """The logs the registry's RDS for PostgreSQL exports to CloudWatch Logs (RDS user guide, "Publishing
+    PostgreSQL logs to Amazon CloudWatch Logs": ``postgresql`` and ``upgrade``)."""
+
+    POSTGRESQL = "postgresql"
+    UPGRADE = "upgrade"
+
+
+class AdoptedDatabaseConfig(_Model):
+    """An RDS instance the stack made with an autonamed identifier (``<stack>-aws-registry-db-`` and 7
+    characters), before it made the instance's log groups: the stack keeps the identifier, imports the
+    groups that exist (``aws logs describe-log-groups --log-group-name-prefix
+    /aws/rds/instance/<identifier>/`` lists them; a log RDS has not published yet may have none) and
+    creates the others."""
+
+    identifier: RdsIdentifier
+    import_log_groups: tuple[RdsLog, ...] = tuple(RdsLog)
+
+
 class RegistryWorkloadConfig(_Model):
     """The model registry (MLflow tracking server + model registry, components/kubernetes/registry.py)."""
 
@@ -709,6 +734,9 @@ class RegistryWorkloadConfig(_Model):
     # workload identity: this group's members are a second administrator, the humans' break-glass login
     # (a failed migration, a restore check, a read-only grant; docs/registry.md).
     database_admins: EntraGroup | None = None
+    # AWS: a registry database made before the stack named it (docs/operations.md, "Adopt the RDS log
+    # groups"). Unset: the database is ``<stack>-aws-registry`` and the stack makes its log groups first.
+    adopt_database: AdoptedDatabaseConfig | None = None
 
 
 class FabricTestConfig(_Model):
@@ -1478,6 +1506,18 @@ def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         return
     if config.tier is Tier.ENTERPRISE and not registry.auth:
         yield f"{key}.auth", "an enterprise registry authenticates every caller: remove the key or set true"
+    rds = config.cloud is Cloud.AWS and managed_registry_database(config.tier, config.cloud)
+    if registry.adopt_database is not None and not rds:
+        yield (
+            f"{key}.adoptDatabase",
+            "adopts the registry's RDS instance, which only enterprise AWS stacks have: remove the key",
+        )
+    if rds and registry.adopt_database is None and "--" in config.stack_name:
+        yield (
+            f"{key}.enabled",
+            f"the registry's RDS instance is named {config.stack_name}-{config.cloud}-registry, and RDS "
+            "refuses '--' in an identifier: rename the stack",
+        )
     if registry.database_admins is not None and not (
         config.cloud is Cloud.AZURE and managed_registry_database(config.tier, config.cloud)
     ):

@@ -34,6 +34,8 @@ class PlannedResource:
     protect: bool = False
     # Input paths the engine keeps from state instead of the program's value (the ignoreChanges option).
     ignore_changes: tuple[str, ...] = ()
+    # The cloud id the engine adopts instead of creating the resource (the import option), if any.
+    import_id: str | None = None
 
 
 def stable_order(resources: list[PlannedResource]) -> list[PlannedResource]:
@@ -94,6 +96,7 @@ class Plan:
                     },
                     "protect": r.protect,
                     "ignoreChanges": list(r.ignore_changes),
+                    **({"importId": r.import_id} if r.import_id is not None else {}),
                 }
                 for r in stable_order(self.resources)
             ],
@@ -120,6 +123,7 @@ class Plan:
                     property_dependencies=dict(r.get("propertyDependencies") or {}),
                     protect=bool(r.get("protect", False)),
                     ignore_changes=tuple(r.get("ignoreChanges") or ()),
+                    import_id=r.get("importId"),
                 )
                 for r in document["resources"]
             ],

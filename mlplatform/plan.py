@@ -186,6 +186,7 @@ class _CaptureMonitor(MockMonitor):
                 property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
                 protect=bool(request.protect),
                 ignore_changes=tuple(request.ignoreChanges),
+                import_id=request.importId or None,
             )
         )
         return response

@@ -362,17 +362,21 @@ class AwsPlatform(pulumi.ComponentResource):
         config = self._config
         if not self._manages_registry_database():
             return None
+        name, adopted = f"{self._name}-registry", config.workloads.registry.adopt_database
         return RegistryDatabaseInstance(
-            f"{self._name}-registry",
+            name,
             RegistryDatabaseArgs(
                 environment=config.environment,
                 vpc_id=self.network.vpc_id,
                 subnet_ids=self.network.private_subnet_ids,
                 cluster_security_group_id=self.cluster.security_group_id,
                 key_arn=self.keys[KeyDomain.REGISTRY_DATABASE].arn,
+                identifier=adopted.identifier if adopted is not None else name,
+                log_key_arn=self.keys[KeyDomain.LOGS].arn,
                 protect=config.is_protected,
                 tags=tags,
                 audited=config.audited,
+                imported_logs=frozenset(adopted.import_log_groups if adopted is not None else ()),
             ),
             self._child,
         )

@@ -19,7 +19,15 @@ Every field below follows the pulumi-aws 7.51 ``rds.Instance`` docstrings:
   replication is created: me-central-1 is the only UAE region, REFERENCE.md), ``backup_retention_period``
   7 days (14 in prod), tags copied to snapshots;
 - prod: ``deletion_protection``, Multi-AZ, and a final snapshot on delete (``skip_final_snapshot=False``
-  with ``final_snapshot_identifier``); elsewhere a destroy leaves no snapshot behind.
+  with ``final_snapshot_identifier``); elsewhere a destroy leaves no snapshot behind;
+- its exported logs in log groups the stack makes first: RDS writes them to
+  ``/aws/rds/instance/<identifier>/<log>`` and creates a missing group itself (RDS user guide, "Publishing
+  database logs to Amazon CloudWatch Logs"), with no key and no expiry, outside the stack and past a
+  destroy (review aws.md N4). The instance is named (``identifier``) so that the groups' names are known
+  before it exists, and waits for them. A database made before that (an autonamed identifier) is adopted
+  (``RegistryDatabaseArgs.adopt``): the stack keeps its identifier and imports the groups RDS made (Pulumi
+  ``import`` resource option; the engine then updates them to the program's key and retention, Pulumi
+  docs, concepts/options/import, since pulumi/pulumi#19339).
 """
 
 from __future__ import annotations
@@ -29,9 +37,11 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_random
-from pulumi_aws import ec2, rds, vpc
+from pulumi_aws import cloudwatch, ec2, rds, vpc
 
+from components.aws.network import LOG_RETENTION_DAYS
 from components.aws.storage import REGISTRY_PREFIX
+from components.config import RdsLog
 from components.handle import PUBLIC_NETWORK, Peer, RecordStore, RegistryBackend, RegistryDatabase
 
 PORT = 5432
@@ -55,6 +65,12 @@ PRELOAD = "pg_stat_statements,pgaudit"
 MAX_ALLOCATED_GIB = 200
 
 
+def log_group_name(identifier: str, log: str) -> str:
+    """The group RDS writes an exported log to (RDS user guide, "Publishing database logs to Amazon
+    CloudWatch Logs": ``/aws/rds/instance/<instance identifier>/<log type>``)."""
+    return f"/aws/rds/instance/{identifier}/{log}"
+
+
 @dataclass(frozen=True)
 class RegistryDatabaseArgs:
     environment: str
@@ -63,10 +79,16 @@ class RegistryDatabaseArgs:
     # The cluster security group: the one source PostgreSQL is open to.
     cluster_security_group_id: pulumi.Input[str]
     key_arn: pulumi.Input[str]
+    # The instance's name, and the key of its exported logs' groups (the stack's logs key).
+    identifier: str
+    log_key_arn: pulumi.Input[str]
     protect: bool
     tags: Mapping[str, str]
     # An audited stack (components.config audit.enabled): statements are audited by pgAudit.
     audited: bool = False
+    # Of a database made before its log groups (config ``workloads.registry.adoptDatabase``), the logs
+    # whose groups RDS made: the stack imports those instead of creating them.
+    imported_logs: frozenset[RdsLog] = frozenset()
 
 
 def parameters(audited: bool) -> list[rds.ParameterGroupParameterArgs]:
@@ -124,10 +146,12 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
+        log_groups = [self._log_group(name, log, args) for log in RdsLog]
         prod = args.environment == "prod"
         suffix = pulumi_random.RandomId(f"{name}-final", byte_length=4, opts=child) if args.protect else None
         instance = rds.Instance(
             f"{name}-db",
+            identifier=args.identifier,
             engine="postgres",
             engine_version=ENGINE_VERSION,
             auto_minor_version_upgrade=True,
@@ -156,9 +180,9 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
             final_snapshot_identifier=(
                 pulumi.Output.concat(f"{name}-final-", suffix.hex) if suffix is not None else None
             ),
-            enabled_cloudwatch_logs_exports=["postgresql", "upgrade"],
+            enabled_cloudwatch_logs_exports=[log.value for log in RdsLog],
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, depends_on=log_groups),
         )
         secret_arn = instance.master_user_secrets.apply(lambda secrets: secrets[0].secret_arn)
         self.security_group_id: pulumi.Output[str] = group.id
@@ -171,6 +195,25 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
             password_secret_arn=secret_arn,
         )
         self.register_outputs({"address": instance.address, "secretArn": secret_arn})
+
+    def _log_group(self, name: str, log: RdsLog, args: RegistryDatabaseArgs) -> cloudwatch.LogGroup:
+        """One exported log's group, under the logs key and the stack's retention; protected and kept on
+        destroy where the database is (the EKS control-plane group's rule, cluster.py)."""
+        group = log_group_name(args.identifier, log)
+        return cloudwatch.LogGroup(
+            f"{name}-{log}-logs",
+            name=group,
+            kms_key_id=args.log_key_arn,
+            retention_in_days=LOG_RETENTION_DAYS,
+            tags=dict(args.tags),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                protect=args.protect,
+                retain_on_delete=args.protect,
+                # A log group's import id is its name (pulumi-aws cloudwatch.LogGroup, "Import").
+                import_=group if log in args.imported_logs else None,
+            ),
+        )
 
 
 def registry_backend(

@@ -244,7 +244,17 @@ class SharedFileSystem(pulumi.ComponentResource):
 
     def _lustre(self) -> tuple[fsx.LustreFileSystem, SharedStorage]:
         """PERSISTENT_2 in the training pool's zone, linked both ways to the data bucket so datasets
-        appear as files and exported models land in S3 where inference reads them."""
+        appear as files and exported models land in S3 where inference reads them.
+
+        Its copy is that bucket, not FSx backups: FSx backs up only persistent file systems "that are not
+        linked to an Amazon S3 durable data repository" (FSx for Lustre user guide, "Working with
+        backups"; FSx API reference, CreateBackup: "Are not linked to a data repository"), and this one
+        is. The association exports every new, changed and deleted file of the whole file system, and
+        the bucket is versioned with noncurrent versions kept ``storage.noncurrentVersionDays`` (storage.py),
+        so a file overwritten or deleted on Lustre is still recoverable from S3 (review aws.md D2; the pack's
+        ``aws-prod-lustre-has-a-copy``). ``automatic_backup_retention_days`` is set to 0, the
+        backups-off value of its 0-90 range (FSx API reference, LustreFileSystemConfiguration), rather than
+        left to an API default the reference has given as 0 and as 30."""
         args = self._args
         # CreateFileSystem checks the group's rules at once and fails with InvalidNetworkSettings
         # ("security groups do not permit Lustre LNET network traffic on port 988") when they are not
@@ -269,6 +279,7 @@ class SharedFileSystem(pulumi.ComponentResource):
             storage_capacity=args.capacity_gib,
             per_unit_storage_throughput=LUSTRE_THROUGHPUT_PER_TIB,
             file_system_type_version=LUSTRE_VERSION,
+            automatic_backup_retention_days=0,
             kms_key_id=args.key_arn,
             subnet_ids=args.subnet_ids[args.zone],  # a single string in pulumi-aws v7: one subnet only.
             security_group_ids=[self.security_group.id],

@@ -140,7 +140,14 @@ class AksCluster(pulumi.ComponentResource):
             resource_name_=scope.config.stack_name,
             **self._cluster_properties(args, identity.id),
             **scope.placed,
-            # The autoscaler owns the node count after creation; Pulumi must not reset it on every up.
+            # agentPoolProfiles is creation-only: "The Azure API does not currently allow this property to
+            # be updated directly" (azure-native ManagedCluster docs), and AKS reports every pool in it, the
+            # AgentPool resources' too. Under `refresh: always` the state then lists them all while the
+            # program declares the System pool alone, so without this every `pulumi up` would update the
+            # cluster, PUT one pool and put every pool in Scaling (pulumi-azure-native #579, #4264; review
+            # azure.md U3). Ignored, the state's list (the live pools, after the refresh) is what an update
+            # sends, and the autoscaler's node counts with it. The System pool is changed as the docs say:
+            # in Azure, then refreshed (docs/operations.md, "Grow or shrink a node pool").
             # The KMS key version is moved by the operator's rotation runbook only (docs/operations.md,
             # "Rotate keys"): `az aks update` with the new version, then every Secret rewritten, as AKS
             # asks ("Remember to update all secrets after key rotation", use-kms-etcd-encryption, Rotate
@@ -149,7 +156,7 @@ class AksCluster(pulumi.ComponentResource):
             opts=scope.opts(
                 self,
                 depends_on=[ready],
-                ignore_changes=["agentPoolProfiles[0].count", "securityProfile.azureKeyVaultKms.keyId"],
+                ignore_changes=["agentPoolProfiles", "securityProfile.azureKeyVaultKms.keyId"],
             ),
         )
         self.workspace_id = self._diagnostics(name)

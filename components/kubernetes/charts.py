@@ -162,6 +162,9 @@ PINS: tuple[ChartPin, ...] = (
         " @ cluster-autoscaler-chart-9.59.0",
         kubernetes=("1.35",),
     ),
+    # No 1.36 row: no published chart ships appVersion 1.36.x yet (9.60.0 is only kubernetes/autoscaler
+    # PR #10169, closed unmerged; docs/operations.md, "Upgrade Kubernetes by one minor"), so config
+    # refuses cluster.kubernetesVersion 1.36 in one line.
     # Published as an OCI chart only (kubernetes-sigs/kueue charts/kueue/README.md at v0.19.2).
     ChartPin(
         "kueue",

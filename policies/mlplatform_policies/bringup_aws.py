@@ -41,6 +41,12 @@ EKS_ADDON = "aws:eks/addon:Addon"
 IAM_ROLE = "aws:iam/role:Role"
 ECR_REPOSITORY = "aws:ecr/repository:Repository"
 ECR_LIFECYCLE = "aws:ecr/lifecyclePolicy:LifecyclePolicy"
+DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+BUCKET_VERSIONING = (
+    "aws:s3/bucketVersioning:BucketVersioning",
+    "aws:s3/bucketVersioningV2:BucketVersioningV2",
+)
+RDS_INSTANCE = "aws:rds/instance:Instance"
 
 # The LNET port FSx checks at CreateFileSystem (FSx for Lustre user guide, "File system access control
 # with Amazon VPC"; aws/aws-parallelcluster #6181).
@@ -377,6 +383,77 @@ def _repository_expires_images(repository: Subject, graph: Graph) -> Iterator[st
     )
 
 
+# What a data repository association exports for the file system's contents to reach S3 and stay there
+# through every change (FSx for Lustre user guide, "Exporting changes to the data repository").
+_FULL_EXPORT = {"NEW", "CHANGED", "DELETED"}
+
+
+def _versioned(bucket_urns: set[str], graph: Graph) -> bool:
+    return any(
+        versioning.get("versioningConfiguration.status") == "Enabled"
+        and bucket_urns & {b.urn for b in graph.linked(versioning, "bucket", tokens.S3_BUCKETS, "bucket")}
+        for versioning in graph.of(*BUCKET_VERSIONING)
+    )
+
+
+def _lustre_durable(lustre: Subject, graph: Graph) -> Iterator[str]:
+    """A prod Lustre file system keeps a copy of its data: FSx automatic backups, which FSx takes only of
+    persistent file systems linked to no data repository; or, for a linked one, an association that exports
+    every change of the whole file system to a versioned bucket."""
+    if not _is_prod(lustre):
+        return
+    associations = [
+        a
+        for a in graph.of(DATA_REPOSITORY_ASSOCIATION)
+        if lustre.urn in {f.urn for f in graph.linked(a, "fileSystemId", (LUSTRE,))}
+    ]
+    retention = known(lustre.get("automaticBackupRetentionDays"), "automaticBackupRetentionDays")
+    backed_up = isinstance(retention, int | float) and retention > 0
+    if associations and backed_up:
+        yield (
+            f"automaticBackupRetentionDays {retention:g} on a file system linked to S3: FSx backs up only "
+            "file systems linked to no data repository; drop it, the export is the copy"
+        )
+    elif not associations and not backed_up:
+        yield (
+            "prod Lustre without automatic backups (automaticBackupRetentionDays unset or 0: the API's "
+            "default 0) and without an export to S3: set automaticBackupRetentionDays (1-90)"
+        )
+    elif associations and not any(
+        a.get("fileSystemPath") == "/"
+        and set(elements(a.props, "s3.autoExportPolicy.events")) >= _FULL_EXPORT
+        and _versioned({b.urn for b in graph.linked(a, "dataRepositoryPath", tokens.S3_BUCKETS)}, graph)
+        for a in associations
+    ):
+        yield (
+            "prod Lustre linked to S3 (so FSx takes no backups of it) with no association exporting NEW, "
+            "CHANGED and DELETED from / to a versioned bucket: changes made on it have no other copy"
+        )
+
+
+def _rds_log_groups(instance: Subject, graph: Graph) -> Iterator[str]:
+    """Each log an instance exports has its group in the program, made before the instance: RDS otherwise
+    creates ``/aws/rds/instance/<identifier>/<log>`` itself, with no key and no expiry."""
+    exports = elements(instance.props, "enabledCloudwatchLogsExports")
+    if not exports:
+        return
+    identifier = known(instance.get("identifier"), "identifier")
+    if not isinstance(identifier, str) or not identifier:
+        yield (
+            f"exports {', '.join(exports)} logs with no identifier: RDS names their groups after the "
+            "instance, so the program cannot make them first; set identifier and make the groups"
+        )
+        return
+    before = [graph.find(urn) for urn in instance.dependencies]
+    made = {g.get("name") for g in before if g is not None and g.type == LOG_GROUP}
+    for log in exports:
+        if f"/aws/rds/instance/{identifier}/{log}" not in made:
+            yield (
+                f"exports its {log} log with no LogGroup /aws/rds/instance/{identifier}/{log} it depends "
+                "on: RDS creates that group itself, unencrypted and never expiring"
+            )
+
+
 def _kube_proxy_matches_cluster(addon: Subject, graph: Graph) -> Iterator[str]:
     version = addon.get("addonVersion")
     if addon.get("addonName") != "kube-proxy" or not isinstance(version, str) or is_unknown(version):
@@ -477,6 +554,24 @@ POLICIES = [
         "storage otherwise grows with every push (ECR user guide, Automate the cleanup of images by using "
         "lifecycle policies; AWS review N5).",
         per_node((ECR_REPOSITORY,), _repository_expires_images),
+        severity=Severity.MEDIUM,
+    ),
+    stack_policy(
+        "aws-prod-lustre-has-a-copy",
+        "A prod FSx for Lustre file system has automatic backups (automaticBackupRetentionDays 1-90, "
+        "persistent deployment types; FSx API reference, LustreFileSystemConfiguration) or, linked to S3, "
+        "whose file systems FSx does not back up (FSx API reference, CreateBackup; FSx for Lustre user "
+        "guide, Working with backups), exports NEW, CHANGED and DELETED from / to a versioned bucket "
+        "(AWS review D2).",
+        per_node((LUSTRE,), _lustre_durable),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "aws-rds-log-groups-made-first",
+        "An RDS instance that exports logs depends on a LogGroup /aws/rds/instance/<identifier>/<log> per "
+        "log, which RDS otherwise creates with no KMS key and no retention (RDS user guide, Publishing "
+        "database logs to Amazon CloudWatch Logs; AWS review N4).",
+        per_node((RDS_INSTANCE,), _rds_log_groups),
         severity=Severity.MEDIUM,
     ),
     stack_policy(

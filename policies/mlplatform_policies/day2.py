@@ -26,13 +26,6 @@ from .factory import per_node, stack_policy
 from .subject import Graph, Subject
 from .values import at
 
-
-def _autoscaled_profiles(props: Mapping[str, Any]) -> Iterator[str]:
-    for index, profile in enumerate(props.get("agentPoolProfiles") or []):
-        if isinstance(profile, Mapping) and profile.get("enableAutoScaling") is True:
-            yield f"agentPoolProfiles[{index}].count"
-
-
 Paths = Callable[[Mapping[str, Any]], Iterator[str]]
 
 
@@ -76,8 +69,10 @@ MOVED: tuple[Moved, ...] = (
     ),
     Moved(
         "azure-native:containerservice:ManagedCluster",
-        _autoscaled_profiles,
-        "the cluster autoscaler sets each autoscaled profile's node count (AKS, cluster-autoscaler)",
+        _when(lambda p: bool(p.get("agentPoolProfiles")), "agentPoolProfiles"),
+        "AKS reports every pool of the cluster there (AgentPool resources' included, autoscaled counts "
+        "too) and takes no update of it through the cluster (azure-native ManagedCluster docs: create "
+        "only; pulumi-azure-native #579, #4264; review azure.md U3)",
     ),
     Moved(
         "azure-native:containerservice:ManagedCluster",

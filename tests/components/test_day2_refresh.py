@@ -13,6 +13,9 @@ What each cloud moves, and how (the refreshed values):
   increase is always double" and storage "can only be scaled up, not down" (concepts-storage): the size
   doubles, and sending the declared size back is a shrink the service refuses.
 - The cluster autoscaler sets AKS pool counts and EKS node-group desired sizes: up to the maximum.
+- AKS reports every pool of a cluster in its ``agentPoolProfiles``, those made as ``AgentPool`` resources
+  too (pulumi-azure-native #579: a refresh lists the pools the program declares elsewhere), while the
+  program declares the System pool alone (review azure.md U3).
 - Key Vault's rotation policy makes a new key version: the disk encryption set follows it
   (``rotationToLatestKeyVersionEnabled``); AKS KMS does not, until the rotation runbook
   (docs/operations.md) updates it and rewrites every Secret, as the AKS KMS page asks.
@@ -63,6 +66,14 @@ def _versioned(url: str) -> str:
     return re.sub(r"/[0-9a-fA-F]{32}$", f"/{NEW_VERSION}", url)
 
 
+def _all_pools(profiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What AKS reports: the System pool at the autoscaler's count, and the cluster's other pools."""
+    system = profiles[0]
+    scaled = {**system, "count": system["maxCount"]} if system.get("enableAutoScaling") else system
+    user = {**system, "name": "gpu", "mode": "User", "count": 2}
+    return [scaled, *profiles[1:], user]
+
+
 Grow = Callable[[Any, dict[str, Any]], Any]
 # type → (path, condition on the inputs, the value a refresh reads after the cloud moved it).
 MOVES: dict[str, list[tuple[str, Callable[[dict[str, Any]], bool], Grow]]] = {
@@ -73,11 +84,7 @@ MOVES: dict[str, list[tuple[str, Callable[[dict[str, Any]], bool], Grow]]] = {
         ("count", lambda i: i.get("enableAutoScaling") is True, lambda v, i: i["maxCount"])
     ],
     "azure-native:containerservice:ManagedCluster": [
-        (
-            "agentPoolProfiles[0].count",
-            lambda i: _get(i, "agentPoolProfiles[0].enableAutoScaling") is True,
-            lambda v, i: _get(i, "agentPoolProfiles[0].maxCount"),
-        )
+        ("agentPoolProfiles", lambda i: bool(i.get("agentPoolProfiles")), lambda v, i: _all_pools(v))
     ],
     "azure-native:compute:DiskEncryptionSet": [
         (
@@ -184,6 +191,25 @@ def test_the_update_sends_what_is_not_ignored(cloud_plan: Callable[[str], Plan])
     assert moved == ["storage.storageSizeGB"] and _get(state, "storage.storageSizeGB") == 64
     assert _update(planted, state) == ["storage.storageSizeGB"]
     assert _update(server, state) == []
+
+
+def test_the_clusters_inline_pools_are_what_aks_reports(cloud_plan: Callable[[str], Plan]) -> None:
+    """Review azure.md U3: after the refresh the cluster lists every pool, and a program that ignored only
+    the System pool's count would update the cluster on every `pulumi up`, PUT one pool and put all of
+    them in Scaling (pulumi-azure-native #4264). ``agentPoolProfiles`` is creation-only (azure-native
+    ManagedCluster docs: "The Azure API does not currently allow this property to be updated directly"):
+    ignored whole, the update sends the refreshed list, so nothing."""
+    (cluster,) = cloud_plan("azure-enterprise-prod").by_type("azure-native:containerservice:ManagedCluster")
+    state, moved = _refreshed(cluster)
+    assert moved == ["agentPoolProfiles"] and len(state["agentPoolProfiles"]) == 2
+    planted = dataclasses.replace(
+        cluster,
+        ignore_changes=tuple(
+            "agentPoolProfiles[0].count" if p == "agentPoolProfiles" else p for p in cluster.ignore_changes
+        ),
+    )
+    assert _update(planted, state) == ["agentPoolProfiles"]
+    assert _update(cluster, state) == []
 
 
 def test_after_the_kms_rotation_runbook_the_next_up_changes_nothing(

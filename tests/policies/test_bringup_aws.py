@@ -192,6 +192,47 @@ cluster = eks.Cluster(
 eks.Addon("kube-proxy", cluster_name=cluster.name, addon_name="kube-proxy", addon_version="%s", tags=TAGS)
 """
 
+_RDS = """
+import pulumi_aws.cloudwatch as cloudwatch
+import pulumi_aws.rds as rds
+
+groups = [
+    cloudwatch.LogGroup(
+        f"db-{log}", name=f"/aws/rds/instance/registry/{log}", kms_key_id=KEY_ARN, retention_in_days=365,
+        tags=TAGS,
+    )
+    for log in %s
+]
+rds.Instance(
+    "db", engine="postgres", instance_class="db.t4g.medium", allocated_storage=20, storage_encrypted=True,
+    kms_key_id=KEY_ARN, manage_master_user_password=True, username="mlflow", skip_final_snapshot=True,
+    enabled_cloudwatch_logs_exports=["postgresql", "upgrade"], tags=TAGS, %s
+)
+"""
+_RDS_FIRST = 'identifier="registry", opts=pulumi.ResourceOptions(depends_on=groups)'
+
+# A prod PERSISTENT_2 file system; %s: its backup retention, then what links it to a bucket.
+_PROD_LUSTRE = """
+import pulumi_aws.fsx as fsx
+import pulumi_aws.s3 as s3
+
+PROD = {**TAGS, "environment": "prod"}
+lustre = fsx.LustreFileSystem(
+    "lustre", deployment_type="PERSISTENT_2", storage_capacity=1200, per_unit_storage_throughput=250,
+    subnet_ids="subnet-1", kms_key_id=KEY_ARN, tags=PROD, %s
+)
+bucket = s3.Bucket("data", tags=PROD)
+"""
+_VERSIONED = 's3.BucketVersioning("data", bucket=bucket.id, versioning_configuration={"status": "Enabled"})\n'
+_LINK = """
+fsx.DataRepositoryAssociation(
+    "dra", file_system_id=lustre.id, file_system_path="/",
+    data_repository_path=pulumi.Output.concat("s3://", bucket.bucket, "/"),
+    s3={"auto_export_policy": {"events": %s}}, tags=PROD,
+)
+"""
+_EVERY_CHANGE = '["NEW", "CHANGED", "DELETED"]'
+
 VIOLATIONS = [
     case(
         "lustre-races-its-988-rule",
@@ -286,6 +327,41 @@ VIOLATIONS = [
         _KUBE_PROXY % "v1.33.5-eksbuild.2",
         ("aws-kube-proxy-matches-cluster", "kube-proxy"),
     ),
+    # Review aws.md N4: RDS makes the groups of an autonamed instance's logs, unencrypted, for ever.
+    case(
+        "rds-logs-of-an-autonamed-instance", AWS, _RDS % ("[]", ""), ("aws-rds-log-groups-made-first", "db")
+    ),
+    case(
+        "rds-upgrade-log-group-missing",
+        AWS,
+        _RDS % ('["postgresql"]', _RDS_FIRST),
+        ("aws-rds-log-groups-made-first", "db"),
+    ),
+    # Review aws.md D2 (carry-over): prod Lustre with no copy, or backups FSx does not take.
+    case(
+        "prod-lustre-without-backups-or-export",
+        AWS,
+        _PROD_LUSTRE % "",
+        ("aws-prod-lustre-has-a-copy", "lustre"),
+    ),
+    case(
+        "prod-lustre-backups-while-linked",
+        AWS,
+        _PROD_LUSTRE % "automatic_backup_retention_days=14" + _VERSIONED + _LINK % _EVERY_CHANGE,
+        ("aws-prod-lustre-has-a-copy", "lustre"),
+    ),
+    case(
+        "prod-lustre-exports-new-files-only",
+        AWS,
+        _PROD_LUSTRE % "" + _VERSIONED + _LINK % '["NEW"]',
+        ("aws-prod-lustre-has-a-copy", "lustre"),
+    ),
+    case(
+        "prod-lustre-exports-to-an-unversioned-bucket",
+        AWS,
+        _PROD_LUSTRE % "" + _LINK % _EVERY_CHANGE,
+        ("aws-prod-lustre-has-a-copy", "lustre"),
+    ),
     case(
         "public-access-from-test-net-3",
         AWS,
@@ -316,6 +392,9 @@ TWINS = [
     case("irsa-trust-pinned", AWS, _IRSA % _PINNED),
     case("kube-proxy-of-the-clusters-minor", AWS, _KUBE_PROXY % "v1.35.0-eksbuild.2"),
     case("ecr-with-lifecycle", AWS, "import json\n" + _ECR + _ECR_LIFECYCLE),
+    case("rds-log-groups-made-first", AWS, _RDS % ('["postgresql", "upgrade"]', _RDS_FIRST)),
+    case("prod-lustre-backed-up", AWS, _PROD_LUSTRE % "automatic_backup_retention_days=14"),
+    case("prod-lustre-exported", AWS, _PROD_LUSTRE % "" + _VERSIONED + _LINK % _EVERY_CHANGE),
 ]
 _POLICIES = {policy for c in VIOLATIONS for policy, _ in c.expected}
 

@@ -85,12 +85,19 @@ CASES = [
     ("fixed-size-declared", AZURE, 'GROW = "Disabled"\nIGNORED = []\n' + _SERVER, None),
     ("autoscaled-pool-count-declared", AZURE, "IGNORED = []\n" + _POOL, "pool"),
     ("autoscaled-pool-count-ignored", AZURE, 'IGNORED = ["count"]\n' + _POOL, None),
-    ("kms-key-version-followed", AZURE, "IGNORED = []\n" + _KMS_CLUSTER, "aks"),
+    ("kms-key-version-followed", AZURE, 'IGNORED = ["agentPoolProfiles"]\n' + _KMS_CLUSTER, "aks"),
     (
         "kms-key-version-pinned",
         AZURE,
-        'IGNORED = ["securityProfile.azureKeyVaultKms.keyId"]\n' + _KMS_CLUSTER,
+        'IGNORED = ["agentPoolProfiles", "securityProfile.azureKeyVaultKms.keyId"]\n' + _KMS_CLUSTER,
         None,
+    ),
+    # Review azure.md U3: the inline profiles, which AKS refreshes to every pool of the cluster.
+    (
+        "inline-pool-profiles-declared",
+        AZURE,
+        'IGNORED = ["agentPoolProfiles[0].count", "securityProfile.azureKeyVaultKms.keyId"]\n' + _KMS_CLUSTER,
+        "aks",
     ),
     ("autoscaled-node-group-desired-declared", AWS, "MAX = 4\nIGNORED = []\n" + _NODE_GROUP, "ng"),
     ("fixed-node-group-desired-declared", AWS, "MAX = 1\nIGNORED = []\n" + _NODE_GROUP, None),

@@ -82,6 +82,8 @@ POLICIES = {
     "threat-detection": ("mandatory", "stack"),
     "data-store-audit-logs": ("mandatory", "stack"),
     "aws-ecr-lifecycle": ("mandatory", "stack"),
+    "aws-rds-log-groups-made-first": ("mandatory", "stack"),
+    "aws-prod-lustre-has-a-copy": ("mandatory", "stack"),
     "azure-keyvault-private-endpoint": ("mandatory", "stack"),
     "azure-postgres-human-admin": ("advisory", "stack"),
     "aks-kms-public-vault-open": ("mandatory", "stack"),

@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
+from mlplatform.graph import PlannedResource
 from mlplatform.plan import Plan
 from mlplatform.report import as_applied, kubernetes_objects
-from tests.stack_variants import one
+from tests.stack_variants import cloud_only, one, plan_config, template
 
 RDS = "aws:rds/instance:Instance"
 
@@ -108,3 +111,99 @@ def test_the_server_knows_its_region(stack: str, planned: Callable[[str], Plan])
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "me-central-1"
     assert env["REGISTRY_ARTIFACTS_DESTINATION"].endswith("/registry/")
+
+
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+
+
+def _rds_log_groups(plan: Plan) -> dict[str, PlannedResource]:
+    return {
+        r.inputs["name"]: r
+        for r in plan.by_type(LOG_GROUP)
+        if str(r.inputs.get("name", "")).startswith("/aws/rds/instance/")
+    }
+
+
+def test_the_stack_makes_the_databases_log_groups_before_it(cloud_plan: Callable[[str], Plan]) -> None:
+    """Review aws.md N4: RDS writes each exported log to ``/aws/rds/instance/<identifier>/<log>`` and
+    creates a missing group itself, with no key and no expiry (RDS user guide, "Publishing database logs
+    to Amazon CloudWatch Logs"). The stack names the instance, makes both groups under its logs key with
+    the 365 days of its other groups, and the instance waits for them."""
+    plan = cloud_plan("aws-enterprise-prod")
+    db = one(plan, RDS, "-registry-db")
+    assert db.inputs["identifier"] == "aws-enterprise-prod-aws-registry"
+    groups = _rds_log_groups(plan)
+    assert set(groups) == {
+        f"/aws/rds/instance/aws-enterprise-prod-aws-registry/{log}"
+        for log in db.inputs["enabledCloudwatchLogsExports"]
+    }
+    logs_key = one(plan, "aws:kms/key:Key", "-logs-key").name
+    for group in groups.values():
+        assert f":{logs_key}-" in group.inputs["kmsKeyId"] and group.inputs["retentionInDays"] == 365
+        assert group.urn in db.dependencies and group.protect and group.import_id is None
+
+
+def test_a_database_made_before_adopts_the_groups_rds_made(
+    tmp_path: Path, cloud_plan: Callable[[str], Plan]
+) -> None:
+    """docs/operations.md, "Adopt the RDS log groups": a stack whose instance was autonamed names it in
+    ``workloads.registry.adoptDatabase``; the identifier stays (no rename, no replacement), and the first
+    `pulumi up` imports the groups RDS made (the import option, id = the group's name: pulumi-aws
+    cloudwatch.LogGroup "Import") with the key and retention the engine then applies, and creates the
+    others."""
+    adopted = "aws-enterprise-prod-aws-registry-db-1a2b3c4"
+    config = cloud_only(template("aws-enterprise-prod"))
+    # An instance whose groups RDS made for one log only (the upgrade group listed as absent).
+    config[PLATFORM_KEY]["workloads"]["registry"] = {
+        **config[PLATFORM_KEY]["workloads"].get("registry", {}),
+        "adoptDatabase": {"identifier": adopted, "importLogGroups": ["postgresql"]},
+    }
+    plan = plan_config(config, tmp_path, "aws-enterprise-prod")
+    db = one(plan, RDS, "-registry-db")
+    # Nothing else of the instance moves: the update after the import is the two groups' key and
+    # retention alone.
+    new = one(cloud_plan("aws-enterprise-prod"), RDS, "-registry-db")
+    assert db.inputs == {**new.inputs, "identifier": adopted}
+    groups = _rds_log_groups(plan)
+    prefix = f"/aws/rds/instance/{adopted}"
+    assert {name: g.import_id for name, g in groups.items()} == {
+        f"{prefix}/postgresql": f"{prefix}/postgresql",
+        f"{prefix}/upgrade": None,
+    }
+    for group in groups.values():
+        assert group.inputs["retentionInDays"] == 365
+        assert "kmsKeyId" in group.inputs and group.urn in db.dependencies
+    # The plan's JSON carries the option (``importId``), as the pack and the judges read it.
+    assert _rds_log_groups(Plan.from_dict(plan.to_dict())) == groups
+
+
+@pytest.mark.parametrize(
+    ("stack", "value", "expected"),
+    [
+        ("aws-enterprise-prod", {"identifier": "Registry_DB"}, "must be 1 to 63 lowercase letters"),
+        ("aws-enterprise-prod", {"identifier": "registry--db"}, "must be 1 to 63 lowercase letters"),
+        ("aws-enterprise-prod", {"identifier": "db", "importLogGroups": ["error"]}, "importLogGroups"),
+        ("aws-smb-prod", {"identifier": "db"}, "only enterprise AWS stacks have: remove the key"),
+        ("azure-enterprise-prod", {"identifier": "db"}, "only enterprise AWS stacks have: remove the key"),
+    ],
+)
+def test_adopt_database_refuses_what_rds_or_the_stack_cannot_use(
+    stack: str, value: dict[str, Any], expected: str
+) -> None:
+    """RDS API reference, CreateDBInstance ``DBInstanceIdentifier``: letters, digits and single hyphens,
+    a letter first; and only an enterprise AWS stack has an RDS instance to adopt."""
+    config = template(stack)
+    registry = config[PLATFORM_KEY].setdefault("workloads", {}).setdefault("registry", {})
+    registry.update(enabled=True, adoptDatabase=value)
+    with pytest.raises(ConfigError) as refused:
+        parse_stack_config(config, stack)
+    assert any(
+        expected in line and "workloads.registry.adoptDatabase" in line for line in refused.value.problems
+    )
+
+
+def test_a_stack_name_rds_cannot_take_is_refused() -> None:
+    """RDS refuses '--' in an identifier, which the stack name rule allows: said at plan, not at `up`."""
+    with pytest.raises(ConfigError) as refused:
+        parse_stack_config(template("aws-enterprise-prod"), "ml--prod")
+    assert any("workloads.registry" in p and "refuses '--'" in p for p in refused.value.problems)

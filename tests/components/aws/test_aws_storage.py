@@ -130,6 +130,17 @@ def test_enterprise_shares_lustre_and_no_efs(cloud_plan: Callable[[str], Plan], 
     ).inputs
     assert association["dataRepositoryPath"] == plan.outputs["bucket"] + "/"
     assert association["fileSystemPath"] == "/"
+    # Review aws.md D2: FSx backs up no file system linked to S3 (FSx API reference, CreateBackup), so
+    # backups are off by value, not by an API default, and the copy is the export: every new, changed
+    # and deleted file to the data bucket, which keeps noncurrent versions.
+    assert lustre["automaticBackupRetentionDays"] == 0
+    assert set(association["s3"]["autoExportPolicy"]["events"]) == {"NEW", "CHANGED", "DELETED"}
+    (versioning,) = [
+        v
+        for v in resources(plan, "aws:s3/bucketVersioning:BucketVersioning", "-storage-data")
+        if v.name.endswith("-storage-data")
+    ]
+    assert versioning.inputs["versioningConfiguration"]["status"] == "Enabled"
     rules = resources(plan, INGRESS, "-shared-lustre-")
     assert {(r.inputs["fromPort"], r.inputs["toPort"]) for r in rules} == {(988, 988), (1018, 1023)}
     assert all("cidrIpv4" not in r.inputs and r.inputs["ipProtocol"] == "tcp" for r in rules)
