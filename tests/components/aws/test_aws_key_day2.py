@@ -41,11 +41,11 @@ REPLACING = {
     "aws:efs/fileSystem:FileSystem": "kmsKeyId",
     "aws:ecr/repository:Repository": "encryptionConfigurations",
 }
-# What may change in place: the first key's description and policy, the stores that move in place, the
-# IAM policies that name the new keys; and the FSx data repository's grant, recreated on the bucket's
-# key (a grant holds no data).
+# What may change in place: the first key's description, policy and domain tag, the stores that move in
+# place, the IAM policies that name the new keys; and the FSx data repository's grant, recreated on the
+# bucket's key (a grant holds no data).
 IN_PLACE = {
-    "aws:kms/key:Key": {"description", "policy"},
+    "aws:kms/key:Key": {"description", "policy", "tags"},
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": {"rules"},
     "aws:cloudwatch/logGroup:LogGroup": {"kmsKeyId"},
     "aws:ec2/launchTemplate:LaunchTemplate": {"blockDeviceMappings"},
