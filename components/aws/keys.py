@@ -19,7 +19,7 @@ from pulumi_aws import kms
 
 from components.aws.account import AwsAccount
 from components.aws.iam import CLUSTER_ROLE_PURPOSE, role_name_prefix
-from components.config import DATA_DOMAIN_TAG, KeyDomain
+from components.config import DATA_DOMAIN_TAG, PLATFORM_KEY, KeyDomain
 
 # KMS waits this many days before deleting a scheduled key; 30 is the maximum the API allows
 # (AWS KMS developer guide, "Deleting AWS KMS keys": 7-30 days), the longest window to notice a mistake.
@@ -233,6 +233,49 @@ def key_policy(account: AwsAccount, cluster_name: str, domains: Iterable[KeyDoma
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+# The domains whose stores take a key at creation only, so that moving them to another key replaces them
+# (docs/operations.md, "Keys per data domain"; tests/components/aws/test_aws_key_day2.py): the RDS
+# instance and its managed password, the file systems, the ECR repositories.
+REPLACED_ON_KEY_CHANGE = (KeyDomain.REGISTRY_DATABASE, KeyDomain.TRAINING_DATA, KeyDomain.IMAGES)
+
+
+def alias_name(key_name: str) -> str:
+    return f"alias/{key_name}"
+
+
+def _alias_exists(name: str, parent: pulumi.Resource) -> bool:
+    """Whether the account has alias ``name`` (KMS ListAliases, through the provider's lookup). The lookup
+    fails for an alias that does not exist; it fails as well where the caller may not list aliases, and
+    then the guard below stands down rather than refuse a stack it cannot judge."""
+    try:
+        kms.get_alias(name=name, opts=pulumi.InvokeOptions(parent=parent))
+    except Exception:  # the provider's lookup error: no such alias (or no kms:ListAliases)
+        return False
+    return True
+
+
+def refuse_silent_key_moves(
+    stack: str, first_key: str, moving: dict[KeyDomain, str], parent: pulumi.Resource
+) -> None:
+    """Refuse, before anything is registered, the update of a stack made when one key encrypted every store
+    (``first_key``'s alias exists, none of the per-domain keys' aliases does) that would give the stores of
+    ``moving`` (domain -> the name of its new key) new keys, where those stores are replaced to move
+    (``REPLACED_ON_KEY_CHANGE``): the first step of the upgrade lists them in ``storage.onStackKey``
+    (docs/operations.md, "Keys per data domain")."""
+    replaced = [d for d in REPLACED_ON_KEY_CHANGE if d in moving]
+    if not replaced or not _alias_exists(alias_name(first_key), parent):
+        return
+    if any(_alias_exists(alias_name(name), parent) for name in moving.values()):
+        return
+    listed = ", ".join(d.value for d in replaced)
+    raise pulumi.RunError(
+        f"{PLATFORM_KEY}.storage.onStackKey: stack {stack} keeps every store on {alias_name(first_key)} "
+        f"(made before the keys per data domain), and this update would replace its {listed} stores to move "
+        f"them to new keys; set storage.onStackKey: [{listed}] first (docs/operations.md, 'Keys per data "
+        "domain')"
+    )
+
+
 @dataclass(frozen=True)
 class EncryptionKeyArgs:
     account: AwsAccount
@@ -265,7 +308,7 @@ class EncryptionKey(pulumi.ComponentResource):
         )
         self.alias = kms.Alias(
             f"{name}-alias",
-            name=f"alias/{name}",
+            name=alias_name(name),
             target_key_id=self.key.key_id,
             opts=pulumi.ResourceOptions(parent=self),
         )

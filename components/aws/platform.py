@@ -33,7 +33,13 @@ from components.aws.budget import monthly_budget
 from components.aws.cluster import EksCluster, EksClusterArgs
 from components.aws.iam import node_role, role_name_prefix
 from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
-from components.aws.keys import DOMAIN_STORES, EncryptionKey, EncryptionKeyArgs, key_policy
+from components.aws.keys import (
+    DOMAIN_STORES,
+    EncryptionKey,
+    EncryptionKeyArgs,
+    key_policy,
+    refuse_silent_key_moves,
+)
 from components.aws.network import Network, NetworkArgs
 from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes
 from components.aws.preflight import (
@@ -247,11 +253,10 @@ class AwsPlatform(pulumi.ComponentResource):
         }
         domains = [d for d in KeyDomain if not absent.get(d, False)]
         kept = [d for d in domains if d is KeyDomain.SECRETS or d in config.storage.on_stack_key]
+        own = {d: f"{self._name}-{d.value}" for d in domains if d not in kept}
+        refuse_silent_key_moves(config.stack_name, f"{self._name}-key", own, self)
         first = self._key(f"{self._name}-key", kept, account, tags)
-        return {
-            d: first if d in kept else self._key(f"{self._name}-{d.value}", [d], account, tags)
-            for d in domains
-        }
+        return {d: self._key(own[d], [d], account, tags) if d in own else first for d in domains}
 
     def _key(
         self, name: str, domains: list[KeyDomain], account: AwsAccount, tags: dict[str, str]
