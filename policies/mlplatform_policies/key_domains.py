@@ -133,10 +133,12 @@ def _judged(graph: Graph) -> Iterator[Finding | UnknownValueError]:
             f"{d}: {', '.join(s.name for s in members)}" for d, members in sorted(domains.items())
         )
         for store in (s for members in domains.values() for s in members):
+            paths = ", ".join(path for path, keys in store.keys.items() if key in keys)
             yield (
                 store.subject.urn,
-                f"key {key} encrypts the stores of {len(domains)} data domains ({named}); give each domain "
-                "its own key (docs/operations.md, 'Keys per data domain', for a store that cannot move)",
+                f"{paths}: key {key} encrypts the stores of {len(domains)} data domains ({named}); give "
+                "each domain its own key (docs/operations.md, 'Keys per data domain', for a store that "
+                "cannot move)",
             )
 
 

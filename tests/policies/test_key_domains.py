@@ -128,10 +128,21 @@ def _strings_in(value: Any) -> list[str]:
     return []
 
 
-def test_a_bucket_on_the_secrets_key_is_refused(planted_plan: PlanDict, merged: Findings) -> None:
-    """Review A1: the data bucket's default encryption under the Kubernetes Secrets key."""
+def test_a_bucket_on_the_secrets_key_is_refused(
+    planted_plan: PlanDict, merged: Findings, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    """Review A1: the data bucket's default encryption under the Kubernetes Secrets key; the finding names
+    the bucket and the field."""
     planted = _encrypt_under(planted_plan, BUCKET_ENCRYPTION, DATA_BUCKET, "rules", "-aws-key-key")
     assert merged(planted) == {DATA_BUCKET, f"{ENTERPRISE}-aws-cluster-eks"}
+    other_domain, merged_key = sorted(  # the store's name sorts before the field
+        v.message
+        for v in pack.judge(planted, defaults)
+        if v.policy == "keys-per-domain" and v.name == DATA_BUCKET
+    )
+    field = "rules[].applyServerSideEncryptionByDefault.kmsMasterKeyId"
+    assert merged_key.startswith(f"{field}: key ") and f"object-data: {DATA_BUCKET}" in merged_key
+    assert other_domain.startswith(f"{DATA_BUCKET} (object-data): {field} is key {ENTERPRISE}-aws-key-key")
 
 
 def test_the_audit_trail_on_the_logs_key_is_refused(planted_plan: PlanDict, merged: Findings) -> None:
