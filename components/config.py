@@ -54,6 +54,10 @@ ROLE_TAG = "ml-platform.io/role"
 # The same tag on Azure, where ARM refuses tag names with any of ``< > % & \\ ? /``
 # (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations): no ``/``.
 AZURE_ROLE_TAG = "ml-platform.io-role"
+# AWS: the data domain(s) a KMS key serves, space-separated, and the one an encrypted store declares where
+# its type does not say it (a bucket, the trail's log group): the pack's ``keys-per-domain`` and
+# ``identity-per-role`` judge keys and grants by it (policies/mlplatform_policies/settings.py).
+DATA_DOMAIN_TAG = "ml-platform.io/data-domain"
 ARM_TAG_NAME_FORBIDDEN = re.compile(r"[<>%&\\?/]")
 PLATFORM_KEY = f"{PROJECT}:platform"
 REGION_KEYS: dict[Cloud, str] = {Cloud.AWS: "aws:region", Cloud.AZURE: "azure-native:location"}

@@ -470,9 +470,13 @@ class PlanMocks(pulumi.runtime.Mocks):
         unregistered_features: frozenset[str] = frozenset(),
         zone_restricted_sizes: frozenset[str] = frozenset(),
         offered_versions: tuple[str, ...] = AKS_OFFERED_VERSIONS,
+        existing_aliases: frozenset[str] = frozenset(),
     ) -> None:
         self.aws_region = aws_region
         self.azure_location = azure_location
+        # The KMS aliases the account already has: none in a fresh account (a new stack); a test of an
+        # existing stack's upgrade names its keys' (components/aws/keys.py refuse_silent_key_moves).
+        self.existing_aliases = existing_aliases
         # The Azure program reads subscription features and VM sizes straight from ARM (components/azure/
         # arm.py); offline, ARM is this answer. Set in the plan's own context (run_plan), so it ends there.
         ARM_TRANSPORT.set(_arm(unregistered_features, zone_restricted_sizes, offered_versions))
@@ -516,5 +520,16 @@ class PlanMocks(pulumi.runtime.Mocks):
                     {"name": "clusterUser", "value": base64.b64encode(AKS_EXEC_KUBECONFIG.encode()).decode()}
                 ]
             }, []
+        if args.token == "aws:kms/getAlias:getAlias":
+            name = str(args.args.get("name", ""))
+            if name not in self.existing_aliases:
+                # The provider's lookup fails for an alias the account does not have: a failed invoke.
+                return {}, [("name", f"reading KMS Alias ({name}): couldn't find resource")]
+            result = {
+                "name": name,
+                "arn": f"arn:aws:kms:{self.aws_region}:{ACCOUNT_ID}:{name}",
+                "targetKeyId": f"{_short_hash(name)}-key-id",
+            }
+            return result, []
         # No check failures: an empty list (the mock monitor iterates it; None raises TypeError).
         return _invoke_result(args.token, dict(args.args)), []

@@ -28,10 +28,13 @@ from pulumi_aws import cloudcontrol, cloudtrail, cloudwatch, guardduty, iam
 
 from components.aws.account import AwsAccount
 from components.aws.iam import policy_document, role_name_prefix, service_trust_policy
-from components.aws.keys import administered_by_account, logs_use_key
+from components.aws.keys import administered_by_account, domain_use, logs_use_key
 from components.aws.network import LOG_RETENTION_DAYS
 
 CLOUDTRAIL = "cloudtrail.amazonaws.com"
+# The audit domain: the trail, its bucket and log group, the security alerts, under the logging key and
+# apart from the logs domain's key (separation of duties, docs/compliance.md).
+AUDIT_DOMAIN = "audit"
 # The tag on the EKS cluster that tells the policy pack the account's trail is an organisation's
 # (policies/mlplatform_policies/audit.py), with the trail's ARN as its value.
 AUDIT_TRAIL_TAG = "ml-platform.io/audit-trail"
@@ -63,11 +66,13 @@ def logging_key_policy(account: AwsAccount, trail: str) -> dict[str, Any]:
     kms:Decrypt permission is required to create or update a trail with SSE-KMS encryption enabled") and
     describe the key, each only for ``trail`` (aws:SourceArn, as the guide recommends); CloudWatch Logs
     encrypts the trail's log group.
-    Readers decrypt through IAM (the account root statement), so reading the trail is an IAM grant."""
+    Readers decrypt through IAM and through S3 only (``domain_use``), so reading the trail is an IAM grant
+    on the bucket and this key; the root itself administers the key and reads nothing."""
     source = {"aws:SourceArn": trail}
     return policy_document(
         [
-            administered_by_account(account),
+            *administered_by_account(account),
+            domain_use(account, "AuditReadersUseKeyThroughS3", services=("s3",)),
             {
                 "Sid": "CloudTrailEncryptsThisTrailsLogs",
                 "Effect": "Allow",

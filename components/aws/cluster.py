@@ -16,6 +16,7 @@ from pulumi_aws import cloudwatch, eks, iam, vpc
 
 from components.aws.account import AwsAccount
 from components.aws.iam import (
+    CLUSTER_ROLE_PURPOSE,
     OidcIssuer,
     managed_policy_arn,
     policy_document,
@@ -191,7 +192,7 @@ class EksCluster(pulumi.ComponentResource):
         args = self._args
         role = iam.Role(
             f"{self._name}-role",
-            name_prefix=role_name_prefix(args.cluster_name, "eks"),
+            name_prefix=role_name_prefix(args.cluster_name, CLUSTER_ROLE_PURPOSE),
             description="EKS control plane",
             assume_role_policy=service_trust_policy("eks.amazonaws.com"),
             tags=dict(args.tags),

@@ -29,6 +29,8 @@ ROLE_NAME_MAX = 64
 NAME_PREFIX_SUFFIX = 26
 # Longest ``purpose`` a role prefix may carry (see role_name_prefix).
 ROLE_PURPOSE_MAX = 7
+# The EKS cluster role's purpose (components/aws/cluster.py); the Secrets key's policy names that role.
+CLUSTER_ROLE_PURPOSE = "eks"
 
 # The node role holds only what the kubelet and the VPC CNI need, and image pulls (EKS user guide,
 # "Amazon EKS node IAM role"). SSM Session Manager (AmazonSSMManagedInstanceCore) is left out: nodes

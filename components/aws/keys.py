@@ -18,7 +18,8 @@ import pulumi
 from pulumi_aws import kms
 
 from components.aws.account import AwsAccount
-from components.config import KeyDomain
+from components.aws.iam import CLUSTER_ROLE_PURPOSE, role_name_prefix
+from components.config import DATA_DOMAIN_TAG, PLATFORM_KEY, KeyDomain
 
 # KMS waits this many days before deleting a scheduled key; 30 is the maximum the API allows
 # (AWS KMS developer guide, "Deleting AWS KMS keys": 7-30 days), the longest window to notice a mistake.
@@ -40,15 +41,94 @@ def use_key(principal: Mapping[str, Any], sid: str, condition: Mapping[str, Any]
     }
 
 
-def administered_by_account(account: AwsAccount) -> dict[str, Any]:
-    """The account root delegates the key's administration and use to IAM policies."""
-    return {
-        "Sid": "AccountAdministersKeyThroughIam",
+# The key administrators' actions (AWS KMS developer guide, "Default key policy", "Allows key
+# administrators to administer the KMS key"), with the console's ``kms:Create*`` narrowed to
+# ``kms:CreateAlias``: ``kms:CreateGrant`` hands out use of the key, so administrators create grants only
+# for AWS services (``_GRANTS``). No cryptographic action is among them.
+KEY_ADMINISTRATION = [
+    "kms:CreateAlias",
+    "kms:Describe*",
+    "kms:Enable*",
+    "kms:List*",
+    "kms:Put*",
+    "kms:Update*",
+    "kms:Revoke*",
+    "kms:Disable*",
+    "kms:Get*",
+    "kms:Delete*",
+    "kms:TagResource",
+    "kms:UntagResource",
+    "kms:ScheduleKeyDeletion",
+    "kms:CancelKeyDeletion",
+    "kms:RotateKeyOnDemand",
+]
+# What an AWS service needs to attach the key to a persistent resource it creates for a caller (an EKS
+# cluster, an RDS instance, a file system, a repository, a volume): "Allows key users to use the KMS key
+# with AWS services" (same guide), ``kms:GrantIsForAWSResource``.
+_GRANTS = ["kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"]
+
+
+def account_statement(
+    account: AwsAccount, sid: str, actions: str | list[str], condition: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A statement delegating ``actions`` on the key to the account's IAM policies ("Allows access to the
+    AWS account and enables IAM policies"), under ``condition``."""
+    statement: dict[str, Any] = {
+        "Sid": sid,
         "Effect": "Allow",
         "Principal": {"AWS": account.root_arn},
-        "Action": "kms:*",
+        "Action": actions,
         "Resource": "*",
     }
+    if condition:
+        statement["Condition"] = dict(condition)
+    return statement
+
+
+def administered_by_account(account: AwsAccount) -> list[dict[str, Any]]:
+    """The account root delegates the key's administration to IAM, and no use for data: IAM policies can
+    make a key custodian administer the key (so it never becomes unmanageable), but no IAM policy alone
+    makes anyone use it (``domain_use`` names the users).
+
+    - administration (``KEY_ADMINISTRATION``), so IAM decides who the key custodians are;
+    - grants for AWS resources only (``kms:GrantIsForAWSResource``), so the deployer's IAM rights let a
+      service attach the key to the store it creates;
+    - grants to AWS service-linked roles only (``kms:GranteePrincipal``), such as FSx's role that reads
+      the data bucket (components/aws/shared_fs.py), never to a person or a workload role.
+    """
+    service_linked = account.arn("iam", "role/aws-service-role/*", regional=False)
+    return [
+        account_statement(account, "AccountAdministersKeyThroughIam", KEY_ADMINISTRATION),
+        account_statement(
+            account,
+            "ServicesAttachKeyToResourcesTheyCreate",
+            _GRANTS,
+            {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+        ),
+        account_statement(
+            account,
+            "GrantsOnlyToServiceLinkedRoles",
+            "kms:CreateGrant",
+            {"ArnLike": {"kms:GranteePrincipal": service_linked}},
+        ),
+    ]
+
+
+def domain_use(
+    account: AwsAccount, sid: str, services: Iterable[str] = (), roles: Iterable[str] = ()
+) -> dict[str, Any]:
+    """The domain's users may use the key for data where an IAM policy grants it, and only through the
+    domain's ``services`` (``kms:ViaService``) or as the domain's ``roles`` (this stack's role-name
+    prefixes, ``aws:PrincipalArn``; both given, both must hold): the guide's "Allows key users to use the
+    KMS key", its users named by condition, which needs no role to exist before the key."""
+    condition: dict[str, Any] = {}
+    via = sorted(f"{s}.{account.dns_suffix}" for s in services)
+    named = sorted(account.arn("iam", f"role/{prefix}*", regional=False) for prefix in roles)
+    if via:
+        condition["StringEquals"] = {"kms:ViaService": via}
+    if named:
+        condition["ArnLike"] = {"aws:PrincipalArn": named}
+    return account_statement(account, sid, _USE_KEY, condition)
 
 
 def logs_use_key(account: AwsAccount) -> dict[str, Any]:
@@ -99,24 +179,101 @@ DOMAIN_STORES: dict[KeyDomain, str] = {
 }
 
 
-def key_policy(account: AwsAccount, domains: Iterable[KeyDomain]) -> dict[str, Any]:
-    """The policy of the key of ``domains`` (one, unless the stack keeps stores on its first key until
-    they migrate): every principal is named, none is a wildcard, and only the services of those domains
-    appear beside the account root.
+@dataclass(frozen=True)
+class DomainUsers:
+    """Who uses a domain's key for data: callers through these AWS services, or these of the stack's roles
+    (by ``iam.role_name_prefix`` purpose)."""
 
-    - The account root delegates to IAM, so role policies (IRSA roles, the EKS cluster role) grant use:
-      each names the key of its own domain only.
+    services: tuple[str, ...] = ()
+    role_purposes: tuple[str, ...] = ()
+
+
+# Each domain's users (docs/security.md, "Keys per data domain"). CloudWatch Logs and the Auto Scaling
+# service-linked role are named by principal below; the logs domain has no other user.
+DOMAIN_USERS: dict[KeyDomain, DomainUsers] = {
+    # EKS encrypts Secrets as the cluster role (EKS user guide, "Encrypt Kubernetes secrets with KMS").
+    KeyDomain.SECRETS: DomainUsers(role_purposes=(CLUSTER_ROLE_PURPOSE,)),
+    # RDS encrypts storage, Secrets Manager the managed password the registry reads.
+    KeyDomain.REGISTRY_DATABASE: DomainUsers(services=("rds", "secretsmanager")),
+    KeyDomain.TRAINING_DATA: DomainUsers(services=("elasticfilesystem", "fsx")),
+    # Training, inference, the registry and the lifecycle record's writers, through S3 only.
+    KeyDomain.OBJECTS: DomainUsers(services=("s3",)),
+    KeyDomain.IMAGES: DomainUsers(services=("ecr",)),
+    # The EBS CSI driver creates persistent volumes through EC2.
+    KeyDomain.VOLUMES: DomainUsers(services=("ec2",)),
+    KeyDomain.LOGS: DomainUsers(),
+}
+
+
+def _sid(domain: KeyDomain) -> str:
+    return "".join(part.title() for part in domain.value.split("-")) + "UsersUseKey"
+
+
+def key_policy(account: AwsAccount, cluster_name: str, domains: Iterable[KeyDomain]) -> dict[str, Any]:
+    """The policy of the key of ``domains`` (one, unless the stack keeps stores on its first key until
+    they migrate): the account root administers it through IAM and uses it for nothing; each domain's
+    users use it (``DOMAIN_USERS``), every principal named, none a wildcard:
+
+    - IAM policies (IRSA roles, the EKS cluster role) still grant use, each naming its own domain's key
+      only, and take effect only through the domain's services or as the domain's roles;
     - CloudWatch Logs (logs) encrypts the flow-log and control-plane log groups; it has no IAM role to
-      delegate to, so it is named, limited to this account's log groups.
-    - The EC2 Auto Scaling service-linked role (node volumes) creates the nodes' encrypted root volumes.
+      delegate to, so it is named, limited to this account's log groups;
+    - the EC2 Auto Scaling service-linked role (node volumes) creates the nodes' encrypted root volumes.
     """
-    statements: list[dict[str, Any]] = [administered_by_account(account)]
-    chosen = set(domains)
-    if KeyDomain.LOGS in chosen:
-        statements.append(logs_use_key(account))
-    if KeyDomain.VOLUMES in chosen:
-        statements += _autoscaling_uses_key(account)
+    statements: list[dict[str, Any]] = administered_by_account(account)
+    for domain in dict.fromkeys(domains):
+        users = DOMAIN_USERS[domain]
+        if users.services or users.role_purposes:
+            prefixes = [role_name_prefix(cluster_name, purpose) for purpose in users.role_purposes]
+            statements.append(domain_use(account, _sid(domain), users.services, prefixes))
+        if domain is KeyDomain.LOGS:
+            statements.append(logs_use_key(account))
+        if domain is KeyDomain.VOLUMES:
+            statements += _autoscaling_uses_key(account)
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+# The domains whose stores take a key at creation only, so that moving them to another key replaces them
+# (docs/operations.md, "Keys per data domain"; tests/components/aws/test_aws_key_day2.py): the RDS
+# instance and its managed password, the file systems, the ECR repositories.
+REPLACED_ON_KEY_CHANGE = (KeyDomain.REGISTRY_DATABASE, KeyDomain.TRAINING_DATA, KeyDomain.IMAGES)
+
+
+def alias_name(key_name: str) -> str:
+    return f"alias/{key_name}"
+
+
+def _alias_exists(name: str, parent: pulumi.Resource) -> bool:
+    """Whether the account has alias ``name`` (KMS ListAliases, through the provider's lookup). The lookup
+    fails for an alias that does not exist; it fails as well where the caller may not list aliases, and
+    then the guard below stands down rather than refuse a stack it cannot judge."""
+    try:
+        kms.get_alias(name=name, opts=pulumi.InvokeOptions(parent=parent))
+    except Exception:  # the provider's lookup error: no such alias (or no kms:ListAliases)
+        return False
+    return True
+
+
+def refuse_silent_key_moves(
+    stack: str, first_key: str, moving: dict[KeyDomain, str], parent: pulumi.Resource
+) -> None:
+    """Refuse, before anything is registered, the update of a stack made when one key encrypted every store
+    (``first_key``'s alias exists, none of the per-domain keys' aliases does) that would give the stores of
+    ``moving`` (domain -> the name of its new key) new keys, where those stores are replaced to move
+    (``REPLACED_ON_KEY_CHANGE``): the first step of the upgrade lists them in ``storage.onStackKey``
+    (docs/operations.md, "Keys per data domain")."""
+    replaced = [d for d in REPLACED_ON_KEY_CHANGE if d in moving]
+    if not replaced or not _alias_exists(alias_name(first_key), parent):
+        return
+    if any(_alias_exists(alias_name(name), parent) for name in moving.values()):
+        return
+    listed = ", ".join(d.value for d in replaced)
+    raise pulumi.RunError(
+        f"{PLATFORM_KEY}.storage.onStackKey: stack {stack} keeps every store on {alias_name(first_key)} "
+        f"(made before the keys per data domain), and this update would replace its {listed} stores to move "
+        f"them to new keys; set storage.onStackKey: [{listed}] first (docs/operations.md, 'Keys per data "
+        "domain')"
+    )
 
 
 @dataclass(frozen=True)
@@ -128,6 +285,8 @@ class EncryptionKeyArgs:
     # What the key is for, and its policy.
     description: str
     policy: Mapping[str, Any]
+    # The data domains it serves (``KeyDomain`` values, or the audit domain), tagged for the pack.
+    domains: tuple[str, ...]
 
 
 class EncryptionKey(pulumi.ComponentResource):
@@ -144,12 +303,12 @@ class EncryptionKey(pulumi.ComponentResource):
             deletion_window_in_days=DELETION_WINDOW_DAYS,
             multi_region=False,
             policy=json.dumps(args.policy),
-            tags=dict(args.tags),
+            tags={**args.tags, DATA_DOMAIN_TAG: " ".join(args.domains)},
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),
         )
         self.alias = kms.Alias(
             f"{name}-alias",
-            name=f"alias/{name}",
+            name=alias_name(name),
             target_key_id=self.key.key_id,
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -17,6 +17,7 @@ from components.aws.account import AwsAccount, lookup_account
 from components.aws.addons import ClusterAddons, ClusterAddonsArgs, NetworkAddons, NetworkAddonsArgs
 from components.aws.alerts import EKS, TRAIL, SecurityAlerts, SecurityAlertsArgs
 from components.aws.audit import (
+    AUDIT_DOMAIN,
     AUDIT_TRAIL_TAG,
     THREAT_DETECTION_TAG,
     AuditTrail,
@@ -32,7 +33,13 @@ from components.aws.budget import monthly_budget
 from components.aws.cluster import EksCluster, EksClusterArgs
 from components.aws.iam import node_role, role_name_prefix
 from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
-from components.aws.keys import DOMAIN_STORES, EncryptionKey, EncryptionKeyArgs, key_policy
+from components.aws.keys import (
+    DOMAIN_STORES,
+    EncryptionKey,
+    EncryptionKeyArgs,
+    key_policy,
+    refuse_silent_key_moves,
+)
 from components.aws.network import Network, NetworkArgs
 from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes
 from components.aws.preflight import (
@@ -51,6 +58,7 @@ from components.aws.registry_database import (
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import AuditStoreArgs, ObjectStore, ObjectStoreArgs
 from components.config import (
+    DATA_DOMAIN_TAG,
     DetectionSource,
     KeyDomain,
     PlatformConfig,
@@ -245,11 +253,10 @@ class AwsPlatform(pulumi.ComponentResource):
         }
         domains = [d for d in KeyDomain if not absent.get(d, False)]
         kept = [d for d in domains if d is KeyDomain.SECRETS or d in config.storage.on_stack_key]
+        own = {d: f"{self._name}-{d.value}" for d in domains if d not in kept}
+        refuse_silent_key_moves(config.stack_name, f"{self._name}-key", own, self)
         first = self._key(f"{self._name}-key", kept, account, tags)
-        return {
-            d: first if d in kept else self._key(f"{self._name}-{d.value}", [d], account, tags)
-            for d in domains
-        }
+        return {d: self._key(own[d], [d], account, tags) if d in own else first for d in domains}
 
     def _key(
         self, name: str, domains: list[KeyDomain], account: AwsAccount, tags: dict[str, str]
@@ -261,7 +268,8 @@ class AwsPlatform(pulumi.ComponentResource):
                 tags,
                 protect=self._config.is_protected,
                 description="; ".join(DOMAIN_STORES[d] for d in domains),
-                policy=key_policy(account, domains),
+                policy=key_policy(account, self.cluster_name, domains),
+                domains=tuple(d.value for d in domains),
             ),
             self._child,
         )
@@ -283,6 +291,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 protect=self._config.is_protected,
                 description="the CloudTrail trail, its bucket and log group",
                 policy=logging_key_policy(account, trail_arn(account, self._config.stack_name)),
+                domains=(AUDIT_DOMAIN,),
             ),
             self._child,
         )
@@ -291,7 +300,7 @@ class AwsPlatform(pulumi.ComponentResource):
         if self.logging_key is None:
             return None
         trail = trail_arn(account, self._config.stack_name)
-        return AuditStoreArgs(self.logging_key.arn, trail, self._config.audit.retention_days)
+        return AuditStoreArgs(self.logging_key.arn, trail, self._config.audit.retention_days, AUDIT_DOMAIN)
 
     def _cluster_tags(self, tags: dict[str, str]) -> dict[str, str]:
         """The cluster names what the stack relies on and does not create, for the policy pack: the
@@ -320,6 +329,7 @@ class AwsPlatform(pulumi.ComponentResource):
             check_organization_trail(config.audit.organization_trail, config.region, parent=self)
             return None
         data_events = config.audit.data_events
+        audit_tags = {**tags, DATA_DOMAIN_TAG: AUDIT_DOMAIN}
         trail = AuditTrail(
             f"{self._name}-audit",
             AuditTrailArgs(
@@ -333,7 +343,7 @@ class AwsPlatform(pulumi.ComponentResource):
                     else None
                 ),
                 protect=config.is_protected,
-                tags=tags,
+                tags=audit_tags,
                 delivery_ready=self.storage,
             ),
             self._child,
@@ -348,7 +358,7 @@ class AwsPlatform(pulumi.ComponentResource):
                     EKS: f"/aws/eks/{self.cluster_name}/cluster",
                 },
                 ready=(trail, self.cluster),
-                tags=tags,
+                tags=audit_tags,
             ),
             self._child,
         )

@@ -21,7 +21,7 @@ import pulumi
 from pulumi_aws import ecr, get_caller_identity_output, iam, kms
 
 from components.aws.account import AwsAccount
-from components.aws.keys import DELETION_WINDOW_DAYS, administered_by_account
+from components.aws.keys import DELETION_WINDOW_DAYS, KEY_ADMINISTRATION, account_statement
 from components.handle import ImageSigning, RegistryLogin
 
 # What signing needs of the key: a signature, and the public key cosign writes into what it signs
@@ -30,23 +30,7 @@ SIGN_ACTIONS = ["kms:Sign", "kms:GetPublicKey", "kms:DescribeKey"]
 # What everyone else in the account may do through IAM: administer the key and check signatures, never sign
 # (AWS KMS developer guide, "Key policies": an action the key policy grants the account root is delegated
 # to IAM policies; one it does not, no IAM policy can grant).
-ADMINISTER_AND_VERIFY = [
-    "kms:Create*",
-    "kms:Describe*",
-    "kms:Enable*",
-    "kms:List*",
-    "kms:Put*",
-    "kms:Update*",
-    "kms:Revoke*",
-    "kms:Disable*",
-    "kms:Get*",
-    "kms:Delete*",
-    "kms:TagResource",
-    "kms:UntagResource",
-    "kms:ScheduleKeyDeletion",
-    "kms:CancelKeyDeletion",
-    "kms:Verify",
-]
+ADMINISTER_AND_VERIFY = [*KEY_ADMINISTRATION, "kms:Verify"]
 
 # Images kept per repository. Every change of an image's inputs pushes a new immutable content tag
 # (components/images.py), the trainer's several GB, so without a rule storage grows with every edit (AWS
@@ -80,7 +64,7 @@ def registry_host(account: AwsAccount) -> str:
 def signing_key_policy(account: AwsAccount, signer_arn: str) -> dict[str, Any]:
     """Only the deployer (the identity running ``pulumi up``: CI's OIDC role, or the operator) signs; the
     account administers the key and anyone it lets may verify."""
-    administer = {**administered_by_account(account), "Action": ADMINISTER_AND_VERIFY}
+    administer = account_statement(account, "AccountAdministersKeyThroughIam", ADMINISTER_AND_VERIFY)
     sign = {
         "Sid": "DeployerSignsImages",
         "Effect": "Allow",

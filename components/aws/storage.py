@@ -17,7 +17,7 @@ from pulumi_aws import s3
 
 from components.aws.account import AwsAccount
 from components.aws.iam import policy_document
-from components.config import ROLE_TAG
+from components.config import DATA_DOMAIN_TAG, ROLE_TAG, KeyDomain
 
 # Object key prefixes, shared by the IRSA policies: training reads datasets and writes models and
 # checkpoints; inference reads models (model artifact contract, DESIGN.md).
@@ -58,6 +58,8 @@ class AuditStoreArgs:
     key_arn: pulumi.Input[str]
     trail_arn: str
     retention_days: int
+    # The audit domain (components/aws/audit.AUDIT_DOMAIN), which the logging key serves.
+    domain: str
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class ObjectStore(pulumi.ComponentResource):
             },
             "bucket_key_enabled": True,
         }
-        self.bucket = self._hardened_bucket("data", sse_kms)
+        self.bucket = self._hardened_bucket("data", sse_kms, domain=KeyDomain.OBJECTS.value)
         # S3 server access logging to a target whose default encryption is SSE-KMS is documented as
         # unsupported (S3 user guide, "Enabling Amazon S3 server access logging": the target may use
         # SSE-S3 only), so the log bucket alone uses SSE-S3 and says why by its role tag, which is what
@@ -204,7 +206,9 @@ class ObjectStore(pulumi.ComponentResource):
             },
             "bucket_key_enabled": True,
         }
-        return self._locked_bucket("audit", sse_kms, trail_delivery, audit.retention_days)
+        return self._locked_bucket(
+            "audit", sse_kms, trail_delivery, audit.retention_days, domain=audit.domain
+        )
 
     def _record_bucket(self, sse_kms: Mapping[str, Any], retention_days: int) -> s3.Bucket:
         """The lifecycle record (workloads/registry/record.py): under the stack's key, every event locked
@@ -226,7 +230,14 @@ class ObjectStore(pulumi.ComponentResource):
                 }
             ]
 
-        return self._locked_bucket("record", sse_kms, create_only, retention_days, role=LIFECYCLE_RECORD_ROLE)
+        return self._locked_bucket(
+            "record",
+            sse_kms,
+            create_only,
+            retention_days,
+            role=LIFECYCLE_RECORD_ROLE,
+            domain=KeyDomain.OBJECTS.value,
+        )
 
     def _locked_bucket(
         self,
@@ -235,11 +246,12 @@ class ObjectStore(pulumi.ComponentResource):
         grants: Callable[[pulumi.Output[str]], Sequence[Mapping[str, Any]]],
         retention_days: int,
         role: str | None = None,
+        domain: str | None = None,
     ) -> s3.Bucket:
         """A hardened bucket whose every object is locked for ``retention_days`` in COMPLIANCE mode, which
         nobody, the account root included, can shorten or lift. Object Lock is turned on at creation only
         for a bucket made with it (S3 user guide, "Configuring S3 Object Lock"); versioning comes with it."""
-        bucket = self._hardened_bucket(suffix, encryption, grants, role, object_lock=True)
+        bucket = self._hardened_bucket(suffix, encryption, grants, role, object_lock=True, domain=domain)
         s3.BucketObjectLockConfiguration(
             f"{self._name}-{suffix}",
             bucket=bucket.id,
@@ -257,15 +269,21 @@ class ObjectStore(pulumi.ComponentResource):
         role: str | None = None,
         *,
         object_lock: bool = False,
+        domain: str | None = None,
     ) -> s3.Bucket:
-        """A private, versioned, TLS-only bucket; ``grants`` adds policy statements given its ARN."""
+        """A private, versioned, TLS-only bucket; ``grants`` adds policy statements given its ARN. A bucket
+        under a customer key names its data ``domain`` (``DATA_DOMAIN_TAG``), which its key must serve."""
         name, args = f"{self._name}-{suffix}", self._args
         child = pulumi.ResourceOptions(parent=self)
         bucket = s3.Bucket(
             name,
             force_destroy=False,
             object_lock_enabled=True if object_lock else None,
-            tags={**args.tags, **({ROLE_TAG: role} if role else {})},
+            tags={
+                **args.tags,
+                **({ROLE_TAG: role} if role else {}),
+                **({DATA_DOMAIN_TAG: domain} if domain else {}),
+            },
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),
         )
         block = s3.BucketPublicAccessBlock(

@@ -26,12 +26,17 @@ the account root ``kms:*`` ("Allows access to the AWS account and enables IAM po
 documents as needed, so that IAM policies can grant the key and the key cannot become unmanageable. Key
 administrators get the administrative actions and key users the cryptographic ones, each in its own
 statement ("Allows key administrators to administer the KMS key", "Allows key users to use the KMS
-key"). So ``kms:*`` (or ``*``) to any other principal, and one principal holding both administrative and
-cryptographic actions, merge the two duties.
+key"). The account root's statement is where IAM gets its say: ``kms:*`` there lets any IAM policy in
+the account grant use of the key, so the root takes the administrators' actions only, use only under a
+condition naming the key's users (``kms:ViaService``, ``aws:PrincipalArn``), and ``kms:CreateGrant`` only
+for AWS services (``kms:GrantIsForAWSResource``, ``kms:GranteePrincipal``). ``kms:*`` (or ``*``) to any
+other principal, and one principal holding both administrative and cryptographic actions, merge the two
+duties. ``key-use-within-domain`` keeps each role's IAM grants to the keys of the domains it owns.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -42,6 +47,7 @@ from pulumi_policy.proxy import UnknownValueError
 
 from . import tokens
 from .factory import Finding, StackRule, per_node, stack_policy
+from .key_domains import declared_domains
 from .registry import MLFLOW_NAME, template_labels
 from .subject import Graph, Subject
 from .values import elements, known, parse_document, statements
@@ -109,6 +115,17 @@ _KMS_ADMIN_PREFIXES = (
     "kms:RotateKeyOnDemand",
 )
 _KMS_USE = frozenset({"kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"})
+# The cryptographic actions on data (AWS KMS API reference), matched against a statement's patterns.
+_KMS_USE_ACTIONS = (
+    "kms:Encrypt",
+    "kms:Decrypt",
+    "kms:ReEncryptFrom",
+    "kms:ReEncryptTo",
+    "kms:GenerateDataKey",
+    "kms:GenerateDataKeyWithoutPlaintext",
+    "kms:GenerateDataKeyPair",
+    "kms:GenerateDataKeyPairWithoutPlaintext",
+)
 # MLflow 3.17.2 permissions (mlflow/server/auth/permissions.py): MANAGE also grants and revokes.
 _MANAGE = "MANAGE"
 _READ_ONLY_USERS = ("ml-inference",)
@@ -317,24 +334,129 @@ def _is_admin(action: str) -> bool:
     return action.startswith(_KMS_ADMIN_PREFIXES) and action != "kms:CreateGrant"
 
 
+# Conditions that name who may use a key the root delegates to IAM: only through the domain's services,
+# or as named roles (components/aws/keys.py ``domain_use``).
+_USE_CONDITIONS = ("kms:ViaService", "aws:PrincipalArn")
+# Conditions that keep a grant to AWS services: a grant for a resource a service attaches the key to, or to
+# a service-linked role ("Allows key users to use the KMS key with AWS services").
+_GRANT_CONDITIONS = ("kms:GrantIsForAWSResource", "kms:GranteePrincipal")
+_CREATE_GRANT = "kms:CreateGrant"
+
+
+def _covers(granted: list[str], action: str) -> bool:
+    return any(fnmatch.fnmatchcase(action, pattern) for pattern in granted)
+
+
+def _condition_keys(statement: Mapping[str, Any]) -> set[str]:
+    condition = statement.get("Condition")
+    if not isinstance(condition, Mapping):
+        return set()
+    return {key for operands in condition.values() if isinstance(operands, Mapping) for key in operands}
+
+
+def _root_statement(statement: Mapping[str, Any], sid: str) -> Iterator[str]:
+    """The account root takes administration through IAM; use only under conditions naming its users, and
+    grants only for AWS services, or every IAM policy in the account can grant the key freely."""
+    actions = _strings(statement.get("Action"))
+    conditions = _condition_keys(statement)
+    wide = sorted(a for a in actions if a in ("*", "kms:*"))
+    if wide:
+        yield (
+            f"key policy statement {sid} grants {', '.join(wide)} to the account root, so any IAM policy can "
+            "grant use of the key; give the root the key administrators' actions and name the key users by "
+            "condition (kms:ViaService or aws:PrincipalArn; AWS KMS 'Default key policy', 'Allows key "
+            "administrators to administer the KMS key', 'Allows key users to use the KMS key')"
+        )
+        return
+    used = sorted(u for u in _KMS_USE_ACTIONS if _covers(actions, u))
+    if used and not conditions & set(_USE_CONDITIONS):
+        yield (
+            f"key policy statement {sid} lets the account root {', '.join(used)} with no condition naming "
+            "the key's users; limit it with kms:ViaService (the domain's services) or aws:PrincipalArn "
+            "(the domain's roles)"
+        )
+    if _covers(actions, _CREATE_GRANT) and not conditions & set(_GRANT_CONDITIONS):
+        yield (
+            f"key policy statement {sid} lets the account root kms:CreateGrant with no condition, so a key "
+            "administrator can grant itself use; limit grants with kms:GrantIsForAWSResource or "
+            "kms:GranteePrincipal (AWS services only)"
+        )
+
+
 def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
     held: dict[str, set[str]] = {}
-    for statement in statements(parse_document(key.get("policy"), "policy")):
+    for index, statement in enumerate(statements(parse_document(key.get("policy"), "policy"))):
         if statement.get("Effect") != "Allow":
             continue
         for principal in _principals(statement):
+            if _is_account_root(principal):
+                yield from _root_statement(statement, str(statement.get("Sid") or f"Statement[{index}]"))
+                continue
             held.setdefault(principal, set()).update(_strings(statement.get("Action")))
     for principal, granted in sorted(held.items()):
-        if _is_account_root(principal):
-            continue
         wide = sorted(a for a in granted if a in ("*", "kms:*"))
         if wide:
             yield (
-                f"key policy grants {', '.join(wide)} to {principal}; only the account root takes kms:* "
-                "(AWS KMS 'Default key policy'): name the administrative or the cryptographic actions"
+                f"key policy grants {', '.join(wide)} to {principal}; name the administrative or the "
+                "cryptographic actions (AWS KMS 'Default key policy')"
             )
         elif any(_is_admin(a) for a in granted) and granted & _KMS_USE:
             yield f"key policy lets {principal} both administer and use the key; split the duties"
+
+
+# The data domains whose keys each identity uses (docs/security.md, "Keys per data domain"), by the
+# service-account subject or the AWS service its role trusts: the workloads the object data (through S3),
+# the registry its database's password too (through Secrets Manager), the EBS CSI driver the node volumes,
+# the EKS cluster role the Secrets. Any other role owns no domain.
+KEY_DOMAINS_BY_TRUST: dict[str, frozenset[str]] = {
+    "system:serviceaccount:ml-training:trainer": frozenset({"object-data"}),
+    "system:serviceaccount:ml-inference:inference": frozenset({"object-data"}),
+    "system:serviceaccount:ml-inference:rollout": frozenset({"object-data"}),
+    "system:serviceaccount:ml-registry:registry": frozenset({"object-data", "registry-database"}),
+    "system:serviceaccount:kube-system:ebs-csi-controller-sa": frozenset({"node-volumes"}),
+    "eks.amazonaws.com": frozenset({"kubernetes-secrets"}),
+}
+
+
+def _trusted_services(role: Subject) -> list[str]:
+    found: list[str] = []
+    for statement in statements(parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")):
+        principal = statement.get("Principal")
+        if isinstance(principal, Mapping):
+            found += [s for s in _strings(principal.get("Service")) if s not in found]
+    return found
+
+
+def _owned_domains(role: Subject) -> frozenset[str]:
+    trusted = [*trusted_subjects(role), *_trusted_services(role)]
+    return frozenset(d for t in trusted for d in KEY_DOMAINS_BY_TRUST.get(t, frozenset()))
+
+
+def _key_use_within_domain(policy: Subject, graph: Graph) -> Iterator[str]:
+    """A role policy that lets its role use keys for data names keys of the role's own domains only: the
+    keys its ``policy`` document refers to (the engine's property dependencies), by the domains each
+    declares (``DATA_DOMAIN_TAG``)."""
+    used = sorted(
+        {
+            action
+            for statement in statements(parse_document(policy.get("policy"), "policy"))
+            if statement.get("Effect") == "Allow"
+            for action in _KMS_USE_ACTIONS
+            if _covers(_strings(statement.get("Action")), action)
+        }
+    )
+    if not used:
+        return
+    for role in graph.linked(policy, "role", [ROLE], identity="name"):
+        owned = _owned_domains(role)
+        for key in graph.linked(policy, "policy", [KMS_KEY]):
+            foreign = [d for d in declared_domains(key) if d not in owned]
+            if foreign:
+                yield (
+                    f"policy.Resource: role {role.name} may {', '.join(used)} with key {key.name}, a key of "
+                    f"{' '.join(foreign)}, a domain the role does not own "
+                    f"({', '.join(sorted(owned)) or 'it owns none'}); grant only its own domains' keys"
+                )
 
 
 def _combined(*rules: StackRule) -> StackRule:
@@ -364,6 +486,14 @@ POLICIES = [
         "A KMS key policy gives kms:* to the account root only (the statement AWS documents as needed) and "
         "lets no other principal both administer and use the key.",
         per_node((KMS_KEY,), _key_policy),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "key-use-within-domain",
+        "An IAM role may use (decrypt, generate data keys with) only the keys of the data domains it owns: "
+        "the workloads the object data's key, the registry its database's key too, the EBS CSI driver the "
+        "node volumes' key, the EKS cluster role the Secrets key.",
+        per_node((ROLE_POLICY,), _key_use_within_domain),
         severity=Severity.HIGH,
     ),
 ]

@@ -50,6 +50,8 @@ POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 ROLE_TAG = "ml-platform.io/role"
 # Azure's spelling: ARM refuses tag names containing ``< > % & \\ ? /`` (tag-resources#limitations).
 AZURE_ROLE_TAG = "ml-platform.io-role"
+# The data domains a KMS key serves (space-separated) or an encrypted store declares (components/config.py).
+DATA_DOMAIN_TAG = "ml-platform.io/data-domain"
 ACCESS_LOGS_ROLE = "access-logs"
 # The lifecycle record's bucket (components/aws/storage.py LIFECYCLE_RECORD_ROLE).
 LIFECYCLE_RECORD_ROLE = "lifecycle-record"

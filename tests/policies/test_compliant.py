@@ -42,10 +42,13 @@ logging_key = kms.Key(
             "Version": "2012-10-17",
             "Statement": [
                 {
+                    # The account administers the key through IAM, uses it for nothing (key-duties-separated).
                     "Sid": "Account",
                     "Effect": "Allow",
                     "Principal": {"AWS": "arn:aws:iam::123456789012:root"},
-                    "Action": "kms:*",
+                    "Action": ["kms:Describe*", "kms:Enable*", "kms:List*", "kms:Put*", "kms:Update*",
+                               "kms:Disable*", "kms:Get*", "kms:Delete*", "kms:ScheduleKeyDeletion",
+                               "kms:CancelKeyDeletion"],
                     "Resource": "*",
                 },
                 {
@@ -92,8 +95,9 @@ def to_cloudtrail(arn):
     )
 
 
-def secure_bucket(name, policy=tls_only, bucket_key=None, **extra):
-    bucket = s3.Bucket(name, **extra)
+# Each bucket under a customer key declares its data domain, which its key serves (keys-per-domain).
+def secure_bucket(name, policy=tls_only, bucket_key=None, domain="object-data", tags=None, **extra):
+    bucket = s3.Bucket(name, tags={**(tags or {}), "ml-platform.io/data-domain": domain}, **extra)
     s3.BucketPublicAccessBlock(
         name,
         bucket=bucket.id,
@@ -139,7 +143,9 @@ cluster = eks.Cluster(
     enabled_cluster_log_types=["api", "audit", "authenticator", "controllerManager", "scheduler"],
 )
 # The audit trail: every region, validated, under a key, into an Object-Locked bucket (audit policies).
-trail_bucket = secure_bucket("trail", policy=to_cloudtrail, bucket_key=logging_key, object_lock_enabled=True)
+trail_bucket = secure_bucket(
+    "trail", policy=to_cloudtrail, bucket_key=logging_key, domain="audit", object_lock_enabled=True
+)
 s3.BucketObjectLockConfiguration(
     "trail",
     bucket=trail_bucket.id,

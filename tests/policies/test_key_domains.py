@@ -1,12 +1,15 @@
 """Keys per data domain (issue 35 item 3), both ways, through the real pack over gRPC.
 
 The shipped AWS stacks give each data domain its own key, so ``keys-per-domain`` finds nothing; a plan
-with one store pointed at another domain's key, or made with ``storage.onStackKey`` keeping a domain on
-the stack's first key (an existing stack mid-migration), fails with every store of the merged key.
+with one store pointed at another domain's key (an RDS instance, a bucket, the audit trail on the logs'
+key: review findings A1, B4), a bucket that declares no domain, a key declaring another domain than its
+stores', or made with ``storage.onStackKey`` keeping a domain on the stack's first key (an existing stack
+mid-migration), fails with every store of the merged key.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,8 +39,12 @@ READ_TYPES = (
     "aws:cloudwatch/logGroup:",
     "aws:cloudtrail/trail:",
     "aws:sns/topic:",
+    "aws:s3/bucket:",
+    "aws:s3/bucketServerSideEncryptionConfiguration:",
+    "aws:kms/key:",
     "pulumi:providers:",
 )
+DATA_DOMAIN_TAG = "ml-platform.io/data-domain"
 
 
 def _read_by_policy(plan: Plan) -> PlanDict:
@@ -53,6 +60,15 @@ def merged(pack: PolicyPackSession, defaults: dict[str, PolicySettings]) -> Find
         return {name for policy, name in found(pack.judge(plan, defaults)) if policy == "keys-per-domain"}
 
     return judge
+
+
+DATA_BUCKET = f"{ENTERPRISE}-aws-storage-data"
+BUCKET_ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+
+
+@pytest.fixture(scope="module")
+def planted_plan(planned: Callable[[str], Plan]) -> PlanDict:
+    return _read_by_policy(planned(ENTERPRISE))
 
 
 @pytest.mark.parametrize("stack", [ENTERPRISE, SMB])
@@ -72,6 +88,88 @@ def test_a_store_on_another_domains_key_is_refused(planned: Callable[[str], Plan
 
     planted = with_inputs(plan, of_type("aws:rds/instance:Instance"), on_secrets_key)
     assert merged(planted) == {f"{ENTERPRISE}-aws-registry-db", f"{ENTERPRISE}-aws-cluster-eks"}
+
+
+def _key(plan: PlanDict, suffix: str) -> dict[str, Any]:
+    keys: list[dict[str, Any]] = [
+        r for r in plan["resources"] if r["type"] == "aws:kms/key:Key" and r["name"].endswith(suffix)
+    ]
+    (key,) = keys
+    return key
+
+
+def _encrypt_under(plan: PlanDict, token: str, store: str, path: str, key_suffix: str) -> PlanDict:
+    """``store`` (of type ``token``) encrypted under the key named ``*key_suffix``: the ARN at input
+    ``path`` (``rules``: the bucket's default rule) and the input's property dependency, as the engine
+    records them. The key's ARN is read where the plan names it (the stores' and policies' references)."""
+    key = _key(plan, key_suffix)
+    arn = next(
+        value
+        for value in _strings_in(plan)
+        if value.startswith("arn:aws:kms:") and value.rsplit(":", 1)[-1].startswith(key["name"])
+    )
+    edited = copy.deepcopy(plan)
+    (resource,) = [r for r in edited["resources"] if r["name"] == store and r["type"] == token]
+    if path == "rules":
+        resource["inputs"]["rules"][0]["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"] = arn
+    else:
+        resource["inputs"][path] = arn
+    resource["propertyDependencies"][path] = [key["urn"]]
+    return edited
+
+
+def _strings_in(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings_in(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings_in(v)]
+    return []
+
+
+def test_a_bucket_on_the_secrets_key_is_refused(
+    planted_plan: PlanDict, merged: Findings, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    """Review A1: the data bucket's default encryption under the Kubernetes Secrets key; the finding names
+    the bucket and the field."""
+    planted = _encrypt_under(planted_plan, BUCKET_ENCRYPTION, DATA_BUCKET, "rules", "-aws-key-key")
+    assert merged(planted) == {DATA_BUCKET, f"{ENTERPRISE}-aws-cluster-eks"}
+    other_domain, merged_key = sorted(  # the store's name sorts before the field
+        v.message
+        for v in pack.judge(planted, defaults)
+        if v.policy == "keys-per-domain" and v.name == DATA_BUCKET
+    )
+    field = "rules[].applyServerSideEncryptionByDefault.kmsMasterKeyId"
+    assert merged_key.startswith(f"{field}: key ") and f"object-data: {DATA_BUCKET}" in merged_key
+    assert other_domain.startswith(f"{DATA_BUCKET} (object-data): {field} is key {ENTERPRISE}-aws-key-key")
+
+
+def test_the_audit_trail_on_the_logs_key_is_refused(planted_plan: PlanDict, merged: Findings) -> None:
+    """Review B4: the audit trail and the application logs on one key; whoever decrypts the logs would read
+    the audit record."""
+    trail = f"{ENTERPRISE}-aws-audit-trail"
+    planted = _encrypt_under(planted_plan, "aws:cloudtrail/trail:Trail", trail, "kmsKeyId", "-aws-logs-key")
+    assert merged(planted) == {trail, f"{ENTERPRISE}-aws-network-flow-logs", f"{ENTERPRISE}-aws-cluster-logs"}
+
+
+def test_an_encrypted_bucket_must_declare_its_domain(planted_plan: PlanDict, merged: Findings) -> None:
+    def undeclared(inputs: dict[str, Any]) -> None:
+        del inputs["tags"][DATA_DOMAIN_TAG]
+
+    planted = with_inputs(planted_plan, of_type("aws:s3/bucket:Bucket", "-storage-data"), undeclared)
+    assert merged(planted) == {DATA_BUCKET}
+
+
+def test_a_store_under_a_key_of_another_domain_is_refused(planted_plan: PlanDict, merged: Findings) -> None:
+    """A key serving one domain only, but not its stores': the repositories' key declared training data's."""
+
+    def other_domain(inputs: dict[str, Any]) -> None:
+        inputs["tags"][DATA_DOMAIN_TAG] = "training-data"
+
+    planted = with_inputs(planted_plan, of_type("aws:kms/key:Key", "-aws-images-key"), other_domain)
+    refused = merged(planted)
+    assert refused and all("-registry-" in name for name in refused), refused
 
 
 def test_a_domain_kept_on_the_stacks_first_key_is_refused(tmp_path: Path, merged: Findings) -> None:

@@ -91,6 +91,7 @@ POLICIES = {
     "aks-user-nat-subnets": ("mandatory", "stack"),
     "identity-per-role": ("mandatory", "stack"),
     "key-duties-separated": ("mandatory", "stack"),
+    "key-use-within-domain": ("mandatory", "stack"),
     "keys-per-domain": ("mandatory", "stack"),
     "lifecycle-record-locked": ("mandatory", "stack"),
 }

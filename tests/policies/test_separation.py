@@ -5,8 +5,10 @@ merge planted in fails with the policy and the resource that carries it: an IRSA
 identity trusted by two service accounts, a grant beyond a role's set (a write where it only reads, a
 wildcard action, Blob Data Contributor on datasets for training), a registry user listed twice or given
 more than its role, a workload holding the registry admin's password, a key policy giving ``kms:*`` to
-a role (AWS KMS developer guide, "Default key policy": only the account root's statement takes
-``kms:*``).
+a role, or to the account root, or letting the root use the key or create grants with no condition (AWS
+KMS developer guide, "Default key policy": "Allows key administrators to administer the KMS key",
+"Allows key users to use the KMS key", with AWS services by ``kms:GrantIsForAWSResource``), and a role's
+policy using a key of a domain it does not own (``key-use-within-domain``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from mlplatform.plan import Plan
 from .conftest import found
 from .test_audit import of_type, with_inputs
 
-POLICIES = {"identity-per-role", "key-duties-separated"}
+POLICIES = {"identity-per-role", "key-duties-separated", "key-use-within-domain"}
 PlanDict = dict[str, Any]
 Findings = Callable[[PlanDict], set[tuple[str, str]]]
 
@@ -240,6 +242,88 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ("key-duties-separated", f"{AWS}-aws-key-key"),
     ),
 ]
+
+
+SECRETS_KEY = f"{AWS}-aws-key-key"
+ROOT = "arn:aws:iam::123456789012:root"
+
+
+def _root_statement(sid: str) -> Callable[[dict[str, Any]], None]:
+    """The key policy with the root's administration statement replaced by the AWS default's ``kms:*``."""
+
+    def edit(document: dict[str, Any]) -> None:
+        (statement,) = [s for s in document["Statement"] if s.get("Sid") == sid]
+        statement["Action"] = "kms:*"
+
+    return _document(edit, "policy")
+
+
+def _root_may(
+    actions: list[str], condition: dict[str, Any] | None = None
+) -> Callable[[dict[str, Any]], None]:
+    statement: dict[str, Any] = {
+        "Effect": "Allow",
+        "Principal": {"AWS": ROOT},
+        "Action": actions,
+        "Resource": "*",
+    }
+    if condition:
+        statement["Condition"] = condition
+    return _add_statement(statement)
+
+
+ROOT_CASES = [
+    ("root-kms-star", _root_statement("AccountAdministersKeyThroughIam")),
+    ("root-decrypts-unconditioned", _root_may(["kms:Decrypt", "kms:GenerateDataKey*"])),
+    ("root-creates-grants-unconditioned", _root_may(["kms:Create*"])),
+]
+
+
+@pytest.mark.parametrize(("case", "edit"), ROOT_CASES, ids=[c[0] for c in ROOT_CASES])
+def test_a_key_the_account_root_may_use_freely_is_refused(
+    case: str, edit: Callable[[dict[str, Any]], None], aws_plan: PlanDict, separation: Findings
+) -> None:
+    """The AWS default key policy's ``kms:*`` to the root lets every IAM policy in the account grant the key;
+    the shipped keys give the root administration, use only by condition, grants only for AWS services."""
+    planted = with_inputs(aws_plan, of_type("aws:kms/key:Key", "-aws-key-key"), edit)
+    assert separation(planted) == {("key-duties-separated", SECRETS_KEY)}, case
+
+
+def test_root_use_named_by_condition_passes(aws_plan: PlanDict, separation: Findings) -> None:
+    """The other way: the same use, limited to the domain's service, is a key user statement."""
+    via = {"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}}
+    planted = with_inputs(
+        aws_plan, of_type("aws:kms/key:Key", "-object-data-key"), _root_may(["kms:Decrypt"], via)
+    )
+    assert separation(planted) == set()
+
+
+def _uses_secrets_key(plan: PlanDict, role_policy: str) -> PlanDict:
+    """``role_policy`` also decrypts with the Secrets key (through S3, as its own statements do), the key
+    in its document's property dependencies as the engine records it. The key's ARN is the one the EKS
+    cluster role's policy names."""
+    (key,) = [r for r in plan["resources"] if r["name"] == SECRETS_KEY]
+    (cluster_kms,) = [r for r in plan["resources"] if r["name"].endswith("-cluster-role-kms")]
+    statement = {
+        "Effect": "Allow",
+        "Action": ["kms:Decrypt"],
+        "Resource": json.loads(cluster_kms["inputs"]["policy"])["Statement"][0]["Resource"],
+        "Condition": {"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}},
+    }
+    edited = with_inputs(
+        plan, of_type("aws:iam/rolePolicy:RolePolicy", role_policy), _add_statement(statement)
+    )
+    (policy,) = [
+        r for r in edited["resources"] if r["type"].endswith("RolePolicy") and r["name"].endswith(role_policy)
+    ]
+    policy["propertyDependencies"]["policy"] = [*policy["propertyDependencies"].get("policy", []), key["urn"]]
+    return edited
+
+
+def test_a_role_using_another_domains_key_is_refused(aws_plan: PlanDict, separation: Findings) -> None:
+    """Training owns the object data's key only: a grant on the Secrets key is a cross-domain grant."""
+    planted = _uses_secrets_key(aws_plan, "-identities-training")
+    assert separation(planted) == {("key-use-within-domain", TRAINING_ROLE)}
 
 
 @pytest.mark.parametrize(("case", "plant", "expected"), AWS_CASES, ids=[c[0] for c in AWS_CASES])

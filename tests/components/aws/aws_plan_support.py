@@ -27,13 +27,14 @@ def parse(config: dict[str, Any], stack: str) -> PlatformConfig:
     return parse_stack_config(config, f"Pulumi.{stack}.yaml")
 
 
-def build_platform(config: PlatformConfig) -> AwsPlatform:
-    """The adapter object itself, built under the plan's mocks in a fresh context."""
+def build_platform(config: PlatformConfig, mocks: PlanMocks | None = None) -> AwsPlatform:
+    """The adapter object itself, built under the plan's mocks (``mocks``, or a fresh account's) in a
+    fresh context."""
 
     def run() -> AwsPlatform:
         ensure_event_loop()  # as run_plan does: an earlier asyncio.run in this process leaves none
         pulumi.runtime.set_mocks(
-            PlanMocks(aws_region=config.region, azure_location=""),
+            mocks or PlanMocks(aws_region=config.region, azure_location=""),
             project="ml-platform",
             stack=config.stack_name,
             preview=True,

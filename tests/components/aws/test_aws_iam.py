@@ -192,6 +192,55 @@ def test_each_domain_key_names_only_its_principals(cloud_plan: Callable[[str], P
         assert principals == {ROOT, *DOMAIN_PRINCIPALS.get(domain, set())}, domain
 
 
+# Who uses each domain's key for data (components/aws/keys.py DOMAIN_USERS): the callers through the domain's
+# services (kms:ViaService), or, for the Secrets, the EKS cluster role by name (aws:PrincipalArn).
+DOMAIN_USE = {
+    "kubernetes-secrets": {
+        "ArnLike": {"aws:PrincipalArn": ["arn:aws:iam::123456789012:role/{stack}-aws-eks-*"]}
+    },
+    "registry-database": {"StringEquals": {"kms:ViaService": ["rds.{region}", "secretsmanager.{region}"]}},
+    "training-data": {"StringEquals": {"kms:ViaService": ["elasticfilesystem.{region}", "fsx.{region}"]}},
+    "object-data": {"StringEquals": {"kms:ViaService": ["s3.{region}"]}},
+    "images": {"StringEquals": {"kms:ViaService": ["ecr.{region}"]}},
+    "node-volumes": {"StringEquals": {"kms:ViaService": ["ec2.{region}"]}},
+}
+USE = {"kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"}
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_the_account_root_administers_keys_and_uses_them_only_as_their_domains_users(
+    cloud_plan: Callable[[str], Plan], stack: str
+) -> None:
+    """Review B2 (AWS KMS developer guide, "Default key policy"): the default's ``kms:*`` to the account root
+    lets any IAM policy grant a key. The root takes the key administrators' actions (no cryptographic one,
+    no unconditioned grant), grants only for AWS resources or to service-linked roles, and use only under
+    the condition naming its domain's users."""
+    plan = cloud_plan(stack)
+    region = "me-central-1.amazonaws.com"
+    for domain, arn in plan.outputs["kmsKeys"].items():
+        (key,) = [r.inputs for r in plan.by_type("aws:kms/key:Key") if arn.endswith(f":{r.name}-{arn[-7:]}")]
+        statements = policy(key["policy"])["Statement"]
+        root = {s["Sid"]: s for s in statements if ROOT in _principals(s)}
+        assert set(root["AccountAdministersKeyThroughIam"]["Action"]).isdisjoint(
+            USE | {"kms:*", "kms:Create*"}
+        )
+        assert root["ServicesAttachKeyToResourcesTheyCreate"]["Condition"] == {
+            "Bool": {"kms:GrantIsForAWSResource": "true"}
+        }
+        assert root["GrantsOnlyToServiceLinkedRoles"]["Condition"] == {
+            "ArnLike": {"kms:GranteePrincipal": "arn:aws:iam::123456789012:role/aws-service-role/*"}
+        }
+        uses = [s for s in root.values() if USE & set(s["Action"] if isinstance(s["Action"], list) else [])]
+        if domain not in DOMAIN_USE:  # the logs: CloudWatch Logs alone, by its service principal
+            assert uses == [], domain
+            continue
+        ((operator, condition),) = DOMAIN_USE[domain].items()
+        ((name, values),) = condition.items()
+        expected = [v.format(stack=stack, region=region) for v in values]
+        assert [s["Condition"] for s in uses] == [{operator: {name: expected}}], domain
+        assert key["tags"]["ml-platform.io/data-domain"] == domain
+
+
 def test_eks_and_efs_controllers_get_managed_driver_policies(cloud_plan: Callable[[str], Plan]) -> None:
     plan = cloud_plan("aws-smb-dev")
     ebs = one(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment", "-addons-ebs-csi-0").inputs

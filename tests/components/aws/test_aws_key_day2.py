@@ -18,6 +18,10 @@ The bucket's default encryption, the log groups (``AssociateKmsKey``) and the la
 version, rolled out by the node group) take their new keys in place.
 
 Both programs run under the plan's mocks and their inputs are compared as the engine diffs them.
+
+The upgrade cannot skip that first step by mistake (review B11): the program refuses, in one line naming
+``storage.onStackKey``, an update of a stack whose first key's alias exists and none of the per-domain
+keys' does, when it would move stores that are replaced to move; the mocks' account then has that alias.
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 
 from components.config import PLATFORM_KEY
+from mlplatform.mocks import PlanMocks
 from mlplatform.plan import Plan
+from tests.components.aws.aws_plan_support import build_platform, parse
 from tests.stack_variants import cloud_only, input_diff, plan_config, template
 
 STACK = "aws-enterprise-prod"
@@ -41,11 +48,11 @@ REPLACING = {
     "aws:efs/fileSystem:FileSystem": "kmsKeyId",
     "aws:ecr/repository:Repository": "encryptionConfigurations",
 }
-# What may change in place: the first key's description and policy, the stores that move in place, the
-# IAM policies that name the new keys; and the FSx data repository's grant, recreated on the bucket's
-# key (a grant holds no data).
+# What may change in place: the first key's description, policy and domain tag, the stores that move in
+# place, the IAM policies that name the new keys; and the FSx data repository's grant, recreated on the
+# bucket's key (a grant holds no data).
 IN_PLACE = {
-    "aws:kms/key:Key": {"description", "policy"},
+    "aws:kms/key:Key": {"description", "policy", "tags"},
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": {"rules"},
     "aws:cloudwatch/logGroup:LogGroup": {"kmsKeyId"},
     "aws:ec2/launchTemplate:LaunchTemplate": {"blockDeviceMappings"},
@@ -100,3 +107,57 @@ def test_the_stores_that_cannot_move_stay_on_the_first_key(before_after: tuple[P
     }
     moved = {d: after.outputs["kmsKeys"][d] for d in ("object-data", "node-volumes", "logs")}
     assert first not in moved.values()
+
+
+class _Recording(PlanMocks):
+    """An account holding ``existing_aliases``, recording what the program registers."""
+
+    def __init__(self, aliases: set[str]) -> None:
+        super().__init__(aws_region="me-central-1", azure_location="", existing_aliases=frozenset(aliases))
+        self.created: list[str] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.created.append(args.typ)
+        return super().new_resource(args)
+
+
+FIRST_ALIAS = f"alias/{STACK}-aws-key"
+
+
+def _build(on_stack_key: list[str], aliases: set[str]) -> _Recording:
+    config = cloud_only(template(STACK))
+    config[PLATFORM_KEY].setdefault("storage", {})["onStackKey"] = on_stack_key
+    mocks = _Recording(aliases)
+    build_platform(parse(config, STACK), mocks)
+    return mocks
+
+
+def test_an_upgrade_that_would_replace_stores_to_move_them_is_refused() -> None:
+    """A stack made before the split (its first key's alias only), upgraded without ``storage.onStackKey``:
+    one line naming the stack key and what to list, before any resource is registered."""
+    with pytest.raises(pulumi.RunError) as refused:
+        _build([], {FIRST_ALIAS})
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(
+        f"{PLATFORM_KEY}.storage.onStackKey: stack {STACK} keeps every store on {FIRST_ALIAS}"
+    )
+    assert "set storage.onStackKey: [registry-database, training-data, images] first" in message
+
+
+@pytest.mark.parametrize(
+    ("on_stack_key", "aliases"),
+    [
+        # The upgrade's first step: the stores that are replaced to move stay on the first key.
+        (FIXED, {FIRST_ALIAS}),
+        # A new stack: no alias at all.
+        ([], set()),
+        # After the first step the per-domain keys exist: emptying onStackKey is the migration itself.
+        ([], {FIRST_ALIAS, f"alias/{STACK}-aws-object-data"}),
+    ],
+    ids=["first-step", "new-stack", "migrating"],
+)
+def test_the_guard_lets_a_new_stack_and_the_documented_upgrade_through(
+    on_stack_key: list[str], aliases: set[str]
+) -> None:
+    assert "aws:rds/instance:Instance" in _build(on_stack_key, aliases).created
