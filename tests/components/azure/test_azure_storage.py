@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
+from pulumi_azure_native import storage
 
 from components.azure.shared_storage import files_sku
 from components.azure.storage import blob_sku, storage_ip_rules
@@ -160,3 +163,15 @@ def test_handle_storage_uris_and_csi_volume(cloud_plan: PlanFn) -> None:
     assert shared["shareName"] == "training"
     assert shared["storageAccount"].startswith("mlpfiles")
     assert SharedStorageKind.AZURE_FILES_NFS.value == "azure-files-nfs"
+
+
+def test_nfs_in_clear_is_the_documented_exception_until_the_provider_can_require_tls() -> None:
+    """Review B8 / compliance T7: the NFS share's traffic is clear text inside the VNet, behind the
+    account's private endpoint only; docs/security.md records it as the exception ``azure-files-nfs``.
+    The exception holds because the pinned provider cannot require encryption in transit: its file service
+    protocol settings (storage API 2024-01-01) carry SMB settings only. When a provider upgrade adds the
+    NFS setting this fails: build it (share setting plus the CSI driver's ``encryptInTransit``) instead."""
+    assert set(inspect.signature(storage.ProtocolSettingsArgs).parameters) == {"smb"}
+    security = (Path(__file__).parents[3] / "docs" / "security.md").read_text()
+    (row,) = [line for line in security.splitlines() if line.startswith("| `azure-files-nfs` |")]
+    assert "private endpoint" in row and "encryptInTransit" in row
