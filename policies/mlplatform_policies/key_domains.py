@@ -12,7 +12,8 @@ domain"); its key is the KMS key it names:
 - logs: each CloudWatch log group's ``kmsKeyId``, the CloudTrail trail's ``kmsKeyId``, the alert topic's
   ``kmsMasterKeyId``.
 
-S3 default encryption names a bucket by its generated name only, so the bucket's domain is not read
+Azure's stores are read by key_domains_azure.py. S3 default encryption names a bucket by its generated
+name only, so the bucket's domain is not read
 here; the identities that use the bucket's key are judged by ``identity-per-role``. A store that names
 no key (AWS-owned encryption) is ``encryption-at-rest-cmk``'s to refuse.
 """
@@ -25,6 +26,7 @@ from pulumi_policy import Severity
 from pulumi_policy.proxy import UnknownValueError
 
 from .factory import Finding, stack_policy
+from .key_domains_azure import azure_stores
 from .subject import Graph, Subject
 from .values import at, elements, known
 
@@ -64,6 +66,12 @@ def _merged(graph: Graph) -> Iterator[Finding | UnknownValueError]:
                 continue
             for key in keys:
                 served.setdefault(key, {}).setdefault(domain, []).append(store)
+    for item in azure_stores(graph):
+        if isinstance(item, UnknownValueError):
+            yield item
+        else:
+            store, domain, key = item
+            served.setdefault(key, {}).setdefault(domain, []).append(store)
     for key, domains in served.items():
         if len(domains) < 2:
             continue

@@ -33,7 +33,12 @@ def files_account(plan: Plan) -> dict[str, Any]:
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
 def test_storage_accounts_follow_the_baseline(cloud_plan: PlanFn, stack: str) -> None:
     plan = cloud_plan(stack)
-    for account in (data_account(plan), files_account(plan)):
+    # Each account on its own domain's key, through its own encryption identity (docs/security.md,
+    # "Keys per data domain").
+    for account, key, identity in (
+        (data_account(plan), "storage-cmk", "-storage-encryption-uai"),
+        (files_account(plan), "training-data-cmk", "-shared-encryption-uai"),
+    ):
         assert account["minimumTlsVersion"] == "TLS1_2"
         assert account["allowBlobPublicAccess"] is False
         assert account["allowSharedKeyAccess"] is False
@@ -41,9 +46,9 @@ def test_storage_accounts_follow_the_baseline(cloud_plan: PlanFn, stack: str) ->
         assert account["networkRuleSet"]["defaultAction"] == "Deny"
         encryption = account["encryption"]
         assert encryption["keySource"] == "Microsoft.Keyvault"
-        assert encryption["keyVaultProperties"]["keyName"] == "storage-cmk"
+        assert encryption["keyVaultProperties"]["keyName"] == key
         assert "keyVersion" not in encryption["keyVaultProperties"]
-        assert "-storage-encryption-uai" in encryption["encryptionIdentity"]["encryptionUserAssignedIdentity"]
+        assert identity in encryption["encryptionIdentity"]["encryptionUserAssignedIdentity"]
         assert account["identity"]["type"] == "UserAssigned"
     assert data_account(plan)["enableHttpsTrafficOnly"] is True
     assert data_account(plan)["kind"] == "StorageV2"
