@@ -5,9 +5,12 @@ How a flow counts as TLS, from the planned objects alone:
 - the API server's calls to admission webhooks and aggregated APIs: Kubernetes calls a webhook's Service
   over HTTPS only (Kubernetes docs, "Dynamic Admission Control", ``clientConfig.service``: "Communication
   with the webhook server uses TLS");
-- a call to a pod's port that the pod names ``https``, or that a Service selecting it serves under a port
-  named ``https`` or with ``appProtocol: https`` (the registry and inference with TLS on; the servers
-  refuse anything older than TLS 1.3: workloads/registry/server/launch.py, workloads/inference/server.py);
+- a call to a pod's port whose container is configured to serve TLS: its env or arguments name a
+  certificate and a key file of one Secret it mounts (``serves_tls``; the registry and inference refuse
+  anything older than TLS 1.3: workloads/registry/server/launch.py, workloads/inference/server.py), never
+  a port's name (review B6: a port named ``https`` serving clear text passed); and, where the plan
+  configures the client (every container naming the destination's Service), the client calls https and
+  verifies with a CA file from a Secret (``client_verification``);
 - a peer outside the pod network on 443 (the cloud's HTTPS endpoints: object store, identity, STS) or on
   the PostgreSQL port (the registry's database, whose server refuses plaintext connections:
   ``rds.force_ssl``, ``require_secure_transport``; components/aws and components/azure
@@ -17,10 +20,11 @@ How a flow counts as TLS, from the planned objects alone:
 
 The exceptions (``EXCEPTIONS``), each named with why it is accepted and what contains it:
 - ``cluster-dns``: name lookups to kube-dns on 53 are DNS, not TLS;
-- ``training-fabric``: a run's pods among themselves (c10d rendezvous, gloo, NCCL over sockets or RDMA):
-  no TLS exists for them; contained by the namespace's NetworkPolicy (no other pod reaches those
-  ports: ``flow-denied``/``flow-not-in-contract`` judge it) and the GPU pool's own subnet and security
-  group (docs/security.md);
+- ``training-fabric``: a DDP run's pods among themselves on the rendezvous port and NCCL's ports only,
+  for a torchrun Job requesting an RDMA device (EFA or InfiniBand: ``training_fabric`` names that
+  evidence; review B7: any workload's self-flows passed): no TLS exists for them; contained by the
+  namespace's NetworkPolicy (no other pod reaches those ports: ``flow-denied``/``flow-not-in-contract``
+  judge it) and the GPU pool's own subnet and security group (docs/security.md);
 - ``metrics-scrape``: Prometheus scraping a target that serves plain HTTP (the vendored exporters: node-
   exporter, kube-state-metrics, the operators; review T5): metrics carry no credentials or data; the
   platform's own targets that carry tokens (inference) are scraped over verified HTTPS.
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judges.findings import Finding, Subject
-from judges.kube import DNS_PORT, Pod, of_kind, service_selects
+from judges.kube import DNS_PORT, Pod, labels_match, of_kind, service_selects
 from judges.netpol import Endpoint
 from judges.reachability import (
     CONTROL_PLANE_NETWORK,
@@ -211,6 +215,43 @@ def client_verification(cluster: Cluster, flow: Flow) -> str | None:
     return None
 
 
+def scrape_verification(cluster: Cluster, flow: Flow) -> tuple[Subject, str] | None:
+    """A ServiceMonitor endpoint that scrapes the flow's TLS server without verifying it: its ``scheme`` is
+    not ``https``, its ``tlsConfig`` names no ``ca`` or skips verification; (the monitor, the field)."""
+    destination = flow.destination.pod
+    assert destination is not None
+    for monitor in of_kind(cluster.objects, "ServiceMonitor"):
+        spec = monitor.get("spec") or {}
+        namespaces = spec.get("namespaceSelector") or {}
+        if not (
+            namespaces.get("any")
+            or destination.namespace
+            in (namespaces.get("matchNames") or [monitor["metadata"].get("namespace")])
+        ):
+            continue
+        for service in cluster.services:
+            metadata = service["metadata"]
+            if metadata.get("namespace") != destination.namespace or not (
+                labels_match(spec.get("selector"), metadata.get("labels") or {})
+                and service_selects((service.get("spec") or {}).get("selector"), destination.labels)
+            ):
+                continue
+            ports = {p.get("name"): p for p in (service.get("spec") or {}).get("ports") or []}
+            for index, endpoint in enumerate(spec.get("endpoints") or []):
+                port = ports.get(endpoint.get("port"))
+                target = port and port.get("targetPort", port.get("port"))
+                number = destination.named_port(target, "TCP") if isinstance(target, str) else target
+                if number is None or int(number) != flow.port:
+                    continue
+                tls = endpoint.get("tlsConfig") or {}
+                where = f"spec.endpoints[{index}]"
+                if endpoint.get("scheme") != "https":
+                    return Subject.of(monitor), f"{where}.scheme is {endpoint.get('scheme') or 'http'}"
+                if tls.get("insecureSkipVerify") or not tls.get("ca"):
+                    return Subject.of(monitor), f"{where}.tlsConfig names no CA or skips verification"
+    return None
+
+
 def training_fabric(pod: Pod) -> str | None:
     """The evidence that ``pod`` is a DDP run on the RDMA fabric: torchrun in its command and a container
     requesting an RDMA device (EFA, ``vpc.amazonaws.com/efa``; InfiniBand, ``rdma/...``), so NCCL's data
@@ -260,6 +301,12 @@ def judge_flow(cluster: Cluster, flow: Flow) -> tuple[str | None, Subject, str]:
                 "Secret (env or args; a port's name is not TLS)"
             ),
         )
+    if source.pod.owner.kind == "Prometheus":
+        scraped = scrape_verification(cluster, flow)
+        if scraped is not None:
+            monitor, why = scraped
+            return None, monitor, f"scrapes port {flow.port} of {destination.name} unverified: {why}"
+        return "tls", destination.pod.owner, served
     unverified = client_verification(cluster, flow)
     if unverified is not None:
         return (

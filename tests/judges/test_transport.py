@@ -221,3 +221,27 @@ def test_the_evidence_records_each_exception_against_its_planned_resource() -> N
     # The registry's servers reach only verified TLS now (its database included): no exception row.
     assert not [urn for urn, _, _ in exemptions if urn.endswith("::deployment-ml-registry-registry")]
     assert transport_exemptions(plan_stack("aws-enterprise-prod"), frozenset({"transport"})) == ()
+
+
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        ({"scheme": "http"}, "spec.endpoints[0].scheme is http"),
+        ({"tlsConfig": {"insecureSkipVerify": True}}, "spec.endpoints[0].tlsConfig names no CA or skips"),
+    ],
+)
+def test_prometheus_scraping_a_tls_server_unverified_is_a_mandatory_finding(
+    edit: dict[str, Any], why: str, judged: Callable[[str], Judged]
+) -> None:
+    """Inference serves TLS with a bearer token: its ServiceMonitor must scrape https against inference-ca."""
+    stack = judged("azure-enterprise-prod")
+    planted = copy.deepcopy(stack.objects)
+    (monitor,) = [
+        o for o in planted if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "inference"
+    ]
+    monitor["spec"]["endpoints"][0].update(edit)
+    findings = judge_transport(planted, stack.network)
+    assert [(f.level, f.subject.kind, f.subject.name) for f in findings] == [
+        ("mandatory", "ServiceMonitor", "inference")
+    ]
+    assert why in findings[0].message
