@@ -373,9 +373,10 @@ class StorageConfig(_Model):
     redundancy: Redundancy = Redundancy.ZONE
     # Days non-current object versions are kept before they expire.
     noncurrent_version_days: int = Field(default=90, ge=1, le=3650)
-    # AWS: domains whose stores stay on the stack's first key (``alias/<stack>-key``, Kubernetes Secrets'
-    # key) until migrated: a stack made before the keys were split lists the stores whose key change would
-    # replace them, and migrates each (docs/operations.md, "Keys per data domain"). Empty: a key per domain.
+    # Domains whose stores stay on the key they were made under until migrated: on AWS the stack's first
+    # key (``alias/<stack>-key``, Kubernetes Secrets' key), on Azure the storage key (``storage-cmk``). A
+    # stack made before the keys were split lists the stores whose key change would replace them, and
+    # migrates each (docs/operations.md, "Keys per data domain"). Empty: a key per domain.
     on_stack_key: tuple[KeyDomain, ...] = ()
 
     @field_validator("on_stack_key")
@@ -1381,10 +1382,14 @@ def _storage_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     }
     if shared not in by_cloud[config.cloud]:
         yield f"{PLATFORM_KEY}.storage.shared", f"{shared} is not available on {config.cloud}"
-    if config.storage.on_stack_key and config.cloud is not Cloud.AWS:
+    # On Azure the stores of these domains were made under the storage key (``storage-cmk``): only they
+    # can be kept there (components/azure/keys.py, DOMAIN_KEYS).
+    azure_kept = {KeyDomain.TRAINING_DATA, KeyDomain.REGISTRY_DATABASE, KeyDomain.LOGS}
+    if config.cloud is Cloud.AZURE and (other := set(config.storage.on_stack_key) - azure_kept):
         yield (
             f"{PLATFORM_KEY}.storage.onStackKey",
-            f"an AWS setting (the KMS keys per data domain); this stack's cloud is {config.cloud}",
+            f"{', '.join(sorted(d.value for d in other))} never shared the storage key on Azure; list only "
+            f"{', '.join(sorted(d.value for d in azure_kept))}",
         )
     if shared is SharedStorageKind.FSX_LUSTRE and not lustre_capacity_valid(
         config.storage.shared_capacity_gib

@@ -26,6 +26,7 @@ from judges import (
     references,
     runtime,
     scheduling,
+    secrets_rbac,
     sqlite,
     storage,
     stores,
@@ -143,6 +144,12 @@ JUDGES: tuple[Judge, ...] = (
         (transport.PLAINTEXT,),
         lambda c: transport.judge_transport(c.objects, c.cluster_network),
         "each contract flow is TLS or a named exception (the fabric, cluster DNS, metrics scrapes)",
+    ),
+    Judge(
+        "secrets-rbac",
+        (secrets_rbac.POLICY,),
+        lambda c: secrets_rbac.judge_secrets_rbac(c.objects),
+        "no ServiceAccount but a named operator's reads Secrets cluster-wide (ClusterRoleBindings)",
     ),
     Judge(
         "references",

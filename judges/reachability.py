@@ -294,7 +294,7 @@ def _kept(relabels: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any]) ->
     return True
 
 
-def _runs_torchrun(pod: Pod) -> bool:
+def runs_torchrun(pod: Pod) -> bool:
     return any(
         "torchrun" in " ".join(c.get("command") or []) + " ".join(c.get("args") or [])
         for c in pod.containers()
@@ -317,7 +317,7 @@ def _peer_flows(cluster: Cluster) -> Iterator[Flow]:
 
 
 def _runs(cluster: Cluster) -> list[Pod]:
-    return [p for p in cluster.pods if p.owner.kind == "Job" and _runs_torchrun(p)]
+    return [p for p in cluster.pods if p.owner.kind == "Job" and runs_torchrun(p)]
 
 
 def _queue_probes(cluster: Cluster, runs: Sequence[Pod]) -> Iterator[Pod]:

@@ -5,9 +5,12 @@ How a flow counts as TLS, from the planned objects alone:
 - the API server's calls to admission webhooks and aggregated APIs: Kubernetes calls a webhook's Service
   over HTTPS only (Kubernetes docs, "Dynamic Admission Control", ``clientConfig.service``: "Communication
   with the webhook server uses TLS");
-- a call to a pod's port that the pod names ``https``, or that a Service selecting it serves under a port
-  named ``https`` or with ``appProtocol: https`` (the registry and inference with TLS on; the servers
-  refuse anything older than TLS 1.3: workloads/registry/server/launch.py, workloads/inference/server.py);
+- a call to a pod's port whose container is configured to serve TLS: its env or arguments name a
+  certificate and a key file of one Secret it mounts (``serves_tls``; the registry and inference refuse
+  anything older than TLS 1.3: workloads/registry/server/launch.py, workloads/inference/server.py), never
+  a port's name (review B6: a port named ``https`` serving clear text passed); and, where the plan
+  configures the client (every container naming the destination's Service), the client calls https and
+  verifies with a CA file from a Secret (``client_verification``);
 - a peer outside the pod network on 443 (the cloud's HTTPS endpoints: object store, identity, STS) or on
   the PostgreSQL port (the registry's database, whose server refuses plaintext connections:
   ``rds.force_ssl``, ``require_secure_transport``; components/aws and components/azure
@@ -17,10 +20,11 @@ How a flow counts as TLS, from the planned objects alone:
 
 The exceptions (``EXCEPTIONS``), each named with why it is accepted and what contains it:
 - ``cluster-dns``: name lookups to kube-dns on 53 are DNS, not TLS;
-- ``training-fabric``: a run's pods among themselves (c10d rendezvous, gloo, NCCL over sockets or RDMA):
-  no TLS exists for them; contained by the namespace's NetworkPolicy (no other pod reaches those
-  ports: ``flow-denied``/``flow-not-in-contract`` judge it) and the GPU pool's own subnet and security
-  group (docs/security.md);
+- ``training-fabric``: a DDP run's pods among themselves on the rendezvous port and NCCL's ports only,
+  for a torchrun Job requesting an RDMA device (EFA or InfiniBand: ``training_fabric`` names that
+  evidence; review B7: any workload's self-flows passed): no TLS exists for them; contained by the
+  namespace's NetworkPolicy (no other pod reaches those ports: ``flow-denied``/``flow-not-in-contract``
+  judge it) and the GPU pool's own subnet and security group (docs/security.md);
 - ``metrics-scrape``: Prometheus scraping a target that serves plain HTTP (the vendored exporters: node-
   exporter, kube-state-metrics, the operators; review T5): metrics carry no credentials or data; the
   platform's own targets that carry tokens (inference) are scraped over verified HTTPS.
@@ -28,26 +32,39 @@ The exceptions (``EXCEPTIONS``), each named with why it is accepted and what con
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from judges.findings import Finding, Subject
-from judges.kube import DNS_PORT, Pod, service_selects
+from judges.kube import DNS_PORT, Pod, labels_match, of_kind, service_selects
 from judges.netpol import Endpoint
 from judges.reachability import (
     CONTROL_PLANE_NETWORK,
     HTTPS,
+    NCCL_PORTS,
+    RENDEZVOUS,
     Cluster,
     Flow,
     contract,
+    runs_torchrun,
 )
 
 PLAINTEXT = "plaintext-flow"
 POSTGRES = 5432
 TIER_LABEL = "tier"
 ENTERPRISE = "enterprise"
-TLS_NAMES = frozenset({"https"})
+# The keys of a ``kubernetes.io/tls`` Secret, and the CA a client verifies with (the registry's
+# ``registry-ca``, inference's ``inference-ca``).
+TLS_KEYS = ("tls.crt", "tls.key")
+CA_KEY = "ca.crt"
+_CERTIFICATE = re.compile(r"crt|cert", re.IGNORECASE)
+_KEY = re.compile(r"key", re.IGNORECASE)
+# The RDMA devices NCCL's fabric uses: EFA (aws-efa-k8s-device-plugin) and InfiniBand (the network
+# operator's shared RDMA device plugin, ``rdma/shared_ib``).
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+RDMA_PREFIX = "rdma/"
 
 
 @dataclass(frozen=True)
@@ -64,8 +81,9 @@ EXCEPTIONS = {
         ),
         TransportException(
             "training-fabric",
-            "a run's pods among themselves (rendezvous, gloo, NCCL): no TLS exists for them; contained by "
-            "the namespace's NetworkPolicy and the GPU pool's subnet and security group",
+            "a DDP run's pods among themselves on the rendezvous port and NCCL's ports, the run on the RDMA "
+            "fabric (EFA or InfiniBand): no TLS exists for them; contained by the namespace's NetworkPolicy "
+            "and the GPU pool's subnet and security group",
         ),
         TransportException(
             "metrics-scrape",
@@ -75,52 +93,233 @@ EXCEPTIONS = {
 }
 
 
-def _service_port_is_tls(cluster: Cluster, pod: Pod, port: int) -> bool:
+def _config(container: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What a container is configured with: (where, value) for each env value, argument and command word
+    (a ``--flag=value`` argument counts by its value)."""
+    found = [
+        (f"env {e['name']}", str(e["value"]))
+        for e in container.get("env") or []
+        if isinstance(e.get("value"), str)
+    ]
+    for key in ("command", "args"):
+        for word in container.get(key) or []:
+            flag, _, value = str(word).partition("=")
+            found.append((f"{key} {flag}", value or flag))
+    return found
+
+
+def _secret_mounts(pod: Pod, container: Mapping[str, Any]) -> dict[str, str]:
+    """The container's mount paths of Secret volumes, and each Secret's name."""
+    secrets = {
+        v["name"]: str(v["secret"].get("secretName"))
+        for v in pod.spec.get("volumes") or []
+        if isinstance(v.get("secret"), Mapping)
+    }
+    return {
+        str(m["mountPath"]).rstrip("/"): secrets[m["name"]]
+        for m in container.get("volumeMounts") or []
+        if m.get("name") in secrets and not m.get("subPath")
+    }
+
+
+def _secret_keys(cluster: Cluster, namespace: str, name: str) -> frozenset[str]:
+    """The keys a planned Secret holds (a ``kubernetes.io/tls`` one at least its certificate and key)."""
+    for secret in of_kind(cluster.objects, "Secret"):
+        metadata = secret["metadata"]
+        if metadata.get("namespace") == namespace and metadata.get("name") == name:
+            keys = {*(secret.get("data") or {}), *(secret.get("stringData") or {})}
+            if secret.get("type") == "kubernetes.io/tls":
+                keys |= set(TLS_KEYS)
+            return frozenset(keys)
+    return frozenset()
+
+
+def _secret_files(
+    cluster: Cluster, pod: Pod, container: Mapping[str, Any]
+) -> dict[str, tuple[str, str, str]]:
+    """Each Secret file the container's configuration names: (where, the Secret, the file's name), by
+    path; a configured directory that mounts a planned Secret names each of its keys."""
+    mounts = _secret_mounts(pod, container)
+    files: dict[str, tuple[str, str, str]] = {}
+    for where, value in _config(container):
+        path = value.rstrip("/")
+        directory, _, name = path.rpartition("/")
+        if directory in mounts:
+            files[path] = (where, mounts[directory], name)
+        elif path in mounts:
+            for key in _secret_keys(cluster, pod.namespace, mounts[path]):
+                files[f"{path}/{key}"] = (where, mounts[path], key)
+    return files
+
+
+def serves_tls(cluster: Cluster, pod: Pod, port: int) -> str | None:
+    """How the container serving ``port`` is configured for TLS: its certificate and key files, from a
+    Secret it mounts, named in its env or arguments (``--web.cert-file``, ``SERVE_TLS_CERT_FILE``, a
+    directory holding ``tls.crt`` and ``tls.key``); None when nothing configures it. A port's name says
+    nothing about what the server speaks."""
+    for container in pod.containers():
+        if not any(int(p.get("containerPort", -1)) == port for p in container.get("ports") or []):
+            continue
+        by_secret: dict[str, list[tuple[str, str]]] = {}
+        for where, secret, name in _secret_files(cluster, pod, container).values():
+            by_secret.setdefault(secret, []).append((where, name))
+        for secret, files in by_secret.items():
+            certificate = [where for where, name in files if _CERTIFICATE.search(name)]
+            key = [where for where, name in files if _KEY.search(name)]
+            if certificate and key:
+                wheres = " and ".join(sorted({certificate[0], key[0]}))
+                return f"container {container['name']}: {wheres} from Secret {secret}"
+    return None
+
+
+def _names(cluster: Cluster, flow: Flow) -> tuple[str, ...]:
+    """The DNS names of the Services in front of the flow's destination pod on its port."""
+    destination = flow.destination.pod
+    assert destination is not None
+    names = []
     for service in cluster.services:
-        if service["metadata"].get("namespace") != pod.namespace:
-            continue
-        if not service_selects((service.get("spec") or {}).get("selector"), pod.labels):
-            continue
-        for service_port in (service.get("spec") or {}).get("ports") or []:
-            target = service_port.get("targetPort", service_port.get("port"))
-            number = (
-                pod.named_port(target, service_port.get("protocol", "TCP"))
-                if isinstance(target, str)
-                else target
-            )
-            if number is not None and int(number) == port:
-                names = {service_port.get("name"), service_port.get("appProtocol")}
-                if names & TLS_NAMES:
-                    return True
-    return False
+        metadata = service["metadata"]
+        if metadata.get("namespace") == destination.namespace and service_selects(
+            (service.get("spec") or {}).get("selector"), destination.labels
+        ):
+            names.append(f"{metadata['name']}.{metadata['namespace']}.svc")
+    return tuple(names)
 
 
-def _pod_port_is_tls(pod: Pod, port: int) -> bool:
-    return any(
-        int(p.get("containerPort", -1)) == port and p.get("name") in TLS_NAMES
-        for c in pod.containers()
-        for p in c.get("ports") or []
-    )
+def client_verification(cluster: Cluster, flow: Flow) -> str | None:
+    """Why the flow's client does not verify the server it names, or None: each container configured
+    with a destination Service's name must call it over ``https`` (no ``http://`` URL, no ``*SCHEME``
+    set to ``http``, no ``*INSECURE*`` switch on) and name a CA file (``ca.crt``) from a Secret it mounts.
+    A client the plan does not configure (an outside caller, Prometheus, a queued team Job) is judged by
+    the server alone."""
+    source = flow.source.pod
+    assert source is not None
+    names = _names(cluster, flow)
+    for container in source.containers():
+        config = _config(container)
+        naming = [(w, v) for w, v in config if any(re.search(rf"\b{re.escape(n)}\b", v) for n in names)]
+        if not naming:
+            continue
+        where = f"container {container['name']}"
+        for w, v in naming:
+            if v.startswith("http://"):
+                return f"{where}: {w} calls {v} in clear"
+        for w, v in config:
+            if w.startswith("env ") and (
+                (w.endswith("SCHEME") and v.lower() == "http")
+                or ("INSECURE" in w and v.lower() in ("1", "true", "yes"))
+            ):
+                return f"{where}: {w}={v} turns verification off"
+        if not any(name == CA_KEY for _, _, name in _secret_files(cluster, source, container).values()):
+            return f"{where}: names {naming[0][1]} ({naming[0][0]}) but no CA file ({CA_KEY}) from a Secret"
+    return None
+
+
+def scrape_verification(cluster: Cluster, flow: Flow) -> tuple[Subject, str] | None:
+    """A ServiceMonitor endpoint that scrapes the flow's TLS server without verifying it: its ``scheme`` is
+    not ``https``, its ``tlsConfig`` names no ``ca`` or skips verification; (the monitor, the field)."""
+    destination = flow.destination.pod
+    assert destination is not None
+    for monitor in of_kind(cluster.objects, "ServiceMonitor"):
+        spec = monitor.get("spec") or {}
+        namespaces = spec.get("namespaceSelector") or {}
+        if not (
+            namespaces.get("any")
+            or destination.namespace
+            in (namespaces.get("matchNames") or [monitor["metadata"].get("namespace")])
+        ):
+            continue
+        for service in cluster.services:
+            metadata = service["metadata"]
+            if metadata.get("namespace") != destination.namespace or not (
+                labels_match(spec.get("selector"), metadata.get("labels") or {})
+                and service_selects((service.get("spec") or {}).get("selector"), destination.labels)
+            ):
+                continue
+            ports = {p.get("name"): p for p in (service.get("spec") or {}).get("ports") or []}
+            for index, endpoint in enumerate(spec.get("endpoints") or []):
+                port = ports.get(endpoint.get("port"))
+                target = port and port.get("targetPort", port.get("port"))
+                number = destination.named_port(target, "TCP") if isinstance(target, str) else target
+                if number is None or int(number) != flow.port:
+                    continue
+                tls = endpoint.get("tlsConfig") or {}
+                where = f"spec.endpoints[{index}]"
+                if endpoint.get("scheme") != "https":
+                    return Subject.of(monitor), f"{where}.scheme is {endpoint.get('scheme') or 'http'}"
+                if tls.get("insecureSkipVerify") or not tls.get("ca"):
+                    return Subject.of(monitor), f"{where}.tlsConfig names no CA or skips verification"
+    return None
+
+
+def training_fabric(pod: Pod) -> str | None:
+    """The evidence that ``pod`` is a DDP run on the RDMA fabric: torchrun in its command and a container
+    requesting an RDMA device (EFA, ``vpc.amazonaws.com/efa``; InfiniBand, ``rdma/...``), so NCCL's data
+    moves over RDMA (docs/security.md, "The training fabric"); None for any other workload."""
+    if not runs_torchrun(pod):
+        return None
+    for container in pod.containers():
+        resources = (
+            (container.get("resources") or {}).get("limits")
+            or (container.get("resources") or {}).get("requests")
+            or {}
+        )
+        devices = sorted(r for r in resources if r == EFA_RESOURCE or r.startswith(RDMA_PREFIX))
+        if devices:
+            return f"torchrun with {', '.join(devices)} (container {container['name']})"
+    return None
+
+
+def _fabric_port(port: int) -> bool:
+    return port == RENDEZVOUS or NCCL_PORTS[0] <= port <= NCCL_PORTS[1]
+
+
+def judge_flow(cluster: Cluster, flow: Flow) -> tuple[str | None, Subject, str]:
+    """``("tls" | an exception's name | None, the object to fix, why)``: None is a flow in clear or a
+    client that does not verify, outside the exceptions."""
+    source, destination = flow.source, flow.destination
+    if source.pod is None:  # the API server: webhooks and aggregated APIs are HTTPS only
+        return "tls", _subject(flow), "the API server calls webhooks and APIServices over HTTPS"
+    if destination.pod is None:
+        tls = flow.port in (HTTPS, POSTGRES)
+        return ("tls" if tls else None), source.pod.owner, f"reaches {destination.name} on {flow.port}"
+    if destination.pod.labels.get("k8s-app") == "kube-dns" and flow.port == DNS_PORT:
+        return "cluster-dns", destination.pod.owner, "DNS"
+    if destination.pod is source.pod and _fabric_port(flow.port):
+        evidence = training_fabric(source.pod)
+        if evidence is not None:
+            return "training-fabric", source.pod.owner, evidence
+    served = serves_tls(cluster, destination.pod, flow.port)
+    if served is None:
+        if source.pod.owner.kind == "Prometheus":
+            return "metrics-scrape", destination.pod.owner, "plain HTTP scrape"
+        return (
+            None,
+            destination.pod.owner,
+            (
+                f"port {flow.port} serves no TLS: no container configures a certificate and key from a "
+                "Secret (env or args; a port's name is not TLS)"
+            ),
+        )
+    if source.pod.owner.kind == "Prometheus":
+        scraped = scrape_verification(cluster, flow)
+        if scraped is not None:
+            monitor, why = scraped
+            return None, monitor, f"scrapes port {flow.port} of {destination.name} unverified: {why}"
+        return "tls", destination.pod.owner, served
+    unverified = client_verification(cluster, flow)
+    if unverified is not None:
+        return (
+            None,
+            source.pod.owner,
+            f"calls port {flow.port} of {destination.name} unverified: {unverified}",
+        )
+    return "tls", destination.pod.owner, served
 
 
 def classify(cluster: Cluster, flow: Flow) -> str | None:
     """``"tls"``, an exception's name, or None: in clear and not excepted."""
-    source, destination = flow.source, flow.destination
-    if source.pod is None:  # the API server: webhooks and aggregated APIs are HTTPS only
-        return "tls"
-    if destination.pod is None:
-        return "tls" if flow.port in (HTTPS, POSTGRES) else None
-    if destination.pod.labels.get("k8s-app") == "kube-dns" and flow.port == DNS_PORT:
-        return "cluster-dns"
-    if destination.pod is source.pod:
-        return "training-fabric"
-    if _pod_port_is_tls(destination.pod, flow.port) or _service_port_is_tls(
-        cluster, destination.pod, flow.port
-    ):
-        return "tls"
-    if source.pod.owner.kind == "Prometheus":
-        return "metrics-scrape"
-    return None
+    return judge_flow(cluster, flow)[0]
 
 
 def _enterprise(endpoint: Endpoint) -> bool:
@@ -136,16 +335,18 @@ def _subject(flow: Flow) -> Subject:
 def judge_transport(
     objects: Sequence[Mapping[str, Any]], control_plane: str = CONTROL_PLANE_NETWORK
 ) -> list[Finding]:
-    """One finding per destination and port carried in clear outside the exceptions."""
+    """One finding per object to fix and reason: a server that serves no TLS, or a client that does not
+    verify it, outside the exceptions; mandatory where either end is an enterprise workload."""
     cluster = Cluster(objects, control_plane)
-    found: dict[tuple[Subject, int], tuple[list[str], bool]] = {}
+    found: dict[tuple[Subject, str], tuple[list[str], bool]] = {}
     for flow in contract(cluster):
-        if classify(cluster, flow) is not None:
+        kind, subject, why = judge_flow(cluster, flow)
+        if kind is not None:
             continue
-        purposes, mandatory = found.setdefault((_subject(flow), flow.port), ([], False))
+        purposes, mandatory = found.setdefault((subject, why), ([], False))
         if flow.purpose not in purposes:
             purposes.append(flow.purpose)
-        found[(_subject(flow), flow.port)] = (
+        found[(subject, why)] = (
             purposes,
             mandatory or _enterprise(flow.source) or _enterprise(flow.destination),
         )
@@ -154,11 +355,11 @@ def judge_transport(
             PLAINTEXT,
             "mandatory" if mandatory else "advisory",
             subject,
-            f"port {port} is plaintext and no exception covers it ({min(purposes)}"
+            f"{why}, and no exception covers it ({min(purposes)}"
             + (f" and {len(purposes) - 1} more" if len(purposes) > 1 else "")
-            + "): serve TLS (a port named https) or name the exception in judges/transport.py",
+            + "): configure TLS and its verification, or name the exception in judges/transport.py",
         )
-        for (subject, port), (purposes, mandatory) in found.items()
+        for (subject, why), (purposes, mandatory) in found.items()
     ]
 
 
@@ -166,24 +367,27 @@ def exceptions_taken(
     objects: Sequence[Mapping[str, Any]], control_plane: str = CONTROL_PLANE_NETWORK
 ) -> list[tuple[Subject, str, str]]:
     """Each object whose flows an exception covers, once per exception: (the object, the exception's name,
-    its reason and the flows it covers), for the evidence's exceptions register."""
+    its reason, the evidence it rests on for the training fabric, and the flows it covers), for the
+    evidence's exceptions register."""
     cluster = Cluster(objects, control_plane)
-    covered: dict[tuple[Subject, str], list[str]] = {}
+    covered: dict[tuple[Subject, str], tuple[str, list[str]]] = {}
     for flow in contract(cluster):
-        kind = classify(cluster, flow)
+        kind, subject, why = judge_flow(cluster, flow)
         if kind in EXCEPTIONS:
-            purposes = covered.setdefault((_subject(flow), kind), [])
+            purposes = covered.setdefault((subject, kind), (why, []))[1]
             if flow.purpose not in purposes:
                 purposes.append(flow.purpose)
     return [
         (
             subject,
             name,
-            f"{EXCEPTIONS[name].reason} ({purposes[0]}"
+            EXCEPTIONS[name].reason
+            + (f"; evidence: {evidence}" if name == "training-fabric" else "")
+            + f" ({purposes[0]}"
             + (f" and {len(purposes) - 1} more" if len(purposes) > 1 else "")
             + ")",
         )
-        for (subject, name), purposes in covered.items()
+        for (subject, name), (evidence, purposes) in covered.items()
     ]
 
 

@@ -197,9 +197,13 @@ class AksCluster(pulumi.ComponentResource):
         identity would get them after creation, racing the first node. Network Contributor on the
         stack's VNet covers the node subnet (load balancers, NICs) and the link of the private API
         server's DNS zone; on the route table too when egress is user-defined (AKS "bring your own
-        route table"); Reader on the disk encryption set (AKS BYOK docs); Key Vault Crypto User and Key
-        Vault Contributor on the Secrets key's private vault (AKS KMS docs, "Assign permissions to decrypt
-        and encrypt a private key vault", "Assign permissions to create a private link")."""
+        route table"); Reader on the disk encryption set (AKS BYOK docs); Key Vault Crypto User (encrypt,
+        decrypt: what the KMS plugin does with the key, AKS KMS docs, "Assign permissions to decrypt and
+        encrypt a private key vault") on the Secrets key alone, not the vault, which holds the other
+        domains' keys (Key Vault RBAC "allows users to have separate permissions on individual keys":
+        learn.microsoft.com/azure/key-vault/general/rbac-guide; review B10); Key Vault Contributor on the
+        vault, a management-plane role without data access, for the private link (AKS KMS docs, "Assign
+        permissions to create a private link")."""
         scope = self._scope
         identity = managedidentity.UserAssignedIdentity(
             f"{name}-identity", **scope.placed, opts=scope.opts(self)
@@ -207,7 +211,7 @@ class AksCluster(pulumi.ComponentResource):
         targets = {
             "vnet-network": (BuiltInRole.NETWORK_CONTRIBUTOR, args.vnet_id),
             "des-reader": (BuiltInRole.READER, args.disk_encryption_set_id),
-            "kms-crypto-user": (BuiltInRole.KEY_VAULT_CRYPTO_USER, args.secrets.vault_id),
+            "kms-crypto-user": (BuiltInRole.KEY_VAULT_CRYPTO_USER, args.secrets.key.key_id),
             "kms-vault-contributor": (BuiltInRole.KEY_VAULT_CONTRIBUTOR, args.secrets.vault_id),
         }
         if args.route_table_id is not None:

@@ -1,15 +1,19 @@
-"""Customer-managed keys: one Key Vault, one rotating RSA key per consumer, and the disk encryption set.
+"""Customer-managed keys: one Key Vault, one rotating RSA key per data domain, and the disk encryption set.
 
-A key per consumer (node disks, storage, registry) keeps revocation and audit per service: disabling the
-registry key does not take the cluster's disks down with it. The vault authorises with Azure RBAC (no
-access policies), keeps deleted keys recoverable (soft delete + purge protection, both required for
-customer-managed keys on Disks and Storage) and disables public access on every tier: no client reads
-its data plane from outside (the deployer creates keys through ARM), services reach their keys through
-the trusted-services bypass (Key Vault ``publicNetworkAccess`` docs) and the AKS KMS plugin through the
-private link AKS makes to a private vault. A vault in "selected networks" mode is not one AKS KMS can
-use at all ("allow public access from specific virtual networks and IP addresses ... isn't supported",
-learn.microsoft.com/azure/aks/use-kms-etcd-encryption, Limitations). One exception: a registry being
-created, whose key needs a vault outside the firewall for minutes (``RegistryCreationKey``).
+A key per data domain (``components.config.KeyDomain``: node disks, object data, images, Kubernetes
+Secrets, training data, the registry's database, logs; docs/security.md, "Keys per data domain") keeps
+revocation and audit per domain: disabling the images key does not take the cluster's disks down with it,
+and each key's role assignments name only its domain's encryption identity.
+
+The vault authorises with Azure RBAC (no access policies), keeps deleted keys recoverable (soft delete +
+purge protection, both required for customer-managed keys on Disks and Storage) and disables public
+access on every tier: no client reads its data plane from outside (the deployer creates keys through
+ARM), services reach their keys through the trusted-services bypass (Key Vault ``publicNetworkAccess``
+docs) and the AKS KMS plugin through the private link AKS makes to a private vault. A vault in "selected
+networks" mode is not one AKS KMS can use at all ("allow public access from specific virtual networks and
+IP addresses ... isn't supported", learn.microsoft.com/azure/aks/use-kms-etcd-encryption, Limitations).
+One exception: a registry being created, whose key needs a vault outside the firewall for minutes
+(``RegistryCreationKey``).
 
 Purge protection keeps a deleted vault's name taken for the retention period (90 days here): a
 destroyed dev stack could not be created again under the same name. Unprotected stacks therefore add a
@@ -33,7 +37,7 @@ from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointAr
 from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role, grant_key_use
 from components.azure.scope import AzureScope
-from components.config import AZURE_ROLE_TAG, DataClassification
+from components.config import AZURE_ROLE_TAG, DataClassification, KeyDomain
 from components.handle import ImageSigning
 
 
@@ -43,6 +47,24 @@ class KeyPurpose(StrEnum):
     REGISTRY = "registry"
     # Kubernetes Secrets in etcd, through AKS KMS (cluster.py).
     SECRETS = "secrets"
+    # Made with the keys per data domain (issue 35); the stores they encrypt were on ``storage-cmk``.
+    TRAINING_DATA = "training-data"
+    REGISTRY_DATABASE = "registry-database"
+    LOGS = "logs"
+
+
+# Each data domain's key. The first four keep the names (and URNs) they had as per-consumer keys; a
+# domain listed in ``storage.onStackKey`` stays on the storage key (``storage-cmk``), where its stores were
+# made, until it migrates (docs/operations.md, "Keys per data domain").
+DOMAIN_KEYS: dict[KeyDomain, KeyPurpose] = {
+    KeyDomain.SECRETS: KeyPurpose.SECRETS,
+    KeyDomain.VOLUMES: KeyPurpose.DISKS,
+    KeyDomain.IMAGES: KeyPurpose.REGISTRY,
+    KeyDomain.OBJECTS: KeyPurpose.STORAGE,
+    KeyDomain.TRAINING_DATA: KeyPurpose.TRAINING_DATA,
+    KeyDomain.REGISTRY_DATABASE: KeyPurpose.REGISTRY_DATABASE,
+    KeyDomain.LOGS: KeyPurpose.LOGS,
+}
 
 
 # Restricted data gets HSM-protected keys, which need the premium vault SKU (Key Vault keys overview).
@@ -299,27 +321,39 @@ class AzureKeys(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        access = [deployer_key_access(f"{name}-vault", scope, self, self.vault), endpoint.zone_group]
-        self.keys: dict[KeyPurpose, KeyRef] = {
-            purpose: _rsa_key(
-                f"{name}-{purpose.value}",
-                scope,
-                self,
-                vault=self.vault,
-                key_name=f"{purpose.value}-cmk",
-                kty=kty,
-                access=access,
-                rotation_policy=(
-                    _NON_EXPIRING_ROTATION_POLICY if purpose is KeyPurpose.SECRETS else _ROTATION_POLICY
-                ),
-            )
-            for purpose in KeyPurpose
-        }
+        self._access = [deployer_key_access(f"{name}-vault", scope, self, self.vault), endpoint.zone_group]
+        self._name, self._kty = name, kty
+        self.keys: dict[KeyPurpose, KeyRef] = {}
+        # The domains a consumer asked for, and the key each got: the plan's ``keyVaultKeys``.
+        self.domains: dict[KeyDomain, KeyRef] = {}
+        for domain in (KeyDomain.SECRETS, KeyDomain.VOLUMES, KeyDomain.IMAGES, KeyDomain.OBJECTS):
+            self.for_domain(domain)
         self.vault_id: pulumi.Output[str] = self.vault.id
         self.disk_encryption_set_id, self.disk_grant = self._disk_encryption_set(
             name, self.keys[KeyPurpose.DISKS]
         )
         self.register_outputs({"vaultId": self.vault.id, "diskEncryptionSetId": self.disk_encryption_set_id})
+
+    def for_domain(self, domain: KeyDomain) -> KeyRef:
+        """The key of ``domain``'s stores, made on first use (a stack without the domain's stores has no
+        key for it): its own, or the storage key where ``storage.onStackKey`` keeps the domain there."""
+        kept = domain in self._scope.config.storage.on_stack_key
+        purpose = KeyPurpose.STORAGE if kept else DOMAIN_KEYS[domain]
+        if purpose not in self.keys:
+            self.keys[purpose] = _rsa_key(
+                f"{self._name}-{purpose.value}",
+                self._scope,
+                self,
+                vault=self.vault,
+                key_name=f"{purpose.value}-cmk",
+                kty=self._kty,
+                access=self._access,
+                rotation_policy=(
+                    _NON_EXPIRING_ROTATION_POLICY if purpose is KeyPurpose.SECRETS else _ROTATION_POLICY
+                ),
+            )
+        self.domains[domain] = self.keys[purpose]
+        return self.keys[purpose]
 
     def _vault_name(self, name: str) -> pulumi.Input[str]:
         return _stack_vault_name(name, self._scope, self)

@@ -26,7 +26,7 @@ from components.azure.identity import (
     FederatedIdentityArgs,
     Grant,
 )
-from components.azure.keys import AzureKeys, ImageSigningKey, KeyPurpose, KeysArgs, SigningKeyArgs
+from components.azure.keys import AzureKeys, ImageSigningKey, KeysArgs, SigningKeyArgs
 from components.azure.network import (
     BLOB_ZONE,
     FILE_ZONE,
@@ -52,7 +52,7 @@ from components.azure.shared_storage import SharedFileStorage, SharedFileStorage
 from components.azure.storage import ObjectStorage, ObjectStorageArgs
 from components.azure.versions import require_version
 from components.azure.zones import require_zones
-from components.config import PROJECT, PlatformConfig, shared_stores
+from components.config import PROJECT, KeyDomain, PlatformConfig, shared_stores
 from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, SharedStorageKind, StorageHandle
 
 # Least privilege per workload: training reads datasets and writes models, inference only reads models
@@ -91,7 +91,9 @@ class AzurePlatform(pulumi.ComponentResource):
                 network.vnet_id,
                 keys.disk_encryption_set_id,
                 system_pool_profile(config, network.node_subnet_id),
-                SecretsEncryption(keys.keys[KeyPurpose.SECRETS], keys.vault_id, network.api_server_subnet_id),
+                SecretsEncryption(
+                    keys.for_domain(KeyDomain.SECRETS), keys.vault_id, network.api_server_subnet_id
+                ),
                 grants=(keys.disk_grant,),
                 route_table_id=network.route_table_id,
             ),
@@ -109,7 +111,7 @@ class AzurePlatform(pulumi.ComponentResource):
             f"{name}-registry",
             RegistryArgs(
                 scope,
-                keys.keys[KeyPurpose.REGISTRY],
+                keys.for_domain(KeyDomain.IMAGES),
                 cluster.kubelet_object_id,
                 network.endpoint_subnet_id,
                 network.dns_zone_ids[REGISTRY_ZONE],
@@ -176,6 +178,8 @@ class AzurePlatform(pulumi.ComponentResource):
             "kubeconfig": cluster.kubeconfig,
             "oidcIssuerUrl": cluster.oidc_issuer_url,
             "keyVault": keys.vault_name,
+            # Each data domain's key (domain -> ARM id), as AWS exports ``kmsKeys``.
+            "keyVaultKeys": {domain.value: ref.key_id for domain, ref in keys.domains.items()},
             "storageAccount": objects.account_name,
             "modelsUri": objects.models_uri,
             "sharedStorage": dict(shared.shared.csi["volumeAttributes"]) if shared else None,
@@ -193,7 +197,7 @@ class AzurePlatform(pulumi.ComponentResource):
         """The immutable audit archive's id where the stack is audited (config ``audit``), else ``None``."""
         if not scope.config.audited:
             return None
-        key = keys.keys[KeyPurpose.STORAGE]
+        key = keys.for_domain(KeyDomain.LOGS)
         identity = EncryptionIdentity(
             f"{name}-audit-encryption", EncryptionIdentityArgs(scope, key.key_id), self._child
         )
@@ -227,9 +231,10 @@ class AzurePlatform(pulumi.ComponentResource):
     def _storage(
         self, name: str, scope: AzureScope, network: AzureNetwork, keys: AzureKeys
     ) -> tuple[ObjectStorage, SharedFileStorage | None]:
-        """Object storage always; the NFS share when config asks for shared storage."""
-        key = keys.keys[KeyPurpose.STORAGE]
-        # One identity encrypts both accounts: they share the storage key, so one grant covers both.
+        """Object storage always; the NFS share when config asks for shared storage, under the training
+        data key with an identity of its own (the storage identity where ``storage.onStackKey`` keeps the
+        share on the storage key, as a stack made before the split has it)."""
+        key = keys.for_domain(KeyDomain.OBJECTS)
         identity = EncryptionIdentity(
             f"{name}-storage-encryption", EncryptionIdentityArgs(scope, key.key_id), self._child
         )
@@ -241,12 +246,17 @@ class AzurePlatform(pulumi.ComponentResource):
         )
         if scope.config.shared_storage is not SharedStorageKind.AZURE_FILES_NFS:
             return objects, None
+        training_key = keys.for_domain(KeyDomain.TRAINING_DATA)
+        if training_key is not key:
+            identity = EncryptionIdentity(
+                f"{name}-shared-encryption", EncryptionIdentityArgs(scope, training_key.key_id), self._child
+            )
         shared = SharedFileStorage(
             f"{name}-shared",
             SharedFileStorageArgs(
                 scope,
                 identity,
-                key,
+                training_key,
                 subnet,
                 network.dns_zone_ids[FILE_ZONE],
                 stores=shared_stores(scope.config),
@@ -258,15 +268,15 @@ class AzurePlatform(pulumi.ComponentResource):
     def _registry_database(
         self, name: str, scope: AzureScope, network: AzureNetwork, keys: AzureKeys, login: FederatedIdentity
     ) -> AzureRegistryDatabase | None:
-        """Enterprise registries keep their metadata in PostgreSQL, under the storage key (data at rest),
-        in the subnet the network delegates to it when config asks for a managed database."""
+        """Enterprise registries keep their metadata in PostgreSQL, under the registry database's key (data
+        at rest), in the subnet the network delegates to it when config asks for a managed database."""
         if network.database_subnet_id is None:
             return None
         return AzureRegistryDatabase(
             f"{name}-registry",
             RegistryDatabaseArgs(
                 scope,
-                keys.keys[KeyPurpose.STORAGE],
+                keys.for_domain(KeyDomain.REGISTRY_DATABASE),
                 network.vnet_id,
                 network.database_subnet_id,
                 login.identity_name,

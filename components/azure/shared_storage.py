@@ -5,6 +5,9 @@ not (REFERENCE.md). NFS shares need a premium FileStorage account. NFS 4.1 on Az
 in-transit encryption of its own, so the account must not require secure transfer (HTTPS-only off, Azure
 Files NFS docs); in exchange the account has no public endpoint at all and is reached only through the
 private endpoint in the cluster's VNet. At rest it is encrypted with the storage customer-managed key.
+Azure's encryption in transit for NFS shares (AZNFS's TLS tunnel, the CSI driver's ``encryptInTransit``)
+cannot be required with the pinned provider: the documented exception ``azure-files-nfs``
+(docs/security.md, "The exceptions").
 """
 
 from __future__ import annotations

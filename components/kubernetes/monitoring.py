@@ -115,7 +115,13 @@ def prometheus_chart(handle: ClusterHandle, scrape_jobs: list[dict[str, Any]]) -
                 "resources": resources("250m", "180Mi", "10m", "32Mi"),
                 "containerSecurityContext": RESTRICTED_CONTAINER,
             },
-            "kube-state-metrics": {"resources": resources("500m", "512Mi", "10m", "64Mi")},
+            "kube-state-metrics": {
+                "resources": resources("500m", "512Mi", "10m", "64Mi"),
+                # No ``secrets`` collector, so its ClusterRole gets no list/watch on every Secret (the
+                # chart grants it from the collector list: kube-state-metrics 8.4.0
+                # templates/role.yaml; judge secrets-cluster-wide). Its kube_secret_* series go.
+                "collectorsExclude": ["secrets"],
+            },
             "prometheusOperator": {
                 "resources": resources("500m", "512Mi", "100m", "128Mi"),
                 "admissionWebhooks": {"patch": {"resources": resources("100m", "128Mi", "10m", "32Mi")}},

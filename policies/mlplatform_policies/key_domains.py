@@ -18,6 +18,8 @@ is the KMS key it names:
   (``BucketServerSideEncryptionConfiguration``, linked by ``bucket``), in the domain the bucket declares;
   an encrypted bucket that declares none is refused.
 
+Azure's stores are read by key_domains_azure.py.
+
 Two findings: a key that encrypts the stores of two domains (every store of it is named), and a store
 whose key declares domains (``DATA_DOMAIN_TAG`` on the key) that do not include the store's. A store that
 names no key (AWS-owned encryption) is ``encryption-at-rest-cmk``'s to refuse.
@@ -32,6 +34,7 @@ from pulumi_policy import Severity
 from pulumi_policy.proxy import UnknownValueError
 
 from .factory import Finding, stack_policy
+from .key_domains_azure import azure_stores
 from .settings import DATA_DOMAIN_TAG
 from .subject import Graph, Subject
 from .values import at, elements, known
@@ -98,7 +101,8 @@ def _store(subject: Subject, graph: Graph) -> Store:
 
 
 def stores(graph: Graph) -> Iterator[Store | UnknownValueError]:
-    """Every store that names a customer key."""
+    """Every store that names a customer key: AWS's here, Azure's from key_domains_azure.py (their domain
+    follows from what they are)."""
     for subject in graph.of(*STORES):
         try:
             store = _store(subject, graph)
@@ -107,6 +111,12 @@ def stores(graph: Graph) -> Iterator[Store | UnknownValueError]:
             continue
         if any(store.keys.values()):
             yield store
+    for item in azure_stores(graph):
+        if isinstance(item, UnknownValueError):
+            yield item
+        else:
+            subject, domain, path, key = item
+            yield Store(subject, subject.name, domain, {path: [key]})
 
 
 def _judged(graph: Graph) -> Iterator[Finding | UnknownValueError]:

@@ -120,14 +120,20 @@ def test_s3_endpoint_policy_settings_that_would_do_nothing_are_refused(
             "storage.onStackKey: kubernetes-secrets is the stack key's own domain",
         ),
         ("aws-smb-dev", ["datasets"], "storage.onStackKey[0]"),
-        ("azure-smb-dev", ["images"], "storage.onStackKey: an AWS setting (the KMS keys per data domain)"),
+        (
+            "azure-smb-dev",
+            ["images", "logs"],
+            "storage.onStackKey: images never shared the storage key on Azure; list only logs, "
+            "registry-database, training-data",
+        ),
     ],
 )
-def test_on_stack_key_names_only_aws_domains_that_can_migrate(
+def test_on_stack_key_names_only_domains_that_can_migrate(
     stack: str, domains: list[str], problem: str
 ) -> None:
-    """Issue 35 item 3: ``storage.onStackKey`` keeps AWS domains on the stack's first key; that key's own
-    domain, an unknown domain and the key on Azure are config errors naming the key."""
+    """Issue 35 item 3: ``storage.onStackKey`` keeps domains on the key their stores were made under (AWS:
+    the stack's first key; Azure: the storage key); that key's own domain, an unknown domain and, on
+    Azure, a domain whose stores never were on the storage key are config errors naming the key."""
     config = copy.deepcopy(template(stack))
     config[PLATFORM_KEY].setdefault("storage", {})["onStackKey"] = domains
     with pytest.raises(ConfigError) as raised:

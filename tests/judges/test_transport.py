@@ -1,10 +1,11 @@
 """The transport judge (issue 35): every flow of the reachability contract is TLS or a named exception.
 
 Both ways: the shipped enterprise stacks carry no plaintext flow outside the exceptions (the registry and
-inference serve HTTPS; rendezvous/NCCL, DNS, the exporters' scrapes and the registry database's unverified
-name are the named exceptions), and a
-planted plaintext flow (the enterprise registry's Service and port renamed to plain http, as before
-issue 35) is a mandatory finding that names the registry and its port.
+inference are configured with a certificate and key, their callers verify with a CA; rendezvous/NCCL of
+RDMA runs, DNS and the exporters' scrapes are the named exceptions), and each planted defect of the class
+(review B6, B7: a server on a port named https without TLS configured, a client calling http or without a
+CA, a run off the RDMA fabric or another port among a run's pods) is a mandatory finding naming the object
+and the field.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from typing import Any
 import pytest
 
 from judges import judge_all
-from judges.transport import EXCEPTIONS, PLAINTEXT, exceptions_taken, judge_transport, transport_table
+from judges.reachability import Cluster, contract
+from judges.transport import (
+    EXCEPTIONS,
+    PLAINTEXT,
+    exceptions_taken,
+    judge_transport,
+    serves_tls,
+    transport_table,
+)
 from mlplatform.judging import transport_exemptions
 from tests.conftest import plan_stack
 
@@ -42,30 +51,145 @@ def test_every_enterprise_flow_is_tls_or_a_named_exception(
     assert database and set(database) == {"tls"}, database
 
 
+def _workload(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    template = found["spec"].get("jobTemplate", {}).get("spec", found["spec"])["template"]
+    return dict(template["spec"])
+
+
+def _container(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    return dict(_workload(objects, kind, name)["containers"][0])
+
+
 def _plaintext_registry(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The registry as it was before issue 35: container port and Service port named http."""
+    """The registry with its TLS configuration gone (no REGISTRY_TLS_DIR: the launcher serves plain HTTP)
+    while its port and Service keep the name https: the name proves nothing (review B6)."""
     planted = copy.deepcopy(objects)
-    for o in planted:
-        if o["kind"] == "Deployment" and o["metadata"]["name"] == "registry":
-            for container in o["spec"]["template"]["spec"]["containers"]:
-                for port in container["ports"]:
-                    port["name"] = "http"
-        if o["kind"] == "Service" and o["metadata"]["name"] == "registry":
-            for port in o["spec"]["ports"]:
-                port["name"] = port["targetPort"] = "http"
+    server = _container(planted, "Deployment", "registry")
+    server["env"][:] = [e for e in server["env"] if e["name"] != "REGISTRY_TLS_DIR"]
+    assert {p["name"] for p in server["ports"]} == {"https"}
     return planted
 
 
-def test_a_planted_plaintext_registry_is_a_mandatory_finding(judged: Callable[[str], Judged]) -> None:
+def test_a_registry_serving_clear_text_on_a_port_named_https_is_a_mandatory_finding(
+    judged: Callable[[str], Judged],
+) -> None:
     stack = judged("aws-enterprise-prod")
     findings = judge_transport(_plaintext_registry(stack.objects), stack.network)
     assert [(f.policy, f.level, f.subject.kind, f.subject.name) for f in findings] == [
         (PLAINTEXT, "mandatory", "Deployment", "registry")
     ]
-    assert findings[0].message.startswith("port 5000 is plaintext and no exception covers it (")
+    assert findings[0].message.startswith(
+        "port 5000 serves no TLS: no container configures a certificate and key from a Secret"
+    )
     assert "calls the model registry" in findings[0].message
     # What `mlplatform check` runs (mlplatform/judging.py): the same mandatory finding fails it.
     assert findings[0] in judge_all(_plaintext_registry(stack.objects), stack.network)
+
+
+def test_the_servers_tls_is_read_from_their_configuration(judged: Callable[[str], Judged]) -> None:
+    """The registry's REGISTRY_TLS_DIR (a planned kubernetes.io/tls Secret), inference's certificate and
+    key files, the Prometheus operator's --web.cert-file/--web.key-file."""
+    stack = judged("aws-enterprise-prod")
+    cluster = Cluster(stack.objects, stack.network)
+    served = {
+        (f.destination.pod.owner.name, f.port): serves_tls(cluster, f.destination.pod, f.port)
+        for f in contract(cluster)
+        if f.destination.pod is not None
+    }
+    assert served[("registry", 5000)] == "container server: env REGISTRY_TLS_DIR from Secret registry-tls"
+    assert served[("inference", 8080)] == (
+        "container server: env SERVE_TLS_CERT_FILE and env SERVE_TLS_KEY_FILE from Secret inference-tls"
+    )
+    assert served[("kube-prometheus-stack-operator", 10250)] is not None
+    assert served[("kube-prometheus-stack-prometheus-node-exporter", 9100)] is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "variable", "value", "why"),
+    [
+        (
+            "Job",
+            "digits-mlp-digits-001",
+            "MLFLOW_TRACKING_URI",
+            "http://registry.ml-registry.svc.cluster.local:5000",
+            "container trainer: env MLFLOW_TRACKING_URI calls http://registry.ml-registry.svc",
+        ),
+        (
+            "CronJob",
+            "inference-rollout",
+            "ROLLOUT_METRICS_SCHEME",
+            "http",
+            "container rollout: env ROLLOUT_METRICS_SCHEME=http turns verification off",
+        ),
+        (
+            "Deployment",
+            "inference",
+            "MLFLOW_TRACKING_SERVER_CERT_PATH",
+            None,
+            "container server: names https://registry.ml-registry.svc.cluster.local:5000 "
+            "(env MLFLOW_TRACKING_URI) but no CA file (ca.crt) from a Secret",
+        ),
+        (
+            "Deployment",
+            "inference",
+            "MLFLOW_TRACKING_INSECURE_TLS",
+            "true",
+            "container server: env MLFLOW_TRACKING_INSECURE_TLS=true turns verification off",
+        ),
+    ],
+)
+def test_a_platform_client_that_does_not_verify_is_a_mandatory_finding(
+    kind: str, name: str, variable: str, value: str | None, why: str, judged: Callable[[str], Judged]
+) -> None:
+    """The registry's and inference's callers must call https and verify with a CA from a Secret."""
+    stack = judged("aws-enterprise-prod")
+    planted = copy.deepcopy(stack.objects)
+    container = _container(planted, kind, name)
+    env = [e for e in container["env"] if e["name"] != variable]
+    container["env"][:] = env + ([{"name": variable, "value": value}] if value is not None else [])
+    findings = judge_transport(planted, stack.network)
+    assert findings and all(
+        (f.level, f.subject.kind, f.subject.name) == ("mandatory", kind, name) for f in findings
+    ), findings
+    assert any(why in f.message for f in findings), [f.message for f in findings]
+
+
+def test_only_the_ddp_fabric_is_excused_among_a_workloads_own_pods(judged: Callable[[str], Judged]) -> None:
+    """Review B7: a run's pods among themselves are excused only on the rendezvous and NCCL ports and only
+    for a torchrun run on the RDMA fabric (an EFA or InfiniBand device requested); the same run without its
+    RDMA device, or another port of its own, is a mandatory finding."""
+    stack = judged("aws-enterprise-prod")
+    planted = copy.deepcopy(stack.objects)
+    trainer = _container(planted, "Job", "digits-mlp-digits-001")
+    for section in ("limits", "requests"):
+        trainer["resources"][section].pop("vpc.amazonaws.com/efa")
+    other = _container(planted, "Job", "fabric-test-gpu-efa-run-1")
+    other.setdefault("ports", []).append({"name": "debug", "containerPort": 8000, "protocol": "TCP"})
+    findings = {(f.subject.name, f.message.split(",")[0]) for f in judge_transport(planted, stack.network)}
+    assert findings == {
+        (
+            "digits-mlp-digits-001",
+            "port 29400 serves no TLS: no container configures a certificate and key "
+            "from a Secret (env or args; a port's name is not TLS)",
+        ),
+        (
+            "digits-mlp-digits-001",
+            "port 32768 serves no TLS: no container configures a certificate and key "
+            "from a Secret (env or args; a port's name is not TLS)",
+        ),
+        (
+            "digits-mlp-digits-001",
+            "port 60999 serves no TLS: no container configures a certificate and key "
+            "from a Secret (env or args; a port's name is not TLS)",
+        ),
+        (
+            "fabric-test-gpu-efa-run-1",
+            "port 8000 serves no TLS: no container configures a certificate and "
+            "key from a Secret (env or args; a port's name is not TLS)",
+        ),
+    }, findings
+    assert all(f.mandatory for f in judge_transport(planted, stack.network))
 
 
 def test_an_smb_stack_serving_http_is_advisory_only(judged: Callable[[str], Judged]) -> None:
@@ -83,6 +207,10 @@ def test_the_exceptions_taken_name_their_object_and_reason(judged: Callable[[str
         for subject, name, reason in exceptions_taken(stack.objects)
     }
     assert all(reason.startswith(EXCEPTIONS[name].reason) for (_, _, name), reason in taken.items())
+    fabric = taken[("Job", "digits-mlp-digits-001", "training-fabric")]
+    assert "evidence: torchrun with vpc.amazonaws.com/efa (container trainer)" in fabric
+    # Prometheus scraping itself is a plain-HTTP scrape, never the training fabric (review B7).
+    assert ("Prometheus", "kube-prometheus-stack-prometheus", "metrics-scrape") in taken
     assert {name for _, _, name in taken} == {"cluster-dns", "training-fabric", "metrics-scrape"}
 
 
@@ -93,3 +221,27 @@ def test_the_evidence_records_each_exception_against_its_planned_resource() -> N
     # The registry's servers reach only verified TLS now (its database included): no exception row.
     assert not [urn for urn, _, _ in exemptions if urn.endswith("::deployment-ml-registry-registry")]
     assert transport_exemptions(plan_stack("aws-enterprise-prod"), frozenset({"transport"})) == ()
+
+
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        ({"scheme": "http"}, "spec.endpoints[0].scheme is http"),
+        ({"tlsConfig": {"insecureSkipVerify": True}}, "spec.endpoints[0].tlsConfig names no CA or skips"),
+    ],
+)
+def test_prometheus_scraping_a_tls_server_unverified_is_a_mandatory_finding(
+    edit: dict[str, Any], why: str, judged: Callable[[str], Judged]
+) -> None:
+    """Inference serves TLS with a bearer token: its ServiceMonitor must scrape https against inference-ca."""
+    stack = judged("azure-enterprise-prod")
+    planted = copy.deepcopy(stack.objects)
+    (monitor,) = [
+        o for o in planted if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == "inference"
+    ]
+    monitor["spec"]["endpoints"][0].update(edit)
+    findings = judge_transport(planted, stack.network)
+    assert [(f.level, f.subject.kind, f.subject.name) for f in findings] == [
+        ("mandatory", "ServiceMonitor", "inference")
+    ]
+    assert why in findings[0].message

@@ -313,7 +313,7 @@ nfs = storage.StorageAccount(
     tags=TAGS,
     encryption={
         "key_source": "Microsoft.Keyvault",
-        "key_vault_properties": {"key_name": "data", "key_vault_uri": "https://kv.vault.azure.net/"},
+        "key_vault_properties": {"key_name": "training-data", "key_vault_uri": "https://kv.vault.azure.net/"},
     },
 )
 privatedns.PrivateZone(
@@ -383,7 +383,7 @@ archive = storage.StorageAccount(
     tags=TAGS,
     encryption={
         "key_source": "Microsoft.Keyvault",
-        "key_vault_properties": {"key_name": "data", "key_vault_uri": "https://kv.vault.azure.net/"},
+        "key_vault_properties": {"key_name": "logs", "key_vault_uri": "https://kv.vault.azure.net/"},
     },
 )
 for name, audited in (

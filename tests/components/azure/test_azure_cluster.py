@@ -73,9 +73,13 @@ def test_secrets_encrypted_with_kms_under_the_stacks_private_vault(cloud_plan: P
     ]
     assert ipaddress.ip_network(subnet["addressPrefix"]).prefixlen <= 28
     (network,) = role_assignments(plan, BuiltInRole.NETWORK_CONTRIBUTOR)
-    for role in (BuiltInRole.KEY_VAULT_CRYPTO_USER, BuiltInRole.KEY_VAULT_CONTRIBUTOR):
-        (grant,) = role_assignments(plan, role)
-        assert grant["scope"] == kms["keyVaultResourceId"]
+    (crypto,) = role_assignments(plan, BuiltInRole.KEY_VAULT_CRYPTO_USER)
+    (contributor,) = role_assignments(plan, BuiltInRole.KEY_VAULT_CONTRIBUTOR)
+    # Review B10: encrypt/decrypt on the Secrets key alone (the vault holds every domain's key); the
+    # management-plane Contributor (no data access) on the vault for the private link.
+    assert crypto["scope"].endswith("/keys/secrets-cmk") and crypto["scope"] != kms["keyVaultResourceId"]
+    assert contributor["scope"] == kms["keyVaultResourceId"]
+    for grant in (crypto, contributor):
         assert grant["principalId"] == network["principalId"]  # the control-plane identity
         assert grant["principalType"] == "ServicePrincipal"
 

@@ -58,14 +58,22 @@ def test_smb_vault_is_private_too(cloud_plan: PlanFn) -> None:
     assert properties["networkAcls"] == {"defaultAction": "Deny", "bypass": "AzureServices", "ipRules": []}
 
 
-def test_one_rotating_rsa_key_per_consumer(cloud_plan: PlanFn) -> None:
+def test_one_rotating_rsa_key_per_data_domain(cloud_plan: PlanFn) -> None:
+    """azure-smb-dev has the NFS share but no managed database and no audit archive: no key for those."""
     keys = {
         k.inputs["keyName"]: k.inputs["properties"]
         for k in cloud_plan("azure-smb-dev").by_type("azure-native:keyvault:Key")
     }
     # The image-signing key signs, it encrypts nothing (test_image_provenance.py).
     assert keys.pop("image-signing")["kty"] == "EC"
-    assert sorted(keys) == ["disks-cmk", "registry-cmk", "registry-creation", "secrets-cmk", "storage-cmk"]
+    assert sorted(keys) == [
+        "disks-cmk",
+        "registry-cmk",
+        "registry-creation",
+        "secrets-cmk",
+        "storage-cmk",
+        "training-data-cmk",
+    ]
     for properties in keys.values():
         assert (properties["kty"], properties["keySize"]) == ("RSA", 3072.0)
         actions = properties["rotationPolicy"]["lifetimeActions"]
@@ -94,13 +102,15 @@ def test_disk_encryption_set_follows_the_disks_key_and_is_granted_on_it(cloud_pl
     assert des["rotationToLatestKeyVersionEnabled"] is True
     assert "/keys/disks-cmk/" in des["activeKey"]["keyUrl"]
     grants = role_assignments(plan, BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER)
-    # The disk set on the disks key; the storage identity on its key; the registry's user-assigned
-    # identity on the key it is created with, its system-assigned identity on the firewalled one.
+    # The disk set on the disks key; the storage and shared identities each on their domain's key; the
+    # registry's user-assigned identity on the key it is created with, its system-assigned identity on the
+    # firewalled one.
     assert sorted(g["scope"].rsplit("/", 1)[1] for g in grants) == [
         "disks-cmk",
         "registry-cmk",
         "registry-creation",
         "storage-cmk",
+        "training-data-cmk",
     ]
     assert all(g["principalType"] == "ServicePrincipal" for g in grants)
 

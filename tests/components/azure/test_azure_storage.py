@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
+from pulumi_azure_native import storage
 
 from components.azure.shared_storage import files_sku
 from components.azure.storage import blob_sku, storage_ip_rules
@@ -30,7 +33,12 @@ def files_account(plan: Plan) -> dict[str, Any]:
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
 def test_storage_accounts_follow_the_baseline(cloud_plan: PlanFn, stack: str) -> None:
     plan = cloud_plan(stack)
-    for account in (data_account(plan), files_account(plan)):
+    # Each account on its own domain's key, through its own encryption identity (docs/security.md,
+    # "Keys per data domain").
+    for account, key, identity in (
+        (data_account(plan), "storage-cmk", "-storage-encryption-uai"),
+        (files_account(plan), "training-data-cmk", "-shared-encryption-uai"),
+    ):
         assert account["minimumTlsVersion"] == "TLS1_2"
         assert account["allowBlobPublicAccess"] is False
         assert account["allowSharedKeyAccess"] is False
@@ -38,9 +46,9 @@ def test_storage_accounts_follow_the_baseline(cloud_plan: PlanFn, stack: str) ->
         assert account["networkRuleSet"]["defaultAction"] == "Deny"
         encryption = account["encryption"]
         assert encryption["keySource"] == "Microsoft.Keyvault"
-        assert encryption["keyVaultProperties"]["keyName"] == "storage-cmk"
+        assert encryption["keyVaultProperties"]["keyName"] == key
         assert "keyVersion" not in encryption["keyVaultProperties"]
-        assert "-storage-encryption-uai" in encryption["encryptionIdentity"]["encryptionUserAssignedIdentity"]
+        assert identity in encryption["encryptionIdentity"]["encryptionUserAssignedIdentity"]
         assert account["identity"]["type"] == "UserAssigned"
     assert data_account(plan)["enableHttpsTrafficOnly"] is True
     assert data_account(plan)["kind"] == "StorageV2"
@@ -160,3 +168,15 @@ def test_handle_storage_uris_and_csi_volume(cloud_plan: PlanFn) -> None:
     assert shared["shareName"] == "training"
     assert shared["storageAccount"].startswith("mlpfiles")
     assert SharedStorageKind.AZURE_FILES_NFS.value == "azure-files-nfs"
+
+
+def test_nfs_in_clear_is_the_documented_exception_until_the_provider_can_require_tls() -> None:
+    """Review B8 / compliance T7: the NFS share's traffic is clear text inside the VNet, behind the
+    account's private endpoint only; docs/security.md records it as the exception ``azure-files-nfs``.
+    The exception holds because the pinned provider cannot require encryption in transit: its file service
+    protocol settings (storage API 2024-01-01) carry SMB settings only. When a provider upgrade adds the
+    NFS setting this fails: build it (share setting plus the CSI driver's ``encryptInTransit``) instead."""
+    assert set(inspect.signature(storage.ProtocolSettingsArgs).parameters) == {"smb"}
+    security = (Path(__file__).parents[3] / "docs" / "security.md").read_text()
+    (row,) = [line for line in security.splitlines() if line.startswith("| `azure-files-nfs` |")]
+    assert "private endpoint" in row and "encryptInTransit" in row

@@ -1,0 +1,118 @@
+"""Keys per data domain on Azure (issue 35 item 3), both ways, through the real pack over gRPC.
+
+The shipped Azure stacks give each data domain its own Key Vault key (``keyVaultKeys``, as AWS exports
+``kmsKeys``), so ``keys-per-domain`` finds nothing; a store pointed at another domain's key is refused with
+every store of the merged key; a stack made before the split (the NFS share, the registry's PostgreSQL and
+the audit archive on ``storage-cmk``) keeps that layout with ``storage.onStackKey`` (no store's key or
+identity changes, no new key) and the pack says so until it migrates (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.config import PLATFORM_KEY, KeyDomain
+from mlplatform.analyzer import PolicyPackSession
+from mlplatform.analyzer_config import PolicySettings
+from mlplatform.plan import Plan
+from tests.stack_variants import cloud_only, plan_config, template
+
+from .conftest import found
+from .test_audit import of_type, with_inputs
+
+PlanDict = dict[str, Any]
+Findings = Callable[[PlanDict], set[str]]
+ENTERPRISE, SMB = "azure-enterprise-prod", "azure-smb-dev"
+READ_TYPES = (
+    "azure-native:containerservice:ManagedCluster",
+    "azure-native:dbforpostgresql:Server",
+    "azure-native:compute:DiskEncryptionSet",
+    "azure-native:containerregistry:Registry",
+    "azure-native:storage:StorageAccount",
+    "pulumi:providers:",
+)
+ACCOUNT = "azure-native:storage:StorageAccount"
+PG = "azure-native:dbforpostgresql:Server"
+KEPT = ["training-data", "registry-database", "logs"]
+
+
+def _read_by_policy(plan: Plan) -> PlanDict:
+    whole = plan.to_dict()
+    return {**whole, "resources": [r for r in whole["resources"] if r["type"].startswith(READ_TYPES)]}
+
+
+@pytest.fixture(scope="module")
+def merged(pack: PolicyPackSession, defaults: dict[str, PolicySettings]) -> Findings:
+    def judge(plan: PlanDict) -> set[str]:
+        return {name for policy, name in found(pack.judge(plan, defaults)) if policy == "keys-per-domain"}
+
+    return judge
+
+
+def _account_keys(plan: Plan) -> dict[str, str]:
+    return {
+        r.name.rsplit("-azure-", 1)[1]: r.inputs["encryption"]["keyVaultProperties"]["keyName"]
+        for r in plan.by_type(ACCOUNT)
+    }
+
+
+@pytest.mark.parametrize("stack", [ENTERPRISE, SMB])
+def test_shipped_stacks_keep_each_domain_on_its_own_key(
+    planned: Callable[[str], Plan], merged: Findings, stack: str
+) -> None:
+    plan = planned(stack)
+    assert merged(_read_by_policy(plan)) == set()
+    keys = plan.outputs["keyVaultKeys"]
+    assert {"kubernetes-secrets", "node-volumes", "images", "object-data"} <= set(keys)
+    assert len(set(keys.values())) == len(keys), keys  # one key per domain
+    if stack == ENTERPRISE:
+        assert set(keys) == {d.value for d in KeyDomain}
+        assert _account_keys(plan) == {
+            "objects-account": "storage-cmk",
+            "shared-account": "training-data-cmk",
+            "audit-account": "logs-cmk",
+        }
+        (pg,) = plan.by_type(PG)
+        assert pg.inputs["dataEncryption"]["primaryKeyURI"].endswith("/keys/registry-database-cmk")
+
+
+def test_a_store_on_another_domains_key_is_refused(planned: Callable[[str], Plan], merged: Findings) -> None:
+    plan = _read_by_policy(planned(ENTERPRISE))
+    (objects,) = [r for r in plan["resources"] if r["name"].endswith("-objects-account")]
+    properties = objects["inputs"]["encryption"]["keyVaultProperties"]
+
+    def on_storage_key(inputs: dict[str, Any]) -> None:
+        inputs["dataEncryption"]["primaryKeyURI"] = f"{properties['keyVaultUri']}keys/{properties['keyName']}"
+
+    planted = with_inputs(plan, of_type(PG), on_storage_key)
+    assert merged(planted) == {f"{ENTERPRISE}-azure-registry-pg", f"{ENTERPRISE}-azure-objects-account"}
+
+
+def test_a_stack_made_before_the_split_keeps_its_stores_and_the_pack_says_so(
+    tmp_path: Path, planned: Callable[[str], Plan], merged: Findings
+) -> None:
+    """Day 2: with ``storage.onStackKey`` listing the three domains, the stores name ``storage-cmk`` as they
+    did (the NFS account through the storage identity), no new key is made, and the pack refuses the
+    merged key until the stack migrates."""
+    config = cloud_only(template(ENTERPRISE))
+    config[PLATFORM_KEY].setdefault("storage", {})["onStackKey"] = KEPT
+    plan = plan_config(config, tmp_path, ENTERPRISE)
+    assert set(_account_keys(plan).values()) == {"storage-cmk"}
+    (pg,) = plan.by_type(PG)
+    assert pg.inputs["dataEncryption"]["primaryKeyURI"].endswith("/keys/storage-cmk")
+    identities = {
+        r.name.rsplit("-azure-", 1)[1]: r.inputs["encryption"]["encryptionIdentity"]
+        for r in plan.by_type(ACCOUNT)
+    }
+    assert identities["shared-account"] == identities["objects-account"]
+    key_names = {r.inputs["keyName"] for r in plan.by_type("azure-native:keyvault:Key")}
+    assert not key_names & {"training-data-cmk", "registry-database-cmk", "logs-cmk"}, key_names
+    assert plan.outputs["keyVaultKeys"]["registry-database"].endswith("/keys/storage-cmk")
+    refused = merged(_read_by_policy(plan))
+    assert {f"{ENTERPRISE}-azure-registry-pg", f"{ENTERPRISE}-azure-shared-account"} <= refused
+    # The unchanged stores against the shipped layout: only the moved ones differ.
+    assert _account_keys(planned(ENTERPRISE))["objects-account"] == "storage-cmk"
