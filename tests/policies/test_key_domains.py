@@ -150,7 +150,8 @@ def test_the_audit_trail_on_the_logs_key_is_refused(planted_plan: PlanDict, merg
     the audit record."""
     trail = f"{ENTERPRISE}-aws-audit-trail"
     planted = _encrypt_under(planted_plan, "aws:cloudtrail/trail:Trail", trail, "kmsKeyId", "-aws-logs-key")
-    assert merged(planted) == {trail, f"{ENTERPRISE}-aws-network-flow-logs", f"{ENTERPRISE}-aws-cluster-logs"}
+    logs = ["network-flow-logs", "cluster-logs", "registry-postgresql-logs", "registry-upgrade-logs"]
+    assert merged(planted) == {trail, *(f"{ENTERPRISE}-aws-{group}" for group in logs)}
 
 
 def test_an_encrypted_bucket_must_declare_its_domain(planted_plan: PlanDict, merged: Findings) -> None:
