@@ -200,17 +200,54 @@ def _resolve(
             )
 
 
+# Built-in kinds that live in no namespace (``kubectl api-resources --namespaced=false``, 1.35): a
+# ``metadata.namespace`` on one is cleared on create (``rest.BeforeCreate``), not a reference.
+_CLUSTER_KINDS = frozenset(
+    {
+        "APIService",
+        "CSIDriver",
+        "CSINode",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "IngressClass",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+        "MutatingWebhookConfiguration",
+        "Namespace",
+        "Node",
+        "PersistentVolume",
+        "PriorityClass",
+        "RuntimeClass",
+        "StorageClass",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingWebhookConfiguration",
+        "VolumeAttachment",
+        "VolumeAttributesClass",
+    }
+)
+
+
 def missing_namespaces(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[Subject]]:
-    """Namespaces that hold planned objects but that neither the plan creates nor anyone else makes
-    (``judges.elsewhere``: built in, or an operator's documented step) → their objects."""
+    """Namespaces that hold planned namespaced objects (a custom resource by its CRD's ``scope``) but
+    that neither the plan creates nor anyone else makes (``judges.elsewhere``: built in, or an operator's
+    documented step) → their objects."""
     created = {
         Subject.of(o).name for o in objects if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
     }
+    cluster_kinds = _CLUSTER_KINDS | {
+        str(crd["spec"]["names"]["kind"])
+        for crd in of_kind(objects, "CustomResourceDefinition")
+        if (crd.get("spec") or {}).get("scope") == "Cluster"
+    }
     found: dict[str, list[Subject]] = {}
     for obj in objects:
-        namespace = Subject.of(obj).namespace
-        if namespace and namespace not in created and made_elsewhere("Namespace", "", namespace) is None:
-            found.setdefault(namespace, []).append(Subject.of(obj))
+        subject = Subject.of(obj)
+        if not subject.namespace or subject.kind in cluster_kinds or subject.namespace in created:
+            continue
+        if made_elsewhere("Namespace", "", subject.namespace) is None:
+            found.setdefault(subject.namespace, []).append(subject)
     return found
 
 

@@ -41,6 +41,28 @@ def test_the_built_in_namespaces_need_no_namespace_object() -> None:
     assert _mandatory([_pod("kube-system"), _pod("default")]) == []
 
 
+def test_a_namespace_on_a_cluster_scoped_object_is_no_reference() -> None:
+    """The API server clears it on create (rest.BeforeCreate); charts often set it on every object."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "flavors.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Cluster",
+            "names": {"kind": "Flavor", "plural": "flavors"},
+        },
+    }
+    metadata = {"namespace": "charts"}
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "r", **metadata},
+    }
+    flavor = {"apiVersion": "example.com/v1", "kind": "Flavor", "metadata": {"name": "f", **metadata}}
+    assert _mandatory([crd, role, flavor]) == []
+
+
 def test_an_ephemeral_volume_claims_from_a_storage_class_that_exists() -> None:
     template = {"spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"]}}
     found = _mandatory(
