@@ -7,7 +7,8 @@ Sources for the built-ins: kubernetes.io "Using RBAC Authorization" (Default rol
 ``cluster-admin``, ``admin``, ``edit``, ``view``, the ``system:`` roles, and the kube-system Role
 ``extension-apiserver-authentication-reader``); "Pod Priority and Preemption" (``system-cluster-critical``,
 ``system-node-critical`` ship with every cluster); "Service Accounts" (every namespace gets ``default``);
-"Configure Service Accounts for Pods" (the root CA ConfigMap ``kube-root-ca.crt`` in every namespace).
+"Configure Service Accounts for Pods" (the root CA ConfigMap ``kube-root-ca.crt`` in every namespace);
+"Namespaces" (Initial namespaces: ``default``, ``kube-node-lease``, ``kube-public``, ``kube-system``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ BUILT_IN: tuple[Elsewhere, ...] = (
         for name in ("cluster-admin", "admin", "edit", "view", "system:*")
     ),
     Elsewhere("Role", "kube-system", "extension-apiserver-authentication-reader", _BUILT_IN, operator=False),
+    *(
+        Elsewhere("Namespace", "", name, _BUILT_IN, operator=False)
+        for name in ("default", "kube-node-lease", "kube-public", "kube-system")
+    ),
 )
 
 # What the platform's docs tell the operator to create (review cluster.md B-N1), and what a chart's own

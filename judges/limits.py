@@ -40,9 +40,12 @@ def quantity(value: Any) -> Decimal:
 
 
 def admit(container: Mapping[str, Any], limit_ranges: Sequence[Mapping[str, Any]]) -> list[str]:
-    """LimitRanger's defaulting and validation of one container: the problems the API server reports."""
+    """LimitRanger's defaulting, then ``ValidateResourceRequirements`` (k8s.io/kubernetes
+    ``pkg/apis/core/validation``: a request "must be less than or equal to" its limit) on one container:
+    the problems the API server reports, each naming the field and where the limit came from."""
     resources = container.get("resources") or {}
-    limits = dict(resources.get("limits") or {})
+    stated = dict(resources.get("limits") or {})
+    limits = dict(stated)
     requests = {**limits, **(resources.get("requests") or {})}
     for limit_range in limit_ranges:
         for item in (limit_range.get("spec") or {}).get("limits") or []:
@@ -53,7 +56,8 @@ def admit(container: Mapping[str, Any], limit_ranges: Sequence[Mapping[str, Any]
             for name, value in (item.get("defaultRequest") or {}).items():
                 requests.setdefault(name, value)
     return [
-        f"{name} request {requests[name]} must be less than or equal to {name} limit {limit}"
+        f"resources.requests[{name}] {requests[name]}: must be less than or equal to {name} limit {limit} "
+        f"({'its own limit' if name in stated else 'the LimitRange default'}; ValidateResourceRequirements)"
         for name, limit in limits.items()
         if name in requests and quantity(requests[name]) > quantity(limit)
     ]
@@ -69,13 +73,23 @@ def judge_limit_ranges(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
     ranges: dict[str, list[Mapping[str, Any]]] = {}
     for limit_range in of_kind(objects, "LimitRange"):
         ranges.setdefault(str(limit_range["metadata"].get("namespace", "")), []).append(limit_range)
-    candidates: list[tuple[Subject, str, Mapping[str, Any]]] = [
-        (Subject.of(quota), str(quota["metadata"].get("namespace", "")), _probe(quota))
+    candidates: list[tuple[Subject, str, str, Mapping[str, Any]]] = [
+        (
+            Subject.of(quota),
+            str(quota["metadata"].get("namespace", "")),
+            "spec.hard: a container requesting all of it, no limits:",
+            _probe(quota),
+        )
         for quota in of_kind(objects, "ResourceQuota")
     ]
-    candidates += [(pod.owner, pod.namespace, c) for pod in pods(objects) for c in pod.containers()]
+    for pod in pods(objects):
+        at = "spec.jobTemplate.spec.template.spec" if pod.owner.kind == "CronJob" else "spec.template.spec"
+        for key in ("initContainers", "containers", "ephemeralContainers"):
+            for container in pod.spec.get(key) or []:
+                where = f"{at}.{key}[{container.get('name')}]."
+                candidates.append((pod.owner, pod.namespace, where, container))
     return [
-        Finding(POLICY, "mandatory", subject, f"container {container['name']}: {problem}")
-        for subject, namespace, container in candidates
+        Finding(POLICY, "mandatory", subject, f"{where}{problem}")
+        for subject, namespace, where, container in candidates
         for problem in admit(container, ranges.get(namespace, []))
     ]

@@ -243,13 +243,22 @@ def controller_namespaces(objects: Sequence[Mapping[str, Any]]) -> set[str]:
 def judge_unguarded_levels(
     objects: Sequence[Mapping[str, Any]], unseen: frozenset[str] = frozenset()
 ) -> list[Finding]:
-    """A namespace the plan creates that enforces a looser level than ``restricted`` must need it (a
-    planned pod there fails the stricter level) or be guarded: a ValidatingAdmissionPolicy bound with
-    ``Deny`` to every pod created there (the narrow exception the platform pairs with ``privileged``,
-    review cluster.md A-N1 m29). Otherwise the namespace admits any pod, hostPath ``/`` and ``SYS_ADMIN``
-    included, and nothing the plan runs asks for it. Namespaces where an operator makes pods at run time
-    (``controller_namespaces``), and ``unseen`` ones (a chart there not rendered), are not judged: the
-    plan does not show what their pods need."""
+    """A namespace the plan creates that enforces a level looser than ``restricted`` must be guarded: a
+    ValidatingAdmissionPolicy bound with ``Deny`` to every pod created there that refuses a pod asking for
+    the host (``cel.pod_guards``; the narrow exception the platform pairs with ``privileged``, review
+    cluster.md A-N1 m29, review 37 P05).
+
+    - ``privileged`` (or no label) admits any pod, hostPath ``/`` and ``SYS_ADMIN`` included: unguarded,
+      it is refused whatever the plan's pods there need (their needing ``privileged`` is why a guard must
+      narrow it, not a reason to leave it open);
+    - ``baseline`` refuses host namespaces, hostPath, privileged containers and added capabilities by
+      itself (the guard's probe); it must still be needed: a planned pod there fails ``restricted``.
+
+    Not judged: namespaces where an operator makes pods at run time, decided from the plan's RBAC
+    (``controller_namespaces``: a ServiceAccount of the namespace is bound to a Role or ClusterRole that
+    may create pods or workloads, so the plan does not show every pod it will hold: the GPU and network
+    operators' driver DaemonSets, prometheus-operator's StatefulSets), and ``unseen`` ones (a chart there
+    not rendered)."""
     findings = []
     planned = pods(objects)
     controlled = controller_namespaces(objects)
@@ -260,16 +269,20 @@ def judge_unguarded_levels(
             continue
         if pod_guards(objects, name):
             continue
-        needed = _needed([p for p in planned if p.namespace == name])
-        if LEVELS.index(needed) > LEVELS.index(level):
-            findings.append(
-                Finding(
-                    UNGUARDED_POLICY,
-                    "mandatory",
-                    Subject.of(namespace),
-                    f"metadata.labels[{ENFORCE_LABEL}] {level!r}: the plan's pods there pass {needed!r} "
-                    "and no ValidatingAdmissionPolicy bound with Deny guards the pods created there, so "
-                    "it admits any pod (host namespaces, hostPath, any capability)",
-                )
+        field = f"metadata.labels[{ENFORCE_LABEL}] {level!r}"
+        if level == "privileged":
+            why = (
+                "no ValidatingAdmissionPolicy bound with Deny guards the pods created there and no "
+                "operator makes pods there, so it admits any pod (host namespaces, hostPath /, SYS_ADMIN); "
+                "narrow it with a guard policy or a stricter level"
             )
+        else:
+            needed = _needed([p for p in planned if p.namespace == name])
+            if LEVELS.index(needed) <= LEVELS.index(level):
+                continue
+            why = (
+                f"the plan's pods there pass {needed!r} and no ValidatingAdmissionPolicy bound with Deny "
+                "guards the pods created there, so it admits pods the plan never runs"
+            )
+        findings.append(Finding(UNGUARDED_POLICY, "mandatory", Subject.of(namespace), f"{field}: {why}"))
     return findings

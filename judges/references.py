@@ -4,12 +4,19 @@ documented step, reported as advisory so the operator sees the list).
 
 What a dangling reference does on a real cluster (kubernetes.io docs for each field):
 
+- an object in a namespace that neither the plan nor anyone else makes (the NamespaceLifecycle admission
+  plugin refuses every create there: ``namespaces "<name>" not found``; kubernetes.io "Admission Control",
+  NamespaceLifecycle): one finding per namespace, counting its objects, in place of the references of
+  its objects to one another;
 - a non-optional Secret or ConfigMap volume, ``envFrom`` source or ``secretKeyRef``/``configMapKeyRef``
   ("Secrets", "ConfigMaps": the kubelet will not start the pod, ``MountVolume.SetUp failed`` or
-  ``CreateContainerConfigError``); ``optional: true`` references are skipped;
+  ``CreateContainerConfigError``); ``optional: true`` references are skipped; a CSI volume's
+  ``nodePublishSecretRef`` (the kubelet's NodePublishVolume call fails, "Volumes", csi);
 - ``serviceAccountName`` (the ServiceAccount admission plugin refuses the pod), a PersistentVolumeClaim
   (the pod stays Pending), ``priorityClassName`` (the Priority admission plugin refuses the pod), a
-  claim's StorageClass or volume (the claim stays Pending);
+  claim's StorageClass or volume (the claim stays Pending), and a generic ephemeral volume's
+  ``volumeClaimTemplate`` StorageClass (the claim the ephemeral volume controller makes stays Pending, and
+  the pod with it: "Ephemeral Volumes");
 - a ``kueue.x-k8s.io/priority-class`` label (on a Job, or a CronJob's ``jobTemplate``) naming a
   WorkloadPriorityClass (Kueue 0.19 ``pkg/util/priority`` ``GetPriorityFromWorkloadPriorityClass``
   returns the Get error, the job reconciler makes no Workload, and the Job stays suspended, never admitted);
@@ -21,6 +28,9 @@ What a dangling reference does on a real cluster (kubernetes.io docs for each fi
   ``pkg/api/v1/pod/util.go``); a StatefulSet's governing ``serviceName``;
 - a webhook's or APIService's backend Service, and the Service port it names (the API server's calls
   fail: fail-closed webhooks refuse every matching request).
+
+An object that names one missing object at several fields (a webhook configuration's 22 webhooks on one
+Service) is one finding listing the fields.
 """
 
 from __future__ import annotations
@@ -75,6 +85,13 @@ def _pod_references(pod: Pod) -> Iterator[Reference]:
         if volume.get("persistentVolumeClaim"):
             claim = volume["persistentVolumeClaim"].get("claimName")
             yield ref(f"{where}.persistentVolumeClaim.claimName", "PersistentVolumeClaim", claim)
+        claim_spec = ((volume.get("ephemeral") or {}).get("volumeClaimTemplate") or {}).get("spec") or {}
+        if claim_spec.get("storageClassName"):
+            field = f"{where}.ephemeral.volumeClaimTemplate.spec.storageClassName"
+            yield Reference(pod.owner, field, "StorageClass", "", str(claim_spec["storageClassName"]))
+        publish = (volume.get("csi") or {}).get("nodePublishSecretRef")
+        if publish:
+            yield ref(f"{where}.csi.nodePublishSecretRef.name", "Secret", publish.get("name"))
         for index, source in enumerate((volume.get("projected") or {}).get("sources") or []):
             for key, kind in (("secret", "Secret"), ("configMap", "ConfigMap")):
                 if source.get(key) and not source[key].get("optional"):
@@ -144,31 +161,108 @@ def _key(kind: str, namespace: str, name: str) -> tuple[str, str, str]:
     return kind, "" if kind in _CLUSTER_SCOPED else namespace, name
 
 
-def _resolve(references: Iterator[Reference], planned: set[tuple[str, str, str]]) -> Iterator[Finding]:
-    advised: set[tuple[Subject, tuple[str, str, str]]] = set()
+def _fields(fields: list[str]) -> str:
+    if len(fields) <= 3:
+        return ", ".join(fields)
+    return f"{', '.join(fields[:3])} and {len(fields) - 3} more ({len(fields)} fields)"
+
+
+def _resolve(
+    references: Iterator[Reference], planned: set[tuple[str, str, str]], missing: Mapping[str, Any]
+) -> Iterator[Finding]:
+    """One finding per object and what it names: the fields that name it, listed. A reference into a
+    ``missing`` namespace is that namespace's finding."""
+    grouped: dict[tuple[Subject, tuple[str, str, str]], list[Reference]] = {}
     for ref in references:
         key = _key(ref.kind, ref.namespace, ref.name)
-        if key in planned:
-            continue
-        where = f"{ref.namespace}/{ref.name}" if key[1] else ref.name
+        if key not in planned and key[1] not in missing:
+            grouped.setdefault((ref.owner, key), []).append(ref)
+    for (owner, key), refs in grouped.items():
+        kind, namespace, name = key
+        where = f"{namespace}/{name}" if namespace else name
+        fields = _fields(list(dict.fromkeys(ref.field for ref in refs)))
         elsewhere = made_elsewhere(*key)
         if elsewhere is None:
             yield Finding(
                 POLICY,
                 "mandatory",
-                ref.owner,
-                f"{ref.field}: {ref.kind} {where} is not in the plan and not made elsewhere "
+                owner,
+                f"{fields}: {kind} {where} is not in the plan and not made elsewhere "
                 "(a reference must resolve, or the cluster refuses or never starts it)",
             )
-        elif elsewhere.operator and (ref.owner, key) not in advised:
-            advised.add((ref.owner, key))
+        elif elsewhere.operator:
             yield Finding(
                 OPERATOR_POLICY,
                 "advisory",
-                ref.owner,
-                f"{ref.field}: {ref.kind} {where} is made by the operator, not the plan "
+                owner,
+                f"{fields}: {kind} {where} is made by the operator, not the plan "
                 f"({elsewhere.made_by}); its pods do not start until it exists",
             )
+
+
+# Built-in kinds that live in no namespace (``kubectl api-resources --namespaced=false``, 1.35): a
+# ``metadata.namespace`` on one is cleared on create (``rest.BeforeCreate``), not a reference.
+_CLUSTER_KINDS = frozenset(
+    {
+        "APIService",
+        "CSIDriver",
+        "CSINode",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "IngressClass",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+        "MutatingWebhookConfiguration",
+        "Namespace",
+        "Node",
+        "PersistentVolume",
+        "PriorityClass",
+        "RuntimeClass",
+        "StorageClass",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingWebhookConfiguration",
+        "VolumeAttachment",
+        "VolumeAttributesClass",
+    }
+)
+
+
+def missing_namespaces(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[Subject]]:
+    """Namespaces that hold planned namespaced objects (a custom resource by its CRD's ``scope``) but
+    that neither the plan creates nor anyone else makes (``judges.elsewhere``: built in, or an operator's
+    documented step) → their objects."""
+    created = {
+        Subject.of(o).name for o in objects if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
+    }
+    cluster_kinds = _CLUSTER_KINDS | {
+        str(crd["spec"]["names"]["kind"])
+        for crd in of_kind(objects, "CustomResourceDefinition")
+        if (crd.get("spec") or {}).get("scope") == "Cluster"
+    }
+    found: dict[str, list[Subject]] = {}
+    for obj in objects:
+        subject = Subject.of(obj)
+        if not subject.namespace or subject.kind in cluster_kinds or subject.namespace in created:
+            continue
+        if made_elsewhere("Namespace", "", subject.namespace) is None:
+            found.setdefault(subject.namespace, []).append(subject)
+    return found
+
+
+def _namespaces(missing: Mapping[str, list[Subject]]) -> Iterator[Finding]:
+    for namespace, held in missing.items():
+        named = ", ".join(str(s) for s in held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        count = f"{len(held)} planned object{'s' if len(held) > 1 else ''}"
+        yield Finding(
+            POLICY,
+            "mandatory",
+            Subject("Namespace", "", namespace),
+            f"metadata.namespace of {count} ({named}): Namespace {namespace} is not in the plan and not "
+            "made elsewhere; the NamespaceLifecycle admission plugin refuses every one "
+            f'(namespaces "{namespace}" not found)',
+        )
 
 
 def _services(objects: Sequence[Mapping[str, Any]], running: list[Pod]) -> Iterator[Finding]:
@@ -265,8 +359,10 @@ def judge_references(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
         )
         for ref in source
     )
+    missing = missing_namespaces(objects)
     return [
-        *_resolve(references, planned),
+        *_namespaces(missing),
+        *_resolve(references, planned, missing),
         *_services(objects, running),
         *_backend_ports(objects),
         *_budgets(objects, running),

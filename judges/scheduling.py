@@ -36,6 +36,7 @@ from typing import Any
 from judges.findings import Finding, Subject
 from judges.kube import Pod, of_kind, pods
 from judges.limits import quantity
+from judges.validation import container_resource_name
 
 POLICY = "unschedulable"
 KUEUE_POLICY = "kueue-wiring"
@@ -122,19 +123,47 @@ def requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     containers, or the largest init container's where that is more. A container that states a limit and
     no request requests its limit (API defaulting)."""
 
-    def of(container: Mapping[str, Any]) -> dict[str, Decimal]:
-        resources = container.get("resources") or {}
-        stated = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        return {name: quantity(value) for name, value in stated.items()}
-
     total: dict[str, Decimal] = {}
     for container in spec.get("containers") or []:
-        for name, amount in of(container).items():
+        for name, amount in _stated(container).items():
             total[name] = total.get(name, Decimal(0)) + amount
     for container in spec.get("initContainers") or []:
-        for name, amount in of(container).items():
+        for name, amount in _stated(container).items():
             total[name] = max(total.get(name, Decimal(0)), amount)
     return total
+
+
+def _stated(container: Mapping[str, Any]) -> dict[str, Decimal]:
+    """A container's requests, a limit standing for a missing request; names the API server refuses
+    (``validateContainerResourceName``, the api-validation judge's) are left out."""
+    resources = container.get("resources") or {}
+    stated = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return {
+        name: quantity(value) for name, value in stated.items() if container_resource_name(str(name)) is None
+    }
+
+
+def _template_path(pod: Pod) -> str:
+    return "spec.jobTemplate.spec.template.spec" if pod.owner.kind == "CronJob" else "spec.template.spec"
+
+
+def _request_fields(pod: Pod, names: Sequence[str]) -> str:
+    """Where the pod's effective request of each resource comes from: an init container whose request is
+    above the sum over the containers (``initContainers[<name>]``), else the containers."""
+    at, spec = _template_path(pod), pod.spec
+    fields = []
+    for name in names:
+        summed = sum((_stated(c).get(name, Decimal(0)) for c in spec.get("containers") or []), Decimal(0))
+        init = max(
+            (c for c in spec.get("initContainers") or []),
+            key=lambda c: _stated(c).get(name, Decimal(0)),
+            default=None,
+        )
+        if init is not None and _stated(init).get(name, Decimal(0)) > summed:
+            fields.append(f"{at}.initContainers[{init.get('name')}].resources.requests[{name}]")
+        else:
+            fields.append(f"{at}.containers[].resources.requests[{name}]")
+    return ", ".join(dict.fromkeys(fields))
 
 
 def _show(name: str, amount: Decimal) -> str:
@@ -157,9 +186,9 @@ def _daemon_overhead(objects: Sequence[Mapping[str, Any]], pool: NodePool) -> di
     return overhead
 
 
-def _short(pod: Pod, pool: NodePool, overhead: Mapping[str, Decimal]) -> list[str]:
-    """What the pool's nodes lack for the pod, after the DaemonSets that run there."""
-    short = []
+def _short(pod: Pod, pool: NodePool, overhead: Mapping[str, Decimal]) -> dict[str, str]:
+    """What the pool's nodes lack for the pod, after the DaemonSets that run there: resource → how much."""
+    short = {}
     for name, amount in requests(pod.spec).items():
         if amount <= 0 or name == "ephemeral-storage":
             continue
@@ -167,7 +196,7 @@ def _short(pod: Pod, pool: NodePool, overhead: Mapping[str, Decimal]) -> list[st
             overhead.get(name, Decimal(0)) if pod.owner.kind != "DaemonSet" else 0
         )
         if amount > free:
-            short.append(f"{name} {_show(name, amount)} > {_show(name, max(free, Decimal(0)))}")
+            short[name] = f"{name} {_show(name, amount)} > {_show(name, max(free, Decimal(0)))}"
     return short
 
 
@@ -184,7 +213,7 @@ def _pool_findings(objects: Sequence[Mapping[str, Any]], pools: Sequence[NodePoo
                     POLICY,
                     "mandatory",
                     pod.owner,
-                    f"spec.template.spec.nodeSelector/affinity {wanted}: no node pool has those labels "
+                    f"{_template_path(pod)}.nodeSelector/affinity {wanted}: no node pool has those labels "
                     f"(pools: {names}); the pods stay Pending",
                 )
             continue
@@ -199,7 +228,7 @@ def _pool_findings(objects: Sequence[Mapping[str, Any]], pools: Sequence[NodePoo
                     POLICY,
                     "mandatory",
                     pod.owner,
-                    f"spec.template.spec.tolerations: every pool its selector allows has a taint the pod "
+                    f"{_template_path(pod)}.tolerations: every pool its selector allows has a taint the pod "
                     f"does not tolerate ({why}); the pods stay Pending",
                 )
             continue
@@ -212,20 +241,22 @@ def _pool_findings(objects: Sequence[Mapping[str, Any]], pools: Sequence[NodePoo
                         POLICY,
                         "mandatory",
                         pod.owner,
-                        f"spec.template.spec.containers[].resources.requests: its pods do not fit a node of "
-                        f"{name} ({', '.join(short)} allocatable)",
+                        f"{_request_fields(pod, list(short))}: its pods do not fit a node of "
+                        f"{name} ({', '.join(short.values())} allocatable)",
                     )
         elif not fitting:
             why = "; ".join(
-                f"{name} ({next(p.instance_type for p in admitted if p.name == name)}): {', '.join(short)}"
+                f"{name} ({next(p.instance_type for p in admitted if p.name == name)}): "
+                f"{', '.join(short.values())}"
                 for name, short in shortfalls.items()
             )
+            lacking = [resource for short in shortfalls.values() for resource in short]
             yield Finding(
                 POLICY,
                 "mandatory",
                 pod.owner,
-                "spec.template.spec.containers[].resources.requests: no node of the pools it may run on "
-                f"fits one pod, after those pools' DaemonSets (requested > allocatable: {why})",
+                f"{_request_fields(pod, lacking)}: no node of the pools it may run on fits one pod, after "
+                f"those pools' DaemonSets (requested > allocatable: {why})",
             )
 
 

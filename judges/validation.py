@@ -6,12 +6,17 @@ k8s.io/kubernetes that enforces it (Kubernetes 1.35, the clusters' minor version
   ``ValidateStatefulSetSpec``, ``ValidateDaemonSetSpec``: a non-empty selector that matches the template's
   labels ("`selector` does not match template `labels`"), and a template ``restartPolicy`` of ``Always``
   (``ValidatePodTemplateSpecForReplicaSet``, ``...ForStatefulSet``, ``ValidateDaemonSetSpec``);
+  ``ValidateDeploymentStrategy`` (``rollingUpdate`` Forbidden with ``type: Recreate``, a type other than
+  ``Recreate``/``RollingUpdate`` NotSupported) and ``ValidateRollingUpdateDeployment`` (``maxUnavailable``
+  and ``maxSurge``, 25% each when unset, not both 0; ``maxUnavailable`` at most 100%);
 - ``pkg/apis/batch/validation``: ``ValidateJobSpec`` (a selector given by hand matches the template),
   ``validateJobSpec`` (``restartPolicy`` ``OnFailure`` or ``Never``; only ``Never`` "is supported when
   podFailurePolicy is specified"), ``validatePodReplacementPolicy`` (with a podFailurePolicy only
   ``Failed``), ``validatePodFailurePolicyRule`` (``onExitCodes.containerName`` names one of the template's
-  containers or initContainers), ``ValidateCronJobSpec`` (name at most 52 characters: the Job name gets an
-  11-character suffix);
+  containers or initContainers), ``validateJobSpec`` again (``completions`` Required when
+  ``completionMode`` is ``Indexed``), ``ValidateCronJobSpec`` (name at most 52 characters: the Job name gets
+  an 11-character suffix) and ``validateScheduleFormat`` (``judges.cron``: robfig/cron's standard parser,
+  no ``TZ``/``CRON_TZ`` in the schedule);
 - ``pkg/apis/core/validation``: ``ValidateObjectMeta`` with the kind's name rule (``NameIsDNSSubdomain``;
   ``ValidateNamespaceName`` a DNS-1123 label; ``ValidateServiceName`` a DNS-1035 label; RBAC's
   ``ValidateRBACName`` a path segment),
@@ -21,7 +26,11 @@ k8s.io/kubernetes that enforces it (Kubernetes 1.35, the clusters' minor version
   ``validateContainers`` (container names DNS-1123 labels, unique in the pod), ``validateContainerPorts``
   (port names IANA_SVC_NAME: 15 characters at most, unique in the container),
   ``ValidateResourceRequirements`` (an extended resource's request equal to its limit, and a limit set;
-  a request above its limit is ``judges.limits``');
+  a request above its limit is ``judges.limits``'), ``validateContainerResourceName`` (a name without a
+  domain is one of ``IsStandardContainerResourceName``'s: ``cpu``, ``memory``, ``ephemeral-storage``,
+  ``hugepages-<size>``; ``gpu`` is refused, ``nvidia.com/gpu`` is an extended resource),
+  ``ValidateVolumeMounts`` (each ``volumeMounts[].name`` a volume of the pod, "Not found"; mount paths
+  unique in a container) and ``ValidateVolumes`` (volume names unique in the pod);
 - the kubelet resolves a probe's named port among the container's own ports (``pkg/probe``
   ``ResolveContainerPort``, "couldn't find port"): a name no port declares fails the probe forever.
 """
@@ -32,6 +41,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from judges.cron import schedule_problems
 from judges.findings import Finding, Subject
 from judges.kube import labels_match
 from judges.limits import quantity
@@ -140,11 +150,39 @@ def _metadata(obj: Mapping[str, Any], at: str) -> Iterator[str]:
         )
 
 
+# IsStandardContainerResourceName (pkg/apis/core/helper): the names a container may use without a domain.
+_STANDARD_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def container_resource_name(name: str) -> str | None:
+    """``validateContainerResourceName``: why the API server refuses ``name`` in a container's requests or
+    limits (``None``: it takes it)."""
+    if (why := qualified_name(name)) is not None:
+        return f"{why} (validateResourceName)"
+    if "/" not in name:
+        if name in _STANDARD_CONTAINER_RESOURCES or name.startswith("hugepages-"):
+            return None
+        return (
+            "must be a standard resource for containers (cpu, memory, ephemeral-storage, hugepages-<size>) "
+            "or fully qualified, as nvidia.com/gpu is (validateContainerResourceName, "
+            "IsStandardContainerResourceName)"
+        )
+    native = "kubernetes.io/" in name
+    if not native and (name.startswith("requests.") or qualified_name(f"requests.{name}") is not None):
+        return "doesn't follow extended resource name standard (validateContainerResourceName)"
+    return None
+
+
 def _resources(where: str, container: Mapping[str, Any]) -> Iterator[str]:
-    """Extended resources cannot be overcommitted. (A request above its limit is the limit-range judge's:
-    ``judges.limits.admit`` applies the same rule after LimitRange defaulting.)"""
+    """Resource names the API server knows; extended resources cannot be overcommitted. (A request above
+    its limit is the limit-range judge's: ``judges.limits.admit`` applies the same rule after LimitRange
+    defaulting.)"""
     resources = container.get("resources") or {}
     requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    for key, stated in (("requests", requests), ("limits", limits)):
+        for name in stated:
+            if (why := container_resource_name(str(name))) is not None:
+                yield f"{where}.resources.{key}[{name}]: {why}"
     for name, request in requests.items():
         if "/" not in name or name.startswith("kubernetes.io/"):
             continue
@@ -167,8 +205,29 @@ def _probes(where: str, container: Mapping[str, Any]) -> Iterator[str]:
                 yield f"{where}.{probe}.{action}.port {port!r}: the container declares no port of that name"
 
 
+def _volume_mounts(where: str, container: Mapping[str, Any], volumes: set[str]) -> Iterator[str]:
+    """``ValidateVolumeMounts``: each mount names a volume of the pod, at a path of its own."""
+    paths: set[str] = set()
+    for index, mount in enumerate(container.get("volumeMounts") or []):
+        name, path = str(mount.get("name")), str(mount.get("mountPath"))
+        if name not in volumes:
+            yield (
+                f"{where}.volumeMounts[{index}].name {name!r}: Not found, the pod has no volume of that name "
+                "(ValidateVolumeMounts)"
+            )
+        if path in paths:
+            yield f"{where}.volumeMounts[{index}].mountPath {path!r}: must be unique (ValidateVolumeMounts)"
+        paths.add(path)
+
+
 def _pod_spec(spec: Mapping[str, Any], at: str) -> Iterator[tuple[str, str]]:
     """(policy, problem) for one pod spec."""
+    volumes: set[str] = set()
+    for volume in spec.get("volumes") or []:
+        name = str(volume.get("name"))
+        if name in volumes:
+            yield POLICY, f"{at}.volumes[{name}].name: Duplicate value (ValidateVolumes)"
+        volumes.add(name)
     seen: set[str] = set()
     for key in ("initContainers", "containers", "ephemeralContainers"):
         for container in spec.get(key) or []:
@@ -192,6 +251,8 @@ def _pod_spec(spec: Mapping[str, Any], at: str) -> Iterator[tuple[str, str]]:
                     )
                 port_names.add(str(port["name"]))
             for problem in _resources(where, container):
+                yield POLICY, problem
+            for problem in _volume_mounts(where, container, volumes):
                 yield POLICY, problem
             for problem in _probes(where, container):
                 yield PROBE_POLICY, problem
@@ -221,6 +282,57 @@ def _restart_policy(kind: str, spec: Mapping[str, Any], at: str) -> Iterator[str
                 "podFailurePolicy is specified (validateJobSpec)"
             )
         yield from _pod_failure_policy(spec, at)
+
+
+def _completions(spec: Mapping[str, Any], at: str) -> Iterator[str]:
+    if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
+        yield f"{at}.completions: Required value when completion mode is Indexed (validateJobSpec)"
+
+
+def _percent(value: Any) -> int | None:
+    """An IntOrString as ``getIntOrPercentValue`` reads it (``None``: neither an integer nor a percent)."""
+    if isinstance(value, int):
+        return value
+    match = re.fullmatch(r"([0-9]+)%", str(value))
+    return int(match.group(1)) if match else None
+
+
+def _strategy(spec: Mapping[str, Any]) -> Iterator[str]:
+    """``ValidateDeploymentStrategy`` after apps/v1 defaulting (``SetDefaults_Deployment``: an empty type is
+    ``RollingUpdate`` and its unset ``maxUnavailable``/``maxSurge`` are 25%)."""
+    strategy = spec.get("strategy") or {}
+    kind, rolling = strategy.get("type") or "RollingUpdate", strategy.get("rollingUpdate")
+    if kind == "Recreate":
+        if rolling is not None:
+            yield (
+                "spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy `type` is "
+                "'Recreate' (ValidateDeploymentStrategy)"
+            )
+        return
+    if kind != "RollingUpdate":
+        yield (
+            f"spec.strategy.type {kind!r}: Unsupported value: 'Recreate' or 'RollingUpdate' "
+            "(ValidateDeploymentStrategy)"
+        )
+        return
+    values = {key: (rolling or {}).get(key, "25%") for key in ("maxUnavailable", "maxSurge")}
+    for key, value in values.items():
+        if _percent(value) is None or (_percent(value) or 0) < 0:
+            yield (
+                f"spec.strategy.rollingUpdate.{key} {value!r}: must be a non-negative integer or a "
+                "percentage, e.g. '5%' (ValidatePositiveIntOrPercent)"
+            )
+    unavailable, surge = _percent(values["maxUnavailable"]), _percent(values["maxSurge"])
+    if unavailable == 0 and surge == 0:
+        yield (
+            "spec.strategy.rollingUpdate.maxUnavailable: may not be 0 when `maxSurge` is 0 "
+            "(ValidateRollingUpdateDeployment)"
+        )
+    if isinstance(values["maxUnavailable"], str) and (unavailable or 0) > 100:
+        yield (
+            f"spec.strategy.rollingUpdate.maxUnavailable {values['maxUnavailable']!r}: must not be greater "
+            "than 100% (ValidateRollingUpdateDeployment)"
+        )
 
 
 def _pod_failure_policy(spec: Mapping[str, Any], at: str) -> Iterator[str]:
@@ -256,10 +368,17 @@ def _problems(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield POLICY, problem
     spec = obj.get("spec") or {}
     if kind == "CronJob":
+        schedule = str(spec.get("schedule") or "")
+        for why in schedule_problems(schedule):
+            yield POLICY, f"spec.schedule {schedule!r}: {why} (validateScheduleFormat)"
         spec = (spec.get("jobTemplate") or {}).get("spec") or {}
         kind, at = "Job", "spec.jobTemplate.spec"
     else:
         at = "spec"
+    if kind == "Deployment":
+        yield from ((POLICY, p) for p in _strategy(spec))
+    if kind == "Job":
+        yield from ((POLICY, p) for p in _completions(spec, at))
     if kind in _WORKLOADS or kind == "Job":
         function = "ValidateJobSpec" if kind == "Job" else f"Validate{kind}Spec"
         for problem in _selector(kind, spec, function):

@@ -34,8 +34,20 @@ def test_quantities() -> None:
 def test_a_default_limit_below_the_request_refuses_the_container() -> None:
     """The team LimitRange before the fix: 1 CPU / 1Gi became the limits of a 32 CPU / 256Gi request."""
     assert admit(TEAM_CONTAINER, [OLD]) == [
-        "cpu request 32 must be less than or equal to cpu limit 1",
-        "memory request 256Gi must be less than or equal to memory limit 1Gi",
+        "resources.requests[cpu] 32: must be less than or equal to cpu limit 1 (the LimitRange default; "
+        "ValidateResourceRequirements)",
+        "resources.requests[memory] 256Gi: must be less than or equal to memory limit 1Gi (the LimitRange "
+        "default; ValidateResourceRequirements)",
+    ]
+
+
+def test_a_request_above_its_own_limit_is_refused_without_a_limit_range() -> None:
+    """ValidateResourceRequirements (pkg/apis/core/validation): the request "must be less than or equal
+    to" the limit the container states."""
+    container = {"name": "c", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}
+    assert admit(container, []) == [
+        "resources.requests[cpu] 2: must be less than or equal to cpu limit 1 (its own limit; "
+        "ValidateResourceRequirements)"
     ]
 
 
@@ -72,4 +84,4 @@ def test_the_judge_probes_each_quota_at_full_size() -> None:
     }
     old = {**OLD, "metadata": {"name": "defaults", "namespace": "team-a"}}
     (finding,) = judge_limit_ranges([quota, old])[:1]
-    assert finding.mandatory and "cpu request 384" in finding.message
+    assert finding.mandatory and "spec.hard" in finding.message and "requests[cpu] 384" in finding.message

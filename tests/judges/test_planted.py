@@ -28,7 +28,8 @@ DELETE = object()
 @dataclass(frozen=True)
 class Edit:
     """Set ``path`` (dict keys, list indexes, or ``name=X`` for the list item named X) of one object to
-    ``value`` (``DELETE`` removes it); or, with ``old``, replace that text anywhere in the object."""
+    ``value`` (``DELETE`` removes it; with no ``path``, the object leaves the plan); or, with ``old``,
+    replace that text anywhere in the object."""
 
     kind: str
     namespace: str
@@ -62,6 +63,9 @@ def _apply(objects: list[dict[str, Any]], edit: Edit) -> None:
         and o["metadata"].get("namespace", "") == edit.namespace
         and o["metadata"]["name"] == edit.name
     ]
+    if not edit.path and edit.value is DELETE:
+        del objects[index]
+        return
     if edit.old:
         text = json.dumps(objects[index])
         assert edit.old in text, f"{edit.old!r} not in {edit.kind} {edit.name}"
@@ -83,6 +87,9 @@ _SERVER = (*_TEMPLATE, "containers", "name=server")
 _JOB = ("Job", "ml-training", "digits-mlp-digits-001")
 _REGISTRY = ("Deployment", "ml-registry", "registry")
 _INFERENCE = ("Deployment", "ml-inference", "inference")
+_ROLLOUT = ("CronJob", "ml-inference", "inference-rollout")
+_GUARD_LABEL = "ml-platform.io/pod-security-exception"
+_GIB_900 = {"cpu": "1", "memory": "900Gi"}
 
 PLANTS = [
     # References (judges/references.py).
@@ -238,7 +245,148 @@ PLANTS = [
         "ClusterRoleBinding kueue-manager-rolebinding",
         ("roleRef", "ClusterRole kueue-manager"),
     ),
+    # Review 37: a Namespace is a reference (NamespaceLifecycle), ephemeral claims and CSI publish Secrets
+    # are followed, one missing Service named by 22 webhooks is one finding.
+    Plant(
+        "r37-R22",
+        AZURE,
+        (Edit("Namespace", "", "ml-registry", (), DELETE),),
+        "dangling-reference",
+        "Namespace ml-registry",
+        ("metadata.namespace of", "planned objects (", 'namespaces "ml-registry" not found'),
+    ),
+    Plant(
+        "r37-R18",
+        AWS,
+        (Edit(*_INFERENCE, ("metadata", "namespace"), "ml-serving"),),
+        "dangling-reference",
+        "Namespace ml-serving",
+        ("1 planned object (Deployment ml-serving/inference)", "NamespaceLifecycle"),
+    ),
+    Plant(
+        "r37-R21",
+        AWS,
+        (
+            Edit(
+                *_INFERENCE,
+                (*_TEMPLATE, "volumes", "name=model-cache"),
+                {
+                    "name": "model-cache",
+                    "ephemeral": {
+                        "volumeClaimTemplate": {
+                            "spec": {
+                                "accessModes": ["ReadWriteOnce"],
+                                "storageClassName": "fast-missing",
+                                "resources": {"requests": {"storage": "1Gi"}},
+                            }
+                        }
+                    },
+                },
+            ),
+        ),
+        "dangling-reference",
+        "Deployment ml-inference/inference",
+        (
+            "volumes[model-cache].ephemeral.volumeClaimTemplate.spec.storageClassName",
+            "StorageClass fast-missing",
+        ),
+    ),
+    Plant(
+        "r37-csi-secret",
+        AZURE,
+        (
+            Edit(
+                *_INFERENCE,
+                (*_TEMPLATE, "volumes", "name=model-cache"),
+                {
+                    "name": "model-cache",
+                    "csi": {
+                        "driver": "secrets-store.csi.k8s.io",
+                        "nodePublishSecretRef": {"name": "kv-creds"},
+                    },
+                },
+            ),
+        ),
+        "dangling-reference",
+        "Deployment ml-inference/inference",
+        ("volumes[model-cache].csi.nodePublishSecretRef.name", "Secret ml-inference/kv-creds"),
+    ),
+    Plant(
+        "r37-R13",
+        AWS,
+        (
+            Edit(
+                "ValidatingWebhookConfiguration",
+                "",
+                "kueue-validating-webhook-configuration",
+                old='"name": "kueue-webhook-service"',
+                value='"name": "kueue-webhook-missing"',
+            ),
+        ),
+        "dangling-reference",
+        "ValidatingWebhookConfiguration kueue-validating-webhook-configuration",
+        ("more (", "fields): Service kueue-system/kueue-webhook-missing"),
+    ),
     # API-server validation (judges/validation.py).
+    Plant(
+        "r37-R19",
+        AWS,
+        (Edit(*_INFERENCE, (*_SERVER, "volumeMounts"), [{"name": "ghost", "mountPath": "/ghost"}]),),
+        "api-validation",
+        "Deployment ml-inference/inference",
+        ("containers[server].volumeMounts[0].name 'ghost'", "Not found", "ValidateVolumeMounts"),
+    ),
+    Plant(
+        "r37-V09",
+        AWS,
+        (Edit(*_INFERENCE, ("spec", "strategy", "type"), "Recreate"),),
+        "api-validation",
+        "Deployment ml-inference/inference",
+        ("spec.strategy.rollingUpdate: Forbidden", "ValidateDeploymentStrategy"),
+    ),
+    Plant(
+        "r37-V11",
+        AZURE,
+        (Edit(*_JOB, ("spec", "completions"), DELETE),),
+        "api-validation",
+        "Job ml-training/digits-mlp-digits-001",
+        ("spec.completions: Required value when completion mode is Indexed", "validateJobSpec"),
+    ),
+    Plant(
+        "r37-V12b",
+        AWS,
+        (Edit(*_ROLLOUT, ("spec", "schedule"), "61 * * * *"),),
+        "api-validation",
+        "CronJob ml-inference/inference-rollout",
+        ("spec.schedule '61 * * * *'", "end of range (61) above maximum (59)", "validateScheduleFormat"),
+    ),
+    Plant(
+        "r37-cron-tz",
+        AZURE,
+        (Edit(*_ROLLOUT, ("spec", "schedule"), "CRON_TZ=Asia/Dubai 0 0 1 1 *"),),
+        "api-validation",
+        "CronJob ml-inference/inference-rollout",
+        ("spec.schedule", "cannot use TZ or CRON_TZ in schedule", "validateScheduleFormat"),
+    ),
+    Plant(
+        "r37-V13",
+        AWS,
+        (
+            Edit(*_INFERENCE, (*_SERVER, "resources", "requests", "gpu"), "1"),
+            Edit(*_INFERENCE, (*_SERVER, "resources", "limits", "gpu"), "1"),
+        ),
+        "api-validation",
+        "Deployment ml-inference/inference",
+        ("containers[server].resources.requests[gpu]", "validateContainerResourceName"),
+    ),
+    Plant(
+        "r37-V03",
+        AWS,
+        (Edit(*_INFERENCE, (*_SERVER, "resources", "limits", "cpu"), "100m"),),
+        "limit-range-defaults",
+        "Deployment ml-inference/inference",
+        ("containers[server].resources.requests[cpu]", "its own limit", "ValidateResourceRequirements"),
+    ),
     Plant(
         "m23",
         AWS,
@@ -301,6 +449,20 @@ PLANTS = [
         "unschedulable",
         "Deployment ml-inference/inference",
         ("resources.requests", "inference (c7i.4xlarge): cpu 24 >"),
+    ),
+    Plant(
+        "r37-S06",
+        AWS,
+        (
+            Edit(
+                *_REGISTRY,
+                (*_TEMPLATE, "initContainers"),
+                [{"name": "warm", "image": "i", "resources": {"requests": _GIB_900, "limits": _GIB_900}}],
+            ),
+        ),
+        "unschedulable",
+        "Deployment ml-registry/registry",
+        ("spec.template.spec.initContainers[warm].resources.requests[memory]", "900.0Gi >"),
     ),
     Plant(
         "m11",
@@ -492,17 +654,17 @@ PLANTS = [
         ("refuses its pods", "volume types"),
     ),
     Plant(
+        "r37-P05",
+        AZURE,
+        (Edit("Namespace", "", "ml-training", ("metadata", "labels", _GUARD_LABEL), DELETE),),
+        "pod-security-level-unguarded",
+        "Namespace ml-training",
+        ("pod-security.kubernetes.io/enforce", "'privileged'", "no ValidatingAdmissionPolicy"),
+    ),
+    Plant(
         "m29",
         AZURE,
-        (
-            Edit(
-                "Namespace",
-                "",
-                "team-nlp",
-                ("metadata", "labels", "ml-platform.io/pod-security-exception"),
-                DELETE,
-            ),
-        ),
+        (Edit("Namespace", "", "team-nlp", ("metadata", "labels", _GUARD_LABEL), DELETE),),
         "pod-security-level-unguarded",
         "Namespace team-nlp",
         ("pod-security.kubernetes.io/enforce", "'privileged'", "no ValidatingAdmissionPolicy"),
@@ -536,3 +698,15 @@ def test_a_planted_defect_is_a_mandatory_finding_naming_object_field_and_rule(
     assert any(
         str(f.subject) == plant.subject and all(words in f.message for words in plant.says) for f in found
     ), [str(f) for f in found]
+
+
+def test_an_unqualified_resource_name_is_refused_by_the_api_server_not_left_pending(
+    judged: Callable[[str], Judged],
+) -> None:
+    """Review 37 V13: ``gpu: 1`` is refused at create (validateContainerResourceName), so the scheduling
+    judge does not also call its pods Pending for want of a ``gpu`` no pool offers."""
+    stack_objects = judged(AWS)
+    objects = copy.deepcopy(stack_objects.objects)
+    for key in ("requests", "limits"):
+        _apply(objects, Edit(*_INFERENCE, (*_SERVER, "resources", key, "gpu"), "1"))
+    assert {f.policy for f in _mandatory(stack_objects, objects)} == {"api-validation"}

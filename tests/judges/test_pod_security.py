@@ -7,7 +7,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from judges.pod_security import NONROOT_POLICY, POLICY, judge_pod_security
+from judges.pod_security import NONROOT_POLICY, POLICY, UNGUARDED_POLICY, judge_pod_security
 
 from .conftest import Judged
 
@@ -40,8 +40,12 @@ def deployment(namespace: str, container: dict[str, Any], **spec: Any) -> dict[s
     }
 
 
-def messages(objects: list[dict[str, Any]]) -> list[str]:
-    return [f"{f.policy}: {f.message}" for f in judge_pod_security(objects)]
+def messages(
+    objects: list[dict[str, Any]], policies: tuple[str, ...] = (POLICY, NONROOT_POLICY)
+) -> list[str]:
+    """What the admission controls and the inert-capability rule say (the unguarded-level rule is
+    judged by its own tests below)."""
+    return [f"{f.policy}: {f.message}" for f in judge_pod_security(objects) if f.policy in policies]
 
 
 def test_a_restricted_pod_passes_restricted() -> None:
@@ -83,8 +87,8 @@ def test_a_namespace_without_a_level_is_privileged() -> None:
 def test_capabilities_added_to_a_non_root_container_are_an_error_at_any_level() -> None:
     ipc_lock = copy.deepcopy(RESTRICTED_CONTAINER)
     ipc_lock["securityContext"]["capabilities"]["add"] = ["IPC_LOCK"]
-    [finding] = judge_pod_security([namespace("p", "privileged"), deployment("p", ipc_lock)])
-    assert finding.policy == NONROOT_POLICY and "UID 10001" in finding.message
+    [finding] = messages([namespace("p", "privileged"), deployment("p", ipc_lock)])
+    assert finding.startswith(NONROOT_POLICY) and "UID 10001" in finding
     as_root = copy.deepcopy(ipc_lock)
     as_root["securityContext"] |= {"runAsUser": 0, "runAsNonRoot": False}
     assert messages([namespace("p", "privileged"), deployment("p", as_root)]) == []
@@ -99,3 +103,44 @@ def test_a_planted_capability_on_the_inference_pods_is_caught(judged: Callable[[
     ]
     found = {(f.policy, f.subject.name) for f in judge_pod_security(objects)}
     assert found == {(POLICY, "inference"), (NONROOT_POLICY, "inference")}
+
+
+def _binding(namespace: str, verbs: list[str]) -> list[dict[str, Any]]:
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "operator", "namespace": namespace},
+        "rules": [{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": verbs}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "operator", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "operator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": namespace}],
+    }
+    return [role, binding]
+
+
+def test_an_unguarded_privileged_namespace_is_refused_even_when_its_pods_need_privileged() -> None:
+    """Review 37 P05: a namespace that admits any pod must be narrowed by a Deny-bound guard whatever its
+    planned pods need; only a namespace where an operator makes pods (the plan's RBAC lets a
+    ServiceAccount there create workloads) is left to its operator."""
+    loose = {"name": "app", "image": "i", "securityContext": {"privileged": True}}
+    objects = [namespace("p", "privileged"), deployment("p", loose)]
+    [finding] = messages(objects, (UNGUARDED_POLICY,))
+    assert "'privileged'" in finding and "no ValidatingAdmissionPolicy bound with Deny" in finding
+    assert messages([*objects, *_binding("p", ["create"])], (UNGUARDED_POLICY,)) == []
+    assert len(messages([*objects, *_binding("p", ["get", "list"])], (UNGUARDED_POLICY,))) == 1
+
+
+def test_a_baseline_namespace_refuses_host_access_itself_and_must_be_needed() -> None:
+    """Baseline refuses hostPath, host namespaces, privileged containers and added capabilities (the
+    guard's probe): it is judged only against what its pods need."""
+    needs_baseline = copy.deepcopy(RESTRICTED_CONTAINER)
+    needs_baseline["securityContext"]["runAsNonRoot"] = False
+    assert messages([namespace("b", "baseline"), deployment("b", needs_baseline)], (UNGUARDED_POLICY,)) == []
+    [finding] = messages(
+        [namespace("b", "baseline"), deployment("b", RESTRICTED_CONTAINER)], (UNGUARDED_POLICY,)
+    )
+    assert "the plan's pods there pass 'restricted'" in finding
