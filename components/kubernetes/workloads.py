@@ -5,9 +5,12 @@ functions out. This is the one place that maps stack config onto ``TrainingJobSp
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import pulumi
 
 from components.config import (
     FabricTestConfig,
@@ -36,7 +39,13 @@ from components.kubernetes.registry import (
 from components.kubernetes.storage import VolumeClaim
 from workloads.delivery.plan import RolloutPlan
 from workloads.fabric_gate import FABRIC_TEST, busbw_floor_gbytes, fabric_test_run_id
-from workloads.inference.k8s import InferenceServiceSpec, MonitorJob, RolloutJob, inference_objects
+from workloads.inference.k8s import (
+    InferenceServiceSpec,
+    MonitorJob,
+    RetrainLaunch,
+    RolloutJob,
+    inference_objects,
+)
 from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.registry.lineage import experiment_name
 from workloads.training.k8s import TrainingJobSpec, training_job_objects
@@ -168,9 +177,11 @@ def inference_spec(
     inference: InferenceWorkloadConfig,
     images: WorkloadImages,
     registry_certificate: RegistryCertificate | None = None,
+    retrain: RetrainLaunch | None = None,
 ) -> InferenceServiceSpec:
     """``registry_certificate``: with registry TLS, the certificate whose CA's SHA-256 the servers carry
-    (they verify the registry with a context made once, so a new CA rolls them)."""
+    (they verify the registry with a context made once, so a new CA rolls them); ``retrain``: the Job the
+    drift monitor launches (``retrain_spec``)."""
     identity = WORKLOAD_IDENTITIES["inference"]
     assert images.inference is not None, "StackImages gives an enabled inference workload its image"
     following = follows_registry(config)
@@ -201,7 +212,7 @@ def inference_spec(
         model_cache_size=inference.model_cache,
         poll_interval_s=inference.poll_interval_seconds,
         rollout=rollout_job(config, inference, handle) if following else None,
-        monitor=monitor_job(config, inference) if following and inference.drift_monitor else None,
+        monitor=monitor_job(config, inference, retrain) if following and inference.drift_monitor else None,
         **(_registry_caller(config) if following else {}),
         registry_ca_sha256=(
             registry_certificate.ca_sha256 if following and registry_certificate is not None else None
@@ -226,13 +237,54 @@ def rollout_job(
     )
 
 
-def monitor_job(config: PlatformConfig, inference: InferenceWorkloadConfig) -> MonitorJob:
+# The retrain's run id: one Job name, so one retrain at a time (the API refuses a second create while the
+# last one is kept, recorded as a failed launch), deleted an hour after it ends so the next can start.
+RETRAIN_RUN_ID = "retrain"
+RETRAIN_TTL_S = 3600
+
+
+def retrain_spec(
+    handle: ClusterHandle, config: PlatformConfig, images: WorkloadImages
+) -> TrainingJobSpec | None:
+    """The training run the drift monitor launches on a retrain decision: the stack's training run (its
+    pool, size, image, registry user: it registers ``@challenger`` as every run does) on the monitor's
+    ``dataset`` where the stack names one, created suspended in the namespace's LocalQueue where Kueue
+    runs, its output on the pod (the version goes to the registry; a fixed run id on the shared file
+    system would meet the last retrain's model there). None where nothing can be launched: no training
+    run, no drift monitor, a monitor watching another model than training trains, or no API server."""
+    training, inference = config.workloads.training, config.workloads.inference
+    if (
+        training is None
+        or not training.enabled
+        or inference is None
+        or inference.drift_monitor is None
+        or training.model_name != inference.model_name
+        or handle.api_server is None
+    ):
+        return None
+    spec = training_spec(handle, config, training, images)
+    dataset = inference.drift_monitor.dataset
+    return dataclasses.replace(
+        spec,
+        run_id=RETRAIN_RUN_ID,
+        output_volume={"emptyDir": {"sizeLimit": "16Gi"}},
+        # The trainer's last --dataset wins (argparse): the monitor's source over the run's own.
+        trainer_args=(*spec.trainer_args, *((f"--dataset={dataset}",) if dataset else ())),
+        suspend=kueue.queueing_enabled(config),
+        ttl_s=RETRAIN_TTL_S,
+    )
+
+
+def monitor_job(
+    config: PlatformConfig, inference: InferenceWorkloadConfig, retrain: RetrainLaunch | None = None
+) -> MonitorJob:
     """The drift monitor's CronJob for a service that follows the registry: the stack's policy, its own
     registry user with basic-auth on (it rolls back: EDIT on the served model), the servers' CA with TLS
-    on, the lifecycle record on its claim."""
+    on, the lifecycle record on its claim, and the retrain it launches (``retrain_spec``'s Job)."""
     policy = inference.drift_monitor
     assert policy is not None
     return MonitorJob(
+        retrain=retrain,
         policy=policy.model_dump_json(by_alias=True),
         schedule=policy.schedule,
         registry_secret=MONITOR_SECRET if config.workloads.registry.auth else None,
@@ -360,6 +412,19 @@ def transfer_space(config: PlatformConfig) -> str:
     return f"{max(4 << 30, cache * (inference.max_replicas + 1)) >> 20}Mi"
 
 
+def _retrain(
+    handle: ClusterHandle, config: PlatformConfig, images: WorkloadImages, result: WorkloadObjects
+) -> RetrainLaunch | None:
+    """The drift monitor's retrain: its rendezvous Service and NetworkPolicy applied with the workloads
+    (the monitor may create Jobs only), its Job handed to the monitor as JSON."""
+    spec = retrain_spec(handle, config, images)
+    if spec is None or handle.api_server is None or not follows_registry(config):
+        return None
+    service, job, network_policy = training_job_objects(spec)
+    result.objects += [service, network_policy]
+    return RetrainLaunch(pulumi.Output.json_dumps(job), spec.namespace, handle.api_server)
+
+
 def workload_objects(
     handle: ClusterHandle,
     config: PlatformConfig,
@@ -386,7 +451,9 @@ def workload_objects(
         result.service_accounts.append("training")
     if inference is not None and inference.enabled:
         identity = WORKLOAD_IDENTITIES["inference"]
-        spec = inference_spec(handle, config, inference, images, registry_certificate)
+        spec = inference_spec(
+            handle, config, inference, images, registry_certificate, _retrain(handle, config, images, result)
+        )
         result.objects += inference_objects(spec)
         if spec.model_volume is not None:
             result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
