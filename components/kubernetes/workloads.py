@@ -212,7 +212,9 @@ def inference_spec(
         model_cache_size=inference.model_cache,
         poll_interval_s=inference.poll_interval_seconds,
         rollout=rollout_job(config, inference, handle) if following else None,
-        monitor=monitor_job(config, inference, retrain) if following and inference.drift_monitor else None,
+        monitor=monitor_job(config, inference, handle, retrain)
+        if following and inference.drift_monitor
+        else None,
         **(_registry_caller(config) if following else {}),
         registry_ca_sha256=(
             registry_certificate.ca_sha256 if following and registry_certificate is not None else None
@@ -276,19 +278,27 @@ def retrain_spec(
 
 
 def monitor_job(
-    config: PlatformConfig, inference: InferenceWorkloadConfig, retrain: RetrainLaunch | None = None
+    config: PlatformConfig,
+    inference: InferenceWorkloadConfig,
+    handle: ClusterHandle,
+    retrain: RetrainLaunch | None = None,
 ) -> MonitorJob:
     """The drift monitor's CronJob for a service that follows the registry: the stack's policy, its own
     registry user with basic-auth on (it rolls back: EDIT on the served model), the servers' CA with TLS
-    on, the lifecycle record on its claim, and the retrain it launches (``retrain_spec``'s Job)."""
+    on, the retrain it launches (``retrain_spec``'s Job), and the lifecycle record: the stack's record
+    store with the identity that may only append to it (AWS: the ``drift-monitor`` IRSA role, put-only as
+    the rollout's), else a claim on shared storage."""
     policy = inference.drift_monitor
     assert policy is not None
+    record = handle.lifecycle_record
     return MonitorJob(
         retrain=retrain,
+        record=record,
+        service_account_annotations=handle.identities.get("drift-monitor", {}) if record else {},
         policy=policy.model_dump_json(by_alias=True),
         schedule=policy.schedule,
         registry_secret=MONITOR_SECRET if config.workloads.registry.auth else None,
-        record_claim=RECORD_CLAIM,
+        record_claim=RECORD_CLAIM if record is None else None,
         ca_secret=monitoring.INFERENCE_CA_SECRET if inference.tls else None,
     )
 
@@ -457,8 +467,8 @@ def workload_objects(
         result.objects += inference_objects(spec)
         if spec.model_volume is not None:
             result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
-        if spec.monitor is not None:
-            result.claims.append(VolumeClaim(identity.namespace, RECORD_CLAIM, read_only=False))
+        if spec.monitor is not None and spec.monitor.record_claim is not None:
+            result.claims.append(VolumeClaim(identity.namespace, spec.monitor.record_claim, read_only=False))
         result.monitors.append(
             monitoring.inference_service_monitor(identity.namespace, spec.name, spec.tls, spec.auth_secret)
         )

@@ -213,10 +213,15 @@ class MonitorJob:
     schedule: str
     # The monitor's registry credentials (keys ``username``, ``password``); None without basic-auth.
     registry_secret: str | None
-    # The claim holding the lifecycle record (read-write, shared storage).
-    record_claim: str
+    # The claim holding the lifecycle record (read-write, shared storage), where the stack keeps no
+    # ``record`` store; one of the two.
+    record_claim: str | None
     # The CA that signed the servers' certificate (key ``ca.crt``), with TLS on.
     ca_secret: str | None = None
+    # The stack's lifecycle record store (AWS: the Object-Locked bucket, as the rollout's) and its
+    # ServiceAccount's annotations: the cloud identity that may only append to it (AWS: IRSA).
+    record: RecordStore | None = None
+    service_account_annotations: Mapping[str, Any] = field(default_factory=dict)
     service_account: str = "drift-monitor"
     cpu: str = "250m"
     memory: str = "512Mi"
@@ -234,7 +239,11 @@ class MonitorJob:
             problems.append("the drift monitor's policy must be JSON")
         if not _DNS_LABEL.match(self.service_account):
             problems.append("the drift monitor's service_account must be a DNS label")
-        if not _DNS_LABEL.match(self.record_claim):
+        if (self.record is None) == (self.record_claim is None):
+            problems.append(
+                "the drift monitor keeps its record in a record store or on a claim, one of the two"
+            )
+        if self.record_claim is not None and not _DNS_LABEL.match(self.record_claim):
             problems.append("the drift monitor's record_claim must be a DNS label")
         return problems
 
@@ -870,9 +879,11 @@ def _monitor_env(spec: InferenceServiceSpec, monitor: MonitorJob) -> list[Object
     through the headless Service) and, with a retrain, the Job it creates (a file of its ConfigMap)."""
     scheme = "https" if spec.tls else "http"
     service = f"{spec.name}.{spec.namespace}.svc"
+    record = monitor.record
     env: dict[str, object] = {
         TRACKING_URI_ENV: spec.registry_uri,
-        RECORD_ENV: str(RECORD_MOUNT),
+        **(record.environment if record is not None else {}),
+        RECORD_ENV: record.uri if record is not None else str(RECORD_MOUNT),
         MONITOR_ENV["model"]: spec.model_name,
         MONITOR_ENV["metrics_dns"]: f"{spec.name}{PODS_SUFFIX}.{spec.namespace}.svc.cluster.local",
         MONITOR_ENV["metrics_port"]: str(spec.port),
@@ -933,8 +944,9 @@ def _monitor_cron_job(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object
     (``backoffLimit: 0``): a failed window is recorded by the next run's, not retried with stale
     counters."""
     volumes, mounts = _caller_volumes(spec, monitor.registry_secret, monitor.ca_secret)
-    volumes.append({"name": "record", "persistentVolumeClaim": {"claimName": monitor.record_claim}})
-    mounts.append({"name": "record", "mountPath": str(RECORD_MOUNT)})
+    if monitor.record_claim is not None:
+        volumes.append({"name": "record", "persistentVolumeClaim": {"claimName": monitor.record_claim}})
+        mounts.append({"name": "record", "mountPath": str(RECORD_MOUNT)})
     if monitor.retrain is not None:
         more_volumes, more_mounts = _retrain_volumes(spec)
         volumes += more_volumes
@@ -960,7 +972,7 @@ def _monitor_cron_job(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object
         "containers": [container],
         "volumes": volumes,
     }
-    reaches = peer_annotations([monitor.retrain.api_server]) if monitor.retrain is not None else {}
+    reaches = peer_annotations(_monitor_peers(monitor))
     template = {"labels": _monitor_labels(spec), **({"annotations": reaches} if reaches else {})}
     return {
         "apiVersion": "batch/v1",
@@ -987,10 +999,16 @@ def _monitor_cron_job(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object
 
 def _monitor_network_policy(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object:
     """The monitor's pods: nothing in; out to the servers' port (each pod's ``/metrics``, the labelled
-    set through the Service) and, launching retrains, to the API server. DNS and the registry: the
-    namespace's ``allow-dns`` and ``allow-registry``."""
-    api = [peer_egress(monitor.retrain.api_server)] if monitor.retrain is not None else []
-    return _servers_reader_policy(spec, _monitor_name(spec), _monitor_selector(spec), api)
+    set through the Service), to the record store where it is one, and, launching retrains, to the API
+    server. DNS and the registry: the namespace's ``allow-dns`` and ``allow-registry``."""
+    more = [peer_egress(p) for p in _monitor_peers(monitor)]
+    return _servers_reader_policy(spec, _monitor_name(spec), _monitor_selector(spec), more)
+
+
+def _monitor_peers(monitor: MonitorJob) -> list[Peer]:
+    """What the monitor reaches outside the pod network: the record store, the API server."""
+    record = list(monitor.record.peers) if monitor.record is not None else []
+    return [*record, *([monitor.retrain.api_server] if monitor.retrain is not None else [])]
 
 
 def _retrain_objects(spec: InferenceServiceSpec, monitor: MonitorJob, retrain: RetrainLaunch) -> list[Object]:
@@ -1037,7 +1055,9 @@ def _monitor_objects(spec: InferenceServiceSpec) -> list[Object]:
     retrain = spec.monitor.retrain
     launch = _retrain_objects(spec, spec.monitor, retrain) if retrain is not None else []
     return [
-        service_account(_metadata(spec, spec.monitor.service_account), {}),
+        service_account(
+            _metadata(spec, spec.monitor.service_account), spec.monitor.service_account_annotations
+        ),
         *pods,
         *launch,
         _monitor_network_policy(spec, spec.monitor),

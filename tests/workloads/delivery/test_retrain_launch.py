@@ -302,7 +302,7 @@ def test_the_monitor_pod_gets_a_projected_token_and_reaches_only_the_api_server_
 ) -> None:
     """The ServiceAccount still automounts nothing; the monitor's pod alone projects its token, the
     cluster CA and namespace where the launcher reads them, and its NetworkPolicy adds the API server's
-    private endpoint (the VPC, port 443) and nothing more."""
+    private endpoint (the VPC, port 443) beside the record store's."""
     account = _named(objects, "ServiceAccount", "drift-monitor")
     assert account["automountServiceAccountToken"] is False
     cron = _named(objects, "CronJob", "inference-drift-monitor")
@@ -317,11 +317,14 @@ def test_the_monitor_pod_gets_a_projected_token_and_reaches_only_the_api_server_
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["MONITOR_RETRAIN_JOB"] == "/etc/ml-platform/retrain/" + CARRIED_KEY
     policy = _named(objects, "NetworkPolicy", "inference-drift-monitor")
-    api_rules = [r for r in policy["spec"]["egress"] if "ipBlock" in (r.get("to") or [{}])[0]]
+    blocks = [r for r in policy["spec"]["egress"] if "ipBlock" in (r.get("to") or [{}])[0]]
     vpc = template(STACK)[PLATFORM_KEY]["network"]["cidr"]
-    assert api_rules == [{"to": [{"ipBlock": {"cidr": vpc}}], "ports": [{"port": 443, "protocol": "TCP"}]}]
+    api_rule = {"to": [{"ipBlock": {"cidr": vpc}}], "ports": [{"port": 443, "protocol": "TCP"}]}
+    assert api_rule in blocks
     annotations = cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"]
-    assert annotations == {"reaches.ml-platform.io/kubernetes-api": f"{vpc}:443"}
+    assert annotations["reaches.ml-platform.io/kubernetes-api"] == f"{vpc}:443"
+    # Beside it, only the record store's (S3 and STS): test_registry_wiring.py.
+    assert len(blocks) == len(annotations) and all(k.startswith("reaches.") for k in annotations)
 
 
 def test_the_carried_job_is_judged_and_a_planted_unqueued_one_is_refused(
