@@ -359,16 +359,25 @@ def promoters(config: PlatformConfig) -> tuple[str, ...]:
     ``@previous-champion`` (workloads/registry/server/guard.py, the servers' authorization function). The
     rollout's user (its gates are the pre-approved path) where the stack serves a model, and the approver
     role (``workloads.registry.approvers``: they promote what another approver approved, and only they
-    ``--force``: workloads/registry/approval.py), and the drift monitor's user where the stack runs one (it
-    rolls ``@champion`` back to ``@previous-champion`` on labelled accuracy: workloads/delivery/monitor.py).
-    Never training's or a team's user: EDIT, which both need to register versions, also moves any alias in
-    MLflow (docs/lifecycle.md). None without basic-auth."""
+    ``--force``: workloads/registry/approval.py). Never training's or a team's user: EDIT, which both need
+    to register versions, also moves any alias in MLflow (docs/lifecycle.md); nor the drift monitor's,
+    which may only roll back (``restorers``). None without basic-auth."""
     registry, inference = config.workloads.registry, config.workloads.inference
     if not (registry.enabled and registry.auth):
         return ()
     rollout = (ROLLOUT_USER,) if inference is not None else ()
-    monitor = (MONITOR_USER,) if inference is not None and inference.drift_monitor else ()
-    return tuple(sorted({*rollout, *monitor, *registry.approvers}))
+    return tuple(sorted({*rollout, *registry.approvers}))
+
+
+def restorers(config: PlatformConfig) -> tuple[str, ...]:
+    """The users the registry lets only roll ``@champion`` back onto ``@previous-champion``: the drift
+    monitor's where the stack runs one (it rolls back on labelled accuracy, workloads/delivery/monitor.py;
+    the retrains it launches reach ``@champion`` through the gates and an approval, never through it).
+    None without basic-auth."""
+    registry, inference = config.workloads.registry, config.workloads.inference
+    if not (registry.enabled and registry.auth) or inference is None or not inference.drift_monitor:
+        return ()
+    return (MONITOR_USER,)
 
 
 def registry_spec(
@@ -403,6 +412,7 @@ def registry_spec(
         tmp_size=transfer_space(config),
         users=registry_users(config),
         promoters=promoters(config),
+        restorers=restorers(config),
         passwords=passwords,
         credentials_rotation=registry.credentials_rotation,
         admin=admin,

@@ -346,7 +346,12 @@ class Monitor:
         )
         try:
             operations.rollback(
-                self.client, self.model, actor=str(self.journal.who), action=why, journal=self.journal
+                self.client,
+                self.model,
+                actor=str(self.journal.who),
+                action=why,
+                journal=self.journal,
+                restore_only=True,
             )
             found["rolledBack"] = True
         except RegistryError as exc:  # a rollout holds the model: its gates judge, recorded here

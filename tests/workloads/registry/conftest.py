@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from components.kubernetes.registry import PROMOTERS_ENV
+from components.kubernetes.registry import PROMOTERS_ENV, RESTORERS_ENV
 from tests.workloads.inference.serving import free_port
 from workloads.artifacts import METADATA_FILE, load_metadata, write_metadata
 from workloads.registry.client import RegistryClient
@@ -43,11 +43,12 @@ SERVER_DIR = Path(__file__).resolve().parents[3] / "workloads" / "registry" / "s
 PROMOTERS = (
     "rollout-b",
     "ml-inference-rollout",
-    "ml-inference-drift-monitor",
     "approver-ana",
     "alice",
     "carol",
 )
+# The users that may only roll @champion back: the stack's drift monitor (test_promotion_guard.py).
+RESTORERS = ("ml-inference-drift-monitor",)
 
 
 def _serve(root: Path, extra_args: list[str], extra_env: dict[str, str]) -> Iterator[str]:
@@ -108,6 +109,7 @@ def auth_registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-for-tests",
         "PYTHONPATH": str(SERVER_DIR),
         PROMOTERS_ENV: json.dumps(PROMOTERS),
+        RESTORERS_ENV: json.dumps(RESTORERS),
     }
     yield from _serve(root, ["--app-name", "basic-auth"], env)
 
