@@ -69,6 +69,10 @@ POLICY: dict[str, object] = {
 # on every one at 200 rows: docs/lifecycle.md), few enough to keep the module fast.
 STEADY_WINDOWS = 5
 FLAPPING_WINDOWS = 4
+# How often the servers read @champion: each read is authenticated, and MLflow's basic-auth app checks the
+# password's scrypt hash on every request (about 0.1 s of CPU here), so a tight poll would cost more CPU
+# than the rest of the test.
+POLL_S = 2.0
 # Who acts: bob trains (the retrain runs as him), the servers read, the monitor is the stack's user.
 READER = "drift-reader"
 CREDENTIALS = {**PASSWORDS, READER: "drift-reader-password", MONITOR_USER: "drift-monitor-password"}
@@ -112,7 +116,7 @@ def servers(registry_uri: str, model_dir: Path, tmp_path: Path) -> Iterator[list
         for index in range(2):
             (tmp_path / f"s{index}").mkdir()
             started.append(
-                serve_alias(env, registry_uri, f"models:/{NAME}@champion", 0.3, tmp_path / f"s{index}")
+                serve_alias(env, registry_uri, f"models:/{NAME}@champion", POLL_S, tmp_path / f"s{index}")
             )
         for server in started:
             wait_ready(server)
@@ -134,7 +138,7 @@ def _send(servers: list[Server], split: Split, rng: np.random.Generator, *, shif
 
 
 def _await_serving(servers: list[Server], version: str, deadline_s: float = 30) -> None:
-    """Until every server answers for ``version`` (it follows @champion every 0.3 s)."""
+    """Until every server answers for ``version`` (it follows @champion every ``POLL_S``)."""
     deadline = time.monotonic() + deadline_s
     for server in servers:
         with server.client() as http:
