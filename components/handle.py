@@ -221,6 +221,8 @@ class RegistryDatabase:
 
 # A peer's network standing for public addresses (everything outside RFC 1918).
 PUBLIC_NETWORK = "0.0.0.0/0"
+# The Kubernetes API server as a ``Peer`` (``ClusterHandle.api_server``): its HTTPS port on both clouds.
+API_SERVER_PEER, API_SERVER_PORT = "kubernetes-api", 443
 PRIVATE_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 
 
@@ -325,6 +327,9 @@ class ClusterHandle:
     registry_backend: RegistryBackend | None = None
     # The model lifecycle record; None where the stack keeps none (an unaudited stack, Azure for now).
     lifecycle_record: RecordStore | None = None
+    # Where a pod reaches the Kubernetes API server (the drift monitor creating its retrain Job): the
+    # private endpoint in the cluster's network, or the public one; None where the adapter gives none.
+    api_server: Peer | None = None
 
     def pool(self, name: str) -> PoolHandle:
         for pool in self.pools:

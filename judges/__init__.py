@@ -20,6 +20,7 @@ from judges import (
     cel,
     disruption,
     immutable,
+    kube,
     limits,
     pod_security,
     reachability,
@@ -200,7 +201,7 @@ def judge_all(
     """Every judge of ``JUDGES`` but those named in ``skip`` (what ``mlplatform check`` runs); without
     ``pools`` the scheduling judge judges Kueue alone; ``unseen`` namespaces hold objects not judged;
     ``previous``, the objects the stack's last plan applied, is what the day-2 judge compares with."""
-    context = Context(objects, cluster_network, pools, unseen, previous)
+    context = Context([*objects, *kube.carried(objects)], cluster_network, pools, unseen, previous)
     return [finding for judge in JUDGES if judge.name not in skip for finding in judge.run(context)]
 
 

@@ -3,6 +3,7 @@ creates, label selectors (apimachinery ``LabelSelector`` semantics)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,39 @@ class Pod:
                 if port.get("name") == name and port.get("protocol", "TCP") == protocol:
                     return int(port["containerPort"])
         return None
+
+
+# A ConfigMap carrying an object a workload creates at run time (the drift monitor's retrain Job,
+# workloads/inference/k8s.py): the label names its kind, ``CARRIED_KEY`` holds it as JSON.
+CARRIED_LABEL = "ml-platform.io/carries"
+CARRIED_KEY = "object.json"
+
+
+def carried(objects: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The objects the planned ConfigMaps carry (``CARRIED_LABEL``), judged as if applied: what a workload
+    creates through the API must pass what ``pulumi up`` would have to. One that is not JSON of the kind
+    its label names is carried as it stands, for the API-validation judge to refuse."""
+    found: list[Mapping[str, Any]] = []
+    for obj in objects:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if obj.get("kind") != "ConfigMap" or CARRIED_LABEL not in labels:
+            continue
+        text = (obj.get("data") or {}).get(CARRIED_KEY)
+        try:
+            value = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and value.get("kind") == labels[CARRIED_LABEL]:
+            found.append(value)
+        else:
+            meta = obj.get("metadata") or {}
+            found.append(
+                {
+                    "kind": labels[CARRIED_LABEL],
+                    "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+                }
+            )
+    return found
 
 
 def _template(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:

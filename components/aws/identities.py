@@ -196,6 +196,7 @@ ROLE_PURPOSES = {
     "registry": "reg",
     "cluster-autoscaler": "ca",
     "rollout": "roll",
+    "drift-monitor": "drift",
 }
 
 
@@ -236,7 +237,10 @@ class WorkloadIdentities(pulumi.ComponentResource):
             "cluster-autoscaler": autoscaler_policy(args.account, args.cluster_name),
         }
         if args.record_bucket_arn is not None:
-            policies["rollout"] = record_writer_policy(args.record_bucket_arn, args.key_arn, region)
+            # The record's writers, each its own role with the same put-only rights: the rollout and the
+            # drift monitor (their events name their own registry identity; the role only lets them in).
+            writer = record_writer_policy(args.record_bucket_arn, args.key_arn, region)
+            policies |= {"rollout": writer, "drift-monitor": writer}
         self.role_arns: dict[str, pulumi.Output[str]] = {
             key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS if key in policies
         }

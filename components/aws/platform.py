@@ -66,7 +66,17 @@ from components.config import (
     managed_registry_database,
     shared_stores,
 )
-from components.handle import Cloud, ClusterHandle, Fabric, PoolKind, SharedStorageKind, StorageHandle
+from components.handle import (
+    API_SERVER_PEER,
+    API_SERVER_PORT,
+    Cloud,
+    ClusterHandle,
+    Fabric,
+    Peer,
+    PoolKind,
+    SharedStorageKind,
+    StorageHandle,
+)
 from components.images import workload_images
 
 
@@ -233,6 +243,10 @@ class AwsPlatform(pulumi.ComponentResource):
                 config.network.cidr,
                 self.registry_database.database if self.registry_database else None,
             ),
+            # The cluster's private endpoint is always on: from inside the VPC the API server's name
+            # resolves to the EKS-managed network interfaces in its subnets (EKS user guide, "Cluster API
+            # server endpoint").
+            api_server=Peer(API_SERVER_PEER, config.network.cidr, API_SERVER_PORT),
             lifecycle_record=(
                 record_store(self.storage.record_uri, config.region, config.network.cidr)
                 if self.storage.record_uri is not None

@@ -16,6 +16,9 @@ REGISTRY = WORKLOAD_IDENTITIES["registry"]
 # The rollout's Job (workloads/inference/k8s.py ``RolloutJob.service_account``): it appends to the
 # lifecycle record.
 ROLLOUT = WorkloadIdentity(INFERENCE.namespace, "rollout")
+# The drift monitor's CronJob (workloads/inference/k8s.py ``MonitorJob.service_account``): it appends
+# every window and decision to the lifecycle record.
+DRIFT_MONITOR = WorkloadIdentity(INFERENCE.namespace, "drift-monitor")
 # The Kubernetes layer's cluster-autoscaler Helm release runs as this account.
 CLUSTER_AUTOSCALER = WorkloadIdentity("kube-system", "cluster-autoscaler")
 # The names the EKS managed add-ons give their service accounts (EKS user guide, "Amazon EBS CSI driver":
@@ -35,6 +38,7 @@ IRSA_SERVICE_ACCOUNTS: dict[str, WorkloadIdentity] = {
     "registry": REGISTRY,
     "cluster-autoscaler": CLUSTER_AUTOSCALER,
     "rollout": ROLLOUT,
+    "drift-monitor": DRIFT_MONITOR,
 }
 
 # The annotation that binds a service account to an IAM role (EKS user guide, "IAM roles for service

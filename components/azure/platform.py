@@ -52,8 +52,18 @@ from components.azure.shared_storage import SharedFileStorage, SharedFileStorage
 from components.azure.storage import ObjectStorage, ObjectStorageArgs
 from components.azure.versions import require_version
 from components.azure.zones import require_zones
-from components.config import PROJECT, KeyDomain, PlatformConfig, shared_stores
-from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, SharedStorageKind, StorageHandle
+from components.config import PROJECT, EndpointAccess, KeyDomain, PlatformConfig, shared_stores
+from components.handle import (
+    API_SERVER_PEER,
+    API_SERVER_PORT,
+    PUBLIC_NETWORK,
+    WORKLOAD_IDENTITIES,
+    Cloud,
+    ClusterHandle,
+    Peer,
+    SharedStorageKind,
+    StorageHandle,
+)
 
 # Least privilege per workload: training reads datasets and writes models, inference only reads models
 # (pack policy identity-per-role; review I1: training held Contributor on datasets, which it never writes).
@@ -165,6 +175,13 @@ class AzurePlatform(pulumi.ComponentResource):
             node_pools=(pools,),
             pod_labels={workload: identity.pod_labels for workload, identity in identities.items()},
             workload_egress=workload_egress(config.network.cidr),
+            # A private cluster's API server is a private endpoint in the VNet (AKS docs, "Create a
+            # private AKS cluster"); otherwise its public address, unknown before deployment.
+            api_server=Peer(
+                API_SERVER_PEER,
+                config.network.cidr if config.cluster.endpoint is EndpointAccess.PRIVATE else PUBLIC_NETWORK,
+                API_SERVER_PORT,
+            ),
             registry_backend=registry_backend(
                 objects.account_name,
                 config.network.cidr,

@@ -88,6 +88,8 @@ CLIENT_SECRET = "registry-client"
 ROLLOUT_SECRET = "registry-rollout"
 # The promotion identities, a JSON list the servers' authorization function reads (guard.py ``promoters``).
 PROMOTERS_ENV = "REGISTRY_PROMOTERS"
+# The users that may only roll @champion back (guard.py ``restorers``), a JSON list.
+RESTORERS_ENV = "REGISTRY_RESTORERS"
 # Every caller's password, one key per user, for the servers' launcher (never mounted by a caller).
 USERS_SECRET = "registry-users"
 USERS_SECRET_DIR = "/var/run/secrets/registry-users"
@@ -208,6 +210,9 @@ class RegistrySpec:
     # With auth: the only users that may move @champion and @previous-champion besides the admin
     # (workloads/registry/server/guard.py, ``REGISTRY_PROMOTERS``).
     promoters: tuple[str, ...] = ()
+    # With auth: the users that may only roll @champion back onto @previous-champion (guard.py,
+    # ``REGISTRY_RESTORERS``: the drift monitor's).
+    restorers: tuple[str, ...] = ()
     passwords: Mapping[str, object] = field(default_factory=dict)
     credentials_rotation: int = 1
     # With auth: the ``registry-admin`` Secret's values (``ADMIN_KEYS`` -> a secret value: generated on
@@ -225,8 +230,8 @@ class RegistrySpec:
         problems = []
         if self.users and not self.auth:
             problems.append("users need basic-auth (auth)")
-        if self.promoters and not self.auth:
-            problems.append("promoters need basic-auth (auth)")
+        if (self.promoters or self.restorers) and not self.auth:
+            problems.append("promoters and restorers need basic-auth (auth)")
         if {u.username for u in self.users} != set(self.passwords):
             problems.append("a password for each user, and for no one else")
         if set(self.admin) != (set(ADMIN_KEYS) if self.auth else set()):
@@ -304,6 +309,7 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
         env.append({"name": "REGISTRY_TLS_DIR", "value": TLS_SECRET_DIR})
     if spec.auth and server:
         env.append({"name": PROMOTERS_ENV, "value": json.dumps(sorted(spec.promoters))})
+        env.append({"name": RESTORERS_ENV, "value": json.dumps(sorted(spec.restorers))})
     if spec.users and server:
         env += [
             {"name": "REGISTRY_USERS", "value": _users_json(spec.users)},

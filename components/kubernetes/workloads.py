@@ -5,9 +5,12 @@ functions out. This is the one place that maps stack config onto ``TrainingJobSp
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import pulumi
 
 from components.config import (
     FabricTestConfig,
@@ -36,7 +39,13 @@ from components.kubernetes.registry import (
 from components.kubernetes.storage import VolumeClaim
 from workloads.delivery.plan import RolloutPlan
 from workloads.fabric_gate import FABRIC_TEST, busbw_floor_gbytes, fabric_test_run_id
-from workloads.inference.k8s import InferenceServiceSpec, MonitorJob, RolloutJob, inference_objects
+from workloads.inference.k8s import (
+    InferenceServiceSpec,
+    MonitorJob,
+    RetrainLaunch,
+    RolloutJob,
+    inference_objects,
+)
 from workloads.nccl_transport import EXPECTED_NETWORK
 from workloads.registry.lineage import experiment_name
 from workloads.training.k8s import TrainingJobSpec, training_job_objects
@@ -168,9 +177,11 @@ def inference_spec(
     inference: InferenceWorkloadConfig,
     images: WorkloadImages,
     registry_certificate: RegistryCertificate | None = None,
+    retrain: RetrainLaunch | None = None,
 ) -> InferenceServiceSpec:
     """``registry_certificate``: with registry TLS, the certificate whose CA's SHA-256 the servers carry
-    (they verify the registry with a context made once, so a new CA rolls them)."""
+    (they verify the registry with a context made once, so a new CA rolls them); ``retrain``: the Job the
+    drift monitor launches (``retrain_spec``)."""
     identity = WORKLOAD_IDENTITIES["inference"]
     assert images.inference is not None, "StackImages gives an enabled inference workload its image"
     following = follows_registry(config)
@@ -201,7 +212,9 @@ def inference_spec(
         model_cache_size=inference.model_cache,
         poll_interval_s=inference.poll_interval_seconds,
         rollout=rollout_job(config, inference, handle) if following else None,
-        monitor=monitor_job(config, inference) if following and inference.drift_monitor else None,
+        monitor=monitor_job(config, inference, handle, retrain)
+        if following and inference.drift_monitor
+        else None,
         **(_registry_caller(config) if following else {}),
         registry_ca_sha256=(
             registry_certificate.ca_sha256 if following and registry_certificate is not None else None
@@ -226,17 +239,66 @@ def rollout_job(
     )
 
 
-def monitor_job(config: PlatformConfig, inference: InferenceWorkloadConfig) -> MonitorJob:
+# The retrain's run id: one Job name, so one retrain at a time (the API refuses a second create while the
+# last one is kept, recorded as a failed launch), deleted an hour after it ends so the next can start.
+RETRAIN_RUN_ID = "retrain"
+RETRAIN_TTL_S = 3600
+
+
+def retrain_spec(
+    handle: ClusterHandle, config: PlatformConfig, images: WorkloadImages
+) -> TrainingJobSpec | None:
+    """The training run the drift monitor launches on a retrain decision: the stack's training run (its
+    pool, size, image, registry user: it registers ``@challenger`` as every run does) on the monitor's
+    ``dataset`` where the stack names one, created suspended in the namespace's LocalQueue where Kueue
+    runs, its output on the pod (the version goes to the registry; a fixed run id on the shared file
+    system would meet the last retrain's model there). None where nothing can be launched: no training
+    run, no drift monitor, a monitor watching another model than training trains, or no API server."""
+    training, inference = config.workloads.training, config.workloads.inference
+    if (
+        training is None
+        or not training.enabled
+        or inference is None
+        or inference.drift_monitor is None
+        or training.model_name != inference.model_name
+        or handle.api_server is None
+    ):
+        return None
+    spec = training_spec(handle, config, training, images)
+    dataset = inference.drift_monitor.dataset
+    return dataclasses.replace(
+        spec,
+        run_id=RETRAIN_RUN_ID,
+        output_volume={"emptyDir": {"sizeLimit": "16Gi"}},
+        # The trainer's last --dataset wins (argparse): the monitor's source over the run's own.
+        trainer_args=(*spec.trainer_args, *((f"--dataset={dataset}",) if dataset else ())),
+        suspend=kueue.queueing_enabled(config),
+        ttl_s=RETRAIN_TTL_S,
+    )
+
+
+def monitor_job(
+    config: PlatformConfig,
+    inference: InferenceWorkloadConfig,
+    handle: ClusterHandle,
+    retrain: RetrainLaunch | None = None,
+) -> MonitorJob:
     """The drift monitor's CronJob for a service that follows the registry: the stack's policy, its own
     registry user with basic-auth on (it rolls back: EDIT on the served model), the servers' CA with TLS
-    on, the lifecycle record on its claim."""
+    on, the retrain it launches (``retrain_spec``'s Job), and the lifecycle record: the stack's record
+    store with the identity that may only append to it (AWS: the ``drift-monitor`` IRSA role, put-only as
+    the rollout's), else a claim on shared storage."""
     policy = inference.drift_monitor
     assert policy is not None
+    record = handle.lifecycle_record
     return MonitorJob(
+        retrain=retrain,
+        record=record,
+        service_account_annotations=handle.identities.get("drift-monitor", {}) if record else {},
         policy=policy.model_dump_json(by_alias=True),
         schedule=policy.schedule,
         registry_secret=MONITOR_SECRET if config.workloads.registry.auth else None,
-        record_claim=RECORD_CLAIM,
+        record_claim=RECORD_CLAIM if record is None else None,
         ca_secret=monitoring.INFERENCE_CA_SECRET if inference.tls else None,
     )
 
@@ -297,16 +359,25 @@ def promoters(config: PlatformConfig) -> tuple[str, ...]:
     ``@previous-champion`` (workloads/registry/server/guard.py, the servers' authorization function). The
     rollout's user (its gates are the pre-approved path) where the stack serves a model, and the approver
     role (``workloads.registry.approvers``: they promote what another approver approved, and only they
-    ``--force``: workloads/registry/approval.py), and the drift monitor's user where the stack runs one (it
-    rolls ``@champion`` back to ``@previous-champion`` on labelled accuracy: workloads/delivery/monitor.py).
-    Never training's or a team's user: EDIT, which both need to register versions, also moves any alias in
-    MLflow (docs/lifecycle.md). None without basic-auth."""
+    ``--force``: workloads/registry/approval.py). Never training's or a team's user: EDIT, which both need
+    to register versions, also moves any alias in MLflow (docs/lifecycle.md); nor the drift monitor's,
+    which may only roll back (``restorers``). None without basic-auth."""
     registry, inference = config.workloads.registry, config.workloads.inference
     if not (registry.enabled and registry.auth):
         return ()
     rollout = (ROLLOUT_USER,) if inference is not None else ()
-    monitor = (MONITOR_USER,) if inference is not None and inference.drift_monitor else ()
-    return tuple(sorted({*rollout, *monitor, *registry.approvers}))
+    return tuple(sorted({*rollout, *registry.approvers}))
+
+
+def restorers(config: PlatformConfig) -> tuple[str, ...]:
+    """The users the registry lets only roll ``@champion`` back onto ``@previous-champion``: the drift
+    monitor's where the stack runs one (it rolls back on labelled accuracy, workloads/delivery/monitor.py;
+    the retrains it launches reach ``@champion`` through the gates and an approval, never through it).
+    None without basic-auth."""
+    registry, inference = config.workloads.registry, config.workloads.inference
+    if not (registry.enabled and registry.auth) or inference is None or not inference.drift_monitor:
+        return ()
+    return (MONITOR_USER,)
 
 
 def registry_spec(
@@ -341,6 +412,7 @@ def registry_spec(
         tmp_size=transfer_space(config),
         users=registry_users(config),
         promoters=promoters(config),
+        restorers=restorers(config),
         passwords=passwords,
         credentials_rotation=registry.credentials_rotation,
         admin=admin,
@@ -358,6 +430,19 @@ def transfer_space(config: PlatformConfig) -> str:
     # ``model_cache`` is whole Mi or Gi (config validation).
     cache = int(inference.model_cache[:-2]) << (20 if inference.model_cache.endswith("Mi") else 30)
     return f"{max(4 << 30, cache * (inference.max_replicas + 1)) >> 20}Mi"
+
+
+def _retrain(
+    handle: ClusterHandle, config: PlatformConfig, images: WorkloadImages, result: WorkloadObjects
+) -> RetrainLaunch | None:
+    """The drift monitor's retrain: its rendezvous Service and NetworkPolicy applied with the workloads
+    (the monitor may create Jobs only), its Job handed to the monitor as JSON."""
+    spec = retrain_spec(handle, config, images)
+    if spec is None or handle.api_server is None or not follows_registry(config):
+        return None
+    service, job, network_policy = training_job_objects(spec)
+    result.objects += [service, network_policy]
+    return RetrainLaunch(pulumi.Output.json_dumps(job), spec.namespace, handle.api_server)
 
 
 def workload_objects(
@@ -386,12 +471,14 @@ def workload_objects(
         result.service_accounts.append("training")
     if inference is not None and inference.enabled:
         identity = WORKLOAD_IDENTITIES["inference"]
-        spec = inference_spec(handle, config, inference, images, registry_certificate)
+        spec = inference_spec(
+            handle, config, inference, images, registry_certificate, _retrain(handle, config, images, result)
+        )
         result.objects += inference_objects(spec)
         if spec.model_volume is not None:
             result.claims.append(VolumeClaim(identity.namespace, MODELS_CLAIM, read_only=True))
-        if spec.monitor is not None:
-            result.claims.append(VolumeClaim(identity.namespace, RECORD_CLAIM, read_only=False))
+        if spec.monitor is not None and spec.monitor.record_claim is not None:
+            result.claims.append(VolumeClaim(identity.namespace, spec.monitor.record_claim, read_only=False))
         result.monitors.append(
             monitoring.inference_service_monitor(identity.namespace, spec.name, spec.tls, spec.auth_secret)
         )

@@ -69,5 +69,11 @@ MONITOR_ENV = {
     "tls_server_name": "MONITOR_TLS_SERVER_NAME",
     "policy": "MONITOR_POLICY",  # the stack's driftMonitor, JSON, camelCase keys
     "launch": "MONITOR_LAUNCH",  # the training command, a JSON list; the dataset is appended
+    # Or, in the cluster: the file holding the training Job to create through the Kubernetes API.
+    "retrain_job": "MONITOR_RETRAIN_JOB",
     "service_url": "MONITOR_SERVICE_URL",  # the inference Service, for the labelled set
 }
+
+# Where the kubelet projects a pod's ServiceAccount token and the cluster's CA (kubernetes.io, "Accessing the
+# Kubernetes API from a Pod"): the drift monitor's retrain launcher reads them there.
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

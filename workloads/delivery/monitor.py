@@ -30,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -76,10 +78,12 @@ def _trigger_policy(policy: MonitorPolicy) -> TriggerPolicy:
 
 @dataclass(frozen=True)
 class Launched:
-    """How a retrain ended: ``ok`` and one line saying what it left (the version it registered)."""
+    """How a retrain ended: ``ok`` and one line saying what it left (the version it registered);
+    ``finished`` False: submitted (the cluster runs it; the version it registers is on its own record)."""
 
     ok: bool
     detail: str
+    finished: bool = True
 
 
 class Launcher(Protocol):
@@ -112,6 +116,83 @@ class ProcessLauncher:
         if done.returncode != 0:
             return Launched(False, f"training exited {done.returncode}: {last[0][:300]}")
         return Launched(True, "training finished")
+
+
+# The pod's own ServiceAccount token and the cluster's CA, where the kubelet projects them (kubernetes.io,
+# "Accessing the Kubernetes API from a Pod"), and the API server's address it sets in every container.
+SERVICE_ACCOUNT_DIR = Path(contract.SERVICE_ACCOUNT_DIR)
+API_HOST_ENV, API_PORT_ENV = "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"
+
+
+@dataclass(frozen=True)
+class KubernetesLauncher:
+    """The training workload's Job, created through the Kubernetes API (``POST /apis/batch/v1/namespaces/
+    NS/jobs``) as the monitor's ServiceAccount, whose Role allows that and nothing else.
+
+    ``job`` is the Job object the platform built (components/kubernetes/workloads.py ``retrain_job``, the
+    training run's own builder): suspended, labelled with the training namespace's LocalQueue, so Kueue
+    admits it like any run; its dataset is the stack's ``driftMonitor.dataset``. The only edit here is the
+    trigger (``TRIGGER_ENV``, the decision's record event) on each container, which the trainer tags on
+    the run and the version it registers. One retrain Job at a time: its name is fixed, so while the last
+    one is kept (``ttlSecondsAfterFinished``) the API refuses another (409), recorded as a failed
+    launch. The monitor cannot read Jobs: how the run ends is on the registry (its ``@challenger``)."""
+
+    job: Mapping[str, Any]
+    api: str
+    token_file: Path
+    tls: ssl.SSLContext | None = None
+    timeout_s: float = 30.0
+
+    @property
+    def where(self) -> str:
+        meta = self.job.get("metadata", {})
+        return f"Job {meta.get('namespace')}/{meta.get('name')}"
+
+    def body(self, trigger: str) -> dict[str, Any]:
+        job: dict[str, Any] = json.loads(json.dumps(self.job))
+        for container in job["spec"]["template"]["spec"]["containers"]:
+            env = [e for e in container.get("env", []) if e.get("name") != TRIGGER_ENV]
+            container["env"] = [*env, {"name": TRIGGER_ENV, "value": trigger}]
+        return job
+
+    def launch(self, model: str, dataset: str | None, trigger: str) -> Launched:
+        namespace = self.job["metadata"]["namespace"]
+        try:
+            token = self.token_file.read_text().strip()
+        except OSError as exc:
+            return Launched(False, f"{self.where} not created: token {self.token_file}: {exc.strerror}")
+        request = urllib.request.Request(
+            f"{self.api.rstrip('/')}/apis/batch/v1/namespaces/{namespace}/jobs",
+            data=json.dumps(self.body(trigger)).encode(),
+            method="POST",
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.tls) as response:
+                created = json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            return Launched(False, f"{self.where} not created: {_api_status(exc)}")
+        except (OSError, ValueError) as exc:
+            return Launched(False, f"{self.where} not created: the API server at {self.api}: {exc}")
+        meta = created.get("metadata", {})
+        queues = [v for k, v in meta.get("labels", {}).items() if k.endswith("/queue-name")]
+        queued = f"in LocalQueue {queues[0]}" if queues else "in no queue"
+        held = "suspended until Kueue admits it" if created.get("spec", {}).get("suspend") else "running"
+        return Launched(True, f"{self.where} created {queued}, {held} (uid {meta.get('uid')})", False)
+
+
+def _api_status(exc: urllib.error.HTTPError) -> str:
+    """The API server's ``Status`` (reason and message) of a refused request, in one line."""
+    try:
+        status = json.loads(exc.read() or b"{}")
+    except ValueError:
+        status = {}
+    reason = status.get("reason") or exc.reason
+    return f"HTTP {exc.code} {reason}: {status.get('message', '')}".rstrip(": ")
 
 
 def _at(event: Event) -> float:
@@ -265,7 +346,12 @@ class Monitor:
         )
         try:
             operations.rollback(
-                self.client, self.model, actor=str(self.journal.who), action=why, journal=self.journal
+                self.client,
+                self.model,
+                actor=str(self.journal.who),
+                action=why,
+                journal=self.journal,
+                restore_only=True,
             )
             found["rolledBack"] = True
         except RegistryError as exc:  # a rollout holds the model: its gates judge, recorded here
@@ -301,24 +387,27 @@ class Monitor:
         )
         numbers: dict[str, Any] = {
             "ok": result.ok,
+            "finished": result.finished,
             "seconds": round(self.clock() - started, 3),
             "dataset": self.policy.dataset,
             "trigger": name,
         }
         versions = {CHAMPION: champion}
-        if result.ok:
+        if result.ok and result.finished:
             challenger = self.client.alias_or_none(self.model, "challenger")
             if challenger is not None:
                 versions["challenger"] = challenger.version
         detail = (
             f"{result.detail}; @challenger {versions.get('challenger', 'unchanged')}"
-            if result.ok
+            if result.ok and result.finished
             else result.detail
         )
         outcome = (
-            "registered; the rollout's gates judge it"
-            if result.ok
-            else "failed; no retry before the cooldown"
+            "failed; no retry before the cooldown"
+            if not result.ok
+            else "registered; the rollout's gates judge it"
+            if result.finished
+            else "submitted; the run registers @challenger, the rollout's gates judge it"
         )
         self.journal.append(
             self.model, RETRAIN_ACTION, versions, reason=f"{outcome}: {detail}", numbers=numbers
@@ -332,7 +421,7 @@ class Settings:
     record: str
     policy: MonitorPolicy
     scraper: Scraper
-    launcher: ProcessLauncher | None
+    launcher: Launcher | None
     service: ServiceClient | None
 
 
@@ -350,12 +439,16 @@ def from_env(environ: Mapping[str, str]) -> Settings:
             json.loads(environ.get(variable) or "{}")
         except ValueError as exc:
             raise RolloutError(f"{variable}: not JSON ({exc})") from None
-    launcher = None
+    launcher: Launcher | None = None
+    if environ.get(ENV["launch"]) and environ.get(ENV["retrain_job"]):
+        raise RolloutError(f"{ENV['launch']} or {ENV['retrain_job']}: one way to retrain, not both")
     if environ.get(ENV["launch"]):
         command = json.loads(environ[ENV["launch"]])
         if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
             raise RolloutError(f"{ENV['launch']}: a JSON list of strings, the training command")
         launcher = ProcessLauncher(tuple(command))
+    elif environ.get(ENV["retrain_job"]):
+        launcher = kubernetes_launcher(Path(environ[ENV["retrain_job"]]), environ)
     port = environ.get(ENV["metrics_port"], "8080")
     if not port.isdigit():
         raise RolloutError(f"{ENV['metrics_port']}={port!r}: a port number")
@@ -385,6 +478,40 @@ def from_env(environ: Mapping[str, str]) -> Settings:
         launcher=launcher,
         service=ServiceClient(service_url, token, tls, tls_name) if service_url else None,
     )
+
+
+def kubernetes_launcher(
+    job_file: Path, environ: Mapping[str, str], account: Path = SERVICE_ACCOUNT_DIR
+) -> KubernetesLauncher:
+    """The in-cluster launcher: the Job at ``job_file`` (JSON), the API server the kubelet names, the
+    pod's token and the cluster's CA under ``account``; RolloutError (one line) when one is missing or
+    wrong."""
+    variable = ENV["retrain_job"]
+    try:
+        job = json.loads(job_file.read_text())
+    except OSError as exc:
+        raise RolloutError(f"{variable}={job_file}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise RolloutError(f"{variable}={job_file}: not JSON ({exc})") from None
+    if not (
+        isinstance(job, dict)
+        and job.get("kind") == "Job"
+        and job.get("metadata", {}).get("namespace")
+        and job.get("metadata", {}).get("name")
+    ):
+        raise RolloutError(f"{variable}={job_file}: not a batch/v1 Job with a name and a namespace")
+    host, port = environ.get(API_HOST_ENV), environ.get(API_PORT_ENV, "443")
+    if not host:
+        raise RolloutError(f"{variable}: {API_HOST_ENV} is not set (the API server; in a pod, the kubelet)")
+    ca_file = account / "ca.crt"
+    try:
+        tls = ssl.create_default_context(cafile=str(ca_file))
+    except (OSError, ssl.SSLError) as exc:
+        raise RolloutError(
+            f"{variable}: the cluster CA {ca_file}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    address = f"[{host}]" if ":" in host else host
+    return KubernetesLauncher(job, f"https://{address}:{port}", account / "token", tls)
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ) -> int:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from components.handle import WORKLOAD_IDENTITIES, PoolHandle, PoolKind, RecordStore
+from components.handle import WORKLOAD_IDENTITIES, Peer, PoolHandle, PoolKind, RecordStore
 from components.kubernetes.objects import (
     MANAGED_BY,
     SKIP_AWAIT,
@@ -47,7 +47,7 @@ from components.kubernetes.objects import (
     service_account,
 )
 from workloads.artifacts import model_version_dir
-from workloads.delivery.contract import MONITOR_ENV
+from workloads.delivery.contract import MONITOR_ENV, SERVICE_ACCOUNT_DIR
 from workloads.inference.config import ENV_PREFIX
 from workloads.registry.client import TRACKING_URI_ENV, ModelRef
 from workloads.registry.k8s import (
@@ -178,6 +178,32 @@ MONITOR_DEADLINE_S = 600
 MONITOR_JOBS_KEPT = 3
 
 
+# A ConfigMap carrying an object a workload creates at run time (the monitor's retrain Job), under
+# ``CARRIED_KEY`` as JSON: labelled so the judges judge the object it carries as if it were applied
+# (judges/kube.py ``carried``).
+CARRIED_LABEL = "ml-platform.io/carries"
+CARRIED_KEY = "object.json"
+# Where the monitor's pods read the retrain Job.
+RETRAIN_MOUNT = PurePosixPath("/etc/ml-platform/retrain")
+RETRAIN_SUFFIX = "-retrain"
+# The projected token's lifetime: the kubelet renews it at 80 % (kubernetes.io, "Service account token
+# volume projection"); an hour is the API server's own default for a bound token.
+API_TOKEN_S = 3600
+
+
+@dataclass(frozen=True)
+class RetrainLaunch:
+    """The training Job the monitor creates on a retrain decision, and what creating it needs."""
+
+    # The Job as JSON (the training run's own builder, components/kubernetes/workloads.py
+    # ``retrain_job``); a deploy-time value where its image is one.
+    job: object
+    # The training namespace, where the monitor's Role allows ``create`` on Jobs and nothing else.
+    namespace: str
+    # Where the monitor's pods reach the API server (ClusterHandle.api_server).
+    api_server: Peer
+
+
 @dataclass(frozen=True)
 class MonitorJob:
     """The drift monitor's CronJob: what ``python -m workloads.delivery.monitor`` gets on the cluster."""
@@ -187,24 +213,37 @@ class MonitorJob:
     schedule: str
     # The monitor's registry credentials (keys ``username``, ``password``); None without basic-auth.
     registry_secret: str | None
-    # The claim holding the lifecycle record (read-write, shared storage).
-    record_claim: str
+    # The claim holding the lifecycle record (read-write, shared storage), where the stack keeps no
+    # ``record`` store; one of the two.
+    record_claim: str | None
     # The CA that signed the servers' certificate (key ``ca.crt``), with TLS on.
     ca_secret: str | None = None
+    # The stack's lifecycle record store (AWS: the Object-Locked bucket, as the rollout's) and its
+    # ServiceAccount's annotations: the cloud identity that may only append to it (AWS: IRSA).
+    record: RecordStore | None = None
+    service_account_annotations: Mapping[str, Any] = field(default_factory=dict)
     service_account: str = "drift-monitor"
     cpu: str = "250m"
     memory: str = "512Mi"
     ttl_s: int = 24 * 3600
+    # The retrain it launches in the cluster; None: a retrain decision is recorded, not launched.
+    retrain: RetrainLaunch | None = None
 
     def problems(self) -> list[str]:
         problems = []
+        if self.retrain is not None and not _DNS_LABEL.match(self.retrain.namespace):
+            problems.append("the drift monitor's retrain namespace must be a DNS label")
         try:
             json.loads(self.policy)
         except ValueError:
             problems.append("the drift monitor's policy must be JSON")
         if not _DNS_LABEL.match(self.service_account):
             problems.append("the drift monitor's service_account must be a DNS label")
-        if not _DNS_LABEL.match(self.record_claim):
+        if (self.record is None) == (self.record_claim is None):
+            problems.append(
+                "the drift monitor keeps its record in a record store or on a claim, one of the two"
+            )
+        if self.record_claim is not None and not _DNS_LABEL.match(self.record_claim):
             problems.append("the drift monitor's record_claim must be a DNS label")
         return problems
 
@@ -837,12 +876,14 @@ def _monitor_labels(spec: InferenceServiceSpec) -> dict[str, str]:
 
 def _monitor_env(spec: InferenceServiceSpec, monitor: MonitorJob) -> list[Object]:
     """workloads/delivery/monitor.py's variables: the servers as the rollout reads them (every ready pod
-    through the headless Service), no training command (a retrain decision is recorded, not launched)."""
+    through the headless Service) and, with a retrain, the Job it creates (a file of its ConfigMap)."""
     scheme = "https" if spec.tls else "http"
     service = f"{spec.name}.{spec.namespace}.svc"
+    record = monitor.record
     env: dict[str, object] = {
         TRACKING_URI_ENV: spec.registry_uri,
-        RECORD_ENV: str(RECORD_MOUNT),
+        **(record.environment if record is not None else {}),
+        RECORD_ENV: record.uri if record is not None else str(RECORD_MOUNT),
         MONITOR_ENV["model"]: spec.model_name,
         MONITOR_ENV["metrics_dns"]: f"{spec.name}{PODS_SUFFIX}.{spec.namespace}.svc.cluster.local",
         MONITOR_ENV["metrics_port"]: str(spec.port),
@@ -860,7 +901,41 @@ def _monitor_env(spec: InferenceServiceSpec, monitor: MonitorJob) -> list[Object
     if spec.tls:
         env[MONITOR_ENV["ca_file"]] = str(SECRETS_DIR / "ca" / "ca.crt")
         env[MONITOR_ENV["tls_server_name"]] = service
+    if monitor.retrain is not None:
+        env[MONITOR_ENV["retrain_job"]] = str(RETRAIN_MOUNT / CARRIED_KEY)
     return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def _retrain_name(spec: InferenceServiceSpec) -> str:
+    return _monitor_name(spec) + RETRAIN_SUFFIX
+
+
+def _retrain_volumes(spec: InferenceServiceSpec) -> tuple[list[Object], list[Object]]:
+    """The retrain Job (its ConfigMap) and the API credentials: the ServiceAccount's token projected for
+    the API server's audience, the cluster's CA (the ``kube-root-ca.crt`` ConfigMap every namespace
+    gets) and the namespace, where the kubelet would automount them (kubernetes.io, "Configure Service
+    Accounts for Pods"): only this pod gets a token, not every pod of the ServiceAccount."""
+    api = {
+        "name": "kube-api-access",
+        "projected": {
+            "defaultMode": 0o444,
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": API_TOKEN_S}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {
+                    "downwardAPI": {
+                        "items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]
+                    }
+                },
+            ],
+        },
+    }
+    job = {"name": "retrain", "configMap": {"name": _retrain_name(spec), "defaultMode": 0o444}}
+    mounts = [
+        {"name": "kube-api-access", "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": True},
+        {"name": "retrain", "mountPath": str(RETRAIN_MOUNT), "readOnly": True},
+    ]
+    return [api, job], mounts
 
 
 def _monitor_cron_job(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object:
@@ -869,8 +944,13 @@ def _monitor_cron_job(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object
     (``backoffLimit: 0``): a failed window is recorded by the next run's, not retried with stale
     counters."""
     volumes, mounts = _caller_volumes(spec, monitor.registry_secret, monitor.ca_secret)
-    volumes.append({"name": "record", "persistentVolumeClaim": {"claimName": monitor.record_claim}})
-    mounts.append({"name": "record", "mountPath": str(RECORD_MOUNT)})
+    if monitor.record_claim is not None:
+        volumes.append({"name": "record", "persistentVolumeClaim": {"claimName": monitor.record_claim}})
+        mounts.append({"name": "record", "mountPath": str(RECORD_MOUNT)})
+    if monitor.retrain is not None:
+        more_volumes, more_mounts = _retrain_volumes(spec)
+        volumes += more_volumes
+        mounts += more_mounts
     container = restricted_container(
         "drift-monitor",
         spec.image,
@@ -892,6 +972,8 @@ def _monitor_cron_job(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object
         "containers": [container],
         "volumes": volumes,
     }
+    reaches = peer_annotations(_monitor_peers(monitor))
+    template = {"labels": _monitor_labels(spec), **({"annotations": reaches} if reaches else {})}
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -908,29 +990,77 @@ def _monitor_cron_job(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object
                     "backoffLimit": 0,
                     "activeDeadlineSeconds": MONITOR_DEADLINE_S,
                     "ttlSecondsAfterFinished": monitor.ttl_s,
-                    "template": {"metadata": {"labels": _monitor_labels(spec)}, "spec": pod},
+                    "template": {"metadata": template, "spec": pod},
                 },
             },
         },
     }
 
 
-def _monitor_network_policy(spec: InferenceServiceSpec) -> Object:
+def _monitor_network_policy(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object:
     """The monitor's pods: nothing in; out to the servers' port (each pod's ``/metrics``, the labelled
-    set through the Service). DNS and the registry: the namespace's ``allow-dns`` and ``allow-registry``."""
-    return _servers_reader_policy(spec, _monitor_name(spec), _monitor_selector(spec))
+    set through the Service), to the record store where it is one, and, launching retrains, to the API
+    server. DNS and the registry: the namespace's ``allow-dns`` and ``allow-registry``."""
+    more = [peer_egress(p) for p in _monitor_peers(monitor)]
+    return _servers_reader_policy(spec, _monitor_name(spec), _monitor_selector(spec), more)
+
+
+def _monitor_peers(monitor: MonitorJob) -> list[Peer]:
+    """What the monitor reaches outside the pod network: the record store, the API server."""
+    record = list(monitor.record.peers) if monitor.record is not None else []
+    return [*record, *([monitor.retrain.api_server] if monitor.retrain is not None else [])]
+
+
+def _retrain_objects(spec: InferenceServiceSpec, monitor: MonitorJob, retrain: RetrainLaunch) -> list[Object]:
+    """The retrain Job, carried in a ConfigMap the monitor mounts, and the monitor's one Kubernetes right:
+    ``create`` on batch Jobs in the training namespace (a Role there, bound to its ServiceAccount). No
+    get, list, watch, update, patch or delete: it can start a run, never read, change or stop one, and
+    no other kind (not Pods: a pod it made would bypass Kueue and the Job's own limits). RBAC cannot narrow
+    ``create`` by name (kubernetes.io "Using RBAC Authorization", referring to resources: resourceNames
+    do not restrict create), so the Job's namespace is the bound: there, the queue-name admission policy
+    (components/kubernetes/kueue.py) refuses a Job Kueue does not queue."""
+    name = _retrain_name(spec)
+    labels = _monitor_labels(spec)
+    carried = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": {**labels, CARRIED_LABEL: "Job"}},
+        "data": {CARRIED_KEY: retrain.job},
+    }
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": retrain.namespace, "labels": labels},
+        "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": retrain.namespace, "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [
+            {"kind": "ServiceAccount", "name": monitor.service_account, "namespace": spec.namespace}
+        ],
+    }
+    return [carried, role, binding]
 
 
 def _monitor_objects(spec: InferenceServiceSpec) -> list[Object]:
-    """Its ServiceAccount (no token, no Kubernetes API right: it reads the servers through DNS), its
-    NetworkPolicy and its CronJob; the headless Service it reads through is the rollout's."""
+    """Its ServiceAccount (no token automounted: it reads the servers through DNS), what launching a
+    retrain needs (``_retrain_objects``), its NetworkPolicy and its CronJob; the headless Service it reads
+    through is the rollout's."""
     if spec.monitor is None:
         return []
     pods = [] if spec.rollout is not None else [_pods_service(spec)]
+    retrain = spec.monitor.retrain
+    launch = _retrain_objects(spec, spec.monitor, retrain) if retrain is not None else []
     return [
-        service_account(_metadata(spec, spec.monitor.service_account), {}),
+        service_account(
+            _metadata(spec, spec.monitor.service_account), spec.monitor.service_account_annotations
+        ),
         *pods,
-        _monitor_network_policy(spec),
+        *launch,
+        _monitor_network_policy(spec, spec.monitor),
         _monitor_cron_job(spec, spec.monitor),
     ]
 

@@ -8,6 +8,7 @@ numbers it was decided on: the tags show the latest move, the record every one.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -103,13 +104,21 @@ def rollback(
     action: str = "rollback",
     holding: str | None = None,
     journal: Journal | None = None,
+    restore_only: bool = False,
 ) -> rollout.Decision:
+    """``restore_only``: ``@champion`` onto ``@previous-champion``'s version and nothing else, the one move
+    the registry lets a restorer make (the drift monitor; workloads/registry/server/guard.py); the version
+    rolled back from stays on the record, not in ``@previous-champion``."""
     ensure_free(client, name, holding)
     champion = client.alias_or_none(name, rollout.CHAMPION)
     previous = client.alias_or_none(name, rollout.PREVIOUS_CHAMPION)
     decision = rollout.rollback(
         champion.version if champion else None, previous.version if previous else None
     )
+    if restore_only:
+        decision = dataclasses.replace(
+            decision, moves=tuple(m for m in decision.moves if m.alias == rollout.CHAMPION)
+        )
     move_aliases(client, name, decision.moves, actor=actor, action=action)
     if journal is not None and decision.moves:
         journal.append(name, "rollback", {m.alias: m.version for m in decision.moves}, reason=action)

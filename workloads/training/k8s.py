@@ -138,6 +138,12 @@ class TrainingJobSpec:
     registry_secret: str | None = None
     # The Secret with the CA the registry's certificate is verified against (an https registry_uri).
     registry_ca_secret: str | None = None
+    # Created suspended, for Kueue to admit (a Job created through the API by the drift monitor's retrain,
+    # workloads/delivery/monitor.py): should its namespace's admission webhook be down, it waits rather
+    # than run unqueued.
+    suspend: bool = False
+    # A finished Job is deleted this long after it ends (``ttlSecondsAfterFinished``); None: kept.
+    ttl_s: int | None = None
 
     def __post_init__(self) -> None:
         problems = [
@@ -156,6 +162,8 @@ class TrainingJobSpec:
             problems.append("namespace must not be 'default'")
         if isinstance(self.image, str) and not _image_is_pinned(self.image):
             problems.append(f"image {self.image!r} must be pinned by digest or a tag other than latest")
+        if self.ttl_s is not None and self.ttl_s < 0:
+            problems.append("ttl_s must not be negative")
         if self.await_seconds is not None and self.await_seconds < 1:
             problems.append("await_seconds must be at least 1")
         if self.registry_secret is not None and self.registry_uri is None:
@@ -401,6 +409,8 @@ def _job(spec: TrainingJobSpec, fabric: FabricProfile) -> dict[str, Any]:
         "kind": "Job",
         "metadata": _metadata(spec, {**_await(spec), **fabric.annotations}),
         "spec": {
+            **({"suspend": True} if spec.suspend else {}),
+            **({"ttlSecondsAfterFinished": spec.ttl_s} if spec.ttl_s is not None else {}),
             "completionMode": "Indexed",
             "completions": spec.nodes,
             "parallelism": spec.nodes,

@@ -16,7 +16,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.aws.platform import AwsPlatform
 from components.aws.preflight import ensure_offered
-from components.handle import POOL_LABEL, Cloud, Fabric, SharedStorageKind
+from components.handle import POOL_LABEL, Cloud, Fabric, Peer, SharedStorageKind
 from mlplatform.mocks import PlanMocks
 from mlplatform.plan import Plan, PlannedResource
 from tests.components.aws.aws_plan_support import (
@@ -254,8 +254,13 @@ def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform
         "1.35",
     )
     assert handle.registry == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
-    # The rollout's role appends to the lifecycle record, which an audited stack keeps (docs/lifecycle.md).
-    assert set(handle.identities) == {"training", "inference", "registry", "cluster-autoscaler", "rollout"}
+    # The rollout's and the drift monitor's roles append to the lifecycle record, which an audited stack
+    # keeps (docs/lifecycle.md).
+    assert set(handle.identities) == {
+        *("training", "inference", "registry", "cluster-autoscaler", "rollout", "drift-monitor")
+    }
+    # The API server's private endpoint is in the VPC (EKS "Cluster API server endpoint").
+    assert handle.api_server == Peer("kubernetes-api", "10.51.0.0/16", 443)
     assert handle.lifecycle_record is not None
     assert all(set(a) == {"eks.amazonaws.com/role-arn"} for a in handle.identities.values())
     efa = handle.pool("gpu-efa")
@@ -273,7 +278,8 @@ def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform
 
 
 def test_an_unaudited_stack_keeps_no_lifecycle_record_and_no_role_for_it(dev: AwsPlatform) -> None:
-    assert dev.handle.lifecycle_record is None and "rollout" not in dev.handle.identities
+    assert dev.handle.lifecycle_record is None
+    assert not {"rollout", "drift-monitor"} & set(dev.handle.identities)
 
 
 def test_smb_handle_mounts_efs(dev: AwsPlatform) -> None:

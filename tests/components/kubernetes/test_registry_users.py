@@ -38,6 +38,7 @@ from components.kubernetes.workloads import (
     ROLLOUT_USER,
     promoters,
     registry_users,
+    restorers,
 )
 from mlplatform.graph import is_secret
 from mlplatform.plan import Plan
@@ -45,6 +46,7 @@ from mlplatform.report import kubernetes_objects
 from tests.stack_variants import plan_config, template, with_teams
 from workloads.registry.lineage import experiment_name
 from workloads.registry.server.guard import promoters as guard_promoters
+from workloads.registry.server.guard import restorers as guard_restorers
 from workloads.registry.server.launch import User, read_users
 
 from .test_registry import _spec
@@ -182,17 +184,20 @@ def test_only_the_rollout_user_and_the_approvers_are_promotion_identities() -> N
     guard.py): never training's or a team's user, whose EDIT on a model MLflow lets move any alias
     (control review S1; issue 40 "Promotion as a change")."""
     config = _with_approvers("aws-enterprise-prod", ["ana", "omar"])
-    assert promoters(config) == ("ana", MONITOR_USER, ROLLOUT_USER, "omar")  # its drift monitor rolls back
-    objects = registry_objects(_spec(promoters=promoters(config)))
+    assert promoters(config) == ("ana", ROLLOUT_USER, "omar")
+    # Its drift monitor only rolls back (guard.py ``restore_refusal``): a restorer, not a promoter.
+    assert restorers(config) == (MONITOR_USER,)
+    objects = registry_objects(_spec(promoters=promoters(config), restorers=restorers(config)))
     [deployment] = [o for o in objects.after if o["kind"] == "Deployment"]
     [server] = deployment["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e["value"] for e in server["env"]}
-    assert guard_promoters(env) == ("admin", "ana", MONITOR_USER, ROLLOUT_USER, "omar")
+    assert guard_promoters(env) == ("admin", "ana", ROLLOUT_USER, "omar")
+    assert guard_restorers(env) == (MONITOR_USER,)
     # Without basic-auth nothing authenticates anyone: no promoters, and a spec refuses them.
     raw = template("aws-smb-dev")
     raw[PLATFORM_KEY].setdefault("workloads", {})["registry"] = {"auth": False}
     assert promoters(_config("aws-smb-dev", raw)) == ()
-    with pytest.raises(ValueError, match="promoters need basic-auth"):
+    with pytest.raises(ValueError, match="promoters and restorers need basic-auth"):
         _spec(auth=False, promoters=("ana",))
 
 

@@ -31,11 +31,13 @@ def _pod(objects: list[dict[str, Any]], kind: str, name: str, namespace: str) ->
 
 
 RECORD_BUCKET = "aws-enterprise-prod-aws-storage-record"
-ROLLOUT_ROLE = "aws-enterprise-prod-aws-identities-rollout"
+IDENTITIES = "aws-enterprise-prod-aws-identities"
 
 
 def _env(pod: dict[str, Any]) -> dict[str, Any]:
-    [container] = [c for c in pod["containers"] if c["name"] in ("server", "trainer", "rollout")]
+    [container] = [
+        c for c in pod["containers"] if c["name"] in ("server", "trainer", "rollout", "drift-monitor")
+    ]
     assert all("valueFrom" not in e for e in container["env"]), "no Secret in the environment"
     return {e["name"]: e.get("value") for e in container["env"]}
 
@@ -257,18 +259,23 @@ def test_every_callers_workload_waits_for_its_namespaces_egress_to_the_registry(
         assert policies[caller.inputs["metadata"]["namespace"]] in caller.dependencies, caller.name
 
 
-def test_the_rollout_appends_to_the_stacks_locked_record_with_put_only_rights(
-    planned: Callable[[str], Plan],
+@pytest.mark.parametrize(
+    ("cron_job", "account_name"),
+    [("inference-rollout", "rollout"), ("inference-drift-monitor", "drift-monitor")],
+)
+def test_the_record_writers_append_to_the_stacks_locked_record_with_put_only_rights(
+    planned: Callable[[str], Plan], cron_job: str, account_name: str
 ) -> None:
-    """Issue 40, "An append-only record": the rollout Job gets the stack's record (the Object-Locked
-    bucket's ``lifecycle-record/`` prefix) and an IRSA role that can add events and read them, never
-    delete, re-time or unlock one (S3 user guide, "Object Lock retention modes": PutObjectRetention and
-    BypassGovernanceRetention are what change a lock; DeleteObject with a version id what removes one)."""
+    """Issue 40, "An append-only record": the rollout Job and the drift monitor get the stack's record
+    (the Object-Locked bucket's ``lifecycle-record/`` prefix) and each an IRSA role of its own that can add
+    events and read them, never delete, re-time or unlock one (S3 user guide, "Object Lock retention
+    modes": PutObjectRetention and BypassGovernanceRetention are what change a lock; DeleteObject with a
+    version id what removes one)."""
     plan = planned("aws-enterprise-prod")
     resources = {(r["type"], r["name"]): r for r in plan.to_dict()["resources"]}
     assert ("aws:s3/bucket:Bucket", RECORD_BUCKET) in resources
     objects = kubernetes_objects(plan)
-    [cron] = [o for o in objects if o["kind"] == "CronJob" and o["metadata"]["name"] == "inference-rollout"]
+    [cron] = [o for o in objects if o["kind"] == "CronJob" and o["metadata"]["name"] == cron_job]
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     env = _env(pod)
     bucket, prefix = env["MLPLATFORM_RECORD"].removeprefix("s3://").split("/", 1)
@@ -279,9 +286,7 @@ def test_the_rollout_appends_to_the_stacks_locked_record_with_put_only_rights(
         k: v for k, v in cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"].items()
     }
     assert reaches["reaches.ml-platform.io/s3-and-sts"] == "0.0.0.0/0:443"
-    [policy] = [
-        o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "inference-rollout"
-    ]
+    [policy] = [o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == cron_job]
     assert {
         "ports": [{"port": 443, "protocol": "TCP"}],
         "to": [
@@ -289,19 +294,22 @@ def test_the_rollout_appends_to_the_stacks_locked_record_with_put_only_rights(
         ],
     } in policy["spec"]["egress"]
 
-    [account] = [o for o in objects if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "rollout"]
-    assert pod["serviceAccountName"] == "rollout"
-    role = resources[("aws:iam/role:Role", ROLLOUT_ROLE)]
+    [account] = [
+        o for o in objects if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == account_name
+    ]
+    assert pod["serviceAccountName"] == account_name
+    role_name = f"{IDENTITIES}-{account_name}"
+    role = resources[("aws:iam/role:Role", role_name)]
     role_arn = account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"]
     assert role_arn.split("/")[-1].startswith(role["inputs"]["namePrefix"])
     [condition] = [
         s["Condition"]["StringEquals"] for s in json.loads(role["inputs"]["assumeRolePolicy"])["Statement"]
     ]
     assert [v for k, v in condition.items() if k.endswith(":sub")] == [
-        "system:serviceaccount:ml-inference:rollout"
+        f"system:serviceaccount:ml-inference:{account_name}"
     ]
 
-    statements = json.loads(resources[("aws:iam/rolePolicy:RolePolicy", ROLLOUT_ROLE)]["inputs"]["policy"])
+    statements = json.loads(resources[("aws:iam/rolePolicy:RolePolicy", role_name)]["inputs"]["policy"])
     granted = {
         (action, resource)
         for s in statements["Statement"]

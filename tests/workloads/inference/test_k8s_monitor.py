@@ -155,7 +155,9 @@ def test_the_stacks_drift_monitor_reaches_its_cron_job_with_its_own_registry_use
     planned: Callable[[str], Plan],
 ) -> None:
     """aws-enterprise-prod ships ``driftMonitor``: its CronJob, its registry user with EDIT on the served
-    model (it rolls back), its Secret, and the record's claim on shared storage."""
+    model (it rolls back), its Secret, and the stack's lifecycle record: the Object-Locked bucket the
+    rollout appends to (one history for ``models history``), reached as the rollout reaches it, as its own
+    IRSA role; no claim on shared storage."""
     objects = kubernetes_objects(planned("aws-enterprise-prod"))
     cron = _named(objects, "CronJob", "inference-drift-monitor")
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
@@ -165,9 +167,19 @@ def test_the_stacks_drift_monitor_reaches_its_cron_job_with_its_own_registry_use
     secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     assert secrets["registry-client"] == MONITOR_SECRET
     claims = [o for o in objects if o["kind"] == "PersistentVolumeClaim"]
-    assert any(
-        c["metadata"]["name"] == RECORD_CLAIM and c["metadata"]["namespace"] == "ml-inference" for c in claims
-    )
+    assert not any(c["metadata"]["name"] == RECORD_CLAIM for c in claims)
+    assert not any("persistentVolumeClaim" in v for v in pod["volumes"])
+    rollout = _named(objects, "CronJob", "inference-rollout")["spec"]["jobTemplate"]["spec"]["template"]
+    rollout_env = _env(rollout["spec"])
+    assert _env(pod)[RECORD_ENV] == rollout_env[RECORD_ENV] and rollout_env[RECORD_ENV].startswith("s3://")
+    assert _env(pod)["AWS_REGION"] == rollout_env["AWS_REGION"]
+    template_annotations = cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"]
+    reaches = {k: v for k, v in rollout["metadata"]["annotations"].items() if k.startswith("reaches.")}
+    assert reaches.items() <= template_annotations.items()
+    account = _named(objects, "ServiceAccount", "drift-monitor")["metadata"]["annotations"]
+    rollout_account = _named(objects, "ServiceAccount", "rollout")["metadata"]["annotations"]
+    assert set(account) == {"eks.amazonaws.com/role-arn"}
+    assert account["eks.amazonaws.com/role-arn"] != rollout_account["eks.amazonaws.com/role-arn"]
     config = parse_stack_config(template("aws-enterprise-prod"), "Pulumi.aws-enterprise-prod.yaml")
     [user] = [u for u in registry_users(config) if u.username == MONITOR_USER]
     assert user.secret == MONITOR_SECRET and [p for _, p in user.grants] == ["EDIT"]

@@ -21,10 +21,18 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
-from components.kubernetes.registry import PROMOTERS_ENV
+import mlplatform.plan
+from components.config import PLATFORM_KEY
+from components.kubernetes.registry import PROMOTERS_ENV, RESTORERS_ENV
+from mlplatform.cli import app
+from mlplatform.plan import Target, resolve_target
+from tests.stack_variants import template
 from tests.workloads.inference.serving import free_port
 from workloads.artifacts import METADATA_FILE, load_metadata, write_metadata
 from workloads.registry.client import RegistryClient
@@ -43,11 +51,12 @@ SERVER_DIR = Path(__file__).resolve().parents[3] / "workloads" / "registry" / "s
 PROMOTERS = (
     "rollout-b",
     "ml-inference-rollout",
-    "ml-inference-drift-monitor",
     "approver-ana",
     "alice",
     "carol",
 )
+# The users that may only roll @champion back: the stack's drift monitor (test_promotion_guard.py).
+RESTORERS = ("ml-inference-drift-monitor",)
 
 
 def _serve(root: Path, extra_args: list[str], extra_env: dict[str, str]) -> Iterator[str]:
@@ -108,6 +117,7 @@ def auth_registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-for-tests",
         "PYTHONPATH": str(SERVER_DIR),
         PROMOTERS_ENV: json.dumps(PROMOTERS),
+        RESTORERS_ENV: json.dumps(RESTORERS),
     }
     yield from _serve(root, ["--app-name", "basic-auth"], env)
 
@@ -129,3 +139,35 @@ def register_version(client: RegistryClient, name: str, version_dir: Path) -> st
     source = run["info"]["artifact_uri"] + "/model"
     client.upload(source, version_dir)
     return client.create_version(name, source, run["info"]["run_id"], {}).version
+
+
+# The people of the governed stack (``governed_stack``) and of the drift monitor's lifecycle: bob trains,
+# carol requests, alice approves (carol and alice: the approver role, and ``PROMOTERS``).
+PASSWORDS = {"bob": "bob-trains-models", "carol": "carol-requests-it", "alice": "alice-approves-it"}
+
+
+@pytest.fixture
+def governed_stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """``--stack governed``: an SMB template with approval required and the approver role alice, carol."""
+    config = template("aws-smb-dev")
+    registry = {"promotionApproval": True, "approvers": ["alice", "carol"]}
+    config[PLATFORM_KEY].setdefault("workloads", {})["registry"] = registry
+    path = tmp_path / "Pulumi.governed.yaml"
+    path.write_text(yaml.safe_dump({"config": config}))
+
+    def resolve(stack: str | None = None, **_: Any) -> Target:
+        return resolve_target(stack_file=path) if stack == "governed" else resolve_target(stack)
+
+    monkeypatch.setattr(mlplatform.plan, "resolve_target", resolve)
+    return "governed"
+
+
+def as_user(user: str, uri: str, record: Path, *args: str) -> Any:
+    """``mlplatform models ARGS`` as ``user`` (``PASSWORDS``) against ``uri``, recorded in ``record``."""
+    env = {
+        "MLFLOW_TRACKING_USERNAME": user,
+        "MLFLOW_TRACKING_PASSWORD": PASSWORDS[user],
+        "USER": "someone-else",
+    }
+    command = ["models", *args, "--registry-uri", uri, "--record", str(record)]
+    return CliRunner().invoke(app, command, env=env)

@@ -15,14 +15,9 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 import pytest
-import yaml
 from typer.testing import CliRunner
 
-import mlplatform.plan
-from components.config import PLATFORM_KEY
 from mlplatform.cli import app
-from mlplatform.plan import Target, resolve_target
-from tests.stack_variants import template
 from tests.workloads.delivery.fleet import champion_and_challenger
 from tests.workloads.inference.conftest import model_dir  # noqa: F401  (the session's trained model)
 from tests.workloads.inference.serving import Server, metric_samples, serve_alias, wait_ready
@@ -31,9 +26,9 @@ from workloads.registry.client import RegistryClient
 from workloads.registry.lineage import TRAINED_BY_TAG
 from workloads.registry.lock import OUTCOME_TAG
 from workloads.registry.rollout import CHALLENGER, CHAMPION
-from workloads.registry.server.launch import GRANT, REGISTERED_MODEL, AuthApi
+from workloads.registry.server.launch import GRANT, REGISTERED_MODEL, AuthApi, User, bootstrap_users
 
-from .conftest import ADMIN_PASSWORD, named_version, register_version
+from .conftest import ADMIN_PASSWORD, PASSWORDS, as_user, named_version, register_version
 
 pytestmark = pytest.mark.slow
 
@@ -217,24 +212,7 @@ def _env() -> dict[str, str]:
 # -- promotion as a change, on the append-only record, against MLflow's basic-auth app --------------------
 
 GOVERNED = "digits-governed"
-PASSWORDS = {"bob": "bob-trains-models", "carol": "carol-requests-it", "alice": "alice-approves-it"}
 DATASET = "a" * 64
-
-
-@pytest.fixture
-def governed_stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    """``--stack governed``: an SMB template with approval required and the approver role alice, carol."""
-    config = template("aws-smb-dev")
-    registry = {"promotionApproval": True, "approvers": ["alice", "carol"]}
-    config[PLATFORM_KEY].setdefault("workloads", {})["registry"] = registry
-    path = tmp_path / "Pulumi.governed.yaml"
-    path.write_text(yaml.safe_dump({"config": config}))
-
-    def resolve(stack: str | None = None, **_: Any) -> Target:
-        return resolve_target(stack_file=path) if stack == "governed" else resolve_target(stack)
-
-    monkeypatch.setattr(mlplatform.plan, "resolve_target", resolve)
-    return "governed"
 
 
 def _governed_model(uri: str) -> None:
@@ -243,8 +221,7 @@ def _governed_model(uri: str) -> None:
     admin = RegistryClient(
         uri, environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
     )
-    for user, password in PASSWORDS.items():
-        api.created("POST", "/api/2.0/mlflow/users/create", {"username": user, "password": password})
+    bootstrap_users(api, [User(user, password) for user, password in PASSWORDS.items()])
     admin.ensure_registered_model(GOVERNED)
     experiment = admin.experiment_id(GOVERNED)
     for accuracy in (0.95, 0.96):
@@ -260,16 +237,6 @@ def _governed_model(uri: str) -> None:
         api.created("POST", GRANT, {**grant, "permission": "EDIT"})
 
 
-def _as(user: str, uri: str, record: Path, *args: str) -> Any:
-    env = {
-        "MLFLOW_TRACKING_USERNAME": user,
-        "MLFLOW_TRACKING_PASSWORD": PASSWORDS[user],
-        "USER": "someone-else",
-    }
-    command = ["models", *args, "--registry-uri", uri, "--record", str(record)]
-    return CliRunner().invoke(app, command, env=env)
-
-
 def test_a_promotion_needs_a_second_persons_approval_and_every_step_is_on_the_record(
     auth_registry_uri: str, governed_stack: str, tmp_path: Path
 ) -> None:
@@ -281,29 +248,29 @@ def test_a_promotion_needs_a_second_persons_approval_and_every_step_is_on_the_re
     uri, record = auth_registry_uri, tmp_path / "record"
     stack = ("--stack", governed_stack)
 
-    asked = _as(
+    asked = as_user(
         "carol", uri, record, "request-promotion", GOVERNED, "2", "--reason", "better on the same set"
     )
     assert asked.exit_code == 0, asked.output
-    early = _as("carol", uri, record, "promote", GOVERNED, "2", *stack)
+    early = as_user("carol", uri, record, "promote", GOVERNED, "2", *stack)
     assert early.exit_code == 1 and "awaits an approval" in early.output, early.output
     for user, why in (
         ("bob", "bob is not in the approver role"),
         ("carol", "carol requested this promotion"),
     ):
-        refused = _as(user, uri, record, "approve", GOVERNED, "2", *stack)
+        refused = as_user(user, uri, record, "approve", GOVERNED, "2", *stack)
         assert refused.exit_code == 1 and why in refused.output, refused.output
-    forced = _as("bob", uri, record, "promote", GOVERNED, "2", *stack, "--force")
+    forced = as_user("bob", uri, record, "promote", GOVERNED, "2", *stack, "--force")
     assert forced.exit_code == 1 and "--force is for the approver role" in forced.output, forced.output
-    approved = _as("alice", uri, record, "approve", GOVERNED, "2", *stack, "--reason", "checked")
+    approved = as_user("alice", uri, record, "approve", GOVERNED, "2", *stack, "--reason", "checked")
     assert approved.exit_code == 0, approved.output
-    promoted = _as("carol", uri, record, "promote", GOVERNED, "2", *stack)
+    promoted = as_user("carol", uri, record, "promote", GOVERNED, "2", *stack)
     assert promoted.exit_code == 0, promoted.output
     admin = RegistryClient(
         uri, environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
     )
     assert admin.version_by_alias(GOVERNED, CHAMPION).version == "2"
-    rolled = _as("alice", uri, record, "rollback", GOVERNED)
+    rolled = as_user("alice", uri, record, "rollback", GOVERNED)
     assert rolled.exit_code == 0, rolled.output
 
     shown = CliRunner().invoke(app, ["models", "history", GOVERNED, "--record", str(record), "--json"])

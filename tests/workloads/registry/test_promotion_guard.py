@@ -24,14 +24,14 @@ import pytest
 from typer.testing import CliRunner
 
 from components.config import PLATFORM_KEY, PlatformConfig, parse_stack_config
-from components.kubernetes.workloads import MONITOR_USER, ROLLOUT_USER, promoters, registry_users
+from components.kubernetes.workloads import MONITOR_USER, ROLLOUT_USER, promoters, registry_users, restorers
 from mlplatform.cli import app
 from tests.stack_variants import with_teams
 from workloads.registry.client import RegistryClient, RegistryError
 from workloads.registry.lineage import experiment_name
 from workloads.registry.server.launch import LIST_PERMISSIONS, AuthApi, User, bootstrap_users
 
-from .conftest import ADMIN_PASSWORD, PROMOTERS
+from .conftest import ADMIN_PASSWORD, PROMOTERS, RESTORERS
 
 STACK = "aws-enterprise-prod"
 APPROVER = "approver-ana"
@@ -82,9 +82,10 @@ def registry(auth_registry_uri: str) -> tuple[str, AuthApi, str]:
 
 
 def test_the_promotion_identities_are_the_rollout_user_and_the_approvers_never_a_caller() -> None:
-    # The enterprise template runs a drift monitor, which rolls back: a promotion identity too.
-    assert promoters(CONFIG) == (APPROVER, MONITOR_USER, ROLLOUT_USER)
+    assert promoters(CONFIG) == (APPROVER, ROLLOUT_USER)
     assert set(promoters(CONFIG)) <= set(PROMOTERS)  # what the server runs with
+    # The enterprise template runs a drift monitor, which only rolls back: a restorer, never a promoter.
+    assert restorers(CONFIG) == (MONITOR_USER,) and set(restorers(CONFIG)) <= set(RESTORERS)
     assert not {"ml-training", "ml-inference", "team-nlp", "team-vision"} & set(promoters(CONFIG))
 
 
@@ -181,3 +182,41 @@ def test_a_promotion_identity_moves_champion(registry: tuple[str, AuthApi, str],
     client.set_alias(MODEL, "previous-champion", version)
     client.set_alias(MODEL, "champion", version)
     assert _client(uri, "ml-inference").version_by_alias(MODEL, "champion").version == version
+
+
+def test_the_drift_monitor_rolls_champion_back_but_cannot_promote_what_it_retrained(
+    registry: tuple[str, AuthApi, str],
+) -> None:
+    """Issue 40: a retrain the monitor launched reaches ``@champion`` through the gates and an approval,
+    never through the monitor, which holds EDIT on the model (it rolls back). The registry lets it set
+    ``champion`` only onto the version ``previous-champion`` holds now (guard.py ``restore_refusal``, read
+    from the registry's own store), and no other move of the protected aliases."""
+    uri, api, challenger = registry
+    admin = RegistryClient(
+        uri, environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
+    )
+    run = admin.create_run(admin.experiment_id(experiment_name(MODEL)), "guard-run", {})
+    held = admin.create_version(MODEL, run["info"]["artifact_uri"], run["info"]["run_id"], {}).version
+    current = admin.create_version(MODEL, run["info"]["artifact_uri"], run["info"]["run_id"], {}).version
+    admin.set_alias(MODEL, "previous-champion", held)
+    admin.set_alias(MODEL, "champion", current)
+    monitor = _client(uri, MONITOR_USER)
+    for alias, version in (
+        ("champion", challenger),
+        ("previous-champion", challenger),
+        ("champion", current),
+    ):
+        with pytest.raises(RegistryError) as refused:
+            monitor.set_alias(MODEL, alias, version)
+        assert refused.value.status == 403
+        assert str(refused.value).startswith(
+            f"registry {uri}: user {MONITOR_USER} may only roll 'champion' of registered model {MODEL!r}"
+            f" back to 'previous-champion' (version {held}), not move {alias!r} to version {version}: a new"
+            " version reaches champion through the rollout's gates and an approval"
+        ), str(refused.value)
+    credentials = (MONITOR_USER, _password(MONITOR_USER))
+    status, body = api.call("DELETE", ALIAS_PATH, {"name": MODEL, "alias": "champion"}, credentials)
+    assert (status, body["error_code"]) == (403, "PERMISSION_DENIED")
+    assert admin.version_by_alias(MODEL, "champion").version == current  # nothing moved
+    monitor.set_alias(MODEL, "champion", held)  # the rollback
+    assert admin.version_by_alias(MODEL, "champion").version == held

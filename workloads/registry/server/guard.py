@@ -24,6 +24,11 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   gates' pre-approved path, and the approver role, components/kubernetes/workloads.py ``promoters``),
   and MLflow's admin, which the basic-auth app exempts from every check anyway (``sender_is_admin``) and
   which can reset any user's password;
+- the restorers: ``REGISTRY_RESTORERS`` (the drift monitor's user, which rolls back on labelled accuracy,
+  workloads/delivery/monitor.py) may set ``champion`` only onto the version ``previous-champion`` holds,
+  read from the registry's own store at the request, and nothing else of the protected aliases: a
+  rollback, never a promotion, so a retrain it launched reaches ``@champion`` only through the gates and
+  the approval (docs/lifecycle.md);
 - every other alias (``@challenger``) and every other request goes on to MLflow's own checks.
 
 The routes come from MLflow's own table (``get_endpoints``: ``/api/2.0`` and ``/ajax-api/2.0``
@@ -39,13 +44,16 @@ import os
 from collections.abc import Mapping
 
 from flask import Response, jsonify, request
+from mlflow.exceptions import MlflowException
 from mlflow.protos.model_registry_pb2 import DeleteRegisteredModelAlias, SetRegisteredModelAlias
 from mlflow.server.auth import authenticate_request_basic_auth
-from mlflow.server.handlers import get_endpoints
+from mlflow.server.handlers import _get_model_registry_store, get_endpoints
 from werkzeug.datastructures import Authorization
 
 PROMOTERS_ENV = "REGISTRY_PROMOTERS"
+RESTORERS_ENV = "REGISTRY_RESTORERS"
 PROTECTED_ALIASES = ("champion", "previous-champion")
+CHAMPION, PREVIOUS_CHAMPION = PROTECTED_ALIASES
 ADMIN_USERNAME = "admin"
 
 
@@ -65,9 +73,33 @@ def promoters(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
     return tuple(sorted({ADMIN_USERNAME, *declared}))
 
 
-def refusal(user: str, model: str, alias: str, allowed: tuple[str, ...]) -> str | None:
-    """Why ``user`` may not move ``alias`` of ``model``, or None."""
-    if alias.casefold() not in PROTECTED_ALIASES or user in allowed:
+def restorers(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """The users the stack lets only roll ``champion`` back (``REGISTRY_RESTORERS``)."""
+    return tuple(sorted(set(json.loads(env.get(RESTORERS_ENV) or "[]"))))
+
+
+def restore_refusal(
+    user: str, model: str, alias: str, version: str | None, previous: str | None
+) -> str | None:
+    """Why the restorer ``user`` may not set ``alias`` of ``model`` onto ``version`` (a delete: None),
+    ``previous`` being the version ``previous-champion`` holds, or None."""
+    if alias.casefold() == CHAMPION and version is not None and version == previous:
+        return None
+    held = f"version {previous}" if previous is not None else "no version"
+    return (
+        f"user {user} may only roll {CHAMPION!r} of registered model {model!r} back to {PREVIOUS_CHAMPION!r}"
+        f" ({held}), not move {alias!r}"
+        + (f" to version {version}" if version is not None else "")
+        + ": a new version reaches champion through the rollout's gates and an approval (mlplatform models"
+        " request-promotion, docs/lifecycle.md)"
+    )
+
+
+def refusal(
+    user: str, model: str, alias: str, allowed: tuple[str, ...], restoring: tuple[str, ...] = ()
+) -> str | None:
+    """Why ``user`` may not move ``alias`` of ``model``, or None (a restorer's move: ``restore_refusal``)."""
+    if alias.casefold() not in PROTECTED_ALIASES or user in allowed or user in restoring:
         return None
     return (
         f"user {user} may not move alias {alias!r} of registered model {model!r}: only the promotion"
@@ -77,14 +109,29 @@ def refusal(user: str, model: str, alias: str, allowed: tuple[str, ...]) -> str 
     )
 
 
-def _alias_target() -> tuple[str, str] | None:
-    """(model, alias) of a request that sets or deletes an alias, else None; the parameters are read as
-    MLflow reads them (``_get_request_param``: a JSON body, or the query string of a DELETE without one)."""
+def _alias_target() -> tuple[str, str, str | None] | None:
+    """(model, alias, version: None for a delete) of a request that sets or deletes an alias, else None;
+    the parameters are read as MLflow reads them (``_get_request_param``: a JSON body, or the query string
+    of a DELETE without one)."""
     if (request.path, request.method) not in ALIAS_ROUTES:
         return None
     body = request.get_json(silent=True) if request.method == "POST" or request.is_json else None
     params = body if isinstance(body, dict) else request.args
-    return str(params.get("name", "")), str(params.get("alias", ""))
+    version = params.get("version") if request.method == "POST" else None
+    return (
+        str(params.get("name", "")),
+        str(params.get("alias", "")),
+        None if version is None else str(version),
+    )
+
+
+def _previous_champion(model: str) -> str | None:
+    """The version ``previous-champion`` of ``model`` holds in the registry's store now, or None."""
+    try:
+        found = _get_model_registry_store().get_model_version_by_alias(model, PREVIOUS_CHAMPION)  # type: ignore[no-untyped-call]
+        return str(found.version)
+    except MlflowException:
+        return None
 
 
 def authenticate() -> Authorization | Response:
@@ -95,7 +142,16 @@ def authenticate() -> Authorization | Response:
     target = _alias_target()
     if target is None:
         return authorization
-    why = refusal(str(authorization.username), *target, promoters())
+    user, (model, alias, version) = str(authorization.username), target
+    restoring = restorers()
+    why = refusal(user, model, alias, promoters(), restoring)
+    if (
+        why is None
+        and user in restoring
+        and user not in promoters()
+        and alias.casefold() in PROTECTED_ALIASES
+    ):
+        why = restore_refusal(user, model, alias, version, _previous_champion(model))
     if why is None:
         return authorization
     response = jsonify({"error_code": "PERMISSION_DENIED", "message": why})
