@@ -463,16 +463,20 @@ def _tls_outputs(token: str, name: str, inputs: dict[str, Any]) -> dict[str, Any
 
 @dataclass(frozen=True)
 class ExistingAccount:
-    """What the AWS account already holds that the program looks up before it registers anything: nothing
-    in a fresh account (a new stack); a test of an existing stack's upgrade names what that stack made.
+    """What the cloud account (AWS) or subscription (Azure) already holds that the program looks up before
+    it registers anything: nothing in a fresh one (a new stack); a test of an existing stack's upgrade
+    names what that stack made.
 
     - ``aliases``: KMS aliases (components/aws/keys.py ``refuse_silent_key_moves``);
     - ``databases``: RDS instances, identifier -> engine, and ``log_groups``: CloudWatch log group names
-      (components/aws/registry_database.py ``registry_database_identity``)."""
+      (components/aws/registry_database.py ``registry_database_identity``);
+    - ``agent_pools``: AKS agent pools, ``<resource group>/<cluster>/<pool>`` -> the pool's properties as
+      the AgentPool API returns them (components/azure/node_pools.py ``warn_system_pool_drift``)."""
 
     aliases: frozenset[str] = frozenset()
     databases: Mapping[str, str] = field(default_factory=dict)
     log_groups: frozenset[str] = frozenset()
+    agent_pools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def instances(self, filters: list[dict[str, Any]]) -> list[str]:
         """DescribeDBInstances' filters (RDS API reference: ``db-instance-id`` and ``engine`` are the two
@@ -567,5 +571,12 @@ class PlanMocks(pulumi.runtime.Mocks):
             names = sorted(g for g in self.existing.log_groups if g.startswith(prefix))
             arns = [f"arn:aws:logs:{self.aws_region}:{ACCOUNT_ID}:log-group:{g}" for g in names]
             return {"logGroupNames": names, "arns": arns, "id": self.aws_region}, []
+        if args.token == "azure-native:containerservice:getAgentPool":
+            keys = ("resourceGroupName", "resourceName", "agentPoolName")
+            path = "/".join(str(args.args.get(k)) for k in keys)
+            if path not in self.existing.agent_pools:
+                # ARM answers 404 for a pool (or cluster, or group) that does not exist: a failed invoke.
+                return {}, [("agentPoolName", f"agent pool {path} not found (404)")]
+            return dict(self.existing.agent_pools[path]), []
         # No check failures: an empty list (the mock monitor iterates it; None raises TypeError).
         return _invoke_result(args.token, dict(args.args)), []
