@@ -697,7 +697,8 @@ class AdoptedDatabaseConfig(_Model):
     characters), before it made the instance's log groups: the stack keeps the identifier, imports the
     groups that exist (``aws logs describe-log-groups --log-group-name-prefix
     /aws/rds/instance/<identifier>/`` lists them; a log RDS has not published yet may have none) and
-    creates the others."""
+    creates the others. The program finds a single such instance itself (components/aws/
+    registry_database.py ``registry_database_identity``); this names it where the account has several."""
 
     identifier: RdsIdentifier
     import_log_groups: tuple[RdsLog, ...] = tuple(RdsLog)
@@ -740,7 +741,8 @@ class RegistryWorkloadConfig(_Model):
     # (a failed migration, a restore check, a read-only grant; docs/registry.md).
     database_admins: EntraGroup | None = None
     # AWS: a registry database made before the stack named it (docs/operations.md, "Adopt the RDS log
-    # groups"). Unset: the database is ``<stack>-aws-registry`` and the stack makes its log groups first.
+    # groups"). Unset: the one the stack autonamed, found in the account, or else ``<stack>-aws-registry``,
+    # whose log groups the stack makes first.
     adopt_database: AdoptedDatabaseConfig | None = None
 
 

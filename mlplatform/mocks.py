@@ -12,7 +12,8 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -460,6 +461,38 @@ def _tls_outputs(token: str, name: str, inputs: dict[str, Any]) -> dict[str, Any
     return outputs
 
 
+@dataclass(frozen=True)
+class ExistingAccount:
+    """What the cloud account (AWS) or subscription (Azure) already holds that the program looks up before
+    it registers anything: nothing in a fresh one (a new stack); a test of an existing stack's upgrade
+    names what that stack made.
+
+    - ``aliases``: KMS aliases (components/aws/keys.py ``refuse_silent_key_moves``);
+    - ``databases``: RDS instances, identifier -> engine, and ``log_groups``: CloudWatch log group names
+      (components/aws/registry_database.py ``registry_database_identity``);
+    - ``agent_pools``: AKS agent pools, ``<resource group>/<cluster>/<pool>`` -> the pool's properties as
+      the AgentPool API returns them (components/azure/node_pools.py ``warn_system_pool_drift``)."""
+
+    aliases: frozenset[str] = frozenset()
+    databases: Mapping[str, str] = field(default_factory=dict)
+    log_groups: frozenset[str] = frozenset()
+    agent_pools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def instances(self, filters: list[dict[str, Any]]) -> list[str]:
+        """DescribeDBInstances' filters (RDS API reference: ``db-instance-id`` and ``engine`` are the two
+        the program may send; any other is refused rather than ignored)."""
+        found = dict(self.databases)
+        for each in filters:
+            values = set(each["values"])
+            if each["name"] == "engine":
+                found = {i: e for i, e in found.items() if e in values}
+            elif each["name"] == "db-instance-id":
+                found = {i: e for i, e in found.items() if i in values}
+            else:
+                raise ValueError(f"the mocks do not filter RDS instances by {each['name']}")
+        return sorted(found)
+
+
 class PlanMocks(pulumi.runtime.Mocks):
     """Engine answers for every resource and invoke, from the stack's provider configuration."""
 
@@ -470,13 +503,11 @@ class PlanMocks(pulumi.runtime.Mocks):
         unregistered_features: frozenset[str] = frozenset(),
         zone_restricted_sizes: frozenset[str] = frozenset(),
         offered_versions: tuple[str, ...] = AKS_OFFERED_VERSIONS,
-        existing_aliases: frozenset[str] = frozenset(),
+        existing: ExistingAccount | None = None,
     ) -> None:
         self.aws_region = aws_region
         self.azure_location = azure_location
-        # The KMS aliases the account already has: none in a fresh account (a new stack); a test of an
-        # existing stack's upgrade names its keys' (components/aws/keys.py refuse_silent_key_moves).
-        self.existing_aliases = existing_aliases
+        self.existing = existing or ExistingAccount()
         # The Azure program reads subscription features and VM sizes straight from ARM (components/azure/
         # arm.py); offline, ARM is this answer. Set in the plan's own context (run_plan), so it ends there.
         ARM_TRANSPORT.set(_arm(unregistered_features, zone_restricted_sizes, offered_versions))
@@ -522,7 +553,7 @@ class PlanMocks(pulumi.runtime.Mocks):
             }, []
         if args.token == "aws:kms/getAlias:getAlias":
             name = str(args.args.get("name", ""))
-            if name not in self.existing_aliases:
+            if name not in self.existing.aliases:
                 # The provider's lookup fails for an alias the account does not have: a failed invoke.
                 return {}, [("name", f"reading KMS Alias ({name}): couldn't find resource")]
             result = {
@@ -531,5 +562,21 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "targetKeyId": f"{_short_hash(name)}-key-id",
             }
             return result, []
+        if args.token == "aws:rds/getInstances:getInstances":
+            identifiers = self.existing.instances(list(args.args.get("filters") or []))
+            arns = [f"arn:aws:rds:{self.aws_region}:{ACCOUNT_ID}:db:{i}" for i in identifiers]
+            return {"instanceIdentifiers": identifiers, "instanceArns": arns, "id": self.aws_region}, []
+        if args.token == "aws:cloudwatch/getLogGroups:getLogGroups":
+            prefix = str(args.args.get("logGroupNamePrefix") or "")
+            names = sorted(g for g in self.existing.log_groups if g.startswith(prefix))
+            arns = [f"arn:aws:logs:{self.aws_region}:{ACCOUNT_ID}:log-group:{g}" for g in names]
+            return {"logGroupNames": names, "arns": arns, "id": self.aws_region}, []
+        if args.token == "azure-native:containerservice:getAgentPool":
+            keys = ("resourceGroupName", "resourceName", "agentPoolName")
+            path = "/".join(str(args.args.get(k)) for k in keys)
+            if path not in self.existing.agent_pools:
+                # ARM answers 404 for a pool (or cluster, or group) that does not exist: a failed invoke.
+                return {}, [("agentPoolName", f"agent pool {path} not found (404)")]
+            return dict(self.existing.agent_pools[path]), []
         # No check failures: an empty list (the mock monitor iterates it; None raises TypeError).
         return _invoke_result(args.token, dict(args.args)), []

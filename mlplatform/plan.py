@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
@@ -33,6 +33,9 @@ from mlplatform.errors import InputError
 from mlplatform.graph import SECRET_SIG, SECRET_VALUE, STACK_TYPE, Plan, PlannedResource, provider_id
 from mlplatform.rendering import rendered_children
 from mlplatform.stackyaml import load as load_yaml
+
+if TYPE_CHECKING:  # the mocks import the program's components: loaded with the plan, not with this module
+    from mlplatform.mocks import ExistingAccount
 
 # The graph's types are the plan's vocabulary: callers import them from here or from mlplatform.graph.
 __all__ = [
@@ -231,14 +234,15 @@ def _inside(program_dir: Path) -> Iterator[None]:
         sys.path[:] = path
 
 
-def run_plan(target: Target, *, update: bool = False) -> Plan:
+def run_plan(target: Target, *, update: bool = False, existing: ExistingAccount | None = None) -> Plan:
     """Plan one stack. Each run gets a fresh context, so stacks planned in one process don't leak
     config, root resource or settings into each other (Pulumi keeps them in context variables).
 
     ``update`` runs the program as ``pulumi up`` does (``pulumi.runtime.is_dry_run()`` false), to see
-    what an update refuses; a plan is otherwise a preview."""
+    what an update refuses; a plan is otherwise a preview. ``existing``: what the account holds already
+    (the mocks' ``ExistingAccount``; unset, a fresh account)."""
     ensure_event_loop()
-    return contextvars.Context().run(_run_plan, target, update)
+    return contextvars.Context().run(_run_plan, target, update, existing)
 
 
 def ensure_event_loop() -> None:
@@ -265,7 +269,7 @@ class _Warnings(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def _run_plan(target: Target, update: bool) -> Plan:
+def _run_plan(target: Target, update: bool, existing: ExistingAccount | None) -> Plan:
     import pulumi
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
@@ -281,6 +285,7 @@ def _run_plan(target: Target, update: bool) -> Plan:
     mocks = PlanMocks(
         aws_region=str(config.get("aws:region", "")),
         azure_location=str(config.get("azure-native:location", "")),
+        existing=existing,
     )
     monitor = _CaptureMonitor(mocks, project, target.stack, config)
     warnings = _Warnings()

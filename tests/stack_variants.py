@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from components.config import PLATFORM_KEY
+from mlplatform.mocks import ExistingAccount
 from mlplatform.plan import Plan, PlannedResource, resolve_target, run_plan
 from tests import once
 
@@ -34,16 +35,25 @@ def cloud_only(config: dict[str, Any]) -> dict[str, Any]:
     return edited
 
 
-def plan_config(config: dict[str, Any], directory: Path, stack: str, *, shared: bool = False) -> Plan:
+def plan_config(
+    config: dict[str, Any],
+    directory: Path,
+    stack: str,
+    *,
+    shared: bool = False,
+    existing: ExistingAccount | None = None,
+) -> Plan:
     """Plan a stack config written as ``Pulumi.<stack>.yaml`` in ``directory``. ``shared``: once per test
     run for that config (tests/once.py), for the session fixtures; a test's own plan is always made
-    afresh, as a test may change what else a plan reads (the mocks, the chart cache's variable)."""
+    afresh, as a test may change what else a plan reads (the mocks, the chart cache's variable).
+    ``existing``: what the account holds already (unset: a fresh account)."""
     path = directory / f"Pulumi.{stack}.yaml"
     text = yaml.safe_dump({"config": config})
     path.write_text(text)
     if shared:
+        assert existing is None, "a shared plan is of a fresh account"
         return once.plan(stack, text, lambda: run_plan(resolve_target(stack_file=path)))
-    return run_plan(resolve_target(stack_file=path))
+    return run_plan(resolve_target(stack_file=path), existing=existing)
 
 
 def one(plan: Plan, token: str, suffix: str) -> PlannedResource:

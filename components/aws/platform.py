@@ -54,6 +54,7 @@ from components.aws.registry_database import (
     RegistryDatabaseInstance,
     record_store,
     registry_backend,
+    registry_database_identity,
 )
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import AuditStoreArgs, ObjectStore, ObjectStoreArgs
@@ -106,6 +107,14 @@ class AwsPlatform(pulumi.ComponentResource):
         account = lookup_account(config.region, config.network.availability_zones, parent=self)
         ensure_autoscaling_role(parent=self)
         check_standard_support(config.cluster.kubernetes_version, today(), parent=self)
+        # Before anything is registered: the lookup may refuse the update (registry_database_identity).
+        self._database_identity = (
+            registry_database_identity(
+                f"{name}-registry", config.workloads.registry.adopt_database, parent=self
+            )
+            if self._manages_registry_database()
+            else None
+        )
         self.budget = monthly_budget(f"{name}-budget", config, tags, self._child)
         self.keys = self._domain_keys(account, tags)
         key = {domain: each.arn for domain, each in self.keys.items()}
@@ -383,24 +392,22 @@ class AwsPlatform(pulumi.ComponentResource):
         return config.workloads.registry.enabled and managed_registry_database(config.tier, config.cloud)
 
     def _registry_database(self, tags: dict[str, str]) -> RegistryDatabaseInstance | None:
-        config = self._config
-        if not self._manages_registry_database():
+        config, identity = self._config, self._database_identity
+        if identity is None:
             return None
-        name, adopted = f"{self._name}-registry", config.workloads.registry.adopt_database
         return RegistryDatabaseInstance(
-            name,
+            f"{self._name}-registry",
             RegistryDatabaseArgs(
                 environment=config.environment,
                 vpc_id=self.network.vpc_id,
                 subnet_ids=self.network.private_subnet_ids,
                 cluster_security_group_id=self.cluster.security_group_id,
                 key_arn=self.keys[KeyDomain.REGISTRY_DATABASE].arn,
-                identifier=adopted.identifier if adopted is not None else name,
+                identity=identity,
                 log_key_arn=self.keys[KeyDomain.LOGS].arn,
                 protect=config.is_protected,
                 tags=tags,
                 audited=config.audited,
-                imported_logs=frozenset(adopted.import_log_groups if adopted is not None else ()),
             ),
             self._child,
         )

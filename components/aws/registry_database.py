@@ -25,13 +25,17 @@ Every field below follows the pulumi-aws 7.51 ``rds.Instance`` docstrings:
   database logs to Amazon CloudWatch Logs"), with no key and no expiry, outside the stack and past a
   destroy (review aws.md N4). The instance is named (``identifier``) so that the groups' names are known
   before it exists, and waits for them. A database made before that (an autonamed identifier) is adopted
-  (``RegistryDatabaseArgs.adopt``): the stack keeps its identifier and imports the groups RDS made (Pulumi
+  (``registry_database_identity``): the stack keeps its identifier and imports the groups RDS made (Pulumi
   ``import`` resource option; the engine then updates them to the program's key and retention, Pulumi
-  docs, concepts/options/import, since pulumi/pulumi#19339).
+  docs, concepts/options/import, since pulumi/pulumi#19339). The program finds such a database itself, by
+  listing the account's PostgreSQL instances (pulumi-aws ``rds.get_instances``, RDS DescribeDBInstances
+  filter ``engine``) and the groups under its prefix (``cloudwatch.get_log_groups``); config
+  ``workloads.registry.adoptDatabase`` names it where the lookup cannot choose.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -41,7 +45,7 @@ from pulumi_aws import cloudwatch, ec2, rds, vpc
 
 from components.aws.network import LOG_RETENTION_DAYS
 from components.aws.storage import REGISTRY_PREFIX
-from components.config import RdsLog
+from components.config import PLATFORM_KEY, AdoptedDatabaseConfig, RdsLog
 from components.handle import PUBLIC_NETWORK, Peer, RecordStore, RegistryBackend, RegistryDatabase
 
 PORT = 5432
@@ -72,6 +76,47 @@ def log_group_name(identifier: str, log: str) -> str:
 
 
 @dataclass(frozen=True)
+class DatabaseIdentity:
+    """The instance's identifier, and the logs whose groups exist already (RDS made them): imported."""
+
+    identifier: str
+    imported_logs: frozenset[RdsLog] = frozenset()
+
+
+ADOPT_KEY = f"{PLATFORM_KEY}.workloads.registry.adoptDatabase"
+
+
+def registry_database_identity(
+    name: str, adopted: AdoptedDatabaseConfig | None, parent: pulumi.Resource
+) -> DatabaseIdentity:
+    """Which instance the stack's registry database ``name`` is. ``adoptDatabase`` when set; else the
+    account's (region's) instance the stack made before it named it, when there is exactly one: Pulumi
+    autonamed it ``<name>-db-`` and 7 characters (the logical name, a hyphen, a random suffix), so that
+    a stack upgraded from then keeps it rather than replace it by ``name`` (prod: a refused replace of a
+    protected resource; dev: the registry's metadata lost); else ``name``, for a new stack or one already
+    named. The groups RDS made for the adopted instance are imported. Called before the stack registers
+    anything: two candidates are refused in one line naming ``adoptDatabase`` and both."""
+    if adopted is not None:
+        return DatabaseIdentity(adopted.identifier, frozenset(adopted.import_log_groups))
+    opts = pulumi.InvokeOptions(parent=parent)
+    listed = rds.get_instances(filters=[{"name": "engine", "values": ["postgres"]}], opts=opts)
+    autonamed = re.compile(rf"{re.escape(name)}-db-[a-z0-9]{{7}}")
+    found = sorted(i for i in listed.instance_identifiers if autonamed.fullmatch(i))
+    if name in listed.instance_identifiers or not found:
+        return DatabaseIdentity(name)
+    if len(found) > 1:
+        raise pulumi.RunError(
+            f"{ADOPT_KEY}: the account has {len(found)} registry databases this stack may have made "
+            f"({', '.join(found)}); set adoptDatabase.identifier to the one in the stack's state "
+            "(`pulumi stack export`; docs/operations.md, 'Adopt the RDS log groups')"
+        )
+    [identifier] = found
+    prefix = log_group_name(identifier, "")
+    groups = cloudwatch.get_log_groups(log_group_name_prefix=prefix, opts=opts).log_group_names
+    return DatabaseIdentity(identifier, frozenset(log for log in RdsLog if f"{prefix}{log}" in groups))
+
+
+@dataclass(frozen=True)
 class RegistryDatabaseArgs:
     environment: str
     vpc_id: pulumi.Input[str]
@@ -79,16 +124,14 @@ class RegistryDatabaseArgs:
     # The cluster security group: the one source PostgreSQL is open to.
     cluster_security_group_id: pulumi.Input[str]
     key_arn: pulumi.Input[str]
-    # The instance's name, and the key of its exported logs' groups (the stack's logs key).
-    identifier: str
+    # The instance's name and the groups to import (``registry_database_identity``), and the key of its
+    # exported logs' groups (the stack's logs key).
+    identity: DatabaseIdentity
     log_key_arn: pulumi.Input[str]
     protect: bool
     tags: Mapping[str, str]
     # An audited stack (components.config audit.enabled): statements are audited by pgAudit.
     audited: bool = False
-    # Of a database made before its log groups (config ``workloads.registry.adoptDatabase``), the logs
-    # whose groups RDS made: the stack imports those instead of creating them.
-    imported_logs: frozenset[RdsLog] = frozenset()
 
 
 def parameters(audited: bool) -> list[rds.ParameterGroupParameterArgs]:
@@ -151,7 +194,7 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
         suffix = pulumi_random.RandomId(f"{name}-final", byte_length=4, opts=child) if args.protect else None
         instance = rds.Instance(
             f"{name}-db",
-            identifier=args.identifier,
+            identifier=args.identity.identifier,
             engine="postgres",
             engine_version=ENGINE_VERSION,
             auto_minor_version_upgrade=True,
@@ -199,7 +242,7 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
     def _log_group(self, name: str, log: RdsLog, args: RegistryDatabaseArgs) -> cloudwatch.LogGroup:
         """One exported log's group, under the logs key and the stack's retention; protected and kept on
         destroy where the database is (the EKS control-plane group's rule, cluster.py)."""
-        group = log_group_name(args.identifier, log)
+        group = log_group_name(args.identity.identifier, log)
         return cloudwatch.LogGroup(
             f"{name}-{log}-logs",
             name=group,
@@ -211,7 +254,7 @@ class RegistryDatabaseInstance(pulumi.ComponentResource):
                 protect=args.protect,
                 retain_on_delete=args.protect,
                 # A log group's import id is its name (pulumi-aws cloudwatch.LogGroup, "Import").
-                import_=group if log in args.imported_logs else None,
+                import_=group if log in args.identity.imported_logs else None,
             ),
         )
 

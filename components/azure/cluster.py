@@ -147,7 +147,8 @@ class AksCluster(pulumi.ComponentResource):
             # cluster, PUT one pool and put every pool in Scaling (pulumi-azure-native #579, #4264; review
             # azure.md U3). Ignored, the state's list (the live pools, after the refresh) is what an update
             # sends, and the autoscaler's node counts with it. The System pool is changed as the docs say:
-            # in Azure, then refreshed (docs/operations.md, "Grow or shrink a node pool").
+            # in Azure, then refreshed (docs/operations.md, "Grow or shrink a node pool"); a plan warns of an
+            # edit not yet made there (node_pools.warn_system_pool_drift).
             # The KMS key version is moved by the operator's rotation runbook only (docs/operations.md,
             # "Rotate keys"): `az aks update` with the new version, then every Secret rewritten, as AKS
             # asks ("Remember to update all secrets after key rotation", use-kms-etcd-encryption, Rotate

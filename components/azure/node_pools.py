@@ -19,10 +19,16 @@ workloads run on the System pool (a single-CPU-pool SMB stack) leaves it untaint
 
 AKS runs one operation on a cluster's agent pools at a time and refuses a second with
 ``OperationNotAllowed`` (REFERENCE.md): the User pools are created one after another.
+
+The cluster ignores its inline ``agentPoolProfiles`` after creation (cluster.py), so an edit of the System
+pool's config entry changes nothing in Azure. ``warn_system_pool_drift`` says so at every plan: it reads
+the live System pool (azure-native ``containerservice.get_agent_pool``) and warns, in one line naming the
+stack key and the command, where the stack file declares something the pool does not have.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +38,7 @@ from pulumi_azure_native import containerservice
 from components.azure import naming
 from components.azure.scope import AzureScope
 from components.azure.zones import pool_zones
-from components.config import AZURE_DUTY_CYCLE_TAG, NodePoolConfig, PlatformConfig
+from components.config import AZURE_DUTY_CYCLE_TAG, PLATFORM_KEY, PROJECT, NodePoolConfig, PlatformConfig
 from components.handle import GPU_TAINT_KEY, POOL_LABEL, Fabric, PoolHandle, PoolKind, Taint
 
 # AKS's GPU taint value (Azure/aks-rdma-infiniband, REFERENCE.md); tolerations match the key only.
@@ -141,6 +147,91 @@ def system_pool_profile(config: PlatformConfig, subnet_id: pulumi.Input[str]) ->
         "name": naming.agent_pool_name(pool.name),
         **agent_pool_settings(config, pool, system=True, subnet_id=subnet_id),
     }
+
+
+# How ``az aks nodepool update`` sets each group of a pool's properties, from the declared settings.
+_UPDATE_FLAGS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "autoscaler": lambda d: (
+        f"--update-cluster-autoscaler --min-count {d['min_count']} --max-count {d['max_count']}"
+    ),
+    # An empty value clears the pool's labels or taints.
+    "labels": lambda d: (
+        "--labels " + (" ".join(f"{k}={v}" for k, v in sorted(d["node_labels"].items())) or '""')
+    ),
+    "taints": lambda d: "--node-taints " + (",".join(d["node_taints"]) or '""'),
+}
+# The System pool's properties an edit of its config entry changes: ``agent_pool_settings``' key (also the
+# attribute ``get_agent_pool`` returns), the stack key that sets it, and the ``_UPDATE_FLAGS`` group that
+# changes it on the live pool. AKS updates a pool's autoscaler bounds, node labels and node taints in
+# place (Update-AzAksNodePool, Azure PowerShell reference: MinCount, MaxCount, NodeLabel, NodeTaint); its
+# VM size, OS disk size and zones are not among them and change only by a new pool (None). The taints
+# follow from where workloads run (``pool_taints``), not from a key of the pool.
+_SYSTEM_POOL_EDITS: tuple[tuple[str, str, str | None], ...] = (
+    ("min_count", "minSize", "autoscaler"),
+    ("max_count", "maxSize", "autoscaler"),
+    ("node_labels", "labels", "labels"),
+    ("node_taints", "taints (workloads.*.pool)", "taints"),
+    ("vm_size", "instanceType", None),
+    ("os_disk_size_gb", "diskSizeGib", None),
+    ("availability_zones", "azure.poolZones", None),
+)
+
+
+def _normal(value: Any) -> Any:
+    """A property as compared: unset and empty alike, lists in any order."""
+    if value is None or value in ([], {}):
+        return None
+    return sorted(value) if isinstance(value, list) else value
+
+
+def system_pool_drift(config: PlatformConfig, live: Any) -> str | None:
+    """The warning for a live System pool (``get_agent_pool``'s result) that lacks what the stack file
+    declares for it, or None."""
+    pool = system_pool(config)
+    declared = agent_pool_settings(config, pool, system=True, subnet_id="")
+    differ = [
+        (key, stack_key, group)
+        for key, stack_key, group in _SYSTEM_POOL_EDITS
+        if _normal(declared.get(key)) != _normal(getattr(live, key, None))
+    ]
+    if not differ:
+        return None
+    name = naming.agent_pool_name(pool.name)
+    edits = ", ".join(
+        f"{stack_key} {declared.get(key)!r} (AKS has {getattr(live, key, None)!r})"
+        for key, stack_key, _ in differ
+    )
+    line = (
+        f"{PLATFORM_KEY}.nodePools[{config.node_pools.index(pool)}] ({pool.name}, the AKS System pool "
+        f"{name}): the stack file sets {edits}, which `pulumi up` does not apply to the System pool "
+        "(docs/operations.md, 'Grow or shrink a node pool')"
+    )
+    if groups := list(dict.fromkeys(group for _, _, group in differ if group is not None)):
+        flags = " ".join(_UPDATE_FLAGS[group](declared) for group in groups)
+        line += (
+            f"; run `az aks nodepool update --resource-group {PROJECT}-{config.stack_name} --cluster-name "
+            f"{config.stack_name} --name {name} {flags}`"
+        )
+    if new := [stack_key for _, stack_key, group in differ if group is None]:
+        line += f"; {', '.join(new)} change only by a new System pool (`az aks nodepool add --mode System`)"
+    return line
+
+
+def warn_system_pool_drift(config: PlatformConfig, parent: pulumi.Resource) -> None:
+    """Warn (``system_pool_drift``) where the stack's live System pool differs from its config entry. The
+    lookup fails where the cluster does not exist yet (a new stack: nothing to compare), and where the
+    deployer may not read it: then nothing is said."""
+    try:
+        live = containerservice.get_agent_pool(
+            agent_pool_name=naming.agent_pool_name(system_pool(config).name),
+            resource_group_name=f"{PROJECT}-{config.stack_name}",
+            resource_name=config.stack_name,
+            opts=pulumi.InvokeOptions(parent=parent),
+        )
+    except Exception:  # the provider's lookup error: no such pool (or no read right on it)
+        return
+    if message := system_pool_drift(config, live):
+        pulumi.log.warn(message, resource=parent)
 
 
 def agent_pool_names(config: PlatformConfig) -> dict[str, str]:

@@ -42,6 +42,7 @@ from components.azure.node_pools import (
     pool_handle,
     pools_summary,
     system_pool_profile,
+    warn_system_pool_drift,
 )
 from components.azure.registry import AzureRegistry, RegistryArgs
 from components.azure.registry_database import AzureRegistryDatabase, RegistryDatabaseArgs
@@ -84,6 +85,7 @@ class AzurePlatform(pulumi.ComponentResource):
         require_features(config)
         require_zones(config)
         require_version(config)
+        warn_system_pool_drift(config, parent=self)
         self._child = pulumi.ResourceOptions(parent=self)
         scope = self._scope(name, config)
         monthly_budget(f"{name}-budget", scope, self._child)

@@ -33,7 +33,7 @@ import pulumi
 import pytest
 
 from components.config import PLATFORM_KEY
-from mlplatform.mocks import PlanMocks
+from mlplatform.mocks import ExistingAccount, PlanMocks
 from mlplatform.plan import Plan
 from tests.components.aws.aws_plan_support import build_platform, parse
 from tests.stack_variants import cloud_only, input_diff, plan_config, template
@@ -110,10 +110,12 @@ def test_the_stores_that_cannot_move_stay_on_the_first_key(before_after: tuple[P
 
 
 class _Recording(PlanMocks):
-    """An account holding ``existing_aliases``, recording what the program registers."""
+    """An account holding ``aliases``, recording what the program registers."""
 
     def __init__(self, aliases: set[str]) -> None:
-        super().__init__(aws_region="me-central-1", azure_location="", existing_aliases=frozenset(aliases))
+        super().__init__(
+            aws_region="me-central-1", azure_location="", existing=ExistingAccount(aliases=frozenset(aliases))
+        )
         self.created: list[str] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:

@@ -12,12 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
 from mlplatform.graph import PlannedResource
+from mlplatform.mocks import ExistingAccount, PlanMocks
 from mlplatform.plan import Plan
 from mlplatform.report import as_applied, kubernetes_objects
+from tests.components.aws.aws_plan_support import build_platform, parse
+from tests.components.test_day2_refresh import day2_updates
 from tests.stack_variants import cloud_only, one, plan_config, template
 
 RDS = "aws:rds/instance:Instance"
@@ -143,38 +147,139 @@ def test_the_stack_makes_the_databases_log_groups_before_it(cloud_plan: Callable
         assert group.urn in db.dependencies and group.protect and group.import_id is None
 
 
+STACK = "aws-enterprise-prod"
+ADOPTED = f"{STACK}-aws-registry-db-1a2b3c4"
+PREFIX = f"/aws/rds/instance/{ADOPTED}"
+OTHER_STACKS = f"{STACK}-dev-aws-registry-db-9f8e7d6"
+# An account where the stack made its instance before it named it (Pulumi autonamed it: the logical name,
+# a hyphen, 7 random characters) and RDS made the group of the one log it published; beside it, what the
+# lookup must pass over: another stack's autonamed instance (its name starts with this stack's) and its
+# group, and a MySQL instance whose identifier looks like this stack's.
+MADE_BEFORE = ExistingAccount(
+    databases={ADOPTED: "postgres", OTHER_STACKS: "postgres", f"{STACK}-aws-registry-db-0d1e2f3": "mysql"},
+    log_groups=frozenset({f"{PREFIX}/postgresql", f"/aws/rds/instance/{OTHER_STACKS}/postgresql"}),
+)
+
+
+def _registry_config(**registry: Any) -> dict[str, Any]:
+    config = cloud_only(template(STACK))
+    config[PLATFORM_KEY]["workloads"]["registry"] = {
+        **config[PLATFORM_KEY]["workloads"].get("registry", {}),
+        **registry,
+    }
+    return config
+
+
+@pytest.fixture(scope="module")
+def adopted_by_hand(tmp_path_factory: pytest.TempPathFactory) -> Plan:
+    """The database named in ``adoptDatabase``, in a fresh account (nothing is looked up)."""
+    config = _registry_config(adoptDatabase={"identifier": ADOPTED, "importLogGroups": ["postgresql"]})
+    return plan_config(config, tmp_path_factory.mktemp("by-hand"), STACK)
+
+
+@pytest.fixture(scope="module")
+def found(tmp_path_factory: pytest.TempPathFactory) -> Plan:
+    """The same stack upgraded with no hand edit, in the account it was made in."""
+    return plan_config(_registry_config(), tmp_path_factory.mktemp("found"), STACK, existing=MADE_BEFORE)
+
+
 def test_a_database_made_before_adopts_the_groups_rds_made(
-    tmp_path: Path, cloud_plan: Callable[[str], Plan]
+    adopted_by_hand: Plan, cloud_plan: Callable[[str], Plan]
 ) -> None:
     """docs/operations.md, "Adopt the RDS log groups": a stack whose instance was autonamed names it in
     ``workloads.registry.adoptDatabase``; the identifier stays (no rename, no replacement), and the first
     `pulumi up` imports the groups RDS made (the import option, id = the group's name: pulumi-aws
     cloudwatch.LogGroup "Import") with the key and retention the engine then applies, and creates the
     others."""
-    adopted = "aws-enterprise-prod-aws-registry-db-1a2b3c4"
-    config = cloud_only(template("aws-enterprise-prod"))
-    # An instance whose groups RDS made for one log only (the upgrade group listed as absent).
-    config[PLATFORM_KEY]["workloads"]["registry"] = {
-        **config[PLATFORM_KEY]["workloads"].get("registry", {}),
-        "adoptDatabase": {"identifier": adopted, "importLogGroups": ["postgresql"]},
-    }
-    plan = plan_config(config, tmp_path, "aws-enterprise-prod")
+    plan = adopted_by_hand
     db = one(plan, RDS, "-registry-db")
     # Nothing else of the instance moves: the update after the import is the two groups' key and
     # retention alone.
-    new = one(cloud_plan("aws-enterprise-prod"), RDS, "-registry-db")
-    assert db.inputs == {**new.inputs, "identifier": adopted}
+    new = one(cloud_plan(STACK), RDS, "-registry-db")
+    assert db.inputs == {**new.inputs, "identifier": ADOPTED}
     groups = _rds_log_groups(plan)
-    prefix = f"/aws/rds/instance/{adopted}"
     assert {name: g.import_id for name, g in groups.items()} == {
-        f"{prefix}/postgresql": f"{prefix}/postgresql",
-        f"{prefix}/upgrade": None,
+        f"{PREFIX}/postgresql": f"{PREFIX}/postgresql",
+        f"{PREFIX}/upgrade": None,
     }
     for group in groups.values():
         assert group.inputs["retentionInDays"] == 365
         assert "kmsKeyId" in group.inputs and group.urn in db.dependencies
     # The plan's JSON carries the option (``importId``), as the pack and the judges read it.
     assert _rds_log_groups(Plan.from_dict(plan.to_dict())) == groups
+
+
+def test_an_existing_stacks_database_is_found_without_a_hand_edit(found: Plan, adopted_by_hand: Plan) -> None:
+    """Issue 38 (day 2): the upgrade of a stack whose instance was autonamed needs no stack key. The program
+    lists the account's PostgreSQL instances (pulumi-aws ``rds.get_instances``, filter ``engine``), keeps
+    the one Pulumi autonamed from this stack's logical name, and imports the groups RDS made for it
+    (``cloudwatch.get_log_groups`` by the instance's prefix): every resource as ``adoptDatabase`` would
+    have it, so the instance is neither renamed nor replaced (prod: a refused replace of a protected
+    resource; dev: the registry's metadata lost)."""
+    by_hand = {r.urn: (r.inputs, r.import_id) for r in adopted_by_hand.resources}
+    assert {r.urn: (r.inputs, r.import_id) for r in found.resources} == by_hand
+    assert one(found, RDS, "-registry-db").inputs["identifier"] == ADOPTED
+
+
+def test_the_update_after_the_adoption_changes_nothing(tmp_path: Path, found: Plan) -> None:
+    """After that `pulumi up` the account also has the upgrade group the stack made; the next plan, after
+    the refresh (tests/components/test_day2_refresh.py), sends no update. Both groups now carry the
+    import option with the id the state holds for them (a log group's id is its name), which the engine
+    treats "like any other resource" (pulumi/pulumi developer-docs/architecture/import.md)."""
+    after = ExistingAccount(
+        databases=MADE_BEFORE.databases, log_groups=MADE_BEFORE.log_groups | {f"{PREFIX}/upgrade"}
+    )
+    second = plan_config(_registry_config(), tmp_path, STACK, existing=after)
+    updates, _ = day2_updates(found, second)
+    assert updates == {}
+    assert {name: g.import_id for name, g in _rds_log_groups(second).items()} == {
+        f"{PREFIX}/{log}": f"{PREFIX}/{log}" for log in ("postgresql", "upgrade")
+    }
+
+
+class _Recording(PlanMocks):
+    """An account holding ``existing``, recording what the program registers."""
+
+    def __init__(self, existing: ExistingAccount) -> None:
+        super().__init__(aws_region="me-central-1", azure_location="", existing=existing)
+        self.created: list[tuple[str, dict[str, Any]]] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.created.append((args.typ, dict(args.inputs)))
+        return super().new_resource(args)
+
+    def identifiers(self) -> list[str]:
+        return [inputs["identifier"] for kind, inputs in self.created if kind == RDS]
+
+
+def _build(existing: ExistingAccount, **registry: Any) -> _Recording:
+    mocks = _Recording(existing)
+    build_platform(parse(_registry_config(**registry), STACK), mocks)
+    return mocks
+
+
+def test_two_databases_the_stack_may_have_made_are_refused_before_anything_is_made() -> None:
+    """Where the lookup cannot choose (a second autonamed instance: one restored beside the first, one a
+    failed update left), one line names the stack key and both, and nothing is registered."""
+    second = f"{STACK}-aws-registry-db-5e6f7a8"
+    account = ExistingAccount(databases={**MADE_BEFORE.databases, second: "postgres"})
+    mocks = _Recording(account)
+    with pytest.raises(pulumi.RunError) as refused:
+        build_platform(parse(_registry_config(), STACK), mocks)
+    assert [kind for kind, _ in mocks.created if not kind.startswith("ml-platform:")] == []
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"{PLATFORM_KEY}.workloads.registry.adoptDatabase: ")
+    assert f"({ADOPTED}, {second})" in message
+    # What the hand edit then chooses is planned.
+    assert _build(account, adoptDatabase={"identifier": second}).identifiers() == [second]
+
+
+def test_a_named_database_is_kept_beside_an_autonamed_one() -> None:
+    """A stack already on ``<stack>-aws-registry`` keeps it, whatever autonamed instance a retained
+    replace left behind; the lookup does not move it back."""
+    account = ExistingAccount(databases={**MADE_BEFORE.databases, f"{STACK}-aws-registry": "postgres"})
+    assert _build(account).identifiers() == [f"{STACK}-aws-registry"]
 
 
 @pytest.mark.parametrize(

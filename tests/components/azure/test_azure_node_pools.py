@@ -4,6 +4,7 @@ and the PoolHandles the Kubernetes layer reads."""
 from __future__ import annotations
 
 import contextvars
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,15 +12,17 @@ from typing import Any
 import httpx
 import pulumi
 import pytest
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
 
 from components.azure import zones
 from components.azure.arm import ArmReader
-from components.azure.node_pools import agent_pool_names, pool_handle, system_pool
+from components.azure.node_pools import agent_pool_names, pool_handle, system_pool, warn_system_pool_drift
 from components.config import PlatformConfig, parse_stack_config
 from components.handle import POOL_LABEL, Fabric, PoolKind, Taint
 from mlplatform.errors import InputError
-from mlplatform.mocks import PlanMocks
-from mlplatform.plan import Plan
+from mlplatform.mocks import ExistingAccount, PlanMocks
+from mlplatform.plan import Plan, ensure_event_loop
 from tests.components.azure.azure_plan_support import PLATFORM
 from tests.stack_variants import cloud_only, one, plan_config, template
 
@@ -226,3 +229,109 @@ def test_every_pool_size_is_checked_in_the_region_and_for_encryption_at_host() -
     assert [p.split(":")[0] for p in problems] == ["node pool 'system'", "node pool 'gpu-ib'"]
     assert "does not support encryption at host" in problems[0]
     assert f"{gpu} is not offered to this subscription in uaenorth" in problems[1]
+
+
+SYSTEM_STACK = "azure-enterprise-prod"
+# The live System pool's ARM path: resource group ml-platform-<stack>, cluster <stack>, pool ``system``.
+SYSTEM_PATH = f"ml-platform-{SYSTEM_STACK}/{SYSTEM_STACK}/system"
+
+
+def _created(cloud_plan: PlanFn) -> dict[str, Any]:
+    """The System pool as the shipped stack created it (the cluster's inline profile), after the autoscaler
+    moved its node count."""
+    (cluster,) = cloud_plan(SYSTEM_STACK).by_type("azure-native:containerservice:ManagedCluster")
+    return {**cluster.inputs["agentPoolProfiles"][0], "count": 4}
+
+
+def _edited(edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    config = cloud_only(template(SYSTEM_STACK))
+    edit(config["ml-platform:platform"])
+    return config
+
+
+def _drift_warnings(config: dict[str, Any], pools: dict[str, Any]) -> list[str]:
+    """What ``warn_system_pool_drift`` logs for ``config`` in a subscription holding ``pools``."""
+    warnings: list[str] = []
+
+    class Lines(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            warnings.append(record.getMessage())
+
+    logger = logging.Logger("drift")
+    logger.addHandler(Lines(logging.WARNING))
+    parsed = parse_stack_config(config, SYSTEM_STACK)
+
+    def run() -> None:
+        ensure_event_loop()
+        mocks = PlanMocks("", "uaenorth", existing=ExistingAccount(agent_pools=pools))
+        pulumi.runtime.set_mocks(
+            mocks, project="ml-platform", stack=SYSTEM_STACK, preview=True, logger=logger
+        )
+
+        def program() -> None:
+            warn_system_pool_drift(parsed, pulumi.ComponentResource("test:index:Parent", "parent"))
+
+        _sync_await(run_pulumi_func(program))
+
+    contextvars.Context().run(run)
+    return warnings
+
+
+def test_an_unedited_or_new_system_pool_is_not_warned_about(cloud_plan: PlanFn) -> None:
+    """A new stack (no pool to read: ARM's 404) and one whose System pool is as created, at whatever node
+    count the autoscaler chose, plan with no warning."""
+    config = cloud_only(template(SYSTEM_STACK))
+    assert _drift_warnings(config, {}) == []
+    assert _drift_warnings(config, {SYSTEM_PATH: _created(cloud_plan)}) == []
+
+
+def test_an_edit_of_the_system_pool_is_warned_with_the_command_that_applies_it(
+    tmp_path: Path, cloud_plan: PlanFn
+) -> None:
+    """The cluster ignores ``agentPoolProfiles`` (creation-only, azure-native ManagedCluster docs), so an
+    edit of the System pool's bounds and labels plans no change: a silent no-op. The plan says so in one
+    line naming the stack key and the ``az aks nodepool update`` that applies it (Update-AzAksNodePool,
+    Azure PowerShell reference: MinCount, MaxCount, NodeLabel are updated in place)."""
+
+    def edit(platform: dict[str, Any]) -> None:
+        platform["nodePools"][0].update(minSize=4, maxSize=8, labels={"team": "core"})
+
+    plan = plan_config(
+        _edited(edit),
+        tmp_path,
+        SYSTEM_STACK,
+        existing=ExistingAccount(agent_pools={SYSTEM_PATH: _created(cloud_plan)}),
+    )
+    (cluster,) = plan.by_type("azure-native:containerservice:ManagedCluster")
+    assert "agentPoolProfiles" in cluster.ignore_changes
+    [line] = [w for w in plan.warnings if "nodePools" in w]
+    assert line.startswith("ml-platform:platform.nodePools[0] (system, the AKS System pool system): ")
+    assert "minSize 4 (AKS has 3), maxSize 8 (AKS has 5), labels" in line
+    assert line.endswith(
+        f"; run `az aks nodepool update --resource-group ml-platform-{SYSTEM_STACK} --cluster-name "
+        f"{SYSTEM_STACK} --name system --update-cluster-autoscaler --min-count 4 --max-count 8 "
+        "--labels ml-platform/pool=system team=core`"
+    )
+
+
+def test_what_aks_cannot_change_in_place_is_warned_as_a_new_pool(cloud_plan: PlanFn) -> None:
+    """A VM size is not among Update-AzAksNodePool's parameters: a new System pool, no update command. A
+    taint follows from where workloads run: moving training onto the System pool drops its
+    CriticalAddonsOnly taint, which ``--node-taints ""`` clears."""
+
+    def resize(platform: dict[str, Any]) -> None:
+        platform["nodePools"][0]["instanceType"] = "Standard_D16s_v5"
+
+    [line] = _drift_warnings(_edited(resize), {SYSTEM_PATH: _created(cloud_plan)})
+    assert "instanceType 'Standard_D16s_v5' (AKS has 'Standard_D8s_v5')" in line
+    assert line.endswith(
+        "; instanceType change only by a new System pool (`az aks nodepool add --mode System`)"
+    )
+    assert "az aks nodepool update" not in line
+
+    def train_on_system(platform: dict[str, Any]) -> None:
+        platform["workloads"]["training"]["pool"] = "system"
+
+    [line] = _drift_warnings(_edited(train_on_system), {SYSTEM_PATH: _created(cloud_plan)})
+    assert "taints (workloads.*.pool) [] (AKS has ['CriticalAddonsOnly=true:NoSchedule'])" in line
+    assert line.endswith('--name system --node-taints ""`')
