@@ -290,15 +290,19 @@ def provenance_predicate(repository: str, dockerfile: Path, target: ImageTarget 
 def attest_and_sign(ref: str, key: str, provenance: str, password_command: str) -> str:
     """The deployer's commands for one pushed image ``ref`` (``<repo>:<tag>@sha256:...``), with the
     registry password ``password_command`` prints: Syft's SPDX SBOM of the image as the registry holds
-    it, cosign attestations of it and of the provenance, and a cosign signature, all with ``key`` and as
-    OCI 1.1 referrers of the digest (cosign ``--registry-referrers-mode=oci-1-1``, experimental:
-    ``COSIGN_EXPERIMENTAL=1``; the new bundle format stores attestations as referrers too,
-    sigstore/docs#411)."""
+    it and cosign attestations of it and of the provenance, with ``key`` in the new bundle format as OCI
+    1.1 referrers of the digest (cosign ``--registry-referrers-mode=oci-1-1``, experimental:
+    ``COSIGN_EXPERIMENTAL=1``; sigstore/docs#411); and a cosign signature in the legacy format, the one
+    the admission verifier checks with a key (components/kubernetes/image_verification.py), stored as
+    cosign's ``sha256-<digest>.sig`` tag. That tag is written once per digest: a rerun finds the signature
+    verifying and signs no second time (ECR's immutable tags would refuse the appended one)."""
+    login = '--registry-username "$REGISTRY_USERNAME" --registry-password "$REGISTRY_PASSWORD"'
+    quoted_key = shlex.quote(key)
     cosign = (
-        f"--yes --key {shlex.quote(key)} --tlog-upload=false --new-bundle-format "
-        "--registry-referrers-mode=oci-1-1 "
-        '--registry-username "$REGISTRY_USERNAME" --registry-password "$REGISTRY_PASSWORD"'
+        f"--yes --key {quoted_key} --tlog-upload=false --new-bundle-format "
+        f"--registry-referrers-mode=oci-1-1 {login}"
     )
+    legacy = f"--key {quoted_key} --new-bundle-format=false {login}"
     image = shlex.quote(ref)
     return "\n".join(
         [
@@ -310,7 +314,8 @@ def attest_and_sign(ref: str, key: str, provenance: str, password_command: str) 
             f'printf %s {shlex.quote(provenance)} > "$work/provenance.json"',
             f'cosign attest {cosign} --type spdxjson --predicate "$work/sbom.spdx.json" {image}',
             f'cosign attest {cosign} --type slsaprovenance1 --predicate "$work/provenance.json" {image}',
-            f"cosign sign {cosign} {image}",
+            f"cosign verify {legacy} --insecure-ignore-tlog=true {image} > /dev/null 2>&1"
+            f" || cosign sign --yes --tlog-upload=false {legacy} {image}",
         ]
     )
 

@@ -26,6 +26,7 @@ from judges import (
     references,
     runtime,
     scheduling,
+    signatures,
     sqlite,
     storage,
     stores,
@@ -95,6 +96,12 @@ JUDGES: tuple[Judge, ...] = (
         (storage.POLICY,),
         lambda c: storage.judge_shared_volume_owners(c.objects),
         "writers of shared volumes may write their root",
+    ),
+    Judge(
+        "image-signatures",
+        (signatures.POLICY,),
+        lambda c: signatures.judge_signatures(c.objects, c.unseen),
+        "every image a guarded namespace runs is verified at admission against a signing key",
     ),
     Judge(
         "hook-jobs",

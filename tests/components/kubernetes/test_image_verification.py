@@ -1,0 +1,78 @@
+"""Signature verification at admission (components/kubernetes/image_verification.py), on the shipped
+stacks' plans and judged by judges/signatures.py.
+
+Rules and their sources (sigstore/policy-controller v0.13.1, the app of chart 0.10.6):
+- ``ClusterImagePolicy`` ``key.kms`` takes cosign's KMS URIs (``awskms://``, ``azurekms://``;
+  ``pkg/apis/policy/v1beta1/clusterimagepolicy_validation.go``); a key authority without ``ctlog`` skips
+  the transparency log (``pkg/webhook/validator.go`` ``checkOptsFromAuthority``).
+- The webhook sees only namespaces labelled ``policy.sigstore.dev/include: "true"`` (README, "Enable
+  policy-controller Admission Controller for Namespaces"); an image no policy matches is refused under
+  ``no-match-policy: deny`` (``pkg/config/store.go``).
+- Globs: ``**`` any characters, ``*`` any but ``/`` (``pkg/apis/glob/glob.go``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from components.kubernetes.image_admission import LABEL
+from components.kubernetes.image_verification import INCLUDE_LABEL, POLICY, signature_policy
+from judges.kube import pods
+from judges.signatures import WEBHOOK, glob_pattern, judge_signatures
+from mlplatform.plan import Plan
+from mlplatform.report import kubernetes_objects
+
+STACKS = ["aws-smb-dev", "azure-enterprise-prod"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_stack_verifies_its_images_against_its_own_signing_key(
+    planned: Callable[[str], Plan], stack: str
+) -> None:
+    plan = planned(stack)
+    objects = kubernetes_objects(plan)
+    [policy] = [o for o in objects if o["kind"] == "ClusterImagePolicy"]
+    assert policy["metadata"]["name"] == POLICY and policy["spec"]["mode"] == "enforce"
+    # The key operators verify with (stack output imageSigningKey) is the one admission verifies with.
+    assert policy["spec"]["authorities"] == [
+        {"name": "stack-signing-key", "key": {"kms": plan.outputs["imageSigningKey"]}}
+    ]
+    [glob] = [g["glob"] for g in policy["spec"]["images"]]
+    # Every namespace the image policy denies in is one the verifier's webhook sees; no other.
+    namespaces = {o["metadata"]["name"]: o["metadata"]["labels"] for o in objects if o["kind"] == "Namespace"}
+    guarded = {n for n, labels in namespaces.items() if labels[LABEL] == "deny"}
+    # Every image those namespaces run lies under the policy's glob.
+    images = {str(c["image"]) for pod in pods(objects) if pod.namespace in guarded for c in pod.containers()}
+    assert images and all(glob_pattern(glob).match(i) for i in images), images
+    assert guarded and guarded == {
+        n for n, labels in namespaces.items() if labels.get(INCLUDE_LABEL) == "true"
+    }
+    webhooks = [
+        w
+        for o in objects
+        if o["kind"] == "ValidatingWebhookConfiguration"
+        for w in o["webhooks"]
+        if w["name"] == WEBHOOK
+    ]
+    assert [w["failurePolicy"] for w in webhooks] == ["Fail"]
+    assert judge_signatures(objects) == []
+
+
+def test_the_policy_refuses_a_key_cosign_cannot_name() -> None:
+    with pytest.raises(ValueError, match="not a cosign KMS key"):
+        signature_policy("example.azurecr.io", "https://vault.example/keys/image-signing")
+
+
+@pytest.mark.parametrize(
+    ("glob", "image", "matches"),
+    [
+        ("r.example/stack/**", "r.example/stack/ml-platform/trainer:abc@sha256:" + "0" * 64, True),
+        ("r.example/stack/*", "r.example/stack/ml-platform/trainer", False),
+        ("r.example/stack/**", "r.example/stackX/trainer", False),
+        ("r.example/stack/**", "rXexample/stack/trainer", False),
+    ],
+)
+def test_globs_match_as_policy_controller_compiles_them(glob: str, image: str, matches: bool) -> None:
+    assert bool(glob_pattern(glob).match(image)) is matches
