@@ -174,17 +174,18 @@ class StackImages(pulumi.ComponentResource):
         self._name, self._handle = name, handle
         training, inference = config.workloads.training, config.workloads.inference
         refs: dict[ImageTarget, pulumi.Input[str]] = {}
+        # A named training image serves every target it was built for (config checks its imageTarget).
+        named = (
+            self._sign(TRAINER_REPOSITORY, f"{handle.registry}/{training.image}")
+            if training is not None and training.image is not None and training_targets(handle, config)
+            else None
+        )
         for target in training_targets(handle, config):
-            assert training is not None, "targets come from an enabled training workload"
-            refs[target] = (
-                f"{handle.registry}/{training.image}"
-                if training.image is not None
-                else self._build(TRAINER_REPOSITORY, TRAINING_DOCKERFILE, target)
-            )
+            refs[target] = named or self._build(TRAINER_REPOSITORY, TRAINING_DOCKERFILE, target)
         inference_ref: pulumi.Input[str] | None = None
         if inference is not None and inference.enabled:
             inference_ref = (
-                f"{handle.registry}/{inference.image}"
+                self._sign(INFERENCE_REPOSITORY, f"{handle.registry}/{inference.image}")
                 if inference.image is not None
                 else self._build(INFERENCE_REPOSITORY, INFERENCE_DOCKERFILE, None)
             )
@@ -192,12 +193,34 @@ class StackImages(pulumi.ComponentResource):
         registry_ref: pulumi.Input[str] | None = None
         if registry.enabled:
             registry_ref = (
-                f"{handle.registry}/{registry.image}"
+                self._sign(REGISTRY_REPOSITORY, f"{handle.registry}/{registry.image}")
                 if registry.image is not None
                 else self._build(REGISTRY_REPOSITORY, REGISTRY_DOCKERFILE, None)
             )
         self.images = WorkloadImages(refs, inference_ref, registry_ref)
         self.register_outputs({"training": dict(refs), "inference": inference_ref, "registry": registry_ref})
+
+    def _sign(self, repository: str, ref: str) -> str:
+        """A named image (``workloads.<name>.image``), signed with the stack's key once per digest."""
+        login = self._signing_login()
+        assert login.signing is not None and login.password_command is not None
+        local.Command(
+            f"{self._name}-{repository.rsplit('/', 1)[-1]}-sign",
+            create=pulumi.Output.all(login.signing.key, login.password_command).apply(
+                lambda a: sign_named(ref, a[0], a[1])
+            ),
+            triggers=[ref],
+            environment={"REGISTRY_USERNAME": login.username},
+            interpreter=["/bin/bash", "-c"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(login.signing.ready)),
+        )
+        return ref
+
+    def _signing_login(self) -> RegistryLogin:
+        login = self._handle.registry_login
+        if login is None or login.signing is None or login.password_command is None:
+            raise ValueError(f"{self._handle.name}: the cloud adapter gave no key to sign its images with")
+        return login
 
     def _build(self, repository: str, dockerfile: Path, target: ImageTarget | None) -> pulumi.Output[str]:
         login = self._handle.registry_login
@@ -296,13 +319,10 @@ def attest_and_sign(ref: str, key: str, provenance: str, password_command: str) 
     the admission verifier checks with a key (components/kubernetes/image_verification.py), stored as
     cosign's ``sha256-<digest>.sig`` tag. That tag is written once per digest: a rerun finds the signature
     verifying and signs no second time (ECR's immutable tags would refuse the appended one)."""
-    login = '--registry-username "$REGISTRY_USERNAME" --registry-password "$REGISTRY_PASSWORD"'
-    quoted_key = shlex.quote(key)
     cosign = (
-        f"--yes --key {quoted_key} --tlog-upload=false --new-bundle-format "
-        f"--registry-referrers-mode=oci-1-1 {login}"
+        f"--yes --key {shlex.quote(key)} --tlog-upload=false --new-bundle-format "
+        f"--registry-referrers-mode=oci-1-1 {_REGISTRY_LOGIN}"
     )
-    legacy = f"--key {quoted_key} --new-bundle-format=false {login}"
     image = shlex.quote(ref)
     return "\n".join(
         [
@@ -314,9 +334,30 @@ def attest_and_sign(ref: str, key: str, provenance: str, password_command: str) 
             f'printf %s {shlex.quote(provenance)} > "$work/provenance.json"',
             f'cosign attest {cosign} --type spdxjson --predicate "$work/sbom.spdx.json" {image}',
             f'cosign attest {cosign} --type slsaprovenance1 --predicate "$work/provenance.json" {image}',
-            f"cosign verify {legacy} --insecure-ignore-tlog=true {image} > /dev/null 2>&1"
-            f" || cosign sign --yes --tlog-upload=false {legacy} {image}",
+            _sign_once(ref, key),
         ]
+    )
+
+
+_REGISTRY_LOGIN = '--registry-username "$REGISTRY_USERNAME" --registry-password "$REGISTRY_PASSWORD"'
+
+
+def _sign_once(ref: str, key: str) -> str:
+    """cosign's legacy signature of ``ref`` with ``key``, unless one by that key verifies already."""
+    legacy = f"--key {shlex.quote(key)} --new-bundle-format=false {_REGISTRY_LOGIN}"
+    image = shlex.quote(ref)
+    return (
+        f"cosign verify {legacy} --insecure-ignore-tlog=true {image} > /dev/null 2>&1"
+        f" || cosign sign --yes --tlog-upload=false {legacy} {image}"
+    )
+
+
+def sign_named(ref: str, key: str, password_command: str) -> str:
+    """The deployer's commands for an image the stack names by digest instead of building: the stack
+    vouches for it with its key, so the admission verifier admits it (its SBOM and provenance are its
+    builder's to attest)."""
+    return "\n".join(
+        ["set -euo pipefail", f'REGISTRY_PASSWORD="$({password_command})"', _sign_once(ref, key)]
     )
 
 
