@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.catalog.aws import eks_image_registry
-from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind
+from components.handle import IMAGE_VERIFIER_KEY, Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind
 from components.kubernetes import image_verification, kueue
 from components.kubernetes.charts import ChartPin, pin
 from components.kubernetes.objects import MANAGED_BY, Object
@@ -302,7 +302,7 @@ def verifier_chart(handle: ClusterHandle) -> Chart:
         release=image_verification.RELEASE,
         pin=pin("policy-controller", handle.kubernetes_version),
         namespace=image_verification.NAMESPACE,
-        values=image_verification.chart_values(handle.identities.get(image_verification.IDENTITY, {})),
+        values=image_verification.chart_values(handle.identities.get(IMAGE_VERIFIER_KEY, {})),
         api_server_backend=ApiServerBackend(
             image_verification.WEBHOOK_SELECTOR, image_verification.WEBHOOK_PORTS
         ),

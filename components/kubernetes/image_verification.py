@@ -28,9 +28,10 @@ from collections.abc import Mapping
 
 import pulumi
 
+from components.handle import IMAGE_VERIFIER
 from components.kubernetes.objects import MANAGED_BY, Object
 
-NAMESPACE = "cosign-system"
+NAMESPACE = IMAGE_VERIFIER.namespace
 RELEASE = "policy-controller"
 POLICY = "ml-platform-signed-images"
 # The chart's webhook.namespaceSelector matches this label "In ['true']".
@@ -39,11 +40,6 @@ INCLUDE_LABEL = "policy.sigstore.dev/include"
 # port its Service targets (``https``, 8443).
 WEBHOOK_SELECTOR = {"control-plane": f"{RELEASE}-webhook"}
 WEBHOOK_PORTS = (8443,)
-# The service account the chart creates for the webhook (``webhook.serviceAccount.name`` empty: the
-# release's full name and "-webhook"); it resolves the KMS key, so it carries the cloud identity.
-SERVICE_ACCOUNT = f"{RELEASE}-webhook"
-# handle.identities key of the webhook's cloud identity (IRSA role / workload identity).
-IDENTITY = "image-verifier"
 KMS_PREFIXES = ("awskms://", "azurekms://")
 
 

@@ -13,10 +13,12 @@ Rules and their sources (sigstore/policy-controller v0.13.1, the app of chart 0.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
 
+from components.handle import IMAGE_VERIFIER
 from components.kubernetes.image_admission import LABEL
 from components.kubernetes.image_verification import INCLUDE_LABEL, POLICY, signature_policy
 from judges.kube import pods
@@ -76,3 +78,37 @@ def test_the_policy_refuses_a_key_cosign_cannot_name() -> None:
 )
 def test_globs_match_as_policy_controller_compiles_them(glob: str, image: str, matches: bool) -> None:
     assert bool(glob_pattern(glob).match(image)) is matches
+
+
+def test_on_aws_the_webhook_reads_the_signing_keys_public_half_and_nothing_else(
+    planned: Callable[[str], Plan],
+) -> None:
+    """IRSA (EKS user guide, "IAM roles for service accounts"): the role trusts exactly the webhook's
+    account and may GetPublicKey/DescribeKey on the stack's signing key only (AWS KMS API reference,
+    GetPublicKey: cosign's awskms verifier reads the public key and verifies locally)."""
+    plan = planned("aws-smb-dev")
+    [role] = [
+        r for r in plan.resources if r.type == "aws:iam/role:Role" and r.name.endswith("-image-verifier")
+    ]
+    assert f"system:serviceaccount:{IMAGE_VERIFIER.namespace}:{IMAGE_VERIFIER.service_account}" in str(
+        role.inputs["assumeRolePolicy"]
+    )
+    [policy] = [
+        r
+        for r in plan.resources
+        if r.type == "aws:iam/rolePolicy:RolePolicy" and r.name.endswith("-image-verifier")
+    ]
+    [statement] = json.loads(policy.inputs["policy"])["Statement"]
+    assert statement["Action"] == ["kms:GetPublicKey", "kms:DescribeKey"]
+    assert plan.outputs["imageSigningKey"] == f"awskms:///{statement['Resource']}"
+    [account] = [
+        o
+        for o in kubernetes_objects(plan)
+        if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == IMAGE_VERIFIER.service_account
+    ]
+    assert account["metadata"]["namespace"] == IMAGE_VERIFIER.namespace
+    assert (
+        account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"]
+        .split("/")[-1]
+        .startswith(str(role.inputs.get("namePrefix", "")))
+    )
