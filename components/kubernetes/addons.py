@@ -302,7 +302,9 @@ def verifier_chart(handle: ClusterHandle) -> Chart:
         release=image_verification.RELEASE,
         pin=pin("policy-controller", handle.kubernetes_version),
         namespace=image_verification.NAMESPACE,
-        values=image_verification.chart_values(handle.identities.get(IMAGE_VERIFIER_KEY, {})),
+        values=image_verification.chart_values(
+            handle.identities.get(IMAGE_VERIFIER_KEY, {}), handle.pod_labels.get(IMAGE_VERIFIER_KEY, {})
+        ),
         api_server_backend=ApiServerBackend(
             image_verification.WEBHOOK_SELECTOR, image_verification.WEBHOOK_PORTS
         ),

@@ -3,9 +3,10 @@ own key signed every image it runs (compliance review rows V3 and R4).
 
 The verifier is Sigstore's policy-controller (chart ``policy-controller`` 0.10.6, app v0.13.1, its image
 pinned by digest in the chart's values), an admission webhook that verifies cosign signatures against
-``ClusterImagePolicy`` objects. Chosen over Kyverno and Ratify because it does one job, verifies cosign's
-own signatures with the key named the way cosign names it (``awskms://``, ``azurekms://``: the
-ClusterImagePolicy ``key.kms`` field, validated against exactly those prefixes in
+``ClusterImagePolicy`` objects. Chosen over Kyverno and Ratify (docs/images.md says why) because it
+does one job, verifies cosign's own signatures with the key named the way cosign names it
+(``awskms://``, ``azurekms://``: the ClusterImagePolicy ``key.kms`` field, validated against exactly
+those prefixes in
 sigstore/policy-controller ``pkg/apis/policy/v1beta1/clusterimagepolicy_validation.go``), runs the same
 on EKS and AKS, and is enforced per namespace by one label.
 
@@ -24,6 +25,7 @@ too (``no-match-policy: deny``, sigstore/policy-controller ``pkg/config/store.go
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import pulumi
@@ -43,11 +45,16 @@ WEBHOOK_PORTS = (8443,)
 KMS_PREFIXES = ("awskms://", "azurekms://")
 
 
-def chart_values(identity: Mapping[str, pulumi.Input[str]]) -> dict[str, object]:
+def chart_values(
+    identity: Mapping[str, pulumi.Input[str]], pod_labels: Mapping[str, str]
+) -> dict[str, object]:
     """The release's values: images no policy matches are refused; the webhook's account bears the
     cloud identity that reads the signing key's public half; and what Pod Security "restricted" needs of
     its containers (the chart's ``podSecurityContext`` is the container's, its ``securityContext`` the
-    pod's: templates/webhook/deployment_webhook.yaml)."""
+    pod's: templates/webhook/deployment_webhook.yaml). ``pod_labels``: what the identity needs on the pods
+    (AKS workload identity's ``azure.workload.identity/use``), as the chart's ``customLabels``, which its
+    templates write unquoted (``{{ $key }}: {{ $value }}``, templates/_helpers.tpl): each value is quoted
+    here, or ``"true"`` would be parsed as a boolean label the API server refuses."""
     restricted = {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -67,6 +74,7 @@ def chart_values(identity: Mapping[str, pulumi.Input[str]]) -> dict[str, object]
             # Its failurePolicy is Fail: with one replica, a drain of its node stops every pod creation
             # in the guarded namespaces until it is back. Two, spread over nodes by the chart's affinity.
             "replicaCount": 2,
+            "customLabels": {key: json.dumps(value) for key, value in pod_labels.items()},
             "configData": {"no-match-policy": "deny"},
             "serviceAccount": {"annotations": dict(identity)},
             "securityContext": {

@@ -112,3 +112,41 @@ def test_on_aws_the_webhook_reads_the_signing_keys_public_half_and_nothing_else(
         .split("/")[-1]
         .startswith(str(role.inputs.get("namePrefix", "")))
     )
+
+
+def test_on_azure_the_webhook_reads_the_signing_key_through_its_workload_identity(
+    planned: Callable[[str], Plan],
+) -> None:
+    """AKS workload identity (learn.microsoft.com/azure/aks/workload-identity-deploy-cluster): a federated
+    credential for exactly the webhook's account, the client-id annotation on it and the
+    ``azure.workload.identity/use`` label on its pods, as a string; the grant on the one signing key."""
+    plan = planned("azure-enterprise-prod")
+    [credential] = [
+        r
+        for r in plan.resources
+        if r.type == "azure-native:managedidentity:FederatedIdentityCredential"
+        and "-image-verifier-" in r.name
+    ]
+    assert credential.inputs["subject"] == IMAGE_VERIFIER.subject
+    [grant] = [
+        r
+        for r in plan.resources
+        if r.type == "azure-native:authorization:RoleAssignment"
+        and r.name.endswith("-image-verifier-identity-signing-key-read")
+    ]
+    assert grant.inputs["scope"].endswith("/keys/image-signing")
+    # Key Vault Crypto Service Encryption User: key read (its wrap/unwrap do not apply to a sign/verify key).
+    assert grant.inputs["roleDefinitionId"].endswith("/e147488a-f6f5-4113-8e2d-b22465e65bf6")
+    objects = kubernetes_objects(plan)
+    [account] = [
+        o
+        for o in objects
+        if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == IMAGE_VERIFIER.service_account
+    ]
+    assert account["metadata"]["annotations"]["azure.workload.identity/client-id"]
+    [webhook] = [
+        o
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"]["namespace"] == IMAGE_VERIFIER.namespace
+    ]
+    assert webhook["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
