@@ -200,11 +200,11 @@ class StackImages(pulumi.ComponentResource):
         self.images = WorkloadImages(refs, inference_ref, registry_ref)
         self.register_outputs({"training": dict(refs), "inference": inference_ref, "registry": registry_ref})
 
-    def _sign(self, repository: str, ref: str) -> str:
+    def _sign(self, repository: str, ref: str) -> pulumi.Output[str]:
         """A named image (``workloads.<name>.image``), signed with the stack's key once per digest."""
         login = self._signing_login()
         assert login.signing is not None and login.password_command is not None
-        local.Command(
+        signed = local.Command(
             f"{self._name}-{repository.rsplit('/', 1)[-1]}-sign",
             create=pulumi.Output.all(login.signing.key, login.password_command).apply(
                 lambda a: sign_named(ref, a[0], a[1])
@@ -214,7 +214,8 @@ class StackImages(pulumi.ComponentResource):
             interpreter=["/bin/bash", "-c"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(login.signing.ready)),
         )
-        return ref
+        # The workloads wait for the signature: the admission verifier refuses an unsigned image.
+        return signed.stdout.apply(lambda _: ref)
 
     def _signing_login(self) -> RegistryLogin:
         login = self._handle.registry_login
@@ -268,7 +269,7 @@ class StackImages(pulumi.ComponentResource):
         if login.signing is None or login.password_command is None:
             raise ValueError(f"{self._handle.name}: the cloud adapter gave no key to sign its pushed images")
         provenance = provenance_predicate(repository, dockerfile, target, tag)
-        local.Command(
+        attested = local.Command(
             f"{resource_name}-attest",
             create=pulumi.Output.all(image.ref, login.signing.key, login.password_command).apply(
                 lambda a: attest_and_sign(a[0], a[1], provenance, a[2])
@@ -285,7 +286,8 @@ class StackImages(pulumi.ComponentResource):
             interpreter=["/bin/bash", "-c"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[image, *login.signing.ready]),
         )
-        return image.ref
+        # The workloads wait for the signature: the admission verifier refuses an unsigned image.
+        return pulumi.Output.all(image.ref, attested.stdout).apply(lambda a: str(a[0]))
 
 
 def provenance_predicate(repository: str, dockerfile: Path, target: ImageTarget | None, tag: str) -> str:

@@ -95,6 +95,9 @@ def test_every_built_image_is_attested_and_signed_by_digest_with_the_stacks_key(
         for line in cosign[:2]:
             assert "--registry-referrers-mode=oci-1-1" in line and "--new-bundle-format " in line
         assert key.urn in step.dependencies, "signs once the key exists"
+        # A workload is created only once the image it runs is signed (the admission verifier refuses an
+        # unsigned one: components/kubernetes/image_verification.py).
+        assert any(step.urn in r.dependencies for r in plan.resources if r.type.startswith("kubernetes:"))
         assert step.inputs["triggers"] == [_pushed_image(image.inputs)["digest"]], "a new digest signs again"
         assert step.inputs["environment"]["COSIGN_EXPERIMENTAL"] == "1"
         # Day 2: the registry token changes on every run; read by the command, it is no input to diff on.

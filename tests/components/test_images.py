@@ -217,3 +217,6 @@ def test_a_named_image_is_signed_with_the_stacks_key_and_verified_at_admission(t
     assert sign.inputs["triggers"] == [script.rsplit(" ", 1)[-1]], "a new digest signs again"
     assert not [r for r in plan.resources if r.name.endswith("-trainer-cpu-attest")]
     assert judge_signatures(kubernetes_objects(plan)) == []
+    # The training Job is created only once its image is signed: the verifier refuses it before.
+    [job] = [r for r in plan.resources if r.type == "kubernetes:batch/v1:Job" and "ml-training" in r.name]
+    assert sign.urn in job.dependencies
