@@ -75,6 +75,12 @@ WORKLOAD_IDENTITIES: dict[str, WorkloadIdentity] = {
     # The model registry (MLflow): the only holder of rights on the registry's artifact store.
     "registry": WorkloadIdentity("ml-registry", "registry"),
 }
+# The admission verifier's webhook (Sigstore policy-controller, components/kubernetes/image_verification.py):
+# it reads the public half of the stack's image signing key through the cloud's key service, so the
+# adapters give this account a cloud identity, under ``identities[IMAGE_VERIFIER_KEY]``. The account is
+# the one the chart names for release ``policy-controller`` (its full name and ``-webhook``).
+IMAGE_VERIFIER_KEY = "image-verifier"
+IMAGE_VERIFIER = WorkloadIdentity("cosign-system", "policy-controller-webhook")
 
 
 @dataclass(frozen=True)

@@ -174,17 +174,18 @@ class StackImages(pulumi.ComponentResource):
         self._name, self._handle = name, handle
         training, inference = config.workloads.training, config.workloads.inference
         refs: dict[ImageTarget, pulumi.Input[str]] = {}
+        # A named training image serves every target it was built for (config checks its imageTarget).
+        named = (
+            self._sign(TRAINER_REPOSITORY, f"{handle.registry}/{training.image}")
+            if training is not None and training.image is not None and training_targets(handle, config)
+            else None
+        )
         for target in training_targets(handle, config):
-            assert training is not None, "targets come from an enabled training workload"
-            refs[target] = (
-                f"{handle.registry}/{training.image}"
-                if training.image is not None
-                else self._build(TRAINER_REPOSITORY, TRAINING_DOCKERFILE, target)
-            )
+            refs[target] = named or self._build(TRAINER_REPOSITORY, TRAINING_DOCKERFILE, target)
         inference_ref: pulumi.Input[str] | None = None
         if inference is not None and inference.enabled:
             inference_ref = (
-                f"{handle.registry}/{inference.image}"
+                self._sign(INFERENCE_REPOSITORY, f"{handle.registry}/{inference.image}")
                 if inference.image is not None
                 else self._build(INFERENCE_REPOSITORY, INFERENCE_DOCKERFILE, None)
             )
@@ -192,12 +193,35 @@ class StackImages(pulumi.ComponentResource):
         registry_ref: pulumi.Input[str] | None = None
         if registry.enabled:
             registry_ref = (
-                f"{handle.registry}/{registry.image}"
+                self._sign(REGISTRY_REPOSITORY, f"{handle.registry}/{registry.image}")
                 if registry.image is not None
                 else self._build(REGISTRY_REPOSITORY, REGISTRY_DOCKERFILE, None)
             )
         self.images = WorkloadImages(refs, inference_ref, registry_ref)
         self.register_outputs({"training": dict(refs), "inference": inference_ref, "registry": registry_ref})
+
+    def _sign(self, repository: str, ref: str) -> pulumi.Output[str]:
+        """A named image (``workloads.<name>.image``), signed with the stack's key once per digest."""
+        login = self._signing_login()
+        assert login.signing is not None and login.password_command is not None
+        signed = local.Command(
+            f"{self._name}-{repository.rsplit('/', 1)[-1]}-sign",
+            create=pulumi.Output.all(login.signing.key, login.password_command).apply(
+                lambda a: sign_named(ref, a[0], a[1])
+            ),
+            triggers=[ref],
+            environment={"REGISTRY_USERNAME": login.username},
+            interpreter=["/bin/bash", "-c"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(login.signing.ready)),
+        )
+        # The workloads wait for the signature: the admission verifier refuses an unsigned image.
+        return signed.stdout.apply(lambda _: ref)
+
+    def _signing_login(self) -> RegistryLogin:
+        login = self._handle.registry_login
+        if login is None or login.signing is None or login.password_command is None:
+            raise ValueError(f"{self._handle.name}: the cloud adapter gave no key to sign its images with")
+        return login
 
     def _build(self, repository: str, dockerfile: Path, target: ImageTarget | None) -> pulumi.Output[str]:
         login = self._handle.registry_login
@@ -245,7 +269,7 @@ class StackImages(pulumi.ComponentResource):
         if login.signing is None or login.password_command is None:
             raise ValueError(f"{self._handle.name}: the cloud adapter gave no key to sign its pushed images")
         provenance = provenance_predicate(repository, dockerfile, target, tag)
-        local.Command(
+        attested = local.Command(
             f"{resource_name}-attest",
             create=pulumi.Output.all(image.ref, login.signing.key, login.password_command).apply(
                 lambda a: attest_and_sign(a[0], a[1], provenance, a[2])
@@ -262,7 +286,8 @@ class StackImages(pulumi.ComponentResource):
             interpreter=["/bin/bash", "-c"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[image, *login.signing.ready]),
         )
-        return image.ref
+        # The workloads wait for the signature: the admission verifier refuses an unsigned image.
+        return pulumi.Output.all(image.ref, attested.stdout).apply(lambda a: str(a[0]))
 
 
 def provenance_predicate(repository: str, dockerfile: Path, target: ImageTarget | None, tag: str) -> str:
@@ -290,14 +315,15 @@ def provenance_predicate(repository: str, dockerfile: Path, target: ImageTarget 
 def attest_and_sign(ref: str, key: str, provenance: str, password_command: str) -> str:
     """The deployer's commands for one pushed image ``ref`` (``<repo>:<tag>@sha256:...``), with the
     registry password ``password_command`` prints: Syft's SPDX SBOM of the image as the registry holds
-    it, cosign attestations of it and of the provenance, and a cosign signature, all with ``key`` and as
-    OCI 1.1 referrers of the digest (cosign ``--registry-referrers-mode=oci-1-1``, experimental:
-    ``COSIGN_EXPERIMENTAL=1``; the new bundle format stores attestations as referrers too,
-    sigstore/docs#411)."""
+    it and cosign attestations of it and of the provenance, with ``key`` in the new bundle format as OCI
+    1.1 referrers of the digest (cosign ``--registry-referrers-mode=oci-1-1``, experimental:
+    ``COSIGN_EXPERIMENTAL=1``; sigstore/docs#411); and a cosign signature in the legacy format, the one
+    the admission verifier checks with a key (components/kubernetes/image_verification.py), stored as
+    cosign's ``sha256-<digest>.sig`` tag. That tag is written once per digest: a rerun finds the signature
+    verifying and signs no second time (ECR's immutable tags would refuse the appended one)."""
     cosign = (
         f"--yes --key {shlex.quote(key)} --tlog-upload=false --new-bundle-format "
-        "--registry-referrers-mode=oci-1-1 "
-        '--registry-username "$REGISTRY_USERNAME" --registry-password "$REGISTRY_PASSWORD"'
+        f"--registry-referrers-mode=oci-1-1 {_REGISTRY_LOGIN}"
     )
     image = shlex.quote(ref)
     return "\n".join(
@@ -310,8 +336,30 @@ def attest_and_sign(ref: str, key: str, provenance: str, password_command: str) 
             f'printf %s {shlex.quote(provenance)} > "$work/provenance.json"',
             f'cosign attest {cosign} --type spdxjson --predicate "$work/sbom.spdx.json" {image}',
             f'cosign attest {cosign} --type slsaprovenance1 --predicate "$work/provenance.json" {image}',
-            f"cosign sign {cosign} {image}",
+            _sign_once(ref, key),
         ]
+    )
+
+
+_REGISTRY_LOGIN = '--registry-username "$REGISTRY_USERNAME" --registry-password "$REGISTRY_PASSWORD"'
+
+
+def _sign_once(ref: str, key: str) -> str:
+    """cosign's legacy signature of ``ref`` with ``key``, unless one by that key verifies already."""
+    legacy = f"--key {shlex.quote(key)} --new-bundle-format=false {_REGISTRY_LOGIN}"
+    image = shlex.quote(ref)
+    return (
+        f"cosign verify {legacy} --insecure-ignore-tlog=true {image} > /dev/null 2>&1"
+        f" || cosign sign --yes --tlog-upload=false {legacy} {image}"
+    )
+
+
+def sign_named(ref: str, key: str, password_command: str) -> str:
+    """The deployer's commands for an image the stack names by digest instead of building: the stack
+    vouches for it with its key, so the admission verifier admits it (its SBOM and provenance are its
+    builder's to attest)."""
+    return "\n".join(
+        ["set -euo pipefail", f'REGISTRY_PASSWORD="$({password_command})"', _sign_once(ref, key)]
     )
 
 

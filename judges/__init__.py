@@ -28,6 +28,7 @@ from judges import (
     runtime,
     scheduling,
     secrets_rbac,
+    signatures,
     sqlite,
     storage,
     stores,
@@ -97,6 +98,12 @@ JUDGES: tuple[Judge, ...] = (
         (storage.POLICY,),
         lambda c: storage.judge_shared_volume_owners(c.objects),
         "writers of shared volumes may write their root",
+    ),
+    Judge(
+        "image-signatures",
+        (signatures.POLICY,),
+        lambda c: signatures.judge_signatures(c.objects, c.unseen),
+        "every image a guarded namespace runs is verified at admission against a signing key",
     ),
     Judge(
         "hook-jobs",

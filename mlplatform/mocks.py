@@ -528,6 +528,10 @@ class PlanMocks(pulumi.runtime.Mocks):
             return outputs["id"], {**inputs, **outputs, "location": location}
         if token == "docker-build:index:Image":
             return f"{name}-id", {**inputs, **_pushed_image(inputs)}
+        if token == "command:local:Command":
+            # A command's stdout and stderr exist once it has run (pulumi-command ``Command``); the program
+            # waits on them (components/images.py: workloads after their image's signature).
+            return f"{name}-id", {**inputs, "stdout": "", "stderr": ""}
         if token == "random:index/randomString:RandomString":
             # Lowercase letters and digits of the asked length, stable per logical name.
             length = int(inputs["length"])

@@ -24,6 +24,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from components.images import DOCKERFILES, TRAINING_DOCKERFILE
+from workloads.fabric import IMAGE_TARGETS
+
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / ".github" / "workflows"
 GITLAB = REPO / "ci" / "gitlab-ci.yml"
@@ -59,7 +62,7 @@ def test_actionlint_refuses_a_job_that_needs_a_missing_job(tmp_path: Path) -> No
     text = (
         (WORKFLOWS / "deploy.yml")
         .read_text()
-        .replace("needs: [stacks, preview]", "needs: [stacks, previews]")
+        .replace("needs: [stacks, images, preview]", "needs: [stacks, images, previews]")
     )
     broken.write_text(text)
     done = _lint(broken)
@@ -138,8 +141,58 @@ def test_the_gitlab_template_applies_the_saved_plan_by_hand_in_the_stacks_enviro
     config = yaml.safe_load(GITLAB.read_text())
     up, preview, drift = config["up"], config["preview"], config["drift"]
     assert "--save-plan" in " ".join(preview["script"])
-    assert up["needs"] == [{"job": "preview", "artifacts": True}] and up["environment"]["name"] == "$STACK"
+    assert up["needs"][0] == {"job": "preview", "artifacts": True} and up["environment"]["name"] == "$STACK"
     assert [rule.get("when") for rule in up["rules"]] == ["manual"]
     assert '--plan "out/plan-$STACK.json"' in " ".join(up["script"])
     assert "--preview-only --expect-no-changes" in " ".join(drift["script"])
     assert "CLOUD_ID_TOKEN" in config[".cloud-login"]["id_tokens"]
+
+
+def _builds() -> set[tuple[str, str]]:
+    """Every (Dockerfile, target) `pulumi up` may build (components/images.py)."""
+    training = TRAINING_DOCKERFILE.relative_to(REPO).as_posix()
+    others = {(d.relative_to(REPO).as_posix(), "") for d in DOCKERFILES if d != TRAINING_DOCKERFILE}
+    return {(training, target.value) for target in IMAGE_TARGETS.values()} | others
+
+
+def test_every_image_pulumi_up_builds_is_scanned_and_up_waits_for_the_gate() -> None:
+    """anchore/scan-action README: ``severity-cutoff`` fails at that severity or above, ``only-fixed``
+    reports only vulnerabilities with a fix; grype --fail-on, --only-fixed (cmd/grype/cli/options)."""
+    jobs = _workflow("deploy.yml")["jobs"]
+    images = jobs["images"]
+    assert {(i["dockerfile"], i["target"]) for i in images["strategy"]["matrix"]["image"]} == _builds()
+    [scan] = [s for s in images["steps"] if str(s.get("uses", "")).startswith("anchore/scan-action@")]
+    assert scan["with"]["severity-cutoff"] == "high" and scan["with"]["only-fixed"] == "true"
+    assert scan["with"]["fail-build"] == "true" and scan["with"]["grype-version"]
+    assert "images" in jobs["up"]["needs"]
+    gitlab = yaml.safe_load(GITLAB.read_text())
+    scan_job = gitlab["image-scan"]
+    assert {
+        (dockerfile, target)
+        for cell in scan_job["parallel"]["matrix"]
+        for dockerfile in (
+            cell["DOCKERFILE"] if isinstance(cell["DOCKERFILE"], list) else [cell["DOCKERFILE"]]
+        )
+        for target in (cell["TARGET"] if isinstance(cell["TARGET"], list) else [cell["TARGET"]])
+    } == _builds()
+    assert "--only-fixed --fail-on high" in " ".join(scan_job["script"])
+    assert {"job": "image-scan", "artifacts": False} in gitlab["up"]["needs"]
+
+
+def test_the_up_that_signs_installs_cosign_and_syft_pinned_and_checked() -> None:
+    """The attest step needs both on PATH (docs/images.md). Installers are checked against a sha256
+    before they run; syft's with ``-v`` also verifies its checksums file's signature (its install.sh)."""
+    up = _workflow("deploy.yml")["jobs"]["up"]
+    steps = up["steps"]
+    [cosign] = [s for s in steps if str(s.get("uses", "")).startswith("sigstore/cosign-installer@")]
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", cosign["with"]["cosign-release"])
+    [syft] = [s for s in steps if "install-syft.sh" in str(s.get("run", ""))]
+    assert re.fullmatch(r"[0-9a-f]{64}", syft["env"]["SYFT_INSTALLER_SHA256"])
+    assert re.search(r"/anchore/syft/[0-9a-f]{40}/install.sh$", syft["env"]["SYFT_INSTALLER"])
+    assert "sha256sum --check" in syft["run"] and " -v " in syft["run"]
+    applies = [i for i, s in enumerate(steps) if "pulumi up" in str(s.get("run", ""))]
+    assert steps.index(cosign) < applies[0] and steps.index(syft) < applies[0]
+    gitlab = yaml.safe_load(GITLAB.read_text())
+    script = " ".join(gitlab["up"]["script"])
+    assert script.index("sha256sum -c") < script.index("pulumi up")
+    assert re.fullmatch(r"[0-9a-f]{64}", gitlab["variables"]["COSIGN_SHA256"])

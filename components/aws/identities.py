@@ -189,6 +189,24 @@ def record_writer_policy(
     )
 
 
+def verifier_policy(signing_key_arn: pulumi.Input[str]) -> dict[str, Any]:
+    """What the admission verifier needs of the signing key: its public half (cosign's awskms verifier
+    calls GetPublicKey; DescribeKey reads its spec). Never Sign, and never Verify: verification is local
+    (AWS KMS API reference, GetPublicKey). The key policy delegates ``kms:Get*`` and ``kms:Describe*`` to
+    IAM (components/aws/registry.py ``ADMINISTER_AND_VERIFY``)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ReadImageSigningPublicKey",
+                "Effect": "Allow",
+                "Action": ["kms:GetPublicKey", "kms:DescribeKey"],
+                "Resource": signing_key_arn,
+            }
+        ],
+    }
+
+
 # Short role-name purposes (IAM role names fit 64 characters; iam.role_name_prefix).
 ROLE_PURPOSES = {
     "training": "train",
@@ -197,6 +215,7 @@ ROLE_PURPOSES = {
     "cluster-autoscaler": "ca",
     "rollout": "roll",
     "drift-monitor": "drift",
+    "image-verifier": "verify",
 }
 
 
@@ -213,6 +232,8 @@ class WorkloadIdentitiesArgs:
     registry_database: tuple[pulumi.Input[str], pulumi.Input[str]] | None = None
     # The lifecycle record's bucket, where the stack has one: the rollout's role appends to it.
     record_bucket_arn: pulumi.Input[str] | None = None
+    # The image signing key, where the stack has one: the admission verifier reads its public half.
+    signing_key_arn: pulumi.Input[str] | None = None
 
 
 class WorkloadIdentities(pulumi.ComponentResource):
@@ -241,6 +262,8 @@ class WorkloadIdentities(pulumi.ComponentResource):
             # drift monitor (their events name their own registry identity; the role only lets them in).
             writer = record_writer_policy(args.record_bucket_arn, args.key_arn, region)
             policies |= {"rollout": writer, "drift-monitor": writer}
+        if args.signing_key_arn is not None:
+            policies["image-verifier"] = verifier_policy(args.signing_key_arn)
         self.role_arns: dict[str, pulumi.Output[str]] = {
             key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS if key in policies
         }

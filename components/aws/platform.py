@@ -213,6 +213,7 @@ class AwsPlatform(pulumi.ComponentResource):
                     else None
                 ),
                 record_bucket_arn=self.storage.record_bucket.arn if self.storage.record_bucket else None,
+                signing_key_arn=self.registry.signing_key_arn if self.registry.login is not None else None,
             ),
             self._child,
         )

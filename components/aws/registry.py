@@ -159,6 +159,7 @@ class Registry(pulumi.ComponentResource):
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.signing_key_arn: pulumi.Output[str] = key.arn
         return ImageSigning(key=key.arn.apply(lambda arn: f"awskms:///{arn}"), ready=(key,))
 
 

@@ -8,7 +8,7 @@ the AWS-only additions. The handle's ``identities`` are keyed by ``IRSA_SERVICE_
 
 from __future__ import annotations
 
-from components.handle import WORKLOAD_IDENTITIES, WorkloadIdentity
+from components.handle import IMAGE_VERIFIER, IMAGE_VERIFIER_KEY, WORKLOAD_IDENTITIES, WorkloadIdentity
 
 TRAINING = WORKLOAD_IDENTITIES["training"]
 INFERENCE = WORKLOAD_IDENTITIES["inference"]
@@ -39,6 +39,7 @@ IRSA_SERVICE_ACCOUNTS: dict[str, WorkloadIdentity] = {
     "cluster-autoscaler": CLUSTER_AUTOSCALER,
     "rollout": ROLLOUT,
     "drift-monitor": DRIFT_MONITOR,
+    IMAGE_VERIFIER_KEY: IMAGE_VERIFIER,
 }
 
 # The annotation that binds a service account to an IAM role (EKS user guide, "IAM roles for service

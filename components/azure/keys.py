@@ -444,6 +444,7 @@ class ImageSigningKey(pulumi.ComponentResource):
         uri = pulumi.Output.concat("azurekms://", vault.name, ".vault.azure.net/", SIGNING_KEY_NAME)
         self.signing = ImageSigning(key=uri, ready=(key, endpoint.zone_group))
         self.vault_id: pulumi.Output[str] = vault.id
+        self.key_id: pulumi.Output[str] = key.id
         self.register_outputs({"vaultName": vault.name})
 
 

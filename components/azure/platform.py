@@ -57,6 +57,8 @@ from components.config import PROJECT, EndpointAccess, KeyDomain, PlatformConfig
 from components.handle import (
     API_SERVER_PEER,
     API_SERVER_PORT,
+    IMAGE_VERIFIER,
+    IMAGE_VERIFIER_KEY,
     PUBLIC_NETWORK,
     WORKLOAD_IDENTITIES,
     Cloud,
@@ -145,6 +147,7 @@ class AzurePlatform(pulumi.ComponentResource):
         for what, resource_id in audited.items():
             audit_logs(f"{name}-{what}", scope, resource_id, cluster.workspace_id, self, archive_id=archive)
         identities = self._workload_identities(name, scope, cluster, objects)
+        identities[IMAGE_VERIFIER_KEY] = self._verifier_identity(name, scope, cluster, signing)
         database = self._registry_database(name, scope, network, keys, identities["registry"])
         if database is not None:
             # A flexible server has no audit category group: its server log carries connections and,
@@ -301,6 +304,29 @@ class AzurePlatform(pulumi.ComponentResource):
                 login.identity_name,
                 login.principal_id,
                 scope.config.workloads.registry.database_admins,
+            ),
+            self._child,
+        )
+
+    def _verifier_identity(
+        self, name: str, scope: AzureScope, cluster: AksCluster, signing: ImageSigningKey
+    ) -> FederatedIdentity:
+        """The admission verifier's identity (components/kubernetes/image_verification.py): it reads the
+        signing key's public half (a key read), granted on that one key; the role's wrap and unwrap do
+        nothing on a key whose operations are sign and verify only (keys.py ImageSigningKey)."""
+        return FederatedIdentity(
+            f"{name}-image-verifier-identity",
+            FederatedIdentityArgs(
+                scope,
+                IMAGE_VERIFIER,
+                cluster.oidc_issuer_url,
+                (
+                    Grant(
+                        BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER,
+                        signing.key_id,
+                        "signing-key-read",
+                    ),
+                ),
             ),
             self._child,
         )

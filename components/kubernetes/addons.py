@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.catalog.aws import eks_image_registry
-from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind
-from components.kubernetes import kueue
+from components.handle import IMAGE_VERIFIER_KEY, Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind
+from components.kubernetes import image_verification, kueue
 from components.kubernetes.charts import ChartPin, pin
 from components.kubernetes.objects import MANAGED_BY, Object
 from components.kubernetes.tenancy import JOB_NAME_LABEL, NamespaceSpec, PodSecurity
@@ -292,6 +292,22 @@ def kueue_chart(handle: ClusterHandle) -> Chart:
         namespace=kueue.NAMESPACE,
         values=kueue.chart_values(),
         api_server_backend=ApiServerBackend(kueue.CONTROLLER_SELECTOR, kueue.API_SERVER_PORTS),
+    )
+
+
+def verifier_chart(handle: ClusterHandle) -> Chart:
+    """Sigstore's policy-controller, which verifies image signatures at admission
+    (components/kubernetes/image_verification.py holds the design); the API server calls its webhook."""
+    return Chart(
+        release=image_verification.RELEASE,
+        pin=pin("policy-controller", handle.kubernetes_version),
+        namespace=image_verification.NAMESPACE,
+        values=image_verification.chart_values(
+            handle.identities.get(IMAGE_VERIFIER_KEY, {}), handle.pod_labels.get(IMAGE_VERIFIER_KEY, {})
+        ),
+        api_server_backend=ApiServerBackend(
+            image_verification.WEBHOOK_SELECTOR, image_verification.WEBHOOK_PORTS
+        ),
     )
 
 

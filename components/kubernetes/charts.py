@@ -177,6 +177,19 @@ PINS: tuple[ChartPin, ...] = (
             " is evictable while the other is Ready, and a drain stalls only if both are unready",
         },
     ),
+    # The image-signature verifier (components/kubernetes/image_verification.py); its chart names the
+    # controller's image by digest (values.yaml webhook.image.version).
+    ChartPin(
+        "policy-controller",
+        "0.10.6",
+        "https://sigstore.github.io/helm-charts",
+        "sigstore/helm-charts charts/policy-controller @ policy-controller-0.10.6",
+        exceptions={
+            "PodDisruptionBudget/policy-controller-webhook": "the chart templates no"
+            " unhealthyPodEvictionPolicy (templates/webhook/poddisruptionbudget.yaml); with two replicas and"
+            " minAvailable 1 an unready replica is evictable while the other is Ready",
+        },
+    ),
     ChartPin(
         "kube-prometheus-stack",
         "88.5.3",

@@ -20,7 +20,7 @@ import pulumi_random
 from components.config import PlatformConfig, TeamConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric
 from components.images import WorkloadImages
-from components.kubernetes import kueue, monitoring
+from components.kubernetes import image_verification, kueue, monitoring
 from components.kubernetes.addons import (
     MONITORING_NAMESPACE,
     NETWORK_OPERATOR,
@@ -30,6 +30,7 @@ from components.kubernetes.addons import (
     kueue_chart,
     nic_cluster_policy,
     operator_namespaces,
+    verifier_chart,
 )
 from components.kubernetes.certificates import registry_certificate
 from components.kubernetes.image_admission import image_admission_policy
@@ -97,6 +98,7 @@ class KubernetesLayer(pulumi.ComponentResource):
         queueing = kueue.queueing_enabled(config)
         if queueing:
             charts.append(kueue_chart(handle))
+        charts.append(verifier_chart(handle))
         unguarded = [spec.name for spec in specs if not spec.guarded]
         self._apply(addon_network_policies(charts, unguarded), namespaces)
         # Before any release: a chart's claim that names no class is given the default when created.
@@ -109,6 +111,11 @@ class KubernetesLayer(pulumi.ComponentResource):
             )
         if NETWORK_OPERATOR in releases:
             self._apply([nic_cluster_policy(handle)], [releases[NETWORK_OPERATOR]])
+        # The verifier's policy needs its CRD (the release); it precedes every workload below.
+        signatures = self._apply(
+            [image_verification.signature_policy(handle.registry, _signing_key(handle))],
+            [releases[image_verification.RELEASE]],
+        )
         identities = self._apply(identity_objects(handle, workloads), namespaces)
         # The shared directory exists, owned by the workload user, before any consumer mounts it.
         volumes = self._apply(volume_objects(handle, workloads), namespaces)
@@ -132,7 +139,7 @@ class KubernetesLayer(pulumi.ComponentResource):
             if queueing
             else []
         )
-        ready = [*namespaces, *identities, *volumes, *queues]
+        ready = [*namespaces, *identities, *volumes, *queues, *signatures]
         if workloads.registry is not None:
             # The callers' registry credentials, CA and egress to it, and the servers' certificate,
             # before any pod that mounts them or calls the registry.
@@ -276,7 +283,16 @@ def tenancy_specs(
             for spec in specs
         ]
         specs.append(NamespaceSpec(kueue.NAMESPACE, guarded=False))
+    specs.append(NamespaceSpec(image_verification.NAMESPACE, guarded=False))
     return specs
+
+
+def _signing_key(handle: ClusterHandle) -> pulumi.Input[str]:
+    """The key the verifier holds images to: the one the stack signs its images with."""
+    login = handle.registry_login
+    if login is None or login.signing is None:
+        raise ValueError(f"{handle.name}: the cloud adapter gave no image signing key to verify against")
+    return login.signing.key
 
 
 def admission_policies(handle: ClusterHandle, specs: Sequence[NamespaceSpec]) -> list[Object]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from components.kubernetes import image_admission
+from components.kubernetes import image_admission, image_verification
 from components.kubernetes.image_admission import ImageAdmission
 from components.kubernetes.objects import MANAGED_BY, Object, admission_policy
 
@@ -71,6 +71,8 @@ def namespace(spec: NamespaceSpec) -> Object:
         # Workload and team namespaces run only the stack's own images: denied otherwise. The operator
         # namespaces run what their charts name upstream: warned until those are mirrored.
         image_admission.LABEL: ImageAdmission.DENY if spec.guarded else ImageAdmission.WARN,
+        # ...and only images the stack's key signed (the policy-controller webhook's namespace selector).
+        **({image_verification.INCLUDE_LABEL: "true"} if spec.guarded else {}),
         **spec.labels,
     }
     annotations = {PRIVILEGE_REASON: spec.privilege_reason} if spec.privilege_reason else {}

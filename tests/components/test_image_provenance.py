@@ -78,16 +78,26 @@ def test_every_built_image_is_attested_and_signed_by_digest_with_the_stacks_key(
         lines = step.inputs["create"].splitlines()
         assert f"syft scan registry:{digest_ref} --output spdx-json=" in step.inputs["create"]
         cosign = [line for line in lines if line.startswith("cosign ")]
-        assert [line.split()[1] for line in cosign] == ["attest", "attest", "sign"]
+        assert [line.split()[1] for line in cosign] == ["attest", "attest", "verify"]
         assert "--type spdxjson --predicate" in cosign[0] and "sbom.spdx.json" in cosign[0]
         assert "--type slsaprovenance1 --predicate" in cosign[1] and "provenance.json" in cosign[1]
-        for line in cosign:
+        # The signature: only where none verifies yet, in the legacy format the admission verifier
+        # checks with a key (sigstore/policy-controller validator.go: bundles for keyless only).
+        verify, sign = cosign[2].split(" || ")
+        assert verify.endswith(f" {digest_ref} > /dev/null 2>&1") and sign.startswith("cosign sign ")
+        assert "--new-bundle-format=false" in sign and "--registry-referrers-mode" not in sign
+        for line in [*cosign[:2], sign]:
             assert line.endswith(f" {digest_ref}"), "signs the pushed digest, never a tag"
             # The stack output operators verify with (docs/images.md) is the key every step signs with.
             assert plan.outputs["imageSigningKey"].startswith(key_uri)
             assert f"--key {plan.outputs['imageSigningKey']} " in line
-            assert "--registry-referrers-mode=oci-1-1" in line and "--tlog-upload=false" in line
+            assert "--tlog-upload=false" in line
+        for line in cosign[:2]:
+            assert "--registry-referrers-mode=oci-1-1" in line and "--new-bundle-format " in line
         assert key.urn in step.dependencies, "signs once the key exists"
+        # A workload is created only once the image it runs is signed (the admission verifier refuses an
+        # unsigned one: components/kubernetes/image_verification.py).
+        assert any(step.urn in r.dependencies for r in plan.resources if r.type.startswith("kubernetes:"))
         assert step.inputs["triggers"] == [_pushed_image(image.inputs)["digest"]], "a new digest signs again"
         assert step.inputs["environment"]["COSIGN_EXPERIMENTAL"] == "1"
         # Day 2: the registry token changes on every run; read by the command, it is no input to diff on.

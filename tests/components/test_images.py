@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,9 +27,11 @@ from components.images import (
     copy_sources,
     ignore_rules,
 )
+from judges.signatures import judge_signatures
 from mlplatform.mocks import _pushed_image
 from mlplatform.plan import Plan, PlannedResource
-from tests.stack_variants import template
+from mlplatform.report import kubernetes_objects
+from tests.stack_variants import plan_config, template
 
 IMAGE = "docker-build:index:Image"
 PINNED = re.compile(r"^[^@]+:[0-9a-f]{20}@sha256:(?!0{64})[0-9a-f]{64}$")
@@ -195,3 +198,25 @@ def test_a_named_image_gets_its_repository_and_no_build(variant: Callable[..., P
     repos = {r.inputs["name"] for r in plan.resources if r.type == "aws:ecr/repository:Repository"}
     assert any(name.endswith("/team/trainer") for name in repos)
     assert not any(name.endswith("/ml-platform/trainer") for name in repos)
+
+
+def test_a_named_image_is_signed_with_the_stacks_key_and_verified_at_admission(tmp_path: Path) -> None:
+    """The stack vouches for the image it names: signed with its key once per digest, so the admission
+    verifier (components/kubernetes/image_verification.py) admits it; nothing built, nothing attested."""
+    config = template("aws-smb-dev")
+    config[PLATFORM_KEY]["workloads"]["training"].update(image=f"team/trainer@{DIGEST}")
+    plan = plan_config(config, tmp_path, "aws-smb-dev")
+    [sign] = [
+        r for r in plan.resources if r.type == "command:local:Command" and r.name.endswith("-trainer-sign")
+    ]
+    script = sign.inputs["create"]
+    assert script.splitlines()[-1].split(" || ")[1].startswith("cosign sign ")
+    assert f"--key {plan.outputs['imageSigningKey']} " in script and script.endswith(
+        f"/team/trainer@{DIGEST}"
+    )
+    assert sign.inputs["triggers"] == [script.rsplit(" ", 1)[-1]], "a new digest signs again"
+    assert not [r for r in plan.resources if r.name.endswith("-trainer-cpu-attest")]
+    assert judge_signatures(kubernetes_objects(plan)) == []
+    # The training Job is created only once its image is signed: the verifier refuses it before.
+    [job] = [r for r in plan.resources if r.type == "kubernetes:batch/v1:Job" and "ml-training" in r.name]
+    assert sign.urn in job.dependencies

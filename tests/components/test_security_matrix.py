@@ -75,7 +75,10 @@ def _azure_rights(plan: dict[str, Any]) -> Rights:
         for assignment in plan["resources"]:
             if identity not in assignment.get("propertyDependencies", {}).get("principalId", []):
                 continue
-            writes = BLOB_READ[assignment["inputs"]["roleDefinitionId"].rsplit("/", 1)[-1]]
+            role = assignment["inputs"]["roleDefinitionId"].rsplit("/", 1)[-1]
+            if role not in BLOB_READ:
+                continue  # not a store right (the admission verifier's key read)
+            writes = BLOB_READ[role]
             for container in assignment["propertyDependencies"]["scope"]:
                 name = by_urn[container]["inputs"]["containerName"]
                 assert column is not None

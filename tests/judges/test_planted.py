@@ -605,6 +605,69 @@ PLANTS = [
         "Deployment ml-registry/registry",
         ("ml-platform-image-provenance refuses its pods", "by digest"),
     ),
+    # Images unverified at admission (judges/signatures.py; sigstore/policy-controller README "Admission of
+    # images", review compliance.md V3): a policy that admits unsigned images, one with no key, one that
+    # misses the stack's registry, and a guarded namespace the verifier's webhook does not select.
+    Plant(
+        "s01",
+        AWS,
+        (
+            Edit(
+                "ClusterImagePolicy",
+                "",
+                "ml-platform-signed-images",
+                ("spec", "authorities"),
+                [{"name": "allow-unsigned", "static": {"action": "pass"}}],
+            ),
+        ),
+        "image-signature-unverified",
+        "Job ml-training/digits-mlp-digits-001",
+        ("ml-platform-signed-images admits image", "'allow-unsigned' checks no key"),
+    ),
+    Plant(
+        "s02",
+        AZURE,
+        (
+            Edit(
+                "ClusterImagePolicy",
+                "",
+                "ml-platform-signed-images",
+                ("spec", "authorities", 0, "key"),
+                DELETE,
+            ),
+        ),
+        "image-signature-unverified",
+        "Deployment ml-inference/inference",
+        ("ml-platform-signed-images admits image", "checks no key"),
+    ),
+    Plant(
+        "s03",
+        AZURE,
+        (
+            Edit(
+                "ClusterImagePolicy",
+                "",
+                "ml-platform-signed-images",
+                ("spec", "images"),
+                [{"glob": "ghcr.io/ml-platform/**"}],
+            ),
+        ),
+        "image-signature-unverified",
+        "Deployment ml-registry/registry",
+        ("matches no enforcing ClusterImagePolicy", "refused at admission"),
+    ),
+    Plant(
+        "s04",
+        AWS,
+        (
+            Edit(
+                "Namespace", "", "ml-inference", ("metadata", "labels", "policy.sigstore.dev/include"), DELETE
+            ),
+        ),
+        "image-signature-unverified",
+        "Deployment ml-inference/inference",
+        ("no fail-closed policy.sigstore.dev webhook selects it", "without a signature check"),
+    ),
     # Admission on the pods workloads create (judges/cel.py, judges/pod_security.py), Azure's InfiniBand
     # exception namespaces.
     Plant(

@@ -57,5 +57,6 @@ def test_blob_grants_are_scoped_to_containers(cloud_plan: PlanFn) -> None:
 
 def test_workload_client_ids_are_exported(cloud_plan: PlanFn) -> None:
     identities = cloud_plan("azure-smb-dev").outputs["workloadIdentities"]
-    assert sorted(identities) == ["inference", "registry", "training"]
+    # The admission verifier reads the image signing key (components/kubernetes/image_verification.py).
+    assert sorted(identities) == ["image-verifier", "inference", "registry", "training"]
     assert CLIENT_ID_ANNOTATION == "azure.workload.identity/client-id"

@@ -57,6 +57,11 @@ FREE_FORM = frozenset(
         # test_monitoring checks the rendered objects' claims.
         "storage",
         "storageSpec",
+        # policy-controller: written as they are into its ConfigMap's data
+        # (templates/webhook/configmap-policy-controller.yaml) and into a container's securityContext,
+        # ``enabled`` omitted (templates/webhook/deployment_webhook.yaml, cleanup-leases.yaml).
+        "configData",
+        "podSecurityContext",
     }
 )
 
