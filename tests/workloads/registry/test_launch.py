@@ -16,11 +16,12 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
+from mlflow.server.auth.config import read_auth_config
 
 from components.kubernetes.registry import MLFLOW_VERSION, PORT
 from tests.linters import hadolint, needs_hadolint
-from workloads.registry.server.launch import PORT as LAUNCH_PORT
 from workloads.registry.server.launch import (
+    AUTH_CACHE_TTL_S,
     admin_env,
     backend_uri,
     install_password_refresh,
@@ -28,6 +29,7 @@ from workloads.registry.server.launch import (
     upgrade,
     write_auth_config,
 )
+from workloads.registry.server.launch import PORT as LAUNCH_PORT
 
 REGISTRY = Path(__file__).resolve().parents[3] / "workloads" / "registry" / "server"
 ARN = "arn:aws:secretsmanager:me-central-1:123456789012:secret:rds!db-1"
@@ -90,6 +92,17 @@ def test_auth_config_keeps_users_in_the_registry_database_and_no_password(tmp_pa
     assert section["default_permission"] == "READ" and section["admin_username"] == "admin"
     assert "admin_password" not in section
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_verified_credential_is_trusted_for_the_cache_window_as_mlflow_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MLflow's own reader (mlflow/server/auth/config.py 3.17.2) turns the credential cache on: 0, its
+    default, would scrypt-hash every request's password (docs/registry.md, "Access")."""
+    path = write_auth_config("sqlite:///x.db", tmp_path)
+    monkeypatch.setenv("MLFLOW_AUTH_CONFIG_PATH", str(path))
+    monkeypatch.setenv("MLFLOW_AUTH_ADMIN_PASSWORD", "an-admin-password-1")
+    assert read_auth_config().auth_cache_ttl_seconds == AUTH_CACHE_TTL_S == 30
 
 
 def test_server_serves_artifacts_and_authenticates_when_asked() -> None:

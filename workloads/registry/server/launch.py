@@ -174,6 +174,15 @@ def backend_uri(env: Mapping[str, str], read_secret: Callable[[str], str] | None
 AUTHORIZATION_FUNCTION = "guard:authenticate"
 
 
+# How long a verified (user, password) is trusted without checking its hash again
+# (basic_auth.ini 3.17.2, ``auth_cache_ttl_seconds``; off by default). Each check is a scrypt
+# hash, 0.11 s of CPU on this project's test machine: every authenticated request paid it, so the
+# servers' and the rollout's polling kept a core busy. The cost is the window the ini names: a
+# password changed or a user deleted through another replica (or by the launcher's bootstrap, out of
+# band) is still accepted for at most this long (docs/registry.md, "Access").
+AUTH_CACHE_TTL_S = 30
+
+
 def write_auth_config(uri: str, directory: Path = SCRATCH) -> Path:
     """The basic-auth app's config (mlflow/server/auth/basic_auth.ini 3.17.2): users in the same database,
     authenticated users may read by default, the admin's password from ``MLFLOW_AUTH_ADMIN_PASSWORD``
@@ -185,6 +194,7 @@ def write_auth_config(uri: str, directory: Path = SCRATCH) -> Path:
         "database_uri": uri,
         "admin_username": "admin",
         "authorization_function": AUTHORIZATION_FUNCTION,
+        "auth_cache_ttl_seconds": str(AUTH_CACHE_TTL_S),
     }
     path = directory / "basic_auth.ini"
     with path.open("w") as handle:
