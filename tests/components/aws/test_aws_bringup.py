@@ -26,7 +26,7 @@ from components.aws.preflight import (
     vcpu_demand,
 )
 from components.catalog.aws import EKS_STANDARD_SUPPORT_END
-from components.config import PLATFORM_KEY, ConfigError, PlatformConfig, version_pins
+from components.config import PLATFORM_KEY, ConfigError, PlatformConfig, RdsLog, version_pins
 from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind, StorageHandle
 from components.kubernetes.addons import efa_device_plugin
 from components.kubernetes.charts import pin
@@ -111,9 +111,11 @@ def test_prod_cluster_and_audit_logs_are_protected_from_deletion(
     assert cluster.inputs.get("deletionProtection", False) is prod
     assert cluster.protect is prod
     groups = resources(plan, LOG_GROUP)
-    # The control plane's, the flow logs', and the audit trail's copy where the stack keeps a trail.
+    # The control plane's, the flow logs', the audit trail's copy where the stack keeps a trail, and each
+    # exported log of the registry's database where it has one (components/aws/registry_database.py).
     trails = resources(plan, "aws:cloudtrail/trail:Trail")
-    assert len(groups) == 2 + len(trails)
+    databases = resources(plan, "aws:rds/instance:Instance")
+    assert len(groups) == 2 + len(trails) + len(RdsLog) * len(databases)
     assert all(g.protect is prod for g in groups)
 
 
