@@ -265,7 +265,7 @@ def _alias_exists(name: str, parent: pulumi.Resource) -> bool:
 
 def datasets_key_policy(account: AwsAccount) -> dict[str, Any]:
     """The datasets key's policy: administered through IAM, used for data only through S3 (training's
-    reads; FSx's service-linked role would take a grant, as on the data bucket's key)."""
+    reads, which its IRSA policy grants)."""
     statements = [
         *administered_by_account(account),
         domain_use(account, "DatasetsUsersUseKey", services=("s3",)),
@@ -278,7 +278,8 @@ def made_before_datasets_bucket(first_key: str, datasets_key: str, parent: pulum
     (every stack has that key) and the datasets key's does not (a stack made since has both). Such a stack
     keeps its one bucket, so that no store is added, moved or replaced by the upgrade (docs/operations.md,
     "One data domain per bucket"). A deployer that may not list aliases is taken for a new stack: the
-    datasets bucket and key are added beside the data bucket, which nothing replaces."""
+    datasets bucket and key are added beside the data bucket, which nothing replaces, and training's
+    grant on ``datasets/`` moves to the new, empty bucket (the preview shows it)."""
     return _alias_exists(alias_name(first_key), parent) and not _alias_exists(
         alias_name(datasets_key), parent
     )

@@ -122,7 +122,7 @@ class AwsPlatform(pulumi.ComponentResource):
         )
         self.budget = monthly_budget(f"{name}-budget", config, tags, self._child)
         # A stack made with one bucket for datasets and models keeps it (KMS aliases tell which).
-        self._datasets_bucket = not made_before_datasets_bucket(
+        self._own_datasets_bucket = not made_before_datasets_bucket(
             f"{name}-key", f"{name}-{DATASETS_DOMAIN}", parent=self
         )
         self.keys = self._domain_keys(account, tags)
@@ -317,7 +317,7 @@ class AwsPlatform(pulumi.ComponentResource):
     def _stores_of(self, domain: KeyDomain) -> str:
         """What the domain's key encrypts, as its description says: the object-data key no longer holds the
         datasets where they have a bucket of their own."""
-        if domain is KeyDomain.OBJECTS and self._datasets_bucket:
+        if domain is KeyDomain.OBJECTS and self._own_datasets_bucket:
             return MODELS_BUCKET_STORES
         return DOMAIN_STORES[domain]
 
@@ -325,7 +325,7 @@ class AwsPlatform(pulumi.ComponentResource):
         """The datasets bucket's key (review B5: one data domain per bucket), where the stack has that
         bucket: every stack but one made when the data bucket held datasets and models, which keeps that
         layout with nothing added or replaced (docs/operations.md, "One data domain per bucket")."""
-        if not self._datasets_bucket:
+        if not self._own_datasets_bucket:
             return None
         return EncryptionKey(
             f"{self._name}-{DATASETS_DOMAIN}",
