@@ -19,7 +19,7 @@ same resources and the key policy can name the trail before it exists.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,16 +117,16 @@ def logging_key_policy(account: AwsAccount, trail: str) -> dict[str, Any]:
     )
 
 
-def event_selectors(data_bucket_arn: pulumi.Input[str] | None) -> list[dict[str, Any]]:
+def event_selectors(data_bucket_arns: Sequence[pulumi.Input[str]]) -> list[dict[str, Any]]:
     """Management events (reads and writes; KMS and IAM calls among them), then object-level events on
-    the data bucket (CloudTrail user guide, "Logging data events": advanced event selectors)."""
+    the data buckets, if any (CloudTrail user guide, "Logging data events": advanced event selectors)."""
     selectors: list[dict[str, Any]] = [
         {
             "name": "Management events",
             "field_selectors": [{"field": "eventCategory", "equals": ["Management"]}],
         }
     ]
-    if data_bucket_arn is not None:
+    if data_bucket_arns:
         selectors.append(
             {
                 "name": "Data bucket object events",
@@ -135,7 +135,7 @@ def event_selectors(data_bucket_arn: pulumi.Input[str] | None) -> list[dict[str,
                     {"field": "resources.type", "equals": ["AWS::S3::Object"]},
                     {
                         "field": "resources.ARN",
-                        "starts_withs": [pulumi.Output.concat(data_bucket_arn, "/")],
+                        "starts_withs": [pulumi.Output.concat(arn, "/") for arn in data_bucket_arns],
                     },
                 ],
             }
@@ -149,8 +149,8 @@ class AuditTrailArgs:
     stack: str
     key_arn: pulumi.Input[str]
     bucket_name: pulumi.Input[str]
-    # Object events on this bucket; ``None``: management events only.
-    data_bucket_arn: pulumi.Input[str] | None
+    # Object events on these buckets; none: management events only.
+    data_bucket_arns: Sequence[pulumi.Input[str]]
     protect: bool
     tags: Mapping[str, str]
     # What must exist before CloudTrail's first delivery: the bucket's policy and Object Lock rule.
@@ -208,7 +208,7 @@ class AuditTrail(pulumi.ComponentResource):
             enable_logging=True,
             is_multi_region_trail=True,
             include_global_service_events=True,
-            advanced_event_selectors=event_selectors(args.data_bucket_arn),
+            advanced_event_selectors=event_selectors(args.data_bucket_arns),
             cloud_watch_logs_group_arn=pulumi.Output.concat(self.log_group.arn, ":*"),
             cloud_watch_logs_role_arn=role.arn,
             tags=dict(args.tags),

@@ -1,10 +1,11 @@
 """IRSA roles for the workloads and the cluster autoscaler, each scoped to what it touches.
 
-Training reads datasets and writes models and checkpoints; inference only reads models; both use the
-key only through S3 (``kms:ViaService``), so a stolen token cannot decrypt anything else with it. The
-cluster autoscaler may describe everything (it must, to discover groups) but resize only Auto Scaling
-groups tagged as this cluster's (cluster-autoscaler AWS README, "Full Cluster Autoscaler Features
-Policy" with its tag-condition variant).
+Training reads datasets (from the datasets bucket, under the datasets key, where the stack has one) and
+writes models and checkpoints; inference only reads models; both use the keys only through S3
+(``kms:ViaService``), so a stolen token cannot decrypt anything else with it. The cluster autoscaler
+may describe everything (it must, to discover groups) but resize only Auto Scaling groups tagged as this
+cluster's (cluster-autoscaler AWS README, "Full Cluster Autoscaler Features Policy" with its
+tag-condition variant).
 """
 
 from __future__ import annotations
@@ -75,6 +76,33 @@ def bucket_access(
         }
     )
     return policy_document(statements)
+
+
+def training_policy(
+    bucket_arn: pulumi.Input[str],
+    key_arn: pulumi.Input[str],
+    region: str,
+    datasets: tuple[pulumi.Input[str], pulumi.Input[str]] | None,
+) -> dict[str, Any]:
+    """Training reads datasets and writes models and checkpoints. With a datasets bucket (``datasets``: its
+    ARN and key), it reads that bucket only under ``datasets/`` with the datasets key, and writes the data
+    bucket with the object-data key; without one, both prefixes are in the data bucket."""
+    written = [MODELS_PREFIX, CHECKPOINTS_PREFIX]
+    if datasets is None:
+        return bucket_access(bucket_arn, key_arn, region, read=[DATASETS_PREFIX], write=written)
+    datasets_bucket, datasets_key = datasets
+    parts = {
+        "Datasets": bucket_access(datasets_bucket, datasets_key, region, read=[DATASETS_PREFIX], write=[]),
+        "Models": bucket_access(bucket_arn, key_arn, region, read=[], write=written),
+    }
+    # Statement ids are unique within a policy: each bucket's statements carry its name.
+    return policy_document(
+        [
+            {**each, "Sid": f"{each['Sid']}{suffix}"}
+            for suffix, doc in parts.items()
+            for each in doc["Statement"]
+        ]
+    )
 
 
 def autoscaler_policy(account: AwsAccount, cluster_name: str) -> dict[str, Any]:
@@ -234,6 +262,8 @@ class WorkloadIdentitiesArgs:
     record_bucket_arn: pulumi.Input[str] | None = None
     # The image signing key, where the stack has one: the admission verifier reads its public half.
     signing_key_arn: pulumi.Input[str] | None = None
+    # The datasets bucket and its key, where the stack has one: training reads datasets there.
+    datasets: tuple[pulumi.Input[str], pulumi.Input[str]] | None = None
 
 
 class WorkloadIdentities(pulumi.ComponentResource):
@@ -246,13 +276,7 @@ class WorkloadIdentities(pulumi.ComponentResource):
         self._name, self._args = name, args
         region = args.account.region
         policies: dict[str, dict[str, Any]] = {
-            "training": bucket_access(
-                args.bucket_arn,
-                args.key_arn,
-                region,
-                read=[DATASETS_PREFIX],
-                write=[MODELS_PREFIX, CHECKPOINTS_PREFIX],
-            ),
+            "training": training_policy(args.bucket_arn, args.key_arn, region, args.datasets),
             "inference": bucket_access(args.bucket_arn, args.key_arn, region, read=[MODELS_PREFIX], write=[]),
             "registry": registry_policy(args.bucket_arn, args.key_arn, region, args.registry_database),
             "cluster-autoscaler": autoscaler_policy(args.account, args.cluster_name),

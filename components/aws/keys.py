@@ -179,6 +179,15 @@ DOMAIN_STORES: dict[KeyDomain, str] = {
 }
 
 
+# The object-data key's stores where the datasets have a bucket of their own (``datasets_key_policy``).
+MODELS_BUCKET_STORES = "the data bucket: models, checkpoints, the registry's artifacts"
+# The datasets' domain: curated training data in S3, read by training only (review B5: one data domain per
+# bucket). Not a ``KeyDomain``, like the audit domain: a stack made before the datasets bucket has no
+# store in it and keeps its datasets in the data bucket (``made_before_datasets_bucket``).
+DATASETS_DOMAIN = "datasets"
+DATASETS_STORES = "the datasets bucket"
+
+
 @dataclass(frozen=True)
 class DomainUsers:
     """Who uses a domain's key for data: callers through these AWS services, or these of the stack's roles
@@ -252,6 +261,28 @@ def _alias_exists(name: str, parent: pulumi.Resource) -> bool:
     except Exception:  # the provider's lookup error: no such alias (or no kms:ListAliases)
         return False
     return True
+
+
+def datasets_key_policy(account: AwsAccount) -> dict[str, Any]:
+    """The datasets key's policy: administered through IAM, used for data only through S3 (training's
+    reads, which its IRSA policy grants)."""
+    statements = [
+        *administered_by_account(account),
+        domain_use(account, "DatasetsUsersUseKey", services=("s3",)),
+    ]
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def made_before_datasets_bucket(first_key: str, datasets_key: str, parent: pulumi.Resource) -> bool:
+    """Whether the stack was made when one bucket held datasets and models: its first key's alias exists
+    (every stack has that key) and the datasets key's does not (a stack made since has both). Such a stack
+    keeps its one bucket, so that no store is added, moved or replaced by the upgrade (docs/operations.md,
+    "One data domain per bucket"). A deployer that may not list aliases is taken for a new stack: the
+    datasets bucket and key are added beside the data bucket, which nothing replaces, and training's
+    grant on ``datasets/`` moves to the new, empty bucket (the preview shows it)."""
+    return _alias_exists(alias_name(first_key), parent) and not _alias_exists(
+        alias_name(datasets_key), parent
+    )
 
 
 def refuse_silent_key_moves(

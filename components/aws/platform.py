@@ -34,10 +34,15 @@ from components.aws.cluster import EksCluster, EksClusterArgs
 from components.aws.iam import node_role, role_name_prefix
 from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
 from components.aws.keys import (
+    DATASETS_DOMAIN,
+    DATASETS_STORES,
     DOMAIN_STORES,
+    MODELS_BUCKET_STORES,
     EncryptionKey,
     EncryptionKeyArgs,
+    datasets_key_policy,
     key_policy,
+    made_before_datasets_bucket,
     refuse_silent_key_moves,
 )
 from components.aws.network import Network, NetworkArgs
@@ -116,8 +121,13 @@ class AwsPlatform(pulumi.ComponentResource):
             else None
         )
         self.budget = monthly_budget(f"{name}-budget", config, tags, self._child)
+        # A stack made with one bucket for datasets and models keeps it (KMS aliases tell which).
+        self._own_datasets_bucket = not made_before_datasets_bucket(
+            f"{name}-key", f"{name}-{DATASETS_DOMAIN}", parent=self
+        )
         self.keys = self._domain_keys(account, tags)
         key = {domain: each.arn for domain, each in self.keys.items()}
+        self.datasets_key = self._datasets_key(account, tags)
         self.logging_key = self._logging_key(account, tags)
         self.network = Network(
             f"{name}-network",
@@ -176,6 +186,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 audit=self._audit_store(account),
                 # The lifecycle record in every audited stack (docs/lifecycle.md, "The record").
                 record_retention_days=config.audit.retention_days if config.audited else None,
+                datasets_key_arn=self.datasets_key.arn if self.datasets_key is not None else None,
             ),
             self._child,
         )
@@ -214,6 +225,11 @@ class AwsPlatform(pulumi.ComponentResource):
                 ),
                 record_bucket_arn=self.storage.record_bucket.arn if self.storage.record_bucket else None,
                 signing_key_arn=self.registry.signing_key_arn if self.registry.login is not None else None,
+                datasets=(
+                    (self.storage.datasets_bucket.arn, self.datasets_key.arn)
+                    if self.storage.datasets_bucket is not None and self.datasets_key is not None
+                    else None
+                ),
             ),
             self._child,
         )
@@ -291,9 +307,35 @@ class AwsPlatform(pulumi.ComponentResource):
                 account,
                 tags,
                 protect=self._config.is_protected,
-                description="; ".join(DOMAIN_STORES[d] for d in domains),
+                description="; ".join(self._stores_of(d) for d in domains),
                 policy=key_policy(account, self.cluster_name, domains),
                 domains=tuple(d.value for d in domains),
+            ),
+            self._child,
+        )
+
+    def _stores_of(self, domain: KeyDomain) -> str:
+        """What the domain's key encrypts, as its description says: the object-data key no longer holds the
+        datasets where they have a bucket of their own."""
+        if domain is KeyDomain.OBJECTS and self._own_datasets_bucket:
+            return MODELS_BUCKET_STORES
+        return DOMAIN_STORES[domain]
+
+    def _datasets_key(self, account: AwsAccount, tags: dict[str, str]) -> EncryptionKey | None:
+        """The datasets bucket's key (review B5: one data domain per bucket), where the stack has that
+        bucket: every stack but one made when the data bucket held datasets and models, which keeps that
+        layout with nothing added or replaced (docs/operations.md, "One data domain per bucket")."""
+        if not self._own_datasets_bucket:
+            return None
+        return EncryptionKey(
+            f"{self._name}-{DATASETS_DOMAIN}",
+            EncryptionKeyArgs(
+                account,
+                tags,
+                protect=self._config.is_protected,
+                description=DATASETS_STORES,
+                policy=datasets_key_policy(account),
+                domains=(DATASETS_DOMAIN,),
             ),
             self._child,
         )
@@ -361,10 +403,10 @@ class AwsPlatform(pulumi.ComponentResource):
                 stack=config.stack_name,
                 key_arn=self.logging_key.arn,
                 bucket_name=self.storage.audit_bucket.bucket,
-                data_bucket_arn=(
-                    self.storage.bucket_arn
+                data_bucket_arns=(
+                    [b.arn for b in (self.storage.bucket, self.storage.datasets_bucket) if b is not None]
                     if (data_events if data_events is not None else config.audit_extras)
-                    else None
+                    else []
                 ),
                 protect=config.is_protected,
                 tags=audit_tags,
@@ -492,13 +534,19 @@ class AwsPlatform(pulumi.ComponentResource):
             "clusterName": self.cluster_name,
             "kubeconfig": self.cluster.kubeconfig,
             "bucket": self.storage.uri,
+            # Where training reads datasets: the datasets bucket's prefix (the data bucket's, on a stack
+            # made before the datasets bucket).
+            "datasets": self.storage.datasets_uri,
             "registry": self.registry.host,
             # What operators verify the stack's images with: `cosign verify --key <this>` (docs/images.md).
             "imageSigningKey": self.registry.login.signing.key
             if self.registry.login is not None and self.registry.login.signing is not None
             else None,
             "kmsKeyArn": self.keys[KeyDomain.SECRETS].arn,
-            "kmsKeys": {domain.value: each.arn for domain, each in self.keys.items()},
+            "kmsKeys": {
+                **{domain.value: each.arn for domain, each in self.keys.items()},
+                **({DATASETS_DOMAIN: self.datasets_key.arn} if self.datasets_key is not None else {}),
+            },
             "vpcId": self.network.vpc_id,
             "nodePools": [
                 {

@@ -1,4 +1,6 @@
-"""The object store for datasets and model artifacts, and the bucket its access logs go to.
+"""The object stores: the data bucket (models, checkpoints, the registry's artifacts), the datasets bucket
+(review B5: one data domain per bucket, each under its domain's key; a stack made before it keeps its
+datasets in the data bucket), and the bucket their access logs go to.
 
 Both buckets get the same baseline (REFERENCE.md, "S3"): all four public-access-block flags, bucket-owner
 object ownership (no ACLs), versioning with non-current versions expiring, and a policy that refuses
@@ -17,6 +19,7 @@ from pulumi_aws import s3
 
 from components.aws.account import AwsAccount
 from components.aws.iam import policy_document
+from components.aws.keys import DATASETS_DOMAIN
 from components.config import DATA_DOMAIN_TAG, ROLE_TAG, KeyDomain
 
 # Object key prefixes, shared by the IRSA policies: training reads datasets and writes models and
@@ -49,6 +52,15 @@ def deny_insecure_transport(bucket_arn: pulumi.Input[str]) -> dict[str, Any]:
     }
 
 
+def sse_kms_under(key_arn: pulumi.Input[str]) -> dict[str, Any]:
+    """Default encryption under ``key_arn``; the bucket key cuts KMS requests (and their cost) by reusing a
+    data key per bucket."""
+    return {
+        "apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms", "kms_master_key_id": key_arn},
+        "bucket_key_enabled": True,
+    }
+
+
 @dataclass(frozen=True)
 class AuditStoreArgs:
     """The CloudTrail bucket: encrypted under the logging key, written only by the stack's trail, and
@@ -73,23 +85,25 @@ class ObjectStoreArgs:
     audit: AuditStoreArgs | None = None
     # The lifecycle record's bucket and how long each event is locked; None: no record bucket.
     record_retention_days: int | None = None
+    # The datasets bucket's key; None: no datasets bucket, the datasets stay in the data bucket (a stack
+    # made before it, components/aws/keys.py ``made_before_datasets_bucket``).
+    datasets_key_arn: pulumi.Input[str] | None = None
 
 
 class ObjectStore(pulumi.ComponentResource):
-    """The data bucket (SSE-KMS under the stack's key, with a bucket key) logging to a log bucket."""
+    """The data bucket (SSE-KMS under the object-data key, with a bucket key) and the datasets bucket (under
+    the datasets key), logging to a log bucket."""
 
     def __init__(self, name: str, args: ObjectStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:aws:ObjectStore", name, None, opts)
         self._name, self._args = name, args
-        # The bucket key cuts KMS requests (and their cost) by reusing a data key per bucket.
-        sse_kms = {
-            "apply_server_side_encryption_by_default": {
-                "sse_algorithm": "aws:kms",
-                "kms_master_key_id": args.key_arn,
-            },
-            "bucket_key_enabled": True,
-        }
+        sse_kms = sse_kms_under(args.key_arn)
         self.bucket = self._hardened_bucket("data", sse_kms, domain=KeyDomain.OBJECTS.value)
+        self.datasets_bucket = (
+            self._hardened_bucket("datasets", sse_kms_under(args.datasets_key_arn), domain=DATASETS_DOMAIN)
+            if args.datasets_key_arn is not None
+            else None
+        )
         # S3 server access logging to a target whose default encryption is SSE-KMS is documented as
         # unsupported (S3 user guide, "Enabling Amazon S3 server access logging": the target may use
         # SSE-S3 only), so the log bucket alone uses SSE-S3 and says why by its role tag, which is what
@@ -104,6 +118,8 @@ class ObjectStore(pulumi.ComponentResource):
         sse_s3 = {"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}
         self.log_bucket = self._hardened_bucket("logs", sse_s3, self._log_delivery, role=ACCESS_LOGS_ROLE)
         logged = {"data": (self.bucket, ACCESS_LOG_PREFIX)}
+        if self.datasets_bucket is not None:
+            logged["datasets"] = (self.datasets_bucket, f"{ACCESS_LOG_PREFIX}datasets/")
         if self.audit_bucket is not None:
             logged["audit"] = (self.audit_bucket, f"{ACCESS_LOG_PREFIX}audit/")
         if self.record_bucket is not None:
@@ -119,6 +135,7 @@ class ObjectStore(pulumi.ComponentResource):
         # Every bucket of the stack, for the S3 endpoint's policy (network.s3_endpoint_policy).
         self.buckets: tuple[s3.Bucket, ...] = (
             self.bucket,
+            *((self.datasets_bucket,) if self.datasets_bucket is not None else ()),
             self.log_bucket,
             *((self.audit_bucket,) if self.audit_bucket is not None else ()),
             *((self.record_bucket,) if self.record_bucket is not None else ()),
@@ -132,11 +149,16 @@ class ObjectStore(pulumi.ComponentResource):
         self.bucket_name: pulumi.Output[str] = self.bucket.bucket
         self.bucket_arn: pulumi.Output[str] = self.bucket.arn
         self.uri: pulumi.Output[str] = pulumi.Output.concat("s3://", self.bucket.bucket)
+        # Where training reads datasets: the datasets bucket, or the data bucket where there is none.
+        self.datasets_uri: pulumi.Output[str] = pulumi.Output.concat(
+            "s3://", (self.datasets_bucket or self.bucket).bucket, "/", DATASETS_PREFIX.rstrip("/")
+        )
         self.register_outputs(
             {
                 "bucket": self.bucket_name,
                 "logBucket": self.log_bucket.bucket,
                 "uri": self.uri,
+                "datasetsUri": self.datasets_uri,
                 **({"recordUri": self.record_uri} if self.record_uri is not None else {}),
             }
         )
@@ -161,7 +183,7 @@ class ObjectStore(pulumi.ComponentResource):
     def _logged_arns(self) -> pulumi.Output[str] | list[pulumi.Output[str]]:
         """The buckets whose access logs the log bucket takes."""
         data_arn: pulumi.Output[str] = self.bucket.arn
-        others = [b for b in (self.audit_bucket, self.record_bucket) if b is not None]
+        others = [b for b in (self.datasets_bucket, self.audit_bucket, self.record_bucket) if b is not None]
         if not others:
             return data_arn
         return [data_arn, *(b.arn for b in others)]
@@ -199,15 +221,8 @@ class ObjectStore(pulumi.ComponentResource):
                 },
             ]
 
-        sse_kms = {
-            "apply_server_side_encryption_by_default": {
-                "sse_algorithm": "aws:kms",
-                "kms_master_key_id": audit.key_arn,
-            },
-            "bucket_key_enabled": True,
-        }
         return self._locked_bucket(
-            "audit", sse_kms, trail_delivery, audit.retention_days, domain=audit.domain
+            "audit", sse_kms_under(audit.key_arn), trail_delivery, audit.retention_days, domain=audit.domain
         )
 
     def _record_bucket(self, sse_kms: Mapping[str, Any], retention_days: int) -> s3.Bucket:

@@ -171,8 +171,8 @@ POLICIES = [
     stack_policy(
         "keys-per-domain",
         "A customer key encrypts the stores of one data domain only: Kubernetes Secrets, the registry "
-        "database, training data, object data, images, node volumes, logs and the audit trail each have "
-        "their own key, and every store (each encrypted bucket too) is under its own domain's key.",
+        "database, training data, datasets, object data, images, node volumes, logs and the audit trail "
+        "each have their own key, and every store (each encrypted bucket too) is under its own domain's key.",
         _judged,
         severity=Severity.HIGH,
     ),

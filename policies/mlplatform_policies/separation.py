@@ -406,11 +406,12 @@ def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
 
 # The data domains whose keys each identity uses (docs/security.md, "Keys per data domain"), by the
 # service-account subject or the AWS service its role trusts: the workloads (the rollout and the drift
-# monitor writing the lifecycle record too) the object data (through S3),
+# monitor writing the lifecycle record too) the object data (through S3), training the datasets too (the
+# datasets bucket's key; review B5),
 # the registry its database's password too (through Secrets Manager), the EBS CSI driver the node volumes,
 # the EKS cluster role the Secrets. Any other role owns no domain.
 KEY_DOMAINS_BY_TRUST: dict[str, frozenset[str]] = {
-    "system:serviceaccount:ml-training:trainer": frozenset({"object-data"}),
+    "system:serviceaccount:ml-training:trainer": frozenset({"datasets", "object-data"}),
     "system:serviceaccount:ml-inference:inference": frozenset({"object-data"}),
     "system:serviceaccount:ml-inference:rollout": frozenset({"object-data"}),
     "system:serviceaccount:ml-inference:drift-monitor": frozenset({"object-data"}),

@@ -182,3 +182,11 @@ def test_a_domain_kept_on_the_stacks_first_key_is_refused(tmp_path: Path, merged
     refused = merged(_read_by_policy(plan))
     assert f"{SMB}-aws-cluster-eks" in refused
     assert {name for name in refused if "-registry-" in name}, refused
+
+
+def test_datasets_back_on_the_models_key_are_refused(planted_plan: PlanDict, merged: Findings) -> None:
+    """Review B5 (one data domain per bucket): the datasets bucket under the object-data key is the one
+    shared domain the split ended; every store of that key is named."""
+    datasets = f"{ENTERPRISE}-aws-storage-datasets"
+    planted = _encrypt_under(planted_plan, BUCKET_ENCRYPTION, datasets, "rules", "-aws-object-data-key")
+    assert merged(planted) == {datasets, DATA_BUCKET, f"{ENTERPRISE}-aws-storage-record"}

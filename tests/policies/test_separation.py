@@ -298,16 +298,14 @@ def test_root_use_named_by_condition_passes(aws_plan: PlanDict, separation: Find
     assert separation(planted) == set()
 
 
-def _uses_secrets_key(plan: PlanDict, role_policy: str) -> PlanDict:
-    """``role_policy`` also decrypts with the Secrets key (through S3, as its own statements do), the key
-    in its document's property dependencies as the engine records it. The key's ARN is the one the EKS
-    cluster role's policy names."""
-    (key,) = [r for r in plan["resources"] if r["name"] == SECRETS_KEY]
-    (cluster_kms,) = [r for r in plan["resources"] if r["name"].endswith("-cluster-role-kms")]
+def _decrypts_with(plan: PlanDict, role_policy: str, key_name: str, key_arn: str) -> PlanDict:
+    """``role_policy`` also decrypts with key ``key_name`` (through S3, as its own statements do), the key
+    in its document's property dependencies as the engine records it."""
+    (key,) = [r for r in plan["resources"] if r["name"] == key_name]
     statement = {
         "Effect": "Allow",
         "Action": ["kms:Decrypt"],
-        "Resource": json.loads(cluster_kms["inputs"]["policy"])["Statement"][0]["Resource"],
+        "Resource": key_arn,
         "Condition": {"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}},
     }
     edited = with_inputs(
@@ -320,10 +318,32 @@ def _uses_secrets_key(plan: PlanDict, role_policy: str) -> PlanDict:
     return edited
 
 
+def _uses_secrets_key(plan: PlanDict, role_policy: str) -> PlanDict:
+    """``role_policy`` also decrypts with the Secrets key, whose ARN the EKS cluster role's policy names."""
+    (cluster_kms,) = [r for r in plan["resources"] if r["name"].endswith("-cluster-role-kms")]
+    arn = json.loads(cluster_kms["inputs"]["policy"])["Statement"][0]["Resource"]
+    return _decrypts_with(plan, role_policy, SECRETS_KEY, arn)
+
+
 def test_a_role_using_another_domains_key_is_refused(aws_plan: PlanDict, separation: Findings) -> None:
-    """Training owns the object data's key only: a grant on the Secrets key is a cross-domain grant."""
+    """Training owns the object data's and the datasets' keys only: a grant on the Secrets key is a
+    cross-domain grant."""
     planted = _uses_secrets_key(aws_plan, "-identities-training")
     assert separation(planted) == {("key-use-within-domain", TRAINING_ROLE)}
+
+
+def test_only_training_uses_the_datasets_key(aws_plan: PlanDict, separation: Findings) -> None:
+    """Review B5 (one data domain per bucket): the datasets are training's alone; inference reading them
+    with the datasets key is a cross-domain grant. The key's ARN is the one training's policy names."""
+    (training,) = [
+        r
+        for r in aws_plan["resources"]
+        if r["name"] == TRAINING_ROLE and "inputs" in r and "policy" in r["inputs"]
+    ]
+    statements = json.loads(training["inputs"]["policy"])["Statement"]
+    (use,) = [s for s in statements if s["Sid"] == "UseKeyThroughS3Datasets"]
+    planted = _decrypts_with(aws_plan, "-identities-inference", f"{AWS}-aws-datasets-key", use["Resource"])
+    assert separation(planted) == {("key-use-within-domain", INFERENCE_ROLE)}
 
 
 @pytest.mark.parametrize(("case", "plant", "expected"), AWS_CASES, ids=[c[0] for c in AWS_CASES])

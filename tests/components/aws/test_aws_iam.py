@@ -69,20 +69,28 @@ def _inline(plan: Plan, suffix: str) -> list[dict[str, Any]]:
 def test_training_reads_datasets_and_writes_models_and_checkpoints_only(
     cloud_plan: Callable[[str], Plan],
 ) -> None:
+    """Review B5 (one data domain per bucket): training reads ``datasets/`` in the datasets bucket with the
+    datasets key, and reads and writes ``models/`` and ``checkpoints/`` in the data bucket with the
+    object-data key; nothing else, each key only through S3."""
     plan = cloud_plan("aws-enterprise-prod")
-    listing, read, write, key = _inline(plan, "-identities-training")
-    bucket_arn = listing["Resource"]
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["datasets/*", "models/*", "checkpoints/*"]}}
-    assert read["Resource"] == [
-        f"{bucket_arn}/datasets/*",
-        f"{bucket_arn}/models/*",
-        f"{bucket_arn}/checkpoints/*",
-    ]
+    statements = _inline(plan, "-identities-training")
+    listing, read, key, models_listing, models_read, write, models_key = statements
+    # The mocks' ARN ends in the bucket's logical name and a hash (mlplatform/mocks.py).
+    datasets_arn, bucket_arn = listing["Resource"], models_listing["Resource"]
+    assert datasets_arn.rsplit("-", 1)[0].endswith(":aws-enterprise-prod-aws-storage-datasets")
+    assert bucket_arn.rsplit("-", 1)[0].endswith(":aws-enterprise-prod-aws-storage-data")
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["datasets/*"]}}
+    assert read["Resource"] == [f"{datasets_arn}/datasets/*"]
+    assert key["Resource"] == plan.outputs["kmsKeys"]["datasets"]
+    assert key["Action"] == ["kms:Decrypt"]
+    assert models_listing["Condition"] == {"StringLike": {"s3:prefix": ["models/*", "checkpoints/*"]}}
+    assert models_read["Resource"] == [f"{bucket_arn}/models/*", f"{bucket_arn}/checkpoints/*"]
     assert write["Resource"] == [f"{bucket_arn}/models/*", f"{bucket_arn}/checkpoints/*"]
     assert "s3:PutObject" in write["Action"]
-    assert key["Resource"] == plan.outputs["kmsKeys"]["object-data"]
-    assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}}
-    assert key["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert models_key["Resource"] == plan.outputs["kmsKeys"]["object-data"]
+    assert models_key["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
+    for each in (key, models_key):
+        assert each["Condition"] == {"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}}
 
 
 def test_inference_only_reads_models(cloud_plan: Callable[[str], Plan]) -> None:
@@ -201,6 +209,7 @@ DOMAIN_USE = {
     "registry-database": {"StringEquals": {"kms:ViaService": ["rds.{region}", "secretsmanager.{region}"]}},
     "training-data": {"StringEquals": {"kms:ViaService": ["elasticfilesystem.{region}", "fsx.{region}"]}},
     "object-data": {"StringEquals": {"kms:ViaService": ["s3.{region}"]}},
+    "datasets": {"StringEquals": {"kms:ViaService": ["s3.{region}"]}},
     "images": {"StringEquals": {"kms:ViaService": ["ecr.{region}"]}},
     "node-volumes": {"StringEquals": {"kms:ViaService": ["ec2.{region}"]}},
 }

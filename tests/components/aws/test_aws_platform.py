@@ -226,6 +226,8 @@ def dev() -> AwsPlatform:
 DATA_BEARING = (
     ("aws:kms/key:Key", "-key-key"),
     ("aws:s3/bucket:Bucket", "-storage-data"),
+    ("aws:s3/bucket:Bucket", "-storage-datasets"),
+    ("aws:kms/key:Key", "-datasets-key"),
     ("aws:s3/bucket:Bucket", "-storage-logs"),
 )
 SHARED_FS = {
@@ -292,6 +294,7 @@ def test_smb_handle_mounts_efs(dev: AwsPlatform) -> None:
 def test_bucket_uri_and_exports(cloud_plan: Callable[[str], Plan]) -> None:
     outputs = cloud_plan("aws-smb-dev").outputs
     assert outputs["bucket"].startswith("s3://aws-smb-dev-aws-storage-data-")
+    assert outputs["datasets"].startswith("s3://aws-smb-dev-aws-storage-datasets-")
     assert outputs["sharedFileSystemId"]
     assert [p["name"] for p in outputs["nodePools"]] == ["cpu", "gpu"]
     assert set(outputs["identities"]) == {"training", "inference", "registry", "cluster-autoscaler"}
