@@ -75,6 +75,13 @@ WORKLOAD_IDENTITIES: dict[str, WorkloadIdentity] = {
     # The model registry (MLflow): the only holder of rights on the registry's artifact store.
     "registry": WorkloadIdentity("ml-registry", "registry"),
 }
+# The lifecycle record's writers in the cluster (docs/lifecycle.md, "The record"): the rollout's Job and the
+# drift monitor's CronJob (workloads/inference/k8s.py ``RolloutJob``/``MonitorJob.service_account``). The
+# adapters give each an identity that may only append to the record, under ``identities[<key>]``.
+RECORD_WRITERS: dict[str, WorkloadIdentity] = {
+    "rollout": WorkloadIdentity(WORKLOAD_IDENTITIES["inference"].namespace, "rollout"),
+    "drift-monitor": WorkloadIdentity(WORKLOAD_IDENTITIES["inference"].namespace, "drift-monitor"),
+}
 # The admission verifier's webhook (Sigstore policy-controller, components/kubernetes/image_verification.py):
 # it reads the public half of the stack's image signing key through the cloud's key service, so the
 # adapters give this account a cloud identity, under ``identities[IMAGE_VERIFIER_KEY]``. The account is
@@ -245,9 +252,9 @@ class Peer:
 @dataclass(frozen=True)
 class RecordStore:
     """The model lifecycle record (workloads/registry/record.py, docs/lifecycle.md): where the workloads
-    that move a model's aliases append (``$MLPLATFORM_RECORD``, AWS ``s3://BUCKET/PREFIX``), what a writer
-    must reach, and the environment its client needs. The writer's cloud identity is ``identities``'s
-    ``rollout``."""
+    that move a model's aliases append (``$MLPLATFORM_RECORD``: AWS ``s3://BUCKET/PREFIX``, Azure
+    ``azblob://ACCOUNT/CONTAINER``), what a writer must reach, and the environment its client needs. The
+    writers' cloud identities are ``identities``'s ``RECORD_WRITERS`` keys."""
 
     uri: pulumi.Input[str]
     peers: tuple[Peer, ...] = ()
@@ -331,7 +338,7 @@ class ClusterHandle:
     # The model registry's stores; None where the adapter provides none (the registry is then refused
     # at config time or not planned).
     registry_backend: RegistryBackend | None = None
-    # The model lifecycle record; None where the stack keeps none (an unaudited stack, Azure for now).
+    # The model lifecycle record; None where the stack keeps none (an unaudited stack).
     lifecycle_record: RecordStore | None = None
     # Where a pod reaches the Kubernetes API server (the drift monitor creating its retrain Job): the
     # private endpoint in the cluster's network, or the public one; None where the adapter gives none.

@@ -154,8 +154,8 @@ Record = Annotated[
         "--record",
         envvar=RECORD_ENV,
         help=(
-            "The lifecycle record (s3://BUCKET/PREFIX or a directory) every move, request and review is "
-            "appended to."
+            "The lifecycle record (s3://BUCKET/PREFIX, azblob://ACCOUNT/CONTAINER/PREFIX or a directory) "
+            "every move, request and review is appended to."
         ),
     ),
 ]

@@ -82,7 +82,10 @@ Record = Annotated[
     typer.Option(
         "--record",
         envvar=RECORD_ENV,
-        help="The lifecycle record (s3://BUCKET/PREFIX or a directory) to append to.",
+        help=(
+            "The lifecycle record (s3://BUCKET/PREFIX, azblob://ACCOUNT/CONTAINER/PREFIX or a directory) "
+            "to append to."
+        ),
     ),
 ]
 

@@ -8,17 +8,20 @@ the AWS-only additions. The handle's ``identities`` are keyed by ``IRSA_SERVICE_
 
 from __future__ import annotations
 
-from components.handle import IMAGE_VERIFIER, IMAGE_VERIFIER_KEY, WORKLOAD_IDENTITIES, WorkloadIdentity
+from components.handle import (
+    IMAGE_VERIFIER,
+    IMAGE_VERIFIER_KEY,
+    RECORD_WRITERS,
+    WORKLOAD_IDENTITIES,
+    WorkloadIdentity,
+)
 
 TRAINING = WORKLOAD_IDENTITIES["training"]
 INFERENCE = WORKLOAD_IDENTITIES["inference"]
 REGISTRY = WORKLOAD_IDENTITIES["registry"]
-# The rollout's Job (workloads/inference/k8s.py ``RolloutJob.service_account``): it appends to the
-# lifecycle record.
-ROLLOUT = WorkloadIdentity(INFERENCE.namespace, "rollout")
-# The drift monitor's CronJob (workloads/inference/k8s.py ``MonitorJob.service_account``): it appends
-# every window and decision to the lifecycle record.
-DRIFT_MONITOR = WorkloadIdentity(INFERENCE.namespace, "drift-monitor")
+# The lifecycle record's writers: the rollout's Job and the drift monitor's CronJob.
+ROLLOUT = RECORD_WRITERS["rollout"]
+DRIFT_MONITOR = RECORD_WRITERS["drift-monitor"]
 # The Kubernetes layer's cluster-autoscaler Helm release runs as this account.
 CLUSTER_AUTOSCALER = WorkloadIdentity("kube-system", "cluster-autoscaler")
 # The names the EKS managed add-ons give their service accounts (EKS user guide, "Amazon EBS CSI driver":

@@ -82,11 +82,14 @@ def archive_account_name(suffix: str) -> str:
     return naming.storage_account_name("audit", suffix)
 
 
-def archive_state(arm: ArmReader, resource_group: str, account: str, retention_days: int) -> str:
-    """``Locked`` when the archive exists (its unlocked policy is then locked), ``Unlocked`` when the
-    first ``pulumi up`` is yet to create it. A locked policy "only allows the increase of the
-    immutability retention period" (azure-native ``AccountImmutabilityPolicyProperties.state``): a
-    shorter ``audit.retentionDays`` stops the preview rather than fail ``pulumi up`` half-way."""
+def archive_state(
+    arm: ArmReader, resource_group: str, account: str, retention_days: int, what: str = "audit archive"
+) -> str:
+    """``Locked`` when the immutable account ``what`` (the audit archive, the lifecycle record) exists
+    (its unlocked policy is then locked), ``Unlocked`` when the first ``pulumi up`` is yet to create it. A
+    locked policy "only allows the increase of the immutability retention period" (azure-native
+    ``AccountImmutabilityPolicyProperties.state``): a shorter ``audit.retentionDays`` stops the preview
+    rather than fail ``pulumi up`` half-way."""
     path = (
         f"/subscriptions/{arm.subscription_id}/resourceGroups/{resource_group}"
         f"/providers/Microsoft.Storage/storageAccounts/{account}"
@@ -96,29 +99,31 @@ def archive_state(arm: ArmReader, resource_group: str, account: str, retention_d
     except ArmReadError as exc:
         if exc.status == 404:
             pulumi.warn(
-                f"audit archive {account}: created with an unlocked immutability policy (Azure creates it "
+                f"{what} {account}: created with an unlocked immutability policy (Azure creates it "
                 "no other way); the next `pulumi up` locks it"
             )
             return UNLOCKED
-        raise pulumi.RunError(f"cannot read the audit archive {account}: {exc}") from exc
+        raise pulumi.RunError(f"cannot read the {what} {account}: {exc}") from exc
     immutable = (found.get("properties") or {}).get("immutableStorageWithVersioning") or {}
     policy = immutable.get("immutabilityPolicy") or {}
     locked_days = policy.get("immutabilityPeriodSinceCreationInDays")
     if policy.get("state") == LOCKED and isinstance(locked_days, int) and retention_days < locked_days:
         raise pulumi.RunError(
-            f"audit.retentionDays: {retention_days} is shorter than the {locked_days} days audit archive "
+            f"audit.retentionDays: {retention_days} is shorter than the {locked_days} days {what} "
             f"{account} is locked for; a locked immutability policy can only be lengthened"
         )
     return LOCKED
 
 
-def immutability(retention_days: int, state: str) -> dict[str, Any]:
+def immutability(retention_days: int, state: str, *, append_writes: bool = True) -> dict[str, Any]:
+    """Account-level version-level immutability: every blob version kept ``retention_days`` from its
+    creation. ``append_writes``: appends to append blobs stay allowed (what diagnostic settings write)."""
     return {
         "enabled": True,
         "immutability_policy": {
             "immutability_period_since_creation_in_days": retention_days,
             "state": state,
-            "allow_protected_append_writes": True,
+            "allow_protected_append_writes": append_writes,
         },
     }
 

@@ -30,7 +30,8 @@ USE_LABEL = "azure.workload.identity/use"
 
 @dataclass(frozen=True)
 class Grant:
-    role: BuiltInRole
+    # A built-in role, or a custom role definition's id (the lifecycle record's writer, record.py).
+    role: BuiltInRole | pulumi.Output[str]
     target_id: pulumi.Input[str]
     # Names the role assignment: roles repeat across targets, so the role alone would collide.
     label: str

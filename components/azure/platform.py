@@ -44,6 +44,7 @@ from components.azure.node_pools import (
     system_pool_profile,
     warn_system_pool_drift,
 )
+from components.azure.record import LifecycleRecord, LifecycleRecordArgs, record_store
 from components.azure.registry import AzureRegistry, RegistryArgs
 from components.azure.registry_database import AzureRegistryDatabase, RegistryDatabaseArgs
 from components.azure.registry_store import REGISTRY_CONTAINER, registry_backend
@@ -60,6 +61,7 @@ from components.handle import (
     IMAGE_VERIFIER,
     IMAGE_VERIFIER_KEY,
     PUBLIC_NETWORK,
+    RECORD_WRITERS,
     WORKLOAD_IDENTITIES,
     Cloud,
     ClusterHandle,
@@ -144,9 +146,13 @@ class AzurePlatform(pulumi.ComponentResource):
         }
         if shared is not None:
             audited["shared-file"] = service_id(shared.account_id, "file")
+        record = self._lifecycle_record(name, scope, network, keys)
+        if record is not None:
+            # Every read and append of the record, with its caller (StorageRead, StorageWrite).
+            audited["record-blob"] = service_id(record.account_id, "blob")
         for what, resource_id in audited.items():
             audit_logs(f"{name}-{what}", scope, resource_id, cluster.workspace_id, self, archive_id=archive)
-        identities = self._workload_identities(name, scope, cluster, objects)
+        identities = self._workload_identities(name, scope, cluster, objects, record)
         identities[IMAGE_VERIFIER_KEY] = self._verifier_identity(name, scope, cluster, signing)
         database = self._registry_database(name, scope, network, keys, identities["registry"])
         if database is not None:
@@ -187,6 +193,7 @@ class AzurePlatform(pulumi.ComponentResource):
                 config.network.cidr if config.cluster.endpoint is EndpointAccess.PRIVATE else PUBLIC_NETWORK,
                 API_SERVER_PORT,
             ),
+            lifecycle_record=record_store(record.uri, config.network.cidr) if record is not None else None,
             registry_backend=registry_backend(
                 objects.account_name,
                 config.network.cidr,
@@ -211,6 +218,11 @@ class AzurePlatform(pulumi.ComponentResource):
             "nodePools": pools_summary(config),
             "workloadIdentities": {workload: identity.client_id for workload, identity in identities.items()},
         }
+        if record is not None:
+            # Where the record is (``--record``), and the role the people who approve and promote are
+            # given on its account (docs/lifecycle.md, "The record").
+            self.exports["lifecycleRecord"] = record.uri
+            self.exports["lifecycleRecordWriterRole"] = record.writer_role_id
         self.register_outputs(self.exports)
 
     def _audit_archive(
@@ -331,23 +343,52 @@ class AzurePlatform(pulumi.ComponentResource):
             self._child,
         )
 
+    def _lifecycle_record(
+        self, name: str, scope: AzureScope, network: AzureNetwork, keys: AzureKeys
+    ) -> LifecycleRecord | None:
+        """The lifecycle record in every audited stack (docs/lifecycle.md, "The record"), under the
+        object-data key with an encryption identity of its own, as AWS's record bucket."""
+        if not scope.config.audited:
+            return None
+        key = keys.for_domain(KeyDomain.OBJECTS)
+        identity = EncryptionIdentity(
+            f"{name}-record-encryption", EncryptionIdentityArgs(scope, key.key_id), self._child
+        )
+        return LifecycleRecord(
+            f"{name}-record",
+            LifecycleRecordArgs(
+                scope, identity, key, network.endpoint_subnet_id, network.dns_zone_ids[BLOB_ZONE]
+            ),
+            self._child,
+        )
+
     def _workload_identities(
-        self, name: str, scope: AzureScope, cluster: AksCluster, objects: ObjectStorage
+        self,
+        name: str,
+        scope: AzureScope,
+        cluster: AksCluster,
+        objects: ObjectStorage,
+        record: LifecycleRecord | None,
     ) -> dict[str, FederatedIdentity]:
-        """One federated identity per workload service account, granted its containers."""
+        """One federated identity per workload service account, granted its containers; where the stack
+        keeps a lifecycle record, one per record writer, granted only the writer role on its account."""
+        accounts = dict(WORKLOAD_IDENTITIES)
+        grants = {
+            workload: tuple(
+                Grant(role, objects.container_ids[container], f"{container}-{role.name.lower()}")
+                for role, container in WORKLOAD_GRANTS.get(workload, ())
+            )
+            for workload in WORKLOAD_IDENTITIES
+        }
+        if record is not None:
+            accounts |= RECORD_WRITERS
+            writer = (Grant(record.writer_role_id, record.account_id, "record-writer"),)
+            grants |= dict.fromkeys(RECORD_WRITERS, writer)
         return {
             workload: FederatedIdentity(
                 f"{name}-{workload}-identity",
-                FederatedIdentityArgs(
-                    scope,
-                    service_account,
-                    cluster.oidc_issuer_url,
-                    tuple(
-                        Grant(role, objects.container_ids[container], f"{container}-{role.name.lower()}")
-                        for role, container in WORKLOAD_GRANTS.get(workload, ())
-                    ),
-                ),
+                FederatedIdentityArgs(scope, service_account, cluster.oidc_issuer_url, grants[workload]),
                 self._child,
             )
-            for workload, service_account in WORKLOAD_IDENTITIES.items()
+            for workload, service_account in accounts.items()
         }

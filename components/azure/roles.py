@@ -48,13 +48,13 @@ def assign_role(
     name: str,
     scope: AzureScope,
     *,
-    role: BuiltInRole,
+    role: BuiltInRole | pulumi.Output[str],
     principal_id: pulumi.Input[str],
     target_id: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
     principal_type: str = "ServicePrincipal",
 ) -> authorization.RoleAssignment:
-    """Grant ``role`` on ``target_id``.
+    """Grant ``role`` (a built-in role, or a custom role definition's id) on ``target_id``.
 
     The principal type is always declared (the SDK would otherwise send "User"). For managed identities
     it is ``ServicePrincipal``, which also spares ARM the Entra lookup that fails with PrincipalNotFound
@@ -64,7 +64,7 @@ def assign_role(
         name,
         principal_id=principal_id,
         principal_type=principal_type,
-        role_definition_id=role_definition_id(scope, role),
+        role_definition_id=role_definition_id(scope, role) if isinstance(role, BuiltInRole) else role,
         scope=target_id,
         opts=opts,
     )

@@ -227,7 +227,8 @@ def rollout_job(
 ) -> RolloutJob:
     """The rollout's Job template for a service that follows the registry: the stack's plan, its registry
     user with basic-auth on, the servers' CA with TLS on, the stack's lifecycle record with the identity
-    that may append to it (AWS: the ``rollout`` IRSA role, put-only)."""
+    that may append to it (AWS: the ``rollout`` IRSA role, put-only; Azure: its federated identity, with the
+    record writer role, create-only)."""
     plan = inference.rollout
     return RolloutJob(
         plan=plan.model_dump_json(by_alias=True) if plan is not None else None,
@@ -236,6 +237,7 @@ def rollout_job(
         ca_secret=monitoring.INFERENCE_CA_SECRET if inference.tls else None,
         record=handle.lifecycle_record,
         service_account_annotations=handle.identities.get("rollout", {}),
+        pod_labels=handle.pod_labels.get("rollout", {}),
     )
 
 
@@ -295,6 +297,7 @@ def monitor_job(
         retrain=retrain,
         record=record,
         service_account_annotations=handle.identities.get("drift-monitor", {}) if record else {},
+        pod_labels=handle.pod_labels.get("drift-monitor", {}) if record else {},
         policy=policy.model_dump_json(by_alias=True),
         schedule=policy.schedule,
         registry_secret=MONITOR_SECRET if config.workloads.registry.auth else None,

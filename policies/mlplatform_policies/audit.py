@@ -24,12 +24,19 @@ prod``, as the platform's ``audit`` config defaults. Then:
 - ``lifecycle-record-locked``: AWS, the model lifecycle record (every alias move, approval, rollout step;
   docs/lifecycle.md) lives in a bucket of the stack (tagged ``ml-platform.io/role: lifecycle-record``)
   created with Object Lock and a COMPLIANCE default retention, so the identities that write it cannot
-  rewrite or delete it (issue 40; S3 user guide "Object Lock retention modes"). The Azure record store
-  is not built (docs/lifecycle.md, "Not yet"); AKS stacks are not judged by it.
+  rewrite or delete it (issue 40; S3 user guide "Object Lock retention modes"); Azure, in a storage
+  account of the stack (tagged ``ml-platform.io-role: lifecycle-record``) with version-level immutability
+  under a time-based policy of at least a day (Azure Storage, "Time-based retention policies for
+  immutable blob data"), on which no role assignment grants a data action that can replace or delete a
+  blob (``blobs/write``, ``blobs/delete``, ``deleteBlobVersion``, ``permanentDelete``, the immutability
+  super-user action; a built-in role that carries them: Storage Blob Data Contributor or Owner, Azure
+  built-in roles reference). An unlocked policy (the first ``pulumi up``: Azure creates it no other way)
+  is ``audit-archive-locked``'s advice, as the audit archive's.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -41,6 +48,7 @@ from .factory import ADVISORY, Finding, stack_policy
 from .residency import aws_region_problem, azure_location_problem
 from .settings import (
     AUDIT_TRAIL_TAG,
+    AZURE_ROLE_TAG,
     AZURE_THREAT_DETECTION_TAG,
     EXISTING_DETECTION,
     LIFECYCLE_RECORD_ROLE,
@@ -274,6 +282,108 @@ def _lifecycle_record(graph: Graph) -> Iterator[Finding]:
             )
 
 
+ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+ROLE_DEFINITION = "azure-native:authorization:RoleDefinition"
+BLOB_CONTAINER = "azure-native:storage:BlobContainer"
+_BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+# Data actions that replace or delete a blob, or lift its immutability (Azure Storage, "Actions and
+# attributes for Azure role assignment conditions for Azure Blob Storage").
+REWRITING_DATA_ACTIONS = (
+    f"{_BLOBS}/write",
+    f"{_BLOBS}/delete",
+    f"{_BLOBS}/deleteBlobVersion/action",
+    f"{_BLOBS}/permanentDelete/action",
+    f"{_BLOBS}/immutableStorage/runAsSuperUser/action",
+)
+# Built-in roles whose data actions include them, by id, the same in every tenant (Azure built-in roles
+# reference: Storage Blob Data Contributor and Owner grant ``blobs/*``-level write and delete).
+REWRITING_BUILT_IN_ROLES = {
+    "ba92f5b4-2d11-453d-a403-e96b0029c9fe": "Storage Blob Data Contributor",
+    "b7e6dc6d-f1e8-4753-8033-0f276bb0955b": "Storage Blob Data Owner",
+}
+
+
+def _azure_record_problems(account: Subject) -> Iterator[str]:
+    immutable = _immutability(account)
+    policy = immutable.get("immutabilityPolicy") or {}
+    if immutable.get("enabled") is not True or policy.get("state") not in ("Locked", "Unlocked"):
+        yield (
+            "immutableStorageWithVersioning has no time-based policy: the record's events can be deleted "
+            "or overwritten"
+        )
+    elif not (policy.get("immutabilityPeriodSinceCreationInDays") or 0) >= 1:
+        yield "the immutability period is under a day: whoever writes the record can delete its events"
+
+
+def _rewriting_actions(assignment: Subject, graph: Graph) -> list[str]:
+    """The data actions of ``assignment``'s role that can replace or delete a blob."""
+    definition = str(assignment.get("roleDefinitionId") or "")
+    built_in = REWRITING_BUILT_IN_ROLES.get(definition.rsplit("/", 1)[-1].lower())
+    if built_in:
+        return [built_in]
+    found: list[str] = []
+    for role in graph.linked(assignment, "roleDefinitionId", [ROLE_DEFINITION]):
+        for permission in elements(role.props, "permissions"):
+            if not isinstance(permission, Mapping):
+                continue
+            granted = [str(a).lower() for a in permission.get("dataActions") or []]
+            denied = [str(a).lower() for a in permission.get("notDataActions") or []]
+            found += [
+                action
+                for action in REWRITING_DATA_ACTIONS
+                if any(fnmatch.fnmatchcase(action.lower(), g) for g in granted)
+                and not any(fnmatch.fnmatchcase(action.lower(), d) for d in denied)
+                and action not in found
+            ]
+    return found
+
+
+def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:
+    """Role assignments on the record's account or one of its containers that can rewrite it."""
+    containers = {
+        c.urn
+        for c in graph.of(BLOB_CONTAINER)
+        if account.urn
+        in {a.urn for a in graph.linked(c, "accountName", [tokens.STORAGE_ACCOUNT], identity="accountName")}
+    }
+    for assignment in graph.of(ROLE_ASSIGNMENT):
+        scopes = {s.urn for s in graph.linked(assignment, "scope", [tokens.STORAGE_ACCOUNT, BLOB_CONTAINER])}
+        if account.urn not in scopes and not scopes & containers:
+            continue
+        rewriting = _rewriting_actions(assignment, graph)
+        if rewriting:
+            yield (
+                assignment.urn,
+                f"a role on the lifecycle record {account.name} grants {', '.join(rewriting)}: whoever holds "
+                "it can replace or delete events; give writers only blobs/add/action and blobs/read",
+            )
+
+
+def _azure_lifecycle_record(graph: Graph) -> Iterator[Finding]:
+    clusters = _audited_clusters(graph, tokens.AKS_CLUSTER)
+    if not clusters:
+        return
+    records = [
+        a for a in graph.of(tokens.STORAGE_ACCOUNT) if a.tags().get(AZURE_ROLE_TAG) == LIFECYCLE_RECORD_ROLE
+    ]
+    for account in records:
+        yield from ((account.urn, problem) for problem in _azure_record_problems(account))
+        yield from _record_writers(account, graph)
+    if not records:
+        for cluster in clusters:
+            yield (
+                cluster.urn,
+                "no lifecycle record store: an audited stack keeps its model lifecycle record in a storage "
+                f"account tagged {AZURE_ROLE_TAG}: {LIFECYCLE_RECORD_ROLE} with version-level immutability "
+                "under a locked time-based policy",
+            )
+
+
+def _lifecycle_records(graph: Graph) -> Iterator[Finding]:
+    yield from _lifecycle_record(graph)
+    yield from _azure_lifecycle_record(graph)
+
+
 # --- Azure trail -----------------------------------------------------------------------------------
 
 
@@ -361,14 +471,23 @@ def _trail(graph: Graph) -> Iterator[Finding]:
 
 
 def _unlocked_archive(graph: Graph) -> Iterator[Finding]:
-    for export in _activity_log_exports(graph):
-        for account in graph.linked(export, "storageAccountId", (tokens.STORAGE_ACCOUNT,), "accountName"):
-            if (_immutability(account).get("immutabilityPolicy") or {}).get("state") == "Unlocked":
-                yield (
-                    account.urn,
-                    "the immutability policy is unlocked: an owner can still shorten it; the next `pulumi "
-                    "up` locks it",
-                )
+    accounts = {
+        account.urn: account
+        for export in _activity_log_exports(graph)
+        for account in graph.linked(export, "storageAccountId", (tokens.STORAGE_ACCOUNT,), "accountName")
+    }
+    accounts |= {
+        a.urn: a
+        for a in graph.of(tokens.STORAGE_ACCOUNT)
+        if a.tags().get(AZURE_ROLE_TAG) == LIFECYCLE_RECORD_ROLE
+    }
+    for account in accounts.values():
+        if (_immutability(account).get("immutabilityPolicy") or {}).get("state") == "Unlocked":
+            yield (
+                account.urn,
+                "the immutability policy is unlocked: an owner can still shorten it; the next `pulumi "
+                "up` locks it",
+            )
 
 
 # --- detection -------------------------------------------------------------------------------------
@@ -525,8 +644,8 @@ POLICIES = [
     ),
     stack_policy(
         "audit-archive-locked",
-        "The Azure audit archive's immutability policy is locked (Azure creates it unlocked; the next "
-        "`pulumi up` locks it).",
+        "The Azure audit archive's and lifecycle record's immutability policies are locked (Azure creates "
+        "them unlocked; the next `pulumi up` locks them).",
         _unlocked_archive,
         severity=Severity.MEDIUM,
         enforcement=ADVISORY,
@@ -551,10 +670,12 @@ POLICIES = [
     ),
     stack_policy(
         "lifecycle-record-locked",
-        "An audited AWS stack keeps its model lifecycle record (alias moves, approvals, rollout steps) in "
-        "a bucket with Object Lock in COMPLIANCE mode, which no identity of the stack can rewrite or "
-        "delete (issue 40; ISO/IEC 27001:2022 A.8.15; S3 user guide, Object Lock retention modes).",
-        _lifecycle_record,
+        "An audited stack keeps its model lifecycle record (alias moves, approvals, rollout steps) where "
+        "no identity of the stack can rewrite or delete it: an S3 bucket with Object Lock in COMPLIANCE "
+        "mode, or an Azure storage account with time-based version-level immutability and no role on it "
+        "that can replace or delete a blob (issue 40; ISO/IEC 27001:2022 A.8.15; S3 user guide, Object "
+        "Lock retention modes; Azure Storage, time-based retention policies).",
+        _lifecycle_records,
         severity=Severity.HIGH,
     ),
 ]

@@ -9,8 +9,9 @@ version (a store following the versionless key and one pinned to a version use t
 - node volumes: the disk encryption set's ``activeKey.keyUrl``;
 - images: the container registry's ``encryption.keyVaultProperties.keyIdentifier``;
 - storage accounts, by what the account is: a ``FileStorage`` account (the NFS share) holds training data,
-  an account with locked immutable storage (the audit archive) holds logs, any other object data; the key
-  is ``encryption.keyVaultProperties.keyVaultUri`` and ``keyName``.
+  the lifecycle record's (tagged ``ml-platform.io-role: lifecycle-record``) object data, as AWS's record
+  bucket, any other account with immutable storage (the audit archive) logs, any other object data; the
+  key is ``encryption.keyVaultProperties.keyVaultUri`` and ``keyName``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 
 from pulumi_policy.proxy import UnknownValueError
 
+from .settings import AZURE_ROLE_TAG, LIFECYCLE_RECORD_ROLE
 from .subject import Graph, Subject
 from .values import known
 
@@ -46,6 +48,8 @@ def key_identity(url: str) -> str:
 def _account_domain(account: Subject) -> str:
     if account.get("kind") == "FileStorage":
         return "training-data"
+    if account.tags().get(AZURE_ROLE_TAG) == LIFECYCLE_RECORD_ROLE:
+        return "object-data"
     if (account.get("immutableStorageWithVersioning") or {}).get("enabled"):
         return "logs"
     return "object-data"

@@ -297,6 +297,7 @@ def test_a_declared_organisation_trail_stands_in_for_the_stacks_own(
     assert ("audit-trail", AWS_CLUSTER) in audit_findings(untagged)
 
 
+AZURE_RECORD = "azure-enterprise-prod-azure-record-account"
 AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
     (
         "activity-log-export-removed",
@@ -374,6 +375,65 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "objects-blob-audit")),
         ("data-store-audit-logs", "azure-enterprise-prod-azure-objects-account"),
     ),
+    # Issue 40, "An append-only record", on Azure (components/azure/record.py): the record's account keeps
+    # every version immutable, and no role on it can replace or delete a blob.
+    (
+        "record-immutability-off",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:storage:StorageAccount", "record-account"),
+            lambda i: i.pop("immutableStorageWithVersioning"),
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    (
+        "record-immutability-disabled",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:storage:StorageAccount", "record-account"),
+            lambda i: i["immutableStorageWithVersioning"]["immutabilityPolicy"].update(state="Disabled"),
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    (
+        "record-account-removed",
+        lambda p: without(p, of_type("azure-native:storage:StorageAccount", "record-account")),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-cluster-aks"),
+    ),
+    (
+        "record-writer-role-with-delete",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:authorization:RoleDefinition", "record-writer"),
+            lambda i: i["permissions"][0]["dataActions"].append(
+                "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/delete"
+            ),
+        ),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer"),
+    ),
+    (
+        "record-writer-role-with-every-blob-action",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:authorization:RoleDefinition", "record-writer"),
+            lambda i: i["permissions"][0].update(
+                dataActions=["Microsoft.Storage/storageAccounts/blobServices/containers/blobs/*"]
+            ),
+        ),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-drift-monitor-identity-record-writer"),
+    ),
+    (
+        "record-writer-given-storage-blob-data-contributor",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:authorization:RoleAssignment", "rollout-identity-record-writer"),
+            lambda i: i.update(
+                roleDefinitionId="/subscriptions/00000000-0000-0000-0000-000000000000/providers/"
+                "Microsoft.Authorization/roleDefinitions/ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+            ),
+        ),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer"),
+    ),
     (
         "vault-audit-removed",
         lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "keys-vault-audit")),
@@ -399,18 +459,26 @@ def test_a_planted_gap_fails(
     assert expected in audit_findings(plant(cloud_plan(stack).to_dict()))
 
 
+@pytest.mark.parametrize("account", ["audit-account", "record-account"])
 def test_an_unlocked_azure_archive_is_advised_about(
-    pack: PolicyPackSession, defaults: dict[str, PolicySettings], cloud_plan: Callable[[str], Plan]
+    account: str,
+    pack: PolicyPackSession,
+    defaults: dict[str, PolicySettings],
+    cloud_plan: Callable[[str], Plan],
+    audit_findings: Callable[[PlanDict], set[tuple[str, str]]],
 ) -> None:
-    """The first ``pulumi up`` creates the archive unlocked (Azure creates it no other way): advisory
-    until the next one locks it; the plan of an existing archive (the mocks' answer) is locked."""
+    """The first ``pulumi up`` creates the audit archive and the lifecycle record unlocked (Azure creates
+    them no other way): advisory until the next one locks them, and not a mandatory failure, which would
+    stop that first ``up``; the plan of an existing account (the mocks' answer) is locked."""
     plan = cloud_plan("azure-enterprise-prod").to_dict()
-    archive = of_type("azure-native:storage:StorageAccount", "audit-account")
+    picked = of_type("azure-native:storage:StorageAccount", account)
     locked = found(pack.judge(plan, defaults), "advisory")
     assert not {finding for finding in locked if finding[0] == "audit-archive-locked"}
 
     def unlock(inputs: dict[str, Any]) -> None:
         inputs["immutableStorageWithVersioning"]["immutabilityPolicy"]["state"] = "Unlocked"
 
-    unlocked = found(pack.judge(with_inputs(plan, archive, unlock), defaults), "advisory")
-    assert ("audit-archive-locked", "azure-enterprise-prod-azure-audit-account") in unlocked
+    edited = with_inputs(plan, picked, unlock)
+    unlocked = found(pack.judge(edited, defaults), "advisory")
+    assert ("audit-archive-locked", f"azure-enterprise-prod-azure-{account}") in unlocked
+    assert audit_findings(edited) == set()

@@ -386,11 +386,37 @@ archive = storage.StorageAccount(
         "key_vault_properties": {"key_name": "logs", "key_vault_uri": "https://kv.vault.azure.net/"},
     },
 )
+# The model lifecycle record: its own immutable account (time-based, no append writes) on the
+# object-data key (lifecycle-record-locked, keys-per-domain).
+record = storage.StorageAccount(
+    "record",
+    resource_group_name=rg.name,
+    kind="StorageV2",
+    sku={"name": "Standard_ZRS"},
+    enable_https_traffic_only=True,
+    minimum_tls_version="TLS1_2",
+    allow_blob_public_access=False,
+    network_rule_set={"default_action": "Deny", "bypass": "AzureServices"},
+    immutable_storage_with_versioning={
+        "enabled": True,
+        "immutability_policy": {
+            "immutability_period_since_creation_in_days": 365,
+            "state": "Locked",
+            "allow_protected_append_writes": False,
+        },
+    },
+    tags={**TAGS, "ml-platform.io-role": "lifecycle-record"},
+    encryption={
+        "key_source": "Microsoft.Keyvault",
+        "key_vault_properties": {"key_name": "data", "key_vault_uri": "https://kv.vault.azure.net/"},
+    },
+)
 for name, audited in (
     ("kv", vault.id),
     ("data", account.id.apply(lambda i: f"{i}/blobServices/default")),
     ("nfs", nfs.id.apply(lambda i: f"{i}/fileServices/default")),
     ("audit", archive.id.apply(lambda i: f"{i}/blobServices/default")),
+    ("record", record.id.apply(lambda i: f"{i}/blobServices/default")),
     ("acr", registry.id),
 ):
     monitor.DiagnosticSetting(

@@ -75,6 +75,8 @@ def test_shipped_stacks_keep_each_domain_on_its_own_key(
             "objects-account": "storage-cmk",
             "shared-account": "training-data-cmk",
             "audit-account": "logs-cmk",
+            # The lifecycle record is object data, as AWS's record bucket (components/azure/record.py).
+            "record-account": "storage-cmk",
         }
         (pg,) = plan.by_type(PG)
         assert pg.inputs["dataEncryption"]["primaryKeyURI"].endswith("/keys/registry-database-cmk")
@@ -89,7 +91,11 @@ def test_a_store_on_another_domains_key_is_refused(planned: Callable[[str], Plan
         inputs["dataEncryption"]["primaryKeyURI"] = f"{properties['keyVaultUri']}keys/{properties['keyName']}"
 
     planted = with_inputs(plan, of_type(PG), on_storage_key)
-    assert merged(planted) == {f"{ENTERPRISE}-azure-registry-pg", f"{ENTERPRISE}-azure-objects-account"}
+    assert merged(planted) == {
+        f"{ENTERPRISE}-azure-registry-pg",
+        f"{ENTERPRISE}-azure-objects-account",
+        f"{ENTERPRISE}-azure-record-account",
+    }
 
 
 def test_a_stack_made_before_the_split_keeps_its_stores_and_the_pack_says_so(

@@ -140,8 +140,10 @@ class RolloutJob:
     # The lifecycle record it appends every window and decision to (``$MLPLATFORM_RECORD``), what it
     # reaches to write there and its client's environment; None: none.
     record: RecordStore | None = None
-    # Its ServiceAccount's annotations: the cloud identity that may append to ``record`` (AWS: IRSA).
+    # Its ServiceAccount's annotations: the cloud identity that may append to ``record`` (AWS: IRSA), and
+    # the labels its pod needs for that identity (Azure: ``azure.workload.identity/use``).
     service_account_annotations: Mapping[str, Any] = field(default_factory=dict)
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
     cpu: str = "250m"
     memory: str = "256Mi"
     # A finished Job (and its pod's log, the record of each gate) is kept this long, then deleted.
@@ -219,9 +221,11 @@ class MonitorJob:
     # The CA that signed the servers' certificate (key ``ca.crt``), with TLS on.
     ca_secret: str | None = None
     # The stack's lifecycle record store (AWS: the Object-Locked bucket, as the rollout's) and its
-    # ServiceAccount's annotations: the cloud identity that may only append to it (AWS: IRSA).
+    # ServiceAccount's annotations: the cloud identity that may only append to it (AWS: IRSA), and the
+    # labels its pod needs for that identity (Azure: ``azure.workload.identity/use``).
     record: RecordStore | None = None
     service_account_annotations: Mapping[str, Any] = field(default_factory=dict)
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
     service_account: str = "drift-monitor"
     cpu: str = "250m"
     memory: str = "512Mi"
@@ -790,10 +794,12 @@ def _rollout_cron_job(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object
         "containers": [container],
         "volumes": volumes,
     }
-    # No ``spec.pod_labels``: they ask for the cloud's workload identity (Azure's
-    # ``azure.workload.identity/use``), and the rollout has none (its ServiceAccount names no identity).
+    # The rollout's own identity labels, not ``spec.pod_labels`` (the servers' identity).
     reaches = peer_annotations(rollout.record.peers) if rollout.record is not None else {}
-    template = {"labels": _rollout_labels(spec), "annotations": {SAFE_TO_EVICT: "false", **reaches}}
+    template = {
+        "labels": {**_rollout_labels(spec), **rollout.pod_labels},
+        "annotations": {SAFE_TO_EVICT: "false", **reaches},
+    }
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -973,7 +979,10 @@ def _monitor_cron_job(spec: InferenceServiceSpec, monitor: MonitorJob) -> Object
         "volumes": volumes,
     }
     reaches = peer_annotations(_monitor_peers(monitor))
-    template = {"labels": _monitor_labels(spec), **({"annotations": reaches} if reaches else {})}
+    template = {
+        "labels": {**_monitor_labels(spec), **monitor.pod_labels},
+        **({"annotations": reaches} if reaches else {}),
+    }
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",

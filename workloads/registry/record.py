@@ -21,11 +21,23 @@ Backends, chosen by the record's URI (``--record``, ``$MLPLATFORM_RECORD``):
   guide, "Object Lock retention modes"): a deleted or overwritten key keeps its locked version. The writer
   refuses a bucket without that default rather than keep a record that can be rewritten. Endpoint,
   region and credentials are boto3's own chain (``AWS_ENDPOINT_URL_S3``, ``AWS_REGION``, IRSA).
+- ``azblob://ACCOUNT/CONTAINER/PREFIX``: each event one block blob under ``PREFIX/<model>/``, written
+  create-only (Put Blob with ``If-None-Match: *``: the Blob service answers 409 ``BlobAlreadyExists``
+  rather than replace it; Blob REST API, "Specifying conditional headers for Blob service operations") into
+  a container under version-level immutability (Azure Storage, "Configure immutability policies for blob
+  versions": a version under a locked time-based policy can be neither deleted nor modified until it
+  expires, by anyone). The writer refuses a container without version-level immutability (Get Container
+  Properties, ``x-ms-immutable-storage-with-versioning-enabled``); whether the policy is locked is a
+  management-plane fact, which the plan shows and the pack's ``lifecycle-record-locked`` checks. The
+  account's endpoint is ``https://ACCOUNT.blob.core.windows.net`` (``$MLPLATFORM_RECORD_BLOB_ENDPOINT``
+  for another cloud or an emulator, path-style ``http://HOST:PORT/ACCOUNT``); credentials are
+  azure-identity's ``DefaultAzureCredential`` (AKS workload identity, the Azure CLI), or the SAS the
+  endpoint carries as its query.
 - a directory (a mounted volume; SMB dev and the tests), each event a file created exclusively
   (``O_EXCL``: an existing name is never overwritten) and made read-only.
 
 Events are named by time and a random suffix, so concurrent writers never collide and a listing in name
-order is the history in time order. An Azure Blob backend is not built (docs/lifecycle.md, "Not yet").
+order is the history in time order.
 """
 
 from __future__ import annotations
@@ -39,12 +51,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
 from workloads.registry.client import RegistryClient, RegistryError
 
 RECORD_ENV = "MLPLATFORM_RECORD"
+# The Blob endpoint of an ``azblob://`` record where it is not ``https://ACCOUNT.blob.core.windows.net``.
+BLOB_ENDPOINT_ENV = "MLPLATFORM_RECORD_BLOB_ENDPOINT"
 
 
 class Event(BaseModel):
@@ -201,6 +216,106 @@ class S3Record:
             raise self._fail(f"read {self._folder(model)}", exc) from None
 
 
+class BlobRecord:
+    """Events as block blobs under ``azblob://account/container/prefix/<model>/``, each created once in a
+    container under version-level immutability (module docstring). ``container`` is an
+    ``azure.storage.blob.ContainerClient``."""
+
+    def __init__(self, container: Any, account: str, prefix: str) -> None:
+        self.container, self.account, self.prefix = container, account, prefix.strip("/")
+        self._immutable = False
+
+    @property
+    def uri(self) -> str:
+        base = f"azblob://{self.account}/{self.container.container_name}"
+        return f"{base}/{self.prefix}" if self.prefix else base
+
+    def _folder(self, model: str) -> str:
+        return f"{self.prefix}/{model}/" if self.prefix else f"{model}/"
+
+    def _fail(self, doing: str, exc: Exception) -> RecordError:
+        # azure-core's HttpResponseError carries the status and the service's error code (x-ms-error-code).
+        lines = str(exc).splitlines()
+        why = " ".join(
+            str(part)
+            for part in (getattr(exc, "status_code", None), getattr(exc, "error_code", None))
+            if part
+        )
+        why = f"{why}: {lines[0]}" if why and lines else (lines[0] if lines else why or type(exc).__name__)
+        return RecordError(f"lifecycle record {self.uri}: cannot {doing} ({why})")
+
+    def ensure_immutable(self) -> None:
+        """Refuse a container without version-level immutability: its events could be rewritten."""
+        if self._immutable:
+            return
+        from azure.core.exceptions import AzureError
+
+        try:
+            properties = self.container.get_container_properties()
+        except AzureError as exc:
+            raise self._fail("read the container's properties", exc) from None
+        if not properties.immutable_storage_with_versioning_enabled:
+            raise RecordError(
+                f"lifecycle record {self.uri}: container {self.container.container_name} has no "
+                "version-level immutability; refusing to write a record that can be rewritten"
+            )
+        self._immutable = True
+
+    def append(self, event: Event) -> str:
+        from azure.core.exceptions import AzureError
+        from azure.storage.blob import ContentSettings
+
+        self.ensure_immutable()
+        name = self._folder(event.model) + event_name(event)
+        try:
+            self.container.upload_blob(
+                name,
+                event.model_dump_json().encode(),
+                blob_type="BlockBlob",
+                content_settings=ContentSettings(content_type="application/json"),
+                # Create-only: the client sends If-None-Match: * (azure-storage-blob 12.31.1,
+                # _upload_helpers.upload_block_blob); tests/workloads/registry/test_record_blob.py sees it.
+                overwrite=False,
+            )
+        except AzureError as exc:
+            raise self._fail(f"append {name}", exc) from None
+        return name
+
+    def read(self, model: str) -> list[Event]:
+        from azure.core.exceptions import AzureError
+
+        folder = self._folder(model)
+        try:
+            names = sorted(
+                blob.name
+                for blob in self.container.list_blobs(name_starts_with=folder)
+                if blob.name.endswith(".json")
+            )
+            return [Event.model_validate_json(self.container.download_blob(name).readall()) for name in names]
+        except AzureError as exc:
+            raise self._fail(f"read {folder}", exc) from None
+
+
+def _blob_record(uri: str) -> BlobRecord:
+    account, _, rest = uri.removeprefix("azblob://").partition("/")
+    container, _, prefix = rest.partition("/")
+    if not account or not container:
+        raise RecordError(f"lifecycle record {uri!r}: give it as azblob://ACCOUNT/CONTAINER/PREFIX")
+    try:
+        from azure.identity import DefaultAzureCredential
+        from azure.storage.blob import ContainerClient
+    except ImportError:
+        raise RecordError(
+            f"lifecycle record {uri}: an azblob:// record needs azure-storage-blob and azure-identity "
+            "(pip install 'ml-platform[registry]')"
+        ) from None
+    endpoint = os.environ.get(BLOB_ENDPOINT_ENV) or f"https://{account}.blob.core.windows.net"
+    # An endpoint with a SAS (its query) carries its own authorisation; else Entra ID, as the workloads are.
+    credential = None if urlsplit(endpoint).query else DefaultAzureCredential()
+    client = ContainerClient(endpoint, container, credential=credential)
+    return BlobRecord(client, account, prefix)
+
+
 def _s3_record(uri: str) -> S3Record:
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
     if not bucket:
@@ -215,14 +330,17 @@ def _s3_record(uri: str) -> S3Record:
 
 
 def open_record(uri: str) -> Record:
-    """The record at ``uri``: ``s3://BUCKET/PREFIX``, or a directory path or ``file://`` URL (created if
-    missing)."""
+    """The record at ``uri``: ``s3://BUCKET/PREFIX``, ``azblob://ACCOUNT/CONTAINER/PREFIX``, or a
+    directory path or ``file://`` URL (created if missing)."""
     if uri.startswith("s3://"):
         return _s3_record(uri)
+    if uri.startswith("azblob://"):
+        return _blob_record(uri)
     path = Path(uri.removeprefix("file://"))
     if "://" in str(path):
         raise RecordError(
-            f"lifecycle record {uri!r}: give an s3://BUCKET/PREFIX, a directory or a file:// URL"
+            f"lifecycle record {uri!r}: give an s3://BUCKET/PREFIX, an azblob://ACCOUNT/CONTAINER/PREFIX, "
+            "a directory or a file:// URL"
         )
     try:
         path.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from components.azure.arm import ARM_TRANSPORT
 from components.azure.identity import CLIENT_ID_ANNOTATION
 from components.azure.keys import REGISTRY_CREATION_ROLE
 from components.azure.platform import AzurePlatform
+from components.azure.record import LIFECYCLE_RECORD_ROLE
 from components.config import AZURE_DUTY_CYCLE_TAG, AZURE_ROLE_TAG, parse_stack_config
 from components.handle import Cloud, ClusterHandle, Fabric, SharedStorageKind
 from mlplatform.errors import InputError
@@ -49,7 +50,12 @@ UNTAGGED = {
     "azure-native:dbforpostgresql:Database",
     # A subscription's Defender plan (security Pricing: scopeId, pricingName, pricingTier, no tags).
     "azure-native:security:Pricing",
+    # The lifecycle record's writer role (a custom role definition: not among the taggable types).
+    "azure-native:authorization:RoleDefinition",
 }
+# The role tags the policy pack's contracts read: the registry's creation vault (its exception), the
+# lifecycle record's account (lifecycle-record-locked, keys-per-domain).
+ROLES = {REGISTRY_CREATION_ROLE, LIFECYCLE_RECORD_ROLE}
 UNLOCATED = UNTAGGED | {"azure-native:keyvault:Key", "azure-native:containerservice:AgentPool"}
 GLOBAL = {"azure-native:privatedns:PrivateZone", "azure-native:privatedns:VirtualNetworkLink"}
 
@@ -72,7 +78,7 @@ def test_everything_is_tagged_and_in_region(cloud_plan: PlanFn, stack: str) -> N
         if resource.type not in UNTAGGED:
             # The base tags, and a role only where the policy pack's exception contract reads one.
             own = dict(resource.inputs.get("tags", {}))
-            assert own.pop(AZURE_ROLE_TAG, REGISTRY_CREATION_ROLE) == REGISTRY_CREATION_ROLE, resource.name
+            assert own.pop(AZURE_ROLE_TAG, REGISTRY_CREATION_ROLE) in ROLES, resource.name
             # And on each pool its duty cycle, where cost estimates read it (docs/cost.md).
             if resource.type == "azure-native:containerservice:AgentPool":
                 assert 0 <= float(own.pop(AZURE_DUTY_CYCLE_TAG)) <= 1, resource.name
@@ -235,7 +241,16 @@ def test_handle_contents() -> None:
     assert isinstance(handle.registry, str) and handle.registry.endswith(".azurecr.io")
     assert isinstance(handle.storage.bucket_uri, str)
     assert handle.storage.bucket_uri.endswith(".blob.core.windows.net/models")
-    assert sorted(resolved["identities"]) == ["inference", "registry", "training"]
+    # The workloads', the admission verifier's, and the lifecycle record's writers' (an audited stack).
+    assert sorted(resolved["identities"]) == [
+        "drift-monitor",
+        "image-verifier",
+        "inference",
+        "registry",
+        "rollout",
+        "training",
+    ]
+    assert handle.lifecycle_record is not None
     assert all(list(a) == [CLIENT_ID_ANNOTATION] for a in resolved["identities"].values())
     shared = handle.storage.shared
     assert shared is not None
