@@ -339,6 +339,8 @@ aks = containerservice.ManagedCluster(
             "enable_node_public_ip": False,
         }
     ],
+    # AKS refreshes the inline profiles to every pool; the cluster takes them at creation only.
+    opts=pulumi.ResourceOptions(ignore_changes=["agentPoolProfiles"]),
 )
 containerservice.AgentPool(
     "gpuib",

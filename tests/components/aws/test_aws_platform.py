@@ -257,9 +257,10 @@ def test_handle_describes_the_cluster_for_the_kubernetes_layer(prod: AwsPlatform
     )
     assert handle.registry == "123456789012.dkr.ecr.me-central-1.amazonaws.com/aws-enterprise-prod-aws"
     # The rollout's and the drift monitor's roles append to the lifecycle record, which an audited stack
-    # keeps (docs/lifecycle.md).
+    # keeps (docs/lifecycle.md); the image verifier reads the signing key's public half (docs/images.md).
     assert set(handle.identities) == {
-        *("training", "inference", "registry", "cluster-autoscaler", "rollout", "drift-monitor")
+        *("training", "inference", "registry", "cluster-autoscaler", "rollout", "drift-monitor"),
+        "image-verifier",
     }
     # The API server's private endpoint is in the VPC (EKS "Cluster API server endpoint").
     assert handle.api_server == Peer("kubernetes-api", "10.51.0.0/16", 443)
@@ -297,7 +298,9 @@ def test_bucket_uri_and_exports(cloud_plan: Callable[[str], Plan]) -> None:
     assert outputs["datasets"].startswith("s3://aws-smb-dev-aws-storage-datasets-")
     assert outputs["sharedFileSystemId"]
     assert [p["name"] for p in outputs["nodePools"]] == ["cpu", "gpu"]
-    assert set(outputs["identities"]) == {"training", "inference", "registry", "cluster-autoscaler"}
+    assert set(outputs["identities"]) == {
+        *("training", "inference", "registry", "cluster-autoscaler", "image-verifier")
+    }
 
 
 class _NothingOffered(PlanMocks):

@@ -104,9 +104,11 @@ def test_disk_encryption_set_follows_the_disks_key_and_is_granted_on_it(cloud_pl
     grants = role_assignments(plan, BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER)
     # The disk set on the disks key; the storage and shared identities each on their domain's key; the
     # registry's user-assigned identity on the key it is created with, its system-assigned identity on the
-    # firewalled one.
+    # firewalled one; the image verifier's identity on the signing key, whose public half it reads
+    # (docs/images.md).
     assert sorted(g["scope"].rsplit("/", 1)[1] for g in grants) == [
         "disks-cmk",
+        "image-signing",
         "registry-cmk",
         "registry-creation",
         "storage-cmk",
