@@ -32,7 +32,7 @@ from components.azure.arm import ArmReader, ArmReadError, arm_reader
 from components.azure.identity import EncryptionIdentity
 from components.azure.keys import KeyRef
 from components.azure.scope import AzureScope
-from components.azure.storage import blob_sku, hardened_account
+from components.azure.storage import blob_sku, hardened_account, versioned_blob_service
 from components.config import AZURE_ROLE_TAG, PROJECT, DetectionSource
 
 # Activity Log categories (Azure Monitor "Azure Activity Log event schema": the eight categories).
@@ -170,14 +170,7 @@ class AuditArchive(pulumi.ComponentResource):
             **placed,
             opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.ready]),
         )
-        storage.BlobServiceProperties(
-            f"{name}-blob-service",
-            resource_group_name=scope.resource_group_name,
-            account_name=account.name,
-            blob_services_name="default",
-            is_versioning_enabled=True,
-            opts=scope.opts(self),
-        )
+        versioned_blob_service(self, name, scope, account)
         self.account_id: pulumi.Output[str] = account.id
         kept = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
         monitor.DiagnosticSetting(

@@ -44,7 +44,7 @@ from components.azure.node_pools import (
     system_pool_profile,
     warn_system_pool_drift,
 )
-from components.azure.record import LifecycleRecord, LifecycleRecordArgs, record_store
+from components.azure.record import LifecycleRecord, record_store
 from components.azure.registry import AzureRegistry, RegistryArgs
 from components.azure.registry_database import AzureRegistryDatabase, RegistryDatabaseArgs
 from components.azure.registry_store import REGISTRY_CONTAINER, registry_backend
@@ -356,7 +356,7 @@ class AzurePlatform(pulumi.ComponentResource):
         )
         return LifecycleRecord(
             f"{name}-record",
-            LifecycleRecordArgs(
+            ObjectStorageArgs(
                 scope, identity, key, network.endpoint_subnet_id, network.dns_zone_ids[BLOB_ZONE]
             ),
             self._child,

@@ -18,20 +18,15 @@ AWS keeps it in an Object-Locked bucket (components/aws/storage.py):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pulumi
 from pulumi_azure_native import authorization, storage
 
 from components.azure import naming
 from components.azure.arm import arm_reader
 from components.azure.audit import archive_state, immutability
-from components.azure.identity import EncryptionIdentity
-from components.azure.keys import KeyRef
 from components.azure.network import subnet_plan
 from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointArgs
-from components.azure.scope import AzureScope
-from components.azure.storage import blob_sku, hardened_account
+from components.azure.storage import ObjectStorageArgs, blob_sku, hardened_account, versioned_blob_service
 from components.config import AZURE_ROLE_TAG, PROJECT
 from components.handle import PUBLIC_NETWORK, Peer, RecordStore
 
@@ -48,20 +43,11 @@ RECORD_WRITER_ACTIONS = ("Microsoft.Storage/storageAccounts/blobServices/contain
 RECORD_WRITER_DATA_ACTIONS = (f"{_BLOBS}/read", f"{_BLOBS}/add/action")
 
 
-@dataclass(frozen=True)
-class LifecycleRecordArgs:
-    scope: AzureScope
-    encryption_identity: EncryptionIdentity
-    key: KeyRef
-    endpoint_subnet_id: pulumi.Input[str]
-    blob_dns_zone_id: pulumi.Input[str]
-
-
 class LifecycleRecord(pulumi.ComponentResource):
     """The immutable record account, its container and the writer role."""
 
     def __init__(
-        self, name: str, args: LifecycleRecordArgs, opts: pulumi.ResourceOptions | None = None
+        self, name: str, args: ObjectStorageArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("ml-platform:azure:LifecycleRecord", name, None, opts)
         scope = args.scope
@@ -89,14 +75,7 @@ class LifecycleRecord(pulumi.ComponentResource):
             tags={**scope.tags, AZURE_ROLE_TAG: LIFECYCLE_RECORD_ROLE},
             opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.ready]),
         )
-        storage.BlobServiceProperties(
-            f"{name}-blob-service",
-            resource_group_name=scope.resource_group_name,
-            account_name=account.name,
-            blob_services_name="default",
-            is_versioning_enabled=True,
-            opts=scope.opts(self),
-        )
+        versioned_blob_service(self, name, scope, account)
         storage.BlobContainer(
             f"{name}-container",
             resource_group_name=scope.resource_group_name,

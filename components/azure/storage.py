@@ -86,6 +86,26 @@ def hardened_account(
     }
 
 
+def versioned_blob_service(
+    parent: pulumi.Resource,
+    name: str,
+    scope: AzureScope,
+    account: storage.StorageAccount,
+    **policies: pulumi.Input[Any],
+) -> storage.BlobServiceProperties:
+    """The account's blob service with versioning on (every store of the stack keeps its blobs' versions),
+    and ``policies`` (soft-delete retention) where the store has them."""
+    return storage.BlobServiceProperties(
+        f"{name}-blob-service",
+        resource_group_name=scope.resource_group_name,
+        account_name=account.name,
+        blob_services_name="default",
+        is_versioning_enabled=True,
+        **policies,
+        opts=scope.opts(parent),
+    )
+
+
 @dataclass(frozen=True)
 class ObjectStorageArgs:
     scope: AzureScope
@@ -137,15 +157,13 @@ class ObjectStorage(pulumi.ComponentResource):
     def _protect_blobs(self, name: str, scope: AzureScope, account: storage.StorageAccount) -> None:
         days = scope.config.storage.noncurrent_version_days
         retention = {"enabled": True, "days": min(days, _MAX_SOFT_DELETE_DAYS)}
-        storage.BlobServiceProperties(
-            f"{name}-blob-service",
-            resource_group_name=scope.resource_group_name,
-            account_name=account.name,
-            blob_services_name="default",
-            is_versioning_enabled=True,
+        versioned_blob_service(
+            self,
+            name,
+            scope,
+            account,
             delete_retention_policy=retention,
             container_delete_retention_policy=retention,
-            opts=scope.opts(self),
         )
         # Versions are kept for recovery, not forever: expire them after the configured days.
         storage.ManagementPolicy(
