@@ -27,7 +27,8 @@ from azure.core.exceptions import ResourceExistsError
 from azure.storage.blob import ContainerClient
 
 from mlplatform.cli import app
-from workloads.registry.record import BLOB_ENDPOINT_ENV, BlobRecord, Event, RecordError, open_record
+from tests.workloads.registry.events import sample_event
+from workloads.registry.record import BLOB_ENDPOINT_ENV, BlobRecord, RecordError, open_record
 
 ACCOUNT = "mlprecord"
 
@@ -146,25 +147,12 @@ def _record(service: BlobService, container: str, immutable: bool = True) -> Blo
     return BlobRecord(ContainerClient(service.endpoint, container), ACCOUNT, "lifecycle-record")
 
 
-def _event(action: str, at: str, reason: str = "") -> Event:
-    return Event(
-        at=at,
-        model="digits-mlp",
-        action=action,
-        by="ana",
-        authenticated=True,
-        versions={"champion": "2"},
-        numbers={"accuracy": 0.97},
-        reason=reason,
-    )
-
-
 def test_history_reads_every_event_back_in_order_each_put_create_only(service: BlobService) -> None:
     record = _record(service, "history")
     events = [
-        _event("request-promotion", "2026-11-29T08:00:00.000+00:00", "better on the same set"),
-        _event("approve", "2026-11-29T08:01:00.000+00:00", "checked the numbers"),
-        _event("promote", "2026-11-29T08:02:00.000+00:00"),
+        sample_event("request-promotion", "2026-11-29T08:00:00.000+00:00", "better on the same set"),
+        sample_event("approve", "2026-11-29T08:01:00.000+00:00", "checked the numbers"),
+        sample_event("promote", "2026-11-29T08:02:00.000+00:00"),
     ]
     service.puts.clear()
     for event in reversed(events):  # written out of order: read back in time order
@@ -182,7 +170,7 @@ def test_history_reads_every_event_back_in_order_each_put_create_only(service: B
 
 def test_an_existing_blob_is_never_replaced(service: BlobService) -> None:
     record = _record(service, "replace")
-    event = _event("promote", "2026-11-29T09:00:00.000+00:00")
+    event = sample_event("promote", "2026-11-29T09:00:00.000+00:00")
     name = record.append(event)
     original = service.blobs[("replace", name)]
     with pytest.raises(ResourceExistsError, match="BlobAlreadyExists"):
@@ -193,7 +181,7 @@ def test_an_existing_blob_is_never_replaced(service: BlobService) -> None:
 def test_a_container_without_immutability_is_refused_and_nothing_written(service: BlobService) -> None:
     record = _record(service, "mutable", immutable=False)
     with pytest.raises(RecordError, match="has no version-level immutability; refusing"):
-        record.append(_event("promote", "2026-11-29T10:00:00.000+00:00"))
+        record.append(sample_event("promote", "2026-11-29T10:00:00.000+00:00"))
     assert not [name for (c, name) in service.blobs if c == "mutable"]
 
 
@@ -205,7 +193,7 @@ def test_history_from_an_azblob_uri_and_a_missing_container_is_one_line_exit_2(
     # A SAS on the endpoint (the service on loopback does not check it): no Entra ID token over plain HTTP.
     monkeypatch.setenv(BLOB_ENDPOINT_ENV, f"{service.endpoint}?sv=2025-11-05&sig=test")
     record = _record(service, "cli")
-    record.append(_event("promote", "2026-11-29T11:00:00.000+00:00", "approved"))
+    record.append(sample_event("promote", "2026-11-29T11:00:00.000+00:00", "approved"))
 
     opened = open_record(f"azblob://{ACCOUNT}/cli/lifecycle-record")
     assert isinstance(opened, BlobRecord) and opened.uri == f"azblob://{ACCOUNT}/cli/lifecycle-record"

@@ -24,8 +24,9 @@ from typer.testing import CliRunner
 
 from mlplatform.cli import app
 from tests.workloads.inference.serving import free_port
+from tests.workloads.registry.events import sample_event
 from workloads.registry import record as record_module
-from workloads.registry.record import Event, RecordError, open_record
+from workloads.registry.record import RecordError, open_record
 
 START_TIMEOUT_S = 30
 CREDENTIALS = {
@@ -91,27 +92,14 @@ def _locked_bucket(s3: object, name: str, mode: str = "COMPLIANCE") -> str:
     return name
 
 
-def _event(action: str, at: str, reason: str = "") -> Event:
-    return Event(
-        at=at,
-        model="digits-mlp",
-        action=action,
-        by="ana",
-        authenticated=True,
-        versions={"champion": "2"},
-        numbers={"accuracy": 0.97},
-        reason=reason,
-    )
-
-
 def test_history_reads_every_event_back_in_order_with_who_and_why(s3: object) -> None:
     bucket = _locked_bucket(s3, "record-history")
     uri = f"s3://{bucket}/lifecycle-record"
     record = open_record(uri)
     events = [
-        _event("request-promotion", "2026-11-29T08:00:00.000+00:00", "better on the same set"),
-        _event("approve", "2026-11-29T08:01:00.000+00:00", "checked the numbers"),
-        _event("promote", "2026-11-29T08:02:00.000+00:00"),
+        sample_event("request-promotion", "2026-11-29T08:00:00.000+00:00", "better on the same set"),
+        sample_event("approve", "2026-11-29T08:01:00.000+00:00", "checked the numbers"),
+        sample_event("promote", "2026-11-29T08:02:00.000+00:00"),
     ]
     for event in reversed(events):  # written out of order: read back in time order
         record.append(event)
@@ -135,13 +123,13 @@ def test_an_event_is_never_replaced_and_its_version_cannot_be_deleted(
     bucket = _locked_bucket(s3, "record-immutable")
     record = open_record(f"s3://{bucket}/lifecycle-record")
     monkeypatch.setattr(record_module, "event_name", lambda event: "same-name.json")
-    first = _event("approve", "2026-11-29T08:01:00.000+00:00", "first")
+    first = sample_event("approve", "2026-11-29T08:01:00.000+00:00", "first")
     key = record.append(first)
 
     with pytest.raises(
         RecordError, match=r"cannot append lifecycle-record/digits-mlp/same-name.json \(Precondition"
     ):
-        record.append(_event("reject", "2026-11-29T08:02:00.000+00:00", "rewritten"))
+        record.append(sample_event("reject", "2026-11-29T08:02:00.000+00:00", "rewritten"))
     head = s3.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")  # type: ignore[attr-defined]
     assert head["ObjectLockMode"] == "COMPLIANCE"
     # S3 refuses a put under a default retention without Content-MD5 or a checksum header (moto does not).
@@ -165,7 +153,7 @@ def test_a_bucket_without_compliance_retention_is_refused_and_nothing_written(
         _locked_bucket(s3, bucket, mode)
     with pytest.raises(RecordError) as refused:
         open_record(f"s3://{bucket}/lifecycle-record").append(
-            _event("promote", "2026-11-29T08:02:00.000+00:00")
+            sample_event("promote", "2026-11-29T08:02:00.000+00:00")
         )
     assert str(refused.value) == (
         f"lifecycle record s3://{bucket}/lifecycle-record: bucket {bucket} has no Object Lock default "
