@@ -10,6 +10,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,6 +89,21 @@ def judge(pack: PolicyPackSession, defaults: dict[str, PolicySettings], tmp_path
         return pack.judge(plan.to_dict(), settings or defaults)
 
     return run
+
+
+# A plan as the pack reads it, and a policy's refusals in it by resource name.
+PlanDict = dict[str, Any]
+Findings = Callable[[PlanDict], set[str]]
+
+
+@pytest.fixture(scope="session")
+def merged(pack: PolicyPackSession, defaults: dict[str, PolicySettings]) -> Findings:
+    """The resources ``keys-per-domain`` refuses, as mandatory, in a plan."""
+
+    def judge(plan: PlanDict) -> set[str]:
+        return {name for policy, name in found(pack.judge(plan, defaults)) if policy == "keys-per-domain"}
+
+    return judge
 
 
 def found(violations: list[Violation], enforcement: str = "mandatory") -> set[tuple[str, str]]:

@@ -22,11 +22,9 @@ from mlplatform.analyzer_config import PolicySettings
 from mlplatform.plan import Plan
 from tests.stack_variants import cloud_only, plan_config, template
 
-from .conftest import found
+from .conftest import Findings, PlanDict
 from .test_audit import of_type, with_inputs
 
-PlanDict = dict[str, Any]
-Findings = Callable[[PlanDict], set[str]]
 ENTERPRISE, SMB = "aws-enterprise-prod", "aws-smb-dev"
 # What keys-per-domain reads (policies/mlplatform_policies/key_domains.py), and the providers.
 READ_TYPES = (
@@ -50,16 +48,6 @@ DATA_DOMAIN_TAG = "ml-platform.io/data-domain"
 def _read_by_policy(plan: Plan) -> PlanDict:
     whole = plan.to_dict()
     return {**whole, "resources": [r for r in whole["resources"] if r["type"].startswith(READ_TYPES)]}
-
-
-@pytest.fixture(scope="module")
-def merged(pack: PolicyPackSession, defaults: dict[str, PolicySettings]) -> Findings:
-    """The resources ``keys-per-domain`` refuses, as mandatory."""
-
-    def judge(plan: PlanDict) -> set[str]:
-        return {name for policy, name in found(pack.judge(plan, defaults)) if policy == "keys-per-domain"}
-
-    return judge
 
 
 DATA_BUCKET = f"{ENTERPRISE}-aws-storage-data"

@@ -16,16 +16,12 @@ from typing import Any
 import pytest
 
 from components.config import PLATFORM_KEY, KeyDomain
-from mlplatform.analyzer import PolicyPackSession
-from mlplatform.analyzer_config import PolicySettings
 from mlplatform.plan import Plan
 from tests.stack_variants import cloud_only, plan_config, template
 
-from .conftest import found
+from .conftest import Findings, PlanDict
 from .test_audit import of_type, with_inputs
 
-PlanDict = dict[str, Any]
-Findings = Callable[[PlanDict], set[str]]
 ENTERPRISE, SMB = "azure-enterprise-prod", "azure-smb-dev"
 READ_TYPES = (
     "azure-native:containerservice:ManagedCluster",
@@ -43,14 +39,6 @@ KEPT = ["training-data", "registry-database", "logs"]
 def _read_by_policy(plan: Plan) -> PlanDict:
     whole = plan.to_dict()
     return {**whole, "resources": [r for r in whole["resources"] if r["type"].startswith(READ_TYPES)]}
-
-
-@pytest.fixture(scope="module")
-def merged(pack: PolicyPackSession, defaults: dict[str, PolicySettings]) -> Findings:
-    def judge(plan: PlanDict) -> set[str]:
-        return {name for policy, name in found(pack.judge(plan, defaults)) if policy == "keys-per-domain"}
-
-    return judge
 
 
 def _account_keys(plan: Plan) -> dict[str, str]:
