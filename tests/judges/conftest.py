@@ -3,6 +3,7 @@ plan cache) and the all-features variants."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,20 +31,50 @@ class Judged:
     pools: list[NodePool]
 
 
-@pytest.fixture(scope="session")
-def judged(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Judged]:
-    directory = tmp_path_factory.mktemp("all-features")
-    cache: dict[str, Judged] = {}
+def _judged(plan: Plan) -> Judged:
+    objects = kubernetes_objects(plan)
+    return Judged(objects, cluster_network(plan), node_pools(plan, objects))
 
-    def get(stack: str) -> Judged:
+
+@pytest.fixture(scope="session")
+def planned(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Plan]:
+    directory = tmp_path_factory.mktemp("all-features")
+    cache: dict[str, Plan] = {}
+
+    def get(stack: str) -> Plan:
         if stack not in cache:
-            plan: Plan = (
+            cache[stack] = (
                 plan_config(all_features(ALL_FEATURES[stack]), directory, stack, shared=True)
                 if stack in ALL_FEATURES
                 else plan_stack(stack)
             )
-            objects = kubernetes_objects(plan)
-            cache[stack] = Judged(objects, cluster_network(plan), node_pools(plan, objects))
+        return cache[stack]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def judged(planned: Callable[[str], Plan]) -> Callable[[str], Judged]:
+    cache: dict[str, Judged] = {}
+
+    def get(stack: str) -> Judged:
+        if stack not in cache:
+            cache[stack] = _judged(planned(stack))
+        return cache[stack]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def judged_from_json(planned: Callable[[str], Plan]) -> Callable[[str], Judged]:
+    """A planned stack as ``mlplatform check --plan`` judges it: written by ``plan --json`` and read back
+    (the JSON orders resources as ``Plan.to_dict`` does, not as the program made them)."""
+    cache: dict[str, Judged] = {}
+
+    def get(stack: str) -> Judged:
+        if stack not in cache:
+            text = json.dumps(planned(stack).to_dict())
+            cache[stack] = _judged(Plan.from_dict(json.loads(text)))
         return cache[stack]
 
     return get
