@@ -37,7 +37,7 @@ def _judged(plan: Plan) -> Judged:
 
 
 @pytest.fixture(scope="session")
-def planned(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Plan]:
+def stack_plan(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Plan]:
     directory = tmp_path_factory.mktemp("all-features")
     cache: dict[str, Plan] = {}
 
@@ -54,26 +54,26 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Plan]:
 
 
 @pytest.fixture(scope="session")
-def judged(planned: Callable[[str], Plan]) -> Callable[[str], Judged]:
+def judged(stack_plan: Callable[[str], Plan]) -> Callable[[str], Judged]:
     cache: dict[str, Judged] = {}
 
     def get(stack: str) -> Judged:
         if stack not in cache:
-            cache[stack] = _judged(planned(stack))
+            cache[stack] = _judged(stack_plan(stack))
         return cache[stack]
 
     return get
 
 
 @pytest.fixture(scope="session")
-def judged_from_json(planned: Callable[[str], Plan]) -> Callable[[str], Judged]:
+def judged_from_json(stack_plan: Callable[[str], Plan]) -> Callable[[str], Judged]:
     """A planned stack as ``mlplatform check --plan`` judges it: written by ``plan --json`` and read back
     (the JSON orders resources as ``Plan.to_dict`` does, not as the program made them)."""
     cache: dict[str, Judged] = {}
 
     def get(stack: str) -> Judged:
         if stack not in cache:
-            text = json.dumps(planned(stack).to_dict())
+            text = json.dumps(stack_plan(stack).to_dict())
             cache[stack] = _judged(Plan.from_dict(json.loads(text)))
         return cache[stack]
 

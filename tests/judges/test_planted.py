@@ -86,6 +86,7 @@ _TRAINER = (*_TEMPLATE, "containers", "name=trainer")
 _SERVER = (*_TEMPLATE, "containers", "name=server")
 _JOB = ("Job", "ml-training", "digits-mlp-digits-001")
 _REGISTRY = ("Deployment", "ml-registry", "registry")
+_MIGRATE = ("Job", "ml-registry", "registry-migrate-3-17-2")
 _INFERENCE = ("Deployment", "ml-inference", "inference")
 _ROLLOUT = ("CronJob", "ml-inference", "inference-rollout")
 _GUARD_LABEL = "ml-platform.io/pod-security-exception"
@@ -434,6 +435,75 @@ PLANTS = [
         "probe-port-unresolved",
         "Deployment ml-inference/inference",
         ("readinessProbe.httpGet.port 'metrics'",),
+    ),
+    # Review 37c A1: counts, probe thresholds and ports (ValidateNonnegativeField in the apps and batch
+    # spec validations; core validateContainers, validateContainerPorts, ValidateService).
+    Plant(
+        "r37c-V2",
+        AZURE,
+        (Edit(*_REGISTRY, ("spec", "replicas"), -1),),
+        "api-validation",
+        "Deployment ml-registry/registry",
+        ("spec.replicas -1", "ValidateDeploymentSpec"),
+    ),
+    Plant(
+        "r37c-V12",
+        AZURE,
+        (Edit(*_MIGRATE, ("spec", "backoffLimit"), -1),),
+        "api-validation",
+        "Job ml-registry/registry-migrate-3-17-2",
+        ("spec.backoffLimit -1", "validateJobSpec"),
+    ),
+    Plant(
+        "r37c-V5",
+        AWS,
+        (Edit(*_REGISTRY, (*_TEMPLATE, "containers", 0, "livenessProbe", "successThreshold"), 3),),
+        "api-validation",
+        "Deployment ml-registry/registry",
+        ("livenessProbe.successThreshold 3", "must be 1", "validateContainers"),
+    ),
+    Plant(
+        "startup-threshold",
+        AZURE,
+        (Edit(*_INFERENCE, (*_SERVER, "startupProbe", "successThreshold"), 2),),
+        "api-validation",
+        "Deployment ml-inference/inference",
+        ("startupProbe.successThreshold 2", "must be 1", "validateContainers"),
+    ),
+    Plant(
+        "r37c-V4",
+        AZURE,
+        (Edit(*_INFERENCE, (*_SERVER, "ports", 0, "containerPort"), 70000),),
+        "api-validation",
+        "Deployment ml-inference/inference",
+        ("containerPort", "70000", "1 and 65535", "IsValidPortNum"),
+    ),
+    Plant(
+        "r37c-V8",
+        AZURE,
+        (
+            Edit(
+                "Service",
+                "ml-registry",
+                "registry",
+                ("spec", "ports"),
+                [
+                    {"name": "https", "port": 5000, "protocol": "TCP", "targetPort": "https"},
+                    {"name": "again", "port": 5000, "targetPort": "https"},
+                ],
+            ),
+        ),
+        "api-validation",
+        "Service ml-registry/registry",
+        ("spec.ports[1]", "Duplicate value", "5000/TCP", "ValidateService"),
+    ),
+    Plant(
+        "r37c-V11",
+        AWS,
+        (Edit("Service", "ml-inference", "inference", ("spec", "ports", 0, "nodePort"), 30080),),
+        "api-validation",
+        "Service ml-inference/inference",
+        ("spec.ports[0].nodePort", "may not be used when `type` is 'ClusterIP'", "ValidateService"),
     ),
     # Scheduling against the node pools, Kueue wiring and quotas (judges/scheduling.py).
     Plant(
