@@ -505,6 +505,32 @@ PLANTS = [
         "Service ml-inference/inference",
         ("spec.ports[0].nodePort", "may not be used when `type` is 'ClusterIP'", "ValidateService"),
     ),
+    # Review 37c A2: Pod Security restricted judges the pod's own runAsNonRoot and runAsUser
+    # (pod-security-admission policy/check_runAsNonRoot.go, check_runAsUser.go).
+    Plant(
+        "r37c-A9",
+        AWS,
+        (
+            Edit(
+                "Job",
+                "ml-training",
+                "fabric-test-gpu-efa-run-1",
+                (*_TEMPLATE, "securityContext"),
+                {"runAsNonRoot": False, "runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
+            ),
+        ),
+        "pod-security",
+        "Job ml-training/fabric-test-gpu-efa-run-1",
+        ("enforces restricted", "pod: runAsNonRoot false"),
+    ),
+    Plant(
+        "r37c-A10",
+        AZURE,
+        (Edit(*_REGISTRY, (*_TEMPLATE, "securityContext", "runAsUser"), 0),),
+        "pod-security",
+        "Deployment ml-registry/registry",
+        ("enforces restricted", "pod: runAsUser 0"),
+    ),
     # Scheduling against the node pools, Kueue wiring and quotas (judges/scheduling.py).
     Plant(
         "m10",
