@@ -873,6 +873,24 @@ def test_a_planted_defect_is_a_mandatory_finding_naming_object_field_and_rule(
     ), [str(f) for f in found]
 
 
+def test_a_daemonset_that_fits_no_node_is_one_finding_and_takes_no_room_from_other_pods(
+    judged: Callable[[str], Judged],
+) -> None:
+    """Review 37c B5: a DaemonSet pod that fits no node stays Pending and holds nothing (the scheduler's
+    NodeResourcesFit counts bound pods only), so the pods that share its pools still fit: the DaemonSet
+    is the one unschedulable finding, per pool it lands on."""
+    stack_objects = judged(AZURE)
+    objects = copy.deepcopy(stack_objects.objects)
+    worker = ("DaemonSet", "gpu-operator", "gpu-operator-node-feature-discovery-worker")
+    for key in ("requests", "limits"):
+        _apply(objects, Edit(*worker, (*_TEMPLATE, "containers", 0, "resources", key, "cpu"), "200"))
+    found = [f for f in _mandatory(stack_objects, objects) if f.policy == "unschedulable"]
+    assert found and {str(f.subject) for f in found} == {f"DaemonSet {worker[1]}/{worker[2]}"}, [
+        str(f) for f in found
+    ]
+    assert all("cpu 200 > " in f.message for f in found)
+
+
 def test_an_unqualified_resource_name_is_refused_by_the_api_server_not_left_pending(
     judged: Callable[[str], Judged],
 ) -> None:
