@@ -168,7 +168,10 @@ def _fields(fields: list[str]) -> str:
 
 
 def _resolve(
-    references: Iterator[Reference], planned: set[tuple[str, str, str]], missing: Mapping[str, Any]
+    references: Iterator[Reference],
+    planned: set[tuple[str, str, str]],
+    missing: Mapping[str, Any],
+    cluster: str | None,
 ) -> Iterator[Finding]:
     """One finding per object and what it names: the fields that name it, listed. A reference into a
     ``missing`` namespace is that namespace's finding."""
@@ -181,7 +184,7 @@ def _resolve(
         kind, namespace, name = key
         where = f"{namespace}/{name}" if namespace else name
         fields = _fields(list(dict.fromkeys(ref.field for ref in refs)))
-        elsewhere = made_elsewhere(*key)
+        elsewhere = made_elsewhere(*key, cluster)
         if elsewhere is None:
             yield Finding(
                 POLICY,
@@ -347,7 +350,9 @@ def _budgets(objects: Sequence[Mapping[str, Any]], running: list[Pod]) -> Iterat
             )
 
 
-def judge_references(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+def judge_references(objects: Sequence[Mapping[str, Any]], cluster: str | None = None) -> list[Finding]:
+    """Every reference of the objects; ``cluster`` (``eks``, ``aks``; ``None`` not known) decides which
+    service's built-in objects exist (``judges.elsewhere``)."""
     planned = {_key(str(o.get("kind")), Subject.of(o).namespace, Subject.of(o).name) for o in objects}
     planned_pods = pods(objects)
     running = [*planned_pods, *operated_pods(objects), CLUSTER_DNS]
@@ -362,7 +367,7 @@ def judge_references(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
     missing = missing_namespaces(objects)
     return [
         *_namespaces(missing),
-        *_resolve(references, planned, missing),
+        *_resolve(references, planned, missing, cluster),
         *_services(objects, running),
         *_backend_ports(objects),
         *_budgets(objects, running),

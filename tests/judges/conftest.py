@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from judges.scheduling import NodePool
-from mlplatform.judging import cluster_network, node_pools
+from mlplatform.judging import cluster_network, managed_kubernetes, node_pools
 from mlplatform.plan import Plan, all_stack_targets
 from mlplatform.report import kubernetes_objects
 from tests.conftest import plan_stack
@@ -29,11 +29,12 @@ class Judged:
     objects: list[dict[str, Any]]
     network: str
     pools: list[NodePool]
+    cluster: str | None
 
 
 def _judged(plan: Plan) -> Judged:
     objects = kubernetes_objects(plan)
-    return Judged(objects, cluster_network(plan), node_pools(plan, objects))
+    return Judged(objects, cluster_network(plan), node_pools(plan, objects), managed_kubernetes(plan))
 
 
 @pytest.fixture(scope="session")

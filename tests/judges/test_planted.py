@@ -833,7 +833,9 @@ PLANTS = [
 
 def _mandatory(judged: Judged, objects: list[dict[str, Any]]) -> list[Any]:
     # The exit-code judge runs torchrun: test_stacks runs it; no plant here concerns it.
-    findings = judge_all(objects, judged.network, judged.pools, skip=frozenset({"exit-codes"}))
+    findings = judge_all(
+        objects, judged.network, judged.pools, skip=frozenset({"exit-codes"}), cluster=judged.cluster
+    )
     return [f for f in findings if f.mandatory]
 
 
@@ -889,6 +891,36 @@ def test_a_daemonset_that_fits_no_node_is_one_finding_and_takes_no_room_from_oth
         str(f) for f in found
     ]
     assert all("cpu 200 > " in f.message for f in found)
+
+
+@pytest.mark.parametrize(
+    ("stack", "own", "other"), [(AWS, "gp2", "managed-csi"), (AZURE, "managed-csi-premium", "gp2")]
+)
+def test_a_claim_may_name_its_managed_kubernetes_built_in_storage_class_and_not_the_other_clouds(
+    stack: str, own: str, other: str, judged: Callable[[str], Judged]
+) -> None:
+    """Review 37c B4: AKS creates managed-csi, managed-csi-premium, azurefile-csi... with every cluster
+    (learn.microsoft.com, AKS built-in storage classes), EKS gp2 (docs.aws.amazon.com, Amazon EBS): a
+    reference to its own cloud's resolves, the other cloud's class is dangling (the claim stays Pending)."""
+    stack_objects = judged(stack)
+    claim = next(o for o in stack_objects.objects if o["kind"] == "PersistentVolumeClaim")
+    subject = f"PersistentVolumeClaim {claim['metadata']['namespace']}/{claim['metadata']['name']}"
+
+    def dangling(name: str) -> list[str]:
+        objects = copy.deepcopy(stack_objects.objects)
+        where = (claim["kind"], claim["metadata"]["namespace"], claim["metadata"]["name"])
+        _apply(objects, Edit(*where, ("spec", "storageClassName"), name))
+        return [
+            f.message
+            for f in _mandatory(stack_objects, objects)
+            if f.policy == "dangling-reference" and str(f.subject) == subject
+        ]
+
+    assert dangling(own) == []
+    assert dangling(other) == [
+        f"spec.storageClassName: StorageClass {other} is not in the plan and not made elsewhere "
+        "(a reference must resolve, or the cluster refuses or never starts it)"
+    ]
 
 
 def test_an_unqualified_resource_name_is_refused_by_the_api_server_not_left_pending(
