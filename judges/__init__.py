@@ -164,7 +164,12 @@ JUDGES: tuple[Judge, ...] = (
     ),
     Judge(
         "references",
-        (references.POLICY, references.OPERATOR_POLICY, references.SERVICE_POLICY),
+        (
+            references.POLICY,
+            references.OPERATOR_POLICY,
+            references.SERVICE_POLICY,
+            references.GOVERNING_POLICY,
+        ),
         lambda c: references.judge_references(c.objects, c.cluster),
         "every Secret, ConfigMap, account, claim, class, role, scale target, Service endpoint and "
         "webhook backend resolves (operator-made objects listed as advisory)",

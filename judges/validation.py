@@ -286,9 +286,11 @@ def _volume_mounts(where: str, container: Mapping[str, Any], volumes: set[str]) 
         paths.add(path)
 
 
-def _pod_spec(spec: Mapping[str, Any], at: str) -> Iterator[tuple[str, str]]:
-    """(policy, problem) for one pod spec."""
-    volumes: set[str] = set()
+def _pod_spec(spec: Mapping[str, Any], at: str, claims: Sequence[str] = ()) -> Iterator[tuple[str, str]]:
+    """(policy, problem) for one pod spec; ``claims``, a StatefulSet's volumeClaimTemplates names, are
+    volumes its controller adds to each pod (``ValidatePodTemplateSpecForStatefulSet``: mounts name one of
+    "the union of the given volumes and volumeClaims")."""
+    volumes: set[str] = set(claims)
     for volume in spec.get("volumes") or []:
         name = str(volume.get("name"))
         if name in volumes:
@@ -461,7 +463,8 @@ def _problems(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         for problem in _restart_policy(kind, spec, at):
             yield POLICY, problem
         yield from ((POLICY, p) for p in _metadata(spec.get("template") or {}, f"{at}.template.metadata"))
-        yield from _pod_spec((spec.get("template") or {}).get("spec") or {}, f"{at}.template.spec")
+        claims = [str((c.get("metadata") or {}).get("name")) for c in spec.get("volumeClaimTemplates") or []]
+        yield from _pod_spec((spec.get("template") or {}).get("spec") or {}, f"{at}.template.spec", claims)
     elif kind == "Pod":
         yield from _pod_spec(spec, "spec")
     elif kind == "Service":
