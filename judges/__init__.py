@@ -53,6 +53,9 @@ class Context:
     unseen: frozenset[str] = frozenset()
     # The objects the stack's previous plan applied (``check --previous``); ``None``: no day 2 judged.
     previous: Sequence[Mapping[str, Any]] | None = None
+    # The managed Kubernetes the plan makes (``eks``, ``aks``): its built-in objects exist; ``None``: not
+    # known (plain manifests), every service's built-ins resolve.
+    cluster: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,8 +164,13 @@ JUDGES: tuple[Judge, ...] = (
     ),
     Judge(
         "references",
-        (references.POLICY, references.OPERATOR_POLICY, references.SERVICE_POLICY),
-        lambda c: references.judge_references(c.objects),
+        (
+            references.POLICY,
+            references.OPERATOR_POLICY,
+            references.SERVICE_POLICY,
+            references.GOVERNING_POLICY,
+        ),
+        lambda c: references.judge_references(c.objects, c.cluster),
         "every Secret, ConfigMap, account, claim, class, role, scale target, Service endpoint and "
         "webhook backend resolves (operator-made objects listed as advisory)",
     ),
@@ -204,11 +212,13 @@ def judge_all(
     skip: frozenset[str] = frozenset(),
     unseen: frozenset[str] = frozenset(),
     previous: Sequence[Mapping[str, Any]] | None = None,
+    cluster: str | None = None,
 ) -> list[Finding]:
     """Every judge of ``JUDGES`` but those named in ``skip`` (what ``mlplatform check`` runs); without
     ``pools`` the scheduling judge judges Kueue alone; ``unseen`` namespaces hold objects not judged;
-    ``previous``, the objects the stack's last plan applied, is what the day-2 judge compares with."""
-    context = Context([*objects, *kube.carried(objects)], cluster_network, pools, unseen, previous)
+    ``previous``, the objects the stack's last plan applied, is what the day-2 judge compares with;
+    ``cluster`` (``eks``, ``aks``) names the managed Kubernetes whose built-in objects exist."""
+    context = Context([*objects, *kube.carried(objects)], cluster_network, pools, unseen, previous, cluster)
     return [finding for judge in JUDGES if judge.name not in skip for finding in judge.run(context)]
 
 

@@ -17,11 +17,13 @@ Over pods that can be unready (cluster review B-N3): under the default ``IfHealt
 disrupted (status.currentHealthy is at least equal to status.desiredHealthy)" (policy/v1
 PodDisruptionBudgetSpec ``unhealthyPodEvictionPolicy``, Kubernetes API reference; KEP-3017, stable in
 1.31). A pod with a readiness probe is unready whenever the probe fails (inference before its first
-promotion, the registry before its admin Secret), and then every eviction of the budget's pods is
-refused: node drains, managed node-group and AKS upgrades and autoscaler scale-downs stall.
-``AlwaysAllow`` lets the unready go. A chart's budget whose template offers no such value carries its
-pin's written exception, honoured on objects Helm installs only (components/kubernetes/charts.py
-``ChartPin.exceptions``), and is advisory.
+promotion, the registry before its admin Secret). While enough pods stay healthy the unready ones are
+evicted; once unready pods take the budget below ``desiredHealthy`` (every inference pod waiting for a
+first promotion), every eviction of its pods is refused and node drains, managed node-group and AKS
+upgrades and autoscaler scale-downs stall until they are ready. ``AlwaysAllow`` lets the unready go. The
+cluster accepts and runs such a budget, so the finding is advisory (review 37c B6); a chart's budget
+whose template offers no such value carries its pin's written exception, which the message quotes on
+objects Helm installs (components/kubernetes/charts.py ``ChartPin.exceptions``).
 """
 
 from __future__ import annotations
@@ -101,11 +103,13 @@ def judge_unhealthy_eviction(objects: Sequence[Mapping[str, Any]]) -> list[Findi
             findings.append(
                 Finding(
                     UNHEALTHY_POLICY,
-                    "advisory" if excepted else "mandatory",
+                    "advisory",
                     Subject.of(budget),
                     f"selects the pods of {', '.join(probed)}, which have a readiness probe: under"
-                    f" {policy} their unready pods block every eviction (drains, node upgrades,"
-                    " scale-down); set unhealthyPodEvictionPolicy: AlwaysAllow"
+                    f" {policy} an unready pod is evicted only while the budget is healthy (currentHealthy"
+                    " >= desiredHealthy); when unready pods take it below that, every eviction of its pods"
+                    " is refused and drains, node upgrades and scale-downs stall until they are ready;"
+                    " set unhealthyPodEvictionPolicy: AlwaysAllow"
                     + (f" (chart exception: {excepted})" if excepted else ""),
                 )
             )

@@ -131,6 +131,14 @@ def _pod_and_containers(pod: Pod, key: str) -> Iterator[tuple[str, Mapping[str, 
 
 
 def _restricted(pod: Pod) -> Iterator[str]:
+    # pod-security-admission policy/check_runAsNonRoot.go and check_runAsUser.go: the pod's own setting is
+    # judged on its own ("pod must not set runAsNonRoot=false", "pod must not set runAsUser=0"), even
+    # where every container overrides it.
+    context = pod.spec.get("securityContext") or {}
+    if context.get("runAsNonRoot") is False:
+        yield "pod: runAsNonRoot false (Running as Non-root)"
+    if context.get("runAsUser") == 0:
+        yield "pod: runAsUser 0 (Running as Non-root user)"
     for volume in pod.spec.get("volumes") or []:
         sources = set(volume) - _NOT_VOLUME_SOURCE
         if not sources <= _RESTRICTED_VOLUMES:

@@ -25,7 +25,14 @@ What a dangling reference does on a real cluster (kubernetes.io docs for each fi
   nothing);
 - a Service selector that matches no planned pod in its namespace, or a named ``targetPort`` a selected
   pod does not declare (the EndpointSlice controller skips that pod: ``FindPort`` in
-  ``pkg/api/v1/pod/util.go``); a StatefulSet's governing ``serviceName``;
+  ``pkg/api/v1/pod/util.go``);
+- a StatefulSet's ``volumeClaimTemplates`` StorageClass (the controller's claims stay Pending, and the
+  pods with them);
+- a StatefulSet's governing ``serviceName`` that the plan does not create: the controller still creates
+  and runs the pods, but their per-pod DNS names (``<pod>.<service>.<namespace>.svc``) do not exist
+  (kubernetes.io "StatefulSets", Stable Network ID: the user creates the headless Service). Mandatory
+  when a planned object names such a pod DNS name (a rendezvous endpoint ``<set>-0.<service>``, a peer
+  list): it never resolves; advisory otherwise (``statefulset-service-missing``);
 - a webhook's or APIService's backend Service, and the Service port it names (the API server's calls
   fail: fail-closed webhooks refuse every matching request).
 
@@ -35,6 +42,8 @@ Service) is one finding listing the fields.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +53,7 @@ from judges.findings import Finding, Subject
 from judges.kube import CLUSTER_DNS, Pod, labels_match, of_kind, operated_pods, pods, service_selects
 
 POLICY = "dangling-reference"
+GOVERNING_POLICY = "statefulset-service-missing"
 OPERATOR_POLICY = "operator-made-object"
 SERVICE_POLICY = "service-without-endpoints"
 
@@ -140,8 +150,12 @@ def _object_references(obj: Mapping[str, Any]) -> Iterator[Reference]:
     elif kind == "HorizontalPodAutoscaler":
         target = spec.get("scaleTargetRef") or {}
         yield Reference(owner, "spec.scaleTargetRef", str(target.get("kind")), ns, str(target.get("name")))
-    elif kind == "StatefulSet" and spec.get("serviceName"):
-        yield Reference(owner, "spec.serviceName", "Service", ns, spec["serviceName"])
+    elif kind == "StatefulSet":
+        for index, claim in enumerate(spec.get("volumeClaimTemplates") or []):
+            name = (claim.get("spec") or {}).get("storageClassName")
+            if name:
+                field = f"spec.volumeClaimTemplates[{index}].spec.storageClassName"
+                yield Reference(owner, field, "StorageClass", "", str(name))
     elif kind in {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}:
         for webhook in obj.get("webhooks") or []:
             service = (webhook.get("clientConfig") or {}).get("service")
@@ -168,7 +182,10 @@ def _fields(fields: list[str]) -> str:
 
 
 def _resolve(
-    references: Iterator[Reference], planned: set[tuple[str, str, str]], missing: Mapping[str, Any]
+    references: Iterator[Reference],
+    planned: set[tuple[str, str, str]],
+    missing: Mapping[str, Any],
+    cluster: str | None,
 ) -> Iterator[Finding]:
     """One finding per object and what it names: the fields that name it, listed. A reference into a
     ``missing`` namespace is that namespace's finding."""
@@ -181,7 +198,7 @@ def _resolve(
         kind, namespace, name = key
         where = f"{namespace}/{name}" if namespace else name
         fields = _fields(list(dict.fromkeys(ref.field for ref in refs)))
-        elsewhere = made_elsewhere(*key)
+        elsewhere = made_elsewhere(*key, cluster)
         if elsewhere is None:
             yield Finding(
                 POLICY,
@@ -347,7 +364,37 @@ def _budgets(objects: Sequence[Mapping[str, Any]], running: list[Pod]) -> Iterat
             )
 
 
-def judge_references(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+def _governing_services(
+    objects: Sequence[Mapping[str, Any]], planned: set[tuple[str, str, str]]
+) -> Iterator[Finding]:
+    """A StatefulSet whose governing Service the plan does not create: mandatory only where a planned
+    object addresses one of its pods by the DNS name that Service would give it."""
+    texts: list[tuple[Subject, str]] | None = None
+    for workload in of_kind(objects, "StatefulSet"):
+        subject, service = Subject.of(workload), str((workload.get("spec") or {}).get("serviceName") or "")
+        if not service or _key("Service", subject.namespace, service) in planned:
+            continue
+        if texts is None:
+            texts = [(Subject.of(obj), json.dumps(obj)) for obj in objects]
+        pod_name = re.compile(rf"\b{re.escape(subject.name)}-[0-9]+\.{re.escape(service)}\b")
+        users = [(user, match.group(0)) for user, text in texts if (match := pod_name.search(text))]
+        lacking = (
+            f"spec.serviceName: Service {subject.namespace}/{service} is not in the plan: the pods are "
+            f"created and run, but get no per-pod DNS names (<pod>.{service}.{subject.namespace}.svc; "
+            'kubernetes.io "StatefulSets", Stable Network ID: the headless Service is the user\'s to create)'
+        )
+        if users:
+            named = ", ".join(f"{user} names {name}" for user, name in users[:3])
+            yield Finding(POLICY, "mandatory", subject, f"{lacking}; {named}, which never resolves")
+        else:
+            yield Finding(
+                GOVERNING_POLICY, "advisory", subject, f"{lacking}; nothing planned addresses a pod by it"
+            )
+
+
+def judge_references(objects: Sequence[Mapping[str, Any]], cluster: str | None = None) -> list[Finding]:
+    """Every reference of the objects; ``cluster`` (``eks``, ``aks``; ``None`` not known) decides which
+    service's built-in objects exist (``judges.elsewhere``)."""
     planned = {_key(str(o.get("kind")), Subject.of(o).namespace, Subject.of(o).name) for o in objects}
     planned_pods = pods(objects)
     running = [*planned_pods, *operated_pods(objects), CLUSTER_DNS]
@@ -362,8 +409,9 @@ def judge_references(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
     missing = missing_namespaces(objects)
     return [
         *_namespaces(missing),
-        *_resolve(references, planned, missing),
+        *_resolve(references, planned, missing, cluster),
         *_services(objects, running),
         *_backend_ports(objects),
         *_budgets(objects, running),
+        *_governing_services(objects, planned),
     ]

@@ -176,10 +176,16 @@ def _show(name: str, amount: Decimal) -> str:
 
 
 def _daemon_overhead(objects: Sequence[Mapping[str, Any]], pool: NodePool) -> dict[str, Decimal]:
+    """What the DaemonSets that run on the pool's nodes request there. A DaemonSet pod that fits no node
+    of the pool stays Pending and holds nothing (the scheduler's ``NodeResourcesFit`` counts only bound
+    pods): it is named once, as a DaemonSet that does not fit, not subtracted from every other pod's
+    room (review 37c B5)."""
     overhead: dict[str, Decimal] = {}
     for pod in pods(of_kind(objects, "DaemonSet")):
-        if selects_node(pod.spec, pool.labels) and not _untolerated(
-            pod.spec.get("tolerations") or [], pool.taints
+        if (
+            selects_node(pod.spec, pool.labels)
+            and not _untolerated(pod.spec.get("tolerations") or [], pool.taints)
+            and not _short(pod, pool, {})
         ):
             for name, amount in requests(pod.spec).items():
                 overhead[name] = overhead.get(name, Decimal(0)) + amount

@@ -8,13 +8,18 @@ k8s.io/kubernetes that enforces it (Kubernetes 1.35, the clusters' minor version
   (``ValidatePodTemplateSpecForReplicaSet``, ``...ForStatefulSet``, ``ValidateDaemonSetSpec``);
   ``ValidateDeploymentStrategy`` (``rollingUpdate`` Forbidden with ``type: Recreate``, a type other than
   ``Recreate``/``RollingUpdate`` NotSupported) and ``ValidateRollingUpdateDeployment`` (``maxUnavailable``
-  and ``maxSurge``, 25% each when unset, not both 0; ``maxUnavailable`` at most 100%);
+  and ``maxSurge``, 25% each when unset, not both 0; ``maxUnavailable`` at most 100%); the same spec
+  validations' ``ValidateNonnegativeField`` on ``replicas``, ``minReadySeconds`` and
+  ``revisionHistoryLimit``;
 - ``pkg/apis/batch/validation``: ``ValidateJobSpec`` (a selector given by hand matches the template),
   ``validateJobSpec`` (``restartPolicy`` ``OnFailure`` or ``Never``; only ``Never`` "is supported when
   podFailurePolicy is specified"), ``validatePodReplacementPolicy`` (with a podFailurePolicy only
   ``Failed``), ``validatePodFailurePolicyRule`` (``onExitCodes.containerName`` names one of the template's
   containers or initContainers), ``validateJobSpec`` again (``completions`` Required when
-  ``completionMode`` is ``Indexed``), ``ValidateCronJobSpec`` (name at most 52 characters: the Job name gets
+  ``completionMode`` is ``Indexed``; ``parallelism``, ``completions``, ``activeDeadlineSeconds``,
+  ``backoffLimit``, ``ttlSecondsAfterFinished``, ``backoffLimitPerIndex``, ``maxFailedIndexes``
+  non-negative, ``ValidateNonnegativeField``), ``ValidateCronJobSpec`` (``startingDeadlineSeconds`` and the
+  history limits non-negative; name at most 52 characters: the Job name gets
   an 11-character suffix) and ``validateScheduleFormat`` (``judges.cron``: robfig/cron's standard parser,
   no ``TZ``/``CRON_TZ`` in the schedule);
 - ``pkg/apis/core/validation``: ``ValidateObjectMeta`` with the kind's name rule (``NameIsDNSSubdomain``;
@@ -24,7 +29,11 @@ k8s.io/kubernetes that enforces it (Kubernetes 1.35, the clusters' minor version
   ``ValidateAnnotations`` in ``staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go``
   (qualified-name keys checked lower-cased, "case doesn't matter"; keys and values 256 KiB in all),
   ``validateContainers`` (container names DNS-1123 labels, unique in the pod), ``validateContainerPorts``
-  (port names IANA_SVC_NAME: 15 characters at most, unique in the container),
+  (port names IANA_SVC_NAME: 15 characters at most, unique in the container; ``containerPort`` and a
+  ``hostPort`` other than 0 within 1-65535, ``IsValidPortNum``), ``validateProbe`` (counts non-negative)
+  and ``validateContainers`` again (a liveness or startup probe's ``successThreshold`` "must be 1"),
+  ``ValidateService`` (ports within 1-65535, no port and protocol twice, no ``nodePort`` on a
+  ``ClusterIP`` Service),
   ``ValidateResourceRequirements`` (an extended resource's request equal to its limit, and a limit set;
   a request above its limit is ``judges.limits``'), ``validateContainerResourceName`` (a name without a
   domain is one of ``IsStandardContainerResourceName``'s: ``cpu``, ``memory``, ``ephemeral-storage``,
@@ -57,6 +66,16 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _PORT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 ANNOTATIONS_LIMIT = 256 * 1024  # TotalAnnotationSizeLimitB (objectmeta.go)
 _WORKLOADS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"})
+_JOB_COUNTS = (
+    "parallelism",
+    "completions",
+    "activeDeadlineSeconds",
+    "backoffLimit",
+    "ttlSecondsAfterFinished",
+    "backoffLimitPerIndex",
+    "maxFailedIndexes",
+)
+_CRON_JOB_COUNTS = ("startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit")
 
 
 def dns1123_label(value: str) -> str | None:
@@ -195,6 +214,53 @@ def _resources(where: str, container: Mapping[str, Any]) -> Iterator[str]:
             )
 
 
+def port_number(value: Any) -> str | None:
+    """``IsValidPortNum``: what ``validateContainerPorts`` and ``validateServicePort`` ask of a port."""
+    number = _integer(value)
+    if number is None or not 1 <= number <= 65535:
+        return f"{value!r} must be between 1 and 65535, inclusive (IsValidPortNum)"
+    return None
+
+
+def _integer(value: Any) -> int | None:
+    """An integer field as the plan may carry it (Pulumi's JSON numbers read back as floats)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return int(value) if isinstance(value, float) and value.is_integer() else None
+
+
+def _negative(spec: Mapping[str, Any], at: str, fields: Sequence[str], function: str) -> Iterator[str]:
+    """``ValidateNonnegativeField`` on the integer ``fields`` of ``spec`` that are set."""
+    for name in fields:
+        value = _integer(spec.get(name))
+        if value is not None and value < 0:
+            yield f"{at}.{name} {value}: must be greater than or equal to 0 ({function})"
+
+
+def _thresholds(where: str, container: Mapping[str, Any]) -> Iterator[str]:
+    """``validateContainers``: a liveness or startup probe's ``successThreshold`` "must be 1" (0, unset, is
+    defaulted to 1 by ``SetDefaults_Probe``); ``validateProbe``: its counts are non-negative."""
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        handler = container.get(probe)
+        if not handler:
+            continue
+        yield from _negative(
+            handler,
+            f"{where}.{probe}",
+            (
+                "initialDelaySeconds",
+                "timeoutSeconds",
+                "periodSeconds",
+                "successThreshold",
+                "failureThreshold",
+            ),
+            "validateProbe",
+        )
+        threshold = handler.get("successThreshold")
+        if probe != "readinessProbe" and threshold not in (None, 0, 1):
+            yield f"{where}.{probe}.successThreshold {threshold!r}: must be 1 (validateContainers)"
+
+
 def _probes(where: str, container: Mapping[str, Any]) -> Iterator[str]:
     names = {str(p.get("name")) for p in container.get("ports") or [] if p.get("name")}
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
@@ -220,9 +286,11 @@ def _volume_mounts(where: str, container: Mapping[str, Any], volumes: set[str]) 
         paths.add(path)
 
 
-def _pod_spec(spec: Mapping[str, Any], at: str) -> Iterator[tuple[str, str]]:
-    """(policy, problem) for one pod spec."""
-    volumes: set[str] = set()
+def _pod_spec(spec: Mapping[str, Any], at: str, claims: Sequence[str] = ()) -> Iterator[tuple[str, str]]:
+    """(policy, problem) for one pod spec; ``claims``, a StatefulSet's volumeClaimTemplates names, are
+    volumes its controller adds to each pod (``ValidatePodTemplateSpecForStatefulSet``: mounts name one of
+    "the union of the given volumes and volumeClaims")."""
+    volumes: set[str] = set(claims)
     for volume in spec.get("volumes") or []:
         name = str(volume.get("name"))
         if name in volumes:
@@ -240,6 +308,10 @@ def _pod_spec(spec: Mapping[str, Any], at: str) -> Iterator[tuple[str, str]]:
             seen.add(name)
             port_names: set[str] = set()
             for port in container.get("ports") or []:
+                for field_name in ("containerPort", "hostPort"):
+                    number = port.get(field_name)
+                    if number not in (None, 0) and (why := port_number(number)) is not None:
+                        yield POLICY, f"{where}.ports[{port.get('name') or number}].{field_name}: {why}"
                 if not port.get("name"):
                     continue
                 if (why := port_name(str(port["name"]))) is not None:
@@ -250,7 +322,7 @@ def _pod_spec(spec: Mapping[str, Any], at: str) -> Iterator[tuple[str, str]]:
                         f"{where}.ports[{port['name']}].name: duplicate port name (validateContainerPorts)",
                     )
                 port_names.add(str(port["name"]))
-            for problem in _resources(where, container):
+            for problem in (*_resources(where, container), *_thresholds(where, container)):
                 yield POLICY, problem
             for problem in _volume_mounts(where, container, volumes):
                 yield POLICY, problem
@@ -371,14 +443,19 @@ def _problems(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         schedule = str(spec.get("schedule") or "")
         for why in schedule_problems(schedule):
             yield POLICY, f"spec.schedule {schedule!r}: {why} (validateScheduleFormat)"
+        yield from ((POLICY, p) for p in _negative(spec, "spec", _CRON_JOB_COUNTS, "ValidateCronJobSpec"))
         spec = (spec.get("jobTemplate") or {}).get("spec") or {}
         kind, at = "Job", "spec.jobTemplate.spec"
     else:
         at = "spec"
     if kind == "Deployment":
         yield from ((POLICY, p) for p in _strategy(spec))
+    if kind in _WORKLOADS:
+        counts = ("minReadySeconds", "revisionHistoryLimit", *(() if kind == "DaemonSet" else ("replicas",)))
+        yield from ((POLICY, p) for p in _negative(spec, at, counts, f"Validate{kind}Spec"))
     if kind == "Job":
         yield from ((POLICY, p) for p in _completions(spec, at))
+        yield from ((POLICY, p) for p in _negative(spec, at, _JOB_COUNTS, "validateJobSpec"))
     if kind in _WORKLOADS or kind == "Job":
         function = "ValidateJobSpec" if kind == "Job" else f"Validate{kind}Spec"
         for problem in _selector(kind, spec, function):
@@ -386,9 +463,30 @@ def _problems(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         for problem in _restart_policy(kind, spec, at):
             yield POLICY, problem
         yield from ((POLICY, p) for p in _metadata(spec.get("template") or {}, f"{at}.template.metadata"))
-        yield from _pod_spec((spec.get("template") or {}).get("spec") or {}, f"{at}.template.spec")
+        claims = [str((c.get("metadata") or {}).get("name")) for c in spec.get("volumeClaimTemplates") or []]
+        yield from _pod_spec((spec.get("template") or {}).get("spec") or {}, f"{at}.template.spec", claims)
     elif kind == "Pod":
         yield from _pod_spec(spec, "spec")
+    elif kind == "Service":
+        yield from ((POLICY, p) for p in _service_ports(spec))
+
+
+def _service_ports(spec: Mapping[str, Any]) -> Iterator[str]:
+    """``ValidateService``: each port valid (``validateServicePort``), no port and protocol twice
+    (``field.Duplicate``), and no ``nodePort`` on a ``ClusterIP`` Service ("may not be used when `type` is
+    'ClusterIP'"; ``type`` defaults to ``ClusterIP``, ``protocol`` to ``TCP``)."""
+    seen: set[tuple[Any, str]] = set()
+    cluster_ip = (spec.get("type") or "ClusterIP") == "ClusterIP"
+    for index, port in enumerate(spec.get("ports") or []):
+        where = f"spec.ports[{index}]"
+        number, protocol = port.get("port"), str(port.get("protocol") or "TCP")
+        if (why := port_number(number)) is not None:
+            yield f"{where}.port: {why} (validateServicePort)"
+        if (number, protocol) in seen:
+            yield f"{where}: Duplicate value: port {number}/{protocol} (ValidateService)"
+        seen.add((number, protocol))
+        if cluster_ip and port.get("nodePort") not in (None, 0):
+            yield f"{where}.nodePort: Forbidden: may not be used when `type` is 'ClusterIP' (ValidateService)"
 
 
 def judge_validation(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:

@@ -61,10 +61,22 @@ _EKS_EFFECTS = {
     "PREFER_NO_SCHEDULE": "PreferNoSchedule",
 }
 _EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+_EKS_CLUSTER = "aws:eks/cluster:Cluster"
 _AKS_CLUSTER = "azure-native:containerservice:ManagedCluster"
 _AKS_POOL = "azure-native:containerservice:AgentPool"
 _ASG_TAG = "aws:autoscaling/tag:Tag"
 _NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+
+
+def managed_kubernetes(plan: Plan) -> str | None:
+    """``eks`` or ``aks``: the managed Kubernetes the plan creates (its built-in objects exist for the
+    judges); ``None`` for a plan with no cluster."""
+    types = {resource.type for resource in plan.resources}
+    if _EKS_CLUSTER in types:
+        return "eks"
+    if _AKS_CLUSTER in types:
+        return "aks"
+    return None
 
 
 def node_pools(plan: Plan, objects: Sequence[Mapping[str, Any]]) -> list[NodePool]:
@@ -213,6 +225,7 @@ def judge_plan(
         skip=skip,
         unseen=unseen,
         previous=None if previous is None else planned_objects(previous),
+        cluster=managed_kubernetes(plan),
     )
     return [_violation(finding, by_subject.get(finding.subject)) for finding in findings]
 

@@ -86,6 +86,7 @@ _TRAINER = (*_TEMPLATE, "containers", "name=trainer")
 _SERVER = (*_TEMPLATE, "containers", "name=server")
 _JOB = ("Job", "ml-training", "digits-mlp-digits-001")
 _REGISTRY = ("Deployment", "ml-registry", "registry")
+_MIGRATE = ("Job", "ml-registry", "registry-migrate-3-17-2")
 _INFERENCE = ("Deployment", "ml-inference", "inference")
 _ROLLOUT = ("CronJob", "ml-inference", "inference-rollout")
 _GUARD_LABEL = "ml-platform.io/pod-security-exception"
@@ -435,6 +436,101 @@ PLANTS = [
         "Deployment ml-inference/inference",
         ("readinessProbe.httpGet.port 'metrics'",),
     ),
+    # Review 37c A1: counts, probe thresholds and ports (ValidateNonnegativeField in the apps and batch
+    # spec validations; core validateContainers, validateContainerPorts, ValidateService).
+    Plant(
+        "r37c-V2",
+        AZURE,
+        (Edit(*_REGISTRY, ("spec", "replicas"), -1),),
+        "api-validation",
+        "Deployment ml-registry/registry",
+        ("spec.replicas -1", "ValidateDeploymentSpec"),
+    ),
+    Plant(
+        "r37c-V12",
+        AZURE,
+        (Edit(*_MIGRATE, ("spec", "backoffLimit"), -1),),
+        "api-validation",
+        "Job ml-registry/registry-migrate-3-17-2",
+        ("spec.backoffLimit -1", "validateJobSpec"),
+    ),
+    Plant(
+        "r37c-V5",
+        AWS,
+        (Edit(*_REGISTRY, (*_TEMPLATE, "containers", 0, "livenessProbe", "successThreshold"), 3),),
+        "api-validation",
+        "Deployment ml-registry/registry",
+        ("livenessProbe.successThreshold 3", "must be 1", "validateContainers"),
+    ),
+    Plant(
+        "startup-threshold",
+        AZURE,
+        (Edit(*_INFERENCE, (*_SERVER, "startupProbe", "successThreshold"), 2),),
+        "api-validation",
+        "Deployment ml-inference/inference",
+        ("startupProbe.successThreshold 2", "must be 1", "validateContainers"),
+    ),
+    Plant(
+        "r37c-V4",
+        AZURE,
+        (Edit(*_INFERENCE, (*_SERVER, "ports", 0, "containerPort"), 70000),),
+        "api-validation",
+        "Deployment ml-inference/inference",
+        ("containerPort", "70000", "1 and 65535", "IsValidPortNum"),
+    ),
+    Plant(
+        "r37c-V8",
+        AZURE,
+        (
+            Edit(
+                "Service",
+                "ml-registry",
+                "registry",
+                ("spec", "ports"),
+                [
+                    {"name": "https", "port": 5000, "protocol": "TCP", "targetPort": "https"},
+                    {"name": "again", "port": 5000, "targetPort": "https"},
+                ],
+            ),
+        ),
+        "api-validation",
+        "Service ml-registry/registry",
+        ("spec.ports[1]", "Duplicate value", "5000/TCP", "ValidateService"),
+    ),
+    Plant(
+        "r37c-V11",
+        AWS,
+        (Edit("Service", "ml-inference", "inference", ("spec", "ports", 0, "nodePort"), 30080),),
+        "api-validation",
+        "Service ml-inference/inference",
+        ("spec.ports[0].nodePort", "may not be used when `type` is 'ClusterIP'", "ValidateService"),
+    ),
+    # Review 37c A2: Pod Security restricted judges the pod's own runAsNonRoot and runAsUser
+    # (pod-security-admission policy/check_runAsNonRoot.go, check_runAsUser.go).
+    Plant(
+        "r37c-A9",
+        AWS,
+        (
+            Edit(
+                "Job",
+                "ml-training",
+                "fabric-test-gpu-efa-run-1",
+                (*_TEMPLATE, "securityContext"),
+                {"runAsNonRoot": False, "runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
+            ),
+        ),
+        "pod-security",
+        "Job ml-training/fabric-test-gpu-efa-run-1",
+        ("enforces restricted", "pod: runAsNonRoot false"),
+    ),
+    Plant(
+        "r37c-A10",
+        AZURE,
+        (Edit(*_REGISTRY, (*_TEMPLATE, "securityContext", "runAsUser"), 0),),
+        "pod-security",
+        "Deployment ml-registry/registry",
+        ("enforces restricted", "pod: runAsUser 0"),
+    ),
     # Scheduling against the node pools, Kueue wiring and quotas (judges/scheduling.py).
     Plant(
         "m10",
@@ -737,7 +833,9 @@ PLANTS = [
 
 def _mandatory(judged: Judged, objects: list[dict[str, Any]]) -> list[Any]:
     # The exit-code judge runs torchrun: test_stacks runs it; no plant here concerns it.
-    findings = judge_all(objects, judged.network, judged.pools, skip=frozenset({"exit-codes"}))
+    findings = judge_all(
+        objects, judged.network, judged.pools, skip=frozenset({"exit-codes"}), cluster=judged.cluster
+    )
     return [f for f in findings if f.mandatory]
 
 
@@ -747,6 +845,20 @@ def test_the_unplanted_variants_have_no_mandatory_finding(
 ) -> None:
     stack_objects = judged(stack)
     assert [str(f) for f in _mandatory(stack_objects, stack_objects.objects)] == []
+
+
+@pytest.mark.parametrize("stack", [AWS, AZURE])
+def test_the_unplanted_variants_read_back_from_plan_json_have_no_mandatory_finding(
+    stack: str, judged_from_json: Callable[[str], Judged]
+) -> None:
+    """``mlplatform check --plan`` judges the plan JSON, whose resources come in ``Plan.to_dict``'s order:
+    no judge may depend on it (review 37c B1: a namespace with no planned pods was probed for its
+    ValidatingAdmissionPolicy guard with the JSON's first pod, a host-mounting DaemonSet's, so the
+    Azure team namespaces, guarded, were called unguarded)."""
+    stack_objects = judged_from_json(stack)
+    assert [str(f) for f in _mandatory(stack_objects, stack_objects.objects)] == []
+    reversed_objects = stack_objects.objects[::-1]
+    assert [str(f) for f in _mandatory(stack_objects, reversed_objects)] == []
 
 
 @pytest.mark.parametrize("plant", PLANTS, ids=[p.id for p in PLANTS])
@@ -761,6 +873,54 @@ def test_a_planted_defect_is_a_mandatory_finding_naming_object_field_and_rule(
     assert any(
         str(f.subject) == plant.subject and all(words in f.message for words in plant.says) for f in found
     ), [str(f) for f in found]
+
+
+def test_a_daemonset_that_fits_no_node_is_one_finding_and_takes_no_room_from_other_pods(
+    judged: Callable[[str], Judged],
+) -> None:
+    """Review 37c B5: a DaemonSet pod that fits no node stays Pending and holds nothing (the scheduler's
+    NodeResourcesFit counts bound pods only), so the pods that share its pools still fit: the DaemonSet
+    is the one unschedulable finding, per pool it lands on."""
+    stack_objects = judged(AZURE)
+    objects = copy.deepcopy(stack_objects.objects)
+    worker = ("DaemonSet", "gpu-operator", "gpu-operator-node-feature-discovery-worker")
+    for key in ("requests", "limits"):
+        _apply(objects, Edit(*worker, (*_TEMPLATE, "containers", 0, "resources", key, "cpu"), "200"))
+    found = [f for f in _mandatory(stack_objects, objects) if f.policy == "unschedulable"]
+    assert found and {str(f.subject) for f in found} == {f"DaemonSet {worker[1]}/{worker[2]}"}, [
+        str(f) for f in found
+    ]
+    assert all("cpu 200 > " in f.message for f in found)
+
+
+@pytest.mark.parametrize(
+    ("stack", "own", "other"), [(AWS, "gp2", "managed-csi"), (AZURE, "managed-csi-premium", "gp2")]
+)
+def test_a_claim_may_name_its_managed_kubernetes_built_in_storage_class_and_not_the_other_clouds(
+    stack: str, own: str, other: str, judged: Callable[[str], Judged]
+) -> None:
+    """Review 37c B4: AKS creates managed-csi, managed-csi-premium, azurefile-csi... with every cluster
+    (learn.microsoft.com, AKS built-in storage classes), EKS gp2 (docs.aws.amazon.com, Amazon EBS): a
+    reference to its own cloud's resolves, the other cloud's class is dangling (the claim stays Pending)."""
+    stack_objects = judged(stack)
+    claim = next(o for o in stack_objects.objects if o["kind"] == "PersistentVolumeClaim")
+    subject = f"PersistentVolumeClaim {claim['metadata']['namespace']}/{claim['metadata']['name']}"
+
+    def dangling(name: str) -> list[str]:
+        objects = copy.deepcopy(stack_objects.objects)
+        where = (claim["kind"], claim["metadata"]["namespace"], claim["metadata"]["name"])
+        _apply(objects, Edit(*where, ("spec", "storageClassName"), name))
+        return [
+            f.message
+            for f in _mandatory(stack_objects, objects)
+            if f.policy == "dangling-reference" and str(f.subject) == subject
+        ]
+
+    assert dangling(own) == []
+    assert dangling(other) == [
+        f"spec.storageClassName: StorageClass {other} is not in the plan and not made elsewhere "
+        "(a reference must resolve, or the cluster refuses or never starts it)"
+    ]
 
 
 def test_an_unqualified_resource_name_is_refused_by_the_api_server_not_left_pending(

@@ -7,6 +7,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from judges.pod_security import NONROOT_POLICY, POLICY, UNGUARDED_POLICY, judge_pod_security
 
 from .conftest import Judged
@@ -77,6 +79,28 @@ def test_restricted_refuses_escalation_root_missing_drop_and_added_capabilities(
         "adds NET_ADMIN",
     ):
         assert any(control in m for m in found), (control, found)
+
+
+@pytest.mark.parametrize(
+    ("pod_context", "control"),
+    [
+        ({"runAsNonRoot": False}, "pod: runAsNonRoot false (Running as Non-root)"),
+        ({"runAsUser": 0}, "pod: runAsUser 0 (Running as Non-root user)"),
+    ],
+)
+def test_restricted_refuses_a_root_pod_setting_that_every_container_overrides(
+    pod_context: dict[str, Any], control: str
+) -> None:
+    """pod-security-admission policy/check_runAsNonRoot.go ("pod must not set runAsNonRoot=false") and
+    check_runAsUser.go ("pod must not set runAsUser=0") judge the pod's securityContext on its own; the
+    container's own ``runAsNonRoot: true``, ``runAsUser: 10001`` do not save it (review 37c A2)."""
+    container = RESTRICTED_CONTAINER  # runAsNonRoot true, runAsUser 10001 of its own
+    admitted = messages([namespace("r", "restricted"), deployment("r", container)])
+    assert admitted == []
+    refused = messages(
+        [namespace("r", "restricted"), deployment("r", container, securityContext=pod_context)]
+    )
+    assert refused == [f"{POLICY}: namespace r enforces restricted: {control}"]
 
 
 def test_a_namespace_without_a_level_is_privileged() -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from judges.references import POLICY, judge_references
+from judges.references import GOVERNING_POLICY, POLICY, judge_references
+from judges.validation import judge_validation
 
 
 def _namespace(name: str) -> dict[str, Any]:
@@ -100,3 +101,87 @@ def test_one_object_naming_one_missing_service_at_many_fields_is_one_finding() -
         "webhooks[v0.example.com].clientConfig.service, webhooks[v1.example.com].clientConfig.service, "
         "webhooks[v2.example.com].clientConfig.service and 2 more (5 fields): Service kube-system/hook"
     )
+
+
+def _stateful_set(service: str, storage_class: str, peers: str = "") -> dict[str, Any]:
+    """A database StatefulSet with a claim template mounted at /data (the canonical pattern)."""
+    container = {
+        "name": "db",
+        "image": "postgres:17",
+        "env": [{"name": "PEERS", "value": peers}],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": "shop"},
+        "spec": {
+            "serviceName": service,
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [container]}},
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {
+                        "storageClassName": storage_class,
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "10Gi"}},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _headless(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"clusterIP": "None", "selector": {"app": "db"}, "ports": [{"port": 5432}]},
+    }
+
+
+def test_a_stateful_sets_claim_templates_name_a_storage_class_that_exists_on_its_cluster() -> None:
+    """Review 37c A3, B4: the StatefulSet controller makes each pod's claim from volumeClaimTemplates (a
+    missing class leaves claim and pod Pending); AKS creates managed-csi-premium with every cluster
+    (learn.microsoft.com, AKS built-in storage classes), EKS does not."""
+    objects = [_namespace("shop"), _headless("db"), _stateful_set("db", "premium-ssd")]
+    assert _mandatory(objects) == [
+        "StatefulSet shop/db: spec.volumeClaimTemplates[0].spec.storageClassName: StorageClass premium-ssd "
+        "is not in the plan and not made elsewhere (a reference must resolve, or the cluster refuses or "
+        "never starts it)"
+    ]
+    built_in = [_namespace("shop"), _headless("db"), _stateful_set("db", "managed-csi-premium")]
+    assert [f for f in judge_references(built_in, "aks") if f.mandatory] == []
+    assert len([f for f in judge_references(built_in, "eks") if f.mandatory]) == 1
+
+
+def test_a_stateful_set_mounts_its_claim_templates_as_volumes() -> None:
+    """Review 37c B2: ValidatePodTemplateSpecForStatefulSet checks mounts against "the union of the given
+    volumes and volumeClaims": a mount of a claim template is valid."""
+    objects = [_stateful_set("db", "gp2")]
+    assert judge_validation(objects) == []
+    objects[0]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["name"] = "dta"
+    [finding] = judge_validation(objects)
+    assert "volumeMounts[0].name 'dta': Not found" in finding.message
+
+
+def test_a_missing_governing_service_is_advisory_unless_a_pod_dns_name_is_used() -> None:
+    """Review 37c B3: without its serviceName Service the StatefulSet's pods are created and run, with no
+    per-pod DNS names (kubernetes.io "StatefulSets", Stable Network ID): that breaks only what addresses
+    a pod by such a name (a peer list, a rendezvous endpoint ``db-0.db``)."""
+    alone = [_namespace("shop"), _stateful_set("db", "gp2")]
+    findings = judge_references(alone, "eks")
+    assert [(f.policy, f.level) for f in findings] == [(GOVERNING_POLICY, "advisory")]
+    assert (
+        "the pods are created and run, but get no per-pod DNS names (<pod>.db.shop.svc" in findings[0].message
+    )
+    peers = [_namespace("shop"), _stateful_set("db", "gp2", peers="db-0.db.shop.svc:5432,db-1.db:5432")]
+    assert _mandatory(peers) == [
+        "StatefulSet shop/db: spec.serviceName: Service shop/db is not in the plan: the pods are created and "
+        'run, but get no per-pod DNS names (<pod>.db.shop.svc; kubernetes.io "StatefulSets", Stable Network '
+        "ID: the headless Service is the user's to create); StatefulSet shop/db names db-0.db, which never "
+        "resolves"
+    ]
+    assert judge_references([*peers, _headless("db")], "eks") == []

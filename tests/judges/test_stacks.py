@@ -102,7 +102,11 @@ def test_the_cluster_takes_and_runs_every_planned_object(stack: str, judged: Cal
     and quotas, and the admission policies take the pods the workloads create (A-N1, A-N2)."""
     stack_objects = judged(stack)
     findings = judge_all(
-        stack_objects.objects, stack_objects.network, stack_objects.pools, skip=frozenset({"exit-codes"})
+        stack_objects.objects,
+        stack_objects.network,
+        stack_objects.pools,
+        skip=frozenset({"exit-codes"}),
+        cluster=stack_objects.cluster,
     )
     assert _mandatory(findings) == []
     assert stack_objects.pools, "the plan's node pools are read"
