@@ -450,13 +450,29 @@ for plan in ("Containers", "KeyVaults", "StorageAccounts"):
 """
 
 KUBERNETES_PLATFORM = """
+from pulumi_kubernetes.admissionregistration.v1 import (
+    ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+)
 from pulumi_kubernetes.apps.v1 import Deployment
 from pulumi_kubernetes.batch.v1 import Job
 from pulumi_kubernetes.core.v1 import Namespace
 from pulumi_kubernetes.helm.v3 import Release
 from pulumi_kubernetes.networking.v1 import NetworkPolicy
 
+from components.kubernetes.tenancy import (
+    IPC_LOCK_EXCEPTION,
+    POD_SECURITY_EXCEPTION_LABEL,
+    ipc_lock_exception_policy,
+)
+
+# The privileged InfiniBand namespace is guarded as the program guards it: Pod Security "restricted" but for
+# IPC_LOCK, by a ValidatingAdmissionPolicy bound with Deny in the namespaces with the exception label.
+guard, binding = ipc_lock_exception_policy()
+ValidatingAdmissionPolicy("ipc-lock-exception", metadata=guard["metadata"], spec=guard["spec"])
+ValidatingAdmissionPolicyBinding("ipc-lock-exception", metadata=binding["metadata"], spec=binding["spec"])
 PRIVILEGED = {"pod-security.kubernetes.io/enforce": "privileged"}
+IPC_LOCK_ONLY = {**PRIVILEGED, POD_SECURITY_EXCEPTION_LABEL: IPC_LOCK_EXCEPTION}
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
 
@@ -523,7 +539,7 @@ Deployment(
 )
 
 training = namespace(
-    "training-ib", PRIVILEGED, reason="InfiniBand RDMA needs IPC_LOCK, beyond Pod Security baseline"
+    "training-ib", IPC_LOCK_ONLY, reason="InfiniBand RDMA needs IPC_LOCK, beyond Pod Security baseline"
 )
 Job(
     "trainer",
