@@ -255,7 +255,7 @@ def scrape_verification(cluster: Cluster, flow: Flow) -> tuple[Subject, str] | N
 def training_fabric(pod: Pod) -> str | None:
     """The evidence that ``pod`` is a DDP run on the RDMA fabric: torchrun in its command and a container
     requesting an RDMA device (EFA, ``vpc.amazonaws.com/efa``; InfiniBand, ``rdma/...``), so NCCL's data
-    moves over RDMA (docs/security.md, "The training fabric"); None for any other workload."""
+    moves over RDMA (docs/security.md, "The exceptions", `training-fabric`); None for any other workload."""
     if not runs_torchrun(pod):
         return None
     for container in pod.containers():

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from judges import judge_all
+from judges.kube import carried
 from judges.reachability import Cluster, contract
 from judges.transport import (
     EXCEPTIONS,
@@ -83,8 +84,12 @@ def test_a_registry_serving_clear_text_on_a_port_named_https_is_a_mandatory_find
         "port 5000 serves no TLS: no container configures a certificate and key from a Secret"
     )
     assert "calls the model registry" in findings[0].message
-    # What `mlplatform check` runs (mlplatform/judging.py): the same mandatory finding fails it.
-    assert findings[0] in judge_all(_plaintext_registry(stack.objects), stack.network)
+    # What `mlplatform check` runs (mlplatform/judging.py): the same mandatory finding fails it, with the
+    # objects the plan's ConfigMaps carry judged too (the drift monitor's retrain Job, judges/kube.py).
+    objects = _plaintext_registry(stack.objects)
+    assert judge_transport([*objects, *carried(objects)], stack.network)[0] in judge_all(
+        objects, stack.network
+    )
 
 
 def test_the_servers_tls_is_read_from_their_configuration(judged: Callable[[str], Judged]) -> None:
