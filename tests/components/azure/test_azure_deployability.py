@@ -21,6 +21,7 @@ from components.azure.kubeconfig import convert_kubeconfig
 from components.azure.registry import reopen_command, rotation_command
 from components.azure.roles import BuiltInRole
 from components.config import ConfigError, KubeloginMode, parse_stack_config
+from components.handle import PRIVATE_NETWORKS
 from mlplatform.mocks import AKS_EXEC_KUBECONFIG, SUBSCRIPTION_ID, TENANT_ID
 from mlplatform.plan import Plan, PlannedResource
 from tests.components.azure.azure_plan_support import role_assignments, target
@@ -450,7 +451,15 @@ def test_workloads_reach_the_storage_endpoints_and_nothing_on_the_internet(plann
     """Training and inference namespaces deny egress by default; a workload reaches the storage private
     endpoint, whose subnet is the VNet's second quarter (network.py), and no public address: neither
     calls an Azure API, and public HTTPS from pods holding restricted data is an exfiltration path
-    (cluster review C1; the inference module promises no egress)."""
+    (cluster review C1; the inference module promises no egress).
+    The one exception is the lifecycle record's writers, the rollout and the drift monitor (record.py
+    ``record_store``): as workload identities they exchange their federated token at Entra ID
+    (login.microsoftonline.com, "Use Microsoft Entra Workload ID with AKS"), a public, non-regional
+    service (REFERENCE.md) with no private endpoint for that exchange, and a Kubernetes NetworkPolicy
+    names addresses, never FQDNs (kubernetes.io "Network Policies": ipBlock). So their policies, and
+    no other, allow public addresses on 443 only, every private range excepted (objects.py
+    ``peer_egress``), as the registry's store does (registry_store.py); naming the host is left to an
+    egress firewall (``azure.outboundType: userDefinedRouting``, network.py)."""
     plan = planned("azure-enterprise-prod")
     workload_namespaces = {"ml-training", "ml-inference"}
     in_namespaces = [
@@ -459,15 +468,23 @@ def test_workloads_reach_the_storage_endpoints_and_nothing_on_the_internet(plann
         if p.inputs["metadata"]["namespace"] in workload_namespaces
     ]
     # The workloads' own policies (the shared ones: default deny, DNS, the model registry's Service; the
-    # rollout's, which reads the servers' metrics and the registry and never the storage).
-    shared = ("default-deny", "allow-dns", "allow-registry", "inference-rollout")
+    # rollout's and the drift monitor's, which read the servers' metrics, the registry and the record,
+    # never the data).
+    record_writers = ("inference-rollout", "inference-drift-monitor")
+    shared = ("default-deny", "allow-dns", "allow-registry", *record_writers)
     own = [p for p in in_namespaces if p["metadata"]["name"] not in shared]
     assert {p["metadata"]["namespace"] for p in own} == workload_namespaces
     https = [{"protocol": "TCP", "port": 443.0}]
     for policy in own:
         assert {"to": [{"ipBlock": {"cidr": "10.71.64.0/18"}}], "ports": https} in policy["spec"]["egress"]
+    entra_id = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(PRIVATE_NETWORKS)}}], "ports": https}
+    # The rollout on this stack; the drift monitor's where a stack runs one (inference.driftMonitor).
+    writers = {p["metadata"]["name"] for p in in_namespaces if p["metadata"]["name"] in record_writers}
+    assert "inference-rollout" in writers
+    public = {p["metadata"]["name"] for p in in_namespaces if entra_id in p["spec"].get("egress", [])}
+    assert public == writers
     for policy in in_namespaces:
-        egress = policy["spec"].get("egress", [])
+        egress = [r for r in policy["spec"].get("egress", []) if r != entra_id]
         blocks = [peer["ipBlock"] for rule in egress for peer in rule.get("to", []) if "ipBlock" in peer]
         assert all(ipaddress.ip_network(b["cidr"]).is_private for b in blocks), blocks
 

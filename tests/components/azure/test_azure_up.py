@@ -245,8 +245,11 @@ def test_vaults_storage_and_registry_send_audit_logs_to_the_workspace(cloud_plan
         for resource in plan.by_type(token):
             assert resource.urn in audited, resource.name
     uris = [s.inputs["resourceUri"] for s in settings if "Services/default" in str(s.inputs["resourceUri"])]
-    # The data account's blob and the share's file service, and the audit archive's blob service.
-    services = ["blobServices"] * (1 + len(archives)) + ["fileServices"]
+    # The data account's blob and the share's file service, and on audited stacks the audit archive's and
+    # the lifecycle record's blob services (record.py; platform.py audits its reads and appends).
+    records = [r for r in plan.by_type("azure-native:storage:StorageAccount") if "-record-" in r.name]
+    assert len(records) == len(archives)
+    services = ["blobServices"] * (1 + len(archives) + len(records)) + ["fileServices"]
     assert sorted(u.rsplit("/", 2)[1] for u in uris) == services
     assert {urns[u].type for u in audited} >= {"azure-native:keyvault:Vault"}
 

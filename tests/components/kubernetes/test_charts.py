@@ -62,6 +62,10 @@ FREE_FORM = frozenset(
         # ``enabled`` omitted (templates/webhook/deployment_webhook.yaml, cleanup-leases.yaml).
         "configData",
         "podSecurityContext",
+        # policy-controller: the webhook's extra labels, a map whose keys are label names (``{}`` in
+        # values.yaml), each written as it is onto its objects and the webhook's pods (templates/
+        # _helpers.tpl "policy-controller.labels": range $key, $value := .Values.webhook.customLabels).
+        "customLabels",
     }
 )
 
