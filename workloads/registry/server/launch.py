@@ -81,8 +81,8 @@ def _entra_token(_unused: str) -> str:
     variables, read by ``DefaultAzureCredential``). One credential per process: it caches its token
     until shortly before it expires, so a connection costs no round trip to Entra ID; a new credential
     per connection would fetch a new token every time (registry review D4)."""
-    # In the image (requirements.txt), not in the toolkit's environment.
-    from azure.identity import DefaultAzureCredential  # type: ignore[import-not-found]
+    # In the image (requirements.txt); the registry extra has it too (the lifecycle record on Azure).
+    from azure.identity import DefaultAzureCredential
 
     if not _credential:
         _credential.append(DefaultAzureCredential())
