@@ -19,7 +19,8 @@ import yaml
 from components.config import ConfigError, Tier, parse_stack_config
 from components.handle import Cloud
 from mlplatform.newstack import render_stack
-from mlplatform.plan import Plan, resolve_target, run_plan
+from mlplatform.plan import Plan, resolve_target
+from tests.stack_variants import plan_in_own_process
 
 _NAME_KEY = re.compile(r"(?i)name|bucket|alias|prefix")
 
@@ -65,7 +66,7 @@ def test_two_stacks_with_one_triplet_share_no_physical_name(
     document["config"]["ml-platform:platform"]["audit"] = {"detection": "existing"}
     path.write_text(yaml.safe_dump(document))
     shipped = planned(f"{cloud}-enterprise-prod")
-    team2 = run_plan(resolve_target(stack_file=path))
+    team2 = plan_in_own_process(tmp_path, "--stack-file", str(path))
     detection = [r for r in shipped.resources if r.type in ACCOUNT_DETECTION]
     assert detection
     assert len(team2.resources) == len(shipped.resources) - len(detection)

@@ -28,10 +28,10 @@ from components.kubernetes.registry import (
     tracking_uri,
 )
 from mlplatform.graph import is_secret
-from mlplatform.plan import Plan, PlannedResource, resolve_target, run_plan
+from mlplatform.plan import Plan, PlannedResource
 from mlplatform.report import kubernetes_objects
 from tests.components.azure.test_azure_day2 import _changes
-from tests.stack_variants import plan_config, template
+from tests.stack_variants import plan_config, plan_in_own_process, template
 from workloads.inference.k8s import REGISTRY_CA_ANNOTATION
 
 from .test_registry import _spec
@@ -132,11 +132,11 @@ def test_the_servers_roll_on_a_new_certificate_and_inference_on_a_new_ca(
 
 
 def test_a_second_plan_with_the_same_inputs_registers_the_same_certificates_and_secrets(
-    planned: Callable[[str], Plan],
+    planned: Callable[[str], Plan], tmp_path: Path
 ) -> None:
     """Day 2: nothing in the program's certificate inputs varies between runs (no clock, no randomness),
     so pulumi-tls keeps what its state holds and the Secrets and servers stay as they are."""
-    first, second = planned(STACK), run_plan(resolve_target(STACK))
+    first, second = planned(STACK), plan_in_own_process(tmp_path, STACK)
     assert {r.urn: r.inputs for r in first.resources} == {r.urn: r.inputs for r in second.resources}
 
 
