@@ -70,6 +70,39 @@ class Pod:
         return None
 
 
+# Built-in kinds that live in no namespace (``kubectl api-resources --namespaced=false``, Kubernetes
+# 1.35): a ``metadata.namespace`` on one is cleared on create (``rest.BeforeCreate``). A custom kind's
+# scope comes from its CustomResourceDefinition.
+CLUSTER_KINDS = frozenset(
+    {
+        "APIService",
+        "CSIDriver",
+        "CSINode",
+        "CertificateSigningRequest",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "FlowSchema",
+        "IngressClass",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+        "MutatingWebhookConfiguration",
+        "Namespace",
+        "Node",
+        "PersistentVolume",
+        "PriorityClass",
+        "PriorityLevelConfiguration",
+        "RuntimeClass",
+        "StorageClass",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingWebhookConfiguration",
+        "VolumeAttachment",
+        "VolumeAttributesClass",
+    }
+)
+
+
 # A ConfigMap carrying an object a workload creates at run time (the drift monitor's retrain Job,
 # workloads/inference/k8s.py): the label names its kind, ``CARRIED_KEY`` holds it as JSON.
 CARRIED_LABEL = "ml-platform.io/carries"

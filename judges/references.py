@@ -50,17 +50,24 @@ from typing import Any
 
 from judges.elsewhere import made_elsewhere
 from judges.findings import Finding, Subject
-from judges.kube import CLUSTER_DNS, Pod, labels_match, of_kind, operated_pods, pods, service_selects
+from judges.kube import (
+    CLUSTER_DNS,
+    CLUSTER_KINDS,
+    Pod,
+    labels_match,
+    of_kind,
+    operated_pods,
+    pods,
+    service_selects,
+)
 
 POLICY = "dangling-reference"
 GOVERNING_POLICY = "statefulset-service-missing"
 OPERATOR_POLICY = "operator-made-object"
 SERVICE_POLICY = "service-without-endpoints"
 
-# Kinds that live in a namespace (the rest of the referenced kinds are cluster-scoped).
-_CLUSTER_SCOPED = frozenset(
-    {"StorageClass", "PriorityClass", "WorkloadPriorityClass", "ClusterRole", "PersistentVolume"}
-)
+# The referenced kinds that live in no namespace: the built-in ones and Kueue's WorkloadPriorityClass.
+_CLUSTER_SCOPED = CLUSTER_KINDS | {"WorkloadPriorityClass"}
 # Kueue's WorkloadPriorityClassLabel (pkg/controller/constants).
 WORKLOAD_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
@@ -217,35 +224,6 @@ def _resolve(
             )
 
 
-# Built-in kinds that live in no namespace (``kubectl api-resources --namespaced=false``, 1.35): a
-# ``metadata.namespace`` on one is cleared on create (``rest.BeforeCreate``), not a reference.
-_CLUSTER_KINDS = frozenset(
-    {
-        "APIService",
-        "CSIDriver",
-        "CSINode",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "CustomResourceDefinition",
-        "IngressClass",
-        "MutatingAdmissionPolicy",
-        "MutatingAdmissionPolicyBinding",
-        "MutatingWebhookConfiguration",
-        "Namespace",
-        "Node",
-        "PersistentVolume",
-        "PriorityClass",
-        "RuntimeClass",
-        "StorageClass",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-        "ValidatingWebhookConfiguration",
-        "VolumeAttachment",
-        "VolumeAttributesClass",
-    }
-)
-
-
 def missing_namespaces(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[Subject]]:
     """Namespaces that hold planned namespaced objects (a custom resource by its CRD's ``scope``) but
     that neither the plan creates nor anyone else makes (``judges.elsewhere``: built in, or an operator's
@@ -253,7 +231,7 @@ def missing_namespaces(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[S
     created = {
         Subject.of(o).name for o in objects if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
     }
-    cluster_kinds = _CLUSTER_KINDS | {
+    cluster_kinds = CLUSTER_KINDS | {
         str(crd["spec"]["names"]["kind"])
         for crd in of_kind(objects, "CustomResourceDefinition")
         if (crd.get("spec") or {}).get("scope") == "Cluster"

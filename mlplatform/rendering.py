@@ -36,37 +36,8 @@ from components.kubernetes.charts import (
     render,
 )
 from components.kubernetes.objects import resource_name, type_token
+from judges.kube import CLUSTER_KINDS
 from mlplatform.graph import HELM_RELEASE, PlannedResource, as_applied
-
-# Built-in kinds without a namespace (kubectl api-resources --namespaced=false, Kubernetes 1.33); a
-# custom kind's scope comes from its CustomResourceDefinition.
-_CLUSTER_SCOPED = frozenset(
-    {
-        "APIService",
-        "CSIDriver",
-        "CSINode",
-        "CertificateSigningRequest",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "CustomResourceDefinition",
-        "FlowSchema",
-        "IngressClass",
-        "MutatingAdmissionPolicy",
-        "MutatingAdmissionPolicyBinding",
-        "MutatingWebhookConfiguration",
-        "Namespace",
-        "Node",
-        "PersistentVolume",
-        "PriorityClass",
-        "PriorityLevelConfiguration",
-        "RuntimeClass",
-        "StorageClass",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-        "ValidatingWebhookConfiguration",
-        "VolumeAttachment",
-    }
-)
 
 
 def rendered_children(resources: Iterable[PlannedResource]) -> list[PlannedResource]:
@@ -149,7 +120,7 @@ def _child(release: PlannedResource, obj: Mapping[str, Any], scopes: Mapping[str
     namespace = str(as_applied(release.inputs).get("namespace") or "default")
     metadata = dict(obj.get("metadata") or {})
     kind = str(obj["kind"])
-    if kind in _CLUSTER_SCOPED or scopes.get(kind) == "Cluster":
+    if kind in CLUSTER_KINDS or scopes.get(kind) == "Cluster":
         metadata.pop("namespace", None)
     else:
         metadata.setdefault("namespace", namespace)
