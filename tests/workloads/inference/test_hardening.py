@@ -89,15 +89,21 @@ def test_connections_beyond_the_cap_are_refused(strict: Server) -> None:
 
 
 def test_overload_is_a_503_with_retry_after(launch: Launch, model_dir: Path) -> None:
-    """One request may wait (a 500 ms window, since others are arriving); the rest find the queue full."""
-    server = launch(model_dir, max_queue=1, max_wait_ms=500)
+    """A client still sending its body is a request received, so nothing runs inline: the first request of
+    the burst waits in the one-slot queue for company (up to 1 s) and the rest find the queue full.
+
+    The slow client makes the overload certain however loaded the machine is: without it, a burst whose
+    requests reach a busy server one at a time is answered inline, one by one, and nothing is shed."""
+    server = launch(model_dir, max_queue=1, max_wait_ms=1000)
 
     async def burst() -> list[httpx.Response]:
         async with server.async_client() as client:
             posts = (client.post("/v1/predict", json={"instances": [ROW]}) for _ in range(6))
             return await asyncio.wait_for(asyncio.gather(*posts), timeout=10)
 
-    responses = asyncio.run(burst())
+    with socket.create_connection(("127.0.0.1", port_of(server))) as slow:
+        slow.sendall(b'POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{"inst')
+        responses = asyncio.run(burst())
     shed = [r for r in responses if r.status_code == 503]
     assert shed and all(r.status_code in (200, 503) for r in responses)
     assert all(r.headers["retry-after"] == "1" and r.json()["error"].startswith("overloaded") for r in shed)
