@@ -10,6 +10,8 @@ shipped stack (turning teams and every optional feature on) must give no mandato
 from __future__ import annotations
 
 import copy
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -415,3 +417,35 @@ def test_turning_every_feature_on_over_a_shipped_stack_is_an_update_that_complet
         objects, before.network, before.pools, skip=frozenset({"exit-codes"}), previous=before.objects
     )
     assert [str(f) for f in findings if f.policy in {POLICY, REPLACED} and f.mandatory] == []
+
+
+def _registry_store(objects: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The registry's store volume and the training directory's volume."""
+    volumes = {o["spec"]["claimRef"]["namespace"]: o for o in objects if o["kind"] == "PersistentVolume"}
+    return volumes["ml-registry"], volumes["ml-training"]
+
+
+@pytest.mark.parametrize("stack", ["aws-smb-prod", "azure-smb-prod"])
+def test_the_upgrade_that_moves_an_smb_registrys_store_completes(
+    judged: Callable[[str], Judged], stack: str
+) -> None:
+    """Review 38 A2 on the shipped SMB stacks, both ways. The previous plan is the release before the store
+    move (docs/operations.md, "Once: move an SMB registry's database to its own store"): the server's
+    claim ``registry-store`` over the training directory. This release names the pair after the store
+    (``registry-store-<digest>``): a new pair, no finding. The same move under the old names, as the
+    release before this fix planned it, replaces a bound volume the server uses: mandatory."""
+    objects = judged(stack).objects
+    store, training = _registry_store(objects)
+    claim = store["spec"]["claimRef"]["name"]
+    assert re.fullmatch(r"registry-store-[0-9a-f]{8}", claim)
+    previous = json.loads(json.dumps(objects).replace(claim, "registry-store"))
+    _registry_store(previous)[0]["spec"]["csi"] = copy.deepcopy(training["spec"]["csi"])
+    assert judge_immutable(previous, objects) == []
+    same_names = json.loads(json.dumps(objects).replace(claim, "registry-store"))
+    [finding] = judge_immutable(previous, same_names)
+    assert (finding.policy, finding.level, finding.subject.kind) == (
+        REPLACED,
+        "mandatory",
+        "PersistentVolume",
+    )
+    assert "bound to claim ml-registry/registry-store, which stays" in finding.message
