@@ -244,7 +244,12 @@ def refuse_unreachable_sizes(config: PlatformConfig, cluster_name: str, parent: 
     (``scaling_refusal``), a pool whose new ``minSize``/``maxSize`` EKS would refuse against its live
     group, so that ``pulumi up`` does not stop half-done at that group. The cluster is named by config
     (known on the first preview too); where it does not exist yet (a new stack: ListNodegroups answers
-    ResourceNotFoundException) or the deployer may not list its groups, there is nothing to compare."""
+    ResourceNotFoundException) or the deployer may not list its groups, there is nothing to compare.
+
+    The program does not send the clamped desired size itself: that would drop ``ignoreChanges`` for the
+    update, which the pack refuses on every preview (``day2-cloud-moved-properties-ignored``: it cannot
+    tell a size read from the cloud from a declared one), and the AKS System pool asks for its command
+    the same way (components/azure/node_pools.py)."""
     try:
         names = eks.get_node_groups(cluster_name=cluster_name, opts=pulumi.InvokeOptions(parent=parent)).names
     except Exception:  # the provider's lookup error: no such cluster (or no read right on it)
