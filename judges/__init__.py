@@ -183,9 +183,11 @@ JUDGES: tuple[Judge, ...] = (
     ),
     Judge(
         "immutable-fields",
-        (immutable.POLICY,),
+        (immutable.POLICY, immutable.REPLACED),
         lambda c: immutable.judge_immutable(c.previous, c.objects),
-        "day 2: fields the API server refuses to change on update, against the previous plan's objects",
+        "day 2, against the previous plan's objects: fields the API server refuses to change on update; "
+        "changes pulumi-kubernetes applies by replacement, with their effect (a delete that cannot finish "
+        "is mandatory)",
     ),
     Judge(
         "scheduling",

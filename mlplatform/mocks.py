@@ -471,12 +471,16 @@ class ExistingAccount:
     - ``databases``: RDS instances, identifier -> engine, and ``log_groups``: CloudWatch log group names
       (components/aws/registry_database.py ``registry_database_identity``);
     - ``agent_pools``: AKS agent pools, ``<resource group>/<cluster>/<pool>`` -> the pool's properties as
-      the AgentPool API returns them (components/azure/node_pools.py ``warn_system_pool_drift``)."""
+      the AgentPool API returns them (components/azure/node_pools.py ``warn_system_pool_drift``);
+    - ``node_groups``: EKS managed node groups, ``<cluster>/<node group>`` -> its ``scalingConfig``
+      (``minSize``, ``maxSize``, ``desiredSize``) as DescribeNodegroup returns it
+      (components/aws/node_pools.py ``refuse_unreachable_sizes``)."""
 
     aliases: frozenset[str] = frozenset()
     databases: Mapping[str, str] = field(default_factory=dict)
     log_groups: frozenset[str] = frozenset()
     agent_pools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    node_groups: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def instances(self, filters: list[dict[str, Any]]) -> list[str]:
         """DescribeDBInstances' filters (RDS API reference: ``db-instance-id`` and ``engine`` are the two
@@ -575,6 +579,32 @@ class PlanMocks(pulumi.runtime.Mocks):
             names = sorted(g for g in self.existing.log_groups if g.startswith(prefix))
             arns = [f"arn:aws:logs:{self.aws_region}:{ACCOUNT_ID}:log-group:{g}" for g in names]
             return {"logGroupNames": names, "arns": arns, "id": self.aws_region}, []
+        if args.token == "aws:eks/getNodeGroups:getNodeGroups":
+            cluster = str(args.args.get("clusterName"))
+            groups = sorted(
+                g for c, _, g in (key.partition("/") for key in self.existing.node_groups) if c == cluster
+            )
+            if not groups:
+                # ListNodegroups answers ResourceNotFoundException for a cluster that does not exist (EKS
+                # API reference, ListNodegroups errors): a failed invoke. The mocked account has a
+                # cluster where it has node groups.
+                return {}, [("clusterName", f"listing EKS Node Groups: ResourceNotFoundException: {cluster}")]
+            return {"clusterName": cluster, "names": groups, "id": cluster}, []
+        if args.token == "aws:eks/getNodeGroup:getNodeGroup":
+            cluster, group = str(args.args.get("clusterName")), str(args.args.get("nodeGroupName"))
+            scaling = self.existing.node_groups.get(f"{cluster}/{group}")
+            if scaling is None:
+                return {}, [
+                    ("nodeGroupName", f"reading EKS Node Group ({cluster}:{group}): couldn't find resource")
+                ]
+            described: dict[str, Any] = {
+                "clusterName": cluster,
+                "nodeGroupName": group,
+                "id": f"{cluster}:{group}",
+                "status": "ACTIVE",
+                "scalingConfigs": [dict(scaling)],
+            }
+            return described, []
         if args.token == "azure-native:containerservice:getAgentPool":
             keys = ("resourceGroupName", "resourceName", "agentPoolName")
             path = "/".join(str(args.args.get(k)) for k in keys)

@@ -8,6 +8,7 @@ rather than Karpenter, because Karpenter cannot create placement groups (karpent
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +20,11 @@ from components.aws.iam import NAME_PREFIX_SUFFIX
 from components.catalog import InstanceType
 from components.config import (
     DUTY_CYCLE_TAG,
+    PLATFORM_KEY,
     CapacityReservationConfig,
     CapacityReservationKind,
     NodePoolConfig,
+    PlatformConfig,
 )
 from components.handle import GPU_TAINT_KEY, POOL_LABEL, Fabric, PoolHandle, PoolKind, Taint, TaintEffect
 
@@ -178,6 +181,87 @@ def node_group_name_prefix(pool: str) -> str:
     prefix = f"{pool}-"
     assert len(prefix) + NAME_PREFIX_SUFFIX <= NODE_GROUP_NAME_MAX, "pool names are DNS labels of 32"
     return prefix
+
+
+@dataclass(frozen=True)
+class LiveScaling:
+    """A managed node group's ``scalingConfig`` as EKS reports it (DescribeNodegroup)."""
+
+    node_group: str
+    min_size: int
+    max_size: int
+    desired_size: int
+
+
+def scaling_refusal(
+    config: PlatformConfig, pool: NodePoolConfig, live: LiveScaling, cluster_name: str
+) -> str | None:
+    """The refusal for a pool whose new bounds leave out the live group's desired size, or None.
+
+    The stack leaves the desired size to cluster-autoscaler (``ignoreChanges``), so an update sends the
+    refreshed one with the new bounds, and EKS UpdateNodegroupConfig refuses a desired size outside them
+    ("Minimum capacity X can't be greater than desired size Y"; terraform-aws-eks #3521, #2508; "desiredSize
+    can't be greater than maxSize", ministryofjustice/cloud-platform-infrastructure #4595; review 38 A1).
+    The command moves the group to the new bounds with its desired size clamped into them; after it the
+    refresh reads the bounds as declared and ``pulumi up`` sends nothing for the group."""
+    if pool.min_size <= live.desired_size <= pool.max_size:
+        return None
+    target = min(max(live.desired_size, pool.min_size), pool.max_size)
+    side = (
+        f"minSize {pool.min_size} is above"
+        if live.desired_size < pool.min_size
+        else (f"maxSize {pool.max_size} is below")
+    )
+    return (
+        f"{PLATFORM_KEY}.nodePools[{config.node_pools.index(pool)}] ({pool.name}): {side} the desired size "
+        f"{live.desired_size} of node group {live.node_group}, which EKS UpdateNodegroupConfig refuses with "
+        "the desired size the stack leaves to the autoscaler (docs/operations.md, 'Grow or shrink a node "
+        f"pool'); run `aws eks update-nodegroup-config --region {config.region} --cluster-name {cluster_name}"
+        f" --nodegroup-name {live.node_group} --scaling-config minSize={pool.min_size},"
+        f"maxSize={pool.max_size},desiredSize={target}`, then `pulumi up`"
+    )
+
+
+def live_scaling(
+    cluster_name: str, pool: NodePoolConfig, names: Sequence[str], parent: pulumi.Resource
+) -> list[LiveScaling]:
+    """The pool's live node groups (one; two while a replacement is under way): the cluster's groups
+    named as the provider names ``node_group_name_prefix`` (the prefix and 26 digits,
+    terraform-plugin-sdk ``id.PrefixedUniqueId``), each read with DescribeNodegroup."""
+    named = re.compile(rf"{re.escape(node_group_name_prefix(pool.name))}[0-9]{{26}}")
+    found = []
+    for name in sorted(n for n in names if named.fullmatch(n)):
+        group = eks.get_node_group(
+            cluster_name=cluster_name, node_group_name=name, opts=pulumi.InvokeOptions(parent=parent)
+        )
+        [scaling] = group.scaling_configs
+        found.append(LiveScaling(name, scaling.min_size, scaling.max_size, scaling.desired_size))
+    return found
+
+
+def refuse_unreachable_sizes(config: PlatformConfig, cluster_name: str, parent: pulumi.Resource) -> None:
+    """Before anything is registered: refuse, one line per group with the command that moves it
+    (``scaling_refusal``), a pool whose new ``minSize``/``maxSize`` EKS would refuse against its live
+    group, so that ``pulumi up`` does not stop half-done at that group. The cluster is named by config
+    (known on the first preview too); where it does not exist yet (a new stack: ListNodegroups answers
+    ResourceNotFoundException) or the deployer may not list its groups, there is nothing to compare.
+
+    The program does not send the clamped desired size itself: that would drop ``ignoreChanges`` for the
+    update, which the pack refuses on every preview (``day2-cloud-moved-properties-ignored``: it cannot
+    tell a size read from the cloud from a declared one), and the AKS System pool asks for its command
+    the same way (components/azure/node_pools.py)."""
+    try:
+        names = eks.get_node_groups(cluster_name=cluster_name, opts=pulumi.InvokeOptions(parent=parent)).names
+    except Exception:  # the provider's lookup error: no such cluster (or no read right on it)
+        return
+    problems = [
+        message
+        for pool in config.node_pools
+        for live in live_scaling(cluster_name, pool, names or [], parent)
+        if (message := scaling_refusal(config, pool, live, cluster_name)) is not None
+    ]
+    if problems:
+        raise pulumi.RunError("\n".join(problems))
 
 
 def capacity_type(pool: NodePoolConfig) -> str:

@@ -46,7 +46,7 @@ from components.aws.keys import (
     refuse_silent_key_moves,
 )
 from components.aws.network import Network, NetworkArgs
-from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes
+from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes, refuse_unreachable_sizes
 from components.aws.preflight import (
     check_standard_support,
     ensure_autoscaling_role,
@@ -112,7 +112,9 @@ class AwsPlatform(pulumi.ComponentResource):
         account = lookup_account(config.region, config.network.availability_zones, parent=self)
         ensure_autoscaling_role(parent=self)
         check_standard_support(config.cluster.kubernetes_version, today(), parent=self)
-        # Before anything is registered: the lookup may refuse the update (registry_database_identity).
+        # Before anything is registered: the lookups may refuse the update (node group bounds EKS would
+        # refuse, registry_database_identity).
+        refuse_unreachable_sizes(config, self.cluster_name, parent=self)
         self._database_identity = (
             registry_database_identity(
                 f"{name}-registry", config.workloads.registry.adopt_database, parent=self

@@ -36,7 +36,7 @@ from components.kubernetes.registry import (
     registry_objects,
     tracking_uri,
 )
-from components.kubernetes.storage import VolumeClaim
+from components.kubernetes.storage import VolumeClaim, store_claim
 from workloads.delivery.plan import RolloutPlan
 from workloads.fabric_gate import FABRIC_TEST, busbw_floor_gbytes, fabric_test_run_id
 from workloads.inference.k8s import (
@@ -401,7 +401,11 @@ def registry_spec(
         pool=next(p for p in handle.pools if p.kind is PoolKind.CPU),
         artifacts_uri=backend.artifacts_uri,
         database=backend.database,
-        store_claim=None if backend.database is not None else REGISTRY_CLAIM,
+        store_claim=(
+            None
+            if backend.database is not None
+            else store_claim(REGISTRY_CLAIM, handle.storage.shared, WORKLOAD_IDENTITIES["registry"].namespace)
+        ),
         client_namespaces=registry_clients(config),
         service_account_annotations=handle.identities.get("registry", {}),
         replicas=registry.replicas,

@@ -4,6 +4,7 @@ disk under the stack's key from the layer's default StorageClass."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import subprocess
@@ -33,6 +34,7 @@ from components.kubernetes.storage import (
     preparation_namespace,
     preparation_objects,
     shared_volume_objects,
+    store_claim,
 )
 from components.kubernetes.tenancy import PodSecurity
 from mlplatform.plan import Plan
@@ -186,3 +188,23 @@ def test_a_store_is_mounted_from_its_own_source_and_every_other_consumer_from_th
     shared = replace(NFS, stores={"ml-registry": store})
     assert shared.csi_for("ml-registry")["volumeHandle"] == "acct-ml-registry-ml-registry"
     assert shared.csi_for("ml-training")["volumeHandle"] == "acct-training-ml-training"
+
+
+def test_a_stores_claim_and_volume_are_named_after_the_store() -> None:
+    """Review 38 A2: a volume's source cannot change in place (pulumi-kubernetes replaces it, deleting it
+    first, which pv-protection holds while its claim is bound), so a workload's own store names its claim,
+    and so its volume, after the store's directory: a store that moves is a new pair. A consumer of the
+    shared directory keeps its name."""
+    store = Store(REGISTRY_DIRECTORY, {"driver": "file.csi.azure.com", "volumeHandle": "acct-ml-registry"})
+    shared = replace(NFS, stores={"ml-registry": store})
+    claim = store_claim("registry-store", shared, "ml-registry")
+    assert claim == f"registry-store-{hashlib.sha256(REGISTRY_DIRECTORY.encode()).hexdigest()[:8]}"
+    moved = replace(NFS, stores={"ml-registry": replace(store, directory="ml-registry-2")})
+    assert store_claim("registry-store", moved, "ml-registry") != claim
+    assert store_claim("training-output", shared, "ml-training") == "training-output"
+    assert store_claim("registry-store", None, "ml-registry") == "registry-store"
+    pv, pvc = shared_volume_objects("s", shared, VolumeClaim("ml-registry", claim, read_only=False))
+    assert (
+        pv["metadata"]["name"] == f"s-ml-registry-{claim}"
+        and pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    )
