@@ -431,8 +431,9 @@ class Monitor:
     def _estimate_line(self, estimated: Mapping[str, Any]) -> str:
         """The estimate as the record's reason and the log say it: marked an estimate, never an accuracy."""
         line = (
-            f"estimated accuracy (no labels, CBPE) {estimated['accuracy']:.4f} ± {estimated['stderr']:.4f} "
-            f"over {estimated['rows']} rows, {estimated['referenceAccuracy']:.4f} on the test split"
+            "estimated accuracy (CBPE, from confidences, not labels) "
+            f"{estimated['accuracy']:.4f} ± {estimated['stderr']:.4f} over {estimated['rows']} rows, "
+            f"{estimated['referenceAccuracy']:.4f} on the test split"
         )
         if not estimated["drop"]:
             return line

@@ -118,7 +118,8 @@ def test_the_estimate_follows_the_true_accuracy_is_marked_and_shown_in_history(
     shown = CliRunner().invoke(app, ["models", "history", NAME, "--record", str(record)])
     assert shown.exit_code == 0, shown.output
     lines = [line for line in shown.output.splitlines() if WINDOW_ACTION in line]
-    assert len(lines) == 3 and all("estimated accuracy (no labels, CBPE)" in line for line in lines)
+    marked = "estimated accuracy (CBPE, from confidences, not labels)"
+    assert len(lines) == 3 and all(marked in line for line in lines)
     assert f"{float(fallen['accuracy']):.4f}" in lines[1] and "WARNING estimated drop" in lines[1]
 
 
