@@ -59,6 +59,37 @@ class FeatureHistogram(BaseModel):
     counts: list[int]
 
 
+class ConfidenceReference(BaseModel):
+    """The version's own graph on its held-out test split, binned by predicted class and top-class
+    probability (workloads/confidence.py): the reference the label-free accuracy estimate is calibrated
+    on (workloads/delivery/estimate.py), and the bins the servers count live predictions in."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: Literal["test"] = "test"
+    # Over the top-class probability (softmax of the logits), ascending, 0.0 first and 1.0 last.
+    bin_edges: list[float]
+    # [predicted class][bin]: test rows predicted as that class with their top probability in that bin.
+    rows: list[list[int]]
+    # [predicted class][bin]: of those rows, the ones whose label is the predicted class.
+    correct: list[list[int]]
+
+    @model_validator(mode="after")
+    def _shapes(self) -> ConfidenceReference:
+        bins = len(self.bin_edges) - 1
+        if bins < 1 or self.bin_edges[0] != 0.0 or self.bin_edges[-1] != 1.0:
+            raise ValueError("bin_edges: ascending from 0.0 to 1.0, at least two")
+        if any(b <= a for a, b in zip(self.bin_edges, self.bin_edges[1:], strict=False)):
+            raise ValueError("bin_edges must ascend")
+        shapes = {len(self.rows), len(self.correct)}
+        if len(shapes) != 1 or any(len(r) != bins for r in (*self.rows, *self.correct)):
+            raise ValueError("rows and correct: one list of len(bin_edges) - 1 counts per class")
+        pairs = (p for rs, cs in zip(self.rows, self.correct, strict=True) for p in zip(rs, cs, strict=True))
+        if any(not 0 <= c <= r for r, c in pairs):
+            raise ValueError("correct counts must lie between 0 and the bin's rows")
+        return self
+
+
 class ModelMetadata(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
@@ -76,6 +107,9 @@ class ModelMetadata(BaseModel):
     feature_names: list[str]
     class_names: list[str] = Field(default_factory=list)
     reference_histograms: list[FeatureHistogram]
+    # None: a version written before the estimate existed, or not a classifier; the monitor then
+    # records no estimate for it.
+    confidence_reference: ConfidenceReference | None = None
     files: dict[str, str] = Field(default_factory=dict, description="file name -> sha256")
     precision: Precision = Field(
         "fp32", description="the arithmetic the version was published and its test accuracy measured at"

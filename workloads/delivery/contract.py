@@ -51,6 +51,9 @@ SHADOW_APPLIED: Final = "inference_delivery_shadow_percent"
 # inference_drift_window_samples{model,version}; PSI is absent below the minimum sample count (500).
 DRIFT_PSI: Final = "inference_drift_psi"
 DRIFT_SAMPLES: Final = "inference_drift_window_samples"
+# The same window's predictions per (predicted class, confidence bin), labels model, version, class, bin:
+# the bins' indices into the version's ``confidence_reference`` (workloads/confidence.py).
+CONFIDENCE_ROWS: Final = "inference_confidence_window_rows"
 
 # The rollout's lock and lease, an operator's pause and abort, each version's outcome: workloads/registry/
 # lock.py (the registry's own alias moves read them too). A share counts only while the lease is current.

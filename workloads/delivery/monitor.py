@@ -12,7 +12,12 @@ Each run (the CronJob's schedule, or ``--every`` seconds locally) is one window:
 4. the decision (trigger.decide: k of the last m windows since the last retrain, a cooldown, a rate
    limit) from the windows and retrains already on the model's lifecycle record: the record is the
    monitor's only state, so a CronJob pod holds none and a replay decides the same;
-5. the decision appended to the record with its numbers, whatever it is ("none", "cooling-down" and
+5. where the champion's metadata.json records a ``confidence_reference`` (its test split's confidences,
+   beside the PSI reference), the label-free accuracy estimate over the same windows (estimate.py, as
+   NannyML's CBPE), recorded as ``estimated`` and never mixed with the labelled accuracy; a fall of more
+   than ``estimatedDrop`` below the estimate on the test split is a warning on stderr and on the record,
+   and counts as a breach towards the k of m only with ``actOnEstimate`` and no labels in the window;
+6. the decision appended to the record with its numbers, whatever it is ("none", "cooling-down" and
    "rate-limited" included), and on ``retrain`` the training launched (``Launcher``) and its end recorded.
 
 A retrain that fails is recorded and ends there: the retrain's time counts for the cooldown and the rate
@@ -38,12 +43,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from workloads.artifacts import ModelMetadata
 from workloads.delivery import contract
+from workloads.delivery.estimate import calibrate, estimate, live_counts, reference_accuracy
 from workloads.delivery.launch import targets
 from workloads.delivery.plan import MonitorPolicy, PlanError, parse_policy
 from workloads.delivery.runner import LabelledSet, RolloutError, ServiceClient
-from workloads.delivery.scrape import Scraper, Snapshot, drift_window, total
+from workloads.delivery.scrape import Scraper, Snapshot, confidence_cells, drift_window, total
 from workloads.delivery.trigger import (
     Action,
     Decision,
@@ -202,7 +211,13 @@ def _at(event: Event) -> float:
 def history(events: Sequence[Event]) -> tuple[list[Window], list[float]]:
     """The windows and the retrains' times on a model's record (oldest first)."""
     windows = [
-        Window(_at(e), int(e.numbers["samples"]), float(e.numbers["maxPsi"]), float(e.numbers["threshold"]))
+        Window(
+            _at(e),
+            int(e.numbers["samples"]),
+            float(e.numbers["maxPsi"]),
+            float(e.numbers["threshold"]),
+            bool((e.numbers.get("estimated") or {}).get("counted", False)),
+        )
         for e in events
         if e.action == WINDOW_ACTION and e.numbers.get("maxPsi") is not None
     ]
@@ -228,6 +243,7 @@ class Monitor:
     clock: Callable[[], float] = time.time
     _references: dict[str, ModelMetadata] = field(default_factory=dict)
     _thresholds: dict[tuple[str, int, int], float] = field(default_factory=dict)
+    _calibrations: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
 
     def _metadata(self, version: str) -> ModelMetadata:
         if version not in self._references:
@@ -243,6 +259,35 @@ class Monitor:
             rate = self.policy.false_alarm_rate / servers
             self._thresholds[key] = null_threshold(reference, samples, rate)
         return self._thresholds[key]
+
+    def _estimated(self, version: str, snapshot: Snapshot, urls: Sequence[str]) -> dict[str, Any] | None:
+        """The label-free estimate of ``version`` over the servers' windows at ``urls`` (estimate.py),
+        calibrated on the reference its metadata.json records; None when it records none."""
+        reference = self._metadata(version).confidence_reference
+        if reference is None:
+            return None
+        if version not in self._calibrations:
+            self._calibrations[version] = calibrate(reference)
+        calibrated = self._calibrations[version]
+        cells: dict[tuple[int, int], float] = {}
+        for url in urls:
+            for cell, rows in confidence_cells(snapshot.get(url, {}), self.model, version).items():
+                cells[cell] = cells.get(cell, 0.0) + rows
+        found = estimate(live_counts(cells, calibrated.shape), calibrated)
+        if found is None:
+            return None
+        expected = reference_accuracy(reference, calibrated)
+        drop = found.accuracy < expected - self.policy.estimated_drop
+        return {
+            "accuracy": round(found.accuracy, 6),
+            "stderr": round(found.stderr, 6),
+            "rows": found.rows,
+            "referenceAccuracy": round(expected, 6),
+            "calibratedOn": reference.split,
+            "drop": drop,
+            # A breach towards k of m: only where the stack says so and no labels judged this window.
+            "counted": drop and self.policy.act_on_estimate and self.labelled is None,
+        }
 
     def tick(self) -> Event:
         """Read the servers, decide, record, and act on a retrain."""
@@ -280,7 +325,11 @@ class Monitor:
         # The window's evidence: the server furthest past (or closest to) its own threshold.
         worst = max(servers, key=lambda s: s["maxPsi"] / s["threshold"])
         numbers.update(worst)
-        window = Window(now, int(worst["samples"]), worst["maxPsi"], worst["threshold"])
+        estimated = self._estimated(champion, snapshot, [s["url"] for s in servers])
+        if estimated is not None:
+            numbers["estimated"] = estimated
+        counted = estimated is not None and estimated["counted"]
+        window = Window(now, int(worst["samples"]), worst["maxPsi"], worst["threshold"], counted)
         decision = decide([*windows, window], retrains, now, _trigger_policy(self.policy))
         event = self._append(champion, decision, numbers)
         if decision.action is Action.RETRAIN:
@@ -370,12 +419,32 @@ class Monitor:
             "falseAlarmRate": self.policy.false_alarm_rate,
         }
         reason = f"{decision.action}: {decision.reason}"
-        print(
-            f"{self.model}: {reason}", file=sys.stderr if decision.action is not Action.NONE else sys.stdout
-        )
+        estimated = numbers.get("estimated")
+        if estimated is not None:
+            reason += f"; {self._estimate_line(estimated)}"
+        alarm = decision.action is not Action.NONE or (estimated is not None and estimated["drop"])
+        print(f"{self.model}: {reason}", file=sys.stderr if alarm else sys.stdout)
         return self.journal.append(
             self.model, WINDOW_ACTION, {CHAMPION: champion}, reason=reason, numbers=numbers
         )
+
+    def _estimate_line(self, estimated: Mapping[str, Any]) -> str:
+        """The estimate as the record's reason and the log say it: marked an estimate, never an accuracy."""
+        line = (
+            "estimated accuracy (CBPE, from confidences, not labels) "
+            f"{estimated['accuracy']:.4f} ± {estimated['stderr']:.4f} over {estimated['rows']} rows, "
+            f"{estimated['referenceAccuracy']:.4f} on the test split"
+        )
+        if not estimated["drop"]:
+            return line
+        why = (
+            "counted as a breach (driftMonitor.actOnEstimate)"
+            if estimated["counted"]
+            else "labels judged this window: not acted on"
+            if self.labelled is not None
+            else "recorded and warned only (driftMonitor.actOnEstimate is off)"
+        )
+        return f"{line}: WARNING estimated drop of more than {self.policy.estimated_drop:g}, {why}"
 
     def _retrain(self, champion: str, trigger: Event) -> None:
         started = self.clock()

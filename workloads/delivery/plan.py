@@ -184,6 +184,17 @@ class MonitorPolicy(_Model):
     # How far the champion's labelled accuracy may fall below the previous champion's, on the same labels,
     # before the monitor rolls back: promoteTolerance's default, one point of accuracy.
     accuracy_tolerance: float = Field(default=0.01, ge=0, le=1)
+    # The label-free accuracy estimate (workloads/delivery/estimate.py, as NannyML's CBPE): a window whose
+    # estimate is below the champion's estimate on its own test split by more than this is an estimated
+    # drop. Five points: about five standard errors of the estimate over 500 rows at accuracy 0.95, so an
+    # unchanged window almost never shows one.
+    estimated_drop: float = Field(default=0.05, gt=0, lt=1)
+    # Whether an estimated drop in a window without labels counts as a breach towards the k of m that
+    # starts a retrain. Off by default: recorded and warned (the monitor's log) only, because the
+    # estimate holds only while the model's confidences stay calibrated on the new inputs and P(y|x) is
+    # unchanged (CBPE's stated assumptions), which no label checks; turn it on where labels lag for long
+    # and a retrain is cheap.
+    act_on_estimate: bool = False
     # The dataset source the retrain trains on: a ``module:function`` hook that returns its newest
     # version (docs/training.md); unset: the training Job's own dataset.
     dataset: str | None = None

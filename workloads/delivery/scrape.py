@@ -238,6 +238,16 @@ def drift_window(end: Snapshot, model: str, version: str) -> DriftWindow:
     return DriftWindow(tuple(servers))
 
 
+def confidence_cells(series: Series, model: str, version: str) -> dict[tuple[int, int], float]:
+    """One server's ``CONFIDENCE_ROWS`` of ``version``: (predicted class, bin) -> rows."""
+    cells: dict[tuple[int, int], float] = {}
+    for (name, labels), value in series.items():
+        have = dict(labels)
+        if name == contract.CONFIDENCE_ROWS and _matches(labels, {"model": model, "version": version}):
+            cells[(int(have["class"]), int(have["bin"]))] = value
+    return cells
+
+
 def window_stats(
     start: Snapshot, end: Snapshot, model: str, champion: str, challenger: str | None
 ) -> WindowStats:

@@ -87,16 +87,18 @@ def null_threshold(
 @dataclass(frozen=True)
 class Window:
     """One monitoring window of a served version: when it ended, its rows, its largest PSI and the
-    threshold calibrated for its row count."""
+    threshold calibrated for its row count; ``estimated_drop``: its label-free accuracy estimate fell
+    and the policy counts that as a breach (the monitor's ``driftMonitor.actOnEstimate``)."""
 
     at: float
     samples: int
     max_psi: float
     threshold: float
+    estimated_drop: bool = False
 
     @property
     def breach(self) -> bool:
-        return self.max_psi > self.threshold
+        return self.max_psi > self.threshold or self.estimated_drop
 
 
 class Action(StrEnum):
@@ -121,7 +123,9 @@ def decide(
     last = max(actions, default=float("-inf"))
     recent = [w for w in windows if w.at > last][-policy.m :]
     breaches = sum(w.breach for w in recent)
-    shown = ", ".join(f"{w.max_psi:.3f}/{w.threshold:.3f}" for w in recent)
+    shown = ", ".join(
+        f"{w.max_psi:.3f}/{w.threshold:.3f}{' + estimated drop' if w.estimated_drop else ''}" for w in recent
+    )
     counted = f"{breaches} of the last {len(recent)} windows breach (PSI/threshold: {shown})"
     if breaches < policy.k:
         return Decision(Action.NONE, f"{counted}; {policy.k} needed", breaches, len(recent))

@@ -14,6 +14,13 @@ held-out split (300 trials each, ``max PSI > 0.2`` counted as an alarm): 100 row
 200 rows 68%, 300 rows 14%, 500 rows 0.7%, 1000 rows 0%. So no PSI is reported, exported or alerted on
 until the window holds ``min_samples`` rows (default 500, at most the window).
 
+Each row of the window also keeps what the version answered for it: its predicted class and top-class
+probability (workloads/confidence.py), counted at scrape time in the bins of the version's
+``confidence_reference`` per predicted class (``inference_confidence_window_rows``): at most classes x
+bins series per version, over exactly the rows PSI is computed on. The drift monitor turns them into its
+label-free accuracy estimate (workloads/delivery/estimate.py). The window keeps each row's logits
+beside its inputs, so the predict path only copies them; the softmax runs at scrape time, as PSI does.
+
 With several worker processes the window is one, shared: a file (``create_shared_window``) that every
 worker maps, guarded by a file lock, holding the last ``window`` rows whichever worker served them. So
 ``/v1/drift`` and the drift metrics say the same from any worker, and a window fills as fast as with one
@@ -34,7 +41,9 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from pydantic import BaseModel
 
-from workloads.artifacts import FeatureHistogram
+from workloads.artifacts import ConfidenceReference, FeatureHistogram
+from workloads.confidence import counts, top_class
+from workloads.delivery.contract import CONFIDENCE_ROWS
 
 # Proportions are floored at this before the log, so an empty bin on either side scores a large but
 # finite shift instead of infinity.
@@ -44,24 +53,31 @@ DRIFT_WINDOW_FILE = "drift-window.bin"
 _CURSOR_BYTES = 16
 
 
-def _window_bytes(window: int, features: int) -> int:
-    return _CURSOR_BYTES + window * features * np.dtype(np.float32).itemsize
+def columns(reference: Sequence[FeatureHistogram], confidence: ConfidenceReference | None) -> int:
+    """Floats a window row holds: the inputs, then the version's logits where it records a confidence
+    reference (one a class), so the predict path only copies them; confidences are computed at scrape."""
+    return len(reference) + (len(confidence.rows) if confidence is not None else 0)
 
 
-def create_shared_window(path: Path, window: int, features: int) -> None:
-    """An empty window file for the workers to share (zeros: no rows yet)."""
+def _window_bytes(window: int, columns: int) -> int:
+    return _CURSOR_BYTES + window * columns * np.dtype(np.float32).itemsize
+
+
+def create_shared_window(path: Path, window: int, columns: int) -> None:
+    """An empty window file for the workers to share (zeros: no rows yet); ``columns`` as ``columns``
+    says."""
     with path.open("wb") as file:
-        file.truncate(_window_bytes(window, features))
+        file.truncate(_window_bytes(window, columns))
 
 
-def ensure_shared_window(path: Path, window: int, features: int) -> None:
+def ensure_shared_window(path: Path, window: int, columns: int) -> None:
     """The window file at ``path``, created empty by whichever worker asks first (a challenger's, which
     each worker loads on its own): sized under a private name, then linked into place, so no worker maps
     a file that is still being sized, and none empties one that another has begun to fill."""
     if path.exists():
         return
     staging = path.with_name(f".{path.name}.{os.getpid()}")
-    create_shared_window(staging, window, features)
+    create_shared_window(staging, window, columns)
     try:
         os.link(staging, path)
     except FileExistsError:
@@ -117,7 +133,10 @@ class DriftMonitor:
         threshold: float,
         min_samples: int = 1,
         shared: Path | None = None,
+        confidence: ConfidenceReference | None = None,
     ) -> None:
+        """``confidence``: the version's reference, whose bins the predictions are counted in (None: a
+        version that records none; its predictions are not counted)."""
         if window < 1 or not 1 <= min_samples <= window:
             raise ValueError("drift window must hold at least one row, and min_samples 1..window")
         self.min_samples = min_samples
@@ -126,17 +145,21 @@ class DriftMonitor:
         self.window = window
         self._edges = [np.asarray(h.bin_edges, dtype=np.float64) for h in reference]
         self._ref_counts = [np.asarray(h.counts, dtype=np.int64) for h in reference]
+        self._confidence = confidence
+        self._outputs = len(confidence.rows) if confidence is not None else 0
         self._lock = threading.Lock()
         self._file: int | None = None
-        features = len(reference)
+        width = columns(reference, confidence)
         if shared is None:
-            storage = np.zeros(_window_bytes(window, features), dtype=np.uint8)
+            storage = np.zeros(_window_bytes(window, width), dtype=np.uint8)
         else:
-            storage = np.memmap(shared, dtype=np.uint8, mode="r+", shape=(_window_bytes(window, features),))
+            storage = np.memmap(shared, dtype=np.uint8, mode="r+", shape=(_window_bytes(window, width),))
             self._file = os.open(shared, os.O_RDWR)
         # [next row to write, rows filled], then the ring of rows: in the shared file when there is one.
         self._cursor = storage[:_CURSOR_BYTES].view(np.int64)
-        self._rows = storage[_CURSOR_BYTES:].view(np.float32).reshape(window, features)
+        self._rows = storage[_CURSOR_BYTES:].view(np.float32).reshape(window, width)
+        self._inputs = self._rows[:, : len(reference)]
+        self._logits = self._rows[:, len(reference) :]
 
     def __enter__(self) -> None:
         """Hold the window: the thread lock, and the file lock of a shared window (released by the kernel
@@ -150,26 +173,36 @@ class DriftMonitor:
             fcntl.flock(self._file, fcntl.LOCK_UN)
         self._lock.release()
 
-    def observe(self, batch: npt.NDArray[np.float32]) -> None:
-        """Add rows to the window, overwriting the oldest once it is full."""
+    def observe(self, batch: npt.NDArray[np.float32], logits: npt.NDArray[np.float32] | None = None) -> None:
+        """Add rows to the window, with the version's ``logits`` for them (NaN where not given),
+        overwriting the oldest once it is full."""
         batch = batch[-self.window :]
         n = len(batch)
+        answered: npt.NDArray[np.float32] | float = np.nan
+        if logits is not None and logits.shape == (len(logits), self._outputs):
+            answered = logits[-n:]
         with self:
             start, filled = self._cursor.tolist()
             end = start + n
             if end <= self.window:
-                self._rows[start:end] = batch
+                self._inputs[start:end] = batch
+                if self._outputs:
+                    self._logits[start:end] = answered
             else:
                 split = self.window - start
-                self._rows[start:] = batch[:split]
-                self._rows[: n - split] = batch[split:]
+                self._inputs[start:] = batch[:split]
+                self._inputs[: n - split] = batch[split:]
+                if self._outputs:
+                    whole = np.broadcast_to(answered, (n, self._outputs))
+                    self._logits[start:] = whole[:split]
+                    self._logits[: n - split] = whole[split:]
             self._cursor[0] = end % self.window
             self._cursor[1] = min(self.window, filled + n)
 
     def scores(self) -> tuple[int, dict[str, float]]:
         """Samples in the window and each feature's PSI (all 0.0 while the window is empty)."""
         with self:
-            rows = self._rows[: self._cursor[1]].copy()
+            rows = self._inputs[: self._cursor[1]].copy()
         if len(rows) == 0:
             return 0, dict.fromkeys(self.features, 0.0)
         return len(rows), {
@@ -178,6 +211,16 @@ class DriftMonitor:
                 zip(self.features, self._edges, self._ref_counts, strict=True)
             )
         }
+
+    def confidence_counts(self) -> npt.NDArray[np.int64] | None:
+        """The window's predictions per (predicted class, confidence bin) of the version's reference,
+        computed from the logits kept with each row; None when the version records no reference."""
+        if self._confidence is None:
+            return None
+        with self:
+            logits = self._logits[: self._cursor[1]].copy()
+        classes, confidence = top_class(logits)
+        return counts(classes, confidence, self._confidence.bin_edges, self._outputs)
 
     def enough(self, samples: int) -> bool:
         return samples >= self.min_samples
@@ -238,7 +281,17 @@ class DriftCollector(Collector):
                 "inference_drift_min_samples", "Rows the window needs before PSI is reported", labels=labels
             ),
         }
+        confidence = GaugeMetricFamily(
+            CONFIDENCE_ROWS,
+            "Rows in the drift window per predicted class and top-class probability bin (the index of the"
+            " version's confidence_reference bins); cells with no row are absent",
+            labels=[*labels, "class", "bin"],
+        )
         for version, monitor in self._sources():
+            found = monitor.confidence_counts()
+            for (cls, index), rows in np.ndenumerate(found if found is not None else np.zeros((0, 0))):
+                if rows:
+                    confidence.add_metric([self.model, version, str(cls), str(index)], float(rows))
             report = monitor.report(self.model, version)
             for feature, score in report.psi.items():
                 per_feature.add_metric([self.model, version, feature], score)
@@ -252,3 +305,4 @@ class DriftCollector(Collector):
                 gauge.add_metric([self.model, version], values[key])
         yield per_feature
         yield from gauges.values()
+        yield confidence

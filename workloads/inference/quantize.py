@@ -31,11 +31,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import onnx
 import onnxruntime as ort
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from workloads.artifacts import ONNX_FILE, ArtifactError, Engine, ModelMetadata, write_metadata
+from workloads import confidence
+from workloads.artifacts import (
+    ONNX_FILE,
+    ArtifactError,
+    ConfidenceReference,
+    Engine,
+    ModelMetadata,
+    write_metadata,
+)
 from workloads.inference.cpu import available_cpus
 from workloads.inference.engines import EngineChoice, open_runner, unavailable
 from workloads.inference.model import load_artifact
@@ -49,14 +58,20 @@ ENGINES: dict[Reduced, Engine] = {"int8": "onnxruntime", "bf16": "openvino"}
 MAX_ACCURACY_DROP = 0.01
 
 
-def accuracy(onnx_model: bytes | Path, split: Split, precision: Reduced | Literal["fp32"] = "fp32") -> float:
-    """Top-1 accuracy of an ONNX classifier on the split's held-out rows, run on the engine that serves
+def test_logits(
+    onnx_model: bytes | Path, split: Split, precision: Reduced | Literal["fp32"] = "fp32"
+) -> npt.NDArray[np.float32]:
+    """An ONNX classifier's logits on the split's held-out rows, run on the engine that serves
     ``precision`` (ONNX Runtime for fp32 and int8)."""
     onnx_bytes = onnx_model if isinstance(onnx_model, bytes) else onnx_model.read_bytes()
     engine: Engine = "onnxruntime" if precision == "fp32" else ENGINES[precision]
     run = open_runner(onnx_bytes, EngineChoice(engine, precision, available_cpus(), False))
-    scores = run(split.x_test)
-    return float(np.mean(np.asarray(scores).argmax(axis=1) == split.y_test))
+    return np.asarray(run(split.x_test), dtype=np.float32)
+
+
+def accuracy(logits: npt.NDArray[np.float32], split: Split) -> float:
+    """Top-1 accuracy of held-out ``logits`` against the split's labels."""
+    return float(np.mean(logits.argmax(axis=1) == split.y_test))
 
 
 def _quantize(onnx_bytes: bytes, target: Path) -> None:
@@ -105,8 +120,9 @@ def quantize_version(
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=version_dir.parent))
     try:
         _write_graph(precision, parent.onnx_bytes, staging / ONNX_FILE)
-        parent_accuracy = accuracy(parent.onnx_bytes, split)
-        reduced_accuracy = accuracy(staging / ONNX_FILE, split, precision)
+        parent_accuracy = accuracy(test_logits(parent.onnx_bytes, split), split)
+        reduced = test_logits(staging / ONNX_FILE, split, precision)
+        reduced_accuracy = accuracy(reduced, split)
         if parent_accuracy - reduced_accuracy > max_accuracy_drop:
             raise ArtifactError(
                 f"{version_dir}: {precision} test accuracy {reduced_accuracy:.4f} is "
@@ -115,7 +131,15 @@ def quantize_version(
                 "not published"
             )
         written = write_metadata(
-            staging, _reduced_metadata(meta, precision, parent_accuracy, reduced_accuracy)
+            staging,
+            _reduced_metadata(
+                meta,
+                precision,
+                parent_accuracy,
+                reduced_accuracy,
+                # The label-free estimate's calibration on this version's own arithmetic.
+                confidence.reference(reduced, split.y_test, reduced.shape[1]),
+            ),
         )
         # mkdtemp creates an owner-only directory; the server reads it as another (non-root) user.
         staging.chmod(0o755)
@@ -143,10 +167,15 @@ def _how(precision: Reduced) -> dict[str, Any]:
 
 
 def _reduced_metadata(
-    parent: ModelMetadata, precision: Reduced, parent_accuracy: float, accuracy: float
+    parent: ModelMetadata,
+    precision: Reduced,
+    parent_accuracy: float,
+    accuracy: float,
+    confidence_reference: ConfidenceReference,
 ) -> ModelMetadata:
     return parent.model_copy(
         update={
+            "confidence_reference": confidence_reference,
             "version": f"{parent.version}-{precision}",
             "parent_version": parent.version,
             "created": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -31,7 +31,7 @@ from workloads.delivery.contract import ROLES, Role
 from workloads.inference.auth import TokenFile
 from workloads.inference.batcher import MicroBatcher
 from workloads.inference.config import ServeConfig
-from workloads.inference.drift import DRIFT_WINDOW_FILE, DriftMonitor, ensure_shared_window
+from workloads.inference.drift import DRIFT_WINDOW_FILE, DriftMonitor, columns, ensure_shared_window
 from workloads.inference.follow import Fetched, Follower, check_compatible
 from workloads.inference.metrics import Metrics, ShadowMetrics, VersionMetrics
 from workloads.inference.model import ModelArtifact, OnnxModel, Rows
@@ -114,7 +114,7 @@ class Track:
         model = served.model
         x = model.batch(items)
         y = model.predict(x)
-        self.drift.observe(x)
+        self.drift.observe(x, y)
         return [(scores, served.version) for scores in model.unbatch(items, y)]
 
     async def predict(self, rows: Rows) -> Prediction:
@@ -235,13 +235,15 @@ class Service:
         path = None
         if self.shared is not None:
             path = self.shared / file
-            ensure_shared_window(path, self.config.drift_window, artifact.n_features)
+            width = columns(artifact.metadata.reference_histograms, artifact.metadata.confidence_reference)
+            ensure_shared_window(path, self.config.drift_window, width)
         return DriftMonitor(
             artifact.metadata.reference_histograms,
             window=self.config.drift_window,
             threshold=self.config.drift_threshold,
             min_samples=self.config.drift_min_rows,
             shared=path,
+            confidence=artifact.metadata.confidence_reference,
         )
 
     async def load(self) -> None:
@@ -475,5 +477,5 @@ def _shadow_run(copies: list[ShadowCopy]) -> tuple[Scores, float, float]:
     middle = time.perf_counter()
     theirs = challenger.model.predict(rows)
     ended = time.perf_counter()
-    first.challenger.drift.observe(rows)
+    first.challenger.drift.observe(rows, theirs)
     return theirs, middle - started, ended - middle

@@ -43,7 +43,7 @@ from types import FrameType
 from prometheus_client.multiprocess import mark_process_dead
 
 from workloads.inference.config import ServeConfig
-from workloads.inference.drift import DRIFT_WINDOW_FILE, create_shared_window
+from workloads.inference.drift import DRIFT_WINDOW_FILE, columns, create_shared_window
 from workloads.inference.follow import Fetched
 from workloads.inference.server import Prepared, address, load_service, log_config, serve, tls_context
 
@@ -73,7 +73,9 @@ def supervise(prepared: Prepared) -> int:
     shared = Path(tempfile.mkdtemp(prefix="serve-workers-"))
     # Read by prometheus-client when a worker imports it: set before any worker starts.
     os.environ[METRICS_DIR_ENV] = str(shared)
-    create_shared_window(shared / DRIFT_WINDOW_FILE, config.drift_window, artifact.n_features)
+    meta = artifact.metadata
+    width = columns(meta.reference_histograms, meta.confidence_reference)
+    create_shared_window(shared / DRIFT_WINDOW_FILE, config.drift_window, width)
     # spawn, not fork: each worker imports prometheus-client afresh, in multiprocess mode, and starts
     # without the parent's threads or locks.
     context = multiprocessing.get_context("spawn")

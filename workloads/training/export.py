@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 import onnx
 import onnxruntime as ort
 import torch
 
+from workloads import confidence
 from workloads.artifacts import ONNX_FILE, FeatureHistogram, ModelMetadata, TensorSpec, write_metadata
 from workloads.mlmodel import write_mlflow_model
 from workloads.training.checkpoint import fsync_path
@@ -78,13 +80,18 @@ def tensor_specs(path: Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
     return [spec(v) for v in graph.input], [spec(v) for v in graph.output]
 
 
-def onnx_max_abs_diff(model: Classifier, path: Path, x: Features) -> float:
-    """Largest absolute logit difference between ONNX Runtime and PyTorch on the held-out inputs."""
+def onnx_logits(path: Path, x: Features) -> npt.NDArray[np.float32]:
+    """The exported graph's logits on ``x``, as ONNX Runtime (the servers' default engine) computes them."""
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    (onnx_logits,) = session.run([OUTPUT_NAME], {INPUT_NAME: x})
+    (logits,) = session.run([OUTPUT_NAME], {INPUT_NAME: x})
+    return np.asarray(logits, dtype=np.float32)
+
+
+def onnx_max_abs_diff(model: Classifier, logits: npt.NDArray[np.float32], x: Features) -> float:
+    """Largest absolute logit difference between ONNX Runtime's ``logits`` and PyTorch on ``x``."""
     with torch.no_grad():
         torch_logits = model(torch.from_numpy(x)).numpy()
-    return float(np.abs(np.asarray(onnx_logits) - torch_logits).max())
+    return float(np.abs(logits - torch_logits).max())
 
 
 def reference_histograms(split: Split) -> list[FeatureHistogram]:
@@ -130,7 +137,8 @@ def write_model_version(
     onnx_path = staging / ONNX_FILE
     export_onnx(model, onnx_path, len(split.feature_names))
     inputs, outputs = tensor_specs(onnx_path)
-    diff = onnx_max_abs_diff(model, onnx_path, split.x_test)
+    test_logits = onnx_logits(onnx_path, split.x_test)
+    diff = onnx_max_abs_diff(model, test_logits, split.x_test)
     if not diff <= config.onnx_tolerance:  # nan included
         shutil.rmtree(staging)
         raise RunRefusedError(
@@ -154,6 +162,8 @@ def write_model_version(
             feature_names=list(split.feature_names),
             class_names=list(split.class_names),
             reference_histograms=reference_histograms(split),
+            # The served graph's own confidences on the test split: the estimate's calibration.
+            confidence_reference=confidence.reference(test_logits, split.y_test, test_logits.shape[1]),
         ),
     )
     for path in (*staging.iterdir(), staging):

@@ -7,8 +7,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workloads.artifacts import FeatureHistogram, load_metadata
-from workloads.inference.drift import DriftMonitor, bin_counts, create_shared_window, psi
+from workloads.artifacts import ConfidenceReference, FeatureHistogram, load_metadata
+from workloads.delivery.contract import CONFIDENCE_ROWS
+from workloads.inference.drift import (
+    DriftCollector,
+    DriftMonitor,
+    bin_counts,
+    columns,
+    create_shared_window,
+    psi,
+)
 from workloads.training.tasks import Split
 
 
@@ -48,7 +56,7 @@ def test_workers_sharing_a_window_file_see_one_window(tmp_path: Path) -> None:
     """Two monitors on one file (as two worker processes map it): rows either observes fill one ring."""
     reference = [FeatureHistogram(feature="x", bin_edges=[0.0, 1.0, 2.0], counts=[50, 50])]
     shared = tmp_path / "window"
-    create_shared_window(shared, window=4, features=1)
+    create_shared_window(shared, window=4, columns=1)
     first, second = (DriftMonitor(reference, window=4, threshold=0.2, shared=shared) for _ in range(2))
     first.observe(np.full((3, 1), 0.5, dtype=np.float32))
     second.observe(np.full((3, 1), 1.5, dtype=np.float32))  # wraps over the first's oldest rows
@@ -79,3 +87,44 @@ def test_no_psi_below_the_minimum_sample_count(model_dir: Path, held_out: Split)
     assert (report.samples, report.max_psi, report.drifted, report.psi) == (299, None, [], {})
     monitor.observe(held_out.x_test[:1] + 4.0)
     assert len(monitor.report("digits", "1").drifted) == len(reference)
+
+
+def test_the_window_counts_its_predictions_in_the_reference_bins_for_every_worker(tmp_path: Path) -> None:
+    """Each row's logits ride in the same ring as its inputs, counted by predicted class and top-class
+    probability at scrape time (issue 40's label-free estimate): two workers on one file count one
+    window, the oldest rows drop out with their inputs, and the collector exports the non-empty (class,
+    bin) cells of each version."""
+    reference = [FeatureHistogram(feature="x", bin_edges=[0.0, 1.0, 2.0], counts=[50, 50])]
+    edges = [0.0, 0.5, 0.9, 1.0]
+    confidence = ConfidenceReference(bin_edges=edges, rows=[[1, 1, 1]] * 2, correct=[[0, 1, 1]] * 2)
+    shared = tmp_path / "window"
+    create_shared_window(shared, window=4, columns=columns(reference, confidence))
+    first, second = (
+        DriftMonitor(reference, window=4, threshold=0.2, shared=shared, confidence=confidence)
+        for _ in range(2)
+    )
+    x = np.full((2, 1), 0.5, dtype=np.float32)
+    # Softmax of logits (ln 1, ln 19): class 1 at 0.95 (the top bin); (ln 3, ln 1): class 0 at 0.75.
+    first.observe(x, np.log(np.array([[1.0, 19.0], [3.0, 1.0]], dtype=np.float32)))
+    second.observe(x, np.log(np.array([[1.0, 19.0], [1.0, 1.0]], dtype=np.float32)))
+    # Class 0 at 0.75 and at 0.5 (a tie goes to the first class), class 1 twice at 0.95.
+    expected = [[0, 2, 0], [0, 0, 2]]
+    for monitor in (first, second):
+        found = monitor.confidence_counts()
+        assert found is not None and found.tolist() == expected
+    # The oldest row (class 1 at 0.95) drops out; a row whose answer is not known is counted nowhere.
+    second.observe(x[:1], None)
+    found = first.confidence_counts()
+    assert found is not None and found.tolist() == [[0, 2, 0], [0, 0, 1]]
+    cells = {
+        (sample.labels["class"], sample.labels["bin"]): sample.value
+        for family in DriftCollector("m", lambda: [("7", first)]).collect()
+        if family.name == CONFIDENCE_ROWS
+        for sample in family.samples
+    }
+    assert cells == {("0", "1"): 2.0, ("1", "2"): 1.0}
+    # A batch that wraps round the ring replaces every row, logits included.
+    second.observe(np.full((4, 1), 0.5, dtype=np.float32), np.log(np.array([[1.0, 19.0]] * 4, np.float32)))
+    found = first.confidence_counts()
+    assert found is not None and found.tolist() == [[0, 0, 0], [0, 0, 4]]
+    assert DriftMonitor(reference, window=4, threshold=0.2).confidence_counts() is None

@@ -197,6 +197,8 @@ def _raw(stack: str, inference: dict[str, Any]) -> dict[str, Any]:
     [
         ({"driftMonitor": {"k": 4, "m": 3}}, "workloads.inference.driftMonitor: k (4) must not exceed m (3)"),
         ({"driftMonitor": {"falseAlarmRate": 2}}, "workloads.inference.driftMonitor.falseAlarmRate: Input"),
+        ({"driftMonitor": {"estimatedDrop": 0}}, "workloads.inference.driftMonitor.estimatedDrop: Input"),
+        ({"driftMonitor": {"actOnEstimate": "yes"}}, "workloads.inference.driftMonitor.actOnEstimate: Input"),
         (
             {"driftMonitor": {"cooldownSecond": 60}},
             "workloads.inference.driftMonitor.cooldownSecond: unknown",

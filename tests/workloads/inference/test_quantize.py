@@ -27,6 +27,12 @@ def test_int8_version_names_its_parent_and_keeps_accuracy(model_dir: Path, int8_
     assert int8.hyperparameters["quantization"]["weight_type"] == "int8"
     assert int8.metrics["parent_test_accuracy"] == pytest.approx(parent.metrics["test_accuracy"], abs=1e-6)
     assert abs(int8.metrics["test_accuracy_delta"]) <= 0.01
+    # The label-free estimate's reference is its own graph's, at int8 (docs/lifecycle.md): its right rows
+    # are its own test accuracy.
+    reference = int8.confidence_reference
+    assert reference is not None
+    rows, right = sum(map(sum, reference.rows)), sum(map(sum, reference.correct))
+    assert (rows, right / rows) == (parent.dataset.split_sizes["test"], int8.metrics["test_accuracy"])
     assert (int8_dir / "model.onnx").stat().st_size < (model_dir / "model.onnx").stat().st_size
 
 
