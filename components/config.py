@@ -1745,6 +1745,10 @@ _DOCUMENTATION_NETWORKS = tuple(
     ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
 )
 _EXAMPLE_ADDRESS = re.compile(r"@(?:[a-z0-9-]+\.)*(?:example\.[a-z]{2,}|example)$", re.IGNORECASE)
+# The people's roles the enterprise templates show (commented out): an IAM role of account 111122223333,
+# the account AWS's documentation writes its examples in, and the nil GUID (RFC 9562), no Entra object's.
+_EXAMPLE_ROLE = re.compile(r"^arn:aws[a-z-]*:iam::111122223333:role/")
+_NIL_GUID = "00000000-0000-0000-0000-000000000000"
 
 
 def placeholder_problems(config: PlatformConfig) -> list[str]:
@@ -1771,6 +1775,8 @@ def _placeholders(value: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[tupl
 def _placeholder(value: str) -> str | None:
     if _EXAMPLE_ADDRESS.search(value):
         return f"{value} is a template placeholder address (an example domain): name a real one"
+    if _EXAMPLE_ROLE.match(value) or value == _NIL_GUID:
+        return f"{value} is a template placeholder identity: name your organisation's role or group"
     try:
         network = ipaddress.ip_network(value, strict=False)
     except ValueError:

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components.azure.access import KEY_USE_DATA_ACTIONS
-from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
-from mlplatform.plan import Plan
+from components.config import PLATFORM_KEY, ConfigError, parse_stack_config, placeholder_problems
+from mlplatform.plan import Plan, resolve_target
 from tests.stack_variants import (
     ACCOUNT,
     PEOPLE_AWS,
@@ -34,6 +35,7 @@ from tests.stack_variants import (
     one,
     plan_config,
     template,
+    with_teams,
 )
 
 AWS = "aws-enterprise-prod"
@@ -209,12 +211,14 @@ def _body(stack: str) -> dict[str, Any]:
         (
             AWS,
             {"platformAdmins": [PEOPLE_AZURE["platformAdmins"][0]]},
-            "access.platformAdmins[0]: '0a000000-0000-4000-8000-000000000001' is not an IAM role ARN",
+            "access.platformAdmins[0]: '0a000000-0000-4000-8000-000000000001' is not an IAM role ARN: "
+            "arn:aws:iam::<12-digit account>:role/<name>",
         ),
         (
             AZURE,
             {"auditors": [PEOPLE_AWS["auditors"][0]]},
-            f"access.auditors[0]: '{PEOPLE_AWS['auditors'][0]}' is not an Entra group object id",
+            f"access.auditors[0]: '{PEOPLE_AWS['auditors'][0]}' is not an Entra group object id: a lowercase "
+            "GUID (8-4-4-4-12 hex digits)",
         ),
         (
             AWS,
@@ -240,3 +244,24 @@ def test_cluster_admins_is_refused_with_where_it_moved() -> None:
         f"Pulumi.x.yaml: {PLATFORM_KEY}.cluster.admins: moved to access.platformAdmins (the people's "
         "roles, docs/security.md): move the list there"
     ]
+
+
+def _commented_access(stack: str) -> dict[str, Any]:
+    """The ``access`` example an enterprise template carries as comments, uncommented."""
+    lines = resolve_target(stack).stack_file.read_text().splitlines()
+    start = lines.index("    # access:")
+    block = [start]
+    block += [i for i in range(start + 1, len(lines)) if lines[i].startswith("    #   ")][: len(PEOPLE_AWS)]
+    document = yaml.safe_load("\n".join(lines[i].replace("    # ", "", 1) for i in block))
+    example: dict[str, Any] = document["access"]
+    return example
+
+
+@pytest.mark.parametrize("stack", [AWS, AZURE, "aws-enterprise-dev", "azure-enterprise-dev"])
+def test_the_templates_access_example_is_valid_and_refused_by_pulumi_up_as_placeholders(stack: str) -> None:
+    config = with_teams(stack, ["vision"])
+    config[PLATFORM_KEY]["access"] = _commented_access(stack)
+    problems = placeholder_problems(parse_stack_config(config, f"Pulumi.{stack}.yaml"))
+    access = [line for line in problems if f"{PLATFORM_KEY}.access." in line]
+    assert len(access) == 4, problems
+    assert all("is a template placeholder identity" in line for line in access)
