@@ -104,7 +104,7 @@ def with_teams(stack: str, teams: list[Any] | None = None) -> dict[str, Any]:
 
 # People's roles as a stack names them (config ``access``): one identity each, a role per team's engineers.
 ACCOUNT = "123456789012"  # the mocks' account (mlplatform/mocks.py)
-PEOPLE_AWS = {
+PEOPLE_AWS: dict[str, Any] = {
     "platformAdmins": [f"arn:aws:iam::{ACCOUNT}:role/platform-admins"],
     "keyCustodians": [f"arn:aws:iam::{ACCOUNT}:role/key-custodians"],
     "mlEngineers": {
@@ -113,7 +113,7 @@ PEOPLE_AWS = {
     },
     "auditors": [f"arn:aws:iam::{ACCOUNT}:role/auditors"],
 }
-PEOPLE_AZURE = {
+PEOPLE_AZURE: dict[str, Any] = {
     "platformAdmins": ["0a000000-0000-4000-8000-000000000001"],
     "keyCustodians": ["0a000000-0000-4000-8000-000000000002"],
     "mlEngineers": {
