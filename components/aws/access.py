@@ -83,6 +83,16 @@ def grants(access: AccessConfig) -> list[Grant]:
     return [Grant(p, tuple(r), tuple(namespaces.get(p, ()))) for p, r in roles.items()]
 
 
+def former_admin_alias(cluster_component: pulumi.Resource, index: int) -> pulumi.Alias:
+    """Where ``access.platformAdmins[index]``'s entry and association were made when the list was
+    ``cluster.admins``: ``<cluster component>-admin-<index>``, children of the cluster component. EKS keeps
+    one access entry per principal (CreateAccessEntry fails with ResourceInUseException for a principal
+    that has one), so the moved list must adopt those resources, not create new ones beside them."""
+    return pulumi.Alias(
+        name=f"{cluster_component.pulumi_resource_name}-admin-{index}", parent=cluster_component
+    )
+
+
 def role_name(arn: str) -> str:
     """The role's name: the last segment of its ARN's resource (``role/<path>/<name>``)."""
     return arn.rsplit("/", 1)[1]
@@ -178,6 +188,8 @@ class PeopleAccessArgs:
     access: AccessConfig
     audited: AuditedStores
     tags: Mapping[str, str]
+    # The EKS cluster component, which made ``cluster.admins``' entries before ``access.platformAdmins``.
+    cluster_component: pulumi.Resource
 
 
 class PeopleAccess(pulumi.ComponentResource):
@@ -200,13 +212,19 @@ class PeopleAccess(pulumi.ComponentResource):
     def _entry(self, grant: Grant) -> None:
         args = self._args
         slug = f"{account_of(grant.principal)}-{role_name(grant.principal)}"
+        admins = args.access.platform_admins
+        former = (
+            [former_admin_alias(args.cluster_component, admins.index(grant.principal))]
+            if grant.principal in admins
+            else []
+        )
         entry = eks.AccessEntry(
             f"{self._name}-{slug}",
             cluster_name=args.cluster,
             principal_arn=grant.principal,
             type="STANDARD",
             tags={**args.tags, ACCESS_ROLES_TAG: " ".join(grant.roles)},
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, aliases=former),
         )
         for role in grant.roles:
             scope: dict[str, Any] = (
@@ -220,7 +238,11 @@ class PeopleAccess(pulumi.ComponentResource):
                 principal_arn=grant.principal,
                 policy_arn=access_policy_arn(args.account.partition, role),
                 access_scope=scope,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[entry],
+                    aliases=former if role is PeopleRole.PLATFORM_ADMIN else [],
+                ),
             )
 
     def _auditors(self) -> pulumi.Output[str] | None:

@@ -203,6 +203,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 access=config.access,
                 audited=self._audited_stores(),
                 tags=tags,
+                cluster_component=self.cluster,
             ),
             self._child,
         )

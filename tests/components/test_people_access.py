@@ -26,6 +26,7 @@ import yaml
 
 from components.azure.access import KEY_USE_DATA_ACTIONS
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config, placeholder_problems
+from mlplatform import plan as plan_module
 from mlplatform.plan import Plan, resolve_target
 from tests.stack_variants import (
     ACCOUNT,
@@ -265,3 +266,35 @@ def test_the_templates_access_example_is_valid_and_refused_by_pulumi_up_as_place
     access = [line for line in problems if f"{PLATFORM_KEY}.access." in line]
     assert len(access) == 4, problems
     assert all("is a template placeholder identity" in line for line in access)
+
+
+def test_aws_moved_cluster_admins_keep_their_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cluster.admins`` made ``<cluster>-admin-<i>`` (an entry and its ClusterAdmin association) under the
+    EKS cluster component; EKS keeps one access entry per principal, so ``access.platformAdmins`` must adopt
+    them (an alias to that name and parent), or the update would fail creating a second entry."""
+    registered: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    capture = plan_module._CaptureMonitor.RegisterResource
+
+    def record(self: Any, request: Any) -> Any:
+        registered[(request.type, request.name)] = [(a.spec.name, a.spec.parentUrn) for a in request.aliases]
+        return capture(self, request)
+
+    monkeypatch.setattr(plan_module._CaptureMonitor, "RegisterResource", record)
+    stack = "aws-enterprise-dev"
+    config = cloud_only(template(stack))
+    config[PLATFORM_KEY]["access"] = {
+        "platformAdmins": PEOPLE_AWS["platformAdmins"],
+        "auditors": PEOPLE_AWS["auditors"],
+    }
+    plan_config(config, tmp_path, stack)
+    cluster = f"{stack}-aws-cluster"
+    former = [
+        (
+            f"{cluster}-admin-0",
+            f"urn:pulumi:{stack}::ml-platform::ml-platform:aws:Platform$ml-platform:aws:EksCluster::{cluster}",
+        )
+    ]
+    admin, auditor = f"{stack}-aws-access-{ACCOUNT}-platform-admins", f"{stack}-aws-access-{ACCOUNT}-auditors"
+    assert registered[(ENTRY, admin)] == former
+    assert registered[(ASSOCIATION, f"{admin}-platform-admin")] == former
+    assert registered[(ENTRY, auditor)] == [] and registered[(ASSOCIATION, f"{auditor}-auditor")] == []
