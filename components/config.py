@@ -282,7 +282,7 @@ class ClusterConfig(_Model):
     endpoint: EndpointAccess = EndpointAccess.PRIVATE
     # CIDRs allowed to reach a public API endpoint; required when the endpoint is public.
     public_access_cidrs: tuple[str, ...] = ()
-    # Principals given cluster-admin (IAM role ARNs on AWS, Entra group object ids on Azure).
+    # Moved to ``access.platformAdmins`` (the people's roles); refused here with that message.
     admins: tuple[str, ...] = ()
     # AWS: who may reach the private API endpoint on 443 (the cluster security group admits nothing
     # else): the CIDRs or security groups of the runner that applies phase two from inside the VPC.
@@ -403,6 +403,11 @@ class TeamConfig(_Model):
     gpu_borrowing_limit: int | None = Field(default=None, ge=0, le=100_000)
 
 
+def team_namespace(team: str) -> str:
+    """A team's namespace (components/kubernetes/layer.py ``team_namespace``)."""
+    return f"team-{team}"
+
+
 class AlertReceiver(StrEnum):
     """Where Alertmanager sends alerts (prometheus-operator AlertmanagerConfig receivers)."""
 
@@ -474,6 +479,43 @@ class DetectionSource(StrEnum):
 
 # PCI DSS v4.0.1 Requirement 10.5.1: "Retain audit log history for at least 12 months".
 MINIMUM_AUDIT_RETENTION_DAYS = 365
+
+
+# A person's role names an identity the organisation owns: an IAM role on AWS (EKS access entries and KMS
+# key policies name roles; EKS user guide, "Create access entries": an IAM principal ARN), an Entra group on
+# Azure (AKS Azure RBAC and Key Vault RBAC assign roles to its object id). Checked per cloud
+# (_access_problems), so a GUID on an AWS stack is told what AWS expects.
+IAM_ROLE_ARN = re.compile(r"^arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")
+IAM_ROLE_RULE = "an IAM role ARN: arn:aws:iam::<12-digit account>:role/<name>"
+ENTRA_OBJECT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+ENTRA_OBJECT_ID_RULE = "an Entra group object id: a lowercase GUID (8-4-4-4-12 hex digits)"
+
+
+class AccessConfig(_Model):
+    """People's roles (docs/security.md, "Who can do what"): who administers the platform, who holds the
+    keys, who engineers each team's models and who audits, each an IAM role (AWS) or an Entra group (Azure)
+    the organisation owns and staffs. The model approvers are the registry's
+    (``workloads.registry.approvers``). The pack's ``duties-separated`` refuses one identity in two roles
+    that must stay apart."""
+
+    # Cluster administrators: EKS AmazonEKSClusterAdminPolicy / AKS RBAC Cluster Admin.
+    platform_admins: tuple[str, ...] = ()
+    # Key administrators, and the only ones besides the deployer (which updates the key policies): they
+    # administer the KMS keys / hold Key Vault Crypto Officer, and use no key for data.
+    key_custodians: tuple[str, ...] = ()
+    # Per team (``kubernetes.teams``): edit rights in the team's namespace ``team-<name>`` only.
+    ml_engineers: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    # Read-only: the cluster's objects (no Secrets), the audit trail, the logs and the lifecycle record.
+    auditors: tuple[str, ...] = ()
+
+    def principals(self) -> Iterator[tuple[str, str]]:
+        """Every named identity with its stack key (below ``access``)."""
+        for field in ("platform_admins", "key_custodians", "auditors"):
+            for index, principal in enumerate(getattr(self, field)):
+                yield f"{to_camel(field)}[{index}]", principal
+        for team, principals in self.ml_engineers.items():
+            for index, principal in enumerate(principals):
+                yield f"mlEngineers.{team}[{index}]", principal
 
 
 class AuditConfig(_Model):
@@ -844,6 +886,7 @@ class PlatformConfig(_Model):
     azure: AzureConfig = AzureConfig()
     budget: BudgetConfig | None = None
     audit: AuditConfig = AuditConfig()
+    access: AccessConfig = AccessConfig()
 
     @property
     def is_protected(self) -> bool:
@@ -1156,6 +1199,29 @@ def _rule_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     yield from _workload_problems(config)
     yield from _azure_problems(config)
     yield from _audit_problems(config)
+    yield from _access_problems(config)
+
+
+def _access_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    """Each named identity is the cloud's kind, each team a team of the stack; ``cluster.admins`` moved."""
+    key, access = f"{PLATFORM_KEY}.access", config.access
+    if config.cluster.admins:
+        yield (
+            f"{PLATFORM_KEY}.cluster.admins",
+            "moved to access.platformAdmins (the people's roles, docs/security.md): move the list there",
+        )
+    aws = config.cloud is Cloud.AWS
+    pattern, rule = (IAM_ROLE_ARN, IAM_ROLE_RULE) if aws else (ENTRA_OBJECT_ID, ENTRA_OBJECT_ID_RULE)
+    for where, principal in access.principals():
+        if not pattern.match(principal):
+            yield f"{key}.{where}", f"{principal!r} is not {rule}"
+    teams = {team.name for team in config.kubernetes.teams}
+    for team in access.ml_engineers:
+        if team not in teams:
+            yield (
+                f"{key}.mlEngineers.{team}",
+                f"no team is named {team} (kubernetes.teams: {', '.join(sorted(teams)) or 'none'})",
+            )
 
 
 def _audit_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
@@ -1679,6 +1745,10 @@ _DOCUMENTATION_NETWORKS = tuple(
     ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
 )
 _EXAMPLE_ADDRESS = re.compile(r"@(?:[a-z0-9-]+\.)*(?:example\.[a-z]{2,}|example)$", re.IGNORECASE)
+# The people's roles the enterprise templates show (commented out): an IAM role of account 111122223333,
+# the account AWS's documentation writes its examples in, and the nil GUID (RFC 9562), no Entra object's.
+_EXAMPLE_ROLE = re.compile(r"^arn:aws[a-z-]*:iam::111122223333:role/")
+_NIL_GUID = "00000000-0000-0000-0000-000000000000"
 
 
 def placeholder_problems(config: PlatformConfig) -> list[str]:
@@ -1705,6 +1775,8 @@ def _placeholders(value: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[tupl
 def _placeholder(value: str) -> str | None:
     if _EXAMPLE_ADDRESS.search(value):
         return f"{value} is a template placeholder address (an example domain): name a real one"
+    if _EXAMPLE_ROLE.match(value) or value == _NIL_GUID:
+        return f"{value} is a template placeholder identity: name your organisation's role or group"
     try:
         network = ipaddress.ip_network(value, strict=False)
     except ValueError:

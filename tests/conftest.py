@@ -15,7 +15,7 @@ import pytest
 from components.config import PLATFORM_KEY
 from mlplatform.plan import Plan, resolve_target, run_plan
 from tests import once, reaper
-from tests.stack_variants import cloud_only, plan_config, template
+from tests.stack_variants import cloud_only, plan_config, template, with_people
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -65,6 +65,21 @@ def cloud_plan(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Plan
     def plan(stack: str) -> Plan:
         if stack not in cache:
             cache[stack] = plan_config(cloud_only(template(stack)), directory, stack, shared=True)
+        return cache[stack]
+
+    return plan
+
+
+@pytest.fixture(scope="session")
+def people_plan(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Plan]:
+    """``people_plan("aws-enterprise-prod")`` → the whole plan of the template with teams and every
+    people's role named (tests/stack_variants.py ``with_people``), cached."""
+    directory: Path = tmp_path_factory.mktemp("people")
+    cache: dict[str, Plan] = {}
+
+    def plan(stack: str) -> Plan:
+        if stack not in cache:
+            cache[stack] = plan_config(with_people(stack), directory, stack, shared=True)
         return cache[stack]
 
     return plan

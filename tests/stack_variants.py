@@ -102,6 +102,35 @@ def with_teams(stack: str, teams: list[Any] | None = None) -> dict[str, Any]:
     return config
 
 
+# People's roles as a stack names them (config ``access``): one identity each, a role per team's engineers.
+ACCOUNT = "123456789012"  # the mocks' account (mlplatform/mocks.py)
+PEOPLE_AWS: dict[str, Any] = {
+    "platformAdmins": [f"arn:aws:iam::{ACCOUNT}:role/platform-admins"],
+    "keyCustodians": [f"arn:aws:iam::{ACCOUNT}:role/key-custodians"],
+    "mlEngineers": {
+        "nlp": [f"arn:aws:iam::{ACCOUNT}:role/nlp-engineers"],
+        "vision": [f"arn:aws:iam::{ACCOUNT}:role/vision-engineers"],
+    },
+    "auditors": [f"arn:aws:iam::{ACCOUNT}:role/auditors"],
+}
+PEOPLE_AZURE: dict[str, Any] = {
+    "platformAdmins": ["0a000000-0000-4000-8000-000000000001"],
+    "keyCustodians": ["0a000000-0000-4000-8000-000000000002"],
+    "mlEngineers": {
+        "nlp": ["0a000000-0000-4000-8000-000000000003"],
+        "vision": ["0a000000-0000-4000-8000-000000000004"],
+    },
+    "auditors": ["0a000000-0000-4000-8000-000000000005"],
+}
+
+
+def with_people(stack: str) -> dict[str, Any]:
+    """The shipped template with the README's teams and every people's role named (``access``)."""
+    config = with_teams(stack)
+    config[PLATFORM_KEY]["access"] = PEOPLE_AWS if stack.startswith("aws") else PEOPLE_AZURE
+    return config
+
+
 def team_job(platform_job: dict[str, Any], team: str) -> dict[str, Any]:
     """The platform's training Job as a team submits it: the same run, in ``team-<team>``, queued in
     that namespace's LocalQueue (the same queue label: every queued namespace's queue has one name)."""

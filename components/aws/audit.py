@@ -59,7 +59,7 @@ def trail_arn(account: AwsAccount, stack: str) -> str:
     return account.arn("cloudtrail", f"trail/{trail_name(stack)}")
 
 
-def logging_key_policy(account: AwsAccount, trail: str) -> dict[str, Any]:
+def logging_key_policy(account: AwsAccount, trail: str, administrators: Sequence[str] = ()) -> dict[str, Any]:
     """The logging key's policy (CloudTrail user guide, "Configure AWS KMS key policies for CloudTrail"):
     CloudTrail may generate data keys for this account's trails, decrypt (the audit bucket uses an S3
     Bucket Key under this key, and the guide: "If you use an existing S3 bucket with an S3 Bucket Key,
@@ -71,7 +71,7 @@ def logging_key_policy(account: AwsAccount, trail: str) -> dict[str, Any]:
     source = {"aws:SourceArn": trail}
     return policy_document(
         [
-            *administered_by_account(account),
+            *administered_by_account(account, administrators),
             domain_use(account, "AuditReadersUseKeyThroughS3", services=("s3",)),
             {
                 "Sid": "CloudTrailEncryptsThisTrailsLogs",

@@ -31,7 +31,11 @@ from components.config import EndpointAccess
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # The support policy the cluster is created with (EKS API reference, UpgradePolicyRequest.supportType).
 UPGRADE_SUPPORT_TYPE = "STANDARD"
-CLUSTER_ADMIN_POLICY = "arn:{partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+
+def control_plane_log_group(cluster_name: str) -> str:
+    """The log group EKS writes the control-plane logs to (a fixed name)."""
+    return f"/aws/eks/{cluster_name}/cluster"
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> str:
@@ -74,8 +78,6 @@ class EksClusterArgs:
     kubernetes_version: str
     endpoint: EndpointAccess
     public_access_cidrs: Sequence[str]
-    # IAM principal ARNs given cluster-admin through access entries.
-    admins: Sequence[str]
     # Who may reach the private endpoint on 443 (a runner inside the VPC or a peered network).
     private_access_cidrs: Sequence[str]
     private_access_security_groups: Sequence[str]
@@ -91,7 +93,8 @@ class EksClusterArgs:
 
 
 class EksCluster(pulumi.ComponentResource):
-    """Control plane, its role and log group, the IRSA OIDC provider and admin access entries."""
+    """Control plane, its role and log group, and the IRSA OIDC provider (people's access entries:
+    components/aws/access.py)."""
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:aws:EksCluster", name, None, opts)
@@ -102,7 +105,7 @@ class EksCluster(pulumi.ComponentResource):
         # and bound its retention instead of getting an unencrypted never-expiring group.
         log_group = cloudwatch.LogGroup(
             f"{name}-logs",
-            name=f"/aws/eks/{args.cluster_name}/cluster",
+            name=control_plane_log_group(args.cluster_name),
             kms_key_id=args.log_key_arn,
             retention_in_days=LOG_RETENTION_DAYS,
             tags=dict(args.tags),
@@ -150,7 +153,6 @@ class EksCluster(pulumi.ComponentResource):
         self.security_group_id: pulumi.Output[str] = self.cluster.vpc_config.cluster_security_group_id
         self._private_access()
         self.issuer = self._oidc_provider()
-        self._admin_entries()
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
             pulumi.Output.all(self.cluster.endpoint, self.cluster.certificate_authority.data).apply(
                 lambda v: kubeconfig(args.cluster_name, v[0], v[1], args.account.region)
@@ -234,24 +236,3 @@ class EksCluster(pulumi.ComponentResource):
         return OidcIssuer(
             provider_arn=provider.arn, host=issuer_url.apply(lambda u: u.removeprefix("https://"))
         )
-
-    def _admin_entries(self) -> None:
-        """cluster-admin for each configured principal, cluster-wide."""
-        policy_arn = CLUSTER_ADMIN_POLICY.format(partition=self._args.account.partition)
-        for index, principal in enumerate(self._args.admins):
-            entry = eks.AccessEntry(
-                f"{self._name}-admin-{index}",
-                cluster_name=self.cluster.name,
-                principal_arn=principal,
-                type="STANDARD",
-                tags=dict(self._args.tags),
-                opts=self._child,
-            )
-            eks.AccessPolicyAssociation(
-                f"{self._name}-admin-{index}",
-                cluster_name=self.cluster.name,
-                principal_arn=principal,
-                policy_arn=policy_arn,
-                access_scope={"type": "cluster"},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]),
-            )

@@ -10,12 +10,12 @@ of the only UAE region (REFERENCE.md).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi_aws import kms
+from pulumi_aws import get_caller_identity, iam, kms
 
 from components.aws.account import AwsAccount
 from components.aws.iam import CLUSTER_ROLE_PURPOSE, role_name_prefix
@@ -62,6 +62,11 @@ KEY_ADMINISTRATION = [
     "kms:CancelKeyDeletion",
     "kms:RotateKeyOnDemand",
 ]
+# Reading a key's configuration (its policy, rotation, tags, grants): what auditors and AWS Config read,
+# left to IAM where the key custodians are named. No action here changes the key or uses it.
+KEY_CONFIGURATION_READS = ["kms:Describe*", "kms:List*", "kms:Get*"]
+# What the key custodians alone administer where they are named: every other administrative action.
+KEY_CUSTODY = [a for a in KEY_ADMINISTRATION if a not in KEY_CONFIGURATION_READS]
 # What an AWS service needs to attach the key to a persistent resource it creates for a caller (an EKS
 # cluster, an RDS instance, a file system, a repository, a volume): "Allows key users to use the KMS key
 # with AWS services" (same guide), ``kms:GrantIsForAWSResource``.
@@ -85,20 +90,50 @@ def account_statement(
     return statement
 
 
-def administered_by_account(account: AwsAccount) -> list[dict[str, Any]]:
+def key_administrators(custodians: Sequence[str], parent: pulumi.Resource) -> tuple[str, ...]:
+    """Who administers the keys where the stack names its key custodians (``access.keyCustodians``): the
+    custodians and the deployer, which writes the key policies on every ``pulumi up`` (PutKeyPolicy) and
+    must stay able to (KMS refuses a policy that locks its caller out unless told to bypass the check:
+    KMS API reference, PutKeyPolicy ``BypassPolicyLockoutSafetyCheck``). The deployer is the role behind
+    its session (IAM GetSessionContext's issuer ARN), as a key policy cannot name a session. None named:
+    IAM decides (``administered_by_account``)."""
+    if not custodians:
+        return ()
+    opts = pulumi.InvokeOptions(parent=parent)
+    deployer = iam.get_session_context(arn=get_caller_identity(opts=opts).arn, opts=opts).issuer_arn
+    return tuple(dict.fromkeys((deployer, *custodians)))
+
+
+def administered_by_account(account: AwsAccount, administrators: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The account root delegates the key's administration to IAM, and no use for data: IAM policies can
     make a key custodian administer the key (so it never becomes unmanageable), but no IAM policy alone
     makes anyone use it (``domain_use`` names the users).
 
-    - administration (``KEY_ADMINISTRATION``), so IAM decides who the key custodians are;
+    - administration (``KEY_ADMINISTRATION``), so IAM decides who the key custodians are; where the stack
+      names them (``administrators``: the custodians and the deployer, ``key_administrators``), the
+      actions that change the key only for those roles (``aws:PrincipalArn``), its configuration readable
+      by whomever IAM lets (auditors, AWS Config);
     - grants for AWS resources only (``kms:GrantIsForAWSResource``), so the deployer's IAM rights let a
       service attach the key to the store it creates;
     - grants to AWS service-linked roles only (``kms:GranteePrincipal``), such as FSx's role that reads
       the data bucket (components/aws/shared_fs.py), never to a person or a workload role.
     """
     service_linked = account.arn("iam", "role/aws-service-role/*", regional=False)
+    administration = (
+        [
+            account_statement(account, "AccountReadsKeyConfigurationThroughIam", KEY_CONFIGURATION_READS),
+            account_statement(
+                account,
+                "KeyCustodiansAdministerKey",
+                KEY_CUSTODY,
+                {"ArnEquals": {"aws:PrincipalArn": list(administrators)}},
+            ),
+        ]
+        if administrators
+        else [account_statement(account, "AccountAdministersKeyThroughIam", KEY_ADMINISTRATION)]
+    )
     return [
-        account_statement(account, "AccountAdministersKeyThroughIam", KEY_ADMINISTRATION),
+        *administration,
         account_statement(
             account,
             "ServicesAttachKeyToResourcesTheyCreate",
@@ -218,7 +253,12 @@ def _sid(domain: KeyDomain) -> str:
     return "".join(part.title() for part in domain.value.split("-")) + "UsersUseKey"
 
 
-def key_policy(account: AwsAccount, cluster_name: str, domains: Iterable[KeyDomain]) -> dict[str, Any]:
+def key_policy(
+    account: AwsAccount,
+    cluster_name: str,
+    domains: Iterable[KeyDomain],
+    administrators: Sequence[str] = (),
+) -> dict[str, Any]:
     """The policy of the key of ``domains`` (one, unless the stack keeps stores on its first key until
     they migrate): the account root administers it through IAM and uses it for nothing; each domain's
     users use it (``DOMAIN_USERS``), every principal named, none a wildcard:
@@ -229,7 +269,7 @@ def key_policy(account: AwsAccount, cluster_name: str, domains: Iterable[KeyDoma
       delegate to, so it is named, limited to this account's log groups;
     - the EC2 Auto Scaling service-linked role (node volumes) creates the nodes' encrypted root volumes.
     """
-    statements: list[dict[str, Any]] = administered_by_account(account)
+    statements: list[dict[str, Any]] = administered_by_account(account, administrators)
     for domain in dict.fromkeys(domains):
         users = DOMAIN_USERS[domain]
         if users.services or users.role_purposes:
@@ -263,11 +303,11 @@ def _alias_exists(name: str, parent: pulumi.Resource) -> bool:
     return True
 
 
-def datasets_key_policy(account: AwsAccount) -> dict[str, Any]:
+def datasets_key_policy(account: AwsAccount, administrators: Sequence[str] = ()) -> dict[str, Any]:
     """The datasets key's policy: administered through IAM, used for data only through S3 (training's
     reads, which its IRSA policy grants)."""
     statements = [
-        *administered_by_account(account),
+        *administered_by_account(account, administrators),
         domain_use(account, "DatasetsUsersUseKey", services=("s3",)),
     ]
     return {"Version": "2012-10-17", "Statement": statements}

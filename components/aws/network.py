@@ -96,6 +96,11 @@ def s3_endpoint_policy(
     return pulumi.Output.json_dumps(policy_document([stack, *aws_owned_buckets(account)]))
 
 
+def flow_log_group(network_name: str) -> str:
+    """The VPC flow logs' log group, named from the network component's name."""
+    return f"/aws/vpc/{network_name}/flow-logs"
+
+
 @dataclass(frozen=True)
 class SubnetLayout:
     private: tuple[str, ...]
@@ -320,7 +325,7 @@ class Network(pulumi.ComponentResource):
         args = self._args
         group = cloudwatch.LogGroup(
             f"{self._name}-flow-logs",
-            name=f"/aws/vpc/{self._name}/flow-logs",
+            name=flow_log_group(self._name),
             kms_key_id=args.key_arn,
             retention_in_days=LOG_RETENTION_DAYS,
             tags=dict(args.tags),

@@ -13,6 +13,7 @@ from typing import Any
 
 import pulumi
 
+from components.aws.access import AuditedStores, PeopleAccess, PeopleAccessArgs
 from components.aws.account import AwsAccount, lookup_account
 from components.aws.addons import ClusterAddons, ClusterAddonsArgs, NetworkAddons, NetworkAddonsArgs
 from components.aws.alerts import EKS, TRAIL, SecurityAlerts, SecurityAlertsArgs
@@ -30,7 +31,7 @@ from components.aws.audit import (
     trail_log_group,
 )
 from components.aws.budget import monthly_budget
-from components.aws.cluster import EksCluster, EksClusterArgs
+from components.aws.cluster import EksCluster, EksClusterArgs, control_plane_log_group
 from components.aws.iam import node_role, role_name_prefix
 from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
 from components.aws.keys import (
@@ -41,11 +42,12 @@ from components.aws.keys import (
     EncryptionKey,
     EncryptionKeyArgs,
     datasets_key_policy,
+    key_administrators,
     key_policy,
     made_before_datasets_bucket,
     refuse_silent_key_moves,
 )
-from components.aws.network import Network, NetworkArgs
+from components.aws.network import Network, NetworkArgs, flow_log_group
 from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes, refuse_unreachable_sizes
 from components.aws.preflight import (
     check_standard_support,
@@ -62,7 +64,7 @@ from components.aws.registry_database import (
     registry_database_identity,
 )
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
-from components.aws.storage import AuditStoreArgs, ObjectStore, ObjectStoreArgs
+from components.aws.storage import RECORD_PREFIX, AuditStoreArgs, ObjectStore, ObjectStoreArgs
 from components.config import (
     DATA_DOMAIN_TAG,
     DetectionSource,
@@ -127,6 +129,7 @@ class AwsPlatform(pulumi.ComponentResource):
         self._own_datasets_bucket = not made_before_datasets_bucket(
             f"{name}-key", f"{name}-{DATASETS_DOMAIN}", parent=self
         )
+        self._key_administrators = key_administrators(config.access.key_custodians, parent=self)
         self.keys = self._domain_keys(account, tags)
         key = {domain: each.arn for domain, each in self.keys.items()}
         self.datasets_key = self._datasets_key(account, tags)
@@ -152,7 +155,6 @@ class AwsPlatform(pulumi.ComponentResource):
                 kubernetes_version=config.cluster.kubernetes_version,
                 endpoint=config.cluster.endpoint,
                 public_access_cidrs=config.cluster.public_access_cidrs,
-                admins=config.cluster.admins,
                 private_access_cidrs=config.cluster.private_access_cidrs,
                 private_access_security_groups=config.cluster.private_access_security_groups,
                 subnet_ids=self.network.private_subnet_ids,
@@ -194,6 +196,19 @@ class AwsPlatform(pulumi.ComponentResource):
         )
         self.alerts: SecurityAlerts | None = None
         self.audit = self._audit_trail(account, tags)
+        self.people = PeopleAccess(
+            f"{name}-access",
+            PeopleAccessArgs(
+                account=account,
+                cluster_name=self.cluster_name,
+                cluster=self.cluster.name,
+                access=config.access,
+                audited=self._audited_stores(),
+                tags=tags,
+                cluster_component=self.cluster,
+            ),
+            self._child,
+        )
         endpoint_policy = config.network.s3_endpoint_policy
         if endpoint_policy.enabled:
             self.network.restrict_s3_endpoint(self.storage.buckets, endpoint_policy.extra_buckets)
@@ -310,7 +325,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 tags,
                 protect=self._config.is_protected,
                 description="; ".join(self._stores_of(d) for d in domains),
-                policy=key_policy(account, self.cluster_name, domains),
+                policy=key_policy(account, self.cluster_name, domains, self._key_administrators),
                 domains=tuple(d.value for d in domains),
             ),
             self._child,
@@ -336,7 +351,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 tags,
                 protect=self._config.is_protected,
                 description=DATASETS_STORES,
-                policy=datasets_key_policy(account),
+                policy=datasets_key_policy(account, self._key_administrators),
                 domains=(DATASETS_DOMAIN,),
             ),
             self._child,
@@ -358,7 +373,9 @@ class AwsPlatform(pulumi.ComponentResource):
                 tags,
                 protect=self._config.is_protected,
                 description="the CloudTrail trail, its bucket and log group",
-                policy=logging_key_policy(account, trail_arn(account, self._config.stack_name)),
+                policy=logging_key_policy(
+                    account, trail_arn(account, self._config.stack_name), self._key_administrators
+                ),
                 domains=(AUDIT_DOMAIN,),
             ),
             self._child,
@@ -369,6 +386,22 @@ class AwsPlatform(pulumi.ComponentResource):
             return None
         trail = trail_arn(account, self._config.stack_name)
         return AuditStoreArgs(self.logging_key.arn, trail, self._config.audit.retention_days, AUDIT_DOMAIN)
+
+    def _audited_stores(self) -> AuditedStores:
+        """What the auditors read (components/aws/access.py): the stack's trail, its bucket and log group
+        where it has its own, the lifecycle record, the control-plane and flow logs, every key's
+        configuration."""
+        stack, storage = self._config.stack_name, self.storage
+        groups = [control_plane_log_group(self.cluster_name), flow_log_group(f"{self._name}-network")]
+        buckets: list[tuple[pulumi.Input[str], str, pulumi.Input[str]]] = []
+        if self.logging_key is not None and storage.audit_bucket is not None:
+            groups.append(trail_log_group(stack))
+            buckets.append((storage.audit_bucket.arn, "", self.logging_key.arn))
+        if storage.record_bucket is not None:
+            buckets.append((storage.record_bucket.arn, RECORD_PREFIX, self.keys[KeyDomain.OBJECTS].arn))
+        keys = [each.arn for each in dict.fromkeys(self.keys.values())]
+        keys += [each.arn for each in (self.datasets_key, self.logging_key) if each is not None]
+        return AuditedStores(self.cluster.cluster.arn, groups, keys, buckets)
 
     def _cluster_tags(self, tags: dict[str, str]) -> dict[str, str]:
         """The cluster names what the stack relies on and does not create, for the policy pack: the
@@ -550,6 +583,8 @@ class AwsPlatform(pulumi.ComponentResource):
                 **({DATASETS_DOMAIN: self.datasets_key.arn} if self.datasets_key is not None else {}),
             },
             "vpcId": self.network.vpc_id,
+            # The auditors' read-only policy (attached to access.auditors' roles), for a permission set too.
+            "auditorPolicy": self.people.auditor_policy_arn,
             "nodePools": [
                 {
                     "name": p.handle.name,

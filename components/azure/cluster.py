@@ -243,7 +243,9 @@ class AksCluster(pulumi.ComponentResource):
                 "managed": True,
                 "enable_azure_rbac": True,
                 "tenant_id": scope.deployer.tenant_id,
-                "admin_group_object_ids": list(config.cluster.admins),
+                # People's roles are Azure role assignments (components/azure/access.py), never this
+                # list, which grants Kubernetes cluster-admin outside Azure RBAC's record.
+                "admin_group_object_ids": [],
             },
             "disable_local_accounts": True,
             "enable_rbac": True,

@@ -14,6 +14,7 @@ import pulumi
 from pulumi_azure_native import authorization, resources
 
 from components.azure import naming
+from components.azure.access import PeopleAccess, PeopleAccessArgs
 from components.azure.audit import AuditArchive, AuditArchiveArgs
 from components.azure.budget import monthly_budget
 from components.azure.cluster import AksCluster, ClusterArgs, SecretsEncryption
@@ -173,6 +174,18 @@ class AzurePlatform(pulumi.ComponentResource):
             archived_logs(
                 f"{name}-cluster", scope, cluster.cluster.id, archive, cluster.audit_log_categories(), self
             )
+        PeopleAccess(
+            f"{name}-access",
+            PeopleAccessArgs(
+                scope,
+                cluster.cluster.id,
+                keys.vault_id,
+                cluster.workspace_id,
+                archive_account_id=archive,
+                record_container_id=record.container_id if record is not None else None,
+            ),
+            self._child,
+        )
         self.handle = ClusterHandle(
             cloud=Cloud.AZURE,
             name=config.stack_name,

@@ -76,7 +76,7 @@ class LifecycleRecord(pulumi.ComponentResource):
             opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.ready]),
         )
         versioned_blob_service(self, name, scope, account)
-        storage.BlobContainer(
+        container = storage.BlobContainer(
             f"{name}-container",
             resource_group_name=scope.resource_group_name,
             account_name=account.name,
@@ -107,6 +107,7 @@ class LifecycleRecord(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.account_id: pulumi.Output[str] = account.id
+        self.container_id: pulumi.Output[str] = container.id
         self.writer_role_id: pulumi.Output[str] = writer.id
         # Where the record is written and read (``--record``, ``$MLPLATFORM_RECORD``).
         self.uri = f"azblob://{account_name}/{RECORD_CONTAINER}"

@@ -32,7 +32,14 @@ class BuiltInRole(StrEnum):
     ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
     # The AKS control plane joins load balancers and NICs to a subnet it does not own.
     NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"
+    # Azure RBAC for Kubernetes authorization (learn.microsoft.com/azure/aks/manage-azure-rbac; built-in
+    # roles reference): everything on the cluster; read/write of most objects in a namespace, its Secrets
+    # included, not Roles or RoleBindings; read-only of most objects, not Secrets, Roles or RoleBindings.
     AKS_RBAC_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+    AKS_RBAC_WRITER = "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"
+    AKS_RBAC_READER = "7f6c6a51-bcf8-42ba-9220-52d62157d7db"
+    # View and search a Log Analytics workspace's data and settings.
+    LOG_ANALYTICS_READER = "73c42c96-874c-492b-b04d-ab87d138a893"
     # Read-only on one resource: what the AKS cluster identity needs on its disk encryption set.
     READER = "acdd72a7-3385-48ef-bd42-f606fba81ae7"
 
@@ -53,6 +60,7 @@ def assign_role(
     target_id: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
     principal_type: str = "ServicePrincipal",
+    description: str | None = None,
 ) -> authorization.RoleAssignment:
     """Grant ``role`` (a built-in role, or a custom role definition's id) on ``target_id``.
 
@@ -67,6 +75,7 @@ def assign_role(
         role_definition_id=role_definition_id(scope, role) if isinstance(role, BuiltInRole) else role,
         scope=target_id,
         opts=opts,
+        **({"description": description} if description else {}),
     )
 
 

@@ -12,6 +12,7 @@ from . import (
     day2,
     deployability_aws,
     deployability_azure,
+    duties,
     encryption,
     exposure,
     gpu,
@@ -47,5 +48,6 @@ def all_policies() -> list[Policy]:
         *day2.POLICIES,
         *audit.POLICIES,
         *separation.POLICIES,
+        *duties.POLICIES,
         *key_domains.POLICIES,
     ]

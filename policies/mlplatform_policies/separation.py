@@ -383,9 +383,65 @@ def _root_statement(statement: Mapping[str, Any], sid: str) -> Iterator[str]:
         )
 
 
+def _principal_arns(statement: Mapping[str, Any]) -> list[str]:
+    """The roles a statement's condition names (``aws:PrincipalArn`` under any ARN or string operator)."""
+    condition = statement.get("Condition")
+    if not isinstance(condition, Mapping):
+        return []
+    return [
+        arn
+        for operands in condition.values()
+        if isinstance(operands, Mapping)
+        for arn in _strings(operands.get("aws:PrincipalArn"))
+    ]
+
+
+def _allowed(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [s for s in statements(document) if s.get("Effect") == "Allow"]
+
+
+def key_administrators(document: Mapping[str, Any]) -> list[str]:
+    """The key custodians a key policy names: the roles the account root's administrative statement is
+    limited to (``aws:PrincipalArn``; components/aws/keys.py ``administered_by_account``), and any other
+    principal given administrative actions. None where the root administers unconditioned (IAM decides)."""
+    named: list[str] = []
+    for statement in _allowed(document):
+        if not any(_is_admin(a) for a in _strings(statement.get("Action"))):
+            continue
+        for principal in _principals(statement):
+            found = _principal_arns(statement) if _is_account_root(principal) else [principal]
+            named += [arn for arn in found if arn not in named]
+    return named
+
+
+def _key_users(document: Mapping[str, Any]) -> list[str]:
+    """Who a key policy lets use the key for data, by name or ARN pattern."""
+    users: list[str] = []
+    for statement in _allowed(document):
+        if not any(_covers(_strings(statement.get("Action")), u) for u in _KMS_USE_ACTIONS):
+            continue
+        for principal in _principals(statement):
+            found = _principal_arns(statement) if _is_account_root(principal) else [principal]
+            users += [arn for arn in found if arn not in users]
+    return users
+
+
+def _administrators_use(document: Mapping[str, Any]) -> Iterator[str]:
+    """A key custodian the policy also lets use the key, by name or by a pattern that matches it."""
+    users = _key_users(document)
+    for administrator in key_administrators(document):
+        using = [u for u in users if fnmatch.fnmatchcase(administrator, u)]
+        if using:
+            yield (
+                f"key policy lets {administrator} administer the key and also use it for data (as "
+                f"{using[0]}); a key custodian never uses the key it administers"
+            )
+
+
 def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
     held: dict[str, set[str]] = {}
-    for index, statement in enumerate(statements(parse_document(key.get("policy"), "policy"))):
+    document = parse_document(key.get("policy"), "policy")
+    for index, statement in enumerate(statements(document)):
         if statement.get("Effect") != "Allow":
             continue
         for principal in _principals(statement):
@@ -393,6 +449,7 @@ def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
                 yield from _root_statement(statement, str(statement.get("Sid") or f"Statement[{index}]"))
                 continue
             held.setdefault(principal, set()).update(_strings(statement.get("Action")))
+    yield from _administrators_use(document)
     for principal, granted in sorted(held.items()):
         wide = sorted(a for a in granted if a in ("*", "kms:*"))
         if wide:
@@ -486,8 +543,8 @@ POLICIES = [
     ),
     stack_policy(
         "key-duties-separated",
-        "A KMS key policy gives kms:* to the account root only (the statement AWS documents as needed) and "
-        "lets no other principal both administer and use the key.",
+        "A KMS key policy gives kms:* to no principal, the account root included, and lets no principal, "
+        "named or by the root's aws:PrincipalArn condition, both administer and use the key.",
         per_node((KMS_KEY,), _key_policy),
         severity=Severity.HIGH,
     ),

@@ -66,24 +66,6 @@ def test_access_is_by_access_entries_and_version_from_config(cloud_plan: Callabl
     assert cluster.inputs["name"] == "aws-smb-dev-aws"
 
 
-def test_configured_admins_get_cluster_admin(variant: Callable[..., Plan]) -> None:
-    admin = "arn:aws:iam::123456789012:role/platform-admins"
-
-    def edit(body: dict[str, object]) -> None:
-        body["cluster"] = {**body["cluster"], "admins": [admin]}  # type: ignore[dict-item]
-
-    plan = variant("aws-enterprise-dev", edit)
-    entry = one(plan, "aws:eks/accessEntry:AccessEntry", "-cluster-admin-0")
-    assert entry.inputs["principalArn"] == admin
-    association = one(plan, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "-cluster-admin-0")
-    assert (
-        association.inputs["policyArn"]
-        == "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
-    )
-    assert association.inputs["accessScope"] == {"type": "cluster"}
-    assert entry.urn in association.dependencies
-
-
 def test_oidc_provider_trusts_sts_audience_at_the_cluster_issuer(cloud_plan: Callable[[str], Plan]) -> None:
     plan = cloud_plan("aws-smb-dev")
     provider = one(plan, "aws:iam/openIdConnectProvider:OpenIdConnectProvider", "-cluster-oidc")

@@ -1,0 +1,137 @@
+"""People's roles on Azure (config ``access``; docs/security.md, "Who can do what"): each named Entra group
+gets Azure role assignments, the cluster's through Azure RBAC for Kubernetes authorization (the cluster
+has no local accounts; learn.microsoft.com/azure/aks/manage-azure-rbac: a role assigned at the cluster,
+or at ``<cluster id>/namespaces/<namespace>`` for one namespace):
+
+- platform admins: Azure Kubernetes Service RBAC Cluster Admin on the cluster;
+- a team's ML engineers: Azure Kubernetes Service RBAC Writer on the team's namespace only;
+- auditors: Azure Kubernetes Service RBAC Reader on the cluster (no Secrets), Log Analytics Reader on the
+  stack's workspace, Storage Blob Data Reader on the immutable audit archive and on the lifecycle record's
+  container;
+- key custodians: the stack's key-custodian role on the keys' vault: Key Vault Crypto Officer's key
+  management without its cryptographic operations. Crypto Officer's data actions are every key action
+  (``Microsoft.KeyVault/vaults/keys/*``: "Perform any action on the keys of a key vault",
+  learn.microsoft.com/azure/key-vault/general/rbac-guide), encrypt, decrypt, wrap and unwrap included, so
+  a custodian holding it could also use every key: the custom role takes those out (``notDataActions``).
+
+Each assignment's description names the role (``ACCESS_DESCRIPTION``), which the pack's
+``duties-separated`` reads to tell a merge of duties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import authorization
+
+from components.azure.roles import BuiltInRole, assign_role
+from components.azure.scope import AzureScope
+from components.config import PROJECT, team_namespace
+
+# "<prefix><role>": the description of a people's role assignment, read by the pack.
+ACCESS_DESCRIPTION = "ml-platform access: "
+_KEYS = "Microsoft.KeyVault/vaults/keys"
+# The key custodians' role: what Key Vault Crypto Officer holds (its DataActions, rbac-guide) less the
+# operations that use a key on data or hand its material out.
+KEY_CUSTODIAN_ACTIONS = ("Microsoft.KeyVault/vaults/read", "Microsoft.KeyVault/vaults/keys/read")
+KEY_CUSTODIAN_DATA_ACTIONS = (f"{_KEYS}/*", "Microsoft.KeyVault/vaults/keyrotationpolicies/*")
+KEY_USE_DATA_ACTIONS = tuple(
+    f"{_KEYS}/{op}/action" for op in ("encrypt", "decrypt", "wrap", "unwrap", "sign", "verify", "release")
+)
+
+
+@dataclass(frozen=True)
+class PeopleAccessArgs:
+    scope: AzureScope
+    cluster_id: pulumi.Input[str]
+    vault_id: pulumi.Input[str]
+    workspace_id: pulumi.Input[str]
+    # The immutable audit archive's account, where the stack is audited.
+    archive_account_id: pulumi.Input[str] | None
+    # The lifecycle record's container, where the stack has the record.
+    record_container_id: pulumi.Input[str] | None
+
+
+class PeopleAccess(pulumi.ComponentResource):
+    """A role assignment per named group and what its role reads or changes."""
+
+    def __init__(self, name: str, args: PeopleAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ml-platform:azure:PeopleAccess", name, None, opts)
+        self._name, self._scope = name, args.scope
+        access = args.scope.config.access
+        for group in access.platform_admins:
+            self._assign(
+                "platform-admin", "platform-admin", group, BuiltInRole.AKS_RBAC_CLUSTER_ADMIN, args.cluster_id
+            )
+        for team, groups in access.ml_engineers.items():
+            namespace = pulumi.Output.concat(args.cluster_id, "/namespaces/", team_namespace(team))
+            for group in groups:
+                self._assign(
+                    "ml-engineer", f"ml-engineer-{team}", group, BuiltInRole.AKS_RBAC_WRITER, namespace
+                )
+        readable = {"cluster": args.cluster_id, "logs": args.workspace_id}
+        if args.archive_account_id is not None:
+            readable["archive"] = args.archive_account_id
+        if args.record_container_id is not None:
+            readable["record"] = args.record_container_id
+        readers = {
+            "cluster": BuiltInRole.AKS_RBAC_READER,
+            "logs": BuiltInRole.LOG_ANALYTICS_READER,
+            "archive": BuiltInRole.STORAGE_BLOB_DATA_READER,
+            "record": BuiltInRole.STORAGE_BLOB_DATA_READER,
+        }
+        for group in access.auditors:
+            for what, target in readable.items():
+                self._assign("auditor", f"auditor-{what}", group, readers[what], target)
+        if access.key_custodians:
+            custodian = self._custodian_role()
+            for group in access.key_custodians:
+                self._assign("key-custodian", "key-custodian", group, custodian, args.vault_id)
+        self.register_outputs({})
+
+    def _assign(
+        self,
+        role: str,
+        what: str,
+        group: str,
+        definition: BuiltInRole | pulumi.Output[str],
+        target: pulumi.Input[str],
+    ) -> None:
+        """Grant ``group`` (in people's role ``role``) ``definition`` on ``target`` (``what`` names it)."""
+        assign_role(
+            f"{self._name}-{what}-{group}",
+            self._scope,
+            role=definition,
+            principal_id=group,
+            target_id=target,
+            opts=self._scope.opts(self),
+            principal_type="Group",
+            description=f"{ACCESS_DESCRIPTION}{role}",
+        )
+
+    def _custodian_role(self) -> pulumi.Output[str]:
+        scope = self._scope
+        group_id = pulumi.Output.concat(
+            "/subscriptions/", scope.deployer.subscription_id, "/resourceGroups/", scope.resource_group_name
+        )
+        definition = authorization.RoleDefinition(
+            f"{self._name}-key-custodian",
+            role_name=f"{PROJECT}-{scope.config.stack_name}-key-custodian",
+            description="Administer the stack's keys (create, rotate, disable, delete); never use one",
+            role_type="CustomRole",
+            # Custom roles are assignable at a resource group at the narrowest (Azure RBAC, "Azure custom
+            # roles", AssignableScopes); each assignment is on the keys' vault.
+            scope=group_id,
+            assignable_scopes=[group_id],
+            permissions=[
+                {
+                    "actions": list(KEY_CUSTODIAN_ACTIONS),
+                    "data_actions": list(KEY_CUSTODIAN_DATA_ACTIONS),
+                    "not_data_actions": list(KEY_USE_DATA_ACTIONS),
+                }
+            ],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        role_id: pulumi.Output[str] = definition.id
+        return role_id

@@ -1,0 +1,249 @@
+"""People's duties kept apart (issue 35 item 2; review rows S1, I2, E2), both ways, through the real pack
+over gRPC: the enterprise plans with teams and every people's role named pass ``duties-separated`` and
+``key-duties-separated``; a plan with one merge planted in fails with the policy and the resource that
+carries it: a platform admin who is also a key custodian (AWS key policy, Azure vault role), an auditor
+who is also an admin, or holds an edit access policy, a write in the auditors' policy or a writer's Azure
+role, a model approver who trains (``REGISTRY_PROMOTERS`` naming the training user), and a key custodian
+whom the key policy also lets use the key (KMS developer guide, "Default key policy": administrators and
+users in separate statements).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mlplatform.analyzer import PolicyPackSession
+from mlplatform.analyzer_config import PolicySettings
+from mlplatform.plan import Plan
+from tests.stack_variants import PEOPLE_AWS, PEOPLE_AZURE
+
+from .conftest import found
+from .test_audit import with_inputs
+
+POLICIES = {"duties-separated", "key-duties-separated"}
+PlanDict = dict[str, Any]
+Findings = Callable[[PlanDict], set[tuple[str, str]]]
+
+AWS = "aws-enterprise-prod"
+AZURE = "azure-enterprise-prod"
+REGISTRY_SERVER = "deployment-ml-registry-registry"
+ADMIN, CUSTODIAN, AUDITOR = (
+    PEOPLE_AWS["platformAdmins"][0],
+    PEOPLE_AWS["keyCustodians"][0],
+    PEOPLE_AWS["auditors"][0],
+)
+AUDITOR_ENTRY = f"{AWS}-aws-access-123456789012-auditors"
+AUDITOR_POLICY = f"{AWS}-aws-access-auditors"
+DATASETS_KEY = f"{AWS}-aws-datasets-key"
+SECRETS_KEY = f"{AWS}-aws-key-key"
+# Azure built-in roles reference: Azure Kubernetes Service RBAC Writer.
+AKS_WRITER = "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"
+READ_TYPES = (
+    "aws:eks/access",
+    "aws:iam/policy:Policy",
+    "aws:kms/key:Key",
+    "azure-native:authorization:RoleAssignment",
+    "kubernetes:apps/v1:Deployment",
+    "pulumi:providers:",
+)
+
+
+@pytest.fixture(scope="module")
+def duties(pack: PolicyPackSession, defaults: dict[str, PolicySettings]) -> Findings:
+    def judge(plan: PlanDict) -> set[tuple[str, str]]:
+        return {(p, name) for p, name in found(pack.judge(plan, defaults)) if p in POLICIES}
+
+    return judge
+
+
+def _read_by_policies(plan: Plan) -> PlanDict:
+    whole = plan.to_dict()
+    return {**whole, "resources": [r for r in whole["resources"] if r["type"].startswith(READ_TYPES)]}
+
+
+@pytest.fixture(scope="module")
+def aws_plan(people_plan: Callable[[str], Plan]) -> PlanDict:
+    return _read_by_policies(people_plan(AWS))
+
+
+@pytest.fixture(scope="module")
+def azure_plan(people_plan: Callable[[str], Plan]) -> PlanDict:
+    return _read_by_policies(people_plan(AZURE))
+
+
+def test_plans_naming_every_role_pass(aws_plan: PlanDict, azure_plan: PlanDict, duties: Findings) -> None:
+    assert duties(aws_plan) == set()
+    assert duties(azure_plan) == set()
+
+
+def _named(name: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda r: r["name"] == name
+
+
+def _policy(edit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def apply(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs["policy"])
+        edit(document)
+        inputs["policy"] = json.dumps(document)
+
+    return apply
+
+
+def _statement(sid: str, edit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    return _policy(lambda d: edit(next(s for s in d["Statement"] if s.get("Sid") == sid)))
+
+
+def _also_custodian(principal: str) -> Callable[[dict[str, Any]], None]:
+    return _statement(
+        "KeyCustodiansAdministerKey",
+        lambda s: s["Condition"]["ArnEquals"]["aws:PrincipalArn"].append(principal),
+    )
+
+
+def _promoters_add(user: str) -> Callable[[dict[str, Any]], None]:
+    def apply(inputs: dict[str, Any]) -> None:
+        for container in inputs["spec"]["template"]["spec"]["containers"]:
+            for variable in container.get("env", []):
+                if variable["name"] == "REGISTRY_PROMOTERS":
+                    variable["value"] = json.dumps([*json.loads(variable["value"]), user])
+
+    return apply
+
+
+def _retag(roles: str) -> Callable[[dict[str, Any]], None]:
+    def apply(inputs: dict[str, Any]) -> None:
+        inputs["tags"]["ml-platform.io/access-roles"] = roles
+
+    return apply
+
+
+def _association(principal: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda r: (
+        r["type"].endswith("AccessPolicyAssociation") and r["inputs"]["principalArn"] == principal
+    )
+
+
+def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda inputs: inputs.__setitem__(key, value)
+
+
+AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
+    (
+        "platform-admin-is-key-custodian",
+        lambda p: with_inputs(p, _named(SECRETS_KEY), _also_custodian(ADMIN)),
+        ("duties-separated", f"{AWS}-aws-access-123456789012-platform-admins"),
+    ),
+    (
+        "auditor-is-platform-admin",
+        lambda p: with_inputs(p, _named(AUDITOR_ENTRY), _retag("auditor platform-admin")),
+        ("duties-separated", AUDITOR_ENTRY),
+    ),
+    (
+        "auditor-edits",
+        lambda p: with_inputs(
+            p,
+            _association(AUDITOR),
+            _set("policyArn", "arn:aws:eks::aws:cluster-access-policy/AmazonEKSEditPolicy"),
+        ),
+        ("duties-separated", f"{AUDITOR_ENTRY}-auditor"),
+    ),
+    (
+        "auditors-policy-writes",
+        lambda p: with_inputs(
+            p,
+            _named(AUDITOR_POLICY),
+            _policy(
+                lambda d: d["Statement"].append(
+                    {"Effect": "Allow", "Action": "s3:PutObject", "Resource": "*"}
+                )
+            ),
+        ),
+        ("duties-separated", AUDITOR_POLICY),
+    ),
+    (
+        "approver-trains",
+        lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("ml-training")),
+        ("duties-separated", REGISTRY_SERVER),
+    ),
+    (
+        "team-approves-its-models",
+        lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("team-nlp")),
+        ("duties-separated", REGISTRY_SERVER),
+    ),
+    (
+        "custodian-uses-the-key",
+        lambda p: with_inputs(
+            p,
+            _named(DATASETS_KEY),
+            _statement(
+                "DatasetsUsersUseKey",
+                lambda s: s["Condition"].__setitem__("ArnLike", {"aws:PrincipalArn": [CUSTODIAN]}),
+            ),
+        ),
+        ("key-duties-separated", DATASETS_KEY),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "plant", "expected"), AWS_CASES, ids=[c[0] for c in AWS_CASES])
+def test_aws_merged_duties_are_refused(
+    aws_plan: PlanDict,
+    duties: Findings,
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: tuple[str, str],
+) -> None:
+    assert duties(plant(aws_plan)) == {expected}, case
+
+
+def _assignment(principal: str, description: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda r: (
+        r["type"] == "azure-native:authorization:RoleAssignment"
+        and r["inputs"].get("principalId") == principal
+        and r["inputs"].get("description") == description
+    )
+
+
+def _writer(inputs: dict[str, Any]) -> None:
+    inputs["roleDefinitionId"] = inputs["roleDefinitionId"].rsplit("/", 1)[0] + f"/{AKS_WRITER}"
+
+
+AZURE_ADMIN, AZURE_AUDITOR = PEOPLE_AZURE["platformAdmins"][0], PEOPLE_AZURE["auditors"][0]
+AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
+    (
+        "platform-admin-is-key-custodian",
+        lambda p: with_inputs(
+            p,
+            _assignment(PEOPLE_AZURE["keyCustodians"][0], "ml-platform access: key-custodian"),
+            _set("principalId", AZURE_ADMIN),
+        ),
+        ("duties-separated", f"{AZURE}-azure-access-platform-admin-{AZURE_ADMIN}"),
+    ),
+    (
+        "auditor-writes",
+        lambda p: with_inputs(
+            p,
+            lambda r: (
+                _assignment(AZURE_AUDITOR, "ml-platform access: auditor")(r)
+                and "-auditor-cluster-" in r["name"]
+            ),
+            _writer,
+        ),
+        ("duties-separated", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "plant", "expected"), AZURE_CASES, ids=[c[0] for c in AZURE_CASES])
+def test_azure_merged_duties_are_refused(
+    azure_plan: PlanDict,
+    duties: Findings,
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: tuple[str, str],
+) -> None:
+    assert duties(plant(azure_plan)) == {expected}, case
