@@ -275,6 +275,29 @@ if AUDITED:
     )
 """
 
+# D5 8: the private DNS zone a VNet-integrated server registers in.
+_POSTGRES_ZONE = """
+from pulumi_azure_native import dbforpostgresql, privatedns
+
+SUBNET = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/db"
+zone = privatedns.PrivateZone(
+    "registry-pg-dns", resource_group_name="rg", private_zone_name=ZONE, location="global"
+)
+dbforpostgresql.Server(
+    "registry-pg",
+    resource_group_name="rg",
+    location="uaenorth",
+    server_name="mlp-registry-pg-demo",
+    version="17",
+    network={
+        "delegated_subnet_resource_id": SUBNET,
+        "private_dns_zone_arm_resource_id": zone.id,
+        "public_network_access": "Disabled",
+    },
+    tags=TAGS,
+)
+"""
+
 _IB_POOL_AT_ZERO = """
 from pulumi_azure_native import containerservice
 from pulumi_kubernetes.batch.v1 import Job
@@ -622,6 +645,24 @@ CASES = [
         ("azure-diagnostics-coverage", "registry-pg"),
     ),
     ("postgres-with-audit-logs", AZURE, "AUDITED, HUMAN = True, True\n" + _POSTGRES, None),
+    (
+        "postgres-zone-outside-the-service-domain",
+        AZURE,
+        'ZONE = "registry.internal.example"\n' + _POSTGRES_ZONE,
+        ("azure-postgres-private-dns-zone", "registry-pg"),
+    ),
+    (
+        "postgres-zone-named-after-a-server",
+        AZURE,
+        'ZONE = "mlp-registry-pg-demo.postgres.database.azure.com"\n' + _POSTGRES_ZONE,
+        ("azure-postgres-private-dns-zone", "registry-pg"),
+    ),
+    (
+        "postgres-zone-as-the-stack-names-it",
+        AZURE,
+        'ZONE = "mlp-registry-pg-demo.private.postgres.database.azure.com"\n' + _POSTGRES_ZONE,
+        None,
+    ),
 ]
 COVERED = {expected[0] for _, _, _, expected in CASES if expected is not None}
 # The small programs leave their vaults and accounts without diagnostic settings on purpose; that policy is
@@ -654,6 +695,7 @@ NEW_AZURE_POLICIES = {
     "aks-kms-public-vault-open",
     "aks-api-server-subnet",
     "aks-user-nat-subnets",
+    "azure-postgres-private-dns-zone",
 }
 
 
@@ -694,6 +736,7 @@ NAME_CASES = [
     ("azure-native:privatedns:PrivateZone", "localhost", "privatelink.blob.core.windows.net"),
     ("azure-native:resources:ResourceGroup", "ml-platform.", "ml-platform-azure-enterprise-prod"),
     ("azure-native:managedidentity:FederatedIdentityCredential", "-fic", "azure-smb-dev-training-federation"),
+    ("azure-native:dbforpostgresql:Server", "mlp-Registry", "mlp-registry-0a1b2c3d4e5f"),
 ]
 
 
