@@ -669,6 +669,36 @@ def _kms_public_vault(cluster: Subject, graph: Graph) -> Iterator[str]:
             )
 
 
+def _kms_key_notifies(cluster: Subject, graph: Graph) -> Iterator[str]:
+    """Review of issue 38, B7: AKS KMS holds a versioned key id and fails with "KeyExpired" once that
+    version expires ("it is your responsibility to manage the key lifecycle", AKS KMS etcd encryption
+    docs), and rewriting every Secret after a rotation is the operator's step ("Remember to update all
+    secrets after key rotation", same page, Rotate existing keys). Only a rotation policy whose versions
+    expire (``attributes.expiryTime``, "when a new KeyVaultKey version created from this policy will
+    expire") with a Notify action before expiry (``timeBeforeExpiry``, Key Vault keys
+    ``KeyRotationLifetimeAction``) raises the near-expiry event that prompts that step."""
+    if cluster.get("securityProfile.azureKeyVaultKms.enabled") is not True:
+        return
+    for key in graph.linked(cluster, "securityProfile", (KEY,)):
+        policy = key.get("properties.rotationPolicy")
+        policy = policy if isinstance(policy, Mapping) else {}
+        attributes = policy.get("attributes")
+        expires = attributes.get("expiryTime") if isinstance(attributes, Mapping) else None
+        notifies = any(
+            isinstance(action, Mapping)
+            and str((action.get("action") or {}).get("type", "")).lower() == "notify"
+            and (action.get("trigger") or {}).get("timeBeforeExpiry")
+            for action in elements(policy, "lifetimeActions")
+        )
+        if not (expires and notifies):
+            yield (
+                f"AKS KMS key {key.get('keyName')!r} has no rotation policy with an expiry and a Notify "
+                "before it: nothing prompts the rotation runbook that moves the cluster to a new version "
+                "and rewrites every Secret; set attributes.expiryTime and a notify lifetime action with "
+                "timeBeforeExpiry"
+            )
+
+
 _API_SERVER_DELEGATION = "Microsoft.ContainerService/managedClusters"
 
 
@@ -802,6 +832,13 @@ POLICIES: list[Policy] = [
         "AKS KMS with keyVaultNetworkAccess Public uses a vault without a firewall (AKS KMS etcd encryption "
         "docs, Limitations).",
         per_node((MANAGED_CLUSTER,), _kms_public_vault),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "aks-kms-key-notifies",
+        "The Key Vault key AKS KMS encrypts Secrets with expires and notifies before it (Key Vault key "
+        "rotation policy; AKS KMS etcd encryption docs, key lifecycle and Rotate existing keys).",
+        per_node((MANAGED_CLUSTER,), _kms_key_notifies),
         severity=Severity.HIGH,
     ),
     stack_policy(
