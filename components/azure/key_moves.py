@@ -30,6 +30,7 @@ import pulumi
 from components.azure import naming
 from components.azure.arm import ArmReader, ArmReadError, arm_reader
 from components.azure.audit import STORAGE_API_VERSION, archive_account_name
+from components.azure.keys import KeyPurpose, vault_key_name
 from components.azure.registry_database import server_name
 from components.config import (
     PLATFORM_KEY,
@@ -40,8 +41,8 @@ from components.config import (
 )
 from components.handle import SharedStorageKind
 
-# The key every store of these domains was made under before the split (components/azure/keys.py).
-STACK_KEY_NAME = "storage-cmk"
+# The key every store of these domains was made under before the split.
+STACK_KEY_NAME = vault_key_name(KeyPurpose.STORAGE)
 # The API version of pulumi-azure-native's dbforpostgresql.Server (the one the program creates with).
 POSTGRES_API_VERSION = "2025-08-01"
 

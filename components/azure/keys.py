@@ -67,6 +67,11 @@ DOMAIN_KEYS: dict[KeyDomain, KeyPurpose] = {
 }
 
 
+def vault_key_name(purpose: KeyPurpose) -> str:
+    """The name of a purpose's key in the stack's vault (``storage-cmk``, ``secrets-cmk``, ...)."""
+    return f"{purpose.value}-cmk"
+
+
 # Restricted data gets HSM-protected keys, which need the premium vault SKU (Key Vault keys overview).
 _PROTECTION: dict[bool, tuple[str, str]] = {True: ("premium", "RSA-HSM"), False: ("standard", "RSA")}
 # RSA 3072 is accepted by every consumer here (Disks, Storage and ACR take RSA 2048/3072/4096).
@@ -366,7 +371,7 @@ class AzureKeys(pulumi.ComponentResource):
                 self._scope,
                 self,
                 vault=self.vault,
-                key_name=f"{purpose.value}-cmk",
+                key_name=vault_key_name(purpose),
                 kty=self._kty,
                 access=self._access,
             )
