@@ -746,6 +746,13 @@ class AdoptedDatabaseConfig(_Model):
     import_log_groups: tuple[RdsLog, ...] = tuple(RdsLog)
 
 
+class SecretMaker(StrEnum):
+    """Who makes a Secret the stack's workloads need: the stack, or the operator by a documented step."""
+
+    STACK = "stack"
+    OPERATOR = "operator"
+
+
 class RegistryWorkloadConfig(_Model):
     """The model registry (MLflow tracking server + model registry, components/kubernetes/registry.py)."""
 
@@ -786,6 +793,11 @@ class RegistryWorkloadConfig(_Model):
     # groups"). Unset: the one the stack autonamed, found in the account, or else ``<stack>-aws-registry``,
     # whose log groups the stack makes first.
     adopt_database: AdoptedDatabaseConfig | None = None
+    # With basic-auth: who makes the ``ml-registry`` Secret ``registry-admin``. ``stack`` (the default):
+    # ``pulumi up`` makes it with generated values. ``operator``: a stack whose operator made it by hand
+    # before the stack made it (an earlier release's documented step) keeps it: the stack mounts it and
+    # never creates, changes or deletes it (docs/registry.md, Access; review of issue 38, B3).
+    admin_secret: SecretMaker = SecretMaker.STACK
 
 
 class FabricTestConfig(_Model):
@@ -1583,6 +1595,8 @@ def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         return
     if config.tier is Tier.ENTERPRISE and not registry.auth:
         yield f"{key}.auth", "an enterprise registry authenticates every caller: remove the key or set true"
+    if registry.admin_secret is SecretMaker.OPERATOR and not registry.auth:
+        yield f"{key}.adminSecret", "the admin's Secret exists only with basic-auth (auth: true): remove it"
     rds = config.cloud is Cloud.AWS and managed_registry_database(config.tier, config.cloud)
     if registry.adopt_database is not None and not rds:
         yield (

@@ -42,6 +42,7 @@ from pulumi_command import local
 from components.build_context import context_files, ignore_file
 from components.config import PlatformConfig
 from components.handle import ClusterHandle, Fabric, RegistryLogin
+from components.image_requirements import pin_problems
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,6 +50,9 @@ TRAINING_DOCKERFILE = REPO / "workloads" / "training" / "Dockerfile"
 INFERENCE_DOCKERFILE = REPO / "workloads" / "inference" / "Dockerfile"
 REGISTRY_DOCKERFILE = REPO / "workloads" / "registry" / "server" / "Dockerfile"
 DOCKERFILES = (TRAINING_DOCKERFILE, INFERENCE_DOCKERFILE, REGISTRY_DOCKERFILE)
+# The pyproject.toml extra each Python image installs, from the requirements.txt beside its Dockerfile
+# (generated: components/image_requirements.py). The registry's requirements are its own, written by hand.
+INSTALLS = {TRAINING_DOCKERFILE: "train", INFERENCE_DOCKERFILE: "serve"}
 # Repositories below the stack's registry (ECR creates them, components/aws/registry.py; ACR on push).
 TRAINER_REPOSITORY = "ml-platform/trainer"
 INFERENCE_REPOSITORY = "ml-platform/inference"
@@ -117,13 +121,22 @@ def content_tag(dockerfile: Path, target: str | None, root: Path = REPO) -> str:
     return digest.hexdigest()[:20]
 
 
-def stale_ignore_files() -> list[str]:
-    """The Dockerfiles whose ignore file is missing or admits other files than their COPY lines read."""
-    return [
-        ignore_file(d).relative_to(REPO).as_posix()
+def requirements_file(dockerfile: Path) -> Path:
+    """The generated requirements file a Python image's build installs (``INSTALLS``)."""
+    return dockerfile.with_name("requirements.txt")
+
+
+def stale_build_files() -> list[str]:
+    """The Dockerfiles' ignore files that are missing or admit other files than their COPY lines read, and
+    each line of a generated requirements file that pyproject.toml or constraints.txt pins otherwise."""
+    stale = [
+        f"{ignore_file(d).relative_to(REPO).as_posix()}: not what the Dockerfile's COPY lines read"
         for d in DOCKERFILES
         if not ignore_file(d).is_file() or ignore_file(d).read_text() != ignore_rules(d)
     ]
+    for dockerfile, extra in INSTALLS.items():
+        stale += pin_problems(REPO, extra, requirements_file(dockerfile))
+    return stale
 
 
 @dataclass(frozen=True)
@@ -227,11 +240,11 @@ class StackImages(pulumi.ComponentResource):
         login = self._handle.registry_login
         if login is None:
             raise ValueError(f"{self._handle.name}: the cloud adapter gave no registry login to push with")
-        stale = stale_ignore_files()
+        stale = stale_build_files()
         if stale:
             raise pulumi.RunError(
-                f"{', '.join(stale)}: not what the Dockerfile's COPY lines read; a build would hash other "
-                "files than its tag names. Run `python -m components.images` and commit the result."
+                f"{'; '.join(stale)}: a build would hash or install other files than its tag names. "
+                "Run `.venv/bin/python -m components.images` and commit the result."
             )
         tag = content_tag(dockerfile, target)
         resource_name = f"{self._name}-{repository.rsplit('/', 1)[-1]}" + (f"-{target}" if target else "")
@@ -370,6 +383,12 @@ def _registry(login: RegistryLogin) -> docker_build.RegistryArgs:
 
 
 if __name__ == "__main__":
+    from components.image_requirements import requirements_text
+
+    for dockerfile, extra in INSTALLS.items():
+        image = dockerfile.relative_to(REPO).as_posix()
+        requirements_file(dockerfile).write_text(requirements_text(REPO, extra, image))
+        sys.stdout.write(f"wrote {requirements_file(dockerfile).relative_to(REPO)}\n")
     for dockerfile in DOCKERFILES:
         ignore_file(dockerfile).write_text(ignore_rules(dockerfile))
         sys.stdout.write(f"wrote {ignore_file(dockerfile).relative_to(REPO)}\n")

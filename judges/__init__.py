@@ -135,7 +135,7 @@ JUDGES: tuple[Judge, ...] = (
     Judge(
         "bootstrap-secrets",
         (bootstrap.POLICY,),
-        lambda c: bootstrap.judge_bootstrap_secrets(c.objects),
+        lambda c: bootstrap.judge_bootstrap_secrets(c.objects, c.previous),
         "Secrets an awaited workload needs are made by the plan, or by a step that can run before it",
     ),
     Judge(

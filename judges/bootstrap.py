@@ -10,6 +10,12 @@ when the plan also creates the Secret's namespace, no step can make it before th
 creates client-side and upserts only with ``upsertExistingObjects``). That case is mandatory. A workload
 that is not awaited (or whose namespace exists before the update) needs a documented step: advisory, with
 the Secret's name. Objects Helm installs are left out: their release makes its own (hook) Secrets.
+
+Day 2 (``check --previous``, the objects the stack's last plan applied): a namespace that plan applied
+exists before this update, so an operator's step can make a Secret in it first (review of issue 38, B3: a
+registry whose operator made ``registry-admin``, ``workloads.registry.adminSecret: operator``). A Secret
+that plan made and this one does not is deleted by the update (the stack no longer has it) while a
+workload still needs it: mandatory.
 """
 
 from __future__ import annotations
@@ -55,12 +61,25 @@ def needed_secrets(pod: Mapping[str, Any]) -> Iterator[str]:
                     yield str(ref["name"])
 
 
-def judge_bootstrap_secrets(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
-    made = {
+def _secrets(objects: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    return {
         (str(s["metadata"].get("namespace", "")), str(s["metadata"]["name"]))
         for s in of_kind(objects, "Secret")
     }
-    created = {str(n["metadata"]["name"]) for n in of_kind(objects, "Namespace")}
+
+
+def _namespaces(objects: Sequence[Mapping[str, Any]]) -> set[str]:
+    return {str(n["metadata"]["name"]) for n in of_kind(objects, "Namespace")}
+
+
+def judge_bootstrap_secrets(
+    objects: Sequence[Mapping[str, Any]], previous: Sequence[Mapping[str, Any]] | None = None
+) -> list[Finding]:
+    """Each Secret an awaited workload needs that the plan does not make; ``previous``: the objects the
+    stack's last plan applied (``None``: a first update, every namespace new)."""
+    made = _secrets(objects)
+    created = _namespaces(objects) - _namespaces(previous or [])
+    deleted = _secrets(previous or []) - made
     findings = []
     for obj in objects:
         metadata = obj.get("metadata") or {}
@@ -70,7 +89,17 @@ def judge_bootstrap_secrets(objects: Sequence[Mapping[str, Any]]) -> list[Findin
         namespace = str(metadata.get("namespace", ""))
         awaited = obj["kind"] in AWAITED and str(annotations.get(SKIP_AWAIT, "")).lower() != "true"
         for name in sorted(set(needed_secrets(_template(obj))) - {n for ns, n in made if ns == namespace}):
-            if awaited and namespace in created:
+            if (namespace, name) in deleted:
+                findings.append(
+                    Finding(
+                        POLICY,
+                        "mandatory",
+                        Subject.of(obj),
+                        f"needs Secret {namespace}/{name}, which the previous plan made and this one does"
+                        " not: pulumi up deletes it while the workload needs it; keep it in the stack",
+                    )
+                )
+            elif awaited and namespace in created:
                 findings.append(
                     Finding(
                         POLICY,

@@ -324,7 +324,10 @@ def _invoke_result(token: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _arm(
-    unregistered: frozenset[str], zone_restricted: frozenset[str], offered_versions: tuple[str, ...]
+    unregistered: frozenset[str],
+    zone_restricted: frozenset[str],
+    offered_versions: tuple[str, ...],
+    encrypted: Mapping[str, str],
 ) -> httpx.MockTransport:
     """The ARM reads the Azure program makes itself (components/azure/arm.py), answered as ARM does.
 
@@ -339,16 +342,20 @@ def _arm(
     a bearer token, gets ARM's error body, so the program's parsing of both is exercised. Storage
     accounts ("Storage Accounts - Get Properties", what the audit archive's preview reads,
     components/azure/audit.py): present, as on every ``pulumi up`` after the first, so the plan shows the
-    archive's immutability locked; the first ``up`` (absent, 404) is the program's other path.
+    archive's immutability locked; the first ``up`` (absent, 404) is the program's other path. An account
+    named in ``encrypted`` reports that Key Vault key (``properties.encryption.keyvaultproperties``).
+    PostgreSQL flexible servers ("Servers - Get"): those ``encrypted`` names, with their key's URI in
+    ``properties.dataEncryption.primaryKeyURI``; any other is absent (404).
     """
     base = rf"^/subscriptions/{SUBSCRIPTION_ID}/providers"
     features_path = re.compile(rf"{base}/Microsoft\.Features/providers/([\w.]+)/features/(\w+)$")
     skus_path = re.compile(rf"{base}/Microsoft\.Compute/skus$")
     versions_path = re.compile(rf"{base}/Microsoft\.ContainerService/locations/(\w+)/kubernetesVersions$")
     location_filter = re.compile(r"^location eq '(\w+)'$")
-    account_path = re.compile(
-        rf"^/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/[\w.-]+/providers/Microsoft\.Storage/storageAccounts/(\w+)$"
-    )
+    group = rf"^/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/[\w.-]+/providers"
+    account_path = re.compile(rf"{group}/Microsoft\.Storage/storageAccounts/(\w+)$")
+    server_path = re.compile(rf"{group}/Microsoft\.DBforPostgreSQL/flexibleServers/([\w-]+)$")
+    vault = "https://mlp-existing-kv.vault.azure.net"
 
     def answer(request: httpx.Request) -> httpx.Response:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
@@ -362,8 +369,21 @@ def _arm(
             if versions_path.match(path):
                 return httpx.Response(200, json=_kubernetes_versions(offered_versions))
             if match := account_path.match(path):
-                account = {"id": path, "name": match.group(1), "type": "Microsoft.Storage/storageAccounts"}
+                account: dict[str, Any] = {
+                    "id": path,
+                    "name": match.group(1),
+                    "type": "Microsoft.Storage/storageAccounts",
+                }
+                if key := encrypted.get(match.group(1)):
+                    in_vault = {"keyname": key, "keyvaulturi": vault}
+                    account["properties"] = {
+                        "encryption": {"keySource": "Microsoft.Keyvault", "keyvaultproperties": in_vault}
+                    }
                 return httpx.Response(200, json=account)
+            if (match := server_path.match(path)) and (key := encrypted.get(match.group(1))):
+                encryption = {"type": "AzureKeyVault", "primaryKeyURI": f"{vault}/keys/{key}"}
+                server = {"id": path, "name": match.group(1), "properties": {"dataEncryption": encryption}}
+                return httpx.Response(200, json=server)
             location = location_filter.match(params.get("$filter", ""))
             if skus_path.match(path) and location:
                 skus = [_vm_sku(size, location.group(1), size in zone_restricted) for size in VM_SIZES]
@@ -474,13 +494,16 @@ class ExistingAccount:
       the AgentPool API returns them (components/azure/node_pools.py ``warn_system_pool_drift``);
     - ``node_groups``: EKS managed node groups, ``<cluster>/<node group>`` -> its ``scalingConfig``
       (``minSize``, ``maxSize``, ``desiredSize``) as DescribeNodegroup returns it
-      (components/aws/node_pools.py ``refuse_unreachable_sizes``)."""
+      (components/aws/node_pools.py ``refuse_unreachable_sizes``);
+    - ``encrypted_stores``: storage accounts and PostgreSQL flexible servers by name -> the Key Vault key
+      each is encrypted with (components/azure/key_moves.py ``refuse_silent_key_moves``)."""
 
     aliases: frozenset[str] = frozenset()
     databases: Mapping[str, str] = field(default_factory=dict)
     log_groups: frozenset[str] = frozenset()
     agent_pools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     node_groups: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    encrypted_stores: Mapping[str, str] = field(default_factory=dict)
 
     def instances(self, filters: list[dict[str, Any]]) -> list[str]:
         """DescribeDBInstances' filters (RDS API reference: ``db-instance-id`` and ``engine`` are the two
@@ -514,7 +537,8 @@ class PlanMocks(pulumi.runtime.Mocks):
         self.existing = existing or ExistingAccount()
         # The Azure program reads subscription features and VM sizes straight from ARM (components/azure/
         # arm.py); offline, ARM is this answer. Set in the plan's own context (run_plan), so it ends there.
-        ARM_TRANSPORT.set(_arm(unregistered_features, zone_restricted_sizes, offered_versions))
+        stores = self.existing.encrypted_stores
+        ARM_TRANSPORT.set(_arm(unregistered_features, zone_restricted_sizes, offered_versions, stores))
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         token, name, inputs = args.typ, args.name, dict(args.inputs)

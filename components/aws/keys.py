@@ -284,8 +284,16 @@ def key_policy(
 
 # The domains whose stores take a key at creation only, so that moving them to another key replaces them
 # (docs/operations.md, "Keys per data domain"; tests/components/aws/test_aws_key_day2.py): the RDS
-# instance and its managed password, the file systems, the ECR repositories.
-REPLACED_ON_KEY_CHANGE = (KeyDomain.REGISTRY_DATABASE, KeyDomain.TRAINING_DATA, KeyDomain.IMAGES)
+# instance and its managed password, the file systems, the ECR repositories, and the default StorageClass
+# that gives new EBS volumes the node-volumes key (a StorageClass's ``parameters`` are immutable:
+# k8s.io/kubernetes ``ValidateStorageClassUpdate``; moving them also rolls every node group onto a new
+# launch template version, so it is a step of its own).
+REPLACED_ON_KEY_CHANGE = (
+    KeyDomain.REGISTRY_DATABASE,
+    KeyDomain.TRAINING_DATA,
+    KeyDomain.IMAGES,
+    KeyDomain.VOLUMES,
+)
 
 
 def alias_name(key_name: str) -> str:

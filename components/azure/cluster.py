@@ -48,7 +48,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import containerservice, managedidentity, monitor, operationalinsights
 
-from components.azure.keys import KeyRef
+from components.azure.keys import KeyRef, kms_version_lag
 from components.azure.kubeconfig import convert_kubeconfig
 from components.azure.propagation import propagated
 from components.azure.roles import BuiltInRole, assign_role
@@ -159,6 +159,12 @@ class AksCluster(pulumi.ComponentResource):
                 depends_on=[ready],
                 ignore_changes=["agentPoolProfiles", "securityProfile.azureKeyVaultKms.keyId"],
             ),
+        )
+        # After the refresh the state holds the cluster's key version and the vault's newest: a cluster
+        # behind the vault is the rotation runbook's due date, said in the preview (keys.py).
+        cluster = self.cluster
+        pulumi.Output.all(cluster.security_profile, args.secrets.key.key_uri_with_version).apply(
+            lambda live: _warn_lag(cluster, kms_version_lag(*live))
         )
         self.workspace_id = self._diagnostics(name)
         self._maintenance(name)
@@ -366,3 +372,8 @@ class AksCluster(pulumi.ComponentResource):
             lambda c: convert_kubeconfig(base64.b64decode(c.kubeconfigs[0].value).decode(), login)
         )
         return pulumi.Output.secret(kubeconfig)
+
+
+def _warn_lag(cluster: pulumi.Resource, line: str | None) -> None:
+    if line is not None:
+        pulumi.log.warn(line, resource=cluster)

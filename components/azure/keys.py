@@ -67,25 +67,35 @@ DOMAIN_KEYS: dict[KeyDomain, KeyPurpose] = {
 }
 
 
+def vault_key_name(purpose: KeyPurpose) -> str:
+    """The name of a purpose's key in the stack's vault (``storage-cmk``, ``secrets-cmk``, ...)."""
+    return f"{purpose.value}-cmk"
+
+
 # Restricted data gets HSM-protected keys, which need the premium vault SKU (Key Vault keys overview).
 _PROTECTION: dict[bool, tuple[str, str]] = {True: ("premium", "RSA-HSM"), False: ("standard", "RSA")}
 # RSA 3072 is accepted by every consumer here (Disks, Storage and ACR take RSA 2048/3072/4096).
 _KEY_SIZE = 3072
-# Our rotation policy: a new version every 90 days, versions expire after a year, a notice 30 days
-# before. Key Vault requires the expiry to be at least 28 days (KeyRotationPolicy.ExpiresIn docs).
-# Consumers follow the versionless key, so rotation needs no redeploy.
+# Our rotation policy, every key's: a new version every 90 days, each version expiring a year after it is
+# made, and a Notify action 30 days before (Key Vault's "near expiry" event). learn.microsoft.com, Azure
+# Key Vault keys SDK ``KeyRotationPolicy.ExpiresIn``: "the ISO 8601 duration when a new KeyVaultKey
+# version created from this policy will expire. It should be at least 28 days";
+# ``KeyRotationLifetimeAction.TimeBeforeExpiry``: "duration before expiry to attempt to Rotate or Notify"
+# (``TimeAfterCreate`` "only applies to Rotate"). Consumers that follow the versionless key (Storage, ACR,
+# the disk encryption set, PostgreSQL) need nothing. AKS KMS holds a versioned key id and moves only when
+# the rotation runbook updates it and rewrites every Secret (docs/operations.md, "Rotate keys"; cluster.py
+# ignores the key id otherwise); it stops with "KeyExpired: Operation encrypt isn't allowed on an expired
+# key" when its version expires ("it is your responsibility to manage the key lifecycle",
+# learn.microsoft.com/azure/aks/use-kms-etcd-encryption). So the Secrets key expires too (review of issue
+# 38, B7): the near-expiry event of the version the cluster holds is the runbook's trigger, 30 days before
+# the cluster would stop, and every rotated version's event a reminder until the runbook runs; a plan
+# against a refreshed stack says when the cluster lags (``kms_version_lag``).
 _ROTATE: dict[str, Any] = {"trigger": {"time_after_create": "P90D"}, "action": {"type": "rotate"}}
+_NOTICE = "P30D"
 _ROTATION_POLICY: dict[str, Any] = {
     "attributes": {"expiry_time": "P1Y"},
-    "lifetime_actions": [_ROTATE, {"trigger": {"time_before_expiry": "P30D"}, "action": {"type": "notify"}}],
+    "lifetime_actions": [_ROTATE, {"trigger": {"time_before_expiry": _NOTICE}, "action": {"type": "notify"}}],
 }
-# The Secrets key rotates too, but its versions never expire: AKS KMS holds a versioned key id and moves
-# to a new version only when the cluster is updated with it (the operator's rotation runbook, which then
-# rewrites every Secret; cluster.py ignores the key id otherwise), and stops with "KeyExpired:
-# Operation encrypt isn't allowed on an expired key" when the version it holds expires ("it is your
-# responsibility to manage the key lifecycle", learn.microsoft.com/azure/aks/use-kms-etcd-encryption,
-# KMS observability; "ensure both the old and new keys are valid", Rotate existing keys).
-_NON_EXPIRING_ROTATION_POLICY: dict[str, Any] = {"lifetime_actions": [_ROTATE]}
 # The key the stack's images are signed with (cosign ``azurekms://<vault>/<key>``), in its own vault.
 SIGNING_KEY_NAME = "image-signing"
 SIGNING_VAULT_KIND = "sig"
@@ -236,6 +246,23 @@ def unapplied_key_settings(
     ]
 
 
+def kms_version_lag(security_profile: Any, newest: str | None) -> str | None:
+    """The plan's line when AKS KMS (the cluster's ``securityProfile`` as refreshed) encrypts Secrets with
+    another version of its key than the vault's newest (``newest``: the key's ``keyUriWithVersion`` as
+    refreshed): the rotation runbook is due before the cluster's version expires. None when they agree
+    or either is unknown (a new stack)."""
+    pinned = _field(_field(security_profile, "azure_key_vault_kms"), "key_id")
+    if not pinned or not newest or str(pinned) == newest:
+        return None
+    key, latest = newest.rsplit("/", 2)[-2:]
+    return (
+        f"AKS KMS encrypts Kubernetes Secrets with {key} version {str(pinned).rsplit('/', 1)[-1]}; the "
+        f"vault's newest is {latest}: run the KMS rotation runbook (docs/operations.md, 'Rotate "
+        f"keys') before the cluster's version expires, a year after it was made (the vault's near-expiry "
+        f"event for it fires {_NOTICE[1:-1]} days before); until then `pulumi up` keeps the cluster on it"
+    )
+
+
 def _warn(resource: pulumi.Resource, messages: list[str]) -> None:
     for message in messages:
         pulumi.log.warn(message, resource=resource)
@@ -280,10 +307,9 @@ def _rsa_key(
     key_name: str,
     kty: str,
     access: Sequence[pulumi.Resource],
-    rotation_policy: dict[str, Any] = _ROTATION_POLICY,
 ) -> KeyRef:
-    properties = {"kty": kty, "key_size": _KEY_SIZE, "rotation_policy": rotation_policy}
-    key = _vault_key(name, scope, parent, vault, key_name, properties, access, rotation_policy)
+    properties = {"kty": kty, "key_size": _KEY_SIZE, "rotation_policy": _ROTATION_POLICY}
+    key = _vault_key(name, scope, parent, vault, key_name, properties, access, _ROTATION_POLICY)
     return KeyRef(
         vault_uri=vault.properties.apply(lambda p: p.vault_uri),
         name=key_name,
@@ -345,12 +371,9 @@ class AzureKeys(pulumi.ComponentResource):
                 self._scope,
                 self,
                 vault=self.vault,
-                key_name=f"{purpose.value}-cmk",
+                key_name=vault_key_name(purpose),
                 kty=self._kty,
                 access=self._access,
-                rotation_policy=(
-                    _NON_EXPIRING_ROTATION_POLICY if purpose is KeyPurpose.SECRETS else _ROTATION_POLICY
-                ),
             )
         self.domains[domain] = self.keys[purpose]
         return self.keys[purpose]

@@ -27,6 +27,7 @@ from components.azure.identity import (
     FederatedIdentityArgs,
     Grant,
 )
+from components.azure.key_moves import refuse_silent_key_moves
 from components.azure.keys import AzureKeys, ImageSigningKey, KeysArgs, SigningKeyArgs
 from components.azure.network import (
     BLOB_ZONE,
@@ -91,6 +92,7 @@ class AzurePlatform(pulumi.ComponentResource):
         require_zones(config)
         require_version(config)
         warn_system_pool_drift(config, parent=self)
+        refuse_silent_key_moves(config, parent=self)
         self._child = pulumi.ResourceOptions(parent=self)
         scope = self._scope(name, config)
         monthly_budget(f"{name}-budget", scope, self._child)

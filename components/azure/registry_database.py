@@ -69,9 +69,15 @@ def high_availability(environment: str, location: str) -> dict[str, str]:
     return {"mode": "ZoneRedundant" if location in ZONAL_REGIONS else "SameZone"}
 
 
-def dns_zone_name(server_name: str) -> str:
+def server_name(suffix: str) -> str:
+    """The server's name: 3-63 lowercase letters, digits and hyphens, globally unique (it names the
+    server's host)."""
+    return f"mlp-registry-{suffix}"
+
+
+def dns_zone_name(server: str) -> str:
     """The private zone a VNet-integrated server registers in (its name ends in the service's suffix)."""
-    return f"{server_name}.private.postgres.database.azure.com"
+    return f"{server}.private.postgres.database.azure.com"
 
 
 @dataclass(frozen=True)
@@ -97,12 +103,11 @@ class AzureRegistryDatabase(pulumi.ComponentResource):
         super().__init__("ml-platform:azure:RegistryDatabase", name, None, opts)
         scope = args.scope
         environment = "prod" if scope.config.environment == "prod" else "dev"
-        # 3-63 lowercase letters, digits and hyphens, globally unique (it names the server's host).
-        server_name = f"mlp-registry-{scope.name_suffix}"
+        host = server_name(scope.name_suffix)
         zone = privatedns.PrivateZone(
             f"{name}-pg-dns",
             resource_group_name=scope.resource_group_name,
-            private_zone_name=dns_zone_name(server_name),
+            private_zone_name=dns_zone_name(host),
             location="global",
             tags=scope.tags,
             opts=scope.opts(self),
@@ -124,7 +129,7 @@ class AzureRegistryDatabase(pulumi.ComponentResource):
         )
         server = dbforpostgresql.Server(
             f"{name}-pg",
-            server_name=server_name,
+            server_name=host,
             version=VERSION,
             sku=SKU[environment],
             storage={"storage_size_gb": STORAGE_GIB, "auto_grow": "Enabled"},

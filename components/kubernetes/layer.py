@@ -17,7 +17,7 @@ import pulumi_kubernetes as k8s
 import pulumi_kubernetes.helm.v3 as helm
 import pulumi_random
 
-from components.config import PlatformConfig, TeamConfig
+from components.config import PlatformConfig, SecretMaker, TeamConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric
 from components.images import WorkloadImages
 from components.kubernetes import image_verification, kueue, monitoring
@@ -188,7 +188,8 @@ class KubernetesLayer(pulumi.ComponentResource):
         password (32 letters and digits, as the users') and MLflow's CSRF key (64). Generated once, so
         the Secret exists before the servers that mount it, on the update that creates the namespace
         (cluster review B-N1)."""
-        if not config.workloads.registry.auth:
+        registry = config.workloads.registry
+        if not registry.auth or registry.admin_secret is SecretMaker.OPERATOR:
             return {}
         return {
             key: pulumi_random.RandomPassword(

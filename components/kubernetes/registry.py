@@ -218,6 +218,9 @@ class RegistrySpec:
     # With auth: the ``registry-admin`` Secret's values (``ADMIN_KEYS`` -> a secret value: generated on
     # ``pulumi up``).
     admin: Mapping[str, object] = field(default_factory=dict)
+    # With auth: the operator made ``registry-admin`` (config ``workloads.registry.adminSecret:
+    # operator``): the servers mount it, the stack does not make it and has no values for it.
+    admin_by_operator: bool = False
     tls: bool = False
     # With TLS: the certificate the servers serve and whose CA every client namespace gets.
     certificate: RegistryCertificate | None = None
@@ -225,6 +228,11 @@ class RegistrySpec:
     @property
     def scheme(self) -> str:
         return "https" if self.tls else "http"
+
+    @property
+    def makes_admin_secret(self) -> bool:
+        """Whether the stack makes ``registry-admin`` (with basic-auth, unless the operator made it)."""
+        return self.auth and not self.admin_by_operator
 
     def __post_init__(self) -> None:
         problems = []
@@ -234,8 +242,13 @@ class RegistrySpec:
             problems.append("promoters and restorers need basic-auth (auth)")
         if {u.username for u in self.users} != set(self.passwords):
             problems.append("a password for each user, and for no one else")
-        if set(self.admin) != (set(ADMIN_KEYS) if self.auth else set()):
-            problems.append(f"basic-auth needs the admin Secret's {', '.join(ADMIN_KEYS)}, and only it")
+        if self.admin_by_operator and not self.auth:
+            problems.append("an operator's admin Secret needs basic-auth (auth)")
+        if set(self.admin) != (set(ADMIN_KEYS) if self.makes_admin_secret else set()):
+            problems.append(
+                f"the admin Secret the stack makes needs {', '.join(ADMIN_KEYS)}, and only it; one the "
+                "operator makes, no values"
+            )
         if self.tls != (self.certificate is not None):
             problems.append("a certificate exactly when tls is on")
         if (self.database is None) == (self.store_claim is None):
@@ -619,7 +632,7 @@ class RegistryObjects:
 def registry_objects(spec: RegistrySpec) -> RegistryObjects:
     return RegistryObjects(
         secrets=[*credential_secrets(spec), *tls_secrets(spec)],
-        admin=_secret(spec, ADMIN_SECRET, spec.namespace, spec.admin) if spec.auth else None,
+        admin=_secret(spec, ADMIN_SECRET, spec.namespace, spec.admin) if spec.makes_admin_secret else None,
         before=[
             service_account(_metadata(spec, spec.service_account), spec.service_account_annotations),
             _network_policy(spec),

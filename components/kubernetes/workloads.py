@@ -17,6 +17,7 @@ from components.config import (
     InferenceWorkloadConfig,
     PlatformConfig,
     Priority,
+    SecretMaker,
     TrainingWorkloadConfig,
     follows_registry,
 )
@@ -423,6 +424,7 @@ def registry_spec(
         passwords=passwords,
         credentials_rotation=registry.credentials_rotation,
         admin=admin,
+        admin_by_operator=registry.admin_secret is SecretMaker.OPERATOR,
         tls=registry.tls,
         certificate=certificate,
     )

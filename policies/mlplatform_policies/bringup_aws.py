@@ -320,6 +320,28 @@ def _reserved_group(group: Subject) -> Iterator[str]:
             )
 
 
+# The IAM condition operators that pin a claim to values: StringEquals and StringLike, also with a set
+# qualifier (``ForAnyValue:``/``ForAllValues:``) or the ``IfExists`` suffix, which change how a missing or
+# multi-valued key is read, not what a value must match (IAM user guide, "IAM JSON policy elements:
+# Condition operators": "...IfExists"; "Set operators for multivalued context keys"). A web identity
+# token always carries its ``sub`` and ``aud``, so each form pins them (review of issue 38, C4).
+_PINNING = ("StringEquals", "StringLike")
+
+
+def _base_operator(operator: str) -> str:
+    """``ForAnyValue:StringLikeIfExists`` -> ``StringLike``."""
+    return operator.split(":", 1)[-1].removesuffix("IfExists")
+
+
+def _pins(condition: Mapping[str, Any]) -> Iterator[tuple[str, str, Any]]:
+    """(base operator, claim key, value) of every pinning condition."""
+    for operator, claims in condition.items():
+        base = _base_operator(str(operator))
+        if base in _PINNING and isinstance(claims, Mapping):
+            for key, value in claims.items():
+                yield base, str(key), value
+
+
 def _web_identity_trust(role: Subject) -> Iterator[str]:
     document = parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")
     for index, statement in enumerate(statements(document)):
@@ -328,11 +350,7 @@ def _web_identity_trust(role: Subject) -> Iterator[str]:
         if statement.get("Effect") != "Allow" or "sts:AssumeRoleWithWebIdentity" not in actions:
             continue
         condition = statement.get("Condition")
-        keys = {
-            key
-            for operator in ("StringEquals", "StringLike")
-            for key in (condition.get(operator) or {} if isinstance(condition, Mapping) else {})
-        }
+        keys = {key for _, key, _ in _pins(condition if isinstance(condition, Mapping) else {})}
         missing = [claim for claim in (":sub", ":aud") if not any(k.endswith(claim) for k in keys)]
         if missing:
             yield (
@@ -355,20 +373,18 @@ def _trust_pins(index: int, statement: Mapping[str, Any], condition: Mapping[str
         if isinstance(federated, str) and ":oidc-provider/" in federated
         else None
     )
-    for operator in ("StringEquals", "StringLike"):
-        claims = condition.get(operator)
-        for key, value in claims.items() if isinstance(claims, Mapping) else []:
-            if issuer is not None and key.endswith((":sub", ":aud")) and not key.startswith(f"{issuer}:"):
-                yield f"statement {index} pins {key}, not a claim of its Federated provider {issuer}"
-            if operator == "StringLike" and key.endswith(":sub"):
-                for pattern in value if isinstance(value, list) else [value]:
-                    parts = str(pattern).split(":")
-                    namespace, name = (parts[2], parts[3]) if len(parts) == 4 else ("*", "*")
-                    if any(c in namespace for c in "*?") or not name.strip("*?"):
-                        yield (
-                            f"statement {index} pins {key} to {pattern!r}, which matches service accounts "
-                            "of any namespace or name: name them (system:serviceaccount:<namespace>:<name>)"
-                        )
+    for operator, key, value in _pins(condition):
+        if issuer is not None and key.endswith((":sub", ":aud")) and not key.startswith(f"{issuer}:"):
+            yield f"statement {index} pins {key}, not a claim of its Federated provider {issuer}"
+        if operator == "StringLike" and key.endswith(":sub"):
+            for pattern in value if isinstance(value, list) else [value]:
+                parts = str(pattern).split(":")
+                namespace, name = (parts[2], parts[3]) if len(parts) == 4 else ("*", "*")
+                if any(c in namespace for c in "*?") or not name.strip("*?"):
+                    yield (
+                        f"statement {index} pins {key} to {pattern!r}, which matches service accounts "
+                        "of any namespace or name: name them (system:serviceaccount:<namespace>:<name>)"
+                    )
 
 
 def _repository_expires_images(repository: Subject, graph: Graph) -> Iterator[str]:
@@ -543,7 +559,8 @@ POLICIES = [
     resource_policy(
         "aws-irsa-trust-pins-sub-and-aud",
         "A role web identities may assume pins both the :sub and :aud claims with StringEquals or "
-        "StringLike (IAM user guide, Available keys for AWS web identity federation; EKS user guide, "
+        "StringLike (with or without a set qualifier or IfExists), never to a wildcard namespace (IAM user "
+        "guide, Available keys for AWS web identity federation, Condition operators; EKS user guide, "
         "Assign IAM roles to Kubernetes service accounts).",
         by_type({IAM_ROLE: _web_identity_trust}),
         severity=Severity.HIGH,

@@ -416,6 +416,7 @@ def _push_after_private_dns(image: Subject, graph: Graph) -> Iterator[str]:
 # azure-native generates when unset), storage:BlobServiceProperties and storage:ManagementPolicy (must be
 # ``default``; azure-native sets it).
 _ARM_80 = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,78}[A-Za-z0-9_])?$")
+POSTGRES_SERVER = "azure-native:dbforpostgresql:Server"
 NAME_RULES: dict[str, tuple[str, str, re.Pattern[str]]] = {
     KEY_VAULT: ("vaultName", "global", re.compile(r"^(?!.*--)[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")),
     STORAGE_ACCOUNT: ("accountName", "global", re.compile(r"^[a-z0-9]{3,24}$")),
@@ -441,6 +442,10 @@ NAME_RULES: dict[str, tuple[str, str, re.Pattern[str]]] = {
     "azure-native:network:PublicIPAddress": ("publicIpAddressName", "resource group", _ARM_80),
     "azure-native:network:RouteTable": ("routeTableName", "resource group", _ARM_80),
     "azure-native:privatedns:VirtualNetworkLink": ("virtualNetworkLinkName", "private DNS zone", _ARM_80),
+    # Microsoft.DBforPostgreSQL "servers | global | 3-63 | Lowercase letters, hyphens and numbers. Can't start
+    # or end with hyphen." (the flexible server's name is its host name, <name>.postgres.database.azure.com).
+    # Its databases are left out: "servers / databases | servers | Not specified".
+    POSTGRES_SERVER: ("serverName", "global", re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")),
     # "diskEncryptionSets | resource group | 1-80 | Alphanumerics, underscores, and hyphens."
     DISK_ENCRYPTION_SET: ("diskEncryptionSetName", "resource group", re.compile(r"^[A-Za-z0-9_-]{1,80}$")),
     # Microsoft.OperationalInsights "workspaces | resource group | 4-63 | Alphanumerics and hyphens. Start and
@@ -518,7 +523,6 @@ def _arm_name(subject: Subject) -> Iterator[str]:
 # Resources whose audit logs the stack must keep (review azure.md C3; Key Vault logging, Azure Storage
 # monitoring, ACR monitoring reference): each is the resourceUri (a storage account through its service)
 # of a diagnostic setting that sends logs.
-POSTGRES_SERVER = "azure-native:dbforpostgresql:Server"
 ENTRA_ADMIN = "azure-native:dbforpostgresql:AdministratorsMicrosoftEntra"
 SUBNET = "azure-native:network:Subnet"
 # The registry's PostgreSQL too (review azure.md C1, D5 1: a flexible server's logins and pgaudit go to
@@ -592,6 +596,38 @@ def _private_vault_endpoint(key: Subject, graph: Graph) -> Iterator[str]:
             )
 
 
+PRIVATE_ZONE = "azure-native:privatedns:PrivateZone"
+_POSTGRES_ZONE_SUFFIX = ".postgres.database.azure.com"
+
+
+def _postgres_private_zone(server: Subject, graph: Graph) -> Iterator[str]:
+    """Review azure.md D5 8. A flexible server with private access names a private DNS zone that, made
+    through an API, ARM template or Terraform, must "end with ``.postgres.database.azure.com``", of the
+    form ``[name1].[name2].postgres.database.azure.com`` or ``[name].postgres.database.azure.com``, where
+    "the name can't be the name you use for one of your Azure Databases for PostgreSQL flexible server
+    instances or an error message will be shown during provisioning" (learn.microsoft.com/azure/
+    postgresql/flexible-server/concepts-networking-private, private DNS zone)."""
+    zone_id = server.get("network.privateDnsZoneArmResourceId")
+    zones = [z.get("privateZoneName") for z in graph.linked(server, "network", (PRIVATE_ZONE,))]
+    if not zones and isinstance(zone_id, str) and not is_unknown(zone_id):
+        zones = [zone_id.rstrip("/").rsplit("/", 1)[-1]]
+    servers = {s.get("serverName") for s in graph.of(POSTGRES_SERVER)}
+    for zone in zones:
+        if not isinstance(zone, str) or is_unknown(zone):
+            continue
+        label = zone.lower().removesuffix(_POSTGRES_ZONE_SUFFIX)
+        if label == zone.lower():
+            yield (
+                f"private DNS zone {zone!r} does not end with {_POSTGRES_ZONE_SUFFIX}: the server refuses "
+                f"it; name it <server>.private{_POSTGRES_ZONE_SUFFIX}"
+            )
+        elif label in servers:
+            yield (
+                f"private DNS zone {zone!r} is [name]{_POSTGRES_ZONE_SUFFIX} with a flexible server's name: "
+                f"provisioning fails; name it <server>.private{_POSTGRES_ZONE_SUFFIX}"
+            )
+
+
 def _human_database_admin(graph: Graph) -> Iterator[Finding]:
     """Review azure.md D1 (D5 4): "Only a Microsoft Entra administrator ... can initially connect" and
     "you can configure multiple Microsoft Entra administrators" (concepts-azure-ad-authentication)."""
@@ -630,6 +666,36 @@ def _kms_public_vault(cluster: Subject, graph: Graph) -> Iterator[str]:
             yield (
                 "KMS keyVaultNetworkAccess Public with a vault behind a firewall or with public access "
                 "disabled: set Private, keyVaultResourceId and API Server VNet Integration"
+            )
+
+
+def _kms_key_notifies(cluster: Subject, graph: Graph) -> Iterator[str]:
+    """Review of issue 38, B7: AKS KMS holds a versioned key id and fails with "KeyExpired" once that
+    version expires ("it is your responsibility to manage the key lifecycle", AKS KMS etcd encryption
+    docs), and rewriting every Secret after a rotation is the operator's step ("Remember to update all
+    secrets after key rotation", same page, Rotate existing keys). Only a rotation policy whose versions
+    expire (``attributes.expiryTime``, "when a new KeyVaultKey version created from this policy will
+    expire") with a Notify action before expiry (``timeBeforeExpiry``, Key Vault keys
+    ``KeyRotationLifetimeAction``) raises the near-expiry event that prompts that step."""
+    if cluster.get("securityProfile.azureKeyVaultKms.enabled") is not True:
+        return
+    for key in graph.linked(cluster, "securityProfile", (KEY,)):
+        policy = key.get("properties.rotationPolicy")
+        policy = policy if isinstance(policy, Mapping) else {}
+        attributes = policy.get("attributes")
+        expires = attributes.get("expiryTime") if isinstance(attributes, Mapping) else None
+        notifies = any(
+            isinstance(action, Mapping)
+            and str((action.get("action") or {}).get("type", "")).lower() == "notify"
+            and (action.get("trigger") or {}).get("timeBeforeExpiry")
+            for action in elements(policy, "lifetimeActions")
+        )
+        if not (expires and notifies):
+            yield (
+                f"AKS KMS key {key.get('keyName')!r} has no rotation policy with an expiry and a Notify "
+                "before it: nothing prompts the rotation runbook that moves the cluster to a new version "
+                "and rewrites every Secret; set attributes.expiryTime and a notify lifetime action with "
+                "timeBeforeExpiry"
             )
 
 
@@ -746,6 +812,14 @@ POLICIES: list[Policy] = [
         severity=Severity.HIGH,
     ),
     stack_policy(
+        "azure-postgres-private-dns-zone",
+        "A PostgreSQL flexible server's private DNS zone ends with .postgres.database.azure.com and is not "
+        "[server name].postgres.database.azure.com (Azure Database for PostgreSQL, networking with private "
+        "access).",
+        per_node((POSTGRES_SERVER,), _postgres_private_zone),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
         "azure-postgres-human-admin",
         "An Entra-only PostgreSQL flexible server has a user or group administrator besides service "
         "principals (Azure Database for PostgreSQL, Microsoft Entra authentication concepts).",
@@ -758,6 +832,13 @@ POLICIES: list[Policy] = [
         "AKS KMS with keyVaultNetworkAccess Public uses a vault without a firewall (AKS KMS etcd encryption "
         "docs, Limitations).",
         per_node((MANAGED_CLUSTER,), _kms_public_vault),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "aks-kms-key-notifies",
+        "The Key Vault key AKS KMS encrypts Secrets with expires and notifies before it (Key Vault key "
+        "rotation policy; AKS KMS etcd encryption docs, key lifecycle and Rotate existing keys).",
+        per_node((MANAGED_CLUSTER,), _kms_key_notifies),
         severity=Severity.HIGH,
     ),
     stack_policy(

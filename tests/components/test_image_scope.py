@@ -23,7 +23,6 @@ from components.images import (
 )
 from workloads.inference.k8s import MONITOR_ENTRY, ROLLOUT_ENTRY
 
-MANIFESTS = ("constraints.txt", "pyproject.toml")
 # Each image: its programs (the ENTRYPOINT, the Jobs' ``python -m`` commands, what the build runs) and
 # the files it reads that are not Python modules.
 IMAGES = {
@@ -36,9 +35,13 @@ IMAGES = {
             "workloads.fabric_test",
             "workloads.training.efa_installer",
         ),
-        MANIFESTS,
+        # What pip installs, resolved from pyproject.toml and constraints.txt (review of issue 38, B1).
+        ("workloads/training/requirements.txt",),
     ),
-    INFERENCE_DOCKERFILE: (("workloads.inference", ROLLOUT_ENTRY[-1], MONITOR_ENTRY[-1]), MANIFESTS),
+    INFERENCE_DOCKERFILE: (
+        ("workloads.inference", ROLLOUT_ENTRY[-1], MONITOR_ENTRY[-1]),
+        ("workloads/inference/requirements.txt",),
+    ),
     # A script image: requirements, the launcher, its authorization function, its sitecustomize and the RDS
     # roots the launcher verifies the database with (launch.py ``database_ca``) are all it copies.
     REGISTRY_DOCKERFILE: (
@@ -89,3 +92,27 @@ def test_a_wholesale_copy_and_a_missing_module_are_found(tmp_path: Path) -> None
     assert scope_problems(dockerfile, ["workloads.app"], [], tmp_path) == [
         f"workloads/app/Dockerfile: workloads/{name}{missing}" for name in ("__init__.py", "lib.py")
     ]
+
+
+def test_a_dependency_manifest_copied_whole_is_found(tmp_path: Path) -> None:
+    """The planted defect of review 38 B1: an image that copies pyproject.toml and constraints.txt whole
+    hashes every IaC pin and linter setting; what it installs is its requirements file."""
+    (tmp_path / "workloads" / "app").mkdir(parents=True)
+    for name in ("workloads/__init__.py", "workloads/app/__init__.py", "workloads/app/__main__.py"):
+        (tmp_path / name).write_text("")
+    for name in ("pyproject.toml", "constraints.txt", "workloads/app/requirements.txt"):
+        (tmp_path / name).write_text("pydantic==2.13.4\n")
+    dockerfile = tmp_path / "workloads" / "app" / "Dockerfile"
+    copies = "workloads/__init__.py workloads/app/__init__.py workloads/app/__main__.py"
+    dockerfile.write_text(f"FROM scratch\nCOPY constraints.txt pyproject.toml ./\nCOPY {copies} /app/\n")
+    ignore = "*\n!constraints.txt\n!pyproject.toml\n" + "".join(f"!{c}\n" for c in copies.split())
+    dockerfile.with_name("Dockerfile.dockerignore").write_text(ignore)
+    declared = ["workloads/app/requirements.txt"]
+    unread = " is hashed into the tag but no program of the image loads it"
+    assert scope_problems(dockerfile, ["workloads.app"], declared, tmp_path) == [
+        f"workloads/app/Dockerfile: {name}{unread}" for name in ("constraints.txt", "pyproject.toml")
+    ]
+    dockerfile.write_text(f"FROM scratch\nCOPY workloads/app/requirements.txt ./\nCOPY {copies} /app/\n")
+    ignore = "*\n!workloads/app/requirements.txt\n" + "".join(f"!{c}\n" for c in copies.split())
+    dockerfile.with_name("Dockerfile.dockerignore").write_text(ignore)
+    assert scope_problems(dockerfile, ["workloads.app"], declared, tmp_path) == []

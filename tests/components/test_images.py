@@ -147,8 +147,9 @@ def test_the_tag_names_what_the_build_reads() -> None:
     assert content_tag(TRAINING_DOCKERFILE, "efa") != content_tag(TRAINING_DOCKERFILE, "cpu")
     # Only what the programs load (review aws.md N2; tests/components/test_image_scope.py): no README,
     # no IaC folders.
-    assert {"pyproject.toml", "components/handle.py", "workloads/training/train.py"} <= set(
-        copy_sources(TRAINING_DOCKERFILE)
+    copied = set(copy_sources(TRAINING_DOCKERFILE))
+    assert {"workloads/training/requirements.txt", "components/handle.py", "workloads/training/train.py"} <= (
+        copied
     )
     for dockerfile in (TRAINING_DOCKERFILE, INFERENCE_DOCKERFILE):
         assert not {"README.md", "components/", "mlplatform/"} & set(copy_sources(dockerfile))

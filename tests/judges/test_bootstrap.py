@@ -57,3 +57,36 @@ def test_the_registry_makes_its_admin_secret_and_its_absence_is_found() -> None:
     assert not judge_bootstrap_secrets([*objects, admin])
     (finding,) = judge_bootstrap_secrets(objects)
     assert finding.mandatory and "ml-registry/registry-admin" in finding.message
+
+
+def test_an_operators_admin_secret_on_an_existing_stack_is_a_documented_step() -> None:
+    """Review of issue 38, B3: a stack whose operator made ``registry-admin`` before the stack made it
+    keeps it (``workloads.registry.adminSecret: operator``): no Secret in the plan. With the previous
+    plan's objects (``check --previous``) ``ml-registry`` exists before the update, so the operator's
+    step ran first: advisory. Without them (a first update) the namespace is new: mandatory."""
+    spec = _spec(admin={}, admin_by_operator=True)
+    assert registry_objects(spec).admin is None
+    objects = [_namespace("ml-registry"), *_all(spec)]
+    assert any(
+        v.get("secret", {}).get("secretName") == "registry-admin"
+        for o in objects
+        if o["kind"] == "Deployment"
+        for v in o["spec"]["template"]["spec"]["volumes"]
+    ), "the servers still mount the operator's Secret"
+    (first,) = judge_bootstrap_secrets(objects)
+    assert first.mandatory
+    (existing,) = judge_bootstrap_secrets(objects, previous=objects)
+    assert not existing.mandatory and "ml-registry/registry-admin" in existing.message
+
+
+def test_a_secret_the_previous_plan_made_and_this_one_drops_is_a_deletion() -> None:
+    """The planted defect: a stack that made ``registry-admin`` itself, switched to ``operator``: the
+    update deletes the Secret the servers mount."""
+    made = [_namespace("ml-registry"), *_all(_spec())]
+    admin = registry_objects(_spec()).admin
+    assert admin is not None
+    dropped = [_namespace("ml-registry"), *_all(_spec(admin={}, admin_by_operator=True))]
+    findings = judge_bootstrap_secrets(dropped, previous=[*made, admin])
+    assert [f.mandatory for f in findings] == [True]
+    assert "this one does not: pulumi up deletes it" in findings[0].message
+    assert judge_bootstrap_secrets([*made, admin], previous=[*made, admin]) == []

@@ -178,6 +178,9 @@ iam.Role(
 )
 """
 _PINNED = '{f"{ISSUER}:sub": "system:serviceaccount:ml:trainer", f"{ISSUER}:aud": "sts.amazonaws.com"}'
+# A StringLike with a set qualifier or IfExists matches values as StringLike does (IAM user guide,
+# "Condition operators", "Set operators for multivalued context keys").
+WILDCARD_OPERATORS = ("ForAnyValue:StringLike", "StringLikeIfExists", "ForAllValues:StringLikeIfExists")
 
 _KUBE_PROXY = """
 import pulumi_aws.eks as eks
@@ -312,6 +315,18 @@ VIOLATIONS = [
         ).replace('OPERATOR = "StringEquals"', 'OPERATOR = "StringLike"'),
         ("aws-irsa-trust-pins-sub-and-aud", "irsa"),
     ),
+    # Review of issue 38, C4: the wildcard under a qualified or IfExists StringLike.
+    *(
+        case(
+            f"irsa-trust-any-service-account-{operator.replace(':', '-').lower()}",
+            AWS,
+            (
+                _IRSA % '{f"{ISSUER}:sub": "system:serviceaccount:*:*", f"{ISSUER}:aud": "sts.amazonaws.com"}'
+            ).replace('OPERATOR = "StringEquals"', f'OPERATOR = "{operator}"'),
+            ("aws-irsa-trust-pins-sub-and-aud", "irsa"),
+        )
+        for operator in WILDCARD_OPERATORS
+    ),
     case(
         "irsa-trust-other-issuers-claims",
         AWS,
@@ -390,6 +405,14 @@ TWINS = [
     case("efa-plugin-in-region", AWS, _IMAGE % ("759879836304", "me-central-1")),
     case("public-access-real-range", AWS, _DOC_RANGE % "100.24.0.0/16"),
     case("irsa-trust-pinned", AWS, _IRSA % _PINNED),
+    *(
+        case(
+            f"irsa-trust-pinned-{operator.replace(':', '-').lower()}",
+            AWS,
+            (_IRSA % _PINNED).replace('OPERATOR = "StringEquals"', f'OPERATOR = "{operator}"'),
+        )
+        for operator in WILDCARD_OPERATORS
+    ),
     case("kube-proxy-of-the-clusters-minor", AWS, _KUBE_PROXY % "v1.35.0-eksbuild.2"),
     case("ecr-with-lifecycle", AWS, "import json\n" + _ECR + _ECR_LIFECYCLE),
     case("rds-log-groups-made-first", AWS, _RDS % ('["postgresql", "upgrade"]', _RDS_FIRST)),
@@ -436,3 +459,14 @@ def test_the_packs_eks_support_dates_are_the_catalogs() -> None:
     assert done.returncode == 0, done.stderr
     pack = json.loads(done.stdout)
     assert {minor: pack.get(minor) for minor in CATALOG_SUPPORT_END} == CATALOG_SUPPORT_END
+
+
+@pytest.mark.parametrize("operator", WILDCARD_OPERATORS)
+def test_a_wildcard_subject_under_any_stringlike_form_is_named_as_such(judge: Judge, operator: str) -> None:
+    """Review of issue 38, C4: the finding names the wildcard, not a missing claim."""
+    body = (
+        _IRSA % '{f"{ISSUER}:sub": "system:serviceaccount:*:*", f"{ISSUER}:aud": "sts.amazonaws.com"}'
+    ).replace('OPERATOR = "StringEquals"', f'OPERATOR = "{operator}"')
+    [message] = [v.message for v in judge(body, AWS) if v.policy == "aws-irsa-trust-pins-sub-and-aud"]
+    assert "to 'system:serviceaccount:*:*', which matches service accounts of any namespace" in message
+    assert "without pinning" not in message

@@ -206,6 +206,23 @@ containerservice.ManagedCluster(
     tags=TAGS,
 )
 """
+# Review of issue 38, B7: the KMS key's rotation policy, with or without expiry and Notify.
+_KMS_KEY_POLICY = """
+policy = {"lifetime_actions": [{"trigger": {"time_after_create": "P90D"}, "action": {"type": "rotate"}}]}
+if NOTIFY:
+    policy["attributes"] = {"expiry_time": "P1Y"}
+    notice = {"trigger": {"time_before_expiry": "P30D"}, "action": {"type": "notify"}}
+    policy["lifetime_actions"].append(notice)
+key = keyvault.Key(
+    "secrets-key",
+    resource_group_name="rg",
+    vault_name=vault.name,
+    key_name="secrets-cmk",
+    properties={"kty": "RSA", "key_size": 3072, "rotation_policy": policy},
+    tags=TAGS,
+    opts=pulumi.ResourceOptions(depends_on=waits),
+)
+"""
 # D5 5 and 7: the API server's delegated subnet and the node subnet under a user-assigned NAT gateway.
 _SUBNETS = """
 from pulumi_azure_native import containerservice, network
@@ -273,6 +290,29 @@ if AUDITED:
         workspace_id="/subscriptions/s/resourceGroups/rg/providers/Microsoft.OperationalInsights/workspaces/w",
         logs=[{"category": "PostgreSQLLogs", "enabled": True}],
     )
+"""
+
+# D5 8: the private DNS zone a VNet-integrated server registers in.
+_POSTGRES_ZONE = """
+from pulumi_azure_native import dbforpostgresql, privatedns
+
+SUBNET = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/db"
+zone = privatedns.PrivateZone(
+    "registry-pg-dns", resource_group_name="rg", private_zone_name=ZONE, location="global"
+)
+dbforpostgresql.Server(
+    "registry-pg",
+    resource_group_name="rg",
+    location="uaenorth",
+    server_name="mlp-registry-pg-demo",
+    version="17",
+    network={
+        "delegated_subnet_resource_id": SUBNET,
+        "private_dns_zone_arm_resource_id": zone.id,
+        "public_network_access": "Disabled",
+    },
+    tags=TAGS,
+)
 """
 
 _IB_POOL_AT_ZERO = """
@@ -592,6 +632,26 @@ CASES = [
         None,
     ),
     (
+        "kms-key-rotates-without-notice",
+        AZURE,
+        'GRANT, ENDPOINT, ACCESS, NOTIFY = True, True, "Private", False\n'
+        + _RBAC_VAULT_KEY
+        + _VAULT_ENDPOINT
+        + _KMS_KEY_POLICY
+        + _KMS_PUBLIC,
+        ("aks-kms-key-notifies", "aks"),
+    ),
+    (
+        "kms-key-expires-and-notifies",
+        AZURE,
+        'GRANT, ENDPOINT, ACCESS, NOTIFY = True, True, "Private", True\n'
+        + _RBAC_VAULT_KEY
+        + _VAULT_ENDPOINT
+        + _KMS_KEY_POLICY
+        + _KMS_PUBLIC,
+        None,
+    ),
+    (
         "api-server-subnet-not-delegated",
         AZURE,
         'API_PREFIX, DELEGATED, NAT = "10.0.16.0/28", False, True\n' + _SUBNETS,
@@ -622,6 +682,24 @@ CASES = [
         ("azure-diagnostics-coverage", "registry-pg"),
     ),
     ("postgres-with-audit-logs", AZURE, "AUDITED, HUMAN = True, True\n" + _POSTGRES, None),
+    (
+        "postgres-zone-outside-the-service-domain",
+        AZURE,
+        'ZONE = "registry.internal.example"\n' + _POSTGRES_ZONE,
+        ("azure-postgres-private-dns-zone", "registry-pg"),
+    ),
+    (
+        "postgres-zone-named-after-a-server",
+        AZURE,
+        'ZONE = "mlp-registry-pg-demo.postgres.database.azure.com"\n' + _POSTGRES_ZONE,
+        ("azure-postgres-private-dns-zone", "registry-pg"),
+    ),
+    (
+        "postgres-zone-as-the-stack-names-it",
+        AZURE,
+        'ZONE = "mlp-registry-pg-demo.private.postgres.database.azure.com"\n' + _POSTGRES_ZONE,
+        None,
+    ),
 ]
 COVERED = {expected[0] for _, _, _, expected in CASES if expected is not None}
 # The small programs leave their vaults and accounts without diagnostic settings on purpose; that policy is
@@ -629,6 +707,8 @@ COVERED = {expected[0] for _, _, _, expected in CASES if expected is not None}
 DIAGNOSTICS = "azure-diagnostics-coverage"
 # Likewise the small programs' vaults are private without an endpoint: judged by the ENDPOINT cases only.
 VAULT_ENDPOINT = "azure-keyvault-private-endpoint"
+# And their KMS keys have no rotation policy: judged by the NOTIFY cases only.
+KMS_NOTICE = "aks-kms-key-notifies"
 
 
 @pytest.mark.parametrize(("config", "body", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
@@ -637,6 +717,7 @@ def test_azure_deployability_policy(
 ) -> None:
     judged = COVERED - ({DIAGNOSTICS} if "AUDITED" not in body else set())
     judged -= {VAULT_ENDPOINT} if "ENDPOINT" not in body else set()
+    judged -= {KMS_NOTICE} if "NOTIFY" not in body else set()
     findings = {f for f in found(judge(body, config)) if f[0] in judged}
     assert findings == ({expected} if expected else set())
 
@@ -654,6 +735,8 @@ NEW_AZURE_POLICIES = {
     "aks-kms-public-vault-open",
     "aks-api-server-subnet",
     "aks-user-nat-subnets",
+    "azure-postgres-private-dns-zone",
+    "aks-kms-key-notifies",
 }
 
 
@@ -694,6 +777,7 @@ NAME_CASES = [
     ("azure-native:privatedns:PrivateZone", "localhost", "privatelink.blob.core.windows.net"),
     ("azure-native:resources:ResourceGroup", "ml-platform.", "ml-platform-azure-enterprise-prod"),
     ("azure-native:managedidentity:FederatedIdentityCredential", "-fic", "azure-smb-dev-training-federation"),
+    ("azure-native:dbforpostgresql:Server", "mlp-Registry", "mlp-registry-0a1b2c3d4e5f"),
 ]
 
 

@@ -86,6 +86,8 @@ POLICIES = {
     "aws-prod-lustre-has-a-copy": ("mandatory", "stack"),
     "azure-keyvault-private-endpoint": ("mandatory", "stack"),
     "azure-postgres-human-admin": ("advisory", "stack"),
+    "azure-postgres-private-dns-zone": ("mandatory", "stack"),
+    "aks-kms-key-notifies": ("mandatory", "stack"),
     "aks-kms-public-vault-open": ("mandatory", "stack"),
     "aks-api-server-subnet": ("mandatory", "stack"),
     "aks-user-nat-subnets": ("mandatory", "stack"),

@@ -1,5 +1,5 @@
 """Day 2 of the key split (issue 35 item 3): an AWS stack made when one key encrypted every store takes
-the per-domain keys with no store replaced.
+the per-domain keys with no store replaced, in the cloud layer and the Kubernetes layer alike.
 
 Before: ``storage.onStackKey`` lists every domain, the layout of a stack made before the split (every
 store on ``<stack>-key``, whose policy keeps the CloudWatch Logs and Auto Scaling statements it had).
@@ -13,11 +13,16 @@ cannot change in place stay on ``<stack>-key``:
   manages the master password "you can't change the KMS key used to encrypt the secret" (RDS API,
   ``MasterUserSecretKmsKeyId``);
 - the shared file system (EFS ``KmsKeyId``, FSx ``KmsKeyId``: set by CreateFileSystem, absent from the
-  update APIs) and the ECR repositories (``encryptionConfiguration``: set at CreateRepository only).
-The bucket's default encryption, the log groups (``AssociateKmsKey``) and the launch templates (a new
-version, rolled out by the node group) take their new keys in place.
+  update APIs) and the ECR repositories (``encryptionConfiguration``: set at CreateRepository only);
+- node volumes (review of issue 38, B5): the default StorageClass names the node-volumes key in its
+  ``parameters``, which the API server refuses to update (``ValidateStorageClassUpdate``), so moving
+  the domain replaces the class, and the launch templates' new version rolls every node group: a step of
+  its own, planned below with the Kubernetes judge ``immutable-field-changed`` naming the class.
+The bucket's default encryption and the log groups (``AssociateKmsKey``) take their new keys in place.
 
-Both programs run under the plan's mocks and their inputs are compared as the engine diffs them.
+The programs run under the plan's mocks, the whole stack with its Kubernetes objects (each in a process
+of its own, as tests/stack_variants.py ``plan_in_own_process`` says why), and their inputs are compared
+as the engine diffs them.
 
 The upgrade cannot skip that first step by mistake (review B11): the program refuses, in one line naming
 ``storage.onStackKey``, an update of a stack whose first key's alias exists and none of the per-domain
@@ -31,15 +36,19 @@ from typing import Any
 
 import pulumi
 import pytest
+import yaml
 
 from components.config import PLATFORM_KEY
+from judges.immutable import judge_immutable
 from mlplatform.mocks import ExistingAccount, PlanMocks
 from mlplatform.plan import Plan
+from mlplatform.report import kubernetes_objects
 from tests.components.aws.aws_plan_support import build_platform, parse
-from tests.stack_variants import cloud_only, input_diff, plan_config, template
+from tests.stack_variants import cloud_only, input_diff, plan_in_own_process, template
 
 STACK = "aws-enterprise-prod"
-FIXED = ["registry-database", "training-data", "images"]
+FIXED = ["registry-database", "training-data", "images", "node-volumes"]
+EVERYTHING = ["registry-database", "training-data", "object-data", "images", "node-volumes", "logs"]
 # Inputs a key change would replace the store on (the sources above), by type.
 REPLACING = {
     "aws:eks/cluster:Cluster": "encryptionConfig",
@@ -50,12 +59,11 @@ REPLACING = {
 }
 # What may change in place: the first key's description, policy and domain tag, the stores that move in
 # place, the IAM policies that name the new keys; and the FSx data repository's grant, recreated on the
-# bucket's key (a grant holds no data).
+# bucket's key (a grant holds no data). No Kubernetes object changes.
 IN_PLACE = {
     "aws:kms/key:Key": {"description", "policy", "tags"},
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": {"rules"},
     "aws:cloudwatch/logGroup:LogGroup": {"kmsKeyId"},
-    "aws:ec2/launchTemplate:LaunchTemplate": {"blockDeviceMappings"},
     "aws:iam/rolePolicy:RolePolicy": {"policy"},
     # The lifecycle record's writer policy for approvers names the bucket's key (an IAM policy's document
     # is updated in place: a new default version, IAM API CreatePolicyVersion).
@@ -65,17 +73,18 @@ IN_PLACE = {
 
 
 def _plan(tmp_path: Path, name: str, on_stack_key: list[str]) -> Plan:
-    config = cloud_only(template(STACK))
+    config = template(STACK)
     config[PLATFORM_KEY].setdefault("storage", {})["onStackKey"] = on_stack_key
     (tmp_path / name).mkdir()
-    return plan_config(config, tmp_path / name, STACK)
+    path = tmp_path / name / f"Pulumi.{STACK}.yaml"
+    path.write_text(yaml.safe_dump({"config": config}))
+    return plan_in_own_process(tmp_path / name, "--stack-file", str(path))
 
 
 @pytest.fixture(scope="module")
 def before_after(tmp_path_factory: pytest.TempPathFactory) -> tuple[Plan, Plan]:
     tmp_path = tmp_path_factory.mktemp("key-day2")
-    everything = ["registry-database", "training-data", "object-data", "images", "node-volumes", "logs"]
-    return _plan(tmp_path, "before", everything), _plan(tmp_path, "after", FIXED)
+    return _plan(tmp_path, "before", EVERYTHING), _plan(tmp_path, "after", FIXED)
 
 
 def _by_urn(plan: Plan) -> dict[str, Any]:
@@ -88,9 +97,7 @@ def test_the_split_adds_keys_and_replaces_no_store(before_after: tuple[Plan, Pla
     added = {after[urn].name for urn in set(after) - set(before)}
     # Each new key: its component, the key and its alias.
     assert added == {
-        f"{STACK}-aws-{domain}{part}"
-        for domain in ("object-data", "node-volumes", "logs")
-        for part in ("", "-key", "-alias")
+        f"{STACK}-aws-{domain}{part}" for domain in ("object-data", "logs") for part in ("", "-key", "-alias")
     }
     for urn, old in before.items():
         changed = {path.split(".")[0].split("[")[0] for path in input_diff(old.inputs, after[urn].inputs)}
@@ -105,8 +112,45 @@ def test_the_stores_that_cannot_move_stay_on_the_first_key(before_after: tuple[P
         "kubernetes-secrets",
         *FIXED,
     }
-    moved = {d: after.outputs["kmsKeys"][d] for d in ("object-data", "node-volumes", "logs")}
+    moved = {d: after.outputs["kmsKeys"][d] for d in ("object-data", "logs")}
     assert first not in moved.values()
+
+
+def test_the_first_step_changes_no_kubernetes_object(before_after: tuple[Plan, Plan]) -> None:
+    """docs/operations.md step 1 "replaces nothing": the Kubernetes layer included (review 38 B5)."""
+    before, after = (kubernetes_objects(p) for p in before_after)
+    assert len(before) == len(after) > 100
+    assert judge_immutable(before, after) == []
+    assert before == after
+
+
+def test_moving_node_volumes_replaces_the_default_storage_class_and_rolls_the_nodes(
+    before_after: tuple[Plan, Plan], tmp_path: Path
+) -> None:
+    """The step that moves node volumes (the old step 1 left them out of ``storage.onStackKey``): the
+    StorageClass's parameters are refused on update, so the class is replaced; the launch templates take
+    a new version. Nothing else changes but the new key."""
+    _, after = before_after
+    moved = _plan(tmp_path, "node-volumes", [d for d in FIXED if d != "node-volumes"])
+    [finding] = judge_immutable(kubernetes_objects(after), kubernetes_objects(moved))
+    assert (finding.subject.kind, finding.subject.name) == ("StorageClass", "ml-platform-encrypted")
+    assert "parameters" in finding.message
+    old = _by_urn(after)
+    changed = {
+        (r.type, path.split(".")[0].split("[")[0])
+        for r in moved.resources
+        if r.urn in old
+        for path in input_diff(old[r.urn].inputs, r.inputs)
+    }
+    assert changed == {
+        ("aws:ec2/launchTemplate:LaunchTemplate", "blockDeviceMappings"),
+        ("kubernetes:storage.k8s.io/v1:StorageClass", "parameters"),
+        # The EBS CSI driver's role may use the new key.
+        ("aws:iam/rolePolicy:RolePolicy", "policy"),
+        ("aws:kms/key:Key", "description"),
+        ("aws:kms/key:Key", "policy"),
+        ("aws:kms/key:Key", "tags"),
+    }
 
 
 class _Recording(PlanMocks):
@@ -144,7 +188,7 @@ def test_an_upgrade_that_would_replace_stores_to_move_them_is_refused() -> None:
     assert message.startswith(
         f"{PLATFORM_KEY}.storage.onStackKey: stack {STACK} keeps every store on {FIRST_ALIAS}"
     )
-    assert "set storage.onStackKey: [registry-database, training-data, images] first" in message
+    assert "set storage.onStackKey: [registry-database, training-data, images, node-volumes] first" in message
 
 
 @pytest.mark.parametrize(

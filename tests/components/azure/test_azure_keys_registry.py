@@ -80,18 +80,25 @@ def test_one_rotating_rsa_key_per_data_domain(cloud_plan: PlanFn) -> None:
         assert {"trigger": {"timeAfterCreate": "P90D"}, "action": {"type": "rotate"}} in actions
 
 
-def test_the_secrets_key_versions_never_expire(cloud_plan: PlanFn) -> None:
-    """AKS KMS holds one versioned key id and fails with "KeyExpired: Operation encrypt isn't allowed on an
-    expired key" when that version expires; both the old and the new version must stay valid across a
-    rotation (learn.microsoft.com/azure/aks/use-kms-etcd-encryption, KMS observability; Rotate existing
-    keys). The Secrets key rotates but sets no expiry on its versions."""
+def test_the_secrets_key_expires_and_notifies_before(cloud_plan: PlanFn) -> None:
+    """Review of issue 38, B7: a non-expiring, rotate-only Secrets key never fires the near-expiry event the
+    KMS rotation runbook starts from, so the cluster stayed on its first version. Its versions now expire a
+    year after they are made, with a Notify 30 days before (learn.microsoft.com, Key Vault keys
+    ``KeyRotationPolicy.ExpiresIn``: "when a new KeyVaultKey version created from this policy will expire";
+    ``KeyRotationLifetimeAction.TimeBeforeExpiry``: "duration before expiry to attempt to Rotate or
+    Notify"). AKS KMS fails on an expired version ("KeyExpired", use-kms-etcd-encryption): the event for
+    the cluster's version comes 30 days ahead of that."""
     (secrets,) = [
         k.inputs["properties"]
         for k in cloud_plan("azure-smb-dev").by_type("azure-native:keyvault:Key")
         if k.inputs["keyName"] == "secrets-cmk"
     ]
-    assert "expiryTime" not in secrets["rotationPolicy"].get("attributes", {})
-    assert [a["action"]["type"] for a in secrets["rotationPolicy"]["lifetimeActions"]] == ["rotate"]
+    policy = secrets["rotationPolicy"]
+    assert policy["attributes"] == {"expiryTime": "P1Y"}
+    assert {"trigger": {"timeBeforeExpiry": "P30D"}, "action": {"type": "notify"}} in policy[
+        "lifetimeActions"
+    ]
+    assert {"trigger": {"timeAfterCreate": "P90D"}, "action": {"type": "rotate"}} in policy["lifetimeActions"]
 
 
 def test_disk_encryption_set_follows_the_disks_key_and_is_granted_on_it(cloud_plan: PlanFn) -> None:

@@ -30,10 +30,12 @@ def test_multi_stage_non_root_pinned_and_installs_the_workloads_extra() -> None:
     froms = [line for line in lines if line.startswith("FROM ")]
     assert froms[0].endswith(" AS build"), "build tools stay in the build stage"
     assert "ARG PYTHON_IMAGE=python:3.11.7-slim-bookworm" in lines
-    # The base dependencies and the train extra from pyproject.toml, not the project itself (whose
-    # install would copy every package into the image, review aws.md N2).
-    assert any("['optional-dependencies']['train']" in line for line in lines)
-    assert any("-r train-requirements.txt" in line for line in lines)
+    # The base dependencies and the train extra, resolved into the generated requirements file, not the
+    # project itself (whose install would copy every package into the image, review aws.md N2) nor the
+    # two manifests whole (review of issue 38, B1: tests/components/test_image_requirements.py).
+    assert "COPY workloads/training/requirements.txt ./" in lines
+    assert any("pip install --no-cache-dir -r requirements.txt" in line for line in lines)
+    assert not any(line.startswith("COPY ") and "pyproject.toml" in line for line in lines)
     cpu = _stage(lines, "FROM ${PYTHON_IMAGE} AS cpu")
     assert "USER 10001:10001" in cpu
     assert not any("pip install" in line for line in lines[lines.index(froms[1]) :])
