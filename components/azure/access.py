@@ -23,9 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import authorization
 
-from components.azure.roles import BuiltInRole, assign_role
+from components.azure.roles import BuiltInRole, assign_role, custom_role
 from components.azure.scope import AzureScope
 from components.config import PROJECT, team_namespace
 
@@ -111,27 +110,16 @@ class PeopleAccess(pulumi.ComponentResource):
         )
 
     def _custodian_role(self) -> pulumi.Output[str]:
-        scope = self._scope
-        group_id = pulumi.Output.concat(
-            "/subscriptions/", scope.deployer.subscription_id, "/resourceGroups/", scope.resource_group_name
-        )
-        definition = authorization.RoleDefinition(
+        return custom_role(
             f"{self._name}-key-custodian",
-            role_name=f"{PROJECT}-{scope.config.stack_name}-key-custodian",
+            self._scope,
+            role_name=f"{PROJECT}-{self._scope.config.stack_name}-key-custodian",
             description="Administer the stack's keys (create, rotate, disable, delete); never use one",
-            role_type="CustomRole",
-            # Custom roles are assignable at a resource group at the narrowest (Azure RBAC, "Azure custom
-            # roles", AssignableScopes); each assignment is on the keys' vault.
-            scope=group_id,
-            assignable_scopes=[group_id],
-            permissions=[
-                {
-                    "actions": list(KEY_CUSTODIAN_ACTIONS),
-                    "data_actions": list(KEY_CUSTODIAN_DATA_ACTIONS),
-                    "not_data_actions": list(KEY_USE_DATA_ACTIONS),
-                }
-            ],
+            # Each assignment is on the keys' vault.
+            permissions={
+                "actions": list(KEY_CUSTODIAN_ACTIONS),
+                "data_actions": list(KEY_CUSTODIAN_DATA_ACTIONS),
+                "not_data_actions": list(KEY_USE_DATA_ACTIONS),
+            },
             opts=pulumi.ResourceOptions(parent=self),
         )
-        role_id: pulumi.Output[str] = definition.id
-        return role_id

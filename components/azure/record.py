@@ -19,13 +19,14 @@ AWS keeps it in an Object-Locked bucket (components/aws/storage.py):
 from __future__ import annotations
 
 import pulumi
-from pulumi_azure_native import authorization, storage
+from pulumi_azure_native import storage
 
 from components.azure import naming
 from components.azure.arm import arm_reader
 from components.azure.audit import archive_state, immutability
 from components.azure.network import subnet_plan
 from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointArgs
+from components.azure.roles import custom_role
 from components.azure.storage import ObjectStorageArgs, blob_sku, hardened_account, versioned_blob_service
 from components.config import AZURE_ROLE_TAG, PROJECT
 from components.handle import PUBLIC_NETWORK, Peer, RecordStore
@@ -89,29 +90,24 @@ class LifecycleRecord(pulumi.ComponentResource):
             PrivateEndpointArgs(scope, args.endpoint_subnet_id, account.id, "blob", args.blob_dns_zone_id),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        group_id = pulumi.Output.concat(
-            "/subscriptions/", scope.deployer.subscription_id, "/resourceGroups/", scope.resource_group_name
-        )
-        writer = authorization.RoleDefinition(
+        writer_role = custom_role(
             f"{name}-writer",
+            scope,
             role_name=f"{PROJECT}-{config.stack_name}-lifecycle-record-writer",
             description="Append to and read the model lifecycle record; no overwrite, no delete",
-            role_type="CustomRole",
-            # Custom roles are assignable at a resource group at the narrowest (Azure RBAC, "Azure custom
-            # roles", AssignableScopes); each assignment is on the record's account.
-            scope=group_id,
-            assignable_scopes=[group_id],
-            permissions=[
-                {"actions": list(RECORD_WRITER_ACTIONS), "data_actions": list(RECORD_WRITER_DATA_ACTIONS)}
-            ],
+            # Each assignment is on the record's account.
+            permissions={
+                "actions": list(RECORD_WRITER_ACTIONS),
+                "data_actions": list(RECORD_WRITER_DATA_ACTIONS),
+            },
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.account_id: pulumi.Output[str] = account.id
         self.container_id: pulumi.Output[str] = container.id
-        self.writer_role_id: pulumi.Output[str] = writer.id
+        self.writer_role_id = writer_role
         # Where the record is written and read (``--record``, ``$MLPLATFORM_RECORD``).
         self.uri = f"azblob://{account_name}/{RECORD_CONTAINER}"
-        self.register_outputs({"accountId": account.id, "uri": self.uri, "writerRole": writer.id})
+        self.register_outputs({"accountId": account.id, "uri": self.uri, "writerRole": writer_role})
 
 
 def record_store(uri: str, vnet_cidr: str) -> RecordStore:

@@ -79,6 +79,38 @@ def assign_role(
     )
 
 
+def custom_role(
+    name: str,
+    scope: AzureScope,
+    *,
+    role_name: str,
+    description: str,
+    permissions: dict[str, list[str]],
+    opts: pulumi.ResourceOptions,
+) -> pulumi.Output[str]:
+    """A custom role defined on the stack's resource group, returning its definition's id.
+
+    A resource group is the narrowest scope a custom role can be assignable at (Azure RBAC, "Azure custom
+    roles", AssignableScopes); each assignment then narrows it to one resource. ``permissions`` holds
+    ``actions``, ``data_actions`` and ``not_data_actions`` as the ARM Permission object names them.
+    """
+    group_id = pulumi.Output.concat(
+        "/subscriptions/", scope.deployer.subscription_id, "/resourceGroups/", scope.resource_group_name
+    )
+    definition = authorization.RoleDefinition(
+        name,
+        role_name=role_name,
+        description=description,
+        role_type="CustomRole",
+        scope=group_id,
+        assignable_scopes=[group_id],
+        permissions=[permissions],
+        opts=opts,
+    )
+    role_id: pulumi.Output[str] = definition.id
+    return role_id
+
+
 def grant_key_use(
     name: str,
     scope: AzureScope,
