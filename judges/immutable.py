@@ -28,6 +28,11 @@ change the update validation of k8s.io/kubernetes (1.35, the clusters' minor ver
 
 Each is mandatory: the update fails, and the only way on is to delete and recreate the object (a
 StatefulSet's or claim's data, a Service's address, a binding's grant in the meantime).
+
+A Helm hook (annotation ``helm.sh/hook``) is never updated: Helm creates it at its event, after deleting
+the one before under the ``before-hook-creation`` policy, the default where a chart names none (Helm
+docs, "Chart Hooks", "Hook deletion policies"; helm pkg/action/hooks.go ``execHook``). A hook Job whose
+image moves (a chart bump, the stack's mirror lock) is a new Job, not a refused update.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from judges.findings import Finding, Subject
 from judges.limits import quantity
 
 POLICY = "immutable-field-changed"
+_HOOK = "helm.sh/hook"
 
 _STATEFULSET_MUTABLE = frozenset(
     {
@@ -225,7 +231,7 @@ def judge_immutable(
     for obj in objects:
         rule = _RULES.get(str(obj.get("kind")))
         old = applied.get(_identity(obj))
-        if rule is None or old is None:
+        if rule is None or old is None or _HOOK in ((obj.get("metadata") or {}).get("annotations") or {}):
             continue
         findings.extend(
             Finding(POLICY, "mandatory", Subject.of(obj), problem) for problem in rule(old, obj, classes)
