@@ -6,9 +6,11 @@ A chart composes an image reference from a few values (``repository`` and ``tag`
 Each ``ChartImage`` names one such place: its path in the chart's values, the chart's default reference
 there (its ``values.yaml``, with ``.Chart.AppVersion`` where the template defaults to it) and how the
 chart's templates compose it. ``mirrored_values`` sets every place to the lock's ``<mirror>@<digest>``.
-Only images the platform's releases render are listed (a component the values leave off names none);
-tests/components/kubernetes/test_chart_images.py plans stacks with a lock and finds every rendered image
-below the stack's registry by digest, so a chart bump that moves an image fails there.
+Only images the platform's releases render are listed (a component the values leave off names none).
+tests/components/kubernetes/test_chart_images.py renders each pinned chart and finds every default here
+among its images and none left upstream with the mirror's values; tests/components/test_image_mirror.py
+plans stacks with a lock and finds every rendered image below the stack's registry by digest. A chart
+bump that moves an image fails there.
 """
 
 from __future__ import annotations
