@@ -90,9 +90,16 @@ def mirror(
         exit_with(
             [f"stack {plan.stack}: the plan exports no {' or '.join(missing)}, so no registry to mirror to"]
         )
-    images = [
-        i for i in mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"])) if not i.mirrored
-    ]
+    images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]))
+    if any(image.mirrored for image in images):
+        # Only a --plan file can: a stack is planned without its lock. A script from it would write a lock
+        # without the images the plan already takes from the mirror.
+        exit_with(
+            [
+                f"{plan_file}: the plan names images from the stack's mirror (its stack has a mirror lock);"
+                " give the stack instead, which is planned without its lock"
+            ]
+        )
     if json_file is not None:
         json_file.write_text(json.dumps([i.as_dict() for i in images], indent=2) + "\n", encoding="utf-8")
     typer.echo("\n".join(mirror_script(images, plan.outputs, lock or f"stacks/{plan.stack}.images.json")))

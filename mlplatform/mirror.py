@@ -122,7 +122,9 @@ def image_references(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[str
 
 
 def mirror_list(objects: Sequence[Mapping[str, Any]], registry: str) -> list[MirroredImage]:
-    """What the objects name from outside ``registry``, each with its place below it."""
+    """What the objects name from outside ``registry``, each with its place below it; and what they name
+    from its mirror by digest (a stack with a mirror lock), ``mirrored``, its source read back from the
+    path below the mirror (without the tag where the reference has none: a driver image)."""
     host, _, prefix = registry.partition("/")
     below = f"{host}/" + "/".join(p for p in (prefix, MIRROR_PATH) if p) + "/"
     mirrored = []

@@ -259,3 +259,17 @@ def test_without_a_lock_the_shipped_stack_names_its_upstream_images_and_warns(
     assert labels["gpu-operator"] == labels["monitoring"] == "warn"
     assert "mirror" not in labels.values()
     assert not [o for o in objects if o["metadata"]["name"] == f"{POLICY}-mirror"]
+
+
+def test_images_mirror_refuses_a_plan_that_names_the_mirror_already(
+    locked: Callable[[str], tuple[Plan, MirrorLock]], tmp_path: Path
+) -> None:
+    """A script from it would write a lock without the images already mirrored."""
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(locked("aws-enterprise-prod")[0].to_dict()))
+    result = CliRunner().invoke(app, ["images", "mirror", "--plan", str(plan_file)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"error: {plan_file}: the plan names images from the stack's mirror (its stack has a mirror lock);"
+        " give the stack instead, which is planned without its lock"
+    ]
