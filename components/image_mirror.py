@@ -6,8 +6,9 @@ outside its registry to ``<registry>/mirror/<source host>/<source path>`` (``cra
 the digest) and writes the stack's mirror lock from ``crane digest`` of each copy: a JSON file naming, per
 source image, its mirror and that digest. A stack names its lock with ``kubernetes.imageLock`` (a path
 from the project's folder, the one with ``Pulumi.yaml``); then every third-party image the program
-produces (each chart's image values, the NicClusterPolicy's images) is ``pinned`` through it, so the
-plan, ``pulumi up`` and the judges see the same ``<mirror>@sha256:<digest>`` objects.
+produces (each chart's image values, the NicClusterPolicy's images) is mapped through it by one
+function, ``MirrorLock.pin``, so the plan, ``pulumi up`` and the judges see the same
+``<mirror>@sha256:<digest>`` objects.
 
 The lock's format (version 1)::
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 LOCK_VERSION = 1
@@ -85,7 +86,7 @@ class MirrorLock:
                 "for this stack again and the script it prints"
             )
         mirror, digest = found
-        return str(ImageRef(**{**ImageRef.parse(mirror).__dict__, "digest": digest}))
+        return str(replace(ImageRef.parse(mirror), digest=digest))
 
 
 def read_lock(path: Path, name: str) -> MirrorLock:
@@ -122,8 +123,3 @@ def load_lock(setting: str) -> MirrorLock:
     """The lock a stack's ``kubernetes.imageLock`` names: a path from the project's folder, or absolute."""
     path = Path(setting)
     return read_lock(path if path.is_absolute() else PROJECT_DIR / path, setting)
-
-
-def pinned(source: str, lock: MirrorLock | None) -> str:
-    """The one mapping of a third-party image: through the lock where the stack has one, else as it is."""
-    return source if lock is None else lock.pin(source)

@@ -16,7 +16,7 @@ bump that moves an image fails there.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from components.image_mirror import ImageRef, MirrorLock
@@ -36,9 +36,11 @@ def joined(key: str) -> Style:
 
 
 def split(key: str, *, digest_only: bool = False) -> Style:
-    """``{repository: host/dir, image: name, <key>: tag}`` (the NVIDIA operators). ``digest_only``: the
-    value is the bare ``sha256:`` digest, which the GPU operator reads as ``repository/image@digest``
-    (its ImagePath), where it would append the node's OS to a tag (the driver image)."""
+    """``{repository: host/dir, image: name, <key>: tag}`` (the NVIDIA operators: NVIDIA/gpu-operator
+    internal/image/image.go ``ImagePath`` joins ``repository/image`` and ``version`` with ``@`` where the
+    version starts ``sha256:``, else ``:``). ``digest_only``: the bare digest, for a driver image, to
+    whose tag the operator appends the node's OS where the reference holds no ``sha256:``
+    (controllers/object_controls.go ``resolveDriverTag``): the digest is the OS image's itself."""
 
     def values(ref: ImageRef) -> dict[str, Any]:
         directory, _, name = ref.path.rpartition("/")
@@ -90,8 +92,8 @@ class ChartImage:
         repository = node.get("repository") if isinstance(node, Mapping) else None
         if not isinstance(repository, str):
             return self.default
-        ref = ImageRef.parse(self.default)
-        return str(ImageRef(**{**ImageRef.parse(repository).__dict__, "tag": ref.tag, "digest": ref.digest}))
+        default = ImageRef.parse(self.default)
+        return str(replace(ImageRef.parse(repository), tag=default.tag, digest=default.digest))
 
 
 _GPU_OPERATOR = "nvcr.io/nvidia/gpu-operator:v26.7.0"
