@@ -194,7 +194,9 @@ def nic_cluster_policy(handle: ClusterHandle, lock: MirrorLock | None) -> Object
     ``configs/nicclusterpolicy/rdma-shared-device-plugin``: the DOCA (MOFED) driver and the RDMA shared
     device plugin exposing ``rdma/shared_ib`` for Mellanox (vendor 15b3) InfiniBand ports, on the
     InfiniBand pools only, tolerating their taints; its two images through the stack's mirror lock (the
-    driver by bare digest: the operator appends the node's OS to a driver tag, as the GPU operator does)."""
+    driver by bare digest: the operator appends ``-<os><version>-<arch>`` to a driver version that is
+    not a ``sha256:`` digest, Mellanox/network-operator pkg/state/state_ofed.go
+    ``getMofedDriverImageName``)."""
     pools = [p for p in handle.pools if p.fabric is Fabric.INFINIBAND]
     selector = [
         {"key": key, "operator": "In", "values": sorted({p.node_selector[key] for p in pools})}
