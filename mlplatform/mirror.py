@@ -6,13 +6,16 @@ A view of the plan, like the evidence and the cost: it reads the Kubernetes obje
 charts' rendered objects included), never the builders. An image is named by a container (``containers``,
 ``initContainers``, ``ephemeralContainers`` of a pod or a workload's pod template) or by an operator's
 custom resource in the NVIDIA operators' ``repository``/``image``/``version`` shape (ClusterPolicy,
-NicClusterPolicy), from which the operator makes its pods.
+NicClusterPolicy), from which the operator makes its pods; or, for an operator to run, in a container's
+``*_IMAGE`` variable, a prometheus-operator image flag, or a custom resource's ``spec.image``.
 
 Each goes to ``<registry>/mirror/<source host>/<source path>`` with the source's tag. The copy is
 ``crane copy``, which "efficiently copy[s] a remote image from src to dst while retaining the digest
 value" (google/go-containerregistry, cmd/crane/doc/crane_copy.md), every platform of an index included:
 the mirror's digest is the source's, so the digest ``crane digest`` prints for the mirror is the one to
-pin. The copy needs the registries; this module only says what to run (``mlplatform images mirror``).
+pin. The copy needs the registries; this module only says what to run (``mlplatform images mirror``),
+ending with the stack's mirror lock (components/image_mirror.py), through which the program then names
+each image by the mirror's digest; such an image is listed ``mirrored``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from components.config import PLATFORM_KEY
@@ -135,7 +138,7 @@ def mirror_list(objects: Sequence[Mapping[str, Any]], registry: str) -> list[Mir
             source = ImageRef.parse(image.removeprefix(below))
             mirrored.append(
                 MirroredImage(
-                    str(ImageRef(source.host, source.path, source.tag, None)),
+                    str(replace(source, digest=None)),
                     image,
                     ref.path,
                     ref.digest,
