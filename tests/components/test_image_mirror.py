@@ -15,6 +15,7 @@ Rules and their sources:
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -31,6 +32,8 @@ from typer.testing import CliRunner
 from components.config import PLATFORM_KEY
 from components.image_mirror import DIGEST, ImageRef, LockError, MirrorLock, read_lock
 from components.kubernetes.image_admission import LABEL, POLICY
+from judges import Subject
+from judges.cel import judge_cel
 from judges.kube import namespace_labels
 from mlplatform.cli import app
 from mlplatform.graph import HELM_RELEASE
@@ -273,3 +276,27 @@ def test_images_mirror_refuses_a_plan_that_names_the_mirror_already(
         f"error: {plan_file}: the plan names images from the stack's mirror (its stack has a mirror lock);"
         " give the stack instead, which is planned without its lock"
     ]
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "quay.io/prometheus-operator/prometheus-operator:v0.93.1",  # upstream again, by tag
+        # From another registry, by digest.
+        "other.example/mirror/quay.io/prometheus-operator/prometheus-operator@sha256:" + "1" * 64,
+    ],
+)
+def test_a_planted_operator_pod_off_the_mirror_is_refused_in_a_mirror_namespace(
+    image: str, locked: Callable[[str], tuple[Plan, MirrorLock]]
+) -> None:
+    """The `mirror` binding denies: the CEL judge, as the API server, refuses the operator's Deployment."""
+    objects = copy.deepcopy(kubernetes_objects(locked("aws-enterprise-prod")[0]))
+    [operator] = [
+        o
+        for o in objects
+        if (o["kind"], o["metadata"]["name"]) == ("Deployment", "kube-prometheus-stack-operator")
+    ]
+    assert not [f for f in judge_cel(objects) if f.subject == Subject.of(operator)]
+    operator["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    refused = [f for f in judge_cel(objects) if f.subject == Subject.of(operator)]
+    assert refused and all(f.mandatory and f.policy == "admission-policy-cel" for f in refused)
