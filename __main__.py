@@ -3,6 +3,7 @@
 import pulumi
 
 from components.config import ConfigError, load_stack_config, placeholder_problems
+from components.image_mirror import LockError
 from components.platform import Platform
 
 try:
@@ -21,6 +22,10 @@ if placeholders and not pulumi.runtime.is_dry_run():
 for line in placeholders:
     pulumi.log.warn(line)
 
-platform = Platform(config.stack_name, config)
+try:
+    platform = Platform(config.stack_name, config)
+except LockError as exc:
+    # A stack's mirror lock that lacks an image the stack renders: one line naming both.
+    raise pulumi.RunError(str(exc)) from None
 for name, value in platform.outputs().items():
     pulumi.export(name, value)

@@ -38,6 +38,7 @@ from components.handle import (
     PoolKind,
     SharedStorageKind,
 )
+from components.image_mirror import LockError, load_lock
 from components.kubernetes.charts import per_minor_pins
 from workloads.delivery.plan import MonitorPolicy, RolloutPlan
 from workloads.fabric import IMAGE_TARGETS, ImageTarget
@@ -438,6 +439,10 @@ class KubernetesConfig(_Model):
     teams: tuple[TeamConfig, ...] = ()
     # Kueue GPU scheduling; on by default where the stack has GPU pools.
     kueue: bool | None = None
+    # The mirror lock `mlplatform images mirror` writes (a path from the project's folder, e.g.
+    # stacks/<stack>.images.json): every third-party image is then rendered from the stack's mirror by
+    # digest and the operator namespaces' image binding denies (components/image_mirror.py).
+    image_lock: str | None = None
 
     @field_validator("teams", mode="before")
     @classmethod
@@ -1209,6 +1214,11 @@ def _rule_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     yield from _pool_problems(config)
     yield from _storage_problems(config)
     yield from _workload_problems(config)
+    if config.kubernetes.image_lock is not None:
+        try:
+            load_lock(config.kubernetes.image_lock)
+        except LockError as error:
+            yield f"{PLATFORM_KEY}.kubernetes.imageLock", str(error)
     yield from _azure_problems(config)
     yield from _audit_problems(config)
     yield from _access_problems(config)

@@ -43,6 +43,12 @@ object by hand):
 
 Every field ``ValidateStatefulSetUpdate`` and the bindings' ``roleRef`` rule refuse is replaced by the
 provider, so neither has a refusal rule here.
+
+A Helm hook (annotation ``helm.sh/hook``) is never updated: Helm creates it at its event, after deleting
+the one before under the ``before-hook-creation`` policy, the default where a chart names none (Helm
+docs, "Chart Hooks", "Hook deletion policies"; helm pkg/action/hooks.go ``execHook``). A hook Job whose
+image moves (a chart bump, the stack's mirror lock) is a new Job: neither a refused update nor a
+replacement by the provider.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from judges.limits import quantity
 
 POLICY = "immutable-field-changed"
 REPLACED = "replaced-on-update"
+_HOOK = "helm.sh/hook"
 
 # pulumi-kubernetes ``forceNew`` (diff.go): apiVersion -> kind -> the paths whose change replaces the
 # object (a path covers everything below it; ``[*]`` every item of a list). ``.metadata.name`` and
@@ -415,7 +422,7 @@ def judge_immutable(
     findings: list[Finding] = []
     for obj in objects:
         old = day2.applied.get(_identity(obj))
-        if old is None:
+        if old is None or _HOOK in ((obj.get("metadata") or {}).get("annotations") or {}):
             continue
         if paths := replaced_paths(old, obj):
             level, effect = _effect(old, obj, day2)

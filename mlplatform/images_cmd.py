@@ -10,14 +10,19 @@ reachable, with ``crane`` (google/go-containerregistry) and the cloud's CLI inst
 from __future__ import annotations
 
 import json
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 
+from components.config import PLATFORM_KEY
 from mlplatform.check import read_plan
 from mlplatform.errors import exit_with
 from mlplatform.mirror import mirror_list, mirror_script
+from mlplatform.plan import Target
 from mlplatform.plan_cmd import (
     ProgramOpt,
     StackArg,
@@ -59,14 +64,26 @@ def mirror(
             "--json", help="Also write the mirror list (source, mirror, digest) here.", show_default=False
         ),
     ] = None,
+    lock: Annotated[
+        str | None,
+        typer.Option(
+            "--lock",
+            help="Where the script writes the mirror lock, from the folder it runs in"
+            " [default: stacks/<stack>.images.json].",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Print the script that copies the stack's third-party images into its registry, by digest."""
+    """Print the script that copies the stack's third-party images into its registry and writes the
+    stack's mirror lock from their digests."""
     if plan_file is not None and (stack or stack_file or program or stack_opt):
         exit_with(["--plan reads a plan file; name no stack, --stack-file or --program with it"])
     if plan_file is not None:
         plan = read_plan(plan_file)
     else:
-        plan = plan_or_exit(target_from_flags(stack, stack_file, program, stack_opt))
+        with tempfile.TemporaryDirectory() as directory:
+            target = unlocked(target_from_flags(stack, stack_file, program, stack_opt), Path(directory))
+            plan = plan_or_exit(target)
         unrendered_or_exit(plan, allowed=False)
     missing = [key for key in ("cloud", "registry") if not plan.outputs.get(key)]
     if missing:
@@ -74,6 +91,31 @@ def mirror(
             [f"stack {plan.stack}: the plan exports no {' or '.join(missing)}, so no registry to mirror to"]
         )
     images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]))
+    if any(image.mirrored for image in images):
+        # Only a --plan file can: a stack is planned without its lock. A script from it would write a lock
+        # without the images the plan already takes from the mirror.
+        exit_with(
+            [
+                f"{plan_file}: the plan names images from the stack's mirror (its stack has a mirror lock);"
+                " give the stack instead, which is planned without its lock"
+            ]
+        )
     if json_file is not None:
         json_file.write_text(json.dumps([i.as_dict() for i in images], indent=2) + "\n", encoding="utf-8")
-    typer.echo("\n".join(mirror_script(images, plan.outputs)))
+    typer.echo("\n".join(mirror_script(images, plan.outputs, lock or f"stacks/{plan.stack}.images.json")))
+
+
+def unlocked(target: Target, directory: Path) -> Target:
+    """The target as it names its images upstream: a stack whose config names a mirror lock is planned
+    from a copy of its file without it (in ``directory``), so the list is every image to mirror, the
+    new ones of a chart bump included, never the mirror's own references."""
+    document = (
+        yaml.safe_load(target.stack_file.read_text(encoding="utf-8")) if target.stack_file.is_file() else None
+    )
+    kubernetes = ((document or {}).get("config") or {}).get(PLATFORM_KEY, {}).get("kubernetes")
+    if not isinstance(kubernetes, dict) or "imageLock" not in kubernetes:
+        return target
+    del kubernetes["imageLock"]
+    copy = directory / target.stack_file.name
+    copy.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return replace(target, stack_file=copy)

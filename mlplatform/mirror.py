@@ -6,58 +6,40 @@ A view of the plan, like the evidence and the cost: it reads the Kubernetes obje
 charts' rendered objects included), never the builders. An image is named by a container (``containers``,
 ``initContainers``, ``ephemeralContainers`` of a pod or a workload's pod template) or by an operator's
 custom resource in the NVIDIA operators' ``repository``/``image``/``version`` shape (ClusterPolicy,
-NicClusterPolicy), from which the operator makes its pods.
+NicClusterPolicy), from which the operator makes its pods; or, for an operator to run, in a container's
+``*_IMAGE`` variable, a prometheus-operator image flag, or a custom resource's ``spec.image``.
 
 Each goes to ``<registry>/mirror/<source host>/<source path>`` with the source's tag. The copy is
 ``crane copy``, which "efficiently copy[s] a remote image from src to dst while retaining the digest
 value" (google/go-containerregistry, cmd/crane/doc/crane_copy.md), every platform of an index included:
 the mirror's digest is the source's, so the digest ``crane digest`` prints for the mirror is the one to
-pin. The copy needs the registries; this module only says what to run (``mlplatform images mirror``).
+pin. The copy needs the registries; this module only says what to run (``mlplatform images mirror``),
+ending with the stack's mirror lock (components/image_mirror.py), through which the program then names
+each image by the mirror's digest; such an image is listed ``mirrored``.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from components.config import PLATFORM_KEY
+from components.image_mirror import LOCK_VERSION, ImageRef
 
 MIRROR_PATH = "mirror"
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+# prometheus-operator's flags naming the images it runs beside Prometheus and Alertmanager
+# (prometheus-operator cmd/operator/main.go; kube-prometheus-stack templates/prometheus-operator).
+_IMAGE_FLAGS = ("--prometheus-config-reloader=", "--thanos-default-base-image=")
+# An operator's environment variable naming an image it deploys (GPU operator DRIVER_MANAGER_IMAGE and
+# VALIDATOR_IMAGE, network operator OFED_INIT_CONTAINER_IMAGE) ends so.
+_IMAGE_ENV_SUFFIX = "_IMAGE"
 # ACR's username for a token from `az acr login --expose-token` (Azure Container Registry docs,
 # "Authenticate with an Azure container registry": az acr login with --expose-token).
 ACR_TOKEN_USER = "00000000-0000-0000-0000-000000000000"
-
-
-@dataclass(frozen=True)
-class ImageRef:
-    """A reference split as the distribution reference grammar reads it (distribution/reference): a
-    first path component with a ``.`` or ``:``, or ``localhost``, is a host; otherwise the host is
-    ``docker.io`` and a single-component path is below ``library/``."""
-
-    host: str
-    path: str
-    tag: str | None
-    digest: str | None
-
-    @classmethod
-    def parse(cls, reference: str) -> ImageRef:
-        rest, _, digest = reference.partition("@")
-        first, slash, remainder = rest.partition("/")
-        if slash and ("." in first or ":" in first or first == "localhost"):
-            host, rest = first, remainder
-        else:
-            host = "docker.io"
-            rest = rest if "/" in rest else f"library/{rest}"
-        path, colon, tag = rest.rpartition(":") if ":" in rest.rsplit("/", 1)[-1] else (rest, "", "")
-        return cls(host, path, tag if colon else None, digest or None)
-
-    def __str__(self) -> str:
-        return (
-            f"{self.host}/{self.path}"
-            + (f":{self.tag}" if self.tag else "")
-            + (f"@{self.digest}" if self.digest else "")
-        )
 
 
 @dataclass(frozen=True)
@@ -70,6 +52,8 @@ class MirroredImage:
     repository: str  # below the registry's host: what ECR needs created before a push
     digest: str | None
     objects: tuple[str, ...]
+    # The objects name the mirror by digest already (the stack's mirror lock): nothing left to copy.
+    mirrored: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +61,7 @@ class MirroredImage:
             "mirror": self.mirror,
             "repository": self.repository,
             "digest": self.digest,
+            "mirrored": self.mirrored,
             "objects": list(self.objects),
         }
 
@@ -113,15 +98,26 @@ def image_references(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[str
     for obj in objects:
         metadata = obj.get("metadata") or {}
         where = f"{obj.get('kind')} {metadata.get('namespace', '')}/{metadata.get('name')}".replace(" /", " ")
-        images = [
-            str(c["image"])
-            for spec in _pod_specs(obj)
-            for lst in _CONTAINER_LISTS
-            for c in spec.get(lst) or []
-            if c.get("image")
+        containers = [c for spec in _pod_specs(obj) for lst in _CONTAINER_LISTS for c in spec.get(lst) or []]
+        images = [str(c["image"]) for c in containers if c.get("image")]
+        images += [
+            str(env["value"])
+            for c in containers
+            for env in c.get("env") or []
+            if str(env.get("name", "")).endswith(_IMAGE_ENV_SUFFIX) and env.get("value")
+        ]
+        images += [
+            str(arg).split("=", 1)[1]
+            for c in containers
+            for arg in c.get("args") or []
+            if str(arg).startswith(_IMAGE_FLAGS)
         ]
         if "/" in str(obj.get("apiVersion", "")) and "." in str(obj.get("apiVersion")).split("/")[0]:
-            images += _operator_images(obj.get("spec"))
+            spec = obj.get("spec")
+            images += _operator_images(spec)
+            # A custom resource's own image (Prometheus, Alertmanager: spec.image).
+            if isinstance(spec, Mapping) and isinstance(spec.get("image"), str) and spec["image"]:
+                images.append(spec["image"])
         for image in dict.fromkeys(images):
             named.setdefault(image, []).append(where)
     # In name order: the same list from a plan however its resources are ordered (a plan file's are sorted).
@@ -129,10 +125,28 @@ def image_references(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[str
 
 
 def mirror_list(objects: Sequence[Mapping[str, Any]], registry: str) -> list[MirroredImage]:
-    """What the objects name from outside ``registry``, each with its place below it."""
+    """What the objects name from outside ``registry``, each with its place below it; and what they name
+    from its mirror by digest (a stack with a mirror lock), ``mirrored``, its source read back from the
+    path below the mirror (without the tag where the reference has none: a driver image)."""
     host, _, prefix = registry.partition("/")
+    below = f"{host}/" + "/".join(p for p in (prefix, MIRROR_PATH) if p) + "/"
     mirrored = []
     for image, where in sorted(image_references(objects).items()):
+        if image.startswith(below) and ImageRef.parse(image).digest:
+            # Pinned through the stack's mirror lock: the source is the path below the mirror.
+            ref = ImageRef.parse(image)
+            source = ImageRef.parse(image.removeprefix(below))
+            mirrored.append(
+                MirroredImage(
+                    str(replace(source, digest=None)),
+                    image,
+                    ref.path,
+                    ref.digest,
+                    tuple(where),
+                    mirrored=True,
+                )
+            )
+            continue
         if image.startswith(f"{registry}/"):
             continue
         ref = ImageRef.parse(image)
@@ -146,9 +160,11 @@ def mirror_list(objects: Sequence[Mapping[str, Any]], registry: str) -> list[Mir
     return mirrored
 
 
-def mirror_script(images: Sequence[MirroredImage], outputs: Mapping[str, Any]) -> list[str]:
+def mirror_script(images: Sequence[MirroredImage], outputs: Mapping[str, Any], lock: str) -> list[str]:
     """The shell lines that copy ``images`` into the stack's registry (``outputs``: the plan's, for the
-    cloud, region, registry and, on AWS, the key the stack's repositories are encrypted with)."""
+    cloud, region, registry and, on AWS, the key the stack's repositories are encrypted with) and write
+    the stack's mirror lock to ``lock`` from each copy's ``crane digest`` (components/image_mirror.py
+    reads it): written whole at the end, so a failed copy leaves the previous lock as it was."""
     cloud, registry = str(outputs["cloud"]), str(outputs["registry"])
     host = registry.partition("/")[0]
     lines = ["set -euo pipefail"]
@@ -193,7 +209,26 @@ def mirror_script(images: Sequence[MirroredImage], outputs: Mapping[str, Any]) -
         )
     else:
         raise ValueError(f"cloud {cloud!r}: no registry login known")
-    for image in images:
+    entries = []
+    for number, image in enumerate(images, 1):
         lines.append(shlex.join(["crane", "copy", image.source, image.mirror]))
-        lines.append(f'echo {shlex.quote(image.mirror)} "$(crane digest {shlex.quote(image.mirror)})"')
+        # An assignment fails with its command substitution, so `set -e` stops on a failed digest.
+        lines.append(f"digest_{number}=$(crane digest {shlex.quote(image.mirror)})")
+        lines.append(f'echo {shlex.quote(image.mirror)} "$digest_{number}"')
+        entry = {"mirror": image.mirror, "digest": f"$digest_{number}"}
+        entries.append(f"{json.dumps(image.source)}: {json.dumps(entry)}")
+    # References hold no `$`, backquote or backslash (distribution/reference), so the unquoted here-document
+    # expands only the digests.
+    lines += [
+        f"cat > {shlex.quote(lock + '.tmp')} <<EOF",
+        "{",
+        f'  "version": {LOCK_VERSION},',
+        '  "images": {',
+        *(f"    {entry}" + ("," if n < len(entries) else "") for n, entry in enumerate(entries, 1)),
+        "  }",
+        "}",
+        "EOF",
+        shlex.join(["mv", f"{lock}.tmp", lock]),
+        shlex.join(["echo", f"wrote {lock}: name it in the stack as {PLATFORM_KEY}.kubernetes.imageLock"]),
+    ]
     return lines

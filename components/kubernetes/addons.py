@@ -20,7 +20,9 @@ from typing import Any
 
 from components.catalog.aws import eks_image_registry
 from components.handle import IMAGE_VERIFIER_KEY, Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind
+from components.image_mirror import MirrorLock
 from components.kubernetes import image_verification, kueue
+from components.kubernetes.chart_images import operator_image
 from components.kubernetes.charts import ChartPin, pin
 from components.kubernetes.objects import MANAGED_BY, Object
 from components.kubernetes.tenancy import JOB_NAME_LABEL, NamespaceSpec, PodSecurity
@@ -187,11 +189,14 @@ def network_operator(handle: ClusterHandle) -> Chart:
     )
 
 
-def nic_cluster_policy(handle: ClusterHandle) -> Object:
+def nic_cluster_policy(handle: ClusterHandle, lock: MirrorLock | None) -> Object:
     """The NicClusterPolicy (mellanox.com/v1alpha1) of Azure/aks-rdma-infiniband
     ``configs/nicclusterpolicy/rdma-shared-device-plugin``: the DOCA (MOFED) driver and the RDMA shared
     device plugin exposing ``rdma/shared_ib`` for Mellanox (vendor 15b3) InfiniBand ports, on the
-    InfiniBand pools only, tolerating their taints."""
+    InfiniBand pools only, tolerating their taints; its two images through the stack's mirror lock (the
+    driver by bare digest: the operator appends ``-<os><version>-<arch>`` to a driver version that is
+    not a ``sha256:`` digest, Mellanox/network-operator pkg/state/state_ofed.go
+    ``getMofedDriverImageName``)."""
     pools = [p for p in handle.pools if p.fabric is Fabric.INFINIBAND]
     selector = [
         {"key": key, "operator": "In", "values": sorted({p.node_selector[key] for p in pools})}
@@ -218,7 +223,7 @@ def nic_cluster_policy(handle: ClusterHandle) -> Object:
             },
             "tolerations": tolerations(pools),
             "ofedDriver": {
-                **_DOCA_DRIVER,
+                **operator_image(_DOCA_DRIVER, lock, digest_only=True),
                 # A driver bump must not restart a running IB job once per node (earlier review D9):
                 # every IB node is taken at once (0 = no limit) and each waits for the Job pods on it to
                 # complete before it is drained (NicClusterPolicy CRD, upgradePolicy maxParallelUpgrades
@@ -233,7 +238,10 @@ def nic_cluster_policy(handle: ClusterHandle) -> Object:
                 "livenessProbe": {"initialDelaySeconds": 30, "periodSeconds": 30},
                 "readinessProbe": {"initialDelaySeconds": 10, "periodSeconds": 30},
             },
-            "rdmaSharedDevicePlugin": {**_RDMA_PLUGIN, "config": json.dumps(plugin_config, indent=2)},
+            "rdmaSharedDevicePlugin": {
+                **operator_image(_RDMA_PLUGIN, lock),
+                "config": json.dumps(plugin_config, indent=2),
+            },
         },
     }
 

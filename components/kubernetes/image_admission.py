@@ -10,11 +10,15 @@ digest (``@sha256:`` and 64 hex digits: OCI image-spec, descriptor ``digest``), 
 the plan can change what runs. Workload kinds are matched too, so ``pulumi up`` is refused at the
 Deployment or Job, not later when its controller's pods silently fail to be created.
 
-Two bindings of that policy: ``Deny`` in the namespaces labelled ``deny``, ``Warn`` and ``Audit`` in those
+Bindings of that policy: ``Deny`` in the namespaces labelled ``deny``, ``Warn`` and ``Audit`` in those
 labelled ``warn`` (Kubernetes API reference, ValidatingAdmissionPolicyBindingSpec ``validationActions``:
 Deny refuses; Warn returns a warning to the client; Audit records it in the audit event). The workload
 and team namespaces run only what the stack builds and deny; the operator namespaces, whose pods the
-charts make from their upstream registries, warn until those images are mirrored.
+charts make from their upstream registries, warn until those images are mirrored. A stack with a mirror
+lock (components/image_mirror.py) renders every third-party image from its mirror by digest: its
+operator namespaces are labelled ``mirror`` and a third binding denies there too. A label of its own, as
+the copies carry no signature by the stack's key: the signature verifier and its judge
+(judges/signatures.py) hold ``deny`` namespaces to that key, not these.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ LABEL = "ml-platform.io/image-admission"
 class ImageAdmission(StrEnum):
     DENY = "deny"
     WARN = "warn"
+    # Third-party images from the stack's mirror by digest: denied otherwise, not held to its signing key.
+    MIRROR = "mirror"
 
 
 # What the policy reads: pods (created, updated, or given an ephemeral container through the
@@ -74,9 +80,9 @@ _VARIABLES: list[Object] = [
 ]
 
 
-def image_admission_policy(registry: str) -> list[Object]:
-    """The policy for images below ``registry`` (a host, or a host and path) by digest, and its two
-    bindings."""
+def image_admission_policy(registry: str, mirrored: bool) -> list[Object]:
+    """The policy for images below ``registry`` (a host, or a host and path) by digest, and its bindings
+    (``mirrored``: the stack has a mirror lock, and the binding that denies in ``mirror`` namespaces)."""
     if not registry or any(ch in registry for ch in "'\\@ ") or registry.endswith("/"):
         raise ValueError(f"registry {registry!r}: not a registry host[/path] to admit images from")
     validations = [
@@ -95,4 +101,9 @@ def image_admission_policy(registry: str) -> list[Object]:
     return [
         *admission_policy(POLICY, _RULES, validations, {LABEL: ImageAdmission.DENY}, _VARIABLES),
         policy_binding(f"{POLICY}-warn", POLICY, ["Warn", "Audit"], {LABEL: ImageAdmission.WARN}),
+        *(
+            [policy_binding(f"{POLICY}-mirror", POLICY, ["Deny"], {LABEL: ImageAdmission.MIRROR})]
+            if mirrored
+            else []
+        ),
     ]

@@ -19,6 +19,7 @@ import pulumi_random
 
 from components.config import PlatformConfig, SecretMaker, TeamConfig
 from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric
+from components.image_mirror import MirrorLock, load_lock
 from components.images import WorkloadImages
 from components.kubernetes import image_verification, kueue, monitoring
 from components.kubernetes.addons import (
@@ -33,6 +34,7 @@ from components.kubernetes.addons import (
     verifier_chart,
 )
 from components.kubernetes.certificates import registry_certificate
+from components.kubernetes.chart_images import mirrored_values
 from components.kubernetes.image_admission import image_admission_policy
 from components.kubernetes.objects import Object, apply_objects
 from components.kubernetes.storage import (
@@ -91,14 +93,9 @@ class KubernetesLayer(pulumi.ComponentResource):
         namespaces = self._apply(
             [o for spec in specs for o in namespace_objects(spec)] + admission_policies(handle, specs)
         )
-        charts = addon_charts(handle, config.region, config.kubernetes.gpu_operator)
-        scrape_jobs = [monitoring.gpu_scrape_job()] if handle.has_gpus else []
-        if config.monitoring:
-            charts.append(monitoring.prometheus_chart(handle, scrape_jobs))
+        lock = load_lock(config.kubernetes.image_lock) if config.kubernetes.image_lock else None
+        charts = layer_charts(handle, config, lock)
         queueing = kueue.queueing_enabled(config)
-        if queueing:
-            charts.append(kueue_chart(handle))
-        charts.append(verifier_chart(handle))
         unguarded = [spec.name for spec in specs if not spec.guarded]
         self._apply(addon_network_policies(charts, unguarded), namespaces)
         # Before any release: a chart's claim that names no class is given the default when created.
@@ -110,7 +107,7 @@ class KubernetesLayer(pulumi.ComponentResource):
                 chart, [*namespaces, *classes, *handle.node_pools, *after]
             )
         if NETWORK_OPERATOR in releases:
-            self._apply([nic_cluster_policy(handle)], [releases[NETWORK_OPERATOR]])
+            self._apply([nic_cluster_policy(handle, lock)], [releases[NETWORK_OPERATOR]])
         # The verifier's policy needs its CRD (the release); it precedes every workload below.
         signatures = self._apply(
             [image_verification.signature_policy(handle.registry, _signing_key(handle))],
@@ -285,7 +282,28 @@ def tenancy_specs(
         ]
         specs.append(NamespaceSpec(kueue.NAMESPACE, guarded=False))
     specs.append(NamespaceSpec(image_verification.NAMESPACE, guarded=False))
+    if config.kubernetes.image_lock:
+        specs = [replace(spec, mirrored=True) for spec in specs]
     return specs
+
+
+def layer_charts(handle: ClusterHandle, config: PlatformConfig, lock: MirrorLock | None) -> list[Chart]:
+    """Every release of the layer; with a mirror lock, each chart's images from the stack's mirror by
+    digest (``LockError`` names an image the lock lacks: a chart bump names new images, mirror them
+    first)."""
+    charts = addon_charts(handle, config.region, config.kubernetes.gpu_operator)
+    if config.monitoring:
+        scrape_jobs = [monitoring.gpu_scrape_job()] if handle.has_gpus else []
+        charts.append(monitoring.prometheus_chart(handle, scrape_jobs))
+    if kueue.queueing_enabled(config):
+        charts.append(kueue_chart(handle))
+    charts.append(verifier_chart(handle))
+    if lock is None:
+        return charts
+    return [
+        replace(chart, values=mirrored_values(chart.pin.chart, chart.pin.version, chart.values, lock))
+        for chart in charts
+    ]
 
 
 def _signing_key(handle: ClusterHandle) -> pulumi.Input[str]:
@@ -300,7 +318,7 @@ def admission_policies(handle: ClusterHandle, specs: Sequence[NamespaceSpec]) ->
     """What admits pods into these namespaces beyond Pod Security: the stack's registry by digest
     everywhere; and, where a namespace's Pod Security label says "privileged" only for IPC_LOCK, the
     rest of "restricted"."""
-    policies = image_admission_policy(handle.registry)
+    policies = image_admission_policy(handle.registry, any(spec.mirrored for spec in specs))
     if any(POD_SECURITY_EXCEPTION_LABEL in spec.labels for spec in specs):
         policies += ipc_lock_exception_policy()
     return policies

@@ -39,6 +39,10 @@ class NamespaceSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     # Pods of one Job may reach each other on any port (a team's torchrun rendezvous and NCCL).
     job_peers: bool = False
+    # Every third-party image comes from the stack's mirror by digest (the stack's mirror lock), so an
+    # operator namespace too is held to the stack's registry by digest: denied, not warned
+    # (image_admission.py, label ``mirror``).
+    mirrored: bool = False
 
     def __post_init__(self) -> None:
         if self.pod_security is not PodSecurity.RESTRICTED and not self.privilege_reason:
@@ -69,8 +73,10 @@ def namespace(spec: NamespaceSpec) -> Object:
         "pod-security.kubernetes.io/warn": PodSecurity.RESTRICTED.value,
         "pod-security.kubernetes.io/audit": PodSecurity.RESTRICTED.value,
         # Workload and team namespaces run only the stack's own images: denied otherwise. The operator
-        # namespaces run what their charts name upstream: warned until those are mirrored.
-        image_admission.LABEL: ImageAdmission.DENY if spec.guarded else ImageAdmission.WARN,
+        # namespaces run what their charts name: warned while that is upstream, denied once mirrored.
+        image_admission.LABEL: ImageAdmission.DENY
+        if spec.guarded
+        else (ImageAdmission.MIRROR if spec.mirrored else ImageAdmission.WARN),
         # ...and only images the stack's key signed (the policy-controller webhook's namespace selector).
         **({image_verification.INCLUDE_LABEL: "true"} if spec.guarded else {}),
         **spec.labels,

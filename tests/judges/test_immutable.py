@@ -401,6 +401,24 @@ def test_a_store_moved_under_names_of_its_own_is_no_finding() -> None:
     assert judge_immutable(previous, own) == []
 
 
+def test_a_helm_hook_job_with_a_new_template_is_created_anew_not_updated() -> None:
+    """Helm deletes a hook before creating it again (``before-hook-creation``, its default policy: Helm
+    docs "Chart Hooks"); the same change to a Job that is no hook is refused."""
+    hook = {"annotations": {"helm.sh/hook": "pre-upgrade"}, "name": "x", "namespace": "a"}
+    before, after = ({"template": {"spec": {"containers": [{"image": image}]}}} for image in ("a:1", "b:1"))
+    assert (
+        judge_immutable(
+            [_object("Job", "batch/v1", spec=before, metadata=hook)],
+            [_object("Job", "batch/v1", spec=after, metadata=hook)],
+        )
+        == []
+    )
+    [finding] = judge_immutable(
+        [_object("Job", "batch/v1", spec=before)], [_object("Job", "batch/v1", spec=after)]
+    )
+    assert "spec.template" in finding.message
+
+
 @pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod"])
 def test_turning_every_feature_on_over_a_shipped_stack_is_an_update_that_completes(
     judged: Callable[[str], Judged], tmp_path_factory: pytest.TempPathFactory, stack: str

@@ -9,6 +9,11 @@ Rules and their sources:
   named by digest is the mirror's digest.
 - ECR creates no repository on push: each mirror repository is created first, like the stack's own
   (immutable tags, scan on push, KMS with the stack's key: components/aws/registry.py).
+- Where an image is named besides a container's ``image``: an operator's ``*_IMAGE`` environment
+  variable (GPU operator, network operator), prometheus-operator's ``--prometheus-config-reloader`` and
+  ``--thanos-default-base-image`` flags, a custom resource's ``spec.image`` (Prometheus, Alertmanager:
+  prometheus-operator API reference, "image ... has precedence over baseImage, tag and sha").
+- The script writes the mirror lock the program reads (components/image_mirror.py) from ``crane digest``.
 """
 
 from __future__ import annotations
@@ -22,15 +27,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from components.image_mirror import ImageRef, read_lock
 from mlplatform.analyzer import PackInfo, StackReport
 from mlplatform.check import DEFAULT_PACK
 from mlplatform.cli import app
 from mlplatform.evidence import write_evidence
-from mlplatform.mirror import ImageRef, MirroredImage, image_references, mirror_list, mirror_script
+from mlplatform.mirror import MirroredImage, image_references, mirror_list, mirror_script
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects, write_document
 
 STACKS = ["aws-smb-dev", "azure-smb-dev"]
+LOCK = "stacks/x.images.json"
 
 
 @pytest.mark.parametrize(
@@ -72,6 +79,48 @@ def test_an_operator_resource_names_its_images_in_repository_image_version() -> 
     }
 
 
+def test_an_operators_image_variables_flags_and_custom_resource_images_are_listed() -> None:
+    operator = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "op", "namespace": "monitoring"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "op",
+                            "image": "quay.io/prometheus-operator/prometheus-operator:v0.93.1",
+                            "args": [
+                                "--prometheus-config-reloader=quay.io/p/config-reloader:v0.93.1",
+                                "--thanos-default-base-image=quay.io/thanos/thanos:v0.42.4",
+                                "--log-level=info",
+                            ],
+                            "env": [
+                                {"name": "VALIDATOR_IMAGE", "value": "nvcr.io/nvidia/gpu-operator:v26.7.0"},
+                                {"name": "WATCH_NAMESPACE", "value": "quay.io/not/an-image:1"},
+                            ],
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    prometheus = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "Prometheus",
+        "metadata": {"name": "p", "namespace": "monitoring"},
+        "spec": {"image": "quay.io/prometheus/prometheus:v3.14.0-distroless", "version": "v3.14.0"},
+    }
+    assert sorted(image_references([operator, prometheus])) == [
+        "nvcr.io/nvidia/gpu-operator:v26.7.0",
+        "quay.io/p/config-reloader:v0.93.1",
+        "quay.io/prometheus-operator/prometheus-operator:v0.93.1",
+        "quay.io/prometheus/prometheus:v3.14.0-distroless",
+        "quay.io/thanos/thanos:v0.42.4",
+    ]
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_image_from_outside_the_registry_is_listed_with_its_place_below_it(
     stack: str, planned: Callable[[str], Plan]
@@ -89,10 +138,12 @@ def test_every_image_from_outside_the_registry_is_listed_with_its_place_below_it
         assert image.objects == tuple(named[source])
 
 
-def _script(stack: str, planned: Callable[[str], Plan]) -> tuple[list[MirroredImage], list[str]]:
+def _script(
+    stack: str, planned: Callable[[str], Plan], lock: str = LOCK
+) -> tuple[list[MirroredImage], list[str]]:
     plan = planned(stack)
     images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]))
-    return images, mirror_script(images, plan.outputs)
+    return images, mirror_script(images, plan.outputs, lock)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -105,7 +156,7 @@ def test_the_script_logs_in_then_copies_every_image_and_prints_its_digest(
     assert f"crane auth login {host}" in lines[1] and "--password-stdin" in lines[1]
     for image in images:
         assert f"crane copy {image.source} {image.mirror}" in lines
-        assert any(f"crane digest {image.mirror}" in line for line in lines)
+        assert any(f"=$(crane digest {image.mirror})" in line for line in lines)
     if stack.startswith("aws"):
         creates = [line for line in lines if "aws ecr create-repository" in line]
         assert len(creates) == len(images)
@@ -118,6 +169,57 @@ def test_the_script_logs_in_then_copies_every_image_and_prints_its_digest(
         )
     else:
         assert "az acr login" in lines[1] and not any("aws " in line for line in lines)
+
+
+# Stand-ins for crane and the clouds' CLIs (no registry here): `crane auth` reads the password from stdin,
+# `crane copy` succeeds, `crane digest` prints a digest of its argument (or fails, ``digests=False``).
+_CRANE = 'if [ "$1" = auth ]; then cat >/dev/null; fi\nif [ "$1" = digest ]; then {digest}; fi'
+_DIGEST = 'printf "sha256:%s\\n" "$(printf %s "$2" | sha256sum | cut -c1-64)"'
+
+
+def _run_script(
+    lines: list[str], tmp_path: Path, *, digests: bool = True
+) -> subprocess.CompletedProcess[str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    crane = _CRANE.format(digest=_DIGEST if digests else "exit 1")
+    for name, body in {"crane": crane, "aws": "true", "az": "echo token"}.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "stacks").mkdir(exist_ok=True)
+    script = tmp_path / "mirror.sh"
+    script.write_text("\n".join(lines) + "\n")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    return subprocess.run(
+        ["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("sha256sum") is None, reason="runs bash")
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_script_writes_the_lock_the_program_reads(
+    stack: str, planned: Callable[[str], Plan], tmp_path: Path
+) -> None:
+    images, lines = _script(stack, planned)
+    done = _run_script(lines, tmp_path)
+    assert done.returncode == 0, done.stderr
+    lock = read_lock(tmp_path / LOCK, LOCK)
+    assert set(lock.images) == {image.source for image in images}
+    for image in images:
+        mirror, digest = lock.images[image.source]
+        assert mirror == image.mirror and f"{image.mirror} {digest}" in done.stdout.splitlines()
+    assert not (tmp_path / f"{LOCK}.tmp").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="runs bash")
+def test_a_failed_digest_stops_the_script_and_leaves_the_lock_as_it_was(
+    planned: Callable[[str], Plan], tmp_path: Path
+) -> None:
+    _, lines = _script("aws-smb-dev", planned)
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / LOCK).write_text("previous")
+    assert _run_script(lines, tmp_path, digests=False).returncode != 0
+    assert (tmp_path / LOCK).read_text() == "previous"
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash parses the script")
@@ -136,10 +238,13 @@ def test_the_cli_prints_the_script_and_writes_the_list(
     plan_file, list_file = tmp_path / "plan.json", tmp_path / "mirror.json"
     write_document(plan_file, planned("aws-smb-dev").to_dict())
     result = CliRunner().invoke(app, ["images", "mirror", "--plan", str(plan_file), "--json", str(list_file)])
-    images, lines = _script("aws-smb-dev", planned)
+    # The lock goes beside the stack's file by default.
+    images, lines = _script("aws-smb-dev", planned, "stacks/aws-smb-dev.images.json")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == lines
     assert json.loads(list_file.read_text()) == [i.as_dict() for i in images]
+    elsewhere = CliRunner().invoke(app, ["images", "mirror", "--plan", str(plan_file), "--lock", LOCK])
+    assert elsewhere.stdout.splitlines() == _script("aws-smb-dev", planned)[1]
 
 
 def test_a_plan_without_a_registry_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_nic_cluster_policy_lands_on_infiniband_pools_only_with_the_shared_ib_pl
         labels={"ml-platform/pool": "ib"},
         taints=(Taint(GPU_TAINT_KEY, "present"),),
     )
-    policy = nic_cluster_policy(_handle(Cloud.AZURE, CPU, ib))
+    policy = nic_cluster_policy(_handle(Cloud.AZURE, CPU, ib), None)
     spec = policy["spec"]
     [term] = spec["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term["matchExpressions"] == [{"key": "ml-platform/pool", "operator": "In", "values": ["ib"]}]

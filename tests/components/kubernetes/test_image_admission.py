@@ -32,7 +32,7 @@ def _cluster(admission: ImageAdmission) -> list[dict[str, Any]]:
         "kind": "Namespace",
         "metadata": {"name": "team-a", "labels": {LABEL: admission.value}},
     }
-    return [namespace, *image_admission_policy(REGISTRY)]
+    return [namespace, *image_admission_policy(REGISTRY, mirrored=True)]
 
 
 def _pod(**images: list[str]) -> dict[str, Any]:
@@ -79,6 +79,22 @@ def test_a_warn_binding_admits_what_the_deny_binding_refuses() -> None:
     assert _refused(pod, ImageAdmission.WARN) == []
 
 
+def test_a_mirror_namespace_denies_upstream_images_and_admits_the_mirror_by_digest() -> None:
+    """A stack with a mirror lock labels its operator namespaces ``mirror``: denied like ``deny``."""
+    mirror = f"{REGISTRY}/mirror/nvcr.io/nvidia/gpu-operator:v26.7.0{DIGEST}"
+    assert _refused(_pod(containers=["nvcr.io/nvidia/gpu-operator:v26.7.0"]), ImageAdmission.MIRROR)
+    assert _refused(_pod(containers=[mirror.partition("@")[0]]), ImageAdmission.MIRROR)
+    assert _refused(_pod(containers=[mirror]), ImageAdmission.MIRROR) == []
+
+
+def test_the_mirror_binding_exists_only_for_a_stack_with_a_mirror_lock() -> None:
+    bindings = {o["metadata"]["name"]: o for o in image_admission_policy(REGISTRY, mirrored=True)[1:]}
+    assert bindings[f"{POLICY}-mirror"]["spec"]["validationActions"] == ["Deny"]
+    selector = bindings[f"{POLICY}-mirror"]["spec"]["matchResources"]["namespaceSelector"]
+    assert selector == {"matchLabels": {LABEL: "mirror"}}
+    assert f"{POLICY}-mirror" not in [o["metadata"]["name"] for o in image_admission_policy(REGISTRY, False)]
+
+
 @pytest.mark.parametrize(
     ("kind", "api_version", "template_path"),
     [
@@ -106,7 +122,7 @@ def test_a_workloads_pod_template_is_judged_at_the_workload(
 
 
 def test_the_policy_keeps_the_admission_contract() -> None:
-    policy, deny, warn = image_admission_policy(REGISTRY)
+    policy, deny, warn = image_admission_policy(REGISTRY, mirrored=False)
     spec = policy["spec"]
     assert spec["failurePolicy"] == "Fail"
     names = [v["name"] for v in spec["variables"]]
@@ -124,4 +140,4 @@ def test_the_policy_keeps_the_admission_contract() -> None:
 @pytest.mark.parametrize("registry", ["", "example.azurecr.io/", "reg' || true || 'x", "a@b"])
 def test_a_registry_that_is_not_a_host_and_path_is_refused(registry: str) -> None:
     with pytest.raises(ValueError, match="not a registry"):
-        image_admission_policy(registry)
+        image_admission_policy(registry, mirrored=False)

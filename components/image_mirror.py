@@ -1,0 +1,125 @@
+"""Third-party images pinned to the stack's mirror: the mirror lock and the one function that maps an
+image reference through it (compliance review R4: run-time pulls from registries outside the UAE, by tag).
+
+``mlplatform images mirror STACK`` prints a script that copies every image the stack's objects name from
+outside its registry to ``<registry>/mirror/<source host>/<source path>`` (``crane copy``, which keeps
+the digest) and writes the stack's mirror lock from ``crane digest`` of each copy: a JSON file naming, per
+source image, its mirror and that digest. A stack names its lock with ``kubernetes.imageLock`` (a path
+from the project's folder, the one with ``Pulumi.yaml``); then every third-party image the program
+produces (each chart's image values, the NicClusterPolicy's images) is mapped through it by one
+function, ``MirrorLock.pin``, so the plan, ``pulumi up`` and the judges see the same
+``<mirror>@sha256:<digest>`` objects.
+
+The lock's format (version 1)::
+
+    {"version": 1,
+     "images": {"<source>": {"mirror": "<registry>/mirror/...:<tag>", "digest": "sha256:<64 hex>"}}}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+LOCK_VERSION = 1
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A reference split as the distribution reference grammar reads it (distribution/reference): a
+    first path component with a ``.`` or ``:``, or ``localhost``, is a host; otherwise the host is
+    ``docker.io`` and a single-component path is below ``library/``."""
+
+    host: str
+    path: str
+    tag: str | None
+    digest: str | None
+
+    @classmethod
+    def parse(cls, reference: str) -> ImageRef:
+        rest, _, digest = reference.partition("@")
+        first, slash, remainder = rest.partition("/")
+        if slash and ("." in first or ":" in first or first == "localhost"):
+            host, rest = first, remainder
+        else:
+            host = "docker.io"
+            rest = rest if "/" in rest else f"library/{rest}"
+        path, colon, tag = rest.rpartition(":") if ":" in rest.rsplit("/", 1)[-1] else (rest, "", "")
+        return cls(host, path, tag if colon else None, digest or None)
+
+    @property
+    def repository(self) -> str:
+        """``host/path``: the reference without tag or digest."""
+        return f"{self.host}/{self.path}"
+
+    def __str__(self) -> str:
+        return (
+            self.repository
+            + (f":{self.tag}" if self.tag else "")
+            + (f"@{self.digest}" if self.digest else "")
+        )
+
+
+class LockError(ValueError):
+    """A mirror lock that cannot be used (one printable line naming the file)."""
+
+
+@dataclass(frozen=True)
+class MirrorLock:
+    """Per source image (as the objects name it upstream), its mirror reference and the mirror's digest."""
+
+    path: str
+    images: Mapping[str, tuple[str, str]]
+
+    def pin(self, source: str) -> str:
+        """``source`` as the mirror names it by digest: the mirror's repository and tag (where the source
+        has one) with the digest ``crane digest`` printed for the copy."""
+        found = self.images.get(source)
+        if found is None:
+            raise LockError(
+                f"image {source} is not in the mirror lock {self.path}: run `mlplatform images mirror` "
+                "for this stack again and the script it prints"
+            )
+        mirror, digest = found
+        return str(replace(ImageRef.parse(mirror), digest=digest))
+
+
+def read_lock(path: Path, name: str) -> MirrorLock:
+    """The lock at ``path`` (``name``: how to call it in an error line), or ``LockError`` in one line."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise LockError(f"mirror lock {name}: cannot be read ({error.strerror})") from None
+    except json.JSONDecodeError as error:
+        raise LockError(f"mirror lock {name}: not JSON ({error.msg}, line {error.lineno})") from None
+    if not isinstance(document, dict) or document.get("version") != LOCK_VERSION:
+        raise LockError(f'mirror lock {name}: expected {{"version": {LOCK_VERSION}, "images": {{...}}}}')
+    entries = document.get("images")
+    if not isinstance(entries, dict):
+        raise LockError(
+            f"mirror lock {name}: images: expected a mapping of source image to mirror and digest"
+        )
+    images: dict[str, tuple[str, str]] = {}
+    for source, entry in entries.items():
+        mirror = entry.get("mirror") if isinstance(entry, dict) else None
+        digest = entry.get("digest") if isinstance(entry, dict) else None
+        if not isinstance(mirror, str) or not mirror:
+            raise LockError(f"mirror lock {name}: images[{source!r}].mirror: expected the mirror's reference")
+        if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
+            raise LockError(
+                f"mirror lock {name}: images[{source!r}].digest: {digest!r} is not sha256: and 64 lowercase"
+                " hex digits (what `crane digest` prints)"
+            )
+        images[source] = (mirror, digest)
+    return MirrorLock(name, images)
+
+
+def load_lock(setting: str) -> MirrorLock:
+    """The lock a stack's ``kubernetes.imageLock`` names: a path from the project's folder, or absolute."""
+    path = Path(setting)
+    return read_lock(path if path.is_absolute() else PROJECT_DIR / path, setting)

@@ -1,0 +1,302 @@
+"""A stack with a mirror lock runs every third-party image from its own registry by digest
+(components/image_mirror.py, components/kubernetes/chart_images.py; issue 36 item 2, review compliance.md
+R4).
+
+The locks here are FIXTURES: each is made from the stack's own mirror list (what `mlplatform images
+mirror` copies) with a synthetic digest per image, ``sha256:`` + the SHA-256 of the source's name, since
+no registry is reachable. A real lock holds what ``crane digest`` printed for each copy.
+
+Rules and their sources:
+- OCI image-spec, descriptor ``digest``: ``sha256:`` and 64 lowercase hex digits.
+- distribution/reference: ``name:tag@digest`` is one reference, resolved by its digest.
+- The image ValidatingAdmissionPolicy denies, in a ``deny`` or ``mirror`` namespace, any image not below
+  the stack's registry by digest (components/kubernetes/image_admission.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from components.config import PLATFORM_KEY
+from components.image_mirror import DIGEST, ImageRef, LockError, MirrorLock, read_lock
+from components.kubernetes.image_admission import LABEL, POLICY
+from judges import Subject
+from judges.cel import judge_cel
+from judges.kube import namespace_labels
+from mlplatform.cli import app
+from mlplatform.graph import HELM_RELEASE
+from mlplatform.judging import judge_plan
+from mlplatform.mirror import image_references, mirror_list
+from mlplatform.plan import Plan, resolve_target
+from mlplatform.report import kubernetes_objects
+from tests.stack_variants import plan_in_own_process
+
+STACKS = ["aws-enterprise-prod", "azure-enterprise-prod"]
+PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def _fixture_lock(plan: Plan) -> dict[str, Any]:
+    """A lock for every image the stack's plan names from outside its registry (synthetic digests)."""
+    images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]))
+    return {
+        "version": 1,
+        "images": {
+            image.source: {
+                "mirror": image.mirror,
+                "digest": "sha256:" + hashlib.sha256(image.source.encode()).hexdigest(),
+            }
+            for image in images
+        },
+    }
+
+
+def _locked_stack_file(stack: str, lock: dict[str, Any], directory: Path) -> Path:
+    """The shipped template, naming ``lock`` (written beside it) as its ``kubernetes.imageLock``."""
+    lock_file = directory / f"{stack}.images.json"
+    lock_file.write_text(json.dumps(lock, indent=2))
+    document = yaml.safe_load(resolve_target(stack).stack_file.read_text())
+    document["config"][PLATFORM_KEY].setdefault("kubernetes", {})["imageLock"] = str(lock_file)
+    path = directory / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+@pytest.fixture(scope="module")
+def locked(
+    planned: Callable[[str], Plan], tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], tuple[Plan, MirrorLock]]:
+    """``locked(stack)`` → the plan of the shipped template with a fixture lock, and the lock."""
+    cache: dict[str, tuple[Plan, MirrorLock]] = {}
+
+    def plan(stack: str) -> tuple[Plan, MirrorLock]:
+        if stack not in cache:
+            directory = tmp_path_factory.mktemp(stack)
+            path = _locked_stack_file(stack, _fixture_lock(planned(stack)), directory)
+            lock = read_lock(directory / f"{stack}.images.json", "lock")
+            cache[stack] = (plan_in_own_process(directory, "--stack-file", str(path)), lock)
+        return cache[stack]
+
+    return plan
+
+
+def _repository_digest(reference: str) -> tuple[str, str | None]:
+    ref = ImageRef.parse(reference)
+    return ref.repository, ref.digest
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_rendered_image_is_the_stacks_registry_by_digest_and_each_third_party_one_its_mirror(
+    stack: str, locked: Callable[[str], tuple[Plan, MirrorLock]]
+) -> None:
+    plan, lock = locked(stack)
+    registry = str(plan.outputs["registry"])
+    named = image_references(kubernetes_objects(plan))
+    assert [i for i in named if not (i.startswith(f"{registry}/") and PINNED.search(i))] == []
+    # Every lock entry is used, and nothing third-party is named but through the lock: the same repository
+    # and digest (a driver image by digest alone, as the NVIDIA operators take it: chart_images.split).
+    third_party = {_repository_digest(i) for i in named if "/mirror/" in i}
+    assert third_party == {_repository_digest(lock.pin(source)) for source in lock.images}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_operator_namespaces_deny_and_the_judges_pass_with_no_image_advisory(
+    stack: str, planned: Callable[[str], Plan], locked: Callable[[str], tuple[Plan, MirrorLock]]
+) -> None:
+    plan, _ = locked(stack)
+    objects = kubernetes_objects(plan)
+    labels = {name: found.get(LABEL) for name, found in namespace_labels(objects).items() if LABEL in found}
+    assert "warn" not in labels.values()
+    assert {"gpu-operator", "monitoring", "cosign-system"} <= {n for n, v in labels.items() if v == "mirror"}
+    [binding] = [o for o in objects if o["metadata"]["name"] == f"{POLICY}-mirror"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    # Day 2 too: adopting the lock on the running stack (the plan without it) changes nothing immutable.
+    # The lock moves no workload's command: the exit-code judge (it runs torchrun) is left to
+    # tests/judges/test_stacks.py.
+    violations = judge_plan(plan, skip=frozenset({"exit-codes"}), previous=planned(stack))
+    assert [str(v) for v in violations if v.enforcement == "mandatory"] == []
+    assert [v.message for v in violations if v.policy == "admission-policy-cel"] == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_evidence_list_marks_each_image_mirrored_with_the_locks_digest(
+    stack: str, locked: Callable[[str], tuple[Plan, MirrorLock]]
+) -> None:
+    plan, lock = locked(stack)
+    listed = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]))
+    assert listed and all(image.mirrored for image in listed)
+    digests = {digest for _, digest in lock.images.values()}
+    assert {image.digest for image in listed} == digests
+
+
+def test_the_release_values_name_the_mirror_so_pulumi_up_installs_what_the_plan_shows(
+    locked: Callable[[str], tuple[Plan, MirrorLock]],
+) -> None:
+    """The charts' images come from the values the Release resource carries, not from a rewrite of the
+    rendered objects: the values hold the digest of every image but the NicClusterPolicy's (an object
+    of the program's own)."""
+    plan, lock = locked("aws-enterprise-prod")
+    values = json.dumps([r.inputs.get("values") for r in plan.resources if r.type == HELM_RELEASE])
+    for _, digest in lock.images.values():
+        assert digest.removeprefix("sha256:") in values
+
+
+def _run_plan(stack_file: Path, output: Path) -> subprocess.CompletedProcess[str]:
+    mlplatform = str(Path(sys.executable).with_name("mlplatform"))
+    command = [mlplatform, "plan", "--stack-file", str(stack_file), "-q", "--json", str(output)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_a_lock_missing_an_image_the_stack_renders_is_one_line_and_exit_2(
+    planned: Callable[[str], Plan], tmp_path: Path
+) -> None:
+    lock = _fixture_lock(planned("aws-smb-dev"))
+    missing = sorted(lock["images"])[0]
+    del lock["images"][missing]
+    done = _run_plan(_locked_stack_file("aws-smb-dev", lock, tmp_path), tmp_path / "plan.json")
+    assert done.returncode == 2
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: image {missing} is not in the mirror lock ")
+    assert str(tmp_path / "aws-smb-dev.images.json") in lines[0]
+    assert not (tmp_path / "plan.json").exists()
+
+
+def test_the_same_lock_twice_plans_the_same_objects(planned: Callable[[str], Plan], tmp_path: Path) -> None:
+    """Day 2: a second `pulumi up` with the lock unchanged is a no-op."""
+    stack_file = _locked_stack_file("aws-smb-dev", _fixture_lock(planned("aws-smb-dev")), tmp_path)
+    first, second = (plan_in_own_process(tmp_path / name, "--stack-file", str(stack_file)) for name in "ab")
+    assert [(r.urn, r.inputs) for r in first.resources] == [(r.urn, r.inputs) for r in second.resources]
+
+
+def test_a_digest_that_is_not_sha256_and_64_hex_is_one_line_at_config(tmp_path: Path) -> None:
+    source = "registry.k8s.io/kueue/kueue:v0.19.2"
+    lock = {"version": 1, "images": {source: {"mirror": "r.example/mirror/x:1", "digest": "sha256:abc"}}}
+    done = _run_plan(_locked_stack_file("aws-smb-dev", lock, tmp_path), tmp_path / "plan.json")
+    assert done.returncode == 2
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert len(lines) == 1
+    assert f"{PLATFORM_KEY}.kubernetes.imageLock: mirror lock " in lines[0]
+    assert f"images[{source!r}].digest: 'sha256:abc' is not sha256: and 64 lowercase hex" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{", "not JSON"),
+        ('{"images": {}}', '"version": 1'),
+        ('{"version": 1, "images": []}', "images: expected a mapping"),
+        ('{"version": 1, "images": {"a:1": {"digest": "sha256:' + "0" * 64 + '"}}}', "mirror: expected"),
+        (
+            '{"version": 1, "images": {"a:1": {"mirror": "m:1", "digest": "SHA256:' + "0" * 64 + '"}}}',
+            "digest",
+        ),
+    ],
+)
+def test_a_lock_that_cannot_be_used_is_one_line_naming_the_file(tmp_path: Path, text: str, says: str) -> None:
+    path = tmp_path / "lock.json"
+    path.write_text(text)
+    with pytest.raises(LockError) as error:
+        read_lock(path, "stacks/s.images.json")
+    assert str(error.value).startswith("mirror lock stacks/s.images.json: ")
+    assert says in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_pinned_reference_is_the_mirror_with_its_tag_and_the_locks_digest() -> None:
+    digest = "sha256:" + "ab" * 32
+    lock = MirrorLock(
+        "lock",
+        {
+            "quay.io/prometheus/prometheus:v3.14.0": (
+                "r.example/s/mirror/quay.io/prometheus/prometheus:v3.14.0",
+                digest,
+            ),
+            # A source named by digest: its mirror is too, and the lock's digest is the one pinned.
+            "ghcr.io/x/y@sha256:" + "0" * 64: ("r.example/s/mirror/ghcr.io/x/y@sha256:" + "0" * 64, digest),
+        },
+    )
+    assert lock.pin("quay.io/prometheus/prometheus:v3.14.0") == (
+        f"r.example/s/mirror/quay.io/prometheus/prometheus:v3.14.0@{digest}"
+    )
+    assert lock.pin("ghcr.io/x/y@sha256:" + "0" * 64) == f"r.example/s/mirror/ghcr.io/x/y@{digest}"
+    assert DIGEST.fullmatch(digest)
+    with pytest.raises(LockError, match=r"^image quay.io/other:1 is not in the mirror lock lock: "):
+        lock.pin("quay.io/other:1")
+
+
+def test_images_mirror_on_a_locked_stack_lists_every_upstream_image(
+    planned: Callable[[str], Plan], tmp_path: Path
+) -> None:
+    """The list is what the stack renders upstream, so a chart bump's new images are in it: a stack that
+    names a lock is planned without it."""
+    upstream = planned("aws-smb-dev")
+    stack_file = _locked_stack_file("aws-smb-dev", _fixture_lock(upstream), tmp_path)
+    listed = tmp_path / "list.json"
+    result = CliRunner().invoke(
+        app, ["images", "mirror", "--stack-file", str(stack_file), "--json", str(listed)]
+    )
+    assert result.exit_code == 0, result.output
+    expected = mirror_list(kubernetes_objects(upstream), str(upstream.outputs["registry"]))
+    assert json.loads(listed.read_text()) == [image.as_dict() for image in expected] and expected
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_without_a_lock_the_shipped_stack_names_its_upstream_images_and_warns(
+    stack: str, planned: Callable[[str], Plan]
+) -> None:
+    plan = planned(stack)
+    objects = kubernetes_objects(plan)
+    listed = mirror_list(objects, str(plan.outputs["registry"]))
+    assert listed and not any(image.mirrored for image in listed)
+    labels = {name: found.get(LABEL) for name, found in namespace_labels(objects).items() if LABEL in found}
+    assert labels["gpu-operator"] == labels["monitoring"] == "warn"
+    assert "mirror" not in labels.values()
+    assert not [o for o in objects if o["metadata"]["name"] == f"{POLICY}-mirror"]
+
+
+def test_images_mirror_refuses_a_plan_that_names_the_mirror_already(
+    locked: Callable[[str], tuple[Plan, MirrorLock]], tmp_path: Path
+) -> None:
+    """A script from it would write a lock without the images already mirrored."""
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(locked("aws-enterprise-prod")[0].to_dict()))
+    result = CliRunner().invoke(app, ["images", "mirror", "--plan", str(plan_file)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"error: {plan_file}: the plan names images from the stack's mirror (its stack has a mirror lock);"
+        " give the stack instead, which is planned without its lock"
+    ]
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "quay.io/prometheus-operator/prometheus-operator:v0.93.1",  # upstream again, by tag
+        # From another registry, by digest.
+        "other.example/mirror/quay.io/prometheus-operator/prometheus-operator@sha256:" + "1" * 64,
+    ],
+)
+def test_a_planted_operator_pod_off_the_mirror_is_refused_in_a_mirror_namespace(
+    image: str, locked: Callable[[str], tuple[Plan, MirrorLock]]
+) -> None:
+    """The `mirror` binding denies: the CEL judge, as the API server, refuses the operator's Deployment."""
+    objects = copy.deepcopy(kubernetes_objects(locked("aws-enterprise-prod")[0]))
+    [operator] = [
+        o
+        for o in objects
+        if (o["kind"], o["metadata"]["name"]) == ("Deployment", "kube-prometheus-stack-operator")
+    ]
+    assert not [f for f in judge_cel(objects) if f.subject == Subject.of(operator)]
+    operator["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    refused = [f for f in judge_cel(objects) if f.subject == Subject.of(operator)]
+    assert refused and all(f.mandatory and f.policy == "admission-policy-cel" for f in refused)
