@@ -244,7 +244,8 @@ def refuse_unreachable_sizes(config: PlatformConfig, cluster_name: str, parent: 
     (``scaling_refusal``), a pool whose new ``minSize``/``maxSize`` EKS would refuse against its live
     group, so that ``pulumi up`` does not stop half-done at that group. The cluster is named by config
     (known on the first preview too); where it does not exist yet (a new stack: ListNodegroups answers
-    ResourceNotFoundException) or the deployer may not list its groups, there is nothing to compare.
+    ResourceNotFoundException) there is nothing to compare. Any other failure (no ``eks:ListNodegroups``
+    right, throttling) is a warning naming what was not checked, not silence (review 38, second review C1).
 
     The program does not send the clamped desired size itself: that would drop ``ignoreChanges`` for the
     update, which the pack refuses on every preview (``day2-cloud-moved-properties-ignored``: it cannot
@@ -252,7 +253,9 @@ def refuse_unreachable_sizes(config: PlatformConfig, cluster_name: str, parent: 
     the same way (components/azure/node_pools.py)."""
     try:
         names = eks.get_node_groups(cluster_name=cluster_name, opts=pulumi.InvokeOptions(parent=parent)).names
-    except Exception:  # the provider's lookup error: no such cluster (or no read right on it)
+    except Exception as error:  # the provider's lookup error
+        if "ResourceNotFoundException" not in str(error):
+            pulumi.log.warn(unlisted_groups(cluster_name, error), resource=parent)
         return
     problems = [
         message
@@ -262,6 +265,17 @@ def refuse_unreachable_sizes(config: PlatformConfig, cluster_name: str, parent: 
     ]
     if problems:
         raise pulumi.RunError("\n".join(problems))
+
+
+def unlisted_groups(cluster_name: str, error: Exception) -> str:
+    """The warning where the live node groups could not be listed for a reason other than a new stack."""
+    reason = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+    return (
+        f"could not list the node groups of {cluster_name} ({reason}): a minSize above a group's current "
+        "size, or a maxSize below it, is not caught before the update, and EKS UpdateNodegroupConfig refuses "
+        'it part-way (docs/operations.md, "Grow or shrink a node pool"); the deployer needs '
+        "eks:ListNodegroups and eks:DescribeNodegroup"
+    )
 
 
 def capacity_type(pool: NodePoolConfig) -> str:

@@ -151,3 +151,28 @@ def test_after_the_command_the_update_sends_nothing_for_the_group(
     group.inputs["scalingConfig"] = dict(after.node_groups[f"{CLUSTER}/{GROUPS['gpu-efa']}"])
     updates, _ = day2_updates(first, second)
     assert updates == {}
+
+
+class _Denied(PlanMocks):
+    """An account whose deployer may not list node groups (AccessDeniedException, not a missing cluster)."""
+
+    def __init__(self) -> None:
+        super().__init__(aws_region="me-central-1", azure_location="", existing=ExistingAccount())
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        if args.token == "aws:eks/getNodeGroups:getNodeGroups":
+            return {}, [("clusterName", "listing EKS Node Groups: AccessDeniedException: not authorized")]
+        return super().call(args)
+
+
+def test_a_lookup_refused_for_another_reason_than_a_new_stack_is_a_warning_not_silence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review 38 (second review) C1: the size check cannot run without eks:ListNodegroups; the plan goes
+    on, and says what it did not check and which right it needs."""
+    warnings: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *_, **__: warnings.append(str(message)))
+    build_platform(parse(_config(**{"gpu-efa": {"minSize": 3, "maxSize": 6}}), STACK), _Denied())
+    [warning] = [w for w in warnings if w.startswith("could not list the node groups")]
+    assert f"of {CLUSTER} (" in warning and "AccessDeniedException" in warning
+    assert "eks:ListNodegroups" in warning
