@@ -6,6 +6,7 @@ structured log lines, the checkpoints and the model version directory the runs l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -244,7 +245,14 @@ def test_resuming_with_another_recipe_exits_2_with_one_line(tmp_path: Path) -> N
     try:
         _wait_for_checkpoint(tmp_path / "checkpoints" / "digits" / "1", 5, proc, timeout_s=60)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        # Interrupted as a lost machine is: all at once. torchrun runs in a session of its own
+        # (train_cmd.run_stoppable), as does each worker it starts, so each group is killed; left alone,
+        # the orphaned run trained on beside the rest of the suite until the end of the test run.
+        agents = _children(proc.pid)
+        workers = [w for agent in agents for w in _children(agent)]
+        for group in (*agents, *workers, proc.pid):  # agents first: none restarts a worker
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         proc.wait(timeout=10)
     retry = mlplatform_train(tmp_path, "--epochs", "50", "--lr", "0.01", "--model-version", "1")
     done = subprocess.run(retry, capture_output=True, text=True, timeout=60, check=False)
