@@ -6,7 +6,6 @@ structured log lines, the checkpoints and the model version directory the runs l
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -21,6 +20,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from tests.workloads.training.process_tree import children, kill_tree
 from workloads.artifacts import ONNX_FILE, ArtifactError, load_metadata, model_version_dir
 from workloads.training.checkpoint import list_checkpoints, load_checkpoint
 from workloads.training.export import WEIGHTS_FILE
@@ -162,13 +162,6 @@ def test_existing_model_version_is_refused(two_rank_run: TwoRankRun) -> None:
     ]
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
 def _wait_for_checkpoint(
     directory: Path, min_step: int, proc: subprocess.Popen[str], timeout_s: float
 ) -> int:
@@ -195,7 +188,7 @@ def test_sigkilled_worker_restarts_and_resumes_from_checkpoint(tmp_path: Path) -
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True)
         try:
             seen = _wait_for_checkpoint(tmp_path / "checkpoints" / "digits" / "1", 20, proc, timeout_s=60)
-            workers = [w for agent in _children(proc.pid) for w in _children(agent)]
+            workers = [w for agent in children(proc.pid) for w in children(agent)]
             assert len(workers) == 2, f"expected 2 live workers at step {seen}, found {workers}"
             os.kill(workers[-1], signal.SIGKILL)
             _, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
@@ -245,14 +238,9 @@ def test_resuming_with_another_recipe_exits_2_with_one_line(tmp_path: Path) -> N
     try:
         _wait_for_checkpoint(tmp_path / "checkpoints" / "digits" / "1", 5, proc, timeout_s=60)
     finally:
-        # Interrupted as a lost machine is: all at once. torchrun runs in a session of its own
-        # (train_cmd.run_stoppable), as does each worker it starts, so each group is killed; left alone,
-        # the orphaned run trained on beside the rest of the suite until the end of the test run.
-        agents = _children(proc.pid)
-        workers = [w for agent in agents for w in _children(agent)]
-        for group in (*agents, *workers, proc.pid):  # agents first: none restarts a worker
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(group, signal.SIGKILL)
+        # Interrupted as a lost machine is: all at once (killing the command's group alone left the run
+        # training, orphaned, beside the rest of the suite until the test run's end).
+        kill_tree(proc.pid)
         proc.wait(timeout=10)
     retry = mlplatform_train(tmp_path, "--epochs", "50", "--lr", "0.01", "--model-version", "1")
     done = subprocess.run(retry, capture_output=True, text=True, timeout=60, check=False)
