@@ -70,6 +70,48 @@ def checkov_kubernetes(directory: Path) -> dict[str, Any]:
     return results
 
 
+# Run in checkov's venv: each resource check's kinds, and every kind a graph check filters on or connects.
+_CHECKOV_KINDS = """
+import json
+from pathlib import Path
+
+import checkov.kubernetes.checks.graph_checks as graph_checks
+from checkov.kubernetes.checks.resource.registry import registry
+
+assert not registry.wildcard_checks, "a check for every kind"
+kinds = set(registry.checks)
+
+def named(node):
+    if isinstance(node, dict):
+        if node.get("attribute") == "resource_type":
+            kinds.update(node["value"])
+        kinds.update(node.get("resource_types", []), node.get("connected_resource_types", []))
+        for value in node.values():
+            named(value)
+    elif isinstance(node, list):
+        for value in node:
+            named(value)
+
+for check in Path(graph_checks.__file__).parent.glob("*.json"):
+    named(json.loads(check.read_text())["definition"])
+print(json.dumps(sorted(kinds)))
+"""
+
+
+def checkov_kinds() -> frozenset[str]:
+    """The Kubernetes kinds any of checkov's checks reads (resource checks by their kinds, graph checks by
+    the kinds they filter on and connect). An object of another kind (a CustomResourceDefinition) gets no
+    result: leaving it out leaves the report as it was, without the time checkov takes to parse it."""
+    python = CHECKOV.with_name("python")
+    done = subprocess.run(
+        [str(python), "-c", _CHECKOV_KINDS], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    kinds = frozenset(json.loads(done.stdout))
+    assert {"Pod", "Deployment", "ClusterRole", "RoleBinding", "NetworkPolicy"} <= kinds, kinds
+    return kinds
+
+
 def unexplained_skips(results: dict[str, Any]) -> list[str]:
     """Skipped checks whose skip annotation carries no written reason."""
     return [

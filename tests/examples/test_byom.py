@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_breast_cancer
 
 from tests.linters import hadolint, needs_hadolint
 from tests.workloads.inference.serving import Server, free_port, wait_ready
@@ -59,6 +58,8 @@ def test_the_published_model_serves_predictions_for_rows_of_its_dataset(
     server = Server(f"http://127.0.0.1:{port}", process, log)
     try:
         wait_ready(server)
+        from sklearn.datasets import load_breast_cancer  # the example's data; imported by this test alone
+
         rows = np.asarray(load_breast_cancer().data[:3], dtype=np.float32).tolist()
         with server.client() as client:
             answer = client.post("/v1/predict", json={"instances": rows})

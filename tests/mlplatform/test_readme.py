@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 
 from mlplatform.plan import REPO_ROOT
 from tests.mlplatform.pages import PAGES, fenced_shell_commands, inline_commands
 from workloads.inference.schemas import request_model
+from workloads.training.tasks import digits
 
 REQUEST = Path("examples/requests/digits-v1.json")
 
@@ -22,9 +22,9 @@ REQUEST = Path("examples/requests/digits-v1.json")
 def test_the_curl_example_posts_real_digits_rows_the_server_accepts() -> None:
     assert f"-d @{REQUEST}" in (REPO_ROOT / "README.md").read_text()
     request = request_model(64, 32).model_validate_json((REPO_ROOT / REQUEST).read_text())
-    digits = load_digits()
-    assert np.array_equal(np.asarray(request.instances), digits.data[:2])
-    assert list(digits.target[:2]) == [0, 1]
+    data = digits()  # scikit-learn's digits, as load_digits gives them (training/test_tasks.py)
+    assert np.array_equal(np.asarray(request.instances), data.features[:2])
+    assert list(data.labels[:2]) == [0, 1]
 
 
 # The folder the Makefile's commands write to (`OUT := out`; `make demo` fills it, `make clean` empties it).

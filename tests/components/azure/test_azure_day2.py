@@ -42,11 +42,14 @@ OUT_OF_BAND = {
 }
 
 
-def _run_twice(tmp_path: Path, stack: str, edit: Callable[[dict[str, Any]], None]) -> tuple[Plan, Plan]:
-    first = plan_config(cloud_only(template(stack)), tmp_path / "first", stack)
+def _run_twice(
+    cloud_plan: Callable[[str], Plan], tmp_path: Path, stack: str, edit: Callable[[dict[str, Any]], None]
+) -> tuple[Plan, Plan]:
+    """The first run is the test run's shared plan of the template (``cloud_plan``, made by another run of
+    the program, often in another process); the second, of the edited template, is this test's own."""
     config = cloud_only(template(stack))
     edit(config[PLATFORM])
-    return first, plan_config(config, tmp_path / "second", stack)
+    return cloud_plan(stack), plan_config(config, tmp_path / "second", stack)
 
 
 def _changes(first: Plan, second: Plan) -> dict[str, list[str]]:
@@ -65,14 +68,16 @@ def _plans_dir(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
-def test_second_up_without_changes_is_a_no_op(tmp_path: Path, stack: str) -> None:
-    first, second = _run_twice(tmp_path, stack, lambda body: None)
+def test_second_up_without_changes_is_a_no_op(
+    cloud_plan: Callable[[str], Plan], tmp_path: Path, stack: str
+) -> None:
+    first, second = _run_twice(cloud_plan, tmp_path, stack, lambda body: None)
     assert _changes(first, second) == {}
 
 
-def test_a_tag_change_touches_only_tags(tmp_path: Path) -> None:
+def test_a_tag_change_touches_only_tags(cloud_plan: Callable[[str], Plan], tmp_path: Path) -> None:
     first, second = _run_twice(
-        tmp_path, "azure-enterprise-prod", lambda body: body.update(tags={"team": "vision"})
+        cloud_plan, tmp_path, "azure-enterprise-prod", lambda body: body.update(tags={"team": "vision"})
     )
     changes = _changes(first, second)
     assert changes, "the tag reached no resource"
@@ -80,11 +85,11 @@ def test_a_tag_change_touches_only_tags(tmp_path: Path) -> None:
         assert all(p == "tags.team" or p.endswith(".tags.team") for p in paths), (urn, paths)
 
 
-def test_a_pool_size_change_touches_only_that_pool(tmp_path: Path) -> None:
+def test_a_pool_size_change_touches_only_that_pool(cloud_plan: Callable[[str], Plan], tmp_path: Path) -> None:
     def grow(body: dict[str, Any]) -> None:
         body["nodePools"][1]["maxSize"] = 8
 
-    first, second = _run_twice(tmp_path, "azure-enterprise-prod", grow)
+    first, second = _run_twice(cloud_plan, tmp_path, "azure-enterprise-prod", grow)
     changes = _changes(first, second)
     pools = {urn for urn in changes if "containerservice:AgentPool::" in urn}
     assert len(pools) == 1 and next(iter(pools)).endswith("-inference")
@@ -125,7 +130,7 @@ def _key_warnings(plan: Plan) -> list[str]:
 
 
 def test_a_key_setting_arm_cannot_change_is_a_warning_not_an_update(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cloud_plan: Callable[[str], Plan], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Review (wt-azure3) D1. ARM's key PUT "Creates the first version of a new key if it does not exist.
     If it already exists, then the existing key is returned without any write operations being performed
@@ -133,9 +138,7 @@ def test_a_key_setting_arm_cannot_change_is_a_warning_not_an_update(
     KeysOperations.create_if_not_exist). So a key's tags and rotation policy are never re-sent (ignoreChanges)
     and a second ``up`` that asks for others, here a new tag while Azure still reads back the old ones, warns
     for every key (``pulumi preview`` shows it) instead of reporting an update that changes nothing."""
-    first = plan_config(
-        cloud_only(template("azure-enterprise-prod")), tmp_path / "first", "azure-enterprise-prod"
-    )
+    first = cloud_plan("azure-enterprise-prod")
     assert _key_warnings(first) == [], "a key read back as asked is no warning"
     created = mocks._key_vault_key
 

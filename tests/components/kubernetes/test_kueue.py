@@ -5,6 +5,7 @@ chart (charts/kueue-0.19.2.tgz; kubernetes-sigs/kueue at v0.19.2)."""
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -263,7 +264,9 @@ def test_queueing_off_leaves_jobs_unqueued(tmp_path: Path) -> None:
     assert kueue.QUEUE_LABEL not in job["metadata"]["labels"]
 
 
+@functools.cache
 def _chart_documents() -> list[dict[str, Any]]:
+    """The chart rendered with our values, once per process (four tests read it; none changes it)."""
     import helm_python as helm
 
     with helm.Chart.load(str(CHART)) as chart:

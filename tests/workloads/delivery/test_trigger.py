@@ -13,10 +13,10 @@ import itertools
 import numpy as np
 import numpy.typing as npt
 import pytest
-from sklearn.datasets import load_digits
 
 from workloads.delivery.trigger import Action, TriggerPolicy, Window, decide, null_threshold
 from workloads.inference.drift import bin_counts, psi
+from workloads.training.tasks import digits as digits_dataset
 
 RATE = 0.01
 TRIALS = 300
@@ -25,7 +25,7 @@ TRIALS = 300
 @pytest.fixture(scope="module")
 def digits() -> tuple[npt.NDArray[np.float32], list[npt.NDArray[np.float64]], list[list[int]]]:
     """The rows, each feature's bin edges and reference counts (10 bins, as the trainer's histograms)."""
-    x = load_digits().data.astype(np.float32)
+    x = digits_dataset().features  # scikit-learn's digits in float32, as load_digits().data cast
     edges, counts = [], []
     for column in x.T:
         found, edge = np.histogram(column, bins=10)

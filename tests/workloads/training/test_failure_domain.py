@@ -1,7 +1,8 @@
 """Losing the rendezvous host: two torchrun agents on this machine play the Job's two pods.
 
 Each agent runs with the Job's own torchrun flags (``torchrun_flags``) and trainer argv, in its own
-session, so killing its process group is what losing a pod does to it. Agent 0 hosts the c10d store, as
+session; killing it and every process under it (its workers run in sessions of their own:
+``process_tree``) is what losing a pod does to them. Agent 0 hosts the c10d store, as
 pod 0 does. After it is SIGKILLed the surviving agent must fail (its store is gone) rather than hang, and
 relaunching both, as the Job controller recreates failed indexes under ``backoffLimitPerIndex``, must
 finish the run from the last checkpoint.
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from components.handle import Fabric, PoolHandle, PoolKind
+from tests.workloads.training.process_tree import kill_tree
 from workloads.artifacts import load_metadata, model_version_dir
 from workloads.training.checkpoint import list_checkpoints
 from workloads.training.k8s import TrainingJobSpec, torchrun_flags
@@ -82,7 +83,7 @@ def test_killing_the_rendezvous_host_restarts_the_group_from_its_checkpoint(tmp_
         while not list_checkpoints(checkpoints):
             assert time.monotonic() < deadline and agents[1].poll() is None, "no checkpoint in 90 s"
             time.sleep(0.05)
-        os.killpg(agents[0].pid, signal.SIGKILL)  # pod 0 lost: agent, workers and the c10d store
+        kill_tree(agents[0].pid)  # pod 0 lost: agent, workers and the c10d store
         assert agents[1].wait(timeout=90) != 0, "the surviving agent fails instead of hanging"
         agents[0].wait(timeout=10)
         # The Job controller recreates both failed indexes; pod 0 keeps its name, so the endpoint holds.
@@ -92,7 +93,7 @@ def test_killing_the_rendezvous_host_restarts_the_group_from_its_checkpoint(tmp_
     finally:
         for agent in agents:
             if agent.poll() is None:
-                os.killpg(agent.pid, signal.SIGKILL)
+                kill_tree(agent.pid)
     events = _events(logs)
     (resumed,) = [e for e in events if e["event"] == "resumed"]
     (written,) = [e for e in events if e["event"] == "model_written"]

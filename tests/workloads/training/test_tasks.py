@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -23,6 +26,23 @@ DIGITS_SHA256 = "ce8026359bba2ef3c5273b41b2ff9bf9e77ff0dd832a9d3a218b5e097b5457b
 
 def _rows(x: np.ndarray, y: np.ndarray) -> set[bytes]:
     return {r.tobytes() + bytes([label]) for r, label in zip(x, y, strict=True)}
+
+
+def test_digits_is_scikit_learns_load_digits_read_without_importing_scikit_learn() -> None:
+    """The default dataset is exactly ``sklearn.datasets.load_digits()`` (data, target, names), and loading
+    it in a fresh process (what each rank does) leaves scikit-learn unimported."""
+    from sklearn.datasets import load_digits
+
+    data, bunch = digits(), load_digits()
+    assert np.array_equal(data.features, bunch.data.astype(np.float32))
+    assert np.array_equal(data.labels, bunch.target) and data.labels.dtype == np.int64
+    assert list(data.feature_names) == list(bunch.feature_names)
+    assert list(data.class_names) == [str(name) for name in bunch.target_names]
+    check = (
+        "import sys; from workloads.training.tasks import digits; digits(); print('sklearn' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
+    assert done.stdout == "False\n"
 
 
 def test_split_is_deterministic_disjoint_and_seeded() -> None:
