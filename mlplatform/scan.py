@@ -101,7 +101,7 @@ def database_status(grype: str, env: Mapping[str, str]) -> dict[str, Any]:
             [
                 f"grype db status: no valid vulnerability database ({reason or _last_line(done.stderr)});"
                 " give one offline: GRYPE_DB_CACHE_DIR=DIR holding it, or `grype db import FILE`"
-                " (docs/images.md, 'The CVE gate')"
+                ' (docs/images.md "The CVE gate")'
             ]
         )
     return {key: status.get(key) for key in ("schemaVersion", "built", "from", "path")}

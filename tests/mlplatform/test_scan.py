@@ -103,22 +103,32 @@ class Grype:
     work: Path
 
     def sbom(self, name: str, packages: dict[str, str]) -> Path:
-        path = self.work / f"{name}.spdx.json"
-        spdx = {"spdxVersion": "SPDX-2.3", "SPDXID": "SPDXRef-DOCUMENT", "name": name}
-        spdx["packages"] = [{"name": n, "versionInfo": v} for n, v in packages.items()]  # type: ignore[assignment]
-        path.write_text(json.dumps(spdx))
-        return path
+        return write_sbom(self.work / f"{name}.spdx.json", packages)
+
+
+def write_sbom(path: Path, packages: dict[str, str]) -> Path:
+    """An SPDX JSON SBOM (SPDX 2.3: spdxVersion, packages with name and versionInfo), as syft writes."""
+    packaged = [{"name": n, "versionInfo": v} for n, v in packages.items()]
+    spdx = {"spdxVersion": "SPDX-2.3", "SPDXID": "SPDXRef-DOCUMENT", "name": path.name, "packages": packaged}
+    path.write_text(json.dumps(spdx))
+    return path
+
+
+def stand_in_grype(directory: Path) -> tuple[Path, Path]:
+    """The stand-in ``grype`` and its database folder (for GRYPE_DB_CACHE_DIR), written in ``directory``."""
+    binary = directory / "bin" / "grype"
+    binary.parent.mkdir(parents=True)
+    binary.write_text(_GRYPE.format(python=sys.executable, built=BUILT, version=GRYPE_VERSION.lstrip("v")))
+    binary.chmod(0o755)
+    db_dir = directory / "db"
+    db_dir.mkdir()
+    (db_dir / "vulnerability.json").write_text(json.dumps(ADVISORIES))
+    return binary, db_dir
 
 
 @pytest.fixture
 def grype(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Grype]:
-    binary = tmp_path / "bin" / "grype"
-    binary.parent.mkdir()
-    binary.write_text(_GRYPE.format(python=sys.executable, built=BUILT, version=GRYPE_VERSION.lstrip("v")))
-    binary.chmod(0o755)
-    db_dir = tmp_path / "db"
-    db_dir.mkdir()
-    (db_dir / "vulnerability.json").write_text(json.dumps(ADVISORIES))
+    binary, db_dir = stand_in_grype(tmp_path)
     monkeypatch.setenv("PATH", f"{binary.parent}:/usr/bin:/bin")
     monkeypatch.setenv("GRYPE_DB_CACHE_DIR", str(db_dir))
     monkeypatch.chdir(tmp_path)  # no .grype.yaml here unless a test writes one
