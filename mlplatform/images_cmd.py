@@ -35,7 +35,7 @@ from mlplatform.plan_cmd import (
     unrendered_or_exit,
 )
 from mlplatform.report import kubernetes_objects, output_problems, write_document
-from mlplatform.scan import INSTALL, SEVERITIES, parse_sbom_arg, scan, summary_line
+from mlplatform.scan import INSTALL, SEVERITIES, Gate, parse_sbom_arg, scan, summary_line
 
 app = typer.Typer(
     help="Third-party images into the stack's own registry; the CVE gate on images' SBOMs.",
@@ -145,6 +145,12 @@ def scan_cmd(
             show_default=False,
         ),
     ] = None,
+    sarif_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--sarif", help="Grype also writes each image's SARIF here, as NAME.sarif.", show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Scan images' SBOMs with Grype against the vulnerability database on disk (never downloaded);
     exit 1 when one has a vulnerability at or above --fail-on."""
@@ -157,11 +163,12 @@ def scan_cmd(
     binary = grype or shutil.which("grype")
     if binary is None:
         exit_with([f"grype: not found on PATH; {INSTALL}"])
-    unwritable = output_problems({"--json": json_file}, {})
+    unwritable = output_problems({"--json": json_file}, {"--sarif": sarif_dir})
     if unwritable:
         exit_with(unwritable)
     try:
-        summary = scan(binary, [parse_sbom_arg(a) for a in sboms], fail_on, only_fixed, config)
+        gate = Gate(fail_on, only_fixed, config, sarif_dir)
+        summary = scan(binary, [parse_sbom_arg(a) for a in sboms], gate)
     except InputError as error:
         exit_with(error.problems)
     database = summary["database"]

@@ -107,12 +107,20 @@ def database_status(grype: str, env: Mapping[str, str]) -> dict[str, Any]:
     return {key: status.get(key) for key in ("schemaVersion", "built", "from", "path")}
 
 
-def scan_image(
-    grype: str, sbom: Sbom, fail_on: str, only_fixed: bool, config: Path | None, env: Mapping[str, str]
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Gate:
+    fail_on: str
+    only_fixed: bool
+    config: Path | None
+    sarif_dir: Path | None  # Grype also writes <image>.sarif here (for code scanning)
+
+
+def scan_image(grype: str, sbom: Sbom, gate: Gate, env: Mapping[str, str]) -> dict[str, Any]:
     """One image's result: Grype's gate, counts per severity, findings at or above ``fail_on``."""
-    command = [grype, f"sbom:{sbom.path}", "-o", "json", "--fail-on", fail_on]
-    command += ["--only-fixed"] * only_fixed + (["-c", str(config)] if config is not None else [])
+    command = [grype, f"sbom:{sbom.path}", "-o", "json", "--fail-on", gate.fail_on]
+    command += ["--only-fixed"] * gate.only_fixed + (["-c", str(gate.config)] if gate.config else [])
+    if gate.sarif_dir is not None:
+        command += ["-o", f"sarif={gate.sarif_dir / sbom.image}.sarif"]
     done = _run(command, env)
     if done.returncode not in (0, 2):
         raise InputError([f"grype on {sbom.path}: {_last_line(done.stderr)}"])
@@ -124,7 +132,7 @@ def scan_image(
     counts = {severity: 0 for severity in (*SEVERITIES, "unknown")}
     for match in matches:
         counts[_severity(match)] += 1
-    threshold = SEVERITIES.index(fail_on)  # Grype's --fail-on: at or above it
+    threshold = SEVERITIES.index(gate.fail_on)  # Grype's --fail-on: at or above it
     findings = [_finding(m) for m in matches if _rank(_severity(m)) >= threshold]
     accepted = [
         {**_finding(m), "reason": rule.get("reason", "")}
@@ -166,12 +174,7 @@ def _finding(match: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def scan(
-    grype: str,
-    sboms: Sequence[Sbom],
-    fail_on: str,
-    only_fixed: bool,
-    config: Path | None,
-    environ: Mapping[str, str] = os.environ,
+    grype: str, sboms: Sequence[Sbom], gate: Gate, environ: Mapping[str, str] = os.environ
 ) -> dict[str, Any]:
     """The summary of one run over ``sboms``: the database, the gate's settings, each image's result."""
     problems = [line for sbom in sboms for line in sbom_problems(sbom)]
@@ -179,16 +182,18 @@ def scan(
         raise InputError(problems)
     env = grype_env(environ)
     database = database_status(grype, env)
-    images = [scan_image(grype, sbom, fail_on, only_fixed, config, env) for sbom in sboms]
+    if gate.sarif_dir is not None:
+        gate.sarif_dir.mkdir(parents=True, exist_ok=True)
+    images = [scan_image(grype, sbom, gate, env) for sbom in sboms]
     return {
         "tool": SCAN_TOOL,
         "time": datetime.now(UTC).isoformat(),
         "database": database,
-        "failOn": fail_on,
-        "onlyFixed": only_fixed,
+        "failOn": gate.fail_on,
+        "onlyFixed": gate.only_fixed,
         "config": None
-        if config is None
-        else {"path": str(config), "sha256": hashlib.sha256(config.read_bytes()).hexdigest()},
+        if gate.config is None
+        else {"path": str(gate.config), "sha256": hashlib.sha256(gate.config.read_bytes()).hexdigest()},
         "passed": all(image["passed"] for image in images),
         "images": images,
     }

@@ -83,6 +83,9 @@ document = {{"matches": matches, "source": {{"type": "sbom", "target": {{}}}}, "
 if ignored:
     document["ignoredMatches"] = ignored
 print(json.dumps(document, indent=1))
+for sarif in [a.removeprefix("sarif=") for a in args if a.startswith("sarif=")]:
+    with open(sarif, "w") as out:
+        json.dump({{"version": "2.1.0", "runs": [{{"tool": {{"driver": {{"name": "Grype"}}}}}}]}}, out)
 above = [m for m in matches if ORDER.index(m["vulnerability"]["severity"].lower()) >= ORDER.index(fail_on)]
 sys.exit(2 if above else 0)
 """
@@ -154,8 +157,10 @@ def test_a_clean_sbom_passes_and_the_summary_names_the_database(grype: Grype) ->
 def test_a_high_cve_with_a_fix_fails_the_gate_and_is_named(grype: Grype) -> None:
     clean = grype.sbom("registry", {"zlib": "1.3"})
     vulnerable = grype.sbom("trainer-cpu", {"openssl": "3.0.2-0ubuntu1"})
-    result = _scan(str(clean), str(vulnerable), "--json", "scan.json")
+    result = _scan(str(clean), str(vulnerable), "--json", "scan.json", "--sarif", "sarif")
     assert result.exit_code == 1, result.output
+    # Grype writes each image's SARIF (for code scanning) beside its JSON.
+    assert sorted(p.name for p in (grype.work / "sarif").iterdir()) == ["registry.sarif", "trainer-cpu.sarif"]
     assert "PASS registry.spdx" not in result.output  # named by the file without .spdx.json
     assert "PASS registry:" in result.output
     assert "FAIL trainer-cpu: 1 high; CVE-2026-0001 openssl 3.0.2-0ubuntu1 fixed in 3.0.15-1" in result.output
