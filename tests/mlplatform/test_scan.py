@@ -3,7 +3,8 @@
 No Grype here: a stand-in ``grype`` (written by the test, as test_mirror.py's stand-in crane) answers
 in Grype's real shapes, anchore/grype at 4562c55cebba5fe50a0c5afc7cec50a3b2392a87:
 - ``grype db status -o json``: cmd/grype/cli/commands/db_status_test.go (schemaVersion, from, built,
-  path, valid, error);
+  path, valid, error), exit 1 with its error (commands/db_status.go); the errors for a missing and a
+  too old database: grype/db/v6/installation/curator.go (Status, validateAge: 5 days by default);
 - ``grype sbom:FILE -o json``: grype/presenter/json/testdata/snapshot/TestJsonImgsPresenter.golden and
   grype/presenter/models/document.go (matches: vulnerability {id, severity, fix {versions, state}},
   artifact {name, version, type}; ignoredMatches with appliedIgnoreRules, models/ignore.go);
@@ -44,9 +45,13 @@ if os.environ.get("GRYPE_DB_AUTO_UPDATE") != "false":
 db = os.path.join(os.environ.get("GRYPE_DB_CACHE_DIR", "/nonexistent"), "vulnerability.json")
 if args[:2] == ["db", "status"]:
     status = {{"schemaVersion": "6.0.0", "from": "file://import", "built": "{built}", "path": db,
-              "valid": os.path.isfile(db)}}
-    if not status["valid"]:
-        status["error"] = "database does not exist"
+              "valid": True}}
+    if not os.path.isfile(db):
+        status = {{"schemaVersion": "", "built": "0001-01-01T00:00:00Z", "path": db, "valid": False,
+                  "error": 'database not found at "%s"' % db}}
+    elif os.path.isfile(os.path.join(os.path.dirname(db), "stale")):
+        status["valid"] = False
+        status["error"] = "the vulnerability database was built 9d ago (max allowed age is 5d)"
     print(json.dumps(status, indent=1))
     sys.exit(0 if status["valid"] else 1)
 if not os.path.isfile(db):
@@ -224,8 +229,15 @@ def test_no_database_is_one_line_with_grypes_reason_and_nothing_written(
 ) -> None:
     monkeypatch.setenv("GRYPE_DB_CACHE_DIR", str(grype.work / "empty"))
     line = _one_error_line(_scan(str(grype.sbom("x", {"zlib": "1.3"})), "--json", "scan.json"))
-    assert "grype db status: no valid vulnerability database (database does not exist)" in line
+    missing = grype.work / "empty" / "vulnerability.json"
+    assert f'grype db status: no valid vulnerability database (database not found at "{missing}")' in line
     assert "GRYPE_DB_CACHE_DIR" in line and not (grype.work / "scan.json").exists()
+
+
+def test_a_stale_database_is_one_line_with_its_age(grype: Grype) -> None:
+    (grype.db_dir / "stale").touch()
+    line = _one_error_line(_scan(str(grype.sbom("x", {"zlib": "1.3"}))))
+    assert "(the vulnerability database was built 9d ago (max allowed age is 5d))" in line
 
 
 def test_bad_sboms_and_flags_are_one_line_each(grype: Grype) -> None:
