@@ -28,7 +28,8 @@ from typing import Any
 
 from mlplatform.errors import InputError
 
-# The version CI installs (.github/workflows/deploy.yml, ci/gitlab-ci.yml; tests/test_ci.py holds them to it).
+# The version CI installs (.github/workflows/deploy.yml, ci/gitlab-ci.yml; tests/mlplatform/test_scan.py
+# holds them to it).
 GRYPE_VERSION = "v0.110.0"
 INSTALL = (
     f"install Grype {GRYPE_VERSION} (https://github.com/anchore/grype#installation:"
@@ -47,7 +48,7 @@ class Sbom:
 
 
 def parse_sbom_arg(argument: str) -> Sbom:
-    """``NAME=PATH`` or ``PATH`` (the image named by the file's name without ``.json``)."""
+    """``NAME=PATH`` or ``PATH`` (the image named by the file's name without ``.json``, ``.spdx.json``)."""
     name, sep, path = argument.partition("=")
     if not sep:
         path, name = argument, Path(argument).name.removesuffix(".json").removesuffix(".spdx")
@@ -177,7 +178,12 @@ def scan(
     grype: str, sboms: Sequence[Sbom], gate: Gate, environ: Mapping[str, str] = os.environ
 ) -> dict[str, Any]:
     """The summary of one run over ``sboms``: the database, the gate's settings, each image's result."""
-    problems = [line for sbom in sboms for line in sbom_problems(sbom)]
+    names = [sbom.image for sbom in sboms]
+    problems = [
+        f"image {name}: named by more than one SBOM; name each as NAME=PATH"
+        for name in sorted({n for n in names if names.count(n) > 1})
+    ]
+    problems += [line for sbom in sboms for line in sbom_problems(sbom)]
     if problems:
         raise InputError(problems)
     env = grype_env(environ)

@@ -251,6 +251,8 @@ def test_bad_sboms_and_flags_are_one_line_each(grype: Grype) -> None:
         "error: SBOM missing.json: cannot read it (No such file or directory)",
     ]
     sbom = str(grype.sbom("x", {}))
+    twice = _one_error_line(_scan(sbom, f"x={sbom}"))
+    assert twice == "error: image x: named by more than one SBOM; name each as NAME=PATH"
     assert "--fail-on severe: not one of" in _one_error_line(_scan(sbom, "--fail-on", "severe"))
     assert "--config none.yaml: no such file" in _one_error_line(_scan(sbom, "--config", "none.yaml"))
 
