@@ -114,6 +114,7 @@ def scan_cmd(
         list[str],
         typer.Argument(
             help="Each image's SBOM (SPDX or CycloneDX JSON) as NAME=PATH, or PATH (named by its file).",
+            metavar="SBOM",
             show_default=False,
         ),
     ],
@@ -129,13 +130,13 @@ def scan_cmd(
         Path | None,
         typer.Option(
             "--config",
-            help="Grype's config with its ignore rules [default: .grype.yaml here, as CI's Grype reads it].",
+            help="Grype's config with its ignore rules (default: .grype.yaml here, as CI's Grype reads it).",
             show_default=False,
         ),
     ] = None,
     grype: Annotated[
         str | None,
-        typer.Option("--grype", help="The Grype binary [default: grype on PATH].", show_default=False),
+        typer.Option("--grype", help="The Grype binary (default: grype on PATH).", show_default=False),
     ] = None,
     json_file: Annotated[
         Path | None,
