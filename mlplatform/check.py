@@ -47,6 +47,7 @@ from mlplatform.plan_cmd import AllowUnrenderedOpt, ProgramOpt, StackFileOpt, St
 from mlplatform.rendering import chart_label, unrendered_problems
 from mlplatform.report import kubernetes_objects, output_problems, write_document
 from mlplatform.sarif import to_sarif
+from mlplatform.scan import read_scan
 
 DEFAULT_PACK = REPO_ROOT / "policies"
 _STYLES = {"mandatory": "bold red", "advisory": "yellow"}
@@ -106,6 +107,15 @@ def check(
             show_default=False,
         ),
     ] = None,
+    scan_files: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--scans",
+            help="With --evidence: a summary `mlplatform images scan --json` wrote, recorded in the"
+            " evidence (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Judge stacks with the policy pack and the judges; exit 1 on any mandatory violation."""
     if plan_files and (stacks or all_stacks or stack_file or program or stack_opt):
@@ -121,7 +131,10 @@ def check(
         unwritable = evidence_problems(evidence_dir, policy_pack)  # found before any stack is planned
     if unwritable:
         exit_with(unwritable)
+    if scan_files and evidence_dir is None:
+        exit_with(["--scans records image scans in the evidence: give --evidence DIR with it"])
     try:
+        scans = [(path, read_scan(path)) for path in scan_files or []]  # read before any stack is planned
         given = load_policy_config(policy_config)
         with PolicyPackSession(policy_pack) as session:  # the pack starts while the first stack plans
             reports, unplanned, unrendered = _plan_and_judge(
@@ -135,7 +148,7 @@ def check(
             pack = session.info
             if evidence_dir is not None and not unplanned and not unrendered:
                 settings = reconcile(pack.schemas(), given, pack.initial_config)
-                write_evidence(evidence_dir, pack, reports, settings, skipped)
+                write_evidence(evidence_dir, pack, reports, settings, skipped, scans)
     except InputError as error:
         exit_with(error.problems)
     console = Console()

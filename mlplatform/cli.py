@@ -96,7 +96,7 @@ VERBS = {
             "mlplatform.images_cmd",
             "app",
             "infra",
-            "Copy third-party images into the stack's registry.",
+            "Mirror third-party images; scan images' SBOMs for CVEs.",
         ),
         Verb(
             "models",

@@ -22,7 +22,7 @@ import json
 import re
 import socket
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -206,8 +206,10 @@ def write_evidence(
     reports: list[StackReport],
     settings: Mapping[str, PolicySettings],
     skipped: frozenset[str],
+    scans: Sequence[tuple[Path, Mapping[str, Any]]] = (),
 ) -> list[str]:
-    """Write the evidence directory; the paths written, relative to it, manifest last."""
+    """Write the evidence directory; the paths written, relative to it, manifest last. Each image scan
+    (``mlplatform images scan --json``) is kept as it was written, under ``image-scans/``."""
     catalogue = load_controls(pack.path)
     now = datetime.now(UTC)
     directory.mkdir(parents=True, exist_ok=True)
@@ -250,10 +252,15 @@ def write_evidence(
     matrix = control_matrix(catalogue, stacks, results, {p.name: p.kind for p in pack.policies})
     written["control-matrix.csv"] = _matrix_csv(catalogue, reports, matrix)
     written["control-matrix.html"] = _matrix_html(catalogue, reports, matrix, pack, now).encode()
+    scanned = []
+    for number, (source, scan) in enumerate(scans, 1):
+        path = f"image-scans/{number:02d}-{_safe(source.name)}"
+        written[path] = source.read_bytes()  # byte for byte: its sha256 in the manifest is the file's
+        scanned += [_scan_entry(path, scan, image) for image in scan["images"]]
     for path, content in written.items():
         (directory / path).parent.mkdir(parents=True, exist_ok=True)
         (directory / path).write_bytes(content)
-    manifest = _manifest(pack, reports, written, now)
+    manifest = {**_manifest(pack, reports, written, now), "imageScans": scanned}
     (directory / "manifest.json").write_bytes(_json(manifest))
     return [*written, "manifest.json"]
 
@@ -559,6 +566,21 @@ def _manifest(
             {"path": path, "sha256": hashlib.sha256(content).hexdigest(), "bytes": len(content)}
             for path, content in sorted(written.items())
         ],
+    }
+
+
+def _scan_entry(path: str, scan: Mapping[str, Any], image: Mapping[str, Any]) -> dict[str, Any]:
+    """One scanned image in the manifest: what (its SBOM's digest), when, against which database."""
+    return {
+        "image": image.get("image"),
+        "sbomSha256": image.get("sbomSha256"),
+        "passed": image.get("passed"),
+        "counts": image.get("counts"),
+        "scannedAt": scan.get("time"),
+        "databaseBuilt": (scan.get("database") or {}).get("built"),
+        "failOn": scan.get("failOn"),
+        "onlyFixed": scan.get("onlyFixed"),
+        "file": path,
     }
 
 

@@ -1,5 +1,6 @@
 """``mlplatform images mirror``: the third-party images a stack's objects name, and the script that copies
-them into the stack's own registry (mlplatform.mirror).
+them into the stack's own registry (mlplatform.mirror). ``mlplatform images scan``: the CVE gate on images'
+SBOMs with Grype, offline (mlplatform.scan).
 
 It plans the stack (or reads a plan ``mlplatform plan --json`` wrote) and prints a bash script: log in
 to the stack's registry, create each mirror repository ECR needs, ``crane copy`` each image, and print
@@ -10,6 +11,7 @@ reachable, with ``crane`` (google/go-containerregistry) and the cloud's CLI inst
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +22,7 @@ import yaml
 
 from components.config import PLATFORM_KEY
 from mlplatform.check import read_plan
-from mlplatform.errors import exit_with
+from mlplatform.errors import EXIT_FINDING, InputError, exit_with
 from mlplatform.mirror import mirror_list, mirror_script
 from mlplatform.plan import Target
 from mlplatform.plan_cmd import (
@@ -32,10 +34,11 @@ from mlplatform.plan_cmd import (
     target_from_flags,
     unrendered_or_exit,
 )
-from mlplatform.report import kubernetes_objects
+from mlplatform.report import kubernetes_objects, output_problems, write_document
+from mlplatform.scan import INSTALL, SEVERITIES, Gate, parse_sbom_arg, scan, summary_line
 
 app = typer.Typer(
-    help="Third-party images into the stack's own registry.",
+    help="Third-party images into the stack's own registry; the CVE gate on images' SBOMs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -103,6 +106,81 @@ def mirror(
     if json_file is not None:
         json_file.write_text(json.dumps([i.as_dict() for i in images], indent=2) + "\n", encoding="utf-8")
     typer.echo("\n".join(mirror_script(images, plan.outputs, lock or f"stacks/{plan.stack}.images.json")))
+
+
+@app.command(name="scan")
+def scan_cmd(
+    sboms: Annotated[
+        list[str],
+        typer.Argument(
+            help="Each image's SBOM (SPDX or CycloneDX JSON) as NAME=PATH, or PATH (named by its file).",
+            metavar="SBOM",
+            show_default=False,
+        ),
+    ],
+    fail_on: Annotated[
+        str,
+        typer.Option("--fail-on", help=f"Fail on a vulnerability at or above: {', '.join(SEVERITIES)}."),
+    ] = "high",
+    only_fixed: Annotated[
+        bool,
+        typer.Option("--only-fixed/--all", help="Judge only vulnerabilities with a fix."),
+    ] = True,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Grype's config with its ignore rules (default: .grype.yaml here, as CI's Grype reads it).",
+            show_default=False,
+        ),
+    ] = None,
+    grype: Annotated[
+        str | None,
+        typer.Option("--grype", help="The Grype binary (default: grype on PATH).", show_default=False),
+    ] = None,
+    json_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Write the summary here (for `mlplatform check --evidence DIR --scans FILE`).",
+            show_default=False,
+        ),
+    ] = None,
+    sarif_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--sarif", help="Grype also writes each image's SARIF here, as NAME.sarif.", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Scan images' SBOMs with Grype against the vulnerability database on disk (never downloaded);
+    exit 1 when one has a vulnerability at or above --fail-on."""
+    if fail_on not in SEVERITIES:
+        exit_with([f"--fail-on {fail_on}: not one of {', '.join(SEVERITIES)}"])
+    if config is None and Path(".grype.yaml").is_file():
+        config = Path(".grype.yaml")
+    elif config is not None and not config.is_file():
+        exit_with([f"--config {config}: no such file"])
+    binary = grype or shutil.which("grype")
+    if binary is None:
+        exit_with([f"grype: not found on PATH; {INSTALL}"])
+    unwritable = output_problems({"--json": json_file}, {"--sarif": sarif_dir})
+    if unwritable:
+        exit_with(unwritable)
+    try:
+        gate = Gate(fail_on, only_fixed, config, sarif_dir)
+        summary = scan(binary, [parse_sbom_arg(a) for a in sboms], gate)
+    except InputError as error:
+        exit_with(error.problems)
+    database = summary["database"]
+    typer.echo(f"database built {database['built']} (schema {database['schemaVersion']})")
+    for image in summary["images"]:
+        typer.echo(summary_line(image))
+    if json_file is not None:
+        write_document(json_file, summary)
+        typer.echo(f"wrote {json_file}")
+    if not summary["passed"]:
+        raise typer.Exit(EXIT_FINDING)
 
 
 def unlocked(target: Target, directory: Path) -> Target:

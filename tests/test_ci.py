@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import jsonschema
 import yaml
 
 from components.images import DOCKERFILES, TRAINING_DOCKERFILE
+from tests.mlplatform.pages import cli_problem
 from workloads.fabric import IMAGE_TARGETS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,27 +158,48 @@ def _builds() -> set[tuple[str, str]]:
 
 
 def test_every_image_pulumi_up_builds_is_scanned_and_up_waits_for_the_gate() -> None:
-    """anchore/scan-action README: ``severity-cutoff`` fails at that severity or above, ``only-fixed``
-    reports only vulnerabilities with a fix; grype --fail-on, --only-fixed (cmd/grype/cli/options)."""
+    """Both CIs gate through `mlplatform images scan` (docs/images.md "The CVE gate") on each image's
+    SBOM: Critical or High with a fix fails (grype --fail-on, --only-fixed: cmd/grype/cli/options), and
+    `up` needs the gate."""
     jobs = _workflow("deploy.yml")["jobs"]
     images = jobs["images"]
     assert {(i["dockerfile"], i["target"]) for i in images["strategy"]["matrix"]["image"]} == _builds()
-    [scan] = [s for s in images["steps"] if str(s.get("uses", "")).startswith("anchore/scan-action@")]
-    assert scan["with"]["severity-cutoff"] == "high" and scan["with"]["only-fixed"] == "true"
-    assert scan["with"]["fail-build"] == "true" and scan["with"]["grype-version"]
+    runs = "\n".join(str(step.get("run", "")) for step in images["steps"])
+    assert 'syft scan "docker:${IMAGE}" -o "spdx-json=out/${NAME}.spdx.json"' in runs
+    assert (
+        '.venv/bin/mlplatform images scan "${NAME}=out/${NAME}.spdx.json" --fail-on high --only-fixed' in runs
+    )
     assert "images" in jobs["up"]["needs"]
     gitlab = yaml.safe_load(GITLAB.read_text())
-    scan_job = gitlab["image-scan"]
+    sbom_job = gitlab["image-sbom"]
     assert {
         (dockerfile, target)
-        for cell in scan_job["parallel"]["matrix"]
+        for cell in sbom_job["parallel"]["matrix"]
         for dockerfile in (
             cell["DOCKERFILE"] if isinstance(cell["DOCKERFILE"], list) else [cell["DOCKERFILE"]]
         )
         for target in (cell["TARGET"] if isinstance(cell["TARGET"], list) else [cell["TARGET"]])
     } == _builds()
-    assert "--only-fixed --fail-on high" in " ".join(scan_job["script"])
+    assert any("syft scan docker:" in line and "out/sbom/" in line for line in sbom_job["script"])
+    scan_job = gitlab["image-scan"]
+    assert {"job": "image-sbom", "artifacts": True} in scan_job["needs"]
+    assert any(
+        line.startswith(".venv/bin/mlplatform images scan out/sbom/*.spdx.json --fail-on high --only-fixed")
+        for line in scan_job["script"]
+    )
     assert {"job": "image-scan", "artifacts": False} in gitlab["up"]["needs"]
+
+
+def test_the_cve_gate_command_in_ci_parses_with_the_real_cli() -> None:
+    """The command each CI runs is one `mlplatform images scan` accepts (its flags exist)."""
+    workflow = "\n".join(str(s.get("run", "")) for s in _workflow("deploy.yml")["jobs"]["images"]["steps"])
+    gitlab = yaml.safe_load(GITLAB.read_text())["image-scan"]["script"]
+    lines = [*workflow.replace("\\\n", " ").splitlines(), *gitlab]
+    commands = [line for line in lines if "images scan" in line]
+    assert len(commands) == 2
+    for command in commands:
+        words = shlex.split(command.strip())
+        assert cli_problem(words[1:]) is None, command
 
 
 def test_the_up_that_signs_installs_cosign_and_syft_pinned_and_checked() -> None:

@@ -41,6 +41,7 @@ from mlplatform.evidence import (
 )
 from mlplatform.plan import REPO_ROOT, Plan
 from mlplatform.report import write_document
+from tests.mlplatform.test_scan import BUILT, stand_in_grype, write_sbom
 from tests.policies.test_audit import of_type, without
 
 TRAIL_CONTROLS = ("ISO27001:2022 A.8.15", "ISO27001:2022 A.5.28")
@@ -60,6 +61,7 @@ class Evidence:
     pairs: dict[str, tuple[str, str]]  # stack → the labels (plan files judged) of it shipped, and trail-less
     plans: dict[str, Path]
     exit_code: int
+    scans: Path
 
     @property
     def shipped(self) -> str:
@@ -86,11 +88,19 @@ def evidence(cloud_plan: Callable[[str], Plan], tmp_path_factory: pytest.TempPat
         write_document(no_trail, without(plan, trail))
         pairs[stack] = (str(shipped), str(no_trail))
         plans |= {str(shipped): shipped, str(no_trail): no_trail}
+    # One image scan (docs/images.md, "The CVE gate"): a High with a fix, so its FAIL is what is recorded.
+    grype, db_dir = stand_in_grype(work)
+    sbom = write_sbom(work / "sbom.json", {"openssl": "3.0.2-0ubuntu1"})
+    scans = work / "scans.json"
+    scan = ["images", "scan", f"trainer-cpu={sbom}", "--grype", str(grype), "--json", str(scans)]
+    scanned = CliRunner().invoke(app, scan, env={"GRYPE_DB_CACHE_DIR": str(db_dir)})
+    assert scanned.exit_code == 1, scanned.output
     directory = work / "out"
     args = [arg for path in plans for arg in ("--plan", path)]
-    result = CliRunner().invoke(app, ["check", *args, "--skip", "exit-codes", "--evidence", str(directory)])
+    args += ["--skip", "exit-codes", "--evidence", str(directory), "--scans", str(scans)]
+    result = CliRunner().invoke(app, ["check", *args])
     assert "wrote" in result.output, result.output
-    return Evidence(directory, pairs, plans, result.exit_code)
+    return Evidence(directory, pairs, plans, result.exit_code, scans)
 
 
 def _json(path: Path) -> Any:
@@ -117,6 +127,32 @@ def test_the_manifest_hashes_every_file_and_names_commit_pack_and_plans(evidence
         document = _json(evidence.plans[stack["label"]])
         canonical = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
         assert stack["planSha256"] == hashlib.sha256(canonical).hexdigest()
+
+
+def test_the_image_scans_are_kept_as_written_and_named_in_the_manifest(evidence: Evidence) -> None:
+    """Issue 36 item 4: the evidence records what was scanned, when, against which database."""
+    manifest = _json(evidence.directory / "manifest.json")
+    summary = _json(evidence.scans)
+    kept = evidence.directory / "image-scans" / "01-scans.json"
+    assert kept.read_bytes() == evidence.scans.read_bytes()
+    hashed = {f["path"]: f["sha256"] for f in manifest["files"]}
+    assert hashed["image-scans/01-scans.json"] == hashlib.sha256(kept.read_bytes()).hexdigest()
+    [image] = manifest["imageScans"]
+    assert image["image"] == "trainer-cpu" and image["passed"] is False and image["counts"]["high"] == 1
+    assert image["databaseBuilt"] == BUILT and image["scannedAt"] == summary["time"]
+    assert image["sbomSha256"] == summary["images"][0]["sbomSha256"] and image["failOn"] == "high"
+
+
+def test_scans_without_evidence_or_not_a_scan_are_refused_before_any_planning(tmp_path: Path) -> None:
+    bare = CliRunner().invoke(app, ["check", "aws-smb-dev", "--scans", str(tmp_path / "s.json")])
+    assert bare.exit_code == 2 and "--scans records image scans in the evidence" in bare.output
+    other = tmp_path / "other.json"
+    other.write_text('{"images": []}')
+    args = ["check", "aws-smb-dev", "--evidence", str(tmp_path / "out"), "--scans", str(other)]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 2, refused.output
+    assert f"--scans {other}: not a summary `mlplatform images scan --json` wrote" in refused.output
+    assert not (tmp_path / "out").exists()
 
 
 def test_results_record_passes_and_each_finding_as_ocsf(evidence: Evidence) -> None:
