@@ -24,18 +24,18 @@ from enum import StrEnum
 
 
 class AksOsSku(StrEnum):
-    """AKS agent pool ``osSku`` values with the Ubuntu the operators' driver images are built for."""
+    """AKS agent pool ``osSku`` values with the Ubuntu the operators' driver images are built for, of
+    those the pinned pulumi-azure-native knows (its ``containerservice.OSSKU``: no Ubuntu2404 yet)."""
 
     UBUNTU = "Ubuntu"
     UBUNTU_2204 = "Ubuntu2204"
-    UBUNTU_2404 = "Ubuntu2404"
 
 
 # AKS "Upgrade the OS version" (learn.microsoft.com/azure/aks/upgrade-os-version, "Supported OS
 # versions"): osSku Ubuntu follows the Kubernetes version, Ubuntu 22.04 the default for 1.25 to 1.34 and
-# Ubuntu 24.04 for 1.35+; Ubuntu2204 and Ubuntu2404 name theirs.
+# Ubuntu 24.04 for 1.35+; Ubuntu2204 names its own.
 _UBUNTU_2404_FROM = (1, 35)
-_NAMED = {AksOsSku.UBUNTU_2204: "22.04", AksOsSku.UBUNTU_2404: "24.04"}
+_NAMED = {AksOsSku.UBUNTU_2204: "22.04"}
 
 
 @dataclass(frozen=True)

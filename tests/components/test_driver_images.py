@@ -3,7 +3,7 @@
 Rules and their sources:
 - AKS "Upgrade the OS version" (learn.microsoft.com/azure/aks/upgrade-os-version, "Supported OS
   versions"): osSku Ubuntu follows the Kubernetes version, Ubuntu 22.04 the default for 1.25 to 1.34,
-  Ubuntu 24.04 for 1.35+; osSku Ubuntu2204 / Ubuntu2404 name theirs.
+  Ubuntu 24.04 for 1.35+; osSku Ubuntu2204 names its own.
 - gpu-operator ``resolveDriverTag``: ``<version>-<os-release ID><VERSION_ID>``.
 - network-operator ``getMofedDriverImageName``: ``<version>-<os><os version>-<arch>``
   (its test: ``mofed:5.7-1.0.0.0-ubuntu20.04-amd64``).
@@ -24,7 +24,6 @@ from components.driver_images import AksOsSku, NodeOs, aks_node_os, doca_driver_
         (AksOsSku.UBUNTU, "1.35", "24.04"),
         (AksOsSku.UBUNTU, "1.39", "24.04"),
         (AksOsSku.UBUNTU_2204, "1.35", "22.04"),
-        (AksOsSku.UBUNTU_2404, "1.33", "24.04"),
     ],
 )
 def test_an_aks_pool_runs_the_ubuntu_of_its_os_sku_and_kubernetes_version(
