@@ -220,10 +220,11 @@ def nic_cluster_policy(handle: ClusterHandle, lock: MirrorLock | None) -> Object
             }
         ]
     }
-    source = _doca_driver_source(handle)
-    driver = operator_image(_DOCA_DRIVER, lock, source=source)
+    driver = dict(_DOCA_DRIVER)
     metadata: dict[str, Any] = {"name": "nic-cluster-policy", "labels": dict(MANAGED_BY)}
     if lock is not None:
+        source = _doca_driver_source(handle)
+        driver = operator_image(_DOCA_DRIVER, lock, source=source)
         pinned = f"{driver['repository']}/{driver['image']}@{driver['version']}"
         metadata["annotations"] = {SOURCES_ANNOTATION: json.dumps({pinned: source})}
     return {
