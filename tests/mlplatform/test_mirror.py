@@ -283,6 +283,22 @@ def test_an_os_sku_the_drivers_have_no_tag_for_is_one_line_and_exit_2(tmp_path: 
     assert result.stdout == ""
 
 
+def test_a_plan_file_without_the_gpu_nodes_os_is_one_line_and_exit_2(
+    planned: Callable[[str], Plan], tmp_path: Path
+) -> None:
+    """A plan written before the plan exported ``gpuNodeOs``: no driver tag can be named."""
+    document = planned("azure-smb-dev").to_dict()
+    del document["outputs"]["gpuNodeOs"]
+    plan_file = tmp_path / "plan.json"
+    write_document(plan_file, document)
+    result = CliRunner().invoke(app, ["images", "mirror", "--plan", str(plan_file)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: stack azure-smb-dev: nvcr.io/nvidia/driver:595.91.07: its operator adds the GPU nodes' OS"
+        " to the tag; the plan exports no gpuNodeOs; plan it again with this version of mlplatform"
+    ]
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="runs bash")
 def test_a_failed_digest_stops_the_script_and_leaves_the_lock_as_it_was(
     planned: Callable[[str], Plan], tmp_path: Path
