@@ -107,19 +107,25 @@ def plan_node_os(outputs: Mapping[str, Any]) -> NodeOs | None:
     return NodeOs.from_dict(found) if isinstance(found, Mapping) else None
 
 
-def _driver_images(obj: Mapping[str, Any], node_os: NodeOs | None) -> dict[str, str]:
-    """A custom resource's driver images as its spec names them → as the operator pulls them."""
+def _driver_images(obj: Mapping[str, Any], node_os: NodeOs | None) -> dict[str, str | None]:
+    """A custom resource's driver images as its spec names them → as the operator pulls them, or None
+    where it pulls none (ClusterPolicy ``driver.enabled: false``: the node image has the driver, EKS)."""
     spec = obj.get("spec") or {}
-    found = {}
+    found: dict[str, str | None] = {}
     for (kind, field), complete in DRIVER_TAGS.items():
         block = spec.get(field) if obj.get("kind") == kind and isinstance(spec, Mapping) else None
-        # ClusterPolicy ``driver.enabled: false``: the node image has the driver, none is pulled.
-        if not isinstance(block, Mapping) or block.get("enabled") is False:
+        if not isinstance(block, Mapping):
             continue
         version = str(block.get("version", ""))
+        named = f"{block.get('repository')}/{block.get('image')}" + (
+            "@" if version.startswith("sha256:") else ":"
+        )
+        if block.get("enabled") is False:
+            found[named + version] = None
+            continue
         if not version or version.startswith("sha256") or "@" in version:
             continue  # by digest: pulled as named
-        named = f"{block['repository']}/{block['image']}:{version}"
+        named += version
         if node_os is None:
             raise NodeOsError(
                 f"{named}: its operator adds the GPU nodes' OS to the tag; the plan exports no gpuNodeOs"
@@ -152,7 +158,7 @@ def image_references(objects: Sequence[Mapping[str, Any]], node_os: NodeOs | Non
         if "/" in str(obj.get("apiVersion", "")) and "." in str(obj.get("apiVersion")).split("/")[0]:
             spec = obj.get("spec")
             drivers = _driver_images(obj, node_os)
-            images += [drivers.get(image, image) for image in _operator_images(spec)]
+            images += [i for i in (drivers.get(image, image) for image in _operator_images(spec)) if i]
             # A custom resource's own image (Prometheus, Alertmanager: spec.image).
             if isinstance(spec, Mapping) and isinstance(spec.get("image"), str) and spec["image"]:
                 images.append(spec["image"])

@@ -85,14 +85,23 @@ class ChartImage:
     # A driver image: how its operator completes the tag with the node's OS (components/driver_images.py).
     driver_tag: Callable[[str, NodeOs], str] | None = None
 
+    def _node(self, values: Mapping[str, Any]) -> Any:
+        node: Any = values
+        for key in self.path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        return node
+
+    def switched_off(self, values: Mapping[str, Any]) -> bool:
+        """The values set ``enabled: false`` where this image is."""
+        node = self._node(values)
+        return isinstance(node, Mapping) and node.get("enabled") is False
+
     def source(self, values: Mapping[str, Any], node_os: NodeOs | None = None) -> str:
         """The reference the release's pods pull: the default, with a ``repository`` our values set
         there (the EFA plugin's regional registry); a driver's tag as its operator completes it for
         ``node_os`` (where the stack names one: the GPU nodes of a stack whose operator installs the
         driver)."""
-        node: Any = values
-        for key in self.path:
-            node = node.get(key) if isinstance(node, Mapping) else None
+        node = self._node(values)
         repository = node.get("repository") if isinstance(node, Mapping) else None
         ref = ImageRef.parse(self.default)
         if isinstance(repository, str):
@@ -249,9 +258,12 @@ def mirrored_values(
     chart: str, version: str, values: Mapping[str, Any], lock: MirrorLock, node_os: NodeOs | None
 ) -> dict[str, Any]:
     """``values`` with every image of the chart set to the lock's mirror by digest (``LockError`` names
-    an image the lock lacks); a driver by its tag for ``node_os`` and that tag's digest."""
+    an image the lock lacks); a driver by its tag for ``node_os`` and that tag's digest, none where the
+    values switch the driver off (the node image has it: no pod pulls it)."""
     result: dict[str, Any] = dict(values)
     for image in chart_images(chart, version):
+        if image.driver_tag is not None and image.switched_off(values):
+            continue
         ref = ImageRef.parse(lock.pin(image.source(values, node_os)))
         node = result
         for key in image.path:

@@ -97,12 +97,14 @@ def test_an_operator_resource_names_its_images_in_repository_image_version() -> 
         "nvcr.io/nvidia/k8s/container-toolkit@sha256:" + "b" * 64: ["ClusterPolicy cluster-policy"],
         "nvcr.io/nvidia/mellanox/doca-driver:d1-ubuntu24.04-amd64": ["NicClusterPolicy nic-cluster-policy"],
     }
-    # Without the nodes' OS no tag can be named; a disabled driver (EKS: the node image has it) is pulled
-    # by no one and named as the object names it.
+    # Without the nodes' OS no tag can be named; a driver switched off (EKS: the node image has it) is
+    # pulled by no one, so not mirrored.
     with pytest.raises(NodeOsError, match=r"nvcr\.io/nvidia/driver:595\.91\.07: its operator adds"):
         image_references([policy], None)
     policy["spec"]["driver"]["enabled"] = False  # type: ignore[index]
-    assert "nvcr.io/nvidia/driver:595.91.07" in image_references([policy], None)
+    assert image_references([policy], None) == {
+        "nvcr.io/nvidia/k8s/container-toolkit@sha256:" + "b" * 64: ["ClusterPolicy cluster-policy"]
+    }
 
 
 def test_an_operators_image_variables_flags_and_custom_resource_images_are_listed() -> None:

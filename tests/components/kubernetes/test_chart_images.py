@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from components.driver_images import NodeOs
-from components.image_mirror import ImageRef, MirrorLock
+from components.image_mirror import ImageRef, LockError, MirrorLock
 from components.kubernetes.chart_images import CHART_IMAGES, mirrored_values
 from components.kubernetes.charts import cache_dir, package_file, render
 from mlplatform.mirror import image_references
@@ -76,3 +76,17 @@ def test_a_repository_the_values_set_is_the_source_looked_up() -> None:
     [image] = CHART_IMAGES[("aws-efa-k8s-device-plugin", "v0.5.30")]
     assert image.source({"image": {"repository": regional}}) == f"{regional}:v0.5.20"
     assert image.source({}) == image.default
+
+
+def test_a_driver_the_values_switch_off_is_pulled_by_no_one_and_left_out_of_the_lock() -> None:
+    """EKS nodes have the driver (the GPU operator's ``driver.enabled: false``): no driver tag exists for
+    the version alone, and nothing pulls it, so the lock need not hold it."""
+    chart, version = "gpu-operator", "v26.7.0"
+    full = _lock(chart, version)
+    driver = next(s for s in full.images if ImageRef.parse(s).path == "nvidia/driver")
+    lock = MirrorLock("fixture", {s: v for s, v in full.images.items() if s != driver})
+    values = {"driver": {"enabled": False}}
+    mirrored = mirrored_values(chart, version, values, lock, None)["driver"]
+    assert mirrored["enabled"] is False and not {"repository", "image", "version"} & set(mirrored)
+    with pytest.raises(LockError, match="nvidia/driver:595"):
+        mirrored_values(chart, version, {}, lock, _NODE_OS)
