@@ -30,6 +30,7 @@ from pydantic.alias_generators import to_camel
 from components.catalog import InstanceType, catalog
 from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.catalog.azure import AKS_END_OF_LIFE, aks_supported
+from components.driver_images import AksOsSku
 from components.handle import (
     REGISTRY_DIRECTORY,
     WORKLOAD_IDENTITIES,
@@ -625,6 +626,8 @@ class AzureConfig(_Model):
     # zones): with the in-cluster layer it reaches the private API server and pushes the images it builds
     # through the registry's private endpoint, the only way in with public network access disabled.
     vnet_runner: bool = False
+    # Every pool's AKS osSku; the NVIDIA drivers' image tags follow its Ubuntu (components/driver_images.py).
+    os_sku: AksOsSku = AksOsSku.UBUNTU
 
     @field_validator("egress_firewall_ip")
     @classmethod

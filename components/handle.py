@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pulumi
 
+    from components.driver_images import NodeOs
+
 
 class Cloud(StrEnum):
     AWS = "aws"
@@ -340,6 +342,9 @@ class ClusterHandle:
     registry_backend: RegistryBackend | None = None
     # The model lifecycle record; None where the stack keeps none (an unaudited stack).
     lifecycle_record: RecordStore | None = None
+    # The GPU nodes' OS and architecture, where the NVIDIA operators install the drivers and name their
+    # images by it (components/driver_images.py); None where the node image has the drivers (EKS).
+    gpu_node_os: NodeOs | None = None
     # Where a pod reaches the Kubernetes API server (the drift monitor creating its retrain Job): the
     # private endpoint in the cluster's network, or the public one; None where the adapter gives none.
     api_server: Peer | None = None

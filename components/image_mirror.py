@@ -25,6 +25,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 LOCK_VERSION = 1
+# On an object the program writes that names a mirror by bare digest (the DOCA driver: its operator takes
+# no tag with a digest), JSON ``{"<mirror>@<digest>": "<source by tag>"}``: the evidence keeps the tag.
+SOURCES_ANNOTATION = "images.ml-platform.io/mirrored-from"
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 

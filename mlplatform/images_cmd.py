@@ -23,7 +23,7 @@ import yaml
 from components.config import PLATFORM_KEY
 from mlplatform.check import read_plan
 from mlplatform.errors import EXIT_FINDING, InputError, exit_with
-from mlplatform.mirror import mirror_list, mirror_script
+from mlplatform.mirror import NodeOsError, mirror_list, mirror_script, plan_node_os
 from mlplatform.plan import Target
 from mlplatform.plan_cmd import (
     ProgramOpt,
@@ -93,7 +93,12 @@ def mirror(
         exit_with(
             [f"stack {plan.stack}: the plan exports no {' or '.join(missing)}, so no registry to mirror to"]
         )
-    images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]))
+    try:
+        images = mirror_list(
+            kubernetes_objects(plan), str(plan.outputs["registry"]), plan_node_os(plan.outputs)
+        )
+    except NodeOsError as error:
+        exit_with([f"stack {plan.stack}: {error}; plan it again with this version of mlplatform"])
     if any(image.mirrored for image in images):
         # Only a --plan file can: a stack is planned without its lock. A script from it would write a lock
         # without the images the plan already takes from the mirror.

@@ -9,6 +9,10 @@ custom resource in the NVIDIA operators' ``repository``/``image``/``version`` sh
 NicClusterPolicy), from which the operator makes its pods; or, for an operator to run, in a container's
 ``*_IMAGE`` variable, a prometheus-operator image flag, or a custom resource's ``spec.image``.
 
+A driver image the NVIDIA operators install (ClusterPolicy ``driver``, NicClusterPolicy ``ofedDriver``)
+is pulled by a tag the operator completes with the node's OS (and arch): the list names that tag, from
+the plan's ``gpuNodeOs`` output, by the rule the program pins it with (components/driver_images.py).
+
 Each goes to ``<registry>/mirror/<source host>/<source path>`` with the source's tag. The copy is
 ``crane copy``, which "efficiently copy[s] a remote image from src to dst while retaining the digest
 value" (google/go-containerregistry, cmd/crane/doc/crane_copy.md), every platform of an index included:
@@ -27,7 +31,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from components.config import PLATFORM_KEY
-from components.image_mirror import LOCK_VERSION, ImageRef
+from components.driver_images import DRIVER_TAGS, NodeOs
+from components.image_mirror import LOCK_VERSION, SOURCES_ANNOTATION, ImageRef
 
 MIRROR_PATH = "mirror"
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
@@ -92,8 +97,46 @@ def _operator_images(node: Any) -> Iterator[str]:
             yield from _operator_images(item)
 
 
-def image_references(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
-    """Every image the objects name → the objects (``Kind namespace/name``) that name it."""
+class NodeOsError(ValueError):
+    """A driver image whose tag the operator completes with a node OS the plan does not export."""
+
+
+def plan_node_os(outputs: Mapping[str, Any]) -> NodeOs | None:
+    """The GPU nodes' OS a plan exports (``gpuNodeOs``: Azure stacks with GPU pools), or None."""
+    found = outputs.get("gpuNodeOs")
+    return NodeOs.from_dict(found) if isinstance(found, Mapping) else None
+
+
+def _driver_images(obj: Mapping[str, Any], node_os: NodeOs | None) -> dict[str, str | None]:
+    """A custom resource's driver images as its spec names them → as the operator pulls them, or None
+    where it pulls none (ClusterPolicy ``driver.enabled: false``: the node image has the driver, EKS)."""
+    spec = obj.get("spec") or {}
+    found: dict[str, str | None] = {}
+    for (kind, field), complete in DRIVER_TAGS.items():
+        block = spec.get(field) if obj.get("kind") == kind and isinstance(spec, Mapping) else None
+        if not isinstance(block, Mapping):
+            continue
+        version = str(block.get("version", ""))
+        named = f"{block.get('repository')}/{block.get('image')}" + (
+            "@" if version.startswith("sha256:") else ":"
+        )
+        if block.get("enabled") is False:
+            found[named + version] = None
+            continue
+        if not version or version.startswith("sha256") or "@" in version:
+            continue  # by digest: pulled as named
+        named += version
+        if node_os is None:
+            raise NodeOsError(
+                f"{named}: its operator adds the GPU nodes' OS to the tag; the plan exports no gpuNodeOs"
+            )
+        found[named] = f"{block['repository']}/{block['image']}:{complete(version, node_os)}"
+    return found
+
+
+def image_references(objects: Sequence[Mapping[str, Any]], node_os: NodeOs | None) -> dict[str, list[str]]:
+    """Every image the objects name → the objects (``Kind namespace/name``) that name it; a driver
+    image as its operator pulls it on ``node_os`` (``NodeOsError`` without one)."""
     named: dict[str, list[str]] = {}
     for obj in objects:
         metadata = obj.get("metadata") or {}
@@ -114,7 +157,8 @@ def image_references(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[str
         ]
         if "/" in str(obj.get("apiVersion", "")) and "." in str(obj.get("apiVersion")).split("/")[0]:
             spec = obj.get("spec")
-            images += _operator_images(spec)
+            drivers = _driver_images(obj, node_os)
+            images += [i for i in (drivers.get(image, image) for image in _operator_images(spec)) if i]
             # A custom resource's own image (Prometheus, Alertmanager: spec.image).
             if isinstance(spec, Mapping) and isinstance(spec.get("image"), str) and spec["image"]:
                 images.append(spec["image"])
@@ -124,21 +168,29 @@ def image_references(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[str
     return {image: sorted(where) for image, where in named.items()}
 
 
-def mirror_list(objects: Sequence[Mapping[str, Any]], registry: str) -> list[MirroredImage]:
-    """What the objects name from outside ``registry``, each with its place below it; and what they name
-    from its mirror by digest (a stack with a mirror lock), ``mirrored``, its source read back from the
-    path below the mirror (without the tag where the reference has none: a driver image)."""
+def mirror_list(
+    objects: Sequence[Mapping[str, Any]], registry: str, node_os: NodeOs | None
+) -> list[MirroredImage]:
+    """What the objects name from outside ``registry`` (a driver as pulled on ``node_os``), each with its
+    place below it; and what they name from its mirror by digest (a stack with a mirror lock),
+    ``mirrored``, its source read back from the path below the mirror, or, where the reference has no
+    tag (the DOCA driver), from the object's ``SOURCES_ANNOTATION``."""
     host, _, prefix = registry.partition("/")
     below = f"{host}/" + "/".join(p for p in (prefix, MIRROR_PATH) if p) + "/"
+    # Sources the objects name for the mirror's images they name by bare digest (SOURCES_ANNOTATION).
+    annotated: dict[str, str] = {}
+    for obj in objects:
+        found = ((obj.get("metadata") or {}).get("annotations") or {}).get(SOURCES_ANNOTATION)
+        annotated |= json.loads(found) if found else {}
     mirrored = []
-    for image, where in sorted(image_references(objects).items()):
+    for image, where in sorted(image_references(objects, node_os).items()):
         if image.startswith(below) and ImageRef.parse(image).digest:
             # Pinned through the stack's mirror lock: the source is the path below the mirror.
             ref = ImageRef.parse(image)
             source = ImageRef.parse(image.removeprefix(below))
             mirrored.append(
                 MirroredImage(
-                    str(replace(source, digest=None)),
+                    annotated.get(image, str(replace(source, digest=None))),
                     image,
                     ref.path,
                     ref.digest,

@@ -39,6 +39,7 @@ from components.azure import naming
 from components.azure.scope import AzureScope
 from components.azure.zones import pool_zones
 from components.config import AZURE_DUTY_CYCLE_TAG, PLATFORM_KEY, PROJECT, NodePoolConfig, PlatformConfig
+from components.driver_images import NodeOs, aks_node_os
 from components.handle import GPU_TAINT_KEY, POOL_LABEL, Fabric, PoolHandle, PoolKind, Taint
 
 # AKS's GPU taint value (Azure/aks-rdma-infiniband, REFERENCE.md); tolerations match the key only.
@@ -85,6 +86,17 @@ def pool_taints(config: PlatformConfig, pool: NodePoolConfig) -> tuple[Taint, ..
     return (*taints, SPOT_TAINT) if pool.spot else taints
 
 
+def gpu_node_os(config: PlatformConfig) -> NodeOs | None:
+    """The OS and architecture of the stack's GPU nodes, which the NVIDIA operators' driver tags name;
+    None without GPU pools."""
+    archs = sorted({config.instance_type(p).arch for p in config.node_pools if p.kind is PoolKind.GPU})
+    if not archs:
+        return None
+    if len(archs) > 1:
+        raise ValueError(f"GPU pools of several architectures ({', '.join(archs)}): one driver tag each")
+    return aks_node_os(config.azure.os_sku, config.cluster.kubernetes_version, archs[0])
+
+
 def pool_handle(config: PlatformConfig, pool: NodePoolConfig) -> PoolHandle:
     itype = config.instance_type(pool)
     return PoolHandle(
@@ -113,7 +125,7 @@ def agent_pool_settings(
         "type": "VirtualMachineScaleSets",
         "vm_size": pool.instance_type,
         "os_type": "Linux",
-        "os_sku": "Ubuntu",
+        "os_sku": config.azure.os_sku.value,
         "orchestrator_version": config.cluster.kubernetes_version,
         "vnet_subnet_id": subnet_id,
         "enable_auto_scaling": True,

@@ -41,6 +41,7 @@ from components.azure.network import (
 from components.azure.node_pools import (
     NodePools,
     NodePoolsArgs,
+    gpu_node_os,
     pool_handle,
     pools_summary,
     system_pool_profile,
@@ -209,6 +210,7 @@ class AzurePlatform(pulumi.ComponentResource):
                 API_SERVER_PORT,
             ),
             lifecycle_record=record_store(record.uri, config.network.cidr) if record is not None else None,
+            gpu_node_os=gpu_node_os(config),
             registry_backend=registry_backend(
                 objects.account_name,
                 config.network.cidr,
@@ -228,6 +230,8 @@ class AzurePlatform(pulumi.ComponentResource):
             "modelsUri": objects.models_uri,
             "sharedStorage": dict(shared.shared.csi["volumeAttributes"]) if shared else None,
             "registry": registry.login_server,
+            # What `mlplatform images mirror` completes the driver images' tags with, as the operators do.
+            "gpuNodeOs": node_os.as_dict() if (node_os := gpu_node_os(config)) else None,
             # What operators verify the stack's images with: `cosign verify --key <this>` (docs/images.md).
             "imageSigningKey": signing.signing.key,
             "nodePools": pools_summary(config),

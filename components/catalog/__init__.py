@@ -26,6 +26,8 @@ class InstanceType:
     fabric: Fabric = Fabric.NONE
     fabric_devices: int = 0
     avx512: bool = False
+    # The node's ``kubernetes.io/arch`` (Go's GOARCH), which the network operator's driver tag ends with.
+    arch: str = "amd64"
 
 
 def catalog(cloud: Cloud) -> dict[str, InstanceType]:

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.catalog.aws import eks_image_registry
+from components.driver_images import doca_driver_tag
 from components.handle import IMAGE_VERIFIER_KEY, Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind
-from components.image_mirror import MirrorLock
+from components.image_mirror import SOURCES_ANNOTATION, MirrorLock
 from components.kubernetes import image_verification, kueue
 from components.kubernetes.chart_images import operator_image
 from components.kubernetes.charts import ChartPin, pin
@@ -189,14 +190,22 @@ def network_operator(handle: ClusterHandle) -> Chart:
     )
 
 
+def _doca_driver_source(handle: ClusterHandle) -> str:
+    """The DOCA driver image the InfiniBand nodes pull (they are GPU nodes: one OS and arch)."""
+    if handle.gpu_node_os is None:
+        raise ValueError("InfiniBand pools without GPU pools: no node OS for the DOCA driver's tag")
+    tag = doca_driver_tag(_DOCA_DRIVER["version"], handle.gpu_node_os)
+    return f"{_DOCA_DRIVER['repository']}/{_DOCA_DRIVER['image']}:{tag}"
+
+
 def nic_cluster_policy(handle: ClusterHandle, lock: MirrorLock | None) -> Object:
     """The NicClusterPolicy (mellanox.com/v1alpha1) of Azure/aks-rdma-infiniband
     ``configs/nicclusterpolicy/rdma-shared-device-plugin``: the DOCA (MOFED) driver and the RDMA shared
     device plugin exposing ``rdma/shared_ib`` for Mellanox (vendor 15b3) InfiniBand ports, on the
     InfiniBand pools only, tolerating their taints; its two images through the stack's mirror lock (the
-    driver by bare digest: the operator appends ``-<os><version>-<arch>`` to a driver version that is
-    not a ``sha256:`` digest, Mellanox/network-operator pkg/state/state_ofed.go
-    ``getMofedDriverImageName``)."""
+    driver as the nodes pull it, its tag completed with their OS and arch, by bare digest: the operator
+    appends ``-<os><version>-<arch>`` to a driver version that is not a ``sha256`` digest,
+    components/driver_images.py)."""
     pools = [p for p in handle.pools if p.fabric is Fabric.INFINIBAND]
     selector = [
         {"key": key, "operator": "In", "values": sorted({p.node_selector[key] for p in pools})}
@@ -211,10 +220,17 @@ def nic_cluster_policy(handle: ClusterHandle, lock: MirrorLock | None) -> Object
             }
         ]
     }
+    driver = dict(_DOCA_DRIVER)
+    metadata: dict[str, Any] = {"name": "nic-cluster-policy", "labels": dict(MANAGED_BY)}
+    if lock is not None:
+        source = _doca_driver_source(handle)
+        driver = operator_image(_DOCA_DRIVER, lock, source=source)
+        pinned = f"{driver['repository']}/{driver['image']}@{driver['version']}"
+        metadata["annotations"] = {SOURCES_ANNOTATION: json.dumps({pinned: source})}
     return {
         "apiVersion": "mellanox.com/v1alpha1",
         "kind": "NicClusterPolicy",
-        "metadata": {"name": "nic-cluster-policy", "labels": dict(MANAGED_BY)},
+        "metadata": metadata,
         "spec": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -223,7 +239,7 @@ def nic_cluster_policy(handle: ClusterHandle, lock: MirrorLock | None) -> Object
             },
             "tolerations": tolerations(pools),
             "ofedDriver": {
-                **operator_image(_DOCA_DRIVER, lock, digest_only=True),
+                **driver,
                 # A driver bump must not restart a running IB job once per node (earlier review D9):
                 # every IB node is taken at once (0 = no limit) and each waits for the Job pods on it to
                 # complete before it is drained (NicClusterPolicy CRD, upgradePolicy maxParallelUpgrades

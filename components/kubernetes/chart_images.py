@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from components.driver_images import NodeOs, gpu_driver_tag
 from components.image_mirror import ImageRef, MirrorLock
 
 Style = Callable[[ImageRef], dict[str, Any]]
@@ -38,9 +39,8 @@ def joined(key: str) -> Style:
 def split(key: str, *, digest_only: bool = False) -> Style:
     """``{repository: host/dir, image: name, <key>: tag}`` (the NVIDIA operators: NVIDIA/gpu-operator
     internal/image/image.go ``ImagePath`` joins ``repository/image`` and ``version`` with ``@`` where the
-    version starts ``sha256:``, else ``:``). ``digest_only``: the bare digest, for a driver image, to
-    whose tag the operator appends the node's OS where the reference holds no ``sha256:``
-    (controllers/object_controls.go ``resolveDriverTag``): the digest is the OS image's itself."""
+    version starts ``sha256:``, else ``:``). ``digest_only``: the bare digest, for the DOCA driver, whose
+    operator takes a version as a digest only where it starts ``sha256`` (components/driver_images.py)."""
 
     def values(ref: ImageRef) -> dict[str, Any]:
         directory, _, name = ref.path.rpartition("/")
@@ -82,18 +82,33 @@ class ChartImage:
     path: tuple[str, ...]
     default: str
     style: Style
+    # A driver image: how its operator completes the tag with the node's OS (components/driver_images.py).
+    driver_tag: Callable[[str, NodeOs], str] | None = None
 
-    def source(self, values: Mapping[str, Any]) -> str:
-        """The reference the release renders: the default, with a ``repository`` our values set there
-        (the EFA plugin's regional registry)."""
+    def _node(self, values: Mapping[str, Any]) -> Any:
         node: Any = values
         for key in self.path:
             node = node.get(key) if isinstance(node, Mapping) else None
+        return node
+
+    def switched_off(self, values: Mapping[str, Any]) -> bool:
+        """The values set ``enabled: false`` where this image is."""
+        node = self._node(values)
+        return isinstance(node, Mapping) and node.get("enabled") is False
+
+    def source(self, values: Mapping[str, Any], node_os: NodeOs | None = None) -> str:
+        """The reference the release's pods pull: the default, with a ``repository`` our values set
+        there (the EFA plugin's regional registry); a driver's tag as its operator completes it for
+        ``node_os`` (where the stack names one: the GPU nodes of a stack whose operator installs the
+        driver)."""
+        node = self._node(values)
         repository = node.get("repository") if isinstance(node, Mapping) else None
-        if not isinstance(repository, str):
-            return self.default
-        default = ImageRef.parse(self.default)
-        return str(replace(ImageRef.parse(repository), tag=default.tag, digest=default.digest))
+        ref = ImageRef.parse(self.default)
+        if isinstance(repository, str):
+            ref = replace(ImageRef.parse(repository), tag=ref.tag, digest=ref.digest)
+        if self.driver_tag is not None and node_os is not None and ref.tag:
+            ref = replace(ref, tag=self.driver_tag(ref.tag, node_os))
+        return str(ref)
 
 
 _GPU_OPERATOR = "nvcr.io/nvidia/gpu-operator:v26.7.0"
@@ -107,7 +122,7 @@ CHART_IMAGES: dict[tuple[str, str], tuple[ChartImage, ...]] = {
         ChartImage(("operator",), _GPU_OPERATOR, _NVIDIA),
         ChartImage(("validator",), _GPU_OPERATOR, _NVIDIA),
         ChartImage(("nodeStatusExporter",), _GPU_OPERATOR, _NVIDIA),
-        ChartImage(("driver",), "nvcr.io/nvidia/driver:595.91.07", split("version", digest_only=True)),
+        ChartImage(("driver",), "nvcr.io/nvidia/driver:595.91.07", _NVIDIA, gpu_driver_tag),
         ChartImage(("driver", "manager"), _DRIVER_MANAGER, _NVIDIA),
         ChartImage(("vgpuManager", "driverManager"), _DRIVER_MANAGER, _NVIDIA),
         ChartImage(("vfioManager",), _DRIVER_MANAGER, _NVIDIA),
@@ -222,14 +237,16 @@ CHART_IMAGES: dict[tuple[str, str], tuple[ChartImage, ...]] = {
 
 
 def operator_image(
-    spec: Mapping[str, str], lock: MirrorLock | None, *, digest_only: bool = False
+    spec: Mapping[str, str], lock: MirrorLock | None, *, source: str | None = None
 ) -> dict[str, str]:
     """An image in the NVIDIA operators' custom-resource shape (``repository``, ``image``, ``version``)
-    that the program writes itself (the NicClusterPolicy's), through the lock where the stack has one."""
+    that the program writes itself (the NicClusterPolicy's), through the lock where the stack has one.
+    ``source``: the image the nodes pull where it is not the spec's (a driver: its OS-completed tag),
+    pinned by its bare digest."""
     if lock is None:
         return dict(spec)
-    ref = ImageRef.parse(lock.pin(f"{spec['repository']}/{spec['image']}:{spec['version']}"))
-    return split("version", digest_only=digest_only)(ref)
+    pinned = lock.pin(source or f"{spec['repository']}/{spec['image']}:{spec['version']}")
+    return split("version", digest_only=source is not None)(ImageRef.parse(pinned))
 
 
 def chart_images(chart: str, version: str) -> tuple[ChartImage, ...]:
@@ -237,12 +254,17 @@ def chart_images(chart: str, version: str) -> tuple[ChartImage, ...]:
     return CHART_IMAGES.get((chart, version), ())
 
 
-def mirrored_values(chart: str, version: str, values: Mapping[str, Any], lock: MirrorLock) -> dict[str, Any]:
+def mirrored_values(
+    chart: str, version: str, values: Mapping[str, Any], lock: MirrorLock, node_os: NodeOs | None
+) -> dict[str, Any]:
     """``values`` with every image of the chart set to the lock's mirror by digest (``LockError`` names
-    an image the lock lacks)."""
+    an image the lock lacks); a driver by its tag for ``node_os`` and that tag's digest, none where the
+    values switch the driver off (the node image has it: no pod pulls it)."""
     result: dict[str, Any] = dict(values)
     for image in chart_images(chart, version):
-        ref = ImageRef.parse(lock.pin(image.source(values)))
+        if image.driver_tag is not None and image.switched_off(values):
+            continue
+        ref = ImageRef.parse(lock.pin(image.source(values, node_os)))
         node = result
         for key in image.path:
             node[key] = dict(node.get(key) or {})

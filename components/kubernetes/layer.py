@@ -301,7 +301,12 @@ def layer_charts(handle: ClusterHandle, config: PlatformConfig, lock: MirrorLock
     if lock is None:
         return charts
     return [
-        replace(chart, values=mirrored_values(chart.pin.chart, chart.pin.version, chart.values, lock))
+        replace(
+            chart,
+            values=mirrored_values(
+                chart.pin.chart, chart.pin.version, chart.values, lock, handle.gpu_node_os
+            ),
+        )
         for chart in charts
     ]
 

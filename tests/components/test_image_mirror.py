@@ -38,7 +38,7 @@ from judges.kube import namespace_labels
 from mlplatform.cli import app
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan
-from mlplatform.mirror import image_references, mirror_list
+from mlplatform.mirror import image_references, mirror_list, plan_node_os
 from mlplatform.plan import Plan, resolve_target
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import plan_in_own_process
@@ -49,7 +49,7 @@ PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 def _fixture_lock(plan: Plan) -> dict[str, Any]:
     """A lock for every image the stack's plan names from outside its registry (synthetic digests)."""
-    images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]))
+    images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]), plan_node_os(plan.outputs))
     return {
         "version": 1,
         "images": {
@@ -102,10 +102,10 @@ def test_every_rendered_image_is_the_stacks_registry_by_digest_and_each_third_pa
 ) -> None:
     plan, lock = locked(stack)
     registry = str(plan.outputs["registry"])
-    named = image_references(kubernetes_objects(plan))
+    named = image_references(kubernetes_objects(plan), plan_node_os(plan.outputs))
     assert [i for i in named if not (i.startswith(f"{registry}/") and PINNED.search(i))] == []
     # Every lock entry is used, and nothing third-party is named but through the lock: the same repository
-    # and digest (a driver image by digest alone, as the NVIDIA operators take it: chart_images.split).
+    # and digest (the DOCA driver by digest alone, as the network operator takes it: chart_images.split).
     third_party = {_repository_digest(i) for i in named if "/mirror/" in i}
     assert third_party == {_repository_digest(lock.pin(source)) for source in lock.images}
 
@@ -134,10 +134,19 @@ def test_the_evidence_list_marks_each_image_mirrored_with_the_locks_digest(
     stack: str, locked: Callable[[str], tuple[Plan, MirrorLock]]
 ) -> None:
     plan, lock = locked(stack)
-    listed = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]))
+    listed = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]), plan_node_os(plan.outputs))
     assert listed and all(image.mirrored for image in listed)
     digests = {digest for _, digest in lock.images.values()}
     assert {image.digest for image in listed} == digests
+    # Each driver by the tag its operator pulls, as the lock has it, the DOCA driver's (pinned by bare
+    # digest) from its NicClusterPolicy's annotation.
+    drivers = {source for source in lock.images if ImageRef.parse(source).path.endswith("driver")}
+    assert drivers <= {image.source for image in listed}
+    if stack.startswith("azure"):
+        assert {ImageRef.parse(s).tag for s in drivers} == {
+            "595.91.07-ubuntu24.04",
+            "doca3.4.1-26.04-1.1.0.0-1-ubuntu24.04-amd64",
+        }
 
 
 def test_the_release_values_name_the_mirror_so_pulumi_up_installs_what_the_plan_shows(
@@ -246,7 +255,9 @@ def test_images_mirror_on_a_locked_stack_lists_every_upstream_image(
         app, ["images", "mirror", "--stack-file", str(stack_file), "--json", str(listed)]
     )
     assert result.exit_code == 0, result.output
-    expected = mirror_list(kubernetes_objects(upstream), str(upstream.outputs["registry"]))
+    expected = mirror_list(
+        kubernetes_objects(upstream), str(upstream.outputs["registry"]), plan_node_os(upstream.outputs)
+    )
     assert json.loads(listed.read_text()) == [image.as_dict() for image in expected] and expected
 
 
@@ -256,7 +267,7 @@ def test_without_a_lock_the_shipped_stack_names_its_upstream_images_and_warns(
 ) -> None:
     plan = planned(stack)
     objects = kubernetes_objects(plan)
-    listed = mirror_list(objects, str(plan.outputs["registry"]))
+    listed = mirror_list(objects, str(plan.outputs["registry"]), plan_node_os(plan.outputs))
     assert listed and not any(image.mirrored for image in listed)
     labels = {name: found.get(LABEL) for name, found in namespace_labels(objects).items() if LABEL in found}
     assert labels["gpu-operator"] == labels["monitoring"] == "warn"

@@ -25,14 +25,23 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
+from components.driver_images import NodeOs
 from components.image_mirror import ImageRef, read_lock
 from mlplatform.analyzer import PackInfo, StackReport
 from mlplatform.check import DEFAULT_PACK
 from mlplatform.cli import app
 from mlplatform.evidence import write_evidence
-from mlplatform.mirror import MirroredImage, image_references, mirror_list, mirror_script
+from mlplatform.mirror import (
+    MirroredImage,
+    NodeOsError,
+    image_references,
+    mirror_list,
+    mirror_script,
+    plan_node_os,
+)
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects, write_document
 
@@ -73,9 +82,28 @@ def test_an_operator_resource_names_its_images_in_repository_image_version() -> 
             },
         },
     }
-    assert image_references([policy]) == {
-        "nvcr.io/nvidia/driver:595.91.07": ["ClusterPolicy cluster-policy"],
+    nic = {
+        "apiVersion": "mellanox.com/v1alpha1",
+        "kind": "NicClusterPolicy",
+        "metadata": {"name": "nic-cluster-policy"},
+        "spec": {
+            "ofedDriver": {"repository": "nvcr.io/nvidia/mellanox", "image": "doca-driver", "version": "d1"}
+        },
+    }
+    # The drivers as the operators pull them: gpu-operator resolveDriverTag appends -<ID><VERSION_ID>,
+    # network-operator getMofedDriverImageName -<os><version>-<arch> (components/driver_images.py).
+    assert image_references([policy, nic], NodeOs("ubuntu", "24.04", "amd64")) == {
+        "nvcr.io/nvidia/driver:595.91.07-ubuntu24.04": ["ClusterPolicy cluster-policy"],
         "nvcr.io/nvidia/k8s/container-toolkit@sha256:" + "b" * 64: ["ClusterPolicy cluster-policy"],
+        "nvcr.io/nvidia/mellanox/doca-driver:d1-ubuntu24.04-amd64": ["NicClusterPolicy nic-cluster-policy"],
+    }
+    # Without the nodes' OS no tag can be named; a driver switched off (EKS: the node image has it) is
+    # pulled by no one, so not mirrored.
+    with pytest.raises(NodeOsError, match=r"nvcr\.io/nvidia/driver:595\.91\.07: its operator adds"):
+        image_references([policy], None)
+    policy["spec"]["driver"]["enabled"] = False  # type: ignore[index]
+    assert image_references([policy], None) == {
+        "nvcr.io/nvidia/k8s/container-toolkit@sha256:" + "b" * 64: ["ClusterPolicy cluster-policy"]
     }
 
 
@@ -112,7 +140,7 @@ def test_an_operators_image_variables_flags_and_custom_resource_images_are_liste
         "metadata": {"name": "p", "namespace": "monitoring"},
         "spec": {"image": "quay.io/prometheus/prometheus:v3.14.0-distroless", "version": "v3.14.0"},
     }
-    assert sorted(image_references([operator, prometheus])) == [
+    assert sorted(image_references([operator, prometheus], None)) == [
         "nvcr.io/nvidia/gpu-operator:v26.7.0",
         "quay.io/p/config-reloader:v0.93.1",
         "quay.io/prometheus-operator/prometheus-operator:v0.93.1",
@@ -127,8 +155,9 @@ def test_every_image_from_outside_the_registry_is_listed_with_its_place_below_it
 ) -> None:
     plan = planned(stack)
     registry = str(plan.outputs["registry"])
-    named = image_references(kubernetes_objects(plan))
-    mirrored = {m.source: m for m in mirror_list(kubernetes_objects(plan), registry)}
+    node_os = plan_node_os(plan.outputs)
+    named = image_references(kubernetes_objects(plan), node_os)
+    mirrored = {m.source: m for m in mirror_list(kubernetes_objects(plan), registry, node_os)}
     outside = {image for image in named if not image.startswith(f"{registry}/")}
     assert outside and set(mirrored) == outside
     for source, image in mirrored.items():
@@ -142,7 +171,7 @@ def _script(
     stack: str, planned: Callable[[str], Plan], lock: str = LOCK
 ) -> tuple[list[MirroredImage], list[str]]:
     plan = planned(stack)
-    images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]))
+    images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]), plan_node_os(plan.outputs))
     return images, mirror_script(images, plan.outputs, lock)
 
 
@@ -209,6 +238,67 @@ def test_the_script_writes_the_lock_the_program_reads(
         mirror, digest = lock.images[image.source]
         assert mirror == image.mirror and f"{image.mirror} {digest}" in done.stdout.splitlines()
     assert not (tmp_path / f"{LOCK}.tmp").exists()
+
+
+# What AKS runs and the operators pull on azure-enterprise-prod's GPU pool (Kubernetes 1.35, osSku
+# Ubuntu, Standard_ND96isr_H100_v5): Ubuntu 24.04, the default for 1.35+ (learn.microsoft.com/azure/aks/
+# upgrade-os-version, "Supported OS versions"), on x86-64 (amd64).
+AZURE_DRIVERS = [
+    "nvcr.io/nvidia/driver:595.91.07-ubuntu24.04",
+    "nvcr.io/nvidia/mellanox/doca-driver:doca3.4.1-26.04-1.1.0.0-1-ubuntu24.04-amd64",
+]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("sha256sum") is None, reason="runs bash")
+def test_the_script_copies_the_driver_tags_the_operators_pull_on_the_stacks_gpu_nodes(
+    planned: Callable[[str], Plan], tmp_path: Path
+) -> None:
+    images, lines = _script("azure-enterprise-prod", planned)
+    assert planned("azure-enterprise-prod").outputs["gpuNodeOs"] == {
+        "id": "ubuntu",
+        "version": "24.04",
+        "arch": "amd64",
+    }
+    sources = {image.source for image in images}
+    assert set(AZURE_DRIVERS) <= sources
+    assert not {s for s in sources if s.endswith((":595.91.07", ":doca3.4.1-26.04-1.1.0.0-1"))}
+    done = _run_script(lines, tmp_path)
+    assert done.returncode == 0, done.stderr
+    lock = read_lock(tmp_path / LOCK, LOCK)
+    for driver in AZURE_DRIVERS:
+        [copy] = [line for line in lines if line.startswith(f"crane copy {driver} ")]
+        mirror, _ = lock.images[driver]
+        assert copy == f"crane copy {driver} {mirror}" and mirror.endswith(driver)
+
+
+def test_an_os_sku_the_drivers_have_no_tag_for_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    document = yaml.safe_load(Path("stacks/Pulumi.azure-enterprise-prod.yaml").read_text())
+    document["config"]["ml-platform:platform"]["azure"]["osSku"] = "AzureLinux"
+    stack_file = tmp_path / "Pulumi.azure-enterprise-prod.yaml"
+    stack_file.write_text(yaml.safe_dump(document))
+    result = CliRunner().invoke(app, ["images", "mirror", "--stack-file", str(stack_file)])
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    assert line.startswith(
+        f"error: {stack_file.name}: ml-platform:platform.azure.osSku: Input should be 'Ubuntu'"
+    )
+    assert result.stdout == ""
+
+
+def test_a_plan_file_without_the_gpu_nodes_os_is_one_line_and_exit_2(
+    planned: Callable[[str], Plan], tmp_path: Path
+) -> None:
+    """A plan written before the plan exported ``gpuNodeOs``: no driver tag can be named."""
+    document = planned("azure-smb-dev").to_dict()
+    del document["outputs"]["gpuNodeOs"]
+    plan_file = tmp_path / "plan.json"
+    write_document(plan_file, document)
+    result = CliRunner().invoke(app, ["images", "mirror", "--plan", str(plan_file)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: stack azure-smb-dev: nvcr.io/nvidia/driver:595.91.07: its operator adds the GPU nodes' OS"
+        " to the tag; the plan exports no gpuNodeOs; plan it again with this version of mlplatform"
+    ]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="runs bash")

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from components.image_mirror import ImageRef, MirrorLock
+from components.driver_images import NodeOs
+from components.image_mirror import ImageRef, LockError, MirrorLock
 from components.kubernetes.chart_images import CHART_IMAGES, mirrored_values
 from components.kubernetes.charts import cache_dir, package_file, render
 from mlplatform.mirror import image_references
@@ -27,22 +28,29 @@ from mlplatform.mirror import image_references
 # What a chart needs to render at all (cluster-autoscaler refuses to render without a node group source).
 _REQUIRED = {"cluster-autoscaler": {"autoDiscovery": {"clusterName": "c"}}}
 _MIRROR = "registry.example/s/mirror/"
+# The GPU nodes' OS, to which the GPU operator completes the driver's tag (components/driver_images.py).
+_NODE_OS = NodeOs("ubuntu", "24.04", "amd64")
 
 
 def _rendered(chart: str, version: str, values: Mapping[str, Any]) -> set[str]:
     path = cache_dir() / package_file(chart, version)
-    return set(image_references(render(path, values, chart, "ns", {}).objects))
+    return set(image_references(render(path, values, chart, "ns", {}).objects, _NODE_OS))
+
+
+def _sources(chart: str, version: str) -> set[str]:
+    """The table's images as the release's pods pull them: each default, a driver's tag completed."""
+    return {image.source({}, _NODE_OS) for image in CHART_IMAGES[(chart, version)]}
 
 
 def _lock(chart: str, version: str) -> MirrorLock:
     return MirrorLock(
         "fixture",
         {
-            image.default: (
-                _MIRROR + image.default.partition("@")[0],
-                "sha256:" + hashlib.sha256(image.default.encode()).hexdigest(),
+            source: (
+                _MIRROR + source.partition("@")[0],
+                "sha256:" + hashlib.sha256(source.encode()).hexdigest(),
             )
-            for image in CHART_IMAGES[(chart, version)]
+            for source in _sources(chart, version)
         },
     )
 
@@ -51,10 +59,10 @@ def _lock(chart: str, version: str) -> MirrorLock:
 def test_the_table_names_what_the_chart_renders_and_the_mirror_replaces_it(chart: str, version: str) -> None:
     values = _REQUIRED.get(chart, {})
     upstream = _rendered(chart, version, values)
-    defaults = {image.default for image in CHART_IMAGES[(chart, version)]}
+    defaults = _sources(chart, version)
     assert defaults <= upstream, f"{chart} {version} no longer renders {sorted(defaults - upstream)}"
     lock = _lock(chart, version)
-    mirrored = _rendered(chart, version, mirrored_values(chart, version, values, lock))
+    mirrored = _rendered(chart, version, mirrored_values(chart, version, values, lock, _NODE_OS))
     assert not defaults & mirrored
     pinned = {i for i in mirrored if i.startswith(_MIRROR)}
     assert {ImageRef.parse(i).digest for i in pinned} == {digest for _, digest in lock.images.values()}
@@ -68,3 +76,17 @@ def test_a_repository_the_values_set_is_the_source_looked_up() -> None:
     [image] = CHART_IMAGES[("aws-efa-k8s-device-plugin", "v0.5.30")]
     assert image.source({"image": {"repository": regional}}) == f"{regional}:v0.5.20"
     assert image.source({}) == image.default
+
+
+def test_a_driver_the_values_switch_off_is_pulled_by_no_one_and_left_out_of_the_lock() -> None:
+    """EKS nodes have the driver (the GPU operator's ``driver.enabled: false``): no driver tag exists for
+    the version alone, and nothing pulls it, so the lock need not hold it."""
+    chart, version = "gpu-operator", "v26.7.0"
+    full = _lock(chart, version)
+    driver = next(s for s in full.images if ImageRef.parse(s).path == "nvidia/driver")
+    lock = MirrorLock("fixture", {s: v for s, v in full.images.items() if s != driver})
+    values = {"driver": {"enabled": False}}
+    mirrored = mirrored_values(chart, version, values, lock, None)["driver"]
+    assert mirrored["enabled"] is False and not {"repository", "image", "version"} & set(mirrored)
+    with pytest.raises(LockError, match="nvidia/driver:595"):
+        mirrored_values(chart, version, {}, lock, _NODE_OS)
