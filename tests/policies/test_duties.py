@@ -41,6 +41,7 @@ ENGINEER = PEOPLE_AWS["mlEngineers"]["nlp"][0]
 AUDITOR_ENTRY = f"{AWS}-aws-access-123456789012-auditors"
 AUDITOR_POLICY = f"{AWS}-aws-access-auditors"
 DATASETS_KEY = f"{AWS}-aws-datasets-key"
+OBJECT_DATA_KEY = f"{AWS}-aws-object-data-key"
 SECRETS_KEY = f"{AWS}-aws-key-key"
 # Azure built-in roles reference: Azure Kubernetes Service RBAC Writer.
 AKS_WRITER = "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"
@@ -187,6 +188,17 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         "drift-monitor-approves",
         lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("ml-inference-drift-monitor")),
         ("duties-separated", REGISTRY_SERVER),
+    ),
+    (
+        # A use statement for the root that leaves the custodians in: their IAM rights decrypt the data
+        # (KMS developer guide, "Default key policy"; review 35 A1).
+        "custodians-not-excluded-from-use",
+        lambda p: with_inputs(
+            p,
+            _named(OBJECT_DATA_KEY),
+            _statement("ObjectDataUsersUseKey", lambda s: s["Condition"].pop("ArnNotEquals")),
+        ),
+        ("key-duties-separated", OBJECT_DATA_KEY),
     ),
     (
         "custodian-uses-the-key",
