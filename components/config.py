@@ -32,7 +32,9 @@ from components.catalog.aws import EKS_ADDON_VERSIONS, SOLD_IN_REGION
 from components.catalog.azure import AKS_END_OF_LIFE, aks_supported
 from components.driver_images import AksOsSku
 from components.handle import (
+    MONITOR_USER,
     REGISTRY_DIRECTORY,
+    ROLLOUT_USER,
     WORKLOAD_IDENTITIES,
     Cloud,
     Fabric,
@@ -1632,12 +1634,13 @@ def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         )
     if config.tier is Tier.ENTERPRISE and registry.promotion_approval is False:
         yield f"{key}.promotionApproval", "an enterprise promotion is a change a second person approves"
-    # The approvers move @champion (components/kubernetes/workloads.py ``promoters``): a caller's own
-    # user among them would let training or a team promote what it built (the control review, S1).
-    callers = {WORKLOAD_IDENTITIES[w].namespace for w in ("training", "inference")}
-    callers |= {f"team-{team.name}" for team in config.kubernetes.teams}
-    for name in sorted(set(registry.approvers) & callers):
-        yield f"{key}.approvers", f"{name} is a caller's own registry user, not a person who may approve"
+    # The approvers move @champion (components/kubernetes/workloads.py ``promoters``): a workload's own
+    # user among them would let training or a team promote what it built (the control review, S1), the
+    # drift monitor promote the retrains it launches (review 35 A4), the rollout approve its own gates.
+    workloads = {WORKLOAD_IDENTITIES[w].namespace for w in ("training", "inference")}
+    workloads |= {ROLLOUT_USER, MONITOR_USER, *(f"team-{team.name}" for team in config.kubernetes.teams)}
+    for name in sorted(set(registry.approvers) & workloads):
+        yield f"{key}.approvers", f"{name} is a workload's own registry user, not a person who may approve"
     if config.tier is Tier.ENTERPRISE and not registry.tls:
         yield (
             f"{key}.tls",

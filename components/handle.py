@@ -84,6 +84,11 @@ RECORD_WRITERS: dict[str, WorkloadIdentity] = {
     "rollout": WorkloadIdentity(WORKLOAD_IDENTITIES["inference"].namespace, "rollout"),
     "drift-monitor": WorkloadIdentity(WORKLOAD_IDENTITIES["inference"].namespace, "drift-monitor"),
 }
+# The workloads' own registry users besides the callers' (named after their namespaces): the rollout's
+# (progressive delivery, Secret ``registry-rollout`` in the inference namespace) and the drift monitor's
+# (Secret ``registry-drift-monitor``: it rolls back). components/kubernetes/workloads.py creates them.
+ROLLOUT_USER = "ml-inference-rollout"
+MONITOR_USER = "ml-inference-drift-monitor"
 # The admission verifier's webhook (Sigstore policy-controller, components/kubernetes/image_verification.py):
 # it reads the public half of the stack's image signing key through the cloud's key service, so the
 # adapters give this account a cloud identity, under ``identities[IMAGE_VERIFIER_KEY]``. The account is

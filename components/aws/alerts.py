@@ -36,6 +36,20 @@ SECURITY_ALERTS: dict[str, SecurityAlert] = {
         '($.eventName = "ScheduleKeyDeletion")) }',
         "a KMS key was disabled or scheduled for deletion",
     ),
+    # A key custodian (or the deployer) may change a key policy or grant use (KMS developer guide, "Default
+    # key policy": key administrators "can give themselves and others AWS KMS permissions not specified in
+    # this policy"; review 35 A2): each such change alarms. Grants an AWS service makes on a caller's
+    # behalf (``userIdentity.invokedBy``: RDS, EBS, EFS attaching the key to what they create) or a
+    # service-linked role makes (EC2 Auto Scaling's, launching nodes) are routine and do not. CloudTrail
+    # KMS entries: developer guide, "PutKeyPolicy" and "CreateGrant" log examples; ``NOT EXISTS`` and a
+    # trailing wildcard: CloudWatch Logs, "Using filter patterns to match terms in JSON log events".
+    "kms-key-policy-or-grant-changed": SecurityAlert(
+        TRAIL,
+        '{ ($.eventSource = "kms.amazonaws.com") && (($.eventName = "PutKeyPolicy") || '
+        '(($.eventName = "CreateGrant") && ($.userIdentity.invokedBy NOT EXISTS) && '
+        '($.userIdentity.sessionContext.sessionIssuer.userName != "AWSServiceRole*"))) }',
+        "a KMS key policy was changed or a grant was created by a person or a role (not an AWS service)",
+    ),
     # CIS AWS Foundations, monitoring: "CloudTrail configuration changes", narrowed to what silences it.
     "trail-stopped-or-changed": SecurityAlert(
         TRAIL,

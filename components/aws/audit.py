@@ -59,7 +59,9 @@ def trail_arn(account: AwsAccount, stack: str) -> str:
     return account.arn("cloudtrail", f"trail/{trail_name(stack)}")
 
 
-def logging_key_policy(account: AwsAccount, trail: str, administrators: Sequence[str] = ()) -> dict[str, Any]:
+def logging_key_policy(
+    account: AwsAccount, trail: str, administrators: Sequence[str] = (), custodians: Sequence[str] = ()
+) -> dict[str, Any]:
     """The logging key's policy (CloudTrail user guide, "Configure AWS KMS key policies for CloudTrail"):
     CloudTrail may generate data keys for this account's trails, decrypt (the audit bucket uses an S3
     Bucket Key under this key, and the guide: "If you use an existing S3 bucket with an S3 Bucket Key,
@@ -67,12 +69,13 @@ def logging_key_policy(account: AwsAccount, trail: str, administrators: Sequence
     describe the key, each only for ``trail`` (aws:SourceArn, as the guide recommends); CloudWatch Logs
     encrypts the trail's log group.
     Readers decrypt through IAM and through S3 only (``domain_use``), so reading the trail is an IAM grant
-    on the bucket and this key; the root itself administers the key and reads nothing."""
+    on the bucket and this key, never a key custodian's; the root itself administers the key and reads
+    nothing."""
     source = {"aws:SourceArn": trail}
     return policy_document(
         [
             *administered_by_account(account, administrators),
-            domain_use(account, "AuditReadersUseKeyThroughS3", services=("s3",)),
+            domain_use(account, "AuditReadersUseKeyThroughS3", services=("s3",), custodians=custodians),
             {
                 "Sid": "CloudTrailEncryptsThisTrailsLogs",
                 "Effect": "Allow",

@@ -130,6 +130,7 @@ class AwsPlatform(pulumi.ComponentResource):
             f"{name}-key", f"{name}-{DATASETS_DOMAIN}", parent=self
         )
         self._key_administrators = key_administrators(config.access.key_custodians, parent=self)
+        self._key_custodians = tuple(config.access.key_custodians)
         self.keys = self._domain_keys(account, tags)
         key = {domain: each.arn for domain, each in self.keys.items()}
         self.datasets_key = self._datasets_key(account, tags)
@@ -325,7 +326,9 @@ class AwsPlatform(pulumi.ComponentResource):
                 tags,
                 protect=self._config.is_protected,
                 description="; ".join(self._stores_of(d) for d in domains),
-                policy=key_policy(account, self.cluster_name, domains, self._key_administrators),
+                policy=key_policy(
+                    account, self.cluster_name, domains, self._key_administrators, self._key_custodians
+                ),
                 domains=tuple(d.value for d in domains),
             ),
             self._child,
@@ -351,7 +354,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 tags,
                 protect=self._config.is_protected,
                 description=DATASETS_STORES,
-                policy=datasets_key_policy(account, self._key_administrators),
+                policy=datasets_key_policy(account, self._key_administrators, self._key_custodians),
                 domains=(DATASETS_DOMAIN,),
             ),
             self._child,
@@ -374,7 +377,10 @@ class AwsPlatform(pulumi.ComponentResource):
                 protect=self._config.is_protected,
                 description="the CloudTrail trail, its bucket and log group",
                 policy=logging_key_policy(
-                    account, trail_arn(account, self._config.stack_name), self._key_administrators
+                    account,
+                    trail_arn(account, self._config.stack_name),
+                    self._key_administrators,
+                    self._key_custodians,
                 ),
                 domains=(AUDIT_DOMAIN,),
             ),

@@ -21,7 +21,15 @@ from components.config import (
     TrainingWorkloadConfig,
     follows_registry,
 )
-from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric, PoolHandle, PoolKind
+from components.handle import (
+    MONITOR_USER,
+    ROLLOUT_USER,
+    WORKLOAD_IDENTITIES,
+    ClusterHandle,
+    Fabric,
+    PoolHandle,
+    PoolKind,
+)
 from components.images import WorkloadImages
 from components.kubernetes import kueue, monitoring
 from components.kubernetes.objects import Object
@@ -318,10 +326,6 @@ def registry_clients(config: PlatformConfig) -> tuple[str, ...]:
     return (*platform, *(f"team-{team.name}" for team in config.kubernetes.teams))
 
 
-# The rollout's user (progressive delivery, in the inference namespace's Secret ``registry-rollout``).
-ROLLOUT_USER = "ml-inference-rollout"
-# The drift monitor's user (Secret ``registry-drift-monitor`` in the inference namespace): it rolls back.
-MONITOR_USER = "ml-inference-drift-monitor"
 MONITOR_SECRET = "registry-drift-monitor"
 
 

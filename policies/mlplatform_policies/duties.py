@@ -1,11 +1,13 @@
 """People's duties kept apart (issue 35; review rows S1, I2, E2): ``duties-separated`` refuses a stack that
 gives one identity two duties a bank keeps apart (docs/security.md, "Who can do what"):
 
-- a platform admin who is also a key custodian: whoever runs the cluster would also hold the keys that
-  seal its Secrets and data;
+- a key custodian who also reaches the cluster, as a platform admin or a team's ML engineer: whoever runs
+  the cluster, or edits a namespace's Secrets, would also hold the keys that seal them (docs/security.md:
+  custodians "may not reach the cluster");
 - a model approver (the registry's promotion identities, ``REGISTRY_PROMOTERS`` on the MLflow server,
   workloads/registry/server/guard.py) who also trains: a user that logs runs (EDIT on an experiment) or a
-  team's user (``team-<name>``, which trains in its namespace), approving its own models;
+  team's user (``team-<name>``, which trains in its namespace), approving its own models, or who is a
+  restorer (``REGISTRY_RESTORERS``: the drift monitor, whose retrains would reach ``@champion`` unapproved);
 - an auditor with write: an auditor who holds another person's role, an access entry of an auditor with
   an EKS access policy other than AmazonEKSViewPolicy, an auditor's Azure role other than a reader's, or
   the auditors' IAM policy allowing an action that is not a read.
@@ -18,7 +20,10 @@ Who holds which duty, as the engine sees it:
   custodians in the account root's administration statement by ``aws:PrincipalArn`` (components/aws/
   keys.py ``administered_by_account``), or as a principal holding administrative actions; the auditors'
   policy (``aws:iam/policy:Policy``) carries the auditor tag.
-- Azure: a people's role assignment says its role in its description (``ml-platform access: <role>``).
+- Azure: a people's role assignment says its role in its description (``ml-platform access: <role>``);
+  any other Key Vault Crypto Officer assignment is the deployer's (components/azure/keys.py
+  ``deployer_key_access``): it administers the keys, so its principal holds the key custodian's duty, as
+  the AWS deployer does through the key policies.
 
 The deployer is none of these people: it holds its standing rights to apply the stack (docs/security.md),
 and the stack never names it in a people's role; naming it as one makes it a person with two duties.
@@ -47,8 +52,14 @@ ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
 PROMOTERS_VARIABLE = "REGISTRY_PROMOTERS"
+RESTORERS_VARIABLE = "REGISTRY_RESTORERS"
 
 PLATFORM_ADMIN, KEY_CUSTODIAN, AUDITOR = "platform-admin", "key-custodian", "auditor"
+ML_ENGINEER = "ml-engineer"
+# The people's roles that reach the cluster (an EKS access entry, an AKS role).
+CLUSTER_ROLES = (PLATFORM_ADMIN, ML_ENGINEER)
+# Azure built-in roles reference: Key Vault Crypto Officer (every key's management and use).
+KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
 # The EKS access policy an auditor may hold (read-only, no Secrets).
 VIEW_POLICY = "AmazonEKSViewPolicy"
 # Azure built-in roles that only read (Azure built-in roles reference): Azure Kubernetes Service RBAC
@@ -98,19 +109,23 @@ def _azure_roles(graph: Graph) -> dict[str, dict[str, str]]:
         description = str(assignment.get("description") or "")
         if description.startswith(ACCESS_DESCRIPTION):
             role = description.removeprefix(ACCESS_DESCRIPTION)
-            held.setdefault(str(assignment.get("principalId")), {}).setdefault(role, assignment.urn)
+        elif str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1] == KEY_VAULT_CRYPTO_OFFICER:
+            role = KEY_CUSTODIAN
+        else:
+            continue
+        held.setdefault(str(assignment.get("principalId")), {}).setdefault(role, assignment.urn)
     return held
 
 
 def _merged(held: dict[str, dict[str, str]], cloud: str) -> Iterator[Finding]:
     """The pairs of duties one principal must not hold together."""
     for principal, roles in sorted(held.items()):
-        if PLATFORM_ADMIN in roles and KEY_CUSTODIAN in roles:
+        for role in (r for r in CLUSTER_ROLES if r in roles and KEY_CUSTODIAN in roles):
             yield (
-                roles[PLATFORM_ADMIN],
-                f"{principal} is both a platform admin and a key custodian ({cloud}): whoever runs the "
-                "cluster would hold the keys that seal its data; name different identities "
-                "(access.platformAdmins, access.keyCustodians)",
+                roles[role],
+                f"{principal} is both a {role} and a key custodian ({cloud}): who reaches the cluster would "
+                "hold the keys that seal its Secrets and data; name different identities (access."
+                f"{'platformAdmins' if role == PLATFORM_ADMIN else 'mlEngineers'}, access.keyCustodians)",
             )
         others = sorted(set(roles) - {AUDITOR})
         if AUDITOR in roles and others:
@@ -159,11 +174,13 @@ def _auditor_grants_azure(graph: Graph) -> Iterator[Finding]:
             )
 
 
-def _promoters(subject: Subject) -> list[str]:
+def _users_named(subject: Subject, variable_name: str) -> list[str]:
+    """The registry users a list variable of the MLflow server names (``REGISTRY_PROMOTERS``,
+    ``REGISTRY_RESTORERS``)."""
     spec = subject.get(tokens.POD_SPEC_PATHS[subject.type]) or {}
     for container in elements(spec, "containers"):
         for variable in elements(container, "env") if isinstance(container, Mapping) else ():
-            if isinstance(variable, Mapping) and variable.get("name") == PROMOTERS_VARIABLE:
+            if isinstance(variable, Mapping) and variable.get("name") == variable_name:
                 try:
                     names = json.loads(str(variable.get("value")))
                 except json.JSONDecodeError:
@@ -179,15 +196,26 @@ def _trains(user: Mapping[str, Any]) -> bool:
 
 
 def _approvers_who_train(graph: Graph) -> Iterator[Finding]:
+    """A promoter that trains approves its own work; one that is a restorer (the drift monitor, which
+    launches retrains) would move ``@champion`` to what its own loop produced, which only the gates and an
+    approval may (docs/lifecycle.md)."""
     for workload in graph.of(*tokens.WORKLOADS):
         if template_labels(workload).get("app.kubernetes.io/name") != MLFLOW_NAME:
             continue
+        promoters = set(_users_named(workload, PROMOTERS_VARIABLE))
         trainers = {str(u.get("username")) for u in registry_users(workload) or () if _trains(u)}
-        for name in sorted(set(_promoters(workload)) & trainers):
+        for name in sorted(promoters & trainers):
             yield (
                 workload.urn,
                 f"registry user {name} approves models ({PROMOTERS_VARIABLE}) and trains them; an approver "
                 "never approves its own work (workloads.registry.approvers: name people, not callers)",
+            )
+        for name in sorted(promoters & set(_users_named(workload, RESTORERS_VARIABLE))):
+            yield (
+                workload.urn,
+                f"registry user {name} approves models ({PROMOTERS_VARIABLE}) and is a restorer "
+                f"({RESTORERS_VARIABLE}, the drift monitor that launches retrains): it may only roll back "
+                "(workloads.registry.approvers: name people, not workloads)",
             )
 
 
@@ -205,8 +233,8 @@ _RULE: StackRule = _duties
 POLICIES = [
     stack_policy(
         "duties-separated",
-        "People's duties stay apart: no identity is both platform admin and key custodian, no model approver "
-        "trains, no auditor holds another role or any write.",
+        "People's duties stay apart: no key custodian reaches the cluster (platform admin, ML engineer), no "
+        "model approver trains or restores, no auditor holds another role or any write.",
         _RULE,
         severity=Severity.HIGH,
     ),

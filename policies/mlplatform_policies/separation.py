@@ -383,15 +383,16 @@ def _root_statement(statement: Mapping[str, Any], sid: str) -> Iterator[str]:
         )
 
 
-def _principal_arns(statement: Mapping[str, Any]) -> list[str]:
-    """The roles a statement's condition names (``aws:PrincipalArn`` under any ARN or string operator)."""
+def _principal_arns(statement: Mapping[str, Any], *, excluded: bool = False) -> list[str]:
+    """The roles a statement's condition names (``aws:PrincipalArn`` under an ARN or string operator), or,
+    ``excluded``, those it leaves out (the negated operators: ``ArnNotEquals``, ``ArnNotLike``...)."""
     condition = statement.get("Condition")
     if not isinstance(condition, Mapping):
         return []
     return [
         arn
-        for operands in condition.values()
-        if isinstance(operands, Mapping)
+        for operator, operands in condition.items()
+        if isinstance(operands, Mapping) and ("Not" in str(operator)) == excluded
         for arn in _strings(operands.get("aws:PrincipalArn"))
     ]
 
@@ -427,14 +428,34 @@ def _key_users(document: Mapping[str, Any]) -> list[str]:
 
 
 def _administrators_use(document: Mapping[str, Any]) -> Iterator[str]:
-    """A key custodian the policy also lets use the key, by name or by a pattern that matches it."""
+    """A key custodian the policy also lets use the key, by name or by a pattern that matches it; or a use
+    statement for the account root that names no users (``aws:PrincipalArn``), so any account principal
+    whose IAM policy allows it uses the key, and that leaves in more than one of the key's administrators.
+    One stays by design: the deployer, which writes the key policy on every update and creates the
+    domain's stores through its services (components/aws/keys.py ``domain_use``); the custodians are
+    excluded (``ArnNotEquals`` ``aws:PrincipalArn``; review 35 A1)."""
     users = _key_users(document)
-    for administrator in key_administrators(document):
+    administrators = key_administrators(document)
+    for administrator in administrators:
         using = [u for u in users if fnmatch.fnmatchcase(administrator, u)]
         if using:
             yield (
                 f"key policy lets {administrator} administer the key and also use it for data (as "
                 f"{using[0]}); a key custodian never uses the key it administers"
+            )
+    for index, statement in enumerate(_allowed(document)):
+        if not any(_covers(_strings(statement.get("Action")), u) for u in _KMS_USE_ACTIONS):
+            continue
+        if not any(_is_account_root(p) for p in _principals(statement)) or _principal_arns(statement):
+            continue
+        excluded = _principal_arns(statement, excluded=True)
+        left = [a for a in administrators if not any(fnmatch.fnmatchcase(a, e) for e in excluded)]
+        if len(left) > 1:
+            sid = str(statement.get("Sid") or f"Statement[{index}]")
+            yield (
+                f"key policy statement {sid} lets any account principal whose IAM policy allows it use the "
+                f"key, key administrators {', '.join(left)} included; exclude the key custodians "
+                "(ArnNotEquals aws:PrincipalArn) or name the key's users (ArnLike aws:PrincipalArn)"
             )
 
 

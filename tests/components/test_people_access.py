@@ -114,6 +114,25 @@ def test_aws_only_custodians_and_the_deployer_administer_every_key(
         ]
 
 
+def test_aws_no_key_custodian_uses_a_data_key(people_plan: Callable[[str], Plan]) -> None:
+    """docs/security.md: key custodians "may not use a key for data". A use statement for the account root
+    lets every account principal whose IAM policy allows it use the key (KMS developer guide, "Default key
+    policy"), so each one leaves the custodians out by ``aws:PrincipalArn``; the deployer stays a user
+    through the domain's services (review 35 A1)."""
+    data_keys = [k for k in people_plan(AWS).by_type("aws:kms/key:Key") if "signing" not in k.name]
+    uses = [
+        (key.name, statement)
+        for key in data_keys
+        for statement in _statements(key).values()
+        if statement["Principal"] == {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}
+        and "kms:Decrypt" in statement["Action"]
+    ]
+    assert len(uses) >= 8  # every data domain's but the logs', whose only user is CloudWatch Logs
+    for name, statement in uses:
+        excluded = statement["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+        assert excluded == sorted(PEOPLE_AWS["keyCustodians"]) and DEPLOYER not in excluded, name
+
+
 def test_aws_keys_stay_administered_through_iam_without_custodians(cloud_plan: Callable[[str], Plan]) -> None:
     for key in cloud_plan(AWS).by_type("aws:kms/key:Key"):
         assert "KeyCustodiansAdministerKey" not in _statements(key), key.name

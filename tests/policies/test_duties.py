@@ -18,6 +18,7 @@ import pytest
 
 from mlplatform.analyzer import PolicyPackSession
 from mlplatform.analyzer_config import PolicySettings
+from mlplatform.mocks import TENANT_ID
 from mlplatform.plan import Plan
 from tests.stack_variants import PEOPLE_AWS, PEOPLE_AZURE
 
@@ -36,9 +37,11 @@ ADMIN, CUSTODIAN, AUDITOR = (
     PEOPLE_AWS["keyCustodians"][0],
     PEOPLE_AWS["auditors"][0],
 )
+ENGINEER = PEOPLE_AWS["mlEngineers"]["nlp"][0]
 AUDITOR_ENTRY = f"{AWS}-aws-access-123456789012-auditors"
 AUDITOR_POLICY = f"{AWS}-aws-access-auditors"
 DATASETS_KEY = f"{AWS}-aws-datasets-key"
+OBJECT_DATA_KEY = f"{AWS}-aws-object-data-key"
 SECRETS_KEY = f"{AWS}-aws-key-key"
 # Azure built-in roles reference: Azure Kubernetes Service RBAC Writer.
 AKS_WRITER = "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"
@@ -175,6 +178,29 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ("duties-separated", REGISTRY_SERVER),
     ),
     (
+        # docs/security.md: custodians "may not reach the cluster" (review 35 A3).
+        "key-custodian-is-ml-engineer",
+        lambda p: with_inputs(p, _named(SECRETS_KEY), _also_custodian(ENGINEER)),
+        ("duties-separated", f"{AWS}-aws-access-123456789012-nlp-engineers"),
+    ),
+    (
+        # The drift monitor launches retrains; as an approver it would promote them (review 35 A4).
+        "drift-monitor-approves",
+        lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("ml-inference-drift-monitor")),
+        ("duties-separated", REGISTRY_SERVER),
+    ),
+    (
+        # A use statement for the root that leaves the custodians in: their IAM rights decrypt the data
+        # (KMS developer guide, "Default key policy"; review 35 A1).
+        "custodians-not-excluded-from-use",
+        lambda p: with_inputs(
+            p,
+            _named(OBJECT_DATA_KEY),
+            _statement("ObjectDataUsersUseKey", lambda s: s["Condition"].pop("ArnNotEquals")),
+        ),
+        ("key-duties-separated", OBJECT_DATA_KEY),
+    ),
+    (
         "custodian-uses-the-key",
         lambda p: with_inputs(
             p,
@@ -213,6 +239,10 @@ def _writer(inputs: dict[str, Any]) -> None:
 
 
 AZURE_ADMIN, AZURE_AUDITOR = PEOPLE_AZURE["platformAdmins"][0], PEOPLE_AZURE["auditors"][0]
+AZURE_ENGINEER = PEOPLE_AZURE["mlEngineers"]["vision"][0]
+# The mocks' deployer (mlplatform/mocks.py: the client config's object id), which the stack makes Key Vault
+# Crypto Officer on its vaults (components/azure/keys.py ``deployer_key_access``).
+AZURE_DEPLOYER = TENANT_ID
 AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
     (
         "platform-admin-is-key-custodian",
@@ -222,6 +252,37 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
             _set("principalId", AZURE_ADMIN),
         ),
         ("duties-separated", f"{AZURE}-azure-access-platform-admin-{AZURE_ADMIN}"),
+    ),
+    (
+        "key-custodian-is-ml-engineer",
+        lambda p: with_inputs(
+            p,
+            _assignment(PEOPLE_AZURE["keyCustodians"][0], "ml-platform access: key-custodian"),
+            _set("principalId", AZURE_ENGINEER),
+        ),
+        ("duties-separated", f"{AZURE}-azure-access-ml-engineer-vision-{AZURE_ENGINEER}"),
+    ),
+    (
+        # docs/security.md, "The deployer's standing rights": never a person's role (review 35 A4).
+        "deployer-is-platform-admin",
+        lambda p: with_inputs(
+            p,
+            _assignment(AZURE_ADMIN, "ml-platform access: platform-admin"),
+            _set("principalId", AZURE_DEPLOYER),
+        ),
+        ("duties-separated", f"{AZURE}-azure-access-platform-admin-{AZURE_ADMIN}"),
+    ),
+    (
+        "deployer-is-auditor",
+        lambda p: with_inputs(
+            p,
+            lambda r: (
+                _assignment(AZURE_AUDITOR, "ml-platform access: auditor")(r)
+                and "-auditor-cluster-" in r["name"]
+            ),
+            _set("principalId", AZURE_DEPLOYER),
+        ),
+        ("duties-separated", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}"),
     ),
     (
         "auditor-writes",

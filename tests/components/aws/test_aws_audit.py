@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
+from components.aws import alerts
 from components.aws.alerts import SECURITY_ALERTS
 from components.config import ConfigError, parse_stack_config
 from mlplatform.plan import Plan
@@ -82,6 +83,18 @@ def test_pod_exec_alert_matches_websocket_exec() -> None:
     event in kubernetes/kubernetes#133623 reads "verb":"get"); older SPDY exec is a create."""
     pattern = SECURITY_ALERTS["pod-exec-or-attach"].pattern
     assert '($.verb = "get")' in pattern and '($.verb = "create")' in pattern
+
+
+def test_a_key_policy_change_or_a_persons_grant_alarms_and_a_services_grant_does_not() -> None:
+    """A key custodian can grant itself use by PutKeyPolicy or CreateGrant (KMS developer guide, "Default
+    key policy"; review 35 A2): both alarm, besides DisableKey and ScheduleKeyDeletion; a grant an AWS
+    service makes for its caller (``invokedBy``) or a service-linked role makes is routine."""
+    kms = SECURITY_ALERTS["kms-key-policy-or-grant-changed"]
+    assert kms.source == alerts.TRAIL
+    assert '($.eventName = "PutKeyPolicy")' in kms.pattern
+    assert '(($.eventName = "CreateGrant") && ($.userIdentity.invokedBy NOT EXISTS)' in kms.pattern
+    deleted = SECURITY_ALERTS["kms-key-disabled-or-deleted"].pattern
+    assert '($.eventName = "ScheduleKeyDeletion")' in deleted and '($.eventName = "DisableKey")' in deleted
 
 
 def test_an_organisation_trail_is_an_aws_trail_named_by_its_arn() -> None:

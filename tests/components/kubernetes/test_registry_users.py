@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
+from components.handle import MONITOR_USER, ROLLOUT_USER
 from components.kubernetes.registry import (
     CA_SECRET,
     CLIENT_SECRET,
@@ -34,8 +35,6 @@ from components.kubernetes.registry import (
 )
 from components.kubernetes.workloads import (
     MONITOR_SECRET,
-    MONITOR_USER,
-    ROLLOUT_USER,
     promoters,
     registry_users,
     restorers,
@@ -201,7 +200,9 @@ def test_only_the_rollout_user_and_the_approvers_are_promotion_identities() -> N
         _spec(auth=False, promoters=("ana",))
 
 
-@pytest.mark.parametrize("caller", ["ml-training", "ml-inference", "team-nlp"])
-def test_a_callers_own_user_is_refused_as_an_approver(caller: str) -> None:
-    with pytest.raises(ConfigError, match=rf"workloads\.registry\.approvers.*{caller} is a caller's own"):
-        _with_approvers("aws-enterprise-prod", ["ana", caller])
+@pytest.mark.parametrize("user", ["ml-training", "ml-inference", "team-nlp", ROLLOUT_USER, MONITOR_USER])
+def test_a_workloads_own_user_is_refused_as_an_approver(user: str) -> None:
+    """An approver is a person (docs/security.md, "Who can do what"): the drift monitor's user would
+    promote the retrains it launches, the rollout's approve its own gates (review 35 A4)."""
+    with pytest.raises(ConfigError, match=rf"workloads\.registry\.approvers.*{user} is a workload's own"):
+        _with_approvers("aws-enterprise-prod", ["ana", user])

@@ -14,7 +14,8 @@ import certifi
 import pytest
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
-from components.kubernetes.workloads import MONITOR_SECRET, MONITOR_USER, RECORD_CLAIM, registry_users
+from components.handle import MONITOR_USER
+from components.kubernetes.workloads import MONITOR_SECRET, RECORD_CLAIM, registry_users
 from judges.kube import labels_match
 from judges.pod_security import judge_pod_security
 from mlplatform.plan import Plan

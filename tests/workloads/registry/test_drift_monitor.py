@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from components.kubernetes.workloads import MONITOR_USER
+from components.handle import MONITOR_USER
 from mlplatform.cli import app
 from tests.workloads.inference.conftest import held_out, model_dir  # noqa: F401  (the session's model)
 from tests.workloads.inference.serving import Server, serve_alias, wait_ready

@@ -24,7 +24,8 @@ import pytest
 from typer.testing import CliRunner
 
 from components.config import PLATFORM_KEY, PlatformConfig, parse_stack_config
-from components.kubernetes.workloads import MONITOR_USER, ROLLOUT_USER, promoters, registry_users, restorers
+from components.handle import MONITOR_USER, ROLLOUT_USER
+from components.kubernetes.workloads import promoters, registry_users, restorers
 from mlplatform.cli import app
 from tests.stack_variants import with_teams
 from workloads.registry.client import RegistryClient, RegistryError
