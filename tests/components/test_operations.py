@@ -40,11 +40,18 @@ def _refused(stack: str, version: str) -> list[str]:
 def test_upgrading_to_1_36_names_every_pin_it_still_needs(stack: str, missing: tuple[str, ...]) -> None:
     """ "Upgrade Kubernetes by one minor": 1.35 → 1.36 is refused, in one line under
     ``cluster.kubernetesVersion``, until every per-minor pin has a 1.36 row; the line names them (the
-    cluster-autoscaler chart for 1.36, not in charts/; on AWS the EKS add-on versions too)."""
-    pins = next(p for p in _refused(stack, "1.36") if "1.36 is not pinned in" in p)
-    assert "cluster.kubernetesVersion" in pins and "pinned everywhere: " in pins and "1.35" in pins
+    cluster-autoscaler chart for 1.36, not in charts/; on AWS the EKS add-on versions too); on Azure a
+    second line says the AKS calendar has no 1.36 row. Nothing else refuses the edit."""
+    problems = _refused(stack, "1.36")
+    assert all(f"{PLATFORM_KEY}.cluster.kubernetesVersion: " in p for p in problems), problems
+    pins = next(p for p in problems if "1.36 is not pinned in" in p)
+    assert "pinned everywhere: " in pins and "1.35" in pins
     named = pins.split(" is not pinned in ", 1)[1].split("; pinned everywhere", 1)[0]
     assert [part.split(" (")[0] for part in named.split("), ")] == list(missing)
+    # On Azure the AKS calendar (components/azure/versions.py) has no 1.36 row either, and says so.
+    calendar = [p for p in problems if "AKS does not support 1.36" in p]
+    assert len(calendar) == (1 if stack.startswith("azure-") else 0)
+    assert len(problems) == 1 + len(calendar), "nothing else refuses the upgrade"
 
 
 Objects = dict[Subject, dict[str, Any]]
