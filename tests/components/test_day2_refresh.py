@@ -136,14 +136,17 @@ def _update(program: PlannedResource, state: dict[str, Any]) -> list[str]:
     return list(input_diff(state, sent))
 
 
+def updates_from(states: dict[str, dict[str, Any]], second: Plan) -> dict[str, list[str]]:
+    """Per resource (URN), what the update would send over the refreshed ``states`` (URN → inputs)."""
+    again = {r.urn: r for r in second.resources}
+    assert set(states) == set(again), "a resource was added, removed or renamed"
+    return {urn: paths for urn, state in states.items() if (paths := _update(again[urn], state))}
+
+
 def day2_updates(first: Plan, second: Plan) -> tuple[dict[str, list[str]], set[str]]:
     """Per resource, what the update after the refresh would send; and the types the cloud moved."""
     refreshed = {r.urn: (r.type, *_refreshed(r)) for r in first.resources}
-    again = {r.urn: r for r in second.resources}
-    assert set(refreshed) == set(again), "a resource was added, removed or renamed"
-    updates = {
-        urn: paths for urn, (_, state, _) in refreshed.items() if (paths := _update(again[urn], state))
-    }
+    updates = updates_from({urn: state for urn, (_, state, _) in refreshed.items()}, second)
     return updates, {kind for kind, _, paths in refreshed.values() if paths}
 
 
