@@ -113,10 +113,11 @@ def test_removing_a_team_deletes_its_namespace_and_objects_and_nothing_else(
         "Secret ml-registry/registry-users",
     )
     # The teams' generated registry passwords go with them; the cloud keeps everything.
-    assert [urn.rsplit("::", 1)[1] for urn in _resource_changes(with_them, without)] == [
+    gone = _resource_changes(with_them, without)
+    assert [urn.rsplit("::", 1)[1] for urn in gone] == [
         f"{stack}-k8s-registry-{team}" for team in sorted(teams)
     ]
-    assert all("randomPassword:RandomPassword" in urn for urn in _resource_changes(with_them, without))
+    assert all("randomPassword:RandomPassword" in urn for urn in gone)
 
 
 NEXT_MLFLOW = "3.18.1"  # any later version: the plan names its Job and labels after it
