@@ -27,7 +27,10 @@ The exceptions (``EXCEPTIONS``), each named with why it is accepted and what con
   judge it) and the GPU pool's own subnet and security group (docs/security.md);
 - ``metrics-scrape``: Prometheus scraping a target that serves plain HTTP (the vendored exporters: node-
   exporter, kube-state-metrics, the operators; review T5): metrics carry no credentials or data; the
-  platform's own targets that carry tokens (inference) are scraped over verified HTTPS.
+  platform's own targets that carry tokens (inference) are scraped over verified HTTPS;
+- ``azure-files-nfs``: the kubelet's NFS mount of an Azure Files share (a PersistentVolume of the Azure
+  Files CSI driver with ``protocol: nfs``), which is no pod's flow: the register lists each such volume
+  (docs/security.md, "The exceptions").
 """
 
 from __future__ import annotations
@@ -89,8 +92,17 @@ EXCEPTIONS = {
             "metrics-scrape",
             "Prometheus scraping an exporter that serves plain HTTP: metrics only, no credentials or data",
         ),
+        TransportException(
+            "azure-files-nfs",
+            "a node's NFS 4.1 mount of an Azure Files share (TCP 2049) in clear: the pinned provider cannot "
+            "require the share's encryption in transit; contained by the account's private endpoint, its "
+            "only way in, in the stack's VNet",
+        ),
     )
 }
+# The Azure Files CSI driver, and the volume attribute that makes its mount NFS (kubernetes-sigs/
+# azurefile-csi-driver, docs/driver-parameters.md ``protocol``: ``smb`` by default, or ``nfs``).
+AZURE_FILES_DRIVER = "file.csi.azure.com"
 
 
 def _config(container: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -378,17 +390,36 @@ def exceptions_taken(
             if flow.purpose not in purposes:
                 purposes.append(flow.purpose)
     return [
-        (
-            subject,
-            name,
-            EXCEPTIONS[name].reason
-            + (f"; evidence: {evidence}" if name == "training-fabric" else "")
-            + f" ({purposes[0]}"
-            + (f" and {len(purposes) - 1} more" if len(purposes) > 1 else "")
-            + ")",
-        )
-        for (subject, name), (evidence, purposes) in covered.items()
+        *(
+            (
+                subject,
+                name,
+                EXCEPTIONS[name].reason
+                + (f"; evidence: {evidence}" if name == "training-fabric" else "")
+                + f" ({purposes[0]}"
+                + (f" and {len(purposes) - 1} more" if len(purposes) > 1 else "")
+                + ")",
+            )
+            for (subject, name), (evidence, purposes) in covered.items()
+        ),
+        *(
+            (Subject.of(volume), "azure-files-nfs", f"{EXCEPTIONS['azure-files-nfs'].reason} ({why})")
+            for volume, why in nfs_volumes(objects)
+        ),
     ]
+
+
+def nfs_volumes(objects: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str]]:
+    """Each PersistentVolume mounting an Azure Files share over NFS, and which share: the flows
+    ``azure-files-nfs`` covers (the kubelet mounts it, so no pod's flow in the contract shows them)."""
+    found = []
+    for volume in of_kind(objects, "PersistentVolume"):
+        csi = volume.get("spec", {}).get("csi") or {}
+        attributes = csi.get("volumeAttributes") or {}
+        if csi.get("driver") == AZURE_FILES_DRIVER and str(attributes.get("protocol", "")).lower() == "nfs":
+            share = f"share {attributes.get('shareName')} of account {attributes.get('storageAccount')}"
+            found.append((volume, f"the nodes mounting {share} for {volume['metadata']['name']}"))
+    return found
 
 
 def transport_table(objects: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, str]]:
