@@ -14,9 +14,12 @@ How a flow counts as TLS, from the planned objects alone:
 - a peer outside the pod network on 443 (the cloud's HTTPS endpoints: object store, identity, STS) or on
   the PostgreSQL port (the registry's database, whose server refuses plaintext connections:
   ``rds.force_ssl``, ``require_secure_transport``; components/aws and components/azure
-  registry_database.py), and whose client verifies the server's certificate and name on both clouds
-  (``sslmode=verify-full``: the vendored Amazon RDS me-central-1 roots on AWS, the system's DigiCert /
-  Microsoft roots on Azure; workloads/registry/server/launch.py ``database_ca``), so it needs no exception.
+  registry_database.py), and whose client the plan configures to verify: ``peer_client`` reads the
+  containers' settings (review 35 A6), libpq's ``sslmode`` stated ``verify-full`` for PostgreSQL, no
+  ``http://`` endpoint outside the cluster; the registry verifies the server's certificate and name on
+  both clouds (``sslmode=verify-full``: the vendored Amazon RDS me-central-1 roots on AWS, the system's
+  DigiCert / Microsoft roots on Azure; workloads/registry/server/launch.py ``database_ca``), so it needs
+  no exception.
 
 The exceptions (``EXCEPTIONS``), each named with why it is accepted and what contains it:
 - ``cluster-dns``: name lookups to kube-dns on 53 are DNS, not TLS;
@@ -103,6 +106,12 @@ EXCEPTIONS = {
 # The Azure Files CSI driver, and the volume attribute that makes its mount NFS (kubernetes-sigs/
 # azurefile-csi-driver, docs/driver-parameters.md ``protocol``: ``smb`` by default, or ``nfs``).
 AZURE_FILES_DRIVER = "file.csi.azure.com"
+# A PostgreSQL client's TLS mode: libpq's ``PGSSLMODE`` or a connection URL's ``sslmode`` parameter
+# (PostgreSQL docs, "Environment Variables" and "Connection URIs").
+PGSSLMODE = "PGSSLMODE"
+VERIFY_FULL = "verify-full"
+_SSLMODE_IN_URL = re.compile(r"^postgres(?:ql)?(?:\+\w+)?://.*[?&]sslmode=([\w-]+)")
+_HTTP_URL = re.compile(r"^http://([^/:?#]+)", re.IGNORECASE)
 
 
 def _config(container: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -118,6 +127,39 @@ def _config(container: Mapping[str, Any]) -> list[tuple[str, str]]:
             flag, _, value = str(word).partition("=")
             found.append((f"{key} {flag}", value or flag))
     return found
+
+
+def peer_client(pod: Pod, port: int) -> str | None:
+    """Why the pod's client of a peer outside the pod network does not verify TLS, from its containers'
+    settings (review 35 A6: a port's number is not TLS), or None:
+    - on the PostgreSQL port, libpq's ``sslmode`` (``PGSSLMODE`` or a URL's ``sslmode=``) must be stated
+      and ``verify-full``: ``require`` and ``verify-ca`` do not check the server's name, ``disable``,
+      ``allow`` and ``prefer`` may not encrypt (PostgreSQL docs, "SSL Support", table "SSL Mode
+      Descriptions");
+    - on any port, an endpoint the plan names outside the cluster (an object store, an identity or API
+      endpoint) must be ``https://``: an ``http://`` one is clear text whatever its port."""
+    modes: list[tuple[str, str]] = []
+    for container in pod.containers():
+        for where, value in _config(container):
+            if where == f"env {PGSSLMODE}":
+                modes.append((f"container {container['name']} {where}", value))
+            for mode in _SSLMODE_IN_URL.findall(value):
+                modes.append((f"container {container['name']} {where}", mode))
+            http = _HTTP_URL.match(value)
+            if http is not None and not _in_cluster(http.group(1)):
+                return f"container {container['name']} {where} is {value}, not https"
+    if port != POSTGRES:
+        return None
+    if not modes:
+        return f"no container states libpq's sslmode ({PGSSLMODE}): verify-full is required"
+    for where, mode in modes:
+        if mode != VERIFY_FULL:
+            return f"{where} sets sslmode={mode}, not {VERIFY_FULL} (the server's certificate and name)"
+    return None
+
+
+def _in_cluster(host: str) -> bool:
+    return host in ("localhost", "127.0.0.1") or host.endswith((".svc", ".svc.cluster.local"))
 
 
 def _secret_mounts(pod: Pod, container: Mapping[str, Any]) -> dict[str, str]:
@@ -293,6 +335,13 @@ def judge_flow(cluster: Cluster, flow: Flow) -> tuple[str | None, Subject, str]:
     if source.pod is None:  # the API server: webhooks and aggregated APIs are HTTPS only
         return "tls", _subject(flow), "the API server calls webhooks and APIServices over HTTPS"
     if destination.pod is None:
+        unverified = peer_client(source.pod, flow.port)
+        if unverified is not None:
+            return (
+                None,
+                source.pod.owner,
+                f"reaches {destination.name} on {flow.port} unverified: {unverified}",
+            )
         tls = flow.port in (HTTPS, POSTGRES)
         return ("tls" if tls else None), source.pod.owner, f"reaches {destination.name} on {flow.port}"
     if destination.pod.labels.get("k8s-app") == "kube-dns" and flow.port == DNS_PORT:

@@ -231,6 +231,57 @@ def test_the_evidence_records_each_exception_against_its_planned_resource() -> N
     assert transport_exemptions(plan_stack("aws-enterprise-prod"), frozenset({"transport"})) == ()
 
 
+@pytest.mark.parametrize("stack", ENTERPRISE)
+@pytest.mark.parametrize(
+    ("kind", "name", "variable", "value", "why"),
+    [
+        (
+            "Deployment",
+            "registry",
+            "PGSSLMODE",
+            "require",
+            "container server env PGSSLMODE sets sslmode=require, not verify-full",
+        ),
+        (
+            "Job",
+            "registry-migrate-3-17-2",
+            "PGSSLMODE",
+            None,
+            "no container states libpq's sslmode (PGSSLMODE): verify-full is required",
+        ),
+        (
+            "Deployment",
+            "registry",
+            "MLFLOW_S3_ENDPOINT_URL",
+            "http://objects.example.ae",
+            "container server env MLFLOW_S3_ENDPOINT_URL is http://objects.example.ae, not https",
+        ),
+    ],
+)
+def test_a_client_of_an_off_cluster_peer_that_does_not_verify_is_a_mandatory_finding(
+    stack: str,
+    kind: str,
+    name: str,
+    variable: str,
+    value: str | None,
+    why: str,
+    judged: Callable[[str], Judged],
+) -> None:
+    """Review 35 A6: a flow leaving the pod network on 443 or 5432 is TLS by its client's settings, not
+    by its port: the registry's database client states ``sslmode=verify-full`` (a ``require`` client
+    checks no name; PostgreSQL docs, "SSL Support"), and an endpoint the plan names is https."""
+    judged_stack = judged(stack)
+    planted = copy.deepcopy(judged_stack.objects)
+    container = _container(planted, kind, name)
+    env = [e for e in container["env"] if e["name"] != variable]
+    container["env"][:] = env + ([{"name": variable, "value": value}] if value is not None else [])
+    findings = judge_transport(planted, judged_stack.network)
+    assert findings and all(
+        (f.level, f.subject.kind, f.subject.name) == ("mandatory", kind, name) for f in findings
+    ), findings
+    assert any(why in f.message for f in findings), [f.message for f in findings]
+
+
 def test_the_register_lists_each_azure_files_nfs_volume(judged: Callable[[str], Judged]) -> None:
     """docs/security.md's ``azure-files-nfs``: each PersistentVolume mounting an Azure Files share over
     NFS is registered with its share (review 35 B3: the docs listed it, the register did not); an SMB
