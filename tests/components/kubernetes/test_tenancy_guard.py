@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from components.kubernetes.tenancy import TENANCY_GUARD
 from judges.cel import DEPLOYER, judge_cel, refusals
+from judges.tenancy import POLICY, judge_tenancy
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import ACCOUNT, PEOPLE_AZURE
@@ -86,3 +88,27 @@ def test_the_stacks_own_apply_is_admitted(stack: str, people_plan: Callable[[str
         for o in objects
     )
     assert not [f for f in judge_cel(objects) if GUARD in f.message]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_team_isolation_judge_catches_a_team_namespace_left_unguarded(
+    stack: str, people_plan: Callable[[str], Plan]
+) -> None:
+    """judges/tenancy.py: the planned guard holds (no finding); without its binding every NetworkPolicy,
+    ResourceQuota and LimitRange of both team namespaces is a mandatory finding."""
+    objects = kubernetes_objects(people_plan(stack))
+    assert judge_tenancy(objects) == []
+    unbound = [
+        o
+        for o in objects
+        if not (o["kind"] == "ValidatingAdmissionPolicyBinding" and o["metadata"]["name"] == TENANCY_GUARD)
+    ]
+    findings = judge_tenancy(unbound)
+    guarded = {
+        (o["kind"], o["metadata"]["namespace"])
+        for o in objects
+        if o["kind"] in ("NetworkPolicy", "ResourceQuota", "LimitRange")
+        and o["metadata"].get("namespace") in ("team-nlp", "team-vision")
+    }
+    assert {(f.subject.kind, f.subject.namespace) for f in findings} == guarded
+    assert len(guarded) >= 6 and all(f.mandatory and f.policy == POLICY for f in findings)
