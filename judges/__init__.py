@@ -32,6 +32,7 @@ from judges import (
     sqlite,
     storage,
     stores,
+    tenancy,
     transport,
     validation,
     webhooks,
@@ -89,6 +90,12 @@ JUDGES: tuple[Judge, ...] = (
         (pod_security.POLICY, pod_security.NONROOT_POLICY, pod_security.UNGUARDED_POLICY),
         lambda c: pod_security.judge_pod_security(c.objects, c.unseen),
         "Pod Security admission per namespace level; inert capabilities; loose levels nothing guards",
+    ),
+    Judge(
+        "team-isolation",
+        (tenancy.POLICY,),
+        lambda c: tenancy.judge_tenancy(c.objects),
+        "a team namespace's NetworkPolicies, ResourceQuota and LimitRange refused to the team at admission",
     ),
     Judge(
         "limit-ranges",

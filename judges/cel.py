@@ -198,7 +198,14 @@ def _plural(kind: str, custom: Mapping[str, str]) -> str:
     return f"{lower}s"
 
 
-def _rule_matches(rule: Mapping[str, Any], group: str, version: str, resource: str) -> bool:
+# Who creates the plan's objects: the stack's deployer, none of the people the stack grants roles to
+# (tests plant a person's request through ``refusals``' ``user``).
+DEPLOYER: Mapping[str, Any] = {"username": "ml-platform-deployer", "groups": ["system:authenticated"]}
+
+
+def _rule_matches(
+    rule: Mapping[str, Any], group: str, version: str, resource: str, operation: str = "CREATE"
+) -> bool:
     def has(key: str, value: str) -> bool:
         allowed = rule.get(key) or []
         return "*" in allowed or value in allowed
@@ -208,7 +215,7 @@ def _rule_matches(rule: Mapping[str, Any], group: str, version: str, resource: s
         has("apiGroups", group)
         and has("apiVersions", version)
         and has("resources", resource)
-        and ("*" in operations or "CREATE" in operations)
+        and ("*" in operations or operation in operations)
     )
 
 
@@ -219,12 +226,13 @@ def _selects(
     namespaces: Mapping[str, Mapping[str, str]],
     *,
     rules_required: bool,
+    operation: str = "CREATE",
 ) -> bool:
     """``matchConstraints``/``matchResources``: resource rules (required on the policy, optional on the
     binding), exclusions, and namespace/object selectors (absent selects all)."""
     match = match or {}
     rules = match.get("resourceRules") or []
-    if (rules or rules_required) and not any(_rule_matches(r, *resource) for r in rules):
+    if (rules or rules_required) and not any(_rule_matches(r, *resource, operation) for r in rules):
         return False
     if any(_rule_matches(r, *resource) for r in match.get("excludeResourceRules") or []):
         return False
@@ -276,13 +284,26 @@ def _admits(
     obj: Mapping[str, Any],
     namespaces: Mapping[str, Mapping[str, str]],
     plurals: Mapping[str, str],
+    operation: str = "CREATE",
 ) -> bool:
-    """Whether the policy and its binding both select ``obj`` (created)."""
+    """Whether the policy and its binding both select ``operation`` on ``obj``."""
     group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
     resource = (group, version, _plural(str(obj.get("kind")), plurals))
     return _selects(
-        policy["spec"].get("matchConstraints"), obj, resource, namespaces, rules_required=True
-    ) and _selects(binding["spec"].get("matchResources"), obj, resource, namespaces, rules_required=False)
+        policy["spec"].get("matchConstraints"),
+        obj,
+        resource,
+        namespaces,
+        rules_required=True,
+        operation=operation,
+    ) and _selects(
+        binding["spec"].get("matchResources"),
+        obj,
+        resource,
+        namespaces,
+        rules_required=False,
+        operation=operation,
+    )
 
 
 def pod_guards(objects: Sequence[Mapping[str, Any]], namespace: str) -> list[str]:
@@ -367,15 +388,22 @@ def judge_admission_policies(objects: Sequence[Mapping[str, Any]], report: CelRe
                 _judge_admission(policy, level, subject, obj, namespace_objects, report)
 
 
-def refusals(objects: Sequence[Mapping[str, Any]], obj: Mapping[str, Any]) -> list[Finding]:
-    """What the policies bound with ``Deny`` in the planned cluster say when ``obj`` is created there."""
+def refusals(
+    objects: Sequence[Mapping[str, Any]],
+    obj: Mapping[str, Any],
+    *,
+    operation: str = "CREATE",
+    user: Mapping[str, Any] = DEPLOYER,
+) -> list[Finding]:
+    """What the policies bound with ``Deny`` in the planned cluster say when ``user`` makes
+    ``operation`` (CREATE, UPDATE or DELETE) on ``obj`` there."""
     namespaces = namespace_labels(objects)
     plurals = _plurals(objects)
     namespace_objects = {str(n["metadata"]["name"]): n for n in of_kind(objects, "Namespace")}
     report = CelReport()
     for policy, binding, level in _bound(objects):
-        if level == "mandatory" and _admits(policy, binding, obj, namespaces, plurals):
-            _judge_admission(policy, level, Subject.of(obj), obj, namespace_objects, report)
+        if level == "mandatory" and _admits(policy, binding, obj, namespaces, plurals, operation):
+            _judge_admission(policy, level, Subject.of(obj), obj, namespace_objects, report, operation, user)
     return report.findings
 
 
@@ -386,17 +414,22 @@ def _judge_admission(
     obj: Mapping[str, Any],
     namespace_objects: Mapping[str, Mapping[str, Any]],
     report: CelReport,
+    operation: str = "CREATE",
+    user: Mapping[str, Any] = DEPLOYER,
 ) -> None:
     spec = policy["spec"]
     metadata = obj.get("metadata") or {}
     group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    # A DELETE carries the object as ``oldObject`` and none as ``object`` (kubernetes.io, "Validating
+    # Admission Policy", variables).
     activation: dict[str, Any] = {
-        "object": dict(obj),
-        "oldObject": None,
+        "object": None if operation == "DELETE" else dict(obj),
+        "oldObject": dict(obj) if operation != "CREATE" else None,
         "namespaceObject": namespace_objects.get(str(metadata.get("namespace") or "")),
         "request": {
-            "operation": "CREATE",
+            "operation": operation,
             "kind": {"group": group, "version": version, "kind": obj.get("kind")},
+            "userInfo": dict(user),
             "name": metadata.get("name"),
             "namespace": metadata.get("namespace"),
         },

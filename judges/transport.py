@@ -14,9 +14,12 @@ How a flow counts as TLS, from the planned objects alone:
 - a peer outside the pod network on 443 (the cloud's HTTPS endpoints: object store, identity, STS) or on
   the PostgreSQL port (the registry's database, whose server refuses plaintext connections:
   ``rds.force_ssl``, ``require_secure_transport``; components/aws and components/azure
-  registry_database.py), and whose client verifies the server's certificate and name on both clouds
-  (``sslmode=verify-full``: the vendored Amazon RDS me-central-1 roots on AWS, the system's DigiCert /
-  Microsoft roots on Azure; workloads/registry/server/launch.py ``database_ca``), so it needs no exception.
+  registry_database.py), and whose client the plan configures to verify: ``peer_client`` reads the
+  containers' settings (review 35 A6), libpq's ``sslmode`` stated ``verify-full`` for PostgreSQL, no
+  ``http://`` endpoint outside the cluster; the registry verifies the server's certificate and name on
+  both clouds (``sslmode=verify-full``: the vendored Amazon RDS me-central-1 roots on AWS, the system's
+  DigiCert / Microsoft roots on Azure; workloads/registry/server/launch.py ``database_ca``), so it needs
+  no exception.
 
 The exceptions (``EXCEPTIONS``), each named with why it is accepted and what contains it:
 - ``cluster-dns``: name lookups to kube-dns on 53 are DNS, not TLS;
@@ -27,7 +30,10 @@ The exceptions (``EXCEPTIONS``), each named with why it is accepted and what con
   judge it) and the GPU pool's own subnet and security group (docs/security.md);
 - ``metrics-scrape``: Prometheus scraping a target that serves plain HTTP (the vendored exporters: node-
   exporter, kube-state-metrics, the operators; review T5): metrics carry no credentials or data; the
-  platform's own targets that carry tokens (inference) are scraped over verified HTTPS.
+  platform's own targets that carry tokens (inference) are scraped over verified HTTPS;
+- ``azure-files-nfs``: the kubelet's NFS mount of an Azure Files share (a PersistentVolume of the Azure
+  Files CSI driver with ``protocol: nfs``), which is no pod's flow: the register lists each such volume
+  (docs/security.md, "The exceptions").
 """
 
 from __future__ import annotations
@@ -89,8 +95,23 @@ EXCEPTIONS = {
             "metrics-scrape",
             "Prometheus scraping an exporter that serves plain HTTP: metrics only, no credentials or data",
         ),
+        TransportException(
+            "azure-files-nfs",
+            "a node's NFS 4.1 mount of an Azure Files share (TCP 2049) in clear: the pinned provider cannot "
+            "require the share's encryption in transit; contained by the account's private endpoint, its "
+            "only way in, in the stack's VNet",
+        ),
     )
 }
+# The Azure Files CSI driver, and the volume attribute that makes its mount NFS (kubernetes-sigs/
+# azurefile-csi-driver, docs/driver-parameters.md ``protocol``: ``smb`` by default, or ``nfs``).
+AZURE_FILES_DRIVER = "file.csi.azure.com"
+# A PostgreSQL client's TLS mode: libpq's ``PGSSLMODE`` or a connection URL's ``sslmode`` parameter
+# (PostgreSQL docs, "Environment Variables" and "Connection URIs").
+PGSSLMODE = "PGSSLMODE"
+VERIFY_FULL = "verify-full"
+_SSLMODE_IN_URL = re.compile(r"^postgres(?:ql)?(?:\+\w+)?://.*[?&]sslmode=([\w-]+)")
+_HTTP_URL = re.compile(r"^http://([^/:?#]+)", re.IGNORECASE)
 
 
 def _config(container: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -106,6 +127,39 @@ def _config(container: Mapping[str, Any]) -> list[tuple[str, str]]:
             flag, _, value = str(word).partition("=")
             found.append((f"{key} {flag}", value or flag))
     return found
+
+
+def peer_client(pod: Pod, port: int) -> str | None:
+    """Why the pod's client of a peer outside the pod network does not verify TLS, from its containers'
+    settings (review 35 A6: a port's number is not TLS), or None:
+    - on the PostgreSQL port, libpq's ``sslmode`` (``PGSSLMODE`` or a URL's ``sslmode=``) must be stated
+      and ``verify-full``: ``require`` and ``verify-ca`` do not check the server's name, ``disable``,
+      ``allow`` and ``prefer`` may not encrypt (PostgreSQL docs, "SSL Support", table "SSL Mode
+      Descriptions");
+    - on any port, an endpoint the plan names outside the cluster (an object store, an identity or API
+      endpoint) must be ``https://``: an ``http://`` one is clear text whatever its port."""
+    modes: list[tuple[str, str]] = []
+    for container in pod.containers():
+        for where, value in _config(container):
+            if where == f"env {PGSSLMODE}":
+                modes.append((f"container {container['name']} {where}", value))
+            for mode in _SSLMODE_IN_URL.findall(value):
+                modes.append((f"container {container['name']} {where}", mode))
+            http = _HTTP_URL.match(value)
+            if http is not None and not _in_cluster(http.group(1)):
+                return f"container {container['name']} {where} is {value}, not https"
+    if port != POSTGRES:
+        return None
+    if not modes:
+        return f"no container states libpq's sslmode ({PGSSLMODE}): verify-full is required"
+    for where, mode in modes:
+        if mode != VERIFY_FULL:
+            return f"{where} sets sslmode={mode}, not {VERIFY_FULL} (the server's certificate and name)"
+    return None
+
+
+def _in_cluster(host: str) -> bool:
+    return host in ("localhost", "127.0.0.1") or host.endswith((".svc", ".svc.cluster.local"))
 
 
 def _secret_mounts(pod: Pod, container: Mapping[str, Any]) -> dict[str, str]:
@@ -281,6 +335,13 @@ def judge_flow(cluster: Cluster, flow: Flow) -> tuple[str | None, Subject, str]:
     if source.pod is None:  # the API server: webhooks and aggregated APIs are HTTPS only
         return "tls", _subject(flow), "the API server calls webhooks and APIServices over HTTPS"
     if destination.pod is None:
+        unverified = peer_client(source.pod, flow.port)
+        if unverified is not None:
+            return (
+                None,
+                source.pod.owner,
+                f"reaches {destination.name} on {flow.port} unverified: {unverified}",
+            )
         tls = flow.port in (HTTPS, POSTGRES)
         return ("tls" if tls else None), source.pod.owner, f"reaches {destination.name} on {flow.port}"
     if destination.pod.labels.get("k8s-app") == "kube-dns" and flow.port == DNS_PORT:
@@ -378,17 +439,36 @@ def exceptions_taken(
             if flow.purpose not in purposes:
                 purposes.append(flow.purpose)
     return [
-        (
-            subject,
-            name,
-            EXCEPTIONS[name].reason
-            + (f"; evidence: {evidence}" if name == "training-fabric" else "")
-            + f" ({purposes[0]}"
-            + (f" and {len(purposes) - 1} more" if len(purposes) > 1 else "")
-            + ")",
-        )
-        for (subject, name), (evidence, purposes) in covered.items()
+        *(
+            (
+                subject,
+                name,
+                EXCEPTIONS[name].reason
+                + (f"; evidence: {evidence}" if name == "training-fabric" else "")
+                + f" ({purposes[0]}"
+                + (f" and {len(purposes) - 1} more" if len(purposes) > 1 else "")
+                + ")",
+            )
+            for (subject, name), (evidence, purposes) in covered.items()
+        ),
+        *(
+            (Subject.of(volume), "azure-files-nfs", f"{EXCEPTIONS['azure-files-nfs'].reason} ({why})")
+            for volume, why in nfs_volumes(objects)
+        ),
     ]
+
+
+def nfs_volumes(objects: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str]]:
+    """Each PersistentVolume mounting an Azure Files share over NFS, and which share: the flows
+    ``azure-files-nfs`` covers (the kubelet mounts it, so no pod's flow in the contract shows them)."""
+    found = []
+    for volume in of_kind(objects, "PersistentVolume"):
+        csi = volume.get("spec", {}).get("csi") or {}
+        attributes = csi.get("volumeAttributes") or {}
+        if csi.get("driver") == AZURE_FILES_DRIVER and str(attributes.get("protocol", "")).lower() == "nfs":
+            share = f"share {attributes.get('shareName')} of account {attributes.get('storageAccount')}"
+            found.append((volume, f"the nodes mounting {share} for {volume['metadata']['name']}"))
+    return found
 
 
 def transport_table(objects: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, str]]:

@@ -18,7 +18,7 @@ import pulumi_kubernetes.helm.v3 as helm
 import pulumi_random
 
 from components.config import PlatformConfig, SecretMaker, TeamConfig
-from components.handle import WORKLOAD_IDENTITIES, ClusterHandle, Fabric
+from components.handle import WORKLOAD_IDENTITIES, Cloud, ClusterHandle, Fabric
 from components.image_mirror import MirrorLock, load_lock
 from components.images import WorkloadImages
 from components.kubernetes import image_verification, kueue, monitoring
@@ -45,12 +45,14 @@ from components.kubernetes.storage import (
 )
 from components.kubernetes.tenancy import (
     POD_SECURITY_EXCEPTION_LABEL,
+    TEAM_LABEL,
     NamespaceSpec,
     PodSecurity,
     ipc_lock_exception_policy,
     ipc_lock_namespace,
     namespace_objects,
     service_account,
+    tenancy_guard_policy,
 )
 from components.kubernetes.workloads import WorkloadObjects, registry_users, workload_objects
 
@@ -91,7 +93,9 @@ class KubernetesLayer(pulumi.ComponentResource):
         specs = tenancy_specs(handle, config, workloads)
         # Each pod depends on its namespace, so the admission policies are in place before any pod.
         namespaces = self._apply(
-            [o for spec in specs for o in namespace_objects(spec)] + admission_policies(handle, specs)
+            [o for spec in specs for o in namespace_objects(spec)]
+            + admission_policies(handle, specs)
+            + team_guard(handle, config)
         )
         lock = load_lock(config.kubernetes.image_lock) if config.kubernetes.image_lock else None
         charts = layer_charts(handle, config, lock)
@@ -329,6 +333,26 @@ def admission_policies(handle: ClusterHandle, specs: Sequence[NamespaceSpec]) ->
     return policies
 
 
+def team_guard(handle: ClusterHandle, config: PlatformConfig) -> list[Object]:
+    """The tenancy guard (``tenancy_guard_policy``) against every team's ML engineers as the API server
+    authenticates them: on EKS the user an access entry makes of their IAM role (``arn:aws:sts::<account>:
+    assumed-role/<role name>/{{SessionName}}``, the role's path dropped: EKS user guide, "Create access
+    entries", https://docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html), on AKS
+    their Entra group's object id in the user's groups (AKS-managed Entra ID puts the groups claim's
+    object ids there: https://learn.microsoft.com/azure/aks/azure-ad-rbac). None where there are no teams."""
+    if not config.kubernetes.teams:
+        return []
+    engineers = [p for principals in config.access.ml_engineers.values() for p in principals]
+    if handle.cloud is Cloud.AWS:
+        return tenancy_guard_policy([_assumed_role_user(arn) for arn in engineers], [])
+    return tenancy_guard_policy([], engineers)
+
+
+def _assumed_role_user(role_arn: str) -> str:
+    _, partition, _, _, account, resource = role_arn.split(":", 5)
+    return f"arn:{partition}:sts::{account}:assumed-role/{resource.rsplit('/', 1)[-1]}/"
+
+
 def registry_namespace(config: PlatformConfig) -> NamespaceSpec:
     """Restricted, with a quota for its servers, one surge pod and the migration Job."""
     registry = config.workloads.registry
@@ -358,8 +382,10 @@ def team_namespace(handle: ClusterHandle, config: PlatformConfig, team: TeamConf
     }
     name = f"team-{team.name}"
     if any(p.fabric is Fabric.INFINIBAND for p in kueue.queued_pools(handle, config)):
-        return ipc_lock_namespace(name, quota, job_peers=True)
-    return NamespaceSpec(name, quota=quota, job_peers=True)
+        spec = ipc_lock_namespace(name, quota, job_peers=True)
+    else:
+        spec = NamespaceSpec(name, quota=quota, job_peers=True)
+    return replace(spec, labels={**spec.labels, TEAM_LABEL: "true"})
 
 
 def identity_objects(handle: ClusterHandle, workloads: WorkloadObjects) -> list[Object]:

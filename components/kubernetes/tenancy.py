@@ -7,7 +7,8 @@ Security level (restricted unless a documented exception needs more) and the quo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -19,6 +20,21 @@ from components.kubernetes.objects import MANAGED_BY, Object, admission_policy
 # Annotation holding the written reason a namespace runs above "restricted"; the policy pack accepts a
 # privileged namespace only with it (policies/mlplatform_policies/kubernetes.py).
 PRIVILEGE_REASON = "policy.ml-platform.io/privileged-reason"
+
+
+# A team's namespace carries this label: the tenancy guard's binding selects by it.
+TEAM_LABEL = "ml-platform.io/team-namespace"
+TENANCY_GUARD = "ml-platform-tenancy-guard"
+# What keeps a team in its namespace and that its people's ``edit`` role could change: Kubernetes'
+# ``edit`` (system:aggregate-to-edit, kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/
+# policy.go), which AmazonEKSEditPolicy and AKS RBAC Writer follow, writes ``networkpolicies`` and
+# impersonates the namespace's service accounts; it only reads ``resourcequotas`` and ``limitranges``,
+# guarded as well so that no later grant widens it.
+GUARDED_RESOURCES = (
+    ("networking.k8s.io", "networkpolicies"),
+    ("", "resourcequotas"),
+    ("", "limitranges"),
+)
 
 
 class PodSecurity(StrEnum):
@@ -363,4 +379,52 @@ def ipc_lock_namespace(name: str, quota: Mapping[str, str], *, job_peers: bool =
         quota=quota,
         labels={POD_SECURITY_EXCEPTION_LABEL: IPC_LOCK_EXCEPTION},
         job_peers=job_peers,
+    )
+
+
+def tenancy_guard_policy(usernames: Sequence[str], groups: Sequence[str]) -> list[Object]:
+    """Refuses creating, changing or deleting a team namespace's NetworkPolicies, ResourceQuota and
+    LimitRange to the team's people and to the namespace's own service accounts (which their ``edit``
+    role may impersonate), so that only the platform (the stack's deployer, the platform admins, the
+    cluster's controllers) changes what isolates a team (issue 35, review A8). The people are named as the
+    API server authenticates them: ``usernames`` are prefixes (an EKS access entry for an IAM role is the
+    user ``arn:aws:sts::<account>:assumed-role/<role name>/{{SessionName}}``), ``groups`` group names (an
+    AKS Entra ID user carries its Entra groups' object ids)."""
+    caller = "request.userInfo"
+    return admission_policy(
+        TENANCY_GUARD,
+        [
+            {
+                "apiGroups": [group],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE", "DELETE"],
+                "resources": [resource],
+            }
+            for group, resource in GUARDED_RESOURCES
+        ],
+        [
+            {
+                "expression": "!variables.ownServiceAccount && !variables.teamPerson",
+                "message": (
+                    "a team namespace's NetworkPolicies, ResourceQuota and LimitRange are the platform's: "
+                    'change them in the stack (docs/security.md, "Who can do what")'
+                ),
+            }
+        ],
+        {TEAM_LABEL: "true"},
+        variables=[
+            {
+                "name": "ownServiceAccount",
+                "expression": (
+                    f"{caller}.username.startsWith('system:serviceaccount:' + request.namespace + ':')"
+                ),
+            },
+            {
+                "name": "teamPerson",
+                "expression": (
+                    f"{json.dumps(list(usernames))}.exists(p, {caller}.username.startsWith(p)) || "
+                    f"(has({caller}.groups) && {caller}.groups.exists(g, g in {json.dumps(list(groups))}))"
+                ),
+            },
+        ],
     )

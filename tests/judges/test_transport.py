@@ -222,10 +222,89 @@ def test_the_exceptions_taken_name_their_object_and_reason(judged: Callable[[str
 def test_the_evidence_records_each_exception_against_its_planned_resource() -> None:
     plan = plan_stack("aws-enterprise-prod")
     exemptions = transport_exemptions(plan)
-    assert {row[1] for row in exemptions} == {f"{PLAINTEXT}: {name}" for name in EXCEPTIONS}
+    # AWS mounts EFS / FSx over TLS or none: every exception but Azure's NFS.
+    assert {row[1] for row in exemptions} == {f"{PLAINTEXT}: {name}" for name in EXCEPTIONS} - {
+        f"{PLAINTEXT}: azure-files-nfs"
+    }
     # The registry's servers reach only verified TLS now (its database included): no exception row.
     assert not [urn for urn, _, _ in exemptions if urn.endswith("::deployment-ml-registry-registry")]
     assert transport_exemptions(plan_stack("aws-enterprise-prod"), frozenset({"transport"})) == ()
+
+
+@pytest.mark.parametrize("stack", ENTERPRISE)
+@pytest.mark.parametrize(
+    ("kind", "name", "variable", "value", "why"),
+    [
+        (
+            "Deployment",
+            "registry",
+            "PGSSLMODE",
+            "require",
+            "container server env PGSSLMODE sets sslmode=require, not verify-full",
+        ),
+        (
+            "Job",
+            "registry-migrate-3-17-2",
+            "PGSSLMODE",
+            None,
+            "no container states libpq's sslmode (PGSSLMODE): verify-full is required",
+        ),
+        (
+            "Deployment",
+            "registry",
+            "MLFLOW_S3_ENDPOINT_URL",
+            "http://objects.example.ae",
+            "container server env MLFLOW_S3_ENDPOINT_URL is http://objects.example.ae, not https",
+        ),
+    ],
+)
+def test_a_client_of_an_off_cluster_peer_that_does_not_verify_is_a_mandatory_finding(
+    stack: str,
+    kind: str,
+    name: str,
+    variable: str,
+    value: str | None,
+    why: str,
+    judged: Callable[[str], Judged],
+) -> None:
+    """Review 35 A6: a flow leaving the pod network on 443 or 5432 is TLS by its client's settings, not
+    by its port: the registry's database client states ``sslmode=verify-full`` (a ``require`` client
+    checks no name; PostgreSQL docs, "SSL Support"), and an endpoint the plan names is https."""
+    judged_stack = judged(stack)
+    planted = copy.deepcopy(judged_stack.objects)
+    container = _container(planted, kind, name)
+    env = [e for e in container["env"] if e["name"] != variable]
+    container["env"][:] = env + ([{"name": variable, "value": value}] if value is not None else [])
+    findings = judge_transport(planted, judged_stack.network)
+    assert findings and all(
+        (f.level, f.subject.kind, f.subject.name) == ("mandatory", kind, name) for f in findings
+    ), findings
+    assert any(why in f.message for f in findings), [f.message for f in findings]
+
+
+def test_the_register_lists_each_azure_files_nfs_volume(judged: Callable[[str], Judged]) -> None:
+    """docs/security.md's ``azure-files-nfs``: each PersistentVolume mounting an Azure Files share over
+    NFS is registered with its share (review 35 B3: the docs listed it, the register did not); an SMB
+    mount (encrypted) is not; and a planted NFS volume in any stack is registered."""
+    stack = judged("azure-enterprise-prod")
+    taken = [
+        (s.kind, s.name, reason)
+        for s, name, reason in exceptions_taken(stack.objects)
+        if name == "azure-files-nfs"
+    ]
+    volumes = [o for o in stack.objects if o["kind"] == "PersistentVolume"]
+    assert volumes and {name for _, name, _ in taken} == {v["metadata"]["name"] for v in volumes}
+    assert all(
+        reason.startswith(EXCEPTIONS["azure-files-nfs"].reason) and "share training" in reason
+        for *_, reason in taken
+    )
+    smb = copy.deepcopy(volumes[0])
+    smb["spec"]["csi"]["volumeAttributes"]["protocol"] = "smb"
+    assert not [t for t in exceptions_taken([smb]) if t[1] == "azure-files-nfs"]
+    aws = judged("aws-enterprise-prod")
+    assert not [t for t in exceptions_taken(aws.objects) if t[1] == "azure-files-nfs"]
+    planted = [t for t in exceptions_taken([*aws.objects, volumes[0]]) if t[1] == "azure-files-nfs"]
+    assert [(s.kind, s.name) for s, _, _ in planted] == [("PersistentVolume", volumes[0]["metadata"]["name"])]
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ basic-auth server (conftest.py: the image's authorization function, ``PROMOTERS`
 from __future__ import annotations
 
 import copy
+import json
 import urllib.parse
 
 import pytest
@@ -30,6 +31,7 @@ from mlplatform.cli import app
 from tests.stack_variants import with_teams
 from workloads.registry.client import RegistryClient, RegistryError
 from workloads.registry.lineage import experiment_name
+from workloads.registry.server.guard import break_glass
 from workloads.registry.server.launch import LIST_PERMISSIONS, AuthApi, User, bootstrap_users
 
 from .conftest import ADMIN_PASSWORD, PROMOTERS, RESTORERS
@@ -221,3 +223,34 @@ def test_the_drift_monitor_rolls_champion_back_but_cannot_promote_what_it_retrai
     assert admin.version_by_alias(MODEL, "champion").version == current  # nothing moved
     monitor.set_alias(MODEL, "champion", held)  # the rollback
     assert admin.version_by_alias(MODEL, "champion").version == held
+
+
+def test_an_admin_move_of_champion_is_logged_as_break_glass(
+    registry: tuple[str, AuthApi, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Review 35 A7: the admin is exempt from the guard (MLflow exempts it from every check) and any
+    cluster admin can read its password (Secret ``registry-admin``), so its move of a protected alias is a
+    promotion with no approval: the registry logs each one as a break-glass event (guard.py
+    ``break_glass``; docs/security.md, "Break-glass"). A promotion identity's move is no such event."""
+    uri, _, version = registry
+    admin = RegistryClient(
+        uri, environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
+    )
+    admin.set_alias(MODEL, "champion", version)
+    _client(uri, ROLLOUT_USER).set_alias(MODEL, "champion", version)
+    admin.set_alias(MODEL, "challenger", version)  # not a protected alias: no event
+    # The shared basic-auth server's log (conftest.py ``auth_registry_uri``; pytest links ``<name>current``).
+    [log] = {path.resolve() for path in tmp_path_factory.getbasetemp().glob("mlflow-auth*/server.log")}
+    events = [json.loads(line) for line in log.read_text().splitlines() if "registry-break-glass" in line]
+    ours = [e for e in events if e["model"] == MODEL and e["version"] == version]
+    assert ours and all(e["user"] == "admin" for e in events)
+    assert {(e["alias"], e["action"]) for e in ours} == {("champion", "set")}
+    assert break_glass("admin", MODEL, "Previous-Champion", None) == {
+        "event": "registry-break-glass",
+        "user": "admin",
+        "model": MODEL,
+        "alias": "Previous-Champion",
+        "action": "delete",
+        "version": None,
+    }
+    assert break_glass(ROLLOUT_USER, MODEL, "champion", version) is None

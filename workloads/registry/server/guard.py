@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 
 from flask import Response, jsonify, request
@@ -109,6 +110,23 @@ def refusal(
     )
 
 
+def break_glass(user: str, model: str, alias: str, version: str | None) -> dict[str, str | None] | None:
+    """The break-glass event an admin's move of a protected alias is (a promotion, rollback or removal
+    with no approval: docs/security.md, "Break-glass"), or None for any other move. The admin is exempt
+    from the rule (MLflow's basic-auth app exempts it from every check and it can reset any user's
+    password); its password is the Secret ``registry-admin``, which the cluster's admins can read."""
+    if user != ADMIN_USERNAME or alias.casefold() not in PROTECTED_ALIASES:
+        return None
+    return {
+        "event": "registry-break-glass",
+        "user": user,
+        "model": model,
+        "alias": alias,
+        "action": "delete" if version is None else "set",
+        "version": version,
+    }
+
+
 def _alias_target() -> tuple[str, str, str | None] | None:
     """(model, alias, version: None for a delete) of a request that sets or deletes an alias, else None;
     the parameters are read as MLflow reads them (``_get_request_param``: a JSON body, or the query string
@@ -153,6 +171,10 @@ def authenticate() -> Authorization | Response:
     ):
         why = restore_refusal(user, model, alias, version, _previous_champion(model))
     if why is None:
+        event = break_glass(user, model, alias, version)
+        if event is not None:
+            # One JSON line in the registry's log for every admin move of a protected alias.
+            print(json.dumps(event, sort_keys=True), file=sys.stderr, flush=True)
         return authorization
     response = jsonify({"error_code": "PERMISSION_DENIED", "message": why})
     response.status_code = 403

@@ -149,8 +149,9 @@ def database_ca(env: Mapping[str, str]) -> Path:
 
 def backend_uri(env: Mapping[str, str], read_secret: Callable[[str], str] | None = None) -> str:
     """PostgreSQL over TLS with the server's certificate and name verified when a database host is set
-    (``sslmode=verify-full`` against ``database_ca``; the servers refuse plain connections anyway,
-    rds.force_ssl / require_secure_transport), else SQLite at ``REGISTRY_SQLITE_PATH``."""
+    (``sslmode`` from ``PGSSLMODE``, ``verify-full`` in every plan, against ``database_ca``; the servers
+    refuse plain connections anyway, rds.force_ssl / require_secure_transport), else SQLite at
+    ``REGISTRY_SQLITE_PATH``."""
     host = env.get("REGISTRY_DB_HOST")
     if not host:
         path = Path(env["REGISTRY_SQLITE_PATH"])
@@ -161,7 +162,10 @@ def backend_uri(env: Mapping[str, str], read_secret: Callable[[str], str] | None
     key, reader = source
     password = urllib.parse.quote((read_secret or reader)(key), safe="")
     user = urllib.parse.quote(env["REGISTRY_DB_USER"], safe="")
-    tls = urllib.parse.urlencode({"sslmode": "verify-full", "sslrootcert": str(database_ca(env))})
+    # The plan states the mode (``PGSSLMODE``, libpq's variable: PostgreSQL docs, "Environment Variables")
+    # where the transport judge reads it; verify-full where it does not.
+    mode = env.get("PGSSLMODE", "verify-full")
+    tls = urllib.parse.urlencode({"sslmode": mode, "sslrootcert": str(database_ca(env))})
     return (
         f"postgresql+psycopg2://{user}:{password}@{host}:{env['REGISTRY_DB_PORT']}/"
         f"{env['REGISTRY_DB_NAME']}?{tls}"
