@@ -3,12 +3,23 @@ tests each section names)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
-from tests.stack_variants import template
+from components.kubernetes import workloads
+from components.kubernetes.registry import MLFLOW_VERSION, RegistrySpec
+from judges import Subject
+from judges.immutable import REPLACED, judge_immutable
+from mlplatform.graph import PlannedResource
+from mlplatform.plan import Plan
+from mlplatform.report import kubernetes_objects
+from tests.stack_variants import input_diff, plan_config, template, with_teams
 
 
 def _refused(stack: str, version: str) -> list[str]:
@@ -29,8 +40,147 @@ def _refused(stack: str, version: str) -> list[str]:
 def test_upgrading_to_1_36_names_every_pin_it_still_needs(stack: str, missing: tuple[str, ...]) -> None:
     """ "Upgrade Kubernetes by one minor": 1.35 → 1.36 is refused, in one line under
     ``cluster.kubernetesVersion``, until every per-minor pin has a 1.36 row; the line names them (the
-    cluster-autoscaler chart for 1.36, not in charts/; on AWS the EKS add-on versions too)."""
-    pins = next(p for p in _refused(stack, "1.36") if "1.36 is not pinned in" in p)
-    assert "cluster.kubernetesVersion" in pins and "pinned everywhere: " in pins and "1.35" in pins
+    cluster-autoscaler chart for 1.36, not in charts/; on AWS the EKS add-on versions too); on Azure a
+    second line says the AKS calendar has no 1.36 row. Nothing else refuses the edit."""
+    problems = _refused(stack, "1.36")
+    assert all(f"{PLATFORM_KEY}.cluster.kubernetesVersion: " in p for p in problems), problems
+    pins = next(p for p in problems if "1.36 is not pinned in" in p)
+    assert "pinned everywhere: " in pins and "1.35" in pins
     named = pins.split(" is not pinned in ", 1)[1].split("; pinned everywhere", 1)[0]
     assert [part.split(" (")[0] for part in named.split("), ")] == list(missing)
+    # On Azure the AKS calendar (components/azure/versions.py) has no 1.36 row either, and says so.
+    calendar = [p for p in problems if "AKS does not support 1.36" in p]
+    assert len(calendar) == (1 if stack.startswith("azure-") else 0)
+    assert len(problems) == 1 + len(calendar), "nothing else refuses the upgrade"
+
+
+Objects = dict[Subject, dict[str, Any]]
+
+
+def _objects(plan: Plan) -> Objects:
+    return {Subject.of(o): o for o in kubernetes_objects(plan)}
+
+
+def _changed(before: Objects, after: Objects) -> set[Subject]:
+    return {s for s in before.keys() & after.keys() if list(input_diff(before[s], after[s]))}
+
+
+def _resource_changes(before: Plan, after: Plan) -> list[str]:
+    """The resources other than Kubernetes objects (the cloud's, generated passwords) an update would add,
+    delete or update (their inputs differ)."""
+    old = {r.urn: r for r in before.resources if not r.type.startswith("kubernetes:")}
+    new = {r.urn: r for r in after.resources if not r.type.startswith("kubernetes:")}
+    changed = {u for u in old.keys() & new.keys() if list(input_diff(old[u].inputs, new[u].inputs))}
+    return sorted(old.keys() ^ new.keys() | changed)
+
+
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod"])
+def test_removing_a_team_deletes_its_namespace_and_objects_and_nothing_else(
+    planned: Callable[[str], Plan], tmp_path_factory: pytest.TempPathFactory, stack: str
+) -> None:
+    """ "Add or remove a team": the stack with the README's teams (nlp, vision), then the entries removed
+    (the shipped template). The update deletes each team's namespace with its ResourceQuota, Kueue
+    LocalQueue and everything else in it, and the team's ClusterQueue; the registry forgets the team (its
+    user and its ingress); it adds and replaces nothing, changes nothing else in the cluster or the
+    cloud, and the day-2 judge (``check --previous``) finds nothing mandatory."""
+    with_them = plan_config(with_teams(stack), tmp_path_factory.mktemp("teams"), stack, shared=True)
+    without = planned(stack)
+    before, after = _objects(with_them), _objects(without)
+    deleted = before.keys() - after.keys()
+    teams = {"team-nlp", "team-vision"}
+    assert {(s.kind, s.namespace or s.name) for s in deleted} >= {
+        (kind, team)
+        for team in teams
+        for kind in ("Namespace", "ResourceQuota", "LocalQueue", "ClusterQueue")
+    }
+    assert [str(s) for s in deleted if (s.namespace or s.name) not in teams] == []
+    assert after.keys() - before.keys() == set()
+    # The registry's servers (REGISTRY_USERS), its ingress and its users' passwords drop the teams.
+    changed = _changed(before, after)
+    assert sorted(map(str, changed)) == [
+        "Deployment ml-registry/registry",
+        "NetworkPolicy ml-registry/registry",
+        "Secret ml-registry/registry-users",
+    ]
+    for subject in changed:
+        assert all(team in json.dumps(before[subject]) for team in teams)
+        assert not any(team in json.dumps(after[subject]) for team in teams)
+    # The users' passwords Secret is replaced (pulumi-kubernetes: a Secret's data is forceNew): advisory.
+    [replaced] = judge_immutable(list(before.values()), list(after.values()))
+    assert (replaced.policy, replaced.level, str(replaced.subject)) == (
+        REPLACED,
+        "advisory",
+        "Secret ml-registry/registry-users",
+    )
+    # The teams' generated registry passwords go with them; the cloud keeps everything.
+    gone = _resource_changes(with_them, without)
+    assert [urn.rsplit("::", 1)[1] for urn in gone] == [
+        f"{stack}-k8s-registry-{team}" for team in sorted(teams)
+    ]
+    assert all("randomPassword:RandomPassword" in urn for urn in gone)
+
+
+NEXT_MLFLOW = "3.18.1"  # any later version: the plan names its Job and labels after it
+
+
+@dataclass(frozen=True)
+class _Upgraded(RegistrySpec):
+    """``MLFLOW_VERSION`` raised, as the runbook's first step does."""
+
+    mlflow_version: str = NEXT_MLFLOW
+
+
+def _resource_of(plan: Plan, subject: Subject) -> PlannedResource:
+    """The resource that applies ``subject``."""
+    [resource] = [
+        r
+        for r in plan.resources
+        if r.type.startswith("kubernetes:")
+        and r.type.rsplit(":", 1)[1] == subject.kind
+        and Subject.of(r.inputs) == subject
+    ]
+    return resource
+
+
+@pytest.mark.parametrize(("stack", "database"), [("aws-enterprise-prod", True), ("azure-smb-prod", False)])
+def test_an_mlflow_upgrade_runs_one_migration_and_rolls_only_the_servers(
+    planned: Callable[[str], Plan],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    stack: str,
+    database: bool,
+) -> None:
+    """ "Upgrade MLflow", plan to plan: the pinned version raised (the registry image's requirements.txt,
+    raised with it, changes the same objects' image too). On PostgreSQL the update creates the new
+    version's migration Job (``registry-migrate-<version>``; the old version's Job is deleted, never run
+    again) and the servers, which wait for it, roll; on SQLite there is no Job, and the servers' pod
+    migrates as its init container after ``Recreate`` stopped the old one. Nothing else changes but the
+    registry's version label, nothing in the cloud, and the day-2 judge finds nothing."""
+    running = planned(stack)  # before the edit: the shared plan is the shipped release's
+    monkeypatch.setattr(workloads, "RegistrySpec", _Upgraded)
+    upgraded = plan_config(template(stack), tmp_path, stack)
+    before, after = _objects(running), _objects(upgraded)
+    server = Subject("Deployment", "ml-registry", "registry")
+    job = {
+        v: Subject("Job", "ml-registry", f"registry-migrate-{v.replace('.', '-')}")
+        for v in (MLFLOW_VERSION, NEXT_MLFLOW)
+    }
+    if database:
+        assert before.keys() - after.keys() == {job[MLFLOW_VERSION]}
+        assert after.keys() - before.keys() == {job[NEXT_MLFLOW]}
+        assert _resource_of(upgraded, job[NEXT_MLFLOW]).urn in _resource_of(upgraded, server).dependencies
+    else:
+        assert before.keys() == after.keys() and job[NEXT_MLFLOW] not in after
+        pod = after[server]["spec"]["template"]["spec"]
+        assert after[server]["spec"]["strategy"] == {"type": "Recreate"}
+        assert [c["args"] for c in pod["initContainers"]] == [["upgrade"]]
+    assert list(input_diff(before[server]["spec"]["template"], after[server]["spec"]["template"])), (
+        "the servers roll onto the new version"
+    )
+    # Every other object of the registry (its Secrets in the client namespaces too) carries the version
+    # label, and changes in that label alone: an update in place, nothing restarts.
+    version = "metadata.labels.app.kubernetes.io/version"
+    others = {s: list(input_diff(before[s], after[s])) for s in _changed(before, after) - {server}}
+    assert others and all(paths == [version] for paths in others.values()), others
+    assert judge_immutable(list(before.values()), list(after.values())) == []
+    assert _resource_changes(running, upgraded) == []

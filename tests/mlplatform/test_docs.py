@@ -308,3 +308,48 @@ def test_the_stated_size_of_the_suite_is_near_the_real_one(request: pytest.Fixtu
     assert stated, "docs/development.md states the suite's size"
     expected, collected = int(stated.group(1).replace(",", "")), len(request.session.items)
     assert abs(collected - expected) <= expected / 5, f"stated about {expected}, collected {collected}"
+
+
+OPERATIONS = REPO_ROOT / "docs" / "operations.md"
+# A row of the runbooks' table: `| [Runbook](#anchor) | `tests/x.py::test_y`, ... |`.
+_RUNBOOK_ROW = re.compile(r"(?m)^\| \[[^\]]+\]\(#([\w-]+)\) \|(.+)\|$")
+_TEST_ID = re.compile(r"`(tests/[\w/]+\.py)::(test_\w+)`")
+
+
+def _runbook_problems(page: Path) -> list[str]:
+    """Every runbook section (a heading below the page's title) has a row naming at least one test, and
+    every test a row names is defined in its file."""
+    rows = {anchor: _TEST_ID.findall(tests) for anchor, tests in _RUNBOOK_ROW.findall(page.read_text())}
+    title = re.sub(r"[^\w\- ]", "", headings(page)[0].lower()).replace(" ", "-")
+    runbooks = heading_slugs(page) - {title}
+    problems = [f"#{s}: a runbook without a test" for s in sorted(runbooks) if not rows.get(s)]
+    problems += [f"#{s}: no runbook section" for s in sorted(rows) if s not in runbooks]
+    for anchor, tests in rows.items():
+        for path, name in tests:
+            source = REPO_ROOT / path
+            if not source.is_file() or not re.search(rf"(?m)^def {name}\(", source.read_text()):
+                problems.append(f"#{anchor}: {path}::{name}: no such test")
+    return problems
+
+
+def test_every_runbook_names_the_tests_that_run_it() -> None:
+    """Issue 38, "Done when": the upgrade and rotation runbooks of docs/operations.md are each exercised
+    by a test; the page's table names them, and a new runbook must add its row."""
+    assert _runbook_problems(OPERATIONS) == []
+
+
+def test_the_runbook_check_catches_a_runbook_without_a_test_and_a_gone_test(tmp_path: Path) -> None:
+    page = tmp_path / "operations.md"
+    real = "`tests/mlplatform/test_docs.py::test_every_runbook_names_the_tests_that_run_it`"
+    page.write_text(
+        "# Ops\n\n| Runbook | Tests |\n|---|---|\n"
+        f"| [Tested](#tested) | {real} |\n"
+        "| [Gone](#gone) | `tests/mlplatform/test_docs.py::test_nothing_here` |\n"
+        f"| [Nowhere](#nowhere) | {real} |\n"
+        "\n## Tested\n\n## Gone\n\n## Untested\n"
+    )
+    assert _runbook_problems(page) == [
+        "#untested: a runbook without a test",
+        "#nowhere: no runbook section",
+        "#gone: tests/mlplatform/test_docs.py::test_nothing_here: no such test",
+    ]

@@ -10,6 +10,7 @@ anything is made, naming the command that moves the group; after it, the update 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,7 @@ from components.config import PLATFORM_KEY
 from mlplatform.mocks import ExistingAccount, PlanMocks
 from mlplatform.plan import Plan
 from tests.components.aws.aws_plan_support import build_platform, parse
-from tests.components.test_day2_refresh import day2_updates
+from tests.components.test_day2_refresh import day2_updates, updates_from
 from tests.stack_variants import cloud_only, one, plan_config, template
 
 STACK = "aws-enterprise-prod"
@@ -176,3 +177,39 @@ def test_a_lookup_refused_for_another_reason_than_a_new_stack_is_a_warning_not_s
     [warning] = [w for w in warnings if w.startswith("could not list the node groups")]
     assert f"of {CLUSTER} (" in warning and "AccessDeniedException" in warning
     assert "eks:ListNodegroups" in warning
+
+
+def test_a_capacity_block_pool_grown_in_its_window_and_shrunk_before_its_end_takes_no_update(
+    tmp_path: Path,
+) -> None:
+    """ "Capacity Blocks" in the runbook: the pool is made at 0 nodes; inside the block's window the
+    operator scales it (`aws eks update-nodegroup-config --scaling-config desiredSize=4`), and back to 0
+    before the window ends. After each, the refresh reads EKS's scaling config, the plan reads the live
+    group (its size within the bounds: no refusal), and the update sends nothing (not the group, not
+    anything else): the autoscaler's and the operator's desired size is never reset by `pulumi up`."""
+    block = {"capacityReservation": {"id": RESERVATION, "kind": "capacity-block"}, "availabilityZone": 0}
+    config = _config(**{"gpu-efa": {**block, "minSize": 0, "maxSize": 4}})
+    first = plan_config(config, tmp_path, STACK)
+    group = one(first, NG, "-gpu-efa-ng")
+    assert group.inputs["scalingConfig"]["desiredSize"] == 0, "a Capacity Block pool is made at 0 nodes"
+    for desired in (4, 0):  # grown inside the window, shrunk before its end
+        account = _account(**{"gpu-efa": {"minSize": 0, "maxSize": 4, "desiredSize": desired}})
+        second = plan_config(config, tmp_path, STACK, existing=account)
+        # What the refresh reads: EKS's scaling config for the group, every other resource as made.
+        states = {r.urn: r.inputs for r in first.resources}
+        states[group.urn] = {
+            **group.inputs,
+            "scalingConfig": account.node_groups[f"{CLUSTER}/{GROUPS['gpu-efa']}"],
+        }
+        assert updates_from(states, second) == {}
+    # The same grown group without the stack's ignoreChanges: the update would reset it to 0 nodes.
+    (kept,) = [r for r in second.resources if r.urn == group.urn]
+    planted = dataclasses.replace(
+        second,
+        resources=[
+            *(r for r in second.resources if r is not kept),
+            dataclasses.replace(kept, ignore_changes=()),
+        ],
+    )
+    states[group.urn] = {**group.inputs, "scalingConfig": {"minSize": 0, "maxSize": 4, "desiredSize": 4}}
+    assert updates_from(states, planted) == {group.urn: ["scalingConfig.desiredSize"]}

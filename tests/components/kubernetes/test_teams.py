@@ -32,7 +32,7 @@ from tests.stack_variants import job_pod, plan_config, team_job, with_teams
 def team_plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     directory: Path = tmp_path_factory.mktemp("teams")
     return {
-        stack: kubernetes_objects(plan_config(with_teams(stack), directory, stack))
+        stack: kubernetes_objects(plan_config(with_teams(stack), directory, stack, shared=True))
         for stack in ("aws-enterprise-prod", "azure-enterprise-prod")
     }
 
