@@ -81,8 +81,9 @@ def test_removing_a_team_deletes_its_namespace_and_objects_and_nothing_else(
     """ "Add or remove a team": the stack with the README's teams (nlp, vision), then the entries removed
     (the shipped template). The update deletes each team's namespace with its ResourceQuota, Kueue
     LocalQueue and everything else in it, and the team's ClusterQueue; the registry forgets the team (its
-    user and its ingress); it adds and replaces nothing, changes nothing else in the cluster or the
-    cloud, and the day-2 judge (``check --previous``) finds nothing mandatory."""
+    user, which the servers' launcher then deletes at their start: tests/workloads/registry/
+    test_users_bootstrap.py, and its ingress); it adds and replaces nothing, changes nothing else in the
+    cluster or the cloud, and the day-2 judge (``check --previous``) finds nothing mandatory."""
     with_them = plan_config(with_teams(stack), tmp_path_factory.mktemp("teams"), stack, shared=True)
     without = planned(stack)
     before, after = _objects(with_them), _objects(without)

@@ -3,8 +3,9 @@
 What it must do (docs/registry.md, "Access"): create each caller's user with the password of its Secret,
 grant each the least permission it needs on the model through the basic-auth app's REST API
 (mlflow/server/auth/routes.py 3.17.2: ``users/create``, ``users/update-password``, API 3.0
-``users/permissions/grant|revoke|list``), change nothing on a second start, and rotate a password the
-Secret changed. What the permissions must mean (mlflow/server/auth/__init__.py 3.17.2):
+``users/permissions/grant|revoke|list``), change nothing on a second start, rotate a password the
+Secret changed, and delete every user neither the admin nor declared (``users/list``, ``users/delete``).
+What the permissions must mean (mlflow/server/auth/__init__.py 3.17.2):
 ``SetRegisteredModelAlias`` needs ``can_update`` on the model (``validate_can_set_model_or_prompt_version_
 alias``), as does ``SetRegisteredModelTag`` (``_validate_can_update_registered_model_or_prompt``); READ has
 no ``can_update``, EDIT has (mlflow/server/auth/permissions.py).
@@ -37,13 +38,16 @@ from workloads.registry.server.launch import (
     CREATE_MODEL,
     CREATE_USER,
     CURRENT_USER,
+    DELETE_USER,
     GRANT,
     LIST_PERMISSIONS,
+    LIST_USERS,
     PORT,
     AuthApi,
     User,
     bootstrap_users,
     local_url,
+    prune_users,
     write_auth_config,
 )
 
@@ -211,9 +215,10 @@ def test_an_experiment_not_made_yet_is_made_for_training(auth_registry_uri: str,
 
 class _Racing(AuthApi):
     """Another replica's launcher, bootstrapping the same users from the same Secrets, wins every race:
-    just before each of this one's creating writes (a user, a grant, an experiment) it makes the same."""
+    just before each of this one's writes (creating a user, a grant, an experiment; deleting a user) it
+    makes the same."""
 
-    RACED = (CREATE_MODEL, CREATE_USER, GRANT, CREATE_EXPERIMENT)
+    RACED = (CREATE_MODEL, CREATE_USER, GRANT, CREATE_EXPERIMENT, DELETE_USER)
 
     def __init__(self, base_url: str, admin_password: str) -> None:
         super().__init__(base_url, admin_password)
@@ -227,7 +232,7 @@ class _Racing(AuthApi):
         payload: Mapping[str, str] | None = None,
         credentials: tuple[str, str] | None = None,
     ) -> tuple[int, dict[str, object]]:
-        if method == "POST" and path in self.RACED:
+        if method in {"POST", "DELETE"} and path in self.RACED:
             assert self.other.call(method, path, payload, credentials)[0] == 200
             status, body = super().call(method, path, payload, credentials)
             self.lost.append(f"{path}: {status} {body.get('error_code')}")
@@ -253,6 +258,41 @@ def test_a_replica_bootstrapping_at_the_same_time_is_no_error(auth_registry_uri:
     client = _client(auth_registry_uri, raced)
     client.create_run(client.experiment_id("raced-model"), "after-the-race", {})
     assert _grants(api, raced) == {"raced-model": "EDIT"}
+
+
+def _usernames(api: AuthApi) -> set[str]:
+    rows = api.ok("GET", LIST_USERS)["users"]
+    assert isinstance(rows, list)
+    return {row["username"] for row in rows}
+
+
+def test_a_user_no_longer_declared_is_deleted_and_the_admin_and_declared_users_stay(
+    auth_registry_uri: str,
+) -> None:
+    """A team removed from the stack (docs/operations.md, "Add or remove a team"): its user is no longer in
+    ``REGISTRY_USERS``, so the next start deletes it and its grants, and its password is refused."""
+    api = AuthApi(auth_registry_uri, ADMIN_PASSWORD)
+    gone = User("team-removed-p", "removed-password-p1", (("pruned-model", "EDIT"),))
+    bootstrap_users(api, [gone])
+    # Every other user on this server is the stack's: declared.
+    declared = _usernames(api) - {ADMIN_USERNAME, gone.username}
+    assert prune_users(api, declared) == [f"deleted user {gone.username} (not declared)"]
+    assert api.call("GET", CURRENT_USER, credentials=(gone.username, gone.password))[0] == 401
+    assert _usernames(api) == declared | {ADMIN_USERNAME}
+    assert api.call("GET", CURRENT_USER)[0] == 200  # the admin
+    assert prune_users(api, declared) == []  # the next start deletes nothing
+
+
+def test_a_user_another_replica_deleted_meanwhile_is_no_error(auth_registry_uri: str) -> None:
+    """Two replicas start at once and both delete the same undeclared user: the loser's ``users/delete``
+    answers 404 RESOURCE_DOES_NOT_EXIST (``_get_user``, mlflow/server/auth/sqlalchemy_store.py 3.17.2)."""
+    plain = AuthApi(auth_registry_uri, ADMIN_PASSWORD)
+    gone = User("team-removed-r", "removed-password-r1")
+    bootstrap_users(plain, [gone])
+    api = _Racing(auth_registry_uri, ADMIN_PASSWORD)
+    assert prune_users(api, _usernames(plain) - {gone.username}) == []  # the other replica deleted it
+    assert api.lost == [f"{DELETE_USER}: 404 RESOURCE_DOES_NOT_EXIST"]
+    assert api.call("GET", CURRENT_USER, credentials=(gone.username, gone.password))[0] == 401
 
 
 # The launcher as the pod runs it (``serve_and_bootstrap``): the server its child, the users bootstrapped
@@ -322,7 +362,15 @@ def _logs_in(api: AuthApi, user: User) -> bool:
 def test_the_launcher_bootstraps_its_child_server_and_passes_sigterm_on(tmp_path: Path) -> None:
     """With the Deployment's ``MLFLOW_SERVER_ALLOWED_HOSTS``: MLflow answers 403 to a Host header the list
     does not admit on every path but ``/health`` (``HostValidationMiddleware``, mlflow/server/
-    fastapi_security.py 3.17.2), so a bootstrap through 127.0.0.1 failed and the pod crash-looped."""
+    fastapi_security.py 3.17.2), so a bootstrap through 127.0.0.1 failed and the pod crash-looped. A user
+    an earlier start made and the stack no longer declares (a removed team) is deleted first, and said."""
+    from mlflow.server.auth.sqlalchemy_store import SqlAlchemyStore
+
+    removed = User("team-removed-s", "removed-password-s1")
+    store = SqlAlchemyStore()
+    store.init_db(f"sqlite:///{tmp_path / 'mlflow.db'}")  # type: ignore[no-untyped-call]
+    store.create_user(removed.username, removed.password)
+    store.engine.dispose()
     user = User("ml-training-s", "supervised-password-1")
     process, local = _supervise(tmp_path, [user])
     try:
@@ -332,12 +380,14 @@ def test_the_launcher_bootstraps_its_child_server_and_passes_sigterm_on(tmp_path
                 process.stdout and process.stdout.read()
             )
             time.sleep(0.5)
+        # Deleted before the declared users were made: gone by now, the admin still there.
+        assert api.call("GET", CURRENT_USER, credentials=(removed.username, removed.password))[0] == 401
+        assert _usernames(api) == {ADMIN_USERNAME, user.username}
         process.send_signal(signal.SIGTERM)
         process.wait(30)
-        assert (
-            process.stdout is not None
-            and "registry users: created user ml-training-s" in process.stdout.read()
-        )
+        output = process.stdout.read() if process.stdout else ""
+        assert "registry users: deleted user team-removed-s (not declared)" in output
+        assert "registry users: created user ml-training-s" in output
         assert not _serving(local)
     finally:
         _stop(process)

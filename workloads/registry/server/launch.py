@@ -13,12 +13,13 @@ Modes:
   migrations are not guaranteed transactional).
 - ``server``: ``mlflow server`` with ``--serve-artifacts`` to the stack's encrypted store, and with
   ``--app-name basic-auth`` when ``REGISTRY_AUTH`` is on (the admin password and CSRF key read from the
-  mounted Secret's files, ``REGISTRY_ADMIN_SECRET_DIR``). With callers' users declared
-  (``REGISTRY_USERS``, their passwords the files of ``REGISTRY_USERS_DIR``), the launcher stays the
+  mounted Secret's files, ``REGISTRY_ADMIN_SECRET_DIR``). With basic-auth the launcher stays the
   server's parent: once ``/health`` answers on loopback it checks the admin's password
-  (``check_admin``), creates or updates each user and its grants through the basic-auth app's REST API
-  (``bootstrap_users``, idempotent: a second start changes nothing, and a replica bootstrapping at the
-  same time is no error), then waits for the server, passing SIGTERM on.
+  (``check_admin``), deletes every user that is neither the admin nor declared (``prune_users``), creates
+  or updates each declared user (``REGISTRY_USERS``, their passwords the files of ``REGISTRY_USERS_DIR``)
+  and its grants (``bootstrap_users``), all through the basic-auth app's REST API (idempotent: a second
+  start changes nothing, and a replica bootstrapping at the same time is no error), then waits for the
+  server, passing SIGTERM on.
 
 TLS (``REGISTRY_TLS_DIR``: the mounted Secret ``registry-tls``, ``tls.crt``, ``tls.key``, ``ca.crt``): the
 server itself serves HTTPS, TLS 1.3 only, no terminator in front of it. ``mlflow server`` runs uvicorn
@@ -46,7 +47,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -423,6 +424,8 @@ def _failed(method: str, path: str, status: int, body: Mapping[str, object]) -> 
 # grant|revoke|list``; 3.17 has no ``registered-models/permissions/*`` routes any more).
 CURRENT_USER = "/api/2.0/mlflow/users/current"
 GET_USER = "/api/2.0/mlflow/users/get"
+LIST_USERS = "/api/2.0/mlflow/users/list"
+DELETE_USER = "/api/2.0/mlflow/users/delete"
 CREATE_USER = "/api/2.0/mlflow/users/create"
 UPDATE_PASSWORD = "/api/2.0/mlflow/users/update-password"
 LIST_PERMISSIONS = "/api/3.0/mlflow/users/permissions/list"
@@ -553,6 +556,28 @@ def _ensure_grants(api: AuthApi, user: User) -> list[str]:
     return changes
 
 
+def prune_users(api: AuthApi, declared: Collection[str]) -> list[str]:
+    """Delete every registry user that is neither the admin nor ``declared``: the stack owns the registry's
+    users, so a caller removed from the stack (a team) loses its login and its grants at the next start.
+    Through the REST API as the admin (``users/list``, ``users/delete``: ``list_users``, ``delete_user``,
+    mlflow/server/auth/__init__.py 3.17.2, admin-only), so the server's own checks run and it drops the
+    user from its credential cache. A user another replica deleted meanwhile (404
+    ``RESOURCE_DOES_NOT_EXIST``, ``_get_user``, mlflow/server/auth/sqlalchemy_store.py) is no error."""
+    rows = api.ok("GET", LIST_USERS).get("users", [])
+    changes = []
+    for row in rows if isinstance(rows, list) else []:
+        username = row["username"]
+        if username == ADMIN_USERNAME or username in declared:
+            continue
+        status, body = api.call("DELETE", DELETE_USER, {"username": username})
+        if status == 404 and body.get("error_code") == "RESOURCE_DOES_NOT_EXIST":
+            continue
+        if status != 200:
+            raise _failed("DELETE", f"{DELETE_USER} {username}", status, body)
+        changes.append(f"deleted user {username} (not declared)")
+    return changes
+
+
 def bootstrap_users(api: AuthApi, users: Sequence[User]) -> list[str]:
     """Create each model the users are granted on, then create or update each user (password) and its
     grants; what changed, empty when nothing did."""
@@ -601,7 +626,7 @@ def local_url(port: int = PORT, tls: bool = False) -> str:
 def serve_and_bootstrap(
     command: list[str], env: Mapping[str, str], users: Sequence[User], port: int = PORT
 ) -> int:
-    """Run the server as a child, bootstrap the users once it answers, then wait for it; SIGTERM and
+    """Run the server as a child, prune and bootstrap the users once it answers, then wait for it; SIGTERM and
     SIGINT go to the server (the kubelet signals this process, PID 1). A failed bootstrap stops the
     server and fails the start (1): the pod restarts rather than serve callers who cannot log in. An
     admin password the server refuses is one line, ``ADMIN_REFUSED``, and exit 2: no restart mends it."""
@@ -615,7 +640,8 @@ def serve_and_bootstrap(
         wait_healthy(local, STARTUP_TIMEOUT_S, lambda: server.poll() is None, context)
         api = AuthApi(local, env["MLFLOW_AUTH_ADMIN_PASSWORD"], context=context)
         check_admin(api)
-        for change in bootstrap_users(api, users):
+        changes = prune_users(api, {user.username for user in users}) + bootstrap_users(api, users)
+        for change in changes:
             print(f"registry users: {change}", flush=True)
     except AuthApiError as exc:
         admin = isinstance(exc, AdminPasswordError)
@@ -642,9 +668,7 @@ def main(argv: list[str]) -> int:
     if env.get("REGISTRY_AUTH") == "true":
         env["MLFLOW_AUTH_CONFIG_PATH"] = str(write_auth_config(uri))
         env |= admin_env(Path(env["REGISTRY_ADMIN_SECRET_DIR"]))
-        users = read_users(env)
-        if users:
-            return serve_and_bootstrap(server_argv(env), env, users)
+        return serve_and_bootstrap(server_argv(env), env, read_users(env))
     command = server_argv(env)
     os.execvpe(command[0], command, env)
 
