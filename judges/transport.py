@@ -103,8 +103,9 @@ EXCEPTIONS = {
         ),
     )
 }
-# The Azure Files CSI driver, and the volume attribute that makes its mount NFS (kubernetes-sigs/
-# azurefile-csi-driver, docs/driver-parameters.md ``protocol``: ``smb`` by default, or ``nfs``).
+# The Azure Files CSI driver, and the volume attribute that makes its mount NFS (its repository's
+# kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md, ``protocol``: ``smb`` by default, or
+# ``nfs``).
 AZURE_FILES_DRIVER = "file.csi.azure.com"
 # A PostgreSQL client's TLS mode: libpq's ``PGSSLMODE`` or a connection URL's ``sslmode`` parameter
 # (PostgreSQL docs, "Environment Variables" and "Connection URIs").

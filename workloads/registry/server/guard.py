@@ -112,9 +112,10 @@ def refusal(
 
 def break_glass(user: str, model: str, alias: str, version: str | None) -> dict[str, str | None] | None:
     """The break-glass event an admin's move of a protected alias is (a promotion, rollback or removal
-    with no approval: docs/security.md, "Break-glass"), or None for any other move. The admin is exempt
-    from the rule (MLflow's basic-auth app exempts it from every check and it can reset any user's
-    password); its password is the Secret ``registry-admin``, which the cluster's admins can read."""
+    with no approval: docs/security.md, "Break-glass: the registry's admin moves the champion"), or None
+    for any other move. The admin is exempt from the rule (MLflow's basic-auth app exempts it from every
+    check and it can reset any user's password); its password is the Secret ``registry-admin``, which the
+    cluster's admins can read."""
     if user != ADMIN_USERNAME or alias.casefold() not in PROTECTED_ALIASES:
         return None
     return {
