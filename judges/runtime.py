@@ -6,8 +6,9 @@ and non-retriable pod failures with Pod failure policy"). When the command wraps
 (torchrun), the launcher's code is what counts: torchrun's ``main`` re-raises ``ChildFailedError`` under
 ``@record`` and exits 1 whatever its child's code (review cluster.md B1). So for each ``FailJob`` rule with
 ``onExitCodes`` ``In``, the command is run here with its program replaced by a child that exits with each
-listed code, on one node and one process (the rendezvous endpoint moved to this machine), and the
-container must exit with a code the rule matches. Needs torch (the ``train`` extra): the suite runs it.
+listed code, on one node and one process (the rendezvous endpoint moved to this machine, the pod's own
+/tmp to the run's own folder), and the container must exit with a code the rule matches; a finding ends
+with the command's stderr. Needs torch (the ``train`` extra): the suite runs it.
 
 The child fails the way the project's programs do: a code ``workloads.fatal`` names fatal is also
 recorded where ``ML_PLATFORM_FATAL_FILE`` points (the contract a launcher's wrapper can read back), so
@@ -19,7 +20,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -125,36 +125,62 @@ def _program_root(module: str) -> str:
     return str(Path(locations[0]).parent) if locations else ""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+# The pod's /tmp is its own (the Jobs mount an emptyDir there; without one, the container's own file
+# system): a variable that names a path in it names a path in the run's scratch folder here. On this
+# machine /tmp is shared by every case run side by side and every other process, and one case's
+# ``rm -f "$ML_PLATFORM_FATAL_FILE"`` deleted another's record before its shell read it back.
+_POD_TMP = "/tmp"
 
 
-def run_case(case: ExitCase) -> int:
-    """The container's exit code when its program exits ``case.code``."""
+def _private_tmp(env: Mapping[str, str], tmp: Path) -> dict[str, str]:
+    """``env`` with each value that is a path in the pod's /tmp moved into ``tmp``."""
+    return {
+        name: str(tmp / Path(value).relative_to(_POD_TMP))
+        if Path(value).is_absolute() and Path(value).is_relative_to(_POD_TMP)
+        else value
+        for name, value in env.items()
+    }
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a case's command did: its exit code and the end of what it wrote to stderr."""
+
+    code: int
+    stderr: str
+
+
+STDERR_TAIL = 600
+
+
+def run_case(case: ExitCase) -> Run:
+    """The container's exit code (and stderr's end) when its program exits ``case.code``. The rendezvous
+    endpoint's port is 0: the agent that hosts the store binds a free one itself, where a port picked here
+    first could be taken by another process before torchrun binds it."""
     match = _MODULE.search(" ".join(case.command))
     assert match is not None
     with tempfile.TemporaryDirectory(prefix="judge-exit-") as scratch:
         root = Path(scratch)
         _stub(root / "stub", match.group(1), case.code)
+        (root / "tmp").mkdir()
         env = {
             **os.environ,
-            **case.env,
+            **_private_tmp(case.env, root / "tmp"),
             "HOME": scratch,
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(root / "stub"), _program_root(match.group(1))])),
             "JOB_COMPLETION_INDEX": "0",
         }
         done = subprocess.run(
-            _local(case.command, _free_port()),
+            _local(case.command, 0),
             env=env,
             cwd=scratch,
             capture_output=True,
             timeout=TIMEOUT_SECONDS,
             check=False,
         )
-    return done.returncode
+    stderr = " | ".join(done.stderr.decode(errors="replace").strip().splitlines()[-12:])
+    return Run(done.returncode, stderr[-STDERR_TAIL:])
 
 
 def _torch_installed() -> bool:
@@ -185,21 +211,22 @@ def judge_exit_codes(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
             for case in cases
         ]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        codes = list(pool.map(_run_once, cases))
+        runs = list(pool.map(_run_once, cases))
     return [
         Finding(
             POLICY,
             "mandatory",
             case.job,
             f"container {case.container}: its program exits {case.code}, which the podFailurePolicy "
-            f"makes FailJob, but the command exits {code}: the rule never fires",
+            f"makes FailJob, but the command exits {run.code}: the rule never fires "
+            f"(the command's stderr ends: {run.stderr or '(nothing)'})",
         )
-        for case, code in zip(cases, codes, strict=True)
-        if code != case.code
+        for case, run in zip(cases, runs, strict=True)
+        if run.code != case.code
     ]
 
 
-_RUN: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...], int], int] = {}
+_RUN: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...], int], Run] = {}
 
 # What can change a case's exit code once the stub replaces the program: torchrun's own settings
 # (torch.distributed.run reads its flags' defaults from ``PET_*`` and its agent ``TORCHELASTIC_*`` and
@@ -209,7 +236,7 @@ _RUN: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...], int], int] = {}
 _LAUNCHER_ENV = ("PET_", "TORCHELASTIC_", "TORCH_", "ML_PLATFORM_FATAL_FILE")
 
 
-def _run_once(case: ExitCase) -> int:
+def _run_once(case: ExitCase) -> Run:
     launcher_env = {name: value for name, value in case.env.items() if name.startswith(_LAUNCHER_ENV)}
     key = (tuple(_local(case.command, 0)), tuple(sorted(launcher_env.items())), case.code)
     if key not in _RUN:
