@@ -132,6 +132,8 @@ def test_components_nest_under_the_adapter(cloud_plan: Callable[[str], Plan]) ->
         # The audit trail and its alerts (enterprise): components/aws/audit.py, alerts.py.
         "ml-platform:aws:AuditTrail",
         "ml-platform:aws:SecurityAlerts",
+        # People's roles (`access`): components/aws/access.py, its access entries and auditors' policy.
+        "ml-platform:aws:PeopleAccess",
     }
     assert all(r.name.startswith(adapter.name) for r in _aws(plan))
 
