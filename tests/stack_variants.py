@@ -170,21 +170,20 @@ def input_diff(old: Any, new: Any, path: str = "") -> Iterator[str]:
         yield path
 
 
-def plan_in_own_process(tmp_path: Path, *args: str) -> Plan:
+def plan_in_own_process(tmp_path: Path, *args: str, prelude: str = "") -> Plan:
     """``mlplatform plan ARGS --json`` run as a user runs it, in a process of its own, for a test that plans
-    a whole stack a second time. Twice a suite worker died with no Python traceback (pytest-xdist "node
-    down: Not properly terminated") while planning an enterprise stack again in process (the certificate
-    day-2 test, then beside the physical-names test). The cause is not established: Helm's renderer
-    (helm-python-sdk, Go loaded into the process) is the suspect. A process of its own keeps it out of
-    the workers."""
+    a whole stack a second time. Three times a suite worker died with no Python traceback (pytest-xdist
+    "node down: Not properly terminated" / "worker crashed") while planning a stack again in process (the
+    certificate day-2 test, beside the physical-names test, the MLflow upgrade runbook test). The cause is
+    not established: Helm's renderer (helm-python-sdk, Go loaded into the process) is the suspect. A
+    process of its own keeps it out of the workers. ``prelude``: Python run in that process before the
+    command (a test's edit of the program, such as a raised pinned version)."""
     output = tmp_path / "plan.json"
+    argv = ["plan", *args, "-q", "--json", str(output)]
+    cli = ["mlplatform", *argv]
+    run = f"{prelude}\nimport sys\nfrom mlplatform.cli import main\nsys.argv = {cli!r}\nmain()"
     mlplatform = str(Path(sys.executable).with_name("mlplatform"))
-    done = subprocess.run(
-        [mlplatform, "plan", *args, "-q", "--json", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    command = [sys.executable, "-c", run] if prelude else [mlplatform, *argv]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return Plan.from_dict(json.loads(output.read_text()))

@@ -5,21 +5,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
-from components.kubernetes import workloads
-from components.kubernetes.registry import MLFLOW_VERSION, RegistrySpec
+from components.kubernetes.registry import MLFLOW_VERSION
 from judges import Subject
 from judges.immutable import REPLACED, judge_immutable
 from mlplatform.graph import PlannedResource
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
-from tests.stack_variants import input_diff, plan_config, template, with_teams
+from tests.stack_variants import input_diff, plan_config, plan_in_own_process, template, with_teams
 
 
 def _refused(stack: str, version: str) -> list[str]:
@@ -129,11 +127,15 @@ def test_removing_a_team_deletes_its_namespace_and_objects_and_nothing_else(
 NEXT_MLFLOW = "3.18.1"  # any later version: the plan names its Job and labels after it
 
 
+# ``MLFLOW_VERSION`` raised, as the runbook's first step does: the registry's spec with the next version.
+_UPGRADE = f"""
+from dataclasses import dataclass
+from components.kubernetes import workloads
 @dataclass(frozen=True)
-class _Upgraded(RegistrySpec):
-    """``MLFLOW_VERSION`` raised, as the runbook's first step does."""
-
-    mlflow_version: str = NEXT_MLFLOW
+class Upgraded(workloads.RegistrySpec):
+    mlflow_version: str = {NEXT_MLFLOW!r}
+workloads.RegistrySpec = Upgraded
+"""
 
 
 def _resource_of(plan: Plan, subject: Subject) -> PlannedResource:
@@ -152,7 +154,6 @@ def _resource_of(plan: Plan, subject: Subject) -> PlannedResource:
 def test_an_mlflow_upgrade_runs_one_migration_and_rolls_only_the_servers(
     planned: Callable[[str], Plan],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     stack: str,
     database: bool,
 ) -> None:
@@ -163,8 +164,8 @@ def test_an_mlflow_upgrade_runs_one_migration_and_rolls_only_the_servers(
     migrates as its init container after ``Recreate`` stopped the old one. Nothing else changes but the
     registry's version label, nothing in the cloud, and the day-2 judge finds nothing."""
     running = planned(stack)  # before the edit: the shared plan is the shipped release's
-    monkeypatch.setattr(workloads, "RegistrySpec", _Upgraded)
-    upgraded = plan_config(template(stack), tmp_path, stack)
+    # The edit, in a process of its own (tests/stack_variants.py ``plan_in_own_process`` says why).
+    upgraded = plan_in_own_process(tmp_path, stack, prelude=_UPGRADE)
     before, after = _objects(running), _objects(upgraded)
     server = Subject("Deployment", "ml-registry", "registry")
     job = {
