@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
 from components.kubernetes.registry import (
@@ -31,7 +32,7 @@ from mlplatform.graph import is_secret
 from mlplatform.plan import Plan, PlannedResource
 from mlplatform.report import kubernetes_objects
 from tests.components.azure.test_azure_day2 import _changes
-from tests.stack_variants import plan_config, plan_in_own_process, template
+from tests.stack_variants import plan_in_own_process, template
 from workloads.inference.k8s import REGISTRY_CA_ANNOTATION
 
 from .test_registry import _spec
@@ -180,7 +181,11 @@ def test_a_shorter_certificate_lifetime_reissues_the_certificate_and_rolls_only_
     raw[PLATFORM_KEY].setdefault("workloads", {}).setdefault("registry", {})["tlsCertificateValidityDays"] = (
         60
     )
-    changed = _changes(planned(STACK), plan_config(raw, tmp_path, STACK))
+    # The edited stack planned in a process of its own (tests/stack_variants.py ``plan_in_own_process``
+    # says why: a suite worker's in-process plan here hung in CI with every thread idle).
+    stack_file = tmp_path / f"Pulumi.{STACK}.yaml"
+    stack_file.write_text(yaml.safe_dump({"config": raw}))
+    changed = _changes(planned(STACK), plan_in_own_process(tmp_path, "--stack-file", str(stack_file)))
     assert {urn.rsplit("::", 1)[1] for urn in changed} == {
         f"{STACK}-k8s-registry-ca",
         f"{STACK}-k8s-registry-tls",
