@@ -29,6 +29,8 @@ SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
 TENANT_ID = "00000000-0000-0000-0000-000000000001"
 # The minors the mocked ARM lists for a region (a mock answer; the live list is read under preview).
 AKS_OFFERED_VERSIONS = ("1.35", "1.36", "1.37")
+# The Cloud Control type an EC2 capacity reservation is read as (components/aws/reservations.py).
+CAPACITY_RESERVATION = "AWS::EC2::CapacityReservation"
 # What AKS returns for `listClusterUserCredential?format=exec` on an Entra ID cluster: a kubelogin exec
 # plugin that logs in with device code (AKS docs, "kubelogin"); the server id is AKS's Entra server
 # application, the client id AKS's Entra client application (Azure/kubelogin README).
@@ -496,7 +498,12 @@ class ExistingAccount:
       (``minSize``, ``maxSize``, ``desiredSize``) as DescribeNodegroup returns it
       (components/aws/node_pools.py ``refuse_unreachable_sizes``);
     - ``encrypted_stores``: storage accounts and PostgreSQL flexible servers by name -> the Key Vault key
-      each is encrypted with (components/azure/key_moves.py ``refuse_silent_key_moves``)."""
+      each is encrypted with (components/azure/key_moves.py ``refuse_silent_key_moves``);
+    - ``reservations``: EC2 capacity reservations by id (``cr-…``) -> their properties as Cloud Control
+      GetResource reads ``AWS::EC2::CapacityReservation`` (its CloudFormation resource schema, as the awscc
+      provider's ``awscc_ec2_capacity_reservation`` data source lists it: ``InstanceType``,
+      ``AvailabilityZone``, ``State``, ``ReservationType`` ``default``/``capacity-block``, ``StartDate``,
+      ``EndDate``, ``InstancePlatform``, ``Tenancy``...; components/aws/reservations.py)."""
 
     aliases: frozenset[str] = frozenset()
     databases: Mapping[str, str] = field(default_factory=dict)
@@ -504,6 +511,7 @@ class ExistingAccount:
     agent_pools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     node_groups: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     encrypted_stores: Mapping[str, str] = field(default_factory=dict)
+    reservations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def instances(self, filters: list[dict[str, Any]]) -> list[str]:
         """DescribeDBInstances' filters (RDS API reference: ``db-instance-id`` and ``engine`` are the two
@@ -629,6 +637,19 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "scalingConfigs": [dict(scaling)],
             }
             return described, []
+        if (
+            args.token == "aws:cloudcontrol/getResource:getResource"
+            and args.args.get("typeName") == CAPACITY_RESERVATION
+        ):
+            identifier = str(args.args.get("identifier"))
+            reservation = self.existing.reservations.get(identifier)
+            if reservation is None:
+                # Cloud Control answers ResourceNotFoundException for an id the account does not have
+                # (Cloud Control API reference, GetResource errors): a failed invoke.
+                message = f"reading {CAPACITY_RESERVATION} ({identifier}): ResourceNotFoundException"
+                return {}, [("identifier", message)]
+            properties = json.dumps({"Id": identifier, **reservation})
+            return {"identifier": identifier, "typeName": CAPACITY_RESERVATION, "properties": properties}, []
         if args.token == "azure-native:containerservice:getAgentPool":
             keys = ("resourceGroupName", "resourceName", "agentPoolName")
             path = "/".join(str(args.args.get(k)) for k in keys)

@@ -63,6 +63,7 @@ from components.aws.registry_database import (
     registry_backend,
     registry_database_identity,
 )
+from components.aws.reservations import refuse_unusable_reservations
 from components.aws.shared_fs import SharedFileSystem, SharedFileSystemArgs
 from components.aws.storage import RECORD_PREFIX, AuditStoreArgs, ObjectStore, ObjectStoreArgs
 from components.config import (
@@ -115,8 +116,9 @@ class AwsPlatform(pulumi.ComponentResource):
         ensure_autoscaling_role(parent=self)
         check_standard_support(config.cluster.kubernetes_version, today(), parent=self)
         # Before anything is registered: the lookups may refuse the update (node group bounds EKS would
-        # refuse, registry_database_identity).
+        # refuse, reservations that cannot carry their pools, registry_database_identity).
         refuse_unreachable_sizes(config, self.cluster_name, parent=self)
+        refuse_unusable_reservations(config, account.zones, datetime.datetime.now(datetime.UTC), parent=self)
         self._database_identity = (
             registry_database_identity(
                 f"{name}-registry", config.workloads.registry.adopt_database, parent=self

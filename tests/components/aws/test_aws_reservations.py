@@ -1,0 +1,136 @@
+"""Review 38 N1: a pool's capacity reservation is read before anything is made and refused where it cannot
+carry the pool's launches. An instance launches into a reservation only with its attributes, "instance
+type, platform, Availability Zone, and tenancy", and while it "is in the active state" (EC2 user guide,
+"Launch instances into an existing Capacity Reservation"); a reservation in a terminal state (EC2 API
+reference, CapacityReservation ``State``: ``expired``, ``cancelled``...) carries nothing again. The read is
+the provider's Cloud Control data source on ``AWS::EC2::CapacityReservation``
+(components/aws/reservations.py), answered under the mocks from ``ExistingAccount.reservations``; a read
+that fails is a warning.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.config import PLATFORM_KEY
+from mlplatform.errors import InputError
+from mlplatform.mocks import ExistingAccount, PlanMocks
+from tests.components.aws.aws_plan_support import build_platform, parse
+from tests.components.aws.test_aws_node_pool_sizes import _config, _Recording
+from tests.stack_variants import plan_config
+
+STACK = "aws-enterprise-prod"
+BLOCK = "cr-0b10c000000000001"
+ODCR = "cr-0dc40000000000002"
+UNKNOWN = "cr-0ff00000000000003"
+NOW = datetime.datetime.now(datetime.UTC)
+# The stack's pools: gpu-efa (p5en.48xlarge) on a Capacity Block in zone 0 (me-central-1a under the mocks),
+# inference (c7i.4xlarge) on an ODCR in zone 1 (me-central-1b).
+POOLS = {
+    "gpu-efa": {"capacityReservation": {"id": BLOCK, "kind": "capacity-block"}, "minSize": 0},
+    "inference": {"capacityReservation": {"id": ODCR, "kind": "odcr"}, "availabilityZone": 1},
+}
+
+
+def _reservation(instance_type: str, zone: str, **properties: Any) -> dict[str, Any]:
+    """A reservation as Cloud Control reads it (CloudFormation's AWS::EC2::CapacityReservation schema)."""
+    return {
+        "InstanceType": instance_type,
+        "AvailabilityZone": zone,
+        "InstancePlatform": "Linux/UNIX",
+        "Tenancy": "default",
+        "State": "active",
+        "ReservationType": "default",
+        "EndDateType": "unlimited",
+        **properties,
+    }
+
+
+def _block(**properties: Any) -> dict[str, Any]:
+    """gpu-efa's Capacity Block, bought for a week that starts tomorrow: ``scheduled``."""
+    start, end = NOW + datetime.timedelta(days=1), NOW + datetime.timedelta(days=8)
+    window = {"StartDate": start.isoformat(), "EndDate": end.isoformat(), "EndDateType": "limited"}
+    block = {"State": "scheduled", "ReservationType": "capacity-block", **window}
+    return _reservation("p5en.48xlarge", "me-central-1a", **block) | properties
+
+
+def _account(**reservations: dict[str, Any]) -> ExistingAccount:
+    found = {BLOCK: _block(), ODCR: _reservation("c7i.4xlarge", "me-central-1b")}
+    return ExistingAccount(reservations=found | reservations)
+
+
+def _refused(account: ExistingAccount) -> str:
+    """The one refusal line; nothing of the stack was registered before it."""
+    mocks = _Recording(account)
+    with pytest.raises(pulumi.RunError) as refused:
+        build_platform(parse(_config(**POOLS), STACK), mocks)
+    assert [t for t in mocks.created if not t.startswith("ml-platform:")] == []
+    [line] = str(refused.value).splitlines()
+    return line
+
+
+def test_matching_reservations_plan_and_an_unreadable_one_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduled Capacity Block and an active ODCR of the pools' types in their zones plan with no
+    word; a third pool on a reservation the read cannot find warns, naming the key and the rights, and
+    the plan goes on (as the node-group guard does when ListNodegroups fails)."""
+    warnings: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *_, **__: warnings.append(str(message)))
+    unknown = {"capacityReservation": {"id": UNKNOWN, "kind": "odcr"}, "availabilityZone": 0}
+    pools = {**POOLS, "system": unknown}
+    build_platform(parse(_config(**pools), STACK), PlanMocks("me-central-1", "", existing=_account()))
+    [warning] = [w for w in warnings if "capacityReservation" in w]
+    assert warning.startswith(f"{PLATFORM_KEY}.nodePools[0].capacityReservation: could not read {UNKNOWN} (")
+    assert "ResourceNotFoundException" in warning
+    assert "cloudformation:GetResource and ec2:DescribeCapacityReservations" in warning
+
+
+def test_a_reservation_of_another_instance_type_is_refused() -> None:
+    line = _refused(_account(**{BLOCK: _block(InstanceType="p5.48xlarge")}))
+    assert line.startswith(f"{PLATFORM_KEY}.nodePools[2].capacityReservation (gpu-efa): {BLOCK} cannot carry")
+    assert "it reserves p5.48xlarge, the pool's instanceType is p5en.48xlarge" in line
+    command = (
+        f"aws ec2 describe-capacity-reservations --region me-central-1 --capacity-reservation-ids {BLOCK}"
+    )
+    assert command in line
+
+
+def test_a_reservation_in_another_zone_is_refused_naming_the_zone_index_that_holds_it() -> None:
+    line = _refused(_account(**{ODCR: _reservation("c7i.4xlarge", "me-central-1c")}))
+    assert line.startswith(f"{PLATFORM_KEY}.nodePools[1].capacityReservation (inference): ")
+    assert "it is in me-central-1c, the pool's subnet in me-central-1b (availabilityZone 1)" in line
+    assert "set availabilityZone to 2" in line
+
+
+def test_an_expired_capacity_block_is_refused() -> None:
+    """The block's week is over: EC2 reports it ``expired``, and no instance launches into it again."""
+    ended = NOW - datetime.timedelta(days=1)
+    line = _refused(_account(**{BLOCK: _block(State="expired", EndDate=ended.isoformat())}))
+    assert line.startswith(f"{PLATFORM_KEY}.nodePools[2].capacityReservation (gpu-efa): ")
+    assert "it is expired: no instance launches into it again" in line
+
+
+def test_a_reservation_past_its_end_date_or_of_the_other_kind_is_refused() -> None:
+    """An end date already past, while the state has not caught up yet, is refused as well; and a
+    Capacity Block named as an ODCR would launch without the capacity-block market type the block needs
+    (EKS user guide, "Capacity Blocks for ML")."""
+    ended = NOW - datetime.timedelta(hours=1)
+    line = _refused(_account(**{BLOCK: _block(State="active", EndDate=ended.isoformat())}))
+    assert f"it ended at {ended.isoformat()}" in line
+    block_as_odcr = _block(InstanceType="c7i.4xlarge", AvailabilityZone="me-central-1b", State="active")
+    line = _refused(_account(**{ODCR: block_as_odcr}))
+    assert "(inference): " in line
+    assert "it is a capacity-block reservation, not default: set kind: capacity-block" in line
+
+
+def test_mlplatform_plan_refuses_it_as_bad_input(tmp_path: Path) -> None:
+    """Through `mlplatform plan`: the refusal is an input error (exit 2, the line and no traceback)."""
+    account = _account(**{BLOCK: _block(InstanceType="p5.48xlarge")})
+    with pytest.raises(InputError) as refused:
+        plan_config(_config(**POOLS), tmp_path, STACK, existing=account)
+    [line] = refused.value.problems
+    assert line.startswith(f"{PLATFORM_KEY}.nodePools[2].capacityReservation (gpu-efa): ")
