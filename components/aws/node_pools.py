@@ -203,7 +203,15 @@ def scaling_refusal(
     ("Minimum capacity X can't be greater than desired size Y"; terraform-aws-eks #3521, #2508; "desiredSize
     can't be greater than maxSize", ministryofjustice/cloud-platform-infrastructure #4595; review 38 A1).
     The command moves the group to the new bounds with its desired size clamped into them; after it the
-    refresh reads the bounds as declared and ``pulumi up`` sends nothing for the group."""
+    refresh reads the bounds as declared and ``pulumi up`` sends nothing for the group.
+
+    A group about to be replaced (a new instance type, AMI type or capacity type) is refused the same way,
+    and rightly (review 38, second review C2, which took the step for needless): the engine puts the old
+    value of an ignored property into the goal state ("the engine simply replaces the values of input
+    properties in the goal state with old inputs for properties marked as ignoreChanges", pulumi/pulumi
+    PR #2657), and a replacement is created from that goal state, so CreateNodegroup would be sent the
+    same desired size outside the new bounds. After the command the replacement starts at the clamped
+    size, inside them."""
     if pool.min_size <= live.desired_size <= pool.max_size:
         return None
     target = min(max(live.desired_size, pool.min_size), pool.max_size)
