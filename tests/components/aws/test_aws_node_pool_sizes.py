@@ -111,6 +111,15 @@ def test_a_new_maximum_below_the_groups_size_is_refused() -> None:
     assert _COMMAND.search(line).groups()[2:] == ("3", "4", "4")  # type: ignore[union-attr]
 
 
+def test_a_group_the_same_edit_replaces_is_refused_too() -> None:
+    """Review 38 (second review) C2 took this refusal for a needless step where the group is replaced
+    anyway ("an instance-type change, which creates a new group"). But the engine creates the
+    replacement from the goal state, in which an ``ignoreChanges`` property holds its old value
+    (pulumi/pulumi PR #2657), so the new group would be sent the live desired size 3 with minSize 4."""
+    [line] = _refused(_config(system={"instanceType": "m7i.2xlarge", "minSize": 4}), _account())
+    assert "(system): minSize 4 is above the desired size 3 " in line
+
+
 def test_bounds_that_hold_the_groups_size_and_a_new_stack_pass() -> None:
     """A growth whose bounds hold the live size needs nothing by hand; a new stack has no cluster (the
     lookup fails) and nothing to compare."""
