@@ -1,6 +1,7 @@
 """The third-party checkers the tests use as judges: kubernetes-validate (the API's OpenAPI schemas,
-strict), checkov (Kubernetes security checks, in its own venv that `make setup` builds) and hadolint
-(Dockerfiles, from the dev extra)."""
+strict), checkov (Kubernetes security checks, in its own venv that `make setup` builds), hadolint
+(Dockerfiles, from the dev extra) and promtool (Prometheus's own rule checker and rule-test evaluator,
+from Debian's prometheus package: .ci/run unpacks the binary alone into .tools/prometheus)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ CHECKOV = REPO / ".tools" / "checkov" / "bin" / "checkov"
 # The venv's own bin first: `make test` runs the venv's python without activating it.
 HADOLINT = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
 
+PROMTOOL = shutil.which("promtool") or str(REPO / ".tools" / "prometheus" / "usr" / "bin" / "promtool")
+
+needs_promtool = pytest.mark.skipif(
+    not Path(PROMTOOL).exists(),
+    reason="promtool is not installed (Debian's prometheus package: .ci/run unpacks it, .tools/prometheus)",
+)
 needs_checkov = pytest.mark.skipif(
     not CHECKOV.exists(), reason=f"checkov is not installed at {CHECKOV} (make setup)"
 )
@@ -124,3 +131,8 @@ def unexplained_skips(results: dict[str, Any]) -> list[str]:
 def hadolint(dockerfile: Path) -> subprocess.CompletedProcess[str]:
     assert HADOLINT is not None
     return subprocess.run([HADOLINT, str(dockerfile)], capture_output=True, text=True, check=False)
+
+
+def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``promtool ARGS`` (``check rules FILE``, ``test rules FILE``), its output kept."""
+    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, check=False, timeout=60, cwd=cwd)

@@ -82,28 +82,25 @@ def archive_account_name(suffix: str) -> str:
     return naming.storage_account_name("audit", suffix)
 
 
-def archive_state(
-    arm: ArmReader, resource_group: str, account: str, retention_days: int, what: str = "audit archive"
-) -> str:
-    """``Locked`` when the immutable account ``what`` (the audit archive, the lifecycle record) exists
-    (its unlocked policy is then locked), ``Unlocked`` when the first ``pulumi up`` is yet to create it. A
-    locked policy "only allows the increase of the immutability retention period" (azure-native
-    ``AccountImmutabilityPolicyProperties.state``): a shorter ``audit.retentionDays`` stops the preview
-    rather than fail ``pulumi up`` half-way."""
+def existing_account(arm: ArmReader, resource_group: str, account: str, what: str) -> dict[str, Any] | None:
+    """ARM's view of the immutable account ``what`` (the audit archive, the lifecycle record); None while
+    the first ``pulumi up`` is yet to create it."""
     path = (
         f"/subscriptions/{arm.subscription_id}/resourceGroups/{resource_group}"
         f"/providers/Microsoft.Storage/storageAccounts/{account}"
     )
     try:
-        found = arm.get(path, {"api-version": STORAGE_API_VERSION})
+        return arm.get(path, {"api-version": STORAGE_API_VERSION})
     except ArmReadError as exc:
         if exc.status == 404:
-            pulumi.warn(
-                f"{what} {account}: created with an unlocked immutability policy (Azure creates it "
-                "no other way); the next `pulumi up` locks it"
-            )
-            return UNLOCKED
+            return None
         raise pulumi.RunError(f"cannot read the {what} {account}: {exc}") from exc
+
+
+def refuse_shorter_retention(found: dict[str, Any], retention_days: int, account: str, what: str) -> None:
+    """A locked policy "only allows the increase of the immutability retention time" (azure-native
+    ``AccountImmutabilityPolicyProperties.state``): a shorter ``audit.retentionDays`` stops the preview
+    rather than fail ``pulumi up`` half-way."""
     immutable = (found.get("properties") or {}).get("immutableStorageWithVersioning") or {}
     policy = immutable.get("immutabilityPolicy") or {}
     locked_days = policy.get("immutabilityPeriodSinceCreationInDays")
@@ -112,6 +109,22 @@ def archive_state(
             f"audit.retentionDays: {retention_days} is shorter than the {locked_days} days {what} "
             f"{account} is locked for; a locked immutability policy can only be lengthened"
         )
+
+
+def archive_state(
+    arm: ArmReader, resource_group: str, account: str, retention_days: int, what: str = "audit archive"
+) -> str:
+    """``Locked`` when the immutable account ``what`` exists (its unlocked policy is then locked),
+    ``Unlocked`` when the first ``pulumi up`` is yet to create it; a shorter retention than the locked
+    one is refused (``refuse_shorter_retention``)."""
+    found = existing_account(arm, resource_group, account, what)
+    if found is None:
+        pulumi.warn(
+            f"{what} {account}: created with an unlocked immutability policy (Azure creates it "
+            "no other way); the next `pulumi up` locks it"
+        )
+        return UNLOCKED
+    refuse_shorter_retention(found, retention_days, account, what)
     return LOCKED
 
 

@@ -22,6 +22,13 @@ from components.kubernetes.addons import (
 )
 from components.kubernetes.charts import pin
 from components.kubernetes.objects import MANAGED_BY, Object
+from workloads.delivery.contract import (
+    ESTIMATE_METHOD,
+    ESTIMATED_ACCURACY,
+    ESTIMATED_REFERENCE,
+    ESTIMATED_ROWS,
+)
+from workloads.delivery.plan import MonitorPolicy
 from workloads.inference.k8s import INSTANCE_LABEL
 
 RELEASE = "kube-prometheus-stack"
@@ -203,8 +210,35 @@ def alert_routing(alerting: AlertingConfig) -> Object:
     }
 
 
-def inference_rules(drift_threshold: float) -> list[dict[str, Any]]:
-    """Alerts on the inference service's own metrics (workloads/inference/metrics.py, drift.py)."""
+# Where the alert on the label-free estimate points its reader (its section says what the estimate is and
+# when it is wrong).
+ESTIMATE_DOCS = 'docs/lifecycle.md, "The label-free estimate (where labels lag)"'
+
+
+def estimated_drop_expr(drop: float) -> str:
+    """The estimated accuracy drop of each model version, pooled over the servers as the drift monitor
+    pools their windows (the estimate is linear in the rows: sum(accuracy * rows) / sum(rows) is the
+    estimate over every server's rows), below the same estimate on the version's test split by more than
+    ``drop``. The series are the servers' (workloads/inference/drift.py), absent below the minimum rows."""
+    only = f'{{estimate="{ESTIMATE_METHOD}"}}'
+    rows = f"{ESTIMATED_ROWS}{only}"
+    return (
+        f"max by (model, version) ({ESTIMATED_REFERENCE}{only})"
+        f" - sum by (model, version) ({ESTIMATED_ACCURACY}{only} * {rows})"
+        f" / sum by (model, version) ({rows})"
+        f" > {drop:g}"
+    )
+
+
+def inference_rules(drift_threshold: float, monitor: MonitorPolicy) -> list[dict[str, Any]]:
+    """Alerts on the inference service's own metrics (workloads/inference/metrics.py, drift.py).
+
+    ``monitor``: the stack's ``driftMonitor`` (its defaults where the stack runs none: the servers
+    export the estimate either way). The estimated drop holds for ``k`` of the monitor's windows (the
+    shortest time between two runs of its schedule) before it fires: as long as the monitor needs
+    breaches before it acts, so the alert is no faster than the monitor and never a single noisy
+    window's."""
+    sustained = monitor.k * monitor.window_seconds()
     return [
         _rule(
             "InferenceErrorsHigh",
@@ -221,16 +255,31 @@ def inference_rules(drift_threshold: float) -> list[dict[str, Any]]:
             "warning",
             "Input feature {{ $labels.feature }} drifted from the training distribution (PSI {{ $value }})",
         ),
+        _rule(
+            "InferenceEstimatedAccuracyDrop",
+            estimated_drop_expr(monitor.estimated_drop),
+            f"{sustained // 60}m",
+            "warning",
+            "The ESTIMATED accuracy of {{ $labels.model }} version {{ $labels.version }} (from its"
+            f" confidences, no labels) is more than {monitor.estimated_drop:g} below its estimate on the"
+            " test split",
+            "An estimate (CBPE), not a measured accuracy: it holds only while the model's confidences stay"
+            " calibrated on the new inputs and the same inputs keep their labels (no concept drift);"
+            " labels, where they arrive, judge. The drift monitor records each window's estimate"
+            f" (mlplatform models history). See {ESTIMATE_DOCS}.",
+        ),
     ]
 
 
-def _rule(alert: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:
+def _rule(
+    alert: str, expr: str, for_: str, severity: str, summary: str, description: str | None = None
+) -> dict[str, Any]:
     return {
         "alert": alert,
         "expr": expr,
         "for": for_,
         "labels": {"severity": severity},
-        "annotations": {"summary": summary},
+        "annotations": {"summary": summary, **({"description": description} if description else {})},
     }
 
 

@@ -46,7 +46,7 @@ from components.kubernetes.registry import (
     tracking_uri,
 )
 from components.kubernetes.storage import VolumeClaim, store_claim
-from workloads.delivery.plan import RolloutPlan
+from workloads.delivery.plan import MonitorPolicy, RolloutPlan
 from workloads.fabric_gate import FABRIC_TEST, busbw_floor_gbytes, fabric_test_run_id
 from workloads.inference.k8s import (
     InferenceServiceSpec,
@@ -495,7 +495,9 @@ def workload_objects(
         result.monitors.append(
             monitoring.inference_service_monitor(identity.namespace, spec.name, spec.tls, spec.auth_secret)
         )
-        result.alert_rules["inference"] = monitoring.inference_rules(inference.drift_threshold)
+        result.alert_rules["inference"] = monitoring.inference_rules(
+            inference.drift_threshold, inference.drift_monitor or MonitorPolicy()
+        )
     if config.workloads.registry.enabled:
         registry = registry_spec(
             handle, config, images, registry_passwords or {}, registry_admin or {}, registry_certificate

@@ -13,7 +13,8 @@ prod``, as the platform's ``audit`` config defaults. Then:
   the subscription's Activity Log (Administrative and Security at least) exported to a storage account
   of the stack in an allowed location with time-based immutability on.
 - ``audit-archive-locked`` (advisory): that Azure immutability policy is locked; Azure creates it
-  unlocked, and the program locks it on the next ``pulumi up``.
+  unlocked, and the program locks it on the next ``pulumi up``. (The lifecycle record's lock is
+  ``lifecycle-record-locked``'s, mandatory.)
 - ``threat-detection``: AWS, an enabled GuardDuty detector with EKS audit-log monitoring (and runtime
   monitoring in enterprise); Azure, the Defender plan of every protected resource type the stack has.
 - ``data-store-audit-logs``: every data store and control plane records who accessed it: every EKS
@@ -26,12 +27,15 @@ prod``, as the platform's ``audit`` config defaults. Then:
   created with Object Lock and a COMPLIANCE default retention, so the identities that write it cannot
   rewrite or delete it (issue 40; S3 user guide "Object Lock retention modes"); Azure, in a storage
   account of the stack (tagged ``ml-platform.io-role: lifecycle-record``) with version-level immutability
-  under a time-based policy of at least a day (Azure Storage, "Time-based retention policies for
-  immutable blob data"), on which no role assignment grants a data action that can replace or delete a
+  under a **locked** time-based policy of at least a day (Azure Storage, "Time-based retention policies
+  for immutable blob data": an unlocked one can be shortened or deleted by whoever may write the
+  account's settings), on which no role assignment grants a data action that can replace or delete a
   blob (``blobs/write``, ``blobs/delete``, ``deleteBlobVersion``, ``permanentDelete``, the immutability
   super-user action; a built-in role that carries them: Storage Blob Data Contributor or Owner, Azure
-  built-in roles reference). An unlocked policy (the first ``pulumi up``: Azure creates it no other way)
-  is ``audit-archive-locked``'s advice, as the audit archive's.
+  built-in roles reference). Azure creates a policy only Unlocked (azure-native
+  ``AccountImmutabilityPolicyProperties.state``), so the plan locks it in the same ``pulumi up``: either
+  the account declares it Locked, or a local command runs ``az storage account update --name ACCOUNT
+  --immutability-state Locked --immutability-period DAYS`` after the account (components/azure/record.py).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from .settings import (
     ROLE_TAG,
     THREAT_DETECTION_TAG,
 )
+from .shell import az_invocations, option
 from .subject import Graph, Subject
 from .values import elements, is_unknown, parse_document, statements
 
@@ -303,15 +308,47 @@ REWRITING_BUILT_IN_ROLES = {
 }
 
 
-def _azure_record_problems(account: Subject) -> Iterator[str]:
-    immutable = _immutability(account)
-    policy = immutable.get("immutabilityPolicy") or {}
-    if immutable.get("enabled") is not True or policy.get("state") not in ("Locked", "Unlocked"):
+def _lock_days(account: Subject, graph: Graph) -> list[int]:
+    """The days of each locked time-based policy the plan gives ``account``: its own, declared Locked, and
+    each local command after it that runs ``az storage account update --name ACCOUNT --immutability-state
+    Locked --immutability-period DAYS`` (azure-cli storage account update)."""
+    policy = _immutability(account).get("immutabilityPolicy") or {}
+    days = policy.get("immutabilityPeriodSinceCreationInDays")
+    found = [days] if policy.get("state") == "Locked" and isinstance(days, int) else []
+    name = account.get("accountName")
+    for command in graph.of(tokens.LOCAL_COMMAND):
+        if account.urn not in command.dependencies:
+            continue
+        for phase in ("create", "update"):
+            line = command.get(phase)
+            for words in az_invocations(line) if isinstance(line, str) and not is_unknown(line) else ():
+                period = option(words, "--immutability-period", "--immutability-period-in-days")
+                if (
+                    words[:4] == ["az", "storage", "account", "update"]
+                    and option(words, "--name", "-n") == name
+                    and option(words, "--immutability-state") == "Locked"
+                    and period is not None
+                    and period.isdigit()
+                ):
+                    found.append(int(period))
+    return found
+
+
+def _azure_record_problems(account: Subject, graph: Graph) -> Iterator[str]:
+    if _immutability(account).get("enabled") is not True:
         yield (
-            "immutableStorageWithVersioning has no time-based policy: the record's events can be deleted "
-            "or overwritten"
+            "immutableStorageWithVersioning is not enabled: the record's events can be deleted or "
+            "overwritten (only the account's creation can enable it)"
         )
-    elif not (policy.get("immutabilityPeriodSinceCreationInDays") or 0) >= 1:
+        return
+    days = _lock_days(account, graph)
+    if not days:
+        yield (
+            "no locked time-based immutability policy in the plan (declared Locked, or a command after the "
+            "account running az storage account update --immutability-state Locked): an unlocked policy "
+            "can be shortened or removed, and then the record's events deleted"
+        )
+    elif max(days) < 1:
         yield "the immutability period is under a day: whoever writes the record can delete its events"
 
 
@@ -367,7 +404,7 @@ def _azure_lifecycle_record(graph: Graph) -> Iterator[Finding]:
         a for a in graph.of(tokens.STORAGE_ACCOUNT) if a.tags().get(AZURE_ROLE_TAG) == LIFECYCLE_RECORD_ROLE
     ]
     for account in records:
-        yield from ((account.urn, problem) for problem in _azure_record_problems(account))
+        yield from ((account.urn, problem) for problem in _azure_record_problems(account, graph))
         yield from _record_writers(account, graph)
     if not records:
         for cluster in clusters:
@@ -475,11 +512,6 @@ def _unlocked_archive(graph: Graph) -> Iterator[Finding]:
         account.urn: account
         for export in _activity_log_exports(graph)
         for account in graph.linked(export, "storageAccountId", (tokens.STORAGE_ACCOUNT,), "accountName")
-    }
-    accounts |= {
-        a.urn: a
-        for a in graph.of(tokens.STORAGE_ACCOUNT)
-        if a.tags().get(AZURE_ROLE_TAG) == LIFECYCLE_RECORD_ROLE
     }
     for account in accounts.values():
         if (_immutability(account).get("immutabilityPolicy") or {}).get("state") == "Unlocked":
@@ -644,8 +676,8 @@ POLICIES = [
     ),
     stack_policy(
         "audit-archive-locked",
-        "The Azure audit archive's and lifecycle record's immutability policies are locked (Azure creates "
-        "them unlocked; the next `pulumi up` locks them).",
+        "The Azure audit archive's immutability policy is locked (Azure creates it unlocked; the next "
+        "`pulumi up` locks it).",
         _unlocked_archive,
         severity=Severity.MEDIUM,
         enforcement=ADVISORY,
@@ -672,9 +704,9 @@ POLICIES = [
         "lifecycle-record-locked",
         "An audited stack keeps its model lifecycle record (alias moves, approvals, rollout steps) where "
         "no identity of the stack can rewrite or delete it: an S3 bucket with Object Lock in COMPLIANCE "
-        "mode, or an Azure storage account with time-based version-level immutability and no role on it "
-        "that can replace or delete a blob (issue 40; ISO/IEC 27001:2022 A.8.15; S3 user guide, Object "
-        "Lock retention modes; Azure Storage, time-based retention policies).",
+        "mode, or an Azure storage account with version-level immutability under a locked time-based "
+        "policy and no role on it that can replace or delete a blob (issue 40; ISO/IEC 27001:2022 A.8.15; "
+        "S3 user guide, Object Lock retention modes; Azure Storage, time-based retention policies).",
         _lifecycle_records,
         severity=Severity.HIGH,
     ),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime
 import re
-import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -15,6 +14,7 @@ from pulumi_policy import Policy, Severity
 from . import tokens
 from .factory import ADVISORY, Finding, by_type, per_node, resource_policy, stack_policy
 from .kubernetes import namespace_of
+from .shell import az_invocations, option
 from .subject import Graph, Subject
 from .values import elements, is_unknown
 
@@ -295,42 +295,19 @@ def _scale_from_zero(pool: Subject, graph: Graph) -> Iterator[str]:
                 )
 
 
-LOCAL_COMMAND = "command:local:Command"
 # Key Vault command groups whose items live in a vault named by ``--vault-name`` (``--name`` is the item's);
 # the other ``az keyvault`` commands name the vault itself with ``--name``/``-n`` (azure-cli keyvault).
 _VAULT_ITEM_GROUPS = ("key", "secret", "certificate")
-_SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&"})
-
-
-def _option(words: list[str], *names: str) -> str | None:
-    for index, word in enumerate(words):
-        for name in names:
-            if word == name and index + 1 < len(words):
-                return words[index + 1]
-            if word.startswith(f"{name}="):
-                return word.split("=", 1)[1]
-    return None
 
 
 def _keyvault_targets(command: str) -> Iterator[str]:
     """The vault names each ``az keyvault`` invocation in a shell command line runs against."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:
-        return
-    words: list[str] = []
-    for token in [*tokens, ";"]:
-        if token not in _SHELL_OPERATORS:
-            words.append(token)
-            continue
+    for words in az_invocations(command):
         if words[:2] == ["az", "keyvault"]:
             item = len(words) > 2 and words[2] in _VAULT_ITEM_GROUPS
-            name = _option(words, "--vault-name") if item else _option(words, "--name", "-n")
+            name = option(words, "--vault-name") if item else option(words, "--name", "-n")
             if name:
                 yield name
-        words = []
 
 
 def _keyvault_command_after_vault(command: Subject, graph: Graph) -> Iterator[str]:
@@ -787,7 +764,7 @@ POLICIES: list[Policy] = [
         "azure-keyvault-command-after-vault",
         "A local command that runs az keyvault against a vault of the stack depends on that vault (azure-cli "
         "keyvault update is a GET then a PUT of the vault).",
-        per_node((LOCAL_COMMAND,), _keyvault_command_after_vault),
+        per_node((tokens.LOCAL_COMMAND,), _keyvault_command_after_vault),
         severity=Severity.HIGH,
     ),
     stack_policy(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ AUDIT_POLICIES = {
     "lifecycle-record-locked",
 }
 PlanDict = dict[str, Any]
+LOCAL_COMMAND = "command:local:Command"
 Pick = Callable[[dict[str, Any]], bool]
 
 
@@ -376,7 +378,8 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         ("data-store-audit-logs", "azure-enterprise-prod-azure-objects-account"),
     ),
     # Issue 40, "An append-only record", on Azure (components/azure/record.py): the record's account keeps
-    # every version immutable, and no role on it can replace or delete a blob.
+    # every version immutable under a policy the plan locks, and no role on it can replace or delete a
+    # blob.
     (
         "record-immutability-off",
         lambda p: with_inputs(
@@ -387,11 +390,40 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         ("lifecycle-record-locked", AZURE_RECORD),
     ),
     (
-        "record-immutability-disabled",
+        "record-lock-removed",
+        lambda p: without(p, of_type(LOCAL_COMMAND, "record-immutability-lock")),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    (
+        "record-left-unlocked",
         lambda p: with_inputs(
             p,
+            of_type(LOCAL_COMMAND, "record-immutability-lock"),
+            lambda i: i.update(
+                {k: i[k].replace("--immutability-state Locked", "--immutability-state Unlocked") for k in i}
+            ),
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    (
+        "record-locked-for-no-day",
+        lambda p: with_inputs(
+            p,
+            of_type(LOCAL_COMMAND, "record-immutability-lock"),
+            lambda i: i.update(
+                {k: re.sub(r"--immutability-period \d+", "--immutability-period 0", i[k]) for k in i}
+            ),
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    (
+        "record-declared-unlocked-without-lock",
+        lambda p: with_inputs(
+            without(p, of_type(LOCAL_COMMAND, "record-immutability-lock")),
             of_type("azure-native:storage:StorageAccount", "record-account"),
-            lambda i: i["immutableStorageWithVersioning"]["immutabilityPolicy"].update(state="Disabled"),
+            lambda i: i["immutableStorageWithVersioning"].update(
+                immutabilityPolicy={"immutabilityPeriodSinceCreationInDays": 365, "state": "Unlocked"}
+            ),
         ),
         ("lifecycle-record-locked", AZURE_RECORD),
     ),
@@ -459,17 +491,17 @@ def test_a_planted_gap_fails(
     assert expected in audit_findings(plant(cloud_plan(stack).to_dict()))
 
 
-@pytest.mark.parametrize("account", ["audit-account", "record-account"])
 def test_an_unlocked_azure_archive_is_advised_about(
-    account: str,
     pack: PolicyPackSession,
     defaults: dict[str, PolicySettings],
     cloud_plan: Callable[[str], Plan],
     audit_findings: Callable[[PlanDict], set[tuple[str, str]]],
 ) -> None:
-    """The first ``pulumi up`` creates the audit archive and the lifecycle record unlocked (Azure creates
-    them no other way): advisory until the next one locks them, and not a mandatory failure, which would
-    stop that first ``up``; the plan of an existing account (the mocks' answer) is locked."""
+    """The first ``pulumi up`` creates the audit archive unlocked (Azure creates it no other way):
+    advisory until the next one locks it, and not a mandatory failure, which would stop that first
+    ``up``; the plan of an existing account (the mocks' answer) is locked. (The lifecycle record is locked
+    by its first ``up``, and an unlocked one is mandatory: the planted cases above.)"""
+    account = "audit-account"
     plan = cloud_plan("azure-enterprise-prod").to_dict()
     picked = of_type("azure-native:storage:StorageAccount", account)
     locked = found(pack.judge(plan, defaults), "advisory")

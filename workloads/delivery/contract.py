@@ -54,6 +54,15 @@ DRIFT_SAMPLES: Final = "inference_drift_window_samples"
 # The same window's predictions per (predicted class, confidence bin), labels model, version, class, bin:
 # the bins' indices into the version's ``confidence_reference`` (workloads/confidence.py).
 CONFIDENCE_ROWS: Final = "inference_confidence_window_rows"
+# The label-free accuracy estimate over the same window (workloads/delivery/estimate.py, NannyML's CBPE),
+# labels model, version, estimate="cbpe": only once the window holds the minimum rows PSI needs. The
+# accuracy the version's calibration estimates on the window's rows, the rows it counted, and the same
+# estimate on the version's own test split (what an unchanged window estimates). Pooled over servers
+# as sum(accuracy * rows) / sum(rows): the drift monitor's estimate over the same windows.
+ESTIMATED_ACCURACY: Final = "inference_estimated_accuracy"
+ESTIMATED_ROWS: Final = "inference_estimated_accuracy_rows"
+ESTIMATED_REFERENCE: Final = "inference_estimated_accuracy_reference"
+ESTIMATE_METHOD: Final = "cbpe"
 
 # The rollout's lock and lease, an operator's pause and abort, each version's outcome: workloads/registry/
 # lock.py (the registry's own alias moves read them too). A share counts only while the lease is current.

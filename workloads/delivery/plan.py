@@ -19,6 +19,8 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from workloads.delivery.cron import shortest_interval_seconds
+
 SHADOW: Final = "shadow"
 # The server's floor (workloads/inference/drift.py: PSI is absent below its min_samples, 500 by default).
 DRIFT_FLOOR: Final = 500
@@ -205,7 +207,12 @@ class MonitorPolicy(_Model):
         # batch/v1 CronJob: the five fields of cron (minute hour day-of-month month day-of-week).
         if not re.fullmatch(r"[0-9*/,\-]+( [0-9A-Za-z*/,\-]+){4}", value):
             raise ValueError(f"{value!r} is not a cron schedule of five fields such as '*/15 * * * *'")
+        shortest_interval_seconds(value)  # every field in its range, and runs at all
         return value
+
+    def window_seconds(self) -> int:
+        """One window: the shortest time between two runs of ``schedule`` (workloads/delivery/cron.py)."""
+        return shortest_interval_seconds(self.schedule)
 
     @model_validator(mode="after")
     def _k_within_m(self) -> MonitorPolicy:

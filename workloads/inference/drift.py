@@ -18,8 +18,11 @@ Each row of the window also keeps what the version answered for it: its predicte
 probability (workloads/confidence.py), counted at scrape time in the bins of the version's
 ``confidence_reference`` per predicted class (``inference_confidence_window_rows``): at most classes x
 bins series per version, over exactly the rows PSI is computed on. The drift monitor turns them into its
-label-free accuracy estimate (workloads/delivery/estimate.py). The window keeps each row's logits
-beside its inputs, so the predict path only copies them; the softmax runs at scrape time, as PSI does.
+label-free accuracy estimate (workloads/delivery/estimate.py); the server exports the same estimate of
+its own window (``inference_estimated_accuracy``, with its rows and the test split's estimate), from the
+minimum sample count on as PSI, for the alert on an estimated drop (components/kubernetes/monitoring.py).
+The window keeps each row's logits beside its inputs, so the predict path only copies them; the softmax
+runs at scrape time, as PSI does.
 
 With several worker processes the window is one, shared: a file (``create_shared_window``) that every
 worker maps, guarded by a file lock, holding the last ``window`` rows whichever worker served them. So
@@ -43,7 +46,14 @@ from pydantic import BaseModel
 
 from workloads.artifacts import ConfidenceReference, FeatureHistogram
 from workloads.confidence import counts, top_class
-from workloads.delivery.contract import CONFIDENCE_ROWS
+from workloads.delivery.contract import (
+    CONFIDENCE_ROWS,
+    ESTIMATE_METHOD,
+    ESTIMATED_ACCURACY,
+    ESTIMATED_REFERENCE,
+    ESTIMATED_ROWS,
+)
+from workloads.delivery.estimate import Estimate, calibrate, estimate, reference_accuracy
 
 # Proportions are floored at this before the log, so an empty bin on either side scores a large but
 # finite shift instead of infinity.
@@ -147,6 +157,13 @@ class DriftMonitor:
         self._ref_counts = [np.asarray(h.counts, dtype=np.int64) for h in reference]
         self._confidence = confidence
         self._outputs = len(confidence.rows) if confidence is not None else 0
+        # The calibration map and the test split's own estimate, as the drift monitor derives them.
+        self._calibrated = calibrate(confidence) if confidence is not None else None
+        self.reference_accuracy = (
+            reference_accuracy(confidence, self._calibrated)
+            if confidence is not None and self._calibrated is not None
+            else None
+        )
         self._lock = threading.Lock()
         self._file: int | None = None
         width = columns(reference, confidence)
@@ -222,6 +239,14 @@ class DriftMonitor:
         classes, confidence = top_class(logits)
         return counts(classes, confidence, self._confidence.bin_edges, self._outputs)
 
+    def estimated(self, found: npt.NDArray[np.int64] | None, samples: int) -> Estimate | None:
+        """The label-free estimate over the window's ``found`` confidence counts (``confidence_counts``)
+        once it holds ``samples`` >= ``min_samples`` rows; None before, or for a version without a
+        reference."""
+        if found is None or self._calibrated is None or not self.enough(samples):
+            return None
+        return estimate(found, self._calibrated)
+
     def enough(self, samples: int) -> bool:
         return samples >= self.min_samples
 
@@ -287,12 +312,35 @@ class DriftCollector(Collector):
             " version's confidence_reference bins); cells with no row are absent",
             labels=[*labels, "class", "bin"],
         )
+        estimate_labels = [*labels, "estimate"]
+        estimated = {
+            ESTIMATED_ACCURACY: GaugeMetricFamily(
+                ESTIMATED_ACCURACY,
+                "Accuracy ESTIMATED from the drift window's confidences (CBPE), not measured: no label is"
+                " involved (absent below the minimum sample count)",
+                labels=estimate_labels,
+            ),
+            ESTIMATED_ROWS: GaugeMetricFamily(
+                ESTIMATED_ROWS, "Rows the accuracy estimate counts", labels=estimate_labels
+            ),
+            ESTIMATED_REFERENCE: GaugeMetricFamily(
+                ESTIMATED_REFERENCE,
+                "The same estimate on the version's test split: what an unchanged window estimates",
+                labels=estimate_labels,
+            ),
+        }
         for version, monitor in self._sources():
             found = monitor.confidence_counts()
             for (cls, index), rows in np.ndenumerate(found if found is not None else np.zeros((0, 0))):
                 if rows:
                     confidence.add_metric([self.model, version, str(cls), str(index)], float(rows))
             report = monitor.report(self.model, version)
+            window = monitor.estimated(found, report.samples)
+            if window is not None and monitor.reference_accuracy is not None:
+                method = [self.model, version, ESTIMATE_METHOD]
+                estimated[ESTIMATED_ACCURACY].add_metric(method, window.accuracy)
+                estimated[ESTIMATED_ROWS].add_metric(method, float(window.rows))
+                estimated[ESTIMATED_REFERENCE].add_metric(method, monitor.reference_accuracy)
             for feature, score in report.psi.items():
                 per_feature.add_metric([self.model, version, feature], score)
             values = {
@@ -306,3 +354,4 @@ class DriftCollector(Collector):
         yield per_feature
         yield from gauges.values()
         yield confidence
+        yield from estimated.values()

@@ -14,8 +14,14 @@ from collections.abc import Callable
 from typing import Any
 
 from components.azure.network import subnet_plan
-from components.azure.record import RECORD_CONTAINER, RECORD_WRITER_ACTIONS, RECORD_WRITER_DATA_ACTIONS
+from components.azure.record import (
+    RECORD_CONTAINER,
+    RECORD_WRITER_ACTIONS,
+    RECORD_WRITER_DATA_ACTIONS,
+    lock_command,
+)
 from components.config import AZURE_ROLE_TAG, parse_stack_config
+from mlplatform.mocks import SUBSCRIPTION_ID
 from mlplatform.plan import Plan
 from tests.components.azure.azure_plan_support import target
 from tests.stack_variants import one, template
@@ -43,15 +49,21 @@ def test_the_record_is_its_own_immutable_account_under_the_object_data_key(cloud
     plan = cloud_plan(STACK)
     config = parse_stack_config(template(STACK), STACK)
     account = one(plan, "azure-native:storage:StorageAccount", "-record-account").inputs
-    immutable = account["immutableStorageWithVersioning"]
-    assert immutable["enabled"] is True
-    # Locked (the mocks answer that the account exists: every `pulumi up` after the first), for the same
-    # key as AWS's record bucket; no protected append writes: events are block blobs written once.
-    assert immutable["immutabilityPolicy"] == {
-        "immutabilityPeriodSinceCreationInDays": config.audit.retention_days,
-        "state": "Locked",
-        "allowProtectedAppendWrites": False,
-    }
+    # Version-level immutability support, which only the account's creation sets; the policy is the lock
+    # command's, the same whatever exists (a second plan is a no-op: test_record_lock.py).
+    assert account["immutableStorageWithVersioning"] == {"enabled": True}
+    lock = one(plan, "command:local:Command", "-record-immutability-lock")
+    assert (
+        lock.inputs["create"]
+        == lock.inputs["update"]
+        == lock_command(
+            SUBSCRIPTION_ID, f"ml-platform-{STACK}", account["accountName"], config.audit.retention_days
+        )
+    )
+    assert "delete" not in lock.inputs, "a locked policy cannot be removed: nothing runs on delete"
+    assert one(plan, "azure-native:storage:StorageAccount", "-record-account").urn in lock.dependencies
+    # No event before the lock holds: the container, the record's root, waits for it.
+    assert lock.urn in one(plan, "azure-native:storage:BlobContainer", "-record-container").dependencies
     assert account["tags"][AZURE_ROLE_TAG] == "lifecycle-record"
     assert account["encryption"]["keyVaultProperties"]["keyName"] == "storage-cmk"
     assert (account["allowSharedKeyAccess"], account["allowBlobPublicAccess"]) == (False, False)

@@ -7,15 +7,19 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
-from components.kubernetes.monitoring import GPU_RULES, INFERENCE_CA_SECRET
+from components.kubernetes.monitoring import GPU_RULES, INFERENCE_CA_SECRET, inference_rules
 from mlplatform.plan import Plan
 from mlplatform.report import HELM_RELEASE, kubernetes_objects
+from tests.linters import needs_promtool, promtool
 from tests.stack_variants import template
+from workloads.delivery.plan import MonitorPolicy
 
 ENTERPRISE = ["aws-enterprise-dev", "aws-enterprise-prod", "azure-enterprise-dev", "azure-enterprise-prod"]
 # The fields dcgm-exporter exports as the GPU operator mounts it: the uncommented lines of
@@ -228,3 +232,56 @@ def test_prometheus_and_alertmanager_keep_their_data_and_have_resources(
         prometheus["storage"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"], "Gi"
     )
     assert _gib(prometheus["retentionSize"], "GB") < disk
+
+
+@needs_promtool
+@pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-dev"])
+def test_every_planned_rule_passes_promtool(
+    stack: str, planned: Callable[[str], Plan], tmp_path: Path
+) -> None:
+    """The PrometheusRule's groups, as the operator hands them to Prometheus, pass Prometheus's own
+    checker (``promtool check rules``: the PromQL parses, durations and templates are valid)."""
+    rules = _one(kubernetes_objects(planned(stack)), "PrometheusRule", "ml-platform")
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rules["spec"]["groups"]}))
+    done = promtool("check", "rules", str(tmp_path / "rules.yaml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    count = sum(len(group["rules"]) for group in rules["spec"]["groups"])
+    assert f"SUCCESS: {count} rules found" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("stack", "for_", "drop"),
+    [
+        # driftMonitor k 3 of windows of */15: 45 minutes; estimatedDrop's default.
+        ("aws-enterprise-prod", "45m", "0.05"),
+        # No driftMonitor: the servers export the estimate anyway, judged with the monitor's defaults.
+        ("azure-enterprise-dev", "45m", "0.05"),
+    ],
+)
+def test_the_estimated_drop_alert_holds_for_k_monitor_windows(
+    stack: str, for_: str, drop: str, planned: Callable[[str], Plan]
+) -> None:
+    """Issue 40: the label-free estimate alerts (a warning, marked an estimate, pointing at
+    docs/lifecycle.md) when it stays below the test split's estimate by more than
+    ``driftMonitor.estimatedDrop`` for as many of the monitor's windows as it needs breaches (``k``).
+    tests/workloads/inference/test_estimate_alert.py evaluates it on real servers' samples."""
+    rules = _one(kubernetes_objects(planned(stack)), "PrometheusRule", "ml-platform")
+    [rule] = [
+        r
+        for g in rules["spec"]["groups"]
+        for r in g["rules"]
+        if r["alert"] == "InferenceEstimatedAccuracyDrop"
+    ]
+    assert rule["for"] == for_ and rule["labels"] == {"severity": "warning"}
+    assert rule["expr"].endswith(f" > {drop}")
+    assert "ESTIMATED" in rule["annotations"]["summary"] and "no labels" in rule["annotations"]["summary"]
+    assert "docs/lifecycle.md" in rule["annotations"]["description"]
+    assert (Path(__file__).parents[3] / "docs" / "lifecycle.md").read_text().count(
+        "The label-free estimate (where labels lag)"
+    ) == 1
+
+
+def test_the_alerts_window_follows_the_monitors_schedule_and_k() -> None:
+    policy = MonitorPolicy(schedule="0 */2 * * *", k=2, m=4, estimated_drop=0.08)
+    [rule] = [r for r in inference_rules(0.2, policy) if r["alert"] == "InferenceEstimatedAccuracyDrop"]
+    assert (rule["for"], rule["expr"].rsplit(" ", 1)[-1]) == ("240m", "0.08")

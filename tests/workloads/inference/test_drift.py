@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from workloads.artifacts import ConfidenceReference, FeatureHistogram, load_metadata
-from workloads.delivery.contract import CONFIDENCE_ROWS
+from workloads.delivery.contract import (
+    CONFIDENCE_ROWS,
+    ESTIMATED_ACCURACY,
+    ESTIMATED_REFERENCE,
+    ESTIMATED_ROWS,
+)
+from workloads.delivery.estimate import calibrate, estimate, reference_accuracy
 from workloads.inference.drift import (
     DriftCollector,
     DriftMonitor,
@@ -128,3 +134,37 @@ def test_the_window_counts_its_predictions_in_the_reference_bins_for_every_worke
     found = first.confidence_counts()
     assert found is not None and found.tolist() == [[0, 0, 0], [0, 0, 4]]
     assert DriftMonitor(reference, window=4, threshold=0.2).confidence_counts() is None
+
+
+def test_the_estimate_is_exported_from_the_minimum_rows_on_as_the_monitor_computes_it() -> None:
+    """The server's own window estimate (for the alert, components/kubernetes/monitoring.py) is the drift
+    monitor's formula (workloads/delivery/estimate.py) on the same counts, labelled an estimate, and
+    absent while the window is below the minimum sample count, as PSI is."""
+    reference = [FeatureHistogram(feature="x", bin_edges=[0.0, 1.0, 2.0], counts=[50, 50])]
+    confidence = ConfidenceReference(
+        bin_edges=[0.0, 0.5, 0.9, 1.0], rows=[[4, 10, 30], [2, 12, 40]], correct=[[1, 7, 29], [1, 8, 39]]
+    )
+    monitor = DriftMonitor(reference, window=10, threshold=0.2, min_samples=3, confidence=confidence)
+    x = np.full((2, 1), 0.5, dtype=np.float32)
+    logits = np.log(np.array([[1.0, 19.0], [3.0, 1.0]], dtype=np.float32))
+
+    def exported() -> dict[str, tuple[dict[str, str], float]]:
+        return {
+            family.name: (sample.labels, sample.value)
+            for family in DriftCollector("m", lambda: [("7", monitor)]).collect()
+            if family.name in (ESTIMATED_ACCURACY, ESTIMATED_ROWS, ESTIMATED_REFERENCE)
+            for sample in family.samples
+        }
+
+    monitor.observe(x, logits)
+    assert exported() == {}, "two rows, under the minimum of three: no estimate"
+    monitor.observe(x, logits)
+    calibrated = calibrate(confidence)
+    found = estimate(monitor.confidence_counts(), calibrated)
+    assert found is not None
+    labels = {"model": "m", "version": "7", "estimate": "cbpe"}
+    assert exported() == {
+        ESTIMATED_ACCURACY: (labels, found.accuracy),
+        ESTIMATED_ROWS: (labels, 4.0),
+        ESTIMATED_REFERENCE: (labels, reference_accuracy(confidence, calibrated)),
+    }

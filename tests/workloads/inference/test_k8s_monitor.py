@@ -209,6 +209,14 @@ def _raw(stack: str, inference: dict[str, Any]) -> dict[str, Any]:
             "workloads.inference.driftMonitor.schedule: 'every 15 minutes' is not a cron schedule",
         ),
         (
+            {"driftMonitor": {"schedule": "*/15 24 * * *"}},
+            "workloads.inference.driftMonitor.schedule: '24' is outside the hour's 0-23",
+        ),
+        (
+            {"driftMonitor": {"schedule": "0 0 30 2 *"}},
+            "workloads.inference.driftMonitor.schedule: '0 0 30 2 *' runs less than twice in eight years",
+        ),
+        (
             {"driftMonitor": {"labelledSet": "/data/labels.npz"}},
             "workloads.inference.driftMonitor.labelledSet: the driftMonitor Job reads the labelled set",
         ),
