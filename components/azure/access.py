@@ -8,6 +8,8 @@ or at ``<cluster id>/namespaces/<namespace>`` for one namespace):
 - auditors: Azure Kubernetes Service RBAC Reader on the cluster (no Secrets), Log Analytics Reader on the
   stack's workspace, Storage Blob Data Reader on the immutable audit archive and on the lifecycle record's
   container;
+- model approvers (``access.modelApprovers``): the lifecycle record's writer role on the record's account
+  (create and read blobs, nothing else: components/azure/record.py), with which they append approvals;
 - key custodians: the stack's key-custodian role on the keys' vault: Key Vault Crypto Officer's key
   management without its cryptographic operations. Crypto Officer's data actions are every key action
   (``Microsoft.KeyVault/vaults/keys/*``: "Perform any action on the keys of a key vault",
@@ -50,6 +52,9 @@ class PeopleAccessArgs:
     archive_account_id: pulumi.Input[str] | None
     # The lifecycle record's container, where the stack has the record.
     record_container_id: pulumi.Input[str] | None
+    # The record's account and its writer role (components/azure/record.py), where the stack has the
+    # record: the model approvers append their approvals with it.
+    record_writer: tuple[pulumi.Input[str], pulumi.Output[str]] | None = None
 
 
 class PeopleAccess(pulumi.ComponentResource):
@@ -83,6 +88,10 @@ class PeopleAccess(pulumi.ComponentResource):
         for group in access.auditors:
             for what, target in readable.items():
                 self._assign("auditor", f"auditor-{what}", group, readers[what], target)
+        if args.record_writer is not None:
+            account_id, writer_role = args.record_writer
+            for group in access.model_approvers:
+                self._assign("model-approver", "model-approver", group, writer_role, account_id)
         if access.key_custodians:
             custodian = self._custodian_role()
             for group in access.key_custodians:

@@ -186,6 +186,7 @@ class AzurePlatform(pulumi.ComponentResource):
                 cluster.workspace_id,
                 archive_account_id=archive,
                 record_container_id=record.container_id if record is not None else None,
+                record_writer=(record.account_id, record.writer_role_id) if record is not None else None,
             ),
             self._child,
         )
