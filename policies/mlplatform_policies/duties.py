@@ -21,9 +21,10 @@ Who holds which duty, as the engine sees it:
   keys.py ``administered_by_account``), or as a principal holding administrative actions; the auditors'
   policy (``aws:iam/policy:Policy``) carries the auditor tag.
 - Azure: a people's role assignment says its role in its description (``ml-platform access: <role>``);
-  any other Key Vault Crypto Officer assignment is the deployer's (components/azure/keys.py
-  ``deployer_key_access``): it administers the keys, so its principal holds the key custodian's duty, as
-  the AWS deployer does through the key policies.
+  the deployer's key administration (described ``ml-platform deployer: key administration``) and any
+  other Key Vault Crypto Officer assignment (the image-signing vault's) are the deployer's
+  (components/azure/keys.py ``deployer_key_access``): it administers the keys, so its principal holds the
+  key custodian's duty, as the AWS deployer does through the key policies.
 
 The deployer is none of these people: it holds its standing rights to apply the stack (docs/security.md),
 and the stack never names it in a people's role; naming it as one makes it a person with two duties.
@@ -60,6 +61,8 @@ ML_ENGINEER = "ml-engineer"
 CLUSTER_ROLES = (PLATFORM_ADMIN, ML_ENGINEER)
 # Azure built-in roles reference: Key Vault Crypto Officer (every key's management and use).
 KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
+# The deployer's own key assignment on the stack's vaults (components/azure/keys.py ``deployer_key_access``).
+DEPLOYER_KEYS_DESCRIPTION = "ml-platform deployer: key administration"
 # The EKS access policy an auditor may hold (read-only, no Secrets).
 VIEW_POLICY = "AmazonEKSViewPolicy"
 # Azure built-in roles that only read (Azure built-in roles reference): Azure Kubernetes Service RBAC
@@ -109,7 +112,10 @@ def _azure_roles(graph: Graph) -> dict[str, dict[str, str]]:
         description = str(assignment.get("description") or "")
         if description.startswith(ACCESS_DESCRIPTION):
             role = description.removeprefix(ACCESS_DESCRIPTION)
-        elif str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1] == KEY_VAULT_CRYPTO_OFFICER:
+        elif (
+            description == DEPLOYER_KEYS_DESCRIPTION
+            or str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1] == KEY_VAULT_CRYPTO_OFFICER
+        ):
             role = KEY_CUSTODIAN
         else:
             continue

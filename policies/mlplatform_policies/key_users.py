@@ -20,7 +20,9 @@ refuses a key policy or role assignment that lets a named person use a key of an
   "Security", learn.microsoft.com/azure/role-based-access-control/built-in-roles/security), or a custom
   role whose data actions cover encrypt, decrypt, wrap, unwrap, sign or release and whose
   ``notDataActions`` do not take them out. The table gives no people's role an Azure key (Azure's stores
-  encrypt through their own identities), so any such assignment is refused.
+  encrypt through their own identities), so any such assignment is refused; and the deployer's key
+  administration on the stack's vaults (described ``ml-platform deployer: key administration``) uses no
+  key either (review 35 A5).
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ import yaml
 from pulumi_policy import Severity
 
 from .audit import granted_data_actions
+from .duties import DEPLOYER_KEYS_DESCRIPTION
 from .factory import Finding, StackRule, stack_policy
 from .key_domains import declared_domains
 from .separation import KMS_KEY, allowed_statements, is_account_root, principal_arns, principals, uses_key
-from .subject import Graph
+from .subject import Graph, Subject
 from .values import parse_document
 
 ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
@@ -137,6 +140,8 @@ def _aws(graph: Graph) -> Iterator[Finding]:
 def _azure(graph: Graph) -> Iterator[Finding]:
     for assignment in graph.of(ROLE_ASSIGNMENT):
         description = str(assignment.get("description") or "")
+        if description == DEPLOYER_KEYS_DESCRIPTION:
+            yield from _deployer(assignment, graph)
         if not description.startswith(ACCESS_DESCRIPTION):
             continue
         role = description.removeprefix(ACCESS_DESCRIPTION)
@@ -148,6 +153,21 @@ def _azure(graph: Graph) -> Iterator[Finding]:
                 f"role-to-key table (policies/key_users.yaml) gives a {role} no Azure key: "
                 f"{table().get(role, {}).get('why', 'not a role of the table')}",
             )
+
+
+def _deployer(assignment: Subject, graph: Graph) -> Iterator[Finding]:
+    """The deployer administers the keys of the stack's vaults and uses none (review 35 A5): its role
+    there keeps Crypto Officer's key actions without the cryptographic ones (components/azure/keys.py
+    ``key_administration_role``); the stores wrap with their own identities."""
+    using = granted_data_actions(assignment, graph, KEY_USE_DATA_ACTIONS, KEY_USING_BUILT_IN_ROLES)
+    if using:
+        yield (
+            assignment.urn,
+            f"the deployer's key administration ({DEPLOYER_KEYS_DESCRIPTION!r}) grants {', '.join(using)}, "
+            "which uses keys: the deployer would keep standing use of every data key of the vault; give it "
+            "the stack's key administration role (Crypto Officer without encrypt, decrypt, wrap, unwrap, "
+            "sign, release)",
+        )
 
 
 def _rule(graph: Graph) -> Iterator[Finding]:
@@ -162,7 +182,8 @@ POLICIES = [
         "key-use-by-role",
         "No person uses a data key its role does not need: a KMS key policy or a Key Vault role assignment "
         "lets a named platform admin, key custodian, ML engineer, model approver or auditor use only the "
-        "keys of the domains the role-to-key table (policies/key_users.yaml) gives that role.",
+        "keys of the domains the role-to-key table (policies/key_users.yaml) gives that role; the Azure "
+        "deployer's key administration uses no key.",
         _RULE,
         severity=Severity.HIGH,
     ),

@@ -282,6 +282,7 @@ AZURE_ENGINEER = PEOPLE_AZURE["mlEngineers"]["vision"][0]
 AZURE_APPROVER, AZURE_CUSTODIAN = PEOPLE_AZURE["modelApprovers"][0], PEOPLE_AZURE["keyCustodians"][0]
 # Azure built-in roles reference, "Security": Key Vault Crypto User.
 KEY_VAULT_CRYPTO_USER = "12338af0-0e69-4776-bea7-57ae8d297424"
+KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
 # The mocks' deployer (mlplatform/mocks.py: the client config's object id), which the stack makes Key Vault
 # Crypto Officer on its vaults (components/azure/keys.py ``deployer_key_access``).
 AZURE_DEPLOYER = TENANT_ID
@@ -353,15 +354,18 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         ("key-use-by-role", f"{AZURE}-azure-access-model-approver-{AZURE_APPROVER}"),
     ),
     (
-        # The custodians' custom role keeps Crypto Officer's key actions; without its notDataActions it
-        # would use every key too.
-        "custodian-role-uses-keys",
+        # The deployer's key administration given Key Vault Crypto Officer again: standing use of every
+        # data key of the vault (review 35 A5).
+        "deployer-uses-data-keys",
         lambda p: with_inputs(
             p,
-            _named(f"{AZURE}-azure-access-key-custodian"),
-            lambda inputs: inputs["permissions"][0].__setitem__("notDataActions", []),
+            _named(f"{AZURE}-azure-keys-vault-deployer-key-administration"),
+            _set(
+                "roleDefinitionId",
+                f"/providers/Microsoft.Authorization/roleDefinitions/{KEY_VAULT_CRYPTO_OFFICER}",
+            ),
         ),
-        ("key-use-by-role", f"{AZURE}-azure-access-key-custodian-{AZURE_CUSTODIAN}"),
+        ("key-use-by-role", f"{AZURE}-azure-keys-vault-deployer-key-administration"),
     ),
 ]
 
@@ -375,3 +379,21 @@ def test_azure_merged_duties_are_refused(
     expected: tuple[str, str],
 ) -> None:
     assert duties(plant(azure_plan)) == {expected}, case
+
+
+def test_the_key_administration_role_without_its_exclusions_uses_keys(
+    azure_plan: PlanDict, duties: Findings
+) -> None:
+    """The custodians' and the deployer's one custom role keeps Crypto Officer's key actions
+    (``Microsoft.KeyVault/vaults/keys/*``, Key Vault RBAC guide); without its ``notDataActions`` the
+    custodians and the deployer (on the keys vault and the registry's creation vault) would use every key."""
+    planted = with_inputs(
+        azure_plan,
+        _named(f"{AZURE}-azure-keys-key-administration"),
+        lambda inputs: inputs["permissions"][0].__setitem__("notDataActions", []),
+    )
+    assert duties(planted) == {
+        ("key-use-by-role", f"{AZURE}-azure-access-key-custodian-{AZURE_CUSTODIAN}"),
+        ("key-use-by-role", f"{AZURE}-azure-keys-vault-deployer-key-administration"),
+        ("key-use-by-role", f"{AZURE}-azure-registry-creation-vault-deployer-key-administration"),
+    }
