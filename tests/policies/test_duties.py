@@ -283,8 +283,8 @@ AZURE_APPROVER, AZURE_CUSTODIAN = PEOPLE_AZURE["modelApprovers"][0], PEOPLE_AZUR
 # Azure built-in roles reference, "Security": Key Vault Crypto User.
 KEY_VAULT_CRYPTO_USER = "12338af0-0e69-4776-bea7-57ae8d297424"
 KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
-# The mocks' deployer (mlplatform/mocks.py: the client config's object id), which the stack makes Key Vault
-# Crypto Officer on its vaults (components/azure/keys.py ``deployer_key_access``).
+# The mocks' deployer (mlplatform/mocks.py: the client config's object id), to which the stack gives its key
+# administration role on its vaults (components/azure/keys.py ``deployer_key_access``).
 AZURE_DEPLOYER = TENANT_ID
 AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
     (
