@@ -37,7 +37,7 @@ import yaml
 from pulumi_policy import Severity
 
 from .audit import granted_data_actions
-from .duties import DEPLOYER_KEYS_DESCRIPTION
+from .duties import DEPLOYER_KEYS_DESCRIPTION, attached_people
 from .factory import Finding, StackRule, stack_policy
 from .key_domains import declared_domains
 from .separation import KMS_KEY, allowed_statements, is_account_root, principal_arns, principals, uses_key
@@ -45,8 +45,6 @@ from .subject import Graph, Subject
 from .values import parse_document
 
 ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
-IAM_POLICY = "aws:iam/policy:Policy"
-POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
@@ -89,11 +87,8 @@ def _aws_people(graph: Graph) -> dict[str, set[str]]:
     for entry in graph.of(ACCESS_ENTRY):
         roles = str(entry.tags().get(ACCESS_ROLES_TAG) or "").split()
         people.setdefault(_role_name(str(entry.get("principalArn"))), set()).update(roles)
-    for attachment in graph.of(POLICY_ATTACHMENT):
-        for policy in graph.linked(attachment, "policyArn", [IAM_POLICY]):
-            roles = str(policy.tags().get(ACCESS_ROLES_TAG) or "").split()
-            if roles:
-                people.setdefault(str(attachment.get("role")), set()).update(roles)
+    for name, role, _urn in attached_people(graph):
+        people.setdefault(name, set()).add(role)
     return people
 
 

@@ -180,6 +180,14 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ("duties-separated", AUDITOR_POLICY),
     ),
     (
+        # An auditor given the lifecycle record writers' policy (the model approvers') holds a second role.
+        "auditor-approves",
+        lambda p: with_inputs(
+            p, _named(f"{AWS}-aws-identities-record-writer-model-approvers"), _set("role", "auditors")
+        ),
+        ("duties-separated", AUDITOR_ENTRY),
+    ),
+    (
         "approver-trains",
         lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("ml-training")),
         ("duties-separated", REGISTRY_SERVER),
