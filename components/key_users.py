@@ -18,7 +18,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from components.config import AccessConfig
-from components.handle import Cloud
 
 TABLE = Path(__file__).resolve().parents[1] / "policies" / "key_users.yaml"
 
@@ -34,13 +33,12 @@ class RoleKeys(BaseModel):
 
 
 class KeyUsersTable(BaseModel):
+    """People's role -> the domains whose key it may use (the program builds AWS key policies from the
+    ``aws`` lists; no Azure key role goes to a person, which the pack holds to the ``azure`` lists)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     roles: dict[str, RoleKeys]
-
-    def domains(self, role: str, cloud: Cloud) -> tuple[str, ...]:
-        keys = self.roles[role]
-        return keys.aws if cloud is Cloud.AWS else keys.azure
 
 
 @cache
@@ -63,12 +61,12 @@ def people(access: AccessConfig) -> Iterator[tuple[str, str]]:
         yield principal, "auditor"
 
 
-def kept_off(access: AccessConfig, domains: Iterable[str], cloud: Cloud = Cloud.AWS) -> tuple[str, ...]:
-    """The named people the table keeps off a key of ``domains``: each whose roles together list none of
-    them is left out of the key's use (one person in two roles uses what either role needs)."""
+def kept_off(access: AccessConfig, domains: Iterable[str]) -> tuple[str, ...]:
+    """The named people the table keeps off an AWS key of ``domains``: each whose roles together list none
+    of them is left out of the key's use (one person in two roles uses what either role needs)."""
     wanted = set(domains)
     allowed: dict[str, bool] = {}
     for principal, role in people(access):
-        uses = bool(wanted & set(table().domains(role, cloud)))
+        uses = bool(wanted & set(table().roles[role].aws))
         allowed[principal] = allowed.get(principal, False) or uses
     return tuple(sorted(p for p, uses in allowed.items() if not uses))

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import yaml
 
+from components.aws.audit import AUDIT_DOMAIN
+from components.aws.keys import DATASETS_DOMAIN
+from components.config import KeyDomain
 from components.key_users import TABLE, table
 from mlplatform.plan import Plan
 from tests.stack_variants import PEOPLE_AWS, PEOPLE_AZURE
@@ -57,6 +60,9 @@ def test_the_docs_table_is_the_role_to_key_table() -> None:
         "model-approver",
         "auditor",
     }
+    # Every domain it names is one the stack has a key for (a misspelt one would keep its role off every key).
+    known = {d.value for d in KeyDomain} | {DATASETS_DOMAIN, AUDIT_DOMAIN}
+    assert {d for keys in table().roles.values() for d in (*keys.aws, *keys.azure)} <= known
 
 
 def _left_out(plan: Plan) -> dict[str, list[str]]:
