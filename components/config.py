@@ -502,9 +502,9 @@ ENTRA_OBJECT_ID_RULE = "an Entra group object id: a lowercase GUID (8-4-4-4-12 h
 class AccessConfig(_Model):
     """People's roles (docs/security.md, "Who can do what"): who administers the platform, who holds the
     keys, who engineers each team's models and who audits, each an IAM role (AWS) or an Entra group (Azure)
-    the organisation owns and staffs. The model approvers are the registry's
-    (``workloads.registry.approvers``). The pack's ``duties-separated`` refuses one identity in two roles
-    that must stay apart."""
+    the organisation owns and staffs. The model approvers are the registry's users
+    (``workloads.registry.approvers``) and, for the cloud, ``modelApprovers``. The pack's
+    ``duties-separated`` refuses one identity in two roles that must stay apart."""
 
     # Cluster administrators: EKS AmazonEKSClusterAdminPolicy / AKS RBAC Cluster Admin.
     platform_admins: tuple[str, ...] = ()
@@ -515,10 +515,15 @@ class AccessConfig(_Model):
     ml_engineers: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     # Read-only: the cluster's objects (no Secrets), the audit trail, the logs and the lifecycle record.
     auditors: tuple[str, ...] = ()
+    # The cloud identities of the model approvers (``workloads.registry.approvers`` are their registry
+    # users): they append approvals to the lifecycle record, so they get its writer's rights (AWS: the
+    # record-writer policy attached; Azure: the record-writer role on the record's account), and each key
+    # but the record's leaves them out (policies/key_users.yaml).
+    model_approvers: tuple[str, ...] = ()
 
     def principals(self) -> Iterator[tuple[str, str]]:
         """Every named identity with its stack key (below ``access``)."""
-        for field in ("platform_admins", "key_custodians", "auditors"):
+        for field in ("platform_admins", "key_custodians", "auditors", "model_approvers"):
             for index, principal in enumerate(getattr(self, field)):
                 yield f"{to_camel(field)}[{index}]", principal
         for team, principals in self.ml_engineers.items():

@@ -112,6 +112,7 @@ PEOPLE_AWS: dict[str, Any] = {
         "vision": [f"arn:aws:iam::{ACCOUNT}:role/vision-engineers"],
     },
     "auditors": [f"arn:aws:iam::{ACCOUNT}:role/auditors"],
+    "modelApprovers": [f"arn:aws:iam::{ACCOUNT}:role/model-approvers"],
 }
 PEOPLE_AZURE: dict[str, Any] = {
     "platformAdmins": ["0a000000-0000-4000-8000-000000000001"],
@@ -121,6 +122,7 @@ PEOPLE_AZURE: dict[str, Any] = {
         "vision": ["0a000000-0000-4000-8000-000000000004"],
     },
     "auditors": ["0a000000-0000-4000-8000-000000000005"],
+    "modelApprovers": ["0a000000-0000-4000-8000-000000000006"],
 }
 
 

@@ -43,6 +43,8 @@ class PeopleRole(StrEnum):
     PLATFORM_ADMIN = "platform-admin"
     ML_ENGINEER = "ml-engineer"
     AUDITOR = "auditor"
+    # No cluster access: the record-writer policy (components/aws/identities.py) and the object-data key.
+    MODEL_APPROVER = "model-approver"
 
 
 # Each role's EKS access policy (namespaced roles are scoped to their namespaces).
@@ -198,12 +200,14 @@ class PeopleAccess(pulumi.ComponentResource):
     def __init__(self, name: str, args: PeopleAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ml-platform:aws:PeopleAccess", name, None, opts)
         self._name, self._args = name, args
-        foreign = [a for a in args.access.auditors if account_of(a) != args.account.account_id]
-        if foreign:
-            raise pulumi.RunError(
-                f"{PLATFORM_KEY}.access.auditors: {foreign[0]} is a role of another account, to which this "
-                f"stack cannot attach the auditors' policy: name a role of account {args.account.account_id}"
-            )
+        attached = {"auditors": args.access.auditors, "modelApprovers": args.access.model_approvers}
+        for key, roles in attached.items():
+            foreign = [a for a in roles if account_of(a) != args.account.account_id]
+            if foreign:
+                raise pulumi.RunError(
+                    f"{PLATFORM_KEY}.access.{key}: {foreign[0]} is a role of another account, to which this "
+                    f"stack cannot attach its policy: name a role of account {args.account.account_id}"
+                )
         for grant in grants(args.access):
             self._entry(grant)
         self.auditor_policy_arn: pulumi.Output[str] | None = self._auditors()

@@ -60,7 +60,7 @@ def trail_arn(account: AwsAccount, stack: str) -> str:
 
 
 def logging_key_policy(
-    account: AwsAccount, trail: str, administrators: Sequence[str] = (), custodians: Sequence[str] = ()
+    account: AwsAccount, trail: str, administrators: Sequence[str] = (), kept_off: Sequence[str] = ()
 ) -> dict[str, Any]:
     """The logging key's policy (CloudTrail user guide, "Configure AWS KMS key policies for CloudTrail"):
     CloudTrail may generate data keys for this account's trails, decrypt (the audit bucket uses an S3
@@ -69,13 +69,14 @@ def logging_key_policy(
     describe the key, each only for ``trail`` (aws:SourceArn, as the guide recommends); CloudWatch Logs
     encrypts the trail's log group.
     Readers decrypt through IAM and through S3 only (``domain_use``), so reading the trail is an IAM grant
-    on the bucket and this key, never a key custodian's; the root itself administers the key and reads
+    on the bucket and this key, never a person's the role-to-key table keeps off it (``kept_off``: every
+    named person but the auditors); the root itself administers the key and reads
     nothing."""
     source = {"aws:SourceArn": trail}
     return policy_document(
         [
             *administered_by_account(account, administrators),
-            domain_use(account, "AuditReadersUseKeyThroughS3", services=("s3",), custodians=custodians),
+            domain_use(account, "AuditReadersUseKeyThroughS3", services=("s3",), kept_off=kept_off),
             {
                 "Sid": "CloudTrailEncryptsThisTrailsLogs",
                 "Effect": "Allow",

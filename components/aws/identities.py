@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 from pulumi_aws import iam
 
+from components.aws.access import ACCESS_ROLES_TAG, PeopleRole, role_name
 from components.aws.account import AwsAccount
 from components.aws.iam import OidcIssuer, policy_document, role_name_prefix, service_account_role
 from components.aws.node_pools import autoscaler_tags
@@ -264,6 +265,9 @@ class WorkloadIdentitiesArgs:
     signing_key_arn: pulumi.Input[str] | None = None
     # The datasets bucket and its key, where the stack has one: training reads datasets there.
     datasets: tuple[pulumi.Input[str], pulumi.Input[str]] | None = None
+    # The model approvers' IAM roles (``access.modelApprovers``): the record-writer policy is attached to
+    # each, where the stack has the record.
+    approvers: Sequence[str] = ()
 
 
 class WorkloadIdentities(pulumi.ComponentResource):
@@ -291,19 +295,11 @@ class WorkloadIdentities(pulumi.ComponentResource):
         self.role_arns: dict[str, pulumi.Output[str]] = {
             key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS if key in policies
         }
-        # The same rights for the people who approve and promote (their own AWS identities, outside the
-        # stack): a managed policy to attach to their role or permission set (docs/lifecycle.md).
+        # The same rights for the people who approve and promote (their own AWS identities): a managed
+        # policy, attached to the roles ``access.modelApprovers`` names and exported for a permission set
+        # (docs/lifecycle.md). Tagged with the people's role it is for, which the pack reads.
         self.record_writer_policy_arn: pulumi.Output[str] | None = (
-            iam.Policy(
-                f"{name}-record-writer",
-                name_prefix=f"{args.cluster_name}-record-writer-",
-                description="Append to and read the model lifecycle record; no delete, no retention change",
-                policy=pulumi.Output.json_dumps(policies["rollout"]),
-                tags=args.tags,
-                opts=pulumi.ResourceOptions(parent=self),
-            ).arn
-            if "rollout" in policies
-            else None
+            self._record_writers(policies["rollout"]) if "rollout" in policies else None
         )
         # handle.identities: workload -> annotations for its service account.
         self.annotations: dict[str, Mapping[str, pulumi.Input[str]]] = {
@@ -312,6 +308,26 @@ class WorkloadIdentities(pulumi.ComponentResource):
         self.register_outputs(
             {"roleArns": self.role_arns, "recordWriterPolicy": self.record_writer_policy_arn}
         )
+
+    def _record_writers(self, document: dict[str, Any]) -> pulumi.Output[str]:
+        args = self._args
+        policy = iam.Policy(
+            f"{self._name}-record-writer",
+            name_prefix=f"{args.cluster_name}-record-writer-",
+            description="Append to and read the model lifecycle record; no delete, no retention change",
+            policy=pulumi.Output.json_dumps(document),
+            tags={**args.tags, ACCESS_ROLES_TAG: PeopleRole.MODEL_APPROVER.value},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        for approver in args.approvers:
+            iam.RolePolicyAttachment(
+                f"{self._name}-record-writer-{role_name(approver)}",
+                role=role_name(approver),
+                policy_arn=policy.arn,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        arn: pulumi.Output[str] = policy.arn
+        return arn
 
     def _role(self, key: str, policy: dict[str, Any]) -> pulumi.Output[str]:
         role = service_account_role(

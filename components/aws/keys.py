@@ -10,7 +10,7 @@ of the only UAE region (REFERENCE.md).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,20 +154,22 @@ def domain_use(
     sid: str,
     services: Iterable[str] = (),
     roles: Iterable[str] = (),
-    custodians: Sequence[str] = (),
+    kept_off: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The domain's users may use the key for data where an IAM policy grants it, and only through the
     domain's ``services`` (``kms:ViaService``) or as the domain's ``roles`` (this stack's role-name
     prefixes, ``aws:PrincipalArn``; both given, both must hold): the guide's "Allows key users to use the
     KMS key", its users named by condition, which needs no role to exist before the key.
 
-    The key ``custodians`` never (``ArnNotEquals`` ``aws:PrincipalArn``; review 35 A1): a statement for
-    the account root lets any account principal whose IAM policy allows it use the key (KMS developer
-    guide, "Default key policy", "Allows access to the AWS account and enables IAM policies"), so without
-    the exclusion a custodian's ordinary IAM rights (``kms:Decrypt``, ``s3:GetObject``) would read the
-    domain's data. The deployer stays a user through the domain's services: creating an RDS instance whose
-    managed password Secrets Manager encrypts under this key needs its caller to use the key (RDS user
-    guide, "Password management with Amazon RDS and AWS Secrets Manager", "Required permissions")."""
+    The named people ``kept_off`` never (``ArnNotEquals`` ``aws:PrincipalArn``; review 35 A1): each whose
+    roles the role-to-key table (policies/key_users.yaml, components/key_users.py ``kept_off``) does not
+    give this domain, the key custodians always. A statement for the account root lets any account
+    principal whose IAM policy allows it use the key (KMS developer guide, "Default key policy", "Allows
+    access to the AWS account and enables IAM policies"), so without the exclusion a platform admin's or a
+    custodian's ordinary IAM rights (``kms:Decrypt``, ``s3:GetObject``) would read the domain's data. The
+    deployer stays a user through the domain's services: creating an RDS instance whose managed password
+    Secrets Manager encrypts under this key needs its caller to use the key (RDS user guide, "Password
+    management with Amazon RDS and AWS Secrets Manager", "Required permissions")."""
     condition: dict[str, Any] = {}
     via = sorted(f"{s}.{account.dns_suffix}" for s in services)
     named = sorted(account.arn("iam", f"role/{prefix}*", regional=False) for prefix in roles)
@@ -175,8 +177,8 @@ def domain_use(
         condition["StringEquals"] = {"kms:ViaService": via}
     if named:
         condition["ArnLike"] = {"aws:PrincipalArn": named}
-    if custodians:
-        condition["ArnNotEquals"] = {"aws:PrincipalArn": sorted(custodians)}
+    if kept_off:
+        condition["ArnNotEquals"] = {"aws:PrincipalArn": sorted(kept_off)}
     return account_statement(account, sid, _USE_KEY, condition)
 
 
@@ -272,11 +274,12 @@ def key_policy(
     cluster_name: str,
     domains: Iterable[KeyDomain],
     administrators: Sequence[str] = (),
-    custodians: Sequence[str] = (),
+    kept_off: Callable[[str], Sequence[str]] = lambda _domain: (),
 ) -> dict[str, Any]:
     """The policy of the key of ``domains`` (one, unless the stack keeps stores on its first key until
     they migrate): the account root administers it through IAM and uses it for nothing; each domain's
-    users use it (``DOMAIN_USERS``), every principal named, none a wildcard:
+    users use it (``DOMAIN_USERS``), every principal named, none a wildcard, and never the named people
+    ``kept_off`` gives for that domain:
 
     - IAM policies (IRSA roles, the EKS cluster role) still grant use, each naming its own domain's key
       only, and take effect only through the domain's services or as the domain's roles;
@@ -289,7 +292,9 @@ def key_policy(
         users = DOMAIN_USERS[domain]
         if users.services or users.role_purposes:
             prefixes = [role_name_prefix(cluster_name, purpose) for purpose in users.role_purposes]
-            statements.append(domain_use(account, _sid(domain), users.services, prefixes, custodians))
+            statements.append(
+                domain_use(account, _sid(domain), users.services, prefixes, kept_off(domain.value))
+            )
         if domain is KeyDomain.LOGS:
             statements.append(logs_use_key(account))
         if domain is KeyDomain.VOLUMES:
@@ -327,13 +332,14 @@ def _alias_exists(name: str, parent: pulumi.Resource) -> bool:
 
 
 def datasets_key_policy(
-    account: AwsAccount, administrators: Sequence[str] = (), custodians: Sequence[str] = ()
+    account: AwsAccount, administrators: Sequence[str] = (), kept_off: Sequence[str] = ()
 ) -> dict[str, Any]:
     """The datasets key's policy: administered through IAM, used for data only through S3 (training's
-    reads, which its IRSA policy grants), never by the key custodians."""
+    reads, which its IRSA policy grants, and the ML engineers who put the data there), never by the
+    people ``kept_off`` (the key custodians, and every other role the role-to-key table keeps off it)."""
     statements = [
         *administered_by_account(account, administrators),
-        domain_use(account, "DatasetsUsersUseKey", services=("s3",), custodians=custodians),
+        domain_use(account, "DatasetsUsersUseKey", services=("s3",), kept_off=kept_off),
     ]
     return {"Version": "2012-10-17", "Statement": statements}
 

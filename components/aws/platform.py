@@ -87,6 +87,7 @@ from components.handle import (
     StorageHandle,
 )
 from components.images import workload_images
+from components.key_users import kept_off
 
 
 def today() -> datetime.date:
@@ -132,7 +133,6 @@ class AwsPlatform(pulumi.ComponentResource):
             f"{name}-key", f"{name}-{DATASETS_DOMAIN}", parent=self
         )
         self._key_administrators = key_administrators(config.access.key_custodians, parent=self)
-        self._key_custodians = tuple(config.access.key_custodians)
         self.keys = self._domain_keys(account, tags)
         key = {domain: each.arn for domain, each in self.keys.items()}
         self.datasets_key = self._datasets_key(account, tags)
@@ -250,6 +250,7 @@ class AwsPlatform(pulumi.ComponentResource):
                     if self.storage.datasets_bucket is not None and self.datasets_key is not None
                     else None
                 ),
+                approvers=config.access.model_approvers,
             ),
             self._child,
         )
@@ -329,12 +330,17 @@ class AwsPlatform(pulumi.ComponentResource):
                 protect=self._config.is_protected,
                 description="; ".join(self._stores_of(d) for d in domains),
                 policy=key_policy(
-                    account, self.cluster_name, domains, self._key_administrators, self._key_custodians
+                    account, self.cluster_name, domains, self._key_administrators, self._kept_off
                 ),
                 domains=tuple(d.value for d in domains),
             ),
             self._child,
         )
+
+    def _kept_off(self, domain: str) -> tuple[str, ...]:
+        """The named people a domain's key leaves out: those the role-to-key table does not give it
+        (policies/key_users.yaml; review 35 A1)."""
+        return kept_off(self._config.access, [domain])
 
     def _stores_of(self, domain: KeyDomain) -> str:
         """What the domain's key encrypts, as its description says: the object-data key no longer holds the
@@ -356,7 +362,9 @@ class AwsPlatform(pulumi.ComponentResource):
                 tags,
                 protect=self._config.is_protected,
                 description=DATASETS_STORES,
-                policy=datasets_key_policy(account, self._key_administrators, self._key_custodians),
+                policy=datasets_key_policy(
+                    account, self._key_administrators, self._kept_off(DATASETS_DOMAIN)
+                ),
                 domains=(DATASETS_DOMAIN,),
             ),
             self._child,
@@ -382,7 +390,7 @@ class AwsPlatform(pulumi.ComponentResource):
                     account,
                     trail_arn(account, self._config.stack_name),
                     self._key_administrators,
-                    self._key_custodians,
+                    self._kept_off(AUDIT_DOMAIN),
                 ),
                 domains=(AUDIT_DOMAIN,),
             ),

@@ -8,7 +8,10 @@ or at ``<cluster id>/namespaces/<namespace>`` for one namespace):
 - auditors: Azure Kubernetes Service RBAC Reader on the cluster (no Secrets), Log Analytics Reader on the
   stack's workspace, Storage Blob Data Reader on the immutable audit archive and on the lifecycle record's
   container;
-- key custodians: the stack's key-custodian role on the keys' vault: Key Vault Crypto Officer's key
+- model approvers (``access.modelApprovers``): the lifecycle record's writer role on the record's account
+  (create and read blobs, nothing else: components/azure/record.py), with which they append approvals;
+- key custodians: the stack's key administration role (components/azure/keys.py
+  ``key_administration_role``, the deployer's too) on the keys' vault: Key Vault Crypto Officer's key
   management without its cryptographic operations. Crypto Officer's data actions are every key action
   (``Microsoft.KeyVault/vaults/keys/*``: "Perform any action on the keys of a key vault",
   learn.microsoft.com/azure/key-vault/general/rbac-guide), encrypt, decrypt, wrap and unwrap included, so
@@ -24,20 +27,12 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.azure.roles import BuiltInRole, assign_role, custom_role
+from components.azure.roles import BuiltInRole, assign_role
 from components.azure.scope import AzureScope
-from components.config import PROJECT, team_namespace
+from components.config import team_namespace
 
 # "<prefix><role>": the description of a people's role assignment, read by the pack.
 ACCESS_DESCRIPTION = "ml-platform access: "
-_KEYS = "Microsoft.KeyVault/vaults/keys"
-# The key custodians' role: what Key Vault Crypto Officer holds (its DataActions, rbac-guide) less the
-# operations that use a key on data or hand its material out.
-KEY_CUSTODIAN_ACTIONS = ("Microsoft.KeyVault/vaults/read", "Microsoft.KeyVault/vaults/keys/read")
-KEY_CUSTODIAN_DATA_ACTIONS = (f"{_KEYS}/*", "Microsoft.KeyVault/vaults/keyrotationpolicies/*")
-KEY_USE_DATA_ACTIONS = tuple(
-    f"{_KEYS}/{op}/action" for op in ("encrypt", "decrypt", "wrap", "unwrap", "sign", "verify", "release")
-)
 
 
 @dataclass(frozen=True)
@@ -50,6 +45,11 @@ class PeopleAccessArgs:
     archive_account_id: pulumi.Input[str] | None
     # The lifecycle record's container, where the stack has the record.
     record_container_id: pulumi.Input[str] | None
+    # The stack's key administration role (keys.py ``key_administration_role``): the key custodians'.
+    key_administration: pulumi.Output[str]
+    # The record's account and its writer role (components/azure/record.py), where the stack has the
+    # record: the model approvers append their approvals with it.
+    record_writer: tuple[pulumi.Input[str], pulumi.Output[str]] | None = None
 
 
 class PeopleAccess(pulumi.ComponentResource):
@@ -83,10 +83,12 @@ class PeopleAccess(pulumi.ComponentResource):
         for group in access.auditors:
             for what, target in readable.items():
                 self._assign("auditor", f"auditor-{what}", group, readers[what], target)
-        if access.key_custodians:
-            custodian = self._custodian_role()
-            for group in access.key_custodians:
-                self._assign("key-custodian", "key-custodian", group, custodian, args.vault_id)
+        if args.record_writer is not None:
+            account_id, writer_role = args.record_writer
+            for group in access.model_approvers:
+                self._assign("model-approver", "model-approver", group, writer_role, account_id)
+        for group in access.key_custodians:
+            self._assign("key-custodian", "key-custodian", group, args.key_administration, args.vault_id)
         self.register_outputs({})
 
     def _assign(
@@ -107,19 +109,4 @@ class PeopleAccess(pulumi.ComponentResource):
             opts=self._scope.opts(self),
             principal_type="Group",
             description=f"{ACCESS_DESCRIPTION}{role}",
-        )
-
-    def _custodian_role(self) -> pulumi.Output[str]:
-        return custom_role(
-            f"{self._name}-key-custodian",
-            self._scope,
-            role_name=f"{PROJECT}-{self._scope.config.stack_name}-key-custodian",
-            description="Administer the stack's keys (create, rotate, disable, delete); never use one",
-            # Each assignment is on the keys' vault.
-            permissions={
-                "actions": list(KEY_CUSTODIAN_ACTIONS),
-                "data_actions": list(KEY_CUSTODIAN_DATA_ACTIONS),
-                "not_data_actions": list(KEY_USE_DATA_ACTIONS),
-            },
-            opts=pulumi.ResourceOptions(parent=self),
         )

@@ -35,9 +35,9 @@ from pulumi_azure_native import compute, keyvault
 from components.azure import naming
 from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointArgs
 from components.azure.propagation import propagated
-from components.azure.roles import BuiltInRole, assign_role, grant_key_use
+from components.azure.roles import BuiltInRole, assign_role, custom_role, grant_key_use
 from components.azure.scope import AzureScope
-from components.config import AZURE_ROLE_TAG, DataClassification, KeyDomain
+from components.config import AZURE_ROLE_TAG, PROJECT, DataClassification, KeyDomain
 from components.handle import ImageSigning
 
 
@@ -164,24 +164,69 @@ def _stack_vault_name(
     return _fresh_vault_name(f"{name}-vault", scope, parent, kind)
 
 
+_KEYS = "Microsoft.KeyVault/vaults/keys"
+# Key administration without use: what Key Vault Crypto Officer holds (its DataActions, "Perform any action
+# on the keys of a key vault", learn.microsoft.com/azure/key-vault/general/rbac-guide) less the operations
+# that use a key on data or hand its material out. The deployer holds it on the stack's vaults, the key
+# custodians on the keys' vault (components/azure/access.py).
+KEY_ADMINISTRATION_ACTIONS = ("Microsoft.KeyVault/vaults/read", f"{_KEYS}/read")
+KEY_ADMINISTRATION_DATA_ACTIONS = (f"{_KEYS}/*", "Microsoft.KeyVault/vaults/keyrotationpolicies/*")
+KEY_USE_DATA_ACTIONS = tuple(
+    f"{_KEYS}/{op}/action" for op in ("encrypt", "decrypt", "wrap", "unwrap", "sign", "verify", "release")
+)
+# The description of the deployer's own key assignment, read by the pack (duties.py: the deployer
+# administers the keys, so it holds the key custodian's duty).
+DEPLOYER_KEYS_DESCRIPTION = "ml-platform deployer: key administration"
+
+
+def key_administration_role(name: str, scope: AzureScope, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The stack's custom role that creates, rotates, disables and deletes keys and never uses one."""
+    return custom_role(
+        name,
+        scope,
+        role_name=f"{PROJECT}-{scope.config.stack_name}-key-administration",
+        description="Administer the stack's keys (create, rotate, disable, delete); never use one",
+        permissions={
+            "actions": list(KEY_ADMINISTRATION_ACTIONS),
+            "data_actions": list(KEY_ADMINISTRATION_DATA_ACTIONS),
+            "not_data_actions": list(KEY_USE_DATA_ACTIONS),
+        },
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
 def deployer_key_access(
-    name: str, scope: AzureScope, parent: pulumi.Resource, vault: keyvault.Vault
+    name: str,
+    scope: AzureScope,
+    parent: pulumi.Resource,
+    vault: keyvault.Vault,
+    administration: pulumi.Output[str] | None = None,
 ) -> pulumi.Resource:
     """The deployer's data-plane role on an RBAC vault, waited on: what creating its keys needs.
 
     ARM's ``vaults/keys`` PUT (and azure-native's existence GET before it) is authorised against the
     vault's data-plane model for the caller, ``ForbiddenByRbac`` without a Key Vault role
     (pulumi/pulumi-azure-native#890; the provider's own keyvault example grants the deployer key
-    create/get first). Scoped to this vault only.
+    create/get first). Scoped to this vault only. On a vault whose keys only services use, the role is
+    ``administration`` (``key_administration_role``: Crypto Officer less the cryptographic operations;
+    review 35 A5), so the deployer keeps no standing use of a data key: creating, reading and rotating a
+    key are key actions, not cryptographic ones, and each store wraps with its own identity. Unset (the
+    image-signing vault, whose key the deployer signs with), Key Vault Crypto Officer.
     """
+    what, role = (
+        ("crypto-officer", BuiltInRole.KEY_VAULT_CRYPTO_OFFICER)
+        if administration is None
+        else ("key-administration", administration)
+    )
     grant = assign_role(
-        f"{name}-deployer-crypto-officer",
+        f"{name}-deployer-{what}",
         scope,
-        role=BuiltInRole.KEY_VAULT_CRYPTO_OFFICER,
+        role=role,
         principal_id=scope.deployer.object_id,
         target_id=vault.id,
         opts=scope.opts(parent),
         principal_type=scope.deployer.principal_type,
+        description=DEPLOYER_KEYS_DESCRIPTION if administration is not None else None,
     )
     return propagated(f"{name}-deployer-keys", scope, [grant], parent)
 
@@ -347,7 +392,10 @@ class AzureKeys(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self._access = [deployer_key_access(f"{name}-vault", scope, self, self.vault), endpoint.zone_group]
+        # One role for whoever administers keys without using them: the deployer here, the key custodians.
+        self.administration_role = key_administration_role(f"{name}-key-administration", scope, self)
+        deployer = deployer_key_access(f"{name}-vault", scope, self, self.vault, self.administration_role)
+        self._access = [deployer, endpoint.zone_group]
         self._name, self._kty = name, kty
         self.keys: dict[KeyPurpose, KeyRef] = {}
         # The domains a consumer asked for, and the key each got: the plan's ``keyVaultKeys``.
@@ -484,7 +532,13 @@ class RegistryCreationKey(pulumi.ComponentResource):
     by that rotation, after which the registry no longer uses its key.
     """
 
-    def __init__(self, name: str, scope: AzureScope, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        scope: AzureScope,
+        administration: pulumi.Output[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("ml-platform:azure:RegistryCreationKey", name, None, opts)
         sku, kty = _protection(scope)
         vault_name = _fresh_vault_name(f"{name}-vault", scope, self, naming.CREATION_VAULT_KIND)
@@ -506,6 +560,6 @@ class RegistryCreationKey(pulumi.ComponentResource):
         # The vault's own name output, not the name it was given: a command that runs against the vault
         # (registry.py) then depends on the vault and cannot start before it exists (review A1).
         self.vault_name = vault.name
-        access = deployer_key_access(f"{name}-vault", scope, self, vault)
+        access = deployer_key_access(f"{name}-vault", scope, self, vault, administration)
         self.key = _rsa_key(f"{name}-key", scope, self, vault, "registry-creation", kty, [access])
         self.register_outputs({"vaultName": self.vault_name})

@@ -136,6 +136,7 @@ class AzurePlatform(pulumi.ComponentResource):
                 network.endpoint_subnet_id,
                 network.dns_zone_ids[REGISTRY_ZONE],
                 signing.signing,
+                keys.administration_role,
             ),
             self._child,
         )
@@ -186,6 +187,8 @@ class AzurePlatform(pulumi.ComponentResource):
                 cluster.workspace_id,
                 archive_account_id=archive,
                 record_container_id=record.container_id if record is not None else None,
+                key_administration=keys.administration_role,
+                record_writer=(record.account_id, record.writer_role_id) if record is not None else None,
             ),
             self._child,
         )

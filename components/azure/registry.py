@@ -49,6 +49,9 @@ class RegistryArgs:
     dns_zone_id: pulumi.Input[str]
     # The stack's image-signing key (keys.py); every image pushed with the registry's login is signed.
     signing: ImageSigning
+    # The stack's key administration role (keys.py ``key_administration_role``): the deployer's on the
+    # creation key's vault.
+    key_administration: pulumi.Output[str]
 
 
 class AzureRegistry(pulumi.ComponentResource):
@@ -56,7 +59,7 @@ class AzureRegistry(pulumi.ComponentResource):
         super().__init__("ml-platform:azure:Registry", name, None, opts)
         scope = args.scope
         child = pulumi.ResourceOptions(parent=self)
-        creation_key = RegistryCreationKey(f"{name}-creation", scope, child)
+        creation_key = RegistryCreationKey(f"{name}-creation", scope, args.key_administration, child)
         identity = EncryptionIdentity(
             f"{name}-encryption", EncryptionIdentityArgs(scope, creation_key.key.key_id), opts=child
         )

@@ -17,6 +17,7 @@ from . import (
     exposure,
     gpu,
     key_domains,
+    key_users,
     kubernetes,
     queueing,
     registry,
@@ -50,4 +51,5 @@ def all_policies() -> list[Policy]:
         *separation.POLICIES,
         *duties.POLICIES,
         *key_domains.POLICIES,
+        *key_users.POLICIES,
     ]

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pulumi_policy import Severity
@@ -352,12 +352,16 @@ def _azure_record_problems(account: Subject, graph: Graph) -> Iterator[str]:
         yield "the immutability period is under a day: whoever writes the record can delete its events"
 
 
-def _rewriting_actions(assignment: Subject, graph: Graph) -> list[str]:
-    """The data actions of ``assignment``'s role that can replace or delete a blob."""
+def granted_data_actions(
+    assignment: Subject, graph: Graph, actions: Iterable[str], built_in: Mapping[str, str]
+) -> list[str]:
+    """Which of ``actions`` (data actions) ``assignment``'s role grants: a built-in role of ``built_in``
+    (definition id -> its name, named whole), or a custom role of the plan whose ``dataActions`` cover the
+    action and whose ``notDataActions`` do not."""
     definition = str(assignment.get("roleDefinitionId") or "")
-    built_in = REWRITING_BUILT_IN_ROLES.get(definition.rsplit("/", 1)[-1].lower())
-    if built_in:
-        return [built_in]
+    named = built_in.get(definition.rsplit("/", 1)[-1].lower())
+    if named:
+        return [named]
     found: list[str] = []
     for role in graph.linked(assignment, "roleDefinitionId", [ROLE_DEFINITION]):
         for permission in elements(role.props, "permissions"):
@@ -367,12 +371,17 @@ def _rewriting_actions(assignment: Subject, graph: Graph) -> list[str]:
             denied = [str(a).lower() for a in permission.get("notDataActions") or []]
             found += [
                 action
-                for action in REWRITING_DATA_ACTIONS
+                for action in actions
                 if any(fnmatch.fnmatchcase(action.lower(), g) for g in granted)
                 and not any(fnmatch.fnmatchcase(action.lower(), d) for d in denied)
                 and action not in found
             ]
     return found
+
+
+def _rewriting_actions(assignment: Subject, graph: Graph) -> list[str]:
+    """The data actions of ``assignment``'s role that can replace or delete a blob."""
+    return granted_data_actions(assignment, graph, REWRITING_DATA_ACTIONS, REWRITING_BUILT_IN_ROLES)
 
 
 def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:

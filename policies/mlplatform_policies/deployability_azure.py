@@ -12,6 +12,7 @@ from typing import Any
 from pulumi_policy import Policy, Severity
 
 from . import tokens
+from .audit import granted_data_actions
 from .factory import ADVISORY, Finding, by_type, per_node, resource_policy, stack_policy
 from .kubernetes import namespace_of
 from .shell import az_invocations, option
@@ -185,8 +186,13 @@ def _aks_version(subject: Subject) -> Iterator[str]:
 
 
 # Key Vault roles that carry key create/get data actions: Crypto Officer and Administrator
-# (learn.microsoft.com/azure/key-vault/general/rbac-guide).
-_KEY_WRITER_ROLES = ("14b46e9e-c2b7-41b4-b07b-48a6ebf60603", "00482a5a-887f-4fb3-b363-3b7fe8e74483")
+# (learn.microsoft.com/azure/key-vault/general/rbac-guide), or a custom role whose data actions do (the
+# stack's key administration role, components/azure/keys.py).
+_KEY_WRITER_ROLES = {
+    "14b46e9e-c2b7-41b4-b07b-48a6ebf60603": "Key Vault Crypto Officer",
+    "00482a5a-887f-4fb3-b363-3b7fe8e74483": "Key Vault Administrator",
+}
+_KEY_WRITES = ("Microsoft.KeyVault/vaults/keys/write", "Microsoft.KeyVault/vaults/keys/read")
 
 
 def _reaches(graph: Graph, start: Subject, goal: set[str]) -> bool:
@@ -206,6 +212,14 @@ def _reaches(graph: Graph, start: Subject, goal: set[str]) -> bool:
     return False
 
 
+def _writes_keys(grant: Subject, graph: Graph) -> bool:
+    """Whether a role assignment's role creates and reads keys: a built-in key writer, or a custom role
+    granting both."""
+    if str(grant.get("roleDefinitionId") or "").rsplit("/", 1)[-1] in _KEY_WRITER_ROLES:
+        return True
+    return set(granted_data_actions(grant, graph, _KEY_WRITES, {})) == set(_KEY_WRITES)
+
+
 def _deployer_key_role(key: Subject, graph: Graph) -> Iterator[str]:
     """ARM's ``vaults/keys`` PUT (and azure-native's existence GET) is authorised against the RBAC vault's
     data plane for the caller: ``ForbiddenByRbac`` without a Key Vault data role (pulumi/pulumi-azure-native
@@ -220,7 +234,7 @@ def _deployer_key_role(key: Subject, graph: Graph) -> Iterator[str]:
         grants = {
             grant.urn
             for grant in graph.of(ROLE_ASSIGNMENT)
-            if str(grant.get("roleDefinitionId") or "").rsplit("/", 1)[-1] in _KEY_WRITER_ROLES
+            if _writes_keys(grant, graph)
             and vault.urn in {v.urn for v in graph.linked(grant, "scope", (KEY_VAULT,))}
         }
         if not grants or not _reaches(graph, key, grants):

@@ -19,11 +19,13 @@ Who holds which duty, as the engine sees it:
   AmazonEKSClusterAdminPolicy, AmazonEKSEditPolicy, AmazonEKSViewPolicy); a KMS key policy names its
   custodians in the account root's administration statement by ``aws:PrincipalArn`` (components/aws/
   keys.py ``administered_by_account``), or as a principal holding administrative actions; the auditors'
-  policy (``aws:iam/policy:Policy``) carries the auditor tag.
+  policy (``aws:iam/policy:Policy``) carries the auditor tag, the lifecycle record writers' policy the
+  model approver's, and each role they are attached to holds that role.
 - Azure: a people's role assignment says its role in its description (``ml-platform access: <role>``);
-  any other Key Vault Crypto Officer assignment is the deployer's (components/azure/keys.py
-  ``deployer_key_access``): it administers the keys, so its principal holds the key custodian's duty, as
-  the AWS deployer does through the key policies.
+  the deployer's key administration (described ``ml-platform deployer: key administration``) and any
+  other Key Vault Crypto Officer assignment (the image-signing vault's) are the deployer's
+  (components/azure/keys.py ``deployer_key_access``): it administers the keys, so its principal holds the
+  key custodian's duty, as the AWS deployer does through the key policies.
 
 The deployer is none of these people: it holds its standing rights to apply the stack (docs/security.md),
 and the stack never names it in a people's role; naming it as one makes it a person with two duties.
@@ -48,6 +50,7 @@ from .values import elements, parse_document, statements
 ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
 ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
 IAM_POLICY = "aws:iam/policy:Policy"
+POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
@@ -60,6 +63,8 @@ ML_ENGINEER = "ml-engineer"
 CLUSTER_ROLES = (PLATFORM_ADMIN, ML_ENGINEER)
 # Azure built-in roles reference: Key Vault Crypto Officer (every key's management and use).
 KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
+# The deployer's own key assignment on the stack's vaults (components/azure/keys.py ``deployer_key_access``).
+DEPLOYER_KEYS_DESCRIPTION = "ml-platform deployer: key administration"
 # The EKS access policy an auditor may hold (read-only, no Secrets).
 VIEW_POLICY = "AmazonEKSViewPolicy"
 # Azure built-in roles that only read (Azure built-in roles reference): Azure Kubernetes Service RBAC
@@ -90,8 +95,20 @@ def _reads_only(action: str) -> bool:
     return action in _READS or (verb.startswith(_READ_VERBS) and "*" not in verb)
 
 
+def attached_people(graph: Graph) -> Iterator[tuple[str, str, str]]:
+    """(role name, people's role, the attachment's URN) for each IAM role a people's managed policy is
+    attached to: a policy tagged with the people's role it is for (the auditors', the lifecycle record
+    writers' for the model approvers: components/aws/access.py, identities.py). An attachment names its
+    role by name, not ARN."""
+    for attachment in graph.of(POLICY_ATTACHMENT):
+        for policy in graph.linked(attachment, "policyArn", [IAM_POLICY]):
+            for role in str(policy.tags().get(ACCESS_ROLES_TAG) or "").split():
+                yield str(attachment.get("role")), role, attachment.urn
+
+
 def _aws_roles(graph: Graph) -> dict[str, dict[str, str]]:
-    """Principal -> its people's roles -> where each is given (a resource's URN)."""
+    """Principal -> its people's roles -> where each is given (a resource's URN). A role known only by an
+    attachment joins the principal of the same role name, or stands under its name."""
     held: dict[str, dict[str, str]] = {}
     for entry in graph.of(ACCESS_ENTRY):
         principal = str(entry.get("principalArn"))
@@ -100,6 +117,10 @@ def _aws_roles(graph: Graph) -> dict[str, dict[str, str]]:
     for key in graph.of(KMS_KEY):
         for principal in key_administrators(parse_document(key.get("policy"), "policy")):
             held.setdefault(principal, {}).setdefault(KEY_CUSTODIAN, key.urn)
+    for name, role, urn in attached_people(graph):
+        named = [p for p in held if p.rsplit("/", 1)[-1] == name] or [name]
+        for principal in named:
+            held.setdefault(principal, {}).setdefault(role, urn)
     return held
 
 
@@ -109,7 +130,10 @@ def _azure_roles(graph: Graph) -> dict[str, dict[str, str]]:
         description = str(assignment.get("description") or "")
         if description.startswith(ACCESS_DESCRIPTION):
             role = description.removeprefix(ACCESS_DESCRIPTION)
-        elif str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1] == KEY_VAULT_CRYPTO_OFFICER:
+        elif (
+            description == DEPLOYER_KEYS_DESCRIPTION
+            or str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1] == KEY_VAULT_CRYPTO_OFFICER
+        ):
             role = KEY_CUSTODIAN
         else:
             continue

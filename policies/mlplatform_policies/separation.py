@@ -315,7 +315,7 @@ def _permissions(user: Mapping[str, Any], key: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
-def _principals(statement: Mapping[str, Any]) -> list[str]:
+def principals(statement: Mapping[str, Any]) -> list[str]:
     principal = statement.get("Principal")
     if principal == "*":
         return ["*"]
@@ -324,7 +324,7 @@ def _principals(statement: Mapping[str, Any]) -> list[str]:
     return [p for value in principal.values() for p in _strings(value)]
 
 
-def _is_account_root(principal: str) -> bool:
+def is_account_root(principal: str) -> bool:
     return (principal.startswith("arn:") and principal.endswith(":root")) or principal.isdigit()
 
 
@@ -383,7 +383,7 @@ def _root_statement(statement: Mapping[str, Any], sid: str) -> Iterator[str]:
         )
 
 
-def _principal_arns(statement: Mapping[str, Any], *, excluded: bool = False) -> list[str]:
+def principal_arns(statement: Mapping[str, Any], *, excluded: bool = False) -> list[str]:
     """The roles a statement's condition names (``aws:PrincipalArn`` under an ARN or string operator), or,
     ``excluded``, those it leaves out (the negated operators: ``ArnNotEquals``, ``ArnNotLike``...)."""
     condition = statement.get("Condition")
@@ -397,7 +397,12 @@ def _principal_arns(statement: Mapping[str, Any], *, excluded: bool = False) -> 
     ]
 
 
-def _allowed(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def uses_key(statement: Mapping[str, Any]) -> bool:
+    """Whether a key policy statement's actions include a cryptographic action on data."""
+    return any(_covers(_strings(statement.get("Action")), u) for u in _KMS_USE_ACTIONS)
+
+
+def allowed_statements(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [s for s in statements(document) if s.get("Effect") == "Allow"]
 
 
@@ -406,11 +411,11 @@ def key_administrators(document: Mapping[str, Any]) -> list[str]:
     limited to (``aws:PrincipalArn``; components/aws/keys.py ``administered_by_account``), and any other
     principal given administrative actions. None where the root administers unconditioned (IAM decides)."""
     named: list[str] = []
-    for statement in _allowed(document):
+    for statement in allowed_statements(document):
         if not any(_is_admin(a) for a in _strings(statement.get("Action"))):
             continue
-        for principal in _principals(statement):
-            found = _principal_arns(statement) if _is_account_root(principal) else [principal]
+        for principal in principals(statement):
+            found = principal_arns(statement) if is_account_root(principal) else [principal]
             named += [arn for arn in found if arn not in named]
     return named
 
@@ -418,11 +423,11 @@ def key_administrators(document: Mapping[str, Any]) -> list[str]:
 def _key_users(document: Mapping[str, Any]) -> list[str]:
     """Who a key policy lets use the key for data, by name or ARN pattern."""
     users: list[str] = []
-    for statement in _allowed(document):
-        if not any(_covers(_strings(statement.get("Action")), u) for u in _KMS_USE_ACTIONS):
+    for statement in allowed_statements(document):
+        if not uses_key(statement):
             continue
-        for principal in _principals(statement):
-            found = _principal_arns(statement) if _is_account_root(principal) else [principal]
+        for principal in principals(statement):
+            found = principal_arns(statement) if is_account_root(principal) else [principal]
             users += [arn for arn in found if arn not in users]
     return users
 
@@ -443,12 +448,12 @@ def _administrators_use(document: Mapping[str, Any]) -> Iterator[str]:
                 f"key policy lets {administrator} administer the key and also use it for data (as "
                 f"{using[0]}); a key custodian never uses the key it administers"
             )
-    for index, statement in enumerate(_allowed(document)):
-        if not any(_covers(_strings(statement.get("Action")), u) for u in _KMS_USE_ACTIONS):
+    for index, statement in enumerate(allowed_statements(document)):
+        if not uses_key(statement):
             continue
-        if not any(_is_account_root(p) for p in _principals(statement)) or _principal_arns(statement):
+        if not any(is_account_root(p) for p in principals(statement)) or principal_arns(statement):
             continue
-        excluded = _principal_arns(statement, excluded=True)
+        excluded = principal_arns(statement, excluded=True)
         left = [a for a in administrators if not any(fnmatch.fnmatchcase(a, e) for e in excluded)]
         if len(left) > 1:
             sid = str(statement.get("Sid") or f"Statement[{index}]")
@@ -465,8 +470,8 @@ def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
     for index, statement in enumerate(statements(document)):
         if statement.get("Effect") != "Allow":
             continue
-        for principal in _principals(statement):
-            if _is_account_root(principal):
+        for principal in principals(statement):
+            if is_account_root(principal):
                 yield from _root_statement(statement, str(statement.get("Sid") or f"Statement[{index}]"))
                 continue
             held.setdefault(principal, set()).update(_strings(statement.get("Action")))

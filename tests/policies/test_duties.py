@@ -5,7 +5,11 @@ carries it: a platform admin who is also a key custodian (AWS key policy, Azure 
 who is also an admin, or holds an edit access policy, a write in the auditors' policy or a writer's Azure
 role, a model approver who trains (``REGISTRY_PROMOTERS`` naming the training user), and a key custodian
 whom the key policy also lets use the key (KMS developer guide, "Default key policy": administrators and
-users in separate statements).
+users in separate statements); and ``key-use-by-role``: a named person whose roles the role-to-key table
+(``policies/key_users.yaml``) keeps off a key, left in its use (AWS: KMS developer guide, "Default key
+policy", "Allows access to the AWS account and enables IAM policies": a root statement lets any account
+principal its IAM allows use the key) or given a key-using Key Vault role (Azure built-in roles,
+"Security": Key Vault Crypto User's data actions include decrypt and unwrapKey).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from tests.stack_variants import PEOPLE_AWS, PEOPLE_AZURE
 from .conftest import found
 from .test_audit import with_inputs
 
-POLICIES = {"duties-separated", "key-duties-separated"}
+POLICIES = {"duties-separated", "key-duties-separated", "key-use-by-role"}
 PlanDict = dict[str, Any]
 Findings = Callable[[PlanDict], set[tuple[str, str]]]
 
@@ -38,6 +42,7 @@ ADMIN, CUSTODIAN, AUDITOR = (
     PEOPLE_AWS["auditors"][0],
 )
 ENGINEER = PEOPLE_AWS["mlEngineers"]["nlp"][0]
+APPROVER = PEOPLE_AWS["modelApprovers"][0]
 AUDITOR_ENTRY = f"{AWS}-aws-access-123456789012-auditors"
 AUDITOR_POLICY = f"{AWS}-aws-access-auditors"
 DATASETS_KEY = f"{AWS}-aws-datasets-key"
@@ -48,8 +53,10 @@ AKS_WRITER = "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"
 READ_TYPES = (
     "aws:eks/access",
     "aws:iam/policy:Policy",
+    "aws:iam/rolePolicyAttachment",
     "aws:kms/key:Key",
     "azure-native:authorization:RoleAssignment",
+    "azure-native:authorization:RoleDefinition",
     "kubernetes:apps/v1:Deployment",
     "pulumi:providers:",
 )
@@ -105,6 +112,11 @@ def _also_custodian(principal: str) -> Callable[[dict[str, Any]], None]:
         "KeyCustodiansAdministerKey",
         lambda s: s["Condition"]["ArnEquals"]["aws:PrincipalArn"].append(principal),
     )
+
+
+def _let_in(principal: str) -> Callable[[dict[str, Any]], None]:
+    """Drop ``principal`` from a use statement's ``ArnNotEquals`` ``aws:PrincipalArn`` exclusions."""
+    return lambda s: s["Condition"]["ArnNotEquals"]["aws:PrincipalArn"].remove(principal)
 
 
 def _promoters_add(user: str) -> Callable[[dict[str, Any]], None]:
@@ -168,6 +180,14 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ("duties-separated", AUDITOR_POLICY),
     ),
     (
+        # An auditor given the lifecycle record writers' policy (the model approvers') holds a second role.
+        "auditor-approves",
+        lambda p: with_inputs(
+            p, _named(f"{AWS}-aws-identities-record-writer-model-approvers"), _set("role", "auditors")
+        ),
+        ("duties-separated", AUDITOR_ENTRY),
+    ),
+    (
         "approver-trains",
         lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("ml-training")),
         ("duties-separated", REGISTRY_SERVER),
@@ -196,9 +216,36 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         lambda p: with_inputs(
             p,
             _named(OBJECT_DATA_KEY),
-            _statement("ObjectDataUsersUseKey", lambda s: s["Condition"].pop("ArnNotEquals")),
+            _statement("ObjectDataUsersUseKey", _let_in(CUSTODIAN)),
         ),
         ("key-duties-separated", OBJECT_DATA_KEY),
+    ),
+    (
+        # The table gives a platform admin no key: its IAM rights would read models and the record.
+        "platform-admin-left-in-object-data-use",
+        lambda p: with_inputs(
+            p, _named(OBJECT_DATA_KEY), _statement("ObjectDataUsersUseKey", _let_in(ADMIN))
+        ),
+        ("key-use-by-role", OBJECT_DATA_KEY),
+    ),
+    (
+        # A model approver (known by the record-writer policy attached to its role) needs the record's
+        # key, not the datasets'.
+        "approver-left-in-datasets-use",
+        lambda p: with_inputs(p, _named(DATASETS_KEY), _statement("DatasetsUsersUseKey", _let_in(APPROVER))),
+        ("key-use-by-role", DATASETS_KEY),
+    ),
+    (
+        "ml-engineer-named-a-secrets-key-user",
+        lambda p: with_inputs(
+            p,
+            _named(SECRETS_KEY),
+            _statement(
+                "KubernetesSecretsUsersUseKey",
+                lambda s: s["Condition"]["ArnLike"]["aws:PrincipalArn"].append(ENGINEER),
+            ),
+        ),
+        ("key-use-by-role", SECRETS_KEY),
     ),
     (
         "custodian-uses-the-key",
@@ -240,8 +287,12 @@ def _writer(inputs: dict[str, Any]) -> None:
 
 AZURE_ADMIN, AZURE_AUDITOR = PEOPLE_AZURE["platformAdmins"][0], PEOPLE_AZURE["auditors"][0]
 AZURE_ENGINEER = PEOPLE_AZURE["mlEngineers"]["vision"][0]
-# The mocks' deployer (mlplatform/mocks.py: the client config's object id), which the stack makes Key Vault
-# Crypto Officer on its vaults (components/azure/keys.py ``deployer_key_access``).
+AZURE_APPROVER, AZURE_CUSTODIAN = PEOPLE_AZURE["modelApprovers"][0], PEOPLE_AZURE["keyCustodians"][0]
+# Azure built-in roles reference, "Security": Key Vault Crypto User.
+KEY_VAULT_CRYPTO_USER = "12338af0-0e69-4776-bea7-57ae8d297424"
+KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
+# The mocks' deployer (mlplatform/mocks.py: the client config's object id), to which the stack gives its key
+# administration role on its vaults (components/azure/keys.py ``deployer_key_access``).
 AZURE_DEPLOYER = TENANT_ID
 AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
     (
@@ -296,6 +347,34 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         ),
         ("duties-separated", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}"),
     ),
+    (
+        # The table gives no person an Azure key: a model approver holding Key Vault Crypto User could
+        # decrypt with every key of the vault.
+        "approver-uses-keys",
+        lambda p: with_inputs(
+            p,
+            _assignment(AZURE_APPROVER, "ml-platform access: model-approver"),
+            _set(
+                "roleDefinitionId",
+                f"/providers/Microsoft.Authorization/roleDefinitions/{KEY_VAULT_CRYPTO_USER}",
+            ),
+        ),
+        ("key-use-by-role", f"{AZURE}-azure-access-model-approver-{AZURE_APPROVER}"),
+    ),
+    (
+        # The deployer's key administration given Key Vault Crypto Officer again: standing use of every
+        # data key of the vault (review 35 A5).
+        "deployer-uses-data-keys",
+        lambda p: with_inputs(
+            p,
+            _named(f"{AZURE}-azure-keys-vault-deployer-key-administration"),
+            _set(
+                "roleDefinitionId",
+                f"/providers/Microsoft.Authorization/roleDefinitions/{KEY_VAULT_CRYPTO_OFFICER}",
+            ),
+        ),
+        ("key-use-by-role", f"{AZURE}-azure-keys-vault-deployer-key-administration"),
+    ),
 ]
 
 
@@ -308,3 +387,21 @@ def test_azure_merged_duties_are_refused(
     expected: tuple[str, str],
 ) -> None:
     assert duties(plant(azure_plan)) == {expected}, case
+
+
+def test_the_key_administration_role_without_its_exclusions_uses_keys(
+    azure_plan: PlanDict, duties: Findings
+) -> None:
+    """The custodians' and the deployer's one custom role keeps Crypto Officer's key actions
+    (``Microsoft.KeyVault/vaults/keys/*``, Key Vault RBAC guide); without its ``notDataActions`` the
+    custodians and the deployer (on the keys vault and the registry's creation vault) would use every key."""
+    planted = with_inputs(
+        azure_plan,
+        _named(f"{AZURE}-azure-keys-key-administration"),
+        lambda inputs: inputs["permissions"][0].__setitem__("notDataActions", []),
+    )
+    assert duties(planted) == {
+        ("key-use-by-role", f"{AZURE}-azure-access-key-custodian-{AZURE_CUSTODIAN}"),
+        ("key-use-by-role", f"{AZURE}-azure-keys-vault-deployer-key-administration"),
+        ("key-use-by-role", f"{AZURE}-azure-registry-creation-vault-deployer-key-administration"),
+    }

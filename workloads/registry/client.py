@@ -161,6 +161,12 @@ FORBIDDEN = 403
 # The error code of a refusal that explains itself (the registry's alias guard); MLflow's own 403 has none.
 PERMISSION_DENIED = "PERMISSION_DENIED"
 CA_BUNDLE_ENV = "MLFLOW_TRACKING_SERVER_CERT_PATH"
+# Why an admin moves a protected alias (break-glass): sent with each alias set or delete, where the
+# registry's guard refuses the admin's move without it (workloads/registry/server/guard.py
+# ``BREAK_GLASS_HEADER``; docs/security.md, "Break-glass: the registry's admin moves the champion").
+BREAK_GLASS_REASON_ENV = "MLPLATFORM_BREAK_GLASS_REASON"
+BREAK_GLASS_HEADER = "X-ML-Platform-Break-Glass-Reason"
+ALIAS_ENDPOINT = "registered-models/alias"
 
 
 def tls_context(environ: Mapping[str, str]) -> ssl.SSLContext:
@@ -209,7 +215,8 @@ def _auth_header(environ: Mapping[str, str]) -> dict[str, str]:
 
 class RegistryClient:
     """Calls to one MLflow server; each retries transient failures (connection refused, 5xx, 429).
-    ValueError when the URI is not http(s) or a credentials file cannot be read."""
+    ValueError when the URI is not http(s), a credentials file cannot be read or the break-glass reason
+    is not printable ASCII (an HTTP header's)."""
 
     def __init__(
         self,
@@ -228,6 +235,9 @@ class RegistryClient:
         self._environ = environ
         self._headers = _auth_header(environ)
         self._tls = tls_context(environ) if parsed.scheme == "https" else None
+        self._break_glass = environ.get(BREAK_GLASS_REASON_ENV, "").strip()
+        if not (self._break_glass.isascii() and self._break_glass.isprintable()):
+            raise ValueError(f"{BREAK_GLASS_REASON_ENV} must be printable ASCII (it is sent as a header)")
 
     # -- transport -------------------------------------------------------------------------------
 
@@ -252,6 +262,8 @@ class RegistryClient:
         headers = dict(self._headers)
         if content_type:
             headers["Content-Type"] = content_type
+        if self._break_glass and method != "GET" and path.endswith(ALIAS_ENDPOINT):
+            headers[BREAK_GLASS_HEADER] = self._break_glass
         request = urllib.request.Request(self.uri + path, data=body, method=method, headers=headers)
         delay = 0.5
         for attempt in range(1, self.attempts + 1):
@@ -328,7 +340,7 @@ class RegistryClient:
     # -- registry --------------------------------------------------------------------------------
 
     def version_by_alias(self, name: str, alias: str) -> ModelVersion:
-        body = self._call("GET", "registered-models/alias", {"name": name, "alias": alias})
+        body = self._call("GET", ALIAS_ENDPOINT, {"name": name, "alias": alias})
         return ModelVersion.from_json(body["model_version"])
 
     def alias_or_none(self, name: str, alias: str) -> ModelVersion | None:
@@ -400,7 +412,7 @@ class RegistryClient:
         return ModelVersion.from_json(body["model_version"])
 
     def set_alias(self, name: str, alias: str, version: str) -> None:
-        self._call("POST", "registered-models/alias", {"name": name, "alias": alias, "version": version})
+        self._call("POST", ALIAS_ENDPOINT, {"name": name, "alias": alias, "version": version})
 
     def set_version_tag(self, name: str, version: str, key: str, value: str) -> None:
         self._call(

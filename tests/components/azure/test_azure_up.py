@@ -98,27 +98,48 @@ def test_config_refuses_managed_nat_gateway_with_the_stack_vnet() -> None:
 
 
 KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
+KEY_USE = ("encrypt", "decrypt", "wrap", "unwrap", "sign", "verify", "release")
 
 
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
-def test_deployer_may_create_keys_in_every_rbac_vault(cloud_plan: PlanFn, stack: str) -> None:
+def test_deployer_may_create_keys_in_every_rbac_vault_and_uses_only_the_signing_key(
+    cloud_plan: PlanFn, stack: str
+) -> None:
     """A4: an RBAC vault authorises the deployer's key PUT against its data plane (ForbiddenByRbac
     without a Key Vault role; pulumi/pulumi-azure-native#890; Owner/Contributor carry no Key Vault
     DataActions, learn.microsoft.com/azure/key-vault/general/rbac-guide). Each vault holding keys grants
-    the deployer Key Vault Crypto Officer, and each key waits for the grant to propagate."""
+    the deployer one, and each key waits for the grant to propagate. Review 35 A5: on the vaults of keys
+    only services use (the stack's keys, the registry's creation key) the role is the stack's key
+    administration role, Key Vault Crypto Officer's key actions (``keys/*``, rbac-guide) less every
+    cryptographic one, so the deployer keeps no standing use of a data key; on the signing vault, whose
+    key it signs the images with, Key Vault Crypto Officer."""
     plan = cloud_plan(stack)
     urns = {r.urn: r for r in plan.resources}
+    (administration,) = [
+        d
+        for d in plan.by_type("azure-native:authorization:RoleDefinition")
+        if d.name.endswith("-key-administration")
+    ]
+    (permissions,) = administration.inputs["permissions"]
+    assert permissions["dataActions"][0] == "Microsoft.KeyVault/vaults/keys/*"
+    assert permissions["notDataActions"] == [f"Microsoft.KeyVault/vaults/keys/{op}/action" for op in KEY_USE]
     for vault in plan.by_type("azure-native:keyvault:Vault"):
         assert vault.inputs["properties"]["enableRbacAuthorization"] is True
         grants = [
             g
             for g in plan.by_type("azure-native:authorization:RoleAssignment")
-            if g.inputs["roleDefinitionId"].endswith(KEY_VAULT_CRYPTO_OFFICER)
+            if g.name.endswith(("-deployer-crypto-officer", "-deployer-key-administration"))
             and g.property_dependencies.get("scope") == [vault.urn]
         ]
         assert len(grants) == 1, vault.name
         assert grants[0].inputs["principalId"] == TENANT_ID  # the mocked getClientConfig().objectId
         assert grants[0].inputs["principalType"] == "User"
+        role = grants[0].inputs["roleDefinitionId"]
+        if "-signing-" in vault.name:
+            assert role.endswith(KEY_VAULT_CRYPTO_OFFICER), vault.name
+        else:
+            assert grants[0].property_dependencies["roleDefinitionId"] == [administration.urn], vault.name
+            assert grants[0].inputs["description"] == "ml-platform deployer: key administration"
         keys = [
             k
             for k in plan.by_type("azure-native:keyvault:Key")

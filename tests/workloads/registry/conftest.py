@@ -35,7 +35,7 @@ from mlplatform.plan import Target, resolve_target
 from tests.stack_variants import template
 from tests.workloads.inference.serving import free_port
 from workloads.artifacts import METADATA_FILE, load_metadata, write_metadata
-from workloads.registry.client import RegistryClient
+from workloads.registry.client import BREAK_GLASS_REASON_ENV, RegistryClient
 from workloads.registry.server.launch import write_auth_config
 
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
@@ -43,6 +43,18 @@ START_TIMEOUT_S = 60
 
 
 ADMIN_PASSWORD = "admin-password-for-tests"
+# The tests' own admin moves of a protected alias (seeding a champion) are break-glass moves: they name why.
+SETUP_REASON = "test setup: seed the served version"
+
+
+def admin_client(uri: str, reason: str | None = SETUP_REASON) -> RegistryClient:
+    """The registry's admin, naming ``reason`` for its moves of the protected aliases (none: no reason)."""
+    environ = {"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
+    if reason is not None:
+        environ[BREAK_GLASS_REASON_ENV] = reason
+    return RegistryClient(uri, environ=environ)
+
+
 # The image's /app: launch.py, guard.py (the authorization function) and sitecustomize.py.
 SERVER_DIR = Path(__file__).resolve().parents[3] / "workloads" / "registry" / "server"
 # The promotion identities of the shared basic-auth server: a rollout's user (test_users_bootstrap.py), the

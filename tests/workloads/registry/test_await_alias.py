@@ -20,7 +20,7 @@ from workloads.artifacts import load_metadata
 from workloads.registry.client import RegistryClient
 from workloads.registry.server.launch import AuthApi, User, bootstrap_users
 
-from .conftest import ADMIN_PASSWORD
+from .conftest import ADMIN_PASSWORD, admin_client
 
 pytestmark = pytest.mark.slow
 
@@ -133,10 +133,7 @@ def test_on_a_basic_auth_registry_a_server_waits_through_401_and_403_then_serves
             bootstrap_users(AuthApi(auth_registry_uri, ADMIN_PASSWORD), [user])
             _waiting(server, client, "the registry denies this server's user the model")
 
-            admin = RegistryClient(
-                auth_registry_uri,
-                environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD},
-            )
+            admin = admin_client(auth_registry_uri)
             version = _register(admin, model_dir, name)
             admin.set_alias(name, "champion", version)
             wait_ready(server, POLL_S + LOAD_BUDGET_S)

@@ -48,7 +48,7 @@ from workloads.registry.rollout import CHALLENGER, CHAMPION
 from workloads.registry.server.launch import AuthApi, User, bootstrap_users
 from workloads.training.tasks import Split
 
-from .conftest import ADMIN_PASSWORD, PASSWORDS, as_user, named_version, register_version
+from .conftest import ADMIN_PASSWORD, PASSWORDS, admin_client, as_user, named_version, register_version
 
 pytestmark = pytest.mark.slow
 
@@ -103,10 +103,7 @@ def registry_uri(auth_registry_uri: str) -> str:
 @pytest.fixture
 def servers(registry_uri: str, model_dir: Path, tmp_path: Path) -> Iterator[list[Server]]:  # noqa: F811
     """``NAME`` v1 as the champion, served by two real servers with a ``ROWS``-row drift window."""
-    admin = RegistryClient(
-        registry_uri,
-        environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD},
-    )
+    admin = admin_client(registry_uri)
     version = register_version(admin, NAME, named_version(model_dir, tmp_path / "v1", NAME))
     admin.set_alias(NAME, CHAMPION, version)
     env = {"PATH": "/usr/bin:/bin", "SERVE_DRIFT_WINDOW": str(ROWS), "SERVE_DRIFT_MIN_SAMPLES": str(ROWS)}

@@ -28,7 +28,7 @@ from workloads.registry.lock import OUTCOME_TAG
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 from workloads.registry.server.launch import GRANT, REGISTERED_MODEL, AuthApi, User, bootstrap_users
 
-from .conftest import ADMIN_PASSWORD, PASSWORDS, as_user, named_version, register_version
+from .conftest import ADMIN_PASSWORD, PASSWORDS, admin_client, as_user, named_version, register_version
 
 pytestmark = pytest.mark.slow
 
@@ -218,9 +218,7 @@ DATASET = "a" * 64
 def _governed_model(uri: str) -> None:
     """Versions 1 (champion) and 2 of one dataset, 2 registered by bob; carol may move aliases (EDIT)."""
     api = AuthApi(uri, ADMIN_PASSWORD)
-    admin = RegistryClient(
-        uri, environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
-    )
+    admin = admin_client(uri)
     bootstrap_users(api, [User(user, password) for user, password in PASSWORDS.items()])
     admin.ensure_registered_model(GOVERNED)
     experiment = admin.experiment_id(GOVERNED)
@@ -266,9 +264,7 @@ def test_a_promotion_needs_a_second_persons_approval_and_every_step_is_on_the_re
     assert approved.exit_code == 0, approved.output
     promoted = as_user("carol", uri, record, "promote", GOVERNED, "2", *stack)
     assert promoted.exit_code == 0, promoted.output
-    admin = RegistryClient(
-        uri, environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
-    )
+    admin = admin_client(uri)
     assert admin.version_by_alias(GOVERNED, CHAMPION).version == "2"
     rolled = as_user("alice", uri, record, "rollback", GOVERNED)
     assert rolled.exit_code == 0, rolled.output

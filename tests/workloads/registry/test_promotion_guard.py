@@ -29,12 +29,19 @@ from components.handle import MONITOR_USER, ROLLOUT_USER
 from components.kubernetes.workloads import promoters, registry_users, restorers
 from mlplatform.cli import app
 from tests.stack_variants import with_teams
-from workloads.registry.client import RegistryClient, RegistryError
+from workloads.registry.client import (
+    ALIAS_ENDPOINT,
+    BREAK_GLASS_HEADER,
+    BREAK_GLASS_REASON_ENV,
+    RegistryClient,
+    RegistryError,
+)
 from workloads.registry.lineage import experiment_name
-from workloads.registry.server.guard import break_glass
+from workloads.registry.server.guard import BREAK_GLASS_HEADER as GUARD_HEADER
+from workloads.registry.server.guard import break_glass, break_glass_refusal
 from workloads.registry.server.launch import LIST_PERMISSIONS, AuthApi, User, bootstrap_users
 
-from .conftest import ADMIN_PASSWORD, PROMOTERS, RESTORERS
+from .conftest import ADMIN_PASSWORD, PROMOTERS, RESTORERS, admin_client
 
 STACK = "aws-enterprise-prod"
 APPROVER = "approver-ana"
@@ -195,9 +202,7 @@ def test_the_drift_monitor_rolls_champion_back_but_cannot_promote_what_it_retrai
     ``champion`` only onto the version ``previous-champion`` holds now (guard.py ``restore_refusal``, read
     from the registry's own store), and no other move of the protected aliases."""
     uri, api, challenger = registry
-    admin = RegistryClient(
-        uri, environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
-    )
+    admin = admin_client(uri)
     run = admin.create_run(admin.experiment_id(experiment_name(MODEL)), "guard-run", {})
     held = admin.create_version(MODEL, run["info"]["artifact_uri"], run["info"]["run_id"], {}).version
     current = admin.create_version(MODEL, run["info"]["artifact_uri"], run["info"]["run_id"], {}).version
@@ -225,32 +230,58 @@ def test_the_drift_monitor_rolls_champion_back_but_cannot_promote_what_it_retrai
     assert admin.version_by_alias(MODEL, "champion").version == held
 
 
-def test_an_admin_move_of_champion_is_logged_as_break_glass(
+def test_an_admin_move_of_champion_needs_a_reason_and_is_logged_as_break_glass(
     registry: tuple[str, AuthApi, str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Review 35 A7: the admin is exempt from the guard (MLflow exempts it from every check) and any
     cluster admin can read its password (Secret ``registry-admin``), so its move of a protected alias is a
-    promotion with no approval: the registry logs each one as a break-glass event (guard.py
-    ``break_glass``; docs/security.md, "Break-glass"). A promotion identity's move is no such event."""
-    uri, _, version = registry
-    admin = RegistryClient(
-        uri, environ={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
-    )
-    admin.set_alias(MODEL, "champion", version)
+    promotion with no approval: break-glass (docs/security.md, "Break-glass: the registry's admin moves the
+    champion"). The registry refuses one that names no reason in ``X-ML-Platform-Break-Glass-Reason`` (the
+    client sends ``$MLPLATFORM_BREAK_GLASS_REASON``), in one line naming the header, and logs each one it
+    lets through with its reason (guard.py ``break_glass``). A promotion identity's move is no such event."""
+    uri, api, version = registry
+    before = admin_client(uri).alias_or_none(MODEL, "champion")
+    for protected in ("champion", "previous-champion"):
+        with pytest.raises(RegistryError) as refused:
+            admin_client(uri, reason=None).set_alias(MODEL, protected, version)
+        assert refused.value.status == 403
+        assert str(refused.value) == (
+            f"registry {uri}: user admin moves alias {protected!r} of registered model {MODEL!r} with no"
+            f" reason: a break-glass move names why in the request header {BREAK_GLASS_HEADER} (mlplatform"
+            " models: set MLPLATFORM_BREAK_GLASS_REASON; docs/security.md, 'Break-glass: the registry's admin"
+            " moves the champion'), or goes through an approval (mlplatform models request-promotion)"
+            f" (HTTP 403 on POST {ALIAS_ENDPOINT})"
+        )
+    admin = ("admin", ADMIN_PASSWORD)
+    status, body = api.call("DELETE", ALIAS_PATH, {"name": MODEL, "alias": "champion"}, admin)
+    assert (status, body["error_code"]) == (403, "PERMISSION_DENIED")
+    assert admin_client(uri).alias_or_none(MODEL, "champion") == before  # nothing moved
+    admin_client(uri, reason="INC-4711 roll back a bad version").set_alias(MODEL, "champion", version)
     _client(uri, ROLLOUT_USER).set_alias(MODEL, "champion", version)
-    admin.set_alias(MODEL, "challenger", version)  # not a protected alias: no event
+    admin_client(uri, reason=None).set_alias(MODEL, "challenger", version)  # not protected: no reason needed
     # The shared basic-auth server's log (conftest.py ``auth_registry_uri``; pytest links ``<name>current``).
     [log] = {path.resolve() for path in tmp_path_factory.getbasetemp().glob("mlflow-auth*/server.log")}
     events = [json.loads(line) for line in log.read_text().splitlines() if "registry-break-glass" in line]
-    ours = [e for e in events if e["model"] == MODEL and e["version"] == version]
-    assert ours and all(e["user"] == "admin" for e in events)
-    assert {(e["alias"], e["action"]) for e in ours} == {("champion", "set")}
-    assert break_glass("admin", MODEL, "Previous-Champion", None) == {
+    ours = [e for e in events if e["model"] == MODEL and e["reason"] == "INC-4711 roll back a bad version"]
+    assert all(e["user"] == "admin" and e["reason"] for e in events)
+    # One move (a request may pass the authorization function more than once: the FastAPI bridge too).
+    assert {(e["alias"], e["action"], e["version"]) for e in ours} == {("champion", "set", version)}
+    assert break_glass("admin", MODEL, "Previous-Champion", None, "restore") == {
         "event": "registry-break-glass",
         "user": "admin",
         "model": MODEL,
         "alias": "Previous-Champion",
         "action": "delete",
         "version": None,
+        "reason": "restore",
     }
     assert break_glass(ROLLOUT_USER, MODEL, "champion", version) is None
+    assert break_glass_refusal(MODEL, "champion", "  ") is not None
+
+
+def test_the_client_names_the_reason_in_the_guards_header() -> None:
+    """The client and the image's guard agree on the header (the guard ships alone in the image), and a
+    reason a header cannot carry is refused in one line before any request."""
+    assert (BREAK_GLASS_HEADER, ALIAS_ENDPOINT) == (GUARD_HEADER, "registered-models/alias")
+    with pytest.raises(ValueError, match=r"^MLPLATFORM_BREAK_GLASS_REASON must be printable ASCII"):
+        RegistryClient("https://registry:5000", environ={BREAK_GLASS_REASON_ENV: "rollback\nX-Evil: 1"})

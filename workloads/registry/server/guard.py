@@ -29,7 +29,11 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   read from the registry's own store at the request, and nothing else of the protected aliases: a
   rollback, never a promotion, so a retrain it launched reaches ``@champion`` only through the gates and
   the approval (docs/lifecycle.md);
-- every other alias (``@challenger``) and every other request goes on to MLflow's own checks.
+- every other alias (``@challenger``) and every other request goes on to MLflow's own checks;
+- the admin's own move of a protected alias is break-glass (docs/security.md, "Break-glass: the
+  registry's admin moves the champion"): refused unless the request names its reason in the header
+  ``X-ML-Platform-Break-Glass-Reason`` (``BREAK_GLASS_HEADER``; the registry client sends
+  ``$MLPLATFORM_BREAK_GLASS_REASON`` there), and logged with that reason.
 
 The routes come from MLflow's own table (``get_endpoints``: ``/api/2.0`` and ``/ajax-api/2.0``
 ``registered-models/alias``), so a path MLflow adds for them is covered too. Loaded by the server's
@@ -56,6 +60,9 @@ RESTORERS_ENV = "REGISTRY_RESTORERS"
 PROTECTED_ALIASES = ("champion", "previous-champion")
 CHAMPION, PREVIOUS_CHAMPION = PROTECTED_ALIASES
 ADMIN_USERNAME = "admin"
+# Where an admin's move of a protected alias names why (a request header: MLflow's alias request has no
+# field for it, and an unknown JSON field would be refused by its request parser).
+BREAK_GLASS_HEADER = "X-ML-Platform-Break-Glass-Reason"
 
 
 def _alias_routes() -> frozenset[tuple[str, str]]:
@@ -110,12 +117,14 @@ def refusal(
     )
 
 
-def break_glass(user: str, model: str, alias: str, version: str | None) -> dict[str, str | None] | None:
+def break_glass(
+    user: str, model: str, alias: str, version: str | None, reason: str = ""
+) -> dict[str, str | None] | None:
     """The break-glass event an admin's move of a protected alias is (a promotion, rollback or removal
-    with no approval: docs/security.md, "Break-glass: the registry's admin moves the champion"), or None
-    for any other move. The admin is exempt from the rule (MLflow's basic-auth app exempts it from every
-    check and it can reset any user's password); its password is the Secret ``registry-admin``, which the
-    cluster's admins can read."""
+    with no approval: docs/security.md, "Break-glass: the registry's admin moves the champion"), with its
+    ``reason``, or None for any other move. The admin is exempt from the rule (MLflow's basic-auth app
+    exempts it from every check and it can reset any user's password); its password is the Secret
+    ``registry-admin``, which the cluster's admins can read."""
     if user != ADMIN_USERNAME or alias.casefold() not in PROTECTED_ALIASES:
         return None
     return {
@@ -125,7 +134,20 @@ def break_glass(user: str, model: str, alias: str, version: str | None) -> dict[
         "alias": alias,
         "action": "delete" if version is None else "set",
         "version": version,
+        "reason": reason,
     }
+
+
+def break_glass_refusal(model: str, alias: str, reason: str) -> str | None:
+    """Why the admin's move of protected ``alias`` is refused: it names no reason. None where it does."""
+    if reason.strip():
+        return None
+    return (
+        f"user {ADMIN_USERNAME} moves alias {alias!r} of registered model {model!r} with no reason: a"
+        f" break-glass move names why in the request header {BREAK_GLASS_HEADER} (mlplatform models: set"
+        " MLPLATFORM_BREAK_GLASS_REASON; docs/security.md, 'Break-glass: the registry's admin moves the"
+        " champion'), or goes through an approval (mlplatform models request-promotion)"
+    )
 
 
 def _alias_target() -> tuple[str, str, str | None] | None:
@@ -171,8 +193,11 @@ def authenticate() -> Authorization | Response:
         and alias.casefold() in PROTECTED_ALIASES
     ):
         why = restore_refusal(user, model, alias, version, _previous_champion(model))
+    reason = request.headers.get(BREAK_GLASS_HEADER, "")
+    event = break_glass(user, model, alias, version, reason) if why is None else None
+    if event is not None:
+        why = break_glass_refusal(model, alias, reason)
     if why is None:
-        event = break_glass(user, model, alias, version)
         if event is not None:
             # One JSON line in the registry's log for every admin move of a protected alias.
             print(json.dumps(event, sort_keys=True), file=sys.stderr, flush=True)

@@ -1,0 +1,72 @@
+"""Which people's role may use which data key: the role-to-key table (``policies/key_users.yaml``), read
+here for the key policies and by the pack's ``key-use-by-role`` for its judgement, so the two cannot
+disagree (issue 35 item 3; review 35 A1).
+
+The table lives in the pack's folder because the pack imports nothing from the program and must carry
+its own data (as ``policies/controls.yaml``, which the evidence writer reads); the program reads it from
+there. Each domain's key policy leaves out every named person none of whose roles the table lists for
+that domain (``kept_off``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from functools import cache
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from components.config import AccessConfig
+
+TABLE = Path(__file__).resolve().parents[1] / "policies" / "key_users.yaml"
+
+
+class RoleKeys(BaseModel):
+    """The data domains whose key one people's role may use, per cloud, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    aws: tuple[str, ...]
+    azure: tuple[str, ...]
+    why: str
+
+
+class KeyUsersTable(BaseModel):
+    """People's role -> the domains whose key it may use (the program builds AWS key policies from the
+    ``aws`` lists; no Azure key role goes to a person, which the pack holds to the ``azure`` lists)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    roles: dict[str, RoleKeys]
+
+
+@cache
+def table() -> KeyUsersTable:
+    return KeyUsersTable.model_validate(yaml.safe_load(TABLE.read_text(encoding="utf-8")))
+
+
+def people(access: AccessConfig) -> Iterator[tuple[str, str]]:
+    """(principal, people's role) for every identity ``access`` names, the model approvers included."""
+    for principal in access.platform_admins:
+        yield principal, "platform-admin"
+    for principal in access.key_custodians:
+        yield principal, "key-custodian"
+    for principals in access.ml_engineers.values():
+        for principal in principals:
+            yield principal, "ml-engineer"
+    for principal in access.model_approvers:
+        yield principal, "model-approver"
+    for principal in access.auditors:
+        yield principal, "auditor"
+
+
+def kept_off(access: AccessConfig, domains: Iterable[str]) -> tuple[str, ...]:
+    """The named people the table keeps off an AWS key of ``domains``: each whose roles together list none
+    of them is left out of the key's use (one person in two roles uses what either role needs)."""
+    wanted = set(domains)
+    allowed: dict[str, bool] = {}
+    for principal, role in people(access):
+        uses = bool(wanted & set(table().roles[role].aws))
+        allowed[principal] = allowed.get(principal, False) or uses
+    return tuple(sorted(p for p, uses in allowed.items() if not uses))
