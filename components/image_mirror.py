@@ -10,10 +10,16 @@ produces (each chart's image values, the NicClusterPolicy's images) is mapped th
 function, ``MirrorLock.pin``, so the plan, ``pulumi up`` and the judges see the same
 ``<mirror>@sha256:<digest>`` objects.
 
-The lock's format (version 1)::
+The lock's format (version 2)::
 
-    {"version": 1,
-     "images": {"<source>": {"mirror": "<registry>/mirror/...:<tag>", "digest": "sha256:<64 hex>"}}}
+    {"version": 2,
+     "images": {"<source>": {"mirror": "<registry>/mirror/...:<tag>", "digest": "sha256:<64 hex>",
+                             "signed": true}}}
+
+``signed``: the script signed the copy's digest with the stack's key (components/images.py
+``sign_once``). A lock whose every copy is signed puts the operator namespaces under the signature
+verifier too (components/kubernetes/image_verification.py). A version 1 lock (no ``signed``, written
+before the script signed) still loads, its copies unsigned: those namespaces stay ``mirror``.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-LOCK_VERSION = 1
+LOCK_VERSION = 2
+# Version 1: no ``signed`` in an entry (its copies unsigned). Still read.
+READ_VERSIONS = (1, LOCK_VERSION)
 # On an object the program writes that names a mirror by bare digest (the DOCA driver: its operator takes
 # no tag with a digest), JSON ``{"<mirror>@<digest>": "<source by tag>"}``: the evidence keeps the tag.
 SOURCES_ANNOTATION = "images.ml-platform.io/mirrored-from"
@@ -74,10 +82,17 @@ class LockError(ValueError):
 
 @dataclass(frozen=True)
 class MirrorLock:
-    """Per source image (as the objects name it upstream), its mirror reference and the mirror's digest."""
+    """Per source image (as the objects name it upstream), its mirror reference and the mirror's digest;
+    and the sources whose copy the stack's key signed."""
 
     path: str
     images: Mapping[str, tuple[str, str]]
+    signed_sources: frozenset[str] = frozenset()
+
+    @property
+    def signed(self) -> bool:
+        """Every copy is signed with the stack's key: the verifier can hold the operator namespaces to it."""
+        return self.signed_sources >= self.images.keys()
 
     def pin(self, source: str) -> str:
         """``source`` as the mirror names it by digest: the mirror's repository and tag (where the source
@@ -100,14 +115,19 @@ def read_lock(path: Path, name: str) -> MirrorLock:
         raise LockError(f"mirror lock {name}: cannot be read ({error.strerror})") from None
     except json.JSONDecodeError as error:
         raise LockError(f"mirror lock {name}: not JSON ({error.msg}, line {error.lineno})") from None
-    if not isinstance(document, dict) or document.get("version") != LOCK_VERSION:
-        raise LockError(f'mirror lock {name}: expected {{"version": {LOCK_VERSION}, "images": {{...}}}}')
+    version = document.get("version") if isinstance(document, dict) else None
+    if version not in READ_VERSIONS:
+        raise LockError(
+            f'mirror lock {name}: expected {{"version": {LOCK_VERSION}, "images": {{...}}}}'
+            f" (or an older version {', '.join(str(v) for v in READ_VERSIONS[:-1])})"
+        )
     entries = document.get("images")
     if not isinstance(entries, dict):
         raise LockError(
             f"mirror lock {name}: images: expected a mapping of source image to mirror and digest"
         )
     images: dict[str, tuple[str, str]] = {}
+    signed: set[str] = set()
     for source, entry in entries.items():
         mirror = entry.get("mirror") if isinstance(entry, dict) else None
         digest = entry.get("digest") if isinstance(entry, dict) else None
@@ -118,8 +138,16 @@ def read_lock(path: Path, name: str) -> MirrorLock:
                 f"mirror lock {name}: images[{source!r}].digest: {digest!r} is not sha256: and 64 lowercase"
                 " hex digits (what `crane digest` prints)"
             )
+        if version == LOCK_VERSION:
+            if not isinstance(entry.get("signed"), bool):
+                raise LockError(
+                    f"mirror lock {name}: images[{source!r}].signed: expected true or false (whether the"
+                    " script signed the copy with the stack's key)"
+                )
+            if entry["signed"]:
+                signed.add(source)
         images[source] = (mirror, digest)
-    return MirrorLock(name, images)
+    return MirrorLock(name, images, frozenset(signed))
 
 
 def load_lock(setting: str) -> MirrorLock:

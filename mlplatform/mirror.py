@@ -17,9 +17,12 @@ Each goes to ``<registry>/mirror/<source host>/<source path>`` with the source's
 ``crane copy``, which "efficiently copy[s] a remote image from src to dst while retaining the digest
 value" (google/go-containerregistry, cmd/crane/doc/crane_copy.md), every platform of an index included:
 the mirror's digest is the source's, so the digest ``crane digest`` prints for the mirror is the one to
-pin. The copy needs the registries; this module only says what to run (``mlplatform images mirror``),
-ending with the stack's mirror lock (components/image_mirror.py), through which the program then names
-each image by the mirror's digest; such an image is listed ``mirrored``.
+pin. Each copy is then signed by that digest with the stack's key, by the command that signs the
+stack's own images (components/images.py ``sign_once``), so the admission verifier can hold the operator
+namespaces to the key as it does the workload namespaces. The copy needs the registries; this module
+only says what to run (``mlplatform images mirror``), ending with the stack's mirror lock
+(components/image_mirror.py), through which the program then names each image by the mirror's digest;
+such an image is listed ``mirrored``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 from components.config import PLATFORM_KEY
 from components.driver_images import DRIVER_TAGS, NodeOs
 from components.image_mirror import LOCK_VERSION, SOURCES_ANNOTATION, ImageRef
+from components.images import sign_once
 
 MIRROR_PATH = "mirror"
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
@@ -212,20 +216,30 @@ def mirror_list(
     return mirrored
 
 
-def mirror_script(images: Sequence[MirroredImage], outputs: Mapping[str, Any], lock: str) -> list[str]:
+def mirror_script(
+    images: Sequence[MirroredImage], outputs: Mapping[str, Any], stack: str, lock: str
+) -> list[str]:
     """The shell lines that copy ``images`` into the stack's registry (``outputs``: the plan's, for the
-    cloud, region, registry and, on AWS, the key the stack's repositories are encrypted with) and write
-    the stack's mirror lock to ``lock`` from each copy's ``crane digest`` (components/image_mirror.py
-    reads it): written whole at the end, so a failed copy leaves the previous lock as it was."""
+    cloud, region, registry and, on AWS, the key the stack's repositories are encrypted with), sign each
+    copy by its digest with the key of ``stack``'s output ``imageSigningKey``, and write the stack's
+    mirror lock to ``lock`` from each copy's ``crane digest`` (components/image_mirror.py reads it),
+    every copy marked signed: written whole at the end, so a failed copy or signature leaves the
+    previous lock as it was."""
     cloud, registry = str(outputs["cloud"]), str(outputs["registry"])
     host = registry.partition("/")[0]
-    lines = ["set -euo pipefail"]
+    # The key the stack signs its own images with, as the deployed stack names it (a plan has only the
+    # mocks' key): read first, so a machine without the stack's state copies nothing.
+    key_output = ["pulumi", "stack", "output", "imageSigningKey", "--stack", stack]
+    lines = ["set -euo pipefail", f'SIGNING_KEY="$({shlex.join(key_output)})"']
+    # One login for crane and cosign (sign_once reads $REGISTRY_USERNAME and $REGISTRY_PASSWORD).
+    login = f'printf %s "$REGISTRY_PASSWORD" | crane auth login {shlex.quote(host)} -u "$REGISTRY_USERNAME"'
     if cloud == "aws":
         region = str(outputs["region"])
-        lines.append(
-            f"aws ecr get-login-password --region {shlex.quote(region)}"
-            f" | crane auth login {shlex.quote(host)} -u AWS --password-stdin"
-        )
+        lines += [
+            "REGISTRY_USERNAME=AWS",
+            f'REGISTRY_PASSWORD="$(aws ecr get-login-password --region {shlex.quote(region)})"',
+            f"{login} --password-stdin",
+        ]
         # As the stack's own repositories (components/aws/registry.py): immutable tags, scanned on push,
         # encrypted with the stack's key. ECR creates no repository on push.
         encryption = "encryptionType=KMS" + (
@@ -255,10 +269,12 @@ def mirror_script(images: Sequence[MirroredImage], outputs: Mapping[str, Any], l
             lines.append(f"{describe} >/dev/null 2>&1 || {create} >/dev/null")
     elif cloud == "azure":
         name = host.split(".", 1)[0]
-        lines.append(
-            f"az acr login --name {shlex.quote(name)} --expose-token --output tsv --query accessToken"
-            f" | crane auth login {shlex.quote(host)} -u {ACR_TOKEN_USER} --password-stdin"
-        )
+        token = f"az acr login --name {shlex.quote(name)} --expose-token --output tsv --query accessToken"
+        lines += [
+            f"REGISTRY_USERNAME={ACR_TOKEN_USER}",
+            f'REGISTRY_PASSWORD="$({token})"',
+            f"{login} --password-stdin",
+        ]
     else:
         raise ValueError(f"cloud {cloud!r}: no registry login known")
     entries = []
@@ -267,7 +283,11 @@ def mirror_script(images: Sequence[MirroredImage], outputs: Mapping[str, Any], l
         # An assignment fails with its command substitution, so `set -e` stops on a failed digest.
         lines.append(f"digest_{number}=$(crane digest {shlex.quote(image.mirror)})")
         lines.append(f'echo {shlex.quote(image.mirror)} "$digest_{number}"')
-        entry = {"mirror": image.mirror, "digest": f"$digest_{number}"}
+        # By digest, the one `crane digest` printed (references hold no `"`, `$`, backquote or backslash).
+        lines.append(
+            sign_once(f'"{ImageRef.parse(image.mirror).repository}@$digest_{number}"', '"$SIGNING_KEY"')
+        )
+        entry = {"mirror": image.mirror, "digest": f"$digest_{number}", "signed": True}
         entries.append(f"{json.dumps(image.source)}: {json.dumps(entry)}")
     # References hold no `$`, backquote or backslash (distribution/reference), so the unquoted here-document
     # expands only the digests.

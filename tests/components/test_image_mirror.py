@@ -203,7 +203,7 @@ def test_a_digest_that_is_not_sha256_and_64_hex_is_one_line_at_config(tmp_path: 
     ("text", "says"),
     [
         ("{", "not JSON"),
-        ('{"images": {}}', '"version": 1'),
+        ('{"images": {}}', '"version": 2'),
         ('{"version": 1, "images": []}', "images: expected a mapping"),
         ('{"version": 1, "images": {"a:1": {"digest": "sha256:' + "0" * 64 + '"}}}', "mirror: expected"),
         (
@@ -311,3 +311,17 @@ def test_a_planted_operator_pod_off_the_mirror_is_refused_in_a_mirror_namespace(
     operator["spec"]["template"]["spec"]["containers"][0]["image"] = image
     refused = [f for f in judge_cel(objects) if f.subject == Subject.of(operator)]
     assert refused and all(f.mandatory and f.policy == "admission-policy-cel" for f in refused)
+
+
+def test_a_lock_entry_without_its_signed_flag_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "lock.json"
+    entry = {"mirror": "r.example/mirror/x:1", "digest": "sha256:" + "0" * 64}
+    path.write_text(json.dumps({"version": 2, "images": {"x:1": entry}}))
+    with pytest.raises(LockError) as error:
+        read_lock(path, "stacks/s.images.json")
+    assert str(error.value) == (
+        "mirror lock stacks/s.images.json: images['x:1'].signed: expected true or false (whether the script"
+        " signed the copy with the stack's key)"
+    )
+    path.write_text(json.dumps({"version": 2, "images": {"x:1": {**entry, "signed": False}}}))
+    assert not read_lock(path, "lock").signed
