@@ -111,7 +111,7 @@ JUDGES: tuple[Judge, ...] = (
     ),
     Judge(
         "image-signatures",
-        (signatures.POLICY,),
+        (signatures.POLICY, signatures.POLICY_SELF),
         lambda c: signatures.judge_signatures(c.objects, c.unseen),
         "every image a guarded namespace runs is verified at admission against a signing key",
     ),

@@ -2,8 +2,10 @@
 rows V3 and R4).
 
 The guarded namespaces are those the platform's image ValidatingAdmissionPolicy denies in (namespace label
-``ml-platform.io/image-admission: deny``): they run only what the stack builds, so they run only what its
-key signed. Sigstore's policy-controller verifies that: its fail-closed validating webhook
+``ml-platform.io/image-admission: deny``): they run only what the stack builds, or, on a stack whose
+mirror lock says its key signed every third-party copy, what its charts name from that mirror, so they
+run only what its key signed. Sigstore's policy-controller verifies that: its fail-closed validating
+webhook
 ``policy.sigstore.dev`` (the chart's ``cosign.webhookName``) sees the pods of the namespaces its
 ``namespaceSelector`` selects, and admits an image when every ``ClusterImagePolicy`` whose glob matches it
 has an authority whose signature verifies; an image no policy matches is refused unless the
@@ -15,6 +17,14 @@ Mandatory, each a pod that would start unverified or never start: a guarded name
 verifier webhook selects; an image no enforcing policy matches (refused under ``deny``, admitted unsigned
 under ``allow``/``warn``); a matching policy with an authority that checks no key (a ``static`` pass, a
 keyless identity, or none at all), since any one authority admits.
+
+The verifier's own namespace (its webhooks' Service's, ``clientConfig.service.namespace``) is never
+required to be verified, whatever its label: a fail-closed ``policy.sigstore.dev`` webhook, validating or
+mutating, that selects it is itself the finding (``POLICY_SELF``, mandatory). The running webhook writes
+its rules on pods and every pod-making workload (policy-controller v0.13.1 cmd/webhook/main.go ``types``,
+knative.dev/pkg reconcile_config.go, whatever rules the chart renders: none), so with all its replicas
+gone the ReplicaSet's new pods are refused by the webhook they are to serve, and nothing it selects starts
+again (components/kubernetes/image_verification.py).
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from judges.findings import Finding, Subject
 from judges.kube import labels_match, namespace_labels, pods
 
 POLICY = "image-signature-unverified"
+POLICY_SELF = "image-verifier-guards-itself"
 GUARD_LABEL = "ml-platform.io/image-admission"
 GUARDED = "deny"
 WEBHOOK = "policy.sigstore.dev"
@@ -41,15 +52,45 @@ def glob_pattern(glob: str) -> re.Pattern[str]:
     return re.compile(f"^{escaped}$")
 
 
-def _verifier_selectors(objects: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The namespace selectors of the fail-closed verifier webhooks that see pods."""
+def _verifier_webhooks(
+    objects: Sequence[Mapping[str, Any]], kinds: tuple[str, ...]
+) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """Each fail-closed verifier webhook in a configuration of ``kinds``, with its configuration."""
     return [
-        webhook.get("namespaceSelector") or {}
+        (configuration, webhook)
         for configuration in objects
-        if configuration.get("kind") == "ValidatingWebhookConfiguration"
+        if configuration.get("kind") in kinds
         for webhook in configuration.get("webhooks") or []
         if webhook.get("name") == WEBHOOK and webhook.get("failurePolicy", "Fail") == "Fail"
     ]
+
+
+def _own_namespace(webhook: Mapping[str, Any]) -> str | None:
+    """The namespace of the Service the API server calls for ``webhook``."""
+    service = (webhook.get("clientConfig") or {}).get("service") or {}
+    return service.get("namespace")
+
+
+def _guarding_itself(
+    objects: Sequence[Mapping[str, Any]], labels: Mapping[str, Mapping[str, str]]
+) -> list[Finding]:
+    """A fail-closed verifier webhook that selects the namespace its own Service runs in."""
+    findings = []
+    kinds = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+    for configuration, webhook in _verifier_webhooks(objects, kinds):
+        own = _own_namespace(webhook)
+        if own is not None and labels_match(webhook.get("namespaceSelector") or {}, labels.get(own, {})):
+            findings.append(
+                Finding(
+                    POLICY_SELF,
+                    "mandatory",
+                    Subject.of(configuration),
+                    f"webhook {WEBHOOK} (failurePolicy Fail) selects {own}, the namespace of its own"
+                    f" Service: once its pods are all gone, their replacements are refused by it and no pod"
+                    f" it guards starts again; keep {own} out of its namespaceSelector",
+                )
+            )
+    return findings
 
 
 def _no_match_policy(objects: Sequence[Mapping[str, Any]]) -> str:
@@ -78,17 +119,21 @@ def judge_signatures(
     """``unseen``: namespaces of releases not rendered; with any, a verifier missing from the objects may be
     one of them, and nothing is said (``plan`` and ``check`` name each unrendered release)."""
     labels = namespace_labels(objects)
-    guarded = {name for name, found in labels.items() if found.get(GUARD_LABEL) == GUARDED}
-    selectors = _verifier_selectors(objects)
-    if not selectors and unseen:
+    verifiers = _verifier_webhooks(objects, ("ValidatingWebhookConfiguration",))
+    if not verifiers and unseen:
         return []
+    selectors = [webhook.get("namespaceSelector") or {} for _, webhook in verifiers]
+    own = {_own_namespace(webhook) for _, webhook in verifiers}
+    guarded = {
+        name for name, found in labels.items() if found.get(GUARD_LABEL) == GUARDED and name not in own
+    }
     policies = [
         p
         for p in objects
         if p.get("kind") == "ClusterImagePolicy" and (p.get("spec") or {}).get("mode", "enforce") == "enforce"
     ]
     no_match = _no_match_policy(objects)
-    findings = []
+    findings = _guarding_itself(objects, labels)
     for pod in pods(objects):
         if pod.namespace not in guarded:
             continue
