@@ -5,8 +5,7 @@ The guarded namespaces are those the platform's image ValidatingAdmissionPolicy 
 ``ml-platform.io/image-admission: deny``): they run only what the stack builds, or, on a stack whose
 mirror lock says its key signed every third-party copy, what its charts name from that mirror, so they
 run only what its key signed. Sigstore's policy-controller verifies that: its fail-closed validating
-webhook
-``policy.sigstore.dev`` (the chart's ``cosign.webhookName``) sees the pods of the namespaces its
+webhook ``policy.sigstore.dev`` (the chart's ``cosign.webhookName``) sees the pods of the namespaces its
 ``namespaceSelector`` selects, and admits an image when every ``ClusterImagePolicy`` whose glob matches it
 has an authority whose signature verifies; an image no policy matches is refused unless the
 ``config-policy-controller`` ConfigMap's ``no-match-policy`` says ``allow`` or ``warn``, and a policy in
@@ -20,11 +19,11 @@ keyless identity, or none at all), since any one authority admits.
 
 The verifier's own namespace (its webhooks' Service's, ``clientConfig.service.namespace``) is never
 required to be verified, whatever its label: a fail-closed ``policy.sigstore.dev`` webhook, validating or
-mutating, that selects it is itself the finding (``POLICY_SELF``, mandatory). The running webhook writes
-its rules on pods and every pod-making workload (policy-controller v0.13.1 cmd/webhook/main.go ``types``,
-knative.dev/pkg reconcile_config.go, whatever rules the chart renders: none), so with all its replicas
-gone the ReplicaSet's new pods are refused by the webhook they are to serve, and nothing it selects starts
-again (components/kubernetes/image_verification.py).
+mutating, that selects it is itself the finding (``POLICY_SELF``, mandatory). The chart renders the
+webhooks without rules; the running webhook writes them, on pods and every pod-making workload
+(policy-controller v0.13.1 cmd/webhook/main.go ``types``, knative.dev/pkg reconcile_config.go), so with
+all its replicas gone the ReplicaSet's new pods are refused by the webhook they are to serve, and nothing
+it selects starts again (components/kubernetes/image_verification.py).
 """
 
 from __future__ import annotations

@@ -41,9 +41,11 @@ the webhook needs to start runs (the cloud's CNI and DNS; AKS's workload identit
 its pods their credentials): the stack writes no label there. Nothing else it needs runs in the operator
 namespaces: the GPU and network operators' pods run on the GPU and InfiniBand nodes and ready those for
 workloads, Prometheus and Kueue serve others (Kueue's fail-closed webhooks select only the queued
-namespaces, kueue.py), and the webhook runs on the system pool. Selecting them holds their new pods while
-the webhook does not serve, never the webhook itself; before it first serves, its configurations have no
-rules and refuse nothing, so the first ``pulumi up`` installs the operators in any order.
+namespaces, kueue.py), and the webhook runs on the CPU nodes (the chart gives it no toleration,
+``commonTolerations: []``, and the GPU pools are tainted: pack policy ``gpu-nodes-tainted``). Selecting
+them holds their new pods while the webhook does not serve, never the webhook itself; before it first
+serves, its configurations have no rules and refuse nothing, so the first ``pulumi up`` installs the
+operators in any order.
 """
 
 from __future__ import annotations
