@@ -90,7 +90,12 @@ class KubernetesLayer(pulumi.ComponentResource):
             self._registry_admin(config),
             certificate,
         )
-        lock = load_lock(config.kubernetes.image_lock) if config.kubernetes.image_lock else None
+        # The lock names each copy below the stack's registry: rooted at the one the objects name.
+        lock = (
+            load_lock(config.kubernetes.image_lock).under(handle.registry)
+            if config.kubernetes.image_lock
+            else None
+        )
         specs = tenancy_specs(handle, config, workloads, lock)
         # Each pod depends on its namespace, so the admission policies are in place before any pod.
         namespaces = self._apply(

@@ -62,16 +62,20 @@ def _fixture_lock(plan: Plan, signed: bool = True) -> dict[str, Any]:
     """A lock for every image the stack's plan names from outside its registry (synthetic digests): the
     script's, each copy signed (version 2), or (``signed=False``) one written before it signed (version 1)."""
     images = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]), plan_node_os(plan.outputs))
-    entries = {
-        image.source: {
-            "mirror": image.mirror,
-            "digest": "sha256:" + hashlib.sha256(image.source.encode()).hexdigest(),
-        }
-        for image in images
+    digests = {
+        image.source: "sha256:" + hashlib.sha256(image.source.encode()).hexdigest() for image in images
     }
     if not signed:
+        # Version 1 named each copy by its whole reference.
+        entries = {i.source: {"mirror": i.mirror, "digest": digests[i.source]} for i in images}
         return {"version": 1, "images": entries}
-    return {"version": 2, "images": {source: {**e, "signed": True} for source, e in entries.items()}}
+    # Version 2: below the registry, as the script writes it.
+    return {
+        "version": 2,
+        "images": {
+            i.source: {"mirror": i.below, "digest": digests[i.source], "signed": True} for i in images
+        },
+    }
 
 
 def _locked_stack_file(stack: str, lock: dict[str, Any], directory: Path) -> Path:
@@ -97,8 +101,10 @@ def locked(
         if (stack, signed) not in cache:
             directory = tmp_path_factory.mktemp(stack)
             path = _locked_stack_file(stack, _fixture_lock(planned(stack), signed), directory)
-            lock = read_lock(directory / f"{stack}.images.json", "lock")
-            cache[stack, signed] = (plan_in_own_process(directory, "--stack-file", str(path)), lock)
+            plan = plan_in_own_process(directory, "--stack-file", str(path))
+            # Rooted at the registry the plan renders with, as the program roots it.
+            lock = read_lock(directory / f"{stack}.images.json", "lock").under(str(plan.outputs["registry"]))
+            cache[stack, signed] = (plan, lock)
         return cache[stack, signed]
 
     return plan
@@ -361,7 +367,7 @@ def test_a_version_1_lock_still_loads_and_keeps_the_operator_namespaces_unverifi
 
 def test_a_lock_entry_without_its_signed_flag_is_one_line_naming_the_file(tmp_path: Path) -> None:
     path = tmp_path / "lock.json"
-    entry = {"mirror": "r.example/mirror/x:1", "digest": "sha256:" + "0" * 64}
+    entry = {"mirror": "mirror/docker.io/library/x:1", "digest": "sha256:" + "0" * 64}
     path.write_text(json.dumps({"version": 2, "images": {"x:1": entry}}))
     with pytest.raises(LockError) as error:
         read_lock(path, "stacks/s.images.json")
@@ -371,6 +377,27 @@ def test_a_lock_entry_without_its_signed_flag_is_one_line_naming_the_file(tmp_pa
     )
     path.write_text(json.dumps({"version": 2, "images": {"x:1": {**entry, "signed": False}}}))
     assert not read_lock(path, "lock").signed
+
+
+def test_a_version_2_lock_names_each_copy_below_the_registry_the_stack_renders_with(tmp_path: Path) -> None:
+    """The script runs against the deployed stack, whose registry a plan under Pulumi's mocks does not
+    know (the mocks' account): the lock names no registry, and the program roots each copy at its own."""
+    path = tmp_path / "lock.json"
+    digest = "sha256:" + "0" * 64
+    entry = {"mirror": "mirror/quay.io/p/p:v1", "digest": digest, "signed": True}
+    path.write_text(json.dumps({"version": 2, "images": {"quay.io/p/p:v1": entry}}))
+    lock = read_lock(path, "lock")
+    deployed = "210987654321.dkr.ecr.me-central-1.amazonaws.com/s"
+    assert lock.under(deployed).pin("quay.io/p/p:v1") == f"{deployed}/mirror/quay.io/p/p:v1@{digest}"
+    # A whole reference (a registry, the mocks' account say) is refused in one line naming the entry.
+    entry["mirror"] = "123456789012.dkr.ecr.me-central-1.amazonaws.com/s/mirror/quay.io/p/p:v1"
+    path.write_text(json.dumps({"version": 2, "images": {"quay.io/p/p:v1": entry}}))
+    with pytest.raises(LockError) as error:
+        read_lock(path, "stacks/s.images.json")
+    assert str(error.value).startswith(
+        "mirror lock stacks/s.images.json: images['quay.io/p/p:v1'].mirror: '123456789012.dkr.ecr."
+    )
+    assert "is not the copy's place below the stack's registry (mirror/<source host>" in str(error.value)
 
 
 def _planted(plan: Plan, namespace: str) -> tuple[list[dict[str, Any]], Subject]:
