@@ -24,6 +24,7 @@ from . import (
     separation,
     stack,
     tagging,
+    verifier,
 )
 
 PACK_NAME = "ml-platform-uae"
@@ -50,4 +51,5 @@ def all_policies() -> list[Policy]:
         *separation.POLICIES,
         *duties.POLICIES,
         *key_domains.POLICIES,
+        *verifier.POLICIES,
     ]
