@@ -80,12 +80,13 @@ def test_globs_match_as_policy_controller_compiles_them(glob: str, image: str, m
     assert bool(glob_pattern(glob).match(image)) is matches
 
 
-def test_on_aws_the_webhook_reads_the_signing_keys_public_half_and_nothing_else(
+def test_on_aws_the_webhook_reads_the_signing_keys_public_half_and_no_other_key(
     planned: Callable[[str], Plan],
 ) -> None:
     """IRSA (EKS user guide, "IAM roles for service accounts"): the role trusts exactly the webhook's
     account and may GetPublicKey/DescribeKey on the stack's signing key only (AWS KMS API reference,
-    GetPublicKey: cosign's awskms verifier reads the public key and verifies locally)."""
+    GetPublicKey: cosign's awskms verifier reads the public key and verifies locally); its other two
+    statements read the registry (tests/components/aws/test_aws_iam.py)."""
     plan = planned("aws-smb-dev")
     [role] = [
         r for r in plan.resources if r.type == "aws:iam/role:Role" and r.name.endswith("-image-verifier")
@@ -98,7 +99,8 @@ def test_on_aws_the_webhook_reads_the_signing_keys_public_half_and_nothing_else(
         for r in plan.resources
         if r.type == "aws:iam/rolePolicy:RolePolicy" and r.name.endswith("-image-verifier")
     ]
-    [statement] = json.loads(policy.inputs["policy"])["Statement"]
+    statement, *registry = json.loads(policy.inputs["policy"])["Statement"]
+    assert [s["Sid"] for s in registry] == ["LogInToRegistry", "PullStackRepositories"]
     assert statement["Action"] == ["kms:GetPublicKey", "kms:DescribeKey"]
     assert plan.outputs["imageSigningKey"] == f"awskms:///{statement['Resource']}"
     [account] = [
