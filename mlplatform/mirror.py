@@ -66,6 +66,8 @@ class MirroredImage:
     # ``mirror`` below the registry, ``mirror/<source host>/<path>[:tag][@digest]``: what the lock names,
     # and where the script copies to below the deployed stack's registry.
     below: str = ""
+    # Mirrored, and the stack's lock says its key signed every copy (the plan's ``imageLock`` output).
+    signed: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +76,7 @@ class MirroredImage:
             "repository": self.repository,
             "digest": self.digest,
             "mirrored": self.mirrored,
+            "signed": self.signed,
             "objects": list(self.objects),
         }
 
@@ -112,6 +115,13 @@ def plan_node_os(outputs: Mapping[str, Any]) -> NodeOs | None:
     """The GPU nodes' OS a plan exports (``gpuNodeOs``: Azure stacks with GPU pools), or None."""
     found = outputs.get("gpuNodeOs")
     return NodeOs.from_dict(found) if isinstance(found, Mapping) else None
+
+
+def plan_lock_signed(outputs: Mapping[str, Any]) -> bool:
+    """Whether the plan's mirror lock says the stack's key signed every copy (output ``imageLock``,
+    exported by a stack that names a lock)."""
+    found = outputs.get("imageLock")
+    return isinstance(found, Mapping) and found.get("signed") is True
 
 
 def _driver_images(obj: Mapping[str, Any], node_os: NodeOs | None) -> dict[str, str | None]:
@@ -176,12 +186,13 @@ def image_references(objects: Sequence[Mapping[str, Any]], node_os: NodeOs | Non
 
 
 def mirror_list(
-    objects: Sequence[Mapping[str, Any]], registry: str, node_os: NodeOs | None
+    objects: Sequence[Mapping[str, Any]], registry: str, node_os: NodeOs | None, *, signed: bool = False
 ) -> list[MirroredImage]:
     """What the objects name from outside ``registry`` (a driver as pulled on ``node_os``), each with its
     place below it; and what they name from its mirror by digest (a stack with a mirror lock),
     ``mirrored``, its source read back from the path below the mirror, or, where the reference has no
-    tag (the DOCA driver), from the object's ``SOURCES_ANNOTATION``."""
+    tag (the DOCA driver), from the object's ``SOURCES_ANNOTATION``; ``signed`` where the lock says the
+    stack's key signed every copy (``plan_lock_signed``)."""
     prefix = registry.partition("/")[2]
     root = f"{registry}/{MIRROR_PATH}/"
     # Sources the objects name for the mirror's images they name by bare digest (SOURCES_ANNOTATION).
@@ -204,6 +215,7 @@ def mirror_list(
                     tuple(where),
                     mirrored=True,
                     below=image.removeprefix(f"{registry}/"),
+                    signed=signed,
                 )
             )
             continue

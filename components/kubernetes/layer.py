@@ -96,6 +96,7 @@ class KubernetesLayer(pulumi.ComponentResource):
             if config.kubernetes.image_lock
             else None
         )
+        self.image_lock = lock
         specs = tenancy_specs(handle, config, workloads, lock)
         # Each pod depends on its namespace, so the admission policies are in place before any pod.
         namespaces = self._apply(

@@ -49,7 +49,7 @@ from judges.signatures import glob_pattern, judge_signatures
 from mlplatform.cli import app
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan
-from mlplatform.mirror import image_references, mirror_list, plan_node_os
+from mlplatform.mirror import image_references, mirror_list, plan_lock_signed, plan_node_os
 from mlplatform.plan import Plan, resolve_target
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import plan_in_own_process
@@ -103,7 +103,8 @@ def locked(
             path = _locked_stack_file(stack, _fixture_lock(planned(stack), signed), directory)
             plan = plan_in_own_process(directory, "--stack-file", str(path))
             # Rooted at the registry the plan renders with, as the program roots it.
-            lock = read_lock(directory / f"{stack}.images.json", "lock").under(str(plan.outputs["registry"]))
+            lock_file = directory / f"{stack}.images.json"
+            lock = read_lock(lock_file, str(lock_file)).under(str(plan.outputs["registry"]))
             cache[stack, signed] = (plan, lock)
         return cache[stack, signed]
 
@@ -167,8 +168,16 @@ def test_the_evidence_list_marks_each_image_mirrored_with_the_locks_digest(
     stack: str, locked: Callable[..., tuple[Plan, MirrorLock]]
 ) -> None:
     plan, lock = locked(stack)
-    listed = mirror_list(kubernetes_objects(plan), str(plan.outputs["registry"]), plan_node_os(plan.outputs))
-    assert listed and all(image.mirrored for image in listed)
+    # The lock's signed state is the plan's too (output imageLock), so the evidence (mlplatform/check.py)
+    # marks each copy signed.
+    assert plan.outputs["imageLock"] == {"path": lock.path, "signed": True}
+    listed = mirror_list(
+        kubernetes_objects(plan),
+        str(plan.outputs["registry"]),
+        plan_node_os(plan.outputs),
+        signed=plan_lock_signed(plan.outputs),
+    )
+    assert listed and all(image.mirrored and image.as_dict()["signed"] for image in listed)
     digests = {digest for _, digest in lock.images.values()}
     assert {image.digest for image in listed} == digests
     # Each driver by the tag its operator pulls, as the lock has it, the DOCA driver's (pinned by bare
@@ -353,6 +362,7 @@ def test_a_version_1_lock_still_loads_and_keeps_the_operator_namespaces_unverifi
     verifier (which would refuse them) does not see the operator namespaces; denied off the mirror."""
     plan, lock = locked("aws-enterprise-prod", signed=False)
     assert lock.images and not lock.signed
+    assert not plan_lock_signed(plan.outputs) and plan.outputs["imageLock"]["signed"] is False
     found = namespace_labels(kubernetes_objects(plan))
     operators = {"gpu-operator", "monitoring", "kueue-system", VERIFIER_NAMESPACE}
     assert {n for n, f in found.items() if f.get(LABEL) == "mirror"} == operators
