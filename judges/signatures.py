@@ -24,6 +24,17 @@ webhooks without rules; the running webhook writes them, on pods and every pod-m
 (policy-controller v0.13.1 cmd/webhook/main.go ``types``, knative.dev/pkg reconcile_config.go), so with
 all its replicas gone the ReplicaSet's new pods are refused by the webhook they are to serve, and nothing
 it selects starts again (components/kubernetes/image_verification.py).
+
+The verifier reads each signature from the registry as its own pod (policy-controller v0.13.1
+pkg/webhook/registryauth/registryauth.go: amazon-ecr-credential-helper on the AWS SDK's default
+credentials, an ACR helper on azidentity's default credential): on a managed cluster (``cluster``) its
+webhook's pods must carry the cloud identity the stack grants the registry's read, or every lookup fails
+and the webhook refuses every pod it guards (``POLICY_IDENTITY``, mandatory). EKS: IRSA, the service
+account's ``eks.amazonaws.com/role-arn`` (EKS user guide, "IAM roles for service accounts"); AKS:
+workload identity, the account's ``azure.workload.identity/client-id`` and the pod's
+``azure.workload.identity/use: "true"`` (AKS workload identity, "Service account labels and
+annotations": the webhook injects the credentials only into a pod so labelled). The grant itself is a
+cloud resource the pack judges (policy ``image-verifier-reads-registry``).
 """
 
 from __future__ import annotations
@@ -33,10 +44,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judges.findings import Finding, Subject
-from judges.kube import labels_match, namespace_labels, pods
+from judges.kube import labels_match, namespace_labels, of_kind, pods, service_selects
 
 POLICY = "image-signature-unverified"
 POLICY_SELF = "image-verifier-guards-itself"
+POLICY_IDENTITY = "image-verifier-identity"
+# Per managed Kubernetes: the service-account annotation and the pod labels its pods' cloud identity needs.
+CLOUD_IDENTITY: dict[str, tuple[str, Mapping[str, str]]] = {
+    "eks": ("eks.amazonaws.com/role-arn", {}),
+    "aks": ("azure.workload.identity/client-id", {"azure.workload.identity/use": "true"}),
+}
 GUARD_LABEL = "ml-platform.io/image-admission"
 GUARDED = "deny"
 WEBHOOK = "policy.sigstore.dev"
@@ -92,6 +109,51 @@ def _guarding_itself(
     return findings
 
 
+def _without_identity(
+    objects: Sequence[Mapping[str, Any]],
+    verifiers: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    cluster: str | None,
+) -> list[Finding]:
+    """The verifier webhook's pods (its Service's) that carry no cloud identity on ``cluster``."""
+    if cluster not in CLOUD_IDENTITY:
+        return []
+    annotation, pod_labels = CLOUD_IDENTITY[cluster]
+    accounts = {
+        (Subject.of(a).namespace, Subject.of(a).name): (a.get("metadata") or {}).get("annotations") or {}
+        for a in of_kind(objects, "ServiceAccount")
+    }
+    services = {
+        (service.get("namespace"), service.get("name"))
+        for _, webhook in verifiers
+        if (service := (webhook.get("clientConfig") or {}).get("service") or {})
+    }
+    findings = []
+    for service in of_kind(objects, "Service"):
+        where = (Subject.of(service).namespace, Subject.of(service).name)
+        if where not in services:
+            continue
+        selector = (service.get("spec") or {}).get("selector")
+        for pod in pods(objects):
+            if pod.namespace != where[0] or not service_selects(selector, pod.labels):
+                continue
+            account = str(pod.spec.get("serviceAccountName") or "default")
+            missing = [f"label {k}: {v!r}" for k, v in pod_labels.items() if pod.labels.get(k) != v]
+            if not accounts.get((pod.namespace, account), {}).get(annotation):
+                missing.append(f"annotation {annotation} on ServiceAccount {account}")
+            if missing:
+                findings.append(
+                    Finding(
+                        POLICY_IDENTITY,
+                        "mandatory",
+                        pod.owner,
+                        f"the signature verifier's pods on {cluster} lack {' and '.join(missing)}: they have"
+                        " no cloud identity, cannot read the signatures in the registry, and the webhook"
+                        " refuses every pod it guards",
+                    )
+                )
+    return findings
+
+
 def _no_match_policy(objects: Sequence[Mapping[str, Any]]) -> str:
     for obj in objects:
         if obj.get("kind") == "ConfigMap" and (obj.get("metadata") or {}).get("name") == CONFIG:
@@ -113,10 +175,11 @@ def _unkeyed(policy: Mapping[str, Any]) -> list[str]:
 
 
 def judge_signatures(
-    objects: Sequence[Mapping[str, Any]], unseen: frozenset[str] = frozenset()
+    objects: Sequence[Mapping[str, Any]], unseen: frozenset[str] = frozenset(), cluster: str | None = None
 ) -> list[Finding]:
     """``unseen``: namespaces of releases not rendered; with any, a verifier missing from the objects may be
-    one of them, and nothing is said (``plan`` and ``check`` name each unrendered release)."""
+    one of them, and nothing is said (``plan`` and ``check`` name each unrendered release). ``cluster``
+    (``eks``, ``aks``): the managed Kubernetes, whose cloud identity the verifier's pods must carry."""
     labels = namespace_labels(objects)
     verifiers = _verifier_webhooks(objects, ("ValidatingWebhookConfiguration",))
     if not verifiers and unseen:
@@ -132,7 +195,7 @@ def judge_signatures(
         if p.get("kind") == "ClusterImagePolicy" and (p.get("spec") or {}).get("mode", "enforce") == "enforce"
     ]
     no_match = _no_match_policy(objects)
-    findings = _guarding_itself(objects, labels)
+    findings = _guarding_itself(objects, labels) + _without_identity(objects, verifiers, cluster)
     for pod in pods(objects):
         if pod.namespace not in guarded:
             continue
