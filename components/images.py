@@ -349,7 +349,7 @@ def attest_and_sign(ref: str, key: str, provenance: str, password_command: str) 
             f'printf %s {shlex.quote(provenance)} > "$work/provenance.json"',
             f'cosign attest {cosign} --type spdxjson --predicate "$work/sbom.spdx.json" {image}',
             f'cosign attest {cosign} --type slsaprovenance1 --predicate "$work/provenance.json" {image}',
-            _sign_once(ref, key),
+            sign_once(image, shlex.quote(key)),
         ]
     )
 
@@ -357,10 +357,14 @@ def attest_and_sign(ref: str, key: str, provenance: str, password_command: str) 
 _REGISTRY_LOGIN = '--registry-username "$REGISTRY_USERNAME" --registry-password "$REGISTRY_PASSWORD"'
 
 
-def _sign_once(ref: str, key: str) -> str:
-    """cosign's legacy signature of ``ref`` with ``key``, unless one by that key verifies already."""
-    legacy = f"--key {shlex.quote(key)} --new-bundle-format=false {_REGISTRY_LOGIN}"
-    image = shlex.quote(ref)
+def sign_once(image: str, key: str) -> str:
+    """cosign's legacy signature of ``image`` with ``key``, unless one by that key verifies already: the
+    one command that signs with the stack's key, for the images ``pulumi up`` pushes or names and for the
+    third-party copies ``mlplatform images mirror`` makes (mlplatform/mirror.py), so the admission
+    verifier checks both alike. ``image`` (by digest) and ``key`` are shell words, a quoted value or a
+    double-quoted ``$VARIABLE`` that the script sets before; the registry login is ``$REGISTRY_USERNAME``
+    and ``$REGISTRY_PASSWORD``."""
+    legacy = f"--key {key} --new-bundle-format=false {_REGISTRY_LOGIN}"
     return (
         f"cosign verify {legacy} --insecure-ignore-tlog=true {image} > /dev/null 2>&1"
         f" || cosign sign --yes --tlog-upload=false {legacy} {image}"
@@ -372,7 +376,11 @@ def sign_named(ref: str, key: str, password_command: str) -> str:
     vouches for it with its key, so the admission verifier admits it (its SBOM and provenance are its
     builder's to attest)."""
     return "\n".join(
-        ["set -euo pipefail", f'REGISTRY_PASSWORD="$({password_command})"', _sign_once(ref, key)]
+        [
+            "set -euo pipefail",
+            f'REGISTRY_PASSWORD="$({password_command})"',
+            sign_once(shlex.quote(ref), shlex.quote(key)),
+        ]
     )
 
 

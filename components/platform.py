@@ -37,6 +37,7 @@ class Platform(pulumi.ComponentResource):
             f"{name}-{config.cloud}", config, pulumi.ResourceOptions(parent=self)
         )
         self.handle = adapter.handle
+        lock_export: dict[str, Any] = {}
         if config.kubernetes.enabled:
             # Imported here: a cloud-only first phase (kubernetes.enabled: false) needs no Kubernetes SDK.
             from components.images import StackImages
@@ -44,13 +45,20 @@ class Platform(pulumi.ComponentResource):
 
             child = pulumi.ResourceOptions(parent=self)
             images = StackImages(f"{name}-images", self.handle, config, child).images
-            KubernetesLayer(f"{name}-k8s", self.handle, config, images, child)
+            layer = KubernetesLayer(f"{name}-k8s", self.handle, config, images, child)
+            if layer.image_lock is not None:
+                # The mirror lock's state, for the evidence (mlplatform/check.py): whether the stack's key
+                # signed every third-party copy it runs (components/image_mirror.py).
+                lock_export = {
+                    "imageLock": {"path": layer.image_lock.path, "signed": layer.image_lock.signed}
+                }
         self._exports: dict[str, pulumi.Input[Any]] = {
             "cloud": config.cloud.value,
             "tier": config.tier.value,
             "region": config.region,
             "kubernetesVersion": config.cluster.kubernetes_version,
             **adapter.exports,
+            **lock_export,
         }
         self.register_outputs(self._exports)
 

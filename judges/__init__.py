@@ -111,9 +111,10 @@ JUDGES: tuple[Judge, ...] = (
     ),
     Judge(
         "image-signatures",
-        (signatures.POLICY,),
-        lambda c: signatures.judge_signatures(c.objects, c.unseen),
-        "every image a guarded namespace runs is verified at admission against a signing key",
+        (signatures.POLICY, signatures.POLICY_SELF, signatures.POLICY_IDENTITY),
+        lambda c: signatures.judge_signatures(c.objects, c.unseen, c.cluster),
+        "every image a guarded namespace runs is verified at admission against a signing key, by a "
+        "verifier whose pods carry the cloud identity that reads the registry",
     ),
     Judge(
         "hook-jobs",

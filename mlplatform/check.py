@@ -40,7 +40,7 @@ from mlplatform.evidence import (
 )
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan, skipped_judges, transport_exemptions
-from mlplatform.mirror import mirror_list, plan_node_os
+from mlplatform.mirror import mirror_list, plan_lock_signed, plan_node_os
 from mlplatform.parallel import spread
 from mlplatform.plan import REPO_ROOT, Plan, Target, all_stack_targets, resolve_target, run_plan
 from mlplatform.plan_cmd import AllowUnrenderedOpt, ProgramOpt, StackFileOpt, StackOpt
@@ -338,7 +338,14 @@ def _judge(
         violations=tuple(sorted(violations, key=_order)),
         charts=_charts(plan),
         exemptions=documented_exemptions(plan) + transport_exemptions(plan, skipped),
-        mirrored=tuple(mirror_list(objects, str(plan.outputs["registry"]), plan_node_os(plan.outputs)))
+        mirrored=tuple(
+            mirror_list(
+                objects,
+                str(plan.outputs["registry"]),
+                plan_node_os(plan.outputs),
+                signed=plan_lock_signed(plan.outputs),
+            )
+        )
         if "registry" in plan.outputs
         else (),
         providers=frozenset(r.type.split(":", 1)[0] for r in plan.resources),

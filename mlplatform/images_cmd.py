@@ -3,9 +3,10 @@ them into the stack's own registry (mlplatform.mirror). ``mlplatform images scan
 SBOMs with Grype, offline (mlplatform.scan).
 
 It plans the stack (or reads a plan ``mlplatform plan --json`` wrote) and prints a bash script: log in
-to the stack's registry, create each mirror repository ECR needs, ``crane copy`` each image, and print
-each mirror's digest. It copies nothing itself: the operator runs the script where the registries are
-reachable, with ``crane`` (google/go-containerregistry) and the cloud's CLI installed.
+to the stack's registry, create each mirror repository ECR needs, ``crane copy`` each image, print each
+mirror's digest and sign it with the stack's key (cosign, as ``pulumi up`` signs the stack's own images).
+It copies nothing itself: the deployer runs the script where the registries and the key are reachable,
+with ``crane`` (google/go-containerregistry), ``cosign``, Pulumi and the cloud's CLI installed.
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ def mirror(
         ),
     ] = None,
 ) -> None:
-    """Print the script that copies the stack's third-party images into its registry and writes the
-    stack's mirror lock from their digests."""
+    """Print the script that copies the stack's third-party images into its registry, signs each copy
+    with the stack's key and writes the stack's mirror lock from their digests."""
     if plan_file is not None and (stack or stack_file or program or stack_opt):
         exit_with(["--plan reads a plan file; name no stack, --stack-file or --program with it"])
     if plan_file is not None:
@@ -110,7 +111,8 @@ def mirror(
         )
     if json_file is not None:
         json_file.write_text(json.dumps([i.as_dict() for i in images], indent=2) + "\n", encoding="utf-8")
-    typer.echo("\n".join(mirror_script(images, plan.outputs, lock or f"stacks/{plan.stack}.images.json")))
+    script = mirror_script(images, plan.outputs, plan.stack, lock or f"stacks/{plan.stack}.images.json")
+    typer.echo("\n".join(script))
 
 
 @app.command(name="scan")

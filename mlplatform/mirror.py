@@ -17,9 +17,12 @@ Each goes to ``<registry>/mirror/<source host>/<source path>`` with the source's
 ``crane copy``, which "efficiently copy[s] a remote image from src to dst while retaining the digest
 value" (google/go-containerregistry, cmd/crane/doc/crane_copy.md), every platform of an index included:
 the mirror's digest is the source's, so the digest ``crane digest`` prints for the mirror is the one to
-pin. The copy needs the registries; this module only says what to run (``mlplatform images mirror``),
-ending with the stack's mirror lock (components/image_mirror.py), through which the program then names
-each image by the mirror's digest; such an image is listed ``mirrored``.
+pin. Each copy is then signed by that digest with the stack's key, by the command that signs the
+stack's own images (components/images.py ``sign_once``), so the admission verifier can hold the operator
+namespaces to the key as it does the workload namespaces. The copy needs the registries; this module
+only says what to run (``mlplatform images mirror``), ending with the stack's mirror lock
+(components/image_mirror.py), through which the program then names each image by the mirror's digest;
+such an image is listed ``mirrored``.
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ from typing import Any
 
 from components.config import PLATFORM_KEY
 from components.driver_images import DRIVER_TAGS, NodeOs
-from components.image_mirror import LOCK_VERSION, SOURCES_ANNOTATION, ImageRef
+from components.image_mirror import LOCK_VERSION, MIRROR_PATH, SOURCES_ANNOTATION, ImageRef
+from components.images import sign_once
 
-MIRROR_PATH = "mirror"
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # prometheus-operator's flags naming the images it runs beside Prometheus and Alertmanager
 # (prometheus-operator cmd/operator/main.go; kube-prometheus-stack templates/prometheus-operator).
@@ -49,8 +52,9 @@ ACR_TOKEN_USER = "00000000-0000-0000-0000-000000000000"
 
 @dataclass(frozen=True)
 class MirroredImage:
-    """One third-party image: as the objects name it, where it goes, its digest where the source names
-    one (``crane copy`` keeps it), and the objects that name it."""
+    """One third-party image: as the objects name it, where it goes (in the plan's registry, and below
+    any registry: what the lock names), its digest where the source names one (``crane copy`` keeps it),
+    and the objects that name it."""
 
     source: str
     mirror: str
@@ -59,6 +63,11 @@ class MirroredImage:
     objects: tuple[str, ...]
     # The objects name the mirror by digest already (the stack's mirror lock): nothing left to copy.
     mirrored: bool = False
+    # ``mirror`` below the registry, ``mirror/<source host>/<path>[:tag][@digest]``: what the lock names,
+    # and where the script copies to below the deployed stack's registry.
+    below: str = ""
+    # Mirrored, and the stack's lock says its key signed every copy (the plan's ``imageLock`` output).
+    signed: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +76,7 @@ class MirroredImage:
             "repository": self.repository,
             "digest": self.digest,
             "mirrored": self.mirrored,
+            "signed": self.signed,
             "objects": list(self.objects),
         }
 
@@ -105,6 +115,13 @@ def plan_node_os(outputs: Mapping[str, Any]) -> NodeOs | None:
     """The GPU nodes' OS a plan exports (``gpuNodeOs``: Azure stacks with GPU pools), or None."""
     found = outputs.get("gpuNodeOs")
     return NodeOs.from_dict(found) if isinstance(found, Mapping) else None
+
+
+def plan_lock_signed(outputs: Mapping[str, Any]) -> bool:
+    """Whether the plan's mirror lock says the stack's key signed every copy (output ``imageLock``,
+    exported by a stack that names a lock)."""
+    found = outputs.get("imageLock")
+    return isinstance(found, Mapping) and found.get("signed") is True
 
 
 def _driver_images(obj: Mapping[str, Any], node_os: NodeOs | None) -> dict[str, str | None]:
@@ -169,14 +186,15 @@ def image_references(objects: Sequence[Mapping[str, Any]], node_os: NodeOs | Non
 
 
 def mirror_list(
-    objects: Sequence[Mapping[str, Any]], registry: str, node_os: NodeOs | None
+    objects: Sequence[Mapping[str, Any]], registry: str, node_os: NodeOs | None, *, signed: bool = False
 ) -> list[MirroredImage]:
     """What the objects name from outside ``registry`` (a driver as pulled on ``node_os``), each with its
     place below it; and what they name from its mirror by digest (a stack with a mirror lock),
     ``mirrored``, its source read back from the path below the mirror, or, where the reference has no
-    tag (the DOCA driver), from the object's ``SOURCES_ANNOTATION``."""
-    host, _, prefix = registry.partition("/")
-    below = f"{host}/" + "/".join(p for p in (prefix, MIRROR_PATH) if p) + "/"
+    tag (the DOCA driver), from the object's ``SOURCES_ANNOTATION``; ``signed`` where the lock says the
+    stack's key signed every copy (``plan_lock_signed``)."""
+    prefix = registry.partition("/")[2]
+    root = f"{registry}/{MIRROR_PATH}/"
     # Sources the objects name for the mirror's images they name by bare digest (SOURCES_ANNOTATION).
     annotated: dict[str, str] = {}
     for obj in objects:
@@ -184,10 +202,10 @@ def mirror_list(
         annotated |= json.loads(found) if found else {}
     mirrored = []
     for image, where in sorted(image_references(objects, node_os).items()):
-        if image.startswith(below) and ImageRef.parse(image).digest:
+        if image.startswith(root) and ImageRef.parse(image).digest:
             # Pinned through the stack's mirror lock: the source is the path below the mirror.
             ref = ImageRef.parse(image)
-            source = ImageRef.parse(image.removeprefix(below))
+            source = ImageRef.parse(image.removeprefix(root))
             mirrored.append(
                 MirroredImage(
                     annotated.get(image, str(replace(source, digest=None))),
@@ -196,78 +214,92 @@ def mirror_list(
                     ref.digest,
                     tuple(where),
                     mirrored=True,
+                    below=image.removeprefix(f"{registry}/"),
+                    signed=signed,
                 )
             )
             continue
         if image.startswith(f"{registry}/"):
             continue
         ref = ImageRef.parse(image)
+        below = f"{MIRROR_PATH}/{ref}"
         repository = "/".join(p for p in (prefix, MIRROR_PATH, ref.host, ref.path) if p)
-        target = (
-            f"{host}/{repository}"
-            + (f":{ref.tag}" if ref.tag else "")
-            + (f"@{ref.digest}" if ref.digest else "")
+        mirrored.append(
+            MirroredImage(image, f"{registry}/{below}", repository, ref.digest, tuple(where), below=below)
         )
-        mirrored.append(MirroredImage(image, target, repository, ref.digest, tuple(where)))
     return mirrored
 
 
-def mirror_script(images: Sequence[MirroredImage], outputs: Mapping[str, Any], lock: str) -> list[str]:
-    """The shell lines that copy ``images`` into the stack's registry (``outputs``: the plan's, for the
-    cloud, region, registry and, on AWS, the key the stack's repositories are encrypted with) and write
-    the stack's mirror lock to ``lock`` from each copy's ``crane digest`` (components/image_mirror.py
-    reads it): written whole at the end, so a failed copy leaves the previous lock as it was."""
-    cloud, registry = str(outputs["cloud"]), str(outputs["registry"])
-    host = registry.partition("/")[0]
-    lines = ["set -euo pipefail"]
+def mirror_script(
+    images: Sequence[MirroredImage], outputs: Mapping[str, Any], stack: str, lock: str
+) -> list[str]:
+    """The shell lines that copy ``images`` into the deployed ``stack``'s registry, sign each copy by its
+    digest with the stack's key, and write the stack's mirror lock to ``lock`` from each copy's ``crane
+    digest`` (components/image_mirror.py reads it), every copy marked signed: written whole at the end,
+    so a failed copy or signature leaves the previous lock as it was.
+
+    The registry, the signing key and, on AWS, the key the stack's repositories are encrypted with are
+    the deployed stack's outputs, read by the script (``pulumi stack output``): a plan runs under Pulumi's
+    mocks, whose account, registry name and keys are not the stack's. From the plan (``outputs``) only
+    what the stack's configuration says: the cloud and the region. The lock names each copy below the
+    registry (``MirroredImage.below``)."""
+    cloud = str(outputs["cloud"])
+    # Read first, so a machine without the stack's state copies nothing.
+    lines = [
+        "set -euo pipefail",
+        f'REGISTRY="$({_stack_output("registry", stack)})"',
+        f'SIGNING_KEY="$({_stack_output("imageSigningKey", stack)})"',
+    ]
+    # One login for crane and cosign (sign_once reads $REGISTRY_USERNAME and $REGISTRY_PASSWORD).
+    login = 'printf %s "$REGISTRY_PASSWORD" | crane auth login "${REGISTRY%%/*}" -u "$REGISTRY_USERNAME"'
     if cloud == "aws":
         region = str(outputs["region"])
-        lines.append(
-            f"aws ecr get-login-password --region {shlex.quote(region)}"
-            f" | crane auth login {shlex.quote(host)} -u AWS --password-stdin"
-        )
+        lines += [
+            # The images domain's key, which encrypts the stack's own repositories (components/aws/
+            # registry.py): the `images` entry of the stack's `kmsKeys` output.
+            f'IMAGES_KEY="$({_stack_output("kmsKeys", stack)} --json'
+            ' | python3 -c \'import json, sys; print(json.load(sys.stdin)["images"])\')"',
+            "REGISTRY_USERNAME=AWS",
+            f'REGISTRY_PASSWORD="$(aws ecr get-login-password --region {shlex.quote(region)})"',
+            f"{login} --password-stdin",
+        ]
         # As the stack's own repositories (components/aws/registry.py): immutable tags, scanned on push,
-        # encrypted with the stack's key. ECR creates no repository on push.
-        encryption = "encryptionType=KMS" + (
-            f",kmsKey={outputs['kmsKeyArn']}" if outputs.get("kmsKeyArn") else ""
-        )
+        # encrypted with the images key; each below the stack's namespace, the registry output's path
+        # (`<account>.dkr.ecr.<region>.amazonaws.com/<cluster>`). ECR creates no repository on push.
         for image in images:
-            create = shlex.join(
-                [
-                    "aws", "ecr", "create-repository", "--region", region,
-                    "--repository-name", image.repository,
-                    "--image-tag-mutability", "IMMUTABLE",
-                    "--image-scanning-configuration", "scanOnPush=true",
-                    "--encryption-configuration", encryption,
-                ]
-            )  # fmt: skip
-            describe = shlex.join(
-                [
-                    "aws",
-                    "ecr",
-                    "describe-repositories",
-                    "--region",
-                    region,
-                    "--repository-names",
-                    image.repository,
-                ]
+            name = f'"${{REGISTRY#*/}}/{_untagged(image.below)}"'
+            describe = (
+                f"aws ecr describe-repositories --region {shlex.quote(region)} --repository-names {name}"
+            )
+            create = (
+                f"aws ecr create-repository --region {shlex.quote(region)} --repository-name {name}"
+                " --image-tag-mutability IMMUTABLE --image-scanning-configuration scanOnPush=true"
+                ' --encryption-configuration "encryptionType=KMS,kmsKey=$IMAGES_KEY"'
             )
             lines.append(f"{describe} >/dev/null 2>&1 || {create} >/dev/null")
     elif cloud == "azure":
-        name = host.split(".", 1)[0]
-        lines.append(
-            f"az acr login --name {shlex.quote(name)} --expose-token --output tsv --query accessToken"
-            f" | crane auth login {shlex.quote(host)} -u {ACR_TOKEN_USER} --password-stdin"
-        )
+        # The registry's name: the login server's first label (<name>.azurecr.io).
+        token = 'az acr login --name "${REGISTRY%%.*}" --expose-token --output tsv --query accessToken'
+        lines += [
+            f"REGISTRY_USERNAME={ACR_TOKEN_USER}",
+            f'REGISTRY_PASSWORD="$({token})"',
+            f"{login} --password-stdin",
+        ]
     else:
         raise ValueError(f"cloud {cloud!r}: no registry login known")
     entries = []
+    # References hold no `"`, `$`, backquote or backslash (distribution/reference): in double quotes, the
+    # shell expands only $REGISTRY and the digests.
     for number, image in enumerate(images, 1):
-        lines.append(shlex.join(["crane", "copy", image.source, image.mirror]))
+        copy = f'"$REGISTRY/{image.below}"'
+        lines.append(f"crane copy {shlex.quote(image.source)} {copy}")
         # An assignment fails with its command substitution, so `set -e` stops on a failed digest.
-        lines.append(f"digest_{number}=$(crane digest {shlex.quote(image.mirror)})")
-        lines.append(f'echo {shlex.quote(image.mirror)} "$digest_{number}"')
-        entry = {"mirror": image.mirror, "digest": f"$digest_{number}"}
+        lines.append(f"digest_{number}=$(crane digest {copy})")
+        lines.append(f'echo {copy} "$digest_{number}"')
+        # By digest, the one `crane digest` printed.
+        by_digest = f'"$REGISTRY/{_untagged(image.below)}@$digest_{number}"'
+        lines.append(sign_once(by_digest, '"$SIGNING_KEY"'))
+        entry = {"mirror": image.below, "digest": f"$digest_{number}", "signed": True}
         entries.append(f"{json.dumps(image.source)}: {json.dumps(entry)}")
     # References hold no `$`, backquote or backslash (distribution/reference), so the unquoted here-document
     # expands only the digests.
@@ -284,3 +316,14 @@ def mirror_script(images: Sequence[MirroredImage], outputs: Mapping[str, Any], l
         shlex.join(["echo", f"wrote {lock}: name it in the stack as {PLATFORM_KEY}.kubernetes.imageLock"]),
     ]
     return lines
+
+
+def _stack_output(name: str, stack: str) -> str:
+    """The command that prints the deployed ``stack``'s output ``name``."""
+    return shlex.join(["pulumi", "stack", "output", name, "--stack", stack])
+
+
+def _untagged(below: str) -> str:
+    """``mirror/<host>/<path>`` of ``below``, without its tag or digest."""
+    head, _, last = below.partition("@")[0].rpartition("/")
+    return f"{head}/{last.partition(':')[0]}"

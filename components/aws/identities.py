@@ -21,6 +21,7 @@ from components.aws.access import ACCESS_ROLES_TAG, PeopleRole, role_name
 from components.aws.account import AwsAccount
 from components.aws.iam import OidcIssuer, policy_document, role_name_prefix, service_account_role
 from components.aws.node_pools import autoscaler_tags
+from components.aws.registry import repositories_arn
 from components.aws.service_accounts import IRSA_SERVICE_ACCOUNTS, ROLE_ARN_ANNOTATION
 from components.aws.storage import (
     CHECKPOINTS_PREFIX,
@@ -218,11 +219,21 @@ def record_writer_policy(
     )
 
 
-def verifier_policy(signing_key_arn: pulumi.Input[str]) -> dict[str, Any]:
-    """What the admission verifier needs of the signing key: its public half (cosign's awskms verifier
-    calls GetPublicKey; DescribeKey reads its spec). Never Sign, and never Verify: verification is local
-    (AWS KMS API reference, GetPublicKey). The key policy delegates ``kms:Get*`` and ``kms:Describe*`` to
-    IAM (components/aws/registry.py ``ADMINISTER_AND_VERIFY``)."""
+def verifier_policy(signing_key_arn: pulumi.Input[str], repositories_arn: str) -> dict[str, Any]:
+    """What the admission verifier needs: the signing key's public half (cosign's awskms verifier calls
+    GetPublicKey; DescribeKey reads its spec; never Sign, and never Verify: verification is local, AWS KMS
+    API reference, GetPublicKey; the key policy delegates ``kms:Get*`` and ``kms:Describe*`` to IAM,
+    components/aws/registry.py ``ADMINISTER_AND_VERIFY``), and a pull of the stack's repositories, where
+    the signatures it verifies are (``repositories_arn``: the stack's namespace, its mirror below it).
+
+    policy-controller reads the registry with its pod's own cloud identity: its keychain
+    (pkg/webhook/registryauth/registryauth.go, v0.13.1) asks the pod's pull secrets, then the Docker
+    config, then amazon-ecr-credential-helper, which takes the AWS SDK's default credentials (this IRSA
+    role) and calls ecr:GetAuthorizationToken. That action has no resource type, so its statement names
+    "*"; the pull, manifests (ecr:BatchGetImage) and the layers' URLs (ecr:GetDownloadUrlForLayer),
+    takes the ``repository`` resource type (AWS Service Authorization Reference, "Actions, resources,
+    and condition keys for Amazon Elastic Container Registry"; ECR user guide, "Private registry
+    authentication": GetAuthorizationToken before any pull). Nothing to push, list or describe."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -231,7 +242,19 @@ def verifier_policy(signing_key_arn: pulumi.Input[str]) -> dict[str, Any]:
                 "Effect": "Allow",
                 "Action": ["kms:GetPublicKey", "kms:DescribeKey"],
                 "Resource": signing_key_arn,
-            }
+            },
+            {
+                "Sid": "LogInToRegistry",
+                "Effect": "Allow",
+                "Action": "ecr:GetAuthorizationToken",
+                "Resource": "*",
+            },
+            {
+                "Sid": "PullStackRepositories",
+                "Effect": "Allow",
+                "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                "Resource": repositories_arn,
+            },
         ],
     }
 
@@ -291,7 +314,8 @@ class WorkloadIdentities(pulumi.ComponentResource):
             writer = record_writer_policy(args.record_bucket_arn, args.key_arn, region)
             policies |= {"rollout": writer, "drift-monitor": writer}
         if args.signing_key_arn is not None:
-            policies["image-verifier"] = verifier_policy(args.signing_key_arn)
+            repositories = repositories_arn(args.account, args.cluster_name)
+            policies["image-verifier"] = verifier_policy(args.signing_key_arn, repositories)
         self.role_arns: dict[str, pulumi.Output[str]] = {
             key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS if key in policies
         }

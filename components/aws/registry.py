@@ -61,6 +61,12 @@ def registry_host(account: AwsAccount) -> str:
     return f"{account.account_id}.dkr.ecr.{account.dns_suffix}"
 
 
+def repositories_arn(account: AwsAccount, namespace: str) -> str:
+    """Every repository of the stack's ``namespace`` (the cluster name): its images' and, below
+    ``<namespace>/mirror/``, the third-party copies (mlplatform/mirror.py)."""
+    return account.arn("ecr", f"repository/{namespace}/*")
+
+
 def signing_key_policy(account: AwsAccount, signer_arn: str) -> dict[str, Any]:
     """Only the deployer (the identity running ``pulumi up``: CI's OIDC role, or the operator) signs; the
     account administers the key and anyone it lets may verify."""

@@ -158,7 +158,7 @@ class AzurePlatform(pulumi.ComponentResource):
         for what, resource_id in audited.items():
             audit_logs(f"{name}-{what}", scope, resource_id, cluster.workspace_id, self, archive_id=archive)
         identities = self._workload_identities(name, scope, cluster, objects, record)
-        identities[IMAGE_VERIFIER_KEY] = self._verifier_identity(name, scope, cluster, signing)
+        identities[IMAGE_VERIFIER_KEY] = self._verifier_identity(name, scope, cluster, signing, registry)
         database = self._registry_database(name, scope, network, keys, identities["registry"])
         if database is not None:
             # A flexible server has no audit category group: its server log carries connections and,
@@ -343,11 +343,21 @@ class AzurePlatform(pulumi.ComponentResource):
         )
 
     def _verifier_identity(
-        self, name: str, scope: AzureScope, cluster: AksCluster, signing: ImageSigningKey
+        self,
+        name: str,
+        scope: AzureScope,
+        cluster: AksCluster,
+        signing: ImageSigningKey,
+        registry: AzureRegistry,
     ) -> FederatedIdentity:
         """The admission verifier's identity (components/kubernetes/image_verification.py): it reads the
         signing key's public half (a key read), granted on that one key; the role's wrap and unwrap do
-        nothing on a key whose operations are sign and verify only (keys.py ImageSigningKey)."""
+        nothing on a key whose operations are sign and verify only (keys.py ImageSigningKey). And it pulls
+        the signatures from the stack's registry (AcrPull, on that registry): policy-controller reads the
+        registry as its pod's own identity, its ACR helper taking azidentity's default credential (the
+        workload identity the webhook injects: AZURE_CLIENT_ID, AZURE_TENANT_ID and the token file) and
+        exchanging its ARM token for a registry refresh token (pkg/webhook/registryauth/azure/
+        acrhelper.go, v0.13.1)."""
         return FederatedIdentity(
             f"{name}-image-verifier-identity",
             FederatedIdentityArgs(
@@ -360,6 +370,7 @@ class AzurePlatform(pulumi.ComponentResource):
                         signing.key_id,
                         "signing-key-read",
                     ),
+                    Grant(BuiltInRole.ACR_PULL, registry.registry_id, "registry-pull"),
                 ),
             ),
             self._child,

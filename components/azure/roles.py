@@ -29,6 +29,8 @@ class BuiltInRole(StrEnum):
     KEY_VAULT_CONTRIBUTOR = "f25e0fa2-a7c8-4377-a976-54943a77a395"
     STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
     STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+    # Pull artifacts from a registry: the kubelet's images, the admission verifier's signatures
+    # (learn.microsoft.com/azure/role-based-access-control/built-in-roles/containers, AcrPull).
     ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
     # The AKS control plane joins load balancers and NICs to a subnet it does not own.
     NETWORK_CONTRIBUTOR = "4d97b98b-1d4f-4787-a291-c67834d212e7"

@@ -17,8 +17,10 @@ and team namespaces run only what the stack builds and deny; the operator namesp
 charts make from their upstream registries, warn until those images are mirrored. A stack with a mirror
 lock (components/image_mirror.py) renders every third-party image from its mirror by digest: its
 operator namespaces are labelled ``mirror`` and a third binding denies there too. A label of its own, as
-the copies carry no signature by the stack's key: the signature verifier and its judge
-(judges/signatures.py) hold ``deny`` namespaces to that key, not these.
+the signature verifier and its judge (judges/signatures.py) hold ``deny`` namespaces to the stack's key,
+and ``mirror`` ones not: the copies of a version 1 lock carry no signature by that key, and the
+verifier's own namespace cannot be guarded by it (image_verification.py). Where the lock says the key
+signed every copy, the other operator namespaces are labelled ``deny``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ LABEL = "ml-platform.io/image-admission"
 class ImageAdmission(StrEnum):
     DENY = "deny"
     WARN = "warn"
-    # Third-party images from the stack's mirror by digest: denied otherwise, not held to its signing key.
+    # Third-party images from the stack's mirror by digest: denied otherwise, not held to its signing key
+    # (copies unsigned, or the verifier's own namespace).
     MIRROR = "mirror"
 
 

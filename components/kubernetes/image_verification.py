@@ -19,8 +19,33 @@ legacy format.
 
 Enforcement: the webhook admits pods only in namespaces labelled ``policy.sigstore.dev/include: "true"``
 (the chart's ``webhook.namespaceSelector``): the guarded (workload and team) namespaces, the ones the
-image ValidatingAdmissionPolicy denies in. An image there that no ClusterImagePolicy matches is refused
-too (``no-match-policy: deny``, sigstore/policy-controller ``pkg/config/store.go``).
+image ValidatingAdmissionPolicy denies in; and, on a stack whose mirror lock says the stack's key signed
+every third-party copy (components/image_mirror.py), the operator namespaces too (``verifiable``). The
+policy's glob, every image below the stack's registry, covers the mirror's ``<registry>/mirror/**``. An
+image there that no ClusterImagePolicy matches is refused too (``no-match-policy: deny``,
+sigstore/policy-controller ``pkg/config/store.go``).
+
+Which namespaces the webhook may guard. The chart's two ``policy.sigstore.dev`` webhooks (mutating and
+validating, templates/webhook/policy_webhook_configurations.yaml) call the Service ``webhook`` in the
+release's namespace, select namespaces by ``webhook.namespaceSelector`` (default: the include label "In
+['true']", templates/_helpers.tpl) and fail closed (``failurePolicy: {{ .Values.webhook.failurePolicy
+}}``, ``Fail`` in values.yaml). The chart gives them no rules: the running webhook writes them, every
+create and update of Pods, ReplicaSets, Deployments, StatefulSets, DaemonSets, Jobs and CronJobs
+(policy-controller v0.13.1 cmd/webhook/main.go ``types``), keeping the namespace selector and adding
+``webhooks.knative.dev/exclude`` DoesNotExist (knative.dev/pkg
+webhook/resourcesemantics/validation/reconcile_config.go). So in a selected namespace no pod is created
+while no webhook replica serves. Its own namespace must not be selected: with both replicas gone (a
+node-pool upgrade, two lost nodes) the ReplicaSet's new pods would be refused by the webhook they are to
+serve, and no pod there, nor in any selected namespace, would start again. Nor kube-system, where what
+the webhook needs to start runs (the cloud's CNI and DNS; AKS's workload identity webhook, which gives
+its pods their credentials): the stack writes no label there. Nothing else it needs runs in the operator
+namespaces: the GPU and network operators' pods run on the GPU and InfiniBand nodes and ready those for
+workloads, Prometheus and Kueue serve others (Kueue's fail-closed webhooks select only the queued
+namespaces, kueue.py), and the webhook runs on the CPU nodes (the chart gives it no toleration,
+``commonTolerations: []``, and the GPU pools are tainted: pack policy ``gpu-nodes-tainted``). Selecting
+them holds their new pods while the webhook does not serve, never the webhook itself; before it first
+serves, its configurations have no rules and refuse nothing, so the first ``pulumi up`` installs the
+operators in any order.
 """
 
 from __future__ import annotations
@@ -43,6 +68,12 @@ INCLUDE_LABEL = "policy.sigstore.dev/include"
 WEBHOOK_SELECTOR = {"control-plane": f"{RELEASE}-webhook"}
 WEBHOOK_PORTS = (8443,)
 KMS_PREFIXES = ("awskms://", "azurekms://")
+
+
+def verifiable(namespace: str) -> bool:
+    """Whether the webhook may guard ``namespace``: never its own (module docstring: it could not start
+    its own pods again)."""
+    return namespace != NAMESPACE
 
 
 def chart_values(

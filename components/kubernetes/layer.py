@@ -90,14 +90,20 @@ class KubernetesLayer(pulumi.ComponentResource):
             self._registry_admin(config),
             certificate,
         )
-        specs = tenancy_specs(handle, config, workloads)
+        # The lock names each copy below the stack's registry: rooted at the one the objects name.
+        lock = (
+            load_lock(config.kubernetes.image_lock).under(handle.registry)
+            if config.kubernetes.image_lock
+            else None
+        )
+        self.image_lock = lock
+        specs = tenancy_specs(handle, config, workloads, lock)
         # Each pod depends on its namespace, so the admission policies are in place before any pod.
         namespaces = self._apply(
             [o for spec in specs for o in namespace_objects(spec)]
             + admission_policies(handle, specs)
             + team_guard(handle, config)
         )
-        lock = load_lock(config.kubernetes.image_lock) if config.kubernetes.image_lock else None
         charts = layer_charts(handle, config, lock)
         queueing = kueue.queueing_enabled(config)
         unguarded = [spec.name for spec in specs if not spec.guarded]
@@ -239,9 +245,11 @@ def _pool_quota(handle: ClusterHandle, config: PlatformConfig, pool_name: str) -
 
 
 def tenancy_specs(
-    handle: ClusterHandle, config: PlatformConfig, workloads: WorkloadObjects
+    handle: ClusterHandle, config: PlatformConfig, workloads: WorkloadObjects, lock: MirrorLock | None
 ) -> list[NamespaceSpec]:
-    """The namespaces of this cluster: operators, workloads and teams, each at the least privilege."""
+    """The namespaces of this cluster: operators, workloads and teams, each at the least privilege. With
+    the stack's mirror ``lock``, every namespace runs third-party images from the mirror; and where the
+    lock says the stack's key signed every copy, each but the verifier's own is held to that key."""
     specs = operator_namespaces(handle, config.kubernetes.gpu_operator)
     if config.monitoring:
         specs.append(
@@ -286,8 +294,11 @@ def tenancy_specs(
         ]
         specs.append(NamespaceSpec(kueue.NAMESPACE, guarded=False))
     specs.append(NamespaceSpec(image_verification.NAMESPACE, guarded=False))
-    if config.kubernetes.image_lock:
-        specs = [replace(spec, mirrored=True) for spec in specs]
+    if lock is not None:
+        specs = [
+            replace(spec, mirrored=True, verified=lock.signed and image_verification.verifiable(spec.name))
+            for spec in specs
+        ]
     return specs
 
 

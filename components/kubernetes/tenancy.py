@@ -59,6 +59,9 @@ class NamespaceSpec:
     # operator namespace too is held to the stack's registry by digest: denied, not warned
     # (image_admission.py, label ``mirror``).
     mirrored: bool = False
+    # ...and the stack's key signed each copy (the lock says so): the namespace is held to that key at
+    # admission like a guarded one (image_verification.py), and denied otherwise like one.
+    verified: bool = False
 
     def __post_init__(self) -> None:
         if self.pod_security is not PodSecurity.RESTRICTED and not self.privilege_reason:
@@ -91,10 +94,11 @@ def namespace(spec: NamespaceSpec) -> Object:
         # Workload and team namespaces run only the stack's own images: denied otherwise. The operator
         # namespaces run what their charts name: warned while that is upstream, denied once mirrored.
         image_admission.LABEL: ImageAdmission.DENY
-        if spec.guarded
+        if spec.guarded or spec.verified
         else (ImageAdmission.MIRROR if spec.mirrored else ImageAdmission.WARN),
-        # ...and only images the stack's key signed (the policy-controller webhook's namespace selector).
-        **({image_verification.INCLUDE_LABEL: "true"} if spec.guarded else {}),
+        # ...and only images the stack's key signed (the policy-controller webhook's namespace selector):
+        # the stack's own, and the mirror's copies once signed.
+        **({image_verification.INCLUDE_LABEL: "true"} if spec.guarded or spec.verified else {}),
         **spec.labels,
     }
     annotations = {PRIVILEGE_REASON: spec.privilege_reason} if spec.privilege_reason else {}

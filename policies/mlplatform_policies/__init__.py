@@ -25,6 +25,7 @@ from . import (
     separation,
     stack,
     tagging,
+    verifier,
 )
 
 PACK_NAME = "ml-platform-uae"
@@ -52,4 +53,5 @@ def all_policies() -> list[Policy]:
         *duties.POLICIES,
         *key_domains.POLICIES,
         *key_users.POLICIES,
+        *verifier.POLICIES,
     ]

@@ -94,6 +94,7 @@ POLICIES = {
     "identity-per-role": ("mandatory", "stack"),
     "key-duties-separated": ("mandatory", "stack"),
     "key-use-within-domain": ("mandatory", "stack"),
+    "image-verifier-reads-registry": ("mandatory", "stack"),
     "duties-separated": ("mandatory", "stack"),
     "keys-per-domain": ("mandatory", "stack"),
     "lifecycle-record-locked": ("mandatory", "stack"),

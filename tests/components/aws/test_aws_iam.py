@@ -4,6 +4,7 @@ without wildcard principals."""
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from components.aws.service_accounts import IRSA_SERVICE_ACCOUNTS, ROLE_ARN_ANNOTATION
 from components.handle import WORKLOAD_IDENTITIES
+from components.image_mirror import MIRROR_PATH
 from mlplatform.plan import Plan
 from tests.components.aws.aws_plan_support import AWS_STACKS, policy, resources
 from tests.stack_variants import one
@@ -35,6 +37,7 @@ def _trust(plan: Plan, suffix: str) -> dict[str, Any]:
         ("-identities-cluster-autoscaler", "system:serviceaccount:kube-system:cluster-autoscaler"),
         ("-addons-ebs-csi", "system:serviceaccount:kube-system:ebs-csi-controller-sa"),
         ("-network-addons-vpc-cni", "system:serviceaccount:kube-system:aws-node"),
+        ("-identities-image-verifier", "system:serviceaccount:cosign-system:policy-controller-webhook"),
     ],
 )
 def test_irsa_trust_pins_subject_and_audience_exactly(
@@ -100,6 +103,35 @@ def test_inference_only_reads_models(cloud_plan: Callable[[str], Plan]) -> None:
     }
     assert actions == {"s3:ListBucket", "s3:GetObject", "s3:GetObjectVersion", "kms:Decrypt"}
     assert statements[0]["Condition"] == {"StringLike": {"s3:prefix": ["models/*"]}}
+
+
+@pytest.mark.parametrize("stack", ["aws-smb-dev", "aws-enterprise-prod"])
+def test_the_image_verifier_reads_the_signing_key_and_pulls_the_stacks_repositories_only(
+    cloud_plan: Callable[[str], Plan], stack: str
+) -> None:
+    """policy-controller v0.13.1 reads signatures with its pod's own identity (pkg/webhook/registryauth/
+    registryauth.go: amazon-ecr-credential-helper on the AWS SDK's default credentials, this IRSA role).
+    An ECR login is ecr:GetAuthorizationToken, which has no resource type ("*"); a pull, ecr:BatchGetImage
+    and ecr:GetDownloadUrlForLayer on the repository (AWS Service Authorization Reference, Amazon ECR).
+    The stack's repositories, its mirror's among them; no other stack's, nothing to push or list."""
+    plan = cloud_plan(stack)
+    key, login, pull = _inline(plan, "-identities-image-verifier")
+    assert key["Action"] == ["kms:GetPublicKey", "kms:DescribeKey"]
+    assert key["Resource"] == plan.outputs["imageSigningKey"].removeprefix("awskms:///")
+    assert (login["Action"], login["Resource"]) == ("ecr:GetAuthorizationToken", "*")
+    assert pull["Action"] == ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+    namespace = str(plan.outputs["registry"]).split("/")[1]
+    assert pull["Resource"] == f"arn:aws:ecr:me-central-1:123456789012:repository/{namespace}/*"
+    # Every repository the stack makes, and the mirror's (mlplatform/mirror.py), match; another's not.
+    repositories = [r.inputs["name"] for r in plan.by_type("aws:ecr/repository:Repository")]
+    mirror = f"{namespace}/{MIRROR_PATH}/quay.io/prometheus/prometheus"
+    for name in [*repositories, mirror]:
+        assert fnmatch.fnmatchcase(
+            f"arn:aws:ecr:me-central-1:123456789012:repository/{name}", pull["Resource"]
+        )
+    assert repositories and not fnmatch.fnmatchcase(
+        "arn:aws:ecr:me-central-1:123456789012:repository/other-stack/ml-platform/trainer", pull["Resource"]
+    )
 
 
 def test_autoscaler_resizes_only_this_clusters_tagged_groups(cloud_plan: Callable[[str], Plan]) -> None:

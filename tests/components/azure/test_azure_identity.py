@@ -60,3 +60,26 @@ def test_workload_client_ids_are_exported(cloud_plan: PlanFn) -> None:
     # The admission verifier reads the image signing key (components/kubernetes/image_verification.py).
     assert sorted(identities) == ["image-verifier", "inference", "registry", "training"]
     assert CLIENT_ID_ANNOTATION == "azure.workload.identity/client-id"
+
+
+@pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
+def test_the_image_verifier_reads_the_signing_key_and_pulls_from_the_stacks_registry_only(
+    cloud_plan: PlanFn, stack: str
+) -> None:
+    """policy-controller v0.13.1 reads signatures with its pod's own identity (pkg/webhook/registryauth/
+    azure/acrhelper.go: azidentity's default credential, this workload identity, exchanged for an ACR
+    token): AcrPull on the stack's registry (learn.microsoft.com built-in roles, AcrPull
+    7f951dda-4ed3-4680-a7ca-43fe172d538d), beside the signing key's read; nothing else."""
+    plan = cloud_plan(stack)
+    credential = one(plan, FEDERATION, "-image-verifier-identity-federation").inputs
+    assert credential["subject"] == "system:serviceaccount:cosign-system:policy-controller-webhook"
+    grants = {
+        r.inputs["roleDefinitionId"].rsplit("/", 1)[1]: r.inputs["scope"]
+        for r in plan.by_type("azure-native:authorization:RoleAssignment")
+        if "-image-verifier-identity-" in r.name
+    }
+    registry = one(plan, "azure-native:containerregistry:Registry", "-registry-acr").inputs["registryName"]
+    assert set(grants) == {BuiltInRole.ACR_PULL, BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER}
+    # The mocks' ARM id of the registry ends in its name.
+    assert grants[BuiltInRole.ACR_PULL].endswith(f"/{registry}")
+    assert grants[BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER].endswith("/keys/image-signing")

@@ -133,8 +133,9 @@ def test_registry_is_premium_encrypted_and_keyless(cloud_plan: PlanFn, stack: st
     assert registry["anonymousPullEnabled"] is False
     assert registry["encryption"]["status"] == "enabled"
     assert registry["identity"]["type"] == "SystemAssigned, UserAssigned"
-    (pull,) = role_assignments(plan, BuiltInRole.ACR_PULL)
-    assert pull["scope"].endswith(f"/{registry['registryName']}")
+    # Pulls: the nodes' (kubelet identity) and the admission verifier's, which reads signatures.
+    pulls = role_assignments(plan, BuiltInRole.ACR_PULL)
+    assert len(pulls) == 2 and all(p["scope"].endswith(f"/{registry['registryName']}") for p in pulls)
 
 
 def test_enterprise_registry_is_private_smb_registry_firewalled(cloud_plan: PlanFn) -> None:

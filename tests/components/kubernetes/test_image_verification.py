@@ -13,8 +13,10 @@ Rules and their sources (sigstore/policy-controller v0.13.1, the app of chart 0.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -22,7 +24,7 @@ from components.handle import IMAGE_VERIFIER
 from components.kubernetes.image_admission import LABEL
 from components.kubernetes.image_verification import INCLUDE_LABEL, POLICY, signature_policy
 from judges.kube import pods
-from judges.signatures import WEBHOOK, glob_pattern, judge_signatures
+from judges.signatures import CLOUD_IDENTITY, POLICY_IDENTITY, WEBHOOK, glob_pattern, judge_signatures
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
 
@@ -80,12 +82,13 @@ def test_globs_match_as_policy_controller_compiles_them(glob: str, image: str, m
     assert bool(glob_pattern(glob).match(image)) is matches
 
 
-def test_on_aws_the_webhook_reads_the_signing_keys_public_half_and_nothing_else(
+def test_on_aws_the_webhook_reads_the_signing_keys_public_half_and_no_other_key(
     planned: Callable[[str], Plan],
 ) -> None:
     """IRSA (EKS user guide, "IAM roles for service accounts"): the role trusts exactly the webhook's
     account and may GetPublicKey/DescribeKey on the stack's signing key only (AWS KMS API reference,
-    GetPublicKey: cosign's awskms verifier reads the public key and verifies locally)."""
+    GetPublicKey: cosign's awskms verifier reads the public key and verifies locally); its other two
+    statements read the registry (tests/components/aws/test_aws_iam.py)."""
     plan = planned("aws-smb-dev")
     [role] = [
         r for r in plan.resources if r.type == "aws:iam/role:Role" and r.name.endswith("-image-verifier")
@@ -98,7 +101,8 @@ def test_on_aws_the_webhook_reads_the_signing_keys_public_half_and_nothing_else(
         for r in plan.resources
         if r.type == "aws:iam/rolePolicy:RolePolicy" and r.name.endswith("-image-verifier")
     ]
-    [statement] = json.loads(policy.inputs["policy"])["Statement"]
+    statement, *registry = json.loads(policy.inputs["policy"])["Statement"]
+    assert [s["Sid"] for s in registry] == ["LogInToRegistry", "PullStackRepositories"]
     assert statement["Action"] == ["kms:GetPublicKey", "kms:DescribeKey"]
     assert plan.outputs["imageSigningKey"] == f"awskms:///{statement['Resource']}"
     [account] = [
@@ -150,3 +154,60 @@ def test_on_azure_the_webhook_reads_the_signing_key_through_its_workload_identit
         if o["kind"] == "Deployment" and o["metadata"]["namespace"] == IMAGE_VERIFIER.namespace
     ]
     assert webhook["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+
+
+def _named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    [found] = [o for o in objects if (o["kind"], o["metadata"]["name"]) == (kind, name)]
+    return found
+
+
+def _no_account_annotation(objects: list[dict[str, Any]], annotation: str) -> None:
+    del _named(objects, "ServiceAccount", IMAGE_VERIFIER.service_account)["metadata"]["annotations"][
+        annotation
+    ]
+
+
+def _no_pod_label(objects: list[dict[str, Any]], _: str) -> None:
+    webhook = _named(objects, "Deployment", IMAGE_VERIFIER.service_account)
+    del webhook["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"]
+
+
+@pytest.mark.parametrize(
+    ("stack", "cluster", "plant", "says"),
+    [
+        (
+            "aws-smb-dev",
+            "eks",
+            _no_account_annotation,
+            "annotation eks.amazonaws.com/role-arn on ServiceAccount",
+        ),
+        (
+            "azure-enterprise-prod",
+            "aks",
+            _no_account_annotation,
+            "annotation azure.workload.identity/client-id on ServiceAccount",
+        ),
+        ("azure-enterprise-prod", "aks", _no_pod_label, "label azure.workload.identity/use: 'true'"),
+    ],
+)
+def test_a_verifier_whose_pods_carry_no_cloud_identity_fails(
+    planned: Callable[[str], Plan],
+    stack: str,
+    cluster: str,
+    plant: Callable[[list[dict[str, Any]], str], None],
+    says: str,
+) -> None:
+    """policy-controller reads signatures as its own pod (registryauth.go): on EKS through IRSA (the
+    account's role-arn annotation, EKS user guide "IAM roles for service accounts"), on AKS through
+    workload identity (the account's client-id annotation and the pod's use label: AKS workload identity,
+    "Service account labels and annotations"). Without it the judge finds the webhook's Deployment."""
+    objects = copy.deepcopy(kubernetes_objects(planned(stack)))
+    assert [f for f in judge_signatures(objects, cluster=cluster) if f.policy == POLICY_IDENTITY] == []
+    plant(objects, CLOUD_IDENTITY[cluster][0])
+    found = [f for f in judge_signatures(objects, cluster=cluster) if f.policy == POLICY_IDENTITY]
+    assert [(str(f.subject), f.mandatory) for f in found] == [
+        (f"Deployment {IMAGE_VERIFIER.namespace}/{IMAGE_VERIFIER.service_account}", True)
+    ]
+    assert says in found[0].message
+    # Plain manifests (no managed cluster known): not judged.
+    assert [f for f in judge_signatures(objects) if f.policy == POLICY_IDENTITY] == []
