@@ -33,7 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML is in the pack's venv; its stubs are not
 from pulumi_policy import Severity
 
 from .audit import granted_data_actions

@@ -160,7 +160,9 @@ def test_the_estimate_is_exported_from_the_minimum_rows_on_as_the_monitor_comput
     assert exported() == {}, "two rows, under the minimum of three: no estimate"
     monitor.observe(x, logits)
     calibrated = calibrate(confidence)
-    found = estimate(monitor.confidence_counts(), calibrated)
+    counts = monitor.confidence_counts()
+    assert counts is not None
+    found = estimate(counts, calibrated)
     assert found is not None
     labels = {"model": "m", "version": "7", "estimate": "cbpe"}
     assert exported() == {
