@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from tests.first_success import first_success_lines, first_success_training, train_flag
+from tests.workloads.digits_model import LOG, VERSION, trained
 from tests.workloads.training.process_tree import children, kill_tree
 from workloads.artifacts import ONNX_FILE, ArtifactError, load_metadata, model_version_dir
 from workloads.training.checkpoint import list_checkpoints, load_checkpoint
@@ -212,18 +213,14 @@ def test_sigkilled_worker_restarts_and_resumes_from_checkpoint(tmp_path: Path) -
 
 
 def test_runs_alone_without_torchrun_as_world_size_one_with_its_recipe_recorded(tmp_path: Path) -> None:
-    """The exact command the inference tests use to get a real artifact: no torchrun, no RANK env. Its
-    cosine schedule and gradient clipping are part of the recorded recipe."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    cmd = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path), "--epochs", "3"]
-    cmd += ["--model-name", "digits", "--model-version", "7", "--log-format", "json"]
-    cmd += ["--lr-schedule", "cosine", "--clip-grad-norm", "1.0"]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT_S, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    metadata = load_metadata(model_version_dir(tmp_path, "digits", "7"))
+    """The exact command the inference tests use to get a real artifact (tests/workloads/digits_model.py,
+    run once per test run): no torchrun, no RANK env. Its cosine schedule and gradient clipping are part
+    of the recorded recipe."""
+    output = trained(tmp_path)
+    metadata = load_metadata(model_version_dir(output, "digits", VERSION))
     assert metadata.world_size == 1
     assert metadata.metrics["test_accuracy"] >= 0.9
-    assert named(events(done.stdout), "start")[0]["world_size"] == 1
+    assert named(events((output / LOG).read_text()), "start")[0]["world_size"] == 1
     assert (metadata.hyperparameters["lr_schedule"], metadata.hyperparameters["clip_grad_norm"]) == (
         "cosine",
         1.0,
