@@ -20,7 +20,8 @@ from mlplatform.train_cmd import RESTART_SAFE_ENV, torchrun_command
 
 def _size_problems(text: str) -> list[str]:
     """Why ``text`` is no --max-bytes, saying which part is wrong: the unit, the number, or the size."""
-    from workloads.fabric_test import MIB, SIZE_UNITS, parse_size  # torch: only once the flags are read
+    # The train extra's module (torch imported only where it measures): only once the flags are read.
+    from workloads.fabric_test import MIB, SIZE_UNITS, parse_size
 
     unit = text.lstrip("0123456789.")
     if unit == text:

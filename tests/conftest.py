@@ -14,13 +14,14 @@ import pytest
 
 from components.config import PLATFORM_KEY
 from mlplatform.plan import Plan, resolve_target, run_plan
-from tests import once, reaper
+from tests import once, reaper, threads
 from tests.stack_variants import cloud_only, plan_config, template, with_people
 
 
 def pytest_configure(config: pytest.Config) -> None:
     reaper.start(config)
     once.start(config)
+    threads.share(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

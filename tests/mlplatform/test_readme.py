@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from mlplatform.plan import REPO_ROOT
+from tests.first_success import first_success_lines, first_success_training
 from tests.mlplatform.pages import PAGES, fenced_shell_commands, inline_commands
 from workloads.inference.schemas import request_model
 from workloads.training.tasks import digits
@@ -116,36 +117,26 @@ def test_an_output_is_sourced_from_the_command_that_writes_it_whatever_out_holds
     assert _path_problems(page) == ([], ["out/models/other/2"])
 
 
-def _first_success() -> list[str]:
-    """The README's first-success block: train, serve in the background, curl."""
-    text = (REPO_ROOT / "README.md").read_text()
-    block = text.split("First success on this machine", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    return [line for line in block.splitlines() if line.strip()]
-
-
 @pytest.mark.slow
 def test_the_first_success_commands_run_as_written(tmp_path: Path) -> None:
     """A newcomer after `make test` (which installs every extra): the three lines, as README writes them,
-    from a folder holding the checkout's venv and examples, give a prediction for each request row."""
-    train, serve, curl = _first_success()
+    from a folder holding the checkout's venv and examples, give a prediction for each request row. The
+    train line runs once per test run (tests/first_success.py: test_train.py reads the same run)."""
+    train, serve, curl = first_success_lines()
     assert (
         train.startswith(".venv/bin/mlplatform train ") and serve.endswith(" &") and curl.startswith("curl ")
     )
-    for name in (".venv", "examples"):
-        (tmp_path / name).symlink_to(REPO_ROOT / name)
-    done = subprocess.run(
-        train, check=False, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600
-    )
+    done = first_success_training(tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     server = subprocess.Popen(
-        serve.removesuffix("&").split(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        serve.removesuffix("&").split(), cwd=done.folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
         deadline = time.monotonic() + 60
         while True:
             # Until the server listens and has warmed the model (a 503 "model loading" before).
             answer = subprocess.run(
-                curl, check=False, shell=True, cwd=tmp_path, capture_output=True, text=True
+                curl, check=False, shell=True, cwd=done.folder, capture_output=True, text=True
             )
             if '"predictions"' in answer.stdout or time.monotonic() > deadline:
                 break

@@ -21,7 +21,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from tests import once
+from tests.workloads.digits_model import MODEL_NAME, VERSION, trained
 from workloads.artifacts import ONNX_FILE, load_metadata, model_version_dir, write_metadata
 from workloads.inference.quantize import quantize_version
 from workloads.training.tasks import Split, load_split_for
@@ -29,24 +29,16 @@ from workloads.training.tasks import Split, load_split_for
 from .serving import Launch, Server, free_port, wait_ready
 
 REPO = Path(__file__).resolve().parents[3]
-MODEL_NAME = "digits"
-
-
-def _train(output: Path) -> None:
-    command = [sys.executable, "-m", "workloads.training", "--output", str(output), "--epochs", "10"]
-    command += ["--model-name", MODEL_NAME, "--model-version", "1"]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A digits model version trained by the real trainer (single process), as a user would: once per
-    test run (tests/once.py), copied into this process's own folder, as fixtures write beside it."""
-    trained = once.folder("digits-model", _train, tmp_path_factory.mktemp("trained"))
+    test run (tests/workloads/digits_model.py), copied into this process's own folder, as fixtures
+    write beside it."""
     output = tmp_path_factory.mktemp("artifacts")
-    shutil.copytree(trained, output, dirs_exist_ok=True)
-    return model_version_dir(output, MODEL_NAME, "1")
+    shutil.copytree(trained(tmp_path_factory.mktemp("trained")), output, dirs_exist_ok=True)
+    return model_version_dir(output, MODEL_NAME, VERSION)
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from components.handle import Fabric, PoolHandle, PoolKind
+from mlplatform.train_cmd import available_cpus
 from tests.workloads.training.process_tree import kill_tree
 from workloads.artifacts import load_metadata, model_version_dir
 from workloads.training.checkpoint import list_checkpoints
@@ -59,10 +60,17 @@ def _spec(output: Path) -> TrainingJobSpec:
 
 
 def _agent(spec: TrainingJobSpec, index: int, port: int, log: Path) -> subprocess.Popen[bytes]:
-    """One pod's agent: the Job's torchrun flags, endpoint 127.0.0.1 instead of pod 0's DNS name."""
+    """One pod's agent: the Job's torchrun flags, endpoint 127.0.0.1 instead of pod 0's DNS name.
+
+    Each pod's workers get ``OMP_NUM_THREADS`` as the Job's container sets it, its CPUs over its ranks
+    (``workloads/training/k8s.py``), here its share of this machine's: left unset, each worker's torch
+    runs one intra-op thread per core, and the two pods' threads spin against each other on two cores
+    (a step took 0.4 s instead of 20 ms, 40 CPU-s a run instead of 23)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_flags(spec, f"127.0.0.1:{port}")]
     cmd += [f"--rdzv-conf=is_host={int(index == 0)}", "-m", "workloads.training", *spec.trainer_argv()]
+    threads = max(1, available_cpus() // (spec.nodes * spec.processes_per_node))
     env = {**os.environ, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PYTHONPATH": str(REPO)}
+    env["OMP_NUM_THREADS"] = str(threads)
     with log.open("ab") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 

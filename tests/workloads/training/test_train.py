@@ -20,6 +20,8 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from tests.first_success import first_success_lines, first_success_training, train_flag
+from tests.workloads.digits_model import LOG, VERSION, trained
 from tests.workloads.training.process_tree import children, kill_tree
 from workloads.artifacts import ONNX_FILE, ArtifactError, load_metadata, model_version_dir
 from workloads.training.checkpoint import list_checkpoints, load_checkpoint
@@ -71,21 +73,21 @@ def published_model(version_dir: Path) -> tuple[Classifier, Split]:
     return model.eval(), split
 
 
+# README's first-success training line (tests/first_success.py): the run the two-rank tests read.
+EPOCHS = int(train_flag("epochs"))
+
+
 @pytest.fixture(scope="module")
 def two_rank_run(tmp_path_factory: pytest.TempPathFactory) -> TwoRankRun:
-    """The run the tests below read, each its own part of it: 2 gloo ranks under torchrun, 8 epochs, with
-    the default output a person sees (the JSON lines are read from the SIGKILL test's 2-rank run)."""
-    output = tmp_path_factory.mktemp("two-rank")
-    args = ["--nproc", "2", "--epochs", "8", "--model-version", "1"]
-    done = subprocess.run(
-        mlplatform_train(output, *args, json_log=False),
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return model_version_dir(output, "digits", "1"), done
+    """The run the tests below read, each its own part of it: README's first-success line, 2 gloo ranks
+    under torchrun with the default output a person sees, made once per test run and served by
+    test_readme.py (the JSON lines are read from the SIGKILL test's 2-rank run)."""
+    assert train_flag("nproc") == "2", "README's first-success run is the suite's 2-rank run"
+    run = first_success_training(tmp_path_factory.mktemp("first-success"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    output = run.folder / train_flag("output")
+    done = subprocess.CompletedProcess(first_success_lines()[0], run.returncode, run.stdout, run.stderr)
+    return model_version_dir(output, "digits", train_flag("model-version")), done
 
 
 def test_two_gloo_ranks_learn_digits(two_rank_run: TwoRankRun) -> None:
@@ -94,7 +96,7 @@ def test_two_gloo_ranks_learn_digits(two_rank_run: TwoRankRun) -> None:
     (start,) = [line for line in lines if line.startswith("start  ")]
     assert " world_size=2 backend=gloo " in start
     epochs = [line for line in lines if line.startswith("epoch ")]
-    assert len(epochs) == 8, "metrics are logged by rank 0 only"
+    assert len(epochs) == EPOCHS, "metrics are logged by rank 0 only"
     metadata = load_metadata(version_dir)
     print(f"2 gloo ranks: held-out accuracy {metadata.metrics['test_accuracy']:.4f}")
     assert metadata.world_size == 2
@@ -128,7 +130,7 @@ def test_metadata_records_the_contract_and_hashes_verify(
     mlflow_model = {"MLmodel", "conda.yaml", "python_env.yaml", "requirements.txt"}
     assert set(metadata.files) == {ONNX_FILE, WEIGHTS_FILE, *mlflow_model}
     assert metadata.dataset.name == "workloads.training.tasks:digits"
-    assert metadata.hyperparameters["epochs"] == 8
+    assert metadata.hyperparameters["epochs"] == EPOCHS
     assert len(metadata.reference_histograms) == len(metadata.feature_names) == 64
     assert all(sum(h.counts) == 1258 for h in metadata.reference_histograms)
     assert metadata.code_version and metadata.class_names == [str(d) for d in range(10)]
@@ -211,18 +213,14 @@ def test_sigkilled_worker_restarts_and_resumes_from_checkpoint(tmp_path: Path) -
 
 
 def test_runs_alone_without_torchrun_as_world_size_one_with_its_recipe_recorded(tmp_path: Path) -> None:
-    """The exact command the inference tests use to get a real artifact: no torchrun, no RANK env. Its
-    cosine schedule and gradient clipping are part of the recorded recipe."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    cmd = [sys.executable, "-m", "workloads.training", "--output", str(tmp_path), "--epochs", "3"]
-    cmd += ["--model-name", "digits", "--model-version", "7", "--log-format", "json"]
-    cmd += ["--lr-schedule", "cosine", "--clip-grad-norm", "1.0"]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT_S, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    metadata = load_metadata(model_version_dir(tmp_path, "digits", "7"))
+    """The exact command the inference tests use to get a real artifact (tests/workloads/digits_model.py,
+    run once per test run): no torchrun, no RANK env. Its cosine schedule and gradient clipping are part
+    of the recorded recipe."""
+    output = trained(tmp_path)
+    metadata = load_metadata(model_version_dir(output, "digits", VERSION))
     assert metadata.world_size == 1
     assert metadata.metrics["test_accuracy"] >= 0.9
-    assert named(events(done.stdout), "start")[0]["world_size"] == 1
+    assert named(events((output / LOG).read_text()), "start")[0]["world_size"] == 1
     assert (metadata.hyperparameters["lr_schedule"], metadata.hyperparameters["clip_grad_norm"]) == (
         "cosine",
         1.0,
@@ -261,14 +259,14 @@ def test_local_run_prints_one_line_per_epoch_and_no_warnings(
     assert done.stderr == ""
     lines = done.stdout.splitlines()
     print("\n".join(lines))
-    assert [line.split("  ")[0] for line in lines] == [
-        "start",
-        *(f"epoch {n}/8" for n in range(1, 6)),
-        "checkpoint",
-        *(f"epoch {n}/8" for n in range(6, 9)),
-        "checkpoint",
-        f"model written to {version_dir}",
-    ]
+    expected = ["start"]
+    for epoch in range(1, EPOCHS + 1):
+        expected.append(f"epoch {epoch}/{EPOCHS}")
+        if epoch % 5 == 0 or epoch == EPOCHS:
+            expected.append("checkpoint")
+    output = Path(train_flag("output"))  # as written: relative to where it ran
+    expected.append(f"model written to {model_version_dir(output, 'digits', version_dir.name)}")
+    assert [line.split("  ")[0] for line in lines] == expected
     assert all("samples/s" in line for line in lines if line.startswith("epoch "))
 
 
