@@ -19,15 +19,17 @@ import logging
 import os
 import runpy
 import sys
+import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.settings import SETTINGS
 
 from mlplatform.errors import InputError
 from mlplatform.graph import SECRET_SIG, SECRET_VALUE, STACK_TYPE, Plan, PlannedResource, provider_id
@@ -234,28 +236,65 @@ def _inside(program_dir: Path) -> Iterator[None]:
         sys.path[:] = path
 
 
+T = TypeVar("T")
+
+
 def run_plan(target: Target, *, update: bool = False, existing: ExistingAccount | None = None) -> Plan:
     """Plan one stack. Each run gets a fresh context, so stacks planned in one process don't leak
-    config, root resource or settings into each other (Pulumi keeps them in context variables).
+    config, root resource or settings into each other (Pulumi keeps them in context variables), and an
+    event loop of its own (``own_event_loop``).
 
     ``update`` runs the program as ``pulumi up`` does (``pulumi.runtime.is_dry_run()`` false), to see
     what an update refuses; a plan is otherwise a preview. ``existing``: what the account holds already
     (the mocks' ``ExistingAccount``; unset, a fresh account)."""
-    ensure_event_loop()
-    return contextvars.Context().run(_run_plan, target, update, existing)
+    return isolated(_run_plan, target, update, existing)
 
 
-def ensure_event_loop() -> None:
-    """Pulumi's runtime awaits on the thread's event loop (``pulumi.runtime.sync_await`` asks
-    ``asyncio.get_event_loop``), which an earlier ``asyncio.run`` in the same process leaves unset: the
-    next plan would fail with "There is no current event loop". Give the thread one again."""
+def isolated(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` in a fresh context (Pulumi's settings, config and root resource live in
+    context variables) on an event loop of its own (``own_event_loop``): how a plan runs, and how a test
+    runs a piece of a program under the mocks.
+
+    The context also gets its own set of outputs to wait for, and its lock. ``set_mocks`` does not set
+    them (pulumi 3.272 ``MockSettings`` sets the RPC manager only), and a context variable of Pulumi's
+    settings that a context never set reads the value last set in a context that had none
+    (``pulumi._utils.ContextProperty``): so every plan, and every ``Output`` made outside one, shared one
+    set, and a plan's ``wait_for_rpcs`` waited on an output another event loop had made. ``asyncio.wait``
+    schedules its wake-up on that output's own loop, which no longer runs: the plan hung with every thread
+    idle (seen in CI; reproduced by one ``Output.from_input`` before a plan)."""
+
+    def fresh() -> T:
+        SETTINGS.outputs = set()
+        SETTINGS.lock = threading.Lock()
+        return function(*args)
+
+    with own_event_loop():
+        return contextvars.Context().run(fresh)
+
+
+@contextmanager
+def own_event_loop() -> Iterator[None]:
+    """Run a Pulumi program on an event loop of its own, closed at the end with its executor's threads;
+    the thread's own loop, if it had one, is its current loop again afterwards.
+
+    Pulumi's runtime awaits on the thread's current event loop (``pulumi.runtime.sync_await`` asks
+    ``asyncio.get_event_loop``) and makes its resource calls on that loop's default executor. A loop
+    shared by the plans of one process carried one plan's leftovers into the next, and one that was
+    never closed (an ``asyncio.run`` in between leaves the thread with none, so the next plan made
+    another) kept its executor's threads alive: 6 more threads and about 10 MB for every plan, measured
+    over ten plans. ``asyncio.Runner`` makes the loop the thread's current one and, on leaving, cancels
+    what is left, joins the executor and closes the loop, as ``asyncio.run`` does."""
     policy = asyncio.get_event_loop_policy()
     try:
-        loop = policy.get_event_loop()
-    except RuntimeError:
-        loop = None
-    if loop is None or loop.is_closed():
-        policy.set_event_loop(policy.new_event_loop())
+        previous: asyncio.AbstractEventLoop | None = policy.get_event_loop()
+    except RuntimeError:  # none: an asyncio.run ended in this thread
+        previous = None
+    try:
+        with asyncio.Runner() as runner:
+            runner.get_loop()
+            yield
+    finally:
+        policy.set_event_loop(previous if previous is not None and not previous.is_closed() else None)
 
 
 class _Warnings(logging.Handler):

@@ -330,19 +330,50 @@ def test_the_summary_says_pools_gpus_endpoints_and_storage(planned: Callable[[st
     assert "pulumi:pulumi:Stack" not in text and len(text.splitlines()) < 30
 
 
-def test_a_plan_after_asyncio_run_has_an_event_loop_again() -> None:
-    """``asyncio.run`` leaves the thread without an event loop, and Pulumi's runtime awaits on it
-    (``pulumi.runtime.sync_await``): a second stack planned in the same process failed with "There is no
-    current event loop in thread 'MainThread'" (seen across the suite's modules under pytest-xdist)."""
+def test_plans_in_one_process_each_run_on_a_loop_of_their_own_and_leave_no_thread(program: Path) -> None:
+    """Pulumi's runtime awaits on the thread's current event loop (``pulumi.runtime.sync_await``) and
+    makes its resource calls on that loop's default executor. ``asyncio.run`` leaves the thread with no
+    loop, so a second plan after it failed with "There is no current event loop"; then, given a loop
+    each time and none closed, every plan left 6 executor threads behind (a suite worker plans a hundred
+    stacks). Plans around an ``asyncio.run`` now run, and leave the process's threads as they were."""
     import asyncio
-
-    from mlplatform.plan import ensure_event_loop
+    import threading
 
     async def nothing() -> None:
         return None
 
-    asyncio.run(nothing())
-    with pytest.raises(RuntimeError, match="no current event loop"):
-        asyncio.get_event_loop_policy().get_event_loop()
-    ensure_event_loop()
-    assert not asyncio.get_event_loop_policy().get_event_loop().is_closed()
+    target = resolve_target(stack="dev", program=program)
+    run_plan(target)
+    before = threading.active_count()
+    for _ in range(3):
+        asyncio.run(nothing())
+        assert run_plan(target).outputs["bucket"].startswith("data-bucket")
+    assert threading.active_count() == before
+
+
+def test_an_output_made_outside_a_plan_does_not_hold_up_the_next(program: Path) -> None:
+    """Pulumi waits, at the end of a program, for every output it tracks (``wait_for_rpcs``), and tracked
+    outputs made anywhere in the process in one set: a test's ``Output.from_input`` (here, before a plan
+    on another event loop) stalled the next plan for good, every thread idle, as a suite worker hung in
+    CI. Each plan now waits only for its own outputs. The plan runs in a thread so that a regression
+    fails here instead of hanging the run."""
+    import asyncio
+    import threading
+
+    import pulumi
+
+    loop = asyncio.new_event_loop()  # the test's own: an earlier asyncio.run may have left none
+    asyncio.set_event_loop(loop)
+    try:
+        made_outside = pulumi.Output.from_input("an output made by a test, outside any plan")
+        planned: list[Plan] = []
+        target = resolve_target(stack="dev", program=program)
+        worker = threading.Thread(target=lambda: planned.append(run_plan(target)), daemon=True)
+        worker.start()
+        worker.join(timeout=120)
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+    assert planned, "the plan did not finish in 120 s"
+    assert planned[0].outputs["bucket"].startswith("data-bucket")
+    assert made_outside is not None

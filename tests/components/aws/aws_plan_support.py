@@ -3,7 +3,6 @@ same mocks for what a plan does not record (the ClusterHandle it returns)."""
 
 from __future__ import annotations
 
-import contextvars
 import json
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +14,7 @@ from pulumi.runtime.sync_await import _sync_await
 from components.aws.platform import AwsPlatform
 from components.config import PlatformConfig, parse_stack_config
 from mlplatform.mocks import PlanMocks
-from mlplatform.plan import SECRET_SIG, Plan, PlannedResource, ensure_event_loop
+from mlplatform.plan import SECRET_SIG, Plan, PlannedResource, isolated
 
 AWS_STACKS = ("aws-smb-dev", "aws-smb-prod", "aws-enterprise-dev", "aws-enterprise-prod")
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
@@ -32,7 +31,6 @@ def build_platform(config: PlatformConfig, mocks: PlanMocks | None = None) -> Aw
     fresh context."""
 
     def run() -> AwsPlatform:
-        ensure_event_loop()  # as run_plan does: an earlier asyncio.run in this process leaves none
         pulumi.runtime.set_mocks(
             mocks or PlanMocks(aws_region=config.region, azure_location=""),
             project="ml-platform",
@@ -43,7 +41,7 @@ def build_platform(config: PlatformConfig, mocks: PlanMocks | None = None) -> Aw
         _sync_await(run_pulumi_func(lambda: built.append(AwsPlatform(f"{config.stack_name}-aws", config))))
         return built[0]
 
-    return contextvars.Context().run(run)
+    return isolated(run)
 
 
 def resources(plan: Plan, token: str, contains: str = "") -> list[PlannedResource]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import datetime
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +30,7 @@ from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind
 from components.kubernetes.addons import efa_device_plugin
 from components.kubernetes.charts import pin
 from mlplatform.mocks import PlanMocks
-from mlplatform.plan import Plan
+from mlplatform.plan import Plan, isolated
 from tests.components.aws.aws_plan_support import AWS_STACKS, parse, policy, resources
 from tests.stack_variants import template
 
@@ -401,7 +400,7 @@ def _build(config: PlatformConfig, mocks: PlanMocks) -> None:
 
         _sync_await(run_pulumi_func(program))
 
-    contextvars.Context().run(run)
+    isolated(run)
 
 
 class _NoPQuota(PlanMocks):

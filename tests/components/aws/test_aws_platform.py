@@ -4,7 +4,6 @@ and the instance-offering preflight."""
 
 from __future__ import annotations
 
-import contextvars
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,7 +17,7 @@ from components.aws.platform import AwsPlatform
 from components.aws.preflight import ensure_offered
 from components.handle import POOL_LABEL, Cloud, Fabric, Peer, SharedStorageKind
 from mlplatform.mocks import PlanMocks
-from mlplatform.plan import Plan, PlannedResource
+from mlplatform.plan import Plan, PlannedResource, isolated
 from tests.components.aws.aws_plan_support import (
     AWS_STACKS,
     UNKNOWN,
@@ -323,7 +322,7 @@ def test_preflight_names_type_zone_and_command_when_not_offered() -> None:
         _sync_await(run_pulumi_func(check))
 
     with pytest.raises(pulumi.RunError) as caught:
-        contextvars.Context().run(run)
+        isolated(run)
     message = str(caught.value)
     assert "node pool 'gpu-efa': p5.48xlarge is not offered in me-central-1a (me-central-1)" in message
     assert (

@@ -13,7 +13,6 @@ flexible server ``dataEncryption.primaryKeyURI``).
 
 from __future__ import annotations
 
-import contextvars
 import logging
 
 import httpx
@@ -27,7 +26,7 @@ from components.azure.arm import ArmReader
 from components.azure.key_moves import moving_stores, refuse_silent_key_moves, stores
 from components.config import PLATFORM_KEY, PROJECT, KeyDomain, PlatformConfig, parse_stack_config
 from mlplatform.mocks import SUBSCRIPTION_ID, ExistingAccount, PlanMocks
-from mlplatform.plan import ensure_event_loop
+from mlplatform.plan import isolated
 from tests.stack_variants import cloud_only, template
 
 STACK = "azure-enterprise-prod"
@@ -64,7 +63,6 @@ def _guard(on_stack_key: list[str], encrypted: dict[str, str]) -> list[str]:
     config = _config(on_stack_key)
 
     def run() -> None:
-        ensure_event_loop()
         mocks = PlanMocks("", "uaenorth", existing=ExistingAccount(encrypted_stores=encrypted))
         pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=STACK, preview=True, logger=logger)
 
@@ -73,7 +71,7 @@ def _guard(on_stack_key: list[str], encrypted: dict[str, str]) -> list[str]:
 
         _sync_await(run_pulumi_func(program))
 
-    contextvars.Context().run(run)
+    isolated(run)
     return warnings
 
 

@@ -3,7 +3,6 @@ and the PoolHandles the Kubernetes layer reads."""
 
 from __future__ import annotations
 
-import contextvars
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ from components.config import PlatformConfig, parse_stack_config
 from components.handle import POOL_LABEL, Fabric, PoolKind, Taint
 from mlplatform.errors import InputError
 from mlplatform.mocks import ExistingAccount, PlanMocks
-from mlplatform.plan import Plan, ensure_event_loop
+from mlplatform.plan import Plan, isolated
 from tests.components.azure.azure_plan_support import PLATFORM
 from tests.stack_variants import cloud_only, one, plan_config, template
 
@@ -154,7 +153,7 @@ def test_a_size_not_offered_in_a_zone_stops_the_program() -> None:
         zones.require_zones(config)
 
     with pytest.raises(pulumi.RunError) as error:
-        contextvars.Context().run(run)
+        isolated(run)
     assert str(error.value) == (
         "node pool 'inference': Standard_F16s_v2 is not offered to this subscription in uaenorth zone(s) "
         "1, 2; check with `az vm list-skus --location uaenorth --size Standard_F16s_v2 --zone --all "
@@ -262,7 +261,6 @@ def _drift_warnings(config: dict[str, Any], pools: dict[str, Any]) -> list[str]:
     parsed = parse_stack_config(config, SYSTEM_STACK)
 
     def run() -> None:
-        ensure_event_loop()
         mocks = PlanMocks("", "uaenorth", existing=ExistingAccount(agent_pools=pools))
         pulumi.runtime.set_mocks(
             mocks, project="ml-platform", stack=SYSTEM_STACK, preview=True, logger=logger
@@ -273,7 +271,7 @@ def _drift_warnings(config: dict[str, Any], pools: dict[str, Any]) -> list[str]:
 
         _sync_await(run_pulumi_func(program))
 
-    contextvars.Context().run(run)
+    isolated(run)
     return warnings
 
 

@@ -3,7 +3,6 @@ on everything, deletion protection in production, and the preflight failures."""
 
 from __future__ import annotations
 
-import contextvars
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,7 @@ from components.config import AZURE_DUTY_CYCLE_TAG, AZURE_ROLE_TAG, parse_stack_
 from components.handle import Cloud, ClusterHandle, Fabric, SharedStorageKind
 from mlplatform.errors import InputError
 from mlplatform.mocks import SUBSCRIPTION_ID, PlanMocks
-from mlplatform.plan import Plan
+from mlplatform.plan import Plan, isolated
 from tests.components.azure.azure_plan_support import AZURE_STACKS, PLATFORM
 from tests.stack_variants import cloud_only, plan_config, template
 
@@ -168,7 +167,7 @@ def _check_features(stack: str, unregistered: frozenset[str]) -> list[str]:
         ARM_TRANSPORT.set(httpx.MockTransport(recorded))
         features.require_features(parse_stack_config(template(stack), "test"))
 
-    contextvars.Context().run(run)
+    isolated(run)
     return read
 
 
@@ -226,7 +225,7 @@ def _handle(stack: str) -> tuple[ClusterHandle, dict[str, Any]]:
         }
         return handle, _sync_await(_resolve(unresolved))
 
-    return contextvars.Context().run(build)
+    return isolated(build)
 
 
 def test_handle_contents() -> None:

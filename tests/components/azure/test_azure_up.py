@@ -5,7 +5,6 @@ Each test names the rule and its source, and failed on the code before its fix.
 
 from __future__ import annotations
 
-import contextvars
 import datetime
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -20,7 +19,7 @@ from components.azure.arm import ARM_TRANSPORT
 from components.catalog.azure import aks_supported
 from components.config import ConfigError, parse_stack_config
 from mlplatform.mocks import SUBSCRIPTION_ID, TENANT_ID, PlanMocks
-from mlplatform.plan import Plan
+from mlplatform.plan import Plan, isolated
 from tests.components.azure.azure_plan_support import AZURE_STACKS, PLATFORM
 from tests.stack_variants import one, template
 
@@ -215,7 +214,7 @@ def _check_version(stack: str, offered: tuple[str, ...]) -> list[str]:
         ARM_TRANSPORT.set(httpx.MockTransport(recorded))
         versions.require_version(parse_stack_config(template(stack), "test"))
 
-    contextvars.Context().run(run)
+    isolated(run)
     return read
 
 
