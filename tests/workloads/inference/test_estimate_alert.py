@@ -25,6 +25,7 @@ import yaml
 
 from components.kubernetes.monitoring import inference_rules
 from tests.linters import needs_promtool, promtool
+from tests.workloads.digits_model import MODEL_NAME
 from workloads.artifacts import load_metadata
 from workloads.delivery.contract import ESTIMATED_ACCURACY, ESTIMATED_REFERENCE, ESTIMATED_ROWS
 from workloads.delivery.estimate import calibrate, estimate, live_counts, reference_accuracy
@@ -32,7 +33,6 @@ from workloads.delivery.plan import MonitorPolicy
 from workloads.delivery.scrape import confidence_cells
 from workloads.training.tasks import Split
 
-from .conftest import MODEL_NAME
 from .serving import Launch, Server, metric_samples
 
 ALERT = "InferenceEstimatedAccuracyDrop"
