@@ -9,6 +9,10 @@ returns the raw HTTP request each time, and ``done(summary, latency, requests)``
 summary (``duration`` in microseconds, ``requests`` completed, ``errors`` by kind: ``connect``, ``read``,
 ``write``, ``status`` for codes above 399, ``timeout``) and the latency statistics, whose
 ``latency:percentile(p)`` is in microseconds (wrk's ``scripts/report.lua`` prints them the same way).
+wrk's latency distribution is the one its own summary and ``--latency`` print: after the run it adds, for
+every latency of at least twice the mean interval between one connection's requests, samples at that
+latency less one, two, ... intervals (``stats_correct``, src/stats.c, called from src/wrk.c), so a stall
+counts as the requests it held up. Its p99 weighs a server's stalls more than the own client's does.
 The script written here cycles through the same pre-encoded requests the own client sends (one row each,
 on kept-alive connections) and prints one line that ``parse`` reads.
 
@@ -42,7 +46,8 @@ RESULT_PREFIX = "serve_bench-wrk:"
 _RESULT = re.compile(
     re.escape(RESULT_PREFIX)
     + r" requests=(?P<requests>\d+) duration_us=(?P<duration_us>\d+) status_errors=(?P<status>\d+)"
-    r" socket_errors=(?P<socket>\d+) p50_us=(?P<p50>\d+(?:\.\d+)?) p99_us=(?P<p99>\d+(?:\.\d+)?)"
+    r" socket_errors=(?P<socket>\d+) p50_us=(?P<p50>\d+) p99_us=(?P<p99>\d+)$",
+    re.MULTILINE,
 )
 
 
@@ -104,7 +109,8 @@ end
 done = function(summary, latency, _)
   local e = summary.errors
   io.write(string.format(
-    "{RESULT_PREFIX} requests=%d duration_us=%d status_errors=%d socket_errors=%d p50_us=%g p99_us=%g\\n",
+    "{RESULT_PREFIX} requests=%.0f duration_us=%.0f status_errors=%.0f socket_errors=%.0f"
+    .. " p50_us=%.0f p99_us=%.0f\\n",
     summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout,
     latency:percentile(50), latency:percentile(99)))
 end
@@ -163,8 +169,8 @@ def parse(output: str) -> WrkResult:
         seconds=int(found["duration_us"]) / 1e6,
         status_errors=int(found["status"]),
         socket_errors=int(found["socket"]),
-        p50_ms=float(found["p50"]) / 1000,
-        p99_ms=float(found["p99"]) / 1000,
+        p50_ms=int(found["p50"]) / 1000,
+        p99_ms=int(found["p99"]) / 1000,
     )
 
 

@@ -80,6 +80,17 @@ def test_a_run_without_a_result_line_or_a_completed_request_is_a_failure() -> No
         parse(empty)
 
 
+def test_the_result_line_is_read_in_whole_microseconds_or_not_at_all() -> None:
+    """Whole numbers only: a latency over a second once came out of ``%g`` as ``2.40999e+06`` and was
+    read as 2.4 µs."""
+    line = f"{RESULT_PREFIX} requests=63 duration_us=3016403 status_errors=1 socket_errors=2 p50_us=1077640"
+    result = parse(f"Running 3s test\n{line} p99_us=2409988\nRequests/sec: 20.89\n")
+    assert (result.requests, result.status_errors, result.socket_errors) == (63, 1, 2)
+    assert (result.seconds, result.p50_ms, result.p99_ms) == (3.016403, 1077.64, 2409.988)
+    with pytest.raises(WrkFailedError, match="no result line"):
+        parse(f"{line} p99_us=2.40999e+06\n")
+
+
 class _Recorder(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
