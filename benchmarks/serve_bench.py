@@ -44,6 +44,14 @@ cores, against the digits model with 32 clients, httpx spent about 5.9 ms of CPU
 client spends about 0.12 ms, so httpx, not the server, would have set the throughput. Requests are
 pre-encoded, connections kept alive.
 
+Drivers (``--driver own|wrk|both``, default both): every cell is measured by the client above and by
+wrk (``benchmarks/wrk_driver.py``: the Debian package, found on PATH; one thread, the same pre-encoded
+requests, kept-alive connections), each on the same server process, in an order rotated by round;
+each driver gets its own table and ratios, and the targets must hold under both. Without wrk on PATH,
+``--driver wrk`` is refused (exit 2) and ``both`` runs the own client alone, saying so. A model's
+rounds run back to back, and the 1-minute load average is printed with each round (the cores are
+shared).
+
 Usage: ``make bench-serve`` (sets up the peers' venvs, then runs this; about 20 minutes on 2 cores), or
 ``python benchmarks/serve_bench.py --quick`` (one short round: proves every server answers and runs).
 """
@@ -85,6 +93,8 @@ from benchmarks.serve_compare import (  # noqa: E402
     median,
     same_answer,
 )
+from benchmarks.wrk_driver import DRIVERS, WrkFailedError, WrkMissingError, drivers, find_wrk  # noqa: E402
+from benchmarks.wrk_driver import run_level as wrk_level  # noqa: E402
 from workloads.artifacts import ONNX_FILE, load_metadata, model_version_dir  # noqa: E402
 from workloads.inference.cpu import available_cpus  # noqa: E402
 from workloads.inference.quantize import Reduced, quantize_version  # noqa: E402
@@ -108,7 +118,8 @@ class Timing:
     idle_s: float  # after a server stops, before the next starts
 
 
-FULL = Timing(rounds=3, warmup_s=0.5, measure_s=2.5, idle_s=2.0)
+# Whole seconds: wrk's durations are (wrk_driver.whole_seconds), and both drivers measure alike.
+FULL = Timing(rounds=3, warmup_s=1.0, measure_s=3.0, idle_s=2.0)
 QUICK = Timing(rounds=1, warmup_s=0.2, measure_s=0.5, idle_s=0.5)
 
 
@@ -308,7 +319,7 @@ class ServerError(Exception):
 
 # What a server that dies or garbles its answers mid-run raises here (a reset or closed connection, an
 # unparseable status line, our metrics unreadable): reported like a ServerError, not a crash of the run.
-SERVER_FAILURES = (ServerError, OSError, EOFError, ValueError, httpx.HTTPError)
+SERVER_FAILURES = (ServerError, WrkFailedError, OSError, EOFError, ValueError, httpx.HTTPError)
 
 
 def free_port() -> int:
@@ -410,15 +421,29 @@ def batch_totals(port: int) -> tuple[float, float]:
     return values["inference_batch_size_count"], values["inference_batch_size_sum"]
 
 
+@dataclass(frozen=True)
+class Driver:
+    """A load generator: ``own`` (the asyncio client above) or ``wrk`` (at ``wrk_path``)."""
+
+    name: str
+    wrk_path: str | None = None
+
+    def measure(self, port: int, requests: list[bytes], conc: int, timing: Timing) -> Measurement:
+        if self.wrk_path is None:
+            return asyncio.run(drive(port, requests, conc, timing)).measurement()
+        return wrk_level(self.wrk_path, port, requests, conc, timing.warmup_s, timing.measure_s).measurement()
+
+
 def measure_level(
-    contender: Contender, port: int, requests: list[bytes], conc: int, timing: Timing
+    contender: Contender, driver: Driver, port: int, requests: list[bytes], conc: int, timing: Timing
 ) -> Measurement:
     if not contender.spec.ours:
-        return asyncio.run(drive(port, requests, conc, timing)).measurement()
+        return driver.measure(port, requests, conc, timing)
     runs_before, rows_before = batch_totals(port)
-    result = asyncio.run(drive(port, requests, conc, timing))
+    measured = driver.measure(port, requests, conc, timing)
     runs_after, rows_after = batch_totals(port)
-    return result.measurement((rows_after - rows_before) / max(runs_after - runs_before, 1))
+    rows_per_run = (rows_after - rows_before) / max(runs_after - runs_before, 1)
+    return Measurement(measured.throughput, measured.p50_ms, measured.p99_ms, measured.errors, rows_per_run)
 
 
 # --- rounds ------------------------------------------------------------------------------------------
@@ -435,23 +460,34 @@ class Workload:
     reference: np.ndarray  # ONNX Runtime's scores for rows[0], shape (1, classes)
 
 
-# model -> contender -> concurrency -> one measurement per round
-Rounds = dict[str, dict[str, dict[int, list[Measurement]]]]
+# model -> driver -> contender -> concurrency -> one measurement per round
+Rounds = dict[str, dict[str, dict[str, dict[int, list[Measurement]]]]]
+
+
+def load_average() -> str:
+    """The 1-minute load average, to print beside the figures: the cores are shared."""
+    return f"load average {os.getloadavg()[0]:.2f}"
 
 
 def run_rounds(
-    workloads: list[Workload], timing: Timing, scratch: Path
+    workloads: list[Workload], timing: Timing, scratch: Path, load: list[Driver]
 ) -> tuple[Rounds, dict[str, dict[str, str]]]:
-    """Every round runs every server once on every cell, servers in a rotated order; a server that fails
-    is reported (``failures``) and left out of the later rounds of that model."""
+    """A model's rounds run back to back (so its cells' rounds share the same minutes on the shared
+    cores); each round runs every server once, servers in a rotated order, each driven on every
+    concurrency by every driver (drivers in an order rotated by round). A server that fails is reported
+    (``failures``) and left out of the later rounds of that model."""
     rounds: Rounds = {
-        w.label: {c.name: {conc: [] for conc in CONCURRENCY} for c in w.contenders} for w in workloads
+        w.label: {d.name: {c.name: {conc: [] for conc in CONCURRENCY} for c in w.contenders} for d in load}
+        for w in workloads
     }
     failures: dict[str, dict[str, str]] = {w.label: {} for w in workloads}
-    for r in range(timing.rounds):
-        for workload in workloads:
+    for workload in workloads:
+        by_driver = rounds[workload.label]
+        for r in range(timing.rounds):
             shift = r % len(workload.contenders)
             order = workload.contenders[shift:] + workload.contenders[:shift]
+            drivers_now = load[r % len(load) :] + load[: r % len(load)]
+            print(f"round {r + 1} {workload.label}: {load_average()}", flush=True)
             for contender in order:
                 if contender.name in failures[workload.label]:
                     continue
@@ -461,21 +497,24 @@ def run_rounds(
                         check_answer(contender, port, workload.rows[0], workload.reference)
                         requests = [contender.spec.wire.request(row) for row in workload.rows]
                         for conc in CONCURRENCY:
-                            m = measure_level(contender, port, requests, conc, timing)
-                            rounds[workload.label][contender.name][conc].append(m)
+                            for driver in drivers_now:
+                                m = measure_level(contender, driver, port, requests, conc, timing)
+                                by_driver[driver.name][contender.name][conc].append(m)
                 except SERVER_FAILURES as exc:
                     # Not timed at all on this model: no cell keeps figures from a server that failed.
                     failures[workload.label][contender.name] = str(exc) or repr(exc)
-                    for runs in rounds[workload.label][contender.name].values():
-                        runs.clear()
+                    for driver in load:
+                        for runs in by_driver[driver.name][contender.name].values():
+                            runs.clear()
                     print(
                         f"round {r + 1} {workload.label:8} {contender.name:12} FAILED: {exc!s:.2000}",
                         flush=True,
                     )
                 else:
-                    figures = ", ".join(
-                        f"c={conc} {runs[-1].throughput:.0f} req/s p99 {runs[-1].p99_ms:.2f} ms"
-                        for conc, runs in rounds[workload.label][contender.name].items()
+                    figures = "; ".join(
+                        f"{d.name} c={conc} {runs[-1].throughput:.0f} req/s p99 {runs[-1].p99_ms:.2f} ms"
+                        for d in load
+                        for conc, runs in by_driver[d.name][contender.name].items()
                     )
                     took = time.perf_counter() - started
                     print(
@@ -489,28 +528,35 @@ def run_rounds(
 # --- report --------------------------------------------------------------------------------------------
 
 
-def medians(rounds: Rounds) -> dict[str, dict[int, dict[str, Measurement]]]:
-    """model -> concurrency -> contender -> its medians, for the contenders that were timed."""
+# model -> driver -> concurrency -> contender -> its medians
+Cells = dict[str, dict[str, dict[int, dict[str, Measurement]]]]
+
+
+def medians(rounds: Rounds) -> Cells:
+    """model -> driver -> concurrency -> contender -> its medians, for the contenders that were timed."""
     return {
         label: {
-            conc: {name: median(by_conc[conc]) for name, by_conc in by_name.items() if by_conc[conc]}
-            for conc in CONCURRENCY
+            driver: {
+                conc: {name: median(by_conc[conc]) for name, by_conc in by_name.items() if by_conc[conc]}
+                for conc in CONCURRENCY
+            }
+            for driver, by_name in by_driver.items()
         }
-        for label, by_name in rounds.items()
+        for label, by_driver in rounds.items()
     }
 
 
-def print_servers(label: str, cells: dict[int, dict[str, Measurement]]) -> None:
+def print_servers(label: str, driver: str, cells: dict[int, dict[str, Measurement]]) -> None:
     print(
-        f"\n{'model':8} {'server':12} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}",
+        f"\n{'model':8} {'driver':6} {'server':12} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}",
         end="",
     )
-    print(f" {'rows/run':>8}")
+    print(f" {'errors':>6} {'rows/run':>8}")
     for conc, cell in cells.items():
         for name, m in cell.items():
             rows = "" if m.rows_per_run is None else f"{m.rows_per_run:.1f}"
             figures = f"{m.throughput:8.0f} {m.p50_ms:8.2f} {m.p99_ms:8.2f} {m.errors:6d} {rows:>8}"
-            print(f"{label:8} {name:12} {conc:4d} {figures}")
+            print(f"{label:8} {driver:6} {name:12} {conc:4d} {figures}")
 
 
 def print_ceiling(label: str, version_dir: Path, cells: dict[int, dict[str, Measurement]]) -> None:
@@ -543,18 +589,22 @@ def comparisons(
 
 
 def print_comparison(
-    table: dict[str, dict[tuple[str, int], Comparison]],
-    cells: dict[str, dict[int, dict[str, Measurement]]],
+    table: dict[tuple[str, str], dict[tuple[str, int], Comparison]],
+    cells: Cells,
     judged: bool,
 ) -> bool:
-    """The summary as a Markdown table, and whether every target is met (a missing cell is not met);
-    the table says met or not only when ``judged`` (not on a quick run)."""
-    print("\n| model | server | c | req/s, p99 | best peer | its req/s, p99 | throughput | p99 | target |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    """The summary as a Markdown table, one row per (model, driver, ours or a variant, concurrency), and
+    whether every target is met under every driver (a missing cell is not met); the table says met or
+    not only when ``judged`` (not on a quick run)."""
+    print(
+        "\n| model | driver | server | c | req/s, p99 | best peer | its req/s, p99 | throughput | p99 |"
+        " target |"
+    )
+    print("|---" * 10 + "|")
     all_met = True
-    for label, found in table.items():
+    for (label, driver), found in table.items():
         for (name, conc), c in found.items():
-            ours, best = cells[label][conc][name], cells[label][conc][c.best_peer]
+            ours, best = cells[label][driver][conc][name], cells[label][driver][conc][c.best_peer]
             target = TARGET_FP32 if name == OURS else TARGET_VARIANT.get((label, conc))
             verdict = "" if target is None else f">= {target}x"
             if judged and target is not None:
@@ -563,7 +613,7 @@ def print_comparison(
             figures = f"{ours.throughput:.0f}, {ours.p99_ms:.2f} ms | {c.best_peer} |"
             figures += f" {best.throughput:.0f}, {best.p99_ms:.2f} ms"
             ratios = f"{c.throughput_ratio:.2f}x | {c.p99_ratio:.2f}x"
-            print(f"| {label} | {name} | {conc} | {figures} | {ratios} | {verdict} |")
+            print(f"| {label} | {driver} | {name} | {conc} | {figures} | {ratios} | {verdict} |")
         all_met &= all((OURS, conc) in found for conc in CONCURRENCY)
     return all_met
 
@@ -583,13 +633,16 @@ def prepare(case: ModelCase, tmp: Path, servers: list[str], variants: list[str])
     return Workload(case.label, version_dir, contenders(version_dir, servers, made), rows, reference)
 
 
-def run_benchmark(timing: Timing, models: list[str], servers: list[str], variants: list[str]) -> int:
+def run_benchmark(
+    timing: Timing, models: list[str], servers: list[str], variants: list[str], load: list[Driver]
+) -> int:
     """0 when every server answered and ran and (on a full run) every target is met; else 1."""
     started = time.perf_counter()
     print(
-        f"cpus for the servers' thread pools: {available_cpus()}; load: {CONCURRENCY} closed-loop clients, "
-        f"{timing.warmup_s}s warm-up + {timing.measure_s}s measured per level, medians of {timing.rounds}"
-        " interleaved round(s), single-row requests",
+        f"cpus for the servers' thread pools: {available_cpus()}; load: {CONCURRENCY} closed-loop clients "
+        f"from {' and '.join(d.name for d in load)}, {timing.warmup_s}s warm-up + {timing.measure_s}s "
+        f"measured per level, medians of {timing.rounds} interleaved round(s), single-row requests; "
+        f"{load_average()}",
         flush=True,
     )
     judged = timing != QUICK
@@ -597,19 +650,23 @@ def run_benchmark(timing: Timing, models: list[str], servers: list[str], variant
         scratch = Path(tmp)
         cases = [case for case in MODELS if case.label in models]
         workloads = [prepare(case, scratch / "models", servers, variants) for case in cases]
-        rounds, failures = run_rounds(workloads, timing, scratch)
+        rounds, failures = run_rounds(workloads, timing, scratch, load)
         cells = medians(rounds)
         table = {}
         for workload in workloads:
-            print_servers(workload.label, cells[workload.label])
-            print_ceiling(workload.label, workload.version_dir, cells[workload.label])
-            table[workload.label] = comparisons(cells[workload.label], workload.contenders)
+            for driver in load:
+                print_servers(workload.label, driver.name, cells[workload.label][driver.name])
+                label = f"{workload.label} {driver.name}"
+                print_ceiling(label, workload.version_dir, cells[workload.label][driver.name])
+                table[workload.label, driver.name] = comparisons(
+                    cells[workload.label][driver.name], workload.contenders
+                )
         met = print_comparison(table, cells, judged)
     failed = [(label, name, why) for label, by_name in failures.items() for name, why in by_name.items()]
     for label, name, why in failed:
         print(f"\nnot timed: {name} on {label}: {why.splitlines()[0] if why else ''}")
     verdict = ("met" if met else "NOT met") if judged else "not judged on a quick run"
-    print(f"\ntargets {verdict}; wall time {time.perf_counter() - started:.0f} s")
+    print(f"\ntargets {verdict}; wall time {time.perf_counter() - started:.0f} s; {load_average()}")
     return 1 if failed or (judged and not met) else 0
 
 
@@ -651,9 +708,25 @@ def main() -> None:
         default=[],
         help=f"versions of each model served by ours beside fp32, comma-separated, of: {','.join(VARIANTS)}",
     )
+    parser.add_argument(
+        "--driver",
+        choices=DRIVERS,
+        default="both",
+        help="load generator: own (the asyncio client here), wrk (from PATH), or both (default; without wrk "
+        "on PATH, its figures are skipped and said so)",
+    )
     args = parser.parse_args()
+    wrk_path = find_wrk()
+    try:
+        names, note = drivers(args.driver, wrk_path)
+    except WrkMissingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    if note is not None:
+        print(note, file=sys.stderr)
+    load = [Driver(name, wrk_path if name == "wrk" else None) for name in names]
     signal.signal(signal.SIGTERM, _terminate)
-    sys.exit(run_benchmark(QUICK if args.quick else FULL, args.models, args.servers, args.variants))
+    sys.exit(run_benchmark(QUICK if args.quick else FULL, args.models, args.servers, args.variants, load))
 
 
 if __name__ == "__main__":

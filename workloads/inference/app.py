@@ -44,7 +44,11 @@ from workloads.inference.v2 import add_v2
 
 
 def create_app(
-    service: Service, on_load_failure: Callable[[], None] | None = None, *, load_first: bool = False
+    service: Service,
+    on_load_failure: Callable[[], None] | None = None,
+    *,
+    on_loaded: Callable[[], None] | None = None,
+    load_first: bool = False,
 ) -> ApiGate:
     """The ASGI app around ``service``: the admission gate, then FastAPI; the model loads in the background
     once the app starts.
@@ -53,19 +57,25 @@ def create_app(
     FastAPI's per-request layers (its error middleware and request telemetry included).
 
     ``on_load_failure`` lets the process runner exit when the model cannot load, instead of serving an
-    unready endpoint forever. ``load_first``: start serving only once the model is loaded (or failed).
+    unready endpoint forever; ``on_loaded`` runs once the model is loaded and warmed (the process runner
+    freezes start-up's objects then). ``load_first``: start serving only once the model is loaded (or
+    failed).
     """
 
-    def on_loaded(task: asyncio.Task[None]) -> None:
-        failed = not task.cancelled() and task.exception() is not None  # (retrieves it: logged in load)
-        if failed and on_load_failure is not None:
-            on_load_failure()
+    def loaded(task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        if task.exception() is not None:  # (retrieves it: logged in load)
+            if on_load_failure is not None:
+                on_load_failure()
+        elif on_loaded is not None:
+            on_loaded()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         service.champion.batcher.start()
         loading = asyncio.create_task(service.load())
-        loading.add_done_callback(on_loaded)
+        loading.add_done_callback(loaded)
         # A registry alias: checked every poll interval, each new version swapped in, and a challenger
         # loaded beside it while the registry asks for a split or a shadow sample (follow.py).
         background = (

@@ -12,6 +12,15 @@ which is ten times what the default model's run costs. So, per request:
   as the next batch the moment it finishes: under load nothing waits for a window.
 - The thread resolves a whole batch with one wake-up of the loop (one ``call_soon_threadsafe``), not one
   per request, and that same callback dispatches the next batch.
+- **batched on the loop**: a batch expected to run for less than ``loop_below_s`` (the running estimate
+  of a batch's duration) runs on the event loop itself, as one callback, then resolves as above. The
+  hop to the thread and back is two GIL hand-offs, and while the loop is busy parsing other requests
+  each waits for the interpreter's switch interval (``sys.getswitchinterval()``, 5 ms by default:
+  Python docs, ``sys.setswitchinterval``). Measured under wrk at 32 clients on 2 shared cores: the
+  batch of the 1.1M-weight model ran 0.8 ms (p50) but waited 10 ms (p99) to start on the thread and
+  11 ms (p99) to be resolved back on the loop; on the loop the server's p99 fell from 41-56 ms to
+  28-29 ms. A model that runs longer than the switch interval still runs on the thread, so the loop keeps
+  reading requests while the model computes.
 
 Shedding looks at time as well as length: a request whose estimated queueing delay (batches ahead of it
 times the measured batch duration) is past ``deadline_s`` is refused at once rather than served late.
@@ -25,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -72,7 +82,10 @@ class MicroBatcher(Generic[In, Out]):
         on_batch: Callable[[int], None] | None = None,
         on_queue: Callable[[int], None] | None = None,
         pending: Callable[[], int] | None = None,
+        loop_below_s: float | None = None,
     ) -> None:
+        """``loop_below_s``: see the module's docstring; default the interpreter's switch interval, 0 to
+        run every batch on the worker thread."""
         if max_batch_size < 1 or max_wait_s < 0 or max_queue < 1:
             raise ValueError("max_batch_size and max_queue must be >= 1 and max_wait_s >= 0")
         self._run_batch = run_batch
@@ -83,6 +96,7 @@ class MicroBatcher(Generic[In, Out]):
         self._on_batch = on_batch
         self._on_queue = on_queue
         self._pending = pending
+        self.loop_below_s = sys.getswitchinterval() if loop_below_s is None else loop_below_s
         self._queue: collections.deque[_Queued[In, Out]] = collections.deque()
         self._queued_rows = 0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch")
@@ -187,10 +201,14 @@ class MicroBatcher(Generic[In, Out]):
         self._queued_rows -= rows
         self._queue_changed()
         self._running = batch
-        self._executor.submit(self._work, batch, rows)
+        if 0 < self._batch_s < self.loop_below_s:
+            self._work(batch, rows)  # on the loop; resolved by the callback it schedules, like the thread's
+        else:
+            self._executor.submit(self._work, batch, rows)
 
     def _work(self, batch: list[_Queued[In, Out]], rows: int) -> None:
-        """On the worker thread: one run, then one wake-up of the loop to resolve the whole batch."""
+        """On the worker thread (or the loop): one run, then one callback on the loop to resolve the whole
+        batch."""
         started = time.perf_counter()
         try:
             outcome: Sequence[Out] | Exception = self._run_batch([entry.item for entry in batch])

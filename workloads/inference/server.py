@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import json
 import logging
 import signal
@@ -458,6 +459,19 @@ def bad_input(exc: Exception, field_name: Callable[[str], str]) -> list[str]:
     return lines
 
 
+def freeze_startup_objects() -> None:
+    """Once the model is loaded: leave what start-up made (modules, the app, the engines' Python side,
+    about 80,000 objects) out of every later garbage collection (``gc.freeze``, Python docs: "move them
+    to a permanent generation and ignore them in all the future collections").
+
+    A full collection otherwise walks all of them while every request waits: measured at 117-159 ms on
+    2 shared cores, a stop of the whole server that a 3 s run under 32 clients hit once or twice and that
+    set its p99. Frozen, the same collection took 0.04 ms. Objects frozen and later dropped are still
+    freed by reference counting; only a cycle among them would stay.
+    """
+    gc.freeze()
+
+
 def serve(prepared: Prepared) -> int:
     """Serve in this process until drained; 0 after a clean drain, 1 if the model failed to load.
 
@@ -474,7 +488,12 @@ def serve(prepared: Prepared) -> int:
     uv_config = uvicorn.Config(
         # A worker beside others accepts only once its model is ready: the socket is shared, and a
         # connection it took while loading would get 503 while the other workers could serve it.
-        create_app(service, on_load_failure=load_failed, load_first=service.shared is not None),
+        create_app(
+            service,
+            on_load_failure=load_failed,
+            on_loaded=freeze_startup_objects,
+            load_first=service.shared is not None,
+        ),
         loop="uvloop",
         http=guarded_protocol(service),
         ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,

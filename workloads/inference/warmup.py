@@ -5,12 +5,17 @@ batches) depends on the model, the CPU and its limit, so warm-up times the candi
 fastest. The candidates, in the order measured:
 
 - ONNX Runtime with the thread budget (the CPU limit over the workers: what served before this choice
-  was measured), idle pool threads sleeping, then spinning; OpenVINO (where installed, ``engines.py``)
-  with the same threads;
-- then both with 1 thread, and with the powers of two between 1 and the budget.
+  was measured), idle pool threads sleeping, then with 1 thread: on cores shared with a load generator
+  and neighbours these two differ most, either way (issue 42, the 50M-weight model at one client under
+  wrk, load average 4-5 on 2 cores: 1 thread 22.5 ms a row, 2 threads 28.7 ms; on the idle machine 2
+  threads are the faster);
+- then OpenVINO (where installed, ``engines.py``) with the budget, ONNX Runtime spinning with it, and the
+  rest: the powers of two between 1 and the budget, spinning at those, OpenVINO with fewer threads.
 
-Where building a candidate is dear (a 50M-weight model takes ~0.75 s per ONNX Runtime session here) the
-budget stops the list early, after the candidates likeliest to win a model-bound run.
+Where building a candidate is dear (a 50M-weight model takes ~0.75 s per ONNX Runtime session on the
+idle machine, over 2 s under load) the budget stops the list early, but never before the first two
+(``ALWAYS_MEASURED``): with the old order and a budget spent by the first, the 50M model served on 2
+threads at 45 req/s where 1 thread, measured, served 62 (medians of 3 interleaved rounds under wrk).
 
 They run the version at its own precision only: an fp32 version is never run in bf16 (a reduced
 precision is a published, accuracy-gated version of its own: ``quantize.py``), and a version whose
@@ -21,8 +26,8 @@ does not, or does not load, is skipped. Each is then timed on a few one-row runs
 wins, unless a simpler one (``simplicity``) is within ``MARGIN`` (or ``SLACK_S``) of it.
 
 Candidates are built one at a time and dropped unless fastest so far, so at most two copies of the
-weights live at once; once ``choice_budget_s`` is spent no further candidate is tried (the first always
-is).
+weights live at once; once ``choice_budget_s`` is spent no further candidate is tried (the first
+``ALWAYS_MEASURED`` always are).
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ PROBE_ROWS = 16
 MIN_RUNS, MAX_RUNS = 3, 15
 # Time one candidate's runs may take, beyond its first three.
 RUNS_S = 0.15
+# Candidates measured whatever the budget: the thread budget and one thread (``candidates``).
+ALWAYS_MEASURED = 2
 
 
 @dataclass(frozen=True)
@@ -78,22 +85,17 @@ def candidates(precision: Precision, engine: str | None, threads: int, openvino:
     """What warm-up measures for a version at ``precision`` whose metadata names ``engine`` (or None),
     with a budget of ``threads``, in the order measured."""
 
-    def ort(n: int) -> list[EngineChoice]:  # spinning means nothing without a pool (1 thread)
-        return [
-            EngineChoice("onnxruntime", precision, n, spin) for spin in ((False, True) if n > 1 else (False,))
-        ]
-
-    first, *rest = thread_counts(threads)
-    ort_first, ort_rest = ort(first), [c for n in rest for c in ort(n)]
-    ov_first, ov_rest = (
-        [EngineChoice("openvino", precision, first)],
-        [EngineChoice("openvino", precision, n) for n in rest],
-    )
+    counts = thread_counts(threads)  # the budget, 1, then the powers of two between
+    sleeping = [EngineChoice("onnxruntime", precision, n, False) for n in counts]
+    # Spinning means nothing without a pool (1 thread).
+    spinning = [EngineChoice("onnxruntime", precision, n, True) for n in counts if n > 1]
+    ort = sleeping[:2] + spinning[:1] + sleeping[2:] + spinning[1:]
+    ov = [EngineChoice("openvino", precision, n) for n in counts]
     if engine == "onnxruntime":
-        return ort_first + ort_rest
+        return ort
     if engine == "openvino":
-        return ov_first + ov_rest
-    return ort_first + ov_first + ort_rest + ov_rest if openvino else ort_first + ort_rest
+        return ov
+    return sleeping[:2] + ov[:1] + ort[2:] + ov[1:] if openvino else ort
 
 
 def simplicity(choice: EngineChoice) -> tuple[bool, int, bool]:
@@ -187,7 +189,7 @@ def build_model(
     choices = candidates(meta.precision, meta.engine, threads, openvino_installed())
     measured: list[Measured] = []
     kept: tuple[EngineChoice, OnnxModel] | None = None  # the choice so far, if still built
-    for model in _built(artifact, choices):
+    for tried, model in enumerate(_built(artifact, choices), start=1):
         y = model.predict(probe)
         if reference is None and model.choice.engine == "onnxruntime":
             reference = y
@@ -200,7 +202,7 @@ def build_model(
             measured.append(Measured(model.choice, one_row_seconds(model, probe[:1])))
             if choose(measured) is measured[-1]:
                 kept = (model.choice, model)
-        if time.perf_counter() - started > config.choice_budget_s:
+        if tried >= ALWAYS_MEASURED and time.perf_counter() - started > config.choice_budget_s:
             break
     if not measured:
         why = unavailable(meta.engine, meta.precision) if meta.engine is not None else None

@@ -21,11 +21,13 @@ class Recorder:
         self.batches: list[list[int]] = []
         self.started: list[float] = []
         self.threads: set[int] = set()
+        self.thread_of: list[int] = []  # per batch
         self.delay_s = delay_s
 
     def __call__(self, items: Sequence[int]) -> list[int]:
         self.started.append(time.perf_counter())
         self.threads.add(threading.get_ident())
+        self.thread_of.append(threading.get_ident())
         self.batches.append(list(items))
         time.sleep(self.delay_s)
         return [2 * i for i in items]
@@ -151,7 +153,8 @@ async def test_a_full_queue_refuses_and_stop_fails_what_is_still_queued() -> Non
 async def test_a_request_runs_inline_on_the_loop_only_when_no_other_is_received() -> None:
     run = Recorder()
     received = 1
-    batcher = MicroBatcher(run, max_batch_size=8, max_wait_s=0.01, pending=lambda: received)
+    # (loop_below_s 0: every batch on the worker, whatever it costs; the next test covers cheap batches)
+    batcher = MicroBatcher(run, max_batch_size=8, max_wait_s=0.01, pending=lambda: received, loop_below_s=0)
     batcher.start()
     await batcher.submit(1)
     assert run.threads == {threading.get_ident()}
@@ -159,6 +162,27 @@ async def test_a_request_runs_inline_on_the_loop_only_when_no_other_is_received(
     await asyncio.gather(*(batcher.submit(i) for i in range(3)))
     await batcher.stop()
     assert len(run.threads) == 2 and run.batches[-1] == [0, 1, 2], "others waiting: batched on the worker"
+
+
+@pytest.mark.parametrize(("run_s", "on_loop"), [(0.0, True), (0.06, False)])
+async def test_a_batch_measured_shorter_than_loop_below_s_runs_on_the_loop(
+    run_s: float, on_loop: bool
+) -> None:
+    """Issue 42: handing a cheap batch to the worker thread and back cost more than running it (two GIL
+    hand-offs of up to a switch interval each); so once batches are measured (the first runs on the worker)
+    one estimated under ``loop_below_s`` runs on the loop, and a longer one still goes to the worker."""
+    run = Recorder(delay_s=run_s)
+    batcher = MicroBatcher(run, max_batch_size=8, max_wait_s=0.01, loop_below_s=0.05)
+    batcher.start()
+    loop_thread = threading.get_ident()
+    first = await asyncio.gather(*(batcher.submit(i) for i in range(3)))
+    second = await asyncio.gather(*(batcher.submit(i) for i in range(3, 6)))
+    await batcher.stop()
+    assert run.batches == [[0, 1, 2], [3, 4, 5]]
+    assert [r for r, _ in first + second] == [0, 2, 4, 6, 8, 10]
+    assert {size for _, size in first + second} == {3}
+    assert run.thread_of[0] != loop_thread, "unmeasured: the first batch runs on the worker"
+    assert (run.thread_of[1] == loop_thread) is on_loop
 
 
 async def test_requests_that_would_miss_the_deadline_are_shed_at_once() -> None:

@@ -233,6 +233,21 @@ def test_not_ready_until_loaded(model_dir: Path) -> None:
     assert predict.status_code == 503
 
 
+def test_on_loaded_runs_once_when_the_model_is_ready(model_dir: Path) -> None:
+    """The hook the process runner freezes start-up's objects on (``server.freeze_startup_objects``,
+    issue 42: a full collection of them stopped the server for 117-159 ms): after loading, once."""
+    service = load_service(ServeConfig(model_dir=model_dir))
+    seen: list[bool] = []
+    app = create_app(service, on_loaded=lambda: seen.append(service.ready), load_first=True)
+
+    async def run() -> list[bool]:
+        async with app.app.router.lifespan_context(app.app):  # type: ignore[attr-defined]
+            await asyncio.sleep(0)  # (a done callback runs on the loop's next turn)
+            return list(seen)
+
+    assert asyncio.run(run()) == [True]
+
+
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     if shutil.which("openssl") is None:
