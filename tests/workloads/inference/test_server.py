@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import ssl
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -231,24 +229,6 @@ def test_not_ready_until_loaded(model_dir: Path) -> None:
     assert health.status_code == 200
     assert (ready.status_code, ready.json()["error"]) == (503, "model loading")
     assert predict.status_code == 503
-
-
-@pytest.fixture(scope="module")
-def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed: cannot make a test certificate")
-    directory = tmp_path_factory.mktemp("tls")
-    cert, key = directory / "tls.crt", directory / "tls.key"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
-            *("-keyout", str(key), "-out", str(cert)),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 def test_bearer_token_and_tls(
