@@ -397,6 +397,19 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._uncount()
         super().connection_lost(exc)
 
+    def shutdown(self) -> None:
+        """The server's shutdown, after the drain: a connection with no request and nothing left to send
+        is dropped at once. uvicorn closes it, which over TLS sends close_notify and then waits for the
+        client's, which an idle keep-alive client (it is not reading) never sends: every pod stop then
+        waited out ``shutdown_timeout_s`` for connections that had nothing to finish. A connection still
+        answering a request, or still sending an answer, is closed by uvicorn as before."""
+        idle = self.cycle is None or self.cycle.response_complete
+        if idle and self.transport.get_write_buffer_size() == 0:
+            self._disarm()
+            self.transport.abort()
+            return
+        super().shutdown()
+
 
 def guarded_protocol(service: Service) -> type[GuardedHttpTools]:
     return type("ServiceHttpTools", (GuardedHttpTools,), {"service": service})

@@ -72,6 +72,25 @@ def held_out(model_dir: Path) -> Split:
 
 
 @pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, for servers launched with TLS."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed: cannot make a test certificate")
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "tls.crt", directory / "tls.key"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+@pytest.fixture(scope="session")
 def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
     """``launch(model_dir, max_wait_ms=20, ...)`` starts a server on a free loopback port and waits until
     it is ready; every server still running at the end of the session gets SIGTERM."""

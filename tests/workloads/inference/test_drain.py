@@ -13,10 +13,12 @@ import asyncio
 import json
 import re
 import signal
+import ssl
 from collections import Counter
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from workloads.training.tasks import Split
@@ -97,3 +99,29 @@ def test_sigterm_during_load_loses_no_accepted_request(
     assert in_flight is not None, server.logs()
     assert int(in_flight.group(1)) == CLIENTS, "SIGTERM should have caught every request in flight"
     assert "drained in" in server.logs()
+
+
+# Longer than any stop should take: a server waiting for its idle connection to close would still be
+# running when the test gives up on it.
+SHUTDOWN_TIMEOUT_S = 60
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_an_idle_keep_alive_connection_does_not_hold_the_stop(
+    scheme: str, launch: Launch, model_dir: Path, held_out: Split, request: pytest.FixtureRequest
+) -> None:
+    """A client that keeps its connection open between requests (every HTTP/1.1 client, a load
+    balancer's pool) has nothing in flight: SIGTERM must not wait for it. Over TLS, closing such a
+    connection politely (close_notify, then waiting for the client's) waited out the whole shutdown
+    timeout at every pod stop, as the idle client is not reading."""
+    tls: dict[str, object] = {}
+    if scheme == "https":
+        cert, key = request.getfixturevalue("tls_files")
+        tls = {"verify": ssl.create_default_context(cafile=cert), "tls_cert_file": cert, "tls_key_file": key}
+    server = launch(model_dir, scheme=scheme, shutdown_timeout_s=SHUTDOWN_TIMEOUT_S, **tls)
+    with server.client() as client:
+        assert client.post("/v1/predict", json={"instances": held_out.x_test[:1].tolist()}).status_code == 200
+        # The connection stays in the client's pool, open and idle, while the server stops.
+        assert server.terminate(timeout=SHUTDOWN_TIMEOUT_S / 2) == 0, server.logs()
+    assert "timeout graceful shutdown exceeded" not in server.logs()
+    assert "Waiting for connections to close" not in server.logs(), "an idle connection held the stop"
