@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 import ssl
-import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -33,6 +32,7 @@ from judges.kube import CARRIED_LABEL as JUDGED_LABEL
 from judges.kube import carried
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
+from tests.certificates import self_signed
 from tests.stack_variants import template
 from workloads.delivery.monitor import (
     API_HOST_ENV,
@@ -176,20 +176,7 @@ def _handler(api: ApiServer) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture(scope="module")
 def api_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The API server's certificate for its address, as a cluster's is for the ``kubernetes`` Service IP."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed: cannot make a test certificate")
-    directory = tmp_path_factory.mktemp("api-tls")
-    cert, key = directory / "tls.crt", directory / "tls.key"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-subj", "/CN=kube-apiserver", "-addext", "subjectAltName=IP:127.0.0.1"),
-            *("-keyout", str(key), "-out", str(cert)),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("api-tls"), "/CN=kube-apiserver", "IP:127.0.0.1")
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
+from tests.certificates import self_signed
 from tests.workloads.digits_model import MODEL_NAME, VERSION, trained
 from workloads.artifacts import ONNX_FILE, load_metadata, model_version_dir, write_metadata
 from workloads.inference.quantize import quantize_version
@@ -74,20 +75,7 @@ def held_out(model_dir: Path) -> Split:
 @pytest.fixture(scope="session")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 and its key, for servers launched with TLS."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed: cannot make a test certificate")
-    directory = tmp_path_factory.mktemp("tls")
-    cert, key = directory / "tls.crt", directory / "tls.key"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
-            *("-keyout", str(key), "-out", str(cert)),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("tls"), "/CN=127.0.0.1", "IP:127.0.0.1")
 
 
 @pytest.fixture(scope="session")

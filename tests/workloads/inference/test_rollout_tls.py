@@ -9,14 +9,13 @@ the Service's name: here a real server holds a certificate for exactly that name
 
 from __future__ import annotations
 
-import shutil
 import ssl
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.certificates import self_signed
 from tests.workloads.inference.serving import Launch
 from tests.workloads.inference.test_k8s import FOLLOWING, by_kind
 from workloads.delivery.launch import from_env, scraper, service
@@ -30,20 +29,7 @@ SERVICE_NAME = f"{FOLLOWING.name}.{FOLLOWING.namespace}.svc"
 @pytest.fixture(scope="module")
 def service_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A self-signed certificate for the Service's name only (no address), as cert-manager issues it."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed: cannot make a test certificate")
-    directory = tmp_path_factory.mktemp("service-tls")
-    cert, key = directory / "tls.crt", directory / "tls.key"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-subj", f"/CN={SERVICE_NAME}", "-addext", f"subjectAltName=DNS:{SERVICE_NAME}"),
-            *("-keyout", str(key), "-out", str(cert)),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("service-tls"), f"/CN={SERVICE_NAME}", f"DNS:{SERVICE_NAME}")
 
 
 def job_env() -> dict[str, str]:
