@@ -87,12 +87,25 @@ SOLD_IN_REGION: dict[str, frozenset[str]] = {
 #   aws-efs-csi-driver v2.3.0-eksbuild.2 (the same 1.35 add-on maps). aws-fsx-csi-driver: no public 1.35
 #   configuration pins one, so it stays unpinned (EKS's default for 1.35) until it can be sourced.
 #   The 1.33 CSI drivers are unpinned likewise.
-# 1.32 (unverified pins, out of standard support since 2026-03-23) and 1.34 (standard support ends
-# 2026-12-02) are not offered.
+# - 1.34: kube-proxy v1.34.1-eksbuild.2 and coredns v1.12.4-eksbuild.1 from the EKS user guide version
+#   tables ("Manage kube-proxy", "Manage CoreDNS"; the same edition whose 1.33 rows are the 1.33 pins
+#   above, read 2026-11-29). The stored "Assign IPs to Pods with the Amazon VPC CNI" tables stop at 1.33,
+#   so vpc-cni is the version public EKS 1.34 configurations pin: v1.20.4-eksbuild.2 (a Terraform 1.34
+#   stack's add-on list, beside kube-proxy v1.34.0-eksbuild.2 and coredns v1.12.3-eksbuild.1, and an EKS
+#   1.34 cluster's add-on inventory with the same three); not read from `aws eks describe-addon-versions
+#   --kubernetes-version 1.34`, the authority: run it before a production `pulumi up`. The CSI drivers
+#   are unpinned, as on 1.33. 1.34 is here so a 1.34 stack can take the one-minor step to 1.35 while EKS
+#   supports it (standard support ends 2026-12-02, below).
+# 1.32 (unverified pins, out of standard support since 2026-03-23) is not offered.
 EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
     "1.33": {
         "vpc-cni": "v1.20.1-eksbuild.3",
         "kube-proxy": "v1.33.5-eksbuild.2",
+        "coredns": "v1.12.4-eksbuild.1",
+    },
+    "1.34": {
+        "vpc-cni": "v1.20.4-eksbuild.2",
+        "kube-proxy": "v1.34.1-eksbuild.2",
         "coredns": "v1.12.4-eksbuild.1",
     },
     "1.35": {

@@ -3,20 +3,26 @@ tests each section names)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from components.aws import platform as aws_platform
+from components.aws.preflight import SUPPORT_WARNING_DAYS
+from components.catalog.aws import EKS_ADDON_VERSIONS, EKS_STANDARD_SUPPORT_END
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
 from components.kubernetes.registry import MLFLOW_VERSION
 from judges import Subject
 from judges.immutable import REPLACED, judge_immutable
+from mlplatform.cli import app
 from mlplatform.graph import PlannedResource
 from mlplatform.plan import Plan
-from mlplatform.report import kubernetes_objects
+from mlplatform.report import kubernetes_objects, write_json
 from tests.stack_variants import input_diff, plan_config, plan_in_own_process, template, with_teams
 
 
@@ -50,6 +56,89 @@ def test_upgrading_to_1_36_names_every_pin_it_still_needs(stack: str, missing: t
     calendar = [p for p in problems if "AKS does not support 1.36" in p]
     assert len(calendar) == (1 if stack.startswith("azure-") else 0)
     assert len(problems) == 1 + len(calendar), "nothing else refuses the upgrade"
+
+
+# The node groups', cluster's and add-ons' update in place (pulumi-aws marks a property that replaces with
+# "Changing this value will force a new ..."; none of these three says so): UpdateClusterVersion,
+# UpdateAddon and UpdateNodegroupVersion, which rolls the group's nodes (EKS user guide, "Update a
+# managed node group").
+_ONE_MINOR_CLOUD_CHANGES = {
+    "aws:eks/cluster:Cluster": ["version"],
+    "aws:eks/addon:Addon": ["addonVersion"],
+    "aws:eks/nodeGroup:NodeGroup": ["version"],
+}
+
+
+def test_upgrading_aws_from_1_34_to_1_35_updates_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "Upgrade Kubernetes by one minor", as an upgrade (review 38, third review B1): aws-smb-dev at
+    1.34, on a day inside 1.34's EKS standard support (it ends 2026-12-02: EKS_STANDARD_SUPPORT_END),
+    then ``kubernetesVersion`` raised to 1.35 as the runbook says. ``mlplatform check --previous`` on
+    the two plans: the cluster's version, every EKS add-on's version and every node group's version
+    update in place (the runbook's steps 1-3), the cluster-autoscaler release moves from chart 9.53.0
+    (app 1.34.2) to 9.59.0 (app 1.35.0) (step 4), nothing is added, deleted or replaced, and nothing is
+    mandatory."""
+    end = datetime.date.fromisoformat(EKS_STANDARD_SUPPORT_END["1.34"])
+    # A preview inside 1.34's support, far enough ahead of its end that no warning is said.
+    monkeypatch.setattr(
+        aws_platform, "today", lambda: end - datetime.timedelta(days=SUPPORT_WARNING_DAYS + 1)
+    )
+    stack = "aws-smb-dev"
+    plans: dict[str, Plan] = {}
+    for version in ("1.34", "1.35"):
+        config = template(stack)
+        config[PLATFORM_KEY].setdefault("cluster", {})["kubernetesVersion"] = version
+        directory = tmp_path / version
+        directory.mkdir()
+        plans[version] = plan_config(config, directory, stack)
+        write_json(plans[version], tmp_path / f"{version}.json")
+    before, after = plans["1.34"], plans["1.35"]
+    old, new = ({r.urn: r for r in p.resources} for p in (before, after))
+    assert old.keys() == new.keys(), "nothing added or deleted"
+    cloud = {
+        new[u].name: (new[u].type, list(input_diff(old[u].inputs, new[u].inputs)))
+        for u in new
+        if not new[u].type.startswith("kubernetes:") and list(input_diff(old[u].inputs, new[u].inputs))
+    }
+    assert all(paths == _ONE_MINOR_CLOUD_CHANGES.get(kind) for kind, paths in cloud.values()), cloud
+    kinds = [kind for kind, _ in cloud.values()]
+    assert kinds.count("aws:eks/cluster:Cluster") == 1
+    assert kinds.count("aws:eks/nodeGroup:NodeGroup") == len(after.by_type("aws:eks/nodeGroup:NodeGroup"))
+    addons = {
+        str(r.inputs["addonName"]): r.inputs.get("addonVersion") for r in after.by_type("aws:eks/addon:Addon")
+    }
+    assert {a: v for a, v in addons.items() if v is not None} == EKS_ADDON_VERSIONS["1.35"]
+    assert kinds.count("aws:eks/addon:Addon") == len(addons)
+    [autoscaler] = [
+        r for r in after.by_type("kubernetes:helm.sh/v3:Release") if r.name.endswith("cluster-autoscaler")
+    ]
+    assert (old[autoscaler.urn].inputs["version"], autoscaler.inputs["version"]) == ("9.53.0", "9.59.0")
+    # In the cluster only the autoscaler's release and its objects change (its image and chart label).
+    changed = {
+        new[u].name
+        for u in new
+        if new[u].type.startswith("kubernetes:") and list(input_diff(old[u].inputs, new[u].inputs))
+    }
+    assert changed and all("cluster-autoscaler" in name for name in changed), changed
+
+    report_file = tmp_path / "check.json"
+    checked = CliRunner().invoke(
+        app,
+        [
+            "check",
+            "--plan",
+            str(tmp_path / "1.35.json"),
+            "--previous",
+            str(tmp_path / "1.34.json"),
+            "--json",
+            str(report_file),
+        ],
+    )
+    assert checked.exit_code == 0, checked.output
+    [report] = json.loads(report_file.read_text())["stacks"]
+    assert [v for v in report["violations"] if v["enforcement"] == "mandatory"] == []
+    assert [v for v in report["violations"] if v["policy"] == REPLACED] == []
 
 
 Objects = dict[Subject, dict[str, Any]]

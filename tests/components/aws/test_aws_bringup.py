@@ -157,7 +157,7 @@ def test_a_version_some_pin_lacks_is_refused_at_config_time() -> None:
     assert len(problems) == 1
     assert "ml-platform:platform.cluster.kubernetesVersion: 1.32 is not pinned in" in problems[0]
     assert "cluster-autoscaler chart" in problems[0] and "EKS add-ons" in problems[0]
-    assert problems[0].endswith("pinned everywhere: 1.33, 1.35")
+    assert problems[0].endswith("pinned everywhere: 1.33, 1.34, 1.35")
 
 
 def test_private_endpoint_with_the_kubernetes_layer_needs_an_access_rule() -> None:
