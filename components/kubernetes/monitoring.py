@@ -234,11 +234,11 @@ def inference_rules(drift_threshold: float, monitor: MonitorPolicy) -> list[dict
     """Alerts on the inference service's own metrics (workloads/inference/metrics.py, drift.py).
 
     ``monitor``: the stack's ``driftMonitor`` (its defaults where the stack runs none: the servers
-    export the estimate either way). The estimated drop holds for ``k`` of the monitor's windows (the
-    shortest time between two runs of its schedule) before it fires: as long as the monitor needs
-    breaches before it acts, so the alert is no faster than the monitor and never a single noisy
-    window's."""
-    sustained = monitor.k * monitor.window_seconds()
+    export the estimate either way). The estimated drop holds for as long as ``k`` of the monitor's
+    windows can take (the longest time ``k`` consecutive windows of its schedule cover: ``k`` times the
+    interval on a regular schedule) before it fires: as long as the monitor can need for its ``k``
+    breaches, so the alert is no faster than the monitor and never a single noisy window's."""
+    sustained = monitor.sustained_seconds()
     return [
         _rule(
             "InferenceErrorsHigh",

@@ -35,7 +35,9 @@ prod``, as the platform's ``audit`` config defaults. Then:
   built-in roles reference). Azure creates a policy only Unlocked (azure-native
   ``AccountImmutabilityPolicyProperties.state``), so the plan locks it in the same ``pulumi up``: either
   the account declares it Locked, or a local command runs ``az storage account update --name ACCOUNT
-  --immutability-state Locked --immutability-period DAYS`` after the account (components/azure/record.py).
+  --immutability-state Locked --immutability-period DAYS`` after the account (components/azure/record.py),
+  as the last ``az`` call of its ``create`` and of its ``update`` where it has one, in the line shape the
+  platform builds (shell.py ``az_chain``; any other shape is refused, not read).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from .settings import (
     ROLE_TAG,
     THREAT_DETECTION_TAG,
 )
-from .shell import az_invocations, option
+from .shell import az_chain, option
 from .subject import Graph, Subject
 from .values import elements, is_unknown, parse_document, statements
 
@@ -308,29 +310,45 @@ REWRITING_BUILT_IN_ROLES = {
 }
 
 
+def _locked_period(line: Any, account: str) -> int | None:
+    """The days the shell ``line`` locks ``account``'s policy for: a line of the platform's shape
+    (``az_chain``) whose outcome, its last ``az`` call, is ``az storage account update --name ACCOUNT
+    --immutability-state Locked --immutability-period DAYS`` (azure-cli storage account update)."""
+    chain = az_chain(line) if isinstance(line, str) and not is_unknown(line) else None
+    if not chain:
+        return None
+    words = chain[-1]
+    period = option(words, "--immutability-period", "--immutability-period-in-days")
+    if (
+        words[:4] == ["az", "storage", "account", "update"]
+        and option(words, "--name", "-n") == account
+        and option(words, "--immutability-state") == "Locked"
+        and period is not None
+        and period.isdigit()
+    ):
+        return int(period)
+    return None
+
+
 def _lock_days(account: Subject, graph: Graph) -> list[int]:
     """The days of each locked time-based policy the plan gives ``account``: its own, declared Locked, and
-    each local command after it that runs ``az storage account update --name ACCOUNT --immutability-state
-    Locked --immutability-period DAYS`` (azure-cli storage account update)."""
+    each local command after it whose ``create`` locks it (``_locked_period``), and whose ``update``, where
+    it has one, locks it too. pulumi-command's ``local.Command`` runs ``create`` when the resource is
+    created and ``update`` (or ``create`` again when there is none) when its inputs change: a lock only in
+    ``update`` never runs on a new stack, and an ``update`` without it lets a changed retention run
+    something else (pulumi-command 1.2.1, ``local.Command`` ``create``/``update``)."""
     policy = _immutability(account).get("immutabilityPolicy") or {}
     days = policy.get("immutabilityPeriodSinceCreationInDays")
     found = [days] if policy.get("state") == "Locked" and isinstance(days, int) else []
-    name = account.get("accountName")
+    name = str(account.get("accountName"))
     for command in graph.of(tokens.LOCAL_COMMAND):
         if account.urn not in command.dependencies:
             continue
-        for phase in ("create", "update"):
-            line = command.get(phase)
-            for words in az_invocations(line) if isinstance(line, str) and not is_unknown(line) else ():
-                period = option(words, "--immutability-period", "--immutability-period-in-days")
-                if (
-                    words[:4] == ["az", "storage", "account", "update"]
-                    and option(words, "--name", "-n") == name
-                    and option(words, "--immutability-state") == "Locked"
-                    and period is not None
-                    and period.isdigit()
-                ):
-                    found.append(int(period))
+        phases = ("create", "update") if command.get("update") not in (None, "") else ("create",)
+        periods = [_locked_period(command.get(phase), name) for phase in phases]
+        locked = [period for period in periods if period is not None]
+        if len(locked) == len(phases):
+            found.append(min(locked))
     return found
 
 
@@ -345,8 +363,11 @@ def _azure_record_problems(account: Subject, graph: Graph) -> Iterator[str]:
     if not days:
         yield (
             "no locked time-based immutability policy in the plan (declared Locked, or a command after the "
-            "account running az storage account update --immutability-state Locked): an unlocked policy "
-            "can be shortened or removed, and then the record's events deleted"
+            "account whose create, and update where it has one, ends in az storage account update "
+            "--immutability-state Locked): an unlocked policy can be shortened or removed, and then the "
+            "record's events deleted. The lock is read only in the platform's shape, az calls joined by "
+            "&& (NAME=$(az ...) and { [ ... ] || az ...; } steps allowed); a line with exit, || or ; "
+            "between steps, functions, conditionals or redirections is refused"
         )
     elif max(days) < 1:
         yield "the immutability period is under a day: whoever writes the record can delete its events"

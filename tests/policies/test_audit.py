@@ -14,16 +14,18 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from components.azure.record import lock_command
 from mlplatform.analyzer import PolicyPackSession, Violation
 from mlplatform.analyzer_config import PolicySettings
 from mlplatform.plan import Plan
 
-from .conftest import found
+from .conftest import PACK_DIR, found
 
 AUDIT_POLICIES = {
     "audit-trail",
@@ -79,6 +81,23 @@ def with_inputs(plan: PlanDict, pick: Pick, edit: Callable[[dict[str, Any]], Non
     for resource in picked:
         edit(resource["inputs"])
     return edited
+
+
+def _set(**phases: str) -> Callable[[dict[str, Any]], None]:
+    """An edit of a local command setting ``phases`` (``create``, ``update``) to the lines given."""
+    return lambda inputs: inputs.update(phases)
+
+
+def _each_phase(rewrite: Callable[[str], str]) -> Callable[[dict[str, Any]], None]:
+    """An edit of a local command rewriting its ``create`` and ``update`` lines."""
+
+    def edit(inputs: dict[str, Any]) -> None:
+        for phase in ("create", "update"):
+            changed = rewrite(inputs[phase])
+            assert changed != inputs[phase], f"the planted edit left {phase} as it was"
+            inputs[phase] = changed
+
+    return edit
 
 
 @pytest.fixture(scope="module")
@@ -416,6 +435,37 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         ),
         ("lifecycle-record-locked", AZURE_RECORD),
     ),
+    # Review of issue 40, A1 (/work/rev-40-out plants az-lock-on-update-only): pulumi-command runs
+    # ``create`` on a new stack and ``update`` only when the inputs change, so a lock only in ``update``
+    # never runs; and an ``update`` without it lets a changed retention run something else.
+    (
+        "record-locked-only-on-update",
+        lambda p: with_inputs(p, of_type(LOCAL_COMMAND, "record-immutability-lock"), _set(create="true")),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    (
+        "record-update-does-not-lock",
+        lambda p: with_inputs(p, of_type(LOCAL_COMMAND, "record-immutability-lock"), _set(update="true")),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    # A2 (plants az-lock-after-exit, az-lock-or-branch): the lock is in the line but the shell never
+    # reaches it (POSIX Shell Command Language, 2.9.3 Lists).
+    (
+        "record-lock-after-exit",
+        lambda p: with_inputs(
+            p, of_type(LOCAL_COMMAND, "record-immutability-lock"), _each_phase(lambda line: f"exit 0; {line}")
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    (
+        "record-lock-in-an-or-branch",
+        lambda p: with_inputs(
+            p,
+            of_type(LOCAL_COMMAND, "record-immutability-lock"),
+            _each_phase(lambda line: line.replace("; } && az storage", "; } && true || az storage")),
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
     (
         "record-declared-unlocked-without-lock",
         lambda p: with_inputs(
@@ -514,3 +564,56 @@ def test_an_unlocked_azure_archive_is_advised_about(
     unlocked = found(pack.judge(edited, defaults), "advisory")
     assert ("audit-archive-locked", f"azure-enterprise-prod-azure-{account}") in unlocked
     assert audit_findings(edited) == set()
+
+
+_LOCK = lock_command("sub", "rg", "acct", 365)
+_LAST = " && az storage account update --subscription sub --resource-group rg --name acct --output none"
+# Lines the pack's shell reading (policies/mlplatform_policies/shell.py ``az_chain``) refuses, each with a
+# way the shell skips the lock and still exits 0 (POSIX Shell Command Language, 2.9.3 Lists; 2.9.5
+# Function Definition Command; 2.9.4 Compound Commands).
+SKIPPED_LOCKS = {
+    "exit-first": f"exit 0; {_LOCK}",
+    "exit-in-a-step": f"{{ exit 0; }} && {_LOCK}",
+    "or-branch": _LOCK.replace(_LAST, f" && true ||{_LAST[3:]}"),
+    "after-a-newline": f"true\n{_LOCK}",
+    "az-redefined": f"az() {{ :; }} && {_LOCK}",
+    "conditional": f"if false; then {_LOCK}; fi",
+    "commented-out": f"# {_LOCK}",
+    "in-the-background": f"{_LOCK} &",
+    "a-step-after-the-lock": f"{_LOCK}; true",
+    "piped": f"{_LOCK} | true",
+    "escaped-operator": f"true \\&\\& exit 0 && {_LOCK}",
+}
+
+
+def test_the_pack_reads_the_platforms_lock_line_and_refuses_other_shapes() -> None:
+    """Review of issue 40, A2: the lock counts only in the line shape the program builds
+    (components/azure/record.py ``lock_command``), whose last ``az`` call is the line's outcome; judged
+    in the pack's own environment, where the policy module imports."""
+    script = (
+        "import json, sys; from mlplatform_policies.shell import az_chain; "
+        "print(json.dumps({k: az_chain(v) for k, v in json.load(sys.stdin).items()}))"
+    )
+    lines = {"platform": _LOCK, **SKIPPED_LOCKS}
+    result = subprocess.run(
+        [str(PACK_DIR / ".venv" / "bin" / "python"), "-c", script],
+        input=json.dumps(lines),
+        check=True,
+        cwd=PACK_DIR,
+        capture_output=True,
+        text=True,
+    )
+    read = json.loads(result.stdout)
+    assert [words[:4] + words[-2:] for words in read.pop("platform")] == [
+        [
+            "az",
+            "storage",
+            "account",
+            "show",
+            "--query",
+            "immutableStorageWithVersioning.immutabilityPolicy.state",
+        ],
+        ["az", "storage", "account", "update", "--allow-protected-append-writes", "false"],
+        ["az", "storage", "account", "update", "--immutability-state", "Locked"],
+    ]
+    assert read == dict.fromkeys(SKIPPED_LOCKS)

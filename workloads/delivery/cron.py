@@ -1,8 +1,10 @@
-"""When a CronJob's schedule runs: the shortest time between two of its runs.
+"""When a CronJob's schedule runs: the shortest time between two of its runs, and the longest time k
+consecutive windows (from one run to the next) cover.
 
 The drift monitor is one window per run of its CronJob (``driftMonitor.schedule``), so the time between
-runs is its window; the alert on the servers' label-free estimate holds for as many windows as the
-monitor needs breaches (components/kubernetes/monitoring.py). The fields are the five of batch/v1
+runs is its window; the alert on the servers' label-free estimate holds for as long as the monitor's k
+windows can take (components/kubernetes/monitoring.py), so on an irregular schedule (``0,5 * * * *``)
+it is no faster than the monitor either. The fields are the five of batch/v1
 CronJob's schedule, as Kubernetes parses them (robfig/cron v3's standard parser, which the CronJob
 controller uses: minute 0-59, hour 0-23, day of month 1-31, month 1-12 or JAN-DEC, day of week 0-6 or
 SUN-SAT, 7 also Sunday as in cron(5)); each a list of ``*``, ``N``, ``A-B`` with an optional ``/STEP``
@@ -64,26 +66,55 @@ def _field(spec: str, index: int) -> frozenset[int]:
     return frozenset(values)
 
 
-def shortest_interval_seconds(schedule: str) -> int:
-    """The shortest time between two consecutive runs of the five-field ``schedule``; ValueError (one
-    line) for a malformed field or a schedule that runs less than twice in eight years."""
+def _runs(schedule: str) -> tuple[list[int], list[int]]:
+    """When ``schedule`` runs: the seconds into a day of its runs, and the matching days of the eight
+    years (counted from _START); ValueError (one line) for a malformed field or schedule."""
     fields = schedule.split()
     if len(fields) != 5:
         raise ValueError(f"{schedule!r} is not a cron schedule of five fields such as '*/15 * * * *'")
     minutes, hours, days, months, weekdays = (_field(f, i) for i, f in enumerate(fields))
     either = not fields[2].startswith("*") and not fields[4].startswith("*")
     in_day = sorted(h * 3600 + m * 60 for h in hours for m in minutes)
-    shortest = min((b - a for a, b in pairwise(in_day)), default=None)
-    previous: int | None = None  # the last matching day, counted from _START
+    matching = []
     for offset in range(_SPAN_DAYS):
         day = _START + timedelta(days=offset)
         by_date, by_weekday = day.day in days, (day.isoweekday() % 7) in weekdays
-        if day.month not in months or not ((by_date or by_weekday) if either else (by_date and by_weekday)):
-            continue
-        if previous is not None:
-            across = (offset - previous) * DAY_S - in_day[-1] + in_day[0]
-            shortest = across if shortest is None else min(shortest, across)
-        previous = offset
-    if shortest is None:
+        if day.month in months and ((by_date or by_weekday) if either else (by_date and by_weekday)):
+            matching.append(offset)
+    return in_day, matching
+
+
+def shortest_interval_seconds(schedule: str) -> int:
+    """The shortest time between two consecutive runs of the five-field ``schedule``; ValueError (one
+    line) for a malformed field or a schedule that runs less than twice in eight years."""
+    in_day, matching = _runs(schedule)
+    gaps = [b - a for a, b in pairwise(in_day)]
+    gaps += [(b - a) * DAY_S - in_day[-1] + in_day[0] for a, b in pairwise(matching)] if in_day else []
+    if not gaps or not matching:
         raise ValueError(f"{schedule!r} runs less than twice in eight years")
-    return shortest
+    return min(gaps)
+
+
+def longest_span_seconds(schedule: str, windows: int) -> int:
+    """The longest time ``windows`` consecutive windows of ``schedule`` cover: from a run to the run
+    ``windows`` later, the longest over the eight years (``windows`` times the interval on a regular
+    schedule); ValueError (one line) for a schedule that runs fewer than ``windows + 1`` times in them.
+
+    The run ``windows`` after the ``i``-th of a day is the ``(i + windows) % n``-th of the matching day
+    ``(i + windows) // n`` later (``n`` runs a day), so each ``i`` needs only the widest such gap in days.
+    """
+    in_day, matching = _runs(schedule)
+    runs = len(in_day)
+    widest: dict[int, int | None] = {}
+    spans = []
+    for index, start in enumerate(in_day):
+        later, end = divmod(index + windows, runs)
+        if later not in widest:
+            pairs = zip(matching[: max(len(matching) - later, 0)], matching[later:], strict=True)
+            widest[later] = max((b - a for a, b in pairs), default=None)
+        days = widest[later]
+        if days is not None:
+            spans.append(days * DAY_S + in_day[end] - start)
+    if not spans:
+        raise ValueError(f"{schedule!r} runs fewer than {windows + 1} times in eight years")
+    return max(spans)

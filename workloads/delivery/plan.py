@@ -19,7 +19,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from workloads.delivery.cron import shortest_interval_seconds
+from workloads.delivery.cron import longest_span_seconds, shortest_interval_seconds
 
 SHADOW: Final = "shadow"
 # The server's floor (workloads/inference/drift.py: PSI is absent below its min_samples, 500 by default).
@@ -210,9 +210,10 @@ class MonitorPolicy(_Model):
         shortest_interval_seconds(value)  # every field in its range, and runs at all
         return value
 
-    def window_seconds(self) -> int:
-        """One window: the shortest time between two runs of ``schedule`` (workloads/delivery/cron.py)."""
-        return shortest_interval_seconds(self.schedule)
+    def sustained_seconds(self) -> int:
+        """The longest time ``k`` consecutive windows (from one run of ``schedule`` to the next) cover: as
+        long as the monitor can take to see ``k`` breaches (workloads/delivery/cron.py)."""
+        return longest_span_seconds(self.schedule, self.k)
 
     @model_validator(mode="after")
     def _k_within_m(self) -> MonitorPolicy:

@@ -281,7 +281,16 @@ def test_the_estimated_drop_alert_holds_for_k_monitor_windows(
     ) == 1
 
 
-def test_the_alerts_window_follows_the_monitors_schedule_and_k() -> None:
-    policy = MonitorPolicy(schedule="0 */2 * * *", k=2, m=4, estimated_drop=0.08)
+@pytest.mark.parametrize(
+    ("schedule", "k", "for_"),
+    [
+        ("0 */2 * * *", 2, "240m"),
+        # Irregular (review of issue 40, C1): three runs of :00 and :05 can take :05 to the second hour's
+        # :00, 115 minutes; three times the shortest gap (15m) fired before the monitor could act.
+        ("0,5 * * * *", 3, "115m"),
+    ],
+)
+def test_the_alerts_window_follows_the_monitors_schedule_and_k(schedule: str, k: int, for_: str) -> None:
+    policy = MonitorPolicy(schedule=schedule, k=k, m=4, estimated_drop=0.08)
     [rule] = [r for r in inference_rules(0.2, policy) if r["alert"] == "InferenceEstimatedAccuracyDrop"]
-    assert (rule["for"], rule["expr"].rsplit(" ", 1)[-1]) == ("240m", "0.08")
+    assert (rule["for"], rule["expr"].rsplit(" ", 1)[-1]) == (for_, "0.08")
