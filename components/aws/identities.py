@@ -223,7 +223,7 @@ def verifier_policy(signing_key_arn: pulumi.Input[str], repositories_arn: str) -
     """What the admission verifier needs: the signing key's public half (cosign's awskms verifier calls
     GetPublicKey; DescribeKey reads its spec; never Sign, and never Verify: verification is local, AWS KMS
     API reference, GetPublicKey; the key policy delegates ``kms:Get*`` and ``kms:Describe*`` to IAM,
-    components/aws/registry.py ``ADMINISTER_AND_VERIFY``), and a pull of the stack's repositories, where
+    components/aws/registry.py ``signing_key_policy``), and a pull of the stack's repositories, where
     the signatures it verifies are (``repositories_arn``: the stack's namespace, its mirror below it).
 
     policy-controller reads the registry with its pod's own cloud identity: its keychain

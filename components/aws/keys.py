@@ -104,34 +104,45 @@ def key_administrators(custodians: Sequence[str], parent: pulumi.Resource) -> tu
     return tuple(dict.fromkeys((deployer, *custodians)))
 
 
+def key_administration(
+    account: AwsAccount, administrators: Sequence[str] = (), also: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """The account root's administration of a key, data key or signing key alike (AWS KMS developer guide,
+    "Default key policy", "Allows key administrators to administer the KMS key"): ``KEY_ADMINISTRATION``
+    delegated to IAM, so IAM decides who the key custodians are; where the stack names them
+    (``administrators``: the custodians and the deployer, ``key_administrators``), the actions that change
+    the key only for those roles (``aws:PrincipalArn``), its configuration readable by whomever IAM lets
+    (auditors, AWS Config). ``also``: actions any account principal its IAM allows may take beside the
+    configuration reads (the signing key's ``kms:Verify``)."""
+    if not administrators:
+        return [account_statement(account, "AccountAdministersKeyThroughIam", [*KEY_ADMINISTRATION, *also])]
+    return [
+        account_statement(
+            account, "AccountReadsKeyConfigurationThroughIam", [*KEY_CONFIGURATION_READS, *also]
+        ),
+        account_statement(
+            account,
+            "KeyCustodiansAdministerKey",
+            KEY_CUSTODY,
+            {"ArnEquals": {"aws:PrincipalArn": list(administrators)}},
+        ),
+    ]
+
+
 def administered_by_account(account: AwsAccount, administrators: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The account root delegates the key's administration to IAM, and no use for data: IAM policies can
     make a key custodian administer the key (so it never becomes unmanageable), but no IAM policy alone
     makes anyone use it (``domain_use`` names the users).
 
-    - administration (``KEY_ADMINISTRATION``), so IAM decides who the key custodians are; where the stack
-      names them (``administrators``: the custodians and the deployer, ``key_administrators``), the
-      actions that change the key only for those roles (``aws:PrincipalArn``), its configuration readable
-      by whomever IAM lets (auditors, AWS Config);
+    - administration (``key_administration``), limited to the key custodians and the deployer where the
+      stack names custodians;
     - grants for AWS resources only (``kms:GrantIsForAWSResource``), so the deployer's IAM rights let a
       service attach the key to the store it creates;
     - grants to AWS service-linked roles only (``kms:GranteePrincipal``), such as FSx's role that reads
       the data bucket (components/aws/shared_fs.py), never to a person or a workload role.
     """
     service_linked = account.arn("iam", "role/aws-service-role/*", regional=False)
-    administration = (
-        [
-            account_statement(account, "AccountReadsKeyConfigurationThroughIam", KEY_CONFIGURATION_READS),
-            account_statement(
-                account,
-                "KeyCustodiansAdministerKey",
-                KEY_CUSTODY,
-                {"ArnEquals": {"aws:PrincipalArn": list(administrators)}},
-            ),
-        ]
-        if administrators
-        else [account_statement(account, "AccountAdministersKeyThroughIam", KEY_ADMINISTRATION)]
-    )
+    administration = key_administration(account, administrators)
     return [
         *administration,
         account_statement(

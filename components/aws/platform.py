@@ -225,6 +225,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 key[KeyDomain.IMAGES],
                 tags,
                 protect=config.is_protected,
+                administrators=self._key_administrators,
             ),
             self._child,
         )

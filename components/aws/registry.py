@@ -21,16 +21,16 @@ import pulumi
 from pulumi_aws import ecr, get_caller_identity_output, iam, kms
 
 from components.aws.account import AwsAccount
-from components.aws.keys import DELETION_WINDOW_DAYS, KEY_ADMINISTRATION, account_statement
+from components.aws.keys import DELETION_WINDOW_DAYS, key_administration
 from components.handle import ImageSigning, RegistryLogin
 
 # What signing needs of the key: a signature, and the public key cosign writes into what it signs
 # (AWS KMS API reference, Sign and GetPublicKey).
 SIGN_ACTIONS = ["kms:Sign", "kms:GetPublicKey", "kms:DescribeKey"]
-# What everyone else in the account may do through IAM: administer the key and check signatures, never sign
-# (AWS KMS developer guide, "Key policies": an action the key policy grants the account root is delegated
-# to IAM policies; one it does not, no IAM policy can grant).
-ADMINISTER_AND_VERIFY = [*KEY_ADMINISTRATION, "kms:Verify"]
+# What everyone else in the account may do through IAM beside reading the key's configuration: check
+# signatures, never sign (AWS KMS developer guide, "Key policies": an action the key policy grants the
+# account root is delegated to IAM policies; one it does not, no IAM policy can grant).
+VERIFY = ["kms:Verify"]
 
 # Images kept per repository. Every change of an image's inputs pushes a new immutable content tag
 # (components/images.py), the trainer's several GB, so without a rule storage grows with every edit (AWS
@@ -67,10 +67,15 @@ def repositories_arn(account: AwsAccount, namespace: str) -> str:
     return account.arn("ecr", f"repository/{namespace}/*")
 
 
-def signing_key_policy(account: AwsAccount, signer_arn: str) -> dict[str, Any]:
+def signing_key_policy(
+    account: AwsAccount, signer_arn: str, administrators: Sequence[str] = ()
+) -> dict[str, Any]:
     """Only the deployer (the identity running ``pulumi up``: CI's OIDC role, or the operator) signs; the
-    account administers the key and anyone it lets may verify."""
-    administer = account_statement(account, "AccountAdministersKeyThroughIam", ADMINISTER_AND_VERIFY)
+    key is administered as the data keys are (``key_administration``): where the stack names key custodians
+    (``administrators``: they and the deployer), only they change it, so no other IAM administrator can
+    rewrite its policy (PutKeyPolicy) and give itself ``kms:Sign`` (review 35 A2); anyone the account lets
+    may verify."""
+    administer = key_administration(account, administrators, also=VERIFY)
     sign = {
         "Sid": "DeployerSignsImages",
         "Effect": "Allow",
@@ -78,7 +83,7 @@ def signing_key_policy(account: AwsAccount, signer_arn: str) -> dict[str, Any]:
         "Action": SIGN_ACTIONS,
         "Resource": "*",
     }
-    return {"Version": "2012-10-17", "Statement": [administer, sign]}
+    return {"Version": "2012-10-17", "Statement": [*administer, sign]}
 
 
 def repositories(images: Iterable[str]) -> list[str]:
@@ -98,6 +103,9 @@ class RegistryArgs:
     # images, so `pulumi destroy` of a dev stack does not stop at RepositoryNotEmptyException (ECR API,
     # DeleteRepository: ``force``).
     protect: bool = True
+    # Who administers the signing key where the stack names key custodians (components/aws/keys.py
+    # ``key_administrators``); none: IAM decides.
+    administrators: Sequence[str] = ()
 
 
 class Registry(pulumi.ComponentResource):
@@ -161,7 +169,9 @@ class Registry(pulumi.ComponentResource):
             key_usage="SIGN_VERIFY",
             deletion_window_in_days=DELETION_WINDOW_DAYS,
             multi_region=False,
-            policy=signer.issuer_arn.apply(lambda arn: json.dumps(signing_key_policy(args.account, arn))),
+            policy=signer.issuer_arn.apply(
+                lambda arn: json.dumps(signing_key_policy(args.account, arn, args.administrators))
+            ),
             tags=dict(args.tags),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -9,12 +9,14 @@ refuses a key policy or role assignment that lets a named person use a key of an
   attached to (the auditors' policy, the lifecycle record writers' for the model approvers: the policy's
   same tag, the attachment's ``role``); the key custodians are ``key-duties-separated``'s. Who a KMS key
   policy lets use the key (an Allow of ``kms:Encrypt``, ``Decrypt``, ``ReEncrypt*`` or
-  ``GenerateDataKey*``): a principal it names; for a statement of the account root (AWS KMS developer
+  ``GenerateDataKey*``): a principal it names (a role session, ``arn:aws:sts::ACCOUNT:assumed-role/ROLE/
+  SESSION``, is its role's person; review 35 A3); for a statement of the account root (AWS KMS developer
   guide, "Default key policy", "Allows access to the AWS account and enables IAM policies": any account
   principal whose IAM policy allows it), each person its ``aws:PrincipalArn`` condition names (``ArnLike``,
   ``ArnEquals``), or, naming none, every person it does not leave out (``ArnNotEquals``, ``ArnNotLike``).
   The key's domains are its tag ``ml-platform.io/data-domain``.
-- Azure: a people's role assignment (description ``ml-platform access: <role>``) whose role uses keys:
+- Azure: a people's role assignment (description ``ml-platform access: <role>``), or any assignment to a
+  person those name, by principal (object) id whatever its description (review 35 A4), whose role uses keys:
   Key Vault Administrator, Crypto Officer, Crypto User, Crypto Service Encryption User or Crypto Service
   Release User (their data actions include the keys' cryptographic operations: Azure built-in roles,
   "Security", learn.microsoft.com/azure/role-based-access-control/built-in-roles/security), or a custom
@@ -77,6 +79,11 @@ def _allowed(roles: set[str], cloud: str) -> set[str]:
 
 
 def _role_name(arn: str) -> str:
+    """A role ARN's name (its last segment); an STS role session's role (IAM user guide, "IAM identifiers":
+    ``arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION``): a key policy may name a person by session
+    (review 35 A3)."""
+    if ":assumed-role/" in arn:
+        return arn.split(":assumed-role/", 1)[1].split("/", 1)[0]
     return arn.rsplit("/", 1)[-1]
 
 
@@ -132,21 +139,43 @@ def _aws(graph: Graph) -> Iterator[Finding]:
                 )
 
 
+def _azure_people(graph: Graph) -> dict[str, set[str]]:
+    """Each person the stack names (``access``; its assignments are described ``ml-platform access:
+    <role>``), by principal (object) id -> the people's roles it holds."""
+    people: dict[str, set[str]] = {}
+    for assignment in graph.of(ROLE_ASSIGNMENT):
+        description = str(assignment.get("description") or "")
+        if description.startswith(ACCESS_DESCRIPTION):
+            role = description.removeprefix(ACCESS_DESCRIPTION)
+            people.setdefault(str(assignment.get("principalId")), set()).add(role)
+    return people
+
+
 def _azure(graph: Graph) -> Iterator[Finding]:
+    """Every assignment to a named person, by its description or by its principal id whatever its
+    description (review 35 A4: an auditor's object id given Crypto User undescribed is still the auditor)."""
+    people = _azure_people(graph)
     for assignment in graph.of(ROLE_ASSIGNMENT):
         description = str(assignment.get("description") or "")
         if description == DEPLOYER_KEYS_DESCRIPTION:
             yield from _deployer(assignment, graph)
-        if not description.startswith(ACCESS_DESCRIPTION):
             continue
-        role = description.removeprefix(ACCESS_DESCRIPTION)
+        principal = str(assignment.get("principalId"))
+        roles = set(people.get(principal, ()))
+        if description.startswith(ACCESS_DESCRIPTION):
+            roles.add(description.removeprefix(ACCESS_DESCRIPTION))
+        if not roles:
+            continue
         using = granted_data_actions(assignment, graph, KEY_USE_DATA_ACTIONS, KEY_USING_BUILT_IN_ROLES)
-        if using and not _allowed({role}, "azure"):
+        if using and not _allowed(roles, "azure"):
+            named = ", ".join(sorted(roles))
+            why = "; ".join(
+                str(table().get(r, {}).get("why", f"{r}: not a role of the table")) for r in sorted(roles)
+            )
             yield (
                 assignment.urn,
-                f"{role} {assignment.get('principalId')} is granted {', '.join(using)}, which uses keys; the "
-                f"role-to-key table (policies/key_users.yaml) gives a {role} no Azure key: "
-                f"{table().get(role, {}).get('why', 'not a role of the table')}",
+                f"{named} {principal} is granted {', '.join(using)}, which uses keys; the role-to-key table "
+                f"(policies/key_users.yaml) gives a {named} no Azure key: {why}",
             )
 
 

@@ -487,6 +487,33 @@ def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
             yield f"key policy lets {principal} both administer and use the key; split the duties"
 
 
+def _custodians_administer_every_key(graph: Graph) -> Iterator[Finding]:
+    """Where the stack names key custodians (a key policy limits the root's administration by
+    ``aws:PrincipalArn``), every key's administration is so limited, the image-signing key's too: an
+    unconditioned administrative statement for the account root lets any IAM administrator rewrite that
+    key's policy (PutKeyPolicy) and give itself its use or ``kms:Sign`` (AWS KMS developer guide, "Default
+    key policy", "Allows key administrators to administer the KMS key": they "can give themselves"
+    permissions; review 35 A2)."""
+    keys = [(key, parse_document(key.get("policy"), "policy")) for key in graph.of(KMS_KEY)]
+    custodians = [a for _key, document in keys for a in key_administrators(document)]
+    if not custodians:
+        return
+    for key, document in keys:
+        for index, statement in enumerate(allowed_statements(document)):
+            administers = sorted(a for a in _strings(statement.get("Action")) if _is_admin(a))
+            if not administers or principal_arns(statement):
+                continue
+            if any(is_account_root(p) for p in principals(statement)):
+                sid = str(statement.get("Sid") or f"Statement[{index}]")
+                yield (
+                    key.urn,
+                    f"key policy statement {sid} lets the account root {', '.join(administers)} with no "
+                    "aws:PrincipalArn condition, while the stack names key custodians: any IAM administrator "
+                    "can rewrite this key's policy and give itself its use; limit administration to the key "
+                    "custodians and the deployer (ArnEquals aws:PrincipalArn) as on the other keys",
+                )
+
+
 # The data domains whose keys each identity uses (docs/security.md, "Keys per data domain"), by the
 # service-account subject or the AWS service its role trusts: the workloads (the rollout and the drift
 # monitor writing the lifecycle record too) the object data (through S3), training the datasets too (the
@@ -570,8 +597,9 @@ POLICIES = [
     stack_policy(
         "key-duties-separated",
         "A KMS key policy gives kms:* to no principal, the account root included, and lets no principal, "
-        "named or by the root's aws:PrincipalArn condition, both administer and use the key.",
-        per_node((KMS_KEY,), _key_policy),
+        "named or by the root's aws:PrincipalArn condition, both administer and use the key; where the "
+        "stack names key custodians, every key's administration, the signing key's included, is theirs.",
+        _combined(per_node((KMS_KEY,), _key_policy), _custodians_administer_every_key),
         severity=Severity.HIGH,
     ),
     stack_policy(

@@ -130,6 +130,23 @@ def test_the_signer_check_catches_a_policy_that_lets_the_account_sign() -> None:
     assert signers(policy) == {DEPLOYER, account.root_arn}
 
 
+def test_where_custodians_are_named_only_they_and_the_deployer_administer_the_signing_key() -> None:
+    """Review 35 A2: an unconditioned administrative statement for the account root would let any IAM
+    administrator rewrite the key's policy (PutKeyPolicy) and give itself ``kms:Sign`` (AWS KMS developer
+    guide, "Default key policy", "Allows key administrators to administer the KMS key": they "can give
+    themselves" permissions). The signing key is administered as the data keys are."""
+    account = AwsAccount(ACCOUNT_ID, "aws", "me-central-1", ("me-central-1a",))
+    custodian = f"arn:aws:iam::{ACCOUNT_ID}:role/ml-key-custodians"
+    policy = signing_key_policy(account, DEPLOYER, (DEPLOYER, custodian))
+    changes = [s for s in _statements(policy) if any(fnmatchcase("kms:PutKeyPolicy", a) for a in s["Action"])]
+    assert [(s["Principal"]["AWS"], s["Condition"]) for s in changes] == [
+        (account.root_arn, {"ArnEquals": {"aws:PrincipalArn": [DEPLOYER, custodian]}})
+    ]
+    assert signers(policy) == {DEPLOYER}
+    [verify] = [s for s in _statements(policy) if "kms:Verify" in s["Action"]]
+    assert (verify["Principal"]["AWS"], verify.get("Condition")) == (account.root_arn, None)
+
+
 @pytest.mark.parametrize("stack", ["azure-smb-dev", "azure-enterprise-prod"])
 def test_only_the_deployer_holds_a_role_on_the_azure_signing_vault(
     planned: Callable[[str], Plan], stack: str

@@ -95,7 +95,10 @@ def test_aws_only_custodians_and_the_deployer_administer_every_key(
     keys = people_plan(AWS).by_type("aws:kms/key:Key")
     data_keys = [k for k in keys if "signing" not in k.name]
     assert len(data_keys) >= 8  # a key per data domain, the datasets' and the audit trail's
-    for key in data_keys:
+    # The image-signing key too: otherwise any IAM administrator could rewrite its policy and sign (review
+    # 35 A2); anyone IAM lets may still verify a signature with it.
+    assert len(keys) == len(data_keys) + 1
+    for key in keys:
         statements = _statements(key)
         assert "AccountAdministersKeyThroughIam" not in statements, key.name
         custody = statements["KeyCustodiansAdministerKey"]
@@ -111,6 +114,7 @@ def test_aws_only_custodians_and_the_deployer_administer_every_key(
             "kms:Describe*",
             "kms:List*",
             "kms:Get*",
+            *(["kms:Verify"] if key not in data_keys else []),
         ]
 
 

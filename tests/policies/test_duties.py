@@ -9,7 +9,11 @@ users in separate statements); and ``key-use-by-role``: a named person whose rol
 (``policies/key_users.yaml``) keeps off a key, left in its use (AWS: KMS developer guide, "Default key
 policy", "Allows access to the AWS account and enables IAM policies": a root statement lets any account
 principal its IAM allows use the key) or given a key-using Key Vault role (Azure built-in roles,
-"Security": Key Vault Crypto User's data actions include decrypt and unwrapKey).
+"Security": Key Vault Crypto User's data actions include decrypt and unwrapKey), a person named by role
+session (IAM user guide, "IAM identifiers": ``arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION``) or, on
+Azure, by object id under any description included; and the image-signing key administered by any IAM
+administrator while the stack names key custodians (KMS developer guide, "Default key policy", "Allows key
+administrators to administer the KMS key": they can give themselves the key's use).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ AUDITOR_POLICY = f"{AWS}-aws-access-auditors"
 DATASETS_KEY = f"{AWS}-aws-datasets-key"
 OBJECT_DATA_KEY = f"{AWS}-aws-object-data-key"
 SECRETS_KEY = f"{AWS}-aws-key-key"
+SIGNING_KEY = f"{AWS}-aws-registry-signing-key"
 # Azure built-in roles reference: Azure Kubernetes Service RBAC Writer.
 AKS_WRITER = "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"
 READ_TYPES = (
@@ -140,6 +145,12 @@ def _association(principal: str) -> Callable[[dict[str, Any]], bool]:
     return lambda r: (
         r["type"].endswith("AccessPolicyAssociation") and r["inputs"]["principalArn"] == principal
     )
+
+
+def _session(role_arn: str, session: str) -> str:
+    """The ARN of a session of ``role_arn`` (IAM user guide, "IAM identifiers": assumed-role form)."""
+    _arn, partition, _iam, _region, account, resource = role_arn.split(":", 5)
+    return f"arn:{partition}:sts::{account}:assumed-role/{resource.rsplit('/', 1)[-1]}/{session}"
 
 
 def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
@@ -248,6 +259,35 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ("key-use-by-role", SECRETS_KEY),
     ),
     (
+        # IAM user guide, "IAM identifiers": a role session's ARN names the role it is of (review 35 A3).
+        "ml-engineer-session-named-a-secrets-key-user",
+        lambda p: with_inputs(
+            p,
+            _named(SECRETS_KEY),
+            _policy(
+                lambda d: d["Statement"].append(
+                    {
+                        "Sid": "EngineerSessionDecrypts",
+                        "Effect": "Allow",
+                        "Principal": {"AWS": _session(ENGINEER, "alice")},
+                        "Action": ["kms:Decrypt"],
+                        "Resource": "*",
+                    }
+                )
+            ),
+        ),
+        ("key-use-by-role", SECRETS_KEY),
+    ),
+    (
+        # The signing key administered by the account root unconditioned while custodians are named: any
+        # IAM administrator may PutKeyPolicy and give itself kms:Sign (review 35 A2).
+        "signing-key-administered-by-any-iam-admin",
+        lambda p: with_inputs(
+            p, _named(SIGNING_KEY), _statement("KeyCustodiansAdministerKey", lambda s: s.pop("Condition"))
+        ),
+        ("key-duties-separated", SIGNING_KEY),
+    ),
+    (
         "custodian-uses-the-key",
         lambda p: with_inputs(
             p,
@@ -285,6 +325,11 @@ def _writer(inputs: dict[str, Any]) -> None:
     inputs["roleDefinitionId"] = inputs["roleDefinitionId"].rsplit("/", 1)[0] + f"/{AKS_WRITER}"
 
 
+def _undescribed_crypto_user(inputs: dict[str, Any]) -> None:
+    inputs.pop("description")
+    inputs["roleDefinitionId"] = f"/providers/Microsoft.Authorization/roleDefinitions/{KEY_VAULT_CRYPTO_USER}"
+
+
 AZURE_ADMIN, AZURE_AUDITOR = PEOPLE_AZURE["platformAdmins"][0], PEOPLE_AZURE["auditors"][0]
 AZURE_ENGINEER = PEOPLE_AZURE["mlEngineers"]["vision"][0]
 AZURE_APPROVER, AZURE_CUSTODIAN = PEOPLE_AZURE["modelApprovers"][0], PEOPLE_AZURE["keyCustodians"][0]
@@ -294,7 +339,7 @@ KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
 # The mocks' deployer (mlplatform/mocks.py: the client config's object id), to which the stack gives its key
 # administration role on its vaults (components/azure/keys.py ``deployer_key_access``).
 AZURE_DEPLOYER = TENANT_ID
-AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
+AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]] = [
     (
         "platform-admin-is-key-custodian",
         lambda p: with_inputs(
@@ -302,7 +347,7 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
             _assignment(PEOPLE_AZURE["keyCustodians"][0], "ml-platform access: key-custodian"),
             _set("principalId", AZURE_ADMIN),
         ),
-        ("duties-separated", f"{AZURE}-azure-access-platform-admin-{AZURE_ADMIN}"),
+        {("duties-separated", f"{AZURE}-azure-access-platform-admin-{AZURE_ADMIN}")},
     ),
     (
         "key-custodian-is-ml-engineer",
@@ -311,7 +356,7 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
             _assignment(PEOPLE_AZURE["keyCustodians"][0], "ml-platform access: key-custodian"),
             _set("principalId", AZURE_ENGINEER),
         ),
-        ("duties-separated", f"{AZURE}-azure-access-ml-engineer-vision-{AZURE_ENGINEER}"),
+        {("duties-separated", f"{AZURE}-azure-access-ml-engineer-vision-{AZURE_ENGINEER}")},
     ),
     (
         # docs/security.md, "The deployer's standing rights": never a person's role (review 35 A4).
@@ -321,7 +366,11 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
             _assignment(AZURE_ADMIN, "ml-platform access: platform-admin"),
             _set("principalId", AZURE_DEPLOYER),
         ),
-        ("duties-separated", f"{AZURE}-azure-access-platform-admin-{AZURE_ADMIN}"),
+        {
+            ("duties-separated", f"{AZURE}-azure-access-platform-admin-{AZURE_ADMIN}"),
+            # The deployer alone signs (Crypto Officer on the signing vault); a platform admin uses no key.
+            ("key-use-by-role", f"{AZURE}-azure-signing-vault-deployer-crypto-officer"),
+        },
     ),
     (
         "deployer-is-auditor",
@@ -333,7 +382,10 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
             ),
             _set("principalId", AZURE_DEPLOYER),
         ),
-        ("duties-separated", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}"),
+        {
+            ("duties-separated", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}"),
+            ("key-use-by-role", f"{AZURE}-azure-signing-vault-deployer-crypto-officer"),
+        },
     ),
     (
         "auditor-writes",
@@ -345,7 +397,7 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
             ),
             _writer,
         ),
-        ("duties-separated", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}"),
+        {("duties-separated", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}")},
     ),
     (
         # The table gives no person an Azure key: a model approver holding Key Vault Crypto User could
@@ -359,7 +411,21 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
                 f"/providers/Microsoft.Authorization/roleDefinitions/{KEY_VAULT_CRYPTO_USER}",
             ),
         ),
-        ("key-use-by-role", f"{AZURE}-azure-access-model-approver-{AZURE_APPROVER}"),
+        {("key-use-by-role", f"{AZURE}-azure-access-model-approver-{AZURE_APPROVER}")},
+    ),
+    (
+        # The stack names its people by object id: an auditor's given Key Vault Crypto User, described or
+        # not, is the auditor's (review 35 A4).
+        "auditor-uses-keys-undescribed",
+        lambda p: with_inputs(
+            p,
+            lambda r: (
+                _assignment(AZURE_AUDITOR, "ml-platform access: auditor")(r)
+                and "-auditor-cluster-" in r["name"]
+            ),
+            _undescribed_crypto_user,
+        ),
+        {("key-use-by-role", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}")},
     ),
     (
         # The deployer's key administration given Key Vault Crypto Officer again: standing use of every
@@ -373,7 +439,7 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
                 f"/providers/Microsoft.Authorization/roleDefinitions/{KEY_VAULT_CRYPTO_OFFICER}",
             ),
         ),
-        ("key-use-by-role", f"{AZURE}-azure-keys-vault-deployer-key-administration"),
+        {("key-use-by-role", f"{AZURE}-azure-keys-vault-deployer-key-administration")},
     ),
 ]
 
@@ -384,9 +450,9 @@ def test_azure_merged_duties_are_refused(
     duties: Findings,
     case: str,
     plant: Callable[[PlanDict], PlanDict],
-    expected: tuple[str, str],
+    expected: set[tuple[str, str]],
 ) -> None:
-    assert duties(plant(azure_plan)) == {expected}, case
+    assert duties(plant(azure_plan)) == expected, case
 
 
 def test_the_key_administration_role_without_its_exclusions_uses_keys(

@@ -38,8 +38,21 @@ from workloads.registry.client import (
 )
 from workloads.registry.lineage import experiment_name
 from workloads.registry.server.guard import BREAK_GLASS_HEADER as GUARD_HEADER
-from workloads.registry.server.guard import break_glass, break_glass_refusal
-from workloads.registry.server.launch import LIST_PERMISSIONS, AuthApi, User, bootstrap_users
+from workloads.registry.server.guard import break_glass, break_glass_refusal, user_change
+from workloads.registry.server.launch import (
+    BREAK_GLASS_HEADER as LAUNCHER_HEADER,
+)
+from workloads.registry.server.launch import (
+    DELETE_USER,
+    GRANT,
+    LAUNCHER_REASON,
+    LIST_PERMISSIONS,
+    REGISTERED_MODEL,
+    UPDATE_PASSWORD,
+    AuthApi,
+    User,
+    bootstrap_users,
+)
 
 from .conftest import ADMIN_PASSWORD, PROMOTERS, RESTORERS, admin_client
 
@@ -262,7 +275,9 @@ def test_an_admin_move_of_champion_needs_a_reason_and_is_logged_as_break_glass(
     # The shared basic-auth server's log (conftest.py ``auth_registry_uri``; pytest links ``<name>current``).
     [log] = {path.resolve() for path in tmp_path_factory.getbasetemp().glob("mlflow-auth*/server.log")}
     events = [json.loads(line) for line in log.read_text().splitlines() if "registry-break-glass" in line]
-    ours = [e for e in events if e["model"] == MODEL and e["reason"] == "INC-4711 roll back a bad version"]
+    ours = [
+        e for e in events if e.get("model") == MODEL and e["reason"] == "INC-4711 roll back a bad version"
+    ]
     assert all(e["user"] == "admin" and e["reason"] for e in events)
     # One move (a request may pass the authorization function more than once: the FastAPI bridge too).
     assert {(e["alias"], e["action"], e["version"]) for e in ours} == {("champion", "set", version)}
@@ -279,9 +294,65 @@ def test_an_admin_move_of_champion_needs_a_reason_and_is_logged_as_break_glass(
     assert break_glass_refusal(MODEL, "champion", "  ") is not None
 
 
-def test_the_client_names_the_reason_in_the_guards_header() -> None:
-    """The client and the image's guard agree on the header (the guard ships alone in the image), and a
-    reason a header cannot carry is refused in one line before any request."""
-    assert (BREAK_GLASS_HEADER, ALIAS_ENDPOINT) == (GUARD_HEADER, "registered-models/alias")
+def test_the_client_and_the_launcher_name_the_reason_in_the_guards_header() -> None:
+    """The client, the launcher and the image's guard agree on the header (the guard ships alone in the
+    image), and a reason a header cannot carry is refused in one line before any request."""
+    assert (BREAK_GLASS_HEADER, LAUNCHER_HEADER, ALIAS_ENDPOINT) == (
+        GUARD_HEADER,
+        GUARD_HEADER,
+        "registered-models/alias",
+    )
     with pytest.raises(ValueError, match=r"^MLPLATFORM_BREAK_GLASS_REASON must be printable ASCII"):
         RegistryClient("https://registry:5000", environ={BREAK_GLASS_REASON_ENV: "rollback\nX-Evil: 1"})
+
+
+def test_an_admin_change_of_another_users_password_or_grants_needs_a_reason_and_is_logged(
+    registry: tuple[str, AuthApi, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Review 35 A5: MLflow 3.17.2 exempts the admin from every check (``_before_request``:
+    ``sender_is_admin``), ``users/update-password`` of another user included, so without this rule the admin
+    would reset the rollout user's password and move ``@champion`` as that user, with no reason and no
+    break-glass line. The registry refuses the admin's change of another user's password, grants or
+    existence that names no reason in ``X-ML-Platform-Break-Glass-Reason`` (guard.py ``user_change``), and
+    logs each it lets through; the launcher's reconciliation names its own reason (launch.py
+    ``LAUNCHER_REASON``), which the registry fixture's bootstrap above went through."""
+    uri, _, version = registry
+    unreasoned = AuthApi(uri, ADMIN_PASSWORD, reason="")
+    taken = {"username": ROLLOUT_USER, "password": "taken-over-by-admin"}
+    grant = {"username": "ml-training", "resource_type": REGISTERED_MODEL, "resource_id": "another-model"}
+    for method, path, payload, action, target in (
+        ("PATCH", UPDATE_PASSWORD, taken, "update-password", ROLLOUT_USER),
+        ("DELETE", DELETE_USER, {"username": ROLLOUT_USER}, "delete-user", ROLLOUT_USER),
+        ("POST", GRANT, {**grant, "permission": "MANAGE"}, "grant-permission", "ml-training"),
+    ):
+        status, body = unreasoned.call(method, path, payload)
+        assert (status, body["error_code"]) == (403, "PERMISSION_DENIED"), path
+        assert body["message"] == (
+            f"user admin changes {target!r} ({action}) with no reason: a change of another user's"
+            " password or permissions lets the admin act as that user (move champion as the rollout user),"
+            f" so it names why in the request header {BREAK_GLASS_HEADER} (docs/security.md,"
+            " 'Break-glass: the registry's admin moves the champion')"
+        )
+    # Nothing changed: the rollout user still logs in with its own password and moves the champion.
+    _client(uri, ROLLOUT_USER).set_alias(MODEL, "champion", version)
+    with pytest.raises(RegistryError) as refused:
+        RegistryClient(
+            uri,
+            environ={"MLFLOW_TRACKING_USERNAME": ROLLOUT_USER, "MLFLOW_TRACKING_PASSWORD": taken["password"]},
+            attempts=1,
+        ).set_alias(MODEL, "champion", version)
+    assert refused.value.status == 401
+    # With a reason: let through (the same password again, so the module's other tests are unaffected) and
+    # logged as break-glass, naming the user changed.
+    reason = "INC-4712 rotate the rollout user's password"
+    AuthApi(uri, ADMIN_PASSWORD, reason=reason).ok(
+        "PATCH", UPDATE_PASSWORD, {"username": ROLLOUT_USER, "password": _password(ROLLOUT_USER)}
+    )
+    [log] = {path.resolve() for path in tmp_path_factory.getbasetemp().glob("mlflow-auth*/server.log")}
+    events = [json.loads(line) for line in log.read_text().splitlines() if "registry-break-glass" in line]
+    assert {(e["action"], e["target"]) for e in events if e["reason"] == reason} == {
+        ("update-password", ROLLOUT_USER)
+    }
+    assert any(e["reason"] == LAUNCHER_REASON for e in events)
+    assert user_change("admin", "update-password", "admin") is None  # its own password
+    assert user_change(ROLLOUT_USER, "update-password", ROLLOUT_USER) is None  # MLflow's own check

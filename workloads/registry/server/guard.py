@@ -34,6 +34,11 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   registry's admin moves the champion"): refused unless the request names its reason in the header
   ``X-ML-Platform-Break-Glass-Reason`` (``BREAK_GLASS_HEADER``; the registry client sends
   ``$MLPLATFORM_BREAK_GLASS_REASON`` there), and logged with that reason.
+- so is the admin's change of another user (review 35 A5): of its password, admin flag or existence, or of
+  what it may do (grants, roles; ``USER_CHANGES``, from MLflow's own route table). Otherwise the admin
+  could reset the rollout user's password and move ``@champion`` as that user, with no reason and no
+  line in the log. The launcher's reconciliation of the stack's declared users names its own reason
+  (launch.py ``LAUNCHER_REASON``); the admin changing its own password is no such change.
 
 The routes come from MLflow's own table (``get_endpoints``: ``/api/2.0`` and ``/ajax-api/2.0``
 ``registered-models/alias``), so a path MLflow adds for them is covered too. Loaded by the server's
@@ -52,6 +57,7 @@ from flask import Response, jsonify, request
 from mlflow.exceptions import MlflowException
 from mlflow.protos.model_registry_pb2 import DeleteRegisteredModelAlias, SetRegisteredModelAlias
 from mlflow.server.auth import authenticate_request_basic_auth
+from mlflow.server.auth import routes as auth_routes
 from mlflow.server.handlers import _get_model_registry_store, get_endpoints
 from werkzeug.datastructures import Authorization
 
@@ -73,6 +79,31 @@ def _alias_routes() -> frozenset[tuple[str, str]]:
 
 
 ALIAS_ROUTES = _alias_routes()
+
+
+# What each of the basic-auth app's user-changing routes changes (mlflow/server/auth/routes.py 3.17.2: the
+# constant's name; each is served under /api and /ajax-api).
+_USER_CHANGE_ROUTES = {
+    "create-user": "CREATE_USER",
+    "update-password": "UPDATE_USER_PASSWORD",
+    "update-admin": "UPDATE_USER_ADMIN",
+    "delete-user": "DELETE_USER",
+    "grant-permission": "GRANT_USER_PERMISSION",
+    "revoke-permission": "REVOKE_USER_PERMISSION",
+    "create-role": "CREATE_ROLE",
+    "update-role": "UPDATE_ROLE",
+    "delete-role": "DELETE_ROLE",
+    "add-role-permission": "ADD_ROLE_PERMISSION",
+    "remove-role-permission": "REMOVE_ROLE_PERMISSION",
+    "update-role-permission": "UPDATE_ROLE_PERMISSION",
+    "assign-role": "ASSIGN_ROLE",
+    "unassign-role": "UNASSIGN_ROLE",
+}
+USER_CHANGES: dict[str, str] = {
+    str(getattr(auth_routes, f"{prefix}{constant}")): action
+    for action, constant in _USER_CHANGE_ROUTES.items()
+    for prefix in ("", "AJAX_")
+}
 
 
 def promoters(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
@@ -150,6 +181,43 @@ def break_glass_refusal(model: str, alias: str, reason: str) -> str | None:
     )
 
 
+def user_change(user: str, action: str, target: str, reason: str = "") -> dict[str, str] | None:
+    """The break-glass event the admin's ``action`` on user (or role) ``target`` is, with its ``reason``, or
+    None: another identity's change, or the admin's change of its own password."""
+    if user != ADMIN_USERNAME or (action == "update-password" and target == ADMIN_USERNAME):
+        return None
+    return {
+        "event": "registry-break-glass",
+        "user": user,
+        "action": action,
+        "target": target,
+        "reason": reason,
+    }
+
+
+def user_change_refusal(action: str, target: str, reason: str) -> str | None:
+    """Why the admin's ``action`` on ``target`` is refused: it names no reason. None where it does."""
+    if reason.strip():
+        return None
+    return (
+        f"user {ADMIN_USERNAME} changes {target!r} ({action}) with no reason: a change of another user's"
+        " password or permissions lets the admin act as that user (move champion as the rollout user), so it"
+        f" names why in the request header {BREAK_GLASS_HEADER} (docs/security.md, 'Break-glass: the"
+        " registry's admin moves the champion')"
+    )
+
+
+def _user_change_target() -> tuple[str, str] | None:
+    """(action, the user or role changed) of a request that changes a user, else None."""
+    action = USER_CHANGES.get(request.path)
+    if action is None or request.method == "GET":
+        return None
+    body = request.get_json(silent=True)
+    params = body if isinstance(body, dict) else request.args
+    target = params.get("username") or params.get("role_id") or params.get("name") or ""
+    return action, str(target)
+
+
 def _alias_target() -> tuple[str, str, str | None] | None:
     """(model, alias, version: None for a delete) of a request that sets or deletes an alias, else None;
     the parameters are read as MLflow reads them (``_get_request_param``: a JSON body, or the query string
@@ -176,14 +244,18 @@ def _previous_champion(model: str) -> str | None:
 
 
 def authenticate() -> Authorization | Response:
-    """MLflow's basic authentication, then the protected aliases' rule."""
+    """MLflow's basic authentication, then the admin's changes of users, then the protected aliases' rule."""
     authorization = authenticate_request_basic_auth()
     if not isinstance(authorization, Authorization):
         return authorization
+    user = str(authorization.username)
+    changed = _user_change_target()
+    if changed is not None:
+        return _guard_user_change(authorization, user, *changed)
     target = _alias_target()
     if target is None:
         return authorization
-    user, (model, alias, version) = str(authorization.username), target
+    model, alias, version = target
     restoring = restorers()
     why = refusal(user, model, alias, promoters(), restoring)
     if (
@@ -197,9 +269,25 @@ def authenticate() -> Authorization | Response:
     event = break_glass(user, model, alias, version, reason) if why is None else None
     if event is not None:
         why = break_glass_refusal(model, alias, reason)
+    return _answer(authorization, why, event)
+
+
+def _guard_user_change(
+    authorization: Authorization, user: str, action: str, target: str
+) -> Authorization | Response:
+    reason = request.headers.get(BREAK_GLASS_HEADER, "")
+    event = user_change(user, action, target, reason)
+    why = None if event is None else user_change_refusal(action, target, reason)
+    return _answer(authorization, why, event)
+
+
+def _answer(
+    authorization: Authorization, why: str | None, event: Mapping[str, str | None] | None
+) -> Authorization | Response:
+    """Let the request through, logging its break-glass ``event``, or refuse it (403) for ``why``."""
     if why is None:
         if event is not None:
-            # One JSON line in the registry's log for every admin move of a protected alias.
+            # One JSON line in the registry's log for every break-glass request let through.
             print(json.dumps(event, sort_keys=True), file=sys.stderr, flush=True)
         return authorization
     response = jsonify({"error_code": "PERMISSION_DENIED", "message": why})

@@ -352,8 +352,16 @@ class AdminPasswordError(AuthApiError):
 ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"
 
 
+# The admin's change of another user's password or permissions is break-glass on the registry: it names
+# its reason in this header (guard.py ``BREAK_GLASS_HEADER``, ``user_change``; review 35 A5), and the
+# launcher's reconciliation of the stack's declared users names this one.
+BREAK_GLASS_HEADER = "X-ML-Platform-Break-Glass-Reason"
+LAUNCHER_REASON = "registry launcher: the stack's declared users (REGISTRY_USERS)"
+
+
 class AuthApi:
-    """The basic-auth app's REST API (mlflow/server/auth/routes.py 3.17.2), with the admin's credentials."""
+    """The basic-auth app's REST API (mlflow/server/auth/routes.py 3.17.2), with the admin's credentials;
+    every change of a user (``USER_CHANGES``) names ``reason`` (``BREAK_GLASS_HEADER``; empty: none)."""
 
     def __init__(
         self,
@@ -361,9 +369,10 @@ class AuthApi:
         admin_password: str,
         timeout_s: float = 30,
         context: ssl.SSLContext | None = None,
+        reason: str = LAUNCHER_REASON,
     ) -> None:
         self.base_url, self.admin_password, self.timeout_s = base_url.rstrip("/"), admin_password, timeout_s
-        self.context = context
+        self.context, self.reason = context, reason
 
     def call(
         self,
@@ -381,12 +390,10 @@ class AuthApi:
             url += "?" + urllib.parse.urlencode(payload)
         elif payload is not None:
             data = json.dumps(payload).encode()
-        request = urllib.request.Request(
-            url,
-            data=data,
-            method=method,
-            headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"},
-        )
+        headers = {"Authorization": f"Basic {token}", "Content-Type": "application/json"}
+        if self.reason and method != "GET" and path in USER_CHANGES:
+            headers[BREAK_GLASS_HEADER] = self.reason
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.context) as response:
                 body = response.read()
@@ -435,6 +442,8 @@ GET_MODEL = "/api/2.0/mlflow/registered-models/get"
 CREATE_MODEL = "/api/2.0/mlflow/registered-models/create"
 GET_EXPERIMENT = "/api/2.0/mlflow/experiments/get-by-name"
 CREATE_EXPERIMENT = "/api/2.0/mlflow/experiments/create"
+# What the launcher changes of users: break-glass on the registry, so each names ``AuthApi.reason``.
+USER_CHANGES = (CREATE_USER, UPDATE_PASSWORD, DELETE_USER, GRANT, REVOKE)
 
 # What the launcher says when the admin's password is refused. MLflow reads MLFLOW_AUTH_ADMIN_PASSWORD
 # only to create the admin, when no user of that name exists (``create_admin_user``,
