@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from components.kubernetes import helm_engine
 from components.kubernetes.charts import CHARTS_ENV, PINS, ChartError, ChartPin, cache_dir, verify
 from mlplatform.errors import exit_with
 from mlplatform.report import output_problems
@@ -40,21 +41,19 @@ def _charts() -> None:
 
 def pull_chart(chart_pin: ChartPin, directory: Path) -> Path:
     """The pinned chart in ``directory``, pulled and verified if it is not there yet."""
-    import helm_python
-
     target = directory / chart_pin.file
     if target.is_file():
         verify(target, chart_pin.chart, chart_pin.version)
         return target
     with tempfile.TemporaryDirectory() as scratch:
         try:
-            helm_python.pull(
+            helm_engine.pull(
                 chart_pin.reference,
-                repo_url=None if chart_pin.oci else chart_pin.repo,
-                version=chart_pin.version,
-                destination=scratch,
+                None if chart_pin.oci else chart_pin.repo,
+                chart_pin.version,
+                Path(scratch),
             )
-        except helm_python.HelmError as error:
+        except helm_engine.HelmError as error:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ChartError(
                 f"{chart_pin.chart} {chart_pin.version}: cannot pull from {chart_pin.repo} ({reason})"

@@ -26,6 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from components.kubernetes import helm_engine
 from components.kubernetes.charts import (
     Rendered,
     cache_dir,
@@ -79,8 +80,6 @@ def unrendered_problems(resources: Iterable[PlannedResource]) -> list[str]:
 
 def _rendering(release: PlannedResource, directory: Path) -> tuple[Rendered | None, str]:
     """The release's objects, or None and why not."""
-    import helm_python
-
     inputs = as_applied(release.inputs)
     chart, version = chart_name(str(inputs.get("chart", ""))), str(inputs.get("version", ""))
     path = directory / package_file(chart, version)
@@ -91,7 +90,7 @@ def _rendering(release: PlannedResource, directory: Path) -> tuple[Rendered | No
     name, namespace = str(inputs.get("name") or release.name), str(inputs.get("namespace") or "default")
     try:
         rendered = _render(chart, version, path, values, name, namespace)
-    except helm_python.HelmError as error:
+    except helm_engine.HelmError as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return None, f"Helm cannot render {path.name} with its values ({reason})"
     if not rendered.objects:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from components.config import PLATFORM_KEY
+from components.kubernetes import helm_engine
 from mlplatform.plan import Plan, resolve_target, run_plan
 from tests import once, reaper, threads
 from tests.stack_variants import cloud_only, plan_config, template, with_people
@@ -26,6 +27,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     once.stop(config)
+    helm_engine.close()  # before the reaper's sweep, which would count Helm's process as left running
     reaper.stop(config)
 
 

@@ -37,6 +37,8 @@ from typing import Any
 
 import yaml
 
+from components.kubernetes import helm_engine
+
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 CHARTS_ENV = "MLPLATFORM_CHARTS"
 DEFAULT_CACHE = PROJECT_DIR / "charts"
@@ -267,8 +269,6 @@ def recorded_digest(path: Path) -> str | None:
 def verify(path: Path, chart: str, version: str) -> None:
     """A packaged chart loads with Helm, is the chart and version it is named for, and has the digest
     its folder's ``index.json`` records for it (so a package swapped in place is caught)."""
-    import helm_python
-
     recorded = recorded_digest(path)
     if recorded is not None:
         found_digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -276,10 +276,10 @@ def verify(path: Path, chart: str, version: str) -> None:
             raise ChartError(f"{path}: sha256 {found_digest}, but {INDEX} records {recorded}")
 
     try:
-        with helm_python.Chart.load(path) as loaded:
-            found = (loaded.metadata.get("name"), loaded.metadata.get("version"))
-    except helm_python.HelmError as error:
+        loaded = helm_engine.metadata(path)
+    except helm_engine.HelmError as error:
         raise ChartError(f"{path}: not a loadable Helm chart ({str(error).splitlines()[0]})") from None
+    found = (loaded.get("name"), loaded.get("version"))
     if found != (chart, version):
         raise ChartError(f"{path}: holds {found[0]} {found[1]}, expected {chart} {version}")
 
@@ -300,13 +300,11 @@ class Rendered:
 def render(
     path: Path, values: Mapping[str, Any], release: str, namespace: str, exceptions: Mapping[str, str]
 ) -> Rendered:
-    """Render a packaged chart with Helm's own engine (helm-python-sdk), as an install would, with the
-    pin's written exceptions on the objects they name."""
-    import helm_python
-
-    with helm_python.Chart.load(path) as chart:
-        manifests = chart.render(dict(values), name=release, namespace=namespace, is_install=True)
-        crds = [doc for crd in chart.crds for doc in _documents(str(crd["data"]))]
+    """Render a packaged chart with Helm's own engine (helm-python-sdk, in a process of its own:
+    components/kubernetes/helm_engine.py), as an install would, with the pin's written exceptions on the
+    objects they name. Helm's refusal is ``helm_engine.HelmError``."""
+    manifests, crd_files = helm_engine.render(path, dict(values), release, namespace)
+    crds = [doc for text in crd_files for doc in _documents(text)]
     templates = [
         doc
         for name, text in sorted(manifests.items())

@@ -8,13 +8,14 @@ import http.server
 import io
 import json
 import shutil
+import subprocess
+import sys
 import tarfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import helm_python
 import pytest
 from typer.testing import CliRunner
 
@@ -277,7 +278,9 @@ def chart_repo(tmp_path: Path) -> Iterator[str]:
     handler = lambda *args: http.server.SimpleHTTPRequestHandler(*args, directory=str(served))  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    helm_python.repo_index_generate(served, base_url=url)
+    # Helm's indexer in a process of its own, as the product keeps Go out of its processes (helm_engine).
+    index = "import sys, helm_python; helm_python.repo_index_generate(sys.argv[1], base_url=sys.argv[2])"
+    subprocess.run([sys.executable, "-c", index, str(served), url], check=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield url

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from components.config import PLATFORM_KEY, ConfigError, Priority, parse_stack_config
-from components.kubernetes import kueue
+from components.kubernetes import helm_engine, kueue
 from components.kubernetes.charts import cache_dir
 from mlplatform.plan import Plan, all_stack_targets
 from mlplatform.report import kubernetes_objects
@@ -267,12 +267,7 @@ def test_queueing_off_leaves_jobs_unqueued(tmp_path: Path) -> None:
 @functools.cache
 def _chart_documents() -> list[dict[str, Any]]:
     """The chart rendered with our values, once per process (four tests read it; none changes it)."""
-    import helm_python as helm
-
-    with helm.Chart.load(str(CHART)) as chart:
-        rendered = chart.render(
-            kueue.chart_values(), name=kueue.RELEASE, namespace=kueue.NAMESPACE, is_install=True
-        )
+    rendered, _ = helm_engine.render(CHART, kueue.chart_values(), kueue.RELEASE, kueue.NAMESPACE)
     return [d for text in rendered.values() for d in yaml.safe_load_all(text) if d]
 
 
