@@ -94,6 +94,7 @@ POLICIES = {
     "identity-per-role": ("mandatory", "stack"),
     "key-duties-separated": ("mandatory", "stack"),
     "key-use-within-domain": ("mandatory", "stack"),
+    "key-use-by-role": ("mandatory", "stack"),
     "image-verifier-reads-registry": ("mandatory", "stack"),
     "duties-separated": ("mandatory", "stack"),
     "keys-per-domain": ("mandatory", "stack"),
@@ -135,7 +136,9 @@ def test_requirements_pin_the_pack_environment() -> None:
     pins = [
         line for line in (PACK_DIR / "requirements.txt").read_text().splitlines() if line and line[0] != "#"
     ]
-    assert pins == ["pulumi==3.272.0", "pulumi-policy==1.21.0", "protobuf==5.29.6"]
+    # PyYAML: key_users.py reads the role-to-key table (key_users.yaml); pulumi requires it (pyyaml~=6.0),
+    # pinned so the pack's venv is the one tested.
+    assert pins == ["pulumi==3.272.0", "pulumi-policy==1.21.0", "protobuf==5.29.6", "pyyaml==6.0.4"]
 
 
 def test_taggable_types_were_generated_from_the_installed_providers() -> None:
