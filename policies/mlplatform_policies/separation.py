@@ -487,6 +487,18 @@ def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
             yield f"key policy lets {principal} both administer and use the key; split the duties"
 
 
+def _root_administration_limited(document: Mapping[str, Any]) -> bool:
+    """Whether a key policy limits the account root's administration to named roles (``aws:PrincipalArn``;
+    components/aws/keys.py ``key_administration``): the stack names key custodians. A principal given
+    administrative actions by name is no such naming (``_key_policy`` judges that one's duties)."""
+    return any(
+        principal_arns(statement)
+        for statement in allowed_statements(document)
+        if any(_is_admin(a) for a in _strings(statement.get("Action")))
+        and any(is_account_root(p) for p in principals(statement))
+    )
+
+
 def _custodians_administer_every_key(graph: Graph) -> Iterator[Finding]:
     """Where the stack names key custodians (a key policy limits the root's administration by
     ``aws:PrincipalArn``), every key's administration is so limited, the image-signing key's too: an
@@ -495,8 +507,7 @@ def _custodians_administer_every_key(graph: Graph) -> Iterator[Finding]:
     key policy", "Allows key administrators to administer the KMS key": they "can give themselves"
     permissions; review 35 A2)."""
     keys = [(key, parse_document(key.get("policy"), "policy")) for key in graph.of(KMS_KEY)]
-    custodians = [a for _key, document in keys for a in key_administrators(document)]
-    if not custodians:
+    if not any(_root_administration_limited(document) for _key, document in keys):
         return
     for key, document in keys:
         for index, statement in enumerate(allowed_statements(document)):

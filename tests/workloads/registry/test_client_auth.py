@@ -17,8 +17,15 @@ from pathlib import Path
 import pytest
 
 from workloads.registry.client import PASSWORD_FILE_ENV, USERNAME_FILE_ENV, RegistryClient, RegistryError
+from workloads.registry.server.launch import BREAK_GLASS_HEADER
 
 from .conftest import ADMIN_PASSWORD
+
+pytestmark = pytest.mark.slow
+
+# The admin's change of another user's password or grants is break-glass on the registry: it names its
+# reason in ``BREAK_GLASS_HEADER`` (guard.py ``user_change``), as the launcher's ``AuthApi`` does.
+TEST_REASON = "test_client_auth: the admin sets up the users these tests sign in as"
 
 
 def _admin(uri: str, method: str, endpoint: str, payload: dict[str, str]) -> None:
@@ -27,7 +34,11 @@ def _admin(uri: str, method: str, endpoint: str, payload: dict[str, str]) -> Non
         f"{uri}/api/2.0/mlflow/{endpoint}",
         data=json.dumps(payload).encode(),
         method=method,
-        headers={"Authorization": f"Basic {credentials}", "Content-Type": "application/json"},
+        headers={
+            "Authorization": f"Basic {credentials}",
+            "Content-Type": "application/json",
+            BREAK_GLASS_HEADER: TEST_REASON,
+        },
     )
     with urllib.request.urlopen(request, timeout=30):
         pass
