@@ -339,7 +339,10 @@ def _lock_days(account: Subject, graph: Graph) -> list[int]:
     something else (pulumi-command 1.2.1, ``local.Command`` ``create``/``update``)."""
     policy = _immutability(account).get("immutabilityPolicy") or {}
     days = policy.get("immutabilityPeriodSinceCreationInDays")
-    found = [days] if policy.get("state") == "Locked" and isinstance(days, int) else []
+    # The plan carries Pulumi's numbers as JSON floats (365.0): a whole number of days either way.
+    found: list[int] = []
+    if isinstance(days, int | float) and not isinstance(days, bool) and float(days).is_integer():
+        found += [int(days)] if policy.get("state") == "Locked" else []
     name = str(account.get("accountName"))
     for command in graph.of(tokens.LOCAL_COMMAND):
         if account.urn not in command.dependencies:
