@@ -177,9 +177,10 @@ def plan_in_own_process(tmp_path: Path, *args: str, prelude: str = "") -> Plan:
     a whole stack a second time. Three times a suite worker died with no Python traceback (pytest-xdist
     "node down: Not properly terminated" / "worker crashed") while planning a stack again in process (the
     certificate day-2 test, beside the physical-names test, the MLflow upgrade runbook test). The cause is
-    not established: Helm's renderer (helm-python-sdk, Go loaded into the process) is the suspect. A
-    process of its own keeps it out of the workers. ``prelude``: Python run in that process before the
-    command (a test's edit of the program, such as a raised pinned version)."""
+    not established; Helm's Go engine, the suspect, now runs in a process of its own for every planner
+    (components/kubernetes/helm_engine.py), so these tests may return in-process once runs show no worker
+    lost. ``prelude``: Python run in that process before the command (a test's edit of the program, such
+    as a raised pinned version)."""
     output = tmp_path / "plan.json"
     argv = ["plan", *args, "-q", "--json", str(output)]
     cli = ["mlplatform", *argv]
