@@ -13,9 +13,10 @@ The read: pulumi-aws 7.51 has no data source for an On-Demand Capacity Reservati
 docstring), so both kinds are read through the provider's Cloud Control data source
 (``cloudcontrol.get_resource``, GetResource on ``AWS::EC2::CapacityReservation``, whose read handler calls
 DescribeCapacityReservations), which also reports ``ReservationType``: one read checks the configured kind.
-The deployer needs ``cloudformation:GetResource`` and ``ec2:DescribeCapacityReservations``; where the read
-fails (no right, throttling, an id the account does not have), the plan warns and says what it did not
-check, as the node-group size guard does (components/aws/node_pools.py).
+The deployer needs ``cloudformation:GetResource`` and ``ec2:DescribeCapacityReservations``. A reservation
+the read does not find is refused (``NOT_FOUND`` below: cancelled and ended ones read so); where the read
+fails otherwise (no right, throttling), the plan warns and says what it did not check, as the node-group
+size guard does (components/aws/node_pools.py).
 """
 
 from __future__ import annotations
@@ -36,7 +37,14 @@ RESOURCE_TYPE = "AWS::EC2::CapacityReservation"
 # again (``expired``, ``cancelled``, ``failed``, ``payment-failed``, ``unsupported``). ``active`` carries
 # launches; ``scheduled`` (a Capacity Block or future-dated reservation before its start), and ``pending``,
 # ``payment-pending``, ``assessing`` and ``delayed`` (on their way to it) carry none yet but will.
-ENDED_STATES = frozenset({"expired", "cancelled", "failed", "payment-failed", "unsupported"})
+ENDED_STATES = frozenset({"expired", "cancelled", "cancelling", "failed", "payment-failed", "unsupported"})
+# Cloud Control's GetResource error for an identifier it cannot read (Cloud Control API reference,
+# GetResource, Errors). A read handler answers NotFound for a deleted resource (CloudFormation resource
+# handler contract, "read": "MUST return NotFound if the resource does not exist"), and deleting this
+# resource is cancelling the reservation; terraform-provider-aws reads ``cancelled`` and ``expired``
+# reservations as not found too (internal/service/ec2/find.go, FindCapacityReservationByID). So one that is
+# not found is refused: none carries the pool's launches.
+NOT_FOUND = "ResourceNotFoundException"
 # EC2 API reference, CapacityReservation ``ReservationType``: ``default`` (an ODCR) or ``capacity-block``.
 RESERVATION_TYPES = {
     CapacityReservationKind.ODCR: "default",
@@ -136,7 +144,12 @@ def refuse_unusable_reservations(
         try:
             reservation = read_reservation(reservation_id, parent)
         except Exception as error:  # the provider's lookup error
-            pulumi.log.warn(unread_reservation(key, reservation_id, config.region, error), resource=parent)
+            if NOT_FOUND in str(error):
+                problems.append(missing_reservation(key, pool.name, reservation_id, config.region))
+            else:
+                pulumi.log.warn(
+                    unread_reservation(key, reservation_id, config.region, error), resource=parent
+                )
             continue
         found = list(reservation_problems(pool, reservation, zones, now))
         if found:
@@ -149,8 +162,17 @@ def refuse_unusable_reservations(
         raise pulumi.RunError("\n".join(problems))
 
 
+def missing_reservation(key: str, pool: str, reservation_id: str, region: str) -> str:
+    """The refusal where the reservation is not found: none carries the pool's launches."""
+    return (
+        f"{key} ({pool}): {reservation_id} is not found in {region} (Cloud Control {NOT_FOUND}): it is not "
+        "this account's, or it was cancelled or has ended, which a read reports as not found; name a "
+        f"reservation that exists (check with: {DESCRIBE_COMMAND.format(region=region, id=reservation_id)})"
+    )
+
+
 def unread_reservation(key: str, reservation_id: str, region: str, error: Exception) -> str:
-    """The warning where a reservation could not be read."""
+    """The warning where a reservation could not be read for another reason (rights, throttling)."""
     reason = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
     return (
         f"{key}: could not read {reservation_id} ({reason}): its instance type, zone and state are not "

@@ -5,7 +5,7 @@ type, platform, Availability Zone, and tenancy", and while it "is in the active 
 reference, CapacityReservation ``State``: ``expired``, ``cancelled``...) carries nothing again. The read is
 the provider's Cloud Control data source on ``AWS::EC2::CapacityReservation``
 (components/aws/reservations.py), answered under the mocks from ``ExistingAccount.reservations``; a read
-that fails is a warning.
+that finds nothing is refused, one that fails otherwise (rights, throttling) a warning.
 """
 
 from __future__ import annotations
@@ -74,19 +74,50 @@ def _refused(account: ExistingAccount) -> str:
     return line
 
 
+READ = "aws:cloudcontrol/getResource:getResource"
+
+
+class _ReadDenied(PlanMocks):
+    """The deployer lacks the read's rights: Cloud Control refuses GetResource (AccessDeniedException)."""
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        if (
+            args.token == "aws:cloudcontrol/getResource:getResource"
+            and args.args.get("identifier") == UNKNOWN
+        ):
+            return {}, [
+                ("identifier", f"reading {args.args.get('typeName')} ({UNKNOWN}): AccessDeniedException")
+            ]
+        return super().call(args)
+
+
 def test_matching_reservations_plan_and_an_unreadable_one_warns(monkeypatch: pytest.MonkeyPatch) -> None:
     """A scheduled Capacity Block and an active ODCR of the pools' types in their zones plan with no
-    word; a third pool on a reservation the read cannot find warns, naming the key and the rights, and
-    the plan goes on (as the node-group guard does when ListNodegroups fails)."""
+    word; a third pool on a reservation the deployer may not read warns, naming the key and the rights,
+    and the plan goes on (as the node-group guard does when ListNodegroups fails)."""
     warnings: list[str] = []
     monkeypatch.setattr(pulumi.log, "warn", lambda message, *_, **__: warnings.append(str(message)))
     unknown = {"capacityReservation": {"id": UNKNOWN, "kind": "odcr"}, "availabilityZone": 0}
     pools = {**POOLS, "system": unknown}
-    build_platform(parse(_config(**pools), STACK), PlanMocks("me-central-1", "", existing=_account()))
+    build_platform(parse(_config(**pools), STACK), _ReadDenied("me-central-1", "", existing=_account()))
     [warning] = [w for w in warnings if "capacityReservation" in w]
     assert warning.startswith(f"{PLATFORM_KEY}.nodePools[0].capacityReservation: could not read {UNKNOWN} (")
-    assert "ResourceNotFoundException" in warning
+    assert "AccessDeniedException" in warning
     assert "cloudformation:GetResource and ec2:DescribeCapacityReservations" in warning
+
+
+def test_a_reservation_the_read_does_not_find_is_refused() -> None:
+    """Review 38 (third) A1: a cancelled or ended reservation reads as not found (a read handler answers
+    NotFound for a deleted resource, and cancelling is this resource's delete; terraform-provider-aws
+    reads cancelled and expired ones as not found too): refused, not warned about, as none carries the
+    pool's launches."""
+    gone = _account()
+    line = _refused(ExistingAccount(reservations={BLOCK: gone.reservations[BLOCK]}))
+    assert line.startswith(
+        f"{PLATFORM_KEY}.nodePools[1].capacityReservation (inference): {ODCR} is not found"
+    )
+    assert "ResourceNotFoundException" in line and "cancelled or has ended" in line
+    assert f"--capacity-reservation-ids {ODCR}" in line
 
 
 def test_a_reservation_of_another_instance_type_is_refused() -> None:
