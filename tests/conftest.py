@@ -14,6 +14,7 @@ import pytest
 
 from components.config import PLATFORM_KEY
 from components.kubernetes import helm_engine
+from mlplatform.mocks import ExistingAccount
 from mlplatform.plan import Plan, resolve_target, run_plan
 from tests import once, reaper, threads
 from tests.stack_variants import cloud_only, plan_config, template, with_people
@@ -89,13 +90,16 @@ def people_plan(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Pla
 
 
 @pytest.fixture
-def variant(tmp_path: Path) -> Callable[[str, Callable[[dict[str, object]], None]], Plan]:
+def variant(tmp_path: Path) -> Callable[..., Plan]:
     """``variant("aws-enterprise-prod", edit)`` → the plan of a cloud-only copy of the template after
-    ``edit`` changed its ``ml-platform:platform`` body."""
+    ``edit`` changed its ``ml-platform:platform`` body; ``existing=``: what the account holds already
+    (a fresh one by default)."""
 
-    def plan(stack: str, edit: Callable[[dict[str, object]], None]) -> Plan:
+    def plan(
+        stack: str, edit: Callable[[dict[str, object]], None], existing: ExistingAccount | None = None
+    ) -> Plan:
         config = cloud_only(template(stack))
         edit(config[PLATFORM_KEY])
-        return plan_config(config, tmp_path, stack)
+        return plan_config(config, tmp_path, stack, existing=existing)
 
     return plan

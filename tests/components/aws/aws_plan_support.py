@@ -3,6 +3,8 @@ same mocks for what a plan does not record (the ClusterHandle it returns)."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import json
 from collections.abc import Callable
 from typing import Any
@@ -13,11 +15,13 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.aws.platform import AwsPlatform
 from components.config import PlatformConfig, parse_stack_config
-from mlplatform.mocks import PlanMocks
+from mlplatform.mocks import ExistingAccount, PlanMocks
 from mlplatform.plan import SECRET_SIG, Plan, PlannedResource, isolated
 
 AWS_STACKS = ("aws-smb-dev", "aws-smb-prod", "aws-enterprise-dev", "aws-enterprise-prod")
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+# When the test run started: a Capacity Block's window is placed around it.
+NOW = datetime.datetime.now(datetime.UTC)
 # A secret plan output: the signature key and the value.
 SECRET_KEYS = {SECRET_SIG, "value"}
 
@@ -58,3 +62,37 @@ def policy(value: Any) -> dict[str, Any]:
 def by_urn(plan: Plan) -> Callable[[str], PlannedResource]:
     table = {r.urn: r for r in plan.resources}
     return table.__getitem__
+
+
+def reservation(instance_type: str, zone: str, **properties: Any) -> dict[str, Any]:
+    """An active On-Demand Capacity Reservation as Cloud Control reads it (CloudFormation's
+    AWS::EC2::CapacityReservation schema; components/aws/reservations.py), ``properties`` changed."""
+    return {
+        "InstanceType": instance_type,
+        "AvailabilityZone": zone,
+        "InstancePlatform": "Linux/UNIX",
+        "Tenancy": "default",
+        "State": "active",
+        "ReservationType": "default",
+        "EndDateType": "unlimited",
+        **properties,
+    }
+
+
+def capacity_block(
+    instance_type: str = "p5en.48xlarge", zone: str = "me-central-1a", **properties: Any
+) -> dict[str, Any]:
+    """A Capacity Block bought for a week that starts tomorrow, ``scheduled`` (by default for
+    aws-enterprise-prod's gpu-efa pool in zone 0 under the mocks), ``properties`` changed."""
+    start, end = NOW + datetime.timedelta(days=1), NOW + datetime.timedelta(days=8)
+    window = {"StartDate": start.isoformat(), "EndDate": end.isoformat(), "EndDateType": "limited"}
+    block = {"State": "scheduled", "ReservationType": "capacity-block", **window}
+    return reservation(instance_type, zone, **block) | properties
+
+
+def reserved(
+    reservations: dict[str, dict[str, Any]], account: ExistingAccount | None = None
+) -> ExistingAccount:
+    """``account`` (a fresh one by default) holding ``reservations`` too, as the preflight reads them."""
+    base = account or ExistingAccount()
+    return dataclasses.replace(base, reservations={**base.reservations, **reservations})

@@ -29,9 +29,17 @@ from components.config import PLATFORM_KEY, ConfigError, PlatformConfig, RdsLog,
 from components.handle import Cloud, ClusterHandle, Fabric, PoolHandle, PoolKind, StorageHandle
 from components.kubernetes.addons import efa_device_plugin
 from components.kubernetes.charts import pin
-from mlplatform.mocks import PlanMocks
+from mlplatform.mocks import ExistingAccount, PlanMocks
 from mlplatform.plan import Plan, isolated
-from tests.components.aws.aws_plan_support import AWS_STACKS, parse, policy, resources
+from tests.components.aws.aws_plan_support import (
+    AWS_STACKS,
+    capacity_block,
+    parse,
+    policy,
+    reservation,
+    reserved,
+    resources,
+)
 from tests.stack_variants import template
 
 NAT = "aws:ec2/natGateway:NatGateway"
@@ -212,6 +220,13 @@ PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 RESERVATION = "cr-0123456789abcdef0"
 
 
+def _reservation_in_zone_1(kind: str, instance_type: str) -> ExistingAccount:
+    """The account holding ``RESERVATION`` as the preflight reads it: of the pool's type, in zone 1
+    (me-central-1b under the mocks), the kind asked for (a Capacity Block ``scheduled``)."""
+    made = capacity_block if kind == "capacity-block" else reservation
+    return reserved({RESERVATION: made(instance_type, "me-central-1b")})
+
+
 def _reserve(kind: str, pool_name: str = "gpu-efa", **placement: object) -> Callable[[dict[str, Any]], None]:
     """The pool reserved in zone 1 (the reservation's), a Capacity Block's starting at 0 nodes."""
 
@@ -240,7 +255,9 @@ def test_reserved_pools_launch_into_their_reservation_without_a_new_placement_gr
     managed node group with Capacity Blocks for ML"); both kinds target the reservation by id (EC2
     CreateLaunchTemplate, CapacityReservationSpecification); a placement group the reservation was not
     made in gets InsufficientInstanceCapacity (terraform-aws-eks PR #3730, eksctl #7949 / PR #8220)."""
-    plan = variant("aws-enterprise-prod", _reserve(kind))
+    plan = variant(
+        "aws-enterprise-prod", _reserve(kind), existing=_reservation_in_zone_1(kind, "p5en.48xlarge")
+    )
     lt = next(r for r in resources(plan, LAUNCH_TEMPLATE) if r.name.endswith("-gpu-efa-lt"))
     assert lt.inputs["capacityReservationSpecification"] == {
         "capacityReservationTarget": {"capacityReservationId": RESERVATION}
@@ -268,7 +285,11 @@ def _zones(plan: Plan, group: Any) -> list[str]:
 
 def test_a_reserved_cpu_pool_runs_in_its_reservations_zone_only(variant: Callable[..., Plan]) -> None:
     """N1: an ODCR on the inference pool (every zone before) launches from its zone's subnet only."""
-    plan = variant("aws-enterprise-prod", _reserve("odcr", "inference"))
+    plan = variant(
+        "aws-enterprise-prod",
+        _reserve("odcr", "inference"),
+        existing=_reservation_in_zone_1("odcr", "c7i.4xlarge"),
+    )
     ng = next(r for r in resources(plan, NODE_GROUP) if "-inference-" in r.name)
     assert len(ng.inputs["subnetIds"]) == 1 and _zones(plan, ng) == [_zone_names(plan)[1]]
 

@@ -15,7 +15,7 @@ from components.aws.node_pools import EFA_HUGEPAGES_2MI, NODE_TEMPLATE
 from components.catalog.aws import EKS_ADDON_VERSIONS
 from components.config import ConfigError, lustre_capacity_valid
 from mlplatform.plan import Plan
-from tests.components.aws.aws_plan_support import AWS_STACKS, parse, policy, resources
+from tests.components.aws.aws_plan_support import AWS_STACKS, parse, policy, reservation, reserved, resources
 from tests.stack_variants import one, template
 from workloads.fabric import fabric_profile
 
@@ -255,7 +255,9 @@ def test_efa_launch_template_can_target_a_capacity_reservation(variant: Callable
             "kind": "odcr",
         }
 
-    plan = variant("aws-enterprise-prod", reserve)
+    # The reservation as the preflight reads it: gpu-efa's type, in its zone (0, me-central-1a).
+    account = reserved({"cr-0123456789abcdef0": reservation("p5en.48xlarge", "me-central-1a")})
+    plan = variant("aws-enterprise-prod", reserve, existing=account)
     template_inputs = one(plan, "aws:ec2/launchTemplate:LaunchTemplate", "-gpu-efa-lt").inputs
     assert template_inputs["capacityReservationSpecification"] == {
         "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}

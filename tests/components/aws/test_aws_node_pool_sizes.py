@@ -22,7 +22,7 @@ import pytest
 from components.config import PLATFORM_KEY
 from mlplatform.mocks import ExistingAccount, PlanMocks
 from mlplatform.plan import Plan
-from tests.components.aws.aws_plan_support import build_platform, parse
+from tests.components.aws.aws_plan_support import build_platform, capacity_block, parse, reserved
 from tests.components.test_day2_refresh import day2_updates, updates_from
 from tests.stack_variants import cloud_only, one, plan_config, template
 
@@ -43,7 +43,8 @@ def _config(**pools: dict[str, Any]) -> dict[str, Any]:
 
 
 def _account(**scaling: dict[str, int]) -> ExistingAccount:
-    """The stack's cluster with its groups as EKS reports them; unnamed pools at their template sizes."""
+    """The stack's cluster with its groups as EKS reports them; unnamed pools at their template sizes. It
+    holds gpu-efa's Capacity Block (``RESERVATION``, zone 0) too, for the pools that name it."""
     sizes = {p["name"]: p for p in template(STACK)[PLATFORM_KEY]["nodePools"]}
     groups = {}
     for pool, group in GROUPS.items():
@@ -54,7 +55,7 @@ def _account(**scaling: dict[str, int]) -> ExistingAccount:
             "desiredSize": declared["minSize"],
         }
         groups[f"{CLUSTER}/{group}"] = {**live, **scaling.get(pool, {})}
-    return ExistingAccount(node_groups=groups)
+    return reserved({RESERVATION: capacity_block()}, ExistingAccount(node_groups=groups))
 
 
 def _refused(config: dict[str, Any], account: ExistingAccount) -> list[str]:
@@ -198,7 +199,7 @@ def test_a_capacity_block_pool_grown_in_its_window_and_shrunk_before_its_end_tak
     anything else): the autoscaler's and the operator's desired size is never reset by `pulumi up`."""
     block = {"capacityReservation": {"id": RESERVATION, "kind": "capacity-block"}, "availabilityZone": 0}
     config = _config(**{"gpu-efa": {**block, "minSize": 0, "maxSize": 4}})
-    first = plan_config(config, tmp_path, STACK)
+    first = plan_config(config, tmp_path, STACK, existing=reserved({RESERVATION: capacity_block()}))
     group = one(first, NG, "-gpu-efa-ng")
     assert group.inputs["scalingConfig"]["desiredSize"] == 0, "a Capacity Block pool is made at 0 nodes"
     for desired in (4, 0):  # grown inside the window, shrunk before its end

@@ -20,7 +20,7 @@ import pytest
 from components.config import PLATFORM_KEY
 from mlplatform.errors import InputError
 from mlplatform.mocks import ExistingAccount, PlanMocks
-from tests.components.aws.aws_plan_support import build_platform, parse
+from tests.components.aws.aws_plan_support import NOW, build_platform, capacity_block, parse, reservation
 from tests.components.aws.test_aws_node_pool_sizes import _config, _Recording
 from tests.stack_variants import plan_config
 
@@ -28,7 +28,6 @@ STACK = "aws-enterprise-prod"
 BLOCK = "cr-0b10c000000000001"
 ODCR = "cr-0dc40000000000002"
 UNKNOWN = "cr-0ff00000000000003"
-NOW = datetime.datetime.now(datetime.UTC)
 # The stack's pools: gpu-efa (p5en.48xlarge) on a Capacity Block in zone 0 (me-central-1a under the mocks),
 # inference (c7i.4xlarge) on an ODCR in zone 1 (me-central-1b).
 POOLS = {
@@ -37,30 +36,8 @@ POOLS = {
 }
 
 
-def _reservation(instance_type: str, zone: str, **properties: Any) -> dict[str, Any]:
-    """A reservation as Cloud Control reads it (CloudFormation's AWS::EC2::CapacityReservation schema)."""
-    return {
-        "InstanceType": instance_type,
-        "AvailabilityZone": zone,
-        "InstancePlatform": "Linux/UNIX",
-        "Tenancy": "default",
-        "State": "active",
-        "ReservationType": "default",
-        "EndDateType": "unlimited",
-        **properties,
-    }
-
-
-def _block(**properties: Any) -> dict[str, Any]:
-    """gpu-efa's Capacity Block, bought for a week that starts tomorrow: ``scheduled``."""
-    start, end = NOW + datetime.timedelta(days=1), NOW + datetime.timedelta(days=8)
-    window = {"StartDate": start.isoformat(), "EndDate": end.isoformat(), "EndDateType": "limited"}
-    block = {"State": "scheduled", "ReservationType": "capacity-block", **window}
-    return _reservation("p5en.48xlarge", "me-central-1a", **block) | properties
-
-
 def _account(**reservations: dict[str, Any]) -> ExistingAccount:
-    found = {BLOCK: _block(), ODCR: _reservation("c7i.4xlarge", "me-central-1b")}
+    found = {BLOCK: capacity_block(), ODCR: reservation("c7i.4xlarge", "me-central-1b")}
     return ExistingAccount(reservations=found | reservations)
 
 
@@ -121,7 +98,7 @@ def test_a_reservation_the_read_does_not_find_is_refused() -> None:
 
 
 def test_a_reservation_of_another_instance_type_is_refused() -> None:
-    line = _refused(_account(**{BLOCK: _block(InstanceType="p5.48xlarge")}))
+    line = _refused(_account(**{BLOCK: capacity_block(InstanceType="p5.48xlarge")}))
     assert line.startswith(f"{PLATFORM_KEY}.nodePools[2].capacityReservation (gpu-efa): {BLOCK} cannot carry")
     assert "it reserves p5.48xlarge, the pool's instanceType is p5en.48xlarge" in line
     command = (
@@ -131,7 +108,7 @@ def test_a_reservation_of_another_instance_type_is_refused() -> None:
 
 
 def test_a_reservation_in_another_zone_is_refused_naming_the_zone_index_that_holds_it() -> None:
-    line = _refused(_account(**{ODCR: _reservation("c7i.4xlarge", "me-central-1c")}))
+    line = _refused(_account(**{ODCR: reservation("c7i.4xlarge", "me-central-1c")}))
     assert line.startswith(f"{PLATFORM_KEY}.nodePools[1].capacityReservation (inference): ")
     assert "it is in me-central-1c, the pool's subnet in me-central-1b (availabilityZone 1)" in line
     assert "set availabilityZone to 2" in line
@@ -140,7 +117,7 @@ def test_a_reservation_in_another_zone_is_refused_naming_the_zone_index_that_hol
 def test_an_expired_capacity_block_is_refused() -> None:
     """The block's week is over: EC2 reports it ``expired``, and no instance launches into it again."""
     ended = NOW - datetime.timedelta(days=1)
-    line = _refused(_account(**{BLOCK: _block(State="expired", EndDate=ended.isoformat())}))
+    line = _refused(_account(**{BLOCK: capacity_block(State="expired", EndDate=ended.isoformat())}))
     assert line.startswith(f"{PLATFORM_KEY}.nodePools[2].capacityReservation (gpu-efa): ")
     assert "it is expired: no instance launches into it again" in line
 
@@ -150,9 +127,11 @@ def test_a_reservation_past_its_end_date_or_of_the_other_kind_is_refused() -> No
     Capacity Block named as an ODCR would launch without the capacity-block market type the block needs
     (EKS user guide, "Capacity Blocks for ML")."""
     ended = NOW - datetime.timedelta(hours=1)
-    line = _refused(_account(**{BLOCK: _block(State="active", EndDate=ended.isoformat())}))
+    line = _refused(_account(**{BLOCK: capacity_block(State="active", EndDate=ended.isoformat())}))
     assert f"it ended at {ended.isoformat()}" in line
-    block_as_odcr = _block(InstanceType="c7i.4xlarge", AvailabilityZone="me-central-1b", State="active")
+    block_as_odcr = capacity_block(
+        InstanceType="c7i.4xlarge", AvailabilityZone="me-central-1b", State="active"
+    )
     line = _refused(_account(**{ODCR: block_as_odcr}))
     assert "(inference): " in line
     assert "it is a capacity-block reservation, not default: set kind: capacity-block" in line
@@ -160,7 +139,7 @@ def test_a_reservation_past_its_end_date_or_of_the_other_kind_is_refused() -> No
 
 def test_mlplatform_plan_refuses_it_as_bad_input(tmp_path: Path) -> None:
     """Through `mlplatform plan`: the refusal is an input error (exit 2, the line and no traceback)."""
-    account = _account(**{BLOCK: _block(InstanceType="p5.48xlarge")})
+    account = _account(**{BLOCK: capacity_block(InstanceType="p5.48xlarge")})
     with pytest.raises(InputError) as refused:
         plan_config(_config(**POOLS), tmp_path, STACK, existing=account)
     [line] = refused.value.problems
