@@ -645,8 +645,13 @@ class PlanMocks(pulumi.runtime.Mocks):
             reservation = self.existing.reservations.get(identifier)
             if reservation is None:
                 # Cloud Control answers ResourceNotFoundException for an id the account does not have
-                # (Cloud Control API reference, GetResource errors): a failed invoke.
-                message = f"reading {CAPACITY_RESERVATION} ({identifier}): ResourceNotFoundException"
+                # (Cloud Control API reference, GetResource errors), which the provider's data source
+                # reports as its finder's retry.NotFoundError (terraform-provider-aws
+                # internal/service/cloudcontrol/resource_data_source.go and resource.go): a failed invoke.
+                message = (
+                    f"reading Cloud Control API ({CAPACITY_RESERVATION}) Resource ({identifier}): "
+                    "couldn't find resource"
+                )
                 return {}, [("identifier", message)]
             properties = json.dumps({"Id": identifier, **reservation})
             return {"identifier": identifier, "typeName": CAPACITY_RESERVATION, "properties": properties}, []

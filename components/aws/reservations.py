@@ -16,7 +16,8 @@ DescribeCapacityReservations), which also reports ``ReservationType``: one read 
 The deployer needs ``cloudformation:GetResource`` and ``ec2:DescribeCapacityReservations``. A reservation
 the read does not find is refused (``NOT_FOUND`` below: cancelled and ended ones read so); where the read
 fails otherwise (no right, throttling), the plan warns and says what it did not check, as the node-group
-size guard does (components/aws/node_pools.py).
+size guard does (components/aws/node_pools.py). So does a reservation the read finds in a state not
+documented (``unavailable``, in the SDKs' enum but not described) or without a property compared.
 """
 
 from __future__ import annotations
@@ -38,13 +39,24 @@ RESOURCE_TYPE = "AWS::EC2::CapacityReservation"
 # launches; ``scheduled`` (a Capacity Block or future-dated reservation before its start), and ``pending``,
 # ``payment-pending``, ``assessing`` and ``delayed`` (on their way to it) carry none yet but will.
 ENDED_STATES = frozenset({"expired", "cancelled", "cancelling", "failed", "payment-failed", "unsupported"})
-# Cloud Control's GetResource error for an identifier it cannot read (Cloud Control API reference,
-# GetResource, Errors). A read handler answers NotFound for a deleted resource (CloudFormation resource
-# handler contract, "read": "MUST return NotFound if the resource does not exist"), and deleting this
-# resource is cancelling the reservation; terraform-provider-aws reads ``cancelled`` and ``expired``
-# reservations as not found too (internal/service/ec2/find.go, FindCapacityReservationByID). So one that is
-# not found is refused: none carries the pool's launches.
-NOT_FOUND = "ResourceNotFoundException"
+# The documented states that carry launches now or will (same reference); any other (``unavailable``, in
+# the SDKs' CapacityReservationState enum, e.g. AWS SDK for Python v4, with no description) is a warning.
+LIVE_STATES = frozenset({"active", "scheduled", "pending", "payment-pending", "assessing", "delayed"})
+# A read that finds nothing. Cloud Control's GetResource answers ResourceNotFoundException (Cloud Control
+# API reference, GetResource, Errors); a read handler answers NotFound for a deleted resource
+# (CloudFormation resource handler contract, "read": "MUST return NotFound if the resource does not
+# exist"), and deleting this resource is cancelling the reservation; terraform-provider-aws reads
+# ``cancelled`` and ``expired`` reservations as not found too (internal/service/ec2/find.go,
+# FindCapacityReservationByID). The provider pulumi-aws bridges does not pass that name on: its data source
+# (terraform-provider-aws internal/service/cloudcontrol/resource_data_source.go, "reading Cloud Control API
+# (%s) Resource (%s): %s") wraps findResource's error, which turns ResourceNotFoundException into a
+# retry.NotFoundError (internal/service/cloudcontrol/resource.go), whose text is "couldn't find resource"
+# (terraform-plugin-sdk v2 helper/retry/error.go). Either text is a reservation not found, refused: none
+# carries the pool's launches.
+NOT_FOUND = ("couldn't find resource", "ResourceNotFoundException")
+# The properties compared, as the CloudFormation schema of AWS::EC2::CapacityReservation names them
+# (``TotalInstanceCount`` is read-only there, ``InstanceCount`` the requested count).
+COMPARED = ("InstanceType", "AvailabilityZone", "State", "ReservationType", "InstancePlatform", "Tenancy")
 # EC2 API reference, CapacityReservation ``ReservationType``: ``default`` (an ODCR) or ``capacity-block``.
 RESERVATION_TYPES = {
     CapacityReservationKind.ODCR: "default",
@@ -70,20 +82,36 @@ class Reservation:
     platform: str
     tenancy: str
     end_date: datetime.datetime | None
+    # TotalInstanceCount (else InstanceCount); None where the read gives neither.
+    instances: int | None
+    # Which of ``COMPARED`` the read did not give (their checks are skipped, and said).
+    missing: tuple[str, ...]
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, Any]) -> Reservation:
         end = properties.get("EndDate")
+        count = properties.get("TotalInstanceCount", properties.get("InstanceCount"))
         return cls(
             id=str(properties.get("Id", "")),
             instance_type=str(properties.get("InstanceType", "")),
             availability_zone=str(properties.get("AvailabilityZone", "")),
             state=str(properties.get("State", "")),
-            reservation_type=str(properties.get("ReservationType", "default")),
-            platform=str(properties.get("InstancePlatform", PLATFORM)),
-            tenancy=str(properties.get("Tenancy", TENANCY)),
+            reservation_type=str(properties.get("ReservationType", "")),
+            platform=str(properties.get("InstancePlatform", "")),
+            tenancy=str(properties.get("Tenancy", "")),
             end_date=datetime.datetime.fromisoformat(str(end).replace("Z", "+00:00")) if end else None,
+            instances=int(count) if count is not None else None,
+            missing=tuple(name for name in COMPARED if properties.get(name) in (None, "")),
         )
+
+
+def reservation_doubts(reservation: Reservation) -> Iterator[str]:
+    """What the read leaves unchecked: a state not documented, properties it did not give."""
+    if reservation.state and reservation.state not in LIVE_STATES | ENDED_STATES:
+        yield f"its state {reservation.state} is not one EC2 documents as carrying launches"
+    absent = [*reservation.missing, *(["TotalInstanceCount"] if reservation.instances is None else [])]
+    if absent:
+        yield f"the read gave no {', '.join(absent)}, so that is not compared with the pool"
 
 
 def reservation_problems(
@@ -92,10 +120,11 @@ def reservation_problems(
     """Why ``reservation`` cannot carry ``pool``'s launches; nothing when it can. ``zones``: the stack's
     zones in config's order (``availabilityZone`` N is the pool's subnet in ``zones[N]``)."""
     assert pool.capacity_reservation is not None
-    if pool.instance_type != reservation.instance_type:
+    given = set(COMPARED) - set(reservation.missing)
+    if "InstanceType" in given and pool.instance_type != reservation.instance_type:
         yield f"it reserves {reservation.instance_type}, the pool's instanceType is {pool.instance_type}"
     zone = zones[pool.availability_zone or 0]
-    if reservation.availability_zone != zone:
+    if "AvailabilityZone" in given and reservation.availability_zone != zone:
         where = (
             f"set availabilityZone to {zones.index(reservation.availability_zone)}"
             if reservation.availability_zone in zones
@@ -110,14 +139,24 @@ def reservation_problems(
     elif reservation.end_date is not None and reservation.end_date <= now:
         yield f"it ended at {reservation.end_date.isoformat()}"
     wanted = RESERVATION_TYPES[pool.capacity_reservation.kind]
-    if reservation.reservation_type != wanted:
+    if "ReservationType" in given and reservation.reservation_type != wanted:
         other = _KINDS.get(reservation.reservation_type)
         fix = f": set kind: {other}" if other is not None else ""
         yield f"it is a {reservation.reservation_type} reservation, not {wanted}{fix}"
-    if reservation.platform != PLATFORM:
+    if "InstancePlatform" in given and reservation.platform != PLATFORM:
         yield f"it reserves {reservation.platform} instances, the EKS node AMIs launch as {PLATFORM}"
-    if reservation.tenancy != TENANCY:
+    if "Tenancy" in given and reservation.tenancy != TENANCY:
         yield f"its tenancy is {reservation.tenancy}, the launch template's is {TENANCY}"
+    # The launch template targets the reservation by id: a launch it has no capacity for fails (EC2 user
+    # guide, "Launch instances into an existing Capacity Reservation": "If the selected Capacity
+    # Reservation doesn't have enough capacity ... the instance launch fails"; API reference,
+    # CapacityReservationSpecification). So the group may never grow past what it reserves.
+    if reservation.instances is not None and pool.max_size > reservation.instances:
+        yield (
+            f"it reserves {reservation.instances} instance{'s' * (reservation.instances != 1)}, the pool's "
+            f"maxSize is {pool.max_size}: launches past {reservation.instances} fail; set maxSize to at most "
+            f"{reservation.instances}"
+        )
 
 
 def read_reservation(reservation_id: str, parent: pulumi.Resource) -> Reservation:
@@ -144,13 +183,19 @@ def refuse_unusable_reservations(
         try:
             reservation = read_reservation(reservation_id, parent)
         except Exception as error:  # the provider's lookup error
-            if NOT_FOUND in str(error):
+            if any(text in str(error) for text in NOT_FOUND):
                 problems.append(missing_reservation(key, pool.name, reservation_id, config.region))
             else:
                 pulumi.log.warn(
                     unread_reservation(key, reservation_id, config.region, error), resource=parent
                 )
             continue
+        for doubt in reservation_doubts(reservation):
+            pulumi.log.warn(
+                f"{key} ({pool.name}): {reservation_id}: {doubt} (check with: "
+                f"{DESCRIBE_COMMAND.format(region=config.region, id=reservation_id)})",
+                resource=parent,
+            )
         found = list(reservation_problems(pool, reservation, zones, now))
         if found:
             problems.append(
@@ -165,7 +210,7 @@ def refuse_unusable_reservations(
 def missing_reservation(key: str, pool: str, reservation_id: str, region: str) -> str:
     """The refusal where the reservation is not found: none carries the pool's launches."""
     return (
-        f"{key} ({pool}): {reservation_id} is not found in {region} (Cloud Control {NOT_FOUND}): it is not "
+        f"{key} ({pool}): {reservation_id} is not found in {region} (Cloud Control: not found): it is not "
         "this account's, or it was cancelled or has ended, which a read reports as not found; name a "
         f"reservation that exists (check with: {DESCRIBE_COMMAND.format(region=region, id=reservation_id)})"
     )

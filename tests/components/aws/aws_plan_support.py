@@ -64,12 +64,15 @@ def by_urn(plan: Plan) -> Callable[[str], PlannedResource]:
     return table.__getitem__
 
 
-def reservation(instance_type: str, zone: str, **properties: Any) -> dict[str, Any]:
-    """An active On-Demand Capacity Reservation as Cloud Control reads it (CloudFormation's
-    AWS::EC2::CapacityReservation schema; components/aws/reservations.py), ``properties`` changed."""
+def reservation(instance_type: str, zone: str, instances: int = 12, **properties: Any) -> dict[str, Any]:
+    """An active On-Demand Capacity Reservation of ``instances`` instances as Cloud Control reads it
+    (CloudFormation's AWS::EC2::CapacityReservation schema; components/aws/reservations.py),
+    ``properties`` changed."""
     return {
         "InstanceType": instance_type,
         "AvailabilityZone": zone,
+        "InstanceCount": instances,
+        "TotalInstanceCount": instances,
         "InstancePlatform": "Linux/UNIX",
         "Tenancy": "default",
         "State": "active",
@@ -80,14 +83,15 @@ def reservation(instance_type: str, zone: str, **properties: Any) -> dict[str, A
 
 
 def capacity_block(
-    instance_type: str = "p5en.48xlarge", zone: str = "me-central-1a", **properties: Any
+    instance_type: str = "p5en.48xlarge", zone: str = "me-central-1a", instances: int = 4, **properties: Any
 ) -> dict[str, Any]:
-    """A Capacity Block bought for a week that starts tomorrow, ``scheduled`` (by default for
-    aws-enterprise-prod's gpu-efa pool in zone 0 under the mocks), ``properties`` changed."""
+    """A Capacity Block of ``instances`` instances bought for a week that starts tomorrow, ``scheduled``
+    (by default for aws-enterprise-prod's gpu-efa pool, maxSize 4, in zone 0 under the mocks),
+    ``properties`` changed."""
     start, end = NOW + datetime.timedelta(days=1), NOW + datetime.timedelta(days=8)
     window = {"StartDate": start.isoformat(), "EndDate": end.isoformat(), "EndDateType": "limited"}
     block = {"State": "scheduled", "ReservationType": "capacity-block", **window}
-    return reservation(instance_type, zone, **block) | properties
+    return reservation(instance_type, zone, instances, **block) | properties
 
 
 def reserved(
