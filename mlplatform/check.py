@@ -95,7 +95,10 @@ def check(
         Path | None,
         typer.Option(
             "--previous",
-            help="The plan JSON the stack last applied (`mlplatform plan --json`): judge the day-2 update.",
+            help=(
+                "The plan JSON the stack last applied (`mlplatform plan --json`): judge the day-2 update of"
+                " its Kubernetes objects (the cloud layer's replacements: `pulumi preview --diff`)."
+            ),
             show_default=False,
         ),
     ] = None,
