@@ -114,6 +114,32 @@ def reservation_doubts(reservation: Reservation) -> Iterator[str]:
         yield f"the read gave no {', '.join(absent)}, so that is not compared with the pool"
 
 
+# What a node-group update launches beside the old nodes before it drains them: EKS raises the group's
+# maximum and desired size "by the larger of either: up to twice the number of Availability Zones ...
+# [or] the maxUnavailable of upgrade" (EKS user guide, "Understand each phase of node updates", scale up
+# phase); a reserved pool is in one zone and the stack sets no updateConfig (maxUnavailable 1, the API's
+# default).
+UPDATE_SURGE = 2
+
+
+def update_headroom(pool: NodePoolConfig, reservation: Reservation) -> str | None:
+    """The warning for an On-Demand reservation with no room for a node update's surge at ``maxSize``:
+    the update's targeted launches would fail there. A Capacity Block pool is at 0 before any update
+    (docs/operations.md), so it has none to warn about."""
+    assert pool.capacity_reservation is not None
+    if pool.capacity_reservation.kind is not CapacityReservationKind.ODCR or reservation.instances is None:
+        return None
+    room = reservation.instances - UPDATE_SURGE
+    if pool.max_size <= room:
+        return None
+    return (
+        f"it reserves {reservation.instances} instances and a node update launches up to {UPDATE_SURGE} "
+        f"beside the old nodes (EKS's scale-up phase), so an update with more than {room} nodes running "
+        "fails its launches: before a node update scale the group down or raise the reservation's count "
+        "(docs/operations.md, reserved pools)"
+    )
+
+
 def reservation_problems(
     pool: NodePoolConfig, reservation: Reservation, zones: Sequence[str], now: datetime.datetime
 ) -> Iterator[str]:
@@ -175,13 +201,19 @@ def refuse_unusable_reservations(
     reservation is and what differs; a ``RunError`` (``mlplatform plan``/``check`` exit 2, ``pulumi up``
     stops before it makes anything). A reservation that cannot be read is a warning, not silence."""
     problems = []
+    # Pools on the same reservation share its instances: their maxSizes together must fit it.
+    sharing: dict[str, list[tuple[int, NodePoolConfig]]] = {}
+    reads: dict[str, Reservation] = {}
     for index, pool in enumerate(config.node_pools):
         if pool.capacity_reservation is None:
             continue
         key = f"{PLATFORM_KEY}.nodePools[{index}].capacityReservation"
         reservation_id = pool.capacity_reservation.id
+        sharing.setdefault(reservation_id, []).append((index, pool))
         try:
-            reservation = read_reservation(reservation_id, parent)
+            reservation = (
+                reads[reservation_id] if reservation_id in reads else read_reservation(reservation_id, parent)
+            )
         except Exception as error:  # the provider's lookup error
             if any(text in str(error) for text in NOT_FOUND):
                 problems.append(missing_reservation(key, pool.name, reservation_id, config.region))
@@ -196,12 +228,25 @@ def refuse_unusable_reservations(
                 f"{DESCRIBE_COMMAND.format(region=config.region, id=reservation_id)})",
                 resource=parent,
             )
+        reads[reservation_id] = reservation
         found = list(reservation_problems(pool, reservation, zones, now))
+        headroom = None if found else update_headroom(pool, reservation)
+        if headroom is not None:
+            pulumi.log.warn(f"{key} ({pool.name}): {reservation_id}: {headroom}", resource=parent)
         if found:
             problems.append(
                 f"{key} ({pool.name}): {reservation_id} cannot carry the pool's launches: "
                 + "; ".join(found)
                 + f" (check with: {DESCRIBE_COMMAND.format(region=config.region, id=reservation_id)})"
+            )
+    for reservation_id, pools in sharing.items():
+        total = sum(pool.max_size for _, pool in pools)
+        count = reads[reservation_id].instances if reservation_id in reads else None
+        if len(pools) > 1 and count is not None and total > count:
+            keys = " and ".join(f"{PLATFORM_KEY}.nodePools[{index}] ({pool.name})" for index, pool in pools)
+            problems.append(
+                f"{keys} share {reservation_id}, which reserves {count} instances; their maxSizes add up to "
+                f"{total}: launches past {count} fail; lower them to add up to at most {count}"
             )
     if problems:
         raise pulumi.RunError("\n".join(problems))

@@ -64,8 +64,9 @@ def by_urn(plan: Plan) -> Callable[[str], PlannedResource]:
     return table.__getitem__
 
 
-def reservation(instance_type: str, zone: str, instances: int = 12, **properties: Any) -> dict[str, Any]:
-    """An active On-Demand Capacity Reservation of ``instances`` instances as Cloud Control reads it
+def reservation(instance_type: str, zone: str, instances: int = 14, **properties: Any) -> dict[str, Any]:
+    """An active On-Demand Capacity Reservation of ``instances`` instances (by default room for
+    aws-enterprise-prod's inference pool, maxSize 12, and a node update's surge) as Cloud Control reads it
     (CloudFormation's AWS::EC2::CapacityReservation schema; components/aws/reservations.py),
     ``properties`` changed."""
     return {

@@ -215,3 +215,45 @@ def test_mlplatform_plan_refuses_it_as_bad_input(tmp_path: Path) -> None:
         plan_config(_config(**POOLS), tmp_path, STACK, existing=account)
     [line] = refused.value.problems
     assert line.startswith(f"{PLATFORM_KEY}.nodePools[2].capacityReservation (gpu-efa): ")
+
+
+def test_pools_sharing_a_reservation_may_not_together_grow_past_it() -> None:
+    """Two pools on one ODCR draw on the same instances (EC2 user guide, "Launch instances into an
+    existing Capacity Reservation": a launch reduces its available capacity): their maxSizes together
+    must fit it (review 38, fifth, C1)."""
+    pools = {
+        "inference": {"capacityReservation": {"id": ODCR, "kind": "odcr"}, "availabilityZone": 1},
+        "system": {
+            "capacityReservation": {"id": ODCR, "kind": "odcr"},
+            "availabilityZone": 1,
+            "instanceType": "c7i.4xlarge",
+        },
+    }
+    account = _account(**{ODCR: reservation("c7i.4xlarge", "me-central-1b", instances=14)})
+    with pytest.raises(pulumi.RunError) as refused:
+        build_platform(parse(_config(**pools), STACK), PlanMocks("me-central-1", "", existing=account))
+    [line] = str(refused.value).splitlines()
+    assert line == (
+        f"{PLATFORM_KEY}.nodePools[0] (system) and {PLATFORM_KEY}.nodePools[1] (inference) share {ODCR}, "
+        "which reserves 14 instances; their maxSizes add up to 18: launches past 14 fail; lower them to "
+        "add up to at most 14"
+    )
+
+
+def test_an_odcr_pool_without_room_for_a_node_updates_surge_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node update first launches up to twice the zones' count (one zone: 2) beside the old nodes (EKS
+    user guide, "Understand each phase of node updates"); a targeted ODCR with fewer than 2 instances free at
+    maxSize fails those launches: a warning that points at the runbook (review 38, fifth, B1)."""
+    warnings: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *_, **__: warnings.append(str(message)))
+    account = _account(**{ODCR: reservation("c7i.4xlarge", "me-central-1b", instances=13)})
+    build_platform(parse(_config(**POOLS), STACK), PlanMocks("me-central-1", "", existing=account))
+    [warning] = [w for w in warnings if "node update" in w]
+    assert warning.startswith(
+        f"{PLATFORM_KEY}.nodePools[1].capacityReservation (inference): {ODCR}: it reserves 13"
+    )
+    assert "more than 11 nodes running fails its launches" in warning
+    warnings.clear()
+    roomy = _account(**{ODCR: reservation("c7i.4xlarge", "me-central-1b", instances=14)})
+    build_platform(parse(_config(**POOLS), STACK), PlanMocks("me-central-1", "", existing=roomy))
+    assert not [w for w in warnings if "node update" in w]
