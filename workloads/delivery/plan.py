@@ -82,7 +82,7 @@ class RolloutPlan(_Model):
     apply_timeout_seconds: int = Field(default=300, ge=1, le=24 * 3600)
     # How far past one window the rollout's lease reaches at each renewal (workloads/registry/lock.py): the
     # slack for a slow registry call (3 tries with back-off) and the servers' clocks. A rollout that dies
-    # has its share back at 0 on every server within windowSeconds + leaseGraceSeconds + their poll.
+    # has its share back at 0 on every server within windowSeconds + leaseGraceSeconds + one poll of theirs.
     lease_grace_seconds: int = Field(default=60, ge=1, le=3600)
     # An .npz with ``x`` (float32 rows) and ``y`` (int labels): a local path, or an ``mlflow-artifacts:``
     # URI of a file the registry serves. Required by, and only with, gates.minAccuracy.
