@@ -87,6 +87,11 @@ class RolloutPlan(_Model):
     # An .npz with ``x`` (float32 rows) and ``y`` (int labels): a local path, or an ``mlflow-artifacts:``
     # URI of a file the registry serves. Required by, and only with, gates.minAccuracy.
     labelled_set: str | None = None
+    # Whether passing every step promotes: the rollout's gates as the pre-approved path, declared here (the
+    # stack's plan). False: the rollout ends ``passed`` with the traffic back at the champion, and the
+    # challenger waits for a promotion as a change (an approval where the stack requires one: mlplatform
+    # models request-promotion, approve, promote), judged on this rollout against the same champion.
+    promote: bool = True
     gates: Gates = Gates()
     bake: BakePlan = BakePlan()
 
