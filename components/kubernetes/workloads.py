@@ -365,7 +365,9 @@ def registry_users(config: PlatformConfig) -> tuple[RegistryUser, ...]:
 def promoters(config: PlatformConfig) -> tuple[str, ...]:
     """The promotion identities: the only registry users that may move ``@champion`` and
     ``@previous-champion`` (workloads/registry/server/guard.py, the servers' authorization function). The
-    rollout's user (its gates are the pre-approved path) where the stack serves a model, and the approver
+    rollout's user where the stack serves a model and its rollout plan promotes (``promote``, the default:
+    the gates declared the pre-approved path; with ``promote: false`` it hands a passed version to people
+    and needs no promotion), and the approver
     role (``workloads.registry.approvers``: they promote what another approver approved, and only they
     ``--force``: workloads/registry/approval.py). Never training's or a team's user: EDIT, which both need
     to register versions, also moves any alias in MLflow (docs/lifecycle.md); nor the drift monitor's,
@@ -373,8 +375,8 @@ def promoters(config: PlatformConfig) -> tuple[str, ...]:
     registry, inference = config.workloads.registry, config.workloads.inference
     if not (registry.enabled and registry.auth):
         return ()
-    rollout = (ROLLOUT_USER,) if inference is not None else ()
-    return tuple(sorted({*rollout, *registry.approvers}))
+    promotes = inference is not None and (inference.rollout or RolloutPlan()).promote
+    return tuple(sorted({*((ROLLOUT_USER,) if promotes else ()), *registry.approvers}))
 
 
 def restorers(config: PlatformConfig) -> tuple[str, ...]:

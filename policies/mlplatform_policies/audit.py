@@ -34,8 +34,10 @@ prod``, as the platform's ``audit`` config defaults. Then:
   super-user action; a built-in role that carries them: Storage Blob Data Contributor or Owner, Azure
   built-in roles reference). Azure creates a policy only Unlocked (azure-native
   ``AccountImmutabilityPolicyProperties.state``), so the plan locks it in the same ``pulumi up``: either
-  the account declares it Locked, or a local command runs ``az storage account update --name ACCOUNT
-  --immutability-state Locked --immutability-period DAYS`` after the account (components/azure/record.py),
+  the account declares it Locked, or a local command runs ``az storage account update --resource-group
+  GROUP --name ACCOUNT --immutability-state Locked --immutability-period DAYS`` after the account, with the
+  account's own resource group (and subscription, where ``--subscription`` is given; azure-cli names an
+  account by ``--name`` and ``--resource-group``) (components/azure/record.py),
   as the last ``az`` call of its ``create`` and of its ``update`` where it has one, in the line shape the
   platform builds (shell.py ``az_chain``; any other shape is refused, not read).
 """
@@ -43,6 +45,7 @@ prod``, as the platform's ``audit`` config defaults. Then:
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -310,18 +313,43 @@ REWRITING_BUILT_IN_ROLES = {
 }
 
 
-def _locked_period(line: Any, account: str) -> int | None:
+def _account_subscriptions(account: Subject, graph: Graph) -> set[str]:
+    """The subscriptions ``account`` may be in, as the plan shows them (lower case): its provider's
+    ``subscriptionId`` where set, else those of the plan's literal Azure resource IDs in the account's
+    resource group (the deployer's, as the program writes them); empty when the plan shows none."""
+    own = account.provider.get("subscriptionId")
+    if isinstance(own, str) and own and not is_unknown(own):
+        return {own.lower()}
+    group = account.get("resourceGroupName")
+    if not isinstance(group, str) or not group or is_unknown(group):
+        return set()
+    in_group = re.compile(rf"/subscriptions/([0-9a-f-]+)/resourceGroups/{re.escape(group)}(?:/|\"|$)", re.I)
+    return {
+        found.lower()
+        for subject in graph.subjects
+        if subject.type.startswith("azure-native:")
+        for found in in_group.findall(json.dumps(subject.props, default=str))
+    }
+
+
+def _locked_period(line: Any, account: Subject, subscriptions: set[str]) -> int | None:
     """The days the shell ``line`` locks ``account``'s policy for: a line of the platform's shape
-    (``az_chain``) whose outcome, its last ``az`` call, is ``az storage account update --name ACCOUNT
-    --immutability-state Locked --immutability-period DAYS`` (azure-cli storage account update)."""
+    (``az_chain``) whose outcome, its last ``az`` call, is ``az storage account update --resource-group
+    GROUP --name ACCOUNT --immutability-state Locked --immutability-period DAYS`` (azure-cli storage
+    account update: the account is named by ``--name`` and ``--resource-group`` together) with the
+    account's own resource group, and its own subscription (``subscriptions``) where ``--subscription`` is
+    given and the plan shows the account's."""
     chain = az_chain(line) if isinstance(line, str) and not is_unknown(line) else None
     if not chain:
         return None
     words = chain[-1]
     period = option(words, "--immutability-period", "--immutability-period-in-days")
+    subscription = option(words, "--subscription")
     if (
         words[:4] == ["az", "storage", "account", "update"]
-        and option(words, "--name", "-n") == account
+        and option(words, "--name", "-n") == account.get("accountName")
+        and option(words, "--resource-group", "-g") == account.get("resourceGroupName")
+        and (subscription is None or not subscriptions or subscription.lower() in subscriptions)
         and option(words, "--immutability-state") == "Locked"
         and period is not None
         and period.isdigit()
@@ -343,12 +371,11 @@ def _lock_days(account: Subject, graph: Graph) -> list[int]:
     found: list[int] = []
     if isinstance(days, int | float) and not isinstance(days, bool) and float(days).is_integer():
         found += [int(days)] if policy.get("state") == "Locked" else []
-    name = str(account.get("accountName"))
-    for command in graph.of(tokens.LOCAL_COMMAND):
-        if account.urn not in command.dependencies:
-            continue
+    commands = [c for c in graph.of(tokens.LOCAL_COMMAND) if account.urn in c.dependencies]
+    subscriptions = _account_subscriptions(account, graph) if commands else set()
+    for command in commands:
         phases = ("create", "update") if command.get("update") not in (None, "") else ("create",)
-        periods = [_locked_period(command.get(phase), name) for phase in phases]
+        periods = [_locked_period(command.get(phase), account, subscriptions) for phase in phases]
         locked = [period for period in periods if period is not None]
         if len(locked) == len(phases):
             found.append(min(locked))
@@ -367,7 +394,8 @@ def _azure_record_problems(account: Subject, graph: Graph) -> Iterator[str]:
         yield (
             "no locked time-based immutability policy in the plan (declared Locked, or a command after the "
             "account whose create, and update where it has one, ends in az storage account update "
-            "--immutability-state Locked): an unlocked policy can be shortened or removed, and then the "
+            "--resource-group GROUP --name ACCOUNT --immutability-state Locked, the account's own group and "
+            "subscription): an unlocked policy can be shortened or removed, and then the "
             "record's events deleted. The lock is read only in the platform's shape, az calls joined by "
             "&& (NAME=$(az ...) and { [ ... ] || az ...; } steps allowed); a line with exit, || or ; "
             "between steps, functions, conditionals or redirections is refused"

@@ -100,6 +100,17 @@ def _each_phase(rewrite: Callable[[str], str]) -> Callable[[dict[str, Any]], Non
     return edit
 
 
+def _in_the_lock(old: str, new: str) -> Callable[[dict[str, Any]], None]:
+    """An edit of the lock command replacing ``old`` by ``new`` in the last ``az`` call (the lock) of its
+    ``create`` and ``update`` lines, the calls before it left as they are."""
+
+    def rewrite(line: str) -> str:
+        head, _, lock = line.rpartition(" && ")
+        return f"{head} && {lock.replace(old, new)}"
+
+    return _each_phase(rewrite)
+
+
 @pytest.fixture(scope="module")
 def audit_findings(
     pack: PolicyPackSession, defaults: dict[str, PolicySettings]
@@ -463,6 +474,39 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
             p,
             of_type(LOCAL_COMMAND, "record-immutability-lock"),
             _each_phase(lambda line: line.replace("; } && az storage", "; } && true || az storage")),
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    # Review of issue 40, C2 (plant az-lock-other-rg): azure-cli names the account by --name and
+    # --resource-group (``storage account update``), so a lock aimed at another group's (or another
+    # subscription's) account of the same name locks nothing of the stack's.
+    (
+        "record-locked-in-another-resource-group",
+        lambda p: with_inputs(
+            p,
+            of_type(LOCAL_COMMAND, "record-immutability-lock"),
+            _in_the_lock("--resource-group ml-platform-azure-enterprise-prod", "--resource-group other-rg"),
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    (
+        "record-locked-without-its-resource-group",
+        lambda p: with_inputs(
+            p,
+            of_type(LOCAL_COMMAND, "record-immutability-lock"),
+            _in_the_lock("--resource-group ml-platform-azure-enterprise-prod ", ""),
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    (
+        "record-locked-in-another-subscription",
+        lambda p: with_inputs(
+            p,
+            of_type(LOCAL_COMMAND, "record-immutability-lock"),
+            _in_the_lock(
+                "--subscription 00000000-0000-0000-0000-000000000000",
+                "--subscription 11111111-1111-1111-1111-111111111111",
+            ),
         ),
         ("lifecycle-record-locked", AZURE_RECORD),
     ),

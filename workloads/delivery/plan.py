@@ -82,11 +82,16 @@ class RolloutPlan(_Model):
     apply_timeout_seconds: int = Field(default=300, ge=1, le=24 * 3600)
     # How far past one window the rollout's lease reaches at each renewal (workloads/registry/lock.py): the
     # slack for a slow registry call (3 tries with back-off) and the servers' clocks. A rollout that dies
-    # has its share back at 0 on every server within windowSeconds + leaseGraceSeconds + their poll.
+    # has its share back at 0 on every server within windowSeconds + leaseGraceSeconds + one poll of theirs.
     lease_grace_seconds: int = Field(default=60, ge=1, le=3600)
     # An .npz with ``x`` (float32 rows) and ``y`` (int labels): a local path, or an ``mlflow-artifacts:``
     # URI of a file the registry serves. Required by, and only with, gates.minAccuracy.
     labelled_set: str | None = None
+    # Whether passing every step promotes: the rollout's gates as the pre-approved path, declared here (the
+    # stack's plan). False: the rollout ends ``passed`` with the traffic back at the champion, and the
+    # challenger waits for a promotion as a change (an approval where the stack requires one: mlplatform
+    # models request-promotion, approve, promote), judged on this rollout against the same champion.
+    promote: bool = True
     gates: Gates = Gates()
     bake: BakePlan = BakePlan()
 

@@ -9,6 +9,9 @@ traffic), so every server sends all traffic back to the champion at its next pol
 the reason is recorded as tags on the challenger version. Passing every step promotes the challenger
 (``operations.promote``: previous-champion recorded, audit tags), sets both tags to 0, and bakes: the new
 champion is judged window by window for ``bake.seconds``; a breach rolls back (``operations.rollback``).
+A plan with ``promote: false`` (where the stack does not declare the gates a pre-approved path) ends there
+instead: both tags to 0, confirmed, and the challenger ``passed`` against that champion, awaiting a
+promotion as a change (``mlplatform models promote``, after an approval where the stack requires one).
 
 Any error mid-rollout (the registry or every server unreachable), a termination (``Terminated``: the
 Job's deadline, ``kubectl delete job``, a node drain) or any other exception also sends traffic back
@@ -59,7 +62,7 @@ from workloads.delivery.scrape import (
 )
 from workloads.registry import lock, operations
 from workloads.registry.client import RegisteredModel, RegistryClient, RegistryError
-from workloads.registry.lock import OUTCOME_TAG, RESULT_PREFIX, RESULT_TAG
+from workloads.registry.lock import AGAINST_TAG, OUTCOME_TAG, PASSED, PROMOTED, RESULT_PREFIX, RESULT_TAG
 from workloads.registry.record import Journal, RecordError
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
@@ -88,14 +91,14 @@ class Terminated(BaseException):
 
 @dataclass(frozen=True)
 class Result:
-    outcome: str  # promoted | stopped | rolled-back
+    outcome: str  # promoted | passed | stopped | rolled-back
     reason: str
     challenger: str
     champion: str
 
     @property
     def ok(self) -> bool:
-        return self.outcome == "promoted"
+        return self.outcome in (PROMOTED, PASSED)
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,9 @@ class Rollout:
                     return self._stop(f"stopped at {where}: {verdict.reason}", old, new)
                 self._passed.append(where)
                 self.log(f"{self.name}: {where} passed: {verdict.reason}")
+            if not self.plan.promote:
+                where = "hand-over"
+                return self._hand_over(old, new)
             where = "promote"
             self._promote(old, new)
         except (RegistryError, RolloutError, OSError) as exc:
@@ -323,7 +329,8 @@ class Rollout:
             self.log(f"{self.name}: clearing {lock.RUNNING_TAG} failed ({exc}); its lease lapses by itself")
 
     def _steps(self) -> str:
-        return ", ".join(step_name(s) for s in self.plan.steps) + ", promote"
+        ending = "promote" if self.plan.promote else "await a promotion"
+        return ", ".join(step_name(s) for s in self.plan.steps) + f", {ending}"
 
     # -- one step --------------------------------------------------------------------------------
 
@@ -411,6 +418,20 @@ class Rollout:
             self.log(f"{self.name}: recording the result failed: {exc}")
         return Result("stopped", reason, challenger, champion)
 
+    def _hand_over(self, old: str, new: str) -> Result:
+        """Every step passed on a plan that does not promote: traffic back to the champion, confirmed by
+        every server, and the challenger left to a promotion as a change, ``passed`` on its tags and the
+        record against this champion."""
+        reason = (
+            f"passed {', '.join(self._passed)}; awaits a promotion of version {new}"
+            " (mlplatform models request-promotion, approve, promote)"
+        )
+        self._set(0, 0)
+        self._await_applied(0, 0, new)
+        self._record(new, PASSED, reason)
+        self.log(f"{self.name}: {reason}; traffic back to champion {old}")
+        return Result(PASSED, reason, new, old)
+
     def _promote(self, old: str, new: str) -> None:
         action = f"promote (rollout: passed {', '.join(self._passed)})"
         self._renew()
@@ -493,7 +514,7 @@ class Rollout:
         self._journal(f"rollout-{outcome}", reason)
         when = datetime.now(UTC).isoformat(timespec="seconds")
         # One readable line; an endless list of unreachable servers is cut, not sent whole.
-        tags = {RESULT_TAG: reason[:1000], OUTCOME_TAG: outcome}
+        tags = {RESULT_TAG: reason[:1000], OUTCOME_TAG: outcome, AGAINST_TAG: self._aliases[0]}
         tags |= {f"{RESULT_PREFIX}.by": self.actor, f"{RESULT_PREFIX}.at": when}
         for key, value in tags.items():
             self.client.set_version_tag(self.name, version, key, value)

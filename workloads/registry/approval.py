@@ -9,7 +9,8 @@ the registry's own tags can by anyone with EDIT. The rules (issue 40; the contro
   and never who requested the promotion or who trained the version (four eyes);
 - ``--force`` skips the approval and the metric checks, and only an approver may use it; it is recorded
   as such;
-- the rollout's gates are a pre-approved path when the stack says so (``rolloutPromotes``).
+- the rollout's gates are a pre-approved path when the stack's plan says so (``promote``, true by
+  default); with ``promote: false`` a rollout that passes hands the version to this change.
 
 Every identity here is the registry's authenticated user (record.Identity); an unauthenticated name can
 neither approve nor force where approval is required.

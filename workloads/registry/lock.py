@@ -33,8 +33,10 @@ ABORT_TAG: Final = "mlplatform.delivery.abort"  # JSON: by, at
 # Version tags: how the last rollout of a version ended (the full history is the lifecycle record).
 RESULT_PREFIX: Final = "mlplatform.delivery"
 RESULT_TAG: Final = f"{RESULT_PREFIX}.result"  # one line: "promoted after ...", "stopped at 25%: ..."
-OUTCOME_TAG: Final = f"{RESULT_PREFIX}.outcome"  # promoted | stopped | rolled-back
-PROMOTED, STOPPED, ROLLED_BACK = "promoted", "stopped", "rolled-back"
+OUTCOME_TAG: Final = f"{RESULT_PREFIX}.outcome"  # promoted | passed | stopped | rolled-back
+AGAINST_TAG: Final = f"{RESULT_PREFIX}.against"  # the champion version that rollout judged it against
+# passed: every step passed on a plan that does not promote (``promote: false``); it awaits a promotion.
+PROMOTED, PASSED, STOPPED, ROLLED_BACK = "promoted", "passed", "stopped", "rolled-back"
 
 
 def lease_until(tags: Mapping[str, str]) -> datetime | None:

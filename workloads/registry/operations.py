@@ -54,6 +54,7 @@ def evidence(client: RegistryClient, version: ModelVersion, metric: str) -> roll
         dataset=params.get("dataset_sha256") or None,
         outcome=version.tags.get(lock.OUTCOME_TAG),
         result=version.tags.get(lock.RESULT_TAG),
+        against=version.tags.get(lock.AGAINST_TAG),
     )
 
 

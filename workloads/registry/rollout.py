@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from workloads.registry.lock import ROLLED_BACK, STOPPED
+from workloads.registry.lock import PASSED, ROLLED_BACK, STOPPED
 
 CHAMPION = "champion"
 CHALLENGER = "challenger"
@@ -37,13 +37,15 @@ class Decision:
 @dataclass(frozen=True)
 class Evidence:
     """What a version's promotion is judged on: its run's ``metric``, the sha256 of the dataset that metric
-    was measured on (the run's ``dataset_sha256``: its test split is drawn from it), and how its last
-    rollout ended (``lock.OUTCOME_TAG``, ``lock.RESULT_TAG``), each None when unknown."""
+    was measured on (the run's ``dataset_sha256``: its test split is drawn from it), how its last
+    rollout ended (``lock.OUTCOME_TAG``, ``lock.RESULT_TAG``) and against which champion version
+    (``lock.AGAINST_TAG``), each None when unknown."""
 
     metric: float | None = None
     dataset: str | None = None
     outcome: str | None = None
     result: str | None = None
+    against: str | None = None
 
 
 def promotion(
@@ -59,7 +61,10 @@ def promotion(
     """Make ``version`` the champion unless (``force`` skips these checks, never the record):
 
     - its last rollout stopped or was rolled back (a live verdict outranks an offline metric);
-    - there is a champion, and the two ``metric`` values were not measured on the same dataset (a test
+    - unless its last rollout passed every step against this very champion (``passed``: judged beside it
+      on the same live traffic, its errors and latency against the champion's, and on the plan's labelled
+      set where it has one: the like-for-like comparison the next two rules ask for), there is a champion
+      and the two ``metric`` values were not measured on the same dataset (a test
       accuracy on another dataset's split compares nothing: the trial promoted a version trained on
       shifted data this way, and it served at 0.1 %), or either is missing;
     - its ``metric`` (higher is better) falls below the champion's by more than ``tolerance``."""
@@ -78,7 +83,7 @@ def _refusal(
 ) -> str | None:
     if candidate.outcome in (STOPPED, ROLLED_BACK):
         return f"version {version}'s last rollout ended {candidate.outcome}: {candidate.result or '?'}"
-    if champion is None:
+    if champion is None or (candidate.outcome == PASSED and candidate.against == champion):
         return None
     if candidate.metric is None:
         return f"version {version} has no {metric} to compare"

@@ -192,6 +192,12 @@ def test_only_the_rollout_user_and_the_approvers_are_promotion_identities() -> N
     env = {e["name"]: e["value"] for e in server["env"]}
     assert guard_promoters(env) == ("admin", "ana", ROLLOUT_USER, "omar")
     assert guard_restorers(env) == (MONITOR_USER,)
+    # A plan that does not promote (no pre-approved path: every promotion a person's) leaves the rollout's
+    # user no right to move @champion.
+    handing_over = with_teams("aws-enterprise-prod")
+    handing_over[PLATFORM_KEY]["workloads"].setdefault("registry", {})["approvers"] = ["ana", "omar"]
+    handing_over[PLATFORM_KEY]["workloads"]["inference"]["rollout"]["promote"] = False
+    assert promoters(_config("aws-enterprise-prod", handing_over)) == ("ana", "omar")
     # Without basic-auth nothing authenticates anyone: no promoters, and a spec refuses them.
     raw = template("aws-smb-dev")
     raw[PLATFORM_KEY].setdefault("workloads", {})["registry"] = {"auth": False}

@@ -100,6 +100,24 @@ def test_a_healthy_challenger_is_promoted_step_by_step_and_baked(fleet: Fleet) -
     assert played.now >= 4 * 30 + 60
 
 
+def test_a_plan_that_does_not_promote_leaves_the_passed_challenger_to_a_promotion(fleet: Fleet) -> None:
+    """``promote: false`` (no pre-approved path declared): every step judged, then the traffic back with the
+    champion and no alias moved; the version is ``passed`` against that champion, awaiting a promotion."""
+    result, _ = roll(fleet, PLAN.model_copy(update={"promote": False}))
+    assert (result.outcome, result.ok) == ("passed", True)
+    assert result.reason == (
+        "passed shadow, 5%, 25%, 50%; awaits a promotion of version 2"
+        " (mlplatform models request-promotion, approve, promote)"
+    )
+    assert fleet.settings[1:] == [(0, 100), (5, 0), (25, 0), (50, 0), (0, 0)]
+    client, name = fleet.client, fleet.model
+    assert client.version_by_alias(name, CHAMPION).version == "1"
+    assert client.alias_or_none(name, PREVIOUS_CHAMPION) is None
+    assert split_tags(fleet) == ("0", "0")
+    tags = client.get_version(name, "2").tags
+    assert (tags[OUTCOME_TAG], tags[RESULT_TAG], tags[lock.AGAINST_TAG]) == ("passed", result.reason, "1")
+
+
 @pytest.mark.parametrize(
     ("fault", "reason"),
     [

@@ -145,9 +145,18 @@ def named_version(source: Path, dest: Path, name: str) -> Path:
     return dest
 
 
-def register_version(client: RegistryClient, name: str, version_dir: Path) -> str:
+def register_version(
+    client: RegistryClient, name: str, version_dir: Path, *, as_trained: bool = False
+) -> str:
+    """``version_dir`` registered as a new version of ``name``; ``as_trained``: its run also carries the
+    version's metrics and its dataset's digest (``dataset_sha256``), as a training run's does
+    (workloads/registry/lineage.py), so a promotion can compare it with another version's."""
     client.ensure_registered_model(name)
     run = client.create_run(client.experiment_id(name), name, {})
+    if as_trained:
+        meta = load_metadata(version_dir)
+        params = {"dataset_sha256": meta.dataset.sha256}
+        client.log_batch(run["info"]["run_id"], metrics=meta.metrics, params=params)
     source = run["info"]["artifact_uri"] + "/model"
     client.upload(source, version_dir)
     return client.create_version(name, source, run["info"]["run_id"], {}).version

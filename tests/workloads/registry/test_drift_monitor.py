@@ -1,15 +1,19 @@
-"""Issue 40's drift monitor with real parts on loopback: MLflow 3.17.2 with its basic-auth app and the
-registry's authorization function (conftest.py ``auth_registry_uri``), two inference servers following
-``@champion`` (``python -m workloads.inference``), the monitor (workloads/delivery/monitor.py; once as its
-CronJob's command, then its windows in this process) as the stack's drift monitor user, and, as the
-launcher, the real training entry point (``python -m workloads.training``) as bob, on the "newest" dataset
-(drift_data.py). The retrained version then goes through the approval and the promotion's gate as people
-do (``mlplatform models``, a stack requiring approval: conftest.py ``governed_stack``), and the registry
-refuses the monitor any move of ``@champion`` but a rollback.
+"""Issue 40's drift monitor and governed lifecycle with real parts on loopback: MLflow 3.17.2 with its
+basic-auth app and the registry's authorization function (conftest.py ``auth_registry_uri``), two
+inference servers following ``@champion`` (``python -m workloads.inference``), the monitor
+(workloads/delivery/monitor.py; once as its CronJob's command, then its windows in this process) as the
+stack's drift monitor user, as the launcher the real training entry point (``python -m
+workloads.training``) as bob on the "newest" dataset (drift_data.py), and the real rollout (``mlplatform
+rollout``, in a process of its own, as a rollout user that may not move ``@champion``) on the retrained
+``@challenger`` under shifted live traffic. The rollout's plan does not promote (``promote: false``: the
+stack declares no pre-approved path), so a version that passes its gates waits for the approval and the
+promotion as people make them (``mlplatform models``, a stack requiring approval: conftest.py
+``governed_stack``); a version that fails a gate is stopped there; the registry refuses the monitor any
+move of ``@champion`` but a rollback.
 
-Each window sends every server exactly its drift window's rows (``SERVE_DRIFT_WINDOW``), so windows do
-not overlap; steady windows are drawn from the champion's own training split (the reference), shifted
-ones are the same rows inverted (16 - pixel).
+Each monitor window sends every server exactly its drift window's rows (``SERVE_DRIFT_WINDOW``), so
+windows do not overlap; steady windows are drawn from the champion's own training split (the reference),
+shifted ones are the same rows inverted (16 - pixel).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +36,7 @@ from components.handle import MONITOR_USER
 from mlplatform.cli import app
 from tests.workloads.inference.conftest import held_out, model_dir  # noqa: F401  (the session's model)
 from tests.workloads.inference.serving import Server, serve_alias, wait_ready
+from workloads.delivery import contract
 from workloads.delivery.monitor import (
     ENV,
     RETRAIN_ACTION,
@@ -43,6 +50,7 @@ from workloads.delivery.runner import LabelledSet, ServiceClient
 from workloads.delivery.scrape import Scraper, Targets
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
 from workloads.registry.lineage import TRIGGER_TAG, experiment_name
+from workloads.registry.lock import AGAINST_TAG, OUTCOME_TAG, RESULT_TAG
 from workloads.registry.record import RECORD_ENV, Event, Journal, identity, open_record
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 from workloads.registry.server.launch import AuthApi, User, bootstrap_users
@@ -53,9 +61,12 @@ from .conftest import ADMIN_PASSWORD, PASSWORDS, admin_client, as_user, named_ve
 pytestmark = pytest.mark.slow
 
 NAME = "drift-digits"
+# The second test's model: its retrain trains on a dataset whose every label is wrong.
+WORSE = "drift-digits-mislabelled"
 ROWS = 200  # each server's drift window, and the rows every window sends it
 CHUNK = 32  # the servers' default max_instances
 DATASET = "tests.workloads.registry.drift_data:inverted_digits"
+MISLABELLED = "tests.workloads.registry.drift_data:mislabelled_inverted_digits"
 # k of m small so the test is short; a cooldown far longer than the test: one retrain per cooldown.
 K = 2
 POLICY: dict[str, object] = {
@@ -63,7 +74,6 @@ POLICY: dict[str, object] = {
     "m": 3,
     "cooldownSeconds": 3600,
     "falseAlarmRate": 0.01,
-    "dataset": DATASET,
 }
 # Enough unchanged windows that a rule without calibration would fire on some (a fixed "PSI > 0.1" fires
 # on every one at 200 rows: docs/lifecycle.md), few enough to keep the module fast.
@@ -73,9 +83,43 @@ FLAPPING_WINDOWS = 4
 # password's scrypt hash on every request (about 0.1 s of CPU here), so a tight poll would cost more CPU
 # than the rest of the test.
 POLL_S = 2.0
-# Who acts: bob trains (the retrain runs as him), the servers read, the monitor is the stack's user.
+# Who acts: bob trains (the retrain runs as him), the servers read, the monitor is the stack's user, the
+# rollout its own user (EDIT: the delivery tags and @challenger, never @champion: not a promoter).
 READER = "drift-reader"
-CREDENTIALS = {**PASSWORDS, READER: "drift-reader-password", MONITOR_USER: "drift-monitor-password"}
+ROLLOUT = "drift-rollout"
+CREDENTIALS = {
+    **PASSWORDS,
+    READER: "drift-reader-password",
+    MONITOR_USER: "drift-monitor-password",
+    ROLLOUT: "drift-rollout-password",
+}
+# The rollout of a retrained version, on short windows of the shifted traffic the test sends beside it
+# (``_traffic``, 32-row requests). Its gates: errors and latency against the champion (loose: two servers,
+# the traffic and the rollout share two cores), and accuracy on the labels of the shifted rows
+# (``labelledSet``, sent to the challenger through the V2 API before each step). Two gates are off, each
+# for a reason of this test, not of the version: shadow agreement (a version retrained on shifted data
+# must disagree with the stale champion, that is its point) and PSI (the servers' 200-row drift windows are
+# under the rollout's 500-row floor; the monitor's calibrated PSI test judges drift here).
+PLAN: dict[str, object] = {
+    "steps": ["shadow", 50],
+    "shadowPercent": 100,
+    "windowSeconds": 2,
+    "minRequests": 15,
+    "maxExtensions": 15,
+    "applyTimeoutSeconds": 60,
+    "promote": False,
+    "gates": {
+        "maxP99Ratio": 3.0,
+        "maxP99AddedMs": 50,
+        "maxPsi": None,
+        "minShadowAgreement": None,
+        "minAccuracy": 0.5,
+    },
+    "bake": {"seconds": 0},
+}
+# One 32-row request to each server this often while a rollout runs.
+TRAFFIC_S = 0.1
+MLPLATFORM = str(Path(sys.executable).with_name("mlplatform"))
 
 
 def _login(user: str) -> dict[str, str]:
@@ -84,28 +128,30 @@ def _login(user: str) -> dict[str, str]:
 
 @pytest.fixture
 def registry_uri(auth_registry_uri: str) -> str:
-    """The users as the stack makes them (the launcher's ``bootstrap_users``): bob (EDIT on the model and
-    its experiment, as training), the monitor (EDIT: it rolls back; a restorer for the registry), the
-    approvers alice and carol, a reader for the servers."""
-    model = ((NAME, "EDIT"),)
+    """The users as the stack makes them (the launcher's ``bootstrap_users``): bob (EDIT on the models and
+    their experiments, as training), the monitor (EDIT: it rolls back; a restorer for the registry), the
+    rollout, the approvers alice and carol, a reader for the servers."""
+    models = ((NAME, "EDIT"), (WORSE, "EDIT"))
+    experiments = tuple((experiment_name(name), "EDIT") for name in (NAME, WORSE))
     bootstrap_users(
         AuthApi(auth_registry_uri, ADMIN_PASSWORD),
         [
-            User("bob", CREDENTIALS["bob"], model, ((experiment_name(NAME), "EDIT"),)),
-            User(MONITOR_USER, CREDENTIALS[MONITOR_USER], model),
-            *(User(user, CREDENTIALS[user], model) for user in ("alice", "carol")),
+            User("bob", CREDENTIALS["bob"], models, experiments),
+            *(User(user, CREDENTIALS[user], models) for user in (MONITOR_USER, ROLLOUT, "alice", "carol")),
             User(READER, CREDENTIALS[READER]),
         ],
     )
     return auth_registry_uri
 
 
-@pytest.fixture
-def servers(registry_uri: str, model_dir: Path, tmp_path: Path) -> Iterator[list[Server]]:  # noqa: F811
-    """``NAME`` v1 as the champion, served by two real servers with a ``ROWS``-row drift window."""
+@contextmanager
+def _serving(name: str, registry_uri: str, model_dir: Path, tmp_path: Path) -> Iterator[list[Server]]:  # noqa: F811
+    """``name`` v1 as the champion, registered as a training run registers it (its metrics and dataset
+    digest on its run), served by two real servers with a ``ROWS``-row drift window."""
     admin = admin_client(registry_uri)
-    version = register_version(admin, NAME, named_version(model_dir, tmp_path / "v1", NAME))
-    admin.set_alias(NAME, CHAMPION, version)
+    version_dir = named_version(model_dir, tmp_path / "v1", name)
+    version = register_version(admin, name, version_dir, as_trained=True)
+    admin.set_alias(name, CHAMPION, version)
     env = {"PATH": "/usr/bin:/bin", "SERVE_DRIFT_WINDOW": str(ROWS), "SERVE_DRIFT_MIN_SAMPLES": str(ROWS)}
     env |= _login(READER)
     started: list[Server] = []
@@ -113,7 +159,7 @@ def servers(registry_uri: str, model_dir: Path, tmp_path: Path) -> Iterator[list
         for index in range(2):
             (tmp_path / f"s{index}").mkdir()
             started.append(
-                serve_alias(env, registry_uri, f"models:/{NAME}@champion", POLL_S, tmp_path / f"s{index}")
+                serve_alias(env, registry_uri, f"models:/{name}@champion", POLL_S, tmp_path / f"s{index}")
             )
         for server in started:
             wait_ready(server)
@@ -123,11 +169,27 @@ def servers(registry_uri: str, model_dir: Path, tmp_path: Path) -> Iterator[list
             server.terminate()
 
 
+@pytest.fixture
+def servers(registry_uri: str, model_dir: Path, tmp_path: Path) -> Iterator[list[Server]]:  # noqa: F811
+    with _serving(NAME, registry_uri, model_dir, tmp_path) as started:
+        yield started
+
+
+@pytest.fixture
+def worse_servers(registry_uri: str, model_dir: Path, tmp_path: Path) -> Iterator[list[Server]]:  # noqa: F811
+    with _serving(WORSE, registry_uri, model_dir, tmp_path) as started:
+        yield started
+
+
+def _rows(split: Split, rng: np.random.Generator, *, shifted: bool) -> np.ndarray:
+    rows = split.x_train[rng.integers(0, len(split.x_train), ROWS)]
+    return 16 - rows if shifted else rows
+
+
 def _send(servers: list[Server], split: Split, rng: np.random.Generator, *, shifted: bool) -> None:
     """One window: ``ROWS`` rows to every server, from the reference (the training split) or inverted."""
     for server in servers:
-        rows = split.x_train[rng.integers(0, len(split.x_train), ROWS)]
-        rows = 16 - rows if shifted else rows
+        rows = _rows(split, rng, shifted=shifted)
         with server.client() as http:
             for start in range(0, ROWS, CHUNK):
                 answer = http.post("/v1/predict", json={"instances": rows[start : start + CHUNK].tolist()})
@@ -145,14 +207,17 @@ def _await_serving(servers: list[Server], version: str, deadline_s: float = 30) 
 
 
 def _monitor(
+    name: str,
+    dataset: str,
     registry_uri: str,
     servers: list[Server],
     split: Split,
     rng: np.random.Generator,
     tmp_path: Path,
 ) -> Monitor:
-    """The monitor, its first window run through the CronJob's own command and variables, the next ones
-    in this process; the labels that arrive: the champion's held-out rows and their labels."""
+    """``name``'s monitor retraining on ``dataset``, its first window run through the CronJob's own
+    command and variables, the next ones in this process; the labels that arrive: the champion's held-out
+    rows and their labels."""
     client = RegistryClient(registry_uri, environ=_login(MONITOR_USER))
     record = tmp_path / "record"
     metrics = [f"{server.url}/metrics" for server in servers]
@@ -168,13 +233,13 @@ def _monitor(
         str(tmp_path / "retrain"),
     ]
     # One epoch: a real run of the trainer (it registers a version with its metrics), at its least cost.
-    training += ["--epochs", "1", "--model-name", NAME, "--registry-uri", registry_uri]
+    training += ["--epochs", "1", "--model-name", name, "--registry-uri", registry_uri]
     labels = tmp_path / "labels.npz"
     np.savez(labels, x=split.x_test, y=split.y_test)
-    policy = {**POLICY, "labelledSet": str(labels)}
+    policy = {**POLICY, "dataset": dataset, "labelledSet": str(labels)}
     _send(servers, split, rng, shifted=False)
     env = {
-        ENV["model"]: NAME,
+        ENV["model"]: name,
         ENV["metrics_urls"]: ",".join(metrics),
         ENV["policy"]: json.dumps(policy),
         ENV["service_url"]: servers[0].url,
@@ -188,11 +253,11 @@ def _monitor(
         command, env={**os.environ, **env}, check=False, capture_output=True, text=True, timeout=60
     )
     assert cron.returncode == 0, cron.stderr
-    assert cron.stdout.startswith(f"{NAME}: none: 0 of the last 1 windows breach"), cron.stdout
+    assert cron.stdout.startswith(f"{name}: none: 0 of the last 1 windows breach"), cron.stdout
     journal = Journal(client, open_record(str(record)), identity(client, "drift-monitor"))
     scraper = Scraper(Targets(urls=tuple(metrics)))
     launcher = ProcessLauncher(tuple(training))
-    monitor = Monitor(client, journal, NAME, parse_policy(policy, "test"), scraper, launcher)
+    monitor = Monitor(client, journal, name, parse_policy(policy, "test"), scraper, launcher)
     monitor.service = ServiceClient(servers[0].url)
     monitor.labelled = LabelledSet.load(str(labels), client, tmp_path)
     return monitor
@@ -202,12 +267,82 @@ def _decisions(events: list[Event]) -> list[str]:
     return [str(e.numbers["decision"]) for e in events if e.action == WINDOW_ACTION]
 
 
-def _the_change_waits_for_a_second_person_and_the_gate(
-    monitor: Monitor, governed_stack: str, registry_uri: str, record: Path
+def _shift_until_one_retrain(
+    monitor: Monitor, servers: list[Server], split: Split, rng: np.random.Generator
+) -> str:
+    """Shifted traffic for ``K`` windows: one retrain, on the dataset source, which registers
+    ``@challenger`` with the decision as its trigger; the retrained version."""
+    for _ in range(K):
+        _send(servers, split, rng, shifted=True)
+        monitor.tick()
+    events = monitor.journal.record.read(monitor.model)
+    assert _decisions(events)[-K:] == ["none"] * (K - 1) + ["retrain"]
+    [retrain] = [e for e in events if e.action == RETRAIN_ACTION]
+    assert retrain.numbers["ok"] is True, retrain.reason
+    assert retrain.numbers["dataset"] == monitor.policy.dataset
+    challenger = monitor.client.version_by_alias(monitor.model, CHALLENGER)
+    assert retrain.versions == {CHAMPION: "1", CHALLENGER: challenger.version}
+    assert challenger.tags[TRIGGER_TAG] == retrain.numbers["trigger"]
+    assert monitor.client.version_by_alias(monitor.model, CHAMPION).version == "1", (
+        "the monitor never promotes"
+    )
+    return challenger.version
+
+
+def _rollout(
+    name: str, registry_uri: str, servers: list[Server], split: Split, record: Path, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """``mlplatform rollout NAME`` (``PLAN``, the lifecycle record ``record``) as the rollout user, while a
+    thread sends shifted traffic to every server; its labelled set is the shifted held-out rows."""
+    labels = tmp_path / "shifted-labels.npz"
+    np.savez(labels, x=16 - split.x_test, y=split.y_test)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({**PLAN, "labelledSet": str(labels)}))
+    command = [MLPLATFORM, "rollout", name, "--plan", str(plan), "--registry-uri", registry_uri]
+    command += [arg for server in servers for arg in ("--metrics-url", f"{server.url}/metrics")]
+    command += ["--service-url", servers[0].url, "--record", str(record)]
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "USER": "someone-else"}
+    stop = threading.Event()
+    sent: list[int] = []
+
+    def traffic() -> None:
+        rng = np.random.default_rng(1)
+        clients = [server.client() for server in servers]
+        try:
+            while not stop.wait(TRAFFIC_S):
+                for http in clients:
+                    rows = 16 - split.x_train[rng.integers(0, len(split.x_train), CHUNK)]
+                    sent.append(http.post("/v1/predict", json={"instances": rows.tolist()}).status_code)
+        finally:
+            for http in clients:
+                http.close()
+
+    thread = threading.Thread(target=traffic, daemon=True)
+    thread.start()
+    try:
+        done = subprocess.run(
+            command, env={**env, **_login(ROLLOUT)}, capture_output=True, text=True, timeout=300, check=False
+        )
+    finally:
+        stop.set()
+        thread.join(30)
+    assert sent and set(sent) == {200}, f"answers to the traffic beside the rollout: {set(sent)}"
+    print(done.stderr + done.stdout)
+    return done
+
+
+def _through_the_gates_to_approval(
+    monitor: Monitor,
+    version: str,
+    servers: list[Server],
+    split: Split,
+    governed_stack: str,
+    tmp_path: Path,
 ) -> None:
-    """What happens to the retrained ``@challenger`` before it may become ``@champion``."""
-    version = monitor.client.version_by_alias(NAME, CHALLENGER).version
-    stack = ("--stack", governed_stack)
+    """What happens to the retrained ``version`` before it may become ``@champion``: the rollout's gates,
+    then the approval; it ends as the champion."""
+    registry_uri, record, journal = monitor.client.uri, tmp_path / "record", monitor.journal
+    client = RegistryClient(registry_uri, environ=_login(READER))
     # The monitor cannot skip the gates and the approval: the registry refuses it @champion on what it
     # retrained (it may only roll back: workloads/registry/server/guard.py).
     with pytest.raises(RegistryError) as skipped:
@@ -216,10 +351,33 @@ def _the_change_waits_for_a_second_person_and_the_gate(
     assert f"user {MONITOR_USER} may only roll 'champion' of registered model {NAME!r} back" in str(
         skipped.value
     )
+
+    # The rollout, on the shifted traffic: shadow, then half the live traffic, every gate passed; it does
+    # not promote, the traffic is back with the champion and the version waits, passed against it.
+    rolled = _rollout(NAME, registry_uri, servers, split, record, tmp_path)
+    assert rolled.returncode == 0, rolled.stderr
+    assert rolled.stdout.strip() == (
+        f"{NAME}: passed shadow, 50%; awaits a promotion of version {version}"
+        " (mlplatform models request-promotion, approve, promote)"
+    )
+    model = client.registered_model(NAME)
+    assert model.aliases[CHAMPION] == "1"
+    assert (model.tags[contract.SPLIT_TAG], model.tags[contract.SHADOW_TAG]) == ("0", "0")
+    tags = client.get_version(NAME, version).tags
+    assert (tags[OUTCOME_TAG], tags[AGAINST_TAG]) == ("passed", "1")
+    passed = [e for e in journal.record.read(NAME) if e.action.startswith("rollout-")]
+    assert [e.action for e in passed] == ["rollout-step"] * (len(passed) - 1) + ["rollout-passed"]
+    assert {e.by for e in passed} == {ROLLOUT} and all(e.authenticated for e in passed)
+    assert [e.reason.split(":")[:2] for e in passed if ": pass: " in e.reason] == [
+        ["shadow", " pass"],
+        ["50%", " pass"],
+    ]
+
     # The change, as people make it on a stack requiring approval: an approver asks, neither who trained
-    # the version (bob) nor who asked (carol) may approve, another approver (alice) does; the promotion's
-    # gate then stops the retrained version (its accuracy compares with nothing the champion was
-    # measured on), and only the approver role may force it past, recorded as such.
+    # the version (bob) nor who asked (carol) may approve, another approver (alice) does, and the
+    # promotion goes through on the rollout's verdict against this champion (version 1 trained on
+    # another dataset: its test accuracy compares with nothing, the live windows do).
+    stack = ("--stack", governed_stack)
     asked = as_user("carol", registry_uri, record, "request-promotion", NAME, version, "--reason", "drift")
     assert asked.exit_code == 0, asked.output
     for user, why in (
@@ -230,23 +388,25 @@ def _the_change_waits_for_a_second_person_and_the_gate(
         assert refused.exit_code == 1 and why in refused.output, refused.output
     approved = as_user("alice", registry_uri, record, "approve", NAME, version, *stack, "--reason", "ok")
     assert approved.exit_code == 0, approved.output
-    gated = as_user("carol", registry_uri, record, "promote", NAME, version, *stack)
-    assert gated.exit_code == 1, gated.output
-    assert "version 1 records no dataset digest, so its test_accuracy compares with nothing" in gated.output
-    assert monitor.client.version_by_alias(NAME, CHAMPION).version == "1"
+    promoted = as_user("carol", registry_uri, record, "promote", NAME, version, *stack)
+    assert promoted.exit_code == 0, promoted.output
+    assert client.version_by_alias(NAME, CHAMPION).version == version
 
 
-def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flapping_no_more(
+def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_through_the_gates_to_approval(
     registry_uri: str,
     servers: list[Server],
     held_out: Split,  # noqa: F811
     governed_stack: str,
     tmp_path: Path,
 ) -> None:
+    """Issue 40's "Done when": steady traffic triggers nothing; shifted traffic one retrain within k
+    windows; the retrained version passes the rollout's gates and waits for approval (the trainer's
+    refused, an approver's accepted); flapping traffic no second retrain within the cooldown."""
     client = RegistryClient(registry_uri, environ=_login(READER))
     record = tmp_path / "record"
     rng = np.random.default_rng(0)
-    monitor = _monitor(registry_uri, servers, held_out, rng, tmp_path)
+    monitor = _monitor(NAME, DATASET, registry_uri, servers, held_out, rng, tmp_path)
     journal = monitor.journal
 
     # Steady traffic from the reference distribution, window after window: nothing.
@@ -260,20 +420,9 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
     idle = monitor.tick()
     assert idle.numbers["servers"] == [] and "since the last window" in idle.reason
 
-    # Shifted traffic: exactly one retrain, within k windows, on the dataset source; it registers
-    # @challenger with the decision as its trigger.
-    for _ in range(K):
-        _send(servers, held_out, rng, shifted=True)
-        monitor.tick()
-    events = journal.record.read(NAME)
-    assert _decisions(events)[STEADY_WINDOWS + 1 :] == ["none", "retrain"]
-    [retrain] = [e for e in events if e.action == RETRAIN_ACTION]
-    assert retrain.numbers["ok"] is True, retrain.reason
-    assert retrain.numbers["dataset"] == DATASET
-    challenger = client.version_by_alias(NAME, CHALLENGER)
-    assert retrain.versions == {CHAMPION: "1", CHALLENGER: challenger.version}
-    assert challenger.tags[TRIGGER_TAG] == retrain.numbers["trigger"]
-    assert client.version_by_alias(NAME, CHAMPION).version == "1", "the monitor never promotes"
+    # Shifted traffic: exactly one retrain, within k windows.
+    version = _shift_until_one_retrain(monitor, servers, held_out, rng)
+    assert _decisions(journal.record.read(NAME))[STEADY_WINDOWS + 1 :] == ["none", "retrain"]
 
     # Flapping around the threshold, and the shift going on: breaches, but cooling down; no second retrain.
     for index in range(FLAPPING_WINDOWS):
@@ -284,22 +433,11 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
     assert "retrain" not in after and "cooling-down" in after, after
     assert sum(e.action == RETRAIN_ACTION for e in events) == 1
 
-    _the_change_waits_for_a_second_person_and_the_gate(monitor, governed_stack, registry_uri, record)
-    # Made champion by the approver role (--force), and labels of the original traffic arrive: below the
-    # previous champion's accuracy on the same labels, so the monitor rolls back.
-    promoted = as_user(
-        "alice",
-        registry_uri,
-        record,
-        "promote",
-        NAME,
-        challenger.version,
-        "--stack",
-        governed_stack,
-        "--force",
-    )
-    assert promoted.exit_code == 0, promoted.output
-    _await_serving(servers, "2")
+    _through_the_gates_to_approval(monitor, version, servers, held_out, governed_stack, tmp_path)
+
+    # The shift ends, and labels of the original traffic arrive: the retrained champion is below the
+    # previous champion on the same labels, so the monitor rolls back.
+    _await_serving(servers, version)
     _send(servers, held_out, rng, shifted=False)
     judged = monitor.tick()
     new, old = judged.numbers["labelledAccuracy"], judged.numbers["previousChampionAccuracy"]
@@ -323,7 +461,7 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
     assert [(e.action, e.by) for e in events if e.action in ("request-promotion", "approve", "promote")] == [
         ("request-promotion", "carol"),
         ("approve", "alice"),
-        ("promote", "alice"),
+        ("promote", "carol"),
     ]
 
     # Every decision, with who and why, through the command a user runs.
@@ -335,6 +473,49 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_and_flappin
         "cooling-down"
     )
     assert any(line.split()[1] == RETRAIN_ACTION and "registered" in line for line in lines)
+    assert any(line.split()[1] == "rollout-passed" and "awaits a promotion" in line for line in lines)
+
+
+def test_a_worse_retrained_model_stops_at_the_rollouts_first_gate(
+    registry_uri: str,
+    worse_servers: list[Server],
+    held_out: Split,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Issue 40's "Done when": a worse retrained model stops at its first gate. The newest dataset has
+    every label wrong; the monitor retrains on it as on any; the rollout stops the version at shadow, its
+    first step, on the labelled-set accuracy gate, with no move of @champion and no --force; the record
+    and the version say which gate, and a promotion of it is refused."""
+    record = tmp_path / "record"
+    rng = np.random.default_rng(1)
+    monitor = _monitor(WORSE, MISLABELLED, registry_uri, worse_servers, held_out, rng, tmp_path)
+    version = _shift_until_one_retrain(monitor, worse_servers, held_out, rng)
+
+    rolled = _rollout(WORSE, registry_uri, worse_servers, held_out, record, tmp_path)
+    assert rolled.returncode == 1, rolled.stdout
+    [stopped] = [line for line in rolled.stderr.splitlines() if line.startswith("error: ")]
+    assert stopped.startswith(f"error: {WORSE}: stopped at shadow: labelled-set accuracy "), stopped
+    client = RegistryClient(registry_uri, environ=_login(READER))
+    model = client.registered_model(WORSE)
+    assert model.aliases[CHAMPION] == "1"
+    assert (model.tags[contract.SPLIT_TAG], model.tags[contract.SHADOW_TAG]) == ("0", "0")
+    tags = client.get_version(WORSE, version).tags
+    assert tags[OUTCOME_TAG] == "stopped"
+    assert tags[RESULT_TAG].startswith("stopped at shadow: labelled-set accuracy "), tags[RESULT_TAG]
+    steps = [e for e in monitor.journal.record.read(WORSE) if e.action.startswith("rollout-")]
+    assert [(e.action, e.by) for e in steps] == [("rollout-step", ROLLOUT), ("rollout-stopped", ROLLOUT)]
+    assert steps[0].reason.startswith("shadow: fail: labelled-set accuracy ")
+
+    refused = as_user("alice", registry_uri, record, "promote", WORSE, version)
+    assert refused.exit_code == 1, refused.output
+    assert f"version {version}'s last rollout ended stopped: stopped at shadow" in refused.output
+    assert client.version_by_alias(WORSE, CHAMPION).version == "1"
+    shown = CliRunner().invoke(app, ["models", "history", WORSE, "--record", str(record)])
+    assert shown.exit_code == 0, shown.output
+    assert any(
+        line.split()[1] == "rollout-stopped" and "stopped at shadow: labelled-set accuracy" in line
+        for line in shown.output.splitlines()
+    )
 
 
 def test_a_bad_policy_key_is_one_line_naming_it() -> None:

@@ -77,6 +77,29 @@ def test_a_metric_measured_on_another_dataset_is_not_compared_unless_forced() ->
     )
 
 
+def test_a_rollout_passed_against_this_champion_is_the_like_for_like_comparison() -> None:
+    """Issue 40: a version retrained on the newest dataset has a test metric on another dataset than the
+    champion's, which compares with nothing; a rollout that passed every step against this very champion
+    (``promote: false``) judged both on the same live traffic, so it stands in for the comparison. Against
+    another champion it does not: the dataset rule applies again."""
+
+    def decide(against: str) -> rollout.Decision:
+        passed = rollout.Evidence(0.86, "f" * 64, "passed", "passed shadow, 50%", against)
+        return rollout.promotion(
+            "3",
+            "2",
+            metric="test_accuracy",
+            candidate=passed,
+            held=rollout.Evidence(0.97, DATASET),
+            tolerance=0.01,
+            force=False,
+        )
+
+    assert decide("2").moves[-1] == rollout.AliasMove("champion", "3")
+    other = decide("1").refused
+    assert other is not None and f"measured on dataset {'f' * 12}" in other
+
+
 @pytest.mark.parametrize("outcome", ["stopped", "rolled-back"])
 def test_a_version_whose_last_rollout_failed_is_not_promoted_unless_forced(outcome: str) -> None:
     """Trial defect 1: a rollout's ``outcome=stopped`` was ignored by ``models promote``."""
