@@ -88,19 +88,31 @@ def _role_name(arn: str) -> str:
 
 
 def _aws_people(graph: Graph) -> dict[str, set[str]]:
-    """Each person's role name (the last segment of its role ARN: an attachment names a role by name)
-    -> the people's roles it holds."""
+    """Each person -> the people's roles it holds. A person is its full role ARN where the plan has it (an
+    access entry's principal); a role known only by an attachment (which names a role by name) joins the
+    entry's ARN of that name, or stands under its name."""
     people: dict[str, set[str]] = {}
     for entry in graph.of(ACCESS_ENTRY):
         roles = str(entry.tags().get(ACCESS_ROLES_TAG) or "").split()
-        people.setdefault(_role_name(str(entry.get("principalArn"))), set()).update(roles)
+        people.setdefault(str(entry.get("principalArn")), set()).update(roles)
     for name, role, _urn in attached_people(graph):
-        people.setdefault(name, set()).add(role)
+        for person in [p for p in people if _role_name(p) == name] or [name]:
+            people.setdefault(person, set()).add(role)
     return people
 
 
 def _matches(person: str, patterns: list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(person, _role_name(p)) for p in patterns)
+    """Whether a policy's principal patterns name ``person``: by full ARN, path included, where the plan
+    knows it (``aws:PrincipalArn`` carries a role's path, so a pattern without it names another role:
+    review 35 C3); by role name for a role session (its ARN carries no path) or a person the plan knows
+    only by name."""
+    for pattern in patterns:
+        if ":assumed-role/" in pattern or not person.startswith("arn:"):
+            if fnmatch.fnmatchcase(_role_name(person), _role_name(pattern)):
+                return True
+        elif fnmatch.fnmatchcase(person, pattern):
+            return True
+    return False
 
 
 def _key_users(document: Mapping[str, Any], people: Mapping[str, set[str]]) -> Iterator[tuple[str, str]]:

@@ -368,14 +368,14 @@ def _root_statement(statement: Mapping[str, Any], sid: str) -> Iterator[str]:
             "administrators to administer the KMS key', 'Allows key users to use the KMS key')"
         )
         return
-    used = sorted(u for u in _KMS_USE_ACTIONS if _covers(actions, u))
+    used = sorted(crypto_actions(statement))
     if used and not conditions & set(_USE_CONDITIONS):
         yield (
             f"key policy statement {sid} lets the account root {', '.join(used)} with no condition naming "
             "the key's users; limit it with kms:ViaService (the domain's services) or aws:PrincipalArn "
             "(the domain's roles)"
         )
-    if _covers(actions, _CREATE_GRANT) and not conditions & set(_GRANT_CONDITIONS):
+    if allows(statement, _CREATE_GRANT) and not conditions & set(_GRANT_CONDITIONS):
         yield (
             f"key policy statement {sid} lets the account root kms:CreateGrant with no condition, so a key "
             "administrator can grant itself use; limit grants with kms:GrantIsForAWSResource or "
@@ -397,9 +397,23 @@ def principal_arns(statement: Mapping[str, Any], *, excluded: bool = False) -> l
     ]
 
 
+def allows(statement: Mapping[str, Any], action: str) -> bool:
+    """Whether a statement's actions match ``action``: its ``Action`` patterns cover it or, for a statement
+    with ``NotAction``, its patterns leave it out (IAM JSON policy reference, "IAM JSON policy elements:
+    NotAction": the statement matches every action except those listed; review 35 C2)."""
+    if "NotAction" in statement:
+        return not _covers(_strings(statement.get("NotAction")), action)
+    return _covers(_strings(statement.get("Action")), action)
+
+
+def crypto_actions(statement: Mapping[str, Any]) -> list[str]:
+    """The cryptographic actions on data a statement allows (``Action`` or ``NotAction``)."""
+    return [u for u in _KMS_USE_ACTIONS if allows(statement, u)]
+
+
 def uses_key(statement: Mapping[str, Any]) -> bool:
-    """Whether a key policy statement's actions include a cryptographic action on data."""
-    return any(_covers(_strings(statement.get("Action")), u) for u in _KMS_USE_ACTIONS)
+    """Whether a key policy statement allows a cryptographic action on data (``Action`` or ``NotAction``)."""
+    return bool(crypto_actions(statement))
 
 
 def allowed_statements(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -565,8 +579,7 @@ def _key_use_within_domain(policy: Subject, graph: Graph) -> Iterator[str]:
             action
             for statement in statements(parse_document(policy.get("policy"), "policy"))
             if statement.get("Effect") == "Allow"
-            for action in _KMS_USE_ACTIONS
-            if _covers(_strings(statement.get("Action")), action)
+            for action in crypto_actions(statement)
         }
     )
     if not used:

@@ -247,6 +247,16 @@ def _body(stack: str) -> dict[str, Any]:
             "GUID (8-4-4-4-12 hex digits)",
         ),
         (
+            # IAM Identity Center user guide, "Referencing permission sets in resource policies, Amazon EKS,
+            # and AWS KMS": the role's ARN carries aws-reserved/sso.amazonaws.com/<region>/ (review 35 C3).
+            AWS,
+            {"auditors": ["arn:aws:iam::123456789012:role/AWSReservedSSO_Auditor_1234567890abcdef"]},
+            "access.auditors[0]: 'arn:aws:iam::123456789012:role/AWSReservedSSO_Auditor_1234567890abcdef' "
+            "has no path: an IAM Identity Center role is named with its path: arn:aws:iam::<account>:role/"
+            "aws-reserved/sso.amazonaws.com/<region>/AWSReservedSSO_<permission set>_<suffix> "
+            "(aws:PrincipalArn carries it)",
+        ),
+        (
             AWS,
             {"mlEngineers": {"speech": [PEOPLE_AWS["auditors"][0]]}},
             "access.mlEngineers.speech: no team is named speech (kubernetes.teams: none)",

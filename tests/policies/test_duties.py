@@ -157,16 +157,16 @@ def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return lambda inputs: inputs.__setitem__(key, value)
 
 
-AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
+AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]] = [
     (
         "platform-admin-is-key-custodian",
         lambda p: with_inputs(p, _named(SECRETS_KEY), _also_custodian(ADMIN)),
-        ("duties-separated", f"{AWS}-aws-access-123456789012-platform-admins"),
+        {("duties-separated", f"{AWS}-aws-access-123456789012-platform-admins")},
     ),
     (
         "auditor-is-platform-admin",
         lambda p: with_inputs(p, _named(AUDITOR_ENTRY), _retag("auditor platform-admin")),
-        ("duties-separated", AUDITOR_ENTRY),
+        {("duties-separated", AUDITOR_ENTRY)},
     ),
     (
         "auditor-edits",
@@ -175,7 +175,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
             _association(AUDITOR),
             _set("policyArn", "arn:aws:eks::aws:cluster-access-policy/AmazonEKSEditPolicy"),
         ),
-        ("duties-separated", f"{AUDITOR_ENTRY}-auditor"),
+        {("duties-separated", f"{AUDITOR_ENTRY}-auditor")},
     ),
     (
         "auditors-policy-writes",
@@ -188,7 +188,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
                 )
             ),
         ),
-        ("duties-separated", AUDITOR_POLICY),
+        {("duties-separated", AUDITOR_POLICY)},
     ),
     (
         # An auditor given the lifecycle record writers' policy (the model approvers') holds a second role.
@@ -196,29 +196,29 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         lambda p: with_inputs(
             p, _named(f"{AWS}-aws-identities-record-writer-model-approvers"), _set("role", "auditors")
         ),
-        ("duties-separated", AUDITOR_ENTRY),
+        {("duties-separated", AUDITOR_ENTRY)},
     ),
     (
         "approver-trains",
         lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("ml-training")),
-        ("duties-separated", REGISTRY_SERVER),
+        {("duties-separated", REGISTRY_SERVER)},
     ),
     (
         "team-approves-its-models",
         lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("team-nlp")),
-        ("duties-separated", REGISTRY_SERVER),
+        {("duties-separated", REGISTRY_SERVER)},
     ),
     (
         # docs/security.md: custodians "may not reach the cluster" (review 35 A3).
         "key-custodian-is-ml-engineer",
         lambda p: with_inputs(p, _named(SECRETS_KEY), _also_custodian(ENGINEER)),
-        ("duties-separated", f"{AWS}-aws-access-123456789012-nlp-engineers"),
+        {("duties-separated", f"{AWS}-aws-access-123456789012-nlp-engineers")},
     ),
     (
         # The drift monitor launches retrains; as an approver it would promote them (review 35 A4).
         "drift-monitor-approves",
         lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("ml-inference-drift-monitor")),
-        ("duties-separated", REGISTRY_SERVER),
+        {("duties-separated", REGISTRY_SERVER)},
     ),
     (
         # A use statement for the root that leaves the custodians in: their IAM rights decrypt the data
@@ -229,7 +229,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
             _named(OBJECT_DATA_KEY),
             _statement("ObjectDataUsersUseKey", _let_in(CUSTODIAN)),
         ),
-        ("key-duties-separated", OBJECT_DATA_KEY),
+        {("key-duties-separated", OBJECT_DATA_KEY)},
     ),
     (
         # The table gives a platform admin no key: its IAM rights would read models and the record.
@@ -237,14 +237,32 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         lambda p: with_inputs(
             p, _named(OBJECT_DATA_KEY), _statement("ObjectDataUsersUseKey", _let_in(ADMIN))
         ),
-        ("key-use-by-role", OBJECT_DATA_KEY),
+        {("key-use-by-role", OBJECT_DATA_KEY)},
+    ),
+    (
+        # aws:PrincipalArn carries a role's path: an exclusion naming the admins' role under another path
+        # leaves the admins in (IAM Identity Center user guide, "Referencing permission sets in resource
+        # policies, Amazon EKS, and AWS KMS"; review 35 C3).
+        "platform-admin-excluded-under-another-path",
+        lambda p: with_inputs(
+            p,
+            _named(OBJECT_DATA_KEY),
+            _statement(
+                "ObjectDataUsersUseKey",
+                lambda s: s["Condition"]["ArnNotEquals"]["aws:PrincipalArn"].__setitem__(
+                    s["Condition"]["ArnNotEquals"]["aws:PrincipalArn"].index(ADMIN),
+                    ADMIN.replace(":role/", ":role/people/"),
+                ),
+            ),
+        ),
+        {("key-use-by-role", OBJECT_DATA_KEY)},
     ),
     (
         # A model approver (known by the record-writer policy attached to its role) needs the record's
         # key, not the datasets'.
         "approver-left-in-datasets-use",
         lambda p: with_inputs(p, _named(DATASETS_KEY), _statement("DatasetsUsersUseKey", _let_in(APPROVER))),
-        ("key-use-by-role", DATASETS_KEY),
+        {("key-use-by-role", DATASETS_KEY)},
     ),
     (
         "ml-engineer-named-a-secrets-key-user",
@@ -256,7 +274,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
                 lambda s: s["Condition"]["ArnLike"]["aws:PrincipalArn"].append(ENGINEER),
             ),
         ),
-        ("key-use-by-role", SECRETS_KEY),
+        {("key-use-by-role", SECRETS_KEY)},
     ),
     (
         # IAM user guide, "IAM identifiers": a role session's ARN names the role it is of (review 35 A3).
@@ -276,7 +294,30 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
                 )
             ),
         ),
-        ("key-use-by-role", SECRETS_KEY),
+        {("key-use-by-role", SECRETS_KEY)},
+    ),
+    (
+        # A root statement with NotAction allows every action it does not list, the cryptographic ones
+        # included (IAM JSON policy reference, "IAM JSON policy elements: NotAction"; review 35 C2): the
+        # engineer uses the Secrets key, and may grant itself that use (kms:CreateGrant, unconditioned).
+        "ml-engineer-given-the-secrets-key-by-not-action",
+        lambda p: with_inputs(
+            p,
+            _named(SECRETS_KEY),
+            _policy(
+                lambda d: d["Statement"].append(
+                    {
+                        "Sid": "EngineerAllButDeletion",
+                        "Effect": "Allow",
+                        "Principal": {"AWS": "arn:aws:iam::123456789012:root"},
+                        "NotAction": ["kms:ScheduleKeyDeletion", "kms:PutKeyPolicy"],
+                        "Resource": "*",
+                        "Condition": {"ArnEquals": {"aws:PrincipalArn": ENGINEER}},
+                    }
+                )
+            ),
+        ),
+        {("key-use-by-role", SECRETS_KEY), ("key-duties-separated", SECRETS_KEY)},
     ),
     (
         # The signing key administered by the account root unconditioned while custodians are named: any
@@ -285,7 +326,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         lambda p: with_inputs(
             p, _named(SIGNING_KEY), _statement("KeyCustodiansAdministerKey", lambda s: s.pop("Condition"))
         ),
-        ("key-duties-separated", SIGNING_KEY),
+        {("key-duties-separated", SIGNING_KEY)},
     ),
     (
         "custodian-uses-the-key",
@@ -297,7 +338,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
                 lambda s: s["Condition"].__setitem__("ArnLike", {"aws:PrincipalArn": [CUSTODIAN]}),
             ),
         ),
-        ("key-duties-separated", DATASETS_KEY),
+        {("key-duties-separated", DATASETS_KEY)},
     ),
 ]
 
@@ -308,9 +349,9 @@ def test_aws_merged_duties_are_refused(
     duties: Findings,
     case: str,
     plant: Callable[[PlanDict], PlanDict],
-    expected: tuple[str, str],
+    expected: set[tuple[str, str]],
 ) -> None:
-    assert duties(plant(aws_plan)) == {expected}, case
+    assert duties(plant(aws_plan)) == expected, case
 
 
 def _assignment(principal: str, description: str) -> Callable[[dict[str, Any]], bool]:
