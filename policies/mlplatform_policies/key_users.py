@@ -6,25 +6,27 @@ refuses a key policy or role assignment that lets a named person use a key of an
 
 - AWS: who the stack names as a person: an EKS access entry's principal, its roles in the tag
   ``ml-platform.io/access-roles`` (components/aws/access.py), and each role a people's managed policy is
-  attached to (the auditors' policy, the lifecycle record writers' for the model approvers: the policy's
-  same tag, the attachment's ``role``); the key custodians are ``key-duties-separated``'s. Who a KMS key
-  policy lets use the key (an Allow of ``kms:Encrypt``, ``Decrypt``, ``ReEncrypt*`` or
-  ``GenerateDataKey*``): a principal it names (a role session, ``arn:aws:sts::ACCOUNT:assumed-role/ROLE/
-  SESSION``, is its role's person; review 35 A3); for a statement of the account root (AWS KMS developer
-  guide, "Default key policy", "Allows access to the AWS account and enables IAM policies": any account
-  principal whose IAM policy allows it), each person its ``aws:PrincipalArn`` condition names (``ArnLike``,
-  ``ArnEquals``), or, naming none, every person it does not leave out (``ArnNotEquals``, ``ArnNotLike``).
-  The key's domains are its tag ``ml-platform.io/data-domain``.
+  attached to (the auditors' policy, the lifecycle record writers' for the model approvers: the policy's same
+  tag, the attachment's ``role``); the key custodians are ``key-duties-separated``'s. Who a KMS key policy
+  lets use the key (an Allow of ``kms:Encrypt``, ``Decrypt``, ``ReEncrypt*`` or ``GenerateDataKey*``): a
+  principal it names (a role session, ``arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION``, is its role's
+  person; review 35 A3; a role by its full ARN, path included, where the plan has it: review 35 C3); a
+  statement with ``NotAction`` uses the key unless it lists every cryptographic action (review 35 C2); for a
+  statement of the account root (AWS KMS developer guide, "Default key policy", "Allows access to the AWS
+  account and enables IAM policies": any account principal whose IAM policy allows it), each person its
+  ``aws:PrincipalArn`` condition names (``ArnLike``, ``ArnEquals``), or, naming none, every person it does not
+  leave out (``ArnNotEquals``, ``ArnNotLike``). The key's domains are its tag ``ml-platform.io/data-domain``.
 - Azure: a people's role assignment (description ``ml-platform access: <role>``), or any assignment to a
   person those name, by principal (object) id whatever its description (review 35 A4), whose role uses keys:
   Key Vault Administrator, Crypto Officer, Crypto User, Crypto Service Encryption User or Crypto Service
   Release User (their data actions include the keys' cryptographic operations: Azure built-in roles,
-  "Security", learn.microsoft.com/azure/role-based-access-control/built-in-roles/security), or a custom
-  role whose data actions cover encrypt, decrypt, wrap, unwrap, sign or release and whose
+  "Security", learn.microsoft.com/azure/role-based-access-control/built-in-roles/security), or a custom role
+  whose data actions cover encrypt, decrypt, wrap, unwrap, sign or release, or backup or restore (a backup is
+  restored into another vault and used there: Key Vault REST API, Keys - Backup Key; review 35 B2), and whose
   ``notDataActions`` do not take them out. The table gives no people's role an Azure key (Azure's stores
   encrypt through their own identities), so any such assignment is refused; and the deployer's key
-  administration on the stack's vaults (described ``ml-platform deployer: key administration``) uses no
-  key either (review 35 A5).
+  administration on the stack's vaults (described ``ml-platform deployer: key administration``) uses no key
+  either (review 35 A5).
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ KEY_USE_DATA_ACTIONS = tuple(
     f"Microsoft.KeyVault/vaults/keys/{op}/action"
     for op in ("encrypt", "decrypt", "wrap", "unwrap", "sign", "release")
 )
+# A key's backup is restored into another vault of the subscription and geography and used there (Key
+# Vault REST API, Keys - Backup Key: "BACKUP the key, and then RESTORE it into another Azure Key Vault
+# instance"); restore brings one in (review 35 B2). A key administration that keeps them copies keys.
+KEY_COPY_DATA_ACTIONS = tuple(f"Microsoft.KeyVault/vaults/keys/{op}/action" for op in ("backup", "restore"))
 
 
 @cache
@@ -178,7 +184,7 @@ def _azure(graph: Graph) -> Iterator[Finding]:
             roles.add(description.removeprefix(ACCESS_DESCRIPTION))
         if not roles:
             continue
-        using = granted_data_actions(assignment, graph, KEY_USE_DATA_ACTIONS, KEY_USING_BUILT_IN_ROLES)
+        using = _using(assignment, graph)
         if using and not _allowed(roles, "azure"):
             named = ", ".join(sorted(roles))
             why = "; ".join(
@@ -186,23 +192,31 @@ def _azure(graph: Graph) -> Iterator[Finding]:
             )
             yield (
                 assignment.urn,
-                f"{named} {principal} is granted {', '.join(using)}, which uses keys; the role-to-key table "
-                f"(policies/key_users.yaml) gives a {named} no Azure key: {why}",
+                f"{named} {principal} is granted {', '.join(using)}, which uses keys or copies them into "
+                "another vault; the role-to-key table (policies/key_users.yaml) gives a "
+                f"{named} no Azure key: {why}",
             )
+
+
+def _using(assignment: Subject, graph: Graph) -> list[str]:
+    """What of an assignment's role uses keys, or copies one (backup, restore) where it may be used."""
+    actions = (*KEY_USE_DATA_ACTIONS, *KEY_COPY_DATA_ACTIONS)
+    return granted_data_actions(assignment, graph, actions, KEY_USING_BUILT_IN_ROLES)
 
 
 def _deployer(assignment: Subject, graph: Graph) -> Iterator[Finding]:
     """The deployer administers the keys of the stack's vaults and uses none (review 35 A5): its role
     there keeps Crypto Officer's key actions without the cryptographic ones (components/azure/keys.py
     ``key_administration_role``); the stores wrap with their own identities."""
-    using = granted_data_actions(assignment, graph, KEY_USE_DATA_ACTIONS, KEY_USING_BUILT_IN_ROLES)
+    using = _using(assignment, graph)
     if using:
         yield (
             assignment.urn,
             f"the deployer's key administration ({DEPLOYER_KEYS_DESCRIPTION!r}) grants {', '.join(using)}, "
-            "which uses keys: the deployer would keep standing use of every data key of the vault; give it "
-            "the stack's key administration role (Crypto Officer without encrypt, decrypt, wrap, unwrap, "
-            "sign, release)",
+            "which uses keys or copies them into another vault (a backup restores into any vault of the "
+            "subscription, the signing vault included, where the deployer is Crypto Officer): the deployer "
+            "would keep standing use of every data key of the vault; give it the stack's key administration "
+            "role (Crypto Officer without encrypt, decrypt, wrap, unwrap, sign, release, backup, restore)",
         )
 
 

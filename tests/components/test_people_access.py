@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.azure.keys import KEY_USE_DATA_ACTIONS
+from components.azure.keys import KEY_COPY_DATA_ACTIONS, KEY_USE_DATA_ACTIONS
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config, placeholder_problems
 from mlplatform import plan as plan_module
 from mlplatform.plan import Plan, resolve_target
@@ -223,8 +223,10 @@ def test_azure_groups_get_aks_rbac_roles_and_auditors_readers(people_plan: Calla
     # The stack's key administration role, the deployer's on the same vault (components/azure/keys.py).
     definition = one(plan, "azure-native:authorization:RoleDefinition", "-keys-key-administration")
     (permissions,) = definition.inputs["permissions"]
-    assert permissions["notDataActions"] == list(KEY_USE_DATA_ACTIONS)
+    assert permissions["notDataActions"] == [*KEY_USE_DATA_ACTIONS, *KEY_COPY_DATA_ACTIONS]
     assert "Microsoft.KeyVault/vaults/keys/unwrap/action" in permissions["notDataActions"]
+    # Key Vault REST API, Keys - Backup Key: a backup is restored into another vault (review 35 B2).
+    assert "Microsoft.KeyVault/vaults/keys/backup/action" in permissions["notDataActions"]
 
 
 def _body(stack: str) -> dict[str, Any]:

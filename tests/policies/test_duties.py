@@ -512,3 +512,24 @@ def test_the_key_administration_role_without_its_exclusions_uses_keys(
         ("key-use-by-role", f"{AZURE}-azure-keys-vault-deployer-key-administration"),
         ("key-use-by-role", f"{AZURE}-azure-registry-creation-vault-deployer-key-administration"),
     }
+
+
+@pytest.mark.parametrize("copy", ["backup", "restore"])
+def test_the_key_administration_role_that_copies_keys_is_refused(
+    azure_plan: PlanDict, duties: Findings, copy: str
+) -> None:
+    """A key administrator who may back up a key may restore it into another vault of the subscription and
+    geography, where it holds a key-using role (the deployer's Crypto Officer on the signing vault), and use
+    it there (Key Vault REST API, Keys - Backup Key: "BACKUP the key, and then RESTORE it into another
+    Azure Key Vault instance"; review 35 B2): the role keeping either is refused like one that uses keys."""
+    action = f"Microsoft.KeyVault/vaults/keys/{copy}/action"
+
+    def keep(inputs: dict[str, Any]) -> None:
+        inputs["permissions"][0]["notDataActions"].remove(action)
+
+    planted = with_inputs(azure_plan, _named(f"{AZURE}-azure-keys-key-administration"), keep)
+    assert duties(planted) == {
+        ("key-use-by-role", f"{AZURE}-azure-access-key-custodian-{AZURE_CUSTODIAN}"),
+        ("key-use-by-role", f"{AZURE}-azure-keys-vault-deployer-key-administration"),
+        ("key-use-by-role", f"{AZURE}-azure-registry-creation-vault-deployer-key-administration"),
+    }
