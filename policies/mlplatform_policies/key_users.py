@@ -40,15 +40,31 @@ from typing import Any
 import yaml  # type: ignore[import-untyped]  # PyYAML is in the pack's venv; its stubs are not
 from pulumi_policy import Severity
 
+from . import tokens
 from .audit import granted_data_actions
 from .duties import DEPLOYER_KEYS_DESCRIPTION, attached_people
 from .factory import Finding, StackRule, stack_policy
 from .key_domains import declared_domains
-from .separation import KMS_KEY, allowed_statements, is_account_root, principal_arns, principals, uses_key
+from .separation import (
+    KMS_KEY,
+    allowed_statements,
+    crypto_actions,
+    is_account_root,
+    principal_arns,
+    principals,
+    strings,
+    uses_key,
+)
 from .subject import Graph, Subject
 from .values import parse_document
 
 ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
+ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
+IAM_POLICY = "aws:iam/policy:Policy"
+POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+TEAM_TAG = "ml-platform.io/team"
+TEAM_NAMESPACE_PREFIX = "team-"
+ML_ENGINEER = "ml-engineer"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
@@ -157,6 +173,96 @@ def _aws(graph: Graph) -> Iterator[Finding]:
                 )
 
 
+def _people_policies(graph: Graph) -> Iterator[Finding]:
+    """A people's IAM policy (tagged with the people's roles it is for: the auditors', the record writers',
+    each team's datasets policy) reaches only the buckets and uses only the keys of the domains the table
+    gives those roles, by the domains each bucket and key it names declares (``ml-platform.io/
+    data-domain``). An ML engineer's policy is one team's (tag ``ml-platform.io/team``): its objects and
+    listings under ``datasets/<team>/`` only, attached only to roles whose access entry edits that team's
+    namespace (review 35 B3)."""
+    engineers = _team_engineers(graph)
+    for policy in graph.of(IAM_POLICY):
+        roles = set(str(policy.tags().get(ACCESS_ROLES_TAG) or "").split())
+        if not roles:
+            continue
+        allowed = _allowed(roles, "aws")
+        named = ", ".join(sorted(roles))
+        document = parse_document(policy.get("policy"), "policy")
+        stores = graph.linked(policy, "policy", tokens.S3_BUCKETS)
+        keys = graph.linked(policy, "policy", [KMS_KEY]) if _uses_keys_only(document) else []
+        for store in [*stores, *keys]:
+            foreign = [d for d in declared_domains(store) if d not in allowed]
+            if foreign:
+                yield (
+                    policy.urn,
+                    f"the {named} policy reaches {store.name}, of {' '.join(foreign)}, which the role-to-key "
+                    "table (policies/key_users.yaml) does not give its roles",
+                )
+        if ML_ENGINEER in roles:
+            yield from _team_policy(policy, document, graph, engineers)
+
+
+def _uses_keys_only(document: Mapping[str, Any]) -> bool:
+    """Whether a policy's KMS statements all use keys: the keys it names (the engine's dependencies, not
+    per statement) are then all used. A policy that also reads keys' configuration (the auditors' reads
+    every key's) names keys it does not use; their use is judged on the key policies above."""
+    kms = [
+        s for s in allowed_statements(document) if any(a.startswith("kms:") for a in strings(s.get("Action")))
+    ]
+    return bool(kms) and all(crypto_actions(s) for s in kms)
+
+
+def _team_policy(
+    policy: Subject, document: Mapping[str, Any], graph: Graph, engineers: Mapping[str, set[str]]
+) -> Iterator[Finding]:
+    """An ML engineers' policy reaches its team's datasets prefix only, and only that team's engineers hold
+    it."""
+    team = str(policy.tags().get(TEAM_TAG) or "")
+    if not team:
+        yield policy.urn, f"an ML engineers' policy names no team (tag {TEAM_TAG}); give each team its own"
+        return
+    prefix = f"datasets/{team}/"
+    for statement in allowed_statements(document):
+        objects = [r.split("/", 1)[1] for r in strings(statement.get("Resource")) if ":s3:" in r and "/" in r]
+        listed = strings(_listed_prefixes(statement))
+        outside = [p for p in [*objects, *listed] if not p.startswith(prefix)]
+        if outside or "*" in strings(statement.get("Resource")):
+            yield (
+                policy.urn,
+                f"team {team}'s ML engineers' policy reaches {', '.join(outside) or '*'}, outside {prefix}: "
+                "a team's engineers write their own team's datasets only",
+            )
+    for attachment in graph.of(POLICY_ATTACHMENT):
+        if policy not in graph.linked(attachment, "policyArn", [IAM_POLICY]):
+            continue
+        role = str(attachment.get("role"))
+        if team not in engineers.get(role, set()):
+            yield (
+                attachment.urn,
+                f"team {team}'s datasets policy is attached to role {role}, which is not one of team "
+                f"{team}'s ML engineers (access.mlEngineers.{team})",
+            )
+
+
+def _listed_prefixes(statement: Mapping[str, Any]) -> Any:
+    condition = statement.get("Condition")
+    like = condition.get("StringLike") if isinstance(condition, Mapping) else None
+    return like.get("s3:prefix") if isinstance(like, Mapping) else None
+
+
+def _team_engineers(graph: Graph) -> dict[str, set[str]]:
+    """Role name -> the teams whose namespace (``team-<team>``) its ML engineer's access policy edits."""
+    teams: dict[str, set[str]] = {}
+    for association in graph.of(ASSOCIATION):
+        scope = association.get("accessScope")
+        namespaces = scope.get("namespaces") if isinstance(scope, Mapping) else None
+        for namespace in strings(namespaces):
+            if namespace.startswith(TEAM_NAMESPACE_PREFIX):
+                name = _role_name(str(association.get("principalArn")))
+                teams.setdefault(name, set()).add(namespace.removeprefix(TEAM_NAMESPACE_PREFIX))
+    return teams
+
+
 def _azure_people(graph: Graph) -> dict[str, set[str]]:
     """Each person the stack names (``access``; its assignments are described ``ml-platform access:
     <role>``), by principal (object) id -> the people's roles it holds."""
@@ -222,6 +328,7 @@ def _deployer(assignment: Subject, graph: Graph) -> Iterator[Finding]:
 
 def _rule(graph: Graph) -> Iterator[Finding]:
     yield from _aws(graph)
+    yield from _people_policies(graph)
     yield from _azure(graph)
 
 
@@ -232,8 +339,10 @@ POLICIES = [
         "key-use-by-role",
         "No person uses a data key its role does not need: a KMS key policy or a Key Vault role assignment "
         "lets a named platform admin, key custodian, ML engineer, model approver or auditor use only the "
-        "keys of the domains the role-to-key table (policies/key_users.yaml) gives that role; the Azure "
-        "deployer's key administration uses no key.",
+        "keys of the domains the role-to-key table (policies/key_users.yaml) gives that role; a people's IAM "
+        "policy reaches only those domains' buckets and keys, an ML engineers' only its team's datasets/"
+        "<team>/, attached to that team's engineers only; the Azure deployer's key administration uses or "
+        "copies no key.",
         _RULE,
         severity=Severity.HIGH,
     ),

@@ -135,7 +135,7 @@ _USERS_VARIABLE = "REGISTRY_USERS"
 ADMIN_SECRET = "registry-admin"
 
 
-def _strings(value: Any) -> list[str]:
+def strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
@@ -145,13 +145,13 @@ def trusted_subjects(role: Subject) -> list[str]:
     """The service-account subjects a role's trust policy admits, in order, without repeats."""
     found: list[str] = []
     for statement in statements(parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")):
-        if "sts:AssumeRoleWithWebIdentity" not in _strings(statement.get("Action")):
+        if "sts:AssumeRoleWithWebIdentity" not in strings(statement.get("Action")):
             continue
         for operator in ("StringEquals", "StringLike"):
             condition = statement.get("Condition", {}).get(operator, {})
             for key, value in condition.items() if isinstance(condition, Mapping) else ():
                 if key.endswith(":sub"):
-                    found += [s for s in _strings(value) if s not in found]
+                    found += [s for s in strings(value) if s not in found]
     return found
 
 
@@ -188,7 +188,7 @@ def _prefix(resource: str) -> str | None:
 def _beyond(allowed: RoleSet, statement: Mapping[str, Any]) -> Iterator[str]:
     if statement.get("Effect") != "Allow":
         return
-    actions = _strings(statement.get("Action"))
+    actions = strings(statement.get("Action"))
     role = allowed.role
     for action in actions:
         service = action.split(":", 1)[0]
@@ -202,7 +202,7 @@ def _beyond(allowed: RoleSet, statement: Mapping[str, Any]) -> Iterator[str]:
         yield f"{role}: uses the key directly; allow it only through a service (kms:ViaService)"
     object_actions = [a for a in actions if a.startswith("s3:") and a != "s3:ListBucket"]
     writes = [a for a in object_actions if a not in _S3_READS]
-    for resource in _strings(statement.get("Resource")):
+    for resource in strings(statement.get("Resource")):
         prefix = _prefix(resource)
         if prefix is None or not object_actions:
             continue
@@ -212,7 +212,7 @@ def _beyond(allowed: RoleSet, statement: Mapping[str, Any]) -> Iterator[str]:
             yield f"{role}: {', '.join(writes)} on {resource}, which it only reads"
     if "s3:ListBucket" in actions:
         condition = statement.get("Condition", {}).get("StringLike", {})
-        listed = _strings(condition.get("s3:prefix")) if isinstance(condition, Mapping) else []
+        listed = strings(condition.get("s3:prefix")) if isinstance(condition, Mapping) else []
         if not listed:
             yield f"{role}: lists the whole bucket; limit s3:ListBucket to its prefixes (s3:prefix)"
         for value in listed:
@@ -224,7 +224,7 @@ def _azure_identity(identity: Subject, graph: Graph) -> Iterator[str]:
     subjects: list[str] = []
     for federation in graph.of(FEDERATION):
         if identity in graph.linked(federation, "resourceName", [IDENTITY]):
-            subjects += [s for s in _strings(federation.get("subject")) if s not in subjects]
+            subjects += [s for s in strings(federation.get("subject")) if s not in subjects]
     if len(subjects) > 1:
         yield (
             f"one identity for {len(subjects)} service accounts ({', '.join(subjects)}); give each role "
@@ -321,7 +321,7 @@ def principals(statement: Mapping[str, Any]) -> list[str]:
         return ["*"]
     if not isinstance(principal, Mapping):
         return []
-    return [p for value in principal.values() for p in _strings(value)]
+    return [p for value in principal.values() for p in strings(value)]
 
 
 def is_account_root(principal: str) -> bool:
@@ -357,7 +357,7 @@ def _condition_keys(statement: Mapping[str, Any]) -> set[str]:
 def _root_statement(statement: Mapping[str, Any], sid: str) -> Iterator[str]:
     """The account root takes administration through IAM; use only under conditions naming its users, and
     grants only for AWS services, or every IAM policy in the account can grant the key freely."""
-    actions = _strings(statement.get("Action"))
+    actions = strings(statement.get("Action"))
     conditions = _condition_keys(statement)
     wide = sorted(a for a in actions if a in ("*", "kms:*"))
     if wide:
@@ -393,7 +393,7 @@ def principal_arns(statement: Mapping[str, Any], *, excluded: bool = False) -> l
         arn
         for operator, operands in condition.items()
         if isinstance(operands, Mapping) and ("Not" in str(operator)) == excluded
-        for arn in _strings(operands.get("aws:PrincipalArn"))
+        for arn in strings(operands.get("aws:PrincipalArn"))
     ]
 
 
@@ -402,8 +402,8 @@ def allows(statement: Mapping[str, Any], action: str) -> bool:
     with ``NotAction``, its patterns leave it out (IAM JSON policy reference, "IAM JSON policy elements:
     NotAction": the statement matches every action except those listed; review 35 C2)."""
     if "NotAction" in statement:
-        return not _covers(_strings(statement.get("NotAction")), action)
-    return _covers(_strings(statement.get("Action")), action)
+        return not _covers(strings(statement.get("NotAction")), action)
+    return _covers(strings(statement.get("Action")), action)
 
 
 def crypto_actions(statement: Mapping[str, Any]) -> list[str]:
@@ -426,7 +426,7 @@ def key_administrators(document: Mapping[str, Any]) -> list[str]:
     principal given administrative actions. None where the root administers unconditioned (IAM decides)."""
     named: list[str] = []
     for statement in allowed_statements(document):
-        if not any(_is_admin(a) for a in _strings(statement.get("Action"))):
+        if not any(_is_admin(a) for a in strings(statement.get("Action"))):
             continue
         for principal in principals(statement):
             found = principal_arns(statement) if is_account_root(principal) else [principal]
@@ -488,7 +488,7 @@ def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
             if is_account_root(principal):
                 yield from _root_statement(statement, str(statement.get("Sid") or f"Statement[{index}]"))
                 continue
-            held.setdefault(principal, set()).update(_strings(statement.get("Action")))
+            held.setdefault(principal, set()).update(strings(statement.get("Action")))
     yield from _administrators_use(document)
     for principal, granted in sorted(held.items()):
         wide = sorted(a for a in granted if a in ("*", "kms:*"))
@@ -508,7 +508,7 @@ def _root_administration_limited(document: Mapping[str, Any]) -> bool:
     return any(
         principal_arns(statement)
         for statement in allowed_statements(document)
-        if any(_is_admin(a) for a in _strings(statement.get("Action")))
+        if any(_is_admin(a) for a in strings(statement.get("Action")))
         and any(is_account_root(p) for p in principals(statement))
     )
 
@@ -525,7 +525,7 @@ def _custodians_administer_every_key(graph: Graph) -> Iterator[Finding]:
         return
     for key, document in keys:
         for index, statement in enumerate(allowed_statements(document)):
-            administers = sorted(a for a in _strings(statement.get("Action")) if _is_admin(a))
+            administers = sorted(a for a in strings(statement.get("Action")) if _is_admin(a))
             if not administers or principal_arns(statement):
                 continue
             if any(is_account_root(p) for p in principals(statement)):
@@ -561,7 +561,7 @@ def _trusted_services(role: Subject) -> list[str]:
     for statement in statements(parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")):
         principal = statement.get("Principal")
         if isinstance(principal, Mapping):
-            found += [s for s in _strings(principal.get("Service")) if s not in found]
+            found += [s for s in strings(principal.get("Service")) if s not in found]
     return found
 
 

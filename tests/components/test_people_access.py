@@ -173,6 +173,39 @@ def test_aws_auditors_read_the_trail_logs_and_record_and_write_nothing(
     assert plan.outputs["auditorPolicy"] == attachment.inputs["policyArn"]
 
 
+def test_aws_each_teams_engineers_read_and_write_only_their_teams_datasets(
+    people_plan: Callable[[str], Plan],
+) -> None:
+    """policies/key_users.yaml: ML engineers put their team's training data in the datasets bucket, under
+    the datasets key (review 35 B3): one policy per team, attached to that team's roles only, listing,
+    reading and writing ``datasets/<team>/`` of the datasets bucket and nothing else, the key through S3
+    ("To upload an object encrypted with an AWS KMS key ... kms:GenerateDataKey ... to download ...
+    kms:Decrypt", S3 user guide, "Using server-side encryption with AWS KMS keys (SSE-KMS)")."""
+    plan = people_plan(AWS)
+    urns = {r.urn: r for r in plan.resources}
+    for team in ("nlp", "vision"):
+        policy = one(plan, "aws:iam/policy:Policy", f"-identities-datasets-{team}")
+        assert policy.inputs["tags"]["ml-platform.io/access-roles"] == "ml-engineer"
+        assert policy.inputs["tags"]["ml-platform.io/team"] == team
+        named = sorted(urns[u].name for u in policy.property_dependencies["policy"])
+        assert named == [f"{AWS}-aws-datasets-key", f"{AWS}-aws-storage-datasets"]
+        statements = {s["Sid"]: s for s in json.loads(policy.inputs["policy"])["Statement"]}
+        assert set(statements) == {"ListTeamDatasets", "ReadWriteTeamDatasets", "UseDatasetsKeyThroughS3"}
+        listing, objects, key = statements.values()
+        assert listing["Action"] == "s3:ListBucket" and "-storage-datasets-" in listing["Resource"]
+        assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"datasets/{team}/*"]}}
+        assert objects["Action"] == ["s3:GetObject", "s3:PutObject"]
+        assert objects["Resource"] == f"{listing['Resource']}/datasets/{team}/*"
+        assert key["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
+        assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}}
+        (attachment,) = [
+            a
+            for a in plan.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+            if a.property_dependencies.get("policyArn") == [policy.urn]
+        ]
+        assert attachment.inputs["role"] == f"{team}-engineers"
+
+
 def test_aws_auditor_of_another_account_is_refused_in_one_line(tmp_path: Path) -> None:
     config = cloud_only(template(AWS))
     config[PLATFORM_KEY]["access"] = {"auditors": ["arn:aws:iam::210987654321:role/central-audit"]}

@@ -18,6 +18,7 @@ administrators to administer the KMS key": they can give themselves the key's us
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +54,8 @@ DATASETS_KEY = f"{AWS}-aws-datasets-key"
 OBJECT_DATA_KEY = f"{AWS}-aws-object-data-key"
 SECRETS_KEY = f"{AWS}-aws-key-key"
 SIGNING_KEY = f"{AWS}-aws-registry-signing-key"
+NLP_DATASETS_POLICY = f"{AWS}-aws-identities-datasets-nlp"
+DATA_BUCKET = f"{AWS}-aws-storage-data"
 # Azure built-in roles reference: Azure Kubernetes Service RBAC Writer.
 AKS_WRITER = "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"
 READ_TYPES = (
@@ -60,6 +63,7 @@ READ_TYPES = (
     "aws:iam/policy:Policy",
     "aws:iam/rolePolicyAttachment",
     "aws:kms/key:Key",
+    "aws:s3/bucket:Bucket",
     "azure-native:authorization:RoleAssignment",
     "azure-native:authorization:RoleDefinition",
     "kubernetes:apps/v1:Deployment",
@@ -155,6 +159,30 @@ def _session(role_arn: str, session: str) -> str:
 
 def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return lambda inputs: inputs.__setitem__(key, value)
+
+
+def _objects_of(team: str) -> Callable[[dict[str, Any]], None]:
+    """The team's datasets policy's object statement moved to another team's prefix."""
+    return _statement(
+        "ReadWriteTeamDatasets",
+        lambda s: s.__setitem__("Resource", s["Resource"].replace("/nlp/", f"/{team}/")),
+    )
+
+
+def _also_reaches(plan: PlanDict, bucket: str) -> PlanDict:
+    """The nlp engineers' datasets policy given another bucket's objects too: a statement naming the
+    bucket, which the engine records as the policy's dependency on it."""
+    edited = copy.deepcopy(plan)
+    (target,) = [r for r in edited["resources"] if r["name"] == bucket]
+    (policy,) = [r for r in edited["resources"] if r["name"] == NLP_DATASETS_POLICY]
+    document = json.loads(policy["inputs"]["policy"])
+    objects = f"arn:aws:s3:::{target['inputs'].get('bucket', bucket)}/datasets/nlp/*"
+    document["Statement"].append(
+        {"Sid": "Elsewhere", "Effect": "Allow", "Action": "s3:GetObject", "Resource": objects}
+    )
+    policy["inputs"]["policy"] = json.dumps(document)
+    policy["propertyDependencies"]["policy"].append(target["urn"])
+    return edited
 
 
 AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]] = [
@@ -256,6 +284,24 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
             ),
         ),
         {("key-use-by-role", OBJECT_DATA_KEY)},
+    ),
+    (
+        # The table gives ML engineers the datasets domain, a team its own prefix (review 35 B3).
+        "team-datasets-policy-on-another-teams-prefix",
+        lambda p: with_inputs(p, _named(NLP_DATASETS_POLICY), _objects_of("vision")),
+        {("key-use-by-role", NLP_DATASETS_POLICY)},
+    ),
+    (
+        "team-datasets-policy-on-the-data-bucket",
+        lambda p: _also_reaches(p, DATA_BUCKET),
+        {("key-use-by-role", NLP_DATASETS_POLICY)},
+    ),
+    (
+        "team-datasets-policy-attached-to-another-team",
+        lambda p: with_inputs(
+            p, _named(f"{NLP_DATASETS_POLICY}-nlp-engineers"), _set("role", "vision-engineers")
+        ),
+        {("key-use-by-role", f"{NLP_DATASETS_POLICY}-nlp-engineers")},
     ),
     (
         # A model approver (known by the record-writer policy attached to its role) needs the record's
