@@ -217,6 +217,19 @@ def test_aws_auditor_of_another_account_is_refused_in_one_line(tmp_path: Path) -
     )
 
 
+def test_aws_engineers_of_another_account_are_refused_in_one_line(tmp_path: Path) -> None:
+    """IAM attaches a managed policy only to a role of its own account: the team's datasets policy cannot
+    reach another account's role, so the preview says so instead of failing at apply."""
+    config = with_teams(AWS)
+    config[PLATFORM_KEY]["access"] = {"mlEngineers": {"nlp": ["arn:aws:iam::210987654321:role/nlp"]}}
+    with pytest.raises(Exception) as refused:
+        plan_config(config, tmp_path, AWS)
+    assert (
+        "access.mlEngineers.nlp: arn:aws:iam::210987654321:role/nlp is a role of another account, to which "
+        "this stack cannot attach its datasets policy" in str(refused.value)
+    )
+
+
 def _assignments(plan: Plan) -> list[tuple[str, str, str]]:
     """(principal, role definition GUID, scope) of each people's role assignment."""
     return [
