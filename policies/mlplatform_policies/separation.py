@@ -114,6 +114,24 @@ _KMS_ADMIN_PREFIXES = (
     "kms:UntagResource",
     "kms:RotateKeyOnDemand",
 )
+# The administrative actions themselves (AWS KMS API reference), for a statement that lists what it does not
+# allow (``NotAction``): it allows each of these it does not list.
+_KMS_ADMIN_ACTIONS = (
+    "kms:CreateAlias",
+    "kms:DeleteAlias",
+    "kms:UpdateAlias",
+    "kms:DisableKey",
+    "kms:EnableKey",
+    "kms:DisableKeyRotation",
+    "kms:EnableKeyRotation",
+    "kms:RotateKeyOnDemand",
+    "kms:PutKeyPolicy",
+    "kms:UpdateKeyDescription",
+    "kms:ScheduleKeyDeletion",
+    "kms:CancelKeyDeletion",
+    "kms:TagResource",
+    "kms:UntagResource",
+)
 _KMS_USE = frozenset({"kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"})
 # The cryptographic actions on data (AWS KMS API reference), matched against a statement's patterns.
 _KMS_USE_ACTIONS = (
@@ -334,6 +352,22 @@ def _is_admin(action: str) -> bool:
     return action.startswith(_KMS_ADMIN_PREFIXES) and action != "kms:CreateGrant"
 
 
+def administrative_actions(statement: Mapping[str, Any]) -> list[str]:
+    """The administrative actions a statement allows: its ``Action`` patterns that administer, or, with
+    ``NotAction``, each administrative action it does not list (review 35 C2)."""
+    if "NotAction" in statement:
+        return [a for a in _KMS_ADMIN_ACTIONS if allows(statement, a)]
+    return [a for a in strings(statement.get("Action")) if _is_admin(a)]
+
+
+def _granted(statement: Mapping[str, Any]) -> list[str]:
+    """A statement's actions as patterns: its ``Action``, or what a ``NotAction`` leaves allowed of the
+    administrative and cryptographic ones."""
+    if "NotAction" in statement:
+        return [*administrative_actions(statement), *crypto_actions(statement)]
+    return strings(statement.get("Action"))
+
+
 # Conditions that name who may use a key the root delegates to IAM: only through the domain's services,
 # or as named roles (components/aws/keys.py ``domain_use``).
 _USE_CONDITIONS = ("kms:ViaService", "aws:PrincipalArn")
@@ -426,7 +460,7 @@ def key_administrators(document: Mapping[str, Any]) -> list[str]:
     principal given administrative actions. None where the root administers unconditioned (IAM decides)."""
     named: list[str] = []
     for statement in allowed_statements(document):
-        if not any(_is_admin(a) for a in strings(statement.get("Action"))):
+        if not administrative_actions(statement):
             continue
         for principal in principals(statement):
             found = principal_arns(statement) if is_account_root(principal) else [principal]
@@ -488,7 +522,7 @@ def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
             if is_account_root(principal):
                 yield from _root_statement(statement, str(statement.get("Sid") or f"Statement[{index}]"))
                 continue
-            held.setdefault(principal, set()).update(strings(statement.get("Action")))
+            held.setdefault(principal, set()).update(_granted(statement))
     yield from _administrators_use(document)
     for principal, granted in sorted(held.items()):
         wide = sorted(a for a in granted if a in ("*", "kms:*"))
@@ -508,8 +542,7 @@ def _root_administration_limited(document: Mapping[str, Any]) -> bool:
     return any(
         principal_arns(statement)
         for statement in allowed_statements(document)
-        if any(_is_admin(a) for a in strings(statement.get("Action")))
-        and any(is_account_root(p) for p in principals(statement))
+        if administrative_actions(statement) and any(is_account_root(p) for p in principals(statement))
     )
 
 
@@ -525,7 +558,7 @@ def _custodians_administer_every_key(graph: Graph) -> Iterator[Finding]:
         return
     for key, document in keys:
         for index, statement in enumerate(allowed_statements(document)):
-            administers = sorted(a for a in strings(statement.get("Action")) if _is_admin(a))
+            administers = sorted(administrative_actions(statement))
             if not administers or principal_arns(statement):
                 continue
             if any(is_account_root(p) for p in principals(statement)):

@@ -343,9 +343,10 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
         {("key-use-by-role", SECRETS_KEY)},
     ),
     (
-        # A root statement with NotAction allows every action it does not list, the cryptographic ones
-        # included (IAM JSON policy reference, "IAM JSON policy elements: NotAction"; review 35 C2): the
-        # engineer uses the Secrets key, and may grant itself that use (kms:CreateGrant, unconditioned).
+        # A root statement with NotAction allows every action it does not list, the cryptographic and the
+        # administrative ones included (IAM JSON policy reference, "IAM JSON policy elements: NotAction";
+        # review 35 C2): the engineer uses the Secrets key, may grant itself that use (kms:CreateGrant,
+        # unconditioned) and administers the key, a key custodian who reaches the cluster.
         "ml-engineer-given-the-secrets-key-by-not-action",
         lambda p: with_inputs(
             p,
@@ -363,7 +364,11 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
                 )
             ),
         ),
-        {("key-use-by-role", SECRETS_KEY), ("key-duties-separated", SECRETS_KEY)},
+        {
+            ("key-use-by-role", SECRETS_KEY),
+            ("key-duties-separated", SECRETS_KEY),
+            ("duties-separated", f"{AWS}-aws-access-123456789012-nlp-engineers"),
+        },
     ),
     (
         # The signing key administered by the account root unconditioned while custodians are named: any
