@@ -48,6 +48,7 @@ from .key_domains import declared_domains
 from .separation import (
     KMS_KEY,
     allowed_statements,
+    allows,
     crypto_actions,
     is_account_root,
     principal_arns,
@@ -226,6 +227,8 @@ def _team_policy(
         objects = [r.split("/", 1)[1] for r in strings(statement.get("Resource")) if ":s3:" in r and "/" in r]
         listed = strings(_listed_prefixes(statement))
         outside = [p for p in [*objects, *listed] if not p.startswith(prefix)]
+        if allows(statement, "s3:ListBucket") and not listed:
+            outside.append("every key of the bucket (s3:ListBucket without s3:prefix)")
         if outside or "*" in strings(statement.get("Resource")):
             yield (
                 policy.urn,

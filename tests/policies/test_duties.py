@@ -292,6 +292,14 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
         {("key-use-by-role", NLP_DATASETS_POLICY)},
     ),
     (
+        # Listing the whole bucket names every team's objects.
+        "team-datasets-policy-lists-the-whole-bucket",
+        lambda p: with_inputs(
+            p, _named(NLP_DATASETS_POLICY), _statement("ListTeamDatasets", lambda s: s.pop("Condition"))
+        ),
+        {("key-use-by-role", NLP_DATASETS_POLICY)},
+    ),
+    (
         "team-datasets-policy-on-the-data-bucket",
         lambda p: _also_reaches(p, DATA_BUCKET),
         {("key-use-by-role", NLP_DATASETS_POLICY)},
