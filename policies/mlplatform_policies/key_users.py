@@ -32,6 +32,7 @@ refuses a key policy or role assignment that lets a named person use a key of an
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
@@ -66,6 +67,9 @@ POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 TEAM_TAG = "ml-platform.io/team"
 TEAM_NAMESPACE_PREFIX = "team-"
 ML_ENGINEER = "ml-engineer"
+BLOB_CONTAINER = "azure-native:storage:BlobContainer"
+STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
+DATASETS = "datasets"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
@@ -266,6 +270,46 @@ def _team_engineers(graph: Graph) -> dict[str, set[str]]:
     return teams
 
 
+def _team_assignments(graph: Graph) -> Iterator[Finding]:
+    """An ML engineer's Azure role on a Blob container or storage account is the datasets container's,
+    limited by its condition to its own team's part (``StringStartsWith '<team>/'`` on the blob path and
+    the listing prefix; components/azure/access.py ``team_datasets_condition``; review 35 B3): without one
+    it reaches every team's data, or another store."""
+    engineer = f"{ACCESS_DESCRIPTION}{ML_ENGINEER}"
+    teams: dict[str, set[str]] = {}
+    for assignment in graph.of(ROLE_ASSIGNMENT):
+        scope = str(assignment.get("scope") or "")
+        if assignment.get("description") == engineer and f"/namespaces/{TEAM_NAMESPACE_PREFIX}" in scope:
+            team = scope.rsplit(f"/namespaces/{TEAM_NAMESPACE_PREFIX}", 1)[1]
+            teams.setdefault(str(assignment.get("principalId")), set()).add(team)
+    for assignment in graph.of(ROLE_ASSIGNMENT):
+        if assignment.get("description") != engineer:
+            continue
+        stores = graph.linked(assignment, "scope", [BLOB_CONTAINER, STORAGE_ACCOUNT])
+        if not stores:
+            continue
+        principal = str(assignment.get("principalId"))
+        own = teams.get(principal, set())
+        condition = str(assignment.get("condition") or "")
+        limits = re.findall(r"StringStartsWith '([^']*)'", condition)
+        problems = [
+            f"{s.name}, not the datasets container" for s in stores if s.get("containerName") != DATASETS
+        ]
+        if not limits:
+            problems.append("every team's datasets (no condition limits it to its team's path)")
+        problems += [
+            f"{limit}*, not its team's ({', '.join(sorted(own)) or 'none'})"
+            for limit in limits
+            if limit.rstrip("/") not in own
+        ]
+        if problems:
+            yield (
+                assignment.urn,
+                f"ML engineer {principal}'s role reaches {'; '.join(problems)}: a team's engineers write "
+                "their own team's datasets only",
+            )
+
+
 def _azure_people(graph: Graph) -> dict[str, set[str]]:
     """Each person the stack names (``access``; its assignments are described ``ml-platform access:
     <role>``), by principal (object) id -> the people's roles it holds."""
@@ -333,6 +377,7 @@ def _rule(graph: Graph) -> Iterator[Finding]:
     yield from _aws(graph)
     yield from _people_policies(graph)
     yield from _azure(graph)
+    yield from _team_assignments(graph)
 
 
 _RULE: StackRule = _rule
@@ -344,8 +389,8 @@ POLICIES = [
         "lets a named platform admin, key custodian, ML engineer, model approver or auditor use only the "
         "keys of the domains the role-to-key table (policies/key_users.yaml) gives that role; a people's IAM "
         "policy reaches only those domains' buckets and keys, an ML engineers' only its team's datasets/"
-        "<team>/, attached to that team's engineers only; the Azure deployer's key administration uses or "
-        "copies no key.",
+        "<team>/, attached to that team's engineers only (on Azure a datasets role conditioned to <team>/); "
+        "the Azure deployer's key administration uses or copies no key.",
         _RULE,
         severity=Severity.HIGH,
     ),

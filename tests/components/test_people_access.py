@@ -255,10 +255,23 @@ def test_azure_groups_get_aks_rbac_roles_and_auditors_readers(people_plan: Calla
     )
     (cluster_scope,) = _scopes(assignments, admin, AKS_CLUSTER_ADMIN)
     assert cluster_scope.endswith("/azure-enterprise-prod")
+    datasets = one(plan, "azure-native:storage:BlobContainer", "-objects-datasets")
     for team in ("nlp", "vision"):
-        (scope,) = _scopes(assignments, PEOPLE_AZURE["mlEngineers"][team][0])
+        engineers = PEOPLE_AZURE["mlEngineers"][team][0]
+        (scope,) = _scopes(assignments, engineers, AKS_WRITER)
         assert scope.endswith(f"/namespaces/team-{team}")
-        assert _scopes(assignments, PEOPLE_AZURE["mlEngineers"][team][0], AKS_WRITER) == [scope]
+        # Review 35 B3: the team's datasets, through a role assignment condition on the blob path and the
+        # listing prefix (Azure ABAC, "Example: Read or list blobs in named containers with a path").
+        (writer,) = [
+            a
+            for a in plan.by_type(ASSIGNMENT)
+            if a.inputs["principalId"] == engineers and a.name.endswith(f"-{team}-datasets-{engineers}")
+        ]
+        assert writer.property_dependencies["scope"] == [datasets.urn]
+        assert writer.inputs["conditionVersion"] == "2.0"
+        assert f"blobs:path] StringStartsWith '{team}/'" in writer.inputs["condition"]
+        assert f"blobs:prefix] StringStartsWith '{team}/'" in writer.inputs["condition"]
+        assert len(_scopes(assignments, engineers)) == 2
     assert _scopes(assignments, auditor, AKS_READER) == [cluster_scope]
     assert len(_scopes(assignments, auditor, LOG_ANALYTICS_READER)) == 1
     readers = _scopes(assignments, auditor, BLOB_READER)
@@ -266,6 +279,11 @@ def test_azure_groups_get_aks_rbac_roles_and_auditors_readers(people_plan: Calla
     assert len(_scopes(assignments, auditor)) == 4
     (vault,) = _scopes(assignments, custodian)
     assert "-keys-vault" in vault
+    role = one(plan, "azure-native:authorization:RoleDefinition", "-access-team-datasets-writer")
+    assert role.inputs["permissions"][0]["dataActions"] == [
+        f"Microsoft.Storage/storageAccounts/blobServices/containers/blobs/{op}"
+        for op in ("read", "write", "add/action")
+    ]
     # The stack's key administration role, the deployer's on the same vault (components/azure/keys.py).
     definition = one(plan, "azure-native:authorization:RoleDefinition", "-keys-key-administration")
     (permissions,) = definition.inputs["permissions"]

@@ -66,6 +66,7 @@ READ_TYPES = (
     "aws:s3/bucket:Bucket",
     "azure-native:authorization:RoleAssignment",
     "azure-native:authorization:RoleDefinition",
+    "azure-native:storage:BlobContainer",
     "kubernetes:apps/v1:Deployment",
     "pulumi:providers:",
 )
@@ -439,7 +440,44 @@ KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
 # The mocks' deployer (mlplatform/mocks.py: the client config's object id), to which the stack gives its key
 # administration role on its vaults (components/azure/keys.py ``deployer_key_access``).
 AZURE_DEPLOYER = TENANT_ID
+AZURE_NLP_DATASETS = f"{AZURE}-azure-access-ml-engineer-nlp-datasets-{PEOPLE_AZURE['mlEngineers']['nlp'][0]}"
+
+
+def _moved_to(plan: PlanDict, container: str) -> PlanDict:
+    """The nlp engineers' datasets assignment moved onto another container (its scope and the engine's
+    dependency on it)."""
+    edited = copy.deepcopy(plan)
+    (target,) = [r for r in edited["resources"] if r["name"] == container]
+    (assignment,) = [r for r in edited["resources"] if r["name"] == AZURE_NLP_DATASETS]
+    assignment["inputs"]["scope"] = assignment["inputs"]["scope"].replace("datasets", "models")
+    assignment["propertyDependencies"]["scope"] = [target["urn"]]
+    return edited
+
+
 AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]] = [
+    (
+        # Azure ABAC, "Example: Write blobs in named containers with a path": the condition keeps a team's
+        # engineers in their part of the datasets container (review 35 B3).
+        "team-datasets-role-on-another-teams-path",
+        lambda p: with_inputs(
+            p,
+            _named(AZURE_NLP_DATASETS),
+            lambda inputs: inputs.__setitem__(
+                "condition", inputs["condition"].replace("'nlp/'", "'vision/'")
+            ),
+        ),
+        {("key-use-by-role", AZURE_NLP_DATASETS)},
+    ),
+    (
+        "team-datasets-role-unconditioned",
+        lambda p: with_inputs(p, _named(AZURE_NLP_DATASETS), lambda inputs: inputs.pop("condition")),
+        {("key-use-by-role", AZURE_NLP_DATASETS)},
+    ),
+    (
+        "team-datasets-role-on-the-models-container",
+        lambda p: _moved_to(p, f"{AZURE}-azure-objects-models"),
+        {("key-use-by-role", AZURE_NLP_DATASETS)},
+    ),
     (
         "platform-admin-is-key-custodian",
         lambda p: with_inputs(
