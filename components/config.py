@@ -495,6 +495,16 @@ MINIMUM_AUDIT_RETENTION_DAYS = 365
 # (_access_problems), so a GUID on an AWS stack is told what AWS expects.
 IAM_ROLE_ARN = re.compile(r"^arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")
 IAM_ROLE_RULE = "an IAM role ARN: arn:aws:iam::<12-digit account>:role/<name>"
+# IAM Identity Center's roles live under a reserved path, which their ARN (and so ``aws:PrincipalArn``, which
+# the key policies and the access entries compare) carries: "arn:aws:iam::aws-account-ID:role/aws-reserved/
+# sso.amazonaws.com/aws-region/AWSReservedSSO_permission-set-name_unique-suffix" (IAM Identity Center user
+# guide, "Referencing permission sets in resource policies, Amazon EKS, and AWS KMS"). Named without it,
+# an ArnEquals never matches the role and an ArnNotEquals never leaves it out (review 35 C3).
+IDENTITY_CENTER_ROLE = re.compile(r":role/AWSReservedSSO_")
+IDENTITY_CENTER_RULE = (
+    "an IAM Identity Center role is named with its path: arn:aws:iam::<account>:role/aws-reserved/"
+    "sso.amazonaws.com/<region>/AWSReservedSSO_<permission set>_<suffix> (aws:PrincipalArn carries it)"
+)
 ENTRA_OBJECT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 ENTRA_OBJECT_ID_RULE = "an Entra group object id: a lowercase GUID (8-4-4-4-12 hex digits)"
 
@@ -1247,6 +1257,8 @@ def _access_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     for where, principal in access.principals():
         if not pattern.match(principal):
             yield f"{key}.{where}", f"{principal!r} is not {rule}"
+        elif aws and IDENTITY_CENTER_ROLE.search(principal):
+            yield f"{key}.{where}", f"{principal!r} has no path: {IDENTITY_CENTER_RULE}"
     teams = {team.name for team in config.kubernetes.teams}
     for team in access.ml_engineers:
         if team not in teams:

@@ -36,6 +36,8 @@ from components.config import PLATFORM_KEY, AccessConfig, team_namespace
 # The tag on an access entry that names the people's roles its principal holds (space-separated), read
 # by the pack (policies/mlplatform_policies/duties.py).
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
+# The tag on a people's policy that is one team's (the ML engineers' datasets policy), read by the pack.
+TEAM_TAG = "ml-platform.io/team"
 _ACCESS_POLICY = "arn:{partition}:eks::aws:cluster-access-policy/{name}"
 
 

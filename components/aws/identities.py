@@ -11,13 +11,13 @@ tag-condition variant).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 from pulumi_aws import iam
 
-from components.aws.access import ACCESS_ROLES_TAG, PeopleRole, role_name
+from components.aws.access import ACCESS_ROLES_TAG, TEAM_TAG, PeopleRole, account_of, role_name
 from components.aws.account import AwsAccount
 from components.aws.iam import OidcIssuer, policy_document, role_name_prefix, service_account_role
 from components.aws.node_pools import autoscaler_tags
@@ -30,6 +30,7 @@ from components.aws.storage import (
     RECORD_PREFIX,
     REGISTRY_PREFIX,
 )
+from components.config import PLATFORM_KEY
 
 
 def bucket_access(
@@ -105,6 +106,46 @@ def training_policy(
             for each in doc["Statement"]
         ]
     )
+
+
+def team_datasets_policy(
+    bucket_arn: pulumi.Input[str], key_arn: pulumi.Input[str], region: str, team: str
+) -> dict[str, Any]:
+    """What a team's ML engineers need to put their training data where training reads it (policies/
+    key_users.yaml, ml-engineer): list, read and write the datasets bucket under ``datasets/<team>/`` only,
+    no delete, no version or bucket action, and the datasets key only through S3 ("To upload an object
+    encrypted with an AWS KMS key ... you need kms:GenerateDataKey ... to download ... kms:Decrypt", S3 user
+    guide, "Using server-side encryption with AWS KMS keys (SSE-KMS)"; a multipart upload needs both)."""
+    prefix = team_datasets_prefix(team)
+    return policy_document(
+        [
+            {
+                "Sid": "ListTeamDatasets",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": bucket_arn,
+                "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            },
+            {
+                "Sid": "ReadWriteTeamDatasets",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject"],
+                "Resource": pulumi.Output.concat(bucket_arn, "/", prefix, "*"),
+            },
+            {
+                "Sid": "UseDatasetsKeyThroughS3",
+                "Effect": "Allow",
+                "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+                "Resource": key_arn,
+                "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+            },
+        ]
+    )
+
+
+def team_datasets_prefix(team: str) -> str:
+    """A team's part of ``datasets/``, which training reads whole."""
+    return f"{DATASETS_PREFIX}{team}/"
 
 
 def autoscaler_policy(account: AwsAccount, cluster_name: str) -> dict[str, Any]:
@@ -291,6 +332,9 @@ class WorkloadIdentitiesArgs:
     # The model approvers' IAM roles (``access.modelApprovers``): the record-writer policy is attached to
     # each, where the stack has the record.
     approvers: Sequence[str] = ()
+    # Each team's ML engineers' IAM roles (``access.mlEngineers``): the team's datasets policy is attached
+    # to each, where the stack has a datasets bucket.
+    engineers: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 class WorkloadIdentities(pulumi.ComponentResource):
@@ -325,13 +369,57 @@ class WorkloadIdentities(pulumi.ComponentResource):
         self.record_writer_policy_arn: pulumi.Output[str] | None = (
             self._record_writers(policies["rollout"]) if "rollout" in policies else None
         )
+        # Each team's ML engineers put their training data in the datasets bucket (the table's datasets key).
+        datasets = args.datasets
+        self.team_datasets_policy_arns: dict[str, pulumi.Output[str]] = (
+            {t: self._team_datasets(t, roles, datasets) for t, roles in args.engineers.items() if roles}
+            if datasets is not None
+            else {}
+        )
         # handle.identities: workload -> annotations for its service account.
         self.annotations: dict[str, Mapping[str, pulumi.Input[str]]] = {
             key: {ROLE_ARN_ANNOTATION: arn} for key, arn in self.role_arns.items()
         }
         self.register_outputs(
-            {"roleArns": self.role_arns, "recordWriterPolicy": self.record_writer_policy_arn}
+            {
+                "roleArns": self.role_arns,
+                "recordWriterPolicy": self.record_writer_policy_arn,
+                "teamDatasetsPolicies": self.team_datasets_policy_arns,
+            }
         )
+
+    def _team_datasets(
+        self, team: str, roles: Sequence[str], datasets: tuple[pulumi.Input[str], pulumi.Input[str]]
+    ) -> pulumi.Output[str]:
+        """The team's datasets policy, tagged with the people's role and the team it is for (which the pack
+        reads: ``people-data-own-team``), attached to each of its engineers' roles (of this account: IAM
+        attaches only within one)."""
+        args = self._args
+        foreign = [r for r in roles if account_of(r) != args.account.account_id]
+        if foreign:
+            raise pulumi.RunError(
+                f"{PLATFORM_KEY}.access.mlEngineers.{team}: {foreign[0]} is a role of another account, to "
+                "which this stack cannot attach its datasets policy: name a role of account "
+                f"{args.account.account_id}"
+            )
+        bucket, key = datasets
+        policy = iam.Policy(
+            f"{self._name}-datasets-{team}",
+            name_prefix=f"{args.cluster_name}-datasets-{team}-",
+            description=f"Team {team}'s ML engineers: list, read and write datasets/{team}/ only; no delete",
+            policy=pulumi.Output.json_dumps(team_datasets_policy(bucket, key, args.account.region, team)),
+            tags={**args.tags, ACCESS_ROLES_TAG: PeopleRole.ML_ENGINEER.value, TEAM_TAG: team},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        for role in roles:
+            iam.RolePolicyAttachment(
+                f"{self._name}-datasets-{team}-{role_name(role)}",
+                role=role_name(role),
+                policy_arn=policy.arn,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        arn: pulumi.Output[str] = policy.arn
+        return arn
 
     def _record_writers(self, document: dict[str, Any]) -> pulumi.Output[str]:
         args = self._args

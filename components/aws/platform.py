@@ -252,6 +252,7 @@ class AwsPlatform(pulumi.ComponentResource):
                     else None
                 ),
                 approvers=config.access.model_approvers,
+                engineers=config.access.ml_engineers,
             ),
             self._child,
         )

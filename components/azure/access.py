@@ -8,6 +8,10 @@ or at ``<cluster id>/namespaces/<namespace>`` for one namespace):
 - auditors: Azure Kubernetes Service RBAC Reader on the cluster (no Secrets), Log Analytics Reader on the
   stack's workspace, Storage Blob Data Reader on the immutable audit archive and on the lifecycle record's
   container;
+- a team's ML engineers, where the stack has its datasets container: the stack's team datasets writer
+  role (read, list, write and create blobs; no delete) on the datasets container, limited by a role
+  assignment condition to blobs under ``<team>/`` (``team_datasets_condition``), the AWS team datasets
+  policy's equivalent (review 35 B3);
 - model approvers (``access.modelApprovers``): the lifecycle record's writer role on the record's account
   (create and read blobs, nothing else: components/azure/record.py), with which they append approvals;
 - key custodians: the stack's key administration role (components/azure/keys.py
@@ -27,12 +31,34 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.azure.roles import BuiltInRole, assign_role
+from components.azure.roles import BuiltInRole, assign_role, custom_role
 from components.azure.scope import AzureScope
-from components.config import team_namespace
+from components.config import PROJECT, team_namespace
 
 # "<prefix><role>": the description of a people's role assignment, read by the pack.
 ACCESS_DESCRIPTION = "ml-platform access: "
+_BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+# What a team's engineers do with their datasets: read and list, write and create; no delete, no move.
+TEAM_DATASETS_ACTIONS = ("Microsoft.Storage/storageAccounts/blobServices/containers/read",)
+TEAM_DATASETS_DATA_ACTIONS = (f"{_BLOBS}/read", f"{_BLOBS}/write", f"{_BLOBS}/add/action")
+
+
+def team_datasets_condition(container: str, team: str) -> str:
+    """Reads, writes and creates only blobs under ``<team>/`` of ``container``, and lists only with that
+    prefix: the form of "Example: Read or list blobs in named containers with a path" and "Example: Write
+    blobs in named containers with a path" (learn.microsoft.com/azure/storage/blobs/
+    storage-auth-abac-examples; a listing is ``blobs/read`` with the suboperation ``Blob.List``, whose
+    attribute is the request's ``blobs:prefix``)."""
+    containers = "Microsoft.Storage/storageAccounts/blobServices/containers"
+    named = f"@Resource[{containers}:name] StringEquals '{container}'"
+    path = f"@Resource[{_BLOBS}:path] StringStartsWith '{team}/'"
+    prefix = f"@Request[{_BLOBS}:prefix] StringStartsWith '{team}/'"
+    objects = (
+        f"!(ActionMatches{{'{_BLOBS}/read'}} AND NOT SubOperationMatches{{'Blob.List'}}) AND "
+        f"!(ActionMatches{{'{_BLOBS}/write'}}) AND !(ActionMatches{{'{_BLOBS}/add/action'}})"
+    )
+    listing = f"!(ActionMatches{{'{_BLOBS}/read'}} AND SubOperationMatches{{'Blob.List'}})"
+    return f"(({objects}) OR ({named} AND {path})) AND (({listing}) OR ({named} AND {prefix}))"
 
 
 @dataclass(frozen=True)
@@ -50,6 +76,9 @@ class PeopleAccessArgs:
     # The record's account and its writer role (components/azure/record.py), where the stack has the
     # record: the model approvers append their approvals with it.
     record_writer: tuple[pulumi.Input[str], pulumi.Output[str]] | None = None
+    # The datasets container (its id and name), where the stack has one: each team's engineers write their
+    # team's part of it.
+    datasets_container: tuple[pulumi.Input[str], str] | None = None
 
 
 class PeopleAccess(pulumi.ComponentResource):
@@ -69,6 +98,8 @@ class PeopleAccess(pulumi.ComponentResource):
                 self._assign(
                     "ml-engineer", f"ml-engineer-{team}", group, BuiltInRole.AKS_RBAC_WRITER, namespace
                 )
+        if args.datasets_container is not None and access.ml_engineers:
+            self._team_datasets(args.datasets_container)
         readable = {"cluster": args.cluster_id, "logs": args.workspace_id}
         if args.archive_account_id is not None:
             readable["archive"] = args.archive_account_id
@@ -91,6 +122,32 @@ class PeopleAccess(pulumi.ComponentResource):
             self._assign("key-custodian", "key-custodian", group, args.key_administration, args.vault_id)
         self.register_outputs({})
 
+    def _team_datasets(self, container: tuple[pulumi.Input[str], str]) -> None:
+        """One role for every team's engineers, each assignment limited to its team's part."""
+        scope = self._scope
+        writer = custom_role(
+            f"{self._name}-team-datasets-writer",
+            scope,
+            role_name=f"{PROJECT}-{scope.config.stack_name}-team-datasets-writer",
+            description="Read, list, write and create a team's datasets blobs; no delete",
+            permissions={
+                "actions": list(TEAM_DATASETS_ACTIONS),
+                "data_actions": list(TEAM_DATASETS_DATA_ACTIONS),
+            },
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        container_id, container_name = container
+        for team, groups in scope.config.access.ml_engineers.items():
+            for group in groups:
+                self._assign(
+                    "ml-engineer",
+                    f"ml-engineer-{team}-datasets",
+                    group,
+                    writer,
+                    container_id,
+                    condition=team_datasets_condition(container_name, team),
+                )
+
     def _assign(
         self,
         role: str,
@@ -98,6 +155,7 @@ class PeopleAccess(pulumi.ComponentResource):
         group: str,
         definition: BuiltInRole | pulumi.Output[str],
         target: pulumi.Input[str],
+        condition: str | None = None,
     ) -> None:
         """Grant ``group`` (in people's role ``role``) ``definition`` on ``target`` (``what`` names it)."""
         assign_role(
@@ -109,4 +167,5 @@ class PeopleAccess(pulumi.ComponentResource):
             opts=self._scope.opts(self),
             principal_type="Group",
             description=f"{ACCESS_DESCRIPTION}{role}",
+            condition=condition,
         )

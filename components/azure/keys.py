@@ -165,31 +165,41 @@ def _stack_vault_name(
 
 
 _KEYS = "Microsoft.KeyVault/vaults/keys"
-# Key administration without use: what Key Vault Crypto Officer holds (its DataActions, "Perform any action
-# on the keys of a key vault", learn.microsoft.com/azure/key-vault/general/rbac-guide) less the operations
-# that use a key on data or hand its material out. The deployer holds it on the stack's vaults, the key
-# custodians on the keys' vault (components/azure/access.py).
+# Key administration without use: what Key Vault Crypto Officer holds (its DataActions, "Perform any action on
+# the keys of a key vault", learn.microsoft.com/azure/key-vault/general/rbac-guide) less the operations that
+# use a key on data or copy it to another vault (backup, restore). The deployer holds it on the stack's
+# vaults, the key custodians on the keys' vault (components/azure/access.py).
 KEY_ADMINISTRATION_ACTIONS = ("Microsoft.KeyVault/vaults/read", f"{_KEYS}/read")
 KEY_ADMINISTRATION_DATA_ACTIONS = (f"{_KEYS}/*", "Microsoft.KeyVault/vaults/keyrotationpolicies/*")
 KEY_USE_DATA_ACTIONS = tuple(
     f"{_KEYS}/{op}/action" for op in ("encrypt", "decrypt", "wrap", "unwrap", "sign", "verify", "release")
 )
+# Copying a key to another vault: a backup "exports a key from Azure Key Vault in a protected form ... to
+# allow a client to GENERATE a key in one Azure Key Vault instance, BACKUP the key, and then RESTORE it
+# into another Azure Key Vault instance" (Key Vault REST API, Keys - Backup Key), any vault of the same
+# subscription and geography (learn.microsoft.com/azure/key-vault/general/backup). A key administrator
+# holding both could restore a data key into a vault where it holds a key-using role (the deployer's
+# Crypto Officer on the signing vault) and use it there (review 35 B2), or bring the signing key into the
+# keys' vault. Creating, rotating and recovering a key need neither; a restore from backup is break-glass
+# (docs/security.md, "The deployer's standing rights").
+KEY_COPY_DATA_ACTIONS = (f"{_KEYS}/backup/action", f"{_KEYS}/restore/action")
 # The description of the deployer's own key assignment, read by the pack (duties.py: the deployer
 # administers the keys, so it holds the key custodian's duty).
 DEPLOYER_KEYS_DESCRIPTION = "ml-platform deployer: key administration"
 
 
 def key_administration_role(name: str, scope: AzureScope, parent: pulumi.Resource) -> pulumi.Output[str]:
-    """The stack's custom role that creates, rotates, disables and deletes keys and never uses one."""
+    """The stack's custom role that creates, rotates, disables and deletes keys and never uses one, nor
+    backs one up or restores one (``KEY_COPY_DATA_ACTIONS``)."""
     return custom_role(
         name,
         scope,
         role_name=f"{PROJECT}-{scope.config.stack_name}-key-administration",
-        description="Administer the stack's keys (create, rotate, disable, delete); never use one",
+        description="Administer the stack's keys (create, rotate, disable, delete); never use or copy one",
         permissions={
             "actions": list(KEY_ADMINISTRATION_ACTIONS),
             "data_actions": list(KEY_ADMINISTRATION_DATA_ACTIONS),
-            "not_data_actions": list(KEY_USE_DATA_ACTIONS),
+            "not_data_actions": [*KEY_USE_DATA_ACTIONS, *KEY_COPY_DATA_ACTIONS],
         },
         opts=pulumi.ResourceOptions(parent=parent),
     )

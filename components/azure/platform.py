@@ -54,7 +54,7 @@ from components.azure.registry_store import REGISTRY_CONTAINER, registry_backend
 from components.azure.roles import BuiltInRole
 from components.azure.scope import AzureScope, Deployer
 from components.azure.shared_storage import SharedFileStorage, SharedFileStorageArgs
-from components.azure.storage import ObjectStorage, ObjectStorageArgs
+from components.azure.storage import DATASETS_CONTAINER, ObjectStorage, ObjectStorageArgs
 from components.azure.versions import require_version
 from components.azure.zones import require_zones
 from components.config import PROJECT, EndpointAccess, KeyDomain, PlatformConfig, shared_stores
@@ -189,6 +189,7 @@ class AzurePlatform(pulumi.ComponentResource):
                 record_container_id=record.container_id if record is not None else None,
                 key_administration=keys.administration_role,
                 record_writer=(record.account_id, record.writer_role_id) if record is not None else None,
+                datasets_container=(objects.container_ids[DATASETS_CONTAINER], DATASETS_CONTAINER),
             ),
             self._child,
         )

@@ -63,8 +63,10 @@ def assign_role(
     opts: pulumi.ResourceOptions,
     principal_type: str = "ServicePrincipal",
     description: str | None = None,
+    condition: str | None = None,
 ) -> authorization.RoleAssignment:
-    """Grant ``role`` (a built-in role, or a custom role definition's id) on ``target_id``.
+    """Grant ``role`` (a built-in role, or a custom role definition's id) on ``target_id``, limited by an
+    Azure ABAC ``condition`` where one is given (condition version 2.0, the only one ARM takes).
 
     The principal type is always declared (the SDK would otherwise send "User"). For managed identities
     it is ``ServicePrincipal``, which also spares ARM the Entra lookup that fails with PrincipalNotFound
@@ -78,6 +80,7 @@ def assign_role(
         scope=target_id,
         opts=opts,
         **({"description": description} if description else {}),
+        **({"condition": condition, "condition_version": "2.0"} if condition else {}),
     )
 
 

@@ -25,7 +25,8 @@ from components.config import RESIDENCY_REGIONS, PlatformConfig, Redundancy
 from components.handle import Cloud
 
 # "registry": the model registry's artifacts (components/azure/registry_store.py).
-CONTAINERS = ("datasets", "models", "registry")
+DATASETS_CONTAINER = "datasets"
+CONTAINERS = (DATASETS_CONTAINER, "models", "registry")
 MODELS_CONTAINER = "models"
 # Azure region pairs: GRS replicates to the pair (REFERENCE.md, Azure region-pairs table).
 REGION_PAIRS = {"uaenorth": "uaecentral", "uaecentral": "uaenorth"}

@@ -6,30 +6,33 @@ refuses a key policy or role assignment that lets a named person use a key of an
 
 - AWS: who the stack names as a person: an EKS access entry's principal, its roles in the tag
   ``ml-platform.io/access-roles`` (components/aws/access.py), and each role a people's managed policy is
-  attached to (the auditors' policy, the lifecycle record writers' for the model approvers: the policy's
-  same tag, the attachment's ``role``); the key custodians are ``key-duties-separated``'s. Who a KMS key
-  policy lets use the key (an Allow of ``kms:Encrypt``, ``Decrypt``, ``ReEncrypt*`` or
-  ``GenerateDataKey*``): a principal it names (a role session, ``arn:aws:sts::ACCOUNT:assumed-role/ROLE/
-  SESSION``, is its role's person; review 35 A3); for a statement of the account root (AWS KMS developer
-  guide, "Default key policy", "Allows access to the AWS account and enables IAM policies": any account
-  principal whose IAM policy allows it), each person its ``aws:PrincipalArn`` condition names (``ArnLike``,
-  ``ArnEquals``), or, naming none, every person it does not leave out (``ArnNotEquals``, ``ArnNotLike``).
-  The key's domains are its tag ``ml-platform.io/data-domain``.
+  attached to (the auditors' policy, the lifecycle record writers' for the model approvers: the policy's same
+  tag, the attachment's ``role``); the key custodians are ``key-duties-separated``'s. Who a KMS key policy
+  lets use the key (an Allow of ``kms:Encrypt``, ``Decrypt``, ``ReEncrypt*`` or ``GenerateDataKey*``): a
+  principal it names (a role session, ``arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION``, is its role's
+  person; review 35 A3; a role by its full ARN, path included, where the plan has it: review 35 C3); a
+  statement with ``NotAction`` uses the key unless it lists every cryptographic action (review 35 C2); for a
+  statement of the account root (AWS KMS developer guide, "Default key policy", "Allows access to the AWS
+  account and enables IAM policies": any account principal whose IAM policy allows it), each person its
+  ``aws:PrincipalArn`` condition names (``ArnLike``, ``ArnEquals``), or, naming none, every person it does not
+  leave out (``ArnNotEquals``, ``ArnNotLike``). The key's domains are its tag ``ml-platform.io/data-domain``.
 - Azure: a people's role assignment (description ``ml-platform access: <role>``), or any assignment to a
   person those name, by principal (object) id whatever its description (review 35 A4), whose role uses keys:
   Key Vault Administrator, Crypto Officer, Crypto User, Crypto Service Encryption User or Crypto Service
   Release User (their data actions include the keys' cryptographic operations: Azure built-in roles,
-  "Security", learn.microsoft.com/azure/role-based-access-control/built-in-roles/security), or a custom
-  role whose data actions cover encrypt, decrypt, wrap, unwrap, sign or release and whose
+  "Security", learn.microsoft.com/azure/role-based-access-control/built-in-roles/security), or a custom role
+  whose data actions cover encrypt, decrypt, wrap, unwrap, sign or release, or backup or restore (a backup is
+  restored into another vault and used there: Key Vault REST API, Keys - Backup Key; review 35 B2), and whose
   ``notDataActions`` do not take them out. The table gives no people's role an Azure key (Azure's stores
   encrypt through their own identities), so any such assignment is refused; and the deployer's key
-  administration on the stack's vaults (described ``ml-platform deployer: key administration``) uses no
-  key either (review 35 A5).
+  administration on the stack's vaults (described ``ml-platform deployer: key administration``) uses no key
+  either (review 35 A5).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
@@ -38,15 +41,35 @@ from typing import Any
 import yaml  # type: ignore[import-untyped]  # PyYAML is in the pack's venv; its stubs are not
 from pulumi_policy import Severity
 
+from . import tokens
 from .audit import granted_data_actions
 from .duties import DEPLOYER_KEYS_DESCRIPTION, attached_people
 from .factory import Finding, StackRule, stack_policy
 from .key_domains import declared_domains
-from .separation import KMS_KEY, allowed_statements, is_account_root, principal_arns, principals, uses_key
+from .separation import (
+    KMS_KEY,
+    allowed_statements,
+    allows,
+    crypto_actions,
+    is_account_root,
+    principal_arns,
+    principals,
+    strings,
+    uses_key,
+)
 from .subject import Graph, Subject
 from .values import parse_document
 
 ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
+ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
+IAM_POLICY = "aws:iam/policy:Policy"
+POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+TEAM_TAG = "ml-platform.io/team"
+TEAM_NAMESPACE_PREFIX = "team-"
+ML_ENGINEER = "ml-engineer"
+BLOB_CONTAINER = "azure-native:storage:BlobContainer"
+STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
+DATASETS = "datasets"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
@@ -64,6 +87,10 @@ KEY_USE_DATA_ACTIONS = tuple(
     f"Microsoft.KeyVault/vaults/keys/{op}/action"
     for op in ("encrypt", "decrypt", "wrap", "unwrap", "sign", "release")
 )
+# A key's backup is restored into another vault of the subscription and geography and used there (Key
+# Vault REST API, Keys - Backup Key: "BACKUP the key, and then RESTORE it into another Azure Key Vault
+# instance"); restore brings one in (review 35 B2). A key administration that keeps them copies keys.
+KEY_COPY_DATA_ACTIONS = tuple(f"Microsoft.KeyVault/vaults/keys/{op}/action" for op in ("backup", "restore"))
 
 
 @cache
@@ -88,19 +115,31 @@ def _role_name(arn: str) -> str:
 
 
 def _aws_people(graph: Graph) -> dict[str, set[str]]:
-    """Each person's role name (the last segment of its role ARN: an attachment names a role by name)
-    -> the people's roles it holds."""
+    """Each person -> the people's roles it holds. A person is its full role ARN where the plan has it (an
+    access entry's principal); a role known only by an attachment (which names a role by name) joins the
+    entry's ARN of that name, or stands under its name."""
     people: dict[str, set[str]] = {}
     for entry in graph.of(ACCESS_ENTRY):
         roles = str(entry.tags().get(ACCESS_ROLES_TAG) or "").split()
-        people.setdefault(_role_name(str(entry.get("principalArn"))), set()).update(roles)
+        people.setdefault(str(entry.get("principalArn")), set()).update(roles)
     for name, role, _urn in attached_people(graph):
-        people.setdefault(name, set()).add(role)
+        for person in [p for p in people if _role_name(p) == name] or [name]:
+            people.setdefault(person, set()).add(role)
     return people
 
 
 def _matches(person: str, patterns: list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(person, _role_name(p)) for p in patterns)
+    """Whether a policy's principal patterns name ``person``: by full ARN, path included, where the plan
+    knows it (``aws:PrincipalArn`` carries a role's path, so a pattern without it names another role:
+    review 35 C3); by role name for a role session (its ARN carries no path) or a person the plan knows
+    only by name."""
+    for pattern in patterns:
+        if ":assumed-role/" in pattern or not person.startswith("arn:"):
+            if fnmatch.fnmatchcase(_role_name(person), _role_name(pattern)):
+                return True
+        elif fnmatch.fnmatchcase(person, pattern):
+            return True
+    return False
 
 
 def _key_users(document: Mapping[str, Any], people: Mapping[str, set[str]]) -> Iterator[tuple[str, str]]:
@@ -139,6 +178,138 @@ def _aws(graph: Graph) -> Iterator[Finding]:
                 )
 
 
+def _people_policies(graph: Graph) -> Iterator[Finding]:
+    """A people's IAM policy (tagged with the people's roles it is for: the auditors', the record writers',
+    each team's datasets policy) reaches only the buckets and uses only the keys of the domains the table
+    gives those roles, by the domains each bucket and key it names declares (``ml-platform.io/
+    data-domain``). An ML engineer's policy is one team's (tag ``ml-platform.io/team``): its objects and
+    listings under ``datasets/<team>/`` only, attached only to roles whose access entry edits that team's
+    namespace (review 35 B3)."""
+    engineers = _team_engineers(graph)
+    for policy in graph.of(IAM_POLICY):
+        roles = set(str(policy.tags().get(ACCESS_ROLES_TAG) or "").split())
+        if not roles:
+            continue
+        allowed = _allowed(roles, "aws")
+        named = ", ".join(sorted(roles))
+        document = parse_document(policy.get("policy"), "policy")
+        stores = graph.linked(policy, "policy", tokens.S3_BUCKETS)
+        keys = graph.linked(policy, "policy", [KMS_KEY]) if _uses_keys_only(document) else []
+        for store in [*stores, *keys]:
+            foreign = [d for d in declared_domains(store) if d not in allowed]
+            if foreign:
+                yield (
+                    policy.urn,
+                    f"the {named} policy reaches {store.name}, of {' '.join(foreign)}, which the role-to-key "
+                    "table (policies/key_users.yaml) does not give its roles",
+                )
+        if ML_ENGINEER in roles:
+            yield from _team_policy(policy, document, graph, engineers)
+
+
+def _uses_keys_only(document: Mapping[str, Any]) -> bool:
+    """Whether a policy's KMS statements all use keys: the keys it names (the engine's dependencies, not
+    per statement) are then all used. A policy that also reads keys' configuration (the auditors' reads
+    every key's) names keys it does not use; their use is judged on the key policies above."""
+    kms = [
+        s for s in allowed_statements(document) if any(a.startswith("kms:") for a in strings(s.get("Action")))
+    ]
+    return bool(kms) and all(crypto_actions(s) for s in kms)
+
+
+def _team_policy(
+    policy: Subject, document: Mapping[str, Any], graph: Graph, engineers: Mapping[str, set[str]]
+) -> Iterator[Finding]:
+    """An ML engineers' policy reaches its team's datasets prefix only, and only that team's engineers hold
+    it."""
+    team = str(policy.tags().get(TEAM_TAG) or "")
+    if not team:
+        yield policy.urn, f"an ML engineers' policy names no team (tag {TEAM_TAG}); give each team its own"
+        return
+    prefix = f"datasets/{team}/"
+    for statement in allowed_statements(document):
+        objects = [r.split("/", 1)[1] for r in strings(statement.get("Resource")) if ":s3:" in r and "/" in r]
+        listed = strings(_listed_prefixes(statement))
+        outside = [p for p in [*objects, *listed] if not p.startswith(prefix)]
+        if allows(statement, "s3:ListBucket") and not listed:
+            outside.append("every key of the bucket (s3:ListBucket without s3:prefix)")
+        if outside or "*" in strings(statement.get("Resource")):
+            yield (
+                policy.urn,
+                f"team {team}'s ML engineers' policy reaches {', '.join(outside) or '*'}, outside {prefix}: "
+                "a team's engineers write their own team's datasets only",
+            )
+    for attachment in graph.of(POLICY_ATTACHMENT):
+        if policy not in graph.linked(attachment, "policyArn", [IAM_POLICY]):
+            continue
+        role = str(attachment.get("role"))
+        if team not in engineers.get(role, set()):
+            yield (
+                attachment.urn,
+                f"team {team}'s datasets policy is attached to role {role}, which is not one of team "
+                f"{team}'s ML engineers (access.mlEngineers.{team})",
+            )
+
+
+def _listed_prefixes(statement: Mapping[str, Any]) -> Any:
+    condition = statement.get("Condition")
+    like = condition.get("StringLike") if isinstance(condition, Mapping) else None
+    return like.get("s3:prefix") if isinstance(like, Mapping) else None
+
+
+def _team_engineers(graph: Graph) -> dict[str, set[str]]:
+    """Role name -> the teams whose namespace (``team-<team>``) its ML engineer's access policy edits."""
+    teams: dict[str, set[str]] = {}
+    for association in graph.of(ASSOCIATION):
+        scope = association.get("accessScope")
+        namespaces = scope.get("namespaces") if isinstance(scope, Mapping) else None
+        for namespace in strings(namespaces):
+            if namespace.startswith(TEAM_NAMESPACE_PREFIX):
+                name = _role_name(str(association.get("principalArn")))
+                teams.setdefault(name, set()).add(namespace.removeprefix(TEAM_NAMESPACE_PREFIX))
+    return teams
+
+
+def _team_assignments(graph: Graph) -> Iterator[Finding]:
+    """An ML engineer's Azure role on a Blob container or storage account is the datasets container's,
+    limited by its condition to its own team's part (``StringStartsWith '<team>/'`` on the blob path and
+    the listing prefix; components/azure/access.py ``team_datasets_condition``; review 35 B3): without one
+    it reaches every team's data, or another store."""
+    engineer = f"{ACCESS_DESCRIPTION}{ML_ENGINEER}"
+    teams: dict[str, set[str]] = {}
+    for assignment in graph.of(ROLE_ASSIGNMENT):
+        scope = str(assignment.get("scope") or "")
+        if assignment.get("description") == engineer and f"/namespaces/{TEAM_NAMESPACE_PREFIX}" in scope:
+            team = scope.rsplit(f"/namespaces/{TEAM_NAMESPACE_PREFIX}", 1)[1]
+            teams.setdefault(str(assignment.get("principalId")), set()).add(team)
+    for assignment in graph.of(ROLE_ASSIGNMENT):
+        if assignment.get("description") != engineer:
+            continue
+        stores = graph.linked(assignment, "scope", [BLOB_CONTAINER, STORAGE_ACCOUNT])
+        if not stores:
+            continue
+        principal = str(assignment.get("principalId"))
+        own = teams.get(principal, set())
+        condition = str(assignment.get("condition") or "")
+        limits = re.findall(r"StringStartsWith '([^']*)'", condition)
+        problems = [
+            f"{s.name}, not the datasets container" for s in stores if s.get("containerName") != DATASETS
+        ]
+        if not limits:
+            problems.append("every team's datasets (no condition limits it to its team's path)")
+        problems += [
+            f"{limit}*, not its team's ({', '.join(sorted(own)) or 'none'})"
+            for limit in limits
+            if limit.rstrip("/") not in own
+        ]
+        if problems:
+            yield (
+                assignment.urn,
+                f"ML engineer {principal}'s role reaches {'; '.join(problems)}: a team's engineers write "
+                "their own team's datasets only",
+            )
+
+
 def _azure_people(graph: Graph) -> dict[str, set[str]]:
     """Each person the stack names (``access``; its assignments are described ``ml-platform access:
     <role>``), by principal (object) id -> the people's roles it holds."""
@@ -166,7 +337,7 @@ def _azure(graph: Graph) -> Iterator[Finding]:
             roles.add(description.removeprefix(ACCESS_DESCRIPTION))
         if not roles:
             continue
-        using = granted_data_actions(assignment, graph, KEY_USE_DATA_ACTIONS, KEY_USING_BUILT_IN_ROLES)
+        using = _using(assignment, graph)
         if using and not _allowed(roles, "azure"):
             named = ", ".join(sorted(roles))
             why = "; ".join(
@@ -174,29 +345,39 @@ def _azure(graph: Graph) -> Iterator[Finding]:
             )
             yield (
                 assignment.urn,
-                f"{named} {principal} is granted {', '.join(using)}, which uses keys; the role-to-key table "
-                f"(policies/key_users.yaml) gives a {named} no Azure key: {why}",
+                f"{named} {principal} is granted {', '.join(using)}, which uses keys or copies them into "
+                "another vault; the role-to-key table (policies/key_users.yaml) gives a "
+                f"{named} no Azure key: {why}",
             )
+
+
+def _using(assignment: Subject, graph: Graph) -> list[str]:
+    """What of an assignment's role uses keys, or copies one (backup, restore) where it may be used."""
+    actions = (*KEY_USE_DATA_ACTIONS, *KEY_COPY_DATA_ACTIONS)
+    return granted_data_actions(assignment, graph, actions, KEY_USING_BUILT_IN_ROLES)
 
 
 def _deployer(assignment: Subject, graph: Graph) -> Iterator[Finding]:
     """The deployer administers the keys of the stack's vaults and uses none (review 35 A5): its role
     there keeps Crypto Officer's key actions without the cryptographic ones (components/azure/keys.py
     ``key_administration_role``); the stores wrap with their own identities."""
-    using = granted_data_actions(assignment, graph, KEY_USE_DATA_ACTIONS, KEY_USING_BUILT_IN_ROLES)
+    using = _using(assignment, graph)
     if using:
         yield (
             assignment.urn,
             f"the deployer's key administration ({DEPLOYER_KEYS_DESCRIPTION!r}) grants {', '.join(using)}, "
-            "which uses keys: the deployer would keep standing use of every data key of the vault; give it "
-            "the stack's key administration role (Crypto Officer without encrypt, decrypt, wrap, unwrap, "
-            "sign, release)",
+            "which uses keys or copies them into another vault (a backup restores into any vault of the "
+            "subscription, the signing vault included, where the deployer is Crypto Officer): the deployer "
+            "would keep standing use of every data key of the vault; give it the stack's key administration "
+            "role (Crypto Officer without encrypt, decrypt, wrap, unwrap, sign, release, backup, restore)",
         )
 
 
 def _rule(graph: Graph) -> Iterator[Finding]:
     yield from _aws(graph)
+    yield from _people_policies(graph)
     yield from _azure(graph)
+    yield from _team_assignments(graph)
 
 
 _RULE: StackRule = _rule
@@ -206,8 +387,10 @@ POLICIES = [
         "key-use-by-role",
         "No person uses a data key its role does not need: a KMS key policy or a Key Vault role assignment "
         "lets a named platform admin, key custodian, ML engineer, model approver or auditor use only the "
-        "keys of the domains the role-to-key table (policies/key_users.yaml) gives that role; the Azure "
-        "deployer's key administration uses no key.",
+        "keys of the domains the role-to-key table (policies/key_users.yaml) gives that role; a people's IAM "
+        "policy reaches only those domains' buckets and keys, an ML engineers' only its team's datasets/"
+        "<team>/, attached to that team's engineers only (on Azure a datasets role conditioned to <team>/); "
+        "the Azure deployer's key administration uses or copies no key.",
         _RULE,
         severity=Severity.HIGH,
     ),

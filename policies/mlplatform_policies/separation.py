@@ -114,6 +114,24 @@ _KMS_ADMIN_PREFIXES = (
     "kms:UntagResource",
     "kms:RotateKeyOnDemand",
 )
+# The administrative actions themselves (AWS KMS API reference), for a statement that lists what it does not
+# allow (``NotAction``): it allows each of these it does not list.
+_KMS_ADMIN_ACTIONS = (
+    "kms:CreateAlias",
+    "kms:DeleteAlias",
+    "kms:UpdateAlias",
+    "kms:DisableKey",
+    "kms:EnableKey",
+    "kms:DisableKeyRotation",
+    "kms:EnableKeyRotation",
+    "kms:RotateKeyOnDemand",
+    "kms:PutKeyPolicy",
+    "kms:UpdateKeyDescription",
+    "kms:ScheduleKeyDeletion",
+    "kms:CancelKeyDeletion",
+    "kms:TagResource",
+    "kms:UntagResource",
+)
 _KMS_USE = frozenset({"kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"})
 # The cryptographic actions on data (AWS KMS API reference), matched against a statement's patterns.
 _KMS_USE_ACTIONS = (
@@ -135,7 +153,7 @@ _USERS_VARIABLE = "REGISTRY_USERS"
 ADMIN_SECRET = "registry-admin"
 
 
-def _strings(value: Any) -> list[str]:
+def strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
@@ -145,13 +163,13 @@ def trusted_subjects(role: Subject) -> list[str]:
     """The service-account subjects a role's trust policy admits, in order, without repeats."""
     found: list[str] = []
     for statement in statements(parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")):
-        if "sts:AssumeRoleWithWebIdentity" not in _strings(statement.get("Action")):
+        if "sts:AssumeRoleWithWebIdentity" not in strings(statement.get("Action")):
             continue
         for operator in ("StringEquals", "StringLike"):
             condition = statement.get("Condition", {}).get(operator, {})
             for key, value in condition.items() if isinstance(condition, Mapping) else ():
                 if key.endswith(":sub"):
-                    found += [s for s in _strings(value) if s not in found]
+                    found += [s for s in strings(value) if s not in found]
     return found
 
 
@@ -188,7 +206,7 @@ def _prefix(resource: str) -> str | None:
 def _beyond(allowed: RoleSet, statement: Mapping[str, Any]) -> Iterator[str]:
     if statement.get("Effect") != "Allow":
         return
-    actions = _strings(statement.get("Action"))
+    actions = strings(statement.get("Action"))
     role = allowed.role
     for action in actions:
         service = action.split(":", 1)[0]
@@ -202,7 +220,7 @@ def _beyond(allowed: RoleSet, statement: Mapping[str, Any]) -> Iterator[str]:
         yield f"{role}: uses the key directly; allow it only through a service (kms:ViaService)"
     object_actions = [a for a in actions if a.startswith("s3:") and a != "s3:ListBucket"]
     writes = [a for a in object_actions if a not in _S3_READS]
-    for resource in _strings(statement.get("Resource")):
+    for resource in strings(statement.get("Resource")):
         prefix = _prefix(resource)
         if prefix is None or not object_actions:
             continue
@@ -212,7 +230,7 @@ def _beyond(allowed: RoleSet, statement: Mapping[str, Any]) -> Iterator[str]:
             yield f"{role}: {', '.join(writes)} on {resource}, which it only reads"
     if "s3:ListBucket" in actions:
         condition = statement.get("Condition", {}).get("StringLike", {})
-        listed = _strings(condition.get("s3:prefix")) if isinstance(condition, Mapping) else []
+        listed = strings(condition.get("s3:prefix")) if isinstance(condition, Mapping) else []
         if not listed:
             yield f"{role}: lists the whole bucket; limit s3:ListBucket to its prefixes (s3:prefix)"
         for value in listed:
@@ -224,7 +242,7 @@ def _azure_identity(identity: Subject, graph: Graph) -> Iterator[str]:
     subjects: list[str] = []
     for federation in graph.of(FEDERATION):
         if identity in graph.linked(federation, "resourceName", [IDENTITY]):
-            subjects += [s for s in _strings(federation.get("subject")) if s not in subjects]
+            subjects += [s for s in strings(federation.get("subject")) if s not in subjects]
     if len(subjects) > 1:
         yield (
             f"one identity for {len(subjects)} service accounts ({', '.join(subjects)}); give each role "
@@ -321,7 +339,7 @@ def principals(statement: Mapping[str, Any]) -> list[str]:
         return ["*"]
     if not isinstance(principal, Mapping):
         return []
-    return [p for value in principal.values() for p in _strings(value)]
+    return [p for value in principal.values() for p in strings(value)]
 
 
 def is_account_root(principal: str) -> bool:
@@ -332,6 +350,22 @@ def _is_admin(action: str) -> bool:
     """An administrative action; ``kms:CreateGrant`` is the key users' too, for AWS services attaching
     persistent resources ("Allows key users to use the KMS key": ``kms:GrantIsForAWSResource``)."""
     return action.startswith(_KMS_ADMIN_PREFIXES) and action != "kms:CreateGrant"
+
+
+def administrative_actions(statement: Mapping[str, Any]) -> list[str]:
+    """The administrative actions a statement allows: its ``Action`` patterns that administer, or, with
+    ``NotAction``, each administrative action it does not list (review 35 C2)."""
+    if "NotAction" in statement:
+        return [a for a in _KMS_ADMIN_ACTIONS if allows(statement, a)]
+    return [a for a in strings(statement.get("Action")) if _is_admin(a)]
+
+
+def _granted(statement: Mapping[str, Any]) -> list[str]:
+    """A statement's actions as patterns: its ``Action``, or what a ``NotAction`` leaves allowed of the
+    administrative and cryptographic ones."""
+    if "NotAction" in statement:
+        return [*administrative_actions(statement), *crypto_actions(statement)]
+    return strings(statement.get("Action"))
 
 
 # Conditions that name who may use a key the root delegates to IAM: only through the domain's services,
@@ -357,7 +391,7 @@ def _condition_keys(statement: Mapping[str, Any]) -> set[str]:
 def _root_statement(statement: Mapping[str, Any], sid: str) -> Iterator[str]:
     """The account root takes administration through IAM; use only under conditions naming its users, and
     grants only for AWS services, or every IAM policy in the account can grant the key freely."""
-    actions = _strings(statement.get("Action"))
+    actions = strings(statement.get("Action"))
     conditions = _condition_keys(statement)
     wide = sorted(a for a in actions if a in ("*", "kms:*"))
     if wide:
@@ -368,14 +402,14 @@ def _root_statement(statement: Mapping[str, Any], sid: str) -> Iterator[str]:
             "administrators to administer the KMS key', 'Allows key users to use the KMS key')"
         )
         return
-    used = sorted(u for u in _KMS_USE_ACTIONS if _covers(actions, u))
+    used = sorted(crypto_actions(statement))
     if used and not conditions & set(_USE_CONDITIONS):
         yield (
             f"key policy statement {sid} lets the account root {', '.join(used)} with no condition naming "
             "the key's users; limit it with kms:ViaService (the domain's services) or aws:PrincipalArn "
             "(the domain's roles)"
         )
-    if _covers(actions, _CREATE_GRANT) and not conditions & set(_GRANT_CONDITIONS):
+    if allows(statement, _CREATE_GRANT) and not conditions & set(_GRANT_CONDITIONS):
         yield (
             f"key policy statement {sid} lets the account root kms:CreateGrant with no condition, so a key "
             "administrator can grant itself use; limit grants with kms:GrantIsForAWSResource or "
@@ -393,13 +427,27 @@ def principal_arns(statement: Mapping[str, Any], *, excluded: bool = False) -> l
         arn
         for operator, operands in condition.items()
         if isinstance(operands, Mapping) and ("Not" in str(operator)) == excluded
-        for arn in _strings(operands.get("aws:PrincipalArn"))
+        for arn in strings(operands.get("aws:PrincipalArn"))
     ]
 
 
+def allows(statement: Mapping[str, Any], action: str) -> bool:
+    """Whether a statement's actions match ``action``: its ``Action`` patterns cover it or, for a statement
+    with ``NotAction``, its patterns leave it out (IAM JSON policy reference, "IAM JSON policy elements:
+    NotAction": the statement matches every action except those listed; review 35 C2)."""
+    if "NotAction" in statement:
+        return not _covers(strings(statement.get("NotAction")), action)
+    return _covers(strings(statement.get("Action")), action)
+
+
+def crypto_actions(statement: Mapping[str, Any]) -> list[str]:
+    """The cryptographic actions on data a statement allows (``Action`` or ``NotAction``)."""
+    return [u for u in _KMS_USE_ACTIONS if allows(statement, u)]
+
+
 def uses_key(statement: Mapping[str, Any]) -> bool:
-    """Whether a key policy statement's actions include a cryptographic action on data."""
-    return any(_covers(_strings(statement.get("Action")), u) for u in _KMS_USE_ACTIONS)
+    """Whether a key policy statement allows a cryptographic action on data (``Action`` or ``NotAction``)."""
+    return bool(crypto_actions(statement))
 
 
 def allowed_statements(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -412,7 +460,7 @@ def key_administrators(document: Mapping[str, Any]) -> list[str]:
     principal given administrative actions. None where the root administers unconditioned (IAM decides)."""
     named: list[str] = []
     for statement in allowed_statements(document):
-        if not any(_is_admin(a) for a in _strings(statement.get("Action"))):
+        if not administrative_actions(statement):
             continue
         for principal in principals(statement):
             found = principal_arns(statement) if is_account_root(principal) else [principal]
@@ -474,7 +522,7 @@ def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
             if is_account_root(principal):
                 yield from _root_statement(statement, str(statement.get("Sid") or f"Statement[{index}]"))
                 continue
-            held.setdefault(principal, set()).update(_strings(statement.get("Action")))
+            held.setdefault(principal, set()).update(_granted(statement))
     yield from _administrators_use(document)
     for principal, granted in sorted(held.items()):
         wide = sorted(a for a in granted if a in ("*", "kms:*"))
@@ -494,8 +542,7 @@ def _root_administration_limited(document: Mapping[str, Any]) -> bool:
     return any(
         principal_arns(statement)
         for statement in allowed_statements(document)
-        if any(_is_admin(a) for a in _strings(statement.get("Action")))
-        and any(is_account_root(p) for p in principals(statement))
+        if administrative_actions(statement) and any(is_account_root(p) for p in principals(statement))
     )
 
 
@@ -511,7 +558,7 @@ def _custodians_administer_every_key(graph: Graph) -> Iterator[Finding]:
         return
     for key, document in keys:
         for index, statement in enumerate(allowed_statements(document)):
-            administers = sorted(a for a in _strings(statement.get("Action")) if _is_admin(a))
+            administers = sorted(administrative_actions(statement))
             if not administers or principal_arns(statement):
                 continue
             if any(is_account_root(p) for p in principals(statement)):
@@ -547,7 +594,7 @@ def _trusted_services(role: Subject) -> list[str]:
     for statement in statements(parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")):
         principal = statement.get("Principal")
         if isinstance(principal, Mapping):
-            found += [s for s in _strings(principal.get("Service")) if s not in found]
+            found += [s for s in strings(principal.get("Service")) if s not in found]
     return found
 
 
@@ -565,8 +612,7 @@ def _key_use_within_domain(policy: Subject, graph: Graph) -> Iterator[str]:
             action
             for statement in statements(parse_document(policy.get("policy"), "policy"))
             if statement.get("Effect") == "Allow"
-            for action in _KMS_USE_ACTIONS
-            if _covers(_strings(statement.get("Action")), action)
+            for action in crypto_actions(statement)
         }
     )
     if not used:

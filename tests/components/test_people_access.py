@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.azure.keys import KEY_USE_DATA_ACTIONS
+from components.azure.keys import KEY_COPY_DATA_ACTIONS, KEY_USE_DATA_ACTIONS
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config, placeholder_problems
 from mlplatform import plan as plan_module
 from mlplatform.plan import Plan, resolve_target
@@ -173,6 +173,39 @@ def test_aws_auditors_read_the_trail_logs_and_record_and_write_nothing(
     assert plan.outputs["auditorPolicy"] == attachment.inputs["policyArn"]
 
 
+def test_aws_each_teams_engineers_read_and_write_only_their_teams_datasets(
+    people_plan: Callable[[str], Plan],
+) -> None:
+    """policies/key_users.yaml: ML engineers put their team's training data in the datasets bucket, under
+    the datasets key (review 35 B3): one policy per team, attached to that team's roles only, listing,
+    reading and writing ``datasets/<team>/`` of the datasets bucket and nothing else, the key through S3
+    ("To upload an object encrypted with an AWS KMS key ... kms:GenerateDataKey ... to download ...
+    kms:Decrypt", S3 user guide, "Using server-side encryption with AWS KMS keys (SSE-KMS)")."""
+    plan = people_plan(AWS)
+    urns = {r.urn: r for r in plan.resources}
+    for team in ("nlp", "vision"):
+        policy = one(plan, "aws:iam/policy:Policy", f"-identities-datasets-{team}")
+        assert policy.inputs["tags"]["ml-platform.io/access-roles"] == "ml-engineer"
+        assert policy.inputs["tags"]["ml-platform.io/team"] == team
+        named = sorted(urns[u].name for u in policy.property_dependencies["policy"])
+        assert named == [f"{AWS}-aws-datasets-key", f"{AWS}-aws-storage-datasets"]
+        statements = {s["Sid"]: s for s in json.loads(policy.inputs["policy"])["Statement"]}
+        assert set(statements) == {"ListTeamDatasets", "ReadWriteTeamDatasets", "UseDatasetsKeyThroughS3"}
+        listing, objects, key = statements.values()
+        assert listing["Action"] == "s3:ListBucket" and "-storage-datasets-" in listing["Resource"]
+        assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"datasets/{team}/*"]}}
+        assert objects["Action"] == ["s3:GetObject", "s3:PutObject"]
+        assert objects["Resource"] == f"{listing['Resource']}/datasets/{team}/*"
+        assert key["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
+        assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}}
+        (attachment,) = [
+            a
+            for a in plan.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+            if a.property_dependencies.get("policyArn") == [policy.urn]
+        ]
+        assert attachment.inputs["role"] == f"{team}-engineers"
+
+
 def test_aws_auditor_of_another_account_is_refused_in_one_line(tmp_path: Path) -> None:
     config = cloud_only(template(AWS))
     config[PLATFORM_KEY]["access"] = {"auditors": ["arn:aws:iam::210987654321:role/central-audit"]}
@@ -181,6 +214,19 @@ def test_aws_auditor_of_another_account_is_refused_in_one_line(tmp_path: Path) -
     assert (
         "access.auditors: arn:aws:iam::210987654321:role/central-audit is a role of another account"
         in str(refused.value)
+    )
+
+
+def test_aws_engineers_of_another_account_are_refused_in_one_line(tmp_path: Path) -> None:
+    """IAM attaches a managed policy only to a role of its own account: the team's datasets policy cannot
+    reach another account's role, so the preview says so instead of failing at apply."""
+    config = with_teams(AWS)
+    config[PLATFORM_KEY]["access"] = {"mlEngineers": {"nlp": ["arn:aws:iam::210987654321:role/nlp"]}}
+    with pytest.raises(Exception) as refused:
+        plan_config(config, tmp_path, AWS)
+    assert (
+        "access.mlEngineers.nlp: arn:aws:iam::210987654321:role/nlp is a role of another account, to which "
+        "this stack cannot attach its datasets policy" in str(refused.value)
     )
 
 
@@ -209,10 +255,23 @@ def test_azure_groups_get_aks_rbac_roles_and_auditors_readers(people_plan: Calla
     )
     (cluster_scope,) = _scopes(assignments, admin, AKS_CLUSTER_ADMIN)
     assert cluster_scope.endswith("/azure-enterprise-prod")
+    datasets = one(plan, "azure-native:storage:BlobContainer", "-objects-datasets")
     for team in ("nlp", "vision"):
-        (scope,) = _scopes(assignments, PEOPLE_AZURE["mlEngineers"][team][0])
+        engineers = PEOPLE_AZURE["mlEngineers"][team][0]
+        (scope,) = _scopes(assignments, engineers, AKS_WRITER)
         assert scope.endswith(f"/namespaces/team-{team}")
-        assert _scopes(assignments, PEOPLE_AZURE["mlEngineers"][team][0], AKS_WRITER) == [scope]
+        # Review 35 B3: the team's datasets, through a role assignment condition on the blob path and the
+        # listing prefix (Azure ABAC, "Example: Read or list blobs in named containers with a path").
+        (writer,) = [
+            a
+            for a in plan.by_type(ASSIGNMENT)
+            if a.inputs["principalId"] == engineers and a.name.endswith(f"-{team}-datasets-{engineers}")
+        ]
+        assert writer.property_dependencies["scope"] == [datasets.urn]
+        assert writer.inputs["conditionVersion"] == "2.0"
+        assert f"blobs:path] StringStartsWith '{team}/'" in writer.inputs["condition"]
+        assert f"blobs:prefix] StringStartsWith '{team}/'" in writer.inputs["condition"]
+        assert len(_scopes(assignments, engineers)) == 2
     assert _scopes(assignments, auditor, AKS_READER) == [cluster_scope]
     assert len(_scopes(assignments, auditor, LOG_ANALYTICS_READER)) == 1
     readers = _scopes(assignments, auditor, BLOB_READER)
@@ -220,11 +279,18 @@ def test_azure_groups_get_aks_rbac_roles_and_auditors_readers(people_plan: Calla
     assert len(_scopes(assignments, auditor)) == 4
     (vault,) = _scopes(assignments, custodian)
     assert "-keys-vault" in vault
+    role = one(plan, "azure-native:authorization:RoleDefinition", "-access-team-datasets-writer")
+    assert role.inputs["permissions"][0]["dataActions"] == [
+        f"Microsoft.Storage/storageAccounts/blobServices/containers/blobs/{op}"
+        for op in ("read", "write", "add/action")
+    ]
     # The stack's key administration role, the deployer's on the same vault (components/azure/keys.py).
     definition = one(plan, "azure-native:authorization:RoleDefinition", "-keys-key-administration")
     (permissions,) = definition.inputs["permissions"]
-    assert permissions["notDataActions"] == list(KEY_USE_DATA_ACTIONS)
+    assert permissions["notDataActions"] == [*KEY_USE_DATA_ACTIONS, *KEY_COPY_DATA_ACTIONS]
     assert "Microsoft.KeyVault/vaults/keys/unwrap/action" in permissions["notDataActions"]
+    # Key Vault REST API, Keys - Backup Key: a backup is restored into another vault (review 35 B2).
+    assert "Microsoft.KeyVault/vaults/keys/backup/action" in permissions["notDataActions"]
 
 
 def _body(stack: str) -> dict[str, Any]:
@@ -245,6 +311,16 @@ def _body(stack: str) -> dict[str, Any]:
             {"auditors": [PEOPLE_AWS["auditors"][0]]},
             f"access.auditors[0]: '{PEOPLE_AWS['auditors'][0]}' is not an Entra group object id: a lowercase "
             "GUID (8-4-4-4-12 hex digits)",
+        ),
+        (
+            # IAM Identity Center user guide, "Referencing permission sets in resource policies, Amazon EKS,
+            # and AWS KMS": the role's ARN carries aws-reserved/sso.amazonaws.com/<region>/ (review 35 C3).
+            AWS,
+            {"auditors": ["arn:aws:iam::123456789012:role/AWSReservedSSO_Auditor_1234567890abcdef"]},
+            "access.auditors[0]: 'arn:aws:iam::123456789012:role/AWSReservedSSO_Auditor_1234567890abcdef' "
+            "has no path: an IAM Identity Center role is named with its path: arn:aws:iam::<account>:role/"
+            "aws-reserved/sso.amazonaws.com/<region>/AWSReservedSSO_<permission set>_<suffix> "
+            "(aws:PrincipalArn carries it)",
         ),
         (
             AWS,

@@ -18,6 +18,7 @@ administrators to administer the KMS key": they can give themselves the key's us
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +54,8 @@ DATASETS_KEY = f"{AWS}-aws-datasets-key"
 OBJECT_DATA_KEY = f"{AWS}-aws-object-data-key"
 SECRETS_KEY = f"{AWS}-aws-key-key"
 SIGNING_KEY = f"{AWS}-aws-registry-signing-key"
+NLP_DATASETS_POLICY = f"{AWS}-aws-identities-datasets-nlp"
+DATA_BUCKET = f"{AWS}-aws-storage-data"
 # Azure built-in roles reference: Azure Kubernetes Service RBAC Writer.
 AKS_WRITER = "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"
 READ_TYPES = (
@@ -60,8 +63,10 @@ READ_TYPES = (
     "aws:iam/policy:Policy",
     "aws:iam/rolePolicyAttachment",
     "aws:kms/key:Key",
+    "aws:s3/bucket:Bucket",
     "azure-native:authorization:RoleAssignment",
     "azure-native:authorization:RoleDefinition",
+    "azure-native:storage:BlobContainer",
     "kubernetes:apps/v1:Deployment",
     "pulumi:providers:",
 )
@@ -157,16 +162,40 @@ def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return lambda inputs: inputs.__setitem__(key, value)
 
 
-AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
+def _objects_of(team: str) -> Callable[[dict[str, Any]], None]:
+    """The team's datasets policy's object statement moved to another team's prefix."""
+    return _statement(
+        "ReadWriteTeamDatasets",
+        lambda s: s.__setitem__("Resource", s["Resource"].replace("/nlp/", f"/{team}/")),
+    )
+
+
+def _also_reaches(plan: PlanDict, bucket: str) -> PlanDict:
+    """The nlp engineers' datasets policy given another bucket's objects too: a statement naming the
+    bucket, which the engine records as the policy's dependency on it."""
+    edited = copy.deepcopy(plan)
+    (target,) = [r for r in edited["resources"] if r["name"] == bucket]
+    (policy,) = [r for r in edited["resources"] if r["name"] == NLP_DATASETS_POLICY]
+    document = json.loads(policy["inputs"]["policy"])
+    objects = f"arn:aws:s3:::{target['inputs'].get('bucket', bucket)}/datasets/nlp/*"
+    document["Statement"].append(
+        {"Sid": "Elsewhere", "Effect": "Allow", "Action": "s3:GetObject", "Resource": objects}
+    )
+    policy["inputs"]["policy"] = json.dumps(document)
+    policy["propertyDependencies"]["policy"].append(target["urn"])
+    return edited
+
+
+AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]] = [
     (
         "platform-admin-is-key-custodian",
         lambda p: with_inputs(p, _named(SECRETS_KEY), _also_custodian(ADMIN)),
-        ("duties-separated", f"{AWS}-aws-access-123456789012-platform-admins"),
+        {("duties-separated", f"{AWS}-aws-access-123456789012-platform-admins")},
     ),
     (
         "auditor-is-platform-admin",
         lambda p: with_inputs(p, _named(AUDITOR_ENTRY), _retag("auditor platform-admin")),
-        ("duties-separated", AUDITOR_ENTRY),
+        {("duties-separated", AUDITOR_ENTRY)},
     ),
     (
         "auditor-edits",
@@ -175,7 +204,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
             _association(AUDITOR),
             _set("policyArn", "arn:aws:eks::aws:cluster-access-policy/AmazonEKSEditPolicy"),
         ),
-        ("duties-separated", f"{AUDITOR_ENTRY}-auditor"),
+        {("duties-separated", f"{AUDITOR_ENTRY}-auditor")},
     ),
     (
         "auditors-policy-writes",
@@ -188,7 +217,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
                 )
             ),
         ),
-        ("duties-separated", AUDITOR_POLICY),
+        {("duties-separated", AUDITOR_POLICY)},
     ),
     (
         # An auditor given the lifecycle record writers' policy (the model approvers') holds a second role.
@@ -196,29 +225,29 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         lambda p: with_inputs(
             p, _named(f"{AWS}-aws-identities-record-writer-model-approvers"), _set("role", "auditors")
         ),
-        ("duties-separated", AUDITOR_ENTRY),
+        {("duties-separated", AUDITOR_ENTRY)},
     ),
     (
         "approver-trains",
         lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("ml-training")),
-        ("duties-separated", REGISTRY_SERVER),
+        {("duties-separated", REGISTRY_SERVER)},
     ),
     (
         "team-approves-its-models",
         lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("team-nlp")),
-        ("duties-separated", REGISTRY_SERVER),
+        {("duties-separated", REGISTRY_SERVER)},
     ),
     (
         # docs/security.md: custodians "may not reach the cluster" (review 35 A3).
         "key-custodian-is-ml-engineer",
         lambda p: with_inputs(p, _named(SECRETS_KEY), _also_custodian(ENGINEER)),
-        ("duties-separated", f"{AWS}-aws-access-123456789012-nlp-engineers"),
+        {("duties-separated", f"{AWS}-aws-access-123456789012-nlp-engineers")},
     ),
     (
         # The drift monitor launches retrains; as an approver it would promote them (review 35 A4).
         "drift-monitor-approves",
         lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("ml-inference-drift-monitor")),
-        ("duties-separated", REGISTRY_SERVER),
+        {("duties-separated", REGISTRY_SERVER)},
     ),
     (
         # A use statement for the root that leaves the custodians in: their IAM rights decrypt the data
@@ -229,7 +258,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
             _named(OBJECT_DATA_KEY),
             _statement("ObjectDataUsersUseKey", _let_in(CUSTODIAN)),
         ),
-        ("key-duties-separated", OBJECT_DATA_KEY),
+        {("key-duties-separated", OBJECT_DATA_KEY)},
     ),
     (
         # The table gives a platform admin no key: its IAM rights would read models and the record.
@@ -237,14 +266,58 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         lambda p: with_inputs(
             p, _named(OBJECT_DATA_KEY), _statement("ObjectDataUsersUseKey", _let_in(ADMIN))
         ),
-        ("key-use-by-role", OBJECT_DATA_KEY),
+        {("key-use-by-role", OBJECT_DATA_KEY)},
+    ),
+    (
+        # aws:PrincipalArn carries a role's path: an exclusion naming the admins' role under another path
+        # leaves the admins in (IAM Identity Center user guide, "Referencing permission sets in resource
+        # policies, Amazon EKS, and AWS KMS"; review 35 C3).
+        "platform-admin-excluded-under-another-path",
+        lambda p: with_inputs(
+            p,
+            _named(OBJECT_DATA_KEY),
+            _statement(
+                "ObjectDataUsersUseKey",
+                lambda s: s["Condition"]["ArnNotEquals"]["aws:PrincipalArn"].__setitem__(
+                    s["Condition"]["ArnNotEquals"]["aws:PrincipalArn"].index(ADMIN),
+                    ADMIN.replace(":role/", ":role/people/"),
+                ),
+            ),
+        ),
+        {("key-use-by-role", OBJECT_DATA_KEY)},
+    ),
+    (
+        # The table gives ML engineers the datasets domain, a team its own prefix (review 35 B3).
+        "team-datasets-policy-on-another-teams-prefix",
+        lambda p: with_inputs(p, _named(NLP_DATASETS_POLICY), _objects_of("vision")),
+        {("key-use-by-role", NLP_DATASETS_POLICY)},
+    ),
+    (
+        # Listing the whole bucket names every team's objects.
+        "team-datasets-policy-lists-the-whole-bucket",
+        lambda p: with_inputs(
+            p, _named(NLP_DATASETS_POLICY), _statement("ListTeamDatasets", lambda s: s.pop("Condition"))
+        ),
+        {("key-use-by-role", NLP_DATASETS_POLICY)},
+    ),
+    (
+        "team-datasets-policy-on-the-data-bucket",
+        lambda p: _also_reaches(p, DATA_BUCKET),
+        {("key-use-by-role", NLP_DATASETS_POLICY)},
+    ),
+    (
+        "team-datasets-policy-attached-to-another-team",
+        lambda p: with_inputs(
+            p, _named(f"{NLP_DATASETS_POLICY}-nlp-engineers"), _set("role", "vision-engineers")
+        ),
+        {("key-use-by-role", f"{NLP_DATASETS_POLICY}-nlp-engineers")},
     ),
     (
         # A model approver (known by the record-writer policy attached to its role) needs the record's
         # key, not the datasets'.
         "approver-left-in-datasets-use",
         lambda p: with_inputs(p, _named(DATASETS_KEY), _statement("DatasetsUsersUseKey", _let_in(APPROVER))),
-        ("key-use-by-role", DATASETS_KEY),
+        {("key-use-by-role", DATASETS_KEY)},
     ),
     (
         "ml-engineer-named-a-secrets-key-user",
@@ -256,7 +329,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
                 lambda s: s["Condition"]["ArnLike"]["aws:PrincipalArn"].append(ENGINEER),
             ),
         ),
-        ("key-use-by-role", SECRETS_KEY),
+        {("key-use-by-role", SECRETS_KEY)},
     ),
     (
         # IAM user guide, "IAM identifiers": a role session's ARN names the role it is of (review 35 A3).
@@ -276,7 +349,35 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
                 )
             ),
         ),
-        ("key-use-by-role", SECRETS_KEY),
+        {("key-use-by-role", SECRETS_KEY)},
+    ),
+    (
+        # A root statement with NotAction allows every action it does not list, the cryptographic and the
+        # administrative ones included (IAM JSON policy reference, "IAM JSON policy elements: NotAction";
+        # review 35 C2): the engineer uses the Secrets key, may grant itself that use (kms:CreateGrant,
+        # unconditioned) and administers the key, a key custodian who reaches the cluster.
+        "ml-engineer-given-the-secrets-key-by-not-action",
+        lambda p: with_inputs(
+            p,
+            _named(SECRETS_KEY),
+            _policy(
+                lambda d: d["Statement"].append(
+                    {
+                        "Sid": "EngineerAllButDeletion",
+                        "Effect": "Allow",
+                        "Principal": {"AWS": "arn:aws:iam::123456789012:root"},
+                        "NotAction": ["kms:ScheduleKeyDeletion", "kms:PutKeyPolicy"],
+                        "Resource": "*",
+                        "Condition": {"ArnEquals": {"aws:PrincipalArn": ENGINEER}},
+                    }
+                )
+            ),
+        ),
+        {
+            ("key-use-by-role", SECRETS_KEY),
+            ("key-duties-separated", SECRETS_KEY),
+            ("duties-separated", f"{AWS}-aws-access-123456789012-nlp-engineers"),
+        },
     ),
     (
         # The signing key administered by the account root unconditioned while custodians are named: any
@@ -285,7 +386,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         lambda p: with_inputs(
             p, _named(SIGNING_KEY), _statement("KeyCustodiansAdministerKey", lambda s: s.pop("Condition"))
         ),
-        ("key-duties-separated", SIGNING_KEY),
+        {("key-duties-separated", SIGNING_KEY)},
     ),
     (
         "custodian-uses-the-key",
@@ -297,7 +398,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
                 lambda s: s["Condition"].__setitem__("ArnLike", {"aws:PrincipalArn": [CUSTODIAN]}),
             ),
         ),
-        ("key-duties-separated", DATASETS_KEY),
+        {("key-duties-separated", DATASETS_KEY)},
     ),
 ]
 
@@ -308,9 +409,9 @@ def test_aws_merged_duties_are_refused(
     duties: Findings,
     case: str,
     plant: Callable[[PlanDict], PlanDict],
-    expected: tuple[str, str],
+    expected: set[tuple[str, str]],
 ) -> None:
-    assert duties(plant(aws_plan)) == {expected}, case
+    assert duties(plant(aws_plan)) == expected, case
 
 
 def _assignment(principal: str, description: str) -> Callable[[dict[str, Any]], bool]:
@@ -339,7 +440,44 @@ KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
 # The mocks' deployer (mlplatform/mocks.py: the client config's object id), to which the stack gives its key
 # administration role on its vaults (components/azure/keys.py ``deployer_key_access``).
 AZURE_DEPLOYER = TENANT_ID
+AZURE_NLP_DATASETS = f"{AZURE}-azure-access-ml-engineer-nlp-datasets-{PEOPLE_AZURE['mlEngineers']['nlp'][0]}"
+
+
+def _moved_to(plan: PlanDict, container: str) -> PlanDict:
+    """The nlp engineers' datasets assignment moved onto another container (its scope and the engine's
+    dependency on it)."""
+    edited = copy.deepcopy(plan)
+    (target,) = [r for r in edited["resources"] if r["name"] == container]
+    (assignment,) = [r for r in edited["resources"] if r["name"] == AZURE_NLP_DATASETS]
+    assignment["inputs"]["scope"] = assignment["inputs"]["scope"].replace("datasets", "models")
+    assignment["propertyDependencies"]["scope"] = [target["urn"]]
+    return edited
+
+
 AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]] = [
+    (
+        # Azure ABAC, "Example: Write blobs in named containers with a path": the condition keeps a team's
+        # engineers in their part of the datasets container (review 35 B3).
+        "team-datasets-role-on-another-teams-path",
+        lambda p: with_inputs(
+            p,
+            _named(AZURE_NLP_DATASETS),
+            lambda inputs: inputs.__setitem__(
+                "condition", inputs["condition"].replace("'nlp/'", "'vision/'")
+            ),
+        ),
+        {("key-use-by-role", AZURE_NLP_DATASETS)},
+    ),
+    (
+        "team-datasets-role-unconditioned",
+        lambda p: with_inputs(p, _named(AZURE_NLP_DATASETS), lambda inputs: inputs.pop("condition")),
+        {("key-use-by-role", AZURE_NLP_DATASETS)},
+    ),
+    (
+        "team-datasets-role-on-the-models-container",
+        lambda p: _moved_to(p, f"{AZURE}-azure-objects-models"),
+        {("key-use-by-role", AZURE_NLP_DATASETS)},
+    ),
     (
         "platform-admin-is-key-custodian",
         lambda p: with_inputs(
@@ -466,6 +604,27 @@ def test_the_key_administration_role_without_its_exclusions_uses_keys(
         _named(f"{AZURE}-azure-keys-key-administration"),
         lambda inputs: inputs["permissions"][0].__setitem__("notDataActions", []),
     )
+    assert duties(planted) == {
+        ("key-use-by-role", f"{AZURE}-azure-access-key-custodian-{AZURE_CUSTODIAN}"),
+        ("key-use-by-role", f"{AZURE}-azure-keys-vault-deployer-key-administration"),
+        ("key-use-by-role", f"{AZURE}-azure-registry-creation-vault-deployer-key-administration"),
+    }
+
+
+@pytest.mark.parametrize("copy", ["backup", "restore"])
+def test_the_key_administration_role_that_copies_keys_is_refused(
+    azure_plan: PlanDict, duties: Findings, copy: str
+) -> None:
+    """A key administrator who may back up a key may restore it into another vault of the subscription and
+    geography, where it holds a key-using role (the deployer's Crypto Officer on the signing vault), and use
+    it there (Key Vault REST API, Keys - Backup Key: "BACKUP the key, and then RESTORE it into another
+    Azure Key Vault instance"; review 35 B2): the role keeping either is refused like one that uses keys."""
+    action = f"Microsoft.KeyVault/vaults/keys/{copy}/action"
+
+    def keep(inputs: dict[str, Any]) -> None:
+        inputs["permissions"][0]["notDataActions"].remove(action)
+
+    planted = with_inputs(azure_plan, _named(f"{AZURE}-azure-keys-key-administration"), keep)
     assert duties(planted) == {
         ("key-use-by-role", f"{AZURE}-azure-access-key-custodian-{AZURE_CUSTODIAN}"),
         ("key-use-by-role", f"{AZURE}-azure-keys-vault-deployer-key-administration"),

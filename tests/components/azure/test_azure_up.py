@@ -121,7 +121,10 @@ def test_deployer_may_create_keys_in_every_rbac_vault_and_uses_only_the_signing_
     ]
     (permissions,) = administration.inputs["permissions"]
     assert permissions["dataActions"][0] == "Microsoft.KeyVault/vaults/keys/*"
-    assert permissions["notDataActions"] == [f"Microsoft.KeyVault/vaults/keys/{op}/action" for op in KEY_USE]
+    # Review 35 B2: nor backup or restore, which copy a key into another vault (Keys - Backup Key).
+    assert permissions["notDataActions"] == [
+        f"Microsoft.KeyVault/vaults/keys/{op}/action" for op in (*KEY_USE, "backup", "restore")
+    ]
     for vault in plan.by_type("azure-native:keyvault:Vault"):
         assert vault.inputs["properties"]["enableRbacAuthorization"] is True
         grants = [
