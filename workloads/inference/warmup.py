@@ -19,14 +19,16 @@ free (``spinning_fits``): the thread count times the workers below the CPUs the 
 Runtime runs n intra-op threads as the caller and n - 1 pool threads, and with spinning on its idle pool
 threads "spin waiting for work", which "provides faster inference but consumes more CPU cycles,
 resources, and power" (ONNX Runtime docs, "Thread management", Thread-Pool Spinning Behavior); a spin
-lasts about a million pause instructions before the thread sleeps (tens of ms on current x86: ONNX
-Runtime PR #27916), longer than the gap between requests, so under load those threads never sleep. At
-n = every CPU they keep the cores the event loop, the model thread's hand-offs and the pod's neighbours
-need, and a quota is spent busy-waiting. Warm-up cannot see that cost: it times runs with nothing else
-running, where spinning only wins (the 1.1M-weight model on the idle 2-core machine: 2 threads spinning
-44 µs a row, 1 thread 66 µs). Served, the same choice lost (issue 42, under wrk at one client, load
-average 8.5: 2 threads spinning 116-138 req/s against 408-622 on 1 thread, interleaved rounds), so it
-is not a candidate there; on a pod with CPUs to spare (8 CPUs, one worker: 2 and 4 threads) it still is.
+ran 2^20 pause instructions before the thread blocked, 3 to 47 ms by CPU (ONNX Runtime PR #27916, which
+made it a duration), longer than the gap between requests, so under load those threads never sleep
+(measured: an idle pool thread took 0.12-0.13 of a core while the event loop got 0.16-0.24, against
+0.22-0.35 on 1 thread). At n = every CPU they keep the cores the event loop, the model thread's
+hand-offs and the pod's neighbours need, and a quota is spent busy-waiting. Warm-up cannot see that
+cost: it times runs with nothing else running, where spinning only wins (the 1.1M-weight model on the
+idle 2-core machine: 2 threads spinning 44 µs a row, 1 thread 66 µs). Served, the same choice lost
+(issue 42, under wrk at one client, load average 8-10, medians of 3 interleaved rounds: 180 req/s
+before this rule, 511 after, the best peer 435), so it is not a candidate there; on a pod with CPUs to
+spare (8 CPUs, one worker: 2 and 4 threads) it still is.
 
 Where building a candidate is dear (a 50M-weight model takes ~0.75 s per ONNX Runtime session on the
 idle machine, over 2 s under load) the budget stops the list early, but never before the first two
