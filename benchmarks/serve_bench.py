@@ -39,6 +39,10 @@ Variants: ``--variants int8`` adds ``ours[int8]``, our server on the version's d
 (such as bf16) is one entry in ``VARIANTS``: a function from the fp32 version directory to the
 variant's.
 
+Baselines: ``--baseline REF`` (repeatable) adds ``ours@HASH``, ours from the ``workloads`` package of that
+commit, in the same rounds: a change's before and after under the same load; shown, not judged. What
+each of ours's warm-ups chose (engine, threads, spinning) ends its round's line.
+
 The load generator speaks HTTP/1.1 over asyncio streams itself instead of using httpx: on these 2 shared
 cores, against the digits model with 32 clients, httpx spent about 5.9 ms of CPU per request where this
 client spends about 0.12 ms, so httpx, not the server, would have set the throughput. Requests are
@@ -67,7 +71,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -206,16 +210,62 @@ VARIANTS: dict[str, Callable[[Path], Path]] = {"int8": reduced("int8"), "bf16": 
 
 @dataclass(frozen=True)
 class Contender:
-    """One server on one version: a row of the results (``ours[int8]`` is ours on the int8 version)."""
+    """One server on one version: a row of the results (``ours[int8]`` is ours on the int8 version,
+    ``ours@1a2b3c4`` ours from the source tree of commit 1a2b3c4, ``tree``)."""
 
     name: str
     spec: ServerSpec
     version_dir: Path
+    # The source tree the server imports first: this checkout, or a baseline commit's (``--baseline``).
+    tree: Path = REPO
 
 
-def contenders(version_dir: Path, servers: list[str], variants: dict[str, Path]) -> list[Contender]:
+@dataclass(frozen=True)
+class Baseline:
+    """Ours at another commit, run beside ours in the same interleaved rounds: a fix's before and after."""
+
+    commit: str  # abbreviated hash
+    tree: Path  # its ``workloads`` package, exported by ``git archive``
+
+    @property
+    def name(self) -> str:
+        return f"{OURS}@{self.commit}"
+
+
+class BaselineError(Exception):
+    """A ``--baseline`` that names no commit of this repository."""
+
+
+def baseline_commit(ref: str) -> str:
+    """The abbreviated hash of the commit ``ref`` names; ``BaselineError`` when it names none."""
+    found = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "--verify", "--quiet", f"{ref}^{{commit}}"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if found.returncode != 0:
+        raise BaselineError(f"--baseline {ref}: not a commit of {REPO}")
+    return found.stdout.strip()
+
+
+def export_baseline(commit: str, scratch: Path) -> Baseline:
+    """The ``workloads`` package (everything our server imports) at ``commit``, exported under ``scratch``."""
+    tree = scratch / f"baseline-{commit}"
+    tree.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", commit, "workloads"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return Baseline(commit, tree)
+
+
+def contenders(
+    version_dir: Path, servers: list[str], variants: dict[str, Path], baselines: Sequence[Baseline] = ()
+) -> list[Contender]:
     named = [Contender(name, SERVERS[name], version_dir) for name in servers]
-    return named + [Contender(f"{OURS}[{v}]", SERVERS[OURS], d) for v, d in variants.items()]
+    before = [Contender(b.name, SERVERS[OURS], version_dir, b.tree) for b in baselines]
+    return named + before + [Contender(f"{OURS}[{v}]", SERVERS[OURS], d) for v, d in variants.items()]
 
 
 # --- load generation -----------------------------------------------------------------------------------
@@ -332,9 +382,10 @@ def free_port() -> int:
 
 
 def server_command(contender: Contender, port: int, scratch: Path) -> tuple[list[str], dict[str, str]]:
-    """The command line and environment of one server; every server imports this checkout first."""
+    """The command line and environment of one server; every server imports this checkout first (a
+    baseline: its commit's tree)."""
     spec = contender.spec
-    env = dict(os.environ) | {"PYTHONPATH": str(REPO)} | dict(spec.env)
+    env = dict(os.environ) | {"PYTHONPATH": str(contender.tree)} | dict(spec.env)
     if spec.venv is None:
         python = sys.executable
     else:
@@ -411,6 +462,14 @@ def check_answer(contender: Contender, port: int, row: list[float], reference: n
             f"wrong answer: scores {scores.tolist()} (class {scores.argmax()}), ONNX Runtime "
             f"{reference.tolist()} (class {reference.argmax()})"
         )
+
+
+def warm_up_choice(port: int) -> str:
+    """What our server's warm-up chose (engine, precision, threads, spinning: ``inference_engine_info``)."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    family = next(f for f in text_string_to_metric_families(text) if f.name == "inference_engine_info")
+    labels = family.samples[0].labels
+    return f"{labels['engine']} {labels['precision']} {labels['threads']}t spinning {labels['spinning']}"
 
 
 def batch_totals(port: int) -> tuple[float, float]:
@@ -492,9 +551,12 @@ def run_rounds(
                 if contender.name in failures[workload.label]:
                     continue
                 started = time.perf_counter()
+                chose = ""
                 try:
                     with running(contender, scratch) as port:
                         check_answer(contender, port, workload.rows[0], workload.reference)
+                        if contender.spec.ours:
+                            chose = f" [warm-up: {warm_up_choice(port)}]"
                         requests = [contender.spec.wire.request(row) for row in workload.rows]
                         for conc in CONCURRENCY:
                             for driver in drivers_now:
@@ -516,9 +578,9 @@ def run_rounds(
                         for d in load
                         for conc, runs in by_driver[d.name][contender.name].items()
                     )
-                    took = time.perf_counter() - started
+                    took = f"({time.perf_counter() - started:.0f} s)"
                     print(
-                        f"round {r + 1} {workload.label:8} {contender.name:12} {figures} ({took:.0f} s)",
+                        f"round {r + 1} {workload.label:8} {contender.name:12} {figures} {took}{chose}",
                         flush=True,
                     )
                 time.sleep(timing.idle_s)
@@ -588,6 +650,14 @@ def comparisons(
     return found
 
 
+def target_for(name: str, label: str, conc: int) -> float | None:
+    """Ours's fp32 target, a variant's (``ours[bf16]``) where it has one; None for a baseline (shown, not
+    judged)."""
+    if name == OURS:
+        return TARGET_FP32
+    return TARGET_VARIANT.get((label, conc)) if name.startswith(f"{OURS}[") else None
+
+
 def print_comparison(
     table: dict[tuple[str, str], dict[tuple[str, int], Comparison]],
     cells: Cells,
@@ -605,7 +675,7 @@ def print_comparison(
     for (label, driver), found in table.items():
         for (name, conc), c in found.items():
             ours, best = cells[label][driver][conc][name], cells[label][driver][conc][c.best_peer]
-            target = TARGET_FP32 if name == OURS else TARGET_VARIANT.get((label, conc))
+            target = target_for(name, label, conc)
             verdict = "" if target is None else f">= {target}x"
             if judged and target is not None:
                 verdict += ": met" if c.met(target) else ": NOT met"
@@ -621,7 +691,9 @@ def print_comparison(
 # --- main ----------------------------------------------------------------------------------------------
 
 
-def prepare(case: ModelCase, tmp: Path, servers: list[str], variants: list[str]) -> Workload:
+def prepare(
+    case: ModelCase, tmp: Path, servers: list[str], variants: list[str], baselines: list[Baseline]
+) -> Workload:
     version_dir = make_model(tmp, case)
     split = load_split_for(load_metadata(version_dir).dataset)
     rows = [row.tolist() for row in split.x_test[:64].astype(np.float32)]
@@ -630,11 +702,18 @@ def prepare(case: ModelCase, tmp: Path, servers: list[str], variants: list[str])
     size_mb = (version_dir / ONNX_FILE).stat().st_size / 2**20
     print(f"{case.label}: {case.hook}, {ONNX_FILE} {size_mb:.1f} MiB", flush=True)
     made = {name: VARIANTS[name](version_dir) for name in variants}
-    return Workload(case.label, version_dir, contenders(version_dir, servers, made), rows, reference)
+    return Workload(
+        case.label, version_dir, contenders(version_dir, servers, made, baselines), rows, reference
+    )
 
 
 def run_benchmark(
-    timing: Timing, models: list[str], servers: list[str], variants: list[str], load: list[Driver]
+    timing: Timing,
+    models: list[str],
+    servers: list[str],
+    variants: list[str],
+    load: list[Driver],
+    baseline_commits: Sequence[str] = (),
 ) -> int:
     """0 when every server answered and ran and (on a full run) every target is met; else 1."""
     started = time.perf_counter()
@@ -648,8 +727,9 @@ def run_benchmark(
     judged = timing != QUICK
     with tempfile.TemporaryDirectory(prefix="serve-bench-") as tmp:
         scratch = Path(tmp)
+        baselines = [export_baseline(commit, scratch) for commit in baseline_commits]
         cases = [case for case in MODELS if case.label in models]
-        workloads = [prepare(case, scratch / "models", servers, variants) for case in cases]
+        workloads = [prepare(case, scratch / "models", servers, variants, baselines) for case in cases]
         rounds, failures = run_rounds(workloads, timing, scratch, load)
         cells = medians(rounds)
         table = {}
@@ -715,7 +795,20 @@ def main() -> None:
         help="load generator: own (the asyncio client here), wrk (from PATH), or both (default; without wrk "
         "on PATH, its figures are skipped and said so)",
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        action="append",
+        default=[],
+        help="also run ours from the source tree of this commit (ours@HASH), in the same interleaved rounds: "
+        "a change's before and after (repeatable)",
+    )
     args = parser.parse_args()
+    try:
+        baselines = list(dict.fromkeys(baseline_commit(ref) for ref in args.baseline))
+    except BaselineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     wrk_path = find_wrk()
     try:
         names, note = drivers(args.driver, wrk_path)
@@ -726,7 +819,8 @@ def main() -> None:
         print(note, file=sys.stderr)
     load = [Driver(name, wrk_path if name == "wrk" else None) for name in names]
     signal.signal(signal.SIGTERM, _terminate)
-    sys.exit(run_benchmark(QUICK if args.quick else FULL, args.models, args.servers, args.variants, load))
+    timing = QUICK if args.quick else FULL
+    sys.exit(run_benchmark(timing, args.models, args.servers, args.variants, load, baselines))
 
 
 if __name__ == "__main__":

@@ -9,8 +9,26 @@ fastest. The candidates, in the order measured:
   and neighbours these two differ most, either way (issue 42, the 50M-weight model at one client under
   wrk, load average 4-5 on 2 cores: 1 thread 22.5 ms a row, 2 threads 28.7 ms; on the idle machine 2
   threads are the faster);
-- then OpenVINO (where installed, ``engines.py``) with the budget, ONNX Runtime spinning with it, and the
-  rest: the powers of two between 1 and the budget, spinning at those, OpenVINO with fewer threads.
+- then OpenVINO (where installed, ``engines.py``) with the budget, ONNX Runtime spinning at the first
+  count where spinning fits (below), and the rest: the powers of two between 1 and the budget, spinning
+  at those where it fits, OpenVINO with fewer threads.
+
+Spinning (``session.intra_op.allow_spinning``) is offered only at a thread count that leaves a whole CPU
+free (``spinning_fits``): the thread count times the workers below the CPUs the process may use
+(``cpu.available_cpus``: its affinity, ``os.sched_getaffinity(0)``, within the cgroup's CPU quota). ONNX
+Runtime runs n intra-op threads as the caller and n - 1 pool threads, and with spinning on its idle pool
+threads "spin waiting for work", which "provides faster inference but consumes more CPU cycles,
+resources, and power" (ONNX Runtime docs, "Thread management", Thread-Pool Spinning Behavior); a spin
+ran 2^20 pause instructions before the thread blocked, 3 to 47 ms by CPU (ONNX Runtime PR #27916, which
+made it a duration), longer than the gap between requests, so under load those threads never sleep
+(measured: an idle pool thread took 0.12-0.13 of a core while the event loop got 0.16-0.24, against
+0.22-0.35 on 1 thread). At n = every CPU they keep the cores the event loop, the model thread's
+hand-offs and the pod's neighbours need, and a quota is spent busy-waiting. Warm-up cannot see that
+cost: it times runs with nothing else running, where spinning only wins (the 1.1M-weight model on the
+idle 2-core machine: 2 threads spinning 44 µs a row, 1 thread 66 µs). Served, the same choice lost
+(issue 42, under wrk at one client, load average 8-10, medians of 3 interleaved rounds: 180 req/s
+before this rule, 511 after, the best peer 435), so it is not a candidate there; on a pod with CPUs to
+spare (8 CPUs, one worker: 2 and 4 threads) it still is.
 
 Where building a candidate is dear (a 50M-weight model takes ~0.75 s per ONNX Runtime session on the
 idle machine, over 2 s under load) the budget stops the list early, but never before the first two
@@ -41,6 +59,7 @@ import numpy as np
 
 from workloads.artifacts import FeatureHistogram, Precision
 from workloads.inference.config import ServeConfig
+from workloads.inference.cpu import available_cpus
 from workloads.inference.engines import (
     EngineChoice,
     open_runner,
@@ -81,14 +100,24 @@ def thread_counts(budget: int) -> list[int]:
     return list(dict.fromkeys([budget, 1, *between]))
 
 
-def candidates(precision: Precision, engine: str | None, threads: int, openvino: bool) -> list[EngineChoice]:
+def spinning_fits(threads: int, cpus: int, workers: int) -> bool:
+    """Whether ``threads`` intra-op threads in each of ``workers`` processes may spin on ``cpus`` CPUs: a
+    pool exists (more than 1 thread), and all of them together leave at least one CPU free."""
+    return threads > 1 and threads * workers < cpus
+
+
+def candidates(
+    precision: Precision, engine: str | None, threads: int, openvino: bool, *, cpus: int, workers: int = 1
+) -> list[EngineChoice]:
     """What warm-up measures for a version at ``precision`` whose metadata names ``engine`` (or None),
-    with a budget of ``threads``, in the order measured."""
+    with a budget of ``threads``, in the order measured; spinning only where it fits on ``cpus`` beside
+    the other ``workers`` (``spinning_fits``)."""
 
     counts = thread_counts(threads)  # the budget, 1, then the powers of two between
     sleeping = [EngineChoice("onnxruntime", precision, n, False) for n in counts]
-    # Spinning means nothing without a pool (1 thread).
-    spinning = [EngineChoice("onnxruntime", precision, n, True) for n in counts if n > 1]
+    spinning = [
+        EngineChoice("onnxruntime", precision, n, True) for n in counts if spinning_fits(n, cpus, workers)
+    ]
     ort = sleeping[:2] + spinning[:1] + sleeping[2:] + spinning[1:]
     ov = [EngineChoice("openvino", precision, n) for n in counts]
     if engine == "onnxruntime":
@@ -186,7 +215,14 @@ def build_model(
     # The reference is ONNX Runtime on the same graph: the first candidate for an fp32 or int8 version
     # (its thread count does not change the arithmetic beyond rounding); bf16 is compared with fp32.
     reference: Rows | None = None
-    choices = candidates(meta.precision, meta.engine, threads, openvino_installed())
+    choices = candidates(
+        meta.precision,
+        meta.engine,
+        threads,
+        openvino_installed(),
+        cpus=available_cpus(),
+        workers=config.workers,
+    )
     measured: list[Measured] = []
     kept: tuple[EngineChoice, OnnxModel] | None = None  # the choice so far, if still built
     for tried, model in enumerate(_built(artifact, choices), start=1):

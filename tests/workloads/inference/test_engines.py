@@ -13,12 +13,12 @@ import pytest
 from workloads.artifacts import METADATA_FILE, ArtifactError, ModelMetadata, load_metadata
 from workloads.inference import engines, warmup
 from workloads.inference.config import ServeConfig
-from workloads.inference.cpu import native_bf16
+from workloads.inference.cpu import available_cpus, native_bf16
 from workloads.inference.drift import DriftMonitor
 from workloads.inference.engines import EngineChoice, open_runner
 from workloads.inference.metrics import Metrics
 from workloads.inference.model import load_artifact, verify_model
-from workloads.inference.warmup import Measured, build_model, candidates, choose, thread_counts
+from workloads.inference.warmup import Measured, build_model, candidates, choose, spinning_fits, thread_counts
 from workloads.training.tasks import Split
 
 ORT_1 = EngineChoice("onnxruntime", "fp32", 1, False)
@@ -53,7 +53,7 @@ def test_the_budget_and_one_thread_are_measured_first_and_whatever_the_budget(
     """Issue 42: on shared cores one thread can beat the budget (the 50M-weight model under wrk: 22.5 against
     28.7 ms a row), and a budget spent by the first candidate (a large model under load) had left it
     unmeasured. Planted: a budget of 0 s."""
-    assert [(c.threads, c.spinning) for c in candidates("fp32", None, 6, openvino=False)][:2] == [
+    assert [(c.threads, c.spinning) for c in candidates("fp32", None, 6, openvino=False, cpus=6)][:2] == [
         (6, False),
         (1, False),
     ]
@@ -66,14 +66,36 @@ def test_the_budget_and_one_thread_are_measured_first_and_whatever_the_budget(
 
 def test_candidates_keep_the_version_s_precision() -> None:
     """fp32 is never run in bf16; int8 runs on ONNX Runtime, bf16 on OpenVINO, each at its own precision."""
-    fp32 = candidates("fp32", None, 2, openvino=True)
+    fp32 = candidates("fp32", None, 2, openvino=True, cpus=4)
     assert fp32 == [ORT_2, ORT_1, OV_2, ORT_2_SPIN, EngineChoice("openvino", "fp32", 1)]
-    assert candidates("fp32", None, 2, openvino=False) == [ORT_2, ORT_1, ORT_2_SPIN]
-    assert {c.engine for c in candidates("int8", "onnxruntime", 4, openvino=True)} == {"onnxruntime"}
-    bf16 = candidates("bf16", "openvino", 4, openvino=True)
+    assert candidates("fp32", None, 2, openvino=False, cpus=4) == [ORT_2, ORT_1, ORT_2_SPIN]
+    assert {c.engine for c in candidates("int8", "onnxruntime", 4, openvino=True, cpus=4)} == {"onnxruntime"}
+    bf16 = candidates("bf16", "openvino", 4, openvino=True, cpus=4)
     assert {(c.engine, c.precision) for c in bf16} == {("openvino", "bf16")}
     assert [c.threads for c in bf16] == [4, 1, 2]
     assert thread_counts(1) == [1] and thread_counts(6) == [6, 1, 2, 4]
+
+
+def spinning(choices: list[EngineChoice]) -> list[int]:
+    return [c.threads for c in choices if c.spinning]
+
+
+def test_no_pool_spins_on_every_cpu_the_process_may_use() -> None:
+    """Issue 42: spinning pool threads never sleep under load ("spin waiting for work ... consumes more
+    CPU cycles": ONNX Runtime docs, Thread management), so at a thread count that takes every CPU they
+    keep the cores the event loop needs; an idle warm-up cannot see that (the 1.1M-weight model, 2 cores:
+    2 threads spinning 44 µs a row against 66 µs on 1, then 116-138 req/s served under wrk against
+    408-622 on 1 thread). Spinning is offered only where a whole CPU stays free beside every worker."""
+    # This machine's case: 2 CPUs, a budget of 2: no spinning candidate at all, the sleeping ones kept.
+    assert candidates("fp32", None, 2, openvino=False, cpus=2) == [ORT_2, ORT_1]
+    assert spinning(candidates("int8", "onnxruntime", 2, openvino=False, cpus=2)) == []
+    # 8 CPUs, one worker, a budget of 8: 2 and 4 threads may spin, 8 may not.
+    assert spinning(candidates("fp32", None, 8, openvino=False, cpus=8)) == [2, 4]
+    # 8 CPUs over 2 workers, 4 threads each: 4 x 2 is every CPU; 2 x 2 leaves four.
+    assert spinning(candidates("fp32", None, 4, openvino=False, cpus=8, workers=2)) == [2]
+    # A budget set above the CPUs (SERVE_THREADS) never spins; one thread has no pool to spin.
+    assert not spinning_fits(4, cpus=2, workers=1) and not spinning_fits(1, cpus=8, workers=1)
+    assert spinning_fits(2, cpus=3, workers=1)
 
 
 CPUINFO = "processor\t: {n}\nflags\t\t: fpu sse2 avx2 avx512f {extra}\n\n"
@@ -110,7 +132,7 @@ def test_a_real_warm_up_chooses_from_measurement_and_keeps_fp32_outputs(
     with caplog.at_level(logging.INFO, logger="workloads.inference"):
         model = build_model(artifact, 2, ServeConfig(model_dir=model_dir), heard.append)
     assert heard == [model.choice] and model.choice.precision == "fp32"
-    assert model.choice in candidates("fp32", None, 2, engines.openvino_installed())
+    assert model.choice in candidates("fp32", None, 2, engines.openvino_installed(), cpus=available_cpus())
     assert "warm-up chose" in caplog.text and "measured" in caplog.text
     reference = open_runner(artifact.onnx_bytes, ORT_1)(held_out.x_test)
     got = model.predict(held_out.x_test)
