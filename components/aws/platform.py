@@ -397,7 +397,8 @@ class AwsPlatform(pulumi.ComponentResource):
         The cluster needs the Secrets key before it exists, and the workloads' roles need the cluster (their
         trust names its OIDC issuer), so a Secrets key that still holds other domains (``storage.onStackKey``,
         a stack migrating to the keys per data domain: docs/operations.md) names those roles by their name
-        prefix (``ArnLike``), as before this change, until their domains move to keys of their own."""
+        prefix (``ArnLike``), the one key user not named by exact ARN, until their domains move to keys of
+        their own."""
         needed = stack_roles_using({d: DOMAIN_USERS[d] for d in domains if d in DOMAIN_USERS})
         access = self._config.access
         prefixed = needed - {CLUSTER_ROLE} if KeyDomain.SECRETS.value in domains else set()
