@@ -4,13 +4,13 @@ disagree (issue 35 item 3; review 35 A1).
 
 The table lives in the pack's folder because the pack imports nothing from the program and must carry
 its own data (as ``policies/controls.yaml``, which the evidence writer reads); the program reads it from
-there. Each domain's key policy leaves out every named person none of whose roles the table lists for
-that domain (``kept_off``).
+there. Each domain's key policy names, beside the stack's own roles, every named person one of whose roles
+the table lists for that domain (``people_using``), and nobody else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -29,6 +29,8 @@ class RoleKeys(BaseModel):
 
     aws: tuple[str, ...]
     azure: tuple[str, ...]
+    # The role only reads the stores of its AWS domains: its keys give it kms:Decrypt alone (review 35 C1).
+    reads_only: bool = False
     why: str
 
 
@@ -61,12 +63,14 @@ def people(access: AccessConfig) -> Iterator[tuple[str, str]]:
         yield principal, "auditor"
 
 
-def kept_off(access: AccessConfig, domains: Iterable[str]) -> tuple[str, ...]:
-    """The named people the table keeps off an AWS key of ``domains``: each whose roles together list none
-    of them is left out of the key's use (one person in two roles uses what either role needs)."""
-    wanted = set(domains)
-    allowed: dict[str, bool] = {}
+def people_using(access: AccessConfig, domain: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(writers, readers): the named people the table gives an AWS key of ``domain``, a reader where each
+    of its roles that lists the domain only reads (one person in two roles uses what either role needs)."""
+    writes: dict[str, bool] = {}
     for principal, role in people(access):
-        uses = bool(wanted & set(table().roles[role].aws))
-        allowed[principal] = allowed.get(principal, False) or uses
-    return tuple(sorted(p for p, uses in allowed.items() if not uses))
+        keys = table().roles[role]
+        if domain in keys.aws:
+            writes[principal] = writes.get(principal, False) or not keys.reads_only
+    writers = tuple(sorted(p for p, w in writes.items() if w))
+    readers = tuple(sorted(p for p, w in writes.items() if not w))
+    return writers, readers

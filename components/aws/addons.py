@@ -42,6 +42,8 @@ from components.handle import SharedStorageKind
 # VPC CNI configuration schema key (``aws eks describe-addon-configuration --addon-name vpc-cni``):
 # network policy enforcement is off unless set, and the value is the string "true".
 VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+# The EBS CSI driver's role name prefix purpose (``role_name_prefix``); the node-volumes key names the role.
+EBS_CSI_PURPOSE = "ebs"
 
 
 def ebs_key_policy(key_arn: pulumi.Input[str], region: str) -> pulumi.Output[str]:
@@ -187,7 +189,7 @@ class ClusterAddons(pulumi.ComponentResource):
         self._name, self._args = name, args
         ebs_role = service_account_role(
             f"{name}-ebs-csi",
-            name_prefix=role_name_prefix(args.cluster_name, "ebs"),
+            name_prefix=role_name_prefix(args.cluster_name, EBS_CSI_PURPOSE),
             issuer=args.issuer,
             account=EBS_CSI_CONTROLLER,
             policy=ebs_key_policy(args.key_arn, args.account.region),
@@ -196,6 +198,8 @@ class ClusterAddons(pulumi.ComponentResource):
             parent=self,
         )
         self._addon("aws-ebs-csi-driver", ebs_role.arn)
+        # The role itself, which the node-volumes key's policy names (its policies wait for that key).
+        self.ebs_csi_role_arn: pulumi.Output[str] = ebs_role.role.arn
         if args.shared_storage is SharedStorageKind.EFS:
             efs_role = service_account_role(
                 f"{name}-efs-csi",

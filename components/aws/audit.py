@@ -28,7 +28,7 @@ from pulumi_aws import cloudcontrol, cloudtrail, cloudwatch, guardduty, iam
 
 from components.aws.account import AwsAccount
 from components.aws.iam import policy_document, role_name_prefix, service_trust_policy
-from components.aws.keys import administered_by_account, domain_use, logs_use_key
+from components.aws.keys import KeyUsers, administered_by_account, domain_use, logs_use_key
 from components.aws.network import LOG_RETENTION_DAYS
 
 CLOUDTRAIL = "cloudtrail.amazonaws.com"
@@ -60,7 +60,7 @@ def trail_arn(account: AwsAccount, stack: str) -> str:
 
 
 def logging_key_policy(
-    account: AwsAccount, trail: str, administrators: Sequence[str] = (), kept_off: Sequence[str] = ()
+    account: AwsAccount, trail: str, readers: KeyUsers, administrators: Sequence[str] = ()
 ) -> dict[str, Any]:
     """The logging key's policy (CloudTrail user guide, "Configure AWS KMS key policies for CloudTrail"):
     CloudTrail may generate data keys for this account's trails, decrypt (the audit bucket uses an S3
@@ -68,15 +68,14 @@ def logging_key_policy(
     kms:Decrypt permission is required to create or update a trail with SSE-KMS encryption enabled") and
     describe the key, each only for ``trail`` (aws:SourceArn, as the guide recommends); CloudWatch Logs
     encrypts the trail's log group.
-    Readers decrypt through IAM and through S3 only (``domain_use``), so reading the trail is an IAM grant
-    on the bucket and this key, never a person's the role-to-key table keeps off it (``kept_off``: every
-    named person but the auditors); the root itself administers the key and reads
-    nothing."""
+    Its ``readers`` (the auditors the role-to-key table gives the audit domain) decrypt through S3 only
+    (``domain_use``), each named: reading the trail takes an IAM grant on the bucket and this key and a
+    place on this list; the root itself administers the key and reads nothing."""
     source = {"aws:SourceArn": trail}
     return policy_document(
         [
             *administered_by_account(account, administrators),
-            domain_use(account, "AuditReadersUseKeyThroughS3", services=("s3",), kept_off=kept_off),
+            *domain_use(account, "Audit", readers, services=("s3",)),
             {
                 "Sid": "CloudTrailEncryptsThisTrailsLogs",
                 "Effect": "Allow",

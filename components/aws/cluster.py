@@ -149,6 +149,8 @@ class EksCluster(pulumi.ComponentResource):
             ),
         )
         self.name: pulumi.Output[str] = self.cluster.name
+        # The cluster role's own ARN, which the Secrets key's policy names (components/aws/keys.py).
+        self.role_arn: pulumi.Output[str] = role.arn
         self.endpoint: pulumi.Output[str] = self.cluster.endpoint
         self.security_group_id: pulumi.Output[str] = self.cluster.vpc_config.cluster_security_group_id
         self._private_access()

@@ -19,7 +19,7 @@ from pulumi_aws import iam
 
 from components.aws.access import ACCESS_ROLES_TAG, TEAM_TAG, PeopleRole, account_of, role_name
 from components.aws.account import AwsAccount
-from components.aws.iam import OidcIssuer, policy_document, role_name_prefix, service_account_role
+from components.aws.iam import IrsaRole, OidcIssuer, policy_document, role_name_prefix, service_account_role
 from components.aws.node_pools import autoscaler_tags
 from components.aws.registry import repositories_arn
 from components.aws.service_accounts import IRSA_SERVICE_ACCOUNTS, ROLE_ARN_ANNOTATION
@@ -360,8 +360,12 @@ class WorkloadIdentities(pulumi.ComponentResource):
         if args.signing_key_arn is not None:
             repositories = repositories_arn(args.account, args.cluster_name)
             policies["image-verifier"] = verifier_policy(args.signing_key_arn, repositories)
-        self.role_arns: dict[str, pulumi.Output[str]] = {
-            key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS if key in policies
+        roles = {key: self._role(key, policies[key]) for key in IRSA_SERVICE_ACCOUNTS if key in policies}
+        self.role_arns: dict[str, pulumi.Output[str]] = {key: role.arn for key, role in roles.items()}
+        # The roles themselves, which the data keys' policies name (components/aws/keys.py DOMAIN_USERS):
+        # their policies name the keys, so a key waits for the role, never for its gated ARN.
+        self.key_user_arns: dict[str, pulumi.Output[str]] = {
+            key: role.role.arn for key, role in roles.items()
         }
         # The same rights for the people who approve and promote (their own AWS identities): a managed
         # policy, attached to the roles ``access.modelApprovers`` names and exported for a permission set
@@ -441,8 +445,8 @@ class WorkloadIdentities(pulumi.ComponentResource):
         arn: pulumi.Output[str] = policy.arn
         return arn
 
-    def _role(self, key: str, policy: dict[str, Any]) -> pulumi.Output[str]:
-        role = service_account_role(
+    def _role(self, key: str, policy: dict[str, Any]) -> IrsaRole:
+        return service_account_role(
             f"{self._name}-{key}",
             name_prefix=role_name_prefix(self._args.cluster_name, ROLE_PURPOSES[key]),
             issuer=self._args.issuer,
@@ -451,4 +455,3 @@ class WorkloadIdentities(pulumi.ComponentResource):
             tags=self._args.tags,
             parent=self,
         )
-        return role.arn

@@ -1,5 +1,6 @@
 """The stack's customer-managed KMS keys: one per data domain (``KeyDomain``), each used only by the
-stores of its domain, its policy naming only that domain's services beside the account root.
+stores of its domain, its policy naming each of that domain's users by exact ARN (``DOMAIN_USERS``) and
+that domain's services, beside the account root's administration.
 
 A key per domain keeps revocation and the CloudTrail record of each decrypt per domain: disabling the
 datasets' key does not take Kubernetes Secrets with it, and whoever may use one domain's key reads no
@@ -18,7 +19,6 @@ import pulumi
 from pulumi_aws import get_caller_identity, iam, kms
 
 from components.aws.account import AwsAccount
-from components.aws.iam import CLUSTER_ROLE_PURPOSE, role_name_prefix
 from components.config import DATA_DOMAIN_TAG, PLATFORM_KEY, KeyDomain
 
 # KMS waits this many days before deleting a scheduled key; 30 is the maximum the API allows
@@ -27,6 +27,9 @@ DELETION_WINDOW_DAYS = 30
 
 # Key actions a service needs to use the key for data, not to manage it.
 _USE_KEY = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"]
+# What a caller that only reads needs (S3 user guide, "Using server-side encryption with AWS KMS keys
+# (SSE-KMS)": "to download ... you need kms:Decrypt"; review 35 C1).
+_READ_KEY = ["kms:Decrypt", "kms:DescribeKey"]
 
 
 def use_key(principal: Mapping[str, Any], sid: str, condition: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,17 +93,22 @@ def account_statement(
     return statement
 
 
-def key_administrators(custodians: Sequence[str], parent: pulumi.Resource) -> tuple[str, ...]:
+def deployer_arn(parent: pulumi.Resource) -> str:
+    """The identity running ``pulumi up``: the role behind its session (IAM GetSessionContext's issuer
+    ARN), as a key policy's ``aws:PrincipalArn`` is the role's ARN, never a session's."""
+    opts = pulumi.InvokeOptions(parent=parent)
+    arn: str = iam.get_session_context(arn=get_caller_identity(opts=opts).arn, opts=opts).issuer_arn
+    return arn
+
+
+def key_administrators(custodians: Sequence[str], deployer: str) -> tuple[str, ...]:
     """Who administers the keys where the stack names its key custodians (``access.keyCustodians``): the
-    custodians and the deployer, which writes the key policies on every ``pulumi up`` (PutKeyPolicy) and
-    must stay able to (KMS refuses a policy that locks its caller out unless told to bypass the check:
-    KMS API reference, PutKeyPolicy ``BypassPolicyLockoutSafetyCheck``). The deployer is the role behind
-    its session (IAM GetSessionContext's issuer ARN), as a key policy cannot name a session. None named:
-    IAM decides (``administered_by_account``)."""
+    custodians and the ``deployer``, which writes the key policies on every ``pulumi up`` (PutKeyPolicy)
+    and must stay able to (KMS refuses a policy that locks its caller out unless told to bypass the check:
+    KMS API reference, PutKeyPolicy ``BypassPolicyLockoutSafetyCheck``). None named: IAM decides
+    (``administered_by_account``)."""
     if not custodians:
         return ()
-    opts = pulumi.InvokeOptions(parent=parent)
-    deployer = iam.get_session_context(arn=get_caller_identity(opts=opts).arn, opts=opts).issuer_arn
     return tuple(dict.fromkeys((deployer, *custodians)))
 
 
@@ -160,37 +168,47 @@ def administered_by_account(account: AwsAccount, administrators: Sequence[str] =
     ]
 
 
-def domain_use(
-    account: AwsAccount,
-    sid: str,
-    services: Iterable[str] = (),
-    roles: Iterable[str] = (),
-    kept_off: Sequence[str] = (),
-) -> dict[str, Any]:
-    """The domain's users may use the key for data where an IAM policy grants it, and only through the
-    domain's ``services`` (``kms:ViaService``) or as the domain's ``roles`` (this stack's role-name
-    prefixes, ``aws:PrincipalArn``; both given, both must hold): the guide's "Allows key users to use the
-    KMS key", its users named by condition, which needs no role to exist before the key.
+@dataclass(frozen=True)
+class KeyUsers:
+    """Who uses a key for data, each by the exact ARN of its IAM role (``aws:PrincipalArn``): ``writers``
+    encrypt and decrypt, ``readers`` only decrypt (review 35 C1). A principal in both is a writer."""
 
-    The named people ``kept_off`` never (``ArnNotEquals`` ``aws:PrincipalArn``; review 35 A1): each whose
-    roles the role-to-key table (policies/key_users.yaml, components/key_users.py ``kept_off``) does not
-    give this domain, the key custodians always. A statement for the account root lets any account
-    principal whose IAM policy allows it use the key (KMS developer guide, "Default key policy", "Allows
-    access to the AWS account and enables IAM policies"), so without the exclusion a platform admin's or a
-    custodian's ordinary IAM rights (``kms:Decrypt``, ``s3:GetObject``) would read the domain's data. The
-    deployer stays a user through the domain's services: creating an RDS instance whose managed password
-    Secrets Manager encrypts under this key needs its caller to use the key (RDS user guide, "Password
-    management with Amazon RDS and AWS Secrets Manager", "Required permissions")."""
-    condition: dict[str, Any] = {}
+    writers: tuple[str, ...] = ()
+    readers: tuple[str, ...] = ()
+
+    def __or__(self, other: KeyUsers) -> KeyUsers:
+        writers = tuple(sorted({*self.writers, *other.writers}))
+        readers = tuple(sorted({*self.readers, *other.readers} - set(writers)))
+        return KeyUsers(writers, readers)
+
+
+def domain_use(
+    account: AwsAccount, name: str, users: KeyUsers, services: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """The guide's "Allows key users to use the KMS key", its users named: a statement for the account
+    root limited to the exact roles ``users`` lists (``ArnEquals`` ``aws:PrincipalArn``; issue 35 item 3,
+    review 35 A1) and, where ``services`` are given, to calls through them (``kms:ViaService``). A statement
+    for the account root takes effect only for a principal whose IAM policy also allows it (KMS developer
+    guide, "Default key policy", "Allows access to the AWS account and enables IAM policies"), and naming
+    the roles by condition needs no role to exist before the key. Any other principal of the account, a
+    platform admin's, a custodian's or the deployer's, gets no use whatever its IAM rights. The writers get
+    ``_USE_KEY``, the readers ``_READ_KEY``; no users, no statement."""
+    users = KeyUsers() | users
     via = sorted(f"{s}.{account.dns_suffix}" for s in services)
-    named = sorted(account.arn("iam", f"role/{prefix}*", regional=False) for prefix in roles)
-    if via:
-        condition["StringEquals"] = {"kms:ViaService": via}
-    if named:
-        condition["ArnLike"] = {"aws:PrincipalArn": named}
-    if kept_off:
-        condition["ArnNotEquals"] = {"aws:PrincipalArn": sorted(kept_off)}
-    return account_statement(account, sid, _USE_KEY, condition)
+    statements: list[dict[str, Any]] = []
+    for sid, actions, arns in (
+        (f"{name}UsersUseKey", _USE_KEY, users.writers),
+        (f"{name}ReadersDecrypt", _READ_KEY, users.readers),
+    ):
+        if not arns:
+            continue
+        # A name-prefix pattern only on a Secrets key still holding other domains (platform.py ``_policy``).
+        operator = "ArnLike" if any("*" in arn for arn in arns) else "ArnEquals"
+        condition: dict[str, Any] = {operator: {"aws:PrincipalArn": list(arns)}}
+        if via:
+            condition["StringEquals"] = {"kms:ViaService": via}
+        statements.append(account_statement(account, sid, actions, condition))
+    return statements
 
 
 def logs_use_key(account: AwsAccount) -> dict[str, Any]:
@@ -250,62 +268,92 @@ DATASETS_DOMAIN = "datasets"
 DATASETS_STORES = "the datasets bucket"
 
 
+# The stack's own roles (``StackRoles`` keys) and the deployer, by what they do.
+CLUSTER_ROLE, EBS_CSI_ROLE, DEPLOYER = "cluster", "ebs-csi", "deployer"
+
+
 @dataclass(frozen=True)
 class DomainUsers:
-    """Who uses a domain's key for data: callers through these AWS services, or these of the stack's roles
-    (by ``iam.role_name_prefix`` purpose)."""
+    """Who uses a domain's key for data: through these AWS services (``kms:ViaService``; none: directly),
+    and which of the stack's roles (``StackRoles`` keys) write and read with it."""
 
     services: tuple[str, ...] = ()
-    role_purposes: tuple[str, ...] = ()
+    roles: KeyUsers = KeyUsers()
 
 
-# Each domain's users (docs/security.md, "Keys per data domain"). CloudWatch Logs and the Auto Scaling
-# service-linked role are named by principal below; the logs domain has no other user.
-DOMAIN_USERS: dict[KeyDomain, DomainUsers] = {
+# Each domain's users among the stack's roles (docs/security.md, "Keys per data domain"), each the role
+# whose IAM policy in the plan grants it the key (tests/components/aws/test_aws_key_users.py holds the two
+# to each other). The people the role-to-key table gives a domain are added to these (components/
+# key_users.py). The AWS services that attach a key to a store they create do it through grants
+# (``administered_by_account``), which need no use statement: ECR encrypts and decrypts image layers under
+# the grants it creates with the repository, so pushing or pulling needs no key right (ECR user guide,
+# "Encryption at rest"); the images and logs domains name no role. CloudWatch Logs and the Auto Scaling
+# service-linked role are named by principal below.
+DOMAIN_USERS: dict[str, DomainUsers] = {
     # EKS encrypts Secrets as the cluster role (EKS user guide, "Encrypt Kubernetes secrets with KMS").
-    KeyDomain.SECRETS: DomainUsers(role_purposes=(CLUSTER_ROLE_PURPOSE,)),
-    # RDS encrypts storage, Secrets Manager the managed password the registry reads.
-    KeyDomain.REGISTRY_DATABASE: DomainUsers(services=("rds", "secretsmanager")),
-    KeyDomain.TRAINING_DATA: DomainUsers(services=("elasticfilesystem", "fsx")),
-    # Training, inference, the registry and the lifecycle record's writers, through S3 only.
-    KeyDomain.OBJECTS: DomainUsers(services=("s3",)),
-    KeyDomain.IMAGES: DomainUsers(services=("ecr",)),
-    # The EBS CSI driver creates persistent volumes through EC2.
-    KeyDomain.VOLUMES: DomainUsers(services=("ec2",)),
-    KeyDomain.LOGS: DomainUsers(),
+    KeyDomain.SECRETS.value: DomainUsers(roles=KeyUsers(writers=(CLUSTER_ROLE,))),
+    # The registry reads its managed password through Secrets Manager; the deployer creates the instance
+    # whose managed password Secrets Manager encrypts under this key, which needs its caller's kms:Decrypt
+    # and kms:GenerateDataKey (RDS user guide, "Password management with Amazon RDS and AWS Secrets
+    # Manager", "Required permissions for Secrets Manager integration").
+    KeyDomain.REGISTRY_DATABASE.value: DomainUsers(
+        ("rds", "secretsmanager"), KeyUsers(writers=(DEPLOYER,), readers=("registry",))
+    ),
+    # The deployer creates the file system; EFS asks the key policy for kms:Decrypt and
+    # kms:GenerateDataKeyWithoutPlaintext beside the grant (EFS user guide, "Using AWS KMS keys for
+    # Amazon EFS", "Amazon EFS key policies for AWS KMS"). Pods mount it through NFS, with no key right.
+    KeyDomain.TRAINING_DATA.value: DomainUsers(("elasticfilesystem", "fsx"), KeyUsers(writers=(DEPLOYER,))),
+    # Training and the registry write models, checkpoints and artifacts, the rollout and the drift monitor
+    # append to the lifecycle record; inference reads models.
+    KeyDomain.OBJECTS.value: DomainUsers(
+        ("s3",),
+        KeyUsers(writers=("drift-monitor", "registry", "rollout", "training"), readers=("inference",)),
+    ),
+    KeyDomain.IMAGES.value: DomainUsers(("ecr",)),
+    # The EBS CSI driver creates persistent volumes through EC2 (components/aws/addons.py ebs_key_policy).
+    KeyDomain.VOLUMES.value: DomainUsers(("ec2",), KeyUsers(writers=(EBS_CSI_ROLE,))),
+    KeyDomain.LOGS.value: DomainUsers(),
+    # Training reads the datasets; the ML engineers put them in (the role-to-key table).
+    DATASETS_DOMAIN: DomainUsers(("s3",), KeyUsers(readers=("training",))),
 }
 
+# A domain's key users: the exact ARNs of every role that uses it.
+UsersOf = Callable[[str], KeyUsers]
 
-def _sid(domain: KeyDomain) -> str:
-    return "".join(part.title() for part in domain.value.split("-")) + "UsersUseKey"
+
+def stack_roles_using(domains: Mapping[str, DomainUsers]) -> set[str]:
+    """The stack's roles (``DOMAIN_USERS`` keys, the deployer aside) that use a key of ``domains``."""
+    return {role for users in domains.values() for role in (*users.roles.writers, *users.roles.readers)} - {
+        DEPLOYER
+    }
+
+
+def _sid(domain: str) -> str:
+    return "".join(part.title() for part in domain.split("-"))
 
 
 def key_policy(
     account: AwsAccount,
-    cluster_name: str,
     domains: Iterable[KeyDomain],
+    users: UsersOf,
     administrators: Sequence[str] = (),
-    kept_off: Callable[[str], Sequence[str]] = lambda _domain: (),
 ) -> dict[str, Any]:
     """The policy of the key of ``domains`` (one, unless the stack keeps stores on its first key until
     they migrate): the account root administers it through IAM and uses it for nothing; each domain's
-    users use it (``DOMAIN_USERS``), every principal named, none a wildcard, and never the named people
-    ``kept_off`` gives for that domain:
+    ``users`` use it (``domain_use``), every one named by its exact ARN, through the domain's services
+    (``DOMAIN_USERS``):
 
-    - IAM policies (IRSA roles, the EKS cluster role) still grant use, each naming its own domain's key
-      only, and take effect only through the domain's services or as the domain's roles;
+    - their IAM policies (IRSA roles, the EKS cluster role) grant use too, each naming its own domain's
+      key only: both must allow it;
     - CloudWatch Logs (logs) encrypts the flow-log and control-plane log groups; it has no IAM role to
       delegate to, so it is named, limited to this account's log groups;
     - the EC2 Auto Scaling service-linked role (node volumes) creates the nodes' encrypted root volumes.
     """
     statements: list[dict[str, Any]] = administered_by_account(account, administrators)
     for domain in dict.fromkeys(domains):
-        users = DOMAIN_USERS[domain]
-        if users.services or users.role_purposes:
-            prefixes = [role_name_prefix(cluster_name, purpose) for purpose in users.role_purposes]
-            statements.append(
-                domain_use(account, _sid(domain), users.services, prefixes, kept_off(domain.value))
-            )
+        statements += domain_use(
+            account, _sid(domain.value), users(domain.value), DOMAIN_USERS[domain.value].services
+        )
         if domain is KeyDomain.LOGS:
             statements.append(logs_use_key(account))
         if domain is KeyDomain.VOLUMES:
@@ -343,14 +391,13 @@ def _alias_exists(name: str, parent: pulumi.Resource) -> bool:
 
 
 def datasets_key_policy(
-    account: AwsAccount, administrators: Sequence[str] = (), kept_off: Sequence[str] = ()
+    account: AwsAccount, users: KeyUsers, administrators: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The datasets key's policy: administered through IAM, used for data only through S3 (training's
-    reads, which its IRSA policy grants, and the ML engineers who put the data there), never by the
-    people ``kept_off`` (the key custodians, and every other role the role-to-key table keeps off it)."""
+    """The datasets key's policy: administered through IAM, used for data only through S3 and only by
+    ``users``: training, which reads them, and the ML engineers who put the data there."""
     statements = [
         *administered_by_account(account, administrators),
-        domain_use(account, "DatasetsUsersUseKey", services=("s3",), kept_off=kept_off),
+        *domain_use(account, _sid(DATASETS_DOMAIN), users, DOMAIN_USERS[DATASETS_DOMAIN].services),
     ]
     return {"Version": "2012-10-17", "Statement": statements}
 
@@ -395,9 +442,9 @@ class EncryptionKeyArgs:
     tags: Mapping[str, str]
     # Production stacks protect the key: deleting it makes every encrypted byte unreadable.
     protect: bool
-    # What the key is for, and its policy.
+    # What the key is for, and its policy (an output where it names roles declared after the key).
     description: str
-    policy: Mapping[str, Any]
+    policy: pulumi.Input[Mapping[str, Any]]
     # The data domains it serves (``KeyDomain`` values, or the audit domain), tagged for the pack.
     domains: tuple[str, ...]
 
@@ -415,7 +462,7 @@ class EncryptionKey(pulumi.ComponentResource):
             enable_key_rotation=True,
             deletion_window_in_days=DELETION_WINDOW_DAYS,
             multi_region=False,
-            policy=json.dumps(args.policy),
+            policy=pulumi.Output.from_input(args.policy).apply(json.dumps),
             tags={**args.tags, DATA_DOMAIN_TAG: " ".join(args.domains)},
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect),
         )

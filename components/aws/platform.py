@@ -9,13 +9,20 @@ region (``config.region``); no resource sets its own.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pulumi
 
 from components.aws.access import AuditedStores, PeopleAccess, PeopleAccessArgs
 from components.aws.account import AwsAccount, lookup_account
-from components.aws.addons import ClusterAddons, ClusterAddonsArgs, NetworkAddons, NetworkAddonsArgs
+from components.aws.addons import (
+    EBS_CSI_PURPOSE,
+    ClusterAddons,
+    ClusterAddonsArgs,
+    NetworkAddons,
+    NetworkAddonsArgs,
+)
 from components.aws.alerts import EKS, TRAIL, SecurityAlerts, SecurityAlertsArgs
 from components.aws.audit import (
     AUDIT_DOMAIN,
@@ -32,20 +39,29 @@ from components.aws.audit import (
 )
 from components.aws.budget import monthly_budget
 from components.aws.cluster import EksCluster, EksClusterArgs, control_plane_log_group
-from components.aws.iam import node_role, role_name_prefix
-from components.aws.identities import WorkloadIdentities, WorkloadIdentitiesArgs
+from components.aws.iam import CLUSTER_ROLE_PURPOSE, node_role, role_name_prefix
+from components.aws.identities import ROLE_PURPOSES, WorkloadIdentities, WorkloadIdentitiesArgs
 from components.aws.keys import (
+    CLUSTER_ROLE,
     DATASETS_DOMAIN,
     DATASETS_STORES,
+    DEPLOYER,
     DOMAIN_STORES,
+    DOMAIN_USERS,
+    EBS_CSI_ROLE,
     MODELS_BUCKET_STORES,
+    DomainUsers,
     EncryptionKey,
     EncryptionKeyArgs,
+    KeyUsers,
+    UsersOf,
     datasets_key_policy,
+    deployer_arn,
     key_administrators,
     key_policy,
     made_before_datasets_bucket,
     refuse_silent_key_moves,
+    stack_roles_using,
 )
 from components.aws.network import Network, NetworkArgs, flow_log_group
 from components.aws.node_pools import NodePool, NodePoolArgs, pool_zone_indexes, refuse_unreachable_sizes
@@ -87,7 +103,10 @@ from components.handle import (
     StorageHandle,
 )
 from components.images import workload_images
-from components.key_users import kept_off
+from components.key_users import people_using
+
+# The name-prefix purpose of each of the stack's roles that use a data key (``DOMAIN_USERS``).
+KEY_USER_PURPOSES = {CLUSTER_ROLE: CLUSTER_ROLE_PURPOSE, EBS_CSI_ROLE: EBS_CSI_PURPOSE, **ROLE_PURPOSES}
 
 
 def today() -> datetime.date:
@@ -132,7 +151,25 @@ class AwsPlatform(pulumi.ComponentResource):
         self._own_datasets_bucket = not made_before_datasets_bucket(
             f"{name}-key", f"{name}-{DATASETS_DOMAIN}", parent=self
         )
-        self._key_administrators = key_administrators(config.access.key_custodians, parent=self)
+        self._deployer = deployer_arn(parent=self)
+        self._key_administrators = key_administrators(config.access.key_custodians, self._deployer)
+        # The ARN of each of the stack's roles that uses a data key (``DOMAIN_USERS``), known once the role
+        # is declared below: the key policies name them, their IAM policies name the keys
+        # (``_name_key_users``). Each key waits for its own users' roles only: the workloads' roles wait
+        # for the cluster, which waits for the Secrets key.
+        self._key_user_arns: dict[str, tuple[pulumi.Output[str | None], Callable[..., None]]] = {
+            role: pulumi.deferred_output() for role in stack_roles_using(DOMAIN_USERS)
+        }
+        self._declared_key_users: dict[str, pulumi.Output[str]] = {}
+        # Whatever refuses the stack below, every key policy is released (``_name_key_users``): a key
+        # waiting for a role that is never declared would hold the run open instead of failing it.
+        try:
+            self._declare(name, config, account, tags)
+        finally:
+            self._name_key_users()
+
+    def _declare(self, name: str, config: PlatformConfig, account: AwsAccount, tags: dict[str, str]) -> None:
+        """The keys and every resource after them."""
         self.keys = self._domain_keys(account, tags)
         key = {domain: each.arn for domain, each in self.keys.items()}
         self.datasets_key = self._datasets_key(account, tags)
@@ -169,6 +206,7 @@ class AwsPlatform(pulumi.ComponentResource):
             ),
             self._child,
         )
+        self._declared_key_users[CLUSTER_ROLE] = self.cluster.role_arn
         self.network_addons = NetworkAddons(
             f"{name}-network-addons",
             NetworkAddonsArgs(
@@ -256,7 +294,8 @@ class AwsPlatform(pulumi.ComponentResource):
             ),
             self._child,
         )
-        ClusterAddons(
+        self._declared_key_users.update(self.identities.key_user_arns)
+        addons = ClusterAddons(
             f"{name}-addons",
             ClusterAddonsArgs(
                 account=account,
@@ -271,6 +310,7 @@ class AwsPlatform(pulumi.ComponentResource):
             ),
             self._child,
         )
+        self._declared_key_users[EBS_CSI_ROLE] = addons.ebs_csi_role_arn
         self.handle = ClusterHandle(
             cloud=Cloud.AWS,
             name=self.cluster_name,
@@ -331,18 +371,63 @@ class AwsPlatform(pulumi.ComponentResource):
                 tags,
                 protect=self._config.is_protected,
                 description="; ".join(self._stores_of(d) for d in domains),
-                policy=key_policy(
-                    account, self.cluster_name, domains, self._key_administrators, self._kept_off
+                policy=self._policy(
+                    account,
+                    [d.value for d in domains],
+                    lambda users: key_policy(account, domains, users, self._key_administrators),
                 ),
                 domains=tuple(d.value for d in domains),
             ),
             self._child,
         )
 
-    def _kept_off(self, domain: str) -> tuple[str, ...]:
-        """The named people a domain's key leaves out: those the role-to-key table does not give it
-        (policies/key_users.yaml; review 35 A1)."""
-        return kept_off(self._config.access, [domain])
+    def _name_key_users(self) -> None:
+        """Give the key policies the exact ARNs of the stack's roles that use keys (``DOMAIN_USERS``): the
+        cluster role, the EBS CSI driver's and the workloads' roles, as declared; a role this stack does
+        not have (no lifecycle record, no rollout) is named nowhere."""
+        for role, (_arn, resolve) in self._key_user_arns.items():
+            resolve(pulumi.Output.from_input(self._declared_key_users.get(role)))
+
+    def _policy(
+        self, account: AwsAccount, domains: Sequence[str], build: Callable[[UsersOf], dict[str, Any]]
+    ) -> pulumi.Output[dict[str, Any]]:
+        """The policy ``build`` makes of the key users of ``domains``: their users among the stack's roles
+        (``DOMAIN_USERS``) and the deployer by exact ARN, and the named people the role-to-key table gives
+        them (policies/key_users.yaml; review 35 A1).
+
+        The cluster needs the Secrets key before it exists, and the workloads' roles need the cluster (their
+        trust names its OIDC issuer), so a Secrets key that still holds other domains (``storage.onStackKey``,
+        a stack migrating to the keys per data domain: docs/operations.md) names those roles by their name
+        prefix (``ArnLike``), the one key user not named by exact ARN, until their domains move to keys of
+        their own."""
+        needed = stack_roles_using({d: DOMAIN_USERS[d] for d in domains if d in DOMAIN_USERS})
+        access = self._config.access
+        prefixed = needed - {CLUSTER_ROLE} if KeyDomain.SECRETS.value in domains else set()
+        patterns = {
+            role: account.arn(
+                "iam", f"role/{role_name_prefix(self.cluster_name, KEY_USER_PURPOSES[role])}*", regional=False
+            )
+            for role in prefixed
+        }
+        needed -= prefixed
+
+        def users_of(roles: Mapping[str, str | None]) -> UsersOf:
+            arns = {**{r: a for r, a in roles.items() if a}, **patterns, DEPLOYER: self._deployer}
+
+            def users(domain: str) -> KeyUsers:
+                own = DOMAIN_USERS.get(domain, DomainUsers()).roles
+                stack = KeyUsers(
+                    tuple(arns[r] for r in own.writers if r in arns),
+                    tuple(arns[r] for r in own.readers if r in arns),
+                )
+                return stack | KeyUsers(*people_using(access, domain))
+
+            return users
+
+        if not needed:
+            return pulumi.Output.from_input(build(users_of({})))
+        roles = pulumi.Output.all(**{r: self._key_user_arns[r][0] for r in sorted(needed)})
+        return roles.apply(lambda found: build(users_of(found)))
 
     def _stores_of(self, domain: KeyDomain) -> str:
         """What the domain's key encrypts, as its description says: the object-data key no longer holds the
@@ -364,8 +449,12 @@ class AwsPlatform(pulumi.ComponentResource):
                 tags,
                 protect=self._config.is_protected,
                 description=DATASETS_STORES,
-                policy=datasets_key_policy(
-                    account, self._key_administrators, self._kept_off(DATASETS_DOMAIN)
+                policy=self._policy(
+                    account,
+                    [DATASETS_DOMAIN],
+                    lambda users: datasets_key_policy(
+                        account, users(DATASETS_DOMAIN), self._key_administrators
+                    ),
                 ),
                 domains=(DATASETS_DOMAIN,),
             ),
@@ -388,11 +477,15 @@ class AwsPlatform(pulumi.ComponentResource):
                 tags,
                 protect=self._config.is_protected,
                 description="the CloudTrail trail, its bucket and log group",
-                policy=logging_key_policy(
+                policy=self._policy(
                     account,
-                    trail_arn(account, self._config.stack_name),
-                    self._key_administrators,
-                    self._kept_off(AUDIT_DOMAIN),
+                    [AUDIT_DOMAIN],
+                    lambda users: logging_key_policy(
+                        account,
+                        trail_arn(account, self._config.stack_name),
+                        users(AUDIT_DOMAIN),
+                        self._key_administrators,
+                    ),
                 ),
                 domains=(AUDIT_DOMAIN,),
             ),

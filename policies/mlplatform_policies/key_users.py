@@ -173,8 +173,8 @@ def _aws(graph: Graph) -> Iterator[Finding]:
                     key.urn,
                     f"key policy statement {sid} lets role {person} ({', '.join(sorted(roles))}) use key "
                     f"{key.name}, a key of {' '.join(foreign)}, which the role-to-key table "
-                    "(policies/key_users.yaml) does not give its roles; leave it out (ArnNotEquals "
-                    "aws:PrincipalArn) or name only the domain's users",
+                    "(policies/key_users.yaml) does not give its roles; name only the domain's users "
+                    "(ArnEquals aws:PrincipalArn; components/aws/keys.py DOMAIN_USERS)",
                 )
 
 

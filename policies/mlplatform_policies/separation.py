@@ -468,34 +468,56 @@ def key_administrators(document: Mapping[str, Any]) -> list[str]:
     return named
 
 
-def _key_users(document: Mapping[str, Any]) -> list[str]:
-    """Who a key policy lets use the key for data, by name or ARN pattern."""
-    users: list[str] = []
-    for statement in allowed_statements(document):
-        if not uses_key(statement):
-            continue
-        for principal in principals(statement):
-            found = principal_arns(statement) if is_account_root(principal) else [principal]
-            users += [arn for arn in found if arn not in users]
-    return users
+# The services through which the deployer creates a store under its own key rights (components/aws/keys.py
+# ``DOMAIN_USERS``: the RDS instance and its managed password, the file systems).
+_STORE_CREATING_SERVICES = ("rds.", "secretsmanager.", "elasticfilesystem.", "fsx.")
+
+
+def _through_store_creation(statement: Mapping[str, Any]) -> bool:
+    """Whether a use statement takes effect only through the services that create stores with the
+    caller's key rights (``kms:ViaService``)."""
+    condition = statement.get("Condition")
+    via = [
+        value
+        for operands in (condition.values() if isinstance(condition, Mapping) else [])
+        if isinstance(operands, Mapping)
+        for value in _strings(operands.get("kms:ViaService"))
+    ]
+    return bool(via) and all(v.startswith(_STORE_CREATING_SERVICES) for v in via)
 
 
 def _administrators_use(document: Mapping[str, Any]) -> Iterator[str]:
     """A key custodian the policy also lets use the key, by name or by a pattern that matches it; or a use
     statement for the account root that names no users (``aws:PrincipalArn``), so any account principal
     whose IAM policy allows it uses the key, and that leaves in more than one of the key's administrators.
-    One stays by design: the deployer, which writes the key policy on every update and creates the
-    domain's stores through its services (components/aws/keys.py ``domain_use``); the custodians are
-    excluded (``ArnNotEquals`` ``aws:PrincipalArn``; review 35 A1)."""
-    users = _key_users(document)
+    One administrator stays a user by design, and only through the services that create stores with its
+    key rights: the deployer, which writes the key policy on every update and creates the registry
+    database and the file systems (components/aws/keys.py ``DOMAIN_USERS``); a second one there, or any
+    administrator named a user elsewhere, is a custodian using the key (review 35 A1)."""
     administrators = key_administrators(document)
-    for administrator in administrators:
-        using = [u for u in users if fnmatch.fnmatchcase(administrator, u)]
-        if using:
-            yield (
-                f"key policy lets {administrator} administer the key and also use it for data (as "
-                f"{using[0]}); a key custodian never uses the key it administers"
-            )
+    creators: dict[str, str] = {}
+    for statement in allowed_statements(document):
+        if not uses_key(statement):
+            continue
+        for principal in principals(statement):
+            found = principal_arns(statement) if is_account_root(principal) else [principal]
+            for administrator in administrators:
+                using = [u for u in found if fnmatch.fnmatchcase(administrator, u)]
+                if not using:
+                    continue
+                if _through_store_creation(statement):
+                    creators.setdefault(administrator, using[0])
+                    continue
+                yield (
+                    f"key policy lets {administrator} administer the key and also use it for data (as "
+                    f"{using[0]}); a key custodian never uses the key it administers"
+                )
+    if len(creators) > 1:
+        yield (
+            f"key policy lets key administrators {', '.join(sorted(creators))} use the key through the "
+            "services that create its stores; only the deployer may, a key custodian never uses the key it "
+            "administers"
+        )
     for index, statement in enumerate(allowed_statements(document)):
         if not uses_key(statement):
             continue
@@ -507,8 +529,8 @@ def _administrators_use(document: Mapping[str, Any]) -> Iterator[str]:
             sid = str(statement.get("Sid") or f"Statement[{index}]")
             yield (
                 f"key policy statement {sid} lets any account principal whose IAM policy allows it use the "
-                f"key, key administrators {', '.join(left)} included; exclude the key custodians "
-                "(ArnNotEquals aws:PrincipalArn) or name the key's users (ArnLike aws:PrincipalArn)"
+                f"key, key administrators {', '.join(left)} included; name the key's users "
+                "(ArnEquals aws:PrincipalArn)"
             )
 
 

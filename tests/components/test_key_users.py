@@ -2,11 +2,12 @@
 (``policies/key_users.yaml``):
 
 - docs/security.md's table ("Which people's role uses which key") is that file, line for line;
-- each AWS data key's use statement for the account root leaves out exactly the named people whose roles
-  the table does not give the key's domain (KMS developer guide, "Default key policy", "Allows access to
-  the AWS account and enables IAM policies": such a statement lets any account principal whose IAM policy
-  allows it use the key; S3 user guide, "Using server-side encryption with AWS KMS keys (SSE-KMS)": a
-  reader of an SSE-KMS bucket decrypts with the bucket's key under its own identity);
+- each AWS data key's use statements for the account root name exactly the named people whose roles the
+  table gives the key's domain, the readers with kms:Decrypt alone (KMS developer guide, "Default key
+  policy", "Allows access to the AWS account and enables IAM policies": such a statement lets the account
+  principals it names use the key where their IAM policy allows it; S3 user guide, "Using server-side
+  encryption with AWS KMS keys (SSE-KMS)": a reader of an SSE-KMS bucket decrypts with the bucket's key
+  under its own identity);
 - the model approvers' cloud identities (``access.modelApprovers``) get the lifecycle record writers'
   rights: the policy attached on AWS, the writer role on the record's account on Azure.
 """
@@ -65,40 +66,32 @@ def test_the_docs_table_is_the_role_to_key_table() -> None:
     assert {d for keys in table().roles.values() for d in (*keys.aws, *keys.azure)} <= known
 
 
-def _left_out(plan: Plan) -> dict[str, list[str]]:
-    """Each KMS key's domains -> the roles its root use statement leaves out."""
-    found: dict[str, list[str]] = {}
+def _people_named(plan: Plan) -> dict[str, dict[str, list[str]]]:
+    """Each KMS key's domains -> statement id -> the named people its root use statements name."""
+    everyone = set(EVERYONE)
+    found: dict[str, dict[str, list[str]]] = {}
     for key in plan.by_type("aws:kms/key:Key"):
+        domains = key.inputs["tags"].get("ml-platform.io/data-domain")
         for statement in json.loads(key.inputs["policy"])["Statement"]:
-            condition = statement.get("Condition", {})
             if "kms:Decrypt" in statement["Action"] and statement["Principal"].get("AWS", "").endswith(
                 ":root"
             ):
-                domains = key.inputs["tags"]["ml-platform.io/data-domain"]
-                found[domains] = condition.get("ArnNotEquals", {}).get("aws:PrincipalArn", [])
+                users = statement["Condition"]["ArnEquals"]["aws:PrincipalArn"]
+                if named := sorted(everyone & set(users)):
+                    found.setdefault(domains, {})[statement["Sid"]] = named
     return found
 
 
-def test_each_aws_key_leaves_out_the_people_the_table_keeps_off_it(
+def test_each_aws_key_names_the_people_the_table_gives_it_and_no_other(
     people_plan: Callable[[str], Plan],
 ) -> None:
-    assert _left_out(people_plan(AWS)) == {
-        # The auditors and the model approvers read and append the lifecycle record (its bucket's key).
-        "object-data": sorted([ADMIN, CUSTODIAN, *ENGINEERS]),
+    assert _people_named(people_plan(AWS)) == {
+        # The model approvers append to the lifecycle record (its bucket's key); the auditors read it.
+        "object-data": {"ObjectDataUsersUseKey": [APPROVER], "ObjectDataReadersDecrypt": [AUDITOR]},
         # The ML engineers put the training data in.
-        "datasets": sorted([ADMIN, APPROVER, AUDITOR, CUSTODIAN]),
-        # The auditors read the trail's bucket.
-        "audit": sorted([ADMIN, APPROVER, CUSTODIAN, *ENGINEERS]),
-        **{
-            domain: EVERYONE
-            for domain in (
-                "kubernetes-secrets",
-                "registry-database",
-                "training-data",
-                "images",
-                "node-volumes",
-            )
-        },
+        "datasets": {"DatasetsUsersUseKey": sorted(ENGINEERS)},
+        # The auditors read the trail's bucket, with kms:Decrypt alone (review 35 C1).
+        "audit": {"AuditReadersDecrypt": [AUDITOR]},
     }
 
 

@@ -125,8 +125,8 @@ def _also_custodian(principal: str) -> Callable[[dict[str, Any]], None]:
 
 
 def _let_in(principal: str) -> Callable[[dict[str, Any]], None]:
-    """Drop ``principal`` from a use statement's ``ArnNotEquals`` ``aws:PrincipalArn`` exclusions."""
-    return lambda s: s["Condition"]["ArnNotEquals"]["aws:PrincipalArn"].remove(principal)
+    """Add ``principal`` to the users a use statement names (``ArnEquals`` ``aws:PrincipalArn``)."""
+    return lambda s: s["Condition"]["ArnEquals"]["aws:PrincipalArn"].append(principal)
 
 
 def _promoters_add(user: str) -> Callable[[dict[str, Any]], None]:
@@ -250,9 +250,9 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
         {("duties-separated", REGISTRY_SERVER)},
     ),
     (
-        # A use statement for the root that leaves the custodians in: their IAM rights decrypt the data
-        # (KMS developer guide, "Default key policy"; review 35 A1).
-        "custodians-not-excluded-from-use",
+        # A use statement for the root that names a custodian: its IAM rights decrypt the data (KMS
+        # developer guide, "Default key policy"; review 35 A1).
+        "custodian-named-a-user",
         lambda p: with_inputs(
             p,
             _named(OBJECT_DATA_KEY),
@@ -326,7 +326,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
             _named(SECRETS_KEY),
             _statement(
                 "KubernetesSecretsUsersUseKey",
-                lambda s: s["Condition"]["ArnLike"]["aws:PrincipalArn"].append(ENGINEER),
+                _let_in(ENGINEER),
             ),
         ),
         {("key-use-by-role", SECRETS_KEY)},

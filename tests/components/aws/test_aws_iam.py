@@ -232,18 +232,16 @@ def test_each_domain_key_names_only_its_principals(cloud_plan: Callable[[str], P
         assert principals == {ROOT, *DOMAIN_PRINCIPALS.get(domain, set())}, domain
 
 
-# Who uses each domain's key for data (components/aws/keys.py DOMAIN_USERS): the callers through the domain's
-# services (kms:ViaService), or, for the Secrets, the EKS cluster role by name (aws:PrincipalArn).
+# The services through which each domain's users use its key (components/aws/keys.py DOMAIN_USERS,
+# kms:ViaService); the Secrets' user, the EKS cluster role, calls KMS itself. The images and logs keys have
+# no use statement: ECR uses its grants, CloudWatch Logs is named by its service principal.
 DOMAIN_USE = {
-    "kubernetes-secrets": {
-        "ArnLike": {"aws:PrincipalArn": ["arn:aws:iam::123456789012:role/{stack}-aws-eks-*"]}
-    },
-    "registry-database": {"StringEquals": {"kms:ViaService": ["rds.{region}", "secretsmanager.{region}"]}},
-    "training-data": {"StringEquals": {"kms:ViaService": ["elasticfilesystem.{region}", "fsx.{region}"]}},
-    "object-data": {"StringEquals": {"kms:ViaService": ["s3.{region}"]}},
-    "datasets": {"StringEquals": {"kms:ViaService": ["s3.{region}"]}},
-    "images": {"StringEquals": {"kms:ViaService": ["ecr.{region}"]}},
-    "node-volumes": {"StringEquals": {"kms:ViaService": ["ec2.{region}"]}},
+    "kubernetes-secrets": [],
+    "registry-database": ["rds.{region}", "secretsmanager.{region}"],
+    "training-data": ["elasticfilesystem.{region}", "fsx.{region}"],
+    "object-data": ["s3.{region}"],
+    "datasets": ["s3.{region}"],
+    "node-volumes": ["ec2.{region}"],
 }
 USE = {"kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"}
 
@@ -255,7 +253,7 @@ def test_the_account_root_administers_keys_and_uses_them_only_as_their_domains_u
     """Review B2 (AWS KMS developer guide, "Default key policy"): the default's ``kms:*`` to the account root
     lets any IAM policy grant a key. The root takes the key administrators' actions (no cryptographic one,
     no unconditioned grant), grants only for AWS resources or to service-linked roles, and use only under
-    the condition naming its domain's users."""
+    the condition naming its domain's users, each by exact ARN."""
     plan = cloud_plan(stack)
     region = "me-central-1.amazonaws.com"
     for domain, arn in plan.outputs["kmsKeys"].items():
@@ -275,10 +273,14 @@ def test_the_account_root_administers_keys_and_uses_them_only_as_their_domains_u
         if domain not in DOMAIN_USE:  # the logs: CloudWatch Logs alone, by its service principal
             assert uses == [], domain
             continue
-        ((operator, condition),) = DOMAIN_USE[domain].items()
-        ((name, values),) = condition.items()
-        expected = [v.format(stack=stack, region=region) for v in values]
-        assert [s["Condition"] for s in uses] == [{operator: {name: expected}}], domain
+        # Each use names its users by exact ARN (issue 35 item 3; review 35 A1, C4), through the services.
+        via = [v.format(region=region) for v in DOMAIN_USE[domain]]
+        assert uses, domain
+        for use in uses:
+            condition = dict(use["Condition"])
+            users = condition.pop("ArnEquals")["aws:PrincipalArn"]
+            assert users and not any("*" in u for u in users), domain
+            assert condition == ({"StringEquals": {"kms:ViaService": via}} if via else {}), domain
         assert key["tags"]["ml-platform.io/data-domain"] == domain
 
 
