@@ -481,7 +481,7 @@ def _through_store_creation(statement: Mapping[str, Any]) -> bool:
         value
         for operands in (condition.values() if isinstance(condition, Mapping) else [])
         if isinstance(operands, Mapping)
-        for value in _strings(operands.get("kms:ViaService"))
+        for value in strings(operands.get("kms:ViaService"))
     ]
     return bool(via) and all(v.startswith(_STORE_CREATING_SERVICES) for v in via)
 

@@ -269,18 +269,24 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
         {("key-use-by-role", OBJECT_DATA_KEY)},
     ),
     (
-        # aws:PrincipalArn carries a role's path: an exclusion naming the admins' role under another path
-        # leaves the admins in (IAM Identity Center user guide, "Referencing permission sets in resource
-        # policies, Amazon EKS, and AWS KMS"; review 35 C3).
-        "platform-admin-excluded-under-another-path",
+        # aws:PrincipalArn carries a role's path (IAM Identity Center user guide, "Referencing permission
+        # sets in resource policies, Amazon EKS, and AWS KMS"; review 35 C3): a pattern over every path
+        # (ArnLike, IAM user guide "Condition operators", ARN condition operators) lets the admins' role
+        # in wherever it lives.
+        "platform-admin-let-in-by-a-pattern-over-paths",
         lambda p: with_inputs(
             p,
             _named(OBJECT_DATA_KEY),
             _statement(
                 "ObjectDataUsersUseKey",
-                lambda s: s["Condition"]["ArnNotEquals"]["aws:PrincipalArn"].__setitem__(
-                    s["Condition"]["ArnNotEquals"]["aws:PrincipalArn"].index(ADMIN),
-                    ADMIN.replace(":role/", ":role/people/"),
+                lambda s: s["Condition"].__setitem__(
+                    "ArnLike",
+                    {
+                        "aws:PrincipalArn": [
+                            *s["Condition"].pop("ArnEquals")["aws:PrincipalArn"],
+                            ADMIN.replace(":role/", ":role/*"),
+                        ]
+                    },
                 ),
             ),
         ),
