@@ -66,14 +66,16 @@ demo: setup-policy
 	done; exit $$status
 
 # Static analysis (make lint), the suite in two processes (pytest-xdist; each module stays on one, with its
-# servers), then test-infra; the time of each is the last line printed. What CI runs (.ci/run). A worker
-# that dies ends the run with the test it was running (--max-worker-restart=0): with --dist loadscope, a
-# replaced worker left xdist waiting forever for the dead one's module (pytest-xdist 3.8.0, seen here).
+# servers), then test-infra; pytest lists its fifteen slowest tests (issue 41), and the time of each step is
+# the last line printed. What CI runs (.ci/run). A worker that dies ends the run with the test it was
+# running (--max-worker-restart=0): with --dist loadscope, a replaced worker left xdist waiting forever for
+# the dead one's module (pytest-xdist 3.8.0, seen here).
 PYTEST_WORKERS ?= 2
 test: setup
 	@linted=$$(date +%s); $(MAKE) --no-print-directory lint || { echo "make test: lint failed"; exit 1; }; \
 	start=$$(date +%s); lint_time=$$(printf '%dm%02ds' $$(((start - linted) / 60)) $$(((start - linted) % 60))); \
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder --max-worker-restart=0; status=$$?; \
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder --max-worker-restart=0 \
+		--durations=15; status=$$?; \
 	tests=$$(date +%s); pytest_time=$$(printf '%dm%02ds' $$(((tests - start) / 60)) $$(((tests - start) % 60))); \
 	if [ $$status -ne 0 ]; then echo "make test: lint $$lint_time, pytest $$pytest_time, failed (test-infra not run)"; exit $$status; fi; \
 	$(MAKE) --no-print-directory test-infra; status=$$?; end=$$(date +%s); \

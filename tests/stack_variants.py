@@ -7,9 +7,6 @@ a test varies.
 from __future__ import annotations
 
 import copy
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,6 +54,13 @@ def plan_config(
         assert existing is None, "a shared plan is of a fresh account"
         return once.plan(stack, text, lambda: run_plan(resolve_target(stack_file=path)))
     return run_plan(resolve_target(stack_file=path), existing=existing)
+
+
+def as_written(plan: Plan) -> Plan:
+    """``plan`` as ``mlplatform plan --json`` writes it and ``check --plan`` reads it back: resources in
+    the graph's stable order, every mapping's keys sorted (``Plan.to_dict``). The engine registers
+    concurrently, so two plans of one stack list the same resources in different orders until written."""
+    return Plan.from_dict(plan.to_dict())
 
 
 def one(plan: Plan, token: str, suffix: str) -> PlannedResource:
@@ -170,23 +174,3 @@ def input_diff(old: Any, new: Any, path: str = "") -> Iterator[str]:
             yield from input_diff(a, b, f"{path}[{index}]")
     elif old != new:
         yield path
-
-
-def plan_in_own_process(tmp_path: Path, *args: str, prelude: str = "") -> Plan:
-    """``mlplatform plan ARGS --json`` run as a user runs it, in a process of its own, for a test that plans
-    a whole stack a second time. Three times a suite worker died with no Python traceback (pytest-xdist
-    "node down: Not properly terminated" / "worker crashed") while planning a stack again in process (the
-    certificate day-2 test, beside the physical-names test, the MLflow upgrade runbook test). The cause is
-    not established; Helm's Go engine, the suspect, now runs in a process of its own for every planner
-    (components/kubernetes/helm_engine.py), so these tests may return in-process once runs show no worker
-    lost. ``prelude``: Python run in that process before the command (a test's edit of the program, such
-    as a raised pinned version)."""
-    output = tmp_path / "plan.json"
-    argv = ["plan", *args, "-q", "--json", str(output)]
-    cli = ["mlplatform", *argv]
-    run = f"{prelude}\nimport sys\nfrom mlplatform.cli import main\nsys.argv = {cli!r}\nmain()"
-    mlplatform = str(Path(sys.executable).with_name("mlplatform"))
-    command = [sys.executable, "-c", run] if prelude else [mlplatform, *argv]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return Plan.from_dict(json.loads(output.read_text()))

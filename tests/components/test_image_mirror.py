@@ -24,8 +24,6 @@ import copy
 import hashlib
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,9 +48,9 @@ from mlplatform.cli import app
 from mlplatform.graph import HELM_RELEASE
 from mlplatform.judging import judge_plan
 from mlplatform.mirror import image_references, mirror_list, plan_lock_signed, plan_node_os
-from mlplatform.plan import Plan, resolve_target
+from mlplatform.plan import Plan, resolve_target, run_plan
 from mlplatform.report import kubernetes_objects
-from tests.stack_variants import plan_in_own_process
+from tests.stack_variants import as_written
 
 STACKS = ["aws-enterprise-prod", "azure-enterprise-prod"]
 PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -101,7 +99,7 @@ def locked(
         if (stack, signed) not in cache:
             directory = tmp_path_factory.mktemp(stack)
             path = _locked_stack_file(stack, _fixture_lock(planned(stack), signed), directory)
-            plan = plan_in_own_process(directory, "--stack-file", str(path))
+            plan = run_plan(resolve_target(stack_file=path))
             # Rooted at the registry the plan renders with, as the program roots it.
             lock_file = directory / f"{stack}.images.json"
             lock = read_lock(lock_file, str(lock_file)).under(str(plan.outputs["registry"]))
@@ -203,10 +201,11 @@ def test_the_release_values_name_the_mirror_so_pulumi_up_installs_what_the_plan_
         assert digest.removeprefix("sha256:") in values
 
 
-def _run_plan(stack_file: Path, output: Path) -> subprocess.CompletedProcess[str]:
-    mlplatform = str(Path(sys.executable).with_name("mlplatform"))
-    command = [mlplatform, "plan", "--stack-file", str(stack_file), "-q", "--json", str(output)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+def _plan_refused(stack_file: Path, output: Path) -> list[str]:
+    """``mlplatform plan --stack-file STACK_FILE -q --json OUTPUT``, refused: what it printed, by line."""
+    result = CliRunner().invoke(app, ["plan", "--stack-file", str(stack_file), "-q", "--json", str(output)])
+    assert result.exit_code == 2, result.output
+    return result.output.strip().splitlines()
 
 
 def test_a_lock_missing_an_image_the_stack_renders_is_one_line_and_exit_2(
@@ -215,27 +214,25 @@ def test_a_lock_missing_an_image_the_stack_renders_is_one_line_and_exit_2(
     lock = _fixture_lock(planned("aws-smb-dev"))
     missing = sorted(lock["images"])[0]
     del lock["images"][missing]
-    done = _run_plan(_locked_stack_file("aws-smb-dev", lock, tmp_path), tmp_path / "plan.json")
-    assert done.returncode == 2
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    lines = _plan_refused(_locked_stack_file("aws-smb-dev", lock, tmp_path), tmp_path / "plan.json")
     assert len(lines) == 1 and lines[0].startswith(f"error: image {missing} is not in the mirror lock ")
     assert str(tmp_path / "aws-smb-dev.images.json") in lines[0]
     assert not (tmp_path / "plan.json").exists()
 
 
-def test_the_same_lock_twice_plans_the_same_objects(planned: Callable[[str], Plan], tmp_path: Path) -> None:
+def test_the_same_lock_twice_plans_the_same_objects(locked: Callable[..., tuple[Plan, MirrorLock]]) -> None:
     """Day 2: a second `pulumi up` with the lock unchanged is a no-op."""
-    stack_file = _locked_stack_file("aws-smb-dev", _fixture_lock(planned("aws-smb-dev")), tmp_path)
-    first, second = (plan_in_own_process(tmp_path / name, "--stack-file", str(stack_file)) for name in "ab")
+    first, lock = locked("aws-smb-dev")
+    second = run_plan(resolve_target(stack_file=Path(lock.path).with_name("Pulumi.aws-smb-dev.yaml")))
+    # Each as `mlplatform plan --json` writes it: the engine registers concurrently.
+    first, second = as_written(first), as_written(second)
     assert [(r.urn, r.inputs) for r in first.resources] == [(r.urn, r.inputs) for r in second.resources]
 
 
 def test_a_digest_that_is_not_sha256_and_64_hex_is_one_line_at_config(tmp_path: Path) -> None:
     source = "registry.k8s.io/kueue/kueue:v0.19.2"
     lock = {"version": 1, "images": {source: {"mirror": "r.example/mirror/x:1", "digest": "sha256:abc"}}}
-    done = _run_plan(_locked_stack_file("aws-smb-dev", lock, tmp_path), tmp_path / "plan.json")
-    assert done.returncode == 2
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    lines = _plan_refused(_locked_stack_file("aws-smb-dev", lock, tmp_path), tmp_path / "plan.json")
     assert len(lines) == 1
     assert f"{PLATFORM_KEY}.kubernetes.imageLock: mirror lock " in lines[0]
     assert f"images[{source!r}].digest: 'sha256:abc' is not sha256: and 64 lowercase hex" in lines[0]

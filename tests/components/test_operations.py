@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +17,15 @@ from components.aws import platform as aws_platform
 from components.aws.preflight import SUPPORT_WARNING_DAYS
 from components.catalog.aws import EKS_ADDON_VERSIONS, EKS_STANDARD_SUPPORT_END
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
-from components.kubernetes.registry import MLFLOW_VERSION
+from components.kubernetes import workloads
+from components.kubernetes.registry import MLFLOW_VERSION, RegistrySpec
 from judges import Subject
 from judges.immutable import REPLACED, judge_immutable
 from mlplatform.cli import app
 from mlplatform.graph import PlannedResource
-from mlplatform.plan import Plan
+from mlplatform.plan import Plan, resolve_target, run_plan
 from mlplatform.report import kubernetes_objects, write_json
-from tests.stack_variants import input_diff, plan_config, plan_in_own_process, template, with_teams
+from tests.stack_variants import input_diff, plan_config, template, with_teams
 
 
 def _refused(stack: str, version: str) -> list[str]:
@@ -216,15 +218,12 @@ def test_removing_a_team_deletes_its_namespace_and_objects_and_nothing_else(
 NEXT_MLFLOW = "3.18.1"  # any later version: the plan names its Job and labels after it
 
 
-# ``MLFLOW_VERSION`` raised, as the runbook's first step does: the registry's spec with the next version.
-_UPGRADE = f"""
-from dataclasses import dataclass
-from components.kubernetes import workloads
 @dataclass(frozen=True)
-class Upgraded(workloads.RegistrySpec):
-    mlflow_version: str = {NEXT_MLFLOW!r}
-workloads.RegistrySpec = Upgraded
-"""
+class _Upgraded(RegistrySpec):
+    """``MLFLOW_VERSION`` raised, as the runbook's first step does: the registry's spec with the next
+    version."""
+
+    mlflow_version: str = NEXT_MLFLOW
 
 
 def _resource_of(plan: Plan, subject: Subject) -> PlannedResource:
@@ -242,7 +241,7 @@ def _resource_of(plan: Plan, subject: Subject) -> PlannedResource:
 @pytest.mark.parametrize(("stack", "database"), [("aws-enterprise-prod", True), ("azure-smb-prod", False)])
 def test_an_mlflow_upgrade_runs_one_migration_and_rolls_only_the_servers(
     planned: Callable[[str], Plan],
-    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     stack: str,
     database: bool,
 ) -> None:
@@ -253,8 +252,8 @@ def test_an_mlflow_upgrade_runs_one_migration_and_rolls_only_the_servers(
     migrates as its init container after ``Recreate`` stopped the old one. Nothing else changes but the
     registry's version label, nothing in the cloud, and the day-2 judge finds nothing."""
     running = planned(stack)  # before the edit: the shared plan is the shipped release's
-    # The edit, in a process of its own (tests/stack_variants.py ``plan_in_own_process`` says why).
-    upgraded = plan_in_own_process(tmp_path, stack, prelude=_UPGRADE)
+    monkeypatch.setattr(workloads, "RegistrySpec", _Upgraded)
+    upgraded = run_plan(resolve_target(stack))
     before, after = _objects(running), _objects(upgraded)
     server = Subject("Deployment", "ml-registry", "registry")
     job = {

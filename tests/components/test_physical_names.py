@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config import ConfigError, Tier, parse_stack_config
+from components.config import PLATFORM_KEY, ConfigError, Tier, parse_stack_config
 from components.handle import Cloud
 from mlplatform.newstack import render_stack
 from mlplatform.plan import Plan, resolve_target
-from tests.stack_variants import plan_in_own_process
+from tests.stack_variants import plan_config
 
 _NAME_KEY = re.compile(r"(?i)name|bucket|alias|prefix")
 
@@ -59,14 +59,12 @@ def test_two_stacks_with_one_triplet_share_no_physical_name(
 ) -> None:
     """`mlplatform new-stack team2-prod --cloud C --tier enterprise --env prod` beside the shipped
     C-enterprise-prod: same cloud, tier and environment, no physical name in common."""
-    path = tmp_path / "Pulumi.team2-prod.yaml"
-    document = yaml.safe_load(render_stack("team2-prod", cloud, Tier.ENTERPRISE, "prod"))
+    config = yaml.safe_load(render_stack("team2-prod", cloud, Tier.ENTERPRISE, "prod"))["config"]
     # Threat detection is one per account and region (GuardDuty) or subscription (Defender plans): the
     # second stack relies on the first's, as docs/compliance.md says (audit.detection: existing).
-    document["config"]["ml-platform:platform"]["audit"] = {"detection": "existing"}
-    path.write_text(yaml.safe_dump(document))
+    config[PLATFORM_KEY]["audit"] = {"detection": "existing"}
     shipped = planned(f"{cloud}-enterprise-prod")
-    team2 = plan_in_own_process(tmp_path, "--stack-file", str(path))
+    team2 = plan_config(config, tmp_path, "team2-prod")
     detection = [r for r in shipped.resources if r.type in ACCOUNT_DETECTION]
     assert detection
     assert len(team2.resources) == len(shipped.resources) - len(detection)

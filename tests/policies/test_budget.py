@@ -13,15 +13,26 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from components.config import PLATFORM_KEY
 from mlplatform.analyzer import PolicyPackSession, Violation
 from mlplatform.analyzer_config import PolicySettings, reconcile
 from mlplatform.cli import app
 from mlplatform.costing import estimate
 from mlplatform.graph import Plan
 from mlplatform.pricing import load_snapshot
+from tests.stack_variants import cloud_only, plan_config, template
 
 Variant = Callable[[str, Callable[[dict[str, Any]], None]], Plan]
 BUDGET = {"monthlyCeiling": {"currency": "USD", "amount": 2000}}
+
+
+@pytest.fixture(scope="module")
+def budgeted(tmp_path_factory: pytest.TempPathFactory) -> Plan:
+    """The cloud layer of aws-smb-dev with ``BUDGET``, as ``variant`` plans it: one plan for the tests that
+    judge the template as shipped under that budget."""
+    config = cloud_only(template("aws-smb-dev"))
+    config[PLATFORM_KEY]["budget"] = BUDGET
+    return plan_config(config, tmp_path_factory.mktemp("budgeted"), "aws-smb-dev", shared=True)
 
 
 def _budget_findings(
@@ -51,12 +62,11 @@ def test_a_pool_planted_at_ten_times_its_max_fails_the_stack_naming_it(
 
 
 def test_a_snapshot_the_pack_cannot_read_fails_the_budget_rather_than_pass_it(
-    variant: Variant, pack: PolicyPackSession, tmp_path: Path
+    budgeted: Plan, pack: PolicyPackSession, tmp_path: Path
 ) -> None:
     missing = {"budget-ceiling": {"priceSnapshot": str(tmp_path / "none.csv")}}
     settings = reconcile(pack.info.schemas(), missing)
-    plan = variant("aws-smb-dev", lambda p: p.update(budget=BUDGET))
-    [finding] = [v for v in pack.judge(plan.to_dict(), settings) if v.policy == "budget-ceiling"]
+    [finding] = [v for v in pack.judge(budgeted.to_dict(), settings) if v.policy == "budget-ceiling"]
     assert finding.enforcement == "mandatory" and "cannot judge the budget" in finding.message
 
 
@@ -89,9 +99,9 @@ def test_allow_unpriced_makes_an_unpriced_pool_advisory_naming_it(
 
 
 def test_the_shipped_pools_fit_the_budget(
-    variant: Variant, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+    budgeted: Plan, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
 ) -> None:
-    assert _budget_findings(pack, defaults, variant("aws-smb-dev", lambda p: p.update(budget=BUDGET))) == []
+    assert _budget_findings(pack, defaults, budgeted) == []
 
 
 def test_expected_spend_within_ten_percent_of_the_budget_is_advised(

@@ -20,9 +20,8 @@ cannot change in place stay on ``<stack>-key``:
   its own, planned below with the Kubernetes judge ``immutable-field-changed`` naming the class.
 The bucket's default encryption and the log groups (``AssociateKmsKey``) take their new keys in place.
 
-The programs run under the plan's mocks, the whole stack with its Kubernetes objects (each in a process
-of its own, as tests/stack_variants.py ``plan_in_own_process`` says why), and their inputs are compared
-as the engine diffs them.
+The programs run under the plan's mocks, the whole stack with its Kubernetes objects, each plan as
+``mlplatform plan --json`` writes it, and their inputs are compared as the engine diffs them.
 
 The upgrade cannot skip that first step by mistake (review B11): the program refuses, in one line naming
 ``storage.onStackKey``, an update of a stack whose first key's alias exists and none of the per-domain
@@ -36,7 +35,6 @@ from typing import Any
 
 import pulumi
 import pytest
-import yaml
 
 from components.config import PLATFORM_KEY
 from judges.immutable import judge_immutable
@@ -44,7 +42,7 @@ from mlplatform.mocks import ExistingAccount, PlanMocks
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
 from tests.components.aws.aws_plan_support import build_platform, parse
-from tests.stack_variants import cloud_only, input_diff, plan_in_own_process, template
+from tests.stack_variants import as_written, cloud_only, input_diff, plan_config, template
 
 STACK = "aws-enterprise-prod"
 FIXED = ["registry-database", "training-data", "images", "node-volumes"]
@@ -76,9 +74,7 @@ def _plan(tmp_path: Path, name: str, on_stack_key: list[str]) -> Plan:
     config = template(STACK)
     config[PLATFORM_KEY].setdefault("storage", {})["onStackKey"] = on_stack_key
     (tmp_path / name).mkdir()
-    path = tmp_path / name / f"Pulumi.{STACK}.yaml"
-    path.write_text(yaml.safe_dump({"config": config}))
-    return plan_in_own_process(tmp_path / name, "--stack-file", str(path))
+    return as_written(plan_config(config, tmp_path / name, STACK))
 
 
 @pytest.fixture(scope="module")

@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 
+from components.azure import record
 from components.azure.record import lock_command
 from mlplatform.plan import Plan
-from tests.stack_variants import cloud_only, plan_in_own_process, template
+from tests.stack_variants import cloud_only, plan_config, template
 
 STACK = "azure-enterprise-prod"
 ACCOUNT = "mlprecord0"
@@ -123,21 +124,19 @@ def test_a_longer_retention_extends_the_lock_and_a_shorter_one_is_refused(
 
 
 def test_the_second_plan_of_a_new_stack_is_a_no_op_for_the_record(
-    cloud_plan: Callable[[str], Plan], tmp_path: Path
+    cloud_plan: Callable[[str], Plan], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first `pulumi up` (ARM: no record account yet) and every later one (ARM: the account exists,
     locked; the shared plan's mocks) plan the record's resources with the same inputs and dependencies:
     nothing to change on the second `pulumi up`, and the lock never runs again by itself."""
-    path = tmp_path / f"Pulumi.{STACK}.yaml"
-    path.write_text(json.dumps({"config": cloud_only(template(STACK))}))
-    prelude = "import components.azure.record as record\nrecord.existing_account = lambda *_: None"
-    first = plan_in_own_process(tmp_path, "--stack-file", str(path), prelude=prelude)
+    monkeypatch.setattr(record, "existing_account", lambda *_: None)
+    first = plan_config(cloud_only(template(STACK)), tmp_path, STACK)
     later = cloud_plan(STACK)
 
-    def record(plan: Plan) -> dict[str, tuple[dict[str, Any], list[str]]]:
+    def resources(plan: Plan) -> dict[str, tuple[dict[str, Any], list[str]]]:
         return {
             r.urn: (r.inputs, sorted(r.dependencies)) for r in plan.resources if "-azure-record-" in r.name
         }
 
-    assert any(urn.endswith("record-immutability-lock") for urn in record(first))
-    assert record(first) == record(later)
+    assert any(urn.endswith("record-immutability-lock") for urn in resources(first))
+    assert resources(first) == resources(later)

@@ -19,7 +19,7 @@ from components.kubernetes import helm_engine, kueue
 from components.kubernetes.charts import cache_dir
 from mlplatform.plan import Plan, all_stack_targets
 from mlplatform.report import kubernetes_objects
-from tests.stack_variants import plan_config, template
+from tests.stack_variants import plan_config, template, with_teams
 
 STACKS = [t.stack for t in all_stack_targets()]
 KUEUE_KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"}
@@ -150,10 +150,18 @@ def _requested(job: dict[str, Any]) -> Iterator[str]:
         yield from {**resources.get("limits", {}), **resources.get("requests", {})}
 
 
-def _with_teams(stack: str, teams: list[Any], tmp_path: Path) -> Plan:
-    config = copy.deepcopy(template(stack))
-    config[PLATFORM_KEY].setdefault("kubernetes", {})["teams"] = teams
-    return plan_config(config, tmp_path, stack)
+@pytest.fixture(scope="module")
+def team_objects(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[dict[str, Any]]]:
+    """``team_objects(stack)`` → the objects of the template with the README's teams (nlp; vision with a
+    GPU borrowing limit of 16: tests/stack_variants.py ``with_teams``), planned once per test run (the
+    teams' tests plan it too)."""
+    directory: Path = tmp_path_factory.mktemp("teams")
+
+    @functools.cache
+    def objects(stack: str) -> list[dict[str, Any]]:
+        return kubernetes_objects(plan_config(with_teams(stack), directory, stack, shared=True))
+
+    return objects
 
 
 def cel_violations(schema: dict[str, Any], value: Any, path: str = "") -> Iterator[str]:
@@ -194,14 +202,13 @@ def _cel_problems(objects: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-TEAMS = ["nlp", {"name": "vision", "gpuBorrowingLimit": 8}]
-
-
 @pytest.mark.parametrize("stack", ["aws-enterprise-prod", "azure-enterprise-prod"])
-def test_team_queues_pass_the_cel_rules_of_kueues_crds(stack: str, tmp_path: Path) -> None:
+def test_team_queues_pass_the_cel_rules_of_kueues_crds(
+    stack: str, team_objects: Callable[[str], list[dict[str, Any]]]
+) -> None:
     """Kueue 0.19.2's ClusterQueue CRD refuses reclaimWithinCohort=Never with a borrowWithinCohort
     policy (charts/kueue CRDs, ClusterQueuePreemption; cluster review A2): team queues are created."""
-    objects = kubernetes_objects(_with_teams(stack, TEAMS, tmp_path))
+    objects = team_objects(stack)
     assert {"team-nlp", "team-vision"} <= set(_by_name(objects, "ClusterQueue"))
     assert _cel_problems(objects) == []
 
@@ -214,8 +221,10 @@ def test_the_cel_walk_catches_the_rule_team_queues_broke(planned: Callable[[str]
     assert "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never" in problem
 
 
-def test_teams_borrow_from_the_cohort_through_their_own_queues(tmp_path: Path) -> None:
-    objects = kubernetes_objects(_with_teams("aws-enterprise-prod", TEAMS, tmp_path))
+def test_teams_borrow_from_the_cohort_through_their_own_queues(
+    team_objects: Callable[[str], list[dict[str, Any]]],
+) -> None:
+    objects = team_objects("aws-enterprise-prod")
     queues = _by_name(objects, "ClusterQueue")
     assert set(queues) == {kueue.PLATFORM_QUEUE, "team-nlp", "team-vision"}
     assert {q["spec"]["cohortName"] for q in queues.values()} == {kueue.COHORT}
@@ -225,7 +234,7 @@ def test_teams_borrow_from_the_cohort_through_their_own_queues(tmp_path: Path) -
         for entry in flavor["resources"]:
             assert entry["nominalQuota"] == "0"
             if entry["name"] == "nvidia.com/gpu":
-                assert entry["borrowingLimit"] == "8"
+                assert entry["borrowingLimit"] == "16"
     assert vision["spec"]["namespaceSelector"] == {
         "matchLabels": {"kubernetes.io/metadata.name": "team-vision"}
     }

@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
 from judges.bootstrap import POLICY, judge_bootstrap_secrets
 from mlplatform.judging import judge_plan
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
-from tests.stack_variants import plan_in_own_process, template
+from tests.stack_variants import plan_config, template
 
 STACK = "aws-enterprise-dev"
 
@@ -38,9 +37,7 @@ def _adopting() -> dict[str, object]:
 def test_the_stack_makes_no_admin_secret_and_its_servers_mount_the_operators(
     tmp_path: Path, planned: Callable[[str], Plan]
 ) -> None:
-    path = tmp_path / f"Pulumi.{STACK}.yaml"
-    path.write_text(yaml.safe_dump({"config": _adopting()}))
-    plan = plan_in_own_process(tmp_path, "--stack-file", str(path))
+    plan = plan_config(_adopting(), tmp_path, STACK)
     assert not [r for r in plan.resources if "-registry-admin-" in r.name]
     objects = kubernetes_objects(plan)
     assert not [o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == "registry-admin"]

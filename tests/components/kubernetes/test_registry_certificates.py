@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
 from components.kubernetes.registry import (
@@ -29,10 +28,10 @@ from components.kubernetes.registry import (
     tracking_uri,
 )
 from mlplatform.graph import is_secret
-from mlplatform.plan import Plan, PlannedResource
+from mlplatform.plan import Plan, PlannedResource, resolve_target, run_plan
 from mlplatform.report import kubernetes_objects
 from tests.components.azure.test_azure_day2 import _changes
-from tests.stack_variants import plan_in_own_process, template
+from tests.stack_variants import plan_config, template
 from workloads.inference.k8s import REGISTRY_CA_ANNOTATION
 
 from .test_registry import _spec
@@ -133,11 +132,11 @@ def test_the_servers_roll_on_a_new_certificate_and_inference_on_a_new_ca(
 
 
 def test_a_second_plan_with_the_same_inputs_registers_the_same_certificates_and_secrets(
-    planned: Callable[[str], Plan], tmp_path: Path
+    planned: Callable[[str], Plan],
 ) -> None:
     """Day 2: nothing in the program's certificate inputs varies between runs (no clock, no randomness),
     so pulumi-tls keeps what its state holds and the Secrets and servers stay as they are."""
-    first, second = planned(STACK), plan_in_own_process(tmp_path, STACK)
+    first, second = planned(STACK), run_plan(resolve_target(STACK))
     assert {r.urn: r.inputs for r in first.resources} == {r.urn: r.inputs for r in second.resources}
 
 
@@ -181,11 +180,7 @@ def test_a_shorter_certificate_lifetime_reissues_the_certificate_and_rolls_only_
     raw[PLATFORM_KEY].setdefault("workloads", {}).setdefault("registry", {})["tlsCertificateValidityDays"] = (
         60
     )
-    # The edited stack planned in a process of its own (tests/stack_variants.py ``plan_in_own_process``
-    # says why: a suite worker's in-process plan here hung in CI with every thread idle).
-    stack_file = tmp_path / f"Pulumi.{STACK}.yaml"
-    stack_file.write_text(yaml.safe_dump({"config": raw}))
-    changed = _changes(planned(STACK), plan_in_own_process(tmp_path, "--stack-file", str(stack_file)))
+    changed = _changes(planned(STACK), plan_config(raw, tmp_path, STACK))
     assert {urn.rsplit("::", 1)[1] for urn in changed} == {
         f"{STACK}-k8s-registry-ca",
         f"{STACK}-k8s-registry-tls",
