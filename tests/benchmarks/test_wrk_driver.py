@@ -29,6 +29,7 @@ from benchmarks.wrk_driver import (
     run,
     script,
 )
+from tests.http_stub import InThread
 
 REPO = Path(__file__).resolve().parents[2]
 WRK = find_wrk()
@@ -129,14 +130,8 @@ class _Handler(socketserver.StreamRequestHandler):
 
 @pytest.fixture
 def recorder() -> Iterator[_Recorder]:
-    server = _Recorder()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with InThread(_Recorder()) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @needs_wrk

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from mlplatform.cli import app
 from mlplatform.plan import Plan, PlannedResource, all_stack_targets, resolve_target, run_plan
 from mlplatform.rendering import unrendered, unrendered_problems
 from mlplatform.report import HELM_RELEASE, as_applied, kubernetes_objects
+from tests.http_stub import InThread, base_url, loopback
 
 STACKS = [t.stack for t in all_stack_targets()]
 # Values whose contents are free-form in the chart (Kubernetes objects or maps the chart passes on
@@ -276,15 +276,12 @@ def chart_repo(tmp_path: Path) -> Iterator[str]:
     served.mkdir()
     shutil.copy(cache_dir() / "metrics-server-3.13.1.tgz", served)
     handler = lambda *args: http.server.SimpleHTTPRequestHandler(*args, directory=str(served))  # noqa: E731
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    # Helm's indexer in a process of its own, as the product keeps Go out of its processes (helm_engine).
-    index = "import sys, helm_python; helm_python.repo_index_generate(sys.argv[1], base_url=sys.argv[2])"
-    subprocess.run([sys.executable, "-c", index, str(served), url], check=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield url
-    server.shutdown()
+    with InThread(loopback(handler)) as server:
+        url = base_url(server)
+        # Helm's indexer in a process of its own, as the product keeps Go out of its processes (helm_engine).
+        index = "import sys, helm_python; helm_python.repo_index_generate(sys.argv[1], base_url=sys.argv[2])"
+        subprocess.run([sys.executable, "-c", index, str(served), url], check=True)
+        yield url
 
 
 def test_pull_fetches_the_pinned_version_and_verifies_it(chart_repo: str, tmp_path: Path) -> None:

@@ -9,13 +9,13 @@ with the behaviour the test gave each version.
 from __future__ import annotations
 
 import random
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from tests.http_stub import InThread, base_url, loopback
 from workloads.delivery import contract
 from workloads.registry.client import RegistryClient
 from workloads.registry.lock import effective_share
@@ -59,10 +59,8 @@ class MetricsServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}/metrics"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+        self.served = InThread(loopback(Handler))
+        self.url = f"{base_url(self.served.server)}/metrics"
 
     def reset(self) -> None:
         """A fresh registry: what a restarted server shows (every counter back at 0)."""
@@ -113,8 +111,7 @@ class MetricsServer:
         self.see_rows(model, challenger, n, behaviour)
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.served.close()
 
 
 def champion_and_challenger(client: RegistryClient, name: str) -> None:

@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import shutil
 import ssl
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from judges.kube import carried
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
 from tests.certificates import self_signed
+from tests.http_stub import InThread, base_url, loopback
 from tests.stack_variants import template
 from workloads.delivery.monitor import (
     API_HOST_ENV,
@@ -182,19 +182,11 @@ def api_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture
 def api(objects: list[dict[str, Any]], api_cert: tuple[Path, Path]) -> Iterator[ApiServer]:
     state = ApiServer(_rules(objects, *MONITOR))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(*api_cert)
-    server.socket = tls.wrap_socket(server.socket, server_side=True)
-    state.url = f"https://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with InThread(loopback(_handler(state), tls)) as server:
+        state.url = base_url(server, "https")
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ version-level immutability, read back in order by ``mlplatform models history``.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +26,7 @@ from azure.core.exceptions import ResourceExistsError
 from azure.storage.blob import ContainerClient
 
 from mlplatform.cli import app
+from tests.http_stub import InThread
 from tests.workloads.registry.events import sample_event
 from workloads.registry.record import BLOB_ENDPOINT_ENV, BlobRecord, RecordError, open_record
 
@@ -131,15 +131,8 @@ class BlobHandler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def service() -> Iterator[BlobService]:
-    server = BlobService()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with InThread(BlobService()) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def _record(service: BlobService, container: str, immutable: bool = True) -> BlobRecord:

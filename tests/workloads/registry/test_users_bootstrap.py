@@ -359,22 +359,34 @@ def _logs_in(api: AuthApi, user: User) -> bool:
         return False
 
 
+# Someone changed the admin's password since MLflow created the admin (MLflow's ``users/update-password``),
+# or edited the Secret: the Secret's password is refused, and MLflow will not take it again
+# (``create_admin_user`` reads MLFLOW_AUTH_ADMIN_PASSWORD only for an admin that does not exist yet).
+CURRENT_ADMIN_PASSWORD = "the-admins-password-now"
+
+
 def test_the_launcher_bootstraps_its_child_server_and_passes_sigterm_on(tmp_path: Path) -> None:
     """With the Deployment's ``MLFLOW_SERVER_ALLOWED_HOSTS``: MLflow answers 403 to a Host header the list
     does not admit on every path but ``/health`` (``HostValidationMiddleware``, mlflow/server/
     fastapi_security.py 3.17.2), so a bootstrap through 127.0.0.1 failed and the pod crash-looped. A user
-    an earlier start made and the stack no longer declares (a removed team) is deleted first, and said."""
+    an earlier start made and the stack no longer declares (a removed team) is deleted first, and said.
+
+    The admin is the one an earlier start made, its password changed since, and the Secret's password set
+    to the current one: the first way out of ``test_an_admin_password_the_server_refuses_...``, whose
+    refused start leaves the database as it found it (one start serves both tests: MLflow's costs the
+    most here)."""
     from mlflow.server.auth.sqlalchemy_store import SqlAlchemyStore
 
     removed = User("team-removed-s", "removed-password-s1")
     store = SqlAlchemyStore()
     store.init_db(f"sqlite:///{tmp_path / 'mlflow.db'}")  # type: ignore[no-untyped-call]
+    store.create_user(ADMIN_USERNAME, CURRENT_ADMIN_PASSWORD, is_admin=True)
     store.create_user(removed.username, removed.password)
     store.engine.dispose()
     user = User("ml-training-s", "supervised-password-1")
-    process, local = _supervise(tmp_path, [user])
+    process, local = _supervise(tmp_path, [user], admin_password=CURRENT_ADMIN_PASSWORD)
     try:
-        api, deadline = AuthApi(local, ADMIN_PASSWORD), time.monotonic() + 90
+        api, deadline = AuthApi(local, CURRENT_ADMIN_PASSWORD), time.monotonic() + 90
         while not _logs_in(api, user):
             assert process.poll() is None and time.monotonic() < deadline, (
                 process.stdout and process.stdout.read()
@@ -415,12 +427,6 @@ def test_the_deployments_allowed_hosts_refuse_127_0_0_1_and_admit_the_launchers_
     assert host == f"localhost:{PORT}" and is_allowed_host_header(admitted, host)
 
 
-# Someone changed the admin's password since MLflow created the admin (MLflow's ``users/update-password``),
-# or edited the Secret: the Secret's password is refused, and MLflow will not take it again
-# (``create_admin_user`` reads MLFLOW_AUTH_ADMIN_PASSWORD only for an admin that does not exist yet).
-CURRENT_ADMIN_PASSWORD = "the-admins-password-now"
-
-
 def test_an_admin_password_the_server_refuses_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:
     from mlflow.server.auth.sqlalchemy_store import SqlAlchemyStore
 
@@ -441,12 +447,4 @@ def test_an_admin_password_the_server_refuses_is_one_clear_line_and_exit_2(tmp_p
         assert not _serving(local)
     finally:
         _stop(process)
-    # The Secret's password as the current one: the same start succeeds (the first way out).
-    process, local = _supervise(tmp_path, [], admin_password=CURRENT_ADMIN_PASSWORD)
-    try:
-        api, deadline = AuthApi(local, CURRENT_ADMIN_PASSWORD), time.monotonic() + 90
-        while not _logs_in(api, User(ADMIN_USERNAME, CURRENT_ADMIN_PASSWORD)):
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.5)
-    finally:
-        _stop(process)
+    # The Secret's password as the current one, the first way out: the launcher test starts with it.
