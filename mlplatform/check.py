@@ -124,7 +124,9 @@ def check(
     if plan_files and (stacks or all_stacks or stack_file or program or stack_opt):
         exit_with(["--plan judges plan files; name no stacks, --all, --stack-file or --program with it"])
     skipped = skipped_judges(skip or [])
-    plans = [(f"{path}", read_plan(path)) for path in plan_files or []]
+    # The evidence's digest of a plan file is over the document as the file holds it (an auditor hashes
+    # that file), not over its re-serialisation, whose resource order is recomputed from the graph.
+    plans = [(f"{path}", read_plan(path), _file_digest(path)) for path in plan_files or []]
     targets = [] if plans else _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
     if previous_file is not None and len(plans) + len(targets) != 1:
         exit_with(["--previous compares one stack's plans: judge one stack or one --plan with it"])
@@ -146,7 +148,8 @@ def check(
             if plans:
                 settings = reconcile(session.info.schemas(), given, session.info.initial_config)
                 reports = [
-                    _judge(session, label, None, plan, settings, skipped, previous) for label, plan in plans
+                    _judge(session, label, None, plan, settings, skipped, previous, digest=digest)
+                    for label, plan, digest in plans
                 ]
             pack = session.info
             if evidence_dir is not None and not unplanned and not unrendered:
@@ -306,6 +309,11 @@ def _targets(
         exit_with(error.problems)
 
 
+def _file_digest(path: Path) -> str:
+    """``plan_digest`` of a plan file that ``read_plan`` has read."""
+    return plan_digest(json.loads(path.read_text(encoding="utf-8")))
+
+
 def read_plan(path: Path, flag: str = "--plan") -> Plan:
     """A plan file as ``mlplatform plan --json`` writes it; exit 2 naming the flag and file when it is
     not one."""
@@ -327,9 +335,11 @@ def _judge(
     settings: Mapping[str, PolicySettings],
     skipped: frozenset[str],
     previous: Plan | None = None,
+    digest: str | None = None,
 ) -> StackReport:
     """The pack's verdict, then the behaviour judges' (mlplatform.judging) on the same plan; with
-    ``previous``, the day-2 update from it."""
+    ``previous``, the day-2 update from it. ``digest``: the plan file's (``plan_digest``), where the plan
+    was read from one; else the digest of the plan as ``plan --json`` writes it."""
     violations = [*session.judge(plan.to_dict(), settings), *judge_plan(plan, skipped, previous)]
     objects = kubernetes_objects(plan)
     return StackReport(
@@ -354,7 +364,7 @@ def _judge(
         providers=frozenset(r.type.split(":", 1)[0] for r in plan.resources),
         types=frozenset(r.type for r in plan.resources),
         audited=audited(plan),
-        plan_digest=plan_digest(plan.to_dict()),
+        plan_digest=digest or plan_digest(plan.to_dict()),
     )
 
 
