@@ -1619,6 +1619,13 @@ def _model_source_problems(
         yield key, "the service reads models from shared storage (storage.shared)"
 
 
+def approval_required(config: PlatformConfig) -> bool:
+    """Whether a promotion needs a second person's recorded approval (``promotionApproval``; unset: the
+    tier's, required on enterprise)."""
+    approval = config.workloads.registry.promotion_approval
+    return config.tier is Tier.ENTERPRISE if approval is None else approval
+
+
 def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     """The registry's tier rules: no anonymous access on enterprise, one replica on SQLite, somewhere to
     keep its metadata."""

@@ -511,7 +511,7 @@ class Rollout:
             self.log(f"{self.name}: appending to the lifecycle record failed: {exc}")
 
     def _record(self, version: str, outcome: str, reason: str) -> None:
-        self._journal(f"rollout-{outcome}", reason)
+        self._journal(lock.verdict_action(outcome), reason)
         when = datetime.now(UTC).isoformat(timespec="seconds")
         # One readable line; an endless list of unreachable servers is cut, not sent whole.
         tags = {RESULT_TAG: reason[:1000], OUTCOME_TAG: outcome, AGAINST_TAG: self._aliases[0]}

@@ -38,8 +38,8 @@ class Decision:
 class Evidence:
     """What a version's promotion is judged on: its run's ``metric``, the sha256 of the dataset that metric
     was measured on (the run's ``dataset_sha256``: its test split is drawn from it), how its last
-    rollout ended (``lock.OUTCOME_TAG``, ``lock.RESULT_TAG``) and against which champion version
-    (``lock.AGAINST_TAG``), each None when unknown."""
+    rollout ended and why (a ``passed`` only as the lifecycle record has it from the stack's rollout user:
+    operations.py ``evidence``) and against which champion version, each None when unknown."""
 
     metric: float | None = None
     dataset: str | None = None
@@ -61,9 +61,9 @@ def promotion(
     """Make ``version`` the champion unless (``force`` skips these checks, never the record):
 
     - its last rollout stopped or was rolled back (a live verdict outranks an offline metric);
-    - unless its last rollout passed every step against this very champion (``passed``: judged beside it
-      on the same live traffic, its errors and latency against the champion's, and on the plan's labelled
-      set where it has one: the like-for-like comparison the next two rules ask for), there is a champion
+    - unless its last rollout passed every step against this very champion (``passed``, on the record by
+      the stack's rollout user: judged beside it on the same live traffic, its errors and latency against
+      the champion's, and on the plan's labelled set where it has one), there is a champion
       and the two ``metric`` values were not measured on the same dataset (a test
       accuracy on another dataset's split compares nothing: the trial promoted a version trained on
       shifted data this way, and it served at 0.1 %), or either is missing;
