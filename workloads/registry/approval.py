@@ -49,11 +49,13 @@ class Policy:
 @dataclass(frozen=True)
 class Verdict:
     """How a rollout of a version ended, from one record event: ``outcome`` (lock.py), its reason, the
-    champion it was judged against."""
+    champion it was judged against, and the accuracies of the version and of that champion on the plan's
+    labelled set at its last step (``labelled``: challenger, champion; None where the plan has none)."""
 
     outcome: str
     reason: str
     against: str | None
+    labelled: tuple[float, float] | None = None
 
 
 def rollout_verdict(events: Sequence[Event], version: str, rollout_user: str | None) -> Verdict | None:
@@ -69,7 +71,13 @@ def rollout_verdict(events: Sequence[Event], version: str, rollout_user: str | N
     chosen = failed[-1] if failed else (trusted[-1] if trusted else None)
     if chosen is None:
         return None
-    return Verdict(_ENDINGS[chosen.action], chosen.reason, chosen.versions.get(CHAMPION))
+    mine, theirs = _number(chosen.numbers.get("accuracy")), _number(chosen.numbers.get("champion_accuracy"))
+    labelled = (mine, theirs) if mine is not None and theirs is not None else None
+    return Verdict(_ENDINGS[chosen.action], chosen.reason, chosen.versions.get(CHAMPION), labelled)
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _latest_request(events: Sequence[Event], version: str) -> int | None:

@@ -55,18 +55,16 @@ def evidence(
     run = client.get_run(version.run_id).get("data", {}) if version.run_id else {}
     values = [m["value"] for m in run.get("metrics", ()) if m.get("key") == metric]
     params = {p["key"]: p["value"] for p in run.get("params", ())}
-    outcome = result = against = None
     tagged = version.tags.get(lock.OUTCOME_TAG)
-    if verdict is not None and (verdict.outcome in FAILED or tagged not in FAILED):
-        outcome, result, against = verdict.outcome, verdict.reason, verdict.against
-    elif tagged in FAILED:
-        outcome, result = tagged, version.tags.get(lock.RESULT_TAG)
+    if tagged in FAILED and (verdict is None or verdict.outcome not in FAILED):
+        verdict = approval.Verdict(tagged, version.tags.get(lock.RESULT_TAG) or "?", None)
     return rollout.Evidence(
         metric=float(values[-1]) if values else None,
         dataset=params.get("dataset_sha256") or None,
-        outcome=outcome,
-        result=result,
-        against=against,
+        outcome=verdict.outcome if verdict else None,
+        result=verdict.reason if verdict else None,
+        against=verdict.against if verdict else None,
+        labelled=verdict.labelled if verdict else None,
     )
 
 

@@ -369,6 +369,8 @@ def _through_the_gates_to_approval(
     passed = [e for e in journal.record.read(NAME) if e.action.startswith("rollout-")]
     assert [e.action for e in passed] == ["rollout-step"] * (len(passed) - 1) + ["rollout-passed"]
     assert {e.by for e in passed} == {ROLLOUT} and all(e.authenticated for e in passed)
+    # Both versions measured on the plan's labelled set at the last step: what the promotion compares.
+    assert set(passed[-1].numbers) == {"accuracy", "champion_accuracy"}, passed[-1].numbers
     assert [e.reason.split(":")[:2] for e in passed if ": pass: " in e.reason] == [
         ["shadow", " pass"],
         ["50%", " pass"],

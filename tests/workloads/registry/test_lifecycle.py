@@ -367,8 +367,14 @@ def test_a_passed_rollout_counts_only_from_the_record_by_the_stacks_rollout_user
     refused = promote()
     assert refused.exit_code == 1, refused.output
     assert "version 2's last rollout ended stopped: stopped at shadow: accuracy 10.00%" in refused.output
-    # The stack's rollout passes it against this champion: the record's verdict admits it.
+    # The stack's rollout passes it against this champion, but its plan had no labelled set: nothing
+    # compared the two versions' accuracy (review rev40b A2), so the dataset rule stands.
     rollouts.append(FORGED, verdict_action(PASSED), judged, reason="passed shadow, 50%")
+    refused = promote()
+    assert refused.exit_code == 1 and "(the plan has no labelledSet)" in refused.output, refused.output
+    # Measured beside the champion on the plan's labelled set, within the tolerance: admitted.
+    beside = {"accuracy": 0.93, "champion_accuracy": 0.935}
+    rollouts.append(FORGED, verdict_action(PASSED), judged, reason="passed shadow, 50%", numbers=beside)
     promoted = promote()
     assert promoted.exit_code == 0, promoted.output
     assert admin.version_by_alias(FORGED, CHAMPION).version == "2"
