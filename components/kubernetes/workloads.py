@@ -19,6 +19,7 @@ from components.config import (
     Priority,
     SecretMaker,
     TrainingWorkloadConfig,
+    approval_required,
     follows_registry,
     rollout_plan,
 )
@@ -244,8 +245,16 @@ def rollout_job(
         text: str | None = plan.model_dump_json(by_alias=True)
     else:  # the defaults, but for what the stack's rules set (``promote`` where approval is required)
         text = plan.model_dump_json(by_alias=True, exclude_unset=True) if plan.model_fields_set else None
+    declared = plan.promote and approval_required(config)  # ``rollout_plan``: only a declared true
     return RolloutJob(
         plan=text,
+        pre_approved=(
+            "the rollout's gates are this stack's declared pre-approved promotion path"
+            " (workloads.inference.rollout.promote: true) in place of an approval"
+            " (workloads.registry.promotionApproval)"
+            if declared
+            else None
+        ),
         deadline_s=plan.deadline_seconds,
         registry_secret=ROLLOUT_SECRET if config.workloads.registry.auth else None,
         ca_secret=monitoring.INFERENCE_CA_SECRET if inference.tls else None,

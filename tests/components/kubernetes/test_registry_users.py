@@ -211,21 +211,23 @@ def test_only_the_rollout_user_and_the_approvers_are_promotion_identities() -> N
 
 
 @pytest.mark.parametrize(
-    ("stack", "promote", "promotes"),
+    ("stack", "promote", "promotes", "exempted"),
     [
-        ("aws-enterprise-prod", None, False),  # approval required (the tier's), promote unset
-        ("aws-enterprise-dev", None, False),  # ... and no rollout plan at all
-        ("aws-enterprise-prod", True, True),  # the pre-approved path, declared
-        ("aws-smb-dev", None, True),  # no approval required: the gates promote
+        ("aws-enterprise-prod", None, False, False),  # approval required (the tier's), promote unset
+        ("aws-enterprise-dev", None, False, False),  # ... and no rollout plan at all
+        ("aws-enterprise-prod", True, True, True),  # the pre-approved path, declared: an exemption
+        ("aws-smb-dev", None, True, False),  # no approval required: the gates promote, nothing waived
     ],
 )
 def test_the_rollouts_pre_approved_path_is_declared_where_approval_is_required(
-    stack: str, promote: bool | None, promotes: bool
+    stack: str, promote: bool | None, promotes: bool, exempted: bool
 ) -> None:
     """Issue 40 item 3: a promotion needs "a recorded approval ... or a pre-approved automatic path (the
     rollout's gates) declared in the stack"; review rev40b A4 found ``promote`` true by default, so every
     enterprise stack had the path without a word in its file. Where approval is required an unset
-    ``promote`` is false: the rollout Job's plan says so and its user is no promotion identity."""
+    ``promote`` is false: the rollout Job's plan says so and its user is no promotion identity. A declared
+    ``promote: true`` there is an exemption from the approval, with its reason on the rollout's CronJob
+    (the evidence pack's exceptions register lists it: tests/mlplatform/test_evidence.py)."""
     config = _promoting(stack, ["ana"], promote)
     assert rollout_plan(config).promote is promotes
     assert (ROLLOUT_USER in promoters(config)) is promotes
@@ -235,6 +237,7 @@ def test_the_rollouts_pre_approved_path_is_declared_where_approval_is_required(
     assert job.plan is not None or promotes
     if job.plan is not None:
         assert json.loads(job.plan)["promote"] is promotes
+    assert (job.pre_approved is not None) is exempted
 
     # Without basic-auth nothing authenticates anyone: no promoters, and a spec refuses them.
     raw = template("aws-smb-dev")
