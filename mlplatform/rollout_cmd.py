@@ -5,8 +5,9 @@ window of the servers' metrics; promotion when every step passes, then a bake (d
 
 The plan comes from ``--plan FILE`` (YAML or JSON, the plan's camelCase keys) or from a stack's
 ``ml-platform:platform`` → ``workloads.inference.rollout`` (``--stack``); the run itself is
-workloads/delivery/launch.py's, the same as the cluster Job's. Exit codes: 0 promoted, 1 stopped or
-rolled back (the reason on stderr), 2 bad input, one line naming the flag or key.
+workloads/delivery/launch.py's, the same as the cluster Job's. Exit codes: 0 promoted, or passed and
+handed over to a promotion (``promote: false``), 1 stopped or rolled back (the reason on stderr), 2 bad
+input, one line naming the flag or key.
 """
 
 from __future__ import annotations
