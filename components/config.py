@@ -1619,6 +1619,25 @@ def _model_source_problems(
         yield key, "the service reads models from shared storage (storage.shared)"
 
 
+def approval_required(config: PlatformConfig) -> bool:
+    """Whether a promotion needs a second person's recorded approval (``promotionApproval``; unset: the
+    tier's, required on enterprise)."""
+    approval = config.workloads.registry.promotion_approval
+    return config.tier is Tier.ENTERPRISE if approval is None else approval
+
+
+def rollout_plan(config: PlatformConfig) -> RolloutPlan:
+    """The plan the stack's rollout follows: ``workloads.inference.rollout``, else the defaults. Its
+    ``promote`` unset is false where a promotion needs an approval (``approval_required``): there the
+    rollout's gates are a pre-approved path only when the stack declares ``promote: true`` (issue 40: "a
+    pre-approved automatic path ... declared in the stack"), never by default."""
+    inference = config.workloads.inference
+    plan = inference.rollout if inference is not None and inference.rollout is not None else RolloutPlan()
+    if "promote" not in plan.model_fields_set and approval_required(config):
+        return plan.model_copy(update={"promote": False})
+    return plan
+
+
 def _registry_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
     """The registry's tier rules: no anonymous access on enterprise, one replica on SQLite, somewhere to
     keep its metadata."""

@@ -24,7 +24,14 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from components.config import ConfigError, RegistryWorkloadConfig, Tier, parse_stack_config
+from components.config import (
+    ConfigError,
+    PlatformConfig,
+    RegistryWorkloadConfig,
+    approval_required,
+    parse_stack_config,
+)
+from components.handle import ROLLOUT_USER
 from mlplatform.errors import EXIT_BAD_INPUT, EXIT_FINDING, InputError, exit_with
 from workloads.registry import approval, lock, operations, rollout
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
@@ -222,12 +229,14 @@ def promote(
 ) -> None:
     """Make VERSION the champion, recording the current one as previous-champion."""
     _version_number(version)
-    rules = stack_registry(stack) if stack else None
+    config = stack_config(stack) if stack else None
+    rules = config.workloads.registry if config else None
     if tolerance is None:
         tolerance = rules.promote_tolerance if rules else DEFAULT_TOLERANCE
-    policy = _policy(rules)
+    policy = _policy(config)
     session = _session(registry_uri, actor, record, need_record=policy.required)
-    refused = approval.promotion_refusal(session.events(name), version, session.who, policy, force)
+    events = session.events(name)
+    refused = approval.promotion_refusal(events, version, session.who, policy, force)
     if refused is not None:
         exit_with([f"{name}: {refused}"], EXIT_FINDING)
     with _one_line_errors():
@@ -240,13 +249,14 @@ def promote(
             force=force,
             actor=str(session.who),
             journal=session.journal,
+            verdict=approval.rollout_verdict(events, version, policy.rollout_user),
         )
     _report(name, decision)
 
 
-def stack_registry(stack: str) -> RegistryWorkloadConfig:
-    """The stack's ``workloads.registry`` settings, its file read and validated as ``plan`` does; an
-    unknown stack or an invalid file is one line per problem, exit 2."""
+def stack_config(stack: str) -> PlatformConfig:
+    """The stack's config, its file read and validated as ``plan`` does; an unknown stack or an invalid
+    file is one line per problem, exit 2."""
     # Only here: the stack reader brings the Pulumi program's modules, which list and rollback never need.
     from mlplatform.plan import resolve_target
     from mlplatform.stackyaml import load
@@ -255,19 +265,24 @@ def stack_registry(stack: str) -> RegistryWorkloadConfig:
         target = resolve_target(stack)
         document = load(target.stack_file)
         raw = document.get("config") if isinstance(document, dict) else None
-        config = parse_stack_config(raw if isinstance(raw, dict) else {}, target.stack_file.name)
+        return parse_stack_config(raw if isinstance(raw, dict) else {}, target.stack_file.name)
     except (InputError, ConfigError) as exc:
         exit_with(exc.problems)
-    registry = config.workloads.registry
-    if registry.promotion_approval is None:  # the tier's: required on enterprise
-        registry = registry.model_copy(update={"promotion_approval": config.tier is Tier.ENTERPRISE})
-    return registry
 
 
-def _policy(rules: RegistryWorkloadConfig | None) -> approval.Policy:
-    if rules is None:
+def _policy(config: PlatformConfig | None) -> approval.Policy:
+    """The stack's promotion rules: approval as the tier resolves it, the approver role, and the user its
+    rollout Job runs as where the registry authenticates it (components/kubernetes/workloads.py
+    ``registry_users``)."""
+    if config is None:
         return approval.Policy()
-    return approval.Policy(required=bool(rules.promotion_approval), approvers=tuple(rules.approvers))
+    registry = config.workloads.registry
+    authenticated = registry.enabled and registry.auth and config.workloads.inference is not None
+    return approval.Policy(
+        required=approval_required(config),
+        approvers=tuple(registry.approvers),
+        rollout_user=ROLLOUT_USER if authenticated else None,
+    )
 
 
 @app.command()
@@ -316,7 +331,7 @@ def _review(
     record: str | None,
 ) -> None:
     _version_number(version)
-    policy = _policy(stack_registry(stack))
+    policy = _policy(stack_config(stack))
     session = _session(registry_uri, actor, record, need_record=True)
     assert session.journal is not None
     with _one_line_errors():

@@ -5,8 +5,9 @@ window of the servers' metrics; promotion when every step passes, then a bake (d
 
 The plan comes from ``--plan FILE`` (YAML or JSON, the plan's camelCase keys) or from a stack's
 ``ml-platform:platform`` → ``workloads.inference.rollout`` (``--stack``); the run itself is
-workloads/delivery/launch.py's, the same as the cluster Job's. Exit codes: 0 promoted, 1 stopped or
-rolled back (the reason on stderr), 2 bad input, one line naming the flag or key.
+workloads/delivery/launch.py's, the same as the cluster Job's. Exit codes: 0 promoted, or passed and
+handed over to a promotion (``promote: false``), 1 stopped or rolled back (the reason on stderr), 2 bad
+input, one line naming the flag or key.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from components.config import ConfigError, parse_stack_config, rollout_plan
 from mlplatform.errors import InputError, exit_with
 from mlplatform.stackyaml import load
 from workloads.delivery import control
@@ -36,8 +38,8 @@ def _stack_plan(stack: str) -> RolloutPlan:
     path = STACKS / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         raise InputError([f"--stack {stack}: no {path.relative_to(STACKS.parent)}"])
-    node: Any = load(path)
-    node = node.get("config") if isinstance(node, dict) else None
+    document: Any = load(path)
+    node = document.get("config") if isinstance(document, dict) else None
     where = f"{path.name}: {PLAN_PATH[0]}.{'.'.join(PLAN_PATH[1:])}"
     for key in PLAN_PATH:
         if not isinstance(node, dict) or key not in node:
@@ -45,7 +47,11 @@ def _stack_plan(stack: str) -> RolloutPlan:
         node = node[key]
     if not isinstance(node, dict):
         raise InputError([f"{where}: a mapping of the plan's keys"])
-    return parse_plan(node, where)
+    parse_plan(node, where)  # the plan's own problems, each naming its key
+    try:  # the stack's rules on it: ``promote`` unset is false where approval is required
+        return rollout_plan(parse_stack_config(document["config"], path.name))
+    except ConfigError as exc:
+        raise InputError(exc.problems) from None
 
 
 def _file_plan(path: Path) -> RolloutPlan:

@@ -19,7 +19,9 @@ from components.config import (
     Priority,
     SecretMaker,
     TrainingWorkloadConfig,
+    approval_required,
     follows_registry,
+    rollout_plan,
 )
 from components.handle import (
     MONITOR_USER,
@@ -46,7 +48,7 @@ from components.kubernetes.registry import (
     tracking_uri,
 )
 from components.kubernetes.storage import VolumeClaim, store_claim
-from workloads.delivery.plan import MonitorPolicy, RolloutPlan
+from workloads.delivery.plan import MonitorPolicy
 from workloads.fabric_gate import FABRIC_TEST, busbw_floor_gbytes, fabric_test_run_id
 from workloads.inference.k8s import (
     InferenceServiceSpec,
@@ -238,10 +240,22 @@ def rollout_job(
     user with basic-auth on, the servers' CA with TLS on, the stack's lifecycle record with the identity
     that may append to it (AWS: the ``rollout`` IRSA role, put-only; Azure: its federated identity, with the
     record writer role, create-only)."""
-    plan = inference.rollout
+    plan = rollout_plan(config)
+    if inference.rollout is not None:
+        text: str | None = plan.model_dump_json(by_alias=True)
+    else:  # the defaults, but for what the stack's rules set (``promote`` where approval is required)
+        text = plan.model_dump_json(by_alias=True, exclude_unset=True) if plan.model_fields_set else None
+    declared = plan.promote and approval_required(config)  # ``rollout_plan``: only a declared true
     return RolloutJob(
-        plan=plan.model_dump_json(by_alias=True) if plan is not None else None,
-        deadline_s=(plan or RolloutPlan()).deadline_seconds,
+        plan=text,
+        pre_approved=(
+            "the rollout's gates are this stack's declared pre-approved promotion path"
+            " (workloads.inference.rollout.promote: true) in place of an approval"
+            " (workloads.registry.promotionApproval)"
+            if declared
+            else None
+        ),
+        deadline_s=plan.deadline_seconds,
         registry_secret=ROLLOUT_SECRET if config.workloads.registry.auth else None,
         ca_secret=monitoring.INFERENCE_CA_SECRET if inference.tls else None,
         record=handle.lifecycle_record,
@@ -367,7 +381,8 @@ def promoters(config: PlatformConfig) -> tuple[str, ...]:
     ``@previous-champion`` (workloads/registry/server/guard.py, the servers' authorization function). The
     rollout's user where the stack serves a model and its rollout plan promotes (``promote``, the default:
     the gates declared the pre-approved path; with ``promote: false`` it hands a passed version to people
-    and needs no promotion), and the approver
+    and needs no promotion; unset, false where approval is required: components/config.py
+    ``rollout_plan``), and the approver
     role (``workloads.registry.approvers``: they promote what another approver approved, and only they
     ``--force``: workloads/registry/approval.py). Never training's or a team's user: EDIT, which both need
     to register versions, also moves any alias in MLflow (docs/lifecycle.md); nor the drift monitor's,
@@ -375,7 +390,7 @@ def promoters(config: PlatformConfig) -> tuple[str, ...]:
     registry, inference = config.workloads.registry, config.workloads.inference
     if not (registry.enabled and registry.auth):
         return ()
-    promotes = inference is not None and (inference.rollout or RolloutPlan()).promote
+    promotes = inference is not None and rollout_plan(config).promote
     return tuple(sorted({*((ROLLOUT_USER,) if promotes else ()), *registry.approvers}))
 
 

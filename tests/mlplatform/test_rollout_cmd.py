@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mlplatform.cli import app
+from mlplatform.rollout_cmd import _stack_plan
 from tests.workloads.delivery.fleet import Fleet, MetricsServer, champion_and_challenger
 from tests.workloads.delivery.test_plan import WHERE
 from tests.workloads.registry.conftest import registry_uri
@@ -61,6 +62,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], line:
     assert code == 2, output
     lines = output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {line}"), output
+
+
+def test_a_stacks_plan_does_not_promote_where_approval_is_required_unless_it_says_so() -> None:
+    """Review rev40b A4: ``--stack`` reads the plan with the stack's rules, as the planned Job's
+    ``ROLLOUT_PLAN``: aws-enterprise-prod requires approval (enterprise) and declares no ``promote``."""
+    assert _stack_plan("aws-enterprise-prod").promote is False
 
 
 def test_the_job_refuses_bad_variables_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -56,6 +56,8 @@ class WindowStats:
     drift: DriftWindow = field(default_factory=DriftWindow)
     # Accuracy of the challenger on the labelled set, when one was sent.
     accuracy: float | None = None
+    # ... and of the champion on the same set, measured beside it: what ``models promote`` compares.
+    champion_accuracy: float | None = None
 
 
 class Outcome(StrEnum):

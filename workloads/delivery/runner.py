@@ -206,6 +206,8 @@ class Rollout:
     _passed: list[str] = field(default_factory=list)
     _mine: str = ""  # the lock this rollout holds (RUNNING_TAG's value)
     _aliases: tuple[str, str] = ("", "")  # (champion, challenger) the rollout started with
+    # The last step's accuracies on the labelled set (``accuracy``, ``champion_accuracy``); empty without one.
+    _labelled: dict[str, float] = field(default_factory=dict)
 
     def run(self) -> Result:
         champion = self.client.alias_or_none(self.name, CHAMPION)
@@ -338,10 +340,13 @@ class Rollout:
         split, shadow = self.plan.setting(step)
         self._set(split, shadow)
         self._await_applied(split, shadow, challenger)
-        accuracy = None
+        accuracy = held = None
         if self.labelled is not None and self.service is not None:
             # Before the window's start: its requests are not counted in the window they would inflate.
+            # Both versions on the same set: the comparison a promotion after a hand-over is judged on.
             accuracy = self.service.accuracy(self.name, challenger, self.labelled)
+            held = self.service.accuracy(self.name, champion, self.labelled)
+            self._labelled = {"accuracy": accuracy, "champion_accuracy": held}
         start = self.scraper.snapshot()
         self.log(
             f"{self.name}: {step_name(step)}: applied on {len(start)} servers; window of"
@@ -352,7 +357,7 @@ class Rollout:
             self.sleep(self.plan.window_seconds)
             end = self.scraper.snapshot()
             stats = window_stats(start, end, self.name, champion, challenger)
-            stats = replace(stats, accuracy=accuracy)
+            stats = replace(stats, accuracy=accuracy, champion_accuracy=held)
             verdict = judge_step(step, stats, self.plan)
             self._journal(
                 "rollout-step", f"{step_name(step)}: {verdict.outcome}: {verdict.reason}", asdict(stats)
@@ -428,7 +433,7 @@ class Rollout:
         )
         self._set(0, 0)
         self._await_applied(0, 0, new)
-        self._record(new, PASSED, reason)
+        self._record(new, PASSED, reason, self._labelled)
         self.log(f"{self.name}: {reason}; traffic back to champion {old}")
         return Result(PASSED, reason, new, old)
 
@@ -510,8 +515,8 @@ class Rollout:
         except (RecordError, RegistryError) as exc:
             self.log(f"{self.name}: appending to the lifecycle record failed: {exc}")
 
-    def _record(self, version: str, outcome: str, reason: str) -> None:
-        self._journal(f"rollout-{outcome}", reason)
+    def _record(self, version: str, outcome: str, reason: str, numbers: dict[str, Any] | None = None) -> None:
+        self._journal(lock.verdict_action(outcome), reason, numbers)
         when = datetime.now(UTC).isoformat(timespec="seconds")
         # One readable line; an endless list of unreachable servers is cut, not sent whole.
         tags = {RESULT_TAG: reason[:1000], OUTCOME_TAG: outcome, AGAINST_TAG: self._aliases[0]}

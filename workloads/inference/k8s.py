@@ -102,6 +102,8 @@ ROLLOUT_TOKEN_FILE_ENV = "ROLLOUT_TOKEN_FILE"
 ROLLOUT_CA_FILE_ENV = "ROLLOUT_CA_FILE"
 ROLLOUT_TLS_SERVER_NAME_ENV = "ROLLOUT_TLS_SERVER_NAME"
 ROLLOUT_PLAN_ENV = "ROLLOUT_PLAN"
+# The declared pre-approved promotion path, as an exemption with its written reason (docs/lifecycle.md).
+PRE_APPROVED_REASON = "policy.ml-platform.io/promotion-approval-reason"
 ROLLOUT_ENTRY = ("python", "-m", "workloads.delivery")
 # A CronJob needs a schedule even when suspended (batch/v1 CronJobSpec: ``schedule`` is required). This
 # one is a valid date, once a year, not a never-matching one such as "0 0 31 2 *": the CronJob controller
@@ -148,6 +150,10 @@ class RolloutJob:
     memory: str = "256Mi"
     # A finished Job (and its pod's log, the record of each gate) is kept this long, then deleted.
     ttl_s: int = 7 * 24 * 3600
+    # Where the stack requires a promotion approval and its plan declares ``promote: true``: why the gates
+    # promote without one, on the CronJob as ``PRE_APPROVED_REASON`` (the evidence pack's exceptions
+    # register lists every such annotation: mlplatform/evidence.py ``documented_exemptions``).
+    pre_approved: str | None = None
 
     def problems(self) -> list[str]:
         problems = []
@@ -803,7 +809,12 @@ def _rollout_cron_job(spec: InferenceServiceSpec, rollout: RolloutJob) -> Object
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": _metadata(spec, _rollout_name(spec), labels=_rollout_labels(spec)),
+        "metadata": _metadata(
+            spec,
+            _rollout_name(spec),
+            labels=_rollout_labels(spec),
+            **({"annotations": {PRE_APPROVED_REASON: rollout.pre_approved}} if rollout.pre_approved else {}),
+        ),
         "spec": {
             "schedule": ROLLOUT_SCHEDULE,
             "suspend": True,

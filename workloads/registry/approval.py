@@ -9,8 +9,13 @@ the registry's own tags can by anyone with EDIT. The rules (issue 40; the contro
   and never who requested the promotion or who trained the version (four eyes);
 - ``--force`` skips the approval and the metric checks, and only an approver may use it; it is recorded
   as such;
-- the rollout's gates are a pre-approved path when the stack's plan says so (``promote``, true by
-  default); with ``promote: false`` a rollout that passes hands the version to this change.
+- the rollout's gates are a pre-approved path when the stack's plan says so (``promote``: unset, false
+  where approval is required, true elsewhere); with ``promote: false`` a rollout that passes hands the
+  version to this change;
+- how a version's rollouts ended is read here too (``rollout_verdict``): a ``passed`` counts only as the
+  record's ``rollout-passed`` event written, authenticated, by the stack's rollout user; the version tags
+  the rollout also sets (lock.py ``OUTCOME_TAG``) are writable by every EDIT holder, training's user
+  included, so a tag never admits a version.
 
 Every identity here is the registry's authenticated user (record.Identity); an unauthenticated name can
 neither approve nor force where approval is required.
@@ -21,17 +26,58 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from workloads.registry.lock import PASSED, PROMOTED, ROLLED_BACK, STOPPED, verdict_action
 from workloads.registry.record import Event, Identity
+from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 REQUEST, APPROVE, REJECT = "request-promotion", "approve", "reject"
+# The record's ending of a rollout (workloads/delivery/runner.py ``_record``), by action.
+_ENDINGS = {verdict_action(outcome): outcome for outcome in (PROMOTED, PASSED, STOPPED, ROLLED_BACK)}
 
 
 @dataclass(frozen=True)
 class Policy:
-    """The stack's promotion rules (components/config.py ``RegistryWorkloadConfig``)."""
+    """The stack's promotion rules (components/config.py ``RegistryWorkloadConfig``) and the registry user
+    its rollout runs as (components/handle.py ``ROLLOUT_USER``; None: the stack has no authenticated
+    rollout, so no rollout verdict admits a version)."""
 
     required: bool = False
     approvers: tuple[str, ...] = ()
+    rollout_user: str | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a rollout of a version ended, from one record event: ``outcome`` (lock.py), its reason, the
+    champion it was judged against, and the accuracies of the version and of that champion on the plan's
+    labelled set at its last step (``labelled``: challenger, champion; None where the plan has none)."""
+
+    outcome: str
+    reason: str
+    against: str | None
+    labelled: tuple[float, float] | None = None
+
+
+def rollout_verdict(events: Sequence[Event], version: str, rollout_user: str | None) -> Verdict | None:
+    """The verdict ``promote`` judges ``version`` on, or None when the record has none that counts.
+
+    A stop counts from anyone (it is never a privilege): the latest ending of any rollout of the version
+    when it stopped or was rolled back, else the latest ending by the rollout user when that one did (a
+    caller's own rollout, on a plan and metrics of its choosing, never clears the stack's stop). Otherwise
+    only the rollout user's latest ending, authenticated: the stack's plan, run as its Job."""
+    endings = [e for e in events if e.action in _ENDINGS and e.versions.get(CHALLENGER) == version]
+    trusted = [e for e in endings if rollout_user is not None and e.authenticated and e.by == rollout_user]
+    failed = [e for e in (*trusted[-1:], *endings[-1:]) if _ENDINGS[e.action] in (STOPPED, ROLLED_BACK)]
+    chosen = failed[-1] if failed else (trusted[-1] if trusted else None)
+    if chosen is None:
+        return None
+    mine, theirs = _number(chosen.numbers.get("accuracy")), _number(chosen.numbers.get("champion_accuracy"))
+    labelled = (mine, theirs) if mine is not None and theirs is not None else None
+    return Verdict(_ENDINGS[chosen.action], chosen.reason, chosen.versions.get(CHAMPION), labelled)
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _latest_request(events: Sequence[Event], version: str) -> int | None:

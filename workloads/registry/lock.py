@@ -39,6 +39,11 @@ AGAINST_TAG: Final = f"{RESULT_PREFIX}.against"  # the champion version that rol
 PROMOTED, PASSED, STOPPED, ROLLED_BACK = "promoted", "passed", "stopped", "rolled-back"
 
 
+def verdict_action(outcome: str) -> str:
+    """The lifecycle record's action for a rollout that ended ``outcome`` (``rollout-passed``, ...)."""
+    return f"rollout-{outcome}"
+
+
 def lease_until(tags: Mapping[str, str]) -> datetime | None:
     """The lease's end, or None when absent or unreadable (no lease: nothing holds)."""
     try:

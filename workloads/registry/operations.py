@@ -13,9 +13,11 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from workloads.registry import lock, rollout
+from workloads.registry import approval, lock, rollout
 from workloads.registry.client import ModelVersion, RegistryClient, RegistryError
 from workloads.registry.record import Journal
+
+FAILED = (lock.STOPPED, lock.ROLLED_BACK)
 
 
 def move_aliases(
@@ -43,18 +45,26 @@ def ensure_free(client: RegistryClient, name: str, holding: str | None) -> None:
         )
 
 
-def evidence(client: RegistryClient, version: ModelVersion, metric: str) -> rollout.Evidence:
+def evidence(
+    client: RegistryClient, version: ModelVersion, metric: str, verdict: approval.Verdict | None = None
+) -> rollout.Evidence:
     """What the promotion of ``version`` is judged on: its run's latest ``metric`` and dataset digest, and
-    its last rollout's outcome."""
+    how its last rollout ended: ``verdict``, the record's (approval.py ``rollout_verdict``), unless its
+    tags say it stopped or was rolled back and the record does not. A stop on a tag still refuses (a stop
+    is never a privilege); a ``passed`` tag admits nothing, as any EDIT holder can write one."""
     run = client.get_run(version.run_id).get("data", {}) if version.run_id else {}
     values = [m["value"] for m in run.get("metrics", ()) if m.get("key") == metric]
     params = {p["key"]: p["value"] for p in run.get("params", ())}
+    tagged = version.tags.get(lock.OUTCOME_TAG)
+    if tagged in FAILED and (verdict is None or verdict.outcome not in FAILED):
+        verdict = approval.Verdict(tagged, version.tags.get(lock.RESULT_TAG) or "?", None)
     return rollout.Evidence(
         metric=float(values[-1]) if values else None,
         dataset=params.get("dataset_sha256") or None,
-        outcome=version.tags.get(lock.OUTCOME_TAG),
-        result=version.tags.get(lock.RESULT_TAG),
-        against=version.tags.get(lock.AGAINST_TAG),
+        outcome=verdict.outcome if verdict else None,
+        result=verdict.reason if verdict else None,
+        against=verdict.against if verdict else None,
+        labelled=verdict.labelled if verdict else None,
     )
 
 
@@ -70,14 +80,16 @@ def promote(
     action: str | None = None,
     holding: str | None = None,
     journal: Journal | None = None,
+    verdict: approval.Verdict | None = None,
 ) -> rollout.Decision:
     """``action`` names the move in the audit tags (default: ``promote``, ``promote --force``);
-    ``holding``: the lock of the rollout promoting (anyone else is refused while one runs)."""
+    ``holding``: the lock of the rollout promoting (anyone else is refused while one runs); ``verdict``:
+    how the version's last rollout ended, as the lifecycle record says (``evidence``)."""
     candidate = client.get_version(name, version)  # a RegistryError (not found) if there is none
     ensure_free(client, name, holding)
     champion = client.alias_or_none(name, rollout.CHAMPION)
     judged = not force and bool(metric)
-    candidate_evidence = evidence(client, candidate, metric) if judged else rollout.Evidence()
+    candidate_evidence = evidence(client, candidate, metric, verdict) if judged else rollout.Evidence()
     held = evidence(client, champion, metric) if champion and judged else rollout.Evidence()
     decision = rollout.promotion(
         version,

@@ -38,14 +38,17 @@ class Decision:
 class Evidence:
     """What a version's promotion is judged on: its run's ``metric``, the sha256 of the dataset that metric
     was measured on (the run's ``dataset_sha256``: its test split is drawn from it), how its last
-    rollout ended (``lock.OUTCOME_TAG``, ``lock.RESULT_TAG``) and against which champion version
-    (``lock.AGAINST_TAG``), each None when unknown."""
+    rollout ended and why (a ``passed`` only as the lifecycle record has it from the stack's rollout user:
+    operations.py ``evidence``) and against which champion version, each None when unknown."""
 
     metric: float | None = None
     dataset: str | None = None
     outcome: str | None = None
     result: str | None = None
     against: str | None = None
+    # That rollout's accuracies on its plan's labelled set: (this version's, the champion's), both measured
+    # beside each other; None where its plan has no labelled set.
+    labelled: tuple[float, float] | None = None
 
 
 def promotion(
@@ -61,12 +64,15 @@ def promotion(
     """Make ``version`` the champion unless (``force`` skips these checks, never the record):
 
     - its last rollout stopped or was rolled back (a live verdict outranks an offline metric);
-    - unless its last rollout passed every step against this very champion (``passed``: judged beside it
-      on the same live traffic, its errors and latency against the champion's, and on the plan's labelled
-      set where it has one: the like-for-like comparison the next two rules ask for), there is a champion
-      and the two ``metric`` values were not measured on the same dataset (a test
-      accuracy on another dataset's split compares nothing: the trial promoted a version trained on
-      shifted data this way, and it served at 0.1 %), or either is missing;
+    - its last rollout passed every step against this very champion (``passed``, on the record by the
+      stack's rollout user) and measured both on the plan's labelled set, and its accuracy there falls
+      below the champion's by more than ``tolerance``; within it, that same-set comparison is the
+      promotion's (a version retrained on the newest dataset has a test metric on another dataset);
+    - otherwise (no such rollout, or one whose plan had no labelled set: its live windows judge errors,
+      latency and drift, never accuracy beside the champion's), there is a champion and the two
+      ``metric`` values were not measured on the same dataset (a test accuracy on another dataset's
+      split compares nothing: the trial promoted a version trained on shifted data this way, and it
+      served at 0.1 %), or either is missing;
     - its ``metric`` (higher is better) falls below the champion's by more than ``tolerance``."""
     if champion == version:
         return Decision(note=f"version {version} is already the {CHAMPION}")
@@ -83,8 +89,31 @@ def _refusal(
 ) -> str | None:
     if candidate.outcome in (STOPPED, ROLLED_BACK):
         return f"version {version}'s last rollout ended {candidate.outcome}: {candidate.result or '?'}"
-    if champion is None or (candidate.outcome == PASSED and candidate.against == champion):
+    if champion is None:
         return None
+    unmeasured = ""
+    if candidate.outcome == PASSED and candidate.against == champion:
+        if candidate.labelled is None:
+            unmeasured = (
+                f"; its rollout passed against version {champion} but measured no accuracy beside it"
+                " (the plan has no labelledSet)"
+            )
+        else:
+            mine, theirs = candidate.labelled
+            if mine < theirs - tolerance:
+                return (
+                    f"version {version}'s labelled-set accuracy {mine:.4f} in its rollout is below the"
+                    f" {CHAMPION}'s (version {champion}) {theirs:.4f} on the same set by more than the"
+                    f" tolerance {tolerance:g}"
+                )
+            return None
+    refused = _metric_refusal(version, champion, metric, candidate, held, tolerance)
+    return refused + unmeasured if refused is not None else None
+
+
+def _metric_refusal(
+    version: str, champion: str, metric: str, candidate: Evidence, held: Evidence, tolerance: float
+) -> str | None:
     if candidate.metric is None:
         return f"version {version} has no {metric} to compare"
     if candidate.dataset is None or held.dataset is None:
@@ -94,7 +123,7 @@ def _refusal(
         return (
             f"version {version}'s {metric} was measured on dataset {candidate.dataset[:12]}, the"
             f" {CHAMPION}'s (version {champion}) on {held.dataset[:12]}: not comparable; roll it out"
-            " (mlplatform rollout judges both on the same traffic and labelled set)"
+            " (mlplatform rollout, with a labelledSet: both judged on the same set)"
         )
     if held.metric is not None and candidate.metric < held.metric - tolerance:
         return (

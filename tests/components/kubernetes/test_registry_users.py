@@ -17,13 +17,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 
-from components.config import PLATFORM_KEY, ConfigError, parse_stack_config
-from components.handle import MONITOR_USER, ROLLOUT_USER
+from components.config import PLATFORM_KEY, ConfigError, parse_stack_config, rollout_plan
+from components.handle import MONITOR_USER, ROLLOUT_USER, Cloud, ClusterHandle, StorageHandle
 from components.kubernetes.registry import (
     CA_SECRET,
     CLIENT_SECRET,
@@ -38,6 +40,7 @@ from components.kubernetes.workloads import (
     promoters,
     registry_users,
     restorers,
+    rollout_job,
 )
 from mlplatform.graph import is_secret
 from mlplatform.plan import Plan
@@ -178,11 +181,21 @@ def _with_approvers(stack: str, approvers: list[str]) -> Any:
     return _config(stack, raw)
 
 
+def _promoting(stack: str, approvers: list[str], promote: bool | None) -> Any:
+    """``stack`` with the approver role ``approvers`` and, unless None, ``rollout.promote`` declared."""
+    raw = with_teams(stack)
+    workloads = raw[PLATFORM_KEY].setdefault("workloads", {})
+    workloads.setdefault("registry", {})["approvers"] = approvers
+    if promote is not None:
+        workloads["inference"].setdefault("rollout", {})["promote"] = promote
+    return _config(stack, raw)
+
+
 def test_only_the_rollout_user_and_the_approvers_are_promotion_identities() -> None:
     """The servers' authorization function lets only these move ``@champion`` (workloads/registry/server/
     guard.py): never training's or a team's user, whose EDIT on a model MLflow lets move any alias
     (control review S1; issue 40 "Promotion as a change")."""
-    config = _with_approvers("aws-enterprise-prod", ["ana", "omar"])
+    config = _promoting("aws-enterprise-prod", ["ana", "omar"], True)
     assert promoters(config) == ("ana", ROLLOUT_USER, "omar")
     # Its drift monitor only rolls back (guard.py ``restore_refusal``): a restorer, not a promoter.
     assert restorers(config) == (MONITOR_USER,)
@@ -194,10 +207,38 @@ def test_only_the_rollout_user_and_the_approvers_are_promotion_identities() -> N
     assert guard_restorers(env) == (MONITOR_USER,)
     # A plan that does not promote (no pre-approved path: every promotion a person's) leaves the rollout's
     # user no right to move @champion.
-    handing_over = with_teams("aws-enterprise-prod")
-    handing_over[PLATFORM_KEY]["workloads"].setdefault("registry", {})["approvers"] = ["ana", "omar"]
-    handing_over[PLATFORM_KEY]["workloads"]["inference"]["rollout"]["promote"] = False
-    assert promoters(_config("aws-enterprise-prod", handing_over)) == ("ana", "omar")
+    assert promoters(_promoting("aws-enterprise-prod", ["ana", "omar"], False)) == ("ana", "omar")
+
+
+@pytest.mark.parametrize(
+    ("stack", "promote", "promotes", "exempted"),
+    [
+        ("aws-enterprise-prod", None, False, False),  # approval required (the tier's), promote unset
+        ("aws-enterprise-dev", None, False, False),  # ... and no rollout plan at all
+        ("aws-enterprise-prod", True, True, True),  # the pre-approved path, declared: an exemption
+        ("aws-smb-dev", None, True, False),  # no approval required: the gates promote, nothing waived
+    ],
+)
+def test_the_rollouts_pre_approved_path_is_declared_where_approval_is_required(
+    stack: str, promote: bool | None, promotes: bool, exempted: bool
+) -> None:
+    """Issue 40 item 3: a promotion needs "a recorded approval ... or a pre-approved automatic path (the
+    rollout's gates) declared in the stack"; review rev40b A4 found ``promote`` true by default, so every
+    enterprise stack had the path without a word in its file. Where approval is required an unset
+    ``promote`` is false: the rollout Job's plan says so and its user is no promotion identity. A declared
+    ``promote: true`` there is an exemption from the approval, with its reason on the rollout's CronJob
+    (the evidence pack's exceptions register lists it: tests/mlplatform/test_evidence.py)."""
+    config = _promoting(stack, ["ana"], promote)
+    assert rollout_plan(config).promote is promotes
+    assert (ROLLOUT_USER in promoters(config)) is promotes
+    kubeconfig = pulumi.Output.from_input("kubeconfig")
+    handle = ClusterHandle(Cloud.AWS, "c", kubeconfig, "1.35", (), StorageHandle("s3://b"), "reg")
+    job = rollout_job(config, config.workloads.inference, handle)
+    assert job.plan is not None or promotes
+    if job.plan is not None:
+        assert json.loads(job.plan)["promote"] is promotes
+    assert (job.pre_approved is not None) is exempted
+
     # Without basic-auth nothing authenticates anyone: no promoters, and a spec refuses them.
     raw = template("aws-smb-dev")
     raw[PLATFORM_KEY].setdefault("workloads", {})["registry"] = {"auth": False}

@@ -148,6 +148,9 @@ def test_the_stacks_rollout_plan_reaches_the_rollout_job(planned: Callable[[str]
     env = _env(job["template"]["spec"])
     plan = json.loads(env["ROLLOUT_PLAN"])
     assert plan["steps"] == ["shadow", 5, 25, 50] and plan["bake"]["seconds"] == 600
+    # Approval is required (enterprise) and the stack declares no `promote`: the gates judge, a person
+    # promotes (review rev40b A4).
+    assert plan["promote"] is False
     assert job["activeDeadlineSeconds"] == 4 * (300 + 300 * 4) + 300 + 600 + 600
     assert env["MLFLOW_TRACKING_URI"] == tracking_uri(tls=True)
     assert env[CA_BUNDLE_ENV] == "/var/run/secrets/registry-ca/ca.crt"

@@ -18,8 +18,10 @@ from components.kubernetes.monitoring import inference_service_monitor
 from components.kubernetes.registry import ROLLOUT_SECRET
 from judges.kube import labels_match, pods, service_selects
 from judges.pod_security import judge_pod_security
+from mlplatform.evidence import documented_exemptions
+from mlplatform.graph import Plan, PlannedResource
 from tests.workloads.inference.test_k8s import FOLLOWING, PLAN, by_kind, make_spec
-from workloads.inference.k8s import RolloutJob, inference_objects
+from workloads.inference.k8s import PRE_APPROVED_REASON, RolloutJob, inference_objects
 
 
 def cron_job() -> dict[str, Any]:
@@ -248,3 +250,25 @@ def test_the_page_matches_the_job_it_describes() -> None:
     assert [name for name in env_of(container) if name != "HOME" and f"`{name}`" not in page] == []
     created = re.findall(r"create secret generic ([a-z0-9-]+)", page)
     assert ROLLOUT_SECRET not in created
+
+
+def test_a_declared_pre_approved_path_is_an_exemption_the_evidence_pack_lists() -> None:
+    """Issue 40 item 3 ("a pre-approved automatic path ... declared in the stack"); review rev40b A4: the
+    auditor's exceptions register names every way past the promotion approval, with its reason."""
+    assert FOLLOWING.rollout is not None
+    why = "the rollout's gates are this stack's declared pre-approved promotion path"
+    rollout = dataclasses.replace(FOLLOWING.rollout, pre_approved=why)
+    declared = dataclasses.replace(FOLLOWING, rollout=rollout)
+    [cron] = by_kind(inference_objects(declared), "CronJob")
+    assert cron["metadata"]["annotations"] == {PRE_APPROVED_REASON: why}
+    resource = PlannedResource(
+        "urn:pulumi:s::p::kubernetes:batch/v1:CronJob::rollout",
+        "kubernetes:batch/v1:CronJob",
+        "rollout",
+        None,
+        True,
+        None,
+        cron,
+    )
+    assert documented_exemptions(Plan("p", "s", [resource])) == ((resource.urn, PRE_APPROVED_REASON, why),)
+    assert "annotations" not in cron_job()["metadata"], "none where nothing is declared"

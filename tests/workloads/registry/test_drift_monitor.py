@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from components.handle import MONITOR_USER
+from components.handle import MONITOR_USER, ROLLOUT_USER
 from mlplatform.cli import app
 from tests.workloads.inference.conftest import held_out, model_dir  # noqa: F401  (the session's model)
 from tests.workloads.inference.serving import Server, serve_alias, wait_ready
@@ -83,10 +83,11 @@ FLAPPING_WINDOWS = 4
 # password's scrypt hash on every request (about 0.1 s of CPU here), so a tight poll would cost more CPU
 # than the rest of the test.
 POLL_S = 2.0
-# Who acts: bob trains (the retrain runs as him), the servers read, the monitor is the stack's user, the
-# rollout its own user (EDIT: the delivery tags and @challenger, never @champion: not a promoter).
+# Who acts: bob trains (the retrain runs as him), the servers read, the monitor and the rollout are the
+# stack's users (the rollout: EDIT, the delivery tags and @challenger; its record events are the verdict
+# `models promote` takes: workloads/registry/approval.py ``rollout_verdict``).
 READER = "drift-reader"
-ROLLOUT = "drift-rollout"
+ROLLOUT = ROLLOUT_USER
 CREDENTIALS = {
     **PASSWORDS,
     READER: "drift-reader-password",
@@ -368,6 +369,8 @@ def _through_the_gates_to_approval(
     passed = [e for e in journal.record.read(NAME) if e.action.startswith("rollout-")]
     assert [e.action for e in passed] == ["rollout-step"] * (len(passed) - 1) + ["rollout-passed"]
     assert {e.by for e in passed} == {ROLLOUT} and all(e.authenticated for e in passed)
+    # Both versions measured on the plan's labelled set at the last step: what the promotion compares.
+    assert set(passed[-1].numbers) == {"accuracy", "champion_accuracy"}, passed[-1].numbers
     assert [e.reason.split(":")[:2] for e in passed if ": pass: " in e.reason] == [
         ["shadow", " pass"],
         ["50%", " pass"],

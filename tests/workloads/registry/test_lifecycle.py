@@ -17,14 +17,16 @@ import onnxruntime as ort
 import pytest
 from typer.testing import CliRunner
 
+from components.handle import ROLLOUT_USER
 from mlplatform.cli import app
 from tests.workloads.delivery.fleet import champion_and_challenger
 from tests.workloads.inference.conftest import model_dir  # noqa: F401  (the session's trained model)
 from tests.workloads.inference.serving import Server, metric_samples, serve_alias, wait_ready
 from workloads.delivery import contract
 from workloads.registry.client import RegistryClient
-from workloads.registry.lineage import TRAINED_BY_TAG
-from workloads.registry.lock import OUTCOME_TAG
+from workloads.registry.lineage import TRAINED_BY_TAG, experiment_name
+from workloads.registry.lock import AGAINST_TAG, OUTCOME_TAG, PASSED, RESULT_TAG, STOPPED, verdict_action
+from workloads.registry.record import Journal, identity, open_record
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 from workloads.registry.server.launch import GRANT, REGISTERED_MODEL, AuthApi, User, bootstrap_users
 
@@ -296,3 +298,83 @@ def test_a_promotion_needs_a_second_persons_approval_and_every_step_is_on_the_re
     assert set(promote["digests"]) == {"1", "2"}
     # The alias tags name the authenticated user too, not $USER.
     assert admin.get_version(GOVERNED, "2").tags["mlplatform.alias.champion.by"] == "carol"
+
+
+# -- the rollout's verdict, as promote takes it: from the record, by the stack's rollout user --------------
+
+FORGED = "digits-forged"
+ROLLOUT_PASSWORD = "the-rollout-jobs-password"
+
+
+def _user(uri: str, user: str, password: str) -> RegistryClient:
+    return RegistryClient(
+        uri, environ={"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": password}
+    )
+
+
+def test_a_passed_rollout_counts_only_from_the_record_by_the_stacks_rollout_user(
+    auth_registry_uri: str, governed_stack: str, tmp_path: Path
+) -> None:
+    """Review rev40b A1; issue 40 item 5 (promotion "compares like with like ... and respects a stopped
+    rollout"). MLflow 3.17.2 lets any EDIT holder set a version tag (``SetModelVersionTag`` needs
+    ``update``: mlflow/server/auth/__init__.py; EDIT has it: permissions.py), training's user included, so
+    bob, who trained version 2 on another dataset, could write ``passed`` against the champion over a
+    stopped rollout and an approver's ``promote`` skipped the dataset rule. The verdict is the record's:
+    a ``rollout-passed`` by the stack's rollout user (ml-inference-rollout) naming this champion; a stop
+    refuses whatever the tags say; bob's own rollout events admit nothing and clear no stop."""
+    uri, record = auth_registry_uri, tmp_path / "record"
+    grants = ((FORGED, "EDIT"),)
+    bootstrap_users(
+        AuthApi(uri, ADMIN_PASSWORD),
+        [
+            User("bob", PASSWORDS["bob"], grants, ((experiment_name(FORGED), "EDIT"),)),
+            *(User(user, PASSWORDS[user], grants) for user in ("alice", "carol")),
+            User(ROLLOUT_USER, ROLLOUT_PASSWORD, grants),
+        ],
+    )
+    admin, bob = admin_client(uri), _user(uri, "bob", PASSWORDS["bob"])
+    for client, accuracy, dataset in ((admin, 0.97, DATASET), (bob, 0.10, "b" * 64)):
+        run = client.create_run(client.experiment_id(FORGED), FORGED, {})["info"]
+        client.log_batch(
+            run["run_id"], metrics={"test_accuracy": accuracy}, params={"dataset_sha256": dataset}
+        )
+        client.create_version(FORGED, f"{run['artifact_uri']}/model", run["run_id"], {TRAINED_BY_TAG: "bob"})
+    admin.set_alias(FORGED, CHAMPION, "1")
+    stack = ("--stack", governed_stack)
+    asked = as_user("carol", uri, record, "request-promotion", FORGED, "2", "--reason", "drift")
+    approved = as_user("alice", uri, record, "approve", FORGED, "2", *stack, "--reason", "if it passed")
+    assert asked.exit_code == 0 and approved.exit_code == 0, asked.output + approved.output
+    runner = _user(uri, ROLLOUT_USER, ROLLOUT_PASSWORD)
+    rollouts = Journal(runner, open_record(str(record)), identity(runner, "declared"))
+    own = Journal(bob, open_record(str(record)), identity(bob, "declared"))
+    judged = {CHAMPION: "1", CHALLENGER: "2"}
+
+    def promote() -> Any:
+        return as_user("carol", uri, record, "promote", FORGED, "2", *stack)
+
+    # bob's tags say passed against the champion, with no rollout on the record; then a rollout of his own
+    # (his plan, his metrics URLs) passes on the record: neither is the stack's rollout.
+    for key, value in ((OUTCOME_TAG, "passed"), (AGAINST_TAG, "1"), (RESULT_TAG, "passed shadow, 50%")):
+        bob.set_version_tag(FORGED, "2", key, value)
+    for forged in (None, own):
+        if forged is not None:
+            forged.append(FORGED, verdict_action(PASSED), judged, reason="passed shadow, 50%")
+        refused = promote()
+        assert refused.exit_code == 1 and "not comparable" in refused.output, refused.output
+    # The stack's rollout stops it: refused whatever the tags say, and bob's later pass clears nothing.
+    rollouts.append(FORGED, verdict_action(STOPPED), judged, reason="stopped at shadow: accuracy 10.00%")
+    own.append(FORGED, verdict_action(PASSED), judged, reason="passed shadow, 50%")
+    refused = promote()
+    assert refused.exit_code == 1, refused.output
+    assert "version 2's last rollout ended stopped: stopped at shadow: accuracy 10.00%" in refused.output
+    # The stack's rollout passes it against this champion, but its plan had no labelled set: nothing
+    # compared the two versions' accuracy (review rev40b A2), so the dataset rule stands.
+    rollouts.append(FORGED, verdict_action(PASSED), judged, reason="passed shadow, 50%")
+    refused = promote()
+    assert refused.exit_code == 1 and "(the plan has no labelledSet)" in refused.output, refused.output
+    # Measured beside the champion on the plan's labelled set, within the tolerance: admitted.
+    beside = {"accuracy": 0.93, "champion_accuracy": 0.935}
+    rollouts.append(FORGED, verdict_action(PASSED), judged, reason="passed shadow, 50%", numbers=beside)
+    promoted = promote()
+    assert promoted.exit_code == 0, promoted.output
+    assert admin.version_by_alias(FORGED, CHAMPION).version == "2"

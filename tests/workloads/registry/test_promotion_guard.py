@@ -64,6 +64,8 @@ ALIAS_PATH = "/api/2.0/mlflow/registered-models/alias"
 def _stack() -> PlatformConfig:
     raw = copy.deepcopy(with_teams(STACK))
     raw[PLATFORM_KEY]["workloads"].setdefault("registry", {})["approvers"] = [APPROVER]
+    # The rollout's gates declared the pre-approved path (approval is required: unset, it would not be).
+    raw[PLATFORM_KEY]["workloads"]["inference"]["rollout"]["promote"] = True
     return parse_stack_config(raw, f"Pulumi.{STACK}.yaml")
 
 

@@ -77,14 +77,16 @@ def test_a_metric_measured_on_another_dataset_is_not_compared_unless_forced() ->
     )
 
 
-def test_a_rollout_passed_against_this_champion_is_the_like_for_like_comparison() -> None:
-    """Issue 40: a version retrained on the newest dataset has a test metric on another dataset than the
-    champion's, which compares with nothing; a rollout that passed every step against this very champion
-    (``promote: false``) judged both on the same live traffic, so it stands in for the comparison. Against
-    another champion it does not: the dataset rule applies again."""
+def test_a_passed_rollout_compares_only_where_it_measured_both_versions_on_one_labelled_set() -> None:
+    """Issue 40 item 5: "promotion compares like with like (the same evaluation set, or refuses and says
+    why)". A version retrained on the newest dataset has a test metric on another dataset than the
+    champion's, which compares with nothing. A rollout that passed against this very champion and measured
+    both on its plan's labelled set compares them there, within the tolerance; one whose plan had no
+    labelled set judged errors, latency and drift, never accuracy (review rev40b A2): the dataset rule
+    applies and the refusal says why; against another champion, likewise."""
 
-    def decide(against: str) -> rollout.Decision:
-        passed = rollout.Evidence(0.86, "f" * 64, "passed", "passed shadow, 50%", against)
+    def decide(against: str, labelled: tuple[float, float] | None) -> rollout.Decision:
+        passed = rollout.Evidence(0.86, "f" * 64, "passed", "passed shadow, 50%", against, labelled)
         return rollout.promotion(
             "3",
             "2",
@@ -95,8 +97,18 @@ def test_a_rollout_passed_against_this_champion_is_the_like_for_like_comparison(
             force=False,
         )
 
-    assert decide("2").moves[-1] == rollout.AliasMove("champion", "3")
-    other = decide("1").refused
+    assert decide("2", (0.905, 0.91)).moves[-1] == rollout.AliasMove("champion", "3")
+    worse = decide("2", (0.80, 0.91)).refused
+    assert worse == (
+        "version 3's labelled-set accuracy 0.8000 in its rollout is below the champion's (version 2) 0.9100"
+        " on the same set by more than the tolerance 0.01 (use --force)"
+    )
+    unmeasured = decide("2", None).refused
+    assert unmeasured is not None and f"measured on dataset {'f' * 12}" in unmeasured
+    assert "its rollout passed against version 2 but measured no accuracy beside it (the plan has no" in (
+        unmeasured
+    )
+    other = decide("1", (0.95, 0.91)).refused
     assert other is not None and f"measured on dataset {'f' * 12}" in other
 
 
