@@ -60,7 +60,7 @@ from .separation import (
     strings,
     uses_key,
 )
-from .settings import AZURE_ROLE_TAG, LIFECYCLE_RECORD_ROLE
+from .settings import AZURE_ROLE_TAG, LIFECYCLE_RECORD_ROLE, ROLE_TAG
 from .subject import Graph, Subject
 from .values import parse_document
 
@@ -74,6 +74,7 @@ ML_ENGINEER = "ml-engineer"
 BLOB_CONTAINER = "azure-native:storage:BlobContainer"
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 DATASETS = "datasets"
+OBJECT_DATA = "object-data"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
@@ -185,14 +186,16 @@ def _aws(graph: Graph) -> Iterator[Finding]:
 
 
 def _people_policies(graph: Graph) -> Iterator[Finding]:
-    """A people's IAM policy (tagged with the people's roles it is for: the auditors', the record writers',
-    each team's datasets policy) reaches only the buckets and uses only the keys of the domains the table
-    gives those roles, by the domains each bucket and key it names declares (``ml-platform.io/
-    data-domain``). An ML engineers' policy that reaches the datasets is one team's (tag
-    ``ml-platform.io/team``): its objects and listings under ``datasets/<team>/`` only, attached only to
-    roles whose access entry edits that team's namespace (review 35 B3), and no bucket but the datasets';
-    their record writers' policy (every team's engineers append requests and rollout controls to the one
-    record: review 35b A1) reaches no dataset."""
+    """A people's IAM policy (tagged with the people's roles it is for: the auditors', the record
+    writers', each team's datasets policy) reaches only the buckets and uses only the keys of the domains the
+    table gives those roles, by the domains each bucket and key it names declares (``ml-platform.io/
+    data-domain``); a bucket of the object data only where it is the lifecycle record's (tag
+    ``ml-platform.io/role: lifecycle-record``): every people's role the table gives the object-data key has it
+    for the record alone (review 35b A1). An ML engineers' policy that reaches the datasets is one team's (tag
+    ``ml-platform.io/team``): its objects and listings under ``datasets/<team>/`` only, attached only to roles
+    whose access entry edits that team's namespace (review 35 B3), and no bucket but the datasets'; their
+    record writers' policy (every team's engineers append requests and rollout controls to the one record:
+    review 35b A1) reaches no dataset."""
     engineers = _team_engineers(graph)
     for policy in graph.of(IAM_POLICY):
         roles = set(str(policy.tags().get(ACCESS_ROLES_TAG) or "").split())
@@ -210,6 +213,13 @@ def _people_policies(graph: Graph) -> Iterator[Finding]:
                     policy.urn,
                     f"the {named} policy reaches {store.name}, of {' '.join(foreign)}, which the role-to-key "
                     "table (policies/key_users.yaml) does not give its roles",
+                )
+        for store in stores:
+            if OBJECT_DATA in declared_domains(store) and store.tags().get(ROLE_TAG) != LIFECYCLE_RECORD_ROLE:
+                yield (
+                    policy.urn,
+                    f"the {named} policy reaches {store.name}, the workloads' object data: a person uses the "
+                    "object-data key for the lifecycle record's bucket only (policies/key_users.yaml)",
                 )
         datasets = any(DATASETS in declared_domains(store) for store in stores)
         if ML_ENGINEER in roles and (datasets or policy.tags().get(TEAM_TAG)):

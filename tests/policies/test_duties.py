@@ -323,6 +323,12 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
         {("key-use-by-role", ENGINEERS_RECORD_POLICY)},
     ),
     (
+        # A person's object-data use is the record's bucket alone: not the models and checkpoints.
+        "engineers-record-writers-policy-on-the-data-bucket",
+        lambda p: _also_reaches(p, DATA_BUCKET, ENGINEERS_RECORD_POLICY),
+        {("key-use-by-role", ENGINEERS_RECORD_POLICY)},
+    ),
+    (
         "team-datasets-policy-attached-to-another-team",
         lambda p: with_inputs(
             p, _named(f"{NLP_DATASETS_POLICY}-nlp-engineers"), _set("role", "vision-engineers")
