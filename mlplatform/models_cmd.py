@@ -195,7 +195,11 @@ def _session(
             if need_record:
                 exit_with([f"this needs the lifecycle record: give --record DIR or ${RECORD_ENV}"])
             return Session(client, who, None)
-        return Session(client, who, Journal(client, open_record(record), who))
+        # Checked before the command acts (Record.ensure_ready): a record that cannot take the event
+        # refuses the command with nothing done, rather than after an alias moved.
+        journal = Journal(client, open_record(record), who)
+        journal.record.ensure_ready()
+        return Session(client, who, journal)
 
 
 def _version_number(version: str) -> None:

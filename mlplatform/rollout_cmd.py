@@ -105,19 +105,36 @@ def _who(actor: str | None) -> str:
 
 def _control(action: str, name: str, registry_uri: str | None, actor: str | None, record: str | None) -> None:
     """One control command as the registry's authenticated user, appended to the record if one is given:
-    its line on stdout; bad input, a refusal or a registry error: one line, exit 2."""
+    its line on stdout; bad input, a refusal or a registry error: one line, exit 2.
+
+    With ``--record`` the record is checked before anything is done (opened, its store's lock rule read:
+    ``Record.ensure_ready``), so a wrong or unreadable record refuses the command with the traffic as it
+    was. The event is appended after the action, since it carries what the action found (the line); an
+    append refused then (a write right the check cannot see, such as the key's) is one line saying the
+    action was taken and is not on the record, exit 2 (review 35b A1: an abort done but unrecorded must
+    not look like either a success or a refusal)."""
     try:
         if not registry_uri:
             raise InputError([f"--registry-uri (or ${TRACKING_URI_ENV}) is required"])
         client = RegistryClient(registry_uri)
         who = identity(client, _who(actor))
+        journal = None
+        if record is not None:
+            try:
+                journal = Journal(client, open_record(record), who)
+                journal.record.ensure_ready()
+            except RecordError as exc:
+                raise RecordError(f"{exc}; nothing done, {name}'s rollout is as it was") from None
         acts = {"abort": control.abort, "pause": control.pause, "resume": control.resume}
         line = acts[action](client, name, str(who))
-        if record is not None:
+        if journal is not None:
             champion = client.alias_or_none(name, CHAMPION)
             challenger = client.alias_or_none(name, CHALLENGER)
             versions = {r: v.version for r, v in ((CHAMPION, champion), (CHALLENGER, challenger)) if v}
-            Journal(client, open_record(record), who).append(name, f"rollout-{action}", versions, reason=line)
+            try:
+                journal.append(name, f"rollout-{action}", versions, reason=line)
+            except RecordError as exc:
+                raise RecordError(f"{line}; done but NOT on the lifecycle record: {exc}") from None
         typer.echo(line)
     except InputError as exc:
         exit_with(exc.problems)

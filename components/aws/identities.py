@@ -300,6 +300,10 @@ def verifier_policy(signing_key_arn: pulumi.Input[str], repositories_arn: str) -
     }
 
 
+# The record writers' policy's description (the approvers' policy has kept it since it was made: a new
+# description would replace the policy).
+RECORD_WRITERS = "Append to and read the model lifecycle record; no delete, no retention change"
+
 # Short role-name purposes (IAM role names fit 64 characters; iam.role_name_prefix).
 ROLE_PURPOSES = {
     "training": "train",
@@ -367,12 +371,26 @@ class WorkloadIdentities(pulumi.ComponentResource):
         self.key_user_arns: dict[str, pulumi.Output[str]] = {
             key: role.role.arn for key, role in roles.items()
         }
-        # The same rights for the people who approve and promote (their own AWS identities): a managed
-        # policy, attached to the roles ``access.modelApprovers`` names and exported for a permission set
-        # (docs/lifecycle.md). Tagged with the people's role it is for, which the pack reads.
-        self.record_writer_policy_arn: pulumi.Output[str] | None = (
-            self._record_writers(policies["rollout"]) if "rollout" in policies else None
-        )
+        # The same rights for the people who append with their own AWS identities (docs/lifecycle.md: the
+        # approvers approve, reject and promote; the ML engineers request a promotion and pause, resume or
+        # abort their models' rollouts): a managed policy per people's role, tagged with the role it is
+        # for (which the pack reads), attached to the roles ``access`` names; the approvers' is exported
+        # for a permission set.
+        self.record_writer_policy_arn: pulumi.Output[str] | None = None
+        if "rollout" in policies:
+            writer = policies["rollout"]
+            self.record_writer_policy_arn = self._record_writers(
+                "record-writer", PeopleRole.MODEL_APPROVER, RECORD_WRITERS, args.approvers, writer
+            )
+            engineers = sorted({role for roles in args.engineers.values() for role in roles})
+            if engineers:
+                self._record_writers(
+                    "record-writer-engineers",
+                    PeopleRole.ML_ENGINEER,
+                    "ML engineers (promotion requests, rollout controls): " + RECORD_WRITERS.lower(),
+                    engineers,
+                    writer,
+                )
         # Each team's ML engineers put their training data in the datasets bucket (the table's datasets key).
         datasets = args.datasets
         self.team_datasets_policy_arns: dict[str, pulumi.Output[str]] = (
@@ -425,20 +443,24 @@ class WorkloadIdentities(pulumi.ComponentResource):
         arn: pulumi.Output[str] = policy.arn
         return arn
 
-    def _record_writers(self, document: dict[str, Any]) -> pulumi.Output[str]:
+    def _record_writers(
+        self, what: str, role: PeopleRole, description: str, roles: Sequence[str], document: dict[str, Any]
+    ) -> pulumi.Output[str]:
+        """The lifecycle record writers' policy for one people's role (``what`` names it), attached to
+        each of ``roles``."""
         args = self._args
         policy = iam.Policy(
-            f"{self._name}-record-writer",
-            name_prefix=f"{args.cluster_name}-record-writer-",
-            description="Append to and read the model lifecycle record; no delete, no retention change",
+            f"{self._name}-{what}",
+            name_prefix=f"{args.cluster_name}-{what}-",
+            description=description,
             policy=pulumi.Output.json_dumps(document),
-            tags={**args.tags, ACCESS_ROLES_TAG: PeopleRole.MODEL_APPROVER.value},
+            tags={**args.tags, ACCESS_ROLES_TAG: role.value},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        for approver in args.approvers:
+        for principal in roles:
             iam.RolePolicyAttachment(
-                f"{self._name}-record-writer-{role_name(approver)}",
-                role=role_name(approver),
+                f"{self._name}-{what}-{role_name(principal)}",
+                role=role_name(principal),
                 policy_arn=policy.arn,
                 opts=pulumi.ResourceOptions(parent=self),
             )

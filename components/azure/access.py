@@ -13,7 +13,8 @@ or at ``<cluster id>/namespaces/<namespace>`` for one namespace):
   assignment condition to blobs under ``<team>/`` (``team_datasets_condition``), the AWS team datasets
   policy's equivalent (review 35 B3);
 - model approvers (``access.modelApprovers``): the lifecycle record's writer role on the record's account
-  (create and read blobs, nothing else: components/azure/record.py), with which they append approvals;
+  (create and read blobs, nothing else: components/azure/record.py), with which they append approvals
+  (the ML engineers hold it too, for their promotion requests and rollout controls);
 - key custodians: the stack's key administration role (components/azure/keys.py
   ``key_administration_role``, the deployer's too) on the keys' vault: Key Vault Crypto Officer's key
   management without its cryptographic operations. Crypto Officer's data actions are every key action
@@ -115,9 +116,13 @@ class PeopleAccess(pulumi.ComponentResource):
             for what, target in readable.items():
                 self._assign("auditor", f"auditor-{what}", group, readers[what], target)
         if args.record_writer is not None:
+            # Who appends with their own identity (docs/lifecycle.md): the approvers (approve, reject,
+            # promote) and every team's engineers (promotion requests; pause, resume, abort).
             account_id, writer_role = args.record_writer
             for group in access.model_approvers:
                 self._assign("model-approver", "model-approver", group, writer_role, account_id)
+            for group in sorted({g for groups in access.ml_engineers.values() for g in groups}):
+                self._assign("ml-engineer", "ml-engineer-record", group, writer_role, account_id)
         for group in access.key_custodians:
             self._assign("key-custodian", "key-custodian", group, args.key_administration, args.vault_id)
         self.register_outputs({})

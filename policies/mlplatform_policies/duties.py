@@ -19,8 +19,8 @@ Who holds which duty, as the engine sees it:
   AmazonEKSClusterAdminPolicy, AmazonEKSEditPolicy, AmazonEKSViewPolicy); a KMS key policy names its
   custodians in the account root's administration statement by ``aws:PrincipalArn`` (components/aws/
   keys.py ``administered_by_account``), or as a principal holding administrative actions; the auditors'
-  policy (``aws:iam/policy:Policy``) carries the auditor tag, the lifecycle record writers' policy the
-  model approver's, and each role they are attached to holds that role.
+  policy (``aws:iam/policy:Policy``) carries the auditor tag, the lifecycle record writers' policies the
+  model approver's or the ML engineer's, and each role they are attached to holds that role.
 - Azure: a people's role assignment says its role in its description (``ml-platform access: <role>``);
   the deployer's key administration (described ``ml-platform deployer: key administration``) and any
   other Key Vault Crypto Officer assignment (the image-signing vault's) are the deployer's
@@ -98,8 +98,8 @@ def _reads_only(action: str) -> bool:
 def attached_people(graph: Graph) -> Iterator[tuple[str, str, str]]:
     """(role name, people's role, the attachment's URN) for each IAM role a people's managed policy is
     attached to: a policy tagged with the people's role it is for (the auditors', the lifecycle record
-    writers' for the model approvers: components/aws/access.py, identities.py). An attachment names its
-    role by name, not ARN."""
+    writers' for the model approvers and for the ML engineers: components/aws/access.py, identities.py).
+    An attachment names its role by name, not ARN."""
     for attachment in graph.of(POLICY_ATTACHMENT):
         for policy in graph.linked(attachment, "policyArn", [IAM_POLICY]):
             for role in str(policy.tags().get(ACCESS_ROLES_TAG) or "").split():

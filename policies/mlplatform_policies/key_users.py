@@ -6,16 +6,17 @@ refuses a key policy or role assignment that lets a named person use a key of an
 
 - AWS: who the stack names as a person: an EKS access entry's principal, its roles in the tag
   ``ml-platform.io/access-roles`` (components/aws/access.py), and each role a people's managed policy is
-  attached to (the auditors' policy, the lifecycle record writers' for the model approvers: the policy's same
-  tag, the attachment's ``role``); the key custodians are ``key-duties-separated``'s. Who a KMS key policy
-  lets use the key (an Allow of ``kms:Encrypt``, ``Decrypt``, ``ReEncrypt*`` or ``GenerateDataKey*``): a
-  principal it names (a role session, ``arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION``, is its role's
-  person; review 35 A3; a role by its full ARN, path included, where the plan has it: review 35 C3); a
-  statement with ``NotAction`` uses the key unless it lists every cryptographic action (review 35 C2); for a
-  statement of the account root (AWS KMS developer guide, "Default key policy", "Allows access to the AWS
-  account and enables IAM policies": any account principal whose IAM policy allows it), each person its
-  ``aws:PrincipalArn`` condition names (``ArnLike``, ``ArnEquals``), or, naming none, every person it does not
-  leave out (``ArnNotEquals``, ``ArnNotLike``). The key's domains are its tag ``ml-platform.io/data-domain``.
+  attached to (the auditors' policy, the lifecycle record writers' for the model approvers and for the ML
+  engineers: the policy's same tag, the attachment's ``role``); the key custodians are
+  ``key-duties-separated``'s. Who a KMS key policy lets use the key (an Allow of ``kms:Encrypt``,
+  ``Decrypt``, ``ReEncrypt*`` or ``GenerateDataKey*``): a principal it names (a role session,
+  ``arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION``, is its role's person; review 35 A3; a role by its full
+  ARN, path included, where the plan has it: review 35 C3); a statement with ``NotAction`` uses the key
+  unless it lists every cryptographic action (review 35 C2); for a statement of the account root (AWS KMS
+  developer guide, "Default key policy", "Allows access to the AWS account and enables IAM policies": any
+  account principal whose IAM policy allows it), each person its ``aws:PrincipalArn`` condition names
+  (``ArnLike``, ``ArnEquals``), or, naming none, every person it does not leave out (``ArnNotEquals``,
+  ``ArnNotLike``). The key's domains are its tag ``ml-platform.io/data-domain``.
 - Azure: a people's role assignment (description ``ml-platform access: <role>``), or any assignment to a
   person those name, by principal (object) id whatever its description (review 35 A4), whose role uses keys:
   Key Vault Administrator, Crypto Officer, Crypto User, Crypto Service Encryption User or Crypto Service
@@ -47,16 +48,19 @@ from .duties import DEPLOYER_KEYS_DESCRIPTION, attached_people
 from .factory import Finding, StackRule, stack_policy
 from .key_domains import declared_domains
 from .separation import (
+    EMPTY_PRINCIPALS,
     KMS_KEY,
     allowed_statements,
     allows,
     crypto_actions,
+    empty_principal_list,
     is_account_root,
     principal_arns,
     principals,
     strings,
     uses_key,
 )
+from .settings import AZURE_ROLE_TAG, LIFECYCLE_RECORD_ROLE, ROLE_TAG
 from .subject import Graph, Subject
 from .values import parse_document
 
@@ -70,6 +74,7 @@ ML_ENGINEER = "ml-engineer"
 BLOB_CONTAINER = "azure-native:storage:BlobContainer"
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 DATASETS = "datasets"
+OBJECT_DATA = "object-data"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
@@ -143,7 +148,7 @@ def _matches(person: str, patterns: list[str]) -> bool:
 
 
 def _key_users(document: Mapping[str, Any], people: Mapping[str, set[str]]) -> Iterator[tuple[str, str]]:
-    """(statement id, person) for each person a key policy lets use the key."""
+    """(how the finding names the statement, person) for each person a key policy lets use the key."""
     for index, statement in enumerate(allowed_statements(document)):
         if not uses_key(statement):
             continue
@@ -156,6 +161,8 @@ def _key_users(document: Mapping[str, Any], people: Mapping[str, set[str]]) -> I
             else:
                 excluded = principal_arns(statement, excluded=True)
                 found = [p for p in people if not _matches(p, excluded)]
+                if empty_principal_list(statement):
+                    sid += EMPTY_PRINCIPALS
             for person in found:
                 yield sid, person
 
@@ -179,12 +186,16 @@ def _aws(graph: Graph) -> Iterator[Finding]:
 
 
 def _people_policies(graph: Graph) -> Iterator[Finding]:
-    """A people's IAM policy (tagged with the people's roles it is for: the auditors', the record writers',
-    each team's datasets policy) reaches only the buckets and uses only the keys of the domains the table
-    gives those roles, by the domains each bucket and key it names declares (``ml-platform.io/
-    data-domain``). An ML engineer's policy is one team's (tag ``ml-platform.io/team``): its objects and
-    listings under ``datasets/<team>/`` only, attached only to roles whose access entry edits that team's
-    namespace (review 35 B3)."""
+    """A people's IAM policy (tagged with the people's roles it is for: the auditors', the record
+    writers', each team's datasets policy) reaches only the buckets and uses only the keys of the domains the
+    table gives those roles, by the domains each bucket and key it names declares (``ml-platform.io/
+    data-domain``); a bucket of the object data only where it is the lifecycle record's (tag
+    ``ml-platform.io/role: lifecycle-record``): every people's role the table gives the object-data key has it
+    for the record alone (review 35b A1). An ML engineers' policy that reaches the datasets is one team's (tag
+    ``ml-platform.io/team``): its objects and listings under ``datasets/<team>/`` only, attached only to roles
+    whose access entry edits that team's namespace (review 35 B3), and no bucket but the datasets'; their
+    record writers' policy (every team's engineers append requests and rollout controls to the one record:
+    review 35b A1) reaches no dataset."""
     engineers = _team_engineers(graph)
     for policy in graph.of(IAM_POLICY):
         roles = set(str(policy.tags().get(ACCESS_ROLES_TAG) or "").split())
@@ -203,8 +214,23 @@ def _people_policies(graph: Graph) -> Iterator[Finding]:
                     f"the {named} policy reaches {store.name}, of {' '.join(foreign)}, which the role-to-key "
                     "table (policies/key_users.yaml) does not give its roles",
                 )
-        if ML_ENGINEER in roles:
+        for store in stores:
+            if OBJECT_DATA in declared_domains(store) and store.tags().get(ROLE_TAG) != LIFECYCLE_RECORD_ROLE:
+                yield (
+                    policy.urn,
+                    f"the {named} policy reaches {store.name}, the workloads' object data: a person uses the "
+                    "object-data key for the lifecycle record's bucket only (policies/key_users.yaml)",
+                )
+        datasets = any(DATASETS in declared_domains(store) for store in stores)
+        if ML_ENGINEER in roles and (datasets or policy.tags().get(TEAM_TAG)):
             yield from _team_policy(policy, document, graph, engineers)
+            for store in stores:
+                if DATASETS not in declared_domains(store):
+                    yield (
+                        policy.urn,
+                        f"an ML engineers' datasets policy reaches {store.name}, which holds no datasets: "
+                        "a team's datasets policy reaches the datasets bucket only",
+                    )
 
 
 def _uses_keys_only(document: Mapping[str, Any]) -> bool:
@@ -274,7 +300,10 @@ def _team_assignments(graph: Graph) -> Iterator[Finding]:
     """An ML engineer's Azure role on a Blob container or storage account is the datasets container's,
     limited by its condition to its own team's part (``StringStartsWith '<team>/'`` on the blob path and
     the listing prefix; components/azure/access.py ``team_datasets_condition``; review 35 B3): without one
-    it reaches every team's data, or another store."""
+    it reaches every team's data, or another store. The one other store an engineer holds a role on is the
+    lifecycle record's account (tagged ``ml-platform.io-role: lifecycle-record``), where every team's
+    engineers append their promotion requests and rollout controls (review 35b A1), with the record
+    writer role whose rights ``lifecycle-record-locked`` holds to create and read."""
     engineer = f"{ACCESS_DESCRIPTION}{ML_ENGINEER}"
     teams: dict[str, set[str]] = {}
     for assignment in graph.of(ROLE_ASSIGNMENT):
@@ -286,7 +315,7 @@ def _team_assignments(graph: Graph) -> Iterator[Finding]:
         if assignment.get("description") != engineer:
             continue
         stores = graph.linked(assignment, "scope", [BLOB_CONTAINER, STORAGE_ACCOUNT])
-        if not stores:
+        if not stores or all(s.tags().get(AZURE_ROLE_TAG) == LIFECYCLE_RECORD_ROLE for s in stores):
             continue
         principal = str(assignment.get("principalId"))
         own = teams.get(principal, set())

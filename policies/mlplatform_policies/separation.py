@@ -431,6 +431,24 @@ def principal_arns(statement: Mapping[str, Any], *, excluded: bool = False) -> l
     ]
 
 
+# How a finding names a statement with an empty ``aws:PrincipalArn`` list: it names nobody, said so rather
+# than looking like an unconditioned grant (review 35b C3).
+EMPTY_PRINCIPALS = " (its aws:PrincipalArn list is empty, judged as no condition)"
+
+
+def empty_principal_list(statement: Mapping[str, Any]) -> bool:
+    """Whether a statement's condition names its principals with an empty ``aws:PrincipalArn`` list (a
+    domain whose last user was left out): it names nobody, which the pack judges as no condition at all,
+    the conservative reading, and says so in its finding (review 35b C3)."""
+    condition = statement.get("Condition")
+    return isinstance(condition, Mapping) and any(
+        isinstance(operands, Mapping)
+        and "aws:PrincipalArn" in operands
+        and not strings(operands["aws:PrincipalArn"])
+        for operands in condition.values()
+    )
+
+
 def allows(statement: Mapping[str, Any], action: str) -> bool:
     """Whether a statement's actions match ``action``: its ``Action`` patterns cover it or, for a statement
     with ``NotAction``, its patterns leave it out (IAM JSON policy reference, "IAM JSON policy elements:
@@ -527,10 +545,12 @@ def _administrators_use(document: Mapping[str, Any]) -> Iterator[str]:
         left = [a for a in administrators if not any(fnmatch.fnmatchcase(a, e) for e in excluded)]
         if len(left) > 1:
             sid = str(statement.get("Sid") or f"Statement[{index}]")
+            empty = EMPTY_PRINCIPALS if empty_principal_list(statement) else ""
             yield (
-                f"key policy statement {sid} lets any account principal whose IAM policy allows it use the "
-                f"key, key administrators {', '.join(left)} included; name the key's users "
-                "(ArnEquals aws:PrincipalArn)"
+                f"key policy statement {sid}{empty} lets any "
+                f"account principal whose IAM policy allows it use the key, key administrators "
+                f"{', '.join(left)} included; name the key's users (ArnEquals aws:PrincipalArn), or drop a "
+                "statement that has none"
             )
 
 

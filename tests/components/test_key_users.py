@@ -8,8 +8,10 @@
   principals it names use the key where their IAM policy allows it; S3 user guide, "Using server-side
   encryption with AWS KMS keys (SSE-KMS)": a reader of an SSE-KMS bucket decrypts with the bucket's key
   under its own identity);
-- the model approvers' cloud identities (``access.modelApprovers``) get the lifecycle record writers'
-  rights: the policy attached on AWS, the writer role on the record's account on Azure.
+- the people who append to the lifecycle record with their own identity (docs/lifecycle.md: the model
+  approvers approve, reject and promote; the ML engineers request promotions and pause, resume or abort
+  rollouts; review 35b A1) get the record writers' rights: a policy tagged with their people's role
+  attached on AWS, the writer role on the record's account on Azure.
 """
 
 from __future__ import annotations
@@ -86,8 +88,12 @@ def test_each_aws_key_names_the_people_the_table_gives_it_and_no_other(
     people_plan: Callable[[str], Plan],
 ) -> None:
     assert _people_named(people_plan(AWS)) == {
-        # The model approvers append to the lifecycle record (its bucket's key); the auditors read it.
-        "object-data": {"ObjectDataUsersUseKey": [APPROVER], "ObjectDataReadersDecrypt": [AUDITOR]},
+        # The model approvers and the ML engineers append to the lifecycle record (its bucket's key); the
+        # auditors read it.
+        "object-data": {
+            "ObjectDataUsersUseKey": sorted([APPROVER, *ENGINEERS]),
+            "ObjectDataReadersDecrypt": [AUDITOR],
+        },
         # The ML engineers put the training data in.
         "datasets": {"DatasetsUsersUseKey": sorted(ENGINEERS)},
         # The auditors read the trail's bucket, with kms:Decrypt alone (review 35 C1).
@@ -95,32 +101,49 @@ def test_each_aws_key_names_the_people_the_table_gives_it_and_no_other(
     }
 
 
-def test_the_approvers_get_the_record_writers_rights(people_plan: Callable[[str], Plan]) -> None:
+def test_who_appends_to_the_record_gets_the_record_writers_rights(people_plan: Callable[[str], Plan]) -> None:
     aws = people_plan(AWS)
-    attached = {
-        a.inputs["role"]
-        for a in aws.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-        if "-record-writer-" in a.name
+    policies = {p.urn: p for p in aws.by_type("aws:iam/policy:Policy") if "-record-writer" in p.name}
+    # One put-only policy per people's role (the pack reads the role from its tag), the same rights.
+    writers = {p.inputs["tags"]["ml-platform.io/access-roles"]: p for p in policies.values()}
+    assert set(writers) == {"model-approver", "ml-engineer"}
+    assert writers["model-approver"].inputs["policy"] == writers["ml-engineer"].inputs["policy"]
+    statements = json.loads(writers["ml-engineer"].inputs["policy"])["Statement"]
+    assert {
+        a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    } == {
+        "s3:ListBucket",
+        "s3:GetBucketObjectLockConfiguration",
+        "s3:PutObject",
+        "s3:GetObject",
+        "kms:GenerateDataKey",
+        "kms:Decrypt",
     }
-    assert attached == {APPROVER.rsplit("/", 1)[1]}
-    writer = next(p for p in aws.by_type("aws:iam/policy:Policy") if "-record-writer" in p.name)
-    assert writer.inputs["tags"]["ml-platform.io/access-roles"] == "model-approver"
+    attached: dict[str, set[str]] = {}
+    for attachment in aws.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment"):
+        for role, policy in writers.items():
+            if attachment.property_dependencies.get("policyArn") == [policy.urn]:
+                attached.setdefault(role, set()).add(attachment.inputs["role"])
+    assert attached == {
+        "model-approver": {APPROVER.rsplit("/", 1)[1]},
+        "ml-engineer": {arn.rsplit("/", 1)[1] for arn in ENGINEERS},
+    }
     azure = people_plan(AZURE)
-    approver = PEOPLE_AZURE["modelApprovers"][0]
-    (assignment,) = [
-        a
-        for a in azure.by_type("azure-native:authorization:RoleAssignment")
-        if a.inputs.get("description") == "ml-platform access: model-approver"
-    ]
-    assert assignment.inputs["principalId"] == approver
-    assert assignment.inputs["principalType"] == "Group"
     # The rollout's own grant: the record writer role on the record's account, nothing more.
     rollout = next(
         a
         for a in azure.by_type("azure-native:authorization:RoleAssignment")
         if a.name.endswith("-rollout-identity-record-writer")
     )
-    assert (assignment.inputs["roleDefinitionId"], assignment.inputs["scope"]) == (
-        rollout.inputs["roleDefinitionId"],
-        rollout.inputs["scope"],
-    )
+    writer = (rollout.inputs["roleDefinitionId"], rollout.inputs["scope"])
+    holders = {
+        (a.inputs["description"], a.inputs["principalId"], a.inputs["principalType"])
+        for a in azure.by_type("azure-native:authorization:RoleAssignment")
+        if (a.inputs.get("roleDefinitionId"), a.inputs.get("scope")) == writer
+        and str(a.inputs.get("description", "")).startswith("ml-platform access: ")
+    }
+    engineers = [g for groups in PEOPLE_AZURE["mlEngineers"].values() for g in groups]
+    assert holders == {
+        ("ml-platform access: model-approver", PEOPLE_AZURE["modelApprovers"][0], "Group"),
+        *(("ml-platform access: ml-engineer", group, "Group") for group in engineers),
+    }

@@ -272,7 +272,17 @@ def test_azure_groups_get_aks_rbac_roles_and_auditors_readers(people_plan: Calla
         assert writer.inputs["conditionVersion"] == "2.0"
         assert f"blobs:path] StringStartsWith '{team}/'" in writer.inputs["condition"]
         assert f"blobs:prefix] StringStartsWith '{team}/'" in writer.inputs["condition"]
-        assert len(_scopes(assignments, engineers)) == 2
+        # Review 35b A1: and the record writer role on the record's account, for their promotion
+        # requests and rollout controls (docs/lifecycle.md), as the approvers hold it.
+        (record,) = [
+            a
+            for a in plan.by_type(ASSIGNMENT)
+            if a.inputs["principalId"] == engineers and a.name.endswith(f"-ml-engineer-record-{engineers}")
+        ]
+        assert record.property_dependencies["scope"] == [
+            one(plan, "azure-native:storage:StorageAccount", "-record-account").urn
+        ]
+        assert len(_scopes(assignments, engineers)) == 3
     assert _scopes(assignments, auditor, AKS_READER) == [cluster_scope]
     assert len(_scopes(assignments, auditor, LOG_ANALYTICS_READER)) == 1
     readers = _scopes(assignments, auditor, BLOB_READER)

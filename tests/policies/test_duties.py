@@ -56,6 +56,8 @@ SECRETS_KEY = f"{AWS}-aws-key-key"
 SIGNING_KEY = f"{AWS}-aws-registry-signing-key"
 NLP_DATASETS_POLICY = f"{AWS}-aws-identities-datasets-nlp"
 DATA_BUCKET = f"{AWS}-aws-storage-data"
+DATASETS_BUCKET = f"{AWS}-aws-storage-datasets"
+ENGINEERS_RECORD_POLICY = f"{AWS}-aws-identities-record-writer-engineers"
 # Azure built-in roles reference: Azure Kubernetes Service RBAC Writer.
 AKS_WRITER = "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"
 READ_TYPES = (
@@ -67,6 +69,7 @@ READ_TYPES = (
     "azure-native:authorization:RoleAssignment",
     "azure-native:authorization:RoleDefinition",
     "azure-native:storage:BlobContainer",
+    "azure-native:storage:StorageAccount",
     "kubernetes:apps/v1:Deployment",
     "pulumi:providers:",
 )
@@ -170,12 +173,13 @@ def _objects_of(team: str) -> Callable[[dict[str, Any]], None]:
     )
 
 
-def _also_reaches(plan: PlanDict, bucket: str) -> PlanDict:
-    """The nlp engineers' datasets policy given another bucket's objects too: a statement naming the
-    bucket, which the engine records as the policy's dependency on it."""
+def _also_reaches(plan: PlanDict, bucket: str, name: str = NLP_DATASETS_POLICY) -> PlanDict:
+    """An engineers' policy (the nlp engineers' datasets policy unless ``name``) given another bucket's
+    objects too: a statement naming the bucket, which the engine records as the policy's dependency on
+    it."""
     edited = copy.deepcopy(plan)
     (target,) = [r for r in edited["resources"] if r["name"] == bucket]
-    (policy,) = [r for r in edited["resources"] if r["name"] == NLP_DATASETS_POLICY]
+    (policy,) = [r for r in edited["resources"] if r["name"] == name]
     document = json.loads(policy["inputs"]["policy"])
     objects = f"arn:aws:s3:::{target['inputs'].get('bucket', bucket)}/datasets/nlp/*"
     document["Statement"].append(
@@ -312,6 +316,19 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
         {("key-use-by-role", NLP_DATASETS_POLICY)},
     ),
     (
+        # The engineers' record writers' policy (review 35b A1) reaches the record only: given a datasets
+        # bucket, it is a datasets policy of no team.
+        "engineers-record-writers-policy-on-the-datasets",
+        lambda p: _also_reaches(p, DATASETS_BUCKET, ENGINEERS_RECORD_POLICY),
+        {("key-use-by-role", ENGINEERS_RECORD_POLICY)},
+    ),
+    (
+        # A person's object-data use is the record's bucket alone: not the models and checkpoints.
+        "engineers-record-writers-policy-on-the-data-bucket",
+        lambda p: _also_reaches(p, DATA_BUCKET, ENGINEERS_RECORD_POLICY),
+        {("key-use-by-role", ENGINEERS_RECORD_POLICY)},
+    ),
+    (
         "team-datasets-policy-attached-to-another-team",
         lambda p: with_inputs(
             p, _named(f"{NLP_DATASETS_POLICY}-nlp-engineers"), _set("role", "vision-engineers")
@@ -439,6 +456,7 @@ def _undescribed_crypto_user(inputs: dict[str, Any]) -> None:
 
 AZURE_ADMIN, AZURE_AUDITOR = PEOPLE_AZURE["platformAdmins"][0], PEOPLE_AZURE["auditors"][0]
 AZURE_ENGINEER = PEOPLE_AZURE["mlEngineers"]["vision"][0]
+AZURE_ENGINEER_RECORD = f"{AZURE}-azure-access-ml-engineer-record-{AZURE_ENGINEER}"
 AZURE_APPROVER, AZURE_CUSTODIAN = PEOPLE_AZURE["modelApprovers"][0], PEOPLE_AZURE["keyCustodians"][0]
 # Azure built-in roles reference, "Security": Key Vault Crypto User.
 KEY_VAULT_CRYPTO_USER = "12338af0-0e69-4776-bea7-57ae8d297424"
@@ -449,18 +467,25 @@ AZURE_DEPLOYER = TENANT_ID
 AZURE_NLP_DATASETS = f"{AZURE}-azure-access-ml-engineer-nlp-datasets-{PEOPLE_AZURE['mlEngineers']['nlp'][0]}"
 
 
-def _moved_to(plan: PlanDict, container: str) -> PlanDict:
-    """The nlp engineers' datasets assignment moved onto another container (its scope and the engine's
-    dependency on it)."""
+def _moved_to(plan: PlanDict, container: str, name: str = AZURE_NLP_DATASETS) -> PlanDict:
+    """An engineers' assignment (the nlp engineers' datasets one unless ``name``) moved onto another
+    container (its scope and the engine's dependency on it)."""
     edited = copy.deepcopy(plan)
     (target,) = [r for r in edited["resources"] if r["name"] == container]
-    (assignment,) = [r for r in edited["resources"] if r["name"] == AZURE_NLP_DATASETS]
-    assignment["inputs"]["scope"] = assignment["inputs"]["scope"].replace("datasets", "models")
+    (assignment,) = [r for r in edited["resources"] if r["name"] == name]
+    assignment["inputs"]["scope"] = str(assignment["inputs"]["scope"]).replace("datasets", "models")
     assignment["propertyDependencies"]["scope"] = [target["urn"]]
     return edited
 
 
 AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]] = [
+    (
+        # The engineers hold the record writer role on the lifecycle record's account only (review 35b
+        # A1): the same role on another store is a write outside their datasets.
+        "engineers-record-writer-role-on-the-models-container",
+        lambda p: _moved_to(p, f"{AZURE}-azure-objects-models", AZURE_ENGINEER_RECORD),
+        {("key-use-by-role", AZURE_ENGINEER_RECORD)},
+    ),
     (
         # Azure ABAC, "Example: Write blobs in named containers with a path": the condition keeps a team's
         # engineers in their part of the datasets container (review 35 B3).
@@ -500,7 +525,9 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]
             _assignment(PEOPLE_AZURE["keyCustodians"][0], "ml-platform access: key-custodian"),
             _set("principalId", AZURE_ENGINEER),
         ),
-        {("duties-separated", f"{AZURE}-azure-access-ml-engineer-vision-{AZURE_ENGINEER}")},
+        # Reported at the first assignment (by URN) that gives the group its ML engineer role: the record
+        # writer role on the record's account (review 35b A1), before the namespace's.
+        {("duties-separated", AZURE_ENGINEER_RECORD)},
     ),
     (
         # docs/security.md, "The deployer's standing rights": never a person's role (review 35 A4).
@@ -636,3 +663,29 @@ def test_the_key_administration_role_that_copies_keys_is_refused(
         ("key-use-by-role", f"{AZURE}-azure-keys-vault-deployer-key-administration"),
         ("key-use-by-role", f"{AZURE}-azure-registry-creation-vault-deployer-key-administration"),
     }
+
+
+def test_a_use_statement_naming_nobody_is_refused_and_said_so(
+    aws_plan: PlanDict, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    """A root use statement whose ``aws:PrincipalArn`` list is empty (the Secrets key's cluster role left
+    out) names nobody; judged as no condition, conservatively, so refused, and the finding says it is the
+    empty list, not a grant to every principal that was written (review 35b C3)."""
+    planted = with_inputs(
+        aws_plan,
+        _named(SECRETS_KEY),
+        _statement(
+            "KubernetesSecretsUsersUseKey",
+            lambda s: s["Condition"]["ArnEquals"].update({"aws:PrincipalArn": []}),
+        ),
+    )
+    messages = {
+        (v.policy, v.message.split(" lets ", 1)[0])
+        for v in pack.judge(planted, defaults)
+        if v.policy in POLICIES and v.mandatory
+    }
+    said = (
+        "key policy statement KubernetesSecretsUsersUseKey (its aws:PrincipalArn list is empty, judged as "
+        "no condition)"
+    )
+    assert messages == {("key-duties-separated", said), ("key-use-by-role", said)}

@@ -85,6 +85,11 @@ class RecordError(Exception):
 class Record(Protocol):
     """Where a model's events are appended, each once, and read back oldest first."""
 
+    def ensure_ready(self) -> None:
+        """Refuse, before the caller acts, a record that cannot take an event (a RecordError): a command
+        that acts and then appends checks here first, so a bad record leaves nothing done."""
+        ...
+
     def append(self, event: Event) -> object: ...
 
     def read(self, model: str) -> list[Event]: ...
@@ -101,6 +106,10 @@ class DirectoryRecord:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+
+    def ensure_ready(self) -> None:
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise RecordError(f"lifecycle record {self.root}: cannot append (not a writable directory)")
 
     def append(self, event: Event) -> Path:
         folder = self.root / event.model
@@ -153,7 +162,7 @@ class S3Record:
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return RecordError(f"lifecycle record {self.uri}: cannot {doing} ({why})")
 
-    def ensure_locked(self) -> None:
+    def ensure_ready(self) -> None:
         """Refuse a bucket whose default retention is not COMPLIANCE: its events could be deleted."""
         if self._locked:
             return
@@ -180,7 +189,7 @@ class S3Record:
     def append(self, event: Event) -> str:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        self.ensure_locked()
+        self.ensure_ready()
         key = self._folder(event.model) + event_name(event)
         try:
             self.client.put_object(
@@ -244,7 +253,7 @@ class BlobRecord:
         why = f"{why}: {lines[0]}" if why and lines else (lines[0] if lines else why or type(exc).__name__)
         return RecordError(f"lifecycle record {self.uri}: cannot {doing} ({why})")
 
-    def ensure_immutable(self) -> None:
+    def ensure_ready(self) -> None:
         """Refuse a container without version-level immutability: its events could be rewritten."""
         if self._immutable:
             return
@@ -265,7 +274,7 @@ class BlobRecord:
         from azure.core.exceptions import AzureError
         from azure.storage.blob import ContentSettings
 
-        self.ensure_immutable()
+        self.ensure_ready()
         name = self._folder(event.model) + event_name(event)
         try:
             self.container.upload_blob(

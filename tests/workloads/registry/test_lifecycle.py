@@ -378,3 +378,50 @@ def test_a_passed_rollout_counts_only_from_the_record_by_the_stacks_rollout_user
     promoted = promote()
     assert promoted.exit_code == 0, promoted.output
     assert admin.version_by_alias(FORGED, CHAMPION).version == "2"
+
+
+def test_an_abort_with_a_record_is_never_left_unrecorded(registry_uri: str, tmp_path: Path) -> None:
+    """Review 35b A1: ``rollout abort --record`` aborted, then failed to append, exit 2 with the abort
+    done and nothing saying so. Now a record that cannot take the event refuses the abort before it acts
+    (the traffic as it was); one that refuses the append after it acts (a write right the check cannot
+    see) says in one line that the abort was done and is not on the record, exit 2; a good one has it."""
+    client = RegistryClient(registry_uri)
+    name = "lifecycle-abort-recorded"
+    champion_and_challenger(client, name)
+    client.set_model_tag(name, contract.SPLIT_TAG, "5")
+
+    def abort(record: Path | str) -> Any:
+        command = ["rollout", "abort", name, "--registry-uri", registry_uri, "--actor", "ops"]
+        return CliRunner().invoke(app, [*command, "--record", str(record)])
+
+    refused = abort("s3:///lifecycle")
+    assert refused.exit_code == 2
+    [line] = refused.output.strip().splitlines()
+    assert line.startswith("error: lifecycle record 's3:///lifecycle': give it as s3://BUCKET/PREFIX"), line
+    assert line.endswith(f"; nothing done, {name}'s rollout is as it was"), line
+    assert client.registered_model(name).tags[contract.SPLIT_TAG] == "5", "refused, yet acted"
+
+    # The model's folder is a file: the record opens and is ready, the append itself fails after the abort.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / name).write_text("")
+    unrecorded = abort(broken)
+    assert unrecorded.exit_code == 2
+    [line] = unrecorded.output.strip().splitlines()
+    assert line.startswith(
+        f"error: {name}: no rollout is running; split and shadow are at 0; done but NOT on the lifecycle "
+        f"record: lifecycle record {broken}: cannot append"
+    ), line
+    assert client.registered_model(name).tags[contract.SPLIT_TAG] == "0"
+
+    record = tmp_path / "record"
+    client.set_model_tag(name, contract.SPLIT_TAG, "5")
+    recorded = abort(record)
+    assert recorded.exit_code == 0, recorded.output
+    assert client.registered_model(name).tags[contract.SPLIT_TAG] == "0"
+    [event] = open_record(str(record)).read(name)
+    assert (event.action, event.by, event.versions) == (
+        "rollout-abort",
+        "ops",
+        {"champion": "1", "challenger": "2"},
+    )

@@ -22,11 +22,13 @@ import pytest
 from botocore.exceptions import ClientError
 from typer.testing import CliRunner
 
+from mlplatform import models_cmd
 from mlplatform.cli import app
 from tests.workloads.inference.serving import free_port
 from tests.workloads.registry.events import sample_event
+from workloads.registry import operations
 from workloads.registry import record as record_module
-from workloads.registry.record import RecordError, open_record
+from workloads.registry.record import Identity, RecordError, open_record
 
 START_TIMEOUT_S = 30
 CREDENTIALS = {
@@ -170,3 +172,27 @@ def test_history_of_an_unreachable_record_is_one_line_and_exit_2(s3: object) -> 
         "error: lifecycle record s3://no-such-bucket/r: cannot read r/digits-mlp/ (NoSuchBucket: The "
         "specified bucket does not exist)"
     ]
+
+
+def test_a_command_that_would_act_refuses_an_unlocked_record_before_acting(
+    s3: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``models promote --record`` checks the record first (``Record.ensure_ready``): a bucket without
+    COMPLIANCE retention refuses the promotion with no alias moved, rather than after it (review 35b A1).
+    The registry stands aside (promote replaced, no authentication), as in
+    tests/mlplatform/test_models_cmd.py."""
+    s3.create_bucket(  # type: ignore[attr-defined]
+        Bucket="record-unready", CreateBucketConfiguration={"LocationConstraint": "me-central-1"}
+    )
+    promoted: list[str] = []
+    monkeypatch.setattr(operations, "promote", lambda *args, **_: promoted.append(args[1]))
+    monkeypatch.setattr(models_cmd, "identity", lambda _client, declared: Identity(declared, False))
+    command = ["models", "promote", "digits-mlp", "2", "--registry-uri", "http://127.0.0.1:9", "--actor", "t"]
+    result = CliRunner().invoke(app, [*command, "--record", "s3://record-unready/lifecycle-record"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: lifecycle record s3://record-unready/lifecycle-record: bucket record-unready has no Object "
+        "Lock default retention in COMPLIANCE mode (found none); refusing to write a record that can be "
+        "rewritten"
+    ]
+    assert promoted == []
