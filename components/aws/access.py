@@ -255,20 +255,44 @@ class PeopleAccess(pulumi.ComponentResource):
         args = self._args
         if not args.access.auditors:
             return None
-        policy = iam.Policy(
-            f"{self._name}-auditors",
-            name_prefix=f"{args.cluster_name}-auditors-",
-            description="Auditors: read the trail, the stack's logs, the audit and record buckets; no write",
-            policy=pulumi.Output.json_dumps(auditor_policy(args.account, args.audited)),
-            tags={**args.tags, ACCESS_ROLES_TAG: PeopleRole.AUDITOR.value},
-            opts=pulumi.ResourceOptions(parent=self),
+        return people_policy(
+            self,
+            self._name,
+            "auditors",
+            args.cluster_name,
+            "Auditors: read the trail, the stack's logs, the audit and record buckets; no write",
+            auditor_policy(args.account, args.audited),
+            {**args.tags, ACCESS_ROLES_TAG: PeopleRole.AUDITOR.value},
+            args.access.auditors,
         )
-        for auditor in args.access.auditors:
-            iam.RolePolicyAttachment(
-                f"{self._name}-auditors-{role_name(auditor)}",
-                role=role_name(auditor),
-                policy_arn=policy.arn,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-        arn: pulumi.Output[str] = policy.arn
-        return arn
+
+
+def people_policy(
+    parent: pulumi.ComponentResource,
+    base: str,
+    what: str,
+    cluster_name: str,
+    description: str,
+    document: Any,
+    tags: Mapping[str, str],
+    roles: Sequence[str],
+) -> pulumi.Output[str]:
+    """A people's managed policy, ``<base>-<what>`` (``base``: the name ``parent`` was made with; ``tags``
+    say whose: the pack reads them), attached to each of ``roles``, as a child of ``parent``; its ARN."""
+    policy = iam.Policy(
+        f"{base}-{what}",
+        name_prefix=f"{cluster_name}-{what}-",
+        description=description,
+        policy=pulumi.Output.json_dumps(document),
+        tags=dict(tags),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    for role in roles:
+        iam.RolePolicyAttachment(
+            f"{base}-{what}-{role_name(role)}",
+            role=role_name(role),
+            policy_arn=policy.arn,
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+    arn: pulumi.Output[str] = policy.arn
+    return arn

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-from pulumi_aws import iam
 
-from components.aws.access import ACCESS_ROLES_TAG, TEAM_TAG, PeopleRole, account_of, role_name
+from components.aws.access import ACCESS_ROLES_TAG, TEAM_TAG, PeopleRole, account_of, people_policy
 from components.aws.account import AwsAccount
 from components.aws.iam import IrsaRole, OidcIssuer, policy_document, role_name_prefix, service_account_role
 from components.aws.node_pools import autoscaler_tags
@@ -425,23 +424,16 @@ class WorkloadIdentities(pulumi.ComponentResource):
                 f"{args.account.account_id}"
             )
         bucket, key = datasets
-        policy = iam.Policy(
-            f"{self._name}-datasets-{team}",
-            name_prefix=f"{args.cluster_name}-datasets-{team}-",
-            description=f"Team {team}'s ML engineers: list, read and write datasets/{team}/ only; no delete",
-            policy=pulumi.Output.json_dumps(team_datasets_policy(bucket, key, args.account.region, team)),
-            tags={**args.tags, ACCESS_ROLES_TAG: PeopleRole.ML_ENGINEER.value, TEAM_TAG: team},
-            opts=pulumi.ResourceOptions(parent=self),
+        return people_policy(
+            self,
+            self._name,
+            f"datasets-{team}",
+            args.cluster_name,
+            f"Team {team}'s ML engineers: list, read and write datasets/{team}/ only; no delete",
+            team_datasets_policy(bucket, key, args.account.region, team),
+            {**args.tags, ACCESS_ROLES_TAG: PeopleRole.ML_ENGINEER.value, TEAM_TAG: team},
+            roles,
         )
-        for role in roles:
-            iam.RolePolicyAttachment(
-                f"{self._name}-datasets-{team}-{role_name(role)}",
-                role=role_name(role),
-                policy_arn=policy.arn,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-        arn: pulumi.Output[str] = policy.arn
-        return arn
 
     def _record_writers(
         self, what: str, role: PeopleRole, description: str, roles: Sequence[str], document: dict[str, Any]
@@ -449,23 +441,8 @@ class WorkloadIdentities(pulumi.ComponentResource):
         """The lifecycle record writers' policy for one people's role (``what`` names it), attached to
         each of ``roles``."""
         args = self._args
-        policy = iam.Policy(
-            f"{self._name}-{what}",
-            name_prefix=f"{args.cluster_name}-{what}-",
-            description=description,
-            policy=pulumi.Output.json_dumps(document),
-            tags={**args.tags, ACCESS_ROLES_TAG: role.value},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        for principal in roles:
-            iam.RolePolicyAttachment(
-                f"{self._name}-{what}-{role_name(principal)}",
-                role=role_name(principal),
-                policy_arn=policy.arn,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-        arn: pulumi.Output[str] = policy.arn
-        return arn
+        tags = {**args.tags, ACCESS_ROLES_TAG: role.value}
+        return people_policy(self, self._name, what, args.cluster_name, description, document, tags, roles)
 
     def _role(self, key: str, policy: dict[str, Any]) -> IrsaRole:
         return service_account_role(
