@@ -39,6 +39,7 @@ from .separation import (
     ROLE,
     ROLE_ASSIGNMENT,
     ROLE_POLICY,
+    strings,
     trusted_subjects,
 )
 from .subject import Graph, Subject
@@ -55,12 +56,6 @@ _ECR_HOST = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)
 _ACR_HOST = re.compile(r"^([a-zA-Z0-9]+)\.azurecr\.io$")
 LOGIN = "ecr:GetAuthorizationToken"
 PULL = ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def _globs(graph: Graph) -> list[tuple[Subject, str]]:
@@ -80,8 +75,8 @@ def _sample(path: str) -> str:
 def _allows(granted: list[Mapping[str, Any]], action: str, resource: str) -> bool:
     return any(
         statement.get("Effect") == "Allow"
-        and any(fnmatch.fnmatchcase(action, pattern) for pattern in _strings(statement.get("Action")))
-        and any(fnmatch.fnmatchcase(resource, pattern) for pattern in _strings(statement.get("Resource")))
+        and any(fnmatch.fnmatchcase(action, pattern) for pattern in strings(statement.get("Action")))
+        and any(fnmatch.fnmatchcase(resource, pattern) for pattern in strings(statement.get("Resource")))
         for statement in granted
     )
 
@@ -128,7 +123,7 @@ def _acr(glob: str, name: str, graph: Graph) -> Iterator[str]:
     identities = {
         identity.urn
         for federation in graph.of(FEDERATION)
-        if VERIFIER_SUBJECT in _strings(federation.get("subject"))
+        if VERIFIER_SUBJECT in strings(federation.get("subject"))
         for identity in graph.linked(federation, "resourceName", [IDENTITY])
     }
     pulls = [
