@@ -126,7 +126,7 @@ def check(
     skipped = skipped_judges(skip or [])
     # The evidence's digest of a plan file is over the document as the file holds it (an auditor hashes
     # that file), not over its re-serialisation, whose resource order is recomputed from the graph.
-    plans = [(f"{path}", read_plan(path), _file_digest(path)) for path in plan_files or []]
+    plans = [(f"{path}", *read_plan_file(path)) for path in plan_files or []]
     targets = [] if plans else _targets(stacks or [], all_stacks, stack_file, program, stack_opt)
     if previous_file is not None and len(plans) + len(targets) != 1:
         exit_with(["--previous compares one stack's plans: judge one stack or one --plan with it"])
@@ -309,16 +309,17 @@ def _targets(
         exit_with(error.problems)
 
 
-def _file_digest(path: Path) -> str:
-    """``plan_digest`` of a plan file that ``read_plan`` has read."""
-    return plan_digest(json.loads(path.read_text(encoding="utf-8")))
-
-
 def read_plan(path: Path, flag: str = "--plan") -> Plan:
     """A plan file as ``mlplatform plan --json`` writes it; exit 2 naming the flag and file when it is
     not one."""
+    return read_plan_file(path, flag)[0]
+
+
+def read_plan_file(path: Path, flag: str = "--plan") -> tuple[Plan, str]:
+    """``read_plan``'s plan and the file's ``plan_digest``, from one read."""
     try:
-        return Plan.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        document = json.loads(path.read_text(encoding="utf-8"))
+        return Plan.from_dict(document), plan_digest(document)
     except OSError as error:
         exit_with([f"{flag} {path}: cannot read ({error.strerror})"])
     except ValueError as error:
