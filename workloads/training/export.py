@@ -1,12 +1,16 @@
 """Write a trained model as a model version directory (``workloads/artifacts.py`` is the contract).
 
-The directory is assembled under a hidden name beside its final place and renamed into place only once
-weights, ONNX graph and metadata are all written, so readers never see a half-written version and an
-existing version is never overwritten (the rename fails instead).
+The directory is assembled under a hidden name of its own beside its final place and renamed into place
+only once weights, ONNX graph and metadata are all written, so readers never see a half-written version.
+A version is never overwritten: the rename fails where one exists. The first writer wins, and a later one
+of the same recipe on the same data (a restart after the version was written but before it was
+registered; or a replacement pod while the old one still runs, as on a partitioned node) yields to it and
+goes on with the published version; one of another recipe is refused.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -24,8 +28,16 @@ import onnxruntime as ort
 import torch
 
 from workloads import confidence
-from workloads.artifacts import ONNX_FILE, FeatureHistogram, ModelMetadata, TensorSpec, write_metadata
+from workloads.artifacts import (
+    ONNX_FILE,
+    FeatureHistogram,
+    ModelMetadata,
+    TensorSpec,
+    load_metadata,
+    write_metadata,
+)
 from workloads.mlmodel import write_mlflow_model
+from workloads.training import logs
 from workloads.training.checkpoint import fsync_path
 from workloads.training.config import RunRefusedError, TrainConfig
 from workloads.training.model import Classifier
@@ -129,9 +141,47 @@ def write_model_version(
 ) -> ModelMetadata:
     """Write weights, ONNX and metadata, check ONNX against PyTorch, and publish the version by rename."""
     final = config.version_dir
-    staging = final.with_name(f".{final.name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
+    # A name of this writer's own: a second writer of the same version must not delete or mix into it.
+    staging = final.with_name(f".{final.name}.{os.getpid()}-{os.urandom(4).hex()}.partial")
     staging.mkdir(parents=True)
+    try:
+        written = _assemble(config, split, model, metrics, world_size, staging)
+        for path in (*staging.iterdir(), staging):
+            fsync_path(path)
+        try:
+            staging.rename(final)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            return _published_before(config, split, final)
+        fsync_path(final.parent)
+        return written
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _published_before(config: TrainConfig, split: Split, final: Path) -> ModelMetadata:
+    """The version another writer published first: this run's result if it is the same recipe on the same
+    data (the first writer's is kept, bit for bit); else a refusal, since versions are immutable."""
+    published = load_metadata(final)
+    if published.hyperparameters == config.hyperparameters() and published.dataset == split.info():
+        logs.log_event("model_published_before", logging.WARNING, path=str(final), created=published.created)
+        return published
+    raise RunRefusedError(
+        f"{final} already holds a model of another recipe or dataset; versions are immutable, "
+        "choose a new --model-version"
+    )
+
+
+def _assemble(
+    config: TrainConfig,
+    split: Split,
+    model: Classifier,
+    metrics: dict[str, float],
+    world_size: int,
+    staging: Path,
+) -> ModelMetadata:
+    """Weights, ONNX graph (checked against the model), MLmodel and metadata, written into ``staging``."""
     model = model.to("cpu").eval()
     torch.save(model.state_dict(), staging / WEIGHTS_FILE)
     onnx_path = staging / ONNX_FILE
@@ -140,13 +190,12 @@ def write_model_version(
     test_logits = onnx_logits(onnx_path, split.x_test)
     diff = onnx_max_abs_diff(model, test_logits, split.x_test)
     if not diff <= config.onnx_tolerance:  # nan included
-        shutil.rmtree(staging)
         raise RunRefusedError(
             f"ONNX export differs from the trained model by {diff:.3g} (max abs logit) on the test split,"
             f" above --onnx-tolerance {config.onnx_tolerance:g}; no model version written"
         )
     write_mlflow_model(staging, inputs, outputs)
-    written = write_metadata(
+    return write_metadata(
         staging,
         ModelMetadata(
             name=config.model_name,
@@ -166,8 +215,3 @@ def write_model_version(
             confidence_reference=confidence.reference(test_logits, split.y_test, test_logits.shape[1]),
         ),
     )
-    for path in (*staging.iterdir(), staging):
-        fsync_path(path)
-    staging.rename(final)
-    fsync_path(final.parent)
-    return written
