@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pulumi_policy import Severity
+from pulumi_policy.proxy import UnknownValueError
 
 from .factory import per_node, stack_policy
 from .key_domains import declared_domains
@@ -123,14 +124,14 @@ class _Plan:
         return None
 
     def used_keys(self, policy: Subject, resource: str) -> list[str]:
-        """The keys (URNs) a statement's resource names among those ``policy`` depends on."""
-        depended = [s.urn for s in self.graph.linked(policy, "policy", [KMS_KEY])]
+        """The keys (URNs) a statement's resource names: a key whose ARN the plan ties (``key_arns``), every
+        key for ``*``, else each key ``policy`` depends on whose ARN is untied."""
         if resource == "*":
             return [k.urn for k in self.graph.of(KMS_KEY)]
         if resource in self.key_arns:
-            return [self.key_arns[resource]] if self.key_arns[resource] in depended else []
+            return [self.key_arns[resource]]
         tied = set(self.key_arns.values())
-        return [urn for urn in depended if urn not in tied]
+        return [s.urn for s in self.graph.linked(policy, "policy", [KMS_KEY]) if s.urn not in tied]
 
     def consumers(self, key: Subject) -> tuple[dict[str, str], dict[str, str]]:
         """Who K's IAM users are: the plan's roles (URN -> mode) and roles outside the plan, by name, that a
@@ -138,9 +139,6 @@ class _Plan:
         roles: dict[str, str] = {}
         outside: dict[str, str] = {}
         for policy in self.graph.of(ROLE_POLICY, IAM_POLICY):
-            depended = self.graph.linked(policy, "policy", [KMS_KEY])
-            if key not in depended and not self._names_every_key(policy):
-                continue
             mode = self._use(policy, key)
             if mode is None:
                 continue
@@ -158,12 +156,16 @@ class _Plan:
                     _merge(outside, str(attachment.get("role")), mode)
         return roles, outside
 
-    def _names_every_key(self, policy: Subject) -> bool:
-        document = parse_document(policy.get("policy"), "policy")
-        return any(uses_key(s) and "*" in strings(s.get("Resource")) for s in allowed_statements(document))
-
     def _use(self, policy: Subject, key: Subject) -> str | None:
-        document = parse_document(policy.get("policy"), "policy")
+        """How ``policy`` uses K: ``write``, ``read`` or not at all (``None``). A document not known yet is
+        judged once known where the policy depends on K (the engine's property dependencies); one that does
+        not cannot name K but by a literal ARN, and is left to the ``pulumi up`` that makes it known."""
+        try:
+            document = parse_document(policy.get("policy"), "policy")
+        except UnknownValueError:
+            if key in self.graph.linked(policy, "policy", [KMS_KEY]):
+                raise
+            return None
         mode: str | None = None
         for statement in allowed_statements(document):
             if not uses_key(statement):

@@ -15,6 +15,7 @@ a reader given encrypt, a writer given decrypt only, a principal named outright)
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -200,3 +201,35 @@ def test_a_new_stacks_preview_is_not_refused_for_key_policies_not_known_yet(
     assert violations
     assert {v.enforcement for v in violations} == {"advisory"}
     assert all("can't be known during preview" in v.message for v in violations)
+
+
+def test_a_role_policy_naming_a_key_by_a_literal_arn_is_a_consumer(
+    enterprise: PlanDict, named: Callable[[PlanDict], set[str]]
+) -> None:
+    """A grant written by hand names the key's ARN as text (no dependency on the key): the ARN the plan
+    ties to the key (its bucket's encryption rule) still makes the role a consumer the key must name."""
+    planted = copy.deepcopy(enterprise)
+    (sse,) = [
+        r
+        for r in planted["resources"]
+        if r["type"].startswith("aws:s3/bucketServerSideEncryptionConfiguration")
+        and r["propertyDependencies"]["rules"] == [_urn(planted, DATASETS)]
+    ]
+    datasets_arn = sse["inputs"]["rules"][0]["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"]
+    (inference,) = [
+        r
+        for r in planted["resources"]
+        if r["name"] == f"{AWS}-aws-identities-inference" and r["type"] == "aws:iam/rolePolicy:RolePolicy"
+    ]
+    document = json.loads(inference["inputs"]["policy"])
+    document["Statement"].append(
+        {"Sid": "ByHand", "Effect": "Allow", "Action": "kms:Decrypt", "Resource": datasets_arn}
+    )
+    inference["inputs"]["policy"] = json.dumps(document)
+    assert named(planted) == {DATASETS}
+
+
+def _urn(plan: PlanDict, name: str) -> str:
+    (found,) = [r["urn"] for r in plan["resources"] if r["name"] == name]
+    urn: str = found
+    return urn
