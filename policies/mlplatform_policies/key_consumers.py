@@ -13,7 +13,8 @@ services that create stores with their caller's key rights (RDS, Secrets Manager
 How the pack ties an ARN to the plan, with no ARN among a new resource's known values:
 
 - a key policy names a role by ARN (``aws:PrincipalArn``, or as principal); a role of the plan is the role
-  whose ``arn`` or ``name`` the engine knows (``AnalyzeStack`` judges the resources' outputs), or, with a
+  whose ``arn`` or ``name`` the engine knows (``AnalyzeStack`` judges the resources' outputs:
+  pulumi/pulumi pkg/resource/deploy/step_generator.go ``AnalyzeResources``), or, with a
   ``namePrefix``, the role named that prefix and the provider's 26-digit suffix (components/aws/iam.py
   ``NAME_PREFIX_SUFFIX``);
 - a role's policies are its inline policies and the managed policies attached to it, each tied to the role
