@@ -282,8 +282,8 @@ class DomainUsers:
 
 
 # Each domain's users among the stack's roles (docs/security.md, "Keys per data domain"), each the role
-# whose IAM policy in the plan grants it the key (tests/components/aws/test_aws_key_users.py holds the two
-# to each other). The people the role-to-key table gives a domain are added to these (components/
+# whose IAM policy in the plan grants it the key (the pack's ``key-users-named`` holds the two to each
+# other). The people the role-to-key table gives a domain are added to these (components/
 # key_users.py). The AWS services that attach a key to a store they create do it through grants
 # (``administered_by_account``), which need no use statement: ECR encrypts and decrypts image layers under
 # the grants it creates with the repository, so pushing or pulling needs no key right (ECR user guide,

@@ -16,6 +16,7 @@ from . import (
     encryption,
     exposure,
     gpu,
+    key_consumers,
     key_domains,
     key_users,
     kubernetes,
@@ -53,5 +54,6 @@ def all_policies() -> list[Policy]:
         *duties.POLICIES,
         *key_domains.POLICIES,
         *key_users.POLICIES,
+        *key_consumers.POLICIES,
         *verifier.POLICIES,
     ]

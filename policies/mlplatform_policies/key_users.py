@@ -110,7 +110,7 @@ def _allowed(roles: set[str], cloud: str) -> set[str]:
     return {domain for role in roles for domain in table().get(role, {}).get(cloud, ())}
 
 
-def _role_name(arn: str) -> str:
+def role_name(arn: str) -> str:
     """A role ARN's name (its last segment); an STS role session's role (IAM user guide, "IAM identifiers":
     ``arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION``): a key policy may name a person by session
     (review 35 A3)."""
@@ -119,7 +119,7 @@ def _role_name(arn: str) -> str:
     return arn.rsplit("/", 1)[-1]
 
 
-def _aws_people(graph: Graph) -> dict[str, set[str]]:
+def aws_people(graph: Graph) -> dict[str, set[str]]:
     """Each person -> the people's roles it holds. A person is its full role ARN where the plan has it (an
     access entry's principal); a role known only by an attachment (which names a role by name) joins the
     entry's ARN of that name, or stands under its name."""
@@ -128,7 +128,7 @@ def _aws_people(graph: Graph) -> dict[str, set[str]]:
         roles = str(entry.tags().get(ACCESS_ROLES_TAG) or "").split()
         people.setdefault(str(entry.get("principalArn")), set()).update(roles)
     for name, role, _urn in attached_people(graph):
-        for person in [p for p in people if _role_name(p) == name] or [name]:
+        for person in [p for p in people if role_name(p) == name] or [name]:
             people.setdefault(person, set()).add(role)
     return people
 
@@ -140,7 +140,7 @@ def _matches(person: str, patterns: list[str]) -> bool:
     only by name."""
     for pattern in patterns:
         if ":assumed-role/" in pattern or not person.startswith("arn:"):
-            if fnmatch.fnmatchcase(_role_name(person), _role_name(pattern)):
+            if fnmatch.fnmatchcase(role_name(person), role_name(pattern)):
                 return True
         elif fnmatch.fnmatchcase(person, pattern):
             return True
@@ -168,7 +168,7 @@ def _key_users(document: Mapping[str, Any], people: Mapping[str, set[str]]) -> I
 
 
 def _aws(graph: Graph) -> Iterator[Finding]:
-    people = _aws_people(graph)
+    people = aws_people(graph)
     for key in graph.of(KMS_KEY):
         domains = declared_domains(key)
         document = parse_document(key.get("policy"), "policy")
@@ -291,7 +291,7 @@ def _team_engineers(graph: Graph) -> dict[str, set[str]]:
         namespaces = scope.get("namespaces") if isinstance(scope, Mapping) else None
         for namespace in strings(namespaces):
             if namespace.startswith(TEAM_NAMESPACE_PREFIX):
-                name = _role_name(str(association.get("principalArn")))
+                name = role_name(str(association.get("principalArn")))
                 teams.setdefault(name, set()).add(namespace.removeprefix(TEAM_NAMESPACE_PREFIX))
     return teams
 

@@ -491,7 +491,7 @@ def key_administrators(document: Mapping[str, Any]) -> list[str]:
 _STORE_CREATING_SERVICES = ("rds.", "secretsmanager.", "elasticfilesystem.", "fsx.")
 
 
-def _through_store_creation(statement: Mapping[str, Any]) -> bool:
+def through_store_creation(statement: Mapping[str, Any]) -> bool:
     """Whether a use statement takes effect only through the services that create stores with the
     caller's key rights (``kms:ViaService``)."""
     condition = statement.get("Condition")
@@ -523,7 +523,7 @@ def _administrators_use(document: Mapping[str, Any]) -> Iterator[str]:
                 using = [u for u in found if fnmatch.fnmatchcase(administrator, u)]
                 if not using:
                     continue
-                if _through_store_creation(statement):
+                if through_store_creation(statement):
                     creators.setdefault(administrator, using[0])
                     continue
                 yield (

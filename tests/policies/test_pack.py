@@ -95,6 +95,7 @@ POLICIES = {
     "key-duties-separated": ("mandatory", "stack"),
     "key-use-within-domain": ("mandatory", "stack"),
     "key-use-by-role": ("mandatory", "stack"),
+    "key-users-named": ("mandatory", "stack"),
     "image-verifier-reads-registry": ("mandatory", "stack"),
     "duties-separated": ("mandatory", "stack"),
     "keys-per-domain": ("mandatory", "stack"),
