@@ -31,6 +31,9 @@ from workloads.registry.record import Event, Identity
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 REQUEST, APPROVE, REJECT = "request-promotion", "approve", "reject"
+# The record's moves of ``@champion`` (operations.py ``promote``, ``rollback``: every alias move that
+# serving sees, by a person, the rollout or the drift monitor).
+PROMOTE, ROLLBACK = "promote", "rollback"
 # The record's ending of a rollout (workloads/delivery/runner.py ``_record``), by action.
 _ENDINGS = {verdict_action(outcome): outcome for outcome in (PROMOTED, PASSED, STOPPED, ROLLED_BACK)}
 
@@ -71,9 +74,21 @@ def rollout_verdict(events: Sequence[Event], version: str, rollout_user: str | N
     chosen = failed[-1] if failed else (trusted[-1] if trusted else None)
     if chosen is None:
         return None
+    if _ENDINGS[chosen.action] == PASSED and _champion_moved_after(events, chosen):
+        return None
     mine, theirs = _number(chosen.numbers.get("accuracy")), _number(chosen.numbers.get("champion_accuracy"))
     labelled = (mine, theirs) if mine is not None and theirs is not None else None
     return Verdict(_ENDINGS[chosen.action], chosen.reason, chosen.versions.get(CHAMPION), labelled)
+
+
+def _champion_moved_after(events: Sequence[Event], ending: Event) -> bool:
+    """Whether ``@champion`` moved after ``ending`` (review rev40b C2): a ``passed`` judged the version
+    beside the champion of its time, on the traffic of its time; a promotion or a rollback since (even
+    one that returned the same version) ends what it showed, and the version needs a rollout of its own
+    against the champion as it is. No age limit besides: the drift monitor and a new rollout judge
+    traffic that changes, and a fixed age would be a number with no source."""
+    after = next(i for i, e in enumerate(events) if e is ending) + 1
+    return any(e.action in (PROMOTE, ROLLBACK) for e in events[after:])
 
 
 def _number(value: object) -> float | None:
