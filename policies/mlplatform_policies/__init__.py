@@ -19,6 +19,7 @@ from . import (
     key_domains,
     key_users,
     kubernetes,
+    lifecycle,
     queueing,
     registry,
     residency,
@@ -54,4 +55,5 @@ def all_policies() -> list[Policy]:
         *key_domains.POLICIES,
         *key_users.POLICIES,
         *verifier.POLICIES,
+        *lifecycle.POLICIES,
     ]
