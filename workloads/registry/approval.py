@@ -115,7 +115,10 @@ def _approver(who: Identity, policy: Policy) -> str | None:
 def review_refusal(
     events: Sequence[Event], version: str, who: Identity, policy: Policy, trained_by: str | None
 ) -> str | None:
-    """Why ``who`` may not approve or reject ``version`` now, or None."""
+    """Why ``who`` may not approve or reject ``version`` now, or None. ``trained_by``: the version's
+    ``mlplatform.trained_by``, which the registry's guard lets only the registering user write, once, at
+    registration (workloads/registry/server/guard.py ``trainer_refusal``; MLflow records no authenticated
+    creator of its own)."""
     index = _latest_request(events, version)
     if index is None:
         return f"version {version} has no promotion request (mlplatform models request-promotion)"
@@ -123,7 +126,13 @@ def review_refusal(
         return refused
     if who.name == events[index].by:
         return f"{who.name} requested this promotion; another approver must review it"
-    if trained_by is not None and who.name == trained_by:
+    if trained_by is None:
+        return (
+            f"version {version} records no trainer (mlplatform.trained_by, which the registry lets only the"
+            " registering user set, at registration): who trained it cannot be told from its reviewer;"
+            " register it with mlplatform train"
+        )
+    if who.name == trained_by:
         return f"{who.name} trained version {version}; another approver must review it"
     return None
 
