@@ -1597,6 +1597,13 @@ def _model_source_problems(
                 )
         if inference.drift_monitor is not None and config.shared_storage is SharedStorageKind.NONE:
             yield f"{key}.driftMonitor", "the monitor keeps its record on shared storage (storage.shared)"
+        if inference.drift_monitor is not None and not retrains_can_pass(rollout_plan(config)):
+            yield (
+                f"{key}.rollout.labelledSet",
+                "the driftMonitor's retrains disagree with the champion drift made stale, so a rollout that "
+                "judges gates.minShadowAgreement without a labelledSet can only stop them: set labelledSet "
+                "with gates.maxAccuracyDrop (docs/lifecycle.md)",
+            )
         return
     if inference.drift_monitor is not None:
         yield (
@@ -1624,6 +1631,13 @@ def approval_required(config: PlatformConfig) -> bool:
     tier's, required on enterprise)."""
     approval = config.workloads.registry.promotion_approval
     return config.tier is Tier.ENTERPRISE if approval is None else approval
+
+
+def retrains_can_pass(plan: RolloutPlan) -> bool:
+    """Whether a drift monitor's retrain can pass ``plan`` on its merits: shadow agreement with the stale
+    champion is not judged, or the plan's labelled set judges the retrain instead (workloads/delivery/
+    runner.py ``judged_plan``)."""
+    return plan.gates.min_shadow_agreement is None or plan.labelled_set is not None
 
 
 def rollout_plan(config: PlatformConfig) -> RolloutPlan:

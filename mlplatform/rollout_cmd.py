@@ -5,9 +5,10 @@ window of the servers' metrics; promotion when every step passes, then a bake (d
 
 The plan comes from ``--plan FILE`` (YAML or JSON, the plan's camelCase keys) or from a stack's
 ``ml-platform:platform`` → ``workloads.inference.rollout`` (``--stack``); the run itself is
-workloads/delivery/launch.py's, the same as the cluster Job's. Exit codes: 0 promoted, or passed and
-handed over to a promotion (``promote: false``), 1 stopped or rolled back (the reason on stderr), 2 bad
-input, one line naming the flag or key.
+workloads/delivery/launch.py's, the same as the cluster Job's. Exit codes of ``rollout NAME``: 0 promoted,
+or passed and handed over to a promotion (``promote: false``); 1 stopped or rolled back (the reason on
+stderr); 2 bad input, one line naming the flag or key. ``abort|pause|resume``: 0 done (its line on
+stdout), 2 bad input, a refusal or a registry or record error (one line).
 """
 
 from __future__ import annotations
@@ -194,7 +195,8 @@ def rollout(
     actor: Annotated[str | None, typer.Option(help="Who rolls out (default: $USER).")] = None,
     record: Record = None,
 ) -> None:
-    """Roll NAME's @challenger out step by step; promote it, or send traffic back to @champion."""
+    """Roll NAME's @challenger out step by step; promote it (or, with promote: false, hand it over to a
+    promotion), or send traffic back to @champion."""
     try:
         if (plan is None) == (stack is None):
             raise InputError(["give the plan as --plan FILE or --stack STACK, one of the two"])

@@ -20,6 +20,7 @@ from . import (
     key_domains,
     key_users,
     kubernetes,
+    lifecycle,
     queueing,
     registry,
     residency,
@@ -56,4 +57,5 @@ def all_policies() -> list[Policy]:
         *key_users.POLICIES,
         *key_consumers.POLICIES,
         *verifier.POLICIES,
+        *lifecycle.POLICIES,
     ]

@@ -334,11 +334,12 @@ def _account_subscriptions(account: Subject, graph: Graph) -> set[str]:
 
 def _locked_period(line: Any, account: Subject, subscriptions: set[str]) -> int | None:
     """The days the shell ``line`` locks ``account``'s policy for: a line of the platform's shape
-    (``az_chain``) whose outcome, its last ``az`` call, is ``az storage account update --resource-group
-    GROUP --name ACCOUNT --immutability-state Locked --immutability-period DAYS`` (azure-cli storage
-    account update: the account is named by ``--name`` and ``--resource-group`` together) with the
-    account's own resource group, and its own subscription (``subscriptions``) where ``--subscription`` is
-    given and the plan shows the account's."""
+    (``az_chain``) whose outcome, its last ``az`` call, is ``az storage account update --subscription SUB
+    --resource-group GROUP --name ACCOUNT --immutability-state Locked --immutability-period DAYS``
+    (azure-cli storage account update: the account is named by ``--name`` and ``--resource-group``
+    together, in ``--subscription`` or else the caller's default one) with the account's own resource group
+    and a subscription the plan shows the account in (``subscriptions``): a default subscription is none
+    the plan can show to be the account's, and a plan that shows none proves no lock (review rev40b C3)."""
     chain = az_chain(line) if isinstance(line, str) and not is_unknown(line) else None
     if not chain:
         return None
@@ -349,7 +350,8 @@ def _locked_period(line: Any, account: Subject, subscriptions: set[str]) -> int 
         words[:4] == ["az", "storage", "account", "update"]
         and option(words, "--name", "-n") == account.get("accountName")
         and option(words, "--resource-group", "-g") == account.get("resourceGroupName")
-        and (subscription is None or not subscriptions or subscription.lower() in subscriptions)
+        and subscription is not None
+        and subscription.lower() in subscriptions
         and option(words, "--immutability-state") == "Locked"
         and period is not None
         and period.isdigit()
@@ -394,11 +396,11 @@ def _azure_record_problems(account: Subject, graph: Graph) -> Iterator[str]:
         yield (
             "no locked time-based immutability policy in the plan (declared Locked, or a command after the "
             "account whose create, and update where it has one, ends in az storage account update "
-            "--resource-group GROUP --name ACCOUNT --immutability-state Locked, the account's own group and "
-            "subscription): an unlocked policy can be shortened or removed, and then the "
-            "record's events deleted. The lock is read only in the platform's shape, az calls joined by "
-            "&& (NAME=$(az ...) and { [ ... ] || az ...; } steps allowed); a line with exit, || or ; "
-            "between steps, functions, conditionals or redirections is refused"
+            "--subscription SUBSCRIPTION --resource-group GROUP --name ACCOUNT --immutability-state "
+            "Locked, the account's own subscription and group): an unlocked policy can be shortened or "
+            "removed, and then the record's events deleted. The lock is read only in the platform's "
+            "shape, az calls joined by && (NAME=$(az ...) and { [ ... ] || az ...; } steps allowed); a "
+            "line with exit, || or ; between steps, functions, conditionals or redirections is refused"
         )
     elif max(days) < 1:
         yield "the immutability period is under a day: whoever writes the record can delete its events"

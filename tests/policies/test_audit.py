@@ -510,6 +510,17 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         ),
         ("lifecycle-record-locked", AZURE_RECORD),
     ),
+    # Review rev40b C3: without --subscription the CLI's default subscription is locked, which the plan
+    # cannot show to be the account's.
+    (
+        "record-locked-without-its-subscription",
+        lambda p: with_inputs(
+            p,
+            of_type(LOCAL_COMMAND, "record-immutability-lock"),
+            _in_the_lock("--subscription 00000000-0000-0000-0000-000000000000 ", ""),
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
     (
         "record-declared-unlocked-without-lock",
         lambda p: with_inputs(

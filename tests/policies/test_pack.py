@@ -100,6 +100,7 @@ POLICIES = {
     "duties-separated": ("mandatory", "stack"),
     "keys-per-domain": ("mandatory", "stack"),
     "lifecycle-record-locked": ("mandatory", "stack"),
+    "drift-retrains-can-pass": ("mandatory", "stack"),
 }
 
 

@@ -126,7 +126,21 @@ def judge_step(step: Step, stats: WindowStats, plan: RolloutPlan) -> Verdict:
             found.failed.append(f"labelled-set accuracy {stats.accuracy:.4f} < {gates.min_accuracy:g}")
         else:
             found.measured.append(f"accuracy {stats.accuracy:.4f}")
+    _accuracy_drop(found, stats, gates.max_accuracy_drop)
     return found.verdict()
+
+
+def _accuracy_drop(found: _Findings, stats: WindowStats, drop: float | None) -> None:
+    if drop is None:
+        return
+    if stats.accuracy is None or stats.champion_accuracy is None:
+        found.failed.append("labelled-set accuracy beside the champion's was not measured")
+        return
+    stated = f"labelled-set accuracy {stats.accuracy:.4f} vs the champion's {stats.champion_accuracy:.4f}"
+    if stats.accuracy < stats.champion_accuracy - drop:
+        found.failed.append(f"{stated} (more than {drop:g} below)")
+    else:
+        found.measured.append(stated)
 
 
 def judge_bake(champion: RoleWindow, drift: DriftWindow, bake: BakePlan, plan: RolloutPlan) -> Verdict:

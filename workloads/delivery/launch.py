@@ -2,8 +2,10 @@
 (``python -m workloads.delivery``, in the inference image: no typer command of ours, no MLflow).
 
 The Job is configured by environment variables (``ENV``), the CLI by flags that fill the same
-``Settings``. Exit codes: 0 promoted (and baked), 1 stopped or rolled back (the reason on stderr and as
-tags on the challenger version), 2 bad input, one line naming the flag or variable.
+``Settings``. Exit codes: 0 promoted (and baked), or passed and handed over to a promotion (``promote:
+false``: the traffic back at the champion); 1 stopped or rolled back, or terminated in the bake (the reason
+on stderr and on the record and the challenger's tags); 2 bad input (one line naming the flag or variable)
+or a registry or record error before anything was judged.
 
 SIGTERM (the Job's deadline, ``kubectl delete job``, a node drain; the kubelet sends SIGKILL after the
 pod's grace period) becomes ``Terminated``, so the rollout sends the traffic back and records why before

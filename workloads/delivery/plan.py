@@ -50,10 +50,17 @@ class Gates(_Model):
     max_p99_added_ms: float | None = Field(default=10.0, ge=0)
     # Largest per-feature PSI of the challenger, judged only on drift windows of driftMinSamples rows.
     max_psi: float | None = Field(default=0.2, gt=0)
-    # Shadow: compared requests whose every row's label agreed with the champion's.
+    # Shadow: compared requests whose every row's label agreed with the champion's. Not judged for a
+    # retrain the drift monitor launched (its version's ``mlplatform.trigger`` is not ``manual``) where the
+    # plan has a ``labelledSet``: a version retrained on shifted data disagrees with the stale champion by
+    # design, and the labelled set judges it instead (``maxAccuracyDrop``, ``minAccuracy``).
     min_shadow_agreement: float | None = Field(default=0.95, ge=0, le=1)
     # Accuracy on the labelled set (``labelledSet``), sent to the challenger through the V2 API.
     min_accuracy: float | None = Field(default=None, ge=0, le=1)
+    # How far the challenger's accuracy on the labelled set may fall below the champion's on the same set,
+    # measured beside it at each step: the like-for-like comparison (``promoteTolerance``'s default, one
+    # point, is the natural value).
+    max_accuracy_drop: float | None = Field(default=None, ge=0, le=1)
 
 
 class BakePlan(_Model):
@@ -115,8 +122,12 @@ class RolloutPlan(_Model):
 
     @model_validator(mode="after")
     def _labelled(self) -> RolloutPlan:
-        if (self.labelled_set is None) != (self.gates.min_accuracy is None):
-            raise ValueError("labelledSet and gates.minAccuracy: set both or neither")
+        judged = self.gates.min_accuracy is not None or self.gates.max_accuracy_drop is not None
+        if (self.labelled_set is None) == judged:
+            raise ValueError(
+                "labelledSet and gates.minAccuracy or gates.maxAccuracyDrop: set the set with at least one"
+                " of its gates, or neither"
+            )
         if 0 < self.bake.seconds < self.window_seconds:
             raise ValueError(
                 f"bake.seconds: {self.bake.seconds} is shorter than one window ({self.window_seconds});"

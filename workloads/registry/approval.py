@@ -31,6 +31,9 @@ from workloads.registry.record import Event, Identity
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 REQUEST, APPROVE, REJECT = "request-promotion", "approve", "reject"
+# The record's moves of ``@champion`` (operations.py ``promote``, ``rollback``: every alias move that
+# serving sees, by a person, the rollout or the drift monitor).
+PROMOTE, ROLLBACK = "promote", "rollback"
 # The record's ending of a rollout (workloads/delivery/runner.py ``_record``), by action.
 _ENDINGS = {verdict_action(outcome): outcome for outcome in (PROMOTED, PASSED, STOPPED, ROLLED_BACK)}
 
@@ -71,9 +74,21 @@ def rollout_verdict(events: Sequence[Event], version: str, rollout_user: str | N
     chosen = failed[-1] if failed else (trusted[-1] if trusted else None)
     if chosen is None:
         return None
+    if _ENDINGS[chosen.action] == PASSED and _champion_moved_after(events, chosen):
+        return None
     mine, theirs = _number(chosen.numbers.get("accuracy")), _number(chosen.numbers.get("champion_accuracy"))
     labelled = (mine, theirs) if mine is not None and theirs is not None else None
     return Verdict(_ENDINGS[chosen.action], chosen.reason, chosen.versions.get(CHAMPION), labelled)
+
+
+def _champion_moved_after(events: Sequence[Event], ending: Event) -> bool:
+    """Whether ``@champion`` moved after ``ending`` (review rev40b C2): a ``passed`` judged the version
+    beside the champion of its time, on the traffic of its time; a promotion or a rollback since (even
+    one that returned the same version) ends what it showed, and the version needs a rollout of its own
+    against the champion as it is. No age limit besides: the drift monitor and a new rollout judge
+    traffic that changes, and a fixed age would be a number with no source."""
+    after = next(i for i, e in enumerate(events) if e is ending) + 1
+    return any(e.action in (PROMOTE, ROLLBACK) for e in events[after:])
 
 
 def _number(value: object) -> float | None:
@@ -100,7 +115,10 @@ def _approver(who: Identity, policy: Policy) -> str | None:
 def review_refusal(
     events: Sequence[Event], version: str, who: Identity, policy: Policy, trained_by: str | None
 ) -> str | None:
-    """Why ``who`` may not approve or reject ``version`` now, or None."""
+    """Why ``who`` may not approve or reject ``version`` now, or None. ``trained_by``: the version's
+    ``mlplatform.trained_by``, which the registry's guard lets only the registering user write, once, at
+    registration (workloads/registry/server/guard.py ``trainer_refusal``; MLflow records no authenticated
+    creator of its own)."""
     index = _latest_request(events, version)
     if index is None:
         return f"version {version} has no promotion request (mlplatform models request-promotion)"
@@ -108,7 +126,13 @@ def review_refusal(
         return refused
     if who.name == events[index].by:
         return f"{who.name} requested this promotion; another approver must review it"
-    if trained_by is not None and who.name == trained_by:
+    if trained_by is None:
+        return (
+            f"version {version} records no trainer (mlplatform.trained_by, which the registry lets only the"
+            " registering user set, at registration): who trained it cannot be told from its reviewer;"
+            " register it with mlplatform train"
+        )
+    if who.name == trained_by:
         return f"{who.name} trained version {version}; another approver must review it"
     return None
 

@@ -37,6 +37,8 @@ IMAGE_ENV = "MLPLATFORM_IMAGE"
 # decision, tagged on the run and on the version it registers.
 TRIGGER_ENV = "MLPLATFORM_TRIGGER"
 TRIGGER_TAG = "mlplatform.trigger"
+# A run nobody's decision started; the drift monitor's retrains carry its decision's record event instead.
+MANUAL_TRIGGER = "manual"
 ARTIFACT_DIR = "model"
 # MLflow's limit on a dataset digest (mlflow/utils/validation.py MAX_DATASET_DIGEST_SIZE = 36); the full
 # sha256 is in the dataset's source and in the parameters.
@@ -92,7 +94,7 @@ class TrainingRun:
             MODEL_VERSION_TAG: spec.model_version,
             "mlplatform.image": environ.get(IMAGE_ENV, "local"),
             "mlplatform.recipe": json.dumps(dict(spec.recipe), sort_keys=True),
-            TRIGGER_TAG: environ.get(TRIGGER_ENV) or "manual",
+            TRIGGER_TAG: environ.get(TRIGGER_ENV) or MANUAL_TRIGGER,
         }
         run = client.create_run(experiment, spec.key.replace("/", "-"), tags)
         info = run["info"]
@@ -141,7 +143,7 @@ class TrainingRun:
                 {
                     MODEL_VERSION_TAG: self.spec.model_version,
                     TRAINED_BY_TAG: trainer.name,
-                    TRIGGER_TAG: os.environ.get(TRIGGER_ENV) or "manual",
+                    TRIGGER_TAG: os.environ.get(TRIGGER_ENV) or MANUAL_TRIGGER,
                 },
             )
         )

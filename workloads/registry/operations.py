@@ -105,7 +105,7 @@ def promote(
     if journal is not None and decision.moves:
         numbers = {"candidate": asdict(candidate_evidence), "champion": asdict(held), "tolerance": tolerance}
         versions = {move.alias: move.version for move in decision.moves}
-        journal.append(name, "promote", versions, reason=action, numbers=numbers if judged else {})
+        journal.append(name, approval.PROMOTE, versions, reason=action, numbers=numbers if judged else {})
     return decision
 
 
@@ -134,5 +134,5 @@ def rollback(
         )
     move_aliases(client, name, decision.moves, actor=actor, action=action)
     if journal is not None and decision.moves:
-        journal.append(name, "rollback", {m.alias: m.version for m in decision.moves}, reason=action)
+        journal.append(name, approval.ROLLBACK, {m.alias: m.version for m in decision.moves}, reason=action)
     return decision

@@ -22,7 +22,8 @@ NONE = Gates(
 
 
 def plan(**gates: float | None) -> RolloutPlan:
-    labelled = "labelled.npz" if gates.get("min_accuracy") is not None else None
+    judged = gates.get("min_accuracy") is not None or gates.get("max_accuracy_drop") is not None
+    labelled = "labelled.npz" if judged else None
     return RolloutPlan(min_requests=100, gates=NONE.model_copy(update=gates), labelled_set=labelled)
 
 
@@ -167,6 +168,27 @@ def test_shadow_step_ignores_live_challenger_traffic() -> None:
 def test_labelled_accuracy(accuracy: float | None, outcome: Outcome) -> None:
     verdict = judge_step(5, live(HEALTHY, accuracy=accuracy), plan(min_accuracy=0.9))
     assert verdict.outcome is outcome
+
+
+@pytest.mark.parametrize(
+    ("accuracy", "champion", "outcome"),
+    [
+        (0.80, 0.80, Outcome.PASS),
+        (0.79, 0.80, Outcome.PASS),  # one point below: within
+        (0.78, 0.80, Outcome.FAIL),
+        (0.95, 0.40, Outcome.PASS),  # a retrain far better than a champion drift made stale
+        (0.90, None, Outcome.FAIL),  # the champion unmeasured compares nothing
+        (None, 0.80, Outcome.FAIL),
+    ],
+)
+def test_labelled_accuracy_beside_the_champion(
+    accuracy: float | None, champion: float | None, outcome: Outcome
+) -> None:
+    """``maxAccuracyDrop``: the challenger against the champion on the same labelled set, in shadow as in
+    a live step (review rev40b A3: a retrain is judged beside the champion, not on agreement with it)."""
+    stats = live(HEALTHY, accuracy=accuracy, champion_accuracy=champion)
+    for step in ("shadow", 5):
+        assert judge_step(step, stats, plan(max_accuracy_drop=0.011)).outcome is outcome
 
 
 BAKE = BakePlan(seconds=600, max_error_rate=0.01, max_psi=0.2)

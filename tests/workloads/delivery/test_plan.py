@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from workloads.delivery.plan import DRIFT_FLOOR, PlanError, RolloutPlan, parse_plan
+from workloads.delivery.runner import judged_plan
 
 WHERE = "Pulumi.dev.yaml: ml-platform:platform.workloads.inference.rollout"
 
@@ -32,6 +33,12 @@ def test_defaults_and_camel_case_keys() -> None:
     assert plan.setting("shadow") == (0, plan.shadow_percent) and plan.setting(10) == (10, 0)
 
 
+LABELLED = (
+    "labelledSet and gates.minAccuracy or gates.maxAccuracyDrop: set the set with at least one of its gates,"
+    " or neither"
+)
+
+
 @pytest.mark.parametrize(
     ("raw", "line"),
     [
@@ -48,7 +55,9 @@ def test_defaults_and_camel_case_keys() -> None:
             {"gates": {"maxErrorRate": 2}},
             f"{WHERE}.gates.maxErrorRate: Input should be less than or equal to 1",
         ),
-        ({"gates": {"minAccuracy": 0.9}}, f"{WHERE}: labelledSet and gates.minAccuracy: set both or neither"),
+        ({"gates": {"minAccuracy": 0.9}}, f"{WHERE}: {LABELLED}"),
+        ({"gates": {"maxAccuracyDrop": 0.01}}, f"{WHERE}: {LABELLED}"),
+        ({"labelledSet": "l.npz"}, f"{WHERE}: {LABELLED}"),
         (
             {"windowSeconds": 300, "bake": {"seconds": 60}},
             f"{WHERE}: bake.seconds: 60 is shorter than one window (300); 0 for no bake",
@@ -71,3 +80,23 @@ def test_the_plan_example_in_the_docs_is_a_plan_file_as_written() -> None:
     plan = parse_plan(yaml.safe_load(block), "docs/delivery.md")
     assert plan.steps == ("shadow", 5, 25, 50) and plan.lease_grace_seconds == 60
     assert plan.gates.min_accuracy == 0.9 and plan.labelled_set is not None
+
+
+@pytest.mark.parametrize(
+    ("trigger", "labelled", "agreement"),
+    [
+        ("digits/window/2026-11-29T21:00:00+00:00", "l.npz", None),  # a drift retrain: the labels judge it
+        ("manual", "l.npz", 0.95),  # any other challenger: agreement still judged
+        (None, "l.npz", 0.95),
+        ("digits/window/2026-11-29T21:00:00+00:00", None, 0.95),  # no labels: nothing replaces agreement
+    ],
+)
+def test_a_drift_retrain_is_judged_on_the_labelled_set_not_on_agreement(
+    trigger: str | None, labelled: str | None, agreement: float | None
+) -> None:
+    """Review rev40b A3: a version retrained on shifted data disagrees with the stale champion by design
+    (the good retrain stopped at "shadow agreement 0.00% (0/41) < 95.00%")."""
+    raw: dict[str, Any] = {"labelledSet": labelled, "gates": {"maxAccuracyDrop": 0.01}} if labelled else {}
+    judged = judged_plan(parse_plan(raw, WHERE), trigger)
+    assert judged.gates.min_shadow_agreement == agreement
+    assert judged.gates.max_accuracy_drop == (0.01 if labelled else None)

@@ -186,6 +186,14 @@ def test_the_stacks_drift_monitor_reaches_its_cron_job_with_its_own_registry_use
     assert user.secret == MONITOR_SECRET and [p for _, p in user.grants] == ["EDIT"]
 
 
+# A rollout that judges a drift retrain on labelled rows beside the champion (the shipped stack's gates).
+LABELLED_ROLLOUT = {"labelledSet": "mlflow-artifacts:/labelled/r.npz", "gates": {"maxAccuracyDrop": 0.01}}
+RETRAINS_STOPPED = (
+    "workloads.inference.rollout.labelledSet: the driftMonitor's retrains disagree with the champion drift"
+    " made stale, so a rollout that judges gates.minShadowAgreement without a labelledSet can only stop them"
+)
+
+
 def _raw(stack: str, inference: dict[str, Any]) -> dict[str, Any]:
     raw = template(stack)
     raw[PLATFORM_KEY]["workloads"]["registry"] = {}
@@ -217,9 +225,13 @@ def _raw(stack: str, inference: dict[str, Any]) -> dict[str, Any]:
             "workloads.inference.driftMonitor.schedule: '0 0 30 2 *' runs less than twice in eight years",
         ),
         (
-            {"driftMonitor": {"labelledSet": "/data/labels.npz"}},
+            {"driftMonitor": {"labelledSet": "/data/labels.npz"}, "rollout": LABELLED_ROLLOUT},
             "workloads.inference.driftMonitor.labelledSet: the driftMonitor Job reads the labelled set",
         ),
+        # Review rev40b A3: a retrain disagrees with the stale champion by design, so a rollout judging
+        # shadow agreement without a labelled set (the plan's defaults included) can only stop it.
+        ({"driftMonitor": {}}, RETRAINS_STOPPED),
+        ({"driftMonitor": {}, "rollout": {"gates": {"minShadowAgreement": 0.5}}}, RETRAINS_STOPPED),
         (
             {"modelVersion": "1", "driftMonitor": {}},
             "workloads.inference.driftMonitor: the monitor reads the registry's @champion",
@@ -231,3 +243,13 @@ def test_a_bad_drift_monitor_key_is_one_line_naming_it(inference: dict[str, Any]
         parse_stack_config(_raw("aws-smb-dev", inference), "Pulumi.aws-smb-dev.yaml")
     [problem] = raised.value.problems
     assert problem.startswith(f"Pulumi.aws-smb-dev.yaml: ml-platform:platform.{line}"), problem
+
+
+@pytest.mark.parametrize("rollout", [LABELLED_ROLLOUT, {"gates": {"minShadowAgreement": None}}])
+def test_a_drift_monitor_with_a_rollout_that_can_pass_its_retrains_is_accepted(
+    rollout: dict[str, Any],
+) -> None:
+    config = parse_stack_config(
+        _raw("aws-smb-dev", {"driftMonitor": {}, "rollout": rollout}), "Pulumi.aws-smb-dev.yaml"
+    )
+    assert config.workloads.inference is not None and config.workloads.inference.drift_monitor is not None

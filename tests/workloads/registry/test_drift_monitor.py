@@ -96,11 +96,13 @@ CREDENTIALS = {
 }
 # The rollout of a retrained version, on short windows of the shifted traffic the test sends beside it
 # (``_traffic``, 32-row requests). Its gates: errors and latency against the champion (loose: two servers,
-# the traffic and the rollout share two cores), and accuracy on the labels of the shifted rows
-# (``labelledSet``, sent to the challenger through the V2 API before each step). Two gates are off, each
-# for a reason of this test, not of the version: shadow agreement (a version retrained on shifted data
-# must disagree with the stale champion, that is its point) and PSI (the servers' 200-row drift windows are
-# under the rollout's 500-row floor; the monitor's calibrated PSI test judges drift here).
+# the traffic and the rollout share two cores), shadow agreement at its default (0.95, as the shipped
+# aws-enterprise-prod judges it), and accuracy on the labels of the shifted rows (``labelledSet``, sent to
+# both versions through the V2 API before each step) beside the champion's, as the shipped stack judges
+# it, with a floor. The retrain carries the monitor's trigger, so the rollout judges it on the labelled
+# set, not on agreement with the stale champion (review rev40b A3: with agreement judged, the good retrain
+# stopped at 0 %). PSI is off for a reason of this test: the servers' 200-row drift windows are under
+# the rollout's 500-row floor; the monitor's calibrated PSI test judges drift here.
 PLAN: dict[str, object] = {
     "steps": ["shadow", 50],
     "shadowPercent": 100,
@@ -113,8 +115,8 @@ PLAN: dict[str, object] = {
         "maxP99Ratio": 3.0,
         "maxP99AddedMs": 50,
         "maxPsi": None,
-        "minShadowAgreement": None,
         "minAccuracy": 0.5,
+        "maxAccuracyDrop": 0.01,
     },
     "bake": {"seconds": 0},
 }

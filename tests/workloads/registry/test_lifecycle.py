@@ -23,11 +23,12 @@ from tests.workloads.delivery.fleet import champion_and_challenger
 from tests.workloads.inference.conftest import model_dir  # noqa: F401  (the session's trained model)
 from tests.workloads.inference.serving import Server, metric_samples, serve_alias, wait_ready
 from workloads.delivery import contract
-from workloads.registry.client import RegistryClient
+from workloads.registry.client import RegistryClient, RegistryError
 from workloads.registry.lineage import TRAINED_BY_TAG, experiment_name
 from workloads.registry.lock import AGAINST_TAG, OUTCOME_TAG, PASSED, RESULT_TAG, STOPPED, verdict_action
 from workloads.registry.record import Journal, identity, open_record
 from workloads.registry.rollout import CHALLENGER, CHAMPION
+from workloads.registry.server import guard
 from workloads.registry.server.launch import GRANT, REGISTERED_MODEL, AuthApi, User, bootstrap_users
 
 from .conftest import ADMIN_PASSWORD, PASSWORDS, admin_client, as_user, named_version, register_version
@@ -298,6 +299,60 @@ def test_a_promotion_needs_a_second_persons_approval_and_every_step_is_on_the_re
     assert set(promote["digests"]) == {"1", "2"}
     # The alias tags name the authenticated user too, not $USER.
     assert admin.get_version(GOVERNED, "2").tags["mlplatform.alias.champion.by"] == "carol"
+
+
+SELF_TRAINED = "digits-self-trained"
+
+
+def test_a_trainer_who_is_also_an_approver_may_not_approve_what_they_trained(
+    auth_registry_uri: str, governed_stack: str, tmp_path: Path
+) -> None:
+    """Issue 40 item 3 and "Done when" ("an approval by the trainer is refused"); review rev40b B1: the
+    rule read ``mlplatform.trained_by``, a version tag any EDIT holder rewrites (3.17.2
+    ``SetModelVersionTag`` needs ``update``), and MLflow records no authenticated creator (a version's
+    ``user_id`` is never set, a run's is the client's claim: mlflow/server/handlers.py). The registry's
+    guard makes the tag the registering user's own, once: alice, an approver who trains with her own
+    registry user, registers version 2; her approval of it is refused, and neither naming bob at
+    registration nor rewriting or deleting the tag afterwards changes who trained it."""
+    assert guard.TRAINED_BY_TAG == TRAINED_BY_TAG  # the guard's own copy (it imports nothing of ours)
+    uri, record = auth_registry_uri, tmp_path / "record"
+    grants = ((SELF_TRAINED, "EDIT"),)
+    experiments = ((experiment_name(SELF_TRAINED), "EDIT"),)
+    bootstrap_users(
+        AuthApi(uri, ADMIN_PASSWORD),
+        [User(user, PASSWORDS[user], grants, experiments) for user in ("alice", "bob", "carol")],
+    )
+    admin, alice = admin_client(uri), _user(uri, "alice", PASSWORDS["alice"])
+    admin.ensure_registered_model(SELF_TRAINED)
+    versions = []
+    for client in (admin, alice):
+        run = client.create_run(client.experiment_id(SELF_TRAINED), SELF_TRAINED, {})["info"]
+        client.log_batch(run["run_id"], metrics={"test_accuracy": 0.9}, params={"dataset_sha256": DATASET})
+        source, trainer = f"{run['artifact_uri']}/model", "bob" if client is admin else "alice"
+        if client is alice:
+            with pytest.raises(RegistryError, match="alice may not name 'bob' as who trained a version"):
+                alice.create_version(SELF_TRAINED, source, run["run_id"], {TRAINED_BY_TAG: "bob"})
+        versions.append(client.create_version(SELF_TRAINED, source, run["run_id"], {TRAINED_BY_TAG: trainer}))
+    assert [v.tags[TRAINED_BY_TAG] for v in versions] == ["bob", "alice"]
+    admin.set_alias(SELF_TRAINED, CHAMPION, "1")
+    with pytest.raises(RegistryError, match=f"alice may not rewrite {TRAINED_BY_TAG}"):
+        alice.set_version_tag(SELF_TRAINED, "2", TRAINED_BY_TAG, "bob")
+    with pytest.raises(RegistryError, match=f"alice may not rewrite {TRAINED_BY_TAG}"):
+        # MLflow's DeleteModelVersionTag, which the project's client never sends.
+        alice._call(
+            "DELETE",
+            "model-versions/delete-tag",
+            {"name": SELF_TRAINED, "version": "2", "key": TRAINED_BY_TAG},
+        )
+    assert admin.get_version(SELF_TRAINED, "2").tags[TRAINED_BY_TAG] == "alice"
+    stack = ("--stack", governed_stack)
+    asked = as_user("bob", uri, record, "request-promotion", SELF_TRAINED, "2", "--reason", "retrained")
+    assert asked.exit_code == 0, asked.output
+    refused = as_user("alice", uri, record, "approve", SELF_TRAINED, "2", *stack, "--reason", "mine")
+    assert refused.exit_code == 1, refused.output
+    assert "alice trained version 2; another approver must review it" in refused.output
+    approved = as_user("carol", uri, record, "approve", SELF_TRAINED, "2", *stack, "--reason", "checked")
+    assert approved.exit_code == 0, approved.output
 
 
 # -- the rollout's verdict, as promote takes it: from the record, by the stack's rollout user --------------

@@ -17,8 +17,10 @@ from pydantic import ValidationError
 
 from tests.workloads.inference.serving import free_port
 from workloads.inference.config import ServeConfig
-from workloads.registry import rollout
+from workloads.registry import approval, rollout
 from workloads.registry.client import ModelRef, RegistryClient, RegistryError, artifact_path
+from workloads.registry.lock import PASSED, STOPPED, verdict_action
+from workloads.registry.record import Event
 from workloads.training.config import ConfigError, parse_args
 
 DATASET = "ce8026359bba" + "0" * 52
@@ -75,6 +77,33 @@ def test_a_metric_measured_on_another_dataset_is_not_compared_unless_forced() ->
     assert decide(rollout.Evidence(0.9777, "f" * 64), force=True).moves[-1] == rollout.AliasMove(
         "champion", "3"
     )
+
+
+# The stack's rollout user (components/handle.py ROLLOUT_USER), whose record endings count.
+ROLLOUT_USER = "ml-inference-rollout"
+
+
+def test_a_passed_rollout_counts_only_until_the_champion_moves() -> None:
+    """Review rev40b C2: a ``passed`` judged the version beside the champion of its time; a promotion or a
+    rollback since (one that returned the same champion included) ends it, a new rollout counts again."""
+
+    def event(action: str, versions: dict[str, str], by: str = ROLLOUT_USER) -> Event:
+        at = f"2026-11-29T21:{len(events):02d}:00+00:00"
+        return Event(at=at, model="m", action=action, by=by, authenticated=True, versions=versions)
+
+    judged = {rollout.CHAMPION: "1", rollout.CHALLENGER: "3"}
+    events: list[Event] = []
+    events.append(event(verdict_action(PASSED), judged))
+    assert approval.rollout_verdict(events, "3", ROLLOUT_USER) == approval.Verdict(PASSED, "", "1")
+    for move in (approval.PROMOTE, approval.ROLLBACK):
+        # 1 -> 2, then back to 1: the champion is version 1 again, but not the one the rollout judged beside.
+        events.append(event(move, {rollout.CHAMPION: "2" if move == approval.PROMOTE else "1"}, by="alice"))
+        assert approval.rollout_verdict(events, "3", ROLLOUT_USER) is None, move
+    events.append(event(verdict_action(PASSED), judged))
+    assert approval.rollout_verdict(events, "3", ROLLOUT_USER) == approval.Verdict(PASSED, "", "1")
+    # A stop is never a privilege: it counts whatever moved since.
+    events.extend([event(verdict_action(STOPPED), judged), event(approval.PROMOTE, {}, by="alice")])
+    assert approval.rollout_verdict(events, "3", ROLLOUT_USER) == approval.Verdict(STOPPED, "", "1")
 
 
 def test_a_passed_rollout_compares_only_where_it_measured_both_versions_on_one_labelled_set() -> None:

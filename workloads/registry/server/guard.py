@@ -40,6 +40,15 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   line in the log. The launcher's reconciliation of the stack's declared users names its own reason
   (launch.py ``LAUNCHER_REASON``); the admin changing its own password is no such change.
 
+- who trained a version (review rev40b B1): the approval's "not who trained it" (workloads/registry/
+  approval.py ``review_refusal``) reads the version tag ``mlplatform.trained_by``, and MLflow records no
+  creator it authenticates: a version's ``user_id`` is never set by ``_create_model_version`` (3.17.2
+  mlflow/server/handlers.py: ``create_model_version`` takes none), and a run's is the client's own claim
+  (``_create_run``: ``user_id=request_message.user_id``). So the guard makes the tag the registry's:
+  a ``CreateModelVersion`` may name only its own authenticated user there (``trainer_refusal``), and no
+  one but the admin sets or deletes it afterwards (``SetModelVersionTag``/``DeleteModelVersionTag``,
+  which any EDIT holder may otherwise send).
+
 The routes come from MLflow's own table (``get_endpoints``: ``/api/2.0`` and ``/ajax-api/2.0``
 ``registered-models/alias``), so a path MLflow adds for them is covered too. Loaded by the server's
 processes from the image's /app (``authorization_function = guard:authenticate``, launch.py
@@ -55,7 +64,13 @@ from collections.abc import Mapping
 
 from flask import Response, jsonify, request
 from mlflow.exceptions import MlflowException
-from mlflow.protos.model_registry_pb2 import DeleteRegisteredModelAlias, SetRegisteredModelAlias
+from mlflow.protos.model_registry_pb2 import (
+    CreateModelVersion,
+    DeleteModelVersionTag,
+    DeleteRegisteredModelAlias,
+    SetModelVersionTag,
+    SetRegisteredModelAlias,
+)
 from mlflow.server.auth import authenticate_request_basic_auth
 from mlflow.server.auth import routes as auth_routes
 from mlflow.server.handlers import _get_model_registry_store, get_endpoints
@@ -71,14 +86,19 @@ ADMIN_USERNAME = "admin"
 BREAK_GLASS_HEADER = "X-ML-Platform-Break-Glass-Reason"
 
 
-def _alias_routes() -> frozenset[tuple[str, str]]:
-    """(path, method) of every route that sets or deletes an alias, from MLflow's own route table."""
-    moves = (SetRegisteredModelAlias, DeleteRegisteredModelAlias)
-    endpoints = get_endpoints(lambda request_class: request_class if request_class in moves else None)  # type: ignore[no-untyped-call]
+# Who trained a version (workloads/registry/lineage.py TRAINED_BY_TAG; this file imports nothing of ours).
+TRAINED_BY_TAG = "mlplatform.trained_by"
+
+
+def _routes(*classes: type) -> frozenset[tuple[str, str]]:
+    """(path, method) of every route serving one of the request ``classes``, from MLflow's own table."""
+    endpoints = get_endpoints(lambda request_class: request_class if request_class in classes else None)  # type: ignore[no-untyped-call]
     return frozenset((path, m) for path, handler, methods in endpoints if handler for m in methods)
 
 
-ALIAS_ROUTES = _alias_routes()
+ALIAS_ROUTES = _routes(SetRegisteredModelAlias, DeleteRegisteredModelAlias)
+CREATE_VERSION_ROUTES = _routes(CreateModelVersion)
+VERSION_TAG_ROUTES = _routes(SetModelVersionTag, DeleteModelVersionTag)
 
 
 # What each of the basic-auth app's user-changing routes changes (mlflow/server/auth/routes.py 3.17.2: the
@@ -146,6 +166,41 @@ def refusal(
         " user and workloads.registry.approvers); ask for a promotion with mlplatform models"
         " request-promotion (docs/lifecycle.md)"
     )
+
+
+def trainer_refusal(user: str, claimed: str | None, *, creating: bool) -> str | None:
+    """Why ``user`` may not write ``claimed`` as a version's ``TRAINED_BY_TAG``: at its registration
+    (``creating``) only its own name; afterwards not at all (a set or delete). The admin is exempt, as from
+    every check of MLflow's. None where it may, or where the request writes no such tag."""
+    if user == ADMIN_USERNAME or (creating and claimed in (None, user)):
+        return None
+    told = (
+        f"may not name {claimed!r} as who trained a version"
+        if creating
+        else f"may not rewrite {TRAINED_BY_TAG}"
+    )
+    return (
+        f"user {user} {told}: {TRAINED_BY_TAG} is set once, at registration, to the registering user, so an"
+        " approval can tell who trained the version from who approves it (docs/lifecycle.md)"
+    )
+
+
+def _trainer_claim() -> tuple[str | None, bool] | None:
+    """(the ``TRAINED_BY_TAG`` value the request writes, whether it registers a version) of a request that
+    registers a version or sets or deletes that tag of one, else None; read as ``_alias_target`` reads."""
+    route = (request.path, request.method)
+    if route not in CREATE_VERSION_ROUTES and route not in VERSION_TAG_ROUTES:
+        return None
+    body = request.get_json(silent=True) if request.method == "POST" or request.is_json else None
+    params = body if isinstance(body, dict) else request.args
+    if route in CREATE_VERSION_ROUTES:
+        tags = params.get("tags") if isinstance(params, dict) else None
+        named = [t.get("value") for t in tags or () if isinstance(t, dict) and t.get("key") == TRAINED_BY_TAG]
+        return (str(named[-1]) if named else None), True
+    if params.get("key") != TRAINED_BY_TAG:
+        return None
+    value = params.get("value")
+    return (None if value is None else str(value)), False
 
 
 def break_glass(
@@ -244,7 +299,8 @@ def _previous_champion(model: str) -> str | None:
 
 
 def authenticate() -> Authorization | Response:
-    """MLflow's basic authentication, then the admin's changes of users, then the protected aliases' rule."""
+    """MLflow's basic authentication, then the admin's changes of users, then who trained a version, then
+    the protected aliases' rule."""
     authorization = authenticate_request_basic_auth()
     if not isinstance(authorization, Authorization):
         return authorization
@@ -252,6 +308,9 @@ def authenticate() -> Authorization | Response:
     changed = _user_change_target()
     if changed is not None:
         return _guard_user_change(authorization, user, *changed)
+    claim = _trainer_claim()
+    if claim is not None:
+        return _answer(authorization, trainer_refusal(user, claim[0], creating=claim[1]), None)
     target = _alias_target()
     if target is None:
         return authorization
