@@ -41,6 +41,9 @@ MOUNT_OPTIONS = ("nconnect=4",)
 # (kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md ``volumeAttributes.encryptInTransit``,
 # pkg/azurefile/nodeserver.go; learn.microsoft.com/azure/storage/files/encryption-in-transit-for-nfs-shares).
 ENCRYPT_IN_TRANSIT = {"encryptInTransit": "true"}
+# The volumes' source revision (SharedStorage.source_revision): the first volumes mounted in clear; those
+# mounting through the TLS tunnel are new ones, so an existing stack's update moves to them.
+SOURCE_REVISION = "tls"
 # The driver chmods an NFS share's mount root to ``mountPermissions``, 0777 unless a volume says
 # otherwise (azurefile-csi-driver docs/driver-parameters.md, "mountPermissions"); the root stays root's.
 MOUNT_ROOT = PosixOwner(0, 0, 0o777)
@@ -144,5 +147,6 @@ class SharedFileStorage(pulumi.ComponentResource):
             mount_options=MOUNT_OPTIONS,
             owner=MOUNT_ROOT,
             stores=stores,
+            source_revision=SOURCE_REVISION,
         )
         self.register_outputs({"accountId": account.id, "shareId": training.id})
