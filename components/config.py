@@ -123,6 +123,15 @@ class EndpointAccess(StrEnum):
     PUBLIC = "public"
 
 
+class PodEncryption(StrEnum):
+    """Encryption of pod-to-pod traffic between nodes by the dataplane (``cluster.podEncryption``)."""
+
+    NONE = "none"
+    # AKS Advanced Container Networking Services: Cilium's WireGuard between nodes
+    # (learn.microsoft.com/azure/aks/container-network-security-wireguard-encryption-concepts).
+    WIREGUARD = "wireguard"
+
+
 class Redundancy(StrEnum):
     """Object storage redundancy; ``geo`` is offered only where the pair stays in the residency."""
 
@@ -284,6 +293,9 @@ class ClusterConfig(_Model):
         ),
     ] = "1.35"
     endpoint: EndpointAccess = EndpointAccess.PRIVATE
+    # Pod-to-pod encryption between nodes by the dataplane; ``wireguard`` is refused while the pinned
+    # provider cannot express it (``_pod_encryption_problems``).
+    pod_encryption: PodEncryption = PodEncryption.NONE
     # CIDRs allowed to reach a public API endpoint; required when the endpoint is public.
     public_access_cidrs: tuple[str, ...] = ()
     # Moved to ``access.platformAdmins`` (the people's roles); refused here with that message.
@@ -1240,6 +1252,7 @@ def _rule_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         except LockError as error:
             yield f"{PLATFORM_KEY}.kubernetes.imageLock", str(error)
     yield from _azure_problems(config)
+    yield from _pod_encryption_problems(config)
     yield from _audit_problems(config)
     yield from _access_problems(config)
 
@@ -1745,6 +1758,31 @@ def _image_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
                 f"{key}.training.imageTarget",
                 f"pool {pool.name!r} has fabric {pool.fabric}: it runs the {needed} target, not {target}",
             )
+
+
+# The ManagedCluster API version the pinned pulumi-azure-native (3.29.0) sends: 2025-09-01. Its
+# ``networkProfile.advancedNetworking.security`` has ``enabled`` and ``advancedNetworkPolicies`` only;
+# WireGuard is ``security.transitEncryption.type: WireGuard`` in later API versions (Azure .NET SDK,
+# ``AdvancedNetworkingSecurityTransitEncryption``: "can be enabled only on Cilium-based clusters"), on
+# Azure CNI powered by Cilium with ACNS enabled (learn.microsoft.com/azure/aks/
+# container-network-security-wireguard-encryption-concepts). A provider that adds the property makes
+# tests/components/test_config_pod_encryption.py fail: build it then.
+AKS_API_VERSION = "2025-09-01"
+
+
+def _pod_encryption_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
+    if config.cluster.pod_encryption is PodEncryption.NONE:
+        return
+    key = f"{PLATFORM_KEY}.cluster.podEncryption"
+    if config.cloud is not Cloud.AZURE:
+        yield key, "wireguard is AKS Advanced Container Networking Services; this stack's cloud is aws"
+        return
+    yield (
+        key,
+        "wireguard needs advancedNetworking.security.transitEncryption, which the pinned "
+        f"pulumi-azure-native's ManagedCluster API {AKS_API_VERSION} does not have; set none "
+        "(docs/security.md)",
+    )
 
 
 def _azure_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:

@@ -195,6 +195,11 @@ class SharedStorage:
     # point, an FSx fileset, an Azure Files share) that no other consumer's source reaches, so another
     # identity's pods cannot write it (the SQLite registry's models, aliases and users; AWS review N3).
     stores: Mapping[str, Store] = field(default_factory=dict)
+    # Which revision of the volumes' CSI source this is, "" for the first. A volume's source cannot change
+    # in place (pulumi-kubernetes replaces it, and pv-protection holds the delete while its claim is
+    # bound: judges/immutable.py), so a changed source gets volumes (and store claims) named anew with
+    # the revision: the update makes the new pair, moves the workloads and deletes the old pair last.
+    source_revision: str = ""
 
     def csi_for(self, consumer: str) -> dict[str, Any]:
         """The CSI source of one consumer's PersistentVolume (one per namespace mounting the share): the
@@ -207,7 +212,10 @@ class SharedStorage:
         store = self.stores.get(consumer)
         csi = store.csi if store is not None else self.csi
         if self.kind is SharedStorageKind.AZURE_FILES_NFS:
-            return {**csi, "volumeHandle": f"{csi['volumeHandle']}-{consumer}"}
+            # Also per revision: kubelet stages a CSI volume at a path derived from its handle, so a new
+            # volume sharing the old one's handle would reuse the old mount on a node that holds it.
+            revision = f"-{self.source_revision}" if self.source_revision else ""
+            return {**csi, "volumeHandle": f"{csi['volumeHandle']}-{consumer}{revision}"}
         return dict(csi)
 
 

@@ -33,13 +33,16 @@ The exceptions (``EXCEPTIONS``), each named with why it is accepted and what con
   platform's own targets that carry tokens (inference) are scraped over verified HTTPS;
 - ``azure-files-nfs``: the kubelet's NFS mount of an Azure Files share (a PersistentVolume of the Azure
   Files CSI driver with ``protocol: nfs``), which is no pod's flow: the register lists each such volume
-  (docs/security.md, "The exceptions").
+  (docs/security.md, "The exceptions"). Only a volume that mounts through the driver's TLS tunnel
+  (``encryptInTransit: "true"``, driver v1.33.0 or later) is excepted: what remains is that the server
+  cannot be made to refuse a clear mount and that AZNFS's stunnel negotiates the TLS version; a volume
+  (or a StorageClass provisioning such volumes) without it is a plaintext flow (``nfs_in_clear``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,16 +100,20 @@ EXCEPTIONS = {
         ),
         TransportException(
             "azure-files-nfs",
-            "a node's NFS 4.1 mount of an Azure Files share (TCP 2049) in clear: the pinned provider cannot "
-            "require the share's encryption in transit; contained by the account's private endpoint, its "
-            "only way in, in the stack's VNet",
+            "a node's NFS 4.1 mount of an Azure Files share (TCP 2049) through the CSI driver's AZNFS TLS "
+            "tunnel (encryptInTransit: stunnel verifying the chain and the name *.file.core.windows.net, "
+            "TLS version negotiated, 1.2 or 1.3): the pinned provider cannot make the server refuse a clear "
+            "mount; contained by the account's private endpoint, its only way in, in the stack's VNet",
         ),
     )
 }
 # The Azure Files CSI driver, and the volume attribute that makes its mount NFS (its repository's
 # kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md, ``protocol``: ``smb`` by default, or
-# ``nfs``).
+# ``nfs``), and the attribute (a StorageClass's parameter) that mounts it through AZNFS's TLS tunnel
+# (``encryptInTransit``, from driver v1.33.0; the driver reads keys case-insensitively: pkg/azurefile
+# ``encryptInTransitField``).
 AZURE_FILES_DRIVER = "file.csi.azure.com"
+ENCRYPT_IN_TRANSIT = "encryptintransit"
 # A PostgreSQL client's TLS mode: libpq's ``PGSSLMODE`` or a connection URL's ``sslmode`` parameter
 # (PostgreSQL docs, "Environment Variables" and "Connection URIs").
 PGSSLMODE = "PGSSLMODE"
@@ -413,15 +420,28 @@ def judge_transport(
             mandatory or _enterprise(flow.source) or _enterprise(flow.destination),
         )
     return [
-        Finding(
-            PLAINTEXT,
-            "mandatory" if mandatory else "advisory",
-            subject,
-            f"{why}, and no exception covers it ({min(purposes)}"
-            + (f" and {len(purposes) - 1} more" if len(purposes) > 1 else "")
-            + "): configure TLS and its verification, or name the exception in judges/transport.py",
-        )
-        for (subject, why), (purposes, mandatory) in found.items()
+        *(
+            Finding(
+                PLAINTEXT,
+                "mandatory" if mandatory else "advisory",
+                subject,
+                f"{why}, and no exception covers it ({min(purposes)}"
+                + (f" and {len(purposes) - 1} more" if len(purposes) > 1 else "")
+                + "): configure TLS and its verification, or name the exception in judges/transport.py",
+            )
+            for (subject, why), (purposes, mandatory) in found.items()
+        ),
+        *(
+            Finding(
+                PLAINTEXT,
+                "mandatory",
+                Subject.of(obj),
+                f'{why} without encryptInTransit: "true", so its nodes mount the share in clear (Azure '
+                "Files NFS has no encryption of its own): set it (azurefile-csi-driver v1.33.0 or later, "
+                "docs/driver-parameters.md)",
+            )
+            for obj, why in nfs_in_clear(objects)
+        ),
     ]
 
 
@@ -459,17 +479,48 @@ def exceptions_taken(
     ]
 
 
-def nfs_volumes(objects: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str]]:
-    """Each PersistentVolume mounting an Azure Files share over NFS, and which share: the flows
-    ``azure-files-nfs`` covers (the kubelet mounts it, so no pod's flow in the contract shows them)."""
-    found = []
+def _azure_nfs(driver: object, attributes: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Whether a CSI source (or a StorageClass) is the Azure Files driver over NFS, and whether it asks
+    for encryption in transit; the driver reads its keys case-insensitively."""
+    lowered = {str(k).lower(): str(v).lower() for k, v in attributes.items()}
+    nfs = driver == AZURE_FILES_DRIVER and (
+        lowered.get("protocol") == "nfs" or lowered.get("fstype") == "nfs"
+    )
+    return nfs, lowered.get(ENCRYPT_IN_TRANSIT) == "true"
+
+
+def _nfs_objects(
+    objects: Sequence[Mapping[str, Any]],
+) -> Iterator[tuple[Mapping[str, Any], str, bool]]:
+    """Each PersistentVolume mounting an Azure Files share over NFS and each StorageClass provisioning
+    such volumes: (the object, what it mounts, whether through the TLS tunnel)."""
     for volume in of_kind(objects, "PersistentVolume"):
         csi = volume.get("spec", {}).get("csi") or {}
         attributes = csi.get("volumeAttributes") or {}
-        if csi.get("driver") == AZURE_FILES_DRIVER and str(attributes.get("protocol", "")).lower() == "nfs":
+        nfs, encrypted = _azure_nfs(csi.get("driver"), attributes)
+        if nfs:
             share = f"share {attributes.get('shareName')} of account {attributes.get('storageAccount')}"
-            found.append((volume, f"the nodes mounting {share} for {volume['metadata']['name']}"))
-    return found
+            yield volume, f"the nodes mounting {share} for {volume['metadata']['name']}", encrypted
+    for storage_class in of_kind(objects, "StorageClass"):
+        nfs, encrypted = _azure_nfs(storage_class.get("provisioner"), storage_class.get("parameters") or {})
+        if nfs:
+            yield (
+                storage_class,
+                f"the Azure Files NFS volumes {storage_class['metadata']['name']} provisions",
+                encrypted,
+            )
+
+
+def nfs_volumes(objects: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str]]:
+    """Each Azure Files NFS mount through the TLS tunnel, and which share: the flows ``azure-files-nfs``
+    covers (the kubelet mounts it, so no pod's flow in the contract shows them)."""
+    return [(obj, why) for obj, why, encrypted in _nfs_objects(objects) if encrypted]
+
+
+def nfs_in_clear(objects: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str]]:
+    """Each Azure Files NFS volume or StorageClass without encryption in transit: a plaintext flow no
+    exception covers (the kubelet's mount, outside the contract's pod flows)."""
+    return [(obj, why) for obj, why, encrypted in _nfs_objects(objects) if not encrypted]
 
 
 def transport_table(objects: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, str]]:

@@ -1,13 +1,17 @@
 """Shared training storage: an Azure Files NFS 4.1 share every training pod mounts read-write.
 
 Checkpoints are written to a temp file and renamed into place; NFS gives that rename, a blob mount does
-not (REFERENCE.md). NFS shares need a premium FileStorage account. NFS 4.1 on Azure Files has no
-in-transit encryption of its own, so the account must not require secure transfer (HTTPS-only off, Azure
-Files NFS docs); in exchange the account has no public endpoint at all and is reached only through the
-private endpoint in the cluster's VNet. At rest it is encrypted with the storage customer-managed key.
-Azure's encryption in transit for NFS shares (AZNFS's TLS tunnel, the CSI driver's ``encryptInTransit``)
-cannot be required with the pinned provider: the documented exception ``azure-files-nfs``
-(docs/security.md, "The exceptions").
+not (REFERENCE.md). NFS shares need a premium FileStorage account. NFS 4.1 has no encryption of its own:
+every volume mounts with the driver's ``encryptInTransit`` (``ENCRYPT_IN_TRANSIT``), so the node mounts
+through the AZNFS mount helper's TLS tunnel (stunnel verifying the DigiCert Global Root G2 chain and the
+name ``*.file.core.windows.net``: Azure/AZNFS-mount src/nfsv4mountscript.sh, lib/common.sh
+``get_check_host_value``). The account still does not require secure transfer: the driver itself turns it
+off for NFS "even though encryptInTransit is enabled" (azurefile-csi-driver pkg/azurefile/
+controllerserver.go), and the pinned provider's storage API (2024-01-01) has no setting by which the
+server would refuse a clear mount; so the account has no public endpoint at all and is reached only
+through the private endpoint in the cluster's VNet, and that remainder is the documented exception
+``azure-files-nfs`` (docs/security.md, "The exceptions"). At rest it is encrypted with the storage
+customer-managed key.
 """
 
 from __future__ import annotations
@@ -32,6 +36,14 @@ SHARE_NAME = "training"
 # Recommended NFS mount option for Azure Files on AKS (AKS troubleshooting, "Use mountOptions settings
 # in Azure Files"): several TCP connections per mount.
 MOUNT_OPTIONS = ("nconnect=4",)
+# The driver's volume attribute (and StorageClass parameter) for NFS encryption in transit: the node
+# mounts with ``-t aznfs`` (AZNFS's stunnel TLS tunnel) instead of plain NFS; from driver v1.33.0
+# (kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md ``volumeAttributes.encryptInTransit``,
+# pkg/azurefile/nodeserver.go; learn.microsoft.com/azure/storage/files/encryption-in-transit-for-nfs-shares).
+ENCRYPT_IN_TRANSIT = {"encryptInTransit": "true"}
+# The volumes' source revision (SharedStorage.source_revision): the first volumes mounted in clear; those
+# mounting through the TLS tunnel are new ones, so an existing stack's update moves to them.
+SOURCE_REVISION = "tls"
 # The driver chmods an NFS share's mount root to ``mountPermissions``, 0777 unless a volume says
 # otherwise (azurefile-csi-driver docs/driver-parameters.md, "mountPermissions"); the root stays root's.
 MOUNT_ROOT = PosixOwner(0, 0, 0o777)
@@ -79,7 +91,8 @@ class SharedFileStorage(pulumi.ComponentResource):
             account_name=account_name,
             kind="FileStorage",
             sku={"name": files_sku(scope.config)},
-            # NFS 4.1 cannot use secure transfer; the account is private-endpoint-only instead (module doc).
+            # The driver mounts NFS only with secure transfer off, encryptInTransit or not; the account is
+            # private-endpoint-only instead (module doc).
             enable_https_traffic_only=False,
             **hardened_account(scope, args.encryption_identity, args.key, public=False),
             **scope.placed,
@@ -112,6 +125,7 @@ class SharedFileStorage(pulumi.ComponentResource):
                     "storageAccount": account_name,
                     "shareName": share_name,
                     "protocol": "nfs",
+                    **ENCRYPT_IN_TRANSIT,
                 },
             }
 
@@ -133,5 +147,6 @@ class SharedFileStorage(pulumi.ComponentResource):
             mount_options=MOUNT_OPTIONS,
             owner=MOUNT_ROOT,
             stores=stores,
+            source_revision=SOURCE_REVISION,
         )
         self.register_outputs({"accountId": account.id, "shareId": training.id})

@@ -86,11 +86,13 @@ def store_claim(base: str, shared: SharedStorage | None, namespace: str) -> str:
     volume whose source changes by deleting it first (``forceNew`` ``.spec.csi``), which pv-protection
     holds while the claim is bound and pvc-protection while the server's pod uses the claim (review 38 A2;
     judges/immutable.py). A store that moves thus becomes a new pair: the update creates it, rolls the
-    workload over to it, and deletes the old pair last, once nothing uses it."""
+    workload over to it, and deletes the old pair last, once nothing uses it. A new
+    ``SharedStorage.source_revision`` does the same for every store."""
     store = shared.stores.get(namespace) if shared is not None else None
-    if store is None:
+    if shared is None or store is None:
         return base
-    return f"{base}-{hashlib.sha256(store.directory.encode()).hexdigest()[:8]}"
+    digest = hashlib.sha256(store.directory.encode()).hexdigest()[:8]
+    return f"{base}-{digest}" + (f"-{shared.source_revision}" if shared.source_revision else "")
 
 
 def owner_annotations(owner: PosixOwner) -> dict[str, str]:
@@ -99,7 +101,10 @@ def owner_annotations(owner: PosixOwner) -> dict[str, str]:
 
 def shared_volume_objects(prefix: str, shared: SharedStorage, claim: VolumeClaim) -> list[Object]:
     """A PersistentVolume for ``claim`` and the claim itself, bound to each other by name."""
-    volume = f"{prefix}-{claim.namespace}-{claim.claim}"
+    # A claim that keeps its name across revisions (the training claim Jobs name) is replaced onto the
+    # new volume: pvc-protection holds it only while a run's pod uses it.
+    revision = f"-{shared.source_revision}" if shared.source_revision else ""
+    volume = f"{prefix}-{claim.namespace}-{claim.claim}{revision}"
     access = "ReadOnlyMany" if claim.read_only else "ReadWriteMany"
     size = f"{shared.capacity_gib}Gi"
     pv: Object = {

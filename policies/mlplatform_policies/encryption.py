@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pulumi_policy import ResourceValidationPolicy, Severity
 
 from . import tokens
-from .factory import by_type, on_props, resource_policy
+from .factory import Rule, by_type, on_props, resource_policy
 from .subject import Subject
-from .values import all_of, each, is_false, is_true, one_of, present, require
+from .values import all_of, describe, each, is_false, is_true, known, one_of, present, require
 
 CMK = "use a customer-managed KMS key"
 _KMS_ALGORITHMS = ("aws:kms", "aws:kms:dsse")
@@ -129,7 +129,38 @@ def _storage_in_transit(subject: Subject) -> Iterator[str]:
     )
 
 
-IN_TRANSIT = {tokens.STORAGE_ACCOUNT: _storage_in_transit}
+# The Azure Files CSI driver mounts an NFS share in clear unless the volume (or the StorageClass that
+# provisions it) sets ``encryptInTransit: "true"``, which mounts it through AZNFS's TLS tunnel (stunnel)
+# instead; from driver v1.33.0 (kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md, keys read
+# case-insensitively). NFS 4.1 has no encryption of its own.
+_AZURE_FILES = "file.csi.azure.com"
+
+
+def _azure_nfs_in_transit(driver_path: str, attributes_path: str) -> Rule:
+    def rule(subject: Subject) -> Iterator[str]:
+        driver = known(subject.get(driver_path), driver_path)
+        attributes = known(subject.get(attributes_path), attributes_path) or {}
+        lowered = {str(k).lower(): v for k, v in attributes.items()}
+        protocol = str(lowered.get("protocol", lowered.get("fstype", ""))).lower()
+        if driver != _AZURE_FILES or protocol != "nfs":
+            return
+        value = known(lowered.get("encryptintransit"), f"{attributes_path}.encryptInTransit")
+        if str(value).lower() != "true":
+            yield (
+                f"{attributes_path}.encryptInTransit is {describe(value)}: an Azure Files NFS mount without "
+                'it is clear text; set encryptInTransit: "true" (azurefile-csi-driver v1.33.0 or later)'
+            )
+
+    return rule
+
+
+IN_TRANSIT = {
+    tokens.STORAGE_ACCOUNT: _storage_in_transit,
+    "kubernetes:core/v1:PersistentVolume": _azure_nfs_in_transit(
+        "spec.csi.driver", "spec.csi.volumeAttributes"
+    ),
+    "kubernetes:storage.k8s.io/v1:StorageClass": _azure_nfs_in_transit("provisioner", "parameters"),
+}
 
 POLICIES: list[ResourceValidationPolicy] = [
     resource_policy(
@@ -142,8 +173,9 @@ POLICIES: list[ResourceValidationPolicy] = [
     ),
     resource_policy(
         "encryption-in-transit",
-        "Azure storage accounts accept HTTPS only with TLS 1.2 or later (S3's TLS-only bucket policy is "
-        "judged by s3-tls-only).",
+        "Azure storage accounts accept HTTPS only with TLS 1.2 or later, and Azure Files NFS volumes and "
+        "StorageClasses mount through the CSI driver's TLS tunnel (encryptInTransit) (S3's TLS-only bucket "
+        "policy is judged by s3-tls-only).",
         by_type(IN_TRANSIT),
         severity=Severity.HIGH,
     ),

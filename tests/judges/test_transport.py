@@ -307,6 +307,43 @@ def test_the_register_lists_each_azure_files_nfs_volume(judged: Callable[[str], 
     assert [(s.kind, s.name) for s, _, _ in planted] == [("PersistentVolume", volumes[0]["metadata"]["name"])]
 
 
+@pytest.mark.parametrize("value", [None, "false"])
+def test_an_azure_files_nfs_mount_without_encryption_in_transit_is_a_mandatory_plaintext_flow(
+    value: str | None, judged: Callable[[str], Judged]
+) -> None:
+    """Issue 35: Azure Files NFS 4.1 has no encryption of its own; the CSI driver's ``encryptInTransit``
+    (kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md, v1.33.0 on) mounts it through AZNFS's
+    TLS tunnel. Every shipped volume sets it (no finding); a volume or a StorageClass without it is a
+    plaintext flow no exception covers, and leaves the register."""
+    stack = judged("azure-enterprise-prod")
+    volumes = [o for o in stack.objects if o["kind"] == "PersistentVolume"]
+    assert volumes and all(
+        v["spec"]["csi"]["volumeAttributes"]["encryptInTransit"] == "true" for v in volumes
+    )
+    assert not [f for f in judge_transport(stack.objects, stack.network) if f.policy == PLAINTEXT]
+    planted = copy.deepcopy(volumes[0])
+    attributes = planted["spec"]["csi"]["volumeAttributes"]
+    del attributes["encryptInTransit"]
+    if value is not None:
+        attributes["encryptInTransit"] = value
+    storage_class = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": "azurefile-nfs"},
+        "provisioner": "file.csi.azure.com",
+        "parameters": {"protocol": "nfs", **({"encryptInTransit": value} if value is not None else {})},
+    }
+    objects = [o for o in stack.objects if o is not volumes[0]] + [planted, storage_class]
+    findings = judge_transport(objects, stack.network)
+    assert {(f.level, f.subject.kind, f.subject.name) for f in findings} == {
+        ("mandatory", "PersistentVolume", planted["metadata"]["name"]),
+        ("mandatory", "StorageClass", "azurefile-nfs"),
+    }
+    assert all('without encryptInTransit: "true"' in f.message for f in findings)
+    registered = {s.name for s, name, _ in exceptions_taken(objects) if name == "azure-files-nfs"}
+    assert planted["metadata"]["name"] not in registered and "azurefile-nfs" not in registered
+
+
 @pytest.mark.parametrize(
     ("edit", "why"),
     [

@@ -792,6 +792,41 @@ Job(
         ("k8s-jobs-queued", "unqueued"),
     ),
     case(
+        # kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md: ``encryptInTransit`` (a volume
+        # attribute or a StorageClass parameter, v1.33.0 on) mounts an NFS share through AZNFS's TLS
+        # tunnel; without it NFS 4.1 crosses the network in clear (issue 35, compliance review T4).
+        "azure-files-nfs-in-clear",
+        KUBERNETES,
+        _K8S
+        + """
+from pulumi_kubernetes.core.v1 import PersistentVolume
+from pulumi_kubernetes.storage.v1 import StorageClass
+
+def nfs_volume(name, **extra):
+    attributes = {"storageAccount": "mlpfiles", "shareName": "training", "protocol": "nfs", **extra}
+    PersistentVolume(
+        name,
+        metadata={"name": name},
+        spec={
+            "capacity": {"storage": "100Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "csi": {"driver": "file.csi.azure.com", "volumeHandle": name, "volumeAttributes": attributes},
+        },
+    )
+
+nfs_volume("clear-nfs-volume")
+nfs_volume("tunnelled-nfs-volume", encryptInTransit="true")
+StorageClass(
+    "clear-nfs-class",
+    metadata={"name": "clear-nfs-class"},
+    provisioner="file.csi.azure.com",
+    parameters={"protocol": "nfs", "skuName": "Premium_ZRS", "encryptInTransit": "false"},
+)
+""",
+        ("encryption-in-transit", "clear-nfs-volume"),
+        ("encryption-in-transit", "clear-nfs-class"),
+    ),
+    case(
         "advisory-kubernetes",
         KUBERNETES,
         _K8S
@@ -825,6 +860,12 @@ def test_a_queued_job_in_a_queued_namespace_passes(judge: Judge) -> None:
     [unqueued] = [c for c in CASES if c.id == "unqueued-team-job"]
     flagged = {v.name for v in judge(unqueued.body, unqueued.config) if v.policy == "k8s-jobs-queued"}
     assert flagged == {"unqueued"}
+
+
+def test_an_azure_files_nfs_volume_mounting_through_the_tls_tunnel_passes(judge: Judge) -> None:
+    [nfs] = [c for c in CASES if c.id == "azure-files-nfs-in-clear"]
+    flagged = {v.name for v in judge(nfs.body, nfs.config) if v.policy == "encryption-in-transit"}
+    assert flagged == {"clear-nfs-volume", "clear-nfs-class"}
 
 
 def test_every_policy_has_a_violating_case(pack: PolicyPackSession) -> None:

@@ -169,12 +169,26 @@ def test_handle_storage_uris_and_csi_volume(cloud_plan: PlanFn) -> None:
     assert SharedStorageKind.AZURE_FILES_NFS.value == "azure-files-nfs"
 
 
-def test_nfs_in_clear_is_the_documented_exception_until_the_provider_can_require_tls() -> None:
-    """Review B8 / compliance T7: the NFS share's traffic is clear text inside the VNet, behind the
-    account's private endpoint only; docs/security.md records it as the exception ``azure-files-nfs``.
-    The exception holds because the pinned provider cannot require encryption in transit: its file service
-    protocol settings (storage API 2024-01-01) carry SMB settings only. When a provider upgrade adds the
-    NFS setting this fails: build it (share setting plus the CSI driver's ``encryptInTransit``) instead."""
+def test_nfs_mounts_through_the_tls_tunnel_and_the_server_side_rest_is_the_documented_exception(
+    cloud_plan: PlanFn,
+) -> None:
+    """Issue 35 / compliance T7: every Azure Files NFS volume sets the CSI driver's ``encryptInTransit``
+    (kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md, v1.33.0 on: the node mounts through
+    AZNFS's stunnel TLS tunnel). The account keeps secure transfer off (the driver turns it off for NFS
+    "even though encryptInTransit is enabled", pkg/azurefile/controllerserver.go), and the pinned provider
+    cannot make the server refuse a clear mount: its file service protocol settings (storage API
+    2024-01-01) carry SMB settings only. That remainder is docs/security.md's ``azure-files-nfs``; when a
+    provider upgrade adds the NFS setting this fails: require it on the account's file service instead."""
+    plan = cloud_plan("azure-enterprise-prod")
+    # The share's CSI volume attributes, as every PersistentVolume carries them (tests/judges/
+    # test_transport.py judges the planned volumes).
+    assert plan.outputs["sharedStorage"]["encryptInTransit"] == "true"
+    (account,) = [
+        r
+        for r in plan.by_type("azure-native:storage:StorageAccount")
+        if r.inputs.get("kind") == "FileStorage"
+    ]
+    assert account.inputs["enableHttpsTrafficOnly"] is False
     assert set(inspect.signature(storage.ProtocolSettingsArgs).parameters) == {"smb"}
     security = (Path(__file__).parents[3] / "docs" / "security.md").read_text()
     (row,) = [line for line in security.splitlines() if line.startswith("| `azure-files-nfs` |")]
