@@ -174,8 +174,8 @@ def parse(output: str) -> WrkResult:
     )
 
 
-def run(wrk_path: str, script_path: Path, port: int, concurrency: int, seconds: float) -> WrkResult:
-    """One wrk run; raises ``WrkFailedError`` when it gives no result."""
+def _invoke(wrk_path: str, script_path: Path, port: int, concurrency: int, seconds: float) -> str:
+    """One wrk run's output; raises ``WrkFailedError`` when wrk exits non-zero."""
     argv = command(wrk_path, script_path, port, concurrency, seconds)
     done = subprocess.run(
         argv, check=False, capture_output=True, text=True, timeout=whole_seconds(seconds) + 2 * TIMEOUT_S
@@ -184,15 +184,22 @@ def run(wrk_path: str, script_path: Path, port: int, concurrency: int, seconds: 
         raise WrkFailedError(
             f"wrk exited with {done.returncode}: {(done.stderr or done.stdout).strip()[-500:]}"
         )
-    return parse(done.stdout)
+    return done.stdout
+
+
+def run(wrk_path: str, script_path: Path, port: int, concurrency: int, seconds: float) -> WrkResult:
+    """One wrk run; raises ``WrkFailedError`` when it gives no result."""
+    return parse(_invoke(wrk_path, script_path, port, concurrency, seconds))
 
 
 def run_level(
     wrk_path: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float, measure_s: float
 ) -> WrkResult:
-    """One load level: an untimed warm-up run, then the measured one, on fresh connections each."""
+    """One load level: an untimed warm-up run, then the measured one, on fresh connections each. The
+    warm-up's figures are not read, so it need not complete a request: a slow server's first answers
+    (the 50M-weight model, unbatched, 32 connections, on shared cores) may all come after it."""
     with tempfile.TemporaryDirectory(prefix="serve-bench-wrk-") as tmp:
         path = Path(tmp) / "requests.lua"
         path.write_text(script(requests))
-        run(wrk_path, path, port, concurrency, warmup_s)
+        _invoke(wrk_path, path, port, concurrency, warmup_s)
         return run(wrk_path, path, port, concurrency, measure_s)

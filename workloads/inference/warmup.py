@@ -40,16 +40,25 @@ precision is a published, accuracy-gated version of its own: ``quantize.py``), a
 metadata names an engine (int8 on ONNX Runtime, bf16 on OpenVINO) only varies its threads and spinning.
 A candidate must first give the reference's outputs (ONNX Runtime on the same graph; fp32 for bf16) on a
 probe batch drawn from the training histograms, within ``TOLERANCE`` of the largest output; one that
-does not, or does not load, is skipped. Each is then timed on a few one-row runs (median); the fastest
-wins, unless a simpler one (``simplicity``) is within ``MARGIN`` (or ``SLACK_S``) of it.
+does not, or does not load, is skipped. Each is then timed against the choice so far, in pairs: a
+few one-row runs of each, taken in turn (a, b, a, b, ...), medians compared; the faster wins, unless
+the simpler (``simplicity``) is within ``MARGIN`` (or ``SLACK_S``) of it, and meets the next.
 
-Candidates are built one at a time and dropped unless fastest so far, so at most two copies of the
+In pairs, because timed one after the other the load beside them decided it (issue 42, the 50M-weight
+model, load average 2-3 on 2 cores): a candidate's runs take about 0.15 s, and neighbours' bursts as
+long doubled a one-thread run (10.5 ms steady, 19-23 ms for 8 runs at a time, in one process); warm-up
+timed one thread at 16.4-21.3 ms and two at 10.5-21.6 ms and chose two in both servers that measured
+both, where served under wrk at one client one thread answered 80 and 64 req/s and two 72 and 46. A
+burst now falls on both of a pair's runs alike.
+
+Candidates are built one at a time and the loser of each pair dropped, so at most two copies of the
 weights live at once; once ``choice_budget_s`` is spent no further candidate is tried (the first
 ``ALWAYS_MEASURED`` always are).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -152,18 +161,21 @@ def probe_rows(histograms: Sequence[FeatureHistogram], rows: int = PROBE_ROWS, s
     return np.stack(columns, axis=1).astype(np.float32)
 
 
-def one_row_seconds(model: OnnxModel, row: Rows) -> float:
-    """The median of a few one-row runs, after one untimed: at least ``MIN_RUNS``, at most ``MAX_RUNS``,
-    stopping once ``RUNS_S`` is spent."""
-    model.predict(row)
-    times: list[float] = []
-    spent = 0.0
-    while len(times) < MAX_RUNS and (len(times) < MIN_RUNS or spent < RUNS_S):
-        started = time.perf_counter()
+def one_row_seconds(models: Sequence[OnnxModel], row: Rows) -> list[float]:
+    """Each model's median one-row run, their runs taken in turn (a, b, a, b, ...) after one untimed run
+    each, so that whatever else runs on the cores falls on all of them alike: at least ``MIN_RUNS`` each,
+    at most ``MAX_RUNS``, stopping once ``RUNS_S`` per model is spent."""
+    for model in models:
         model.predict(row)
-        times.append(time.perf_counter() - started)
-        spent += times[-1]
-    return float(np.median(times))
+    times: list[list[float]] = [[] for _ in models]
+    spent = 0.0
+    while len(times[0]) < MAX_RUNS and (len(times[0]) < MIN_RUNS or spent < RUNS_S * len(models)):
+        for model, runs in zip(models, times, strict=True):
+            started = time.perf_counter()
+            model.predict(row)
+            runs.append(time.perf_counter() - started)
+            spent += runs[-1]
+    return [float(np.median(runs)) for runs in times]
 
 
 def within(y: Rows, reference: Rows, tolerance: float) -> bool:
@@ -223,8 +235,8 @@ def build_model(
         cpus=available_cpus(),
         workers=config.workers,
     )
-    measured: list[Measured] = []
-    kept: tuple[EngineChoice, OnnxModel] | None = None  # the choice so far, if still built
+    measured: list[Measured] = []  # every timing, in the order taken
+    kept: OnnxModel | None = None  # the choice so far, timed against each later candidate
     for tried, model in enumerate(_built(artifact, choices), start=1):
         y = model.predict(probe)
         if reference is None and model.choice.engine == "onnxruntime":
@@ -234,31 +246,41 @@ def build_model(
             reference = open_runner(artifact.onnx_bytes, fp32)(probe)
         if not within(y, reference, TOLERANCE[meta.precision]):
             log.warning("warm-up: %s gives other outputs than the reference, skipped", model.choice.label)
+        elif kept is None:
+            kept = model
         else:
-            measured.append(Measured(model.choice, one_row_seconds(model, probe[:1])))
-            if choose(measured) is measured[-1]:
-                kept = (model.choice, model)
+            pair = [kept, model]
+            timed = [
+                Measured(m.choice, s) for m, s in zip(pair, one_row_seconds(pair, probe[:1]), strict=True)
+            ]
+            measured += timed
+            kept = pair[timed.index(choose(timed))]
+        del model  # the loser, if it was, before the next is built: at most two copies of the weights
         if tried >= ALWAYS_MEASURED and time.perf_counter() - started > config.choice_budget_s:
             break
-    if not measured:
+    if kept is None:
         why = unavailable(meta.engine, meta.precision) if meta.engine is not None else None
         raise RuntimeError(
             f"no engine runs version {meta.version} ({meta.precision}) here: {why or 'see the log'}"
         )
-    chosen = choose(measured)
-    if kept is not None and kept[0] == chosen.choice:
-        model = kept[1]
-    else:  # a simpler candidate, dropped when a faster one came, turned out within the margin after all
-        model = next(_built(artifact, [chosen.choice]))
+    if not measured:  # the one candidate that qualified: timed for the log alone
+        measured = [Measured(kept.choice, one_row_seconds([kept], probe[:1])[0])]
+    model = kept
+    chosen = next(m for m in reversed(measured) if m.choice == model.choice)
     model.warm_up(config.max_batch_size)
     log.info(
-        "warm-up chose %s: %.0f µs a row; measured %d of %d candidates in %.0f ms: %s",
+        "warm-up chose %s: %.0f µs a row; measured %d of %d candidates in %.0f ms, in pairs: %s",
         chosen.choice.label,
         chosen.seconds * 1e6,
-        len(measured),
+        len({m.choice for m in measured}),
         len(choices),
         (time.perf_counter() - started) * 1000,
-        "; ".join(f"{m.choice.label} {m.seconds * 1e6:.0f} µs" for m in measured),
+        "; ".join(
+            f"{a.choice.label} {a.seconds * 1e6:.0f} µs against {b.choice.label} {b.seconds * 1e6:.0f} µs"
+            if b is not None
+            else f"{a.choice.label} {a.seconds * 1e6:.0f} µs"
+            for a, b in itertools.zip_longest(measured[::2], measured[1::2])
+        ),
     )
     if on_chosen is not None:
         on_chosen(chosen.choice)
