@@ -1612,10 +1612,10 @@ def _model_source_problems(
             yield f"{key}.driftMonitor", "the monitor keeps its record on shared storage (storage.shared)"
         if inference.drift_monitor is not None and not retrains_can_pass(rollout_plan(config)):
             yield (
-                f"{key}.rollout.labelledSet",
-                "the driftMonitor's retrains disagree with the champion drift made stale, so a rollout that "
-                "judges gates.minShadowAgreement without a labelledSet can only stop them: set labelledSet "
-                "with gates.maxAccuracyDrop (docs/lifecycle.md)",
+                f"{key}.rollout.gates.maxAccuracyDrop",
+                "the driftMonitor's retrains must be judged beside the champion on labelled rows: set "
+                "labelledSet with gates.maxAccuracyDrop (shadow agreement stops every useful retrain, a "
+                "minAccuracy floor or no gate passes a worse one; docs/lifecycle.md)",
             )
         return
     if inference.drift_monitor is not None:
@@ -1647,10 +1647,11 @@ def approval_required(config: PlatformConfig) -> bool:
 
 
 def retrains_can_pass(plan: RolloutPlan) -> bool:
-    """Whether a drift monitor's retrain can pass ``plan`` on its merits: shadow agreement with the stale
-    champion is not judged, or the plan's labelled set judges the retrain instead (workloads/delivery/
-    runner.py ``judged_plan``)."""
-    return plan.gates.min_shadow_agreement is None or plan.labelled_set is not None
+    """Whether ``plan`` judges a drift monitor's retrain on its merits, beside the champion on labelled
+    rows (``RolloutPlan.judges_beside_champion``; reviews rev40b A3, rev40c A3 and C1): shadow agreement
+    with the champion drift made stale stops every useful retrain; a ``minAccuracy`` floor, or no gate at
+    all, lets a worse one through (where ``promote: true``) or leaves it to ``--force``."""
+    return plan.judges_beside_champion
 
 
 def rollout_plan(config: PlatformConfig) -> RolloutPlan:

@@ -1,14 +1,16 @@
-"""The governed model lifecycle as planned (issue 40; review rev40b A3): ``drift-retrains-can-pass``
-refuses a namespace whose drift monitor launches retrains into a rollout that can only stop them.
+"""The governed model lifecycle as planned (issue 40; reviews rev40b A3, rev40c A3 and C1):
+``drift-retrains-can-pass`` refuses a namespace whose drift monitor launches retrains into a rollout that
+does not judge them beside the champion on labelled rows.
 
 The monitor (a workload with ``MONITOR_POLICY``) retrains on the shifted data; the version it registers
 is meant to disagree with the champion that drift made stale. The rollout (a workload with
-``ROLLOUT_PLAN``, in the same namespace) judges that version on its plan: where the plan judges shadow
-agreement (``gates.minShadowAgreement``) and has no ``labelledSet``, every useful retrain stops at shadow
-(the review measured 0 % agreement), and only ``--force`` remains. With a labelled set the rollout judges
-a retrain on it beside the champion instead (workloads/delivery/runner.py ``judged_plan``). The same
-relation as the stack's config check (components/config.py ``retrains_can_pass``), judged here on what
-the plan carries.
+``ROLLOUT_PLAN``, in the same namespace) judges it on its plan. Only a ``labelledSet`` with
+``gates.maxAccuracyDrop`` measures the retrain beside the champion on the same rows, and then that
+comparison replaces shadow agreement for every challenger (workloads/delivery/plan.py
+``judges_beside_champion``). Without it, shadow agreement stops every useful retrain (the review measured
+0 %), a ``minAccuracy`` floor passes a retrain worse than the champion, and with no gate at all a retrain
+can only reach ``@champion`` through ``--force``. The same relation as the stack's config check
+(components/config.py ``retrains_can_pass``), judged here on what the plan carries.
 """
 
 from __future__ import annotations
@@ -54,15 +56,14 @@ def _retrains_stopped(graph: Graph) -> Iterator[Finding]:
         if not isinstance(plan, Mapping) or _namespace(workload) not in monitored:
             continue
         gates = plan.get("gates")
-        # The plan's own defaults where the key is absent (workloads/delivery/plan.py Gates): agreement 0.95.
-        agreement = gates.get("minShadowAgreement", 0.95) if isinstance(gates, Mapping) else 0.95
-        if agreement is not None and plan.get("labelledSet") is None:
+        drop = gates.get("maxAccuracyDrop") if isinstance(gates, Mapping) else None
+        if plan.get("labelledSet") is None or drop is None:
             yield (
                 workload.urn,
-                f"the drift monitor in {_namespace(workload)} launches retrains that disagree with the stale "
-                f"champion, and this rollout ({PLAN_VARIABLE}) judges shadow agreement {agreement} with no "
-                "labelledSet: it can only stop them (workloads.inference.rollout.labelledSet with "
-                "gates.maxAccuracyDrop, docs/lifecycle.md)",
+                f"the drift monitor in {_namespace(workload)} launches retrains that this rollout "
+                f"({PLAN_VARIABLE}) does not judge beside the champion on labelled rows: set "
+                "workloads.inference.rollout.labelledSet with gates.maxAccuracyDrop (shadow agreement stops "
+                "every useful retrain, a minAccuracy floor passes a worse one; docs/lifecycle.md)",
             )
 
 
@@ -71,8 +72,9 @@ _RULE: StackRule = _retrains_stopped
 POLICIES = [
     stack_policy(
         "drift-retrains-can-pass",
-        "A drift monitor's retrains meet a rollout that can pass them on their merits: no shadow agreement "
-        "with the stale champion unless the plan has a labelled set that judges them beside it.",
+        "A drift monitor's retrains meet a rollout that judges them beside the champion on labelled rows "
+        "(labelledSet with gates.maxAccuracyDrop), not on shadow agreement with the stale champion nor on a "
+        "floor alone.",
         _RULE,
         severity=Severity.MEDIUM,
     ),

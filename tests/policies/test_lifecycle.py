@@ -1,11 +1,15 @@
-"""A drift monitor's retrains meet a rollout that can pass them (``drift-retrains-can-pass``,
-policies/mlplatform_policies/lifecycle.py), both ways, through the real pack over gRPC.
+"""A drift monitor's retrains meet a rollout that judges them beside the champion on labelled rows
+(``drift-retrains-can-pass``, policies/mlplatform_policies/lifecycle.py), both ways, through the real
+pack over gRPC.
 
-Source: review rev40b A3 (/work/rev-40b-out): with the shipped gates (``minShadowAgreement`` 0.95, no
+Sources: review rev40b A3 (/work/rev-40b-out): with the shipped gates (``minShadowAgreement`` 0.95, no
 labelled set) the monitor-retrained, better version stopped at shadow, "shadow agreement 0.00% (0/41)
-< 95.00%"; a version retrained on shifted data disagrees with the stale champion by design. The shipped
-aws-enterprise-prod (the stack with a ``driftMonitor``) passes; its rollout plan without the labelled set,
-or the plan's defaults, fail on the rollout CronJob.
+< 95.00%"; a version retrained on shifted data disagrees with the stale champion by design. Review rev40c
+A3 and C1 (/work/rev-40c-out, plants p2, p3, p5): a labelled set with only a ``minAccuracy`` floor
+compares nothing with the champion (with ``promote: true`` a worse retrain is promoted), and agreement off
+with no labelled set leaves every retrain to ``--force``. The shipped aws-enterprise-prod (the stack with
+a ``driftMonitor``, ``labelledSet`` with ``maxAccuracyDrop``) passes; each plant fails on the rollout
+CronJob.
 """
 
 from __future__ import annotations
@@ -71,11 +75,31 @@ def _defaults(plan: dict[str, Any]) -> None:
     plan.clear()  # the plan's own defaults: agreement 0.95, no labelled set
 
 
-CASES = [("no-labelled-set", _no_labelled_set), ("plan-defaults", _defaults)]
+def _agreement_off(plan: dict[str, Any]) -> None:  # plant p2
+    _no_labelled_set(plan)
+    plan["gates"]["minShadowAgreement"] = None
+
+
+def _floor_promoted(floor: float) -> Callable[[dict[str, Any]], None]:  # plants p3 (0.0) and p5 (0.9)
+    def edit(plan: dict[str, Any]) -> None:
+        plan["gates"]["maxAccuracyDrop"] = None
+        plan["gates"]["minAccuracy"] = floor
+        plan["promote"] = True
+
+    return edit
+
+
+CASES = [
+    ("no-labelled-set", _no_labelled_set),
+    ("plan-defaults", _defaults),
+    ("p2-agreement-off", _agreement_off),
+    ("p3-floor-0-promote", _floor_promoted(0.0)),
+    ("p5-floor-0.9-promote", _floor_promoted(0.9)),
+]
 
 
 @pytest.mark.parametrize(("case", "edit"), CASES, ids=[c[0] for c in CASES])
-def test_a_rollout_judging_agreement_without_labels_under_a_drift_monitor_fails(
+def test_a_rollout_that_does_not_judge_retrains_beside_the_champion_fails(
     case: str,
     edit: Callable[[dict[str, Any]], None],
     workloads_plan: PlanDict,
@@ -85,13 +109,12 @@ def test_a_rollout_judging_agreement_without_labels_under_a_drift_monitor_fails(
     assert judged(planted) == {ROLLOUT}, case
 
 
-def test_without_agreement_the_rollout_passes_without_labels(
+def test_agreement_off_beside_the_champion_passes(
     workloads_plan: PlanDict, judged: Callable[[PlanDict], set[str]]
 ) -> None:
-    """Agreement off: nothing stops a retrain by design (its quality is then promote's to judge)."""
+    """Agreement is not what judges a retrain here: the labelled comparison does, with or without it."""
 
     def edit(plan: dict[str, Any]) -> None:
-        _no_labelled_set(plan)
         plan["gates"]["minShadowAgreement"] = None
 
     planted = with_inputs(workloads_plan, of_type("kubernetes:batch/v1:CronJob", "-rollout"), _plan(edit))

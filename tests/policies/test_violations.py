@@ -895,7 +895,8 @@ def test_every_policy_has_a_violating_case(pack: PolicyPackSession) -> None:
     # tests/policies/test_verifier.py removes or narrows the verifier's read of the registry on the shipped
     # plans, which pass.
     covered |= {"image-verifier-reads-registry"}
-    # tests/policies/test_lifecycle.py plants a rollout that can only stop the drift monitor's retrains.
+    # tests/policies/test_lifecycle.py plants rollouts that do not judge the drift monitor's retrains beside
+    # the champion (agreement only, a floor alone, no gate).
     covered |= {"drift-retrains-can-pass"}
     # tests/policies/test_audit.py plants these out of the shipped stacks' plans.
     from .test_audit import AUDIT_POLICIES

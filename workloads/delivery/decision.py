@@ -104,7 +104,7 @@ def judge_step(step: Step, stats: WindowStats, plan: RolloutPlan) -> Verdict:
             gates,
             plan.min_requests,
         )
-        _agreement(found, shadow, gates, plan.min_requests)
+        _agreement(found, shadow, plan)
     else:
         live = stats.challenger
         _errors(found, "requests", live.requests, live.errors, stats.champion, gates, plan.min_requests)
@@ -215,16 +215,29 @@ def _latency(
         found.measured.append(stated)
 
 
-def _agreement(found: _Findings, shadow: ShadowWindow, gates: Gates, minimum: int) -> None:
-    if gates.min_shadow_agreement is None:
+def _agreement(found: _Findings, shadow: ShadowWindow, plan: RolloutPlan) -> None:
+    """Shadow agreement: a gate, or where the plan judges the challenger beside the champion on labelled
+    rows (``RolloutPlan.judges_beside_champion``), only reported with its numbers, for every challenger."""
+    gate = plan.gates.min_shadow_agreement
+    if plan.judges_beside_champion:
+        if shadow.compared:
+            agreement = shadow.agreed / shadow.compared
+            found.measured.append(
+                f"shadow agreement {agreement:.2%} ({shadow.agreed}/{shadow.compared}), not a gate: "
+                "judged beside the champion on the labelled set"
+            )
         return
-    if shadow.compared < minimum:
-        found.short.append(f"{shadow.compared} compared shadow copies < {minimum} ({shadow.dropped} dropped)")
+    if gate is None:
+        return
+    if shadow.compared < plan.min_requests:
+        found.short.append(
+            f"{shadow.compared} compared shadow copies < {plan.min_requests} ({shadow.dropped} dropped)"
+        )
         return
     agreement = shadow.agreed / shadow.compared
     stated = f"shadow agreement {agreement:.2%} ({shadow.agreed}/{shadow.compared})"
-    if agreement < gates.min_shadow_agreement:
-        found.failed.append(f"{stated} < {gates.min_shadow_agreement:.2%}")
+    if agreement < gate:
+        found.failed.append(f"{stated} < {gate:.2%}")
     else:
         found.measured.append(stated)
 

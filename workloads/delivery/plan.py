@@ -50,10 +50,12 @@ class Gates(_Model):
     max_p99_added_ms: float | None = Field(default=10.0, ge=0)
     # Largest per-feature PSI of the challenger, judged only on drift windows of driftMinSamples rows.
     max_psi: float | None = Field(default=0.2, gt=0)
-    # Shadow: compared requests whose every row's label agreed with the champion's. Not judged for a
-    # retrain the drift monitor launched (its version's ``mlplatform.trigger`` is not ``manual``) where the
-    # plan has a ``labelledSet``: a version retrained on shifted data disagrees with the stale champion by
-    # design, and the labelled set judges it instead (``maxAccuracyDrop``, ``minAccuracy``).
+    # Shadow: compared requests whose every row's label agreed with the champion's. Where the plan judges
+    # the challenger beside the champion on labelled rows (``labelledSet`` with ``maxAccuracyDrop``:
+    # ``RolloutPlan.judges_beside_champion``) that comparison replaces agreement for every challenger, and
+    # agreement is only reported with its numbers: a version retrained on shifted data disagrees with the
+    # stale champion by design (review rev40b A3). No version tag decides which (review rev40c A2: the
+    # ``mlplatform.trigger`` tag is written by any EDIT holder).
     min_shadow_agreement: float | None = Field(default=0.95, ge=0, le=1)
     # Accuracy on the labelled set (``labelledSet``), sent to the challenger through the V2 API.
     min_accuracy: float | None = Field(default=None, ge=0, le=1)
@@ -134,6 +136,14 @@ class RolloutPlan(_Model):
                 " 0 for no bake"
             )
         return self
+
+    @property
+    def judges_beside_champion(self) -> bool:
+        """Whether each step measures the challenger beside the champion on the same labelled rows and
+        fails it on a drop (``labelledSet`` with ``gates.maxAccuracyDrop``): then that comparison, not
+        shadow agreement, judges every challenger. A floor alone (``minAccuracy``) compares nothing with
+        the champion."""
+        return self.labelled_set is not None and self.gates.max_accuracy_drop is not None
 
     @property
     def deadline_seconds(self) -> int:

@@ -62,7 +62,6 @@ from workloads.delivery.scrape import (
 )
 from workloads.registry import lock, operations
 from workloads.registry.client import RegisteredModel, RegistryClient, RegistryError
-from workloads.registry.lineage import MANUAL_TRIGGER, TRIGGER_TAG
 from workloads.registry.lock import AGAINST_TAG, OUTCOME_TAG, PASSED, PROMOTED, RESULT_PREFIX, RESULT_TAG
 from workloads.registry.record import Journal, RecordError
 from workloads.registry.rollout import CHALLENGER, CHAMPION
@@ -188,17 +187,6 @@ def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def judged_plan(plan: RolloutPlan, trigger: str | None) -> RolloutPlan:
-    """The plan a challenger registered with ``trigger`` (its version's ``mlplatform.trigger``) is judged
-    on: for a retrain the drift monitor launched, where the plan has a labelled set, no shadow agreement.
-    That version was trained on the shifted data to disagree with the champion drift made stale (review
-    rev40b A3: the good retrain stopped at 0 % agreement); the labelled set judges it beside the champion
-    instead. A forged trigger only trades agreement for the labelled gates the plan declares."""
-    if trigger in (None, MANUAL_TRIGGER) or plan.labelled_set is None:
-        return plan
-    return plan.model_copy(update={"gates": plan.gates.model_copy(update={"min_shadow_agreement": None})})
-
-
 @dataclass
 class Rollout:
     """One rollout of ``name``'s ``@challenger`` against its ``@champion``."""
@@ -234,14 +222,13 @@ class Rollout:
         if self.plan.labelled_set is not None and (self.labelled is None or self.service is None):
             raise RolloutError("labelledSet's gates need the labelled set and the service URL")
         old, new = champion.version, challenger.version
-        trigger = challenger.tags.get(TRIGGER_TAG)
-        judged = judged_plan(self.plan, trigger)
-        if judged != self.plan:
+        if self.plan.judges_beside_champion and self.plan.gates.min_shadow_agreement is not None:
+            # Every challenger alike: no version tag decides a gate (review rev40c A2).
             self.log(
-                f"{self.name}: version {new} is a drift retrain ({trigger}): judged on the labelled set"
-                " beside the champion, not on shadow agreement with it"
+                f"{self.name}: version {new} is judged on the labelled set beside the champion"
+                f" (gates.maxAccuracyDrop {self.plan.gates.max_accuracy_drop:g}); shadow agreement is"
+                " reported, not judged"
             )
-            self.plan = judged
         self._preflight()
         self._aliases = (old, new)
         self._lock()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from components.config import parse_stack_config, rollout_plan
+from tests.stack_variants import template
 from workloads.delivery.decision import (
     DriftWindow,
     Outcome,
@@ -132,6 +134,53 @@ def test_shadow_agreement(agreed: int, outcome: Outcome) -> None:
     verdict = judge_step("shadow", stats, plan(min_shadow_agreement=0.95))
     assert verdict.outcome is outcome
     assert "shadow agreement" in verdict.reason
+
+
+# The shipped aws-enterprise-prod's rollout gates, as the stack declares them (``maxAccuracyDrop`` 0.01 on
+# its ``labelledSet``, shadow agreement at the plan's default 0.95), nothing else added.
+SHIPPED = rollout_plan(
+    parse_stack_config(template("aws-enterprise-prod"), "Pulumi.aws-enterprise-prod.yaml")
+).model_copy(update={"min_requests": 100})
+# A retrain on drifted data: it disagrees with the champion drift made stale on every compared copy.
+RETRAIN_SHADOW = ShadowWindow(compared=1000, agreed=0, challenger_p99_s=0.005, champion_p99_s=0.005)
+
+
+@pytest.mark.parametrize(
+    ("accuracy", "outcome", "reason"),
+    [
+        (0.975, Outcome.PASS, "labelled-set accuracy 0.9750 vs the champion's 0.9800"),
+        (0.900, Outcome.FAIL, "labelled-set accuracy 0.9000 vs the champion's 0.9800 (more than 0.01 below)"),
+    ],
+)
+def test_the_shipped_gates_alone_pass_a_good_retrain_and_stop_a_worse_one(
+    accuracy: float, outcome: Outcome, reason: str
+) -> None:
+    """Issue 40 "Done when" (a worse retrained model stops at its first gate) and reviews rev40c A2/B3:
+    the shipped plan's labelled comparison beside the champion judges every challenger, and the shadow
+    agreement it replaces is reported with its numbers, not judged; no version tag is an input."""
+    assert SHIPPED.gates.max_accuracy_drop == 0.01 and SHIPPED.gates.min_accuracy is None
+    assert SHIPPED.gates.min_shadow_agreement == 0.95
+    stats = WindowStats(
+        champion=HEALTHY,
+        shadow=RETRAIN_SHADOW,
+        accuracy=accuracy,
+        champion_accuracy=0.98,
+        drift=DriftWindow(servers=((1000, 0.05),)),
+    )
+    verdict = judge_step("shadow", stats, SHIPPED)
+    assert verdict.outcome is outcome, verdict.reason
+    assert reason in verdict.reason
+    if outcome is Outcome.PASS:
+        assert "shadow agreement 0.00% (0/1000), not a gate" in verdict.reason
+
+
+def test_without_the_comparison_beside_the_champion_agreement_is_a_gate() -> None:
+    """A floor on the labelled set does not replace agreement: it compares nothing with the champion."""
+    floor = plan(min_shadow_agreement=0.95, min_accuracy=0.5)
+    stats = WindowStats(shadow=RETRAIN_SHADOW, accuracy=0.975)
+    verdict = judge_step("shadow", stats, floor)
+    assert verdict.outcome is Outcome.FAIL
+    assert verdict.reason == "shadow agreement 0.00% (0/1000) < 95.00%"
 
 
 def test_shadow_agreement_needs_compared_copies_not_dropped_ones() -> None:

@@ -5,18 +5,20 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from tests.workloads.delivery.fleet import Behaviour, Fleet, MetricsServer, champion_and_challenger
 from workloads.delivery import contract
 from workloads.delivery.plan import DEADLINE_MARGIN_S, BakePlan, Gates, RolloutPlan
-from workloads.delivery.runner import Result, Rollout, RolloutError
+from workloads.delivery.runner import LabelledSet, Result, Rollout, RolloutError, ServiceClient
 from workloads.delivery.scrape import Scraper, Targets
 from workloads.registry import lock, operations
 from workloads.registry.client import RegistryClient
+from workloads.registry.lineage import MANUAL_TRIGGER, TRIGGER_TAG
 from workloads.registry.lock import OUTCOME_TAG, RESULT_TAG
 from workloads.registry.rollout import CHAMPION, PREVIOUS_CHAMPION
 
@@ -323,3 +325,48 @@ def test_the_jobs_deadline_covers_the_plan() -> None:
     bake, a margin."""
     plan = RolloutPlan(steps=("shadow", 50), window_seconds=60, max_extensions=2, apply_timeout_seconds=30)
     assert plan.deadline_seconds == 2 * (30 + 60 * 3) + 30 + plan.bake.seconds + DEADLINE_MARGIN_S
+
+
+@dataclass
+class MeasuredAccuracy(ServiceClient):
+    """The V2 API's accuracy on the labelled set as measured per version (the measuring itself runs on
+    real servers in tests/workloads/registry/test_drift_monitor.py); here the gating is under test."""
+
+    measured: dict[str, float] = field(default_factory=dict)
+
+    def accuracy(self, model: str, version: str, labelled: LabelledSet) -> float:
+        return self.measured[version]
+
+
+# Both plans on labelled rows: a floor alone, and the comparison beside the champion (as shipped).
+FLOOR = PLAN.model_copy(
+    update={"labelled_set": "l.npz", "gates": PLAN.gates.model_copy(update={"min_accuracy": 0.5})}
+)
+BESIDE = PLAN.model_copy(
+    update={"labelled_set": "l.npz", "gates": PLAN.gates.model_copy(update={"max_accuracy_drop": 0.01})}
+)
+
+
+@pytest.mark.parametrize("trigger", ["digits/drift-window/2026-11-29T21:00:00+00:00", MANUAL_TRIGGER])
+@pytest.mark.parametrize(
+    ("plan", "reason"),
+    [
+        (FLOOR, "stopped at shadow: shadow agreement 0.00% "),
+        (BESIDE, "passed shadow, 5%, 25%, 50%"),
+    ],
+    ids=["floor", "beside-the-champion"],
+)
+def test_the_trigger_tag_decides_no_gate(fleet: Fleet, trigger: str, plan: RolloutPlan, reason: str) -> None:
+    """Review rev40c A2: ``mlplatform.trigger`` is written by any EDIT holder, so it must not lift a gate.
+    A challenger that disagrees with the champion on every copy, better on the labelled rows: with a floor
+    alone agreement judges it, whatever its tag says (a forged drift trigger passed it before); beside the
+    champion the labelled comparison judges it, a manual version alike."""
+    fleet.client.set_version_tag(fleet.model, "2", TRIGGER_TAG, trigger)
+    fleet.behaviours["2"] = Behaviour(agreement=0.0)
+    played = PlayedTime(fleet)
+    rollout = rollout_of(fleet, played, played.sleep, plan.model_copy(update={"promote": False}))
+    rollout.service = MeasuredAccuracy(url="http://unused.invalid", measured={"1": 0.9, "2": 0.95})
+    rollout.labelled = LabelledSet(x=np.zeros((1, 64), np.float32), y=np.zeros(1, np.int64))
+    result = rollout.run()
+    assert result.reason.startswith(reason), result.reason
+    assert split_tags(fleet) == ("0", "0")

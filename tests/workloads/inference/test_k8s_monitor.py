@@ -188,10 +188,12 @@ def test_the_stacks_drift_monitor_reaches_its_cron_job_with_its_own_registry_use
 
 # A rollout that judges a drift retrain on labelled rows beside the champion (the shipped stack's gates).
 LABELLED_ROLLOUT = {"labelledSet": "mlflow-artifacts:/labelled/r.npz", "gates": {"maxAccuracyDrop": 0.01}}
-RETRAINS_STOPPED = (
-    "workloads.inference.rollout.labelledSet: the driftMonitor's retrains disagree with the champion drift"
-    " made stale, so a rollout that judges gates.minShadowAgreement without a labelledSet can only stop them"
+RETRAINS_UNJUDGED = (
+    "workloads.inference.rollout.gates.maxAccuracyDrop: the driftMonitor's retrains must be judged beside"
+    " the champion on labelled rows: set labelledSet with gates.maxAccuracyDrop"
 )
+# A floor on the labelled set compares nothing with the champion (review rev40c A3, plants p3 and p5).
+FLOOR_ONLY = {"labelledSet": "mlflow-artifacts:/labelled/r.npz", "gates": {"minAccuracy": 0.9}}
 
 
 def _raw(stack: str, inference: dict[str, Any]) -> dict[str, Any]:
@@ -230,8 +232,14 @@ def _raw(stack: str, inference: dict[str, Any]) -> dict[str, Any]:
         ),
         # Review rev40b A3: a retrain disagrees with the stale champion by design, so a rollout judging
         # shadow agreement without a labelled set (the plan's defaults included) can only stop it.
-        ({"driftMonitor": {}}, RETRAINS_STOPPED),
-        ({"driftMonitor": {}, "rollout": {"gates": {"minShadowAgreement": 0.5}}}, RETRAINS_STOPPED),
+        ({"driftMonitor": {}}, RETRAINS_UNJUDGED),
+        ({"driftMonitor": {}, "rollout": {"gates": {"minShadowAgreement": 0.5}}}, RETRAINS_UNJUDGED),
+        # Review rev40c C1 (plant p2): no gate at all leaves a retrain to --force.
+        ({"driftMonitor": {}, "rollout": {"gates": {"minShadowAgreement": None}}}, RETRAINS_UNJUDGED),
+        # Review rev40c A3 (plants p3, p5): a floor alone, even as a declared pre-approved path, passes a
+        # retrain worse than the champion.
+        ({"driftMonitor": {}, "rollout": FLOOR_ONLY}, RETRAINS_UNJUDGED),
+        ({"driftMonitor": {}, "rollout": {**FLOOR_ONLY, "promote": True}}, RETRAINS_UNJUDGED),
         (
             {"modelVersion": "1", "driftMonitor": {}},
             "workloads.inference.driftMonitor: the monitor reads the registry's @champion",
@@ -245,7 +253,14 @@ def test_a_bad_drift_monitor_key_is_one_line_naming_it(inference: dict[str, Any]
     assert problem.startswith(f"Pulumi.aws-smb-dev.yaml: ml-platform:platform.{line}"), problem
 
 
-@pytest.mark.parametrize("rollout", [LABELLED_ROLLOUT, {"gates": {"minShadowAgreement": None}}])
+@pytest.mark.parametrize(
+    "rollout",
+    [
+        LABELLED_ROLLOUT,
+        {**LABELLED_ROLLOUT, "gates": {"maxAccuracyDrop": 0.01, "minShadowAgreement": None}},
+        {**LABELLED_ROLLOUT, "gates": {"maxAccuracyDrop": 0.01, "minAccuracy": 0.9}, "promote": True},
+    ],
+)
 def test_a_drift_monitor_with_a_rollout_that_can_pass_its_retrains_is_accepted(
     rollout: dict[str, Any],
 ) -> None:
