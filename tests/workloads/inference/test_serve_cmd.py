@@ -194,9 +194,11 @@ def test_the_server_logs_the_address_it_listens_on(model_dir: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    # Engine and threads pinned by their flags (tests/workloads/inference/serving.py PINNED).
     command = [sys.executable, "-c", "from mlplatform.cli import main; main()"]
+    pinned = ["--engine", "onnxruntime", "--threads", "1"]
     process = subprocess.Popen(
-        [*command, "serve", "--model", str(model_dir), "--port", str(port)],
+        [*command, "serve", "--model", str(model_dir), "--port", str(port), *pinned],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -213,7 +215,7 @@ def test_no_traceback_from_the_real_command(model_dir: Path) -> None:
     """The entry point itself, not typer's test runner: stderr is exactly one line."""
     command = [sys.executable, "-c", "from mlplatform.cli import main; main()"]
     done = subprocess.run(
-        [*command, "serve", "--model", str(model_dir), "--host", "192.0.2.1"],
+        [*command, "serve", "--model", str(model_dir), "--host", "192.0.2.1", "--engine", "onnxruntime"],
         capture_output=True,
         text=True,
         timeout=120,
