@@ -79,6 +79,7 @@ def serve(
     choice_budget_s: Annotated[float, typer.Option(help=_help("choice_budget_s"))] = _default(
         "choice_budget_s"
     ),
+    engine: Annotated[str | None, typer.Option(help=_help("engine"), show_default=False)] = None,
     threads: Annotated[
         int | None, typer.Option(help="ONNX Runtime threads per worker (default: CPU limit / workers).")
     ] = None,
@@ -124,6 +125,7 @@ def serve(
                 idle_timeout_s=idle_timeout_s,
                 body_timeout_s=body_timeout_s,
                 choice_budget_s=choice_budget_s,
+                engine=engine,
                 threads=threads,
                 workers=workers,
                 drift_threshold=drift_threshold,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.linters import hadolint, needs_hadolint
-from tests.workloads.inference.serving import Server, free_port, wait_ready
+from tests.workloads.inference.serving import PINNED, Server, free_port, wait_ready
 from workloads.artifacts import load_metadata, model_version_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +49,8 @@ def test_the_published_model_serves_predictions_for_rows_of_its_dataset(
     trained: Path, tmp_path: Path
 ) -> None:
     port = free_port()
-    env = {**os.environ, "SERVE_MODEL_DIR": str(trained), "SERVE_HOST": "127.0.0.1", "SERVE_PORT": str(port)}
+    env = {**os.environ, **PINNED, "SERVE_MODEL_DIR": str(trained), "SERVE_HOST": "127.0.0.1"}
+    env["SERVE_PORT"] = str(port)
     log = tmp_path / "server.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(

@@ -8,6 +8,7 @@ Two ways in, one model: ``mlplatform serve`` builds it from flags, and the conta
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,10 +16,17 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, FilePath, ValidationInfo, field_validator, model_validator
 
+from workloads.artifacts import Engine
 from workloads.registry.client import TRACKING_URI_ENV, ModelRef
 
 ENV_PREFIX = "SERVE_"
 DRIFT_MIN_SAMPLES = 500
+OPENVINO_MISSING = "OpenVINO is not installed (pip install 'ml-platform[serve]')"
+
+
+def openvino_installed() -> bool:
+    """Whether OpenVINO, the optional engine (engines.py), can be imported here."""
+    return importlib.util.find_spec("openvino") is not None
 
 
 class ServeConfig(BaseModel):
@@ -86,6 +94,11 @@ class ServeConfig(BaseModel):
     body_timeout_s: float = Field(
         10.0, gt=0, le=300, description="a request body must arrive within this (408)"
     )
+    engine: Engine | None = Field(
+        None,
+        description="run every version on this engine (onnxruntime or openvino) instead of measuring "
+        "both at warm-up; threads and spinning are still measured, within the thread budget",
+    )
     choice_budget_s: float = Field(
         2.0,
         ge=0,
@@ -115,6 +128,13 @@ class ServeConfig(BaseModel):
         window = info.data.get("drift_window")
         if value is not None and window is not None and value > window:
             raise ValueError(f"must not exceed the drift window {window}")
+        return value
+
+    @field_validator("engine")
+    @classmethod
+    def _installed(cls, value: Engine | None) -> Engine | None:
+        if value == "openvino" and not openvino_installed():
+            raise ValueError(OPENVINO_MISSING)
         return value
 
     @field_validator("model_uri")

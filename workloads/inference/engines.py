@@ -14,7 +14,6 @@ is how the batcher calls it).
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from workloads.artifacts import Engine, Precision
+from workloads.inference.config import OPENVINO_MISSING, openvino_installed
 from workloads.inference.cpu import native_bf16
 
 Array = npt.NDArray[np.float32]
@@ -60,10 +60,6 @@ class EngineChoice:
         }
 
 
-def openvino_installed() -> bool:
-    return importlib.util.find_spec("openvino") is not None
-
-
 def unavailable(engine: Engine, precision: Precision) -> str | None:
     """Why ``engine`` cannot run ``precision`` here, or None when it can."""
     if engine == "onnxruntime":
@@ -71,7 +67,7 @@ def unavailable(engine: Engine, precision: Precision) -> str | None:
     if precision not in _OPENVINO_PRECISION:
         return f"OpenVINO does not run the {precision} graphs this platform writes"
     if not openvino_installed():
-        return "OpenVINO is not installed (pip install 'ml-platform[serve]')"
+        return OPENVINO_MISSING
     if precision == "bf16" and not native_bf16():
         return "this CPU has no native bf16 (neither avx512_bf16 nor amx_bf16 in /proc/cpuinfo)"
     return None

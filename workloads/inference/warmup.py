@@ -37,7 +37,10 @@ threads at 45 req/s where 1 thread, measured, served 62 (medians of 3 interleave
 
 They run the version at its own precision only: an fp32 version is never run in bf16 (a reduced
 precision is a published, accuracy-gated version of its own: ``quantize.py``), and a version whose
-metadata names an engine (int8 on ONNX Runtime, bf16 on OpenVINO) only varies its threads and spinning.
+metadata names an engine (int8 on ONNX Runtime, bf16 on OpenVINO) only varies its threads and spinning,
+as does every version on a server pinned to an engine (``SERVE_ENGINE``, ``mlplatform serve --engine``;
+one whose metadata names the other engine is refused). Pinned with a thread budget of 1
+(``SERVE_THREADS``), a version has one candidate and nothing to compare.
 A candidate must first give the reference's outputs (ONNX Runtime on the same graph; fp32 for bf16) on a
 probe batch drawn from the training histograms, within ``TOLERANCE`` of the largest output; one that
 does not, or does not load, is skipped. Each is then timed against the choice so far, in pairs: a
@@ -67,12 +70,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from workloads.artifacts import FeatureHistogram, Precision
-from workloads.inference.config import ServeConfig
+from workloads.inference.config import ServeConfig, openvino_installed
 from workloads.inference.cpu import available_cpus
 from workloads.inference.engines import (
     EngineChoice,
     open_runner,
-    openvino_installed,
     read_openvino,
     unavailable,
 )
@@ -118,9 +120,9 @@ def spinning_fits(threads: int, cpus: int, workers: int) -> bool:
 def candidates(
     precision: Precision, engine: str | None, threads: int, openvino: bool, *, cpus: int, workers: int = 1
 ) -> list[EngineChoice]:
-    """What warm-up measures for a version at ``precision`` whose metadata names ``engine`` (or None),
-    with a budget of ``threads``, in the order measured; spinning only where it fits on ``cpus`` beside
-    the other ``workers`` (``spinning_fits``)."""
+    """What warm-up measures for a version at ``precision`` on ``engine`` (its metadata's, or the one
+    the server is pinned to, ``SERVE_ENGINE``; None: both), with a budget of ``threads``, in the order
+    measured; spinning only where it fits on ``cpus`` beside the other ``workers`` (``spinning_fits``)."""
 
     counts = thread_counts(threads)  # the budget, 1, then the powers of two between
     sleeping = [EngineChoice("onnxruntime", precision, n, False) for n in counts]
@@ -222,14 +224,20 @@ def build_model(
     ``config.max_batch_size``; ``on_chosen`` hears the choice. Raises ``RuntimeError`` when no candidate
     qualifies (a version published for an engine this pod cannot run, say)."""
     meta = artifact.metadata
+    if config.engine is not None and meta.engine not in (None, config.engine):
+        raise RuntimeError(
+            f"version {meta.version} ({meta.precision}) runs on {meta.engine}, not on the engine this "
+            f"server is pinned to ({config.engine})"
+        )
     started = time.perf_counter()
     probe = probe_rows(meta.reference_histograms)
     # The reference is ONNX Runtime on the same graph: the first candidate for an fp32 or int8 version
     # (its thread count does not change the arithmetic beyond rounding); bf16 is compared with fp32.
     reference: Rows | None = None
+    engine = meta.engine or config.engine
     choices = candidates(
         meta.precision,
-        meta.engine,
+        engine,
         threads,
         openvino_installed(),
         cpus=available_cpus(),
@@ -259,7 +267,7 @@ def build_model(
         if tried >= ALWAYS_MEASURED and time.perf_counter() - started > config.choice_budget_s:
             break
     if kept is None:
-        why = unavailable(meta.engine, meta.precision) if meta.engine is not None else None
+        why = unavailable(engine, meta.precision) if engine is not None else None
         raise RuntimeError(
             f"no engine runs version {meta.version} ({meta.precision}) here: {why or 'see the log'}"
         )

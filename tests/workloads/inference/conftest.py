@@ -27,7 +27,7 @@ from workloads.artifacts import ONNX_FILE, load_metadata, model_version_dir, wri
 from workloads.inference.quantize import quantize_version
 from workloads.training.tasks import Split, load_split_for
 
-from .serving import Launch, Server, free_port, wait_ready
+from .serving import PINNED, Launch, Server, free_port, wait_ready
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -81,16 +81,23 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
     """``launch(model_dir, max_wait_ms=20, ...)`` starts a server on a free loopback port and waits until
-    it is ready; every server still running at the end of the session gets SIGTERM."""
+    it is ready; every server still running at the end of the session gets SIGTERM. Its engine and
+    threads are ``PINNED`` unless ``measured`` (warm-up measures them, as by default)."""
     started: list[Server] = []
 
     def start(
-        model: Path, *, scheme: str = "http", verify: ssl.SSLContext | bool = True, **settings: object
+        model: Path,
+        *,
+        scheme: str = "http",
+        verify: ssl.SSLContext | bool = True,
+        measured: bool = False,
+        **settings: object,
     ) -> Server:
         port = free_port()
         log = tmp_path_factory.mktemp("server") / "server.log"
         env = {
             **os.environ,
+            **({} if measured else PINNED),
             "SERVE_MODEL_DIR": str(model),
             "SERVE_HOST": "127.0.0.1",
             "SERVE_PORT": str(port),
@@ -118,8 +125,9 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
 
 @pytest.fixture(scope="session")
 def server(launch: Launch, model_dir: Path) -> Server:
-    """The shared server: a 20 ms batching window so concurrent test requests visibly share runs."""
-    return launch(model_dir, max_wait_ms=20)
+    """The shared server: a 20 ms batching window so concurrent test requests visibly share runs; its
+    engine and threads measured at warm-up, as a server's are by default."""
+    return launch(model_dir, max_wait_ms=20, measured=True)
 
 
 @pytest.fixture(scope="session")

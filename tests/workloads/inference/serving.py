@@ -16,6 +16,12 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+# The engine and thread budget pinned (``SERVE_ENGINE``, ``SERVE_THREADS``: docs/inference.md) for the
+# servers of tests that are not about warm-up's choice: one candidate, nothing to measure (warmup.py),
+# where measuring ONNX Runtime on 2 threads and 1 and OpenVINO on each cost a start about 0.2 CPU-s.
+# The shared ``server`` fixture (conftest.py) and test_engines.py keep the measured choice.
+PINNED = {"SERVE_ENGINE": "onnxruntime", "SERVE_THREADS": "1"}
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -120,10 +126,12 @@ def serve_alias(
     env: Mapping[str, str], registry: str, model_uri: str, poll_s: float, tmp_path: Path
 ) -> Server:
     """The inference container's entry point (``python -m workloads.inference``) following a registry
-    alias, configured as the Deployment configures it, on a free port; its output in ``serve.log``."""
+    alias, configured as the Deployment configures it (engine and threads ``PINNED`` unless ``env`` sets
+    them), on a free port; its output in ``serve.log``."""
     port = free_port()
     log = tmp_path / "serve.log"
     settings = {
+        **PINNED,
         **env,
         "MLFLOW_TRACKING_URI": registry,
         "SERVE_MODEL_URI": model_uri,

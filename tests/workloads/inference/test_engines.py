@@ -13,7 +13,7 @@ import pytest
 
 from workloads.artifacts import METADATA_FILE, ArtifactError, ModelMetadata, load_metadata
 from workloads.inference import engines, warmup
-from workloads.inference.config import ServeConfig
+from workloads.inference.config import ServeConfig, openvino_installed
 from workloads.inference.cpu import available_cpus, native_bf16
 from workloads.inference.drift import DriftMonitor
 from workloads.inference.engines import EngineChoice, open_runner
@@ -88,6 +88,31 @@ def test_a_neighbour_s_burst_during_one_candidate_s_runs_does_not_decide_the_cho
     assert model.choice == ORT_1
 
 
+def test_a_server_pinned_to_an_engine_measures_only_its_threads(
+    model_dir: Path, int8_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``SERVE_ENGINE`` (``--engine``) runs every version on the named engine: only its thread counts are
+    candidates, and with a budget of 1 the one candidate serves. A version published for the other engine
+    is refused, not run elsewhere (int8 graphs run on ONNX Runtime only, quantize.py)."""
+    pinned = ServeConfig(model_dir=model_dir, engine="onnxruntime")
+    with caplog.at_level(logging.INFO, logger="workloads.inference"):
+        assert build_model(load_artifact(model_dir), 2, pinned).choice.engine == "onnxruntime"
+    assert "openvino" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="workloads.inference"):
+        assert build_model(load_artifact(model_dir), 1, pinned).choice == ORT_1
+    assert "measured 1 of 1 candidates" in caplog.text
+    if not openvino_installed():
+        pytest.skip("OpenVINO is not installed: a server cannot be pinned to it")
+    with pytest.raises(
+        RuntimeError, match=r"^version 1-int8 \(int8\) runs on onnxruntime, not on the engine"
+    ):
+        build_model(load_artifact(int8_dir), 1, ServeConfig(model_dir=int8_dir, engine="openvino"))
+    assert build_model(
+        load_artifact(model_dir), 1, ServeConfig(model_dir=model_dir, engine="openvino")
+    ).choice == (EngineChoice("openvino", "fp32", 1))
+
+
 def test_candidates_keep_the_version_s_precision() -> None:
     """fp32 is never run in bf16; int8 runs on ONNX Runtime, bf16 on OpenVINO, each at its own precision."""
     fp32 = candidates("fp32", None, 2, openvino=True, cpus=4)
@@ -156,7 +181,7 @@ def test_a_real_warm_up_chooses_from_measurement_and_keeps_fp32_outputs(
     with caplog.at_level(logging.INFO, logger="workloads.inference"):
         model = build_model(artifact, 2, ServeConfig(model_dir=model_dir), heard.append)
     assert heard == [model.choice] and model.choice.precision == "fp32"
-    assert model.choice in candidates("fp32", None, 2, engines.openvino_installed(), cpus=available_cpus())
+    assert model.choice in candidates("fp32", None, 2, openvino_installed(), cpus=available_cpus())
     assert "warm-up chose" in caplog.text and "measured" in caplog.text
     reference = open_runner(artifact.onnx_bytes, ORT_1)(held_out.x_test)
     got = model.predict(held_out.x_test)

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mlplatform.cli import app
+from workloads.inference import config
 
 
 @pytest.fixture
@@ -56,6 +57,18 @@ def test_bad_flags_are_named_as_flags(model_dir: Path, tmp_path: Path) -> None:
         "error: --port: Input should be less than or equal to 65535",
         "error: --auth-token-file: Path does not point to a file",
     ]
+
+
+def test_an_engine_to_pin_must_be_one_the_server_has(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--engine`` (``SERVE_ENGINE``) names ONNX Runtime or OpenVINO, and OpenVINO only where installed
+    (the serve extra's optional engine, workloads/inference/engines.py)."""
+    code, lines = serve("--model", str(model_dir), "--engine", "tensorrt")
+    assert (code, lines) == (2, ["error: --engine: Input should be 'onnxruntime' or 'openvino'"])
+    monkeypatch.setattr(config, "openvino_installed", lambda: False)
+    code, lines = serve("--model", str(model_dir), "--engine", "openvino")
+    assert (code, lines) == (2, [f"error: --engine: {config.OPENVINO_MISSING}"])
 
 
 def test_tls_needs_a_certificate_and_a_key(model_dir: Path, tmp_path: Path) -> None:
@@ -181,9 +194,11 @@ def test_the_server_logs_the_address_it_listens_on(model_dir: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    # Engine and threads pinned by their flags (tests/workloads/inference/serving.py PINNED).
     command = [sys.executable, "-c", "from mlplatform.cli import main; main()"]
+    pinned = ["--engine", "onnxruntime", "--threads", "1"]
     process = subprocess.Popen(
-        [*command, "serve", "--model", str(model_dir), "--port", str(port)],
+        [*command, "serve", "--model", str(model_dir), "--port", str(port), *pinned],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -200,7 +215,7 @@ def test_no_traceback_from_the_real_command(model_dir: Path) -> None:
     """The entry point itself, not typer's test runner: stderr is exactly one line."""
     command = [sys.executable, "-c", "from mlplatform.cli import main; main()"]
     done = subprocess.run(
-        [*command, "serve", "--model", str(model_dir), "--host", "192.0.2.1"],
+        [*command, "serve", "--model", str(model_dir), "--host", "192.0.2.1", "--engine", "onnxruntime"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from components.config import PLATFORM_KEY
 from components.kubernetes.registry import PROMOTERS_ENV, RESTORERS_ENV
 from mlplatform.cli import app
 from mlplatform.plan import Target, resolve_target
+from tests import once
 from tests.stack_variants import template
 from tests.workloads.inference.serving import free_port
 from workloads.artifacts import METADATA_FILE, load_metadata, write_metadata
@@ -39,6 +41,7 @@ from workloads.registry.client import BREAK_GLASS_REASON_ENV, RegistryClient
 from workloads.registry.server.launch import write_auth_config
 
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
+REPO = Path(__file__).resolve().parents[3]
 START_TIMEOUT_S = 60
 
 
@@ -56,7 +59,7 @@ def admin_client(uri: str, reason: str | None = SETUP_REASON) -> RegistryClient:
 
 
 # The image's /app: launch.py, guard.py (the authorization function) and sitecustomize.py.
-SERVER_DIR = Path(__file__).resolve().parents[3] / "workloads" / "registry" / "server"
+SERVER_DIR = REPO / "workloads" / "registry" / "server"
 # The promotion identities of the shared basic-auth server: a rollout's user (test_users_bootstrap.py), the
 # stack's rollout user, drift monitor and approver (test_promotion_guard.py), and the approvers of
 # test_lifecycle.py's governed stack.
@@ -71,12 +74,44 @@ PROMOTERS = (
 RESTORERS = ("ml-inference-drift-monitor",)
 
 
+DATABASE = "mlflow.db"
+# The registry's migration (launch.py ``upgrade``: the tracking schema, then the basic-auth app's), as the
+# stack's migration Job runs it before any server starts (components/kubernetes/registry.py).
+MIGRATE = (
+    "import sys; from workloads.registry.server.launch import upgrade; "
+    "upgrade(sys.argv[1], {'REGISTRY_AUTH': 'true'})"
+)
+
+
+def _migrate(folder: Path) -> None:
+    folder.mkdir(exist_ok=True)
+    uri = f"sqlite:///{folder / DATABASE}"
+    done = subprocess.run(
+        [sys.executable, "-c", MIGRATE, uri],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def migrated_database(root: Path) -> str:
+    """``root/mlflow.db``, a copy of a database migrated once per test run (tests/once.py) by the registry's
+    own migration, and its URI: a server started on it skips MLflow's migrations from an empty database,
+    about 1.5 CPU-s a start, as the stack's servers start on the schema the migration Job made."""
+    template = once.folder("mlflow-database", _migrate, root / "template")
+    shutil.copyfile(template / DATABASE, root / DATABASE)
+    return f"sqlite:///{root / DATABASE}"
+
+
 def _serve(root: Path, extra_args: list[str], extra_env: dict[str, str]) -> Iterator[str]:
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **extra_env}
     command = [MLFLOW, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    command += ["--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}"]
+    command += ["--backend-store-uri", migrated_database(root)]
     command += ["--artifacts-destination", str(root / "artifacts"), "--serve-artifacts", *extra_args]
     log = root / "server.log"
     with log.open("w") as out:
@@ -122,7 +157,7 @@ def auth_registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     (``write_auth_config``: users in the same database, authenticated users read by default), the admin
     ``admin`` with ``ADMIN_PASSWORD`` (``MLFLOW_AUTH_ADMIN_PASSWORD``, mlflow/server/auth/config.py)."""
     root = tmp_path_factory.mktemp("mlflow-auth")
-    config = write_auth_config(f"sqlite:///{root / 'mlflow.db'}", root)
+    config = write_auth_config(f"sqlite:///{root / DATABASE}", root)
     env = {
         "MLFLOW_AUTH_CONFIG_PATH": str(config),
         "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,

@@ -56,7 +56,7 @@ from workloads.registry.server.launch import (
     write_auth_config,
 )
 
-from .conftest import ADMIN_PASSWORD, MLFLOW
+from .conftest import ADMIN_PASSWORD, MLFLOW, migrated_database
 
 pytestmark = pytest.mark.slow
 
@@ -171,17 +171,18 @@ def tls_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsRegist
     _server_cert(tls, _ca(tls, "ml-platform registry CA"))
     _ca(root / "other", "some other CA")
     port = free_port()
+    database = migrated_database(root)
     env = {
         TLS_DIR_ENV: str(tls),
         "PYTHONPATH": str(SERVER_DIR),  # the image's /app: sitecustomize.py and launch.py
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
         "MLFLOW_SERVER_ALLOWED_HOSTS": allowed_hosts(WORKLOAD_IDENTITIES["registry"].namespace),
-        "MLFLOW_AUTH_CONFIG_PATH": str(write_auth_config(f"sqlite:///{root / 'mlflow.db'}", root)),
+        "MLFLOW_AUTH_CONFIG_PATH": str(write_auth_config(database, root)),
         "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-for-tests",
     }
     command = [MLFLOW, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    command += ["--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--app-name", "basic-auth"]
+    command += ["--backend-store-uri", database, "--app-name", "basic-auth"]
     command += ["--artifacts-destination", str(root / "artifacts"), "--serve-artifacts", *tls_options(env)]
     users = [
         (*TRAINING, {MODEL: "EDIT"}, {experiment_name(MODEL): "EDIT"}),

@@ -51,7 +51,7 @@ from workloads.registry.server.launch import (
     write_auth_config,
 )
 
-from .conftest import ADMIN_PASSWORD, MLFLOW, SERVER_DIR
+from .conftest import ADMIN_PASSWORD, DATABASE, MLFLOW, SERVER_DIR, migrated_database
 
 pytestmark = pytest.mark.slow
 
@@ -311,12 +311,14 @@ DEPLOYMENT_ALLOWED_HOSTS = allowed_hosts(WORKLOAD_IDENTITIES["registry"].namespa
 def _supervise(
     root: Path, users: list[User], admin_password: str = ADMIN_PASSWORD
 ) -> tuple[subprocess.Popen[str], str]:
-    """The launcher and its server as the Deployment runs them: ``MLFLOW_SERVER_ALLOWED_HOSTS`` as the
-    manifest renders it, the admin's password from ``admin_password`` (the Secret ``registry-admin``)."""
+    """The launcher and its server as the Deployment runs them, on ``root``'s database (``migrated_database``,
+    as the migration Job leaves it): ``MLFLOW_SERVER_ALLOWED_HOSTS`` as the manifest renders it, the
+    admin's password from ``admin_password`` (the Secret ``registry-admin``)."""
     port = free_port()
-    config = write_auth_config(f"sqlite:///{root / 'mlflow.db'}", root)
+    database = f"sqlite:///{root / DATABASE}"
+    config = write_auth_config(database, root)
     command = [MLFLOW, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    command += ["--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--app-name", "basic-auth"]
+    command += ["--backend-store-uri", database, "--app-name", "basic-auth"]
     command += ["--artifacts-destination", str(root / "artifacts"), "--serve-artifacts"]
     env = {
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
@@ -379,7 +381,7 @@ def test_the_launcher_bootstraps_its_child_server_and_passes_sigterm_on(tmp_path
 
     removed = User("team-removed-s", "removed-password-s1")
     store = SqlAlchemyStore()
-    store.init_db(f"sqlite:///{tmp_path / 'mlflow.db'}")  # type: ignore[no-untyped-call]
+    store.init_db(migrated_database(tmp_path))  # type: ignore[no-untyped-call]
     store.create_user(ADMIN_USERNAME, CURRENT_ADMIN_PASSWORD, is_admin=True)
     store.create_user(removed.username, removed.password)
     store.engine.dispose()
@@ -407,6 +409,7 @@ def test_the_launcher_bootstraps_its_child_server_and_passes_sigterm_on(tmp_path
 
 def test_a_failed_bootstrap_stops_the_server_and_fails_the_start(tmp_path: Path) -> None:
     # MLflow refuses a password under 12 characters (mlflow/utils/validation.py ``_validate_password``).
+    migrated_database(tmp_path)
     process, local = _supervise(tmp_path, [User("ml-inference-s", "too-short")])
     try:
         process.wait(90)
@@ -432,7 +435,7 @@ def test_an_admin_password_the_server_refuses_is_one_clear_line_and_exit_2(tmp_p
 
     # The admin as MLflow made it, with the password it has now (not the Secret's).
     store = SqlAlchemyStore()
-    store.init_db(f"sqlite:///{tmp_path / 'mlflow.db'}")  # type: ignore[no-untyped-call]
+    store.init_db(migrated_database(tmp_path))  # type: ignore[no-untyped-call]
     store.create_user(ADMIN_USERNAME, CURRENT_ADMIN_PASSWORD, is_admin=True)
     store.engine.dispose()
     process, local = _supervise(tmp_path, [User("ml-training-a", "admin-check-password-1")])
