@@ -120,14 +120,15 @@ EXCEPTIONS = {
 }
 # NFS mounts (issue 35, review rev35d A1): NFS has no encryption of its own, so a mount is encrypted
 # only where a sourced mechanism applies, whichever route mounts it:
-# - the Azure Files CSI driver over NFS (``protocol`` or ``fsType`` ``nfs``: its repository's
-#   docs/driver-parameters.md) with ``encryptInTransit`` (from v1.33.0), a volume attribute or
+# - the Azure Files CSI driver over NFS (``protocol`` or ``fsType`` ``nfs``:
+#   kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md) with ``encryptInTransit`` (from
+#   v1.33.0), a volume attribute or
 #   StorageClass parameter read with Go's ``strconv.ParseBool``, or a mount option of that name matched
 #   case-insensitively (pkg/azurefile/nodeserver.go v1.35.7 l.411-415, l.590-596; utils.go
 #   ``removeOptionIfExists``): the mount goes through AZNFS's stunnel;
 # - the EFS CSI driver, which mounts through efs-utils' TLS tunnel (mount option ``tls``) unless the
 #   volume's ``encryptInTransit`` parses false (aws-efs-csi-driver v2.3.0, the pinned add-on's
-#   version, pkg/driver/node.go l.97-156; docs/parameters.md "encryptInTransit ... default");
+#   version, pkg/driver/node.go l.97-156; aws-efs-csi-driver docs/parameters.md, "encryptInTransit");
 # - any NFS client with the kernel's RPC-with-TLS (``xprtsec=tls`` or ``mtls``: nfs(5), "xprtsec";
 #   Linux Documentation/filesystems/nfs/rpc-with-tls.rst, kernel 6.5 on) or Kerberos with privacy
 #   (``sec=krb5p``: nfs(5), "Security flavors": "krb5p ... provides ... privacy" , i.e. encryption).

@@ -133,7 +133,8 @@ def _storage_in_transit(subject: Subject) -> Iterator[str]:
 # NFS has no encryption of its own, so an NFS mount, by whichever route (in-tree ``nfs``, any CSI
 # driver whose ``protocol``/``fsType`` is NFS, ``nfs.csi.k8s.io``, EFS), is clear text unless a sourced
 # mechanism encrypts it (review rev35d A1; judges/transport.py ``nfs_encryption`` judges the plan alike):
-# - Azure Files' CSI driver with ``encryptInTransit`` (v1.33.0 on; docs/driver-parameters.md), a volume
+# - Azure Files' CSI driver with ``encryptInTransit`` (v1.33.0 on;
+#   azurefile-csi-driver docs/driver-parameters.md), a volume
 #   attribute or class parameter read by Go's ``strconv.ParseBool``, or a mount option of that name
 #   (pkg/azurefile/nodeserver.go v1.35.7 l.411-415, l.590-596): AZNFS's TLS tunnel;
 # - EFS's CSI driver: efs-utils' TLS tunnel unless ``encryptInTransit`` parses false (aws-efs-csi-driver
