@@ -31,12 +31,15 @@ The exceptions (``EXCEPTIONS``), each named with why it is accepted and what con
 - ``metrics-scrape``: Prometheus scraping a target that serves plain HTTP (the vendored exporters: node-
   exporter, kube-state-metrics, the operators; review T5): metrics carry no credentials or data; the
   platform's own targets that carry tokens (inference) are scraped over verified HTTPS;
-- ``azure-files-nfs``: the kubelet's NFS mount of an Azure Files share (a PersistentVolume of the Azure
-  Files CSI driver with ``protocol: nfs``), which is no pod's flow: the register lists each such volume
-  (docs/security.md, "The exceptions"). Only a volume that mounts through the driver's TLS tunnel
-  (``encryptInTransit: "true"``, driver v1.33.0 or later) is excepted: what remains is that the server
-  cannot be made to refuse a clear mount and that AZNFS's stunnel negotiates the TLS version; a volume
-  (or a StorageClass provisioning such volumes) without it is a plaintext flow (``nfs_in_clear``).
+- ``azure-files-nfs``: the kubelet's NFS mount of an Azure Files share through the Azure Files CSI
+  driver's TLS tunnel (``encryptInTransit``, driver v1.33.0 or later), which is no pod's flow: the
+  register lists each such volume (docs/security.md, "The exceptions"). What remains is that the plan
+  does not set the share's server-side requirement (storage API 2025-01-01), so each client enforces it,
+  and that AZNFS's stunnel negotiates the TLS version;
+- ``nfs-encrypted-mount``: any other NFS mount the mount itself encrypts (EFS through efs-utils' TLS,
+  RPC-with-TLS, Kerberos ``krb5p``), the protocol version negotiated by the client.
+Every other NFS mount (a PersistentVolume, a StorageClass or a pod's inline volume, in-tree or by any
+CSI driver) is a plaintext flow (``nfs_in_clear``; review rev35d A1).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judges.findings import Finding, Subject
-from judges.kube import DNS_PORT, Pod, labels_match, of_kind, service_selects
+from judges.kube import DNS_PORT, Pod, labels_match, of_kind, pods, service_selects
 from judges.netpol import Endpoint
 from judges.reachability import (
     CONTROL_PLANE_NETWORK,
@@ -102,18 +105,43 @@ EXCEPTIONS = {
             "azure-files-nfs",
             "a node's NFS 4.1 mount of an Azure Files share (TCP 2049) through the CSI driver's AZNFS TLS "
             "tunnel (encryptInTransit: stunnel verifying the chain and the name *.file.core.windows.net, "
-            "TLS version negotiated, 1.2 or 1.3): the pinned provider cannot make the server refuse a clear "
-            "mount; contained by the account's private endpoint, its only way in, in the stack's VNet",
+            "TLS version negotiated, 1.2 or 1.3); the server-side requirement (storage API 2025-01-01) is "
+            "not set by the plan, so each client enforces it; contained by the account's private endpoint, "
+            "its only way in, in the stack's VNet",
+        ),
+        TransportException(
+            "nfs-encrypted-mount",
+            "a node's NFS mount encrypted by the mount itself (EFS through efs-utils' TLS tunnel, the EFS "
+            "CSI driver's default; or RPC-with-TLS xprtsec=tls|mtls, or Kerberos sec=krb5p): the client "
+            "negotiates the protocol version, not the platform's TLS 1.3; the kubelet mounts it, no pod's "
+            "flow",
         ),
     )
 }
-# The Azure Files CSI driver, and the volume attribute that makes its mount NFS (its repository's
-# kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md, ``protocol``: ``smb`` by default, or
-# ``nfs``), and the attribute (a StorageClass's parameter) that mounts it through AZNFS's TLS tunnel
-# (``encryptInTransit``, from driver v1.33.0; the driver reads keys case-insensitively: pkg/azurefile
-# ``encryptInTransitField``).
+# NFS mounts (issue 35, review rev35d A1): NFS has no encryption of its own, so a mount is encrypted
+# only where a sourced mechanism applies, whichever route mounts it:
+# - the Azure Files CSI driver over NFS (``protocol`` or ``fsType`` ``nfs``:
+#   kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md) with ``encryptInTransit`` (from
+#   v1.33.0), a volume attribute or
+#   StorageClass parameter read with Go's ``strconv.ParseBool``, or a mount option of that name matched
+#   case-insensitively (pkg/azurefile/nodeserver.go v1.35.7 l.411-415, l.590-596; utils.go
+#   ``removeOptionIfExists``): the mount goes through AZNFS's stunnel;
+# - the EFS CSI driver, which mounts through efs-utils' TLS tunnel (mount option ``tls``) unless the
+#   volume's ``encryptInTransit`` parses false (aws-efs-csi-driver v2.3.0, the pinned add-on's
+#   version, pkg/driver/node.go l.97-156; aws-efs-csi-driver docs/parameters.md, "encryptInTransit");
+# - any NFS client with the kernel's RPC-with-TLS (``xprtsec=tls`` or ``mtls``: nfs(5), "xprtsec";
+#   Linux Documentation/filesystems/nfs/rpc-with-tls.rst, kernel 6.5 on) or Kerberos with privacy
+#   (``sec=krb5p``: nfs(5), "Security flavors": "krb5p ... provides ... privacy" , i.e. encryption).
+# Any other NFS mount, in-tree ``nfs`` (kubelet runs ``mount -t nfs``), ``nfs.csi.k8s.io``, or any CSI
+# driver or class whose ``protocol``/``fsType`` is NFS, is in clear.
 AZURE_FILES_DRIVER = "file.csi.azure.com"
+EFS_DRIVER = "efs.csi.aws.com"
+NFS_DRIVERS = frozenset({EFS_DRIVER, "nfs.csi.k8s.io"})
+NFS_KINDS = frozenset({"nfs", "nfs4"})
 ENCRYPT_IN_TRANSIT = "encryptintransit"
+KERNEL_ENCRYPTING_OPTIONS = frozenset({"xprtsec=tls", "xprtsec=mtls", "sec=krb5p"})
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 # A PostgreSQL client's TLS mode: libpq's ``PGSSLMODE`` or a connection URL's ``sslmode`` parameter
 # (PostgreSQL docs, "Environment Variables" and "Connection URIs").
 PGSSLMODE = "PGSSLMODE"
@@ -435,12 +463,14 @@ def judge_transport(
             Finding(
                 PLAINTEXT,
                 "mandatory",
-                Subject.of(obj),
-                f'{why} without encryptInTransit: "true", so its nodes mount the share in clear (Azure '
-                "Files NFS has no encryption of its own): set it (azurefile-csi-driver v1.33.0 or later, "
-                "docs/driver-parameters.md)",
+                subject,
+                f"{why}: nothing encrypts the mount, so NFS crosses the network in clear (NFS has no "
+                "encryption of its own): mount Azure Files through its CSI driver with encryptInTransit: "
+                '"true" (azurefile-csi-driver v1.33.0 or later), EFS through its CSI driver (TLS by '
+                "default), or another server with xprtsec=tls|mtls or sec=krb5p; or name the exception in "
+                "judges/transport.py",
             )
-            for obj, why in nfs_in_clear(objects)
+            for subject, why in nfs_in_clear(objects)
         ),
     ]
 
@@ -472,55 +502,108 @@ def exceptions_taken(
             )
             for (subject, name), (evidence, purposes) in covered.items()
         ),
-        *(
-            (Subject.of(volume), "azure-files-nfs", f"{EXCEPTIONS['azure-files-nfs'].reason} ({why})")
-            for volume, why in nfs_volumes(objects)
-        ),
+        *((subject, how, f"{EXCEPTIONS[how].reason} ({why})") for subject, why, how in nfs_volumes(objects)),
     ]
 
 
-def _azure_nfs(driver: object, attributes: Mapping[str, Any]) -> tuple[bool, bool]:
-    """Whether a CSI source (or a StorageClass) is the Azure Files driver over NFS, and whether it asks
-    for encryption in transit; the driver reads its keys case-insensitively."""
-    lowered = {str(k).lower(): str(v).lower() for k, v in attributes.items()}
-    nfs = driver == AZURE_FILES_DRIVER and (
-        lowered.get("protocol") == "nfs" or lowered.get("fstype") == "nfs"
-    )
-    return nfs, lowered.get(ENCRYPT_IN_TRANSIT) == "true"
+def _parse_bool(value: object) -> bool | None:
+    """Go's ``strconv.ParseBool``, as both CSI drivers read their boolean attributes: ``None`` where it
+    refuses the value (the driver then refuses the mount)."""
+    text = str(value)
+    return True if text in _GO_TRUE else False if text in _GO_FALSE else None
 
 
-def _nfs_objects(
+def _options(mount_options: object) -> list[str]:
+    """Each mount option, lowered; one entry may carry several, comma-separated (mount(8))."""
+    if not isinstance(mount_options, list):
+        return []
+    return [o.strip().lower() for entry in mount_options for o in str(entry).split(",") if o.strip()]
+
+
+def nfs_encryption(
+    driver: str | None, attributes: Mapping[str, Any], mount_options: object
+) -> tuple[bool, str | None]:
+    """Whether a volume source (``driver`` ``None``: Kubernetes' in-tree ``nfs``) mounts NFS, and the
+    exception that names how it is encrypted in transit, ``None`` where nothing encrypts it (NFS has no
+    encryption of its own; every driver's keys read case-insensitively)."""
+    lowered = {str(k).lower(): v for k, v in attributes.items()}
+    kinds = {str(lowered.get(key, "")).lower() for key in ("protocol", "fstype")}
+    nfs = driver is None or driver in NFS_DRIVERS or bool(kinds & NFS_KINDS)
+    if not nfs:
+        return False, None
+    options = _options(mount_options)
+    if driver == AZURE_FILES_DRIVER and (
+        _parse_bool(lowered.get(ENCRYPT_IN_TRANSIT)) or ENCRYPT_IN_TRANSIT in options
+    ):
+        return True, "azure-files-nfs"
+    if driver == EFS_DRIVER and _parse_bool(lowered.get(ENCRYPT_IN_TRANSIT, "true")):
+        return True, "nfs-encrypted-mount"
+    if any(o in KERNEL_ENCRYPTING_OPTIONS for o in options):
+        return True, "nfs-encrypted-mount"
+    return True, None
+
+
+def _nfs_mounts(
     objects: Sequence[Mapping[str, Any]],
-) -> Iterator[tuple[Mapping[str, Any], str, bool]]:
-    """Each PersistentVolume mounting an Azure Files share over NFS and each StorageClass provisioning
-    such volumes: (the object, what it mounts, whether through the TLS tunnel)."""
+) -> Iterator[tuple[Subject, str, str | None]]:
+    """Each NFS mount the plan asks for: PersistentVolumes (in-tree ``nfs`` or any CSI driver mounting
+    NFS), StorageClasses provisioning such volumes, and pods' inline volumes: (the object, what it
+    mounts, the exception naming its encryption or ``None``)."""
     for volume in of_kind(objects, "PersistentVolume"):
-        csi = volume.get("spec", {}).get("csi") or {}
+        spec, name = volume.get("spec") or {}, volume["metadata"]["name"]
+        options = spec.get("mountOptions")
+        if spec.get("nfs"):
+            nfs_source = spec["nfs"]
+            _, how = nfs_encryption(None, {}, options)
+            share = f"{nfs_source.get('server')}:{nfs_source.get('path')}"
+            yield Subject.of(volume), f"the nodes mounting {share} for {name} (in-tree nfs)", how
+        csi = spec.get("csi") or {}
         attributes = csi.get("volumeAttributes") or {}
-        nfs, encrypted = _azure_nfs(csi.get("driver"), attributes)
+        nfs, how = nfs_encryption(csi.get("driver"), attributes, options) if csi else (False, None)
         if nfs:
-            share = f"share {attributes.get('shareName')} of account {attributes.get('storageAccount')}"
-            yield volume, f"the nodes mounting {share} for {volume['metadata']['name']}", encrypted
-    for storage_class in of_kind(objects, "StorageClass"):
-        nfs, encrypted = _azure_nfs(storage_class.get("provisioner"), storage_class.get("parameters") or {})
-        if nfs:
-            yield (
-                storage_class,
-                f"the Azure Files NFS volumes {storage_class['metadata']['name']} provisions",
-                encrypted,
+            share = (
+                f"share {attributes.get('shareName')} of account {attributes.get('storageAccount')}"
+                if csi.get("driver") == AZURE_FILES_DRIVER
+                else f"{csi.get('volumeHandle')} through {csi.get('driver')}"
             )
+            yield Subject.of(volume), f"the nodes mounting {share} for {name}", how
+    for storage_class in of_kind(objects, "StorageClass"):
+        nfs, how = nfs_encryption(
+            storage_class.get("provisioner"),
+            storage_class.get("parameters") or {},
+            storage_class.get("mountOptions"),
+        )
+        if nfs:
+            name = storage_class["metadata"]["name"]
+            yield Subject.of(storage_class), f"the NFS volumes {name} provisions", how
+    for pod in pods(objects):
+        for volume in pod.spec.get("volumes") or []:
+            if volume.get("nfs"):
+                share = f"{volume['nfs'].get('server')}:{volume['nfs'].get('path')}"
+                what = f"the nodes mounting {share} for volume {volume.get('name')} (in-tree nfs, inline)"
+                yield pod.owner, what, None
+            csi = volume.get("csi") or {}
+            nfs, how = (
+                nfs_encryption(csi.get("driver"), csi.get("volumeAttributes") or {}, None)
+                if csi
+                else (False, None)
+            )
+            if nfs:
+                what = f"the nodes mounting volume {volume.get('name')} through {csi.get('driver')} (inline)"
+                yield pod.owner, what, how
 
 
-def nfs_volumes(objects: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str]]:
-    """Each Azure Files NFS mount through the TLS tunnel, and which share: the flows ``azure-files-nfs``
-    covers (the kubelet mounts it, so no pod's flow in the contract shows them)."""
-    return [(obj, why) for obj, why, encrypted in _nfs_objects(objects) if encrypted]
+def nfs_volumes(objects: Sequence[Mapping[str, Any]]) -> list[tuple[Subject, str, str]]:
+    """Each NFS mount encrypted in transit, what it mounts and the exception naming how: the flows
+    ``azure-files-nfs`` and ``nfs-encrypted-mount`` cover (the kubelet mounts it, so no pod's flow in
+    the contract shows them)."""
+    return [(subject, why, how) for subject, why, how in _nfs_mounts(objects) if how is not None]
 
 
-def nfs_in_clear(objects: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str]]:
-    """Each Azure Files NFS volume or StorageClass without encryption in transit: a plaintext flow no
-    exception covers (the kubelet's mount, outside the contract's pod flows)."""
-    return [(obj, why) for obj, why, encrypted in _nfs_objects(objects) if not encrypted]
+def nfs_in_clear(objects: Sequence[Mapping[str, Any]]) -> list[tuple[Subject, str]]:
+    """Each NFS mount nothing encrypts: a plaintext flow no exception covers (the kubelet's mount,
+    outside the contract's pod flows)."""
+    return [(subject, why) for subject, why, how in _nfs_mounts(objects) if how is None]
 
 
 def transport_table(objects: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, str]]:

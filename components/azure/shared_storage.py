@@ -7,10 +7,12 @@ through the AZNFS mount helper's TLS tunnel (stunnel verifying the DigiCert Glob
 name ``*.file.core.windows.net``: Azure/AZNFS-mount src/nfsv4mountscript.sh, lib/common.sh
 ``get_check_host_value``). The account still does not require secure transfer: the driver itself turns it
 off for NFS "even though encryptInTransit is enabled" (azurefile-csi-driver pkg/azurefile/
-controllerserver.go), and the pinned provider's storage API (2024-01-01) has no setting by which the
-server would refuse a clear mount; so the account has no public endpoint at all and is reached only
-through the private endpoint in the cluster's VNet, and that remainder is the documented exception
-``azure-files-nfs`` (docs/security.md, "The exceptions"). At rest it is encrypted with the storage
+controllerserver.go), and the server-side requirement (``protocolSettings.nfs.encryptionInTransit``,
+storage API 2025-01-01) is not in the pinned provider's typed SDK (2024-01-01): it needs a local SDK the
+Pulumi CLI generates (``pulumi package add azure-native storage 2025-01-01``), so it is not set; the
+account has no public endpoint at all and is reached only through the private endpoint in the cluster's
+VNet, and that remainder is the documented exception ``azure-files-nfs`` (docs/security.md, "The
+exceptions", "The share's server-side requirement"). At rest it is encrypted with the storage
 customer-managed key.
 """
 

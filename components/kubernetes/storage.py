@@ -102,8 +102,11 @@ def owner_annotations(owner: PosixOwner) -> dict[str, str]:
 def shared_volume_objects(prefix: str, shared: SharedStorage, claim: VolumeClaim) -> list[Object]:
     """A PersistentVolume for ``claim`` and the claim itself, bound to each other by name."""
     # A claim that keeps its name across revisions (the training claim Jobs name) is replaced onto the
-    # new volume: pvc-protection holds it only while a run's pod uses it.
+    # new volume: pvc-protection holds it only while a run's pod uses it. A store claim already carries
+    # the revision (``store_claim``), so its volume's name does not repeat it (review rev35d C2).
     revision = f"-{shared.source_revision}" if shared.source_revision else ""
+    if claim.claim.endswith(revision):
+        revision = ""
     volume = f"{prefix}-{claim.namespace}-{claim.claim}{revision}"
     access = "ReadOnlyMany" if claim.read_only else "ReadWriteMany"
     size = f"{shared.capacity_gib}Gi"

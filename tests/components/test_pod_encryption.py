@@ -1,5 +1,7 @@
 """``cluster.podEncryption`` (issue 35): AKS pod-to-pod encryption by Advanced Container Networking
-Services' WireGuard, refused in one line while the pinned provider cannot express it."""
+Services' WireGuard, refused in one line: AKS documents it as a preview, "not meant for production use"
+(learn.microsoft.com/azure/aks/container-network-security-wireguard-encryption-concepts; review rev35d
+A3), and the pinned provider's typed ManagedCluster API cannot express it."""
 
 from __future__ import annotations
 
@@ -33,8 +35,10 @@ def test_the_pinned_provider_has_no_transit_encryption_on_the_cluster() -> None:
     [
         (
             "azure-enterprise-prod",
-            "cluster.podEncryption: wireguard needs advancedNetworking.security.transitEncryption, which the "
-            f"pinned pulumi-azure-native's ManagedCluster API {AKS_API_VERSION} does not have",
+            "cluster.podEncryption: wireguard is refused: AKS documents ACNS WireGuard encryption as a "
+            "preview, not meant for production use (learn.microsoft.com/azure/aks/container-network-"
+            "security-wireguard-encryption-concepts), and the pinned pulumi-azure-native's ManagedCluster "
+            f"API {AKS_API_VERSION} has no advancedNetworking.security.transitEncryption",
         ),
         (
             "aws-enterprise-prod",

@@ -222,9 +222,10 @@ def test_the_exceptions_taken_name_their_object_and_reason(judged: Callable[[str
 def test_the_evidence_records_each_exception_against_its_planned_resource() -> None:
     plan = plan_stack("aws-enterprise-prod")
     exemptions = transport_exemptions(plan)
-    # AWS mounts EFS / FSx over TLS or none: every exception but Azure's NFS.
+    # The AWS enterprise stack mounts FSx for Lustre, no NFS: every exception but the NFS mounts'.
     assert {row[1] for row in exemptions} == {f"{PLAINTEXT}: {name}" for name in EXCEPTIONS} - {
-        f"{PLAINTEXT}: azure-files-nfs"
+        f"{PLAINTEXT}: azure-files-nfs",
+        f"{PLAINTEXT}: nfs-encrypted-mount",
     }
     # The registry's servers reach only verified TLS now (its database included): no exception row.
     assert not [urn for urn, _, _ in exemptions if urn.endswith("::deployment-ml-registry-registry")]
@@ -339,7 +340,7 @@ def test_an_azure_files_nfs_mount_without_encryption_in_transit_is_a_mandatory_p
         ("mandatory", "PersistentVolume", planted["metadata"]["name"]),
         ("mandatory", "StorageClass", "azurefile-nfs"),
     }
-    assert all('without encryptInTransit: "true"' in f.message for f in findings)
+    assert all("nothing encrypts the mount" in f.message for f in findings)
     registered = {s.name for s, name, _ in exceptions_taken(objects) if name == "azure-files-nfs"}
     assert planted["metadata"]["name"] not in registered and "azurefile-nfs" not in registered
 
@@ -366,3 +367,123 @@ def test_prometheus_scraping_a_tls_server_unverified_is_a_mandatory_finding(
         ("mandatory", "ServiceMonitor", "inference")
     ]
     assert why in findings[0].message
+
+
+def _nfs_routes(share: str, server: str) -> dict[str, dict[str, Any]]:
+    """The same Azure Files share mounted by each route other than the Azure Files CSI driver (review
+    rev35d A1): a PersistentVolume with in-tree ``nfs`` (kubelet's ``mount -t nfs``), one through
+    ``nfs.csi.k8s.io`` (csi-driver-nfs's ``server``/``share`` attributes), a StorageClass of another driver
+    with ``protocol: nfs`` (azure blob's NFS 3.0), and a Job's inline in-tree ``nfs`` volume."""
+
+    def pv(name: str, **source: Any) -> dict[str, Any]:
+        spec = {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadWriteMany"], **source}
+        return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
+
+    return {
+        "in-tree": pv("intree-nfs", nfs={"server": server, "path": share}, mountOptions=["vers=4.1"]),
+        "nfs-csi": pv(
+            "csi-nfs",
+            csi={
+                "driver": "nfs.csi.k8s.io",
+                "volumeHandle": f"{server}#{share}##",
+                "volumeAttributes": {"server": server, "share": share},
+            },
+            mountOptions=["nfsvers=4.1"],
+        ),
+        "class": {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "blob-nfs"},
+            "provisioner": "blob.csi.azure.com",
+            "parameters": {"protocol": "nfs"},
+        },
+        "inline": {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "scratch", "namespace": "ml-training"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "c", "image": "busybox"}],
+                        "volumes": [{"name": "share", "nfs": {"server": server, "path": share}}],
+                    }
+                }
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize("route", ["in-tree", "nfs-csi", "class", "inline"])
+def test_a_clear_nfs_mount_by_any_route_is_a_mandatory_plaintext_flow(
+    route: str, judged: Callable[[str], Judged]
+) -> None:
+    """Review rev35d A1: NFS has no encryption of its own, so the shipped Azure share mounted by any
+    route without a sourced mechanism (encryptInTransit, EFS's TLS, xprtsec, krb5p) is a mandatory
+    plaintext flow, and it leaves the register; the kernel's RPC-with-TLS (nfs(5) ``xprtsec=tls``) or
+    Kerberos privacy (``sec=krb5p``) on a PersistentVolume makes it an ``nfs-encrypted-mount``."""
+    stack = judged("azure-enterprise-prod")
+    (volume,) = [o for o in stack.objects if o["kind"] == "PersistentVolume"]
+    account = volume["spec"]["csi"]["volumeAttributes"]["storageAccount"]
+    planted = _nfs_routes(f"/{account}/training", f"{account}.file.core.windows.net")[route]
+    findings = judge_transport([*stack.objects, planted], stack.network)
+    assert [(f.level, f.subject.kind, f.subject.name) for f in findings] == [
+        ("mandatory", planted["kind"], planted["metadata"]["name"])
+    ]
+    assert "nothing encrypts the mount" in findings[0].message
+    assert planted["metadata"]["name"] not in {s.name for s, _, _ in exceptions_taken([planted])}
+    if planted["kind"] == "PersistentVolume":
+        for option in ("xprtsec=tls", "vers=4.2,xprtsec=mtls", "sec=krb5p"):
+            encrypted = copy.deepcopy(planted)
+            encrypted["spec"]["mountOptions"] = [option]
+            assert not judge_transport([*stack.objects, encrypted], stack.network)
+            taken = {(s.name, name) for s, name, _ in exceptions_taken([encrypted])}
+            assert taken == {(planted["metadata"]["name"], "nfs-encrypted-mount")}
+
+
+@pytest.mark.parametrize(
+    ("attributes", "options", "encrypted"),
+    [
+        ({"encryptInTransit": "1"}, [], True),
+        ({"EncryptInTransit": "True"}, [], True),
+        ({}, ["nconnect=4", "EncryptInTransit"], True),
+        ({"encryptInTransit": "yes"}, [], False),
+        ({"encryptInTransit": "0"}, [], False),
+    ],
+)
+def test_encrypt_in_transit_is_read_as_the_azure_files_driver_reads_it(
+    attributes: dict[str, str], options: list[str], encrypted: bool, judged: Callable[[str], Judged]
+) -> None:
+    """Review rev35d C3: azurefile-csi-driver v1.35.7 reads the key case-insensitively with Go's
+    ``strconv.ParseBool`` (nodeserver.go l.411-415: "1", "t", "True" ... are true; "yes" is refused) and
+    takes an ``encryptInTransit`` mount option alike (l.590-596, ``strings.EqualFold``)."""
+    stack = judged("azure-enterprise-prod")
+    (volume,) = [o for o in stack.objects if o["kind"] == "PersistentVolume"]
+    planted = copy.deepcopy(volume)
+    source = planted["spec"]["csi"]["volumeAttributes"]
+    del source["encryptInTransit"]
+    source.update(attributes)
+    planted["spec"]["mountOptions"] = options
+    objects = [o for o in stack.objects if o is not volume] + [planted]
+    assert (not judge_transport(objects, stack.network)) is encrypted
+    registered = {s.name for s, name, _ in exceptions_taken(objects) if name == "azure-files-nfs"}
+    assert (planted["metadata"]["name"] in registered) is encrypted
+
+
+def test_efs_volumes_mount_through_tls_unless_turned_off(judged: Callable[[str], Judged]) -> None:
+    """aws-efs-csi-driver v2.3.0 (the pinned add-on, components/catalog/aws.py) mounts through efs-utils'
+    TLS tunnel unless ``encryptInTransit`` parses false (pkg/driver/node.go l.97-156): every shipped EFS
+    volume is an ``nfs-encrypted-mount``; one turned off is a mandatory plaintext flow."""
+    stack = judged("aws-smb-prod")
+    volumes = [
+        o
+        for o in stack.objects
+        if o["kind"] == "PersistentVolume" and o["spec"].get("csi", {}).get("driver") == "efs.csi.aws.com"
+    ]
+    assert volumes
+    taken = {s.name for s, name, _ in exceptions_taken(stack.objects) if name == "nfs-encrypted-mount"}
+    assert taken == {v["metadata"]["name"] for v in volumes}
+    planted = copy.deepcopy(volumes[0])
+    planted["spec"]["csi"]["volumeAttributes"] = {"encryptInTransit": "false"}
+    objects = [o for o in stack.objects if o is not volumes[0]] + [planted]
+    findings = [f for f in judge_transport(objects, stack.network) if "nothing encrypts" in f.message]
+    assert [(f.level, f.subject.name) for f in findings] == [("mandatory", planted["metadata"]["name"])]

@@ -814,17 +814,49 @@ def nfs_volume(name, **extra):
         },
     )
 
+def other_volume(name, options, **source):
+    spec = {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteMany"], "mountOptions": options}
+    PersistentVolume(name, metadata={"name": name}, spec={**spec, **source})
+
+SERVER, SHARE = "mlpfiles.file.core.windows.net", "/mlpfiles/training"
 nfs_volume("clear-nfs-volume")
 nfs_volume("tunnelled-nfs-volume", encryptInTransit="true")
+nfs_volume("tunnelled-nfs-volume-parsebool", encryptInTransit="1")
+other_volume("intree-nfs-volume", ["vers=4.1"], nfs={"server": SERVER, "path": SHARE})
+other_volume("intree-nfs-volume-rpc-tls", ["vers=4.2", "xprtsec=tls"], nfs={"server": SERVER, "path": SHARE})
+other_volume(
+    "csi-nfs-volume",
+    ["nfsvers=4.1"],
+    csi={
+        "driver": "nfs.csi.k8s.io",
+        "volumeHandle": "h",
+        "volumeAttributes": {"server": SERVER, "share": SHARE},
+    },
+)
+other_volume("efs-volume", [], csi={"driver": "efs.csi.aws.com", "volumeHandle": "fs-1::fsap-1"})
 StorageClass(
     "clear-nfs-class",
     metadata={"name": "clear-nfs-class"},
     provisioner="file.csi.azure.com",
     parameters={"protocol": "nfs", "skuName": "Premium_ZRS", "encryptInTransit": "false"},
 )
+StorageClass(
+    "tunnelled-nfs-class",
+    metadata={"name": "tunnelled-nfs-class"},
+    provisioner="file.csi.azure.com",
+    parameters={"protocol": "nfs", "skuName": "Premium_ZRS"},
+    mount_options=["encryptInTransit"],
+)
+deployment(
+    "inline-nfs",
+    pod(container(), volumes=[{"name": "share", "nfs": {"server": SERVER, "path": SHARE}}]),
+)
 """,
         ("encryption-in-transit", "clear-nfs-volume"),
         ("encryption-in-transit", "clear-nfs-class"),
+        ("encryption-in-transit", "intree-nfs-volume"),
+        ("encryption-in-transit", "csi-nfs-volume"),
+        ("encryption-in-transit", "inline-nfs"),
     ),
     case(
         "advisory-kubernetes",
@@ -862,10 +894,18 @@ def test_a_queued_job_in_a_queued_namespace_passes(judge: Judge) -> None:
     assert flagged == {"unqueued"}
 
 
-def test_an_azure_files_nfs_volume_mounting_through_the_tls_tunnel_passes(judge: Judge) -> None:
+def test_an_nfs_mount_encrypted_in_transit_passes(judge: Judge) -> None:
     [nfs] = [c for c in CASES if c.id == "azure-files-nfs-in-clear"]
     flagged = {v.name for v in judge(nfs.body, nfs.config) if v.policy == "encryption-in-transit"}
-    assert flagged == {"clear-nfs-volume", "clear-nfs-class"}
+    # Review rev35d A1/C3: each route to NFS is judged; encryptInTransit as the driver parses it (Go's
+    # ParseBool "1", or the mount option), RPC-with-TLS (nfs(5) xprtsec=tls) and EFS's default TLS pass.
+    assert flagged == {
+        "clear-nfs-volume",
+        "clear-nfs-class",
+        "intree-nfs-volume",
+        "csi-nfs-volume",
+        "inline-nfs",
+    }
 
 
 def test_every_policy_has_a_violating_case(pack: PolicyPackSession) -> None:

@@ -233,3 +233,7 @@ def test_a_new_source_revision_names_new_volumes_claims_and_handles() -> None:
     assert store_claim("registry-store", first, "ml-registry") == f"registry-store-{digest}"
     assert store_claim("registry-store", tunnelled, "ml-registry") == f"registry-store-{digest}-tls"
     assert store_claim("registry-store", tunnelled, "ml-training") == "registry-store"
+    # The store's volume is named after its claim once, revision included (review rev35d C2: not -tls-tls).
+    store_claim_name = store_claim("registry-store", tunnelled, "ml-registry")
+    store_pv, _ = shared_volume_objects("s", tunnelled, VolumeClaim("ml-registry", store_claim_name, False))
+    assert store_pv["metadata"]["name"] == f"s-ml-registry-registry-store-{digest}-tls"
