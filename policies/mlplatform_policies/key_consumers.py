@@ -451,11 +451,13 @@ def _outside_mode(
     return WRITE if WRITE in given else (READ if given else None)
 
 
-def _deployer(graph: Graph, people: Mapping[str, set[str]]) -> str | None:
+def _deployer(plan: _Plan, people: Mapping[str, set[str]]) -> str | None:
     """The deployer's ARN: the one principal the store-creating statements of the stack's keys name
-    (components/aws/keys.py ``DOMAIN_USERS``) that is not a person, and, where a key policy names its
+    (components/aws/keys.py ``DOMAIN_USERS``) that is neither a role of the plan (the registry reads the
+    database's password through Secrets Manager) nor a person, and, where a key policy names its
     administrators, one of them (``key_administrators``: the custodians and the deployer). None where that
     is not one principal: then no one is exempt."""
+    graph = plan.graph
     named: set[str] = set()
     administrators: set[str] = set()
     for key in graph.of(KMS_KEY):
@@ -468,7 +470,11 @@ def _deployer(graph: Graph, people: Mapping[str, set[str]]) -> str | None:
             continue
         administrators.update(key_administrators(document))
         named.update(arn for _, arn, _, via in _named(document, None) if _store_creation(domains, via))
-    candidates = {arn for arn in named if arn not in people and role_name(arn) not in people}
+    candidates = {
+        arn
+        for arn in named
+        if arn not in people and role_name(arn) not in people and plan.role_of(arn) is None
+    }
     if administrators:
         candidates &= administrators
     return candidates.pop() if len(candidates) == 1 else None
@@ -483,12 +489,18 @@ def _key_users_named(key: Subject, graph: Graph) -> Iterator[str]:
     plan = _Plan(graph, account)
     roles, outside = plan.consumers(key)
     people = _people_modes(graph, domains)
-    deployer = _deployer(graph, aws_people(graph))
+    deployer = _deployer(plan, aws_people(graph))
     yield from _unnamed(document, key)
     seen: set[str] = set()
     # principal -> (the mode its IAM or the table needs, how findings name it, mode -> first Sid granting it)
     named: dict[str, tuple[str, str, dict[str, str]]] = {}
     for sid, arn, mode, via in dict.fromkeys(_named(document, account)):
+        if "*" in arn or "?" in arn:
+            yield (
+                f"key policy statement {sid} names the pattern {arn}: it is no one user; name each of the "
+                "key's users by its exact ARN (ArnEquals aws:PrincipalArn)"
+            )
+            continue
         role = plan.role_of(arn)
         if role is not None:
             seen.add(role.urn)

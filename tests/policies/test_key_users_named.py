@@ -83,6 +83,9 @@ def test_shipped_plans_name_exactly_their_key_users(
     named: Callable[[PlanDict], set[str]],
 ) -> None:
     assert named(people_plan(AWS).to_dict()) == set()
+    # Without people the root administers the keys unconditioned: the deployer is found from the
+    # store-creating statements alone, beside the registry's role there.
+    assert named(cloud_plan(AWS).to_dict()) == set()
     assert named(cloud_plan(SMB).to_dict()) == set()
     # The judged part alone passes too, so each plant below is found for what it plants.
     assert named(enterprise) == set()
@@ -540,3 +543,21 @@ def test_iam_key_wildcards_and_not_resource_select_every_key_like_a_star(
     assert named(_verifier_grants(not_resource)(enterprise)) == every_key
     other_region = _iam_statement("arn:aws:kms:eu-west-1:123456789012:key/*")
     assert named(_verifier_grants(other_region)(enterprise)) == set()
+
+
+def test_a_principal_pattern_is_refused_as_a_pattern(
+    enterprise: PlanDict, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    """A readers' statement naming training by ``ArnLike role/<stack>-aws-train-*`` names no one user: the
+    finding says it is a pattern, and training still reads as left out (review 35c C5)."""
+
+    def pattern(statement: dict[str, Any]) -> None:
+        statement["Condition"]["ArnLike"] = {"aws:PrincipalArn": [f"{ACCOUNT}:role/{AWS}-aws-train-*"]}
+        del statement["Condition"]["ArnEquals"]
+
+    planted = with_inputs(
+        enterprise, lambda r: r["name"] == DATASETS, _statement("DatasetsReadersDecrypt", pattern)
+    )
+    messages = [v.message for v in pack.judge(planted, defaults) if v.policy == POLICY]
+    assert any("names the pattern" in m for m in messages)
+    assert any("does not name it" in m for m in messages)
