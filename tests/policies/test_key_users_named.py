@@ -10,7 +10,8 @@ the store's service needs its key rights (components/aws/keys.py ``DOMAIN_USERS`
 pack the users run: the shipped enterprise plan with every people's role named and the SMB plan have no
 finding, and each planted form is found (a workload left out, a reader left out, a principal the stack
 does not have, a role of the stack that uses nothing under the key, the deployer kept on the datasets key,
-a reader given encrypt, a writer given decrypt only, a principal named outright).
+a reader given encrypt, a writer given decrypt only, a principal named outright), with review 35c's forms
+(A1-A7, C5, C7): each test id names the AWS page its rule comes from.
 """
 
 from __future__ import annotations
