@@ -61,8 +61,10 @@ from .separation import (
     KMS_KEY,
     ROLE,
     ROLE_POLICY,
+    administrative_actions,
     allowed_statements,
     allows,
+    crypto_actions,
     is_account_root,
     key_administrators,
     principal_arns,
@@ -154,17 +156,22 @@ def _arn(arn: str) -> tuple[str, str, str] | None:
 
 
 def _account(key: Subject, document: Mapping[str, Any]) -> str | None:
-    """The stack's account: the one whose root the key policy names, else the key's ARN's."""
-    roots = {
-        p if p.isdigit() else p.split(":")[4]
-        for s in allowed_statements(document)
-        for p in principals(s)
-        if is_account_root(p)
-    }
-    if len(roots) == 1:
-        return roots.pop()
+    """The stack's account: the key's ARN's where the plan knows it, else the one whose root the key
+    policy's administration is delegated to (``administered_by_account``), else the one root it names."""
     parsed = _arn(str(key.get("arn")))
-    return parsed[1] if parsed and not roots else None
+    if parsed and parsed[1]:
+        return parsed[1]
+    statements = allowed_statements(document)
+    for candidates in ([s for s in statements if administrative_actions(s)], statements):
+        roots = {
+            p if p.isdigit() else p.split(":")[4]
+            for s in candidates
+            for p in principals(s)
+            if is_account_root(p)
+        }
+        if len(roots) == 1:
+            return roots.pop()
+    return None
 
 
 def _own_role(arn: str, account: str | None) -> tuple[str, str] | None:
@@ -415,6 +422,13 @@ def _unnamed(document: Mapping[str, Any], key: Subject) -> Iterator[str]:
             yield (
                 f"key policy statement {sid} allows use of key {key.name} with NotPrincipal, every principal "
                 "but those listed (IAM 'NotPrincipal': not supported with Allow); name the key's users"
+            )
+        roots = sorted(p for p in principals(statement) if is_account_root(p))
+        if roots and crypto_actions(statement) and not principal_arns(statement):
+            yield (
+                f"key policy statement {sid} lets every principal of {', '.join(roots)} whose IAM allows it "
+                f"use key {key.name} (AWS KMS developer guide, 'Default key policy': the account root "
+                "delegates to IAM); name the key's users by exact ARN (ArnEquals aws:PrincipalArn)"
             )
         if "*" in principals(statement) and not principal_arns(statement):
             yield (

@@ -369,6 +369,38 @@ KEY_POLICY_FORMS: list[Any] = [
         ),
         id="A3-iam-identifiers-other-accounts-role-of-a-persons-name",
     ),
+    pytest.param(
+        OBJECT_DATA,
+        lambda plan: _statement("ObjectDataReadersDecrypt", _add(_other_accounts(plan, INFERENCE))),
+        id="A3-iam-identifiers-other-accounts-role-in-principal-arn",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "OtherAccountThroughS3",
+                {"AWS": f"{OTHER_ACCOUNT}:root"},
+                ["kms:Decrypt"],
+                Condition={"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}},
+            )
+        ),
+        id="A3-kms-cross-account-root-through-s3",
+    ),
+    # AWS KMS developer guide, "Default key policy": the account root delegates to IAM, so a use statement
+    # for it that names no users by aws:PrincipalArn lets every principal of the account whose IAM allows
+    # it use the key, limited to a service or not.
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "AccountThroughS3",
+                {"AWS": f"{ACCOUNT}:root"},
+                ["kms:Decrypt"],
+                Condition={"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}},
+            )
+        ),
+        id="kms-default-key-policy-root-without-named-users",
+    ),
     # A4. AWS KMS developer guide, "Allowing users in other accounts to use a KMS key": another account's
     # service-linked role is that account's principal.
     pytest.param(
