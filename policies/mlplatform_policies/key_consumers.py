@@ -118,6 +118,7 @@ POLICY_ATTACHMENTS = "aws:iam/policyAttachment:PolicyAttachment"
 
 
 def _grants_freely(statement: Mapping[str, Any]) -> bool:
+    """Whether a statement allows ``kms:CreateGrant`` without ``kms:GrantIsForAWSResource`` true."""
     if not allows(statement, CREATE_GRANT):
         return False
     condition = statement.get("Condition")
@@ -483,7 +484,8 @@ def _deployer(plan: _Plan, people: Mapping[str, set[str]]) -> str | None:
         except UnknownValueError:
             continue
         administrators.update(key_administrators(document))
-        named.update(arn for _, arn, _, via in _named(document, None) if _store_creation(domains, via))
+        uses = _named(document, _account(key, document))
+        named.update(arn for _, arn, _, via in uses if _store_creation(domains, via))
     candidates = {
         arn
         for arn in named
