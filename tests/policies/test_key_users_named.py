@@ -10,7 +10,8 @@ the store's service needs its key rights (components/aws/keys.py ``DOMAIN_USERS`
 pack the users run: the shipped enterprise plan with every people's role named and the SMB plan have no
 finding, and each planted form is found (a workload left out, a reader left out, a principal the stack
 does not have, a role of the stack that uses nothing under the key, the deployer kept on the datasets key,
-a reader given encrypt, a writer given decrypt only, a principal named outright).
+a reader given encrypt, a writer given decrypt only, a principal named outright), with review 35c's forms
+(A1-A7, C5, C7): each test id names the AWS page its rule comes from.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ DEPLOYER = f"{ACCOUNT}:user/mock"
 DATASETS = f"{AWS}-aws-datasets-key"
 OBJECT_DATA = f"{AWS}-aws-object-data-key"
 SECRETS = f"{AWS}-aws-key-key"
+REGISTRY_DATABASE = f"{AWS}-aws-registry-database-key"
+OTHER_ACCOUNT = "arn:aws:iam::999999999999"
+VERIFIER = f"{AWS}-aws-identities-image-verifier"
 PlanDict = dict[str, Any]
 Edit = Callable[[dict[str, Any]], None]
 # What the policy reads (roles, their policies and attachments, keys, the people's access entries, and the
@@ -80,6 +84,9 @@ def test_shipped_plans_name_exactly_their_key_users(
     named: Callable[[PlanDict], set[str]],
 ) -> None:
     assert named(people_plan(AWS).to_dict()) == set()
+    # Without people the root administers the keys unconditioned: the deployer is found from the
+    # store-creating statements alone, beside the registry's role there.
+    assert named(cloud_plan(AWS).to_dict()) == set()
     assert named(cloud_plan(SMB).to_dict()) == set()
     # The judged part alone passes too, so each plant below is found for what it plants.
     assert named(enterprise) == set()
@@ -209,13 +216,7 @@ def test_a_role_policy_naming_a_key_by_a_literal_arn_is_a_consumer(
     """A grant written by hand names the key's ARN as text (no dependency on the key): the ARN the plan
     ties to the key (its bucket's encryption rule) still makes the role a consumer the key must name."""
     planted = copy.deepcopy(enterprise)
-    (sse,) = [
-        r
-        for r in planted["resources"]
-        if r["type"].startswith("aws:s3/bucketServerSideEncryptionConfiguration")
-        and r["propertyDependencies"]["rules"] == [_urn(planted, DATASETS)]
-    ]
-    datasets_arn = sse["inputs"]["rules"][0]["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"]
+    datasets_arn = _datasets_arn(planted)
     (inference,) = [
         r
         for r in planted["resources"]
@@ -233,3 +234,363 @@ def _urn(plan: PlanDict, name: str) -> str:
     (found,) = [r["urn"] for r in plan["resources"] if r["name"] == name]
     urn: str = found
     return urn
+
+
+# Review 35c: each form a key policy or an IAM policy can take that the policy must hold to "naming only
+# its users" (issue 35 item 3), one plant per reviewer's plant (/work/rev-35c-out plant*.py), each judged
+# on the enterprise plan with people configured (the deployer, arn:aws:iam::123456789012:user/mock, is then
+# one of the key administrators the policy names).
+
+
+def _append(statement: dict[str, Any]) -> Edit:
+    def apply(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs["policy"])
+        document["Statement"].append(statement)
+        inputs["policy"] = json.dumps(document)
+
+    return apply
+
+
+def _outright(sid: str, principal: Any, actions: list[str], **extra: Any) -> Edit:
+    return _append(
+        {"Sid": sid, "Effect": "Allow", "Principal": principal, "Action": actions, "Resource": "*", **extra}
+    )
+
+
+def _for_root(sid: str, arn: str, actions: list[str], via: str, operator: str = "StringEquals") -> Edit:
+    condition = {"ArnEquals": {"aws:PrincipalArn": [arn]}, operator: {"kms:ViaService": via}}
+    return _outright(sid, {"AWS": f"{ACCOUNT}:root"}, actions, Condition=condition)
+
+
+def _other_accounts(plan: PlanDict, resource: str) -> str:
+    return _role_arn(plan, resource).replace(ACCOUNT, OTHER_ACCOUNT)
+
+
+def _iam_user_named_like(plan: PlanDict, resource: str) -> str:
+    return _role_arn(plan, resource).replace(":role/", ":user/")
+
+
+def _set_actions(*actions: str) -> Edit:
+    return lambda s: s.__setitem__("Action", ["kms:Decrypt", "kms:DescribeKey", *actions])
+
+
+STRANGER = f"{ACCOUNT}:role/stranger"
+INFERENCE = f"{AWS}-aws-identities-inference"
+# The EC2 Auto Scaling service-linked role, another account's (the stack's own is named on the volumes key:
+# EC2 Auto Scaling user guide, "Required AWS KMS key policy for use with encrypted volumes").
+OTHER_AUTOSCALING = (
+    f"{OTHER_ACCOUNT}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+)
+USE = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey*"]
+
+KEY_POLICY_FORMS: list[Any] = [
+    # A1. AWS KMS developer guide, "Determining access: examining the key policy": Principal "*" in an
+    # Allow "gives every identity in every AWS account permission to use the KMS key" unless conditions
+    # limit it; an account condition still names no user.
+    pytest.param(
+        DATASETS,
+        _plant(_outright("Anyone", {"AWS": "*"}, ["kms:Decrypt"])),
+        id="A1-kms-determining-access-key-policy-aws-star",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "AnyoneOfAccount",
+                "*",
+                ["kms:Decrypt"],
+                Condition={"StringEquals": {"aws:PrincipalAccount": "123456789012"}},
+            )
+        ),
+        id="A1-kms-determining-access-key-policy-star-account-condition",
+    ),
+    # IAM user guide, "AWS JSON policy elements: NotPrincipal": not supported with Allow (review 35c C7).
+    pytest.param(
+        DATASETS,
+        _plant(
+            _append(
+                {
+                    "Sid": "AllBut",
+                    "Effect": "Allow",
+                    "NotPrincipal": {"AWS": f"{ACCOUNT}:root"},
+                    "Action": "kms:Decrypt",
+                    "Resource": "*",
+                }
+            )
+        ),
+        id="C7-iam-notprincipal-with-allow",
+    ),
+    # A2. AWS KMS developer guide, "kms:ViaService": it limits the service, not the caller; only the
+    # deployer creates the registry database and file systems with its key rights (DOMAIN_USERS).
+    pytest.param(
+        REGISTRY_DATABASE,
+        _plant(_statement("RegistryDatabaseUsersUseKey", _add(STRANGER))),
+        id="A2-kms-viaservice-stranger-beside-the-deployer",
+    ),
+    pytest.param(
+        REGISTRY_DATABASE,
+        _plant(
+            _for_root("StrangerViaSecretsManager", STRANGER, USE, "secretsmanager.me-central-1.amazonaws.com")
+        ),
+        id="A2-kms-viaservice-stranger-through-secrets-manager",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(_for_root("DeployerViaRds", DEPLOYER, USE, "rds.me-central-1.amazonaws.com")),
+        id="A2-kms-viaservice-deployer-on-a-key-rds-does-not-create",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(_for_root("StrangerViaRds", STRANGER, USE, "rds.*", operator="StringLike")),
+        id="A2-kms-viaservice-stranger-rds-pattern",
+    ),
+    # A3. IAM user guide, "IAM identifiers": an ARN names the account and the resource type; AWS KMS
+    # developer guide, "Allowing users in other accounts to use a KMS key".
+    pytest.param(
+        OBJECT_DATA,
+        lambda plan: _outright("Foreign", {"AWS": _other_accounts(plan, INFERENCE)}, ["kms:Decrypt"]),
+        id="A3-iam-identifiers-other-accounts-role-of-a-consumers-name",
+    ),
+    pytest.param(
+        OBJECT_DATA,
+        lambda plan: _outright(
+            "UserSameName", {"AWS": _iam_user_named_like(plan, INFERENCE)}, ["kms:Decrypt"]
+        ),
+        id="A3-iam-identifiers-iam-user-of-a-consumers-name",
+    ),
+    pytest.param(
+        OBJECT_DATA,
+        _plant(
+            _outright(
+                "ForeignAuditors",
+                {"AWS": PEOPLE_AWS["auditors"][0].replace(ACCOUNT, OTHER_ACCOUNT)},
+                ["kms:Decrypt"],
+            )
+        ),
+        id="A3-iam-identifiers-other-accounts-role-of-a-persons-name",
+    ),
+    pytest.param(
+        OBJECT_DATA,
+        lambda plan: _statement("ObjectDataReadersDecrypt", _add(_other_accounts(plan, INFERENCE))),
+        id="A3-iam-identifiers-other-accounts-role-in-principal-arn",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "OtherAccountThroughS3",
+                {"AWS": f"{OTHER_ACCOUNT}:root"},
+                ["kms:Decrypt"],
+                Condition={"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}},
+            )
+        ),
+        id="A3-kms-cross-account-root-through-s3",
+    ),
+    # AWS KMS developer guide, "Default key policy": the account root delegates to IAM, so a use statement
+    # for it that names no users by aws:PrincipalArn lets every principal of the account whose IAM allows
+    # it use the key, limited to a service or not.
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "AccountThroughS3",
+                {"AWS": f"{ACCOUNT}:root"},
+                ["kms:Decrypt"],
+                Condition={"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}},
+            )
+        ),
+        id="kms-default-key-policy-root-without-named-users",
+    ),
+    # A4. AWS KMS developer guide, "Allowing users in other accounts to use a KMS key": another account's
+    # service-linked role is that account's principal.
+    pytest.param(
+        DATASETS,
+        _plant(_outright("ForeignAutoScaling", {"AWS": OTHER_AUTOSCALING}, USE)),
+        id="A4-kms-cross-account-service-linked-role",
+    ),
+    # A5. AWS KMS developer guide, "Grants in AWS KMS" (a grant gives its grantee use) and "Default key
+    # policy" (the key users' CreateGrant is limited by kms:GrantIsForAWSResource).
+    pytest.param(
+        DATASETS,
+        _plant(_outright("StrangerGrants", {"AWS": STRANGER}, ["kms:CreateGrant"])),
+        id="A5-kms-grants-create-grant-without-grant-is-for-aws-resource",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(_statement("DatasetsReadersDecrypt", _set_actions("kms:CreateGrant"))),
+        id="A5-kms-grants-reader-given-create-grant",
+    ),
+    # A7. AWS KMS API reference, GenerateDataKeyPair and GenerateDataKeyPairWithoutPlaintext: a private key
+    # "encrypted under the symmetric encryption KMS key you specify" is a write.
+    pytest.param(
+        DATASETS,
+        _plant(_statement("DatasetsReadersDecrypt", _set_actions("kms:GenerateDataKeyPair"))),
+        id="A7-kms-api-generate-data-key-pair-is-write",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(_statement("DatasetsReadersDecrypt", _set_actions("kms:GenerateDataKeyPairWithoutPlaintext"))),
+        id="A7-kms-api-generate-data-key-pair-without-plaintext-is-write",
+    ),
+]
+
+
+@pytest.mark.parametrize(("key", "plant"), KEY_POLICY_FORMS)
+def test_a_key_policy_form_naming_more_than_its_users_is_refused(
+    enterprise: PlanDict, named: Callable[[PlanDict], set[str]], key: str, plant: Callable[[PlanDict], Edit]
+) -> None:
+    planted = with_inputs(enterprise, lambda r: r["name"] == key, plant(enterprise))
+    assert named(planted) == {key}
+
+
+def test_only_the_deployer_is_exempt_through_the_store_creating_services_without_people(
+    cloud_plan: Callable[[str], Plan], named: Callable[[PlanDict], set[str]]
+) -> None:
+    """Without key custodians the root administers the keys unconditioned, and the deployer is the one
+    principal the store-creating statements name (AWS KMS developer guide, "kms:ViaService"): a second one
+    there exempts no one."""
+    smb = _read_by_policy(cloud_plan(SMB))
+    training_data = f"{SMB}-aws-training-data-key"
+    planted = with_inputs(
+        smb, lambda r: r["name"] == training_data, _statement("TrainingDataUsersUseKey", _add(STRANGER))
+    )
+    assert named(planted) == {training_data}
+
+
+def _iam_statement(resource: str, kind: str = "Resource") -> dict[str, Any]:
+    return {
+        "Sid": "Planted",
+        "Effect": "Allow",
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+        kind: resource,
+    }
+
+
+def _verifier_grants(statement: dict[str, Any]) -> Callable[[PlanDict], PlanDict]:
+    def apply(plan: PlanDict) -> PlanDict:
+        return with_inputs(
+            plan,
+            lambda r: r["name"] == VERIFIER and r["type"] == "aws:iam/rolePolicy:RolePolicy",
+            _append(statement),
+        )
+
+    return apply
+
+
+def _datasets_arn(plan: PlanDict) -> str:
+    """The datasets key's ARN as the plan spells it: the datasets bucket's encryption rule's."""
+    (sse,) = [
+        r
+        for r in plan["resources"]
+        if r["type"].startswith("aws:s3/bucketServerSideEncryptionConfiguration")
+        and r["propertyDependencies"]["rules"] == [_urn(plan, DATASETS)]
+    ]
+    arn: str = sse["inputs"]["rules"][0]["applyServerSideEncryptionByDefault"]["kmsMasterKeyId"]
+    return arn
+
+
+def _resource(**fields: Any) -> dict[str, Any]:
+    kind, name = fields.pop("type"), fields.pop("name")
+    return {
+        "urn": f"urn:pulumi:{AWS}::ml-platform::{kind}::{name}",
+        "type": kind,
+        "name": name,
+        "custom": True,
+        "inputs": fields.pop("inputs"),
+        "dependencies": [],
+        "propertyDependencies": {},
+        **fields,
+    }
+
+
+def _datasets_policy(plan: PlanDict) -> dict[str, Any]:
+    document = {"Version": "2012-10-17", "Statement": [_iam_statement(_datasets_arn(plan))]}
+    return _resource(
+        type="aws:iam/policy:Policy",
+        name="planted-datasets-read",
+        inputs={"name": "planted-datasets-read", "policy": json.dumps(document)},
+    )
+
+
+def _verifier_role(plan: PlanDict) -> dict[str, Any]:
+    (role,) = [r for r in plan["resources"] if r["name"] == VERIFIER and r["type"] == "aws:iam/role:Role"]
+    found: dict[str, Any] = role
+    return found
+
+
+def _by_policy_attachment(plan: PlanDict) -> PlanDict:
+    planted = copy.deepcopy(plan)
+    role_name = _role_arn(planted, VERIFIER).rsplit("/", 1)[1]
+    attachment = _resource(
+        type="aws:iam/policyAttachment:PolicyAttachment",
+        name="planted-attachment",
+        inputs={"policyArn": f"{ACCOUNT}:policy/planted-datasets-read", "roles": [role_name]},
+    )
+    planted["resources"] += [_datasets_policy(planted), attachment]
+    return planted
+
+
+def _by_managed_policy_arns(plan: PlanDict) -> PlanDict:
+    planted = copy.deepcopy(plan)
+    planted["resources"].append(_datasets_policy(planted))
+    _verifier_role(planted)["inputs"]["managedPolicyArns"] = [f"{ACCOUNT}:policy/planted-datasets-read"]
+    return planted
+
+
+def _by_inline_policies(plan: PlanDict) -> PlanDict:
+    planted = copy.deepcopy(plan)
+    document = {"Version": "2012-10-17", "Statement": [_iam_statement(_datasets_arn(planted))]}
+    _verifier_role(planted)["inputs"]["inlinePolicies"] = [
+        {"name": "planted", "policy": json.dumps(document)}
+    ]
+    return planted
+
+
+CONSUMER_FORMS: list[Any] = [
+    # A6. pulumi_aws iam/role.py (inline_policies, managed_policy_arns) and iam/policy_attachment.py
+    # (roles): each is a role's IAM policy, so the role is a consumer the key policy must name.
+    pytest.param(_by_inline_policies, id="A6-pulumi-aws-role-inline-policies"),
+    pytest.param(_by_policy_attachment, id="A6-pulumi-aws-policy-attachment-roles"),
+    pytest.param(_by_managed_policy_arns, id="A6-pulumi-aws-role-managed-policy-arns"),
+]
+
+
+@pytest.mark.parametrize("plant", CONSUMER_FORMS)
+def test_a_role_using_a_key_through_any_iam_attachment_is_a_consumer(
+    enterprise: PlanDict, named: Callable[[PlanDict], set[str]], plant: Callable[[PlanDict], PlanDict]
+) -> None:
+    assert named(plant(enterprise)) == {DATASETS}
+
+
+def test_iam_key_wildcards_and_not_resource_select_every_key_like_a_star(
+    enterprise: PlanDict, named: Callable[[PlanDict], set[str]]
+) -> None:
+    """AWS KMS developer guide, "Specifying KMS keys in IAM policy statements": a wildcard in the key ID
+    position selects every key of the Region and account; IAM JSON policy reference, "NotResource": every
+    resource but those listed. Both spell "Resource": "*" for the role's KMS use (review 35c A6)."""
+    every_key = named(_verifier_grants(_iam_statement("*"))(enterprise))
+    assert {DATASETS, OBJECT_DATA, SECRETS} <= every_key
+    key_wildcard = _iam_statement("arn:aws:kms:me-central-1:123456789012:key/*")
+    assert named(_verifier_grants(key_wildcard)(enterprise)) == every_key
+    not_resource = _iam_statement("arn:aws:s3:::nothing", kind="NotResource")
+    assert named(_verifier_grants(not_resource)(enterprise)) == every_key
+    other_region = _iam_statement("arn:aws:kms:eu-west-1:123456789012:key/*")
+    assert named(_verifier_grants(other_region)(enterprise)) == set()
+
+
+def test_a_principal_pattern_is_refused_as_a_pattern(
+    enterprise: PlanDict, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    """A readers' statement naming training by ``ArnLike role/<stack>-aws-train-*`` names no one user: the
+    finding says it is a pattern, and training still reads as left out (review 35c C5)."""
+
+    def pattern(statement: dict[str, Any]) -> None:
+        statement["Condition"]["ArnLike"] = {"aws:PrincipalArn": [f"{ACCOUNT}:role/{AWS}-aws-train-*"]}
+        del statement["Condition"]["ArnEquals"]
+
+    planted = with_inputs(
+        enterprise, lambda r: r["name"] == DATASETS, _statement("DatasetsReadersDecrypt", pattern)
+    )
+    messages = [v.message for v in pack.judge(planted, defaults) if v.policy == POLICY]
+    assert any("names the pattern" in m for m in messages)
+    assert any("does not name it" in m for m in messages)
