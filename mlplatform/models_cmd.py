@@ -249,10 +249,10 @@ def promote(
     policy = _policy(config)
     session = _session(registry_uri, actor, record, need_record=policy.required)
     events = session.events(name)
+    # Who trained it, where an approval on the record is to be judged (approval.py ``_reviews``).
+    reviewed = policy.required and not force and any(e.action == approval.APPROVE for e in events)
     with _one_line_errors():
-        trained_by = (
-            session.client.get_version(name, version).tags.get(TRAINED_BY_TAG) if policy.required else None
-        )
+        trained_by = session.client.get_version(name, version).tags.get(TRAINED_BY_TAG) if reviewed else None
     refused = approval.promotion_refusal(events, version, session.who, policy, force, trained_by)
     if refused is not None:
         exit_with([f"{name}: {refused}"], EXIT_FINDING)
