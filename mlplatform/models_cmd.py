@@ -36,7 +36,16 @@ from mlplatform.errors import EXIT_BAD_INPUT, EXIT_FINDING, InputError, exit_wit
 from workloads.registry import approval, lock, operations, rollout
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
 from workloads.registry.lineage import TRAINED_BY_TAG
-from workloads.registry.record import RECORD_ENV, Event, Identity, Journal, RecordError, identity, open_record
+from workloads.registry.record import (
+    RECORD_ENV,
+    Event,
+    Identity,
+    Journal,
+    RecordError,
+    identity,
+    open_journal,
+    open_record,
+)
 
 app = typer.Typer(
     help="List, promote and roll back registered model versions.",
@@ -197,7 +206,7 @@ def _session(
             return Session(client, who, None)
         # Checked before the command acts (Record.ensure_ready): a record that cannot take the event
         # refuses the command with nothing done, rather than after an alias moved.
-        journal = Journal(client, open_record(record), who)
+        journal = open_journal(client, record, who)
         journal.record.ensure_ready()
         return Session(client, who, journal)
 
@@ -240,7 +249,11 @@ def promote(
     policy = _policy(config)
     session = _session(registry_uri, actor, record, need_record=policy.required)
     events = session.events(name)
-    refused = approval.promotion_refusal(events, version, session.who, policy, force)
+    # Who trained it, where an approval on the record is to be judged (approval.py ``_reviews``).
+    reviewed = policy.required and not force and any(e.action == approval.APPROVE for e in events)
+    with _one_line_errors():
+        trained_by = session.client.get_version(name, version).tags.get(TRAINED_BY_TAG) if reviewed else None
+    refused = approval.promotion_refusal(events, version, session.who, policy, force, trained_by)
     if refused is not None:
         exit_with([f"{name}: {refused}"], EXIT_FINDING)
     with _one_line_errors():

@@ -28,7 +28,7 @@ from workloads.delivery.launch import Settings, outcome, targets
 from workloads.delivery.plan import PlanError, RolloutPlan, parse_plan
 from workloads.delivery.runner import RolloutError
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
-from workloads.registry.record import RECORD_ENV, Journal, RecordError, identity, open_record
+from workloads.registry.record import RECORD_ENV, RecordError, identity, open_journal
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
@@ -122,7 +122,7 @@ def _control(action: str, name: str, registry_uri: str | None, actor: str | None
         journal = None
         if record is not None:
             try:
-                journal = Journal(client, open_record(record), who)
+                journal = open_journal(client, record, who)
                 journal.record.ensure_ready()
             except RecordError as exc:
                 raise RecordError(f"{exc}; nothing done, {name}'s rollout is as it was") from None

@@ -193,11 +193,17 @@ def registry_policy(
     key_arn: pulumi.Input[str],
     region: str,
     database: tuple[pulumi.Input[str], pulumi.Input[str]] | None,
+    record_bucket_arn: pulumi.Input[str] | None = None,
 ) -> dict[str, Any]:
-    """The registry's artifacts (its prefix only, under the object-data key) and, with a managed
-    database (its secret's ARN, the registry database's key), that database's RDS-managed password: the
-    secret, decrypted with the database's key only through Secrets Manager."""
+    """The registry's artifacts (its prefix only, under the object-data key); with a managed database
+    (its secret's ARN, the registry database's key), that database's RDS-managed password: the secret,
+    decrypted with the database's key only through Secrets Manager; with a lifecycle record, the record
+    writer's rights (``record_writer_policy``): the registry appends every event for the user it
+    authenticated (workloads/registry/server/guard.py ``record_events``, review rev40c A1)."""
     document = bucket_access(bucket_arn, key_arn, region, read=[REGISTRY_PREFIX], write=[REGISTRY_PREFIX])
+    if record_bucket_arn is not None:
+        appends = record_writer_policy(record_bucket_arn, key_arn, region)["Statement"]
+        document["Statement"] += [{**statement, "Sid": f"Record{statement['Sid']}"} for statement in appends]
     if database is not None:
         database_secret_arn, database_key_arn = database
         document["Statement"] += [
@@ -216,6 +222,38 @@ def registry_policy(
             },
         ]
     return document
+
+
+def record_reader_policy(
+    bucket_arn: pulumi.Input[str], key_arn: pulumi.Input[str], region: str
+) -> dict[str, Any]:
+    """Read the lifecycle record, nothing more: list its prefix, get its events, the key only to decrypt
+    through S3. Every reader appends through the registry, the record's only writer (``registry_policy``,
+    workloads/registry/server/guard.py ``record_events``, review rev40c A1)."""
+    return policy_document(
+        [
+            {
+                "Sid": "ListRecord",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": bucket_arn,
+                "Condition": {"StringLike": {"s3:prefix": [f"{RECORD_PREFIX}*"]}},
+            },
+            {
+                "Sid": "ReadEvents",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": pulumi.Output.concat(bucket_arn, "/", RECORD_PREFIX, "*"),
+            },
+            {
+                "Sid": "DecryptThroughS3",
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": key_arn,
+                "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+            },
+        ]
+    )
 
 
 def record_writer_policy(
@@ -299,9 +337,10 @@ def verifier_policy(signing_key_arn: pulumi.Input[str], repositories_arn: str) -
     }
 
 
-# The record writers' policy's description (the approvers' policy has kept it since it was made: a new
-# description would replace the policy).
-RECORD_WRITERS = "Append to and read the model lifecycle record; no delete, no retention change"
+# The record readers' policy's description (the people's: they append through the registry, review
+# rev40c A1; the policies keep their names, ``record-writer``, and the export
+# ``lifecycleRecordWriterPolicy``).
+RECORD_WRITERS = "Read the model lifecycle record; the registry appends to it; no write, no delete"
 
 # Short role-name purposes (IAM role names fit 64 characters; iam.role_name_prefix).
 ROLE_PURPOSES = {
@@ -352,14 +391,16 @@ class WorkloadIdentities(pulumi.ComponentResource):
         policies: dict[str, dict[str, Any]] = {
             "training": training_policy(args.bucket_arn, args.key_arn, region, args.datasets),
             "inference": bucket_access(args.bucket_arn, args.key_arn, region, read=[MODELS_PREFIX], write=[]),
-            "registry": registry_policy(args.bucket_arn, args.key_arn, region, args.registry_database),
+            "registry": registry_policy(
+                args.bucket_arn, args.key_arn, region, args.registry_database, args.record_bucket_arn
+            ),
             "cluster-autoscaler": autoscaler_policy(args.account, args.cluster_name),
         }
         if args.record_bucket_arn is not None:
-            # The record's writers, each its own role with the same put-only rights: the rollout and the
-            # drift monitor (their events name their own registry identity; the role only lets them in).
-            writer = record_writer_policy(args.record_bucket_arn, args.key_arn, region)
-            policies |= {"rollout": writer, "drift-monitor": writer}
+            # The rollout and the drift monitor, each its own role, read the record; they append through
+            # the registry, its only writer (``registry_policy``), which names their registry identity.
+            reader = record_reader_policy(args.record_bucket_arn, args.key_arn, region)
+            policies |= {"rollout": reader, "drift-monitor": reader}
         if args.signing_key_arn is not None:
             repositories = repositories_arn(args.account, args.cluster_name)
             policies["image-verifier"] = verifier_policy(args.signing_key_arn, repositories)
@@ -370,11 +411,11 @@ class WorkloadIdentities(pulumi.ComponentResource):
         self.key_user_arns: dict[str, pulumi.Output[str]] = {
             key: role.role.arn for key, role in roles.items()
         }
-        # The same rights for the people who append with their own AWS identities (docs/lifecycle.md: the
-        # approvers approve, reject and promote; the ML engineers request a promotion and pause, resume or
-        # abort their models' rollouts): a managed policy per people's role, tagged with the role it is
-        # for (which the pack reads), attached to the roles ``access`` names; the approvers' is exported
-        # for a permission set.
+        # The same read for the people who act on the record with their own AWS identities
+        # (docs/lifecycle.md: the approvers approve, reject and promote; the ML engineers request a
+        # promotion and pause, resume or abort their models' rollouts), each event appended by the
+        # registry: a managed policy per people's role, tagged with the role it is for (which the pack
+        # reads), attached to the roles ``access`` names; the approvers' is exported for a permission set.
         self.record_writer_policy_arn: pulumi.Output[str] | None = None
         if "rollout" in policies:
             writer = policies["rollout"]

@@ -303,11 +303,12 @@ DOMAIN_USERS: dict[str, DomainUsers] = {
     # kms:GenerateDataKeyWithoutPlaintext beside the grant (EFS user guide, "Using AWS KMS keys for
     # Amazon EFS", "Amazon EFS key policies for AWS KMS"). Pods mount it through NFS, with no key right.
     KeyDomain.TRAINING_DATA.value: DomainUsers(("elasticfilesystem", "fsx"), KeyUsers(writers=(DEPLOYER,))),
-    # Training and the registry write models, checkpoints and artifacts, the rollout and the drift monitor
-    # append to the lifecycle record; inference reads models.
+    # Training and the registry write models, checkpoints and artifacts, the registry appends to the
+    # lifecycle record (its only writer, review rev40c A1); inference reads models, the rollout and the
+    # drift monitor read the record.
     KeyDomain.OBJECTS.value: DomainUsers(
         ("s3",),
-        KeyUsers(writers=("drift-monitor", "registry", "rollout", "training"), readers=("inference",)),
+        KeyUsers(writers=("registry", "training"), readers=("drift-monitor", "inference", "rollout")),
     ),
     KeyDomain.IMAGES.value: DomainUsers(("ecr",)),
     # The EBS CSI driver creates persistent volumes through EC2 (components/aws/addons.py ebs_key_policy).

@@ -70,13 +70,13 @@ class PeopleAccessArgs:
     workspace_id: pulumi.Input[str]
     # The immutable audit archive's account, where the stack is audited.
     archive_account_id: pulumi.Input[str] | None
-    # The lifecycle record's container, where the stack has the record.
+    # The lifecycle record's container, where the stack has the record: the auditors read it.
     record_container_id: pulumi.Input[str] | None
     # The stack's key administration role (keys.py ``key_administration_role``): the key custodians'.
     key_administration: pulumi.Output[str]
-    # The record's account and its writer role (components/azure/record.py), where the stack has the
-    # record: the model approvers append their approvals with it.
-    record_writer: tuple[pulumi.Input[str], pulumi.Output[str]] | None = None
+    # The lifecycle record's account (components/azure/record.py), where the stack has the record: the
+    # model approvers and the ML engineers read it (they append through the registry).
+    record_account_id: pulumi.Input[str] | None = None
     # The datasets container (its id and name), where the stack has one: each team's engineers write their
     # team's part of it.
     datasets_container: tuple[pulumi.Input[str], str] | None = None
@@ -115,14 +115,15 @@ class PeopleAccess(pulumi.ComponentResource):
         for group in access.auditors:
             for what, target in readable.items():
                 self._assign("auditor", f"auditor-{what}", group, readers[what], target)
-        if args.record_writer is not None:
-            # Who appends with their own identity (docs/lifecycle.md): the approvers (approve, reject,
-            # promote) and every team's engineers (promotion requests; pause, resume, abort).
-            account_id, writer_role = args.record_writer
+        if args.record_account_id is not None:
+            # Who reads the record with their own identity (docs/lifecycle.md): the approvers (approve,
+            # reject, promote) and every team's engineers (promotion requests; pause, resume, abort). They
+            # append through the registry, its only writer (review rev40c A1), so none holds a write.
+            reader = BuiltInRole.STORAGE_BLOB_DATA_READER
             for group in access.model_approvers:
-                self._assign("model-approver", "model-approver", group, writer_role, account_id)
+                self._assign("model-approver", "model-approver", group, reader, args.record_account_id)
             for group in sorted({g for groups in access.ml_engineers.values() for g in groups}):
-                self._assign("ml-engineer", "ml-engineer-record", group, writer_role, account_id)
+                self._assign("ml-engineer", "ml-engineer-record", group, reader, args.record_account_id)
         for group in access.key_custodians:
             self._assign("key-custodian", "key-custodian", group, args.key_administration, args.vault_id)
         self.register_outputs({})

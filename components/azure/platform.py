@@ -188,7 +188,7 @@ class AzurePlatform(pulumi.ComponentResource):
                 archive_account_id=archive,
                 record_container_id=record.container_id if record is not None else None,
                 key_administration=keys.administration_role,
-                record_writer=(record.account_id, record.writer_role_id) if record is not None else None,
+                record_account_id=record.account_id if record is not None else None,
                 datasets_container=(objects.container_ids[DATASETS_CONTAINER], DATASETS_CONTAINER),
             ),
             self._child,
@@ -405,7 +405,8 @@ class AzurePlatform(pulumi.ComponentResource):
         record: LifecycleRecord | None,
     ) -> dict[str, FederatedIdentity]:
         """One federated identity per workload service account, granted its containers; where the stack
-        keeps a lifecycle record, one per record writer, granted only the writer role on its account."""
+        keeps a lifecycle record, the registry the writer role on its account, and the rollout and the
+        drift monitor each an identity of its own that reads the record's container."""
         accounts = dict(WORKLOAD_IDENTITIES)
         grants = {
             workload: tuple(
@@ -415,9 +416,13 @@ class AzurePlatform(pulumi.ComponentResource):
             for workload in WORKLOAD_IDENTITIES
         }
         if record is not None:
+            # The registry is the record's only writer: it appends every event for the user it
+            # authenticated (workloads/registry/server/guard.py ``record_events``, review rev40c A1). The
+            # rollout and the drift monitor append through it and read the record themselves.
             accounts |= RECORD_WRITERS
-            writer = (Grant(record.writer_role_id, record.account_id, "record-writer"),)
-            grants |= dict.fromkeys(RECORD_WRITERS, writer)
+            reader = (Grant(BuiltInRole.STORAGE_BLOB_DATA_READER, record.container_id, "record-reader"),)
+            grants |= dict.fromkeys(RECORD_WRITERS, reader)
+            grants["registry"] += (Grant(record.writer_role_id, record.account_id, "record-writer"),)
         return {
             workload: FederatedIdentity(
                 f"{name}-{workload}-identity",

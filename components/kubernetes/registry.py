@@ -90,6 +90,8 @@ ROLLOUT_SECRET = "registry-rollout"
 PROMOTERS_ENV = "REGISTRY_PROMOTERS"
 # The users that may only roll @champion back (guard.py ``restorers``), a JSON list.
 RESTORERS_ENV = "REGISTRY_RESTORERS"
+# The lifecycle record the registry appends to (workloads/registry/record.py ``REGISTRY_RECORD_ENV``).
+RECORD_ENV = "REGISTRY_RECORD"
 # Every caller's password, one key per user, for the servers' launcher (never mounted by a caller).
 USERS_SECRET = "registry-users"
 USERS_SECRET_DIR = "/var/run/secrets/registry-users"
@@ -213,6 +215,9 @@ class RegistrySpec:
     # With auth: the users that may only roll @champion back onto @previous-champion (guard.py,
     # ``REGISTRY_RESTORERS``: the drift monitor's).
     restorers: tuple[str, ...] = ()
+    # With auth: the lifecycle record the registry appends to for its authenticated callers (guard.py
+    # ``record_events``, ``REGISTRY_RECORD``); its peers and environment are in ``peers``/``environment``.
+    record: object | None = None
     passwords: Mapping[str, object] = field(default_factory=dict)
     credentials_rotation: int = 1
     # With auth: the ``registry-admin`` Secret's values (``ADMIN_KEYS`` -> a secret value: generated on
@@ -330,6 +335,8 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
     if spec.auth and server:
         env.append({"name": PROMOTERS_ENV, "value": json.dumps(sorted(spec.promoters))})
         env.append({"name": RESTORERS_ENV, "value": json.dumps(sorted(spec.restorers))})
+    if spec.auth and server and spec.record is not None:
+        env.append({"name": RECORD_ENV, "value": spec.record})
     if spec.users and server:
         env += [
             {"name": "REGISTRY_USERS", "value": _users_json(spec.users)},

@@ -417,6 +417,8 @@ def registry_spec(
     if backend is None:
         raise ValueError(f"{handle.name}: the cloud adapter gave the registry no backend (artifact store)")
     assert images.registry is not None, "StackImages gives an enabled registry its image"
+    # With auth the registry is the lifecycle record's only writer (guard.py ``record_events``).
+    record = handle.lifecycle_record if registry.auth else None
     return RegistrySpec(
         image=images.registry,
         # The first CPU pool: the registry is a small web server, never on GPU nodes.
@@ -436,12 +438,13 @@ def registry_spec(
         auth=registry.auth,
         labels=config.labels(),
         pod_labels=handle.pod_labels.get("registry", {}),
-        peers=backend.peers,
-        environment=backend.environment,
+        peers=backend.peers + tuple(p for p in (record.peers if record else ()) if p not in backend.peers),
+        environment={**backend.environment, **(record.environment if record else {})},
         tmp_size=transfer_space(config),
         users=registry_users(config),
         promoters=promoters(config),
         restorers=restorers(config),
+        record=record.uri if record else None,
         passwords=passwords,
         credentials_rotation=registry.credentials_rotation,
         admin=admin,

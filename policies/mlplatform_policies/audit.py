@@ -55,6 +55,7 @@ from pulumi_policy import Severity
 from . import tokens
 from .factory import ADVISORY, Finding, stack_policy
 from .residency import aws_region_problem, azure_location_problem
+from .separation import FEDERATION, IDENTITY, ROLE, ROLE_POLICY, strings, trusted_subjects
 from .settings import (
     AUDIT_TRAIL_TAG,
     AZURE_ROLE_TAG,
@@ -266,11 +267,38 @@ def _aws_trail(graph: Graph) -> Iterator[Finding]:
 # --- the model lifecycle record ----------------------------------------------------------------------
 
 
+# The registry's service account (components/handle.py WORKLOAD_IDENTITIES): the record's only writer.
+REGISTRY_SUBJECT = "system:serviceaccount:ml-registry:registry"
+IAM_POLICY = "aws:iam/policy:Policy"
+
+
+def _aws_record_appenders(records: list[Subject], graph: Graph) -> Iterator[Finding]:
+    """IAM policies that name a record bucket and allow ``s3:PutObject`` but are not the registry's role's:
+    anyone else who may put there can append an event in another's name (review rev40c A1)."""
+    record_urns = {b.urn for b in records}
+    for policy in graph.of(ROLE_POLICY, IAM_POLICY):
+        if not {b.urn for b in graph.linked(policy, "policy", tokens.S3_BUCKETS)} & record_urns:
+            continue
+        puts = any(
+            statement.get("Effect") == "Allow"
+            and any(fnmatch.fnmatchcase("s3:putobject", a.lower()) for a in strings(statement.get("Action")))
+            for statement in statements(parse_document(policy.get("policy"), "policy"))
+        )
+        roles = graph.linked(policy, "role", [ROLE], identity="name") if policy.type == ROLE_POLICY else []
+        if puts and not (roles and all(REGISTRY_SUBJECT in trusted_subjects(r) for r in roles)):
+            yield (
+                policy.urn,
+                "allows s3:PutObject on the lifecycle record: only the registry's role appends (it names the "
+                "user it authenticated); give the others s3:GetObject and s3:ListBucket only",
+            )
+
+
 def _lifecycle_record(graph: Graph) -> Iterator[Finding]:
     clusters = _audited_clusters(graph, EKS_CLUSTER)
     if not clusters:
         return
     records = [b for b in graph.of(*tokens.S3_BUCKETS) if b.tags().get(ROLE_TAG) == LIFECYCLE_RECORD_ROLE]
+    yield from _aws_record_appenders(records, graph)
     for bucket in records:
         if bucket.get("objectLockEnabled") is not True:
             yield (
@@ -439,7 +467,14 @@ def _rewriting_actions(assignment: Subject, graph: Graph) -> list[str]:
 
 
 def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:
-    """Role assignments on the record's account or one of its containers that can rewrite it."""
+    """Role assignments on the record's account or one of its containers that can rewrite it, or that let
+    anyone but the registry's identity append to it."""
+    registry = {
+        identity.urn
+        for federation in graph.of(FEDERATION)
+        if REGISTRY_SUBJECT in strings(federation.get("subject"))
+        for identity in graph.linked(federation, "resourceName", [IDENTITY])
+    }
     containers = {
         c.urn
         for c in graph.of(BLOB_CONTAINER)
@@ -456,6 +491,15 @@ def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:
                 assignment.urn,
                 f"a role on the lifecycle record {account.name} grants {', '.join(rewriting)}: whoever holds "
                 "it can replace or delete events; give writers only blobs/add/action and blobs/read",
+            )
+        elif granted_data_actions(assignment, graph, (f"{_BLOBS}/add/action",), {}) and not (
+            {i.urn for i in graph.linked(assignment, "principalId", [IDENTITY])} & registry
+        ):
+            yield (
+                assignment.urn,
+                f"a role on the lifecycle record {account.name} lets {assignment.get('principalId')} add "
+                "blobs: only the registry's identity appends (it names the user it authenticated, review "
+                "rev40c A1); give the others Storage Blob Data Reader",
             )
 
 

@@ -49,6 +49,7 @@ from . import tokens
 from .factory import Finding, StackRule, per_node, stack_policy
 from .key_domains import declared_domains
 from .registry import MLFLOW_NAME, template_labels
+from .settings import AZURE_ROLE_TAG, LIFECYCLE_RECORD_PREFIX, LIFECYCLE_RECORD_ROLE
 from .subject import Graph, Subject
 from .values import elements, known, parse_document, statements
 
@@ -75,6 +76,9 @@ class RoleSet:
     reads: frozenset[str]
     writes: frozenset[str]
     services: frozenset[str] = frozenset({"s3", "kms"})
+    # Holds the lifecycle record's writer role on the record's Azure account (``lifecycle-record-locked``
+    # judges that role's rights).
+    record: bool = False
 
 
 # The workloads' service accounts (components/handle.WORKLOAD_IDENTITIES) and their sets (docs/security.md,
@@ -89,11 +93,14 @@ WORKLOAD_SETS: dict[str, RoleSet] = {
     "system:serviceaccount:ml-inference:inference": RoleSet(
         "inference", reads=frozenset({"models"}), writes=frozenset()
     ),
+    # The registry appends to the lifecycle record too, its only writer (review rev40c A1): the record
+    # bucket's prefix on AWS, the record's account on Azure (``record``).
     "system:serviceaccount:ml-registry:registry": RoleSet(
         "registry",
-        reads=frozenset({"registry"}),
-        writes=frozenset({"registry"}),
+        reads=frozenset({"registry", LIFECYCLE_RECORD_PREFIX}),
+        writes=frozenset({"registry", LIFECYCLE_RECORD_PREFIX}),
         services=frozenset({"s3", "kms", "secretsmanager"}),
+        record=True,
     ),
 }
 
@@ -260,6 +267,13 @@ def _azure_grant(allowed: RoleSet, assignment: Subject, graph: Graph) -> Iterato
     definition = str(known(assignment.get("roleDefinitionId"), "roleDefinitionId") or "").rsplit("/", 1)[-1]
     containers = [c.get("containerName") for c in graph.linked(assignment, "scope", [BLOB_CONTAINER])]
     role = allowed.role
+    records = graph.linked(assignment, "scope", [tokens.STORAGE_ACCOUNT])
+    if (
+        allowed.record
+        and records
+        and all(a.tags().get(AZURE_ROLE_TAG) == LIFECYCLE_RECORD_ROLE for a in records)
+    ):
+        return
     if definition not in (BLOB_DATA_READER, BLOB_DATA_CONTRIBUTOR) or not containers:
         yield (
             f"{role}: role {definition} on {assignment.get('scope')}; its set is Blob data roles on its "

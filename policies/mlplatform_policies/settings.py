@@ -55,6 +55,8 @@ DATA_DOMAIN_TAG = "ml-platform.io/data-domain"
 ACCESS_LOGS_ROLE = "access-logs"
 # The lifecycle record's bucket (components/aws/storage.py LIFECYCLE_RECORD_ROLE).
 LIFECYCLE_RECORD_ROLE = "lifecycle-record"
+# The record's prefix in that bucket (components/aws/storage.py RECORD_PREFIX), where the registry appends.
+LIFECYCLE_RECORD_PREFIX = "lifecycle-record"
 REGISTRY_CREATION_ROLE = "registry-creation-key"
 AUDIT_TRAIL_TAG = "ml-platform.io/audit-trail"
 THREAT_DETECTION_TAG = "ml-platform.io/threat-detection"

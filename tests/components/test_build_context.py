@@ -143,7 +143,7 @@ UNREAD = {
     ],
     REGISTRY_DOCKERFILE: [
         "stacks/Pulumi.aws-smb-dev.yaml",
-        "workloads/registry/client.py",
+        "workloads/registry/lineage.py",
         "components/kubernetes/registry.py",
         "pyproject.toml",
     ],

@@ -43,9 +43,10 @@ IMAGES = {
         ("workloads/inference/requirements.txt",),
     ),
     # A script image: requirements, the launcher, its authorization function, its sitecustomize and the RDS
-    # roots the launcher verifies the database with (launch.py ``database_ca``) are all it copies.
+    # roots the launcher verifies the database with (launch.py ``database_ca``), and the lifecycle record's
+    # writer the authorization function appends with (guard.py ``record_events``) are all it copies.
     REGISTRY_DOCKERFILE: (
-        (),
+        ("workloads.registry.record",),
         (
             "workloads/registry/server/requirements.txt",
             "workloads/registry/server/launch.py",

@@ -101,24 +101,21 @@ def test_each_aws_key_names_the_people_the_table_gives_it_and_no_other(
     }
 
 
-def test_who_appends_to_the_record_gets_the_record_writers_rights(people_plan: Callable[[str], Plan]) -> None:
+def test_the_people_who_act_on_the_record_read_it_and_only_the_registry_writes(
+    people_plan: Callable[[str], Plan],
+) -> None:
     aws = people_plan(AWS)
     policies = {p.urn: p for p in aws.by_type("aws:iam/policy:Policy") if "-record-writer" in p.name}
-    # One put-only policy per people's role (the pack reads the role from its tag), the same rights.
+    """Review rev40c A1: the approvers and the ML engineers append through the registry, which names them
+    as it authenticated them; their own cloud identities read the record, never write it."""
+    # One read-only policy per people's role (the pack reads the role from its tag), the same rights.
     writers = {p.inputs["tags"]["ml-platform.io/access-roles"]: p for p in policies.values()}
     assert set(writers) == {"model-approver", "ml-engineer"}
     assert writers["model-approver"].inputs["policy"] == writers["ml-engineer"].inputs["policy"]
     statements = json.loads(writers["ml-engineer"].inputs["policy"])["Statement"]
     assert {
         a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
-    } == {
-        "s3:ListBucket",
-        "s3:GetBucketObjectLockConfiguration",
-        "s3:PutObject",
-        "s3:GetObject",
-        "kms:GenerateDataKey",
-        "kms:Decrypt",
-    }
+    } == {"s3:ListBucket", "s3:GetObject", "kms:Decrypt"}
     attached: dict[str, set[str]] = {}
     for attachment in aws.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment"):
         for role, policy in writers.items():
@@ -129,17 +126,17 @@ def test_who_appends_to_the_record_gets_the_record_writers_rights(people_plan: C
         "ml-engineer": {arn.rsplit("/", 1)[1] for arn in ENGINEERS},
     }
     azure = people_plan(AZURE)
-    # The rollout's own grant: the record writer role on the record's account, nothing more.
-    rollout = next(
-        a
-        for a in azure.by_type("azure-native:authorization:RoleAssignment")
-        if a.name.endswith("-rollout-identity-record-writer")
-    )
-    writer = (rollout.inputs["roleDefinitionId"], rollout.inputs["scope"])
+    assignments = list(azure.by_type("azure-native:authorization:RoleAssignment"))
+    # The registry's grant: the record writer role on the record's account, held by no one else.
+    [registry] = [a for a in assignments if a.name.endswith("-registry-identity-record-writer")]
+    writer = registry.inputs["roleDefinitionId"]
+    assert [a.name for a in assignments if a.inputs.get("roleDefinitionId") == writer] == [registry.name]
+    # The people read the record's account (Storage Blob Data Reader, built-in id 2a2b9908-…).
     holders = {
         (a.inputs["description"], a.inputs["principalId"], a.inputs["principalType"])
-        for a in azure.by_type("azure-native:authorization:RoleAssignment")
-        if (a.inputs.get("roleDefinitionId"), a.inputs.get("scope")) == writer
+        for a in assignments
+        if a.inputs.get("scope") == registry.inputs["scope"]
+        and str(a.inputs.get("roleDefinitionId", "")).endswith("2a2b9908-6ea1-4ae2-8e65-a410df84e7d1")
         and str(a.inputs.get("description", "")).startswith("ml-platform access: ")
     }
     engineers = [g for groups in PEOPLE_AZURE["mlEngineers"].values() for g in groups]

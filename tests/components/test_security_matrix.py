@@ -71,6 +71,8 @@ def _azure_rights(plan: dict[str, Any]) -> Rights:
     rights: Rights = {column: set() for column in ROLES}
     for federation in (r for r in plan["resources"] if r["type"].endswith("FederatedIdentityCredential")):
         column = next((c for c, (sub, _) in ROLES.items() if sub == federation["inputs"]["subject"]), None)
+        if column is None:
+            continue  # the rollout's and the drift monitor's identities: they only read the lifecycle record
         identity = federation["propertyDependencies"]["resourceName"][0]
         for assignment in plan["resources"]:
             if identity not in assignment.get("propertyDependencies", {}).get("principalId", []):
@@ -81,7 +83,6 @@ def _azure_rights(plan: dict[str, Any]) -> Rights:
             writes = BLOB_READ[role]
             for container in assignment["propertyDependencies"]["scope"]:
                 name = by_urn[container]["inputs"]["containerName"]
-                assert column is not None
                 rights[column] |= {f"read {name}", *([f"write {name}"] if writes else [])}
     return rights
 
@@ -108,6 +109,8 @@ def _registry_rights(plan: dict[str, Any]) -> Rights:
 ROWS = {
     **{f"read `{store}/`": f"read {store}" for store in STORES},
     **{f"write `{store}/`": f"write {store}" for store in STORES},
+    # Review rev40c A1: the registry is the lifecycle record's only writer; everyone else appends through it.
+    "put events on the lifecycle record (`lifecycle-record/`)": "write lifecycle-record",
     "read the registry database's password": "database password",
     "read its model in the registry (READ)": "registry READ",
     "register versions, move aliases, tag its model (EDIT)": "registry EDIT",

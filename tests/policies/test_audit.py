@@ -299,7 +299,44 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         lambda p: without(p, of_type("aws:s3/bucket:Bucket", "-record")),
         ("lifecycle-record-locked", AWS_CLUSTER),
     ),
+    # Review rev40c A1: only the registry's role appends; PutObject on the record for the rollout (or the
+    # people's policy) lets it append events in any user's name.
+    (
+        "record-put-granted-to-the-rollout",
+        lambda p: with_inputs(
+            p, of_type("aws:iam/rolePolicy:RolePolicy", "-identities-rollout"), _also_puts_on_the_record
+        ),
+        ("lifecycle-record-locked", "aws-enterprise-prod-aws-identities-rollout"),
+    ),
 ]
+
+
+def _also_puts_on_the_record(inputs: dict[str, Any]) -> None:
+    """The rollout's record statement given s3:PutObject as well."""
+    document = json.loads(inputs["policy"])
+    [reads] = [s for s in document["Statement"] if s["Sid"] == "ReadEvents"]
+    reads["Action"] = ["s3:GetObject", "s3:PutObject"]
+    inputs["policy"] = json.dumps(document)
+
+
+REGISTRY_WRITER = "azure-enterprise-prod-azure-registry-identity-record-writer"
+
+
+def _second_writer(plan: PlanDict, workload: str) -> PlanDict:
+    """The registry's record writer assignment copied onto ``workload``'s identity."""
+    edited = copy.deepcopy(plan)
+    [registry] = [r for r in edited["resources"] if r["name"] == REGISTRY_WRITER]
+    [identity] = [r for r in edited["resources"] if r["name"].endswith(f"-{workload}-identity-uai")]
+    planted = copy.deepcopy(registry)
+    planted["name"] = REGISTRY_WRITER.replace("-registry-", f"-{workload}-")
+    planted["urn"] = registry["urn"].replace(REGISTRY_WRITER, planted["name"])
+    planted["inputs"]["principalId"] = f"principal-of-{workload}"
+    planted["propertyDependencies"] = {**planted["propertyDependencies"], "principalId": [identity["urn"]]}
+    planted["dependencies"] = [
+        u for u in planted["dependencies"] if u not in registry["propertyDependencies"].get("principalId", [])
+    ] + [identity["urn"]]
+    edited["resources"].append(planted)
+    return edited
 
 
 def test_a_declared_organisation_trail_stands_in_for_the_stacks_own(
@@ -546,7 +583,7 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
                 "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/delete"
             ),
         ),
-        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer"),
+        ("lifecycle-record-locked", REGISTRY_WRITER),
     ),
     (
         "record-writer-role-with-every-blob-action",
@@ -557,18 +594,25 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
                 dataActions=["Microsoft.Storage/storageAccounts/blobServices/containers/blobs/*"]
             ),
         ),
-        ("lifecycle-record-locked", "azure-enterprise-prod-azure-drift-monitor-identity-record-writer"),
+        ("lifecycle-record-locked", REGISTRY_WRITER),
     ),
     (
         "record-writer-given-storage-blob-data-contributor",
         lambda p: with_inputs(
             p,
-            of_type("azure-native:authorization:RoleAssignment", "rollout-identity-record-writer"),
+            of_type("azure-native:authorization:RoleAssignment", "registry-identity-record-writer"),
             lambda i: i.update(
                 roleDefinitionId="/subscriptions/00000000-0000-0000-0000-000000000000/providers/"
                 "Microsoft.Authorization/roleDefinitions/ba92f5b4-2d11-453d-a403-e96b0029c9fe"
             ),
         ),
+        ("lifecycle-record-locked", REGISTRY_WRITER),
+    ),
+    # Review rev40c A1: only the registry's identity appends; the record writer role given to the rollout
+    # (an approver, an engineer alike) lets it append events in any user's name.
+    (
+        "record-writer-role-given-to-the-rollout",
+        lambda p: _second_writer(p, "rollout"),
         ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer"),
     ),
     (

@@ -60,6 +60,8 @@ READ_TYPES = (
     "azure-native:managedidentity:",
     "azure-native:authorization:RoleAssignment",
     "azure-native:storage:BlobContainer",
+    # The lifecycle record's account, whose writer role the registry holds (review rev40c A1).
+    "azure-native:storage:StorageAccount",
     "kubernetes:apps/v1:",
     "kubernetes:batch/v1:",
     "pulumi:providers:",

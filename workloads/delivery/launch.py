@@ -30,7 +30,7 @@ from workloads.delivery.plan import PlanError, RolloutPlan, parse_plan
 from workloads.delivery.runner import LabelledSet, Result, Rollout, RolloutError, ServiceClient, Terminated
 from workloads.delivery.scrape import Scraper, Targets
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
-from workloads.registry.record import RECORD_ENV, Journal, RecordError, identity, open_record
+from workloads.registry.record import RECORD_ENV, RecordError, identity, open_journal
 
 EXIT_OK, EXIT_STOPPED, EXIT_BAD_INPUT = 0, 1, 2
 # The Job's variables (the registry's credentials are the client's own: MLFLOW_TRACKING_*).
@@ -149,7 +149,7 @@ def run(settings: Settings, scratch: Path) -> Result:
         LabelledSet.load(settings.plan.labelled_set, client, scratch) if settings.plan.labelled_set else None
     )
     who = identity(client, settings.actor)
-    journal = Journal(client, open_record(settings.record), who) if settings.record else None
+    journal = open_journal(client, settings.record, who) if settings.record else None
     rollout = Rollout(
         client,
         settings.model,

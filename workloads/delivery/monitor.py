@@ -64,7 +64,7 @@ from workloads.delivery.trigger import (
 from workloads.registry import operations
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
 from workloads.registry.lineage import TRIGGER_ENV
-from workloads.registry.record import RECORD_ENV, Event, Journal, RecordError, identity, open_record
+from workloads.registry.record import RECORD_ENV, Event, Journal, RecordError, identity, open_journal
 from workloads.registry.rollout import CHAMPION, PREVIOUS_CHAMPION
 
 # Record actions: one per window, and the retrain's end.
@@ -590,7 +590,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
     try:
         settings = from_env(environ)
         client = RegistryClient(settings.registry_uri)
-        journal = Journal(client, open_record(settings.record), identity(client, "drift-monitor"))
+        journal = open_journal(client, settings.record, identity(client, "drift-monitor"))
         monitor = Monitor(
             client, journal, settings.model, settings.policy, settings.scraper, settings.launcher
         )

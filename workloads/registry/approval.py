@@ -4,7 +4,8 @@ The record (record.py) is append-only, so an approval cannot be forged or withdr
 the registry's own tags can by anyone with EDIT. The rules (issue 40; the control review's S1 and L4):
 
 - a promotion of a version needs, when the stack requires approval, an ``approve`` after the version's
-  latest ``request-promotion`` and no ``reject`` after that request;
+  latest ``request-promotion`` and no ``reject`` after that request, each counted only from someone who
+  may review it (below), as the record names them: the registry writes who (record.py);
 - only a member of the approver role (the stack's ``workloads.registry.approvers``) approves or rejects,
   and never who requested the promotion or who trained the version (four eyes);
 - ``--force`` skips the approval and the metric checks, and only an approver may use it; it is recorded
@@ -137,10 +138,32 @@ def review_refusal(
     return None
 
 
+def _reviews(events: Sequence[Event], version: str, policy: Policy, trained_by: str | None) -> list[Event]:
+    """The approvals and rejections of ``version``'s latest request that count: each by whom
+    ``review_refusal`` lets review it (its ``by`` the registry's authenticated user, review rev40c A1),
+    judged on the record as it stood then. Any other is a claim that changes nothing."""
+    index = _latest_request(events, version)
+    if index is None:
+        return []
+    return [
+        e
+        for i, e in enumerate(events[index + 1 :], start=index + 1)
+        if e.action in (APPROVE, REJECT)
+        and e.versions.get("candidate") == version
+        and review_refusal(events[:i], version, Identity(e.by, e.authenticated), policy, trained_by) is None
+    ]
+
+
 def promotion_refusal(
-    events: Sequence[Event], version: str, who: Identity, policy: Policy, force: bool
+    events: Sequence[Event],
+    version: str,
+    who: Identity,
+    policy: Policy,
+    force: bool,
+    trained_by: str | None = None,
 ) -> str | None:
-    """Why the promotion of ``version`` by ``who`` is refused under ``policy``, or None."""
+    """Why the promotion of ``version`` by ``who`` is refused under ``policy``, or None. ``trained_by``:
+    the version's ``mlplatform.trained_by`` (``review_refusal``)."""
     if force:
         if policy.required and (refused := _approver(who, policy)) is not None:
             return f"--force is for the approver role: {refused}"
@@ -150,7 +173,7 @@ def promotion_refusal(
     index = _latest_request(events, version)
     if index is None:
         return f"version {version} needs an approved promotion request (mlplatform models request-promotion)"
-    later = [e for e in events[index + 1 :] if e.versions.get("candidate") == version]
+    later = _reviews(events, version, policy, trained_by)
     if any(e.action == REJECT for e in later):
         reason = next(e.reason for e in reversed(later) if e.action == REJECT)
         return f"version {version}'s promotion request was rejected: {reason}"

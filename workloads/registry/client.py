@@ -167,6 +167,8 @@ CA_BUNDLE_ENV = "MLFLOW_TRACKING_SERVER_CERT_PATH"
 BREAK_GLASS_REASON_ENV = "MLPLATFORM_BREAK_GLASS_REASON"
 BREAK_GLASS_HEADER = "X-ML-Platform-Break-Glass-Reason"
 ALIAS_ENDPOINT = "registered-models/alias"
+# The registry's own route that appends to its lifecycle record (workloads/registry/server/guard.py).
+RECORD_ENDPOINT = "mlplatform/record-events"
 
 
 def tls_context(environ: Mapping[str, str]) -> ssl.SSLContext:
@@ -356,6 +358,15 @@ class RegistryClient:
         the registry authenticates nobody."""
         body = self._call("GET", "users/current")
         return str(body["user"]["username"])
+
+    def append_record_event(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Have the registry append ``event`` (its kind and body) to its lifecycle record as the caller
+        (workloads/registry/record.py ``RegistryRecord``): the event as appended, and the record's URI."""
+        return self._call("POST", RECORD_ENDPOINT, event)
+
+    def registry_record(self) -> str:
+        """The URI of the lifecycle record the registry appends to, once it has checked it can."""
+        return str(self._call("GET", RECORD_ENDPOINT)["record"])
 
     def model_names(self) -> list[str]:
         """The registered models' names (the first 1,000), for a message naming what exists."""

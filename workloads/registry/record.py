@@ -5,12 +5,17 @@ MLflow keeps no alias history (mlflow/mlflow#2169) and its tags are overwritten 
 (../shared/reviews/lifecycle.md, defects 4 and 5) found only the last event per version left, signed with
 a self-declared ``--actor``. Here each event is one object of its own, written once:
 
-- who: the registry's authenticated user (``GET /api/2.0/mlflow/users/current``, MLflow's basic-auth app,
-  mlflow/server/auth/routes.py 3.17.2), ``authenticated: true``; on a registry without authentication
-  (SMB dev) the caller's declared name, ``authenticated: false``, shown as such;
+- who: on a registry that authenticates (MLflow's basic-auth app), the user the registry authenticated for
+  the append, ``authenticated: true``, set by the registry itself: it is the record's only writer
+  (``RegistryRecord``, the route ``RECORD_ROUTE`` its authorization function serves, workloads/registry/
+  server/guard.py), the caller sends the event's kind and body and the registry adds who and when
+  (``authenticated_event``), so no caller can append in another's name (review rev40c A1); on a registry
+  without authentication (SMB dev) the caller's declared name, ``authenticated: false``, written by the
+  caller, shown as such;
 - what: the action, the versions by role, each version's digest (sha256 of its ``metadata.json``, which
   holds the sha256 of every file of the version), the numbers the decision was taken on, the reason;
-- when: UTC.
+- when: UTC, the registry's clock where the registry appends (so an event's place in the history, which
+  its name gives, is the registry's too).
 
 Backends, chosen by the record's URI (``--record``, ``$MLPLATFORM_RECORD``):
 
@@ -53,11 +58,16 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from workloads.registry.client import RegistryClient, RegistryError
+from workloads.registry.client import API, RECORD_ENDPOINT, RegistryClient, RegistryError
 
 RECORD_ENV = "MLPLATFORM_RECORD"
+# The registry's own record, where it appends for its callers (the registry Deployment's variable).
+REGISTRY_RECORD_ENV = "REGISTRY_RECORD"
+# The registry's append route (served by its authorization function, workloads/registry/server/guard.py):
+# POST an event's kind and body, GET whether the registry's record can take one.
+RECORD_ROUTE = f"{API}/{RECORD_ENDPOINT}"
 # The Blob endpoint of an ``azblob://`` record where it is not ``https://ACCOUNT.blob.core.windows.net``.
 BLOB_ENDPOINT_ENV = "MLPLATFORM_RECORD_BLOB_ENDPOINT"
 
@@ -80,6 +90,35 @@ class Event(BaseModel):
 
 class RecordError(Exception):
     """The record cannot be opened or written; one printable line."""
+
+
+# What the registry sets on an event it appends for a caller (``authenticated_event``); the caller sends the
+# rest of ``Event``'s fields.
+REGISTRY_FIELDS = ("at", "by", "authenticated")
+
+
+class EventError(ValueError):
+    """An event the registry will not append for its caller; one line naming the field."""
+
+
+def authenticated_event(user: str, body: object, now: datetime | None = None) -> Event:
+    """The event the registry appends for its authenticated ``user`` from the request ``body`` (a JSON
+    object of ``Event``'s fields but ``REGISTRY_FIELDS``): ``by`` is ``user``, ``authenticated`` true, ``at``
+    the registry's ``now``. EventError naming the field for anything else."""
+    if not isinstance(body, dict):
+        raise EventError("the request body must be a JSON object of the event's fields")
+    for key in REGISTRY_FIELDS:
+        if key in body:
+            raise EventError(
+                f"field {key!r}: set by the registry (who it authenticated, and when), not the caller"
+            )
+    stamp = (now or datetime.now(UTC)).isoformat(timespec="milliseconds")
+    try:
+        return Event.model_validate({**body, "at": stamp, "by": user, "authenticated": True})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise EventError(f"field {where!r}: {first['msg']}") from None
 
 
 class Record(Protocol):
@@ -305,6 +344,61 @@ class BlobRecord:
             raise self._fail(f"read {folder}", exc) from None
 
 
+def same_record(a: str, b: str) -> bool:
+    """Whether the record URIs ``a`` and ``b`` name one record (a directory by its resolved path)."""
+
+    def key(uri: str) -> str:
+        if uri.startswith(("s3://", "azblob://")):
+            return uri.rstrip("/")
+        return str(Path(uri.removeprefix("file://")).resolve())
+
+    return key(a) == key(b)
+
+
+class RegistryRecord:
+    """The record as a registry that authenticates keeps it: appended only by the registry, for its
+    authenticated caller (``RECORD_ROUTE``, ``authenticated_event``), read from ``reader``, the same record
+    as the caller can read it. People and pods hold no write on it (docs/lifecycle.md, "The record")."""
+
+    def __init__(self, client: RegistryClient, reader: Record, uri: str) -> None:
+        self.client, self.reader, self.uri = client, reader, uri
+        self._ready = False
+
+    def _fail(self, doing: str, exc: RegistryError) -> RecordError:
+        return RecordError(
+            f"lifecycle record {self.uri}: the registry cannot {doing} ({str(exc).splitlines()[0]})"
+        )
+
+    def ensure_ready(self) -> None:
+        """Refuse a registry that keeps no record, cannot append to it, or keeps another than ``uri``:
+        what this caller reads would not be what the registry appends."""
+        if self._ready:
+            return
+        try:
+            kept = self.client.registry_record()
+        except RegistryError as exc:
+            raise self._fail("append to its record", exc) from None
+        if not same_record(kept, self.uri):
+            raise RecordError(
+                f"lifecycle record {self.uri}: the registry {self.client.uri} appends to {kept}; give that"
+                f" record (--record, ${RECORD_ENV})"
+            )
+        self._ready = True
+
+    def append(self, event: Event) -> Event:
+        """The event as the registry appended it: who and when are the registry's."""
+        self.ensure_ready()
+        body = event.model_dump(exclude=set(REGISTRY_FIELDS))
+        try:
+            answer = self.client.append_record_event(body)
+        except RegistryError as exc:
+            raise self._fail(f"append a {event.action!r} event of {event.model}", exc) from None
+        return Event.model_validate(answer["event"])
+
+    def read(self, model: str) -> list[Event]:
+        return self.reader.read(model)
+
+
 def _blob_record(uri: str) -> BlobRecord:
     account, _, rest = uri.removeprefix("azblob://").partition("/")
     container, _, prefix = rest.partition("/")
@@ -380,6 +474,13 @@ def identity(client: RegistryClient, declared: str) -> Identity:
     return Identity(user, True)
 
 
+def open_journal(client: RegistryClient, uri: str, who: Identity) -> Journal:
+    """``who``'s journal on the record at ``uri``: appended by the registry where it authenticated ``who``
+    (``RegistryRecord``), else directly, unauthenticated (a registry without authentication)."""
+    record = open_record(uri)
+    return Journal(client, RegistryRecord(client, record, uri) if who.authenticated else record, who)
+
+
 @dataclass
 class Journal:
     """Appends a model's events, as ``who``, with the digests of the versions they name."""
@@ -408,8 +509,9 @@ class Journal:
             numbers=json.loads(json.dumps(dict(numbers or {}), default=str)),
             reason=reason,
         )
-        self.record.append(event)
-        return event
+        written = self.record.append(event)
+        # The registry's own event where it appended (its who and when), else the one written here.
+        return written if isinstance(written, Event) else event
 
     def _digest(self, model: str, version: str) -> str:
         try:

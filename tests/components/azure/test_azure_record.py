@@ -80,7 +80,10 @@ def test_the_record_is_its_own_immutable_account_under_the_object_data_key(cloud
     assert plan.outputs["lifecycleRecord"] == f"azblob://{account['accountName']}/{RECORD_CONTAINER}"
 
 
-def test_only_the_rollout_and_the_drift_monitor_hold_the_create_only_writer_role(cloud_plan: PlanFn) -> None:
+def test_only_the_registry_holds_the_create_only_writer_role(cloud_plan: PlanFn) -> None:
+    """Review rev40c A1: the registry appends every event for the user it authenticated; the rollout and
+    the drift monitor, each its own federated identity, read the record's container and append through
+    the registry."""
     plan = cloud_plan(STACK)
     role = one(plan, "azure-native:authorization:RoleDefinition", "-record-writer").inputs
     assert role["roleType"] == "CustomRole"
@@ -94,9 +97,17 @@ def test_only_the_rollout_and_the_drift_monitor_hold_the_create_only_writer_role
         if target(r.inputs["scope"]) == ACCOUNT
     ]
     assert sorted(r.name for r in assignments) == [
-        "azure-enterprise-prod-azure-drift-monitor-identity-record-writer",
-        "azure-enterprise-prod-azure-rollout-identity-record-writer",
+        "azure-enterprise-prod-azure-registry-identity-record-writer"
     ]
+    readers = {
+        r.name
+        for r in plan.by_type("azure-native:authorization:RoleAssignment")
+        if r.name.endswith("-record-reader")
+    }
+    assert readers == {
+        "azure-enterprise-prod-azure-drift-monitor-identity-record-reader",
+        "azure-enterprise-prod-azure-rollout-identity-record-reader",
+    }
     assert {target(r.inputs["roleDefinitionId"]) for r in assignments} == {WRITER}
     subjects = {
         r.name.removeprefix("azure-enterprise-prod-azure-").removesuffix("-identity-federation"): r.inputs[

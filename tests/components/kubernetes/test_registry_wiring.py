@@ -266,12 +266,13 @@ def test_every_callers_workload_waits_for_its_namespaces_egress_to_the_registry(
     ("cron_job", "account_name"),
     [("inference-rollout", "rollout"), ("inference-drift-monitor", "drift-monitor")],
 )
-def test_the_record_writers_append_to_the_stacks_locked_record_with_put_only_rights(
+def test_the_record_writers_read_the_stacks_locked_record_and_append_through_the_registry(
     planned: Callable[[str], Plan], cron_job: str, account_name: str
 ) -> None:
-    """Issue 40, "An append-only record": the rollout Job and the drift monitor get the stack's record
-    (the Object-Locked bucket's ``lifecycle-record/`` prefix) and each an IRSA role of its own that can add
-    events and read them, never delete, re-time or unlock one (S3 user guide, "Object Lock retention
+    """Issue 40, "An append-only record", and review rev40c A1: the rollout Job and the drift monitor get
+    the stack's record (the Object-Locked bucket's ``lifecycle-record/`` prefix) and each an IRSA role of
+    its own that reads its events; they append through the registry, its only writer, whose role adds
+    events and reads them, never deletes, re-times or unlocks one (S3 user guide, "Object Lock retention
     modes": PutObjectRetention and BypassGovernanceRetention are what change a lock; DeleteObject with a
     version id what removes one)."""
     plan = planned("aws-enterprise-prod")
@@ -321,7 +322,19 @@ def test_the_record_writers_append_to_the_stacks_locked_record_with_put_only_rig
         if action.startswith("s3:")
     }
     arn = f"arn:aws:s3:me-central-1:123456789012:{bucket}"
-    assert granted == {
+    assert granted == {("s3:ListBucket", arn), ("s3:GetObject", f"{arn}/lifecycle-record/*")}
+    # The registry appends to the same record, with the put-only rights.
+    [registry] = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "registry"]
+    assert _env(registry["spec"]["template"]["spec"])["REGISTRY_RECORD"] == env["MLPLATFORM_RECORD"]
+    appends = json.loads(
+        resources[("aws:iam/rolePolicy:RolePolicy", f"{IDENTITIES}-registry")]["inputs"]["policy"]
+    )
+    assert {
+        (action, s["Resource"])
+        for s in appends["Statement"]
+        for action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        if s["Sid"].startswith("Record") and action.startswith("s3:")
+    } == {
         ("s3:ListBucket", arn),
         ("s3:GetBucketObjectLockConfiguration", arn),
         ("s3:PutObject", f"{arn}/lifecycle-record/*"),

@@ -38,6 +38,7 @@ from tests.stack_variants import template
 from tests.workloads.inference.serving import free_port
 from workloads.artifacts import METADATA_FILE, load_metadata, write_metadata
 from workloads.registry.client import BREAK_GLASS_REASON_ENV, RegistryClient
+from workloads.registry.record import REGISTRY_RECORD_ENV
 from workloads.registry.server.launch import write_auth_config
 
 MLFLOW = str(Path(sys.executable).with_name("mlflow"))
@@ -152,17 +153,28 @@ def registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def auth_registry_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def auth_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lifecycle record the basic-auth server appends to (``REGISTRY_RECORD``), a directory: its callers
+    append through the registry (workloads/registry/record.py ``RegistryRecord``) and read it here. Each
+    test's model has its own name, so its events are its own."""
+    return tmp_path_factory.mktemp("auth-record")
+
+
+@pytest.fixture(scope="session")
+def auth_registry_uri(tmp_path_factory: pytest.TempPathFactory, auth_record: Path) -> Iterator[str]:
     """The same server with MLflow's basic-auth app, configured as the registry's launcher configures it
     (``write_auth_config``: users in the same database, authenticated users read by default), the admin
-    ``admin`` with ``ADMIN_PASSWORD`` (``MLFLOW_AUTH_ADMIN_PASSWORD``, mlflow/server/auth/config.py)."""
+    ``admin`` with ``ADMIN_PASSWORD`` (``MLFLOW_AUTH_ADMIN_PASSWORD``, mlflow/server/auth/config.py), the
+    lifecycle record ``auth_record``."""
     root = tmp_path_factory.mktemp("mlflow-auth")
     config = write_auth_config(f"sqlite:///{root / DATABASE}", root)
     env = {
         "MLFLOW_AUTH_CONFIG_PATH": str(config),
         "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-for-tests",
-        "PYTHONPATH": str(SERVER_DIR),
+        # The image's /app: guard.py, and the record's writer under workloads/ (its Dockerfile's COPY lines).
+        "PYTHONPATH": os.pathsep.join((str(SERVER_DIR), str(REPO))),
+        REGISTRY_RECORD_ENV: str(auth_record),
         PROMOTERS_ENV: json.dumps(PROMOTERS),
         RESTORERS_ENV: json.dumps(RESTORERS),
     }

@@ -51,7 +51,7 @@ from workloads.delivery.scrape import Scraper, Targets
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
 from workloads.registry.lineage import TRIGGER_TAG, experiment_name
 from workloads.registry.lock import AGAINST_TAG, OUTCOME_TAG, RESULT_TAG
-from workloads.registry.record import RECORD_ENV, Event, Journal, identity, open_record
+from workloads.registry.record import RECORD_ENV, Event, identity, open_journal
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 from workloads.registry.server.launch import AuthApi, User, bootstrap_users
 from workloads.training.tasks import Split
@@ -215,13 +215,13 @@ def _monitor(
     servers: list[Server],
     split: Split,
     rng: np.random.Generator,
+    record: Path,
     tmp_path: Path,
 ) -> Monitor:
     """``name``'s monitor retraining on ``dataset``, its first window run through the CronJob's own
     command and variables, the next ones in this process; the labels that arrive: the champion's held-out
     rows and their labels."""
     client = RegistryClient(registry_uri, environ=_login(MONITOR_USER))
-    record = tmp_path / "record"
     metrics = [f"{server.url}/metrics" for server in servers]
     # The retrain runs as bob, as the training Job runs as training's user.
     trainer = [f"{k}={v}" for k, v in _login("bob").items()]
@@ -256,7 +256,7 @@ def _monitor(
     )
     assert cron.returncode == 0, cron.stderr
     assert cron.stdout.startswith(f"{name}: none: 0 of the last 1 windows breach"), cron.stdout
-    journal = Journal(client, open_record(str(record)), identity(client, "drift-monitor"))
+    journal = open_journal(client, str(record), identity(client, "drift-monitor"))
     scraper = Scraper(Targets(urls=tuple(metrics)))
     launcher = ProcessLauncher(tuple(training))
     monitor = Monitor(client, journal, name, parse_policy(policy, "test"), scraper, launcher)
@@ -339,11 +339,12 @@ def _through_the_gates_to_approval(
     servers: list[Server],
     split: Split,
     governed_stack: str,
+    record: Path,
     tmp_path: Path,
 ) -> None:
     """What happens to the retrained ``version`` before it may become ``@champion``: the rollout's gates,
     then the approval; it ends as the champion."""
-    registry_uri, record, journal = monitor.client.uri, tmp_path / "record", monitor.journal
+    registry_uri, journal = monitor.client.uri, monitor.journal
     client = RegistryClient(registry_uri, environ=_login(READER))
     # The monitor cannot skip the gates and the approval: the registry refuses it @champion on what it
     # retrained (it may only roll back: workloads/registry/server/guard.py).
@@ -405,15 +406,17 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_through_the
     servers: list[Server],
     held_out: Split,  # noqa: F811
     governed_stack: str,
+    auth_record: Path,
     tmp_path: Path,
 ) -> None:
     """Issue 40's "Done when": steady traffic triggers nothing; shifted traffic one retrain within k
     windows; the retrained version passes the rollout's gates and waits for approval (the trainer's
     refused, an approver's accepted); flapping traffic no second retrain within the cooldown."""
     client = RegistryClient(registry_uri, environ=_login(READER))
-    record = tmp_path / "record"
+    # The registry's record: it appends every event there, for the monitor, the rollout and the people.
+    record = auth_record
     rng = np.random.default_rng(0)
-    monitor = _monitor(NAME, DATASET, registry_uri, servers, held_out, rng, tmp_path)
+    monitor = _monitor(NAME, DATASET, registry_uri, servers, held_out, rng, record, tmp_path)
     journal = monitor.journal
 
     # Steady traffic from the reference distribution, window after window: nothing.
@@ -440,7 +443,7 @@ def test_steady_traffic_triggers_nothing_shifted_traffic_one_retrain_through_the
     assert "retrain" not in after and "cooling-down" in after, after
     assert sum(e.action == RETRAIN_ACTION for e in events) == 1
 
-    _through_the_gates_to_approval(monitor, version, servers, held_out, governed_stack, tmp_path)
+    _through_the_gates_to_approval(monitor, version, servers, held_out, governed_stack, record, tmp_path)
 
     # The shift ends, and labels of the original traffic arrive: the retrained champion is below the
     # previous champion on the same labels, so the monitor rolls back.
@@ -487,15 +490,16 @@ def test_a_worse_retrained_model_stops_at_the_rollouts_first_gate(
     registry_uri: str,
     worse_servers: list[Server],
     held_out: Split,  # noqa: F811
+    auth_record: Path,
     tmp_path: Path,
 ) -> None:
     """Issue 40's "Done when": a worse retrained model stops at its first gate. The newest dataset has
     every label wrong; the monitor retrains on it as on any; the rollout stops the version at shadow, its
     first step, on the labelled-set accuracy gate, with no move of @champion and no --force; the record
     and the version say which gate, and a promotion of it is refused."""
-    record = tmp_path / "record"
+    record = auth_record
     rng = np.random.default_rng(1)
-    monitor = _monitor(WORSE, MISLABELLED, registry_uri, worse_servers, held_out, rng, tmp_path)
+    monitor = _monitor(WORSE, MISLABELLED, registry_uri, worse_servers, held_out, rng, record, tmp_path)
     version = _shift_until_one_retrain(monitor, worse_servers, held_out, rng)
 
     rolled = _rollout(WORSE, registry_uri, worse_servers, held_out, record, tmp_path)

@@ -26,7 +26,7 @@ from workloads.delivery import contract
 from workloads.registry.client import RegistryClient, RegistryError
 from workloads.registry.lineage import TRAINED_BY_TAG, experiment_name
 from workloads.registry.lock import AGAINST_TAG, OUTCOME_TAG, PASSED, RESULT_TAG, STOPPED, verdict_action
-from workloads.registry.record import Journal, identity, open_record
+from workloads.registry.record import identity, open_journal, open_record
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 from workloads.registry.server import guard
 from workloads.registry.server.launch import GRANT, REGISTERED_MODEL, AuthApi, User, bootstrap_users
@@ -249,14 +249,14 @@ def _governed_model(uri: str) -> None:
 
 
 def test_a_promotion_needs_a_second_persons_approval_and_every_step_is_on_the_record(
-    auth_registry_uri: str, governed_stack: str, tmp_path: Path
+    auth_registry_uri: str, auth_record: Path, governed_stack: str
 ) -> None:
     """Issue 40's "Promotion as a change" and "An append-only record" (compliance review S1, L4; trial
     defects 4 and 5): carol requests; bob, who trained the version, and carol, who requested it, may not
     approve; promotion waits for alice's approval; --force is the approver role's only. ``models history``
     shows every step with the registry's authenticated user (not ``$USER``) and the versions' digests."""
     _governed_model(auth_registry_uri)
-    uri, record = auth_registry_uri, tmp_path / "record"
+    uri, record = auth_registry_uri, auth_record
     stack = ("--stack", governed_stack)
 
     asked = as_user(
@@ -305,7 +305,7 @@ SELF_TRAINED = "digits-self-trained"
 
 
 def test_a_trainer_who_is_also_an_approver_may_not_approve_what_they_trained(
-    auth_registry_uri: str, governed_stack: str, tmp_path: Path
+    auth_registry_uri: str, auth_record: Path, governed_stack: str
 ) -> None:
     """Issue 40 item 3 and "Done when" ("an approval by the trainer is refused"); review rev40b B1: the
     rule read ``mlplatform.trained_by``, a version tag any EDIT holder rewrites (3.17.2
@@ -315,7 +315,7 @@ def test_a_trainer_who_is_also_an_approver_may_not_approve_what_they_trained(
     registry user, registers version 2; her approval of it is refused, and neither naming bob at
     registration nor rewriting or deleting the tag afterwards changes who trained it."""
     assert guard.TRAINED_BY_TAG == TRAINED_BY_TAG  # the guard's own copy (it imports nothing of ours)
-    uri, record = auth_registry_uri, tmp_path / "record"
+    uri, record = auth_registry_uri, auth_record
     grants = ((SELF_TRAINED, "EDIT"),)
     experiments = ((experiment_name(SELF_TRAINED), "EDIT"),)
     bootstrap_users(
@@ -368,7 +368,7 @@ def _user(uri: str, user: str, password: str) -> RegistryClient:
 
 
 def test_a_passed_rollout_counts_only_from_the_record_by_the_stacks_rollout_user(
-    auth_registry_uri: str, governed_stack: str, tmp_path: Path
+    auth_registry_uri: str, auth_record: Path, governed_stack: str
 ) -> None:
     """Review rev40b A1; issue 40 item 5 (promotion "compares like with like ... and respects a stopped
     rollout"). MLflow 3.17.2 lets any EDIT holder set a version tag (``SetModelVersionTag`` needs
@@ -377,7 +377,7 @@ def test_a_passed_rollout_counts_only_from_the_record_by_the_stacks_rollout_user
     stopped rollout and an approver's ``promote`` skipped the dataset rule. The verdict is the record's:
     a ``rollout-passed`` by the stack's rollout user (ml-inference-rollout) naming this champion; a stop
     refuses whatever the tags say; bob's own rollout events admit nothing and clear no stop."""
-    uri, record = auth_registry_uri, tmp_path / "record"
+    uri, record = auth_registry_uri, auth_record
     grants = ((FORGED, "EDIT"),)
     bootstrap_users(
         AuthApi(uri, ADMIN_PASSWORD),
@@ -400,8 +400,8 @@ def test_a_passed_rollout_counts_only_from_the_record_by_the_stacks_rollout_user
     approved = as_user("alice", uri, record, "approve", FORGED, "2", *stack, "--reason", "if it passed")
     assert asked.exit_code == 0 and approved.exit_code == 0, asked.output + approved.output
     runner = _user(uri, ROLLOUT_USER, ROLLOUT_PASSWORD)
-    rollouts = Journal(runner, open_record(str(record)), identity(runner, "declared"))
-    own = Journal(bob, open_record(str(record)), identity(bob, "declared"))
+    rollouts = open_journal(runner, str(record), identity(runner, "declared"))
+    own = open_journal(bob, str(record), identity(bob, "declared"))
     judged = {CHAMPION: "1", CHALLENGER: "2"}
 
     def promote() -> Any:

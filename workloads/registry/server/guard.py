@@ -49,10 +49,18 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   one but the admin sets or deletes it afterwards (``SetModelVersionTag``/``DeleteModelVersionTag``,
   which any EDIT holder may otherwise send).
 
+- the lifecycle record (review rev40c A1): the registry is its only writer. ``RECORD_ROUTE`` (``POST``) is
+  served here, not by MLflow: the authenticated caller sends an event's kind and body, and the registry
+  appends it to its own record (``REGISTRY_RECORD``, with its own workload identity) with ``by`` the user
+  it authenticated, ``authenticated: true`` and its own time (workloads/registry/record.py
+  ``authenticated_event``); a malformed event is a 400 naming the field. ``GET`` answers the record's URI
+  once the registry has checked that it can append there (``ensure_ready``).
+
 The routes come from MLflow's own table (``get_endpoints``: ``/api/2.0`` and ``/ajax-api/2.0``
 ``registered-models/alias``), so a path MLflow adds for them is covered too. Loaded by the server's
 processes from the image's /app (``authorization_function = guard:authenticate``, launch.py
-``write_auth_config``); standard library, Flask and MLflow only.
+``write_auth_config``); standard library, Flask and MLflow, and the record's writer (the image copies
+workloads/registry/record.py and client.py under /app).
 """
 
 from __future__ import annotations
@@ -75,6 +83,16 @@ from mlflow.server.auth import authenticate_request_basic_auth
 from mlflow.server.auth import routes as auth_routes
 from mlflow.server.handlers import _get_model_registry_store, get_endpoints
 from werkzeug.datastructures import Authorization
+
+from workloads.registry.record import (
+    RECORD_ROUTE,
+    REGISTRY_RECORD_ENV,
+    EventError,
+    Record,
+    RecordError,
+    authenticated_event,
+    open_record,
+)
 
 PROMOTERS_ENV = "REGISTRY_PROMOTERS"
 RESTORERS_ENV = "REGISTRY_RESTORERS"
@@ -305,6 +323,8 @@ def authenticate() -> Authorization | Response:
     if not isinstance(authorization, Authorization):
         return authorization
     user = str(authorization.username)
+    if request.path == RECORD_ROUTE:
+        return record_events(user)
     changed = _user_change_target()
     if changed is not None:
         return _guard_user_change(authorization, user, *changed)
@@ -352,3 +372,40 @@ def _answer(
     response = jsonify({"error_code": "PERMISSION_DENIED", "message": why})
     response.status_code = 403
     return response
+
+
+# The registry's record, opened once per process (an S3 or Blob record checks its lock once).
+_records: dict[str, Record] = {}
+
+
+def _error(status: int, code: str, message: str) -> Response:
+    response = jsonify({"error_code": code, "message": message})
+    response.status_code = status
+    return response
+
+
+def record_events(user: str, env: Mapping[str, str] = os.environ) -> Response:
+    """``RECORD_ROUTE``: append the request's event for ``user`` (POST), or answer which record the registry
+    appends to once it can (GET); 404 on a registry that keeps none, 400 for a malformed event naming the
+    field, 503 where the record refuses the write."""
+    uri = env.get(REGISTRY_RECORD_ENV, "")
+    if not uri:
+        return _error(
+            404,
+            "RESOURCE_DOES_NOT_EXIST",
+            f"this registry keeps no lifecycle record ({REGISTRY_RECORD_ENV} unset)",
+        )
+    if request.method not in ("GET", "POST"):
+        return _error(405, "INVALID_PARAMETER_VALUE", f"{request.method} {RECORD_ROUTE}: only GET or POST")
+    try:
+        record = _records.get(uri) or _records.setdefault(uri, open_record(uri))
+        if request.method == "GET":
+            record.ensure_ready()
+            return jsonify({"record": uri})
+        event = authenticated_event(user, request.get_json(silent=True))
+        record.append(event)
+    except EventError as exc:
+        return _error(400, "INVALID_PARAMETER_VALUE", f"lifecycle record event refused: {exc}")
+    except RecordError as exc:
+        return _error(503, "TEMPORARILY_UNAVAILABLE", str(exc))
+    return jsonify({"event": event.model_dump(), "record": uri})
