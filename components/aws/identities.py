@@ -43,13 +43,7 @@ def bucket_access(
     """Object access under the given prefixes only, listing limited to them, and the key through S3."""
     prefixes = list(dict.fromkeys([*read, *write]))
     statements: list[dict[str, Any]] = [
-        {
-            "Sid": "ListOwnPrefixes",
-            "Effect": "Allow",
-            "Action": "s3:ListBucket",
-            "Resource": bucket_arn,
-            "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
-        },
+        list_under("ListOwnPrefixes", bucket_arn, *prefixes),
         {
             "Sid": "ReadObjects",
             "Effect": "Allow",
@@ -68,15 +62,7 @@ def bucket_access(
             }
         )
         key_actions.append("kms:GenerateDataKey")
-    statements.append(
-        {
-            "Sid": "UseKeyThroughS3",
-            "Effect": "Allow",
-            "Action": key_actions,
-            "Resource": key_arn,
-            "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
-        }
-    )
+    statements.append(key_through_s3("UseKeyThroughS3", key_actions, key_arn, region))
     return policy_document(statements)
 
 
@@ -107,6 +93,30 @@ def training_policy(
     )
 
 
+def list_under(sid: str, bucket_arn: pulumi.Input[str], *prefixes: str) -> dict[str, Any]:
+    """List ``bucket_arn`` under ``prefixes`` only (S3 condition key ``s3:prefix``)."""
+    return {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Action": "s3:ListBucket",
+        "Resource": bucket_arn,
+        "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
+    }
+
+
+def key_through_s3(
+    sid: str, actions: str | list[str], key_arn: pulumi.Input[str], region: str
+) -> dict[str, Any]:
+    """``actions`` on ``key_arn`` only through S3 in ``region`` (``kms:ViaService``)."""
+    return {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Action": actions,
+        "Resource": key_arn,
+        "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+    }
+
+
 def team_datasets_policy(
     bucket_arn: pulumi.Input[str], key_arn: pulumi.Input[str], region: str, team: str
 ) -> dict[str, Any]:
@@ -118,26 +128,16 @@ def team_datasets_policy(
     prefix = team_datasets_prefix(team)
     return policy_document(
         [
-            {
-                "Sid": "ListTeamDatasets",
-                "Effect": "Allow",
-                "Action": "s3:ListBucket",
-                "Resource": bucket_arn,
-                "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}},
-            },
+            list_under("ListTeamDatasets", bucket_arn, prefix),
             {
                 "Sid": "ReadWriteTeamDatasets",
                 "Effect": "Allow",
                 "Action": ["s3:GetObject", "s3:PutObject"],
                 "Resource": pulumi.Output.concat(bucket_arn, "/", prefix, "*"),
             },
-            {
-                "Sid": "UseDatasetsKeyThroughS3",
-                "Effect": "Allow",
-                "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
-                "Resource": key_arn,
-                "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
-            },
+            key_through_s3(
+                "UseDatasetsKeyThroughS3", ["kms:Decrypt", "kms:GenerateDataKey"], key_arn, region
+            ),
         ]
     )
 
@@ -232,26 +232,14 @@ def record_reader_policy(
     workloads/registry/server/guard.py ``record_events``, review rev40c A1)."""
     return policy_document(
         [
-            {
-                "Sid": "ListRecord",
-                "Effect": "Allow",
-                "Action": "s3:ListBucket",
-                "Resource": bucket_arn,
-                "Condition": {"StringLike": {"s3:prefix": [f"{RECORD_PREFIX}*"]}},
-            },
+            list_under("ListRecord", bucket_arn, RECORD_PREFIX),
             {
                 "Sid": "ReadEvents",
                 "Effect": "Allow",
                 "Action": "s3:GetObject",
                 "Resource": pulumi.Output.concat(bucket_arn, "/", RECORD_PREFIX, "*"),
             },
-            {
-                "Sid": "DecryptThroughS3",
-                "Effect": "Allow",
-                "Action": "kms:Decrypt",
-                "Resource": key_arn,
-                "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
-            },
+            key_through_s3("DecryptThroughS3", "kms:Decrypt", key_arn, region),
         ]
     )
 
@@ -267,13 +255,7 @@ def record_writer_policy(
     objects = pulumi.Output.concat(bucket_arn, "/", RECORD_PREFIX, "*")
     return policy_document(
         [
-            {
-                "Sid": "ListRecord",
-                "Effect": "Allow",
-                "Action": "s3:ListBucket",
-                "Resource": bucket_arn,
-                "Condition": {"StringLike": {"s3:prefix": [f"{RECORD_PREFIX}*"]}},
-            },
+            list_under("ListRecord", bucket_arn, RECORD_PREFIX),
             {
                 "Sid": "ReadLockRule",
                 "Effect": "Allow",
@@ -286,13 +268,7 @@ def record_writer_policy(
                 "Action": ["s3:PutObject", "s3:GetObject"],
                 "Resource": objects,
             },
-            {
-                "Sid": "UseKeyThroughS3",
-                "Effect": "Allow",
-                "Action": ["kms:GenerateDataKey", "kms:Decrypt"],
-                "Resource": key_arn,
-                "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
-            },
+            key_through_s3("UseKeyThroughS3", ["kms:GenerateDataKey", "kms:Decrypt"], key_arn, region),
         ]
     )
 
