@@ -65,6 +65,7 @@ from .separation import (
     allowed_statements,
     allows,
     crypto_actions,
+    grants_only_to_aws,
     is_account_root,
     key_administrators,
     principal_arns,
@@ -94,7 +95,6 @@ WRITE, READ = "write", "read"
 # keeps grants to AWS services attaching the key to a resource they create (``kms:GrantIsForAWSResource``:
 # "Default key policy", "Allows key users to use the KMS key"; review 35c A5).
 CREATE_GRANT = "kms:CreateGrant"
-GRANT_IS_FOR_AWS_RESOURCE = "kms:GrantIsForAWSResource"
 # The provider's unique suffix after a role's ``namePrefix`` (terraform-plugin-sdk ``helper/id``,
 # ``UniqueIDSuffixLength``; components/aws/iam.py ``NAME_PREFIX_SUFFIX``).
 PREFIX_SUFFIX = r"[0-9]{26}"
@@ -117,20 +117,15 @@ _ANY_KEY_ID = "key/" + "\x00" * 36
 POLICY_ATTACHMENTS = "aws:iam/policyAttachment:PolicyAttachment"
 
 
-def _grants_freely(statement: Mapping[str, Any]) -> bool:
-    """Whether a statement allows ``kms:CreateGrant`` without ``kms:GrantIsForAWSResource`` true."""
-    if not allows(statement, CREATE_GRANT):
-        return False
-    condition = statement.get("Condition")
-    operands = condition.values() if isinstance(condition, Mapping) else []
-    return not any(
-        isinstance(o, Mapping) and str(o.get(GRANT_IS_FOR_AWS_RESOURCE)).lower() == "true" for o in operands
-    )
+def _grants_freely(statement: Mapping[str, Any], account: str | None) -> bool:
+    """Whether a statement allows ``kms:CreateGrant`` to grantees other than AWS services
+    (``grants_only_to_aws``: ``kms:GrantIsForAWSResource`` true, or service-linked grantees, by operator)."""
+    return allows(statement, CREATE_GRANT) and not grants_only_to_aws(statement, account)
 
 
-def _mode(statement: Mapping[str, Any]) -> str | None:
+def _mode(statement: Mapping[str, Any], account: str | None) -> str | None:
     """How a statement uses a key: ``write``, ``read`` (``kms:Decrypt``, ``ReEncryptFrom``), or not."""
-    if _grants_freely(statement) or any(allows(statement, action) for action in WRITE_ACTIONS):
+    if _grants_freely(statement, account) or any(allows(statement, action) for action in WRITE_ACTIONS):
         return WRITE
     return READ if uses_key(statement) else None
 
@@ -380,16 +375,18 @@ class _Plan:
             return None
         mode: str | None = None
         for statement in allowed_statements(document):
-            used = _mode(statement)
+            used = _mode(statement, self.account)
             if used is not None and self._names_key(grant, statement, key):
                 mode = WRITE if WRITE in (mode, used) else used
         return mode
 
 
-def _use_statements(document: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+def _use_statements(
+    document: Mapping[str, Any], account: str | None
+) -> Iterator[tuple[str, Mapping[str, Any], str]]:
     """(Sid, statement, mode) for each Allow statement of a key policy that uses the key."""
     for index, statement in enumerate(allowed_statements(document)):
-        mode = _mode(statement)
+        mode = _mode(statement, account)
         if mode is not None:
             yield str(statement.get("Sid") or f"Statement[{index}]"), statement, mode
 
@@ -400,7 +397,7 @@ def _named(
     """(statement's Sid, principal ARN, mode, the services it is limited to) for each principal a key
     policy's use statements name: by ``aws:PrincipalArn`` for the account root or ``*``, outright otherwise
     (service principals and the stack's account's AWS service-linked roles aside)."""
-    for sid, statement, mode in _use_statements(document):
+    for sid, statement, mode in _use_statements(document, account):
         named: list[str] = []
         for principal in principals(statement):
             if is_account_root(principal) or principal == "*":
@@ -411,14 +408,14 @@ def _named(
             yield sid, arn, mode, _via(statement)
 
 
-def _unnamed(document: Mapping[str, Any], key: Subject) -> Iterator[str]:
+def _unnamed(document: Mapping[str, Any], key: Subject, account: str | None) -> Iterator[str]:
     """A use statement that names no principal the pack can hold to the key's users: ``Principal: "*"``
     (or ``{"AWS": "*"}``) with no ``aws:PrincipalArn`` naming users, which "gives every identity in every
     AWS account permission to use the KMS key" unless a condition limits it (AWS KMS developer guide,
     "Determining access: examining the key policy"; an account condition still names no user; review 35c
     A1), and ``Allow`` with ``NotPrincipal``, which AWS does not support (IAM user guide, "AWS JSON policy
     elements: NotPrincipal"; review 35c C7)."""
-    for sid, statement, _ in _use_statements(document):
+    for sid, statement, _ in _use_statements(document, account):
         if "NotPrincipal" in statement:
             yield (
                 f"key policy statement {sid} allows use of key {key.name} with NotPrincipal, every principal "
@@ -506,7 +503,7 @@ def _key_users_named(key: Subject, graph: Graph) -> Iterator[str]:
     roles, outside = plan.consumers(key)
     people = _people_modes(graph, domains)
     deployer = _deployer(plan, aws_people(graph))
-    yield from _unnamed(document, key)
+    yield from _unnamed(document, key, account)
     seen: set[str] = set()
     # principal -> (the mode its IAM or the table needs, how findings name it, mode -> first Sid granting it)
     named: dict[str, tuple[str, str, dict[str, str]]] = {}

@@ -385,10 +385,55 @@ def _granted(statement: Mapping[str, Any]) -> list[str]:
 # Conditions that name who may use a key the root delegates to IAM: only through the domain's services,
 # or as named roles (components/aws/keys.py ``domain_use``).
 _USE_CONDITIONS = ("kms:ViaService", "aws:PrincipalArn")
-# Conditions that keep a grant to AWS services: a grant for a resource a service attaches the key to, or to
-# a service-linked role ("Allows key users to use the KMS key with AWS services").
-_GRANT_CONDITIONS = ("kms:GrantIsForAWSResource", "kms:GranteePrincipal")
+# Conditions that keep a grant to AWS services, read by their operators (review rev35e A1, A2): a grant for
+# a resource a service attaches the key to, ``kms:GrantIsForAWSResource`` true under ``Bool`` or
+# ``StringEquals`` (AWS KMS developer guide, "kms:GrantIsForAWSResource": a negated operator allows exactly
+# the grants a principal makes itself, an ``IfExists`` one requests without the key), or a grant whose
+# grantee is a service-linked role of the stack's account, ``kms:GranteePrincipal`` under an ARN or string
+# operator, every value such a role ("kms:GranteePrincipal": "only for the specified grantee principal";
+# IAM user guide, "Using service-linked roles": path ``/aws-service-role/``).
+_GRANT_FOR_AWS_RESOURCE = "kms:GrantIsForAWSResource"
+_GRANTEE_PRINCIPAL = "kms:GranteePrincipal"
+_TRUE_OPERATORS = ("Bool", "StringEquals")
+_GRANTEE_OPERATORS = ("ArnEquals", "ArnLike", "StringEquals", "StringLike")
 _CREATE_GRANT = "kms:CreateGrant"
+
+
+def _listed(value: Any) -> list[Any]:
+    """A condition's values: a list, or one value (IAM JSON policy reference, "Condition")."""
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _service_linked_grantee(value: str, account: str | None) -> bool:
+    parts = value.split(":", 5)
+    return (
+        len(parts) == 6
+        and parts[0] == "arn"
+        and parts[2] == "iam"
+        and parts[4].isdigit()
+        and (account is None or parts[4] == account)
+        and parts[5].startswith("role/aws-service-role/")
+    )
+
+
+def grants_only_to_aws(statement: Mapping[str, Any], account: str | None) -> bool:
+    """Whether a statement's conditions keep ``kms:CreateGrant`` to AWS services: for AWS resources, or to
+    service-linked roles of ``account`` (any account's where ``None``)."""
+    condition = statement.get("Condition")
+    if not isinstance(condition, Mapping):
+        return False
+    for operator, operands in condition.items():
+        if not isinstance(operands, Mapping):
+            continue
+        if operator in _TRUE_OPERATORS and _GRANT_FOR_AWS_RESOURCE in operands:
+            values = _listed(operands[_GRANT_FOR_AWS_RESOURCE])
+            if values and all(str(v).lower() == "true" for v in values):
+                return True
+        if operator in _GRANTEE_OPERATORS and _GRANTEE_PRINCIPAL in operands:
+            values = _listed(operands[_GRANTEE_PRINCIPAL])
+            if values and all(_service_linked_grantee(str(v), account) for v in values):
+                return True
+    return False
 
 
 def _covers(granted: list[str], action: str) -> bool:
@@ -423,11 +468,15 @@ def _root_statement(statement: Mapping[str, Any], sid: str) -> Iterator[str]:
             "the key's users; limit it with kms:ViaService (the domain's services) or aws:PrincipalArn "
             "(the domain's roles)"
         )
-    if allows(statement, _CREATE_GRANT) and not conditions & set(_GRANT_CONDITIONS):
+    roots = {p if p.isdigit() else p.split(":")[4] for p in principals(statement) if is_account_root(p)}
+    account = roots.pop() if len(roots) == 1 else None
+    if allows(statement, _CREATE_GRANT) and not grants_only_to_aws(statement, account):
         yield (
-            f"key policy statement {sid} lets the account root kms:CreateGrant with no condition, so a key "
-            "administrator can grant itself use; limit grants with kms:GrantIsForAWSResource or "
-            "kms:GranteePrincipal (AWS services only)"
+            f"key policy statement {sid} lets the account root kms:CreateGrant for grantees other than AWS "
+            "services, so a key administrator can grant itself use; limit grants with Bool "
+            'kms:GrantIsForAWSResource "true" or ArnLike kms:GranteePrincipal the account\'s '
+            "role/aws-service-role/* (AWS KMS developer guide, 'kms:GrantIsForAWSResource', "
+            "'kms:GranteePrincipal')"
         )
 
 

@@ -420,6 +420,46 @@ KEY_POLICY_FORMS: list[Any] = [
         _plant(_statement("DatasetsReadersDecrypt", _set_actions("kms:CreateGrant"))),
         id="A5-kms-grants-reader-given-create-grant",
     ),
+    # Review rev35e A1. AWS KMS developer guide, "kms:GrantIsForAWSResource": only Bool (or StringEquals)
+    # "true" keeps grants to AWS services; a negated or IfExists operator allows the grants a principal
+    # makes itself.
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "StrangerGrantsNotForAws",
+                {"AWS": STRANGER},
+                ["kms:CreateGrant"],
+                Condition={"StringNotEquals": {"kms:GrantIsForAWSResource": "true"}},
+            )
+        ),
+        id="rev35e-A1-kms-grant-is-for-aws-resource-string-not-equals",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "StrangerGrantsIfExists",
+                {"AWS": STRANGER},
+                ["kms:CreateGrant"],
+                Condition={"BoolIfExists": {"kms:GrantIsForAWSResource": "true"}},
+            )
+        ),
+        id="rev35e-A1-kms-grant-is-for-aws-resource-bool-if-exists",
+    ),
+    pytest.param(
+        OBJECT_DATA,
+        _plant(
+            _statement(
+                "ObjectDataReadersDecrypt",
+                lambda s: (
+                    _set_actions("kms:CreateGrant")(s),
+                    s["Condition"].__setitem__("StringNotEquals", {"kms:GrantIsForAWSResource": "true"}),
+                ),
+            )
+        ),
+        id="rev35e-A1-kms-grant-is-for-aws-resource-reader-string-not-equals",
+    ),
     # A7. AWS KMS API reference, GenerateDataKeyPair and GenerateDataKeyPairWithoutPlaintext: a private key
     # "encrypted under the symmetric encryption KMS key you specify" is a write.
     pytest.param(
@@ -594,3 +634,39 @@ def test_a_principal_pattern_is_refused_as_a_pattern(
     messages = [v.message for v in pack.judge(planted, defaults) if v.policy == POLICY]
     assert any("names the pattern" in m for m in messages)
     assert any("does not name it" in m for m in messages)
+
+
+def _grantees(value: Any, operator: str = "ArnLike") -> Edit:
+    return _statement(
+        "GrantsOnlyToServiceLinkedRoles",
+        lambda s: s.__setitem__("Condition", {operator: {"kms:GranteePrincipal": value}}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("plant", "refused"),
+    [
+        pytest.param(_grantees(f"{ACCOUNT}:role/aws-service-role/*"), False, id="shipped-service-linked"),
+        pytest.param(_grantees(f"{ACCOUNT}:role/*"), True, id="any-role-of-the-account"),
+        pytest.param(_grantees("*", "StringLike"), True, id="any-grantee"),
+        pytest.param(_grantees(f"{OTHER_ACCOUNT}:role/aws-service-role/*"), True, id="other-accounts-slr"),
+        pytest.param(
+            _grantees(f"{ACCOUNT}:role/aws-service-role/*", "ArnNotLike"), True, id="negated-operator"
+        ),
+    ],
+)
+def test_the_roots_grants_are_held_to_service_linked_grantees(
+    enterprise: PlanDict,
+    pack: PolicyPackSession,
+    defaults: dict[str, PolicySettings],
+    plant: Edit,
+    refused: bool,
+) -> None:
+    """Review rev35e A2: the account root's ``kms:CreateGrant`` is limited by the VALUE of
+    ``kms:GranteePrincipal`` (AWS KMS developer guide, "kms:GranteePrincipal": "only for the specified
+    grantee principal"; "Grants in AWS KMS": a grant gives its grantee use), so any grantee but a
+    service-linked role of the stack's account (IAM user guide, "Using service-linked roles") lets a key
+    custodian grant itself use: ``key-duties-separated`` refuses it."""
+    planted = with_inputs(enterprise, lambda r: r["name"] == DATASETS, plant)
+    refusing = {policy for policy, name in found(pack.judge(planted, defaults)) if name == DATASETS}
+    assert ("key-duties-separated" in refusing) is refused, refusing
