@@ -68,6 +68,7 @@ from .separation import (
     grants_only_to_aws,
     is_account_root,
     key_administrators,
+    key_policy,
     principal_arns,
     principals,
     strings,
@@ -477,7 +478,7 @@ def _deployer(plan: _Plan, people: Mapping[str, set[str]]) -> str | None:
         if not set(domains) & STORE_CREATION.keys():
             continue
         try:
-            document = parse_document(key.get("policy"), "policy")
+            document = key_policy(key, graph)
         except UnknownValueError:
             continue
         administrators.update(key_administrators(document))
@@ -497,7 +498,7 @@ def _key_users_named(key: Subject, graph: Graph) -> Iterator[str]:
     domains = declared_domains(key)
     if not domains:
         return
-    document = parse_document(key.get("policy"), "policy")
+    document = key_policy(key, graph)
     account = _account(key, document)
     plan = _Plan(graph, account)
     roles, outside = plan.consumers(key)

@@ -57,6 +57,7 @@ ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 KMS_KEY = "aws:kms/key:Key"
+KEY_POLICY = "aws:kms/keyPolicy:KeyPolicy"
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 FEDERATION = "azure-native:managedidentity:FederatedIdentityCredential"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
@@ -617,9 +618,20 @@ def _administrators_use(document: Mapping[str, Any]) -> Iterator[str]:
             )
 
 
-def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
+def key_policy(key: Subject, graph: Graph) -> Mapping[str, Any]:
+    """A key's policy document: an ``aws:kms/keyPolicy:KeyPolicy`` on the key replaces the policy the key
+    declares (pulumi_aws kms/key_policy.py: "Attaches a KMS Key Policy to a KMS Key"; review rev35e A3), so
+    the statements of every KeyPolicy the plan attaches to it are judged, else the key's own ``policy``."""
+    attached = [p for p in graph.of(KEY_POLICY) if key in graph.linked(p, "keyId", [KMS_KEY], "keyId")]
+    if not attached:
+        return parse_document(key.get("policy"), "policy")
+    documents = [parse_document(p.get("policy"), "policy") for p in attached]
+    return {"Version": "2012-10-17", "Statement": [s for d in documents for s in statements(d)]}
+
+
+def _key_policy(key: Subject, graph: Graph) -> Iterator[str]:
     held: dict[str, set[str]] = {}
-    document = parse_document(key.get("policy"), "policy")
+    document = key_policy(key, graph)
     for index, statement in enumerate(statements(document)):
         if statement.get("Effect") != "Allow":
             continue
@@ -658,7 +670,7 @@ def _custodians_administer_every_key(graph: Graph) -> Iterator[Finding]:
     key's policy (PutKeyPolicy) and give itself its use or ``kms:Sign`` (AWS KMS developer guide, "Default
     key policy", "Allows key administrators to administer the KMS key": they "can give themselves"
     permissions; review 35 A2)."""
-    keys = [(key, parse_document(key.get("policy"), "policy")) for key in graph.of(KMS_KEY)]
+    keys = [(key, key_policy(key, graph)) for key in graph.of(KMS_KEY)]
     if not any(_root_administration_limited(document) for _key, document in keys):
         return
     for key, document in keys:

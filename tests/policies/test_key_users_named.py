@@ -53,6 +53,7 @@ READ_TYPES = (
     "aws:eks/cluster:Cluster",
     "aws:iam/",
     "aws:kms/key:Key",
+    "aws:kms/keyPolicy:KeyPolicy",
     "aws:s3/bucketServerSideEncryptionConfiguration",
 )
 
@@ -670,3 +671,44 @@ def test_the_roots_grants_are_held_to_service_linked_grantees(
     planted = with_inputs(enterprise, lambda r: r["name"] == DATASETS, plant)
     refusing = {policy for policy, name in found(pack.judge(planted, defaults)) if name == DATASETS}
     assert ("key-duties-separated" in refusing) is refused, refusing
+
+
+def _key_policy_resource(plan: PlanDict, document: dict[str, Any]) -> PlanDict:
+    """A ``KeyPolicy`` attached to the datasets key by its ``keyId``'s property dependency, through the
+    key's provider (its Region)."""
+    key = _urn(plan, DATASETS)
+    (provider,) = [r.get("provider") for r in plan["resources"] if r["urn"] == key]
+    attached = _resource(
+        provider=provider,
+        type="aws:kms/keyPolicy:KeyPolicy",
+        name="planted-key-policy",
+        inputs={"keyId": UNKNOWN_STRING, "policy": json.dumps(document)},
+        dependencies=[key],
+        propertyDependencies={"keyId": [key]},
+    )
+    return {**plan, "resources": [*plan["resources"], attached]}
+
+
+def test_a_key_policy_resource_is_judged_as_its_keys_policy(
+    enterprise: PlanDict, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    """Review rev35e A3: an ``aws:kms/keyPolicy:KeyPolicy`` replaces its key's policy (pulumi_aws
+    kms/key_policy.py, "Attaches a KMS Key Policy to a KMS Key"), so it is judged as the key's: one giving
+    ``kms:*`` to ``Principal {"AWS": "*"}`` is refused by ``key-users-named`` and ``key-duties-separated``,
+    while one carrying the key's own policy passes."""
+    (key,) = [r for r in enterprise["resources"] if r["name"] == DATASETS]
+    judged = {POLICY, "key-duties-separated"}
+
+    def refusing(plan: PlanDict) -> set[str]:
+        return {p for p, name in found(pack.judge(plan, defaults)) if name == DATASETS} & judged
+
+    assert refusing(_key_policy_resource(enterprise, json.loads(key["inputs"]["policy"]))) == set()
+    everyone = {
+        "Sid": "Everyone",
+        "Effect": "Allow",
+        "Principal": {"AWS": "*"},
+        "Action": "kms:*",
+        "Resource": "*",
+    }
+    opened = {"Version": "2012-10-17", "Statement": [everyone]}
+    assert refusing(_key_policy_resource(enterprise, opened)) == judged
