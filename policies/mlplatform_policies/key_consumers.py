@@ -38,9 +38,11 @@ How the pack ties an ARN to the plan, with no ARN among a new resource's known v
   depends on whose ARN is untied (``policy``'s property dependencies).
 
 Service principals and the stack's account's AWS service-linked roles are outside the class (they attach
-keys through grants or are named by the guides that require them); another account's service-linked role
-is a principal like any. A key whose policy, or the policy of a role that depends on it, is unknown (a new
-stack's preview: the key policy waits for its users' ARNs) is judged once known.
+keys through grants or are named by the guides that require them), but a service principal's use must be
+bound to the stack's account's resources (``_bound_to``: the confused deputy, review rev35e A5); another
+account's service-linked role is a principal like any. A key whose policy, or the policy of a role that
+depends on it, is unknown (a new stack's preview: the key policy waits for its users' ARNs) is judged once
+known.
 """
 
 from __future__ import annotations
@@ -438,6 +440,51 @@ def _unnamed(document: Mapping[str, Any], key: Subject, account: str | None) -> 
             )
 
 
+# Conditions that bind a service principal's use to the stack's account's own resources (IAM user guide,
+# "The confused deputy problem"; AWS KMS developer guide, "Using service principals in key policies":
+# ``aws:SourceAccount``/``aws:SourceArn``, ``kms:CallerAccount``, ``kms:ViaService``), or to an encryption
+# context naming them (CloudWatch Logs user guide, "Encrypt log data in CloudWatch Logs using AWS KMS":
+# ``kms:EncryptionContext:aws:logs:arn``): under a positive operator, every value the account's (review
+# rev35e A5).
+_ACCOUNT_KEYS = ("aws:SourceAccount", "kms:CallerAccount")
+_ARN_KEYS = ("aws:SourceArn",)
+_ENCRYPTION_CONTEXT = "kms:EncryptionContext:"
+
+
+def _bound_to(statement: Mapping[str, Any], account: str | None) -> bool:
+    """Whether a statement's conditions keep a service principal's use to ``account``'s resources."""
+    condition = statement.get("Condition")
+    for operator, operands in condition.items() if isinstance(condition, Mapping) else []:
+        if "Not" in operator or operator.endswith("IfExists") or not isinstance(operands, Mapping):
+            continue
+        for name, value in operands.items():
+            values = [str(v) for v in (value if isinstance(value, list) else [value])]
+            if name == "kms:ViaService" and values:
+                return True
+            if name in _ACCOUNT_KEYS and values and all(v == account for v in values):
+                return True
+            arns = name in _ARN_KEYS or name.startswith(_ENCRYPTION_CONTEXT)
+            if arns and values and all((_arn(v) or ("", "", ""))[1] == account for v in values):
+                return True
+    return False
+
+
+def _unbound_services(document: Mapping[str, Any], key: Subject, account: str | None) -> Iterator[str]:
+    """A use statement naming a service principal with no condition binding it to the stack's account: the
+    service then uses the key for any account's resource that names it (IAM user guide, "The confused
+    deputy problem")."""
+    for sid, statement, _ in _use_statements(document, account):
+        principal = statement.get("Principal")
+        services = strings(principal.get("Service")) if isinstance(principal, Mapping) else []
+        if services and not _bound_to(statement, account):
+            yield (
+                f"key policy statement {sid} lets {', '.join(services)} use key {key.name} with no condition "
+                f"binding it to account {account}'s resources; add aws:SourceAccount or aws:SourceArn (IAM "
+                "user guide, 'The confused deputy problem'; AWS KMS developer guide, 'Using service "
+                "principals in key policies')"
+            )
+
+
 def _people_modes(graph: Graph, domains: list[str]) -> dict[str, str]:
     """Each named person (its full ARN, or its role name where the plan knows only that) the role-to-key
     table gives one of ``domains`` -> its mode."""
@@ -505,6 +552,7 @@ def _key_users_named(key: Subject, graph: Graph) -> Iterator[str]:
     people = _people_modes(graph, domains)
     deployer = _deployer(plan, aws_people(graph))
     yield from _unnamed(document, key, account)
+    yield from _unbound_services(document, key, account)
     seen: set[str] = set()
     # principal -> (the mode its IAM or the table needs, how findings name it, mode -> first Sid granting it)
     named: dict[str, tuple[str, str, dict[str, str]]] = {}

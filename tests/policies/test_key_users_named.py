@@ -461,6 +461,42 @@ KEY_POLICY_FORMS: list[Any] = [
         ),
         id="rev35e-A1-kms-grant-is-for-aws-resource-reader-string-not-equals",
     ),
+    # Review rev35e A5. IAM user guide, "The confused deputy problem"; AWS KMS developer guide, "Using
+    # service principals in key policies": a service principal's use bound to no account's resources, or
+    # to another account's.
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "LogsUnbound", {"Service": "logs.amazonaws.com"}, ["kms:Decrypt", "kms:GenerateDataKey*"]
+            )
+        ),
+        id="rev35e-A5-iam-confused-deputy-service-principal-unbound",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "LogsOtherAccount",
+                {"Service": "logs.amazonaws.com"},
+                ["kms:Decrypt"],
+                Condition={"StringEquals": {"aws:SourceAccount": "999999999999"}},
+            )
+        ),
+        id="rev35e-A5-iam-confused-deputy-service-principal-other-account",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "LogsNegated",
+                {"Service": "logs.amazonaws.com"},
+                ["kms:Decrypt"],
+                Condition={"StringNotEquals": {"aws:SourceAccount": "123456789012"}},
+            )
+        ),
+        id="rev35e-A5-iam-confused-deputy-service-principal-negated",
+    ),
     # A7. AWS KMS API reference, GenerateDataKeyPair and GenerateDataKeyPairWithoutPlaintext: a private key
     # "encrypted under the symmetric encryption KMS key you specify" is a write.
     pytest.param(
@@ -712,3 +748,25 @@ def test_a_key_policy_resource_is_judged_as_its_keys_policy(
     }
     opened = {"Version": "2012-10-17", "Statement": [everyone]}
     assert refusing(_key_policy_resource(enterprise, opened)) == judged
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {"StringEquals": {"aws:SourceAccount": "123456789012"}},
+        {"ArnLike": {"aws:SourceArn": "arn:aws:logs:me-central-1:123456789012:log-group:*"}},
+        {
+            "ArnLike": {
+                "kms:EncryptionContext:aws:logs:arn": "arn:aws:logs:me-central-1:123456789012:log-group:*"
+            }
+        },
+    ],
+)
+def test_a_service_principal_bound_to_the_stacks_account_passes(
+    enterprise: PlanDict, named: Callable[[PlanDict], set[str]], condition: dict[str, Any]
+) -> None:
+    """Review rev35e A5's other side: the confused-deputy conditions the guides give (IAM user guide, "The
+    confused deputy problem"; CloudWatch Logs user guide, "Encrypt log data in CloudWatch Logs using AWS
+    KMS") naming the stack's account keep a service principal's use to its resources."""
+    bound = _outright("LogsBound", {"Service": "logs.amazonaws.com"}, ["kms:Decrypt"], Condition=condition)
+    assert named(with_inputs(enterprise, lambda r: r["name"] == DATASETS, bound)) == set()
