@@ -181,6 +181,33 @@ def trusted_subjects(role: Subject) -> list[str]:
     return found
 
 
+_WEB_IDENTITY = "sts:AssumeRoleWithWebIdentity"
+
+
+def _other_assumers(role: Subject, name: str) -> Iterator[str]:
+    """A workload role is assumed only by its service account's web identity (EKS user guide, "IAM roles
+    for service accounts"): any other Allow statement in its trust policy, another account, ``*`` limited
+    by ``aws:PrincipalOrgID`` or the account root, makes more principals that role, and so users of the
+    keys its key policies name it for (IAM user guide, "Role trust policies" and "AWS JSON policy elements:
+    Principal"; review rev35e A4)."""
+    document = parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")
+    for index, statement in enumerate(statements(document)):
+        if statement.get("Effect") != "Allow":
+            continue
+        actions = strings(statement.get("Action"))
+        principal = statement.get("Principal")
+        federated = isinstance(principal, Mapping) and set(principal) == {"Federated"}
+        if actions == [_WEB_IDENTITY] and federated and "NotAction" not in statement:
+            continue
+        who = ", ".join(principals(statement)) or str(statement.get("NotPrincipal") or principal)
+        sid = str(statement.get("Sid") or f"Statement[{index}]")
+        yield (
+            f"{name}: trust policy statement {sid} lets {who} {', '.join(actions) or 'NotAction'} the role, "
+            "beside its service account's web identity, so they act as it and use its keys (IAM user guide, "
+            "'Role trust policies'); trust only the cluster's OIDC provider for the service account"
+        )
+
+
 def _role_identity(role: Subject, graph: Graph) -> Iterator[str]:
     subjects = trusted_subjects(role)
     if len(subjects) > 1:
@@ -191,6 +218,7 @@ def _role_identity(role: Subject, graph: Graph) -> Iterator[str]:
     if len(subjects) != 1 or subjects[0] not in WORKLOAD_SETS:
         return
     allowed = WORKLOAD_SETS[subjects[0]]
+    yield from _other_assumers(role, allowed.role)
     for policy in graph.of(ROLE_POLICY):
         if role in graph.linked(policy, "role", [ROLE], identity="name"):
             for statement in statements(parse_document(policy.get("policy"), "policy")):
@@ -758,9 +786,9 @@ POLICIES = [
     stack_policy(
         "identity-per-role",
         "Each role has its own identity, within its set: an IRSA role or Azure workload identity trusted by "
-        "one service account only, its grants limited to its prefixes or containers (reading where it only "
-        "reads), no wildcard actions or managed policies; each registry user listed once, none with MANAGE, "
-        "inference and team users read-only.",
+        "one service account only (an IRSA role by nothing else), its grants limited to its prefixes or "
+        "containers (reading where it only reads), no wildcard actions or managed policies; each registry "
+        "user listed once, none with MANAGE, inference and team users read-only.",
         _combined(
             per_node((ROLE,), _role_identity),
             per_node((IDENTITY,), _azure_identity),

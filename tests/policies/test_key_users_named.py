@@ -770,3 +770,44 @@ def test_a_service_principal_bound_to_the_stacks_account_passes(
     KMS") naming the stack's account keep a service principal's use to its resources."""
     bound = _outright("LogsBound", {"Service": "logs.amazonaws.com"}, ["kms:Decrypt"], Condition=condition)
     assert named(with_inputs(enterprise, lambda r: r["name"] == DATASETS, bound)) == set()
+
+
+TRAINING = f"{AWS}-aws-identities-training"
+
+
+@pytest.mark.parametrize(
+    ("role", "trusted"),
+    [
+        pytest.param(TRAINING, {"Principal": {"AWS": f"{OTHER_ACCOUNT}:root"}}, id="another-account"),
+        pytest.param(
+            INFERENCE,
+            {"Principal": {"AWS": "*"}, "Condition": {"StringEquals": {"aws:PrincipalOrgID": "o-abc123"}}},
+            id="star-with-org-id",
+        ),
+        pytest.param(TRAINING, {"Principal": {"AWS": f"{ACCOUNT}:root"}}, id="the-accounts-root"),
+    ],
+)
+def test_a_key_users_role_assumable_by_others_is_refused(
+    enterprise: PlanDict,
+    pack: PolicyPackSession,
+    defaults: dict[str, PolicySettings],
+    role: str,
+    trusted: dict[str, Any],
+) -> None:
+    """Review rev35e A4: a named key user's role whose trust policy lets principals other than its service
+    account's web identity assume it (IAM user guide, "Role trust policies"; "AWS JSON policy elements:
+    Principal": "Do not leave your role accessible to everyone!") makes them users of its keys, which the
+    key policy does not name: ``identity-per-role`` refuses the role; the shipped trust passes."""
+
+    def trust(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs["assumeRolePolicy"])
+        document["Statement"].append({"Effect": "Allow", "Action": "sts:AssumeRole", **trusted})
+        inputs["assumeRolePolicy"] = json.dumps(document)
+
+    def refused(plan: PlanDict) -> bool:
+        return ("identity-per-role", role) in found(pack.judge(plan, defaults))
+
+    assert not refused(enterprise)
+    assert refused(
+        with_inputs(enterprise, lambda r: r["name"] == role and r["type"] == "aws:iam/role:Role", trust)
+    )
