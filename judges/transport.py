@@ -137,7 +137,10 @@ EXCEPTIONS = {
 AZURE_FILES_DRIVER = "file.csi.azure.com"
 EFS_DRIVER = "efs.csi.aws.com"
 NFS_DRIVERS = frozenset({EFS_DRIVER, "nfs.csi.k8s.io"})
-NFS_KINDS = frozenset({"nfs", "nfs4"})
+# ``aznfs`` is the Azure Blob CSI driver's NFS 3.0 mount through the AZNFS helper (kubernetes-sigs/
+# blob-csi-driver pkg/blob/blob.go: ``AZNFS = "aznfs"``, ``supportedProtocolList`` fuse, fuse2, nfs, aznfs);
+# Blob NFS 3.0 has no encryption of its own (review rev35e A6).
+NFS_KINDS = frozenset({"nfs", "nfs4", "aznfs"})
 ENCRYPT_IN_TRANSIT = "encryptintransit"
 KERNEL_ENCRYPTING_OPTIONS = frozenset({"xprtsec=tls", "xprtsec=mtls", "sec=krb5p"})
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})

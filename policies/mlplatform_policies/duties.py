@@ -43,7 +43,7 @@ from pulumi_policy import Severity
 from . import tokens
 from .factory import Finding, StackRule, stack_policy
 from .registry import MLFLOW_NAME, template_labels
-from .separation import KMS_KEY, key_administrators, registry_users
+from .separation import KMS_KEY, key_administrators, key_policy, registry_users
 from .subject import Graph, Subject
 from .values import elements, parse_document, statements
 
@@ -115,7 +115,7 @@ def _aws_roles(graph: Graph) -> dict[str, dict[str, str]]:
         for role in str(entry.tags().get(ACCESS_ROLES_TAG) or "").split():
             held.setdefault(principal, {}).setdefault(role, entry.urn)
     for key in graph.of(KMS_KEY):
-        for principal in key_administrators(parse_document(key.get("policy"), "policy")):
+        for principal in key_administrators(key_policy(key, graph)):
             held.setdefault(principal, {}).setdefault(KEY_CUSTODIAN, key.urn)
     for name, role, urn in attached_people(graph):
         named = [p for p in held if p.rsplit("/", 1)[-1] == name] or [name]

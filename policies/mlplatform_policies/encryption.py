@@ -143,14 +143,25 @@ def _storage_in_transit(subject: Subject) -> Iterator[str]:
 _AZURE_FILES = "file.csi.azure.com"
 _EFS = "efs.csi.aws.com"
 _NFS_DRIVERS = frozenset({_EFS, "nfs.csi.k8s.io"})
-_NFS_KINDS = frozenset({"nfs", "nfs4"})
+# ``aznfs``: the Azure Blob CSI driver's NFS 3.0 mount (blob-csi-driver pkg/blob/blob.go ``AZNFS``;
+# review rev35e A6).
+_NFS_KINDS = frozenset({"nfs", "nfs4", "aznfs"})
 _ENCRYPTING_OPTIONS = frozenset({"xprtsec=tls", "xprtsec=mtls", "sec=krb5p"})
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_CLEAR_NFS = (
-    'an NFS mount nothing encrypts is clear text: mount Azure Files with encryptInTransit: "true" '
-    "(azurefile-csi-driver v1.33.0 or later), EFS through its CSI driver (TLS by default), or another "
-    "server with the mount option xprtsec=tls|mtls or sec=krb5p"
+# The remedy a clear mount's route admits (rev35e C3: an EFS volume was told to mount Azure Files).
+_REMEDY = {
+    _EFS: "drop encryptInTransit: \"false\" (efs-utils' TLS is the driver's default)",
+    _AZURE_FILES: 'set encryptInTransit: "true" (azurefile-csi-driver v1.33.0 or later)',
+}
+_OTHER_REMEDY = (
+    'mount Azure Files with encryptInTransit: "true", EFS through its CSI driver, or this server with the '
+    "mount option xprtsec=tls|mtls or sec=krb5p"
 )
+
+
+def _clear(driver: Any) -> str:
+    """Why an NFS mount of ``driver`` (``None``: in-tree) is refused, and its route's remedy."""
+    return f"an NFS mount nothing encrypts is clear text: {_REMEDY.get(driver, _OTHER_REMEDY)}"
 
 
 def _mount_options(value: Any, path: str) -> list[str]:
@@ -174,13 +185,13 @@ def _clear_csi_nfs(driver: Any, attributes: Any, options: list[str], path: str) 
         return
     if _ENCRYPTING_OPTIONS & set(options):
         return
-    yield f"{path}: {driver} mounts NFS with encryptInTransit {describe(eit)}: {_CLEAR_NFS}"
+    yield f"{path}: {driver} mounts NFS with encryptInTransit {describe(eit)}: {_clear(driver)}"
 
 
 def _volume_nfs(subject: Subject) -> Iterator[str]:
     options = _mount_options(subject.get("spec.mountOptions"), "spec.mountOptions")
     if known(subject.get("spec.nfs"), "spec.nfs") and not _ENCRYPTING_OPTIONS & set(options):
-        yield f"spec.nfs: an in-tree NFS volume: {_CLEAR_NFS}"
+        yield f"spec.nfs: an in-tree NFS volume: {_clear(None)}"
     csi = known(subject.get("spec.csi"), "spec.csi")
     if isinstance(csi, Mapping):
         driver = known(csi.get("driver"), "spec.csi.driver")
@@ -203,7 +214,7 @@ def _pod_nfs(subject: Subject) -> Iterator[str]:
         if not isinstance(volume, Mapping):
             continue
         if known(volume.get("nfs"), f"{where}.nfs"):
-            yield f"{where}.nfs ({volume.get('name')}): an in-tree NFS volume: {_CLEAR_NFS}"
+            yield f"{where}.nfs ({volume.get('name')}): an in-tree NFS volume: {_clear(None)}"
         csi = known(volume.get("csi"), f"{where}.csi")
         if isinstance(csi, Mapping):
             driver = known(csi.get("driver"), f"{where}.csi.driver")

@@ -38,9 +38,11 @@ How the pack ties an ARN to the plan, with no ARN among a new resource's known v
   depends on whose ARN is untied (``policy``'s property dependencies).
 
 Service principals and the stack's account's AWS service-linked roles are outside the class (they attach
-keys through grants or are named by the guides that require them); another account's service-linked role
-is a principal like any. A key whose policy, or the policy of a role that depends on it, is unknown (a new
-stack's preview: the key policy waits for its users' ARNs) is judged once known.
+keys through grants or are named by the guides that require them), but a service principal's use must be
+bound to the stack's account's resources (``_bound_to``: the confused deputy, review rev35e A5); another
+account's service-linked role is a principal like any. A key whose policy, or the policy of a role that
+depends on it, is unknown (a new stack's preview: the key policy waits for its users' ARNs) is judged once
+known.
 """
 
 from __future__ import annotations
@@ -65,8 +67,10 @@ from .separation import (
     allowed_statements,
     allows,
     crypto_actions,
+    grants_only_to_aws,
     is_account_root,
     key_administrators,
+    key_policy,
     principal_arns,
     principals,
     strings,
@@ -94,7 +98,6 @@ WRITE, READ = "write", "read"
 # keeps grants to AWS services attaching the key to a resource they create (``kms:GrantIsForAWSResource``:
 # "Default key policy", "Allows key users to use the KMS key"; review 35c A5).
 CREATE_GRANT = "kms:CreateGrant"
-GRANT_IS_FOR_AWS_RESOURCE = "kms:GrantIsForAWSResource"
 # The provider's unique suffix after a role's ``namePrefix`` (terraform-plugin-sdk ``helper/id``,
 # ``UniqueIDSuffixLength``; components/aws/iam.py ``NAME_PREFIX_SUFFIX``).
 PREFIX_SUFFIX = r"[0-9]{26}"
@@ -117,20 +120,15 @@ _ANY_KEY_ID = "key/" + "\x00" * 36
 POLICY_ATTACHMENTS = "aws:iam/policyAttachment:PolicyAttachment"
 
 
-def _grants_freely(statement: Mapping[str, Any]) -> bool:
-    """Whether a statement allows ``kms:CreateGrant`` without ``kms:GrantIsForAWSResource`` true."""
-    if not allows(statement, CREATE_GRANT):
-        return False
-    condition = statement.get("Condition")
-    operands = condition.values() if isinstance(condition, Mapping) else []
-    return not any(
-        isinstance(o, Mapping) and str(o.get(GRANT_IS_FOR_AWS_RESOURCE)).lower() == "true" for o in operands
-    )
+def _grants_freely(statement: Mapping[str, Any], account: str | None) -> bool:
+    """Whether a statement allows ``kms:CreateGrant`` to grantees other than AWS services
+    (``grants_only_to_aws``: ``kms:GrantIsForAWSResource`` true, or service-linked grantees, by operator)."""
+    return allows(statement, CREATE_GRANT) and not grants_only_to_aws(statement, account)
 
 
-def _mode(statement: Mapping[str, Any]) -> str | None:
+def _mode(statement: Mapping[str, Any], account: str | None) -> str | None:
     """How a statement uses a key: ``write``, ``read`` (``kms:Decrypt``, ``ReEncryptFrom``), or not."""
-    if _grants_freely(statement) or any(allows(statement, action) for action in WRITE_ACTIONS):
+    if _grants_freely(statement, account) or any(allows(statement, action) for action in WRITE_ACTIONS):
         return WRITE
     return READ if uses_key(statement) else None
 
@@ -380,16 +378,18 @@ class _Plan:
             return None
         mode: str | None = None
         for statement in allowed_statements(document):
-            used = _mode(statement)
+            used = _mode(statement, self.account)
             if used is not None and self._names_key(grant, statement, key):
                 mode = WRITE if WRITE in (mode, used) else used
         return mode
 
 
-def _use_statements(document: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+def _use_statements(
+    document: Mapping[str, Any], account: str | None
+) -> Iterator[tuple[str, Mapping[str, Any], str]]:
     """(Sid, statement, mode) for each Allow statement of a key policy that uses the key."""
     for index, statement in enumerate(allowed_statements(document)):
-        mode = _mode(statement)
+        mode = _mode(statement, account)
         if mode is not None:
             yield str(statement.get("Sid") or f"Statement[{index}]"), statement, mode
 
@@ -400,7 +400,7 @@ def _named(
     """(statement's Sid, principal ARN, mode, the services it is limited to) for each principal a key
     policy's use statements name: by ``aws:PrincipalArn`` for the account root or ``*``, outright otherwise
     (service principals and the stack's account's AWS service-linked roles aside)."""
-    for sid, statement, mode in _use_statements(document):
+    for sid, statement, mode in _use_statements(document, account):
         named: list[str] = []
         for principal in principals(statement):
             if is_account_root(principal) or principal == "*":
@@ -411,14 +411,14 @@ def _named(
             yield sid, arn, mode, _via(statement)
 
 
-def _unnamed(document: Mapping[str, Any], key: Subject) -> Iterator[str]:
+def _unnamed(document: Mapping[str, Any], key: Subject, account: str | None) -> Iterator[str]:
     """A use statement that names no principal the pack can hold to the key's users: ``Principal: "*"``
     (or ``{"AWS": "*"}``) with no ``aws:PrincipalArn`` naming users, which "gives every identity in every
     AWS account permission to use the KMS key" unless a condition limits it (AWS KMS developer guide,
     "Determining access: examining the key policy"; an account condition still names no user; review 35c
     A1), and ``Allow`` with ``NotPrincipal``, which AWS does not support (IAM user guide, "AWS JSON policy
     elements: NotPrincipal"; review 35c C7)."""
-    for sid, statement, _ in _use_statements(document):
+    for sid, statement, _ in _use_statements(document, account):
         if "NotPrincipal" in statement:
             yield (
                 f"key policy statement {sid} allows use of key {key.name} with NotPrincipal, every principal "
@@ -437,6 +437,51 @@ def _unnamed(document: Mapping[str, Any], key: Subject) -> Iterator[str]:
                 'identity in every AWS account permission to use the KMS key" (AWS KMS developer guide, '
                 "'Determining access: examining the key policy'); name the key's users by exact ARN "
                 "(ArnEquals aws:PrincipalArn)"
+            )
+
+
+# Conditions that bind a service principal's use to the stack's account's own resources (IAM user guide,
+# "The confused deputy problem"; AWS KMS developer guide, "Using service principals in key policies":
+# ``aws:SourceAccount``/``aws:SourceArn``, ``kms:CallerAccount``, ``kms:ViaService``), or to an encryption
+# context naming them (CloudWatch Logs user guide, "Encrypt log data in CloudWatch Logs using AWS KMS":
+# ``kms:EncryptionContext:aws:logs:arn``): under a positive operator, every value the account's (review
+# rev35e A5).
+_ACCOUNT_KEYS = ("aws:SourceAccount", "kms:CallerAccount")
+_ARN_KEYS = ("aws:SourceArn",)
+_ENCRYPTION_CONTEXT = "kms:EncryptionContext:"
+
+
+def _bound_to(statement: Mapping[str, Any], account: str | None) -> bool:
+    """Whether a statement's conditions keep a service principal's use to ``account``'s resources."""
+    condition = statement.get("Condition")
+    for operator, operands in condition.items() if isinstance(condition, Mapping) else []:
+        if "Not" in operator or operator.endswith("IfExists") or not isinstance(operands, Mapping):
+            continue
+        for name, value in operands.items():
+            values = [str(v) for v in (value if isinstance(value, list) else [value])]
+            if name == "kms:ViaService" and values:
+                return True
+            if name in _ACCOUNT_KEYS and values and all(v == account for v in values):
+                return True
+            arns = name in _ARN_KEYS or name.startswith(_ENCRYPTION_CONTEXT)
+            if arns and values and all((_arn(v) or ("", "", ""))[1] == account for v in values):
+                return True
+    return False
+
+
+def _unbound_services(document: Mapping[str, Any], key: Subject, account: str | None) -> Iterator[str]:
+    """A use statement naming a service principal with no condition binding it to the stack's account: the
+    service then uses the key for any account's resource that names it (IAM user guide, "The confused
+    deputy problem")."""
+    for sid, statement, _ in _use_statements(document, account):
+        principal = statement.get("Principal")
+        services = strings(principal.get("Service")) if isinstance(principal, Mapping) else []
+        if services and not _bound_to(statement, account):
+            yield (
+                f"key policy statement {sid} lets {', '.join(services)} use key {key.name} with no condition "
+                f"binding it to account {account}'s resources; add aws:SourceAccount or aws:SourceArn (IAM "
+                "user guide, 'The confused deputy problem'; AWS KMS developer guide, 'Using service "
+                "principals in key policies')"
             )
 
 
@@ -480,7 +525,7 @@ def _deployer(plan: _Plan, people: Mapping[str, set[str]]) -> str | None:
         if not set(domains) & STORE_CREATION.keys():
             continue
         try:
-            document = parse_document(key.get("policy"), "policy")
+            document = key_policy(key, graph)
         except UnknownValueError:
             continue
         administrators.update(key_administrators(document))
@@ -500,13 +545,14 @@ def _key_users_named(key: Subject, graph: Graph) -> Iterator[str]:
     domains = declared_domains(key)
     if not domains:
         return
-    document = parse_document(key.get("policy"), "policy")
+    document = key_policy(key, graph)
     account = _account(key, document)
     plan = _Plan(graph, account)
     roles, outside = plan.consumers(key)
     people = _people_modes(graph, domains)
     deployer = _deployer(plan, aws_people(graph))
-    yield from _unnamed(document, key)
+    yield from _unnamed(document, key, account)
+    yield from _unbound_services(document, key, account)
     seen: set[str] = set()
     # principal -> (the mode its IAM or the table needs, how findings name it, mode -> first Sid granting it)
     named: dict[str, tuple[str, str, dict[str, str]]] = {}

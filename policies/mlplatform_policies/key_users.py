@@ -55,6 +55,7 @@ from .separation import (
     crypto_actions,
     empty_principal_list,
     is_account_root,
+    key_policy,
     principal_arns,
     principals,
     strings,
@@ -171,7 +172,7 @@ def _aws(graph: Graph) -> Iterator[Finding]:
     people = aws_people(graph)
     for key in graph.of(KMS_KEY):
         domains = declared_domains(key)
-        document = parse_document(key.get("policy"), "policy")
+        document = key_policy(key, graph)
         for sid, person in dict.fromkeys(_key_users(document, people)):
             roles = people[person]
             foreign = [d for d in domains if d not in _allowed(roles, "aws")]

@@ -57,6 +57,7 @@ ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 KMS_KEY = "aws:kms/key:Key"
+KEY_POLICY = "aws:kms/keyPolicy:KeyPolicy"
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 FEDERATION = "azure-native:managedidentity:FederatedIdentityCredential"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
@@ -180,6 +181,33 @@ def trusted_subjects(role: Subject) -> list[str]:
     return found
 
 
+_WEB_IDENTITY = "sts:AssumeRoleWithWebIdentity"
+
+
+def _other_assumers(role: Subject, name: str) -> Iterator[str]:
+    """A workload role is assumed only by its service account's web identity (EKS user guide, "IAM roles
+    for service accounts"): any other Allow statement in its trust policy, another account, ``*`` limited
+    by ``aws:PrincipalOrgID`` or the account root, makes more principals that role, and so users of the
+    keys its key policies name it for (IAM user guide, "Role trust policies" and "AWS JSON policy elements:
+    Principal"; review rev35e A4)."""
+    document = parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")
+    for index, statement in enumerate(statements(document)):
+        if statement.get("Effect") != "Allow":
+            continue
+        actions = strings(statement.get("Action"))
+        principal = statement.get("Principal")
+        federated = isinstance(principal, Mapping) and set(principal) == {"Federated"}
+        if actions == [_WEB_IDENTITY] and federated and "NotAction" not in statement:
+            continue
+        who = ", ".join(principals(statement)) or str(statement.get("NotPrincipal") or principal)
+        sid = str(statement.get("Sid") or f"Statement[{index}]")
+        yield (
+            f"{name}: trust policy statement {sid} lets {who} {', '.join(actions) or 'NotAction'} the role, "
+            "beside its service account's web identity, so they act as it and use its keys (IAM user guide, "
+            "'Role trust policies'); trust only the cluster's OIDC provider for the service account"
+        )
+
+
 def _role_identity(role: Subject, graph: Graph) -> Iterator[str]:
     subjects = trusted_subjects(role)
     if len(subjects) > 1:
@@ -190,6 +218,7 @@ def _role_identity(role: Subject, graph: Graph) -> Iterator[str]:
     if len(subjects) != 1 or subjects[0] not in WORKLOAD_SETS:
         return
     allowed = WORKLOAD_SETS[subjects[0]]
+    yield from _other_assumers(role, allowed.role)
     for policy in graph.of(ROLE_POLICY):
         if role in graph.linked(policy, "role", [ROLE], identity="name"):
             for statement in statements(parse_document(policy.get("policy"), "policy")):
@@ -385,10 +414,55 @@ def _granted(statement: Mapping[str, Any]) -> list[str]:
 # Conditions that name who may use a key the root delegates to IAM: only through the domain's services,
 # or as named roles (components/aws/keys.py ``domain_use``).
 _USE_CONDITIONS = ("kms:ViaService", "aws:PrincipalArn")
-# Conditions that keep a grant to AWS services: a grant for a resource a service attaches the key to, or to
-# a service-linked role ("Allows key users to use the KMS key with AWS services").
-_GRANT_CONDITIONS = ("kms:GrantIsForAWSResource", "kms:GranteePrincipal")
+# Conditions that keep a grant to AWS services, read by their operators (review rev35e A1, A2): a grant for
+# a resource a service attaches the key to, ``kms:GrantIsForAWSResource`` true under ``Bool`` or
+# ``StringEquals`` (AWS KMS developer guide, "kms:GrantIsForAWSResource": a negated operator allows exactly
+# the grants a principal makes itself, an ``IfExists`` one requests without the key), or a grant whose
+# grantee is a service-linked role of the stack's account, ``kms:GranteePrincipal`` under an ARN or string
+# operator, every value such a role ("kms:GranteePrincipal": "only for the specified grantee principal";
+# IAM user guide, "Using service-linked roles": path ``/aws-service-role/``).
+_GRANT_FOR_AWS_RESOURCE = "kms:GrantIsForAWSResource"
+_GRANTEE_PRINCIPAL = "kms:GranteePrincipal"
+_TRUE_OPERATORS = ("Bool", "StringEquals")
+_GRANTEE_OPERATORS = ("ArnEquals", "ArnLike", "StringEquals", "StringLike")
 _CREATE_GRANT = "kms:CreateGrant"
+
+
+def _listed(value: Any) -> list[Any]:
+    """A condition's values: a list, or one value (IAM JSON policy reference, "Condition")."""
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _service_linked_grantee(value: str, account: str | None) -> bool:
+    parts = value.split(":", 5)
+    return (
+        len(parts) == 6
+        and parts[0] == "arn"
+        and parts[2] == "iam"
+        and parts[4].isdigit()
+        and (account is None or parts[4] == account)
+        and parts[5].startswith("role/aws-service-role/")
+    )
+
+
+def grants_only_to_aws(statement: Mapping[str, Any], account: str | None) -> bool:
+    """Whether a statement's conditions keep ``kms:CreateGrant`` to AWS services: for AWS resources, or to
+    service-linked roles of ``account`` (any account's where ``None``)."""
+    condition = statement.get("Condition")
+    if not isinstance(condition, Mapping):
+        return False
+    for operator, operands in condition.items():
+        if not isinstance(operands, Mapping):
+            continue
+        if operator in _TRUE_OPERATORS and _GRANT_FOR_AWS_RESOURCE in operands:
+            values = _listed(operands[_GRANT_FOR_AWS_RESOURCE])
+            if values and all(str(v).lower() == "true" for v in values):
+                return True
+        if operator in _GRANTEE_OPERATORS and _GRANTEE_PRINCIPAL in operands:
+            values = _listed(operands[_GRANTEE_PRINCIPAL])
+            if values and all(_service_linked_grantee(str(v), account) for v in values):
+                return True
+    return False
 
 
 def _covers(granted: list[str], action: str) -> bool:
@@ -423,11 +497,15 @@ def _root_statement(statement: Mapping[str, Any], sid: str) -> Iterator[str]:
             "the key's users; limit it with kms:ViaService (the domain's services) or aws:PrincipalArn "
             "(the domain's roles)"
         )
-    if allows(statement, _CREATE_GRANT) and not conditions & set(_GRANT_CONDITIONS):
+    roots = {p if p.isdigit() else p.split(":")[4] for p in principals(statement) if is_account_root(p)}
+    account = roots.pop() if len(roots) == 1 else None
+    if allows(statement, _CREATE_GRANT) and not grants_only_to_aws(statement, account):
         yield (
-            f"key policy statement {sid} lets the account root kms:CreateGrant with no condition, so a key "
-            "administrator can grant itself use; limit grants with kms:GrantIsForAWSResource or "
-            "kms:GranteePrincipal (AWS services only)"
+            f"key policy statement {sid} lets the account root kms:CreateGrant for grantees other than AWS "
+            "services, so a key administrator can grant itself use; limit grants with Bool "
+            'kms:GrantIsForAWSResource "true" or ArnLike kms:GranteePrincipal the account\'s '
+            "role/aws-service-role/* (AWS KMS developer guide, 'kms:GrantIsForAWSResource', "
+            "'kms:GranteePrincipal')"
         )
 
 
@@ -568,9 +646,20 @@ def _administrators_use(document: Mapping[str, Any]) -> Iterator[str]:
             )
 
 
-def _key_policy(key: Subject, _graph: Graph) -> Iterator[str]:
+def key_policy(key: Subject, graph: Graph) -> Mapping[str, Any]:
+    """A key's policy document: an ``aws:kms/keyPolicy:KeyPolicy`` on the key replaces the policy the key
+    declares (pulumi_aws kms/key_policy.py: "Attaches a KMS Key Policy to a KMS Key"; review rev35e A3), so
+    the statements of every KeyPolicy the plan attaches to it are judged, else the key's own ``policy``."""
+    attached = [p for p in graph.of(KEY_POLICY) if key in graph.linked(p, "keyId", [KMS_KEY], "keyId")]
+    if not attached:
+        return parse_document(key.get("policy"), "policy")
+    documents = [parse_document(p.get("policy"), "policy") for p in attached]
+    return {"Version": "2012-10-17", "Statement": [s for d in documents for s in statements(d)]}
+
+
+def _key_policy(key: Subject, graph: Graph) -> Iterator[str]:
     held: dict[str, set[str]] = {}
-    document = parse_document(key.get("policy"), "policy")
+    document = key_policy(key, graph)
     for index, statement in enumerate(statements(document)):
         if statement.get("Effect") != "Allow":
             continue
@@ -609,7 +698,7 @@ def _custodians_administer_every_key(graph: Graph) -> Iterator[Finding]:
     key's policy (PutKeyPolicy) and give itself its use or ``kms:Sign`` (AWS KMS developer guide, "Default
     key policy", "Allows key administrators to administer the KMS key": they "can give themselves"
     permissions; review 35 A2)."""
-    keys = [(key, parse_document(key.get("policy"), "policy")) for key in graph.of(KMS_KEY)]
+    keys = [(key, key_policy(key, graph)) for key in graph.of(KMS_KEY)]
     if not any(_root_administration_limited(document) for _key, document in keys):
         return
     for key, document in keys:
@@ -697,9 +786,9 @@ POLICIES = [
     stack_policy(
         "identity-per-role",
         "Each role has its own identity, within its set: an IRSA role or Azure workload identity trusted by "
-        "one service account only, its grants limited to its prefixes or containers (reading where it only "
-        "reads), no wildcard actions or managed policies; each registry user listed once, none with MANAGE, "
-        "inference and team users read-only.",
+        "one service account only (an IRSA role by nothing else), its grants limited to its prefixes or "
+        "containers (reading where it only reads), no wildcard actions or managed policies; each registry "
+        "user listed once, none with MANAGE, inference and team users read-only.",
         _combined(
             per_node((ROLE,), _role_identity),
             per_node((IDENTITY,), _azure_identity),

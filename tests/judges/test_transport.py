@@ -373,7 +373,9 @@ def _nfs_routes(share: str, server: str) -> dict[str, dict[str, Any]]:
     """The same Azure Files share mounted by each route other than the Azure Files CSI driver (review
     rev35d A1): a PersistentVolume with in-tree ``nfs`` (kubelet's ``mount -t nfs``), one through
     ``nfs.csi.k8s.io`` (csi-driver-nfs's ``server``/``share`` attributes), a StorageClass of another driver
-    with ``protocol: nfs`` (azure blob's NFS 3.0), and a Job's inline in-tree ``nfs`` volume."""
+    with ``protocol: nfs`` (azure blob's NFS 3.0), a PersistentVolume of the Blob CSI driver with
+    ``protocol: aznfs`` (its NFS 3.0 mount through the AZNFS helper, blob-csi-driver pkg/blob/blob.go
+    ``AZNFS``; review rev35e A6), and a Job's inline in-tree ``nfs`` volume."""
 
     def pv(name: str, **source: Any) -> dict[str, Any]:
         spec = {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadWriteMany"], **source}
@@ -389,6 +391,14 @@ def _nfs_routes(share: str, server: str) -> dict[str, dict[str, Any]]:
                 "volumeAttributes": {"server": server, "share": share},
             },
             mountOptions=["nfsvers=4.1"],
+        ),
+        "blob-aznfs": pv(
+            "blob-aznfs",
+            csi={
+                "driver": "blob.csi.azure.com",
+                "volumeHandle": f"{server}#training#",
+                "volumeAttributes": {"containerName": "training", "protocol": "aznfs"},
+            },
         ),
         "class": {
             "apiVersion": "storage.k8s.io/v1",
@@ -413,7 +423,7 @@ def _nfs_routes(share: str, server: str) -> dict[str, dict[str, Any]]:
     }
 
 
-@pytest.mark.parametrize("route", ["in-tree", "nfs-csi", "class", "inline"])
+@pytest.mark.parametrize("route", ["in-tree", "nfs-csi", "blob-aznfs", "class", "inline"])
 def test_a_clear_nfs_mount_by_any_route_is_a_mandatory_plaintext_flow(
     route: str, judged: Callable[[str], Judged]
 ) -> None:

@@ -53,6 +53,7 @@ READ_TYPES = (
     "aws:eks/cluster:Cluster",
     "aws:iam/",
     "aws:kms/key:Key",
+    "aws:kms/keyPolicy:KeyPolicy",
     "aws:s3/bucketServerSideEncryptionConfiguration",
 )
 
@@ -420,6 +421,82 @@ KEY_POLICY_FORMS: list[Any] = [
         _plant(_statement("DatasetsReadersDecrypt", _set_actions("kms:CreateGrant"))),
         id="A5-kms-grants-reader-given-create-grant",
     ),
+    # Review rev35e A1. AWS KMS developer guide, "kms:GrantIsForAWSResource": only Bool (or StringEquals)
+    # "true" keeps grants to AWS services; a negated or IfExists operator allows the grants a principal
+    # makes itself.
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "StrangerGrantsNotForAws",
+                {"AWS": STRANGER},
+                ["kms:CreateGrant"],
+                Condition={"StringNotEquals": {"kms:GrantIsForAWSResource": "true"}},
+            )
+        ),
+        id="rev35e-A1-kms-grant-is-for-aws-resource-string-not-equals",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "StrangerGrantsIfExists",
+                {"AWS": STRANGER},
+                ["kms:CreateGrant"],
+                Condition={"BoolIfExists": {"kms:GrantIsForAWSResource": "true"}},
+            )
+        ),
+        id="rev35e-A1-kms-grant-is-for-aws-resource-bool-if-exists",
+    ),
+    pytest.param(
+        OBJECT_DATA,
+        _plant(
+            _statement(
+                "ObjectDataReadersDecrypt",
+                lambda s: (
+                    _set_actions("kms:CreateGrant")(s),
+                    s["Condition"].__setitem__("StringNotEquals", {"kms:GrantIsForAWSResource": "true"}),
+                ),
+            )
+        ),
+        id="rev35e-A1-kms-grant-is-for-aws-resource-reader-string-not-equals",
+    ),
+    # Review rev35e A5. IAM user guide, "The confused deputy problem"; AWS KMS developer guide, "Using
+    # service principals in key policies": a service principal's use bound to no account's resources, or
+    # to another account's.
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "LogsUnbound", {"Service": "logs.amazonaws.com"}, ["kms:Decrypt", "kms:GenerateDataKey*"]
+            )
+        ),
+        id="rev35e-A5-iam-confused-deputy-service-principal-unbound",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "LogsOtherAccount",
+                {"Service": "logs.amazonaws.com"},
+                ["kms:Decrypt"],
+                Condition={"StringEquals": {"aws:SourceAccount": "999999999999"}},
+            )
+        ),
+        id="rev35e-A5-iam-confused-deputy-service-principal-other-account",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(
+            _outright(
+                "LogsNegated",
+                {"Service": "logs.amazonaws.com"},
+                ["kms:Decrypt"],
+                Condition={"StringNotEquals": {"aws:SourceAccount": "123456789012"}},
+            )
+        ),
+        id="rev35e-A5-iam-confused-deputy-service-principal-negated",
+    ),
     # A7. AWS KMS API reference, GenerateDataKeyPair and GenerateDataKeyPairWithoutPlaintext: a private key
     # "encrypted under the symmetric encryption KMS key you specify" is a write.
     pytest.param(
@@ -594,3 +671,143 @@ def test_a_principal_pattern_is_refused_as_a_pattern(
     messages = [v.message for v in pack.judge(planted, defaults) if v.policy == POLICY]
     assert any("names the pattern" in m for m in messages)
     assert any("does not name it" in m for m in messages)
+
+
+def _grantees(value: Any, operator: str = "ArnLike") -> Edit:
+    return _statement(
+        "GrantsOnlyToServiceLinkedRoles",
+        lambda s: s.__setitem__("Condition", {operator: {"kms:GranteePrincipal": value}}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("plant", "refused"),
+    [
+        pytest.param(_grantees(f"{ACCOUNT}:role/aws-service-role/*"), False, id="shipped-service-linked"),
+        pytest.param(_grantees(f"{ACCOUNT}:role/*"), True, id="any-role-of-the-account"),
+        pytest.param(_grantees("*", "StringLike"), True, id="any-grantee"),
+        pytest.param(_grantees(f"{OTHER_ACCOUNT}:role/aws-service-role/*"), True, id="other-accounts-slr"),
+        pytest.param(
+            _grantees(f"{ACCOUNT}:role/aws-service-role/*", "ArnNotLike"), True, id="negated-operator"
+        ),
+    ],
+)
+def test_the_roots_grants_are_held_to_service_linked_grantees(
+    enterprise: PlanDict,
+    pack: PolicyPackSession,
+    defaults: dict[str, PolicySettings],
+    plant: Edit,
+    refused: bool,
+) -> None:
+    """Review rev35e A2: the account root's ``kms:CreateGrant`` is limited by the VALUE of
+    ``kms:GranteePrincipal`` (AWS KMS developer guide, "kms:GranteePrincipal": "only for the specified
+    grantee principal"; "Grants in AWS KMS": a grant gives its grantee use), so any grantee but a
+    service-linked role of the stack's account (IAM user guide, "Using service-linked roles") lets a key
+    custodian grant itself use: ``key-duties-separated`` refuses it."""
+    planted = with_inputs(enterprise, lambda r: r["name"] == DATASETS, plant)
+    refusing = {policy for policy, name in found(pack.judge(planted, defaults)) if name == DATASETS}
+    assert ("key-duties-separated" in refusing) is refused, refusing
+
+
+def _key_policy_resource(plan: PlanDict, document: dict[str, Any]) -> PlanDict:
+    """A ``KeyPolicy`` attached to the datasets key by its ``keyId``'s property dependency, through the
+    key's provider (its Region)."""
+    key = _urn(plan, DATASETS)
+    (provider,) = [r.get("provider") for r in plan["resources"] if r["urn"] == key]
+    attached = _resource(
+        provider=provider,
+        type="aws:kms/keyPolicy:KeyPolicy",
+        name="planted-key-policy",
+        inputs={"keyId": UNKNOWN_STRING, "policy": json.dumps(document)},
+        dependencies=[key],
+        propertyDependencies={"keyId": [key]},
+    )
+    return {**plan, "resources": [*plan["resources"], attached]}
+
+
+def test_a_key_policy_resource_is_judged_as_its_keys_policy(
+    enterprise: PlanDict, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    """Review rev35e A3: an ``aws:kms/keyPolicy:KeyPolicy`` replaces its key's policy (pulumi_aws
+    kms/key_policy.py, "Attaches a KMS Key Policy to a KMS Key"), so it is judged as the key's: one giving
+    ``kms:*`` to ``Principal {"AWS": "*"}`` is refused by ``key-users-named`` and ``key-duties-separated``,
+    while one carrying the key's own policy passes."""
+    (key,) = [r for r in enterprise["resources"] if r["name"] == DATASETS]
+    judged = {POLICY, "key-duties-separated"}
+
+    def refusing(plan: PlanDict) -> set[str]:
+        return {p for p, name in found(pack.judge(plan, defaults)) if name == DATASETS} & judged
+
+    assert refusing(_key_policy_resource(enterprise, json.loads(key["inputs"]["policy"]))) == set()
+    everyone = {
+        "Sid": "Everyone",
+        "Effect": "Allow",
+        "Principal": {"AWS": "*"},
+        "Action": "kms:*",
+        "Resource": "*",
+    }
+    opened = {"Version": "2012-10-17", "Statement": [everyone]}
+    assert refusing(_key_policy_resource(enterprise, opened)) == judged
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {"StringEquals": {"aws:SourceAccount": "123456789012"}},
+        {"ArnLike": {"aws:SourceArn": "arn:aws:logs:me-central-1:123456789012:log-group:*"}},
+        {
+            "ArnLike": {
+                "kms:EncryptionContext:aws:logs:arn": "arn:aws:logs:me-central-1:123456789012:log-group:*"
+            }
+        },
+    ],
+)
+def test_a_service_principal_bound_to_the_stacks_account_passes(
+    enterprise: PlanDict, named: Callable[[PlanDict], set[str]], condition: dict[str, Any]
+) -> None:
+    """Review rev35e A5's other side: the confused-deputy conditions the guides give (IAM user guide, "The
+    confused deputy problem"; CloudWatch Logs user guide, "Encrypt log data in CloudWatch Logs using AWS
+    KMS") naming the stack's account keep a service principal's use to its resources."""
+    bound = _outright("LogsBound", {"Service": "logs.amazonaws.com"}, ["kms:Decrypt"], Condition=condition)
+    assert named(with_inputs(enterprise, lambda r: r["name"] == DATASETS, bound)) == set()
+
+
+TRAINING = f"{AWS}-aws-identities-training"
+
+
+@pytest.mark.parametrize(
+    ("role", "trusted"),
+    [
+        pytest.param(TRAINING, {"Principal": {"AWS": f"{OTHER_ACCOUNT}:root"}}, id="another-account"),
+        pytest.param(
+            INFERENCE,
+            {"Principal": {"AWS": "*"}, "Condition": {"StringEquals": {"aws:PrincipalOrgID": "o-abc123"}}},
+            id="star-with-org-id",
+        ),
+        pytest.param(TRAINING, {"Principal": {"AWS": f"{ACCOUNT}:root"}}, id="the-accounts-root"),
+    ],
+)
+def test_a_key_users_role_assumable_by_others_is_refused(
+    enterprise: PlanDict,
+    pack: PolicyPackSession,
+    defaults: dict[str, PolicySettings],
+    role: str,
+    trusted: dict[str, Any],
+) -> None:
+    """Review rev35e A4: a named key user's role whose trust policy lets principals other than its service
+    account's web identity assume it (IAM user guide, "Role trust policies"; "AWS JSON policy elements:
+    Principal": "Do not leave your role accessible to everyone!") makes them users of its keys, which the
+    key policy does not name: ``identity-per-role`` refuses the role; the shipped trust passes."""
+
+    def trust(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs["assumeRolePolicy"])
+        document["Statement"].append({"Effect": "Allow", "Action": "sts:AssumeRole", **trusted})
+        inputs["assumeRolePolicy"] = json.dumps(document)
+
+    def refused(plan: PlanDict) -> bool:
+        return ("identity-per-role", role) in found(pack.judge(plan, defaults))
+
+    assert not refused(enterprise)
+    assert refused(
+        with_inputs(enterprise, lambda r: r["name"] == role and r["type"] == "aws:iam/role:Role", trust)
+    )

@@ -834,6 +834,25 @@ other_volume(
     },
 )
 other_volume("efs-volume", [], csi={"driver": "efs.csi.aws.com", "volumeHandle": "fs-1::fsap-1"})
+other_volume(
+    "efs-clear-volume",
+    [],
+    csi={
+        "driver": "efs.csi.aws.com",
+        "volumeHandle": "fs-1",
+        "volumeAttributes": {"encryptInTransit": "false"},
+    },
+)
+# blob-csi-driver pkg/blob/blob.go: ``aznfs`` mounts Blob NFS 3.0 through the AZNFS helper (rev35e A6).
+other_volume(
+    "blob-aznfs-volume",
+    [],
+    csi={
+        "driver": "blob.csi.azure.com",
+        "volumeHandle": "h",
+        "volumeAttributes": {"containerName": "training", "protocol": "aznfs"},
+    },
+)
 StorageClass(
     "clear-nfs-class",
     metadata={"name": "clear-nfs-class"},
@@ -856,6 +875,8 @@ deployment(
         ("encryption-in-transit", "clear-nfs-class"),
         ("encryption-in-transit", "intree-nfs-volume"),
         ("encryption-in-transit", "csi-nfs-volume"),
+        ("encryption-in-transit", "blob-aznfs-volume"),
+        ("encryption-in-transit", "efs-clear-volume"),
         ("encryption-in-transit", "inline-nfs"),
     ),
     case(
@@ -896,16 +917,23 @@ def test_a_queued_job_in_a_queued_namespace_passes(judge: Judge) -> None:
 
 def test_an_nfs_mount_encrypted_in_transit_passes(judge: Judge) -> None:
     [nfs] = [c for c in CASES if c.id == "azure-files-nfs-in-clear"]
-    flagged = {v.name for v in judge(nfs.body, nfs.config) if v.policy == "encryption-in-transit"}
+    messages = {v.name: v.message for v in judge(nfs.body, nfs.config) if v.policy == "encryption-in-transit"}
     # Review rev35d A1/C3: each route to NFS is judged; encryptInTransit as the driver parses it (Go's
     # ParseBool "1", or the mount option), RPC-with-TLS (nfs(5) xprtsec=tls) and EFS's default TLS pass.
-    assert flagged == {
+    assert set(messages) == {
         "clear-nfs-volume",
         "clear-nfs-class",
         "intree-nfs-volume",
         "csi-nfs-volume",
+        "blob-aznfs-volume",
+        "efs-clear-volume",
         "inline-nfs",
     }
+    # Review rev35e C3: each clear mount is told its own route's remedy (aws-efs-csi-driver
+    # docs/parameters.md "encryptInTransit"; azurefile-csi-driver docs/driver-parameters.md).
+    assert 'drop encryptInTransit: "false"' in messages["efs-clear-volume"]
+    assert "Azure Files" not in messages["efs-clear-volume"]
+    assert 'set encryptInTransit: "true"' in messages["clear-nfs-volume"]
 
 
 def test_every_policy_has_a_violating_case(pack: PolicyPackSession) -> None:
