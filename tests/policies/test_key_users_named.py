@@ -99,6 +99,12 @@ def _role_arn(plan: PlanDict, resource: str) -> str:
     return f"{ACCOUNT}:role/{role['inputs']['namePrefix']}{'0' * 26}"
 
 
+def _grant_unless_for_aws_resource(statement: dict[str, Any]) -> None:
+    """The readers' statement turned into CreateGrant under a negated kms:GrantIsForAWSResource."""
+    _set_actions("kms:CreateGrant")(statement)
+    statement["Condition"]["StringNotEquals"] = {"kms:GrantIsForAWSResource": "true"}
+
+
 def _statement(sid: str, edit: Edit) -> Edit:
     def apply(inputs: dict[str, Any]) -> None:
         document = json.loads(inputs["policy"])
@@ -450,15 +456,7 @@ KEY_POLICY_FORMS: list[Any] = [
     ),
     pytest.param(
         OBJECT_DATA,
-        _plant(
-            _statement(
-                "ObjectDataReadersDecrypt",
-                lambda s: (
-                    _set_actions("kms:CreateGrant")(s),
-                    s["Condition"].__setitem__("StringNotEquals", {"kms:GrantIsForAWSResource": "true"}),
-                ),
-            )
-        ),
+        _plant(_statement("ObjectDataReadersDecrypt", _grant_unless_for_aws_resource)),
         id="rev35e-A1-kms-grant-is-for-aws-resource-reader-string-not-equals",
     ),
     # Review rev35e A5. IAM user guide, "The confused deputy problem"; AWS KMS developer guide, "Using
