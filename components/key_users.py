@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict
@@ -22,21 +23,24 @@ from components.config import AccessConfig
 TABLE = Path(__file__).resolve().parents[1] / "policies" / "key_users.yaml"
 
 
+# How a role uses a domain's key: ``write`` (encrypt, decrypt, generate data keys) or ``read``
+# (kms:Decrypt alone; review 35 C1).
+Mode = Literal["read", "write"]
+
+
 class RoleKeys(BaseModel):
-    """The data domains whose key one people's role may use, per cloud, and why."""
+    """The data domains whose key one people's role may use, per cloud, each with its mode, and why."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    aws: tuple[str, ...]
-    azure: tuple[str, ...]
-    # The role only reads the stores of its AWS domains: its keys give it kms:Decrypt alone (review 35 C1).
-    reads_only: bool = False
+    aws: dict[str, Mode]
+    azure: dict[str, Mode]
     why: str
 
 
 class KeyUsersTable(BaseModel):
     """People's role -> the domains whose key it may use (the program builds AWS key policies from the
-    ``aws`` lists; no Azure key role goes to a person, which the pack holds to the ``azure`` lists)."""
+    ``aws`` maps; no Azure key role goes to a person, which the pack holds to the ``azure`` maps)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -65,12 +69,12 @@ def people(access: AccessConfig) -> Iterator[tuple[str, str]]:
 
 def people_using(access: AccessConfig, domain: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(writers, readers): the named people the table gives an AWS key of ``domain``, a reader where each
-    of its roles that lists the domain only reads (one person in two roles uses what either role needs)."""
+    of its roles that lists the domain reads it only (one person in two roles uses what either role needs)."""
     writes: dict[str, bool] = {}
     for principal, role in people(access):
-        keys = table().roles[role]
-        if domain in keys.aws:
-            writes[principal] = writes.get(principal, False) or not keys.reads_only
+        mode = table().roles[role].aws.get(domain)
+        if mode is not None:
+            writes[principal] = writes.get(principal, False) or mode == "write"
     writers = tuple(sorted(p for p, w in writes.items() if w))
     readers = tuple(sorted(p for p, w in writes.items() if not w))
     return writers, readers

@@ -45,6 +45,7 @@ from workloads.registry.record import (
     identity,
     open_journal,
     open_record,
+    version_digest,
 )
 
 app = typer.Typer(
@@ -253,7 +254,9 @@ def promote(
     reviewed = policy.required and not force and any(e.action == approval.APPROVE for e in events)
     with _one_line_errors():
         trained_by = session.client.get_version(name, version).tags.get(TRAINED_BY_TAG) if reviewed else None
-    refused = approval.promotion_refusal(events, version, session.who, policy, force, trained_by)
+        # The record's events count for the version it is now (approval.py ``_names``), not its number.
+        digest = version_digest(session.client, name, version)
+    refused = approval.promotion_refusal(events, version, digest, session.who, policy, force, trained_by)
     if refused is not None:
         exit_with([f"{name}: {refused}"], EXIT_FINDING)
     with _one_line_errors():
@@ -266,7 +269,7 @@ def promote(
             force=force,
             actor=str(session.who),
             journal=session.journal,
-            verdict=approval.rollout_verdict(events, version, policy.rollout_user),
+            verdict=approval.rollout_verdict(events, version, digest, policy.rollout_user),
         )
     _report(name, decision)
 
@@ -332,7 +335,7 @@ def request_promotion(
     with _one_line_errors():
         session.client.get_version(name, version)
         champion = session.client.alias_or_none(name, rollout.CHAMPION)
-        versions = {"candidate": version, **({"champion": champion.version} if champion else {})}
+        versions = {approval.CANDIDATE: version, **({"champion": champion.version} if champion else {})}
         session.journal.append(name, approval.REQUEST, versions, reason=reason)
     typer.echo(f"{name}: promotion of version {version} requested by {session.who}")
 
@@ -353,10 +356,13 @@ def _review(
     assert session.journal is not None
     with _one_line_errors():
         trained_by = session.client.get_version(name, version).tags.get(TRAINED_BY_TAG)
-        refused = approval.review_refusal(session.events(name), version, session.who, policy, trained_by)
+        digest = version_digest(session.client, name, version)
+        refused = approval.review_refusal(
+            session.events(name), version, digest, session.who, policy, trained_by
+        )
         if refused is not None:
             exit_with([f"{name}: {refused}"], EXIT_FINDING)
-        session.journal.append(name, action, {"candidate": version}, reason=reason)
+        session.journal.append(name, action, {approval.CANDIDATE: version}, reason=reason)
     typer.echo(f"{name}: version {version}: {action}d by {session.who}")
 
 

@@ -491,9 +491,9 @@ def _people_modes(graph: Graph, domains: list[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for person, roles in aws_people(graph).items():
         for role in roles:
-            entry = table().get(role, {})
-            if set(domains) & set(entry.get("aws", ())):
-                _merge(found, person, READ if entry.get("reads_only") else WRITE)
+            modes = [table().get(role, {}).get("aws", {}).get(d) for d in domains]
+            if any(modes):
+                _merge(found, person, WRITE if WRITE in modes else READ)
     return found
 
 

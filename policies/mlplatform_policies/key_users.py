@@ -101,7 +101,7 @@ KEY_COPY_DATA_ACTIONS = tuple(f"Microsoft.KeyVault/vaults/keys/{op}/action" for 
 
 @cache
 def table() -> dict[str, dict[str, Any]]:
-    """People's role -> {"aws": [domains], "azure": [domains], "why": ...}."""
+    """People's role -> {"aws": {domain: mode}, "azure": {domain: mode}, "why": ...} (mode: read, write)."""
     document = yaml.safe_load(TABLE.read_text(encoding="utf-8"))
     roles: dict[str, dict[str, Any]] = document["roles"]
     return roles

@@ -45,8 +45,8 @@ def _documented() -> list[str]:
     return lines[start:end]
 
 
-def _listed(domains: list[str]) -> str:
-    return ", ".join(domains) or "none"
+def _listed(modes: dict[str, str]) -> str:
+    return ", ".join(f"{domain} ({mode})" for domain, mode in modes.items()) or "none"
 
 
 def test_the_docs_table_is_the_role_to_key_table() -> None:
@@ -89,12 +89,9 @@ def test_each_aws_key_names_the_people_the_table_gives_it_and_no_other(
 ) -> None:
     assert _people_named(people_plan(AWS)) == {
         # The registry appends to the lifecycle record (its bucket's key) for everyone (review rev40c A1): the
-        # model approvers and the auditors only read it. The ML engineers' mode is their role's, and they
-        # write the datasets bucket (policies/key_users.yaml gives a mode per role, not per key).
-        "object-data": {
-            "ObjectDataUsersUseKey": sorted(ENGINEERS),
-            "ObjectDataReadersDecrypt": sorted([APPROVER, AUDITOR]),
-        },
+        # people only read it, the ML engineers too, though they write the datasets bucket
+        # (policies/key_users.yaml gives a mode per key).
+        "object-data": {"ObjectDataReadersDecrypt": sorted([APPROVER, AUDITOR, *ENGINEERS])},
         # The ML engineers put the training data in.
         "datasets": {"DatasetsUsersUseKey": sorted(ENGINEERS)},
         # The auditors read the trail's bucket, with kms:Decrypt alone (review 35 C1).

@@ -185,6 +185,13 @@ PLANTS: list[Any] = [
         _plant(_statement("ObjectDataUsersUseKey", _add(PEOPLE_AWS["auditors"][0]))),
         id="reader-writes",
     ),
+    # The mode is per key (policies/key_users.yaml): an ML engineer writes the datasets key and only reads
+    # the object data's (the registry alone appends to the lifecycle record).
+    pytest.param(
+        OBJECT_DATA,
+        _plant(_statement("ObjectDataUsersUseKey", _add(next(iter(PEOPLE_AWS["mlEngineers"].values()))[0]))),
+        id="engineer-writes-object-data",
+    ),
     pytest.param(
         OBJECT_DATA, _plant(_statement("ObjectDataReadersDecrypt", _readers_encrypt)), id="readers-encrypt"
     ),

@@ -18,6 +18,10 @@ the registry's own tags can by anyone with EDIT. The rules (issue 40; the contro
   the rollout also sets (lock.py ``OUTCOME_TAG``) are writable by every EDIT holder, training's user
   included, so a tag never admits a version.
 
+An event counts for a version only where it carries the digest the version has now (record.py
+``version_digest``, review rev40c C3): MLflow restarts version numbers when a model is deleted and
+re-created, so a number alone would let the old model's approvals and rollouts decide the new one.
+
 Every identity here is the registry's authenticated user (record.Identity); an unauthenticated name can
 neither approve nor force where approval is required.
 """
@@ -32,6 +36,8 @@ from workloads.registry.record import Event, Identity
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 REQUEST, APPROVE, REJECT = "request-promotion", "approve", "reject"
+# The role a request, approval or rejection names its version in (mlplatform/models_cmd.py).
+CANDIDATE = "candidate"
 # The record's moves of ``@champion`` (operations.py ``promote``, ``rollback``: every alias move that
 # serving sees, by a person, the rollout or the drift monitor).
 PROMOTE, ROLLBACK = "promote", "rollback"
@@ -62,14 +68,21 @@ class Verdict:
     labelled: tuple[float, float] | None = None
 
 
-def rollout_verdict(events: Sequence[Event], version: str, rollout_user: str | None) -> Verdict | None:
+def _names(event: Event, role: str, version: str, digest: str) -> bool:
+    """Whether ``event`` names ``version``, as it is now (``digest``), in ``role``."""
+    return event.versions.get(role) == version and event.digests.get(version) == digest
+
+
+def rollout_verdict(
+    events: Sequence[Event], version: str, digest: str, rollout_user: str | None
+) -> Verdict | None:
     """The verdict ``promote`` judges ``version`` on, or None when the record has none that counts.
 
     A stop counts from anyone (it is never a privilege): the latest ending of any rollout of the version
     when it stopped or was rolled back, else the latest ending by the rollout user when that one did (a
     caller's own rollout, on a plan and metrics of its choosing, never clears the stack's stop). Otherwise
     only the rollout user's latest ending, authenticated: the stack's plan, run as its Job."""
-    endings = [e for e in events if e.action in _ENDINGS and e.versions.get(CHALLENGER) == version]
+    endings = [e for e in events if e.action in _ENDINGS and _names(e, CHALLENGER, version, digest)]
     trusted = [e for e in endings if rollout_user is not None and e.authenticated and e.by == rollout_user]
     failed = [e for e in (*trusted[-1:], *endings[-1:]) if _ENDINGS[e.action] in (STOPPED, ROLLED_BACK)]
     chosen = failed[-1] if failed else (trusted[-1] if trusted else None)
@@ -96,11 +109,23 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _latest_request(events: Sequence[Event], version: str) -> int | None:
-    found = [
-        i for i, e in enumerate(events) if e.action == REQUEST and e.versions.get("candidate") == version
-    ]
+def _latest_request(events: Sequence[Event], version: str, digest: str) -> int | None:
+    found = [i for i, e in enumerate(events) if e.action == REQUEST and _names(e, CANDIDATE, version, digest)]
     return found[-1] if found else None
+
+
+def _no_request(events: Sequence[Event], version: str, digest: str, needs: str) -> str:
+    """Why ``version`` has no request to decide on: none at all, or only ones of another version under
+    its number (another digest: the model was deleted and re-created since), named in the line."""
+    other = [e for e in events if e.action == REQUEST and e.versions.get(CANDIDATE) == version]
+    if other:
+        named = other[-1].digests.get(version, "none")
+        return (
+            f"version {version}'s promotion request of {other[-1].at} names digest {named}, but version"
+            f" {version} now has {digest} (the model was re-created since): request it again"
+            " (mlplatform models request-promotion)"
+        )
+    return f"version {version} {needs} (mlplatform models request-promotion)"
 
 
 def _approver(who: Identity, policy: Policy) -> str | None:
@@ -114,15 +139,20 @@ def _approver(who: Identity, policy: Policy) -> str | None:
 
 
 def review_refusal(
-    events: Sequence[Event], version: str, who: Identity, policy: Policy, trained_by: str | None
+    events: Sequence[Event],
+    version: str,
+    digest: str,
+    who: Identity,
+    policy: Policy,
+    trained_by: str | None,
 ) -> str | None:
     """Why ``who`` may not approve or reject ``version`` now, or None. ``trained_by``: the version's
     ``mlplatform.trained_by``, which the registry's guard lets only the registering user write, once, at
     registration (workloads/registry/server/guard.py ``trainer_refusal``; MLflow records no authenticated
-    creator of its own)."""
-    index = _latest_request(events, version)
+    creator of its own); ``digest``: the version's now (record.py ``version_digest``)."""
+    index = _latest_request(events, version, digest)
     if index is None:
-        return f"version {version} has no promotion request (mlplatform models request-promotion)"
+        return _no_request(events, version, digest, "has no promotion request")
     if (refused := _approver(who, policy)) is not None:
         return refused
     if who.name == events[index].by:
@@ -138,42 +168,45 @@ def review_refusal(
     return None
 
 
-def _reviews(events: Sequence[Event], version: str, policy: Policy, trained_by: str | None) -> list[Event]:
+def _reviews(
+    events: Sequence[Event], version: str, digest: str, policy: Policy, trained_by: str | None
+) -> list[Event]:
     """The approvals and rejections of ``version``'s latest request that count: each by whom
     ``review_refusal`` lets review it (its ``by`` the registry's authenticated user, review rev40c A1),
     judged on the record as it stood then. Any other is a claim that changes nothing."""
-    index = _latest_request(events, version)
+    index = _latest_request(events, version, digest)
     if index is None:
         return []
     return [
         e
         for i, e in enumerate(events[index + 1 :], start=index + 1)
         if e.action in (APPROVE, REJECT)
-        and e.versions.get("candidate") == version
-        and review_refusal(events[:i], version, Identity(e.by, e.authenticated), policy, trained_by) is None
+        and _names(e, CANDIDATE, version, digest)
+        and review_refusal(events[:i], version, digest, Identity(e.by, e.authenticated), policy, trained_by)
+        is None
     ]
 
 
 def promotion_refusal(
     events: Sequence[Event],
     version: str,
+    digest: str,
     who: Identity,
     policy: Policy,
     force: bool,
     trained_by: str | None = None,
 ) -> str | None:
     """Why the promotion of ``version`` by ``who`` is refused under ``policy``, or None. ``trained_by``:
-    the version's ``mlplatform.trained_by`` (``review_refusal``)."""
+    the version's ``mlplatform.trained_by`` and ``digest`` its digest now (``review_refusal``)."""
     if force:
         if policy.required and (refused := _approver(who, policy)) is not None:
             return f"--force is for the approver role: {refused}"
         return None
     if not policy.required:
         return None
-    index = _latest_request(events, version)
-    if index is None:
-        return f"version {version} needs an approved promotion request (mlplatform models request-promotion)"
-    later = _reviews(events, version, policy, trained_by)
+    if _latest_request(events, version, digest) is None:
+        return _no_request(events, version, digest, "needs an approved promotion request")
+    later = _reviews(events, version, digest, policy, trained_by)
     if any(e.action == REJECT for e in later):
         reason = next(e.reason for e in reversed(later) if e.action == REJECT)
         return f"version {version}'s promotion request was rejected: {reason}"

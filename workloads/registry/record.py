@@ -474,6 +474,17 @@ def identity(client: RegistryClient, declared: str) -> Identity:
     return Identity(user, True)
 
 
+def version_digest(client: RegistryClient, model: str, version: str) -> str:
+    """What a record event carries for ``version`` (``Event.digests``): the sha256 of its metadata.json,
+    which records the sha256 of every other file of the version (workloads/artifacts.py), so a number
+    reused by a model deleted and re-created names another digest; ``unknown (why)`` where unreadable."""
+    try:
+        source = client.get_version(model, version).source
+        return "sha256:" + hashlib.sha256(client.read_artifact(f"{source}/metadata.json")).hexdigest()
+    except RegistryError as exc:
+        return f"unknown ({str(exc).splitlines()[0][:120]})"
+
+
 def open_journal(client: RegistryClient, uri: str, who: Identity) -> Journal:
     """``who``'s journal on the record at ``uri``: appended by the registry where it authenticated ``who``
     (``RegistryRecord``), else directly, unauthenticated (a registry without authentication)."""
@@ -505,19 +516,10 @@ class Journal:
             by=self.who.name,
             authenticated=self.who.authenticated,
             versions=dict(versions),
-            digests={v: self._digest(model, v) for v in sorted(set(versions.values()))},
+            digests={v: version_digest(self.client, model, v) for v in sorted(set(versions.values()))},
             numbers=json.loads(json.dumps(dict(numbers or {}), default=str)),
             reason=reason,
         )
         written = self.record.append(event)
         # The registry's own event where it appended (its who and when), else the one written here.
         return written if isinstance(written, Event) else event
-
-    def _digest(self, model: str, version: str) -> str:
-        try:
-            source = self.client.get_version(model, version).source
-            return (
-                "sha256:" + hashlib.sha256(self.client.read_artifact(f"{source}/metadata.json")).hexdigest()
-            )
-        except RegistryError as exc:
-            return f"unknown ({str(exc).splitlines()[0][:120]})"

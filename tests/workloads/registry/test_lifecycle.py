@@ -480,3 +480,48 @@ def test_an_abort_with_a_record_is_never_left_unrecorded(registry_uri: str, tmp_
         "ops",
         {"champion": "1", "challenger": "2"},
     )
+
+
+# -- the record's events belong to a version as it is, not to its number ----------------------------------
+
+RECREATED = "digits-recreated"
+
+
+def _register_with_metadata(admin: RegistryClient, folder: Path, metadata: str) -> str:
+    """Register a version of RECREATED whose metadata.json (what its digest is taken of) is ``metadata``."""
+    run = admin.create_run(admin.experiment_id(RECREATED), RECREATED, {})["info"]
+    folder.mkdir()
+    (folder / "metadata.json").write_text(metadata)
+    source = f"{run['artifact_uri']}/model"
+    admin.upload(source, folder)
+    return admin.create_version(RECREATED, source, run["run_id"], {TRAINED_BY_TAG: "bob"}).version
+
+
+def test_a_decision_on_a_version_number_reused_by_a_recreated_model_is_refused(
+    auth_registry_uri: str, auth_record: Path, governed_stack: str, tmp_path: Path
+) -> None:
+    """Review rev40c C3: events were matched to versions by number only, and MLflow restarts the numbers
+    of a model deleted and re-created under its name, so the old version 1's request and approval promoted
+    the new version 1. Each event carries the digests of the versions it names (record.py); one naming
+    another digest than the version has now counts for nothing, and the refusal says so in one line."""
+    uri, record = auth_registry_uri, auth_record
+    bootstrap_users(AuthApi(uri, ADMIN_PASSWORD), [User(u, PASSWORDS[u]) for u in ("alice", "bob", "carol")])
+    admin, stack = admin_client(uri), ("--stack", governed_stack)
+    admin.ensure_registered_model(RECREATED)
+    assert _register_with_metadata(admin, tmp_path / "old", '{"files": {"model.onnx": "old"}}') == "1"
+    asked = as_user("carol", uri, record, "request-promotion", RECREATED, "1", "--reason", "old")
+    approved = as_user("alice", uri, record, "approve", RECREATED, "1", *stack, "--reason", "old")
+    assert asked.exit_code == 0 and approved.exit_code == 0, asked.output + approved.output
+
+    admin._call("DELETE", "registered-models/delete", {"name": RECREATED})
+    admin.ensure_registered_model(RECREATED)
+    assert _register_with_metadata(admin, tmp_path / "new", '{"files": {"model.onnx": "new"}}') == "1"
+    stale = "version 1's promotion request of "
+    for command in (("promote", RECREATED, "1", *stack), ("approve", RECREATED, "1", *stack)):
+        refused = as_user("alice", uri, record, *command)
+        assert refused.exit_code == 1, refused.output
+        assert stale in refused.output and "(the model was re-created since)" in refused.output
+        assert len(refused.output.strip().splitlines()) == 1, refused.output
+    asked = as_user("carol", uri, record, "request-promotion", RECREATED, "1", "--reason", "new")
+    approved = as_user("alice", uri, record, "approve", RECREATED, "1", *stack, "--reason", "new")
+    assert asked.exit_code == 0 and approved.exit_code == 0, asked.output + approved.output

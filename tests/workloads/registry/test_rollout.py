@@ -81,6 +81,8 @@ def test_a_metric_measured_on_another_dataset_is_not_compared_unless_forced() ->
 
 # The stack's rollout user (components/handle.py ROLLOUT_USER), whose record endings count.
 ROLLOUT_USER = "ml-inference-rollout"
+# The digests the record's events carry for each version (record.py ``version_digest``).
+DIGESTS = {"1": "sha256:" + "1" * 64, "2": "sha256:" + "2" * 64, "3": "sha256:" + "3" * 64}
 
 
 def test_a_passed_rollout_counts_only_until_the_champion_moves() -> None:
@@ -89,21 +91,32 @@ def test_a_passed_rollout_counts_only_until_the_champion_moves() -> None:
 
     def event(action: str, versions: dict[str, str], by: str = ROLLOUT_USER) -> Event:
         at = f"2026-11-29T21:{len(events):02d}:00+00:00"
-        return Event(at=at, model="m", action=action, by=by, authenticated=True, versions=versions)
+        digests = {v: DIGESTS[v] for v in versions.values()}
+        return Event(
+            at=at, model="m", action=action, by=by, authenticated=True, versions=versions, digests=digests
+        )
 
     judged = {rollout.CHAMPION: "1", rollout.CHALLENGER: "3"}
     events: list[Event] = []
     events.append(event(verdict_action(PASSED), judged))
-    assert approval.rollout_verdict(events, "3", ROLLOUT_USER) == approval.Verdict(PASSED, "", "1")
+    assert approval.rollout_verdict(events, "3", DIGESTS["3"], ROLLOUT_USER) == approval.Verdict(
+        PASSED, "", "1"
+    )
     for move in (approval.PROMOTE, approval.ROLLBACK):
         # 1 -> 2, then back to 1: the champion is version 1 again, but not the one the rollout judged beside.
         events.append(event(move, {rollout.CHAMPION: "2" if move == approval.PROMOTE else "1"}, by="alice"))
-        assert approval.rollout_verdict(events, "3", ROLLOUT_USER) is None, move
+        assert approval.rollout_verdict(events, "3", DIGESTS["3"], ROLLOUT_USER) is None, move
     events.append(event(verdict_action(PASSED), judged))
-    assert approval.rollout_verdict(events, "3", ROLLOUT_USER) == approval.Verdict(PASSED, "", "1")
+    assert approval.rollout_verdict(events, "3", DIGESTS["3"], ROLLOUT_USER) == approval.Verdict(
+        PASSED, "", "1"
+    )
     # A stop is never a privilege: it counts whatever moved since.
     events.extend([event(verdict_action(STOPPED), judged), event(approval.PROMOTE, {}, by="alice")])
-    assert approval.rollout_verdict(events, "3", ROLLOUT_USER) == approval.Verdict(STOPPED, "", "1")
+    assert approval.rollout_verdict(events, "3", DIGESTS["3"], ROLLOUT_USER) == approval.Verdict(
+        STOPPED, "", "1"
+    )
+    # Review rev40c C3: version 3 of a model deleted and re-created is another version; no ending counts.
+    assert approval.rollout_verdict(events, "3", "sha256:" + "f" * 64, ROLLOUT_USER) is None
 
 
 def test_a_passed_rollout_compares_only_where_it_measured_both_versions_on_one_labelled_set() -> None:
