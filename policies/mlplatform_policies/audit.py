@@ -25,11 +25,14 @@ prod``, as the platform's ``audit`` config defaults. Then:
 - ``lifecycle-record-locked``: AWS, the model lifecycle record (every alias move, approval, rollout step;
   docs/lifecycle.md) lives in a bucket of the stack (tagged ``ml-platform.io/role: lifecycle-record``)
   created with Object Lock and a COMPLIANCE default retention, so the identities that write it cannot
-  rewrite or delete it (issue 40; S3 user guide "Object Lock retention modes"); Azure, in a storage
+  rewrite or delete it (issue 40; S3 user guide "Object Lock retention modes"), and only the registry's
+  role may put on it (``_aws_record_appenders``: inline, managed and bucket policies, ``NotAction``,
+  AWS-managed policies); Azure, in a storage
   account of the stack (tagged ``ml-platform.io-role: lifecycle-record``) with version-level immutability
   under a **locked** time-based policy of at least a day (Azure Storage, "Time-based retention policies
   for immutable blob data": an unlocked one can be shortened or deleted by whoever may write the
-  account's settings), on which no role assignment grants a data action that can replace or delete a
+  account's settings), on which no role assignment (at the account, a container or a scope above it:
+  ``_above``) grants a data action that can replace or delete a
   blob (``blobs/write``, ``blobs/delete``, ``deleteBlobVersion``, ``permanentDelete``, the immutability
   super-user action; a built-in role that carries them: Storage Blob Data Contributor or Owner, Azure
   built-in roles reference). Azure creates a policy only Unlocked (azure-native
@@ -272,25 +275,119 @@ REGISTRY_SUBJECT = "system:serviceaccount:ml-registry:registry"
 IAM_POLICY = "aws:iam/policy:Policy"
 
 
-def _aws_record_appenders(records: list[Subject], graph: Graph) -> Iterator[Finding]:
-    """IAM policies that name a record bucket and allow ``s3:PutObject`` but are not the registry's role's:
-    anyone else who may put there can append an event in another's name (review rev40c A1)."""
-    record_urns = {b.urn for b in records}
-    for policy in graph.of(ROLE_POLICY, IAM_POLICY):
-        if not {b.urn for b in graph.linked(policy, "policy", tokens.S3_BUCKETS)} & record_urns:
-            continue
-        puts = any(
-            statement.get("Effect") == "Allow"
-            and any(fnmatch.fnmatchcase("s3:putobject", a.lower()) for a in strings(statement.get("Action")))
-            for statement in statements(parse_document(policy.get("policy"), "policy"))
-        )
-        roles = graph.linked(policy, "role", [ROLE], identity="name") if policy.type == ROLE_POLICY else []
-        if puts and not (roles and all(REGISTRY_SUBJECT in trusted_subjects(r) for r in roles)):
+BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
+_AWS_MANAGED = re.compile(r"arn:aws[a-z-]*:iam::aws:policy/(.+)")
+# AWS-managed policies that grant no s3:PutObject (AWS Managed Policy Reference Guide,
+# docs.aws.amazon.com/aws-managed-policy/latest/reference/<name>.html: each one's JSON names EC2, EKS,
+# ECR, EFS, Auto Scaling, ELB, KMS grant and IAM service-linked-role actions, no S3 action). Any other
+# AWS-managed policy on a role of an audited stack may write the record (AmazonS3FullAccess: ``s3:*`` on
+# ``*``; AdministratorAccess; PowerUserAccess: ``NotAction`` IAM and Organizations), and AWS may widen one
+# at any time, so it is refused rather than judged (review rev40d A5).
+AWS_MANAGED_WITHOUT_S3_WRITE = frozenset(
+    {
+        "AmazonEKSClusterPolicy",
+        "AmazonEKSWorkerNodePolicy",
+        "AmazonEKS_CNI_Policy",
+        "AmazonEC2ContainerRegistryReadOnly",
+        "service-role/AmazonEBSCSIDriverPolicy",
+        "service-role/AmazonEFSCSIDriverPolicy",
+    }
+)
+
+
+def _puts(statement: Mapping[str, Any]) -> bool:
+    """Whether an IAM statement allows ``s3:PutObject``: an ``Action`` pattern covers it, or a ``NotAction``
+    leaves it out (IAM JSON policy reference, "IAM JSON policy elements: NotAction"; actions are case
+    insensitive)."""
+    if statement.get("Effect") != "Allow":
+        return False
+    negated = "NotAction" in statement
+    patterns = strings(statement.get("NotAction" if negated else "Action"))
+    return any(fnmatch.fnmatchcase("s3:putobject", a.lower()) for a in patterns) != negated
+
+
+def _covers_any_bucket(statement: Mapping[str, Any]) -> bool:
+    """Whether a statement's resources reach objects of a bucket it does not name: ``*``, a pattern whose
+    bucket part is a wildcard, or ``NotResource``."""
+    if "NotResource" in statement:
+        return True
+    return any(
+        r == "*"
+        or (r.startswith("arn:") and ":s3:" in r and r.split(":", 5)[-1].split("/", 1)[0] in ("*", ""))
+        for r in strings(statement.get("Resource"))
+    )
+
+
+def _record_puts(document: Any, names_record: bool) -> bool:
+    """Whether a policy document lets its holder put on a record: a statement that allows s3:PutObject, on
+    resources that may name a record (``names_record``: the document refers to a record bucket, or to none)
+    or any bucket."""
+    return any(
+        _puts(statement) and (names_record or _covers_any_bucket(statement))
+        for statement in statements(parse_document(document, "policy"))
+    )
+
+
+def _registry_only(roles: Iterable[Subject]) -> bool:
+    found = list(roles)
+    return bool(found) and all(REGISTRY_SUBJECT in trusted_subjects(r) for r in found)
+
+
+def _aws_managed_writers(graph: Graph) -> Iterator[Finding]:
+    """AWS-managed policies attached to a role of the stack that are not known to grant no s3:PutObject."""
+    attached: list[tuple[Subject, str]] = [
+        (a, str(a.get("policyArn"))) for a in graph.of(ROLE_POLICY_ATTACHMENT, POLICY_ATTACHMENT)
+    ]
+    attached += [(role, arn) for role in graph.of(ROLE) for arn in strings(role.get("managedPolicyArns"))]
+    for subject, arn in attached:
+        managed = _AWS_MANAGED.fullmatch(arn)
+        if managed and managed.group(1) not in AWS_MANAGED_WITHOUT_S3_WRITE:
             yield (
-                policy.urn,
-                "allows s3:PutObject on the lifecycle record: only the registry's role appends (it names the "
-                "user it authenticated); give the others s3:GetObject and s3:ListBucket only",
+                subject.urn,
+                f"attaches the AWS-managed {arn}, which may allow s3:PutObject on the lifecycle record (its "
+                "grants are AWS's to change): only the registry's role appends; write the grants the role "
+                "needs inline",
             )
+
+
+def _aws_record_appenders(records: list[Subject], graph: Graph) -> Iterator[Finding]:
+    """Every second writer of a record bucket (review rev40c A1, rev40d A5): an IAM document that allows
+    ``s3:PutObject`` (by ``Action`` or ``NotAction``) on a record, or on any bucket, and is not held by the
+    registry's role alone (a ``RolePolicy``, a managed ``Policy`` of the plan, a role's ``inlinePolicies``:
+    pulumi_aws iam/role.py); a record's bucket policy that allows it to anyone (IAM user guide, "Policy
+    evaluation logic": within an account, an Allow in the resource-based policy grants the request; the
+    registry's grant is its role's own); and AWS-managed policies (``_aws_managed_writers``)."""
+    record_urns = {b.urn for b in records}
+    problem = (
+        "allows s3:PutObject on the lifecycle record: only the registry's role appends (it names the user it "
+        "authenticated); give the others s3:GetObject and s3:ListBucket only"
+    )
+
+    def names_record(subject: Subject, prop: str) -> bool:
+        """Whether ``prop`` refers to a record bucket, or to no bucket of the plan at all: an S3 ARN the plan
+        does not tie to a bucket may be the record's (its physical name is the provider's)."""
+        linked = {b.urn for b in graph.linked(subject, prop, tokens.S3_BUCKETS)}
+        return not linked or bool(linked & record_urns)
+
+    for policy in graph.of(ROLE_POLICY, IAM_POLICY):
+        roles = graph.linked(policy, "role", [ROLE], identity="name") if policy.type == ROLE_POLICY else []
+        if _record_puts(policy.get("policy"), names_record(policy, "policy")) and not _registry_only(roles):
+            yield policy.urn, problem
+    for role in graph.of(ROLE):
+        inline = role.get("inlinePolicies")
+        documents = (
+            [e.get("policy") for e in inline if isinstance(e, Mapping)] if isinstance(inline, list) else []
+        )
+        named = names_record(role, "inlinePolicies")
+        if any(_record_puts(d, named) for d in documents) and not _registry_only([role]):
+            yield role.urn, f"inlinePolicies {problem}"
+    for bucket_policy in graph.of(BUCKET_POLICY):
+        if names_record(bucket_policy, "bucket") and _record_puts(bucket_policy.get("policy"), True):
+            yield bucket_policy.urn, f"the record's bucket policy {problem}"
+    if records:
+        yield from _aws_managed_writers(graph)
 
 
 def _lifecycle_record(graph: Graph) -> Iterator[Finding]:
@@ -466,9 +563,38 @@ def _rewriting_actions(assignment: Subject, graph: Graph) -> list[str]:
     return granted_data_actions(assignment, graph, REWRITING_DATA_ACTIONS, REWRITING_BUILT_IN_ROLES)
 
 
+RESOURCE_GROUP = "azure-native:resources:ResourceGroup"
+_MANAGEMENT_GROUPS = "/providers/microsoft.management/managementgroups/"
+
+
+def _above(assignment: Subject, account: Subject, graph: Graph) -> bool:
+    """Whether ``assignment``'s scope holds ``account`` (Azure RBAC, "Understand scope for Azure RBAC":
+    lower levels inherit role permissions from higher levels): the tenant root, a management group, a
+    subscription the account may be in (any, where the plan shows none of the account's), or the account's
+    resource group, named by ID or as the plan's ``ResourceGroup``."""
+    group = str(account.get("resourceGroupName") or "").lower()
+    if any(
+        str(g.get("resourceGroupName") or "").lower() == group
+        for g in graph.linked(assignment, "scope", [RESOURCE_GROUP])
+    ):
+        return True
+    scope = assignment.get("scope")
+    if not isinstance(scope, str) or is_unknown(scope):
+        return False
+    parts = scope.lower().strip("/").split("/")
+    if scope.strip("/") == "" or scope.lower().startswith(_MANAGEMENT_GROUPS):
+        return True
+    if parts[0] != "subscriptions" or len(parts) not in (2, 4):
+        return False
+    subscriptions = _account_subscriptions(account, graph)
+    in_subscription = not subscriptions or parts[1] in subscriptions
+    return in_subscription and (len(parts) == 2 or (parts[2] == "resourcegroups" and parts[3] == group))
+
+
 def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:
-    """Role assignments on the record's account or one of its containers that can rewrite it, or that let
-    anyone but the registry's identity append to it."""
+    """Role assignments on the record's account, one of its containers or a scope above the account
+    (``_above``) that can rewrite it, or that let anyone but the registry's identity append to it (review
+    rev40d A6)."""
     registry = {
         identity.urn
         for federation in graph.of(FEDERATION)
@@ -483,7 +609,7 @@ def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:
     }
     for assignment in graph.of(ROLE_ASSIGNMENT):
         scopes = {s.urn for s in graph.linked(assignment, "scope", [tokens.STORAGE_ACCOUNT, BLOB_CONTAINER])}
-        if account.urn not in scopes and not scopes & containers:
+        if account.urn not in scopes and not scopes & containers and not _above(assignment, account, graph):
             continue
         rewriting = _rewriting_actions(assignment, graph)
         if rewriting:

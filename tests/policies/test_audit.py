@@ -143,6 +143,21 @@ def test_an_unaudited_stack_needs_no_trail(
 AWS_CLUSTER = "aws-enterprise-prod-aws-cluster-eks"
 RECORD_BUCKET = "aws-enterprise-prod-aws-storage-record"
 AWS_TRAIL = "aws-enterprise-prod-aws-audit-trail"
+S3_FULL_ACCESS = "arn:aws:iam::aws:policy/AmazonS3FullAccess"
+# A put on an S3 ARN the plan ties to no bucket (a name typed in): it may be the record's.
+_PUT_ON_A_BUCKET_NOT_TIED = json.dumps(
+    {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": "s3:PutObject",
+                "Resource": "arn:aws:s3:::records-123/lifecycle-record/*",
+            }
+        ],
+    }
+)
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
     (
         # CloudTrail user guide, "Configure AWS KMS key policies for CloudTrail": kms:Decrypt is required
@@ -308,6 +323,45 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ),
         ("lifecycle-record-locked", "aws-enterprise-prod-aws-identities-rollout"),
     ),
+    # Review rev40d A5: each other form of a second writer. NotAction (IAM JSON policy elements: NotAction
+    # allows every action it does not list); the record's bucket policy (IAM user guide, "Policy evaluation
+    # logic": an Allow in the resource-based policy grants the request); an AWS-managed policy that writes
+    # S3 (AmazonS3FullAccess: s3:* on *), attached or in managedPolicyArns; a role's inlinePolicies.
+    (
+        "record-put-by-not-action",
+        lambda p: with_inputs(
+            p, of_type("aws:iam/rolePolicy:RolePolicy", "-identities-rollout"), _reads_by_not_action
+        ),
+        ("lifecycle-record-locked", "aws-enterprise-prod-aws-identities-rollout"),
+    ),
+    (
+        "record-put-in-the-bucket-policy",
+        lambda p: with_inputs(p, of_type("aws:s3/bucketPolicy:BucketPolicy", "-record"), _bucket_policy_puts),
+        ("lifecycle-record-locked", RECORD_BUCKET),
+    ),
+    (
+        "record-put-by-aws-managed-s3-full-access-attached",
+        lambda p: _with_attached(p, S3_FULL_ACCESS),
+        ("lifecycle-record-locked", "aws-enterprise-prod-aws-identities-rollout-s3-full"),
+    ),
+    (
+        "record-put-by-aws-managed-s3-full-access-in-managed-policy-arns",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:iam/role:Role", "-identities-rollout"),
+            lambda i: i.update(managedPolicyArns=[S3_FULL_ACCESS]),
+        ),
+        ("lifecycle-record-locked", "aws-enterprise-prod-aws-identities-rollout"),
+    ),
+    (
+        "record-put-in-a-role-inline-policy",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:iam/role:Role", "-identities-rollout"),
+            lambda i: i.update(inlinePolicies=[{"name": "events", "policy": _PUT_ON_A_BUCKET_NOT_TIED}]),
+        ),
+        ("lifecycle-record-locked", "aws-enterprise-prod-aws-identities-rollout"),
+    ),
 ]
 
 
@@ -319,24 +373,90 @@ def _also_puts_on_the_record(inputs: dict[str, Any]) -> None:
     inputs["policy"] = json.dumps(document)
 
 
+def _reads_by_not_action(inputs: dict[str, Any]) -> None:
+    """The rollout's record statement written as every action but the deletes."""
+    document = json.loads(inputs["policy"])
+    [reads] = [s for s in document["Statement"] if s["Sid"] == "ReadEvents"]
+    reads["NotAction"] = ["s3:DeleteObject", "s3:DeleteObjectVersion"]
+    del reads["Action"]
+    inputs["policy"] = json.dumps(document)
+
+
+def _bucket_policy_puts(inputs: dict[str, Any]) -> None:
+    """The record's bucket policy given an Allow of s3:PutObject to another role, on the record's objects."""
+    document = json.loads(inputs["policy"])
+    [objects] = [s["Resource"] for s in document["Statement"] if isinstance(s["Resource"], str)]
+    document["Statement"].append(
+        {
+            "Effect": "Allow",
+            "Principal": {"AWS": "arn:aws:iam::123456789012:role/rollout"},
+            "Action": "s3:PutObject",
+            "Resource": objects,
+        }
+    )
+    inputs["policy"] = json.dumps(document)
+
+
+def _with_attached(plan: PlanDict, policy_arn: str) -> PlanDict:
+    """``policy_arn`` attached to the rollout's role."""
+    edited = copy.deepcopy(plan)
+    [role] = [r for r in edited["resources"] if of_type("aws:iam/role:Role", "-identities-rollout")(r)]
+    [model] = [r for r in edited["resources"] if r["type"] == ROLE_POLICY_ATTACHMENT][:1]
+    name = f"{role['name']}-s3-full"
+    edited["resources"].append(
+        {
+            **copy.deepcopy(model),
+            "name": name,
+            "urn": model["urn"].rsplit("::", 1)[0] + f"::{name}",
+            "inputs": {"role": f"{role['name']}-id", "policyArn": policy_arn},
+            "dependencies": [role["urn"]],
+            "propertyDependencies": {"role": [role["urn"]], "policyArn": []},
+        }
+    )
+    return edited
+
+
 REGISTRY_WRITER = "azure-enterprise-prod-azure-registry-identity-record-writer"
 
 
-def _second_writer(plan: PlanDict, workload: str) -> PlanDict:
-    """The registry's record writer assignment copied onto ``workload``'s identity."""
+def _second_writer(
+    plan: PlanDict, workload: str, scope: str | None = None, role: str | None = None, suffix: str = ""
+) -> PlanDict:
+    """The registry's record writer assignment copied onto ``workload``'s identity; at ``scope`` (an Azure
+    resource ID, or ``RESOURCE_GROUP`` for the plan's resource group) and with the role ``role`` (a built-in
+    role's definition ID) where given."""
     edited = copy.deepcopy(plan)
     [registry] = [r for r in edited["resources"] if r["name"] == REGISTRY_WRITER]
     [identity] = [r for r in edited["resources"] if r["name"].endswith(f"-{workload}-identity-uai")]
     planted = copy.deepcopy(registry)
-    planted["name"] = REGISTRY_WRITER.replace("-registry-", f"-{workload}-")
+    planted["name"] = REGISTRY_WRITER.replace("-registry-", f"-{workload}-") + suffix
     planted["urn"] = registry["urn"].replace(REGISTRY_WRITER, planted["name"])
     planted["inputs"]["principalId"] = f"principal-of-{workload}"
-    planted["propertyDependencies"] = {**planted["propertyDependencies"], "principalId": [identity["urn"]]}
-    planted["dependencies"] = [
-        u for u in planted["dependencies"] if u not in registry["propertyDependencies"].get("principalId", [])
-    ] + [identity["urn"]]
+    replaced = {"principalId": [identity["urn"]]}
+    if scope == RESOURCE_GROUP:
+        [group] = [r for r in edited["resources"] if r["type"] == RESOURCE_GROUP]
+        planted["inputs"]["scope"] = f"{SUBSCRIPTION}/resourceGroups/{group['inputs']['resourceGroupName']}"
+        replaced["scope"] = [group["urn"]]
+    elif scope is not None:
+        planted["inputs"]["scope"] = scope
+        replaced["scope"] = []
+    if role is not None:
+        planted["inputs"]["roleDefinitionId"] = role
+        replaced["roleDefinitionId"] = []
+    old = {u for key in replaced for u in registry["propertyDependencies"].get(key, [])}
+    planted["propertyDependencies"] = {**planted["propertyDependencies"], **replaced}
+    planted["dependencies"] = [u for u in planted["dependencies"] if u not in old] + [
+        u for urns in replaced.values() for u in urns
+    ]
     edited["resources"].append(planted)
     return edited
+
+
+SUBSCRIPTION = "/subscriptions/00000000-0000-0000-0000-000000000000"
+RESOURCE_GROUP = "azure-native:resources:ResourceGroup"
+BLOB_DATA_CONTRIBUTOR = (
+    f"{SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions/ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+)
 
 
 def test_a_declared_organisation_trail_stands_in_for_the_stacks_own(
@@ -615,6 +735,34 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         lambda p: _second_writer(p, "rollout"),
         ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer"),
     ),
+    # Review rev40d A6: a role assignment above the account reaches it (Azure RBAC, "Understand scope for
+    # Azure RBAC": lower levels inherit role permissions from higher levels).
+    (
+        "record-writer-role-given-to-the-rollout-at-the-resource-group",
+        lambda p: _second_writer(p, "rollout", scope=RESOURCE_GROUP, suffix="-rg"),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-rg"),
+    ),
+    (
+        "record-writer-role-given-to-the-rollout-at-the-subscription",
+        lambda p: _second_writer(p, "rollout", scope=SUBSCRIPTION, suffix="-sub"),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-sub"),
+    ),
+    (
+        "storage-blob-data-contributor-at-the-resource-group",
+        lambda p: _second_writer(p, "rollout", scope=RESOURCE_GROUP, role=BLOB_DATA_CONTRIBUTOR, suffix="-c"),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-c"),
+    ),
+    (
+        "storage-blob-data-contributor-at-a-management-group",
+        lambda p: _second_writer(
+            p,
+            "rollout",
+            scope="/providers/Microsoft.Management/managementGroups/platform",
+            role=BLOB_DATA_CONTRIBUTOR,
+            suffix="-mg",
+        ),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-mg"),
+    ),
     (
         "vault-audit-removed",
         lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "keys-vault-audit")),
@@ -638,6 +786,20 @@ def test_a_planted_gap_fails(
     audit_findings: Callable[[PlanDict], set[tuple[str, str]]],
 ) -> None:
     assert expected in audit_findings(plant(cloud_plan(stack).to_dict()))
+
+
+def test_a_writer_in_another_resource_group_is_not_the_records(
+    cloud_plan: Callable[[str], Plan], audit_findings: Callable[[PlanDict], set[tuple[str, str]]]
+) -> None:
+    """Scopes inherit downwards only (Azure RBAC, "Understand scope for Azure RBAC"): Storage Blob Data
+    Contributor in a resource group other than the record account's does not reach the record."""
+    plan = _second_writer(
+        cloud_plan("azure-enterprise-prod").to_dict(),
+        "rollout",
+        scope=f"{SUBSCRIPTION}/resourceGroups/another-group",
+        role=BLOB_DATA_CONTRIBUTOR,
+    )
+    assert audit_findings(plan) == set()
 
 
 def test_an_unlocked_azure_archive_is_advised_about(
