@@ -538,9 +538,9 @@ class AccessConfig(_Model):
     # Read-only: the cluster's objects (no Secrets), the audit trail, the logs and the lifecycle record.
     auditors: tuple[str, ...] = ()
     # The cloud identities of the model approvers (``workloads.registry.approvers`` are their registry
-    # users): they append approvals to the lifecycle record, so they get its writer's rights (AWS: the
-    # record-writer policy attached; Azure: the record-writer role on the record's account), and each key
-    # but the record's leaves them out (policies/key_users.yaml).
+    # users): they append approvals to the lifecycle record through the registry, reading it with their own
+    # identity (AWS: the record-reader policy attached; Azure: Storage Blob Data Reader on the record's
+    # account), and each key but the record's leaves them out (policies/key_users.yaml).
     model_approvers: tuple[str, ...] = ()
 
     def principals(self) -> Iterator[tuple[str, str]]:

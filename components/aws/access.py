@@ -45,7 +45,7 @@ class PeopleRole(StrEnum):
     PLATFORM_ADMIN = "platform-admin"
     ML_ENGINEER = "ml-engineer"
     AUDITOR = "auditor"
-    # No cluster access: the record-writer policy (components/aws/identities.py) and the object-data key.
+    # No cluster access: the record-reader policy (components/aws/identities.py) and the object-data key.
     MODEL_APPROVER = "model-approver"
 
 

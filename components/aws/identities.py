@@ -314,9 +314,8 @@ def verifier_policy(signing_key_arn: pulumi.Input[str], repositories_arn: str) -
 
 
 # The record readers' policy's description (the people's: they append through the registry, review
-# rev40c A1; the policies keep their names, ``record-writer``, and the export
-# ``lifecycleRecordWriterPolicy``).
-RECORD_WRITERS = "Read the model lifecycle record; the registry appends to it; no write, no delete"
+# rev40c A1; named ``record-reader`` and exported as ``lifecycleRecordReaderPolicy``, review rev40d C1).
+RECORD_READERS = "Read the model lifecycle record; the registry appends to it; no write, no delete"
 
 # Short role-name purposes (IAM role names fit 64 characters; iam.role_name_prefix).
 ROLE_PURPOSES = {
@@ -347,7 +346,7 @@ class WorkloadIdentitiesArgs:
     signing_key_arn: pulumi.Input[str] | None = None
     # The datasets bucket and its key, where the stack has one: training reads datasets there.
     datasets: tuple[pulumi.Input[str], pulumi.Input[str]] | None = None
-    # The model approvers' IAM roles (``access.modelApprovers``): the record-writer policy is attached to
+    # The model approvers' IAM roles (``access.modelApprovers``): the record-reader policy is attached to
     # each, where the stack has the record.
     approvers: Sequence[str] = ()
     # Each team's ML engineers' IAM roles (``access.mlEngineers``): the team's datasets policy is attached
@@ -392,18 +391,18 @@ class WorkloadIdentities(pulumi.ComponentResource):
         # promotion and pause, resume or abort their models' rollouts), each event appended by the
         # registry: a managed policy per people's role, tagged with the role it is for (which the pack
         # reads), attached to the roles ``access`` names; the approvers' is exported for a permission set.
-        self.record_writer_policy_arn: pulumi.Output[str] | None = None
+        self.record_reader_policy_arn: pulumi.Output[str] | None = None
         if "rollout" in policies:
             writer = policies["rollout"]
-            self.record_writer_policy_arn = self._record_writers(
-                "record-writer", PeopleRole.MODEL_APPROVER, RECORD_WRITERS, args.approvers, writer
+            self.record_reader_policy_arn = self._record_readers(
+                "record-reader", PeopleRole.MODEL_APPROVER, RECORD_READERS, args.approvers, writer
             )
             engineers = sorted({role for roles in args.engineers.values() for role in roles})
             if engineers:
-                self._record_writers(
-                    "record-writer-engineers",
+                self._record_readers(
+                    "record-reader-engineers",
                     PeopleRole.ML_ENGINEER,
-                    "ML engineers (promotion requests, rollout controls): " + RECORD_WRITERS.lower(),
+                    "ML engineers (promotion requests, rollout controls): " + RECORD_READERS.lower(),
                     engineers,
                     writer,
                 )
@@ -421,7 +420,7 @@ class WorkloadIdentities(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "roleArns": self.role_arns,
-                "recordWriterPolicy": self.record_writer_policy_arn,
+                "recordReaderPolicy": self.record_reader_policy_arn,
                 "teamDatasetsPolicies": self.team_datasets_policy_arns,
             }
         )
@@ -452,10 +451,10 @@ class WorkloadIdentities(pulumi.ComponentResource):
             roles,
         )
 
-    def _record_writers(
+    def _record_readers(
         self, what: str, role: PeopleRole, description: str, roles: Sequence[str], document: dict[str, Any]
     ) -> pulumi.Output[str]:
-        """The lifecycle record writers' policy for one people's role (``what`` names it), attached to
+        """The lifecycle record readers' policy for one people's role (``what`` names it), attached to
         each of ``roles``."""
         args = self._args
         tags = {**args.tags, ACCESS_ROLES_TAG: role.value}

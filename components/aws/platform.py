@@ -713,8 +713,8 @@ class AwsPlatform(pulumi.ComponentResource):
         }
         if self.storage.record_uri is not None:
             exports["lifecycleRecord"] = self.storage.record_uri
-        if self.identities.record_writer_policy_arn is not None:
-            exports["lifecycleRecordWriterPolicy"] = self.identities.record_writer_policy_arn
+        if self.identities.record_reader_policy_arn is not None:
+            exports["lifecycleRecordReaderPolicy"] = self.identities.record_reader_policy_arn
         if self.shared_fs is not None:
             exports["sharedFileSystemId"] = self.shared_fs.file_system_id
         if self.alerts is not None:

@@ -103,7 +103,7 @@ def test_the_people_who_act_on_the_record_read_it_and_only_the_registry_writes(
     people_plan: Callable[[str], Plan],
 ) -> None:
     aws = people_plan(AWS)
-    policies = {p.urn: p for p in aws.by_type("aws:iam/policy:Policy") if "-record-writer" in p.name}
+    policies = {p.urn: p for p in aws.by_type("aws:iam/policy:Policy") if "-record-reader" in p.name}
     """Review rev40c A1: the approvers and the ML engineers append through the registry, which names them
     as it authenticated them; their own cloud identities read the record, never write it."""
     # One read-only policy per people's role (the pack reads the role from its tag), the same rights.

@@ -57,7 +57,7 @@ SIGNING_KEY = f"{AWS}-aws-registry-signing-key"
 NLP_DATASETS_POLICY = f"{AWS}-aws-identities-datasets-nlp"
 DATA_BUCKET = f"{AWS}-aws-storage-data"
 DATASETS_BUCKET = f"{AWS}-aws-storage-datasets"
-ENGINEERS_RECORD_POLICY = f"{AWS}-aws-identities-record-writer-engineers"
+ENGINEERS_RECORD_POLICY = f"{AWS}-aws-identities-record-reader-engineers"
 # Azure built-in roles reference: Azure Kubernetes Service RBAC Writer.
 AKS_WRITER = "a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"
 READ_TYPES = (
@@ -224,10 +224,10 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
         {("duties-separated", AUDITOR_POLICY)},
     ),
     (
-        # An auditor given the lifecycle record writers' policy (the model approvers') holds a second role.
+        # An auditor given the lifecycle record readers' policy (the model approvers') holds a second role.
         "auditor-approves",
         lambda p: with_inputs(
-            p, _named(f"{AWS}-aws-identities-record-writer-model-approvers"), _set("role", "auditors")
+            p, _named(f"{AWS}-aws-identities-record-reader-model-approvers"), _set("role", "auditors")
         ),
         {("duties-separated", AUDITOR_ENTRY)},
     ),
@@ -336,7 +336,7 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
         {("key-use-by-role", f"{NLP_DATASETS_POLICY}-nlp-engineers")},
     ),
     (
-        # A model approver (known by the record-writer policy attached to its role) needs the record's
+        # A model approver (known by the record-reader policy attached to its role) needs the record's
         # key, not the datasets'.
         "approver-left-in-datasets-use",
         lambda p: with_inputs(p, _named(DATASETS_KEY), _statement("DatasetsUsersUseKey", _let_in(APPROVER))),
