@@ -12,9 +12,9 @@ or at ``<cluster id>/namespaces/<namespace>`` for one namespace):
   role (read, list, write and create blobs; no delete) on the datasets container, limited by a role
   assignment condition to blobs under ``<team>/`` (``team_datasets_condition``), the AWS team datasets
   policy's equivalent (review 35 B3);
-- model approvers (``access.modelApprovers``): the lifecycle record's writer role on the record's account
-  (create and read blobs, nothing else: components/azure/record.py), with which they append approvals
-  (the ML engineers hold it too, for their promotion requests and rollout controls);
+- model approvers (``access.modelApprovers``): Storage Blob Data Reader on the lifecycle record's account;
+  they append approvals through the registry, the record's only writer (review rev40c A1), and the ML
+  engineers read it the same way, for their promotion requests and rollout controls;
 - key custodians: the stack's key administration role (components/azure/keys.py
   ``key_administration_role``, the deployer's too) on the keys' vault: Key Vault Crypto Officer's key
   management without its cryptographic operations. Crypto Officer's data actions are every key action
