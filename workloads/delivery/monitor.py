@@ -293,7 +293,14 @@ class Monitor:
         """Read the servers, decide, record, and act on a retrain."""
         champion = self.client.version_by_alias(self.model, CHAMPION).version
         snapshot = self.scraper.snapshot()
-        events = self.journal.record.read(self.model)
+        # Its own windows and retrains only (review rev40d A1): the record is the monitor's state, and an
+        # event another identity appended (the registry refuses those kinds from others) is not its window.
+        who = self.journal.who
+        events = [
+            e
+            for e in self.journal.record.read(self.model)
+            if e.by == who.name and e.authenticated == who.authenticated
+        ]
         measured = self._fresh(snapshot, champion, events)
         servers: list[dict[str, Any]] = [
             {
