@@ -21,7 +21,7 @@ import pytest
 
 from components.handle import ROLLOUT_USER
 from tests.workloads.registry.conftest import ADMIN_PASSWORD, PASSWORDS, RESTORERS, admin_client, as_user
-from workloads.delivery.monitor import RETRAIN_ACTION, WINDOW_ACTION
+from workloads.delivery.monitor import RETRAIN_ACTION, WINDOW_ACTION, history, own
 from workloads.registry.approval import APPROVE, PROMOTE, REJECT, REQUEST, ROLLBACK
 from workloads.registry.client import RegistryClient, RegistryError
 from workloads.registry.lineage import TRAINED_BY_TAG, experiment_name
@@ -226,3 +226,17 @@ def test_the_kinds_are_those_the_platform_appends() -> None:
     appended |= {verdict_action(o) for o in (PASSED, STOPPED, PROMOTED, ROLLED_BACK)}
     appended |= {f"rollout-{act}" for act in ("pause", "resume", "abort")}
     assert set(EVENT_AUTHORS) == appended
+
+
+def test_the_monitor_counts_only_its_own_windows() -> None:
+    """Review rev40d A1 (repro step 4), defence in depth: a ``drift-window`` deciding ``retrain`` that eve
+    appended (or the monitor's name, unauthenticated) started the cooldown; the monitor's state is its own."""
+    monitor = Identity(MONITOR, True)
+    body = {"model": NAME, "action": WINDOW_ACTION, "versions": {CHAMPION: "1"}}
+    numbers = {"maxPsi": 9.0, "threshold": 0.1, "samples": 1000, "decision": "retrain"}
+    forged = authenticated_event(EVE, {**body, "numbers": numbers})
+    declared = forged.model_copy(update={"by": MONITOR, "authenticated": False})
+    mine = authenticated_event(MONITOR, {**body, "numbers": {**numbers, "maxPsi": 0.01, "decision": "none"}})
+    assert len(history([forged, declared, mine])[1]) == 2
+    assert own([forged, declared, mine], monitor) == [mine]
+    assert history(own([forged, declared, mine], monitor))[1] == []
