@@ -223,7 +223,7 @@ def test_the_model_and_kind_are_the_platforms(auth_registry_uri: str, auth_recor
 def test_the_kinds_are_those_the_platform_appends() -> None:
     """``EVENT_AUTHORS`` (the guard imports none of the platform's modules) names every kind they append."""
     appended = {REQUEST, APPROVE, REJECT, PROMOTE, ROLLBACK, WINDOW_ACTION, RETRAIN_ACTION, "set-challenger"}
-    appended |= {verdict_action(o) for o in (PASSED, STOPPED, PROMOTED, ROLLED_BACK)}
+    appended |= {verdict_action(o) for o in (PASSED, STOPPED, PROMOTED, ROLLED_BACK)} | {"rollout-step"}
     appended |= {f"rollout-{act}" for act in ("pause", "resume", "abort")}
     assert set(EVENT_AUTHORS) == appended
 

@@ -400,7 +400,8 @@ EVENT_AUTHORS: dict[str, tuple[str, ...]] = {
     "promote": (PROMOTERS,),
     "approve": (PROMOTERS,),
     "reject": (PROMOTERS,),
-    **{f"rollout-{outcome}": (PROMOTERS,) for outcome in ("passed", "stopped", "promoted", "rolled-back")},
+    # A rollout's steps (workloads/delivery/runner.py) and how it ended (lock.py ``verdict_action``).
+    **{f"rollout-{end}": (PROMOTERS,) for end in ("step", "passed", "stopped", "promoted", "rolled-back")},
     "request-promotion": (EDITORS,),
     "set-challenger": (EDITORS,),
     **{f"rollout-{act}": (EDITORS,) for act in ("pause", "resume", "abort")},
