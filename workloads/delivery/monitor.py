@@ -64,7 +64,15 @@ from workloads.delivery.trigger import (
 from workloads.registry import operations
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
 from workloads.registry.lineage import TRIGGER_ENV
-from workloads.registry.record import RECORD_ENV, Event, Journal, RecordError, identity, open_journal
+from workloads.registry.record import (
+    RECORD_ENV,
+    Event,
+    Identity,
+    Journal,
+    RecordError,
+    identity,
+    open_journal,
+)
 from workloads.registry.rollout import CHAMPION, PREVIOUS_CHAMPION
 
 # Record actions: one per window, and the retrain's end.
@@ -208,6 +216,13 @@ def _at(event: Event) -> float:
     return datetime.fromisoformat(event.at).timestamp()
 
 
+def own(events: Sequence[Event], who: Identity) -> list[Event]:
+    """The events ``who`` appended, as the registry authenticated it or not (review rev40d A1): the record is
+    the monitor's state, and a window or retrain another identity appended (the registry refuses those kinds
+    from anyone but the drift monitor's user) is not the monitor's."""
+    return [e for e in events if e.by == who.name and e.authenticated == who.authenticated]
+
+
 def history(events: Sequence[Event]) -> tuple[list[Window], list[float]]:
     """The windows and the retrains' times on a model's record (oldest first)."""
     windows = [
@@ -293,7 +308,7 @@ class Monitor:
         """Read the servers, decide, record, and act on a retrain."""
         champion = self.client.version_by_alias(self.model, CHAMPION).version
         snapshot = self.scraper.snapshot()
-        events = self.journal.record.read(self.model)
+        events = own(self.journal.record.read(self.model), self.journal.who)
         measured = self._fresh(snapshot, champion, events)
         servers: list[dict[str, Any]] = [
             {

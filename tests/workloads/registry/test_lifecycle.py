@@ -26,7 +26,7 @@ from workloads.delivery import contract
 from workloads.registry.client import RegistryClient, RegistryError
 from workloads.registry.lineage import TRAINED_BY_TAG, experiment_name
 from workloads.registry.lock import AGAINST_TAG, OUTCOME_TAG, PASSED, RESULT_TAG, STOPPED, verdict_action
-from workloads.registry.record import identity, open_journal, open_record
+from workloads.registry.record import RecordError, identity, open_journal, open_record
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 from workloads.registry.server import guard
 from workloads.registry.server.launch import GRANT, REGISTERED_MODEL, AuthApi, User, bootstrap_users
@@ -376,7 +376,7 @@ def test_a_passed_rollout_counts_only_from_the_record_by_the_stacks_rollout_user
     bob, who trained version 2 on another dataset, could write ``passed`` against the champion over a
     stopped rollout and an approver's ``promote`` skipped the dataset rule. The verdict is the record's:
     a ``rollout-passed`` by the stack's rollout user (ml-inference-rollout) naming this champion; a stop
-    refuses whatever the tags say; bob's own rollout events admit nothing and clear no stop."""
+    refuses whatever the tags say; bob's own rollout events are refused by the registry."""
     uri, record = auth_registry_uri, auth_record
     grants = ((FORGED, "EDIT"),)
     bootstrap_users(
@@ -411,14 +411,14 @@ def test_a_passed_rollout_counts_only_from_the_record_by_the_stacks_rollout_user
     # (his plan, his metrics URLs) passes on the record: neither is the stack's rollout.
     for key, value in ((OUTCOME_TAG, "passed"), (AGAINST_TAG, "1"), (RESULT_TAG, "passed shadow, 50%")):
         bob.set_version_tag(FORGED, "2", key, value)
-    for forged in (None, own):
-        if forged is not None:
-            forged.append(FORGED, verdict_action(PASSED), judged, reason="passed shadow, 50%")
-        refused = promote()
-        assert refused.exit_code == 1 and "not comparable" in refused.output, refused.output
-    # The stack's rollout stops it: refused whatever the tags say, and bob's later pass clears nothing.
+    refused = promote()
+    assert refused.exit_code == 1 and "not comparable" in refused.output, refused.output
+    # bob's rollout events are not appended at all: the registry takes them only from the promotion
+    # identities (guard.py ``EVENT_AUTHORS``, review rev40d A2).
+    with pytest.raises(RecordError, match="user bob may not append 'rollout-passed'"):
+        own.append(FORGED, verdict_action(PASSED), judged, reason="passed shadow, 50%")
+    # The stack's rollout stops it: refused whatever the tags say.
     rollouts.append(FORGED, verdict_action(STOPPED), judged, reason="stopped at shadow: accuracy 10.00%")
-    own.append(FORGED, verdict_action(PASSED), judged, reason="passed shadow, 50%")
     refused = promote()
     assert refused.exit_code == 1, refused.output
     assert "version 2's last rollout ended stopped: stopped at shadow: accuracy 10.00%" in refused.output
@@ -505,7 +505,9 @@ def test_a_decision_on_a_version_number_reused_by_a_recreated_model_is_refused(
     the new version 1. Each event carries the digests of the versions it names (record.py); one naming
     another digest than the version has now counts for nothing, and the refusal says so in one line."""
     uri, record = auth_registry_uri, auth_record
-    bootstrap_users(AuthApi(uri, ADMIN_PASSWORD), [User(u, PASSWORDS[u]) for u in ("alice", "bob", "carol")])
+    # carol requests: EDIT on the model (guard.py ``EVENT_AUTHORS``), granted again on the re-created one.
+    users = [User(u, PASSWORDS[u], ((RECREATED, "EDIT"),)) for u in ("alice", "bob", "carol")]
+    bootstrap_users(AuthApi(uri, ADMIN_PASSWORD), users)
     admin, stack = admin_client(uri), ("--stack", governed_stack)
     admin.ensure_registered_model(RECREATED)
     assert _register_with_metadata(admin, tmp_path / "old", '{"files": {"model.onnx": "old"}}') == "1"
@@ -515,6 +517,7 @@ def test_a_decision_on_a_version_number_reused_by_a_recreated_model_is_refused(
 
     admin._call("DELETE", "registered-models/delete", {"name": RECREATED})
     admin.ensure_registered_model(RECREATED)
+    bootstrap_users(AuthApi(uri, ADMIN_PASSWORD), users)
     assert _register_with_metadata(admin, tmp_path / "new", '{"files": {"model.onnx": "new"}}') == "1"
     stale = "version 1's promotion request of "
     for command in (("promote", RECREATED, "1", *stack), ("approve", RECREATED, "1", *stack)):

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from components.handle import ROLLOUT_USER
-from tests.workloads.registry.conftest import ADMIN_PASSWORD, PASSWORDS, admin_client, as_user
-from workloads.registry.approval import APPROVE
+from tests.workloads.registry.conftest import ADMIN_PASSWORD, PASSWORDS, RESTORERS, admin_client, as_user
+from workloads.delivery.monitor import RETRAIN_ACTION, WINDOW_ACTION, history, own
+from workloads.registry.approval import APPROVE, PROMOTE, REJECT, REQUEST, ROLLBACK
 from workloads.registry.client import RegistryClient, RegistryError
 from workloads.registry.lineage import TRAINED_BY_TAG, experiment_name
-from workloads.registry.lock import PASSED, verdict_action
+from workloads.registry.lock import PASSED, PROMOTED, ROLLED_BACK, STOPPED, verdict_action
 from workloads.registry.record import (
     EventError,
     Identity,
@@ -33,14 +35,19 @@ from workloads.registry.record import (
     open_record,
 )
 from workloads.registry.rollout import CHALLENGER, CHAMPION
+from workloads.registry.server.guard import EVENT_AUTHORS
 from workloads.registry.server.launch import AuthApi, User, bootstrap_users
 
 NAME = "digits-record-route"
+# Users with no grant on any model: eve, and the stack's drift monitor (the shared server's restorer).
+EVE, MONITOR = "eve-no-grants", RESTORERS[0]
+NO_GRANTS = {EVE: "eve-has-no-grant-at-all", MONITOR: "the-drift-monitor-reads"}
 
 
 def _client(uri: str, user: str) -> RegistryClient:
+    password = NO_GRANTS.get(user) or PASSWORDS[user]
     return RegistryClient(
-        uri, environ={"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": PASSWORDS[user]}
+        uri, environ={"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": password}
     )
 
 
@@ -54,6 +61,7 @@ def model(auth_registry_uri: str) -> str:
         [
             User("bob", PASSWORDS["bob"], grants, ((experiment_name(NAME), "EDIT"),)),
             *(User(user, PASSWORDS[user], grants) for user in ("alice", "carol")),
+            *(User(user, password, ()) for user, password in NO_GRANTS.items()),
         ],
     )
     admin = admin_client(auth_registry_uri)
@@ -106,10 +114,11 @@ def test_a_passed_rollout_appended_by_another_user_admits_nothing(
     bob = _client(uri, "bob")
     journal = open_journal(bob, str(record), Identity(ROLLOUT_USER, True))
     numbers = {"accuracy": 0.99, "champion_accuracy": 0.98}
-    passed = journal.append(
-        model, verdict_action(PASSED), {CHAMPION: "1", CHALLENGER: "3"}, numbers=numbers, reason="passed"
-    )
-    assert passed.by == "bob"
+    with pytest.raises(RecordError) as forged:
+        journal.append(
+            model, verdict_action(PASSED), {CHAMPION: "1", CHALLENGER: "3"}, numbers=numbers, reason="passed"
+        )
+    assert "user bob may not append 'rollout-passed'" in str(forged.value), forged.value
     refused = as_user("carol", uri, record, "promote", model, "3", *stack)
     assert refused.exit_code == 1 and "not comparable" in refused.output, refused.output
 
@@ -150,3 +159,84 @@ def test_the_registry_sets_who_and_when() -> None:
     assert (event.by, event.authenticated, event.at) == ("carol", True, "2026-11-29T22:00:00.000+00:00")
     with pytest.raises(EventError, match="request body must be a JSON object"):
         authenticated_event("carol", [NAME], now)
+
+
+def _refused(client: RegistryClient, body: dict[str, Any]) -> RegistryError:
+    with pytest.raises(RegistryError) as refused:
+        client.append_record_event(body)
+    assert "\n" not in str(refused.value), refused.value
+    return refused.value
+
+
+def test_each_kind_is_appended_only_by_its_role(
+    auth_registry_uri: str, auth_record: Path, model: str
+) -> None:
+    """Review rev40d A1, A2 (the reviewer's repro, steps 0, 2-5): eve, with no grant, appended approvals,
+    rollout stops, retrains and requests that ``promote`` and the drift monitor then believed. Each kind now
+    comes only from its role (guard.py ``EVENT_AUTHORS``): 403 naming the kind and the user, nothing on the
+    record; an engineer with EDIT requests but does not approve; the drift monitor appends its windows."""
+    uri = auth_registry_uri
+    eve, bob = _client(uri, EVE), _client(uri, "bob")
+    before = len(open_record(str(auth_record)).read(model))
+    for client, user, kind in (
+        (eve, EVE, APPROVE),
+        (eve, EVE, verdict_action(STOPPED)),
+        (eve, EVE, RETRAIN_ACTION),
+        (eve, EVE, WINDOW_ACTION),
+        (eve, EVE, REQUEST),
+        (bob, "bob", APPROVE),
+        (bob, "bob", verdict_action(PASSED)),
+        (bob, "bob", WINDOW_ACTION),
+        (admin_client(uri, reason=None), "admin", APPROVE),
+    ):
+        refused = _refused(client, {"model": model, "action": kind, "versions": {CHALLENGER: "2"}})
+        assert refused.status == 403, refused
+        assert f"user {user} " in str(refused) and repr(kind) in str(refused), refused
+    assert len(open_record(str(auth_record)).read(model)) == before
+    asked = bob.append_record_event({"model": model, "action": REQUEST, "versions": {"candidate": "2"}})
+    window = _client(uri, MONITOR).append_record_event(
+        {"model": model, "action": WINDOW_ACTION, "versions": {CHAMPION: "1"}, "numbers": {"maxPsi": 0.01}}
+    )
+    assert (asked["event"]["by"], window["event"]["by"]) == ("bob", MONITOR)
+
+
+def test_the_model_and_kind_are_the_platforms(auth_registry_uri: str, auth_record: Path, model: str) -> None:
+    """Review rev40d A3, C2: ``model`` is a folder of the record, so ``../escaped`` wrote outside it and
+    ``NAME/zz`` was read into NAME's history; a free-text action or no version was a step. Each is a 400
+    naming the field, and nothing is written."""
+    carol = _client(auth_registry_uri, "carol")
+    versions = {"candidate": "2"}
+    for body, field in (
+        ({"model": "../escaped", "action": REQUEST, "versions": versions}, "'model'"),
+        ({"model": f"{model}/zz", "action": REQUEST, "versions": versions}, "'model'"),
+        ({"model": f"{model}\x00", "action": REQUEST, "versions": versions}, "'model'"),
+        ({"model": "no-such-model", "action": REQUEST, "versions": versions}, "'model'"),
+        ({"model": model, "action": "note", "versions": versions}, "'action'"),
+        ({"model": model, "action": REQUEST}, "'versions'"),
+    ):
+        refused = _refused(carol, body)
+        assert refused.status == 400 and f"field {field}" in str(refused), refused
+    assert not (auth_record.parent / "escaped").exists()
+    assert not (auth_record / model / "zz").exists()
+
+
+def test_the_kinds_are_those_the_platform_appends() -> None:
+    """``EVENT_AUTHORS`` (the guard imports none of the platform's modules) names every kind they append."""
+    appended = {REQUEST, APPROVE, REJECT, PROMOTE, ROLLBACK, WINDOW_ACTION, RETRAIN_ACTION, "set-challenger"}
+    appended |= {verdict_action(o) for o in (PASSED, STOPPED, PROMOTED, ROLLED_BACK)} | {"rollout-step"}
+    appended |= {f"rollout-{act}" for act in ("pause", "resume", "abort")}
+    assert set(EVENT_AUTHORS) == appended
+
+
+def test_the_monitor_counts_only_its_own_windows() -> None:
+    """Review rev40d A1 (repro step 4), defence in depth: a ``drift-window`` deciding ``retrain`` that eve
+    appended (or the monitor's name, unauthenticated) started the cooldown; the monitor's state is its own."""
+    monitor = Identity(MONITOR, True)
+    body = {"model": NAME, "action": WINDOW_ACTION, "versions": {CHAMPION: "1"}}
+    numbers = {"maxPsi": 9.0, "threshold": 0.1, "samples": 1000, "decision": "retrain"}
+    forged = authenticated_event(EVE, {**body, "numbers": numbers})
+    declared = forged.model_copy(update={"by": MONITOR, "authenticated": False})
+    mine = authenticated_event(MONITOR, {**body, "numbers": {**numbers, "maxPsi": 0.01, "decision": "none"}})
+    assert len(history([forged, declared, mine])[1]) == 2
+    assert own([forged, declared, mine], monitor) == [mine]
+    assert history(own([forged, declared, mine], monitor))[1] == []

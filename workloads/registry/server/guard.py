@@ -54,7 +54,13 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   appends it to its own record (``REGISTRY_RECORD``, with its own workload identity) with ``by`` the user
   it authenticated, ``authenticated: true`` and its own time (workloads/registry/record.py
   ``authenticated_event``); a malformed event is a 400 naming the field. ``GET`` answers the record's URI
-  once the registry has checked that it can append there (``ensure_ready``).
+  once the registry has checked that it can append there (``ensure_ready``). Who may append which kind
+  (review rev40d A1, A2, C2): ``EVENT_AUTHORS``, from the roles above (the drift monitor's decisions only by
+  the restorers; rollout steps, approvals and promotions only by the promotion identities; a request or an
+  operator's pause only by a user with EDIT on the model in MLflow's own permission store; the admin only
+  with a break-glass reason), else a 403 naming the kind and the user; the event's ``model`` must be a
+  registered model that exists under MLflow's name rules (rev40d A3: it is a folder of the record), its
+  ``action`` one of those kinds and its ``versions`` not empty, else a 400 naming the field.
 
 The routes come from MLflow's own table (``get_endpoints``: ``/api/2.0`` and ``/ajax-api/2.0``
 ``registered-models/alias``), so a path MLflow adds for them is covered too. Loaded by the server's
@@ -79,14 +85,20 @@ from mlflow.protos.model_registry_pb2 import (
     SetModelVersionTag,
     SetRegisteredModelAlias,
 )
-from mlflow.server.auth import authenticate_request_basic_auth
+from mlflow.server.auth import (
+    _get_role_permission_or_default,
+    _role_permission_for,
+    authenticate_request_basic_auth,
+)
 from mlflow.server.auth import routes as auth_routes
 from mlflow.server.handlers import _get_model_registry_store, get_endpoints
+from mlflow.utils.validation import _validate_model_name
 from werkzeug.datastructures import Authorization
 
 from workloads.registry.record import (
     RECORD_ROUTE,
     REGISTRY_RECORD_ENV,
+    Event,
     EventError,
     Record,
     RecordError,
@@ -374,6 +386,95 @@ def _answer(
     return response
 
 
+# Who may append each kind of event to the record (review rev40d A2). The kinds are the platform's own
+# (workloads/registry/approval.py, lock.py, workloads/delivery/monitor.py; this file imports none of them,
+# tests/workloads/registry/test_record_route.py checks they match); the roles are the guard's:
+# ``RESTORERS`` the drift monitor's user (``restorers``), ``PROMOTERS`` the promotion identities (the
+# rollout's user and the approvers, ``promoters``), ``EDITORS`` any user with EDIT (``can_update``) on the
+# event's registered model. The admin appends any kind, only with a break-glass reason.
+RESTORERS, PROMOTERS, EDITORS = "the drift monitor's user", "the promotion identities", "EDIT on the model"
+EVENT_AUTHORS: dict[str, tuple[str, ...]] = {
+    "drift-window": (RESTORERS,),
+    "retrain": (RESTORERS,),
+    "rollback": (PROMOTERS, RESTORERS),
+    "promote": (PROMOTERS,),
+    "approve": (PROMOTERS,),
+    "reject": (PROMOTERS,),
+    # A rollout's steps (workloads/delivery/runner.py) and how it ended (lock.py ``verdict_action``).
+    **{f"rollout-{end}": (PROMOTERS,) for end in ("step", "passed", "stopped", "promoted", "rolled-back")},
+    "request-promotion": (EDITORS,),
+    "set-challenger": (EDITORS,),
+    **{f"rollout-{act}": (EDITORS,) for act in ("pause", "resume", "abort")},
+}
+
+
+def event_refusal(
+    event: Event,
+    roles: Mapping[str, tuple[str, ...]],
+    can_edit: bool,
+    reason: str = "",
+) -> str | None:
+    """Why ``event.by`` may not append ``event``: it holds none of the roles ``EVENT_AUTHORS`` names for its
+    kind (``roles``: each role's users; ``can_edit``: EDIT on the model). The admin may, naming ``reason``.
+    None where it may."""
+    user, kind = event.by, event.action
+    if user == ADMIN_USERNAME:
+        if reason.strip():
+            return None
+        return (
+            f"user {ADMIN_USERNAME} appends {kind!r} with no reason: a break-glass append names why in the"
+            f" request header {BREAK_GLASS_HEADER} (docs/security.md)"
+        )
+    allowed = EVENT_AUTHORS[kind]
+    if any(user in roles.get(role, ()) for role in allowed) or (EDITORS in allowed and can_edit):
+        return None
+    return (
+        f"user {user} may not append {kind!r} for registered model {event.model!r}: only"
+        f" {' or '.join(allowed)} (docs/lifecycle.md, 'Who appends what')"
+    )
+
+
+def event_problem(event: Event) -> str | None:
+    """What is wrong with ``event``'s kind, model name or versions (one line naming the field), or None."""
+    if event.action not in EVENT_AUTHORS:
+        return f"field 'action': {event.action!r} is no lifecycle event kind ({', '.join(EVENT_AUTHORS)})"
+    model = event.model
+    if ".." in model or "\\" in model or any(ord(c) < 32 or ord(c) == 127 for c in model):
+        return f"field 'model': {model!r} is no registered model name (no '..', '\\' or control characters)"
+    try:
+        _validate_model_name(model)
+    except MlflowException as exc:
+        return f"field 'model': {exc.message}"
+    if not event.versions:
+        return f"field 'versions': {event.action!r} names no version"
+    return None
+
+
+def _can_edit(user: str, model: str) -> bool:
+    """Whether ``user`` holds ``can_update`` on registered model ``model``, read as MLflow 3.17.2 reads it
+    for its own routes (``_get_registered_model_permission``, which authenticates through this function
+    again, so its parts are called with the user already authenticated)."""
+    permission = _get_role_permission_or_default(
+        _role_permission_for(
+            username=user,
+            resource_type="registered_model",
+            resource_key=model,
+            workspace_lookup_id=model,
+            workspace_fetcher=_get_model_registry_store().get_registered_model,
+            workspace_label="registered model",
+        )
+    )
+    return bool(permission.can_update)
+
+
+def _model_exists(model: str) -> bool:
+    try:
+        _get_model_registry_store().get_registered_model(model)  # type: ignore[no-untyped-call]
+    except MlflowException:
+        return False
+    return True
+
+
 # The registry's record, opened once per process (an S3 or Blob record checks its lock once).
 _records: dict[str, Record] = {}
 
@@ -403,6 +504,16 @@ def record_events(user: str, env: Mapping[str, str] = os.environ) -> Response:
             record.ensure_ready()
             return jsonify({"record": uri})
         event = authenticated_event(user, request.get_json(silent=True))
+        problem = event_problem(event)
+        if problem is None and not _model_exists(event.model):
+            problem = f"field 'model': registered model {event.model!r} does not exist"
+        if problem is not None:
+            raise EventError(problem)
+        roles = {RESTORERS: restorers(env), PROMOTERS: promoters(env)}
+        can_edit = EDITORS in EVENT_AUTHORS[event.action] and _can_edit(user, event.model)
+        why = event_refusal(event, roles, can_edit, request.headers.get(BREAK_GLASS_HEADER, ""))
+        if why is not None:
+            return _error(403, "PERMISSION_DENIED", f"lifecycle record event refused: {why}")
         record.append(event)
     except EventError as exc:
         return _error(400, "INVALID_PARAMETER_VALUE", f"lifecycle record event refused: {exc}")
