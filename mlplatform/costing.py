@@ -548,6 +548,7 @@ _FREE: dict[str, str] = {
     "azure-native:authorization:": "role assignments have no charge",
     "azure-native:managedidentity:": "managed identities have no charge",
     "azure-native:resources:ResourceGroup": "resource groups have no charge",
+    "azure-native:resources:Deployment": "template deployments have no charge (what they set is listed)",
     "azure-native:network:VirtualNetwork": "a virtual network has no charge of its own",
     "azure-native:network:Subnet": "subnets have no charge",
     "azure-native:network:NetworkSecurityGroup": "network security groups have no charge",

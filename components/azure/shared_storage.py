@@ -7,29 +7,30 @@ through the AZNFS mount helper's TLS tunnel (stunnel verifying the DigiCert Glob
 name ``*.file.core.windows.net``: Azure/AZNFS-mount src/nfsv4mountscript.sh, lib/common.sh
 ``get_check_host_value``). The account still does not require secure transfer: the driver itself turns it
 off for NFS "even though encryptInTransit is enabled" (azurefile-csi-driver pkg/azurefile/
-controllerserver.go), and the server-side requirement (``protocolSettings.nfs.encryptionInTransit``,
-storage API 2025-01-01) is not in the pinned provider's typed SDK (2024-01-01): it needs a local SDK the
-Pulumi CLI generates (``pulumi package add azure-native storage 2025-01-01``), so it is not set; the
-account has no public endpoint at all and is reached only through the private endpoint in the cluster's
-VNet, and that remainder is the documented exception ``azure-files-nfs`` (docs/security.md, "The
-exceptions", "The share's server-side requirement"). At rest it is encrypted with the storage
-customer-managed key.
+controllerserver.go). The share's server side refuses clear mounts instead: the account's file service
+requires encryption in transit for NFS (``protocolSettings.nfs.encryptionInTransit.required``), a setting
+of storage API 2025-01-01 that the pinned provider's typed ``storage.FileServiceProperties`` (2024-01-01)
+lacks, so the program sets it through an ARM template deployment (``file_service_template``). The account
+has no public endpoint at all and is reached only through the private endpoint in the cluster's VNet.
+What stays excepted is docs/security.md's ``azure-files-nfs`` ("The exceptions"). At rest it is encrypted
+with the training data's customer-managed key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
-from pulumi_azure_native import storage
+from pulumi_azure_native import resources, storage
 
 from components.azure import naming
 from components.azure.identity import EncryptionIdentity
 from components.azure.keys import KeyRef
 from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointArgs
 from components.azure.scope import AzureScope
-from components.azure.storage import hardened_account
+from components.azure.storage import hardened_account, soft_delete_retention
 from components.config import PlatformConfig, Redundancy
 from components.handle import PosixOwner, SharedStorage, SharedStorageKind, Store
 
@@ -56,6 +57,41 @@ _PREMIUM_ZRS_REGIONS = frozenset({"uaenorth"})
 # premium share, 100 GiB (Azure Files docs, "Understand Azure Files billing", provisioned v1: "the
 # minimum size is 100 GiB").
 STORE_QUOTA_GIB = 100
+# The file service's NFS setting exists from storage API 2025-01-01: ``ProtocolSettings.nfs`` →
+# ``NfsSetting.encryptionInTransit`` → ``EncryptionInTransit.required: bool`` ("Indicates whether
+# encryption in transit is required"; Azure/bicep-types-az generated/storage/microsoft.storage/2025-01-01/
+# types.md; Azure/azure-rest-api-specs specification/storage/resource-manager/Microsoft.Storage/stable/
+# 2025-01-01/examples/FileServicesPut_EncryptionInTransitRequired.json). pulumi-azure-native 3.29.0's typed
+# ``storage.FileServiceProperties`` is 2024-01-01 (SMB settings only; other versions need ``pulumi package
+# add``), so an ARM template deployment, which takes any published API version of a type, carries it.
+FILE_SERVICE_API_VERSION = "2025-01-01"
+FILE_SERVICE_TYPE = "Microsoft.Storage/storageAccounts/fileServices"
+# ARM's resource-group deployment template schema (Azure Resource Manager, "Understand the structure and
+# syntax of ARM templates").
+TEMPLATE_SCHEMA = "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#"
+
+
+def file_service_template(account_name: str, config: PlatformConfig) -> dict[str, Any]:
+    """The ARM template of the account's file service: NFS encryption in transit required, and share
+    soft delete for ``storage.noncurrentVersionDays``. A PUT of ``fileServices/default``
+    (FileServices_SetServiceProperties) sets the whole properties object, so the template carries every
+    file-service property the stack wants: CORS stays unset (none: NFS shares serve no browser), SMB
+    settings are moot on an NFS-only account."""
+    return {
+        "$schema": TEMPLATE_SCHEMA,
+        "contentVersion": "1.0.0.0",
+        "resources": [
+            {
+                "type": FILE_SERVICE_TYPE,
+                "apiVersion": FILE_SERVICE_API_VERSION,
+                "name": f"{account_name}/default",
+                "properties": {
+                    "shareDeleteRetentionPolicy": soft_delete_retention(config),
+                    "protocolSettings": {"nfs": {"encryptionInTransit": {"required": True}}},
+                },
+            }
+        ],
+    }
 
 
 def files_sku(config: PlatformConfig) -> str:
@@ -131,6 +167,16 @@ class SharedFileStorage(pulumi.ComponentResource):
                 },
             }
 
+        # One manager of the file service (nothing else here sets it); a stable deployment name, so a second
+        # plan is the same deployment. Incremental: nothing else in the resource group is touched.
+        resources.Deployment(
+            f"{name}-file-service",
+            resource_group_name=scope.resource_group_name,
+            deployment_name=f"{account_name}-file-service",
+            properties={"mode": "Incremental", "template": file_service_template(account_name, scope.config)},
+            tags=scope.tags,
+            opts=scope.opts(self, depends_on=[account]),
+        )
         training = share(f"{name}-share", SHARE_NAME, capacity)
         stores = {}
         for namespace, share_name in sorted(args.stores.items()):

@@ -30,7 +30,9 @@ CONTAINERS = (DATASETS_CONTAINER, "models", "registry")
 MODELS_CONTAINER = "models"
 # Azure region pairs: GRS replicates to the pair (REFERENCE.md, Azure region-pairs table).
 REGION_PAIRS = {"uaenorth": "uaecentral", "uaecentral": "uaenorth"}
-# Blob and container soft delete keep deletions for 1-365 days (Azure blob soft delete docs).
+# Blob, container and file share soft delete keep deletions for 1-365 days (Azure blob soft delete docs;
+# storage API 2025-01-01 ``DeleteRetentionPolicy.days`` {minValue: 1, maxValue: 365}, Azure/bicep-types-az
+# generated/storage/microsoft.storage/2025-01-01/types.md).
 _MAX_SOFT_DELETE_DAYS = 365
 
 
@@ -85,6 +87,12 @@ def hardened_account(
             "ip_rules": storage_ip_rules(scope.allow_list) if public else [],
         },
     }
+
+
+def soft_delete_retention(config: PlatformConfig) -> dict[str, Any]:
+    """How long a deleted blob, container or file share stays recoverable: ``storage.noncurrentVersionDays``,
+    at most what Azure keeps (a year)."""
+    return {"enabled": True, "days": min(config.storage.noncurrent_version_days, _MAX_SOFT_DELETE_DAYS)}
 
 
 def versioned_blob_service(
@@ -157,7 +165,7 @@ class ObjectStorage(pulumi.ComponentResource):
 
     def _protect_blobs(self, name: str, scope: AzureScope, account: storage.StorageAccount) -> None:
         days = scope.config.storage.noncurrent_version_days
-        retention = {"enabled": True, "days": min(days, _MAX_SOFT_DELETE_DAYS)}
+        retention = soft_delete_retention(scope.config)
         versioned_blob_service(
             self,
             name,

@@ -1,5 +1,5 @@
 """Rules that need the whole graph: what is attached to a bucket, where a replica goes, which namespace
-has a NetworkPolicy.
+has a NetworkPolicy, what an NFS share's account requires of its clients.
 
 A secure bucket is several resources (the bucket, its public access block, its encryption configuration,
 its policy); each attachment names its bucket in a ``bucket`` input, and the engine's dependencies link
@@ -94,6 +94,66 @@ def _tls_only(bucket: Subject, graph: Graph) -> Iterator[str]:
         yield (
             "no bucket policy denies requests with aws:SecureTransport false; attach a policy that denies "
             "s3:* to everyone over plain HTTP"
+        )
+
+
+# An Azure Files account's file service requiring encryption in transit for NFS:
+# ``protocolSettings.nfs.encryptionInTransit.required``, from storage API 2025-01-01 (Azure/bicep-types-az
+# generated/storage/microsoft.storage/2025-01-01/types.md ``ProtocolSettings.nfs`` → ``NfsSetting`` →
+# ``EncryptionInTransit.required: bool``; Azure/azure-rest-api-specs Microsoft.Storage stable/2025-01-01
+# examples/FileServicesPut_EncryptionInTransitRequired.json). pulumi-azure-native 3.29.0's typed file
+# service is 2024-01-01, without it, so a stack sets it in an ARM template deployment, which this reads.
+_FILE_SERVICE = "microsoft.storage/storageaccounts/fileservices"
+_NFS_TLS_API = "2025-01-01"
+_NFS_TLS_REQUIRED = "properties.protocolSettings.nfs.encryptionInTransit.required"
+
+
+def _template_resources(deployment: Subject) -> list[Any]:
+    """The resources of an Incremental deployment's inline template: a list, or (template language 2.0)
+    a map of symbolic names. A Complete deployment deletes what else the group holds: not counted."""
+    if known(deployment.get("properties.mode"), "properties.mode") != "Incremental":
+        return []
+    listed = parse_document(deployment.get("properties.template"), "properties.template").get("resources")
+    if isinstance(listed, Mapping):
+        return list(listed.values())
+    return listed if isinstance(listed, list) else []
+
+
+def _requires_nfs_tls(deployment: Subject, account: str, group: str) -> bool:
+    """Whether ``deployment`` sets ``account``'s file service, in ``group``, to require NFS encryption in
+    transit (the name literal ``<account>/default``: an expression cannot be judged from the plan)."""
+    if str(known(deployment.get("resourceGroupName"), "resourceGroupName")).lower() != group.lower():
+        return False
+    return any(
+        isinstance(resource, Mapping)
+        and str(resource.get("type")).lower() == _FILE_SERVICE
+        and str(resource.get("name")).lower() == f"{account}/default".lower()
+        and str(resource.get("apiVersion"))[:10] >= _NFS_TLS_API
+        and at(resource, _NFS_TLS_REQUIRED) is True
+        for resource in _template_resources(deployment)
+    )
+
+
+def _nfs_server_tls(account: Subject, graph: Graph) -> Iterator[str]:
+    """An account with an NFS share requires encryption in transit server-side, so no clear mount of its
+    shares succeeds whatever a client asks (the clients' side: ``encryption-in-transit``)."""
+    shares = [
+        share
+        for share in graph.of(tokens.FILE_SHARE)
+        if account in graph.linked(share, "accountName", (tokens.STORAGE_ACCOUNT,), identity="accountName")
+        and str(known(share.get("enabledProtocols"), "enabledProtocols")).upper() == "NFS"
+    ]
+    if not shares:
+        return
+    name = str(known(account.get("accountName"), "accountName"))
+    group = str(known(account.get("resourceGroupName"), "resourceGroupName"))
+    if not any(_requires_nfs_tls(d, name, group) for d in graph.of(tokens.TEMPLATE_DEPLOYMENT)):
+        yield (
+            f"account {name} serves NFS ({', '.join(sorted(str(s.get('shareName')) for s in shares))}) but "
+            "does not require encryption in transit, so it accepts clear NFS mounts: deploy, in mode "
+            f"Incremental to resource group {group}, a template setting Microsoft.Storage/storageAccounts/"
+            f"fileServices {name}/default (apiVersion {_NFS_TLS_API} or later) with "
+            "protocolSettings.nfs.encryptionInTransit.required true"
         )
 
 
@@ -243,6 +303,14 @@ POLICIES: list[StackValidationPolicy] = [
         "s3-tls-only",
         "Every S3 bucket's policy denies requests that do not use TLS (aws:SecureTransport false).",
         per_node(tokens.S3_BUCKETS, _tls_only),
+        severity=Severity.HIGH,
+    ),
+    stack_policy(
+        "azure-files-nfs-tls-required",
+        "Every Azure storage account with an NFS share requires encryption in transit on its file service "
+        "(protocolSettings.nfs.encryptionInTransit.required, storage API 2025-01-01, set by an Incremental "
+        "ARM template deployment), so the server refuses clear NFS mounts.",
+        per_node((tokens.STORAGE_ACCOUNT,), _nfs_server_tls),
         severity=Severity.HIGH,
     ),
     stack_policy(

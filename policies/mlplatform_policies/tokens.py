@@ -14,6 +14,9 @@ S3_ACLS = ("aws:s3/bucketAcl:BucketAcl", "aws:s3/bucketAclV2:BucketAclV2")
 S3_REPLICATION = "aws:s3/bucketReplicationConfig:BucketReplicationConfig"
 
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
+FILE_SHARE = "azure-native:storage:FileShare"
+# An ARM template deployment to a resource group: what sets an API version the typed SDK lacks.
+TEMPLATE_DEPLOYMENT = "azure-native:resources:Deployment"
 # pulumi-command's command run on the deployer's machine (the Azure CLI's steps ARM has no resource for).
 LOCAL_COMMAND = "command:local:Command"
 OBJECT_REPLICATION = "azure-native:storage:ObjectReplicationPolicy"

@@ -57,6 +57,7 @@ POLICIES = {
     "s3-public-access-block": ("mandatory", "stack"),
     "s3-default-encryption-kms": ("mandatory", "stack"),
     "s3-tls-only": ("mandatory", "stack"),
+    "azure-files-nfs-tls-required": ("mandatory", "stack"),
     "uae-replication-destinations": ("mandatory", "stack"),
     "k8s-privileged-exceptions": ("mandatory", "stack"),
     "k8s-namespace-network-policy": ("mandatory", "stack"),
