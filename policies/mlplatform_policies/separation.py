@@ -509,16 +509,30 @@ def _root_statement(statement: Mapping[str, Any], sid: str) -> Iterator[str]:
         )
 
 
+def _checks_existence(operator: Any) -> bool:
+    """Whether a condition operator is ``Null``: its operand is ``true`` or ``false``, whether the key is
+    absent, not a value to match (IAM user guide, "IAM JSON policy elements: Condition operators",
+    "Condition operator to check existence of condition keys"; review rev35e C2)."""
+    return str(operator).rsplit(":", 1)[-1].removesuffix("IfExists") == "Null"
+
+
 def principal_arns(statement: Mapping[str, Any], *, excluded: bool = False) -> list[str]:
     """The roles a statement's condition names (``aws:PrincipalArn`` under an ARN or string operator), or,
-    ``excluded``, those it leaves out (the negated operators: ``ArnNotEquals``, ``ArnNotLike``...)."""
+    ``excluded``, those it leaves out (the negated operators: ``ArnNotEquals``, ``ArnNotLike``...).
+
+    An ``...IfExists`` operator names its roles as the plain one does: ``aws:PrincipalArn`` "is included
+    in the request context for all signed requests" (IAM user guide, "AWS global condition context
+    keys") and KMS takes signed requests only, so the key is always there (review rev35e C1). A ``Null``
+    check names no role."""
     condition = statement.get("Condition")
     if not isinstance(condition, Mapping):
         return []
     return [
         arn
         for operator, operands in condition.items()
-        if isinstance(operands, Mapping) and ("Not" in str(operator)) == excluded
+        if isinstance(operands, Mapping)
+        and not _checks_existence(operator)
+        and ("Not" in str(operator)) == excluded
         for arn in strings(operands.get("aws:PrincipalArn"))
     ]
 

@@ -525,6 +525,25 @@ def test_a_key_policy_form_naming_more_than_its_users_is_refused(
     assert named(planted) == {key}
 
 
+def test_a_null_check_on_the_principal_arn_names_no_principal(
+    enterprise: PlanDict, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    """Review rev35e C2: ``Null`` takes ``true`` or ``false``, whether a key is absent, not a value to match
+    (IAM user guide, "IAM JSON policy elements: Condition operators", "Condition operator to check
+    existence of condition keys"). ``Principal "*"`` with ``Null {aws:PrincipalArn: "false"}`` names no
+    user: it is refused as letting any principal use the key, not as naming a principal called false."""
+    condition = {"Null": {"aws:PrincipalArn": "false"}, "StringEquals": {"aws:PrincipalOrgID": "o-example"}}
+    plant = _outright("NullCheck", "*", ["kms:Decrypt"], Condition=condition)
+    planted = with_inputs(enterprise, lambda r: r["name"] == DATASETS, plant)
+    messages = [
+        v.message
+        for v in pack.judge(planted, defaults)
+        if v.policy == POLICY and v.name == DATASETS and "NullCheck" in v.message
+    ]
+    assert messages and all("false" not in m for m in messages), messages
+    assert any('lets any principal ("*") use key' in m for m in messages), messages
+
+
 def test_only_the_deployer_is_exempt_through_the_store_creating_services_without_people(
     cloud_plan: Callable[[str], Plan], named: Callable[[PlanDict], set[str]]
 ) -> None:
