@@ -30,7 +30,13 @@ from typer.testing import CliRunner
 
 import mlplatform.plan
 from components.config import PLATFORM_KEY
-from components.kubernetes.registry import PROMOTERS_ENV, RESTORERS_ENV
+from components.kubernetes.registry import (
+    APPROVAL_ENV,
+    APPROVERS_ENV,
+    PROMOTERS_ENV,
+    RESTORERS_ENV,
+    ROLLOUT_USER_ENV,
+)
 from mlplatform.cli import app
 from mlplatform.plan import Target, resolve_target
 from tests import once
@@ -73,6 +79,11 @@ PROMOTERS = (
 )
 # The users that may only roll @champion back: the stack's drift monitor (test_promotion_guard.py).
 RESTORERS = ("ml-inference-drift-monitor",)
+# The approver role of the shared server (test_promotion_guard.py's approver, test_lifecycle.py's governed
+# stack), whose approval a promotion needs (``promotionApproval``), and the stack's rollout user: the server
+# decides each move of @champion on the record as ``mlplatform models promote --stack governed`` does.
+APPROVERS = ("alice", "approver-ana", "carol")
+ROLLOUT_USER = "ml-inference-rollout"
 
 
 DATABASE = "mlflow.db"
@@ -177,6 +188,9 @@ def auth_registry_uri(tmp_path_factory: pytest.TempPathFactory, auth_record: Pat
         REGISTRY_RECORD_ENV: str(auth_record),
         PROMOTERS_ENV: json.dumps(PROMOTERS),
         RESTORERS_ENV: json.dumps(RESTORERS),
+        APPROVERS_ENV: json.dumps(APPROVERS),
+        APPROVAL_ENV: "true",
+        ROLLOUT_USER_ENV: ROLLOUT_USER,
     }
     yield from _serve(root, ["--app-name", "basic-auth"], env)
 
