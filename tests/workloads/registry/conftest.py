@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -221,6 +222,16 @@ def register_version(
     source = run["info"]["artifact_uri"] + "/model"
     client.upload(source, version_dir)
     return client.create_version(name, source, run["info"]["run_id"], {}).version
+
+
+def with_metadata(client: RegistryClient, source: str, content: str) -> str:
+    """``source`` with a ``metadata.json`` of ``content`` uploaded under it: what a version's digest is taken
+    of (record.py ``version_digest``), which the registry reads to tell the record's events of a version
+    (guard.py ``move_decision``), as every version ``mlplatform train`` registers has one."""
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / METADATA_FILE).write_text(content)
+        client.upload(source, Path(folder))
+    return source
 
 
 # The people of the governed stack (``governed_stack``) and of the drift monitor's lifecycle: bob trains,

@@ -459,6 +459,11 @@ def move_decision(
             f"rollback onto the former {PREVIOUS_CHAMPION} (version {version})",
             standing.champion,
         )
+    if not standing.digest.startswith("sha256:"):
+        return (
+            f"{moved}: the registry cannot read the version's metadata.json, so no event on the record can"
+            f" be told to be of it ({standing.digest}); register it with mlplatform train"
+        )
     missing: list[str] = []
     who = Identity(user, True)
     if user in policy.approvers:
