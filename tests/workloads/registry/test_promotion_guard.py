@@ -31,7 +31,7 @@ from components.handle import MONITOR_USER, ROLLOUT_USER
 from components.kubernetes.workloads import promoters, registry_users, restorers
 from mlplatform.cli import app
 from tests.stack_variants import with_teams
-from workloads.registry.approval import CANDIDATE
+from workloads.registry.approval import CANDIDATE, Policy
 from workloads.registry.client import (
     ALIAS_ENDPOINT,
     BREAK_GLASS_HEADER,
@@ -40,10 +40,17 @@ from workloads.registry.client import (
     RegistryError,
 )
 from workloads.registry.lineage import TRAINED_BY_TAG, experiment_name
-from workloads.registry.record import ALIAS_MOVES, Journal, Kind, identity, open_journal, open_record
+from workloads.registry.record import ALIAS_MOVES, Event, Journal, Kind, identity, open_journal, open_record
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 from workloads.registry.server.guard import BREAK_GLASS_HEADER as GUARD_HEADER
-from workloads.registry.server.guard import break_glass, break_glass_refusal, user_change
+from workloads.registry.server.guard import (
+    Move,
+    Standing,
+    break_glass,
+    break_glass_refusal,
+    move_decision,
+    user_change,
+)
 from workloads.registry.server.launch import (
     BREAK_GLASS_HEADER as LAUNCHER_HEADER,
 )
@@ -493,3 +500,82 @@ def test_an_admin_change_of_another_users_password_or_grants_needs_a_reason_and_
     assert any(e["reason"] == LAUNCHER_REASON for e in events)
     assert user_change("admin", "update-password", "admin") is None  # its own password
     assert user_change(ROLLOUT_USER, "update-password", ROLLOUT_USER) is None  # MLflow's own check
+
+
+def _event(action: str, by: str, versions: dict[str, str], digest: str = "sha256:7") -> Event:
+    stamp = f"2026-11-30T00:00:{len(by):02d}.000+00:00"
+    digests = {v: digest for v in versions.values()}
+    return Event(
+        at=stamp, model=MODEL, action=action, by=by, authenticated=True, versions=versions, digests=digests
+    )
+
+
+@pytest.mark.parametrize(
+    ("user", "version", "events", "force", "required", "expected"),
+    [
+        # An approver's own --force (the header the client sends): admitted, named as such.
+        (APPROVER, "7", (), True, True, (Kind.PROMOTE, f"promote --force by approver {APPROVER}")),
+        # --force is the approver role's: the rollout user's claim of it changes nothing.
+        (
+            ROLLOUT_USER,
+            "7",
+            (),
+            True,
+            True,
+            f"no rollout-passed of version 7 (digest sha256:7) by {ROLLOUT_USER}",
+        ),
+        # Approval off (promotionApproval false): an approver promotes, said so.
+        (
+            APPROVER,
+            "7",
+            (),
+            False,
+            False,
+            (Kind.PROMOTE, f"promote by approver {APPROVER} (promotionApproval off"),
+        ),
+        # The second move of a swapping rollback: champion onto what previous-champion held before the first.
+        (
+            APPROVER,
+            "5",
+            (_event(Kind.SET_PREVIOUS_CHAMPION, APPROVER, {"previous-champion": "6", "replaced": "5"}),),
+            False,
+            True,
+            (Kind.ROLLBACK, "rollback onto the former previous-champion (version 5)"),
+        ),
+        # ... only right after it: a later move ends it.
+        (
+            APPROVER,
+            "5",
+            (
+                _event(Kind.SET_PREVIOUS_CHAMPION, APPROVER, {"previous-champion": "6", "replaced": "5"}),
+                _event(Kind.PROMOTE, APPROVER, {"champion": "6", "replaced": "4"}),
+            ),
+            False,
+            True,
+            "version 5 needs an approved promotion request",
+        ),
+    ],
+)
+def test_the_registry_rule_for_a_move_of_champion(
+    user: str,
+    version: str,
+    events: tuple[Event, ...],
+    force: bool,
+    required: bool,
+    expected: tuple[Kind, str] | str,
+) -> None:
+    """guard.py ``move_decision``, the rule behind the REST tests above, case by case (champion 6,
+    previous-champion 4)."""
+    policy = Policy(required=required, approvers=(APPROVER,), rollout_user=ROLLOUT_USER)
+    digest = "sha256:7" if version == "7" else "sha256:5"
+    standing = Standing("6", "4", events, digest, "ml-training")
+    decided = move_decision(user, MODEL, "champion", version, standing, policy, force=force)
+    if isinstance(expected, str):
+        assert isinstance(decided, str) and expected in decided, decided
+    else:
+        assert isinstance(decided, Move) and decided.kind == expected[0], decided
+        assert decided.basis.startswith(expected[1]) and decided.replaced == "6", decided
+    unreadable = Standing("6", "4", events, "unknown (no metadata.json)", "ml-training")
+    if version == "7":
+        refused = move_decision(user, MODEL, "champion", version, unreadable, policy, force=force)
+        assert isinstance(refused, str) and "cannot read the version's metadata.json" in refused
