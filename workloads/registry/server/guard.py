@@ -29,6 +29,12 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   read from the registry's own store at the request, and nothing else of the protected aliases: a
   rollback, never a promotion, so a retrain it launched reaches ``@champion`` only through the gates and
   the approval (docs/lifecycle.md);
+- a promotion identity's move is decided on the record (review rev40d A4: an approver moved ``@champion``
+  alone through MLflow's REST API, nothing on the record): ``move_decision``, with the rule ``mlplatform
+  models promote`` applies (approval.py, the same code), from ``REGISTRY_APPROVERS``,
+  ``REGISTRY_PROMOTION_APPROVAL`` and ``REGISTRY_ROLLOUT_USER``; and every move of a protected alias let
+  through, the admin's and the restorer's included, is appended to the record by the registry once
+  MLflow has made it (``_append_move``), one event per move, so no caller appends one (``EVENT_AUTHORS``);
 - every other alias (``@challenger``) and every other request goes on to MLflow's own checks;
 - the admin's own move of a protected alias is break-glass (docs/security.md, "Break-glass: the
   registry's admin moves the champion"): refused unless the request names its reason in the header
@@ -56,17 +62,18 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   ``authenticated_event``); a malformed event is a 400 naming the field. ``GET`` answers the record's URI
   once the registry has checked that it can append there (``ensure_ready``). Who may append which kind
   (review rev40d A1, A2, C2): ``EVENT_AUTHORS``, from the roles above (the drift monitor's decisions only by
-  the restorers; rollout steps, approvals and promotions only by the promotion identities; a request or an
-  operator's pause only by a user with EDIT on the model in MLflow's own permission store; the admin only
-  with a break-glass reason), else a 403 naming the kind and the user; the event's ``model`` must be a
+  the restorers; approvals only by the approvers, rollout steps only by the rollout user; a request or an
+  operator's pause only by a user with EDIT on the model in MLflow's own permission store; no move of a
+  protected alias, which only the registry appends; the admin only with a break-glass reason), else a
+  403 naming the kind and the user; the event's ``model`` must be a
   registered model that exists under MLflow's name rules (rev40d A3: it is a folder of the record), its
   ``action`` one of those kinds and its ``versions`` not empty, else a 400 naming the field.
 
 The routes come from MLflow's own table (``get_endpoints``: ``/api/2.0`` and ``/ajax-api/2.0``
 ``registered-models/alias``), so a path MLflow adds for them is covered too. Loaded by the server's
 processes from the image's /app (``authorization_function = guard:authenticate``, launch.py
-``write_auth_config``); standard library, Flask and MLflow, and the record's writer (the image copies
-workloads/registry/record.py and client.py under /app).
+``write_auth_config``); standard library, Flask and MLflow, the record's writer and the promotion rules
+(the image copies workloads/registry/record.py, client.py, approval.py, lock.py and rollout.py under /app).
 """
 
 from __future__ import annotations
