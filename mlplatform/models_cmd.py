@@ -41,6 +41,7 @@ from workloads.registry.record import (
     Event,
     Identity,
     Journal,
+    Kind,
     RecordError,
     identity,
     open_journal,
@@ -413,7 +414,7 @@ def set_challenger(
         move = rollout.AliasMove(rollout.CHALLENGER, version)
         operations.move_aliases(session.client, name, [move], actor=str(session.who), action="set-challenger")
         if session.journal is not None:
-            session.journal.append(name, "set-challenger", {rollout.CHALLENGER: version})
+            session.journal.append(name, Kind.SET_CHALLENGER, {rollout.CHALLENGER: version})
     typer.echo(f"{name}: {rollout.CHALLENGER} -> version {version}")
 
 

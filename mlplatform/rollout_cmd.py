@@ -28,7 +28,7 @@ from workloads.delivery.launch import Settings, outcome, targets
 from workloads.delivery.plan import PlanError, RolloutPlan, parse_plan
 from workloads.delivery.runner import RolloutError
 from workloads.registry.client import TRACKING_URI_ENV, RegistryClient, RegistryError
-from workloads.registry.record import RECORD_ENV, RecordError, identity, open_journal
+from workloads.registry.record import RECORD_ENV, Kind, RecordError, identity, open_journal
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
@@ -133,7 +133,7 @@ def _control(action: str, name: str, registry_uri: str | None, actor: str | None
             challenger = client.alias_or_none(name, CHALLENGER)
             versions = {r: v.version for r, v in ((CHAMPION, champion), (CHALLENGER, challenger)) if v}
             try:
-                journal.append(name, f"rollout-{action}", versions, reason=line)
+                journal.append(name, Kind(f"rollout-{action}"), versions, reason=line)
             except RecordError as exc:
                 raise RecordError(f"{line}; done but NOT on the lifecycle record: {exc}") from None
         typer.echo(line)

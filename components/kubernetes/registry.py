@@ -92,6 +92,12 @@ PROMOTERS_ENV = "REGISTRY_PROMOTERS"
 RESTORERS_ENV = "REGISTRY_RESTORERS"
 # The lifecycle record the registry appends to (workloads/registry/record.py ``REGISTRY_RECORD_ENV``).
 RECORD_ENV = "REGISTRY_RECORD"
+# The promotion rules the servers' authorization function decides each move of @champion on, as
+# ``mlplatform models promote`` does (guard.py ``promotion_policy``): the approver role (a JSON list),
+# whether a promotion needs its approval ("true"/"false"), the stack's rollout user (its own events).
+APPROVERS_ENV = "REGISTRY_APPROVERS"
+APPROVAL_ENV = "REGISTRY_PROMOTION_APPROVAL"
+ROLLOUT_USER_ENV = "REGISTRY_ROLLOUT_USER"
 # Every caller's password, one key per user, for the servers' launcher (never mounted by a caller).
 USERS_SECRET = "registry-users"
 USERS_SECRET_DIR = "/var/run/secrets/registry-users"
@@ -215,6 +221,11 @@ class RegistrySpec:
     # With auth: the users that may only roll @champion back onto @previous-champion (guard.py,
     # ``REGISTRY_RESTORERS``: the drift monitor's).
     restorers: tuple[str, ...] = ()
+    # With auth: the approver role, whether a promotion needs its approval, and the stack's rollout user
+    # (guard.py ``promotion_policy``: ``REGISTRY_APPROVERS``, ``_PROMOTION_APPROVAL``, ``_ROLLOUT_USER``).
+    approvers: tuple[str, ...] = ()
+    approval_required: bool = False
+    rollout_user: str | None = None
     # With auth: the lifecycle record the registry appends to for its authenticated callers (guard.py
     # ``record_events``, ``REGISTRY_RECORD``); its peers and environment are in ``peers``/``environment``.
     record: object | None = None
@@ -243,8 +254,8 @@ class RegistrySpec:
         problems = []
         if self.users and not self.auth:
             problems.append("users need basic-auth (auth)")
-        if (self.promoters or self.restorers) and not self.auth:
-            problems.append("promoters and restorers need basic-auth (auth)")
+        if (self.promoters or self.restorers or self.approvers or self.rollout_user) and not self.auth:
+            problems.append("promoters, restorers, approvers and the rollout user need basic-auth (auth)")
         if {u.username for u in self.users} != set(self.passwords):
             problems.append("a password for each user, and for no one else")
         if self.admin_by_operator and not self.auth:
@@ -335,6 +346,10 @@ def _env(spec: RegistrySpec, server: bool) -> list[Object]:
     if spec.auth and server:
         env.append({"name": PROMOTERS_ENV, "value": json.dumps(sorted(spec.promoters))})
         env.append({"name": RESTORERS_ENV, "value": json.dumps(sorted(spec.restorers))})
+        env.append({"name": APPROVERS_ENV, "value": json.dumps(sorted(spec.approvers))})
+        env.append({"name": APPROVAL_ENV, "value": "true" if spec.approval_required else "false"})
+        if spec.rollout_user is not None:
+            env.append({"name": ROLLOUT_USER_ENV, "value": spec.rollout_user})
     if spec.auth and server and spec.record is not None:
         env.append({"name": RECORD_ENV, "value": spec.record})
     if spec.users and server:

@@ -56,6 +56,8 @@ ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
 PROMOTERS_VARIABLE = "REGISTRY_PROMOTERS"
 RESTORERS_VARIABLE = "REGISTRY_RESTORERS"
+# The approver role, whose approvals the registry decides each promotion on (guard.py ``promotion_policy``).
+APPROVERS_VARIABLE = "REGISTRY_APPROVERS"
 
 PLATFORM_ADMIN, KEY_CUSTODIAN, AUDITOR = "platform-admin", "key-custodian", "auditor"
 ML_ENGINEER = "ml-engineer"
@@ -200,7 +202,7 @@ def _auditor_grants_azure(graph: Graph) -> Iterator[Finding]:
 
 def _users_named(subject: Subject, variable_name: str) -> list[str]:
     """The registry users a list variable of the MLflow server names (``REGISTRY_PROMOTERS``,
-    ``REGISTRY_RESTORERS``)."""
+    ``REGISTRY_APPROVERS``, ``REGISTRY_RESTORERS``)."""
     spec = subject.get(tokens.POD_SPEC_PATHS[subject.type]) or {}
     for container in elements(spec, "containers"):
         for variable in elements(container, "env") if isinstance(container, Mapping) else ():
@@ -227,17 +229,20 @@ def _approvers_who_train(graph: Graph) -> Iterator[Finding]:
         if template_labels(workload).get("app.kubernetes.io/name") != MLFLOW_NAME:
             continue
         promoters = set(_users_named(workload, PROMOTERS_VARIABLE))
+        promoters |= set(_users_named(workload, APPROVERS_VARIABLE))
         trainers = {str(u.get("username")) for u in registry_users(workload) or () if _trains(u)}
         for name in sorted(promoters & trainers):
             yield (
                 workload.urn,
-                f"registry user {name} approves models ({PROMOTERS_VARIABLE}) and trains them; an approver "
+                f"registry user {name} approves models ({PROMOTERS_VARIABLE}, {APPROVERS_VARIABLE}) and"
+                " trains them; an approver "
                 "never approves its own work (workloads.registry.approvers: name people, not callers)",
             )
         for name in sorted(promoters & set(_users_named(workload, RESTORERS_VARIABLE))):
             yield (
                 workload.urn,
-                f"registry user {name} approves models ({PROMOTERS_VARIABLE}) and is a restorer "
+                f"registry user {name} approves models ({PROMOTERS_VARIABLE}, {APPROVERS_VARIABLE}) and is"
+                " a restorer "
                 f"({RESTORERS_VARIABLE}, the drift monitor that launches retrains): it may only roll back "
                 "(workloads.registry.approvers: name people, not workloads)",
             )

@@ -132,11 +132,11 @@ def _let_in(principal: str) -> Callable[[dict[str, Any]], None]:
     return lambda s: s["Condition"]["ArnEquals"]["aws:PrincipalArn"].append(principal)
 
 
-def _promoters_add(user: str) -> Callable[[dict[str, Any]], None]:
+def _promoters_add(user: str, name: str = "REGISTRY_PROMOTERS") -> Callable[[dict[str, Any]], None]:
     def apply(inputs: dict[str, Any]) -> None:
         for container in inputs["spec"]["template"]["spec"]["containers"]:
             for variable in container.get("env", []):
-                if variable["name"] == "REGISTRY_PROMOTERS":
+                if variable["name"] == name:
                     variable["value"] = json.dumps([*json.loads(variable["value"]), user])
 
     return apply
@@ -234,6 +234,14 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
     (
         "approver-trains",
         lambda p: with_inputs(p, _named(REGISTRY_SERVER), _promoters_add("ml-training")),
+        {("duties-separated", REGISTRY_SERVER)},
+    ),
+    (
+        # The approver role the registry decides approvals on (review rev40d A4: REGISTRY_APPROVERS).
+        "approver-role-trains",
+        lambda p: with_inputs(
+            p, _named(REGISTRY_SERVER), _promoters_add("ml-training", "REGISTRY_APPROVERS")
+        ),
         {("duties-separated", REGISTRY_SERVER)},
     ),
     (

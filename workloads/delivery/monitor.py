@@ -69,6 +69,7 @@ from workloads.registry.record import (
     Event,
     Identity,
     Journal,
+    Kind,
     RecordError,
     identity,
     open_journal,
@@ -76,8 +77,8 @@ from workloads.registry.record import (
 from workloads.registry.rollout import CHAMPION, PREVIOUS_CHAMPION
 
 # Record actions: one per window, and the retrain's end.
-WINDOW_ACTION = "drift-window"
-RETRAIN_ACTION = "retrain"
+WINDOW_ACTION = Kind.DRIFT_WINDOW
+RETRAIN_ACTION = Kind.RETRAIN
 ENV = contract.MONITOR_ENV
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 

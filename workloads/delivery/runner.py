@@ -63,7 +63,7 @@ from workloads.delivery.scrape import (
 from workloads.registry import lock, operations
 from workloads.registry.client import RegisteredModel, RegistryClient, RegistryError
 from workloads.registry.lock import AGAINST_TAG, OUTCOME_TAG, PASSED, PROMOTED, RESULT_PREFIX, RESULT_TAG
-from workloads.registry.record import Journal, RecordError
+from workloads.registry.record import Journal, Kind, RecordError
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
 # Servers are polled this often while a setting is being applied.
@@ -367,7 +367,7 @@ class Rollout:
             stats = replace(stats, accuracy=accuracy, champion_accuracy=held)
             verdict = judge_step(step, stats, self.plan)
             self._journal(
-                "rollout-step", f"{step_name(step)}: {verdict.outcome}: {verdict.reason}", asdict(stats)
+                Kind.ROLLOUT_STEP, f"{step_name(step)}: {verdict.outcome}: {verdict.reason}", asdict(stats)
             )
             if verdict.outcome is not Outcome.EXTEND:
                 return verdict
@@ -447,6 +447,11 @@ class Rollout:
     def _promote(self, old: str, new: str) -> None:
         action = f"promote (rollout: passed {', '.join(self._passed)})"
         self._renew()
+        # What the registry admits the rollout user's move of @champion on (guard.py ``move_decision``): its
+        # own ``rollout-passed`` of this version against this champion, on the record before the move.
+        self._journal(
+            lock.verdict_action(PASSED), f"passed {', '.join(self._passed)}; promoting", self._labelled
+        )
         operations.promote(
             self.client,
             self.name,

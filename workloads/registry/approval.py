@@ -32,15 +32,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workloads.registry.lock import PASSED, PROMOTED, ROLLED_BACK, STOPPED, verdict_action
-from workloads.registry.record import Event, Identity
+from workloads.registry.record import Event, Identity, Kind
 from workloads.registry.rollout import CHALLENGER, CHAMPION
 
-REQUEST, APPROVE, REJECT = "request-promotion", "approve", "reject"
+REQUEST, APPROVE, REJECT = Kind.REQUEST, Kind.APPROVE, Kind.REJECT
 # The role a request, approval or rejection names its version in (mlplatform/models_cmd.py).
 CANDIDATE = "candidate"
 # The record's moves of ``@champion`` (operations.py ``promote``, ``rollback``: every alias move that
 # serving sees, by a person, the rollout or the drift monitor).
-PROMOTE, ROLLBACK = "promote", "rollback"
+PROMOTE, ROLLBACK = Kind.PROMOTE, Kind.ROLLBACK
 # The record's ending of a rollout (workloads/delivery/runner.py ``_record``), by action.
 _ENDINGS = {verdict_action(outcome): outcome for outcome in (PROMOTED, PASSED, STOPPED, ROLLED_BACK)}
 
@@ -185,6 +185,17 @@ def _reviews(
         and review_refusal(events[:i], version, digest, Identity(e.by, e.authenticated), policy, trained_by)
         is None
     ]
+
+
+def approving(
+    events: Sequence[Event], version: str, digest: str, policy: Policy, trained_by: str | None
+) -> Event | None:
+    """The latest approval of ``version``'s latest request that counts (``_reviews``), or None: what a
+    promotion under ``policy`` rests on, named by the registry's event of the move (guard.py)."""
+    return next(
+        (e for e in reversed(_reviews(events, version, digest, policy, trained_by)) if e.action == APPROVE),
+        None,
+    )
 
 
 def promotion_refusal(

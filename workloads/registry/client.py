@@ -166,6 +166,10 @@ CA_BUNDLE_ENV = "MLFLOW_TRACKING_SERVER_CERT_PATH"
 # ``BREAK_GLASS_HEADER``; docs/security.md, "Break-glass: the registry's admin moves the champion").
 BREAK_GLASS_REASON_ENV = "MLPLATFORM_BREAK_GLASS_REASON"
 BREAK_GLASS_HEADER = "X-ML-Platform-Break-Glass-Reason"
+# What a caller says of its move of a protected alias (a JSON object: reason, numbers, force), which the
+# registry puts on its record event of the move as the caller's claims (guard.py ``_move_claim``): the
+# registry decides on the record alone, and only ``force`` (an approver's ``--force``) changes its rule.
+MOVE_HEADER = "X-ML-Platform-Move"
 ALIAS_ENDPOINT = "registered-models/alias"
 # The registry's own route that appends to its lifecycle record (workloads/registry/server/guard.py).
 RECORD_ENDPOINT = "mlplatform/record-events"
@@ -243,9 +247,16 @@ class RegistryClient:
 
     # -- transport -------------------------------------------------------------------------------
 
-    def _send(self, method: str, path: str, body: bytes | None, content_type: str | None) -> bytes:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        content_type: str | None,
+        extra: Mapping[str, str] | None = None,
+    ) -> bytes:
         try:
-            return self._send_once(method, path, body, content_type)
+            return self._send_once(method, path, body, content_type, extra)
         except RegistryError as exc:
             # Credentials from files may have been rotated since they were read: read them again and,
             # if they changed, try once more with the new ones (files mid-update: the 401 stands).
@@ -258,10 +269,17 @@ class RegistryClient:
             if fresh == self._headers:
                 raise
             self._headers = fresh
-            return self._send_once(method, path, body, content_type)
+            return self._send_once(method, path, body, content_type, extra)
 
-    def _send_once(self, method: str, path: str, body: bytes | None, content_type: str | None) -> bytes:
-        headers = dict(self._headers)
+    def _send_once(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        content_type: str | None,
+        extra: Mapping[str, str] | None = None,
+    ) -> bytes:
+        headers = {**self._headers, **(extra or {})}
         if content_type:
             headers["Content-Type"] = content_type
         if self._break_glass and method != "GET" and path.endswith(ALIAS_ENDPOINT):
@@ -328,13 +346,19 @@ class RegistryClient:
             "TLS_UNVERIFIED",
         )
 
-    def _call(self, method: str, endpoint: str, payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def _call(
+        self,
+        method: str,
+        endpoint: str,
+        payload: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
         if method == "GET":
             query = "?" + urllib.parse.urlencode(payload) if payload else ""
-            raw = self._send("GET", f"{API}/{endpoint}{query}", None, None)
+            raw = self._send("GET", f"{API}/{endpoint}{query}", None, None, headers)
         else:
             raw = self._send(
-                method, f"{API}/{endpoint}", json.dumps(payload or {}).encode(), "application/json"
+                method, f"{API}/{endpoint}", json.dumps(payload or {}).encode(), "application/json", headers
             )
         result: dict[str, Any] = json.loads(raw or b"{}")
         return result
@@ -422,8 +446,11 @@ class RegistryClient:
         )
         return ModelVersion.from_json(body["model_version"])
 
-    def set_alias(self, name: str, alias: str, version: str) -> None:
-        self._call("POST", ALIAS_ENDPOINT, {"name": name, "alias": alias, "version": version})
+    def set_alias(self, name: str, alias: str, version: str, move: Mapping[str, Any] | None = None) -> None:
+        """``move``: what the caller says of a move of a protected alias (``MOVE_HEADER``: reason, numbers,
+        force), for the registry's record event of it; JSON, ASCII as a header must be."""
+        headers = {MOVE_HEADER: json.dumps(dict(move), default=str)} if move else None
+        self._call("POST", ALIAS_ENDPOINT, {"name": name, "alias": alias, "version": version}, headers)
 
     def set_version_tag(self, name: str, version: str, key: str, value: str) -> None:
         self._call(

@@ -9,9 +9,10 @@ numbers it was decided on: the tags show the latest move, the record every one.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
+from typing import Any
 
 from workloads.registry import approval, lock, rollout
 from workloads.registry.client import ModelVersion, RegistryClient, RegistryError
@@ -21,10 +22,18 @@ FAILED = (lock.STOPPED, lock.ROLLED_BACK)
 
 
 def move_aliases(
-    client: RegistryClient, name: str, moves: Iterable[rollout.AliasMove], *, actor: str, action: str
+    client: RegistryClient,
+    name: str,
+    moves: Iterable[rollout.AliasMove],
+    *,
+    actor: str,
+    action: str,
+    claim: Mapping[str, Any] | None = None,
 ) -> None:
+    """``claim``: what the caller says of the moves (reason, numbers, ``force``), which the registry puts on
+    its record event of each move of a protected alias (client.py ``MOVE_HEADER``)."""
     for move in moves:
-        client.set_alias(name, move.alias, move.version)
+        client.set_alias(name, move.alias, move.version, {"reason": action, **(claim or {})})
         when = datetime.now(UTC)
         for key, value in rollout.audit_tags(move, actor=actor, action=action, when=when).items():
             client.set_version_tag(name, move.version, key, value)
@@ -101,11 +110,14 @@ def promote(
         force=force,
     )
     action = action or "promote" + (" --force" if force else "")
-    move_aliases(client, name, decision.moves, actor=actor, action=action)
-    if journal is not None and decision.moves:
-        numbers = {"candidate": asdict(candidate_evidence), "champion": asdict(held), "tolerance": tolerance}
+    numbers = {"candidate": asdict(candidate_evidence), "champion": asdict(held), "tolerance": tolerance}
+    numbers = numbers if judged else {}
+    # The registry appends each move with these where it authenticates (guard.py); else they go here.
+    claim = {"numbers": numbers, "force": force}
+    move_aliases(client, name, decision.moves, actor=actor, action=action, claim=claim)
+    if journal is not None and decision.moves and not journal.registry_appends_moves:
         versions = {move.alias: move.version for move in decision.moves}
-        journal.append(name, approval.PROMOTE, versions, reason=action, numbers=numbers if judged else {})
+        journal.append(name, approval.PROMOTE, versions, reason=action, numbers=numbers)
     return decision
 
 
@@ -133,6 +145,6 @@ def rollback(
             decision, moves=tuple(m for m in decision.moves if m.alias == rollout.CHAMPION)
         )
     move_aliases(client, name, decision.moves, actor=actor, action=action)
-    if journal is not None and decision.moves:
+    if journal is not None and decision.moves and not journal.registry_appends_moves:
         journal.append(name, approval.ROLLBACK, {m.alias: m.version for m in decision.moves}, reason=action)
     return decision

@@ -54,6 +54,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -70,6 +71,42 @@ REGISTRY_RECORD_ENV = "REGISTRY_RECORD"
 RECORD_ROUTE = f"{API}/{RECORD_ENDPOINT}"
 # The Blob endpoint of an ``azblob://`` record where it is not ``https://ACCOUNT.blob.core.windows.net``.
 BLOB_ENDPOINT_ENV = "MLPLATFORM_RECORD_BLOB_ENDPOINT"
+
+
+class Kind(StrEnum):
+    """Every kind of event the record holds (``Event.action``), each appended at one place: the registry's
+    route lets each kind only from its role (workloads/registry/server/guard.py ``EVENT_AUTHORS``, which
+    names every kind, tests/workloads/registry/test_record_route.py), and the moves of the protected aliases
+    only from the registry itself (guard.py ``ALIAS_MOVES``)."""
+
+    # The drift monitor's windows and retrains (workloads/delivery/monitor.py).
+    DRIFT_WINDOW = "drift-window"
+    RETRAIN = "retrain"
+    # A promotion as a change (workloads/registry/approval.py, mlplatform/models_cmd.py).
+    REQUEST = "request-promotion"
+    APPROVE = "approve"
+    REJECT = "reject"
+    SET_CHALLENGER = "set-challenger"
+    # The moves of ``@champion`` and ``@previous-champion``: on a registry that authenticates, appended by
+    # the registry itself as it lets each through (guard.py), else by the caller (operations.py).
+    PROMOTE = "promote"
+    ROLLBACK = "rollback"
+    SET_PREVIOUS_CHAMPION = "set-previous-champion"
+    REMOVE_ALIAS = "remove-alias"
+    # A rollout's windows and how it ended (workloads/delivery/runner.py; lock.py ``verdict_action``).
+    ROLLOUT_STEP = "rollout-step"
+    ROLLOUT_PASSED = "rollout-passed"
+    ROLLOUT_STOPPED = "rollout-stopped"
+    ROLLOUT_PROMOTED = "rollout-promoted"
+    ROLLOUT_ROLLED_BACK = "rollout-rolled-back"
+    # An operator's control of a running rollout (mlplatform/rollout_cmd.py).
+    ROLLOUT_PAUSE = "rollout-pause"
+    ROLLOUT_RESUME = "rollout-resume"
+    ROLLOUT_ABORT = "rollout-abort"
+
+
+# The moves of the protected aliases, which only the registry appends where it authenticates.
+ALIAS_MOVES = frozenset({Kind.PROMOTE, Kind.ROLLBACK, Kind.SET_PREVIOUS_CHAMPION, Kind.REMOVE_ALIAS})
 
 
 class Event(BaseModel):
@@ -499,6 +536,12 @@ class Journal:
     client: RegistryClient
     record: Record
     who: Identity
+
+    @property
+    def registry_appends_moves(self) -> bool:
+        """Whether the registry appends each move of a protected alias itself, as it lets it through
+        (workloads/registry/server/guard.py): the caller then appends none, so each move is one event."""
+        return isinstance(self.record, RegistryRecord)
 
     def append(
         self,

@@ -46,8 +46,10 @@ from mlplatform.graph import is_secret
 from mlplatform.plan import Plan
 from mlplatform.report import kubernetes_objects
 from tests.stack_variants import plan_config, template, with_teams
+from workloads.registry.approval import Policy
 from workloads.registry.lineage import experiment_name
 from workloads.registry.server.guard import promoters as guard_promoters
+from workloads.registry.server.guard import promotion_policy
 from workloads.registry.server.guard import restorers as guard_restorers
 from workloads.registry.server.launch import User, read_users
 
@@ -199,12 +201,24 @@ def test_only_the_rollout_user_and_the_approvers_are_promotion_identities() -> N
     assert promoters(config) == ("ana", ROLLOUT_USER, "omar")
     # Its drift monitor only rolls back (guard.py ``restore_refusal``): a restorer, not a promoter.
     assert restorers(config) == (MONITOR_USER,)
-    objects = registry_objects(_spec(promoters=promoters(config), restorers=restorers(config)))
+    spec = _spec(
+        promoters=promoters(config),
+        restorers=restorers(config),
+        approvers=("omar", "ana"),
+        approval_required=True,
+        rollout_user=ROLLOUT_USER,
+    )
+    objects = registry_objects(spec)
     [deployment] = [o for o in objects.after if o["kind"] == "Deployment"]
     [server] = deployment["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e["value"] for e in server["env"]}
     assert guard_promoters(env) == ("admin", "ana", ROLLOUT_USER, "omar")
     assert guard_restorers(env) == (MONITOR_USER,)
+    # The rules the registry decides each move of @champion on, as ``models promote --stack`` does
+    # (review rev40d A4): the approver role, approval required, and whose rollout-passed counts.
+    assert promotion_policy(env) == Policy(
+        required=True, approvers=("ana", "omar"), rollout_user=ROLLOUT_USER
+    )
     # A plan that does not promote (no pre-approved path: every promotion a person's) leaves the rollout's
     # user no right to move @champion.
     assert promoters(_promoting("aws-enterprise-prod", ["ana", "omar"], False)) == ("ana", "omar")
@@ -243,7 +257,9 @@ def test_the_rollouts_pre_approved_path_is_declared_where_approval_is_required(
     raw = template("aws-smb-dev")
     raw[PLATFORM_KEY].setdefault("workloads", {})["registry"] = {"auth": False}
     assert promoters(_config("aws-smb-dev", raw)) == ()
-    with pytest.raises(ValueError, match="promoters and restorers need basic-auth"):
+    with pytest.raises(
+        ValueError, match="promoters, restorers, approvers and the rollout user need basic-auth"
+    ):
         _spec(auth=False, promoters=("ana",))
 
 

@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -30,7 +31,13 @@ from typer.testing import CliRunner
 
 import mlplatform.plan
 from components.config import PLATFORM_KEY
-from components.kubernetes.registry import PROMOTERS_ENV, RESTORERS_ENV
+from components.kubernetes.registry import (
+    APPROVAL_ENV,
+    APPROVERS_ENV,
+    PROMOTERS_ENV,
+    RESTORERS_ENV,
+    ROLLOUT_USER_ENV,
+)
 from mlplatform.cli import app
 from mlplatform.plan import Target, resolve_target
 from tests import once
@@ -73,6 +80,11 @@ PROMOTERS = (
 )
 # The users that may only roll @champion back: the stack's drift monitor (test_promotion_guard.py).
 RESTORERS = ("ml-inference-drift-monitor",)
+# The approver role of the shared server (test_promotion_guard.py's approver, test_lifecycle.py's governed
+# stack), whose approval a promotion needs (``promotionApproval``), and the stack's rollout user: the server
+# decides each move of @champion on the record as ``mlplatform models promote --stack governed`` does.
+APPROVERS = ("alice", "approver-ana", "carol")
+ROLLOUT_USER = "ml-inference-rollout"
 
 
 DATABASE = "mlflow.db"
@@ -177,6 +189,9 @@ def auth_registry_uri(tmp_path_factory: pytest.TempPathFactory, auth_record: Pat
         REGISTRY_RECORD_ENV: str(auth_record),
         PROMOTERS_ENV: json.dumps(PROMOTERS),
         RESTORERS_ENV: json.dumps(RESTORERS),
+        APPROVERS_ENV: json.dumps(APPROVERS),
+        APPROVAL_ENV: "true",
+        ROLLOUT_USER_ENV: ROLLOUT_USER,
     }
     yield from _serve(root, ["--app-name", "basic-auth"], env)
 
@@ -207,6 +222,16 @@ def register_version(
     source = run["info"]["artifact_uri"] + "/model"
     client.upload(source, version_dir)
     return client.create_version(name, source, run["info"]["run_id"], {}).version
+
+
+def with_metadata(client: RegistryClient, source: str, content: str) -> str:
+    """``source`` with a ``metadata.json`` of ``content`` uploaded under it: what a version's digest is taken
+    of (record.py ``version_digest``), which the registry reads to tell the record's events of a version
+    (guard.py ``move_decision``), as every version ``mlplatform train`` registers has one."""
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / METADATA_FILE).write_text(content)
+        client.upload(source, Path(folder))
+    return source
 
 
 # The people of the governed stack (``governed_stack``) and of the drift monitor's lifecycle: bob trains,

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import copy
 import json
+import tempfile
 import urllib.parse
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -29,6 +31,7 @@ from components.handle import MONITOR_USER, ROLLOUT_USER
 from components.kubernetes.workloads import promoters, registry_users, restorers
 from mlplatform.cli import app
 from tests.stack_variants import with_teams
+from workloads.registry.approval import CANDIDATE, Policy
 from workloads.registry.client import (
     ALIAS_ENDPOINT,
     BREAK_GLASS_HEADER,
@@ -36,9 +39,18 @@ from workloads.registry.client import (
     RegistryClient,
     RegistryError,
 )
-from workloads.registry.lineage import experiment_name
+from workloads.registry.lineage import TRAINED_BY_TAG, experiment_name
+from workloads.registry.record import ALIAS_MOVES, Event, Journal, Kind, identity, open_journal, open_record
+from workloads.registry.rollout import CHALLENGER, CHAMPION
 from workloads.registry.server.guard import BREAK_GLASS_HEADER as GUARD_HEADER
-from workloads.registry.server.guard import break_glass, break_glass_refusal, user_change
+from workloads.registry.server.guard import (
+    Move,
+    Standing,
+    break_glass,
+    break_glass_refusal,
+    move_decision,
+    user_change,
+)
 from workloads.registry.server.launch import (
     BREAK_GLASS_HEADER as LAUNCHER_HEADER,
 )
@@ -54,7 +66,7 @@ from workloads.registry.server.launch import (
     bootstrap_users,
 )
 
-from .conftest import ADMIN_PASSWORD, PROMOTERS, RESTORERS, admin_client
+from .conftest import ADMIN_PASSWORD, PASSWORDS, PROMOTERS, RESTORERS, admin_client
 
 STACK = "aws-enterprise-prod"
 APPROVER = "approver-ana"
@@ -200,13 +212,142 @@ def test_promote_as_training_is_one_line_naming_the_user_and_exit_2(
     assert (after and after.version) == (before and before.version)  # nothing moved
 
 
-@pytest.mark.parametrize("promoter", [ROLLOUT_USER, APPROVER])
-def test_a_promotion_identity_moves_champion(registry: tuple[str, AuthApi, str], promoter: str) -> None:
-    uri, _, version = registry
-    client = _client(uri, promoter)
-    client.set_alias(MODEL, "previous-champion", version)
-    client.set_alias(MODEL, "champion", version)
-    assert _client(uri, "ml-inference").version_by_alias(MODEL, "champion").version == version
+# -- every move of a protected alias rests on the record and is on it (review rev40d A4) --------------------
+
+
+def _trained(uri: str, accuracy: float) -> str:
+    """A version training registers, with the ``metadata.json`` its digest is taken of (record.py
+    ``version_digest``) and itself as who trained it, as ``mlplatform train`` does."""
+    training = _client(uri, "ml-training")
+    run = training.create_run(training.experiment_id(experiment_name(MODEL)), "guard-run", {})["info"]
+    source = f"{run['artifact_uri']}/model"
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "metadata.json").write_text(json.dumps({"accuracy": accuracy, "run": run["run_id"]}))
+        training.upload(source, Path(folder))
+    tags = {TRAINED_BY_TAG: "ml-training"}
+    return training.create_version(MODEL, source, run["run_id"], tags).version
+
+
+def _seeded(uri: str) -> tuple[str, str]:
+    """A champion (the admin's break-glass move) and a new version training registered beside it."""
+    champion = _trained(uri, 0.95)
+    admin_client(uri).set_alias(MODEL, "champion", champion)
+    return champion, _trained(uri, 0.96)
+
+
+def _moves(record: Path) -> list[tuple[str, str, dict[str, str]]]:
+    """The record's moves of the protected aliases of MODEL (kind, by, versions), oldest first."""
+    return [
+        (e.action, e.by, e.versions) for e in open_record(str(record)).read(MODEL) if e.action in ALIAS_MOVES
+    ]
+
+
+@pytest.fixture(scope="module")
+def people(registry: tuple[str, AuthApi, str]) -> None:
+    """carol (EDIT: she requests) and alice (an approver other than approver-ana) on the model."""
+    bootstrap_users(registry[1], [User(u, PASSWORDS[u], ((MODEL, "EDIT"),)) for u in ("alice", "carol")])
+
+
+def _journal(uri: str, user: str, record: Path) -> Journal:
+    client = RegistryClient(
+        uri, environ={"MLFLOW_TRACKING_USERNAME": user, "MLFLOW_TRACKING_PASSWORD": PASSWORDS[user]}
+    )
+    return open_journal(client, str(record), identity(client, user))
+
+
+def test_an_approvers_direct_move_of_champion_needs_another_approvers_approval_on_the_record(
+    registry: tuple[str, AuthApi, str], people: None, auth_record: Path
+) -> None:
+    """Review rev40d A4; issue 40 item 3 ("a promotion needs a recorded approval by a member of the approver
+    role other than who trained or requested it") and item 4 ("every alias move ... is appended"). An
+    approver sends MLflow's own ``SetRegisteredModelAlias`` (no ``mlplatform models promote``): refused,
+    403, one line naming what is missing, while the record holds no approval; let through once another
+    approver's approval of carol's request is on it, and then on the record, appended by the registry with
+    what it rests on (one event per move), as ``models history`` shows it."""
+    uri, _, _ = registry
+    champion, version = _seeded(uri)
+    ana = _client(uri, APPROVER)
+    ana.set_alias(MODEL, "previous-champion", champion)  # onto the champion: promote's first move
+    before = _moves(auth_record)
+    with pytest.raises(RegistryError) as refused:
+        ana.set_alias(MODEL, "champion", version)
+    assert refused.value.status == 403
+    assert str(refused.value) == (
+        f"registry {uri}: user {APPROVER} may not move 'champion' of registered model {MODEL!r} to version"
+        f" {version}: version {version} needs an approved promotion request (mlplatform models"
+        " request-promotion) (HTTP 403 on POST registered-models/alias)"
+    )
+    _journal(uri, "carol", auth_record).append(MODEL, Kind.REQUEST, {CANDIDATE: version}, reason="better")
+    with pytest.raises(RegistryError, match=f"version {version}'s promotion request awaits an approval"):
+        ana.set_alias(MODEL, "champion", version)
+    assert _moves(auth_record) == before  # nothing moved, nothing appended
+    approved = _journal(uri, "alice", auth_record).append(MODEL, Kind.APPROVE, {CANDIDATE: version})
+    ana.set_alias(MODEL, "champion", version, {"reason": "as approved"})
+    assert admin_client(uri).version_by_alias(MODEL, "champion").version == version
+    assert _moves(auth_record)[len(before) :] == [
+        (Kind.PROMOTE, APPROVER, {"champion": version, "replaced": champion})
+    ]
+    shown = CliRunner().invoke(app, ["models", "history", MODEL, "--record", str(auth_record)])
+    assert shown.exit_code == 0, shown.output
+    last = shown.output.strip().splitlines()[-1]
+    assert f"promote            {APPROVER:<24} champion={version} replaced={champion}" in last, last
+    assert f"approved by alice at {approved.at}; {APPROVER} says: as approved" in last, last
+
+
+def test_the_rollout_users_direct_move_of_champion_needs_its_own_rollout_passed_against_the_champion(
+    registry: tuple[str, AuthApi, str], auth_record: Path
+) -> None:
+    """The rollout's gates as the declared pre-approved path (``promote: true``): the rollout user moves
+    ``@champion`` only onto a version its own ``rollout-passed`` against the champion now is on the record
+    for (workloads/delivery/runner.py appends it before promoting); its password, a Secret in the cluster,
+    moves nothing else."""
+    uri, _, _ = registry
+    champion, version = _seeded(uri)
+    runner = _client(uri, ROLLOUT_USER)
+    with pytest.raises(RegistryError) as refused:
+        runner.set_alias(MODEL, "champion", version)
+    assert refused.value.status == 403
+    assert (
+        f"user {ROLLOUT_USER} may not move 'champion' of registered model {MODEL!r} to version {version}:"
+        in (str(refused.value))
+    )
+    assert f"no rollout-passed of version {version} (digest sha256:" in str(refused.value)
+    assert f"by {ROLLOUT_USER} against the champion now (version {champion}) on the record" in str(
+        refused.value
+    )
+    journal = open_journal(runner, str(auth_record), identity(runner, ROLLOUT_USER))
+    journal.append(MODEL, Kind.ROLLOUT_PASSED, {CHALLENGER: version, CHAMPION: champion}, reason="passed")
+    runner.set_alias(MODEL, "previous-champion", champion)
+    runner.set_alias(MODEL, "champion", version)
+    first, second = _moves(auth_record)[-2:]
+    assert first[:2] == (Kind.SET_PREVIOUS_CHAMPION, ROLLOUT_USER)
+    assert first[2]["previous-champion"] == champion  # and what it held before, as "replaced"
+    assert second == (Kind.PROMOTE, ROLLOUT_USER, {"champion": version, "replaced": champion})
+
+
+def test_previous_champion_is_set_only_onto_the_champion_so_no_rollback_promotes(
+    registry: tuple[str, AuthApi, str], auth_record: Path
+) -> None:
+    """A rollback (``champion`` onto ``previous-champion``) needs no approval; so ``previous-champion`` may
+    be set only onto the version ``champion`` holds, else an approver would set it onto any version and
+    roll back onto it. A rollback by a promotion identity is on the record as the registry's own."""
+    uri, _, _ = registry
+    champion, version = _seeded(uri)
+    ana = _client(uri, APPROVER)
+    with pytest.raises(RegistryError) as refused:
+        ana.set_alias(MODEL, "previous-champion", version)
+    assert refused.value.status == 403
+    assert str(refused.value).startswith(
+        f"registry {uri}: user {APPROVER} may not move 'previous-champion' of registered model {MODEL!r} to"
+        f" version {version}: previous-champion is set only onto the version champion holds (version"
+        f" {champion})"
+    )
+    with pytest.raises(RegistryError, match="a protected alias is removed only by the admin"):
+        ana._call("DELETE", ALIAS_ENDPOINT, {"name": MODEL, "alias": "previous-champion"})
+    admin_client(uri).set_alias(MODEL, "previous-champion", version)  # break-glass, on the record
+    admin_client(uri).set_alias(MODEL, "champion", champion)
+    ana.set_alias(MODEL, "champion", version)  # onto previous-champion: a rollback
+    assert _moves(auth_record)[-1] == (Kind.ROLLBACK, APPROVER, {"champion": version, "replaced": champion})
 
 
 def test_the_drift_monitor_rolls_champion_back_but_cannot_promote_what_it_retrained(
@@ -272,7 +413,7 @@ def test_an_admin_move_of_champion_needs_a_reason_and_is_logged_as_break_glass(
     assert (status, body["error_code"]) == (403, "PERMISSION_DENIED")
     assert admin_client(uri).alias_or_none(MODEL, "champion") == before  # nothing moved
     admin_client(uri, reason="INC-4711 roll back a bad version").set_alias(MODEL, "champion", version)
-    _client(uri, ROLLOUT_USER).set_alias(MODEL, "champion", version)
+    _client(uri, ROLLOUT_USER).set_alias(MODEL, "previous-champion", version)  # onto the champion
     admin_client(uri, reason=None).set_alias(MODEL, "challenger", version)  # not protected: no reason needed
     # The shared basic-auth server's log (conftest.py ``auth_registry_uri``; pytest links ``<name>current``).
     [log] = {path.resolve() for path in tmp_path_factory.getbasetemp().glob("mlflow-auth*/server.log")}
@@ -335,8 +476,9 @@ def test_an_admin_change_of_another_users_password_or_grants_needs_a_reason_and_
             f" so it names why in the request header {BREAK_GLASS_HEADER} (docs/security.md,"
             " 'Break-glass: the registry's admin moves the champion')"
         )
-    # Nothing changed: the rollout user still logs in with its own password and moves the champion.
-    _client(uri, ROLLOUT_USER).set_alias(MODEL, "champion", version)
+    # Nothing changed: the rollout user still logs in with its own password and moves previous-champion.
+    held = admin_client(uri).version_by_alias(MODEL, "champion").version
+    _client(uri, ROLLOUT_USER).set_alias(MODEL, "previous-champion", held)
     with pytest.raises(RegistryError) as refused:
         RegistryClient(
             uri,
@@ -358,3 +500,82 @@ def test_an_admin_change_of_another_users_password_or_grants_needs_a_reason_and_
     assert any(e["reason"] == LAUNCHER_REASON for e in events)
     assert user_change("admin", "update-password", "admin") is None  # its own password
     assert user_change(ROLLOUT_USER, "update-password", ROLLOUT_USER) is None  # MLflow's own check
+
+
+def _event(action: str, by: str, versions: dict[str, str], digest: str = "sha256:7") -> Event:
+    stamp = f"2026-11-30T00:00:{len(by):02d}.000+00:00"
+    digests = {v: digest for v in versions.values()}
+    return Event(
+        at=stamp, model=MODEL, action=action, by=by, authenticated=True, versions=versions, digests=digests
+    )
+
+
+@pytest.mark.parametrize(
+    ("user", "version", "events", "force", "required", "expected"),
+    [
+        # An approver's own --force (the header the client sends): admitted, named as such.
+        (APPROVER, "7", (), True, True, (Kind.PROMOTE, f"promote --force by approver {APPROVER}")),
+        # --force is the approver role's: the rollout user's claim of it changes nothing.
+        (
+            ROLLOUT_USER,
+            "7",
+            (),
+            True,
+            True,
+            f"no rollout-passed of version 7 (digest sha256:7) by {ROLLOUT_USER}",
+        ),
+        # Approval off (promotionApproval false): an approver promotes, said so.
+        (
+            APPROVER,
+            "7",
+            (),
+            False,
+            False,
+            (Kind.PROMOTE, f"promote by approver {APPROVER} (promotionApproval off"),
+        ),
+        # The second move of a swapping rollback: champion onto what previous-champion held before the first.
+        (
+            APPROVER,
+            "5",
+            (_event(Kind.SET_PREVIOUS_CHAMPION, APPROVER, {"previous-champion": "6", "replaced": "5"}),),
+            False,
+            True,
+            (Kind.ROLLBACK, "rollback onto the former previous-champion (version 5)"),
+        ),
+        # ... only right after it: a later move ends it.
+        (
+            APPROVER,
+            "5",
+            (
+                _event(Kind.SET_PREVIOUS_CHAMPION, APPROVER, {"previous-champion": "6", "replaced": "5"}),
+                _event(Kind.PROMOTE, APPROVER, {"champion": "6", "replaced": "4"}),
+            ),
+            False,
+            True,
+            "version 5 needs an approved promotion request",
+        ),
+    ],
+)
+def test_the_registry_rule_for_a_move_of_champion(
+    user: str,
+    version: str,
+    events: tuple[Event, ...],
+    force: bool,
+    required: bool,
+    expected: tuple[Kind, str] | str,
+) -> None:
+    """guard.py ``move_decision``, the rule behind the REST tests above, case by case (champion 6,
+    previous-champion 4)."""
+    policy = Policy(required=required, approvers=(APPROVER,), rollout_user=ROLLOUT_USER)
+    digest = "sha256:7" if version == "7" else "sha256:5"
+    standing = Standing("6", "4", events, digest, "ml-training")
+    decided = move_decision(user, MODEL, "champion", version, standing, policy, force=force)
+    if isinstance(expected, str):
+        assert isinstance(decided, str) and expected in decided, decided
+    else:
+        assert isinstance(decided, Move) and decided.kind == expected[0], decided
+        assert decided.basis.startswith(expected[1]) and decided.replaced == "6", decided
+    unreadable = Standing("6", "4", events, "unknown (no metadata.json)", "ml-training")
+    if version == "7":
+        refused = move_decision(user, MODEL, "champion", version, unreadable, policy, force=force)
+        assert isinstance(refused, str) and "cannot read the version's metadata.json" in refused

@@ -116,15 +116,16 @@ def test_read_cannot_move_an_alias_and_edit_can_move_it_and_tag_the_model(
     training.ensure_registered_model(MODEL)
     version = training.create_version(MODEL, run["info"]["artifact_uri"], run["info"]["run_id"], {})
 
+    # ``challenger``: an alias MLflow's own grants decide (the protected ones are the guard's too).
     with pytest.raises(RegistryError) as refused:
-        _client(auth_registry_uri, INFERENCE).set_alias(MODEL, "champion", version.version)
+        _client(auth_registry_uri, INFERENCE).set_alias(MODEL, "challenger", version.version)
     assert refused.value.status == 403
     tag = {"name": MODEL, "key": "mlplatform.rollout", "value": "paused"}
     reader = (INFERENCE.username, INFERENCE.password)
     assert api.call("POST", SET_MODEL_TAG, tag, credentials=reader)[0] == 403
 
-    _client(auth_registry_uri, ROLLOUT).set_alias(MODEL, "champion", version.version)
-    assert training.version_by_alias(MODEL, "champion").version == version.version
+    _client(auth_registry_uri, ROLLOUT).set_alias(MODEL, "challenger", version.version)
+    assert training.version_by_alias(MODEL, "challenger").version == version.version
     assert api.call("POST", SET_MODEL_TAG, tag, credentials=(ROLLOUT.username, ROLLOUT.password))[0] == 200
 
     # The admin made the model: training holds the declared EDIT, and the next start writes nothing.

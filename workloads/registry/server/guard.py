@@ -29,6 +29,12 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   read from the registry's own store at the request, and nothing else of the protected aliases: a
   rollback, never a promotion, so a retrain it launched reaches ``@champion`` only through the gates and
   the approval (docs/lifecycle.md);
+- a promotion identity's move is decided on the record (review rev40d A4: an approver moved ``@champion``
+  alone through MLflow's REST API, nothing on the record): ``move_decision``, with the rule ``mlplatform
+  models promote`` applies (approval.py, the same code), from ``REGISTRY_APPROVERS``,
+  ``REGISTRY_PROMOTION_APPROVAL`` and ``REGISTRY_ROLLOUT_USER``; and every move of a protected alias let
+  through, the admin's and the restorer's included, is appended to the record by the registry once
+  MLflow has made it (``_append_move``), one event per move, so no caller appends one (``EVENT_AUTHORS``);
 - every other alias (``@challenger``) and every other request goes on to MLflow's own checks;
 - the admin's own move of a protected alias is break-glass (docs/security.md, "Break-glass: the
   registry's admin moves the champion"): refused unless the request names its reason in the header
@@ -56,27 +62,34 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   ``authenticated_event``); a malformed event is a 400 naming the field. ``GET`` answers the record's URI
   once the registry has checked that it can append there (``ensure_ready``). Who may append which kind
   (review rev40d A1, A2, C2): ``EVENT_AUTHORS``, from the roles above (the drift monitor's decisions only by
-  the restorers; rollout steps, approvals and promotions only by the promotion identities; a request or an
-  operator's pause only by a user with EDIT on the model in MLflow's own permission store; the admin only
-  with a break-glass reason), else a 403 naming the kind and the user; the event's ``model`` must be a
+  the restorers; approvals only by the approvers, rollout steps only by the rollout user; a request or an
+  operator's pause only by a user with EDIT on the model in MLflow's own permission store; no move of a
+  protected alias, which only the registry appends; the admin only with a break-glass reason), else a
+  403 naming the kind and the user; the event's ``model`` must be a
   registered model that exists under MLflow's name rules (rev40d A3: it is a folder of the record), its
   ``action`` one of those kinds and its ``versions`` not empty, else a 400 naming the field.
 
 The routes come from MLflow's own table (``get_endpoints``: ``/api/2.0`` and ``/ajax-api/2.0``
 ``registered-models/alias``), so a path MLflow adds for them is covered too. Loaded by the server's
 processes from the image's /app (``authorization_function = guard:authenticate``, launch.py
-``write_auth_config``); standard library, Flask and MLflow, and the record's writer (the image copies
-workloads/registry/record.py and client.py under /app).
+``write_auth_config``); standard library, Flask and MLflow, the record's writer and the promotion rules
+(the image copies workloads/registry/record.py, client.py, approval.py, lock.py and rollout.py under /app).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
-from flask import Response, jsonify, request
+from flask import Response, after_this_request, g, jsonify, request
 from mlflow.exceptions import MlflowException
 from mlflow.protos.model_registry_pb2 import (
     CreateModelVersion,
@@ -91,15 +104,25 @@ from mlflow.server.auth import (
     authenticate_request_basic_auth,
 )
 from mlflow.server.auth import routes as auth_routes
-from mlflow.server.handlers import _get_model_registry_store, get_endpoints
+from mlflow.server.handlers import (
+    _get_artifact_repo_mlflow_artifacts,
+    _get_model_registry_store,
+    get_endpoints,
+)
 from mlflow.utils.validation import _validate_model_name
 from werkzeug.datastructures import Authorization
 
+from workloads.registry import approval
+from workloads.registry.client import MOVE_HEADER, RegistryError, artifact_path
+from workloads.registry.lock import PASSED
 from workloads.registry.record import (
+    ALIAS_MOVES,
     RECORD_ROUTE,
     REGISTRY_RECORD_ENV,
     Event,
     EventError,
+    Identity,
+    Kind,
     Record,
     RecordError,
     authenticated_event,
@@ -108,6 +131,11 @@ from workloads.registry.record import (
 
 PROMOTERS_ENV = "REGISTRY_PROMOTERS"
 RESTORERS_ENV = "REGISTRY_RESTORERS"
+# The approver role (``workloads.registry.approvers``, a JSON list), whether a promotion needs its approval
+# (``promotionApproval``: "true" or "false") and the stack's rollout user (components/kubernetes/registry.py).
+APPROVERS_ENV = "REGISTRY_APPROVERS"
+APPROVAL_ENV = "REGISTRY_PROMOTION_APPROVAL"
+ROLLOUT_USER_ENV = "REGISTRY_ROLLOUT_USER"
 PROTECTED_ALIASES = ("champion", "previous-champion")
 CHAMPION, PREVIOUS_CHAMPION = PROTECTED_ALIASES
 ADMIN_USERNAME = "admin"
@@ -165,6 +193,28 @@ def promoters(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
 def restorers(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
     """The users the stack lets only roll ``champion`` back (``REGISTRY_RESTORERS``)."""
     return tuple(sorted(set(json.loads(env.get(RESTORERS_ENV) or "[]"))))
+
+
+def approvers(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """The approver role (``REGISTRY_APPROVERS``)."""
+    return tuple(sorted(set(json.loads(env.get(APPROVERS_ENV) or "[]"))))
+
+
+def rollout_users(env: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """The stack's rollout user (``REGISTRY_ROLLOUT_USER``), or none."""
+    user = env.get(ROLLOUT_USER_ENV, "").strip()
+    return (user,) if user else ()
+
+
+def promotion_policy(env: Mapping[str, str] = os.environ) -> approval.Policy:
+    """The stack's promotion rules as ``mlplatform models promote --stack`` applies them (models_cmd.py
+    ``_policy``), from the registry's variables: one rule, decided by the same code (approval.py)."""
+    rollout = rollout_users(env)
+    return approval.Policy(
+        required=env.get(APPROVAL_ENV, "").strip().lower() == "true",
+        approvers=approvers(env),
+        rollout_user=rollout[0] if rollout else None,
+    )
 
 
 def restore_refusal(
@@ -319,13 +369,148 @@ def _alias_target() -> tuple[str, str, str | None] | None:
     )
 
 
-def _previous_champion(model: str) -> str | None:
-    """The version ``previous-champion`` of ``model`` holds in the registry's store now, or None."""
+def _holder(model: str, alias: str) -> str | None:
+    """The version ``alias`` of ``model`` holds in the registry's store now, or None."""
     try:
-        found = _get_model_registry_store().get_model_version_by_alias(model, PREVIOUS_CHAMPION)  # type: ignore[no-untyped-call]
+        found = _get_model_registry_store().get_model_version_by_alias(model, alias)  # type: ignore[no-untyped-call]
         return str(found.version)
     except MlflowException:
         return None
+
+
+def _previous_champion(model: str) -> str | None:
+    return _holder(model, PREVIOUS_CHAMPION)
+
+
+@dataclass(frozen=True)
+class Move:
+    """A move of a protected alias the registry lets through, as its record event names it: the kind, what
+    it rests on (``basis``), the version the alias held before (``replaced``)."""
+
+    kind: Kind
+    basis: str
+    replaced: str | None = None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What the registry knows at a move of ``model``'s protected aliases: the versions ``champion`` and
+    ``previous-champion`` hold, the model's record, and the moved version's digest (record.py
+    ``version_digest``, computed here from the version's own files) and ``mlplatform.trained_by``."""
+
+    champion: str | None
+    previous: str | None
+    events: Sequence[Event] = field(default_factory=tuple)
+    digest: str = ""
+    trained_by: str | None = None
+
+
+def _swapped_back(standing: Standing, version: str) -> bool:
+    """Whether setting ``champion`` onto ``version`` ends a rollback's swap: the record's latest move of a
+    protected alias is the registry's own ``set-previous-champion`` onto the champion now, from ``version``
+    (operations.py ``rollback``: ``previous-champion`` onto the champion first, then ``champion`` onto what
+    ``previous-champion`` held)."""
+    moves = [e for e in standing.events if e.action in ALIAS_MOVES and e.authenticated]
+    last = moves[-1] if moves else None
+    return (
+        last is not None
+        and last.action == Kind.SET_PREVIOUS_CHAMPION
+        and last.versions.get(PREVIOUS_CHAMPION) == standing.champion
+        and last.versions.get(REPLACED) == version
+    )
+
+
+# The role the registry's event of a move names the version the alias held before in.
+REPLACED = "replaced"
+
+
+def move_decision(
+    user: str,
+    model: str,
+    alias: str,
+    version: str | None,
+    standing: Standing,
+    policy: approval.Policy,
+    *,
+    force: bool = False,
+) -> Move | str:
+    """What the promotion identity ``user``'s move of protected ``alias`` rests on, or why it is refused
+    (one line naming the user, the alias, the model, the version and what is missing; review rev40d A4):
+
+    - ``previous-champion`` only onto the version ``champion`` holds (the first move of ``promote`` and of
+      a swapping ``rollback``, operations.py), so no version reaches ``champion`` by a rollback onto it;
+    - ``champion`` onto the version ``previous-champion`` holds, or onto the one it held before the last
+      swap's first move: a rollback;
+    - else ``champion`` as ``mlplatform models promote`` admits it (approval.py ``promotion_refusal``):
+      an approver under an approval on the record by another approver who neither requested nor trained
+      it and no later rejection where the stack requires approval (``force``: the approver's own
+      ``--force``, recorded as such); the rollout user where its gates are the declared pre-approved path
+      (it is a promotion identity only then) under its own ``rollout-passed`` against the champion now;
+    - no removal: only the admin's break-glass removes a protected alias."""
+    moved = f"user {user} may not move {alias!r} of registered model {model!r}"
+    if version is None:
+        return f"{moved}: a protected alias is removed only by the admin, break-glass (docs/security.md)"
+    moved += f" to version {version}"
+    if alias.casefold() == PREVIOUS_CHAMPION:
+        if version == standing.champion:
+            return Move(Kind.SET_PREVIOUS_CHAMPION, f"onto {CHAMPION} (version {version})", standing.previous)
+        held = f"version {standing.champion}" if standing.champion else "no version"
+        return f"{moved}: {PREVIOUS_CHAMPION} is set only onto the version {CHAMPION} holds ({held})"
+    if version == standing.previous:
+        return Move(
+            Kind.ROLLBACK, f"rollback onto {PREVIOUS_CHAMPION} (version {version})", standing.champion
+        )
+    if _swapped_back(standing, version):
+        return Move(
+            Kind.ROLLBACK,
+            f"rollback onto the former {PREVIOUS_CHAMPION} (version {version})",
+            standing.champion,
+        )
+    if not standing.digest.startswith("sha256:"):
+        return (
+            f"{moved}: the registry cannot read the version's metadata.json, so no event on the record can"
+            f" be told to be of it ({standing.digest}); register it with mlplatform train"
+        )
+    missing: list[str] = []
+    who = Identity(user, True)
+    if user in policy.approvers:
+        refused = approval.promotion_refusal(
+            standing.events, version, standing.digest, who, policy, force, standing.trained_by
+        )
+        if refused is None:
+            return Move(
+                Kind.PROMOTE, _approved_basis(user, version, standing, policy, force), standing.champion
+            )
+        missing.append(refused)
+    if user == policy.rollout_user:
+        verdict = approval.rollout_verdict(standing.events, version, standing.digest, policy.rollout_user)
+        if verdict is not None and verdict.outcome == PASSED and verdict.against == standing.champion:
+            return Move(
+                Kind.PROMOTE,
+                f"{Kind.ROLLOUT_PASSED} by {user} against {CHAMPION} version"
+                f" {standing.champion}: {verdict.reason}",
+                standing.champion,
+            )
+        missing.append(
+            f"no {Kind.ROLLOUT_PASSED} of version {version} (digest {standing.digest}) by {user} against the"
+            f" {CHAMPION} now (version {standing.champion}) on the record"
+        )
+    if not missing:
+        missing.append(
+            f"{user} is neither an approver ({', '.join(policy.approvers) or 'none'}) nor the rollout user"
+            f" ({policy.rollout_user or 'none'}): only a rollback onto {PREVIOUS_CHAMPION}"
+        )
+    return f"{moved}: {'; '.join(missing)}"
+
+
+def _approved_basis(user: str, version: str, standing: Standing, policy: approval.Policy, force: bool) -> str:
+    if force:
+        return f"promote --force by approver {user}"
+    if not policy.required:
+        return f"promote by approver {user} (promotionApproval off: no approval required)"
+    found = approval.approving(standing.events, version, standing.digest, policy, standing.trained_by)
+    assert found is not None, "promotion_refusal admits no required promotion without an approval"
+    return f"approved by {found.by} at {found.at}"
 
 
 def authenticate() -> Authorization | Response:
@@ -346,21 +531,173 @@ def authenticate() -> Authorization | Response:
     target = _alias_target()
     if target is None:
         return authorization
-    model, alias, version = target
+    # MLflow's own check of the request authenticates through this function again: one decision a request.
+    decided: Authorization | Response | None = g.get("mlplatform_alias_answer")
+    if decided is None:
+        decided = g.mlplatform_alias_answer = _guard_alias(authorization, user, *target)
+    return decided
+
+
+def _guard_alias(
+    authorization: Authorization, user: str, model: str, alias: str, version: str | None
+) -> Authorization | Response:
+    """The protected aliases' rule for ``user``'s move; a move it lets through goes on the record once
+    MLflow has made it (``_append_move``)."""
     restoring = restorers()
     why = refusal(user, model, alias, promoters(), restoring)
-    if (
-        why is None
-        and user in restoring
-        and user not in promoters()
-        and alias.casefold() in PROTECTED_ALIASES
-    ):
-        why = restore_refusal(user, model, alias, version, _previous_champion(model))
+    if why is not None or alias.casefold() not in PROTECTED_ALIASES:
+        return _answer(authorization, why, None)
     reason = request.headers.get(BREAK_GLASS_HEADER, "")
-    event = break_glass(user, model, alias, version, reason) if why is None else None
+    event = break_glass(user, model, alias, version, reason)
+    claim = _move_claim()
+    if isinstance(claim, str):
+        return _error(400, "INVALID_PARAMETER_VALUE", claim)
+    record = _record()
+    standing = _standing(model, version, record if user != ADMIN_USERNAME else None)
+    move: Move | str
     if event is not None:
         why = break_glass_refusal(model, alias, reason)
+        move = Move(
+            Kind.PROMOTE if alias.casefold() == CHAMPION and version is not None else _kind(alias, version),
+            f"break-glass by {ADMIN_USERNAME}: {reason.strip()}",
+            _holder(model, alias),
+        )
+    elif user in restoring and user not in promoters():
+        why = restore_refusal(user, model, alias, version, standing.previous)
+        move = Move(
+            Kind.ROLLBACK,
+            f"restorer {user}: rollback onto {PREVIOUS_CHAMPION} (version {version})",
+            standing.champion,
+        )
+    else:
+        move = move_decision(
+            user, model, alias, version, standing, promotion_policy(), force=bool(claim.get("force"))
+        )
+        why = move if isinstance(move, str) else None
+    if why is None and isinstance(move, Move) and record is not None:
+        try:
+            record.ensure_ready()
+        except RecordError as exc:
+            return _error(503, "TEMPORARILY_UNAVAILABLE", f"{exc}; nothing moved")
+        after_this_request(_append_move(record, user, model, alias, version, move, standing, claim))
     return _answer(authorization, why, event)
+
+
+def _kind(alias: str, version: str | None) -> Kind:
+    if version is None:
+        return Kind.REMOVE_ALIAS
+    return Kind.SET_PREVIOUS_CHAMPION if alias.casefold() == PREVIOUS_CHAMPION else Kind.PROMOTE
+
+
+def _move_claim() -> dict[str, Any] | str:
+    """The caller's ``MOVE_HEADER`` (its reason, numbers and ``force``), or why it is malformed."""
+    raw = request.headers.get(MOVE_HEADER, "")
+    if not raw:
+        return {}
+    try:
+        claim = json.loads(raw)
+    except ValueError:
+        claim = None
+    if not isinstance(claim, dict) or not set(claim) <= {"reason", "numbers", "force"}:
+        return f"header {MOVE_HEADER}: a JSON object of reason, numbers and force"
+    if not isinstance(claim.get("numbers", {}), dict) or not isinstance(claim.get("force", False), bool):
+        return f"header {MOVE_HEADER}: numbers must be an object and force a boolean"
+    return claim
+
+
+def _record(env: Mapping[str, str] = os.environ) -> Record | None:
+    """The registry's own record (``REGISTRY_RECORD``), opened once per process; None where it keeps none."""
+    uri = env.get(REGISTRY_RECORD_ENV, "")
+    if not uri:
+        return None
+    return _records.get(uri) or _records.setdefault(uri, open_record(uri))
+
+
+def version_digest(model: str, version: str) -> str:
+    """record.py ``version_digest``, from the registry's own store: the sha256 of the version's
+    ``metadata.json`` (an ``mlflow-artifacts:`` source, read from the artifacts it serves), ``unknown
+    (why)`` where unreadable, which no event carries."""
+    try:
+        source = _get_model_registry_store().get_model_version(model, version).source  # type: ignore[no-untyped-call]
+        path = f"{artifact_path(source)}/metadata.json"
+        with tempfile.TemporaryDirectory() as scratch:
+            local = _get_artifact_repo_mlflow_artifacts().download_artifacts(path, scratch)  # type: ignore[no-untyped-call]
+            return "sha256:" + hashlib.sha256(Path(local).read_bytes()).hexdigest()
+    except (MlflowException, RegistryError, OSError) as exc:
+        return f"unknown ({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})"
+
+
+def _standing(model: str, version: str | None, record: Record | None) -> Standing:
+    """``Standing`` of ``model`` at a move onto ``version``; the record read where one is given."""
+    champion, previous = _holder(model, CHAMPION), _holder(model, PREVIOUS_CHAMPION)
+    if version is None:
+        return Standing(champion, previous)
+    try:
+        tags = _get_model_registry_store().get_model_version(model, version).tags  # type: ignore[no-untyped-call]
+        trained_by = tags.get(TRAINED_BY_TAG)
+    except MlflowException:
+        trained_by = None
+    try:
+        events = record.read(model) if record is not None else []
+    except RecordError:
+        events = []
+    return Standing(champion, previous, tuple(events), version_digest(model, version), trained_by)
+
+
+def _append_move(
+    record: Record,
+    user: str,
+    model: str,
+    alias: str,
+    version: str | None,
+    move: Move,
+    standing: Standing,
+    claim: Mapping[str, Any],
+) -> Any:
+    """After MLflow made the move (a 200), its one event on the record: who the registry authenticated, the
+    versions with their digests (the registry's), what it rests on; the caller's reason and numbers as its
+    claims. A record that then refuses it turns the answer into a 503 saying the move is not on it."""
+
+    def append(response: Response) -> Response:
+        if response.status_code != 200:
+            return response
+        versions = {alias.casefold(): version or "none"}
+        if move.replaced is not None and move.replaced != version:
+            versions[REPLACED] = move.replaced
+        digests = {
+            v: standing.digest if v == version and standing.digest else version_digest(model, v)
+            for v in sorted(set(versions.values()))
+            if v != "none"
+        }
+        said = str(claim.get("reason", "")).strip()
+        event = Event(
+            at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            model=model,
+            action=move.kind,
+            by=user,
+            authenticated=True,
+            versions=versions,
+            digests=digests,
+            numbers=json.loads(json.dumps(claim.get("numbers", {}), default=str)),
+            reason=move.basis + (f"; {user} says: {said}" if said else ""),
+        )
+        try:
+            record.append(event)
+        except RecordError as exc:
+            print(
+                json.dumps({"event": "record-append-failed", **event.model_dump()}),
+                file=sys.stderr,
+                flush=True,
+            )
+            return _error(
+                503,
+                "TEMPORARILY_UNAVAILABLE",
+                f"{alias!r} of registered model {model!r} moved to version {version}, but it is NOT on the"
+                f" lifecycle record: {exc}",
+            )
+        return response
+
+    return append
 
 
 def _guard_user_change(
@@ -386,25 +723,38 @@ def _answer(
     return response
 
 
-# Who may append each kind of event to the record (review rev40d A2). The kinds are the platform's own
-# (workloads/registry/approval.py, lock.py, workloads/delivery/monitor.py; this file imports none of them,
-# tests/workloads/registry/test_record_route.py checks they match); the roles are the guard's:
-# ``RESTORERS`` the drift monitor's user (``restorers``), ``PROMOTERS`` the promotion identities (the
-# rollout's user and the approvers, ``promoters``), ``EDITORS`` any user with EDIT (``can_update``) on the
-# event's registered model. The admin appends any kind, only with a break-glass reason.
-RESTORERS, PROMOTERS, EDITORS = "the drift monitor's user", "the promotion identities", "EDIT on the model"
-EVENT_AUTHORS: dict[str, tuple[str, ...]] = {
-    "drift-window": (RESTORERS,),
-    "retrain": (RESTORERS,),
-    "rollback": (PROMOTERS, RESTORERS),
-    "promote": (PROMOTERS,),
-    "approve": (PROMOTERS,),
-    "reject": (PROMOTERS,),
-    # A rollout's steps (workloads/delivery/runner.py) and how it ended (lock.py ``verdict_action``).
-    **{f"rollout-{end}": (PROMOTERS,) for end in ("step", "passed", "stopped", "promoted", "rolled-back")},
-    "request-promotion": (EDITORS,),
-    "set-challenger": (EDITORS,),
-    **{f"rollout-{act}": (EDITORS,) for act in ("pause", "resume", "abort")},
+# Who may append each kind of event to the record through the route (reviews rev40d A2, A4): every kind
+# of record.py ``Kind`` (tests/workloads/registry/test_record_route.py checks none is missing). The roles are
+# the guard's: ``RESTORERS`` the drift monitor's user (``restorers``), ``APPROVERS`` the approver role
+# (``approvers``), ``ROLLOUT`` the stack's rollout user (``rollout_users``), ``EDITORS`` any user with EDIT
+# (``can_update``) on the event's registered model. The moves of the protected aliases (``ALIAS_MOVES``)
+# nobody appends: the registry appends each as it lets it through (``_append_move``). The admin appends any
+# other kind, only with a break-glass reason.
+RESTORERS, APPROVERS, ROLLOUT, EDITORS = (
+    "the drift monitor's user",
+    "the approver role",
+    "the rollout user",
+    "EDIT on the model",
+)
+EVENT_AUTHORS: dict[Kind, tuple[str, ...]] = {
+    Kind.DRIFT_WINDOW: (RESTORERS,),
+    Kind.RETRAIN: (RESTORERS,),
+    Kind.APPROVE: (APPROVERS,),
+    Kind.REJECT: (APPROVERS,),
+    **{
+        kind: (ROLLOUT,)
+        for kind in (
+            Kind.ROLLOUT_STEP,
+            Kind.ROLLOUT_PASSED,
+            Kind.ROLLOUT_STOPPED,
+            Kind.ROLLOUT_PROMOTED,
+            Kind.ROLLOUT_ROLLED_BACK,
+        )
+    },
+    Kind.REQUEST: (EDITORS,),
+    Kind.SET_CHALLENGER: (EDITORS,),
+    **{kind: (EDITORS,) for kind in (Kind.ROLLOUT_PAUSE, Kind.ROLLOUT_RESUME, Kind.ROLLOUT_ABORT)},
+    **{kind: () for kind in ALIAS_MOVES},
 }
 
 
@@ -417,7 +767,14 @@ def event_refusal(
     """Why ``event.by`` may not append ``event``: it holds none of the roles ``EVENT_AUTHORS`` names for its
     kind (``roles``: each role's users; ``can_edit``: EDIT on the model). The admin may, naming ``reason``.
     None where it may."""
-    user, kind = event.by, event.action
+    user, kind = event.by, str(event.action)
+    allowed = EVENT_AUTHORS[Kind(kind)]
+    if not allowed:
+        return (
+            f"user {user} may not append {kind!r} for registered model {event.model!r}: a move of"
+            f" {' or '.join(PROTECTED_ALIASES)} goes on the record only as the registry lets it through"
+            " (docs/lifecycle.md, 'Who appends what')"
+        )
     if user == ADMIN_USERNAME:
         if reason.strip():
             return None
@@ -425,7 +782,6 @@ def event_refusal(
             f"user {ADMIN_USERNAME} appends {kind!r} with no reason: a break-glass append names why in the"
             f" request header {BREAK_GLASS_HEADER} (docs/security.md)"
         )
-    allowed = EVENT_AUTHORS[kind]
     if any(user in roles.get(role, ()) for role in allowed) or (EDITORS in allowed and can_edit):
         return None
     return (
@@ -499,7 +855,8 @@ def record_events(user: str, env: Mapping[str, str] = os.environ) -> Response:
     if request.method not in ("GET", "POST"):
         return _error(405, "INVALID_PARAMETER_VALUE", f"{request.method} {RECORD_ROUTE}: only GET or POST")
     try:
-        record = _records.get(uri) or _records.setdefault(uri, open_record(uri))
+        record = _record(env)
+        assert record is not None, "REGISTRY_RECORD is set"
         if request.method == "GET":
             record.ensure_ready()
             return jsonify({"record": uri})
@@ -509,8 +866,8 @@ def record_events(user: str, env: Mapping[str, str] = os.environ) -> Response:
             problem = f"field 'model': registered model {event.model!r} does not exist"
         if problem is not None:
             raise EventError(problem)
-        roles = {RESTORERS: restorers(env), PROMOTERS: promoters(env)}
-        can_edit = EDITORS in EVENT_AUTHORS[event.action] and _can_edit(user, event.model)
+        roles = {RESTORERS: restorers(env), APPROVERS: approvers(env), ROLLOUT: rollout_users(env)}
+        can_edit = EDITORS in EVENT_AUTHORS[Kind(event.action)] and _can_edit(user, event.model)
         why = event_refusal(event, roles, can_edit, request.headers.get(BREAK_GLASS_HEADER, ""))
         if why is not None:
             return _error(403, "PERMISSION_DENIED", f"lifecycle record event refused: {why}")
