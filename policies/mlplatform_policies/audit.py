@@ -365,15 +365,17 @@ def _reaches(
     statement: Mapping[str, Any], records: set[str], known: Mapping[str, set[str]], unknown: bool
 ) -> bool:
     """Whether a statement's resources may name a record (``records``: their URNs): ``*``, ``NotResource``,
-    an S3 ARN whose bucket pattern matches a record's name (``known``: names to buckets), or one matching
-    no bucket the plan names where ``unknown`` (the document refers to a record, or to no bucket)."""
+    an S3 ARN whose bucket pattern matches a record's name (``known``: names to buckets) or, where no
+    record's name is known, has a wildcard, or one matching no bucket the plan names where ``unknown`` (the
+    document refers to a record, or to no bucket)."""
     if "NotResource" in statement:
         return True
+    named = any(urns & records for urns in known.values())
     for resource in strings(statement.get("Resource")):
         bucket = "*" if resource == "*" else _s3_bucket_part(resource)
         if bucket is None:
             continue
-        if bucket in ("", "*"):
+        if bucket in ("", "*") or (not named and ("*" in bucket or "?" in bucket)):
             return True
         hits = {urn for name, urns in known.items() if fnmatch.fnmatchcase(name, bucket) for urn in urns}
         if hits & records or (not hits and unknown):

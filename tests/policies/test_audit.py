@@ -382,6 +382,11 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ("lifecycle-record-locked", ROLLOUT_ROLE),
     ),
     (
+        "record-delete-on-every-storage-bucket-by-a-pattern",
+        lambda p: with_inputs(p, ROLLOUT_POLICY, _grants_on_the_record("s3:DeleteObject", pattern=True)),
+        ("lifecycle-record-locked", ROLLOUT_ROLE),
+    ),
+    (
         "record-version-delete-granted-to-the-registry",
         lambda p: with_inputs(
             p,
@@ -477,15 +482,21 @@ def _with_attached(
     return edited
 
 
-def _grants_on_the_record(action: str, bucket: bool = False) -> Callable[[dict[str, Any]], None]:
+def _grants_on_the_record(
+    action: str, bucket: bool = False, pattern: bool = False
+) -> Callable[[dict[str, Any]], None]:
     """An edit of a role policy adding an Allow of ``action`` on the record's objects (its bucket where
-    ``bucket``), the resources the rollout's record statements name."""
+    ``bucket``), the resources the rollout's record statements name; where ``pattern``, on every bucket of
+    the stack's storage by a wildcard in the bucket's name."""
 
     def edit(inputs: dict[str, Any]) -> None:
         document = json.loads(inputs["policy"])
         reads = [s for s in document["Statement"] if s["Sid"].endswith("ReadEvents")]
         lists = [s for s in document["Statement"] if s["Sid"].endswith("ListRecord")]
         [resource] = {str(s["Resource"]) for s in (lists if bucket else reads)}
+        if pattern:
+            resource = re.sub(r"-storage-record-[0-9a-f]+/", "-storage-*/", resource)
+            assert "-storage-*/" in resource, "the planted pattern matched no record bucket name"
         document["Statement"].append({"Effect": "Allow", "Action": action, "Resource": resource})
         inputs["policy"] = json.dumps(document)
 
