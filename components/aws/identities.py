@@ -93,12 +93,16 @@ def training_policy(
     )
 
 
-def list_under(sid: str, bucket_arn: pulumi.Input[str], *prefixes: str) -> dict[str, Any]:
-    """List ``bucket_arn`` under ``prefixes`` only (S3 condition key ``s3:prefix``)."""
+def list_under(
+    sid: str, bucket_arn: pulumi.Input[str], *prefixes: str, versions: bool = False
+) -> dict[str, Any]:
+    """List ``bucket_arn`` under ``prefixes`` only (S3 condition key ``s3:prefix``), and its object versions
+    there where ``versions`` (ListObjectVersions is ``s3:ListBucketVersions``, which takes ``s3:prefix``
+    too: AWS Service Authorization Reference, Amazon S3)."""
     return {
         "Sid": sid,
         "Effect": "Allow",
-        "Action": "s3:ListBucket",
+        "Action": ["s3:ListBucket", "s3:ListBucketVersions"] if versions else "s3:ListBucket",
         "Resource": bucket_arn,
         "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
     }
@@ -227,16 +231,18 @@ def registry_policy(
 def record_reader_policy(
     bucket_arn: pulumi.Input[str], key_arn: pulumi.Input[str], region: str
 ) -> dict[str, Any]:
-    """Read the lifecycle record, nothing more: list its prefix, get its events, the key only to decrypt
-    through S3. Every reader appends through the registry, the record's only writer (``registry_policy``,
+    """Read the lifecycle record, nothing more: list its prefix and its versions, get its events by version
+    (the reader reads versions, so a delete marker hides none: workloads/registry/record.py ``S3Record``;
+    a GET with a version ID is ``s3:GetObjectVersion``), the key only to decrypt through S3. Every reader
+    appends through the registry, the record's only writer (``registry_policy``,
     workloads/registry/server/guard.py ``record_events``, review rev40c A1)."""
     return policy_document(
         [
-            list_under("ListRecord", bucket_arn, RECORD_PREFIX),
+            list_under("ListRecord", bucket_arn, RECORD_PREFIX, versions=True),
             {
                 "Sid": "ReadEvents",
                 "Effect": "Allow",
-                "Action": "s3:GetObject",
+                "Action": ["s3:GetObject", "s3:GetObjectVersion"],
                 "Resource": pulumi.Output.concat(bucket_arn, "/", RECORD_PREFIX, "*"),
             },
             key_through_s3("DecryptThroughS3", "kms:Decrypt", key_arn, region),
@@ -248,14 +254,15 @@ def record_writer_policy(
     bucket_arn: pulumi.Input[str], key_arn: pulumi.Input[str], region: str
 ) -> dict[str, Any]:
     """Append to the lifecycle record and read it back, nothing more (docs/lifecycle.md, "The record"):
-    PutObject under its prefix (the bucket refuses one without ``If-None-Match``), read and list it, read
+    PutObject under its prefix (the bucket refuses one without ``If-None-Match``), read and list it and its
+    versions (``record_reader_policy``), read
     the bucket's Object Lock rule (the writer refuses a bucket without COMPLIANCE); no DeleteObject, no
     PutObjectRetention or PutObjectLegalHold, no BypassGovernanceRetention, no bucket configuration. The
     key only through S3."""
     objects = pulumi.Output.concat(bucket_arn, "/", RECORD_PREFIX, "*")
     return policy_document(
         [
-            list_under("ListRecord", bucket_arn, RECORD_PREFIX),
+            list_under("ListRecord", bucket_arn, RECORD_PREFIX, versions=True),
             {
                 "Sid": "ReadLockRule",
                 "Effect": "Allow",
@@ -265,7 +272,7 @@ def record_writer_policy(
             {
                 "Sid": "AppendAndReadEvents",
                 "Effect": "Allow",
-                "Action": ["s3:PutObject", "s3:GetObject"],
+                "Action": ["s3:PutObject", "s3:GetObject", "s3:GetObjectVersion"],
                 "Resource": objects,
             },
             key_through_s3("UseKeyThroughS3", ["kms:GenerateDataKey", "kms:Decrypt"], key_arn, region),

@@ -25,17 +25,23 @@ prod``, as the platform's ``audit`` config defaults. Then:
 - ``lifecycle-record-locked``: AWS, the model lifecycle record (every alias move, approval, rollout step;
   docs/lifecycle.md) lives in a bucket of the stack (tagged ``ml-platform.io/role: lifecycle-record``)
   created with Object Lock and a COMPLIANCE default retention, so the identities that write it cannot
-  rewrite or delete it (issue 40; S3 user guide "Object Lock retention modes"), and only the registry's
-  role may put on it (``_aws_record_appenders``: inline, managed and bucket policies, ``NotAction``,
-  AWS-managed policies); Azure, in a storage
+  rewrite or delete it (issue 40; S3 user guide "Object Lock retention modes"), only the registry's
+  role may put on it, and no role of the stack may delete on it (a delete marker hides an event from a
+  reader of current objects) or change its bucket policy, ACLs, Object Lock or lifecycle rules
+  (``_aws_record_appenders``: inline, managed and bucket policies, ``Action`` wildcards and
+  ``NotAction``, statement by statement; AWS-managed policies not known to grant no S3 action and
+  customer-managed policies the plan does not define are refused as unjudgeable); Azure, in a storage
   account of the stack (tagged ``ml-platform.io-role: lifecycle-record``) with version-level immutability
   under a **locked** time-based policy of at least a day (Azure Storage, "Time-based retention policies
   for immutable blob data": an unlocked one can be shortened or deleted by whoever may write the
-  account's settings), on which no role assignment (at the account, a container or a scope above it:
-  ``_above``) grants a data action that can replace or delete a
+  account's settings), on which no role assignment (at the account, a container or a scope above it,
+  by dependency or by a literal resource ID in any case: ``_within``, ``_above``) grants a data action
+  that can replace or delete a
   blob (``blobs/write``, ``blobs/delete``, ``deleteBlobVersion``, ``permanentDelete``, the immutability
   super-user action; a built-in role that carries them: Storage Blob Data Contributor or Owner, Azure
-  built-in roles reference). Azure creates a policy only Unlocked (azure-native
+  built-in roles reference), or a control-plane action that writes the account's settings, lists its
+  keys or assigns roles (``ACCOUNT_CONTROL_ACTIONS``: Owner, Contributor, Storage Account Contributor,
+  User Access Administrator). Azure creates a policy only Unlocked (azure-native
   ``AccountImmutabilityPolicyProperties.state``), so the plan locks it in the same ``pulumi up``: either
   the account declares it Locked, or a local command runs ``az storage account update --resource-group
   GROUP --name ACCOUNT --immutability-state Locked --immutability-period DAYS`` after the account, with the
@@ -69,7 +75,7 @@ from .settings import (
     THREAT_DETECTION_TAG,
 )
 from .shell import az_chain, option
-from .subject import Graph, Subject
+from .subject import Graph, Subject, names
 from .values import elements, is_unknown, parse_document, statements
 
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
@@ -279,12 +285,12 @@ BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
 ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
 _AWS_MANAGED = re.compile(r"arn:aws[a-z-]*:iam::aws:policy/(.+)")
-# AWS-managed policies that grant no s3:PutObject (AWS Managed Policy Reference Guide,
+# AWS-managed policies that grant no S3 action (AWS Managed Policy Reference Guide,
 # docs.aws.amazon.com/aws-managed-policy/latest/reference/<name>.html: each one's JSON names EC2, EKS,
 # ECR, EFS, Auto Scaling, ELB, KMS grant and IAM service-linked-role actions, no S3 action). Any other
-# AWS-managed policy on a role of an audited stack may write the record (AmazonS3FullAccess: ``s3:*`` on
-# ``*``; AdministratorAccess; PowerUserAccess: ``NotAction`` IAM and Organizations), and AWS may widen one
-# at any time, so it is refused rather than judged (review rev40d A5).
+# AWS-managed policy on a role of an audited stack may write or delete on the record (AmazonS3FullAccess:
+# ``s3:*`` on ``*``; AdministratorAccess; PowerUserAccess: ``NotAction`` IAM and Organizations), and AWS may
+# widen one at any time, so it is refused rather than judged (review rev40d A5).
 AWS_MANAGED_WITHOUT_S3_WRITE = frozenset(
     {
         "AmazonEKSClusterPolicy",
@@ -297,37 +303,84 @@ AWS_MANAGED_WITHOUT_S3_WRITE = frozenset(
 )
 
 
-def _puts(statement: Mapping[str, Any]) -> bool:
-    """Whether an IAM statement allows ``s3:PutObject``: an ``Action`` pattern covers it, or a ``NotAction``
+# What a role other than the registry's may not be allowed on the record (review rev35f A7, A8). A put
+# appends an event in any user's name (review rev40c A1; the registry's role alone appends). A simple DELETE
+# in a versioned bucket adds a delete marker that "makes Amazon S3 behave as if the object is deleted" (S3
+# user guide, "Working with delete markers"), and Object Lock keeps versions, not a key's latest state (S3
+# user guide, "How S3 Object Lock works"): a reader of current objects no longer sees the event. And the
+# bucket's configuration: a bucket policy or ACL that grants a put or a delete (IAM user guide, "Policy
+# evaluation logic": within an account, an Allow in the resource-based policy grants the request), its
+# Object Lock rule, and a lifecycle rule whose Expiration adds a delete marker to every current object (S3
+# user guide, "Expiring objects"). Nobody appends by these but the registry, and nobody holds the others:
+# the deployer's rights to create the bucket stand outside the stack.
+RECORD_PUTS = ("s3:PutObject",)
+RECORD_DELETES = ("s3:DeleteObject", "s3:DeleteObjectVersion")
+RECORD_CONFIGURATION = (
+    "s3:PutBucketPolicy",
+    "s3:DeleteBucketPolicy",
+    "s3:PutBucketAcl",
+    "s3:PutObjectAcl",
+    "s3:PutBucketObjectLockConfiguration",
+    "s3:PutLifecycleConfiguration",
+)
+_RECORD_ACTIONS = (*RECORD_PUTS, *RECORD_DELETES, *RECORD_CONFIGURATION)
+
+
+def allowed_actions(statement: Mapping[str, Any], actions: Iterable[str]) -> list[str]:
+    """Which of ``actions`` an IAM statement allows: an ``Action`` pattern covers it, or a ``NotAction``
     leaves it out (IAM JSON policy reference, "IAM JSON policy elements: NotAction"; actions are case
     insensitive)."""
     if statement.get("Effect") != "Allow":
-        return False
+        return []
     negated = "NotAction" in statement
-    patterns = strings(statement.get("NotAction" if negated else "Action"))
-    return any(fnmatch.fnmatchcase("s3:putobject", a.lower()) for a in patterns) != negated
+    patterns = [a.lower() for a in strings(statement.get("NotAction" if negated else "Action"))]
+    return [a for a in actions if any(fnmatch.fnmatchcase(a.lower(), p) for p in patterns) != negated]
 
 
-def _covers_any_bucket(statement: Mapping[str, Any]) -> bool:
-    """Whether a statement's resources reach objects of a bucket it does not name: ``*``, a pattern whose
-    bucket part is a wildcard, or ``NotResource``."""
+def _s3_bucket_part(resource: str) -> str | None:
+    """The bucket part of an S3 ARN (``arn:aws:s3:::BUCKET/KEY``), or None for another ARN."""
+    if not (resource.startswith("arn:") and resource.split(":")[2:3] == ["s3"]):
+        return None
+    return resource.split(":", 5)[-1].split("/", 1)[0]
+
+
+def _bucket_names(graph: Graph, documents: Iterable[tuple[Subject, str]]) -> dict[str, set[str]]:
+    """The plan's buckets by the names its IAM documents call them: every S3 ARN of a document that refers to
+    one bucket of the plan and no other names that bucket (the provider gives the physical name, which the
+    plan's bucket inputs do not hold)."""
+    found: dict[str, set[str]] = {}
+    for subject, prop in documents:
+        buckets = graph.linked(subject, prop, tokens.S3_BUCKETS)
+        if len(buckets) != 1:
+            continue
+        for statement in statements(parse_document(subject.get(prop), prop)):
+            for resource in strings(statement.get("Resource")):
+                bucket = _s3_bucket_part(resource)
+                if bucket and "*" not in bucket and "?" not in bucket:
+                    found.setdefault(bucket, set()).add(buckets[0].urn)
+    return found
+
+
+def _reaches(
+    statement: Mapping[str, Any], records: set[str], known: Mapping[str, set[str]], unknown: bool
+) -> bool:
+    """Whether a statement's resources may name a record (``records``: their URNs): ``*``, ``NotResource``,
+    an S3 ARN whose bucket pattern matches a record's name (``known``: names to buckets) or, where no
+    record's name is known, has a wildcard, or one matching no bucket the plan names where ``unknown`` (the
+    document refers to a record, or to no bucket)."""
     if "NotResource" in statement:
         return True
-    return any(
-        r == "*"
-        or (r.startswith("arn:") and ":s3:" in r and r.split(":", 5)[-1].split("/", 1)[0] in ("*", ""))
-        for r in strings(statement.get("Resource"))
-    )
-
-
-def _record_puts(document: Any, names_record: bool) -> bool:
-    """Whether a policy document lets its holder put on a record: a statement that allows s3:PutObject, on
-    resources that may name a record (``names_record``: the document refers to a record bucket, or to none)
-    or any bucket."""
-    return any(
-        _puts(statement) and (names_record or _covers_any_bucket(statement))
-        for statement in statements(parse_document(document, "policy"))
-    )
+    named = any(urns & records for urns in known.values())
+    for resource in strings(statement.get("Resource")):
+        bucket = "*" if resource == "*" else _s3_bucket_part(resource)
+        if bucket is None:
+            continue
+        if bucket in ("", "*") or (not named and ("*" in bucket or "?" in bucket)):
+            return True
+        hits = {urn for name, urns in known.items() if fnmatch.fnmatchcase(name, bucket) for urn in urns}
+        if hits & records or (not hits and unknown):
+            return True
+    return False
 
 
 def _registry_only(roles: Iterable[Subject]) -> bool:
@@ -335,32 +388,60 @@ def _registry_only(roles: Iterable[Subject]) -> bool:
     return bool(found) and all(REGISTRY_SUBJECT in trusted_subjects(r) for r in found)
 
 
-def _aws_managed_writers(graph: Graph) -> Iterator[Finding]:
-    """AWS-managed policies attached to a role of the stack that are not known to grant no s3:PutObject."""
-    attached: list[tuple[Subject, str]] = [
-        (a, str(a.get("policyArn"))) for a in graph.of(ROLE_POLICY_ATTACHMENT, POLICY_ATTACHMENT)
-    ]
-    attached += [(role, arn) for role in graph.of(ROLE) for arn in strings(role.get("managedPolicyArns"))]
-    for subject, arn in attached:
+def _attached_policies(graph: Graph) -> Iterator[tuple[Subject, str, bool]]:
+    """Each managed policy attached to a role of the stack: the subject that attaches it, its ARN, and
+    whether the plan defines it (an attachment whose ``policyArn`` refers to a ``Policy`` of the plan; in a
+    role's ``managedPolicyArns``, as many of its customer-managed ARNs as the plan's policies it refers to;
+    pulumi_aws iam/role.py)."""
+    policies = graph.of(IAM_POLICY)
+    for attachment in graph.of(ROLE_POLICY_ATTACHMENT, POLICY_ATTACHMENT):
+        arn = str(attachment.get("policyArn"))
+        yield attachment, arn, bool(graph.linked(attachment, "policyArn", [IAM_POLICY], identity="name"))
+    for role in graph.of(ROLE):
+        arns = [a for a in strings(role.get("managedPolicyArns")) if not is_unknown(a)]
+        tied = len(graph.linked(role, "managedPolicyArns", [IAM_POLICY]))
+        for arn in arns:
+            named = _AWS_MANAGED.fullmatch(arn) or any(names(arn, p.get("name")) for p in policies)
+            if not named:
+                tied -= 1
+            yield role, arn, bool(named) or tied >= 0
+
+
+def _unjudged_writers(graph: Graph) -> Iterator[Finding]:
+    """Managed policies attached to a role of the stack whose grants the pack cannot read: AWS-managed ones
+    not known to grant no S3 action (review rev40d A5), and customer-managed ones the plan does not define
+    (review rev35f A8): either may write, delete or reconfigure the lifecycle record."""
+    for subject, arn, defined in _attached_policies(graph):
         managed = _AWS_MANAGED.fullmatch(arn)
         if managed and managed.group(1) not in AWS_MANAGED_WITHOUT_S3_WRITE:
             yield (
                 subject.urn,
-                f"attaches the AWS-managed {arn}, which may allow s3:PutObject on the lifecycle record (its "
-                "grants are AWS's to change): only the registry's role appends; write the grants the role "
-                "needs inline",
+                f"attaches the AWS-managed {arn}, which may allow s3:PutObject or s3:DeleteObject on the "
+                "lifecycle record (its grants are AWS's to change): only the registry's role appends; write "
+                "the grants the role needs inline",
+            )
+        elif not managed and not defined:
+            yield (
+                subject.urn,
+                f"attaches {arn}, a customer-managed policy the plan does not define, so the pack cannot "
+                "judge whether it writes, deletes or reconfigures the lifecycle record: define the policy in "
+                "the stack (aws.iam.Policy) or write its grants inline",
             )
 
 
 def _aws_record_appenders(records: list[Subject], graph: Graph) -> Iterator[Finding]:
-    """Every second writer of a record bucket (review rev40c A1, rev40d A5): an IAM document that allows
-    ``s3:PutObject`` (by ``Action`` or ``NotAction``) on a record, or on any bucket, and is not held by the
-    registry's role alone (a ``RolePolicy``, a managed ``Policy`` of the plan, a role's ``inlinePolicies``:
-    pulumi_aws iam/role.py); a record's bucket policy that allows it to anyone (IAM user guide, "Policy
-    evaluation logic": within an account, an Allow in the resource-based policy grants the request; the
-    registry's grant is its role's own); and AWS-managed policies (``_aws_managed_writers``)."""
+    """Every second writer of a record bucket (review rev40c A1, rev40d A5, rev35f A7-A8): an IAM document
+    (a ``RolePolicy``, a managed ``Policy`` of the plan, a role's ``inlinePolicies``: pulumi_aws
+    iam/role.py; by ``Action`` or ``NotAction``) with a statement on a record, or on any bucket, that allows
+    s3:PutObject and is not held by the registry's role alone, or that allows a delete or a change of the
+    bucket's configuration (``RECORD_DELETES``, ``RECORD_CONFIGURATION``) to anyone; the same in the
+    record's bucket policy (IAM user guide, "Policy evaluation logic": within an account, an Allow in the
+    resource-based policy grants the request; the registry's grants are its role's own); and managed
+    policies the pack cannot read (``_unjudged_writers``)."""
     record_urns = {b.urn for b in records}
-    problem = (
+    documents = [(p, "policy") for p in graph.of(ROLE_POLICY, IAM_POLICY, BUCKET_POLICY)]
+    known = _bucket_names(graph, documents)
+    put_problem = (
         "allows s3:PutObject on the lifecycle record: only the registry's role appends (it names the user it "
         "authenticated); give the others s3:GetObject and s3:ListBucket only"
     )
@@ -371,23 +452,48 @@ def _aws_record_appenders(records: list[Subject], graph: Graph) -> Iterator[Find
         linked = {b.urn for b in graph.linked(subject, prop, tokens.S3_BUCKETS)}
         return not linked or bool(linked & record_urns)
 
+    def problems(document: Any, unknown: bool, registry: bool) -> Iterator[str]:
+        granted = [
+            action
+            for statement in statements(parse_document(document, "policy"))
+            if _reaches(statement, record_urns, known, unknown)
+            for action in allowed_actions(statement, _RECORD_ACTIONS)
+        ]
+        if any(a in RECORD_PUTS for a in granted) and not registry:
+            yield put_problem
+        deletes = sorted({a for a in granted if a in RECORD_DELETES})
+        if deletes:
+            yield (
+                f"allows {', '.join(deletes)} on the lifecycle record: a delete adds a delete marker that "
+                "hides an event from a reader of current objects (Object Lock keeps only the versions); no "
+                "role of the stack deletes on the record, the registry's included"
+            )
+        configuration = sorted({a for a in granted if a in RECORD_CONFIGURATION})
+        if configuration:
+            yield (
+                f"allows {', '.join(configuration)} on the lifecycle record: a bucket policy or ACL can "
+                "grant a second writer, and a lifecycle rule's expiration deletes every event from view; no "
+                "role of the stack reconfigures the record (the deployer's rights stand outside it)"
+            )
+
     for policy in graph.of(ROLE_POLICY, IAM_POLICY):
         roles = graph.linked(policy, "role", [ROLE], identity="name") if policy.type == ROLE_POLICY else []
-        if _record_puts(policy.get("policy"), names_record(policy, "policy")) and not _registry_only(roles):
+        unknown = names_record(policy, "policy")
+        for problem in problems(policy.get("policy"), unknown, _registry_only(roles)):
             yield policy.urn, problem
     for role in graph.of(ROLE):
         inline = role.get("inlinePolicies")
-        documents = (
-            [e.get("policy") for e in inline if isinstance(e, Mapping)] if isinstance(inline, list) else []
-        )
-        named = names_record(role, "inlinePolicies")
-        if any(_record_puts(d, named) for d in documents) and not _registry_only([role]):
-            yield role.urn, f"inlinePolicies {problem}"
+        unknown = names_record(role, "inlinePolicies")
+        for entry in inline if isinstance(inline, list) else []:
+            if isinstance(entry, Mapping):
+                for problem in problems(entry.get("policy"), unknown, _registry_only([role])):
+                    yield role.urn, f"inlinePolicies {problem}"
     for bucket_policy in graph.of(BUCKET_POLICY):
-        if names_record(bucket_policy, "bucket") and _record_puts(bucket_policy.get("policy"), True):
-            yield bucket_policy.urn, f"the record's bucket policy {problem}"
+        if names_record(bucket_policy, "bucket"):
+            for problem in problems(bucket_policy.get("policy"), True, False):
+                yield bucket_policy.urn, f"the record's bucket policy {problem}"
     if records:
-        yield from _aws_managed_writers(graph)
+        yield from _unjudged_writers(graph)
 
 
 def _lifecycle_record(graph: Graph) -> Iterator[Finding]:
@@ -435,6 +541,29 @@ REWRITING_DATA_ACTIONS = (
 REWRITING_BUILT_IN_ROLES = {
     "ba92f5b4-2d11-453d-a403-e96b0029c9fe": "Storage Blob Data Contributor",
     "b7e6dc6d-f1e8-4753-8033-0f276bb0955b": "Storage Blob Data Owner",
+}
+
+
+# Control-plane actions over the record's account that make a second writer (review rev35f A8): writing the
+# account's settings turns Shared Key authorization (``allowSharedKeyAccess``, false in the plan) back on,
+# and the account keys authorize any blob operation in anyone's name, bypassing RBAC (Azure Storage,
+# "Prevent Shared Key authorization for an Azure Storage account"; Azure built-in roles, "Storage Account
+# Contributor": "access to the account key, which can be used to access data via Shared Key
+# authorization"); writing role assignments gives the holder a data role (Azure RBAC, "Assign Azure
+# roles": Microsoft.Authorization/roleAssignments/write).
+ACCOUNT_CONTROL_ACTIONS = (
+    "Microsoft.Storage/storageAccounts/write",
+    "Microsoft.Storage/storageAccounts/listKeys/action",
+    "Microsoft.Authorization/roleAssignments/write",
+)
+# Built-in roles that carry them, by id (Azure built-in roles reference: Owner and Contributor ``*``, less
+# Microsoft.Authorization writes for Contributor; Storage Account Contributor
+# ``Microsoft.Storage/storageAccounts/*``; User Access Administrator ``Microsoft.Authorization/*``).
+ACCOUNT_CONTROL_BUILT_IN_ROLES = {
+    "8e3af657-a8ff-443c-a75c-2fe8c4bcb635": "Owner",
+    "b24988ac-6180-42a0-ab88-20f7382dd24c": "Contributor",
+    "17d1049b-9a84-46fb-8f53-869881c3d3ab": "Storage Account Contributor",
+    "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9": "User Access Administrator",
 }
 
 
@@ -532,11 +661,17 @@ def _azure_record_problems(account: Subject, graph: Graph) -> Iterator[str]:
 
 
 def granted_data_actions(
-    assignment: Subject, graph: Graph, actions: Iterable[str], built_in: Mapping[str, str]
+    assignment: Subject,
+    graph: Graph,
+    actions: Iterable[str],
+    built_in: Mapping[str, str],
+    kind: str = "dataActions",
 ) -> list[str]:
-    """Which of ``actions`` (data actions) ``assignment``'s role grants: a built-in role of ``built_in``
-    (definition id -> its name, named whole), or a custom role of the plan whose ``dataActions`` cover the
-    action and whose ``notDataActions`` do not."""
+    """Which of ``actions`` (data actions, or control-plane ``actions`` where ``kind`` says so)
+    ``assignment``'s role grants: a built-in role of ``built_in`` (definition id -> its name, named whole),
+    or a custom role of the plan whose ``dataActions`` (``actions``) cover the action and whose
+    ``notDataActions`` (``notActions``) do not (Azure RBAC, "Understand Azure role definitions";
+    operations are case insensitive)."""
     definition = str(assignment.get("roleDefinitionId") or "")
     named = built_in.get(definition.rsplit("/", 1)[-1].lower())
     if named:
@@ -546,8 +681,8 @@ def granted_data_actions(
         for permission in elements(role.props, "permissions"):
             if not isinstance(permission, Mapping):
                 continue
-            granted = [str(a).lower() for a in permission.get("dataActions") or []]
-            denied = [str(a).lower() for a in permission.get("notDataActions") or []]
+            granted = [str(a).lower() for a in permission.get(kind) or []]
+            denied = [str(a).lower() for a in permission.get(f"not{kind[0].upper()}{kind[1:]}") or []]
             found += [
                 action
                 for action in actions
@@ -565,6 +700,28 @@ def _rewriting_actions(assignment: Subject, graph: Graph) -> list[str]:
 
 RESOURCE_GROUP = "azure-native:resources:ResourceGroup"
 _MANAGEMENT_GROUPS = "/providers/microsoft.management/managementgroups/"
+
+
+def _within(assignment: Subject, account: Subject, graph: Graph) -> bool:
+    """Whether ``assignment``'s scope, written as a literal resource ID, is ``account`` or a resource in it
+    (a container): ``/subscriptions/SUB/resourceGroups/GROUP/providers/Microsoft.Storage/storageAccounts/
+    NAME[/...]`` with the account's group and name, in a subscription the account may be in (Azure RBAC,
+    "Understand scope for Azure RBAC": a scope is a resource ID; Azure Resource Manager, "Resource naming
+    and case sensitivity": resource IDs compare case insensitively; review rev35f A9)."""
+    scope = assignment.get("scope")
+    if not isinstance(scope, str) or is_unknown(scope):
+        return False
+    parts = scope.lower().strip("/").split("/")
+    name = str(account.get("accountName") or "").lower()
+    group = str(account.get("resourceGroupName") or "").lower()
+    if len(parts) < 8 or not name or not group:
+        return False
+    subscriptions = _account_subscriptions(account, graph)
+    return (
+        parts[0] == "subscriptions"
+        and (not subscriptions or parts[1] in subscriptions)
+        and parts[2:8] == ["resourcegroups", group, "providers", "microsoft.storage", "storageaccounts", name]
+    )
 
 
 def _above(assignment: Subject, account: Subject, graph: Graph) -> bool:
@@ -609,8 +766,24 @@ def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:
     }
     for assignment in graph.of(ROLE_ASSIGNMENT):
         scopes = {s.urn for s in graph.linked(assignment, "scope", [tokens.STORAGE_ACCOUNT, BLOB_CONTAINER])}
-        if account.urn not in scopes and not scopes & containers and not _above(assignment, account, graph):
+        if (
+            account.urn not in scopes
+            and not scopes & containers
+            and not _within(assignment, account, graph)
+            and not _above(assignment, account, graph)
+        ):
             continue
+        control = granted_data_actions(
+            assignment, graph, ACCOUNT_CONTROL_ACTIONS, ACCOUNT_CONTROL_BUILT_IN_ROLES, kind="actions"
+        )
+        if control:
+            yield (
+                assignment.urn,
+                f"a role on the lifecycle record {account.name} grants {', '.join(control)}: whoever holds "
+                "it can turn Shared Key authorization back on and write with the account keys in anyone's "
+                "name, or give itself a data role; no identity of the stack manages the record's account "
+                "(the deployer's rights stand outside it)",
+            )
         rewriting = _rewriting_actions(assignment, graph)
         if rewriting:
             yield (
@@ -937,8 +1110,9 @@ POLICIES = [
         "lifecycle-record-locked",
         "An audited stack keeps its model lifecycle record (alias moves, approvals, rollout steps) where "
         "no identity of the stack can rewrite or delete it: an S3 bucket with Object Lock in COMPLIANCE "
-        "mode, or an Azure storage account with version-level immutability under a locked time-based "
-        "policy and no role on it that can replace or delete a blob (issue 40; ISO/IEC 27001:2022 A.8.15; "
+        "mode that only the registry's role appends to and no role deletes on or reconfigures, or an Azure "
+        "storage account with version-level immutability under a locked time-based policy and no role on "
+        "it that can replace or delete a blob or manage the account (issue 40; ISO/IEC 27001:2022 A.8.15; "
         "S3 user guide, Object Lock retention modes; Azure Storage, time-based retention policies).",
         _lifecycle_records,
         severity=Severity.HIGH,

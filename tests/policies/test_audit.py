@@ -158,6 +158,9 @@ _PUT_ON_A_BUCKET_NOT_TIED = json.dumps(
     }
 )
 ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+ROLLOUT_ROLE = "aws-enterprise-prod-aws-identities-rollout"
+ROLLOUT_POLICY = of_type("aws:iam/rolePolicy:RolePolicy", "-identities-rollout")
+OUT_OF_PLAN_POLICY = "arn:aws:iam::123456789012:policy/record-writer-out-of-plan"
 AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
     (
         # CloudTrail user guide, "Configure AWS KMS key policies for CloudTrail": kms:Decrypt is required
@@ -336,7 +339,9 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
     ),
     (
         "record-put-in-the-bucket-policy",
-        lambda p: with_inputs(p, of_type("aws:s3/bucketPolicy:BucketPolicy", "-record"), _bucket_policy_puts),
+        lambda p: with_inputs(
+            p, of_type("aws:s3/bucketPolicy:BucketPolicy", "-record"), _bucket_policy_allows("s3:PutObject")
+        ),
         ("lifecycle-record-locked", RECORD_BUCKET),
     ),
     (
@@ -362,6 +367,78 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ),
         ("lifecycle-record-locked", "aws-enterprise-prod-aws-identities-rollout"),
     ),
+    # Review rev35f A7 (plant r1): a simple DELETE in a versioned bucket adds a delete marker that "makes
+    # Amazon S3 behave as if the object is deleted" (S3 user guide, "Working with delete markers"); Object
+    # Lock keeps the versions only, so a reader of current objects loses the event. Refused for every role,
+    # the registry's included, and by a wildcard.
+    (
+        "record-delete-granted-to-the-rollout",
+        lambda p: with_inputs(p, ROLLOUT_POLICY, _grants_on_the_record("s3:DeleteObject")),
+        ("lifecycle-record-locked", ROLLOUT_ROLE),
+    ),
+    (
+        "record-delete-by-a-wildcard",
+        lambda p: with_inputs(p, ROLLOUT_POLICY, _grants_on_the_record("s3:Delete*")),
+        ("lifecycle-record-locked", ROLLOUT_ROLE),
+    ),
+    (
+        "record-delete-on-every-storage-bucket-by-a-pattern",
+        lambda p: with_inputs(p, ROLLOUT_POLICY, _grants_on_the_record("s3:DeleteObject", pattern=True)),
+        ("lifecycle-record-locked", ROLLOUT_ROLE),
+    ),
+    (
+        "record-version-delete-granted-to-the-registry",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:iam/rolePolicy:RolePolicy", "-identities-registry"),
+            _grants_on_the_record("s3:DeleteObjectVersion"),
+        ),
+        ("lifecycle-record-locked", "aws-enterprise-prod-aws-identities-registry"),
+    ),
+    (
+        "record-delete-in-the-bucket-policy",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:s3/bucketPolicy:BucketPolicy", "-record"),
+            _bucket_policy_allows("s3:DeleteObject"),
+        ),
+        ("lifecycle-record-locked", RECORD_BUCKET),
+    ),
+    # Review rev35f A8 (plants r2-r4): the record's configuration is a route to a second writer. A bucket
+    # policy or ACL grants a put (IAM user guide, "Policy evaluation logic"); a lifecycle rule's Expiration
+    # adds a delete marker to each current object (S3 user guide, "Expiring objects"). A customer-managed
+    # policy the plan does not define cannot be judged at all.
+    (
+        "record-bucket-policy-written-by-the-rollout",
+        lambda p: with_inputs(p, ROLLOUT_POLICY, _grants_on_the_record("s3:PutBucketPolicy", bucket=True)),
+        ("lifecycle-record-locked", ROLLOUT_ROLE),
+    ),
+    (
+        "record-lifecycle-rule-written-by-the-rollout",
+        lambda p: with_inputs(
+            p, ROLLOUT_POLICY, _grants_on_the_record("s3:PutLifecycleConfiguration", bucket=True)
+        ),
+        ("lifecycle-record-locked", ROLLOUT_ROLE),
+    ),
+    (
+        "record-object-acl-written-by-the-rollout",
+        lambda p: with_inputs(p, ROLLOUT_POLICY, _grants_on_the_record("s3:PutObjectAcl")),
+        ("lifecycle-record-locked", ROLLOUT_ROLE),
+    ),
+    (
+        "customer-managed-policy-out-of-the-plan-attached",
+        lambda p: _with_attached(p, OUT_OF_PLAN_POLICY, suffix="out-of-plan"),
+        ("lifecycle-record-locked", f"{ROLLOUT_ROLE}-out-of-plan"),
+    ),
+    (
+        "customer-managed-policy-out-of-the-plan-in-managed-policy-arns",
+        lambda p: with_inputs(
+            p,
+            of_type("aws:iam/role:Role", "-identities-rollout"),
+            lambda i: i.update(managedPolicyArns=[OUT_OF_PLAN_POLICY]),
+        ),
+        ("lifecycle-record-locked", ROLLOUT_ROLE),
+    ),
 ]
 
 
@@ -382,38 +459,68 @@ def _reads_by_not_action(inputs: dict[str, Any]) -> None:
     inputs["policy"] = json.dumps(document)
 
 
-def _bucket_policy_puts(inputs: dict[str, Any]) -> None:
-    """The record's bucket policy given an Allow of s3:PutObject to another role, on the record's objects."""
-    document = json.loads(inputs["policy"])
-    [objects] = [s["Resource"] for s in document["Statement"] if isinstance(s["Resource"], str)]
-    document["Statement"].append(
-        {
-            "Effect": "Allow",
-            "Principal": {"AWS": "arn:aws:iam::123456789012:role/rollout"},
-            "Action": "s3:PutObject",
-            "Resource": objects,
-        }
-    )
-    inputs["policy"] = json.dumps(document)
-
-
-def _with_attached(plan: PlanDict, policy_arn: str) -> PlanDict:
-    """``policy_arn`` attached to the rollout's role."""
+def _with_attached(
+    plan: PlanDict, policy_arn: str, suffix: str = "s3-full", defined_by: str | None = None
+) -> PlanDict:
+    """``policy_arn`` attached to the rollout's role (as the output of the plan's policy ``defined_by``,
+    where given)."""
     edited = copy.deepcopy(plan)
     [role] = [r for r in edited["resources"] if of_type("aws:iam/role:Role", "-identities-rollout")(r)]
     [model] = [r for r in edited["resources"] if r["type"] == ROLE_POLICY_ATTACHMENT][:1]
-    name = f"{role['name']}-s3-full"
+    policy = [r["urn"] for r in edited["resources"] if r["name"] == defined_by]
+    name = f"{role['name']}-{suffix}"
     edited["resources"].append(
         {
             **copy.deepcopy(model),
             "name": name,
             "urn": model["urn"].rsplit("::", 1)[0] + f"::{name}",
             "inputs": {"role": f"{role['name']}-id", "policyArn": policy_arn},
-            "dependencies": [role["urn"]],
-            "propertyDependencies": {"role": [role["urn"]], "policyArn": []},
+            "dependencies": [role["urn"], *policy],
+            "propertyDependencies": {"role": [role["urn"]], "policyArn": policy},
         }
     )
     return edited
+
+
+def _grants_on_the_record(
+    action: str, bucket: bool = False, pattern: bool = False
+) -> Callable[[dict[str, Any]], None]:
+    """An edit of a role policy adding an Allow of ``action`` on the record's objects (its bucket where
+    ``bucket``), the resources the rollout's record statements name; where ``pattern``, on every bucket of
+    the stack's storage by a wildcard in the bucket's name."""
+
+    def edit(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs["policy"])
+        reads = [s for s in document["Statement"] if s["Sid"].endswith("ReadEvents")]
+        lists = [s for s in document["Statement"] if s["Sid"].endswith("ListRecord")]
+        [resource] = {str(s["Resource"]) for s in (lists if bucket else reads)}
+        if pattern:
+            resource = re.sub(r"-storage-record-[0-9a-f]+/", "-storage-*/", resource)
+            assert "-storage-*/" in resource, "the planted pattern matched no record bucket name"
+        document["Statement"].append({"Effect": "Allow", "Action": action, "Resource": resource})
+        inputs["policy"] = json.dumps(document)
+
+    return edit
+
+
+def _bucket_policy_allows(action: str) -> Callable[[dict[str, Any]], None]:
+    """An edit of the record's bucket policy adding an Allow of ``action`` to another role, on the record's
+    objects."""
+
+    def edit(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs["policy"])
+        [objects] = [s["Resource"] for s in document["Statement"] if isinstance(s["Resource"], str)]
+        document["Statement"].append(
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": "arn:aws:iam::123456789012:role/rollout"},
+                "Action": action,
+                "Resource": objects,
+            }
+        )
+        inputs["policy"] = json.dumps(document)
+
+    return edit
 
 
 REGISTRY_WRITER = "azure-enterprise-prod-azure-registry-identity-record-writer"
@@ -454,9 +561,28 @@ def _second_writer(
 
 SUBSCRIPTION = "/subscriptions/00000000-0000-0000-0000-000000000000"
 RESOURCE_GROUP = "azure-native:resources:ResourceGroup"
-BLOB_DATA_CONTRIBUTOR = (
-    f"{SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions/ba92f5b4-2d11-453d-a403-e96b0029c9fe"
-)
+_DEFINITIONS = f"{SUBSCRIPTION}/providers/Microsoft.Authorization/roleDefinitions"
+# Built-in role IDs (Azure built-in roles reference).
+BLOB_DATA_CONTRIBUTOR = f"{_DEFINITIONS}/ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+STORAGE_ACCOUNT_CONTRIBUTOR = f"{_DEFINITIONS}/17d1049b-9a84-46fb-8f53-869881c3d3ab"
+CONTRIBUTOR = f"{_DEFINITIONS}/b24988ac-6180-42a0-ab88-20f7382dd24c"
+OWNER = f"{_DEFINITIONS}/8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
+
+
+def _account_id(plan: PlanDict, name_suffix: str) -> str:
+    """The Azure resource ID of the plan's storage account whose name ends in ``name_suffix``, written out."""
+    [account] = [
+        r for r in plan["resources"] if of_type("azure-native:storage:StorageAccount", name_suffix)(r)
+    ]
+    inputs = account["inputs"]
+    return (
+        f"{SUBSCRIPTION}/resourceGroups/{inputs['resourceGroupName']}/providers/Microsoft.Storage/"
+        f"storageAccounts/{inputs['accountName']}"
+    )
+
+
+def _record_id(plan: PlanDict) -> str:
+    return _account_id(plan, "-record-account")
 
 
 def test_a_declared_organisation_trail_stands_in_for_the_stacks_own(
@@ -763,6 +889,55 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         ),
         ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-mg"),
     ),
+    # Review rev35f A8 (plants z1, z2): a control-plane role over the record's account turns Shared Key
+    # authorization back on and writes with the account keys in anyone's name (Azure built-in roles,
+    # "Storage Account Contributor": "access to the account key"; Azure Storage, "Prevent Shared Key
+    # authorization"), or assigns itself a data role (Owner, User Access Administrator).
+    (
+        "storage-account-contributor-on-the-record",
+        lambda p: _second_writer(p, "rollout", role=STORAGE_ACCOUNT_CONTRIBUTOR, suffix="-sac"),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-sac"),
+    ),
+    (
+        "contributor-at-the-resource-group",
+        lambda p: _second_writer(p, "rollout", scope=RESOURCE_GROUP, role=CONTRIBUTOR, suffix="-contrib"),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-contrib"),
+    ),
+    (
+        "owner-at-the-subscription",
+        lambda p: _second_writer(p, "rollout", scope=SUBSCRIPTION, role=OWNER, suffix="-owner"),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-owner"),
+    ),
+    (
+        "record-writer-role-that-lists-the-account-keys",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:authorization:RoleDefinition", "record-writer"),
+            lambda i: i["permissions"][0]["actions"].append(
+                "Microsoft.Storage/storageAccounts/listKeys/action"
+            ),
+        ),
+        ("lifecycle-record-locked", REGISTRY_WRITER),
+    ),
+    # Review rev35f A9 (plant z3): a scope is a resource ID (Azure RBAC, "Understand scope for Azure RBAC"),
+    # compared case insensitively; written literally, with no dependency on the account, it is the record's.
+    (
+        "storage-blob-data-contributor-at-the-records-literal-id",
+        lambda p: _second_writer(
+            p, "rollout", scope=_record_id(p), role=BLOB_DATA_CONTRIBUTOR, suffix="-literal"
+        ),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-literal"),
+    ),
+    (
+        "record-writer-role-at-the-records-container-id-in-upper-case",
+        lambda p: _second_writer(
+            p,
+            "rollout",
+            scope=f"{_record_id(p)}/blobServices/default/containers/lifecycle-record".upper(),
+            suffix="-upper",
+        ),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-upper"),
+    ),
     (
         "vault-audit-removed",
         lambda p: without(p, of_type("azure-native:monitor:DiagnosticSetting", "keys-vault-audit")),
@@ -798,6 +973,32 @@ def test_a_writer_in_another_resource_group_is_not_the_records(
         "rollout",
         scope=f"{SUBSCRIPTION}/resourceGroups/another-group",
         role=BLOB_DATA_CONTRIBUTOR,
+    )
+    assert audit_findings(plan) == set()
+
+
+def test_a_writer_named_by_another_accounts_literal_id_is_not_the_records(
+    cloud_plan: Callable[[str], Plan], audit_findings: Callable[[PlanDict], set[tuple[str, str]]]
+) -> None:
+    """A literal scope ties to the account it names, not to every account (review rev35f A9, both ways):
+    Storage Blob Data Contributor on the objects account's ID is not on the record."""
+    plan = cloud_plan("azure-enterprise-prod").to_dict()
+    planted = _second_writer(
+        plan, "rollout", scope=_account_id(plan, "-objects-account"), role=BLOB_DATA_CONTRIBUTOR
+    )
+    assert audit_findings(planted) == set()
+
+
+def test_a_customer_managed_policy_the_plan_defines_is_judged_not_refused(
+    cloud_plan: Callable[[str], Plan], audit_findings: Callable[[PlanDict], set[tuple[str, str]]]
+) -> None:
+    """Review rev35f A8, both ways: an attached customer-managed policy is refused only where the plan does
+    not define it; the plan's read-only record-reader policy attached to the rollout passes."""
+    plan = _with_attached(
+        cloud_plan("aws-enterprise-prod").to_dict(),
+        "arn:aws:iam::123456789012:policy/aws-enterprise-prod-aws-record-reader-0000",
+        suffix="reader",
+        defined_by="aws-enterprise-prod-aws-identities-record-reader",
     )
     assert audit_findings(plan) == set()
 

@@ -23,7 +23,8 @@ Backends, chosen by the record's URI (``--record``, ``$MLPLATFORM_RECORD``):
   with ``If-None-Match: *``: S3 answers 412 rather than replace an existing key; S3 user guide,
   "Add preconditions to S3 operations with conditional requests") into a bucket whose Object Lock default
   retention is in COMPLIANCE mode, which nobody, the account root included, can shorten or lift (S3 user
-  guide, "Object Lock retention modes"): a deleted or overwritten key keeps its locked version. The writer
+  guide, "Object Lock retention modes"): a deleted or overwritten key keeps its locked version, and the
+  reader reads versions, so a delete marker hides no event. The writer
   refuses a bucket without that default rather than keep a record that can be rewritten. Endpoint,
   region and credentials are boto3's own chain (``AWS_ENDPOINT_URL_S3``, ``AWS_REGION``, IRSA).
 - ``azblob://ACCOUNT/CONTAINER/PREFIX``: each event one block blob under ``PREFIX/<model>/``, written
@@ -284,18 +285,28 @@ class S3Record:
         return key
 
     def read(self, model: str) -> list[Event]:
+        """Every event's version, not the current objects: a delete marker (a simple DELETE in a versioned
+        bucket) hides a key from a listing of current objects but not its locked version (S3 user guide,
+        "Working with delete markers"; ListObjectVersions lists both), so nothing deleted drops out of the
+        history. Versions of one key, oldest first."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        keys: list[str] = []
+        versions: list[tuple[str, datetime, str]] = []
         try:
-            pages = self.client.get_paginator("list_objects_v2").paginate(
+            pages = self.client.get_paginator("list_object_versions").paginate(
                 Bucket=self.bucket, Prefix=self._folder(model)
             )
             for page in pages:
-                keys += [item["Key"] for item in page.get("Contents", []) if item["Key"].endswith(".json")]
+                versions += [
+                    (item["Key"], item["LastModified"], item["VersionId"])
+                    for item in page.get("Versions", [])
+                    if item["Key"].endswith(".json")
+                ]
             return [
-                Event.model_validate_json(self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read())
-                for key in sorted(keys)
+                Event.model_validate_json(
+                    self.client.get_object(Bucket=self.bucket, Key=key, VersionId=version)["Body"].read()
+                )
+                for key, _, version in sorted(versions)
             ]
         except (BotoCoreError, ClientError) as exc:
             raise self._fail(f"read {self._folder(model)}", exc) from None

@@ -141,6 +141,25 @@ def test_an_event_is_never_replaced_and_its_version_cannot_be_deleted(
     assert record.read("digits-mlp") == [first]
 
 
+def test_a_delete_marker_hides_no_event_from_the_history(s3: object) -> None:
+    """A simple DELETE in a versioned bucket adds a delete marker that hides the key from a listing of
+    current objects (S3 user guide, "Working with delete markers"); Object Lock keeps the version, and the
+    reader reads versions, so the event stays in the history (review rev35f A7)."""
+    bucket = _locked_bucket(s3, "record-delete-marker")
+    record = open_record(f"s3://{bucket}/lifecycle-record")
+    events = [
+        sample_event("request-promotion", "2026-11-29T08:00:00.000+00:00", "better on the same set"),
+        sample_event("reject", "2026-11-29T08:01:00.000+00:00", "worse on the holdout"),
+    ]
+    keys = [record.append(event) for event in events]
+
+    marker = s3.delete_object(Bucket=bucket, Key=keys[1])  # type: ignore[attr-defined]
+    assert marker["DeleteMarker"] is True
+    current = s3.list_objects_v2(Bucket=bucket, Prefix="lifecycle-record/")  # type: ignore[attr-defined]
+    assert [o["Key"] for o in current["Contents"]] == keys[:1]
+    assert record.read("digits-mlp") == events
+
+
 @pytest.mark.parametrize("mode", [None, "GOVERNANCE"])
 def test_a_bucket_without_compliance_retention_is_refused_and_nothing_written(
     s3: object, mode: str | None
