@@ -27,12 +27,15 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from mlplatform.analyzer import PolicyPackSession
 from mlplatform.analyzer_config import PolicySettings
+from mlplatform.cli import app
 from mlplatform.plan import Plan
 
 from .conftest import found
@@ -303,3 +306,20 @@ def test_an_nfs_share_on_an_account_the_stack_does_not_make_cannot_be_judged(
 
 def test_a_template_given_as_json_text_is_read(smb: PlanDict, refused: Findings) -> None:
     assert refused(with_inputs(smb, DEPLOYMENT, _as_json_text)) == set()
+
+
+def test_the_runbooks_first_step_runs_as_pasted_and_passes_the_shipped_plan(
+    planned: Callable[[str], Plan], tmp_path: Path
+) -> None:
+    """docs/operations.md, "Once: require NFS encryption in transit on the Azure Files account", step 1:
+    ``mlplatform check --plan <plan of the running release>.json`` (a stack named beside ``--plan`` is
+    refused, review rev35g B1). The shipped azure-smb-dev plan mounts only through the TLS tunnel: exit 0,
+    no mandatory finding, and this policy passes."""
+    plan_file = tmp_path / "running.json"
+    plan_file.write_text(json.dumps(planned("azure-smb-dev").to_dict()))
+    json_file = tmp_path / "check.json"
+    result = CliRunner().invoke(app, ["check", "--plan", str(plan_file), "--json", str(json_file)])
+    assert result.exit_code == 0, result.output
+    [report] = json.loads(json_file.read_text())["stacks"]
+    assert [v for v in report["violations"] if v["enforcement"] == "mandatory"] == []
+    assert POLICY not in {v["policy"] for v in report["violations"]}
