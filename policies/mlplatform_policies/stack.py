@@ -116,6 +116,7 @@ def _tls_only(bucket: Subject, graph: Graph) -> Iterator[str]:
 # judged only in exactly that shape; any other cannot be judged, and may write the file service.
 _FILE_SERVICE = "microsoft.storage/storageaccounts/fileservices"
 _NESTED_DEPLOYMENT = "microsoft.resources/deployments"
+_STORAGE_ACCOUNT = "microsoft.storage/storageaccounts"
 _NFS_TLS_API = date(2025, 1, 1)
 _NFS_TLS_REQUIRED = "properties.protocolSettings.nfs.encryptionInTransit.required"
 # Every template deployment token (resource group, ``AtScope``, ``AtSubscriptionScope``, management group,
@@ -210,9 +211,9 @@ def _writer_problems(
     problem = _api_problem(resource.get("apiVersion"))
     if problem:
         yield f"deployment {deployment.name}: {problem}"
-    if at(resource, _NFS_TLS_REQUIRED) is not True:
-        required = describe(at(resource, _NFS_TLS_REQUIRED))
-        yield f"deployment {deployment.name} sets {_NFS_TLS_REQUIRED} {required}"
+    required = known(at(resource, _NFS_TLS_REQUIRED), _NFS_TLS_REQUIRED)
+    if required is not True:
+        yield f"deployment {deployment.name} sets {_NFS_TLS_REQUIRED} {describe(required)}"
 
 
 def _file_service_writers(account: Subject, graph: Graph) -> Iterator[str]:
@@ -231,13 +232,16 @@ def _file_service_writers(account: Subject, graph: Graph) -> Iterator[str]:
                 )
             deployed_to = _deployment_group(subject)
             for resource in resources:
-                if (
-                    str(resource.get("type")).lower() == _FILE_SERVICE
-                    and str(resource.get("name")).lower().split("/")[0] == name.lower()
-                    and deployed_to in (group, None)
-                ):
+                kind = str(resource.get("type")).lower()
+                named = str(resource.get("name")).lower().split("/")[0] == name.lower()
+                if kind == _FILE_SERVICE and named and deployed_to in (group, None):
                     writers.append(
                         (subject.name, list(_writer_problems(subject, resource, group, deployed_to)))
+                    )
+                elif kind == _STORAGE_ACCOUNT and named and deployed_to in (group, None):
+                    yield (
+                        f"deployment {subject.name} writes account {name} itself, its secure transfer "
+                        "included: the stack's StorageAccount is its one writer"
                     )
         elif _TYPED_FILE_SERVICES.fullmatch(subject.type):
             value = subject.get("accountName")

@@ -194,6 +194,20 @@ def _child_of_account_resource(inputs: dict[str, Any]) -> None:
     )
 
 
+def _account_in_template(inputs: dict[str, Any]) -> None:
+    """A plain PUT of the account itself beside the service, secure transfer off: a second writer of it."""
+    account = _service(inputs)["name"].split("/")[0]
+    inputs["properties"]["template"]["resources"].append(
+        {
+            "type": "Microsoft.Storage/storageAccounts",
+            "apiVersion": "2025-01-01",
+            "name": account,
+            "kind": "FileStorage",
+            "properties": {"supportsHttpsTrafficOnly": False},
+        }
+    )
+
+
 @pytest.mark.parametrize(
     "edit",
     [
@@ -216,6 +230,7 @@ def _child_of_account_resource(inputs: dict[str, Any]) -> None:
         _nested_deployment,
         _second_writer_in_template,
         _child_of_account_resource,
+        _account_in_template,
     ],
     ids=lambda edit: edit.__name__.strip("_"),
 )
