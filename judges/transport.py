@@ -34,9 +34,9 @@ The exceptions (``EXCEPTIONS``), each named with why it is accepted and what con
 - ``azure-files-nfs``: the kubelet's NFS mount of an Azure Files share through the Azure Files CSI
   driver's TLS tunnel (``encryptInTransit``, driver v1.33.0 or later), which is no pod's flow: the
   register lists each such volume (docs/security.md, "The exceptions"). The share's account requires it
-  server-side too (its file service's ``protocolSettings.nfs.encryptionInTransit.required``, storage API
-  2025-01-01, the pack's ``azure-files-nfs-tls-required``); what remains is that AZNFS's stunnel
-  negotiates the TLS version;
+  server-side too (secure transfer, and its file service's
+  ``protocolSettings.nfs.encryptionInTransit.required``, storage API 2025-01-01: the pack's
+  ``azure-files-nfs-tls-required``); what remains is that AZNFS's stunnel negotiates the TLS version;
 - ``nfs-encrypted-mount``: any other NFS mount the mount itself encrypts (EFS through efs-utils' TLS,
   RPC-with-TLS, Kerberos ``krb5p``), the protocol version negotiated by the client.
 Every other NFS mount (a PersistentVolume, a StorageClass or a pod's inline volume, in-tree or by any
@@ -106,8 +106,9 @@ EXCEPTIONS = {
             "azure-files-nfs",
             "a node's NFS 4.1 mount of an Azure Files share (TCP 2049) through the CSI driver's AZNFS TLS "
             "tunnel (encryptInTransit: stunnel verifying the chain and the name *.file.core.windows.net, "
-            "TLS version negotiated, 1.2 or 1.3); the account's file service requires encryption in "
-            "transit for NFS (pack policy azure-files-nfs-tls-required), so the server refuses a clear "
+            "TLS version negotiated, 1.2 or 1.3); the account requires secure transfer and its file service "
+            "encryption in transit for NFS (pack policy azure-files-nfs-tls-required), so the server "
+            "refuses a clear "
             "mount; contained by the account's private endpoint, its only way in, in the stack's VNet",
         ),
         TransportException(

@@ -5,12 +5,16 @@ not (REFERENCE.md). NFS shares need a premium FileStorage account. NFS 4.1 has n
 every volume mounts with the driver's ``encryptInTransit`` (``ENCRYPT_IN_TRANSIT``), so the node mounts
 through the AZNFS mount helper's TLS tunnel (stunnel verifying the DigiCert Global Root G2 chain and the
 name ``*.file.core.windows.net``: Azure/AZNFS-mount src/nfsv4mountscript.sh, lib/common.sh
-``get_check_host_value``). The account still does not require secure transfer: the driver itself turns it
-off for NFS "even though encryptInTransit is enabled" (azurefile-csi-driver pkg/azurefile/
-controllerserver.go). The share's server side refuses clear mounts instead: the account's file service
-requires encryption in transit for NFS (``protocolSettings.nfs.encryptionInTransit.required``), a setting
-of storage API 2025-01-01 that the pinned provider's typed ``storage.FileServiceProperties`` (2024-01-01)
-lacks, so the program sets it through an ARM template deployment (``file_service_template``). The account
+``get_check_host_value``). The share's server side refuses clear mounts, by two settings: the account
+requires secure transfer (``enableHttpsTrafficOnly``), which Microsoft documents as what makes every NFS
+mount of the account's shares encrypted ("Encryption in transit for NFS Azure file shares", "Enforce
+encryption in transit": MicrosoftDocs/azure-docs articles/storage/files/encryption-in-transit-for-nfs-
+shares.md, 2025-06-27), and its file service requires encryption in transit for NFS
+(``protocolSettings.nfs.encryptionInTransit.required``), a setting of storage API 2025-01-01 that the pinned
+provider's typed ``storage.FileServiceProperties`` (2024-01-01) lacks, so the program sets it through an
+ARM template deployment (``file_service_template``). (The CSI driver turns secure transfer off only on
+accounts it creates itself, dynamic provisioning: pkg/azurefile/controllerserver.go; these volumes are
+static, on this account.) The account
 has no public endpoint at all and is reached only through the private endpoint in the cluster's VNet.
 What stays excepted is docs/security.md's ``azure-files-nfs`` ("The exceptions"). At rest it is encrypted
 with the training data's customer-managed key.
@@ -129,9 +133,9 @@ class SharedFileStorage(pulumi.ComponentResource):
             account_name=account_name,
             kind="FileStorage",
             sku={"name": files_sku(scope.config)},
-            # The driver mounts NFS only with secure transfer off, encryptInTransit or not; the account is
-            # private-endpoint-only instead (module doc).
-            enable_https_traffic_only=False,
+            # Secure transfer required: every NFS mount must be encrypted in transit (module doc). An update
+            # in place (StorageAccounts_Update takes supportsHttpsTrafficOnly), no replacement.
+            enable_https_traffic_only=True,
             **hardened_account(scope, args.encryption_identity, args.key, public=False),
             **scope.placed,
             opts=scope.opts(self, data=True, depends_on=[args.encryption_identity.ready]),

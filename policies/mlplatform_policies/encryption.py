@@ -109,22 +109,13 @@ AT_REST = {
 }
 
 
-def _private_nfs_account(subject: Subject) -> bool:
-    """A FileStorage account reachable only through private endpoints: NFS 4.1 shares require secure
-    transfer off (Microsoft Learn, "NFS file shares in Azure Files"), so their traffic must never
-    leave the virtual network instead."""
-    return bool(
-        subject.get("kind") == "FileStorage"
-        and subject.get("publicNetworkAccess") == "Disabled"
-        and subject.get("networkRuleSet.defaultAction") == "Deny"
-    )
-
-
 def _storage_in_transit(subject: Subject) -> Iterator[str]:
-    if not _private_nfs_account(subject):
-        yield from require("enableHttpsTrafficOnly", lambda value: not is_false(value), "accept HTTPS only")(
-            subject.props
-        )
+    """Secure transfer required on every account, NFS ones too: Microsoft documents it as what makes every
+    NFS mount of an account's shares encrypted (learn.microsoft.com/azure/storage/files/
+    encryption-in-transit-for-nfs-shares, "Enforce encryption in transit")."""
+    yield from require("enableHttpsTrafficOnly", lambda value: not is_false(value), "accept HTTPS only")(
+        subject.props
+    )
     yield from require("minimumTlsVersion", one_of("TLS1_2", "TLS1_3"), "require TLS 1.2 or later")(
         subject.props
     )

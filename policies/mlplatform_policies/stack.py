@@ -9,8 +9,10 @@ metadata depends on when the name is only known after deployment.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import date
 from typing import Any
 
 from pulumi_policy import Severity, StackValidationPolicy
@@ -23,7 +25,7 @@ from .kubernetes import namespace_of
 from .residency import REGION_SETTINGS, aws_region_problem, azure_location_problem
 from .settings import ACCESS_LOGS_ROLE, POD_SECURITY_ENFORCE, PRIVILEGED_REASON, ROLE_TAG
 from .subject import Graph, Subject, names
-from .values import at, elements, is_unknown, known, parse_document, statements
+from .values import at, describe, elements, is_unknown, known, parse_document, statements
 
 
 def _attached(graph: Graph, types: Iterable[str]) -> dict[str, list[Subject]]:
@@ -103,58 +105,199 @@ def _tls_only(bucket: Subject, graph: Graph) -> Iterator[str]:
 # ``EncryptionInTransit.required: bool``; Azure/azure-rest-api-specs Microsoft.Storage stable/2025-01-01
 # examples/FileServicesPut_EncryptionInTransitRequired.json). pulumi-azure-native 3.29.0's typed file
 # service is 2024-01-01, without it, so a stack sets it in an ARM template deployment, which this reads.
+#
+# A PUT of ``fileServices/default`` sets its whole properties object, and ARM's Incremental mode reapplies
+# every property of a resource it redeploys (learn.microsoft.com/azure/azure-resource-manager/templates/
+# deployment-modes): the last writer wins, so the account's file service must have exactly one writer in
+# the plan. Only a resource ARM certainly deploys counts: a ``condition`` may be false, a ``copy`` count 0,
+# an ``existing`` resource is a reference (templates/conditional-resource-deployment, copy-resources,
+# resource-declaration), an expression or a parameter is ARM's to evaluate, a nested deployment or a
+# ``templateLink`` is not in the plan. The program's template is plain literal data, so a deployment is
+# judged only in exactly that shape; any other cannot be judged, and may write the file service.
 _FILE_SERVICE = "microsoft.storage/storageaccounts/fileservices"
-_NFS_TLS_API = "2025-01-01"
+_NESTED_DEPLOYMENT = "microsoft.resources/deployments"
+_STORAGE_ACCOUNT = "microsoft.storage/storageaccounts"
+_NFS_TLS_API = date(2025, 1, 1)
 _NFS_TLS_REQUIRED = "properties.protocolSettings.nfs.encryptionInTransit.required"
+# Every template deployment token (resource group, ``AtScope``, ``AtSubscriptionScope``, management group,
+# tenant; any API version module) and every typed file service token.
+_TEMPLATE_DEPLOYMENTS = re.compile(r"azure-native:resources(/\w+)?:Deployment\w*")
+_TYPED_FILE_SERVICES = re.compile(r"azure-native:storage(/\w+)?:FileServiceProperties")
+_PLAIN_PROPERTIES = frozenset({"mode", "template"})
+_PLAIN_TEMPLATE = frozenset({"$schema", "contentVersion", "resources"})
+_PLAIN_RESOURCE = frozenset(
+    {"type", "apiVersion", "name", "properties", "location", "tags", "sku", "kind", "dependsOn", "comments"}
+)
+# A stable ARM API version is a date; ``-preview`` versions are refused.
+_API_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_GROUP_SCOPE = re.compile(r"/subscriptions/[^/]+/resourcegroups/([^/]+)", re.IGNORECASE)
 
 
-def _template_resources(deployment: Subject) -> list[Any]:
-    """The resources of an Incremental deployment's inline template: a list, or (template language 2.0)
-    a map of symbolic names. A Complete deployment deletes what else the group holds: not counted."""
-    if known(deployment.get("properties.mode"), "properties.mode") != "Incremental":
-        return []
-    listed = parse_document(deployment.get("properties.template"), "properties.template").get("resources")
-    if isinstance(listed, Mapping):
-        return list(listed.values())
-    return listed if isinstance(listed, list) else []
+def _expression(value: str) -> bool:
+    """An ARM template expression: a string in brackets, where ``[[`` starts a literal instead (templates/
+    template-expressions, "Escape characters")."""
+    return value.startswith("[") and value.endswith("]") and not value.startswith("[[")
 
 
-def _requires_nfs_tls(deployment: Subject, account: str, group: str) -> bool:
-    """Whether ``deployment`` sets ``account``'s file service, in ``group``, to require NFS encryption in
-    transit (the name literal ``<account>/default``: an expression cannot be judged from the plan)."""
-    if str(known(deployment.get("resourceGroupName"), "resourceGroupName")).lower() != group.lower():
-        return False
-    return any(
-        isinstance(resource, Mapping)
-        and str(resource.get("type")).lower() == _FILE_SERVICE
-        and str(resource.get("name")).lower() == f"{account}/default".lower()
-        and str(resource.get("apiVersion"))[:10] >= _NFS_TLS_API
-        and at(resource, _NFS_TLS_REQUIRED) is True
-        for resource in _template_resources(deployment)
-    )
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, inner in value.items():
+            yield str(key)
+            yield from _strings(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _strings(inner)
 
 
-def _nfs_server_tls(account: Subject, graph: Graph) -> Iterator[str]:
-    """An account with an NFS share requires encryption in transit server-side, so no clear mount of its
-    shares succeeds whatever a client asks (the clients' side: ``encryption-in-transit``)."""
-    shares = [
+def _plain_resources(deployment: Subject) -> tuple[list[Mapping[str, Any]], str | None]:
+    """The resources of ``deployment``'s template when it is plain literal data in mode Incremental, else
+    no resources and why it cannot be judged."""
+    properties = known(deployment.get("properties"), "properties")
+    if not isinstance(properties, Mapping):
+        return [], "it has no properties"
+    if extra := sorted(set(properties) - _PLAIN_PROPERTIES):
+        return [], f"it sets properties.{', properties.'.join(extra)}"
+    mode = known(properties.get("mode"), "properties.mode")
+    if mode != "Incremental":
+        return [], f"its mode is {describe(mode)}, not Incremental: Complete deletes the rest of the group"
+    template = parse_document(properties.get("template"), "properties.template")
+    if extra := sorted(set(template) - _PLAIN_TEMPLATE):
+        return [], f"its template has {', '.join(extra)}"
+    resources = template.get("resources")
+    if not isinstance(resources, list) or not all(isinstance(r, Mapping) for r in resources):
+        return [], "its template's resources are not a list of resources"
+    for index, resource in enumerate(resources):
+        if extra := sorted(set(resource) - _PLAIN_RESOURCE):
+            return [], f"its template's resources[{index}] has {', '.join(extra)}"
+        if str(resource.get("type")).lower() == _NESTED_DEPLOYMENT:
+            return [], f"its template's resources[{index}] is a nested deployment"
+    expression = next((s for s in _strings(template) if _expression(s)), None)
+    if expression is not None:
+        return [], f"its template has the expression {expression}"
+    return resources, None
+
+
+def _deployment_group(deployment: Subject) -> str | None:
+    """The resource group a deployment deploys to, when it is one: ``None`` for wider scopes."""
+    if "resourceGroupName" in deployment.props:
+        return str(known(deployment.get("resourceGroupName"), "resourceGroupName")).lower()
+    scope = _GROUP_SCOPE.fullmatch(str(known(deployment.get("scope"), "scope")))
+    return scope.group(1).lower() if scope else None
+
+
+def _api_problem(version: Any) -> str | None:
+    """What is wrong with a file service's API version for the NFS setting, compared as a date."""
+    try:
+        published = date.fromisoformat(version) if _API_DATE.fullmatch(str(version)) else None
+    except ValueError:
+        published = None
+    if published is None:
+        return f"apiVersion {describe(version)} is not a stable API version (YYYY-MM-DD)"
+    if published < _NFS_TLS_API:
+        return f"apiVersion {version} predates {_NFS_TLS_API}, which has protocolSettings.nfs"
+    return None
+
+
+def _writer_problems(
+    deployment: Subject, resource: Mapping[str, Any], group: str, deployed_to: str | None
+) -> Iterator[str]:
+    if deployed_to != group:
+        yield f"deployment {deployment.name} does not deploy to resource group {group}"
+    if deployment.type != tokens.TEMPLATE_DEPLOYMENT:
+        yield f"deployment {deployment.name} is a {deployment.type}, not a {tokens.TEMPLATE_DEPLOYMENT}"
+    problem = _api_problem(resource.get("apiVersion"))
+    if problem:
+        yield f"deployment {deployment.name}: {problem}"
+    required = known(at(resource, _NFS_TLS_REQUIRED), _NFS_TLS_REQUIRED)
+    if required is not True:
+        yield f"deployment {deployment.name} sets {_NFS_TLS_REQUIRED} {describe(required)}"
+
+
+def _file_service_writers(account: Subject, graph: Graph) -> Iterator[str]:
+    """Problems with the writers of ``account``'s file service: exactly one, a plain Incremental
+    deployment to the account's group requiring NFS encryption in transit."""
+    name = str(known(account.get("accountName"), "accountName"))
+    group = str(known(account.get("resourceGroupName"), "resourceGroupName")).lower()
+    writers: list[tuple[str, list[str]]] = []
+    for subject in graph.subjects:
+        if _TEMPLATE_DEPLOYMENTS.fullmatch(subject.type):
+            resources, why = _plain_resources(subject)
+            if why is not None:
+                yield (
+                    f"deployment {subject.name} cannot be judged ({why}), so it may write account {name}'s "
+                    "file service; deploy plain literal data in mode Incremental"
+                )
+            deployed_to = _deployment_group(subject)
+            for resource in resources:
+                kind = str(resource.get("type")).lower()
+                named = str(resource.get("name")).lower().split("/")[0] == name.lower()
+                if kind == _FILE_SERVICE and named and deployed_to in (group, None):
+                    writers.append(
+                        (subject.name, list(_writer_problems(subject, resource, group, deployed_to)))
+                    )
+                elif kind == _STORAGE_ACCOUNT and named and deployed_to in (group, None):
+                    yield (
+                        f"deployment {subject.name} writes account {name} itself, its secure transfer "
+                        "included: the stack's StorageAccount is its one writer"
+                    )
+        elif _TYPED_FILE_SERVICES.fullmatch(subject.type):
+            value = subject.get("accountName")
+            if (
+                is_unknown(value)
+                or (isinstance(value, str) and value.lower() == name.lower())
+                or account in graph.linked(subject, "accountName", (tokens.STORAGE_ACCOUNT,), "accountName")
+            ):
+                problem = f"{subject.type} {subject.name} writes it without protocolSettings.nfs"
+                writers.append((subject.name, [problem]))
+    if len(writers) > 1:
+        yield (
+            f"account {name}'s file service has {len(writers)} writers ({', '.join(w for w, _ in writers)}); "
+            "each PUT sets its whole properties and the last one wins: keep exactly one"
+        )
+    for _, problems in writers:
+        yield from (f"account {name}'s file service: {problem}" for problem in problems)
+    if not writers:
+        yield (
+            f"account {name} serves NFS but nothing sets its file service to require encryption in "
+            f"transit: deploy, in mode Incremental to resource group {group}, a template setting "
+            f"Microsoft.Storage/storageAccounts/fileServices {name}/default (apiVersion {_NFS_TLS_API} or "
+            "later) with protocolSettings.nfs.encryptionInTransit.required true"
+        )
+
+
+def _nfs_shares(account: Subject, graph: Graph) -> list[Subject]:
+    return [
         share
         for share in graph.of(tokens.FILE_SHARE)
-        if account in graph.linked(share, "accountName", (tokens.STORAGE_ACCOUNT,), identity="accountName")
-        and str(known(share.get("enabledProtocols"), "enabledProtocols")).upper() == "NFS"
+        if str(known(share.get("enabledProtocols"), "enabledProtocols")).upper() == "NFS"
+        and account in graph.linked(share, "accountName", (tokens.STORAGE_ACCOUNT,), identity="accountName")
     ]
-    if not shares:
+
+
+def _nfs_server_tls(subject: Subject, graph: Graph) -> Iterator[str]:
+    """An account with an NFS share refuses clear mounts whatever a client asks (the clients' side:
+    ``encryption-in-transit``): secure transfer required, and its file service requiring NFS encryption in
+    transit. An NFS share on an account the stack does not make cannot be judged."""
+    if subject.type == tokens.FILE_SHARE:
+        nfs = str(known(subject.get("enabledProtocols"), "enabledProtocols")).upper() == "NFS"
+        if nfs and not graph.linked(subject, "accountName", (tokens.STORAGE_ACCOUNT,), "accountName"):
+            yield (
+                f"NFS share {subject.get('shareName')} is on account {describe(subject.get('accountName'))}, "
+                "which this stack does not make: whether it refuses clear mounts cannot be judged; make the "
+                "account in this stack"
+            )
         return
-    name = str(known(account.get("accountName"), "accountName"))
-    group = str(known(account.get("resourceGroupName"), "resourceGroupName"))
-    if not any(_requires_nfs_tls(d, name, group) for d in graph.of(tokens.TEMPLATE_DEPLOYMENT)):
+    if not _nfs_shares(subject, graph):
+        return
+    if subject.get("enableHttpsTrafficOnly") is not True:
         yield (
-            f"account {name} serves NFS ({', '.join(sorted(str(s.get('shareName')) for s in shares))}) but "
-            "does not require encryption in transit, so it accepts clear NFS mounts: deploy, in mode "
-            f"Incremental to resource group {group}, a template setting Microsoft.Storage/storageAccounts/"
-            f"fileServices {name}/default (apiVersion {_NFS_TLS_API} or later) with "
-            "protocolSettings.nfs.encryptionInTransit.required true"
+            f"enableHttpsTrafficOnly is {describe(subject.get('enableHttpsTrafficOnly'))}: an NFS account "
+            "requires secure transfer, which refuses every NFS mount without encryption in transit"
         )
+    yield from _file_service_writers(subject, graph)
 
 
 def _judge_buckets(buckets: Iterable[Subject], where: str) -> Iterator[str]:
@@ -308,9 +451,11 @@ POLICIES: list[StackValidationPolicy] = [
     stack_policy(
         "azure-files-nfs-tls-required",
         "Every Azure storage account with an NFS share requires encryption in transit on its file service "
-        "(protocolSettings.nfs.encryptionInTransit.required, storage API 2025-01-01, set by an Incremental "
-        "ARM template deployment), so the server refuses clear NFS mounts.",
-        per_node((tokens.STORAGE_ACCOUNT,), _nfs_server_tls),
+        "(protocolSettings.nfs.encryptionInTransit.required, storage API 2025-01-01), set by exactly one "
+        "writer, a plain Incremental ARM template deployment, and requires secure transfer "
+        "(enableHttpsTrafficOnly), so the server refuses clear NFS mounts; an NFS share on an account the "
+        "stack does not make cannot be judged.",
+        per_node((tokens.STORAGE_ACCOUNT, tokens.FILE_SHARE), _nfs_server_tls),
         severity=Severity.HIGH,
     ),
     stack_policy(

@@ -299,13 +299,14 @@ account = storage.StorageAccount(
     },
 )
 storage.BlobContainer("models", account_name=account.name, resource_group_name=rg.name, public_access="None")
-# NFS 4.1 shares require secure transfer off: compliant only because the account is private-endpoint-only.
+# An NFS account requires secure transfer like every other (Microsoft Learn, "Encryption in transit for NFS
+# Azure file shares", "Enforce encryption in transit") and is private-endpoint-only.
 nfs = storage.StorageAccount(
     "nfs",
     resource_group_name=rg.name,
     kind="FileStorage",
     sku={"name": "Premium_ZRS"},
-    enable_https_traffic_only=False,
+    enable_https_traffic_only=True,
     minimum_tls_version="TLS1_2",
     allow_blob_public_access=False,
     public_network_access="Disabled",

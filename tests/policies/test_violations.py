@@ -306,21 +306,22 @@ CASES = [
             enable_https_traffic_only=False,
             tags=TAGS,
         )
-        # NFS shares need secure transfer off, which is only acceptable when the account is private.
+        # An NFS account too must require secure transfer (Microsoft Learn, "Encryption in transit for NFS
+        # Azure file shares", "Enforce encryption in transit"): a private one is no exception.
         storage.StorageAccount(
-            "public-nfs",
+            "private-nfs",
             resource_group_name="rg",
             kind="FileStorage",
             sku={"name": "Premium_ZRS"},
             minimum_tls_version="TLS1_2",
             enable_https_traffic_only=False,
-            public_network_access="Enabled",
+            public_network_access="Disabled",
             network_rule_set={"default_action": "Deny"},
             tags=TAGS,
         )
         """,
         ("encryption-in-transit", "legacy-tls"),
-        ("encryption-in-transit", "public-nfs"),
+        ("encryption-in-transit", "private-nfs"),
     ),
     case(
         "s3-bucket-without-guardrails",

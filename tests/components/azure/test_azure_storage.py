@@ -121,7 +121,7 @@ def test_nfs_share_is_premium_private_and_sized_from_config(cloud_plan: PlanFn) 
     plan = cloud_plan("azure-enterprise-prod")
     account = files_account(plan)
     assert (account["kind"], account["sku"]) == ("FileStorage", {"name": "Premium_ZRS"})
-    assert account["enableHttpsTrafficOnly"] is False
+    assert account["enableHttpsTrafficOnly"] is True
     assert account["publicNetworkAccess"] == "Disabled"
     share = one(plan, "azure-native:storage:FileShare", "-shared-share").inputs
     assert (share["enabledProtocols"], share["shareQuota"], share["shareName"]) == ("NFS", 4096.0, "training")
@@ -172,9 +172,10 @@ def test_handle_storage_uris_and_csi_volume(cloud_plan: PlanFn) -> None:
 def test_nfs_mounts_through_the_tls_tunnel_and_the_account_refuses_clear_mounts(cloud_plan: PlanFn) -> None:
     """Issue 35 / compliance T7: every Azure Files NFS volume sets the CSI driver's ``encryptInTransit``
     (kubernetes-sigs/azurefile-csi-driver docs/driver-parameters.md, v1.33.0 on: the node mounts through
-    AZNFS's stunnel TLS tunnel). The account keeps secure transfer off (the driver turns it off for NFS
-    "even though encryptInTransit is enabled", pkg/azurefile/controllerserver.go); its file service
-    requires encryption in transit for NFS instead (``protocolSettings.nfs.encryptionInTransit.required``,
+    AZNFS's stunnel TLS tunnel). The account requires secure transfer, which Microsoft documents as what
+    makes every NFS mount encrypted (MicrosoftDocs/azure-docs articles/storage/files/
+    encryption-in-transit-for-nfs-shares.md, "Enforce encryption in transit"), and its file service
+    requires encryption in transit for NFS (``protocolSettings.nfs.encryptionInTransit.required``,
     storage API 2025-01-01: Azure/bicep-types-az generated/storage/microsoft.storage/2025-01-01/types.md;
     azure-rest-api-specs stable/2025-01-01 examples/FileServicesPut_EncryptionInTransitRequired.json). The
     pinned provider's typed file service (2024-01-01) has SMB settings only, so an Incremental ARM template
@@ -186,7 +187,7 @@ def test_nfs_mounts_through_the_tls_tunnel_and_the_account_refuses_clear_mounts(
     assert plan.outputs["sharedStorage"]["encryptInTransit"] == "true"
     account = one(plan, ACCOUNT, "-shared-account")
     name = account.inputs["accountName"]
-    assert account.inputs["enableHttpsTrafficOnly"] is False
+    assert account.inputs["enableHttpsTrafficOnly"] is True
     assert set(inspect.signature(storage.ProtocolSettingsArgs).parameters) == {"smb"}
     deployment = one(plan, "azure-native:resources:Deployment", "-shared-file-service")
     assert account.urn in deployment.dependencies
