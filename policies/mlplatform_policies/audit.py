@@ -567,7 +567,7 @@ RESOURCE_GROUP = "azure-native:resources:ResourceGroup"
 _MANAGEMENT_GROUPS = "/providers/microsoft.management/managementgroups/"
 
 
-def _above(assignment: Subject, account: Subject, graph: Graph) -> bool:
+def above(assignment: Subject, account: Subject, graph: Graph) -> bool:
     """Whether ``assignment``'s scope holds ``account`` (Azure RBAC, "Understand scope for Azure RBAC":
     lower levels inherit role permissions from higher levels): the tenant root, a management group, a
     subscription the account may be in (any, where the plan shows none of the account's), or the account's
@@ -609,7 +609,7 @@ def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:
     }
     for assignment in graph.of(ROLE_ASSIGNMENT):
         scopes = {s.urn for s in graph.linked(assignment, "scope", [tokens.STORAGE_ACCOUNT, BLOB_CONTAINER])}
-        if account.urn not in scopes and not scopes & containers and not _above(assignment, account, graph):
+        if account.urn not in scopes and not scopes & containers and not above(assignment, account, graph):
             continue
         rewriting = _rewriting_actions(assignment, graph)
         if rewriting:

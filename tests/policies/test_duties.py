@@ -68,6 +68,7 @@ READ_TYPES = (
     "aws:s3/bucket:Bucket",
     "azure-native:authorization:RoleAssignment",
     "azure-native:authorization:RoleDefinition",
+    "azure-native:containerservice:ManagedCluster",
     "azure-native:storage:BlobContainer",
     "azure-native:storage:StorageAccount",
     "kubernetes:apps/v1:Deployment",
@@ -208,7 +209,8 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
             _association(AUDITOR),
             _set("policyArn", "arn:aws:eks::aws:cluster-access-policy/AmazonEKSEditPolicy"),
         ),
-        {("duties-separated", f"{AUDITOR_ENTRY}-auditor")},
+        # The grant is an ML engineer's too, so the auditor holds a second role (review rev35f A3).
+        {("duties-separated", f"{AUDITOR_ENTRY}-auditor"), ("duties-separated", AUDITOR_ENTRY)},
     ),
     (
         "auditors-policy-writes",
@@ -568,7 +570,11 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]
             ),
             _writer,
         ),
-        {("duties-separated", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}")},
+        # The writer's role is an ML engineer's too, so the auditor holds a second role (review rev35f A3).
+        {
+            ("duties-separated", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}"),
+            ("duties-separated", f"{AZURE}-azure-access-auditor-logs-{AZURE_AUDITOR}"),
+        },
     ),
     (
         # The table gives no person an Azure key: a model approver holding Key Vault Crypto User could
@@ -689,3 +695,142 @@ def test_a_use_statement_naming_nobody_is_refused_and_said_so(
         "no condition)"
     )
     assert messages == {("key-duties-separated", said), ("key-use-by-role", said)}
+
+
+def _added(plan: PlanDict, like: Callable[[dict[str, Any]], bool], name: str, **inputs: Any) -> PlanDict:
+    """A copy of ``plan`` with a resource like the one ``like`` picks (its type, dependencies, parent),
+    named ``name``, its inputs overridden by ``inputs`` (a key set to None is dropped)."""
+    edited = copy.deepcopy(plan)
+    model = next(r for r in edited["resources"] if like(r))
+    added = copy.deepcopy(model)
+    added["name"], added["urn"] = name, model["urn"].rsplit("::", 1)[0] + f"::{name}"
+    added["inputs"] = {k: v for k, v in {**model["inputs"], **inputs}.items() if v is not None}
+    edited["resources"].append(added)
+    return edited
+
+
+def _entry_for(plan: PlanDict, principal: str, policy: str, tags: dict[str, str]) -> PlanDict:
+    """An EKS access entry for ``principal`` with ``tags`` and an association of the access ``policy`` at
+    cluster scope, like the platform admins'."""
+    admins = f"{AWS}-aws-access-123456789012-platform-admins"
+    entry = _added(plan, _named(admins), "planted-entry", principalArn=principal, tags=tags)
+    return _added(
+        entry,
+        _named(f"{admins}-platform-admin"),
+        "planted-association",
+        principalArn=principal,
+        policyArn=f"arn:aws:eks::aws:cluster-access-policy/{policy}",
+    )
+
+
+# The standard tags of the stack, without the people's role tag (review rev35f e1, e2).
+_UNTAGGED = {"project": "ml-platform", "environment": "prod", "tier": "enterprise"}
+
+
+@pytest.mark.parametrize(
+    ("case", "principal", "policy", "expected"),
+    [
+        # e1: the key custodians given cluster admin through an entry the stack does not tag: a custodian
+        # who reaches the cluster, and a grant beyond what access names it for.
+        (
+            "custodian-untagged-cluster-admin",
+            CUSTODIAN,
+            "AmazonEKSClusterAdminPolicy",
+            {"planted-association"},
+        ),
+        # e2: a principal the stack names for no role.
+        (
+            "stranger-cluster-admin",
+            "arn:aws:iam::123456789012:role/attacker",
+            "AmazonEKSClusterAdminPolicy",
+            {"planted-association"},
+        ),
+        (
+            "stranger-edit",
+            "arn:aws:iam::123456789012:role/attacker",
+            "AmazonEKSEditPolicy",
+            {"planted-association"},
+        ),
+        # A second view-only entry grants nothing beyond reading: not a cluster duty.
+        ("stranger-view", "arn:aws:iam::123456789012:role/attacker", "AmazonEKSViewPolicy", set()),
+    ],
+)
+def test_eks_cluster_access_is_judged_by_its_grant(
+    aws_plan: PlanDict, duties: Findings, case: str, principal: str, policy: str, expected: set[str]
+) -> None:
+    """Review rev35f A3: cluster access is the access policy association's grant (EKS user guide, "Review
+    access policy permissions": AmazonEKSClusterAdminPolicy is cluster-admin, AmazonEKSEditPolicy edits),
+    not the entry's tag: a key custodian's or a stranger's grant is refused whatever the entry says."""
+    planted = _entry_for(aws_plan, principal, policy, _UNTAGGED)
+    assert duties(planted) == {("duties-separated", name) for name in expected}, case
+
+
+def _aks_role(
+    principal: str, role: str, name: str, description: str | None = None
+) -> Callable[[PlanDict], PlanDict]:
+    """An assignment of ``role`` on the AKS cluster to ``principal``, like the platform admins'."""
+    admins = f"{AZURE}-azure-access-platform-admin-{AZURE_ADMIN}"
+    return lambda plan: _added(
+        plan,
+        _named(admins),
+        name,
+        principalId=principal,
+        description=description,
+        roleDefinitionId=f"/providers/Microsoft.Authorization/roleDefinitions/{role}",
+    )
+
+
+def _key_administration_to(principal: str) -> Callable[[PlanDict], PlanDict]:
+    """The stack's key-administration role on the keys vault given to ``principal``, undescribed (z6)."""
+    custodians = f"{AZURE}-azure-access-key-custodian-{AZURE_CUSTODIAN}"
+    return lambda plan: _added(
+        plan, _named(custodians), "planted-keys", principalId=principal, description=None
+    )
+
+
+# Azure built-in roles, "Containers": Azure Kubernetes Service RBAC Cluster Admin.
+AKS_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+
+
+@pytest.mark.parametrize(
+    ("case", "plant", "expected"),
+    [
+        # z8: the key custodians given AKS RBAC Cluster Admin undescribed.
+        (
+            "custodian-undescribed-cluster-admin",
+            _aks_role(AZURE_CUSTODIAN, AKS_CLUSTER_ADMIN, "planted-aks"),
+            {"planted-aks"},
+        ),
+        # z10: a principal the stack names for no role.
+        (
+            "stranger-cluster-admin",
+            _aks_role("99999999-9999-9999-9999-999999999999", AKS_CLUSTER_ADMIN, "planted-aks"),
+            {"planted-aks"},
+        ),
+        # An ML engineer given the platform admin's role: beyond its role.
+        (
+            "engineer-cluster-admin",
+            _aks_role(AZURE_ENGINEER, AKS_CLUSTER_ADMIN, "planted-aks"),
+            {"planted-aks"},
+        ),
+        # z6: a platform admin given the stack's key-administration role (a custodian's, by its data actions).
+        (
+            "platform-admin-key-administration",
+            _key_administration_to(AZURE_ADMIN),
+            {f"{AZURE}-azure-access-platform-admin-{AZURE_ADMIN}"},
+        ),
+    ],
+)
+def test_aks_access_and_key_administration_are_judged_by_their_grants(
+    azure_plan: PlanDict,
+    duties: Findings,
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: set[str],
+) -> None:
+    """Review rev35f A3, A4: an AKS role at the cluster is a cluster duty whatever its description (Azure
+    built-in roles, "Containers"), and a role whose data actions administer keys (the stack's key-
+    administration role, Crypto Officer) is a key custodian's whatever its name or description (Key Vault
+    RBAC guide): a custodian reaching the cluster, a stranger's or an engineer's cluster admin, a platform
+    admin administering keys are refused."""
+    assert duties(plant(azure_plan)) == {("duties-separated", name) for name in expected}, case
