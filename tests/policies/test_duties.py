@@ -68,7 +68,11 @@ READ_TYPES = (
     "aws:s3/bucket:Bucket",
     "azure-native:authorization:RoleAssignment",
     "azure-native:authorization:RoleDefinition",
+    "azure-native:compute:DiskEncryptionSet",
+    "azure-native:containerregistry:Registry",
     "azure-native:containerservice:ManagedCluster",
+    "azure-native:keyvault:",
+    "azure-native:managedidentity:",
     "azure-native:storage:BlobContainer",
     "azure-native:storage:StorageAccount",
     "kubernetes:apps/v1:Deployment",
@@ -834,3 +838,82 @@ def test_aks_access_and_key_administration_are_judged_by_their_grants(
     RBAC guide): a custodian reaching the cluster, a stranger's or an engineer's cluster admin, a platform
     admin administering keys are refused."""
     assert duties(plant(azure_plan)) == {("duties-separated", name) for name in expected}, case
+
+
+ROLLOUT_IDENTITY = f"{AZURE}-azure-rollout-identity-uai"
+KEYS_VAULT = f"{AZURE}-azure-keys-vault"
+STORAGE_KEY = f"{AZURE}-azure-keys-storage"
+# Azure built-in roles, "Security": Key Vault Data Access Administrator.
+KEY_VAULT_DATA_ACCESS_ADMINISTRATOR = "8b54135c-b56d-4d72-a534-26097cfdc8d8"
+
+
+def _key_role(
+    role: str, scope: str, principal: str | None = None, identity: str | None = None
+) -> Callable[[PlanDict], PlanDict]:
+    """An assignment of ``role`` on the plan's resource ``scope`` (a vault or a key), to a literal
+    ``principal`` or to the managed ``identity`` of the plan, like the AKS KMS identity's Crypto User."""
+
+    def plant(plan: PlanDict) -> PlanDict:
+        urns = {r["name"]: r["urn"] for r in plan["resources"]}
+        edited = _added(
+            plan,
+            _named(f"{AZURE}-azure-cluster-kms-crypto-user"),
+            "planted-key-role",
+            roleDefinitionId=f"/providers/Microsoft.Authorization/roleDefinitions/{role}",
+            principalId=principal or "db8ce593-0000-0000-0000-000000000000",
+        )
+        added = edited["resources"][-1]
+        added["propertyDependencies"] = {
+            **added["propertyDependencies"],
+            "scope": [urns[scope]],
+            "principalId": [urns[identity]] if identity else [],
+        }
+        return edited
+
+    return plant
+
+
+@pytest.mark.parametrize(
+    ("case", "plant", "expected"),
+    [
+        # z4: a principal the plan does not have given Crypto User on the keys vault, so on every data key.
+        (
+            "stranger-crypto-user-vault",
+            _key_role(KEY_VAULT_CRYPTO_USER, KEYS_VAULT, principal="99999999-9999-9999-9999-999999999999"),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+        # The same on one key.
+        (
+            "stranger-crypto-user-key",
+            _key_role(KEY_VAULT_CRYPTO_USER, STORAGE_KEY, principal="99999999-9999-9999-9999-999999999999"),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+        # A workload's identity (the rollout's, federated) given Crypto User on a data key.
+        (
+            "workload-crypto-user-data-key",
+            _key_role(KEY_VAULT_CRYPTO_USER, STORAGE_KEY, identity=ROLLOUT_IDENTITY),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+        # z5: a workload's identity that may assign itself any Key Vault data role on the vault.
+        (
+            "workload-data-access-administrator",
+            _key_role(KEY_VAULT_DATA_ACCESS_ADMINISTRATOR, KEYS_VAULT, identity=ROLLOUT_IDENTITY),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+    ],
+)
+def test_azure_key_use_only_for_the_keys_named_users(
+    azure_plan: PlanDict,
+    duties: Findings,
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: set[tuple[str, str]],
+) -> None:
+    """Review rev35f A5: on Azure a key is used only by the identities the stack gives it (issue 35 item 3,
+    "a policy naming only its users"): each store's encryption identity, the AKS KMS identity, the image
+    verifier on the signing key, each on its own key (docs/security.md, "Keys per data domain"). A key-using
+    role (Key Vault Crypto User: "Perform cryptographic operations using keys", Azure built-in roles,
+    "Security") on a whole vault, for a principal the plan does not have, or for a workload's identity on a
+    data key, and Key Vault Data Access Administrator ("Manage access to Azure Key Vault by adding or
+    removing role assignments") for anyone but the deployer, are refused."""
+    assert duties(plant(azure_plan)) == expected, case
