@@ -424,12 +424,17 @@ _SIGNATURE_OPS = frozenset({"sign", "verify"})
 
 
 def _reached(assignment: Subject, graph: Graph) -> tuple[list[Subject], list[Subject]]:
-    """The stack's keys and vaults an assignment's scope reaches: a key or vault it refers to (by dependency
-    or its resource ID's name), or a vault whose resource group, subscription or management group it is
-    (Azure RBAC, "Understand scope for Azure RBAC": lower levels inherit)."""
+    """The stack's keys and vaults an assignment's scope reaches: a key or vault it refers to (by
+    dependency, or its resource ID written literally: ``.../vaults/<vault>[/keys/<key>]``), or a vault whose
+    resource group, subscription or management group it is (Azure RBAC, "Understand scope for Azure RBAC":
+    lower levels inherit)."""
     scope = str(assignment.get("scope") or "").lower()
     keys = graph.linked(assignment, "scope", [KEY])
     vaults = graph.linked(assignment, "scope", [VAULT])
+    for key in graph.of(KEY):
+        written = f"/vaults/{key.get('vaultName')}/keys/{key.get('keyName')}".lower()
+        if key not in keys and scope.endswith(written):
+            keys.append(key)
     for vault in graph.of(VAULT):
         name = str(vault.get("vaultName") or vault.name).lower()
         if vault not in vaults and (scope.endswith(f"/vaults/{name}") or above(assignment, vault, graph)):

@@ -848,13 +848,15 @@ KEY_VAULT_DATA_ACCESS_ADMINISTRATOR = "8b54135c-b56d-4d72-a534-26097cfdc8d8"
 
 
 def _key_role(
-    role: str, scope: str, principal: str | None = None, identity: str | None = None
+    role: str, scope: str, principal: str | None = None, identity: str | None = None, literal: bool = False
 ) -> Callable[[PlanDict], PlanDict]:
     """An assignment of ``role`` on the plan's resource ``scope`` (a vault or a key), to a literal
-    ``principal`` or to the managed ``identity`` of the plan, like the AKS KMS identity's Crypto User."""
+    ``principal`` or to the managed ``identity`` of the plan, like the AKS KMS identity's Crypto User; with
+    ``literal`` the key's resource ID is written as the scope, with no dependency on it."""
 
     def plant(plan: PlanDict) -> PlanDict:
-        urns = {r["name"]: r["urn"] for r in plan["resources"]}
+        by_name = {r["name"]: r for r in plan["resources"]}
+        target = by_name[scope]["inputs"]
         edited = _added(
             plan,
             _named(f"{AZURE}-azure-cluster-kms-crypto-user"),
@@ -863,11 +865,18 @@ def _key_role(
             principalId=principal or "db8ce593-0000-0000-0000-000000000000",
         )
         added = edited["resources"][-1]
+        if literal:
+            added["inputs"]["scope"] = (
+                f"/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
+                f"{target['resourceGroupName']}/providers/Microsoft.KeyVault/vaults/{target['vaultName']}"
+                f"/keys/{target['keyName']}"
+            )
         added["propertyDependencies"] = {
             **added["propertyDependencies"],
-            "scope": [urns[scope]],
-            "principalId": [urns[identity]] if identity else [],
+            "scope": [] if literal else [by_name[scope]["urn"]],
+            "principalId": [by_name[identity]["urn"]] if identity else [],
         }
+        added["dependencies"] = sorted({u for urns in added["propertyDependencies"].values() for u in urns})
         return edited
 
     return plant
@@ -886,6 +895,17 @@ def _key_role(
         (
             "stranger-crypto-user-key",
             _key_role(KEY_VAULT_CRYPTO_USER, STORAGE_KEY, principal="99999999-9999-9999-9999-999999999999"),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+        # The same with the key's resource ID written literally, no dependency on it.
+        (
+            "stranger-crypto-user-literal-key",
+            _key_role(
+                KEY_VAULT_CRYPTO_USER,
+                STORAGE_KEY,
+                principal="99999999-9999-9999-9999-999999999999",
+                literal=True,
+            ),
             {("key-use-by-role", "planted-key-role")},
         ),
         # A workload's identity (the rollout's, federated) given Crypto User on a data key.
