@@ -96,6 +96,17 @@ _AKS_ADMIN_ROLES = frozenset(
     }
 )
 _AKS_WRITER_ROLES = frozenset({"a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"})
+# A custom role of the plan is judged by its data actions (AKS, "Use Azure RBAC for Kubernetes
+# authorization": a role's dataActions name ``Microsoft.ContainerService/managedClusters/<group>/<kind>/
+# <verb>``): binding cluster roles administers the cluster; writing workloads or reading Secrets is a
+# namespace writer's reach.
+_AKS_ADMIN_DATA_ACTIONS = (
+    "Microsoft.ContainerService/managedClusters/rbac.authorization.k8s.io/clusterrolebindings/write",
+)
+_AKS_WRITER_DATA_ACTIONS = (
+    "Microsoft.ContainerService/managedClusters/apps/deployments/write",
+    "Microsoft.ContainerService/managedClusters/secrets/read",
+)
 # Key administration on Azure, judged by the role's data actions, not its name (review rev35f A4): Key Vault
 # Crypto Officer and Key Vault Administrator ("Perform any action on the keys of a key vault"; Azure
 # built-in roles, "Security"), or a role of the plan (the stack's key-administration role, or any other)
@@ -243,7 +254,12 @@ def _aks_granted(graph: Graph) -> Iterator[tuple[str, str, Subject]]:
     clusters = graph.of(tokens.AKS_CLUSTER)
     for assignment in graph.of(ROLE_ASSIGNMENT):
         role = str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1].lower()
-        if role not in _AKS_ADMIN_ROLES | _AKS_WRITER_ROLES:
+        administers = role in _AKS_ADMIN_ROLES or bool(
+            granted_data_actions(assignment, graph, _AKS_ADMIN_DATA_ACTIONS, {})
+        )
+        if not administers and not (
+            role in _AKS_WRITER_ROLES or granted_data_actions(assignment, graph, _AKS_WRITER_DATA_ACTIONS, {})
+        ):
             continue
         scope = str(assignment.get("scope") or "").lower()
         reached = graph.linked(assignment, "scope", [tokens.AKS_CLUSTER]) or [
@@ -255,7 +271,7 @@ def _aks_granted(graph: Graph) -> Iterator[tuple[str, str, Subject]]:
         if not reached:
             continue
         namespaced = "/namespaces/" in scope
-        duty = PLATFORM_ADMIN if role in _AKS_ADMIN_ROLES and not namespaced else ML_ENGINEER
+        duty = PLATFORM_ADMIN if administers and not namespaced else ML_ENGINEER
         yield str(assignment.get("principalId")), duty, assignment
 
 

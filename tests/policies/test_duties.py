@@ -796,6 +796,25 @@ def _key_administration_to(principal: str) -> Callable[[PlanDict], PlanDict]:
 AKS_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
 
 
+def _custom_aks_role(principal: str) -> Callable[[PlanDict], PlanDict]:
+    """A custom role of the plan with every Kubernetes data action of the cluster (AKS, "Use Azure RBAC for
+    Kubernetes authorization": ``Microsoft.ContainerService/managedClusters/*``), named like a reader's,
+    given to ``principal`` on the cluster."""
+
+    def plant(plan: PlanDict) -> PlanDict:
+        definition = f"{AZURE}-azure-access-team-datasets-writer"
+        permissions = [{"actions": [], "dataActions": ["Microsoft.ContainerService/managedClusters/*"]}]
+        edited = _added(
+            plan, _named(definition), "planted-definition", permissions=permissions, roleName="reader"
+        )
+        urn = edited["resources"][-1]["urn"]
+        edited = _aks_role(principal, "planted-definition-id", "planted-aks")(edited)
+        edited["resources"][-1]["propertyDependencies"]["roleDefinitionId"] = [urn]
+        return edited
+
+    return plant
+
+
 @pytest.mark.parametrize(
     ("case", "plant", "expected"),
     [
@@ -809,6 +828,12 @@ AKS_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
         (
             "stranger-cluster-admin",
             _aks_role("99999999-9999-9999-9999-999999999999", AKS_CLUSTER_ADMIN, "planted-aks"),
+            {"planted-aks"},
+        ),
+        # A custom role judged by its data actions, not its name.
+        (
+            "stranger-custom-cluster-role",
+            _custom_aks_role("99999999-9999-9999-9999-999999999999"),
             {"planted-aks"},
         ),
         # An ML engineer given the platform admin's role: beyond its role.
