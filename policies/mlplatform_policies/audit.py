@@ -35,7 +35,7 @@ prod``, as the platform's ``audit`` config defaults. Then:
   under a **locked** time-based policy of at least a day (Azure Storage, "Time-based retention policies
   for immutable blob data": an unlocked one can be shortened or deleted by whoever may write the
   account's settings), on which no role assignment (at the account, a container or a scope above it,
-  by dependency or by a literal resource ID in any case: ``_within``, ``_above``) grants a data action
+  by dependency or by a literal resource ID in any case: ``_within``, ``above``) grants a data action
   that can replace or delete a
   blob (``blobs/write``, ``blobs/delete``, ``deleteBlobVersion``, ``permanentDelete``, the immutability
   super-user action; a built-in role that carries them: Storage Blob Data Contributor or Owner, Azure
@@ -724,7 +724,7 @@ def _within(assignment: Subject, account: Subject, graph: Graph) -> bool:
     )
 
 
-def _above(assignment: Subject, account: Subject, graph: Graph) -> bool:
+def above(assignment: Subject, account: Subject, graph: Graph) -> bool:
     """Whether ``assignment``'s scope holds ``account`` (Azure RBAC, "Understand scope for Azure RBAC":
     lower levels inherit role permissions from higher levels): the tenant root, a management group, a
     subscription the account may be in (any, where the plan shows none of the account's), or the account's
@@ -750,7 +750,7 @@ def _above(assignment: Subject, account: Subject, graph: Graph) -> bool:
 
 def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:
     """Role assignments on the record's account, one of its containers or a scope above the account
-    (``_above``) that can rewrite it, or that let anyone but the registry's identity append to it (review
+    (``above``) that can rewrite it, or that let anyone but the registry's identity append to it (review
     rev40d A6)."""
     registry = {
         identity.urn
@@ -770,7 +770,7 @@ def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:
             account.urn not in scopes
             and not scopes & containers
             and not _within(assignment, account, graph)
-            and not _above(assignment, account, graph)
+            and not above(assignment, account, graph)
         ):
             continue
         control = granted_data_actions(

@@ -21,11 +21,21 @@ Who holds which duty, as the engine sees it:
   keys.py ``administered_by_account``), or as a principal holding administrative actions; the auditors'
   policy (``aws:iam/policy:Policy``) carries the auditor tag, the lifecycle record writers' policies the
   model approver's or the ML engineer's, and each role they are attached to holds that role.
+- Cluster access is judged by its grant, not by a tag or a description (review rev35f A3): each EKS access
+  policy association is a duty by its policy and scope (cluster-admin or admin at cluster scope a platform
+  admin's, any other but AmazonEKSViewPolicy an ML engineer's), and each Azure role assignment of AKS RBAC
+  Cluster Admin, RBAC Admin, Cluster Admin Role (a platform admin's at the cluster or above, an ML
+  engineer's at a namespace) or RBAC Writer (an ML engineer's) at the cluster, a namespace of it or above
+  it. The principal holds that duty whatever else it holds, and a grant beyond the roles the stack's
+  ``access`` names it for (the entry's tag, the assignments' descriptions), or to a principal it names
+  for none, is refused; the Azure deployer's own cluster admin is its standing right.
 - Azure: a people's role assignment says its role in its description (``ml-platform access: <role>``);
-  the deployer's key administration (described ``ml-platform deployer: key administration``) and any
-  other Key Vault Crypto Officer assignment (the image-signing vault's) are the deployer's
-  (components/azure/keys.py ``deployer_key_access``): it administers the keys, so its principal holds the
-  key custodian's duty, as the AWS deployer does through the key policies.
+  any assignment whose role administers keys, judged by its data actions (Key Vault Crypto Officer, Key
+  Vault Administrator, the stack's key-administration role or any role of the plan whose ``dataActions``
+  create, update, rotate or delete keys: review rev35f A4), holds the key custodian's duty whatever its
+  description; the deployer's key administration (described ``ml-platform deployer: key administration``)
+  and its Crypto Officer on the image-signing vault make its principal one, as the AWS deployer is through
+  the key policies (components/azure/keys.py ``deployer_key_access``).
 
 The deployer is none of these people: it holds its standing rights to apply the stack (docs/security.md),
 and the stack never names it in a people's role; naming it as one makes it a person with two duties.
@@ -41,6 +51,7 @@ from typing import Any
 from pulumi_policy import Severity
 
 from . import tokens
+from .audit import above, granted_data_actions
 from .factory import Finding, StackRule, stack_policy
 from .registry import MLFLOW_NAME, template_labels
 from .separation import KMS_KEY, key_administrators, key_policy, registry_users
@@ -69,6 +80,53 @@ KEY_VAULT_CRYPTO_OFFICER = "14b46e9e-c2b7-41b4-b07b-48a6ebf60603"
 DEPLOYER_KEYS_DESCRIPTION = "ml-platform deployer: key administration"
 # The EKS access policy an auditor may hold (read-only, no Secrets).
 VIEW_POLICY = "AmazonEKSViewPolicy"
+# EKS access policies that administer (EKS user guide, "Review access policy permissions":
+# AmazonEKSClusterAdminPolicy is cluster-admin, AmazonEKSAdminPolicy admin): the platform admin's duty at
+# cluster scope, a team's ML engineer's at namespace scope; any other but the view policy writes in or
+# reads Secrets of what it is scoped to (AmazonEKSEditPolicy, AmazonEKSAdminViewPolicy): an ML engineer's.
+_ADMIN_POLICIES = ("AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy")
+# Azure built-in roles that reach an AKS cluster's Kubernetes API or its admin credential (Azure built-in
+# roles, "Containers"): Azure Kubernetes Service RBAC Cluster Admin ("manage all resources in the
+# cluster"), RBAC Admin ("manage all resources under cluster/namespace"), Cluster Admin Role (lists the
+# cluster admin credential), each an administrator's at the cluster or above; RBAC Writer a namespace
+# writer's. At a namespace scope (``.../namespaces/<name>``) each is a team's.
+_AKS_ADMIN_ROLES = frozenset(
+    {
+        "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b",
+        "3498e952-d568-435e-9b2c-8d77e338d7f7",
+        "0ab0b1a8-8aac-4efd-b8c2-3ee1fb270be8",
+    }
+)
+_AKS_WRITER_ROLES = frozenset({"a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb"})
+# A custom role of the plan is judged by its data actions (AKS, "Use Azure RBAC for Kubernetes
+# authorization": a role's dataActions name ``Microsoft.ContainerService/managedClusters/<group>/<kind>/
+# <verb>``): binding cluster roles administers the cluster; writing workloads or reading Secrets is a
+# namespace writer's reach.
+_AKS_ADMIN_DATA_ACTIONS = (
+    "Microsoft.ContainerService/managedClusters/rbac.authorization.k8s.io/clusterrolebindings/write",
+)
+_AKS_WRITER_DATA_ACTIONS = (
+    "Microsoft.ContainerService/managedClusters/apps/deployments/write",
+    "Microsoft.ContainerService/managedClusters/secrets/read",
+)
+# Key administration on Azure, judged by the role's data actions, not its name (review rev35f A4): Key Vault
+# Crypto Officer and Key Vault Administrator ("Perform any action on the keys of a key vault"; Azure
+# built-in roles, "Security"), or a role of the plan (the stack's key-administration role, or any other)
+# whose dataActions cover creating, importing, updating, rotating, deleting or purging a key, or writing
+# its rotation policy (Key Vault data actions, learn.microsoft.com/azure/key-vault/general/rbac-guide).
+KEY_ADMINISTRATION_BUILT_IN_ROLES = {
+    KEY_VAULT_CRYPTO_OFFICER: "Key Vault Crypto Officer",
+    "00482a5a-887f-4fb3-b363-3b7fe8e74483": "Key Vault Administrator",
+}
+KEY_ADMINISTRATION_DATA_ACTIONS = (
+    *(
+        f"Microsoft.KeyVault/vaults/keys/{op}/action"
+        for op in ("create", "import", "update", "rotate", "recover")
+    ),
+    "Microsoft.KeyVault/vaults/keys/delete",
+    "Microsoft.KeyVault/vaults/deletedKeys/delete",
+    "Microsoft.KeyVault/vaults/keyrotationpolicies/write",
+)
 # Azure built-in roles that only read (Azure built-in roles reference): Azure Kubernetes Service RBAC
 # Reader, Log Analytics Reader, Storage Blob Data Reader, Reader.
 AZURE_READERS = frozenset(
@@ -108,14 +166,46 @@ def attached_people(graph: Graph) -> Iterator[tuple[str, str, str]]:
                 yield str(attachment.get("role")), role, attachment.urn
 
 
+def _cluster_duty(policy: str, namespaced: bool) -> str | None:
+    """The people's duty an EKS access policy is, by what it grants: None for the read-only view policy."""
+    name = policy.rsplit("/", 1)[-1]
+    if name == VIEW_POLICY:
+        return None
+    return PLATFORM_ADMIN if name in _ADMIN_POLICIES and not namespaced else ML_ENGINEER
+
+
+def _aws_granted(graph: Graph) -> Iterator[tuple[str, str, Subject]]:
+    """(principal, duty, association) for each EKS access policy association that reaches the cluster."""
+    for association in graph.of(ASSOCIATION):
+        scope = association.get("accessScope")
+        namespaced = isinstance(scope, Mapping) and scope.get("type") == "namespace"
+        duty = _cluster_duty(str(association.get("policyArn")), namespaced)
+        if duty is not None:
+            yield str(association.get("principalArn")), duty, association
+
+
+def _aws_tagged(graph: Graph) -> dict[str, set[str]]:
+    """The stack's role table on AWS: each access entry's principal -> the people's roles ``access`` names
+    it for (the entry's tag, components/aws/access.py)."""
+    tagged: dict[str, set[str]] = {}
+    for entry in graph.of(ACCESS_ENTRY):
+        roles = str(entry.tags().get(ACCESS_ROLES_TAG) or "").split()
+        tagged.setdefault(str(entry.get("principalArn")), set()).update(roles)
+    return tagged
+
+
 def _aws_roles(graph: Graph) -> dict[str, dict[str, str]]:
-    """Principal -> its people's roles -> where each is given (a resource's URN). A role known only by an
-    attachment joins the principal of the same role name, or stands under its name."""
+    """Principal -> its people's roles -> where each is given (a resource's URN): the roles the stack names
+    it for, and the duty each access policy association grants it whatever its tags say (review rev35f A3).
+    A role known only by an attachment joins the principal of the same role name, or stands under its
+    name."""
     held: dict[str, dict[str, str]] = {}
     for entry in graph.of(ACCESS_ENTRY):
         principal = str(entry.get("principalArn"))
         for role in str(entry.tags().get(ACCESS_ROLES_TAG) or "").split():
             held.setdefault(principal, {}).setdefault(role, entry.urn)
+    for principal, duty, association in _aws_granted(graph):
+        held.setdefault(principal, {}).setdefault(duty, association.urn)
     for key in graph.of(KMS_KEY):
         for principal in key_administrators(key_policy(key, graph)):
             held.setdefault(principal, {}).setdefault(KEY_CUSTODIAN, key.urn)
@@ -126,21 +216,122 @@ def _aws_roles(graph: Graph) -> dict[str, dict[str, str]]:
     return held
 
 
-def _azure_roles(graph: Graph) -> dict[str, dict[str, str]]:
-    held: dict[str, dict[str, str]] = {}
+def _beyond_role(granted: str, named: set[str]) -> bool:
+    """Whether a cluster duty granted is more than the roles the stack names the principal for: a platform
+    admin may hold a team's access too, nobody else the platform admin's."""
+    return granted not in named and not (granted == ML_ENGINEER and PLATFORM_ADMIN in named)
+
+
+def _aws_cluster_grants(graph: Graph) -> Iterator[Finding]:
+    """An access policy association whose grant is beyond the roles the stack's ``access`` names its
+    principal for, or to a principal it names for none (a key custodian's, a workload's, a stranger's)."""
+    tagged = _aws_tagged(graph)
+    for principal, duty, association in _aws_granted(graph):
+        named = tagged.get(principal, set())
+        if _beyond_role(duty, named):
+            yield (
+                association.urn,
+                f"{principal} is granted {str(association.get('policyArn')).rsplit('/', 1)[-1]}, a {duty}'s "
+                f"cluster access, but the stack's access names it {', '.join(sorted(named)) or 'for no role'}"
+                f" (EKS user guide, 'Review access policy permissions'); grant cluster access only to the "
+                f"access.{'platformAdmins' if duty == PLATFORM_ADMIN else 'mlEngineers'} the stack names",
+            )
+
+
+def _deployers(graph: Graph) -> set[str]:
+    """The Azure deployer's principal: the one holding the stack's own key administration on its vaults
+    (components/azure/keys.py ``deployer_key_access``). Its standing rights, the AKS cluster admin it
+    applies the stack with included, are documented (docs/security.md, "The deployer's standing rights")."""
+    return {
+        str(a.get("principalId"))
+        for a in graph.of(ROLE_ASSIGNMENT)
+        if a.get("description") == DEPLOYER_KEYS_DESCRIPTION
+    }
+
+
+def _aks_granted(graph: Graph) -> Iterator[tuple[str, str, Subject]]:
+    """(principal, duty, assignment) for each role assignment that reaches an AKS cluster of the stack: an
+    AKS role at the cluster (by dependency or its resource ID), a namespace of it, or above it (its
+    resource group, subscription, management group: Azure RBAC, "Understand scope for Azure RBAC")."""
+    clusters = graph.of(tokens.AKS_CLUSTER)
+    for assignment in graph.of(ROLE_ASSIGNMENT):
+        role = str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1].lower()
+        administers = role in _AKS_ADMIN_ROLES or bool(
+            granted_data_actions(assignment, graph, _AKS_ADMIN_DATA_ACTIONS, {})
+        )
+        if not administers and not (
+            role in _AKS_WRITER_ROLES or granted_data_actions(assignment, graph, _AKS_WRITER_DATA_ACTIONS, {})
+        ):
+            continue
+        scope = str(assignment.get("scope") or "").lower()
+        reached = graph.linked(assignment, "scope", [tokens.AKS_CLUSTER]) or [
+            c
+            for c in clusters
+            if f"/managedclusters/{str(c.get('resourceName') or '').lower()}" in scope
+            or above(assignment, c, graph)
+        ]
+        if not reached:
+            continue
+        namespaced = "/namespaces/" in scope
+        duty = PLATFORM_ADMIN if administers and not namespaced else ML_ENGINEER
+        yield str(assignment.get("principalId")), duty, assignment
+
+
+def _azure_named(graph: Graph) -> dict[str, set[str]]:
+    """The stack's role table on Azure: each principal -> the people's roles its described assignments
+    name (``ml-platform access: <role>``, components/azure/access.py)."""
+    named: dict[str, set[str]] = {}
     for assignment in graph.of(ROLE_ASSIGNMENT):
         description = str(assignment.get("description") or "")
         if description.startswith(ACCESS_DESCRIPTION):
             role = description.removeprefix(ACCESS_DESCRIPTION)
-        elif (
-            description == DEPLOYER_KEYS_DESCRIPTION
-            or str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1] == KEY_VAULT_CRYPTO_OFFICER
-        ):
-            role = KEY_CUSTODIAN
-        else:
-            continue
-        held.setdefault(str(assignment.get("principalId")), {}).setdefault(role, assignment.urn)
+            named.setdefault(str(assignment.get("principalId")), set()).add(role)
+    return named
+
+
+def administers_keys(assignment: Subject, graph: Graph) -> list[str]:
+    """What of an assignment's role administers keys (review rev35f A4)."""
+    return granted_data_actions(
+        assignment, graph, KEY_ADMINISTRATION_DATA_ACTIONS, KEY_ADMINISTRATION_BUILT_IN_ROLES
+    )
+
+
+def _azure_roles(graph: Graph) -> dict[str, dict[str, str]]:
+    """Principal -> its people's roles -> where each is given: the role a described assignment names, the
+    key custodian's for any assignment whose role administers keys (by its data actions, whatever its
+    description: review rev35f A4), and the cluster duty each AKS role grants (A3); the deployer's own
+    cluster admin is its standing right, not a person's duty."""
+    held: dict[str, dict[str, str]] = {}
+    for assignment in graph.of(ROLE_ASSIGNMENT):
+        principal = str(assignment.get("principalId"))
+        description = str(assignment.get("description") or "")
+        if description.startswith(ACCESS_DESCRIPTION):
+            role = description.removeprefix(ACCESS_DESCRIPTION)
+            held.setdefault(principal, {}).setdefault(role, assignment.urn)
+        if description == DEPLOYER_KEYS_DESCRIPTION or administers_keys(assignment, graph):
+            held.setdefault(principal, {}).setdefault(KEY_CUSTODIAN, assignment.urn)
+    deployers = _deployers(graph)
+    for principal, duty, assignment in _aks_granted(graph):
+        if principal not in deployers:
+            held.setdefault(principal, {}).setdefault(duty, assignment.urn)
     return held
+
+
+def _azure_cluster_grants(graph: Graph) -> Iterator[Finding]:
+    """An AKS role beyond the roles the stack's ``access`` names its principal for, or to a principal it
+    names for none; the deployer's is its standing right."""
+    named, deployers = _azure_named(graph), _deployers(graph)
+    for principal, duty, assignment in _aks_granted(graph):
+        roles = named.get(principal, set())
+        if principal not in deployers and _beyond_role(duty, roles):
+            role = str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1]
+            yield (
+                assignment.urn,
+                f"{principal} is granted AKS role {role} on {assignment.get('scope')}, a {duty}'s cluster "
+                f"access, but the stack's access names it {', '.join(sorted(roles)) or 'for no role'} (Azure "
+                "built-in roles, 'Containers'); grant cluster access only to the "
+                f"access.{'platformAdmins' if duty == PLATFORM_ADMIN else 'mlEngineers'} the stack names",
+            )
 
 
 def _merged(held: dict[str, dict[str, str]], cloud: str) -> Iterator[Finding]:
@@ -251,8 +442,10 @@ def _approvers_who_train(graph: Graph) -> Iterator[Finding]:
 def _duties(graph: Graph) -> Iterator[Finding]:
     aws = _aws_roles(graph)
     yield from _merged(aws, "AWS")
+    yield from _aws_cluster_grants(graph)
     yield from _auditor_grants_aws(graph, aws)
     yield from _merged(_azure_roles(graph), "Azure")
+    yield from _azure_cluster_grants(graph)
     yield from _auditor_grants_azure(graph)
     yield from _approvers_who_train(graph)
 
@@ -263,7 +456,9 @@ POLICIES = [
     stack_policy(
         "duties-separated",
         "People's duties stay apart: no key custodian reaches the cluster (platform admin, ML engineer), no "
-        "model approver trains or restores, no auditor holds another role or any write.",
+        "model approver trains or restores, no auditor holds another role or any write; cluster access (EKS "
+        "access policy associations, AKS roles) and key administration (Key Vault roles by their data "
+        "actions) are judged by what they grant, and cluster access only to whom the stack's access names.",
         _RULE,
         severity=Severity.HIGH,
     ),

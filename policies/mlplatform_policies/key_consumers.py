@@ -442,10 +442,11 @@ def _unnamed(document: Mapping[str, Any], key: Subject, account: str | None) -> 
 
 # Conditions that bind a service principal's use to the stack's account's own resources (IAM user guide,
 # "The confused deputy problem"; AWS KMS developer guide, "Using service principals in key policies":
-# ``aws:SourceAccount``/``aws:SourceArn``, ``kms:CallerAccount``, ``kms:ViaService``), or to an encryption
-# context naming them (CloudWatch Logs user guide, "Encrypt log data in CloudWatch Logs using AWS KMS":
+# ``aws:SourceAccount``/``aws:SourceArn``, ``kms:CallerAccount``), or to an encryption context naming them
+# (CloudWatch Logs user guide, "Encrypt log data in CloudWatch Logs using AWS KMS":
 # ``kms:EncryptionContext:aws:logs:arn``): under a positive operator, every value the account's (review
-# rev35e A5).
+# rev35e A5). ``kms:ViaService`` is none of them: it limits the service a request comes through, not the
+# account whose resource it serves (AWS KMS developer guide, "kms:ViaService"; review rev35f C2).
 _ACCOUNT_KEYS = ("aws:SourceAccount", "kms:CallerAccount")
 _ARN_KEYS = ("aws:SourceArn",)
 _ENCRYPTION_CONTEXT = "kms:EncryptionContext:"
@@ -459,8 +460,6 @@ def _bound_to(statement: Mapping[str, Any], account: str | None) -> bool:
             continue
         for name, value in operands.items():
             values = [str(v) for v in (value if isinstance(value, list) else [value])]
-            if name == "kms:ViaService" and values:
-                return True
             if name in _ACCOUNT_KEYS and values and all(v == account for v in values):
                 return True
             arns = name in _ARN_KEYS or name.startswith(_ENCRYPTION_CONTEXT)

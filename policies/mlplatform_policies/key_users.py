@@ -27,7 +27,11 @@ refuses a key policy or role assignment that lets a named person use a key of an
   ``notDataActions`` do not take them out. The table gives no people's role an Azure key (Azure's stores
   encrypt through their own identities), so any such assignment is refused; and the deployer's key
   administration on the stack's vaults (described ``ml-platform deployer: key administration``) uses no key
-  either (review 35 A5).
+  either (review 35 A5). Every other principal holding a key-using role on a key or vault of the stack
+  (review rev35f A5) is an identity of the plan (its ``principalId`` refers to a managed identity, a disk
+  encryption set, a registry) on one key, not a vault or above, and a workload's identity (federated from
+  a service account) only on a key that signs and verifies; Key Vault Data Access Administrator or User
+  Access Administrator on a vault, which assigns Crypto User to anyone, is the deployer's alone.
 """
 
 from __future__ import annotations
@@ -43,12 +47,14 @@ import yaml  # type: ignore[import-untyped]  # PyYAML is in the pack's venv; its
 from pulumi_policy import Severity
 
 from . import tokens
-from .audit import granted_data_actions
+from .audit import above, granted_data_actions
 from .duties import DEPLOYER_KEYS_DESCRIPTION, attached_people
 from .factory import Finding, StackRule, stack_policy
 from .key_domains import declared_domains
 from .separation import (
     EMPTY_PRINCIPALS,
+    FEDERATION,
+    IDENTITY,
     KMS_KEY,
     allowed_statements,
     allows,
@@ -403,10 +409,105 @@ def _deployer(assignment: Subject, graph: Graph) -> Iterator[Finding]:
         )
 
 
+KEY = "azure-native:keyvault:Key"
+VAULT = "azure-native:keyvault:Vault"
+# Azure built-in roles that assign Key Vault data roles (Azure built-in roles, "Security": Key Vault Data
+# Access Administrator, "Manage access to Azure Key Vault by adding or removing role assignments"; "General":
+# User Access Administrator): whoever holds one on a vault can give itself, or anyone, Crypto User there.
+KEY_ACCESS_ADMINISTRATORS = {
+    "8b54135c-b56d-4d72-a534-26097cfdc8d8": "Key Vault Data Access Administrator",
+    "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9": "User Access Administrator",
+}
+# The key operations that touch no data: a key with no others signs and verifies (the image-signing key,
+# components/azure/signing), never encrypts or wraps a store's data.
+_SIGNATURE_OPS = frozenset({"sign", "verify"})
+
+
+def _reached(assignment: Subject, graph: Graph) -> tuple[list[Subject], list[Subject]]:
+    """The stack's keys and vaults an assignment's scope reaches: a key or vault it refers to (by
+    dependency, or its resource ID written literally: ``.../vaults/<vault>[/keys/<key>]``), or a vault whose
+    resource group, subscription or management group it is (Azure RBAC, "Understand scope for Azure RBAC":
+    lower levels inherit)."""
+    scope = str(assignment.get("scope") or "").lower()
+    keys = graph.linked(assignment, "scope", [KEY])
+    vaults = graph.linked(assignment, "scope", [VAULT])
+    for key in graph.of(KEY):
+        written = f"/vaults/{key.get('vaultName')}/keys/{key.get('keyName')}".lower()
+        if key not in keys and scope.endswith(written):
+            keys.append(key)
+    for vault in graph.of(VAULT):
+        name = str(vault.get("vaultName") or vault.name).lower()
+        if vault not in vaults and (scope.endswith(f"/vaults/{name}") or above(assignment, vault, graph)):
+            vaults.append(vault)
+    return keys, vaults
+
+
+def _signs_only(key: Subject) -> bool:
+    """Whether a key's operations are signing and verifying only (``properties.keyOps``)."""
+    ops = set(strings(key.get("properties.keyOps")))
+    return bool(ops) and ops <= _SIGNATURE_OPS
+
+
+def _workload(principal: Subject, graph: Graph) -> bool:
+    """Whether an identity is a workload's (a managed identity its service account federates into)."""
+    return principal.type == IDENTITY and any(
+        principal in graph.linked(f, "resourceName", [IDENTITY]) for f in graph.of(FEDERATION)
+    )
+
+
+def _azure_key_users(graph: Graph) -> Iterator[Finding]:
+    """Who may use an Azure key (review rev35f A5): a role that uses keys (``_using``) only on one key, for
+    an identity of the plan (its ``principalId`` refers to a managed identity, a disk encryption set, a
+    registry: the stores' encryption identities, the AKS KMS identity), and a workload's identity only on a
+    key that signs and verifies; never on a whole vault or above, never for a principal the plan does not
+    have. The named people are ``_azure``'s (the table gives them no Azure key), the deployer
+    ``_deployer``'s. No one but the deployer may assign Key Vault data roles on a vault of the stack."""
+    people = _azure_people(graph)
+    deployers = {
+        str(a.get("principalId"))
+        for a in graph.of(ROLE_ASSIGNMENT)
+        if a.get("description") == DEPLOYER_KEYS_DESCRIPTION
+    }
+    every = sorted({s.type for s in graph.subjects})
+    for assignment in graph.of(ROLE_ASSIGNMENT):
+        principal = str(assignment.get("principalId"))
+        if principal in deployers or principal in people:
+            continue
+        keys, vaults = _reached(assignment, graph)
+        if not keys and not vaults:
+            continue
+        role = str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1].lower()
+        if role in KEY_ACCESS_ADMINISTRATORS and vaults:
+            yield (
+                assignment.urn,
+                f"{principal} holds {KEY_ACCESS_ADMINISTRATORS[role]} on vault "
+                f"{', '.join(v.name for v in vaults)}: it may assign itself or anyone Key Vault Crypto User "
+                "there; only the deployer assigns the vaults' roles",
+            )
+        using = _using(assignment, graph)
+        if not using:
+            continue
+        identities = graph.linked(assignment, "principalId", every)
+        if vaults:
+            why = f"every key of vault {', '.join(v.name for v in vaults)}; grant a store's identity its key"
+        elif not identities:
+            why = "a principal the plan does not have (no identity of the stack)"
+        elif any(_workload(i, graph) for i in identities) and not all(_signs_only(k) for k in keys):
+            why = "a workload's identity on a data key; the stores wrap with their own encryption identities"
+        else:
+            continue
+        yield (
+            assignment.urn,
+            f"{principal} is granted {', '.join(using)}: {why} (issue 35 item 3: each key's users named; "
+            "docs/security.md, 'Keys per data domain')",
+        )
+
+
 def _rule(graph: Graph) -> Iterator[Finding]:
     yield from _aws(graph)
     yield from _people_policies(graph)
     yield from _azure(graph)
+    yield from _azure_key_users(graph)
     yield from _team_assignments(graph)
 
 
@@ -420,7 +521,9 @@ POLICIES = [
         "keys of the domains the role-to-key table (policies/key_users.yaml) gives that role; a people's IAM "
         "policy reaches only those domains' buckets and keys, an ML engineers' only its team's datasets/"
         "<team>/, attached to that team's engineers only (on Azure a datasets role conditioned to <team>/); "
-        "the Azure deployer's key administration uses or copies no key.",
+        "the Azure deployer's key administration uses or copies no key; any other Azure key user is an "
+        "identity of the plan on one key (a workload's only on a signing key), and no one but the deployer "
+        "holds Key Vault Data Access Administrator on a vault.",
         _RULE,
         severity=Severity.HIGH,
     ),

@@ -4,7 +4,10 @@ role's set, and KMS key policies that keep key administrators apart from key use
 Identities, as the engine sees them:
 - An IRSA role (``aws:iam/role:Role``) trusts web-identity tokens for the service-account subjects its
   trust policy names (``<issuer>:sub`` under ``StringEquals``/``StringLike``; EKS user guide, "IAM roles
-  for service accounts"). A role trusted by two subjects is one identity for two roles. A workload
+  for service accounts"). A role trusted by two subjects is one identity for two roles. Every role of
+  the stack is assumed only by its service account through the stack's own cluster OIDC provider (the
+  ``aws:iam/openIdConnectProvider`` its trust refers to), or by its AWS service (``_other_assumers``).
+  A workload
   role's inline policies (``aws:iam/rolePolicy:RolePolicy``, linked by ``role``) stay within its set
   (``WORKLOAD_SETS``): no wildcard action, S3 objects only under the role's prefixes, written only
   under the ones it writes, the key only through a service (``kms:ViaService``); and no managed policy
@@ -182,29 +185,93 @@ def trusted_subjects(role: Subject) -> list[str]:
 
 
 _WEB_IDENTITY = "sts:AssumeRoleWithWebIdentity"
+_ASSUME_ROLE = "sts:AssumeRole"
+# Session tags passed on assumption: a trust policy that lets a web identity or an AWS service pass them
+# allows ``sts:TagSession`` beside its assume action (IAM user guide, "Passing session tags in AWS STS";
+# EKS user guide, "EKS Pod Identity": the ``pods.eks.amazonaws.com`` trust has both; review rev35f C1).
+_TAG_SESSION = "sts:TagSession"
+OIDC_PROVIDER = "aws:iam/openIdConnectProvider:OpenIdConnectProvider"
 
 
-def _other_assumers(role: Subject, name: str) -> Iterator[str]:
-    """A workload role is assumed only by its service account's web identity (EKS user guide, "IAM roles
-    for service accounts"): any other Allow statement in its trust policy, another account, ``*`` limited
-    by ``aws:PrincipalOrgID`` or the account root, makes more principals that role, and so users of the
-    keys its key policies name it for (IAM user guide, "Role trust policies" and "AWS JSON policy elements:
-    Principal"; review rev35e A4)."""
+def _issuers(role: Subject, graph: Graph) -> set[str]:
+    """The issuers of the stack's own OIDC providers that the role's trust policy refers to (the engine's
+    property dependencies of ``assumeRolePolicy``): ``url`` without its scheme, as IAM names the provider
+    (``arn:aws:iam::ACCOUNT:oidc-provider/<issuer>``) and its claim keys (``<issuer>:sub``)."""
+    found = {str(p.get("url") or "") for p in graph.linked(role, "assumeRolePolicy", [OIDC_PROVIDER])}
+    return {url.removeprefix("https://") for url in found if url}
+
+
+def _foreign_provider(statement: Mapping[str, Any], issuers: set[str]) -> str | None:
+    """Why a web-identity statement's provider is not the stack's own cluster's, or None where it is (EKS
+    user guide, "Assign IAM roles to Kubernetes service accounts": the trust names the cluster's OIDC
+    provider and its ``<issuer>:sub``; IAM user guide, "Create a role for OpenID Connect federation": the
+    ``Federated`` provider decides whose tokens are accepted; review rev35f A2). The provider's ARN is
+    ``oidc-provider/<issuer>`` of a provider the trust refers to; an ARN in another form is accepted only
+    as the one the plan computes for that provider (the engine's mocks name it otherwise), and every claim
+    key the statement pins names that provider's issuer."""
+    federated = statement["Principal"]["Federated"]
+    if not issuers:
+        return f"{federated} is no OIDC provider of the stack (the trust refers to none)"
+    if not isinstance(federated, str) or not federated.startswith("arn:") or ":saml-provider/" in federated:
+        return f"{federated} is not the cluster's OIDC provider"
+    if ":oidc-provider/" in federated and federated.split(":oidc-provider/", 1)[1] not in issuers:
+        return f"{federated} is another OIDC provider than the cluster's ({', '.join(sorted(issuers))})"
+    condition = statement.get("Condition")
+    claims = [
+        key
+        for operands in (condition.values() if isinstance(condition, Mapping) else [])
+        if isinstance(operands, Mapping)
+        for key in operands
+        if key.endswith((":sub", ":aud"))
+    ]
+    foreign = sorted(key for key in claims if key.rsplit(":", 1)[0] not in issuers)
+    if foreign or not claims:
+        return f"its claims {', '.join(foreign) or '(none)'} are not the cluster's OIDC provider's"
+    return None
+
+
+def _documented_assumer(statement: Mapping[str, Any], issuers: set[str]) -> str | None:
+    """None where an Allow statement of a trust policy admits only what a role of the stack is assumed by:
+    a service account's web identity through the cluster's own OIDC provider, or an AWS service principal
+    (IAM user guide, "Role trust policies": a service role trusts the service, ``Principal: {"Service":
+    ...}``, ``sts:AssumeRole``), each optionally with ``sts:TagSession``; else why not."""
+    actions = set(strings(statement.get("Action")))
+    principal = statement.get("Principal")
+    kinds = set(principal) if isinstance(principal, Mapping) else set()
+    if "NotAction" in statement or "NotPrincipal" in statement:
+        return "NotAction or NotPrincipal admits more than one assumer"
+    if kinds == {"Federated"} and _WEB_IDENTITY in actions and actions <= {_WEB_IDENTITY, _TAG_SESSION}:
+        return _foreign_provider(statement, issuers)
+    if kinds == {"Service"} and _ASSUME_ROLE in actions and actions <= {_ASSUME_ROLE, _TAG_SESSION}:
+        return None
+    return "neither the cluster's OIDC provider for a service account nor an AWS service"
+
+
+def _other_assumers(role: Subject, graph: Graph) -> Iterator[str]:
+    """Every role of the stack is a workload's or a service's: assumed only by its service account's web
+    identity through the stack's own cluster OIDC provider (EKS user guide, "IAM roles for service
+    accounts"), or by the AWS service it serves (the EKS cluster role, the nodes', flow logs', CloudTrail's).
+    Any other Allow statement in its trust policy, another account, ``*`` limited by ``aws:PrincipalOrgID``,
+    the account root, another OIDC provider (another cluster's, GitHub's), makes more principals that role,
+    and so users of the keys its key policies name it for (IAM user guide, "Role trust policies" and "AWS
+    JSON policy elements: Principal"; reviews rev35e A4, rev35f A1, A2). The people's roles are the
+    adopter's own, named by ARN (``access``), never made by the stack."""
+    issuers = _issuers(role, graph)
     document = parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")
     for index, statement in enumerate(statements(document)):
         if statement.get("Effect") != "Allow":
             continue
+        why = _documented_assumer(statement, issuers)
+        if why is None:
+            continue
         actions = strings(statement.get("Action"))
         principal = statement.get("Principal")
-        federated = isinstance(principal, Mapping) and set(principal) == {"Federated"}
-        if actions == [_WEB_IDENTITY] and federated and "NotAction" not in statement:
-            continue
         who = ", ".join(principals(statement)) or str(statement.get("NotPrincipal") or principal)
         sid = str(statement.get("Sid") or f"Statement[{index}]")
         yield (
-            f"{name}: trust policy statement {sid} lets {who} {', '.join(actions) or 'NotAction'} the role, "
-            "beside its service account's web identity, so they act as it and use its keys (IAM user guide, "
-            "'Role trust policies'); trust only the cluster's OIDC provider for the service account"
+            f"trust policy statement {sid} lets {who} {', '.join(actions) or 'NotAction'} the role ({why}), "
+            "so they act as it and use its keys (IAM user guide, 'Role trust policies'); trust only the "
+            "cluster's OIDC provider for the service account, or the AWS service for a service role"
         )
 
 
@@ -215,10 +282,10 @@ def _role_identity(role: Subject, graph: Graph) -> Iterator[str]:
             f"one role for {len(subjects)} service accounts ({', '.join(subjects)}); give each role its "
             "own IAM role"
         )
+    yield from _other_assumers(role, graph)
     if len(subjects) != 1 or subjects[0] not in WORKLOAD_SETS:
         return
     allowed = WORKLOAD_SETS[subjects[0]]
-    yield from _other_assumers(role, allowed.role)
     for policy in graph.of(ROLE_POLICY):
         if role in graph.linked(policy, "role", [ROLE], identity="name"):
             for statement in statements(parse_document(policy.get("policy"), "policy")):
@@ -800,7 +867,8 @@ POLICIES = [
     stack_policy(
         "identity-per-role",
         "Each role has its own identity, within its set: an IRSA role or Azure workload identity trusted by "
-        "one service account only (an IRSA role by nothing else), its grants limited to its prefixes or "
+        "one service account only; every IAM role of the stack assumed by nothing but its service account "
+        "through the cluster's own OIDC provider, or its AWS service; its grants limited to its prefixes or "
         "containers (reading where it only reads), no wildcard actions or managed policies; each registry "
         "user listed once, none with MANAGE, inference and team users read-only.",
         _combined(

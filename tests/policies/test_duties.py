@@ -68,6 +68,11 @@ READ_TYPES = (
     "aws:s3/bucket:Bucket",
     "azure-native:authorization:RoleAssignment",
     "azure-native:authorization:RoleDefinition",
+    "azure-native:compute:DiskEncryptionSet",
+    "azure-native:containerregistry:Registry",
+    "azure-native:containerservice:ManagedCluster",
+    "azure-native:keyvault:",
+    "azure-native:managedidentity:",
     "azure-native:storage:BlobContainer",
     "azure-native:storage:StorageAccount",
     "kubernetes:apps/v1:Deployment",
@@ -208,7 +213,8 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]]]
             _association(AUDITOR),
             _set("policyArn", "arn:aws:eks::aws:cluster-access-policy/AmazonEKSEditPolicy"),
         ),
-        {("duties-separated", f"{AUDITOR_ENTRY}-auditor")},
+        # The grant is an ML engineer's too, so the auditor holds a second role (review rev35f A3).
+        {("duties-separated", f"{AUDITOR_ENTRY}-auditor"), ("duties-separated", AUDITOR_ENTRY)},
     ),
     (
         "auditors-policy-writes",
@@ -576,7 +582,11 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], set[tuple[str, str]
             ),
             _writer,
         ),
-        {("duties-separated", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}")},
+        # The writer's role is an ML engineer's too, so the auditor holds a second role (review rev35f A3).
+        {
+            ("duties-separated", f"{AZURE}-azure-access-auditor-cluster-{AZURE_AUDITOR}"),
+            ("duties-separated", f"{AZURE}-azure-access-auditor-logs-{AZURE_AUDITOR}"),
+        },
     ),
     (
         # The table gives no person an Azure key: a model approver holding Key Vault Crypto User could
@@ -697,3 +707,266 @@ def test_a_use_statement_naming_nobody_is_refused_and_said_so(
         "no condition)"
     )
     assert messages == {("key-duties-separated", said), ("key-use-by-role", said)}
+
+
+def _added(plan: PlanDict, like: Callable[[dict[str, Any]], bool], name: str, **inputs: Any) -> PlanDict:
+    """A copy of ``plan`` with a resource like the one ``like`` picks (its type, dependencies, parent),
+    named ``name``, its inputs overridden by ``inputs`` (a key set to None is dropped)."""
+    edited = copy.deepcopy(plan)
+    model = next(r for r in edited["resources"] if like(r))
+    added = copy.deepcopy(model)
+    added["name"], added["urn"] = name, model["urn"].rsplit("::", 1)[0] + f"::{name}"
+    added["inputs"] = {k: v for k, v in {**model["inputs"], **inputs}.items() if v is not None}
+    edited["resources"].append(added)
+    return edited
+
+
+def _entry_for(plan: PlanDict, principal: str, policy: str, tags: dict[str, str]) -> PlanDict:
+    """An EKS access entry for ``principal`` with ``tags`` and an association of the access ``policy`` at
+    cluster scope, like the platform admins'."""
+    admins = f"{AWS}-aws-access-123456789012-platform-admins"
+    entry = _added(plan, _named(admins), "planted-entry", principalArn=principal, tags=tags)
+    return _added(
+        entry,
+        _named(f"{admins}-platform-admin"),
+        "planted-association",
+        principalArn=principal,
+        policyArn=f"arn:aws:eks::aws:cluster-access-policy/{policy}",
+    )
+
+
+# The standard tags of the stack, without the people's role tag (review rev35f e1, e2).
+_UNTAGGED = {"project": "ml-platform", "environment": "prod", "tier": "enterprise"}
+
+
+@pytest.mark.parametrize(
+    ("case", "principal", "policy", "expected"),
+    [
+        # e1: the key custodians given cluster admin through an entry the stack does not tag: a custodian
+        # who reaches the cluster, and a grant beyond what access names it for.
+        (
+            "custodian-untagged-cluster-admin",
+            CUSTODIAN,
+            "AmazonEKSClusterAdminPolicy",
+            {"planted-association"},
+        ),
+        # e2: a principal the stack names for no role.
+        (
+            "stranger-cluster-admin",
+            "arn:aws:iam::123456789012:role/attacker",
+            "AmazonEKSClusterAdminPolicy",
+            {"planted-association"},
+        ),
+        (
+            "stranger-edit",
+            "arn:aws:iam::123456789012:role/attacker",
+            "AmazonEKSEditPolicy",
+            {"planted-association"},
+        ),
+        # A second view-only entry grants nothing beyond reading: not a cluster duty.
+        ("stranger-view", "arn:aws:iam::123456789012:role/attacker", "AmazonEKSViewPolicy", set()),
+    ],
+)
+def test_eks_cluster_access_is_judged_by_its_grant(
+    aws_plan: PlanDict, duties: Findings, case: str, principal: str, policy: str, expected: set[str]
+) -> None:
+    """Review rev35f A3: cluster access is the access policy association's grant (EKS user guide, "Review
+    access policy permissions": AmazonEKSClusterAdminPolicy is cluster-admin, AmazonEKSEditPolicy edits),
+    not the entry's tag: a key custodian's or a stranger's grant is refused whatever the entry says."""
+    planted = _entry_for(aws_plan, principal, policy, _UNTAGGED)
+    assert duties(planted) == {("duties-separated", name) for name in expected}, case
+
+
+def _aks_role(
+    principal: str, role: str, name: str, description: str | None = None
+) -> Callable[[PlanDict], PlanDict]:
+    """An assignment of ``role`` on the AKS cluster to ``principal``, like the platform admins'."""
+    admins = f"{AZURE}-azure-access-platform-admin-{AZURE_ADMIN}"
+    return lambda plan: _added(
+        plan,
+        _named(admins),
+        name,
+        principalId=principal,
+        description=description,
+        roleDefinitionId=f"/providers/Microsoft.Authorization/roleDefinitions/{role}",
+    )
+
+
+def _key_administration_to(principal: str) -> Callable[[PlanDict], PlanDict]:
+    """The stack's key-administration role on the keys vault given to ``principal``, undescribed (z6)."""
+    custodians = f"{AZURE}-azure-access-key-custodian-{AZURE_CUSTODIAN}"
+    return lambda plan: _added(
+        plan, _named(custodians), "planted-keys", principalId=principal, description=None
+    )
+
+
+# Azure built-in roles, "Containers": Azure Kubernetes Service RBAC Cluster Admin.
+AKS_CLUSTER_ADMIN = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+
+
+def _custom_aks_role(principal: str) -> Callable[[PlanDict], PlanDict]:
+    """A custom role of the plan with every Kubernetes data action of the cluster (AKS, "Use Azure RBAC for
+    Kubernetes authorization": ``Microsoft.ContainerService/managedClusters/*``), named like a reader's,
+    given to ``principal`` on the cluster."""
+
+    def plant(plan: PlanDict) -> PlanDict:
+        definition = f"{AZURE}-azure-access-team-datasets-writer"
+        permissions = [{"actions": [], "dataActions": ["Microsoft.ContainerService/managedClusters/*"]}]
+        edited = _added(
+            plan, _named(definition), "planted-definition", permissions=permissions, roleName="reader"
+        )
+        urn = edited["resources"][-1]["urn"]
+        edited = _aks_role(principal, "planted-definition-id", "planted-aks")(edited)
+        edited["resources"][-1]["propertyDependencies"]["roleDefinitionId"] = [urn]
+        return edited
+
+    return plant
+
+
+@pytest.mark.parametrize(
+    ("case", "plant", "expected"),
+    [
+        # z8: the key custodians given AKS RBAC Cluster Admin undescribed.
+        (
+            "custodian-undescribed-cluster-admin",
+            _aks_role(AZURE_CUSTODIAN, AKS_CLUSTER_ADMIN, "planted-aks"),
+            {"planted-aks"},
+        ),
+        # z10: a principal the stack names for no role.
+        (
+            "stranger-cluster-admin",
+            _aks_role("99999999-9999-9999-9999-999999999999", AKS_CLUSTER_ADMIN, "planted-aks"),
+            {"planted-aks"},
+        ),
+        # A custom role judged by its data actions, not its name.
+        (
+            "stranger-custom-cluster-role",
+            _custom_aks_role("99999999-9999-9999-9999-999999999999"),
+            {"planted-aks"},
+        ),
+        # An ML engineer given the platform admin's role: beyond its role.
+        (
+            "engineer-cluster-admin",
+            _aks_role(AZURE_ENGINEER, AKS_CLUSTER_ADMIN, "planted-aks"),
+            {"planted-aks"},
+        ),
+        # z6: a platform admin given the stack's key-administration role (a custodian's, by its data actions).
+        (
+            "platform-admin-key-administration",
+            _key_administration_to(AZURE_ADMIN),
+            {f"{AZURE}-azure-access-platform-admin-{AZURE_ADMIN}"},
+        ),
+    ],
+)
+def test_aks_access_and_key_administration_are_judged_by_their_grants(
+    azure_plan: PlanDict,
+    duties: Findings,
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: set[str],
+) -> None:
+    """Review rev35f A3, A4: an AKS role at the cluster is a cluster duty whatever its description (Azure
+    built-in roles, "Containers"), and a role whose data actions administer keys (the stack's key-
+    administration role, Crypto Officer) is a key custodian's whatever its name or description (Key Vault
+    RBAC guide): a custodian reaching the cluster, a stranger's or an engineer's cluster admin, a platform
+    admin administering keys are refused."""
+    assert duties(plant(azure_plan)) == {("duties-separated", name) for name in expected}, case
+
+
+ROLLOUT_IDENTITY = f"{AZURE}-azure-rollout-identity-uai"
+KEYS_VAULT = f"{AZURE}-azure-keys-vault"
+STORAGE_KEY = f"{AZURE}-azure-keys-storage"
+# Azure built-in roles, "Security": Key Vault Data Access Administrator.
+KEY_VAULT_DATA_ACCESS_ADMINISTRATOR = "8b54135c-b56d-4d72-a534-26097cfdc8d8"
+
+
+def _key_role(
+    role: str, scope: str, principal: str | None = None, identity: str | None = None, literal: bool = False
+) -> Callable[[PlanDict], PlanDict]:
+    """An assignment of ``role`` on the plan's resource ``scope`` (a vault or a key), to a literal
+    ``principal`` or to the managed ``identity`` of the plan, like the AKS KMS identity's Crypto User; with
+    ``literal`` the key's resource ID is written as the scope, with no dependency on it."""
+
+    def plant(plan: PlanDict) -> PlanDict:
+        by_name = {r["name"]: r for r in plan["resources"]}
+        target = by_name[scope]["inputs"]
+        edited = _added(
+            plan,
+            _named(f"{AZURE}-azure-cluster-kms-crypto-user"),
+            "planted-key-role",
+            roleDefinitionId=f"/providers/Microsoft.Authorization/roleDefinitions/{role}",
+            principalId=principal or "db8ce593-0000-0000-0000-000000000000",
+        )
+        added = edited["resources"][-1]
+        if literal:
+            added["inputs"]["scope"] = (
+                f"/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
+                f"{target['resourceGroupName']}/providers/Microsoft.KeyVault/vaults/{target['vaultName']}"
+                f"/keys/{target['keyName']}"
+            )
+        added["propertyDependencies"] = {
+            **added["propertyDependencies"],
+            "scope": [] if literal else [by_name[scope]["urn"]],
+            "principalId": [by_name[identity]["urn"]] if identity else [],
+        }
+        added["dependencies"] = sorted({u for urns in added["propertyDependencies"].values() for u in urns})
+        return edited
+
+    return plant
+
+
+@pytest.mark.parametrize(
+    ("case", "plant", "expected"),
+    [
+        # z4: a principal the plan does not have given Crypto User on the keys vault, so on every data key.
+        (
+            "stranger-crypto-user-vault",
+            _key_role(KEY_VAULT_CRYPTO_USER, KEYS_VAULT, principal="99999999-9999-9999-9999-999999999999"),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+        # The same on one key.
+        (
+            "stranger-crypto-user-key",
+            _key_role(KEY_VAULT_CRYPTO_USER, STORAGE_KEY, principal="99999999-9999-9999-9999-999999999999"),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+        # The same with the key's resource ID written literally, no dependency on it.
+        (
+            "stranger-crypto-user-literal-key",
+            _key_role(
+                KEY_VAULT_CRYPTO_USER,
+                STORAGE_KEY,
+                principal="99999999-9999-9999-9999-999999999999",
+                literal=True,
+            ),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+        # A workload's identity (the rollout's, federated) given Crypto User on a data key.
+        (
+            "workload-crypto-user-data-key",
+            _key_role(KEY_VAULT_CRYPTO_USER, STORAGE_KEY, identity=ROLLOUT_IDENTITY),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+        # z5: a workload's identity that may assign itself any Key Vault data role on the vault.
+        (
+            "workload-data-access-administrator",
+            _key_role(KEY_VAULT_DATA_ACCESS_ADMINISTRATOR, KEYS_VAULT, identity=ROLLOUT_IDENTITY),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+    ],
+)
+def test_azure_key_use_only_for_the_keys_named_users(
+    azure_plan: PlanDict,
+    duties: Findings,
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: set[tuple[str, str]],
+) -> None:
+    """Review rev35f A5: on Azure a key is used only by the identities the stack gives it (issue 35 item 3,
+    "a policy naming only its users"): each store's encryption identity, the AKS KMS identity, the image
+    verifier on the signing key, each on its own key (docs/security.md, "Keys per data domain"). A key-using
+    role (Key Vault Crypto User: "Perform cryptographic operations using keys", Azure built-in roles,
+    "Security") on a whole vault, for a principal the plan does not have, or for a workload's identity on a
+    data key, and Key Vault Data Access Administrator ("Manage access to Azure Key Vault by adding or
+    removing role assignments") for anyone but the deployer, are refused."""
+    assert duties(plant(azure_plan)) == expected, case

@@ -796,36 +796,122 @@ def test_a_service_principal_bound_to_the_stacks_account_passes(
     assert named(with_inputs(enterprise, lambda r: r["name"] == DATASETS, bound)) == set()
 
 
+def test_a_service_principal_tied_only_by_the_service_it_comes_through_is_refused(
+    enterprise: PlanDict, named: Callable[[PlanDict], set[str]]
+) -> None:
+    """Review rev35f C2: ``kms:ViaService`` limits the service a request comes through, not the account
+    whose resource it serves (AWS KMS developer guide, "kms:ViaService"), so it binds a service principal
+    to nothing (IAM user guide, "The confused deputy problem")."""
+    via = {"StringEquals": {"kms:ViaService": "s3.me-central-1.amazonaws.com"}}
+    loose = _outright("LogsVia", {"Service": "logs.amazonaws.com"}, ["kms:Decrypt"], Condition=via)
+    assert named(with_inputs(enterprise, lambda r: r["name"] == DATASETS, loose)) == {DATASETS}
+
+
 TRAINING = f"{AWS}-aws-identities-training"
+ROLLOUT = f"{AWS}-aws-identities-rollout"
+DRIFT_MONITOR = f"{AWS}-aws-identities-drift-monitor"
+REGISTRY = f"{AWS}-aws-identities-registry"
+CLUSTER_ROLE = f"{AWS}-aws-cluster-role"
+EBS_CSI = f"{AWS}-aws-addons-ebs-csi"
+# Another EKS cluster's OIDC issuer in the same account, and GitHub's (review rev35f A2).
+OTHER_ISSUER = "oidc.eks.me-central-1.amazonaws.com/id/0THERC1USTER0000000000000000000"
+GITHUB_ISSUER = "token.actions.githubusercontent.com"
+Trust = Callable[[dict[str, Any]], None]
+
+
+def _also_trusts(**trusted: Any) -> Trust:
+    def edit(document: dict[str, Any]) -> None:
+        document["Statement"].append({"Effect": "Allow", "Action": "sts:AssumeRole", **trusted})
+
+    return edit
+
+
+def _web_identity(issuer: str, subject: str) -> dict[str, Any]:
+    return {
+        "Effect": "Allow",
+        "Principal": {"Federated": f"{ACCOUNT}:oidc-provider/{issuer}"},
+        "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringEquals": {f"{issuer}:sub": subject, f"{issuer}:aud": "sts.amazonaws.com"}},
+    }
+
+
+def _also_provider(issuer: str, subject: str) -> Trust:
+    def edit(document: dict[str, Any]) -> None:
+        document["Statement"].append(_web_identity(issuer, subject))
+
+    return edit
+
+
+def _repointed(issuer: str, subject: str) -> Trust:
+    def edit(document: dict[str, Any]) -> None:
+        document["Statement"] = [_web_identity(issuer, subject)]
+
+    return edit
+
+
+TRAINER = "system:serviceaccount:ml-training:trainer"
 
 
 @pytest.mark.parametrize(
-    ("role", "trusted"),
+    ("role", "edit"),
     [
-        pytest.param(TRAINING, {"Principal": {"AWS": f"{OTHER_ACCOUNT}:root"}}, id="another-account"),
+        pytest.param(
+            TRAINING, _also_trusts(Principal={"AWS": f"{OTHER_ACCOUNT}:root"}), id="another-account"
+        ),
         pytest.param(
             INFERENCE,
-            {"Principal": {"AWS": "*"}, "Condition": {"StringEquals": {"aws:PrincipalOrgID": "o-abc123"}}},
+            _also_trusts(
+                Principal={"AWS": "*"}, Condition={"StringEquals": {"aws:PrincipalOrgID": "o-abc123"}}
+            ),
             id="star-with-org-id",
         ),
-        pytest.param(TRAINING, {"Principal": {"AWS": f"{ACCOUNT}:root"}}, id="the-accounts-root"),
+        pytest.param(TRAINING, _also_trusts(Principal={"AWS": f"{ACCOUNT}:root"}), id="the-accounts-root"),
+        # Review rev35f A1: every role of the stack, not three (t1, t2, t5, t8, t9).
+        pytest.param(
+            ROLLOUT, _also_trusts(Principal={"AWS": f"{OTHER_ACCOUNT}:root"}), id="rollout-another-account"
+        ),
+        pytest.param(
+            DRIFT_MONITOR,
+            _also_trusts(
+                Principal={"AWS": "*"}, Condition={"StringEquals": {"aws:PrincipalOrgID": "o-abc123"}}
+            ),
+            id="drift-monitor-star-with-org-id",
+        ),
+        pytest.param(VERIFIER, _also_trusts(Principal={"AWS": f"{ACCOUNT}:root"}), id="image-verifier-root"),
+        pytest.param(
+            CLUSTER_ROLE,
+            _also_trusts(Principal={"AWS": f"{OTHER_ACCOUNT}:root"}),
+            id="eks-cluster-role-another",
+        ),
+        pytest.param(EBS_CSI, _also_trusts(Principal={"AWS": f"{ACCOUNT}:root"}), id="ebs-csi-root"),
+        # Review rev35f A2: a web identity from another OIDC provider than the cluster's (t3, t4, t7).
+        pytest.param(TRAINING, _also_provider(OTHER_ISSUER, TRAINER), id="second-cluster-provider-same-sub"),
+        pytest.param(TRAINING, _repointed(OTHER_ISSUER, TRAINER), id="repointed-to-another-provider"),
+        pytest.param(
+            REGISTRY,
+            _also_provider(GITHUB_ISSUER, "system:serviceaccount:ml-registry:registry"),
+            id="github-provider",
+        ),
     ],
 )
-def test_a_key_users_role_assumable_by_others_is_refused(
+def test_a_roles_trust_admitting_other_than_its_documented_assumer_is_refused(
     enterprise: PlanDict,
     pack: PolicyPackSession,
     defaults: dict[str, PolicySettings],
     role: str,
-    trusted: dict[str, Any],
+    edit: Trust,
 ) -> None:
-    """Review rev35e A4: a named key user's role whose trust policy lets principals other than its service
-    account's web identity assume it (IAM user guide, "Role trust policies"; "AWS JSON policy elements:
-    Principal": "Do not leave your role accessible to everyone!") makes them users of its keys, which the
-    key policy does not name: ``identity-per-role`` refuses the role; the shipped trust passes."""
+    """Reviews rev35e A4, rev35f A1 and A2: every role of the stack is assumed only by its service account's
+    web identity through the stack's own cluster OIDC provider (EKS user guide, "Assign IAM roles to
+    Kubernetes service accounts"), or by the AWS service of a service role (IAM user guide, "Role trust
+    policies"; "AWS JSON policy elements: Principal": "Do not leave your role accessible to everyone!"). Any
+    other assumer, another account, ``*`` with an org id, the account root, another provider with the same
+    ``sub``, becomes a user of the keys the role's key policies name it for: ``identity-per-role`` refuses
+    the role; the shipped trust passes."""
 
     def trust(inputs: dict[str, Any]) -> None:
         document = json.loads(inputs["assumeRolePolicy"])
-        document["Statement"].append({"Effect": "Allow", "Action": "sts:AssumeRole", **trusted})
+        edit(document)
         inputs["assumeRolePolicy"] = json.dumps(document)
 
     def refused(plan: PlanDict) -> bool:
@@ -835,3 +921,23 @@ def test_a_key_users_role_assumable_by_others_is_refused(
     assert refused(
         with_inputs(enterprise, lambda r: r["name"] == role and r["type"] == "aws:iam/role:Role", trust)
     )
+
+
+@pytest.mark.parametrize("role", [TRAINING, CLUSTER_ROLE])
+def test_session_tags_beside_the_documented_assumer_pass(
+    enterprise: PlanDict, pack: PolicyPackSession, defaults: dict[str, PolicySettings], role: str
+) -> None:
+    """Review rev35f C1: a trust that lets its web identity or its service pass session tags allows
+    ``sts:TagSession`` beside the assume action (IAM user guide, "Passing session tags in AWS STS"; EKS user
+    guide, "EKS Pod Identity"); it admits no one else."""
+
+    def tag_session(inputs: dict[str, Any]) -> None:
+        document = json.loads(inputs["assumeRolePolicy"])
+        for statement in document["Statement"]:
+            statement["Action"] = [statement["Action"], "sts:TagSession"]
+        inputs["assumeRolePolicy"] = json.dumps(document)
+
+    tagged = with_inputs(
+        enterprise, lambda r: r["name"] == role and r["type"] == "aws:iam/role:Role", tag_session
+    )
+    assert ("identity-per-role", role) not in found(pack.judge(tagged, defaults))
