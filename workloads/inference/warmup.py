@@ -15,10 +15,10 @@ fastest. The candidates, in the order measured:
 
 Spinning (``session.intra_op.allow_spinning``) is spinning within a run: a spinning candidate's session
 also sets ``session.force_spinning_stop`` (``engines.session_options``), so its pool threads busy-wait
-between one operator's parallel work and the next and sleep once the run returns. It is offered at a
-thread count where every spinning thread has a CPU of its own (``spinning_fits``): the thread count times
-the workers at most the CPUs the process may use (``cpu.available_cpus``: its affinity,
-``os.sched_getaffinity(0)``, within the cgroup's CPU quota).
+between one operator's parallel work and the next and sleep once the run returns. It is offered only at
+a thread count that leaves a whole CPU free (``spinning_fits``): the thread count times the workers
+below the CPUs the process may use (``cpu.available_cpus``: its affinity, ``os.sched_getaffinity(0)``,
+within the cgroup's CPU quota).
 
 How it came to this. ONNX Runtime runs n intra-op threads as the caller and n - 1 pool threads, and with
 spinning alone its idle pool threads "spin waiting for work", which "provides faster inference but
@@ -31,27 +31,29 @@ the model thread's hand-offs and the pod's neighbours need, and a quota was spen
 cannot see that cost: it times runs back to back, where spinning only wins (the 1.1M-weight model on
 the idle 2-core machine: 2 threads spinning 44 µs a row, 1 thread 66 µs). Served, that choice lost
 (issue 42, under wrk at one client, load average 8-10, medians of 3 interleaved rounds: 180 req/s, 511
-once it was refused, the best peer 435), so spinning was then offered only at a thread count leaving a
-whole CPU free. That rule fixed the 1.1M-weight model, whose 44 µs runs made the spin between requests
-the whole cost, and cost the 50M-weight model, whose 6-7 ms runs gain from the spin inside a run,
-between its operators: on the quiet machine at one client ours ran 2 threads without spinning, 6.96 ms
-a row, where ONNX Runtime's defaults (the naive server's: spinning) ran 6.26 ms, a ceiling of 0.90x
-before any HTTP (0.89x served under the benchmark's own client, 0.91x under wrk).
+once it was refused, the best peer 435), hence the whole CPU left free. It costs the 50M-weight model
+on a quiet 2-core machine: at one client ours ran 2 threads without spinning, 6.96 ms a row, where ONNX
+Runtime's defaults (the naive server's: spinning) ran 6.26 ms, a ceiling of 0.90x before any HTTP
+(0.89x served under the benchmark's own client, 0.91x under wrk).
 
 ``session.force_spinning_stop`` ("forces any TP threads spinning stop immediately when the last of
 concurrent Run() call returns. Spinning is restarted on the next Run() call": ONNX Runtime's
-``onnxruntime_session_options_config_keys.h``; the installed 1.31.1 reads it) keeps the second and ends
-the first. Measured in one process per setting, a pause after each one-row run (load average 1.7-2.4 on
+``onnxruntime_session_options_config_keys.h``; the installed 1.31.1 reads it) ends the spin between
+requests. Measured in one process per setting, a pause after each one-row run (load average 1.7-2.4 on
 2 cores): the 50M-weight model, 2 ms pauses, 2 threads spinning kept 1.00 of a core busy in the pause,
 with the stop 0.02-0.03, as without spinning (0.01-0.02); the 1.1M-weight model, 50 ms pauses, 0.33
 against 0.001. The 1.31 alternative, ``session.intra_op.spin_duration_us`` (PR #27916: -1, the default,
 the iteration count; 0 no spinning; a positive value, a spin of that many microseconds), bounds the spin
 by time instead (100 µs: 0.02-0.03 of a core in the same 2 ms pauses) but still spins through any gap
-shorter than it (at one client, the 1.1M-weight model's runs are a few hundred microseconds apart);
-the stop spins through none. With nothing left spinning between runs, a thread count using every CPU
-may spin too; warm-up's pairs decide whether it pays (under load the spin inside a run can lose: the
-same measurement timed the 50M-weight model on 2 threads at 13.2-14.8 ms a row without spinning and
-17.4-22.2 ms with it and the stop).
+shorter than it; the stop spins through none.
+
+The stop does not make spinning at every CPU safe, measured (issue 42, ``benchmarks/README.md``: 2
+threads pinned in scratch servers on the 2-core machine, load average 5-10 from other sessions, three
+interleaved rounds): the spin left inside a run is what loses once the cores are shared, as spin-waiting
+does wherever runnable threads outnumber cores. The 1.1M-weight model at one client (own client) served
+271-617 req/s spinning with the stop, 295-583 spinning without it, 734-1533 not spinning; the 50M-weight
+model 19 req/s spinning with the stop, 28 not spinning. Warm-up, timing on a quiet machine, would pick
+spinning there and keep it when the load came, so the whole CPU stays free.
 
 Where building a candidate is dear (a 50M-weight model takes ~0.75 s per ONNX Runtime session on the
 idle machine, over 2 s under load) the budget stops the list early, but never before the first two
@@ -136,8 +138,9 @@ def thread_counts(budget: int) -> list[int]:
 
 def spinning_fits(threads: int, cpus: int, workers: int) -> bool:
     """Whether ``threads`` intra-op threads in each of ``workers`` processes may spin within their runs on
-    ``cpus`` CPUs: a pool exists (more than 1 thread), and all of them together have a CPU each."""
-    return threads > 1 and threads * workers <= cpus
+    ``cpus`` CPUs: a pool exists (more than 1 thread), and all of them together leave at least one CPU
+    free."""
+    return threads > 1 and threads * workers < cpus
 
 
 def candidates(
@@ -162,8 +165,8 @@ def candidates(
 
 
 def simplicity(choice: EngineChoice) -> tuple[bool, int, bool]:
-    """Sort key, simplest first: no spinning (spinning threads take, within a run, CPU time a neighbour
-    could use), fewer threads, ONNX Runtime (the engine every version runs on)."""
+    """Sort key, simplest first: no spinning (spinning threads take, within a run, CPU time the event loop
+    and neighbours could use), fewer threads, ONNX Runtime (the engine every version runs on)."""
     return bool(choice.spinning), choice.threads, choice.engine != "onnxruntime"
 
 
