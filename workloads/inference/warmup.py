@@ -49,11 +49,11 @@ shorter than it; the stop spins through none.
 
 The stop does not make spinning at every CPU safe, measured (issue 42, ``benchmarks/README.md``: 2
 threads pinned in scratch servers on the 2-core machine, load average 5-10 from other sessions, three
-interleaved rounds): the spin left inside a run is what loses once the cores are shared, as spin-waiting
-does wherever runnable threads outnumber cores. The 1.1M-weight model at one client (own client) served
-271-617 req/s spinning with the stop, 295-583 spinning without it, 734-1533 not spinning; the 50M-weight
-model 19 req/s spinning with the stop, 28 not spinning. Warm-up, timing on a quiet machine, would pick
-spinning there and keep it when the load came, so the whole CPU stays free.
+interleaved rounds, medians): the spin left inside a run is what loses once the cores are shared, as
+spin-waiting does wherever runnable threads outnumber cores. At one client, the 1.1M-weight model served
+319 req/s spinning with the stop (own client; 363 under wrk), 362 (349) spinning without it, 947 (1152)
+not spinning; the 50M-weight model 19 (18) with the stop, 22 (26) not spinning. Warm-up, timing on a
+quiet machine, would pick spinning there and keep it when the load came, so the whole CPU stays free.
 
 Where building a candidate is dear (a 50M-weight model takes ~0.75 s per ONNX Runtime session on the
 idle machine, over 2 s under load) the budget stops the list early, but never before the first two

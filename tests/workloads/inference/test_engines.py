@@ -139,7 +139,7 @@ def test_no_pool_spins_on_every_cpu_the_process_may_use() -> None:
     2 threads spinning 44 µs a row against 66 µs on 1, then 116-138 req/s served under wrk against
     408-622 on 1 thread). Spinning is offered only where a whole CPU stays free beside every worker; a
     spin within runs alone (``session.force_spinning_stop``) still lost at every CPU under load (2 threads
-    pinned, the 1.1M-weight model at one client: 271-617 req/s against 734-1533 not spinning)."""
+    pinned, the 1.1M-weight model at one client: 319 req/s against 947 not spinning, medians)."""
     # This machine's case: 2 CPUs, a budget of 2: no spinning candidate at all, the sleeping ones kept.
     assert candidates("fp32", None, 2, openvino=False, cpus=2) == [ORT_2, ORT_1]
     assert spinning(candidates("int8", "onnxruntime", 2, openvino=False, cpus=2)) == []
