@@ -13,22 +13,47 @@ fastest. The candidates, in the order measured:
   count where spinning fits (below), and the rest: the powers of two between 1 and the budget, spinning
   at those where it fits, OpenVINO with fewer threads.
 
-Spinning (``session.intra_op.allow_spinning``) is offered only at a thread count that leaves a whole CPU
-free (``spinning_fits``): the thread count times the workers below the CPUs the process may use
-(``cpu.available_cpus``: its affinity, ``os.sched_getaffinity(0)``, within the cgroup's CPU quota). ONNX
-Runtime runs n intra-op threads as the caller and n - 1 pool threads, and with spinning on its idle pool
-threads "spin waiting for work", which "provides faster inference but consumes more CPU cycles,
-resources, and power" (ONNX Runtime docs, "Thread management", Thread-Pool Spinning Behavior); a spin
-ran 2^20 pause instructions before the thread blocked, 3 to 47 ms by CPU (ONNX Runtime PR #27916, which
-made it a duration), longer than the gap between requests, so under load those threads never sleep
-(measured: an idle pool thread took 0.12-0.13 of a core while the event loop got 0.16-0.24, against
-0.22-0.35 on 1 thread). At n = every CPU they keep the cores the event loop, the model thread's
-hand-offs and the pod's neighbours need, and a quota is spent busy-waiting. Warm-up cannot see that
-cost: it times runs with nothing else running, where spinning only wins (the 1.1M-weight model on the
-idle 2-core machine: 2 threads spinning 44 µs a row, 1 thread 66 µs). Served, the same choice lost
-(issue 42, under wrk at one client, load average 8-10, medians of 3 interleaved rounds: 180 req/s
-before this rule, 511 after, the best peer 435), so it is not a candidate there; on a pod with CPUs to
-spare (8 CPUs, one worker: 2 and 4 threads) it still is.
+Spinning (``session.intra_op.allow_spinning``) is spinning within a run: a spinning candidate's session
+also sets ``session.force_spinning_stop`` (``engines.session_options``), so its pool threads busy-wait
+between one operator's parallel work and the next and sleep once the run returns. It is offered only at
+a thread count that leaves a whole CPU free (``spinning_fits``): the thread count times the workers
+below the CPUs the process may use (``cpu.available_cpus``: its affinity, ``os.sched_getaffinity(0)``,
+within the cgroup's CPU quota).
+
+How it came to this. ONNX Runtime runs n intra-op threads as the caller and n - 1 pool threads, and with
+spinning alone its idle pool threads "spin waiting for work", which "provides faster inference but
+consumes more CPU cycles, resources, and power" (ONNX Runtime docs, "Thread management", Thread-Pool
+Spinning Behavior); a spin ran 2^20 pause instructions before the thread blocked, 3 to 47 ms by CPU
+(ONNX Runtime PR #27916, which made it a duration), longer than the gap between requests, so under load
+those threads never slept (measured: an idle pool thread took 0.12-0.13 of a core while the event loop
+got 0.16-0.24, against 0.22-0.35 on 1 thread). At n = every CPU they kept the cores the event loop,
+the model thread's hand-offs and the pod's neighbours need, and a quota was spent busy-waiting. Warm-up
+cannot see that cost: it times runs back to back, where spinning only wins (the 1.1M-weight model on
+the idle 2-core machine: 2 threads spinning 44 µs a row, 1 thread 66 µs). Served, that choice lost
+(issue 42, under wrk at one client, load average 8-10, medians of 3 interleaved rounds: 180 req/s, 511
+once it was refused, the best peer 435), hence the whole CPU left free. It costs the 50M-weight model
+on a quiet 2-core machine: at one client ours ran 2 threads without spinning, 6.96 ms a row, where ONNX
+Runtime's defaults (the naive server's: spinning) ran 6.26 ms, a ceiling of 0.90x before any HTTP
+(0.89x served under the benchmark's own client, 0.91x under wrk).
+
+``session.force_spinning_stop`` ("forces any TP threads spinning stop immediately when the last of
+concurrent Run() call returns. Spinning is restarted on the next Run() call": ONNX Runtime's
+``onnxruntime_session_options_config_keys.h``; the installed 1.31.1 reads it) ends the spin between
+requests. Measured in one process per setting, a pause after each one-row run (load average 1.7-2.4 on
+2 cores): the 50M-weight model, 2 ms pauses, 2 threads spinning kept 1.00 of a core busy in the pause,
+with the stop 0.02-0.03, as without spinning (0.01-0.02); the 1.1M-weight model, 50 ms pauses, 0.33
+against 0.001. The 1.31 alternative, ``session.intra_op.spin_duration_us`` (PR #27916: -1, the default,
+the iteration count; 0 no spinning; a positive value, a spin of that many microseconds), bounds the spin
+by time instead (100 µs: 0.02-0.03 of a core in the same 2 ms pauses) but still spins through any gap
+shorter than it; the stop spins through none.
+
+The stop does not make spinning at every CPU safe, measured (issue 42, ``benchmarks/README.md``: 2
+threads pinned in scratch servers on the 2-core machine, load average 5-10 from other sessions, three
+interleaved rounds, medians): the spin left inside a run is what loses once the cores are shared, as
+spin-waiting does wherever runnable threads outnumber cores. At one client, the 1.1M-weight model served
+319 req/s spinning with the stop (own client; 363 under wrk), 362 (349) spinning without it, 947 (1152)
+not spinning; the 50M-weight model 19 (18) with the stop, 22 (26) not spinning. Warm-up, timing on a
+quiet machine, would pick spinning there and keep it when the load came, so the whole CPU stays free.
 
 Where building a candidate is dear (a 50M-weight model takes ~0.75 s per ONNX Runtime session on the
 idle machine, over 2 s under load) the budget stops the list early, but never before the first two
@@ -112,8 +137,9 @@ def thread_counts(budget: int) -> list[int]:
 
 
 def spinning_fits(threads: int, cpus: int, workers: int) -> bool:
-    """Whether ``threads`` intra-op threads in each of ``workers`` processes may spin on ``cpus`` CPUs: a
-    pool exists (more than 1 thread), and all of them together leave at least one CPU free."""
+    """Whether ``threads`` intra-op threads in each of ``workers`` processes may spin within their runs on
+    ``cpus`` CPUs: a pool exists (more than 1 thread), and all of them together leave at least one CPU
+    free."""
     return threads > 1 and threads * workers < cpus
 
 
@@ -139,8 +165,8 @@ def candidates(
 
 
 def simplicity(choice: EngineChoice) -> tuple[bool, int, bool]:
-    """Sort key, simplest first: no spinning (spinning threads burn the cores the event loop needs while
-    idle), fewer threads, ONNX Runtime (the engine every version runs on)."""
+    """Sort key, simplest first: no spinning (spinning threads take, within a run, CPU time the event loop
+    and neighbours could use), fewer threads, ONNX Runtime (the engine every version runs on)."""
     return bool(choice.spinning), choice.threads, choice.engine != "onnxruntime"
 
 

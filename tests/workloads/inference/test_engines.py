@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from workloads.artifacts import METADATA_FILE, ArtifactError, ModelMetadata, load_metadata
 from workloads.inference import engines, warmup
@@ -134,7 +137,9 @@ def test_no_pool_spins_on_every_cpu_the_process_may_use() -> None:
     CPU cycles": ONNX Runtime docs, Thread management), so at a thread count that takes every CPU they
     keep the cores the event loop needs; an idle warm-up cannot see that (the 1.1M-weight model, 2 cores:
     2 threads spinning 44 µs a row against 66 µs on 1, then 116-138 req/s served under wrk against
-    408-622 on 1 thread). Spinning is offered only where a whole CPU stays free beside every worker."""
+    408-622 on 1 thread). Spinning is offered only where a whole CPU stays free beside every worker; a
+    spin within runs alone (``session.force_spinning_stop``) still lost at every CPU under load (2 threads
+    pinned, the 1.1M-weight model at one client: 319 req/s against 947 not spinning, medians)."""
     # This machine's case: 2 CPUs, a budget of 2: no spinning candidate at all, the sleeping ones kept.
     assert candidates("fp32", None, 2, openvino=False, cpus=2) == [ORT_2, ORT_1]
     assert spinning(candidates("int8", "onnxruntime", 2, openvino=False, cpus=2)) == []
@@ -145,6 +150,48 @@ def test_no_pool_spins_on_every_cpu_the_process_may_use() -> None:
     # A budget set above the CPUs (SERVE_THREADS) never spins; one thread has no pool to spin.
     assert not spinning_fits(4, cpus=2, workers=1) and not spinning_fits(1, cpus=8, workers=1)
     assert spinning_fits(2, cpus=3, workers=1)
+
+
+def gap_busy(run: engines.Runner, row: np.ndarray, gap_s: float = 0.05) -> float:
+    """The median share of a core the process takes in a ``gap_s`` pause after each of three runs."""
+    busy = []
+    for _ in range(3):
+        run(row)
+        cpu, wall = time.process_time(), time.perf_counter()
+        time.sleep(gap_s)
+        busy.append((time.process_time() - cpu) / (time.perf_counter() - wall))
+    return float(np.median(busy))
+
+
+def wide_matmul(width: int = 1024) -> bytes:
+    """A one-operator graph wide enough (``width`` squared weights) for ONNX Runtime to split a one-row
+    run over its pool; the digits model's operators are too small to wake a pool thread at all."""
+    weights = numpy_helper.from_array(np.ones((width, width), dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "wide",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, width])],
+        [weights],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    serialized: bytes = model.SerializeToString()
+    return serialized
+
+
+def test_a_spinning_pool_sleeps_once_its_run_returns() -> None:
+    """ONNX Runtime's ``session.force_spinning_stop``: "forces any TP threads spinning stop immediately
+    when the last of concurrent Run() call returns" (``onnxruntime_session_options_config_keys.h``).
+    Without it an idle pool thread spins 2^20 pause instructions (3 to 47 ms by CPU, ONNX Runtime PR
+    #27916) after each run, into the gap before the next request (planted below: measured here about a
+    third of a core over a 50 ms gap); with it the process takes no CPU there."""
+    graph, row = wide_matmul(), np.ones((1, 1024), dtype=np.float32)
+    spinning = EngineChoice("onnxruntime", "fp32", 2, True)
+    assert gap_busy(open_runner(graph, spinning), row) < 0.02
+    planted = engines.session_options(2, spinning=True)
+    planted.add_session_config_entry("session.force_spinning_stop", "0")
+    session = ort.InferenceSession(graph, planted, providers=["CPUExecutionProvider"])
+    assert gap_busy(lambda x: session.run(None, {"x": x})[0], row) > 0.05
 
 
 CPUINFO = "processor\t: {n}\nflags\t\t: fpu sse2 avx2 avx512f {extra}\n\n"
