@@ -8,6 +8,8 @@ version (a store following the versionless key and one pinned to a version use t
 - the registry database: the PostgreSQL flexible server's ``dataEncryption.primaryKeyURI``;
 - node volumes: the disk encryption set's ``activeKey.keyUrl``;
 - images: the container registry's ``encryption.keyVaultProperties.keyIdentifier``;
+- datasets: a Blob encryption scope's ``keyVaultProperties.keyUri`` (the only scope the program makes is
+  the ``datasets`` container's default, with overrides denied: components/azure/storage.py);
 - storage accounts, by what the account is: a ``FileStorage`` account (the NFS share) holds training data,
   the lifecycle record's (tagged ``ml-platform.io-role: lifecycle-record``) object data, as AWS's record
   bucket, any other account with immutable storage (the audit archive) logs, any other object data; the
@@ -34,6 +36,7 @@ STORES: dict[str, tuple[str, str]] = {
     "azure-native:dbforpostgresql:Server": ("registry-database", "dataEncryption.primaryKeyURI"),
     "azure-native:compute:DiskEncryptionSet": ("node-volumes", "activeKey.keyUrl"),
     "azure-native:containerregistry:Registry": ("images", "encryption.keyVaultProperties.keyIdentifier"),
+    "azure-native:storage:EncryptionScope": ("datasets", "keyVaultProperties.keyUri"),
 }
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 # https://<vault>.vault.azure.net/keys/<name>[/<version>]: the key, without its version.
