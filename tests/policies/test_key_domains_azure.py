@@ -31,6 +31,7 @@ READ_TYPES = (
     "azure-native:containerregistry:Registry",
     "azure-native:storage:StorageAccount",
     "azure-native:storage:EncryptionScope",
+    "azure-native:storage:BlobContainer",
     "pulumi:providers:",
 )
 ACCOUNT = "azure-native:storage:StorageAccount"
@@ -151,6 +152,11 @@ def test_a_stack_made_before_the_split_keeps_its_stores_and_the_pack_says_so(
     scoped = ("defaultEncryptionScope", "denyEncryptionScopeOverride")
     assert kept.inputs == {k: v for k, v in shipped.inputs.items() if k not in scoped}
     refused = merged(_read_by_policy(plan))
-    assert {f"{ENTERPRISE}-azure-registry-pg", f"{ENTERPRISE}-azure-shared-account"} <= refused
+    assert {
+        f"{ENTERPRISE}-azure-registry-pg",
+        f"{ENTERPRISE}-azure-shared-account",
+        # The kept datasets container: under its account's key, the object data's.
+        f"{ENTERPRISE}-azure-objects-datasets",
+    } <= refused
     # The unchanged stores against the shipped layout: only the moved ones differ.
     assert _account_keys(planned(ENTERPRISE))["objects-account"] == "storage-cmk"
