@@ -381,6 +381,10 @@ class KeyDomain(StrEnum):
     IMAGES = "images"
     VOLUMES = "node-volumes"
     LOGS = "logs"
+    # Curated training data in object storage, read by training only: on AWS its own bucket and key
+    # (components/aws/keys.py), on Azure the ``datasets`` container under an encryption scope with its own
+    # key (components/azure/storage.py).
+    DATASETS = "datasets"
 
 
 class StorageConfig(_Model):
@@ -1509,12 +1513,20 @@ def _storage_problems(config: PlatformConfig) -> Iterator[tuple[str, str]]:
         yield f"{PLATFORM_KEY}.storage.shared", f"{shared} is not available on {config.cloud}"
     # On Azure the stores of these domains were made under the storage key (``storage-cmk``): only they
     # can be kept there (components/azure/keys.py, DOMAIN_KEYS).
-    azure_kept = {KeyDomain.TRAINING_DATA, KeyDomain.REGISTRY_DATABASE, KeyDomain.LOGS}
+    azure_kept = {KeyDomain.TRAINING_DATA, KeyDomain.REGISTRY_DATABASE, KeyDomain.LOGS, KeyDomain.DATASETS}
     if config.cloud is Cloud.AZURE and (other := set(config.storage.on_stack_key) - azure_kept):
         yield (
             f"{PLATFORM_KEY}.storage.onStackKey",
             f"{', '.join(sorted(d.value for d in other))} never shared the storage key on Azure; list only "
             f"{', '.join(sorted(d.value for d in azure_kept))}",
+        )
+    # On AWS a stack made before the datasets bucket keeps its datasets in the data bucket without being
+    # told (components/aws/keys.py ``made_before_datasets_bucket``): the datasets never move key there.
+    if config.cloud is Cloud.AWS and KeyDomain.DATASETS in config.storage.on_stack_key:
+        yield (
+            f"{PLATFORM_KEY}.storage.onStackKey",
+            "datasets get their own bucket and key on AWS only where the stack is new; a stack made before "
+            "keeps them in the data bucket without this entry: remove it",
         )
     if shared is SharedStorageKind.FSX_LUSTRE and not lustre_capacity_valid(
         config.storage.shared_capacity_gib

@@ -330,6 +330,7 @@ def _arm(
     zone_restricted: frozenset[str],
     offered_versions: tuple[str, ...],
     encrypted: Mapping[str, str],
+    container_scopes: Mapping[str, str],
 ) -> httpx.MockTransport:
     """The ARM reads the Azure program makes itself (components/azure/arm.py), answered as ARM does.
 
@@ -347,7 +348,10 @@ def _arm(
     archive's immutability locked; the first ``up`` (absent, 404) is the program's other path. An account
     named in ``encrypted`` reports that Key Vault key (``properties.encryption.keyvaultproperties``).
     PostgreSQL flexible servers ("Servers - Get"): those ``encrypted`` names, with their key's URI in
-    ``properties.dataEncryption.primaryKeyURI``; any other is absent (404).
+    ``properties.dataEncryption.primaryKeyURI``; any other is absent (404). Blob containers ("Blob
+    Containers - Get"): those ``container_scopes`` names (``<account>/<container>``), with that default
+    encryption scope in ``properties.defaultEncryptionScope`` (``$account-encryption-key`` for a container
+    made without one); any other is absent (404), as in a new stack.
     """
     base = rf"^/subscriptions/{SUBSCRIPTION_ID}/providers"
     features_path = re.compile(rf"{base}/Microsoft\.Features/providers/([\w.]+)/features/(\w+)$")
@@ -357,6 +361,9 @@ def _arm(
     group = rf"^/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/[\w.-]+/providers"
     account_path = re.compile(rf"{group}/Microsoft\.Storage/storageAccounts/(\w+)$")
     server_path = re.compile(rf"{group}/Microsoft\.DBforPostgreSQL/flexibleServers/([\w-]+)$")
+    container_path = re.compile(
+        rf"{group}/Microsoft\.Storage/storageAccounts/(\w+)/blobServices/default/containers/([\w-]+)$"
+    )
     vault = "https://mlp-existing-kv.vault.azure.net"
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -386,6 +393,12 @@ def _arm(
                 encryption = {"type": "AzureKeyVault", "primaryKeyURI": f"{vault}/keys/{key}"}
                 server = {"id": path, "name": match.group(1), "properties": {"dataEncryption": encryption}}
                 return httpx.Response(200, json=server)
+            if (match := container_path.match(path)) and (
+                default_scope := container_scopes.get("/".join(match.groups()))
+            ):
+                properties = {"defaultEncryptionScope": default_scope, "denyEncryptionScopeOverride": False}
+                container = {"id": path, "name": match.group(2), "properties": properties}
+                return httpx.Response(200, json=container)
             location = location_filter.match(params.get("$filter", ""))
             if skus_path.match(path) and location:
                 skus = [_vm_sku(size, location.group(1), size in zone_restricted) for size in VM_SIZES]
@@ -498,7 +511,9 @@ class ExistingAccount:
       (``minSize``, ``maxSize``, ``desiredSize``) as DescribeNodegroup returns it
       (components/aws/node_pools.py ``refuse_unreachable_sizes``);
     - ``encrypted_stores``: storage accounts and PostgreSQL flexible servers by name -> the Key Vault key
-      each is encrypted with (components/azure/key_moves.py ``refuse_silent_key_moves``);
+      each is encrypted with, and ``container_scopes``: blob containers, ``<account>/<container>`` -> the
+      default encryption scope each was made with (components/azure/key_moves.py
+      ``refuse_silent_key_moves``);
     - ``reservations``: EC2 capacity reservations by id (``cr-…``) -> their properties as Cloud Control
       GetResource reads ``AWS::EC2::CapacityReservation`` (its CloudFormation resource schema, as the awscc
       provider's ``awscc_ec2_capacity_reservation`` data source lists it: ``InstanceType``,
@@ -511,6 +526,7 @@ class ExistingAccount:
     agent_pools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     node_groups: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     encrypted_stores: Mapping[str, str] = field(default_factory=dict)
+    container_scopes: Mapping[str, str] = field(default_factory=dict)
     reservations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def instances(self, filters: list[dict[str, Any]]) -> list[str]:
@@ -545,8 +561,16 @@ class PlanMocks(pulumi.runtime.Mocks):
         self.existing = existing or ExistingAccount()
         # The Azure program reads subscription features and VM sizes straight from ARM (components/azure/
         # arm.py); offline, ARM is this answer. Set in the plan's own context (run_plan), so it ends there.
-        stores = self.existing.encrypted_stores
-        ARM_TRANSPORT.set(_arm(unregistered_features, zone_restricted_sizes, offered_versions, stores))
+        existing = self.existing
+        ARM_TRANSPORT.set(
+            _arm(
+                unregistered_features,
+                zone_restricted_sizes,
+                offered_versions,
+                existing.encrypted_stores,
+                existing.container_scopes,
+            )
+        )
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         token, name, inputs = args.typ, args.name, dict(args.inputs)

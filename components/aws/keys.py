@@ -262,9 +262,9 @@ DOMAIN_STORES: dict[KeyDomain, str] = {
 # The object-data key's stores where the datasets have a bucket of their own (``datasets_key_policy``).
 MODELS_BUCKET_STORES = "the data bucket: models, checkpoints, the registry's artifacts"
 # The datasets' domain: curated training data in S3, read by training only (review B5: one data domain per
-# bucket). Not a ``KeyDomain``, like the audit domain: a stack made before the datasets bucket has no
-# store in it and keeps its datasets in the data bucket (``made_before_datasets_bucket``).
-DATASETS_DOMAIN = "datasets"
+# bucket). Its key is made beside the bucket, not among ``_domain_keys``: a stack made before the datasets
+# bucket has no store in it and keeps its datasets in the data bucket (``made_before_datasets_bucket``).
+DATASETS_DOMAIN = KeyDomain.DATASETS.value
 DATASETS_STORES = "the datasets bucket"
 
 

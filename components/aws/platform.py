@@ -353,6 +353,8 @@ class AwsPlatform(pulumi.ComponentResource):
         absent = {
             KeyDomain.TRAINING_DATA: config.shared_storage is SharedStorageKind.NONE,
             KeyDomain.REGISTRY_DATABASE: not self._manages_registry_database(),
+            # Made with the datasets bucket, where the stack has one (``_datasets_key``).
+            KeyDomain.DATASETS: True,
         }
         domains = [d for d in KeyDomain if not absent.get(d, False)]
         kept = [d for d in domains if d is KeyDomain.SECRETS or d in config.storage.on_stack_key]

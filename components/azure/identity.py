@@ -114,4 +114,6 @@ class EncryptionIdentity(pulumi.ComponentResource):
         self.ready: pulumi.Resource = propagated(name, scope, [grant], self)
         self.identity_id: pulumi.Output[str] = identity.id
         self.client_id: pulumi.Output[str] = identity.client_id
+        # For a second key the same service encrypts with: the objects account's datasets scope (storage.py).
+        self.principal_id: pulumi.Output[str] = identity.principal_id
         self.register_outputs({"id": identity.id, "clientId": identity.client_id})

@@ -1,9 +1,9 @@
 """Customer-managed keys: one Key Vault, one rotating RSA key per data domain, and the disk encryption set.
 
 A key per data domain (``components.config.KeyDomain``: node disks, object data, images, Kubernetes
-Secrets, training data, the registry's database, logs; docs/security.md, "Keys per data domain") keeps
-revocation and audit per domain: disabling the images key does not take the cluster's disks down with it,
-and each key's role assignments name only its domain's encryption identity.
+Secrets, training data, the registry's database, logs, datasets; docs/security.md, "Keys per data
+domain") keeps revocation and audit per domain: disabling the images key does not take the cluster's
+disks down with it, and each key's role assignments name only its domain's encryption identity.
 
 The vault authorises with Azure RBAC (no access policies), keeps deleted keys recoverable (soft delete +
 purge protection, both required for customer-managed keys on Disks and Storage) and disables public
@@ -51,6 +51,8 @@ class KeyPurpose(StrEnum):
     TRAINING_DATA = "training-data"
     REGISTRY_DATABASE = "registry-database"
     LOGS = "logs"
+    # The datasets container's encryption scope (storage.py; review rev35f A6).
+    DATASETS = "datasets"
 
 
 # Each data domain's key. The first four keep the names (and URNs) they had as per-consumer keys; a
@@ -64,6 +66,7 @@ DOMAIN_KEYS: dict[KeyDomain, KeyPurpose] = {
     KeyDomain.TRAINING_DATA: KeyPurpose.TRAINING_DATA,
     KeyDomain.REGISTRY_DATABASE: KeyPurpose.REGISTRY_DATABASE,
     KeyDomain.LOGS: KeyPurpose.LOGS,
+    KeyDomain.DATASETS: KeyPurpose.DATASETS,
 }
 
 

@@ -288,17 +288,26 @@ class AzurePlatform(pulumi.ComponentResource):
     def _storage(
         self, name: str, scope: AzureScope, network: AzureNetwork, keys: AzureKeys
     ) -> tuple[ObjectStorage, SharedFileStorage | None]:
-        """Object storage always; the NFS share when config asks for shared storage, under the training
-        data key with an identity of its own (the storage identity where ``storage.onStackKey`` keeps the
-        share on the storage key, as a stack made before the split has it)."""
+        """Object storage always, its datasets container under the datasets key (on the storage key where
+        ``storage.onStackKey`` keeps it there); the NFS share when config asks for shared storage, under the
+        training data key with an identity of its own (the storage identity where ``storage.onStackKey``
+        keeps the share on the storage key, as a stack made before the split has it)."""
         key = keys.for_domain(KeyDomain.OBJECTS)
         identity = EncryptionIdentity(
             f"{name}-storage-encryption", EncryptionIdentityArgs(scope, key.key_id), self._child
         )
         subnet = network.endpoint_subnet_id
+        datasets_key = keys.for_domain(KeyDomain.DATASETS)
         objects = ObjectStorage(
             f"{name}-objects",
-            ObjectStorageArgs(scope, identity, key, subnet, network.dns_zone_ids[BLOB_ZONE]),
+            ObjectStorageArgs(
+                scope,
+                identity,
+                key,
+                subnet,
+                network.dns_zone_ids[BLOB_ZONE],
+                datasets_key=datasets_key if datasets_key is not key else None,
+            ),
             self._child,
         )
         if scope.config.shared_storage is not SharedStorageKind.AZURE_FILES_NFS:

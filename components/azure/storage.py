@@ -1,10 +1,21 @@
-"""Object storage for datasets and model artifacts: one StorageV2 account, two blob containers.
+"""Object storage for datasets and model artifacts: one StorageV2 account, three blob containers.
 
 The account follows the storage baseline (REFERENCE.md): customer-managed key through a user-assigned
 identity, HTTPS only with TLS 1.2, no public blob access, no shared-key (account key or SAS) auth so every
 request is an Entra ID principal, network default Deny, and a private endpoint for the cluster. Deleted
 blobs and containers stay recoverable and every overwrite keeps the previous version, for
 ``storage.noncurrentVersionDays`` days.
+
+The datasets are a data domain of their own (issue 35 item 3; review rev35f A6): their container's
+default encryption scope is under the datasets key, not the account's, and no blob may name another scope
+("Encryption scopes for Blob storage": a container's default scope, with overrides denied, applies to
+every blob written to it). A scope under a customer key needs the account's managed identity to use that
+key and a vault with purge protection, in the account's region ("Create and manage encryption scopes");
+the scope omits the key version, so it follows the key's rotation as the account does. Both container
+settings are taken at creation only (Azure/azure-cli pull requests 26948 and 27791 removed them from
+``az storage container-rm update``; Terraform's ``azurerm_storage_container`` marks them ForceNew), so a
+stack whose ``datasets`` container exists without the scope keeps it on the account's key until it
+migrates (``storage.onStackKey``; key_moves.py refuses the update that would replace it).
 """
 
 from __future__ import annotations
@@ -20,6 +31,8 @@ from components.azure import naming
 from components.azure.identity import EncryptionIdentity
 from components.azure.keys import KeyRef
 from components.azure.private_endpoint import PrivateEndpoint, PrivateEndpointArgs
+from components.azure.propagation import propagated
+from components.azure.roles import grant_key_use
 from components.azure.scope import AzureScope
 from components.config import RESIDENCY_REGIONS, PlatformConfig, Redundancy
 from components.handle import Cloud
@@ -28,12 +41,19 @@ from components.handle import Cloud
 DATASETS_CONTAINER = "datasets"
 CONTAINERS = (DATASETS_CONTAINER, "models", "registry")
 MODELS_CONTAINER = "models"
+# The datasets container's default encryption scope, under the datasets key (key_moves.py reads it back).
+DATASETS_SCOPE = "datasets"
 # Azure region pairs: GRS replicates to the pair (REFERENCE.md, Azure region-pairs table).
 REGION_PAIRS = {"uaenorth": "uaecentral", "uaecentral": "uaenorth"}
 # Blob, container and file share soft delete keep deletions for 1-365 days (Azure blob soft delete docs;
 # storage API 2025-01-01 ``DeleteRetentionPolicy.days`` {minValue: 1, maxValue: 365}, Azure/bicep-types-az
 # generated/storage/microsoft.storage/2025-01-01/types.md).
 _MAX_SOFT_DELETE_DAYS = 365
+
+
+def objects_account_name(suffix: str) -> str:
+    """The objects account's name (datasets, models, the registry's artifacts)."""
+    return naming.storage_account_name("data", suffix)
 
 
 def blob_sku(config: PlatformConfig) -> str:
@@ -122,6 +142,8 @@ class ObjectStorageArgs:
     key: KeyRef
     endpoint_subnet_id: pulumi.Input[str]
     blob_dns_zone_id: pulumi.Input[str]
+    # The datasets' own key; None keeps them on the account's (``storage.onStackKey`` lists datasets).
+    datasets_key: KeyRef | None = None
 
 
 class ObjectStorage(pulumi.ComponentResource):
@@ -130,7 +152,7 @@ class ObjectStorage(pulumi.ComponentResource):
     ) -> None:
         super().__init__("ml-platform:azure:ObjectStorage", name, None, opts)
         scope = args.scope
-        self.account_name = naming.storage_account_name("data", scope.name_suffix)
+        self.account_name = objects_account_name(scope.name_suffix)
         account = storage.StorageAccount(
             f"{name}-account",
             account_name=self.account_name,
@@ -144,14 +166,14 @@ class ObjectStorage(pulumi.ComponentResource):
         )
         self.account_id: pulumi.Output[str] = account.id
         self._protect_blobs(name, scope, account)
+        datasets_scope = (
+            self._datasets_scope(name, args, account, args.datasets_key)
+            if args.datasets_key is not None
+            else None
+        )
         self.container_ids: dict[str, pulumi.Output[str]] = {
-            container: storage.BlobContainer(
-                f"{name}-{container}",
-                resource_group_name=scope.resource_group_name,
-                account_name=account.name,
-                container_name=container,
-                public_access="None",
-                opts=scope.opts(self, data=True),
+            container: self._container(
+                name, scope, account, container, datasets_scope if container == DATASETS_CONTAINER else None
             ).id
             for container in CONTAINERS
         }
@@ -162,6 +184,59 @@ class ObjectStorage(pulumi.ComponentResource):
         )
         self.models_uri = f"https://{self.account_name}.blob.core.windows.net/{MODELS_CONTAINER}"
         self.register_outputs({"accountId": account.id, "modelsUri": self.models_uri})
+
+    def _container(
+        self,
+        name: str,
+        scope: AzureScope,
+        account: storage.StorageAccount,
+        container: str,
+        only_scope: storage.EncryptionScope | None,
+    ) -> storage.BlobContainer:
+        """A private container; with ``only_scope``, made once that scope is, with it as its default and no
+        blob allowed another (both taken at creation only: the module docstring)."""
+        encrypted = (
+            {"default_encryption_scope": DATASETS_SCOPE, "deny_encryption_scope_override": True}
+            if only_scope is not None
+            else {}
+        )
+        return storage.BlobContainer(
+            f"{name}-{container}",
+            resource_group_name=scope.resource_group_name,
+            account_name=account.name,
+            container_name=container,
+            public_access="None",
+            **encrypted,
+            opts=scope.opts(self, data=True, depends_on=[only_scope] if only_scope is not None else ()),
+        )
+
+    def _datasets_scope(
+        self, name: str, args: ObjectStorageArgs, account: storage.StorageAccount, key: KeyRef
+    ) -> storage.EncryptionScope:
+        """The encryption scope under the datasets key. The account encrypts with its identity (the
+        account's only one), so that identity is given use of this key too, and the scope waits for the
+        grant to propagate; infrastructure encryption as the account has it (a scope of an account with it
+        on has it regardless, "Create and manage encryption scopes")."""
+        scope = args.scope
+        grant = grant_key_use(
+            f"{name}-datasets-key-user", scope, args.encryption_identity.principal_id, key.key_id, self
+        )
+        return storage.EncryptionScope(
+            f"{name}-datasets-scope",
+            resource_group_name=scope.resource_group_name,
+            account_name=account.name,
+            encryption_scope_name=DATASETS_SCOPE,
+            source="Microsoft.KeyVault",
+            # The versionless key URI: the scope follows the key's rotation.
+            key_vault_properties={"key_uri": key.key_uri},
+            require_infrastructure_encryption=account.encryption.apply(
+                lambda encryption: bool(encryption and encryption.require_infrastructure_encryption)
+            ),
+            state="Enabled",
+            opts=scope.opts(
+                self, data=True, depends_on=[propagated(f"{name}-datasets", scope, [grant], self)]
+            ),
+        )
 
     def _protect_blobs(self, name: str, scope: AzureScope, account: storage.StorageAccount) -> None:
         days = scope.config.storage.noncurrent_version_days

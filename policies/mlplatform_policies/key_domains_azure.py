@@ -8,6 +8,10 @@ version (a store following the versionless key and one pinned to a version use t
 - the registry database: the PostgreSQL flexible server's ``dataEncryption.primaryKeyURI``;
 - node volumes: the disk encryption set's ``activeKey.keyUrl``;
 - images: the container registry's ``encryption.keyVaultProperties.keyIdentifier``;
+- datasets: a Blob encryption scope's ``keyVaultProperties.keyUri`` (the only scope the program makes is
+  the ``datasets`` container's default, with overrides denied: components/azure/storage.py); a
+  ``datasets`` container with no default scope is under its account's key (a stack made before the
+  datasets had a key, which ``storage.onStackKey`` keeps so: the finding records that exception);
 - storage accounts, by what the account is: a ``FileStorage`` account (the NFS share) holds training data,
   the lifecycle record's (tagged ``ml-platform.io-role: lifecycle-record``) object data, as AWS's record
   bucket, any other account with immutable storage (the audit archive) logs, any other object data; the
@@ -34,8 +38,11 @@ STORES: dict[str, tuple[str, str]] = {
     "azure-native:dbforpostgresql:Server": ("registry-database", "dataEncryption.primaryKeyURI"),
     "azure-native:compute:DiskEncryptionSet": ("node-volumes", "activeKey.keyUrl"),
     "azure-native:containerregistry:Registry": ("images", "encryption.keyVaultProperties.keyIdentifier"),
+    "azure-native:storage:EncryptionScope": ("datasets", "keyVaultProperties.keyUri"),
 }
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
+BLOB_CONTAINER = "azure-native:storage:BlobContainer"
+DATASETS = "datasets"
 # https://<vault>.vault.azure.net/keys/<name>[/<version>]: the key, without its version.
 _KEY_URL = re.compile(r"^(https://[^/]+/keys/[^/]+)(/[^/]*)?/?$", re.IGNORECASE)
 
@@ -83,3 +90,14 @@ def azure_stores(graph: Graph) -> Iterator[tuple[Subject, str, str, str] | Unkno
             continue
         if key is not None:
             yield account, _account_domain(account), "encryption.keyVaultProperties", key
+    for container in graph.of(BLOB_CONTAINER):
+        if container.get("containerName") != DATASETS or container.get("defaultEncryptionScope"):
+            continue  # another domain's container, or the datasets under their scope (judged above)
+        for account in graph.linked(container, "accountName", (STORAGE_ACCOUNT,), "accountName"):
+            try:
+                key = _account_key(account)
+            except UnknownValueError as unknown:
+                yield unknown
+                continue
+            if key is not None:
+                yield container, DATASETS, "accountName (its account's key)", key

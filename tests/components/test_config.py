@@ -119,11 +119,16 @@ def test_s3_endpoint_policy_settings_that_would_do_nothing_are_refused(
             ["kubernetes-secrets"],
             "storage.onStackKey: kubernetes-secrets is the stack key's own domain",
         ),
-        ("aws-smb-dev", ["datasets"], "storage.onStackKey[0]"),
+        ("aws-smb-dev", ["audit"], "storage.onStackKey[0]"),
+        (
+            "aws-smb-dev",
+            ["datasets"],
+            "storage.onStackKey: datasets get their own bucket and key on AWS only where the stack is new",
+        ),
         (
             "azure-smb-dev",
             ["images", "logs"],
-            "storage.onStackKey: images never shared the storage key on Azure; list only logs, "
+            "storage.onStackKey: images never shared the storage key on Azure; list only datasets, logs, "
             "registry-database, training-data",
         ),
     ],
@@ -132,8 +137,10 @@ def test_on_stack_key_names_only_domains_that_can_migrate(
     stack: str, domains: list[str], problem: str
 ) -> None:
     """Issue 35 item 3: ``storage.onStackKey`` keeps domains on the key their stores were made under (AWS:
-    the stack's first key; Azure: the storage key); that key's own domain, an unknown domain and, on
-    Azure, a domain whose stores never were on the storage key are config errors naming the key."""
+    the stack's first key; Azure: the storage key); that key's own domain, an unknown domain, on AWS the
+    datasets (kept in the data bucket without being listed: components/aws/keys.py
+    ``made_before_datasets_bucket``) and, on Azure, a domain whose stores never were on the storage key
+    are config errors naming the key."""
     config = copy.deepcopy(template(stack))
     config[PLATFORM_KEY].setdefault("storage", {})["onStackKey"] = domains
     with pytest.raises(ConfigError) as raised:

@@ -27,10 +27,12 @@ STACK = "aws-enterprise-prod"
 PREFIX = f"{STACK}-aws"
 FIRST_ALIAS = f"alias/{PREFIX}-key"
 DATASETS_ALIAS = f"alias/{PREFIX}-datasets"
-# An existing stack after the keys per data domain (docs/operations.md): every per-domain key's alias.
+# An existing stack after the keys per data domain (docs/operations.md), made before the datasets bucket:
+# every per-domain key's alias but the datasets'.
 EXISTING = ExistingAccount(
     aliases=frozenset(
-        {FIRST_ALIAS} | {f"alias/{PREFIX}-{d.value}" for d in KeyDomain if d is not KeyDomain.SECRETS}
+        {FIRST_ALIAS}
+        | {f"alias/{PREFIX}-{d.value}" for d in KeyDomain if d not in (KeyDomain.SECRETS, KeyDomain.DATASETS)}
     )
 )
 BUCKET = "aws:s3/bucket:Bucket"

@@ -67,6 +67,7 @@ def test_one_rotating_rsa_key_per_data_domain(cloud_plan: PlanFn) -> None:
     # The image-signing key signs, it encrypts nothing (test_image_provenance.py).
     assert keys.pop("image-signing")["kty"] == "EC"
     assert sorted(keys) == [
+        "datasets-cmk",
         "disks-cmk",
         "registry-cmk",
         "registry-creation",
@@ -109,11 +110,12 @@ def test_disk_encryption_set_follows_the_disks_key_and_is_granted_on_it(cloud_pl
     assert des["rotationToLatestKeyVersionEnabled"] is True
     assert "/keys/disks-cmk/" in des["activeKey"]["keyUrl"]
     grants = role_assignments(plan, BuiltInRole.KEY_VAULT_CRYPTO_SERVICE_ENCRYPTION_USER)
-    # The disk set on the disks key; the storage and shared identities each on their domain's key; the
-    # registry's user-assigned identity on the key it is created with, its system-assigned identity on the
-    # firewalled one; the image verifier's identity on the signing key, whose public half it reads
-    # (docs/images.md).
+    # The disk set on the disks key; the storage and shared identities each on their domain's key, the
+    # storage identity on the datasets' too (the data account's encryption scope uses it); the registry's
+    # user-assigned identity on the key it is created with, its system-assigned identity on the firewalled
+    # one; the image verifier's identity on the signing key, whose public half it reads (docs/images.md).
     assert sorted(g["scope"].rsplit("/", 1)[1] for g in grants) == [
+        "datasets-cmk",
         "disks-cmk",
         "image-signing",
         "registry-cmk",

@@ -51,6 +51,9 @@ UNTAGGED = {
     "azure-native:security:Pricing",
     # The lifecycle record's writer role (a custom role definition: not among the taggable types).
     "azure-native:authorization:RoleDefinition",
+    # The datasets' encryption scope: a storage account's sub-resource without tags or location (not among
+    # the taggable types; pulumi-azure-native 3.29.0 storage.EncryptionScope takes neither).
+    "azure-native:storage:EncryptionScope",
 }
 # The role tags the policy pack's contracts read: the registry's creation vault (its exception), the
 # lifecycle record's account (lifecycle-record-locked, keys-per-domain).
