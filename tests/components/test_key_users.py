@@ -102,10 +102,11 @@ def test_each_aws_key_names_the_people_the_table_gives_it_and_no_other(
 def test_the_people_who_act_on_the_record_read_it_and_only_the_registry_writes(
     people_plan: Callable[[str], Plan],
 ) -> None:
+    """Review rev40c A1: the approvers and the ML engineers append through the registry, which names them
+    as it authenticated them; their own cloud identities read the record, never write it. They read every
+    event's version (review rev35f A7: a delete marker hides the current object, never its versions)."""
     aws = people_plan(AWS)
     policies = {p.urn: p for p in aws.by_type("aws:iam/policy:Policy") if "-record-reader" in p.name}
-    """Review rev40c A1: the approvers and the ML engineers append through the registry, which names them
-    as it authenticated them; their own cloud identities read the record, never write it."""
     # One read-only policy per people's role (the pack reads the role from its tag), the same rights.
     writers = {p.inputs["tags"]["ml-platform.io/access-roles"]: p for p in policies.values()}
     assert set(writers) == {"model-approver", "ml-engineer"}
@@ -113,7 +114,7 @@ def test_the_people_who_act_on_the_record_read_it_and_only_the_registry_writes(
     statements = json.loads(writers["ml-engineer"].inputs["policy"])["Statement"]
     assert {
         a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
-    } == {"s3:ListBucket", "s3:GetObject", "kms:Decrypt"}
+    } == {"s3:ListBucket", "s3:ListBucketVersions", "s3:GetObject", "s3:GetObjectVersion", "kms:Decrypt"}
     attached: dict[str, set[str]] = {}
     for attachment in aws.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment"):
         for role, policy in writers.items():

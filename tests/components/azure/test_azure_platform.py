@@ -58,7 +58,14 @@ UNTAGGED = {
 # The role tags the policy pack's contracts read: the registry's creation vault (its exception), the
 # lifecycle record's account (lifecycle-record-locked, keys-per-domain).
 ROLES = {REGISTRY_CREATION_ROLE, LIFECYCLE_RECORD_ROLE}
-UNLOCATED = UNTAGGED | {"azure-native:keyvault:Key", "azure-native:containerservice:AgentPool"}
+# The NFS account's file-service template deployment is a resource-group deployment, whose data ARM keeps
+# with its resource group (uaenorth): its `location` is "only required at the tenant and management group
+# scope" (Azure SDK for .NET, ArmDeploymentWhatIfContent.Location).
+UNLOCATED = UNTAGGED | {
+    "azure-native:keyvault:Key",
+    "azure-native:containerservice:AgentPool",
+    "azure-native:resources:Deployment",
+}
 GLOBAL = {"azure-native:privatedns:PrivateZone", "azure-native:privatedns:VirtualNetworkLink"}
 
 
