@@ -494,6 +494,19 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ("lifecycle-record-locked", "plant-policy-attachment"),
     ),
     (
+        "record-bucket-policy-written-by-a-plan-policy-attached-to-a-group",
+        lambda p: _held_by(
+            _held_by(
+                p,
+                "aws:iam/policy:Policy",
+                {"name": "plant", "policy": _record_grant(p, "s3:PutBucketPolicy", bucket=True)},
+            ),
+            GROUP_POLICY_ATTACHMENT,
+            {"group": ENGINEERS, "policyArn": "arn:aws:iam::123456789012:policy/plant"},
+        ),
+        ("lifecycle-record-locked", "plant-policy"),
+    ),
+    (
         "customer-managed-policy-out-of-the-plan-attached-to-a-group",
         lambda p: _held_by(p, GROUP_POLICY_ATTACHMENT, {"group": ENGINEERS, "policyArn": OUT_OF_PLAN_POLICY}),
         ("lifecycle-record-locked", "plant-group-policy-attachment"),
