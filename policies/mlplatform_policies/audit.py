@@ -26,9 +26,10 @@ prod``, as the platform's ``audit`` config defaults. Then:
   docs/lifecycle.md) lives in a bucket of the stack (tagged ``ml-platform.io/role: lifecycle-record``)
   created with Object Lock and a COMPLIANCE default retention, so the identities that write it cannot
   rewrite or delete it (issue 40; S3 user guide "Object Lock retention modes"), only the registry's
-  role may put on it, and no role of the stack may delete on it (a delete marker hides an event from a
-  reader of current objects) or change its bucket policy, ACLs, Object Lock or lifecycle rules
-  (``_aws_record_appenders``: inline, managed and bucket policies, ``Action`` wildcards and
+  role may put on it, and no IAM role, user or group of the stack may delete on it (a delete marker hides
+  an event from a reader of current objects) or change its bucket policy, ACLs, Object Lock or lifecycle
+  rules (``_aws_record_appenders``: every principal type's inline, managed and attached policies judged
+  by one path (``IAM_PRINCIPALS``), the bucket policy, ``Action`` wildcards and
   ``NotAction``, statement by statement; AWS-managed policies not known to grant no S3 action and
   customer-managed policies the plan does not define are refused as unjudgeable); Azure, in a storage
   account of the stack (tagged ``ml-platform.io-role: lifecycle-record``) with version-level immutability
@@ -64,7 +65,7 @@ from pulumi_policy import Severity
 from . import tokens
 from .factory import ADVISORY, Finding, stack_policy
 from .residency import aws_region_problem, azure_location_problem
-from .separation import FEDERATION, IDENTITY, ROLE, ROLE_POLICY, strings, trusted_subjects
+from .separation import FEDERATION, IAM_PRINCIPALS, IDENTITY, ROLE, strings, trusted_subjects
 from .settings import (
     AUDIT_TRAIL_TAG,
     AZURE_ROLE_TAG,
@@ -282,7 +283,6 @@ IAM_POLICY = "aws:iam/policy:Policy"
 
 
 BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
-ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
 _AWS_MANAGED = re.compile(r"arn:aws[a-z-]*:iam::aws:policy/(.+)")
 # AWS-managed policies that grant no S3 action (AWS Managed Policy Reference Guide,
@@ -383,34 +383,41 @@ def _reaches(
     return False
 
 
-def _registry_only(roles: Iterable[Subject]) -> bool:
-    found = list(roles)
-    return bool(found) and all(REGISTRY_SUBJECT in trusted_subjects(r) for r in found)
+def _registry_only(holders: Iterable[Subject]) -> bool:
+    """Whether the principals holding a policy are the registry's role and no other (an IAM user or group
+    is never the registry's)."""
+    found = list(holders)
+    return bool(found) and all(r.type == ROLE and REGISTRY_SUBJECT in trusted_subjects(r) for r in found)
+
+
+_PRINCIPAL_TYPES = tuple(kind.type for kind in IAM_PRINCIPALS)
 
 
 def _attached_policies(graph: Graph) -> Iterator[tuple[Subject, str, bool]]:
-    """Each managed policy attached to a role of the stack: the subject that attaches it, its ARN, and
-    whether the plan defines it (an attachment whose ``policyArn`` refers to a ``Policy`` of the plan; in a
-    role's ``managedPolicyArns``, as many of its customer-managed ARNs as the plan's policies it refers to;
-    pulumi_aws iam/role.py)."""
+    """Each managed policy attached to an IAM principal of the stack (``IAM_PRINCIPALS``: role, user or
+    group): the subject that attaches it, its ARN, and whether the plan defines it (an attachment whose
+    ``policyArn`` refers to a ``Policy`` of the plan; in a principal's ``managedPolicyArns``, which only
+    roles have, as many of its customer-managed ARNs as the plan's policies it refers to; pulumi_aws
+    iam/role.py)."""
     policies = graph.of(IAM_POLICY)
-    for attachment in graph.of(ROLE_POLICY_ATTACHMENT, POLICY_ATTACHMENT):
+    for attachment in graph.of(*(kind.attachment for kind in IAM_PRINCIPALS), POLICY_ATTACHMENT):
         arn = str(attachment.get("policyArn"))
         yield attachment, arn, bool(graph.linked(attachment, "policyArn", [IAM_POLICY], identity="name"))
-    for role in graph.of(ROLE):
-        arns = [a for a in strings(role.get("managedPolicyArns")) if not is_unknown(a)]
-        tied = len(graph.linked(role, "managedPolicyArns", [IAM_POLICY]))
+    for principal in graph.of(*_PRINCIPAL_TYPES):
+        arns = [a for a in strings(principal.get("managedPolicyArns")) if not is_unknown(a)]
+        tied = len(graph.linked(principal, "managedPolicyArns", [IAM_POLICY]))
         for arn in arns:
             named = _AWS_MANAGED.fullmatch(arn) or any(names(arn, p.get("name")) for p in policies)
             if not named:
                 tied -= 1
-            yield role, arn, bool(named) or tied >= 0
+            yield principal, arn, bool(named) or tied >= 0
 
 
 def _unjudged_writers(graph: Graph) -> Iterator[Finding]:
-    """Managed policies attached to a role of the stack whose grants the pack cannot read: AWS-managed ones
-    not known to grant no S3 action (review rev40d A5), and customer-managed ones the plan does not define
-    (review rev35f A8): either may write, delete or reconfigure the lifecycle record."""
+    """Managed policies attached to an IAM role, user or group of the stack whose grants the pack cannot
+    read: AWS-managed ones not known to grant no S3 action (review rev40d A5, rev40e A5), and
+    customer-managed ones the plan does not define (review rev35f A8): either may write, delete or
+    reconfigure the lifecycle record."""
     for subject, arn, defined in _attached_policies(graph):
         managed = _AWS_MANAGED.fullmatch(arn)
         if managed and managed.group(1) not in AWS_MANAGED_WITHOUT_S3_WRITE:
@@ -418,7 +425,7 @@ def _unjudged_writers(graph: Graph) -> Iterator[Finding]:
                 subject.urn,
                 f"attaches the AWS-managed {arn}, which may allow s3:PutObject or s3:DeleteObject on the "
                 "lifecycle record (its grants are AWS's to change): only the registry's role appends; write "
-                "the grants the role needs inline",
+                "the grants the principal needs inline",
             )
         elif not managed and not defined:
             yield (
@@ -430,16 +437,18 @@ def _unjudged_writers(graph: Graph) -> Iterator[Finding]:
 
 
 def _aws_record_appenders(records: list[Subject], graph: Graph) -> Iterator[Finding]:
-    """Every second writer of a record bucket (review rev40c A1, rev40d A5, rev35f A7-A8): an IAM document
-    (a ``RolePolicy``, a managed ``Policy`` of the plan, a role's ``inlinePolicies``: pulumi_aws
-    iam/role.py; by ``Action`` or ``NotAction``) with a statement on a record, or on any bucket, that allows
+    """Every second writer of a record bucket (review rev40c A1, rev40d A5, rev35f A7-A8, rev40e A5): an
+    identity-based IAM document of any principal type (``IAM_PRINCIPALS``: a role's, user's or group's
+    inline policy, a managed ``Policy`` of the plan, a role's ``inlinePolicies``: pulumi_aws iam/role.py;
+    by ``Action`` or ``NotAction``) with a statement on a record, or on any bucket, that allows
     s3:PutObject and is not held by the registry's role alone, or that allows a delete or a change of the
     bucket's configuration (``RECORD_DELETES``, ``RECORD_CONFIGURATION``) to anyone; the same in the
     record's bucket policy (IAM user guide, "Policy evaluation logic": within an account, an Allow in the
     resource-based policy grants the request; the registry's grants are its role's own); and managed
     policies the pack cannot read (``_unjudged_writers``)."""
     record_urns = {b.urn for b in records}
-    documents = [(p, "policy") for p in graph.of(ROLE_POLICY, IAM_POLICY, BUCKET_POLICY)]
+    inline = {kind.inline: kind for kind in IAM_PRINCIPALS}
+    documents = [(p, "policy") for p in graph.of(*inline, IAM_POLICY, BUCKET_POLICY)]
     known = _bucket_names(graph, documents)
     put_problem = (
         "allows s3:PutObject on the lifecycle record: only the registry's role appends (it names the user it "
@@ -466,28 +475,29 @@ def _aws_record_appenders(records: list[Subject], graph: Graph) -> Iterator[Find
             yield (
                 f"allows {', '.join(deletes)} on the lifecycle record: a delete adds a delete marker that "
                 "hides an event from a reader of current objects (Object Lock keeps only the versions); no "
-                "role of the stack deletes on the record, the registry's included"
+                "identity of the stack deletes on the record, the registry's included"
             )
         configuration = sorted({a for a in granted if a in RECORD_CONFIGURATION})
         if configuration:
             yield (
                 f"allows {', '.join(configuration)} on the lifecycle record: a bucket policy or ACL can "
                 "grant a second writer, and a lifecycle rule's expiration deletes every event from view; no "
-                "role of the stack reconfigures the record (the deployer's rights stand outside it)"
+                "identity of the stack reconfigures the record (the deployer's rights stand outside it)"
             )
 
-    for policy in graph.of(ROLE_POLICY, IAM_POLICY):
-        roles = graph.linked(policy, "role", [ROLE], identity="name") if policy.type == ROLE_POLICY else []
+    for policy in graph.of(*inline, IAM_POLICY):
+        kind = inline.get(policy.type)
+        holders = graph.linked(policy, kind.prop, [kind.type], identity="name") if kind else []
         unknown = names_record(policy, "policy")
-        for problem in problems(policy.get("policy"), unknown, _registry_only(roles)):
+        for problem in problems(policy.get("policy"), unknown, _registry_only(holders)):
             yield policy.urn, problem
-    for role in graph.of(ROLE):
-        inline = role.get("inlinePolicies")
-        unknown = names_record(role, "inlinePolicies")
-        for entry in inline if isinstance(inline, list) else []:
+    for principal in graph.of(*_PRINCIPAL_TYPES):
+        entries = principal.get("inlinePolicies")
+        unknown = names_record(principal, "inlinePolicies")
+        for entry in entries if isinstance(entries, list) else []:
             if isinstance(entry, Mapping):
-                for problem in problems(entry.get("policy"), unknown, _registry_only([role])):
-                    yield role.urn, f"inlinePolicies {problem}"
+                for problem in problems(entry.get("policy"), unknown, _registry_only([principal])):
+                    yield principal.urn, f"inlinePolicies {problem}"
     for bucket_policy in graph.of(BUCKET_POLICY):
         if names_record(bucket_policy, "bucket"):
             for problem in problems(bucket_policy.get("policy"), True, False):
@@ -1110,7 +1120,8 @@ POLICIES = [
         "lifecycle-record-locked",
         "An audited stack keeps its model lifecycle record (alias moves, approvals, rollout steps) where "
         "no identity of the stack can rewrite or delete it: an S3 bucket with Object Lock in COMPLIANCE "
-        "mode that only the registry's role appends to and no role deletes on or reconfigures, or an Azure "
+        "mode that only the registry's role appends to and no IAM role, user or group deletes on or "
+        "reconfigures, or an Azure "
         "storage account with version-level immutability under a locked time-based policy and no role on "
         "it that can replace or delete a blob or manage the account (issue 40; ISO/IEC 27001:2022 A.8.15; "
         "S3 user guide, Object Lock retention modes; Azure Storage, time-based retention policies).",

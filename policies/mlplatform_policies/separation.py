@@ -59,6 +59,37 @@ from .values import elements, known, parse_document, statements
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+
+
+@dataclass(frozen=True)
+class IamPrincipal:
+    """An IAM principal type and the resources that give it identity-based policies: its inline policy
+    and its managed-policy attachment, each naming it by ``prop`` (pulumi_aws iam/role_policy.py,
+    user_policy.py, group_policy.py and their ``*_policy_attachment.py``; ``PolicyAttachment`` lists
+    each under ``roles``, ``users``, ``groups``). IAM evaluates a role's, a user's and a group member's
+    identity-based policies alike (IAM user guide, "Policy evaluation logic")."""
+
+    type: str
+    inline: str
+    attachment: str
+    prop: str
+
+
+IAM_PRINCIPALS = (
+    IamPrincipal(ROLE, ROLE_POLICY, ROLE_POLICY_ATTACHMENT, "role"),
+    IamPrincipal(
+        "aws:iam/user:User",
+        "aws:iam/userPolicy:UserPolicy",
+        "aws:iam/userPolicyAttachment:UserPolicyAttachment",
+        "user",
+    ),
+    IamPrincipal(
+        "aws:iam/group:Group",
+        "aws:iam/groupPolicy:GroupPolicy",
+        "aws:iam/groupPolicyAttachment:GroupPolicyAttachment",
+        "group",
+    ),
+)
 KMS_KEY = "aws:kms/key:Key"
 KEY_POLICY = "aws:kms/keyPolicy:KeyPolicy"
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"

@@ -161,6 +161,13 @@ ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 ROLLOUT_ROLE = "aws-enterprise-prod-aws-identities-rollout"
 ROLLOUT_POLICY = of_type("aws:iam/rolePolicy:RolePolicy", "-identities-rollout")
 OUT_OF_PLAN_POLICY = "arn:aws:iam::123456789012:policy/record-writer-out-of-plan"
+# An IAM user and group outside the plan (a person's, an operations team's), named by name.
+OPS, ENGINEERS = "ops-person", "ml-engineers"
+USER_POLICY = "aws:iam/userPolicy:UserPolicy"
+GROUP_POLICY = "aws:iam/groupPolicy:GroupPolicy"
+USER_POLICY_ATTACHMENT = "aws:iam/userPolicyAttachment:UserPolicyAttachment"
+GROUP_POLICY_ATTACHMENT = "aws:iam/groupPolicyAttachment:GroupPolicyAttachment"
+POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
 AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
     (
         # CloudTrail user guide, "Configure AWS KMS key policies for CloudTrail": kms:Decrypt is required
@@ -439,7 +446,103 @@ AWS_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] = [
         ),
         ("lifecycle-record-locked", ROLLOUT_ROLE),
     ),
+    # Review rev40e A5: IAM users and groups are principals like roles (IAM user guide, "Policy evaluation
+    # logic": a user's identity-based policies, its groups' included, grant as a role's do), so their inline
+    # policies and attachments (pulumi_aws iam/user_policy.py, group_policy.py, *_policy_attachment.py,
+    # policy_attachment.py ``users``/``groups``) are second writers the same way.
+    (
+        "record-put-in-a-user-policy",
+        lambda p: _held_by(p, USER_POLICY, {"user": OPS, "policy": _record_grant(p, "s3:PutObject")}),
+        ("lifecycle-record-locked", "plant-user-policy"),
+    ),
+    (
+        "record-put-in-a-group-policy",
+        lambda p: _held_by(p, GROUP_POLICY, {"group": ENGINEERS, "policy": _record_grant(p, "s3:PutObject")}),
+        ("lifecycle-record-locked", "plant-group-policy"),
+    ),
+    (
+        "record-delete-in-a-group-policy",
+        lambda p: _held_by(
+            p, GROUP_POLICY, {"group": ENGINEERS, "policy": _record_grant(p, "s3:DeleteObject")}
+        ),
+        ("lifecycle-record-locked", "plant-group-policy"),
+    ),
+    (
+        "record-bucket-policy-written-by-a-user",
+        lambda p: _held_by(
+            p, USER_POLICY, {"user": OPS, "policy": _record_grant(p, "s3:PutBucketPolicy", bucket=True)}
+        ),
+        ("lifecycle-record-locked", "plant-user-policy"),
+    ),
+    (
+        "record-put-by-aws-managed-s3-full-access-attached-to-a-user",
+        lambda p: _held_by(p, USER_POLICY_ATTACHMENT, {"user": OPS, "policyArn": S3_FULL_ACCESS}),
+        ("lifecycle-record-locked", "plant-user-policy-attachment"),
+    ),
+    (
+        "record-put-by-aws-managed-s3-full-access-attached-to-a-group",
+        lambda p: _held_by(p, GROUP_POLICY_ATTACHMENT, {"group": ENGINEERS, "policyArn": S3_FULL_ACCESS}),
+        ("lifecycle-record-locked", "plant-group-policy-attachment"),
+    ),
+    (
+        "record-put-by-aws-managed-s3-full-access-attached-to-users-and-groups",
+        lambda p: _held_by(
+            p,
+            POLICY_ATTACHMENT,
+            {"name": "plant", "users": [OPS], "groups": [ENGINEERS], "policyArn": S3_FULL_ACCESS},
+        ),
+        ("lifecycle-record-locked", "plant-policy-attachment"),
+    ),
+    (
+        "record-bucket-policy-written-by-a-plan-policy-attached-to-a-group",
+        lambda p: _held_by(
+            _held_by(
+                p,
+                "aws:iam/policy:Policy",
+                {"name": "plant", "policy": _record_grant(p, "s3:PutBucketPolicy", bucket=True)},
+            ),
+            GROUP_POLICY_ATTACHMENT,
+            {"group": ENGINEERS, "policyArn": "arn:aws:iam::123456789012:policy/plant"},
+        ),
+        ("lifecycle-record-locked", "plant-policy"),
+    ),
+    (
+        "customer-managed-policy-out-of-the-plan-attached-to-a-group",
+        lambda p: _held_by(p, GROUP_POLICY_ATTACHMENT, {"group": ENGINEERS, "policyArn": OUT_OF_PLAN_POLICY}),
+        ("lifecycle-record-locked", "plant-group-policy-attachment"),
+    ),
 ]
+
+
+def _record_grant(plan: PlanDict, action: str, bucket: bool = False) -> str:
+    """A policy document allowing ``action`` on the record's objects (its bucket where ``bucket``), the
+    resources the rollout's record statements name."""
+    [rollout] = [r for r in plan["resources"] if ROLLOUT_POLICY(r)]
+    inputs = copy.deepcopy(rollout["inputs"])
+    _grants_on_the_record(action, bucket=bucket)(inputs)
+    planted = json.loads(inputs["policy"])["Statement"][-1]
+    return json.dumps({"Version": "2012-10-17", "Statement": [planted]})
+
+
+def _held_by(plan: PlanDict, token: str, inputs: dict[str, Any]) -> PlanDict:
+    """The plan with one more IAM resource of type ``token`` and ``inputs``, named ``plant-<its kind>``
+    (``plant-user-policy`` for a ``UserPolicy``), tied to nothing of the plan: the user or group it names
+    is outside the plan, as a person's is."""
+    edited = copy.deepcopy(plan)
+    [model] = [r for r in edited["resources"] if ROLLOUT_POLICY(r)]
+    name = "plant-" + re.sub(r"(?<!^)([A-Z])", r"-\1", token.rsplit(":", 1)[-1]).lower()
+    edited["resources"].append(
+        {
+            **copy.deepcopy(model),
+            "type": token,
+            "name": name,
+            "urn": model["urn"].rsplit("$", 1)[0] + f"${token}::{name}",
+            "inputs": inputs,
+            "dependencies": [],
+            "propertyDependencies": {},
+        }
+    )
+    return edited
 
 
 def _also_puts_on_the_record(inputs: dict[str, Any]) -> None:
@@ -1001,6 +1104,27 @@ def test_a_customer_managed_policy_the_plan_defines_is_judged_not_refused(
         defined_by="aws-enterprise-prod-aws-identities-record-reader",
     )
     assert audit_findings(plan) == set()
+
+
+def test_a_users_and_a_groups_reads_of_the_record_pass(
+    cloud_plan: Callable[[str], Plan], audit_findings: Callable[[PlanDict], set[tuple[str, str]]]
+) -> None:
+    """Review rev40e A5, both ways: users and groups are judged by their grants, not refused as such; a
+    group's inline s3:GetObject on the record and the plan's read-only record-reader policy attached to a
+    user pass."""
+    plan = cloud_plan("aws-enterprise-prod").to_dict()
+    reader = _held_by(plan, GROUP_POLICY, {"group": ENGINEERS, "policy": _record_grant(plan, "s3:GetObject")})
+    attached = _held_by(
+        reader,
+        USER_POLICY_ATTACHMENT,
+        {
+            "user": OPS,
+            "policyArn": "arn:aws:iam::123456789012:policy/aws-enterprise-prod-aws-record-reader-0000",
+        },
+    )
+    [policy] = [r["urn"] for r in attached["resources"] if r["name"].endswith("-identities-record-reader")]
+    attached["resources"][-1]["propertyDependencies"] = {"policyArn": [policy]}
+    assert audit_findings(attached) == set()
 
 
 def test_an_unlocked_azure_archive_is_advised_about(

@@ -663,6 +663,34 @@ def test_a_role_using_a_key_through_any_iam_attachment_is_a_consumer(
     assert named(plant(enterprise)) == {DATASETS}
 
 
+def test_an_iam_user_or_group_uses_a_key_only_where_the_key_policy_names_the_user(
+    enterprise: PlanDict, named: Callable[[PlanDict], set[str]]
+) -> None:
+    """Review rev40e A5, for keys: a key's use needs its key policy and IAM both (AWS KMS developer guide,
+    "Default key policy"), and the key policy names users by exact ARN, so an IAM user's or group's grant
+    (pulumi_aws iam/user_policy.py, group_policy.py) uses nothing by itself; a user group cannot be a
+    principal at all (IAM user guide, "AWS JSON policy elements: Principal"). The key policy side holds
+    the class: naming the IAM user that holds the grant, not a person the role-to-key table names, is
+    refused; the grants alone leave the key as it is."""
+    document = json.dumps({"Version": "2012-10-17", "Statement": [_iam_statement(_datasets_arn(enterprise))]})
+    grants = copy.deepcopy(enterprise)
+    grants["resources"] += [
+        _resource(
+            type="aws:iam/userPolicy:UserPolicy",
+            name="planted-user",
+            inputs={"user": "ops", "policy": document},
+        ),
+        _resource(
+            type="aws:iam/groupPolicy:GroupPolicy",
+            name="planted-group",
+            inputs={"group": "ops", "policy": document},
+        ),
+    ]
+    assert named(grants) == set()
+    user = _outright("OpsUser", {"AWS": f"{ACCOUNT}:user/ops"}, ["kms:Decrypt", "kms:GenerateDataKey"])
+    assert named(with_inputs(grants, lambda r: r["name"] == DATASETS, user)) == {DATASETS}
+
+
 def test_iam_key_wildcards_and_not_resource_select_every_key_like_a_star(
     enterprise: PlanDict, named: Callable[[PlanDict], set[str]]
 ) -> None:
