@@ -359,12 +359,14 @@ def _body() -> dict[str, Any] | None:
 
 
 def _places() -> dict[str, Mapping[str, Any]]:
-    """Each place the request names parameters in, with them."""
+    """Each place the request names parameters in, with them. The body is read (and kept for MLflow's
+    handler) before the form is parsed from it, which would otherwise consume it."""
+    body = _body() or {}
     places: dict[str, Mapping[str, Any]] = {
         "query string": request.args.to_dict(flat=True),
         "URL path": dict(request.view_args or {}),
         "form": request.form.to_dict(flat=True) if _route() not in DATA_BODY_ROUTES else {},
-        "JSON body": _body() or {},
+        "JSON body": body,
     }
     return {place: params for place, params in places.items() if params}
 
