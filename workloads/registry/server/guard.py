@@ -69,6 +69,13 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   registered model that exists under MLflow's name rules (rev40d A3: it is a folder of the record), its
   ``action`` one of those kinds and its ``versions`` not empty, else a 400 naming the field.
 
+- around the alias requests (review rev40e): one reading of every request's parameters, refused where
+  MLflow's permission check and its handler would read different objects (``parameter_problem``: a DELETE
+  naming the caller's own model in its query string and the served one in a body not declared JSON; the
+  UI upload's ``run_id`` against ``run_uuid``); a registered version's files immutable (``artifact_refusal``:
+  no artifact write or delete under a run a version was registered from, nor under a version's source);
+  and no rename of a registered model but the admin's break-glass (``rename_refusal``).
+
 The routes come from MLflow's own table (``get_endpoints``: ``/api/2.0`` and ``/ajax-api/2.0``
 ``registered-models/alias``), so a path MLflow adds for them is covered too. Loaded by the server's
 processes from the image's /app (``authorization_function = guard:authenticate``, launch.py
