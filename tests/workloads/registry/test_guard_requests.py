@@ -27,7 +27,13 @@ import pytest
 
 from workloads.registry.client import RegistryClient, artifact_path
 from workloads.registry.lineage import TRAINED_BY_TAG
-from workloads.registry.server.guard import BREAK_GLASS_HEADER, artifact_unit, parameter_problem
+from workloads.registry.server.guard import (
+    ALIAS_ROUTES,
+    BREAK_GLASS_HEADER,
+    RENAME_ROUTES,
+    artifact_unit,
+    parameter_problem,
+)
 from workloads.registry.server.launch import AuthApi, User, bootstrap_users
 
 from .conftest import ADMIN_PASSWORD, admin_client
@@ -48,10 +54,14 @@ def _send(
     path: str,
     body: Any = None,
     content_type: str | None = "application/json",
+    reason: str = "",
 ) -> tuple[int, dict[str, Any]]:
-    """``(status, JSON answer)`` of one raw request as ``user`` (the admin with its password)."""
+    """``(status, JSON answer)`` of one raw request as ``user`` (the admin with its password, and its
+    break-glass ``reason`` if any)."""
     password = ADMIN_PASSWORD if user == "admin" else PASSWORD[user]
     headers = {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    if reason:
+        headers[BREAK_GLASS_HEADER] = reason
     if content_type:
         headers["Content-Type"] = content_type
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
@@ -253,7 +263,24 @@ def test_only_the_admin_renames_a_model_break_glass(served: dict[str, Any]) -> N
         uri, "admin", "POST", f"{API}/registered-models/rename", {"name": OWN, "new_name": f"{OWN}-x"}
     )
     assert status == 403 and f"header {BREAK_GLASS_HEADER}" in answer["message"]
+    for name, new_name in ((OWN, f"{OWN}-x"), (f"{OWN}-x", OWN)):
+        renamed = {"name": name, "new_name": new_name}
+        status, answer = _send(
+            uri, "admin", "POST", f"{API}/registered-models/rename", renamed, reason="test"
+        )
+        assert status == 200, answer
     assert _champion(uri) == served["champion"]
+
+
+def test_the_guards_routes_are_the_named_requests_only() -> None:
+    """Review rev40e C1: MLflow's table appends its other endpoints (``/graphql``, gateway, jobs) with their
+    own handlers; the guard's routes are the service routes of the requests it names, and nothing else."""
+    assert {
+        (f"{prefix}/registered-models/alias", method)
+        for prefix in (API, AJAX)
+        for method in ("POST", "DELETE")
+    } == ALIAS_ROUTES
+    assert {(f"{prefix}/registered-models/rename", "POST") for prefix in (API, AJAX)} == RENAME_ROUTES
 
 
 @pytest.mark.parametrize(
