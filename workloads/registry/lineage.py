@@ -130,9 +130,12 @@ class TrainingRun:
         )
         source = f"{self.artifact_uri}/{ARTIFACT_DIR}"
         trainer = identity(self.client, "training")
-        self.client.upload(source, version_dir)
         self.client.ensure_registered_model(name)
         existing = self.client.search_versions(name, run_id=self.run_id)
+        if not existing:
+            # A resumed run whose version is registered uploads nothing: the registry keeps a registered
+            # version's files immutable (guard.py ``artifact_refusal``).
+            self.client.upload(source, version_dir)
         version = (
             existing[-1]
             if existing

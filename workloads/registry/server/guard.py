@@ -69,6 +69,13 @@ alias and who may) a set or delete of a protected alias by anyone but the promot
   registered model that exists under MLflow's name rules (rev40d A3: it is a folder of the record), its
   ``action`` one of those kinds and its ``versions`` not empty, else a 400 naming the field.
 
+- around the alias requests (review rev40e): one reading of every request's parameters, refused where
+  MLflow's permission check and its handler would read different objects (``parameter_problem``: a DELETE
+  naming the caller's own model in its query string and the served one in a body not declared JSON; the
+  UI upload's ``run_id`` against ``run_uuid``); a registered version's files immutable (``artifact_refusal``:
+  no artifact write or delete under a run a version was registered from, nor under a version's source);
+  and no rename of a registered model but the admin's break-glass (``rename_refusal``).
+
 The routes come from MLflow's own table (``get_endpoints``: ``/api/2.0`` and ``/ajax-api/2.0``
 ``registered-models/alias``), so a path MLflow adds for them is covered too. Loaded by the server's
 processes from the image's /app (``authorization_function = guard:authenticate``, launch.py
@@ -81,6 +88,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -91,13 +99,22 @@ from typing import Any
 
 from flask import Response, after_this_request, g, jsonify, request
 from mlflow.exceptions import MlflowException
+from mlflow.protos.mlflow_artifacts_pb2 import (
+    AbortMultipartUpload,
+    CompleteMultipartUpload,
+    CreateMultipartUpload,
+    DeleteArtifact,
+    UploadArtifact,
+)
 from mlflow.protos.model_registry_pb2 import (
     CreateModelVersion,
     DeleteModelVersionTag,
     DeleteRegisteredModelAlias,
+    RenameRegisteredModel,
     SetModelVersionTag,
     SetRegisteredModelAlias,
 )
+from mlflow.protos.service_pb2 import CreatePresignedUploadUrl
 from mlflow.server.auth import (
     _get_role_permission_or_default,
     _role_permission_for,
@@ -109,6 +126,7 @@ from mlflow.server.handlers import (
     _get_model_registry_store,
     get_endpoints,
 )
+from mlflow.utils.uri import validate_path_is_safe
 from mlflow.utils.validation import _validate_model_name
 from werkzeug.datastructures import Authorization
 
@@ -149,14 +167,35 @@ TRAINED_BY_TAG = "mlplatform.trained_by"
 
 
 def _routes(*classes: type) -> frozenset[tuple[str, str]]:
-    """(path, method) of every route serving one of the request ``classes``, from MLflow's own table."""
-    endpoints = get_endpoints(lambda request_class: request_class if request_class in classes else None)  # type: ignore[no-untyped-call]
-    return frozenset((path, m) for path, handler, methods in endpoints if handler for m in methods)
+    """(path, method) of every route serving one of the request ``classes``, from MLflow's own table. Only
+    the service endpoints carry what ``get_handler`` answers; the table's other endpoints (``/graphql``,
+    gateway, jobs: handlers.py ``get_endpoints``) carry their own handlers, so a marked handler tells them
+    apart (review rev40e C1)."""
+    marked = {c: ("mlplatform-route", c) for c in classes}
+    endpoints = get_endpoints(marked.get)  # type: ignore[no-untyped-call]
+    return frozenset(
+        (path, m) for path, handler, methods in endpoints if handler in marked.values() for m in methods
+    )
 
 
 ALIAS_ROUTES = _routes(SetRegisteredModelAlias, DeleteRegisteredModelAlias)
 CREATE_VERSION_ROUTES = _routes(CreateModelVersion)
 VERSION_TAG_ROUTES = _routes(SetModelVersionTag, DeleteModelVersionTag)
+RENAME_ROUTES = _routes(RenameRegisteredModel)
+# Every route that writes or deletes a proxied artifact (mlflow/protos/mlflow_artifacts.proto: upload,
+# delete, multipart upload; handlers.py ``_upload_artifact``, ``_delete_artifact_mlflow_artifacts``,
+# ``_create_multipart_upload_artifact``...), each naming its path in the URL (``<path:artifact_path>``); a
+# run's direct-storage upload URL (``CreatePresignedUploadUrl``: ``run_id`` in the body); and the UI's
+# upload (auth/routes.py ``UPLOAD_ARTIFACT``: ``run_uuid`` and ``path`` in the query string,
+# handlers.py ``upload_artifact_handler``).
+ARTIFACT_PATH_ROUTES = _routes(
+    UploadArtifact, DeleteArtifact, CreateMultipartUpload, CompleteMultipartUpload, AbortMultipartUpload
+)
+PRESIGNED_UPLOAD_ROUTES = _routes(CreatePresignedUploadUrl)
+UI_UPLOAD_ROUTES = frozenset({(str(auth_routes.UPLOAD_ARTIFACT), "POST")})
+# The routes whose body is a file's bytes, not parameters (``_upload_artifact`` streams it, the UI's
+# upload reads ``request.data``): a JSON file uploaded there is no request message.
+DATA_BODY_ROUTES = _routes(UploadArtifact) | UI_UPLOAD_ROUTES
 
 
 # What each of the basic-auth app's user-changing routes changes (mlflow/server/auth/routes.py 3.17.2: the
@@ -267,20 +306,122 @@ def trainer_refusal(user: str, claimed: str | None, *, creating: bool) -> str | 
 
 def _trainer_claim() -> tuple[str | None, bool] | None:
     """(the ``TRAINED_BY_TAG`` value the request writes, whether it registers a version) of a request that
-    registers a version or sets or deletes that tag of one, else None; read as ``_alias_target`` reads."""
-    route = (request.path, request.method)
+    registers a version or sets or deletes that tag of one, else None (``request_parameters``)."""
+    route = _route()
     if route not in CREATE_VERSION_ROUTES and route not in VERSION_TAG_ROUTES:
         return None
-    body = request.get_json(silent=True) if request.method == "POST" or request.is_json else None
-    params = body if isinstance(body, dict) else request.args
+    params = request_parameters()
     if route in CREATE_VERSION_ROUTES:
-        tags = params.get("tags") if isinstance(params, dict) else None
-        named = [t.get("value") for t in tags or () if isinstance(t, dict) and t.get("key") == TRAINED_BY_TAG]
+        tags = params.get("tags")
+        named = [
+            t.get("value")
+            for t in (tags if isinstance(tags, list) else ())
+            if isinstance(t, dict) and t.get("key") == TRAINED_BY_TAG
+        ]
         return (str(named[-1]) if named else None), True
     if params.get("key") != TRAINED_BY_TAG:
         return None
     value = params.get("value")
     return (None if value is None else str(value)), False
+
+
+# One reading of a request's parameters (review rev40e A1, A2, A4; the class of mlflow-oidc-auth issue #285).
+# MLflow 3.17.2's permission checks and its handlers read them from different places:
+# - the checks (mlflow/server/auth/__init__.py ``_get_request_param``): a GET's query string; a POST's or
+#   PATCH's JSON body; a DELETE's JSON body if it is declared JSON, else its query string; and the URL's
+#   path parameters over either; ``run_id`` falls back to ``run_uuid``; the UI's upload and the artifact
+#   reads check ``request.args`` ``run_id`` or else ``run_uuid`` (``_run_id_or_uuid_param``);
+# - the handlers (handlers.py ``_get_request_message``): a GET's query string if it has one, else the body;
+#   any other method's body, parsed as JSON whatever its Content-Type (``_get_request_json``:
+#   ``get_json(force=True)``; the Content-Type is checked for POST and PUT only, server/validation.py
+#   ``_validate_content_type``), a JSON string in it decoded again (``_get_normalized_request_json``); the
+#   UI's upload writes to ``run_uuid`` (``upload_artifact_handler``).
+# So a request naming one object to the check and another to the handler passes the check. One rule for
+# every route, MLflow's own checks included: a parameter given in more than one place (query string, JSON
+# body, form, URL path), or as both ``run_id`` and ``run_uuid``, must say the same everywhere; and a request
+# whose handler reads its body where the check reads the query string (a body not declared JSON on any
+# method but GET, a GET with a body and no query string) is refused. What is left is one reading, which the
+# guard's own rules use (``request_parameters``).
+SAME_PARAMETER = {"run_uuid": "run_id"}
+
+
+def _route() -> tuple[str, str]:
+    """(the route MLflow matched, else the path; the method) of the request."""
+    rule = request.url_rule
+    return (rule.rule if rule is not None else request.path), request.method
+
+
+def _body() -> dict[str, Any] | None:
+    """The request's body as MLflow's handlers read it (``_get_normalized_request_json``), if an object;
+    None for none, a file's bytes (``DATA_BODY_ROUTES``) or anything else."""
+    if _route() in DATA_BODY_ROUTES or not request.get_data(cache=True):
+        return None
+    body = request.get_json(force=True, silent=True)
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return None
+    return body if isinstance(body, dict) else None
+
+
+def _places() -> dict[str, Mapping[str, Any]]:
+    """Each place the request names parameters in, with them. The body is read (and kept for MLflow's
+    handler) before the form is parsed from it, which would otherwise consume it."""
+    body = _body() or {}
+    places: dict[str, Mapping[str, Any]] = {
+        "query string": request.args.to_dict(flat=True),
+        "URL path": dict(request.view_args or {}),
+        "form": request.form.to_dict(flat=True) if _route() not in DATA_BODY_ROUTES else {},
+        "JSON body": body,
+    }
+    return {place: params for place, params in places.items() if params}
+
+
+def _said(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else str(value)
+
+
+def parameter_problem(
+    places: Mapping[str, Mapping[str, Any]], method: str, declared_json: bool
+) -> str | None:
+    """Why the request's parameters (``places``: each place's parameters) may name one object to MLflow's
+    permission check and another to its handler, one line naming the parameter; None where they cannot."""
+    seen: dict[str, tuple[str, str, Any]] = {}
+    for place, params in places.items():
+        for key, value in params.items():
+            name = SAME_PARAMETER.get(key, key)
+            if name in seen and _said(seen[name][2]) != _said(value):
+                first_place, first_key, first = seen[name]
+                return (
+                    f"parameter {name!r}: the {first_place} gives {first_key}={_said(first)!r} and the"
+                    f" {place} {key}={_said(value)!r}; MLflow's permission check and its handler read"
+                    " different places, so a request names each parameter once (docs/lifecycle.md)"
+                )
+            seen.setdefault(name, (place, key, value))
+    body = places.get("JSON body")
+    if body and method != "GET" and not declared_json:
+        return (
+            f"parameter {sorted(body)[0]!r}: a {method} body not declared Content-Type application/json is"
+            " read by MLflow's handler but not by its permission check (it reads the query string); send"
+            " the body as application/json"
+        )
+    if body and method == "GET" and "query string" not in places:
+        return (
+            f"parameter {sorted(body)[0]!r}: a GET names its parameters in the query string; MLflow's"
+            " handler reads a body its permission check does not"
+        )
+    return None
+
+
+def request_parameters() -> dict[str, Any]:
+    """The request's parameters once ``parameter_problem`` admits it: every place agrees, so their union."""
+    merged: dict[str, Any] = {}
+    for params in _places().values():
+        merged.update(params)
+    return merged
 
 
 def break_glass(
@@ -347,20 +488,17 @@ def _user_change_target() -> tuple[str, str] | None:
     action = USER_CHANGES.get(request.path)
     if action is None or request.method == "GET":
         return None
-    body = request.get_json(silent=True)
-    params = body if isinstance(body, dict) else request.args
+    params = request_parameters()
     target = params.get("username") or params.get("role_id") or params.get("name") or ""
     return action, str(target)
 
 
 def _alias_target() -> tuple[str, str, str | None] | None:
-    """(model, alias, version: None for a delete) of a request that sets or deletes an alias, else None;
-    the parameters are read as MLflow reads them (``_get_request_param``: a JSON body, or the query string
-    of a DELETE without one)."""
-    if (request.path, request.method) not in ALIAS_ROUTES:
+    """(model, alias, version: None for a delete) of a request that sets or deletes an alias, else None
+    (``request_parameters``)."""
+    if _route() not in ALIAS_ROUTES:
         return None
-    body = request.get_json(silent=True) if request.method == "POST" or request.is_json else None
-    params = body if isinstance(body, dict) else request.args
+    params = request_parameters()
     version = params.get("version") if request.method == "POST" else None
     return (
         str(params.get("name", "")),
@@ -513,18 +651,158 @@ def _approved_basis(user: str, version: str, standing: Standing, policy: approva
     return f"approved by {found.by} at {found.at}"
 
 
+# A registered version's files are what its approval and its record events name (their digest), so they
+# are immutable once registered (review rev40e A2): no write or delete of an artifact of a run any version
+# was registered from (searched by ``run_id`` in the registry's store) or under any version's source,
+# whoever asks; the admin only break-glass. A proxied path is ``[workspaces/<w>/]<experiment>/<run>/
+# artifacts/...`` or ``.../models|traces/<id>/...`` (auth/__init__.py ``_EXPERIMENT_ID_PATTERN``,
+# ``_artifact_proxy_child_types``); a delete removes the whole subtree, so a shallower path reaches every
+# run under it.
+_PROXY_PATH = re.compile(r"^(?P<root>(?:workspaces/[^/]+/)?\d+)(?:/(?P<rest>.*))?$")
+_TIERS = ("models", "traces")
+
+
+def artifact_unit(path: str) -> tuple[str, str | None]:
+    """(the subtree of a proxied artifact ``path`` a version could be registered from: the run's or the
+    logged model's folder, or the path itself where shallower; the run it names, or None)."""
+    parts = [part for part in path.strip("/").split("/") if part]
+    match = _PROXY_PATH.match("/".join(parts))
+    if match is None:
+        return "/".join(parts), None
+    root = match["root"]
+    rest = [part for part in (match["rest"] or "").split("/") if part]
+    if not rest:
+        return root, None
+    if rest[0] in _TIERS:
+        return "/".join([root, *rest[:2]]), None
+    return f"{root}/{rest[0]}", rest[0]
+
+
+def _versions_where(filter_string: str) -> list[Any]:
+    return list(
+        _get_model_registry_store().search_model_versions(filter_string=filter_string, max_results=1)  # type: ignore[no-untyped-call]
+    )
+
+
+def registered_from(unit: str, run: str | None) -> str | None:
+    """A registered version (``NAME version N``) whose files lie under artifact subtree ``unit`` or that was
+    registered from ``run``, from the registry's own store; None where none."""
+    if "'" in unit or (run is not None and "'" in run):
+        return f"no version can be told apart for {unit!r} (a quote in it)"
+    filters = [f"run_id = '{run}'"] if run else []
+    filters += [
+        f"source_path LIKE 'mlflow-artifacts:%/{unit}/%'",
+        f"source_path LIKE 'mlflow-artifacts:%/{unit}'",
+    ]
+    for filter_string in filters:
+        found = _versions_where(filter_string)
+        if found:
+            return f"registered model {found[0].name!r} version {found[0].version}"
+    return None
+
+
+def _artifact_target() -> tuple[str, str | None] | None:
+    """(the artifact subtree, the run) a request writes or deletes, else None; read as MLflow's handler
+    reads it (``validate_path_is_safe`` on the URL's path, the UI upload's ``run_uuid``, the presigned
+    upload's ``run_id``)."""
+    route = _route()
+    if route in ARTIFACT_PATH_ROUTES:
+        path = str((request.view_args or {}).get("artifact_path") or "")
+        try:
+            return artifact_unit(validate_path_is_safe(path))  # type: ignore[no-untyped-call]
+        except MlflowException:
+            return None  # MLflow's own check refuses a path it cannot canonicalize
+    if route in UI_UPLOAD_ROUTES or route in PRESIGNED_UPLOAD_ROUTES:
+        run = str(request_parameters().get("run_id") or request_parameters().get("run_uuid") or "")
+        return (run, run) if run else None
+    return None
+
+
+def artifact_refusal(user: str, unit: str, holder: str | None, reason: str) -> str | None:
+    """Why ``user`` may not write or delete artifacts under ``unit``, ``holder`` being the registered version
+    there (``registered_from``); None where none is, or for the admin naming its break-glass ``reason``."""
+    if holder is None or (user == ADMIN_USERNAME and reason.strip()):
+        return None
+    return (
+        f"user {user} may not write or delete artifacts under {unit!r}: {holder} was registered from it,"
+        " and a registered version's files are immutable (its approval and the record name their digest);"
+        " register a new version (docs/lifecycle.md)"
+    )
+
+
+def rename_refusal(user: str, model: str, reason: str) -> str | None:
+    """Why ``user`` may not rename registered model ``model`` (review rev40e A3): a rename takes its aliases,
+    versions and grants to the new name, so ``models:/NAME@champion`` stops resolving or resolves to another
+    model, with no alias request. Only the admin, break-glass; None then."""
+    if user == ADMIN_USERNAME and reason.strip():
+        return None
+    return (
+        f"user {user} may not rename registered model {model!r}: a rename moves its aliases ({CHAMPION}"
+        f" included) and grants to another name; only {ADMIN_USERNAME} renames, break-glass, naming why in"
+        f" the request header {BREAK_GLASS_HEADER} (docs/lifecycle.md)"
+    )
+
+
+def _error_400(why: str) -> Response:
+    return _error(400, "INVALID_PARAMETER_VALUE", why)
+
+
+def _guard_rename(authorization: Authorization, user: str) -> Authorization | Response:
+    model = str(request_parameters().get("name", ""))
+    reason = request.headers.get(BREAK_GLASS_HEADER, "")
+    event: dict[str, str | None] = {
+        "event": "registry-break-glass",
+        "user": user,
+        "action": "rename",
+        "model": model,
+        "reason": reason,
+    }
+    return _answer(
+        authorization, rename_refusal(user, model, reason), event if user == ADMIN_USERNAME else None
+    )
+
+
+def _guard_artifacts(
+    authorization: Authorization, user: str, unit: str, run: str | None
+) -> Authorization | Response:
+    # MLflow's own check authenticates through this function again: one search a request.
+    if "mlplatform_artifact_holder" not in g:
+        g.mlplatform_artifact_holder = registered_from(unit, run)
+    holder: str | None = g.mlplatform_artifact_holder
+    reason = request.headers.get(BREAK_GLASS_HEADER, "")
+    event: dict[str, str | None] = {
+        "event": "registry-break-glass",
+        "user": user,
+        "action": "artifact-write",
+        "artifacts": unit,
+        "version": holder,
+        "reason": reason,
+    }
+    logged = event if user == ADMIN_USERNAME and holder is not None else None
+    return _answer(authorization, artifact_refusal(user, unit, holder, reason), logged)
+
+
 def authenticate() -> Authorization | Response:
-    """MLflow's basic authentication, then the admin's changes of users, then who trained a version, then
-    the protected aliases' rule."""
+    """MLflow's basic authentication, then one reading of the request's parameters, then the admin's changes
+    of users, then renames, then registered versions' files, then who trained a version, then the protected
+    aliases' rule."""
     authorization = authenticate_request_basic_auth()
     if not isinstance(authorization, Authorization):
         return authorization
     user = str(authorization.username)
+    problem = parameter_problem(_places(), request.method, request.is_json)
+    if problem is not None:
+        return _error_400(problem)
     if request.path == RECORD_ROUTE:
         return record_events(user)
     changed = _user_change_target()
     if changed is not None:
         return _guard_user_change(authorization, user, *changed)
+    if _route() in RENAME_ROUTES:
+        return _guard_rename(authorization, user)
+    written = _artifact_target()
+    if written is not None:
+        return _guard_artifacts(authorization, user, *written)
     claim = _trainer_claim()
     if claim is not None:
         return _answer(authorization, trainer_refusal(user, claim[0], creating=claim[1]), None)
