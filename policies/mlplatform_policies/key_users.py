@@ -48,6 +48,7 @@ from pulumi_policy import Severity
 
 from . import tokens
 from .audit import above, granted_data_actions
+from .azure_rbac import ROLE_ASSIGNERS
 from .duties import DEPLOYER_KEYS_DESCRIPTION, attached_people
 from .factory import Finding, StackRule, stack_policy
 from .key_domains import declared_domains
@@ -412,11 +413,12 @@ def _deployer(assignment: Subject, graph: Graph) -> Iterator[Finding]:
 KEY = "azure-native:keyvault:Key"
 VAULT = "azure-native:keyvault:Vault"
 # Azure built-in roles that assign Key Vault data roles (Azure built-in roles, "Security": Key Vault Data
-# Access Administrator, "Manage access to Azure Key Vault by adding or removing role assignments"; "General":
-# User Access Administrator): whoever holds one on a vault can give itself, or anyone, Crypto User there.
+# Access Administrator, "Manage access to Azure Key Vault by adding or removing role assignments"; and the
+# roles that assign any role, ``ROLE_ASSIGNERS``): whoever holds one on a vault can give itself, or anyone,
+# Crypto User there.
 KEY_ACCESS_ADMINISTRATORS = {
     "8b54135c-b56d-4d72-a534-26097cfdc8d8": "Key Vault Data Access Administrator",
-    "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9": "User Access Administrator",
+    **ROLE_ASSIGNERS,
 }
 # The key operations that touch no data: a key with no others signs and verifies (the image-signing key,
 # components/azure/signing), never encrypts or wraps a store's data.

@@ -878,6 +878,9 @@ KEYS_VAULT = f"{AZURE}-azure-keys-vault"
 STORAGE_KEY = f"{AZURE}-azure-keys-storage"
 # Azure built-in roles, "Security": Key Vault Data Access Administrator.
 KEY_VAULT_DATA_ACCESS_ADMINISTRATOR = "8b54135c-b56d-4d72-a534-26097cfdc8d8"
+# Azure built-in roles, "Privileged": the roles that assign any role (review rev35h A7).
+USER_ACCESS_ADMINISTRATOR = "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9"
+RBAC_ADMINISTRATOR = "f58310d9-a9f6-439a-9e8d-f62e7b41a168"
 
 
 def _key_role(
@@ -952,6 +955,18 @@ def _key_role(
             "workload-data-access-administrator",
             _key_role(KEY_VAULT_DATA_ACCESS_ADMINISTRATOR, KEYS_VAULT, identity=ROLLOUT_IDENTITY),
             {("key-use-by-role", "planted-key-role")},
+        ),
+        # Review rev35h A7 (plants p07, p09): a stranger that may assign itself any role on the vault.
+        *(
+            (
+                f"stranger-{name}-on-the-vault",
+                _key_role(role, KEYS_VAULT, principal="99999999-9999-9999-9999-999999999999"),
+                {("key-use-by-role", "planted-key-role")},
+            )
+            for name, role in (
+                ("user-access-administrator", USER_ACCESS_ADMINISTRATOR),
+                ("rbac-administrator", RBAC_ADMINISTRATOR),
+            )
         ),
     ],
 )
