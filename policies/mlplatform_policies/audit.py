@@ -62,7 +62,7 @@ from typing import Any
 from pulumi_policy import Severity
 
 from . import tokens
-from .azure_rbac import ROLE_ASSIGNERS
+from .azure_rbac import ROLE_ASSIGNERS, role_grants
 from .factory import ADVISORY, Finding, stack_policy
 from .residency import aws_region_problem, azure_location_problem
 from .separation import FEDERATION, IDENTITY, ROLE, ROLE_POLICY, strings, trusted_subjects
@@ -765,7 +765,7 @@ def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:
         if account.urn
         in {a.urn for a in graph.linked(c, "accountName", [tokens.STORAGE_ACCOUNT], identity="accountName")}
     }
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         scopes = {s.urn for s in graph.linked(assignment, "scope", [tokens.STORAGE_ACCOUNT, BLOB_CONTAINER])}
         if (
             account.urn not in scopes

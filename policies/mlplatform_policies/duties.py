@@ -52,6 +52,7 @@ from pulumi_policy import Severity
 
 from . import tokens
 from .audit import above, granted_data_actions
+from .azure_rbac import role_grants
 from .factory import Finding, StackRule, stack_policy
 from .registry import MLFLOW_NAME, template_labels
 from .separation import KMS_KEY, key_administrators, key_policy, registry_users
@@ -62,7 +63,6 @@ ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
 ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
 IAM_POLICY = "aws:iam/policy:Policy"
 POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
-ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
 PROMOTERS_VARIABLE = "REGISTRY_PROMOTERS"
@@ -244,7 +244,7 @@ def _deployers(graph: Graph) -> set[str]:
     applies the stack with included, are documented (docs/security.md, "The deployer's standing rights")."""
     return {
         str(a.get("principalId"))
-        for a in graph.of(ROLE_ASSIGNMENT)
+        for a in role_grants(graph)
         if a.get("description") == DEPLOYER_KEYS_DESCRIPTION
     }
 
@@ -254,7 +254,7 @@ def _aks_granted(graph: Graph) -> Iterator[tuple[str, str, Subject]]:
     AKS role at the cluster (by dependency or its resource ID), a namespace of it, or above it (its
     resource group, subscription, management group: Azure RBAC, "Understand scope for Azure RBAC")."""
     clusters = graph.of(tokens.AKS_CLUSTER)
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         role = str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1].lower()
         administers = role in _AKS_ADMIN_ROLES or bool(
             granted_data_actions(assignment, graph, _AKS_ADMIN_DATA_ACTIONS, {})
@@ -281,7 +281,7 @@ def _azure_named(graph: Graph) -> dict[str, set[str]]:
     """The stack's role table on Azure: each principal -> the people's roles its described assignments
     name (``ml-platform access: <role>``, components/azure/access.py)."""
     named: dict[str, set[str]] = {}
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         description = str(assignment.get("description") or "")
         if description.startswith(ACCESS_DESCRIPTION):
             role = description.removeprefix(ACCESS_DESCRIPTION)
@@ -302,7 +302,7 @@ def _azure_roles(graph: Graph) -> dict[str, dict[str, str]]:
     description: review rev35f A4), and the cluster duty each AKS role grants (A3); the deployer's own
     cluster admin is its standing right, not a person's duty."""
     held: dict[str, dict[str, str]] = {}
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         principal = str(assignment.get("principalId"))
         description = str(assignment.get("description") or "")
         if description.startswith(ACCESS_DESCRIPTION):
@@ -379,7 +379,7 @@ def _auditor_grants_aws(graph: Graph, held: dict[str, dict[str, str]]) -> Iterat
 
 
 def _auditor_grants_azure(graph: Graph) -> Iterator[Finding]:
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         if str(assignment.get("description") or "") != f"{ACCESS_DESCRIPTION}{AUDITOR}":
             continue
         role = str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1]

@@ -49,6 +49,7 @@ from pulumi_policy import Severity
 from pulumi_policy.proxy import UnknownValueError
 
 from . import tokens
+from .azure_rbac import role_grants
 from .factory import Finding, StackRule, per_node, stack_policy
 from .key_domains import declared_domains
 from .registry import MLFLOW_NAME, template_labels
@@ -63,7 +64,6 @@ KMS_KEY = "aws:kms/key:Key"
 KEY_POLICY = "aws:kms/keyPolicy:KeyPolicy"
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 FEDERATION = "azure-native:managedidentity:FederatedIdentityCredential"
-ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 BLOB_CONTAINER = "azure-native:storage:BlobContainer"
 
 # Azure built-in role definition ids, the same in every tenant (Azure built-in roles reference).
@@ -424,7 +424,7 @@ def _azure_identity(identity: Subject, graph: Graph) -> Iterator[str]:
     if len(subjects) != 1 or subjects[0] not in WORKLOAD_SETS:
         return
     allowed = WORKLOAD_SETS[subjects[0]]
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         if identity in graph.linked(assignment, "principalId", [IDENTITY]):
             yield from _azure_grant(allowed, assignment, graph)
 

@@ -823,9 +823,39 @@ def _custom_aks_role(principal: str) -> Callable[[PlanDict], PlanDict]:
     return plant
 
 
+PIM_ELIGIBILITY = "azure-native:authorization:PimRoleEligibilitySchedule"
+
+
+def _eligible(plant: Callable[[PlanDict], PlanDict]) -> Callable[[PlanDict], PlanDict]:
+    """``plant`` with the role assignment it adds made PIM-eligible instead (pulumi-azure-native
+    ``authorization.PimRoleEligibilitySchedule``: the same principal, role and scope, activated by its
+    member): a duty the member holds as an active one's holder does (review rev35h A1)."""
+
+    def eligible(plan: PlanDict) -> PlanDict:
+        edited = plant(plan)
+        added = edited["resources"][-1]
+        assert added["type"] == "azure-native:authorization:RoleAssignment"
+        added["urn"] = added["urn"].replace(added["type"], PIM_ELIGIBILITY)
+        added["type"] = PIM_ELIGIBILITY
+        added["inputs"] = {
+            **{k: added["inputs"][k] for k in ("principalId", "roleDefinitionId", "scope")},
+            "requestType": "AdminAssign",
+            "scheduleInfo": {"expiration": {"type": "NoExpiration"}},
+        }
+        return edited
+
+    return eligible
+
+
 @pytest.mark.parametrize(
     ("case", "plant", "expected"),
     [
+        # Review rev35h A1 (plant p01): the same, PIM-eligible.
+        (
+            "custodian-eligible-cluster-admin",
+            _eligible(_aks_role(AZURE_CUSTODIAN, AKS_CLUSTER_ADMIN, "planted-aks")),
+            {"planted-aks"},
+        ),
         # z8: the key custodians given AKS RBAC Cluster Admin undescribed.
         (
             "custodian-undescribed-cluster-admin",
@@ -954,6 +984,14 @@ def _key_role(
         (
             "workload-data-access-administrator",
             _key_role(KEY_VAULT_DATA_ACCESS_ADMINISTRATOR, KEYS_VAULT, identity=ROLLOUT_IDENTITY),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+        # Review rev35h A1: the same, PIM-eligible.
+        (
+            "stranger-eligible-crypto-user-vault",
+            _eligible(
+                _key_role(KEY_VAULT_CRYPTO_USER, KEYS_VAULT, principal="99999999-9999-9999-9999-999999999999")
+            ),
             {("key-use-by-role", "planted-key-role")},
         ),
         # Review rev35h A7 (plants p07, p09): a stranger that may assign itself any role on the vault.
