@@ -76,6 +76,8 @@ READ_TYPES = (
     "azure-native:storage:BlobContainer",
     "azure-native:storage:StorageAccount",
     "kubernetes:apps/v1:Deployment",
+    # The charts' and the stack's Kubernetes RBAC objects (review rev35h A2).
+    "kubernetes:rbac.authorization.k8s.io/",
     "pulumi:providers:",
 )
 
@@ -1023,3 +1025,76 @@ def test_azure_key_use_only_for_the_keys_named_users(
     data key, and Key Vault Data Access Administrator ("Manage access to Azure Key Vault by adding or
     removing role assignments") for anyone but the deployer, are refused."""
     assert duties(plant(azure_plan)) == expected, case
+
+
+def _binding(subject: str, role: str = "cluster-admin") -> Callable[[PlanDict], PlanDict]:
+    """A ClusterRoleBinding of the ClusterRole ``role`` to the Kubernetes group ``subject``."""
+
+    def plant(plan: PlanDict) -> PlanDict:
+        edited = copy.deepcopy(plan)
+        token = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
+        provider = next(r for r in edited["resources"] if r["type"] == "kubernetes:apps/v1:Deployment")
+        edited["resources"].append(
+            {
+                "urn": provider["urn"].rsplit("$", 1)[0] + f"${token}::planted-binding",
+                "type": token,
+                "name": "planted-binding",
+                "custom": True,
+                "provider": provider.get("provider"),
+                "inputs": {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": "planted-binding"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": subject}],
+                },
+            }
+        )
+        return edited
+
+    return plant
+
+
+@pytest.mark.parametrize(
+    ("case", "plant", "expected"),
+    [
+        # Plant p11: the auditors' access entry maps them to a group that is bound to cluster-admin.
+        (
+            "auditor-group-bound-cluster-admin",
+            lambda p: _binding("ops-admins")(
+                with_inputs(p, _named(AUDITOR_ENTRY), lambda i: i.update(kubernetesGroups=["ops-admins"]))
+            ),
+            {("duties-separated", AUDITOR_ENTRY)},
+        ),
+        # The same group bound to edit: an auditor that writes.
+        (
+            "auditor-group-bound-edit",
+            lambda p: _binding("ops-admins", "edit")(
+                with_inputs(p, _named(AUDITOR_ENTRY), lambda i: i.update(kubernetesGroups=["ops-admins"]))
+            ),
+            {("duties-separated", AUDITOR_ENTRY)},
+        ),
+        # Plant p05: the Azure key custodians' Entra group bound to cluster-admin.
+        (
+            "azure-custodian-group-bound-cluster-admin",
+            _binding(AZURE_CUSTODIAN),
+            {("duties-separated", "planted-binding")},
+        ),
+        # A read-only binding merges nothing.
+        ("azure-custodian-group-bound-view", _binding(AZURE_CUSTODIAN, "view"), set()),
+    ],
+)
+def test_kubernetes_rbac_bindings_are_cluster_access(
+    aws_plan: PlanDict,
+    azure_plan: PlanDict,
+    duties: Findings,
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: set[tuple[str, str]],
+) -> None:
+    """Review rev35h A2: a RoleBinding or ClusterRoleBinding of cluster-admin, admin, edit or a role writing
+    Secrets (Kubernetes, "Using RBAC Authorization", "User-facing roles") to a group or user the access
+    table maps to a key custodian or an auditor (EKS access entries' kubernetesGroups; AKS Entra object
+    IDs) is the duty merge it is."""
+    plan = azure_plan if case.startswith("azure-") else aws_plan
+    assert duties(plant(plan)) == expected, case
