@@ -219,7 +219,10 @@ def _writer_problems(
         yield f"deployment {deployment.name}: {problem}"
     required = known(at(resource, _NFS_TLS_REQUIRED), _NFS_TLS_REQUIRED)
     if required is not True:
-        yield f"deployment {deployment.name} sets {_NFS_TLS_REQUIRED} {describe(required)}"
+        yield (
+            f"deployment {deployment.name} sets {_NFS_TLS_REQUIRED} {describe(required)}, not the JSON "
+            "boolean true (ARM's EncryptionInTransit.required is a bool)"
+        )
 
 
 def _file_service_writers(account: Subject, graph: Graph) -> Iterator[str]:
