@@ -63,6 +63,7 @@ from typing import Any
 from pulumi_policy import Severity
 
 from . import tokens
+from .azure_rbac import ROLE_ASSIGNERS, role_grants
 from .factory import ADVISORY, Finding, stack_policy
 from .residency import aws_region_problem, azure_location_problem
 from .separation import FEDERATION, IAM_PRINCIPALS, IDENTITY, ROLE, strings, trusted_subjects
@@ -568,12 +569,12 @@ ACCOUNT_CONTROL_ACTIONS = (
 )
 # Built-in roles that carry them, by id (Azure built-in roles reference: Owner and Contributor ``*``, less
 # Microsoft.Authorization writes for Contributor; Storage Account Contributor
-# ``Microsoft.Storage/storageAccounts/*``; User Access Administrator ``Microsoft.Authorization/*``).
+# ``Microsoft.Storage/storageAccounts/*``; the role assigners, ``ROLE_ASSIGNERS``).
 ACCOUNT_CONTROL_BUILT_IN_ROLES = {
     "8e3af657-a8ff-443c-a75c-2fe8c4bcb635": "Owner",
     "b24988ac-6180-42a0-ab88-20f7382dd24c": "Contributor",
     "17d1049b-9a84-46fb-8f53-869881c3d3ab": "Storage Account Contributor",
-    "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9": "User Access Administrator",
+    **ROLE_ASSIGNERS,
 }
 
 
@@ -774,7 +775,7 @@ def _record_writers(account: Subject, graph: Graph) -> Iterator[Finding]:
         if account.urn
         in {a.urn for a in graph.linked(c, "accountName", [tokens.STORAGE_ACCOUNT], identity="accountName")}
     }
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         scopes = {s.urn for s in graph.linked(assignment, "scope", [tokens.STORAGE_ACCOUNT, BLOB_CONTAINER])}
         if (
             account.urn not in scopes

@@ -45,13 +45,14 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pulumi_policy import Severity
 
 from . import tokens
 from .audit import above, granted_data_actions
+from .azure_rbac import role_grants
 from .factory import Finding, StackRule, stack_policy
 from .registry import MLFLOW_NAME, template_labels
 from .separation import KMS_KEY, key_administrators, key_policy, registry_users
@@ -62,7 +63,6 @@ ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
 ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
 IAM_POLICY = "aws:iam/policy:Policy"
 POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
-ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
 PROMOTERS_VARIABLE = "REGISTRY_PROMOTERS"
@@ -184,6 +184,85 @@ def _aws_granted(graph: Graph) -> Iterator[tuple[str, str, Subject]]:
             yield str(association.get("principalArn")), duty, association
 
 
+RBAC = "kubernetes:rbac.authorization.k8s.io/v1:"
+_BINDINGS = (f"{RBAC}ClusterRoleBinding", f"{RBAC}RoleBinding")
+_RBAC_ROLES = (f"{RBAC}ClusterRole", f"{RBAC}Role")
+# Kubernetes "Using RBAC Authorization", "User-facing roles": cluster-admin (a superuser; in a RoleBinding,
+# full control of the namespace), admin and edit (read/write most objects of a namespace, Secrets
+# included). A custom role with a write verb on Secrets (or ``*``) writes what the keys seal.
+_RBAC_ADMIN_ROLES = ("cluster-admin", "admin")
+_RBAC_WRITE_ROLES = (*_RBAC_ADMIN_ROLES, "edit")
+_WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection", "*"})
+# A binding subject's kind and name -> the principals it is.
+Principals = Callable[[str, str], list[str]]
+
+
+def _writes_secrets(role: Subject) -> bool:
+    return any(
+        _WRITE_VERBS & set(_strings(rule.get("verbs")))
+        and {"secrets", "*"} & set(_strings(rule.get("resources")))
+        for rule in elements(role.props, "rules")
+        if isinstance(rule, Mapping)
+    )
+
+
+def _rbac_duty(binding: Subject, graph: Graph) -> str | None:
+    """The people's duty a Kubernetes RoleBinding or ClusterRoleBinding grants, by the role it binds:
+    cluster-admin or admin cluster-wide a platform admin's, any other write (edit, either admin in one
+    namespace, a role of the plan writing Secrets) an ML engineer's; None for what only reads."""
+    ref = binding.get("roleRef")
+    if not isinstance(ref, Mapping):
+        return None
+    name, kind = str(ref.get("name")), str(ref.get("kind"))
+    cluster_wide = binding.type.endswith("ClusterRoleBinding")
+    if kind == "ClusterRole" and name in _RBAC_WRITE_ROLES:
+        return PLATFORM_ADMIN if cluster_wide and name in _RBAC_ADMIN_ROLES else ML_ENGINEER
+    namespace = (binding.get("metadata") or {}).get("namespace")
+    for role in graph.of(f"{RBAC}{kind}"):
+        metadata = role.get("metadata") or {}
+        same = metadata.get("name") == name and (
+            kind == "ClusterRole" or metadata.get("namespace") == namespace
+        )
+        if same and _writes_secrets(role):
+            return PLATFORM_ADMIN if cluster_wide else ML_ENGINEER
+    return None
+
+
+def _rbac_granted(graph: Graph, principals: Principals) -> Iterator[tuple[str, str, Subject]]:
+    """(principal, duty, binding) for each Kubernetes binding of the plan that grants a write to a Group or
+    User, each resolved to the principals the cloud maps it from (``principals(kind, name)``): review
+    rev35h A2, cluster access judged by its grant however it is given."""
+    for binding in graph.of(*_BINDINGS):
+        duty = _rbac_duty(binding, graph)
+        if duty is None:
+            continue
+        for subject in elements(binding.props, "subjects"):
+            if isinstance(subject, Mapping) and subject.get("kind") in ("Group", "User"):
+                for principal in principals(str(subject.get("kind")), str(subject.get("name"))):
+                    yield principal, duty, binding
+
+
+def _eks_principals(graph: Graph) -> Principals:
+    """EKS access entries map their principal to ``kubernetesGroups`` and a ``userName`` (EKS user guide,
+    "Create access entries"): a binding to that group or user is that principal's."""
+
+    def principals(kind: str, name: str) -> list[str]:
+        return [
+            str(entry.get("principalArn"))
+            for entry in graph.of(ACCESS_ENTRY)
+            if (kind == "Group" and name in _strings(entry.get("kubernetesGroups")))
+            or (kind == "User" and entry.get("userName") == name)
+        ]
+
+    return principals
+
+
+def _aks_principals(kind: str, name: str) -> list[str]:
+    """AKS with Microsoft Entra integration names a group or user by its object ID (AKS, "Use Kubernetes
+    RBAC with Microsoft Entra integration"): the binding's subject is the principal."""
+    return [] if name.startswith("system:") else [name]
+
+
 def _aws_tagged(graph: Graph) -> dict[str, set[str]]:
     """The stack's role table on AWS: each access entry's principal -> the people's roles ``access`` names
     it for (the entry's tag, components/aws/access.py)."""
@@ -206,6 +285,8 @@ def _aws_roles(graph: Graph) -> dict[str, dict[str, str]]:
             held.setdefault(principal, {}).setdefault(role, entry.urn)
     for principal, duty, association in _aws_granted(graph):
         held.setdefault(principal, {}).setdefault(duty, association.urn)
+    for principal, duty, binding in _rbac_granted(graph, _eks_principals(graph)):
+        held.setdefault(principal, {}).setdefault(duty, binding.urn)
     for key in graph.of(KMS_KEY):
         for principal in key_administrators(key_policy(key, graph)):
             held.setdefault(principal, {}).setdefault(KEY_CUSTODIAN, key.urn)
@@ -244,7 +325,7 @@ def _deployers(graph: Graph) -> set[str]:
     applies the stack with included, are documented (docs/security.md, "The deployer's standing rights")."""
     return {
         str(a.get("principalId"))
-        for a in graph.of(ROLE_ASSIGNMENT)
+        for a in role_grants(graph)
         if a.get("description") == DEPLOYER_KEYS_DESCRIPTION
     }
 
@@ -254,7 +335,7 @@ def _aks_granted(graph: Graph) -> Iterator[tuple[str, str, Subject]]:
     AKS role at the cluster (by dependency or its resource ID), a namespace of it, or above it (its
     resource group, subscription, management group: Azure RBAC, "Understand scope for Azure RBAC")."""
     clusters = graph.of(tokens.AKS_CLUSTER)
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         role = str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1].lower()
         administers = role in _AKS_ADMIN_ROLES or bool(
             granted_data_actions(assignment, graph, _AKS_ADMIN_DATA_ACTIONS, {})
@@ -281,7 +362,7 @@ def _azure_named(graph: Graph) -> dict[str, set[str]]:
     """The stack's role table on Azure: each principal -> the people's roles its described assignments
     name (``ml-platform access: <role>``, components/azure/access.py)."""
     named: dict[str, set[str]] = {}
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         description = str(assignment.get("description") or "")
         if description.startswith(ACCESS_DESCRIPTION):
             role = description.removeprefix(ACCESS_DESCRIPTION)
@@ -302,7 +383,7 @@ def _azure_roles(graph: Graph) -> dict[str, dict[str, str]]:
     description: review rev35f A4), and the cluster duty each AKS role grants (A3); the deployer's own
     cluster admin is its standing right, not a person's duty."""
     held: dict[str, dict[str, str]] = {}
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         principal = str(assignment.get("principalId"))
         description = str(assignment.get("description") or "")
         if description.startswith(ACCESS_DESCRIPTION):
@@ -314,6 +395,9 @@ def _azure_roles(graph: Graph) -> dict[str, dict[str, str]]:
     for principal, duty, assignment in _aks_granted(graph):
         if principal not in deployers:
             held.setdefault(principal, {}).setdefault(duty, assignment.urn)
+    for principal, duty, binding in _rbac_granted(graph, _aks_principals):
+        if principal not in deployers:
+            held.setdefault(principal, {}).setdefault(duty, binding.urn)
     return held
 
 
@@ -379,7 +463,7 @@ def _auditor_grants_aws(graph: Graph, held: dict[str, dict[str, str]]) -> Iterat
 
 
 def _auditor_grants_azure(graph: Graph) -> Iterator[Finding]:
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         if str(assignment.get("description") or "") != f"{ACCESS_DESCRIPTION}{AUDITOR}":
             continue
         role = str(assignment.get("roleDefinitionId")).rsplit("/", 1)[-1]

@@ -540,6 +540,34 @@ def _deployer(plan: _Plan, people: Mapping[str, set[str]]) -> str | None:
     return candidates.pop() if len(candidates) == 1 else None
 
 
+def _inexact_administrators(document: Mapping[str, Any], key: Subject) -> Iterator[str]:
+    """An administrative statement that names its administrators by pattern: a principal with ``*`` or
+    ``?``, or an ``aws:PrincipalArn`` under a ``...Like`` operator or with a wildcard. Administrators "can
+    give themselves and others AWS KMS permissions not specified in this policy" (AWS KMS developer
+    guide, "Default key policy", "Allows key administrators to administer the KMS key": ``kms:Put*``
+    rewrites the policy), so a pattern makes every role it matches a possible user; they are named
+    exactly, as the users are (``ArnEquals``; components/aws/keys.py ``key_administration``; review
+    rev35h A4)."""
+    for index, statement in enumerate(allowed_statements(document)):
+        if not administrative_actions(statement):
+            continue
+        sid = str(statement.get("Sid") or f"Statement[{index}]")
+        patterns = [p for p in principals(statement) if "*" in p or "?" in p]
+        condition = statement.get("Condition")
+        for operator, operands in condition.items() if isinstance(condition, Mapping) else ():
+            if not isinstance(operands, Mapping) or "Not" in str(operator):
+                continue
+            arns = strings(operands.get("aws:PrincipalArn"))
+            like = "Like" in str(operator)
+            patterns += [f"{operator} {arn}" for arn in arns if like or "*" in arn or "?" in arn]
+        if patterns:
+            yield (
+                f"key policy statement {sid} lets {', '.join(patterns)} administer key {key.name}: a pattern "
+                "is no one custodian, and an administrator can give itself the key's use (kms:Put*); name "
+                "each key custodian by its exact ARN (ArnEquals aws:PrincipalArn)"
+            )
+
+
 def _key_users_named(key: Subject, graph: Graph) -> Iterator[str]:
     domains = declared_domains(key)
     if not domains:
@@ -551,6 +579,7 @@ def _key_users_named(key: Subject, graph: Graph) -> Iterator[str]:
     people = _people_modes(graph, domains)
     deployer = _deployer(plan, aws_people(graph))
     yield from _unnamed(document, key, account)
+    yield from _inexact_administrators(document, key)
     yield from _unbound_services(document, key, account)
     seen: set[str] = set()
     # principal -> (the mode its IAM or the table needs, how findings name it, mode -> first Sid granting it)
@@ -627,7 +656,8 @@ POLICIES = [
         "its exact ARN and with kms:Decrypt alone where it only decrypts, the people the role-to-key table "
         "(policies/key_users.yaml) gives the key's domains, and the deployer only through the services that "
         'create the key\'s stores with its key rights; no other principal, no Principal "*" without named '
-        "users, no NotPrincipal, and no kms:CreateGrant without kms:GrantIsForAWSResource.",
+        "users, no NotPrincipal, no kms:CreateGrant without kms:GrantIsForAWSResource, and its "
+        "administrators (the key custodians) named by exact ARN as its users are.",
         per_node((KMS_KEY,), _key_users_named),
         severity=Severity.HIGH,
     ),

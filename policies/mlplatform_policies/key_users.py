@@ -48,6 +48,7 @@ from pulumi_policy import Severity
 
 from . import tokens
 from .audit import above, granted_data_actions
+from .azure_rbac import ROLE_ASSIGNERS, role_grants
 from .duties import DEPLOYER_KEYS_DESCRIPTION, attached_people
 from .factory import Finding, StackRule, stack_policy
 from .key_domains import declared_domains
@@ -82,7 +83,6 @@ BLOB_CONTAINER = "azure-native:storage:BlobContainer"
 STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 DATASETS = "datasets"
 OBJECT_DATA = "object-data"
-ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
 ACCESS_DESCRIPTION = "ml-platform access: "
 TABLE = Path(__file__).resolve().parents[1] / "key_users.yaml"
@@ -313,12 +313,12 @@ def _team_assignments(graph: Graph) -> Iterator[Finding]:
     writer role whose rights ``lifecycle-record-locked`` holds to create and read."""
     engineer = f"{ACCESS_DESCRIPTION}{ML_ENGINEER}"
     teams: dict[str, set[str]] = {}
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         scope = str(assignment.get("scope") or "")
         if assignment.get("description") == engineer and f"/namespaces/{TEAM_NAMESPACE_PREFIX}" in scope:
             team = scope.rsplit(f"/namespaces/{TEAM_NAMESPACE_PREFIX}", 1)[1]
             teams.setdefault(str(assignment.get("principalId")), set()).add(team)
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         if assignment.get("description") != engineer:
             continue
         stores = graph.linked(assignment, "scope", [BLOB_CONTAINER, STORAGE_ACCOUNT])
@@ -350,7 +350,7 @@ def _azure_people(graph: Graph) -> dict[str, set[str]]:
     """Each person the stack names (``access``; its assignments are described ``ml-platform access:
     <role>``), by principal (object) id -> the people's roles it holds."""
     people: dict[str, set[str]] = {}
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         description = str(assignment.get("description") or "")
         if description.startswith(ACCESS_DESCRIPTION):
             role = description.removeprefix(ACCESS_DESCRIPTION)
@@ -362,7 +362,7 @@ def _azure(graph: Graph) -> Iterator[Finding]:
     """Every assignment to a named person, by its description or by its principal id whatever its
     description (review 35 A4: an auditor's object id given Crypto User undescribed is still the auditor)."""
     people = _azure_people(graph)
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         description = str(assignment.get("description") or "")
         if description == DEPLOYER_KEYS_DESCRIPTION:
             yield from _deployer(assignment, graph)
@@ -412,11 +412,12 @@ def _deployer(assignment: Subject, graph: Graph) -> Iterator[Finding]:
 KEY = "azure-native:keyvault:Key"
 VAULT = "azure-native:keyvault:Vault"
 # Azure built-in roles that assign Key Vault data roles (Azure built-in roles, "Security": Key Vault Data
-# Access Administrator, "Manage access to Azure Key Vault by adding or removing role assignments"; "General":
-# User Access Administrator): whoever holds one on a vault can give itself, or anyone, Crypto User there.
+# Access Administrator, "Manage access to Azure Key Vault by adding or removing role assignments"; and the
+# roles that assign any role, ``ROLE_ASSIGNERS``): whoever holds one on a vault can give itself, or anyone,
+# Crypto User there.
 KEY_ACCESS_ADMINISTRATORS = {
     "8b54135c-b56d-4d72-a534-26097cfdc8d8": "Key Vault Data Access Administrator",
-    "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9": "User Access Administrator",
+    **ROLE_ASSIGNERS,
 }
 # The key operations that touch no data: a key with no others signs and verifies (the image-signing key,
 # components/azure/signing), never encrypts or wraps a store's data.
@@ -465,11 +466,11 @@ def _azure_key_users(graph: Graph) -> Iterator[Finding]:
     people = _azure_people(graph)
     deployers = {
         str(a.get("principalId"))
-        for a in graph.of(ROLE_ASSIGNMENT)
+        for a in role_grants(graph)
         if a.get("description") == DEPLOYER_KEYS_DESCRIPTION
     }
     every = sorted({s.type for s in graph.subjects})
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         principal = str(assignment.get("principalId"))
         if principal in deployers or principal in people:
             continue

@@ -49,6 +49,7 @@ from pulumi_policy import Severity
 from pulumi_policy.proxy import UnknownValueError
 
 from . import tokens
+from .azure_rbac import role_grants
 from .factory import Finding, StackRule, per_node, stack_policy
 from .key_domains import declared_domains
 from .registry import MLFLOW_NAME, template_labels
@@ -94,7 +95,6 @@ KMS_KEY = "aws:kms/key:Key"
 KEY_POLICY = "aws:kms/keyPolicy:KeyPolicy"
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 FEDERATION = "azure-native:managedidentity:FederatedIdentityCredential"
-ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 BLOB_CONTAINER = "azure-native:storage:BlobContainer"
 
 # Azure built-in role definition ids, the same in every tenant (Azure built-in roles reference).
@@ -261,11 +261,68 @@ def _foreign_provider(statement: Mapping[str, Any], issuers: set[str]) -> str | 
     return None
 
 
-def _documented_assumer(statement: Mapping[str, Any], issuers: set[str]) -> str | None:
+# The AWS service each use of a role in the plan needs in its trust, by the resource and input that use
+# it: the EKS cluster role trusts ``eks.amazonaws.com`` (EKS user guide, "Amazon EKS cluster IAM role"),
+# the node role ``ec2.amazonaws.com`` ("Amazon EKS node IAM role"; an instance profile hands the role to
+# EC2 the same way), the flow logs' role ``vpc-flow-logs.amazonaws.com`` (VPC user guide, "IAM role for
+# publishing flow logs to CloudWatch Logs"), CloudTrail's ``cloudtrail.amazonaws.com`` (CloudTrail user
+# guide, "Sending events to CloudWatch Logs"). A role no such resource uses serves no AWS service.
+SERVICE_ROLE_USES: tuple[tuple[str, str, str], ...] = (
+    ("aws:eks/cluster:Cluster", "roleArn", "eks.amazonaws.com"),
+    ("aws:eks/nodeGroup:NodeGroup", "nodeRoleArn", "ec2.amazonaws.com"),
+    ("aws:iam/instanceProfile:InstanceProfile", "role", "ec2.amazonaws.com"),
+    ("aws:ec2/flowLog:FlowLog", "iamRoleArn", "vpc-flow-logs.amazonaws.com"),
+    ("aws:cloudtrail/trail:Trail", "cloudWatchLogsRoleArn", "cloudtrail.amazonaws.com"),
+)
+# EKS Pod Identity (EKS user guide, "Learn how EKS Pod Identity grants pods access to AWS services" and
+# its "role trust policy"): the role trusts ``pods.eks.amazonaws.com`` with ``sts:AssumeRole`` and
+# ``sts:TagSession``, and an association names the namespace and service account that get it.
+POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"
+POD_IDENTITY_ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+
+
+def _pod_identity_subjects(role: Subject, graph: Graph) -> list[str]:
+    """The service accounts the plan's EKS Pod Identity associations give ``role`` to, as IRSA names them
+    (``system:serviceaccount:NAMESPACE:NAME``), in order, without repeats."""
+    found: list[str] = []
+    for association in graph.of(POD_IDENTITY_ASSOCIATION):
+        if role in graph.linked(association, "roleArn", [ROLE]):
+            subject = (
+                f"system:serviceaccount:{association.get('namespace')}:{association.get('serviceAccount')}"
+            )
+            found += [subject] if subject not in found else []
+    return found
+
+
+def workload_subjects(role: Subject, graph: Graph) -> list[str]:
+    """The service accounts that act as ``role``: those its trust admits through the cluster's OIDC
+    provider (IRSA) and, where it trusts EKS Pod Identity, those the plan's associations give it to."""
+    found = trusted_subjects(role)
+    if POD_IDENTITY_SERVICE in _trusted_services(role):
+        found += [s for s in _pod_identity_subjects(role, graph) if s not in found]
+    return found
+
+
+def _served_services(role: Subject, graph: Graph) -> set[str]:
+    """The AWS services that use ``role`` in the plan (``SERVICE_ROLE_USES``), and EKS Pod Identity where
+    an association gives the role to a service account."""
+    served = {
+        service
+        for token, prop, service in SERVICE_ROLE_USES
+        for user in graph.of(token)
+        if role in graph.linked(user, prop, [ROLE], identity="name")
+    }
+    return served | ({POD_IDENTITY_SERVICE} if _pod_identity_subjects(role, graph) else set())
+
+
+def _documented_assumer(statement: Mapping[str, Any], issuers: set[str], served: set[str]) -> str | None:
     """None where an Allow statement of a trust policy admits only what a role of the stack is assumed by:
-    a service account's web identity through the cluster's own OIDC provider, or an AWS service principal
-    (IAM user guide, "Role trust policies": a service role trusts the service, ``Principal: {"Service":
-    ...}``, ``sts:AssumeRole``), each optionally with ``sts:TagSession``; else why not."""
+    a service account's web identity through the cluster's own OIDC provider, or the AWS service that
+    uses the role in the plan (IAM user guide, "Role trust policies": a service role trusts the service,
+    ``Principal: {"Service": ...}``, ``sts:AssumeRole``; ``served``), each optionally with
+    ``sts:TagSession``; else why not. Any other service would run code as the role (IAM user guide, "Use
+    an IAM role to grant permissions to applications running on Amazon EC2 instances"; review rev35h A3).
+    """
     actions = set(strings(statement.get("Action")))
     principal = statement.get("Principal")
     kinds = set(principal) if isinstance(principal, Mapping) else set()
@@ -274,7 +331,19 @@ def _documented_assumer(statement: Mapping[str, Any], issuers: set[str]) -> str 
     if kinds == {"Federated"} and _WEB_IDENTITY in actions and actions <= {_WEB_IDENTITY, _TAG_SESSION}:
         return _foreign_provider(statement, issuers)
     if kinds == {"Service"} and _ASSUME_ROLE in actions and actions <= {_ASSUME_ROLE, _TAG_SESSION}:
-        return None
+        unused = [s for s in strings(statement["Principal"]["Service"]) if s not in served]
+        if not unused:
+            return None
+        return (
+            f"{', '.join(unused)} does not use this role in the plan; it serves "
+            f"{', '.join(sorted(served)) or 'no AWS service'}"
+            + (
+                f" ({POD_IDENTITY_SERVICE} needs an EKS Pod Identity association naming the role's "
+                "service account)"
+                if POD_IDENTITY_SERVICE in unused
+                else ""
+            )
+        )
     return "neither the cluster's OIDC provider for a service account nor an AWS service"
 
 
@@ -288,11 +357,12 @@ def _other_assumers(role: Subject, graph: Graph) -> Iterator[str]:
     JSON policy elements: Principal"; reviews rev35e A4, rev35f A1, A2). The people's roles are the
     adopter's own, named by ARN (``access``), never made by the stack."""
     issuers = _issuers(role, graph)
+    served = _served_services(role, graph)
     document = parse_document(role.get("assumeRolePolicy"), "assumeRolePolicy")
     for index, statement in enumerate(statements(document)):
         if statement.get("Effect") != "Allow":
             continue
-        why = _documented_assumer(statement, issuers)
+        why = _documented_assumer(statement, issuers, served)
         if why is None:
             continue
         actions = strings(statement.get("Action"))
@@ -307,7 +377,7 @@ def _other_assumers(role: Subject, graph: Graph) -> Iterator[str]:
 
 
 def _role_identity(role: Subject, graph: Graph) -> Iterator[str]:
-    subjects = trusted_subjects(role)
+    subjects = workload_subjects(role, graph)
     if len(subjects) > 1:
         yield (
             f"one role for {len(subjects)} service accounts ({', '.join(subjects)}); give each role its "
@@ -385,7 +455,7 @@ def _azure_identity(identity: Subject, graph: Graph) -> Iterator[str]:
     if len(subjects) != 1 or subjects[0] not in WORKLOAD_SETS:
         return
     allowed = WORKLOAD_SETS[subjects[0]]
-    for assignment in graph.of(ROLE_ASSIGNMENT):
+    for assignment in role_grants(graph):
         if identity in graph.linked(assignment, "principalId", [IDENTITY]):
             yield from _azure_grant(allowed, assignment, graph)
 
@@ -855,9 +925,17 @@ def _trusted_services(role: Subject) -> list[str]:
     return found
 
 
-def _owned_domains(role: Subject) -> frozenset[str]:
-    trusted = [*trusted_subjects(role), *_trusted_services(role)]
+def _owned_domains(role: Subject, graph: Graph) -> frozenset[str]:
+    trusted = [*workload_subjects(role, graph), *_trusted_services(role)]
     return frozenset(d for t in trusted for d in KEY_DOMAINS_BY_TRUST.get(t, frozenset()))
+
+
+# Why a role owns no domain (review rev35h B1): the service account acting as it is named by its IRSA
+# trust or by an EKS Pod Identity association; without either the role is no workload's.
+_NO_DOMAIN = (
+    "it owns none: no service account of a domain acts as it, neither through its trust's IRSA subject "
+    "nor through an EKS Pod Identity association"
+)
 
 
 def _key_use_within_domain(policy: Subject, graph: Graph) -> Iterator[str]:
@@ -875,14 +953,14 @@ def _key_use_within_domain(policy: Subject, graph: Graph) -> Iterator[str]:
     if not used:
         return
     for role in graph.linked(policy, "role", [ROLE], identity="name"):
-        owned = _owned_domains(role)
+        owned = _owned_domains(role, graph)
         for key in graph.linked(policy, "policy", [KMS_KEY]):
             foreign = [d for d in declared_domains(key) if d not in owned]
             if foreign:
                 yield (
                     f"policy.Resource: role {role.name} may {', '.join(used)} with key {key.name}, a key of "
                     f"{' '.join(foreign)}, a domain the role does not own "
-                    f"({', '.join(sorted(owned)) or 'it owns none'}); grant only its own domains' keys"
+                    f"({', '.join(sorted(owned)) or _NO_DOMAIN}); grant only its own domains' keys"
                 )
 
 

@@ -123,6 +123,12 @@ _NFS_TLS_REQUIRED = "properties.protocolSettings.nfs.encryptionInTransit.require
 # tenant; any API version module) and every typed file service token.
 _TEMPLATE_DEPLOYMENTS = re.compile(r"azure-native:resources(/\w+)?:Deployment\w*")
 _TYPED_FILE_SERVICES = re.compile(r"azure-native:storage(/\w+)?:FileServiceProperties")
+# Resources that may PUT any ARM resource, the file service included, in a form the plan does not show
+# (review rev35h A5): a generic ``resources:Resource`` (pulumi-azure-native ``resources/resource.py``: any
+# provider namespace, parent path, resource type and API version, its properties free-form) and a
+# deployment script (``AzureCliScript``, ``AzurePowerShellScript``: Azure Resource Manager,
+# "Use deployment scripts in ARM templates", a script run with an identity's rights, ``az rest`` included).
+_OPAQUE_WRITERS = re.compile(r"azure-native:resources(/\w+)?:(Resource|AzureCliScript|AzurePowerShellScript)")
 _PLAIN_PROPERTIES = frozenset({"mode", "template"})
 _PLAIN_TEMPLATE = frozenset({"$schema", "contentVersion", "resources"})
 _PLAIN_RESOURCE = frozenset(
@@ -213,7 +219,10 @@ def _writer_problems(
         yield f"deployment {deployment.name}: {problem}"
     required = known(at(resource, _NFS_TLS_REQUIRED), _NFS_TLS_REQUIRED)
     if required is not True:
-        yield f"deployment {deployment.name} sets {_NFS_TLS_REQUIRED} {describe(required)}"
+        yield (
+            f"deployment {deployment.name} sets {_NFS_TLS_REQUIRED} {describe(required)}, not the JSON "
+            "boolean true (ARM's EncryptionInTransit.required is a bool)"
+        )
 
 
 def _file_service_writers(account: Subject, graph: Graph) -> Iterator[str]:
@@ -243,6 +252,12 @@ def _file_service_writers(account: Subject, graph: Graph) -> Iterator[str]:
                         f"deployment {subject.name} writes account {name} itself, its secure transfer "
                         "included: the stack's StorageAccount is its one writer"
                     )
+        elif _OPAQUE_WRITERS.fullmatch(subject.type):
+            yield (
+                f"{subject.type} {subject.name} cannot be judged (it may PUT any ARM resource), so it may "
+                f"write account {name}'s file service; set the file service in the stack's one template "
+                "deployment, and run no generic resource or deployment script beside an NFS account"
+            )
         elif _TYPED_FILE_SERVICES.fullmatch(subject.type):
             value = subject.get("accountName")
             if (

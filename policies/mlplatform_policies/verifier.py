@@ -32,12 +32,12 @@ from typing import Any
 from pulumi_policy import Severity
 from pulumi_policy.proxy import UnknownValueError
 
+from .azure_rbac import ROLE_ASSIGNMENT
 from .factory import Finding, stack_policy
 from .separation import (
     FEDERATION,
     IDENTITY,
     ROLE,
-    ROLE_ASSIGNMENT,
     ROLE_POLICY,
     strings,
     trusted_subjects,

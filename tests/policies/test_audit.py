@@ -670,6 +670,8 @@ BLOB_DATA_CONTRIBUTOR = f"{_DEFINITIONS}/ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 STORAGE_ACCOUNT_CONTRIBUTOR = f"{_DEFINITIONS}/17d1049b-9a84-46fb-8f53-869881c3d3ab"
 CONTRIBUTOR = f"{_DEFINITIONS}/b24988ac-6180-42a0-ab88-20f7382dd24c"
 OWNER = f"{_DEFINITIONS}/8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
+# Azure built-in roles, "Privileged": Role Based Access Control Administrator (review rev35h A7).
+RBAC_ADMINISTRATOR = f"{_DEFINITIONS}/f58310d9-a9f6-439a-9e8d-f62e7b41a168"
 
 
 def _account_id(plan: PlanDict, name_suffix: str) -> str:
@@ -1010,6 +1012,11 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         "owner-at-the-subscription",
         lambda p: _second_writer(p, "rollout", scope=SUBSCRIPTION, role=OWNER, suffix="-owner"),
         ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-owner"),
+    ),
+    (
+        "rbac-administrator-on-the-record",
+        lambda p: _second_writer(p, "rollout", role=RBAC_ADMINISTRATOR, suffix="-rbac"),
+        ("lifecycle-record-locked", "azure-enterprise-prod-azure-rollout-identity-record-writer-rbac"),
     ),
     (
         "record-writer-role-that-lists-the-account-keys",

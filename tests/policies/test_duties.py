@@ -76,6 +76,8 @@ READ_TYPES = (
     "azure-native:storage:BlobContainer",
     "azure-native:storage:StorageAccount",
     "kubernetes:apps/v1:Deployment",
+    # The charts' and the stack's Kubernetes RBAC objects (review rev35h A2).
+    "kubernetes:rbac.authorization.k8s.io/",
     "pulumi:providers:",
 )
 
@@ -823,9 +825,39 @@ def _custom_aks_role(principal: str) -> Callable[[PlanDict], PlanDict]:
     return plant
 
 
+PIM_ELIGIBILITY = "azure-native:authorization:PimRoleEligibilitySchedule"
+
+
+def _eligible(plant: Callable[[PlanDict], PlanDict]) -> Callable[[PlanDict], PlanDict]:
+    """``plant`` with the role assignment it adds made PIM-eligible instead (pulumi-azure-native
+    ``authorization.PimRoleEligibilitySchedule``: the same principal, role and scope, activated by its
+    member): a duty the member holds as an active one's holder does (review rev35h A1)."""
+
+    def eligible(plan: PlanDict) -> PlanDict:
+        edited = plant(plan)
+        added = edited["resources"][-1]
+        assert added["type"] == "azure-native:authorization:RoleAssignment"
+        added["urn"] = added["urn"].replace(added["type"], PIM_ELIGIBILITY)
+        added["type"] = PIM_ELIGIBILITY
+        added["inputs"] = {
+            **{k: added["inputs"][k] for k in ("principalId", "roleDefinitionId", "scope")},
+            "requestType": "AdminAssign",
+            "scheduleInfo": {"expiration": {"type": "NoExpiration"}},
+        }
+        return edited
+
+    return eligible
+
+
 @pytest.mark.parametrize(
     ("case", "plant", "expected"),
     [
+        # Review rev35h A1 (plant p01): the same, PIM-eligible.
+        (
+            "custodian-eligible-cluster-admin",
+            _eligible(_aks_role(AZURE_CUSTODIAN, AKS_CLUSTER_ADMIN, "planted-aks")),
+            {"planted-aks"},
+        ),
         # z8: the key custodians given AKS RBAC Cluster Admin undescribed.
         (
             "custodian-undescribed-cluster-admin",
@@ -878,6 +910,9 @@ KEYS_VAULT = f"{AZURE}-azure-keys-vault"
 STORAGE_KEY = f"{AZURE}-azure-keys-storage"
 # Azure built-in roles, "Security": Key Vault Data Access Administrator.
 KEY_VAULT_DATA_ACCESS_ADMINISTRATOR = "8b54135c-b56d-4d72-a534-26097cfdc8d8"
+# Azure built-in roles, "Privileged": the roles that assign any role (review rev35h A7).
+USER_ACCESS_ADMINISTRATOR = "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9"
+RBAC_ADMINISTRATOR = "f58310d9-a9f6-439a-9e8d-f62e7b41a168"
 
 
 def _key_role(
@@ -953,6 +988,26 @@ def _key_role(
             _key_role(KEY_VAULT_DATA_ACCESS_ADMINISTRATOR, KEYS_VAULT, identity=ROLLOUT_IDENTITY),
             {("key-use-by-role", "planted-key-role")},
         ),
+        # Review rev35h A1: the same, PIM-eligible.
+        (
+            "stranger-eligible-crypto-user-vault",
+            _eligible(
+                _key_role(KEY_VAULT_CRYPTO_USER, KEYS_VAULT, principal="99999999-9999-9999-9999-999999999999")
+            ),
+            {("key-use-by-role", "planted-key-role")},
+        ),
+        # Review rev35h A7 (plants p07, p09): a stranger that may assign itself any role on the vault.
+        *(
+            (
+                f"stranger-{name}-on-the-vault",
+                _key_role(role, KEYS_VAULT, principal="99999999-9999-9999-9999-999999999999"),
+                {("key-use-by-role", "planted-key-role")},
+            )
+            for name, role in (
+                ("user-access-administrator", USER_ACCESS_ADMINISTRATOR),
+                ("rbac-administrator", RBAC_ADMINISTRATOR),
+            )
+        ),
     ],
 )
 def test_azure_key_use_only_for_the_keys_named_users(
@@ -970,3 +1025,76 @@ def test_azure_key_use_only_for_the_keys_named_users(
     data key, and Key Vault Data Access Administrator ("Manage access to Azure Key Vault by adding or
     removing role assignments") for anyone but the deployer, are refused."""
     assert duties(plant(azure_plan)) == expected, case
+
+
+def _binding(subject: str, role: str = "cluster-admin") -> Callable[[PlanDict], PlanDict]:
+    """A ClusterRoleBinding of the ClusterRole ``role`` to the Kubernetes group ``subject``."""
+
+    def plant(plan: PlanDict) -> PlanDict:
+        edited = copy.deepcopy(plan)
+        token = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
+        provider = next(r for r in edited["resources"] if r["type"] == "kubernetes:apps/v1:Deployment")
+        edited["resources"].append(
+            {
+                "urn": provider["urn"].rsplit("$", 1)[0] + f"${token}::planted-binding",
+                "type": token,
+                "name": "planted-binding",
+                "custom": True,
+                "provider": provider.get("provider"),
+                "inputs": {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": "planted-binding"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": subject}],
+                },
+            }
+        )
+        return edited
+
+    return plant
+
+
+@pytest.mark.parametrize(
+    ("case", "plant", "expected"),
+    [
+        # Plant p11: the auditors' access entry maps them to a group that is bound to cluster-admin.
+        (
+            "auditor-group-bound-cluster-admin",
+            lambda p: _binding("ops-admins")(
+                with_inputs(p, _named(AUDITOR_ENTRY), lambda i: i.update(kubernetesGroups=["ops-admins"]))
+            ),
+            {("duties-separated", AUDITOR_ENTRY)},
+        ),
+        # The same group bound to edit: an auditor that writes.
+        (
+            "auditor-group-bound-edit",
+            lambda p: _binding("ops-admins", "edit")(
+                with_inputs(p, _named(AUDITOR_ENTRY), lambda i: i.update(kubernetesGroups=["ops-admins"]))
+            ),
+            {("duties-separated", AUDITOR_ENTRY)},
+        ),
+        # Plant p05: the Azure key custodians' Entra group bound to cluster-admin.
+        (
+            "azure-custodian-group-bound-cluster-admin",
+            _binding(AZURE_CUSTODIAN),
+            {("duties-separated", "planted-binding")},
+        ),
+        # A read-only binding merges nothing.
+        ("azure-custodian-group-bound-view", _binding(AZURE_CUSTODIAN, "view"), set()),
+    ],
+)
+def test_kubernetes_rbac_bindings_are_cluster_access(
+    aws_plan: PlanDict,
+    azure_plan: PlanDict,
+    duties: Findings,
+    case: str,
+    plant: Callable[[PlanDict], PlanDict],
+    expected: set[tuple[str, str]],
+) -> None:
+    """Review rev35h A2: a RoleBinding or ClusterRoleBinding of cluster-admin, admin, edit or a role writing
+    Secrets (Kubernetes, "Using RBAC Authorization", "User-facing roles") to a group or user the access
+    table maps to a key custodian or an auditor (EKS access entries' kubernetesGroups; AKS Entra object
+    IDs) is the duty merge it is."""
+    plan = azure_plan if case.startswith("azure-") else aws_plan
+    assert duties(plant(plan)) == expected, case

@@ -155,6 +155,11 @@ def _move_training_to_readers(inputs: dict[str, Any]) -> None:
     inputs["policy"] = json.dumps(document)
 
 
+def _administrators(operator: str, arn: str) -> Edit:
+    """The custodians' statement naming its administrators by ``operator`` ``arn`` instead."""
+    return lambda s: s.__setitem__("Condition", {operator: {"aws:PrincipalArn": arn}})
+
+
 def _plant(edit: Edit) -> Callable[[PlanDict], Edit]:
     return lambda _plan: edit
 
@@ -197,6 +202,21 @@ PLANTS: list[Any] = [
     ),
     pytest.param(OBJECT_DATA, _plant(_move_training_to_readers), id="writer-decrypts-only"),
     pytest.param(SECRETS, _plant(_break_glass_decrypts), id="principal-named-outright"),
+    # Review rev35h A4: the custodians' administration widened to every role of the account, by ArnLike
+    # or by a wildcard under ArnEquals (AWS KMS developer guide, "Default key policy": an administrator
+    # can give itself the key's use).
+    pytest.param(
+        DATASETS,
+        _plant(_statement("KeyCustodiansAdministerKey", _administrators("ArnLike", f"{ACCOUNT}:role/*"))),
+        id="administrators-arnlike-every-role",
+    ),
+    pytest.param(
+        DATASETS,
+        _plant(
+            _statement("KeyCustodiansAdministerKey", _administrators("ArnEquals", f"{ACCOUNT}:role/key-*"))
+        ),
+        id="administrators-wildcard",
+    ),
 ]
 
 

@@ -49,7 +49,7 @@ ACCOUNT = of_type("azure-native:storage:StorageAccount", "-shared-account")
 SHARE = of_type("azure-native:storage:FileShare", "-shared-share")
 REFUSED = {(POLICY, "azure-smb-dev-azure-shared-account")}
 # What the policy reads, and the providers: the pack judges only these.
-READ_TYPES = ("azure-native:storage:", "azure-native:resources:Deployment", "pulumi:providers:")
+READ_TYPES = ("azure-native:storage:", "azure-native:resources:", "pulumi:providers:")
 
 
 @pytest.fixture(scope="module")
@@ -305,6 +305,50 @@ def test_a_typed_file_service_beside_the_deployment_is_a_second_writer(
         "propertyDependencies": {"accountName": [account["urn"]]},
     }
     assert refused(_beside(smb, DEPLOYMENT, typed)) == REFUSED
+
+
+@pytest.mark.parametrize(
+    ("token", "inputs"),
+    [
+        (
+            "azure-native:resources:Resource",
+            {
+                "resourceProviderNamespace": "Microsoft.Storage",
+                "parentResourcePath": "storageAccounts/{account}",
+                "resourceType": "fileServices",
+                "resourceName": "default",
+                "apiVersion": "2025-01-01",
+                "properties": {"protocolSettings": {"nfs": {"encryptionInTransit": {"required": False}}}},
+            },
+        ),
+        (
+            "azure-native:resources:AzureCliScript",
+            {
+                "kind": "AzureCLI",
+                "azCliVersion": "2.61.0",
+                "retentionInterval": "PT1H",
+                "scriptContent": "az rest --method put --url .../fileServices/default --body @service.json",
+            },
+        ),
+        ("azure-native:resources:AzurePowerShellScript", {"kind": "AzurePowerShell", "scriptContent": "..."}),
+    ],
+    ids=["generic-resource", "cli-script", "powershell-script"],
+)
+def test_a_resource_that_may_put_any_arm_resource_beside_an_nfs_account_cannot_be_judged(
+    smb: PlanDict, refused: Findings, token: str, inputs: dict[str, Any]
+) -> None:
+    """Review rev35h A5: a generic ARM resource or a deployment script may write the file service in a
+    form the plan does not show, so an NFS account beside one is refused."""
+    [account] = [r for r in smb["resources"] if ACCOUNT(r)]
+    group, name = account["inputs"]["resourceGroupName"], account["inputs"]["accountName"]
+    filled = {k: v.format(account=name) if isinstance(v, str) else v for k, v in inputs.items()}
+    opaque = {
+        "type": token,
+        "inputs": {"resourceGroupName": group, **filled},
+        "dependencies": [account["urn"]],
+        "propertyDependencies": {},
+    }
+    assert refused(_beside(smb, DEPLOYMENT, opaque)) == REFUSED
 
 
 def test_an_nfs_share_on_an_account_the_stack_does_not_make_cannot_be_judged(

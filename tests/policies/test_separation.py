@@ -57,6 +57,11 @@ def separation(pack: PolicyPackSession, defaults: dict[str, PolicySettings]) -> 
 READ_TYPES = (
     "aws:iam/",
     "aws:kms/key:Key",
+    # The users of the service roles and EKS Pod Identity associations, which name the service a role's
+    # trust may admit (review rev35h A3).
+    "aws:eks/",
+    "aws:ec2/flowLog:FlowLog",
+    "aws:cloudtrail/trail:Trail",
     "azure-native:managedidentity:",
     "azure-native:authorization:RoleAssignment",
     "azure-native:storage:BlobContainer",
@@ -346,6 +351,100 @@ def test_only_training_uses_the_datasets_key(aws_plan: PlanDict, separation: Fin
     (use,) = [s for s in statements if s["Sid"] == "UseKeyThroughS3Datasets"]
     planted = _decrypts_with(aws_plan, "-identities-inference", f"{AWS}-aws-datasets-key", use["Resource"])
     assert separation(planted) == {("key-use-within-domain", INFERENCE_ROLE)}
+
+
+POD_IDENTITY_TRUST = {
+    "Effect": "Allow",
+    "Principal": {"Service": "pods.eks.amazonaws.com"},
+    "Action": ["sts:AssumeRole", "sts:TagSession"],
+}
+
+
+def _trust_service(statement: dict[str, Any], *, only: bool = False) -> Callable[[PlanDict], PlanDict]:
+    """The training role's trust with ``statement`` added (or alone, ``only``)."""
+
+    def edit(document: dict[str, Any]) -> None:
+        document["Statement"] = [statement] if only else [*document["Statement"], statement]
+
+    return lambda p: with_inputs(
+        p, of_type("aws:iam/role:Role", TRAINING_ROLE), _document(edit, "assumeRolePolicy")
+    )
+
+
+def _pod_identity(plan: PlanDict, namespace: str, service_account: str) -> PlanDict:
+    """``plan`` with an EKS Pod Identity association giving the training role to ``namespace`` /
+    ``service_account`` (its ``roleArn`` refers to the role, as the engine records it)."""
+    edited = copy.deepcopy(plan)
+    (role,) = [
+        r for r in edited["resources"] if r["type"] == "aws:iam/role:Role" and r["name"] == TRAINING_ROLE
+    ]
+    urn = (
+        role["urn"].rsplit("::", 1)[0].rsplit("$", 1)[0]
+        + "$aws:eks/podIdentityAssociation:PodIdentityAssociation::planted"
+    )
+    edited["resources"].append(
+        {
+            "urn": urn,
+            "type": "aws:eks/podIdentityAssociation:PodIdentityAssociation",
+            "name": "planted",
+            "custom": True,
+            "inputs": {
+                "clusterName": f"{AWS}-aws",
+                "namespace": namespace,
+                "serviceAccount": service_account,
+                "roleArn": f"arn:aws:iam::123456789012:role/{TRAINING_ROLE}",
+                "tags": role["inputs"].get("tags", {}),
+            },
+            "dependencies": [role["urn"]],
+            "propertyDependencies": {"roleArn": [role["urn"]]},
+        }
+    )
+    return edited
+
+
+# Review rev35h A3: a role's trust admits only the service its use in the plan needs (EKS user guide,
+# "Amazon EKS cluster IAM role", "Amazon EKS node IAM role"; EKS Pod Identity's role trust policy only
+# with an association naming the role's own service account).
+AWS_CASES += [
+    (
+        "training-trusts-ec2",
+        _trust_service(
+            {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ),
+        ("identity-per-role", TRAINING_ROLE),
+    ),
+    (
+        "training-pod-identity-for-default-service-account",
+        lambda p: _pod_identity(_trust_service(POD_IDENTITY_TRUST)(p), "default", "default"),
+        ("identity-per-role", TRAINING_ROLE),
+    ),
+    (
+        "training-pod-identity-without-association",
+        lambda p: with_inputs(
+            _trust_service(POD_IDENTITY_TRUST, only=True)(p),
+            _policy_of(TRAINING_ROLE),
+            lambda inputs: inputs.update(policy=json.dumps({"Version": "2012-10-17", "Statement": []})),
+        ),
+        ("identity-per-role", TRAINING_ROLE),
+    ),
+]
+
+
+def test_training_moved_to_pod_identity_passes(aws_plan: PlanDict, separation: Findings) -> None:
+    """The documented EKS Pod Identity shape (trust ``pods.eks.amazonaws.com`` with ``sts:AssumeRole`` and
+    ``sts:TagSession``, an association naming ``ml-training/trainer``) keeps the role training's: it passes
+    and still owns the datasets' key (review rev35h B1)."""
+    moved = _pod_identity(_trust_service(POD_IDENTITY_TRUST, only=True)(aws_plan), "ml-training", "trainer")
+    assert separation(moved) == set()
+
+
+def test_pod_identity_without_association_names_the_cause(
+    aws_plan: PlanDict, pack: PolicyPackSession, defaults: dict[str, PolicySettings]
+) -> None:
+    """Review rev35h B1: a Pod Identity trust with no association says why the role owns no domain."""
+    planted = _trust_service(POD_IDENTITY_TRUST, only=True)(aws_plan)
+    messages = [v.message for v in pack.judge(planted, defaults) if v.policy == "key-use-within-domain"]
+    assert messages and all("EKS Pod Identity association" in m for m in messages)
 
 
 @pytest.mark.parametrize(("case", "plant", "expected"), AWS_CASES, ids=[c[0] for c in AWS_CASES])
