@@ -669,6 +669,14 @@ def _azure_record_problems(account: Subject, graph: Graph) -> Iterator[str]:
         )
     elif max(days) < 1:
         yield "the immutability period is under a day: whoever writes the record can delete its events"
+    if account.get("allowSharedKeyAccess") is not False:
+        # Review rev40f A3: with Shared Key on, whoever lists the account keys appends in anyone's name,
+        # around the registry and RBAC (Azure Storage, "Prevent Shared Key authorization for an Azure
+        # Storage account": unset means allowed).
+        yield (
+            "allowSharedKeyAccess is not false: the account keys would authorize any write to the record "
+            "in anyone's name, around the registry, which must be its only writer"
+        )
 
 
 def granted_data_actions(

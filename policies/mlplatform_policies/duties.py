@@ -358,7 +358,7 @@ def _aks_granted(graph: Graph) -> Iterator[tuple[str, str, Subject]]:
         yield str(assignment.get("principalId")), duty, assignment
 
 
-def _azure_named(graph: Graph) -> dict[str, set[str]]:
+def azure_people(graph: Graph) -> dict[str, set[str]]:
     """The stack's role table on Azure: each principal -> the people's roles its described assignments
     name (``ml-platform access: <role>``, components/azure/access.py)."""
     named: dict[str, set[str]] = {}
@@ -404,7 +404,7 @@ def _azure_roles(graph: Graph) -> dict[str, dict[str, str]]:
 def _azure_cluster_grants(graph: Graph) -> Iterator[Finding]:
     """An AKS role beyond the roles the stack's ``access`` names its principal for, or to a principal it
     names for none; the deployer's is its standing right."""
-    named, deployers = _azure_named(graph), _deployers(graph)
+    named, deployers = azure_people(graph), _deployers(graph)
     for principal, duty, assignment in _aks_granted(graph):
         roles = named.get(principal, set())
         if principal not in deployers and _beyond_role(duty, roles):

@@ -49,7 +49,7 @@ from pulumi_policy import Severity
 from . import tokens
 from .audit import above, granted_data_actions
 from .azure_rbac import ROLE_ASSIGNERS, role_grants
-from .duties import DEPLOYER_KEYS_DESCRIPTION, attached_people
+from .duties import ACCESS_DESCRIPTION, DEPLOYER_KEYS_DESCRIPTION, attached_people, azure_people
 from .factory import Finding, StackRule, stack_policy
 from .key_domains import declared_domains
 from .separation import (
@@ -84,7 +84,6 @@ STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 DATASETS = "datasets"
 OBJECT_DATA = "object-data"
 ACCESS_ROLES_TAG = "ml-platform.io/access-roles"
-ACCESS_DESCRIPTION = "ml-platform access: "
 TABLE = Path(__file__).resolve().parents[1] / "key_users.yaml"
 
 # Azure built-in roles that use keys (Azure built-in roles reference, "Security").
@@ -346,22 +345,10 @@ def _team_assignments(graph: Graph) -> Iterator[Finding]:
             )
 
 
-def _azure_people(graph: Graph) -> dict[str, set[str]]:
-    """Each person the stack names (``access``; its assignments are described ``ml-platform access:
-    <role>``), by principal (object) id -> the people's roles it holds."""
-    people: dict[str, set[str]] = {}
-    for assignment in role_grants(graph):
-        description = str(assignment.get("description") or "")
-        if description.startswith(ACCESS_DESCRIPTION):
-            role = description.removeprefix(ACCESS_DESCRIPTION)
-            people.setdefault(str(assignment.get("principalId")), set()).add(role)
-    return people
-
-
 def _azure(graph: Graph) -> Iterator[Finding]:
     """Every assignment to a named person, by its description or by its principal id whatever its
     description (review 35 A4: an auditor's object id given Crypto User undescribed is still the auditor)."""
-    people = _azure_people(graph)
+    people = azure_people(graph)
     for assignment in role_grants(graph):
         description = str(assignment.get("description") or "")
         if description == DEPLOYER_KEYS_DESCRIPTION:
@@ -463,7 +450,7 @@ def _azure_key_users(graph: Graph) -> Iterator[Finding]:
     key that signs and verifies; never on a whole vault or above, never for a principal the plan does not
     have. The named people are ``_azure``'s (the table gives them no Azure key), the deployer
     ``_deployer``'s. No one but the deployer may assign Key Vault data roles on a vault of the stack."""
-    people = _azure_people(graph)
+    people = azure_people(graph)
     deployers = {
         str(a.get("principalId"))
         for a in role_grants(graph)

@@ -920,6 +920,26 @@ AZURE_CASES: list[tuple[str, Callable[[PlanDict], PlanDict], tuple[str, str]]] =
         ),
         ("lifecycle-record-locked", AZURE_RECORD),
     ),
+    # Review rev40f A3: Shared Key on lets whoever lists the account keys append in anyone's name (Azure
+    # Storage, "Prevent Shared Key authorization for an Azure Storage account").
+    (
+        "record-account-with-shared-key",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:storage:StorageAccount", "record-account"),
+            lambda i: i.update(allowSharedKeyAccess=True),
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
+    (
+        "record-account-shared-key-unset",
+        lambda p: with_inputs(
+            p,
+            of_type("azure-native:storage:StorageAccount", "record-account"),
+            lambda i: i.pop("allowSharedKeyAccess"),
+        ),
+        ("lifecycle-record-locked", AZURE_RECORD),
+    ),
     (
         "record-account-removed",
         lambda p: without(p, of_type("azure-native:storage:StorageAccount", "record-account")),

@@ -91,6 +91,7 @@ import os
 import re
 import sys
 import tempfile
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -284,6 +285,22 @@ def refusal(
         f" identities move {' and '.join(PROTECTED_ALIASES)} ({', '.join(allowed)}; the stack's rollout"
         " user and workloads.registry.approvers); ask for a promotion with mlplatform models"
         " request-promotion (docs/lifecycle.md)"
+    )
+
+
+def lookalike_refusal(alias: str) -> str | None:
+    """Why ``alias`` is refused for everyone as another spelling of a protected alias, or None. MLflow 3.17.2
+    compares alias names exactly (``_validate_model_alias_name`` admits any ``[\\w-]`` name;
+    ``SqlAlchemyStore.set_registered_model_alias`` stores it as sent), so ``Champion`` is an alias the
+    servers never follow, while the protected rule and the record fold case: an approver's ``Champion``
+    then ``CHAMPION`` went on the record as two promotions that never happened (review rev40f A2). The
+    protected names are taken only as spelled; one that folds to them (Unicode NFKC, then case) is not."""
+    folded = unicodedata.normalize("NFKC", alias).casefold()
+    if folded not in PROTECTED_ALIASES or alias == folded:
+        return None
+    return (
+        f"alias {alias!r} is another spelling of the protected alias {folded!r}: MLflow would treat it as"
+        f" a different alias, which no server follows; name {folded!r} exactly"
     )
 
 
@@ -821,6 +838,9 @@ def _guard_alias(
 ) -> Authorization | Response:
     """The protected aliases' rule for ``user``'s move; a move it lets through goes on the record once
     MLflow has made it (``_append_move``)."""
+    lookalike = lookalike_refusal(alias)
+    if lookalike is not None:
+        return _error(400, "INVALID_PARAMETER_VALUE", lookalike)
     restoring = restorers()
     why = refusal(user, model, alias, promoters(), restoring)
     if why is not None or alias.casefold() not in PROTECTED_ALIASES:
