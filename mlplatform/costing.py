@@ -583,6 +583,10 @@ _UNPRICED_TYPES: dict[str, str] = {
     "aws:cloudtrail/trail:Trail": f"CloudTrail bills by the events it delivers: {_BY_USE}",
     "aws:sns/topic:Topic": f"SNS bills by requests and deliveries: {_BY_USE}",
     "aws:cloudwatch/metricAlarm:MetricAlarm": "CloudWatch bills each alarm by the month; not in the snapshot",
+    "azure-native:storage:EncryptionScope": (
+        "an encryption scope bills by the hour, a month at least (Microsoft Learn, Create and manage"
+        " encryption scopes); not in the snapshot"
+    ),
     "aws:cloudwatch/logMetricFilter:LogMetricFilter": (
         "its metric is billed as a CloudWatch custom metric by the month; not in the snapshot"
     ),

@@ -44,9 +44,10 @@ IMAGES = {
     ),
     # A script image: requirements, the launcher, its authorization function, its sitecustomize and the RDS
     # roots the launcher verifies the database with (launch.py ``database_ca``), and the lifecycle record's
-    # writer the authorization function appends with (guard.py ``record_events``) are all it copies.
+    # writer the authorization function appends with (guard.py ``record_events``) and the promotion rule it
+    # decides alias moves with (guard.py ``move_decision``: approval.py, lock.py) are all it copies.
     REGISTRY_DOCKERFILE: (
-        ("workloads.registry.record",),
+        ("workloads.registry.record", "workloads.registry.approval", "workloads.registry.lock"),
         (
             "workloads/registry/server/requirements.txt",
             "workloads/registry/server/launch.py",
