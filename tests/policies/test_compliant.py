@@ -390,12 +390,14 @@ archive = storage.StorageAccount(
     },
 )
 # The model lifecycle record: its own immutable account (time-based, no append writes) on the
-# object-data key (lifecycle-record-locked, keys-per-domain).
+# object-data key (lifecycle-record-locked, keys-per-domain); Shared Key off, so only the registry's
+# identity writes it.
 record = storage.StorageAccount(
     "record",
     resource_group_name=rg.name,
     kind="StorageV2",
     sku={"name": "Standard_ZRS"},
+    allow_shared_key_access=False,
     enable_https_traffic_only=True,
     minimum_tls_version="TLS1_2",
     allow_blob_public_access=False,
